@@ -1,0 +1,61 @@
+"""The `autotune` command line. Printing, environment and exit codes live here, nowhere else."""
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from autotune import space_cli
+from autotune.errors import UserError
+
+app = typer.Typer(
+    help="Autotune GPU kernels: explore tuning spaces, sweep them on a GPU into SQLite, "
+         "analyze the results into dispatch tables.",
+    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app.add_typer(space_cli.app, name="space")
+err = Console(stderr=True)
+
+
+@app.command()
+def devices() -> None:
+    """List the device profiles usable with --device (and the GPU of this machine, if any)."""
+    from autotune.devices import PROFILES, detect_gpu
+    table = Table(title="device profiles")
+    for col in ("profile", "name", "cc", "SMs", "smem/block (opt-in)", "smem/SM", "L2", "bandwidth"):
+        table.add_column(col)
+    gpu = detect_gpu()
+    rows = list(PROFILES.items()) + ([("(this GPU)", gpu)] if gpu else [])
+    for key, d in rows:
+        table.add_row(key, d.name, str(d.cc), str(d.sm_count), f"{d.max_smem_per_block // 1024} KB",
+                      f"{d.max_smem_per_sm // 1024} KB", f"{d.l2_bytes / 2**20:g} MB", f"{d.mem_bandwidth / 1e12:.2f} TB/s")
+    Console().print(table)
+
+
+def _register_optional() -> None:
+    """Commands whose modules may be absent in a partial checkout are registered when importable."""
+    try:
+        from autotune import sweep_cli
+        sweep_cli.register(app)
+    except ImportError:
+        pass
+    try:
+        from autotune import analyze_cli
+        analyze_cli.register(app)
+    except ImportError:
+        pass
+
+
+_register_optional()
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
