@@ -54,7 +54,7 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+        sys.stderr.write(f"error: {exc}\n")
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted")

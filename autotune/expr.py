@@ -91,9 +91,12 @@ def _check_node(node: ast.AST, names: set[str]) -> None:
                         "use arithmetic, comparisons, and/or/not, `x if c else y`, `in [..]` and "
                         + ", ".join(FUNCTIONS))
     if isinstance(node, ast.Call):
-        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
-            called = node.func.id if isinstance(node.func, ast.Name) else "that expression"
-            raise ExprError(f"call of {called!s} is not allowed", f"only {', '.join(FUNCTIONS)} can be called")
+        if not isinstance(node.func, ast.Name):
+            _check_node(node.func, set())  # names the construct: attribute access, lambda, ...
+            raise ExprError("calling the result of an expression is not allowed",
+                            f"only {', '.join(FUNCTIONS)} can be called")
+        if node.func.id not in FUNCTIONS:
+            raise ExprError(f"call of {node.func.id} is not allowed", f"only {', '.join(FUNCTIONS)} can be called")
         if node.keywords:
             raise ExprError("keyword arguments are not allowed", "pass arguments by position")
         want = (2, None) if node.func.id in ("min", "max") else (1, 1)

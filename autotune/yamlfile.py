@@ -63,6 +63,9 @@ def load_yaml(path: Path, error: type[UserError] = UserError) -> LineDict:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
+        context, cmark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and cmark is not None:
+            problem += f" ({context} started at line {cmark.line + 1})"
         raise error(f"invalid YAML: {problem}", file=path, line=mark.line + 1 if mark else None,
                     hint="fix the indentation or quoting at that line") from None
     if not isinstance(data, dict):

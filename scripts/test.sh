@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test command of README.md: sets up .venv (once) and runs the test suite.
+# Tiers: unit + replay everywhere; `nvcc` tests where nvcc is; `gpu` tests where CuPy sees a GPU;
+# PostgreSQL tests when AUTOTUNE_TEST_PG_URL is set (.ci/run starts a server and sets it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv --system-site-packages .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v "is ignored" || true
+.venv/bin/python -c "import autotune, sqlalchemy, typer, pandas, yaml, hypothesis" \
+    || { echo "error: the installation in .venv is incomplete; delete .venv and run again" >&2; exit 1; }
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+    echo "error: no tests were collected" >&2
+    exit 1
+fi
+exit "$rc"
