@@ -7,6 +7,7 @@ analytical models (the runner measures bandwidth itself).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 from autotune.errors import UserError
@@ -86,8 +87,9 @@ def profile(name: str) -> DeviceLimits:
                     hint=f"use one of {', '.join(PROFILES)} (or run on a machine with a GPU)")
 
 
+@functools.lru_cache(maxsize=None)
 def detect_gpu(ordinal: int = 0) -> DeviceLimits | None:
-    """Limits read from the real GPU through CuPy, or None where there is no CuPy or no GPU."""
+    """Limits read from the real GPU through CuPy, or None where there is no CuPy or no GPU (read once)."""
     try:
         import cupy  # noqa: F401  (heavy import, only here)
         from cupy.cuda import runtime

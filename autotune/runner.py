@@ -1,0 +1,235 @@
+"""The sweep loop: plan (instances × test points), resume, measure through a Backend, record.
+
+Resume rules: a pair (instance, test point) already in the database for this device is never
+measured again, whatever its status; a pair left "in flight" by a sweep that died (kill -9, a worker
+that took the whole process down) is recorded as `crashed` first, so the instance that killed the
+sweep is not re-run. Each measurement is committed as soon as it is known: `kill -9` loses at most
+the measurement in flight.
+"""
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, Sequence
+
+from autotune import __version__, paths
+from autotune.config import SweepConfig
+from autotune.devices import DeviceLimits, get_device
+from autotune.errors import UserError
+from autotune.generator import generate
+from autotune.instance import Instance
+from autotune.measurement import Backend, DeviceInfo, Job, Measurement, Status, TestPoint
+from autotune.schema import SpaceRecord, SweepStart
+from autotune.space import Space, load_space
+from autotune.store import Store
+from autotune.strategies import make_strategy
+
+ASK_BATCH = 32
+
+
+@dataclass
+class SpacePlan:
+    """One space of the config: its instances and, for each, the test points it serves."""
+
+    space: Space
+    work: dict[Instance, tuple[TestPoint, ...]]
+    funnel_count: dict[str, int]  # precision -> instances after the constraints
+
+    @property
+    def pairs(self) -> int:
+        return sum(len(p) for p in self.work.values())
+
+
+def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = get_device) -> list[SpacePlan]:
+    """Generate every space of the config for each precision its test points use."""
+    plans = []
+    for ref in cfg.spaces:
+        space = load_space(ref.path)
+        if space.kernel is None:
+            raise UserError(f"space {space.name} has no kernel binding and cannot be swept", file=ref.path,
+                            hint="add a `kernel:` section (README.md, Space files)")
+        work: dict[Instance, list[TestPoint]] = {}
+        counts = {}
+        for precision in dict.fromkeys(p.precision for p in cfg.points):
+            points = [p for p in cfg.points if p.precision == precision and space.accepts(p)]
+            if not points:
+                continue
+            g = generate(space, limits(ref.device), precision, soft=ref.soft, soft_off=ref.soft_off)
+            counts[precision] = g.count
+            for inst in g.instances():
+                work.setdefault(inst, []).extend(points)
+        if not work:
+            raise UserError(f"space {space.name} accepts none of the config's test points", file=cfg.path,
+                            hint=f"it accepts precisions {', '.join(space.kernel.problems.precisions)} and "
+                                 f"shapes {', '.join(space.kernel.problems.shapes)}")
+        plans.append(SpacePlan(space, {i: tuple(p) for i, p in work.items()}, counts))
+    return plans
+
+
+class Reporter(Protocol):
+    """Progress events (the command line draws a bar; tests may count)."""
+
+    def start(self, total_pairs: int, already_done: int) -> None: ...
+
+    def measured(self, m: Measurement, best_ms: float | None) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+
+@dataclass
+class SweepSummary:
+    sweep_id: int
+    status: str  # done, interrupted, budget, failed
+    seconds: float
+    counts: Counter = field(default_factory=Counter)  # status -> measurements taken in this run
+    skipped_done: int = 0  # pairs found already measured (resume)
+    recovered: list[tuple[str, TestPoint]] = field(default_factory=list)
+    best: dict[TestPoint, tuple[str, float]] = field(default_factory=dict)  # point -> (instance id, ms)
+    cublas: dict[TestPoint, float] = field(default_factory=dict)
+
+    @property
+    def measured(self) -> int:
+        return sum(self.counts.values())
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def space_record(space: Space) -> SpaceRecord:
+    assert space.kernel is not None
+    return SpaceRecord(name=space.name, yaml_path=str(space.path), yaml_text=space.path.read_text(),
+                       source_path=space.kernel.source, source_text=space.kernel.source_path.read_text())
+
+
+def _failed(job_instance: Instance, point: TestPoint, error: str) -> Measurement:
+    return Measurement(job_instance.id, point, Status.LAUNCH_ERROR, error=error)
+
+
+def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter, *, strategy: str = "brute",
+              budget_instances: int | None = None, seed: int = 0,
+              limits: Callable[[str | None], DeviceLimits] = get_device) -> SweepSummary:
+    """Run (or resume) the sweep `cfg` into `store`. Ctrl-C ends it cleanly with status `interrupted`."""
+    start = time.monotonic()
+    plans = plan_sweep(cfg, limits)
+    info: DeviceInfo = backend.device_info()
+    device_id = store.upsert_device(info)
+    software_id = store.upsert_software(info, __version__, git_commit())
+    sweep_id = store.begin_sweep(SweepStart(cfg.name, cfg.text, device_id, software_id, info, cfg.alpha, cfg.beta,
+                                            cfg.repetitions))
+    summary = SweepSummary(sweep_id, "running", 0.0)
+    status = "failed"
+    try:
+        summary.recovered = store.recover_inflight(device_id)
+        for pair in summary.recovered:
+            reporter.note(f"recorded as crashed (in flight when the last sweep died): {pair[0]} at {pair[1].key}")
+        done = store.done_pairs(device_id)
+        points = sorted({p for plan in plans for pts in plan.work.values() for p in pts})
+        store.upsert_points(points)
+        _seed_best(store, backend, cfg, device_id, summary)
+        total = sum(plan.pairs for plan in plans)
+        already = sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done)
+        summary.skipped_done = already
+        reporter.start(total, already)
+        have_cublas = store.cublas_points(device_id)
+        for p in points:
+            if p not in have_cublas:
+                m = backend.cublas(p, cfg.alpha, cfg.beta, cfg.repetitions)
+                store.record_cublas(sweep_id, m)
+                if m.status == Status.OK and m.median_ms is not None:
+                    summary.cublas[p] = m.median_ms
+        status = "done"
+        for plan in plans:
+            if not _sweep_space(plan, cfg, store, backend, reporter, summary, done, sweep_id, start, strategy,
+                                budget_instances, seed):
+                status = "budget"
+                break
+    except KeyboardInterrupt:
+        status = "interrupted"
+        store.clear_inflight(sweep_id)  # Ctrl-C is not the kernel's fault: those pairs are measured on resume
+    finally:
+        summary.status = status
+        summary.seconds = time.monotonic() - start
+        store.finish_sweep(sweep_id, status)
+    return summary
+
+
+def _seed_best(store: Store, backend: Backend, cfg: SweepConfig, device_id: int, summary: SweepSummary) -> None:
+    """Best verified times already in the database (a resumed sweep) feed the early-stop rule."""
+    frame = store.measurements()
+    if frame.empty:
+        return
+    ok = frame[frame.status == Status.OK.value]
+    for row in ok.sort_values("median_ms").drop_duplicates(["precision", "shape", "m", "n", "k", "batch"]).itertuples():
+        p = TestPoint(row.precision, row.shape, int(row.m), int(row.n), int(row.k), int(row.batch))
+        summary.best[p] = (row.instance_id, float(row.median_ms))
+        seed = getattr(backend, "seed_best", None)
+        if seed is not None:
+            seed(p, cfg.alpha, cfg.beta, float(row.median_ms))
+
+
+def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
+                 summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int, start: float,
+                 strategy_name: str, budget_instances: int | None, seed: int) -> bool:
+    """Measure one space's remaining pairs; False when the time budget ran out."""
+    space = plan.space
+    space_id = store.upsert_space(space_record(space))
+    store.upsert_instances(plan.work)
+    if hasattr(backend, "before_measure"):
+        backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)  # type: ignore[attr-defined]
+    todo = {i: tuple(p for p in pts if (i.id, p) not in done) for i, pts in plan.work.items()}
+    strategy = make_strategy(strategy_name, [i for i, pts in todo.items() if pts], budget_instances, seed)
+    while True:
+        if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
+            reporter.note(f"time budget of {cfg.budget_s:.0f} s reached; run the same command again to go on")
+            return False
+        asked = strategy.ask(ASK_BATCH)
+        if not asked:
+            return True
+        jobs, results = [], {i.id: [] for i in asked}
+        for inst in asked:
+            bad = _bind_error(space, inst, todo[inst])
+            if bad is not None:
+                ms = [_failed(inst, p, bad) for p in todo[inst]]
+                store.record(sweep_id, space_id, ms)
+                for m in ms:
+                    _account(m, summary, reporter)
+                strategy.tell(inst, ms)
+                continue
+            jobs.append(Job(space, inst, todo[inst], cfg.alpha, cfg.beta, cfg.repetitions))
+        by_id = {j.instance.id: j.instance for j in jobs}
+        for m in backend.run(jobs):
+            store.record(sweep_id, space_id, [m])
+            done.add((m.instance_id, m.point))
+            _account(m, summary, reporter)
+            results[m.instance_id].append(m)
+            if len(results[m.instance_id]) == len(todo[by_id[m.instance_id]]):
+                strategy.tell(by_id[m.instance_id], results[m.instance_id])
+
+
+def _bind_error(space: Space, inst: Instance, points: Sequence[TestPoint]) -> str | None:
+    """Name expressions and launch geometry are evaluated before anything is sent to the GPU."""
+    try:
+        for p in points:
+            space.template_name(inst.param_dict, p.precision, p.shape)
+            space.geometry(inst.param_dict, p)
+    except UserError as exc:
+        return f"cannot bind instance to the kernel: {exc.message}"
+    return None
+
+
+def _account(m: Measurement, summary: SweepSummary, reporter: Reporter) -> None:
+    summary.counts[Status(m.status).value] += 1
+    if m.status == Status.OK and m.median_ms is not None:
+        best = summary.best.get(m.point)
+        if best is None or m.median_ms < best[1]:
+            summary.best[m.point] = (m.instance_id, m.median_ms)
+    best = summary.best.get(m.point)
+    reporter.measured(m, best[1] if best else None)
