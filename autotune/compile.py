@@ -1,0 +1,258 @@
+"""Compile kernel instances with NVRTC (CuPy's bindings), many instances per call, cached on disk.
+
+One NVRTC program is the kernel file's text; each instance is one name expression
+(`autotune::gemm_naive<double, double, 0, 0, 16, 8>`). The cache is content-addressed:
+
+- `index/<k[:2]>/<k>.json`, one per (instance, compile environment), with
+  k = sha256(source text + every local header it includes, options, architecture, NVRTC version,
+  CUDA header folder, name expression). It holds the lowered (mangled) name, the compiler log,
+  the share of the NVRTC wall time spent on this instance, and the blob it lives in (or the error).
+- `blobs/<sha256>.cubin` (or `.ptx`), one per NVRTC call: every instance compiled together shares it.
+
+Keys are per instance, so a resumed sweep recompiles nothing whatever the batching was, and compile
+errors are cached too (they are deterministic). Files are written to a temporary name and renamed,
+so a killed sweep leaves no half-written entry. CuPy's own kernel cache is not used: it does not hash
+included headers and cannot be shared by compile processes that hold no CUDA context.
+
+`compile_batch` runs in a process pool (spawn) and never touches the GPU: the architecture is given.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+DEFAULT_OPTIONS: tuple[str, ...] = ("-std=c++17",)
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """Instances of one kernel file to compile together for one GPU architecture."""
+
+    source: Path  # kernel file, compiled as the NVRTC program text
+    name_expressions: tuple[str, ...]
+    arch: int  # compute capability as an integer, 90 for sm_90
+    include_dirs: tuple[Path, ...] = ()  # besides the source's own folder
+    options: tuple[str, ...] = DEFAULT_OPTIONS
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """One instance's compile outcome (from NVRTC now, or from the cache)."""
+
+    name_expression: str
+    ok: bool
+    key: str
+    lowered_name: str | None
+    blob: Path | None  # the binary holding this instance (several instances share one)
+    binary_kind: str | None  # "cubin" or "ptx"
+    log: str
+    compile_s: float  # NVRTC wall time of its call divided by the instances compiled together
+    cached: bool = False
+
+
+class CompileFailed(Exception):
+    def __init__(self, log: str) -> None:
+        super().__init__(log.strip().splitlines()[-1] if log.strip() else "NVRTC compilation failed")
+        self.log = log
+
+
+# ---------------------------------------------------------------------------------------------- pure
+def local_headers(text: str, search_dirs: tuple[Path, ...]) -> dict[str, str]:
+    """Every header the text includes, recursively, that lives in one of `search_dirs` (name -> text).
+
+    Headers found nowhere there (CUDA's own, like <cuda_fp16.h>) are left out: the NVRTC version and the
+    CUDA header folder stand for them in the cache key.
+    """
+    found: dict[str, str] = {}
+    todo = list(_INCLUDE.findall(text))
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        for d in search_dirs:
+            path = d / name
+            if path.is_file():
+                found[name] = path.read_text()
+                todo.extend(_INCLUDE.findall(found[name]))
+                break
+    return found
+
+
+def source_digest(text: str, headers: dict[str, str]) -> str:
+    """sha256 over the program text and its local headers (sorted by name)."""
+    h = hashlib.sha256(text.encode())
+    for name in sorted(headers):
+        h.update(b"\0" + name.encode() + b"\0" + headers[name].encode())
+    return h.hexdigest()
+
+
+def cache_key(digest: str, options: tuple[str, ...], arch: int, nvrtc_version: tuple[int, int],
+              cuda_include: str, name_expression: str) -> str:
+    """The cache key of one instance; include paths are left out (they only say where files are)."""
+    opts = [o for o in options if not o.startswith(("--include-path=", "-I"))]
+    blob = json.dumps([digest, opts, arch, list(nvrtc_version), cuda_include, name_expression])
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def arch_option(arch: int, supported: tuple[int, ...]) -> tuple[str, str]:
+    """NVRTC's architecture option and the binary it yields: a cubin when NVRTC knows this GPU,
+    else PTX for the newest architecture it knows (the driver JIT-compiles it on load)."""
+    if not supported or arch in supported:
+        return f"-arch=sm_{arch}", "cubin"
+    older = [a for a in supported if a <= arch]
+    if not older:
+        raise ValueError(f"NVRTC supports no architecture <= sm_{arch} (it knows {supported})")
+    return f"-arch=compute_{max(older)}", "ptx"
+
+
+def batches(items: list, size: int) -> list[list]:
+    size = max(1, size)
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+# -------------------------------------------------------------------------------------- disk cache
+class CompileCache:
+    """The on-disk cache described in the module docstring."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _index(self, key: str) -> Path:
+        return self.root / "index" / key[:2] / f"{key}.json"
+
+    def lookup(self, key: str) -> CompiledKernel | None:
+        try:
+            entry = json.loads(self._index(key).read_text())
+        except (OSError, ValueError):
+            return None
+        blob = Path(entry["blob"]) if entry.get("blob") else None
+        if blob is not None:
+            blob = self.root / "blobs" / blob.name
+            if not blob.is_file():
+                return None
+        return CompiledKernel(entry["name_expression"], entry["ok"], key, entry["lowered_name"], blob,
+                              entry["binary_kind"], entry["log"], entry["compile_s"], cached=True)
+
+    def put_blob(self, data: bytes, kind: str) -> Path:
+        path = self.root / "blobs" / f"{hashlib.sha256(data).hexdigest()}.{kind}"
+        if not path.is_file():
+            _atomic_write(path, data)
+        return path
+
+    def store(self, kernel: CompiledKernel) -> None:
+        entry = asdict(kernel)
+        entry["blob"] = kernel.blob.name if kernel.blob else None
+        entry.pop("cached")
+        _atomic_write(self._index(kernel.key), json.dumps(entry).encode())
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------- NVRTC
+def _nvrtc():
+    import cupy  # noqa: F401 - sets up the CUDA library search (wheels) before the bindings load
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+    except ImportError:  # pragma: no cover - older CuPy layouts
+        from cupy.cuda import nvrtc
+    return nvrtc
+
+
+def nvrtc_version() -> tuple[int, int]:
+    return tuple(_nvrtc().getVersion())  # type: ignore[return-value]
+
+
+def cuda_include_dir() -> str:
+    """The CUDA header folder NVRTC needs for <cuda_fp16.h>, or "" when none is found."""
+    candidates = [os.environ.get("CUDA_PATH", ""), os.environ.get("CUDA_HOME", "")]
+    try:
+        import cupy
+        candidates.append(cupy.cuda.get_cuda_path() or "")
+    except Exception:  # noqa: BLE001 - any failure just skips this candidate
+        pass
+    dirs = [str(Path(c) / "include") for c in candidates if c]
+    try:  # CUDA headers shipped as wheels (nvidia-cuda-runtime), as CuPy itself finds them
+        from cupy import _environment
+        dirs += list(_environment._get_include_dir_from_conda_or_wheel(*nvrtc_version()))
+    except Exception:  # noqa: BLE001
+        pass
+    dirs.append("/usr/local/cuda/include")
+    for d in dirs:
+        if (Path(d) / "cuda_fp16.h").is_file():
+            return str(Path(d).resolve())
+    return ""
+
+
+def nvrtc_compile(text: str, filename: str, name_expressions: tuple[str, ...], options: tuple[str, ...],
+                  binary_kind: str) -> tuple[bytes, dict[str, str], str]:
+    """One NVRTC call: (binary, {name expression: lowered name}, log). Raises CompileFailed."""
+    nvrtc = _nvrtc()
+    prog = nvrtc.createProgram(text, filename, (), ())
+    try:
+        for name in name_expressions:
+            nvrtc.addNameExpression(prog, name)
+        try:
+            nvrtc.compileProgram(prog, list(options))
+        except nvrtc.NVRTCError as exc:
+            raise CompileFailed(nvrtc.getProgramLog(prog) or str(exc)) from None
+        log = nvrtc.getProgramLog(prog)
+        binary = nvrtc.getCUBIN(prog) if binary_kind == "cubin" else nvrtc.getPTX(prog)
+        mapping = {name: nvrtc.getLoweredName(prog, name) for name in name_expressions}
+        return binary, mapping, log
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKernel]:
+    """Compile (or fetch from the cache) every name expression of the request; one result each, in order.
+
+    Misses are compiled in one NVRTC call; if that call fails, each miss is compiled alone so that an
+    error is pinned on the instance that caused it and the others still compile.
+    """
+    cache = CompileCache(cache_dir)
+    text = request.source.read_text()
+    search = (request.source.parent, *request.include_dirs)
+    digest = source_digest(text, local_headers(text, search))
+    version = nvrtc_version()
+    cuda_inc = cuda_include_dir()
+    supported = tuple(getattr(_nvrtc(), "getSupportedArchs", lambda: ())())
+    arch_opt, kind = arch_option(request.arch, supported)
+    options = (*request.options, *[f"--include-path={d}" for d in search],
+               *([f"--include-path={cuda_inc}"] if cuda_inc else []), arch_opt)
+    keys = {n: cache_key(digest, request.options + (arch_opt,), request.arch, version, cuda_inc, n)
+            for n in request.name_expressions}
+    done = {n: hit for n in keys if (hit := cache.lookup(keys[n])) is not None}
+    misses = tuple(n for n in request.name_expressions if n not in done)
+    groups = [misses] if misses else []
+    while groups:
+        group = groups.pop()
+        t0 = time.perf_counter()
+        try:
+            binary, mapping, log = nvrtc_compile(text, request.source.name, group, options, kind)
+        except CompileFailed as exc:
+            if len(group) > 1:
+                groups.extend((n,) for n in group)
+                continue
+            share = time.perf_counter() - t0
+            done[group[0]] = CompiledKernel(group[0], False, keys[group[0]], None, None, None, exc.log, share)
+            cache.store(done[group[0]])
+            continue
+        share = (time.perf_counter() - t0) / len(group)
+        blob = cache.put_blob(binary, kind)
+        for n in group:
+            done[n] = CompiledKernel(n, True, keys[n], mapping[n], blob, kind, log, share)
+            cache.store(done[n])
+    return [done[n] for n in request.name_expressions]

@@ -1,0 +1,469 @@
+"""`GpuBackend`: compile in a process pool, verify and time in a GPU worker process that can die.
+
+The parent (the runner's process) never touches the GPU. It
+- compiles instances ahead in a `ProcessPoolExecutor` (spawn; `compile.compile_batch`, several
+  instances per NVRTC call), a window of batches ahead of the one being timed;
+- sends one request per (instance, test point) to the GPU worker process and waits on a watchdog:
+  the deadline is `timeout_s` (default 30 s) until the worker reports the verified launch's time, then
+  max(timeout_s, timeout_factor (10) x expected time of warm-up + repetitions);
+- records a CUDA error (illegal address, launch failure, out of resources) as LAUNCH_ERROR and replaces
+  the worker (a faulting kernel poisons its context); a worker that dies as CRASHED; a worker past its
+  deadline is killed and the measurement recorded as TIMEOUT; out of device memory as LAUNCH_ERROR
+  ("out of memory") after the worker dropped its cached data and retried once;
+- calls `before_measure(instance_id, point)` before each GPU measurement, so the runner can mark the
+  work in flight durably (a measurement that kills the whole sweep is then never re-run blindly).
+
+The GPU worker keeps loaded modules, problem data (launch.ProblemData) and references between requests.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+import traceback
+import zlib
+from collections import OrderedDict
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from autotune import paths
+from autotune.bench import TimingPlan
+from autotune.compile import DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch
+from autotune.measurement import DeviceInfo, Job, Measurement, Status, TestPoint
+
+DEFAULT_CACHE_DIR = paths.ROOT / ".cache" / "compile"
+STARTUP_TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compiled variant of an instance on one test point, with its launch geometry."""
+
+    point: TestPoint
+    name_expression: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class KernelTask:
+    """What the backend needs of one instance: no Space internals, so test kernels work too."""
+
+    instance_id: str
+    source: Path
+    convention: str
+    variants: tuple[Variant, ...]
+    alpha: float = 1.0
+    beta: float = 0.0
+    reps: int = 50
+
+
+def task_of(job: Job) -> KernelTask:
+    """Bind a runner Job (space + instance + points) to name expressions and geometry."""
+    space, params = job.space, job.instance.param_dict
+    variants = []
+    for p in job.points:
+        g = space.geometry(params, p)
+        variants.append(Variant(p, space.template_name(params, p.precision, p.shape),
+                                tuple(g.grid), tuple(g.block), int(g.shared_bytes)))
+    return KernelTask(job.instance.id, space.kernel.source_path, space.kernel.convention, tuple(variants),
+                      job.alpha, job.beta, job.reps)
+
+
+@dataclass(frozen=True)
+class MeasureRequest:
+    instance_id: str
+    variant: Variant
+    convention: str
+    blob: str
+    lowered_name: str
+    alpha: float
+    beta: float
+    plan: TimingPlan
+    compile_s: float
+
+
+class GpuBackend:
+    """autotune.measurement.Backend on a real GPU (see module docstring)."""
+
+    def __init__(self, *, device: int = 0, cache_dir: Path = DEFAULT_CACHE_DIR, compile_workers: int | None = None,
+                 compile_batch_size: int = 16, tol: float | None = None, timeout_s: float = 30.0,
+                 timeout_factor: float = 10.0, before_measure: Callable[[str, TestPoint], None] | None = None,
+                 include_dirs: tuple[Path, ...] = (paths.KERNELS_DIR,), options: tuple[str, ...] = DEFAULT_OPTIONS,
+                 arch: int | None = None) -> None:
+        self.device, self.cache_dir = device, Path(cache_dir)
+        self.compile_workers = compile_workers or max(1, (os.cpu_count() or 2) - 1)
+        self.compile_batch_size, self.tol = compile_batch_size, tol
+        self.timeout_s, self.timeout_factor = timeout_s, timeout_factor
+        self.before_measure, self.include_dirs, self.options, self.arch = before_measure, include_dirs, options, arch
+        self.restarts = 0  # GPU worker processes replaced after a fault, crash or timeout
+        self._ctx = mp.get_context("spawn")
+        self._proc: Any = None
+        self._conn: Any = None
+        self._pool: ProcessPoolExecutor | None = None
+        self._info: DeviceInfo | None = None
+        self._best: dict[tuple[TestPoint, float, float], float] = {}
+
+    # ------------------------------------------------------------------ lifecycle of the GPU worker
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        self._proc = self._ctx.Process(target=_gpu_main, args=(child, self.device), daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        if not parent.poll(STARTUP_TIMEOUT_S):
+            self._kill()
+            raise RuntimeError(f"the GPU worker did not start within {STARTUP_TIMEOUT_S:.0f} s")
+        try:
+            kind, payload = parent.recv()
+        except EOFError:
+            code = self._proc.exitcode
+            self._kill()
+            raise RuntimeError(f"the GPU worker died while starting (exit code {code})") from None
+        if kind != "ready":
+            self._kill()
+            raise RuntimeError(f"the GPU worker could not start: {payload}")
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join(10)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def _call(self, message: tuple, expected: Callable[[float], float] | None = None) -> tuple[str, Any]:
+        """Send one request; ("result", payload) or ("timeout"|"crashed", reason)."""
+        if self._proc is None:
+            self._start()
+        self._conn.send(message)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._kill()
+                self.restarts += 1
+                return "timeout", f"no answer within the watchdog's deadline ({self.timeout_s:.0f} s or more); worker killed"
+            try:
+                ready = self._conn.poll(min(left, 0.5))
+                if not ready and self._proc.is_alive():
+                    continue
+                kind, payload = self._conn.recv()
+            except (EOFError, OSError):
+                code = self._proc.exitcode if self._proc is not None else None
+                self._kill()
+                self.restarts += 1
+                return "crashed", f"GPU worker process died (exit code {code})"
+            if kind == "progress":
+                extra = expected(payload) if expected else 0.0
+                deadline = time.monotonic() + max(self.timeout_s, self.timeout_factor * extra)
+                continue
+            if kind == "fatal":  # the worker reported a poisoned context and exits
+                self._kill()
+                self.restarts += 1
+            return "result", payload
+
+    # ---------------------------------------------------------------------------- Backend protocol
+    def device_info(self) -> DeviceInfo:
+        if self._info is None:
+            kind, payload = self._call(("device_info",))
+            if kind != "result" or not isinstance(payload, DeviceInfo):
+                raise RuntimeError(f"could not read the GPU's description: {payload}")
+            self._info = payload
+        return self._info
+
+    def run(self, jobs: Sequence[Job]) -> Iterator[Measurement]:
+        return self.run_tasks([task_of(j) for j in jobs])
+
+    def seed_best(self, point: TestPoint, alpha: float, beta: float, best_ms: float) -> None:
+        """Tell the early-stop rule the best median already known at a point (a resumed sweep)."""
+        key = (point, alpha, beta)
+        self._best[key] = min(best_ms, self._best.get(key, best_ms))
+
+    def run_tasks(self, tasks: Sequence[KernelTask]) -> Iterator[Measurement]:
+        """One Measurement per (task, variant), in task order; compiles `window` batches ahead."""
+        arch = self.arch or self.device_info().cc
+        chunks = batches(list(tasks), self.compile_batch_size)
+        futures: dict[int, list[tuple[CompileRequest, Future]]] = {}
+        window = max(2, self.compile_workers)
+        try:
+            for i, chunk in enumerate(chunks):
+                for j in range(i, min(len(chunks), i + window + 1)):
+                    if j not in futures:
+                        futures[j] = [(r, self._compile_pool().submit(compile_batch, r, self.cache_dir))
+                                      for r in self._requests(chunks[j], arch)]
+                compiled = self._collect(futures.pop(i))
+                for task in chunk:
+                    for v in task.variants:
+                        yield self._measure(task, v, compiled[(task.source, v.name_expression)])
+        finally:
+            for pending in futures.values():
+                for _, fut in pending:
+                    fut.cancel()
+
+    def cublas(self, point: TestPoint, alpha: float, beta: float, reps: int) -> Measurement:
+        """cuBLAS (gemmStridedBatchedEx) on the same data layout, verified and timed the same way."""
+        kind, payload = self._call(("cublas", point, alpha, beta, reps), lambda est: est * (reps + 50) / 1e3)
+        if kind == "result":
+            return payload
+        return Measurement("cublas", point, Status.TIMEOUT if kind == "timeout" else Status.CRASHED, error=payload)
+
+    def close(self) -> None:
+        if self._conn is not None and self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(("stop",))
+                self._proc.join(10)
+            except (OSError, BrokenPipeError):
+                pass
+        self._kill()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> "GpuBackend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------------------------- internals
+    def _compile_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.compile_workers, mp_context=self._ctx)
+        return self._pool
+
+    def _requests(self, chunk: list[KernelTask], arch: int) -> list[CompileRequest]:
+        names: dict[Path, dict[str, None]] = {}
+        for task in chunk:
+            for v in task.variants:
+                names.setdefault(task.source, {})[v.name_expression] = None
+        return [CompileRequest(src, tuple(n), arch, self.include_dirs, self.options) for src, n in names.items()]
+
+    def _collect(self, pending: list[tuple[CompileRequest, Future]]) -> dict[tuple[Path, str], CompiledKernel]:
+        out = {}
+        for req, fut in pending:
+            try:
+                results = fut.result()
+            except Exception:  # noqa: BLE001 - a broken pool or NVRTC crash becomes a recorded failure
+                log = traceback.format_exc()
+                results = [CompiledKernel(n, False, "", None, None, None, log, 0.0) for n in req.name_expressions]
+                if self._pool is not None:
+                    self._pool.shutdown(wait=False, cancel_futures=True)
+                    self._pool = None
+            out.update({(req.source, ck.name_expression): ck for ck in results})
+        return out
+
+    def _measure(self, task: KernelTask, v: Variant, ck: CompiledKernel) -> Measurement:
+        if not ck.ok:
+            lines = ck.log.strip().splitlines() or ["compile error"]
+            first = next((ln for ln in lines if "error" in ln), lines[-1])
+            return Measurement(task.instance_id, v.point, Status.COMPILE_ERROR, error=first[:300], log=ck.log,
+                               compile_s=ck.compile_s)
+        key = (v.point, task.alpha, task.beta)
+        plan = TimingPlan(task.reps, self._best.get(key), self.tol)
+        req = MeasureRequest(task.instance_id, v, task.convention, str(ck.blob), ck.lowered_name, task.alpha,
+                             task.beta, plan, ck.compile_s)
+        if self.before_measure is not None:
+            self.before_measure(task.instance_id, v.point)
+        kind, payload = self._call(("measure", req), lambda est: est * (task.reps + 50) / 1e3)
+        if kind != "result":
+            status = Status.TIMEOUT if kind == "timeout" else Status.CRASHED
+            return Measurement(task.instance_id, v.point, status, error=payload, compile_s=ck.compile_s)
+        m: Measurement = payload
+        m.compile_s = ck.compile_s if m.compile_s is None else m.compile_s
+        if m.status == Status.OK and m.median_ms is not None:
+            self._best[key] = min(m.median_ms, self._best.get(key, m.median_ms))
+        return m
+
+
+# ====================================================================== the GPU worker process
+def _gpu_main(conn: Any, device: int) -> None:
+    try:
+        import cupy as cp
+
+        cp.cuda.Device(device).use()
+        state = _GpuState(cp, device)
+        conn.send(("ready", None))
+    except BaseException:  # noqa: BLE001 - report anything, the parent decides
+        conn.send(("error", traceback.format_exc()))
+        return
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message[0] == "stop":
+            return
+        result, fatal = state.handle(message, conn)
+        conn.send(("fatal" if fatal else "result", result))
+        if fatal:  # the context is poisoned: leave without running CUDA destructors
+            conn.close()
+            os._exit(3)
+
+
+class _GpuState:
+    def __init__(self, cp: Any, device: int) -> None:
+        from autotune.bench import Timer
+
+        self.cp, self.device = cp, device
+        self.props = cp.cuda.runtime.getDeviceProperties(device)
+        self.l2_bytes = int(self.props["l2CacheSize"])
+        self.timer = Timer()
+        self.modules: dict[str, Any] = {}
+        self.data: OrderedDict[tuple, Any] = OrderedDict()  # (point, convention) -> [ProblemData, cursor, args]
+        self.refs: OrderedDict[tuple, Any] = OrderedDict()
+        free, total = cp.cuda.runtime.memGetInfo()
+        self.budget = int(0.4 * total)
+
+    def handle(self, message: tuple, conn: Any) -> tuple[Any, bool]:
+        kind = message[0]
+        if kind == "device_info":
+            return self.device_info(), False
+        point = message[1].variant.point if kind == "measure" else message[1]
+        ident = message[1].instance_id if kind == "measure" else "cublas"
+        cp = self.cp
+        for attempt in (0, 1):
+            try:
+                if kind == "measure":
+                    return self.measure(message[1], conn), False
+                return self.cublas(*message[1:], conn), False
+            except cp.cuda.memory.OutOfMemoryError as exc:
+                self.drop_caches()
+                if attempt:
+                    return Measurement(ident, point, Status.LAUNCH_ERROR, error=f"out of memory: {exc}"[:300],
+                                       log=traceback.format_exc()), False
+            except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
+                return Measurement(ident, point, Status.LAUNCH_ERROR, error=str(exc)[:300],
+                                   log=traceback.format_exc()), True
+            except Exception as exc:  # noqa: BLE001 - unknown state: report and let the parent replace us
+                return Measurement(ident, point, Status.CRASHED, error=f"{type(exc).__name__}: {exc}"[:300],
+                                   log=traceback.format_exc()), True
+        raise AssertionError("unreachable")
+
+    def drop_caches(self) -> None:
+        self.data.clear()
+        self.refs.clear()
+        self.cp.get_default_memory_pool().free_all_blocks()
+
+    def problem(self, point: TestPoint, convention: str) -> list:
+        from autotune.launch import ProblemData, layout, rotation_copies
+
+        key = (point, convention)
+        if key not in self.data:
+            copies = rotation_copies(layout(point).working_set(convention), self.l2_bytes)
+            entry = [ProblemData(point, convention, copies, seed=zlib.crc32(repr(key).encode())), 0, {}]
+            self.data[key] = entry
+            while len(self.data) > 1 and sum(e[0].nbytes() for e in self.data.values()) > self.budget:
+                old, _ = self.data.popitem(last=False)
+                for rk in [k for k in self.refs if k[:2] == old]:
+                    del self.refs[rk]
+        self.data.move_to_end(key)
+        return self.data[key]
+
+    def reference(self, entry: list, alpha: float, beta: float) -> Any:
+        from autotune.verify import reference_chunks
+
+        data = entry[0]
+        key = (data.point, data.convention, alpha, beta)
+        if key not in self.refs:
+            self.refs[key] = reference_chunks(data, alpha, beta)
+            while len(self.refs) > 4:
+                self.refs.popitem(last=False)
+        return self.refs[key]
+
+    def _launcher(self, entry: list, alpha: float, beta: float, kernel: Callable[[tuple], None]) -> Callable[[int], None]:
+        """launch(r) runs on the next data copy in a rotation shared by all instances of this point."""
+        data, _, args = entry
+
+        def launch(r: int) -> None:
+            copy = entry[1] % data.copies
+            entry[1] += 1
+            key = (copy, alpha, beta)
+            if key not in args:
+                args[key] = data.args(copy, alpha, beta)
+            kernel(args[key])
+        return launch
+
+    def _verified_time(self, entry: list, alpha: float, beta: float, run_copy0: Callable[[], None]) -> tuple[float, Any]:
+        from autotune.verify import poison, verify
+
+        ref = self.reference(entry, alpha, beta)
+        poison(entry[0], 0, beta)
+        est = self.timer.time_once(run_copy0)
+        return est, verify(entry[0], ref)
+
+    def measure(self, req: MeasureRequest, conn: Any) -> Measurement:
+        from autotune.launch import l2_protection
+
+        cp, v = self.cp, req.variant
+        m = Measurement(req.instance_id, v.point, Status.OK, compile_s=req.compile_s)
+        if req.blob not in self.modules:
+            mod = cp.cuda.function.Module()
+            mod.load_file(req.blob)
+            self.modules[req.blob] = mod
+        func = self.modules[req.blob].get_function(req.lowered_name)
+        attr = cp.cuda.driver.funcGetAttribute
+        m.registers, m.shared_bytes, m.local_bytes = (int(attr(a, func.ptr)) for a in (4, 1, 3))
+        m.shared_bytes += v.shared_bytes
+        threads, max_threads = v.block[0] * v.block[1] * v.block[2], int(attr(0, func.ptr))
+        if threads > max_threads:
+            m.status, m.error = Status.LAUNCH_ERROR, (
+                f"resource limit: block of {threads} threads > {max_threads} this function allows "
+                f"({m.registers} registers per thread)")
+            return m
+        if v.shared_bytes > 48 * 1024:
+            func.max_dynamic_shared_size_bytes = v.shared_bytes
+        entry = self.problem(v.point, req.convention)
+
+        def kernel(args: tuple) -> None:
+            func(v.grid, v.block, args, shared_mem=v.shared_bytes)
+
+        est, verdict = self._verified_time(entry, req.alpha, req.beta,
+                                           lambda: kernel(entry[0].args(0, req.alpha, req.beta)))
+        m.max_rel_err = verdict.max_rel_err
+        if not verdict.ok:
+            m.status, m.error = Status.WRONG, verdict.message
+            return m
+        conn.send(("progress", est))
+        return self._timed(m, entry, self._launcher(entry, req.alpha, req.beta, kernel), est, req.plan,
+                           l2_protection(entry[0].copies))
+
+    def _timed(self, m: Measurement, entry: list, launch: Callable[[int], None], est: float, plan: TimingPlan,
+               protection: str) -> Measurement:
+        from autotune.bench import summarize
+
+        times, stopped = self.timer.measure(launch, est, plan)
+        s = summarize(times)
+        m.status = Status.SKIPPED if stopped else Status.OK
+        m.median_ms, m.p20_ms, m.p80_ms, m.min_ms, m.max_ms, m.reps = (
+            s.median_ms, s.p20_ms, s.p80_ms, s.min_ms, s.max_ms, s.reps)
+        m.times_ms, m.l2_protection = times, protection
+        return m
+
+    def cublas(self, point: TestPoint, alpha: float, beta: float, reps: int, conn: Any) -> Measurement:
+        from autotune.bench import cublas_launcher
+        from autotune.launch import l2_protection
+
+        entry = self.problem(point, "strided")
+        launch = cublas_launcher(entry[0], alpha, beta)
+        m = Measurement("cublas", point, Status.OK)
+        est, verdict = self._verified_time(entry, alpha, beta, lambda: launch(0))
+        m.max_rel_err = verdict.max_rel_err
+        if not verdict.ok:
+            m.status, m.error = Status.WRONG, verdict.message
+            return m
+        conn.send(("progress", est))
+
+        def rotating(r: int) -> None:
+            entry[1] += 1
+            launch(entry[1])
+        return self._timed(m, entry, rotating, est, TimingPlan(reps), l2_protection(entry[0].copies))
+
+    def device_info(self) -> DeviceInfo:
+        from autotune.bench import read_device_info
+
+        return read_device_info(self.device, self.props)
