@@ -1,0 +1,131 @@
+"""Dispatch-table lookup, standard library only.
+
+This file is copied verbatim into every generated Python lookup module (emit.py), so the package and
+the generated module answer with the same code; the C++ header (emit.py) implements the same rules
+with integer arithmetic only, so both agree bit for bit.
+
+Rules, for a problem (precision, shape, M, N, K, batch), all sizes >= 1:
+1. Only tuned points and regions of the same precision and shape are considered.
+2. Exact tuned point: the first kernel of its ranked list (the assigned one first) whose validity
+   predicates hold; if none holds, the generic kernel.
+3. Merged region (a box over M, N, K, in table order) that contains the problem and whose kernel's
+   predicates hold: that kernel. A region exists only where every measured point inside it had that
+   kernel within TOL of its best.
+4. Ranked fallback: among tuned points with a valid kernel in their ranked list, the nearest one by the
+   log-ratio distance |log2 M/M'| + |log2 N/N'| + |log2 K/K'| (ties: |log2 batch/batch'|, then table
+   order) gives its first valid kernel. Logarithms are fixed point (16 fractional bits, `ilog2_fx`).
+5. Nothing valid: the generic kernel, index -1 (space gemm_naive, correct for every size).
+Validity predicates are one-key objects: {"m_multiple_of": 8}, {"max_k": 256}, {"min_batch": 2}, ...
+for the dimensions m, n, k, batch; all of a kernel's predicates must hold.
+"""
+from __future__ import annotations
+
+import warnings
+
+PRECISIONS = ("fp64", "fp32", "fp16")
+SHAPES = ("NN", "NT", "TN", "TT")
+DIMS = ("m", "n", "k", "batch")
+FX_BITS = 16
+NO_LIMIT = (1 << 62)
+
+
+def ilog2_fx(x: int) -> int:
+    """floor(log2(x) * 2**16) computed on integers (x >= 1), identical in Python and C++."""
+    n = x.bit_length() - 1
+    y = x << (30 - n) if n <= 30 else x >> (n - 30)  # mantissa in [2**30, 2**31)
+    r = n << FX_BITS
+    for i in range(FX_BITS):
+        y = (y * y) >> 30
+        if y >= (1 << 31):
+            y >>= 1
+            r |= 1 << (FX_BITS - 1 - i)
+    return r
+
+
+def validity_bounds(valid: list[dict[str, int]]) -> tuple[list[int], list[int], list[int]]:
+    """Predicates -> (multiple_of, min, max) per dimension m, n, k, batch."""
+    mult, lo, hi = [1, 1, 1, 1], [1, 1, 1, 1], [NO_LIMIT] * 4
+    for pred in valid:
+        for key, value in pred.items():
+            value = int(value)
+            if key.endswith("_multiple_of") and key[: -len("_multiple_of")] in DIMS:
+                d = DIMS.index(key[: -len("_multiple_of")])
+                a, b = mult[d], value
+                while b:
+                    a, b = b, a % b
+                mult[d] = mult[d] * value // a  # lcm
+            elif key.startswith("min_") and key[4:] in DIMS:
+                lo[DIMS.index(key[4:])] = max(lo[DIMS.index(key[4:])], value)
+            elif key.startswith("max_") and key[4:] in DIMS:
+                hi[DIMS.index(key[4:])] = min(hi[DIMS.index(key[4:])], value)
+            else:
+                raise ValueError(f"unknown validity predicate {key!r}: use <dim>_multiple_of, min_<dim>, max_<dim>")
+    return mult, lo, hi
+
+
+class Lookup:
+    """A prepared table (the JSON object of dispatch.py) answering `index` and `kernel`."""
+
+    def __init__(self, table: dict) -> None:
+        self.table = table
+        self.kernels = table["kernels"]
+        self.generic = table.get("generic", {})
+        self.bounds = [validity_bounds(k.get("valid", [])) for k in self.kernels]
+        self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int]]]] = {}
+        for p in table["points"]:
+            dims = (int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"]))
+            logs = tuple(ilog2_fx(d) for d in dims)
+            self.points.setdefault((p["precision"], p["shape"]), []).append((dims, logs, list(p["ranked"])))
+        self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
+        for r in table["regions"]:
+            lo = [int(r["m"][0]), int(r["n"][0]), int(r["k"][0])]
+            hi = [int(r["m"][1]), int(r["n"][1]), int(r["k"][1])]
+            self.regions.setdefault((r["precision"], r["shape"]), []).append((lo, hi, int(r["kernel"])))
+        self.device = str(table.get("provenance", {}).get("device", ""))
+        self._warned: set[str] = set()
+
+    def valid(self, kernel: int, dims: tuple[int, ...]) -> bool:
+        mult, lo, hi = self.bounds[kernel]
+        return all(dims[d] % mult[d] == 0 and lo[d] <= dims[d] <= hi[d] for d in range(4))
+
+    def check_device(self, device: str | None) -> bool:
+        """True when `device` is the GPU the table was tuned on (or unknown); warns once otherwise."""
+        if not device or not self.device or device.strip().lower() == self.device.strip().lower():
+            return True
+        if device not in self._warned:
+            self._warned.add(device)
+            warnings.warn(f"dispatch table was tuned on {self.device!r} but is used on {device!r}: "
+                          "its choices and loss bounds may not hold; re-tune on this GPU", stacklevel=3)
+        return False
+
+    def index(self, precision: str, shape: str, m: int, n: int, k: int, batch: int) -> int:
+        """Kernel index for a problem (see the module docstring); -1 is the generic kernel."""
+        dims = (int(m), int(n), int(k), int(batch))
+        if min(dims) < 1:
+            raise ValueError(f"sizes and batch must be >= 1, got {dims}")
+        group = (precision, shape)
+        points = self.points.get(group, [])
+        for pdims, _, ranked in points:
+            if pdims == dims:
+                return next((c for c in ranked if self.valid(c, dims)), -1)
+        for lo, hi, kern in self.regions.get(group, []):
+            if all(lo[d] <= dims[d] <= hi[d] for d in range(3)) and self.valid(kern, dims):
+                return kern
+        logs = [ilog2_fx(d) for d in dims]
+        best, best_key = -1, None
+        for order, (_, plogs, ranked) in enumerate(points):
+            kern = next((c for c in ranked if self.valid(c, dims)), -1)
+            if kern < 0:
+                continue
+            key = (sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
+            if best_key is None or key < best_key:
+                best, best_key = kern, key
+        return best
+
+    def kernel(self, index: int, precision: str, shape: str) -> dict:
+        """The kernel record for an index; the generic kernel's record for -1."""
+        if index >= 0:
+            return self.kernels[index]
+        templates = self.generic.get("templates", {})
+        return {**self.generic, "instance_id": None, "precision": precision, "shape": shape,
+                "template": templates.get(f"{precision}:{shape}"), "generic": True}

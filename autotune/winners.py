@@ -1,0 +1,247 @@
+"""Winners: per test point the BK best verified instances, and which instances stay within TOL.
+
+Input is a measurements DataFrame (one row per instance and test point) with the columns
+`instance_id, point_key, precision, shape, m, n, k, batch, status, median_ms, p20_ms, p80_ms`.
+Only rows with status == "ok" and a positive median count; failures (compile error, wrong result, ...)
+never win. Everything here is pure: DataFrame in, arrays and DataFrames out.
+
+Definitions (the seed's tensor-core paper, section "Testing and Evaluation", Table I):
+- best(p): the smallest median time of a verified instance at test point p.
+- loss(i, p) = 1 - best(p) / median(i, p): the share of the best *performance* instance i gives up
+  at p (0 for the best; performance is 1 / time, so a 5% loss is time = best / 0.95).
+- within TOL: loss(i, p) <= TOL, i.e. median(i, p) <= best(p) / (1 - TOL).
+- rank: instances at p sorted by (median, p80, instance_id); ties in the median go to the instance
+  with the smaller p80 (less spread), then to the smaller ID, so the order is deterministic.
+- BK winners of p: ranks 1..BK (BK = None keeps every verified instance).
+- accepted(i, p) (instance i may serve point p): i is a BK winner of p and is within TOL of best(p).
+- spread rule (opt-in, `spread_ties=True`): two instances whose [p20, p80] intervals overlap are tied,
+  i.e. indistinguishable by the measurement. A BK winner tied with the best, p20(i) <= p80(best), is
+  then accepted at any TOL, even where its median is more than TOL slower. The guarantee
+  "every point within TOL" becomes "within TOL or within the best's measurement spread". Losses are
+  always reported from medians. Without the spread rule (the default) the guarantee is exact.
+- duplicates (the same instance measured twice at the same point): the median of each column.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+PRECISION_ORDER = ("fp64", "fp32", "fp16")
+SHAPE_ORDER = ("NN", "NT", "TN", "TT")
+POINT_COLUMNS = ("point_key", "precision", "shape", "m", "n", "k", "batch")
+REQUIRED_COLUMNS = ("instance_id", *POINT_COLUMNS, "status", "median_ms", "p20_ms", "p80_ms")
+_EPS = 1e-12  # relative slack on "within TOL" so that time == best / (1 - TOL) is inside
+
+
+@dataclass(frozen=True)
+class PerfMatrix:
+    """Verified times as dense (points x instances) arrays; NaN where no verified time exists.
+
+    `points` has the columns POINT_COLUMNS in a canonical order (precision, shape, m, n, k, batch)
+    and includes points where every instance failed (they show up as uncovered later).
+    """
+
+    points: pd.DataFrame
+    instances: np.ndarray  # (I,) instance IDs, sorted
+    median: np.ndarray  # (P, I) ms
+    p20: np.ndarray
+    p80: np.ndarray
+
+    @property
+    def groups(self) -> list[tuple[tuple[str, str], np.ndarray]]:
+        """(precision, shape) -> row indices; a kernel is one instance compiled for one group."""
+        keys = list(zip(self.points["precision"], self.points["shape"]))
+        out: dict[tuple[str, str], list[int]] = {}
+        for row, key in enumerate(keys):
+            out.setdefault(key, []).append(row)
+        return [(key, np.asarray(rows)) for key, rows in out.items()]
+
+    def take_points(self, rows: np.ndarray) -> "PerfMatrix":
+        """A matrix with only the given point rows (same instance columns)."""
+        rows = np.asarray(rows)
+        return PerfMatrix(self.points.iloc[rows].reset_index(drop=True), self.instances,
+                          self.median[rows], self.p20[rows], self.p80[rows])
+
+
+def point_key(precision: str, shape: str, m: int, n: int, k: int, batch: int) -> str:
+    """The key of measurement.TestPoint: 'fp64:NN:32x32x32:b1000'."""
+    return f"{precision}:{shape}:{int(m)}x{int(n)}x{int(k)}:b{int(batch)}"
+
+
+def with_point_key(df: pd.DataFrame) -> pd.DataFrame:
+    """Add `point_key` when absent (store.Store.measurements has the point columns but no key)."""
+    if "point_key" in df.columns:
+        return df
+    keys = [point_key(*row) for row in df[["precision", "shape", "m", "n", "k", "batch"]].itertuples(index=False)]
+    return df.assign(point_key=keys)
+
+
+def perf_matrix(df: pd.DataFrame) -> PerfMatrix:
+    """Pivot a measurements DataFrame into a PerfMatrix (only status == 'ok' times count)."""
+    df = with_point_key(df) if {"precision", "shape", "m", "n", "k", "batch"} <= set(df.columns) else df
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"measurements lack the columns {missing}; expected {list(REQUIRED_COLUMNS)}")
+    points = df.loc[:, list(POINT_COLUMNS)].drop_duplicates("point_key")
+    points = points.assign(_p=points["precision"].map({p: i for i, p in enumerate(PRECISION_ORDER)}).fillna(9),
+                           _s=points["shape"].map({s: i for i, s in enumerate(SHAPE_ORDER)}).fillna(9))
+    points = points.sort_values(["_p", "_s", "precision", "shape", "m", "n", "k", "batch", "point_key"])
+    points = points.drop(columns=["_p", "_s"]).reset_index(drop=True)
+    for col in ("m", "n", "k", "batch"):
+        points[col] = points[col].astype(np.int64)
+    med = pd.to_numeric(df["median_ms"], errors="coerce")
+    ok = df.loc[(df["status"].astype(str) == "ok") & np.isfinite(med) & (med > 0),
+                ["instance_id", "point_key", "median_ms", "p20_ms", "p80_ms"]].copy()
+    for col in ("median_ms", "p20_ms", "p80_ms"):
+        ok[col] = pd.to_numeric(ok[col], errors="coerce").astype(float)
+    ok["p20_ms"] = ok["p20_ms"].fillna(ok["median_ms"])
+    ok["p80_ms"] = ok["p80_ms"].fillna(ok["median_ms"])
+    if ok.duplicated(["instance_id", "point_key"]).any():
+        ok = ok.groupby(["instance_id", "point_key"], as_index=False, sort=False).median()
+    instances = np.sort(df["instance_id"].astype(str).unique())
+    row = pd.Index(points["point_key"]).get_indexer(ok["point_key"])
+    col = pd.Index(instances).get_indexer(ok["instance_id"].astype(str))
+    shape = (len(points), len(instances))
+    arrays = []
+    for name in ("median_ms", "p20_ms", "p80_ms"):
+        a = np.full(shape, np.nan)
+        a[row, col] = ok[name].to_numpy()
+        arrays.append(a)
+    return PerfMatrix(points, instances, *arrays)
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """How winners are chosen: BK per point, tolerance TOL (0.05 = 5%), and the spread rule."""
+
+    bk: int | None = 10
+    tol: float = 0.0
+    spread_ties: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.tol < 1.0:
+            raise ValueError(f"TOL must be in [0, 1), got {self.tol}")
+        if self.bk is not None and self.bk < 1:
+            raise ValueError(f"BK must be >= 1 (or None for all), got {self.bk}")
+
+
+@dataclass(frozen=True)
+class Winners:
+    """Winners of every point under one Criteria. Arrays are (points x instances)."""
+
+    matrix: PerfMatrix
+    criteria: Criteria
+    best_ms: np.ndarray  # (P,) NaN where no verified instance
+    loss: np.ndarray  # NaN where not measured
+    rank: np.ndarray  # 1-based rank, 0 where not measured
+    tied: np.ndarray  # [p20, p80] overlaps the best's
+    accepted: np.ndarray  # may serve the point (BK winner and within TOL, or tied under the spread rule)
+
+    @property
+    def uncovered(self) -> np.ndarray:
+        """Row indices of points with no verified instance at all."""
+        return np.flatnonzero(~np.isfinite(self.best_ms))
+
+    def take_points(self, rows: np.ndarray) -> "Winners":
+        """Winners of a subset of points: every quantity is per point, so slicing equals recomputing."""
+        rows = np.asarray(rows)
+        return Winners(self.matrix.take_points(rows), self.criteria, self.best_ms[rows], self.loss[rows],
+                       self.rank[rows], self.tied[rows], self.accepted[rows])
+
+
+def _ranks(median: np.ndarray, p80: np.ndarray) -> np.ndarray:
+    p, i = median.shape
+    med = np.where(np.isfinite(median), median, np.inf)
+    spread = np.where(np.isfinite(p80), p80, np.inf)
+    rows = np.repeat(np.arange(p), i)
+    cols = np.tile(np.arange(i), p)
+    order = np.lexsort((cols, spread.ravel(), med.ravel(), rows))  # instances are sorted by ID
+    rank = np.empty(p * i, dtype=np.int64)
+    rank[order] = np.tile(np.arange(1, i + 1), p)
+    rank = rank.reshape(p, i)
+    rank[~np.isfinite(median)] = 0
+    return rank
+
+
+def winners(matrix: PerfMatrix, criteria: Criteria) -> Winners:
+    """Apply BK, TOL and the tie rule to a PerfMatrix."""
+    med = matrix.median
+    measured = np.isfinite(med)
+    with np.errstate(all="ignore"):
+        best = np.nanmin(np.where(measured, med, np.inf), axis=1) if med.size else np.full(len(med), np.nan)
+        best = np.where(np.isfinite(best), best, np.nan)
+        loss = 1.0 - best[:, None] / med
+    rank = _ranks(med, matrix.p80) if med.size else np.zeros(med.shape, dtype=np.int64)
+    has_best = np.isfinite(best)
+    best_col = np.argmax(rank == 1, axis=1) if med.size else np.zeros(len(med), dtype=np.int64)
+    best_p80 = np.where(has_best, matrix.p80[np.arange(len(med)), best_col] if med.size else np.nan, np.nan)
+    with np.errstate(invalid="ignore"):
+        tied = measured & (matrix.p20 <= best_p80[:, None])
+        within = measured & (med * (1.0 - criteria.tol) <= best[:, None] * (1.0 + _EPS))
+    top = measured & (rank <= (criteria.bk if criteria.bk is not None else np.iinfo(np.int64).max))
+    accepted = top & (within | (tied if criteria.spread_ties else False))
+    return Winners(matrix, criteria, best, loss, rank, tied, accepted)
+
+
+def winners_frame(w: Winners) -> pd.DataFrame:
+    """Long table of the BK winners: one row per (point, rank <= BK)."""
+    bk = w.criteria.bk if w.criteria.bk is not None else w.matrix.median.shape[1]
+    rows, cols = np.nonzero((w.rank >= 1) & (w.rank <= bk))
+    pts = w.matrix.points.iloc[rows].reset_index(drop=True)
+    out = pts.assign(rank=w.rank[rows, cols], instance_id=w.matrix.instances[cols],
+                     median_ms=w.matrix.median[rows, cols], p20_ms=w.matrix.p20[rows, cols],
+                     p80_ms=w.matrix.p80[rows, cols], loss=w.loss[rows, cols],
+                     tied=w.tied[rows, cols], accepted=w.accepted[rows, cols])
+    return out.sort_values(["precision", "shape", "m", "n", "k", "batch", "rank"], kind="stable").reset_index(drop=True)
+
+
+def instance_points(w: Winners) -> pd.DataFrame:
+    """Per kernel (instance, precision, shape): the points where it is accepted, most frequent first."""
+    rows, cols = np.nonzero(w.accepted)
+    pts = w.matrix.points.iloc[rows]
+    frame = pd.DataFrame({"instance_id": w.matrix.instances[cols], "precision": pts["precision"].to_numpy(),
+                          "shape": pts["shape"].to_numpy(), "point_key": pts["point_key"].to_numpy(),
+                          "loss": w.loss[rows, cols]})
+    out = frame.groupby(["instance_id", "precision", "shape"], as_index=False).agg(
+        points=("point_key", "size"), mean_loss=("loss", "mean"), point_keys=("point_key", ";".join))
+    return out.sort_values(["points", "mean_loss", "instance_id"], ascending=[False, True, True]).reset_index(drop=True)
+
+
+def synthetic_measurements(n_instances: int, sizes: list[tuple[int, int, int]], *, batch: int = 1000,
+                           precisions: tuple[str, ...] = ("fp64",), shapes: tuple[str, ...] = ("NN",),
+                           fail_rate: float = 0.02, noise: float = 0.02, seed: int = 0) -> pd.DataFrame:
+    """A recorded-like sweep for tests and benchmarks (no GPU): tiled kernels on a roofline.
+
+    Each synthetic instance has tile sizes (bm, bn, bk) and an efficiency; its time at (m, n, k) is the
+    memory-roofline time inflated by tile padding waste and a per-instance, per-size-class factor, plus
+    log-normal noise. Some (instance, point) pairs fail. Deterministic for a given seed.
+    """
+    rng = np.random.default_rng(seed)
+    tiles = np.array([8, 16, 32, 64, 128])
+    bm, bn, bkk = (rng.choice(tiles, n_instances) for _ in range(3))
+    eff = rng.uniform(0.3, 1.0, n_instances)
+    affinity = rng.uniform(0.6, 1.4, (n_instances, 4))  # how well an instance likes each size class
+    ids = np.array([f"syn{j:05d}" for j in range(n_instances)])
+    frames = []
+    for precision in precisions:
+        elem = {"fp64": 8, "fp32": 4, "fp16": 2}[precision]
+        for shape in shapes:
+            for (m, n, k) in sizes:
+                key = f"{precision}:{shape}:{m}x{n}x{k}:b{batch}"
+                mem_ms = batch * elem * (m * k + k * n + m * n) / 3.0e12 * 1e3
+                waste = (np.ceil(m / bm) * bm / m) * (np.ceil(n / bn) * bn / n) * (np.ceil(k / bkk) * bkk / k)
+                cls = min(3, int(np.log2(max(m, n, k)) // 2))
+                base = mem_ms * (1.0 + 0.15 * (waste - 1.0)) / eff * affinity[:, cls] + 0.002
+                med = base * np.exp(rng.normal(0.0, noise, n_instances))
+                spread = med * rng.uniform(0.002, 2 * noise + 0.003, n_instances)
+                ok = rng.random(n_instances) >= fail_rate
+                frames.append(pd.DataFrame({
+                    "instance_id": ids, "point_key": key, "precision": precision, "shape": shape,
+                    "m": m, "n": n, "k": k, "batch": batch,
+                    "status": np.where(ok, "ok", "wrong"),
+                    "median_ms": np.where(ok, med, np.nan),
+                    "p20_ms": np.where(ok, med - spread, np.nan),
+                    "p80_ms": np.where(ok, med + spread, np.nan)}))
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,184 @@
+"""Generated consumers: the Python module and the C++ header (g++ and nvcc) answer exactly like the table."""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import itertools
+import shutil
+import subprocess
+import warnings
+
+import pytest
+
+from autotune import paths
+from autotune.dispatch import GenericKernel, KernelInfo, Provenance, build_table
+from autotune.dispatch_runtime import PRECISIONS, SHAPES
+from autotune.emit import CSV_COLUMNS, emit_cpp, emit_csv, emit_python, instantiation
+from autotune.setcover import select
+from autotune.winners import Criteria, perf_matrix, synthetic_measurements, winners
+
+SIZES = [(m, n, k) for m in (2, 8, 32, 128) for n in (4, 32, 96) for k in (8, 64)]
+GRID = [1, 2, 3, 5, 7, 8, 12, 17, 24, 31, 33, 48, 64, 65, 100, 127, 128, 200, 513]
+NAIVE = [(bx, by) for bx in (4, 8, 16, 32) for by in (1, 2, 4, 8, 16) if 32 <= bx * by <= 512 and bx * by % 32 == 0]
+PREDICATES = [(), (("m_multiple_of", 4),), (("max_k", 64),), (("n_multiple_of", 8), ("min_batch", 2))]
+
+
+@pytest.fixture(scope="module")
+def table():
+    from autotune.space import load_space
+    naive = load_space("gemm_naive")
+    df = synthetic_measurements(120, SIZES, precisions=("fp64", "fp16"), shapes=("NN", "TN"), batch=500, seed=21)
+    w = winners(perf_matrix(df), Criteria(bk=8, tol=0.05))
+    sel = select(w, "exact")
+    info = {}
+    for j, (iid, precision, shape) in enumerate(sel.kernels):
+        bx, by = NAIVE[j % len(NAIVE)]
+        info[(iid, precision, shape)] = KernelInfo(
+            space="gemm_naive", name=f"syn_{iid}", source="gemm_naive.cuh", convention="strided",
+            template=naive.template_name({"BLOCK_X": bx, "BLOCK_Y": by}, precision, shape),
+            valid=PREDICATES[j % len(PREDICATES)])
+    generic = GenericKernel(templates=tuple((f"{p}:{s}", naive.template_name({"BLOCK_X": 32, "BLOCK_Y": 4}, p, s))
+                                            for p in PRECISIONS for s in SHAPES))
+    return build_table(w, sel, Provenance(device="NVIDIA H100 80GB HBM3"), info, generic)
+
+
+def queries(table) -> list[tuple[str, str, int, int, int, int]]:
+    tuned = [(p["precision"], p["shape"], p["m"], p["n"], p["k"], p["batch"]) for p in table.data["points"]]
+    dense = [(p, s, m, n, k, b) for p, s in [("fp64", "NN"), ("fp16", "TN"), ("fp32", "NN"), ("fp64", "TT")]
+             for m, n, k in itertools.product(GRID, GRID[::2], GRID[::3]) for b in (1, 500)]
+    return tuned + dense
+
+
+def expected(table) -> list[int]:
+    return [table.lookup_index(*q) for q in queries(table)]
+
+
+def test_python_module_matches_the_table(table, tmp_path):
+    path = tmp_path / "dispatch_gen.py"
+    path.write_text(emit_python(table))
+    spec = importlib.util.spec_from_file_location("dispatch_gen", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    got = [mod.lookup_index(*q) for q in queries(table)]
+    assert got == expected(table)
+    assert len(set(got)) > 3 and -1 in got  # the grid reaches several kernels and the generic fallback
+    p = table.data["points"][0]
+    assert mod.lookup(p["precision"], p["shape"], p["m"], p["n"], p["k"], p["batch"])["template"].startswith(
+        "autotune::gemm_naive<")
+    with pytest.warns(UserWarning, match="tuned on"):
+        mod.lookup_index("fp64", "NN", 8, 8, 8, 1, device="Tesla V100")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mod.lookup_index("fp64", "NN", 8, 8, 8, 1, device="NVIDIA H100 80GB HBM3")
+
+
+def test_csv_has_one_row_per_tuned_point(table):
+    rows = list(csv.reader(io.StringIO(emit_csv(table))))
+    assert tuple(rows[0]) == CSV_COLUMNS
+    assert len(rows) - 1 == len(table.data["points"])
+    kernels = table.data["kernels"]
+    assert all(r[7] == kernels[int(r[6])]["instance_id"] for r in rows[1:])
+
+
+def test_instantiation_uses_the_calling_convention():
+    line = instantiation("autotune::k<__half, float, 0, 1, 8>", "ptr_array", "fp16")
+    assert line == ("template __global__ void autotune::k<__half, float, 0, 1, 8>(int, int, int, float, "
+                    "const __half* const*, int, const __half* const*, int, float, __half* const*, int, int);")
+    with pytest.raises(ValueError, match="convention"):
+        instantiation("autotune::k<double>", "weird", "fp64")
+
+
+def _driver(table, tmp_path, suffix: str) -> str:
+    """A host program: static_asserts (constexpr) at a few tuned points, then lookups read from stdin."""
+    asserts = []
+    for p in table.data["points"][:5]:
+        args = (PRECISIONS.index(p["precision"]), SHAPES.index(p["shape"]), p["m"], p["n"], p["k"], p["batch"])
+        want = table.lookup_index(p["precision"], p["shape"], p["m"], p["n"], p["k"], p["batch"])
+        asserts.append(f"static_assert(autotune_dispatch::lookup({', '.join(map(str, args))}) == {want}, \"\");")
+    src = tmp_path / f"main{suffix}"
+    src.write_text("#define AUTOTUNE_DISPATCH_INSTANTIATE\n#include \"dispatch.cuh\"\n#include <cstdio>\n"
+                   + "\n".join(asserts) + "\nint main() {\n  int p, s; long long m, n, k, b;\n"
+                   "  while (std::scanf(\"%d %d %lld %lld %lld %lld\", &p, &s, &m, &n, &k, &b) == 6)\n"
+                   "    std::printf(\"%d\\n\", autotune_dispatch::lookup(p, s, m, n, k, b));\n"
+                   "  return autotune_dispatch::same_device(\"nvidia h100 80gb hbm3\") ? 0 : 3;\n}\n")
+    return str(src)
+
+
+def _run(binary: str, table) -> list[int]:
+    stdin = "\n".join(f"{PRECISIONS.index(p)} {SHAPES.index(s)} {m} {n} {k} {b}" for p, s, m, n, k, b in queries(table))
+    res = subprocess.run([binary], input=stdin, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    return [int(x) for x in res.stdout.split()]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")
+def test_cpp_lookup_matches_python_host_only(table, tmp_path):
+    (tmp_path / "dispatch.cuh").write_text(emit_cpp(table))
+    exe = str(tmp_path / "lookup_gxx")
+    res = subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", exe, _driver(table, tmp_path, ".cpp")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert _run(exe, table) == expected(table)
+
+
+@pytest.mark.nvcc
+def test_header_compiles_with_the_kernels_and_agrees(table, tmp_path):
+    header = emit_cpp(table)
+    n_inst = header.count("template __global__ void")
+    assert n_inst >= len(PRECISIONS) * len(SHAPES)  # the generic kernel for every precision and shape, at least
+    (tmp_path / "dispatch.cuh").write_text(header)
+    exe = str(tmp_path / "lookup_nvcc")
+    res = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{paths.KERNELS_DIR}", "-o", exe,
+                          _driver(table, tmp_path, ".cu")], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    symbols = subprocess.run(["cuobjdump", "-symbols", exe], capture_output=True, text=True) \
+        if shutil.which("cuobjdump") else None
+    if symbols is not None and symbols.returncode == 0:
+        assert symbols.stdout.count("gemm_naive") >= n_inst
+    assert _run(exe, table) == expected(table)
+
+
+def test_report_summary_and_files(table, tmp_path):
+    import pandas as pd
+
+    from autotune.loo import tol_table
+    from autotune.report import SUMMARY_COLUMNS, roofline_ms, summary_frame, write_report
+    pts = pd.DataFrame(table.data["points"])
+    cublas = pts[["precision", "shape", "m", "n", "k", "batch"]].assign(median_ms=pts["ms"] * 2.0)
+    summary = summary_frame(table, cublas, bandwidth=3.0e12, beta_nonzero=False)
+    assert tuple(summary.columns) == SUMMARY_COLUMNS and len(summary) == len(pts)
+    assert (summary["speedup_vs_cublas"] - 2.0).abs().max() < 1e-12
+    row = summary.iloc[0]
+    moved = row["batch"] * {"fp64": 8, "fp16": 2}[row["precision"]] * (row["m"] * row["k"] + row["k"] * row["n"]
+                                                                        + row["m"] * row["n"])
+    assert row["roofline_frac"] == pytest.approx(moved / 3.0e12 * 1e3 / row["ms"])
+    assert roofline_ms(summary.iloc[:1], 3.0e12, True)[0] > roofline_ms(summary.iloc[:1], 3.0e12, False)[0]
+    df = synthetic_measurements(40, SIZES[:6], seed=4)
+    frame = tol_table(perf_matrix(df), [10], [0.0, 0.1], loo=False)
+    written = write_report(tmp_path, table, frame, cublas, 3.0e12, False)
+    assert {p.name for p in written} >= {"summary.csv", "tol_table.csv", "kernels_vs_tol.png", "perf_vs_size.png",
+                                         "loss_per_point.png"}
+    assert (tmp_path / "tol_table.csv").read_text().splitlines()[0] == \
+        "method,bk,tol,kernels,worst_loss,mean_loss,loo_worst_loss"
+    assert all(p.stat().st_size > 0 for p in written)
+
+
+def test_cli_emit_from_a_measurements_csv(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from autotune import analyze_cli
+    df = synthetic_measurements(60, SIZES[:8], seed=6)
+    df.to_csv(tmp_path / "m.csv", index=False)
+    app = typer.Typer()
+    analyze_cli.register(app)
+    runner = CliRunner()
+    res = runner.invoke(app, ["emit", str(tmp_path / "m.csv"), "--format", "json", "-o", str(tmp_path / "d.json"),
+                              "--tol", "0.1"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["emit", str(tmp_path / "d.json"), "--format", "python", "-o", str(tmp_path / "d.py")])
+    assert res.exit_code == 0, res.output
+    assert "def lookup_index" in (tmp_path / "d.py").read_text()
+    res = runner.invoke(app, ["analyze", str(tmp_path / "m.csv"), "--tols", "0,0.1", "--no-loo"])
+    assert res.exit_code == 0 and "exact" in res.output
