@@ -152,6 +152,18 @@ def query(sql: Annotated[str, typer.Argument(help="A SELECT statement (the conne
         out.print(frame.to_string(index=False) if len(frame) else "(no rows)")
 
 
+db_app = typer.Typer(help="Maintain results databases.", no_args_is_help=True)
+
+
+@db_app.command()
+def upgrade(url: Annotated[str, typer.Argument(help="Database URL, e.g. sqlite:///results/default.sqlite.")]) -> None:
+    """Migrate a results database to this autotune's schema version, in place (back it up first)."""
+    from autotune.schema import SCHEMA_VERSION, upgrade as do_upgrade
+    before = do_upgrade(url)
+    out.print(f"schema version {before} -> {SCHEMA_VERSION}")
+
+
 def register(app: typer.Typer) -> None:
     app.command()(sweep)
     app.command()(query)
+    app.add_typer(db_app, name="db")

@@ -1,0 +1,108 @@
+"""Read-only SQL access and the README recipes, on SQLite and (when configured) PostgreSQL."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pg import db_url, fresh_pg_url, instances, points, record_sample, sqlite_url
+
+from autotune import query
+from autotune.query import RECIPES, QueryError, run_query
+from autotune.store import Store
+
+FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by name in this module
+
+
+@pytest.fixture
+def recorded(db_url: str) -> str:
+    with Store.open(db_url) as store:
+        record_sample(store)
+    return db_url
+
+
+def count(url: str) -> int:
+    return int(run_query(url, "SELECT COUNT(*) AS n FROM measurements").n[0])
+
+
+def test_select_returns_a_frame(recorded: str) -> None:
+    frame = run_query(recorded, "SELECT status, COUNT(*) AS n FROM measurements GROUP BY status ORDER BY status")
+    assert list(frame.status) == ["ok", "wrong"] and list(frame.n) == [5, 1]
+    assert run_query(recorded, "SELECT ':not_a_param' AS s").s[0] == ":not_a_param"
+
+
+@pytest.mark.parametrize("sql", [
+    "DELETE FROM measurements",
+    "DROP TABLE measurements",
+    "UPDATE measurements SET median_ms = 0",
+    "INSERT INTO schema_meta (key, value) VALUES ('x', 'y')",
+    "SELECT 1; DELETE FROM measurements",
+    "COMMIT; DELETE FROM measurements",
+])
+def test_writes_fail_and_change_nothing(recorded: str, sql: str) -> None:
+    with pytest.raises(QueryError) as err:
+        run_query(recorded, sql)
+    assert "query failed" in err.value.message
+    assert count(recorded) == 6
+    assert set(run_query(recorded, "SELECT median_ms FROM measurements WHERE status = 'ok'").median_ms) == {1.0, 2.0, 3.0}
+
+
+def test_write_message_says_read_only(recorded: str) -> None:
+    with pytest.raises(QueryError) as err:
+        run_query(recorded, "DELETE FROM measurements")
+    assert "read-only" in (err.value.hint or "")
+
+
+def test_bad_sql_and_missing_database(recorded: str, tmp_path: Path) -> None:
+    with pytest.raises(QueryError, match="query failed"):
+        run_query(recorded, "SELEC 1")
+    with pytest.raises(QueryError, match="no SQLite database"):
+        run_query(f"sqlite:///{tmp_path / 'none.sqlite'}", "SELECT 1")
+
+
+def test_query_while_a_sweep_writes(sqlite_url: str) -> None:
+    with Store.open(sqlite_url) as store:
+        record_sample(store, finish=False)  # the sweep still holds the lock and its connections
+        assert count(sqlite_url) == 6
+
+
+def test_best_per_point(recorded: str) -> None:
+    best = query.best_per_point(recorded)
+    assert len(best) == 2 and set(best.instance_id) == {instances()[0].id}
+    assert list(best.median_ms) == [1.0, 1.0]
+    assert query.best_per_point(recorded, device="no such GPU").empty
+    assert len(query.best_per_point(recorded, device="Test GPU", space="gemm_test")) == 2
+
+
+def test_distance_from_best(recorded: str) -> None:
+    second = query.distance_from_best(recorded, instances()[1].id)
+    assert list(second.slowdown) == [2.0, 2.0] and list(second.loss) == [0.5, 0.5] and list(second.place) == [2, 2]
+    third = query.distance_from_best(recorded, instances()[2].id)  # wrong at the fp32 point: absent there
+    assert list(third.precision) == ["fp64"] and third.slowdown[0] == 3.0
+
+
+def test_failures_by_kind(recorded: str) -> None:
+    f = query.failures_by_kind(recorded)
+    assert f[["status", "count"]].values.tolist() == [["wrong", 1]]
+    assert f.example_error[0].startswith("max rel err")
+
+
+def test_cublas_speedup(recorded: str) -> None:
+    s = query.cublas_speedup(recorded).set_index("precision")
+    assert s.speedup["fp64"] == 2.0 and s.speedup["fp32"] == 5.0
+    assert s.cublas_roofline_frac["fp64"] == pytest.approx(s.roofline_frac["fp64"] / 2)
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_readme_recipes_run_verbatim(recorded: str, name: str) -> None:
+    frame = run_query(recorded, RECIPES[name].sql)
+    assert not frame.empty
+    api = getattr(query, name, None)
+    if api is not None and name != "distance_from_best":
+        assert frame.values.tolist() == api(recorded).values.tolist()
+
+
+def test_best_by_parameter_uses_instance_params(recorded: str) -> None:
+    frame = run_query(recorded, RECIPES["best_by_parameter"].sql)
+    fp64 = frame[frame.precision == "fp64"]
+    assert dict(zip(fp64.dim_x, fp64.best_ms)) == {8: 3.0, 16: 1.0, 32: 2.0}
+    assert len(points()) == frame.groupby(["precision", "m"]).ngroups

@@ -1,0 +1,157 @@
+"""The sweep loop: resume after Ctrl-C and after kill -9, never measuring a pair twice."""
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+
+import pytest
+
+from autotune.config import parse_config
+from autotune.runner import plan_sweep, run_sweep
+from autotune.store import Store
+from autotune.space import load_space
+from tests.support.formula_backend import FormulaBackend
+
+SPACE = textwrap.dedent("""\
+    name: naive_test
+    kernel:
+      source: gemm_naive.cuh
+      template: autotune::gemm_naive
+      template_args: [T, S, TRANS_A, TRANS_B, BLOCK_X, BLOCK_Y]
+      convention: strided
+      block: [BLOCK_X, BLOCK_Y, 1]
+      grid: ["ceil(M / BLOCK_X)", "ceil(N / BLOCK_Y)", "min(batch, 65535)"]
+      problems: {precisions: [fp64, fp32], shapes: [NN, NT]}
+    parameters:
+      BLOCK_X: [4, 8, 16, 32]
+      BLOCK_Y: [1, 2, 4, 8]
+    derived:
+      threads: BLOCK_X * BLOCK_Y
+    hard:
+      - {name: warp, expr: "threads >= 8", reason: test}
+    """)
+
+
+def config(tmp_path, db):
+    (tmp_path / "naive_test.yaml").write_text(SPACE)
+    text = textwrap.dedent(f"""\
+        name: t
+        spaces: [naive_test.yaml]
+        points:
+          - precisions: [fp64, fp32]
+            shapes: [NN]
+            sizes: {{square: {{from: 8, to: 24, step: 8}}}}
+            batch: 100
+        database: {db}
+        repetitions: 3
+        """)
+    return parse_config(text, file=tmp_path / "t.yaml")
+
+
+class Quiet:
+    def __init__(self):
+        self.seen = 0
+        self.notes = []
+
+    def start(self, total, done):
+        self.total, self.done = total, done
+
+    def measured(self, m, best):
+        self.seen += 1
+
+    def note(self, text):
+        self.notes.append(text)
+
+
+def pairs(db):
+    with Store.open(db, create=False) as s:
+        frame = s.measurements()
+    return frame
+
+
+def test_plan_counts_instances_per_precision(tmp_path):
+    cfg = config(tmp_path, f"sqlite:///{tmp_path}/r.sqlite")
+    (plan,) = plan_sweep(cfg)
+    space = load_space(tmp_path / "naive_test.yaml")
+    assert plan.space.name == space.name == "naive_test"
+    assert len(plan.work) == 15  # 16 combinations minus threads < 8 (4x1)
+    assert plan.pairs == 15 * 6  # 2 precisions x 3 sizes
+
+
+def test_interrupt_then_resume_measures_every_pair_once(tmp_path):
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    cfg = config(tmp_path, db)
+    with Store.open(db) as store:
+        first = run_sweep(cfg, store, FormulaBackend(interrupt_at=20), Quiet())
+    assert first.status == "interrupted" and first.measured == 19
+    backend = FormulaBackend()
+    rep = Quiet()
+    with Store.open(db) as store:
+        second = run_sweep(cfg, store, backend, rep)
+    assert second.status == "done" and rep.done == 19 and second.skipped_done == 19
+    frame = pairs(db)
+    assert len(frame) == 90 and not frame.duplicated(["instance_id", "precision", "m"]).any()
+    assert len(backend.calls) == 90 - 19
+    counts = Counter(frame.status)
+    assert counts["wrong"] > 0 and counts["ok"] + counts["wrong"] == 90
+    # a third run has nothing left to do
+    with Store.open(db) as store:
+        third = run_sweep(cfg, store, FormulaBackend(), Quiet())
+    assert third.measured == 0 and third.skipped_done == 90
+
+
+def test_kill_9_loses_at_most_the_pair_in_flight_and_never_reruns_it(tmp_path):
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    cfg_path = tmp_path / "t.yaml"
+    config(tmp_path, db)  # writes the space file
+    script = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent.parent)!r})
+        from tests.test_runner import config, Quiet
+        from tests.support.formula_backend import FormulaBackend
+        from autotune.runner import run_sweep
+        from autotune.store import Store
+        import pathlib
+        cfg = config(pathlib.Path({str(tmp_path)!r}), {db!r})
+        with Store.open({db!r}) as store:
+            run_sweep(cfg, store, FormulaBackend(die_at=30), Quiet())
+        """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert r.returncode == -9, r.stderr
+    frame = pairs(db)
+    assert len(frame) == 29  # everything before the pair in flight was committed
+    backend = FormulaBackend()
+    rep = Quiet()
+    with Store.open(db) as store:
+        summary = run_sweep(config(tmp_path, db), store, backend, rep)
+    assert summary.status == "done" and len(summary.recovered) == 1
+    crashed_id, crashed_point = summary.recovered[0]
+    assert (crashed_id, crashed_point) not in backend.calls
+    frame = pairs(db)
+    assert len(frame) == 90 and not frame.duplicated(["instance_id", "precision", "m"]).any()
+    row = frame[(frame.instance_id == crashed_id) & (frame.m == crashed_point.m) & (frame.precision == crashed_point.precision)]
+    assert list(row.status) == ["crashed"]
+    assert any("crashed" in n for n in rep.notes)
+
+
+def test_second_sweep_on_same_database_is_refused(tmp_path):
+    from autotune.schema import SweepLockedError
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    cfg = config(tmp_path, db)
+
+    class Nested(FormulaBackend):
+        def cublas(self, point, alpha, beta, reps):
+            with Store.open(db) as other:
+                with pytest.raises(SweepLockedError, match="another sweep"):
+                    run_sweep(cfg, other, FormulaBackend(), Quiet())
+            return super().cublas(point, alpha, beta, reps)
+
+    with Store.open(db) as store:
+        assert run_sweep(cfg, store, Nested(), Quiet()).status == "done"
+
+
+def test_random_strategy_with_budget(tmp_path):
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    with Store.open(db) as store:
+        s = run_sweep(config(tmp_path, db), store, FormulaBackend(), Quiet(), strategy="random", budget_instances=5,
+                      seed=3)
+    assert s.measured == 5 * 6

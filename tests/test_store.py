@@ -1,0 +1,249 @@
+"""The results database, on a real SQLite file and (when AUTOTUNE_TEST_PG_URL is set) a real PostgreSQL."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+from pg import (SPACE, db_url, device_info, fresh_pg_url, instances, points, record_sample,
+                sqlite_url)
+
+from autotune.measurement import Measurement, Status, TestPoint
+from autotune.paths import ROOT
+from autotune.schema import SCHEMA_VERSION, figures
+from autotune.store import SchemaVersionError, Store, StoreError, SweepLockedError, SweepStart
+
+FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by name in this module
+
+
+def _scalar(url: str, sql: str, **params: object) -> object:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text(sql), params).scalar()
+    finally:
+        engine.dispose()
+
+
+def _execute(url: str, sql: str) -> None:
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(sql))
+    engine.dispose()
+
+
+def test_figures_follow_measuring_md() -> None:
+    p = TestPoint("fp64", "NN", 32, 32, 32, 1000)
+    f = figures(p, 1.0, beta=0.0, bandwidth=2.98e12)
+    assert f.gflops == pytest.approx(2 * 32**3 * 1000 / 1e-3 / 1e9)
+    assert f.gbs == pytest.approx(1000 * 8 * 3 * 32 * 32 / 1e-3 / 1e9)
+    assert f.roofline_frac == pytest.approx(1000 * 8 * 3 * 32 * 32 / 2.98e12 / 1e-3)
+    assert figures(p, 1.0, beta=1.0, bandwidth=2.98e12).gbs == pytest.approx(1000 * 8 * 4 * 32 * 32 / 1e-3 / 1e9)
+    assert figures(p, None, 0.0, 2.98e12).gflops is None
+
+
+def test_open_creates_schema_then_reopens(db_url: str) -> None:
+    with Store.open(db_url):
+        pass
+    assert _scalar(db_url, "SELECT value FROM schema_meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION)
+    with Store.open(db_url, create=False) as store:
+        assert store.upsert_points(points())  # usable
+
+
+def test_sqlite_is_in_wal_mode(sqlite_url: str) -> None:
+    Store.open(sqlite_url).close()
+    assert _scalar(sqlite_url, "PRAGMA journal_mode") == "wal"
+
+
+@pytest.mark.parametrize("version, words", [(0, "older"), (SCHEMA_VERSION + 1, "newer")])
+def test_schema_version_is_checked_on_open(db_url: str, version: int, words: str) -> None:
+    Store.open(db_url).close()
+    _execute(db_url, f"UPDATE schema_meta SET value = '{version}' WHERE key = 'schema_version'")
+    with pytest.raises(SchemaVersionError) as err:
+        Store.open(db_url)
+    assert words in err.value.message
+    assert ("autotune db upgrade" if words == "older" else "upgrade autotune") in (err.value.hint or "")
+
+
+def test_foreign_database_is_refused(db_url: str) -> None:
+    _execute(db_url, "CREATE TABLE payroll (id INTEGER PRIMARY KEY)")
+    with pytest.raises(SchemaVersionError, match="not an autotune results database"):
+        Store.open(db_url)
+
+
+def test_unreachable_postgres_gives_a_hint() -> None:
+    pytest.importorskip("psycopg")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    with pytest.raises(StoreError) as err:
+        Store.open(f"postgresql+psycopg://nobody@127.0.0.1:{port}/nothing")
+    assert "cannot open database" in err.value.message and "server is running" in (err.value.hint or "")
+
+
+def test_read_only_sqlite_fails_at_open_and_writes_nothing(sqlite_url: str) -> None:
+    Store.open(sqlite_url).close()
+    path = sqlite_url.removeprefix("sqlite:///")
+    before = _scalar(sqlite_url, "SELECT COUNT(*) FROM devices")
+    with pytest.raises(StoreError) as err:
+        Store.open(f"sqlite:///file:{path}?mode=ro&uri=true")
+    assert "readonly" in err.value.message.replace(" ", "") and "write" in (err.value.hint or "")
+    assert _scalar(sqlite_url, "SELECT COUNT(*) FROM devices") == before
+
+
+def test_read_only_postgres_fails_at_open(fresh_pg_url: str) -> None:
+    Store.open(fresh_pg_url).close()
+    name = sa.engine.make_url(fresh_pg_url).database
+    _execute(fresh_pg_url, f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+    with pytest.raises(StoreError, match="read-only"):
+        Store.open(fresh_pg_url)
+
+
+def test_missing_database_without_create(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(StoreError):
+        Store.open(f"sqlite:///{tmp_path / 'none.sqlite'}", readonly=True)
+    url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    with pytest.raises(StoreError, match="holds no results"):
+        Store.open(url, create=False)
+
+
+def test_upserts_are_idempotent(db_url: str) -> None:
+    with Store.open(db_url) as store:
+        info = device_info()
+        dev = store.upsert_device(info)
+        assert store.upsert_device(info) == dev
+        assert store.upsert_software(info, "0.1.0", "abc") == store.upsert_software(info, "0.1.0", "abc")
+        assert store.upsert_software(info, "0.1.0", "abc") != store.upsert_software(info, "0.1.0", "def")
+        assert store.upsert_instances(instances()) == 3
+        assert store.upsert_instances(instances()) == 0
+        ids = store.upsert_points(points())
+    with Store.open(db_url) as again:
+        assert again.upsert_points(points()) == ids
+
+
+def test_record_and_read_back(db_url: str) -> None:
+    with Store.open(db_url) as store:
+        rec = record_sample(store)
+        assert store.done_pairs(rec.device_id) == {(m.instance_id, m.point) for m in rec.measurements}
+        assert store.cublas_points(rec.device_id) == set(points())
+        frame = store.measurements()
+    assert len(frame) == 6
+    assert {"DIM_X", "DIM_Y", "SCALE", "ALG", "median_ms", "gflops", "precision", "instance"} <= set(frame.columns)
+    best = instances()[0]
+    row = frame[(frame.instance_id == best.id) & (frame.precision == "fp64")].iloc[0]
+    assert row.status == "ok" and row.DIM_X == 16 and row.ALG == "a"
+    assert row.gflops == pytest.approx(2 * 32**3 * 1000 / 1e-3 / 1e9)
+    wrong = frame[frame.status == "wrong"]
+    assert len(wrong) == 1 and pd.isna(wrong.iloc[0].gflops) and wrong.iloc[0].error.startswith("max rel err")
+
+
+def test_parameters_are_queryable_in_sql(db_url: str) -> None:
+    with Store.open(db_url) as store:
+        record_sample(store)
+    n = _scalar(db_url, """SELECT COUNT(*) FROM measurements m JOIN instance_params ip
+                           ON ip.instance_id = m.instance_id AND ip.name = 'DIM_X'
+                           WHERE ip.int_value >= 16 AND m.status = 'ok'""")
+    assert n == 4  # DIM_X 16 and 32, at both points
+    assert _scalar(db_url, "SELECT COUNT(*) FROM instance_params WHERE name = 'ALG' AND text_value = 'a'") == 2
+    assert _scalar(db_url, "SELECT MIN(real_value) FROM instance_params WHERE name = 'SCALE'") == 0.5
+
+
+def test_a_pair_is_never_recorded_twice(db_url: str) -> None:
+    with Store.open(db_url) as store:
+        rec = record_sample(store, finish=False)
+        extra = Measurement(instances()[0].id, TestPoint("fp64", "NN", 8, 8, 8, 10), Status.OK, median_ms=1.0)
+        with pytest.raises(StoreError, match="measured twice"):
+            store.record(rec.sweep_id, rec.space_id, [extra, rec.measurements[0]])
+        assert (extra.instance_id, extra.point) not in store.done_pairs(rec.device_id)  # all or nothing
+
+
+def test_second_sweep_is_refused_until_the_first_finishes(db_url: str) -> None:
+    with Store.open(db_url) as first, Store.open(db_url) as second:
+        rec = record_sample(first, finish=False)
+        info = device_info()
+        start = SweepStart("again", "", rec.device_id, first.upsert_software(info, "0.1.0", "abc123"), info,
+                           1.0, 0.0, 5)
+        with pytest.raises(SweepLockedError) as err:
+            second.begin_sweep(start)
+        assert f"pid {os.getpid()}" in err.value.message and "wait for it" in (err.value.hint or "")
+        first.finish_sweep(rec.sweep_id, "done")
+        assert second.begin_sweep(start) > rec.sweep_id
+
+
+def test_stale_lock_is_taken_over_and_the_old_holder_notices(db_url: str) -> None:
+    with Store.open(db_url) as first, Store.open(db_url) as second:
+        rec = record_sample(first, finish=False)
+        info = device_info()
+        sw = first.upsert_software(info, "0.1.0", "abc123")
+        second.begin_sweep(SweepStart("again", "", rec.device_id, sw, info, 1.0, 0.0, 5), stale_s=0.0)
+        with pytest.raises(SweepLockedError, match="taken over"):
+            first.heartbeat()
+    assert _scalar(db_url, "SELECT status FROM sweeps WHERE id = :i", i=rec.sweep_id) == "died"
+
+
+KILLED_SWEEP = """
+import os, signal, sys
+sys.path.insert(0, {tests!r})
+from pg import instances, points, record_sample
+from autotune.measurement import TestPoint
+from autotune.store import Store
+store = Store.open({url!r})
+rec = record_sample(store, finish=False)
+store.mark_inflight(rec.sweep_id, rec.space_id, instances()[0].id, {point!r})
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_kill_9_loses_only_the_pair_in_flight(db_url: str) -> None:
+    point = TestPoint("fp64", "TT", 8, 8, 8, 100)
+    code = KILLED_SWEEP.format(tests=str(ROOT / "tests"), url=db_url, point=point)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    with Store.open(db_url) as store:
+        info = device_info()
+        dev = store.upsert_device(info)
+        sw = store.upsert_software(info, "0.1.0", "abc123")
+        store.begin_sweep(SweepStart("resume", "", dev, sw, info, 1.0, 0.0, 5))  # dead pid: lock free at once
+        assert store.recover_inflight(dev) == [(instances()[0].id, point)]
+        assert store.recover_inflight(dev) == []
+        done = store.done_pairs(dev)
+        assert len(done) == 7 and (instances()[0].id, point) in done
+        frame = store.measurements()
+    crashed = frame[frame.status == Status.CRASHED.value]
+    assert len(crashed) == 1 and "in flight" in crashed.iloc[0].error and crashed.iloc[0]["shape"] == "TT"
+
+
+def test_bad_status_is_refused_by_the_schema(db_url: str) -> None:
+    with Store.open(db_url) as store:
+        record_sample(store)
+    with pytest.raises(sa.exc.IntegrityError):
+        _execute(db_url, "UPDATE measurements SET status = 'great'")
+
+
+def test_instances_of_another_space_are_kept_apart(db_url: str) -> None:
+    from autotune.instance import Instance
+    with Store.open(db_url) as store:
+        record_sample(store)
+        other = Instance.of("other", dict(instances()[0].params))
+        assert other.id != instances()[0].id
+        assert store.upsert_instances([other]) == 1
+        assert set(store.measurements(space=SPACE).space) == {SPACE}
+        assert store.measurements(space="other").empty
+
+
+def test_ctrl_c_clears_in_flight_notes_so_resume_measures_them(db_url: str) -> None:
+    point = TestPoint("fp64", "NT", 8, 8, 8, 100)
+    with Store.open(db_url) as store:
+        rec = record_sample(store, finish=False)
+        store.mark_inflight(rec.sweep_id, rec.space_id, instances()[1].id, point)
+        assert store.clear_inflight(rec.sweep_id) == 1
+        store.finish_sweep(rec.sweep_id, "interrupted")
+        assert store.recover_inflight(rec.device_id) == []
+        assert (instances()[1].id, point) not in store.done_pairs(rec.device_id)
