@@ -20,7 +20,8 @@ from autotune.measurement import ELEM_BYTES, PRECISIONS, SHAPES, TestPoint
 from autotune.paths import RESULTS_DIR, SPACES_DIR
 
 TOP_KEYS = ("name", "description", "spaces", "points", "alpha", "beta", "database", "repetitions", "budget",
-            "bk", "tol")
+            "bk", "tol", "strategy", "max_instances", "seed")
+STRATEGY_NAMES = ("brute", "random")
 SPACE_KEYS = ("space", "device", "soft", "soft_off")
 POINT_KEYS = ("precisions", "shapes", "sizes", "batch")
 SIZE_FORMS = {"square": ("square",), "mn": ("mn", "k"), "mnk": ("m", "n", "k"), "triples": ("triples",)}
@@ -57,6 +58,9 @@ class SweepConfig:
     bk: int = 10
     tol: float = 0.05
     description: str = ""
+    strategy: str = "brute"  # search strategy (autotune.strategies): brute or random
+    max_instances: int | None = None  # measure at most this many instances per space
+    seed: int = 0  # seed of the random strategy
 
 
 def load_config(path: str | Path) -> SweepConfig:
@@ -102,7 +106,10 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
         budget_s=_duration(r, budget) if budget is not None and r.value(budget) is not None else None,
         bk=r.integer(top["bk"], 1) if "bk" in top else 10,
         tol=_tol(r, top["tol"]) if "tol" in top else 0.05,
-        description=r.string(top["description"]) if "description" in top else "")
+        description=r.string(top["description"]) if "description" in top else "",
+        strategy=_strategy(r, top["strategy"]) if "strategy" in top else "brute",
+        max_instances=r.integer(top["max_instances"], 1) if "max_instances" in top else None,
+        seed=r.integer(top["seed"], 0) if "seed" in top else 0)
 
 
 class _Reader:
@@ -295,6 +302,13 @@ def _duration(r: _Reader, node: Node) -> float:
         raise r.error(node, f"cannot read a time budget from {v!r}", "write seconds (3600) or e.g. 90s, 30m, 8h, 1h30m")
     h, mi, s = (float(g) if g else 0.0 for g in match.groups())
     return h * 3600 + mi * 60 + s
+
+
+def _strategy(r: _Reader, node: Node) -> str:
+    name = r.string(node)
+    if name not in STRATEGY_NAMES:
+        raise r.error(node, f"unknown strategy {name!r}", f"choose one of {', '.join(STRATEGY_NAMES)}")
+    return name
 
 
 def _tol(r: _Reader, node: Node) -> float:

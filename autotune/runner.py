@@ -113,8 +113,7 @@ def _failed(job_instance: Instance, point: TestPoint, error: str) -> Measurement
     return Measurement(job_instance.id, point, Status.LAUNCH_ERROR, error=error)
 
 
-def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter, *, strategy: str = "brute",
-              budget_instances: int | None = None, seed: int = 0,
+def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
               limits: Callable[[str | None], DeviceLimits] = get_device) -> SweepSummary:
     """Run (or resume) the sweep `cfg` into `store`. Ctrl-C ends it cleanly with status `interrupted`."""
     start = time.monotonic()
@@ -147,8 +146,7 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
                     summary.cublas[p] = m.median_ms
         status = "done"
         for plan in plans:
-            if not _sweep_space(plan, cfg, store, backend, reporter, summary, done, sweep_id, start, strategy,
-                                budget_instances, seed):
+            if not _sweep_space(plan, cfg, store, backend, reporter, summary, done, sweep_id, start):
                 status = "budget"
                 break
     except KeyboardInterrupt:
@@ -176,8 +174,7 @@ def _seed_best(store: Store, backend: Backend, cfg: SweepConfig, device_id: int,
 
 
 def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
-                 summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int, start: float,
-                 strategy_name: str, budget_instances: int | None, seed: int) -> bool:
+                 summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int, start: float) -> bool:
     """Measure one space's remaining pairs; False when the time budget ran out."""
     space = plan.space
     space_id = store.upsert_space(space_record(space))
@@ -185,14 +182,19 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
     if hasattr(backend, "before_measure"):
         backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)  # type: ignore[attr-defined]
     todo = {i: tuple(p for p in pts if (i.id, p) not in done) for i, pts in plan.work.items()}
-    strategy = make_strategy(strategy_name, [i for i, pts in todo.items() if pts], budget_instances, seed)
+    # the strategy sees every instance, so a random sample is the same one when a sweep resumes
+    strategy = make_strategy(cfg.strategy, list(todo), cfg.max_instances, cfg.seed)
     while True:
         if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
             reporter.note(f"time budget of {cfg.budget_s:.0f} s reached; run the same command again to go on")
             return False
-        asked = strategy.ask(ASK_BATCH)
-        if not asked:
+        proposed = strategy.ask(ASK_BATCH)
+        if not proposed:
             return True
+        asked = [i for i in proposed if todo[i]]
+        for inst in proposed:
+            if not todo[inst]:  # measured by an earlier run of this sweep
+                strategy.tell(inst, [])
         jobs, results = [], {i.id: [] for i in asked}
         for inst in asked:
             bad = _bind_error(space, inst, todo[inst])

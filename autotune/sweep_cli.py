@@ -63,9 +63,9 @@ class BarReporter:
 
 def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME.yaml).")],
           database: Annotated[Optional[str], typer.Option(help="Database URL; overrides the config's `database`.")] = None,
-          strategy: Annotated[str, typer.Option(help="Search strategy: brute (every instance) or random.")] = "brute",
-          max_instances: Annotated[Optional[int], typer.Option(help="Measure at most this many instances per space.")] = None,
-          seed: Annotated[int, typer.Option(help="Seed of the random strategy.")] = 0,
+          strategy: Annotated[Optional[str], typer.Option(help="Search strategy: brute (every instance) or random. Overrides the config.")] = None,
+          max_instances: Annotated[Optional[int], typer.Option(help="Measure at most this many instances per space. Overrides the config.")] = None,
+          seed: Annotated[Optional[int], typer.Option(help="Seed of the random strategy. Overrides the config.")] = None,
           replay: Annotated[Optional[str], typer.Option(help="Take measurements from this recorded database URL instead of a GPU.")] = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar; a line every 30 s (for logs).")] = False) -> None:
     """Compile, verify and time every instance of the config's spaces on its test points.
@@ -81,14 +81,13 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
     from autotune.store import Store
 
     cfg = load_config(config)
-    if database:
-        cfg = dataclasses.replace(cfg, database=database)
+    overrides = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed)
+    cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
     backend = _backend(replay, cfg.tol)
     reporter = BarReporter(quiet)
     try:
         with Store.open(cfg.database) as store:
-            summary = run_sweep(cfg, store, backend, reporter, strategy=strategy, budget_instances=max_instances,
-                                seed=seed)
+            summary = run_sweep(cfg, store, backend, reporter)
     finally:
         reporter.stop()
         backend.close()

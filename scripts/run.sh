@@ -15,7 +15,7 @@ if command -v nvidia-smi >/dev/null 2>&1 && ! .venv/bin/python -c "import cupy" 
     extra="[cuda${cuda_major:-12}]"
 fi
 # offline machines: use a wheelhouse made by scripts/build_wheelhouse.sh if there is one
-if [ -d .whl ]; then pipopts=(--no-index --find-links .whl); else pipopts=(); fi
+if [ -d .whl ]; then pipopts=(--no-index --find-links .whl --no-build-isolation); else pipopts=(); fi
 .venv/bin/python -m pip install -q --disable-pip-version-check "${pipopts[@]}" -e ".$extra" 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -c "import autotune, sqlalchemy, typer" \
     || { echo "error: installation incomplete; on an offline machine run scripts/build_wheelhouse.sh elsewhere and copy .whl/ here" >&2; exit 1; }

@@ -1,4 +1,5 @@
 """The sweep loop: resume after Ctrl-C and after kill -9, never measuring a pair twice."""
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -151,7 +152,11 @@ def test_second_sweep_on_same_database_is_refused(tmp_path):
 
 def test_random_strategy_with_budget(tmp_path):
     db = f"sqlite:///{tmp_path}/r.sqlite"
+    cfg = dataclasses.replace(config(tmp_path, db), strategy="random", max_instances=5, seed=3)
     with Store.open(db) as store:
-        s = run_sweep(config(tmp_path, db), store, FormulaBackend(), Quiet(), strategy="random", budget_instances=5,
-                      seed=3)
-    assert s.measured == 5 * 6
+        s = run_sweep(cfg, store, FormulaBackend(interrupt_at=8), Quiet())
+    assert s.status == "interrupted" and s.measured == 7
+    with Store.open(db) as store:
+        s = run_sweep(cfg, store, FormulaBackend(), Quiet())
+    assert s.measured == 5 * 6 - 7  # the same 5 instances: the sample does not change on resume
+    assert pairs(db).instance_id.nunique() == 5
