@@ -4,19 +4,14 @@
 #   CONFIG=configs/other.yaml bash scripts/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
 CONFIG=${CONFIG:-configs/default.yaml}
-if [ ! -x .venv/bin/python ]; then
-    "$PY" -m venv --system-site-packages .venv
-fi
+source scripts/setup_venv.sh
 extra=""
 if command -v nvidia-smi >/dev/null 2>&1 && ! .venv/bin/python -c "import cupy" 2>/dev/null; then
     cuda_major=$(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9]*\).*/\1/p' | head -1)
     extra="[cuda${cuda_major:-12}]"
 fi
-# offline machines: use a wheelhouse made by scripts/build_wheelhouse.sh if there is one
-if [ -d .whl ]; then pipopts=(--no-index --find-links .whl --no-build-isolation); else pipopts=(); fi
-.venv/bin/python -m pip install -q --disable-pip-version-check "${pipopts[@]}" -e ".$extra" 2>&1 | grep -v "is ignored" || true
+pip_install -e ".$extra" || true  # checked just below
 .venv/bin/python -c "import autotune, sqlalchemy, typer" \
     || { echo "error: installation incomplete; on an offline machine run scripts/build_wheelhouse.sh elsewhere and copy .whl/ here" >&2; exit 1; }
 if .venv/bin/python -c "import cupy, sys; sys.exit(cupy.cuda.runtime.getDeviceCount() == 0)" 2>/dev/null \

@@ -4,11 +4,8 @@
 # PostgreSQL tests when AUTOTUNE_TEST_PG_URL is set (.ci/run starts a server and sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-    "$PY" -m venv --system-site-packages .venv
-fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v "is ignored" || true
+source scripts/setup_venv.sh
+pip_install -e '.[test]' || pip_install -e . || true  # offline: the test tools must already be there
 .venv/bin/python -c "import autotune, sqlalchemy, typer, pandas, yaml, hypothesis" \
     || { echo "error: the installation in .venv is incomplete; delete .venv and run again" >&2; exit 1; }
 set +e

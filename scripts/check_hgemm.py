@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""Device harness for the tensor-core HGEMM families (hgemm_wmma, hgemm_small_tc, hgemm_mma).
+
+Compiles a few instances of each family with NVRTC (cupy.RawModule), checks them against a float64 reference
+(NaN-poisoned C, alpha/beta not 0/1, every n from 1 to 33, rectangular and unpacked shapes, batch > 65,535),
+then times them at square sizes next to cuBLAS (torch.bmm, else cupy.matmul) and prints roofline fractions.
+bytes = batch * 2 * (MK + KN + MN) (beta = 0); bandwidth = a large device-to-device copy measured in the same run.
+
+    python3 scripts/check_hgemm.py --out results/hgemm_check      # needs a GPU, cupy, numpy
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "kernels_src"
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One instance: family, template arguments (without TRANS_A/TRANS_B) and its launch geometry."""
+
+    family: str  # hgemm_wmma | hgemm_small_tc | hgemm_mma
+    args: tuple[int, ...]
+    label: str
+
+    def name(self, shape: str) -> str:
+        ta, tb = int(shape[0] == "T"), int(shape[1] == "T")
+        return f"autotune::{self.family}<{', '.join(str(v) for v in (ta, tb) + self.args)}>"
+
+    def geometry(self, m: int, n: int, k: int, batch: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """(grid, block), the same expressions as spaces/<family>.yaml."""
+        if self.family == "hgemm_wmma":
+            _, _, _, bm, bn, _, dx, dy, nsg = self.args
+            return (math.ceil(m / bm) * math.ceil(n / bn) * math.ceil(batch / nsg), 1, 1), (dx, dy, nsg)
+        if self.family == "hgemm_mma":
+            _, bm, bn, _, wm, wn, _, nsg = self.args
+            return (math.ceil(m / bm) * math.ceil(n / bn) * math.ceil(batch / nsg), 1, 1), (32 * wm * wn, nsg, 1)
+        nwarps, gpw, tcn, kmax = self.args
+        groups = nwarps * gpw
+        cap_a, cap_b, cap_c = groups * 16 * kmax + 16, groups * tcn * kmax + 16, groups * 16 * tcn + 16
+        g = max(1, min(16 // m, tcn // n))
+        p = max(1, min((cap_a - 16) // (m * k), (cap_b - 16) // (k * n), (cap_c - 16) // (m * n)) // g * g)
+        return (math.ceil(batch / p), 1, 1), (32 * nwarps, 1, 1)
+
+
+W, S, R = "hgemm_wmma", "hgemm_small_tc", "hgemm_mma"
+KERNELS_UNDER_TEST = [
+    # WMMA (TC_M, TC_N, TC_K, BLK_M, BLK_N, BLK_K, DIM_X, DIM_Y, NSG)
+    Kernel(W, (16, 16, 16, 16, 16, 16, 16, 2, 1), "wmma16_nsg1"),
+    Kernel(W, (16, 16, 16, 16, 16, 16, 16, 2, 4), "wmma16_nsg4"),
+    Kernel(W, (32, 8, 16, 32, 32, 16, 16, 4, 2), "wmma32x8_b32"),
+    Kernel(W, (8, 32, 16, 32, 32, 32, 16, 2, 1), "wmma8x32_b32"),
+    Kernel(W, (8, 32, 16, 48, 96, 32, 16, 8, 1), "wmma_rr18on4"),  # 18 sub-blocks round-robin on 4 warps
+    Kernel(W, (16, 16, 16, 64, 64, 32, 32, 4, 1), "wmma_b64"),
+    Kernel(W, (16, 16, 16, 128, 64, 32, 32, 4, 1), "wmma_b128x64"),
+    # magma-small-v2 (NWARPS, GPW, TC_N, KMAX)
+    Kernel(S, (4, 2, 16, 16), "v2_w4g2"),
+    Kernel(S, (4, 4, 16, 16), "v2_w4g4"),
+    Kernel(S, (2, 4, 8, 32), "v2_w2g4_n8"),
+    Kernel(S, (8, 2, 16, 32), "v2_w8g2_k32"),
+    # ladder (RUNG, BM, BN, BK, WM, WN, STAGES, NSG)
+    Kernel(R, (1, 32, 32, 32, 2, 2, 1, 1), "r1_32"),
+    Kernel(R, (2, 64, 64, 32, 2, 2, 1, 1), "r2_64"),
+    Kernel(R, (3, 64, 64, 32, 2, 2, 2, 1), "r3_64"),
+    Kernel(R, (4, 16, 16, 16, 1, 1, 2, 4), "r4_16_nsg4"),
+    Kernel(R, (4, 16, 16, 16, 1, 1, 2, 8), "r4_16_nsg8"),
+    Kernel(R, (4, 32, 32, 32, 1, 1, 2, 4), "r4_32_nsg4"),
+    Kernel(R, (4, 32, 32, 32, 2, 2, 2, 1), "r4_32_w4"),
+    Kernel(R, (4, 64, 64, 64, 2, 2, 2, 1), "r4_64_k64"),
+    Kernel(R, (4, 64, 64, 32, 2, 2, 3, 1), "r4_64_s3"),
+    Kernel(R, (4, 128, 64, 32, 2, 2, 3, 1), "r4_128x64"),
+    Kernel(R, (4, 128, 128, 32, 2, 4, 3, 1), "r4_128_w8"),
+]
+
+
+def cuda_include_dir() -> str | None:
+    """Where <mma.h> lives: CUDA_PATH, cupy's CUDA path, next to nvcc, or the pip nvidia packages."""
+    import cupy
+
+    cands = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME")]
+    try:
+        cands.append(cupy.cuda.get_cuda_path())
+    except Exception:  # noqa: BLE001 - older cupy
+        pass
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        cands.append(str(Path(nvcc).resolve().parent.parent))
+    cands += ["/usr/local/cuda"]
+    for c in cands:
+        if c and (Path(c) / "include" / "mma.h").exists():
+            return str(Path(c) / "include")
+    for p in sys.path:
+        for sub in ("nvidia/cu13/include", "nvidia/cuda_runtime/include", "nvidia/cuda_nvcc/include"):
+            if (Path(p) / sub / "mma.h").exists():
+                return str(Path(p) / sub)
+    return None
+
+
+def compile_family(family: str, names: list[str]):
+    import cupy
+
+    opts = ["-std=c++17", f"--include-path={KERNELS}"]
+    inc = cuda_include_dir()
+    if inc:
+        opts.append(f"--include-path={inc}")
+    code = (KERNELS / f"{family}.cuh").read_text()
+    mod = cupy.RawModule(code=code, options=tuple(opts), name_expressions=names)
+    mod.compile()
+    return mod
+
+
+@dataclass
+class Problem:
+    m: int
+    n: int
+    k: int
+    batch: int
+    shape: str = "NN"
+    pad: int = 0  # extra leading-dimension elements (unpacked layout)
+
+
+@dataclass
+class Operands:
+    """Device arrays in column-major batched layout plus what the kernel call needs."""
+
+    a: object
+    b: object
+    c: object
+    lda: int
+    ldb: int
+    ldc: int
+    sa: int
+    sb: int
+    sc: int
+    a_view: object  # batch x rows x cols views of the stored matrices (column-major storage)
+    b_view: object
+    c_view: object  # batch x m x n
+
+
+def make_operands(p: Problem, rs, cp, poison: bool) -> Operands:
+    """Random fp16 operands on the device (rs: cupy RandomState); C all NaN when `poison`."""
+
+    def stored(rows: int, cols: int):
+        ld = rows + p.pad
+        arr = rs.uniform(-1.0, 1.0, size=(p.batch, cols, ld), dtype=cp.float32).astype(cp.float16)
+        return arr, ld, cols * ld, arr[:, :, :rows].transpose(0, 2, 1)
+
+    ta, tb = p.shape[0] == "T", p.shape[1] == "T"
+    a, lda, sa, av = stored(p.k, p.m) if ta else stored(p.m, p.k)
+    b, ldb, sb, bv = stored(p.n, p.k) if tb else stored(p.k, p.n)
+    c, ldc, sc, cv = stored(p.m, p.n)
+    if poison:
+        c.fill(float("nan"))
+    if p.pad:  # NaN in the padding: a read of it reaches C, a write to it is caught by padding_intact()
+        for arr, rows in ((a, p.k if ta else p.m), (b, p.n if tb else p.k), (c, p.m)):
+            arr[:, :, rows:] = float("nan")
+    return Operands(a, b, c, lda, ldb, ldc, sa, sb, sc, av, bv, cv)
+
+
+def launch(fn, kern: Kernel, p: Problem, o: Operands, alpha: float, beta: float, grid_cap: int | None = None):
+    grid, block = kern.geometry(p.m, p.n, p.k, p.batch)
+    if grid_cap:
+        grid = (min(grid[0], grid_cap), 1, 1)
+    i32, i64, f32 = np.int32, np.int64, np.float32
+    fn(grid, block, (i32(p.m), i32(p.n), i32(p.k), f32(alpha), o.a, i32(o.lda), i64(o.sa), o.b, i32(o.ldb),
+                     i64(o.sb), f32(beta), o.c, i32(o.ldc), i64(o.sc), i32(p.batch)))
+
+
+def rel_error(fn, kern: Kernel, p: Problem, alpha: float, beta: float, rng, cp, grid_cap=None) -> float:
+    o = make_operands(p, rng, cp, poison=beta == 0.0)
+    a_op = o.a_view.transpose(0, 2, 1) if p.shape[0] == "T" else o.a_view
+    b_op = o.b_view.transpose(0, 2, 1) if p.shape[1] == "T" else o.b_view
+    ref = alpha * cp.matmul(a_op.astype(cp.float64), b_op.astype(cp.float64))
+    if beta != 0.0:
+        ref += beta * o.c_view.astype(cp.float64)
+    launch(fn, kern, p, o, alpha, beta, grid_cap)
+    cp.cuda.Device().synchronize()
+    out = o.c_view.astype(cp.float64)
+    if not bool(cp.isfinite(out).all()):
+        return float("inf")
+    if p.pad and not bool(cp.isnan(o.c[:, :, p.m:]).all()):
+        return float("inf")  # the kernel wrote into C's padding
+    return float(cp.linalg.norm(out - ref) / max(float(cp.linalg.norm(ref)), 1e-30))
+
+
+def SHAPES_OF(kern: Kernel) -> tuple[str, ...]:  # noqa: N802 - the first instance of a family gets all four
+    first = next(k for k in KERNELS_UNDER_TEST if k.family == kern.family)
+    return ("NN", "NT", "TN", "TT") if kern == first else ("NN", "NT")
+
+
+def correctness_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, float, int | None]]:
+    """(problem, alpha, beta, grid cap). `full`: every n from 1 to 33 in NN and NT."""
+    cases = []
+    small = kern.family == S
+    sizes = range(1, 34) if full else ([2, 5, 8, 13, 16] if small else [3, 8, 17, 31, 33])
+    for n in sizes:
+        for shape in ("NN", "NT"):
+            cases.append((Problem(n, n, n, 3, shape), 1.5, -0.75 if n % 2 else 0.0, None))
+    rect = [(5, 7, 3), (3, 8, 16), (8, 3, 31), (1, 6, 9)] if small else [(5, 7, 3), (17, 9, 33), (40, 24, 70), (70, 33, 9)]
+    for m, n, k in rect:
+        for shape in SHAPES_OF(kern):
+            cases.append((Problem(m, n, k, 5, shape), -0.5, 0.25, None))
+        cases.append((Problem(m, n, k, 4, "NN", pad=3), 1.25, 0.5, None))  # unpacked, unaligned leading dims
+    big = Problem(2, 3, 4, 70_000, "NN") if small else Problem(8, 8, 8, 70_000, "NT")
+    cases.append((big, 1.0, 0.0, None))  # batch above 65,535
+    cases.append((Problem(big.m, big.n, big.k, 1_000, "NN"), 1.0, 2.0, 7))  # grid-stride loop with a capped grid
+    if small:
+        cases.append((Problem(12, 20, 40, 6, "NN"), 1.0, 0.5, None))  # outside v2's domain: fallback path
+    return cases
+
+
+TOL = 1e-2  # fp16 inputs, fp32 accumulation: relative to the norm of the reference
+
+
+def check_kernel(kern: Kernel, mod, full: bool, rng, cp) -> tuple[float, list[str]]:
+    """Run every correctness case of `kern`; returns the worst relative error and the failing cases."""
+    worst, bad = 0.0, []
+    for p, alpha, beta, cap in correctness_cases(kern, full):
+        err = rel_error(mod.get_function(kern.name(p.shape)), kern, p, alpha, beta, rng, cp, cap)
+        worst = max(worst, err)
+        if not err <= TOL:
+            bad.append(f"{p} a={alpha} b={beta} cap={cap}: {err:.3g}")
+    return worst, bad
+
+
+def time_ms(run, cp, reps: int) -> list[float]:
+    for _ in range(3):
+        run()
+    cp.cuda.Device().synchronize()
+    evs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
+    for s, e in evs:
+        s.record()
+        run()
+        e.record()
+    evs[-1][1].synchronize()
+    return [cp.cuda.get_elapsed_time(s, e) for s, e in evs]
+
+
+def copy_bandwidth(cp, nbytes: int = 1 << 30) -> float:
+    src = cp.ones(nbytes // 2, dtype=cp.float16)
+    dst = cp.empty_like(src)
+    t = float(np.median(time_ms(lambda: cp.copyto(dst, src), cp, 20)))
+    return 2 * nbytes / (t * 1e-3)
+
+
+def cublas_runner(p: Problem, cp):
+    """torch.bmm on fp16 (column-major C = A B is row-major C^T = B^T A^T), else cupy.matmul."""
+    try:
+        import torch
+
+        a = torch.randn(p.batch, p.k, p.m, device="cuda", dtype=torch.float16)  # A col-major = A^T row-major
+        b = torch.randn(p.batch, p.n, p.k, device="cuda", dtype=torch.float16)
+        c = torch.empty(p.batch, p.n, p.m, device="cuda", dtype=torch.float16)
+        return (lambda: torch.bmm(b, a, out=c)), "torch.bmm"
+    except Exception:  # noqa: BLE001 - torch absent or without CUDA
+        a = cp.random.rand(p.batch, p.n, p.k).astype(cp.float16)
+        b = cp.random.rand(p.batch, p.k, p.m).astype(cp.float16)
+        c = cp.empty((p.batch, p.n, p.m), dtype=cp.float16)
+        return (lambda: cp.matmul(a, b, out=c)), "cupy.matmul"
+
+
+@dataclass
+class Timing:
+    label: str
+    n: int
+    batch: int
+    ms: float
+    frac: float
+    spread: tuple[float, float] = field(default=(0.0, 0.0))
+
+
+def time_kernel(fn, kern: Kernel, p: Problem, o: Operands, bw: float, cp, reps: int) -> Timing:
+    o.c.fill(float("nan"))
+    ts = time_ms(lambda: launch(fn, kern, p, o, 1.0, 0.0), cp, reps)
+    ms = float(np.median(ts))
+    nbytes = p.batch * 2 * (p.m * p.k + p.k * p.n + p.m * p.n)
+    return Timing(kern.label, p.n, p.batch, ms, nbytes / bw / (ms * 1e-3),
+                  (float(np.percentile(ts, 20)), float(np.percentile(ts, 80))))
+
+
+def batch_for(n: int, target_bytes: float) -> int:
+    return max(100, math.ceil(target_bytes / (6 * n * n)))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(ROOT / "results" / "hgemm_check"))
+    ap.add_argument("--sizes", default="2,4,8,16,24,32,48,64,96,128")
+    ap.add_argument("--target-mb", type=float, default=256.0, help="working set per timed problem set (MB)")
+    ap.add_argument("--reps", type=int, default=25)
+    ap.add_argument("--full", action="store_true", help="every n from 1 to 33 for every instance")
+    ap.add_argument("--batch-sweep", default="8,32", help="sizes for the batch-count study ('' to skip)")
+    a = ap.parse_args()
+    import cupy as cp
+
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = cp.random.RandomState(0)
+    dev = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    print(f"GPU {props['name'].decode()} cc{props['major']}{props['minor']} cupy {cp.__version__} "
+          f"cuda_include {cuda_include_dir()}", flush=True)
+
+    mods, fails, log = {}, [], []
+    for fam in (W, S, R):
+        names = sorted({k.name(s) for k in KERNELS_UNDER_TEST if k.family == fam for s in SHAPES_OF(k)})
+        t0 = time.time()
+        try:
+            mods[fam] = compile_family(fam, names)
+            print(f"compiled {fam}: {len(names)} kernels in {time.time() - t0:.1f} s", flush=True)
+        except Exception as e:  # noqa: BLE001 - report and go on with the other families
+            print(f"COMPILE FAIL {fam}: {e}", flush=True)
+            fails.append(f"compile {fam}")
+    first = {}
+    for kern in KERNELS_UNDER_TEST:
+        if kern.family not in mods:
+            continue
+        variant = (kern.family, kern.args[0] if kern.family == R else 0)  # each ladder rung is a variant
+        full = a.full or variant not in first
+        first.setdefault(variant, kern)
+        worst, bad = check_kernel(kern, mods[kern.family], full, rng, cp)
+        status = "PASS" if not bad else f"FAIL({len(bad)})"
+        print(f"check {kern.label:14s} {'full' if full else 'quick'} worst rel err {worst:.2e} {status}", flush=True)
+        log.append({"kernel": kern.label, "name": kern.name("NN"), "worst": worst, "bad": bad})
+        if bad:
+            fails.append(kern.label)
+            print("   " + "\n   ".join(bad[:6]), flush=True)
+
+    bw = copy_bandwidth(cp)
+    print(f"device-to-device copy bandwidth (read+write): {bw / 1e12:.3f} TB/s", flush=True)
+    rows, timings = [], []
+    bad_labels = set(fails)
+    for n in [int(s) for s in a.sizes.split(",") if s]:
+        p = Problem(n, n, n, batch_for(n, a.target_mb * 1e6), "NN")
+        run_cublas, lib = cublas_runner(p, cp)
+        cub = float(np.median(time_ms(run_cublas, cp, a.reps)))
+        nbytes = p.batch * 2 * 3 * n * n
+        o = make_operands(p, rng, cp, poison=True)
+        best: dict[str, Timing] = {}
+        for kern in KERNELS_UNDER_TEST:
+            if kern.family not in mods or kern.label in bad_labels:
+                continue
+            if kern.family == S and n > 16:
+                continue
+            t = time_kernel(mods[kern.family].get_function(kern.name("NN")), kern, p, o, bw, cp, a.reps)
+            timings.append(t.__dict__)
+            if kern.family not in best or t.ms < best[kern.family].ms:
+                best[kern.family] = t
+        del o
+        cp.get_default_memory_pool().free_all_blocks()
+        top = min(best.values(), key=lambda t: t.ms)
+        rows.append((n, p.batch, nbytes / 1e6, cub, nbytes / bw / (cub * 1e-3), best, top))
+
+    sweep = []
+    for n in [int(s) for s in a.batch_sweep.split(",") if s]:
+        for batch in (100, 1_000, 10_000, 100_000, 1_000_000):
+            p = Problem(n, n, n, batch, "NN")
+            run_cublas, _ = cublas_runner(p, cp)
+            cub = float(np.median(time_ms(run_cublas, cp, a.reps)))
+            o = make_operands(p, rng, cp, poison=True)
+            ts = [time_kernel(mods[k.family].get_function(k.name("NN")), k, p, o, bw, cp, a.reps)
+                  for k in KERNELS_UNDER_TEST if k.family in mods and k.label not in bad_labels
+                  and not (k.family == S and n > 16)]
+            t = min(ts, key=lambda t: t.ms)
+            gf = lambda ms: 2 * n ** 3 * batch / (ms * 1e-3) / 1e9  # noqa: E731
+            sweep.append((n, batch, t.label, gf(t.ms), gf(cub), cub / t.ms))
+            cp.get_default_memory_pool().free_all_blocks()
+
+    (out / "check_hgemm.json").write_text(json.dumps({"bandwidth": bw, "checks": log, "timings": timings,
+                                                      "cublas_lib": lib, "failures": fails}, indent=1))
+    print("\nbatch-count study (square n, NN, beta=0): best of the instances above vs cuBLAS")
+    print(f"{'n':>4} {'batch':>8} {'best':>14} {'GFLOP/s':>9} {'cuBLAS':>9} {'speedup':>8}")
+    for n, batch, lab, g1, g2, sp in sweep:
+        print(f"{n:>4} {batch:>8} {lab:>14} {g1:>9.1f} {g2:>9.1f} {sp:>8.2f}")
+    fams = [W, S, R]
+    print(f"\nsquare NN, alpha=1 beta=0, copy bw {bw / 1e12:.2f} TB/s, reps {a.reps}, median; frac = roofline fraction;"
+          f" cuBLAS = {lib}")
+    print(f"{'n':>4} {'batch':>8} {'MB':>6} | {'cuBLAS ms':>9} {'frac':>5} | "
+          + " | ".join(f"{f[6:]:>22}" for f in fams) + f" | {'best/cuBLAS':>11}")
+    for n, batch, mb, cub, cfrac, best, top in rows:
+        cells = [f"{best[f].label:>12} {best[f].frac:>4.2f}" if f in best else f"{'-':>17}" for f in fams]
+        cells = [f"{c:>22}" for c in cells]
+        print(f"{n:>4} {batch:>8} {mb:>6.0f} | {cub:>9.4f} {cfrac:>5.2f} | " + " | ".join(cells)
+              + f" | {cub / top.ms:>10.2f}x")
+    print("FAILURES: " + (", ".join(fails) if fails else "none"))
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
