@@ -209,6 +209,7 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
     expand({}, 1, 0)
     codes = ({p: np.concatenate([pc[p] for pc in pieces]) for p in order} if pieces
              else {p: np.zeros(0, dtype=_code_dtype(sizes[p])) for p in order})
+    pieces.clear()  # keep one copy of the survivors, not two
     funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
     for c in applied_order:
         before = funnel[-1].remaining

@@ -41,6 +41,12 @@ class SpacePlan:
     def pairs(self) -> int:
         return sum(len(p) for p in self.work.values())
 
+    def expected_pairs(self, max_instances: int | None) -> int:
+        """Pairs a sweep of at most `max_instances` instances will measure (on average per instance)."""
+        if max_instances is None or max_instances >= len(self.work):
+            return self.pairs
+        return round(self.pairs * max_instances / len(self.work))
+
 
 def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = get_device) -> list[SpacePlan]:
     """Generate every space of the config for each precision its test points use."""
@@ -133,13 +139,13 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
         points = sorted({p for plan in plans for pts in plan.work.values() for p in pts})
         store.upsert_points(points)
         _seed_best(store, backend, cfg, device_id, summary)
-        total = sum(plan.pairs for plan in plans)
+        total = sum(plan.expected_pairs(cfg.max_instances) for plan in plans)
         already = sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done)
         summary.skipped_done = already
         reporter.start(total, already)
-        have_cublas = store.cublas_points(device_id)
+        summary.cublas = store.cublas_times(device_id)
         for p in points:
-            if p not in have_cublas:
+            if p not in summary.cublas:
                 m = backend.cublas(p, cfg.alpha, cfg.beta, cfg.repetitions)
                 store.record_cublas(sweep_id, m)
                 if m.status == Status.OK and m.median_ms is not None:
@@ -178,7 +184,6 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
     """Measure one space's remaining pairs; False when the time budget ran out."""
     space = plan.space
     space_id = store.upsert_space(space_record(space))
-    store.upsert_instances(plan.work)
     if hasattr(backend, "before_measure"):
         backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)  # type: ignore[attr-defined]
     todo = {i: tuple(p for p in pts if (i.id, p) not in done) for i, pts in plan.work.items()}
@@ -192,6 +197,7 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
         if not proposed:
             return True
         asked = [i for i in proposed if todo[i]]
+        store.upsert_instances(asked)  # only what is measured: a sampled sweep stores its sample
         for inst in proposed:
             if not todo[inst]:  # measured by an earlier run of this sweep
                 strategy.tell(inst, [])

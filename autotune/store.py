@@ -328,12 +328,12 @@ class Store:
                              .where(MeasurementRow.device_id == device_id)).all()
             return {(iid, p.point()) for iid, p in rows}
 
-    def cublas_points(self, device_id: int) -> set[TestPoint]:
-        """The test points that already have a cuBLAS time on the device."""
+    def cublas_times(self, device_id: int) -> dict[TestPoint, float]:
+        """The verified cuBLAS median (ms) of each test point that has one on the device."""
         with self.session() as s:
-            rows = s.scalars(select(Point).join(CublasRow, CublasRow.point_id == Point.id)
-                             .where(CublasRow.device_id == device_id)).all()
-            return {p.point() for p in rows}
+            rows = s.execute(select(Point, CublasRow.median_ms).join(CublasRow, CublasRow.point_id == Point.id)
+                             .where(CublasRow.device_id == device_id, CublasRow.status == Status.OK.value)).all()
+            return {p.point(): ms for p, ms in rows}
 
     def device_id(self, device: str | None = None) -> int:
         """The id of the device whose uuid or name is `device`; None = the only device. Raises StoreError."""
