@@ -46,7 +46,8 @@ class Loaded:
 
 
 def _url(source: str) -> str:
-    return source if "://" in source else f"sqlite:///{Path(source).resolve()}"
+    from autotune.schema import database_url
+    return database_url(source)
 
 
 def load(source: str, device: str | None, space: str | None) -> Loaded:
@@ -239,7 +240,7 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
     table, w = build(loaded, criteria, method, validity, generic)
     frame = tol_table(w.matrix, [criteria.bk], _floats(tols), METHODS, spread_ties=spread_ties)
     held = leave_one_out(w.matrix, criteria, method)
-    written = write_report(out_dir, table, frame, loaded.cublas, loaded.bandwidth, loaded.beta_nonzero, held.frame)
+    written = write_report(out_dir, table, w.matrix, frame, loaded.cublas, loaded.bandwidth, loaded.beta_nonzero, held.frame)
     written.append(table.save(out_dir / "dispatch.json"))
     (out_dir / "dispatch.cuh").write_text(emit_cpp(table))
     (out_dir / "dispatch.py").write_text(emit_python(table))

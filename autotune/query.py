@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import UserError
-from autotune.schema import make_engine, sqlite_path
+from autotune.schema import database_url, make_engine, sqlite_path
 
 
 class QueryError(UserError):
@@ -175,6 +175,7 @@ def _db_errors() -> tuple[type[Exception], ...]:
 
 def _read(url: str, work: Callable[[Connection], pd.DataFrame]) -> pd.DataFrame:
     """Run `work` on a fresh read-only connection; database errors become QueryError."""
+    url = database_url(url)
     shown = make_url(url).render_as_string()
     if make_url(url).get_backend_name() == "sqlite" and not os.path.isfile(sqlite_path(url) or ""):
         raise QueryError(f"no SQLite database at {shown}", hint="give the database URL of a sweep "

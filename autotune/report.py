@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from autotune.winners import PerfMatrix
 from autotune.dispatch import DispatchTable
 from autotune.loo import TOL_TABLE_COLUMNS
 
@@ -30,19 +31,21 @@ def roofline_ms(points: pd.DataFrame, bandwidth: float, beta_nonzero: bool) -> n
     return b * elem * words / bandwidth * 1e3
 
 
-def summary_frame(table: DispatchTable, cublas: pd.DataFrame | None, bandwidth: float | None,
+def summary_frame(matrix: PerfMatrix, cublas: pd.DataFrame | None, bandwidth: float | None,
                   beta_nonzero: bool) -> pd.DataFrame:
-    """One row per tuned point: the table's instance, its time, roofline fraction and cuBLAS comparison.
+    """One row per test point: the best verified instance, its time, roofline fraction and cuBLAS comparison.
 
-    `cublas` has the point columns and `median_ms` (status ok only); missing values stay empty.
+    `cublas` has the point columns and `median_ms` (status ok only); missing values stay empty. A point
+    where no instance has a verified time keeps an empty instance and time.
     """
-    kernels = table.data["kernels"]
-    pts = pd.DataFrame(table.data["points"])
-    if pts.empty:
+    out = matrix.points[POINT].copy().reset_index(drop=True)
+    if out.empty:
         return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
-    out = pts[POINT].copy()
-    out["instance"] = [kernels[i]["instance_id"] for i in pts["kernel"]]
-    out["ms"] = pts["ms"].astype(float)
+    med = np.where(np.isfinite(matrix.median), matrix.median, np.inf)
+    col = med.argmin(axis=1)
+    has = np.isfinite(med[np.arange(len(out)), col])
+    out["instance"] = np.where(has, matrix.instances[col], "")
+    out["ms"] = np.where(has, med[np.arange(len(out)), col], np.nan)
     out["roofline_frac"] = roofline_ms(out, bandwidth, beta_nonzero) / out["ms"] if bandwidth else np.nan
     if cublas is not None and not cublas.empty:
         cb = cublas[POINT + ["median_ms"]].groupby(POINT, as_index=False).median()
@@ -137,12 +140,12 @@ def plot_loss(table: DispatchTable, loo: pd.DataFrame | None, path: Path) -> Pat
     return path
 
 
-def write_report(out_dir: Path, table: DispatchTable, tol_frame: pd.DataFrame | None,
+def write_report(out_dir: Path, table: DispatchTable, matrix: PerfMatrix, tol_frame: pd.DataFrame | None,
                  cublas: pd.DataFrame | None, bandwidth: float | None, beta_nonzero: bool,
                  loo: pd.DataFrame | None = None) -> list[Path]:
     """Write summary.csv, tol_table.csv (when given) and the PNG plots; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = summary_frame(table, cublas, bandwidth, beta_nonzero)
+    summary = summary_frame(matrix, cublas, bandwidth, beta_nonzero)
     written = [out_dir / "summary.csv"]
     summary.to_csv(written[0], index=False, float_format="%.6g")
     if tol_frame is not None:

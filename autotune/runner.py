@@ -101,6 +101,10 @@ class SweepSummary:
 
 
 def git_commit() -> str | None:
+    """The project's commit; AUTOTUNE_GIT_COMMIT names it where the tree was copied without .git."""
+    import os
+    if os.environ.get("AUTOTUNE_GIT_COMMIT"):
+        return os.environ["AUTOTUNE_GIT_COMMIT"]
     try:
         out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=5)

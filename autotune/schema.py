@@ -276,6 +276,19 @@ def sqlite_path(url: str) -> str | None:
     return u.database[5:] if u.database.startswith("file:") else u.database
 
 
+def database_url(text: str) -> str:
+    """A SQLAlchemy URL as given, or a bare file path as the URL of an SQLite file. Raises StoreError."""
+    if "://" not in text:
+        return f"sqlite:///{Path(text).expanduser().resolve()}"
+    from sqlalchemy.exc import ArgumentError
+    try:
+        make_url(text)
+    except ArgumentError:
+        raise StoreError(f"not a database URL: {text!r}",
+                         hint="write a file path, sqlite:///path.sqlite or postgresql+psycopg://user@host/db") from None
+    return text
+
+
 def make_engine(url: str, readonly: bool = False) -> Engine:
     """An engine for `url`: SQLite gets WAL + busy timeout (or a `mode=ro` connection when `readonly`),
     PostgreSQL gets read-only transactions by default when `readonly`."""

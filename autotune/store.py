@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.measurement import DeviceInfo, Measurement, Status, TestPoint
-from autotune.schema import (SCHEMA_VERSION, Base, CublasRow, Device, Inflight, InstanceParam, InstanceRow,
+from autotune.schema import (SCHEMA_VERSION, Base, database_url, CublasRow, Device, Inflight, InstanceParam, InstanceRow,
                              MeasurementRow, Point, SchemaMeta, SchemaVersionError, Software, SpaceRecord,
                              SpaceVersion, StoreError, Sweep, SweepLock, SweepLockedError, SweepStart, figures,
                              make_engine, now, sqlite_path)
@@ -51,6 +51,7 @@ class Store:
 
         Raises StoreError (unreachable, read-only when writing, not an autotune database) or
         SchemaVersionError, each with a hint, and writes nothing in those cases."""
+        url = database_url(url)
         path = sqlite_path(url)
         if path is not None and create and not readonly:
             Path(path).parent.mkdir(parents=True, exist_ok=True)

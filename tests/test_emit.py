@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import warnings
 
+import numpy as np
 import pytest
 
 from autotune import paths
@@ -144,11 +145,18 @@ def test_report_summary_and_files(table, tmp_path):
 
     from autotune.loo import tol_table
     from autotune.report import SUMMARY_COLUMNS, roofline_ms, summary_frame, write_report
+    matrix = perf_matrix(synthetic_measurements(120, SIZES, precisions=("fp64", "fp16"), shapes=("NN", "TN"),
+                                                batch=500, seed=21))
     pts = pd.DataFrame(table.data["points"])
-    cublas = pts[["precision", "shape", "m", "n", "k", "batch"]].assign(median_ms=pts["ms"] * 2.0)
-    summary = summary_frame(table, cublas, bandwidth=3.0e12, beta_nonzero=False)
+    best_ms = np.nanmin(matrix.median, axis=1)
+    cublas = matrix.points[["precision", "shape", "m", "n", "k", "batch"]].assign(median_ms=best_ms * 2.0)
+    summary = summary_frame(matrix, cublas, bandwidth=3.0e12, beta_nonzero=False)
     assert tuple(summary.columns) == SUMMARY_COLUMNS and len(summary) == len(pts)
     assert (summary["speedup_vs_cublas"] - 2.0).abs().max() < 1e-12
+    # the summary names the best verified instance at each point (the table may serve it with another)
+    assert (summary["ms"].to_numpy() == best_ms).all()
+    assert all(matrix.median[i, list(matrix.instances).index(iid)] == best_ms[i]
+               for i, iid in enumerate(summary["instance"]))
     row = summary.iloc[0]
     moved = row["batch"] * {"fp64": 8, "fp16": 2}[row["precision"]] * (row["m"] * row["k"] + row["k"] * row["n"]
                                                                         + row["m"] * row["n"])
@@ -156,7 +164,7 @@ def test_report_summary_and_files(table, tmp_path):
     assert roofline_ms(summary.iloc[:1], 3.0e12, True)[0] > roofline_ms(summary.iloc[:1], 3.0e12, False)[0]
     df = synthetic_measurements(40, SIZES[:6], seed=4)
     frame = tol_table(perf_matrix(df), [10], [0.0, 0.1], loo=False)
-    written = write_report(tmp_path, table, frame, cublas, 3.0e12, False)
+    written = write_report(tmp_path, table, matrix, frame, cublas, 3.0e12, False)
     assert {p.name for p in written} >= {"summary.csv", "tol_table.csv", "kernels_vs_tol.png", "perf_vs_size.png",
                                          "loss_per_point.png"}
     assert (tmp_path / "tol_table.csv").read_text().splitlines()[0] == \
