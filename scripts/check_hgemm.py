@@ -75,8 +75,11 @@ KERNELS_UNDER_TEST = [
     Kernel(R, (3, 64, 64, 32, 2, 2, 2, 1), "r3_64"),
     Kernel(R, (4, 16, 16, 16, 1, 1, 2, 4), "r4_16_nsg4"),
     Kernel(R, (4, 16, 16, 16, 1, 1, 2, 8), "r4_16_nsg8"),
+    Kernel(R, (4, 16, 16, 16, 1, 1, 3, 4), "r4_16_s3"),
     Kernel(R, (4, 32, 32, 32, 1, 1, 2, 4), "r4_32_nsg4"),
-    Kernel(R, (4, 32, 32, 32, 2, 2, 2, 1), "r4_32_w4"),
+    Kernel(R, (4, 32, 32, 32, 1, 1, 3, 2), "r4_32_s3_nsg2"),
+    Kernel(R, (4, 128, 128, 16, 2, 4, 4, 1), "r4_128_k16"),
+
     Kernel(R, (4, 64, 64, 64, 2, 2, 2, 1), "r4_64_k64"),
     Kernel(R, (4, 64, 64, 32, 2, 2, 3, 1), "r4_64_s3"),
     Kernel(R, (4, 128, 64, 32, 2, 2, 3, 1), "r4_128x64"),
@@ -215,8 +218,10 @@ def correctness_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, fl
     big = Problem(2, 3, 4, 70_000, "NN") if small else Problem(8, 8, 8, 70_000, "NT")
     cases.append((big, 1.0, 0.0, None))  # batch above 65,535
     cases.append((Problem(big.m, big.n, big.k, 1_000, "NN"), 1.0, 2.0, 7))  # grid-stride loop with a capped grid
+    if not small:  # several work items per block (grid-stride) with K spanning several k-tiles
+        cases.append((Problem(40, 24, 70, 50, "NN"), -1.5, 0.5, 3))
     if small:
-        cases.append((Problem(12, 20, 40, 6, "NN"), 1.0, 0.5, None))  # outside v2's domain: fallback path
+        cases.append((Problem(12, 20, 40, 6, "NN"), 0.75, 0.5, None))  # outside v2's domain: fallback path
     return cases
 
 
@@ -377,12 +382,32 @@ def main() -> int:
             sweep.append((n, batch, t.label, gf(t.ms), gf(cub), cub / t.ms))
             cp.get_default_memory_pool().free_all_blocks()
 
+    rect = []  # the paper's Fig. 15: M = 4, N = 3, K varies, batch 1M: v2 against v1 (WMMA + NSG) and the ladder
+    for k in (4, 8, 16):
+        p = Problem(4, 3, k, 1_000_000, "NN")
+        o = make_operands(p, rng, cp, poison=True)
+        run_cublas, _ = cublas_runner(p, cp)
+        cub = float(np.median(time_ms(run_cublas, cp, a.reps)))
+        by_fam = {}
+        for kern in KERNELS_UNDER_TEST:
+            if kern.family in mods and kern.label not in bad_labels:
+                t = time_kernel(mods[kern.family].get_function(kern.name("NN")), kern, p, o, bw, cp, a.reps)
+                if kern.family not in by_fam or t.ms < by_fam[kern.family].ms:
+                    by_fam[kern.family] = t
+        rect.append((k, cub, by_fam))
+        del o
+        cp.get_default_memory_pool().free_all_blocks()
+
     (out / "check_hgemm.json").write_text(json.dumps({"bandwidth": bw, "checks": log, "timings": timings,
                                                       "cublas_lib": lib, "failures": fails}, indent=1))
     print("\nbatch-count study (square n, NN, beta=0): best of the instances above vs cuBLAS")
     print(f"{'n':>4} {'batch':>8} {'best':>14} {'GFLOP/s':>9} {'cuBLAS':>9} {'speedup':>8}")
     for n, batch, lab, g1, g2, sp in sweep:
         print(f"{n:>4} {batch:>8} {lab:>14} {g1:>9.1f} {g2:>9.1f} {sp:>8.2f}")
+    print("\nM=4 N=3, batch 1M, NN (paper Fig. 15): best instance per family, ms (roofline fraction)")
+    for k, cub, by_fam in rect:
+        cells = "  ".join(f"{f[6:]}: {t.label} {t.ms:.4f} ({t.frac:.2f})" for f, t in by_fam.items())
+        print(f"K={k:>2}  cuBLAS {cub:.4f}  {cells}")
     fams = [W, S, R]
     print(f"\nsquare NN, alpha=1 beta=0, copy bw {bw / 1e12:.2f} TB/s, reps {a.reps}, median; frac = roofline fraction;"
           f" cuBLAS = {lib}")

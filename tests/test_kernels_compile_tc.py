@@ -1,0 +1,99 @@
+"""Compile-only check of the tensor-core HGEMM families for sm_90 with nvcc (no GPU needed).
+
+One translation unit per family (hgemm_wmma, hgemm_small_tc, hgemm_mma) includes the kernel source and takes the
+address of hand-picked instances (every tensor-core shape, every ladder rung, several problems per block) and of the
+first and last instances of the generated space, for the four shapes; taking the address instantiates the
+template, so a static_assert the space's hard constraints let through fails here. Name expressions come from the
+space files (Space.template_name), exactly what NVRTC compiles at run time.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from autotune.devices import get_device
+from autotune.generator import generate
+from autotune.paths import KERNELS_DIR
+from autotune.space import load_space
+
+pytestmark = pytest.mark.nvcc
+
+SHAPES = ("NN", "NT", "TN", "TT")
+HAND_PICKED = {
+    "hgemm_wmma": [
+        dict(TC_M=16, TC_N=16, TC_K=16, BLK_M=16, BLK_N=16, BLK_K=16, DIM_X=16, DIM_Y=2, NSG=4),
+        dict(TC_M=32, TC_N=8, TC_K=16, BLK_M=64, BLK_N=32, BLK_K=16, DIM_X=16, DIM_Y=4, NSG=1),
+        dict(TC_M=8, TC_N=32, TC_K=16, BLK_M=48, BLK_N=96, BLK_K=32, DIM_X=16, DIM_Y=8, NSG=1),  # 18 sub-blocks on 4 warps
+    ],
+    "hgemm_small_tc": [dict(NWARPS=4, GPW=2, TC_N=16, KMAX=16), dict(NWARPS=2, GPW=4, TC_N=8, KMAX=32)],
+    "hgemm_mma": [
+        dict(RUNG=1, BM=32, BN=32, BK=32, WM=2, WN=2, STAGES=1, NSG=1),
+        dict(RUNG=2, BM=64, BN=64, BK=32, WM=2, WN=2, STAGES=1, NSG=2),
+        dict(RUNG=3, BM=64, BN=32, BK=64, WM=2, WN=1, STAGES=2, NSG=1),
+        dict(RUNG=4, BM=16, BN=16, BK=16, WM=1, WN=1, STAGES=2, NSG=8),
+        dict(RUNG=4, BM=128, BN=128, BK=32, WM=2, WN=4, STAGES=3, NSG=1),
+    ],
+}
+
+
+def _params(space_name: str) -> list[dict]:
+    frame = generate(load_space(space_name), get_device("H100"), "fp16").frame
+    sampled = [{k: int(v) for k, v in frame.iloc[r].items()} for r in sorted({0, len(frame) - 1})]
+    return HAND_PICKED[space_name] + sampled
+
+
+def _translation_unit(source: str, names: list[str]) -> str:
+    refs = "\n".join(f"    reinterpret_cast<const void*>(&{n})," for n in names)
+    return f'#include "{source}"\n\nconst void* tc_instances[] = {{\n{refs}\n}};\n'
+
+
+def _compile(cu: Path) -> subprocess.CompletedProcess:
+    cmd = ["nvcc", "-std=c++17", "-arch=sm_90", f"-I{KERNELS_DIR}", "-c", str(cu), "-o", str(cu.with_suffix(".o"))]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=170)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_tensor_core_families_compile_for_sm90(tmp_path: Path) -> None:
+    units = []
+    for space_name in HAND_PICKED:
+        space = load_space(space_name)
+        names = sorted({space.template_name(p, "fp16", s) for p in _params(space_name) for s in SHAPES})
+        cu = tmp_path / f"{space_name}.cu"
+        cu.write_text(_translation_unit(Path(space.kernel.source).name, names))
+        units.append(cu)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(_compile, units))
+    for cu, r in zip(units, results):
+        assert r.returncode == 0, f"nvcc failed on {cu.name}:\n{r.stderr[-4000:]}"
+        assert cu.with_suffix(".o").stat().st_size > 0
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_wmma_rejects_instance_outside_hard_constraints(tmp_path: Path) -> None:
+    """TC_M must divide BLK_M: the space says no and the kernel's static_assert agrees."""
+    space = load_space("hgemm_wmma")
+    bad = dict(TC_M=32, TC_N=8, TC_K=16, BLK_M=48, BLK_N=32, BLK_K=16, DIM_X=16, DIM_Y=2, NSG=1)
+    values = space.values(bad, "fp16", get_device("H100"))
+    hard = {c.name: bool(space.eval(c, values)) for c in space.hard}
+    assert hard["tc_divides_blk"] is False
+    cu = tmp_path / "bad.cu"
+    cu.write_text(_translation_unit("hgemm_wmma.cuh", [space.template_name(bad, "fp16", "NN")]))
+    r = _compile(cu)
+    assert r.returncode != 0 and "static assertion" in (r.stderr + r.stdout)
+
+
+def test_spaces_keep_every_rung_and_paper_soft_constraints() -> None:
+    """Every ladder rung survives the soft constraints; the WMMA space keeps the paper's soft set."""
+    mma = generate(load_space("hgemm_mma"), get_device("H100"), "fp16").frame
+    assert set(mma["RUNG"]) == {1, 2, 3, 4}
+    wmma = generate(load_space("hgemm_wmma"), get_device("H100"), "fp16")
+    names = [s.name for s in wmma.funnel]
+    assert {"blk_range", "max_warps", "smem_32k"} <= set(names)
+    f = wmma.frame
+    assert ((f.BLK_M % 16 == 0) & (f.BLK_M <= 128) & (f.BLK_K <= 128)).all()
+    assert set(f["NSG"]) == {1, 2, 3, 4}
+    assert set(zip(f.TC_M, f.TC_N)) == {(16, 16), (32, 8), (8, 32)}
