@@ -6,10 +6,8 @@ killed with SIGKILL part-way and resumed (see results/default/PROVENANCE.md).
 """
 import dataclasses
 import importlib.util
-import shutil
 import subprocess
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -20,9 +18,8 @@ from autotune.loo import tol_table
 from autotune.paths import ROOT
 from autotune.replay import ReplayBackend
 from autotune.runner import run_sweep
-from autotune.setcover import select
 from autotune.store import Store
-from autotune.winners import Criteria, winners
+from autotune.winners import Criteria
 
 RECORDED = ROOT / "results" / "default" / "default.sqlite"
 URL = f"sqlite:///{RECORDED}"

@@ -103,7 +103,7 @@ def test_interrupt_then_resume_measures_every_pair_once(tmp_path):
 
 def test_kill_9_loses_at_most_the_pair_in_flight_and_never_reruns_it(tmp_path):
     db = f"sqlite:///{tmp_path}/r.sqlite"
-    cfg_path = tmp_path / "t.yaml"
+
     config(tmp_path, db)  # writes the space file
     script = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent.parent)!r})
