@@ -19,18 +19,14 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include "precision.cuh"
+
 namespace autotune {
 namespace small_detail {
 
-template <typename T> struct scalar_of { using type = T; };
-template <> struct scalar_of<__half> { using type = float; };
-
-__device__ __forceinline__ double to_acc(double x) { return x; }
-__device__ __forceinline__ float to_acc(float x) { return x; }
-__device__ __forceinline__ float to_acc(__half x) { return __half2float(x); }
-
-template <typename T> __device__ __forceinline__ T from_acc(typename scalar_of<T>::type x) { return x; }
-template <> __device__ __forceinline__ __half from_acc<__half>(float x) { return __float2half_rn(x); }
+using precision::from_acc;
+using precision::scalar_of;
+using precision::to_acc;
 
 __host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
 
