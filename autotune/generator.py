@@ -25,6 +25,7 @@ import pandas as pd
 from autotune.devices import DeviceLimits
 from autotune.errors import SpaceError
 from autotune.instance import Instance, instance_id
+from autotune.measurement import TestPoint
 from autotune.space import Constraint, Space
 
 CHUNK = 1 << 21
@@ -234,6 +235,16 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
         idx = np.lexsort(keys)
         codes = {q: arr[idx] for q, arr in codes.items()}
     return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
+
+
+def serving(generated: Generated, point: TestPoint) -> np.ndarray:
+    """Rows whose instance the kernel's `serves:` expression assigns to `point` (all rows without one)."""
+    space = generated.space
+    if space.kernel is None or space.kernel.serves is None:
+        return np.ones(generated.count, dtype=bool)
+    env = _Env(space, space.context(generated.precision, generated.device), generated.codes)
+    env.update(M=point.m, N=point.n, K=point.k, batch=point.batch)
+    return np.broadcast_to(np.asarray(space.eval(space.kernel.serves, env), dtype=bool), (generated.count,))
 
 
 def where(generated: Generated, text: str) -> np.ndarray:

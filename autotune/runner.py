@@ -14,11 +14,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
+import numpy as np
+
 from autotune import __version__, paths
 from autotune.config import SweepConfig
 from autotune.devices import DeviceLimits, get_device
 from autotune.errors import UserError
-from autotune.generator import generate
+from autotune.generator import generate, serving
 from autotune.instance import Instance
 from autotune.measurement import Backend, DeviceInfo, Job, Measurement, Status, TestPoint
 from autotune.schema import SpaceRecord, SweepStart
@@ -64,8 +66,10 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
                 continue
             g = generate(space, limits(ref.device), precision, soft=ref.soft, soft_off=ref.soft_off)
             counts[precision] = g.count
-            for inst in g.instances():
-                work.setdefault(inst, []).extend(points)
+            instances = g.instances()
+            for p in points:
+                for row in np.flatnonzero(serving(g, p)):
+                    work.setdefault(instances[row], []).append(p)
         if not work:
             raise UserError(f"space {space.name} accepts none of the config's test points", file=cfg.path,
                             hint=f"it accepts precisions {', '.join(space.kernel.problems.precisions)} and "

@@ -77,6 +77,7 @@ class KernelBinding:
     grid: tuple[Located, ...]
     shared_bytes: Located
     problems: Problems
+    serves: Located | None = None  # which problems an instance is measured on (params + M N K batch)
 
     @property
     def source_path(self) -> Path:
@@ -341,9 +342,14 @@ class _Builder:
                          for i, x in enumerate(items))
         shared = Located(self.expr(k.get("shared_bytes", 0), line_of(k, "shared_bytes"), geo_known,
                                    "kernel.shared_bytes"), line_of(k, "shared_bytes"))
+        serves = None
+        if "serves" in k:
+            serves = Located(self.expr(k["serves"], line_of(k, "serves"), geo_known, "kernel.serves"),
+                             line_of(k, "serves"))
         return KernelBinding(source=str(k["source"]), template=str(k["template"]), template_args=tuple(args),
                              convention=k["convention"], block=triple("block"), grid=triple("grid"),
-                             shared_bytes=shared, problems=self.problems(k.get("problems") or {}, line))
+                             shared_bytes=shared, problems=self.problems(k.get("problems") or {}, line),
+                             serves=serves)
 
     def problems(self, p: Any, line: int | None) -> Problems:
         if not isinstance(p, dict):

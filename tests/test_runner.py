@@ -160,3 +160,17 @@ def test_random_strategy_with_budget(tmp_path):
         s = run_sweep(cfg, store, FormulaBackend(), Quiet())
     assert s.measured == 5 * 6 - 7  # the same 5 instances: the sample does not change on resume
     assert pairs(db).instance_id.nunique() == 5
+
+
+def test_serves_assigns_each_instance_its_own_problems(tmp_path):
+    text = SPACE.replace("  problems: {precisions: [fp64, fp32], shapes: [NN, NT]}\n",
+                         "  problems: {precisions: [fp64, fp32], shapes: [NN, NT]}\n"
+                         "  serves: \"M <= BLOCK_X * 2 and N >= BLOCK_Y\"\n")
+    cfg = config(tmp_path, f"sqlite:///{tmp_path}/r.sqlite")
+    (tmp_path / "naive_test.yaml").write_text(text)
+    (plan,) = plan_sweep(cfg)
+    for inst, pts in plan.work.items():
+        bx, by = inst.param_dict["BLOCK_X"], inst.param_dict["BLOCK_Y"]
+        assert {(p.m, p.precision) for p in pts} == {(m, pr) for m in (8, 16, 24) for pr in ("fp64", "fp32")
+                                                      if m <= 2 * bx and m >= by}
+    assert plan.pairs < 15 * 6
