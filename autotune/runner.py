@@ -28,7 +28,9 @@ from autotune.space import Space, load_space
 from autotune.store import Store
 from autotune.strategies import make_strategy
 
-ASK_BATCH = 32
+# Instances handed to the backend at once: enough that its compile pool (one NVRTC call per couple of
+# instances, every core busy) stays ahead of the GPU; the pipeline drains once per batch.
+ASK_BATCH = 256
 
 
 @dataclass
@@ -228,6 +230,8 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
             results[m.instance_id].append(m)
             if len(results[m.instance_id]) == len(todo[by_id[m.instance_id]]):
                 strategy.tell(by_id[m.instance_id], results[m.instance_id])
+            if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
+                break  # the rest of this batch stays unmeasured; the next run resumes there
 
 
 def _bind_error(space: Space, inst: Instance, points: Sequence[TestPoint]) -> str | None:

@@ -89,7 +89,7 @@ class GpuBackend:
     """autotune.measurement.Backend on a real GPU (see module docstring)."""
 
     def __init__(self, *, device: int = 0, cache_dir: Path = DEFAULT_CACHE_DIR, compile_workers: int | None = None,
-                 compile_batch_size: int = 16, tol: float | None = None, timeout_s: float = 30.0,
+                 compile_batch_size: int = 2, tol: float | None = None, timeout_s: float = 30.0,
                  timeout_factor: float = 10.0, before_measure: Callable[[str, TestPoint], None] | None = None,
                  include_dirs: tuple[Path, ...] = (paths.KERNELS_DIR,), options: tuple[str, ...] = DEFAULT_OPTIONS,
                  arch: int | None = None) -> None:

@@ -174,3 +174,22 @@ def test_serves_assigns_each_instance_its_own_problems(tmp_path):
         assert {(p.m, p.precision) for p in pts} == {(m, pr) for m in (8, 16, 24) for pr in ("fp64", "fp32")
                                                       if m <= 2 * bx and m >= by}
     assert plan.pairs < 15 * 6
+
+
+def test_time_budget_stops_inside_a_batch_and_resume_finishes(tmp_path):
+    import time as _time
+
+    class Slow(FormulaBackend):
+        def run(self, jobs):
+            for m in super().run(jobs):
+                _time.sleep(0.02)
+                yield m
+
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    cfg = dataclasses.replace(config(tmp_path, db), budget_s=0.3)
+    with Store.open(db) as store:
+        first = run_sweep(cfg, store, Slow(), Quiet())
+    assert first.status == "budget" and 0 < first.measured < 90
+    with Store.open(db) as store:
+        second = run_sweep(dataclasses.replace(cfg, budget_s=None), store, FormulaBackend(), Quiet())
+    assert second.status == "done" and second.measured == 90 - first.measured
