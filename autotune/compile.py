@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -110,6 +111,14 @@ def arch_option(arch: int, supported: tuple[int, ...]) -> tuple[str, str]:
     if not older:
         raise ValueError(f"NVRTC supports no architecture <= sm_{arch} (it knows {supported})")
     return f"-arch=compute_{max(older)}", "ptx"
+
+
+def ignore_sigint() -> None:
+    """Pool initializer: Ctrl-C belongs to the sweep's main process, which stops the pool itself.
+
+    Without it every compile process receives the terminal's SIGINT too, prints a traceback and can
+    leave the pool's shutdown waiting on a broken queue."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def batches(items: list, size: int) -> list[list]:

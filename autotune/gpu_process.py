@@ -13,6 +13,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.bench import TimingPlan
+from autotune.compile import ignore_sigint
 from autotune.measurement import DeviceInfo, Measurement, Status, TestPoint
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def gpu_main(conn: Any, device: int) -> None:
+    ignore_sigint()  # Ctrl-C is the parent's: it finishes or abandons the request in flight, then stops us
     try:
         import cupy as cp
 

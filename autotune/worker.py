@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from autotune import paths
 from autotune.bench import TimingPlan
-from autotune.compile import DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch
+from autotune.compile import (DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch,
+                              ignore_sigint)
 from autotune.gpu_process import gpu_main
 from autotune.measurement import DeviceInfo, Job, Measurement, Status, TestPoint
 
@@ -232,7 +233,7 @@ class GpuBackend:
     # ---------------------------------------------------------------------------------- internals
     def _compile_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.compile_workers, mp_context=self._ctx)
+            self._pool = ProcessPoolExecutor(self.compile_workers, mp_context=self._ctx, initializer=ignore_sigint)
         return self._pool
 
     def _requests(self, chunk: list[KernelTask], arch: int) -> list[CompileRequest]:

@@ -185,3 +185,32 @@ def test_kernels_compile_with_nvcc(tmp_path):
     out = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{paths.KERNELS_DIR}", f"-I{TEST_KERNELS}",
                           "-c", str(cu), "-o", str(tmp_path / "check.o")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def _sleep_and_report(seconds: float) -> str:
+    import time
+    time.sleep(seconds)
+    return "finished"
+
+
+def _pid() -> int:
+    import os
+    return os.getpid()
+
+
+def test_pool_processes_ignore_ctrl_c():
+    """The terminal's SIGINT reaches the whole process group; compile processes must survive it."""
+    import multiprocessing as mp
+    import os
+    import signal
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    from autotune.compile import ignore_sigint
+
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=ignore_sigint) as pool:
+        pid = pool.submit(_pid).result(timeout=60)  # the initializer has run in this process
+        fut = pool.submit(_sleep_and_report, 1.0)
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGINT)
+        assert fut.result(timeout=30) == "finished"
