@@ -152,17 +152,9 @@ class SweepLock(Base):
     heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
-class MeasurementRow(Base):
-    __tablename__ = "measurements"
-    __table_args__ = (UniqueConstraint("instance_id", "point_id", "device_id", name="uq_measurement_pair"),
-                      CheckConstraint(f"status IN {STATUSES!r}", name="ck_measurement_status"),
-                      Index("ix_measurements_point_status", "point_id", "status", "median_ms"))
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"), index=True)
-    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
-    point_id: Mapped[int] = mapped_column(ForeignKey("test_points.id"))
-    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"))
-    space_id: Mapped[int] = mapped_column(ForeignKey("spaces.id"))  # the space version (YAML + kernel source)
+class _Timed:
+    """Columns of one timed result, shared by kernel measurements and cuBLAS times."""
+
     status: Mapped[str] = mapped_column(String(16))
     median_ms: Mapped[float | None] = mapped_column(Float)
     p20_ms: Mapped[float | None] = mapped_column(Float)
@@ -174,15 +166,28 @@ class MeasurementRow(Base):
     gflops: Mapped[float | None] = mapped_column(Float)
     gbs: Mapped[float | None] = mapped_column(Float)
     roofline_frac: Mapped[float | None] = mapped_column(Float)
+    l2_protection: Mapped[str | None] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(Text)
+    measured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class MeasurementRow(_Timed, Base):
+    __tablename__ = "measurements"
+    __table_args__ = (UniqueConstraint("instance_id", "point_id", "device_id", name="uq_measurement_pair"),
+                      CheckConstraint(f"status IN {STATUSES!r}", name="ck_measurement_status"),
+                      Index("ix_measurements_point_status", "point_id", "status", "median_ms"))
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"), index=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    point_id: Mapped[int] = mapped_column(ForeignKey("test_points.id"))
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"))
+    space_id: Mapped[int] = mapped_column(ForeignKey("spaces.id"))  # the space version (YAML + kernel source)
     max_rel_err: Mapped[float | None] = mapped_column(Float)
     registers: Mapped[int | None] = mapped_column(Integer)
     shared_bytes: Mapped[int | None] = mapped_column(Integer)
     local_bytes: Mapped[int | None] = mapped_column(Integer)
     compile_s: Mapped[float | None] = mapped_column(Float)
-    l2_protection: Mapped[str | None] = mapped_column(String(32))
-    error: Mapped[str | None] = mapped_column(Text)
     log: Mapped[str | None] = mapped_column(Text)
-    measured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class Inflight(Base):
@@ -195,27 +200,13 @@ class Inflight(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
-class CublasRow(Base):
+class CublasRow(_Timed, Base):
     __tablename__ = "cublas"
     __table_args__ = (UniqueConstraint("device_id", "point_id", name="uq_cublas_point"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"))
     point_id: Mapped[int] = mapped_column(ForeignKey("test_points.id"))
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
-    status: Mapped[str] = mapped_column(String(16))
-    median_ms: Mapped[float | None] = mapped_column(Float)
-    p20_ms: Mapped[float | None] = mapped_column(Float)
-    p80_ms: Mapped[float | None] = mapped_column(Float)
-    min_ms: Mapped[float | None] = mapped_column(Float)
-    max_ms: Mapped[float | None] = mapped_column(Float)
-    reps: Mapped[int] = mapped_column(Integer)
-    times_ms: Mapped[list] = mapped_column(JSON)
-    gflops: Mapped[float | None] = mapped_column(Float)
-    gbs: Mapped[float | None] = mapped_column(Float)
-    roofline_frac: Mapped[float | None] = mapped_column(Float)
-    l2_protection: Mapped[str | None] = mapped_column(String(32))
-    error: Mapped[str | None] = mapped_column(Text)
-    measured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 @dataclass(frozen=True)
