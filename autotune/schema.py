@@ -308,7 +308,11 @@ def make_engine(url: str, readonly: bool = False) -> Engine:
             cur.close()
         return engine
     connect_args = {"options": "-c default_transaction_read_only=on"} if readonly else {}
-    return create_engine(u, pool_pre_ping=True, connect_args=connect_args)
+    try:
+        return create_engine(u, pool_pre_ping=True, connect_args=connect_args)
+    except ImportError as exc:  # the URL names a database driver that is not installed
+        raise StoreError(f"no driver for {u.drivername}: {exc}",
+                         hint="for PostgreSQL: pip install -e .[postgres] and a URL postgresql+psycopg://...") from None
 
 
 # from-version -> function that migrates a connection to from-version + 1; none yet (version 1 is the first)

@@ -86,13 +86,15 @@ def list_(space: SpaceArg, limit: Annotated[int, typer.Option(help="Print at mos
           soft_off: SoftOffOpt = None) -> None:
     """List surviving instances with their stable IDs."""
     g = _generate(space, device, precision, no_soft, soft_off)
+    matching = _select(g, where_expr, None, seed)
     rows = _select(g, where_expr, sample, seed)
     shown = rows if limit <= 0 else rows[:limit]
     frame = g.frame.iloc[shown]
     ids = [g.ids()[i] for i in shown] if len(shown) < 5000 else None
     frame = frame.assign(id=ids if ids is not None else [""] * len(frame))[["id", *frame.columns]]
     out.print(frame.to_string(index=False))
-    out.print(f"{len(shown):,} of {len(rows):,} selected ({g.count:,} in the space)")
+    sampled = f", a sample of {len(rows):,}" if sample is not None and len(rows) < len(matching) else ""
+    out.print(f"{len(shown):,} shown; {len(matching):,} match{sampled} ({g.count:,} in the space)")
 
 
 class Format(str, Enum):

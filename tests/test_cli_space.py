@@ -49,7 +49,7 @@ def test_list_where_sample_and_soft_switches(good):
     assert "DIM_X" in some.stdout and " 8 " not in some.stdout.split("\n")[1]
     s1 = run("space", "list", str(good), "--sample", "3", "--seed", "7", "--device", "H100")
     s2 = run("space", "list", str(good), "--sample", "3", "--seed", "7", "--device", "H100")
-    assert s1.stdout == s2.stdout and "3 of" in s1.stdout
+    assert s1.stdout == s2.stdout and "3 shown" in s1.stdout and "a sample of 3" in s1.stdout
     off = run("space", "show", str(good), "--soft-off", "warp_multiple", "--device", "H100")
     assert "switched off: warp_multiple" in off.stdout
 
