@@ -9,16 +9,14 @@ exactly what NVRTC compiles at run time.
 from __future__ import annotations
 
 import shutil
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from autotune.devices import get_device
 from autotune.generator import generate
-from autotune.paths import KERNELS_DIR
 from autotune.space import load_space
+from tests.support.nvcc import assert_all_compile, compile_object
 
 pytestmark = pytest.mark.nvcc
 
@@ -65,9 +63,6 @@ def _translation_unit(names: list[str]) -> str:
             f"const void* simt_instances[] = {{\n{refs}\n}};\n")
 
 
-def _compile(cu: Path) -> subprocess.CompletedProcess:
-    cmd = ["nvcc", "-std=c++17", "-arch=sm_90", f"-I{KERNELS_DIR}", "-c", str(cu), "-o", str(cu.with_suffix(".o"))]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=170)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
@@ -78,11 +73,7 @@ def test_simt_families_compile_for_sm90(tmp_path: Path) -> None:
         cu = tmp_path / f"simt_{precision}.cu"
         cu.write_text(_translation_unit(sorted(set(names))))
         units.append(cu)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(_compile, units))
-    for cu, r in zip(units, results):
-        assert r.returncode == 0, f"nvcc failed on {cu.name}:\n{r.stderr[-4000:]}"
-        assert cu.with_suffix(".o").stat().st_size > 0
+    assert_all_compile(units)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
@@ -94,5 +85,5 @@ def test_kernel_rejects_instance_outside_hard_constraints(tmp_path: Path) -> Non
     assert hard["a_layout"] is False
     cu = tmp_path / "bad.cu"
     cu.write_text(_translation_unit([space.template_name(bad, "fp64", "NN")]))
-    r = _compile(cu)
+    r = compile_object(cu)
     assert r.returncode != 0 and "static assertion" in (r.stderr + r.stdout)
