@@ -23,8 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from autotune.winners import Criteria, Winners
 
@@ -96,6 +94,13 @@ def _reduce(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows, cols = rows[keep_r], cols[keep_c]
 
 
+def _highs():
+    """scipy's HiGHS interface, imported on first use (it costs a third of a second at start-up)."""
+    from scipy import sparse
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    return sparse, Bounds, LinearConstraint, milp
+
+
 def min_cover(a: np.ndarray, time_limit_s: float) -> tuple[np.ndarray, bool]:
     """Smallest set of columns covering every row of `a` (bool, rows x cols, every row coverable).
 
@@ -109,6 +114,7 @@ def min_cover(a: np.ndarray, time_limit_s: float) -> tuple[np.ndarray, bool]:
     sub = a[np.ix_(rows, cols)]
     if sub.shape[1] == 1 or sub.all(axis=0).any():
         return cols[[int(np.argmax(sub.all(axis=0)))]], True
+    sparse, Bounds, LinearConstraint, milp = _highs()
     res = milp(c=np.ones(sub.shape[1]), integrality=np.ones(sub.shape[1]), bounds=Bounds(0, 1),
                constraints=LinearConstraint(sparse.csr_matrix(sub.astype(np.float64)), lb=1, ub=np.inf),
                options={"time_limit": max(0.1, time_limit_s), "disp": False})
@@ -146,6 +152,7 @@ def _assign(w: Winners, rows: np.ndarray, chosen: np.ndarray) -> np.ndarray:
 
 def _worst_then_mean(a: np.ndarray, loss: np.ndarray, k: int, deadline: float) -> tuple[np.ndarray | None, str]:
     """Among covers of size k, lowest worst loss, then lowest mean loss. None when nothing better found."""
+    sparse, Bounds, LinearConstraint, milp = _highs()
     values = np.unique(loss[a])
     lo, hi = 0, len(values) - 1  # values[hi] is feasible (all accepted pairs)
     best_cols: np.ndarray | None = None

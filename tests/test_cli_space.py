@@ -111,3 +111,11 @@ def test_bad_where_expression(good):
 def test_help_explains():
     r = run("space", "show", "--help")
     assert r.returncode == 0 and "--soft-off" in r.stdout and "--device" in r.stdout
+
+
+def test_explorer_imports_no_heavy_package():
+    """The explorer must start fast and work without a GPU: no CuPy, Optuna, SQLAlchemy or SciPy at start."""
+    code = ("import sys, autotune.cli, autotune.space_cli; "
+            "print([m for m in ('cupy', 'optuna', 'sqlalchemy', 'scipy', 'matplotlib') if m in sys.modules])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
