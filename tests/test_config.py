@@ -32,7 +32,7 @@ def error(body: str) -> ConfigError:
 def test_default_config_loads() -> None:
     c = load_config(CONFIGS_DIR / "default.yaml")
     assert c.name == "default" and c.spaces[0].ref == "gemm_batched_simt"
-    assert c.database == f"sqlite:///{RESULTS_DIR / 'default' / 'default.sqlite'}"
+    assert c.database == f"sqlite:///{RESULTS_DIR / 'default.sqlite'}"
     assert {p.precision for p in c.points} == {"fp64", "fp32"} and {p.shape for p in c.points} == {"NN"}
     for p in c.points:  # the working set of every point is at least 100 MB and just so
         per_problem = p.elem_bytes * (p.m * p.k + p.k * p.n + p.m * p.n)
