@@ -148,7 +148,7 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
         done = store.done_pairs(device_id)
         points = sorted({p for plan in plans for pts in plan.work.values() for p in pts})
         store.upsert_points(points)
-        _seed_best(store, backend, cfg, device_id, summary)
+        _seed_best(store, backend, cfg, info.uuid, summary)
         total = sum(plan.expected_pairs(cfg.max_instances) for plan in plans)
         already = sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done)
         summary.skipped_done = already
@@ -175,9 +175,10 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
     return summary
 
 
-def _seed_best(store: Store, backend: Backend, cfg: SweepConfig, device_id: int, summary: SweepSummary) -> None:
-    """Best verified times already in the database (a resumed sweep) feed the early-stop rule."""
-    frame = store.measurements()
+def _seed_best(store: Store, backend: Backend, cfg: SweepConfig, device_uuid: str, summary: SweepSummary) -> None:
+    """Best verified times already in the database on this GPU (a resumed sweep) feed the early-stop rule;
+    another GPU's times must not: on a slower GPU they would stop every instance early."""
+    frame = store.measurements(device=device_uuid)
     if frame.empty:
         return
     ok = frame[frame.status == Status.OK.value]

@@ -193,3 +193,35 @@ def test_time_budget_stops_inside_a_batch_and_resume_finishes(tmp_path):
     with Store.open(db) as store:
         second = run_sweep(dataclasses.replace(cfg, budget_s=None), store, FormulaBackend(), Quiet())
     assert second.status == "done" and second.measured == 90 - first.measured
+
+
+def test_best_times_of_another_gpu_do_not_seed_early_stop(tmp_path):
+    """A database may hold several GPUs: the early-stop rule only sees this GPU's best times."""
+    from tests.support.formula_backend import INFO
+
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    cfg = config(tmp_path, db)
+    with Store.open(db) as store:
+        run_sweep(cfg, store, FormulaBackend(), Quiet())
+
+    class OtherGpu(FormulaBackend):
+        def __init__(self):
+            super().__init__()
+            self.seeded = []
+
+        def device_info(self):
+            return dataclasses.replace(INFO, uuid="GPU-other", name="other-gpu")
+
+        def seed_best(self, point, alpha, beta, best_ms):
+            self.seeded.append(point)
+
+    other = OtherGpu()
+    with Store.open(db) as store:
+        summary = run_sweep(cfg, store, other, Quiet())
+    assert other.seeded == [] and summary.skipped_done == 0 and summary.measured == 90
+    with Store.open(db) as store:  # resuming on the first GPU seeds from its own times
+        again = FormulaBackend()
+        again.seeded = []
+        again.seed_best = lambda p, a, b, ms: again.seeded.append(p)
+        run_sweep(cfg, store, again, Quiet())
+    assert len(again.seeded) == 6
