@@ -7,7 +7,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from autotune import space_cli
+from autotune import analyze_cli, space_cli, sweep_cli
 from autotune.errors import UserError
 
 app = typer.Typer(
@@ -33,21 +33,8 @@ def devices() -> None:
     Console().print(table)
 
 
-def _register_optional() -> None:
-    """Commands whose modules may be absent in a partial checkout are registered when importable."""
-    try:
-        from autotune import sweep_cli
-        sweep_cli.register(app)
-    except ImportError:
-        pass
-    try:
-        from autotune import analyze_cli
-        analyze_cli.register(app)
-    except ImportError:
-        pass
-
-
-_register_optional()
+analyze_cli.register(app)
+sweep_cli.register(app)
 
 
 def main() -> None:

@@ -74,8 +74,9 @@ class Generated:
             out[name] = np.broadcast_to(env[name], (self.count,))
         return out
 
-    def ids(self) -> list[str]:
-        frame = self.frame
+    def ids(self, rows: Iterable[int] | None = None) -> list[str]:
+        """Stable IDs of the instances at `rows` (all rows by default)."""
+        frame = self.frame if rows is None else self.frame.iloc[list(rows)]
         return [instance_id(self.space.name, dict(zip(frame.columns, row))) for row in frame.itertuples(index=False)]
 
     def instances(self) -> list[Instance]:

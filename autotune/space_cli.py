@@ -68,13 +68,15 @@ def show(space: SpaceArg, device: DeviceOpt = None, precision: PrecisionOpt = No
         out.print(counts)
 
 
-def _select(g: Generated, where_expr: str | None, sample: int | None, seed: int) -> np.ndarray:
+def _matching(g: Generated, where_expr: str | None) -> np.ndarray:
     rows = np.arange(g.count)
-    if where_expr:
-        rows = rows[where(g, where_expr)]
-    if sample is not None and sample < len(rows):
-        rows = np.sort(np.random.default_rng(seed).choice(rows, size=sample, replace=False))
-    return rows
+    return rows[where(g, where_expr)] if where_expr else rows
+
+
+def _sample(rows: np.ndarray, sample: int | None, seed: int) -> np.ndarray:
+    if sample is None or sample >= len(rows):
+        return rows
+    return np.sort(np.random.default_rng(seed).choice(rows, size=sample, replace=False))
 
 
 @app.command("list")
@@ -86,12 +88,11 @@ def list_(space: SpaceArg, limit: Annotated[int, typer.Option(help="Print at mos
           soft_off: SoftOffOpt = None) -> None:
     """List surviving instances with their stable IDs."""
     g = _generate(space, device, precision, no_soft, soft_off)
-    matching = _select(g, where_expr, None, seed)
-    rows = _select(g, where_expr, sample, seed)
+    matching = _matching(g, where_expr)
+    rows = _sample(matching, sample, seed)
     shown = rows if limit <= 0 else rows[:limit]
     frame = g.frame.iloc[shown]
-    ids = [g.ids()[i] for i in shown] if len(shown) < 5000 else None
-    frame = frame.assign(id=ids if ids is not None else [""] * len(frame))[["id", *frame.columns]]
+    frame = frame.assign(id=g.ids(shown))[["id", *frame.columns]]
     out.print(frame.to_string(index=False))
     sampled = f", a sample of {len(rows):,}" if sample is not None and len(rows) < len(matching) else ""
     out.print(f"{len(shown):,} shown; {len(matching):,} match{sampled} ({g.count:,} in the space)")
@@ -110,10 +111,9 @@ def export(space: SpaceArg, format: Annotated[Format, typer.Option("--format", "
            soft_off: SoftOffOpt = None) -> None:
     """Write every surviving instance (id, name, parameters, derived quantities) as CSV or JSON."""
     g = _generate(space, device, precision, no_soft, soft_off)
-    rows = _select(g, where_expr, None, 0)
+    rows = _matching(g, where_expr)
     frame = g.with_derived().iloc[rows]
-    ids = g.ids()
-    frame.insert(0, "id", [ids[i] for i in rows])
+    frame.insert(0, "id", g.ids(rows))
     if format is Format.csv:
         text = frame.to_csv(index=False)
     else:
