@@ -10,26 +10,13 @@ device harness that also times the kernels.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.support.harness import load_script
 
 pytestmark = pytest.mark.gpu
 
-_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_hgemm.py"
-
-
-def _harness():
-    spec = importlib.util.spec_from_file_location("check_hgemm", _SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("check_hgemm", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-harness = _harness()
+harness = load_script("check_hgemm")
 KERNELS = harness.KERNELS_UNDER_TEST
 
 

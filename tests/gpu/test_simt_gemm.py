@@ -12,26 +12,13 @@ as a table); this module runs each case as one test.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.support.harness import load_script
 
 pytestmark = pytest.mark.gpu
 
-_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_simt.py"
-
-
-def _harness():
-    spec = importlib.util.spec_from_file_location("check_simt", _SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("check_simt", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-harness = _harness()
+harness = load_script("check_simt")
 CASES = harness.correctness_cases()
 
 
