@@ -1,9 +1,7 @@
 """scripts/bench_space.py: the translation to Kernel Tuner restrictions, and the synthetic 10^9 space."""
 import ast
-import importlib.util
 import itertools
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,19 +10,11 @@ import yaml
 from autotune.devices import get_device
 from autotune.generator import binding_order, generate, param_deps
 from autotune.space import load_space
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load_bench():
-    spec = importlib.util.spec_from_file_location("bench_space", ROOT / "scripts" / "bench_space.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.support.harness import load_script
 
 
-bench = _load_bench()
+
+bench = load_script("bench_space")
 H100 = get_device("H100")
 
 # every construct of the expression language, through derived quantities and device limits

@@ -1,10 +1,8 @@
 """scripts/bench_sweep.py without a GPU: the instance set both tools get, the Kernel Tuner translation, the
 projection arithmetic and the JSON report (our side runs through the formula backend of the runner tests)."""
-import importlib.util
 import itertools
 import json
 import random
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,19 +11,11 @@ from autotune.config import parse_config
 from autotune.runner import plan_sweep
 from autotune.space import load_space
 from tests.support.formula_backend import FormulaBackend
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load_bench():
-    spec = importlib.util.spec_from_file_location("bench_sweep", ROOT / "scripts" / "bench_sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.support.harness import load_script
 
 
-bench = _load_bench()
+
+bench = load_script("bench_sweep")
 POINT = bench.parse_point("fp32:NN:32x32x32:20000")
 
 
