@@ -2,7 +2,6 @@
 import ast
 import itertools
 import math
-from pathlib import Path
 
 import pytest
 import yaml

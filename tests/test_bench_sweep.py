@@ -3,7 +3,6 @@ projection arithmetic and the JSON report (our side runs through the formula bac
 import itertools
 import json
 import random
-from pathlib import Path
 
 import pytest
 
