@@ -121,6 +121,16 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def warm_compile_process() -> None:
+    """Pool initializer: ignore Ctrl-C (`ignore_sigint`) and load NVRTC's bindings now, while the GPU
+    worker starts, rather than on the first compile the sweep waits for."""
+    ignore_sigint()
+    try:
+        nvrtc_version()
+    except Exception:  # noqa: BLE001 - a missing NVRTC is reported by the first compile, with its message
+        pass
+
+
 def batches(items: list, size: int) -> list[list]:
     size = max(1, size)
     return [items[i:i + size] for i in range(0, len(items), size)]

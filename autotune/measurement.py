@@ -128,7 +128,9 @@ class Backend(Protocol):
     """Where measurements come from: a real GPU (worker processes) or a recorded database (replay).
 
     `run` yields exactly one Measurement per (job.instance, point) pair, in any order, and may compile
-    later jobs while it times earlier ones.
+    later jobs while it times earlier ones; the runner calls `cublas` for the jobs' points after `run`
+    and before iterating, so a backend can compile meanwhile. Optional: `start()`, called first thing,
+    and `seed_best(point, alpha, beta, ms)` (best times already known, for early stopping).
     """
 
     def device_info(self) -> DeviceInfo: ...

@@ -19,8 +19,8 @@ import numpy as np
 from autotune import __version__, paths
 from autotune.config import SweepConfig
 from autotune.devices import DeviceLimits, get_device
-from autotune.errors import UserError
-from autotune.generator import generate, serving
+from autotune.errors import SpaceError, UserError
+from autotune.generator import Generated, generate, serving, where
 from autotune.instance import Instance
 from autotune.measurement import Backend, DeviceInfo, Job, Measurement, Status, TestPoint
 from autotune.schema import SpaceRecord, SweepStart
@@ -67,10 +67,11 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
             if not points:
                 continue
             g = generate(space, limits(ref.device), precision, soft=ref.soft, soft_off=ref.soft_off)
-            counts[precision] = g.count
+            kept = _kept(g, ref.where, cfg, ref.line)
+            counts[precision] = int(kept.sum())
             instances = g.instances()
             for p in points:
-                for row in np.flatnonzero(serving(g, p)):
+                for row in np.flatnonzero(serving(g, p) & kept):
                     work.setdefault(instances[row], []).append(p)
         if not work:
             raise UserError(f"space {space.name} accepts none of the config's test points", file=cfg.path,
@@ -78,6 +79,16 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
                                  f"shapes {', '.join(space.kernel.problems.shapes)}")
         plans.append(SpacePlan(space, {i: tuple(p) for i, p in work.items()}, counts))
     return plans
+
+
+def _kept(g: Generated, text: str | None, cfg: SweepConfig, line: int | None) -> np.ndarray:
+    """The rows a space entry's `where:` keeps (all rows without one); errors point at the config."""
+    if text is None:
+        return np.ones(g.count, dtype=bool)
+    try:
+        return where(g, text, label="where")
+    except SpaceError as exc:
+        raise UserError(f"{g.space.name}: {exc.message}", file=cfg.path, line=line, expr=text, hint=exc.hint) from None
 
 
 class Reporter(Protocol):
@@ -133,6 +144,9 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
               limits: Callable[[str | None], DeviceLimits] = get_device) -> SweepSummary:
     """Run (or resume) the sweep `cfg` into `store`. Ctrl-C ends it cleanly with status `interrupted`."""
     start = time.monotonic()
+    warm = getattr(backend, "start", None)
+    if warm is not None:  # a GPU backend starts its processes while the spaces are generated
+        warm()
     plans = plan_sweep(cfg, limits)
     info: DeviceInfo = backend.device_info()
     device_id = store.upsert_device(info)
@@ -154,12 +168,6 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
         summary.skipped_done = already
         reporter.start(total, already)
         summary.cublas = store.cublas_times(device_id)
-        for p in points:
-            if p not in summary.cublas:
-                m = backend.cublas(p, cfg.alpha, cfg.beta, cfg.repetitions)
-                store.record_cublas(sweep_id, m)
-                if m.status == Status.OK and m.median_ms is not None:
-                    summary.cublas[p] = m.median_ms
         status = "done"
         for plan in plans:
             if not _sweep_space(plan, cfg, store, backend, reporter, summary, done, sweep_id, start):
@@ -224,7 +232,9 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
                 continue
             jobs.append(Job(space, inst, todo[inst], cfg.alpha, cfg.beta, cfg.repetitions))
         by_id = {j.instance.id: j.instance for j in jobs}
-        for m in backend.run(jobs):
+        measurements = backend.run(jobs)  # a GPU backend starts compiling here ...
+        _cublas(sorted({p for j in jobs for p in j.points}), cfg, store, backend, summary, sweep_id)  # ... meanwhile
+        for m in measurements:
             store.record(sweep_id, space_id, [m])
             done.add((m.instance_id, m.point))
             _account(m, summary, reporter)
@@ -233,6 +243,18 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
                 strategy.tell(by_id[m.instance_id], results[m.instance_id])
             if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
                 break  # the rest of this batch stays unmeasured; the next run resumes there
+
+
+def _cublas(points: Sequence[TestPoint], cfg: SweepConfig, store: Store, backend: Backend, summary: SweepSummary,
+            sweep_id: int) -> None:
+    """cuBLAS's time at each point that has none on this GPU yet, measured just before the point's first
+    instance (while the backend compiles), so a budget-limited sweep never times cuBLAS at points it skips."""
+    for p in points:
+        if p not in summary.cublas:
+            m = backend.cublas(p, cfg.alpha, cfg.beta, cfg.repetitions)
+            store.record_cublas(sweep_id, m)
+            if m.status == Status.OK and m.median_ms is not None:
+                summary.cublas[p] = m.median_ms
 
 
 def _bind_error(space: Space, inst: Instance, points: Sequence[TestPoint]) -> str | None:

@@ -42,6 +42,13 @@ def make_task(name: str, template: str, point: TestPoint, source: Path = FAULTY,
 P32 = TestPoint("fp32", "NN", 37, 29, 16, 64)
 
 
+def in_task_order(backend: GpuBackend, tasks: list[KernelTask]) -> list:
+    """run_tasks yields in compile-completion order; one measurement per task here, returned in task order."""
+    got = {m.instance_id: m for m in backend.run_tasks(tasks)}
+    assert len(got) == len(tasks)
+    return [got[t.instance_id] for t in tasks]
+
+
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory):
     cache = tmp_path_factory.mktemp("compile-cache")
@@ -79,20 +86,24 @@ def test_naive_sweep_through_space_jobs(backend):
 
 def test_fault_is_recorded_and_the_next_measurement_succeeds(backend):
     before = backend.restarts
-    got = list(backend.run_tasks([make_task("fault", "autotune_test::gemm_fault", P32), naive(P32)]))
+    got = in_task_order(backend, [make_task("fault", "autotune_test::gemm_fault", P32), naive(P32)])
     assert got[0].status in (Status.LAUNCH_ERROR, Status.CRASHED), got[0]
     assert got[1].status == Status.OK, (got[1].error, got[1].log)
     assert backend.restarts == before + 1
+    (after,) = backend.run_tasks([naive(P32, 8, 8)])  # the replaced worker measures what comes next
+    assert after.status == Status.OK, (after.error, after.log)
 
 
 def test_hang_is_recorded_as_timeout(backend):
     backend.timeout_s = 5
     try:
-        got = list(backend.run_tasks([make_task("hang", "autotune_test::gemm_hang", P32), naive(P32)]))
+        got = in_task_order(backend, [make_task("hang", "autotune_test::gemm_hang", P32), naive(P32)])
     finally:
         backend.timeout_s = 20
     assert got[0].status == Status.TIMEOUT
     assert got[1].status == Status.OK, (got[1].error, got[1].log)
+    (after,) = backend.run_tasks([naive(P32, 16, 16)])
+    assert after.status == Status.OK, (after.error, after.log)
 
 
 def test_wrong_kernel_is_caught(backend):
@@ -102,7 +113,8 @@ def test_wrong_kernel_is_caught(backend):
 
 
 def test_compile_error_is_recorded_with_its_log(backend):
-    got = list(backend.run_tasks([make_task("broken", "autotune_test::gemm_broken", P32), naive(P32, 8, 4)]))
+    got = in_task_order(backend, [make_task("broken", "autotune_test::gemm_broken", P32),
+                                           naive(P32, 8, 4)])
     assert got[0].status == Status.COMPILE_ERROR and "never compiles" in got[0].log and "error" in got[0].error
     assert got[1].status == Status.OK, (got[1].error, got[1].log)
 
