@@ -22,7 +22,7 @@ from autotune.paths import RESULTS_DIR, SPACES_DIR
 TOP_KEYS = ("name", "description", "spaces", "points", "alpha", "beta", "database", "repetitions", "budget",
             "bk", "tol", "strategy", "max_instances", "seed")
 STRATEGY_NAMES = ("brute", "random")
-SPACE_KEYS = ("space", "device", "soft", "soft_off")
+SPACE_KEYS = ("space", "device", "soft", "soft_off", "where")
 POINT_KEYS = ("precisions", "shapes", "sizes", "batch")
 SIZE_FORMS = {"square": ("square",), "mn": ("mn", "k"), "mnk": ("m", "n", "k"), "triples": ("triples",)}
 UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
@@ -39,6 +39,8 @@ class SpaceRef:
     device: str | None = None  # device profile for the constraints (None = the GPU the sweep runs on)
     soft: bool = True  # apply the soft constraints
     soft_off: tuple[str, ...] = ()  # soft constraints switched off by name
+    where: str | None = None  # keep only the instances for which this expression holds
+    line: int | None = None  # where the entry is written in the config (for errors found when planning)
 
 
 @dataclass(frozen=True)
@@ -185,14 +187,22 @@ def _space(r: _Reader, node: Node) -> SpaceRef:
         soft = r.typed(m["soft"], lambda v: isinstance(v, bool), "true or false", "write soft: false") \
             if "soft" in m else True
         soft_off = tuple(r.string(n) for n in r.sequence(m["soft_off"], "soft_off")) if "soft_off" in m else ()
+        where = r.string(m["where"]) if "where" in m else None
+        if where is not None:
+            from autotune.expr import ExprError, parse
+            try:
+                parse(where)
+            except ExprError as exc:
+                raise r.error(m["where"], f"where: {exc.message}", exc.hint or "write e.g. where: \"NSG >= 2\"") from None
     else:
-        ref_node, device, soft, soft_off = node, None, True, ()
+        ref_node, device, soft, soft_off, where = node, None, True, (), None
     ref = r.string(ref_node)
     if device is not None:
         from autotune.devices import PROFILES
         if device.lower() not in {k.lower() for k in PROFILES}:
             raise r.error(m["device"], f"unknown device profile {device!r}", f"use one of {', '.join(PROFILES)}")
-    return SpaceRef(ref=ref, path=_space_path(r, ref_node, ref), device=device, soft=bool(soft), soft_off=soft_off)
+    return SpaceRef(ref=ref, path=_space_path(r, ref_node, ref), device=device, soft=bool(soft), soft_off=soft_off,
+                    where=where, line=node.start_mark.line + 1)
 
 
 def _space_path(r: _Reader, node: Node, ref: str) -> Path:

@@ -248,20 +248,20 @@ def serving(generated: Generated, point: TestPoint) -> np.ndarray:
     return np.broadcast_to(np.asarray(space.eval(space.kernel.serves, env), dtype=bool), (generated.count,))
 
 
-def where(generated: Generated, text: str) -> np.ndarray:
-    """Rows of `generated` for which the user's expression holds (for `space list --where`)."""
+def where(generated: Generated, text: str, label: str = "--where") -> np.ndarray:
+    """Rows of `generated` for which the user's expression holds (`space list --where`, a config's `where:`)."""
     from autotune.expr import ExprError, parse
     space = generated.space
     try:
         e = parse(text)
     except ExprError as exc:
-        raise SpaceError(f"--where: {exc.message}", expr=text, hint=exc.hint) from None
+        raise SpaceError(f"{label}: {exc.message}", expr=text, hint=exc.hint) from None
     env = _Env(space, space.context(generated.precision, generated.device), generated.codes)
     try:
         result = np.asarray(e(env))
     except ExprError as exc:
-        raise SpaceError(f"--where: {exc.message}", expr=text, hint=exc.hint) from None
+        raise SpaceError(f"{label}: {exc.message}", expr=text, hint=exc.hint) from None
     except KeyError as exc:
-        raise SpaceError(f"--where: unknown name {exc.args[0]!r}", expr=text,
+        raise SpaceError(f"{label}: unknown name {exc.args[0]!r}", expr=text,
                          hint=f"names: {', '.join(space.param_names)} and derived quantities") from None
     return np.broadcast_to(result.astype(bool), (generated.count,))

@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from autotune.config import parse_config
+from autotune.errors import UserError
 from autotune.runner import plan_sweep, run_sweep
 from autotune.store import Store
 from autotune.space import load_space
@@ -77,6 +78,20 @@ def test_plan_counts_instances_per_precision(tmp_path):
     assert plan.space.name == space.name == "naive_test"
     assert len(plan.work) == 15  # 16 combinations minus threads < 8 (4x1)
     assert plan.pairs == 15 * 6  # 2 precisions x 3 sizes
+
+
+def test_where_keeps_only_matching_instances_and_names_the_config_line_of_a_bad_name(tmp_path):
+    cfg = config(tmp_path, f"sqlite:///{tmp_path}/r.sqlite")
+    text = cfg.text.replace("spaces: [naive_test.yaml]",
+                            "spaces:\n  - {space: naive_test.yaml, where: 'BLOCK_X >= 16 and threads <= 64'}")
+    (plan,) = plan_sweep(parse_config(text, file=tmp_path / "t.yaml"))
+    kept = sorted((i.param_dict["BLOCK_X"], i.param_dict["BLOCK_Y"]) for i in plan.work)
+    assert kept == [(16, 1), (16, 2), (16, 4), (32, 1), (32, 2)]
+    assert plan.funnel_count == {"fp64": 5, "fp32": 5}
+    bad = parse_config(text.replace("threads <= 64", "WARPS <= 2"), file=tmp_path / "t.yaml")
+    with pytest.raises(UserError) as err:
+        plan_sweep(bad)
+    assert err.value.line == 3 and "WARPS" in err.value.message and str(err.value).startswith(f"{tmp_path}/t.yaml:3:")
 
 
 def test_interrupt_then_resume_measures_every_pair_once(tmp_path):
