@@ -22,12 +22,15 @@ from autotune.paths import RESULTS_DIR, SPACES_DIR
 TOP_KEYS = ("name", "description", "spaces", "points", "alpha", "beta", "database", "repetitions", "budget",
             "bk", "tol", "strategy", "max_instances", "seed")
 STRATEGY_NAMES = ("brute", "random")
-SPACE_KEYS = ("space", "device", "soft", "soft_off", "where")
+SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances")
 POINT_KEYS = ("precisions", "shapes", "sizes", "batch")
 SIZE_FORMS = {"square": ("square",), "mn": ("mn", "k"), "mnk": ("m", "n", "k"), "triples": ("triples",)}
 UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
          "tib": 2**40}
 DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
+
+
+ALL_INSTANCES = 0  # a space entry's `max_instances: all`
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class SpaceRef:
     soft: bool = True  # apply the soft constraints
     soft_off: tuple[str, ...] = ()  # soft constraints switched off by name
     where: str | None = None  # keep only the instances for which this expression holds
+    max_instances: int | None = None  # this space's own limit (ALL_INSTANCES: none); None: the config's
     line: int | None = None  # where the entry is written in the config (for errors found when planning)
 
 
@@ -188,6 +192,9 @@ def _space(r: _Reader, node: Node) -> SpaceRef:
             if "soft" in m else True
         soft_off = tuple(r.string(n) for n in r.sequence(m["soft_off"], "soft_off")) if "soft_off" in m else ()
         where = r.string(m["where"]) if "where" in m else None
+        limit = None
+        if "max_instances" in m:
+            limit = ALL_INSTANCES if r.value(m["max_instances"]) == "all" else r.integer(m["max_instances"], 1)
         if where is not None:
             from autotune.expr import ExprError, parse
             try:
@@ -195,14 +202,14 @@ def _space(r: _Reader, node: Node) -> SpaceRef:
             except ExprError as exc:
                 raise r.error(m["where"], f"where: {exc.message}", exc.hint or "write e.g. where: \"NSG >= 2\"") from None
     else:
-        ref_node, device, soft, soft_off, where = node, None, True, (), None
+        ref_node, device, soft, soft_off, where, limit = node, None, True, (), None, None
     ref = r.string(ref_node)
     if device is not None:
         from autotune.devices import PROFILES
         if device.lower() not in {k.lower() for k in PROFILES}:
             raise r.error(m["device"], f"unknown device profile {device!r}", f"use one of {', '.join(PROFILES)}")
     return SpaceRef(ref=ref, path=_space_path(r, ref_node, ref), device=device, soft=bool(soft), soft_off=soft_off,
-                    where=where, line=node.start_mark.line + 1)
+                    where=where, max_instances=limit, line=node.start_mark.line + 1)
 
 
 def _space_path(r: _Reader, node: Node, ref: str) -> Path:

@@ -17,7 +17,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from autotune import __version__, paths
-from autotune.config import SweepConfig
+from autotune.config import ALL_INSTANCES, SweepConfig
 from autotune.devices import DeviceLimits, get_device
 from autotune.errors import SpaceError, UserError
 from autotune.generator import Generated, generate, serving, where
@@ -40,6 +40,13 @@ class SpacePlan:
     space: Space
     work: dict[Instance, tuple[TestPoint, ...]]
     funnel_count: dict[str, int]  # precision -> instances after the constraints
+    max_instances: int | None = None  # the space entry's own limit (ALL_INSTANCES: none), else the config's
+
+    def limit(self, cfg: SweepConfig) -> int | None:
+        """At most this many instances of this space are measured (None: every one)."""
+        if self.max_instances is None:
+            return cfg.max_instances
+        return None if self.max_instances == ALL_INSTANCES else self.max_instances
 
     @property
     def pairs(self) -> int:
@@ -77,7 +84,7 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
             raise UserError(f"space {space.name} accepts none of the config's test points", file=cfg.path,
                             hint=f"it accepts precisions {', '.join(space.kernel.problems.precisions)} and "
                                  f"shapes {', '.join(space.kernel.problems.shapes)}")
-        plans.append(SpacePlan(space, {i: tuple(p) for i, p in work.items()}, counts))
+        plans.append(SpacePlan(space, {i: tuple(p) for i, p in work.items()}, counts, ref.max_instances))
     return plans
 
 
@@ -163,7 +170,7 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
         points = sorted({p for plan in plans for pts in plan.work.values() for p in pts})
         store.upsert_points(points)
         _seed_best(store, backend, cfg, info.uuid, summary)
-        total = sum(plan.expected_pairs(cfg.max_instances) for plan in plans)
+        total = sum(plan.expected_pairs(plan.limit(cfg)) for plan in plans)
         already = sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done)
         summary.skipped_done = already
         reporter.start(total, already)
@@ -207,7 +214,7 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
         backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)  # type: ignore[attr-defined]
     todo = {i: tuple(p for p in pts if (i.id, p) not in done) for i, pts in plan.work.items()}
     # the strategy sees every instance, so a random sample is the same one when a sweep resumes
-    strategy = make_strategy(cfg.strategy, list(todo), cfg.max_instances, cfg.seed)
+    strategy = make_strategy(cfg.strategy, list(todo), plan.limit(cfg), cfg.seed)
     while True:
         if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
             reporter.note(f"time budget of {cfg.budget_s:.0f} s reached; run the same command again to go on")

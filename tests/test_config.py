@@ -158,6 +158,7 @@ GOOD_POINTS = "points: {precisions: [fp64], sizes: {square: 4}, batch: 1}\n"
      "cannot read a size in bytes", "100MB"),
     ("spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: 4}\n", 3, "need `batch:`", "README"),
     ("spaces:\n  - {space: SPACE, where: 'NSG >>= 2'}\n" + GOOD_POINTS, 2, "where:", ""),
+    ("spaces:\n  - {space: SPACE, max_instances: lots}\n" + GOOD_POINTS, 2, "integer >= 1", "whole number"),
     ("spaces: [SPACE]\n" + GOOD_POINTS + "tol: 1.5\n", 3, "outside [0, 1)", "0.05"),
     ("spaces: [SPACE]\n" + GOOD_POINTS + "budget: soon\n", 3, "time budget", "30m"),
     ("spaces: [SPACE]\n" + GOOD_POINTS + "repetitions: 0\n", 3, "integer >= 1", "whole number"),

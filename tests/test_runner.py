@@ -94,6 +94,17 @@ def test_where_keeps_only_matching_instances_and_names_the_config_line_of_a_bad_
     assert err.value.line == 3 and "WARPS" in err.value.message and str(err.value).startswith(f"{tmp_path}/t.yaml:3:")
 
 
+@pytest.mark.parametrize("entry, measured", [("", 4), (", max_instances: all", 15), (", max_instances: 2", 2)])
+def test_a_space_entry_limit_overrides_the_configs(tmp_path, entry, measured):
+    cfg = config(tmp_path, f"sqlite:///{tmp_path}/r.sqlite")
+    text = cfg.text.replace("spaces: [naive_test.yaml]", "spaces:\n  - {space: naive_test.yaml" + entry + "}")
+    cfg = parse_config(text + "strategy: random\nmax_instances: 4\n", file=tmp_path / "t.yaml")
+    with Store.open(cfg.database) as store:
+        summary = run_sweep(cfg, store, FormulaBackend(), Quiet())
+    assert summary.status == "done"
+    assert pairs(cfg.database).instance_id.nunique() == measured
+
+
 def test_interrupt_then_resume_measures_every_pair_once(tmp_path):
     db = f"sqlite:///{tmp_path}/r.sqlite"
     cfg = config(tmp_path, db)
