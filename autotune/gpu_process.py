@@ -57,7 +57,7 @@ class _GpuState:
         self.data: OrderedDict[tuple, Any] = OrderedDict()  # (point, convention) -> [ProblemData, cursor, args]
         self.refs: OrderedDict[tuple, Any] = OrderedDict()
         free, total = cp.cuda.runtime.memGetInfo()
-        self.budget = int(0.4 * total)
+        self.budget = int(0.4 * total)  # problem data and references of recently used points
 
     def handle(self, message: tuple, conn: Any) -> tuple[Any, bool]:
         kind = message[0]
@@ -97,12 +97,23 @@ class _GpuState:
             copies = rotation_copies(layout(point).working_set(convention), self.l2_bytes)
             entry = [ProblemData(point, convention, copies, seed=zlib.crc32(repr(key).encode())), 0, {}]
             self.data[key] = entry
-            while len(self.data) > 1 and sum(e[0].nbytes() for e in self.data.values()) > self.budget:
-                old, _ = self.data.popitem(last=False)
-                for rk in [k for k in self.refs if k[:2] == old]:
-                    del self.refs[rk]
+            self._evict(keep=key)
         self.data.move_to_end(key)
         return self.data[key]
+
+    def _bytes(self) -> int:
+        return (sum(e[0].nbytes() for e in self.data.values())
+                + sum(ref.nbytes for chunks in self.refs.values() for _, _, ref in chunks))
+
+    def _evict(self, keep: tuple) -> None:
+        """Drop the least recently used points' data and references (never `keep`'s) while over budget."""
+        while self._bytes() > self.budget:
+            old = next((k for k in self.data if k != keep), None)
+            if old is None:
+                return
+            del self.data[old]
+            for rk in [k for k in self.refs if k[:2] == old]:
+                del self.refs[rk]
 
     def reference(self, entry: list, alpha: float, beta: float) -> Any:
         from autotune.verify import reference_chunks
@@ -111,8 +122,8 @@ class _GpuState:
         key = (data.point, data.convention, alpha, beta)
         if key not in self.refs:
             self.refs[key] = reference_chunks(data, alpha, beta)
-            while len(self.refs) > 4:
-                self.refs.popitem(last=False)
+            self._evict(keep=key[:2])
+        self.refs.move_to_end(key)
         return self.refs[key]
 
     def _launcher(self, entry: list, alpha: float, beta: float, kernel: Callable[[tuple], None]) -> Callable[[int], None]:

@@ -4,8 +4,8 @@ The parent (the runner's process) never touches the GPU. It
 - starts its compile pool and the GPU worker together (`start`, called by the runner before it plans),
   so CuPy's import in every process overlaps the planning and the GPU's start;
 - compiles instances ahead in a `ProcessPoolExecutor` (spawn; `compile.compile_batch`), keeping
-  2 x workers compile calls in flight from the moment `run` is called, and measures each instance as soon
-  as its compile is done (completion order, not submission order: a slow compile never holds up the GPU).
+  2 x workers compile calls in flight from the moment `run` is called; the GPU measures what has compiled
+  (never waiting on a slow compile while other work is ready), one test point at a time (`_next_point`).
   One instance per NVRTC call by default: with NVRTC 13.0.88 three gemm_batched instances in one program
   took 0.60 s against 0.68 s in three calls (the front end is ~25 ms; code generation dominates), and
   single instances keep every core busy to the end of a batch;
@@ -65,6 +65,14 @@ class KernelTask:
     alpha: float = 1.0
     beta: float = 0.0
     reps: int = 50
+
+
+def _next_point(ready: dict[TestPoint, list], current: TestPoint | None) -> TestPoint:
+    """The test point the GPU measures next: the one with the most compiled work waiting, staying on the
+    current one at a tie. A point's data (up to GBs) and float64 reference are built when the GPU worker
+    first needs them and dropped when memory runs short; measuring point by point builds each once per
+    visit rather than once per instance (instances are measured on every point they serve)."""
+    return max(ready, key=lambda p: (len(ready[p]), p == current))
 
 
 def task_of(job: Job) -> KernelTask:
@@ -208,8 +216,8 @@ class GpuBackend:
         self._best[key] = min(best_ms, self._best.get(key, best_ms))
 
     def run_tasks(self, tasks: Sequence[KernelTask]) -> Iterator[Measurement]:
-        """One Measurement per (task, variant). Compiling starts now (not at the first `next`); each
-        task is measured as soon as its compile is done, so results come in completion order."""
+        """One Measurement per (task, variant). Compiling starts now (not at the first `next`). The GPU
+        measures compiled work point by point (`_next_point`), so results do not come in task order."""
         arch = self.arch or self.device_info().cc
         todo = list(enumerate(batches(list(tasks), self.compile_batch_size)))
         todo.reverse()  # popped from the end: submission keeps the task order
@@ -227,19 +235,27 @@ class GpuBackend:
 
     def _drain(self, inflight: dict[int, tuple[list[KernelTask], list[tuple[CompileRequest, Future]]]],
                refill: Callable[[], None]) -> Iterator[Measurement]:
-        try:
-            while inflight:
-                done = [i for i, (_, reqs) in inflight.items() if all(f.done() for _, f in reqs)]
-                if not done:
-                    wait([f for _, reqs in inflight.values() for _, f in reqs], return_when=FIRST_COMPLETED)
-                    continue
-                i = min(done)
+        ready: dict[TestPoint, list[tuple[KernelTask, Variant, CompiledKernel]]] = {}
+        current: TestPoint | None = None
+
+        def harvest() -> None:  # move every finished compile into `ready`, by test point
+            for i in sorted(i for i, (_, reqs) in inflight.items() if all(f.done() for _, f in reqs)):
                 chunk, reqs = inflight.pop(i)
                 compiled = self._collect(reqs)  # (replaces a broken pool before the refill uses it)
-                refill()  # the pool gets its next call before the GPU starts on this chunk
                 for task in chunk:
                     for v in task.variants:
-                        yield self._measure(task, v, compiled[(task.source, v.name_expression)])
+                        ready.setdefault(v.point, []).append((task, v, compiled[(task.source, v.name_expression)]))
+            refill()
+
+        try:
+            while inflight or ready:
+                harvest()
+                if not ready:
+                    wait([f for _, reqs in inflight.values() for _, f in reqs], return_when=FIRST_COMPLETED)
+                    continue
+                current = _next_point(ready, current)
+                for task, v, ck in ready.pop(current):
+                    yield self._measure(task, v, ck)
         finally:
             for _, reqs in inflight.values():
                 for _, fut in reqs:

@@ -251,3 +251,13 @@ def test_best_times_of_another_gpu_do_not_seed_early_stop(tmp_path):
         again.seed_best = lambda p, a, b, ms: again.seeded.append(p)
         run_sweep(cfg, store, again, Quiet())
     assert len(again.seeded) == 6
+
+
+def test_the_gpu_measures_the_point_with_most_compiled_work_and_stays_on_a_tie():
+    from autotune.measurement import TestPoint
+    from autotune.worker import _next_point
+    a, b, c = (TestPoint("fp32", "NN", n, n, n, 100) for n in (2, 3, 4))
+    assert _next_point({a: [1], b: [1, 2, 3], c: [1, 2]}, None) == b
+    assert _next_point({a: [1, 2], b: [1, 2]}, b) == b
+    assert _next_point({a: [1, 2], b: [1, 2]}, a) == a
+    assert _next_point({a: [1], b: [1, 2]}, a) == b
