@@ -14,11 +14,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
+import numpy as np
 import pandas as pd
 import typer
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
+from autotune import compare as comparing
 from autotune.dispatch import DispatchTable, GenericKernel, KernelInfo, Provenance, build_table, load_table
 from autotune.emit import emit_cpp, emit_csv, emit_python
 from autotune.errors import UserError
@@ -251,8 +254,144 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
         out.print(f"wrote {path}")
 
 
+@dataclass(frozen=True)
+class GpuResults:
+    frame: pd.DataFrame  # Store.measurements of one GPU
+    cublas: pd.DataFrame  # precision, shape, m, n, k, batch, cublas_ms (verified cuBLAS times on that GPU)
+    device: str  # name
+    uuid: str
+    gpus: int  # GPUs with measurements in the database
+
+
+def load_gpu(source: str, device: str | None) -> GpuResults:
+    """One GPU's measurements and cuBLAS times: `device` (name or UUID), by default the GPU with the most
+    measurements in the database."""
+    from autotune.query import run_query
+    from autotune.store import Store
+    url = _url(source)
+    with Store.open(url, create=False, readonly=True) as store:
+        counts = run_query(url, "SELECT d.uuid, COUNT(*) AS n FROM measurements m JOIN devices d ON d.id = m.device_id "
+                                "GROUP BY d.uuid ORDER BY n DESC, d.uuid")
+        if counts.empty:
+            raise UserError(f"no measurements in {source}", hint="run `autotune sweep CONFIG` into it first")
+        device_id = store.device_id(str(counts["uuid"][0]) if device is None else device)
+        info = store.device_info(device_id)
+        frame = store.measurements(device=info.uuid)
+        cublas = pd.DataFrame([(p.precision, p.shape, p.m, p.n, p.k, p.batch, ms)
+                               for p, ms in store.cublas_times(device_id).items()],
+                              columns=comparing.POINT + ["cublas_ms"])
+    return GpuResults(frame, cublas, info.name, info.uuid, len(counts))
+
+
+def compare(source: Annotated[str, typer.Argument(help="Results database (SQLite path or URL).")],
+            by: Annotated[str, typer.Option("--by", help="Parameter whose values form the groups (e.g. NSG, RUNG), "
+                                                         "or `space` for one group per space.")],
+            space: SpaceOpt = None,
+            where: Annotated[Optional[str], typer.Option(
+                "--where", help="Only instances whose parameters satisfy EXPR (space-file expression language), "
+                                "e.g. 'BLK_M >= 16 and DIM_X in [8, 16]'.")] = None,
+            device: Annotated[Optional[str], typer.Option(
+                "--device", "-d", help="GPU name or UUID in the database (default: the GPU with the most "
+                                       "measurements).")] = None,
+            csv: Annotated[Optional[Path], typer.Option("--csv", help="Also write the full table to this CSV file.")] = None,
+            markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table instead.")] = False,
+            ) -> None:
+    """What each design choice buys: per test point, the best verified time of each group of instances.
+
+    A group is the instances sharing one value of the parameter --by (or one space). Each row is a test \
+point: each group's best time in ms and its slowdown against the best group (1.00x: the best), the best \
+group, and cuBLAS on the same GPU. A time marked with a dagger comes from an early-stopped ('skipped') \
+measurement: the median of fewer repetitions, an estimate known to be more than TOL slower than the best \
+the sweep saw at that point. Then one line per group: at how many points it is the best, its geometric \
+mean slowdown, and the sizes where it wins.
+
+    Example: autotune compare results/default/default.sqlite --by NSG --where "DIM_X * DIM_Y >= 64"
+    """
+    gpu = load_gpu(source, device)
+    try:
+        result = comparing.compare(gpu.frame, by, space, where, gpu.cublas)
+    except UserError as exc:
+        exc.file = exc.file or source
+        raise
+    summary = comparing.summarize(result)
+    if csv is not None:
+        csv.parent.mkdir(parents=True, exist_ok=True)
+        result.to_csv(csv, index=False, float_format="%.6g")
+    title = (f"best ms per {by} (slowdown vs the best) on {gpu.device}" + (f", space {space}" if space else "")
+             + (f", where {where}" if where else "") + f": {len(result)} test points")
+    notes = _compare_notes(result, summary, gpu, by)
+    if markdown:
+        typer.echo(_markdown(title, _compare_rows(result), notes))
+    else:
+        rows = _compare_rows(result)
+        table = Table(title=title)
+        for col in rows[0]:
+            table.add_column(col, justify="left" if col in ("precision", "shape", "best") else "right")
+        for row in rows[1:]:
+            table.add_row(*row)
+        if out.is_terminal:
+            out.print(table)
+        else:  # a file or a pipe: as wide as the table needs, never squashed to 80 columns
+            wide = Console(width=10_000)
+            Console(width=Measurement.get(wide, wide.options, table).maximum).print(table)
+        for line in notes:
+            typer.echo(line)
+    if csv is not None:
+        out.print(f"wrote {csv}")
+
+
+SKIP_MARK = "\u2020"  # dagger: the time comes from a skipped (early-stopped) measurement
+
+
+def _compare_rows(result: pd.DataFrame) -> list[list[str]]:
+    """Header and cells of the printed table: each group's 'ms (slowdown)'."""
+    labels = comparing.groups(result)
+    rows = [["precision", "shape", "size", "batch", *labels, "best", "cuBLAS ms", "best vs cuBLAS"]]
+    num = lambda x, f, unit="": "" if pd.isna(x) else format(x, f) + unit  # noqa: E731
+    for r in result.to_dict("records"):
+        cells = []
+        for g in labels:
+            mark = SKIP_MARK if r[g + comparing.SKIPPED] else ""
+            cells.append(num(r[g], ".4g", f"{mark} ({num(r[g + comparing.SLOWDOWN], '.2f', 'x')})"))
+        best = r["best"] + (SKIP_MARK if r["best"] and r[r["best"] + comparing.SKIPPED] else "") or "-"
+        rows.append([r["precision"], r["shape"], f"{r['m']}x{r['n']}x{r['k']}", str(r["batch"]), *cells, best,
+                     num(r["cublas_ms"], ".4g"), num(r["speedup_vs_cublas"], ".2f", "x")])
+    return rows
+
+
+def _compare_notes(result: pd.DataFrame, summary: pd.DataFrame, gpu: GpuResults, by: str) -> list[str]:
+    lines = []
+    for s in summary.itertuples():
+        skipped = f", {s.skipped_points} of them {SKIP_MARK}" if s.skipped_points else ""
+        lines.append(f"{s.group}: best at {s.best_at}/{len(result)} points, geomean slowdown {s.geomean_slowdown:.2f}x "
+                     f"(worst {s.worst_slowdown:.2f}x, over {s.points} points{skipped})"
+                     + (f"; wins at {s.wins}" if s.wins else ""))
+    cb = result["speedup_vs_cublas"].dropna()
+    if len(cb):
+        lines.append(f"cuBLAS: measured at {len(cb)} points; the best group is faster at {int((cb > 1).sum())}, "
+                     f"geomean speedup {math.exp(np.log(cb).mean()):.2f}x (cuBLAS ms / best ms)")
+    if result.attrs.get("without_by"):
+        lines.append(f"left out: {result.attrs['without_by']} instances without the parameter {by}")
+    if any(summary["skipped_points"]):
+        lines.append(f"{SKIP_MARK} the group's fastest measurement here was stopped early ('skipped'): the median of its "
+                     "first repetitions, an estimate known to be more than TOL slower than the best the sweep saw")
+    if gpu.gpus > 1:
+        lines.append(f"GPU {gpu.device} ({gpu.uuid}), one of {gpu.gpus} in the database; --device NAME_OR_UUID "
+                     "picks another")
+    return lines
+
+
+def _markdown(title: str, rows: list[list[str]], notes: list[str]) -> str:
+    head, *body = rows
+    lines = [f"**{title}**", "", "| " + " | ".join(head) + " |",
+             "|" + "|".join("---" if c in ("precision", "shape", "best") else "---:" for c in head) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines + [""] + [f"- {n}" for n in notes])
+
+
 def register(app: typer.Typer) -> None:
-    """Add analyze, emit and report to the main app (called by autotune.cli)."""
+    """Add analyze, emit, report and compare to the main app (called by autotune.cli)."""
     app.command()(analyze)
     app.command()(emit)
     app.command()(report)
+    app.command()(compare)

@@ -6,12 +6,26 @@ import sys
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from autotune import analyze_cli, space_cli, sweep_cli
 from autotune.errors import UserError
 
+
+class _Commands(TyperGroup):
+    """Reports a UserError as `error: ...` plus what to do, exit code 2, no traceback (under typer's
+    CliRunner too, since it happens inside the command group)."""
+
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            sys.exit(2)
+
+
 app = typer.Typer(
-    help="Autotune GPU kernels: explore tuning spaces, sweep them on a GPU into SQLite, "
+    cls=_Commands, help="Autotune GPU kernels: explore tuning spaces, sweep them on a GPU into SQLite, "
          "analyze the results into dispatch tables.",
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 app.add_typer(space_cli.app, name="space")
@@ -40,9 +54,6 @@ sweep_cli.register(app)
 def main() -> None:
     try:
         app()
-    except UserError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)

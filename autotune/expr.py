@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -31,6 +31,10 @@ class ExprError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+
+class UnknownName(ExprError):
+    """An expression reads a name its environment does not define."""
 
 
 _BINOPS = {
@@ -132,9 +136,24 @@ def evaluate(expr: Expr, env: Mapping[str, Any], mask: np.ndarray | None = None)
     except ExprError:
         raise
     except KeyError as exc:
-        raise ExprError(f"unknown name {exc.args[0]!r}", "define it as a parameter or derived quantity") from None
+        raise UnknownName(f"unknown name {exc.args[0]!r}", "define it as a parameter or derived quantity") from None
     except (TypeError, ValueError) as exc:
         raise ExprError(f"type error: {exc}", "check that strings are only compared with strings") from None
+
+
+def where_rows(text: str, env: Mapping[str, Any], count: int, error: Callable[..., Exception], names: str,
+               label: str = "--where") -> np.ndarray:
+    """The rows (`count` of them) for which a user's filter expression holds over `env`.
+
+    A mistake raises `error(f"{label}: message", expr=text, hint=...)` (a UserError class); an unknown
+    name's hint lists `names`, the names the filter may read."""
+    try:
+        result = np.asarray(parse(text)(env))
+    except UnknownName as exc:
+        raise error(f"{label}: {exc.message}", expr=text, hint=f"names: {names}") from None
+    except ExprError as exc:
+        raise error(f"{label}: {exc.message}", expr=text, hint=exc.hint) from None
+    return np.broadcast_to(result.astype(bool), (count,))
 
 
 def _active(values: Any, mask: np.ndarray | None) -> Any:

@@ -32,6 +32,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from autotune.instance import Instance
 
 LOCK_STALE_S = 120.0  # a lock whose heartbeat is older than this belongs to a dead sweep
+_RESULT_COLUMNS = ("status", "median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms", "reps", "gflops", "gbs",
+                   "roofline_frac", "max_rel_err", "registers", "shared_bytes", "local_bytes", "compile_s",
+                   "l2_protection", "error", "sweep_id")
+# the columns of Store.measurements() before the parameters (a parameter of the same name becomes param_NAME)
+MEASUREMENT_COLUMNS = ("device", "space", "instance_id", "instance", "precision", "shape", "m", "n", "k", "batch",
+                       *_RESULT_COLUMNS)
 
 
 class Store:
@@ -53,6 +59,10 @@ class Store:
         SchemaVersionError, each with a hint, and writes nothing in those cases."""
         url = database_url(url)
         path = sqlite_path(url)
+        if path is not None and readonly and not Path(path).is_file():
+            raise StoreError(f"no SQLite database at {path}",
+                             hint="give the results database of a sweep (a config names it under `database:`; "
+                                  "the default is results/<config name>.sqlite)")
         if path is not None and create and not readonly:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         engine = make_engine(url, readonly=readonly)
@@ -366,10 +376,7 @@ class Store:
         and space name. One row per (device, instance, point)."""
         m, p, i, d = MeasurementRow, Point, InstanceRow, Device
         cols = [d.name.label("device"), i.space, m.instance_id, i.name.label("instance"), p.precision, p.shape,
-                p.m, p.n, p.k, p.batch] + [getattr(m, c) for c in (
-                    "status", "median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms", "reps", "gflops", "gbs",
-                    "roofline_frac", "max_rel_err", "registers", "shared_bytes", "local_bytes", "compile_s",
-                    "l2_protection", "error", "sweep_id")] + [i.params]
+                p.m, p.n, p.k, p.batch] + [getattr(m, c) for c in _RESULT_COLUMNS] + [i.params]
         q = (select(*cols).join(p, p.id == m.point_id).join(i, i.id == m.instance_id).join(d, d.id == m.device_id))
         if device is not None:
             q = q.where((d.name == device) | (d.uuid == device))
@@ -426,5 +433,5 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-__all__ = ["LOCK_STALE_S", "SCHEMA_VERSION", "Store", "StoreError", "SchemaVersionError", "SweepLockedError",
+__all__ = ["LOCK_STALE_S", "MEASUREMENT_COLUMNS", "SCHEMA_VERSION", "Store", "StoreError", "SchemaVersionError", "SweepLockedError",
            "SpaceRecord", "SweepStart"]

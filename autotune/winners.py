@@ -82,17 +82,21 @@ def with_point_key(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(point_key=keys)
 
 
+def sort_points(points: pd.DataFrame, then: list[str] | None = None) -> pd.DataFrame:
+    """Rows in the canonical point order: precision (fp64, fp32, fp16), shape, m, n, k, batch, then `then`."""
+    points = points.assign(_p=points["precision"].map({p: i for i, p in enumerate(PRECISION_ORDER)}).fillna(9),
+                           _s=points["shape"].map({s: i for i, s in enumerate(SHAPE_ORDER)}).fillna(9))
+    points = points.sort_values(["_p", "_s", "precision", "shape", "m", "n", "k", "batch", *(then or [])])
+    return points.drop(columns=["_p", "_s"]).reset_index(drop=True)
+
+
 def perf_matrix(df: pd.DataFrame) -> PerfMatrix:
     """Pivot a measurements DataFrame into a PerfMatrix (times of verified instances: ok and skipped)."""
     df = with_point_key(df) if {"precision", "shape", "m", "n", "k", "batch"} <= set(df.columns) else df
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"measurements lack the columns {missing}; expected {list(REQUIRED_COLUMNS)}")
-    points = df.loc[:, list(POINT_COLUMNS)].drop_duplicates("point_key")
-    points = points.assign(_p=points["precision"].map({p: i for i, p in enumerate(PRECISION_ORDER)}).fillna(9),
-                           _s=points["shape"].map({s: i for i, s in enumerate(SHAPE_ORDER)}).fillna(9))
-    points = points.sort_values(["_p", "_s", "precision", "shape", "m", "n", "k", "batch", "point_key"])
-    points = points.drop(columns=["_p", "_s"]).reset_index(drop=True)
+    points = sort_points(df.loc[:, list(POINT_COLUMNS)].drop_duplicates("point_key"), ["point_key"])
     for col in ("m", "n", "k", "batch"):
         points[col] = points[col].astype(np.int64)
     med = pd.to_numeric(df["median_ms"], errors="coerce")
