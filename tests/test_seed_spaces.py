@@ -17,7 +17,7 @@ CASES = [
     ("gemm_batched_simt", "K40c", "fp64"), ("gemm_vbatched_simt", "H100", "fp64"),
     ("gemm_small_simt", "H100", "fp64"), ("hgemm_wmma", "H100", "fp16"), ("hgemm_wmma", "V100", "fp16"),
     ("hgemm_mma", "H100", "fp16"), ("hgemm_small_tc", "H100", "fp16"), ("tsm2", "H100", "fp32"),
-    ("ism2", "H100", "fp64"),
+    ("ism2", "H100", "fp64"), ("gemm_tiny_simt", "H100", "fp32"),
 ]
 
 

@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""Device-side check of the tiny batched GEMM kernel (kernels_src/gemm_tiny.cuh, space gemm_tiny_simt).
+
+Compiles a handful of instances per precision and shape with NVRTC through CuPy (name expressions from the space
+file), runs them on problems chosen to break the kernel: every square n = 1..16 (through instances the space's
+`serves:` assigns), rectangular sizes (3 x 5 x 7), sizes below and above the compile-time bounds, leading dimensions
+above the matrix with NaN in the padding, gaps between matrices (non-packed strides), matrices that start off a
+16-byte boundary, alpha = 1.5 with beta = 0 and NaN-poisoned C, alpha = -0.5 with beta = 2, batch counts that PPB does
+not divide, a grid smaller than the group count, and batch = 70,001. Each matrix of the batch is compared with a
+float64 cupy.matmul reference: ||C_b - ref_b||_F / ||ref_b||_F within 1e-12 (fp64), 1e-5 (fp32), 1e-2 (fp16), every
+element finite, and everything outside the matrices (padding, gaps) still NaN.
+
+Then times memory-bound points (NN, alpha = 1, beta = 0, packed, A + B + C about 1 GB; fp64, fp32, fp16; square
+n = 2, 3, 4, 5, 6, 8, 12, 16) for a few instances of the space with exact bounds, the gemm_small (magma-small-v3)
+instances of scripts/check_simt.py for comparison, and cuBLAS (cupy.matmul), as a fraction of the copy roofline
+(bytes / measured device-to-device copy bandwidth, read + write).
+
+    python3 scripts/check_tiny.py [--no-timing]
+
+Exit code 1 if any correctness case fails. The pytest tier (tests/gpu/test_tiny.py) runs `correctness_cases()`
+through `run_case()`.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+if str(ROOT / "scripts") not in sys.path:
+    sys.path.insert(0, str(ROOT / "scripts"))
+
+import numpy as np  # noqa: E402
+
+import check_simt  # noqa: E402  (helpers: tolerances, NVRTC compile, copy bandwidth, event timing)
+from autotune.devices import get_device  # noqa: E402
+from autotune.measurement import TestPoint  # noqa: E402
+from autotune.space import load_space  # noqa: E402
+
+TOL = check_simt.TOL
+DTYPE = check_simt.DTYPE
+SCALAR = check_simt.SCALAR
+SPACE = {"tiny": "gemm_tiny_simt", "small": "gemm_small_simt"}
+SOURCE = {"tiny": "gemm_tiny.cuh", "small": "gemm_small.cuh"}
+PRECISIONS = ("fp64", "fp32", "fp16")
+SHAPES = ("NN", "NT", "TN", "TT")
+
+
+@functools.lru_cache(maxsize=None)
+def _space(name: str):
+    return load_space(name)
+
+
+def _p(**kw: int) -> tuple[tuple[str, int], ...]:
+    return tuple(kw.items())
+
+
+# Hand-picked instances (each passes the hard constraints at every precision): every work split, STAGES 1 and 2,
+# non-power-of-two and the largest bounds.
+INSTANCES = (
+    _p(BM=4, BN=4, BK=4, RM=1, RN=1, THREADS=256, PPB=64, STAGES=2),     # one element of C per thread
+    _p(BM=3, BN=5, BK=7, RM=3, RN=1, THREADS=128, PPB=32, STAGES=1),     # one column per thread
+    _p(BM=2, BN=2, BK=2, RM=2, RN=2, THREADS=128, PPB=128, STAGES=2),    # one problem per thread
+    _p(BM=6, BN=7, BK=5, RM=1, RN=7, THREADS=256, PPB=32, STAGES=2),     # one row per thread
+    _p(BM=16, BN=16, BK=16, RM=4, RN=2, THREADS=256, PPB=2, STAGES=1),   # 2-D micro-tile, largest bounds
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One kernel instance on one problem. Stored matrices of the batch lie `stride = ld * cols + gap` apart,
+    the first one `offset` elements past the start of a 256-byte aligned buffer."""
+
+    family: str  # "tiny" or "small"
+    params: tuple[tuple[str, int], ...]
+    precision: str
+    shape: str
+    m: int
+    n: int
+    k: int
+    batch: int
+    alpha: float = 1.5
+    beta: float = 0.0
+    pad: int = 0  # leading dimension minus rows (A, B and C)
+    gap: int = 0  # stride minus ld * cols
+    offset: int = 0  # elements before the first matrix (misaligns the 16-byte chunks)
+    grid_cap: int = 0  # > 0: launch at most this many blocks (grid stride)
+
+    @property
+    def label(self) -> str:
+        p = "-".join(str(v) for _, v in self.params)
+        return (f"{self.family}:{self.precision}:{self.shape}:{self.m}x{self.n}x{self.k}:b{self.batch}"
+                f":a{self.alpha:g}:b{self.beta:g}:pad{self.pad}:gap{self.gap}:off{self.offset}"
+                f"{':grid' + str(self.grid_cap) if self.grid_cap else ''}:[{p}]")
+
+    @property
+    def source(self) -> str:
+        return SOURCE[self.family]
+
+    def name_expression(self) -> str:
+        return _space(SPACE[self.family]).template_name(dict(self.params), self.precision, self.shape)
+
+    def geometry(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        g = _space(SPACE[self.family]).geometry(
+            dict(self.params), TestPoint(self.precision, self.shape, self.m, self.n, self.k, self.batch))
+        grid = tuple(g.grid)
+        if self.grid_cap:
+            grid = (min(grid[0], self.grid_cap),) + grid[1:]
+        return grid, tuple(g.block)  # RawKernel wants tuples
+
+
+@functools.lru_cache(maxsize=None)
+def _generated(precision: str):
+    from autotune.generator import generate
+    return generate(_space("gemm_tiny_simt"), get_device("H100"), precision)
+
+
+def serving_instances(precision: str, m: int, n: int, k: int) -> list[tuple[tuple[str, int], ...]]:
+    """Instances of the generated space (hard and soft constraints, H100 profile) that serve M x N x K."""
+    from autotune.generator import serving
+    g = _generated(precision)
+    rows = np.flatnonzero(serving(g, TestPoint(precision, "NN", m, n, k, 1000)))
+    frame = g.frame
+    return [tuple((c, int(frame.iloc[r][c])) for c in frame.columns) for r in rows]
+
+
+def _pick(insts: list, count: int) -> list:
+    """Up to `count` instances spread over the list (different splits and stages), in a stable order."""
+    if len(insts) <= count:
+        return list(insts)
+    idx = np.unique(np.linspace(0, len(insts) - 1, count).round().astype(int))
+    return [insts[i] for i in idx]
+
+
+def correctness_cases() -> list[Case]:
+    cases: list[Case] = []
+    for prec in PRECISIONS:
+        for shape in SHAPES:
+            for i, prm in enumerate(INSTANCES):
+                d = dict(prm)
+                bm, bn, bk, ppb = d["BM"], d["BN"], d["BK"], d["PPB"]
+                nb = 3 * ppb + 5  # the last group is partial
+                cases += [
+                    Case("tiny", prm, prec, shape, bm, bn, bk, nb, 1.5, 0.0),                       # exact, packed
+                    Case("tiny", prm, prec, shape, bm, bn, bk, nb, -0.5, 2.0, offset=1 + i % 3),   # misaligned
+                    Case("tiny", prm, prec, shape, bm, bn, bk, 2 * ppb + 1, 1.5, 0.0, pad=3),        # lda > rows
+                    Case("tiny", prm, prec, shape, bm, bn, bk, 2 * ppb + 3, -0.5, 2.0, gap=5, offset=1),  # gaps
+                    Case("tiny", prm, prec, shape, max(1, bm - 1), bn, max(1, bk - 1), nb, -0.5, 2.0,
+                         offset=3),                                                                   # below bounds
+                    Case("tiny", prm, prec, shape, bm + 1, bn, bk + 2, 37, 1.5, 0.0, pad=1),         # above bounds
+                    Case("tiny", prm, prec, shape, 3, 5, 7, 2 * ppb + 7, -0.5, 2.0),                 # rectangular
+                    Case("tiny", prm, prec, shape, bm, bn, bk, 11 * ppb + 3, 1.5, 0.0, offset=2,
+                         grid_cap=3),                                                                 # grid stride
+                ]
+        # every square n = 1..16 and a rectangular size, through instances the space assigns to them
+        for n in range(1, 17):
+            for prm in _pick(serving_instances(prec, n, n, n), 1):
+                for shape in (("NN", "TT") if n % 2 else ("NT", "TN")):
+                    cases.append(Case("tiny", prm, prec, shape, n, n, n, 1001, 1.5, 0.0))
+                    cases.append(Case("tiny", prm, prec, shape, n, n, n, 333, -0.5, 2.0, pad=1, offset=1))
+        for prm in _pick(serving_instances(prec, 3, 5, 7), 2):
+            cases.append(Case("tiny", prm, prec, "NN", 3, 5, 7, 1001, 1.5, 0.0, offset=1))
+            cases.append(Case("tiny", prm, prec, "TT", 3, 5, 7, 1001, -0.5, 2.0))
+    # batch above 65,535
+    cases.append(Case("tiny", INSTANCES[0], "fp32", "NN", 4, 4, 4, 70_001, 1.5, 0.0, offset=1))
+    cases.append(Case("tiny", INSTANCES[1], "fp64", "TN", 3, 5, 7, 70_001, -0.5, 2.0))
+    cases.append(Case("tiny", INSTANCES[2], "fp16", "NT", 2, 2, 2, 70_001, 1.5, 0.0, pad=1))
+    cases.append(Case("tiny", INSTANCES[3], "fp32", "TT", 6, 7, 5, 70_001, -0.5, 2.0, gap=2))
+    return cases
+
+
+@dataclass(frozen=True)
+class Outcome:
+    rel_err: float  # worst per-matrix ||C_b - ref_b||_F / ||ref_b||_F
+    finite: bool  # no NaN / Inf in the matrices
+    untouched: bool  # padding, gaps and the offset region still NaN
+    ok: bool
+
+
+def compile_modules(cases: list[Case]) -> dict[str, object]:
+    """One RawModule per source file holding every name expression the cases need (check_simt's helper)."""
+    return check_simt.compile_modules(cases)
+
+
+def _dims(c: Case):
+    ta, tb = c.shape[0] == "T", c.shape[1] == "T"
+    return ta, tb, ((c.k, c.m) if ta else (c.m, c.k)), ((c.n, c.k) if tb else (c.k, c.n))
+
+
+def _operand(cp, batch: int, rows: int, cols: int, pad: int, gap: int, offset: int, prec: str):
+    """Flat buffer of NaN for `batch` matrices rows x cols (ld = rows + pad, stride = ld * cols + gap) from
+    element `offset` on; returns (buffer, index (batch, cols, rows) of each stored element in it, ld, stride)."""
+    ld = rows + pad
+    stride = ld * cols + gap
+    buf = cp.full(offset + batch * stride + 8, cp.nan, DTYPE[prec])
+    idx = (offset + cp.arange(batch, dtype=cp.int64)[:, None, None] * stride
+           + cp.arange(cols, dtype=cp.int64)[None, :, None] * ld + cp.arange(rows, dtype=cp.int64)[None, None, :])
+    return buf, idx, ld, stride
+
+
+def run_case(case: Case, modules: dict[str, object], seed: int = 0) -> Outcome:
+    import cupy as cp
+
+    rs = cp.random.RandomState(seed)
+    prec, batch = case.precision, case.batch
+    ta, tb, (ra, ca), (rb, cb) = _dims(case)
+    bufA, ia, lda, sa = _operand(cp, batch, ra, ca, case.pad, case.gap, case.offset, prec)
+    bufB, ib, ldb, sb = _operand(cp, batch, rb, cb, case.pad, case.gap, case.offset, prec)
+    bufC, ic, ldc, sc = _operand(cp, batch, case.m, case.n, case.pad, case.gap, case.offset, prec)
+    bufA[ia] = rs.uniform(-1.0, 1.0, ia.shape).astype(DTYPE[prec])
+    bufB[ib] = rs.uniform(-1.0, 1.0, ib.shape).astype(DTYPE[prec])
+    if case.beta != 0:
+        bufC[ic] = rs.uniform(-1.0, 1.0, ic.shape).astype(DTYPE[prec])
+    # stored matrix b is X[b].T for X = buf[idx] (batch, cols, rows); op(A) = X^T (not transposed) or X (transposed)
+    xa = bufA[ia].astype(cp.float64)
+    xb = bufB[ib].astype(cp.float64)
+    op_a = xa if ta else xa.transpose(0, 2, 1)
+    op_b = xb if tb else xb.transpose(0, 2, 1)
+    ref = case.alpha * cp.matmul(op_a, op_b)
+    if case.beta != 0:
+        ref += case.beta * bufC[ic].astype(cp.float64).transpose(0, 2, 1)
+    mask = cp.zeros(bufC.shape, dtype=bool)  # the elements of C the kernel may write
+    mask[ic.ravel()] = True
+
+    s = SCALAR[prec]
+    fn = modules[case.source].get_function(case.name_expression())
+    grid, block = case.geometry()
+    i32, i64 = np.int32, np.int64
+    fn(grid, block, (i32(case.m), i32(case.n), i32(case.k), s(case.alpha), bufA[case.offset:], i32(lda), i64(sa),
+                     bufB[case.offset:], i32(ldb), i64(sb), s(case.beta), bufC[case.offset:], i32(ldc), i64(sc),
+                     i32(batch)))
+    cp.cuda.runtime.deviceSynchronize()
+    got = bufC[ic].astype(cp.float64).transpose(0, 2, 1)
+    finite = bool(cp.isfinite(got).all())
+    untouched = bool(cp.isnan(bufC[~mask]).all())
+    if finite:
+        num = cp.sqrt(((got - ref) ** 2).sum(axis=(1, 2)))
+        den = cp.maximum(cp.sqrt((ref ** 2).sum(axis=(1, 2))), 1e-300)
+        err = float((num / den).max())
+    else:
+        err = float("inf")
+    tol = TOL[prec] * max(1.0, (case.k / 1024) ** 0.5)
+    return Outcome(err, finite, untouched, finite and untouched and err <= tol)
+
+
+# ----------------------------------------------------------------------------------------------- timing
+TIMED_SIZES = (2, 3, 4, 5, 6, 8, 12, 16)
+
+
+def _batch_1gb(prec: str, n: int) -> int:
+    return int(1e9 // (DTYPE[prec]().itemsize * 3 * n * n))
+
+
+def _small_params(n: int, threads: int) -> tuple[tuple[str, int], ...]:
+    """gemm_small instances as scripts/check_simt.py times them: exact tile, NSG problems per block."""
+    bk = min(b for b in (2, 4, 8, 12, 16, 24, 32) if b >= n)
+    nsg = max(1, threads // (n * n))
+    nsg = 1 << (nsg.bit_length() - 1)
+    return _p(BLK_M=n, BLK_N=n, BLK_K=bk, NSG=nsg)
+
+
+def timed_cases(per_point: int = 4) -> list[Case]:
+    """NN, alpha = 1, beta = 0, packed, about 1 GB moved: up to `per_point` tiny instances with exact bounds
+    (spread over splits and stages), and the gemm_small instances of check_simt (128, 256, 512 threads)."""
+    out: list[Case] = []
+    for prec in PRECISIONS:
+        for n in TIMED_SIZES:
+            batch = _batch_1gb(prec, n)
+            exact = [p for p in serving_instances(prec, n, n, n)
+                     if dict(p)["BM"] == n and dict(p)["BN"] == n and dict(p)["BK"] == n]
+            for prm in _pick(exact, per_point):
+                out.append(Case("tiny", prm, prec, "NN", n, n, n, batch, 1.0, 0.0))
+            seen = set()
+            for threads in (128, 256, 512):
+                prm = _small_params(n, threads)
+                if prm not in seen:
+                    seen.add(prm)
+                    out.append(Case("small", prm, prec, "NN", n, n, n, batch, 1.0, 0.0))
+    return out
+
+
+def time_case(case: Case, modules: dict[str, object], bandwidth: float) -> dict[str, object]:
+    import cupy as cp
+
+    prec, m, n, k, batch = case.precision, case.m, case.n, case.k, case.batch
+    A = cp.random.uniform(-1, 1, (batch, k, m)).astype(DTYPE[prec])
+    B = cp.random.uniform(-1, 1, (batch, n, k)).astype(DTYPE[prec])
+    C = cp.full((batch, n, m), cp.nan, DTYPE[prec])
+    fn = modules[case.source].get_function(case.name_expression())
+    grid, block = case.geometry()
+    i32, i64, s = np.int32, np.int64, SCALAR[prec]
+    args = (i32(m), i32(n), i32(k), s(1.0), A, i32(m), i64(m * k), B, i32(k), i64(k * n), s(0.0), C, i32(m),
+            i64(m * n), i32(batch))
+    ms = check_simt._median_ms(lambda: fn(grid, block, args))
+    # spot check of the timed output: the first and last 1000 problems against float64
+    ok = True
+    for sl in (slice(0, 1000), slice(max(0, batch - 1000), batch)):
+        ref = cp.matmul(B[sl].astype(cp.float64), A[sl].astype(cp.float64))  # C^T = B^T A^T in row-major terms
+        got = C[sl].astype(cp.float64)
+        err = cp.sqrt(((got - ref) ** 2).sum(axis=(1, 2))) / cp.sqrt((ref ** 2).sum(axis=(1, 2)))
+        ok = ok and bool(cp.isfinite(got).all()) and float(err.max()) <= TOL[prec]
+    nbytes = TestPoint(prec, "NN", m, n, k, batch).bytes_moved(beta_nonzero=False)
+    del A, B, C
+    cp.get_default_memory_pool().free_all_blocks()
+    return {"case": case, "ms": ms, "frac": nbytes / bandwidth / (ms * 1e-3), "ok": ok}
+
+
+def cublas_ms(prec: str, n: int, batch: int) -> float:
+    import cupy as cp
+
+    A = cp.random.uniform(-1, 1, (batch, n, n)).astype(DTYPE[prec])
+    B = cp.random.uniform(-1, 1, (batch, n, n)).astype(DTYPE[prec])
+    C = cp.empty((batch, n, n), DTYPE[prec])
+    ms = check_simt._median_ms(lambda: cp.matmul(B, A, out=C))
+    del A, B, C
+    cp.get_default_memory_pool().free_all_blocks()
+    return ms
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--no-timing", action="store_true")
+    ap.add_argument("--per-point", type=int, default=4, help="tiny instances timed per size and precision")
+    args = ap.parse_args()
+    import time
+
+    import cupy as cp
+
+    cases = correctness_cases()
+    timed = [] if args.no_timing else timed_cases(args.per_point)
+    t0 = time.perf_counter()
+    modules = compile_modules(cases)  # the same module as the pytest tier: NVRTC cache hit there
+    timed_modules = compile_modules(timed) if timed else {}
+    print(f"compiled {len({c.name_expression() for c in cases + timed})} kernels in "
+          f"{time.perf_counter() - t0:.1f} s on {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}")
+
+    fails = 0
+    summary: dict[tuple[str, str], list[float]] = {}
+    for c in cases:
+        try:
+            o = run_case(c, modules)
+        except Exception as exc:  # a failure is data: report it and go on
+            o = Outcome(float("inf"), False, False, False)
+            print(f"ERROR {c.label}: {type(exc).__name__}: {exc}")
+        if not o.ok:
+            fails += 1
+            print(f"FAIL {c.label}: rel_err={o.rel_err:.2e} finite={o.finite} untouched={o.untouched}")
+        summary.setdefault((c.precision, c.shape), []).append(o.rel_err if o.ok else float("inf"))
+
+    rows = []
+    if timed:
+        bw = check_simt.copy_bandwidth()
+        print(f"\ntiming: NN, alpha=1, beta=0, packed, ~1 GB per launch, median of 20; "
+              f"copy bandwidth {bw / 1e12:.3f} TB/s (read + write)")
+        print(f"{'family':6} {'prec':5} {'n':>3} {'batch':>10} {'ms':>8} {'roof':>5} ok  instance")
+        best: dict[tuple[str, int, str], tuple[float, str]] = {}
+        for c in timed:
+            try:
+                r = time_case(c, timed_modules, bw)
+            except Exception as exc:
+                print(f"ERROR timing {c.label}: {type(exc).__name__}: {exc}")
+                continue
+            inst = "-".join(str(v) for _, v in c.params)
+            print(f"{c.family:6} {c.precision:5} {c.n:3d} {c.batch:10d} {r['ms']:8.3f} {r['frac']:5.2f} "
+                  f"{'y' if r['ok'] else 'N'}   {inst}")
+            if not r["ok"]:
+                fails += 1
+                print(f"FAIL timed output {c.label}")
+                continue
+            key = (c.precision, c.n, c.family)
+            if key not in best or r["ms"] < best[key][0]:
+                best[key] = (r["ms"], inst)
+        for prec in PRECISIONS:
+            for n in TIMED_SIZES:
+                batch = _batch_1gb(prec, n)
+                nbytes = TestPoint(prec, "NN", n, n, n, batch).bytes_moved(beta_nonzero=False)
+                try:
+                    cb = cublas_ms(prec, n, batch)
+                except Exception as exc:
+                    print(f"ERROR cuBLAS {prec} n={n}: {type(exc).__name__}: {exc}")
+                    cb = float("nan")
+                t = best.get((prec, n, "tiny"), (float("nan"), "-"))
+                s = best.get((prec, n, "small"), (float("nan"), "-"))
+                frac = lambda ms: nbytes / bw / (ms * 1e-3)  # noqa: E731
+                rows.append((prec, n, batch, t[0], frac(t[0]), t[1], s[0], frac(s[0]), cb, frac(cb)))
+
+    print(f"\ncorrectness (worst per-matrix relative error; inf = a failure); {len(cases)} cases")
+    print(f"{'prec':5} {'shape':5} {'cases':>5} {'max_rel_err':>12} {'tol':>8} result")
+    for (prec, shape), errs in sorted(summary.items()):
+        worst = max(errs)
+        print(f"{prec:5} {shape:5} {len(errs):5d} {worst:12.2e} {TOL[prec]:8.0e} "
+              f"{'PASS' if worst <= TOL[prec] else 'FAIL'}")
+    if rows:
+        print("\nbest times (ms) and fraction of the copy roofline: gemm_tiny vs gemm_small vs cuBLAS")
+        print(f"{'prec':5} {'n':>3} {'batch':>10} {'tiny_ms':>8} {'roof':>5} {'small_ms':>8} {'roof':>5} "
+              f"{'cublas':>8} {'roof':>5} {'speedup':>7}  best tiny instance")
+        for prec, n, batch, tm, tf, ti, sm, sf, cb, cf in rows:
+            print(f"{prec:5} {n:3d} {batch:10d} {tm:8.3f} {tf:5.2f} {sm:8.3f} {sf:5.2f} {cb:8.3f} {cf:5.2f} "
+                  f"{sm / tm:7.2f}  {ti}")
+    print(f"\n{len(cases) - sum(1 for e in summary.values() for x in e if x == float('inf'))}/{len(cases)} "
+          f"correctness cases pass; {fails} failure(s) in all")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
