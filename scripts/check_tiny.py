@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 import check_simt  # noqa: E402  (helpers: tolerances, NVRTC compile, copy bandwidth, event timing)
 from autotune.devices import get_device  # noqa: E402
 from autotune.measurement import TestPoint  # noqa: E402
+from autotune.paths import KERNELS_DIR  # noqa: E402
 from autotune.space import load_space  # noqa: E402
 
 TOL = check_simt.TOL
@@ -181,9 +182,51 @@ class Outcome:
     ok: bool
 
 
+class _Compiled:
+    """`get_function(name_expression)` over kernels compiled one per NVRTC call (autotune.compile)."""
+
+    def __init__(self, kernels: dict) -> None:
+        self.kernels, self.loaded = kernels, {}
+
+    def get_function(self, name: str):
+        import cupy as cp
+        ck = self.kernels[name]
+        if not ck.ok:
+            raise RuntimeError(f"{name} did not compile: {ck.log[-2000:]}")
+        if str(ck.blob) not in self.loaded:
+            mod = cp.cuda.function.Module()
+            mod.load_file(str(ck.blob))
+            self.loaded[str(ck.blob)] = mod
+        return self.loaded[str(ck.blob)].get_function(ck.lowered_name)
+
+
 def compile_modules(cases: list[Case]) -> dict[str, object]:
-    """One RawModule per source file holding every name expression the cases need (check_simt's helper)."""
-    return check_simt.compile_modules(cases)
+    """Every name expression the cases need, compiled in a process pool, one instance per NVRTC call, with
+    the runner's compiler (autotune.compile: its options and on-disk cache under .cache/compile), so the
+    168 instances take seconds on a many-core machine instead of one NVRTC program of minutes."""
+    import multiprocessing as mp
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    import cupy as cp
+
+    from autotune.compile import CompileRequest, compile_batch, ignore_sigint
+    from autotune.worker import DEFAULT_CACHE_DIR
+
+    arch = int(cp.cuda.Device().compute_capability)  # CuPy gives "90" for sm_90
+    names: dict[str, set[str]] = {}
+    for c in cases:
+        names.setdefault(c.source, set()).add(c.name_expression())
+    out: dict[str, object] = {}
+    workers = max(1, (os.cpu_count() or 2) - 1)
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=ignore_sigint) as pool:
+        for src, exprs in sorted(names.items()):
+            reqs = [CompileRequest(KERNELS_DIR / src, (e,), arch, (KERNELS_DIR,)) for e in sorted(exprs)]
+            kernels = {}
+            for res in pool.map(compile_batch, reqs, [DEFAULT_CACHE_DIR] * len(reqs)):
+                kernels.update({ck.name_expression: ck for ck in res})
+            out[src] = _Compiled(kernels)
+    return out
 
 
 def _dims(c: Case):
