@@ -342,6 +342,25 @@ def kt_problem(point: TestPoint, alpha: float, beta: float, seed: int) -> tuple[
     return args, 11, ref
 
 
+def _pad_cupy_uuid() -> None:
+    """Kernel Tuner 1.5's CuPy backend reads uuid.UUID(bytes=props["uuid"]); CuPy returns the 16 UUID bytes
+    as a C string, cut at the first zero byte, so on a GPU whose UUID holds a 0x00 byte Kernel Tuner stops
+    with "bytes is not a 16-char string" before its first config (seen on an H100). Pad the cut bytes with
+    zeros: Kernel Tuner only records the UUID (kernel_tuner_uuid in the report is then wrong after the cut)."""
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    original = runtime.getDeviceProperties
+
+    def padded(device: int) -> dict:
+        props = dict(original(device))
+        raw = props.get("uuid")
+        if isinstance(raw, bytes) and len(raw) < 16:
+            props["uuid"] = raw.ljust(16, b"\0")
+        return props
+    runtime.getDeviceProperties = padded
+
+
 def kt_child(spec_path: Path) -> None:
     """Runs in a child process: Kernel Tuner on the selected configs; writes spec['result']."""
     import numpy as np
@@ -350,6 +369,7 @@ def kt_child(spec_path: Path) -> None:
     from kernel_tuner.util import replace_param_occurrences
 
     from autotune.verify import judge
+    _pad_cupy_uuid()
     spec = json.loads(spec_path.read_text())
     space, point = load_space(spec["space_path"]), TestPoint(**spec["point"])
     if space.kernel.convention != "strided":
