@@ -250,18 +250,8 @@ def serving(generated: Generated, point: TestPoint) -> np.ndarray:
 
 def where(generated: Generated, text: str, label: str = "--where") -> np.ndarray:
     """Rows of `generated` for which the user's expression holds (`space list --where`, a config's `where:`)."""
-    from autotune.expr import ExprError, parse
+    from autotune.expr import where_rows
     space = generated.space
-    try:
-        e = parse(text)
-    except ExprError as exc:
-        raise SpaceError(f"{label}: {exc.message}", expr=text, hint=exc.hint) from None
     env = _Env(space, space.context(generated.precision, generated.device), generated.codes)
-    try:
-        result = np.asarray(e(env))
-    except ExprError as exc:
-        raise SpaceError(f"{label}: {exc.message}", expr=text, hint=exc.hint) from None
-    except KeyError as exc:
-        raise SpaceError(f"{label}: unknown name {exc.args[0]!r}", expr=text,
-                         hint=f"names: {', '.join(space.param_names)} and derived quantities") from None
-    return np.broadcast_to(result.astype(bool), (generated.count,))
+    return where_rows(text, env, generated.count, SpaceError, f"{', '.join(space.param_names)} and derived quantities",
+                      label)
