@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Device harness for the tensor-core HGEMM families (hgemm_wmma, hgemm_small_tc, hgemm_mma).
+"""Device harness for the tensor-core HGEMM families (hgemm_wmma, hgemm_small_tc, hgemm_mma, hgemm_flat_tc).
 
 Compiles a few instances of each family with NVRTC (cupy.RawModule), checks them against a float64 reference
 (NaN-poisoned C, alpha/beta not 0/1, every n from 1 to 33, rectangular and unpacked shapes, batch > 65,535),
@@ -30,7 +30,7 @@ KERNELS = ROOT / "kernels_src"
 class Kernel:
     """One instance: family, template arguments (without TRANS_A/TRANS_B) and its launch geometry."""
 
-    family: str  # hgemm_wmma | hgemm_small_tc | hgemm_mma
+    family: str  # hgemm_wmma | hgemm_small_tc | hgemm_mma | hgemm_flat_tc
     args: tuple[int, ...]
     label: str
 
@@ -43,6 +43,9 @@ class Kernel:
         if self.family == "hgemm_wmma":
             _, _, _, bm, bn, _, dx, dy, nsg = self.args
             return (math.ceil(m / bm) * math.ceil(n / bn) * math.ceil(batch / nsg), 1, 1), (dx, dy, nsg)
+        if self.family == "hgemm_flat_tc":
+            _, _, _, _, _, nwarps, ppb = self.args
+            return (min(math.ceil(batch / ppb), 4 * 132), 1, 1), (32 * nwarps, 1, 1)
         if self.family == "hgemm_mma":
             _, bm, bn, _, wm, wn, _, nsg = self.args
             return (math.ceil(m / bm) * math.ceil(n / bn) * math.ceil(batch / nsg), 1, 1), (32 * wm * wn, nsg, 1)
@@ -53,8 +56,28 @@ class Kernel:
         p = max(1, min((cap_a - 16) // (m * k), (cap_b - 16) // (k * n), (cap_c - 16) // (m * n)) // g * g)
         return (math.ceil(batch / p), 1, 1), (32 * nwarps, 1, 1)
 
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory: hgemm_flat_tc's (the formula of spaces/hgemm_flat_tc.yaml), 0 for the others."""
+        if self.family != "hgemm_flat_tc":
+            return 0
+        bm, bn, bk, wm, wn, _, ppb = self.args
+        up = lambda x, m: -(-x // m) * m  # noqa: E731
+        mp, np_, kp = up(bm, 16 * wm), up(bn, 16 * wn), up(bk, 16)
+        a_tile = max(kp * (mp + 8), mp * (kp + 8))
+        b_tile = max(np_ * (kp + 8), kp * (np_ + 8))
+        chunks = sum(-(-(ppb * x + 7) // 8) for x in (bm * bk, bk * bn, bm * bn))
+        return 16 * chunks + 2 * ppb * (a_tile + b_tile)
 
-W, S, R = "hgemm_wmma", "hgemm_small_tc", "hgemm_mma"
+    def fits(self, n: int) -> bool:
+        """Whether timing this instance at size n says anything: hgemm_flat_tc only where its bound serves n."""
+        return self.family != "hgemm_flat_tc" or n <= self.args[0] < n + 8
+
+    def bound(self) -> int:
+        """The largest M, N, K an hgemm_flat_tc instance runs on its fast path (BM = BN = BK here)."""
+        return self.args[0] if self.family == "hgemm_flat_tc" else 1 << 30
+
+
+W, S, R, F = "hgemm_wmma", "hgemm_small_tc", "hgemm_mma", "hgemm_flat_tc"
 KERNELS_UNDER_TEST = [
     # WMMA (TC_M, TC_N, TC_K, BLK_M, BLK_N, BLK_K, DIM_X, DIM_Y, NSG)
     Kernel(W, (16, 16, 16, 16, 16, 16, 16, 2, 1), "wmma16_nsg1"),
@@ -84,6 +107,18 @@ KERNELS_UNDER_TEST = [
     Kernel(R, (4, 64, 64, 32, 2, 2, 3, 1), "r4_64_s3"),
     Kernel(R, (4, 128, 64, 32, 2, 2, 3, 1), "r4_128x64"),
     Kernel(R, (4, 128, 128, 32, 2, 4, 3, 1), "r4_128_w8"),
+    # flat copies + repack + ldmatrix/mma.sync (BM, BN, BK, WM, WN, NWARPS, PPB); the first runs n = 1..40
+    Kernel(F, (40, 40, 40, 1, 1, 4, 2), "flat40_w4"),
+    Kernel(F, (8, 8, 8, 1, 1, 2, 16), "flat8_p16"),
+    Kernel(F, (16, 16, 16, 1, 1, 4, 8), "flat16_p8"),
+    Kernel(F, (24, 24, 24, 1, 1, 4, 4), "flat24_p4"),
+    Kernel(F, (32, 32, 32, 2, 2, 2, 2), "flat32_w2x2"),
+    Kernel(F, (48, 48, 48, 1, 2, 4, 1), "flat48_1x2"),
+    Kernel(F, (64, 64, 64, 2, 2, 4, 1), "flat64_2x2"),
+    Kernel(F, (72, 72, 72, 1, 1, 8, 1), "flat72_w8"),
+    Kernel(F, (96, 96, 96, 2, 2, 8, 1), "flat96_2x2"),
+    Kernel(F, (128, 128, 128, 2, 4, 8, 1), "flat128_2x4"),
+    Kernel(F, (128, 128, 128, 4, 2, 8, 1), "flat128_4x2"),
 ]
 
 
@@ -176,8 +211,11 @@ def launch(fn, kern: Kernel, p: Problem, o: Operands, alpha: float, beta: float,
     if grid_cap:
         grid = (min(grid[0], grid_cap), 1, 1)
     i32, i64, f32 = np.int32, np.int64, np.float32
+    smem = kern.shared_bytes()
+    if smem > 48 * 1024:
+        fn.max_dynamic_shared_size_bytes = smem
     fn(grid, block, (i32(p.m), i32(p.n), i32(p.k), f32(alpha), o.a, i32(o.lda), i64(o.sa), o.b, i32(o.ldb),
-                     i64(o.sb), f32(beta), o.c, i32(o.ldc), i64(o.sc), i32(p.batch)))
+                     i64(o.sb), f32(beta), o.c, i32(o.ldc), i64(o.sc), i32(p.batch)), shared_mem=smem)
 
 
 def rel_error(fn, kern: Kernel, p: Problem, alpha: float, beta: float, rng, cp, grid_cap=None) -> float:
@@ -204,6 +242,8 @@ def SHAPES_OF(kern: Kernel) -> tuple[str, ...]:  # noqa: N802 - the first instan
 
 def correctness_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, float, int | None]]:
     """(problem, alpha, beta, grid cap). `full`: every n from 1 to 33 in NN and NT."""
+    if kern.family == F:
+        return flat_cases(kern, full)
     cases = []
     small = kern.family == S
     sizes = range(1, 34) if full else ([2, 5, 8, 13, 16] if small else [3, 8, 17, 31, 33])
@@ -222,6 +262,30 @@ def correctness_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, fl
         cases.append((Problem(40, 24, 70, 50, "NN"), -1.5, 0.5, 3))
     if small:
         cases.append((Problem(12, 20, 40, 6, "NN"), 0.75, 0.5, None))  # outside v2's domain: fallback path
+    return cases
+
+
+def flat_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, float, int | None]]:
+    """hgemm_flat_tc: the sizes its bound b serves (b - 7 .. b; `full`: every n from 1 to b) in NN and NT, odd
+    rectangular sizes within the bound in the four shapes (the first instance) or NN/NT, unpacked layouts, a
+    batch above 65,535, a capped grid (several groups per block), and sizes above the bound (the slow path)."""
+    b = kern.bound()
+    cases = []
+    for n in (range(1, b + 1) if full else range(max(1, b - 7), b + 1)):
+        for shape in ("NN", "NT"):
+            cases.append((Problem(n, n, n, 3, shape), 1.5, -0.75 if n % 2 else 0.0, None))
+    rect = [(b, max(1, b - 3), max(1, b - 5)), (max(1, b - 6), b, 1), (3, max(1, b - 1), b), (5, 7, 3)]
+    for m, n, k in rect:
+        for shape in SHAPES_OF(kern):
+            cases.append((Problem(m, n, k, 5, shape), -0.5, 0.25, None))
+        cases.append((Problem(m, n, k, 4, "NN", pad=3), 1.25, 0.5, None))  # unpacked, unaligned leading dims
+        cases.append((Problem(m, n, k, 4, "NT", pad=1), 1.25, 0.0, None))
+    cases.append((Problem(8, 8, 8, 70_000, "NT"), 1.0, 0.0, None))  # batch above 65,535
+    cases.append((Problem(8, 8, 8, 1_000, "NN"), 1.0, 2.0, 7))  # grid-stride loop with a capped grid, beta != 0
+    m = max(1, b - 1)
+    cases.append((Problem(m, max(1, b - 2), b, 50, "NN"), -1.5, 0.5, 3))  # several groups per block
+    cases.append((Problem(m, max(1, b - 2), b, 50, "TN"), 1.0, 0.0, 2))
+    cases.append((Problem(b + 3, b + 1, b + 2, 3, "NN"), 0.75, 0.5, None))  # above the bound: slow path
     return cases
 
 
@@ -305,6 +369,8 @@ def main() -> int:
     ap.add_argument("--target-mb", type=float, default=256.0, help="working set per timed problem set (MB)")
     ap.add_argument("--reps", type=int, default=25)
     ap.add_argument("--full", action="store_true", help="every n from 1 to 33 for every instance")
+    ap.add_argument("--families", default="hgemm_wmma,hgemm_small_tc,hgemm_mma,hgemm_flat_tc",
+                    help="families to compile, check and time (comma-separated)")
     ap.add_argument("--batch-sweep", default="8,32", help="sizes for the batch-count study ('' to skip)")
     a = ap.parse_args()
     import cupy as cp
@@ -318,7 +384,7 @@ def main() -> int:
           f"cuda_include {cuda_include_dir()}", flush=True)
 
     mods, fails, log = {}, [], []
-    for fam in (W, S, R):
+    for fam in [f for f in (W, S, R, F) if f in a.families.split(",")]:
         names = sorted({k.name(s) for k in KERNELS_UNDER_TEST if k.family == fam for s in SHAPES_OF(k)})
         t0 = time.time()
         try:
@@ -356,7 +422,7 @@ def main() -> int:
         for kern in KERNELS_UNDER_TEST:
             if kern.family not in mods or kern.label in bad_labels:
                 continue
-            if kern.family == S and n > 16:
+            if (kern.family == S and n > 16) or not kern.fits(n):
                 continue
             t = time_kernel(mods[kern.family].get_function(kern.name("NN")), kern, p, o, bw, cp, a.reps)
             timings.append(t.__dict__)
@@ -364,6 +430,8 @@ def main() -> int:
                 best[kern.family] = t
         del o
         cp.get_default_memory_pool().free_all_blocks()
+        if not best:
+            continue
         top = min(best.values(), key=lambda t: t.ms)
         rows.append((n, p.batch, nbytes / 1e6, cub, nbytes / bw / (cub * 1e-3), best, top))
 
@@ -376,7 +444,7 @@ def main() -> int:
             o = make_operands(p, rng, cp, poison=True)
             ts = [time_kernel(mods[k.family].get_function(k.name("NN")), k, p, o, bw, cp, a.reps)
                   for k in KERNELS_UNDER_TEST if k.family in mods and k.label not in bad_labels
-                  and not (k.family == S and n > 16)]
+                  and not (k.family == S and n > 16) and k.fits(n)]
             t = min(ts, key=lambda t: t.ms)
             gf = lambda ms: 2 * n ** 3 * batch / (ms * 1e-3) / 1e9  # noqa: E731
             sweep.append((n, batch, t.label, gf(t.ms), gf(cub), cub / t.ms))
@@ -390,7 +458,7 @@ def main() -> int:
         cub = float(np.median(time_ms(run_cublas, cp, a.reps)))
         by_fam = {}
         for kern in KERNELS_UNDER_TEST:
-            if kern.family in mods and kern.label not in bad_labels:
+            if kern.family in mods and kern.label not in bad_labels and k <= kern.bound():
                 t = time_kernel(mods[kern.family].get_function(kern.name("NN")), kern, p, o, bw, cp, a.reps)
                 if kern.family not in by_fam or t.ms < by_fam[kern.family].ms:
                     by_fam[kern.family] = t
@@ -408,7 +476,7 @@ def main() -> int:
     for k, cub, by_fam in rect:
         cells = "  ".join(f"{f[6:]}: {t.label} {t.ms:.4f} ({t.frac:.2f})" for f, t in by_fam.items())
         print(f"K={k:>2}  cuBLAS {cub:.4f}  {cells}")
-    fams = [W, S, R]
+    fams = [W, S, R, F]
     print(f"\nsquare NN, alpha=1 beta=0, copy bw {bw / 1e12:.2f} TB/s, reps {a.reps}, median; frac = roofline fraction;"
           f" cuBLAS = {lib}")
     print(f"{'n':>4} {'batch':>8} {'MB':>6} | {'cuBLAS ms':>9} {'frac':>5} | "

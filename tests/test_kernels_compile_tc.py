@@ -1,6 +1,6 @@
 """Compile-only check of the tensor-core HGEMM families for sm_90 with nvcc (no GPU needed).
 
-One translation unit per family (hgemm_wmma, hgemm_small_tc, hgemm_mma) includes the kernel source and takes the
+One translation unit per family (hgemm_wmma, hgemm_small_tc, hgemm_mma, hgemm_flat_tc) includes the kernel source and takes the
 address of hand-picked instances (every tensor-core shape, every ladder rung, several problems per block) and of the
 first and last instances of the generated space, for the four shapes; taking the address instantiates the
 template, so a static_assert the space's hard constraints let through fails here. Name expressions come from the
@@ -34,6 +34,11 @@ HAND_PICKED = {
         dict(RUNG=3, BM=64, BN=32, BK=64, WM=2, WN=1, STAGES=2, NSG=1),
         dict(RUNG=4, BM=16, BN=16, BK=16, WM=1, WN=1, STAGES=2, NSG=8),
         dict(RUNG=4, BM=128, BN=128, BK=32, WM=2, WN=4, STAGES=3, NSG=1),
+    ],
+    "hgemm_flat_tc": [
+        dict(BM=8, BN=8, BK=8, WM=1, WN=1, NWARPS=2, PPB=16),
+        dict(BM=40, BN=24, BK=72, WM=1, WN=1, NWARPS=4, PPB=2),   # rectangular bounds
+        dict(BM=128, BN=128, BK=128, WM=2, WN=4, NWARPS=8, PPB=1),  # the largest
     ],
 }
 
@@ -88,3 +93,25 @@ def test_spaces_keep_every_rung_and_paper_soft_constraints() -> None:
     assert ((f.BLK_M % 16 == 0) & (f.BLK_M <= 128) & (f.BLK_K <= 128)).all()
     assert set(f["NSG"]) == {1, 2, 3, 4}
     assert set(zip(f.TC_M, f.TC_N)) == {(16, 16), (32, 8), (8, 32)}
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_flat_tc_shared_memory_formula_matches_the_kernel(tmp_path: Path) -> None:
+    """The space's smem_bytes (the launch's dynamic shared memory) is at least what the kernel needs for every
+    shape: hgemm_flat_tc_smem_bytes<...>() checked by static_assert for the hand-picked and sampled instances
+    (the kernel traps when launched with less)."""
+    space = load_space("hgemm_flat_tc")
+    dev = get_device("H100")
+    asserts = []
+    for p in _params("hgemm_flat_tc"):
+        smem = int(space.values(p, "fp16", dev)["smem_bytes"])
+        for s in SHAPES:
+            args = space.template_name(p, "fp16", s).split("<", 1)[1].rstrip(">")
+            asserts.append(f"static_assert(autotune::hgemm_flat_tc_smem_bytes<{args}>() <= {smem}, \"{s} {p}\");")
+            if s == "NN":  # NN is the orientation of the formula's first term: equal, not only bounded
+                asserts.append(f"static_assert(autotune::hgemm_flat_tc_smem_bytes<{args}>() + 0 >= {smem} - "
+                               f"2 * {p['PPB']} * 64 * 64, \"{s} {p}\");")
+    cu = tmp_path / "flat_smem.cu"
+    cu.write_text('#include "hgemm_flat_tc.cuh"\n' + "\n".join(asserts) + "\n")
+    r = compile_object(cu)
+    assert r.returncode == 0, r.stderr + r.stdout

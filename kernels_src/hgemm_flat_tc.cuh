@@ -1,0 +1,329 @@
+// Tensor-core batched HGEMM for small and odd sizes (M, N, K <= 128), built for memory bandwidth.
+//
+// Why: at these sizes a batched GEMM moves far more bytes than it computes, and with packed batches of odd-sized
+// matrices no matrix starts on a 16-byte boundary, so tile loaders that need aligned rows (cp.async, ldmatrix
+// straight from the global layout) fall back to 2-byte loads and lose 2-3x. This kernel never looks at the
+// matrix layout while moving data:
+//
+//   1. Flat copy. A block handles groups of PPB consecutive problems. When an operand is packed (ld equal to the
+//      stored rows and stride equal to the matrix size, or batch == 1), the group's A (B) is one contiguous range;
+//      the block copies the 16-byte aligned superset of that range into a flat shared buffer with cp.async
+//      (16-byte chunks, no registers held, everything in flight at once). The superset's extra bytes lie in the
+//      same 16-byte segments as the range's first and last elements, so they are mapped memory; they are never
+//      used. A non-packed operand is gathered element by element straight into step 2's layout (slow path).
+//   2. Repack. The block rewrites each problem of the group from the flat buffer into a zero-padded tile whose
+//      rows are 16-byte aligned and padded by 8 halves (conflict-free ldmatrix): the operand keeps the orientation
+//      it has in memory (A: rows = columns of the stored matrix), so the repack reads and writes consecutive
+//      halves across a warp, and the tile is read by ldmatrix or ldmatrix.trans as the shape needs. The flat
+//      buffer is then free, and the copy of the block's next group starts at once, in flight during the
+//      tensor-core work, the epilogue and the store of C.
+//   3. Tensor cores. Warps take (problem, warp tile) items in turn; a warp tile is WM x WN blocks of 16 x 16 of C,
+//      computed with mma.sync.m16n8k16 (fp16 in, fp32 accumulate) over K in steps of 16 (zero padded).
+//   4. C. Each warp writes alpha * acc (+ beta * C) as fp16 into a flat shared copy of the group's C, in the
+//      global layout, and the block stores it with 16-byte stores (element stores at the two ragged ends;
+//      nothing outside the matrices is written). beta == 0 never reads C; beta != 0 copies the group's C in
+//      first (packed) or reads it element by element (non-packed C is written element by element as well).
+//
+// C = alpha * op(A) * op(B) + beta * C, column-major, BLAS semantics, `strided` convention; fp16 A, B, C with fp32
+// alpha, beta and accumulation. Any M, N, K >= 1: sizes above the compile-time bounds take a correct
+// one-thread-per-element path. Any batch count (grid-stride loop over groups, 64-bit offsets).
+//
+// Tuning parameters (template arguments):
+//   BM, BN, BK  compile-time bounds of M, N, K (size the shared buffers; tiles are padded to 16)
+//   WM, WN      warp tile: WM x WN blocks of 16 x 16 of C (WM * WN * 8 fp32 accumulators per thread)
+//   NWARPS      warps per block
+//   PPB         problems per group
+// Launch: block (32 * NWARPS, 1, 1); grid (g, 1, 1) for any g >= 1; dynamic shared memory
+// hgemm_flat_tc_smem_bytes<...>() bytes (spaces/hgemm_flat_tc.yaml computes the same; a launch with less traps).
+#pragma once
+#include <cuda_fp16.h>
+
+namespace autotune {
+namespace flat_tc_detail {
+
+__host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(smem)), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+template <bool TRANS> __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half* p) {
+  if constexpr (TRANS) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+  }
+}
+__device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Misalignment of p to 16 bytes, in halves.
+__device__ __forceinline__ int misalign(const __half* p) {
+  return static_cast<int>((reinterpret_cast<unsigned long long>(p) & 15ull) >> 1);
+}
+
+// Compile-time geometry of one instance.
+template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB>
+struct Geo {
+  static constexpr int THREADS = 32 * NWARPS;
+  static constexpr int MP = cdiv(BM, 16 * WM) * 16 * WM;  // padded M, N, K
+  static constexpr int NP = cdiv(BN, 16 * WN) * 16 * WN;
+  static constexpr int KP = cdiv(BK, 16) * 16;
+  // Padded tiles: R rows of L halves (row stride L + 8). A keeps the stored orientation: NN/NT stores A as
+  // M x K column-major, so the tile's rows are k and its rows hold M consecutive i (read with ldmatrix.trans).
+  static constexpr int A_R = TRANS_A == 0 ? KP : MP, A_L = TRANS_A == 0 ? MP : KP, A_LD = A_L + 8;
+  static constexpr int B_R = TRANS_B == 0 ? NP : KP, B_L = TRANS_B == 0 ? KP : NP, B_LD = B_L + 8;
+  static constexpr int A_TILE = A_R * A_LD, B_TILE = B_R * B_LD;  // halves
+  // Flat buffers in 16-byte chunks: a range of n halves starting mis halves past a 16-byte boundary covers
+  // cdiv(mis + n, 8) <= cdiv(n + 7, 8) chunks.
+  static constexpr int QA = cdiv(PPB * BM * BK + 7, 8), QB = cdiv(PPB * BK * BN + 7, 8);
+  static constexpr int QC = cdiv(PPB * BM * BN + 7, 8);
+  static constexpr int SMEM = 16 * (QA + QB + QC) + 2 * PPB * (A_TILE + B_TILE);
+  static constexpr int IM = MP / (16 * WM), IN = NP / (16 * WN);  // warp tiles per problem
+};
+
+// Zero-padded tile from a problem's stored matrix (sr rows x sc columns, column-major, ld = sr): tile row c holds
+// column c of the stored matrix, tile column r its row r; (c, r) outside sr x sc is zero. `src` is the problem's
+// element 0 in the flat buffer (packed) or in global memory (non-packed, leading dimension ld). Threads take
+// pairs of halves along a tile row: consecutive threads read and write consecutive halves.
+template <int R, int L, int LD, int THREADS, bool FLAT>
+__device__ __forceinline__ void repack(__half* tile, const __half* src, int sr, int sc, long long ld, int t) {
+  constexpr int PAIRS = R * (L / 2);
+  const __half zero = __float2half(0.0f);
+#pragma unroll 4
+  for (int d = t; d < PAIRS; d += THREADS) {
+    const int c = d / (L / 2);
+    const int r = (d - c * (L / 2)) * 2;
+    __half lo = zero, hi = zero;
+    if (c < sc) {
+      const __half* col = FLAT ? src + c * sr : src + c * ld;
+      if (r < sr) lo = col[r];
+      if (r + 1 < sr) hi = col[r + 1];
+    }
+    __half2 v;
+    v.x = lo;
+    v.y = hi;
+    *reinterpret_cast<__half2*>(tile + c * LD + r) = v;
+  }
+}
+
+template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB>
+__device__ __forceinline__ void run(int M, int N, int K, float alpha, const __half* A, int lda, long long strideA,
+                                    const __half* B, int ldb, long long strideB, float beta, __half* C, int ldc,
+                                    long long strideC, int batch, unsigned char* smem) {
+  using G = Geo<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB>;
+  constexpr int THREADS = G::THREADS;
+  __half* const flatA = reinterpret_cast<__half*>(smem);
+  __half* const flatB = flatA + 8 * G::QA;
+  __half* const flatC = flatB + 8 * G::QB;
+  __half* const tileA = flatC + 8 * G::QC;
+  __half* const tileB = tileA + PPB * G::A_TILE;
+
+  const int MK = M * K, KN = K * N, MN = M * N;
+  const int ar = TRANS_A == 0 ? M : K, ac = TRANS_A == 0 ? K : M;  // stored A: ar x ac
+  const int br = TRANS_B == 0 ? K : N, bc = TRANS_B == 0 ? N : K;  // stored B: br x bc
+  const bool packA = lda == ar && (strideA == (long long)MK || batch == 1);
+  const bool packB = ldb == br && (strideB == (long long)KN || batch == 1);
+  const bool packC = ldc == M && (strideC == (long long)MN || batch == 1);
+  const bool readC = beta != 0.0f;
+
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const long long ngroups = ((long long)batch + PPB - 1) / PPB;
+
+  // cp.async the aligned superset of a packed operand's group into its flat buffer.
+  auto copy_flat = [&](__half* flat, const __half* g, int n) {
+    const __half* base = g - misalign(g);
+    const int chunks = (misalign(g) + n + 7) >> 3;
+    for (int q = t; q < chunks; q += THREADS) cp_async16(flat + 8 * q, base + 8 * q);
+  };
+  auto issue = [&](long long grp) {
+    const long long p0 = grp * PPB;
+    const int np = static_cast<int>(min((long long)PPB, (long long)batch - p0));
+    if (packA) copy_flat(flatA, A + p0 * MK, np * MK);
+    if (packB) copy_flat(flatB, B + p0 * KN, np * KN);
+  };
+
+  long long grp = blockIdx.x;
+  if (grp < ngroups) issue(grp);
+  cp_async_commit();
+  for (; grp < ngroups; grp += gridDim.x) {
+    const long long p0 = grp * PPB;
+    const int np = static_cast<int>(min((long long)PPB, (long long)batch - p0));
+    cp_async_wait<0>();
+    __syncthreads();  // this group's flat copies have landed; the previous group's C is stored
+
+    // Repack (or gather) every problem of the group into its padded tiles.
+    const int offA = packA ? misalign(A + p0 * MK) : 0;
+    const int offB = packB ? misalign(B + p0 * KN) : 0;
+    for (int p = 0; p < np; ++p) {
+      if (packA)
+        repack<G::A_R, G::A_L, G::A_LD, THREADS, true>(tileA + p * G::A_TILE, flatA + offA + p * MK, ar, ac, ar, t);
+      else
+        repack<G::A_R, G::A_L, G::A_LD, THREADS, false>(tileA + p * G::A_TILE, A + (p0 + p) * strideA, ar, ac, lda,
+                                                        t);
+      if (packB)
+        repack<G::B_R, G::B_L, G::B_LD, THREADS, true>(tileB + p * G::B_TILE, flatB + offB + p * KN, br, bc, br, t);
+      else
+        repack<G::B_R, G::B_L, G::B_LD, THREADS, false>(tileB + p * G::B_TILE, B + (p0 + p) * strideB, br, bc, ldb,
+                                                        t);
+    }
+    __half* const gc = C + p0 * MN;  // packed C: the group's range
+    const int offC = packC ? misalign(gc) : 0;
+    if (readC && packC) copy_flat(flatC, gc, np * MN);
+    cp_async_commit();
+    __syncthreads();  // tiles complete; the flat A and B buffers are free
+    if (grp + gridDim.x < ngroups) issue(grp + gridDim.x);  // in flight during the math and the store of C
+    cp_async_commit();
+    if (readC && packC) {
+      cp_async_wait<1>();  // C's copy (the group before the one just issued)
+      __syncthreads();
+    }
+
+    // Tensor-core work: items (problem, warp tile).
+    const int items = np * G::IM * G::IN;
+    const int gq = lane >> 2, tq = lane & 3;  // fragment row group and thread in group
+    const int mi = lane >> 3, mr = lane & 7;  // ldmatrix: matrix and row this lane addresses
+#pragma unroll 1
+    for (int item = warp; item < items; item += NWARPS) {
+      const int p = item / (G::IM * G::IN);
+      const int w = item - p * (G::IM * G::IN);
+      const int i0 = (w % G::IM) * 16 * WM, j0 = (w / G::IM) * 16 * WN;
+      const __half* ta = tileA + p * G::A_TILE;
+      const __half* tb = tileB + p * G::B_TILE;
+      float acc[WM][2 * WN][4];
+#pragma unroll
+      for (int a = 0; a < WM; ++a)
+#pragma unroll
+        for (int b = 0; b < 2 * WN; ++b)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[a][b][e] = 0.0f;
+#pragma unroll
+      for (int k0 = 0; k0 < G::KP; k0 += 16) {
+        unsigned fa[WM][4], fb[WN][4];
+#pragma unroll
+        for (int a = 0; a < WM; ++a) {
+          const int i = i0 + 16 * a;
+          if constexpr (TRANS_A == 0)  // tile rows k, columns i: transpose while loading
+            ldmatrix_x4<true>(fa[a], ta + (k0 + mr + (mi >> 1) * 8) * G::A_LD + i + (mi & 1) * 8);
+          else
+            ldmatrix_x4<false>(fa[a], ta + (i + mr + (mi & 1) * 8) * G::A_LD + k0 + (mi >> 1) * 8);
+        }
+#pragma unroll
+        for (int b = 0; b < WN; ++b) {
+          const int j = j0 + 16 * b;  // two n8 tiles: registers 0, 1 for j .. j + 7 and 2, 3 for j + 8 .. j + 15
+          if constexpr (TRANS_B == 0)  // tile rows j, columns k
+            ldmatrix_x4<false>(fb[b], tb + (j + mr + (mi >> 1) * 8) * G::B_LD + k0 + (mi & 1) * 8);
+          else  // tile rows k, columns j
+            ldmatrix_x4<true>(fb[b], tb + (k0 + mr + (mi & 1) * 8) * G::B_LD + j + (mi >> 1) * 8);
+        }
+#pragma unroll
+        for (int a = 0; a < WM; ++a)
+#pragma unroll
+          for (int b = 0; b < WN; ++b) {
+            mma16816(acc[a][2 * b], fa[a], fb[b][0], fb[b][1]);
+            mma16816(acc[a][2 * b + 1], fa[a], fb[b][2], fb[b][3]);
+          }
+      }
+      // Epilogue: accumulator e of n8 tile b holds (i0 + 16a + gq + 8 (e >> 1), j0 + 8b + 2tq + (e & 1)).
+      const long long pg = p0 + p;
+#pragma unroll
+      for (int a = 0; a < WM; ++a)
+#pragma unroll
+        for (int b = 0; b < 2 * WN; ++b)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int i = i0 + 16 * a + gq + 8 * (e >> 1), j = j0 + 8 * b + 2 * tq + (e & 1);
+            if (i < M && j < N) {
+              float v = alpha * acc[a][b][e];
+              if (packC) {
+                __half* c = flatC + offC + p * MN + i + j * M;
+                if (readC) v += beta * __half2float(*c);
+                *c = __float2half_rn(v);
+              } else {
+                __half* c = C + pg * strideC + (long long)j * ldc + i;
+                if (readC) v += beta * __half2float(*c);
+                *c = __float2half_rn(v);
+              }
+            }
+          }
+    }
+    __syncthreads();  // the group's C is complete in shared memory
+
+    if (packC) {  // 16-byte stores of the full chunks, element stores at the ragged ends
+      const int n = np * MN;
+      const int span = offC + n;
+      for (int q = t; q < (span + 7) >> 3; q += THREADS) {
+        const int lo = 8 * q;
+        if (lo >= offC && lo + 8 <= span) {
+          __stcs(reinterpret_cast<uint4*>(gc + (lo - offC)), *reinterpret_cast<const uint4*>(flatC + lo));
+        } else {
+          for (int s = max(lo, offC); s < min(lo + 8, span); ++s) gc[s - offC] = flatC[s];
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // nothing left in flight when the block exits
+}
+
+}  // namespace flat_tc_detail
+
+// Dynamic shared memory an instance needs, bytes.
+template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB>
+__host__ __device__ constexpr int hgemm_flat_tc_smem_bytes() {
+  return flat_tc_detail::Geo<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB>::SMEM;
+}
+
+template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB>
+__global__ void __launch_bounds__(32 * NWARPS)
+hgemm_flat_tc(int M, int N, int K, float alpha, const __half* A, int lda, long long strideA, const __half* B, int ldb,
+              long long strideB, float beta, __half* C, int ldc, long long strideC, int batch) {
+  static_assert(BM >= 1 && BN >= 1 && BK >= 1, "bounds must be positive");
+  static_assert(WM >= 1 && WN >= 1 && NWARPS >= 1 && NWARPS <= 32 && PPB >= 1, "bad warp tile, warps or group");
+  extern __shared__ __align__(16) unsigned char flat_tc_smem[];
+  if (M <= 0 || N <= 0 || batch <= 0) return;  // uniform: no thread reaches a barrier
+  if (M > BM || N > BN || K > BK) {
+    // Above the compile-time bounds: one thread per element of C, straight from global memory (no barriers).
+    const long long mn = (long long)M * N;
+    const long long total = (long long)batch * mn;
+    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (long long)gridDim.x * blockDim.x) {
+      const long long p = idx / mn;
+      const long long e = idx - p * mn;
+      const int i = static_cast<int>(e % M), j = static_cast<int>(e / M);
+      const __half* a = A + p * strideA;
+      const __half* b = B + p * strideB;
+      float s = 0.0f;
+#pragma unroll 1
+      for (int k = 0; k < K; ++k) {
+        const float x = __half2float(TRANS_A == 0 ? a[(long long)k * lda + i] : a[(long long)i * lda + k]);
+        const float y = __half2float(TRANS_B == 0 ? b[(long long)j * ldb + k] : b[(long long)k * ldb + j]);
+        s += x * y;
+      }
+      __half* cp = C + p * strideC + (long long)j * ldc + i;
+      float v = alpha * s;
+      if (beta != 0.0f) v += beta * __half2float(*cp);
+      *cp = __float2half_rn(v);
+    }
+    return;
+  }
+  unsigned dyn;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+  if (dyn < static_cast<unsigned>(hgemm_flat_tc_smem_bytes<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB>()))
+    __trap();  // launched with too little dynamic shared memory: fail loudly, never corrupt
+  flat_tc_detail::run<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB>(
+      M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, flat_tc_smem);
+}
+
+}  // namespace autotune
