@@ -75,7 +75,7 @@ __device__ __forceinline__ int misalign(const __half* p) {
 }
 
 // Compile-time geometry of one instance.
-template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES>
 struct Geo {
   static constexpr int THREADS = 32 * NWARPS;
   static constexpr int MP = cdiv(BM, 16 * WM) * 16 * WM;  // padded M, N, K
@@ -90,7 +90,7 @@ struct Geo {
   // cdiv(mis + n, 8) <= cdiv(n + 7, 8) chunks.
   static constexpr int QA = cdiv(PPB * BM * BK + 7, 8), QB = cdiv(PPB * BK * BN + 7, 8);
   static constexpr int QC = cdiv(PPB * BM * BN + 7, 8);
-  static constexpr int SMEM = 16 * (QA + QB + QC) + 2 * PPB * (A_TILE + B_TILE);
+  static constexpr int SMEM = 16 * (STAGES * (QA + QB) + QC) + 2 * PPB * (A_TILE + B_TILE);
   static constexpr int IM = MP / (16 * WM), IN = NP / (16 * WN);  // warp tiles per problem
 };
 
@@ -119,15 +119,15 @@ __device__ __forceinline__ void repack(__half* tile, const __half* src, int sr, 
   }
 }
 
-template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __half* A, int lda, long long strideA,
                                     const __half* B, int ldb, long long strideB, float beta, __half* C, int ldc,
                                     long long strideC, int batch, unsigned char* smem) {
-  using G = Geo<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB>;
+  using G = Geo<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB, STAGES>;
   constexpr int THREADS = G::THREADS;
-  __half* const flatA = reinterpret_cast<__half*>(smem);
-  __half* const flatB = flatA + 8 * G::QA;
-  __half* const flatC = flatB + 8 * G::QB;
+  // Shared memory: STAGES flat buffers of A and B, the flat C, the padded tiles.
+  __half* const flat0 = reinterpret_cast<__half*>(smem);
+  __half* const flatC = flat0 + STAGES * 8 * (G::QA + G::QB);
   __half* const tileA = flatC + 8 * G::QC;
   __half* const tileB = tileA + PPB * G::A_TILE;
 
@@ -142,39 +142,51 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const long long ngroups = ((long long)batch + PPB - 1) / PPB;
 
-  // cp.async the aligned superset of a packed operand's group into its flat buffer.
+  // cp.async the aligned superset of a packed operand's group into a flat buffer.
   auto copy_flat = [&](__half* flat, const __half* g, int n) {
     const __half* base = g - misalign(g);
     const int chunks = (misalign(g) + n + 7) >> 3;
     for (int q = t; q < chunks; q += THREADS) cp_async16(flat + 8 * q, base + 8 * q);
   };
-  auto issue = [&](long long grp) {
+  auto flat_a = [&](int stage) { return flat0 + stage * 8 * (G::QA + G::QB); };
+  auto flat_b = [&](int stage) { return flat0 + stage * 8 * (G::QA + G::QB) + 8 * G::QA; };
+  auto issue = [&](long long grp, int stage) {
     const long long p0 = grp * PPB;
     const int np = static_cast<int>(min((long long)PPB, (long long)batch - p0));
-    if (packA) copy_flat(flatA, A + p0 * MK, np * MK);
-    if (packB) copy_flat(flatB, B + p0 * KN, np * KN);
+    if (packA) copy_flat(flat_a(stage), A + p0 * MK, np * MK);
+    if (packB) copy_flat(flat_b(stage), B + p0 * KN, np * KN);
   };
 
+  // STAGES == 1: the copy of the next group starts once this group is repacked (its flat buffer is free).
+  // STAGES == 2: it starts before this group is repacked, into the other buffer (in flight during the repack too).
   long long grp = blockIdx.x;
-  if (grp < ngroups) issue(grp);
+  if (grp < ngroups) issue(grp, 0);
   cp_async_commit();
-  for (; grp < ngroups; grp += gridDim.x) {
+  for (int it = 0; grp < ngroups; grp += gridDim.x, ++it) {
     const long long p0 = grp * PPB;
     const int np = static_cast<int>(min((long long)PPB, (long long)batch - p0));
-    cp_async_wait<0>();
+    const int stage = STAGES == 2 ? (it & 1) : 0;
+    const bool more = grp + gridDim.x < ngroups;
+    if (STAGES == 2) {
+      if (more) issue(grp + gridDim.x, stage ^ 1);  // that buffer was repacked in the previous iteration
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();  // this group's flat copies have landed; the previous group's C is stored
 
     // Repack (or gather) every problem of the group into its padded tiles.
-    const int offA = packA ? misalign(A + p0 * MK) : 0;
-    const int offB = packB ? misalign(B + p0 * KN) : 0;
+    const __half* fa = flat_a(stage) + (packA ? misalign(A + p0 * MK) : 0);
+    const __half* fb = flat_b(stage) + (packB ? misalign(B + p0 * KN) : 0);
     for (int p = 0; p < np; ++p) {
       if (packA)
-        repack<G::A_R, G::A_L, G::A_LD, THREADS, true>(tileA + p * G::A_TILE, flatA + offA + p * MK, ar, ac, ar, t);
+        repack<G::A_R, G::A_L, G::A_LD, THREADS, true>(tileA + p * G::A_TILE, fa + p * MK, ar, ac, ar, t);
       else
         repack<G::A_R, G::A_L, G::A_LD, THREADS, false>(tileA + p * G::A_TILE, A + (p0 + p) * strideA, ar, ac, lda,
                                                         t);
       if (packB)
-        repack<G::B_R, G::B_L, G::B_LD, THREADS, true>(tileB + p * G::B_TILE, flatB + offB + p * KN, br, bc, br, t);
+        repack<G::B_R, G::B_L, G::B_LD, THREADS, true>(tileB + p * G::B_TILE, fb + p * KN, br, bc, br, t);
       else
         repack<G::B_R, G::B_L, G::B_LD, THREADS, false>(tileB + p * G::B_TILE, B + (p0 + p) * strideB, br, bc, ldb,
                                                         t);
@@ -183,13 +195,15 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
     const int offC = packC ? misalign(gc) : 0;
     if (readC && packC) copy_flat(flatC, gc, np * MN);
     cp_async_commit();
-    __syncthreads();  // tiles complete; the flat A and B buffers are free
-    if (grp + gridDim.x < ngroups) issue(grp + gridDim.x);  // in flight during the math and the store of C
-    cp_async_commit();
-    if (readC && packC) {
-      cp_async_wait<1>();  // C's copy (the group before the one just issued)
-      __syncthreads();
+    __syncthreads();  // tiles complete; this group's flat buffer is free
+    if (STAGES == 1) {
+      if (more) issue(grp + gridDim.x, 0);  // in flight during the math and the store of C
+      cp_async_commit();
+      if (readC && packC) cp_async_wait<1>();  // C's copy (the group before the one just issued)
+    } else if (readC && packC) {
+      cp_async_wait<0>();  // C's copy is the newest group
     }
+    if (readC && packC) __syncthreads();
 
     // Tensor-core work: items (problem, warp tile).
     const int items = np * G::IM * G::IN;
@@ -280,12 +294,12 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
 }  // namespace flat_tc_detail
 
 // Dynamic shared memory an instance needs, bytes.
-template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES>
 __host__ __device__ constexpr int hgemm_flat_tc_smem_bytes() {
-  return flat_tc_detail::Geo<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB>::SMEM;
+  return flat_tc_detail::Geo<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB, STAGES>::SMEM;
 }
 
-template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES>
 __global__ void __launch_bounds__(32 * NWARPS)
 hgemm_flat_tc(int M, int N, int K, float alpha, const __half* A, int lda, long long strideA, const __half* B, int ldb,
               long long strideB, float beta, __half* C, int ldc, long long strideC, int batch) {
@@ -320,9 +334,9 @@ hgemm_flat_tc(int M, int N, int K, float alpha, const __half* A, int lda, long l
   }
   unsigned dyn;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-  if (dyn < static_cast<unsigned>(hgemm_flat_tc_smem_bytes<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB>()))
+  if (dyn < static_cast<unsigned>(hgemm_flat_tc_smem_bytes<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB, STAGES>()))
     __trap();  // launched with too little dynamic shared memory: fail loudly, never corrupt
-  flat_tc_detail::run<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB>(
+  flat_tc_detail::run<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB, STAGES>(
       M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, flat_tc_smem);
 }
 

@@ -44,8 +44,10 @@ class Kernel:
             _, _, _, bm, bn, _, dx, dy, nsg = self.args
             return (math.ceil(m / bm) * math.ceil(n / bn) * math.ceil(batch / nsg), 1, 1), (dx, dy, nsg)
         if self.family == "hgemm_flat_tc":
-            _, _, _, _, _, nwarps, ppb = self.args
-            return (min(math.ceil(batch / ppb), 4 * 132), 1, 1), (32 * nwarps, 1, 1)
+            _, _, _, _, _, nwarps, ppb, _ = self.args
+            # the space's grid: two waves of resident blocks (H100: 132 SMs, 2048 threads, 228 KB, 32 blocks)
+            per_sm = max(1, min(2048 // (32 * nwarps), 228 * 1024 // (self.shared_bytes() + 1024), 32))
+            return (min(math.ceil(batch / ppb), 2 * 132 * per_sm), 1, 1), (32 * nwarps, 1, 1)
         if self.family == "hgemm_mma":
             _, bm, bn, _, wm, wn, _, nsg = self.args
             return (math.ceil(m / bm) * math.ceil(n / bn) * math.ceil(batch / nsg), 1, 1), (32 * wm * wn, nsg, 1)
@@ -60,13 +62,14 @@ class Kernel:
         """Dynamic shared memory: hgemm_flat_tc's (the formula of spaces/hgemm_flat_tc.yaml), 0 for the others."""
         if self.family != "hgemm_flat_tc":
             return 0
-        bm, bn, bk, wm, wn, _, ppb = self.args
+        bm, bn, bk, wm, wn, _, ppb, stages = self.args
         up = lambda x, m: -(-x // m) * m  # noqa: E731
         mp, np_, kp = up(bm, 16 * wm), up(bn, 16 * wn), up(bk, 16)
         a_tile = max(kp * (mp + 8), mp * (kp + 8))
         b_tile = max(np_ * (kp + 8), kp * (np_ + 8))
-        chunks = sum(-(-(ppb * x + 7) // 8) for x in (bm * bk, bk * bn, bm * bn))
-        return 16 * chunks + 2 * ppb * (a_tile + b_tile)
+        flat_ab = sum(-(-(ppb * x + 7) // 8) for x in (bm * bk, bk * bn))
+        flat_c = -(-(ppb * bm * bn + 7) // 8)
+        return 16 * (stages * flat_ab + flat_c) + 2 * ppb * (a_tile + b_tile)
 
     def fits(self, n: int) -> bool:
         """Whether timing this instance at size n says anything: hgemm_flat_tc only where its bound serves n."""
@@ -107,18 +110,22 @@ KERNELS_UNDER_TEST = [
     Kernel(R, (4, 64, 64, 32, 2, 2, 3, 1), "r4_64_s3"),
     Kernel(R, (4, 128, 64, 32, 2, 2, 3, 1), "r4_128x64"),
     Kernel(R, (4, 128, 128, 32, 2, 4, 3, 1), "r4_128_w8"),
-    # flat copies + repack + ldmatrix/mma.sync (BM, BN, BK, WM, WN, NWARPS, PPB); the first runs n = 1..40
-    Kernel(F, (40, 40, 40, 1, 1, 4, 2), "flat40_w4"),
-    Kernel(F, (8, 8, 8, 1, 1, 2, 16), "flat8_p16"),
-    Kernel(F, (16, 16, 16, 1, 1, 4, 8), "flat16_p8"),
-    Kernel(F, (24, 24, 24, 1, 1, 4, 4), "flat24_p4"),
-    Kernel(F, (32, 32, 32, 2, 2, 2, 2), "flat32_w2x2"),
-    Kernel(F, (48, 48, 48, 1, 2, 4, 1), "flat48_1x2"),
-    Kernel(F, (64, 64, 64, 2, 2, 4, 1), "flat64_2x2"),
-    Kernel(F, (72, 72, 72, 1, 1, 8, 1), "flat72_w8"),
-    Kernel(F, (96, 96, 96, 2, 2, 8, 1), "flat96_2x2"),
-    Kernel(F, (128, 128, 128, 2, 4, 8, 1), "flat128_2x4"),
-    Kernel(F, (128, 128, 128, 4, 2, 8, 1), "flat128_4x2"),
+    # flat copies + repack + ldmatrix/mma.sync (BM, BN, BK, WM, WN, NWARPS, PPB, STAGES); the first runs n = 1..40
+    Kernel(F, (40, 40, 40, 1, 1, 4, 2, 2), "flat40_w4"),
+    Kernel(F, (8, 8, 8, 1, 1, 2, 16, 1), "flat8_p16"),
+    Kernel(F, (8, 8, 8, 1, 1, 4, 32, 2), "flat8_p32s2"),
+    Kernel(F, (16, 16, 16, 1, 1, 4, 8, 1), "flat16_p8"),
+    Kernel(F, (16, 16, 16, 1, 1, 4, 8, 2), "flat16_p8s2"),
+    Kernel(F, (24, 24, 24, 1, 1, 4, 4, 2), "flat24_p4s2"),
+    Kernel(F, (32, 32, 32, 2, 2, 2, 2, 1), "flat32_w2x2"),
+    Kernel(F, (32, 32, 32, 1, 1, 4, 2, 2), "flat32_p2s2"),
+    Kernel(F, (48, 48, 48, 1, 2, 4, 1, 2), "flat48_1x2s2"),
+    Kernel(F, (64, 64, 64, 2, 2, 4, 1, 1), "flat64_2x2"),
+    Kernel(F, (64, 64, 64, 2, 2, 4, 1, 2), "flat64_2x2s2"),
+    Kernel(F, (72, 72, 72, 1, 1, 8, 1, 2), "flat72_w8s2"),
+    Kernel(F, (96, 96, 96, 2, 2, 8, 1, 2), "flat96_2x2s2"),
+    Kernel(F, (128, 128, 128, 2, 4, 8, 1, 1), "flat128_2x4"),
+    Kernel(F, (128, 128, 128, 4, 2, 8, 1, 1), "flat128_4x2"),
 ]
 
 
