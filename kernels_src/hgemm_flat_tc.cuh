@@ -94,28 +94,39 @@ struct Geo {
   static constexpr int IM = MP / (16 * WM), IN = NP / (16 * WN);  // warp tiles per problem
 };
 
-// Zero-padded tile from a problem's stored matrix (sr rows x sc columns, column-major, ld = sr): tile row c holds
-// column c of the stored matrix, tile column r its row r; (c, r) outside sr x sc is zero. `src` is the problem's
-// element 0 in the flat buffer (packed) or in global memory (non-packed, leading dimension ld). Threads take
-// pairs of halves along a tile row: consecutive threads read and write consecutive halves.
-template <int R, int L, int LD, int THREADS, bool FLAT>
-__device__ __forceinline__ void repack(__half* tile, const __half* src, int sr, int sc, long long ld, int t) {
-  constexpr int PAIRS = R * (L / 2);
+// x / d by a multiply-high: exact for the x < 2^20 and d <= 2^12 used here (x * (m * d - 2^32) < 2^32).
+struct FastDiv {
+  unsigned m;
+  int d;
+  __device__ __forceinline__ explicit FastDiv(int d_) : m(d_ > 1 ? static_cast<unsigned>(0xFFFFFFFFu / d_ + 1) : 0u), d(d_) {}
+  __device__ __forceinline__ int operator()(int x) const {
+    return d > 1 ? static_cast<int>(__umulhi(static_cast<unsigned>(x), m)) : x;
+  }
+};
+
+// Copy the np matrices of a group into their padded tiles (tile stride TILE halves, row stride LD): matrix p is
+// stored sr x sc column-major at src + p * pstride with leading dimension ld (the flat buffer: ld = sr,
+// pstride = sr * sc; global memory otherwise); tile row c gets column c, tile column r its row r. Only the stored
+// elements are written: the rest of every tile was zeroed once and stays zero (every group has the same sizes).
+// Threads take pairs of halves along a column, consecutive threads consecutive pairs (the last pair of an odd
+// column writes a zero into the padding).
+template <int TILE, int LD, int THREADS>
+__device__ __forceinline__ void repack(__half* tile, const __half* src, long long pstride, int sr, int sc,
+                                       long long ld, int np, FastDiv pairs_per_col, FastDiv cols, int t) {
+  const int hp = pairs_per_col.d;
+  const int total = np * sc * hp;
   const __half zero = __float2half(0.0f);
 #pragma unroll 4
-  for (int d = t; d < PAIRS; d += THREADS) {
-    const int c = d / (L / 2);
-    const int r = (d - c * (L / 2)) * 2;
-    __half lo = zero, hi = zero;
-    if (c < sc) {
-      const __half* col = FLAT ? src + c * sr : src + c * ld;
-      if (r < sr) lo = col[r];
-      if (r + 1 < sr) hi = col[r + 1];
-    }
+  for (int d = t; d < total; d += THREADS) {
+    const int q = pairs_per_col(d);  // column over the group: p * sc + c
+    const int r = (d - q * hp) * 2;
+    const int p = cols(q);
+    const int c = q - p * sc;
+    const __half* e = src + p * pstride + c * ld + r;
     __half2 v;
-    v.x = lo;
-    v.y = hi;
-    *reinterpret_cast<__half2*>(tile + c * LD + r) = v;
+    v.x = e[0];
+    v.y = r + 1 < sr ? e[1] : zero;
+    *reinterpret_cast<__half2*>(tile + p * TILE + c * LD + r) = v;
   }
 }
 
@@ -157,6 +168,10 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
     if (packB) copy_flat(flat_b(stage), B + p0 * KN, np * KN);
   };
 
+  // Zero every tile once: the repacks write only the stored elements (the barrier of the first group orders it).
+  for (int i = t; i < PPB * (G::A_TILE + G::B_TILE) / 2; i += THREADS) reinterpret_cast<unsigned*>(tileA)[i] = 0u;
+  const FastDiv hpA((ar + 1) / 2), colsA(ac), hpB((br + 1) / 2), colsB(bc);
+
   // STAGES == 1: the copy of the next group starts once this group is repacked (its flat buffer is free).
   // STAGES == 2: it starts before this group is repacked, into the other buffer (in flight during the repack too).
   long long grp = blockIdx.x;
@@ -177,20 +192,14 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
     __syncthreads();  // this group's flat copies have landed; the previous group's C is stored
 
     // Repack (or gather) every problem of the group into its padded tiles.
-    const __half* fa = flat_a(stage) + (packA ? misalign(A + p0 * MK) : 0);
-    const __half* fb = flat_b(stage) + (packB ? misalign(B + p0 * KN) : 0);
-    for (int p = 0; p < np; ++p) {
-      if (packA)
-        repack<G::A_R, G::A_L, G::A_LD, THREADS, true>(tileA + p * G::A_TILE, fa + p * MK, ar, ac, ar, t);
-      else
-        repack<G::A_R, G::A_L, G::A_LD, THREADS, false>(tileA + p * G::A_TILE, A + (p0 + p) * strideA, ar, ac, lda,
-                                                        t);
-      if (packB)
-        repack<G::B_R, G::B_L, G::B_LD, THREADS, true>(tileB + p * G::B_TILE, fb + p * KN, br, bc, br, t);
-      else
-        repack<G::B_R, G::B_L, G::B_LD, THREADS, false>(tileB + p * G::B_TILE, B + (p0 + p) * strideB, br, bc, ldb,
-                                                        t);
-    }
+    if (packA)
+      repack<G::A_TILE, G::A_LD, THREADS>(tileA, flat_a(stage) + misalign(A + p0 * MK), MK, ar, ac, ar, np, hpA, colsA, t);
+    else
+      repack<G::A_TILE, G::A_LD, THREADS>(tileA, A + p0 * strideA, strideA, ar, ac, lda, np, hpA, colsA, t);
+    if (packB)
+      repack<G::B_TILE, G::B_LD, THREADS>(tileB, flat_b(stage) + misalign(B + p0 * KN), KN, br, bc, br, np, hpB, colsB, t);
+    else
+      repack<G::B_TILE, G::B_LD, THREADS>(tileB, B + p0 * strideB, strideB, br, bc, ldb, np, hpB, colsB, t);
     __half* const gc = C + p0 * MN;  // packed C: the group's range
     const int offC = packC ? misalign(gc) : 0;
     if (readC && packC) copy_flat(flatC, gc, np * MN);
