@@ -1,4 +1,4 @@
-// Batched GEMM for tiny matrices (M, N, K <= 16), built for memory bandwidth. No tensor cores.
+// Batched GEMM for tiny matrices (M, N, K <= 32), built for memory bandwidth. No tensor cores.
 // At these sizes a batched GEMM is a copy: every element of A and B is read once and C written once, and the
 // flops are few. What limits a kernel is the bytes it keeps in flight and the index work per problem, so this
 // kernel moves data the way a copy kernel does:
@@ -24,7 +24,9 @@
 // Tuning parameters (template arguments):
 //   BM, BN, BK  compile-time bounds of M, N, K. M == BM, N == BN, K == BK runs a path where every index is a
 //               constant; smaller sizes run the same code with run-time sizes and guards; a size above its bound
-//               takes a plain one-thread-per-element path straight from global memory (correct, slow).
+//               takes a plain one-thread-per-element path straight from global memory (correct, slow). The space
+//               goes up to 32; nothing here depends on it, but a group of PPB problems must fit 48 KB of static
+//               shared memory (fp64 32 x 32 x 32 is 24 KB of A, B and C: PPB = 1).
 //   RM, RN      rows and columns of C per thread (the work split); TPM = ceil(BM / RM) x TPN = ceil(BN / RN)
 //               threads share a problem, thread (ti, tj) owns rows ti + TPM * ii and columns tj + TPN * jj.
 //   THREADS     threads per block (a multiple of 32)

@@ -2,8 +2,9 @@
 """Device-side check of the tiny batched GEMM kernel (kernels_src/gemm_tiny.cuh, space gemm_tiny_simt).
 
 Compiles a handful of instances per precision and shape with NVRTC through CuPy (name expressions from the space
-file), runs them on problems chosen to break the kernel: every square n = 1..16 (through instances the space's
-`serves:` assigns), rectangular sizes (3 x 5 x 7), sizes below and above the compile-time bounds, leading dimensions
+file), runs them on problems chosen to break the kernel: every square n = 1..16 and n = 17, 20, 24, 31, 32 (through
+instances the space's `serves:` assigns), rectangular sizes (3 x 5 x 7, and 19 x 32 x 25 through rectangular bounds
+20 x 32 x 26 and through 32 x 32 x 32), sizes below and above the compile-time bounds (above 32: the slow path), leading dimensions
 above the matrix with NaN in the padding, gaps between matrices (non-packed strides), matrices that start off a
 16-byte boundary, alpha = 1.5 with beta = 0 and NaN-poisoned C, alpha = -0.5 with beta = 2, batch counts that PPB does
 not divide, a grid smaller than the group count, and batch = 70,001. Each matrix of the batch is compared with a
@@ -11,11 +12,12 @@ float64 cupy.matmul reference: ||C_b - ref_b||_F / ||ref_b||_F within 1e-12 (fp6
 element finite, and everything outside the matrices (padding, gaps) still NaN.
 
 Then times memory-bound points (NN, alpha = 1, beta = 0, packed, A + B + C about 1 GB; fp64, fp32, fp16; square
-n = 2, 3, 4, 5, 6, 8, 12, 16) for a few instances of the space with exact bounds, the gemm_small (magma-small-v3)
+n = 2, 3, 4, 5, 6, 8, 12, 16, 20, 24, 28, 32) for a few instances of the space with exact bounds (--per-point up to 16,
+--per-point-above-16 above), the gemm_small (magma-small-v3)
 instances of scripts/check_simt.py for comparison, and cuBLAS (cupy.matmul), as a fraction of the copy roofline
 (bytes / measured device-to-device copy bandwidth, read + write).
 
-    python3 scripts/check_tiny.py [--no-timing]
+    python3 scripts/check_tiny.py [--no-timing] [--per-point N] [--per-point-above-16 N] [--list]
 
 Exit code 1 if any correctness case fails. The pytest tier (tests/gpu/test_tiny.py) runs `correctness_cases()`
 through `run_case()`.
@@ -61,14 +63,20 @@ def _p(**kw: int) -> tuple[tuple[str, int], ...]:
 
 
 # Hand-picked instances (each passes the hard constraints at every precision): every work split, STAGES 1 and 2,
-# non-power-of-two and the largest bounds.
+# non-power-of-two bounds, bounds above 16 (a ragged split: 17 = 5 threads x 4 rows with the last row guarded, two
+# micro-tiles per thread) and the largest bounds (32, fp64: one problem of 24 KB per block).
 INSTANCES = (
     _p(BM=4, BN=4, BK=4, RM=1, RN=1, THREADS=256, PPB=64, STAGES=2),     # one element of C per thread
     _p(BM=3, BN=5, BK=7, RM=3, RN=1, THREADS=128, PPB=32, STAGES=1),     # one column per thread
     _p(BM=2, BN=2, BK=2, RM=2, RN=2, THREADS=128, PPB=128, STAGES=2),    # one problem per thread
     _p(BM=6, BN=7, BK=5, RM=1, RN=7, THREADS=256, PPB=32, STAGES=2),     # one row per thread
-    _p(BM=16, BN=16, BK=16, RM=4, RN=2, THREADS=256, PPB=2, STAGES=1),   # 2-D micro-tile, largest bounds
+    _p(BM=16, BN=16, BK=16, RM=4, RN=2, THREADS=256, PPB=2, STAGES=1),   # 2-D micro-tile, bounds of 16
+    _p(BM=32, BN=32, BK=32, RM=2, RN=4, THREADS=64, PPB=1, STAGES=2),    # largest bounds, 2 micro-tiles per thread
+    _p(BM=17, BN=24, BK=19, RM=4, RN=6, THREADS=128, PPB=2, STAGES=1),   # ragged 4 x 6 micro-tile above 16
 )
+# Rectangular bounds above 16 (these pass the soft constraints only with --no-soft), for 19 x 32 x 25.
+RECT = _p(BM=20, BN=32, BK=26, RM=4, RN=4, THREADS=64, PPB=2, STAGES=2)
+SQUARES = tuple(range(1, 17)) + (17, 20, 24, 31, 32)  # square sizes checked through instances the space assigns
 
 
 @dataclass(frozen=True)
@@ -157,20 +165,31 @@ def correctness_cases() -> list[Case]:
                     Case("tiny", prm, prec, shape, bm, bn, bk, 11 * ppb + 3, 1.5, 0.0, offset=2,
                          grid_cap=3),                                                                 # grid stride
                 ]
-        # every square n = 1..16 and a rectangular size, through instances the space assigns to them
-        for n in range(1, 17):
-            for prm in _pick(serving_instances(prec, n, n, n), 1):
+        # square sizes and a rectangular size, through instances the space assigns to them (two above 16)
+        for n in SQUARES:
+            for prm in _pick(serving_instances(prec, n, n, n), 1 if n <= 16 else 2):
                 for shape in (("NN", "TT") if n % 2 else ("NT", "TN")):
                     cases.append(Case("tiny", prm, prec, shape, n, n, n, 1001, 1.5, 0.0))
                     cases.append(Case("tiny", prm, prec, shape, n, n, n, 333, -0.5, 2.0, pad=1, offset=1))
         for prm in _pick(serving_instances(prec, 3, 5, 7), 2):
             cases.append(Case("tiny", prm, prec, "NN", 3, 5, 7, 1001, 1.5, 0.0, offset=1))
             cases.append(Case("tiny", prm, prec, "TT", 3, 5, 7, 1001, -0.5, 2.0))
+        # 19 x 32 x 25: rectangular bounds (in-bounds path with run-time M and K) and cubic bounds of 32; above 32
+        # (M, K > BM, BK): the one-thread-per-element slow path of an instance that serves n = 32
+        n32 = _pick(serving_instances(prec, 32, 32, 32), 1)
+        for i, shape in enumerate(SHAPES):
+            cases.append(Case("tiny", RECT, prec, shape, 19, 32, 25, 1001, 1.5, 0.0, offset=i))
+            cases.append(Case("tiny", RECT, prec, shape, 19, 32, 25, 333, -0.5, 2.0, pad=1, offset=1))
+            cases.append(Case("tiny", RECT, prec, shape, 20, 32, 26, 2 * 2 + 1, 1.5, 0.0))  # exact, partial group
+            for prm in n32:
+                cases.append(Case("tiny", prm, prec, shape, 19, 32, 25, 1001, -0.5, 2.0, offset=i))
+                cases.append(Case("tiny", prm, prec, shape, 33, 17, 40, 101, 1.5, 0.0, pad=2))  # above 32
     # batch above 65,535
     cases.append(Case("tiny", INSTANCES[0], "fp32", "NN", 4, 4, 4, 70_001, 1.5, 0.0, offset=1))
     cases.append(Case("tiny", INSTANCES[1], "fp64", "TN", 3, 5, 7, 70_001, -0.5, 2.0))
     cases.append(Case("tiny", INSTANCES[2], "fp16", "NT", 2, 2, 2, 70_001, 1.5, 0.0, pad=1))
     cases.append(Case("tiny", INSTANCES[3], "fp32", "TT", 6, 7, 5, 70_001, -0.5, 2.0, gap=2))
+    cases.append(Case("tiny", INSTANCES[5], "fp32", "TN", 31, 31, 31, 70_001, 1.5, 0.0, offset=3))
     return cases
 
 
@@ -203,7 +222,7 @@ class _Compiled:
 def compile_modules(cases: list[Case]) -> dict[str, object]:
     """Every name expression the cases need, compiled in a process pool, one instance per NVRTC call, with
     the runner's compiler (autotune.compile: its options and on-disk cache under .cache/compile), so the
-    168 instances take seconds on a many-core machine instead of one NVRTC program of minutes."""
+    few hundred instances take seconds to a minute on a many-core machine instead of one NVRTC program of minutes."""
     import multiprocessing as mp
     import os
     from concurrent.futures import ProcessPoolExecutor
@@ -291,7 +310,7 @@ def run_case(case: Case, modules: dict[str, object], seed: int = 0) -> Outcome:
 
 
 # ----------------------------------------------------------------------------------------------- timing
-TIMED_SIZES = (2, 3, 4, 5, 6, 8, 12, 16)
+TIMED_SIZES = (2, 3, 4, 5, 6, 8, 12, 16, 20, 24, 28, 32)
 
 
 def _batch_1gb(prec: str, n: int) -> int:
@@ -306,16 +325,17 @@ def _small_params(n: int, threads: int) -> tuple[tuple[str, int], ...]:
     return _p(BLK_M=n, BLK_N=n, BLK_K=bk, NSG=nsg)
 
 
-def timed_cases(per_point: int = 4) -> list[Case]:
-    """NN, alpha = 1, beta = 0, packed, about 1 GB moved: up to `per_point` tiny instances with exact bounds
-    (spread over splits and stages), and the gemm_small instances of check_simt (128, 256, 512 threads)."""
+def timed_cases(per_point: int = 4, per_point_above_16: int = 6) -> list[Case]:
+    """NN, alpha = 1, beta = 0, packed, about 1 GB moved: up to `per_point` (`per_point_above_16` for n > 16) tiny
+    instances with exact bounds (spread over splits and stages), and the gemm_small instances of check_simt (128,
+    256, 512 threads)."""
     out: list[Case] = []
     for prec in PRECISIONS:
         for n in TIMED_SIZES:
             batch = _batch_1gb(prec, n)
             exact = [p for p in serving_instances(prec, n, n, n)
                      if dict(p)["BM"] == n and dict(p)["BN"] == n and dict(p)["BK"] == n]
-            for prm in _pick(exact, per_point):
+            for prm in _pick(exact, per_point if n <= 16 else per_point_above_16):
                 out.append(Case("tiny", prm, prec, "NN", n, n, n, batch, 1.0, 0.0))
             seen = set()
             for threads in (128, 256, 512):
@@ -367,14 +387,27 @@ def cublas_ms(prec: str, n: int, batch: int) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--no-timing", action="store_true")
-    ap.add_argument("--per-point", type=int, default=4, help="tiny instances timed per size and precision")
+    ap.add_argument("--per-point", type=int, default=4, help="tiny instances timed per size and precision, n <= 16")
+    ap.add_argument("--per-point-above-16", type=int, default=6,
+                    help="tiny instances timed per size and precision, n > 16")
+    ap.add_argument("--list", action="store_true",
+                    help="print the cases and the number of kernels to compile, then exit (no GPU needed)")
     args = ap.parse_args()
     import time
 
+    cases = correctness_cases()
+    timed = [] if args.no_timing else timed_cases(args.per_point, args.per_point_above_16)
+    if args.list:
+        for c in cases:
+            print(c.label)
+        for c in timed:
+            print("timed", c.label)
+        names = {(c.source, c.name_expression()) for c in cases + timed}
+        print(f"{len(cases)} correctness cases, {len(timed)} timed cases, {len(names)} kernels to compile")
+        return 0
+
     import cupy as cp
 
-    cases = correctness_cases()
-    timed = [] if args.no_timing else timed_cases(args.per_point)
     t0 = time.perf_counter()
     modules = compile_modules(cases)  # the same module as the pytest tier: NVRTC cache hit there
     timed_modules = compile_modules(timed) if timed else {}

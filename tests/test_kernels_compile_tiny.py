@@ -1,10 +1,10 @@
 """Compile-only check of the tiny batched GEMM family (kernels_src/gemm_tiny.cuh) for sm_90 with nvcc (no GPU needed).
 
 For each precision, one translation unit takes the address of hand-picked instances (every work split: one element,
-one column, one row, a whole problem and a 2-D micro-tile per thread; STAGES 1 and 2; non-power-of-two bounds; the
-largest bounds) for the four shapes, and of the first and last instances of the generated space (hard and soft
-constraints), so that a space whose hard constraints let through an instance the kernel rejects (static_assert)
-fails here. Name expressions come from the space file (Space.template_name), exactly what NVRTC compiles at run time.
+one column, one row, a whole problem and a 2-D micro-tile per thread; STAGES 1 and 2; non-power-of-two bounds; bounds
+above 16 with a ragged split and two micro-tiles per thread; the largest bounds, 32, fp64 included) for the four
+shapes, and of the first and last instances of the generated space (hard and soft constraints), so that a space whose
+hard constraints let through an instance the kernel rejects (static_assert) fails here. Name expressions come from the space file (Space.template_name), exactly what NVRTC compiles at run time.
 """
 from __future__ import annotations
 
@@ -30,7 +30,11 @@ HAND_PICKED = [
     dict(BM=3, BN=5, BK=7, RM=3, RN=1, THREADS=128, PPB=32, STAGES=1),   # one column per thread, ragged bounds
     dict(BM=2, BN=2, BK=2, RM=2, RN=2, THREADS=128, PPB=128, STAGES=2),  # one problem per thread
     dict(BM=6, BN=7, BK=5, RM=1, RN=7, THREADS=256, PPB=32, STAGES=2),   # one row per thread
-    dict(BM=16, BN=16, BK=16, RM=4, RN=2, THREADS=256, PPB=2, STAGES=2),  # 2-D micro-tile, largest bounds
+    dict(BM=16, BN=16, BK=16, RM=4, RN=2, THREADS=256, PPB=2, STAGES=2),  # 2-D micro-tile, bounds of 16
+    dict(BM=32, BN=32, BK=32, RM=4, RN=4, THREADS=64, PPB=1, STAGES=1),   # largest bounds: fp64 n = 32 (24 KB)
+    dict(BM=32, BN=32, BK=32, RM=2, RN=4, THREADS=128, PPB=1, STAGES=2),  # largest bounds, prefetch
+    dict(BM=24, BN=24, BK=24, RM=8, RN=2, THREADS=64, PPB=2, STAGES=2),   # two micro-tiles per thread
+    dict(BM=17, BN=24, BK=19, RM=4, RN=6, THREADS=128, PPB=2, STAGES=2),  # ragged split: 5 x 4 threads, 4 x 6 tile
 ]
 
 
@@ -62,12 +66,28 @@ def test_hand_picked_instances_pass_hard_constraints_in_fp32() -> None:
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_every_small_size_has_a_serving_instance(precision: str) -> None:
-    """Every square n = 1..16 and every M, N, K in 2..8 is served by some instance that passes the soft constraints."""
+    """Every square n = 1..32 and every M, N, K in 2..8 is served by some instance that passes the soft constraints."""
     g = generate(load_space(SPACE), get_device("H100"), precision)
-    sizes = [(n, n, n) for n in range(1, 17)]
+    sizes = [(n, n, n) for n in range(1, 33)]
     sizes += [(m, n, k) for m in range(2, 9) for n in range(2, 9) for k in range(2, 9)]
     missing = [s for s in sizes if not serving(g, TestPoint(precision, "NN", *s, 1000)).any()]
     assert not missing, f"no serving instance for {missing[:10]}"
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_sizes_above_16_have_a_few_tens_of_instances(precision: str) -> None:
+    """Each square n = 17..32 has one even bound (n or n + 1) and tens of instances, not thousands (a sweep
+    compiles each one); every one has a micro-tile of at least 8 elements of C and fits 48 KB of shared memory."""
+    space = load_space(SPACE)
+    g = generate(space, get_device("H100"), precision)
+    for n in range(17, 33):
+        rows = serving(g, TestPoint(precision, "NN", n, n, n, 1000))
+        assert 4 <= rows.sum() <= 64, (n, int(rows.sum()))
+        frame = g.frame[rows]
+        assert set(frame["BM"]) == {n + n % 2}
+        assert ((frame["RM"] * frame["RN"]) >= 8).all()
+        tpp = -(-frame["BM"] // frame["RM"]) * -(-frame["BN"] // frame["RN"])  # threads per problem
+        assert (frame["THREADS"] <= frame["PPB"] * tpp).all()  # every thread has a micro-tile
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
