@@ -291,7 +291,7 @@ def flat_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, float, in
     cases.append((Problem(8, 8, 8, 1_000, "NN"), 1.0, 2.0, 7))  # grid-stride loop with a capped grid, beta != 0
     m = max(1, b - 1)
     cases.append((Problem(m, max(1, b - 2), b, 50, "NN"), -1.5, 0.5, 3))  # several groups per block
-    cases.append((Problem(m, max(1, b - 2), b, 50, SHAPES_OF(kern)[-1]), 1.0, 0.0, 2))
+    cases.append((Problem(m, max(1, b - 2), b, 50, SHAPES_OF(kern)[-1]), -1.25, 0.0, 2))
     cases.append((Problem(b + 3, b + 1, b + 2, 3, "NN"), 0.75, 0.5, None))  # above the bound: slow path
     return cases
 
