@@ -166,8 +166,10 @@ class _GpuState:
                 f"resource limit: block of {threads} threads > {max_threads} this function allows "
                 f"({m.registers} registers per thread)")
             return m
-        if v.shared_bytes > 48 * 1024:
-            func.max_dynamic_shared_size_bytes = v.shared_bytes
+        if v.shared_bytes > 48 * 1024:  # opt in to more than 48 KB of dynamic shared memory (driver API)
+            drv = cp.cuda.driver
+            drv.funcSetAttribute(func.ptr, getattr(drv, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
+                                 v.shared_bytes)
         entry = self.problem(v.point, req.convention)
 
         def kernel(args: tuple) -> None:
