@@ -76,7 +76,7 @@ def test_every_small_size_has_a_serving_instance(precision: str) -> None:
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_sizes_above_16_have_a_few_tens_of_instances(precision: str) -> None:
-    """Each square n = 17..32 has one even bound (n or n + 1) and tens of instances, not thousands (a sweep
+    """Each square n = 17..32 is served by its own bound (BM = BN = BK = n) and tens of instances, not thousands (a sweep
     compiles each one); every one has a micro-tile of at least 8 elements of C and fits 48 KB of shared memory."""
     space = load_space(SPACE)
     g = generate(space, get_device("H100"), precision)
@@ -84,7 +84,7 @@ def test_sizes_above_16_have_a_few_tens_of_instances(precision: str) -> None:
         rows = serving(g, TestPoint(precision, "NN", n, n, n, 1000))
         assert 4 <= rows.sum() <= 64, (n, int(rows.sum()))
         frame = g.frame[rows]
-        assert set(frame["BM"]) == {n + n % 2}
+        assert set(frame["BM"]) == {n} and set(frame["BK"]) == {n}
         assert ((frame["RM"] * frame["RN"]) >= 8).all()
         tpp = -(-frame["BM"] // frame["RM"]) * -(-frame["BN"] // frame["RN"])  # threads per problem
         assert (frame["THREADS"] <= frame["PPB"] * tpp).all()  # every thread has a micro-tile
