@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from autotune.expr import ExprError, as_int, parse
+from autotune.expr import ExprError, as_int, evaluate, parse
 
 
 def ev(text, **env):
@@ -68,3 +68,12 @@ def test_as_int():
     assert as_int(4.0) == 4
     with pytest.raises(ExprError):
         as_int(4.5)
+
+
+def test_in_a_list_of_expressions_is_per_row():
+    """`x in [y, 3]` compares each row's x with that row's y, not with every row's y."""
+    e = parse("x in [y, 3]")
+    env = {"x": np.array([1, 2, 3, 4]), "y": np.array([1, 1, 9, 2])}
+    assert evaluate(e, env).tolist() == [True, False, True, False]
+    assert evaluate(parse("x not in [y, 3]"), env).tolist() == [False, True, False, True]
+    assert evaluate(parse("x in [1, 4]"), env).tolist() == [True, False, False, True]
