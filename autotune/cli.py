@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from autotune import analyze_cli, space_cli, sweep_cli
+from autotune import analyze_cli, model_cli, space_cli, sweep_cli
 from autotune.errors import UserError
 
 
@@ -29,6 +29,7 @@ app = typer.Typer(
          "analyze the results into dispatch tables.",
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 app.add_typer(space_cli.app, name="space")
+app.add_typer(model_cli.app, name="model")
 err = Console(stderr=True)
 
 
