@@ -1,0 +1,37 @@
+"""Committed sweep configs that name instances by a where-filter keep what they say they keep: each profile
+config one instance at its points, and tsm2_h100 the analytical model's picks and the paper's configuration."""
+from __future__ import annotations
+
+import pytest
+
+from autotune import tsm2_check
+from autotune.config import load_config
+from autotune.devices import profile
+from autotune.paths import CONFIGS_DIR
+from autotune.runner import plan_sweep
+from autotune.tsm2_model import choose_tsm2
+
+PROFILES = sorted((CONFIGS_DIR / "profile").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=[p.stem for p in PROFILES])
+def test_profile_config_selects_one_instance_at_each_of_its_points(path) -> None:
+    cfg = load_config(path)
+    plans = plan_sweep(cfg)
+    assert len(plans) == 1 and len(plans[0].work) == 1
+    (points,) = plans[0].work.values()
+    assert sorted(points) == sorted(cfg.points)
+
+
+def test_tsm2_config_measures_the_model_picks_and_the_paper_configuration() -> None:
+    cfg = load_config(CONFIGS_DIR / "tsm2_h100.yaml")
+    picks_plan, paper_plan, _sample = plan_sweep(cfg)
+    measured = {(p.precision, p.n): {tuple(inst.param_dict[k] for k in tsm2_check.PARAMS)
+                                     for inst, pts in picks_plan.work.items() if p in pts} for p in cfg.points}
+    for p in cfg.points:
+        for bw in (2.9e12, 3.0e12, 3.1e12):  # the picks hold over the measured bandwidths of an H100
+            dev = tsm2_check.model_device(profile("H100"), p.precision, bw, 1.98e9)
+            pick = tsm2_check.pick_params(choose_tsm2(dev, p.m, p.n, p.k, p.precision))
+            assert tuple(pick[k] for k in tsm2_check.PARAMS) in measured[(p.precision, p.n)]
+        paper = tsm2_check.paper_params(p.n)
+        assert any(inst.param_dict == {**inst.param_dict, **paper} and p in pts for inst, pts in paper_plan.work.items())
