@@ -97,21 +97,22 @@ def test_spaces_keep_every_rung_and_paper_soft_constraints() -> None:
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
 def test_flat_tc_shared_memory_formula_matches_the_kernel(tmp_path: Path) -> None:
-    """The space's smem_bytes (the launch's dynamic shared memory) is at least what the kernel needs for every
-    shape: hgemm_flat_tc_smem_bytes<...>() checked by static_assert for the hand-picked and sampled instances
-    (the kernel traps when launched with less)."""
+    """The space's smem_bytes (the launch's dynamic shared memory) is what the kernel needs in its largest shape:
+    hgemm_flat_tc_smem_bytes<...>() of every shape is at most smem_bytes and the largest equals it, checked by
+    static_assert for the hand-picked and sampled instances (the kernel traps when launched with less)."""
     space = load_space("hgemm_flat_tc")
     dev = get_device("H100")
-    asserts = []
+    asserts = ["constexpr int largest(std::initializer_list<int> v) { int m = 0; for (int x : v) m = x > m ? x : m; "
+               "return m; }"]
     for p in _params("hgemm_flat_tc"):
         smem = int(space.values(p, "fp16", dev)["smem_bytes"])
+        need = []
         for s in SHAPES:
             args = space.template_name(p, "fp16", s).split("<", 1)[1].rstrip(">")
-            asserts.append(f"static_assert(autotune::hgemm_flat_tc_smem_bytes<{args}>() <= {smem}, \"{s} {p}\");")
-            if s == "NN":  # NN is the orientation of the formula's first term: equal, not only bounded
-                asserts.append(f"static_assert(autotune::hgemm_flat_tc_smem_bytes<{args}>() + 0 >= {smem} - "
-                               f"2 * {p['PPB']} * 64 * 64, \"{s} {p}\");")
+            need.append(f"autotune::hgemm_flat_tc_smem_bytes<{args}>()")
+            asserts.append(f"static_assert({need[-1]} <= {smem}, \"{s} {p}\");")
+        asserts.append(f"static_assert(largest({{{', '.join(need)}}}) == {smem}, \"largest shape {p}\");")
     cu = tmp_path / "flat_smem.cu"
-    cu.write_text('#include "hgemm_flat_tc.cuh"\n' + "\n".join(asserts) + "\n")
+    cu.write_text('#include <initializer_list>\n#include "hgemm_flat_tc.cuh"\n' + "\n".join(asserts) + "\n")
     r = compile_object(cu)
     assert r.returncode == 0, r.stderr + r.stdout
