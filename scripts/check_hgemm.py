@@ -11,6 +11,7 @@ bytes = batch * 2 * (MK + KN + MN) (beta = 0); bandwidth = a large device-to-dev
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -24,6 +25,14 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels_src"
+sys.path.insert(0, str(ROOT))
+from autotune.measurement import TestPoint  # noqa: E402
+from autotune.space import load_space  # noqa: E402
+
+
+@functools.lru_cache(maxsize=None)
+def _space(family: str):
+    return load_space(family)
 
 
 @dataclass(frozen=True)
@@ -38,38 +47,21 @@ class Kernel:
         ta, tb = int(shape[0] == "T"), int(shape[1] == "T")
         return f"autotune::{self.family}<{', '.join(str(v) for v in (ta, tb) + self.args)}>"
 
+    def params(self) -> dict[str, int]:
+        """The space's parameters: the template arguments after TRANS_A and TRANS_B, by name."""
+        names = [a for a in _space(self.family).kernel.template_args if a not in ("TRANS_A", "TRANS_B")]
+        if len(names) != len(self.args):
+            raise ValueError(f"{self.label}: {len(self.args)} arguments for {self.family}'s {names}")
+        return dict(zip(names, self.args))
+
     def geometry(self, m: int, n: int, k: int, batch: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """(grid, block), the same expressions as spaces/<family>.yaml."""
-        if self.family == "hgemm_wmma":
-            _, _, _, bm, bn, _, dx, dy, nsg = self.args
-            return (math.ceil(m / bm) * math.ceil(n / bn) * math.ceil(batch / nsg), 1, 1), (dx, dy, nsg)
-        if self.family == "hgemm_flat_tc":
-            _, _, _, _, _, nwarps, ppb, _ = self.args
-            # the space's grid: two waves of resident blocks (H100: 132 SMs, 2048 threads, 228 KB, 32 blocks)
-            per_sm = max(1, min(2048 // (32 * nwarps), 228 * 1024 // (self.shared_bytes() + 1024), 32))
-            return (min(math.ceil(batch / ppb), 2 * 132 * per_sm), 1, 1), (32 * nwarps, 1, 1)
-        if self.family == "hgemm_mma":
-            _, bm, bn, _, wm, wn, _, nsg = self.args
-            return (math.ceil(m / bm) * math.ceil(n / bn) * math.ceil(batch / nsg), 1, 1), (32 * wm * wn, nsg, 1)
-        nwarps, gpw, tcn, kmax = self.args
-        groups = nwarps * gpw
-        cap_a, cap_b, cap_c = groups * 16 * kmax + 16, groups * tcn * kmax + 16, groups * 16 * tcn + 16
-        g = max(1, min(16 // m, tcn // n))
-        p = max(1, min((cap_a - 16) // (m * k), (cap_b - 16) // (k * n), (cap_c - 16) // (m * n)) // g * g)
-        return (math.ceil(batch / p), 1, 1), (32 * nwarps, 1, 1)
+        """(grid, block) from spaces/<family>.yaml, as the runner launches it (H100 profile where the GPU is none)."""
+        g = _space(self.family).geometry(self.params(), TestPoint("fp16", "NN", m, n, k, batch))
+        return tuple(g.grid), tuple(g.block)
 
     def shared_bytes(self) -> int:
-        """Dynamic shared memory: hgemm_flat_tc's (the formula of spaces/hgemm_flat_tc.yaml), 0 for the others."""
-        if self.family != "hgemm_flat_tc":
-            return 0
-        bm, bn, bk, wm, wn, _, ppb, stages = self.args
-        up = lambda x, m: -(-x // m) * m  # noqa: E731
-        mp, np_, kp = up(bm, 16 * wm), up(bn, 16 * wn), up(bk, 16)
-        a_tile = max(kp * (mp + 8), mp * (kp + 8))
-        b_tile = max(np_ * (kp + 8), kp * (np_ + 8))
-        flat_ab = sum(-(-(ppb * x + 7) // 8) for x in (bm * bk, bk * bn))
-        flat_c = -(-(ppb * bm * bn + 7) // 8)
-        return 16 * (stages * flat_ab + flat_c) + 2 * ppb * (a_tile + b_tile)
+        """Dynamic shared memory from the space (hgemm_flat_tc's smem_bytes; 0 for the others)."""
+        return _space(self.family).geometry(self.params(), TestPoint("fp16", "NN", 1, 1, 1, 1)).shared_bytes
 
     def fits(self, n: int) -> bool:
         """Whether timing this instance at size n says anything: hgemm_flat_tc only where its bound serves n."""
