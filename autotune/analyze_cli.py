@@ -12,7 +12,7 @@ import warnings
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,9 @@ from autotune.errors import UserError
 from autotune.loo import leave_one_out, tol_table
 from autotune.setcover import METHODS, select
 from autotune.winners import Criteria, perf_matrix, winners, winners_frame
+
+if TYPE_CHECKING:  # pragma: no cover
+    from autotune.measurement import DeviceInfo
 
 out = Console()
 
@@ -258,9 +261,16 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
 class GpuResults:
     frame: pd.DataFrame  # Store.measurements of one GPU
     cublas: pd.DataFrame  # precision, shape, m, n, k, batch, cublas_ms (verified cuBLAS times on that GPU)
-    device: str  # name
-    uuid: str
+    info: DeviceInfo  # that GPU and its software stack, as the database records them
     gpus: int  # GPUs with measurements in the database
+
+    @property
+    def device(self) -> str:
+        return self.info.name
+
+    @property
+    def uuid(self) -> str:
+        return self.info.uuid
 
 
 def load_gpu(source: str, device: str | None) -> GpuResults:
@@ -280,7 +290,7 @@ def load_gpu(source: str, device: str | None) -> GpuResults:
         cublas = pd.DataFrame([(p.precision, p.shape, p.m, p.n, p.k, p.batch, ms)
                                for p, ms in store.cublas_times(device_id).items()],
                               columns=comparing.POINT + ["cublas_ms"])
-    return GpuResults(frame, cublas, info.name, info.uuid, len(counts))
+    return GpuResults(frame, cublas, info, len(counts))
 
 
 def compare(source: Annotated[str, typer.Argument(help="Results database (SQLite path or URL).")],

@@ -240,14 +240,11 @@ def _compare(node: ast.Compare, env: Mapping[str, Any], mask: np.ndarray | None)
     for op, right_node in zip(node.ops, node.comparators):
         right = _eval(right_node, env, mask)
         if isinstance(op, (ast.In, ast.NotIn)):
-            if isinstance(right_node, (ast.List, ast.Tuple)):
-                # element by element: an item may be an array over the rows (np.isin would flatten it and test
-                # every row against every row's value)
-                hit = np.zeros(np.shape(left), dtype=bool)
-                for item in right_node.elts:
-                    hit = np.logical_or(hit, np.asarray(left) == np.asarray(_eval(item, env, mask)))
-            else:
-                hit = np.isin(left, np.asarray(right))
+            # `right` is the evaluated literal list (checked at parse time); compared item by item, since an item
+            # may be an array over the rows (np.isin would flatten it and test every row against every row's value)
+            hit = np.zeros(np.shape(left), dtype=bool)
+            for item in right:
+                hit = np.logical_or(hit, np.asarray(left) == np.asarray(item))
             part = hit if isinstance(op, ast.In) else np.logical_not(hit)
         else:
             lk, rk = np.asarray(left).dtype.kind, np.asarray(right).dtype.kind

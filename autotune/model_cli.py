@@ -81,11 +81,9 @@ def tsm2(source: Annotated[str, typer.Argument(help="Results database (SQLite pa
     Example: autotune model tsm2 results/tsm2_h100/tsm2_h100.sqlite
     """
     from autotune import tsm2_check
-    from autotune.analyze_cli import _url, load_gpu
-    from autotune.store import Store
+    from autotune.analyze_cli import load_gpu
     gpu = load_gpu(source, device)
-    with Store.open(_url(source), create=False, readonly=True) as store:
-        info = store.device_info(store.device_id(gpu.uuid))
+    info = gpu.info
     limits = profile(device_profile)
     clock = (info.sm_clock_mhz or 1980) * 1e6
     devices = {p: tsm2_check.model_device(limits, p, info.copy_bandwidth, clock, info.sm_count) for p in ("fp64", "fp32")}

@@ -16,6 +16,7 @@ comes from a skipped measurement is flagged, since it is an estimate from fewer 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 
@@ -67,8 +68,8 @@ def model_device(limits: DeviceLimits, precision: str, bandwidth: float, clock_h
     dev = ModelDevice.from_limits(limits, precision, clock_hz=clock_hz, bandwidth=bandwidth)
     if sm_count is None or sm_count == dev.sm_count:
         return dev
-    scale = sm_count / dev.sm_count  # peak flops scale with the SMs
-    return ModelDevice(**{**dev.__dict__, "sm_count": sm_count, "peak_flops": dev.peak_flops * scale})
+    # peak flops scale with the SMs
+    return dataclasses.replace(dev, sm_count=sm_count, peak_flops=dev.peak_flops * sm_count / dev.sm_count)
 
 
 def where_expr(picks: Iterable[Mapping[str, int]]) -> str:
