@@ -130,6 +130,73 @@ __device__ __forceinline__ void repack(__half* tile, const __half* src, long lon
   }
 }
 
+__device__ __forceinline__ void st_shared_v4(void* p, unsigned x, unsigned y, unsigned z, unsigned w) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(p)), "r"(x), "r"(y), "r"(z), "r"(w));
+}
+
+// How a block's threads split the packed repack of one operand (stored sr x sc per problem): each tile row (stored
+// column) is cpc = ceil(sr / 8) chunks of 8 halves; thread t always copies chunk t % cpc of every step-th column,
+// from column t / cpc on (step = THREADS / cpc; the THREADS % cpc threads left over idle). Built once per launch:
+// the loop over a group's columns then does no division but the one that splits the column index into
+// (problem, column).
+struct ChunkMap {
+  int step, q0, r, n;  // columns per pass, this thread's first column, its chunk's first row, rows inside it
+  unsigned mask[4];    // the words of the chunk inside the column (the rest lands in the tile's zero padding)
+  template <int THREADS> __device__ __forceinline__ static ChunkMap make(int sr, int t) {
+    ChunkMap m;
+    const int cpc = (sr + 7) >> 3;
+    m.step = THREADS / cpc;
+    m.q0 = t / cpc;
+    m.r = (t - m.q0 * cpc) * 8;
+    m.n = min(8, sr - m.r);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) m.mask[i] = 2 * i + 1 < m.n ? 0xFFFFFFFFu : (2 * i < m.n ? 0x0000FFFFu : 0u);
+    return m;
+  }
+};
+
+// Copy the np packed matrices of a group from its flat buffer into their padded tiles, one 16-byte chunk of a tile
+// row (8 halves of a stored column) per step. Matrix p is stored sr x sc column-major and packed, so element (r, c)
+// of matrix p sits at half mis + (p * sc + c) * sr + r of the flat buffer (mis: the group's misalignment). A chunk
+// is read as the one or two aligned 16-byte chunks of the flat buffer that cover it and shifted into place (word
+// selects and a 16-bit funnel shift); halves past the column's end are zeroed (they land in the tile's padding,
+// which must stay zero for K). When every column starts on a 16-byte boundary it is a plain 16-byte copy.
+// The flat kernel at 64^3 was issue-bound on the element-pair repack (ncu, results/profiles_h100).
+template <int TILE, int LD>
+__device__ __forceinline__ void repack_flat(__half* tile, const __half* flat, int mis, int sr, int sc, int np,
+                                            FastDiv cols, const ChunkMap& m) {
+  if (m.q0 >= m.step) return;  // a left-over thread
+  const int total = np * sc;     // columns over the group: q = p * sc + c
+  const uint4* const f4 = reinterpret_cast<const uint4*>(flat);
+  if ((sr & 7) == 0 && mis == 0) {  // every column 16-byte aligned (uniform branch)
+#pragma unroll 4
+    for (int q = m.q0; q < total; q += m.step) {
+      const int p = cols(q);
+      const uint4 v = f4[(q * sr + m.r) >> 3];
+      st_shared_v4(tile + p * TILE + (q - p * sc) * LD + m.r, v.x, v.y, v.z, v.w);
+    }
+    return;
+  }
+  const int ds = m.step * sr;
+#pragma unroll 2
+  for (int q = m.q0, s = mis + m.q0 * sr + m.r; q < total; q += m.step, s += ds) {
+    const int p = cols(q);
+    const int sh = s & 7;  // the chunk starts sh halves into the aligned chunk s >> 3
+    const uint4 lo = f4[s >> 3];
+    uint4 hi = make_uint4(0u, 0u, 0u, 0u);
+    if (sh + m.n > 8) hi = f4[(s >> 3) + 1];  // only when needed: never past the copied range
+    const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    unsigned u[6], v[5], o[4];
+#pragma unroll
+    for (int i = 0; i < 6; ++i) u[i] = (sh & 4) ? w[i + 2] : w[i];
+#pragma unroll
+    for (int i = 0; i < 5; ++i) v[i] = (sh & 2) ? u[i + 1] : u[i];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o[i] = __funnelshift_r(v[i], v[i + 1], (sh & 1) * 16) & m.mask[i];
+    st_shared_v4(tile + p * TILE + (q - p * sc) * LD + m.r, o[0], o[1], o[2], o[3]);
+  }
+}
+
 template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __half* A, int lda, long long strideA,
                                     const __half* B, int ldb, long long strideB, float beta, __half* C, int ldc,
@@ -171,6 +238,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
   // Zero every tile once: the repacks write only the stored elements (the barrier of the first group orders it).
   for (int i = t; i < PPB * (G::A_TILE + G::B_TILE) / 2; i += THREADS) reinterpret_cast<unsigned*>(tileA)[i] = 0u;
   const FastDiv hpA((ar + 1) / 2), colsA(ac), hpB((br + 1) / 2), colsB(bc);
+  const ChunkMap cmA = ChunkMap::make<THREADS>(ar, t), cmB = ChunkMap::make<THREADS>(br, t);
 
   // STAGES == 1: the copy of the next group starts once this group is repacked (its flat buffer is free).
   // STAGES == 2: it starts before this group is repacked, into the other buffer (in flight during the repack too).
@@ -193,11 +261,11 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
 
     // Repack (or gather) every problem of the group into its padded tiles.
     if (packA)
-      repack<G::A_TILE, G::A_LD, THREADS>(tileA, flat_a(stage) + misalign(A + p0 * MK), MK, ar, ac, ar, np, hpA, colsA, t);
+      repack_flat<G::A_TILE, G::A_LD>(tileA, flat_a(stage), misalign(A + p0 * MK), ar, ac, np, colsA, cmA);
     else
       repack<G::A_TILE, G::A_LD, THREADS>(tileA, A + p0 * strideA, strideA, ar, ac, lda, np, hpA, colsA, t);
     if (packB)
-      repack<G::B_TILE, G::B_LD, THREADS>(tileB, flat_b(stage) + misalign(B + p0 * KN), KN, br, bc, br, np, hpB, colsB, t);
+      repack_flat<G::B_TILE, G::B_LD>(tileB, flat_b(stage), misalign(B + p0 * KN), br, bc, np, colsB, cmB);
     else
       repack<G::B_TILE, G::B_LD, THREADS>(tileB, B + p0 * strideB, strideB, br, bc, ldb, np, hpB, colsB, t);
     __half* const gc = C + p0 * MN;  // packed C: the group's range
@@ -261,6 +329,20 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
       }
       // Epilogue: accumulator e of n8 tile b holds (i0 + 16a + gq + 8 (e >> 1), j0 + 8b + 2tq + (e & 1)).
       const long long pg = p0 + p;
+      if (packC && !readC) {  // the common case, without the beta and layout branches per element
+        const int ib = i0 + gq, jb = j0 + 2 * tq;
+        __half* const c0 = flatC + offC + p * MN + ib + jb * M;
+#pragma unroll
+        for (int a = 0; a < WM; ++a)
+#pragma unroll
+          for (int b = 0; b < 2 * WN; ++b)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int di = 16 * a + 8 * (e >> 1), dj = 8 * b + (e & 1);
+              if (ib + di < M && jb + dj < N) c0[di + dj * M] = __float2half_rn(alpha * acc[a][b][e]);
+            }
+        continue;
+      }
 #pragma unroll
       for (int a = 0; a < WM; ++a)
 #pragma unroll
