@@ -11,7 +11,8 @@
 //      (16-byte chunks, no registers held, everything in flight at once). The superset's extra bytes lie in the
 //      same 16-byte segments as the range's first and last elements, so they are mapped memory; they are never
 //      used. A non-packed operand is gathered element by element straight into step 2's layout (slow path).
-//   2. Repack. The block rewrites each problem of the group from the flat buffer into a zero-padded tile whose
+//   2. Repack. The block rewrites each problem of the group, 16 bytes at a time (word selects and a funnel shift
+//      where a column does not start on a 16-byte boundary), from the flat buffer into a zero-padded tile whose
 //      rows are 16-byte aligned and padded by 8 halves (conflict-free ldmatrix): the operand keeps the orientation
 //      it has in memory (A: rows = columns of the stored matrix), so the repack reads and writes consecutive
 //      halves across a warp, and the tile is read by ldmatrix or ldmatrix.trans as the shape needs. The flat
@@ -19,9 +20,9 @@
 //      tensor-core work, the epilogue and the store of C.
 //   3. Tensor cores. Warps take (problem, warp tile) items in turn; a warp tile is WM x WN blocks of 16 x 16 of C,
 //      computed with mma.sync.m16n8k16 (fp16 in, fp32 accumulate) over K in steps of 16 (zero padded).
-//   4. C. Each warp writes alpha * acc (+ beta * C) as fp16 into a flat shared copy of the group's C, in the
-//      global layout, and the block stores it with 16-byte stores (element stores at the two ragged ends;
-//      nothing outside the matrices is written). beta == 0 never reads C; beta != 0 copies the group's C in
+//   4. C (CDIRECT = 0). Each warp writes alpha * acc (+ beta * C) as fp16 into a flat shared copy of the
+//      group's C, in the global layout, and the block stores it with 16-byte stores (element stores at the two
+//      ragged ends; nothing outside the matrices is written). beta == 0 never reads C; beta != 0 copies the group's C in
 //      first (packed) or reads it element by element (non-packed C is written element by element as well).
 //
 // C = alpha * op(A) * op(B) + beta * C, column-major, BLAS semantics, `strided` convention; fp16 A, B, C with fp32
@@ -33,6 +34,9 @@
 //   WM, WN      warp tile: WM x WN blocks of 16 x 16 of C (WM * WN * 8 fp32 accumulators per thread)
 //   NWARPS      warps per block
 //   PPB         problems per group
+//   STAGES      1 or 2 flat buffers of A and B (2: the next group's copy is in flight during the repack too)
+//   CDIRECT     0: C goes out through the flat shared copy (step 4); 1: each warp writes its fp16 C elements
+//               straight to global memory (no flat C: less shared memory per block, more blocks per SM)
 // Launch: block (32 * NWARPS, 1, 1); grid (g, 1, 1) for any g >= 1; dynamic shared memory
 // hgemm_flat_tc_smem_bytes<...>() bytes (spaces/hgemm_flat_tc.yaml computes the same; a launch with less traps).
 #pragma once
@@ -75,7 +79,7 @@ __device__ __forceinline__ int misalign(const __half* p) {
 }
 
 // Compile-time geometry of one instance.
-template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES, int CDIRECT>
 struct Geo {
   static constexpr int THREADS = 32 * NWARPS;
   static constexpr int MP = cdiv(BM, 16 * WM) * 16 * WM;  // padded M, N, K
@@ -89,7 +93,7 @@ struct Geo {
   // Flat buffers in 16-byte chunks: a range of n halves starting mis halves past a 16-byte boundary covers
   // cdiv(mis + n, 8) <= cdiv(n + 7, 8) chunks.
   static constexpr int QA = cdiv(PPB * BM * BK + 7, 8), QB = cdiv(PPB * BK * BN + 7, 8);
-  static constexpr int QC = cdiv(PPB * BM * BN + 7, 8);
+  static constexpr int QC = CDIRECT ? 0 : cdiv(PPB * BM * BN + 7, 8);  // no flat C when C goes out directly
   static constexpr int SMEM = 16 * (STAGES * (QA + QB) + QC) + 2 * PPB * (A_TILE + B_TILE);
   static constexpr int IM = MP / (16 * WM), IN = NP / (16 * WN);  // warp tiles per problem
 };
@@ -197,11 +201,11 @@ __device__ __forceinline__ void repack_flat(__half* tile, const __half* flat, in
   }
 }
 
-template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES, int CDIRECT>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __half* A, int lda, long long strideA,
                                     const __half* B, int ldb, long long strideB, float beta, __half* C, int ldc,
                                     long long strideC, int batch, unsigned char* smem) {
-  using G = Geo<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB, STAGES>;
+  using G = Geo<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB, STAGES, CDIRECT>;
   constexpr int THREADS = G::THREADS;
   // Shared memory: STAGES flat buffers of A and B, the flat C, the padded tiles.
   __half* const flat0 = reinterpret_cast<__half*>(smem);
@@ -214,7 +218,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
   const int br = TRANS_B == 0 ? K : N, bc = TRANS_B == 0 ? N : K;  // stored B: br x bc
   const bool packA = lda == ar && (strideA == (long long)MK || batch == 1);
   const bool packB = ldb == br && (strideB == (long long)KN || batch == 1);
-  const bool packC = ldc == M && (strideC == (long long)MN || batch == 1);
+  const bool packC = !CDIRECT && ldc == M && (strideC == (long long)MN || batch == 1);  // CDIRECT: element stores
   const bool readC = beta != 0.0f;
 
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -329,9 +333,10 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
       }
       // Epilogue: accumulator e of n8 tile b holds (i0 + 16a + gq + 8 (e >> 1), j0 + 8b + 2tq + (e & 1)).
       const long long pg = p0 + p;
-      if (packC && !readC) {  // the common case, without the beta and layout branches per element
-        const int ib = i0 + gq, jb = j0 + 2 * tq;
-        __half* const c0 = flatC + offC + p * MN + ib + jb * M;
+      const int ib = i0 + gq, jb = j0 + 2 * tq;
+      // beta == 0 (the common case): no beta or layout branch per element; c0 is element (ib, jb) of C in the
+      // flat shared copy (column stride M) or, CDIRECT, in global memory (column stride ldc).
+      auto store_c = [&](__half* c0, int ldo) {
 #pragma unroll
         for (int a = 0; a < WM; ++a)
 #pragma unroll
@@ -339,9 +344,17 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int di = 16 * a + 8 * (e >> 1), dj = 8 * b + (e & 1);
-              if (ib + di < M && jb + dj < N) c0[di + dj * M] = __float2half_rn(alpha * acc[a][b][e]);
+              if (ib + di < M && jb + dj < N) c0[di + dj * ldo] = __float2half_rn(alpha * acc[a][b][e]);
             }
-        continue;
+      };
+      if (!readC) {
+        if constexpr (CDIRECT) {
+          store_c(C + pg * strideC + (long long)jb * ldc + ib, ldc);
+          continue;
+        } else if (packC) {
+          store_c(flatC + offC + p * MN + ib + jb * M, M);
+          continue;
+        }
       }
 #pragma unroll
       for (int a = 0; a < WM; ++a)
@@ -385,12 +398,12 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
 }  // namespace flat_tc_detail
 
 // Dynamic shared memory an instance needs, bytes.
-template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES, int CDIRECT>
 __host__ __device__ constexpr int hgemm_flat_tc_smem_bytes() {
-  return flat_tc_detail::Geo<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB, STAGES>::SMEM;
+  return flat_tc_detail::Geo<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB, STAGES, CDIRECT>::SMEM;
 }
 
-template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES, int CDIRECT>
 __global__ void __launch_bounds__(32 * NWARPS)
 hgemm_flat_tc(int M, int N, int K, float alpha, const __half* A, int lda, long long strideA, const __half* B, int ldb,
               long long strideB, float beta, __half* C, int ldc, long long strideC, int batch) {
@@ -425,9 +438,9 @@ hgemm_flat_tc(int M, int N, int K, float alpha, const __half* A, int lda, long l
   }
   unsigned dyn;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-  if (dyn < static_cast<unsigned>(hgemm_flat_tc_smem_bytes<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB, STAGES>()))
+  if (dyn < static_cast<unsigned>(hgemm_flat_tc_smem_bytes<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB, STAGES, CDIRECT>()))
     __trap();  // launched with too little dynamic shared memory: fail loudly, never corrupt
-  flat_tc_detail::run<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB, STAGES>(
+  flat_tc_detail::run<TRANS_A, TRANS_B, BM, BN, BK, WM, WN, NWARPS, PPB, STAGES, CDIRECT>(
       M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, flat_tc_smem);
 }
 

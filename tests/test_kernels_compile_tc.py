@@ -36,9 +36,9 @@ HAND_PICKED = {
         dict(RUNG=4, BM=128, BN=128, BK=32, WM=2, WN=4, STAGES=3, NSG=1),
     ],
     "hgemm_flat_tc": [
-        dict(BM=8, BN=8, BK=8, WM=1, WN=1, NWARPS=2, PPB=16, STAGES=1),
-        dict(BM=40, BN=24, BK=72, WM=1, WN=1, NWARPS=4, PPB=2, STAGES=2),   # rectangular bounds
-        dict(BM=128, BN=128, BK=128, WM=2, WN=4, NWARPS=8, PPB=1, STAGES=1),  # the largest
+        dict(BM=8, BN=8, BK=8, WM=1, WN=1, NWARPS=2, PPB=16, STAGES=1, CDIRECT=0),
+        dict(BM=40, BN=24, BK=72, WM=1, WN=1, NWARPS=4, PPB=2, STAGES=2, CDIRECT=1),   # rectangular bounds
+        dict(BM=128, BN=128, BK=128, WM=2, WN=4, NWARPS=8, PPB=1, STAGES=1, CDIRECT=0),  # the largest
     ],
 }
 
