@@ -340,12 +340,14 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
 #pragma unroll
         for (int a = 0; a < WM; ++a)
 #pragma unroll
-          for (int b = 0; b < 2 * WN; ++b)
+          for (int b = 0; b < 2 * WN; ++b) {
+            if (i0 + 16 * a >= M || j0 + 8 * b >= N) continue;  // an n8 tile of the padding (warp-uniform)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int di = 16 * a + 8 * (e >> 1), dj = 8 * b + (e & 1);
               if (ib + di < M && jb + dj < N) c0[di + dj * ldo] = __float2half_rn(alpha * acc[a][b][e]);
             }
+          }
       };
       if (!readC) {
         if constexpr (CDIRECT) {
