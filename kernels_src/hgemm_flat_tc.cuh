@@ -11,8 +11,8 @@
 //      (16-byte chunks, no registers held, everything in flight at once). The superset's extra bytes lie in the
 //      same 16-byte segments as the range's first and last elements, so they are mapped memory; they are never
 //      used. A non-packed operand is gathered element by element straight into step 2's layout (slow path).
-//   2. Repack. The block rewrites each problem of the group, 16 bytes at a time (word selects and a funnel shift
-//      where a column does not start on a 16-byte boundary), from the flat buffer into a zero-padded tile whose
+//   2. Repack. The block rewrites each problem of the group, 16 bytes at a time (32-bit word loads and a funnel
+//      shift where a column does not start on a 16-byte boundary), from the flat buffer into a zero-padded tile whose
 //      rows are 16-byte aligned and padded by 8 halves (conflict-free ldmatrix): the operand keeps the orientation
 //      it has in memory (A: rows = columns of the stored matrix), so the repack reads and writes consecutive
 //      halves across a warp, and the tile is read by ldmatrix or ldmatrix.trans as the shape needs. The flat
@@ -162,9 +162,9 @@ struct ChunkMap {
 // Copy the np packed matrices of a group from its flat buffer into their padded tiles, one 16-byte chunk of a tile
 // row (8 halves of a stored column) per step. Matrix p is stored sr x sc column-major and packed, so element (r, c)
 // of matrix p sits at half mis + (p * sc + c) * sr + r of the flat buffer (mis: the group's misalignment). A chunk
-// is read as the one or two aligned 16-byte chunks of the flat buffer that cover it and shifted into place (word
-// selects and a 16-bit funnel shift); halves past the column's end are zeroed (they land in the tile's padding,
-// which must stay zero for K). When every column starts on a 16-byte boundary it is a plain 16-byte copy.
+// is read as the 32-bit words that hold it and, when it starts on an odd half, shifted down by one half (a 16-bit
+// funnel shift per word); halves past the column's end are zeroed (they land in the tile's padding, which must
+// stay zero for K). When every column starts on a 16-byte boundary it is a plain 16-byte copy.
 // The flat kernel at 64^3 was issue-bound on the element-pair repack (ncu, results/profiles_h100).
 template <int TILE, int LD>
 __device__ __forceinline__ void repack_flat(__half* tile, const __half* flat, int mis, int sr, int sc, int np,
@@ -181,22 +181,23 @@ __device__ __forceinline__ void repack_flat(__half* tile, const __half* flat, in
     }
     return;
   }
+  // Unaligned columns: the chunk's halves s .. s + n - 1 lie in the 32-bit words s / 2 .. (s + n - 1) / 2 of the
+  // flat buffer; read those words (4, or 5 when s is odd) and, when s is odd, shift each pair down by one half.
+  // Only words holding halves of the column are read (never past the copied range).
+  const unsigned* const f1 = reinterpret_cast<const unsigned*>(flat);
   const int ds = m.step * sr;
 #pragma unroll 2
   for (int q = m.q0, s = mis + m.q0 * sr + m.r; q < total; q += m.step, s += ds) {
     const int p = cols(q);
-    const int sh = s & 7;  // the chunk starts sh halves into the aligned chunk s >> 3
-    const uint4 lo = f4[s >> 3];
-    uint4 hi = make_uint4(0u, 0u, 0u, 0u);
-    if (sh + m.n > 8) hi = f4[(s >> 3) + 1];  // only when needed: never past the copied range
-    const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    unsigned u[6], v[5], o[4];
+    const int odd = s & 1;
+    const unsigned* const x = f1 + (s >> 1);
+    const int words = (odd + m.n + 1) >> 1;  // 1 .. 5
+    unsigned w[5];
 #pragma unroll
-    for (int i = 0; i < 6; ++i) u[i] = (sh & 4) ? w[i + 2] : w[i];
+    for (int i = 0; i < 5; ++i) w[i] = i < words ? x[i] : 0u;
+    unsigned o[4];
 #pragma unroll
-    for (int i = 0; i < 5; ++i) v[i] = (sh & 2) ? u[i + 1] : u[i];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) o[i] = __funnelshift_r(v[i], v[i + 1], (sh & 1) * 16) & m.mask[i];
+    for (int i = 0; i < 4; ++i) o[i] = __funnelshift_r(w[i], w[i + 1], odd * 16) & m.mask[i];
     st_shared_v4(tile + p * TILE + (q - p * sc) * LD + m.r, o[0], o[1], o[2], o[3]);
   }
 }
