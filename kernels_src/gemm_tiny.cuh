@@ -37,6 +37,7 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include "common.cuh"
 #include "precision.cuh"
 
 namespace autotune {
@@ -46,7 +47,7 @@ using precision::from_acc;
 using precision::scalar_of;
 using precision::to_acc;
 
-__host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
+using common::cdiv;
 
 template <int BYTES> struct raw;
 template <> struct raw<2> { using type = unsigned short; };
@@ -326,27 +327,9 @@ gemm_tiny(int M, int N, int K, typename tiny_detail::scalar_of<T>::type alpha, c
   if (M <= 0 || N <= 0 || batch <= 0) return;  // uniform: no thread reaches a barrier
   if (M > BM || N > BN || K > BK) {
     // Above the compile-time bounds: one thread per element of C, straight from global memory (no barriers).
-    const long long mn = (long long)M * N;
-    const long long total = (long long)batch * mn;
-    for (long long idx = (long long)blockIdx.x * THREADS + threadIdx.x; idx < total;
-         idx += (long long)gridDim.x * THREADS) {
-      const long long p = idx / mn;
-      const long long e = idx - p * mn;
-      const int i = static_cast<int>(e % M), j = static_cast<int>(e / M);
-      const T* a = A + p * strideA;
-      const T* b = B + p * strideB;
-      S s = S(0);
-#pragma unroll 1
-      for (int k = 0; k < K; ++k) {
-        const S x = tiny_detail::to_acc(TRANS_A == 0 ? a[(long long)k * lda + i] : a[(long long)i * lda + k]);
-        const S y = tiny_detail::to_acc(TRANS_B == 0 ? b[(long long)j * ldb + k] : b[(long long)k * ldb + j]);
-        s += x * y;
-      }
-      T* cp = C + p * strideC + (long long)j * ldc + i;
-      S v = alpha * s;
-      if (beta != S(0)) v += beta * tiny_detail::to_acc(*cp);
-      *cp = tiny_detail::from_acc<T>(v);
-    }
+    common::gemm_per_element<TRANS_A, TRANS_B, T>(M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,
+                                                  strideC, batch, (long long)blockIdx.x * THREADS + threadIdx.x,
+                                                  (long long)gridDim.x * THREADS);
     return;
   }
   if (M == BM && N == BN && K == BK)

@@ -42,36 +42,18 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include "common.cuh"
+
 namespace autotune {
 namespace flat_tc_detail {
 
-__host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
-
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(smem)), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-template <bool TRANS> __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half* p) {
-  if constexpr (TRANS) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-  } else {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-  }
-}
-__device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using common::cdiv;
+using ptx::cp_async16;
+using ptx::cp_async_commit;
+using ptx::cp_async_wait;
+using ptx::ldmatrix_x4;
+using ptx::mma16816;
+using ptx::st_shared_v4;
 
 // Misalignment of p to 16 bytes, in halves.
 __device__ __forceinline__ int misalign(const __half* p) {
@@ -132,10 +114,6 @@ __device__ __forceinline__ void repack(__half* tile, const __half* src, long lon
     v.y = r + 1 < sr ? e[1] : zero;
     *reinterpret_cast<__half2*>(tile + p * TILE + c * LD + r) = v;
   }
-}
-
-__device__ __forceinline__ void st_shared_v4(void* p, unsigned x, unsigned y, unsigned z, unsigned w) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(p)), "r"(x), "r"(y), "r"(z), "r"(w));
 }
 
 // How a block's threads split the packed repack of one operand (stored sr x sc per problem): each tile row (stored
@@ -416,27 +394,9 @@ hgemm_flat_tc(int M, int N, int K, float alpha, const __half* A, int lda, long l
   if (M <= 0 || N <= 0 || batch <= 0) return;  // uniform: no thread reaches a barrier
   if (M > BM || N > BN || K > BK) {
     // Above the compile-time bounds: one thread per element of C, straight from global memory (no barriers).
-    const long long mn = (long long)M * N;
-    const long long total = (long long)batch * mn;
-    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += (long long)gridDim.x * blockDim.x) {
-      const long long p = idx / mn;
-      const long long e = idx - p * mn;
-      const int i = static_cast<int>(e % M), j = static_cast<int>(e / M);
-      const __half* a = A + p * strideA;
-      const __half* b = B + p * strideB;
-      float s = 0.0f;
-#pragma unroll 1
-      for (int k = 0; k < K; ++k) {
-        const float x = __half2float(TRANS_A == 0 ? a[(long long)k * lda + i] : a[(long long)i * lda + k]);
-        const float y = __half2float(TRANS_B == 0 ? b[(long long)j * ldb + k] : b[(long long)k * ldb + j]);
-        s += x * y;
-      }
-      __half* cp = C + p * strideC + (long long)j * ldc + i;
-      float v = alpha * s;
-      if (beta != 0.0f) v += beta * __half2float(*cp);
-      *cp = __float2half_rn(v);
-    }
+    common::gemm_per_element<TRANS_A, TRANS_B, __half>(M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,
+                                                       strideC, batch, (long long)blockIdx.x * blockDim.x + threadIdx.x,
+                                                       (long long)gridDim.x * blockDim.x);
     return;
   }
   unsigned dyn;

@@ -18,23 +18,16 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include "common.cuh"
+
 namespace autotune {
 namespace small_tc_detail {
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(smem)), "l"(gmem));
-}
+using ptx::cp_async16;
+using ptx::mma16816;
 __device__ __forceinline__ void cp_async_commit_wait_all() {
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::);
-}
-__device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  ptx::cp_async_commit();
+  ptx::cp_async_wait<0>();
 }
 __device__ __forceinline__ unsigned pack2(__half lo, __half hi) {
   return static_cast<unsigned>(__half_as_ushort(lo)) | (static_cast<unsigned>(__half_as_ushort(hi)) << 16);
@@ -88,21 +81,9 @@ hgemm_small_tc(int M, int N, int K, float alpha, const __half* A, int lda, long 
   const int tid = threadIdx.x;
   const bool fast = M <= 16 && N <= TC_N && K <= KMAX;
   if (!fast) {  // out of domain: one thread per element of C
-    const long long total = (long long)batch * M * N;
-    for (long long idx = (long long)blockIdx.x * NT + tid; idx < total; idx += (long long)gridDim.x * NT) {
-      const long long p = idx / ((long long)M * N);
-      const int e = static_cast<int>(idx % ((long long)M * N)), m = e % M, n = e / M;
-      const __half* Ap = A + p * strideA;
-      const __half* Bp = B + p * strideB;
-      float s = 0.0f;
-      for (int k = 0; k < K; ++k) {
-        const float a = __half2float(TRANS_A == 0 ? Ap[(long long)k * lda + m] : Ap[(long long)m * lda + k]);
-        const float bv = __half2float(TRANS_B == 0 ? Bp[(long long)n * ldb + k] : Bp[(long long)k * ldb + n]);
-        s += a * bv;
-      }
-      __half* c = C + p * strideC + (long long)n * ldc + m;
-      *c = __float2half(beta != 0.0f ? alpha * s + beta * __half2float(*c) : alpha * s);
-    }
+    common::gemm_per_element<TRANS_A, TRANS_B, __half>(M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,
+                                                       strideC, batch, (long long)blockIdx.x * NT + tid,
+                                                       (long long)gridDim.x * NT);
     return;
   }
 
