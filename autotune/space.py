@@ -148,6 +148,14 @@ class Space:
             return (out + [1, 1, 1])[:3]  # type: ignore[return-value]
         return Geometry(ints(binding.grid), ints(binding.block), as_int(self.eval(binding.shared_bytes, env)))
 
+    def serves(self, params: Mapping[str, Any], point: TestPoint) -> bool:
+        """Whether the kernel's `serves:` expression assigns this problem to the instance (True without one)."""
+        kernel = self.kernel
+        if kernel is None or kernel.serves is None:
+            return True
+        env = {**self.values(params, point.precision), "M": point.m, "N": point.n, "K": point.k, "batch": point.batch}
+        return bool(self.eval(kernel.serves, env))
+
     def accepts(self, point: TestPoint) -> bool:
         """Whether the kernel handles this problem (precision, shape, size limits)."""
         problems = self._binding().problems

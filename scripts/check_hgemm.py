@@ -64,12 +64,14 @@ class Kernel:
         return _geometry(self, 1, 1, 1, 1).shared_bytes
 
     def fits(self, n: int) -> bool:
-        """Whether timing this instance at size n says anything: hgemm_flat_tc only where its bound serves n."""
-        return self.family != "hgemm_flat_tc" or n <= self.args[0] < n + 8
+        """Whether timing this instance at size n says anything: the space's `serves:` assigns n^3 to it."""
+        return _space(self.family).serves(self.params(), TestPoint("fp16", "NN", n, n, n, 1))
 
     def bound(self) -> int:
-        """The largest M, N, K an hgemm_flat_tc instance runs on its fast path (BM = BN = BK here)."""
-        return self.args[0] if self.family == "hgemm_flat_tc" else 1 << 30
+        """The largest square size the instance serves (its fast path's bound); 2^30 where it serves every size."""
+        if _space(self.family).kernel.serves is None:
+            return 1 << 30
+        return max(n for n in range(1, 257) if self.fits(n))
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,43 @@
+"""scripts/check_hgemm.py asks the space files which sizes an instance serves (no restated rule): the flat
+kernel's instances serve n^3 exactly where n <= BM < n + 8, the families without `serves:` every size, and
+Space.serves agrees with the generator's vectorised `serving` on whole spaces."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autotune.devices import get_device
+from autotune.generator import generate, serving
+from autotune.measurement import TestPoint
+from autotune.space import load_space
+from tests.support.harness import load_script
+
+harness = load_script("check_hgemm")
+
+
+@pytest.mark.parametrize("kern", harness.KERNELS_UNDER_TEST, ids=[k.label for k in harness.KERNELS_UNDER_TEST])
+def test_harness_sizes_come_from_the_space(kern) -> None:
+    if kern.family == harness.F:
+        bm = kern.params()["BM"]
+        assert [n for n in range(1, 140) if kern.fits(n)] == [n for n in range(1, 140) if n <= bm < n + 8]
+        assert kern.bound() == bm
+    else:
+        assert all(kern.fits(n) for n in (1, 33, 128)) and kern.bound() == 1 << 30
+
+
+@pytest.mark.parametrize("space_name,precision", [("hgemm_flat_tc", "fp16"), ("gemm_tiny_simt", "fp32"),
+                                                  ("hgemm_mma", "fp16")])
+def test_space_serves_matches_the_generator(space_name: str, precision: str) -> None:
+    space = load_space(space_name)
+    gen = generate(space, get_device("H100"), precision)
+    rng = np.random.default_rng(3)
+    rows = rng.choice(gen.count, size=min(40, gen.count), replace=False)
+    for n in (2, 17, 33, 64):
+        point = TestPoint(precision, "NN", n, n, n, 1000)
+        mask = serving(gen, point)
+        for r in rows:
+            params = {k: int(v) for k, v in gen.frame.iloc[int(r)].items()}
+            assert space.serves(params, point) == bool(mask[r])
+    if space.kernel.serves is not None:  # the check is not vacuous: some rows are served, some are not
+        mask = serving(gen, TestPoint(precision, "NN", 17, 17, 17, 1000))
+        assert mask.any() and not mask.all()
