@@ -1,5 +1,6 @@
 // Building blocks shared by the kernel templates:
 //   common::cdiv              ceiling division (compile-time geometry)
+//   common::misalign          how many elements a pointer lies past a 16-byte boundary
 //   common::gemm_per_element  the one-thread-per-element GEMM a bounded kernel runs above its compile-time bounds
 //   ptx::*                    the sm_80+ instructions of the tensor-core families: cp.async (16 bytes, optionally
 //                             zero-filled), commit/wait groups, ldmatrix x4 (plain or transposed), mma.sync
@@ -13,6 +14,11 @@ namespace autotune {
 namespace common {
 
 __host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
+
+// Misalignment of p to 16 bytes, in elements (T* is always aligned to sizeof(T)).
+template <typename T> __device__ __forceinline__ int misalign(const T* p) {
+  return static_cast<int>((reinterpret_cast<unsigned long long>(p) & 15ull) / sizeof(T));
+}
 
 // C = alpha * op(A) * op(B) + beta * C for every problem of the batch, one thread per element of C, straight from
 // global memory (no shared memory, no barriers: any thread may return early). Threads start at element `first` and

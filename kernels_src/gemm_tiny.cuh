@@ -54,10 +54,7 @@ template <> struct raw<2> { using type = unsigned short; };
 template <> struct raw<4> { using type = unsigned int; };
 template <> struct raw<8> { using type = unsigned long long; };
 
-// Misalignment of p to 16 bytes, in elements (T* is always aligned to sizeof(T)).
-template <typename T> __device__ __forceinline__ int misalign(const T* p) {
-  return static_cast<int>((reinterpret_cast<unsigned long long>(p) & 15ull) / sizeof(T));
-}
+using common::misalign;
 
 // A block holds the elements [0, n) of a contiguous range g in shared memory at element mis + f, where
 // mis = misalign(g): chunk q (16 bytes) of the shared buffer then holds the elements q * VEC - mis ... of the

@@ -48,17 +48,13 @@ namespace autotune {
 namespace flat_tc_detail {
 
 using common::cdiv;
+using common::misalign;
 using ptx::cp_async16;
 using ptx::cp_async_commit;
 using ptx::cp_async_wait;
 using ptx::ldmatrix_x4;
 using ptx::mma16816;
 using ptx::st_shared_v4;
-
-// Misalignment of p to 16 bytes, in halves.
-__device__ __forceinline__ int misalign(const __half* p) {
-  return static_cast<int>((reinterpret_cast<unsigned long long>(p) & 15ull) >> 1);
-}
 
 // Compile-time geometry of one instance.
 template <int TRANS_A, int TRANS_B, int BM, int BN, int BK, int WM, int WN, int NWARPS, int PPB, int STAGES, int CDIRECT>
