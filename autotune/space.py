@@ -139,9 +139,13 @@ class Space:
         tokens = [symbols[a] if a in symbols else str(as_int(env[a])) for a in binding.template_args]
         return f"{binding.template}<{', '.join(tokens)}>"
 
+    def _problem_env(self, params: Mapping[str, Any], point: TestPoint) -> dict[str, Any]:
+        """One instance's names (parameters, derived, device, precision) with the problem's M N K batch."""
+        return {**self.values(params, point.precision), "M": point.m, "N": point.n, "K": point.k, "batch": point.batch}
+
     def geometry(self, params: Mapping[str, Any], point: TestPoint) -> Geometry:
         binding = self._binding()
-        env = {**self.values(params, point.precision), "M": point.m, "N": point.n, "K": point.k, "batch": point.batch}
+        env = self._problem_env(params, point)
 
         def ints(items: tuple[Located, ...]) -> tuple[int, int, int]:
             out = [as_int(self.eval(x, env)) for x in items]
@@ -153,8 +157,7 @@ class Space:
         kernel = self.kernel
         if kernel is None or kernel.serves is None:
             return True
-        env = {**self.values(params, point.precision), "M": point.m, "N": point.n, "K": point.k, "batch": point.batch}
-        return bool(self.eval(kernel.serves, env))
+        return bool(self.eval(kernel.serves, self._problem_env(params, point)))
 
     def accepts(self, point: TestPoint) -> bool:
         """Whether the kernel handles this problem (precision, shape, size limits)."""

@@ -86,12 +86,12 @@ struct FastDiv {
   }
 };
 
-// Copy the np matrices of a group into their padded tiles (tile stride TILE halves, row stride LD): matrix p is
-// stored sr x sc column-major at src + p * pstride with leading dimension ld (the flat buffer: ld = sr,
-// pstride = sr * sc; global memory otherwise); tile row c gets column c, tile column r its row r. Only the stored
-// elements are written: the rest of every tile was zeroed once and stays zero (every group has the same sizes).
-// Threads take pairs of halves along a column, consecutive threads consecutive pairs (the last pair of an odd
-// column writes a zero into the padding).
+// Gather the np matrices of a group that is not packed straight from global memory into their padded tiles (tile
+// stride TILE halves, row stride LD): matrix p is stored sr x sc column-major at src + p * pstride with leading
+// dimension ld; tile row c gets column c, tile column r its row r. Only the stored elements are written: the rest
+// of every tile was zeroed once and stays zero (every group has the same sizes). Threads take pairs of halves
+// along a column, consecutive threads consecutive pairs (the last pair of an odd column writes a zero into the
+// padding). Packed operands take repack_flat instead.
 template <int TILE, int LD, int THREADS>
 __device__ __forceinline__ void repack(__half* tile, const __half* src, long long pstride, int sr, int sc,
                                        long long ld, int np, FastDiv pairs_per_col, FastDiv cols, int t) {

@@ -65,13 +65,24 @@ class Kernel:
 
     def fits(self, n: int) -> bool:
         """Whether timing this instance at size n says anything: the space's `serves:` assigns n^3 to it."""
-        return _space(self.family).serves(self.params(), TestPoint("fp16", "NN", n, n, n, 1))
+        return _serves(self, n)
 
     def bound(self) -> int:
         """The largest square size the instance serves (its fast path's bound); 2^30 where it serves every size."""
-        if _space(self.family).kernel.serves is None:
-            return 1 << 30
-        return max(n for n in range(1, 257) if self.fits(n))
+        return _bound(self)
+
+
+@functools.lru_cache(maxsize=None)
+def _serves(kern: Kernel, n: int) -> bool:
+    return _space(kern.family).serves(kern.params(), TestPoint("fp16", "NN", n, n, n, 1))
+
+
+@functools.lru_cache(maxsize=None)
+def _bound(kern: Kernel) -> int:
+    """Evaluated once per instance (256 evaluations of the space's `serves:`; the timing loop asks per size)."""
+    if _space(kern.family).kernel.serves is None:
+        return 1 << 30
+    return max(n for n in range(1, 257) if _serves(kern, n))
 
 
 @functools.lru_cache(maxsize=None)
