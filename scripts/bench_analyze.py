@@ -14,11 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.dispatch import Provenance, build_table  # noqa: E402
-from autotune.emit import emit_cpp, emit_python  # noqa: E402
-from autotune.loo import leave_one_out  # noqa: E402
-from autotune.setcover import select  # noqa: E402
-from autotune.winners import Criteria, perf_matrix, synthetic_measurements, winners  # noqa: E402
+from autotune.dispatch.table import Provenance, build_table  # noqa: E402
+from autotune.dispatch.emit import emit_cpp, emit_python  # noqa: E402
+from autotune.dispatch.loo import leave_one_out  # noqa: E402
+from autotune.analysis.setcover import select  # noqa: E402
+from autotune.analysis.winners import Criteria, perf_matrix, synthetic_measurements, winners  # noqa: E402
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 """Benchmark: build time of our space generator against Kernel Tuner's `Searchspace` (issue 2, "Performance").
 
 For every spaces/*.yaml (except the synthetic one) it
-  1. builds the space with `autotune.generator.generate` (hard constraints only, and hard + soft), best of N;
+  1. builds the space with `autotune.space.generator.generate` (hard constraints only, and hard + soft), best of N;
   2. translates the space to Kernel Tuner (tune_params dict + restriction strings: derived quantities
      inlined, device limits and precision sizes substituted as numbers, ceil/floor/log2 rewritten into
      plain Python), checks the translation against our evaluator on random raw combinations with plain
@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))  # our package, whether or not it is pip-installed
 
 from autotune.devices import DeviceLimits, get_device  # noqa: E402
 from autotune.errors import SpaceError  # noqa: E402
-from autotune.generator import generate  # noqa: E402
-from autotune.space import Constraint, Space, load_space  # noqa: E402
+from autotune.space.generator import generate  # noqa: E402
+from autotune.space.spec import Constraint, Space, load_space  # noqa: E402
 
 SYNTHETIC = ROOT / "spaces" / "synthetic_1e9.yaml"
 SAFE_BUILTINS = {"min": min, "max": max, "abs": abs, "__import__": __import__}

@@ -15,7 +15,7 @@ one test point (default fp32 NN 32x32x32, batch 20,000, alpha 1, beta 0):
      expression with parameter names, which Kernel Tuner substitutes (checked against ours for every config);
      grid and dynamic shared memory from the space's launch geometry (callables); the same problem as host arrays
      (C poisoned with NaN when beta == 0); the same verification rule (per matrix ||C - ref||_F / ||ref||_F under
-     autotune.verify's tolerance, any non-finite element is wrong) through `verify=` with the reference as
+     autotune.problems.gemm.verify's tolerance, any non-finite element is wrong) through `verify=` with the reference as
      `answer=`; `iterations=` = our repetitions; a fresh CUPY_CACHE_DIR. Wall clock of the tune_kernel calls
      (problem data and reference are built before the clock starts). A config that aborts Kernel Tuner (wrong
      result, compile error) is recorded and Kernel Tuner is started again on the configs it had not reached.
@@ -48,11 +48,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from autotune import __version__, paths  # noqa: E402
-from autotune.config import SweepConfig, parse_config  # noqa: E402
-from autotune.instance import Instance  # noqa: E402
-from autotune.measurement import Measurement, Status, TestPoint  # noqa: E402
-from autotune.space import Space, load_space  # noqa: E402
-from autotune.strategies import make_strategy  # noqa: E402
+from autotune.sweep.config import SweepConfig, parse_config  # noqa: E402
+from autotune.space.instance import Instance  # noqa: E402
+from autotune.vocab import Measurement, Status, TestPoint  # noqa: E402
+from autotune.space.spec import Space, load_space  # noqa: E402
+from autotune.sweep.strategies import make_strategy  # noqa: E402
 
 SEED_SCALE = (5000, 15)  # instances x test points of a seed-scale sweep (issue 3)
 TARGET_RATIO, TARGET_MINUTES = 10.0, 30.0
@@ -273,9 +273,9 @@ class Clock:
 
 def run_ours(cfg_text: str, workdir: Path, backend: Any, ask_batch: int | None = None) -> dict[str, Any]:
     """Our sweep of `cfg_text` through `backend` into a fresh database; closes the backend. `ask_batch`
-    overrides autotune.runner.ASK_BATCH (instances asked of the strategy, hence handed to the backend, at once)."""
-    import autotune.runner as runner
-    from autotune.store import Store
+    overrides autotune.sweep.runner.ASK_BATCH (instances asked of the strategy, hence handed to the backend, at once)."""
+    import autotune.sweep.runner as runner
+    from autotune.store.store import Store
 
     workdir.mkdir(parents=True, exist_ok=True)
     cfg = parse_config(cfg_text, file=workdir / "bench.yaml")
@@ -317,7 +317,7 @@ def kt_problem(point: TestPoint, alpha: float, beta: float, seed: int) -> tuple[
     import cupy as cp
     import numpy as np
 
-    from autotune.launch import DTYPES, SCALARS, layout
+    from autotune.problems.gemm.data import DTYPES, SCALARS, layout
     lay, p = layout(point), point
     ea, eb, ec = lay.elements()
     rng = np.random.default_rng(seed)
@@ -368,7 +368,7 @@ def kt_child(spec_path: Path) -> None:
     from kernel_tuner import tune_kernel
     from kernel_tuner.util import replace_param_occurrences
 
-    from autotune.verify import judge
+    from autotune.problems.gemm.verify import judge
     _pad_cupy_uuid()
     spec = json.loads(spec_path.read_text())
     space, point = load_space(spec["space_path"]), TestPoint(**spec["point"])
@@ -567,7 +567,7 @@ def build_report(b: Bench, ours: dict[str, Any], kt: dict[str, Any], proj: dict[
                     "convention": kb.convention},
         "instances": [i.id for i in b.chosen], "repetitions": b.reps,
         "same_instance_set": sorted(i.id for i in b.chosen) == ours["instance_ids"],
-        "verification": "both: per matrix ||C - ref||_F / ||ref||_F <= autotune.verify.tolerance "
+        "verification": "both: per matrix ||C - ref||_F / ||ref||_F <= autotune.problems.gemm.verify.tolerance "
                         "(fp64 1e-12, fp32 1e-5, fp16 1e-2; x sqrt(K/1024) above K = 1024), any non-finite element "
                         "is wrong, C poisoned with NaN when beta == 0, float64 reference of the rounded inputs; ours "
                         "on the GPU, Kernel Tuner through verify= on the host with answer= holding the reference "
@@ -602,7 +602,7 @@ def build_report(b: Bench, ours: dict[str, Any], kt: dict[str, Any], proj: dict[
 # ---------------------------------------------------------------------------------------------- driver
 def effective_space(space_arg: str, kernel: str | None, workdir: Path) -> Path:
     """The space file; with --kernel, a copy whose `kernel.source` is that file (instance IDs unchanged)."""
-    from autotune.space import find_space
+    from autotune.space.spec import find_space
     path = find_space(space_arg).resolve()
     if kernel is None:
         return path
@@ -643,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     point = parse_point(a.point)
     space_path = effective_space(a.space, a.kernel, workdir)
     space = load_space(space_path)
-    from autotune.runner import plan_sweep
+    from autotune.sweep.runner import plan_sweep
     cfg_text = sweep_yaml(space_path, point_yaml(point), f"sqlite:///{workdir / 'ours.sqlite'}", a.reps, a.instances,
                           a.seed, a.alpha, a.beta)
     cfg = parse_config(cfg_text, file=workdir / "bench.yaml")
@@ -660,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             print("kernel_tuner not importable here: translation not checked against it")
         return 0
-    from autotune.worker import GpuBackend
+    from autotune.sweep.gpu_backend import GpuBackend
     bench = Bench(space, space_path, point, tuple(chosen), len(plan.work), a.seed, a.reps, a.alpha, a.beta,
                   " ".join(["scripts/bench_sweep.py", *(sys.argv[1:] if argv is None else argv)]))
     kt: dict[str, Any] = {}
@@ -722,7 +722,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _git() -> str | None:
-    from autotune.runner import git_commit
+    from autotune.sweep.runner import git_commit
     return git_commit()
 
 

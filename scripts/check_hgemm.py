@@ -26,8 +26,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels_src"
 sys.path.insert(0, str(ROOT))
-from autotune.measurement import TestPoint  # noqa: E402
-from autotune.space import load_space  # noqa: E402
+from autotune.vocab import TestPoint  # noqa: E402
+from autotune.space.spec import load_space  # noqa: E402
 
 
 @functools.lru_cache(maxsize=None)

@@ -27,9 +27,9 @@ import functools  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from autotune.measurement import TestPoint  # noqa: E402
+from autotune.vocab import TestPoint  # noqa: E402
 from autotune.paths import KERNELS_DIR  # noqa: E402
-from autotune.space import load_space  # noqa: E402
+from autotune.space.spec import load_space  # noqa: E402
 
 TOL = {"fp64": 1e-12, "fp32": 1e-5, "fp16": 1e-2}
 DTYPE = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16}
@@ -140,7 +140,7 @@ def compile_modules(cases: list[Case]) -> dict[str, object]:
         names.setdefault(c.source, set()).add(c.name_expression())
     options = ("-std=c++17", f"--include-path={KERNELS_DIR}")
     try:  # NVRTC needs CUDA's own include folder for <cuda_fp16.h>; the runner finds it the same way
-        from autotune.compile import cuda_include_dir
+        from autotune.sweep.compile import cuda_include_dir
         if cuda_include_dir():
             options += (f"--include-path={cuda_include_dir()}",)
     except ImportError:

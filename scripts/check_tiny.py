@@ -40,9 +40,9 @@ import numpy as np  # noqa: E402
 
 import check_simt  # noqa: E402  (helpers: tolerances, NVRTC compile, copy bandwidth, event timing)
 from autotune.devices import get_device  # noqa: E402
-from autotune.measurement import TestPoint  # noqa: E402
+from autotune.vocab import TestPoint  # noqa: E402
 from autotune.paths import KERNELS_DIR  # noqa: E402
-from autotune.space import load_space  # noqa: E402
+from autotune.space.spec import load_space  # noqa: E402
 
 TOL = check_simt.TOL
 DTYPE = check_simt.DTYPE
@@ -124,13 +124,13 @@ class Case:
 
 @functools.lru_cache(maxsize=None)
 def _generated(precision: str):
-    from autotune.generator import generate
+    from autotune.space.generator import generate
     return generate(_space("gemm_tiny_simt"), get_device("H100"), precision)
 
 
 def serving_instances(precision: str, m: int, n: int, k: int) -> list[tuple[tuple[str, int], ...]]:
     """Instances of the generated space (hard and soft constraints, H100 profile) that serve M x N x K."""
-    from autotune.generator import serving
+    from autotune.space.generator import serving
     g = _generated(precision)
     rows = np.flatnonzero(serving(g, TestPoint(precision, "NN", m, n, k, 1000)))
     frame = g.frame
@@ -202,7 +202,7 @@ class Outcome:
 
 
 class _Compiled:
-    """`get_function(name_expression)` over kernels compiled one per NVRTC call (autotune.compile)."""
+    """`get_function(name_expression)` over kernels compiled one per NVRTC call (autotune.sweep.compile)."""
 
     def __init__(self, kernels: dict) -> None:
         self.kernels, self.loaded = kernels, {}
@@ -221,7 +221,7 @@ class _Compiled:
 
 def compile_modules(cases: list[Case]) -> dict[str, object]:
     """Every name expression the cases need, compiled in a process pool, one instance per NVRTC call, with
-    the runner's compiler (autotune.compile: its options and on-disk cache under .cache/compile), so the
+    the runner's compiler (autotune.sweep.compile: its options and on-disk cache under .cache/compile), so the
     few hundred instances take seconds to a minute on a many-core machine instead of one NVRTC program of minutes."""
     import multiprocessing as mp
     import os
@@ -229,8 +229,8 @@ def compile_modules(cases: list[Case]) -> dict[str, object]:
 
     import cupy as cp
 
-    from autotune.compile import CompileRequest, compile_batch, ignore_sigint
-    from autotune.worker import DEFAULT_CACHE_DIR
+    from autotune.sweep.compile import CompileRequest, compile_batch, ignore_sigint
+    from autotune.sweep.gpu_backend import DEFAULT_CACHE_DIR
 
     arch = int(cp.cuda.Device().compute_capability)  # CuPy gives "90" for sm_90
     names: dict[str, set[str]] = {}

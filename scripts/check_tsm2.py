@@ -31,7 +31,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from autotune.tsm2_model import ModelDevice, choose_ism2, choose_tsm2  # noqa: E402
+from autotune.problems.gemm.tsm2_model import ModelDevice, choose_ism2, choose_tsm2  # noqa: E402
 
 KERNELS = ROOT / "kernels_src"
 SOURCE = KERNELS / "tsm2.cuh"

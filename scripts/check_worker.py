@@ -26,12 +26,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autotune import paths  # noqa: E402
-from autotune.compile import CompileCache, CompileRequest, compile_batch  # noqa: E402
+from autotune.sweep.compile import CompileCache, CompileRequest, compile_batch  # noqa: E402
 from autotune.devices import get_device  # noqa: E402
-from autotune.generator import generate  # noqa: E402
-from autotune.measurement import Job, Measurement, TestPoint  # noqa: E402
-from autotune.space import load_space  # noqa: E402
-from autotune.worker import GpuBackend, KernelTask, Variant  # noqa: E402
+from autotune.space.generator import generate  # noqa: E402
+from autotune.vocab import Measurement, TestPoint  # noqa: E402
+from autotune.sweep.backend import Job
+from autotune.space.spec import load_space  # noqa: E402
+from autotune.sweep.gpu_backend import GpuBackend
+from autotune.sweep.tasks import KernelTask, Variant  # noqa: E402
 
 TEST_KERNELS = paths.ROOT / "tests" / "data" / "kernels"
 POINTS = (TestPoint("fp32", "NN", 32, 32, 32, 20_000), TestPoint("fp64", "NT", 16, 16, 16, 50_000),

@@ -19,7 +19,7 @@ for cfg in "$@"; do
   [ -f "$cfg" ] || { echo "error: no config file $cfg" >&2; exit 2; }
   name=$(basename "$cfg" .yaml)
   # the kernel's function name: the template of the config's first space, without its namespace
-  kernel=$("$PYTHON" -c "import sys; from autotune.config import load_config; from autotune.space import load_space
+  kernel=$("$PYTHON" -c "import sys; from autotune.sweep.config import load_config; from autotune.space.spec import load_space
 c = load_config(sys.argv[1]); print(load_space(c.spaces[0].path).kernel.template.split('::')[-1])" "$cfg")
   log="$OUT_DIR/$name.log"
   ncu --target-processes all --clock-control none --kernel-name "regex:(^|:)${kernel}$" --launch-count 1 "${SECTIONS[@]}" \

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Iterator
 import pytest
 
 if TYPE_CHECKING:  # pragma: no cover
-    from autotune.instance import Instance
-    from autotune.measurement import DeviceInfo, Measurement, TestPoint
-    from autotune.store import Store
+    from autotune.space.instance import Instance
+    from autotune.vocab import DeviceInfo, Measurement, TestPoint
+    from autotune.store.store import Store
 
 PG_ENV = "AUTOTUNE_TEST_PG_URL"
 
@@ -60,7 +60,7 @@ def db_url(request: pytest.FixtureRequest) -> str:
 # ---- a small recorded sweep, built through the real store API, shared by the store/query/replay tests ----
 
 def device_info(uuid_: str = "GPU-test-0001", name: str = "Test GPU") -> "DeviceInfo":
-    from autotune.measurement import DeviceInfo
+    from autotune.vocab import DeviceInfo
     return DeviceInfo(name=name, uuid=uuid_, sm_count=132, cc=90, sm_clock_mhz=1980, mem_clock_mhz=2619,
                       l2_bytes=50 * 2**20, copy_bandwidth=2.98e12, driver="580.00", cuda_runtime="13000",
                       nvrtc="13.0", cupy="13.6.0")
@@ -70,13 +70,13 @@ SPACE = "gemm_test"
 
 
 def instances() -> list["Instance"]:
-    from autotune.instance import Instance
+    from autotune.space.instance import Instance
     return [Instance.of(SPACE, {"DIM_X": dx, "DIM_Y": dy, "SCALE": 0.5, "ALG": alg})
             for dx, dy, alg in ((16, 8, "a"), (32, 4, "b"), (8, 8, "a"))]
 
 
 def points() -> list["TestPoint"]:
-    from autotune.measurement import TestPoint
+    from autotune.vocab import TestPoint
     return [TestPoint("fp64", "NN", 32, 32, 32, 1000), TestPoint("fp32", "NN", 16, 16, 16, 4000)]
 
 
@@ -91,8 +91,8 @@ class Recorded:
 def record_sample(store: "Store", uuid_: str = "GPU-test-0001", finish: bool = True) -> Recorded:
     """Record 3 instances x 2 points: ok times (instance i takes (i + 1) ms, so instance 0 is the best),
     except instance 2 at the fp32 point, which is wrong; plus cuBLAS times of 2 ms and 5 ms."""
-    from autotune.measurement import Measurement, Status
-    from autotune.store import SpaceRecord, SweepStart
+    from autotune.vocab import Measurement, Status
+    from autotune.store.store import SpaceRecord, SweepStart
 
     info = device_info(uuid_)
     dev = store.upsert_device(info)

@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from autotune.devices import get_device
-from autotune.generator import binding_order, generate, param_deps
-from autotune.space import load_space
+from autotune.space.generator import binding_order, generate, param_deps
+from autotune.space.spec import load_space
 from tests.support.harness import load_script
 
 

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from autotune.config import parse_config
-from autotune.runner import plan_sweep
-from autotune.space import load_space
+from autotune.sweep.config import parse_config
+from autotune.sweep.runner import plan_sweep
+from autotune.space.spec import load_space
 from tests.support.formula_backend import FormulaBackend
 from tests.support.harness import load_script
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from autotune.devices import get_device
-from autotune.generator import generate, serving
-from autotune.measurement import TestPoint
-from autotune.space import load_space
+from autotune.space.generator import generate, serving
+from autotune.vocab import TestPoint
+from autotune.space.spec import load_space
 from tests.support.harness import load_script
 
 harness = load_script("check_hgemm")

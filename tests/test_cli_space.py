@@ -115,7 +115,7 @@ def test_help_explains():
 
 def test_explorer_imports_no_heavy_package():
     """The explorer must start fast and work without a GPU: no CuPy, Optuna, SQLAlchemy or SciPy at start."""
-    code = ("import sys, autotune.cli, autotune.space_cli; "
+    code = ("import sys, autotune.cli.main, autotune.cli.space; "
             "print([m for m in ('cupy', 'optuna', 'sqlalchemy', 'scipy', 'matplotlib') if m in sys.modules])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr

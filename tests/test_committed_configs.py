@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from autotune import tsm2_check
-from autotune.config import load_config
+from autotune.analysis import tsm2_check
+from autotune.sweep.config import load_config
 from autotune.devices import profile
 from autotune.paths import CONFIGS_DIR
-from autotune.runner import plan_sweep
-from autotune.tsm2_model import choose_tsm2
+from autotune.sweep.runner import plan_sweep
+from autotune.problems.gemm.tsm2_model import choose_tsm2
 
 PROFILES = sorted((CONFIGS_DIR / "profile").glob("*.yaml"))
 

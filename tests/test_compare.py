@@ -10,14 +10,14 @@ import pytest
 from pg import device_info
 from typer.testing import CliRunner
 
-from autotune.cli import app
-from autotune.compare import compare, groups, summarize
+from autotune.cli.main import app
+from autotune.analysis.compare import compare, groups, summarize
 from autotune.errors import UserError
-from autotune.instance import Instance
-from autotune.measurement import Measurement, Status, TestPoint
+from autotune.space.instance import Instance
+from autotune.vocab import Measurement, Status, TestPoint
 from autotune.paths import ROOT
-from autotune.query import run_query
-from autotune.store import SpaceRecord, Store, StoreError, SweepStart
+from autotune.store.query import run_query
+from autotune.store.store import SpaceRecord, Store, StoreError, SweepStart
 
 RECORDED = ROOT / "results" / "default" / "default.sqlite"
 SIZES = (4, 8, 16)

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from autotune import paths
-from autotune.bench import TimingPlan, chunk_sizes, should_stop, stop_bound, summarize, warmup_count
-from autotune.compile import (CompileCache, CompiledKernel, arch_option, batches, cache_key, local_headers,
+from autotune.sweep.timing import TimingPlan, chunk_sizes, should_stop, stop_bound, summarize, warmup_count
+from autotune.sweep.compile import (CompileCache, CompiledKernel, arch_option, batches, cache_key, local_headers,
                               source_digest)
-from autotune.launch import layout, rotation_copies
-from autotune.measurement import TestPoint
-from autotune.verify import judge, tolerance
+from autotune.problems.gemm.data import layout, rotation_copies
+from autotune.vocab import TestPoint
+from autotune.problems.gemm.verify import judge, tolerance
 
 TEST_KERNELS = Path(__file__).parent / "data" / "kernels"
 
@@ -206,7 +206,7 @@ def test_pool_processes_ignore_ctrl_c():
     import time
     from concurrent.futures import ProcessPoolExecutor
 
-    from autotune.compile import ignore_sigint
+    from autotune.sweep.compile import ignore_sigint
 
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=ignore_sigint) as pool:
         pid = pool.submit(_pid).result(timeout=60)  # the initializer has run in this process

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autotune.config import SweepConfig, load_config, parse_config
+from autotune.sweep.config import SweepConfig, load_config, parse_config
 from autotune.errors import ConfigError
-from autotune.measurement import TestPoint
+from autotune.vocab import TestPoint
 from autotune.paths import CONFIGS_DIR, RESULTS_DIR, SPACES_DIR
 
 SPACE = next((p.stem for p in sorted(SPACES_DIR.glob("*.yaml"))), None)

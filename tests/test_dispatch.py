@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autotune.dispatch import DispatchTable, KernelInfo, Provenance, build_table, load_table
-from autotune.dispatch_runtime import ilog2_fx, validity_bounds
-from autotune.setcover import select
-from autotune.winners import Criteria, perf_matrix, synthetic_measurements, winners, with_point_key
+from autotune.dispatch.table import DispatchTable, KernelInfo, Provenance, build_table, load_table
+from autotune.dispatch.runtime import ilog2_fx, validity_bounds
+from autotune.analysis.setcover import select
+from autotune.analysis.winners import Criteria, perf_matrix, synthetic_measurements, winners, with_point_key
 
 SIZES = [(m, n, k) for m in (4, 16, 64) for n in (4, 16, 64) for k in (8, 32)]
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from autotune import paths
-from autotune.dispatch import GenericKernel, KernelInfo, Provenance, build_table
-from autotune.dispatch_runtime import PRECISIONS, SHAPES
-from autotune.emit import CSV_COLUMNS, emit_cpp, emit_csv, emit_python, instantiation
-from autotune.setcover import select
-from autotune.winners import Criteria, perf_matrix, synthetic_measurements, winners
+from autotune.dispatch.table import GenericKernel, KernelInfo, Provenance, build_table
+from autotune.dispatch.runtime import PRECISIONS, SHAPES
+from autotune.dispatch.emit import CSV_COLUMNS, emit_cpp, emit_csv, emit_python, instantiation
+from autotune.analysis.setcover import select
+from autotune.analysis.winners import Criteria, perf_matrix, synthetic_measurements, winners
 
 SIZES = [(m, n, k) for m in (2, 8, 32, 128) for n in (4, 32, 96) for k in (8, 64)]
 GRID = [1, 2, 3, 5, 7, 8, 12, 17, 24, 31, 33, 48, 64, 65, 100, 127, 128, 200, 513]
@@ -27,7 +27,7 @@ PREDICATES = [(), (("m_multiple_of", 4),), (("max_k", 64),), (("n_multiple_of", 
 
 @pytest.fixture(scope="module")
 def table():
-    from autotune.space import load_space
+    from autotune.space.spec import load_space
     naive = load_space("gemm_naive")
     df = synthetic_measurements(120, SIZES, precisions=("fp64", "fp16"), shapes=("NN", "TN"), batch=500, seed=21)
     w = winners(perf_matrix(df), Criteria(bk=8, tol=0.05))
@@ -143,8 +143,8 @@ def test_header_compiles_with_the_kernels_and_agrees(table, tmp_path):
 def test_report_summary_and_files(table, tmp_path):
     import pandas as pd
 
-    from autotune.loo import tol_table
-    from autotune.report import SUMMARY_COLUMNS, roofline_ms, summary_frame, write_report
+    from autotune.dispatch.loo import tol_table
+    from autotune.dispatch.report import SUMMARY_COLUMNS, roofline_ms, summary_frame, write_report
     matrix = perf_matrix(synthetic_measurements(120, SIZES, precisions=("fp64", "fp16"), shapes=("NN", "TN"),
                                                 batch=500, seed=21))
     pts = pd.DataFrame(table.data["points"])
@@ -176,7 +176,7 @@ def test_cli_emit_from_a_measurements_csv(tmp_path):
     import typer
     from typer.testing import CliRunner
 
-    from autotune import analyze_cli
+    from autotune.cli import analyze as analyze_cli
     df = synthetic_measurements(60, SIZES[:8], seed=6)
     df.to_csv(tmp_path / "m.csv", index=False)
     app = typer.Typer()

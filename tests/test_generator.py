@@ -9,11 +9,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autotune import generator
+from autotune.space import generator
 from autotune.devices import get_device
-from autotune.generator import generate
-from autotune.instance import instance_id
-from autotune.space import load_space
+from autotune.space.generator import generate
+from autotune.space.instance import instance_id
+from autotune.space.spec import load_space
 
 # constraint templates over two parameter names: (expression text, python oracle)
 TEMPLATES = [

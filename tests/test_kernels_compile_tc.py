@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from autotune.devices import get_device
-from autotune.generator import generate
-from autotune.space import load_space
+from autotune.space.generator import generate
+from autotune.space.spec import load_space
 from tests.support.nvcc import assert_all_compile, compile_object
 
 pytestmark = pytest.mark.nvcc

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from autotune.devices import get_device
-from autotune.generator import generate, serving
-from autotune.measurement import TestPoint
-from autotune.space import load_space
+from autotune.space.generator import generate, serving
+from autotune.vocab import TestPoint
+from autotune.space.spec import load_space
 from tests.support.nvcc import assert_all_compile, compile_object
 
 pytestmark = pytest.mark.nvcc

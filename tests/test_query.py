@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from pg import db_url, fresh_pg_url, instances, points, record_sample, sqlite_url
 
-from autotune import query
-from autotune.query import RECIPES, QueryError, run_query
-from autotune.store import Store
+from autotune.store import query
+from autotune.store.query import RECIPES, QueryError, run_query
+from autotune.store.store import Store
 
 FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by name in this module
 

@@ -11,15 +11,15 @@ import textwrap
 
 import pytest
 
-from autotune.analyze_cli import build, load
-from autotune.config import load_config
-from autotune.emit import emit_cpp, emit_python
-from autotune.loo import tol_table
+from autotune.cli.analyze import build, load
+from autotune.sweep.config import load_config
+from autotune.dispatch.emit import emit_cpp, emit_python
+from autotune.dispatch.loo import tol_table
 from autotune.paths import ROOT
-from autotune.replay import ReplayBackend
-from autotune.runner import run_sweep
-from autotune.store import Store
-from autotune.winners import Criteria
+from autotune.sweep.replay import ReplayBackend
+from autotune.sweep.runner import run_sweep
+from autotune.store.store import Store
+from autotune.analysis.winners import Criteria
 
 RECORDED = ROOT / "results" / "default" / "default.sqlite"
 URL = f"sqlite:///{RECORDED}"

@@ -7,10 +7,11 @@ import pytest
 from pg import (db_url, device_info, fresh_pg_url, instances, points, record_sample,
                 sqlite_url)
 
-from autotune.instance import Instance
-from autotune.measurement import Backend, Job, Status, TestPoint
-from autotune.replay import NOT_RECORDED, ReplayBackend
-from autotune.store import SpaceRecord, Store, StoreError, SweepStart
+from autotune.space.instance import Instance
+from autotune.vocab import Status, TestPoint
+from autotune.sweep.backend import Backend, Job
+from autotune.sweep.replay import NOT_RECORDED, ReplayBackend
+from autotune.store.store import SpaceRecord, Store, StoreError, SweepStart
 
 FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by name in this module
 

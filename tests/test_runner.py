@@ -7,11 +7,11 @@ from collections import Counter
 
 import pytest
 
-from autotune.config import parse_config
+from autotune.sweep.config import parse_config
 from autotune.errors import UserError
-from autotune.runner import plan_sweep, run_sweep
-from autotune.store import Store
-from autotune.space import load_space
+from autotune.sweep.runner import plan_sweep, run_sweep
+from autotune.store.store import Store
+from autotune.space.spec import load_space
 from tests.support.formula_backend import FormulaBackend
 
 SPACE = textwrap.dedent("""\
@@ -135,8 +135,8 @@ def test_kill_9_loses_at_most_the_pair_in_flight_and_never_reruns_it(tmp_path):
         import sys; sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent.parent)!r})
         from tests.test_runner import config, Quiet
         from tests.support.formula_backend import FormulaBackend
-        from autotune.runner import run_sweep
-        from autotune.store import Store
+        from autotune.sweep.runner import run_sweep
+        from autotune.store.store import Store
         import pathlib
         cfg = config(pathlib.Path({str(tmp_path)!r}), {db!r})
         with Store.open({db!r}) as store:
@@ -161,7 +161,7 @@ def test_kill_9_loses_at_most_the_pair_in_flight_and_never_reruns_it(tmp_path):
 
 
 def test_second_sweep_on_same_database_is_refused(tmp_path):
-    from autotune.schema import SweepLockedError
+    from autotune.store.schema import SweepLockedError
     db = f"sqlite:///{tmp_path}/r.sqlite"
     cfg = config(tmp_path, db)
 
@@ -254,8 +254,8 @@ def test_best_times_of_another_gpu_do_not_seed_early_stop(tmp_path):
 
 
 def test_the_gpu_measures_the_point_with_most_compiled_work_and_stays_on_a_tie():
-    from autotune.measurement import TestPoint
-    from autotune.worker import _next_point
+    from autotune.vocab import TestPoint
+    from autotune.sweep.gpu_backend import _next_point
     a, b, c = (TestPoint("fp32", "NN", n, n, n, 100) for n in (2, 3, 4))
     assert _next_point({a: [1], b: [1, 2, 3], c: [1, 2]}, None) == b
     assert _next_point({a: [1, 2], b: [1, 2]}, b) == b

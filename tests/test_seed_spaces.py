@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from autotune.devices import get_device
-from autotune.generator import generate
-from autotune.measurement import TestPoint
-from autotune.space import load_space
+from autotune.space.generator import generate
+from autotune.vocab import TestPoint
+from autotune.space.spec import load_space
 
 GOLDEN = Path(__file__).parent / "data" / "golden_funnels.json"
 CASES = [

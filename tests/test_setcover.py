@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autotune.setcover import min_cover, select, selection_frame
-from autotune.winners import Criteria, perf_matrix, synthetic_measurements, winners
+from autotune.analysis.setcover import min_cover, select, selection_frame
+from autotune.analysis.winners import Criteria, perf_matrix, synthetic_measurements, winners
 
 
 def matrix_frame(times: np.ndarray, precision: str = "fp64", shape: str = "NN") -> pd.DataFrame:

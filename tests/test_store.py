@@ -14,10 +14,10 @@ import sqlalchemy as sa
 from pg import (SPACE, db_url, device_info, fresh_pg_url, instances, points, record_sample,
                 sqlite_url)
 
-from autotune.measurement import Measurement, Status, TestPoint
+from autotune.vocab import Measurement, Status, TestPoint
 from autotune.paths import ROOT
-from autotune.schema import SCHEMA_VERSION, figures
-from autotune.store import SchemaVersionError, Store, StoreError, SweepLockedError, SweepStart
+from autotune.store.schema import SCHEMA_VERSION, figures
+from autotune.store.store import SchemaVersionError, Store, StoreError, SweepLockedError, SweepStart
 
 FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by name in this module
 
@@ -191,8 +191,8 @@ KILLED_SWEEP = """
 import os, signal, sys
 sys.path.insert(0, {tests!r})
 from pg import instances, points, record_sample
-from autotune.measurement import TestPoint
-from autotune.store import Store
+from autotune.vocab import TestPoint
+from autotune.store.store import Store
 store = Store.open({url!r})
 rec = record_sample(store, finish=False)
 store.mark_inflight(rec.sweep_id, rec.space_id, instances()[0].id, {point!r})
@@ -228,7 +228,7 @@ def test_bad_status_is_refused_by_the_schema(db_url: str) -> None:
 
 
 def test_instances_of_another_space_are_kept_apart(db_url: str) -> None:
-    from autotune.instance import Instance
+    from autotune.space.instance import Instance
     with Store.open(db_url) as store:
         record_sample(store)
         other = Instance.of("other", dict(instances()[0].params))

@@ -10,18 +10,18 @@ import pytest
 from pg import device_info
 from typer.testing import CliRunner
 
-from autotune import tsm2_check
-from autotune.cli import app
-from autotune.config import parse_config
+from autotune.analysis import tsm2_check
+from autotune.cli.main import app
+from autotune.sweep.config import parse_config
 from autotune.devices import profile
 from autotune.errors import UserError
-from autotune.generator import generate, where
-from autotune.instance import Instance
-from autotune.measurement import Measurement, Status, TestPoint
+from autotune.space.generator import generate, where
+from autotune.space.instance import Instance
+from autotune.vocab import Measurement, Status, TestPoint
 from autotune.paths import ROOT
-from autotune.space import load_space
-from autotune.store import SpaceRecord, Store, SweepStart
-from autotune.tsm2_model import choose_tsm2
+from autotune.space.spec import load_space
+from autotune.store.store import SpaceRecord, Store, SweepStart
+from autotune.problems.gemm.tsm2_model import choose_tsm2
 
 RECORDED = ROOT / "results" / "tsm2_h100" / "tsm2_h100.sqlite"
 M = 20480

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from autotune import tsm2_model as tm
+from autotune.problems.gemm import tsm2_model as tm
 
 
 def device(bandwidth: float, peak: float, **kw) -> tm.ModelDevice:

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autotune.loo import leave_one_out
-from autotune.winners import (Criteria, instance_points, perf_matrix, synthetic_measurements, winners,
+from autotune.dispatch.loo import leave_one_out
+from autotune.analysis.winners import (Criteria, instance_points, perf_matrix, synthetic_measurements, winners,
                               winners_frame, with_point_key)
 
 

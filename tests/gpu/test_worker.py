@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from autotune import paths
-from autotune.compile import CompileRequest, compile_batch
-from autotune.instance import Instance
-from autotune.measurement import Job, Status, TestPoint
-from autotune.space import load_space
-from autotune.verify import tolerance
-from autotune.worker import GpuBackend, KernelTask, Variant
+from autotune.sweep.compile import CompileRequest, compile_batch
+from autotune.space.instance import Instance
+from autotune.vocab import Status, TestPoint
+from autotune.sweep.backend import Job
+from autotune.space.spec import load_space
+from autotune.problems.gemm.verify import tolerance
+from autotune.sweep.gpu_backend import GpuBackend
+from autotune.sweep.tasks import KernelTask, Variant
 
 pytestmark = pytest.mark.gpu
 

@@ -11,7 +11,8 @@ import signal
 import zlib
 from typing import Callable, Iterator, Sequence
 
-from autotune.measurement import DeviceInfo, Job, Measurement, Status, TestPoint
+from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+from autotune.sweep.backend import Job
 
 INFO = DeviceInfo(name="formula-gpu", uuid="GPU-formula", sm_count=1, cc=90, sm_clock_mhz=None, mem_clock_mhz=None,
                   l2_bytes=1 << 20, copy_bandwidth=1e12, driver="0", cuda_runtime="0", nvrtc="0", cupy="0")

@@ -1,0 +1,407 @@
+"""`autotune analyze | emit | report`: from a results database to Table I, dispatch code and plots.
+
+Side effects (database, files, printing) live here; the analysis is winners/setcover/dispatch/emit/report.
+SOURCE is a results database (a path to an SQLite file or an SQLAlchemy URL) or a measurements CSV
+with the columns of winners.REQUIRED_COLUMNS (point_key optional); `emit` also takes a dispatch.json.
+"""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import numpy as np
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+from autotune.analysis import compare as comparing
+from autotune.dispatch.table import DispatchTable, GenericKernel, KernelInfo, Provenance, build_table, load_table
+from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
+from autotune.errors import UserError
+from autotune.dispatch.loo import leave_one_out, tol_table
+from autotune.analysis.setcover import METHODS, select
+from autotune.analysis.winners import Criteria, perf_matrix, winners, winners_frame
+
+if TYPE_CHECKING:  # pragma: no cover
+    from autotune.vocab import DeviceInfo
+
+out = Console()
+
+
+class Format(str, Enum):
+    cpp = "cpp"
+    python = "python"
+    json = "json"
+    csv = "csv"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    frame: pd.DataFrame
+    cublas: pd.DataFrame | None
+    provenance: Provenance
+    bandwidth: float | None  # measured copy bandwidth, bytes/s
+    beta_nonzero: bool
+
+
+def _url(source: str) -> str:
+    from autotune.store.schema import database_url
+    return database_url(source)
+
+
+def load(source: str, device: str | None, space: str | None) -> Loaded:
+    """Measurements, cuBLAS times and provenance from a database or a CSV file."""
+    if source.endswith(".csv"):
+        frame = pd.read_csv(source)
+        if device is not None and "device" in frame.columns:
+            frame = frame[frame["device"] == device]
+        if space is not None and "space" in frame.columns:
+            frame = frame[frame["space"] == space]
+        name = device or (str(frame["device"].iloc[0]) if "device" in frame.columns and len(frame) else "unknown")
+        return Loaded(frame, None, Provenance(device=name), None, False)
+    from autotune.store.query import run_query
+    from autotune.store.store import Store
+    url = _url(source)
+    with Store.open(url, create=False, readonly=True) as store:
+        frame = store.measurements(device=device, space=space)
+        devices = sorted(frame["device"].unique()) if len(frame) else []
+        if len(devices) > 1:
+            raise UserError(f"{source} holds measurements of several GPUs ({', '.join(devices)}): pick one with --device")
+        if not devices:
+            raise UserError(f"no measurements in {source} for device={device!r} space={space!r}")
+        info = store.device_info(store.device_id(devices[0]))
+    sweeps = sorted(int(s) for s in frame["sweep_id"].unique())
+    ids = ", ".join(map(str, sweeps))
+    sw = run_query(url, f"SELECT id, beta, copy_bandwidth FROM sweeps WHERE id IN ({ids})")
+    cublas = run_query(url, "SELECT p.precision, p.shape, p.m, p.n, p.k, p.batch, c.median_ms FROM cublas c "
+                            "JOIN test_points p ON p.id = c.point_id JOIN devices d ON d.id = c.device_id "
+                            f"WHERE c.status = 'ok' AND d.name = '{devices[0].replace(chr(39), '')}'")
+    prov = Provenance(device=info.name, sweep_ids=tuple(str(s) for s in sweeps),
+                      device_info={"name": info.name, "uuid": info.uuid, "cc": info.cc, "sm_count": info.sm_count,
+                                   "sm_clock_mhz": info.sm_clock_mhz, "mem_clock_mhz": info.mem_clock_mhz,
+                                   "copy_bandwidth": info.copy_bandwidth},
+                      software={"driver": info.driver, "cuda_runtime": info.cuda_runtime, "nvrtc": info.nvrtc,
+                                "cupy": info.cupy, "autotune": _version()})
+    bandwidth = float(sw["copy_bandwidth"].median()) if len(sw) else info.copy_bandwidth
+    beta_nonzero = bool((sw["beta"] != 0).any()) if len(sw) else False
+    return Loaded(frame, cublas, prov, bandwidth, beta_nonzero)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("autotune")
+    except Exception:  # noqa: BLE001 - not installed: a checkout
+        return "checkout"
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _bks(text: str) -> list[int | None]:
+    return [None if x <= 0 else int(x) for x in _floats(text)]
+
+
+def kernel_info(frame: pd.DataFrame, kernels: tuple[tuple[str, str, str], ...],
+                validity: dict[str, list[dict[str, int]]]) -> dict[tuple[str, str, str], KernelInfo]:
+    """Name expressions from the space files (needs the `space` and parameter columns of the store's frame)."""
+    from autotune.space.spec import load_space
+    spaces: dict[str, Any] = {}
+    rows = frame.drop_duplicates("instance_id").set_index("instance_id")
+    info = {}
+    for iid, precision, shape in kernels:
+        row = rows.loc[iid] if iid in rows.index else None
+        space_name = str(row["space"]) if row is not None and "space" in rows.columns else ""
+        valid = tuple((k, int(v)) for pred in validity.get(iid, validity.get(space_name, [])) for k, v in pred.items())
+        name = str(row["instance"]) if row is not None and "instance" in rows.columns else iid
+        try:
+            space = spaces.setdefault(space_name, load_space(space_name))
+            params = {p: (row[p] if p in rows.columns else row[f"param_{p}"]) for p in space.param_names}
+            params = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in params.items()}
+            info[(iid, precision, shape)] = KernelInfo(
+                space=space_name, name=name, template=space.template_name(params, precision, shape),
+                source=space.kernel.source, convention=space.kernel.convention, valid=valid)
+        except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
+            warnings.warn(f"no name expression for {iid} ({space_name or 'unknown space'}): {exc}")
+            info[(iid, precision, shape)] = KernelInfo(space=space_name, name=name, valid=valid)
+    return info
+
+
+def generic_kernel(params_text: str) -> GenericKernel:
+    """gemm_naive name expressions for every precision and shape it accepts."""
+    from autotune.space.spec import load_space
+    space = load_space("gemm_naive")
+    params = {k.strip(): int(v) for k, v in (kv.split("=") for kv in params_text.split(",") if kv.strip())}
+    problems = space.kernel.problems
+    return GenericKernel(space=space.name, source=space.kernel.source, convention=space.kernel.convention,
+                         templates=tuple((f"{p}:{s}", space.template_name(params, p, s))
+                                         for p in problems.precisions for s in problems.shapes))
+
+
+def build(loaded: Loaded, criteria: Criteria, method: str, validity_path: Path | None,
+          generic_params: str) -> tuple[DispatchTable, Any]:
+    matrix = perf_matrix(loaded.frame)
+    w = winners(matrix, criteria)
+    sel = select(w, method)
+    validity = json.loads(validity_path.read_text()) if validity_path else {}
+    info = kernel_info(loaded.frame, sel.kernels, validity) if "space" in loaded.frame.columns else None
+    if info is None and validity:
+        info = {k: KernelInfo(space="", name=k[0], valid=tuple((a, int(b)) for pred in validity.get(k[0], [])
+                                                                for a, b in pred.items())) for k in sel.kernels}
+    try:
+        generic = generic_kernel(generic_params)
+    except Exception as exc:  # noqa: BLE001 - no gemm_naive space: the table names no generic template
+        warnings.warn(f"generic kernel without name expressions: {exc}")
+        generic = GenericKernel()
+    return build_table(w, sel, loaded.provenance, info, generic), w
+
+
+Source = Annotated[str, typer.Argument(help="Results database (SQLite path or URL), a measurements CSV, "
+                                            "or (emit only) a dispatch.json.")]
+DeviceOpt = Annotated[Optional[str], typer.Option("--device", "-d", help="GPU name or UUID in the database.")]
+SpaceOpt = Annotated[Optional[str], typer.Option("--space", help="Only this space's instances.")]
+BkOpt = Annotated[int, typer.Option("--bk", help="Best instances kept per test point (0: all).")]
+TolOpt = Annotated[float, typer.Option("--tol", help="Accepted loss against the best (0.05 = 5%).")]
+MethodOpt = Annotated[str, typer.Option("--method", help=f"Kernel-set reduction: {' or '.join(METHODS)}.")]
+SpreadOpt = Annotated[bool, typer.Option("--spread-ties", help="Count instances whose p20..p80 overlaps the best's as tied.")]
+ValidityOpt = Annotated[Optional[Path], typer.Option(
+    "--validity", help='JSON {instance_id or space: [{"m_multiple_of": 8}, {"max_k": 256}]}.')]
+GenericOpt = Annotated[str, typer.Option("--generic", help="Parameters of the gemm_naive fallback instance.")]
+
+
+def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
+            bks: Annotated[str, typer.Option("--bks", help="BK values, comma-separated (0: all).")] = "10",
+            tols: Annotated[str, typer.Option("--tols", help="TOL values, comma-separated.")] = "0,0.05,0.1,0.15",
+            spread_ties: SpreadOpt = False,
+            loo: Annotated[bool, typer.Option("--loo/--no-loo", help="Leave-one-out loss per row.")] = True,
+            out_dir: Annotated[Optional[Path], typer.Option("--out", help="Write tol_table.csv and winners.csv here.")] = None,
+            ) -> None:
+    """Winners per test point and the number of kernels against TOL for both methods (Table I)."""
+    loaded = load(source, device, space)
+    matrix = perf_matrix(loaded.frame)
+    frame = tol_table(matrix, _bks(bks), _floats(tols), METHODS, loo=loo, spread_ties=spread_ties)
+    table = Table(title=f"kernels against TOL on {loaded.provenance.device}: {len(matrix.points)} test points, "
+                        f"{len(matrix.instances)} instances")
+    for col in ("method", "BK", "TOL", "kernels", "worst loss", "mean loss", "LOO worst", "optimal"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    pct = lambda x: "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"  # noqa: E731
+    for r in frame.itertuples():
+        table.add_row(r.method, str(r.bk or "all"), pct(r.tol), str(r.kernels), pct(r.worst_loss), pct(r.mean_loss),
+                      pct(r.loo_worst_loss) + (f" ({r.loo_failures} unverified)" if r.loo_failures else ""),
+                      "proven" if r.optimal else "-")
+    out.print(table)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(out_dir / "tol_table.csv", index=False, float_format="%.6g",
+                     columns=["method", "bk", "tol", "kernels", "worst_loss", "mean_loss", "loo_worst_loss"])
+        w = winners(matrix, Criteria(bk=_bks(bks)[0], tol=_floats(tols)[0], spread_ties=spread_ties))
+        winners_frame(w).to_csv(out_dir / "winners.csv", index=False, float_format="%.6g")
+        out.print(f"wrote {out_dir / 'tol_table.csv'} and {out_dir / 'winners.csv'}")
+
+
+def emit(source: Source, fmt: Annotated[Format, typer.Option("--format", "-f", help="Output kind.")] = Format.json,
+         output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
+         device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
+         method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
+         generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4") -> None:
+    """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV."""
+    if source.endswith(".json"):
+        table = load_table(source)
+    else:
+        criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
+        table, _ = build(load(source, device, space), criteria, method, validity, generic)
+    text = {Format.json: lambda: table.to_json() + "\n", Format.cpp: lambda: emit_cpp(table),
+            Format.python: lambda: emit_python(table), Format.csv: lambda: emit_csv(table)}[fmt]()
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text)
+        p = table.provenance
+        out.print(f"wrote {output}: {p['kernels']} kernels, {p['points']} points, worst loss "
+                  f"{100 * (p['worst_loss'] or 0):.2f}% (TOL {100 * p['tol']:g}%, {p['method']})")
+
+
+def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="Directory for the files.")] = Path("report"),
+           device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
+           method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
+           generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4",
+           tols: Annotated[str, typer.Option("--tols", help="TOL values for tol_table.csv.")] = "0,0.05,0.1,0.15",
+           ) -> None:
+    """Write summary.csv, tol_table.csv, dispatch.json/.cuh/.py and the PNG plots into --out."""
+    from autotune.dispatch.report import write_report
+    loaded = load(source, device, space)
+    criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
+    table, w = build(loaded, criteria, method, validity, generic)
+    frame = tol_table(w.matrix, [criteria.bk], _floats(tols), METHODS, spread_ties=spread_ties)
+    held = leave_one_out(w.matrix, criteria, method)
+    written = write_report(out_dir, table, w.matrix, frame, loaded.cublas, loaded.bandwidth, loaded.beta_nonzero, held.frame)
+    written.append(table.save(out_dir / "dispatch.json"))
+    (out_dir / "dispatch.cuh").write_text(emit_cpp(table))
+    (out_dir / "dispatch.py").write_text(emit_python(table))
+    written += [out_dir / "dispatch.cuh", out_dir / "dispatch.py"]
+    out.print(f"leave-one-out worst loss {100 * held.worst_loss:.2f}% (in sample "
+              f"{100 * (table.provenance['worst_loss'] or 0):.2f}%)")
+    for path in written:
+        out.print(f"wrote {path}")
+
+
+@dataclass(frozen=True)
+class GpuResults:
+    frame: pd.DataFrame  # Store.measurements of one GPU
+    cublas: pd.DataFrame  # precision, shape, m, n, k, batch, cublas_ms (verified cuBLAS times on that GPU)
+    info: DeviceInfo  # that GPU and its software stack, as the database records them
+    gpus: int  # GPUs with measurements in the database
+
+    @property
+    def device(self) -> str:
+        return self.info.name
+
+    @property
+    def uuid(self) -> str:
+        return self.info.uuid
+
+
+def load_gpu(source: str, device: str | None) -> GpuResults:
+    """One GPU's measurements and cuBLAS times: `device` (name or UUID), by default the GPU with the most
+    measurements in the database."""
+    from autotune.store.query import run_query
+    from autotune.store.store import Store
+    url = _url(source)
+    with Store.open(url, create=False, readonly=True) as store:
+        counts = run_query(url, "SELECT d.uuid, COUNT(*) AS n FROM measurements m JOIN devices d ON d.id = m.device_id "
+                                "GROUP BY d.uuid ORDER BY n DESC, d.uuid")
+        if counts.empty:
+            raise UserError(f"no measurements in {source}", hint="run `autotune sweep CONFIG` into it first")
+        device_id = store.device_id(str(counts["uuid"][0]) if device is None else device)
+        info = store.device_info(device_id)
+        frame = store.measurements(device=info.uuid)
+        cublas = pd.DataFrame([(p.precision, p.shape, p.m, p.n, p.k, p.batch, ms)
+                               for p, ms in store.cublas_times(device_id).items()],
+                              columns=comparing.POINT + ["cublas_ms"])
+    return GpuResults(frame, cublas, info, len(counts))
+
+
+def compare(source: Annotated[str, typer.Argument(help="Results database (SQLite path or URL).")],
+            by: Annotated[str, typer.Option("--by", help="Parameter whose values form the groups (e.g. NSG, RUNG), "
+                                                         "or `space` for one group per space.")],
+            space: SpaceOpt = None,
+            where: Annotated[Optional[str], typer.Option(
+                "--where", help="Only instances whose parameters satisfy EXPR (space-file expression language), "
+                                "e.g. 'BLK_M >= 16 and DIM_X in [8, 16]'.")] = None,
+            device: Annotated[Optional[str], typer.Option(
+                "--device", "-d", help="GPU name or UUID in the database (default: the GPU with the most "
+                                       "measurements).")] = None,
+            csv: Annotated[Optional[Path], typer.Option("--csv", help="Also write the full table to this CSV file.")] = None,
+            markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table instead.")] = False,
+            ) -> None:
+    """What each design choice buys: per test point, the best verified time of each group of instances.
+
+    A group is the instances sharing one value of the parameter --by (or one space). Each row is a test \
+point: each group's best time in ms and its slowdown against the best group (1.00x: the best), the best \
+group, and cuBLAS on the same GPU. A time marked with a dagger comes from an early-stopped ('skipped') \
+measurement: the median of fewer repetitions, an estimate known to be more than TOL slower than the best \
+the sweep saw at that point. Then one line per group: at how many points it is the best, its geometric \
+mean slowdown, and the sizes where it wins.
+
+    Example: autotune compare results/default/default.sqlite --by NSG --where "DIM_X * DIM_Y >= 64"
+    """
+    gpu = load_gpu(source, device)
+    try:
+        result = comparing.compare(gpu.frame, by, space, where, gpu.cublas)
+    except UserError as exc:
+        exc.file = exc.file or source
+        raise
+    summary = comparing.summarize(result)
+    if csv is not None:
+        csv.parent.mkdir(parents=True, exist_ok=True)
+        result.to_csv(csv, index=False, float_format="%.6g")
+    title = (f"best ms per {by} (slowdown vs the best) on {gpu.device}" + (f", space {space}" if space else "")
+             + (f", where {where}" if where else "") + f": {len(result)} test points")
+    notes = _compare_notes(result, summary, gpu, by)
+    if markdown:
+        typer.echo(_markdown(title, _compare_rows(result), notes))
+    else:
+        rows = _compare_rows(result)
+        table = Table(title=title)
+        for col in rows[0]:
+            table.add_column(col, justify="left" if col in ("precision", "shape", "best") else "right")
+        for row in rows[1:]:
+            table.add_row(*row)
+        if out.is_terminal:
+            out.print(table)
+        else:  # a file or a pipe: as wide as the table needs, never squashed to 80 columns
+            wide = Console(width=10_000)
+            Console(width=Measurement.get(wide, wide.options, table).maximum).print(table)
+        for line in notes:
+            typer.echo(line)
+    if csv is not None:
+        out.print(f"wrote {csv}")
+
+
+SKIP_MARK = "\u2020"  # dagger: the time comes from a skipped (early-stopped) measurement
+
+
+def _compare_rows(result: pd.DataFrame) -> list[list[str]]:
+    """Header and cells of the printed table: each group's 'ms (slowdown)'."""
+    labels = comparing.groups(result)
+    rows = [["precision", "shape", "size", "batch", *labels, "best", "cuBLAS ms", "best vs cuBLAS"]]
+    num = lambda x, f, unit="": "" if pd.isna(x) else format(x, f) + unit  # noqa: E731
+    for r in result.to_dict("records"):
+        cells = []
+        for g in labels:
+            mark = SKIP_MARK if r[g + comparing.SKIPPED] else ""
+            cells.append(num(r[g], ".4g", f"{mark} ({num(r[g + comparing.SLOWDOWN], '.2f', 'x')})"))
+        best = r["best"] + (SKIP_MARK if r["best"] and r[r["best"] + comparing.SKIPPED] else "") or "-"
+        rows.append([r["precision"], r["shape"], f"{r['m']}x{r['n']}x{r['k']}", str(r["batch"]), *cells, best,
+                     num(r["cublas_ms"], ".4g"), num(r["speedup_vs_cublas"], ".2f", "x")])
+    return rows
+
+
+def _compare_notes(result: pd.DataFrame, summary: pd.DataFrame, gpu: GpuResults, by: str) -> list[str]:
+    lines = []
+    for s in summary.itertuples():
+        skipped = f", {s.skipped_points} of them {SKIP_MARK}" if s.skipped_points else ""
+        lines.append(f"{s.group}: best at {s.best_at}/{len(result)} points, geomean slowdown {s.geomean_slowdown:.2f}x "
+                     f"(worst {s.worst_slowdown:.2f}x, over {s.points} points{skipped})"
+                     + (f"; wins at {s.wins}" if s.wins else ""))
+    cb = result["speedup_vs_cublas"].dropna()
+    if len(cb):
+        lines.append(f"cuBLAS: measured at {len(cb)} points; the best group is faster at {int((cb > 1).sum())}, "
+                     f"geomean speedup {math.exp(np.log(cb).mean()):.2f}x (cuBLAS ms / best ms)")
+    if result.attrs.get("without_by"):
+        lines.append(f"left out: {result.attrs['without_by']} instances without the parameter {by}")
+    if any(summary["skipped_points"]):
+        lines.append(f"{SKIP_MARK} the group's fastest measurement here was stopped early ('skipped'): the median of its "
+                     "first repetitions, an estimate known to be more than TOL slower than the best the sweep saw")
+    if gpu.gpus > 1:
+        lines.append(f"GPU {gpu.device} ({gpu.uuid}), one of {gpu.gpus} in the database; --device NAME_OR_UUID "
+                     "picks another")
+    return lines
+
+
+def _markdown(title: str, rows: list[list[str]], notes: list[str]) -> str:
+    head, *body = rows
+    lines = [f"**{title}**", "", "| " + " | ".join(head) + " |",
+             "|" + "|".join("---" if c in ("precision", "shape", "best") else "---:" for c in head) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines + [""] + [f"- {n}" for n in notes])
+
+
+def register(app: typer.Typer) -> None:
+    """Add analyze, emit, report and compare to the main app (called by autotune.cli.main)."""
+    app.command()(analyze)
+    app.command()(emit)
+    app.command()(report)
+    app.command()(compare)

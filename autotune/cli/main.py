@@ -1,0 +1,63 @@
+"""The `autotune` command line. Printing, environment and exit codes live here, nowhere else."""
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from typer.core import TyperGroup
+
+from autotune.cli import analyze as analyze_cli
+from autotune.cli import model as model_cli
+from autotune.cli import space as space_cli
+from autotune.cli import sweep as sweep_cli
+from autotune.errors import UserError
+
+
+class _Commands(TyperGroup):
+    """Reports a UserError as `error: ...` plus what to do, exit code 2, no traceback (under typer's
+    CliRunner too, since it happens inside the command group)."""
+
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            sys.exit(2)
+
+
+app = typer.Typer(
+    cls=_Commands, help="Autotune GPU kernels: explore tuning spaces, sweep them on a GPU into SQLite, "
+         "analyze the results into dispatch tables.",
+    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app.add_typer(space_cli.app, name="space")
+app.add_typer(model_cli.app, name="model")
+err = Console(stderr=True)
+
+
+@app.command()
+def devices() -> None:
+    """List the device profiles usable with --device (and the GPU of this machine, if any)."""
+    from autotune.devices import PROFILES, detect_gpu
+    table = Table(title="device profiles")
+    for col in ("profile", "name", "cc", "SMs", "smem/block (opt-in)", "smem/SM", "L2", "bandwidth"):
+        table.add_column(col)
+    gpu = detect_gpu()
+    rows = list(PROFILES.items()) + ([("(this GPU)", gpu)] if gpu else [])
+    for key, d in rows:
+        table.add_row(key, d.name, str(d.cc), str(d.sm_count), f"{d.max_smem_per_block // 1024} KB",
+                      f"{d.max_smem_per_sm // 1024} KB", f"{d.l2_bytes / 2**20:g} MB", f"{d.mem_bandwidth / 1e12:.2f} TB/s")
+    Console().print(table)
+
+
+analyze_cli.register(app)
+sweep_cli.register(app)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)

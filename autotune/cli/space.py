@@ -1,0 +1,127 @@
+"""`autotune space ...`: explore a space file without a GPU (show, list, export)."""
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from autotune.devices import PROFILES, get_device
+from autotune.space.generator import Generated, generate, where
+from autotune.space.spec import load_space
+
+app = typer.Typer(help="Explore a tuning space: the funnel of constraints, the surviving instances, exports.",
+                  no_args_is_help=True)
+out = Console()
+
+SpaceArg = Annotated[str, typer.Argument(help="Space file (spaces/NAME.yaml) or a space name under spaces/.")]
+DeviceOpt = Annotated[Optional[str], typer.Option(
+    "--device", "-d", help=f"Device profile ({', '.join(PROFILES)}). Default: the GPU of this machine, else H100.")]
+PrecisionOpt = Annotated[Optional[str], typer.Option(
+    "--precision", "-p", help="fp64, fp32 or fp16 (sets elem_bytes). Default: the space's first precision.")]
+NoSoftOpt = Annotated[bool, typer.Option("--no-soft", help="Switch off every soft constraint.")]
+SoftOffOpt = Annotated[Optional[list[str]], typer.Option(
+    "--soft-off", help="Switch off one soft constraint by name (repeatable).")]
+
+
+def _generate(space: str, device: str | None, precision: str | None, no_soft: bool,
+              soft_off: list[str] | None) -> Generated:
+    return generate(load_space(space), get_device(device), precision, soft=not no_soft, soft_off=soft_off or ())
+
+
+@app.command()
+def show(space: SpaceArg, device: DeviceOpt = None, precision: PrecisionOpt = None, no_soft: NoSoftOpt = False,
+         soft_off: SoftOffOpt = None) -> None:
+    """Print the funnel (raw -> after each hard -> after each soft constraint) and value counts."""
+    g = _generate(space, device, precision, no_soft, soft_off)
+    out.print(f"[bold]{g.space.name}[/bold]: {g.space.description}")
+    out.print(f"device: {g.device.name} ({g.device.source}), precision: {g.precision}, "
+              f"generated in {g.seconds:.3f} s")
+    table = Table(title="funnel")
+    for col in ("step", "kind", "remaining", "removed", "reason"):
+        table.add_column(col, justify="right" if col in ("remaining", "removed") else "left")
+    for f in g.funnel:
+        table.add_row(f.name, f.kind, f"{f.remaining:,}", f"{f.removed:,}" if f.kind != "raw" else "", f.reason)
+    out.print(table)
+    pruning = [f for f in g.funnel if f.kind != "raw"]
+    if pruning:
+        top = max(pruning, key=lambda f: f.removed)
+        out.print(f"pruned most: {top.name} ({top.kind}, removed {top.removed:,})")
+    skipped = [c.name for c in g.space.soft if c.name not in g.soft_applied]
+    if skipped:
+        out.print(f"soft constraints switched off: {', '.join(skipped)}")
+    out.print(f"[bold]{g.count:,} instances[/bold]")
+    if g.count:
+        counts = Table(title="value counts among survivors")
+        counts.add_column("parameter")
+        counts.add_column("value: count")
+        frame = g.frame
+        for name in frame.columns:
+            vc = frame[name].value_counts().sort_index()
+            counts.add_row(name, "  ".join(f"{v}: {c}" for v, c in vc.items()))
+        out.print(counts)
+
+
+def _matching(g: Generated, where_expr: str | None) -> np.ndarray:
+    rows = np.arange(g.count)
+    return rows[where(g, where_expr)] if where_expr else rows
+
+
+def _sample(rows: np.ndarray, sample: int | None, seed: int) -> np.ndarray:
+    if sample is None or sample >= len(rows):
+        return rows
+    return np.sort(np.random.default_rng(seed).choice(rows, size=sample, replace=False))
+
+
+@app.command("list")
+def list_(space: SpaceArg, limit: Annotated[int, typer.Option(help="Print at most this many rows (0: all).")] = 20,
+          where_expr: Annotated[Optional[str], typer.Option("--where", help="Keep rows where EXPR holds, e.g. 'BLK_M >= 32'.")] = None,
+          sample: Annotated[Optional[int], typer.Option(help="Random sample of N instances.")] = None,
+          seed: Annotated[int, typer.Option(help="Seed of --sample.")] = 0,
+          device: DeviceOpt = None, precision: PrecisionOpt = None, no_soft: NoSoftOpt = False,
+          soft_off: SoftOffOpt = None) -> None:
+    """List surviving instances with their stable IDs."""
+    g = _generate(space, device, precision, no_soft, soft_off)
+    matching = _matching(g, where_expr)
+    rows = _sample(matching, sample, seed)
+    shown = rows if limit <= 0 else rows[:limit]
+    frame = g.frame.iloc[shown]
+    frame = frame.assign(id=g.ids(shown))[["id", *frame.columns]]
+    out.print(frame.to_string(index=False))
+    sampled = f", a sample of {len(rows):,}" if sample is not None and len(rows) < len(matching) else ""
+    out.print(f"{len(shown):,} shown; {len(matching):,} match{sampled} ({g.count:,} in the space)")
+
+
+class Format(str, Enum):
+    csv = "csv"
+    json = "json"
+
+
+@app.command()
+def export(space: SpaceArg, format: Annotated[Format, typer.Option("--format", "-f", help="csv or json.")] = Format.csv,
+           output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
+           where_expr: Annotated[Optional[str], typer.Option("--where", help="Keep rows where EXPR holds.")] = None,
+           device: DeviceOpt = None, precision: PrecisionOpt = None, no_soft: NoSoftOpt = False,
+           soft_off: SoftOffOpt = None) -> None:
+    """Write every surviving instance (id, name, parameters, derived quantities) as CSV or JSON."""
+    g = _generate(space, device, precision, no_soft, soft_off)
+    rows = _matching(g, where_expr)
+    frame = g.with_derived().iloc[rows]
+    frame.insert(0, "id", g.ids(rows))
+    if format is Format.csv:
+        text = frame.to_csv(index=False)
+    else:
+        text = json.dumps({"space": g.space.name, "device": g.device.name, "precision": g.precision,
+                           "soft": list(g.soft_applied), "instances": json.loads(frame.to_json(orient="records"))},
+                          indent=1) + "\n"
+    if output:
+        output.write_text(text)
+        out.print(f"wrote {len(frame):,} instances to {output}", style="dim", highlight=False)
+    else:
+        sys.stdout.write(text)

@@ -1,0 +1,168 @@
+"""`autotune sweep CONFIG` (the main job) and `autotune query SQL`."""
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from autotune.errors import UserError
+from autotune.vocab import Measurement, Status
+
+out = Console()
+err = Console(stderr=True)
+
+
+class BarReporter:
+    """A live bar: pairs done, failures by kind, best so far at the current point, ETA."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.failures: Counter = Counter()
+        self.progress: Progress | None = None
+        self.task = None
+        self.count = 0
+        self.last_line = 0.0
+
+    def start(self, total_pairs: int, already_done: int) -> None:
+        msg = f"{total_pairs:,} (instance, test point) pairs; {already_done:,} already in the database"
+        err.print(msg, highlight=False)
+        if self.quiet:
+            return
+        self.progress = Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err)
+        self.progress.start()
+        self.task = self.progress.add_task("sweep", total=total_pairs - already_done, info="")
+
+    def measured(self, m: Measurement, best_ms: float | None) -> None:
+        self.count += 1
+        if m.status not in (Status.OK, Status.SKIPPED):
+            self.failures[Status(m.status).value] += 1
+        fails = " ".join(f"{k}:{v}" for k, v in sorted(self.failures.items())) or "no failures"
+        best = f"best {best_ms:.4f} ms" if best_ms is not None else "no valid time yet"
+        info = f"{m.point.key} {best} | {fails}"
+        if self.progress is not None:
+            self.progress.update(self.task, advance=1, info=info)
+        elif time.monotonic() - self.last_line > 30:  # quiet: one line every 30 s for logs
+            self.last_line = time.monotonic()
+            err.print(f"{self.count:,} measured; {info}", highlight=False)
+
+    def note(self, text: str) -> None:
+        (self.progress.console if self.progress else err).print(text, highlight=False)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME.yaml).")],
+          database: Annotated[Optional[str], typer.Option(help="Database URL; overrides the config's `database`.")] = None,
+          strategy: Annotated[Optional[str], typer.Option(help="Search strategy: brute (every instance) or random. Overrides the config.")] = None,
+          max_instances: Annotated[Optional[int], typer.Option(help="Measure at most this many instances per space. Overrides the config's top-level max_instances (a space entry's own max_instances still applies).")] = None,
+          seed: Annotated[Optional[int], typer.Option(help="Seed of the random strategy. Overrides the config.")] = None,
+          replay: Annotated[Optional[str], typer.Option(help="Take measurements from this recorded database URL instead of a GPU.")] = None,
+          quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar; a line every 30 s (for logs).")] = False) -> None:
+    """Compile, verify and time every instance of the config's spaces on its test points.
+
+    Results go to the config's database (default results/<config name>.sqlite). Running the same
+    command again resumes: measured pairs are skipped, and a pair that was in flight when a sweep
+    died is recorded as crashed and not re-run. Ctrl-C stops cleanly with a summary.
+    """
+    import dataclasses
+
+    from autotune.sweep.config import load_config
+    from autotune.sweep.runner import run_sweep
+    from autotune.store.store import Store
+
+    cfg = load_config(config)
+    overrides = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed)
+    cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    backend = _backend(replay, cfg.tol)
+    reporter = BarReporter(quiet)
+    try:
+        with Store.open(cfg.database) as store:
+            summary = run_sweep(cfg, store, backend, reporter)
+    finally:
+        reporter.stop()
+        backend.close()
+    _print_summary(summary, cfg.database)
+    if summary.status == "interrupted":
+        raise typer.Exit(130)
+
+
+def _backend(replay: str | None, tol: float):
+    if replay:
+        from autotune.sweep.replay import ReplayBackend
+        return ReplayBackend(replay)
+    try:
+        import cupy  # noqa: F401
+        from cupy.cuda import runtime
+        if runtime.getDeviceCount() < 1:
+            raise RuntimeError("no CUDA device")
+    except Exception as exc:  # noqa: BLE001 - any failure here means: no usable GPU
+        raise UserError(f"no GPU available to CuPy ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
+                        hint="run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or .[cuda13]), "
+                             "or pass --replay DB to replay a recorded sweep") from None
+    from autotune.sweep.gpu_backend import GpuBackend
+    return GpuBackend(tol=tol)
+
+
+def _print_summary(summary, database: str) -> None:
+    table = Table(title=f"sweep {summary.sweep_id}: {summary.status} in {summary.seconds:.1f} s")
+    table.add_column("status")
+    table.add_column("measurements", justify="right")
+    for k, v in sorted(summary.counts.items()):
+        table.add_row(k, f"{v:,}")
+    table.add_row("already in the database", f"{summary.skipped_done:,}")
+    out.print(table)
+    if summary.measured and summary.seconds > 0:
+        out.print(f"throughput: {summary.measured / summary.seconds:.2f} measurements/s")
+    if summary.best:
+        best = Table(title="best so far per test point")
+        for col in ("point", "instance", "ms", "cuBLAS ms", "speedup"):
+            best.add_column(col)
+        for p, (iid, ms) in sorted(summary.best.items()):
+            cb = summary.cublas.get(p)
+            best.add_row(p.key, iid, f"{ms:.5f}", f"{cb:.5f}" if cb else "", f"{cb / ms:.2f}x" if cb else "")
+        out.print(best)
+    out.print(f"results: {database}")
+
+
+class OutFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+
+
+def query(sql: Annotated[str, typer.Argument(help="A SELECT statement (the connection is read-only).")],
+          db: Annotated[str, typer.Option("--db", help="Database URL, e.g. sqlite:///results/default.sqlite.")] = "sqlite:///results/default.sqlite",
+          format: Annotated[OutFormat, typer.Option("--format", "-f", help="table or csv.")] = OutFormat.table) -> None:
+    """Run SQL on a results database through a read-only connection; print a table or CSV."""
+    from autotune.store.query import run_query
+    frame = run_query(db, sql)
+    if format is OutFormat.csv:
+        sys.stdout.write(frame.to_csv(index=False))
+    else:
+        out.print(frame.to_string(index=False) if len(frame) else "(no rows)")
+
+
+db_app = typer.Typer(help="Maintain results databases.", no_args_is_help=True)
+
+
+@db_app.command()
+def upgrade(url: Annotated[str, typer.Argument(help="Database URL, e.g. sqlite:///results/default.sqlite.")]) -> None:
+    """Migrate a results database to this autotune's schema version, in place (back it up first)."""
+    from autotune.store.schema import SCHEMA_VERSION, upgrade as do_upgrade
+    before = do_upgrade(url)
+    out.print(f"schema version {before} -> {SCHEMA_VERSION}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(sweep)
+    app.command()(query)
+    app.add_typer(db_app, name="db")

@@ -1,0 +1,1 @@
+"""autotune.dispatch.table."""

@@ -1,0 +1,157 @@
+"""Problem data on the GPU and the argument tuples of the three calling conventions.
+
+Matrices are column-major with the smallest leading dimensions (lda = rows of the stored A, ...), the
+batch packed with stride = ld * columns. Inputs are uniform random in [-1, 1) in the element type,
+never zeros. When one problem's working set (A + B + C, plus the pointer arrays) is under twice the L2,
+the data holds `copies` independent sets laid one after another, and timed launches rotate over them,
+so that every launch reads from device memory rather than from L2 (copies * working set >= 3 * L2).
+`layout` and `rotation_copies` are pure; `ProblemData` allocates (CuPy is imported only there).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.vocab import TestPoint
+
+CONVENTIONS = ("strided", "ptr_array", "vbatched")
+MAX_COPIES = 4096
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Shapes of the stored matrices of one test point (column-major, per batch entry)."""
+
+    point: TestPoint
+    a_rows: int
+    a_cols: int
+    b_rows: int
+    b_cols: int
+    lda: int
+    ldb: int
+    ldc: int
+
+    @property
+    def stride_a(self) -> int:
+        return self.lda * self.a_cols
+
+    @property
+    def stride_b(self) -> int:
+        return self.ldb * self.b_cols
+
+    @property
+    def stride_c(self) -> int:
+        return self.ldc * self.point.n
+
+    def elements(self) -> tuple[int, int, int]:
+        """Elements of A, B and C for the whole batch (one copy)."""
+        b = self.point.batch
+        return self.stride_a * b, self.stride_b * b, self.stride_c * b
+
+    def working_set(self, convention: str) -> int:
+        """Bytes one launch touches: the matrices, plus 3 pointer arrays (and 6 int arrays for vbatched)."""
+        total = sum(self.elements()) * self.point.elem_bytes
+        if convention != "strided":
+            total += 3 * 8 * self.point.batch
+        if convention == "vbatched":
+            total += 6 * 4 * self.point.batch
+        return total
+
+
+def layout(point: TestPoint) -> Layout:
+    m, n, k = point.m, point.n, point.k
+    a_rows, a_cols = (m, k) if point.shape[0] == "N" else (k, m)
+    b_rows, b_cols = (k, n) if point.shape[1] == "N" else (n, k)
+    return Layout(point, a_rows, a_cols, b_rows, b_cols, lda=a_rows, ldb=b_rows, ldc=m)
+
+
+def rotation_copies(working_set: int, l2_bytes: int, max_copies: int = MAX_COPIES) -> int:
+    """How many input/output sets to rotate over: 1 when one set is at least 2 x L2, else enough sets to
+    cover 3 x L2 (at least 2), capped at `max_copies`."""
+    if working_set >= 2 * l2_bytes:
+        return 1
+    return max(2, min(max_copies, math.ceil(3 * l2_bytes / max(1, working_set))))
+
+
+def l2_protection(copies: int) -> str:
+    return f"rotate:{copies}" if copies > 1 else "none"
+
+
+DTYPES = {"fp64": "float64", "fp32": "float32", "fp16": "float16"}
+SCALARS = {"fp64": "float64", "fp32": "float32", "fp16": "float32"}
+
+
+class ProblemData:
+    """`copies` random instances of one test point on the GPU, plus pointer/size arrays per convention."""
+
+    def __init__(self, point: TestPoint, convention: str, copies: int, seed: int = 0) -> None:
+        import cupy as cp
+
+        if convention not in CONVENTIONS:
+            raise ValueError(f"unknown calling convention {convention!r}; expected one of {CONVENTIONS}")
+        self.point, self.convention, self.copies = point, convention, copies
+        self.lay = layout(point)
+        self.dtype = cp.dtype(DTYPES[point.precision])
+        ea, eb, ec = self.lay.elements()
+        rng = cp.random.default_rng(seed)
+
+        def rand(n: int) -> Any:
+            return (rng.random(n * copies, dtype=cp.float32) * 2 - 1).astype(self.dtype)
+
+        self.a, self.b = rand(ea), rand(eb)
+        self.c = rand(ec)  # beta != 0 reads C: random initial values, never zeros
+        self.c_init = self.c[:ec].copy()  # copy 0's C before any launch (for the reference)
+        self.ptrs: list[tuple[Any, Any, Any]] = []
+        self.sizes: tuple[Any, ...] = ()
+        if convention != "strided":
+            self._pointer_arrays(cp)
+
+    def _pointer_arrays(self, cp: Any) -> None:
+        lay, batch, es = self.lay, self.point.batch, self.dtype.itemsize
+        ea, eb, ec = lay.elements()
+        idx = cp.arange(batch, dtype=cp.uint64)
+        for c in range(self.copies):
+            pa = self.a.data.ptr + (c * ea + idx * lay.stride_a) * es
+            pb = self.b.data.ptr + (c * eb + idx * lay.stride_b) * es
+            pc = self.c.data.ptr + (c * ec + idx * lay.stride_c) * es
+            self.ptrs.append((pa.astype(cp.uint64), pb.astype(cp.uint64), pc.astype(cp.uint64)))
+        if self.convention == "vbatched":
+            p = self.point
+            self.sizes = tuple(cp.full(batch, v, dtype=cp.int32)
+                               for v in (p.m, p.n, p.k, lay.lda, lay.ldb, lay.ldc))
+
+    def nbytes(self) -> int:
+        total = self.a.nbytes + self.b.nbytes + self.c.nbytes + self.c_init.nbytes
+        total += sum(x.nbytes for trio in self.ptrs for x in trio) + sum(x.nbytes for x in self.sizes)
+        return total
+
+    def c_copy(self, copy: int) -> Any:
+        """C of one copy (the whole batch, flat), a view."""
+        ec = self.lay.elements()[2]
+        return self.c[copy * ec:(copy + 1) * ec]
+
+    def matrices(self, copy: int) -> tuple[Any, Any]:
+        """(A, B) of one copy as flat views."""
+        ea, eb, _ = self.lay.elements()
+        return self.a[copy * ea:(copy + 1) * ea], self.b[copy * eb:(copy + 1) * eb]
+
+    def args(self, copy: int, alpha: float, beta: float) -> tuple[Any, ...]:
+        """The kernel argument tuple of the convention for one copy of the data."""
+        import numpy as np
+
+        p, lay = self.point, self.lay
+        s = np.dtype(SCALARS[p.precision]).type
+        i32, i64 = np.int32, np.int64
+        if self.convention == "strided":
+            a, b = self.matrices(copy)
+            c = self.c_copy(copy)
+            return (i32(p.m), i32(p.n), i32(p.k), s(alpha), a, i32(lay.lda), i64(lay.stride_a),
+                    b, i32(lay.ldb), i64(lay.stride_b), s(beta), c, i32(lay.ldc), i64(lay.stride_c), i32(p.batch))
+        pa, pb, pc = self.ptrs[copy]
+        if self.convention == "ptr_array":
+            return (i32(p.m), i32(p.n), i32(p.k), s(alpha), pa, i32(lay.lda), pb, i32(lay.ldb),
+                    s(beta), pc, i32(lay.ldc), i32(p.batch))
+        m, n, k, lda, ldb, ldc = self.sizes
+        return (m, n, k, s(alpha), pa, lda, pb, ldb, s(beta), pc, ldc, i32(p.batch),
+                i32(p.m), i32(p.n), i32(p.k))

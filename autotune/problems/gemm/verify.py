@@ -1,0 +1,117 @@
+"""Check a kernel's output against a float64 reference computed by cuBLAS (cupy.matmul) on the same GPU.
+
+Rule: before the verified launch C is poisoned with NaN (beta == 0; with beta != 0 the kernel must read
+C, so C holds random values instead and the reference includes beta * C). After the launch,
+every element of C must be finite (a NaN left means an element was never written), and for every
+matrix b of the batch  ||C_b - ref_b||_F / ||ref_b||_F  must stay under the precision's tolerance.
+The worst matrix counts (`max_rel_err`), so one wrong matrix in a batch of 100,000 is not diluted.
+
+Tolerances relative to the norm of the reference: fp64 1e-12, fp32 1e-5, fp16 1e-2 (fp16 inputs, fp32
+accumulation: the output's rounding to fp16 alone is ~5e-4). The reference runs on the same rounded
+inputs upcast to float64, so input rounding is no error. Accumulation error grows about like sqrt(K):
+the tolerance is multiplied by max(1, sqrt(K / 1024)), which leaves it unchanged for K <= 1024.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.problems.gemm.data import ProblemData
+
+BASE_TOLERANCE = {"fp64": 1e-12, "fp32": 1e-5, "fp16": 1e-2}
+CHUNK_BYTES = 256 << 20  # float64 working memory of the reference per chunk of the batch
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    max_rel_err: float  # inf when an element is NaN/inf or never written
+    unwritten: int  # elements of C that are not finite after the launch
+    tolerance: float
+
+    @property
+    def message(self) -> str:
+        if self.ok:
+            return f"max relative error {self.max_rel_err:.3g} <= {self.tolerance:.3g}"
+        if self.unwritten:
+            return f"{self.unwritten} elements of C not finite (never written, or NaN/inf computed)"
+        return f"max relative error {self.max_rel_err:.3g} > tolerance {self.tolerance:.3g}"
+
+
+def tolerance(precision: str, k: int) -> float:
+    return BASE_TOLERANCE[precision] * max(1.0, math.sqrt(k / 1024))
+
+
+def judge(max_rel_err: float, unwritten: int, precision: str, k: int) -> Verdict:
+    """Pure verdict from the measured error (NaN errors count as infinite)."""
+    tol = tolerance(precision, k)
+    err = math.inf if (unwritten or not math.isfinite(max_rel_err)) else max_rel_err
+    return Verdict(ok=unwritten == 0 and err <= tol, max_rel_err=err, unwritten=unwritten, tolerance=tol)
+
+
+def poison(data: ProblemData, copy: int, beta: float) -> None:
+    """Prepare C of one copy for the verified launch."""
+    import cupy as cp
+
+    c = data.c_copy(copy)
+    if beta == 0:
+        c.fill(cp.nan)
+    else:
+        c[...] = data.c_init
+
+
+def _stored(flat: Any, batch: int, rows: int, cols: int, ld: int) -> Any:
+    """(batch, rows, cols) view of a column-major batch stored with leading dimension ld."""
+    return flat[:batch * ld * cols].reshape(batch, cols, ld).transpose(0, 2, 1)[:, :rows, :]
+
+
+def reference_chunks(data: ProblemData, alpha: float, beta: float) -> list[tuple[int, int, Any]]:
+    """[(b0, b1, ref)] float64 reference of copy 0, computed in chunks of the batch."""
+    import cupy as cp
+
+    p, lay = data.point, data.lay
+    a_flat, b_flat = data.matrices(0)
+    a = _stored(a_flat, p.batch, lay.a_rows, lay.a_cols, lay.lda)
+    b = _stored(b_flat, p.batch, lay.b_rows, lay.b_cols, lay.ldb)
+    c0 = _stored(data.c_init, p.batch, p.m, p.n, lay.ldc)
+    per = 8 * (p.m * p.k + p.k * p.n + 2 * p.m * p.n)
+    step = max(1, CHUNK_BYTES // per)
+    out = []
+    for b0 in range(0, p.batch, step):
+        b1 = min(p.batch, b0 + step)
+        op_a = a[b0:b1].astype(cp.float64)
+        op_b = b[b0:b1].astype(cp.float64)
+        if p.shape[0] == "T":
+            op_a = op_a.transpose(0, 2, 1)
+        if p.shape[1] == "T":
+            op_b = op_b.transpose(0, 2, 1)
+        ref = alpha * cp.matmul(op_a, op_b)
+        if beta != 0:
+            ref += beta * c0[b0:b1].astype(cp.float64)
+        out.append((b0, b1, ref))
+    return out
+
+
+def compare(data: ProblemData, reference: list[tuple[int, int, Any]]) -> tuple[float, int]:
+    """(max over the batch of ||C_b - ref_b|| / ||ref_b||, count of non-finite elements) for copy 0."""
+    import cupy as cp
+
+    p, lay = data.point, data.lay
+    c = _stored(data.c_copy(0), p.batch, p.m, p.n, lay.ldc)
+    worst, bad = 0.0, 0
+    for b0, b1, ref in reference:
+        got = c[b0:b1].astype(cp.float64)
+        finite = cp.isfinite(got)
+        bad += int(got.size - int(finite.sum()))
+        diff = cp.linalg.norm((got - ref).reshape(b1 - b0, -1), axis=1)
+        norm = cp.linalg.norm(ref.reshape(b1 - b0, -1), axis=1)
+        rel = diff / cp.maximum(norm, cp.finfo(cp.float64).tiny)
+        worst = max(worst, float(cp.nan_to_num(rel, nan=cp.inf).max()))
+    return worst, bad
+
+
+def verify(data: ProblemData, reference: list[tuple[int, int, Any]]) -> Verdict:
+    """Check copy 0's C (after the verified launch) against the reference."""
+    err, bad = compare(data, reference)
+    return judge(err, bad, data.point.precision, data.point.k)

@@ -1,0 +1,257 @@
+"""The space generator: enumerate the instances that pass the hard (and soft) constraints.
+
+The full product of parameter values is never built. Parameters are bound one at a time, in an
+order chosen so that constraints can be checked early; after each binding, every hard constraint
+whose parameters are all bound is applied to the partial combinations, vectorized with numpy over
+chunks of at most `CHUNK` rows. Rows hold small integer codes (indices into each parameter's
+values), so survivors take a few bytes each.
+
+The funnel is exact: a partial combination that survives the constraints applied so far stands for
+(product of the unbound parameters' value counts) full combinations, so the count after each hard
+constraint is what filtering the full product by the constraints up to that one would leave.
+Soft constraints are applied afterwards to the hard survivors, one by one, in file order.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from autotune.devices import DeviceLimits
+from autotune.errors import SpaceError
+from autotune.space.instance import Instance, instance_id
+from autotune.vocab import TestPoint
+from autotune.space.spec import Constraint, Space
+
+CHUNK = 1 << 21
+
+
+@dataclass(frozen=True)
+class FunnelStep:
+    kind: str  # "raw", "hard" or "soft"
+    name: str
+    reason: str
+    remaining: int
+    removed: int
+    line: int | None = None
+
+
+@dataclass
+class Generated:
+    """The surviving instances of one space for one device and precision."""
+
+    space: Space
+    device: DeviceLimits
+    precision: str
+    soft_applied: tuple[str, ...]
+    codes: dict[str, np.ndarray]
+    funnel: list[FunnelStep]
+    seconds: float
+    _values: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        return int(self.funnel[-1].remaining)
+
+    def column(self, name: str) -> np.ndarray:
+        return _domain(self.space, name)[self.codes[name]]
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        """One row per instance, one column per parameter, in file order."""
+        return pd.DataFrame({p.name: self.column(p.name) for p in self.space.parameters})
+
+    def with_derived(self) -> pd.DataFrame:
+        """Parameters plus derived quantities (as evaluated for this device and precision)."""
+        env = _Env(self.space, self.space.context(self.precision, self.device), self.codes)
+        out = self.frame.copy()
+        for name, _ in self.space.derived:
+            out[name] = np.broadcast_to(env[name], (self.count,))
+        return out
+
+    def ids(self, rows: Iterable[int] | None = None) -> list[str]:
+        """Stable IDs of the instances at `rows` (all rows by default)."""
+        frame = self.frame if rows is None else self.frame.iloc[list(rows)]
+        return [instance_id(self.space.name, dict(zip(frame.columns, row))) for row in frame.itertuples(index=False)]
+
+    def instances(self) -> list[Instance]:
+        frame = self.frame
+        return [Instance.of(self.space.name, dict(zip(frame.columns, row))) for row in frame.itertuples(index=False)]
+
+
+def _domain(space: Space, name: str) -> np.ndarray:
+    p = next(p for p in space.parameters if p.name == name)
+    return np.array(p.values)
+
+
+def _code_dtype(n: int) -> type:
+    return np.uint8 if n <= 0xFF else np.uint16 if n <= 0xFFFF else np.uint32
+
+
+class _Env(dict):
+    """Names for expression evaluation over a chunk: parameters decoded, derived computed on demand."""
+
+    def __init__(self, space: Space, context: Mapping[str, Any], codes: Mapping[str, np.ndarray]) -> None:
+        super().__init__(context)
+        self.space, self.codes = space, codes
+        self.derived = dict(space.derived)
+
+    def __missing__(self, name: str) -> Any:
+        if name in self.codes:
+            value = _domain(self.space, name)[self.codes[name]]
+        elif name in self.derived:
+            value = self.space.eval(self.derived[name], self)
+        else:
+            raise KeyError(name)
+        self[name] = value
+        return value
+
+
+def param_deps(space: Space, names: Iterable[str]) -> frozenset[str]:
+    """Parameters an expression reads, directly or through derived quantities."""
+    derived = dict(space.derived)
+    params = set(space.param_names)
+    out: set[str] = set()
+    todo = list(names)
+    while todo:
+        n = todo.pop()
+        if n in params:
+            out.add(n)
+        elif n in derived:
+            todo.extend(derived[n].expr.names)
+    return frozenset(out)
+
+
+def binding_order(space: Space, constraints: tuple[Constraint, ...]) -> list[str]:
+    """Greedy: bind next the parameter that completes the most constraints, then the smallest domain."""
+    deps = [param_deps(space, c.expr.names) for c in constraints]
+    sizes = {p.name: len(p.values) for p in space.parameters}
+    file_pos = {n: i for i, n in enumerate(space.param_names)}
+    bound: set[str] = set()
+    order: list[str] = []
+    while len(order) < len(sizes):
+        def score(p: str) -> tuple:
+            done = sum(1 for d in deps if d and not d <= bound and d <= bound | {p})
+            involved = sum(1 for d in deps if p in d and not d <= bound)
+            return (-done, -involved, sizes[p], file_pos[p])
+        nxt = min((p for p in sizes if p not in bound), key=score)
+        order.append(nxt)
+        bound.add(nxt)
+    return order
+
+
+def _check(space: Space, c: Constraint, env: _Env, n: int) -> np.ndarray:
+    result = np.asarray(space.eval(c, env))
+    if result.dtype.kind not in "b":
+        if result.dtype.kind in "iuf":
+            result = result != 0
+        else:
+            raise space.error(f"{c.kind} constraint {c.name!r} does not give true/false", c.line, c.expr.text,
+                              "write a comparison, e.g. `threads <= 512`")
+    return np.broadcast_to(result, (n,))
+
+
+def generate(space: Space, device: DeviceLimits, precision: str | None = None, soft: bool = True,
+             soft_off: Iterable[str] = ()) -> Generated:
+    """Enumerate the valid instances of `space` for `device` and `precision` (default: its first)."""
+    start = time.perf_counter()
+    precision = precision or (space.kernel.problems.precisions[0] if space.kernel else "fp64")
+    if space.kernel and precision not in space.kernel.problems.precisions:
+        raise space.error(f"this space does not support precision {precision!r}",
+                          hint=f"choose from {', '.join(space.kernel.problems.precisions)}")
+    soft_off = tuple(soft_off)
+    unknown = [n for n in soft_off if n not in {c.name for c in space.soft}]
+    if unknown:
+        raise space.error(f"no soft constraint named {unknown[0]!r}",
+                          hint=f"soft constraints: {', '.join(c.name for c in space.soft) or 'none'}")
+    context = space.context(precision, device)
+    order = binding_order(space, space.hard)
+    sizes = {p.name: len(p.values) for p in space.parameters}
+    rest = [math.prod(sizes[p] for p in order[i + 1:]) for i in range(len(order))]
+    raw = math.prod(sizes.values())
+
+    # which hard constraints become checkable after binding order[i] (constants go at step 0)
+    at_step: list[list[Constraint]] = [[] for _ in order]
+    for c in space.hard:
+        d = param_deps(space, c.expr.names)
+        step = max((order.index(p) for p in d), default=0)
+        at_step[step].append(c)
+    applied_order = [c for cs in at_step for c in cs]
+    survivors = {c.name: 0 for c in applied_order}
+    pieces: list[dict[str, np.ndarray]] = []
+
+    def expand(codes: dict[str, np.ndarray], n: int, i: int) -> None:
+        if i == len(order):
+            pieces.append(codes)
+            return
+        p, d = order[i], sizes[order[i]]
+        rows_per_piece = max(1, CHUNK // d)
+        for lo in range(0, n, rows_per_piece):
+            hi = min(n, lo + rows_per_piece)
+            m = (hi - lo) * d
+            new = {q: np.repeat(arr[lo:hi], d) for q, arr in codes.items()}
+            new[p] = np.tile(np.arange(d, dtype=_code_dtype(d)), hi - lo)
+            env = _Env(space, context, new)
+            for c in at_step[i]:
+                keep = _check(space, c, env, m)
+                kept = int(keep.sum())
+                survivors[c.name] += kept * rest[i]
+                if kept < m:
+                    new = {q: arr[keep] for q, arr in new.items()}
+                    m = kept
+                    env = _Env(space, context, new)
+            if m:
+                expand(new, m, i + 1)
+
+    expand({}, 1, 0)
+    codes = ({p: np.concatenate([pc[p] for pc in pieces]) for p in order} if pieces
+             else {p: np.zeros(0, dtype=_code_dtype(sizes[p])) for p in order})
+    pieces.clear()  # keep one copy of the survivors, not two
+    funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
+    for c in applied_order:
+        before = funnel[-1].remaining
+        funnel.append(FunnelStep("hard", c.name, c.reason, survivors[c.name], before - survivors[c.name], c.line))
+
+    applied_soft = tuple(c.name for c in space.soft if soft and c.name not in soft_off)
+    for c in space.soft:
+        if c.name not in applied_soft:
+            continue
+        n = len(next(iter(codes.values())))
+        keep = np.ones(n, dtype=bool)
+        for lo in range(0, n, CHUNK):
+            part = {q: arr[lo:lo + CHUNK] for q, arr in codes.items()}
+            keep[lo:lo + CHUNK] = _check(space, c, _Env(space, context, part), len(part[order[0]]))
+        codes = {q: arr[keep] for q, arr in codes.items()}
+        remaining = int(keep.sum())
+        funnel.append(FunnelStep("soft", c.name, c.reason, remaining, funnel[-1].remaining - remaining, c.line))
+
+    # file order of rows: sort by parameter codes in file order so listings are stable
+    if len(codes[order[0]]):
+        keys = [codes[p.name] for p in reversed(space.parameters)]
+        idx = np.lexsort(keys)
+        codes = {q: arr[idx] for q, arr in codes.items()}
+    return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
+
+
+def serving(generated: Generated, point: TestPoint) -> np.ndarray:
+    """Rows whose instance the kernel's `serves:` expression assigns to `point` (all rows without one)."""
+    space = generated.space
+    if space.kernel is None or space.kernel.serves is None:
+        return np.ones(generated.count, dtype=bool)
+    env = _Env(space, space.context(generated.precision, generated.device), generated.codes)
+    env.update(M=point.m, N=point.n, K=point.k, batch=point.batch)
+    return np.broadcast_to(np.asarray(space.eval(space.kernel.serves, env), dtype=bool), (generated.count,))
+
+
+def where(generated: Generated, text: str, label: str = "--where") -> np.ndarray:
+    """Rows of `generated` for which the user's expression holds (`space list --where`, a config's `where:`)."""
+    from autotune.expr import where_rows
+    space = generated.space
+    env = _Env(space, space.context(generated.precision, generated.device), generated.codes)
+    return where_rows(text, env, generated.count, SpaceError, f"{', '.join(space.param_names)} and derived quantities",
+                      label)

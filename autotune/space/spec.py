@@ -1,0 +1,379 @@
+"""Space files (spaces/*.yaml) -> a checked, immutable `Space`.
+
+A space names a kernel family's tuning parameters, derived quantities, hard and soft constraints,
+and its binding to a C++ template (see README.md, "Space files"). Everything is checked when the
+file is loaded: a mistake is reported with the file, the line, the expression and what to do.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from autotune import paths
+from autotune.devices import PROFILES, DeviceLimits, get_device
+from autotune.errors import SpaceError
+from autotune.expr import Expr, ExprError, as_int, evaluate, parse
+from autotune.vocab import ELEM_BYTES, PRECISIONS, SHAPES, TestPoint
+from autotune.yamlfile import LineDict, line_of, load_yaml
+
+PROBLEM_NAMES = ("M", "N", "K", "batch")
+CONTEXT_NAMES = ("elem_bytes", "acc_bytes")
+DEVICE_NAMES = tuple(PROFILES["H100"].names())
+CONVENTIONS = ("strided", "ptr_array", "vbatched")
+CPP_TYPES = {"fp64": ("double", "double"), "fp32": ("float", "float"), "fp16": ("__half", "float")}
+TYPE_SYMBOLS = ("T", "S", "TRANS_A", "TRANS_B")
+_IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Located:
+    """An expression with where it came from."""
+
+    expr: Expr
+    line: int | None
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    values: tuple[Any, ...]
+    line: int | None
+
+
+@dataclass(frozen=True)
+class Constraint:
+    name: str
+    kind: str  # "hard" or "soft"
+    expr: Expr
+    reason: str
+    line: int | None
+
+
+@dataclass(frozen=True)
+class Problems:
+    precisions: tuple[str, ...]
+    shapes: tuple[str, ...]
+    where: Located | None
+
+
+@dataclass(frozen=True)
+class Geometry:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+
+
+@dataclass(frozen=True)
+class KernelBinding:
+    source: str  # path under kernels_src/
+    template: str
+    template_args: tuple[str, ...]
+    convention: str
+    block: tuple[Located, ...]
+    grid: tuple[Located, ...]
+    shared_bytes: Located
+    problems: Problems
+    serves: Located | None = None  # which problems an instance is measured on (params + M N K batch)
+
+    @property
+    def source_path(self) -> Path:
+        return paths.KERNELS_DIR / self.source
+
+    def source_hash(self) -> str:
+        return hashlib.sha256(self.source_path.read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Space:
+    name: str
+    description: str
+    path: Path
+    parameters: tuple[Parameter, ...]
+    derived: tuple[tuple[str, Located], ...]  # in evaluation order
+    hard: tuple[Constraint, ...]
+    soft: tuple[Constraint, ...]
+    kernel: KernelBinding | None
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.parameters)
+
+    def error(self, message: str, line: int | None = None, expr: str | None = None,
+              hint: str | None = None) -> SpaceError:
+        return SpaceError(message, file=self.path, line=line, expr=expr, hint=hint)
+
+    def eval(self, located: Located | Constraint, env: Mapping[str, Any], mask: Any = None) -> Any:
+        """Evaluate one of this space's expressions; errors name the file and line."""
+        try:
+            return evaluate(located.expr, env, mask)
+        except ExprError as exc:
+            raise self.error(exc.message, located.line, located.expr.text, exc.hint) from None
+
+    def context(self, precision: str, device: DeviceLimits) -> dict[str, Any]:
+        """Names every expression may read besides parameters: device limits and precision sizes."""
+        acc = 8 if precision == "fp64" else 4
+        return {**device.names(), "elem_bytes": ELEM_BYTES[precision], "acc_bytes": acc}
+
+    def values(self, params: Mapping[str, Any], precision: str, device: DeviceLimits | None = None) -> dict[str, Any]:
+        """Parameters, derived quantities, device limits and precision names for one instance."""
+        env = {**self.context(precision, device or get_device(None)), **params}
+        for name, located in self.derived:
+            env[name] = self.eval(located, env)
+        return env
+
+    def _binding(self) -> KernelBinding:
+        if self.kernel is None:
+            raise self.error("this space has no `kernel:` section", hint="add the binding to a kernel (README.md)")
+        return self.kernel
+
+    def template_name(self, params: Mapping[str, Any], precision: str, shape: str) -> str:
+        """The NVRTC name expression of this instance for one precision and shape."""
+        binding = self._binding()
+        env = self.values(params, precision)
+        t, s = CPP_TYPES[precision]
+        symbols = {"T": t, "S": s, "TRANS_A": str(int(shape[0] == "T")), "TRANS_B": str(int(shape[1] == "T"))}
+        tokens = [symbols[a] if a in symbols else str(as_int(env[a])) for a in binding.template_args]
+        return f"{binding.template}<{', '.join(tokens)}>"
+
+    def _problem_env(self, params: Mapping[str, Any], point: TestPoint) -> dict[str, Any]:
+        """One instance's names (parameters, derived, device, precision) with the problem's M N K batch."""
+        return {**self.values(params, point.precision), "M": point.m, "N": point.n, "K": point.k, "batch": point.batch}
+
+    def geometry(self, params: Mapping[str, Any], point: TestPoint) -> Geometry:
+        binding = self._binding()
+        env = self._problem_env(params, point)
+
+        def ints(items: tuple[Located, ...]) -> tuple[int, int, int]:
+            out = [as_int(self.eval(x, env)) for x in items]
+            return (out + [1, 1, 1])[:3]  # type: ignore[return-value]
+        return Geometry(ints(binding.grid), ints(binding.block), as_int(self.eval(binding.shared_bytes, env)))
+
+    def serves(self, params: Mapping[str, Any], point: TestPoint) -> bool:
+        """Whether the kernel's `serves:` expression assigns this problem to the instance (True without one)."""
+        kernel = self.kernel
+        if kernel is None or kernel.serves is None:
+            return True
+        return bool(self.eval(kernel.serves, self._problem_env(params, point)))
+
+    def accepts(self, point: TestPoint) -> bool:
+        """Whether the kernel handles this problem (precision, shape, size limits)."""
+        problems = self._binding().problems
+        if point.precision not in problems.precisions or point.shape not in problems.shapes:
+            return False
+        if problems.where is None:
+            return True
+        env = {"M": point.m, "N": point.n, "K": point.k, "batch": point.batch}
+        return bool(self.eval(problems.where, env))
+
+
+def find_space(name_or_path: str | Path) -> Path:
+    """A path as given, or a space name looked up under spaces/."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    candidate = paths.SPACES_DIR / f"{name_or_path}.yaml"
+    if candidate.exists():
+        return candidate
+    known = sorted(x.stem for x in paths.SPACES_DIR.glob("*.yaml"))
+    raise SpaceError(f"no space named {name_or_path!r}", hint=f"give a file path or one of: {', '.join(known)}")
+
+
+def load_space(name_or_path: str | Path) -> Space:
+    path = find_space(name_or_path)
+    return _Builder(path, load_yaml(path, SpaceError)).build()
+
+
+class _Builder:
+    """Checks one parsed file section by section; the first mistake raises SpaceError."""
+
+    def __init__(self, path: Path, data: LineDict) -> None:
+        self.path, self.data = path, data
+
+    def fail(self, message: str, line: int | None, expr: str | None = None, hint: str | None = None) -> SpaceError:
+        return SpaceError(message, file=self.path, line=line, expr=expr, hint=hint)
+
+    def expr(self, text: Any, line: int | None, known: set[str], what: str) -> Expr:
+        try:
+            e = parse(text)
+        except ExprError as exc:
+            raise self.fail(f"{what}: {exc.message}", line, str(text), exc.hint) from None
+        unknown = sorted(e.names - known)
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], sorted(known), n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else "define it under `parameters:` or `derived:`"
+            if unknown[0] in PROBLEM_NAMES:
+                hint = "problem sizes (M, N, K, batch) exist only in kernel.grid/block/shared_bytes/problems.where"
+            raise self.fail(f"{what}: unknown name {unknown[0]!r}; this expression can never be evaluated",
+                            line, e.text, hint)
+        return e
+
+    def build(self) -> Space:
+        d = self.data
+        allowed = {"name", "description", "kernel", "parameters", "derived", "hard", "soft"}
+        for key in d:
+            if key not in allowed:
+                raise self.fail(f"unknown section {key!r}", line_of(d, key), hint=f"sections: {', '.join(sorted(allowed))}")
+        name = d.get("name")
+        if not isinstance(name, str) or not _IDENT.match(name):
+            raise self.fail("`name:` must be an identifier (letters, digits, _)", line_of(d, "name") or 1,
+                            hint="e.g. name: gemm_batched_simt")
+        params = self.parameters(d.get("parameters"))
+        known = {p.name for p in params} | set(DEVICE_NAMES) | set(CONTEXT_NAMES)
+        derived = self.derived(d.get("derived") or {}, known)
+        known |= {n for n, _ in derived}
+        hard = self.constraints(d.get("hard") or [], "hard", known)
+        soft = self.constraints(d.get("soft") or [], "soft", known)
+        names = [c.name for c in hard + soft]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup:
+            raise self.fail(f"constraint name {dup!r} is used twice", d.line, hint="give each constraint its own name")
+        kernel = self.kernel(d["kernel"], known) if "kernel" in d else None
+        return Space(name=name, description=str(d.get("description", "")), path=self.path, parameters=params,
+                     derived=derived, hard=hard, soft=soft, kernel=kernel)
+
+    def parameters(self, section: Any) -> tuple[Parameter, ...]:
+        if not isinstance(section, dict) or not section:
+            raise self.fail("`parameters:` must be a non-empty mapping of name: values", line_of(self.data, "parameters"),
+                            hint="e.g. BLK_M: [16, 32, 64]")
+        out = []
+        for name, spec in section.items():
+            line = line_of(section, name)
+            if not isinstance(name, str) or not _IDENT.match(name) or name in TYPE_SYMBOLS + PROBLEM_NAMES:
+                raise self.fail(f"bad parameter name {name!r}", line,
+                                hint=f"use an identifier other than {', '.join(TYPE_SYMBOLS + PROBLEM_NAMES)}")
+            if name in DEVICE_NAMES or name in CONTEXT_NAMES:
+                raise self.fail(f"parameter {name!r} hides a device or precision name", line, hint="rename it")
+            values = self.domain(spec, line)
+            if len(set(values)) != len(values):
+                raise self.fail(f"parameter {name!r} lists a value twice", line, hint="remove the duplicate")
+            kinds = {isinstance(v, str) for v in values}
+            if len(kinds) > 1 or any(isinstance(v, bool) for v in values):
+                raise self.fail(f"parameter {name!r} mixes strings and numbers", line, hint="use one type per parameter")
+            out.append(Parameter(name, values, line))
+        return tuple(out)
+
+    def domain(self, spec: Any, line: int | None) -> tuple[Any, ...]:
+        if isinstance(spec, list):
+            values = tuple(spec)
+        elif isinstance(spec, (int, float, str)) and not isinstance(spec, bool):
+            values = (spec,)
+        elif isinstance(spec, dict) and "values" in spec and len(spec) == 1:
+            return self.domain(spec["values"], line)
+        elif isinstance(spec, dict) and set(spec) <= {"start", "stop", "step"} and {"start", "stop"} <= set(spec):
+            start, stop, step = spec["start"], spec["stop"], spec.get("step", 1)
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, step)) or step <= 0:
+                raise self.fail("a range needs integer start, stop and a positive step", line,
+                                hint="e.g. {start: 16, stop: 128, step: 16} (stop is included)")
+            values = tuple(range(start, stop + 1, step))
+        elif isinstance(spec, dict) and set(spec) == {"pow2"}:
+            bounds = spec["pow2"]
+            if (not isinstance(bounds, list) or len(bounds) != 2 or not all(isinstance(b, int) and b >= 1 for b in bounds)):
+                raise self.fail("pow2 needs [low, high] with integers >= 1", line, hint="e.g. {pow2: [8, 128]}")
+            values = tuple(1 << e for e in range(64) if bounds[0] <= (1 << e) <= bounds[1])
+        else:
+            raise self.fail("a parameter is a list, a {start, stop, step} range, {pow2: [lo, hi]} or {values: [...]}",
+                            line, hint="see README.md, 'Space files'")
+        if not values:
+            raise self.fail("parameter has no values", line, hint="widen the range")
+        if not all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in values):
+            raise self.fail("parameter values must be numbers or strings", line)
+        return values
+
+    def derived(self, section: Any, known: set[str]) -> tuple[tuple[str, Located], ...]:
+        if not isinstance(section, dict):
+            raise self.fail("`derived:` must be a mapping of name: expression", line_of(self.data, "derived"))
+        pending: dict[str, tuple[Expr, int | None]] = {}
+        everything = known | set(section)
+        for name, text in section.items():
+            line = line_of(section, name)
+            if not isinstance(name, str) or not _IDENT.match(name) or name in known or name in TYPE_SYMBOLS + PROBLEM_NAMES:
+                raise self.fail(f"bad or clashing derived name {name!r}", line, hint="pick a new identifier")
+            pending[name] = (self.expr(text, line, everything, f"derived {name!r}"), line)
+        ordered: list[tuple[str, Located]] = []
+        ready = set(known)
+        while pending:
+            progress = [n for n, (e, _) in pending.items() if e.names <= ready]
+            if not progress:
+                name, (e, line) = next(iter(pending.items()))
+                raise self.fail(f"derived quantities depend on each other in a cycle ({', '.join(pending)})",
+                                line, e.text, "break the cycle")
+            for n in progress:
+                e, line = pending.pop(n)
+                ordered.append((n, Located(e, line)))
+                ready.add(n)
+        return tuple(ordered)
+
+    def constraints(self, section: Any, kind: str, known: set[str]) -> tuple[Constraint, ...]:
+        if not isinstance(section, list):
+            raise self.fail(f"`{kind}:` must be a list of {{name, expr, reason}}", line_of(self.data, kind))
+        out = []
+        for i, item in enumerate(section):
+            line = line_of(section, i)
+            if not isinstance(item, dict) or set(item) - {"name", "expr", "reason"} or "expr" not in item or "name" not in item:
+                raise self.fail(f"each {kind} constraint needs `name`, `expr` and a one-line `reason`", line,
+                                hint='e.g. - {name: max_threads, expr: "threads <= max_threads_per_block", reason: ...}')
+            if not isinstance(item.get("reason"), str) or not item["reason"].strip():
+                raise self.fail(f"{kind} constraint {item['name']!r} has no `reason`", line,
+                                hint="say in one line why the constraint exists")
+            e = self.expr(item["expr"], line_of(item, "expr"), known, f"{kind} constraint {item['name']!r}")
+            out.append(Constraint(str(item["name"]), kind, e, item["reason"].strip(), line_of(item, "expr")))
+        return tuple(out)
+
+    def kernel(self, k: Any, known: set[str]) -> KernelBinding:
+        line = line_of(self.data, "kernel")
+        need = {"source", "template", "template_args", "convention", "block", "grid"}
+        if not isinstance(k, dict) or need - set(k):
+            missing = sorted(need - set(k)) if isinstance(k, dict) else sorted(need)
+            raise self.fail(f"`kernel:` misses {', '.join(missing)}", line, hint="see README.md, 'Space files'")
+        source = paths.KERNELS_DIR / str(k["source"])
+        if not source.is_file():
+            raise self.fail(f"kernel source {k['source']!r} not found under kernels_src/", line_of(k, "source"),
+                            hint="give a path relative to kernels_src/")
+        if k["convention"] not in CONVENTIONS:
+            raise self.fail(f"unknown convention {k['convention']!r}", line_of(k, "convention"),
+                            hint=f"one of {', '.join(CONVENTIONS)}")
+        args = k["template_args"]
+        if not isinstance(args, list):
+            raise self.fail("template_args must be a list of names", line_of(k, "template_args"))
+        for a in args:
+            if a not in known and a not in TYPE_SYMBOLS:
+                raise self.fail(f"template argument {a!r} is neither a parameter, a derived name nor one of "
+                                f"{', '.join(TYPE_SYMBOLS)}", line_of(k, "template_args"))
+        geo_known = known | set(PROBLEM_NAMES)
+
+        def triple(key: str) -> tuple[Located, ...]:
+            items = k[key]
+            if not isinstance(items, list) or not 1 <= len(items) <= 3:
+                raise self.fail(f"kernel.{key} must be a list of 1 to 3 expressions", line_of(k, key))
+            return tuple(Located(self.expr(x, line_of(items, i), geo_known, f"kernel.{key}"), line_of(items, i))
+                         for i, x in enumerate(items))
+        shared = Located(self.expr(k.get("shared_bytes", 0), line_of(k, "shared_bytes"), geo_known,
+                                   "kernel.shared_bytes"), line_of(k, "shared_bytes"))
+        serves = None
+        if "serves" in k:
+            serves = Located(self.expr(k["serves"], line_of(k, "serves"), geo_known, "kernel.serves"),
+                             line_of(k, "serves"))
+        return KernelBinding(source=str(k["source"]), template=str(k["template"]), template_args=tuple(args),
+                             convention=k["convention"], block=triple("block"), grid=triple("grid"),
+                             shared_bytes=shared, problems=self.problems(k.get("problems") or {}, line),
+                             serves=serves)
+
+    def problems(self, p: Any, line: int | None) -> Problems:
+        if not isinstance(p, dict):
+            raise self.fail("kernel.problems must be a mapping", line)
+        precisions = tuple(p.get("precisions", PRECISIONS))
+        shapes = tuple(p.get("shapes", SHAPES))
+        for value, allowed, key in ((precisions, PRECISIONS, "precisions"), (shapes, SHAPES, "shapes")):
+            bad = [v for v in value if v not in allowed]
+            if bad or not value:
+                raise self.fail(f"kernel.problems.{key}: {bad or 'empty'}", line_of(p, key),
+                                hint=f"choose from {', '.join(allowed)}")
+        where = None
+        if "where" in p:
+            where = Located(self.expr(p["where"], line_of(p, "where"), set(PROBLEM_NAMES), "problems.where"),
+                            line_of(p, "where"))
+        return Problems(precisions, shapes, where)

@@ -1,0 +1,198 @@
+"""Read-only SQL over a results database, and the README's recipes as a small DataFrame API.
+
+`run_query` opens its own read-only connection for every call: SQLite with `mode=ro` and
+`PRAGMA query_only`, PostgreSQL with `default_transaction_read_only` plus `SET TRANSACTION READ ONLY`,
+and one statement per call (a second statement after `;` is refused), so DELETE, DROP or UPDATE fail.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from autotune.errors import UserError
+from autotune.store.schema import database_url, make_engine, sqlite_path
+
+
+class QueryError(UserError):
+    """The query failed: bad SQL, a write attempt, or an unreachable database."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A README recipe: a SELECT over the results schema plus its ORDER BY (kept apart so filters can wrap it)."""
+
+    name: str
+    description: str
+    select: str
+    order_by: str
+
+    @property
+    def sql(self) -> str:
+        return f"{self.select}\nORDER BY {self.order_by}"
+
+
+_BEST = """SELECT m.device_id, m.point_id, d.name AS device, i.space, p.precision, p.shape, p.m, p.n, p.k, p.batch,
+       m.instance_id, i.name AS instance, m.median_ms, m.gflops, m.gbs, m.roofline_frac,
+       ROW_NUMBER() OVER (PARTITION BY m.device_id, i.space, m.point_id
+                          ORDER BY m.median_ms, m.instance_id) AS place
+FROM measurements m
+JOIN instances i ON i.id = m.instance_id
+JOIN test_points p ON p.id = m.point_id
+JOIN devices d ON d.id = m.device_id
+WHERE m.status = 'ok'"""
+
+_POINT = "device, space, precision, shape, m, n, k, batch"
+
+RECIPES = {r.name: r for r in (
+    Recipe("best_per_point", "The fastest correct instance of each space at each test point, on each device.",
+           f"""WITH ranked AS (
+{_BEST})
+SELECT {_POINT}, instance_id, instance, median_ms, gflops, gbs, roofline_frac
+FROM ranked WHERE place = 1""", _POINT),
+    Recipe("distance_from_best", "How far each instance is from the best of its space at each point "
+           "(slowdown = time / best time; loss = 1 - best / time, the figure TOL bounds). "
+           "For one instance, add `WHERE ok.instance_id = '...'` before ORDER BY.",
+           """WITH ok AS (
+SELECT m.device_id, m.point_id, i.space, m.instance_id, i.name AS instance, m.median_ms,
+       MIN(m.median_ms) OVER (PARTITION BY m.device_id, i.space, m.point_id) AS best_ms,
+       RANK() OVER (PARTITION BY m.device_id, i.space, m.point_id ORDER BY m.median_ms) AS place
+FROM measurements m JOIN instances i ON i.id = m.instance_id
+WHERE m.status = 'ok')
+SELECT d.name AS device, ok.space, p.precision, p.shape, p.m, p.n, p.k, p.batch, ok.instance_id, ok.instance,
+       ok.median_ms, ok.best_ms, ok.median_ms / ok.best_ms AS slowdown, 1 - ok.best_ms / ok.median_ms AS loss,
+       ok.place
+FROM ok
+JOIN test_points p ON p.id = ok.point_id
+JOIN devices d ON d.id = ok.device_id""", f"{_POINT}, place, instance_id"),
+    Recipe("failures_by_kind", "How many measurements failed, by space and kind of failure, with one example message.",
+           """SELECT d.name AS device, i.space, m.status, COUNT(*) AS count, MIN(m.error) AS example_error
+FROM measurements m
+JOIN instances i ON i.id = m.instance_id
+JOIN devices d ON d.id = m.device_id
+WHERE m.status <> 'ok'
+GROUP BY d.name, i.space, m.status""", "device, space, count DESC, status"),
+    Recipe("cublas_speedup", "The best instance of each space against cuBLAS on the same GPU "
+           "(speedup = cuBLAS time / best time).",
+           f"""WITH ranked AS (
+{_BEST})
+SELECT b.device, b.space, b.precision, b.shape, b.m, b.n, b.k, b.batch, b.instance, b.median_ms AS best_ms,
+       c.median_ms AS cublas_ms, c.median_ms / b.median_ms AS speedup, b.roofline_frac,
+       c.roofline_frac AS cublas_roofline_frac
+FROM ranked b
+JOIN cublas c ON c.device_id = b.device_id AND c.point_id = b.point_id AND c.status = 'ok'
+WHERE b.place = 1""", _POINT),
+    Recipe("best_by_parameter", "The best time at each point for each value of one parameter (here DIM_X), "
+           "through the instance_params table.",
+           """SELECT i.space, p.precision, p.shape, p.m, p.n, p.k, ip.int_value AS dim_x,
+       MIN(m.median_ms) AS best_ms, COUNT(*) AS instances
+FROM measurements m
+JOIN instances i ON i.id = m.instance_id
+JOIN instance_params ip ON ip.instance_id = m.instance_id AND ip.name = 'DIM_X'
+JOIN test_points p ON p.id = m.point_id
+WHERE m.status = 'ok'
+GROUP BY i.space, p.precision, p.shape, p.m, p.n, p.k, ip.int_value""", "space, precision, shape, m, n, k, dim_x"),
+)}
+
+
+def run_query(url: str, sql: str) -> pd.DataFrame:
+    """Run ONE SQL statement on a read-only connection and return its rows (no rows: an empty frame).
+
+    Raises QueryError with the database's message, e.g. for a write ("attempt to write a readonly
+    database", "cannot execute DELETE in a read-only transaction") or a second statement."""
+    return _read(url, lambda conn: _driver_query(conn, sql))
+
+
+def best_per_point(url: str, device: str | None = None, space: str | None = None) -> pd.DataFrame:
+    """One row per (device, space, test point): the fastest correct instance, its time and figures."""
+    return _recipe(url, "best_per_point", device=device, space=space)
+
+
+def distance_from_best(url: str, instance_id: str, device: str | None = None) -> pd.DataFrame:
+    """One row per (device, point) where `instance_id` was measured correct: its time, the best time of
+    its space, slowdown, loss and place (1 = fastest)."""
+    return _recipe(url, "distance_from_best", device=device, instance_id=instance_id)
+
+
+def failures_by_kind(url: str, device: str | None = None, space: str | None = None) -> pd.DataFrame:
+    """Failure counts by (device, space, status), with one example error message each."""
+    return _recipe(url, "failures_by_kind", device=device, space=space)
+
+
+def cublas_speedup(url: str, device: str | None = None, space: str | None = None) -> pd.DataFrame:
+    """Per (device, space, point) with a cuBLAS time: best time, cuBLAS time, speedup and roofline fractions."""
+    return _recipe(url, "cublas_speedup", device=device, space=space)
+
+
+def _recipe(url: str, name: str, **filters: str | None) -> pd.DataFrame:
+    """A recipe with equality filters on its output columns (fixed column names, bound values)."""
+    recipe = RECIPES[name]
+    used = {k: v for k, v in filters.items() if v is not None}
+    where = " AND ".join(f"r.{k} = :{k}" for k in used) or "1 = 1"
+    sql = f"SELECT * FROM (\n{recipe.select}\n) r WHERE {where} ORDER BY {_qualified(recipe.order_by)}"
+
+    def run(conn: Connection) -> pd.DataFrame:
+        result = conn.execute(text(sql), used)
+        return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+    return _read(url, run)
+
+
+def _qualified(order_by: str) -> str:
+    return ", ".join(f"r.{part.strip()}" for part in order_by.split(","))
+
+
+def _driver_query(conn: Connection, sql: str) -> pd.DataFrame:
+    """Through the DB-API cursor, so `:name` in string literals is left alone and one statement runs."""
+    raw = conn.connection.driver_connection
+    cur = raw.cursor()  # type: ignore[union-attr]
+    try:
+        if conn.dialect.name == "postgresql":
+            cur.execute(sql, prepare=True)  # a prepared statement cannot hold a second command
+        else:
+            cur.execute(sql)  # sqlite3 refuses a second statement
+        if cur.description is None:
+            return pd.DataFrame()
+        return pd.DataFrame(cur.fetchall(), columns=[c[0] for c in cur.description])
+    finally:
+        cur.close()
+
+
+def _db_errors() -> tuple[type[Exception], ...]:
+    errors: list[type[Exception]] = [SQLAlchemyError, sqlite3.Error]
+    try:
+        import psycopg
+        errors.append(psycopg.Error)
+    except ImportError:  # PostgreSQL support not installed
+        pass
+    return tuple(errors)
+
+
+def _read(url: str, work: Callable[[Connection], pd.DataFrame]) -> pd.DataFrame:
+    """Run `work` on a fresh read-only connection; database errors become QueryError."""
+    url = database_url(url)
+    shown = make_url(url).render_as_string()
+    if make_url(url).get_backend_name() == "sqlite" and not os.path.isfile(sqlite_path(url) or ""):
+        raise QueryError(f"no SQLite database at {shown}", hint="give the database URL of a sweep "
+                         "(configs say it under `database:`; the default is results/<config name>.sqlite)")
+    engine = make_engine(url, readonly=True)
+    try:
+        with engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+            frame = work(conn)
+            conn.rollback()
+            return frame
+    except _db_errors() as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        hint = ("`autotune query` is read-only: open the database with a SQL client to change it"
+                if "read" in reason.lower() and "only" in reason.lower()
+                else "run one SELECT statement; the README lists the tables and columns")
+        raise QueryError(f"query failed on {shown}: {reason}", hint=hint) from exc
+    finally:
+        engine.dispose()

@@ -1,0 +1,341 @@
+"""The results database schema: SQLAlchemy 2.0 models, the schema version and its upgrade, engines.
+
+SQLite (WAL mode, busy timeout) by default, PostgreSQL through a URL. `autotune.store.store` holds the
+operations on it. The README's "Results database" section documents every table and column.
+"""
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+from urllib.parse import quote
+
+from sqlalchemy import (JSON, BigInteger, CheckConstraint, DateTime, Float, ForeignKey, Index, Integer, String,
+                        Text, UniqueConstraint, create_engine, event, select, update)
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from autotune.errors import UserError
+from autotune.vocab import DeviceInfo, Status, TestPoint
+
+SCHEMA_VERSION = 1
+STATUSES = tuple(s.value for s in Status)
+
+
+class StoreError(UserError):
+    """The database cannot be opened or written as asked."""
+
+
+class SchemaVersionError(StoreError):
+    """The database was written by another schema version."""
+
+
+class SweepLockedError(StoreError):
+    """Another live sweep holds the database."""
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class SchemaMeta(Base):
+    __tablename__ = "schema_meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(256))
+
+
+class Device(Base):
+    __tablename__ = "devices"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(128))
+    sm_count: Mapped[int] = mapped_column(Integer)
+    cc: Mapped[int] = mapped_column(Integer)
+    sm_clock_mhz: Mapped[int | None] = mapped_column(Integer)  # as last seen; each sweep keeps its own
+    mem_clock_mhz: Mapped[int | None] = mapped_column(Integer)
+    l2_bytes: Mapped[int] = mapped_column(BigInteger)
+    copy_bandwidth: Mapped[float] = mapped_column(Float)  # bytes/s, measured, last seen
+
+
+class Software(Base):
+    __tablename__ = "software"
+    __table_args__ = (UniqueConstraint("driver", "cuda_runtime", "nvrtc", "cupy", "autotune_version", "git_commit"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    driver: Mapped[str] = mapped_column(String(64))
+    cuda_runtime: Mapped[str] = mapped_column(String(64))
+    nvrtc: Mapped[str] = mapped_column(String(64))
+    cupy: Mapped[str] = mapped_column(String(64))
+    autotune_version: Mapped[str] = mapped_column(String(64))
+    git_commit: Mapped[str] = mapped_column(String(64))  # "" when unknown
+
+
+class SpaceVersion(Base):
+    __tablename__ = "spaces"
+    __table_args__ = (UniqueConstraint("name", "yaml_hash", "source_hash"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), index=True)
+    yaml_path: Mapped[str] = mapped_column(Text)
+    yaml_hash: Mapped[str] = mapped_column(String(64))
+    source_path: Mapped[str] = mapped_column(Text)
+    source_hash: Mapped[str] = mapped_column(String(64))
+    yaml_text: Mapped[str] = mapped_column(Text)
+
+
+class InstanceRow(Base):
+    __tablename__ = "instances"
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    space: Mapped[str] = mapped_column(String(128), index=True)
+    name: Mapped[str] = mapped_column(Text)
+    params: Mapped[dict] = mapped_column(JSON)
+
+
+class InstanceParam(Base):
+    __tablename__ = "instance_params"
+    __table_args__ = (Index("ix_instance_params_name_int", "name", "int_value"),)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    int_value: Mapped[int | None] = mapped_column(BigInteger)  # integers (and booleans as 0/1)
+    real_value: Mapped[float | None] = mapped_column(Float)  # every number, integers included
+    text_value: Mapped[str | None] = mapped_column(Text)  # strings
+
+
+class Point(Base):
+    __tablename__ = "test_points"
+    __table_args__ = (UniqueConstraint("precision", "shape", "m", "n", "k", "batch"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    precision: Mapped[str] = mapped_column(String(8))
+    shape: Mapped[str] = mapped_column(String(2))
+    m: Mapped[int] = mapped_column(Integer)
+    n: Mapped[int] = mapped_column(Integer)
+    k: Mapped[int] = mapped_column(Integer)
+    batch: Mapped[int] = mapped_column(Integer)
+
+    def point(self) -> TestPoint:
+        return TestPoint(self.precision, self.shape, self.m, self.n, self.k, self.batch)
+
+
+class Sweep(Base):
+    __tablename__ = "sweeps"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    config_name: Mapped[str] = mapped_column(String(128))
+    config_text: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(String(16))  # running | done | interrupted | failed | died
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"))
+    software_id: Mapped[int] = mapped_column(ForeignKey("software.id"))
+    alpha: Mapped[float] = mapped_column(Float)
+    beta: Mapped[float] = mapped_column(Float)
+    reps: Mapped[int] = mapped_column(Integer)
+    sm_clock_mhz: Mapped[int | None] = mapped_column(Integer)
+    mem_clock_mhz: Mapped[int | None] = mapped_column(Integer)
+    copy_bandwidth: Mapped[float] = mapped_column(Float)
+    host: Mapped[str] = mapped_column(String(256))
+    pid: Mapped[int] = mapped_column(Integer)
+
+
+class SweepLock(Base):
+    __tablename__ = "sweep_lock"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # always 1: one writer per database
+    token: Mapped[str] = mapped_column(String(32))
+    sweep_id: Mapped[int | None] = mapped_column(Integer)
+    host: Mapped[str] = mapped_column(String(256))
+    pid: Mapped[int] = mapped_column(Integer)
+    acquired_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class _Timed:
+    """Columns of one timed result, shared by kernel measurements and cuBLAS times."""
+
+    status: Mapped[str] = mapped_column(String(16))
+    median_ms: Mapped[float | None] = mapped_column(Float)
+    p20_ms: Mapped[float | None] = mapped_column(Float)
+    p80_ms: Mapped[float | None] = mapped_column(Float)
+    min_ms: Mapped[float | None] = mapped_column(Float)
+    max_ms: Mapped[float | None] = mapped_column(Float)
+    reps: Mapped[int] = mapped_column(Integer)
+    times_ms: Mapped[list] = mapped_column(JSON)
+    gflops: Mapped[float | None] = mapped_column(Float)
+    gbs: Mapped[float | None] = mapped_column(Float)
+    roofline_frac: Mapped[float | None] = mapped_column(Float)
+    l2_protection: Mapped[str | None] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(Text)
+    measured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class MeasurementRow(_Timed, Base):
+    __tablename__ = "measurements"
+    __table_args__ = (UniqueConstraint("instance_id", "point_id", "device_id", name="uq_measurement_pair"),
+                      CheckConstraint(f"status IN {STATUSES!r}", name="ck_measurement_status"),
+                      Index("ix_measurements_point_status", "point_id", "status", "median_ms"))
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"), index=True)
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
+    point_id: Mapped[int] = mapped_column(ForeignKey("test_points.id"))
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"))
+    space_id: Mapped[int] = mapped_column(ForeignKey("spaces.id"))  # the space version (YAML + kernel source)
+    max_rel_err: Mapped[float | None] = mapped_column(Float)
+    registers: Mapped[int | None] = mapped_column(Integer)
+    shared_bytes: Mapped[int | None] = mapped_column(Integer)
+    local_bytes: Mapped[int | None] = mapped_column(Integer)
+    compile_s: Mapped[float | None] = mapped_column(Float)
+    log: Mapped[str | None] = mapped_column(Text)
+
+
+class Inflight(Base):
+    __tablename__ = "inflight"
+    instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), primary_key=True)
+    point_id: Mapped[int] = mapped_column(ForeignKey("test_points.id"), primary_key=True)
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"), primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
+    space_id: Mapped[int] = mapped_column(ForeignKey("spaces.id"))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class CublasRow(_Timed, Base):
+    __tablename__ = "cublas"
+    __table_args__ = (UniqueConstraint("device_id", "point_id", name="uq_cublas_point"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"))
+    point_id: Mapped[int] = mapped_column(ForeignKey("test_points.id"))
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
+
+
+@dataclass(frozen=True)
+class SpaceRecord:
+    """What identifies the version of a space that produced a measurement."""
+
+    name: str
+    yaml_path: str
+    yaml_text: str
+    source_path: str
+    source_text: str
+
+    @property
+    def yaml_hash(self) -> str:
+        return hashlib.sha256(self.yaml_text.encode()).hexdigest()
+
+    @property
+    def source_hash(self) -> str:
+        return hashlib.sha256(self.source_text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SweepStart:
+    """What `begin_sweep` records about a sweep (the device and software rows must exist)."""
+
+    config_name: str
+    config_text: str
+    device_id: int
+    software_id: int
+    device: DeviceInfo
+    alpha: float
+    beta: float
+    reps: int
+
+
+@dataclass(frozen=True)
+class Figures:
+    gflops: float | None
+    gbs: float | None
+    roofline_frac: float | None
+
+
+def figures(point: TestPoint, median_ms: float | None, beta: float, bandwidth: float) -> Figures:
+    """GFLOP/s, GB/s and fraction of the bandwidth roofline of one time (MEASURING.md formulas)."""
+    if median_ms is None or median_ms <= 0:
+        return Figures(None, None, None)
+    seconds = median_ms * 1e-3
+    moved = point.bytes_moved(beta != 0)
+    frac = (moved / bandwidth) / seconds if bandwidth > 0 else None
+    return Figures(point.flops / seconds / 1e9, moved / seconds / 1e9, frac)
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file of an SQLite URL (`sqlite:///file:PATH?uri=true` URLs included); None for other URLs and memory."""
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+        return None
+    return u.database[5:] if u.database.startswith("file:") else u.database
+
+
+def database_url(text: str) -> str:
+    """A SQLAlchemy URL as given, or a bare file path as the URL of an SQLite file. Raises StoreError."""
+    if "://" not in text:
+        return f"sqlite:///{Path(text).expanduser().resolve()}"
+    from sqlalchemy.exc import ArgumentError
+    try:
+        make_url(text)
+    except ArgumentError:
+        raise StoreError(f"not a database URL: {text!r}",
+                         hint="write a file path, sqlite:///path.sqlite or postgresql+psycopg://user@host/db") from None
+    return text
+
+
+def make_engine(url: str, readonly: bool = False) -> Engine:
+    """An engine for `url`: SQLite gets WAL + busy timeout (or a `mode=ro` connection when `readonly`),
+    PostgreSQL gets read-only transactions by default when `readonly`."""
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        path = sqlite_path(url)
+        if readonly:
+            if path is None:
+                raise StoreError(f"cannot open {url} read-only", hint="give the path of an SQLite file")
+            uri = f"file:{quote(Path(path).resolve().as_posix())}?mode=ro"
+            engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=30,
+                                                                             check_same_thread=False))
+        else:
+            engine = create_engine(u, connect_args={"timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA busy_timeout = 30000")
+            cur.execute("PRAGMA foreign_keys = ON")
+            if readonly:
+                cur.execute("PRAGMA query_only = ON")
+            elif path is not None:
+                cur.execute("PRAGMA journal_mode = WAL")
+                cur.execute("PRAGMA synchronous = NORMAL")
+            cur.close()
+        return engine
+    connect_args = {"options": "-c default_transaction_read_only=on"} if readonly else {}
+    try:
+        return create_engine(u, pool_pre_ping=True, connect_args=connect_args)
+    except ImportError as exc:  # the URL names a database driver that is not installed
+        raise StoreError(f"no driver for {u.drivername}: {exc}",
+                         hint="for PostgreSQL: pip install -e .[postgres] and a URL postgresql+psycopg://...") from None
+
+
+# from-version -> function that migrates a connection to from-version + 1; none yet (version 1 is the first)
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+
+def upgrade(url: str) -> int:
+    """Migrate the database at `url` to SCHEMA_VERSION in place, one version at a time, each step in its own
+    transaction; returns the version it started from. Raises SchemaVersionError when no path exists."""
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            start = int(conn.execute(select(SchemaMeta.value).where(SchemaMeta.key == "schema_version")).scalar_one())
+        for version in range(start, SCHEMA_VERSION):
+            if version not in MIGRATIONS:
+                raise SchemaVersionError(f"no migration from schema version {version} to {version + 1}",
+                                         hint="export what you need with `autotune query` and start a new database")
+            with engine.begin() as conn:
+                MIGRATIONS[version](conn)
+                conn.execute(update(SchemaMeta).where(SchemaMeta.key == "schema_version")
+                             .values(value=str(version + 1)))
+        return start
+    finally:
+        engine.dispose()
+
+

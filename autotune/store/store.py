@@ -1,0 +1,437 @@
+"""The results database's operations: the few writes and reads the runner and the analyzer need.
+
+Every session goes through `Store.session()`. One sweep at a time may write to a database:
+`begin_sweep` takes a lock row (pid, host, heartbeat) and refuses a second live sweep. Measurements
+are unique per (instance, test point, device), so a resumed sweep never measures a pair twice.
+The tables are in `autotune.store.schema`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid as uuidlib
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+
+import pandas as pd
+from sqlalchemy import delete, insert, inspect, select, update
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+from autotune.store.schema import (SCHEMA_VERSION, Base, database_url, CublasRow, Device, Inflight, InstanceParam, InstanceRow,
+                             MeasurementRow, Point, SchemaMeta, SchemaVersionError, Software, SpaceRecord,
+                             SpaceVersion, StoreError, Sweep, SweepLock, SweepLockedError, SweepStart, figures,
+                             make_engine, now, sqlite_path)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from autotune.space.instance import Instance
+
+LOCK_STALE_S = 120.0  # a lock whose heartbeat is older than this belongs to a dead sweep
+_RESULT_COLUMNS = ("status", "median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms", "reps", "gflops", "gbs",
+                   "roofline_frac", "max_rel_err", "registers", "shared_bytes", "local_bytes", "compile_s",
+                   "l2_protection", "error", "sweep_id")
+# the columns of Store.measurements() before the parameters (a parameter of the same name becomes param_NAME)
+MEASUREMENT_COLUMNS = ("device", "space", "instance_id", "instance", "precision", "shape", "m", "n", "k", "batch",
+                       *_RESULT_COLUMNS)
+
+
+class Store:
+    """An open results database. Create with `Store.open(url)`; close with `close()` (or `with`)."""
+
+    def __init__(self, url: str, engine: Engine) -> None:
+        self.url = url
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._sweeps: dict[int, Sweep] = {}
+        self._points: dict[TestPoint, int] = {}
+        self._lock_token: str | None = None
+
+    @classmethod
+    def open(cls, url: str, *, create: bool = True, readonly: bool = False) -> "Store":
+        """Open `url`; create the schema in an empty database when `create`; check the schema version.
+
+        Raises StoreError (unreachable, read-only when writing, not an autotune database) or
+        SchemaVersionError, each with a hint, and writes nothing in those cases."""
+        url = database_url(url)
+        path = sqlite_path(url)
+        if path is not None and readonly and not Path(path).is_file():
+            raise StoreError(f"no SQLite database at {path}",
+                             hint="give the results database of a sweep (a config names it under `database:`; "
+                                  "the default is results/<config name>.sqlite)")
+        if path is not None and create and not readonly:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = make_engine(url, readonly=readonly)
+        store = cls(url, engine)
+        try:
+            store._check_schema(create=create and not readonly)
+            if not readonly:  # fail now, not at the first measurement, when the database is read-only
+                with store.session() as s:
+                    s.execute(update(SchemaMeta).where(SchemaMeta.key == "schema_version")
+                              .values(value=SchemaMeta.value))
+        except StoreError:
+            engine.dispose()
+            raise
+        except SQLAlchemyError as exc:
+            engine.dispose()
+            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            hint = ("check that the server is running and the URL, user and password are right"
+                    if path is None else "check that the directory exists and that you may write the file")
+            if "readonly" in reason.replace(" ", "").lower() or "read-only" in reason:
+                hint = "open a database you may write to (set `database:` in the config)"
+            raise StoreError(f"cannot open database {make_url(url).render_as_string()}: {reason}", hint=hint) from exc
+        return store
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the sweep lock if this Store holds it, and dispose of the engine."""
+        if self._lock_token is not None:
+            with self.session() as s:
+                s.execute(delete(SweepLock).where(SweepLock.token == self._lock_token))
+            self._lock_token = None
+        self.engine.dispose()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """The one way to talk to the database: commits on success, rolls back on any exception."""
+        with self._sessions.begin() as s:
+            yield s
+
+    def _check_schema(self, create: bool) -> None:
+        tables = set(inspect(self.engine).get_table_names())
+        upgrade = f"run `autotune db upgrade {make_url(self.url).render_as_string()}`"
+        if "schema_meta" not in tables:
+            if tables:
+                raise SchemaVersionError(f"{self.url} is not an autotune results database (tables: "
+                                         f"{', '.join(sorted(tables)[:5])})", hint="give another database URL")
+            if not create:
+                raise StoreError(f"{self.url} holds no results yet", hint="run a sweep into it first")
+            Base.metadata.create_all(self.engine)
+            with self.session() as s:
+                s.add(SchemaMeta(key="schema_version", value=str(SCHEMA_VERSION)))
+            return
+        with self.session() as s:
+            version = int(s.get(SchemaMeta, "schema_version").value)  # type: ignore[union-attr]
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"database schema version {version} is newer than this autotune's ({SCHEMA_VERSION})",
+                hint="upgrade autotune (pip install -U autotune) or use another database")
+        if version < SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"database schema version {version} is older than this autotune's ({SCHEMA_VERSION})",
+                hint=f"{upgrade} to migrate it in place (back the file up first)")
+
+    # ---- writes (the runner; one writer per database, guarded by the sweep lock) ----
+
+    def upsert_device(self, info: DeviceInfo) -> int:
+        """The id of the device with `info.uuid`, created or refreshed (clocks, bandwidth: last seen)."""
+        with self.session() as s:
+            row = s.scalars(select(Device).where(Device.uuid == info.uuid)).first()
+            if row is None:
+                row = Device(uuid=info.uuid)
+                s.add(row)
+            row.name, row.sm_count, row.cc, row.l2_bytes = info.name, info.sm_count, info.cc, info.l2_bytes
+            row.sm_clock_mhz, row.mem_clock_mhz = info.sm_clock_mhz, info.mem_clock_mhz
+            row.copy_bandwidth = info.copy_bandwidth
+            s.flush()
+            return row.id
+
+    def upsert_software(self, info: DeviceInfo, autotune_version: str, git_commit: str | None) -> int:
+        """The id of this exact software stack (driver, CUDA runtime, NVRTC, CuPy, autotune, commit)."""
+        key = dict(driver=info.driver, cuda_runtime=info.cuda_runtime, nvrtc=info.nvrtc, cupy=info.cupy,
+                   autotune_version=autotune_version, git_commit=git_commit or "")
+        with self.session() as s:
+            row = s.scalars(select(Software).filter_by(**key)).first()
+            if row is None:
+                row = Software(**key)
+                s.add(row)
+                s.flush()
+            return row.id
+
+    def upsert_space(self, rec: SpaceRecord) -> int:
+        """The id of this version of a space (same name, YAML text and kernel source text)."""
+        with self.session() as s:
+            row = s.scalars(select(SpaceVersion).filter_by(
+                name=rec.name, yaml_hash=rec.yaml_hash, source_hash=rec.source_hash)).first()
+            if row is None:
+                row = SpaceVersion(name=rec.name, yaml_path=rec.yaml_path, yaml_hash=rec.yaml_hash,
+                                   source_path=rec.source_path, source_hash=rec.source_hash, yaml_text=rec.yaml_text)
+                s.add(row)
+                s.flush()
+            return row.id
+
+    def upsert_instances(self, instances: Iterable["Instance"]) -> int:
+        """Insert the instances not yet stored (with one instance_params row per parameter); returns
+        how many were new. An instance's id already encodes its space and parameters."""
+        todo = {i.id: i for i in instances}
+        with self.session() as s:
+            ids = list(todo)
+            for start in range(0, len(ids), 500):
+                for known in s.scalars(select(InstanceRow.id).where(InstanceRow.id.in_(ids[start:start + 500]))):
+                    todo.pop(known)
+            if todo:
+                s.execute(insert(InstanceRow), [dict(id=i.id, space=i.space, name=i.name, params=dict(i.params))
+                                                for i in todo.values()])
+                s.execute(insert(InstanceParam), [_param_row(i.id, name, value)
+                                                  for i in todo.values() for name, value in i.params])
+        return len(todo)
+
+    def upsert_points(self, points: Iterable[TestPoint]) -> dict[TestPoint, int]:
+        """The ids of the given test points, inserting the new ones."""
+        wanted = [p for p in dict.fromkeys(points) if p not in self._points]
+        with self.session() as s:
+            for p in wanted:
+                row = s.scalars(select(Point).filter_by(precision=p.precision, shape=p.shape, m=p.m, n=p.n,
+                                                        k=p.k, batch=p.batch)).first()
+                if row is None:
+                    row = Point(precision=p.precision, shape=p.shape, m=p.m, n=p.n, k=p.k, batch=p.batch)
+                    s.add(row)
+                    s.flush()
+                self._points[p] = row.id
+        return dict(self._points)
+
+    def begin_sweep(self, start: SweepStart, stale_s: float = LOCK_STALE_S) -> int:
+        """Take the database's sweep lock and record a running sweep; returns its id.
+
+        Raises SweepLockedError when another sweep holds the lock and is alive (its heartbeat is newer
+        than `stale_s`, and its process exists when it runs on this host). A dead sweep's lock is taken over."""
+        token, host, pid, t = uuidlib.uuid4().hex, socket.gethostname(), os.getpid(), now()
+        with self.session() as s:
+            held = s.get(SweepLock, 1)
+            if held is None:
+                s.add(SweepLock(id=1, token=token, host=host, pid=pid, acquired_at=t, heartbeat_at=t))
+            else:
+                age = (t - _utc(held.heartbeat_at)).total_seconds()
+                alive = age < stale_s and (held.host != host or _pid_alive(held.pid))
+                if alive:
+                    raise SweepLockedError(
+                        f"another sweep (id {held.sweep_id}, pid {held.pid} on {held.host}) is writing to "
+                        f"{self.url}; its last heartbeat was {age:.0f} s ago",
+                        hint="wait for it to finish or stop it (Ctrl-C); a crashed sweep's lock expires "
+                             f"{stale_s:.0f} s after its last heartbeat")
+                if held.sweep_id is not None:  # its sweep died without finishing
+                    s.execute(update(Sweep).where(Sweep.id == held.sweep_id, Sweep.status == "running")
+                              .values(status="died"))
+                taken = s.execute(update(SweepLock).where(SweepLock.id == 1, SweepLock.token == held.token)
+                                  .values(token=token, host=host, pid=pid, acquired_at=t, heartbeat_at=t))
+                if taken.rowcount != 1:  # type: ignore[attr-defined]
+                    raise SweepLockedError(f"another sweep took {self.url} at the same moment",
+                                           hint="run one sweep per database")
+        self._lock_token = token  # from here on, close() releases the lock
+        d = start.device
+        with self.session() as s:
+            sweep = Sweep(config_name=start.config_name, config_text=start.config_text, started_at=t,
+                          status="running", device_id=start.device_id, software_id=start.software_id,
+                          alpha=start.alpha, beta=start.beta, reps=start.reps, sm_clock_mhz=d.sm_clock_mhz,
+                          mem_clock_mhz=d.mem_clock_mhz, copy_bandwidth=d.copy_bandwidth, host=host, pid=pid)
+            s.add(sweep)
+            s.flush()
+            s.execute(update(SweepLock).where(SweepLock.token == token).values(sweep_id=sweep.id))
+        self._sweeps[sweep.id] = sweep
+        return sweep.id
+
+    def heartbeat(self) -> None:
+        """Refresh the lock's heartbeat (the runner calls this at least every LOCK_STALE_S / 4 seconds;
+        `record` does it too). Raises SweepLockedError if another sweep has taken the lock over."""
+        with self.session() as s:
+            self._beat(s)
+
+    def _beat(self, s: Session) -> None:
+        if self._lock_token is None:
+            raise SweepLockedError("this Store holds no sweep lock", hint="call begin_sweep before writing results")
+        res = s.execute(update(SweepLock).where(SweepLock.token == self._lock_token).values(heartbeat_at=now()))
+        if res.rowcount != 1:  # type: ignore[attr-defined]
+            self._lock_token = None
+            raise SweepLockedError(f"the sweep lock on {self.url} was taken over by another sweep",
+                                   hint="this sweep stopped after a heartbeat gap; resume it when the other ends")
+
+    def finish_sweep(self, sweep_id: int, status: str) -> None:
+        """Mark the sweep finished ("done", "interrupted" or "failed") and release the lock."""
+        with self.session() as s:
+            s.execute(update(Sweep).where(Sweep.id == sweep_id).values(status=status, finished_at=now()))
+            if self._lock_token is not None:
+                s.execute(delete(SweepLock).where(SweepLock.token == self._lock_token))
+        self._lock_token = None
+
+    def mark_inflight(self, sweep_id: int, space_id: int, instance_id: str, point: TestPoint) -> None:
+        """Note that (instance, point) is being measured now; `record` clears it. If the process dies,
+        `recover_inflight` turns the note into a `crashed` measurement so that pair is never re-run."""
+        sweep = self._sweep(sweep_id)
+        pid = self.upsert_points([point])[point]
+        with self.session() as s:
+            s.merge(Inflight(instance_id=instance_id, point_id=pid, device_id=sweep.device_id, sweep_id=sweep_id,
+                             space_id=space_id, started_at=now()))
+
+    def clear_inflight(self, sweep_id: int) -> int:
+        """Forget the in-flight notes of `sweep_id` (after Ctrl-C the pairs were not at fault, so a resume
+        measures them again); returns how many there were."""
+        with self.session() as s:
+            return int(s.execute(delete(Inflight).where(Inflight.sweep_id == sweep_id)).rowcount)  # type: ignore[attr-defined]
+
+    def recover_inflight(self, device_id: int) -> list[tuple[str, TestPoint]]:
+        """Record every pair left in flight on `device_id` (by a sweep that died) as `crashed`; returns them."""
+        out = []
+        with self.session() as s:
+            rows = s.execute(select(Inflight, Point).join(Point, Point.id == Inflight.point_id)
+                             .where(Inflight.device_id == device_id)).all()
+            for fl, pt in rows:
+                out.append((fl.instance_id, pt.point()))
+                s.add(MeasurementRow(sweep_id=fl.sweep_id, instance_id=fl.instance_id, point_id=fl.point_id,
+                                     device_id=device_id, space_id=fl.space_id, status=Status.CRASHED.value,
+                                     reps=0, times_ms=[], measured_at=now(),
+                                     error="the sweep died while measuring this pair (found in flight on resume)"))
+                s.delete(fl)
+        return out
+
+    def record(self, sweep_id: int, space_id: int, measurements: Sequence[Measurement]) -> None:
+        """Store measurements of instances of the space version `space_id` (instances already upserted),
+        with GFLOP/s, GB/s and roofline fraction from the sweep's beta and measured bandwidth, in one
+        transaction; clears their in-flight notes and refreshes the lock heartbeat. Raises StoreError (and
+        writes none of them) if a pair was already measured on this device; SweepLockedError without the lock."""
+        sweep = self._sweep(sweep_id)
+        ids = self.upsert_points([m.point for m in measurements])
+        try:
+            with self.session() as s:
+                self._beat(s)
+                for m in measurements:
+                    f = figures(m.point, m.median_ms if m.status == Status.OK else None, sweep.beta,
+                                sweep.copy_bandwidth)
+                    s.add(MeasurementRow(
+                        sweep_id=sweep_id, instance_id=m.instance_id, point_id=ids[m.point], device_id=sweep.device_id,
+                        space_id=space_id, status=Status(m.status).value, **_timings(m), gflops=f.gflops, gbs=f.gbs,
+                        roofline_frac=f.roofline_frac, max_rel_err=m.max_rel_err, registers=m.registers,
+                        shared_bytes=m.shared_bytes, local_bytes=m.local_bytes, compile_s=m.compile_s,
+                        l2_protection=m.l2_protection, error=m.error, log=m.log, measured_at=now()))
+                    s.execute(delete(Inflight).where(Inflight.instance_id == m.instance_id,
+                                                     Inflight.point_id == ids[m.point],
+                                                     Inflight.device_id == sweep.device_id))
+        except IntegrityError as exc:
+            raise StoreError(f"cannot record measurements: {str(exc.orig).splitlines()[0]}",
+                             hint="a pair was measured twice (consult done_pairs) or its instance was not upserted") from exc
+
+    def record_cublas(self, sweep_id: int, m: Measurement) -> None:
+        """Store (or replace) the cuBLAS time of `m.point` on the sweep's device."""
+        sweep = self._sweep(sweep_id)
+        pid = self.upsert_points([m.point])[m.point]
+        f = figures(m.point, m.median_ms if m.status == Status.OK else None, sweep.beta, sweep.copy_bandwidth)
+        with self.session() as s:
+            self._beat(s)
+            s.execute(delete(CublasRow).where(CublasRow.device_id == sweep.device_id, CublasRow.point_id == pid))
+            s.add(CublasRow(device_id=sweep.device_id, point_id=pid, sweep_id=sweep_id, status=Status(m.status).value,
+                            **_timings(m), gflops=f.gflops, gbs=f.gbs, roofline_frac=f.roofline_frac,
+                            l2_protection=m.l2_protection, error=m.error, measured_at=now()))
+
+    # ---- reads ----
+
+    def done_pairs(self, device_id: int) -> set[tuple[str, TestPoint]]:
+        """Every (instance id, point) already measured on the device, whatever its status (crashed included)."""
+        with self.session() as s:
+            rows = s.execute(select(MeasurementRow.instance_id, Point).join(Point, Point.id == MeasurementRow.point_id)
+                             .where(MeasurementRow.device_id == device_id)).all()
+            return {(iid, p.point()) for iid, p in rows}
+
+    def cublas_times(self, device_id: int) -> dict[TestPoint, float]:
+        """The verified cuBLAS median (ms) of each test point that has one on the device."""
+        with self.session() as s:
+            rows = s.execute(select(Point, CublasRow.median_ms).join(CublasRow, CublasRow.point_id == Point.id)
+                             .where(CublasRow.device_id == device_id, CublasRow.status == Status.OK.value)).all()
+            return {p.point(): ms for p, ms in rows}
+
+    def device_id(self, device: str | None = None) -> int:
+        """The id of the device whose uuid or name is `device`; None = the only device. Raises StoreError."""
+        with self.session() as s:
+            rows = s.scalars(select(Device)).all()
+        found = [d for d in rows if device is None or device in (d.uuid, d.name)]
+        if len(found) != 1:
+            names = ", ".join(f"{d.name} ({d.uuid})" for d in rows) or "none"
+            raise StoreError(f"{'no' if not found else 'more than one'} device matches {device or 'any'} in {self.url}",
+                             hint=f"name one of the recorded devices: {names}")
+        return found[0].id
+
+    def device_info(self, device_id: int) -> DeviceInfo:
+        """The device and the software of its latest sweep, as the runner recorded them."""
+        with self.session() as s:
+            d = s.get(Device, device_id)
+            sw = s.scalars(select(Software).join(Sweep, Sweep.software_id == Software.id)
+                           .where(Sweep.device_id == device_id).order_by(Sweep.id.desc())).first()
+        if d is None:
+            raise StoreError(f"no device {device_id} in {self.url}")
+        return DeviceInfo(name=d.name, uuid=d.uuid, sm_count=d.sm_count, cc=d.cc, sm_clock_mhz=d.sm_clock_mhz,
+                          mem_clock_mhz=d.mem_clock_mhz, l2_bytes=d.l2_bytes, copy_bandwidth=d.copy_bandwidth,
+                          driver=sw.driver if sw else "", cuda_runtime=sw.cuda_runtime if sw else "",
+                          nvrtc=sw.nvrtc if sw else "", cupy=sw.cupy if sw else "")
+
+    def measurements(self, device: str | None = None, space: str | None = None) -> pd.DataFrame:
+        """Every measurement (without `times_ms` and `log`) joined with its device name, test point,
+        instance (id, name, space) and one column per instance parameter; filters by device name/uuid
+        and space name. One row per (device, instance, point)."""
+        m, p, i, d = MeasurementRow, Point, InstanceRow, Device
+        cols = [d.name.label("device"), i.space, m.instance_id, i.name.label("instance"), p.precision, p.shape,
+                p.m, p.n, p.k, p.batch] + [getattr(m, c) for c in _RESULT_COLUMNS] + [i.params]
+        q = (select(*cols).join(p, p.id == m.point_id).join(i, i.id == m.instance_id).join(d, d.id == m.device_id))
+        if device is not None:
+            q = q.where((d.name == device) | (d.uuid == device))
+        if space is not None:
+            q = q.where(i.space == space)
+        with self.engine.connect() as conn:
+            frame = pd.DataFrame(conn.execute(q.order_by(m.id)).mappings().all(), columns=[c.key for c in cols])
+        params = pd.DataFrame([_as_dict(x) for x in frame.pop("params")], index=frame.index)
+        params.columns = [c if c not in frame.columns else f"param_{c}" for c in params.columns]
+        return pd.concat([frame, params], axis=1)
+
+    def _sweep(self, sweep_id: int) -> Sweep:
+        if sweep_id not in self._sweeps:
+            with self.session() as s:
+                row = s.get(Sweep, sweep_id)
+                if row is None:
+                    raise StoreError(f"no sweep {sweep_id} in {self.url}")
+                self._sweeps[sweep_id] = row
+        return self._sweeps[sweep_id]
+
+
+def _as_dict(value: object) -> dict:
+    return json.loads(value) if isinstance(value, str) else dict(value or {})  # type: ignore[call-overload]
+
+
+def _timings(m: Measurement) -> dict:
+    return dict(median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms, min_ms=m.min_ms, max_ms=m.max_ms,
+                reps=m.reps, times_ms=list(m.times_ms))
+
+
+def _param_row(instance_id: str, name: str, value: int | float | str) -> dict:
+    """One instance_params row: int_value for integers (booleans as 0/1), real_value for every number."""
+    row: dict = dict(instance_id=instance_id, name=name, int_value=None, real_value=None, text_value=None)
+    if isinstance(value, (bool, int)):
+        row.update(int_value=int(value), real_value=float(value))
+    elif isinstance(value, float):
+        row.update(real_value=value)
+    else:
+        row.update(text_value=str(value))
+    return row
+
+
+def _utc(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)  # SQLite returns naive datetimes
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+__all__ = ["LOCK_STALE_S", "MEASUREMENT_COLUMNS", "SCHEMA_VERSION", "Store", "StoreError", "SchemaVersionError", "SweepLockedError",
+           "SpaceRecord", "SweepStart"]

@@ -1,0 +1,350 @@
+"""Sweep configs (configs/*.yaml) -> SweepConfig: which spaces, which test points, how to measure.
+
+Every mistake is a ConfigError naming the file, the line and what to do. The format is documented in
+the README ("Sweep configs"); configs/default.yaml is the example the README's main command runs.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from autotune.errors import ConfigError
+from autotune.vocab import ELEM_BYTES, PRECISIONS, SHAPES, TestPoint
+from autotune.paths import RESULTS_DIR, SPACES_DIR
+
+TOP_KEYS = ("name", "description", "spaces", "points", "alpha", "beta", "database", "repetitions", "budget",
+            "bk", "tol", "strategy", "max_instances", "seed")
+STRATEGY_NAMES = ("brute", "random")
+SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances")
+POINT_KEYS = ("precisions", "shapes", "sizes", "batch")
+SIZE_FORMS = {"square": ("square",), "mn": ("mn", "k"), "mnk": ("m", "n", "k"), "triples": ("triples",)}
+UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
+         "tib": 2**40}
+DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
+
+
+ALL_INSTANCES = 0  # a space entry's `max_instances: all`
+
+
+@dataclass(frozen=True)
+class SpaceRef:
+    """One space to sweep: a name under spaces/ or a YAML path, with its device profile and soft switches."""
+
+    ref: str  # as written in the config
+    path: Path  # the space file it resolves to
+    device: str | None = None  # device profile for the constraints (None = the GPU the sweep runs on)
+    soft: bool = True  # apply the soft constraints
+    soft_off: tuple[str, ...] = ()  # soft constraints switched off by name
+    where: str | None = None  # keep only the instances for which this expression holds
+    max_instances: int | None = None  # this space's own limit (ALL_INSTANCES: none); None: the config's
+    line: int | None = None  # where the entry is written in the config (for errors found when planning)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A whole sweep, immutable and hashable."""
+
+    name: str
+    path: Path | None
+    text: str = field(repr=False)  # the YAML text, stored with the sweep
+    spaces: tuple[SpaceRef, ...]
+    points: tuple[TestPoint, ...]
+    alpha: float = 1.0
+    beta: float = 0.0
+    database: str = ""  # SQLAlchemy URL
+    repetitions: int = 20
+    budget_s: float | None = None  # stop starting new work after this many seconds
+    bk: int = 10
+    tol: float = 0.05
+    description: str = ""
+    strategy: str = "brute"  # search strategy (autotune.sweep.strategies): brute or random
+    max_instances: int | None = None  # measure at most this many instances per space
+    seed: int = 0  # seed of the random strategy
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Read and check a sweep config file. Raises ConfigError."""
+    p = Path(path)
+    if not p.is_file():
+        known = ", ".join(sorted(c.stem for c in p.parent.glob("*.yaml"))) if p.parent.is_dir() else ""
+        raise ConfigError(f"no config file {p}", file=p,
+                          hint=f"give the path of a YAML sweep config{f' (in {p.parent}: {known})' if known else ''}")
+    return parse_config(p.read_text(), file=p.resolve())
+
+
+def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
+    """Check a sweep config given as YAML text; relative space paths resolve against the file's folder."""
+    r = _Reader(Path(file))
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=file,
+                          line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)")
+    if not isinstance(root, MappingNode):
+        raise r.error(root, "a sweep config is a mapping (key: value lines)", "start from configs/default.yaml")
+    top = r.mapping(root, TOP_KEYS, "sweep config")
+    for key in ("spaces", "points"):
+        if key not in top:
+            raise r.error(root, f"missing `{key}:`", "see configs/default.yaml for a complete example")
+    path = Path(file) if file != "<config>" else None
+    name = r.string(top["name"]) if "name" in top else (path.stem if path else "sweep")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise r.error(top.get("name", root), f"config name {name!r} cannot be a file name",
+                      "use letters, digits, '_', '-' and '.'")
+    beta = r.number(top["beta"]) if "beta" in top else 0.0
+    points_node = top["points"]
+    groups = points_node.value if isinstance(points_node, SequenceNode) else [points_node]
+    points = tuple(dict.fromkeys(p for g in groups for p in _points(r, g)))
+    budget = top.get("budget")
+    return SweepConfig(
+        name=name, path=path, text=text, spaces=tuple(_space(r, n) for n in r.sequence(top["spaces"], "spaces")),
+        points=points, alpha=r.number(top["alpha"]) if "alpha" in top else 1.0, beta=beta,
+        database=_database(r, top["database"]) if "database" in top else f"sqlite:///{RESULTS_DIR / name}.sqlite",
+        repetitions=r.integer(top["repetitions"], 1) if "repetitions" in top else 20,
+        budget_s=_duration(r, budget) if budget is not None and r.value(budget) is not None else None,
+        bk=r.integer(top["bk"], 1) if "bk" in top else 10,
+        tol=_tol(r, top["tol"]) if "tol" in top else 0.05,
+        description=r.string(top["description"]) if "description" in top else "",
+        strategy=_strategy(r, top["strategy"]) if "strategy" in top else "brute",
+        max_instances=r.integer(top["max_instances"], 1) if "max_instances" in top else None,
+        seed=r.integer(top["seed"], 0) if "seed" in top else 0)
+
+
+class _Reader:
+    """Typed access to YAML nodes; every failure becomes a ConfigError at the node's line."""
+
+    def __init__(self, file: Path) -> None:
+        self.file = file
+        self.constructor = yaml.constructor.SafeConstructor()
+
+    def error(self, node: Node, message: str, hint: str) -> ConfigError:
+        return ConfigError(message, file=self.file, line=node.start_mark.line + 1, hint=hint)
+
+    def value(self, node: Node) -> Any:
+        return self.constructor.construct_object(node, deep=True)
+
+    def mapping(self, node: Node, allowed: Iterable[str], what: str) -> dict[str, Node]:
+        if not isinstance(node, MappingNode):
+            raise self.error(node, f"{what} must be a mapping", f"write `key: value` lines; keys: {', '.join(allowed)}")
+        out: dict[str, Node] = {}
+        for key_node, value_node in node.value:
+            key = str(self.value(key_node))
+            if key not in allowed:
+                close = difflib.get_close_matches(key, list(allowed), n=1) or \
+                    [a for a in allowed if key.startswith(a) or a.startswith(key)][:1]
+                raise self.error(key_node, f"unknown key `{key}` in {what}",
+                                 f"did you mean `{close[0]}`?" if close else f"allowed keys: {', '.join(allowed)}")
+            if key in out:
+                raise self.error(key_node, f"`{key}` appears twice in {what}", "keep one of them")
+            out[key] = value_node
+        return out
+
+    def sequence(self, node: Node, what: str) -> list[Node]:
+        if isinstance(node, SequenceNode):
+            if not node.value:
+                raise self.error(node, f"`{what}` is empty", f"list at least one entry under `{what}`")
+            return list(node.value)
+        return [node]
+
+    def typed(self, node: Node, check: Callable[[Any], bool], what: str, hint: str) -> Any:
+        v = self.value(node)
+        if isinstance(node, ScalarNode) and check(v):
+            return v
+        raise self.error(node, f"expected {what}, got {v!r}", hint)
+
+    def string(self, node: Node) -> str:
+        return str(self.typed(node, lambda v: isinstance(v, (str, int, float)), "a string", "write a plain word"))
+
+    def number(self, node: Node) -> float:
+        return float(self.typed(node, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                                and math.isfinite(v), "a number", "write a finite number such as 1.0"))
+
+    def integer(self, node: Node, minimum: int) -> int:
+        return int(self.typed(node, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
+                              f"an integer >= {minimum}", f"write a whole number >= {minimum}"))
+
+    def choices(self, node: Node, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+        out = []
+        for item in self.sequence(node, what):
+            v = self.value(item)
+            if v not in allowed:
+                raise self.error(item, f"unknown {what} entry {v!r}", f"use some of {', '.join(allowed)}")
+            out.append(v)
+        return tuple(dict.fromkeys(out))
+
+
+def _space(r: _Reader, node: Node) -> SpaceRef:
+    if isinstance(node, MappingNode):
+        m = r.mapping(node, SPACE_KEYS, "space entry")
+        if "space" not in m:
+            raise r.error(node, "a space entry needs `space:`", "write `- space: NAME_OR_PATH`")
+        ref_node = m["space"]
+        device = r.string(m["device"]) if "device" in m else None
+        soft = r.typed(m["soft"], lambda v: isinstance(v, bool), "true or false", "write soft: false") \
+            if "soft" in m else True
+        soft_off = tuple(r.string(n) for n in r.sequence(m["soft_off"], "soft_off")) if "soft_off" in m else ()
+        where = r.string(m["where"]) if "where" in m else None
+        limit = None
+        if "max_instances" in m:
+            limit = ALL_INSTANCES if r.value(m["max_instances"]) == "all" else r.integer(m["max_instances"], 1)
+        if where is not None:
+            from autotune.expr import ExprError, parse
+            try:
+                parse(where)
+            except ExprError as exc:
+                raise r.error(m["where"], f"where: {exc.message}", exc.hint or "write e.g. where: \"NSG >= 2\"") from None
+    else:
+        ref_node, device, soft, soft_off, where, limit = node, None, True, (), None, None
+    ref = r.string(ref_node)
+    if device is not None:
+        from autotune.devices import PROFILES
+        if device.lower() not in {k.lower() for k in PROFILES}:
+            raise r.error(m["device"], f"unknown device profile {device!r}", f"use one of {', '.join(PROFILES)}")
+    return SpaceRef(ref=ref, path=_space_path(r, ref_node, ref), device=device, soft=bool(soft), soft_off=soft_off,
+                    where=where, max_instances=limit, line=node.start_mark.line + 1)
+
+
+def _space_path(r: _Reader, node: Node, ref: str) -> Path:
+    if ref.endswith((".yaml", ".yml")) or "/" in ref:
+        for base in (r.file.parent, Path.cwd()):
+            if (base / ref).is_file():
+                return (base / ref).resolve()
+        raise r.error(node, f"no space file {ref}", f"give a path relative to {r.file.parent} or a space name")
+    path = SPACES_DIR / f"{ref}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in SPACES_DIR.glob("*.yaml"))) or "none"
+        close = difflib.get_close_matches(ref, known.split(", "), n=1)
+        raise r.error(node, f"unknown space {ref!r}", f"did you mean {close[0]!r}?" if close
+                      else f"known spaces (in {SPACES_DIR}): {known}")
+    return path
+
+
+def _points(r: _Reader, node: Node) -> list[TestPoint]:
+    m = r.mapping(node, POINT_KEYS, "test points")
+    for key in ("precisions", "sizes", "batch"):
+        if key not in m:
+            raise r.error(node, f"test points need `{key}:`", "see the README section 'Sweep configs'")
+    precisions = r.choices(m["precisions"], PRECISIONS, "precisions")
+    shapes = r.choices(m["shapes"], SHAPES, "shapes") if "shapes" in m else ("NN",)
+    sizes = _sizes(r, m["sizes"])
+    out = []
+    for prec in precisions:
+        for shape in shapes:
+            for mm, nn, kk in sizes:
+                out.append(TestPoint(prec, shape, mm, nn, kk, _batch(r, m["batch"], prec, mm, nn, kk)))
+    return out
+
+
+def _sizes(r: _Reader, node: Node) -> list[tuple[int, int, int]]:
+    m = r.mapping(node, ("square", "mn", "m", "n", "k", "triples"), "sizes")
+    form = next((f for f, keys in SIZE_FORMS.items() if set(m) == set(keys)), None)
+    if form is None:
+        raise r.error(node, f"cannot read sizes given as {', '.join(m) or 'nothing'}",
+                      "use one of: `square: S`; `mn: S, k: S` (M = N varying, fixed K); `m: S, n: S, k: S` "
+                      "(all combinations); `triples: [[m, n, k], ...]`")
+    if form == "square":
+        return [(s, s, s) for s in _size_list(r, m["square"])]
+    if form == "mn":
+        return [(s, s, k) for k in _size_list(r, m["k"]) for s in _size_list(r, m["mn"])]
+    if form == "mnk":
+        return [(a, b, c) for a in _size_list(r, m["m"]) for b in _size_list(r, m["n"]) for c in _size_list(r, m["k"])]
+    triples = []
+    for item in r.sequence(m["triples"], "triples"):
+        if not (isinstance(item, SequenceNode) and len(item.value) == 3):
+            raise r.error(item, "a triple is [m, n, k]", "write e.g. [1024, 8, 1024]")
+        a, b, c = (r.integer(x, 1) for x in item.value)
+        triples.append((a, b, c))
+    return triples
+
+
+def _size_list(r: _Reader, node: Node) -> list[int]:
+    """S: an integer, a list, {start, stop, step} or {from, to, step} (inclusive), or {pow2: [lo, hi]}."""
+    if isinstance(node, ScalarNode):
+        return [r.integer(node, 1)]
+    if isinstance(node, SequenceNode):
+        return [r.integer(n, 1) for n in r.sequence(node, "sizes")]
+    m = r.mapping(node, ("start", "stop", "step", "from", "to", "pow2"), "size range")
+    if set(m) == {"pow2"}:
+        bounds = r.sequence(m["pow2"], "pow2")
+        if len(bounds) != 2:
+            raise r.error(m["pow2"], "pow2 takes [lowest, highest]", "write pow2: [2, 128]")
+        lo, hi = (r.integer(b, 1) for b in bounds)
+        return [2**e for e in range(lo.bit_length() - 1, hi.bit_length()) if lo <= 2**e <= hi]
+    for first, last in (("start", "stop"), ("from", "to")):
+        if set(m) in ({first, last}, {first, last, "step"}):
+            a, b = r.integer(m[first], 1), r.integer(m[last], 1)
+            step = r.integer(m["step"], 1) if "step" in m else 1
+            if b < a:
+                raise r.error(node, f"empty range {a}..{b}", f"`{last}` must be >= `{first}`")
+            return list(range(a, b + 1, step))
+    raise r.error(node, f"cannot read a size range from keys {', '.join(m)}",
+                  "write {start: 8, stop: 64, step: 8}, {from: 2, to: 32, step: 2} or {pow2: [2, 128]} (inclusive)")
+
+
+def _batch(r: _Reader, node: Node, precision: str, m: int, n: int, k: int) -> int:
+    """An integer, or {bytes: SIZE}: the smallest batch whose A, B and C together take at least SIZE."""
+    if isinstance(node, ScalarNode):
+        return r.integer(node, 1)
+    spec = r.mapping(node, ("bytes",), "batch")
+    if "bytes" not in spec:
+        raise r.error(node, "batch needs `bytes:`", "write batch: 1000 or batch: {bytes: 100MB}")
+    target = _bytes(r, spec["bytes"])
+    return max(1, math.ceil(target / (ELEM_BYTES[precision] * (m * k + k * n + m * n))))
+
+
+def _bytes(r: _Reader, node: Node) -> int:
+    v = r.value(node)
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+        return int(v)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([KMGT]i?B|B)?\s*", str(v), flags=re.IGNORECASE)
+    if not match:
+        raise r.error(node, f"cannot read a size in bytes from {v!r}", "write e.g. 100MB, 1.5GB, 512MiB or 100000000")
+    return int(float(match.group(1)) * UNITS[(match.group(2) or "b").lower()])
+
+
+def _duration(r: _Reader, node: Node) -> float:
+    v = r.value(node)
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+        return float(v)
+    match = DURATION.fullmatch(str(v))
+    if not match or not any(match.groups()):
+        raise r.error(node, f"cannot read a time budget from {v!r}", "write seconds (3600) or e.g. 90s, 30m, 8h, 1h30m")
+    h, mi, s = (float(g) if g else 0.0 for g in match.groups())
+    return h * 3600 + mi * 60 + s
+
+
+def _strategy(r: _Reader, node: Node) -> str:
+    name = r.string(node)
+    if name not in STRATEGY_NAMES:
+        raise r.error(node, f"unknown strategy {name!r}", f"choose one of {', '.join(STRATEGY_NAMES)}")
+    return name
+
+
+def _tol(r: _Reader, node: Node) -> float:
+    tol = r.number(node)
+    if not 0 <= tol < 1:
+        raise r.error(node, f"tol {tol} is outside [0, 1)", "tol is the accepted loss against the best: 0.05 = 5%")
+    return tol
+
+
+def _database(r: _Reader, node: Node) -> str:
+    """A SQLAlchemy URL, or a bare file path (relative to the current directory) for SQLite."""
+    db = r.string(node)
+    if "://" in db:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+        try:
+            make_url(db)
+        except (ArgumentError, ValueError) as exc:
+            raise r.error(node, f"not a database URL: {exc}", "write sqlite:///path.sqlite or "
+                          "postgresql+psycopg://user@host/db") from exc
+        return db
+    return f"sqlite:///{Path(db).expanduser().resolve()}"

@@ -1,0 +1,222 @@
+"""The GPU worker process: loads compiled kernels, verifies and times them, reports back over a pipe.
+
+It runs in a child process started by `autotune.sweep.gpu_backend.GpuBackend` (spawn), so a kernel that faults,
+hangs or exhausts memory takes down only this process; the parent records the failure and starts a
+new one. It keeps loaded modules, problem data (launch.ProblemData) and references between requests.
+"""
+from __future__ import annotations
+
+import os
+import traceback
+import zlib
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Callable
+
+from autotune.sweep.timing import TimingPlan
+from autotune.sweep.compile import ignore_sigint
+from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+
+if TYPE_CHECKING:  # pragma: no cover
+    from autotune.sweep.tasks import MeasureRequest
+
+
+def gpu_main(conn: Any, device: int) -> None:
+    ignore_sigint()  # Ctrl-C is the parent's: it finishes or abandons the request in flight, then stops us
+    try:
+        import cupy as cp
+
+        cp.cuda.Device(device).use()
+        state = _GpuState(cp, device)
+        conn.send(("ready", None))
+    except BaseException:  # noqa: BLE001 - report anything, the parent decides
+        conn.send(("error", traceback.format_exc()))
+        return
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message[0] == "stop":
+            return
+        result, fatal = state.handle(message, conn)
+        conn.send(("fatal" if fatal else "result", result))
+        if fatal:  # the context is poisoned: leave without running CUDA destructors
+            conn.close()
+            os._exit(3)
+
+
+class _GpuState:
+    def __init__(self, cp: Any, device: int) -> None:
+        from autotune.sweep.timing import Timer
+
+        self.cp, self.device = cp, device
+        self.props = cp.cuda.runtime.getDeviceProperties(device)
+        self.l2_bytes = int(self.props["l2CacheSize"])
+        self.timer = Timer()
+        self.modules: dict[str, Any] = {}
+        self.data: OrderedDict[tuple, Any] = OrderedDict()  # (point, convention) -> [ProblemData, cursor, args]
+        self.refs: OrderedDict[tuple, Any] = OrderedDict()
+        free, total = cp.cuda.runtime.memGetInfo()
+        self.budget = int(0.4 * total)  # problem data and references of recently used points
+
+    def handle(self, message: tuple, conn: Any) -> tuple[Any, bool]:
+        kind = message[0]
+        if kind == "device_info":
+            return self.device_info(), False
+        point = message[1].variant.point if kind == "measure" else message[1]
+        ident = message[1].instance_id if kind == "measure" else "cublas"
+        cp = self.cp
+        for attempt in (0, 1):
+            try:
+                if kind == "measure":
+                    return self.measure(message[1], conn), False
+                return self.cublas(*message[1:], conn), False
+            except cp.cuda.memory.OutOfMemoryError as exc:
+                self.drop_caches()
+                if attempt:
+                    return Measurement(ident, point, Status.LAUNCH_ERROR, error=f"out of memory: {exc}"[:300],
+                                       log=traceback.format_exc()), False
+            except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
+                return Measurement(ident, point, Status.LAUNCH_ERROR, error=str(exc)[:300],
+                                   log=traceback.format_exc()), True
+            except Exception as exc:  # noqa: BLE001 - unknown state: report and let the parent replace us
+                return Measurement(ident, point, Status.CRASHED, error=f"{type(exc).__name__}: {exc}"[:300],
+                                   log=traceback.format_exc()), True
+        raise AssertionError("unreachable")
+
+    def drop_caches(self) -> None:
+        self.data.clear()
+        self.refs.clear()
+        self.cp.get_default_memory_pool().free_all_blocks()
+
+    def problem(self, point: TestPoint, convention: str) -> list:
+        from autotune.problems.gemm.data import ProblemData, layout, rotation_copies
+
+        key = (point, convention)
+        if key not in self.data:
+            copies = rotation_copies(layout(point).working_set(convention), self.l2_bytes)
+            entry = [ProblemData(point, convention, copies, seed=zlib.crc32(repr(key).encode())), 0, {}]
+            self.data[key] = entry
+            self._evict(keep=key)
+        self.data.move_to_end(key)
+        return self.data[key]
+
+    def _bytes(self) -> int:
+        return (sum(e[0].nbytes() for e in self.data.values())
+                + sum(ref.nbytes for chunks in self.refs.values() for _, _, ref in chunks))
+
+    def _evict(self, keep: tuple) -> None:
+        """Drop the least recently used points' data and references (never `keep`'s) while over budget."""
+        while self._bytes() > self.budget:
+            old = next((k for k in self.data if k != keep), None)
+            if old is None:
+                return
+            del self.data[old]
+            for rk in [k for k in self.refs if k[:2] == old]:
+                del self.refs[rk]
+
+    def reference(self, entry: list, alpha: float, beta: float) -> Any:
+        from autotune.problems.gemm.verify import reference_chunks
+
+        data = entry[0]
+        key = (data.point, data.convention, alpha, beta)
+        if key not in self.refs:
+            self.refs[key] = reference_chunks(data, alpha, beta)
+            self._evict(keep=key[:2])
+        self.refs.move_to_end(key)
+        return self.refs[key]
+
+    def _launcher(self, entry: list, alpha: float, beta: float, kernel: Callable[[tuple], None]) -> Callable[[int], None]:
+        """launch(r) runs on the next data copy in a rotation shared by all instances of this point."""
+        data, _, args = entry
+
+        def launch(r: int) -> None:
+            copy = entry[1] % data.copies
+            entry[1] += 1
+            key = (copy, alpha, beta)
+            if key not in args:
+                args[key] = data.args(copy, alpha, beta)
+            kernel(args[key])
+        return launch
+
+    def _verified_time(self, entry: list, alpha: float, beta: float, run_copy0: Callable[[], None]) -> tuple[float, Any]:
+        from autotune.problems.gemm.verify import poison, verify
+
+        ref = self.reference(entry, alpha, beta)
+        poison(entry[0], 0, beta)
+        est = self.timer.time_once(run_copy0)
+        return est, verify(entry[0], ref)
+
+    def measure(self, req: MeasureRequest, conn: Any) -> Measurement:
+        from autotune.problems.gemm.data import l2_protection
+
+        cp, v = self.cp, req.variant
+        m = Measurement(req.instance_id, v.point, Status.OK, compile_s=req.compile_s)
+        if req.blob not in self.modules:
+            mod = cp.cuda.function.Module()
+            mod.load_file(req.blob)
+            self.modules[req.blob] = mod
+        func = self.modules[req.blob].get_function(req.lowered_name)
+        attr = cp.cuda.driver.funcGetAttribute
+        m.registers, m.shared_bytes, m.local_bytes = (int(attr(a, func.ptr)) for a in (4, 1, 3))
+        m.shared_bytes += v.shared_bytes
+        threads, max_threads = v.block[0] * v.block[1] * v.block[2], int(attr(0, func.ptr))
+        if threads > max_threads:
+            m.status, m.error = Status.LAUNCH_ERROR, (
+                f"resource limit: block of {threads} threads > {max_threads} this function allows "
+                f"({m.registers} registers per thread)")
+            return m
+        if v.shared_bytes > 48 * 1024:  # opt in to more than 48 KB of dynamic shared memory (driver API)
+            drv = cp.cuda.driver
+            drv.funcSetAttribute(func.ptr, getattr(drv, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
+                                 v.shared_bytes)
+        entry = self.problem(v.point, req.convention)
+
+        def kernel(args: tuple) -> None:
+            func(v.grid, v.block, args, shared_mem=v.shared_bytes)
+
+        est, verdict = self._verified_time(entry, req.alpha, req.beta,
+                                           lambda: kernel(entry[0].args(0, req.alpha, req.beta)))
+        m.max_rel_err = verdict.max_rel_err
+        if not verdict.ok:
+            m.status, m.error = Status.WRONG, verdict.message
+            return m
+        conn.send(("progress", est))
+        return self._timed(m, entry, self._launcher(entry, req.alpha, req.beta, kernel), est, req.plan,
+                           l2_protection(entry[0].copies))
+
+    def _timed(self, m: Measurement, entry: list, launch: Callable[[int], None], est: float, plan: TimingPlan,
+               protection: str) -> Measurement:
+        from autotune.sweep.timing import summarize
+
+        times, stopped = self.timer.measure(launch, est, plan)
+        s = summarize(times)
+        m.status = Status.SKIPPED if stopped else Status.OK
+        m.median_ms, m.p20_ms, m.p80_ms, m.min_ms, m.max_ms, m.reps = (
+            s.median_ms, s.p20_ms, s.p80_ms, s.min_ms, s.max_ms, s.reps)
+        m.times_ms, m.l2_protection = times, protection
+        return m
+
+    def cublas(self, point: TestPoint, alpha: float, beta: float, reps: int, conn: Any) -> Measurement:
+        from autotune.sweep.timing import cublas_launcher
+        from autotune.problems.gemm.data import l2_protection
+
+        entry = self.problem(point, "strided")
+        launch = cublas_launcher(entry[0], alpha, beta)
+        m = Measurement("cublas", point, Status.OK)
+        est, verdict = self._verified_time(entry, alpha, beta, lambda: launch(0))
+        m.max_rel_err = verdict.max_rel_err
+        if not verdict.ok:
+            m.status, m.error = Status.WRONG, verdict.message
+            return m
+        conn.send(("progress", est))
+
+        def rotating(r: int) -> None:
+            entry[1] += 1
+            launch(entry[1])
+        return self._timed(m, entry, rotating, est, TimingPlan(reps), l2_protection(entry[0].copies))
+
+    def device_info(self) -> DeviceInfo:
+        from autotune.sweep.timing import read_device_info
+
+        return read_device_info(self.device, self.props)

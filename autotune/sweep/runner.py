@@ -1,0 +1,286 @@
+"""The sweep loop: plan (instances × test points), resume, measure through a Backend, record.
+
+Resume rules: a pair (instance, test point) already in the database for this device is never
+measured again, whatever its status; a pair left "in flight" by a sweep that died (kill -9, a worker
+that took the whole process down) is recorded as `crashed` first, so the instance that killed the
+sweep is not re-run. Each measurement is committed as soon as it is known: `kill -9` loses at most
+the measurement in flight.
+"""
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+
+from autotune import __version__, paths
+from autotune.sweep.config import ALL_INSTANCES, SweepConfig
+from autotune.devices import DeviceLimits, get_device
+from autotune.errors import SpaceError, UserError
+from autotune.space.generator import Generated, generate, serving, where
+from autotune.space.instance import Instance
+from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+from autotune.sweep.backend import Backend, Job
+from autotune.store.schema import SpaceRecord, SweepStart
+from autotune.space.spec import Space, load_space
+from autotune.store.store import Store
+from autotune.sweep.strategies import make_strategy
+
+# Instances handed to the backend at once: enough that its compile pool (one NVRTC call per couple of
+# instances, every core busy) stays ahead of the GPU; the pipeline drains once per batch.
+ASK_BATCH = 256
+
+
+@dataclass
+class SpacePlan:
+    """One space of the config: its instances and, for each, the test points it serves."""
+
+    space: Space
+    work: dict[Instance, tuple[TestPoint, ...]]
+    funnel_count: dict[str, int]  # precision -> instances after the constraints
+    max_instances: int | None = None  # the space entry's own limit (ALL_INSTANCES: none), else the config's
+
+    def limit(self, cfg: SweepConfig) -> int | None:
+        """At most this many instances of this space are measured (None: every one)."""
+        if self.max_instances is None:
+            return cfg.max_instances
+        return None if self.max_instances == ALL_INSTANCES else self.max_instances
+
+    @property
+    def pairs(self) -> int:
+        return sum(len(p) for p in self.work.values())
+
+    def expected_pairs(self, max_instances: int | None) -> int:
+        """Pairs a sweep of at most `max_instances` instances will measure (on average per instance)."""
+        if max_instances is None or max_instances >= len(self.work):
+            return self.pairs
+        return round(self.pairs * max_instances / len(self.work))
+
+
+def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = get_device) -> list[SpacePlan]:
+    """Generate every space of the config for each precision its test points use."""
+    plans = []
+    for ref in cfg.spaces:
+        space = load_space(ref.path)
+        if space.kernel is None:
+            raise UserError(f"space {space.name} has no kernel binding and cannot be swept", file=ref.path,
+                            hint="add a `kernel:` section (README.md, Space files)")
+        work: dict[Instance, list[TestPoint]] = {}
+        counts = {}
+        for precision in dict.fromkeys(p.precision for p in cfg.points):
+            points = [p for p in cfg.points if p.precision == precision and space.accepts(p)]
+            if not points:
+                continue
+            g = generate(space, limits(ref.device), precision, soft=ref.soft, soft_off=ref.soft_off)
+            kept = _kept(g, ref.where, cfg, ref.line)
+            counts[precision] = int(kept.sum())
+            instances = g.instances()
+            for p in points:
+                for row in np.flatnonzero(serving(g, p) & kept):
+                    work.setdefault(instances[row], []).append(p)
+        if not work:
+            raise UserError(f"space {space.name} accepts none of the config's test points", file=cfg.path,
+                            hint=f"it accepts precisions {', '.join(space.kernel.problems.precisions)} and "
+                                 f"shapes {', '.join(space.kernel.problems.shapes)}")
+        plans.append(SpacePlan(space, {i: tuple(p) for i, p in work.items()}, counts, ref.max_instances))
+    return plans
+
+
+def _kept(g: Generated, text: str | None, cfg: SweepConfig, line: int | None) -> np.ndarray:
+    """The rows a space entry's `where:` keeps (all rows without one); errors point at the config."""
+    if text is None:
+        return np.ones(g.count, dtype=bool)
+    try:
+        return where(g, text, label="where")
+    except SpaceError as exc:
+        raise UserError(f"{g.space.name}: {exc.message}", file=cfg.path, line=line, expr=text, hint=exc.hint) from None
+
+
+class Reporter(Protocol):
+    """Progress events (the command line draws a bar; tests may count)."""
+
+    def start(self, total_pairs: int, already_done: int) -> None: ...
+
+    def measured(self, m: Measurement, best_ms: float | None) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+
+@dataclass
+class SweepSummary:
+    sweep_id: int
+    status: str  # done, interrupted, budget, failed
+    seconds: float
+    counts: Counter = field(default_factory=Counter)  # status -> measurements taken in this run
+    skipped_done: int = 0  # pairs found already measured (resume)
+    recovered: list[tuple[str, TestPoint]] = field(default_factory=list)
+    best: dict[TestPoint, tuple[str, float]] = field(default_factory=dict)  # point -> (instance id, ms)
+    cublas: dict[TestPoint, float] = field(default_factory=dict)
+
+    @property
+    def measured(self) -> int:
+        return sum(self.counts.values())
+
+
+def git_commit() -> str | None:
+    """The project's commit; AUTOTUNE_GIT_COMMIT names it where the tree was copied without .git."""
+    import os
+    if os.environ.get("AUTOTUNE_GIT_COMMIT"):
+        return os.environ["AUTOTUNE_GIT_COMMIT"]
+    try:
+        out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def space_record(space: Space) -> SpaceRecord:
+    assert space.kernel is not None
+    return SpaceRecord(name=space.name, yaml_path=str(space.path), yaml_text=space.path.read_text(),
+                       source_path=space.kernel.source, source_text=space.kernel.source_path.read_text())
+
+
+def _failed(job_instance: Instance, point: TestPoint, error: str) -> Measurement:
+    return Measurement(job_instance.id, point, Status.LAUNCH_ERROR, error=error)
+
+
+def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
+              limits: Callable[[str | None], DeviceLimits] = get_device) -> SweepSummary:
+    """Run (or resume) the sweep `cfg` into `store`. Ctrl-C ends it cleanly with status `interrupted`."""
+    start = time.monotonic()
+    warm = getattr(backend, "start", None)
+    if warm is not None:  # a GPU backend starts its processes while the spaces are generated
+        warm()
+    plans = plan_sweep(cfg, limits)
+    info: DeviceInfo = backend.device_info()
+    device_id = store.upsert_device(info)
+    software_id = store.upsert_software(info, __version__, git_commit())
+    sweep_id = store.begin_sweep(SweepStart(cfg.name, cfg.text, device_id, software_id, info, cfg.alpha, cfg.beta,
+                                            cfg.repetitions))
+    summary = SweepSummary(sweep_id, "running", 0.0)
+    status = "failed"
+    try:
+        summary.recovered = store.recover_inflight(device_id)
+        for pair in summary.recovered:
+            reporter.note(f"recorded as crashed (in flight when the last sweep died): {pair[0]} at {pair[1].key}")
+        done = store.done_pairs(device_id)
+        points = sorted({p for plan in plans for pts in plan.work.values() for p in pts})
+        store.upsert_points(points)
+        _seed_best(store, backend, cfg, info.uuid, summary)
+        total = sum(plan.expected_pairs(plan.limit(cfg)) for plan in plans)
+        already = sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done)
+        summary.skipped_done = already
+        reporter.start(total, already)
+        summary.cublas = store.cublas_times(device_id)
+        status = "done"
+        for plan in plans:
+            if not _sweep_space(plan, cfg, store, backend, reporter, summary, done, sweep_id, start):
+                status = "budget"
+                break
+    except KeyboardInterrupt:
+        status = "interrupted"
+        store.clear_inflight(sweep_id)  # Ctrl-C is not the kernel's fault: those pairs are measured on resume
+    finally:
+        summary.status = status
+        summary.seconds = time.monotonic() - start
+        store.finish_sweep(sweep_id, status)
+    return summary
+
+
+def _seed_best(store: Store, backend: Backend, cfg: SweepConfig, device_uuid: str, summary: SweepSummary) -> None:
+    """Best verified times already in the database on this GPU (a resumed sweep) feed the early-stop rule;
+    another GPU's times must not: on a slower GPU they would stop every instance early."""
+    frame = store.measurements(device=device_uuid)
+    if frame.empty:
+        return
+    ok = frame[frame.status == Status.OK.value]
+    for row in ok.sort_values("median_ms").drop_duplicates(["precision", "shape", "m", "n", "k", "batch"]).itertuples():
+        p = TestPoint(row.precision, row.shape, int(row.m), int(row.n), int(row.k), int(row.batch))
+        summary.best[p] = (row.instance_id, float(row.median_ms))
+        seed = getattr(backend, "seed_best", None)
+        if seed is not None:
+            seed(p, cfg.alpha, cfg.beta, float(row.median_ms))
+
+
+def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
+                 summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int, start: float) -> bool:
+    """Measure one space's remaining pairs; False when the time budget ran out."""
+    space = plan.space
+    space_id = store.upsert_space(space_record(space))
+    if hasattr(backend, "before_measure"):
+        backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)  # type: ignore[attr-defined]
+    todo = {i: tuple(p for p in pts if (i.id, p) not in done) for i, pts in plan.work.items()}
+    # the strategy sees every instance, so a random sample is the same one when a sweep resumes
+    strategy = make_strategy(cfg.strategy, list(todo), plan.limit(cfg), cfg.seed)
+    while True:
+        if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
+            reporter.note(f"time budget of {cfg.budget_s:.0f} s reached; run the same command again to go on")
+            return False
+        proposed = strategy.ask(ASK_BATCH)
+        if not proposed:
+            return True
+        asked = [i for i in proposed if todo[i]]
+        store.upsert_instances(asked)  # only what is measured: a sampled sweep stores its sample
+        for inst in proposed:
+            if not todo[inst]:  # measured by an earlier run of this sweep
+                strategy.tell(inst, [])
+        jobs, results = [], {i.id: [] for i in asked}
+        for inst in asked:
+            bad = _bind_error(space, inst, todo[inst])
+            if bad is not None:
+                ms = [_failed(inst, p, bad) for p in todo[inst]]
+                store.record(sweep_id, space_id, ms)
+                for m in ms:
+                    _account(m, summary, reporter)
+                strategy.tell(inst, ms)
+                continue
+            jobs.append(Job(space, inst, todo[inst], cfg.alpha, cfg.beta, cfg.repetitions))
+        by_id = {j.instance.id: j.instance for j in jobs}
+        measurements = backend.run(jobs)  # a GPU backend starts compiling here ...
+        _cublas(sorted({p for j in jobs for p in j.points}), cfg, store, backend, summary, sweep_id)  # ... meanwhile
+        for m in measurements:
+            store.record(sweep_id, space_id, [m])
+            done.add((m.instance_id, m.point))
+            _account(m, summary, reporter)
+            results[m.instance_id].append(m)
+            if len(results[m.instance_id]) == len(todo[by_id[m.instance_id]]):
+                strategy.tell(by_id[m.instance_id], results[m.instance_id])
+            if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
+                break  # the rest of this batch stays unmeasured; the next run resumes there
+
+
+def _cublas(points: Sequence[TestPoint], cfg: SweepConfig, store: Store, backend: Backend, summary: SweepSummary,
+            sweep_id: int) -> None:
+    """cuBLAS's time at each point that has none on this GPU yet, measured just before the point's first
+    instance (while the backend compiles), so a budget-limited sweep never times cuBLAS at points it skips."""
+    for p in points:
+        if p not in summary.cublas:
+            m = backend.cublas(p, cfg.alpha, cfg.beta, cfg.repetitions)
+            store.record_cublas(sweep_id, m)
+            if m.status == Status.OK and m.median_ms is not None:
+                summary.cublas[p] = m.median_ms
+
+
+def _bind_error(space: Space, inst: Instance, points: Sequence[TestPoint]) -> str | None:
+    """Name expressions and launch geometry are evaluated before anything is sent to the GPU."""
+    try:
+        for p in points:
+            space.template_name(inst.param_dict, p.precision, p.shape)
+            space.geometry(inst.param_dict, p)
+    except UserError as exc:
+        return f"cannot bind instance to the kernel: {exc.message}"
+    return None
+
+
+def _account(m: Measurement, summary: SweepSummary, reporter: Reporter) -> None:
+    summary.counts[Status(m.status).value] += 1
+    if m.status == Status.OK and m.median_ms is not None:
+        best = summary.best.get(m.point)
+        if best is None or m.median_ms < best[1]:
+            summary.best[m.point] = (m.instance_id, m.median_ms)
+    best = summary.best.get(m.point)
+    reporter.measured(m, best[1] if best else None)

@@ -1,0 +1,46 @@
+"""What the sweep backend sends to a GPU worker: one compiled variant of an instance, its launch geometry and
+its timing plan. Plain values, so the parent and the worker process share them without importing each other."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from autotune.sweep.timing import TimingPlan
+from autotune.vocab import TestPoint
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compiled variant of an instance on one test point, with its launch geometry."""
+
+    point: TestPoint
+    name_expression: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class KernelTask:
+    """What the backend needs of one instance: no Space internals, so test kernels work too."""
+
+    instance_id: str
+    source: Path
+    convention: str
+    variants: tuple[Variant, ...]
+    alpha: float = 1.0
+    beta: float = 0.0
+    reps: int = 50
+
+
+@dataclass(frozen=True)
+class MeasureRequest:
+    instance_id: str
+    variant: Variant
+    convention: str
+    blob: str
+    lowered_name: str
+    alpha: float
+    beta: float
+    plan: TimingPlan
+    compile_s: float

@@ -1,0 +1,230 @@
+"""Time launches on the GPU with CUDA events (rules: shared/MEASURING.md).
+
+Protocol for one (instance, test point), after the verified launch:
+1. warm-up: `warmup_count(est_ms)` launches (at least 2, enough for ~5 ms, at most 50);
+2. repetitions: each launch between its own pair of CUDA events, launch r on data copy r % copies
+   (L2 protection by rotation, see launch.py); every repetition's time is kept;
+3. launches shorter than 0.1 ms are queued behind a GPU-side spin kernel (reading %globaltimer) long
+   enough for the host to enqueue the whole chunk, so the events time the kernels back to back and not
+   the Python launch overhead;
+4. statistics: median, p20, p80, min, max of the repetitions (`summarize`).
+
+Early stop (status SKIPPED): after the first `EARLY_REPS` (5) repetitions, an instance stops when the
+fastest of them exceeds `best_ms / (1 - TOL) * SAFETY` (SAFETY = 1.2), `best_ms` being the best verified
+median at this test point so far. It never drops an instance that would be within TOL: such an
+instance's median is <= best/(1-TOL); the best only falls as the sweep goes on, so the bound it is held
+to only gets stricter later; and a stop needs all 5 first repetitions, its fastest included, to be
+more than 20% above that bound, i.e. five launches in a row 20% slower than the instance's own median,
+while repetitions of one kernel on an idle GPU spread by a few percent (p80/p20 is stored to check).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from autotune.vocab import DeviceInfo
+
+EARLY_REPS = 5
+SAFETY = 1.2
+SPIN_BELOW_MS = 0.1
+ENQUEUE_US = 60.0  # generous host cost of one event pair + launch, for sizing the spin
+
+_SPIN_SOURCE = r"""
+extern "C" __global__ void autotune_spin(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+"""
+
+
+@dataclass(frozen=True)
+class Stats:
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    min_ms: float
+    max_ms: float
+    reps: int
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    reps: int
+    best_ms: float | None = None  # best verified median at this point so far (None: no early stop)
+    tol: float | None = None  # accepted loss against the best (0.05 = 5 %); None: no early stop
+    early_reps: int = EARLY_REPS
+    safety: float = SAFETY
+
+
+# ---------------------------------------------------------------------------------------------- pure
+def summarize(times_ms: list[float]) -> Stats:
+    t = np.asarray(times_ms, dtype=float)
+    p20, med, p80 = np.percentile(t, [20, 50, 80])
+    return Stats(float(med), float(p20), float(p80), float(t.min()), float(t.max()), len(t))
+
+
+def stop_bound(best_ms: float, tol: float, safety: float = SAFETY) -> float:
+    if not 0 <= tol < 1:
+        raise ValueError(f"TOL must be in [0, 1), got {tol}")
+    return best_ms / (1 - tol) * safety
+
+
+def should_stop(first_times_ms: list[float], plan: TimingPlan) -> bool:
+    """The early-stop rule of the module docstring."""
+    if plan.best_ms is None or plan.tol is None or len(first_times_ms) < plan.early_reps:
+        return False
+    return min(first_times_ms[:plan.early_reps]) > stop_bound(plan.best_ms, plan.tol, plan.safety)
+
+
+def warmup_count(est_ms: float) -> int:
+    return int(min(50, max(2, math.ceil(5.0 / max(est_ms, 1e-3)))))
+
+
+def chunk_sizes(plan: TimingPlan) -> list[int]:
+    """Repetitions per chunk: the early-stop chunk first (when early stop is on), then the rest."""
+    if plan.best_ms is None or plan.tol is None or plan.reps <= plan.early_reps:
+        return [plan.reps]
+    return [plan.early_reps, plan.reps - plan.early_reps]
+
+
+# ---------------------------------------------------------------------------------------------- GPU
+class Timer:
+    """Events, the spin kernel and the protocol; one per GPU process."""
+
+    def __init__(self) -> None:
+        import cupy as cp
+
+        self.cp = cp
+        self._spin = cp.RawKernel(_SPIN_SOURCE, "autotune_spin")
+        self._events: list[tuple[Any, Any]] = []
+
+    def _pairs(self, n: int) -> list[tuple[Any, Any]]:
+        while len(self._events) < n:
+            self._events.append((self.cp.cuda.Event(), self.cp.cuda.Event()))
+        return self._events[:n]
+
+    def time_once(self, launch: Callable[[], None]) -> float:
+        start, end = self._pairs(1)[0]
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        return self.cp.cuda.get_elapsed_time(start, end)
+
+    def run_chunk(self, launch: Callable[[int], None], first: int, n: int, est_ms: float) -> list[float]:
+        """Launch r = first .. first+n-1, each between events; launch(r) picks the data copy."""
+        pairs = self._pairs(n)
+        if est_ms < SPIN_BELOW_MS:
+            ns = int((n * ENQUEUE_US + 200.0) * 1000)
+            self._spin((1,), (1,), (np.uint64(ns),))
+        for i, (start, end) in enumerate(pairs):
+            start.record()
+            launch(first + i)
+            end.record()
+        pairs[-1][1].synchronize()
+        return [self.cp.cuda.get_elapsed_time(s, e) for s, e in pairs]
+
+    def measure(self, launch: Callable[[int], None], est_ms: float, plan: TimingPlan) -> tuple[list[float], bool]:
+        """(every repetition's time, stopped early?) after warm-up."""
+        w = warmup_count(est_ms)
+        for r in range(w):
+            launch(r)
+        times: list[float] = []
+        for n in chunk_sizes(plan):
+            times += self.run_chunk(launch, w + len(times), n, est_ms)
+            if len(times) == plan.early_reps and should_stop(times, plan):
+                return times, True
+        return times, False
+
+
+def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20) -> float:
+    """Bytes/s (read + write) of a device-to-device copy of `nbytes`: median of `reps` timed copies."""
+    import cupy as cp
+
+    src = cp.ones(nbytes // 4, dtype=cp.float32)  # not zeros; the copy does not care, the rule does
+    dst = cp.empty_like(src)
+    timer = Timer()
+    for _ in range(3):
+        dst[...] = src
+
+    def copy() -> None:
+        dst.data.copy_from_device_async(src.data, src.nbytes)
+    times = [timer.time_once(copy) for _ in range(reps)]
+    return 2 * nbytes / (summarize(times).median_ms * 1e-3)
+
+
+# cuBLAS data type and compute type codes (cublas_api.h / library_types.h)
+_CUDA_TYPE = {"fp64": 1, "fp32": 0, "fp16": 2}
+_COMPUTE = {"fp64": 70, "fp32": 68, "fp16": 68}  # CUBLAS_COMPUTE_64F, _32F (fp16 accumulates in fp32)
+
+
+def cublas_launcher(data: Any, alpha: float, beta: float) -> Callable[[int], None]:
+    """launch(r): cublasGemmStridedBatchedEx on copy r % copies of `data` (a strided ProblemData)."""
+    import cupy as cp
+    from cupy.cuda import cublas
+
+    p, lay = data.point, data.lay
+    handle = cp.cuda.device.get_cublas_handle()
+    scal = np.float64 if p.precision == "fp64" else np.float32
+    al, be = np.array([alpha], dtype=scal), np.array([beta], dtype=scal)
+    ta = cublas.CUBLAS_OP_T if p.shape[0] == "T" else cublas.CUBLAS_OP_N
+    tb = cublas.CUBLAS_OP_T if p.shape[1] == "T" else cublas.CUBLAS_OP_N
+    typ, comp = _CUDA_TYPE[p.precision], _COMPUTE[p.precision]
+
+    def launch(r: int) -> None:
+        copy = r % data.copies
+        a, b = data.matrices(copy)
+        c = data.c_copy(copy)
+        cublas.gemmStridedBatchedEx(
+            handle, ta, tb, p.m, p.n, p.k, al.ctypes.data,
+            a.data.ptr, typ, lay.lda, lay.stride_a, b.data.ptr, typ, lay.ldb, lay.stride_b,
+            be.ctypes.data, c.data.ptr, typ, lay.ldc, lay.stride_c, p.batch, comp, -1)
+
+    return launch
+
+
+def read_device_info(device: int, props: dict) -> DeviceInfo:
+    """The GPU and software stack: name, UUID, SMs, clocks now (NVML, else the runtime's maxima), L2,
+    measured copy bandwidth, driver / runtime / NVRTC / CuPy versions."""
+    import cupy as cp
+
+    from autotune.sweep.compile import nvrtc_version
+
+    rt, p = cp.cuda.runtime, props
+    bandwidth = copy_bandwidth()  # first, so that the clocks below are read with the GPU awake
+    name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
+    raw_uuid = p.get("uuid", b"")
+    h = raw_uuid.hex() if isinstance(raw_uuid, bytes) else str(raw_uuid)
+    uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}" if len(h) == 32 else h
+    sm_clock = mem_clock = None
+    driver = _version(rt.driverGetVersion())
+    try:
+        import pynvml as nv
+
+        nv.nvmlInit()
+        handle = nv.nvmlDeviceGetHandleByPciBusId(rt.deviceGetPCIBusId(device))
+        sm_clock = int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
+        mem_clock = int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM))
+        uuid = nv.nvmlDeviceGetUUID(handle)
+        uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+        dv = nv.nvmlSystemGetDriverVersion()
+        driver = f"{dv.decode() if isinstance(dv, bytes) else dv} (CUDA {driver})"
+    except Exception:  # noqa: BLE001 - NVML is optional; fall back to the runtime's max clocks
+        try:
+            sm_clock = rt.deviceGetAttribute(rt.cudaDevAttrClockRate, device) // 1000
+            mem_clock = rt.deviceGetAttribute(rt.cudaDevAttrMemoryClockRate, device) // 1000
+        except Exception:  # noqa: BLE001
+            pass
+    major, minor = nvrtc_version()
+    return DeviceInfo(name=name, uuid=uuid, sm_count=int(p["multiProcessorCount"]),
+                      cc=int(p["major"]) * 10 + int(p["minor"]), sm_clock_mhz=sm_clock, mem_clock_mhz=mem_clock,
+                      l2_bytes=int(p["l2CacheSize"]), copy_bandwidth=bandwidth, driver=driver,
+                      cuda_runtime=_version(rt.runtimeGetVersion()), nvrtc=f"{major}.{minor}", cupy=cp.__version__)
+
+
+def _version(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
