@@ -1,0 +1,1 @@
+"""Readers and writers for other autotuners' file formats (standard library only)."""
