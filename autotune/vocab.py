@@ -1,6 +1,6 @@
 """Value objects that flow from the runner to the store and the analyzer.
 
-A `TestPoint` is one problem (precision, transposition shape, sizes, batch count); a `Measurement` is
+A `TestPoint` is one problem of a problem kind (kind, precision, variant, named sizes); a `Measurement` is
 what one (instance, test point) pair produced on a backend, failures included: a failure is data.
 """
 from __future__ import annotations
@@ -9,9 +9,11 @@ import enum
 from dataclasses import dataclass, field
 
 
-PRECISIONS = ("fp64", "fp32", "fp16")
-SHAPES = ("NN", "NT", "TN", "TT")
-ELEM_BYTES = {"fp64": 8, "fp32": 4, "fp16": 2}
+PRECISIONS = ("fp64", "fp32", "fp16")  # GEMM's precisions
+SHAPES = ("NN", "NT", "TN", "TT")  # GEMM's transpositions
+# every precision a test point may have: its element size in bytes
+ELEM_BYTES = {"fp64": 8, "fp32": 4, "fp16": 2, "bf16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1}
+MAX_SIZE = (1 << 62)
 
 
 class Status(str, enum.Enum):
@@ -28,42 +30,52 @@ class Status(str, enum.Enum):
 
 @dataclass(frozen=True, order=True)
 class TestPoint:
-    """One problem: C (m x n) = alpha * op(A) (m x k) * op(B) (k x n) + beta * C, `batch` times."""
+    """One problem of a problem kind: its precision, its variant (`shape`: GEMM's transposition NN/NT/TN/TT,
+    "" for kinds without variants) and its named integer sizes, in the kind's order.
+
+    A size reads as an attribute (`point.m`, `point.rows`). Build points through the kind
+    (`ProblemKind.point`, `autotune.problems.gemm.gemm_point`), which checks the names; what a point
+    costs (bytes, flops), its data and its reference belong to its kind (`autotune.problems`)."""
 
     __test__ = False  # not a pytest test class
 
+    kind: str
     precision: str
     shape: str
-    m: int
-    n: int
-    k: int
-    batch: int
+    sizes: tuple[tuple[str, int], ...]
 
     def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"unknown precision {self.precision!r}; expected one of {PRECISIONS}")
-        if self.shape not in SHAPES:
-            raise ValueError(f"unknown shape {self.shape!r}; expected one of {SHAPES}")
-        if min(self.m, self.n, self.k, self.batch) < 1:
-            raise ValueError(f"sizes and batch must be >= 1, got {self}")
+        if self.precision not in ELEM_BYTES:
+            raise ValueError(f"unknown precision {self.precision!r}; expected one of {', '.join(ELEM_BYTES)}")
+        if not self.sizes:
+            raise ValueError(f"a test point of {self.kind!r} needs at least one size")
+        for name, value in self.sizes:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"size {name} must be an integer >= 1, got {value!r} ({self.kind} {self.precision})")
+            if value > MAX_SIZE:
+                raise ValueError(f"size {name} = {value} is above {MAX_SIZE} (kernels take sizes as 64-bit integers)")
+
+    def __getattr__(self, name: str) -> int:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        for key, value in object.__getattribute__(self, "sizes"):
+            if key == name:
+                return value
+        raise AttributeError(f"a {self.kind} test point has no size {name!r}")
+
+    @property
+    def dims(self) -> dict[str, int]:
+        """The sizes as a dict, in the kind's order."""
+        return dict(self.sizes)
 
     @property
     def key(self) -> str:
-        return f"{self.precision}:{self.shape}:{self.m}x{self.n}x{self.k}:b{self.batch}"
+        sizes = "x".join(str(v) for _, v in self.sizes)
+        return f"{self.kind}:{self.precision}:{self.shape or '-'}:{sizes}"
 
     @property
     def elem_bytes(self) -> int:
         return ELEM_BYTES[self.precision]
-
-    @property
-    def flops(self) -> float:
-        return 2.0 * self.m * self.n * self.k * self.batch
-
-    def bytes_moved(self, beta_nonzero: bool) -> int:
-        """Fewest bytes a kernel must move: read A and B once, write C once (read C too if beta != 0)."""
-        mn = self.m * self.n
-        words = self.m * self.k + self.k * self.n + mn + (mn if beta_nonzero else 0)
-        return self.batch * self.elem_bytes * words
 
 
 @dataclass
@@ -88,6 +100,8 @@ class Measurement:
     local_bytes: int | None = None
     compile_s: float | None = None
     l2_protection: str | None = None  # "rotate:<copies>", "flush" or "none"
+    flops: float | None = None  # the work its problem kind counts for the point (set by the runner)
+    bytes_moved: int | None = None  # fewest bytes moved (the roofline's numerator; set by the runner)
 
 
 @dataclass(frozen=True)

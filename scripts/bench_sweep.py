@@ -47,6 +47,7 @@ from typing import Any, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from autotune.problems.gemm import gemm_point
 from autotune import __version__, paths  # noqa: E402
 from autotune.sweep.config import SweepConfig, parse_config  # noqa: E402
 from autotune.space.instance import Instance  # noqa: E402
@@ -67,7 +68,7 @@ def parse_point(text: str) -> TestPoint:
     try:
         prec, shape, mnk, batch = text.split(":")
         m, n, k = (int(x) for x in mnk.lower().split("x"))
-        return TestPoint(prec, shape.upper(), m, n, k, int(batch))
+        return gemm_point(prec, shape.upper(), m, n, k, int(batch))
     except ValueError as exc:
         raise SystemExit(f"--point {text!r}: write PRECISION:SHAPE:MxNxK:BATCH, e.g. fp32:NN:32x32x32:20000 ({exc})")
 
@@ -371,7 +372,7 @@ def kt_child(spec_path: Path) -> None:
     from autotune.problems.gemm.verify import judge
     _pad_cupy_uuid()
     spec = json.loads(spec_path.read_text())
-    space, point = load_space(spec["space_path"]), TestPoint(**spec["point"])
+    space, point = load_space(spec["space_path"]), gemm_point(**spec["point"])
     if space.kernel.convention != "strided":
         raise SystemExit(f"the Kernel Tuner side handles the `strided` convention only, not {space.kernel.convention}")
     setup = kt_setup(space, point, [Instance.of(space.name, d) for d in spec["instances"]])

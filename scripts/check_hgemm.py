@@ -26,6 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels_src"
 sys.path.insert(0, str(ROOT))
+from autotune.problems.gemm import gemm_point
 from autotune.vocab import TestPoint  # noqa: E402
 from autotune.space.spec import load_space  # noqa: E402
 
@@ -74,7 +75,7 @@ class Kernel:
 
 @functools.lru_cache(maxsize=None)
 def _serves(kern: Kernel, n: int) -> bool:
-    return _space(kern.family).serves(kern.params(), TestPoint("fp16", "NN", n, n, n, 1))
+    return _space(kern.family).serves(kern.params(), gemm_point("fp16", "NN", n, n, n, 1))
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,7 +90,7 @@ def _bound(kern: Kernel) -> int:
 def _geometry(kern: Kernel, m: int, n: int, k: int, batch: int):
     """The space's launch geometry, evaluated once per instance and problem: evaluating the space file costs
     0.4-0.7 ms, more than a kernel, and `launch` runs between the timing events."""
-    return _space(kern.family).geometry(kern.params(), TestPoint("fp16", "NN", m, n, k, batch))
+    return _space(kern.family).geometry(kern.params(), gemm_point("fp16", "NN", m, n, k, batch))
 
 
 W, S, R, F = "hgemm_wmma", "hgemm_small_tc", "hgemm_mma", "hgemm_flat_tc"

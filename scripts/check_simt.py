@@ -27,6 +27,7 @@ import functools  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from autotune.problems.gemm import gemm_point
 from autotune.vocab import TestPoint  # noqa: E402
 from autotune.paths import KERNELS_DIR  # noqa: E402
 from autotune.space.spec import load_space  # noqa: E402
@@ -96,7 +97,7 @@ class Case:
 
     def geometry(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         g = _space(SPACE[self.family]).geometry(
-            dict(self.params), TestPoint(self.precision, self.shape, self.m, self.n, self.k, self.batch))
+            dict(self.params), gemm_point(self.precision, self.shape, self.m, self.n, self.k, self.batch))
         return tuple(g.grid), tuple(g.block)  # RawKernel wants tuples
 
 
@@ -349,7 +350,7 @@ def time_case(case: Case, modules: dict[str, object], bandwidth: float) -> dict[
     ref = cp.matmul(B.astype(cp.float64), A.astype(cp.float64))  # (C^T) = B^T A^T in row-major terms
     err = float(cp.abs(C.astype(cp.float64) - ref).max() / cp.abs(ref).max())
     cublas_ms = _median_ms(lambda: cp.matmul(B, A, out=C))
-    nbytes = TestPoint(prec, "NN", m, n, k, batch).bytes_moved(beta_nonzero=False)
+    nbytes = gemm_point(prec, "NN", m, n, k, batch).bytes_moved(beta_nonzero=False)
     del A, B, C, ref
     cp.get_default_memory_pool().free_all_blocks()
     return {"case": case, "ms": ms, "frac": nbytes / bandwidth / (ms * 1e-3), "cublas_ms": cublas_ms,

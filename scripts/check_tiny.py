@@ -39,6 +39,7 @@ if str(ROOT / "scripts") not in sys.path:
 import numpy as np  # noqa: E402
 
 import check_simt  # noqa: E402  (helpers: tolerances, NVRTC compile, copy bandwidth, event timing)
+from autotune.problems.gemm import gemm_point
 from autotune.devices import get_device  # noqa: E402
 from autotune.vocab import TestPoint  # noqa: E402
 from autotune.paths import KERNELS_DIR  # noqa: E402
@@ -115,7 +116,7 @@ class Case:
 
     def geometry(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         g = _space(SPACE[self.family]).geometry(
-            dict(self.params), TestPoint(self.precision, self.shape, self.m, self.n, self.k, self.batch))
+            dict(self.params), gemm_point(self.precision, self.shape, self.m, self.n, self.k, self.batch))
         grid = tuple(g.grid)
         if self.grid_cap:
             grid = (min(grid[0], self.grid_cap),) + grid[1:]
@@ -132,7 +133,7 @@ def serving_instances(precision: str, m: int, n: int, k: int) -> list[tuple[tupl
     """Instances of the generated space (hard and soft constraints, H100 profile) that serve M x N x K."""
     from autotune.space.generator import serving
     g = _generated(precision)
-    rows = np.flatnonzero(serving(g, TestPoint(precision, "NN", m, n, k, 1000)))
+    rows = np.flatnonzero(serving(g, gemm_point(precision, "NN", m, n, k, 1000)))
     frame = g.frame
     return [tuple((c, int(frame.iloc[r][c])) for c in frame.columns) for r in rows]
 
@@ -366,7 +367,7 @@ def time_case(case: Case, modules: dict[str, object], bandwidth: float) -> dict[
         got = C[sl].astype(cp.float64)
         err = cp.sqrt(((got - ref) ** 2).sum(axis=(1, 2))) / cp.sqrt((ref ** 2).sum(axis=(1, 2)))
         ok = ok and bool(cp.isfinite(got).all()) and float(err.max()) <= TOL[prec]
-    nbytes = TestPoint(prec, "NN", m, n, k, batch).bytes_moved(beta_nonzero=False)
+    nbytes = gemm_point(prec, "NN", m, n, k, batch).bytes_moved(beta_nonzero=False)
     del A, B, C
     cp.get_default_memory_pool().free_all_blocks()
     return {"case": case, "ms": ms, "frac": nbytes / bandwidth / (ms * 1e-3), "ok": ok}
@@ -453,7 +454,7 @@ def main() -> int:
         for prec in PRECISIONS:
             for n in TIMED_SIZES:
                 batch = _batch_1gb(prec, n)
-                nbytes = TestPoint(prec, "NN", n, n, n, batch).bytes_moved(beta_nonzero=False)
+                nbytes = gemm_point(prec, "NN", n, n, n, batch).bytes_moved(beta_nonzero=False)
                 try:
                     cb = cublas_ms(prec, n, batch)
                 except Exception as exc:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from autotune.problems.gemm import GEMM, gemm_point
 from autotune import paths  # noqa: E402
 from autotune.sweep.compile import CompileCache, CompileRequest, compile_batch  # noqa: E402
 from autotune.devices import get_device  # noqa: E402
@@ -36,8 +37,8 @@ from autotune.sweep.gpu_backend import GpuBackend
 from autotune.sweep.tasks import KernelTask, Variant  # noqa: E402
 
 TEST_KERNELS = paths.ROOT / "tests" / "data" / "kernels"
-POINTS = (TestPoint("fp32", "NN", 32, 32, 32, 20_000), TestPoint("fp64", "NT", 16, 16, 16, 50_000),
-          TestPoint("fp16", "TN", 4, 4, 4, 200_000))
+POINTS = (gemm_point("fp32", "NN", 32, 32, 32, 20_000), gemm_point("fp64", "NT", 16, 16, 16, 50_000),
+          gemm_point("fp16", "TN", 4, 4, 4, 200_000))
 
 
 def row(*cols: object) -> str:
@@ -75,7 +76,7 @@ def sweep(backend: GpuBackend, jobs: list[Job]) -> tuple[list[Measurement], floa
 
 
 def failure_tasks() -> list[tuple[str, KernelTask]]:
-    p = TestPoint("fp32", "NN", 37, 29, 16, 64)
+    p = gemm_point("fp32", "NN", 37, 29, 16, 64)
     grid = (3, 4, 64)
 
     def task(name: str, template: str, src: Path, extra: str = "") -> KernelTask:
@@ -125,7 +126,7 @@ def main() -> int:
             ours = [m for m in got if m.point == p and m.median_ms]
             best = min(ours, key=lambda m: m.median_ms)
             again = next(m for m in warm_backend_got if m.point == p and m.instance_id == best.instance_id)
-            cb = backend.cublas(p, 1.0, 0.0, 50)
+            cb = backend.baseline(GEMM, p, 1.0, 0.0, 50)
             record.setdefault("cublas", []).append(asdict(cb))
             roof = p.bytes_moved(False) / info.copy_bandwidth * 1e3
             name = next(i.name for i in instances if i.id == best.instance_id)

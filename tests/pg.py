@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Iterator
 
 import pytest
 
+from autotune.problems.gemm import gemm_point
+
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.space.instance import Instance
     from autotune.vocab import DeviceInfo, Measurement, TestPoint
@@ -77,7 +79,7 @@ def instances() -> list["Instance"]:
 
 def points() -> list["TestPoint"]:
     from autotune.vocab import TestPoint
-    return [TestPoint("fp64", "NN", 32, 32, 32, 1000), TestPoint("fp32", "NN", 16, 16, 16, 4000)]
+    return [gemm_point("fp64", "NN", 32, 32, 32, 1000), gemm_point("fp32", "NN", 16, 16, 16, 4000)]
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from autotune.problems.gemm import gemm_point
 from autotune.devices import get_device
 from autotune.space.generator import generate, serving
 from autotune.vocab import TestPoint
@@ -33,11 +34,11 @@ def test_space_serves_matches_the_generator(space_name: str, precision: str) -> 
     rng = np.random.default_rng(3)
     rows = rng.choice(gen.count, size=min(40, gen.count), replace=False)
     for n in (2, 17, 33, 64):
-        point = TestPoint(precision, "NN", n, n, n, 1000)
+        point = gemm_point(precision, "NN", n, n, n, 1000)
         mask = serving(gen, point)
         for r in rows:
             params = {k: int(v) for k, v in gen.frame.iloc[int(r)].items()}
             assert space.serves(params, point) == bool(mask[r])
     if space.kernel.serves is not None:  # the check is not vacuous: some rows are served, some are not
-        mask = serving(gen, TestPoint(precision, "NN", 17, 17, 17, 1000))
+        mask = serving(gen, gemm_point(precision, "NN", 17, 17, 17, 1000))
         assert mask.any() and not mask.all()

@@ -10,6 +10,7 @@ import pytest
 from pg import device_info
 from typer.testing import CliRunner
 
+from autotune.problems.gemm import gemm_point
 from autotune.cli.main import app
 from autotune.analysis.compare import compare, groups, summarize
 from autotune.errors import UserError
@@ -42,7 +43,7 @@ CUBLAS_B = {4: 0.5}
 
 
 def point(size: int) -> TestPoint:
-    return TestPoint("fp64", "NN", size, size, size, 1000)
+    return gemm_point("fp64", "NN", size, size, size, 1000)
 
 
 def instance(key: str) -> Instance:

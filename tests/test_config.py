@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autotune.problems.gemm import gemm_point
 from autotune.sweep.config import SweepConfig, load_config, parse_config
 from autotune.errors import ConfigError
 from autotune.vocab import TestPoint
@@ -61,12 +62,12 @@ def test_size_forms_and_defaults() -> None:
         """)
     assert c.name == "sweep" and c.alpha == 1.0 and c.beta == 0.0 and c.repetitions == 20
     assert c.budget_s is None and (c.bk, c.tol) == (10, 0.05)
-    assert c.points[:3] == tuple(TestPoint("fp32", "NN", s, s, s, 7) for s in (2, 6, 10))
-    assert c.points[3:7] == (TestPoint("fp64", "NT", 16, 16, 8, 3), TestPoint("fp64", "NT", 32, 32, 8, 3),
-                             TestPoint("fp64", "TT", 16, 16, 8, 3), TestPoint("fp64", "TT", 32, 32, 8, 3))
+    assert c.points[:3] == tuple(gemm_point("fp32", "NN", s, s, s, 7) for s in (2, 6, 10))
+    assert c.points[3:7] == (gemm_point("fp64", "NT", 16, 16, 8, 3), gemm_point("fp64", "NT", 32, 32, 8, 3),
+                             gemm_point("fp64", "TT", 16, 16, 8, 3), gemm_point("fp64", "TT", 32, 32, 8, 3))
     assert [(p.m, p.n, p.k) for p in c.points[7:13]] == [(1, 5, 4), (1, 5, 8), (1, 5, 16), (2, 5, 4), (2, 5, 8),
                                                          (2, 5, 16)]
-    assert c.points[13] == TestPoint("fp16", "NN", 1000, 2, 40, 1)
+    assert c.points[13] == gemm_point("fp16", "NN", 1000, 2, 40, 1)
     hash(c)  # immutable value object
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.problems.gemm import gemm_point
 from autotune.devices import get_device
 from autotune.space.generator import generate, serving
 from autotune.vocab import TestPoint
@@ -70,7 +71,7 @@ def test_every_small_size_has_a_serving_instance(precision: str) -> None:
     g = generate(load_space(SPACE), get_device("H100"), precision)
     sizes = [(n, n, n) for n in range(1, 33)]
     sizes += [(m, n, k) for m in range(2, 9) for n in range(2, 9) for k in range(2, 9)]
-    missing = [s for s in sizes if not serving(g, TestPoint(precision, "NN", *s, 1000)).any()]
+    missing = [s for s in sizes if not serving(g, gemm_point(precision, "NN", *s, 1000)).any()]
     assert not missing, f"no serving instance for {missing[:10]}"
 
 
@@ -81,7 +82,7 @@ def test_sizes_above_16_have_a_few_tens_of_instances(precision: str) -> None:
     space = load_space(SPACE)
     g = generate(space, get_device("H100"), precision)
     for n in range(17, 33):
-        rows = serving(g, TestPoint(precision, "NN", n, n, n, 1000))
+        rows = serving(g, gemm_point(precision, "NN", n, n, n, 1000))
         assert 4 <= rows.sum() <= 64, (n, int(rows.sum()))
         frame = g.frame[rows]
         assert set(frame["BM"]) == {n} and set(frame["BK"]) == {n}

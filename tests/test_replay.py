@@ -7,6 +7,7 @@ import pytest
 from pg import (db_url, device_info, fresh_pg_url, instances, points, record_sample,
                 sqlite_url)
 
+from autotune.problems.gemm import GEMM, gemm_point
 from autotune.space.instance import Instance
 from autotune.vocab import Status, TestPoint
 from autotune.sweep.backend import Backend, Job
@@ -32,7 +33,7 @@ def test_replay_returns_what_was_recorded(db_url: str) -> None:
         got = list(backend.run(jobs()))
         assert sorted(got, key=lambda m: (m.instance_id, m.point)) == \
             sorted(rec.measurements, key=lambda m: (m.instance_id, m.point))
-        c = backend.cublas(points()[1], 1.0, 0.0, 5)
+        c = backend.baseline(GEMM, points()[1], 1.0, 0.0, 5)
         assert c.status == Status.OK and c.median_ms == 5.0 and c.times_ms == [5.0] * 5
     finally:
         backend.close()
@@ -41,7 +42,7 @@ def test_replay_returns_what_was_recorded(db_url: str) -> None:
 def test_unknown_pairs_are_skipped_as_not_recorded(db_url: str) -> None:
     with Store.open(db_url) as store:
         record_sample(store)
-    new_point = TestPoint("fp64", "TN", 5, 6, 7, 8)
+    new_point = gemm_point("fp64", "TN", 5, 6, 7, 8)
     stranger = Instance.of("gemm_test", {"DIM_X": 64, "DIM_Y": 1, "SCALE": 0.5, "ALG": "z"})
     backend = ReplayBackend(db_url)
     try:
@@ -51,7 +52,7 @@ def test_unknown_pairs_are_skipped_as_not_recorded(db_url: str) -> None:
         skipped = {(m.instance_id, m.point) for m in got if m.status == Status.SKIPPED}
         assert skipped == {(i.id, new_point) for i in instances()} | {(stranger.id, points()[0])}
         assert all(m.error == NOT_RECORDED and m.median_ms is None for m in got if m.status == Status.SKIPPED)
-        assert backend.cublas(new_point, 1.0, 0.0, 5).status == Status.SKIPPED
+        assert backend.baseline(GEMM, new_point, 1.0, 0.0, 5).status == Status.SKIPPED
     finally:
         backend.close()
 

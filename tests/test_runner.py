@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from autotune.problems.gemm import gemm_point
 from autotune.sweep.config import parse_config
 from autotune.errors import UserError
 from autotune.sweep.runner import plan_sweep, run_sweep
@@ -166,11 +167,11 @@ def test_second_sweep_on_same_database_is_refused(tmp_path):
     cfg = config(tmp_path, db)
 
     class Nested(FormulaBackend):
-        def cublas(self, point, alpha, beta, reps):
+        def baseline(self, kind, point, alpha, beta, reps):
             with Store.open(db) as other:
                 with pytest.raises(SweepLockedError, match="another sweep"):
                     run_sweep(cfg, other, FormulaBackend(), Quiet())
-            return super().cublas(point, alpha, beta, reps)
+            return super().baseline(kind, point, alpha, beta, reps)
 
     with Store.open(db) as store:
         assert run_sweep(cfg, store, Nested(), Quiet()).status == "done"
@@ -256,7 +257,7 @@ def test_best_times_of_another_gpu_do_not_seed_early_stop(tmp_path):
 def test_the_gpu_measures_the_point_with_most_compiled_work_and_stays_on_a_tie():
     from autotune.vocab import TestPoint
     from autotune.sweep.gpu_backend import _next_point
-    a, b, c = (TestPoint("fp32", "NN", n, n, n, 100) for n in (2, 3, 4))
+    a, b, c = (gemm_point("fp32", "NN", n, n, n, 100) for n in (2, 3, 4))
     assert _next_point({a: [1], b: [1, 2, 3], c: [1, 2]}, None) == b
     assert _next_point({a: [1, 2], b: [1, 2]}, b) == b
     assert _next_point({a: [1, 2], b: [1, 2]}, a) == a

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.problems.gemm import gemm_point
 from autotune.devices import get_device
 from autotune.space.generator import generate
 from autotune.vocab import TestPoint
@@ -40,7 +41,7 @@ def test_first_and_last_instances_bind_to_their_kernel(space):
     precision = s.kernel.problems.precisions[0]
     g = generate(s, get_device("H100"), precision)
     shape = s.kernel.problems.shapes[0]
-    point = TestPoint(precision, shape, 8, 8, 8, 1 if s.kernel.problems.where and "batch == 1" in
+    point = gemm_point(precision, shape, 8, 8, 8, 1 if s.kernel.problems.where and "batch == 1" in
                       s.kernel.problems.where.expr.text else 1000)
     for inst in (g.instances()[0], g.instances()[-1]):
         name = s.template_name(inst.param_dict, precision, shape)

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from pg import (SPACE, db_url, device_info, fresh_pg_url, instances, points, record_sample,
                 sqlite_url)
 
+from autotune.problems.gemm import GEMM, gemm_point
 from autotune.vocab import Measurement, Status, TestPoint
 from autotune.paths import ROOT
 from autotune.store.schema import SCHEMA_VERSION, figures
@@ -39,13 +40,14 @@ def _execute(url: str, sql: str) -> None:
 
 
 def test_figures_follow_measuring_md() -> None:
-    p = TestPoint("fp64", "NN", 32, 32, 32, 1000)
-    f = figures(p, 1.0, beta=0.0, bandwidth=2.98e12)
+    p = gemm_point("fp64", "NN", 32, 32, 32, 1000)
+    work = (GEMM.flops(p), GEMM.bytes_moved(p, {"beta": 0.0}))
+    f = figures(*work, 1.0, bandwidth=2.98e12)
     assert f.gflops == pytest.approx(2 * 32**3 * 1000 / 1e-3 / 1e9)
     assert f.gbs == pytest.approx(1000 * 8 * 3 * 32 * 32 / 1e-3 / 1e9)
     assert f.roofline_frac == pytest.approx(1000 * 8 * 3 * 32 * 32 / 2.98e12 / 1e-3)
-    assert figures(p, 1.0, beta=1.0, bandwidth=2.98e12).gbs == pytest.approx(1000 * 8 * 4 * 32 * 32 / 1e-3 / 1e9)
-    assert figures(p, None, 0.0, 2.98e12).gflops is None
+    assert figures(GEMM.flops(p), GEMM.bytes_moved(p, {"beta": 1.0}), 1.0, bandwidth=2.98e12).gbs == pytest.approx(1000 * 8 * 4 * 32 * 32 / 1e-3 / 1e9)
+    assert figures(*work, None, 2.98e12).gflops is None
 
 
 def test_open_creates_schema_then_reopens(db_url: str) -> None:
@@ -157,7 +159,7 @@ def test_parameters_are_queryable_in_sql(db_url: str) -> None:
 def test_a_pair_is_never_recorded_twice(db_url: str) -> None:
     with Store.open(db_url) as store:
         rec = record_sample(store, finish=False)
-        extra = Measurement(instances()[0].id, TestPoint("fp64", "NN", 8, 8, 8, 10), Status.OK, median_ms=1.0)
+        extra = Measurement(instances()[0].id, gemm_point("fp64", "NN", 8, 8, 8, 10), Status.OK, median_ms=1.0)
         with pytest.raises(StoreError, match="measured twice"):
             store.record(rec.sweep_id, rec.space_id, [extra, rec.measurements[0]])
         assert (extra.instance_id, extra.point) not in store.done_pairs(rec.device_id)  # all or nothing
@@ -201,7 +203,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_kill_9_loses_only_the_pair_in_flight(db_url: str) -> None:
-    point = TestPoint("fp64", "TT", 8, 8, 8, 100)
+    point = gemm_point("fp64", "TT", 8, 8, 8, 100)
     code = KILLED_SWEEP.format(tests=str(ROOT / "tests"), url=db_url, point=point)
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
@@ -239,7 +241,7 @@ def test_instances_of_another_space_are_kept_apart(db_url: str) -> None:
 
 
 def test_ctrl_c_clears_in_flight_notes_so_resume_measures_them(db_url: str) -> None:
-    point = TestPoint("fp64", "NT", 8, 8, 8, 100)
+    point = gemm_point("fp64", "NT", 8, 8, 8, 100)
     with Store.open(db_url) as store:
         rec = record_sample(store, finish=False)
         store.mark_inflight(rec.sweep_id, rec.space_id, instances()[1].id, point)

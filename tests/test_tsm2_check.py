@@ -10,6 +10,7 @@ import pytest
 from pg import device_info
 from typer.testing import CliRunner
 
+from autotune.problems.gemm import gemm_point
 from autotune.analysis import tsm2_check
 from autotune.cli.main import app
 from autotune.sweep.config import parse_config
@@ -68,7 +69,7 @@ def test_labels_round_trip_and_short_form_names_what_differs_from_the_paper() ->
 def write_db(path: Path, n: int, times: dict[str, tuple[dict, str, float]], cublas_ms: float) -> None:
     """A tsm2 sweep of one fp64 point: key -> (parameters, status, median ms)."""
     info = device_info()
-    point = TestPoint("fp64", "NN", M, n, M, 1)
+    point = gemm_point("fp64", "NN", M, n, M, 1)
     with Store.open(str(path)) as store:
         dev = store.upsert_device(info)
         sw = store.upsert_software(info, "0.1.0", "abc123")

@@ -244,7 +244,7 @@ def serving(generated: Generated, point: TestPoint) -> np.ndarray:
     if space.kernel is None or space.kernel.serves is None:
         return np.ones(generated.count, dtype=bool)
     env = _Env(space, space.context(generated.precision, generated.device), generated.codes)
-    env.update(M=point.m, N=point.n, K=point.k, batch=point.batch)
+    env.update(space.kind.env(point))
     return np.broadcast_to(np.asarray(space.eval(space.kernel.serves, env), dtype=bool), (generated.count,))
 
 

@@ -17,14 +17,18 @@ from autotune import paths
 from autotune.devices import PROFILES, DeviceLimits, get_device
 from autotune.errors import SpaceError
 from autotune.expr import Expr, ExprError, as_int, evaluate, parse
-from autotune.vocab import ELEM_BYTES, PRECISIONS, SHAPES, TestPoint
+from autotune.problems.base import ProblemKind
+from autotune.problems.gemm import GEMM
+from autotune.problems.registry import resolve
+from autotune.vocab import ELEM_BYTES, TestPoint
 from autotune.yamlfile import LineDict, line_of, load_yaml
 
-PROBLEM_NAMES = ("M", "N", "K", "batch")
+PROBLEM_NAMES = GEMM.expr_names()  # GEMM's size names in expressions (the default kind's)
 CONTEXT_NAMES = ("elem_bytes", "acc_bytes")
 DEVICE_NAMES = tuple(PROFILES["H100"].names())
-CONVENTIONS = ("strided", "ptr_array", "vbatched")
-CPP_TYPES = {"fp64": ("double", "double"), "fp32": ("float", "float"), "fp16": ("__half", "float")}
+CPP_TYPES = {"fp64": ("double", "double"), "fp32": ("float", "float"), "fp16": ("__half", "float"),
+             "bf16": ("__nv_bfloat16", "float"), "int64": ("long long", "long long"), "int32": ("int", "int"),
+             "int16": ("short", "int"), "int8": ("signed char", "int"), "uint8": ("unsigned char", "int")}
 TYPE_SYMBOLS = ("T", "S", "TRANS_A", "TRANS_B")
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
@@ -69,19 +73,22 @@ class Geometry:
 
 @dataclass(frozen=True)
 class KernelBinding:
-    source: str  # path under kernels_src/
-    template: str
-    template_args: tuple[str, ...]
-    convention: str
+    source: str  # as written: relative to the space file, absolute, or (built-in spaces) under kernels_src/
+    template: str  # a C++ function template (name expression `template<args>`) or a plain function name
+    template_args: tuple[str, ...]  # empty for a plain function
+    convention: str  # how the kernel takes its arguments: one of its problem kind's conventions
     block: tuple[Located, ...]
     grid: tuple[Located, ...]
     shared_bytes: Located
     problems: Problems
-    serves: Located | None = None  # which problems an instance is measured on (params + M N K batch)
+    serves: Located | None = None  # which problems an instance is measured on (params + the kind's sizes)
+    path: Path | None = None  # the resolved kernel file
+    defines: tuple[str, ...] = ()  # names passed as `#define NAME value` (parameters, derived names, sizes)
+    plain: bool = False  # `name:` given: a plain (extern "C" or C++) function, no template arguments
 
     @property
     def source_path(self) -> Path:
-        return paths.KERNELS_DIR / self.source
+        return self.path if self.path is not None else paths.KERNELS_DIR / self.source
 
     def source_hash(self) -> str:
         return hashlib.sha256(self.source_path.read_bytes()).hexdigest()
@@ -97,6 +104,7 @@ class Space:
     hard: tuple[Constraint, ...]
     soft: tuple[Constraint, ...]
     kernel: KernelBinding | None
+    kind: ProblemKind = GEMM  # the problem its kernel solves
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -131,17 +139,27 @@ class Space:
         return self.kernel
 
     def template_name(self, params: Mapping[str, Any], precision: str, shape: str) -> str:
-        """The NVRTC name expression of this instance for one precision and shape."""
+        """The NVRTC name expression of this instance for one precision and shape (a plain function's name)."""
         binding = self._binding()
+        if binding.plain:
+            return binding.template
         env = self.values(params, precision)
-        t, s = CPP_TYPES[precision]
-        symbols = {"T": t, "S": s, "TRANS_A": str(int(shape[0] == "T")), "TRANS_B": str(int(shape[1] == "T"))}
+        symbols = _type_symbols(precision, shape)
         tokens = [symbols[a] if a in symbols else str(as_int(env[a])) for a in binding.template_args]
         return f"{binding.template}<{', '.join(tokens)}>"
 
+    def defines(self, params: Mapping[str, Any], point: TestPoint) -> tuple[tuple[str, str], ...]:
+        """The `#define NAME value` pairs of this instance at a point (parameters, derived names, sizes; T is the
+        precision's C type)."""
+        binding = self._binding()
+        if not binding.defines:
+            return ()
+        env = {**self._problem_env(params, point), **_type_symbols(point.precision, point.shape)}
+        return tuple((name, _token(env[name])) for name in binding.defines)
+
     def _problem_env(self, params: Mapping[str, Any], point: TestPoint) -> dict[str, Any]:
-        """One instance's names (parameters, derived, device, precision) with the problem's M N K batch."""
-        return {**self.values(params, point.precision), "M": point.m, "N": point.n, "K": point.k, "batch": point.batch}
+        """One instance's names (parameters, derived, device, precision) with the problem's sizes."""
+        return {**self.values(params, point.precision), **self.kind.env(point)}
 
     def geometry(self, params: Mapping[str, Any], point: TestPoint) -> Geometry:
         binding = self._binding()
@@ -162,12 +180,33 @@ class Space:
     def accepts(self, point: TestPoint) -> bool:
         """Whether the kernel handles this problem (precision, shape, size limits)."""
         problems = self._binding().problems
+        if point.kind != self.kind.name:
+            return False
         if point.precision not in problems.precisions or point.shape not in problems.shapes:
             return False
         if problems.where is None:
             return True
-        env = {"M": point.m, "N": point.n, "K": point.k, "batch": point.batch}
-        return bool(self.eval(problems.where, env))
+        return bool(self.eval(problems.where, self.kind.env(point)))
+
+
+def _type_symbols(precision: str, shape: str) -> dict[str, str]:
+    """T (element type), S (scalar type), and GEMM's TRANS_A / TRANS_B from the transposition."""
+    t, s = CPP_TYPES[precision]
+    out = {"T": t, "S": s}
+    if len(shape) == 2:
+        out.update(TRANS_A=str(int(shape[0] == "T")), TRANS_B=str(int(shape[1] == "T")))
+    return out
+
+
+def _token(value: Any) -> str:
+    """A value as C source text: integers as integers, other numbers as doubles, strings as written."""
+    if isinstance(value, str):
+        return value
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return repr(value) if isinstance(value, float) else str(int(value))
 
 
 def find_space(name_or_path: str | Path) -> Path:
@@ -192,6 +231,7 @@ class _Builder:
 
     def __init__(self, path: Path, data: LineDict) -> None:
         self.path, self.data = path, data
+        self.kind: ProblemKind = GEMM
 
     def fail(self, message: str, line: int | None, expr: str | None = None, hint: str | None = None) -> SpaceError:
         return SpaceError(message, file=self.path, line=line, expr=expr, hint=hint)
@@ -205,15 +245,16 @@ class _Builder:
         if unknown:
             close = difflib.get_close_matches(unknown[0], sorted(known), n=3)
             hint = f"did you mean {', '.join(close)}?" if close else "define it under `parameters:` or `derived:`"
-            if unknown[0] in PROBLEM_NAMES:
-                hint = "problem sizes (M, N, K, batch) exist only in kernel.grid/block/shared_bytes/problems.where"
+            if unknown[0] in self.kind.expr_names():
+                hint = (f"problem sizes ({', '.join(self.kind.expr_names())}) exist only in kernel.grid/block/"
+                        "shared_bytes/serves/problems.where")
             raise self.fail(f"{what}: unknown name {unknown[0]!r}; this expression can never be evaluated",
                             line, e.text, hint)
         return e
 
     def build(self) -> Space:
         d = self.data
-        allowed = {"name", "description", "kernel", "parameters", "derived", "hard", "soft"}
+        allowed = {"name", "description", "problem", "kernel", "parameters", "derived", "hard", "soft"}
         for key in d:
             if key not in allowed:
                 raise self.fail(f"unknown section {key!r}", line_of(d, key), hint=f"sections: {', '.join(sorted(allowed))}")
@@ -221,6 +262,8 @@ class _Builder:
         if not isinstance(name, str) or not _IDENT.match(name):
             raise self.fail("`name:` must be an identifier (letters, digits, _)", line_of(d, "name") or 1,
                             hint="e.g. name: gemm_batched_simt")
+        if "problem" in d:
+            self.kind = resolve(d["problem"], self.path, line_of(d, "problem"))
         params = self.parameters(d.get("parameters"))
         known = {p.name for p in params} | set(DEVICE_NAMES) | set(CONTEXT_NAMES)
         derived = self.derived(d.get("derived") or {}, known)
@@ -233,7 +276,7 @@ class _Builder:
             raise self.fail(f"constraint name {dup!r} is used twice", d.line, hint="give each constraint its own name")
         kernel = self.kernel(d["kernel"], known) if "kernel" in d else None
         return Space(name=name, description=str(d.get("description", "")), path=self.path, parameters=params,
-                     derived=derived, hard=hard, soft=soft, kernel=kernel)
+                     derived=derived, hard=hard, soft=soft, kernel=kernel, kind=self.kind)
 
     def parameters(self, section: Any) -> tuple[Parameter, ...]:
         if not isinstance(section, dict) or not section:
@@ -242,9 +285,10 @@ class _Builder:
         out = []
         for name, spec in section.items():
             line = line_of(section, name)
-            if not isinstance(name, str) or not _IDENT.match(name) or name in TYPE_SYMBOLS + PROBLEM_NAMES:
+            reserved = TYPE_SYMBOLS + self.kind.expr_names()
+            if not isinstance(name, str) or not _IDENT.match(name) or name in reserved:
                 raise self.fail(f"bad parameter name {name!r}", line,
-                                hint=f"use an identifier other than {', '.join(TYPE_SYMBOLS + PROBLEM_NAMES)}")
+                                hint=f"use an identifier other than {', '.join(reserved)}")
             if name in DEVICE_NAMES or name in CONTEXT_NAMES:
                 raise self.fail(f"parameter {name!r} hides a device or precision name", line, hint="rename it")
             values = self.domain(spec, line)
@@ -290,7 +334,8 @@ class _Builder:
         everything = known | set(section)
         for name, text in section.items():
             line = line_of(section, name)
-            if not isinstance(name, str) or not _IDENT.match(name) or name in known or name in TYPE_SYMBOLS + PROBLEM_NAMES:
+            if (not isinstance(name, str) or not _IDENT.match(name) or name in known
+                    or name in TYPE_SYMBOLS + self.kind.expr_names()):
                 raise self.fail(f"bad or clashing derived name {name!r}", line, hint="pick a new identifier")
             pending[name] = (self.expr(text, line, everything, f"derived {name!r}"), line)
         ordered: list[tuple[str, Located]] = []
@@ -325,25 +370,40 @@ class _Builder:
 
     def kernel(self, k: Any, known: set[str]) -> KernelBinding:
         line = line_of(self.data, "kernel")
-        need = {"source", "template", "template_args", "convention", "block", "grid"}
-        if not isinstance(k, dict) or need - set(k):
+        need = {"source", "block", "grid"}
+        if not isinstance(k, dict) or need - set(k) or ("template" in k) == ("name" in k):
             missing = sorted(need - set(k)) if isinstance(k, dict) else sorted(need)
-            raise self.fail(f"`kernel:` misses {', '.join(missing)}", line, hint="see README.md, 'Space files'")
-        source = paths.KERNELS_DIR / str(k["source"])
-        if not source.is_file():
-            raise self.fail(f"kernel source {k['source']!r} not found under kernels_src/", line_of(k, "source"),
-                            hint="give a path relative to kernels_src/")
-        if k["convention"] not in CONVENTIONS:
-            raise self.fail(f"unknown convention {k['convention']!r}", line_of(k, "convention"),
-                            hint=f"one of {', '.join(CONVENTIONS)}")
-        args = k["template_args"]
-        if not isinstance(args, list):
-            raise self.fail("template_args must be a list of names", line_of(k, "template_args"))
+            what = f"misses {', '.join(missing)}" if missing else "needs either `template:` (a C++ function template, " \
+                "with template_args) or `name:` (a plain __global__ function)"
+            raise self.fail(f"`kernel:` {what}", line, hint="see README.md, 'Bring your own kernel'")
+        allowed = {"source", "template", "template_args", "name", "defines", "convention", "block", "grid",
+                   "shared_bytes", "problems", "serves"}
+        for key in k:
+            if key not in allowed:
+                raise self.fail(f"kernel: unknown key {key!r}", line_of(k, key), hint=f"keys: {', '.join(sorted(allowed))}")
+        source = self.source(k["source"], line_of(k, "source"))
+        convention = k.get("convention", self.kind.conventions[0])
+        if convention not in self.kind.conventions:
+            raise self.fail(f"unknown convention {convention!r} for the {self.kind.name} kind", line_of(k, "convention"),
+                            hint=f"one of {', '.join(self.kind.conventions)}")
+        plain = "name" in k
+        args = k.get("template_args", [])
+        if plain and args:
+            raise self.fail("template_args go with `template:`, not with `name:`", line_of(k, "template_args"))
+        if not isinstance(args, list) or (not plain and not args):
+            raise self.fail("template_args must be a list of names", line_of(k, "template_args") or line)
         for a in args:
             if a not in known and a not in TYPE_SYMBOLS:
                 raise self.fail(f"template argument {a!r} is neither a parameter, a derived name nor one of "
                                 f"{', '.join(TYPE_SYMBOLS)}", line_of(k, "template_args"))
-        geo_known = known | set(PROBLEM_NAMES)
+        geo_known = known | set(self.kind.expr_names())
+        defines = k.get("defines", [p.name for p in self.parameters(self.data.get("parameters"))] if plain else [])
+        if not isinstance(defines, list) or not all(isinstance(x, str) for x in defines):
+            raise self.fail("kernel.defines must be a list of names", line_of(k, "defines"))
+        for x in defines:
+            if x not in geo_known and x not in ("T", "S"):
+                raise self.fail(f"kernel.defines: {x!r} is not a parameter, derived name, size, T or S",
+                                line_of(k, "defines"), hint=f"names: {', '.join(sorted(geo_known - set(DEVICE_NAMES)))}")
 
         def triple(key: str) -> tuple[Located, ...]:
             items = k[key]
@@ -357,23 +417,37 @@ class _Builder:
         if "serves" in k:
             serves = Located(self.expr(k["serves"], line_of(k, "serves"), geo_known, "kernel.serves"),
                              line_of(k, "serves"))
-        return KernelBinding(source=str(k["source"]), template=str(k["template"]), template_args=tuple(args),
-                             convention=k["convention"], block=triple("block"), grid=triple("grid"),
+        name = k["name"] if plain else k["template"]
+        if not isinstance(name, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_:]*$", name):
+            raise self.fail(f"kernel function name {name!r} is not a C++ name", line_of(k, "name" if plain else "template"))
+        return KernelBinding(source=str(k["source"]), template=name, template_args=tuple(args),
+                             convention=convention, block=triple("block"), grid=triple("grid"),
                              shared_bytes=shared, problems=self.problems(k.get("problems") or {}, line),
-                             serves=serves)
+                             serves=serves, path=source, defines=tuple(defines), plain=plain)
+
+    def source(self, given: Any, line: int | None) -> Path:
+        """The kernel file: absolute, relative to the space file, or (built-in spaces) under kernels_src/."""
+        if not isinstance(given, str) or not given:
+            raise self.fail("kernel.source must be a file name", line)
+        p = Path(given).expanduser()
+        for candidate in ([p] if p.is_absolute() else [self.path.parent / p, paths.KERNELS_DIR / p]):
+            if candidate.is_file():
+                return candidate.resolve()
+        raise self.fail(f"kernel source {given!r} not found", line,
+                        hint=f"give a path relative to the space file ({self.path.parent}) or an absolute path")
 
     def problems(self, p: Any, line: int | None) -> Problems:
         if not isinstance(p, dict):
             raise self.fail("kernel.problems must be a mapping", line)
-        precisions = tuple(p.get("precisions", PRECISIONS))
-        shapes = tuple(p.get("shapes", SHAPES))
-        for value, allowed, key in ((precisions, PRECISIONS, "precisions"), (shapes, SHAPES, "shapes")):
+        precisions = tuple(p.get("precisions", self.kind.precisions))
+        shapes = tuple(p.get("shapes", self.kind.shapes))
+        for value, allowed, key in ((precisions, self.kind.precisions, "precisions"), (shapes, self.kind.shapes, "shapes")):
             bad = [v for v in value if v not in allowed]
             if bad or not value:
                 raise self.fail(f"kernel.problems.{key}: {bad or 'empty'}", line_of(p, key),
                                 hint=f"choose from {', '.join(allowed)}")
         where = None
         if "where" in p:
-            where = Located(self.expr(p["where"], line_of(p, "where"), set(PROBLEM_NAMES), "problems.where"),
+            where = Located(self.expr(p["where"], line_of(p, "where"), set(self.kind.expr_names()), "problems.where"),
                             line_of(p, "where"))
         return Problems(precisions, shapes, where)

@@ -6,22 +6,22 @@ operations on it. The README's "Results database" section documents every table 
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 from urllib.parse import quote
 
 from sqlalchemy import (JSON, BigInteger, CheckConstraint, DateTime, Float, ForeignKey, Index, Integer, String,
                         Text, UniqueConstraint, create_engine, event, select, update)
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from autotune.errors import UserError
 from autotune.vocab import DeviceInfo, Status, TestPoint
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = tuple(s.value for s in Status)
 
 
@@ -86,6 +86,11 @@ class SpaceVersion(Base):
     source_path: Mapped[str] = mapped_column(Text)
     source_hash: Mapped[str] = mapped_column(String(64))
     yaml_text: Mapped[str] = mapped_column(Text)
+    # schema 2: what rebuilds the space's instances without the work tree
+    kind: Mapped[str | None] = mapped_column(String(64))  # the problem kind its kernel solves
+    source_text: Mapped[str | None] = mapped_column(Text)  # the kernel source as compiled
+    headers: Mapped[dict | None] = mapped_column(JSON)  # {include name: text} of the local headers it includes
+    problem: Mapped[dict | None] = mapped_column(JSON)  # the kind's definition (ProblemKind.describe())
 
 
 class InstanceRow(Base):
@@ -107,18 +112,38 @@ class InstanceParam(Base):
 
 
 class Point(Base):
+    """A test point: its kind, precision, variant and sizes (canonical JSON, the kind's order). GEMM points
+    also fill the indexed columns m, n, k, batch that the SQL recipes read."""
     __tablename__ = "test_points"
-    __table_args__ = (UniqueConstraint("precision", "shape", "m", "n", "k", "batch"),)
+    __table_args__ = (UniqueConstraint("kind", "precision", "shape", "sizes", name="uq_test_points_kind_sizes"),
+                      Index("ix_test_points_mnk", "m", "n", "k"))
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(64), default="gemm", server_default="gemm", index=True)
     precision: Mapped[str] = mapped_column(String(8))
-    shape: Mapped[str] = mapped_column(String(2))
-    m: Mapped[int] = mapped_column(Integer)
-    n: Mapped[int] = mapped_column(Integer)
-    k: Mapped[int] = mapped_column(Integer)
-    batch: Mapped[int] = mapped_column(Integer)
+    shape: Mapped[str] = mapped_column(String(16))
+    sizes: Mapped[str] = mapped_column(Text)
+    m: Mapped[int | None] = mapped_column(BigInteger)
+    n: Mapped[int | None] = mapped_column(BigInteger)
+    k: Mapped[int | None] = mapped_column(BigInteger)
+    batch: Mapped[int | None] = mapped_column(BigInteger)
 
     def point(self) -> TestPoint:
-        return TestPoint(self.precision, self.shape, self.m, self.n, self.k, self.batch)
+        return TestPoint(self.kind, self.precision, self.shape,
+                         tuple((name, int(v)) for name, v in json.loads(self.sizes).items()))
+
+    @staticmethod
+    def columns(point: TestPoint) -> dict:
+        """The row's values for a test point."""
+        dims = point.dims
+        return dict(kind=point.kind, precision=point.precision, shape=point.shape, sizes=sizes_json(point),
+                    **{c: dims.get(c) for c in GEMM_COLUMNS})
+
+
+GEMM_COLUMNS = ("m", "n", "k", "batch")
+
+
+def sizes_json(point: TestPoint) -> str:
+    return json.dumps(dict(point.sizes), separators=(",", ":"))
 
 
 class Sweep(Base):
@@ -218,6 +243,9 @@ class SpaceRecord:
     yaml_text: str
     source_path: str
     source_text: str
+    kind: str = "gemm"
+    headers: dict | None = None  # {include name: text} of the local headers the source includes
+    problem: dict | None = None  # the kind's definition (ProblemKind.describe())
 
     @property
     def yaml_hash(self) -> str:
@@ -249,14 +277,17 @@ class Figures:
     roofline_frac: float | None
 
 
-def figures(point: TestPoint, median_ms: float | None, beta: float, bandwidth: float) -> Figures:
-    """GFLOP/s, GB/s and fraction of the bandwidth roofline of one time (MEASURING.md formulas)."""
+def figures(flops: float | None, nbytes: int | None, median_ms: float | None, bandwidth: float) -> Figures:
+    """GFLOP/s, GB/s and fraction of the bandwidth roofline of one time (MEASURING.md formulas), from the
+    work its problem kind counts for the point (flops, fewest bytes moved)."""
     if median_ms is None or median_ms <= 0:
         return Figures(None, None, None)
     seconds = median_ms * 1e-3
-    moved = point.bytes_moved(beta != 0)
-    frac = (moved / bandwidth) / seconds if bandwidth > 0 else None
-    return Figures(point.flops / seconds / 1e9, moved / seconds / 1e9, frac)
+    gflops = flops / seconds / 1e9 if flops else None
+    if nbytes is None:
+        return Figures(gflops, None, None)
+    frac = (nbytes / bandwidth) / seconds if bandwidth > 0 else None
+    return Figures(gflops, nbytes / seconds / 1e9, frac)
 
 
 def sqlite_path(url: str) -> str | None:
@@ -315,13 +346,11 @@ def make_engine(url: str, readonly: bool = False) -> Engine:
                          hint="for PostgreSQL: pip install -e .[postgres] and a URL postgresql+psycopg://...") from None
 
 
-# from-version -> function that migrates a connection to from-version + 1; none yet (version 1 is the first)
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
-
-
 def upgrade(url: str) -> int:
     """Migrate the database at `url` to SCHEMA_VERSION in place, one version at a time, each step in its own
     transaction; returns the version it started from. Raises SchemaVersionError when no path exists."""
+    from autotune.store.migrations import MIGRATIONS
+
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
@@ -330,10 +359,17 @@ def upgrade(url: str) -> int:
             if version not in MIGRATIONS:
                 raise SchemaVersionError(f"no migration from schema version {version} to {version + 1}",
                                          hint="export what you need with `autotune query` and start a new database")
-            with engine.begin() as conn:
-                MIGRATIONS[version](conn)
-                conn.execute(update(SchemaMeta).where(SchemaMeta.key == "schema_version")
-                             .values(value=str(version + 1)))
+            with engine.connect() as conn:
+                if conn.dialect.name == "sqlite":  # a table rebuild must not cascade through foreign keys
+                    conn.exec_driver_sql("PRAGMA foreign_keys = OFF")
+                    conn.commit()
+                with conn.begin():
+                    MIGRATIONS[version](conn)
+                    conn.execute(update(SchemaMeta).where(SchemaMeta.key == "schema_version")
+                                 .values(value=str(version + 1)))
+                if conn.dialect.name == "sqlite":
+                    conn.exec_driver_sql("PRAGMA foreign_keys = ON")
+                    conn.commit()
         return start
     finally:
         engine.dispose()

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.store.schema import (SCHEMA_VERSION, Base, database_url, CublasRow, Device, Inflight, InstanceParam, InstanceRow,
                              MeasurementRow, Point, SchemaMeta, SchemaVersionError, Software, SpaceRecord,
-                             SpaceVersion, StoreError, Sweep, SweepLock, SweepLockedError, SweepStart, figures,
+                             SpaceVersion, StoreError, Sweep, SweepLock, SweepLockedError, SweepStart, figures, sizes_json,
                              make_engine, now, sqlite_path)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,7 +36,7 @@ _RESULT_COLUMNS = ("status", "median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms"
                    "roofline_frac", "max_rel_err", "registers", "shared_bytes", "local_bytes", "compile_s",
                    "l2_protection", "error", "sweep_id")
 # the columns of Store.measurements() before the parameters (a parameter of the same name becomes param_NAME)
-MEASUREMENT_COLUMNS = ("device", "space", "instance_id", "instance", "precision", "shape", "m", "n", "k", "batch",
+MEASUREMENT_COLUMNS = ("device", "space", "instance_id", "instance", "kind", "precision", "shape", "m", "n", "k", "batch",
                        *_RESULT_COLUMNS)
 
 
@@ -65,6 +65,8 @@ class Store:
                                   "the default is results/<config name>.sqlite)")
         if path is not None and create and not readonly:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if path is not None and readonly:
+            url = _current_copy(url, path)
         engine = make_engine(url, readonly=readonly)
         store = cls(url, engine)
         try:
@@ -164,7 +166,9 @@ class Store:
                 name=rec.name, yaml_hash=rec.yaml_hash, source_hash=rec.source_hash)).first()
             if row is None:
                 row = SpaceVersion(name=rec.name, yaml_path=rec.yaml_path, yaml_hash=rec.yaml_hash,
-                                   source_path=rec.source_path, source_hash=rec.source_hash, yaml_text=rec.yaml_text)
+                                   source_path=rec.source_path, source_hash=rec.source_hash, yaml_text=rec.yaml_text,
+                                   kind=rec.kind, source_text=rec.source_text, headers=rec.headers,
+                                   problem=rec.problem)
                 s.add(row)
                 s.flush()
             return row.id
@@ -190,10 +194,10 @@ class Store:
         wanted = [p for p in dict.fromkeys(points) if p not in self._points]
         with self.session() as s:
             for p in wanted:
-                row = s.scalars(select(Point).filter_by(precision=p.precision, shape=p.shape, m=p.m, n=p.n,
-                                                        k=p.k, batch=p.batch)).first()
+                row = s.scalars(select(Point).filter_by(kind=p.kind, precision=p.precision, shape=p.shape,
+                                                        sizes=sizes_json(p))).first()
                 if row is None:
-                    row = Point(precision=p.precision, shape=p.shape, m=p.m, n=p.n, k=p.k, batch=p.batch)
+                    row = Point(**Point.columns(p))
                     s.add(row)
                     s.flush()
                 self._points[p] = row.id
@@ -303,7 +307,7 @@ class Store:
             with self.session() as s:
                 self._beat(s)
                 for m in measurements:
-                    f = figures(m.point, m.median_ms if m.status == Status.OK else None, sweep.beta,
+                    f = figures(*_work(m, sweep.beta), m.median_ms if m.status == Status.OK else None,
                                 sweep.copy_bandwidth)
                     s.add(MeasurementRow(
                         sweep_id=sweep_id, instance_id=m.instance_id, point_id=ids[m.point], device_id=sweep.device_id,
@@ -322,7 +326,7 @@ class Store:
         """Store (or replace) the cuBLAS time of `m.point` on the sweep's device."""
         sweep = self._sweep(sweep_id)
         pid = self.upsert_points([m.point])[m.point]
-        f = figures(m.point, m.median_ms if m.status == Status.OK else None, sweep.beta, sweep.copy_bandwidth)
+        f = figures(*_work(m, sweep.beta), m.median_ms if m.status == Status.OK else None, sweep.copy_bandwidth)
         with self.session() as s:
             self._beat(s)
             s.execute(delete(CublasRow).where(CublasRow.device_id == sweep.device_id, CublasRow.point_id == pid))
@@ -338,6 +342,18 @@ class Store:
             rows = s.execute(select(MeasurementRow.instance_id, Point).join(Point, Point.id == MeasurementRow.point_id)
                              .where(MeasurementRow.device_id == device_id)).all()
             return {(iid, p.point()) for iid, p in rows}
+
+    def best_times(self, device: str) -> dict[TestPoint, tuple[str, float]]:
+        """The fastest verified (instance id, median ms) at each test point on one device (name or uuid)."""
+        m, p, d = MeasurementRow, Point, Device
+        q = (select(p, m.instance_id, m.median_ms).join(m, m.point_id == p.id).join(d, d.id == m.device_id)
+             .where(m.status == Status.OK.value, (d.name == device) | (d.uuid == device))
+             .order_by(m.median_ms, m.instance_id))
+        out: dict[TestPoint, tuple[str, float]] = {}
+        with self.session() as s:
+            for row, iid, ms in s.execute(q):
+                out.setdefault(row.point(), (iid, float(ms)))
+        return out
 
     def cublas_times(self, device_id: int) -> dict[TestPoint, float]:
         """The verified cuBLAS median (ms) of each test point that has one on the device."""
@@ -375,8 +391,8 @@ class Store:
         instance (id, name, space) and one column per instance parameter; filters by device name/uuid
         and space name. One row per (device, instance, point)."""
         m, p, i, d = MeasurementRow, Point, InstanceRow, Device
-        cols = [d.name.label("device"), i.space, m.instance_id, i.name.label("instance"), p.precision, p.shape,
-                p.m, p.n, p.k, p.batch] + [getattr(m, c) for c in _RESULT_COLUMNS] + [i.params]
+        cols = [d.name.label("device"), i.space, m.instance_id, i.name.label("instance"), p.kind, p.precision,
+                p.shape, p.m, p.n, p.k, p.batch, p.sizes] + [getattr(m, c) for c in _RESULT_COLUMNS] + [i.params]
         q = (select(*cols).join(p, p.id == m.point_id).join(i, i.id == m.instance_id).join(d, d.id == m.device_id))
         if device is not None:
             q = q.where((d.name == device) | (d.uuid == device))
@@ -384,6 +400,7 @@ class Store:
             q = q.where(i.space == space)
         with self.engine.connect() as conn:
             frame = pd.DataFrame(conn.execute(q.order_by(m.id)).mappings().all(), columns=[c.key for c in cols])
+        frame = _size_columns(frame)
         params = pd.DataFrame([_as_dict(x) for x in frame.pop("params")], index=frame.index)
         params.columns = [c if c not in frame.columns else f"param_{c}" for c in params.columns]
         return pd.concat([frame, params], axis=1)
@@ -396,6 +413,70 @@ class Store:
                     raise StoreError(f"no sweep {sweep_id} in {self.url}")
                 self._sweeps[sweep_id] = row
         return self._sweeps[sweep_id]
+
+
+def _size_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Replace the `sizes` JSON by one column per size name (GEMM's m, n, k, batch are columns already);
+    a kind's sizes come after `shape`, in the kind's order."""
+    sizes = [json.loads(x) for x in frame.pop("sizes")]
+    names = list(dict.fromkeys(n for d in sizes for n in d if n not in frame.columns))
+    at = frame.columns.get_loc("batch") + 1
+    for offset, name in enumerate(names):
+        frame.insert(at + offset, name, [d.get(name) for d in sizes])
+    return frame
+
+
+def _work(m: Measurement, beta: float) -> tuple[float | None, int | None]:
+    """(flops, fewest bytes) of a measurement's point: as the runner set them from the point's kind, else from a
+    built-in kind of that name (a measurement written through the API without them)."""
+    if m.flops is not None or m.bytes_moved is not None:
+        return m.flops, m.bytes_moved
+    from autotune.problems.registry import BUILT_IN
+
+    kind = BUILT_IN.get(m.point.kind)
+    if kind is None:
+        return None, None
+    return kind.flops(m.point), kind.bytes_moved(m.point, {"beta": beta})
+
+
+_MIGRATED: dict[tuple[str, float, int], str] = {}
+
+
+def _current_copy(url: str, path: str) -> str:
+    """Reading an SQLite file of an older schema: the URL of a migrated copy in a temporary folder (the file itself
+    is never written; `autotune db upgrade` migrates it in place). Other files: `url` unchanged."""
+    import shutil
+    import sqlite3
+    import tempfile
+    import warnings
+
+    from autotune.store.schema import upgrade
+
+    try:
+        with sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True) as conn:
+            row = conn.execute("SELECT value FROM schema_meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.Error:
+        return url  # not an autotune database (or unreadable): Store.open reports it
+    if row is None or int(row[0]) >= SCHEMA_VERSION:
+        return url
+    stat = Path(path).stat()
+    key = (str(Path(path).resolve()), stat.st_mtime, stat.st_size)
+    if key not in _MIGRATED:
+        folder = Path(tempfile.mkdtemp(prefix="autotune-migrated-"))
+        copy = folder / Path(path).name
+        src = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True)
+        dst = sqlite3.connect(copy)
+        try:
+            src.backup(dst)  # a consistent copy, WAL included
+        finally:
+            src.close()
+            dst.close()
+        upgrade(f"sqlite:///{copy}")
+        _MIGRATED[key] = f"sqlite:///{copy}"
+        warnings.warn(f"{path} has schema version {row[0]} (this autotune writes {SCHEMA_VERSION}); reading a "
+                      f"migrated copy. Run `autotune db upgrade {path}` to migrate the file in place.", stacklevel=3)
+        shutil.rmtree  # noqa: B018 - the copy lives until the process ends (the OS cleans its temp folder)
+    return _MIGRATED[key]
 
 
 def _as_dict(value: object) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Protocol, Sequence
 
+from autotune.problems.base import ProblemKind
 from autotune.space.instance import Instance
 from autotune.space.spec import Space
 from autotune.vocab import DeviceInfo, Measurement, TestPoint
@@ -35,6 +36,6 @@ class Backend(Protocol):
 
     def run(self, jobs: Sequence[Job]) -> Iterator[Measurement]: ...
 
-    def cublas(self, point: TestPoint, alpha: float, beta: float, reps: int) -> Measurement: ...
+    def baseline(self, kind: ProblemKind, point: TestPoint, alpha: float, beta: float, reps: int) -> Measurement: ...
 
     def close(self) -> None: ...

@@ -40,7 +40,8 @@ class CompileRequest:
     name_expressions: tuple[str, ...]
     arch: int  # compute capability as an integer, 90 for sm_90
     include_dirs: tuple[Path, ...] = ()  # besides the source's own folder
-    options: tuple[str, ...] = DEFAULT_OPTIONS
+    options: tuple[str, ...] = DEFAULT_OPTIONS  # the -D options of `defines` included
+    defines: tuple[tuple[str, str], ...] = ()  # the `#define NAME value` pairs these instances share
 
 
 @dataclass(frozen=True)
@@ -215,6 +216,14 @@ def cuda_include_dir() -> str:
     return ""
 
 
+def _toolkit_includes(cuda_inc: str) -> list[str]:
+    """The CUDA header folder, and its `cccl/` folder where CUDA 13 keeps CUB, Thrust and libcu++."""
+    if not cuda_inc:
+        return []
+    cccl = Path(cuda_inc) / "cccl"
+    return [cuda_inc] + ([str(cccl)] if cccl.is_dir() else [])
+
+
 def nvrtc_compile(text: str, filename: str, name_expressions: tuple[str, ...], options: tuple[str, ...],
                   binary_kind: str) -> tuple[bytes, dict[str, str], str]:
     """One NVRTC call: (binary, {name expression: lowered name}, log). Raises CompileFailed."""
@@ -250,7 +259,7 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
     supported = tuple(getattr(_nvrtc(), "getSupportedArchs", lambda: ())())
     arch_opt, kind = arch_option(request.arch, supported)
     options = (*request.options, *[f"--include-path={d}" for d in search],
-               *([f"--include-path={cuda_inc}"] if cuda_inc else []), arch_opt)
+               *[f"--include-path={d}" for d in _toolkit_includes(cuda_inc)], arch_opt)
     keys = {n: cache_key(digest, request.options + (arch_opt,), request.arch, version, cuda_inc, n)
             for n in request.name_expressions}
     done = {n: hit for n in keys if (hit := cache.lookup(keys[n])) is not None}

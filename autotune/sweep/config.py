@@ -15,7 +15,9 @@ from typing import Any, Callable, Iterable
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from autotune.problems.gemm import gemm_point
 from autotune.errors import ConfigError
+from autotune.problems.base import ProblemKind
 from autotune.vocab import ELEM_BYTES, PRECISIONS, SHAPES, TestPoint
 from autotune.paths import RESULTS_DIR, SPACES_DIR
 
@@ -23,7 +25,7 @@ TOP_KEYS = ("name", "description", "spaces", "points", "alpha", "beta", "databas
             "bk", "tol", "strategy", "max_instances", "seed")
 STRATEGY_NAMES = ("brute", "random")
 SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances")
-POINT_KEYS = ("precisions", "shapes", "sizes", "batch")
+POINT_KEYS = ("kind", "precisions", "shapes", "sizes", "batch")
 SIZE_FORMS = {"square": ("square",), "mn": ("mn", "k"), "mnk": ("m", "n", "k"), "triples": ("triples",)}
 UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
          "tib": 2**40}
@@ -102,10 +104,12 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     beta = r.number(top["beta"]) if "beta" in top else 0.0
     points_node = top["points"]
     groups = points_node.value if isinstance(points_node, SequenceNode) else [points_node]
-    points = tuple(dict.fromkeys(p for g in groups for p in _points(r, g)))
+    spaces = tuple(_space(r, n) for n in r.sequence(top["spaces"], "spaces"))
+    kinds = _Kinds(spaces)
+    points = tuple(dict.fromkeys(p for g in groups for p in _points(r, g, kinds)))
     budget = top.get("budget")
     return SweepConfig(
-        name=name, path=path, text=text, spaces=tuple(_space(r, n) for n in r.sequence(top["spaces"], "spaces")),
+        name=name, path=path, text=text, spaces=spaces,
         points=points, alpha=r.number(top["alpha"]) if "alpha" in top else 1.0, beta=beta,
         database=_database(r, top["database"]) if "database" in top else f"sqlite:///{RESULTS_DIR / name}.sqlite",
         repetitions=r.integer(top["repetitions"], 1) if "repetitions" in top else 20,
@@ -227,8 +231,31 @@ def _space_path(r: _Reader, node: Node, ref: str) -> Path:
     return path
 
 
-def _points(r: _Reader, node: Node) -> list[TestPoint]:
+class _Kinds:
+    """The problem kinds of the config's spaces, read from the space files when a point group needs them."""
+
+    def __init__(self, spaces: tuple[SpaceRef, ...]) -> None:
+        self.spaces = spaces
+        self._kinds: dict[str, ProblemKind] | None = None
+
+    def all(self) -> dict[str, ProblemKind]:
+        if self._kinds is None:
+            from autotune.space.spec import load_space
+
+            self._kinds = {}
+            for ref in self.spaces:
+                kind = load_space(ref.path).kind
+                self._kinds.setdefault(kind.name, kind)
+        return self._kinds
+
+
+def _points(r: _Reader, node: Node, kinds: _Kinds) -> list[TestPoint]:
     m = r.mapping(node, POINT_KEYS, "test points")
+    sizes_node = m.get("sizes")
+    named = isinstance(sizes_node, MappingNode) and not {str(r.value(k)) for k, _ in sizes_node.value} <= {
+        "square", "mn", "m", "n", "k", "triples"}
+    if "kind" in m or named:
+        return _kind_points(r, node, m, kinds)
     for key in ("precisions", "sizes", "batch"):
         if key not in m:
             raise r.error(node, f"test points need `{key}:`", "see the README section 'Sweep configs'")
@@ -239,8 +266,52 @@ def _points(r: _Reader, node: Node) -> list[TestPoint]:
     for prec in precisions:
         for shape in shapes:
             for mm, nn, kk in sizes:
-                out.append(TestPoint(prec, shape, mm, nn, kk, _batch(r, m["batch"], prec, mm, nn, kk)))
+                out.append(gemm_point(prec, shape, mm, nn, kk, _batch(r, m["batch"], prec, mm, nn, kk)))
     return out
+
+
+def _kind_points(r: _Reader, node: Node, m: dict[str, Node], kinds: _Kinds) -> list[TestPoint]:
+    """Points of any problem kind: `kind:` (default: the spaces' only kind), `precisions:`, `shapes:` (the
+    kind's variants, if it has any), `sizes: {NAME: S, ...}` (every combination)."""
+    available = kinds.all()
+    if "kind" in m:
+        name = r.string(m["kind"])
+        if name not in available:
+            raise r.error(m["kind"], f"no space of this config solves the problem kind {name!r}",
+                          f"kinds of its spaces: {', '.join(available) or 'none'}")
+    elif len(available) == 1:
+        name = next(iter(available))
+    else:
+        raise r.error(node, "say which problem kind these points are (`kind:`)",
+                      f"kinds of this config's spaces: {', '.join(available)}")
+    kind = available[name]
+    if "sizes" not in m:
+        raise r.error(node, "test points need `sizes:`", f"write sizes: {{{', '.join(f'{s}: ...' for s in kind.size_names)}}}")
+    if "batch" in m and "batch" not in kind.size_names:
+        raise r.error(m["batch"], f"the {name} kind has no batch", f"its sizes: {', '.join(kind.size_names)}")
+    precisions = r.choices(m["precisions"], kind.precisions, "precisions") if "precisions" in m else kind.precisions[:1]
+    shapes = r.choices(m["shapes"], kind.shapes, "shapes") if "shapes" in m else kind.shapes[:1]
+    given = r.mapping(m["sizes"], kind.size_names, f"sizes of {name}")
+    missing = [s for s in kind.size_names if s not in given]
+    if missing:
+        raise r.error(m["sizes"], f"sizes of {name} miss {', '.join(missing)}",
+                      f"give every size: {', '.join(kind.size_names)}")
+    lists = [_size_list(r, given[s]) for s in kind.size_names]
+    out = []
+    for prec in precisions:
+        for shape in shapes:
+            for combo in _product(lists):
+                try:
+                    out.append(kind.point(prec, shape, dict(zip(kind.size_names, combo))))
+                except ValueError as exc:
+                    raise r.error(m["sizes"], str(exc), "fix the sizes") from None
+    return out
+
+
+def _product(lists: list[list[int]]) -> list[tuple[int, ...]]:
+    import itertools
+
+    return list(itertools.product(*lists))
 
 
 def _sizes(r: _Reader, node: Node) -> list[tuple[int, int, int]]:

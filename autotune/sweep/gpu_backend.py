@@ -36,6 +36,7 @@ from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import (DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch,
                               warm_compile_process)
 from autotune.sweep.gpu_worker import gpu_main
+from autotune.problems.base import ProblemKind
 from autotune.sweep.tasks import KernelTask, MeasureRequest, Variant
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.sweep.backend import Job
@@ -59,9 +60,9 @@ def task_of(job: Job) -> KernelTask:
     for p in job.points:
         g = space.geometry(params, p)
         variants.append(Variant(p, space.template_name(params, p.precision, p.shape),
-                                tuple(g.grid), tuple(g.block), int(g.shared_bytes)))
+                                tuple(g.grid), tuple(g.block), int(g.shared_bytes), space.defines(params, p)))
     return KernelTask(job.instance.id, space.kernel.source_path, space.kernel.convention, tuple(variants),
-                      job.alpha, job.beta, job.reps)
+                      job.alpha, job.beta, job.reps, space.kind)
 
 
 class GpuBackend:
@@ -208,7 +209,8 @@ class GpuBackend:
                 compiled = self._collect(reqs)  # (replaces a broken pool before the refill uses it)
                 for task in chunk:
                     for v in task.variants:
-                        ready.setdefault(v.point, []).append((task, v, compiled[(task.source, v.name_expression)]))
+                        ready.setdefault(v.point, []).append(
+                            (task, v, compiled[(task.source, v.defines, v.name_expression)]))
             refill()
 
         try:
@@ -225,12 +227,14 @@ class GpuBackend:
                 for _, fut in reqs:
                     fut.cancel()
 
-    def cublas(self, point: TestPoint, alpha: float, beta: float, reps: int) -> Measurement:
-        """cuBLAS (gemmStridedBatchedEx) on the same data layout, verified and timed the same way."""
-        kind, payload = self._call(("cublas", point, alpha, beta, reps), lambda est: est * (reps + 50) / 1e3)
+    def baseline(self, problem: ProblemKind, point: TestPoint, alpha: float, beta: float, reps: int) -> Measurement:
+        """The kind's baseline (cuBLAS gemmStridedBatchedEx for GEMM) on the same data, verified and timed the
+        same way as a kernel."""
+        kind, payload = self._call(("baseline", problem, point, alpha, beta, reps), lambda est: est * (reps + 50) / 1e3)
         if kind == "result":
             return payload
-        return Measurement("cublas", point, Status.TIMEOUT if kind == "timeout" else Status.CRASHED, error=payload)
+        return Measurement(problem.baseline_name or "baseline", point,
+                           Status.TIMEOUT if kind == "timeout" else Status.CRASHED, error=payload)
 
     def close(self) -> None:
         if self._conn is not None and self._proc is not None and self._proc.is_alive():
@@ -258,13 +262,16 @@ class GpuBackend:
         return self._pool
 
     def _requests(self, chunk: list[KernelTask], arch: int) -> list[CompileRequest]:
-        names: dict[Path, dict[str, None]] = {}
+        """One request per (kernel file, defines): instances that differ only in template arguments share one."""
+        names: dict[tuple[Path, tuple[tuple[str, str], ...]], dict[str, None]] = {}
         for task in chunk:
             for v in task.variants:
-                names.setdefault(task.source, {})[v.name_expression] = None
-        return [CompileRequest(src, tuple(n), arch, self.include_dirs, self.options) for src, n in names.items()]
+                names.setdefault((task.source, v.defines), {})[v.name_expression] = None
+        return [CompileRequest(src, tuple(n), arch, self.include_dirs,
+                               self.options + tuple(f"-D{k}={val}" for k, val in defines), defines)
+                for (src, defines), n in names.items()]
 
-    def _collect(self, pending: list[tuple[CompileRequest, Future]]) -> dict[tuple[Path, str], CompiledKernel]:
+    def _collect(self, pending: list[tuple[CompileRequest, Future]]) -> dict[tuple, CompiledKernel]:
         out = {}
         for req, fut in pending:
             try:
@@ -275,7 +282,7 @@ class GpuBackend:
                 if self._pool is not None:
                     self._pool.shutdown(wait=False, cancel_futures=True)
                     self._pool = None
-            out.update({(req.source, ck.name_expression): ck for ck in results})
+            out.update({(req.source, req.defines, ck.name_expression): ck for ck in results})
         return out
 
     def _measure(self, task: KernelTask, v: Variant, ck: CompiledKernel) -> Measurement:
@@ -286,8 +293,8 @@ class GpuBackend:
                                compile_s=ck.compile_s)
         key = (v.point, task.alpha, task.beta)
         plan = TimingPlan(task.reps, self._best.get(key), self.tol)
-        req = MeasureRequest(task.instance_id, v, task.convention, str(ck.blob), ck.lowered_name, task.alpha,
-                             task.beta, plan, ck.compile_s)
+        req = MeasureRequest(task.instance_id, v, task.convention, task.kind, str(ck.blob), ck.lowered_name,
+                             task.alpha, task.beta, plan, ck.compile_s)
         if self.before_measure is not None:
             self.before_measure(task.instance_id, v.point)
         kind, payload = self._call(("measure", req), lambda est: est * (task.reps + 50) / 1e3)

@@ -2,7 +2,7 @@
 
 It runs in a child process started by `autotune.sweep.gpu_backend.GpuBackend` (spawn), so a kernel that faults,
 hangs or exhausts memory takes down only this process; the parent records the failure and starts a
-new one. It keeps loaded modules, problem data (launch.ProblemData) and references between requests.
+new one. It keeps loaded modules, problem data (built by each point's problem kind) and references between requests.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import ignore_sigint
+from autotune.problems.base import ProblemKind, l2_protection
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,7 +55,7 @@ class _GpuState:
         self.l2_bytes = int(self.props["l2CacheSize"])
         self.timer = Timer()
         self.modules: dict[str, Any] = {}
-        self.data: OrderedDict[tuple, Any] = OrderedDict()  # (point, convention) -> [ProblemData, cursor, args]
+        self.data: OrderedDict[tuple, Any] = OrderedDict()  # (point, convention, alpha, beta) -> [data, cursor, args]
         self.refs: OrderedDict[tuple, Any] = OrderedDict()
         free, total = cp.cuda.runtime.memGetInfo()
         self.budget = int(0.4 * total)  # problem data and references of recently used points
@@ -63,14 +64,14 @@ class _GpuState:
         kind = message[0]
         if kind == "device_info":
             return self.device_info(), False
-        point = message[1].variant.point if kind == "measure" else message[1]
-        ident = message[1].instance_id if kind == "measure" else "cublas"
+        point = message[1].variant.point if kind == "measure" else message[2]
+        ident = message[1].instance_id if kind == "measure" else (message[1].baseline_name or "baseline")
         cp = self.cp
         for attempt in (0, 1):
             try:
                 if kind == "measure":
                     return self.measure(message[1], conn), False
-                return self.cublas(*message[1:], conn), False
+                return self.baseline(*message[1:], conn), False
             except cp.cuda.memory.OutOfMemoryError as exc:
                 self.drop_caches()
                 if attempt:
@@ -89,21 +90,19 @@ class _GpuState:
         self.refs.clear()
         self.cp.get_default_memory_pool().free_all_blocks()
 
-    def problem(self, point: TestPoint, convention: str) -> list:
-        from autotune.problems.gemm.data import ProblemData, layout, rotation_copies
-
-        key = (point, convention)
+    def problem(self, kind: ProblemKind, point: TestPoint, convention: str, alpha: float, beta: float) -> list:
+        """[ProblemData, rotation cursor, {copy: args}] of a point, built by its kind on first use."""
+        key = (point, convention, alpha, beta)
         if key not in self.data:
-            copies = rotation_copies(layout(point).working_set(convention), self.l2_bytes)
-            entry = [ProblemData(point, convention, copies, seed=zlib.crc32(repr(key).encode())), 0, {}]
-            self.data[key] = entry
+            data = kind.allocate(point, convention, {"alpha": alpha, "beta": beta}, self.l2_bytes,
+                                 seed=zlib.crc32(repr(key[:2]).encode()))
+            self.data[key] = [data, 0, {}]
             self._evict(keep=key)
         self.data.move_to_end(key)
         return self.data[key]
 
     def _bytes(self) -> int:
-        return (sum(e[0].nbytes() for e in self.data.values())
-                + sum(ref.nbytes for chunks in self.refs.values() for _, _, ref in chunks))
+        return sum(e[0].nbytes() for e in self.data.values()) + sum(_nbytes(ref) for ref in self.refs.values())
 
     def _evict(self, keep: tuple) -> None:
         """Drop the least recently used points' data and references (never `keep`'s) while over budget."""
@@ -112,44 +111,35 @@ class _GpuState:
             if old is None:
                 return
             del self.data[old]
-            for rk in [k for k in self.refs if k[:2] == old]:
-                del self.refs[rk]
+            self.refs.pop(old, None)
 
-    def reference(self, entry: list, alpha: float, beta: float) -> Any:
-        from autotune.problems.gemm.verify import reference_chunks
-
-        data = entry[0]
-        key = (data.point, data.convention, alpha, beta)
+    def reference(self, key: tuple) -> Any:
         if key not in self.refs:
-            self.refs[key] = reference_chunks(data, alpha, beta)
-            self._evict(keep=key[:2])
+            self.refs[key] = self.data[key][0].reference()
+            self._evict(keep=key)
         self.refs.move_to_end(key)
         return self.refs[key]
 
-    def _launcher(self, entry: list, alpha: float, beta: float, kernel: Callable[[tuple], None]) -> Callable[[int], None]:
+    def _launcher(self, entry: list, kernel: Callable[[tuple], None]) -> Callable[[int], None]:
         """launch(r) runs on the next data copy in a rotation shared by all instances of this point."""
         data, _, args = entry
 
         def launch(r: int) -> None:
             copy = entry[1] % data.copies
             entry[1] += 1
-            key = (copy, alpha, beta)
-            if key not in args:
-                args[key] = data.args(copy, alpha, beta)
-            kernel(args[key])
+            if copy not in args:
+                args[copy] = data.args(copy)
+            kernel(args[copy])
         return launch
 
-    def _verified_time(self, entry: list, alpha: float, beta: float, run_copy0: Callable[[], None]) -> tuple[float, Any]:
-        from autotune.problems.gemm.verify import poison, verify
-
-        ref = self.reference(entry, alpha, beta)
-        poison(entry[0], 0, beta)
+    def _verified_time(self, key: tuple, run_copy0: Callable[[], None]) -> tuple[float, Any]:
+        ref = self.reference(key)
+        data = self.data[key][0]
+        data.prepare_verify()
         est = self.timer.time_once(run_copy0)
-        return est, verify(entry[0], ref)
+        return est, data.verify(ref)
 
     def measure(self, req: MeasureRequest, conn: Any) -> Measurement:
-        from autotune.problems.gemm.data import l2_protection
-
         cp, v = self.cp, req.variant
         m = Measurement(req.instance_id, v.point, Status.OK, compile_s=req.compile_s)
         if req.blob not in self.modules:
@@ -170,20 +160,19 @@ class _GpuState:
             drv = cp.cuda.driver
             drv.funcSetAttribute(func.ptr, getattr(drv, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
                                  v.shared_bytes)
-        entry = self.problem(v.point, req.convention)
+        key = (v.point, req.convention, req.alpha, req.beta)
+        entry = self.problem(req.kind, *key)
 
         def kernel(args: tuple) -> None:
             func(v.grid, v.block, args, shared_mem=v.shared_bytes)
 
-        est, verdict = self._verified_time(entry, req.alpha, req.beta,
-                                           lambda: kernel(entry[0].args(0, req.alpha, req.beta)))
+        est, verdict = self._verified_time(key, lambda: kernel(entry[0].args(0)))
         m.max_rel_err = verdict.max_rel_err
         if not verdict.ok:
             m.status, m.error = Status.WRONG, verdict.message
             return m
         conn.send(("progress", est))
-        return self._timed(m, entry, self._launcher(entry, req.alpha, req.beta, kernel), est, req.plan,
-                           l2_protection(entry[0].copies))
+        return self._timed(m, entry, self._launcher(entry, kernel), est, req.plan, l2_protection(entry[0].copies))
 
     def _timed(self, m: Measurement, entry: list, launch: Callable[[int], None], est: float, plan: TimingPlan,
                protection: str) -> Measurement:
@@ -197,14 +186,17 @@ class _GpuState:
         m.times_ms, m.l2_protection = times, protection
         return m
 
-    def cublas(self, point: TestPoint, alpha: float, beta: float, reps: int, conn: Any) -> Measurement:
-        from autotune.sweep.timing import cublas_launcher
-        from autotune.problems.gemm.data import l2_protection
-
-        entry = self.problem(point, "strided")
-        launch = cublas_launcher(entry[0], alpha, beta)
-        m = Measurement("cublas", point, Status.OK)
-        est, verdict = self._verified_time(entry, alpha, beta, lambda: launch(0))
+    def baseline(self, kind: ProblemKind, point: TestPoint, alpha: float, beta: float, reps: int,
+                 conn: Any) -> Measurement:
+        """The kind's baseline (cuBLAS for GEMM) on the same data, verified and timed like a kernel."""
+        key = (point, kind.conventions[0], alpha, beta)
+        entry = self.problem(kind, *key)
+        m = Measurement(kind.baseline_name or "baseline", point, Status.OK)
+        launch = entry[0].baseline()
+        if launch is None:
+            m.status, m.error = Status.SKIPPED, f"the {kind.name} kind has no baseline"
+            return m
+        est, verdict = self._verified_time(key, lambda: launch(0))
         m.max_rel_err = verdict.max_rel_err
         if not verdict.ok:
             m.status, m.error = Status.WRONG, verdict.message
@@ -220,3 +212,12 @@ class _GpuState:
         from autotune.sweep.timing import read_device_info
 
         return read_device_info(self.device, self.props)
+
+
+def _nbytes(value: Any) -> int:
+    """Device bytes of a reference: arrays, or lists/tuples/dicts of them."""
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return int(getattr(value, "nbytes", 0))

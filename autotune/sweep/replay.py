@@ -10,6 +10,7 @@ from typing import Iterator, Sequence
 
 from sqlalchemy import select
 
+from autotune.problems.base import ProblemKind
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.sweep.backend import Job
 from autotune.store.schema import CublasRow, MeasurementRow, Point
@@ -40,7 +41,7 @@ class ReplayBackend:
                 yield recorded.get((job.instance.id, point)) or Measurement(
                     job.instance.id, point, Status.SKIPPED, error=NOT_RECORDED)
 
-    def cublas(self, point: TestPoint, alpha: float, beta: float, reps: int) -> Measurement:
+    def baseline(self, kind: ProblemKind, point: TestPoint, alpha: float, beta: float, reps: int) -> Measurement:
         """The recorded cuBLAS time of `point` on the device (alpha, beta and reps are those of the recording)."""
         with self._store.session() as s:
             row = s.scalars(select(CublasRow).join(Point, Point.id == CublasRow.point_id).where(

@@ -21,6 +21,7 @@ from autotune.sweep.config import ALL_INSTANCES, SweepConfig
 from autotune.devices import DeviceLimits, get_device
 from autotune.errors import SpaceError, UserError
 from autotune.space.generator import Generated, generate, serving, where
+from autotune.problems.base import ProblemKind
 from autotune.space.instance import Instance
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.sweep.backend import Backend, Job
@@ -139,9 +140,24 @@ def git_commit() -> str | None:
 
 
 def space_record(space: Space) -> SpaceRecord:
+    """The space's version as stored: its YAML, the kernel source and the local headers it includes, its kind."""
+    from autotune.sweep.compile import local_headers
+
     assert space.kernel is not None
+    source = space.kernel.source_path
+    text = source.read_text()
+    headers = local_headers(text, (source.parent, paths.KERNELS_DIR))
     return SpaceRecord(name=space.name, yaml_path=str(space.path), yaml_text=space.path.read_text(),
-                       source_path=space.kernel.source, source_text=space.kernel.source_path.read_text())
+                       source_path=space.kernel.source, source_text=text, kind=space.kind.name, headers=headers,
+                       problem=space.kind.describe())
+
+
+def _annotate(m: Measurement, kind: ProblemKind, cfg: SweepConfig) -> Measurement:
+    """The work the point's kind counts (flops, fewest bytes), from which the store derives GFLOP/s, GB/s and
+    the roofline fraction."""
+    m.flops = kind.flops(m.point)
+    m.bytes_moved = kind.bytes_moved(m.point, {"alpha": cfg.alpha, "beta": cfg.beta})
+    return m
 
 
 def _failed(job_instance: Instance, point: TestPoint, error: str) -> Measurement:
@@ -194,16 +210,11 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
 def _seed_best(store: Store, backend: Backend, cfg: SweepConfig, device_uuid: str, summary: SweepSummary) -> None:
     """Best verified times already in the database on this GPU (a resumed sweep) feed the early-stop rule;
     another GPU's times must not: on a slower GPU they would stop every instance early."""
-    frame = store.measurements(device=device_uuid)
-    if frame.empty:
-        return
-    ok = frame[frame.status == Status.OK.value]
-    for row in ok.sort_values("median_ms").drop_duplicates(["precision", "shape", "m", "n", "k", "batch"]).itertuples():
-        p = TestPoint(row.precision, row.shape, int(row.m), int(row.n), int(row.k), int(row.batch))
-        summary.best[p] = (row.instance_id, float(row.median_ms))
+    for p, (iid, ms) in store.best_times(device_uuid).items():
+        summary.best[p] = (iid, ms)
         seed = getattr(backend, "seed_best", None)
         if seed is not None:
-            seed(p, cfg.alpha, cfg.beta, float(row.median_ms))
+            seed(p, cfg.alpha, cfg.beta, ms)
 
 
 def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
@@ -232,7 +243,7 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
         for inst in asked:
             bad = _bind_error(space, inst, todo[inst])
             if bad is not None:
-                ms = [_failed(inst, p, bad) for p in todo[inst]]
+                ms = [_annotate(_failed(inst, p, bad), space.kind, cfg) for p in todo[inst]]
                 store.record(sweep_id, space_id, ms)
                 for m in ms:
                     _account(m, summary, reporter)
@@ -241,9 +252,10 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
             jobs.append(Job(space, inst, todo[inst], cfg.alpha, cfg.beta, cfg.repetitions))
         by_id = {j.instance.id: j.instance for j in jobs}
         measurements = backend.run(jobs)  # a GPU backend starts compiling here ...
-        _cublas(sorted({p for j in jobs for p in j.points}), cfg, store, backend, summary, sweep_id)  # ... meanwhile
+        _baseline(space.kind, sorted({p for j in jobs for p in j.points}), cfg, store, backend, summary,
+                  sweep_id)  # ... meanwhile
         for m in measurements:
-            store.record(sweep_id, space_id, [m])
+            store.record(sweep_id, space_id, [_annotate(m, space.kind, cfg)])
             done.add((m.instance_id, m.point))
             _account(m, summary, reporter)
             results[m.instance_id].append(m)
@@ -253,13 +265,16 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
                 break  # the rest of this batch stays unmeasured; the next run resumes there
 
 
-def _cublas(points: Sequence[TestPoint], cfg: SweepConfig, store: Store, backend: Backend, summary: SweepSummary,
-            sweep_id: int) -> None:
-    """cuBLAS's time at each point that has none on this GPU yet, measured just before the point's first
-    instance (while the backend compiles), so a budget-limited sweep never times cuBLAS at points it skips."""
+def _baseline(kind: ProblemKind, points: Sequence[TestPoint], cfg: SweepConfig, store: Store, backend: Backend,
+              summary: SweepSummary, sweep_id: int) -> None:
+    """The kind's baseline (cuBLAS for GEMM) at each point that has none on this GPU yet, measured just before
+    the point's first instance (while the backend compiles), so a budget-limited sweep never times it at points
+    it skips. Kinds without a baseline are skipped."""
+    if kind.baseline_name is None:
+        return
     for p in points:
         if p not in summary.cublas:
-            m = backend.cublas(p, cfg.alpha, cfg.beta, cfg.repetitions)
+            m = _annotate(backend.baseline(kind, p, cfg.alpha, cfg.beta, cfg.repetitions), kind, cfg)
             store.record_cublas(sweep_id, m)
             if m.status == Status.OK and m.median_ms is not None:
                 summary.cublas[p] = m.median_ms
@@ -271,6 +286,7 @@ def _bind_error(space: Space, inst: Instance, points: Sequence[TestPoint]) -> st
         for p in points:
             space.template_name(inst.param_dict, p.precision, p.shape)
             space.geometry(inst.param_dict, p)
+            space.defines(inst.param_dict, p)
     except UserError as exc:
         return f"cannot bind instance to the kernel: {exc.message}"
     return None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from autotune.problems.base import ProblemKind
+from autotune.problems.gemm import GEMM
 from autotune.sweep.timing import TimingPlan
 from autotune.vocab import TestPoint
 
@@ -18,6 +20,11 @@ class Variant:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int = 0
+    defines: tuple[tuple[str, str], ...] = ()  # `#define NAME value` pairs (passed to NVRTC as -DNAME=value)
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return tuple(f"-D{name}={value}" for name, value in self.defines)
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,7 @@ class KernelTask:
     alpha: float = 1.0
     beta: float = 0.0
     reps: int = 50
+    kind: ProblemKind = GEMM  # the problem kind of the variants' points
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,7 @@ class MeasureRequest:
     instance_id: str
     variant: Variant
     convention: str
+    kind: ProblemKind
     blob: str
     lowered_name: str
     alpha: float

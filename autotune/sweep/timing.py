@@ -157,36 +157,6 @@ def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20) -> float:
     return 2 * nbytes / (summarize(times).median_ms * 1e-3)
 
 
-# cuBLAS data type and compute type codes (cublas_api.h / library_types.h)
-_CUDA_TYPE = {"fp64": 1, "fp32": 0, "fp16": 2}
-_COMPUTE = {"fp64": 70, "fp32": 68, "fp16": 68}  # CUBLAS_COMPUTE_64F, _32F (fp16 accumulates in fp32)
-
-
-def cublas_launcher(data: Any, alpha: float, beta: float) -> Callable[[int], None]:
-    """launch(r): cublasGemmStridedBatchedEx on copy r % copies of `data` (a strided ProblemData)."""
-    import cupy as cp
-    from cupy.cuda import cublas
-
-    p, lay = data.point, data.lay
-    handle = cp.cuda.device.get_cublas_handle()
-    scal = np.float64 if p.precision == "fp64" else np.float32
-    al, be = np.array([alpha], dtype=scal), np.array([beta], dtype=scal)
-    ta = cublas.CUBLAS_OP_T if p.shape[0] == "T" else cublas.CUBLAS_OP_N
-    tb = cublas.CUBLAS_OP_T if p.shape[1] == "T" else cublas.CUBLAS_OP_N
-    typ, comp = _CUDA_TYPE[p.precision], _COMPUTE[p.precision]
-
-    def launch(r: int) -> None:
-        copy = r % data.copies
-        a, b = data.matrices(copy)
-        c = data.c_copy(copy)
-        cublas.gemmStridedBatchedEx(
-            handle, ta, tb, p.m, p.n, p.k, al.ctypes.data,
-            a.data.ptr, typ, lay.lda, lay.stride_a, b.data.ptr, typ, lay.ldb, lay.stride_b,
-            be.ctypes.data, c.data.ptr, typ, lay.ldc, lay.stride_c, p.batch, comp, -1)
-
-    return launch
-
-
 def read_device_info(device: int, props: dict) -> DeviceInfo:
     """The GPU and software stack: name, UUID, SMs, clocks now (NVML, else the runtime's maxima), L2,
     measured copy bandwidth, driver / runtime / NVRTC / CuPy versions."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.problems.gemm import GEMM, gemm_point
 from autotune import paths
 from autotune.sweep.compile import CompileRequest, compile_batch
 from autotune.space.instance import Instance
@@ -41,7 +42,7 @@ def make_task(name: str, template: str, point: TestPoint, source: Path = FAULTY,
     return KernelTask(name, source, convention, (variant(template, point, block, extra),), 1.0, beta, reps=10)
 
 
-P32 = TestPoint("fp32", "NN", 37, 29, 16, 64)
+P32 = gemm_point("fp32", "NN", 37, 29, 16, 64)
 
 
 def in_task_order(backend: GpuBackend, tasks: list[KernelTask]) -> list:
@@ -74,8 +75,8 @@ def test_device_info(backend):
 def test_naive_sweep_through_space_jobs(backend):
     space = load_space("gemm_naive")
     instances = [Instance.of("gemm_naive", {"BLOCK_X": x, "BLOCK_Y": y}) for x, y in ((16, 8), (32, 4), (8, 8))]
-    points = (TestPoint("fp64", "TT", 33, 17, 9, 100), TestPoint("fp32", "NT", 64, 64, 32, 500),
-              TestPoint("fp16", "TN", 8, 8, 8, 70_000))  # batch > 65,535: the grid-stride loop
+    points = (gemm_point("fp64", "TT", 33, 17, 9, 100), gemm_point("fp32", "NT", 64, 64, 32, 500),
+              gemm_point("fp16", "TN", 8, 8, 8, 70_000))  # batch > 65,535: the grid-stride loop
     jobs = [Job(space, inst, points, 1.0, 0.5, 12) for inst in instances]
     got = list(backend.run(jobs))
     assert len(got) == len(instances) * len(points)
@@ -133,7 +134,7 @@ def test_block_beyond_launch_bounds_is_a_resource_failure_without_restart(backen
 
 @pytest.mark.parametrize("convention,template", [("ptr_array", "autotune_test::gemm_ptr"),
                                                  ("vbatched", "autotune_test::gemm_vbatched")])
-@pytest.mark.parametrize("point", [TestPoint("fp16", "TT", 19, 23, 8, 300), TestPoint("fp64", "NT", 8, 8, 40, 70_000)])
+@pytest.mark.parametrize("point", [gemm_point("fp16", "TT", 19, 23, 8, 300), gemm_point("fp64", "NT", 8, 8, 40, 70_000)])
 def test_pointer_conventions(backend, convention, template, point):
     task = make_task(convention, template, point, TEST_KERNELS / "conventions.cuh", convention, beta=-1.5)
     (m,) = backend.run_tasks([task])
@@ -141,12 +142,12 @@ def test_pointer_conventions(backend, convention, template, point):
 
 
 def test_cublas_baseline(backend):
-    m = backend.cublas(TestPoint("fp32", "TN", 32, 32, 32, 2000), 1.0, 0.0, 20)
+    m = backend.baseline(GEMM, gemm_point("fp32", "TN", 32, 32, 32, 2000), 1.0, 0.0, 20)
     assert m.status == Status.OK and m.reps == 20 and m.max_rel_err <= 1e-5
 
 
 def test_early_stop_skips_a_hopeless_instance(backend):
-    point = TestPoint("fp32", "NN", 64, 64, 64, 300)
+    point = gemm_point("fp32", "NN", 64, 64, 64, 300)
     backend.tol = 0.05
     backend.seed_best(point, 1.0, 0.0, 1e-6)  # an impossible best: every instance is far slower
     try:

@@ -9,14 +9,14 @@ so that every launch reads from device memory rather than from L2 (copies * work
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.problems.base import ProblemData as _ProblemData
+from autotune.problems.base import l2_protection, rotation_copies  # noqa: F401 - re-exported
 from autotune.vocab import TestPoint
 
 CONVENTIONS = ("strided", "ptr_array", "vbatched")
-MAX_COPIES = 4096
 
 
 @dataclass(frozen=True)
@@ -66,31 +66,22 @@ def layout(point: TestPoint) -> Layout:
     return Layout(point, a_rows, a_cols, b_rows, b_cols, lda=a_rows, ldb=b_rows, ldc=m)
 
 
-def rotation_copies(working_set: int, l2_bytes: int, max_copies: int = MAX_COPIES) -> int:
-    """How many input/output sets to rotate over: 1 when one set is at least 2 x L2, else enough sets to
-    cover 3 x L2 (at least 2), capped at `max_copies`."""
-    if working_set >= 2 * l2_bytes:
-        return 1
-    return max(2, min(max_copies, math.ceil(3 * l2_bytes / max(1, working_set))))
-
-
-def l2_protection(copies: int) -> str:
-    return f"rotate:{copies}" if copies > 1 else "none"
-
-
 DTYPES = {"fp64": "float64", "fp32": "float32", "fp16": "float16"}
 SCALARS = {"fp64": "float64", "fp32": "float32", "fp16": "float32"}
 
 
-class ProblemData:
-    """`copies` random instances of one test point on the GPU, plus pointer/size arrays per convention."""
+class ProblemData(_ProblemData):
+    """`copies` random instances of one test point on the GPU, plus pointer/size arrays per convention.
+    `alpha` and `beta` are the sweep's scalars: `args(copy)` passes them, the reference uses them."""
 
-    def __init__(self, point: TestPoint, convention: str, copies: int, seed: int = 0) -> None:
+    def __init__(self, point: TestPoint, convention: str, copies: int, seed: int = 0,
+                 alpha: float = 1.0, beta: float = 0.0) -> None:
         import cupy as cp
 
         if convention not in CONVENTIONS:
             raise ValueError(f"unknown calling convention {convention!r}; expected one of {CONVENTIONS}")
         self.point, self.convention, self.copies = point, convention, copies
+        self.alpha, self.beta = alpha, beta
         self.lay = layout(point)
         self.dtype = cp.dtype(DTYPES[point.precision])
         ea, eb, ec = self.lay.elements()
@@ -136,11 +127,11 @@ class ProblemData:
         ea, eb, _ = self.lay.elements()
         return self.a[copy * ea:(copy + 1) * ea], self.b[copy * eb:(copy + 1) * eb]
 
-    def args(self, copy: int, alpha: float, beta: float) -> tuple[Any, ...]:
+    def args(self, copy: int) -> tuple[Any, ...]:
         """The kernel argument tuple of the convention for one copy of the data."""
         import numpy as np
 
-        p, lay = self.point, self.lay
+        p, lay, alpha, beta = self.point, self.lay, self.alpha, self.beta
         s = np.dtype(SCALARS[p.precision]).type
         i32, i64 = np.int32, np.int64
         if self.convention == "strided":
@@ -155,3 +146,26 @@ class ProblemData:
         m, n, k, lda, ldb, ldc = self.sizes
         return (m, n, k, s(alpha), pa, lda, pb, ldb, s(beta), pc, ldc, i32(p.batch),
                 i32(p.m), i32(p.n), i32(p.k))
+
+    # ------------------------------------------------------------------ verification and baseline
+    def prepare_verify(self) -> None:
+        from autotune.problems.gemm.verify import poison
+
+        poison(self, 0, self.beta)
+
+    def reference(self) -> Any:
+        from autotune.problems.gemm.verify import reference_chunks
+
+        return reference_chunks(self, self.alpha, self.beta)
+
+    def verify(self, reference: Any) -> Any:
+        from autotune.problems.gemm.verify import verify
+
+        return verify(self, reference)
+
+    def baseline(self) -> Any:
+        from autotune.problems.gemm.cublas import cublas_launcher
+
+        if self.convention != "strided":
+            return None
+        return cublas_launcher(self, self.alpha, self.beta)

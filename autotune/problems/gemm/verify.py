@@ -14,29 +14,14 @@ the tolerance is multiplied by max(1, sqrt(K / 1024)), which leaves it unchanged
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
+from autotune.problems.base import Verdict
+from autotune.problems.base import judge as judge_tolerance
 from autotune.problems.gemm.data import ProblemData
 
 BASE_TOLERANCE = {"fp64": 1e-12, "fp32": 1e-5, "fp16": 1e-2}
 CHUNK_BYTES = 256 << 20  # float64 working memory of the reference per chunk of the batch
-
-
-@dataclass(frozen=True)
-class Verdict:
-    ok: bool
-    max_rel_err: float  # inf when an element is NaN/inf or never written
-    unwritten: int  # elements of C that are not finite after the launch
-    tolerance: float
-
-    @property
-    def message(self) -> str:
-        if self.ok:
-            return f"max relative error {self.max_rel_err:.3g} <= {self.tolerance:.3g}"
-        if self.unwritten:
-            return f"{self.unwritten} elements of C not finite (never written, or NaN/inf computed)"
-        return f"max relative error {self.max_rel_err:.3g} > tolerance {self.tolerance:.3g}"
 
 
 def tolerance(precision: str, k: int) -> float:
@@ -45,9 +30,7 @@ def tolerance(precision: str, k: int) -> float:
 
 def judge(max_rel_err: float, unwritten: int, precision: str, k: int) -> Verdict:
     """Pure verdict from the measured error (NaN errors count as infinite)."""
-    tol = tolerance(precision, k)
-    err = math.inf if (unwritten or not math.isfinite(max_rel_err)) else max_rel_err
-    return Verdict(ok=unwritten == 0 and err <= tol, max_rel_err=err, unwritten=unwritten, tolerance=tol)
+    return judge_tolerance(max_rel_err, unwritten, tolerance(precision, k))
 
 
 def poison(data: ProblemData, copy: int, beta: float) -> None:

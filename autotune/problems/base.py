@@ -1,0 +1,158 @@
+"""The problem-kind protocol: what a test point is, and everything the pipeline needs to know about one.
+
+A `ProblemKind` says
+- which named sizes identify a test point (`size_names`), its precisions and variants (`shapes`);
+- which names the kernel's launch expressions read for a point (`env`: GEMM exposes M N K batch);
+- the work of a point: `flops` and the fewest `bytes_moved` (the roofline);
+- the distance between two points (dispatch tables answer untuned problems from the nearest tuned one);
+- on the GPU (CuPy imported only there): `allocate` builds the point's data, whose `args(copy)` is the kernel's
+  argument tuple, `prepare_verify`/`reference`/`verify` check an output, and `baseline` (optional) times the
+  vendor library or framework call that solves the same problem.
+
+Built-in kinds (`autotune.problems.gemm`) and the kinds users declare in a space file
+(`autotune.problems.declared`) or write in Python (`module:Class`, or the `autotune.problems` entry-point
+group) implement this same class; the runner, the store and the analyzer see nothing else.
+"""
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from autotune.vocab import TestPoint
+
+Scalars = Mapping[str, float]  # run-wide scalars of a sweep (GEMM: alpha, beta)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of checking one output against the reference."""
+
+    ok: bool
+    max_rel_err: float  # inf when an element is NaN/inf or never written
+    unwritten: int  # output elements that are not finite after the launch
+    tolerance: float
+
+    @property
+    def message(self) -> str:
+        if self.ok:
+            return f"max relative error {self.max_rel_err:.3g} <= {self.tolerance:.3g}"
+        if self.unwritten:
+            return f"{self.unwritten} output elements not finite (never written, or NaN/inf computed)"
+        return f"max relative error {self.max_rel_err:.3g} > tolerance {self.tolerance:.3g}"
+
+
+def judge(max_rel_err: float, unwritten: int, tolerance: float) -> Verdict:
+    """Pure verdict from the measured error (NaN errors count as infinite)."""
+    err = math.inf if (unwritten or not math.isfinite(max_rel_err)) else max_rel_err
+    return Verdict(ok=unwritten == 0 and err <= tolerance, max_rel_err=err, unwritten=unwritten, tolerance=tolerance)
+
+
+class ProblemData(ABC):
+    """One test point's data on the GPU: `copies` independent sets that timed launches rotate over (so that
+    every launch reads from device memory, not from L2), and what verification needs."""
+
+    copies: int
+
+    @abstractmethod
+    def nbytes(self) -> int:
+        """Device bytes held (for the worker's cache budget)."""
+
+    @abstractmethod
+    def args(self, copy: int) -> tuple[Any, ...]:
+        """The kernel's argument tuple on one copy of the data."""
+
+    @abstractmethod
+    def prepare_verify(self) -> None:
+        """Make copy 0's outputs ready for the verified launch (poisoned, or reset to their initial values)."""
+
+    @abstractmethod
+    def reference(self) -> Any:
+        """The expected outputs of copy 0 (computed once per point and scalars, kept by the worker)."""
+
+    @abstractmethod
+    def verify(self, reference: Any) -> Verdict:
+        """Compare copy 0's outputs (after the verified launch) with the reference."""
+
+    def baseline(self) -> Callable[[int], None] | None:
+        """A launcher `f(copy)` running the kind's baseline on one copy (writing the outputs), or None."""
+        return None
+
+
+class ProblemKind(ABC):
+    """See the module docstring. Instances must pickle (they travel to the GPU worker process)."""
+
+    name: str
+    size_names: tuple[str, ...]
+    precisions: tuple[str, ...] = ("fp32",)
+    shapes: tuple[str, ...] = ("",)
+    conventions: tuple[str, ...] = ("declared",)  # how a kernel may take its arguments
+    baseline_name: str | None = None  # e.g. "cublas"; None: the kind has no baseline
+
+    # ------------------------------------------------------------------ points and their names
+    def point(self, precision: str, shape: str, sizes: Mapping[str, int]) -> TestPoint:
+        """A checked test point of this kind (ValueError names what is wrong)."""
+        if precision not in self.precisions:
+            raise ValueError(f"{self.name}: precision {precision!r} is not one of {', '.join(self.precisions)}")
+        if shape not in self.shapes:
+            raise ValueError(f"{self.name}: variant {shape!r} is not one of {', '.join(map(repr, self.shapes))}")
+        missing = [n for n in self.size_names if n not in sizes]
+        extra = [n for n in sizes if n not in self.size_names]
+        if missing or extra:
+            raise ValueError(f"{self.name}: a test point has the sizes {', '.join(self.size_names)}"
+                             + (f"; missing {', '.join(missing)}" if missing else "")
+                             + (f"; unknown {', '.join(extra)}" if extra else ""))
+        return TestPoint(self.name, precision, shape, tuple((n, _as_size(n, sizes[n])) for n in self.size_names))
+
+    def env(self, point: TestPoint) -> dict[str, int]:
+        """The names a space's launch expressions (grid, block, shared_bytes, serves, where) read for a point."""
+        return dict(point.sizes)
+
+    def expr_names(self) -> tuple[str, ...]:
+        """The names `env` defines (checked when a space file is loaded)."""
+        return self.size_names
+
+    # ------------------------------------------------------------------ work, distance
+    def flops(self, point: TestPoint) -> float:
+        return 0.0
+
+    @abstractmethod
+    def bytes_moved(self, point: TestPoint, scalars: Scalars) -> int:
+        """Fewest bytes a kernel must move for this point (reads + writes): the roofline's numerator."""
+
+    def distance(self, a: TestPoint, b: TestPoint) -> float:
+        """How far apart two points of one precision and variant are: the sum of |log2 ratio| of the sizes."""
+        return sum(abs(math.log2(x / y)) for (_, x), (_, y) in zip(a.sizes, b.sizes))
+
+    # ------------------------------------------------------------------ on the GPU
+    @abstractmethod
+    def allocate(self, point: TestPoint, convention: str, scalars: Scalars, l2_bytes: int, seed: int) -> ProblemData:
+        """Build the point's data on the current GPU, with enough copies to protect timings from L2
+        (`rotation_copies`)."""
+
+    def describe(self) -> dict[str, Any]:
+        """What identifies this kind's definition (stored with a sweep; equal kinds describe themselves equally)."""
+        return {"name": self.name, "class": f"{type(self).__module__}:{type(self).__qualname__}",
+                "size_names": list(self.size_names), "precisions": list(self.precisions), "shapes": list(self.shapes)}
+
+
+def _as_size(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int,)) and not (hasattr(value, "is_integer") and value.is_integer()):
+        raise ValueError(f"size {name} must be an integer, got {value!r}")
+    return int(value)
+
+
+MAX_COPIES = 4096
+
+
+def rotation_copies(working_set: int, l2_bytes: int, max_copies: int = MAX_COPIES) -> int:
+    """How many input/output sets to rotate over: 1 when one set is at least 2 x L2, else enough sets to
+    cover 3 x L2 (at least 2), capped at `max_copies`."""
+    if working_set >= 2 * l2_bytes:
+        return 1
+    return max(2, min(max_copies, math.ceil(3 * l2_bytes / max(1, working_set))))
+
+
+def l2_protection(copies: int) -> str:
+    return f"rotate:{copies}" if copies > 1 else "none"

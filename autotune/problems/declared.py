@@ -1,0 +1,234 @@
+"""Problem kinds declared in a space file's `problem:` section (no Python class needed).
+
+```yaml
+problem:
+  name: transpose
+  sizes: [rows, cols]
+  precisions: [fp32]                 # default [fp32]; a buffer or scalar of dtype T follows the precision
+  arguments:                         # the kernel's arguments, in order
+    - {name: out, buffer: T, shape: [cols, rows], output: true}
+    - {name: inp, buffer: T, shape: [rows, cols], init: random}
+    - {name: rows, scalar: int32, value: rows}
+  reference: reference.py:transpose  # file.py:function (relative to the space file) or module:function
+  tolerance: {fp32: 1e-6}            # max over outputs of ||got - ref|| / ||ref||
+  bytes: "2 * rows * cols * elem_bytes"
+  flops: 0                           # optional
+  baseline: reference.py:cupy_transpose   # optional: the same operation by a library, timed like a kernel
+```
+`load_declared` checks the section (every mistake: file, line, what to do); `DeclaredKind` implements
+`autotune.problems.base.ProblemKind`; its GPU side is `autotune.problems.declared_data`.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import SpaceError
+from autotune.expr import Expr, ExprError, as_int, evaluate, parse
+from autotune.problems.base import ProblemKind, Scalars
+from autotune.vocab import ELEM_BYTES, TestPoint
+from autotune.yamlfile import line_of
+
+DTYPES = {"float64": 8, "float32": 4, "float16": 2, "int64": 8, "int32": 4, "uint32": 4, "int16": 2, "int8": 1,
+          "uint8": 1}
+PRECISION_DTYPES = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "int64": "int64", "int32": "int32",
+                    "int16": "int16", "int8": "int8", "uint8": "uint8"}
+INITS = ("random", "zeros", "ones")
+DEFAULT_TOLERANCE = {"fp64": 1e-12, "fp32": 1e-5, "fp16": 1e-2}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One kernel argument: a device buffer (dtype, shape) or a scalar (dtype, value)."""
+
+    name: str
+    dtype: str  # a DTYPES name, or "T": the test point's precision
+    shape: tuple[Expr, ...] = ()  # buffers: expressions of the sizes
+    value: Expr | None = None  # scalars
+    init: str | Expr = "random"  # buffers: random | zeros | ones | an expression of the sizes and i (flat index)
+    output: bool = False
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.value is None
+
+    def numpy_dtype(self, precision: str) -> str:
+        return PRECISION_DTYPES[precision] if self.dtype == "T" else self.dtype
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeclaredKind(ProblemKind):
+    """A problem kind read from a space file (see the module docstring)."""
+
+    name: str
+    size_names: tuple[str, ...]
+    precisions: tuple[str, ...]
+    arguments: tuple[Argument, ...]
+    reference_fn: str  # "path/to/file.py:function" (absolute) or "module:function"
+    tolerance: tuple[tuple[str, float], ...]
+    bytes_expr: Expr
+    flops_expr: Expr | None = None
+    baseline_fn: str | None = None
+    source: str = ""  # the file that declared it
+    shapes: tuple[str, ...] = ("",)
+    conventions: tuple[str, ...] = ("declared",)
+    baseline_name: str | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.baseline_fn is not None and self.baseline_name is None:
+            object.__setattr__(self, "baseline_name", self.baseline_fn.rsplit(":", 1)[-1])
+
+    def names(self, point: TestPoint) -> dict[str, Any]:
+        return {**point.dims, "elem_bytes": point.elem_bytes}
+
+    def bytes_moved(self, point: TestPoint, scalars: Scalars) -> int:
+        return as_int(evaluate(self.bytes_expr, self.names(point)))
+
+    def flops(self, point: TestPoint) -> float:
+        return float(evaluate(self.flops_expr, self.names(point))) if self.flops_expr is not None else 0.0
+
+    def tolerance_of(self, precision: str) -> float:
+        return dict(self.tolerance).get(precision, DEFAULT_TOLERANCE.get(precision, 0.0))
+
+    def allocate(self, point: TestPoint, convention: str, scalars: Scalars, l2_bytes: int, seed: int) -> Any:
+        from autotune.problems.declared_data import DeclaredData
+
+        return DeclaredData.build(self, point, l2_bytes, seed)
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        out.update(arguments=[{"name": a.name, "dtype": a.dtype, "shape": [e.text for e in a.shape],
+                               "value": a.value.text if a.value is not None else None,
+                               "init": a.init if isinstance(a.init, str) else a.init.text, "output": a.output}
+                              for a in self.arguments],
+                   reference=self.reference_fn, tolerance=dict(self.tolerance), bytes=self.bytes_expr.text,
+                   flops=self.flops_expr.text if self.flops_expr is not None else None, baseline=self.baseline_fn)
+        return out
+
+
+def load_declared(section: Any, path: Path, line: int | None) -> DeclaredKind:
+    """Check a `problem:` mapping of the space file at `path`; raises SpaceError naming file and line."""
+    return _Reader(path).read(section, line)
+
+
+class _Reader:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, message: str, line: int | None, hint: str | None = None, expr: str | None = None) -> SpaceError:
+        return SpaceError(f"problem: {message}", file=self.path, line=line, hint=hint, expr=expr)
+
+    def expr(self, text: Any, line: int | None, known: set[str], what: str) -> Expr:
+        try:
+            e = parse(text)
+        except ExprError as exc:
+            raise self.fail(f"{what}: {exc.message}", line, exc.hint, str(text)) from None
+        unknown = sorted(e.names - known)
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], sorted(known), n=3)
+            raise self.fail(f"{what}: unknown name {unknown[0]!r}", line,
+                            f"did you mean {', '.join(close)}?" if close else f"names here: {', '.join(sorted(known))}",
+                            e.text)
+        return e
+
+    def read(self, d: Any, line: int | None) -> DeclaredKind:
+        allowed = {"name", "sizes", "precisions", "arguments", "reference", "tolerance", "bytes", "flops", "baseline"}
+        if not isinstance(d, dict):
+            raise self.fail("must be a kind name (gemm), module:Class, or a mapping", line,
+                            "see README.md, 'Bring your own kernel'")
+        for key in d:
+            if key not in allowed:
+                raise self.fail(f"unknown key {key!r}", line_of(d, key) or line, f"keys: {', '.join(sorted(allowed))}")
+        for key in ("name", "sizes", "arguments", "reference", "bytes"):
+            if key not in d:
+                raise self.fail(f"missing `{key}:`", line, "see README.md, 'Bring your own kernel'")
+        name = d["name"]
+        if not isinstance(name, str) or not _IDENT.match(name):
+            raise self.fail("`name:` must be an identifier", line_of(d, "name"), "e.g. name: transpose")
+        sizes = d["sizes"]
+        if (not isinstance(sizes, list) or not sizes
+                or not all(isinstance(s, str) and _IDENT.match(s) for s in sizes) or len(set(sizes)) != len(sizes)):
+            raise self.fail("`sizes:` must be a list of distinct identifiers", line_of(d, "sizes"), "e.g. [rows, cols]")
+        precisions = d.get("precisions", ["fp32"])
+        if not isinstance(precisions, list) or not precisions or any(p not in PRECISION_DTYPES for p in precisions):
+            raise self.fail(f"`precisions:` must list some of {', '.join(PRECISION_DTYPES)}", line_of(d, "precisions"))
+        known = set(sizes) | {"elem_bytes"}
+        args = self.arguments(d["arguments"], line_of(d, "arguments"), set(sizes))
+        tol = d.get("tolerance", {})
+        try:  # YAML reads 1e-6 (no dot) as a string
+            tol = {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None
+        except (TypeError, ValueError):
+            tol = None
+        if tol is None or not all(v >= 0 for v in tol.values()):
+            raise self.fail("`tolerance:` maps precisions to non-negative numbers", line_of(d, "tolerance"),
+                            "e.g. {fp32: 1e-5, fp16: 1e-2}")
+        flops = self.expr(d["flops"], line_of(d, "flops"), known, "flops") if "flops" in d else None
+        return DeclaredKind(
+            name=name, size_names=tuple(sizes), precisions=tuple(precisions), arguments=args,
+            reference_fn=self.function(d["reference"], line_of(d, "reference"), "reference"),
+            tolerance=tuple((str(k), float(v)) for k, v in tol.items()),
+            bytes_expr=self.expr(d["bytes"], line_of(d, "bytes"), known, "bytes"), flops_expr=flops,
+            baseline_fn=self.function(d["baseline"], line_of(d, "baseline"), "baseline") if "baseline" in d else None,
+            source=str(self.path))
+
+    def function(self, text: Any, line: int | None, what: str) -> str:
+        if not isinstance(text, str) or text.count(":") != 1:
+            raise self.fail(f"`{what}:` must be file.py:function or module:function", line,
+                            "e.g. reference.py:transpose (relative to the space file)")
+        target, fn = text.split(":")
+        if not _IDENT.match(fn):
+            raise self.fail(f"`{what}:` {fn!r} is not a function name", line)
+        if target.endswith(".py"):
+            file = Path(target) if Path(target).is_absolute() else self.path.parent / target
+            if not file.is_file():
+                raise self.fail(f"`{what}:` no file {file}", line, "give a path relative to the space file")
+            return f"{file.resolve()}:{fn}"
+        return text
+
+    def arguments(self, items: Any, line: int | None, sizes: set[str]) -> tuple[Argument, ...]:
+        if not isinstance(items, list) or not items:
+            raise self.fail("`arguments:` must be a non-empty list, in the kernel's order", line,
+                            "e.g. - {name: out, buffer: T, shape: [rows, cols], output: true}")
+        out: list[Argument] = []
+        for i, a in enumerate(items):
+            at = line_of(items, i) or line
+            if not isinstance(a, dict) or "name" not in a or (("buffer" in a) == ("scalar" in a)):
+                raise self.fail("each argument needs `name` and either `buffer: DTYPE` or `scalar: DTYPE`", at,
+                                "e.g. {name: n, scalar: int32, value: rows * cols}")
+            extra = set(a) - {"name", "buffer", "scalar", "shape", "value", "init", "output"}
+            if extra:
+                raise self.fail(f"argument {a['name']!r}: unknown key {sorted(extra)[0]!r}", at,
+                                "keys: name, buffer or scalar, shape, value, init, output")
+            dtype = a.get("buffer", a.get("scalar"))
+            if dtype != "T" and dtype not in DTYPES:
+                raise self.fail(f"argument {a['name']!r}: unknown dtype {dtype!r}", at,
+                                f"one of T (the precision), {', '.join(DTYPES)}")
+            if any(x.name == a["name"] for x in out):
+                raise self.fail(f"argument name {a['name']!r} is used twice", at)
+            if "buffer" in a:
+                shape = a.get("shape")
+                shape = shape if isinstance(shape, list) else [shape] if shape is not None else None
+                if not shape:
+                    raise self.fail(f"buffer {a['name']!r} needs `shape:` (a list of size expressions)", at,
+                                    "e.g. shape: [rows, cols]")
+                init: str | Expr = a.get("init", "random")
+                if init not in INITS:
+                    init = self.expr(init, at, sizes | {"i"}, f"argument {a['name']!r} init")
+                out.append(Argument(a["name"], dtype, tuple(self.expr(s, at, sizes, f"argument {a['name']!r} shape")
+                                                            for s in shape),
+                                    init=init, output=bool(a.get("output", False))))
+            else:
+                if "value" not in a:
+                    raise self.fail(f"scalar {a['name']!r} needs `value:` (an expression of the sizes)", at)
+                out.append(Argument(a["name"], dtype, value=self.expr(a["value"], at, sizes,
+                                                                      f"argument {a['name']!r} value")))
+        if not any(x.output for x in out):
+            raise self.fail("no argument is marked `output: true`", line, "mark the buffers the kernel writes")
+        return tuple(out)
+
+
+__all__ = ["Argument", "DeclaredKind", "ELEM_BYTES", "load_declared"]

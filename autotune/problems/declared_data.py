@@ -1,0 +1,171 @@
+"""The GPU side of a declared problem kind: buffers, arguments, reference, verification, baseline.
+
+Buffers are allocated as declared (dtype, shape in C order) and filled by their `init`; `copies` independent
+sets protect timings from L2 as for every kind. Before the verified launch, outputs are poisoned with NaN
+(floats) or a sentinel (integers) so an element the kernel never writes fails; an output that is also read
+(`init:` given explicitly) is reset to its initial values instead. The reference function receives copy 0's
+arrays (CuPy) and the sizes and returns the expected outputs; the error of an output is
+||got - ref||_2 / ||ref||_2 in float64 (exact equality when the reference is all zeros).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from autotune.expr import as_int, evaluate
+from autotune.problems.base import ProblemData, Verdict, judge, rotation_copies
+from autotune.problems.declared import DTYPES, Argument, DeclaredKind
+from autotune.vocab import TestPoint
+
+INT_SENTINEL = -7
+
+
+def load_function(spec: str) -> Callable[..., Any]:
+    """`/abs/file.py:fn` or `module:fn` -> the function (files are imported once, under a private name)."""
+    target, name = spec.rsplit(":", 1)
+    if target.endswith(".py"):
+        key = f"_autotune_user_{abs(hash(target))}"
+        module = sys.modules.get(key)
+        if module is None:
+            loader = importlib.util.spec_from_file_location(key, target)
+            if loader is None or loader.loader is None:
+                raise ImportError(f"cannot import {target}")
+            module = importlib.util.module_from_spec(loader)
+            sys.path.insert(0, str(Path(target).parent))  # the file may import its neighbours
+            try:
+                loader.loader.exec_module(module)
+            finally:
+                sys.path.remove(str(Path(target).parent))
+            sys.modules[key] = module
+    else:
+        module = importlib.import_module(target)
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ImportError(f"{spec}: no function {name!r}")
+    return fn
+
+
+def _shape(arg: Argument, sizes: dict[str, int]) -> tuple[int, ...]:
+    return tuple(as_int(evaluate(e, sizes)) for e in arg.shape)
+
+
+class DeclaredData(ProblemData):
+    """`copies` sets of a declared kind's buffers on the GPU (see the module docstring)."""
+
+    def __init__(self, kind: DeclaredKind, point: TestPoint, copies: int, seed: int, xp: Any = None) -> None:
+        if xp is None:
+            import cupy as xp
+        cp = self.xp = xp  # CuPy on the GPU; NumPy works too (tests on machines without a GPU)
+        self.kind, self.point, self.copies = kind, point, copies
+        self.sizes = point.dims
+        rng = cp.random.default_rng(seed)
+        self.sets: list[dict[str, Any]] = []
+        for _ in range(copies):
+            arrays = {}
+            for a in kind.arguments:
+                if a.is_buffer:
+                    arrays[a.name] = self._fill(cp, rng, a)
+            self.sets.append(arrays)
+        self.initial = {a.name: self.sets[0][a.name].copy() for a in kind.arguments
+                        if a.is_buffer and a.output and self._reads(a)}
+        self.scalars = {a.name: np.dtype(a.numpy_dtype(point.precision)).type(evaluate(a.value, self.sizes))
+                        for a in kind.arguments if not a.is_buffer and a.value is not None}
+
+    @classmethod
+    def build(cls, kind: DeclaredKind, point: TestPoint, l2_bytes: int, seed: int) -> "DeclaredData":
+        sizes = point.dims
+        one = sum(math.prod(_shape(a, sizes)) * DTYPES[a.numpy_dtype(point.precision)]
+                  for a in kind.arguments if a.is_buffer)
+        return cls(kind, point, rotation_copies(one, l2_bytes), seed)
+
+    @staticmethod
+    def _reads(a: Argument) -> bool:
+        """An output with an explicit init is read by the kernel (in place): reset it, never poison it."""
+        return not (isinstance(a.init, str) and a.init == "random")
+
+    def _fill(self, cp: Any, rng: Any, a: Argument) -> Any:
+        dtype = cp.dtype(a.numpy_dtype(self.point.precision))
+        shape = _shape(a, self.sizes)
+        n = math.prod(shape)
+        if not isinstance(a.init, str):
+            values = evaluate(a.init, {**self.sizes, "i": np.arange(n, dtype=np.int64)})  # on the host
+            return cp.asarray(np.broadcast_to(np.asarray(values), (n,))).astype(dtype).reshape(shape)
+        if a.init == "zeros":
+            return cp.zeros(shape, dtype=dtype)
+        if a.init == "ones":
+            return cp.ones(shape, dtype=dtype)
+        if dtype.kind == "f":
+            return (rng.random(n, dtype=cp.float32) * 2 - 1).astype(dtype).reshape(shape)
+        return rng.integers(0, 100, n).astype(dtype).reshape(shape)
+
+    def nbytes(self) -> int:
+        return sum(x.nbytes for arrays in self.sets for x in arrays.values()) + sum(
+            x.nbytes for x in self.initial.values())
+
+    def args(self, copy: int) -> tuple[Any, ...]:
+        arrays = self.sets[copy]
+        return tuple(arrays[a.name] if a.is_buffer else self.scalars[a.name] for a in self.kind.arguments)
+
+    def outputs(self) -> list[Argument]:
+        return [a for a in self.kind.arguments if a.is_buffer and a.output]
+
+    def prepare_verify(self) -> None:
+        for a in self.outputs():
+            x = self.sets[0][a.name]
+            if a.name in self.initial:
+                x[...] = self.initial[a.name]
+            elif x.dtype.kind == "f":
+                x.fill(float("nan"))
+            else:
+                x.fill(INT_SENTINEL)
+
+    def _inputs(self) -> dict[str, Any]:
+        arrays = {a.name: (self.initial.get(a.name, self.sets[0][a.name]) if a.is_buffer else self.scalars[a.name])
+                  for a in self.kind.arguments}
+        return {k: (v.copy() if hasattr(v, "copy") and k in self.initial else v) for k, v in arrays.items()}
+
+    def reference(self) -> Any:
+        fn = load_function(self.kind.reference_fn)
+        got = fn(self._inputs(), dict(self.sizes))
+        outs = self.outputs()
+        if not isinstance(got, dict):
+            if len(outs) != 1:
+                raise ValueError(f"{self.kind.reference_fn} returned one array; the problem has {len(outs)} outputs "
+                                 "(return a dict: name -> array)")
+            got = {outs[0].name: got}
+        cp = self.xp
+        missing = [a.name for a in outs if a.name not in got]
+        if missing:
+            raise ValueError(f"{self.kind.reference_fn} returned no {', '.join(missing)}")
+        return {a.name: cp.asarray(got[a.name], dtype=cp.float64).reshape(self.sets[0][a.name].shape) for a in outs}
+
+    def verify(self, reference: Any) -> Verdict:
+        cp = self.xp
+        worst, bad = 0.0, 0
+        for a in self.outputs():
+            got = self.sets[0][a.name].astype(cp.float64)
+            ref = reference[a.name]
+            finite = cp.isfinite(got)
+            if got.dtype.kind == "f":
+                bad += int(got.size - int(finite.sum()))
+            norm = float(cp.linalg.norm(ref.ravel()))
+            diff = float(cp.linalg.norm(cp.nan_to_num(got - ref, nan=cp.inf).ravel()))
+            worst = max(worst, diff / norm if norm > 0 else (0.0 if diff == 0 else math.inf))
+        return judge(worst, bad, self.kind.tolerance_of(self.point.precision))
+
+    def baseline(self) -> Callable[[int], None] | None:
+        if self.kind.baseline_fn is None:
+            return None
+        fn = load_function(self.kind.baseline_fn)
+        sizes = dict(self.sizes)
+
+        def launch(r: int) -> None:
+            arrays = self.sets[r % self.copies]
+            fn({**arrays, **self.scalars}, sizes)
+        return launch

@@ -1,0 +1,64 @@
+"""Batched GEMM as a problem kind: C (m x n) = alpha * op(A) * op(B) + beta * C, `batch` times, column-major.
+
+One kind serves every GEMM kernel family: a test point is (precision, transposition, m, n, k, batch) whatever
+the kernel's calling convention, so a strided kernel, a pointer-array kernel, a vbatched kernel and TSM2 all
+compete at the same points and one dispatch table can choose among them. The convention (`strided`,
+`ptr_array`, `vbatched`) only says how the data is handed to a kernel (`data.ProblemData.args`).
+Space expressions read the sizes as M, N, K and batch. The baseline is cuBLAS (strided batched, fp16 with
+fp32 accumulation).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from autotune.problems.base import ProblemKind, Scalars, rotation_copies
+from autotune.vocab import PRECISIONS, SHAPES, TestPoint
+
+CONVENTIONS = ("strided", "ptr_array", "vbatched")
+GEMM_SIZES = ("m", "n", "k", "batch")
+
+
+class GemmKind(ProblemKind):
+    name = "gemm"
+    size_names = GEMM_SIZES
+    precisions = PRECISIONS
+    shapes = SHAPES
+    conventions = CONVENTIONS
+    baseline_name = "cublas"
+
+    def env(self, point: TestPoint) -> dict[str, int]:
+        return {"M": point.m, "N": point.n, "K": point.k, "batch": point.batch}
+
+    def expr_names(self) -> tuple[str, ...]:
+        return ("M", "N", "K", "batch")
+
+    def flops(self, point: TestPoint) -> float:
+        return 2.0 * point.m * point.n * point.k * point.batch
+
+    def bytes_moved(self, point: TestPoint, scalars: Scalars) -> int:
+        """Read A and B once, write C once (and read C when beta != 0)."""
+        mn = point.m * point.n
+        beta_nonzero = float(scalars.get("beta", 0.0)) != 0.0
+        words = point.m * point.k + point.k * point.n + mn + (mn if beta_nonzero else 0)
+        return point.batch * point.elem_bytes * words
+
+    def distance(self, a: TestPoint, b: TestPoint) -> float:
+        """|log2 M/M'| + |log2 N/N'| + |log2 K/K'| (the batch count breaks ties elsewhere)."""
+        import math
+
+        return sum(abs(math.log2(x / y)) for x, y in ((a.m, b.m), (a.n, b.n), (a.k, b.k)))
+
+    def allocate(self, point: TestPoint, convention: str, scalars: Scalars, l2_bytes: int, seed: int) -> Any:
+        from autotune.problems.gemm.data import ProblemData, layout
+
+        copies = rotation_copies(layout(point).working_set(convention), l2_bytes)
+        return ProblemData(point, convention, copies, seed=seed, alpha=float(scalars.get("alpha", 1.0)),
+                           beta=float(scalars.get("beta", 0.0)))
+
+
+GEMM = GemmKind()
+
+
+def gemm_point(precision: str, shape: str, m: int, n: int, k: int, batch: int) -> TestPoint:
+    """A GEMM test point (checked)."""
+    return GEMM.point(precision, shape, {"m": m, "n": n, "k": k, "batch": batch})
