@@ -85,3 +85,82 @@ def test_query_without_db_says_what_to_pass(tmp_path: Path) -> None:
         return
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "no --db given" in r.stderr and "--db" in r.stderr and "default.sqlite" in r.stderr
+
+
+# ---- 2. space show with a parameter of 10^7 values -------------------------------------------------------
+
+def test_space_show_caps_value_counts_and_is_fast(tmp_path: Path) -> None:
+    space = tmp_path / "big.yaml"
+    space.write_text("name: big\ndescription: ten million values\nparameters:\n  A: {start: 1, stop: 10000000}\n"
+                     "  B: [1, 2]\nhard:\n  - {name: even, expr: \"A % 2 == 0\", reason: x}\n")
+    r = cli("space", "show", str(space), "--device", "H100", timeout=60)  # drew every count for minutes before
+    assert r.returncode == 0, r.stderr
+    assert "10,000,000 instances" in r.stdout and "… 4,999,980 more values" in r.stdout
+    assert "B" in r.stdout and "1: 5000000  2: 5000000" in r.stdout
+    assert len(r.stdout) < 10_000
+
+
+# ---- 3. limits before work ---------------------------------------------------------------------------------
+
+HUGE = ("name: huge\ndescription: 10^12 raw\nparameters:\n  A: {start: 1, stop: 1000}\n  B: {start: 1, stop: 1000}\n"
+        "  C: {start: 1, stop: 1000}\n  D: {start: 1, stop: 1000}\nhard:\n  - {name: c, expr: \"A + B + C + D > 10\", "
+        "reason: x}\n")
+
+
+def test_huge_space_is_refused_before_work(tmp_path: Path) -> None:
+    space = tmp_path / "huge.yaml"
+    space.write_text(HUGE)
+    r = cli("space", "show", str(space), "--device", "H100", timeout=30)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "1e+12 raw combinations, above the limit" in r.stderr and "--max-raw" in r.stderr
+    # raising the raw limit moves the guard to the survivors, long before memory runs out
+    r = cli("space", "list", str(space), "--device", "H100", "--max-raw", str(10**12), "--max-survivors", "1000000",
+            timeout=60)
+    assert r.returncode == 2 and "more than 1,000,000 instances pass the hard constraints" in r.stderr
+    assert "--max-survivors" in r.stderr and "Traceback" not in r.stderr
+    wide = tmp_path / "wide.yaml"
+    wide.write_text("name: wide\ndescription: x\nparameters:\n  A: {start: 1, stop: 1000000000000}\n")
+    r = cli("space", "show", str(wide), timeout=30)
+    assert r.returncode == 2 and f"{wide}:4: the range has 1,000,000,000,000 values" in r.stderr
+
+
+@pytest.mark.parametrize("sizes, batch, line, message", [
+    ("{square: [4]}", "{bytes: 0MB}", 5, "batch bytes '0MB' must be above 0"),
+    ("{square: [4]}", "{bytes: 1e30B}", 5, "batch bytes '1e30B' must be above 0 and at most 1 PB"),
+    ("{square: [4]}", "{bytes: 1e400B}", 5, "batch bytes '1e400B' must be above 0"),
+    ("{square: [4]}", "3000000000", 5, "batch 3,000,000,000 at 4x4x4 is above 2^31 - 1"),
+    ("{square: [3000000000]}", "1", 4, "M = 3,000,000,000 is above 2^31 - 1"),
+    ("{triples: [[4, 4, 2147483648]]}", "1", 4, "K = 2,147,483,648 is above 2^31 - 1"),
+])
+def test_config_limits_at_load(tmp_path: Path, sizes: str, batch: str, line: int, message: str) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"spaces: [gemm_naive]\npoints:\n  - precisions: [fp64]\n    sizes: {sizes}\n    batch: {batch}\n")
+    r = cli("sweep", str(cfg), "--replay", str(RECORDED), "--database", str(tmp_path / "x.sqlite"), "--quiet")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{cfg}:{line}: {message}" in r.stderr
+
+
+def test_point_larger_than_gpu_memory_is_refused_before_allocating(tmp_path: Path) -> None:
+    cfg = tmp_path / "mem.yaml"
+    cfg.write_text("spaces: [gemm_naive]\npoints:\n  - precisions: [fp64]\n    sizes: {square: [100000]}\n"
+                   "    batch: 100\n")
+    db = tmp_path / "mem.sqlite"
+    r = cli("sweep", str(cfg), "--replay", str(RECORDED), "--database", str(db), "--quiet")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "1 test point(s) do not fit in 72.0 GB (90% of NVIDIA H100 80GB HBM3's 80 GB)" in r.stderr
+    assert "AUTOTUNE_GPU_MEMORY" in r.stderr
+    with sqlite3.connect(db) as c:  # refused before a sweep was recorded
+        assert c.execute("select count(*) from sweeps").fetchone()[0] == 0
+
+
+def test_point_bytes_and_memory_cap() -> None:
+    from autotune.sweep.limits import check_points_fit, gpu_memory, point_bytes
+    from autotune.vocab import TestPoint
+    p = TestPoint("fp32", "NN", 1000, 1000, 1000, 10)
+    assert point_bytes(p) == (4 * 4 * 10**6 + 8 * 10**6 + 4 * 10**6) * 10 + (256 << 20)
+    assert gpu_memory("NVIDIA H100 80GB HBM3") == 80 * 10**9 and gpu_memory("NVIDIA H200") == 141 * 10**9
+    assert gpu_memory("Some GPU") is None
+    check_points_fit([p], "Some GPU")  # unknown memory: no check
+    check_points_fit([p], "x", free_bytes=point_bytes(p))
+    with pytest.raises(Exception, match="do not fit"):
+        check_points_fit([p], "x", free_bytes=point_bytes(p) - 1)
