@@ -164,3 +164,40 @@ def test_point_bytes_and_memory_cap() -> None:
     check_points_fit([p], "x", free_bytes=point_bytes(p))
     with pytest.raises(Exception, match="do not fit"):
         check_points_fit([p], "x", free_bytes=point_bytes(p) - 1)
+
+
+# ---- 4. analyze / report / emit on a database where every measurement failed ---------------------------
+
+def _all_failed_db(path: Path) -> Path:
+    from pg import SPACE, device_info, instances, points
+
+    from autotune.store.store import SpaceRecord, Store, SweepStart
+    from autotune.vocab import Measurement, Status
+    with Store.open(f"sqlite:///{path}") as store:
+        info = device_info()
+        dev, sw = store.upsert_device(info), store.upsert_software(info, "0.1.0", "abc")
+        space_id = store.upsert_space(SpaceRecord(SPACE, "spaces/t.yaml", "name: t\n", "kernels_src/t.cuh", "x"))
+        store.upsert_instances(instances())
+        store.upsert_points(points())
+        sweep = store.begin_sweep(SweepStart("failed", "name: failed\n", dev, sw, info, 1.0, 0.0, 5))
+        kinds = [Status.COMPILE_ERROR, Status.WRONG, Status.LAUNCH_ERROR]
+        store.record(sweep, space_id, [Measurement(i.id, p, kinds[n % 3], error="boom")
+                                       for n, (i, p) in enumerate((i, p) for i in instances() for p in points())])
+        store.finish_sweep(sweep, "done")
+    return path
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["report", "--out", "REPORT"], ["emit"]])
+def test_nothing_verified_to_analyze(tmp_path: Path, command: list[str]) -> None:
+    db = _all_failed_db(tmp_path / "failed.sqlite")
+    args = [a.replace("REPORT", str(tmp_path / "report")) for a in command]
+    r = cli(args[0], str(db), *args[1:])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and "KeyError" not in r.stderr and "proven" not in r.stdout
+    assert "nothing verified to analyze" in r.stderr and "none with status ok" in r.stderr
+    assert not (tmp_path / "report").exists()
+    csv = tmp_path / "m.csv"  # the same from a measurements CSV
+    csv.write_text("device,space,precision,shape,m,n,k,batch,instance_id,status,median_ms\n"
+                   "G,s,fp32,NN,4,4,4,10,a,wrong,\nG,s,fp32,NN,4,4,4,10,b,compile_error,\n")
+    r = cli(args[0], str(csv), *args[1:])
+    assert r.returncode == 2 and "nothing verified to analyze" in r.stderr and "Traceback" not in r.stderr

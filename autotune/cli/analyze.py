@@ -65,6 +65,7 @@ def load(source: str, device: str | None, space: str | None) -> Loaded:
         if space is not None and "space" in frame.columns:
             frame = frame[frame["space"] == space]
         name = device or (str(frame["device"].iloc[0]) if "device" in frame.columns and len(frame) else "unknown")
+        _require_verified(frame, source)
         return Loaded(frame, None, Provenance(device=name), None, False)
     from autotune.store.query import run_query
     from autotune.store.store import Store
@@ -77,6 +78,7 @@ def load(source: str, device: str | None, space: str | None) -> Loaded:
         if not devices:
             raise UserError(f"no measurements in {source} for device={device!r} space={space!r}")
         info = store.device_info(store.device_id(devices[0]))
+    _require_verified(frame, source)
     sweeps = sorted(int(s) for s in frame["sweep_id"].unique())
     ids = ", ".join(map(str, sweeps))
     sw = run_query(url, f"SELECT id, beta, copy_bandwidth FROM sweeps WHERE id IN ({ids})")
@@ -92,6 +94,16 @@ def load(source: str, device: str | None, space: str | None) -> Loaded:
     bandwidth = float(sw["copy_bandwidth"].median()) if len(sw) else info.copy_bandwidth
     beta_nonzero = bool((sw["beta"] != 0).any()) if len(sw) else False
     return Loaded(frame, cublas, prov, bandwidth, beta_nonzero)
+
+
+def _require_verified(frame: pd.DataFrame, source: str) -> None:
+    """A UserError (exit 2) when no measurement has a verified time: there is nothing to analyze."""
+    if "status" not in frame.columns or (frame["status"] == "ok").any():
+        return
+    kinds = ", ".join(f"{k}: {v:,}" for k, v in frame["status"].value_counts().sort_index().items()) or "none"
+    raise UserError(f"nothing verified to analyze in {source}: {len(frame):,} measurements, none with status ok "
+                    f"({kinds})", hint="look at the failures first (`autotune query` with the README's 'Failures by "
+                                       "kind' recipe), fix the kernels or the config, and sweep again")
 
 
 def _version() -> str:
