@@ -1,7 +1,6 @@
 """Issue 16: bad input, faults and signals never crash, hang or lose data (real files, real processes)."""
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -201,3 +200,35 @@ def test_nothing_verified_to_analyze(tmp_path: Path, command: list[str]) -> None
                    "G,s,fp32,NN,4,4,4,10,a,wrong,\nG,s,fp32,NN,4,4,4,10,b,compile_error,\n")
     r = cli(args[0], str(csv), *args[1:])
     assert r.returncode == 2 and "nothing verified to analyze" in r.stderr and "Traceback" not in r.stderr
+
+
+# ---- 5. two processes creating the same new database at once ---------------------------------------------
+
+def _open_at(args: tuple[str, float]) -> str:
+    import time as _time
+
+    from autotune.store.store import Store
+    url, when = args
+    _time.sleep(max(0.0, when - _time.time()))
+    try:
+        with Store.open(url) as store:
+            store.upsert_points([])
+        return "ok"
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        return f"{type(exc).__name__}: {exc}"
+
+
+def test_concurrent_creation_of_a_new_database(tmp_path: Path) -> None:
+    import multiprocessing
+    import time as _time
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        pool.map(_open_at, [("sqlite:///" + str(tmp_path / "warm.sqlite"), 0.0)] * 4)  # imports done
+        for n in range(15):
+            db = tmp_path / f"new{n}.sqlite"
+            start = _time.time() + 0.3
+            results = pool.map(_open_at, [(f"sqlite:///{db}", start)] * 4, chunksize=1)
+            assert results == ["ok"] * 4, results
+            with sqlite3.connect(db) as c:
+                assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+                assert c.execute("select value from schema_meta where key = 'schema_version'").fetchall() == [("1",)]

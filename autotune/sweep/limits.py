@@ -16,7 +16,7 @@ import re
 from typing import Iterable
 
 from autotune.errors import UserError
-from autotune.vocab import ELEM_BYTES, TestPoint
+from autotune.vocab import TestPoint
 
 INT32_MAX = 2**31 - 1
 MAX_BYTES = 10**15  # `batch: {bytes: ...}` above 1 PB is a typo, not a working set
