@@ -232,3 +232,55 @@ def test_concurrent_creation_of_a_new_database(tmp_path: Path) -> None:
             with sqlite3.connect(db) as c:
                 assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
                 assert c.execute("select value from schema_meta where key = 'schema_version'").fetchall() == [("1",)]
+
+
+# ---- 6. SIGTERM stops a sweep like Ctrl-C ---------------------------------------------------------------
+
+def test_sigterm_stops_a_sweep_cleanly_and_it_resumes(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time as _time
+    db = tmp_path / "term.sqlite"
+    args = [sys.executable, "-m", "autotune", "sweep", "configs/default.yaml", "--replay", str(RECORDED),
+            "--database", str(db), "--quiet", "--max-instances", "30"]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "AUTOTUNE_REPLAY_DELAY": "0.05"}
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen_inflight = False
+    try:
+        deadline = _time.monotonic() + 60
+        while _time.monotonic() < deadline and proc.poll() is None:
+            if db.exists():
+                try:
+                    with sqlite3.connect(db, timeout=5) as c:
+                        measured = c.execute("select count(*) from measurements").fetchone()[0]
+                        seen_inflight |= c.execute("select count(*) from inflight").fetchone()[0] > 0
+                except sqlite3.OperationalError:  # tables not created yet
+                    measured = 0
+                if measured >= 5 and seen_inflight:
+                    break
+            _time.sleep(0.02)
+        assert proc.poll() is None, "the sweep ended before it could be interrupted"
+        sent = _time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+        assert _time.monotonic() - sent < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "sweep 1: interrupted" in out
+    with sqlite3.connect(db) as c:
+        assert c.execute("select status from sweeps").fetchall() == [("interrupted",)]
+        assert c.execute("select count(*) from sweep_lock").fetchone()[0] == 0
+        assert c.execute("select count(*) from inflight").fetchone()[0] == 0
+        assert c.execute("select count(*) from measurements where status = 'crashed'").fetchone()[0] == 0
+        first = c.execute("select count(*) from measurements").fetchone()[0]
+    again = subprocess.run(args, cwd=ROOT, env={**env, "AUTOTUNE_REPLAY_DELAY": "0"}, capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert f"{first:,} already in the database" in again.stderr
+    with sqlite3.connect(db) as c:
+        assert c.execute("select status from sweeps order by id").fetchall() == [("interrupted",), ("done",)]
+        total, distinct = c.execute("select count(*), count(distinct instance_id || point_id) from measurements").fetchone()
+        assert total == distinct > first

@@ -1,11 +1,13 @@
 """`autotune sweep CONFIG` (the main job) and `autotune query SQL`."""
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 import time
 from collections import Counter
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -72,7 +74,8 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
 
     Results go to the config's database (default results/<config name>.sqlite). Running the same
     command again resumes: measured pairs are skipped, and a pair that was in flight when a sweep
-    died is recorded as crashed and not re-run. Ctrl-C stops cleanly with a summary.
+    died is recorded as crashed and not re-run. Ctrl-C or SIGTERM stops cleanly (status interrupted) with a
+    summary and exit code 130.
     """
     import dataclasses
 
@@ -86,7 +89,7 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
     backend = _backend(replay, cfg.tol)
     reporter = BarReporter(quiet)
     try:
-        with Store.open(cfg.database) as store:
+        with sigterm_as_interrupt(), Store.open(cfg.database) as store:
             summary = run_sweep(cfg, store, backend, reporter)
     finally:
         reporter.stop()
@@ -94,6 +97,24 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
     _print_summary(summary, cfg.database)
     if summary.status == "interrupted":
         raise typer.Exit(130)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM (kill, a batch scheduler, systemd) stops like Ctrl-C: KeyboardInterrupt, so
+    the runner records in-flight work as interrupted, the lock is released and the workers are ended.
+    The previous handler is restored afterwards (outside the main thread nothing changes)."""
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _backend(replay: str | None, tol: float):
