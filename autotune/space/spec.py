@@ -368,6 +368,9 @@ class _Builder:
     def problems(self, p: Any, line: int | None) -> Problems:
         if not isinstance(p, dict):
             raise self.fail("kernel.problems must be a mapping", line)
+        for key in ("precisions", "shapes"):  # `precisions:` left empty is null, not a list
+            if key in p and not isinstance(p[key], list):
+                raise self.fail(f"kernel.problems.{key} must be a list", line_of(p, key), hint="e.g. [fp32, fp64]")
         precisions = tuple(p.get("precisions", PRECISIONS))
         shapes = tuple(p.get("shapes", SHAPES))
         for value, allowed, key in ((precisions, PRECISIONS, "precisions"), (shapes, SHAPES, "shapes")):

@@ -89,6 +89,8 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=file,
                           line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)")
+    if root is None:  # an empty file (or only comments)
+        raise ConfigError("the config is empty", file=file, hint="start from configs/default.yaml")
     if not isinstance(root, MappingNode):
         raise r.error(root, "a sweep config is a mapping (key: value lines)", "start from configs/default.yaml")
     top = r.mapping(root, TOP_KEYS, "sweep config")
