@@ -284,3 +284,32 @@ def test_sigterm_stops_a_sweep_cleanly_and_it_resumes(tmp_path: Path) -> None:
         assert c.execute("select status from sweeps order by id").fetchall() == [("interrupted",), ("done",)]
         total, distinct = c.execute("select count(*), count(distinct instance_id || point_id) from measurements").fetchone()
         assert total == distinct > first
+
+
+# ---- 7. scripts/run.sh installs only when pyproject.toml changed -------------------------------------------
+
+def test_run_sh_skips_the_install_when_nothing_changed(tmp_path: Path) -> None:
+    import os
+    import shutil as sh
+    (tmp_path / "scripts").mkdir()
+    for name in ("run.sh", "setup_venv.sh"):
+        sh.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
+    sh.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    log = tmp_path / "calls.log"
+    fake_python = bin_dir / "python"  # logs pip installs; "imports" work; no GPU
+    fake_python.write_text(f'#!/bin/bash\nif [ "$1 $2" = "-m pip" ]; then echo pip >> {log}; exit 0; fi\n'
+                           'case "$*" in *cupy*) exit 1;; esac\nexit 0\n')
+    (bin_dir / "autotune").write_text(f"#!/bin/bash\necho autotune \"$@\" >> {log}\n")
+    for f in (fake_python, bin_dir / "autotune"):
+        f.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    for _ in range(3):
+        r = subprocess.run(["bash", "scripts/run.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    assert log.read_text().split("\n").count("pip") == 1  # installed once, then skipped
+    (tmp_path / "pyproject.toml").write_text((tmp_path / "pyproject.toml").read_text() + "\n# changed\n")
+    subprocess.run(["bash", "scripts/run.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert log.read_text().split("\n").count("pip") == 2
+    assert os.path.exists(tmp_path / ".venv" / ".autotune-install-stamp")
