@@ -313,3 +313,13 @@ def test_run_sh_skips_the_install_when_nothing_changed(tmp_path: Path) -> None:
     subprocess.run(["bash", "scripts/run.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert log.read_text().split("\n").count("pip") == 2
     assert os.path.exists(tmp_path / ".venv" / ".autotune-install-stamp")
+
+
+def test_help_texts_match_what_commands_take() -> None:
+    for command in ("analyze", "report"):
+        r = cli(command, "--help")
+        assert r.returncode == 0 and "dispatch.json." not in r.stdout.replace(" ", "").replace("\n", "").replace("│", "")
+    assert "dispatch.json" in cli("emit", "--help").stdout
+    assert "SIGTERM" in cli("sweep", "--help").stdout
+    q = cli("query", "--help").stdout
+    assert "ATTACH" in q and "Default: results/default.sqlite" in " ".join(q.replace("│", " ").split())

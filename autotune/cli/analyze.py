@@ -179,8 +179,9 @@ def build(loaded: Loaded, criteria: Criteria, method: str, validity_path: Path |
     return build_table(w, sel, loaded.provenance, info, generic), w
 
 
-Source = Annotated[str, typer.Argument(help="Results database (SQLite path or URL), a measurements CSV, "
-                                            "or (emit only) a dispatch.json.")]
+Source = Annotated[str, typer.Argument(help="Results database (SQLite path or URL) or a measurements CSV.")]
+EmitSource = Annotated[str, typer.Argument(help="Results database (SQLite path or URL), a measurements CSV, "
+                                                "or a dispatch.json.")]
 DeviceOpt = Annotated[Optional[str], typer.Option("--device", "-d", help="GPU name or UUID in the database.")]
 SpaceOpt = Annotated[Optional[str], typer.Option("--space", help="Only this space's instances.")]
 BkOpt = Annotated[int, typer.Option("--bk", help="Best instances kept per test point (0: all).")]
@@ -199,7 +200,10 @@ def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
             loo: Annotated[bool, typer.Option("--loo/--no-loo", help="Leave-one-out loss per row.")] = True,
             out_dir: Annotated[Optional[Path], typer.Option("--out", help="Write tol_table.csv and winners.csv here.")] = None,
             ) -> None:
-    """Winners per test point and the number of kernels against TOL for both methods (Table I)."""
+    """The number of kernels against TOL for both methods, with worst, mean and leave-one-out loss (Table I).
+
+    With --out, also writes tol_table.csv and the BK winners per test point (winners.csv, at the first BK
+    and TOL). A database with no verified measurement exits with code 2."""
     loaded = load(source, device, space)
     matrix = perf_matrix(loaded.frame)
     frame = tol_table(matrix, _bks(bks), _floats(tols), METHODS, loo=loo, spread_ties=spread_ties)
@@ -222,7 +226,7 @@ def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
         out.print(f"wrote {out_dir / 'tol_table.csv'} and {out_dir / 'winners.csv'}")
 
 
-def emit(source: Source, fmt: Annotated[Format, typer.Option("--format", "-f", help="Output kind.")] = Format.json,
+def emit(source: EmitSource, fmt: Annotated[Format, typer.Option("--format", "-f", help="Output kind.")] = Format.json,
          output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
          device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
          method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
