@@ -182,6 +182,8 @@ def _eval(node: ast.AST, env: Mapping[str, Any], mask: np.ndarray | None) -> Any
         if isinstance(node.op, ast.Not):
             return np.logical_not(value)
         _require_number(value, "unary minus" if isinstance(node.op, ast.USub) else "unary plus")
+        if np.asarray(value).dtype == bool:  # like Python: -True == -1 (numpy refuses to negate booleans)
+            value = np.asarray(value).astype(np.int64)
         return np.negative(value) if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.BinOp):
         return _binop(node, env, mask)
@@ -220,6 +222,8 @@ def _binop(node: ast.BinOp, env: Mapping[str, Any], mask: np.ndarray | None) -> 
     op = type(node.op)
     for side in (left, right):
         _require_number(side, "arithmetic")
+    # like Python, True + True == 2 (numpy's boolean + is a logical or)
+    left, right = (np.asarray(v).astype(np.int64) if np.asarray(v).dtype == bool else v for v in (left, right))
     if op in (ast.Div, ast.FloorDiv, ast.Mod) and np.any(_active(right, mask) == 0):
         raise ExprError("division by zero", "guard the division, e.g. `d != 0 and n / d > 1`, or fix the range")
     if op is ast.Pow:

@@ -11,7 +11,12 @@ if command -v nvidia-smi >/dev/null 2>&1 && ! .venv/bin/python -c "import cupy" 
     cuda_major=$(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9]*\).*/\1/p' | head -1)
     extra="[cuda${cuda_major:-12}]"
 fi
-pip_install -e ".$extra" || true  # checked just below
+# reinstall only when pyproject.toml or the extra changed since the last install (7 s saved per call)
+stamp=.venv/.autotune-install-stamp
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) $extra"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    if pip_install -e ".$extra"; then echo "$want" > "$stamp"; fi  # a failure is checked just below
+fi
 .venv/bin/python -c "import autotune, sqlalchemy, typer" \
     || { echo "error: installation incomplete; on an offline machine run scripts/build_wheelhouse.sh elsewhere and copy .whl/ here" >&2; exit 1; }
 if .venv/bin/python -c "import cupy, sys; sys.exit(cupy.cuda.runtime.getDeviceCount() == 0)" 2>/dev/null \

@@ -65,6 +65,7 @@ def load(source: str, device: str | None, space: str | None) -> Loaded:
         if space is not None and "space" in frame.columns:
             frame = frame[frame["space"] == space]
         name = device or (str(frame["device"].iloc[0]) if "device" in frame.columns and len(frame) else "unknown")
+        _require_verified(frame, source)
         return Loaded(frame, None, Provenance(device=name), None, False)
     from autotune.store.query import run_query
     from autotune.store.store import Store
@@ -77,6 +78,7 @@ def load(source: str, device: str | None, space: str | None) -> Loaded:
         if not devices:
             raise UserError(f"no measurements in {source} for device={device!r} space={space!r}")
         info = store.device_info(store.device_id(devices[0]))
+    _require_verified(frame, source)
     sweeps = sorted(int(s) for s in frame["sweep_id"].unique())
     ids = ", ".join(map(str, sweeps))
     sw = run_query(url, f"SELECT id, beta, copy_bandwidth FROM sweeps WHERE id IN ({ids})")
@@ -92,6 +94,16 @@ def load(source: str, device: str | None, space: str | None) -> Loaded:
     bandwidth = float(sw["copy_bandwidth"].median()) if len(sw) else info.copy_bandwidth
     beta_nonzero = bool((sw["beta"] != 0).any()) if len(sw) else False
     return Loaded(frame, cublas, prov, bandwidth, beta_nonzero)
+
+
+def _require_verified(frame: pd.DataFrame, source: str) -> None:
+    """A UserError (exit 2) when no measurement has a verified time: there is nothing to analyze."""
+    if "status" not in frame.columns or (frame["status"] == "ok").any():
+        return
+    kinds = ", ".join(f"{k}: {v:,}" for k, v in frame["status"].value_counts().sort_index().items()) or "none"
+    raise UserError(f"nothing verified to analyze in {source}: {len(frame):,} measurements, none with status ok "
+                    f"({kinds})", hint="look at the failures first (`autotune query` with the README's 'Failures by "
+                                       "kind' recipe), fix the kernels or the config, and sweep again")
 
 
 def _version() -> str:
@@ -167,8 +179,9 @@ def build(loaded: Loaded, criteria: Criteria, method: str, validity_path: Path |
     return build_table(w, sel, loaded.provenance, info, generic), w
 
 
-Source = Annotated[str, typer.Argument(help="Results database (SQLite path or URL), a measurements CSV, "
-                                            "or (emit only) a dispatch.json.")]
+Source = Annotated[str, typer.Argument(help="Results database (SQLite path or URL) or a measurements CSV.")]
+EmitSource = Annotated[str, typer.Argument(help="Results database (SQLite path or URL), a measurements CSV, "
+                                                "or a dispatch.json.")]
 DeviceOpt = Annotated[Optional[str], typer.Option("--device", "-d", help="GPU name or UUID in the database.")]
 SpaceOpt = Annotated[Optional[str], typer.Option("--space", help="Only this space's instances.")]
 BkOpt = Annotated[int, typer.Option("--bk", help="Best instances kept per test point (0: all).")]
@@ -187,7 +200,10 @@ def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
             loo: Annotated[bool, typer.Option("--loo/--no-loo", help="Leave-one-out loss per row.")] = True,
             out_dir: Annotated[Optional[Path], typer.Option("--out", help="Write tol_table.csv and winners.csv here.")] = None,
             ) -> None:
-    """Winners per test point and the number of kernels against TOL for both methods (Table I)."""
+    """The number of kernels against TOL for both methods, with worst, mean and leave-one-out loss (Table I).
+
+    With --out, also writes tol_table.csv and the BK winners per test point (winners.csv, at the first BK
+    and TOL). A database with no verified measurement exits with code 2."""
     loaded = load(source, device, space)
     matrix = perf_matrix(loaded.frame)
     frame = tol_table(matrix, _bks(bks), _floats(tols), METHODS, loo=loo, spread_ties=spread_ties)
@@ -210,7 +226,7 @@ def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
         out.print(f"wrote {out_dir / 'tol_table.csv'} and {out_dir / 'winners.csv'}")
 
 
-def emit(source: Source, fmt: Annotated[Format, typer.Option("--format", "-f", help="Output kind.")] = Format.json,
+def emit(source: EmitSource, fmt: Annotated[Format, typer.Option("--format", "-f", help="Output kind.")] = Format.json,
          output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
          device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
          method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,

@@ -28,18 +28,24 @@ PrecisionOpt = Annotated[Optional[str], typer.Option(
 NoSoftOpt = Annotated[bool, typer.Option("--no-soft", help="Switch off every soft constraint.")]
 SoftOffOpt = Annotated[Optional[list[str]], typer.Option(
     "--soft-off", help="Switch off one soft constraint by name (repeatable).")]
+MaxRawOpt = Annotated[Optional[int], typer.Option(
+    "--max-raw", help="Refuse a space with more raw combinations than this (default 10^10, or AUTOTUNE_MAX_RAW).")]
+MaxSurvivorsOpt = Annotated[Optional[int], typer.Option(
+    "--max-survivors", help="Stop when more instances than this pass the hard constraints "
+                            "(default 10^8, or AUTOTUNE_MAX_SURVIVORS).")]
 
 
 def _generate(space: str, device: str | None, precision: str | None, no_soft: bool,
-              soft_off: list[str] | None) -> Generated:
-    return generate(load_space(space), get_device(device), precision, soft=not no_soft, soft_off=soft_off or ())
+              soft_off: list[str] | None, max_raw: int | None = None, max_survivors: int | None = None) -> Generated:
+    return generate(load_space(space), get_device(device), precision, soft=not no_soft, soft_off=soft_off or (),
+                    max_raw=max_raw, max_survivors=max_survivors)
 
 
 @app.command()
 def show(space: SpaceArg, device: DeviceOpt = None, precision: PrecisionOpt = None, no_soft: NoSoftOpt = False,
-         soft_off: SoftOffOpt = None) -> None:
+         soft_off: SoftOffOpt = None, max_raw: MaxRawOpt = None, max_survivors: MaxSurvivorsOpt = None) -> None:
     """Print the funnel (raw -> after each hard -> after each soft constraint) and value counts."""
-    g = _generate(space, device, precision, no_soft, soft_off)
+    g = _generate(space, device, precision, no_soft, soft_off, max_raw, max_survivors)
     out.print(f"[bold]{g.space.name}[/bold]: {g.space.description}")
     out.print(f"device: {g.device.name} ({g.device.source}), precision: {g.precision}, "
               f"generated in {g.seconds:.3f} s")
@@ -61,11 +67,27 @@ def show(space: SpaceArg, device: DeviceOpt = None, precision: PrecisionOpt = No
         counts = Table(title="value counts among survivors")
         counts.add_column("parameter")
         counts.add_column("value: count")
-        frame = g.frame
-        for name in frame.columns:
-            vc = frame[name].value_counts().sort_index()
-            counts.add_row(name, "  ".join(f"{v}: {c}" for v, c in vc.items()))
+        for name in g.space.param_names:
+            counts.add_row(name, value_counts_text(g, name))
         out.print(counts)
+
+
+SHOWN_VALUES = 20
+
+
+def value_counts_text(g: Generated, name: str, shown: int = SHOWN_VALUES) -> str:
+    """`value: count` pairs among the survivors, in value order; with more than `shown` distinct values,
+    the `shown` most frequent ones and `… N more values` (counted from the integer codes: no frame)."""
+    values = next(p.values for p in g.space.parameters if p.name == name)
+    counts = np.bincount(g.codes[name], minlength=len(values))
+    present = np.flatnonzero(counts)
+    more = 0
+    if len(present) > shown:
+        top = present[np.argsort(-counts[present], kind="stable")[:shown]]
+        more = len(present) - shown
+        present = np.sort(top)
+    text = "  ".join(f"{values[i]}: {counts[i]}" for i in present)
+    return text + (f"  … {more:,} more values" if more else "")
 
 
 def _matching(g: Generated, where_expr: str | None) -> np.ndarray:
@@ -85,9 +107,9 @@ def list_(space: SpaceArg, limit: Annotated[int, typer.Option(help="Print at mos
           sample: Annotated[Optional[int], typer.Option(help="Random sample of N instances.")] = None,
           seed: Annotated[int, typer.Option(help="Seed of --sample.")] = 0,
           device: DeviceOpt = None, precision: PrecisionOpt = None, no_soft: NoSoftOpt = False,
-          soft_off: SoftOffOpt = None) -> None:
+          soft_off: SoftOffOpt = None, max_raw: MaxRawOpt = None, max_survivors: MaxSurvivorsOpt = None) -> None:
     """List surviving instances with their stable IDs."""
-    g = _generate(space, device, precision, no_soft, soft_off)
+    g = _generate(space, device, precision, no_soft, soft_off, max_raw, max_survivors)
     matching = _matching(g, where_expr)
     rows = _sample(matching, sample, seed)
     shown = rows if limit <= 0 else rows[:limit]
@@ -108,9 +130,9 @@ def export(space: SpaceArg, format: Annotated[Format, typer.Option("--format", "
            output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
            where_expr: Annotated[Optional[str], typer.Option("--where", help="Keep rows where EXPR holds.")] = None,
            device: DeviceOpt = None, precision: PrecisionOpt = None, no_soft: NoSoftOpt = False,
-           soft_off: SoftOffOpt = None) -> None:
+           soft_off: SoftOffOpt = None, max_raw: MaxRawOpt = None, max_survivors: MaxSurvivorsOpt = None) -> None:
     """Write every surviving instance (id, name, parameters, derived quantities) as CSV or JSON."""
-    g = _generate(space, device, precision, no_soft, soft_off)
+    g = _generate(space, device, precision, no_soft, soft_off, max_raw, max_survivors)
     rows = _matching(g, where_expr)
     frame = g.with_derived().iloc[rows]
     frame.insert(0, "id", g.ids(rows))

@@ -1,11 +1,13 @@
 """`autotune sweep CONFIG` (the main job) and `autotune query SQL`."""
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 import time
 from collections import Counter
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -72,7 +74,8 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
 
     Results go to the config's database (default results/<config name>.sqlite). Running the same
     command again resumes: measured pairs are skipped, and a pair that was in flight when a sweep
-    died is recorded as crashed and not re-run. Ctrl-C stops cleanly with a summary.
+    died is recorded as crashed and not re-run. Ctrl-C or SIGTERM stops cleanly (status interrupted) with a
+    summary and exit code 130.
     """
     import dataclasses
 
@@ -86,7 +89,7 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
     backend = _backend(replay, cfg.tol)
     reporter = BarReporter(quiet)
     try:
-        with Store.open(cfg.database) as store:
+        with sigterm_as_interrupt(), Store.open(cfg.database) as store:
             summary = run_sweep(cfg, store, backend, reporter)
     finally:
         reporter.stop()
@@ -94,6 +97,24 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
     _print_summary(summary, cfg.database)
     if summary.status == "interrupted":
         raise typer.Exit(130)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM (kill, a batch scheduler, systemd) stops like Ctrl-C: KeyboardInterrupt, so
+    the runner records in-flight work as interrupted, the lock is released and the workers are ended.
+    The previous handler is restored afterwards (outside the main thread nothing changes)."""
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _backend(replay: str | None, tol: float):
@@ -139,16 +160,44 @@ class OutFormat(str, Enum):
     csv = "csv"
 
 
-def query(sql: Annotated[str, typer.Argument(help="A SELECT statement (the connection is read-only).")],
-          db: Annotated[str, typer.Option("--db", help="Database URL, e.g. sqlite:///results/default.sqlite.")] = "sqlite:///results/default.sqlite",
+def query(sql: Annotated[str, typer.Argument(help="One SQL statement that only reads (SELECT, WITH, PRAGMA table_info): "
+                                              "the connection is read-only and writes, ATTACH, VACUUM and PRAGMA "
+                                              "assignments are refused.")],
+          db: Annotated[Optional[str], typer.Option("--db", help="Database URL or SQLite path, e.g. "
+                                                    "results/default/default.sqlite. Default: results/default.sqlite "
+                                                    "when it exists (the default sweep's database).")] = None,
           format: Annotated[OutFormat, typer.Option("--format", "-f", help="table or csv.")] = OutFormat.table) -> None:
-    """Run SQL on a results database through a read-only connection; print a table or CSV."""
+    """Run one read-only SQL statement on a results database; print a plain-text table or CSV.
+
+    A refused or failing statement exits with code 2 and changes nothing (no file is created)."""
     from autotune.store.query import run_query
-    frame = run_query(db, sql)
+    frame = run_query(db or _default_db(), sql)
     if format is OutFormat.csv:
         sys.stdout.write(frame.to_csv(index=False))
-    else:
-        out.print(frame.to_string(index=False) if len(frame) else "(no rows)")
+    else:  # plain text, never wrapped to the terminal's (or a pipe's 80-column) width
+        if len(frame):
+            sys.stdout.write(frame.to_string(index=False) + "\n")
+        else:
+            sys.stdout.write("".join(f"{c}  " for c in frame.columns).rstrip() + ("\n" if len(frame.columns) else "")
+                             + "(no rows)\n")
+
+
+def _default_db() -> str:
+    """results/default.sqlite (under the current folder, else the checkout) when it exists; otherwise an
+    error that lists the databases found under results/."""
+    from pathlib import Path
+
+    from autotune.paths import RESULTS_DIR
+    for candidate in (Path("results/default.sqlite"), RESULTS_DIR / "default.sqlite"):
+        if candidate.is_file():
+            return f"sqlite:///{candidate.resolve()}"
+    found = sorted(RESULTS_DIR.glob("**/*.sqlite"))
+    listed = ", ".join(str(f.relative_to(Path.cwd()) if f.is_relative_to(Path.cwd()) else f) for f in found[:5])
+    more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
+    raise UserError("no --db given and no results/default.sqlite (the default sweep has not run here)",
+                    hint=f"pass --db PATH_OR_URL, e.g. --db {listed.split(', ')[0]}; databases under results/: "
+                         f"{listed}{more}" if found else "pass --db PATH_OR_URL of a sweep's database "
+                         "(a config's `database:`, default results/<config name>.sqlite)")
 
 
 db_app = typer.Typer(help="Maintain results databases.", no_args_is_help=True)

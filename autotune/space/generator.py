@@ -29,6 +29,21 @@ from autotune.vocab import TestPoint
 from autotune.space.spec import Constraint, Space
 
 CHUNK = 1 << 21
+# Limits checked before (raw) and during (survivors) generation, so a huge space is refused with a message
+# instead of running for hours or exhausting memory. Raised per call (`--max-raw`, `--max-survivors` of
+# `autotune space ...`) or for every command through the environment (AUTOTUNE_MAX_RAW, AUTOTUNE_MAX_SURVIVORS).
+MAX_RAW = 10**10          # 10x the synthetic benchmark space (10^9 raw in < 10 s)
+MAX_SURVIVORS = 10**8     # survivors are kept in memory as integer codes (and as a frame by `space list`)
+
+
+def _limit(given: int | None, env: str, default: int) -> int:
+    import os
+    if given is not None:
+        return int(given)
+    try:
+        return int(float(os.environ.get(env, default)))
+    except ValueError:
+        return default
 
 
 @dataclass(frozen=True)
@@ -84,9 +99,17 @@ class Generated:
         return [Instance.of(self.space.name, dict(zip(frame.columns, row))) for row in frame.itertuples(index=False)]
 
 
+_DOMAINS: dict[int, tuple[tuple, np.ndarray]] = {}  # id(values) -> (values, array): built once per parameter
+
+
 def _domain(space: Space, name: str) -> np.ndarray:
     p = next(p for p in space.parameters if p.name == name)
-    return np.array(p.values)
+    cached = _DOMAINS.get(id(p.values))
+    if cached is None or cached[0] is not p.values:
+        if len(_DOMAINS) > 256:
+            _DOMAINS.clear()
+        cached = _DOMAINS[id(p.values)] = (p.values, np.array(p.values))
+    return cached[1]
 
 
 def _code_dtype(n: int) -> type:
@@ -157,8 +180,12 @@ def _check(space: Space, c: Constraint, env: _Env, n: int) -> np.ndarray:
 
 
 def generate(space: Space, device: DeviceLimits, precision: str | None = None, soft: bool = True,
-             soft_off: Iterable[str] = ()) -> Generated:
-    """Enumerate the valid instances of `space` for `device` and `precision` (default: its first)."""
+             soft_off: Iterable[str] = (), max_raw: int | None = None, max_survivors: int | None = None) -> Generated:
+    """Enumerate the valid instances of `space` for `device` and `precision` (default: its first).
+
+    Refuses (SpaceError) a space of more than `max_raw` raw combinations before any work, and stops as
+    soon as more than `max_survivors` instances pass the hard constraints (defaults: MAX_RAW and
+    MAX_SURVIVORS, or the environment's AUTOTUNE_MAX_RAW and AUTOTUNE_MAX_SURVIVORS)."""
     start = time.perf_counter()
     precision = precision or (space.kernel.problems.precisions[0] if space.kernel else "fp64")
     if space.kernel and precision not in space.kernel.problems.precisions:
@@ -174,6 +201,16 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
     sizes = {p.name: len(p.values) for p in space.parameters}
     rest = [math.prod(sizes[p] for p in order[i + 1:]) for i in range(len(order))]
     raw = math.prod(sizes.values())
+    max_raw = _limit(max_raw, "AUTOTUNE_MAX_RAW", MAX_RAW)
+    max_survivors = _limit(max_survivors, "AUTOTUNE_MAX_SURVIVORS", MAX_SURVIVORS)
+    if raw > max_raw:
+        biggest = sorted(space.parameters, key=lambda p: -len(p.values))[:3]
+        raise space.error(f"the space has {raw:.3g} raw combinations, above the limit of {max_raw:.3g}",
+                          hint="narrow the largest parameters (" + ", ".join(f"{p.name}: {len(p.values):,} values"
+                                                                            for p in biggest)
+                          + f") or raise the limit: --max-raw {raw} (autotune space) or AUTOTUNE_MAX_RAW={raw} "
+                          "(every command); generation time grows with the raw count")
+    kept_rows = [0]
 
     # which hard constraints become checkable after binding order[i] (constants go at step 0)
     at_step: list[list[Constraint]] = [[] for _ in order]
@@ -188,6 +225,12 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
     def expand(codes: dict[str, np.ndarray], n: int, i: int) -> None:
         if i == len(order):
             pieces.append(codes)
+            kept_rows[0] += n
+            if kept_rows[0] > max_survivors:
+                raise space.error(f"more than {max_survivors:,} instances pass the hard constraints "
+                                  f"(raw {raw:,}); stopped before running out of memory",
+                                  hint="add hard constraints or narrow the parameters, or raise the limit: "
+                                       "--max-survivors N (autotune space) or AUTOTUNE_MAX_SURVIVORS=N (every command)")
             return
         p, d = order[i], sizes[order[i]]
         rows_per_piece = max(1, CHUNK // d)

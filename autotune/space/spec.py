@@ -312,6 +312,9 @@ class _Builder:
             if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, step)) or step <= 0:
                 raise self.fail("a range needs integer start, stop and a positive step", line,
                                 hint="e.g. {start: 16, stop: 128, step: 16} (stop is included)")
+            if len(range(start, stop + 1, step)) > 1 << 24:  # checked before building the tuple
+                raise self.fail(f"the range has {len(range(start, stop + 1, step)):,} values, more than "
+                                f"{1 << 24:,} (2^24) per parameter", line, hint="use a larger step or a narrower range")
             values = tuple(range(start, stop + 1, step))
         elif isinstance(spec, dict) and set(spec) == {"pow2"}:
             bounds = spec["pow2"]
@@ -439,6 +442,9 @@ class _Builder:
     def problems(self, p: Any, line: int | None) -> Problems:
         if not isinstance(p, dict):
             raise self.fail("kernel.problems must be a mapping", line)
+        for key in ("precisions", "shapes"):  # `precisions:` left empty is null, not a list
+            if key in p and not isinstance(p[key], list):
+                raise self.fail(f"kernel.problems.{key} must be a list", line_of(p, key), hint="e.g. [fp32, fp64]")
         precisions = tuple(p.get("precisions", self.kind.precisions))
         shapes = tuple(p.get("shapes", self.kind.shapes))
         for value, allowed, key in ((precisions, self.kind.precisions, "precisions"), (shapes, self.kind.shapes, "shapes")):

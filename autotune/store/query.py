@@ -1,7 +1,8 @@
 """Read-only SQL over a results database, and the README's recipes as a small DataFrame API.
 
-`run_query` opens its own read-only connection for every call: SQLite with `mode=ro` and
-`PRAGMA query_only`, PostgreSQL with `default_transaction_read_only` plus `SET TRANSACTION READ ONLY`,
+`run_query` opens its own read-only connection for every call: SQLite with `mode=ro`,
+`PRAGMA query_only` and an authorizer that allows only reads (no ATTACH, VACUUM, PRAGMA assignments,
+transactions or writes: `autotune.store.readonly`), PostgreSQL with `default_transaction_read_only` plus `SET TRANSACTION READ ONLY`,
 and one statement per call (a second statement after `;` is refused), so DELETE, DROP or UPDATE fail.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import UserError
+from autotune.store.readonly import guard_reads
 from autotune.store.schema import database_url, make_engine, sqlite_path
 
 
@@ -185,13 +187,14 @@ def _read(url: str, work: Callable[[Connection], pd.DataFrame]) -> pd.DataFrame:
         with engine.connect() as conn:
             if conn.dialect.name == "postgresql":
                 conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-            frame = work(conn)
+            with guard_reads(conn):
+                frame = work(conn)
             conn.rollback()
             return frame
     except _db_errors() as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         hint = ("`autotune query` is read-only: open the database with a SQL client to change it"
-                if "read" in reason.lower() and "only" in reason.lower()
+                if ("read" in reason.lower() and "only" in reason.lower()) or "authoriz" in reason.lower()
                 else "run one SELECT statement; the README lists the tables and columns")
         raise QueryError(f"query failed on {shown}: {reason}", hint=hint) from exc
     finally:

@@ -334,7 +334,8 @@ def make_engine(url: str, readonly: bool = False) -> Engine:
             if readonly:
                 cur.execute("PRAGMA query_only = ON")
             elif path is not None:
-                cur.execute("PRAGMA journal_mode = WAL")
+                from autotune.store.create import retry_locked  # two processes may switch a new file at once
+                retry_locked(lambda: cur.execute("PRAGMA journal_mode = WAL"))
                 cur.execute("PRAGMA synchronous = NORMAL")
             cur.close()
         return engine

@@ -117,10 +117,9 @@ class Store:
                                          f"{', '.join(sorted(tables)[:5])})", hint="give another database URL")
             if not create:
                 raise StoreError(f"{self.url} holds no results yet", hint="run a sweep into it first")
-            Base.metadata.create_all(self.engine)
-            with self.session() as s:
-                s.add(SchemaMeta(key="schema_version", value=str(SCHEMA_VERSION)))
-            return
+            from autotune.store.create import create_schema  # race-safe: another process may be creating it
+            if create_schema(self.engine):
+                return
         with self.session() as s:
             version = int(s.get(SchemaMeta, "schema_version").value)  # type: ignore[union-attr]
         if version > SCHEMA_VERSION:

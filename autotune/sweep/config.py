@@ -18,6 +18,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from autotune.problems.gemm import gemm_point
 from autotune.errors import ConfigError
 from autotune.problems.base import ProblemKind
+from autotune.sweep.limits import MAX_BYTES, point_limit_error
 from autotune.vocab import ELEM_BYTES, PRECISIONS, SHAPES, TestPoint
 from autotune.paths import RESULTS_DIR, SPACES_DIR
 
@@ -90,6 +91,8 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=file,
                           line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)")
+    if root is None:  # an empty file (or only comments)
+        raise ConfigError("the config is empty", file=file, hint="start from configs/default.yaml")
     if not isinstance(root, MappingNode):
         raise r.error(root, "a sweep config is a mapping (key: value lines)", "start from configs/default.yaml")
     top = r.mapping(root, TOP_KEYS, "sweep config")
@@ -267,6 +270,8 @@ def _points(r: _Reader, node: Node, kinds: _Kinds) -> list[TestPoint]:
         for shape in shapes:
             for mm, nn, kk in sizes:
                 out.append(gemm_point(prec, shape, mm, nn, kk, _batch(r, m["batch"], prec, mm, nn, kk)))
+    for bad in filter(None, map(point_limit_error, out)):  # sizes a kernel cannot take (sweep/limits.py)
+        raise r.error(m[bad[0]], bad[1], bad[2])
     return out
 
 
@@ -373,12 +378,15 @@ def _batch(r: _Reader, node: Node, precision: str, m: int, n: int, k: int) -> in
 
 def _bytes(r: _Reader, node: Node) -> int:
     v = r.value(node)
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_BYTES:
         return int(v)
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([KMGT]i?B|B)?\s*", str(v), flags=re.IGNORECASE)
     if not match:
         raise r.error(node, f"cannot read a size in bytes from {v!r}", "write e.g. 100MB, 1.5GB, 512MiB or 100000000")
-    return int(float(match.group(1)) * UNITS[(match.group(2) or "b").lower()])
+    value = float(match.group(1)) * UNITS[(match.group(2) or "b").lower()]
+    if not 0 < value <= MAX_BYTES:  # 0MB would silently give batch 1; 1e400B would overflow
+        raise r.error(node, f"batch bytes {v!r} must be above 0 and at most 1 PB", "write e.g. 100MB or 1.5GB")
+    return int(value)
 
 
 def _duration(r: _Reader, node: Node) -> float:

@@ -6,7 +6,8 @@ included; a pair the database never saw comes back as Status.SKIPPED with error 
 """
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+import time
+from typing import Callable, Iterator, Sequence
 
 from sqlalchemy import select
 
@@ -24,8 +25,13 @@ class ReplayBackend:
 
     `device` is a device name or UUID; None picks the only device (StoreError when there are several)."""
 
-    def __init__(self, url: str, device: str | None = None) -> None:
+    def __init__(self, url: str, device: str | None = None, delay_s: float | None = None) -> None:
+        import os
         self.url = url
+        # like the GPU backend: the runner sets this to mark each pair in flight before it is measured
+        self.before_measure: Callable[[str, TestPoint], None] | None = None
+        # seconds per measurement (AUTOTUNE_REPLAY_DELAY): a GPU's pace, for tests of interrupts and demos
+        self.delay_s = float(os.environ.get("AUTOTUNE_REPLAY_DELAY", 0) or 0) if delay_s is None else delay_s
         self._store = Store.open(url, readonly=True)
         self._device_id = self._store.device_id(device)
         self._info = self._store.device_info(self._device_id)
@@ -38,6 +44,10 @@ class ReplayBackend:
         recorded = self._recorded([job.instance.id for job in jobs])
         for job in jobs:
             for point in job.points:
+                if self.before_measure is not None:
+                    self.before_measure(job.instance.id, point)
+                if self.delay_s > 0:
+                    time.sleep(self.delay_s)
                 yield recorded.get((job.instance.id, point)) or Measurement(
                     job.instance.id, point, Status.SKIPPED, error=NOT_RECORDED)
 

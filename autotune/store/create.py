@@ -1,0 +1,52 @@
+"""Creating the schema of a new results database, safely when several processes do it at once.
+
+Two sweeps started together on a new SQLite file both saw an empty database and both ran CREATE TABLE:
+the second failed with "table schema_meta already exists". Here the check and the creation run in one
+transaction under the database's write lock (SQLite: BEGIN IMMEDIATE, which waits up to the busy timeout;
+PostgreSQL: a transaction-scoped advisory lock), so exactly one process creates the tables and the
+others find them afterwards. DDL is transactional in both, so nobody ever sees half a schema.
+"""
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Callable
+
+from sqlalchemy import inspect, insert
+from sqlalchemy.engine import Engine
+
+from autotune.store.schema import SCHEMA_VERSION, Base, SchemaMeta
+
+PG_LOCK_KEY = 0x6175746F  # "auto": the advisory lock taken while the schema is created
+
+
+def create_schema(engine: Engine) -> bool:
+    """Create every table and the schema_version row if the database has no schema_meta table.
+    True when this call created them, False when another process had (the caller then checks the version)."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock, held until commit or rollback
+        elif conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_LOCK_KEY})")
+        if "schema_meta" in inspect(conn).get_table_names():
+            conn.rollback()
+            return False
+        Base.metadata.create_all(conn)
+        conn.execute(insert(SchemaMeta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+        conn.commit()
+        return True
+
+
+def retry_locked(run: Callable[[], object], seconds: float = 30.0) -> None:
+    """Run `run` (a SQLite statement), retrying while it fails with "database is locked". Switching a new
+    file to WAL mode returns SQLITE_BUSY at once, without SQLite's busy timeout, while another
+    connection is switching it too."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            run()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
