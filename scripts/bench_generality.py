@@ -86,10 +86,15 @@ def main() -> None:
     ap.add_argument("--space", default="gemm_batched_simt")
     ap.add_argument("--instances", type=int, default=120)
     ap.add_argument("--rounds", type=int, default=2, help="runs of each tree, alternating")
+    ap.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted (disk caches, clocks)")
     ap.add_argument("--out", help="write the JSON here")
     args = ap.parse_args()
     trees = [(label, Path(path)) for label, path in (t.split("=", 1) for t in args.tree)]
     runs: dict[str, list[dict]] = {label: [] for label, _ in trees}
+    for r in range(args.warmup):
+        for label, path in trees:
+            res = run_once(path, args.space, args.instances)
+            print(f"warm-up {r + 1} {label:>8}: {res['configs_per_s']:.2f} configs/s (not counted)", flush=True)
     for r in range(args.rounds):
         for label, path in trees:
             res = run_once(path, args.space, args.instances)
@@ -98,7 +103,8 @@ def main() -> None:
                   f"{res['configs_per_s']:.2f} configs/s {res['counts']}", flush=True)
     medians = {label: statistics.median(x["configs_per_s"] for x in rs) for label, rs in runs.items()}
     first = trees[0][0]
-    report = {"space": args.space, "instances": args.instances, "rounds": args.rounds, "runs": runs,
+    report = {"space": args.space, "instances": args.instances, "rounds": args.rounds, "warmup": args.warmup,
+              "runs": runs,
               "median_configs_per_s": medians,
               "ratio_to_first": {label: medians[label] / medians[first] for label in medians}}
     if args.out:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotune.problems.gemm import gemm_point
+from autotune.store.schema import SCHEMA_VERSION
 from autotune.paths import ROOT
 
 RECORDED = ROOT / "results" / "default" / "default.sqlite"
@@ -232,7 +233,8 @@ def test_concurrent_creation_of_a_new_database(tmp_path: Path) -> None:
             assert results == ["ok"] * 4, results
             with sqlite3.connect(db) as c:
                 assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-                assert c.execute("select value from schema_meta where key = 'schema_version'").fetchall() == [("1",)]
+                version = c.execute("select value from schema_meta where key = 'schema_version'").fetchall()
+                assert version == [(str(SCHEMA_VERSION),)]
 
 
 # ---- 6. SIGTERM stops a sweep like Ctrl-C ---------------------------------------------------------------

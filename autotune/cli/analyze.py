@@ -72,6 +72,8 @@ def load(source: str, device: str | None, space: str | None) -> Loaded:
     url = _url(source)
     with Store.open(url, create=False, readonly=True) as store:
         frame = store.measurements(device=device, space=space)
+        if "kind" in frame.columns:  # other problem kinds have their own summaries (dispatch.kinds)
+            frame = frame[frame["kind"] == "gemm"]
         devices = sorted(frame["device"].unique()) if len(frame) else []
         if len(devices) > 1:
             raise UserError(f"{source} holds measurements of several GPUs ({', '.join(devices)}): pick one with --device")
@@ -255,8 +257,17 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
            generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4",
            tols: Annotated[str, typer.Option("--tols", help="TOL values for tol_table.csv.")] = "0,0.05,0.1,0.15",
            ) -> None:
-    """Write summary.csv, tol_table.csv, dispatch.json/.cuh/.py and the PNG plots into --out."""
+    """Write summary.csv, tol_table.csv, dispatch.json/.cuh/.py and the PNG plots into --out. Problem kinds other
+    than GEMM get summary.csv, dispatch.json and dispatch.py (in --out/KIND/ when the database holds several
+    kinds)."""
     from autotune.dispatch.report import write_report
+    if not source.endswith(".csv"):
+        from autotune.dispatch.kinds import write_reports
+        others = write_reports(_url(source), out_dir, tol, bk, device)
+        for kind in others:
+            out.print(f"wrote the summary and dispatch table of {kind} under {out_dir}")
+        if others and not _has_gemm(source):
+            return
     loaded = load(source, device, space)
     criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
     table, w = build(loaded, criteria, method, validity, generic)
@@ -271,6 +282,11 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
               f"{100 * (table.provenance['worst_loss'] or 0):.2f}%)")
     for path in written:
         out.print(f"wrote {path}")
+
+
+def _has_gemm(source: str) -> bool:
+    from autotune.store.query import run_query
+    return bool(len(run_query(_url(source), "SELECT id FROM test_points WHERE kind = 'gemm' LIMIT 1")))
 
 
 @dataclass(frozen=True)

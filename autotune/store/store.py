@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import pandas as pd
-from sqlalchemy import delete, insert, inspect, select, update
+from sqlalchemy import bindparam, delete, insert, inspect, select, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -182,9 +182,9 @@ class Store:
                 for known in s.scalars(select(InstanceRow.id).where(InstanceRow.id.in_(ids[start:start + 500]))):
                     todo.pop(known)
             if todo:
-                s.execute(insert(InstanceRow), [dict(id=i.id, space=i.space, name=i.name, params=dict(i.params))
+                s.execute(insert(InstanceRow.__table__), [dict(id=i.id, space=i.space, name=i.name, params=dict(i.params))
                                                 for i in todo.values()])
-                s.execute(insert(InstanceParam), [_param_row(i.id, name, value)
+                s.execute(insert(InstanceParam.__table__), [_param_row(i.id, name, value)
                                                   for i in todo.values() for name, value in i.params])
         return len(todo)
 
@@ -303,20 +303,26 @@ class Store:
         sweep = self._sweep(sweep_id)
         ids = self.upsert_points([m.point for m in measurements])
         try:
-            with self.session() as s:
+            rows, done = [], []
+            for m in measurements:
+                f = figures(*_work(m, sweep.beta), m.median_ms if m.status == Status.OK else None,
+                            sweep.copy_bandwidth)
+                rows.append(dict(
+                    sweep_id=sweep_id, instance_id=m.instance_id, point_id=ids[m.point], device_id=sweep.device_id,
+                    space_id=space_id, status=Status(m.status).value, **_timings(m), gflops=f.gflops, gbs=f.gbs,
+                    roofline_frac=f.roofline_frac, max_rel_err=m.max_rel_err, registers=m.registers,
+                    shared_bytes=m.shared_bytes, local_bytes=m.local_bytes, compile_s=m.compile_s,
+                    l2_protection=m.l2_protection, error=m.error, log=m.log, measured_at=now()))
+                done.append(dict(iid=m.instance_id, pid=ids[m.point], did=sweep.device_id))
+            if not rows:
+                return
+            inflight = Inflight.__table__
+            with self.session() as s:  # Core statements: one executemany each, however many measurements
                 self._beat(s)
-                for m in measurements:
-                    f = figures(*_work(m, sweep.beta), m.median_ms if m.status == Status.OK else None,
-                                sweep.copy_bandwidth)
-                    s.add(MeasurementRow(
-                        sweep_id=sweep_id, instance_id=m.instance_id, point_id=ids[m.point], device_id=sweep.device_id,
-                        space_id=space_id, status=Status(m.status).value, **_timings(m), gflops=f.gflops, gbs=f.gbs,
-                        roofline_frac=f.roofline_frac, max_rel_err=m.max_rel_err, registers=m.registers,
-                        shared_bytes=m.shared_bytes, local_bytes=m.local_bytes, compile_s=m.compile_s,
-                        l2_protection=m.l2_protection, error=m.error, log=m.log, measured_at=now()))
-                    s.execute(delete(Inflight).where(Inflight.instance_id == m.instance_id,
-                                                     Inflight.point_id == ids[m.point],
-                                                     Inflight.device_id == sweep.device_id))
+                s.execute(insert(MeasurementRow.__table__), rows)
+                s.execute(inflight.delete().where(inflight.c.instance_id == bindparam("iid"),
+                                                  inflight.c.point_id == bindparam("pid"),
+                                                  inflight.c.device_id == bindparam("did")), done)
         except IntegrityError as exc:
             raise StoreError(f"cannot record measurements: {str(exc.orig).splitlines()[0]}",
                              hint="a pair was measured twice (consult done_pairs) or its instance was not upserted") from exc

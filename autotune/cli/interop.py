@@ -1,0 +1,63 @@
+"""`autotune import kerneltuner` and `autotune export kerneltuner`: Kernel Tuner caches in and out."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+import_app = typer.Typer(help="Bring results of other tuners into a results database.", no_args_is_help=True)
+export_app = typer.Typer(help="Write results in other tuners' formats.", no_args_is_help=True)
+out = Console()
+
+
+@import_app.command("kerneltuner")
+def import_kerneltuner(
+        cache: Path = typer.Argument(..., help="a Kernel Tuner cache file (JSON; an unterminated one left by a "
+                                               "stopped run is read too)"),
+        db: str = typer.Option(..., "--db", help="results database URL or SQLite file to import into (created if new)"),
+        space: Optional[str] = typer.Option(None, "--space", help="the space file the kernel was tuned with; "
+                                            "without it a space is written from the cache's tune_params"),
+        space_out: Optional[Path] = typer.Option(None, "--space-out", help="where to write the created space "
+                                                 "(default: next to the cache, CACHE.space.yaml)"),
+        precision: str = typer.Option("fp32", help="precision of the test point (the cache does not record it)"),
+) -> None:
+    """Import a Kernel Tuner cache: every configuration becomes a measurement (times kept exactly, failures as
+    failures), the cache's problem size a test point, its device a device."""
+    from autotune.interop.kt_store import import_cache
+    from autotune.space.spec import load_space
+    from autotune.store.store import Store
+
+    with Store.open(db) as store:
+        got = import_cache(cache, store, load_space(space) if space else None, space_out, precision)
+    if got.space_file is not None:
+        out.print(f"space written to {got.space_file}")
+    if got.dropped_entries:
+        out.print(f"the cache was cut off mid-entry: its last, partial configuration was dropped")
+    out.print(f"imported {got.records} configurations ({got.failures} failed) of space {got.space} at "
+              f"{got.point.key} into {db} (sweep {got.sweep_id})")
+
+
+@export_app.command("kerneltuner")
+def export_kerneltuner(
+        db: str = typer.Argument(..., help="results database URL or SQLite file"),
+        space: str = typer.Option(..., "--space", help="the space whose measurements to write"),
+        out_file: Path = typer.Option(..., "--out", help="the Kernel Tuner cache file to write"),
+        point: Optional[str] = typer.Option(None, "--point", help="the test point (its key, e.g. "
+                                            "transpose:fp32:-:4096x4096) when the space was measured at several"),
+        device: Optional[str] = typer.Option(None, "--device", help="device name or UUID (default: the only one)"),
+        t4: Optional[Path] = typer.Option(None, "--t4", help="also write Kernel Tuner's T4 results JSON here"),
+) -> None:
+    """Export one space's measurements at one test point as a Kernel Tuner cache (Kernel Tuner's reader and its
+    simulation mode accept it), and optionally as T4 results."""
+    from autotune.interop.kerneltuner import write_cache, write_t4
+    from autotune.interop.kt_store import export_cache
+    from autotune.store.store import Store
+
+    with Store.open(db, readonly=True) as store:
+        cache = export_cache(store, space, device, point)
+    write_cache(cache, out_file)
+    if t4 is not None:
+        write_t4(cache, t4)
+    out.print(f"wrote {len(cache.records)} configurations to {out_file}" + (f" and {t4}" if t4 else ""))

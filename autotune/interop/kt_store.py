@@ -1,0 +1,189 @@
+"""Kernel Tuner caches <-> the results database.
+
+`import_cache`: one Kernel Tuner cache (a kernel on one device at one problem size) becomes a sweep of a results
+database: every configuration an instance (parameters as in the cache's `tune_params_keys`), its time the
+measurement's median (Kernel Tuner's `time` objective, kept exactly), its `times` the repetitions, failures as
+failures (Kernel Tuner's own failure word kept in `error`, so an export writes it back), other recorded fields
+(compile_time, metrics, timestamp) in the measurement's `log` as JSON. Without a space file, a space is written
+from the cache's `tune_params` (parameters only, no kernel binding: the cache does not say how to launch it).
+The test point is of kind `kerneltuner`, with the sizes `size_x, size_y, size_z` of Kernel Tuner's problem_size
+(or the sizes of the given space's kind, when it has as many).
+
+`export_cache`: one space's measurements at one test point on one device as a `KTCache` (then
+`kerneltuner.write_cache` writes a file Kernel Tuner's reader and simulation mode accept, and `write_t4` its
+T4 results file).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autotune.errors import UserError
+from autotune.interop.kerneltuner import CacheFormatError, KTCache, KTRecord, config_key, read_cache
+from autotune.space.instance import Instance
+from autotune.space.spec import Space, load_space
+from autotune.store.schema import SpaceRecord, SweepStart
+from autotune.store.store import Store
+from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+
+KIND = "kerneltuner"
+SIZE_NAMES = ("size_x", "size_y", "size_z")
+TO_STATUS = {"ok": Status.OK, "compile_error": Status.COMPILE_ERROR, "launch_error": Status.LAUNCH_ERROR,
+             "invalid": Status.LAUNCH_ERROR, "wrong": Status.WRONG, "error": Status.CRASHED}
+FROM_STATUS = {Status.OK: "ok", Status.SKIPPED: "ok", Status.COMPILE_ERROR: "compile_error",
+               Status.LAUNCH_ERROR: "launch_error", Status.WRONG: "wrong", Status.TIMEOUT: "error",
+               Status.CRASHED: "error"}
+MARK = "kerneltuner:"  # error text prefix that keeps Kernel Tuner's own status through a round trip
+
+
+@dataclass(frozen=True)
+class Imported:
+    sweep_id: int
+    space: str
+    space_file: Path | None  # written when no space was given
+    point: TestPoint
+    records: int
+    failures: int
+    dropped_entries: int  # a truncated last entry of an unterminated cache
+
+
+def _problem_sizes(cache: KTCache) -> tuple[int, ...]:
+    ps = cache.problem_size
+    sizes = ps if isinstance(ps, (tuple, list)) else (ps,) if isinstance(ps, int) else ()
+    if not sizes or not all(isinstance(s, int) and s >= 1 for s in sizes):
+        return (1,)
+    return tuple(int(s) for s in sizes)
+
+
+def space_yaml(cache: KTCache, name: str) -> str:
+    """A space file for the cache's tuning parameters (no constraints: the cache only recorded what it tried)."""
+    doc = {"name": name, "description": f"imported from a Kernel Tuner cache of {cache.kernel_name} on "
+                                        f"{cache.device_name}",
+           "parameters": {k: list(cache.tune_params.get(k) or sorted({r.params[k] for r in cache.records}, key=str))
+                          for k in cache.tune_params_keys}}
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def import_cache(path: Path, store: Store, space: Space | None = None, space_out: Path | None = None,
+                 precision: str = "fp32") -> Imported:
+    try:
+        cache = read_cache(path)
+    except (CacheFormatError, OSError) as exc:
+        raise UserError(str(exc), file=path, hint="give a cache file that Kernel Tuner wrote (cache=... in "
+                        "tune_kernel)") from None
+    if space is None:
+        name = "".join(c if c.isalnum() else "_" for c in cache.kernel_name) or "kernel"
+        space_out = space_out or path.with_suffix(".space.yaml")
+        space_out.write_text(space_yaml(cache, name))
+        space = load_space(space_out)
+    missing = [k for k in cache.tune_params_keys if k not in space.param_names]
+    if missing:
+        raise UserError(f"{path}: the cache's parameters {', '.join(missing)} are not parameters of space "
+                        f"{space.name}", hint="give the space the kernel was tuned with, or none to create one")
+    sizes = _problem_sizes(cache)
+    if len(sizes) == len(space.kind.size_names) and space.kind.name != "gemm":
+        names: tuple[str, ...] = space.kind.size_names
+        kind = space.kind.name
+    else:
+        names, kind = SIZE_NAMES[:len(sizes)], KIND
+    point = TestPoint(kind, precision, "", tuple(zip(names, sizes)))
+    info = DeviceInfo(name=cache.device_name, uuid=f"{MARK}{cache.device_name}", sm_count=0, cc=0,
+                      sm_clock_mhz=None, mem_clock_mhz=None, l2_bytes=0, copy_bandwidth=0.0, driver="",
+                      cuda_runtime="", nvrtc="", cupy="")
+    device_id = store.upsert_device(info)
+    software_id = store.upsert_software(info, "kerneltuner-import", None)
+    header = {"device_name": cache.device_name, "kernel_name": cache.kernel_name, "problem_size": cache.problem_size,
+              "tune_params_keys": list(cache.tune_params_keys), "objective": cache.objective,
+              **cache.header_extra}
+    sweep_id = store.begin_sweep(SweepStart(f"import:{path.name}", json.dumps(header, default=str), device_id,
+                                            software_id, info, 1.0, 0.0, 0))
+    status = "failed"
+    try:
+        space_id = store.upsert_space(SpaceRecord(
+            name=space.name, yaml_path=str(space.path), yaml_text=space.path.read_text(),
+            source_path=space.kernel.source if space.kernel else "", kind=kind,
+            source_text=space.kernel.source_path.read_text() if space.kernel else ""))
+        instances = [Instance.of(space.name, {k: r.params[k] for k in cache.tune_params_keys}) for r in cache.records]
+        store.upsert_instances(instances)
+        done = store.done_pairs(device_id)
+        rows = [_measurement(inst, point, r) for inst, r in zip(instances, cache.records) if (inst.id, point) not in done]
+        for start in range(0, len(rows), 1000):
+            store.record(sweep_id, space_id, rows[start:start + 1000])
+        status = "done"
+    finally:
+        store.finish_sweep(sweep_id, status)
+    failures = sum(r.status != "ok" for r in cache.records)
+    return Imported(sweep_id, space.name, space_out, point, len(cache.records), failures, cache.dropped_entries)
+
+
+def _measurement(inst: Instance, point: TestPoint, r: KTRecord) -> Measurement:
+    status = TO_STATUS[r.status]
+    m = Measurement(inst.id, point, status, reps=len(r.times_ms), times_ms=list(r.times_ms),
+                    log=json.dumps(r.extra, default=str) if r.extra else None)
+    if status == Status.OK:
+        times = sorted(r.times_ms) if r.times_ms else [r.time_ms]
+        m.median_ms = r.time_ms
+        m.min_ms, m.max_ms = times[0], times[-1]
+    else:
+        m.error = f"{MARK}{r.status}"
+    return m
+
+
+def export_cache(store: Store, space: str, device: str | None = None, point: str | None = None) -> KTCache:
+    """One space's measurements at one test point (`point`: its key, needed when there are several) on one device
+    as a Kernel Tuner cache. Parameters and their values come from the stored space file."""
+    from sqlalchemy import select
+
+    from autotune.store.schema import Device, InstanceRow, MeasurementRow, Point, SpaceVersion
+
+    device_id = store.device_id(device)
+    with store.session() as s:
+        spaces = s.execute(select(SpaceVersion.yaml_text).where(SpaceVersion.name == space)
+                           .order_by(SpaceVersion.id.desc())).scalars().all()
+        if not spaces:
+            raise UserError(f"no space {space!r} in {store.url}", hint="name a space that was swept into it")
+        rows = s.execute(select(MeasurementRow, InstanceRow.params, Point)
+                         .join(InstanceRow, InstanceRow.id == MeasurementRow.instance_id)
+                         .join(Point, Point.id == MeasurementRow.point_id)
+                         .where(InstanceRow.space == space, MeasurementRow.device_id == device_id)
+                         .order_by(MeasurementRow.id)).all()
+        device_name = s.get(Device, device_id).name  # type: ignore[union-attr]
+    points = sorted({p.point().key for _, _, p in rows})
+    if point is None and len(points) > 1:
+        raise UserError(f"space {space} was measured at {len(points)} test points; a cache holds one",
+                        hint=f"add --point with one of: {', '.join(points[:8])}")
+    key = point or (points[0] if points else None)
+    if key not in points:
+        raise UserError(f"no measurements of {space} at {key}", hint=f"points: {', '.join(points[:8]) or 'none'}")
+    doc = yaml.safe_load(spaces[0])
+    tune_params = {k: list(v) if isinstance(v, list) else v for k, v in (doc.get("parameters") or {}).items()}
+    keys = tuple(tune_params)
+    records, header = [], {}
+    for m, params, p in rows:
+        tp = p.point()
+        if tp.key != key:
+            continue
+        params = json.loads(params) if isinstance(params, str) else params
+        extra = json.loads(m.log) if m.log and m.log.startswith("{") else {}
+        st = Status(m.status)
+        kt = m.error[len(MARK):] if (m.error or "").startswith(MARK) else FROM_STATUS[st]
+        ok = kt == "ok" and m.median_ms is not None
+        records.append(KTRecord({k: params[k] for k in keys}, kt if not ok else "ok", m.median_ms if ok else None,
+                                tuple(m.times_ms or ()) if ok else (), extra))
+        header = {"problem_size": tuple(v for _, v in tp.sizes)}
+    kernel_name = (doc.get("kernel") or {}).get("name") or (doc.get("kernel") or {}).get("template") or space
+    if "description" in doc and str(doc["description"]).startswith("imported from a Kernel Tuner cache of "):
+        kernel_name = str(doc["description"]).split(" of ", 1)[1].rsplit(" on ", 1)[0]
+    sizes = header.get("problem_size", ())
+    return KTCache(device_name=device_name.removeprefix(MARK), kernel_name=kernel_name,
+                   problem_size=sizes if len(sizes) != 1 else sizes[0], tune_params_keys=keys,
+                   tune_params=tune_params, objective="time", records=tuple(records))
+
+
+def keys_and_times(cache: KTCache) -> dict[str, tuple[str, float | None]]:
+    """{config key: (status, time)}: what a round trip must reproduce."""
+    return {config_key(r.params, cache.tune_params_keys): (r.status, r.time_ms) for r in cache.records}
