@@ -163,22 +163,36 @@ class KernelInfoSource(Mapping):
         name = str(row["instance"]) if row is not None and "instance" in rows.columns else iid
         try:
             space = load_space(space_name)
-            params = {p: (row[p] if p in rows.columns else row[f"param_{p}"]) for p in space.param_names}
-            params = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in params.items()}
         except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
             if space_name or self.derive:
-                warnings.warn(f"no name expression for {iid} ({space_name or 'unknown space'}): {exc}")
-            return KernelInfo(space=space_name, name=name, valid=user)
+                warnings.warn(f"no space file for {iid} ({space_name or 'unknown space'}): {exc}; "
+                              "the table uses it only at its tuned points")
+            return KernelInfo(space=space_name, name=name, valid=user, tuned_only=self.derive)
+        params = {}
+        for p in space.param_names:  # an instance measured before a parameter existed lacks its column
+            col = p if p in rows.columns else f"param_{p}"
+            if col in rows.columns and not pd.isna(row[col]):
+                v = row[col]
+                params[p] = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
+        template = None
+        try:
+            template = space.template_name(params, precision, shape)
+        except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
+            warnings.warn(f"no name expression for {iid} ({space_name}): {exc}")
         derived: tuple[tuple[str, int], ...] | None = ()
         if self.derive:
             hints = self.measured.get((iid, precision, shape), ())
-            derived = instance_validity(space_name, params, precision, [tuple(int(x) for x in h) for h in hints])
+            try:
+                derived = instance_validity(space_name, params, precision,
+                                            [tuple(int(x) for x in h) for h in hints])
+            except Exception:  # noqa: BLE001 - e.g. an expression reads a parameter this instance lacks
+                derived = None
             if derived is None:
-                warnings.warn(f"{iid} ({space_name}): its serves/where expression is not a box of one-key predicates; "
+                warnings.warn(f"{iid} ({space_name}): no one-key predicates reproduce its serves/where expression; "
                               "the table uses it only at its tuned points")
-        return KernelInfo(space=space_name, name=name, template=space.template_name(params, precision, shape),
-                          source=space.kernel.source, convention=space.kernel.convention,
-                          valid=tuple(dict.fromkeys(user + (derived or ()))), tuned_only=derived is None)
+        return KernelInfo(space=space_name, name=name, template=template, source=space.kernel.source,
+                          convention=space.kernel.convention, valid=tuple(dict.fromkeys(user + (derived or ()))),
+                          tuned_only=derived is None)
 
 
 def kernel_info(frame: pd.DataFrame, kernels: tuple[tuple[str, str, str], ...] = (),

@@ -12,7 +12,8 @@ floats are not integers) raises ValueError here; the C++ lookup returns INVALID 
 Rules, for a valid problem (precision, shape, M, N, K, batch):
 1. Only tuned points and regions of the same precision and shape are considered.
 2. Exact tuned point: the first entry of its ranked list (the table's kernels measured there and the
-   library, fastest first) that is valid here; if none is, the fallback.
+   library, fastest first); each was verified and timed at this very problem, so the measurement stands
+   in for the predicates (an instance recorded before its space's `serves` changed keeps its own points).
 3. Merged region (a box over M, N, K, in table order) that contains the problem and whose kernel (or
    the library) is valid here: that answer. A region exists only where every measured point inside it had
    that answer within TOL of the best of the measured instances and the library.
@@ -23,7 +24,7 @@ Rules, for a valid problem (precision, shape, M, N, K, batch):
    `--fallback naive` (and for version-1 tables, which had no library).
 A kernel is valid where all its predicates hold; predicates are one-key objects: {"m_multiple_of": 8},
 {"max_k": 256}, {"min_batch": 2}, ... for the dimensions m, n, k, batch. A kernel marked `tuned_only` is
-valid only at the tuned points where it was measured (rule 2). The library is valid everywhere.
+valid nowhere but at the tuned points where it was measured (rule 2). The library is valid everywhere.
 """
 from __future__ import annotations
 
@@ -118,9 +119,9 @@ class Lookup:
 
     def valid(self, kernel: int, dims: tuple[int, ...], tuned: bool = False) -> bool:
         """Whether an answer may serve `dims` (`tuned`: at a tuned point that measured it)."""
-        if kernel == LIBRARY:
+        if kernel == LIBRARY or tuned:
             return True
-        if self.tuned_only[kernel] and not tuned:
+        if self.tuned_only[kernel]:
             return False
         mult, lo, hi = self.bounds[kernel]
         return all(dims[d] % mult[d] == 0 and lo[d] <= dims[d] <= hi[d] for d in range(4))

@@ -139,7 +139,7 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
     """
     if fallback not in FALLBACKS:
         raise ValueError(f"unknown fallback {fallback!r}; expected one of {sorted(FALLBACKS)}")
-    info = kernel_info or {}
+    info = kernel_info if kernel_info is not None else {}
     kernels = sorted(sel.kernels, key=_order)
     index = {k: i for i, k in enumerate(kernels)}
     col_of = {iid: c for c, iid in enumerate(w.matrix.instances)}

@@ -32,11 +32,24 @@ BATCH_EXTRA = (65535, 65536, 1_000_000, 2**31 - 1)
 Predicate = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
+def _values(space: Any, params: Mapping[str, Any], precision: str) -> dict[str, Any]:
+    """Like Space.values, but a derived quantity that cannot be evaluated (an instance recorded before one of
+    its parameters existed) is left out: an expression that reads it fails, the others still work."""
+    from autotune.devices import get_device
+    env = {**space.context(precision, get_device(None)), **params}
+    for name, located in space.derived:
+        try:
+            env[name] = space.eval(located, env)
+        except Exception:  # noqa: BLE001 - see the docstring
+            pass
+    return env
+
+
 def space_predicate(space: Any, params: Mapping[str, Any], precision: str) -> Predicate:
     """Vectorised `where and serves` of one instance of `space` (a autotune.space.spec.Space)."""
     kernel = space.kernel
     problems = kernel.problems if kernel is not None else None
-    base = space.values(params, precision) if kernel is not None and kernel.serves is not None else {}
+    base = _values(space, params, precision) if kernel is not None and kernel.serves is not None else {}
 
     def pred(m: np.ndarray, n: np.ndarray, k: np.ndarray, b: np.ndarray) -> np.ndarray:
         out = np.ones(m.shape, dtype=bool)
@@ -165,6 +178,6 @@ def _instance_validity(space_name: str, params: tuple, precision: str, hints: tu
     p = dict(params)
     if space.kernel is None or (space.kernel.serves is None and space.kernel.problems.where is None):
         return () if space.kernel is None or precision in space.kernel.problems.precisions else (("max_m", 0),)
-    values = [int(v) for v in space.values(p, precision).values()
+    values = [int(v) for v in _values(space, p, precision).values()
               if isinstance(v, (int, np.integer)) and not isinstance(v, bool)]
     return derive(space_predicate(space, p, precision), hints, values)
