@@ -223,6 +223,12 @@ class Built:
     info: Mapping  # (instance_id, precision, shape) -> KernelInfo, for any instance (leave-one-out)
     library_ms: np.ndarray  # the library's time per point row of winners.matrix (NaN: not measured)
 
+    def __iter__(self):  # `table, w = build(...)`, as before
+        return iter((self.table, self.winners))
+
+    def __getitem__(self, i: int) -> Any:
+        return (self.table, self.winners)[i]
+
 
 def info_source(loaded: Loaded, validity_path: Path | None) -> Mapping:
     """Kernel records for any instance of the measurements (see KernelInfoSource)."""
