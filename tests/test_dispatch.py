@@ -69,14 +69,21 @@ def test_regions_hold_only_points_within_tol(built):
         assert (w.loss[inside.to_numpy(), col] <= 0.05 + 1e-9).all()
 
 
-def test_untuned_precision_or_shape_gets_the_generic_kernel(built):
-    _, _, table = built
-    assert table.lookup_index("fp32", "NN", 16, 16, 16, 100) == -1
+def test_untuned_precision_or_shape_gets_the_fallback(built):
+    w, sel, table = built
+    assert table.data["fallback"] == "library"
+    assert table.lookup_index("fp32", "NN", 16, 16, 16, 100) == -2
     rec = table.lookup("fp64", "TT", 16, 16, 16, 100)
+    assert rec["library"] == "cublas" and rec["instance_id"] is None and not rec["generic"]
+    naive = build_table(w, sel, Provenance(device="x"), fallback="naive")
+    assert naive.lookup_index("fp32", "NN", 16, 16, 16, 100) == -1
+    rec = naive.lookup("fp64", "TT", 16, 16, 16, 100)
     assert rec["generic"] and rec["space"] == "gemm_naive"
+    with pytest.raises(ValueError, match="fallback"):
+        build_table(w, sel, Provenance(device="x"), fallback="cutlass")
 
 
-def _two_point_table(valid_a=(), valid_b=()):
+def _two_point_table(valid_a=(), valid_b=(), fallback="naive", library_ms=None):
     rows = []
     for iid, s, ms in [("a", 8, 1.0), ("a", 64, 3.0), ("b", 8, 3.0), ("b", 64, 1.0)]:
         rows.append({"instance_id": iid, "precision": "fp32", "shape": "NN", "m": s, "n": s, "k": s, "batch": 10,
@@ -85,7 +92,8 @@ def _two_point_table(valid_a=(), valid_b=()):
     sel = select(w, "exact")
     info = {("a", "fp32", "NN"): KernelInfo(space="s", name="a", valid=tuple(valid_a)),
             ("b", "fp32", "NN"): KernelInfo(space="s", name="b", valid=tuple(valid_b))}
-    return build_table(w, sel, Provenance(device="H100"), info)
+    lib = None if library_ms is None else np.asarray(library_ms, dtype=float)
+    return build_table(w, sel, Provenance(device="H100"), info, library_ms=lib, fallback=fallback)
 
 
 def test_nearest_tuned_point_by_log_ratio():
@@ -106,12 +114,11 @@ def test_validity_predicates_steer_the_fallback():
     assert ids[table.lookup_index("fp32", "NN", 12, 12, 12, 10)] == "b"
     # neither holds: the generic kernel
     assert table.lookup_index("fp32", "NN", 12, 12, 40, 10) == -1
-    # at a tuned point the ranked list goes on past an invalid assigned kernel (b: k = 64 > 32) ...
-    assert ids[table.lookup_index("fp32", "NN", 64, 64, 64, 10)] == "a"
-    # ... and ends with the generic kernel when none of the point's kernels is valid
-    assert table.lookup_index("fp32", "NN", 64, 64, 64, 10) != -1
+    # at a tuned point the measurement stands in for the predicates: b was verified and timed at 64^3
+    assert ids[table.lookup_index("fp32", "NN", 64, 64, 64, 10)] == "b"
+    # off the tuned points, nothing valid: the fallback
     only_b = _two_point_table(valid_a=[("min_batch", 100)], valid_b=[("max_k", 32)])
-    assert only_b.lookup_index("fp32", "NN", 64, 64, 64, 10) == -1
+    assert only_b.lookup_index("fp32", "NN", 64, 64, 40, 10) == -1
 
 
 def test_unknown_predicate_is_refused():
@@ -140,6 +147,64 @@ def test_sizes_below_one_are_refused(built):
     _, _, table = built
     with pytest.raises(ValueError):
         table.lookup_index("fp64", "NN", 0, 4, 4, 1)
+
+
+@pytest.mark.parametrize("args", [("bf16", "NN", 4, 4, 4, 1), ("fp64", "NX", 4, 4, 4, 1), (None, "NN", 4, 4, 4, 1),
+                                  ("fp64", "NN", 4.0, 4, 4, 1), ("fp64", "NN", 4, True, 4, 1),
+                                  ("fp64", "NN", 4, 4, "4", 1), ("fp64", "NN", 4, 4, 4, -3),
+                                  ("fp64", "NN", 4, 4, 4, 2**31), ("fp64", "NN", 4, 4, 4, 1.5)])
+def test_invalid_input_is_a_value_error(built, args):
+    _, _, table = built
+    with pytest.raises(ValueError):
+        table.lookup_index(*args)
+
+
+def test_numpy_integers_are_accepted(built):
+    _, _, table = built
+    assert table.lookup_index("fp64", "NN", np.int64(4), np.int32(4), 8, 1000) == \
+        table.lookup_index("fp64", "NN", 4, 4, 8, 1000)
+
+
+def test_library_answers_where_it_is_faster():
+    # points 8 (a: 1 ms) and 64 (b: 1 ms); the library takes 0.5 ms at 8 and 2 ms at 64
+    table = _two_point_table(library_ms=[0.5, 2.0], fallback="library")
+    ids = [k["instance_id"] for k in table.data["kernels"]]
+    assert table.lookup_index("fp32", "NN", 8, 8, 8, 10) == -2
+    assert ids[table.lookup_index("fp32", "NN", 64, 64, 64, 10)] == "b"
+    assert table.provenance["library_points"] == 1
+    assert table.provenance["answer_worst_loss"] == 0.0
+    p8 = next(p for p in table.data["points"] if p["m"] == 8)
+    assert p8["ranked"][0] == -2 and p8["library_ms"] == 0.5
+    # near 8 the nearest tuned point answers with the library
+    assert table.lookup_index("fp32", "NN", 9, 9, 9, 10) == -2
+    # a kernel whose predicates fail everywhere but at 64 leaves the library as the answer elsewhere
+    only = _two_point_table(valid_a=[("min_batch", 100)], valid_b=[("min_m", 64)], library_ms=[0.5, 2.0],
+                            fallback="library")
+    assert only.lookup_index("fp32", "NN", 20, 20, 20, 10) == -2
+
+
+def test_tuned_only_kernel_answers_only_at_its_tuned_points():
+    rows = []
+    for iid, s, ms in [("a", 8, 1.0), ("a", 64, 3.0), ("b", 8, 3.0), ("b", 64, 1.0)]:
+        rows.append({"instance_id": iid, "precision": "fp32", "shape": "NN", "m": s, "n": s, "k": s, "batch": 10,
+                     "status": "ok", "median_ms": ms, "p20_ms": ms, "p80_ms": ms})
+    w = winners(perf_matrix(with_point_key(pd.DataFrame(rows))), Criteria(bk=10, tol=0.0))
+    info = {("a", "fp32", "NN"): KernelInfo(space="s", name="a", tuned_only=True),
+            ("b", "fp32", "NN"): KernelInfo(space="s", name="b")}
+    table = build_table(w, select(w, "exact"), Provenance(device="H100"), info)
+    ids = [k["instance_id"] for k in table.data["kernels"]]
+    assert ids[table.lookup_index("fp32", "NN", 8, 8, 8, 10)] == "a"
+    assert ids[table.lookup_index("fp32", "NN", 9, 9, 9, 10)] == "b"  # a is not valid off its tuned points
+
+
+def test_version_1_tables_still_load_with_the_naive_fallback():
+    table = _two_point_table()
+    data = json.loads(table.to_json())
+    data["version"] = 1
+    for key in ("library", "fallback"):
+        data.pop(key)
+    old = DispatchTable(data)
+    assert old.lookup_index("fp16", "NN", 8, 8, 8, 1) == -1
 
 
 def test_regions_are_blocked_by_a_point_where_everything_failed():

@@ -119,9 +119,10 @@ def test_leave_one_out_uses_the_table_built_without_the_point():
     assert res.worst_loss == pytest.approx(0.2)  # over interior points only
 
 
-def test_leave_one_out_counts_an_unmeasured_answer_as_failure():
+def test_leave_one_out_leaves_an_unmeasured_answer_unknown():
     df = frame({("a", 8): 1.0, ("a", 16): None, ("a", 32): 1.0, ("b", 8): 2.0, ("b", 16): 1.0, ("b", 32): 2.0})
     res = leave_one_out(perf_matrix(df), Criteria(bk=10, tol=0.0), "greedy")
     row = res.frame.set_index("m").loc[16]
-    assert row["failed"] and row["loss"] == 1.0
-    assert math.isfinite(res.mean_loss)
+    assert not row["measured"] and math.isnan(row["loss"])  # a was never timed at 16: no made-up 1.0
+    assert res.measured == 0 and res.total == 1 and res.measured_text == "0/1"
+    assert math.isnan(res.worst_loss)

@@ -12,6 +12,7 @@ import warnings
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import numpy as np
@@ -22,10 +23,11 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from autotune.analysis import compare as comparing
-from autotune.dispatch.table import DispatchTable, GenericKernel, KernelInfo, Provenance, build_table, load_table
+from autotune.dispatch.table import (DispatchTable, GenericKernel, KernelInfo, Provenance, build_table,
+                                    library_times, load_table)
 from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
 from autotune.errors import UserError
-from autotune.dispatch.loo import leave_one_out, tol_table
+from autotune.dispatch.loo import TOL_TABLE_COLUMNS, leave_one_out, tol_table
 from autotune.analysis.setcover import METHODS, select
 from autotune.analysis.winners import Criteria, perf_matrix, winners, winners_frame
 
@@ -123,32 +125,97 @@ def _floats(text: str) -> list[float]:
         raise UserError(f"expected comma-separated numbers, got {text!r}") from None
 
 
+def _fallback(text: str) -> str:
+    from autotune.dispatch.runtime import FALLBACKS
+    if text not in FALLBACKS:
+        raise UserError(f"--fallback must be one of {', '.join(sorted(FALLBACKS))}, got {text!r}")
+    return text
+
+
 def _bks(text: str) -> list[int | None]:
     return [None if x <= 0 else int(x) for x in _floats(text)]
 
 
-def kernel_info(frame: pd.DataFrame, kernels: tuple[tuple[str, str, str], ...],
-                validity: dict[str, list[dict[str, int]]]) -> dict[tuple[str, str, str], KernelInfo]:
-    """Name expressions from the space files (needs the `space` and parameter columns of the store's frame)."""
-    from autotune.space.spec import load_space
-    spaces: dict[str, Any] = {}
-    rows = frame.drop_duplicates("instance_id").set_index("instance_id")
-    info = {}
-    for iid, precision, shape in kernels:
+class KernelInfoSource(Mapping):
+    """Kernel records for (instance_id, precision, shape), made on first use and cached: name expressions
+    from the space files and validity predicates derived from the space's `serves` / `problems.where`
+    (dispatch/validity.py) plus the user's --validity entries. Leave-one-out asks for many kernels."""
+
+    def __init__(self, frame: pd.DataFrame, validity: dict[str, list[dict[str, int]]] | None = None,
+                 derive: bool = True) -> None:
+        self.frame = frame
+        self.validity = validity or {}
+        self.derive = derive and "space" in frame.columns
+        self.rows = frame.drop_duplicates("instance_id").set_index("instance_id")
+        timed = frame[frame["status"].astype(str).isin(("ok", "skipped"))] if "status" in frame.columns else frame
+        self.measured = {key: g[["m", "n", "k", "batch"]].drop_duplicates().to_numpy(dtype=np.int64)[:64]
+                         for key, g in timed.groupby(["instance_id", "precision", "shape"])}
+        self.cache: dict[tuple[str, str, str], KernelInfo] = {}
+
+    def __getitem__(self, key: tuple[str, str, str]) -> KernelInfo:
+        if key not in self.cache:
+            self.cache[key] = self._make(*key)
+        return self.cache[key]
+
+    def __iter__(self):
+        return iter(self.cache)
+
+    def __len__(self) -> int:
+        return len(self.cache)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and len(key) == 3 and key[0] in self.rows.index
+
+    def _make(self, iid: str, precision: str, shape: str) -> KernelInfo:
+        from autotune.dispatch.validity import instance_validity
+        from autotune.space.spec import load_space
+        rows = self.rows
         row = rows.loc[iid] if iid in rows.index else None
         space_name = str(row["space"]) if row is not None and "space" in rows.columns else ""
-        valid = tuple((k, int(v)) for pred in validity.get(iid, validity.get(space_name, [])) for k, v in pred.items())
+        user = tuple((k, int(v)) for pred in self.validity.get(iid, self.validity.get(space_name, []))
+                     for k, v in pred.items())
         name = str(row["instance"]) if row is not None and "instance" in rows.columns else iid
         try:
-            space = spaces.setdefault(space_name, load_space(space_name))
-            params = {p: (row[p] if p in rows.columns else row[f"param_{p}"]) for p in space.param_names}
-            params = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in params.items()}
-            info[(iid, precision, shape)] = KernelInfo(
-                space=space_name, name=name, template=space.template_name(params, precision, shape),
-                source=space.kernel.source, convention=space.kernel.convention, valid=valid)
+            space = load_space(space_name)
         except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
-            warnings.warn(f"no name expression for {iid} ({space_name or 'unknown space'}): {exc}")
-            info[(iid, precision, shape)] = KernelInfo(space=space_name, name=name, valid=valid)
+            if space_name or self.derive:
+                warnings.warn(f"no space file for {iid} ({space_name or 'unknown space'}): {exc}; "
+                              "the table uses it only at its tuned points")
+            return KernelInfo(space=space_name, name=name, valid=user, tuned_only=self.derive)
+        params = {}
+        for p in space.param_names:  # an instance measured before a parameter existed lacks its column
+            col = p if p in rows.columns else f"param_{p}"
+            if col in rows.columns and not pd.isna(row[col]):
+                v = row[col]
+                params[p] = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
+        template = None
+        try:
+            template = space.template_name(params, precision, shape)
+        except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
+            warnings.warn(f"no name expression for {iid} ({space_name}): {exc}")
+        derived: tuple[tuple[str, int], ...] | None = ()
+        if self.derive:
+            hints = self.measured.get((iid, precision, shape), ())
+            try:
+                derived = instance_validity(space_name, params, precision,
+                                            [tuple(int(x) for x in h) for h in hints])
+            except Exception:  # noqa: BLE001 - e.g. an expression reads a parameter this instance lacks
+                derived = None
+            if derived is None:
+                warnings.warn(f"{iid} ({space_name}): no one-key predicates reproduce its serves/where expression; "
+                              "the table uses it only at its tuned points")
+        return KernelInfo(space=space_name, name=name, template=template, source=space.kernel.source,
+                          convention=space.kernel.convention, valid=tuple(dict.fromkeys(user + (derived or ()))),
+                          tuned_only=derived is None)
+
+
+def kernel_info(frame: pd.DataFrame, kernels: tuple[tuple[str, str, str], ...] = (),
+                validity: dict[str, list[dict[str, int]]] | None = None) -> KernelInfoSource:
+    """Name expressions and validity from the space files (needs the `space` and parameter columns of the
+    store's frame); `kernels` are made now, any other on first use."""
+    info = KernelInfoSource(frame, validity)
+    for key in kernels:
+        info[key]
     return info
 
 
@@ -163,22 +230,44 @@ def generic_kernel(params_text: str) -> GenericKernel:
                                          for p in problems.precisions for s in problems.shapes))
 
 
+@dataclass(frozen=True)
+class Built:
+    table: DispatchTable
+    winners: Any  # analysis.winners.Winners
+    info: Mapping  # (instance_id, precision, shape) -> KernelInfo, for any instance (leave-one-out)
+    library_ms: np.ndarray  # the library's time per point row of winners.matrix (NaN: not measured)
+
+    def __iter__(self):  # `table, w = build(...)`, as before
+        return iter((self.table, self.winners))
+
+    def __getitem__(self, i: int) -> Any:
+        return (self.table, self.winners)[i]
+
+
+def info_source(loaded: Loaded, validity_path: Path | None) -> Mapping:
+    """Kernel records for any instance of the measurements (see KernelInfoSource)."""
+    validity = json.loads(validity_path.read_text()) if validity_path else {}
+    if "space" in loaded.frame.columns:
+        return KernelInfoSource(loaded.frame, validity)
+    return {k: KernelInfo(space="", name=k[0], valid=tuple((a, int(b)) for pred in validity.get(k[0], [])
+                                                           for a, b in pred.items()))
+            for k in loaded.frame[["instance_id", "precision", "shape"]].drop_duplicates().itertuples(index=False)}
+
+
 def build(loaded: Loaded, criteria: Criteria, method: str, validity_path: Path | None,
-          generic_params: str) -> tuple[DispatchTable, Any]:
+          generic_params: str, fallback: str = "library") -> Built:
     matrix = perf_matrix(loaded.frame)
     w = winners(matrix, criteria)
     sel = select(w, method)
-    validity = json.loads(validity_path.read_text()) if validity_path else {}
-    info = kernel_info(loaded.frame, sel.kernels, validity) if "space" in loaded.frame.columns else None
-    if info is None and validity:
-        info = {k: KernelInfo(space="", name=k[0], valid=tuple((a, int(b)) for pred in validity.get(k[0], [])
-                                                                for a, b in pred.items())) for k in sel.kernels}
+    info = info_source(loaded, validity_path)
+    library_ms = library_times(matrix.points, loaded.cublas)
     try:
         generic = generic_kernel(generic_params)
     except Exception as exc:  # noqa: BLE001 - no gemm_naive space: the table names no generic template
         warnings.warn(f"generic kernel without name expressions: {exc}")
         generic = GenericKernel()
-    return build_table(w, sel, loaded.provenance, info, generic), w
+    table = build_table(w, sel, loaded.provenance, info, generic, library_ms=library_ms, fallback=fallback)
+    return Built(table, w, info, library_ms)
 
 
 Source = Annotated[str, typer.Argument(help="Results database (SQLite path or URL) or a measurements CSV.")]
@@ -192,7 +281,9 @@ MethodOpt = Annotated[str, typer.Option("--method", help=f"Kernel-set reduction:
 SpreadOpt = Annotated[bool, typer.Option("--spread-ties", help="Count instances whose p20..p80 overlaps the best's as tied.")]
 ValidityOpt = Annotated[Optional[Path], typer.Option(
     "--validity", help='JSON {instance_id or space: [{"m_multiple_of": 8}, {"max_k": 256}]}.')]
-GenericOpt = Annotated[str, typer.Option("--generic", help="Parameters of the gemm_naive fallback instance.")]
+GenericOpt = Annotated[str, typer.Option("--generic", help="Parameters of the gemm_naive instance.")]
+FallbackOpt = Annotated[str, typer.Option(
+    "--fallback", help="Answer where no kernel of the table is valid: library (cuBLAS, index -2) or naive (gemm_naive, -1).")]
 
 
 def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
@@ -201,6 +292,7 @@ def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
             spread_ties: SpreadOpt = False,
             loo: Annotated[bool, typer.Option("--loo/--no-loo", help="Leave-one-out loss per row.")] = True,
             out_dir: Annotated[Optional[Path], typer.Option("--out", help="Write tol_table.csv and winners.csv here.")] = None,
+            validity: ValidityOpt = None, fallback: FallbackOpt = "library",
             ) -> None:
     """The number of kernels against TOL for both methods, with worst, mean and leave-one-out loss (Table I).
 
@@ -208,7 +300,9 @@ def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
     and TOL). A database with no verified measurement exits with code 2."""
     loaded = load(source, device, space)
     matrix = perf_matrix(loaded.frame)
-    frame = tol_table(matrix, _bks(bks), _floats(tols), METHODS, loo=loo, spread_ties=spread_ties)
+    frame = tol_table(matrix, _bks(bks), _floats(tols), METHODS, loo=loo, spread_ties=spread_ties,
+                      kernel_info=info_source(loaded, validity), library_ms=library_times(matrix.points, loaded.cublas),
+                      fallback=_fallback(fallback))
     table = Table(title=f"kernels against TOL on {loaded.provenance.device}: {len(matrix.points)} test points, "
                         f"{len(matrix.instances)} instances")
     for col in ("method", "BK", "TOL", "kernels", "worst loss", "mean loss", "LOO worst", "optimal"):
@@ -216,13 +310,13 @@ def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
     pct = lambda x: "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"  # noqa: E731
     for r in frame.itertuples():
         table.add_row(r.method, str(r.bk or "all"), pct(r.tol), str(r.kernels), pct(r.worst_loss), pct(r.mean_loss),
-                      pct(r.loo_worst_loss) + (f" ({r.loo_failures} unverified)" if r.loo_failures else ""),
+                      (pct(r.loo_worst_loss) or "-") + (f" ({r.loo_measured} measured)" if r.loo_failures else ""),
                       "proven" if r.optimal else "-")
     out.print(table)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         frame.to_csv(out_dir / "tol_table.csv", index=False, float_format="%.6g",
-                     columns=["method", "bk", "tol", "kernels", "worst_loss", "mean_loss", "loo_worst_loss"])
+                     columns=list(TOL_TABLE_COLUMNS))
         w = winners(matrix, Criteria(bk=_bks(bks)[0], tol=_floats(tols)[0], spread_ties=spread_ties))
         winners_frame(w).to_csv(out_dir / "winners.csv", index=False, float_format="%.6g")
         out.print(f"wrote {out_dir / 'tol_table.csv'} and {out_dir / 'winners.csv'}")
@@ -232,13 +326,13 @@ def emit(source: EmitSource, fmt: Annotated[Format, typer.Option("--format", "-f
          output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
          device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
          method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
-         generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4") -> None:
+         generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4", fallback: FallbackOpt = "library") -> None:
     """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV."""
     if source.endswith(".json"):
         table = load_table(source)
     else:
         criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
-        table, _ = build(load(source, device, space), criteria, method, validity, generic)
+        table = build(load(source, device, space), criteria, method, validity, generic, _fallback(fallback)).table
     text = {Format.json: lambda: table.to_json() + "\n", Format.cpp: lambda: emit_cpp(table),
             Format.python: lambda: emit_python(table), Format.csv: lambda: emit_csv(table)}[fmt]()
     if output is None:
@@ -248,7 +342,8 @@ def emit(source: EmitSource, fmt: Annotated[Format, typer.Option("--format", "-f
         output.write_text(text)
         p = table.provenance
         out.print(f"wrote {output}: {p['kernels']} kernels, {p['points']} points, worst loss "
-                  f"{100 * (p['worst_loss'] or 0):.2f}% (TOL {100 * p['tol']:g}%, {p['method']})")
+                  f"{100 * (p['worst_loss'] or 0):.2f}% (TOL {100 * p['tol']:g}%, {p['method']})"
+                  + (f"; the library answers {p['library_points']} points" if p.get("library_points") else ""))
 
 
 def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="Directory for the files.")] = Path("report"),
@@ -256,6 +351,7 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
            method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
            generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4",
            tols: Annotated[str, typer.Option("--tols", help="TOL values for tol_table.csv.")] = "0,0.05,0.1,0.15",
+           fallback: FallbackOpt = "library",
            ) -> None:
     """Write summary.csv, tol_table.csv, dispatch.json/.cuh/.py and the PNG plots into --out. Problem kinds other
     than GEMM get summary.csv, dispatch.json and dispatch.py (in --out/KIND/ when the database holds several
@@ -270,15 +366,20 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
             return
     loaded = load(source, device, space)
     criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
-    table, w = build(loaded, criteria, method, validity, generic)
-    frame = tol_table(w.matrix, [criteria.bk], _floats(tols), METHODS, spread_ties=spread_ties)
-    held = leave_one_out(w.matrix, criteria, method)
+    fallback = _fallback(fallback)
+    built = build(loaded, criteria, method, validity, generic, fallback)
+    table, w = built.table, built.winners
+    frame = tol_table(w.matrix, [criteria.bk], _floats(tols), METHODS, spread_ties=spread_ties,
+                      kernel_info=built.info, library_ms=built.library_ms, fallback=fallback)
+    held = leave_one_out(w.matrix, criteria, method, kernel_info=built.info, library_ms=built.library_ms,
+                         fallback=fallback)
     written = write_report(out_dir, table, w.matrix, frame, loaded.cublas, loaded.bandwidth, loaded.beta_nonzero, held.frame)
     written.append(table.save(out_dir / "dispatch.json"))
     (out_dir / "dispatch.cuh").write_text(emit_cpp(table))
     (out_dir / "dispatch.py").write_text(emit_python(table))
     written += [out_dir / "dispatch.cuh", out_dir / "dispatch.py"]
-    out.print(f"leave-one-out worst loss {100 * held.worst_loss:.2f}% (in sample "
+    loo_text = "not measured" if math.isnan(held.worst_loss) else f"{100 * held.worst_loss:.2f}%"
+    out.print(f"leave-one-out worst loss {loo_text} ({held.measured_text} held-out answers measured; in sample "
               f"{100 * (table.provenance['worst_loss'] or 0):.2f}%)")
     for path in written:
         out.print(f"wrote {path}")

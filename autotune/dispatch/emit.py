@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from autotune.dispatch.table import DispatchTable
-from autotune.dispatch.runtime import NO_LIMIT, PRECISIONS, SHAPES, validity_bounds
+from autotune.dispatch.runtime import FALLBACKS, GENERIC, INVALID, LIBRARY, MAX_SIZE, NO_LIMIT, PRECISIONS, SHAPES, validity_bounds
 
 CPP_TYPES = {"fp64": ("double", "double"), "fp32": ("float", "float"), "fp16": ("__half", "float")}
 CONVENTIONS = {  # parameter lists of the calling conventions (shared contract), T element, S scalar
@@ -73,16 +73,27 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     for key in ("device", "method", "bk", "tol", "kernels", "points", "worst_loss", "mean_loss", "sweep_ids"):
         w(f"//   {key}: {json.dumps(prov.get(key))}\n")
     w("// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by\n"
-      "// log-ratio distance among kernels whose validity predicates hold, then the generic kernel = -1).\n"
+      "// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).\n"
+      "// lookup() returns an index into kKernels (>= 0), GENERIC (-1: the gemm_naive kernel), LIBRARY (-2:\n"
+      "// call the vendor library, e.g. cuBLAS gemmStridedBatchedEx) or INVALID (-3: precision or shape out of\n"
+      "// range, or a size or batch outside 1..2^31-1; Python raises ValueError for the same inputs).\n"
       "#pragma once\n\n")
     w(f"namespace {namespace} {{\n\n")
     w(f"inline constexpr const char* kTunedDevice = {_c_string(prov.get('device'))};\n")
     w(f"inline constexpr double kTol = {float(prov.get('tol') or 0.0)!r};\n")
     w(f"inline constexpr double kWorstLoss = {float(prov.get('worst_loss') or 0.0)!r};\n")
+    w(f"inline constexpr int GENERIC = {GENERIC};  // the gemm_naive kernel (generic templates below)\n")
+    w(f"inline constexpr int LIBRARY = {LIBRARY};  // call the vendor library: {_c_string((d.get('library') or {}).get('name'))[1:-1]}\n")
+    w(f"inline constexpr int INVALID = {INVALID};  // invalid input\n")
+    w(f"inline constexpr long long kMaxSize = {_ll(MAX_SIZE)};\n")
+    w(f"inline constexpr const char* kLibrary = {_c_string((d.get('library') or {}).get('name'))};\n")
+    version1 = int(d.get("version", 2)) < 2
+    w(f"inline constexpr int kFallback = {FALLBACKS[d.get('fallback', 'naive' if version1 else 'library')]};"
+      "  // the answer where nothing in the table is valid\n")
     w("enum Precision : int { " + ", ".join(f"k{p.capitalize()} = {i}" for i, p in enumerate(PRECISIONS)) + " };\n")
     w("enum Shape : int { " + ", ".join(f"k{s} = {i}" for i, s in enumerate(SHAPES)) + " };\n\n")
     w("struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; "
-      "int shape; long long mult[4]; long long lo[4]; long long hi[4]; };\n"
+      "int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };\n"
       "struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; };\n"
       "struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };\n\n")
     w(f"inline constexpr int kNumKernels = {len(kernels)};\n")
@@ -91,9 +102,10 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
         mult, lo, hi = validity_bounds(k.get("valid", []))
         arr = lambda xs: "{" + ", ".join(_ll(x) for x in xs) + "}"  # noqa: E731
         w(f"  {{{_c_string(k['instance_id'])}, {_c_string(k.get('name'))}, {_c_string(k.get('template'))}, "
-          f"{PRECISIONS.index(k['precision'])}, {SHAPES.index(k['shape'])}, {arr(mult)}, {arr(lo)}, {arr(hi)}}},\n")
+          f"{PRECISIONS.index(k['precision'])}, {SHAPES.index(k['shape'])}, {arr(mult)}, {arr(lo)}, {arr(hi)}, "
+          f"{'true' if k.get('tuned_only') else 'false'}}},\n")
     if not kernels:
-        w('  {"", "", "", 0, 0, {1, 1, 1, 1}, {1, 1, 1, 1}, {0, 0, 0, 0}},\n')
+        w('  {"", "", "", 0, 0, {1, 1, 1, 1}, {1, 1, 1, 1}, {0, 0, 0, 0}, false},\n')
     w("};\n\n")
     ranked: list[int] = []
     w(f"inline constexpr int kNumPoints = {len(points)};\n")
@@ -145,29 +157,36 @@ constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, i
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
 
-constexpr bool valid(int kernel, const long long (&d)[4]) {
-  for (int i = 0; i < 4; ++i) {
-    const Kernel& k = kKernels[kernel];
+// Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
+constexpr bool valid(int kernel, const long long (&d)[4], bool tuned = false) {
+  if (kernel == LIBRARY || tuned) return true;
+  const Kernel& k = kKernels[kernel];
+  if (k.tuned_only) return false;
+  for (int i = 0; i < 4; ++i)
     if (d[i] % k.mult[i] != 0 || d[i] < k.lo[i] || d[i] > k.hi[i]) return false;
-  }
   return true;
 }
 
-constexpr int first_valid(const Point& p, const long long (&d)[4]) {
+// First valid entry of a point's ranked list, or INVALID when none is.
+constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = false) {
   for (int j = 0; j < p.ranked_count; ++j)
-    if (valid(kRanked[p.ranked_begin + j], d)) return kRanked[p.ranked_begin + j];
-  return -1;
+    if (valid(kRanked[p.ranked_begin + j], d, tuned)) return kRanked[p.ranked_begin + j];
+  return INVALID;
 }
 
-// Index into kKernels for a problem, or -1 for the generic kernel (gemm_naive).
+// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
-  if (m < 1 || n < 1 || k < 1 || batch < 1) return -1;
+  if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
+  if (m < 1 || n < 1 || k < 1 || batch < 1 || m > kMaxSize || n > kMaxSize || k > kMaxSize || batch > kMaxSize)
+    return INVALID;
   const long long d[4] = {m, n, k, batch};
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision == precision && p.shape == shape && p.dims[0] == m && p.dims[1] == n &&
-        p.dims[2] == k && p.dims[3] == batch)
-      return first_valid(p, d);
+        p.dims[2] == k && p.dims[3] == batch) {
+      const int kern = first_valid(p, d, true);
+      return kern == INVALID ? kFallback : kern;
+    }
   }
   for (int i = 0; i < kNumRegions; ++i) {
     const Region& r = kRegions[i];
@@ -176,19 +195,21 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
-  int best = -1;
+  int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision != precision || p.shape != shape) continue;
     const int kern = first_valid(p, d);
-    if (kern < 0) continue;
+    if (kern == INVALID) continue;
     long long dist = 0;
     for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
     const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
-    if (best < 0 || dist < best_d || (dist == best_d && db < best_b)) { best = kern; best_d = dist; best_b = db; }
+    if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
+      best = kern; best_d = dist; best_b = db;
+    }
   }
-  return best;
+  return best == INVALID ? kFallback : best;
 }
 
 // True when `device` names the GPU this table was tuned on (case-insensitive); false means: warn.
@@ -214,7 +235,9 @@ def emit_python(table: DispatchTable) -> str:
     head = (f'"""Dispatch table generated by `autotune emit --format python`. Do not edit.\n\n'
             f"Tuned on {prov.get('device')!r}; method {prov.get('method')}, BK {prov.get('bk')}, TOL {prov.get('tol')}, "
             f"{prov.get('kernels')} kernels, worst loss {prov.get('worst_loss')}.\n"
-            'Use: lookup(precision, shape, m, n, k, batch, device=None) -> kernel record; lookup_index(...) -> int.\n"""\n'
+            'Use: lookup(precision, shape, m, n, k, batch, device=None) -> kernel record ({"library": "cublas", ...}:\n'
+            'call the library; generic=True: the naive kernel); lookup_index(...) -> int (-1 naive, -2 library).\n'
+            'Invalid input (unknown precision or shape, sizes that are not integers in 1..2**31-1) raises ValueError.\n"""\n'
             "from __future__ import annotations\n\n# ---- dispatch/runtime.py (verbatim) ----\n")
     tail = ("\n# ---- the table ----\n"
             f"TABLE = {pprint.pformat(table.data, width=110, sort_dicts=False)}\n\n"
@@ -223,11 +246,11 @@ def emit_python(table: DispatchTable) -> str:
             "TUNED_DEVICE = TABLE['provenance']['device']\n\n\n"
             "def lookup_index(precision: str, shape: str, m: int, n: int, k: int, batch: int,\n"
             "                 device: str | None = None) -> int:\n"
-            '    """Index into KERNELS, -1 for the generic kernel; warns when `device` is not TUNED_DEVICE."""\n'
+            '    """Index into KERNELS, GENERIC (-1) or LIBRARY (-2); warns when `device` is not TUNED_DEVICE."""\n'
             "    _LOOKUP.check_device(device)\n"
             "    return _LOOKUP.index(precision, shape, m, n, k, batch)\n\n\n"
             "def lookup(precision: str, shape: str, m: int, n: int, k: int, batch: int, device: str | None = None) -> dict:\n"
-            '    """The kernel record (instance_id, name, template, ...); generic=True for the fallback."""\n'
+            '    """The kernel record (instance_id, name, template, ...); library="cublas": call the library."""\n'
             "    return _LOOKUP.kernel(lookup_index(precision, shape, m, n, k, batch, device), precision, shape)\n")
     return head + runtime.split('"""', 2)[2].lstrip("\n") + tail
 
@@ -242,9 +265,11 @@ def emit_csv(table: DispatchTable) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     kernels = table.data["kernels"]
+    num = lambda x: "" if x is None else f"{x:.6g}"  # noqa: E731
+    library = (table.data.get("library") or {}).get("name", "library")
     for p in table.data["points"]:
-        k = kernels[p["kernel"]]
+        k = kernels[p["kernel"]] if p["kernel"] >= 0 else {"instance_id": library}
         writer.writerow([p["precision"], p["shape"], p["m"], p["n"], p["k"], p["batch"], p["kernel"],
                          k["instance_id"], k.get("name") or "", k.get("template") or "",
-                         f"{p['ms']:.6g}", f"{p['best_ms']:.6g}", f"{p['loss']:.6g}"])
+                         num(p["ms"]), num(p["best_ms"]), num(p["loss"])])
     return buf.getvalue()

@@ -4,22 +4,31 @@ This file is copied verbatim into every generated Python lookup module (emit.py)
 the generated module answer with the same code; the C++ header (emit.py) implements the same rules
 with integer arithmetic only, so both agree bit for bit.
 
-Rules, for a problem (precision, shape, M, N, K, batch), all sizes >= 1:
+Answers: an index into the table's kernels (>= 0), GENERIC = -1 (the gemm_naive kernel), LIBRARY = -2
+(call the vendor library the table was measured against, e.g. cuBLAS). Invalid input (a precision or
+shape not in PRECISIONS / SHAPES, a size or batch that is not an integer in 1..MAX_SIZE; bools and
+floats are not integers) raises ValueError here; the C++ lookup returns INVALID = -3 for the same inputs.
+
+Rules, for a valid problem (precision, shape, M, N, K, batch):
 1. Only tuned points and regions of the same precision and shape are considered.
-2. Exact tuned point: the first kernel of its ranked list (the assigned one first) whose validity
-   predicates hold; if none holds, the generic kernel.
-3. Merged region (a box over M, N, K, in table order) that contains the problem and whose kernel's
-   predicates hold: that kernel. A region exists only where every measured point inside it had that
-   kernel within TOL of its best.
-4. Ranked fallback: among tuned points with a valid kernel in their ranked list, the nearest one by the
+2. Exact tuned point: the first entry of its ranked list (the table's kernels measured there and the
+   library, fastest first); each was verified and timed at this very problem, so the measurement stands
+   in for the predicates (an instance recorded before its space's `serves` changed keeps its own points).
+3. Merged region (a box over M, N, K, in table order) that contains the problem and whose kernel (or
+   the library) is valid here: that answer. A region exists only where every measured point inside it had
+   that answer within TOL of the best of the measured instances and the library.
+4. Ranked fallback: among tuned points with a valid entry in their ranked list, the nearest one by the
    log-ratio distance |log2 M/M'| + |log2 N/N'| + |log2 K/K'| (ties: |log2 batch/batch'|, then table
-   order) gives its first valid kernel. Logarithms are fixed point (16 fractional bits, `ilog2_fx`).
-5. Nothing valid: the generic kernel, index -1 (space gemm_naive, correct for every size).
-Validity predicates are one-key objects: {"m_multiple_of": 8}, {"max_k": 256}, {"min_batch": 2}, ...
-for the dimensions m, n, k, batch; all of a kernel's predicates must hold.
+   order) gives its first valid entry. Logarithms are fixed point (16 fractional bits, `ilog2_fx`).
+5. Nothing valid: the table's `fallback`, LIBRARY by default, GENERIC for a table emitted with
+   `--fallback naive` (and for version-1 tables, which had no library).
+A kernel is valid where all its predicates hold; predicates are one-key objects: {"m_multiple_of": 8},
+{"max_k": 256}, {"min_batch": 2}, ... for the dimensions m, n, k, batch. A kernel marked `tuned_only` is
+valid nowhere but at the tuned points where it was measured (rule 2). The library is valid everywhere.
 """
 from __future__ import annotations
 
+import numbers
 import warnings
 
 PRECISIONS = ("fp64", "fp32", "fp16")
@@ -27,6 +36,26 @@ SHAPES = ("NN", "NT", "TN", "TT")
 DIMS = ("m", "n", "k", "batch")
 FX_BITS = 16
 NO_LIMIT = (1 << 62)
+MAX_SIZE = (1 << 31) - 1  # sizes and batch are C ints in the kernels' calling conventions
+GENERIC, LIBRARY, INVALID = -1, -2, -3
+FALLBACKS = {"library": LIBRARY, "naive": GENERIC}
+
+
+def check_problem(precision: object, shape: object, m: object, n: object, k: object,
+                  batch: object) -> tuple[int, int, int, int]:
+    """The problem's sizes as ints, or ValueError for anything the C++ lookup answers INVALID (-3)."""
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; expected one of {list(PRECISIONS)}")
+    if not isinstance(shape, str) or shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}; expected one of {list(SHAPES)}")
+    dims = []
+    for name, value in zip(DIMS, (m, n, k, batch)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+        if not 1 <= int(value) <= MAX_SIZE:
+            raise ValueError(f"{name} must be in 1..{MAX_SIZE}, got {int(value)}")
+        dims.append(int(value))
+    return dims[0], dims[1], dims[2], dims[3]
 
 
 def ilog2_fx(x: int) -> int:
@@ -71,6 +100,10 @@ class Lookup:
         self.kernels = table["kernels"]
         self.generic = table.get("generic", {})
         self.bounds = [validity_bounds(k.get("valid", [])) for k in self.kernels]
+        self.tuned_only = [bool(k.get("tuned_only", False)) for k in self.kernels]
+        self.library = table.get("library") or {}
+        version1 = int(table.get("version", 2)) < 2
+        self.fallback = FALLBACKS[table.get("fallback", "naive" if version1 else "library")]
         self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int]]]] = {}
         for p in table["points"]:
             dims = (int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"]))
@@ -84,7 +117,12 @@ class Lookup:
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
 
-    def valid(self, kernel: int, dims: tuple[int, ...]) -> bool:
+    def valid(self, kernel: int, dims: tuple[int, ...], tuned: bool = False) -> bool:
+        """Whether an answer may serve `dims` (`tuned`: at a tuned point that measured it)."""
+        if kernel == LIBRARY or tuned:
+            return True
+        if self.tuned_only[kernel]:
+            return False
         mult, lo, hi = self.bounds[kernel]
         return all(dims[d] % mult[d] == 0 and lo[d] <= dims[d] <= hi[d] for d in range(4))
 
@@ -99,23 +137,21 @@ class Lookup:
         return False
 
     def index(self, precision: str, shape: str, m: int, n: int, k: int, batch: int) -> int:
-        """Kernel index for a problem (see the module docstring); -1 is the generic kernel."""
-        dims = (int(m), int(n), int(k), int(batch))
-        if min(dims) < 1:
-            raise ValueError(f"sizes and batch must be >= 1, got {dims}")
+        """Answer for a problem (see the module docstring): a kernel index, GENERIC (-1) or LIBRARY (-2)."""
+        dims = check_problem(precision, shape, m, n, k, batch)
         group = (precision, shape)
         points = self.points.get(group, [])
         for pdims, _, ranked in points:
             if pdims == dims:
-                return next((c for c in ranked if self.valid(c, dims)), -1)
+                return next((c for c in ranked if self.valid(c, dims, tuned=True)), self.fallback)
         for lo, hi, kern in self.regions.get(group, []):
             if all(lo[d] <= dims[d] <= hi[d] for d in range(3)) and self.valid(kern, dims):
                 return kern
         logs = [ilog2_fx(d) for d in dims]
-        best, best_key = -1, None
+        best, best_key = self.fallback, None
         for order, (_, plogs, ranked) in enumerate(points):
-            kern = next((c for c in ranked if self.valid(c, dims)), -1)
-            if kern < 0:
+            kern = next((c for c in ranked if self.valid(c, dims)), None)
+            if kern is None:
                 continue
             key = (sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
             if best_key is None or key < best_key:
@@ -123,9 +159,13 @@ class Lookup:
         return best
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
-        """The kernel record for an index; the generic kernel's record for -1."""
+        """The kernel record for an index; the generic kernel's record for -1; the library's for -2
+        ({"library": "cublas", "instance_id": None, ...}: call the vendor library)."""
         if index >= 0:
             return self.kernels[index]
+        if index == LIBRARY:
+            return {**self.library, "library": self.library.get("name", "cublas"), "instance_id": None,
+                    "precision": precision, "shape": shape, "template": None, "generic": False}
         templates = self.generic.get("templates", {})
         return {**self.generic, "instance_id": None, "precision": precision, "shape": shape,
                 "template": templates.get(f"{precision}:{shape}"), "generic": True}

@@ -1,16 +1,24 @@
 """The dispatch table: one canonical JSON file from which the C++, Python and CSV consumers are made.
 
-JSON layout (format "autotune-dispatch", version 1):
+JSON layout (format "autotune-dispatch", version 2; version 1 tables still load, without a library):
 - provenance: device (name the table was tuned on), device_info, software versions, sweep_ids, bk, tol,
-  spread_ties, method, optimal, secondary, kernels, worst_loss, mean_loss, points, uncovered, created_utc;
-- kernels: [{instance_id, precision, shape, space, name, template, source, convention, valid}], one per
-  instance compiled for one (precision, shape); `valid` is a list of one-key predicates
-  ({"m_multiple_of": 8}, {"max_k": 256}, ...; see dispatch/runtime.py);
-- generic: {space, source, convention, templates: {"fp64:NN": name expression, ...}}: the last resort;
-- points: [{point_key, precision, shape, m, n, k, batch, kernel, ranked, ms, best_ms, loss}]: every tuned
-  point, its assigned kernel, and `ranked` = the table's kernels measured there, fastest first;
+  spread_ties, method, optimal, secondary, kernels, worst_loss, mean_loss (of the selected kernels), points,
+  library_points (tuned points the library answers), answer_worst_loss / answer_mean_loss (of the
+  table's answers at the tuned points, against the best measured instance), uncovered, created_utc;
+- kernels: [{instance_id, precision, shape, space, name, template, source, convention, valid, tuned_only}],
+  one per instance compiled for one (precision, shape); `valid` is a list of one-key predicates
+  ({"m_multiple_of": 8}, {"max_k": 256}, ...; see dispatch/runtime.py), derived from the space's `serves` and
+  `problems.where` (dispatch/validity.py); `tuned_only`: they could not be derived, the kernel answers
+  only at its tuned points;
+- library: {name}: the vendor library measured at the points (LIBRARY = -2 in `ranked` and `regions`);
+- fallback: "library" or "naive": the answer where nothing in the table is valid;
+- generic: {space, source, convention, templates: {"fp64:NN": name expression, ...}}: the naive kernel;
+- points: [{point_key, precision, shape, m, n, k, batch, kernel, ranked, ms, best_ms, loss, library_ms}]:
+  every tuned point, its assigned kernel, and `ranked` = the table's kernels measured there and the
+  library (-2, where it was measured), fastest first;
 - regions: [{precision, shape, m: [lo, hi], n: [lo, hi], k: [lo, hi], kernel}]: boxes where every
-  measured point inside has `kernel` within TOL of its best (batch does not bound a region).
+  measured point inside has `kernel` (or the library, -2) within TOL of the best of the measured
+  instances and the library (batch does not bound a region).
 Lookup rules: dispatch/runtime.py.
 """
 from __future__ import annotations
@@ -22,12 +30,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+import pandas as pd
 
-from autotune.dispatch.runtime import DIMS, Lookup, validity_bounds
+from autotune.dispatch.runtime import DIMS, FALLBACKS, LIBRARY, Lookup, validity_bounds
 from autotune.analysis.setcover import Selection
 from autotune.analysis.winners import PRECISION_ORDER, SHAPE_ORDER, Winners
 
-FORMAT, VERSION = "autotune-dispatch", 1
+FORMAT, VERSION = "autotune-dispatch", 2
+VERSIONS = (1, 2)  # versions this code reads
 
 
 @dataclass(frozen=True)
@@ -40,6 +50,7 @@ class KernelInfo:
     source: str | None = None  # file under kernels_src/
     convention: str | None = None  # strided | ptr_array | vbatched
     valid: tuple[tuple[str, int], ...] = ()  # (("m_multiple_of", 8), ("max_k", 256))
+    tuned_only: bool = False  # the predicates could not be derived: valid only at its tuned points
 
 
 @dataclass(frozen=True)
@@ -68,37 +79,46 @@ def _order(kernel: tuple[str, str, str]) -> tuple[int, int, str]:
             SHAPE_ORDER.index(shape) if shape in SHAPE_ORDER else 9, iid)
 
 
-def _regions(w: Winners, rows: np.ndarray, assigned: np.ndarray, kernel_of: Mapping[int, int],
-             instance_col: Mapping[int, int]) -> list[tuple[list[int], list[int], int]]:
-    """Grow boxes around each point's kernel while every measured point inside stays within TOL of it.
+def library_times(points: pd.DataFrame, library: pd.DataFrame | None) -> np.ndarray:
+    """Per point row, the library's verified median time (ms); NaN where it was not measured.
 
-    `rows` are all points of one group (a point where everything failed blocks every region);
-    `assigned` their assigned instance columns (-1: none).
+    `library` has the point columns precision, shape, m, n, k, batch and `median_ms` (or `cublas_ms`)."""
+    out = np.full(len(points), np.nan)
+    if library is None or len(library) == 0 or len(points) == 0:
+        return out
+    col = "median_ms" if "median_ms" in library.columns else "cublas_ms"
+    keys = ["precision", "shape", "m", "n", "k", "batch"]
+    lib = library[keys + [col]].copy()
+    for c in DIMS:
+        lib[c] = lib[c].astype(np.int64)
+    lib = lib.groupby(keys, as_index=False)[col].median()
+    merged = points[keys].reset_index(drop=True).merge(lib, on=keys, how="left")
+    return pd.to_numeric(merged[col], errors="coerce").to_numpy(dtype=float)
+
+
+def _regions(xyz: np.ndarray, answer: np.ndarray, good: Mapping[int, np.ndarray]) -> list[tuple[list[int], list[int], int]]:
+    """Grow boxes around each point's answer while every measured point inside stays good for it.
+
+    `xyz` (m, n, k) of all points of one group (a point where everything failed blocks every region);
+    `answer` each point's answer (kernel index, LIBRARY, or None where uncovered); `good[answer]` the points
+    where that answer is within TOL of the best.
     """
-    pts = w.matrix.points.iloc[rows]
-    xyz = pts[["m", "n", "k"]].to_numpy(dtype=np.int64)
     logs = np.log2(xyz.astype(float))
-    tol = w.criteria.tol
-    with np.errstate(invalid="ignore"):
-        ok_for = {kern: np.nan_to_num(w.loss[rows, col], nan=np.inf) <= tol + 1e-12
-                  for kern, col in instance_col.items()}
-    done = {kern: np.zeros(len(rows), dtype=bool) for kern in instance_col}
+    done = {kern: np.zeros(len(xyz), dtype=bool) for kern in good}
     out: list[tuple[list[int], list[int], int]] = []
-    for i in range(len(rows)):
-        if assigned[i] < 0:
+    for i in range(len(xyz)):
+        kern = answer[i]
+        if kern is None or done[kern][i]:
             continue
-        kern = kernel_of[int(assigned[i])]
-        good = ok_for[kern]
-        if done[kern][i]:
-            continue
+        ok = good[kern]
         lo, hi = xyz[i].copy(), xyz[i].copy()
         order = np.argsort(np.abs(logs - logs[i]).sum(axis=1), kind="stable")
         for j in order:
-            if not good[j]:
+            if not ok[j]:
                 continue
             nlo, nhi = np.minimum(lo, xyz[j]), np.maximum(hi, xyz[j])
             inside = ((xyz >= nlo) & (xyz <= nhi)).all(axis=1)
-            if good[inside].all():
+            if ok[inside].all():
                 lo, hi = nlo, nhi
         inside = ((xyz >= lo) & (xyz <= hi)).all(axis=1)
         if (lo < hi).any():
@@ -109,42 +129,75 @@ def _regions(w: Winners, rows: np.ndarray, assigned: np.ndarray, kernel_of: Mapp
 
 def build_table(w: Winners, sel: Selection, provenance: Provenance,
                 kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-                generic: GenericKernel | None = None) -> "DispatchTable":
-    """Make the canonical table from winners and a selection (same Winners the selection came from)."""
-    info = kernel_info or {}
+                generic: GenericKernel | None = None, library_ms: np.ndarray | None = None,
+                library: str = "cublas", fallback: str = "library") -> "DispatchTable":
+    """Make the canonical table from winners and a selection (same Winners the selection came from).
+
+    `library_ms`: the vendor library's time per point row of `w.matrix` (NaN: not measured; see
+    `library_times`); where it is faster than the table's kernels it is the point's answer.
+    `fallback`: "library" or "naive", the answer where no kernel of the table is valid.
+    """
+    if fallback not in FALLBACKS:
+        raise ValueError(f"unknown fallback {fallback!r}; expected one of {sorted(FALLBACKS)}")
+    info = kernel_info if kernel_info is not None else {}
     kernels = sorted(sel.kernels, key=_order)
     index = {k: i for i, k in enumerate(kernels)}
     col_of = {iid: c for c, iid in enumerate(w.matrix.instances)}
+    lib = np.full(len(w.best_ms), np.nan) if library_ms is None else np.asarray(library_ms, dtype=float)
+    if len(lib) != len(w.best_ms):
+        raise ValueError(f"library_ms has {len(lib)} values for {len(w.best_ms)} points")
     kernel_rows = []
     for iid, precision, shape in kernels:
-        ki = info.get((iid, precision, shape), KernelInfo(space="", name=iid))
+        ki = info.get((iid, precision, shape)) or KernelInfo(space="", name=iid)
         valid = [{key: int(value)} for key, value in ki.valid]
         validity_bounds(valid)  # reject unknown predicates now, not at lookup time
         kernel_rows.append({"instance_id": iid, "precision": precision, "shape": shape, "space": ki.space,
                             "name": ki.name, "template": ki.template, "source": ki.source,
-                            "convention": ki.convention, "valid": valid})
+                            "convention": ki.convention, "valid": valid, "tuned_only": bool(ki.tuned_only)})
+    probe = Lookup({"kernels": kernel_rows, "points": [], "regions": []})
     points, regions = [], []
+    answer_loss: list[float] = []
     pts = w.matrix.points
+    tol = w.criteria.tol
     for (precision, shape), all_rows in w.matrix.groups:
-        rows = all_rows[sel.assigned[all_rows] >= 0]
-        if len(rows) == 0:
-            continue
         group_kernels = {col_of[iid]: index[(iid, p, s)] for iid, p, s in kernels if (p, s) == (precision, shape)}
         cols = np.array(sorted(group_kernels), dtype=np.int64)
-        for r in rows:
+        xyz = pts.iloc[all_rows][["m", "n", "k"]].to_numpy(dtype=np.int64)
+        answers: list[int | None] = []
+        for r in all_rows:
             med = w.matrix.median[r, cols]
             measured = cols[np.isfinite(med)]
-            ranked = sorted(measured, key=lambda c: (w.rank[r, c], c))
             row = pts.iloc[r]
+            dims = tuple(int(row[d]) for d in DIMS)
+            ranked = [group_kernels[int(c)] for c in sorted(measured, key=lambda c: (w.rank[r, c], c))]
+            times = {group_kernels[int(c)]: float(w.matrix.median[r, c]) for c in measured}
+            if np.isfinite(lib[r]):  # the library goes before every kernel slower than it
+                at = next((j for j, kk in enumerate(ranked) if times[kk] > lib[r]), len(ranked))
+                ranked.insert(at, LIBRARY)
+            first = next((c for c in ranked if probe.valid(c, dims, tuned=True)), None)
+            answers.append(first)
+            if sel.assigned[r] < 0 and not np.isfinite(lib[r]):
+                continue
+            if first is not None and np.isfinite(w.best_ms[r]):
+                t = lib[r] if first == LIBRARY else times[first]
+                answer_loss.append(float(max(0.0, 1.0 - w.best_ms[r] / t)))
+            assigned = int(sel.assigned[r])
             points.append({"point_key": str(row["point_key"]), "precision": precision, "shape": shape,
-                           **{d: int(row[d]) for d in DIMS}, "kernel": group_kernels[int(sel.assigned[r])],
-                           "ranked": [group_kernels[int(c)] for c in ranked],
-                           "ms": float(w.matrix.median[r, sel.assigned[r]]), "best_ms": float(w.best_ms[r]),
-                           "loss": float(max(0.0, sel.loss[r]))})
-        for lo, hi, kern in _regions(w, all_rows, sel.assigned[all_rows], group_kernels,
-                                     {v: k for k, v in group_kernels.items()}):
+                           **{d: int(row[d]) for d in DIMS},
+                           "kernel": group_kernels[assigned] if assigned >= 0 else LIBRARY,
+                           "ranked": ranked,
+                           "ms": float(w.matrix.median[r, assigned]) if assigned >= 0 else float(lib[r]),
+                           "best_ms": float(w.best_ms[r]) if np.isfinite(w.best_ms[r]) else None,
+                           "loss": float(max(0.0, sel.loss[r])) if assigned >= 0 else None,
+                           "library_ms": float(lib[r]) if np.isfinite(lib[r]) else None})
+        ref = np.fmin(w.best_ms[all_rows], lib[all_rows])  # best of the measured instances and the library
+        with np.errstate(invalid="ignore"):
+            good = {kern: np.nan_to_num(w.matrix.median[all_rows, c], nan=np.inf) * (1.0 - tol)
+                    <= ref * (1.0 + 1e-12) for c, kern in group_kernels.items()}
+            good[LIBRARY] = np.nan_to_num(lib[all_rows], nan=np.inf) * (1.0 - tol) <= ref * (1.0 + 1e-12)
+        for lo, hi, kern in _regions(xyz, np.array(answers, dtype=object), good):
             regions.append({"precision": precision, "shape": shape, "m": [lo[0], hi[0]], "n": [lo[1], hi[1]],
-                            "k": [lo[2], hi[2]], "kernel": kern})
+                            "k": [lo[2], hi[2]], "kernel": int(kern)})
     g = generic or GenericKernel()
     finite = sel.loss[np.isfinite(sel.loss)]
     prov = {"device": provenance.device, "device_info": dict(provenance.device_info),
@@ -154,9 +207,13 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
             "kernels": len(kernels), "points": len(points),
             "worst_loss": float(max(0.0, finite.max())) if len(finite) else None,
             "mean_loss": float(max(0.0, finite.mean())) if len(finite) else None,
+            "library_points": sum(1 for p in points if p["ranked"] and p["ranked"][0] == LIBRARY),
+            "answer_worst_loss": float(max(answer_loss)) if answer_loss else None,
+            "answer_mean_loss": float(np.mean(answer_loss)) if answer_loss else None,
             "uncovered": list(sel.uncovered),
             "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     data = {"format": FORMAT, "version": VERSION, "provenance": prov, "kernels": kernel_rows,
+            "library": {"name": library}, "fallback": fallback,
             "generic": {"space": g.space, "source": g.source, "convention": g.convention,
                         "templates": dict(g.templates)},
             "points": points, "regions": regions}
@@ -169,7 +226,7 @@ class DispatchTable:
     def __init__(self, data: dict) -> None:
         if data.get("format") != FORMAT:
             raise ValueError(f"not a dispatch table (format {data.get('format')!r}, expected {FORMAT!r})")
-        if data.get("version") != VERSION:
+        if data.get("version") not in VERSIONS:
             raise ValueError(f"dispatch table version {data.get('version')} is not supported (expected {VERSION}); "
                              "re-run `autotune emit --format json` with this version of autotune")
         self.data = data
@@ -181,13 +238,15 @@ class DispatchTable:
 
     def lookup_index(self, precision: str, shape: str, m: int, n: int, k: int, batch: int,
                      device: str | None = None) -> int:
-        """Kernel index for a problem; -1 means the generic kernel. Warns when `device` differs."""
+        """Kernel index for a problem; -1: the generic kernel, -2: the library (runtime.py). Warns when
+        `device` differs; ValueError for invalid input (runtime.check_problem)."""
         self._lookup.check_device(device)
         return self._lookup.index(precision, shape, m, n, k, batch)
 
     def lookup(self, precision: str, shape: str, m: int, n: int, k: int, batch: int,
                device: str | None = None) -> dict:
-        """The kernel record (instance_id, template, ...) for a problem; `generic: True` for the fallback."""
+        """The kernel record (instance_id, template, ...) for a problem; `generic: True` for the naive kernel,
+        `library: "cublas"` for the library."""
         idx = self.lookup_index(precision, shape, m, n, k, batch, device)
         return self._lookup.kernel(idx, precision, shape)
 
