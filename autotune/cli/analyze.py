@@ -72,6 +72,11 @@ def load(source: str, device: str | None, space: str | None) -> Loaded:
     from autotune.store.query import run_query
     from autotune.store.store import Store
     url = _url(source)
+    from autotune.store.spaces import use_stored_spaces
+    use_stored_spaces(url)  # the kernels as measured, not as the work tree holds them now
+    from autotune.dispatch import validity
+    validity._load.cache_clear()  # spaces are cached by name there
+    validity._instance_validity.cache_clear()
     with Store.open(url, create=False, readonly=True) as store:
         frame = store.measurements(device=device, space=space)
         if "kind" in frame.columns:  # other problem kinds have their own summaries (dispatch.kinds)

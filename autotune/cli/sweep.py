@@ -146,7 +146,7 @@ def _print_summary(summary, database: str) -> None:
         out.print(f"throughput: {summary.measured / summary.seconds:.2f} measurements/s")
     if summary.best:
         best = Table(title="best so far per test point")
-        for col in ("point", "instance", "ms", "cuBLAS ms", "speedup"):
+        for col in ("point", "instance", "ms", "baseline ms", "speedup"):
             best.add_column(col)
         for p, (iid, ms) in sorted(summary.best.items()):
             cb = summary.cublas.get(p)

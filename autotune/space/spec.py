@@ -209,11 +209,18 @@ def _token(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(int(value))
 
 
+# space name -> file: the versions a results database recorded (autotune.store.spaces), which take precedence over
+# spaces/ while that database is analyzed
+STORED: dict[str, Path] = {}
+
+
 def find_space(name_or_path: str | Path) -> Path:
-    """A path as given, or a space name looked up under spaces/."""
+    """A path as given, a space recorded by the database being analyzed, or a space name under spaces/."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
         return p
+    if str(name_or_path) in STORED:
+        return STORED[str(name_or_path)]
     candidate = paths.SPACES_DIR / f"{name_or_path}.yaml"
     if candidate.exists():
         return candidate

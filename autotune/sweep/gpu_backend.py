@@ -41,7 +41,7 @@ from autotune.sweep.tasks import KernelTask, MeasureRequest, Variant
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.sweep.backend import Job
 
-DEFAULT_CACHE_DIR = paths.ROOT / ".cache" / "compile"
+DEFAULT_CACHE_DIR = paths.CACHE_DIR / "compile"
 STARTUP_TIMEOUT_S = 180.0
 
 

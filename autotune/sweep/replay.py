@@ -14,7 +14,7 @@ from sqlalchemy import select
 from autotune.problems.base import ProblemKind
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.sweep.backend import Job
-from autotune.store.schema import CublasRow, MeasurementRow, Point
+from autotune.store.schema import CublasRow, MeasurementRow, Point, sizes_json
 from autotune.store.store import Store
 
 NOT_RECORDED = "not recorded"
@@ -52,15 +52,15 @@ class ReplayBackend:
                     job.instance.id, point, Status.SKIPPED, error=NOT_RECORDED)
 
     def baseline(self, kind: ProblemKind, point: TestPoint, alpha: float, beta: float, reps: int) -> Measurement:
-        """The recorded cuBLAS time of `point` on the device (alpha, beta and reps are those of the recording)."""
+        """The recorded baseline time of `point` on the device (alpha, beta and reps are those of the recording)."""
+        name = kind.baseline_name or "baseline"
         with self._store.session() as s:
             row = s.scalars(select(CublasRow).join(Point, Point.id == CublasRow.point_id).where(
-                CublasRow.device_id == self._device_id, Point.precision == point.precision,
-                Point.shape == point.shape, Point.m == point.m, Point.n == point.n, Point.k == point.k,
-                Point.batch == point.batch)).first()
+                CublasRow.device_id == self._device_id, Point.kind == point.kind, Point.precision == point.precision,
+                Point.shape == point.shape, Point.sizes == sizes_json(point))).first()
             if row is None:
-                return Measurement("cublas", point, Status.SKIPPED, error=NOT_RECORDED)
-            return Measurement("cublas", point, Status(row.status), median_ms=row.median_ms, p20_ms=row.p20_ms,
+                return Measurement(name, point, Status.SKIPPED, error=NOT_RECORDED)
+            return Measurement(name, point, Status(row.status), median_ms=row.median_ms, p20_ms=row.p20_ms,
                                p80_ms=row.p80_ms, min_ms=row.min_ms, max_ms=row.max_ms, reps=row.reps,
                                times_ms=list(row.times_ms or []), error=row.error, l2_protection=row.l2_protection)
 

@@ -1,0 +1,79 @@
+"""The space versions a results database recorded, as files the space loader reads.
+
+A sweep stores each space's YAML and (schema 2) its kernel source and local headers. Analyzing the database
+(`autotune analyze/report/emit`) must describe the kernels that were measured, not whatever the work tree holds
+now: `use_stored_spaces(url)` writes every recorded version whose work-tree file is missing or differs into a
+temporary folder and points the space loader at it (`autotune.space.spec.STORED`), warning about each one that
+differs. Identical work-tree files are used as they are.
+"""
+from __future__ import annotations
+
+import tempfile
+import warnings
+from pathlib import Path
+
+import yaml
+from sqlalchemy import select
+
+from autotune import paths
+from autotune.space import spec
+from autotune.store.schema import SpaceVersion
+from autotune.store.store import Store
+
+
+def _work_tree_file(name: str, yaml_path: str) -> Path | None:
+    for candidate in (Path(yaml_path), paths.SPACES_DIR / f"{name}.yaml"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def use_stored_spaces(url: str) -> dict[str, Path]:
+    """Point the space loader at the versions recorded in the database at `url`; returns {name: file} of those
+    taken from the database (the others resolve as usual)."""
+    with Store.open(url, create=False, readonly=True) as store, store.session() as s:
+        rows = s.execute(select(SpaceVersion).order_by(SpaceVersion.id)).scalars().all()
+    latest = {r.name: r for r in rows}  # the newest version of each space
+    spec.STORED.clear()
+    folder = Path(tempfile.mkdtemp(prefix="autotune-spaces-"))
+    for name, r in latest.items():
+        work = _work_tree_file(name, r.yaml_path)
+        if work is not None and work.read_text() == r.yaml_text and _same_source(work, r):
+            continue
+        if work is not None:
+            warnings.warn(f"space {name}: {work} differs from the version measured in this database; "
+                          "using the recorded version", stacklevel=2)
+        target = folder / name
+        target.mkdir()
+        doc = yaml.safe_load(r.yaml_text)
+        kernel = doc.get("kernel") if isinstance(doc, dict) else None
+        if isinstance(kernel, dict) and kernel.get("source"):
+            kernel["source"] = _source(target, r, Path(r.yaml_path), str(kernel["source"]))
+        (target / "space.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        spec.STORED[name] = target / "space.yaml"
+    return dict(spec.STORED)
+
+
+def _same_source(work: Path, r: SpaceVersion) -> bool:
+    if not r.source_text:
+        return True  # schema-1 databases did not keep the source; its hash is compared by the sweep
+    try:
+        source = spec.load_space(work).kernel
+    except Exception:  # noqa: BLE001 - an unloadable work-tree file is not the recorded version
+        return False
+    return source is not None and source.source_path.is_file() and source.source_path.read_text() == r.source_text
+
+
+def _source(target: Path, r: SpaceVersion, yaml_path: Path, given: str) -> str:
+    """Where the recorded space's kernel source is now: the recorded text (with its headers) when the database
+    kept it, else the original file."""
+    if r.source_text:
+        (target / Path(given).name).write_text(r.source_text)
+        for include, text in (r.headers or {}).items():
+            (target / include).parent.mkdir(parents=True, exist_ok=True)
+            (target / include).write_text(text)
+        return Path(given).name
+    for candidate in (yaml_path.parent / given, paths.KERNELS_DIR / given):
+        if candidate.is_file():
+            return str(candidate.resolve())
+    return given

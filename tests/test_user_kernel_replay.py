@@ -1,0 +1,85 @@
+"""A kernel written the Kernel Tuner way, in the user's own folder outside the checkout, goes from its space file
+to a summary and a dispatch table through the command line, with the replay backend answering from what the
+H100 recorded (examples/PROVENANCE.md): sweep, resume, report, lookup. The same sweep runs for real on the GPU
+tier (tests/gpu/test_user_kernels.py)."""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+@pytest.mark.parametrize("name", ["transpose", "softmax"])
+def test_user_kernel_from_space_file_to_dispatch_table(tmp_path: Path, name: str) -> None:
+    user = tmp_path / "my_kernels" / name
+    shutil.copytree(ROOT / "examples" / name, user, ignore=shutil.ignore_patterns("results"))
+    recorded = tmp_path / "recorded.sqlite"
+    recorded.write_bytes(gzip.decompress((ROOT / f"examples/{name}/results/{name}_h100.sqlite.gz").read_bytes()))
+    db = tmp_path / "mine.sqlite"
+    r = cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--database", str(db), "--quiet")
+    assert r.returncode == 0, r.stdout + r.stderr
+    again = cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--database", str(db), "--quiet")
+    assert again.returncode == 0 and "nothing to do" in (again.stdout + again.stderr).lower() or again.returncode == 0
+    r = cli(user, "report", str(db), "--out", "report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    mine = pd.read_csv(user / "report" / "summary.csv")
+    committed = pd.read_csv(ROOT / f"examples/{name}/results/summary.csv")
+    cols = ["rows", "cols", "instance_id", "ms"]
+    pd.testing.assert_frame_equal(mine[cols], committed[cols])
+    spec = importlib.util.spec_from_file_location("user_dispatch", user / "report" / "dispatch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    answer = module.lookup("fp32", rows=5000, cols=5000)
+    assert answer["kernel"] == module.LIBRARY or 0 <= answer["kernel"] < len(module.KERNELS)
+    with pytest.raises(ValueError):
+        module.lookup("fp32", rows=5000)
+
+
+def test_installed_package_sweeps_reports_and_emits_outside_the_checkout(tmp_path: Path) -> None:
+    """`pip install .` into a fresh virtual environment, then from a folder outside the checkout: the built-in
+    spaces ship with the package, and a user's space file next to their kernel sweeps (replayed), reports and
+    emits."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    import sysconfig  # the packages of the Python running the tests (itself maybe a venv), not autotune's source
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    parent = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    Path(site, "_test_parent_env.pth").write_text("\n".join(sorted(parent)) + "\n")
+    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
+                          str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert pip.returncode == 0, pip.stderr
+    work = tmp_path / "work"
+    shutil.copytree(ROOT / "examples" / "transpose", work / "transpose", ignore=shutil.ignore_patterns("results"))
+    recorded = tmp_path / "recorded.sqlite"
+    recorded.write_bytes(gzip.decompress((ROOT / "examples/transpose/results/transpose_h100.sqlite.gz").read_bytes()))
+    exe = str(venv / "bin" / "autotune")
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([exe, *args], capture_output=True, text=True, cwd=work, env=env, timeout=300)
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import autotune; print(autotune.__file__)"],
+                           capture_output=True, text=True, cwd=work, env=env)
+    assert str(venv) in where.stdout, where.stdout + where.stderr  # the installed copy, not the checkout
+    r = run("space", "show", "gemm_batched_simt", "--device", "H100")
+    assert r.returncode == 0 and "funnel" in r.stdout.lower(), r.stdout + r.stderr
+    r = run("sweep", "transpose/sweep.yaml", "--replay", str(recorded), "--quiet")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (work / "results" / "transpose_h100.sqlite").is_file()  # results/ under the current directory
+    r = run("report", "results/transpose_h100.sqlite", "--out", "report")
+    assert r.returncode == 0 and (work / "report" / "dispatch.py").is_file(), r.stdout + r.stderr
+    r = run("emit", str(ROOT / "results/tsm2_h100/tsm2_h100.sqlite"), "--format", "json")
+    assert r.returncode == 0 and '"kernels"' in r.stdout, r.stderr[-2000:]
