@@ -83,3 +83,28 @@ def test_installed_package_sweeps_reports_and_emits_outside_the_checkout(tmp_pat
     assert r.returncode == 0 and (work / "report" / "dispatch.py").is_file(), r.stdout + r.stderr
     r = run("emit", str(ROOT / "results/tsm2_h100/tsm2_h100.sqlite"), "--format", "json")
     assert r.returncode == 0 and '"kernels"' in r.stdout, r.stderr[-2000:]
+
+
+def test_report_uses_the_recorded_space_and_warns_when_the_work_tree_differs(tmp_path: Path) -> None:
+    user = tmp_path / "transpose"
+    shutil.copytree(ROOT / "examples" / "transpose", user, ignore=shutil.ignore_patterns("results"))
+    recorded = tmp_path / "recorded.sqlite"
+    recorded.write_bytes(gzip.decompress((ROOT / "examples/transpose/results/transpose_h100.sqlite.gz").read_bytes()))
+    db = tmp_path / "mine.sqlite"
+    assert cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--database", str(db), "--quiet").returncode == 0
+    from autotune.space.spec import STORED
+    from autotune.store.spaces import use_stored_spaces
+    assert use_stored_spaces(f"sqlite:///{db}") == {}  # the work tree holds the version measured
+    space = user / "space.yaml"
+    space.write_text(space.read_text().replace("name: transpose_kernel", "name: transpose_kernel_v2"))
+    (user / "transpose.cu").write_text((user / "transpose.cu").read_text() + "\n// edited after the sweep\n")
+    with pytest.warns(UserWarning, match="differs from the version measured"):
+        stored = use_stored_spaces(f"sqlite:///{db}")
+    assert set(stored) == {"transpose_tiled"}
+    from autotune.space.spec import load_space
+    old = load_space("transpose_tiled")  # by name: the recorded version, with the recorded kernel source
+    assert old.kernel.template == "transpose_kernel"
+    assert "edited after the sweep" not in old.kernel.source_path.read_text()
+    STORED.clear()
+    r = cli(user, "report", str(db), "--out", "report")
+    assert r.returncode == 0 and "differs from the version measured" in r.stderr, r.stderr

@@ -364,6 +364,8 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
     from autotune.dispatch.report import write_report
     if not source.endswith(".csv"):
         from autotune.dispatch.kinds import write_reports
+        from autotune.store.spaces import use_stored_spaces
+        use_stored_spaces(_url(source))  # the kernels as measured (warns when the work tree differs)
         others = write_reports(_url(source), out_dir, tol, bk, device)
         for kind in others:
             out.print(f"wrote the summary and dispatch table of {kind} under {out_dir}")

@@ -105,8 +105,26 @@ def kind_table(frame: pd.DataFrame, kind: str, baseline: pd.DataFrame | None, to
     kernels = [{"instance_id": iid, "space": meta.loc[iid, "space"], "name": meta.loc[iid, "instance"],
                 "params": {c[len("param_"):] if c.startswith("param_") else c: _plain(meta.loc[iid, c])
                            for c in _param_columns(rows) if pd.notna(meta.loc[iid, c])}} for iid in chosen]
+    for kern in kernels:
+        kern.update(_binding(kern, next(p for p in points if p["kernel"] == kernels.index(kern))))
     return {"format": FORMAT, "version": VERSION, "kind": kind, "size_names": sizes, "tol": tol, "bk": bk,
             "library": library, "library_index": LIBRARY, "kernels": kernels, "points": points}
+
+
+def _binding(kernel: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
+    """How to build the kernel: its source file, function (or name expression) and `#define`s, from the space
+    version the database recorded (autotune.store.spaces); empty when the space file cannot be found."""
+    from autotune.space.spec import load_space
+    from autotune.vocab import TestPoint
+
+    try:
+        space = load_space(kernel["space"])
+        assert space.kernel is not None
+        p = TestPoint(space.kind.name, point["precision"], point["shape"], tuple(point["sizes"].items()))
+        return {"source": space.kernel.source, "function": space.template_name(kernel["params"], p.precision, p.shape),
+                "defines": dict(space.defines(kernel["params"], p))}
+    except Exception:  # noqa: BLE001 - a table without build instructions is still a table
+        return {}
 
 
 def _param_columns(rows: pd.DataFrame) -> list[str]:

@@ -35,10 +35,12 @@ def use_stored_spaces(url: str) -> dict[str, Path]:
         rows = s.execute(select(SpaceVersion).order_by(SpaceVersion.id)).scalars().all()
     latest = {r.name: r for r in rows}  # the newest version of each space
     spec.STORED.clear()
+    taken: dict[str, Path] = {}
     folder = Path(tempfile.mkdtemp(prefix="autotune-spaces-"))
     for name, r in latest.items():
         work = _work_tree_file(name, r.yaml_path)
         if work is not None and work.read_text() == r.yaml_text and _same_source(work, r):
+            spec.STORED[name] = work.resolve()  # by name, also when it lives outside spaces/
             continue
         if work is not None:
             warnings.warn(f"space {name}: {work} differs from the version measured in this database; "
@@ -49,9 +51,24 @@ def use_stored_spaces(url: str) -> dict[str, Path]:
         kernel = doc.get("kernel") if isinstance(doc, dict) else None
         if isinstance(kernel, dict) and kernel.get("source"):
             kernel["source"] = _source(target, r, Path(r.yaml_path), str(kernel["source"]))
+        if isinstance(doc, dict) and "problem" in doc:
+            doc["problem"] = _python_files(doc["problem"], Path(r.yaml_path).parent)
         (target / "space.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-        spec.STORED[name] = target / "space.yaml"
-    return dict(spec.STORED)
+        spec.STORED[name] = taken[name] = target / "space.yaml"
+    return taken
+
+
+def _python_files(problem: object, folder: Path) -> object:
+    """`file.py:name` references of a problem (a Python kind, a reference, a baseline) made absolute, so the recorded
+    space still finds the user's files beside the original space file."""
+    def absolute(text: object) -> object:
+        if isinstance(text, str) and ":" in text and text.split(":")[0].endswith(".py"):
+            target, name = text.rsplit(":", 1)
+            return f"{(folder / target).resolve()}:{name}" if not Path(target).is_absolute() else text
+        return text
+    if isinstance(problem, dict):
+        return {k: absolute(v) if k in ("reference", "baseline") else v for k, v in problem.items()}
+    return absolute(problem)
 
 
 def _same_source(work: Path, r: SpaceVersion) -> bool:

@@ -24,6 +24,14 @@ TABLE = json.loads(r"""{
     "rows_per_block": 1,
     "vector_width": 4,
     "use_cub": 1
+   },
+   "source": "softmax.cu",
+   "function": "softmax_kernel",
+   "defines": {
+    "block_size_x": "256",
+    "rows_per_block": "1",
+    "vector_width": "4",
+    "use_cub": "1"
    }
   }
  ],

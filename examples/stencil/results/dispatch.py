@@ -27,6 +27,17 @@ TABLE = json.loads(r"""{
     "use_shmem": 0,
     "use_padding": 0,
     "read_only": 1
+   },
+   "source": "convolution.cu",
+   "function": "convolution_kernel",
+   "defines": {
+    "block_size_x": "64",
+    "block_size_y": "1",
+    "tile_size_x": "1",
+    "tile_size_y": "4",
+    "use_shmem": "0",
+    "use_padding": "0",
+    "read_only": "1"
    }
   }
  ],

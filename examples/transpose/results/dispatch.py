@@ -24,6 +24,14 @@ TABLE = json.loads(r"""{
     "block_size_y": 32,
     "TILE_DIM": 64,
     "PAD": 1
+   },
+   "source": "transpose.cu",
+   "function": "transpose_kernel",
+   "defines": {
+    "block_size_x": "16",
+    "block_size_y": "32",
+    "TILE_DIM": "64",
+    "PAD": "1"
    }
   }
  ],
