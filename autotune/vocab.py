@@ -120,3 +120,4 @@ class DeviceInfo:
     cuda_runtime: str
     nvrtc: str
     cupy: str
+    free_bytes: int | None = None  # device memory free when the sweep started (None: unknown, e.g. replay)

@@ -193,7 +193,8 @@ def read_device_info(device: int, props: dict) -> DeviceInfo:
     return DeviceInfo(name=name, uuid=uuid, sm_count=int(p["multiProcessorCount"]),
                       cc=int(p["major"]) * 10 + int(p["minor"]), sm_clock_mhz=sm_clock, mem_clock_mhz=mem_clock,
                       l2_bytes=int(p["l2CacheSize"]), copy_bandwidth=bandwidth, driver=driver,
-                      cuda_runtime=_version(rt.runtimeGetVersion()), nvrtc=f"{major}.{minor}", cupy=cp.__version__)
+                      cuda_runtime=_version(rt.runtimeGetVersion()), nvrtc=f"{major}.{minor}", cupy=cp.__version__,
+                      free_bytes=int(rt.memGetInfo()[0]))
 
 
 def _version(v: int) -> str:
