@@ -8,5 +8,6 @@ setup(
     + ["autotune._builtin.spaces", "autotune._builtin.kernels_src"],
     package_dir={"autotune._builtin.spaces": "spaces", "autotune._builtin.kernels_src": "kernels_src"},
     package_data={"autotune._builtin.spaces": ["*.yaml"], "autotune._builtin.kernels_src": ["*.cuh", "*.cu", "*.h"],
-                  "autotune.store": ["alembic/*", "alembic/versions/*"]},
+                  # the Alembic environment and revisions of the results database (read by path, not imported)
+                  "autotune": ["store/alembic/*.py", "store/alembic/*.mako", "store/alembic/versions/*.py"]},
 )

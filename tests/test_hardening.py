@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from autotune.problems.gemm import gemm_point
-from autotune.store.schema import SCHEMA_VERSION
 from autotune.paths import ROOT
+from autotune.store.migrate import VERSION_TABLE, head
+from autotune.store.schema import SCHEMA_VERSION
 
 RECORDED = ROOT / "results" / "default" / "default.sqlite"
 
@@ -233,8 +234,9 @@ def test_concurrent_creation_of_a_new_database(tmp_path: Path) -> None:
             assert results == ["ok"] * 4, results
             with sqlite3.connect(db) as c:
                 assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-                version = c.execute("select value from schema_meta where key = 'schema_version'").fetchall()
-                assert version == [(str(SCHEMA_VERSION),)]
+                assert c.execute("select value from schema_meta where key = 'schema_version'").fetchall() == [
+                    (str(SCHEMA_VERSION),)]
+                assert c.execute(f"select version_num from {VERSION_TABLE}").fetchall() == [(head(),)]  # one stamp
 
 
 # ---- 6. SIGTERM stops a sweep like Ctrl-C ---------------------------------------------------------------

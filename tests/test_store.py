@@ -63,10 +63,15 @@ def test_sqlite_is_in_wal_mode(sqlite_url: str) -> None:
     assert _scalar(sqlite_url, "PRAGMA journal_mode") == "wal"
 
 
-@pytest.mark.parametrize("version, words", [(0, "older"), (SCHEMA_VERSION + 1, "newer")])
-def test_schema_version_is_checked_on_open(db_url: str, version: int, words: str) -> None:
+@pytest.mark.parametrize("sql, words", [("UPDATE autotune_alembic_version SET version_num = '0001'", "older"),
+                                        ("DROP TABLE autotune_alembic_version", "older"),  # made before Alembic
+                                        ("UPDATE autotune_alembic_version SET version_num = 'ffff'", "newer"),
+                                        (f"UPDATE schema_meta SET value = '{SCHEMA_VERSION + 1}'", "newer")])
+def test_schema_version_is_checked_on_open(db_url: str, sql: str, words: str) -> None:
     Store.open(db_url).close()
-    _execute(db_url, f"UPDATE schema_meta SET value = '{version}' WHERE key = 'schema_version'")
+    if sql.startswith("DROP"):
+        _execute(db_url, "UPDATE schema_meta SET value = '1'")
+    _execute(db_url, sql)
     with pytest.raises(SchemaVersionError) as err:
         Store.open(db_url)
     assert words in err.value.message

@@ -74,6 +74,10 @@ def test_installed_package_sweeps_reports_and_emits_outside_the_checkout(tmp_pat
     where = subprocess.run([str(venv / "bin" / "python"), "-c", "import autotune; print(autotune.__file__)"],
                            capture_output=True, text=True, cwd=work, env=env)
     assert str(venv) in where.stdout, where.stdout + where.stderr  # the installed copy, not the checkout
+    installed = Path(where.stdout.strip()).parent
+    for data in ("_builtin/spaces/gemm_batched_simt.yaml", "_builtin/kernels_src/gemm_batched.cuh",
+                 "store/alembic/env.py", "store/alembic/script.py.mako", "store/alembic/versions/0002_problem_kinds.py"):
+        assert (installed / data).is_file(), data  # package data: built-ins and the schema migrations
     r = run("space", "show", "gemm_batched_simt", "--device", "H100")
     assert r.returncode == 0 and "funnel" in r.stdout.lower(), r.stdout + r.stderr
     r = run("sweep", "transpose/sweep.yaml", "--replay", str(recorded), "--quiet")

@@ -204,11 +204,23 @@ db_app = typer.Typer(help="Maintain results databases.", no_args_is_help=True)
 
 
 @db_app.command()
-def upgrade(url: Annotated[str, typer.Argument(help="Database URL, e.g. sqlite:///results/default.sqlite.")]) -> None:
-    """Migrate a results database to this autotune's schema version, in place (back it up first)."""
-    from autotune.store.schema import SCHEMA_VERSION, upgrade as do_upgrade
-    before = do_upgrade(url)
-    out.print(f"schema version {before} -> {SCHEMA_VERSION}")
+def upgrade(url: Annotated[str, typer.Argument(help="Database URL or SQLite file, e.g. results/default.sqlite.")],
+            sql: Annotated[bool, typer.Option("--sql", help="Print the SQL the upgrade would run; change nothing.")] = False,
+            ) -> None:
+    """Migrate a results database to this autotune's schema (Alembic, to the head revision), in place and in
+    one transaction (back the file up first)."""
+    from autotune.store.migrate import head, upgrade as do_upgrade
+    from autotune.store.schema import database_url
+    done = do_upgrade(database_url(url), sql=sql)
+    if done.sql is not None:
+        typer.echo(done.sql, nl=False)
+        return
+    assert done.after is not None
+    if done.before.effective == done.after.effective:
+        stamped = ", now recorded in autotune_alembic_version" if done.before.revision is None else ""
+        out.print(f"already at {done.after.describe()} (head {head()}{stamped})")
+    else:
+        out.print(f"{done.before.describe()} -> {done.after.describe()}")
 
 
 def register(app: typer.Typer) -> None:

@@ -4,7 +4,8 @@ Two sweeps started together on a new SQLite file both saw an empty database and 
 the second failed with "table schema_meta already exists". Here the check and the creation run in one
 transaction under the database's write lock (SQLite: BEGIN IMMEDIATE, which waits up to the busy timeout;
 PostgreSQL: a transaction-scoped advisory lock), so exactly one process creates the tables and the
-others find them afterwards. DDL is transactional in both, so nobody ever sees half a schema.
+others find them afterwards. DDL is transactional in both, so nobody ever sees half a schema. A new database is
+created at the newest schema and stamped with the head Alembic revision in the same transaction.
 """
 from __future__ import annotations
 
@@ -15,13 +16,12 @@ from typing import Callable
 from sqlalchemy import inspect, insert
 from sqlalchemy.engine import Engine
 
+from autotune.store.migrate import PG_LOCK_KEY, stamp_head
 from autotune.store.schema import SCHEMA_VERSION, Base, SchemaMeta
-
-PG_LOCK_KEY = 0x6175746F  # "auto": the advisory lock taken while the schema is created
 
 
 def create_schema(engine: Engine) -> bool:
-    """Create every table and the schema_version row if the database has no schema_meta table.
+    """Create every table, the schema_version row and the Alembic head stamp if the database has no schema_meta table.
     True when this call created them, False when another process had (the caller then checks the version)."""
     with engine.connect() as conn:
         if conn.dialect.name == "sqlite":
@@ -33,6 +33,7 @@ def create_schema(engine: Engine) -> bool:
             return False
         Base.metadata.create_all(conn)
         conn.execute(insert(SchemaMeta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+        stamp_head(conn)
         conn.commit()
         return True
 

@@ -1,4 +1,4 @@
-"""The results database schema: SQLAlchemy 2.0 models, the schema version and its upgrade, engines.
+"""The results database schema: SQLAlchemy 2.0 models, the schema version, engines.
 
 SQLite (WAL mode, busy timeout) by default, PostgreSQL through a URL. `autotune.store.store` holds the
 operations on it. The README's "Results database" section documents every table and column.
@@ -14,14 +14,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 from sqlalchemy import (JSON, BigInteger, CheckConstraint, DateTime, Float, ForeignKey, Index, Integer, String,
-                        Text, UniqueConstraint, create_engine, event, select, update)
+                        Text, UniqueConstraint, create_engine, event)
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from autotune.errors import UserError
 from autotune.vocab import DeviceInfo, Status, TestPoint
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 2  # the schema_meta row; the Alembic revisions in autotune/store/alembic carry the history
 STATUSES = tuple(s.value for s in Status)
 
 
@@ -345,34 +345,3 @@ def make_engine(url: str, readonly: bool = False) -> Engine:
     except ImportError as exc:  # the URL names a database driver that is not installed
         raise StoreError(f"no driver for {u.drivername}: {exc}",
                          hint="for PostgreSQL: pip install -e .[postgres] and a URL postgresql+psycopg://...") from None
-
-
-def upgrade(url: str) -> int:
-    """Migrate the database at `url` to SCHEMA_VERSION in place, one version at a time, each step in its own
-    transaction; returns the version it started from. Raises SchemaVersionError when no path exists."""
-    from autotune.store.migrations import MIGRATIONS
-
-    engine = make_engine(url)
-    try:
-        with engine.begin() as conn:
-            start = int(conn.execute(select(SchemaMeta.value).where(SchemaMeta.key == "schema_version")).scalar_one())
-        for version in range(start, SCHEMA_VERSION):
-            if version not in MIGRATIONS:
-                raise SchemaVersionError(f"no migration from schema version {version} to {version + 1}",
-                                         hint="export what you need with `autotune query` and start a new database")
-            with engine.connect() as conn:
-                if conn.dialect.name == "sqlite":  # a table rebuild must not cascade through foreign keys
-                    conn.exec_driver_sql("PRAGMA foreign_keys = OFF")
-                    conn.commit()
-                with conn.begin():
-                    MIGRATIONS[version](conn)
-                    conn.execute(update(SchemaMeta).where(SchemaMeta.key == "schema_version")
-                                 .values(value=str(version + 1)))
-                if conn.dialect.name == "sqlite":
-                    conn.exec_driver_sql("PRAGMA foreign_keys = ON")
-                    conn.commit()
-        return start
-    finally:
-        engine.dispose()
-
-

@@ -109,8 +109,9 @@ class Store:
             yield s
 
     def _check_schema(self, create: bool) -> None:
+        from autotune.store.migrate import check, database_version
+
         tables = set(inspect(self.engine).get_table_names())
-        upgrade = f"run `autotune db upgrade {make_url(self.url).render_as_string()}`"
         if "schema_meta" not in tables:
             if tables:
                 raise SchemaVersionError(f"{self.url} is not an autotune results database (tables: "
@@ -120,16 +121,10 @@ class Store:
             from autotune.store.create import create_schema  # race-safe: another process may be creating it
             if create_schema(self.engine):
                 return
-        with self.session() as s:
-            version = int(s.get(SchemaMeta, "schema_version").value)  # type: ignore[union-attr]
-        if version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"database schema version {version} is newer than this autotune's ({SCHEMA_VERSION})",
-                hint="upgrade autotune (pip install -U autotune) or use another database")
-        if version < SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"database schema version {version} is older than this autotune's ({SCHEMA_VERSION})",
-                hint=f"{upgrade} to migrate it in place (back the file up first)")
+        with self.engine.connect() as conn:
+            version = database_version(conn)
+        assert version is not None
+        check(version, self.url)
 
     # ---- writes (the runner; one writer per database, guarded by the sweep lock) ----
 
@@ -448,21 +443,24 @@ _MIGRATED: dict[tuple[str, float, int], str] = {}
 
 
 def _current_copy(url: str, path: str) -> str:
-    """Reading an SQLite file of an older schema: the URL of a migrated copy in a temporary folder (the file itself
-    is never written; `autotune db upgrade` migrates it in place). Other files: `url` unchanged."""
-    import shutil
+    """Reading an SQLite file of an older schema: the URL of a copy in a temporary folder, upgraded to the head
+    revision (the file itself is never written; `autotune db upgrade` migrates it in place). Other files:
+    `url` unchanged (Store.open then reports what is wrong, newer schemas included)."""
     import sqlite3
     import tempfile
     import warnings
 
-    from autotune.store.schema import upgrade
+    from autotune.store.migrate import database_version, upgrade
 
+    engine = make_engine(url, readonly=True)
     try:
-        with sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True) as conn:
-            row = conn.execute("SELECT value FROM schema_meta WHERE key = 'schema_version'").fetchone()
-    except sqlite3.Error:
+        with engine.connect() as conn:
+            version = database_version(conn)
+    except SQLAlchemyError:
         return url  # not an autotune database (or unreadable): Store.open reports it
-    if row is None or int(row[0]) >= SCHEMA_VERSION:
+    finally:
+        engine.dispose()
+    if version is None or version.state != "older" or version.effective is None:
         return url
     stat = Path(path).stat()
     key = (str(Path(path).resolve()), stat.st_mtime, stat.st_size)
@@ -477,10 +475,9 @@ def _current_copy(url: str, path: str) -> str:
             src.close()
             dst.close()
         upgrade(f"sqlite:///{copy}")
-        _MIGRATED[key] = f"sqlite:///{copy}"
-        warnings.warn(f"{path} has schema version {row[0]} (this autotune writes {SCHEMA_VERSION}); reading a "
+        _MIGRATED[key] = f"sqlite:///{copy}"  # the copy lives until the process ends (the OS cleans its temp folder)
+        warnings.warn(f"{path} has {version.describe()} (this autotune writes {SCHEMA_VERSION}); reading a "
                       f"migrated copy. Run `autotune db upgrade {path}` to migrate the file in place.", stacklevel=3)
-        shutil.rmtree  # noqa: B018 - the copy lives until the process ends (the OS cleans its temp folder)
     return _MIGRATED[key]
 
 

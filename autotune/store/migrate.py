@@ -1,0 +1,191 @@
+"""Schema versions and upgrades through Alembic, with the migration scripts shipped in the package.
+
+The scripts live in `autotune/store/alembic/` (env.py, versions/NNNN_*.py), configured here without an
+alembic.ini. Alembic records a database's revision in its own table, `autotune_alembic_version`, never in
+`alembic_version`: Optuna's RDB storage uses that name, and studies may share the database.
+
+A database's version is its Alembic revision; databases made before Alembic have no version table and
+are known by their schema_meta row instead (schema version N = the revision whose SCHEMA_VERSION is N).
+schema_meta.schema_version stays in step (each revision updates it), so an autotune that predates
+Alembic still says "newer" instead of misreading a migrated database. The check on open (`check`)
+compares the revision with the package's head, like Optuna's `_VersionManager.check_table_schema_compatibility`:
+equal is current, a revision the package knows is older (run `autotune db upgrade`), anything else newer.
+"""
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from sqlalchemy import event, inspect, text
+from sqlalchemy.engine import Connection, make_url
+
+from autotune.store.schema import SCHEMA_VERSION, SchemaVersionError, StoreError, make_engine
+
+VERSION_TABLE = "autotune_alembic_version"
+SCRIPTS = Path(__file__).with_name("alembic")
+PG_LOCK_KEY = 0x6175746F  # "auto": the advisory lock taken while the schema is created or migrated
+
+logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def alembic_config(connection: Connection | None = None, url: str | None = None, output: io.StringIO | None = None):  # type: ignore[no-untyped-def]
+    """Alembic's Config for the packaged scripts: online with `connection`, offline (SQL to `output`) with `url`."""
+    from alembic.config import Config
+
+    cfg = Config(output_buffer=output)
+    cfg.set_main_option("script_location", str(SCRIPTS).replace("%", "%%"))
+    cfg.attributes.update(connection=connection, url=url)
+    return cfg
+
+
+@lru_cache(maxsize=1)
+def _scripts():  # type: ignore[no-untyped-def]
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config())
+
+
+def head() -> str:
+    """The package's newest revision."""
+    return _scripts().get_current_head()
+
+
+@lru_cache(maxsize=1)
+def revisions() -> dict[str, int]:
+    """Every revision the package knows, oldest first, with the schema version it leaves behind."""
+    revs = list(_scripts().walk_revisions())[::-1]
+    return {r.revision: int(r.module.SCHEMA_VERSION) for r in revs}
+
+
+def revision_of(schema_version: int) -> str | None:
+    """The revision of a schema version (None for versions older than the baseline or newer than the package)."""
+    return next((rev for rev, v in revisions().items() if v == schema_version), None)
+
+
+@dataclass(frozen=True)
+class DatabaseVersion:
+    revision: str | None  # in autotune_alembic_version; None for a database made before Alembic
+    schema_version: int  # schema_meta.schema_version
+
+    @property
+    def effective(self) -> str | None:
+        """The revision the database is at: its own, or that of its schema version."""
+        return self.revision if self.revision is not None else revision_of(self.schema_version)
+
+    @property
+    def state(self) -> Literal["current", "older", "newer"]:
+        if self.schema_version > SCHEMA_VERSION:
+            return "newer"
+        rev = self.effective
+        if rev == head():
+            return "current"
+        if rev is None or rev in revisions():  # None: older than the baseline (no path; upgrade says so)
+            return "older"
+        return "newer"
+
+    def describe(self) -> str:
+        rev = self.effective
+        return f"schema version {self.schema_version}" + (f", revision {rev}" if rev else "")
+
+
+def database_version(conn: Connection) -> DatabaseVersion | None:
+    """The version of the database on `conn`; None when it has no schema_meta table (empty or not autotune's)."""
+    from alembic.runtime.migration import MigrationContext
+
+    tables = set(inspect(conn).get_table_names())
+    if "schema_meta" not in tables:
+        return None
+    value = conn.execute(text("SELECT value FROM schema_meta WHERE key = 'schema_version'")).scalar_one()
+    revision = None
+    if VERSION_TABLE in tables:
+        revision = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+    return DatabaseVersion(revision, int(value))
+
+
+def check(version: DatabaseVersion, url: str) -> None:
+    """Raise SchemaVersionError unless the database is at the package's head revision."""
+    ours = f"schema version {SCHEMA_VERSION}, revision {head()}"
+    if version.state == "newer":
+        raise SchemaVersionError(f"database {version.describe()} is newer than this autotune's ({ours})",
+                                 hint="upgrade autotune (pip install -U autotune) or use another database")
+    if version.state == "older":
+        raise SchemaVersionError(
+            f"database {version.describe()} is older than this autotune's ({ours})",
+            hint=f"run `autotune db upgrade {make_url(url).render_as_string()}` to migrate it in place "
+                 "(back the file up first)")
+
+
+def stamp_head(conn: Connection) -> None:
+    """Record the head revision in a database just created at head (inside the caller's transaction)."""
+    from alembic.runtime.migration import MigrationContext
+
+    MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).stamp(_scripts(), "head")
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    before: DatabaseVersion
+    after: DatabaseVersion | None  # None for --sql (nothing was changed)
+    sql: str | None = None  # the SQL, in offline mode
+
+
+def upgrade(url: str, sql: bool = False) -> Upgrade:
+    """Migrate the database at `url` to the head revision in place, in one transaction (all or nothing).
+
+    A database made before Alembic is first stamped with the revision of its schema_meta version. With `sql`,
+    nothing is written: the SQL that the upgrade would run is returned (Alembic's offline mode).
+    Raises StoreError (not an autotune database) or SchemaVersionError (newer, or no path)."""
+    from alembic import command
+
+    engine = make_engine(url, readonly=sql and make_url(url).get_backend_name() == "sqlite")
+    if engine.dialect.name == "sqlite" and not sql:
+        @event.listens_for(engine, "connect")
+        def _migrating(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+            dbapi_conn.execute("PRAGMA foreign_keys = OFF")  # rebuilding a table must not cascade
+            dbapi_conn.isolation_level = None  # transactional DDL: SQLAlchemy's BEGIN below, not pysqlite's
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock for the whole upgrade
+    try:
+        with engine.connect() as conn:
+            with conn.begin():
+                if conn.dialect.name == "postgresql" and not sql:
+                    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_LOCK_KEY})")
+                before = database_version(conn)
+                if before is None:
+                    raise StoreError(f"{make_url(url).render_as_string()} is not an autotune results database "
+                                     "(no schema_meta table)", hint="give the URL of a sweep's database")
+                if before.state == "newer":
+                    check(before, url)
+                if before.effective is None:
+                    raise SchemaVersionError(f"no migration from schema version {before.schema_version}",
+                                             hint="export what you need with `autotune query` and start a new database")
+                if sql:
+                    out = io.StringIO()
+                    cfg = alembic_config(url=url, output=out)
+                    if before.revision is None:  # made before Alembic: the version table and its stamp first
+                        command.stamp(cfg, before.effective, sql=True)
+                    command.upgrade(cfg, f"{before.effective}:head", sql=True)
+                    return Upgrade(before, None, out.getvalue())
+                if before.revision is None:
+                    from alembic.runtime.migration import MigrationContext
+                    MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).stamp(
+                        _scripts(), before.effective)
+                command.upgrade(alembic_config(connection=conn), "head")
+                after = database_version(conn)
+            if conn.dialect.name == "sqlite":
+                problems = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                if problems:  # cannot happen unless the file was inconsistent before; say so rather than hide it
+                    raise StoreError(f"after the upgrade, {len(problems)} rows break foreign keys: {problems[:3]}")
+        return Upgrade(before, after)
+    finally:
+        engine.dispose()
+
+
+__all__ = ["VERSION_TABLE", "DatabaseVersion", "Upgrade", "check", "database_version", "head", "revisions",
+           "revision_of", "stamp_head", "upgrade"]
