@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Device harness for the tensor-core HGEMM families (hgemm_wmma, hgemm_small_tc, hgemm_mma, hgemm_flat_tc).
 
-Compiles a few instances of each family with NVRTC (cupy.RawModule), checks them against a float64 reference
-(NaN-poisoned C, alpha/beta not 0/1, every n from 1 to 33, rectangular and unpacked shapes, batch > 65,535),
-then times them at square sizes next to cuBLAS (torch.bmm, else cupy.matmul) and prints roofline fractions.
-bytes = batch * 2 * (MK + KN + MN) (beta = 0); bandwidth = a large device-to-device copy measured in the same run.
+Compiles a few instances of each family with the runner's compiler (autotune.sweep.compile, on-disk cache), checks
+them against the package's float64 reference (NaN-poisoned C, alpha/beta not 0/1, every n from 1 to 33, rectangular
+and unpacked shapes, batch > 65,535), then measures them at square sizes through GpuBackend (the sweep's
+verification and timing) next to its cuBLAS baseline and prints roofline fractions.
+bytes = batch * 2 * (MK + KN + MN) (beta = 0); bandwidth = the backend's measured device-to-device copy.
 
     python3 scripts/check_hgemm.py --out results/hgemm_check      # needs a GPU, cupy, numpy
 """
@@ -14,21 +15,24 @@ import argparse
 import functools
 import json
 import math
-import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels_src"
 sys.path.insert(0, str(ROOT))
-from autotune.problems.gemm import gemm_point
-from autotune.vocab import TestPoint  # noqa: E402
+from autotune.problems.gemm import GEMM, gemm_point  # noqa: E402
+from autotune.problems.gemm.data import strided_args  # noqa: E402
+from autotune.problems.gemm.verify import matrix_errors, reference_batch  # noqa: E402
+from autotune.space.instance import Instance  # noqa: E402
 from autotune.space.spec import load_space  # noqa: E402
+from autotune.sweep.backend import Job  # noqa: E402
+from autotune.sweep.compile import CompileRequest, compile_all, cuda_include_dir  # noqa: E402
+from autotune.sweep.gpu_backend import DEFAULT_CACHE_DIR, GpuBackend  # noqa: E402
+from autotune.sweep.gpu_worker import LoadedKernels, allow_dynamic_shared  # noqa: E402
+from autotune.vocab import Status  # noqa: E402
 
 
 @functools.lru_cache(maxsize=None)
@@ -145,40 +149,18 @@ KERNELS_UNDER_TEST = [
 ]
 
 
-def cuda_include_dir() -> str | None:
-    """Where <mma.h> lives: CUDA_PATH, cupy's CUDA path, next to nvcc, or the pip nvidia packages."""
+def compile_family(family: str, names: list[str]) -> LoadedKernels:
+    """The family's name expressions, one per NVRTC call in a process pool, through the runner's compile cache."""
     import cupy
 
-    cands = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME")]
-    try:
-        cands.append(cupy.cuda.get_cuda_path())
-    except Exception:  # noqa: BLE001 - older cupy
-        pass
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        cands.append(str(Path(nvcc).resolve().parent.parent))
-    cands += ["/usr/local/cuda"]
-    for c in cands:
-        if c and (Path(c) / "include" / "mma.h").exists():
-            return str(Path(c) / "include")
-    for p in sys.path:
-        for sub in ("nvidia/cu13/include", "nvidia/cuda_runtime/include", "nvidia/cuda_nvcc/include"):
-            if (Path(p) / sub / "mma.h").exists():
-                return str(Path(p) / sub)
-    return None
-
-
-def compile_family(family: str, names: list[str]):
-    import cupy
-
-    opts = ["-std=c++17", f"--include-path={KERNELS}"]
-    inc = cuda_include_dir()
-    if inc:
-        opts.append(f"--include-path={inc}")
-    code = (KERNELS / f"{family}.cuh").read_text()
-    mod = cupy.RawModule(code=code, options=tuple(opts), name_expressions=names)
-    mod.compile()
-    return mod
+    arch = int(cupy.cuda.Device().compute_capability)
+    src = KERNELS / f"{family}.cuh"
+    kernels = compile_all([CompileRequest(src, (nm,), arch, (KERNELS,)) for nm in names], DEFAULT_CACHE_DIR)
+    failed = [ck for ck in kernels.values() if not ck.ok]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {family}'s kernels did not compile, first {failed[0].name_expression}:\n"
+                           + failed[0].log[-2000:])
+    return LoadedKernels(kernels)
 
 
 @dataclass
@@ -231,31 +213,25 @@ def make_operands(p: Problem, rs, cp, poison: bool) -> Operands:
 
 def launch(fn, kern: Kernel, p: Problem, o: Operands, alpha: float, beta: float, grid_cap: int | None = None):
     g = _geometry(kern, p.m, p.n, p.k, p.batch)
-    grid, block, smem = tuple(g.grid), tuple(g.block), g.shared_bytes
-    if grid_cap:
-        grid = (min(grid[0], grid_cap), 1, 1)
-    i32, i64, f32 = np.int32, np.int64, np.float32
-    if smem > 48 * 1024:
-        fn.max_dynamic_shared_size_bytes = smem
-    fn(grid, block, (i32(p.m), i32(p.n), i32(p.k), f32(alpha), o.a, i32(o.lda), i64(o.sa), o.b, i32(o.ldb),
-                     i64(o.sb), f32(beta), o.c, i32(o.ldc), i64(o.sc), i32(p.batch)), shared_mem=smem)
+    grid = (min(g.grid[0], grid_cap), 1, 1) if grid_cap else tuple(g.grid)
+    allow_dynamic_shared(fn, g.shared_bytes)
+    fn(grid, tuple(g.block), strided_args("fp16", p.m, p.n, p.k, alpha, o.a, o.lda, o.sa, o.b, o.ldb, o.sb, beta,
+                                          o.c, o.ldc, o.sc, p.batch), shared_mem=g.shared_bytes)
 
 
 def rel_error(fn, kern: Kernel, p: Problem, alpha: float, beta: float, rng, cp, grid_cap=None) -> float:
+    """Worst per-matrix relative error against the package's float64 reference (inf: a NaN left in C, or a
+    write into C's padding)."""
     o = make_operands(p, rng, cp, poison=beta == 0.0)
-    a_op = o.a_view.transpose(0, 2, 1) if p.shape[0] == "T" else o.a_view
-    b_op = o.b_view.transpose(0, 2, 1) if p.shape[1] == "T" else o.b_view
-    ref = alpha * cp.matmul(a_op.astype(cp.float64), b_op.astype(cp.float64))
-    if beta != 0.0:
-        ref += beta * o.c_view.astype(cp.float64)
+    ref = reference_batch(o.a_view, o.b_view, o.c_view, p.shape, alpha, beta)
     launch(fn, kern, p, o, alpha, beta, grid_cap)
     cp.cuda.Device().synchronize()
-    out = o.c_view.astype(cp.float64)
-    if not bool(cp.isfinite(out).all()):
+    err, nonfinite = matrix_errors(o.c_view, ref)
+    if nonfinite:
         return float("inf")
     if p.pad and not bool(cp.isnan(o.c[:, :, p.m:]).all()):
         return float("inf")  # the kernel wrote into C's padding
-    return float(cp.linalg.norm(out - ref) / max(float(cp.linalg.norm(ref)), 1e-30))
+    return err
 
 
 def SHAPES_OF(kern: Kernel) -> tuple[str, ...]:  # noqa: N802 - the first instance of a family gets all four
@@ -326,42 +302,6 @@ def check_kernel(kern: Kernel, mod, full: bool, rng, cp) -> tuple[float, list[st
     return worst, bad
 
 
-def time_ms(run, cp, reps: int) -> list[float]:
-    for _ in range(3):
-        run()
-    cp.cuda.Device().synchronize()
-    evs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
-    for s, e in evs:
-        s.record()
-        run()
-        e.record()
-    evs[-1][1].synchronize()
-    return [cp.cuda.get_elapsed_time(s, e) for s, e in evs]
-
-
-def copy_bandwidth(cp, nbytes: int = 1 << 30) -> float:
-    src = cp.ones(nbytes // 2, dtype=cp.float16)
-    dst = cp.empty_like(src)
-    t = float(np.median(time_ms(lambda: cp.copyto(dst, src), cp, 20)))
-    return 2 * nbytes / (t * 1e-3)
-
-
-def cublas_runner(p: Problem, cp):
-    """torch.bmm on fp16 (column-major C = A B is row-major C^T = B^T A^T), else cupy.matmul."""
-    try:
-        import torch
-
-        a = torch.randn(p.batch, p.k, p.m, device="cuda", dtype=torch.float16)  # A col-major = A^T row-major
-        b = torch.randn(p.batch, p.n, p.k, device="cuda", dtype=torch.float16)
-        c = torch.empty(p.batch, p.n, p.m, device="cuda", dtype=torch.float16)
-        return (lambda: torch.bmm(b, a, out=c)), "torch.bmm"
-    except Exception:  # noqa: BLE001 - torch absent or without CUDA
-        a = cp.random.rand(p.batch, p.n, p.k).astype(cp.float16)
-        b = cp.random.rand(p.batch, p.k, p.m).astype(cp.float16)
-        c = cp.empty((p.batch, p.n, p.m), dtype=cp.float16)
-        return (lambda: cp.matmul(a, b, out=c)), "cupy.matmul"
-
-
 @dataclass
 class Timing:
     label: str
@@ -372,17 +312,33 @@ class Timing:
     spread: tuple[float, float] = field(default=(0.0, 0.0))
 
 
-def time_kernel(fn, kern: Kernel, p: Problem, o: Operands, bw: float, cp, reps: int) -> Timing:
-    o.c.fill(float("nan"))
-    ts = time_ms(lambda: launch(fn, kern, p, o, 1.0, 0.0), cp, reps)
-    ms = float(np.median(ts))
-    nbytes = p.batch * 2 * (p.m * p.k + p.k * p.n + p.m * p.n)
-    return Timing(kern.label, p.n, p.batch, ms, nbytes / bw / (ms * 1e-3),
-                  (float(np.percentile(ts, 20)), float(np.percentile(ts, 80))))
-
-
 def batch_for(n: int, target_bytes: float) -> int:
     return max(100, math.ceil(target_bytes / (6 * n * n)))
+
+
+def measure(backend, kernels: list[Kernel], points: dict[Kernel, list], reps: int, bw: float) -> dict:
+    """{(kernel label, point): Timing} for every verified measurement, through GpuBackend (the sweep's protocol)."""
+    jobs, label = [], {}
+    for kern in kernels:
+        if points.get(kern):
+            inst = Instance.of(_space(kern.family).name, kern.params())
+            label[inst.id] = kern.label
+            jobs.append(Job(_space(kern.family), inst, tuple(dict.fromkeys(points[kern])), 1.0, 0.0, reps))
+    out = {}
+    for m in backend.run(jobs):
+        if m.status != Status.OK:
+            print(f"timing {label[m.instance_id]} {m.point.key}: {m.status.value} {m.error or ''}", flush=True)
+            continue
+        p = m.point
+        frac = p.bytes_moved(beta_nonzero=False) / bw / (m.median_ms * 1e-3)
+        out[(label[m.instance_id], p)] = Timing(label[m.instance_id], p.n, p.batch, m.median_ms, frac,
+                                                (m.p20_ms, m.p80_ms))
+    return out
+
+
+def cublas_ms(backend, point, reps: int) -> float:
+    m = backend.baseline(GEMM, point, 1.0, 0.0, reps)
+    return m.median_ms if m.status == Status.OK and m.median_ms else float("nan")
 
 
 def main() -> int:
@@ -431,63 +387,50 @@ def main() -> int:
             fails.append(kern.label)
             print("   " + "\n   ".join(bad[:6]), flush=True)
 
-    bw = copy_bandwidth(cp)
-    print(f"device-to-device copy bandwidth (read+write): {bw / 1e12:.3f} TB/s", flush=True)
-    rows, timings = [], []
+    cp.get_default_memory_pool().free_all_blocks()  # the timing runs in GpuBackend's worker process
     bad_labels = set(fails)
-    for n in [int(s) for s in a.sizes.split(",") if s]:
-        p = Problem(n, n, n, batch_for(n, a.target_mb * 1e6), "NN")
-        run_cublas, lib = cublas_runner(p, cp)
-        cub = float(np.median(time_ms(run_cublas, cp, a.reps)))
-        nbytes = p.batch * 2 * 3 * n * n
-        o = make_operands(p, rng, cp, poison=True)
+    timed = [k for k in KERNELS_UNDER_TEST if k.family in mods and k.label not in bad_labels]
+    square = [int(s) for s in a.sizes.split(",") if s]
+    sweep_ns = [int(s) for s in a.batch_sweep.split(",") if s]
+    sq_pts = {n: gemm_point("fp16", "NN", n, n, n, batch_for(n, a.target_mb * 1e6)) for n in square}
+    sw_pts = {(n, b): gemm_point("fp16", "NN", n, n, n, b) for n in sweep_ns for b in (100, 1_000, 10_000, 100_000, 1_000_000)}
+    rect_pts = {k: gemm_point("fp16", "NN", 4, 3, k, 1_000_000) for k in (4, 8, 16)}  # the paper's Fig. 15
+    points: dict[Kernel, list] = {}
+    for kern in timed:
+        serves = lambda n: not (kern.family == S and n > 16) and kern.fits(n)  # noqa: E731
+        points[kern] = ([p for n, p in sq_pts.items() if serves(n)] + [p for (n, _), p in sw_pts.items() if serves(n)]
+                        + [p for k, p in rect_pts.items() if k <= kern.bound()])
+    with GpuBackend(include_dirs=(KERNELS,)) as backend:
+        bw = backend.device_info().copy_bandwidth
+        print(f"device-to-device copy bandwidth (read+write): {bw / 1e12:.3f} TB/s", flush=True)
+        got = measure(backend, timed, points, a.reps, bw)
+        cub = {p: cublas_ms(backend, p, a.reps) for p in {*sq_pts.values(), *sw_pts.values(), *rect_pts.values()}}
+    lib = "cublasGemmStridedBatchedEx"
+    timings = [t.__dict__ for t in got.values()]
+
+    def best_by_family(p) -> dict[str, Timing]:
         best: dict[str, Timing] = {}
-        for kern in KERNELS_UNDER_TEST:
-            if kern.family not in mods or kern.label in bad_labels:
-                continue
-            if (kern.family == S and n > 16) or not kern.fits(n):
-                continue
-            t = time_kernel(mods[kern.family].get_function(kern.name("NN")), kern, p, o, bw, cp, a.reps)
-            timings.append(t.__dict__)
-            if kern.family not in best or t.ms < best[kern.family].ms:
-                best[kern.family] = t
-        del o
-        cp.get_default_memory_pool().free_all_blocks()
-        if not best:
-            continue
-        top = min(best.values(), key=lambda t: t.ms)
-        rows.append((n, p.batch, nbytes / 1e6, cub, nbytes / bw / (cub * 1e-3), best, top))
+        for t in (got[(k.label, p)] for k in timed if (k.label, p) in got):
+            fam = next(k.family for k in timed if k.label == t.label)
+            if fam not in best or t.ms < best[fam].ms:
+                best[fam] = t
+        return best
 
+    rows = []
+    for n, p in sq_pts.items():
+        best = best_by_family(p)
+        if best:
+            nbytes = p.bytes_moved(beta_nonzero=False)
+            rows.append((n, p.batch, nbytes / 1e6, cub[p], nbytes / bw / (cub[p] * 1e-3), best,
+                         min(best.values(), key=lambda t: t.ms)))
     sweep = []
-    for n in [int(s) for s in a.batch_sweep.split(",") if s]:
-        for batch in (100, 1_000, 10_000, 100_000, 1_000_000):
-            p = Problem(n, n, n, batch, "NN")
-            run_cublas, _ = cublas_runner(p, cp)
-            cub = float(np.median(time_ms(run_cublas, cp, a.reps)))
-            o = make_operands(p, rng, cp, poison=True)
-            ts = [time_kernel(mods[k.family].get_function(k.name("NN")), k, p, o, bw, cp, a.reps)
-                  for k in KERNELS_UNDER_TEST if k.family in mods and k.label not in bad_labels
-                  and not (k.family == S and n > 16) and k.fits(n)]
-            t = min(ts, key=lambda t: t.ms)
+    for (n, batch), p in sw_pts.items():
+        best = best_by_family(p)
+        if best:
+            t = min(best.values(), key=lambda t: t.ms)
             gf = lambda ms: 2 * n ** 3 * batch / (ms * 1e-3) / 1e9  # noqa: E731
-            sweep.append((n, batch, t.label, gf(t.ms), gf(cub), cub / t.ms))
-            cp.get_default_memory_pool().free_all_blocks()
-
-    rect = []  # the paper's Fig. 15: M = 4, N = 3, K varies, batch 1M: v2 against v1 (WMMA + NSG) and the ladder
-    for k in (4, 8, 16):
-        p = Problem(4, 3, k, 1_000_000, "NN")
-        o = make_operands(p, rng, cp, poison=True)
-        run_cublas, _ = cublas_runner(p, cp)
-        cub = float(np.median(time_ms(run_cublas, cp, a.reps)))
-        by_fam = {}
-        for kern in KERNELS_UNDER_TEST:
-            if kern.family in mods and kern.label not in bad_labels and k <= kern.bound():
-                t = time_kernel(mods[kern.family].get_function(kern.name("NN")), kern, p, o, bw, cp, a.reps)
-                if kern.family not in by_fam or t.ms < by_fam[kern.family].ms:
-                    by_fam[kern.family] = t
-        rect.append((k, cub, by_fam))
-        del o
-        cp.get_default_memory_pool().free_all_blocks()
+            sweep.append((n, batch, t.label, gf(t.ms), gf(cub[p]), cub[p] / t.ms))
+    rect = [(k, cub[p], best_by_family(p)) for k, p in rect_pts.items()]
 
     (out / "check_hgemm.json").write_text(json.dumps({"bandwidth": bw, "checks": log, "timings": timings,
                                                       "cublas_lib": lib, "failures": fails}, indent=1))

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Device-side check of the SIMT GEMM kernels (kernels_src/gemm_batched.cuh, kernels_src/gemm_small.cuh).
 
-Compiles a few instances of every family with NVRTC through CuPy (one RawModule per source file, name
-expressions from the space files), runs them on problems chosen to break a kernel (sizes the tile does not
-divide, leading dimensions above the matrix with NaN in the padding, alpha and beta other than 0 and 1,
-NaN-poisoned C when beta == 0, batch counts above 65,535, uniform and Gaussian vbatched sizes), compares with
-a float64 cupy.matmul reference, then times a few memory-bound points (working set about 1 GB, beyond L2)
-against the measured device-to-device copy bandwidth and cuBLAS (cupy.matmul, strided-batched).
+Compiles a few instances of every family with the runner's compiler (autotune.sweep.compile, name expressions
+from the space files), runs them on problems chosen to break a kernel (sizes the tile does not divide, leading
+dimensions above the matrix with NaN in the padding, alpha and beta other than 0 and 1, NaN-poisoned C when
+beta == 0, batch counts above 65,535, uniform and Gaussian vbatched sizes), compares with the package's float64
+reference (worst per-matrix relative error, autotune.problems.gemm.verify), then measures a few memory-bound
+points (working set about 1 GB, beyond L2) through GpuBackend against the measured device-to-device copy
+bandwidth and the cuBLAS baseline (the sweep's verification and timing).
 
     python3 scripts/check_simt.py [--no-timing] [--only FAMILY]
 
@@ -27,14 +28,16 @@ import functools  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from autotune.problems.gemm import gemm_point
-from autotune.vocab import TestPoint  # noqa: E402
 from autotune.paths import KERNELS_DIR  # noqa: E402
+from autotune.problems.gemm import GEMM, gemm_point  # noqa: E402
+from autotune.problems.gemm.data import ptr_array_args, strided_args, vbatched_args  # noqa: E402
+from autotune.problems.gemm.verify import BASE_TOLERANCE, matrix_errors, reference_batch  # noqa: E402
+from autotune.space.instance import Instance  # noqa: E402
 from autotune.space.spec import load_space  # noqa: E402
+from autotune.vocab import Measurement, Status  # noqa: E402
 
-TOL = {"fp64": 1e-12, "fp32": 1e-5, "fp16": 1e-2}
+TOL = BASE_TOLERANCE
 DTYPE = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16}
-SCALAR = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float32}
 SPACE = {"batched": "gemm_batched_simt", "ptr": "gemm_batched_simt", "vbatched": "gemm_vbatched_simt",
          "small": "gemm_small_simt"}
 FAMILIES = tuple(SPACE)
@@ -95,9 +98,12 @@ class Case:
             name = name.replace("autotune::gemm_batched<", "autotune::gemm_batched_ptr<", 1)
         return name
 
+    @property
+    def point(self):
+        return gemm_point(self.precision, self.shape, self.m, self.n, self.k, self.batch)
+
     def geometry(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        g = _space(SPACE[self.family]).geometry(
-            dict(self.params), gemm_point(self.precision, self.shape, self.m, self.n, self.k, self.batch))
+        g = _space(SPACE[self.family]).geometry(dict(self.params), self.point)
         return tuple(g.grid), tuple(g.block)  # RawKernel wants tuples
 
 
@@ -126,32 +132,29 @@ def correctness_cases() -> list[Case]:
 
 @dataclass(frozen=True)
 class Outcome:
-    rel_err: float  # max |C - ref| / max |ref| over the written region
+    rel_err: float  # worst per-matrix ||C_b - ref_b||_F / ||ref_b||_F
     finite: bool  # no NaN / Inf in the written region
     untouched: bool  # padding and everything outside the matrices still NaN
     ok: bool
 
 
-def compile_modules(cases: list[Case]) -> dict[str, object]:
-    """One RawModule per source file, holding every name expression the cases need."""
+def compile_modules(cases: list) -> dict[str, object]:
+    """{source file: LoadedKernels} holding every name expression the cases need, compiled one per NVRTC call in
+    a process pool through the runner's compiler and on-disk cache (autotune.sweep.compile)."""
     import cupy as cp
 
+    from autotune.sweep.compile import CompileRequest, compile_all
+    from autotune.sweep.gpu_backend import DEFAULT_CACHE_DIR
+    from autotune.sweep.gpu_worker import LoadedKernels
+
+    arch = int(cp.cuda.Device().compute_capability)  # CuPy gives "90" for sm_90
     names: dict[str, set[str]] = {}
     for c in cases:
         names.setdefault(c.source, set()).add(c.name_expression())
-    options = ("-std=c++17", f"--include-path={KERNELS_DIR}")
-    try:  # NVRTC needs CUDA's own include folder for <cuda_fp16.h>; the runner finds it the same way
-        from autotune.sweep.compile import cuda_include_dir
-        if cuda_include_dir():
-            options += (f"--include-path={cuda_include_dir()}",)
-    except ImportError:
-        pass
-    modules = {}
-    for src, exprs in sorted(names.items()):
-        mod = cp.RawModule(code=(KERNELS_DIR / src).read_text(), options=options, name_expressions=sorted(exprs))
-        mod.compile()
-        modules[src] = mod
-    return modules
+    reqs = [CompileRequest(KERNELS_DIR / src, (e,), arch, (KERNELS_DIR,))
+            for src, exprs in sorted(names.items()) for e in sorted(exprs)]
+    kernels = compile_all(reqs, DEFAULT_CACHE_DIR)
+    return {src: LoadedKernels({e: kernels[e] for e in exprs}) for src, exprs in names.items()}
 
 
 def _rand(rs, shape, prec):
@@ -179,35 +182,29 @@ def run_case(case: Case, modules: dict[str, object], seed: int = 0) -> Outcome:
     B[:, :, :rb] = _rand(rs, (batch, cb, rb), prec)
     if case.beta != 0:
         C[:, :, :case.m] = _rand(rs, (batch, case.n, case.m), prec)
-    # stored matrix b is X[b].T for X = buffer[:, :, :rows]; op(A) = X^T (not transposed) or X (transposed)
-    xa = A[:, :, :ra].astype(cp.float64)
-    xb = B[:, :, :rb].astype(cp.float64)
-    op_a = xa if ta else xa.transpose(0, 2, 1)
-    op_b = xb if tb else xb.transpose(0, 2, 1)
-    ref = case.alpha * cp.matmul(op_a, op_b)
-    if case.beta != 0:
-        ref += case.beta * C[:, :, :case.m].astype(cp.float64).transpose(0, 2, 1)
-    s = SCALAR[prec]
+    # stored matrix b is X[b].T for X = buffer[:, :, :rows]
+    ref = reference_batch(A[:, :, :ra].transpose(0, 2, 1), B[:, :, :rb].transpose(0, 2, 1),
+                          C[:, :, :case.m].transpose(0, 2, 1), case.shape, case.alpha, case.beta)
     fn = modules[case.source].get_function(case.name_expression())
     grid, block = case.geometry()
-    i32, i64 = np.int32, np.int64
     if case.family == "ptr":
         order = np.arange(batch)[::-1]  # the pointer arrays, not the layout, decide which matrix is which
 
         def ptrs(x):
             return cp.asarray(x.data.ptr + order * (x.shape[1] * x.shape[2] * x.itemsize), dtype=cp.uint64)
         pa, pb, pc = ptrs(A), ptrs(B), ptrs(C)
-        fn(grid, block, (i32(case.m), i32(case.n), i32(case.k), s(case.alpha), pa, i32(lda), pb, i32(ldb),
-                         s(case.beta), pc, i32(ldc), i32(batch)))
+        fn(grid, block, ptr_array_args(prec, case.m, case.n, case.k, case.alpha, pa, lda, pb, ldb, case.beta, pc, ldc,
+                                       batch))
     else:
-        fn(grid, block, (i32(case.m), i32(case.n), i32(case.k), s(case.alpha), A, i32(lda), i64(ca * lda), B,
-                         i32(ldb), i64(cb * ldb), s(case.beta), C, i32(ldc), i64(case.n * ldc), i32(batch)))
+        fn(grid, block, strided_args(prec, case.m, case.n, case.k, case.alpha, A, lda, ca * lda, B, ldb, cb * ldb,
+                                     case.beta, C, ldc, case.n * ldc, batch))
     cp.cuda.runtime.deviceSynchronize()
-    got = C[:, :, :case.m].astype(cp.float64).transpose(0, 2, 1)
-    finite = bool(cp.isfinite(got).all())
-    untouched = bool(cp.isnan(C[:, :, case.m:]).all())
-    scale = float(cp.abs(ref).max()) or 1.0
-    err = float(cp.abs(got - ref).max()) / scale if finite else float("inf")
+    return _outcome(C[:, :, :case.m].transpose(0, 2, 1), ref, bool(cp.isnan(C[:, :, case.m:]).all()), prec)
+
+
+def _outcome(got, ref, untouched: bool, prec: str) -> Outcome:
+    err, nonfinite = matrix_errors(got, ref)
+    finite = nonfinite == 0
     return Outcome(err, finite, untouched, finite and untouched and err <= TOL[prec])
 
 
@@ -252,60 +249,50 @@ def _run_vbatched(case: Case, modules: dict[str, object], seed: int) -> Outcome:
     ha, da, _ = _vb_matrix(ra, ca, lda, *tops_a, prec, rng, True)
     hb, db, _ = _vb_matrix(rb, cb, ldb, *tops_b, prec, rng, True)
     hc, dc, mask_c = _vb_matrix(m, n, ldc, case.m, case.n, prec, rng, case.beta != 0)
-    op_a = da.transpose(0, 2, 1) if ta else da
-    op_b = db.transpose(0, 2, 1) if tb else db
-    ref = case.alpha * np.matmul(op_a, op_b) + (case.beta * dc if case.beta != 0 else 0.0)
-    expected = np.full(hc.shape, np.nan)
-    for i in range(batch):
-        expected[i, mask_c[i]] = ref[i, :m[i], :n[i]].ravel(order="F")
+    ref = reference_batch(da, db, dc, case.shape, case.alpha, case.beta)  # zero-padded to the maxima
     A, B, C = cp.asarray(ha), cp.asarray(hb), cp.asarray(hc)
 
     def ptrs(x):
         return cp.asarray(x.data.ptr + np.arange(batch) * x.shape[1] * x.itemsize, dtype=cp.uint64)
-    i32 = np.int32
-    dev = [cp.asarray(v.astype(np.int32)) for v in (m, n, k, lda, ldb, ldc)]
+    sizes = tuple(cp.asarray(v.astype(np.int32)) for v in (m, n, k, lda, ldb, ldc))
     fn = modules[case.source].get_function(case.name_expression())
     grid, block = case.geometry()
-    s = SCALAR[prec]
-    fn(grid, block, (dev[0], dev[1], dev[2], s(case.alpha), ptrs(A), dev[3], ptrs(B), dev[4], s(case.beta), ptrs(C),
-                     dev[5], i32(batch), i32(case.m), i32(case.n), i32(case.k)))
+    fn(grid, block, vbatched_args(prec, sizes, case.alpha, ptrs(A), ptrs(B), case.beta, ptrs(C), batch,
+                                  (case.m, case.n, case.k)))
     cp.cuda.runtime.deviceSynchronize()
-    got = cp.asnumpy(C).astype(np.float64)
-    region = got[mask_c]
-    finite = bool(np.isfinite(region).all())
-    untouched = bool(np.isnan(got[~mask_c]).all())
-    exp = expected[mask_c]
-    scale = float(np.abs(exp).max()) or 1.0
-    err = float(np.abs(region - exp).max()) / scale if finite else float("inf")
-    return Outcome(err, finite, untouched, finite and untouched and err <= TOL[prec])
+    out = cp.asnumpy(C)
+    got = np.zeros(ref.shape)  # C_b in the top-left corner, zeros elsewhere (as in the reference)
+    for i in range(batch):
+        got[i, :m[i], :n[i]] = out[i, mask_c[i]].reshape(int(n[i]), int(m[i])).T
+    return _outcome(got, ref, bool(np.isnan(out[~mask_c]).all()), prec)
 
 
 # ----------------------------------------------------------------------------------------------- timing
-def _median_ms(launch, reps: int = 20, warmup: int = 3) -> float:
-    import cupy as cp
+def measure_cases(cases: list, reps: int = 20) -> tuple[float, dict, dict]:
+    """(copy bandwidth, {case: Measurement}, {point: cuBLAS Measurement}): every case (NN, alpha = 1, beta = 0,
+    packed) through GpuBackend, which compiles, verifies against the float64 reference and times the way the
+    sweep does, and the cuBLAS baseline at every point."""
+    from autotune.sweep.backend import Job
+    from autotune.sweep.gpu_backend import GpuBackend
 
-    for _ in range(warmup):
-        launch()
-    times = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        launch()
-        b.record()
-        b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b))
-    return float(np.median(times))
+    jobs, of = [], {}
+    for c in cases:
+        space = _space(SPACE[c.family])
+        inst = Instance.of(space.name, dict(c.params))
+        of[(inst.id, c.point)] = c
+        jobs.append(Job(space, inst, (c.point,), 1.0, 0.0, reps))
+    with GpuBackend() as backend:
+        bw = backend.device_info().copy_bandwidth
+        got = {of[(m.instance_id, m.point)]: m for m in backend.run(jobs)}
+        cublas = {p: backend.baseline(GEMM, p, 1.0, 0.0, reps) for p in dict.fromkeys(c.point for c in cases)}
+    return bw, got, cublas
 
 
-def copy_bandwidth(nbytes: int = 1 << 30) -> float:
-    """Read + write bytes per second of a device-to-device copy (median of 20)."""
-    import cupy as cp
-
-    src, dst = cp.empty(nbytes, cp.uint8), cp.empty(nbytes, cp.uint8)
-    rt = cp.cuda.runtime
-    ms = _median_ms(lambda: rt.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, rt.memcpyDeviceToDevice,
-                                            cp.cuda.get_current_stream().ptr))
-    return 2 * nbytes / (ms * 1e-3)
+def roofline(m: Measurement, bandwidth: float) -> tuple[float, float]:
+    """(median ms, fraction of the copy roofline); NaN where the measurement has no verified time."""
+    if m.status != Status.OK or not m.median_ms:
+        return float("nan"), float("nan")
+    return m.median_ms, m.point.bytes_moved(beta_nonzero=False) / bandwidth / (m.median_ms * 1e-3)
 
 
 def timed_cases() -> list[Case]:
@@ -334,29 +321,6 @@ def timed_cases() -> list[Case]:
     return out
 
 
-def time_case(case: Case, modules: dict[str, object], bandwidth: float) -> dict[str, object]:
-    import cupy as cp
-
-    prec, m, n, k, batch = case.precision, case.m, case.n, case.k, case.batch
-    A = cp.random.uniform(-1, 1, (batch, k, m)).astype(DTYPE[prec])
-    B = cp.random.uniform(-1, 1, (batch, n, k)).astype(DTYPE[prec])
-    C = cp.full((batch, n, m), cp.nan, DTYPE[prec])
-    fn = modules[case.source].get_function(case.name_expression())
-    grid, block = case.geometry()
-    i32, i64, s = np.int32, np.int64, SCALAR[prec]
-    args = (i32(m), i32(n), i32(k), s(1.0), A, i32(m), i64(m * k), B, i32(k), i64(k * n), s(0.0), C, i32(m),
-            i64(m * n), i32(batch))
-    ms = _median_ms(lambda: fn(grid, block, args))
-    ref = cp.matmul(B.astype(cp.float64), A.astype(cp.float64))  # (C^T) = B^T A^T in row-major terms
-    err = float(cp.abs(C.astype(cp.float64) - ref).max() / cp.abs(ref).max())
-    cublas_ms = _median_ms(lambda: cp.matmul(B, A, out=C))
-    nbytes = gemm_point(prec, "NN", m, n, k, batch).bytes_moved(beta_nonzero=False)
-    del A, B, C, ref
-    cp.get_default_memory_pool().free_all_blocks()
-    return {"case": case, "ms": ms, "frac": nbytes / bandwidth / (ms * 1e-3), "cublas_ms": cublas_ms,
-            "cublas_frac": nbytes / bandwidth / (cublas_ms * 1e-3), "ok": err <= TOL[prec], "err": err}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--no-timing", action="store_true")
@@ -370,9 +334,7 @@ def main() -> int:
     timed = [] if args.no_timing else [c for c in timed_cases() if args.only in (None, c.family)]
     t0 = time.perf_counter()
     modules = compile_modules(cases)  # the same module as the pytest tier: NVRTC cache hit there
-    if timed:
-        timed_modules = compile_modules(timed)
-    print(f"compiled {len({c.name_expression() for c in cases + timed})} kernels in "
+    print(f"compiled {len({c.name_expression() for c in cases})} kernels in "
           f"{time.perf_counter() - t0:.1f} s on {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}")
     fails = 0
     summary: dict[tuple[str, str], list[float]] = {}
@@ -390,17 +352,20 @@ def main() -> int:
     print(f"{'family':9} {'prec':5} {'cases':>5} {'max_rel_err':>12} {'tol':>8} result")
     for (fam, prec), errs in sorted(summary.items()):
         worst = max(errs)
-        print(f"{fam:9} {prec:5} {len(errs):5d} {worst:12.2e} {TOL[prec]:8.0e} {'PASS' if worst <= TOL[prec] else 'FAIL'}")
+        print(f"{fam:9} {prec:5} {len(errs):5d} {worst:12.2e} {TOL[prec]:8.0e} "
+              f"{'PASS' if worst <= TOL[prec] else 'FAIL'}")
     if timed:
-        bw = copy_bandwidth()
-        print(f"\ntiming: NN, alpha=1, beta=0, ~1 GB per launch, median of 20; copy bandwidth {bw / 1e12:.3f} TB/s")
+        cp.get_default_memory_pool().free_all_blocks()  # the timing runs in GpuBackend's worker process
+        bw, got, cublas = measure_cases(timed)
+        print(f"\ntiming: NN, alpha=1, beta=0, ~1 GB per launch, GpuBackend (median); copy bandwidth {bw / 1e12:.3f} TB/s")
         print(f"{'family':8} {'prec':5} {'m':>4} {'n':>4} {'k':>3} {'batch':>9} {'ms':>8} {'roof':>5} "
               f"{'cublas_ms':>9} {'roof':>5} {'speedup':>7} ok  instance")
         for c in timed:
-            r = time_case(c, timed_modules, bw)
-            print(f"{c.family:8} {c.precision:5} {c.m:4d} {c.n:4d} {c.k:3d} {c.batch:9d} {r['ms']:8.3f} "
-                  f"{r['frac']:5.2f} {r['cublas_ms']:9.3f} {r['cublas_frac']:5.2f} "
-                  f"{r['cublas_ms'] / r['ms']:7.2f} {'y' if r['ok'] else 'N'}   {'-'.join(str(v) for _, v in c.params)}")
+            m = got[c]
+            (ms, frac), (cms, cfrac) = roofline(m, bw), roofline(cublas[c.point], bw)
+            print(f"{c.family:8} {c.precision:5} {c.m:4d} {c.n:4d} {c.k:3d} {c.batch:9d} {ms:8.3f} "
+                  f"{frac:5.2f} {cms:9.3f} {cfrac:5.2f} "
+                  f"{cms / ms:7.2f} {'y' if m.status == Status.OK else 'N'}   {'-'.join(str(v) for _, v in c.params)}")
     print(f"\n{len(cases) - fails}/{len(cases)} correctness cases pass")
     return 1 if fails else 0
 

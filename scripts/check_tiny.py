@@ -38,16 +38,15 @@ if str(ROOT / "scripts") not in sys.path:
 
 import numpy as np  # noqa: E402
 
-import check_simt  # noqa: E402  (helpers: tolerances, NVRTC compile, copy bandwidth, event timing)
-from autotune.problems.gemm import gemm_point
+import check_simt  # noqa: E402  (tolerances, compile, outcome, measurement through GpuBackend)
 from autotune.devices import get_device  # noqa: E402
-from autotune.vocab import TestPoint  # noqa: E402
-from autotune.paths import KERNELS_DIR  # noqa: E402
+from autotune.problems.gemm import gemm_point  # noqa: E402
+from autotune.problems.gemm.data import strided_args  # noqa: E402
+from autotune.problems.gemm.verify import reference_batch  # noqa: E402
 from autotune.space.spec import load_space  # noqa: E402
 
 TOL = check_simt.TOL
 DTYPE = check_simt.DTYPE
-SCALAR = check_simt.SCALAR
 SPACE = {"tiny": "gemm_tiny_simt", "small": "gemm_small_simt"}
 SOURCE = {"tiny": "gemm_tiny.cuh", "small": "gemm_small.cuh"}
 PRECISIONS = ("fp64", "fp32", "fp16")
@@ -114,9 +113,12 @@ class Case:
     def name_expression(self) -> str:
         return _space(SPACE[self.family]).template_name(dict(self.params), self.precision, self.shape)
 
+    @property
+    def point(self):
+        return gemm_point(self.precision, self.shape, self.m, self.n, self.k, self.batch)
+
     def geometry(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        g = _space(SPACE[self.family]).geometry(
-            dict(self.params), gemm_point(self.precision, self.shape, self.m, self.n, self.k, self.batch))
+        g = _space(SPACE[self.family]).geometry(dict(self.params), self.point)
         grid = tuple(g.grid)
         if self.grid_cap:
             grid = (min(grid[0], self.grid_cap),) + grid[1:]
@@ -194,59 +196,10 @@ def correctness_cases() -> list[Case]:
     return cases
 
 
-@dataclass(frozen=True)
-class Outcome:
-    rel_err: float  # worst per-matrix ||C_b - ref_b||_F / ||ref_b||_F
-    finite: bool  # no NaN / Inf in the matrices
-    untouched: bool  # padding, gaps and the offset region still NaN
-    ok: bool
+Outcome = check_simt.Outcome  # worst per-matrix relative error, every element finite, the rest still NaN
 
 
-class _Compiled:
-    """`get_function(name_expression)` over kernels compiled one per NVRTC call (autotune.sweep.compile)."""
-
-    def __init__(self, kernels: dict) -> None:
-        self.kernels, self.loaded = kernels, {}
-
-    def get_function(self, name: str):
-        import cupy as cp
-        ck = self.kernels[name]
-        if not ck.ok:
-            raise RuntimeError(f"{name} did not compile: {ck.log[-2000:]}")
-        if str(ck.blob) not in self.loaded:
-            mod = cp.cuda.function.Module()
-            mod.load_file(str(ck.blob))
-            self.loaded[str(ck.blob)] = mod
-        return self.loaded[str(ck.blob)].get_function(ck.lowered_name)
-
-
-def compile_modules(cases: list[Case]) -> dict[str, object]:
-    """Every name expression the cases need, compiled in a process pool, one instance per NVRTC call, with
-    the runner's compiler (autotune.sweep.compile: its options and on-disk cache under .cache/compile), so the
-    few hundred instances take seconds to a minute on a many-core machine instead of one NVRTC program of minutes."""
-    import multiprocessing as mp
-    import os
-    from concurrent.futures import ProcessPoolExecutor
-
-    import cupy as cp
-
-    from autotune.sweep.compile import CompileRequest, compile_batch, ignore_sigint
-    from autotune.sweep.gpu_backend import DEFAULT_CACHE_DIR
-
-    arch = int(cp.cuda.Device().compute_capability)  # CuPy gives "90" for sm_90
-    names: dict[str, set[str]] = {}
-    for c in cases:
-        names.setdefault(c.source, set()).add(c.name_expression())
-    out: dict[str, object] = {}
-    workers = max(1, (os.cpu_count() or 2) - 1)
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=ignore_sigint) as pool:
-        for src, exprs in sorted(names.items()):
-            reqs = [CompileRequest(KERNELS_DIR / src, (e,), arch, (KERNELS_DIR,)) for e in sorted(exprs)]
-            kernels = {}
-            for res in pool.map(compile_batch, reqs, [DEFAULT_CACHE_DIR] * len(reqs)):
-                kernels.update({ck.name_expression: ck for ck in res})
-            out[src] = _Compiled(kernels)
-    return out
+compile_modules = check_simt.compile_modules  # {source: LoadedKernels}: the runner's compiler and cache
 
 
 def _dims(c: Case):
@@ -278,36 +231,18 @@ def run_case(case: Case, modules: dict[str, object], seed: int = 0) -> Outcome:
     bufB[ib] = rs.uniform(-1.0, 1.0, ib.shape).astype(DTYPE[prec])
     if case.beta != 0:
         bufC[ic] = rs.uniform(-1.0, 1.0, ic.shape).astype(DTYPE[prec])
-    # stored matrix b is X[b].T for X = buf[idx] (batch, cols, rows); op(A) = X^T (not transposed) or X (transposed)
-    xa = bufA[ia].astype(cp.float64)
-    xb = bufB[ib].astype(cp.float64)
-    op_a = xa if ta else xa.transpose(0, 2, 1)
-    op_b = xb if tb else xb.transpose(0, 2, 1)
-    ref = case.alpha * cp.matmul(op_a, op_b)
-    if case.beta != 0:
-        ref += case.beta * bufC[ic].astype(cp.float64).transpose(0, 2, 1)
+    # stored matrix b is X[b].T for X = buf[idx] (batch, cols, rows)
+    ref = reference_batch(bufA[ia].transpose(0, 2, 1), bufB[ib].transpose(0, 2, 1), bufC[ic].transpose(0, 2, 1),
+                          case.shape, case.alpha, case.beta)
     mask = cp.zeros(bufC.shape, dtype=bool)  # the elements of C the kernel may write
     mask[ic.ravel()] = True
 
-    s = SCALAR[prec]
     fn = modules[case.source].get_function(case.name_expression())
     grid, block = case.geometry()
-    i32, i64 = np.int32, np.int64
-    fn(grid, block, (i32(case.m), i32(case.n), i32(case.k), s(case.alpha), bufA[case.offset:], i32(lda), i64(sa),
-                     bufB[case.offset:], i32(ldb), i64(sb), s(case.beta), bufC[case.offset:], i32(ldc), i64(sc),
-                     i32(batch)))
+    fn(grid, block, strided_args(prec, case.m, case.n, case.k, case.alpha, bufA[case.offset:], lda, sa,
+                                 bufB[case.offset:], ldb, sb, case.beta, bufC[case.offset:], ldc, sc, batch))
     cp.cuda.runtime.deviceSynchronize()
-    got = bufC[ic].astype(cp.float64).transpose(0, 2, 1)
-    finite = bool(cp.isfinite(got).all())
-    untouched = bool(cp.isnan(bufC[~mask]).all())
-    if finite:
-        num = cp.sqrt(((got - ref) ** 2).sum(axis=(1, 2)))
-        den = cp.maximum(cp.sqrt((ref ** 2).sum(axis=(1, 2))), 1e-300)
-        err = float((num / den).max())
-    else:
-        err = float("inf")
-    tol = TOL[prec] * max(1.0, (case.k / 1024) ** 0.5)
-    return Outcome(err, finite, untouched, finite and untouched and err <= tol)
+    return check_simt._outcome(bufC[ic].transpose(0, 2, 1), ref, bool(cp.isnan(bufC[~mask]).all()), prec)
 
 
 # ----------------------------------------------------------------------------------------------- timing
@@ -347,44 +282,6 @@ def timed_cases(per_point: int = 4, per_point_above_16: int = 6) -> list[Case]:
     return out
 
 
-def time_case(case: Case, modules: dict[str, object], bandwidth: float) -> dict[str, object]:
-    import cupy as cp
-
-    prec, m, n, k, batch = case.precision, case.m, case.n, case.k, case.batch
-    A = cp.random.uniform(-1, 1, (batch, k, m)).astype(DTYPE[prec])
-    B = cp.random.uniform(-1, 1, (batch, n, k)).astype(DTYPE[prec])
-    C = cp.full((batch, n, m), cp.nan, DTYPE[prec])
-    fn = modules[case.source].get_function(case.name_expression())
-    grid, block = case.geometry()
-    i32, i64, s = np.int32, np.int64, SCALAR[prec]
-    args = (i32(m), i32(n), i32(k), s(1.0), A, i32(m), i64(m * k), B, i32(k), i64(k * n), s(0.0), C, i32(m),
-            i64(m * n), i32(batch))
-    ms = check_simt._median_ms(lambda: fn(grid, block, args))
-    # spot check of the timed output: the first and last 1000 problems against float64
-    ok = True
-    for sl in (slice(0, 1000), slice(max(0, batch - 1000), batch)):
-        ref = cp.matmul(B[sl].astype(cp.float64), A[sl].astype(cp.float64))  # C^T = B^T A^T in row-major terms
-        got = C[sl].astype(cp.float64)
-        err = cp.sqrt(((got - ref) ** 2).sum(axis=(1, 2))) / cp.sqrt((ref ** 2).sum(axis=(1, 2)))
-        ok = ok and bool(cp.isfinite(got).all()) and float(err.max()) <= TOL[prec]
-    nbytes = gemm_point(prec, "NN", m, n, k, batch).bytes_moved(beta_nonzero=False)
-    del A, B, C
-    cp.get_default_memory_pool().free_all_blocks()
-    return {"case": case, "ms": ms, "frac": nbytes / bandwidth / (ms * 1e-3), "ok": ok}
-
-
-def cublas_ms(prec: str, n: int, batch: int) -> float:
-    import cupy as cp
-
-    A = cp.random.uniform(-1, 1, (batch, n, n)).astype(DTYPE[prec])
-    B = cp.random.uniform(-1, 1, (batch, n, n)).astype(DTYPE[prec])
-    C = cp.empty((batch, n, n), DTYPE[prec])
-    ms = check_simt._median_ms(lambda: cp.matmul(B, A, out=C))
-    del A, B, C
-    cp.get_default_memory_pool().free_all_blocks()
-    return ms
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--no-timing", action="store_true")
@@ -411,8 +308,7 @@ def main() -> int:
 
     t0 = time.perf_counter()
     modules = compile_modules(cases)  # the same module as the pytest tier: NVRTC cache hit there
-    timed_modules = compile_modules(timed) if timed else {}
-    print(f"compiled {len({c.name_expression() for c in cases + timed})} kernels in "
+    print(f"compiled {len({c.name_expression() for c in cases})} kernels in "
           f"{time.perf_counter() - t0:.1f} s on {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}")
 
     fails = 0
@@ -430,40 +326,33 @@ def main() -> int:
 
     rows = []
     if timed:
-        bw = check_simt.copy_bandwidth()
-        print(f"\ntiming: NN, alpha=1, beta=0, packed, ~1 GB per launch, median of 20; "
+        cp.get_default_memory_pool().free_all_blocks()  # the timing runs in GpuBackend's worker process
+        bw, got, cublas = check_simt.measure_cases(timed)
+        print(f"\ntiming: NN, alpha=1, beta=0, packed, ~1 GB per launch, GpuBackend (median); "
               f"copy bandwidth {bw / 1e12:.3f} TB/s (read + write)")
         print(f"{'family':6} {'prec':5} {'n':>3} {'batch':>10} {'ms':>8} {'roof':>5} ok  instance")
         best: dict[tuple[str, int, str], tuple[float, str]] = {}
         for c in timed:
-            try:
-                r = time_case(c, timed_modules, bw)
-            except Exception as exc:
-                print(f"ERROR timing {c.label}: {type(exc).__name__}: {exc}")
-                continue
+            m = got[c]
+            ms, frac = check_simt.roofline(m, bw)
             inst = "-".join(str(v) for _, v in c.params)
-            print(f"{c.family:6} {c.precision:5} {c.n:3d} {c.batch:10d} {r['ms']:8.3f} {r['frac']:5.2f} "
-                  f"{'y' if r['ok'] else 'N'}   {inst}")
-            if not r["ok"]:
+            ok = m.status == check_simt.Status.OK
+            print(f"{c.family:6} {c.precision:5} {c.n:3d} {c.batch:10d} {ms:8.3f} {frac:5.2f} {'y' if ok else 'N'}   {inst}")
+            if not ok:
                 fails += 1
-                print(f"FAIL timed output {c.label}")
+                print(f"FAIL timed {c.label}: {m.status.value} {m.error or ''}")
                 continue
             key = (c.precision, c.n, c.family)
-            if key not in best or r["ms"] < best[key][0]:
-                best[key] = (r["ms"], inst)
+            if key not in best or ms < best[key][0]:
+                best[key] = (ms, inst)
         for prec in PRECISIONS:
             for n in TIMED_SIZES:
-                batch = _batch_1gb(prec, n)
-                nbytes = gemm_point(prec, "NN", n, n, n, batch).bytes_moved(beta_nonzero=False)
-                try:
-                    cb = cublas_ms(prec, n, batch)
-                except Exception as exc:
-                    print(f"ERROR cuBLAS {prec} n={n}: {type(exc).__name__}: {exc}")
-                    cb = float("nan")
+                point = gemm_point(prec, "NN", n, n, n, _batch_1gb(prec, n))
+                cb, cf = check_simt.roofline(cublas[point], bw) if point in cublas else (float("nan"),) * 2
                 t = best.get((prec, n, "tiny"), (float("nan"), "-"))
                 s = best.get((prec, n, "small"), (float("nan"), "-"))
-                frac = lambda ms: nbytes / bw / (ms * 1e-3)  # noqa: E731
-                rows.append((prec, n, batch, t[0], frac(t[0]), t[1], s[0], frac(s[0]), cb, frac(cb)))
+                frac = lambda ms: point.bytes_moved(beta_nonzero=False) / bw / (ms * 1e-3)  # noqa: E731
+                rows.append((prec, n, point.batch, t[0], frac(t[0]), t[1], s[0], frac(s[0]), cb, cf))
 
     print(f"\ncorrectness (worst per-matrix relative error; inf = a failure); {len(cases)} cases")
     print(f"{'prec':5} {'shape':5} {'cases':>5} {'max_rel_err':>12} {'tol':>8} result")

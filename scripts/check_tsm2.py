@@ -4,7 +4,7 @@
     python3 scripts/check_tsm2.py --out DIR [--m 20480] [--reps 30] [--deadline-s 240]
 
 1. Measures the copy bandwidth (1 GiB device-to-device copy, read + write bytes, median of 20).
-2. Compiles a set of TSM2 instances per (precision, n) with CuPy RawModule + name expressions: the
+2. Compiles a set of TSM2 instances per (precision, n) with the runner's compiler (autotune.sweep.compile): the
    paper's configuration (t1 = 128, t2 = n, t3 = 4), the analytical model's pick
    (autotune/tsm2_model.py) and a small grid over T1, KS, T3, RPT.
 3. Checks every instance on a small problem the tiles do not divide (alpha, beta not 0/1, lda > m,
@@ -23,7 +23,6 @@ import json
 import statistics
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,7 +30,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from autotune.problems.gemm.data import strided_args  # noqa: E402
 from autotune.problems.gemm.tsm2_model import ModelDevice, choose_ism2, choose_tsm2  # noqa: E402
+from autotune.problems.gemm.verify import reference_batch  # noqa: E402
+from autotune.sweep.compile import CompileRequest, compile_all  # noqa: E402
+from autotune.sweep.gpu_backend import DEFAULT_CACHE_DIR  # noqa: E402
+from autotune.sweep.gpu_worker import LoadedKernels  # noqa: E402
+from autotune.sweep.timing import copy_bandwidth  # noqa: E402
 
 KERNELS = ROOT / "kernels_src"
 SOURCE = KERNELS / "tsm2.cuh"
@@ -90,20 +95,20 @@ class Ism2Params:
         return f"T1={self.t1} T2={self.t2} T3={self.t3} TCF={self.tcf}"
 
 
-def compile_module(cp, names: list[str]):
-    mod = cp.RawModule(code=SOURCE.read_text(), options=("-std=c++17", f"--include-path={KERNELS}"),
-                       name_expressions=names)
-    mod.compile()
-    return mod
+def compile_module(cp, names: list[str]) -> LoadedKernels:
+    """The name expressions, one per NVRTC call in a process pool, through the runner's compiler and cache."""
+    arch = int(cp.cuda.Device().compute_capability)
+    kernels = compile_all([CompileRequest(SOURCE, (nm,), arch, (KERNELS,)) for nm in names], DEFAULT_CACHE_DIR)
+    failed = [ck for ck in kernels.values() if not ck.ok]
+    if failed:
+        raise RuntimeError(f"{failed[0].name_expression} did not compile: {failed[0].log[-2000:]}")
+    return LoadedKernels(kernels)
 
 
 def launch(fn, params, precision: str, m: int, n: int, k: int, alpha: float, A, lda: int, B, ldb: int,
            beta: float, C, ldc: int) -> None:
     grid, block = params.geometry(m)
-    s = DTYPE[precision]
-    i32, i64 = np.int32, np.int64
-    fn(grid, block, (i32(m), i32(n), i32(k), s(alpha), A, i32(lda), i64(0), B, i32(ldb), i64(0), s(beta),
-                     C, i32(ldc), i64(0), i32(1)))
+    fn(grid, block, strided_args(precision, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1))
 
 
 def event_times(cp, run, reps: int, warmup: int = 3) -> list[float]:
@@ -127,14 +132,6 @@ def stats(times: list[float]) -> dict:
             "min_ms": min(times), "max_ms": max(times), "reps": len(times)}
 
 
-def copy_bandwidth(cp, nbytes: int = 1 << 30, reps: int = 20) -> float:
-    src = cp.ones(nbytes // 4, dtype=cp.float32)
-    dst = cp.empty_like(src)
-    times = event_times(cp, lambda: cp.copyto(dst, src), reps)
-    del src, dst
-    return 2 * nbytes / (statistics.median(times) * 1e-3)
-
-
 def rel_err(cp, C, ref) -> float:
     if bool(cp.isnan(C).any()):
         return float("inf")
@@ -150,13 +147,12 @@ def small_check(cp, fn, params, precision: str, shape: tuple[int, int, int], rng
     A = cp.asarray(rng.uniform(-1, 1, (lda, k)), dtype=dt, order="F")
     B = cp.asarray(rng.uniform(-1, 1, (ldb, n)), dtype=dt, order="F")
     C0 = cp.asarray(rng.uniform(-1, 1, (ldc, n)), dtype=dt, order="F")
-    A64, B64 = A[:m].astype(cp.float64), B[:k].astype(cp.float64)
     worst = 0.0
     for alpha, beta in ((1.5, -0.75), (-0.5, 0.0)):
         C = C0.copy(order="F")
         if beta == 0.0:
             C[:m] = cp.nan
-        ref = alpha * (A64 @ B64) + (beta * C0[:m].astype(cp.float64) if beta != 0.0 else 0.0)
+        ref = reference_batch(A[None, :m], B[None, :k], C0[None, :m], "NN", alpha, beta)[0]
         launch(fn, params, precision, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
         cp.cuda.Device().synchronize()
         worst = max(worst, rel_err(cp, C[:m], ref))
@@ -230,7 +226,7 @@ def main() -> int:
     props = cp.cuda.runtime.getDeviceProperties(0)
     log("device:", props["name"], "| cupy", cp.__version__, "| runtime", cp.cuda.runtime.runtimeGetVersion(),
         "| driver", cp.cuda.runtime.driverGetVersion(), "| nvrtc", cp.cuda.nvrtc.getVersion())
-    bw = copy_bandwidth(cp)
+    bw = copy_bandwidth()
     log(f"copy bandwidth (1 GiB D2D, read+write, median of 20): {bw / 1e12:.3f} TB/s")
     rng = np.random.default_rng(7)
     results: dict = {"bandwidth": bw, "device": str(props["name"]), "tsm2": [], "ism2": [], "cublas": [],
@@ -258,20 +254,16 @@ def main() -> int:
     t0 = time.time()
     modules = {}
 
-    chunks = [(prec, names[i:i + 8]) for (prec, _n), cands in plan.items()
-              for names in [[c.name_expr(prec) for c in cands]] for i in range(0, len(names), 8)]
-
-    def build(chunk):
-        return chunk[1], compile_module(cp, chunk[1])
-
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # CuPy releases the GIL around nvrtcCompileProgram
-        futures = [pool.submit(build, ch) for ch in chunks]
-        for fut in futures:
-            try:
-                names, mod = fut.result()
-                modules.update({nm: mod for nm in names})
-            except Exception as exc:  # noqa: BLE001 - log and go on
-                log(f"COMPILE ERROR: {exc}")
+    arch = int(cp.cuda.Device().compute_capability)
+    names = sorted({c.name_expr(prec) for (prec, _n), cands in plan.items() for c in cands})
+    kernels = compile_all([CompileRequest(SOURCE, (nm,), arch, (KERNELS,)) for nm in names], DEFAULT_CACHE_DIR,
+                          args.jobs)
+    loaded = LoadedKernels(kernels)
+    for nm, ck in kernels.items():
+        if ck.ok:
+            modules[nm] = loaded
+        else:
+            log(f"COMPILE ERROR {nm}: {ck.log.strip().splitlines()[-1:] }")
     log(f"compiled {sum(len(v) for v in plan.values())} TSM2 instances in {time.time() - t0:.1f} s")
 
     # ---- correctness on small, non-dividing sizes

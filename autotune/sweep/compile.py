@@ -284,3 +284,18 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
             done[n] = CompiledKernel(n, True, keys[n], mapping[n], blob, kind, log, share)
             cache.store(done[n])
     return [done[n] for n in request.name_expressions]
+
+
+def compile_all(requests: list[CompileRequest], cache_dir: Path,
+                workers: int | None = None) -> dict[str, CompiledKernel]:
+    """Every request's instances through `compile_batch` in a process pool (spawn), {name expression: result};
+    for harnesses that compile a set of instances up front (the sweep streams through `GpuBackend`)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    out: dict[str, CompiledKernel] = {}
+    workers = max(1, min(len(requests), workers or (os.cpu_count() or 2) - 1))
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=warm_compile_process) as pool:
+        for results in pool.map(compile_batch, requests, [Path(cache_dir)] * len(requests)):
+            out.update({ck.name_expression: ck for ck in results})
+    return out

@@ -10,10 +10,10 @@ import os
 import traceback
 import zlib
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.sweep.timing import TimingPlan
-from autotune.sweep.compile import ignore_sigint
+from autotune.sweep.compile import CompiledKernel, ignore_sigint
 from autotune.problems.base import ProblemKind, l2_protection
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 
@@ -54,7 +54,7 @@ class _GpuState:
         self.props = cp.cuda.runtime.getDeviceProperties(device)
         self.l2_bytes = int(self.props["l2CacheSize"])
         self.timer = Timer()
-        self.modules: dict[str, Any] = {}
+        self.kernels = LoadedKernels()
         self.data: OrderedDict[tuple, Any] = OrderedDict()  # (point, convention, alpha, beta) -> [data, cursor, args]
         self.refs: OrderedDict[tuple, Any] = OrderedDict()
         free, total = cp.cuda.runtime.memGetInfo()
@@ -142,11 +142,7 @@ class _GpuState:
     def measure(self, req: MeasureRequest, conn: Any) -> Measurement:
         cp, v = self.cp, req.variant
         m = Measurement(req.instance_id, v.point, Status.OK, compile_s=req.compile_s)
-        if req.blob not in self.modules:
-            mod = cp.cuda.function.Module()
-            mod.load_file(req.blob)
-            self.modules[req.blob] = mod
-        func = self.modules[req.blob].get_function(req.lowered_name)
+        func = self.kernels.function(req.blob, req.lowered_name)
         attr = cp.cuda.driver.funcGetAttribute
         m.registers, m.shared_bytes, m.local_bytes = (int(attr(a, func.ptr)) for a in (4, 1, 3))
         m.shared_bytes += v.shared_bytes
@@ -156,10 +152,7 @@ class _GpuState:
                 f"resource limit: block of {threads} threads > {max_threads} this function allows "
                 f"({m.registers} registers per thread)")
             return m
-        if v.shared_bytes > 48 * 1024:  # opt in to more than 48 KB of dynamic shared memory (driver API)
-            drv = cp.cuda.driver
-            drv.funcSetAttribute(func.ptr, getattr(drv, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
-                                 v.shared_bytes)
+        allow_dynamic_shared(func, v.shared_bytes)
         key = (v.point, req.convention, req.alpha, req.beta)
         entry = self.problem(req.kind, *key)
 
@@ -212,6 +205,40 @@ class _GpuState:
         from autotune.sweep.timing import read_device_info
 
         return read_device_info(self.device, self.props)
+
+
+class LoadedKernels:
+    """Compiled kernels loaded into the current CUDA context (CuPy), one module per blob.
+    `get_function(name_expression)` serves the kernels given at construction (`compile.compile_all`)."""
+
+    def __init__(self, kernels: Mapping[str, CompiledKernel] | None = None) -> None:
+        self.kernels = dict(kernels or {})
+        self.modules: dict[str, Any] = {}
+
+    def function(self, blob: str, lowered_name: str) -> Any:
+        if blob not in self.modules:
+            import cupy as cp
+
+            mod = cp.cuda.function.Module()
+            mod.load_file(blob)
+            self.modules[blob] = mod
+        return self.modules[blob].get_function(lowered_name)
+
+    def get_function(self, name_expression: str) -> Any:
+        ck = self.kernels[name_expression]
+        if not ck.ok:
+            raise RuntimeError(f"{name_expression} did not compile: {ck.log[-2000:]}")
+        return self.function(str(ck.blob), ck.lowered_name)
+
+
+def allow_dynamic_shared(func: Any, shared_bytes: int) -> None:
+    """Opt a kernel in to more than 48 KB of dynamic shared memory (driver API); nothing below that."""
+    if shared_bytes > 48 * 1024:
+        import cupy as cp
+
+        drv = cp.cuda.driver
+        drv.funcSetAttribute(func.ptr, getattr(drv, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
+                             shared_bytes)
 
 
 def _nbytes(value: Any) -> int:

@@ -129,23 +129,16 @@ class ProblemData(_ProblemData):
 
     def args(self, copy: int) -> tuple[Any, ...]:
         """The kernel argument tuple of the convention for one copy of the data."""
-        import numpy as np
-
         p, lay, alpha, beta = self.point, self.lay, self.alpha, self.beta
-        s = np.dtype(SCALARS[p.precision]).type
-        i32, i64 = np.int32, np.int64
         if self.convention == "strided":
             a, b = self.matrices(copy)
-            c = self.c_copy(copy)
-            return (i32(p.m), i32(p.n), i32(p.k), s(alpha), a, i32(lay.lda), i64(lay.stride_a),
-                    b, i32(lay.ldb), i64(lay.stride_b), s(beta), c, i32(lay.ldc), i64(lay.stride_c), i32(p.batch))
+            return strided_args(p.precision, p.m, p.n, p.k, alpha, a, lay.lda, lay.stride_a, b, lay.ldb,
+                                lay.stride_b, beta, self.c_copy(copy), lay.ldc, lay.stride_c, p.batch)
         pa, pb, pc = self.ptrs[copy]
         if self.convention == "ptr_array":
-            return (i32(p.m), i32(p.n), i32(p.k), s(alpha), pa, i32(lay.lda), pb, i32(lay.ldb),
-                    s(beta), pc, i32(lay.ldc), i32(p.batch))
-        m, n, k, lda, ldb, ldc = self.sizes
-        return (m, n, k, s(alpha), pa, lda, pb, ldb, s(beta), pc, ldc, i32(p.batch),
-                i32(p.m), i32(p.n), i32(p.k))
+            return ptr_array_args(p.precision, p.m, p.n, p.k, alpha, pa, lay.lda, pb, lay.ldb, beta, pc, lay.ldc,
+                                  p.batch)
+        return vbatched_args(p.precision, self.sizes, alpha, pa, pb, beta, pc, p.batch, (p.m, p.n, p.k))
 
     # ------------------------------------------------------------------ verification and baseline
     def prepare_verify(self) -> None:
@@ -169,3 +162,37 @@ class ProblemData(_ProblemData):
         if self.convention != "strided":
             return None
         return cublas_launcher(self, self.alpha, self.beta)
+
+
+# ------------------------------------------------------------------------- argument tuples (pure)
+def _scalar(precision: str) -> Any:
+    import numpy as np
+    return np.dtype(SCALARS[precision]).type
+
+
+def strided_args(precision: str, m: int, n: int, k: int, alpha: float, a: Any, lda: int, stride_a: int, b: Any,
+                 ldb: int, stride_b: int, beta: float, c: Any, ldc: int, stride_c: int, batch: int) -> tuple[Any, ...]:
+    """(M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch) as the strided
+    convention's kernels take them (int32 sizes, int64 strides, scalars of the precision's compute type)."""
+    import numpy as np
+    s, i32, i64 = _scalar(precision), np.int32, np.int64
+    return (i32(m), i32(n), i32(k), s(alpha), a, i32(lda), i64(stride_a), b, i32(ldb), i64(stride_b), s(beta),
+            c, i32(ldc), i64(stride_c), i32(batch))
+
+
+def ptr_array_args(precision: str, m: int, n: int, k: int, alpha: float, pa: Any, lda: int, pb: Any, ldb: int,
+                   beta: float, pc: Any, ldc: int, batch: int) -> tuple[Any, ...]:
+    """(M, N, K, alpha, A[], lda, B[], ldb, beta, C[], ldc, batch): the pointer-array convention."""
+    import numpy as np
+    s, i32 = _scalar(precision), np.int32
+    return (i32(m), i32(n), i32(k), s(alpha), pa, i32(lda), pb, i32(ldb), s(beta), pc, i32(ldc), i32(batch))
+
+
+def vbatched_args(precision: str, sizes: tuple[Any, ...], alpha: float, pa: Any, pb: Any, beta: float, pc: Any,
+                  batch: int, maxima: tuple[int, int, int]) -> tuple[Any, ...]:
+    """(m[], n[], k[], alpha, A[], lda[], B[], ldb[], beta, C[], ldc[], batch, max M, max N, max K): the vbatched
+    convention; `sizes` = the device arrays (m, n, k, lda, ldb, ldc)."""
+    import numpy as np
+    s, i32 = _scalar(precision), np.int32
+    m, n, k, lda, ldb, ldc = sizes
+    return (m, n, k, s(alpha), pa, lda, pb, ldb, s(beta), pc, ldc, i32(batch), *(i32(v) for v in maxima))

@@ -51,8 +51,6 @@ def _stored(flat: Any, batch: int, rows: int, cols: int, ld: int) -> Any:
 
 def reference_chunks(data: ProblemData, alpha: float, beta: float) -> list[tuple[int, int, Any]]:
     """[(b0, b1, ref)] float64 reference of copy 0, computed in chunks of the batch."""
-    import cupy as cp
-
     p, lay = data.point, data.lay
     a_flat, b_flat = data.matrices(0)
     a = _stored(a_flat, p.batch, lay.a_rows, lay.a_cols, lay.lda)
@@ -63,34 +61,52 @@ def reference_chunks(data: ProblemData, alpha: float, beta: float) -> list[tuple
     out = []
     for b0 in range(0, p.batch, step):
         b1 = min(p.batch, b0 + step)
-        op_a = a[b0:b1].astype(cp.float64)
-        op_b = b[b0:b1].astype(cp.float64)
-        if p.shape[0] == "T":
-            op_a = op_a.transpose(0, 2, 1)
-        if p.shape[1] == "T":
-            op_b = op_b.transpose(0, 2, 1)
-        ref = alpha * cp.matmul(op_a, op_b)
-        if beta != 0:
-            ref += beta * c0[b0:b1].astype(cp.float64)
+        ref = reference_batch(a[b0:b1], b[b0:b1], c0[b0:b1] if beta != 0 else None, p.shape, alpha, beta)
         out.append((b0, b1, ref))
     return out
 
 
+def reference_batch(a: Any, b: Any, c: Any, shape: str, alpha: float, beta: float) -> Any:
+    """float64 alpha * op(A) op(B) + beta * C for stored (batch, rows, cols) views of A, B and C (C may be None
+    when beta == 0); NumPy or CuPy arrays, any strides (padding, gaps, offsets: the caller's views)."""
+    op_a, op_b = a.astype("float64"), b.astype("float64")
+    if shape[0] == "T":
+        op_a = op_a.transpose(0, 2, 1)
+    if shape[1] == "T":
+        op_b = op_b.transpose(0, 2, 1)
+    ref = alpha * (op_a @ op_b)
+    if beta != 0:
+        ref += beta * c.astype("float64")
+    return ref
+
+
+def matrix_errors(got: Any, ref: Any) -> tuple[float, int]:
+    """(max over the batch of ||got_b - ref_b||_F / ||ref_b||_F, count of non-finite elements of got) for
+    (batch, m, n) arrays (NumPy or CuPy); inf where a matrix holds a non-finite element."""
+    import numpy as np
+    try:
+        import cupy as xp_gpu
+        xp = xp_gpu.get_array_module(got)
+    except ImportError:  # pragma: no cover - NumPy-only callers
+        xp = np
+    got = got.astype(xp.float64)
+    n = got.shape[0]
+    bad = int(got.size - int(xp.isfinite(got).sum()))
+    diff = xp.linalg.norm((got - ref).reshape(n, -1), axis=1)
+    norm = xp.linalg.norm(ref.reshape(n, -1), axis=1)
+    rel = diff / xp.maximum(norm, xp.finfo(xp.float64).tiny)
+    worst = float(xp.nan_to_num(rel, nan=xp.inf).max()) if n else 0.0
+    return worst, bad
+
+
 def compare(data: ProblemData, reference: list[tuple[int, int, Any]]) -> tuple[float, int]:
     """(max over the batch of ||C_b - ref_b|| / ||ref_b||, count of non-finite elements) for copy 0."""
-    import cupy as cp
-
     p, lay = data.point, data.lay
     c = _stored(data.c_copy(0), p.batch, p.m, p.n, lay.ldc)
     worst, bad = 0.0, 0
     for b0, b1, ref in reference:
-        got = c[b0:b1].astype(cp.float64)
-        finite = cp.isfinite(got)
-        bad += int(got.size - int(finite.sum()))
-        diff = cp.linalg.norm((got - ref).reshape(b1 - b0, -1), axis=1)
-        norm = cp.linalg.norm(ref.reshape(b1 - b0, -1), axis=1)
-        rel = diff / cp.maximum(norm, cp.finfo(cp.float64).tiny)
-        worst = max(worst, float(cp.nan_to_num(rel, nan=cp.inf).max()))
+        err, nonfinite = matrix_errors(c[b0:b1], ref)
+        worst, bad = max(worst, err), bad + nonfinite
     return worst, bad
 
 
