@@ -330,7 +330,7 @@ def measure(backend, kernels: list[Kernel], points: dict[Kernel, list], reps: in
             print(f"timing {label[m.instance_id]} {m.point.key}: {m.status.value} {m.error or ''}", flush=True)
             continue
         p = m.point
-        frac = p.bytes_moved(beta_nonzero=False) / bw / (m.median_ms * 1e-3)
+        frac = GEMM.bytes_moved(p, {"beta": 0.0}) / bw / (m.median_ms * 1e-3)
         out[(label[m.instance_id], p)] = Timing(label[m.instance_id], p.n, p.batch, m.median_ms, frac,
                                                 (m.p20_ms, m.p80_ms))
     return out
@@ -420,7 +420,7 @@ def main() -> int:
     for n, p in sq_pts.items():
         best = best_by_family(p)
         if best:
-            nbytes = p.bytes_moved(beta_nonzero=False)
+            nbytes = GEMM.bytes_moved(p, {"beta": 0.0})
             rows.append((n, p.batch, nbytes / 1e6, cub[p], nbytes / bw / (cub[p] * 1e-3), best,
                          min(best.values(), key=lambda t: t.ms)))
     sweep = []

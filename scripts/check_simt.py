@@ -208,10 +208,11 @@ def _outcome(got, ref, untouched: bool, prec: str) -> Outcome:
     66,000 matrices: 2.1e-5 against 1e-5 on an H100), so the harness keeps the batch-wide scale."""
     import cupy as cp
 
+    xp = cp.get_array_module(got)  # the vbatched path checks on the host
     _, nonfinite = matrix_errors(got, ref)
     finite = nonfinite == 0
-    scale = float(cp.abs(ref).max()) or 1.0
-    err = float(cp.abs(got.astype(cp.float64) - ref).max()) / scale if finite else float("inf")
+    scale = float(xp.abs(ref).max()) or 1.0
+    err = float(xp.abs(got.astype(xp.float64) - ref).max()) / scale if finite else float("inf")
     return Outcome(err, finite, untouched, finite and untouched and err <= TOL[prec])
 
 
@@ -299,7 +300,7 @@ def roofline(m: Measurement, bandwidth: float) -> tuple[float, float]:
     """(median ms, fraction of the copy roofline); NaN where the measurement has no verified time."""
     if m.status != Status.OK or not m.median_ms:
         return float("nan"), float("nan")
-    return m.median_ms, m.point.bytes_moved(beta_nonzero=False) / bandwidth / (m.median_ms * 1e-3)
+    return m.median_ms, GEMM.bytes_moved(m.point, {"beta": 0.0}) / bandwidth / (m.median_ms * 1e-3)
 
 
 def timed_cases() -> list[Case]:

@@ -407,7 +407,7 @@ def main() -> int:
             f"{r['model']:46s} {r['model_frac']:5.3f} | paper {r['paper_frac']:5.3f} | {r['cublas_ms']:9.4f} "
             f"{r['cublas_frac']:5.3f} {r['cublas_ms'] / r['best_ms']:7.2f}")
     if ism_rows:
-        log(f"ISM2, A 10^7 x 8 times B 8 x 8: best | model pick | cuBLAS")
+        log("ISM2, A 10^7 x 8 times B 8 x 8: best | model pick | cuBLAS")
         for p, bl, bms, bf, pl, pf, cms, cf in ism_rows:
             log(f"{p:4s} {bl:26s} {bms:8.4f} {bf:5.3f} | {pl:26s} {pf:5.3f} | {cms:8.4f} {cf:5.3f}")
     log(f"wall {time.time() - t_start:.1f} s")

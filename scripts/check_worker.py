@@ -30,7 +30,7 @@ from autotune import paths  # noqa: E402
 from autotune.sweep.compile import CompileCache, CompileRequest, compile_batch  # noqa: E402
 from autotune.devices import get_device  # noqa: E402
 from autotune.space.generator import generate  # noqa: E402
-from autotune.vocab import Measurement, TestPoint  # noqa: E402
+from autotune.vocab import Measurement  # noqa: E402
 from autotune.sweep.backend import Job
 from autotune.space.spec import load_space  # noqa: E402
 from autotune.sweep.gpu_backend import GpuBackend
