@@ -1,0 +1,172 @@
+"""Issue 16, item 5: faults injected into a running sweep. Each test asserts no traceback, no hang, no loss.
+
+1-3. The GPU backend's worker dies, hangs or reports a CUDA error: the real `GpuBackend` supervision (spawn,
+     watchdog, kill, restart) runs against a fake worker that speaks the real pipe protocol
+     (tests/support/fake_gpu_worker.py); compiles are stubbed, as there is no NVRTC here.
+4.   The SQLite database fills up or turns read-only mid-sweep (tests/support/db_faults.py).
+5.   The PostgreSQL server restarts mid-sweep (needs AUTOTUNE_TEST_PG_URL and AUTOTUNE_TEST_PG_DIR).
+6.   The whole sweep is killed with SIGKILL at random moments.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+import textwrap
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from autotune.store.store import Store
+from autotune.sweep import gpu_backend
+from autotune.sweep.compile import CompiledKernel, CompileRequest
+from autotune.sweep.config import parse_config
+from autotune.sweep.gpu_backend import GpuBackend
+from autotune.sweep.runner import run_sweep
+from tests.support.fake_gpu_worker import CUDA_FAULT, fake_gpu_main
+
+# ---- 1-3. the GPU worker dies, hangs, or reports a CUDA error --------------------------------------------
+
+SPACE = textwrap.dedent("""\
+    name: fault_test
+    kernel:
+      source: gemm_naive.cuh
+      template: autotune::gemm_naive
+      template_args: [T, S, TRANS_A, TRANS_B, BLOCK_X, BLOCK_Y]
+      convention: strided
+      block: [BLOCK_X, BLOCK_Y, 1]
+      grid: ["ceil(M / BLOCK_X)", "ceil(N / BLOCK_Y)", "min(batch, 65535)"]
+      problems: {precisions: [fp64, fp32], shapes: [NN]}
+    parameters:
+      BLOCK_X: [8, 16]
+      BLOCK_Y: [1, 2, 4, 8]
+    derived:
+      threads: BLOCK_X * BLOCK_Y
+    hard:
+      - {name: warp, expr: "threads >= 8", reason: test}
+    """)
+PAIRS = 8 * 4  # 8 instances x (2 precisions x 2 sizes)
+
+
+def gpu_config(tmp_path: Path):  # type: ignore[no-untyped-def]
+    (tmp_path / "fault_test.yaml").write_text(SPACE)
+    text = textwrap.dedent(f"""\
+        name: faults
+        spaces: [fault_test.yaml]
+        points:
+          - precisions: [fp64, fp32]
+            sizes: {{square: [8, 16]}}
+            batch: 100
+        database: sqlite:///{tmp_path}/faults.sqlite
+        repetitions: 3
+        """)
+    return parse_config(text, file=tmp_path / "faults.yaml")
+
+
+class Quiet:
+    def start(self, total: int, done: int) -> None:
+        pass
+
+    def measured(self, m, best) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+
+class StubCompiles(GpuBackend):
+    """The real GpuBackend but for its compile pool: threads running a stub compile (below), since NVRTC is
+    absent; the GPU worker side (`_spawn`, `_call`, the watchdog, `_kill`, restarts) is untouched."""
+
+    def _compile_pool(self):  # type: ignore[no-untyped-def]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(2)
+        return self._pool
+
+
+def stub_compile(blob: Path, req: CompileRequest, cache_dir: Path) -> list[CompiledKernel]:
+    return [CompiledKernel(name, True, f"key{i}", f"lowered_{i}", blob, "cubin", "", 0.01)
+            for i, name in enumerate(req.name_expressions)]
+
+
+def fake_gpu_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, faults: dict[int, str], timeout_s: float):
+    """Run the sweep of `gpu_config` through StubCompiles with the fake worker; (summary, backend, trace lines)."""
+    blob = tmp_path / "kernel.cubin"
+    blob.write_bytes(b"\0" * 16)
+    trace = tmp_path / "trace.txt"
+    monkeypatch.setattr(gpu_backend, "gpu_main", functools.partial(fake_gpu_main, faults=faults, trace=str(trace)))
+    monkeypatch.setattr(gpu_backend, "compile_batch", functools.partial(stub_compile, blob))
+    cfg = gpu_config(tmp_path)
+    backend = StubCompiles(compile_workers=2, timeout_s=timeout_s, cache_dir=tmp_path / "cache")
+    try:
+        with Store.open(cfg.database) as store:
+            summary = run_sweep(cfg, store, backend, Quiet())
+    finally:
+        backend.close()
+    return summary, backend, [line.split() for line in trace.read_text().splitlines()]
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as c:
+        return c.execute(sql).fetchall()
+
+
+def measured_rows(tmp_path: Path) -> dict[tuple[str, str], tuple[str, str | None]]:
+    """(instance id, point key) -> (status, error) of every measurement recorded."""
+    with Store.open(f"sqlite:///{tmp_path}/faults.sqlite", create=False) as s:
+        frame = s.measurements()
+    keys = [f"gemm:{r.precision}:{r.shape}:{r.m}x{r.n}x{r.k}x{r.batch}" for r in frame.itertuples()]
+    return {(iid, key): (st, err) for iid, key, st, err in zip(frame.instance_id, keys, frame.status, frame.error)}
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("action, status, error", [
+    ("die", "crashed", "GPU worker process died (exit code 9)"),
+    ("hang", "timeout", "no answer within the watchdog's deadline (1 s or more); worker killed"),
+    ("fatal", "launch_error", CUDA_FAULT),
+])
+def test_gpu_worker_fault_is_recorded_and_the_sweep_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             action: str, status: str, error: str) -> None:
+    t0 = time.monotonic()
+    summary, backend, trace = fake_gpu_sweep(tmp_path, monkeypatch, {5: action}, timeout_s=1.0)
+    took = time.monotonic() - t0
+    assert summary.status == "done" and summary.measured == PAIRS
+    assert summary.counts == Counter({"ok": PAIRS - 1, status: 1})
+    assert backend.restarts == 1
+    measures = [t for t in trace if t[1] == "measure"]
+    assert len(measures) == PAIRS and [t[4] for t in measures].count(action) == 1
+    pid, _, iid, key, _ = measures[4]
+    # the pair the worker failed on is recorded with the reason; every other pair is ok, each once
+    recorded = measured_rows(tmp_path)
+    assert len(recorded) == PAIRS and recorded[(iid, key)] == (status, error)
+    assert all(st == "ok" for k, (st, _) in recorded.items() if k != (iid, key))
+    # the faulty worker is gone, and everything after it was served by one fresh worker
+    assert gone(int(pid))
+    before = {t[0] for t in trace[:trace.index(measures[4])]}
+    after = {t[0] for t in trace[trace.index(measures[4]) + 1:]}
+    assert before == {pid} and len(after) == 1 and pid not in after
+    db = tmp_path / "faults.sqlite"
+    assert rows(db, "select count(*) from inflight") == [(0,)]
+    assert rows(db, "select status from sweeps") == [("done",)]
+    assert took < 60  # a hang costs the watchdog's deadline (1 s here), not the test's timeout
+
+
+def test_gpu_watchdog_waits_longer_once_the_worker_reports_progress(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that reported its verified launch (10 ms) gets max(timeout_s, 10 x 53 x 10 ms) = 5.3 s, so an
+    answer after 1.5 s counts though timeout_s is 1 s; a hang later in the same sweep still times out."""
+    summary, backend, trace = fake_gpu_sweep(tmp_path, monkeypatch, {3: "slow", 9: "hang"}, timeout_s=1.0)
+    assert summary.status == "done" and summary.counts == Counter({"ok": PAIRS - 1, "timeout": 1})
+    assert backend.restarts == 1
+    measures = [t for t in trace if t[1] == "measure"]
+    assert measured_rows(tmp_path)[(measures[2][2], measures[2][3])][0] == "ok"
