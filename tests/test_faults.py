@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import os
 import sqlite3
+import subprocess
+import sys
 import textwrap
 import time
 from collections import Counter
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.paths import ROOT
 from autotune.store.store import Store
 from autotune.sweep import gpu_backend
 from autotune.sweep.compile import CompiledKernel, CompileRequest
@@ -170,3 +173,74 @@ def test_gpu_watchdog_waits_longer_once_the_worker_reports_progress(tmp_path: Pa
     assert backend.restarts == 1
     measures = [t for t in trace if t[1] == "measure"]
     assert measured_rows(tmp_path)[(measures[2][2], measures[2][3])][0] == "ok"
+
+
+# ---- 4. the database fills up or turns read-only mid-sweep -----------------------------------------------
+
+RECORDED = ROOT / "results" / "default" / "default.sqlite"
+ENV = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "80"}
+
+
+def sweep_args(db: str) -> list[str]:
+    """A replayed sweep of the default config (30 instances, 282 pairs) into `db`."""
+    return ["sweep", "configs/default.yaml", "--replay", str(RECORDED), "--database", db, "--quiet",
+            "--max-instances", "30"]
+
+
+def autotune(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**ENV, **(env or {})}, timeout=timeout)
+
+
+def snapshot(db: Path) -> dict[tuple[str, int], tuple]:
+    """(instance id, point id) -> (status, median_ms, sweep_id) of every measurement in the file."""
+    return {(i, p): rest for i, p, *rest in rows(db, "select instance_id, point_id, status, median_ms, sweep_id "
+                                                      "from measurements")}
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], str]:
+    """(instance id, point id) -> status of the same sweep run without a fault."""
+    db = tmp_path_factory.mktemp("clean") / "clean.sqlite"
+    r = autotune(*sweep_args(str(db)))
+    assert r.returncode == 0, r.stderr
+    return {k: v[0] for k, v in snapshot(db).items()}
+
+
+def resume_and_check(db: Path, before: dict[tuple[str, int], tuple], crashed: int,
+                     clean: dict[tuple[str, int], str]) -> None:
+    """Rerun the sweep without the fault: it finishes, re-measures nothing recorded, and every pair of the clean
+    run is there once, with the clean run's status but for `crashed` pairs that were in flight at the fault."""
+    r = autotune(*sweep_args(str(db)))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert f"{len(before) + crashed:,} already in the database" in r.stderr  # crashed: recorded on resume
+    after = snapshot(db)
+    assert after.keys() == clean.keys() and all(after[k] == v for k, v in before.items())
+    assert sum(after[k][0] != clean[k] for k in clean) == crashed
+    assert rows(db, "select count(*) from measurements where status = 'crashed'") == [(crashed,)]
+    assert rows(db, "select count(*) from inflight") == [(0,)]
+    assert rows(db, "select status from sweeps order by id")[-1] == ("done",)
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("full", "database full: cannot write"),
+    ("readonly", "database read-only: cannot write"),
+])
+def test_database_full_or_read_only_stops_the_sweep_with_a_clear_error(tmp_path: Path, fault: str, message: str,
+                                                                       clean_run: dict[tuple[str, int], str]) -> None:
+    db = tmp_path / "db.sqlite"
+    r = subprocess.run([sys.executable, "-m", "tests.support.db_faults", fault, "40", str(db), "--", *sweep_args(str(db))],
+                       capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and f"error: {message} {db}" in r.stderr, r.stderr
+    assert "run the same command again" in r.stderr
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    before = snapshot(db)
+    assert len(before) >= 40  # everything recorded before the fault is there
+    left = rows(db, "select count(*) from inflight")[0][0]
+    if fault == "full":  # the database still takes a delete: the pair in flight is freed for the resume
+        assert left == 0 and rows(db, "select status from sweeps") == [("failed",)]
+    else:  # nothing can be written: the pair in flight stays, and is recorded as crashed on resume
+        assert left <= 1 and rows(db, "select status from sweeps") == [("running",)]
+    resume_and_check(db, before, left, clean_run)
