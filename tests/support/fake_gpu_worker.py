@@ -6,7 +6,8 @@ in `GpuBackend` (`_spawn`, `_call`, the watchdog, `_kill`, restarts) runs unchan
 baseline request is appended to `trace` as `pid kind instance_id point_key action`; the n-th measure
 request of the whole run (counted in `trace`, so across replaced workers) misbehaves as `faults[n]` says:
 
-- `die`: the process exits with code 9 before answering (a kernel that takes the process down);
+- `die`: the process exits with code 9 before answering (a kernel that takes the process down); its pipe
+  closes 0.2 s before it exits, as (for a shorter moment) in any process that dies;
 - `hang`: it never answers (a kernel that never returns);
 - `fatal`: it reports a CUDA error that poisons its context and exits, like the real worker;
 - `slow`: it reports the verified launch's time (est 10 ms) at once, then answers after 1.5 s.
@@ -47,7 +48,9 @@ def fake_gpu_main(conn: Any, device: int, *, faults: dict[int, str], trace: str)
             n = sum(1 for line in f if line.split()[1] == "measure") + 1
             action = faults.get(n, "ok") if kind == "measure" else "ok"
             f.write(f"{os.getpid()} {kind} {ident} {point.key} {action}\n")
-        if action == "die":
+        if action == "die":  # a dying process's pipe closes a moment before it can be reaped: widen that moment
+            conn.close()
+            time.sleep(0.2)
             os._exit(9)
         if action == "hang":
             while True:
