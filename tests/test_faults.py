@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from autotune.paths import ROOT
 from autotune.store.store import Store
@@ -29,7 +30,10 @@ from autotune.sweep.compile import CompiledKernel, CompileRequest
 from autotune.sweep.config import parse_config
 from autotune.sweep.gpu_backend import GpuBackend
 from autotune.sweep.runner import run_sweep
+from pg import fresh_pg_url
 from tests.support.fake_gpu_worker import CUDA_FAULT, fake_gpu_main
+
+FIXTURES = (fresh_pg_url,)  # pytest finds this fixture by name in this module
 
 # ---- 1-3. the GPU worker dies, hangs, or reports a CUDA error --------------------------------------------
 
@@ -192,35 +196,46 @@ def autotune(*args: str, env: dict[str, str] | None = None, timeout: float = 120
                           env={**ENV, **(env or {})}, timeout=timeout)
 
 
-def snapshot(db: Path) -> dict[tuple[str, int], tuple]:
-    """(instance id, point id) -> (status, median_ms, sweep_id) of every measurement in the file."""
-    return {(i, p): rest for i, p, *rest in rows(db, "select instance_id, point_id, status, median_ms, sweep_id "
-                                                      "from measurements")}
+def query(url: str, sql: str) -> list[tuple]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as c:
+            return [tuple(r) for r in c.exec_driver_sql(sql)]
+    finally:
+        engine.dispose()
+
+
+def snapshot(url: str) -> dict[tuple[str, str], tuple]:
+    """(instance id, point) -> (status, median_ms, sweep_id) of every measurement in the database."""
+    return {(i, p): rest for i, p, *rest in query(url, "select m.instance_id, t.precision || t.shape || t.sizes, "
+                                                       "m.status, m.median_ms, m.sweep_id from measurements m "
+                                                       "join test_points t on t.id = m.point_id")}
 
 
 @pytest.fixture(scope="module")
-def clean_run(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], str]:
-    """(instance id, point id) -> status of the same sweep run without a fault."""
+def clean_run(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], str]:
+    """(instance id, point) -> status of the same sweep run without a fault."""
     db = tmp_path_factory.mktemp("clean") / "clean.sqlite"
     r = autotune(*sweep_args(str(db)))
     assert r.returncode == 0, r.stderr
-    return {k: v[0] for k, v in snapshot(db).items()}
+    return {k: v[0] for k, v in snapshot(f"sqlite:///{db}").items()}
 
 
-def resume_and_check(db: Path, before: dict[tuple[str, int], tuple], crashed: int,
-                     clean: dict[tuple[str, int], str]) -> None:
-    """Rerun the sweep without the fault: it finishes, re-measures nothing recorded, and every pair of the clean
-    run is there once, with the clean run's status but for `crashed` pairs that were in flight at the fault."""
-    r = autotune(*sweep_args(str(db)))
+def resume_and_check(url: str, before: dict[tuple[str, str], tuple], clean: dict[tuple[str, str], str],
+                     pending: int, crashed: int | None = None) -> None:
+    """Rerun the sweep without the fault: it records the `pending` pairs left in flight as crashed, re-measures
+    nothing recorded, and finishes with every pair of the clean run once, with the clean run's status but for
+    `crashed` pairs (default: `pending`) that were in flight at a fault."""
+    r = autotune(*sweep_args(url))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert f"{len(before) + crashed:,} already in the database" in r.stderr  # crashed: recorded on resume
-    after = snapshot(db)
+    assert f"{len(before) + pending:,} already in the database" in r.stderr
+    after = snapshot(url)
     assert after.keys() == clean.keys() and all(after[k] == v for k, v in before.items())
+    crashed = pending if crashed is None else crashed
     assert sum(after[k][0] != clean[k] for k in clean) == crashed
-    assert rows(db, "select count(*) from measurements where status = 'crashed'") == [(crashed,)]
-    assert rows(db, "select count(*) from inflight") == [(0,)]
-    assert rows(db, "select status from sweeps order by id")[-1] == ("done",)
-    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    assert query(url, "select count(*) from measurements where status = 'crashed'") == [(crashed,)]
+    assert query(url, "select count(*) from inflight") == [(0,)]
+    assert query(url, "select status from sweeps order by id")[-1] == ("done",)
 
 
 @pytest.mark.parametrize("fault, message", [
@@ -228,7 +243,7 @@ def resume_and_check(db: Path, before: dict[tuple[str, int], tuple], crashed: in
     ("readonly", "database read-only: cannot write"),
 ])
 def test_database_full_or_read_only_stops_the_sweep_with_a_clear_error(tmp_path: Path, fault: str, message: str,
-                                                                       clean_run: dict[tuple[str, int], str]) -> None:
+                                                                       clean_run: dict[tuple[str, str], str]) -> None:
     db = tmp_path / "db.sqlite"
     r = subprocess.run([sys.executable, "-m", "tests.support.db_faults", fault, "40", str(db), "--", *sweep_args(str(db))],
                        capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120)
@@ -236,11 +251,115 @@ def test_database_full_or_read_only_stops_the_sweep_with_a_clear_error(tmp_path:
     assert "Traceback" not in r.stderr and f"error: {message} {db}" in r.stderr, r.stderr
     assert "run the same command again" in r.stderr
     assert rows(db, "PRAGMA integrity_check") == [("ok",)]
-    before = snapshot(db)
+    before = snapshot(f"sqlite:///{db}")
     assert len(before) >= 40  # everything recorded before the fault is there
     left = rows(db, "select count(*) from inflight")[0][0]
     if fault == "full":  # the database still takes a delete: the pair in flight is freed for the resume
         assert left == 0 and rows(db, "select status from sweeps") == [("failed",)]
     else:  # nothing can be written: the pair in flight stays, and is recorded as crashed on resume
         assert left <= 1 and rows(db, "select status from sweeps") == [("running",)]
-    resume_and_check(db, before, left, clean_run)
+    resume_and_check(f"sqlite:///{db}", before, clean_run, left)
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+
+
+# ---- 5. the PostgreSQL server restarts mid-sweep ------------------------------------------------------------
+
+def restart_postgres() -> None:
+    """`pg_ctl restart -m fast` on the server of scripts/ci_postgres.sh (as its owner when we are root)."""
+    home = Path(os.environ["AUTOTUNE_TEST_PG_DIR"])
+    pg_ctl = Path((home / "bindir").read_text().strip()) / "pg_ctl"
+    command = [str(pg_ctl), "-D", str(home / "data"), "-l", str(home / "data" / "server.log"), "-m", "fast", "-w",
+               "-t", "60", "restart"]
+    owner = home.stat().st_uid
+    if os.getuid() == 0 and owner != 0:
+        import pwd
+        command = ["runuser", "-u", pwd.getpwuid(owner).pw_name, "--", *command]
+    subprocess.run(command, check=True, capture_output=True, timeout=90)
+
+
+def wait_for(done, seconds: float = 60) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def count(engine: sa.Engine, sql: str) -> int:
+    try:
+        with engine.connect() as c:
+            return int(c.exec_driver_sql(sql).scalar_one())
+    except sa.exc.SQLAlchemyError:  # tables not created yet
+        return 0
+
+
+def test_postgres_restart_mid_sweep_loses_nothing(fresh_pg_url: str, clean_run: dict[tuple[str, str], str]) -> None:
+    home = os.environ.get("AUTOTUNE_TEST_PG_DIR")
+    if not home or not (Path(home) / "bindir").is_file():
+        pytest.skip("AUTOTUNE_TEST_PG_DIR (printed by scripts/ci_postgres.sh) is not set: no pg_ctl to restart with")
+    watch = sa.create_engine(fresh_pg_url, pool_pre_ping=True)
+    proc = subprocess.Popen([sys.executable, "-m", "autotune", *sweep_args(fresh_pg_url)], cwd=ROOT,
+                            env={**ENV, "AUTOTUNE_REPLAY_DELAY": "0.02"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: count(watch, "select count(*) from measurements") >= 30 or proc.poll() is not None)
+        assert proc.poll() is None, "the sweep ended before the restart"
+        before = snapshot(fresh_pg_url)
+        restart_postgres()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        watch.dispose()
+    assert "Traceback" not in err
+    # pool_pre_ping reconnects when the restart fell between two sessions; a statement cut by it stops the sweep
+    if proc.returncode == 2:
+        assert "error: database failed during the sweep: postgresql+psycopg://" in err and "run the same command" in err
+    else:
+        assert proc.returncode == 0, err
+    after = snapshot(fresh_pg_url)
+    assert all(after[k] == v for k, v in before.items())
+    pending = query(fresh_pg_url, "select count(*) from inflight")[0][0]
+    assert pending <= 1
+    resume_and_check(fresh_pg_url, after, clean_run, pending)
+
+
+# ---- 6. kill -9 of the whole sweep at random moments -------------------------------------------------------
+
+def test_kill_9_at_random_moments_loses_at_most_the_pairs_in_flight(tmp_path: Path,
+                                                                   clean_run: dict[tuple[str, str], str]) -> None:
+    import random
+    import signal
+    rng = random.Random(16)
+    db = tmp_path / "killed.sqlite"
+    url = f"sqlite:///{db}"
+    before: dict[tuple[str, str], tuple] = {}
+    crashed = pending = 0
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-m", "autotune", *sweep_args(url)], cwd=ROOT,
+                                env={**ENV, "AUTOTUNE_REPLAY_DELAY": "0.005"}, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        engine = sa.create_engine(url)
+        try:  # once this run measures, at a random moment within the next 0.5 s
+            recorded = len(before) + pending  # (this run records the pair left in flight first)
+            wait_for(lambda: db.exists() and count(engine, "select count(*) from measurements") > recorded
+                     or proc.poll() is not None)
+            time.sleep(rng.uniform(0, 0.5))
+            assert proc.poll() is None, "the sweep ended before the kill"
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        finally:
+            engine.dispose()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+        assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+        now = snapshot(url)  # what was recorded stays, and so does the pair the previous kill left in flight
+        assert all(now[k] == v for k, v in before.items())
+        assert len(now) >= len(before) + pending
+        crashed += pending
+        pending = query(url, "select count(*) from inflight")[0][0]
+        assert pending <= 1  # at most one pair was in flight
+        before = now
+    resume_and_check(url, before, clean_run, pending, crashed + pending)
