@@ -42,7 +42,7 @@ def fresh_pg_url() -> Iterator[str]:
     from sqlalchemy.engine import make_url
 
     name = f"autotune_t_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(make_url(base), isolation_level="AUTOCOMMIT")
+    admin = sa.create_engine(make_url(base), isolation_level="AUTOCOMMIT", pool_pre_ping=True)  # outlives a restart
     with admin.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
     try:

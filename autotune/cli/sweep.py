@@ -88,15 +88,39 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
     backend = _backend(replay, cfg.tol)
     reporter = BarReporter(quiet)
+    from sqlalchemy.exc import SQLAlchemyError
     try:
         with sigterm_as_interrupt(), Store.open(cfg.database) as store:
             summary = run_sweep(cfg, store, backend, reporter)
+    except SQLAlchemyError as exc:
+        raise database_failure(cfg.database, exc) from None
     finally:
         reporter.stop()
         backend.close()
     _print_summary(summary, cfg.database)
     if summary.status == "interrupted":
         raise typer.Exit(130)
+
+
+def database_failure(url: str, exc: Exception) -> UserError:
+    """The results database failed mid-sweep (the runner recorded what it could): full, read-only or gone."""
+    from sqlalchemy.engine import make_url
+
+    from autotune.store.schema import StoreError, database_url, sqlite_path
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    reason = text.splitlines()[0] if text else type(exc).__name__
+    url = database_url(url)
+    where = sqlite_path(url) or make_url(url).render_as_string()
+    again = "then run the same command again: the measurements recorded so far are kept and not measured again"
+    low = reason.lower()
+    if "full" in low or "no space left" in low:  # SQLite: database or disk is full; PostgreSQL: could not extend file
+        return StoreError(f"database full: cannot write {where} ({reason})",
+                          hint=f"free space on its disk (or set another `database:`), {again}")
+    if "readonly" in low.replace(" ", "").replace("-", ""):
+        return StoreError(f"database read-only: cannot write {where} ({reason})",
+                          hint=f"make the file, its folder and its file system writable, {again}")
+    return StoreError(f"database failed during the sweep: {where} ({reason})",
+                      hint=f"check that the database (for PostgreSQL, its server) is reachable, {again}")
 
 
 @contextlib.contextmanager

@@ -91,16 +91,24 @@ class Store:
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        try:
+            self.close()
+        except SQLAlchemyError:
+            if exc_type is None:
+                raise
+            # leaving on an error already (often the same failing database): that error is the one to report
 
     def close(self) -> None:
-        """Release the sweep lock if this Store holds it, and dispose of the engine."""
-        if self._lock_token is not None:
-            with self.session() as s:
-                s.execute(delete(SweepLock).where(SweepLock.token == self._lock_token))
+        """Release the sweep lock if this Store holds it, and dispose of the engine (even when the release fails:
+        then the lock expires like a dead sweep's)."""
+        try:
+            if self._lock_token is not None:
+                with self.session() as s:
+                    s.execute(delete(SweepLock).where(SweepLock.token == self._lock_token))
+        finally:
             self._lock_token = None
-        self.engine.dispose()
+            self.engine.dispose()
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -112,13 +112,21 @@ class GpuBackend:
         try:
             kind, payload = parent.recv()
         except EOFError:
-            code = self._proc.exitcode
+            code = self._exit_code()
             self._kill()
             raise RuntimeError(f"the GPU worker died while starting (exit code {code})") from None
         if kind != "ready":
             self._kill()
             raise RuntimeError(f"the GPU worker could not start: {payload}")
         self._ready = True
+
+    def _exit_code(self) -> int | None:
+        """The exit code of a worker whose pipe closed: its pipe closes a moment before the process can be
+        reaped, so wait for that (up to 5 s) rather than read None."""
+        if self._proc is None:
+            return None
+        self._proc.join(5)
+        return self._proc.exitcode
 
     def _kill(self) -> None:
         if self._proc is not None:
@@ -150,7 +158,7 @@ class GpuBackend:
                     continue
                 kind, payload = self._conn.recv()
             except (EOFError, OSError):
-                code = self._proc.exitcode if self._proc is not None else None
+                code = self._exit_code()
                 self._kill()
                 self.restarts += 1
                 return "crashed", f"GPU worker process died (exit code {code})"

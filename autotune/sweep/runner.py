@@ -8,6 +8,7 @@ the measurement in flight.
 """
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 from collections import Counter
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
+from sqlalchemy.exc import SQLAlchemyError
 
 from autotune import __version__, paths
 from autotune.sweep.config import ALL_INSTANCES, SweepConfig
@@ -181,7 +183,7 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
     sweep_id = store.begin_sweep(SweepStart(cfg.name, cfg.text, device_id, software_id, info, cfg.alpha, cfg.beta,
                                             cfg.repetitions))
     summary = SweepSummary(sweep_id, "running", 0.0)
-    status = "failed"
+    status, db_failed = "failed", False
     try:
         summary.recovered = store.recover_inflight(device_id)
         for pair in summary.recovered:
@@ -195,18 +197,31 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
         summary.skipped_done = already
         reporter.start(total, already)
         summary.cublas = store.cublas_times(device_id)
-        status = "done"
+        finished = "done"
         for plan in plans:
             if not _sweep_space(plan, cfg, store, backend, reporter, summary, done, sweep_id, start):
-                status = "budget"
+                finished = "budget"
                 break
+        status = finished  # (an exception leaves the sweep `failed`)
     except KeyboardInterrupt:
         status = "interrupted"
         store.clear_inflight(sweep_id)  # Ctrl-C is not the kernel's fault: those pairs are measured on resume
+    except SQLAlchemyError:
+        db_failed = True
+        # the database failed (disk full, read-only, server gone), not the kernel in flight: free its pair for the
+        # resume if the database still takes a delete (if not, the resume records it as crashed)
+        with contextlib.suppress(SQLAlchemyError):
+            store.clear_inflight(sweep_id)
+        raise
     finally:
         summary.status = status
         summary.seconds = time.monotonic() - start
-        store.finish_sweep(sweep_id, status)
+        try:
+            store.finish_sweep(sweep_id, status)
+        except SQLAlchemyError:
+            if not db_failed:
+                raise
+            # the sweep stays `running`; the next sweep on this database finds its lock stale and marks it `died`
     return summary
 
 
