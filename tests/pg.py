@@ -78,7 +78,6 @@ def instances() -> list["Instance"]:
 
 
 def points() -> list["TestPoint"]:
-    from autotune.vocab import TestPoint
     return [gemm_point("fp64", "NN", 32, 32, 32, 1000), gemm_point("fp32", "NN", 16, 16, 16, 4000)]
 
 

@@ -9,7 +9,6 @@ import pytest
 from autotune.problems.gemm import gemm_point
 from autotune.devices import get_device
 from autotune.space.generator import generate, serving
-from autotune.vocab import TestPoint
 from autotune.space.spec import load_space
 from tests.support.harness import load_script
 

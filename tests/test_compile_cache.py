@@ -15,7 +15,6 @@ from autotune.sweep.timing import TimingPlan, chunk_sizes, should_stop, stop_bou
 from autotune.sweep.compile import (CompileCache, CompiledKernel, arch_option, batches, cache_key, local_headers,
                               source_digest)
 from autotune.problems.gemm.data import layout, rotation_copies
-from autotune.vocab import TestPoint
 from autotune.problems.gemm.verify import judge, tolerance
 
 TEST_KERNELS = Path(__file__).parent / "data" / "kernels"

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from autotune.problems.gemm import gemm_point
 from autotune.sweep.config import SweepConfig, load_config, parse_config
 from autotune.errors import ConfigError
-from autotune.vocab import TestPoint
 from autotune.paths import CONFIGS_DIR, RESULTS_DIR, SPACES_DIR
 
 SPACE = next((p.stem for p in sorted(SPACES_DIR.glob("*.yaml"))), None)

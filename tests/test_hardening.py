@@ -157,7 +157,6 @@ def test_point_larger_than_gpu_memory_is_refused_before_allocating(tmp_path: Pat
 
 def test_point_bytes_and_memory_cap() -> None:
     from autotune.sweep.limits import check_points_fit, gpu_memory, point_bytes
-    from autotune.vocab import TestPoint
     p = gemm_point("fp32", "NN", 1000, 1000, 1000, 10)
     assert point_bytes(p) == (4 * 4 * 10**6 + 8 * 10**6 + 4 * 10**6) * 10 + (256 << 20)
     assert gpu_memory("NVIDIA H100 80GB HBM3") == 80 * 10**9 and gpu_memory("NVIDIA H200") == 141 * 10**9

@@ -16,7 +16,6 @@ import pytest
 from autotune.problems.gemm import gemm_point
 from autotune.devices import get_device
 from autotune.space.generator import generate, serving
-from autotune.vocab import TestPoint
 from autotune.space.spec import load_space
 from tests.support.nvcc import assert_all_compile, compile_object
 

@@ -255,7 +255,6 @@ def test_best_times_of_another_gpu_do_not_seed_early_stop(tmp_path):
 
 
 def test_the_gpu_measures_the_point_with_most_compiled_work_and_stays_on_a_tie():
-    from autotune.vocab import TestPoint
     from autotune.sweep.gpu_backend import _next_point
     a, b, c = (gemm_point("fp32", "NN", n, n, n, 100) for n in (2, 3, 4))
     assert _next_point({a: [1], b: [1, 2, 3], c: [1, 2]}, None) == b

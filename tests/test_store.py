@@ -15,7 +15,7 @@ from pg import (SPACE, db_url, device_info, fresh_pg_url, instances, points, rec
                 sqlite_url)
 
 from autotune.problems.gemm import GEMM, gemm_point
-from autotune.vocab import Measurement, Status, TestPoint
+from autotune.vocab import Measurement, Status
 from autotune.paths import ROOT
 from autotune.store.schema import SCHEMA_VERSION, figures
 from autotune.store.store import SchemaVersionError, Store, StoreError, SweepLockedError, SweepStart

@@ -18,7 +18,7 @@ from autotune.devices import profile
 from autotune.errors import UserError
 from autotune.space.generator import generate, where
 from autotune.space.instance import Instance
-from autotune.vocab import Measurement, Status, TestPoint
+from autotune.vocab import Measurement, Status
 from autotune.paths import ROOT
 from autotune.space.spec import load_space
 from autotune.store.store import SpaceRecord, Store, SweepStart

@@ -58,7 +58,7 @@ def _url(source: str) -> str:
     return database_url(source)
 
 
-def load(source: str, device: str | None, space: str | None) -> Loaded:
+def load(source: str, device: str | None, space: str | None, recorded_spaces: bool = True) -> Loaded:
     """Measurements, cuBLAS times and provenance from a database or a CSV file."""
     if source.endswith(".csv"):
         frame = pd.read_csv(source)
@@ -72,8 +72,9 @@ def load(source: str, device: str | None, space: str | None) -> Loaded:
     from autotune.store.query import run_query
     from autotune.store.store import Store
     url = _url(source)
-    from autotune.store.spaces import use_stored_spaces
-    use_stored_spaces(url)  # the kernels as measured, not as the work tree holds them now
+    if recorded_spaces:  # the kernels as measured, not as the work tree holds them now
+        from autotune.store.spaces import use_stored_spaces
+        use_stored_spaces(url)
     from autotune.dispatch import validity
     validity._load.cache_clear()  # spaces are cached by name there
     validity._instance_validity.cache_clear()
@@ -371,7 +372,7 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
             out.print(f"wrote the summary and dispatch table of {kind} under {out_dir}")
         if others and not _has_gemm(source):
             return
-    loaded = load(source, device, space)
+    loaded = load(source, device, space, recorded_spaces=False)  # applied above
     criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
     fallback = _fallback(fallback)
     built = build(loaded, criteria, method, validity, generic, fallback)

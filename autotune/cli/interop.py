@@ -34,7 +34,7 @@ def import_kerneltuner(
     if got.space_file is not None:
         out.print(f"space written to {got.space_file}")
     if got.dropped_entries:
-        out.print(f"the cache was cut off mid-entry: its last, partial configuration was dropped")
+        out.print("the cache was cut off mid-entry: its last, partial configuration was dropped")
     out.print(f"imported {got.records} configurations ({got.failures} failed) of space {got.space} at "
               f"{got.point.key} into {db} (sweep {got.sweep_id})")
 

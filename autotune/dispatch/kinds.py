@@ -77,9 +77,8 @@ def kind_table(frame: pd.DataFrame, kind: str, baseline: pd.DataFrame | None, to
                        "best_ms": best, "baseline_ms": base.get(tuple(key))})
         accepted.append({r.instance_id: float(r.median_ms) for r in within.itertuples()})
     chosen: list[str] = []
-    todo = {i for i, p in enumerate(points)
-            if not (library and p["baseline_ms"] is not None and p["baseline_ms"] * (1 - tol) < p["best_ms"]
-                    and p["baseline_ms"] < p["best_ms"])}
+    todo = {i for i, p in enumerate(points)  # points the library answers need no kernel
+            if not (library and p["baseline_ms"] is not None and p["baseline_ms"] < p["best_ms"])}
     while todo:
         counts: dict[str, int] = {}
         for i in todo:
@@ -91,22 +90,21 @@ def kind_table(frame: pd.DataFrame, kind: str, baseline: pd.DataFrame | None, to
         chosen.append(pick)
         todo -= {i for i in todo if pick in accepted[i]}
     index = {iid: n for n, iid in enumerate(chosen)}
-    meta = rows.drop_duplicates("instance_id").set_index("instance_id")
     for p, acc in zip(points, accepted):
-        served = [(acc[iid], index[iid]) for iid in acc if iid in index]
-        if served:
-            ms, k = min(served)
-        else:
-            ms, k = None, None
+        ms, k = min(((acc[iid], index[iid]) for iid in acc if iid in index), default=(None, None))
         if library and p["baseline_ms"] is not None and (k is None or p["baseline_ms"] < ms):
             ms, k = p["baseline_ms"], LIBRARY
         p["kernel"], p["answer_ms"] = (k if k is not None else LIBRARY if library else None), ms
-        p["loss"] = None if ms is None else 1 - p["best_ms"] / ms if k != LIBRARY else max(0.0, 1 - p["best_ms"] / ms)
-    kernels = [{"instance_id": iid, "space": meta.loc[iid, "space"], "name": meta.loc[iid, "instance"],
-                "params": {c[len("param_"):] if c.startswith("param_") else c: _plain(meta.loc[iid, c])
-                           for c in _param_columns(rows) if pd.notna(meta.loc[iid, c])}} for iid in chosen]
-    for kern in kernels:
-        kern.update(_binding(kern, next(p for p in points if p["kernel"] == kernels.index(kern))))
+        p["loss"] = None if ms is None else max(0.0, 1 - p["best_ms"] / ms)
+    meta = rows.drop_duplicates("instance_id").set_index("instance_id")
+    params = _param_columns(rows)
+    kernels = []
+    for iid in chosen:
+        kern = {"instance_id": iid, "space": meta.loc[iid, "space"], "name": meta.loc[iid, "instance"],
+                "params": {c.removeprefix("param_"): _plain(meta.loc[iid, c]) for c in params
+                           if pd.notna(meta.loc[iid, c])}}
+        first = next(p for p, acc in zip(points, accepted) if iid in acc)  # a point it serves: its defines
+        kernels.append({**kern, **_binding(kern, first)})
     return {"format": FORMAT, "version": VERSION, "kind": kind, "size_names": sizes, "tol": tol, "bk": bk,
             "library": library, "library_index": LIBRARY, "kernels": kernels, "points": points}
 
@@ -128,13 +126,9 @@ def _binding(kernel: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
 
 
 def _param_columns(rows: pd.DataFrame) -> list[str]:
-    from autotune.store.store import MEASUREMENT_COLUMNS
-
-    skip = set(MEASUREMENT_COLUMNS) | {"kind", "sizes"}
-    known = {"device", "space", "instance_id", "instance", "precision", "shape", "status", "median_ms"}
+    """Store.measurements() puts one column per instance parameter after `sweep_id`, its last result column."""
     cols = list(rows.columns)
-    start = cols.index("sweep_id") + 1 if "sweep_id" in cols else len(cols)
-    return [c for c in cols[start:] if c not in skip and c not in known]
+    return cols[cols.index("sweep_id") + 1:]
 
 
 def _plain(v: Any) -> Any:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from autotune.dispatch.runtime import DIMS, NO_LIMIT
+from autotune.dispatch.runtime import DIMS
 
 PROBE_MAX = 4096
 BATCH_EXTRA = (65535, 65536, 1_000_000, 2**31 - 1)

@@ -16,6 +16,7 @@ group) implement this same class; the runner, the store and the analyzer see not
 from __future__ import annotations
 
 import math
+import operator
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -138,9 +139,14 @@ class ProblemKind(ABC):
 
 
 def _as_size(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int,)) and not (hasattr(value, "is_integer") and value.is_integer()):
-        raise ValueError(f"size {name} must be an integer, got {value!r}")
-    return int(value)
+    """An integer size: ints (NumPy's too) and integral floats; bools, other floats and strings are refused."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+    raise ValueError(f"size {name} must be an integer, got {value!r}")
 
 
 MAX_COPIES = 4096

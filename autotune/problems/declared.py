@@ -29,7 +29,7 @@ from typing import Any
 from autotune.errors import SpaceError
 from autotune.expr import Expr, ExprError, as_int, evaluate, parse
 from autotune.problems.base import ProblemKind, Scalars
-from autotune.vocab import ELEM_BYTES, TestPoint
+from autotune.vocab import TestPoint
 from autotune.yamlfile import line_of
 
 DTYPES = {"float64": 8, "float32": 4, "float16": 2, "int64": 8, "int32": 4, "uint32": 4, "int16": 2, "int8": 1,
@@ -231,4 +231,4 @@ class _Reader:
         return tuple(out)
 
 
-__all__ = ["Argument", "DeclaredKind", "ELEM_BYTES", "load_declared"]
+__all__ = ["Argument", "DeclaredKind", "load_declared"]

@@ -126,9 +126,13 @@ class DeclaredData(ProblemData):
                 x.fill(INT_SENTINEL)
 
     def _inputs(self) -> dict[str, Any]:
-        arrays = {a.name: (self.initial.get(a.name, self.sets[0][a.name]) if a.is_buffer else self.scalars[a.name])
-                  for a in self.kind.arguments}
-        return {k: (v.copy() if hasattr(v, "copy") and k in self.initial else v) for k, v in arrays.items()}
+        """Copy 0's arguments as the kernel sees them before it runs (outputs it reads: copies of their initial
+        values, so the reference function cannot change them)."""
+        def value(a: Argument) -> Any:
+            if not a.is_buffer:
+                return self.scalars[a.name]
+            return self.initial[a.name].copy() if a.name in self.initial else self.sets[0][a.name]
+        return {a.name: value(a) for a in self.kind.arguments}
 
     def reference(self) -> Any:
         fn = load_function(self.kind.reference_fn)

@@ -22,6 +22,7 @@ from typing import Literal
 
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.store.schema import SCHEMA_VERSION, SchemaVersionError, StoreError, make_engine
 
@@ -189,3 +190,43 @@ def upgrade(url: str, sql: bool = False) -> Upgrade:
 
 __all__ = ["VERSION_TABLE", "DatabaseVersion", "Upgrade", "check", "database_version", "head", "revisions",
            "revision_of", "stamp_head", "upgrade"]
+
+
+_MIGRATED: dict[tuple[str, float, int], str] = {}
+
+
+def readable_copy(url: str, path: str) -> str:
+    """Reading an SQLite file of an older schema: the URL of a copy in a temporary folder, upgraded to the head
+    revision (the file itself is never written; `autotune db upgrade` migrates it in place). Other files:
+    `url` unchanged (Store.open then reports what is wrong, newer schemas included)."""
+    import sqlite3
+    import tempfile
+    import warnings
+
+    engine = make_engine(url, readonly=True)
+    try:
+        with engine.connect() as conn:
+            version = database_version(conn)
+    except SQLAlchemyError:
+        return url  # not an autotune database (or unreadable): Store.open reports it
+    finally:
+        engine.dispose()
+    if version is None or version.state != "older" or version.effective is None:
+        return url
+    stat = Path(path).stat()
+    key = (str(Path(path).resolve()), stat.st_mtime, stat.st_size)
+    if key not in _MIGRATED:
+        folder = Path(tempfile.mkdtemp(prefix="autotune-migrated-"))
+        copy = folder / Path(path).name
+        src = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True)
+        dst = sqlite3.connect(copy)
+        try:
+            src.backup(dst)  # a consistent copy, WAL included
+        finally:
+            src.close()
+            dst.close()
+        upgrade(f"sqlite:///{copy}")
+        _MIGRATED[key] = f"sqlite:///{copy}"  # the copy lives until the process ends (the OS cleans its temp folder)
+        warnings.warn(f"{path} has {version.describe()} (this autotune writes {SCHEMA_VERSION}); reading a "
+                      f"migrated copy. Run `autotune db upgrade {path}` to migrate the file in place.", stacklevel=3)
+    return _MIGRATED[key]

@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
-from autotune.store.schema import (SCHEMA_VERSION, Base, database_url, CublasRow, Device, Inflight, InstanceParam, InstanceRow,
+from autotune.store.schema import (SCHEMA_VERSION, database_url, CublasRow, Device, Inflight, InstanceParam, InstanceRow,
                              MeasurementRow, Point, SchemaMeta, SchemaVersionError, Software, SpaceRecord,
                              SpaceVersion, StoreError, Sweep, SweepLock, SweepLockedError, SweepStart, figures, sizes_json,
                              make_engine, now, sqlite_path)
@@ -66,7 +66,8 @@ class Store:
         if path is not None and create and not readonly:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         if path is not None and readonly:
-            url = _current_copy(url, path)
+            from autotune.store.migrate import readable_copy
+            url = readable_copy(url, path)
         engine = make_engine(url, readonly=readonly)
         store = cls(url, engine)
         try:
@@ -445,48 +446,6 @@ def _work(m: Measurement, beta: float) -> tuple[float | None, int | None]:
     if kind is None:
         return None, None
     return kind.flops(m.point), kind.bytes_moved(m.point, {"beta": beta})
-
-
-_MIGRATED: dict[tuple[str, float, int], str] = {}
-
-
-def _current_copy(url: str, path: str) -> str:
-    """Reading an SQLite file of an older schema: the URL of a copy in a temporary folder, upgraded to the head
-    revision (the file itself is never written; `autotune db upgrade` migrates it in place). Other files:
-    `url` unchanged (Store.open then reports what is wrong, newer schemas included)."""
-    import sqlite3
-    import tempfile
-    import warnings
-
-    from autotune.store.migrate import database_version, upgrade
-
-    engine = make_engine(url, readonly=True)
-    try:
-        with engine.connect() as conn:
-            version = database_version(conn)
-    except SQLAlchemyError:
-        return url  # not an autotune database (or unreadable): Store.open reports it
-    finally:
-        engine.dispose()
-    if version is None or version.state != "older" or version.effective is None:
-        return url
-    stat = Path(path).stat()
-    key = (str(Path(path).resolve()), stat.st_mtime, stat.st_size)
-    if key not in _MIGRATED:
-        folder = Path(tempfile.mkdtemp(prefix="autotune-migrated-"))
-        copy = folder / Path(path).name
-        src = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True)
-        dst = sqlite3.connect(copy)
-        try:
-            src.backup(dst)  # a consistent copy, WAL included
-        finally:
-            src.close()
-            dst.close()
-        upgrade(f"sqlite:///{copy}")
-        _MIGRATED[key] = f"sqlite:///{copy}"  # the copy lives until the process ends (the OS cleans its temp folder)
-        warnings.warn(f"{path} has {version.describe()} (this autotune writes {SCHEMA_VERSION}); reading a "
-                      f"migrated copy. Run `autotune db upgrade {path}` to migrate the file in place.", stacklevel=3)
-    return _MIGRATED[key]
 
 
 def _as_dict(value: object) -> dict:

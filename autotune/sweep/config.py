@@ -6,6 +6,7 @@ the README ("Sweep configs"); configs/default.yaml is the example the README's m
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -305,18 +306,12 @@ def _kind_points(r: _Reader, node: Node, m: dict[str, Node], kinds: _Kinds) -> l
     out = []
     for prec in precisions:
         for shape in shapes:
-            for combo in _product(lists):
+            for combo in itertools.product(*lists):
                 try:
                     out.append(kind.point(prec, shape, dict(zip(kind.size_names, combo))))
                 except ValueError as exc:
                     raise r.error(m["sizes"], str(exc), "fix the sizes") from None
     return out
-
-
-def _product(lists: list[list[int]]) -> list[tuple[int, ...]]:
-    import itertools
-
-    return list(itertools.product(*lists))
 
 
 def _sizes(r: _Reader, node: Node) -> list[tuple[int, int, int]]:

@@ -22,10 +22,6 @@ class Variant:
     shared_bytes: int = 0
     defines: tuple[tuple[str, str], ...] = ()  # `#define NAME value` pairs (passed to NVRTC as -DNAME=value)
 
-    @property
-    def options(self) -> tuple[str, ...]:
-        return tuple(f"-D{name}={value}" for name, value in self.defines)
-
 
 @dataclass(frozen=True)
 class KernelTask:
