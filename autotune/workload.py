@@ -259,49 +259,45 @@ def _load_csv(p: Path, space: str | Path | None) -> Workload:
         from autotune.space.spec import find_space, load_space
         space_path = find_space(space)
         kind = load_space(space_path).kind
-    shaped = kind.shapes != ("",)
-    allowed = ("precision", *(("shape",) if shaped else ()), *kind.size_names, "weight")
-    if kind.name == "gemm":
-        allowed = ("precision", "shape", "m", "n", "k", "batch", "weight")
-    c = _Collect(kind, None, DEFAULT_BATCH_BYTES)
+    allowed = ("precision", *(("shape",) if kind.shapes != ("",) else ()), *kind.size_names, "weight")
+    need = [n for n in ("precision", *_dist_names(kind)) if n != "precision" or len(kind.precisions) > 1]
+    c, header = _Collect(kind, None, DEFAULT_BATCH_BYTES), None
     with p.open(newline="") as fh:
-        rows = csv.reader(line for line in fh if not line.lstrip().startswith("#"))
-        header = [h.strip() for h in next(rows, [])]
+        rows = csv.reader(fh)
 
         def fail(msg: str, hint: str, line: int | None = None) -> ConfigError:
             return ConfigError(msg, file=p, line=line or rows.line_num, hint=hint)
-        bad = [h for h in header if h not in allowed]
-        need = [n for n in (*_dist_names(kind), *(("precision",) if len(kind.precisions) > 1 else ())) if n not in header]
-        if bad or need or len(set(header)) < len(header):
-            raise fail(f"CSV header {','.join(header) or '(empty)'}: " + ("; ".join(
-                [f"unknown columns {', '.join(bad)}"] * bool(bad) + [f"missing {', '.join(need)}"] * bool(need))
-                or "a column appears twice"), f"write the header {','.join(allowed)} (shape, batch, weight optional)", 1)
         for row in rows:
-            if not any(cell.strip() for cell in row):
+            if not any(v.strip() for v in row) or row[0].lstrip().startswith("#"):
+                continue  # blank lines and comments
+            if header is None:
+                header = [h.strip() for h in row]
+                bad, missing = [h for h in header if h not in allowed], [n for n in need if n not in header]
+                if bad or missing or len(set(header)) < len(header):
+                    raise fail(f"CSV header {','.join(header)}: " + ("; ".join(
+                        [f"unknown columns {', '.join(bad)}"] * bool(bad) + [f"missing {', '.join(missing)}"]
+                        * bool(missing)) or "a column appears twice"),
+                        f"write the header {','.join(allowed)} (shape, batch, weight optional)")
                 continue
             if len(row) != len(header):
                 raise fail(f"{len(row)} cells, the header has {len(header)}", f"write {','.join(header)}")
             cell = {h: v.strip() for h, v in zip(header, row) if v.strip()}
-            prec = cell.get("precision", kind.precisions[0])
-            shape = cell.get("shape", kind.shapes[0])
+            prec, shape = cell.get("precision", kind.precisions[0]), cell.get("shape", kind.shapes[0])
             for v, ok, what in ((prec, kind.precisions, "precision"), (shape, kind.shapes, "shape")):
                 if v not in ok:
                     raise fail(f"unknown {what} {v!r}", f"use one of {', '.join(map(repr, ok))}")
-            sizes = {}
             for n in kind.size_names:
-                if n in cell:
-                    if not re.fullmatch(r"[0-9]+", cell[n]) or int(cell[n]) < 1:
-                        raise fail(f"size {n} = {cell[n]!r} is not an integer >= 1", "write whole numbers >= 1")
-                    sizes[n] = int(cell[n])
+                if n in cell and (not re.fullmatch(r"[0-9]+", cell[n]) or int(cell[n]) < 1):
+                    raise fail(f"size {n} = {cell[n]!r} is not an integer >= 1", "write whole numbers >= 1")
+            if missing := [n for n in _dist_names(kind) if n not in cell]:
+                raise fail(f"the row misses {', '.join(missing)}", "fill every size cell")
             try:
                 weight = float(cell.get("weight", "1"))
             except ValueError:
                 raise fail(f"weight {cell['weight']!r} is not a number", "write e.g. 1 or 2.5") from None
             if not (math.isfinite(weight) and weight > 0):
                 raise fail(f"weight {cell['weight']} is not above 0", "give a positive weight (or drop the row)")
-            if missing := [n for n in _dist_names(kind) if n not in sizes]:
-                raise fail(f"the row misses {', '.join(missing)}", "fill every size cell")
-            c.add(prec, shape, sizes, None, weight, fail)
+            c.add(prec, shape, {n: int(cell[n]) for n in kind.size_names if n in cell}, None, weight, fail)
     return c.workload(p, space_path, lambda msg, hint: fail(msg, hint, 1))
 
 

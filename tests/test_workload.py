@@ -112,6 +112,8 @@ def test_yaml_mistakes_name_the_line_and_what_to_do(tmp_path, text, line, words)
     ("precision,m,n,kk\nfp16,8,8,8\n", 1, "unknown columns kk; missing k"),
     ("precision,m,n,k\nfp16,8,,8\n", 2, "misses n"),
     ("precision,m,n,k\n", 1, "no problems"),
+    ("# from the logs\n\nprecision,m,n,k\n# a comment\nfp16,8,8,8\nfp16,8,8,-8\n", 6, "is not an integer >= 1"),
+    ("# header on line 2\nprecision,m,n,k,k\n", 2, "a column appears twice"),
 ])
 def test_csv_mistakes_name_the_row_line(tmp_path, text, line, words) -> None:
     exc = error(tmp_path, text, "w.csv")
