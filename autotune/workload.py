@@ -165,7 +165,7 @@ def _load_yaml(p: Path) -> Workload:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=p,
-                          line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)")
+                          line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)") from None
     if not isinstance(root, MappingNode):
         raise ConfigError("a workload is a mapping with `problems:` and/or `ranges:`", file=p,
                           line=root.start_mark.line + 1 if root is not None else None,
