@@ -12,6 +12,7 @@ from autotune.cli import analyze as analyze_cli
 from autotune.cli import model as model_cli
 from autotune.cli import space as space_cli
 from autotune.cli import sweep as sweep_cli
+from autotune.cli import workload as workload_cli
 from autotune.cli import interop
 from autotune.errors import UserError
 
@@ -36,6 +37,7 @@ app.add_typer(space_cli.app, name="space")
 app.add_typer(model_cli.app, name="model")
 app.add_typer(interop.import_app, name="import")
 app.add_typer(interop.export_app, name="export")
+app.add_typer(workload_cli.app, name="workload")
 err = Console(stderr=True)
 
 

@@ -389,7 +389,11 @@ def _batch(r: _Reader, node: Node, precision: str, m: int, n: int, k: int) -> in
     spec = r.mapping(node, ("bytes",), "batch")
     if "bytes" not in spec:
         raise r.error(node, "batch needs `bytes:`", "write batch: 1000 or batch: {bytes: 100MB}")
-    target = _bytes(r, spec["bytes"])
+    return batch_for_bytes(_bytes(r, spec["bytes"]), precision, m, n, k)
+
+
+def batch_for_bytes(target: int, precision: str, m: int, n: int, k: int) -> int:
+    """The smallest batch (>= 1) whose A, B and C of m x n x k together take at least `target` bytes."""
     return max(1, math.ceil(target / (ELEM_BYTES[precision] * (m * k + k * n + m * n))))
 
 

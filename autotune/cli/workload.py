@@ -1,0 +1,118 @@
+"""`autotune workload ...`: the problems an application runs -> a sweep config of tuned points (show, config)."""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from autotune.errors import UserError
+
+app = typer.Typer(help="Workloads: the problems an application runs, with weights -> the test points to tune "
+                       "(a sweep config) and their weights.", no_args_is_help=True)
+out = Console()
+
+WorkloadArg = Annotated[str, typer.Argument(help="Workload file: YAML (configs/workloads/*.yaml) or CSV with the "
+                                                 "header precision,shape,<sizes>,batch,weight.")]
+KindSpaceOpt = Annotated[Optional[str], typer.Option(
+    "--kind-space", help="CSV workloads of a non-GEMM kind: the space file whose `problem:` defines the kind.")]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.6g}"
+
+
+@app.command()
+def show(workload: WorkloadArg, kind_space: KindSpaceOpt = None) -> None:
+    """Problems per (precision, shape) group, their total weight and the range of each size."""
+    from autotune.workload import load_workload
+
+    wl = load_workload(workload, space=kind_space)
+    table = Table(title=f"{wl.path}: {len(wl.problems):,} {wl.kind} problems, total weight {_fmt(wl.total_weight)}")
+    for col in ("precision", "shape", "problems", "weight", *wl.size_names, *(("batch",) if wl.kind == "gemm" else ())):
+        table.add_column(col)
+    for (prec, shape), g in wl.groups.items():
+        lo_hi = [f"{lo}..{hi}" for lo, hi in (wl.ranges[(prec, shape)][n] for n in wl.size_names)]
+        if wl.kind == "gemm":
+            b = [p.batch for p in g.points]
+            lo_hi.append(f"{min(b)}..{max(b)}")
+        table.add_row(prec, shape or "-", f"{len(g.points):,}", _fmt(float(g.w.sum())), *lo_hi)
+    out.print(table)
+
+
+@app.command()
+def config(
+        workload: WorkloadArg,
+        space: Annotated[list[str], typer.Option(help="A space to sweep: a name under spaces/ or a space file "
+                                                      "(repeatable).")],
+        out_path: Annotated[Path, typer.Option("--out", help="Write the sweep config here.")],
+        points: Annotated[int, typer.Option(help="Tuned points per (precision, shape) group (all problems when "
+                                                 "the group has no more).", min=1)] = 24,
+        include_config: Annotated[Optional[str], typer.Option(help="Also tune this sweep config's points (they "
+                                                                   "count toward --points).")] = None,
+        pool: Annotated[Optional[str], typer.Option(help="Measure only the instances that were among the "
+                                                         "--pool-bk fastest at a point of this results database.")]
+        = None,
+        pool_bk: Annotated[int, typer.Option(help="With --pool: how many fastest instances per point.", min=1)] = 10,
+        share: Annotated[Optional[int], typer.Option(help="After the main phase, measure each of the BK best "
+                                                          "instances at a point at up to N more points it is valid "
+                                                          "for, nearest first.", min=0)] = None,
+        measure_valid: Annotated[bool, typer.Option("--measure-valid", help="Measure each instance wherever its "
+                                                    "space's kernel.valid holds, not only where it serves.")] = False,
+        name: Annotated[Optional[str], typer.Option(help="The sweep's name (default: the output file's name).")]
+        = None,
+        repetitions: Annotated[int, typer.Option(help="Timed repetitions per (instance, point).", min=1)] = 20,
+        bk: Annotated[int, typer.Option(help="Analyzer: best instances kept per point.", min=1)] = 10,
+        tol: Annotated[float, typer.Option(help="Analyzer: accepted loss against the best (0.05 = 5%).",
+                                           min=0.0, max=0.999)] = 0.05,
+        kind_space: KindSpaceOpt = None) -> None:
+    """Choose the points to tune for a workload and write a sweep config measuring them.
+
+    Prints the tuned points per group and the largest log2 distance (|log2 M/M'| + |log2 N/N'| + |log2 K/K'|)
+    from any workload problem to its nearest tuned point.
+    """
+    from autotune.space.spec import find_space, load_space
+    from autotune.sweep.config import load_config
+    from autotune.workload import choose_points, coverage, load_workload, pool_from_db, sweep_config_text
+
+    wl = load_workload(workload, space=kind_space)
+    include = load_config(include_config).points if include_config else ()
+    tuned = choose_points(wl, points, include)
+    folder = out_path.resolve().parent
+    entries = []  # as the config should say them: names, absolute paths, or paths relative to its folder
+    names = {}
+    for s in space:
+        path = find_space(s)
+        if not path.is_file():
+            raise UserError(f"no space file {s}", hint="give a space name under spaces/ or a space file's path")
+        is_path = s.endswith((".yaml", ".yml")) or "/" in s
+        entry = os.path.relpath(path.resolve(), folder) if is_path and not Path(s).is_absolute() else s
+        entries.append(entry)
+        names[entry] = load_space(path).name
+    by_space = None
+    if pool is not None:
+        found = pool_from_db(pool, pool_bk)
+        by_space = {e: found[n] for e, n in names.items() if n in found}
+        for e in entries:
+            out.print(f"pool: {e}: {len(by_space[e])} instances" if e in by_space
+                      else f"pool: {e}: not in {pool}; every instance is measured", highlight=False)
+    sweep_name = name or out_path.stem
+    command = shlex.join(["autotune", "workload", *sys.argv[sys.argv.index("config"):]]) \
+        if "config" in sys.argv else "autotune workload config"
+    text = sweep_config_text(wl, tuned, entries, sweep_name, share=share, measure_valid=measure_valid,
+                             pool=by_space, repetitions=repetitions, tol=tol, bk=bk, command=command)
+    table = Table(title=f"{len(tuned)} tuned points for {len(wl.problems):,} problems")
+    for col in ("precision", "shape", "problems", "tuned", "largest log2 distance"):
+        table.add_column(col)
+    for (prec, shape), (n, worst) in coverage(wl, tuned).items():
+        table.add_row(prec, shape or "-", f"{len(wl.groups[(prec, shape)].points):,}", str(n),
+                      "-" if worst is None else f"{worst:.3f}")
+    out.print(table)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(text)
+    out.print(f"wrote {out_path}", highlight=False)
