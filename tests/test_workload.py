@@ -240,9 +240,10 @@ def test_sweep_config_with_the_new_runner_keys_parses(tmp_path) -> None:
     wl = grid_workload(tmp_path)
     tuned = choose_points(wl, 3)
     text = sweep_config_text(wl, tuned, ["gemm_batched_simt"], "x", share=4, measure_valid=True,
-                             pool={"gemm_batched_simt": ["a1", "b2"]})
+                             pool={"gemm_batched_simt": ["00000000000000a1", "00000000000000b2"]})
     cfg = parse_config(text, tmp_path / "x.yaml")
-    assert sorted(cfg.points) == sorted(tuned)
+    assert sorted(cfg.points) == sorted(tuned) and cfg.share == 4
+    assert cfg.spaces[0].measure == "valid" and cfg.spaces[0].instances == ("00000000000000a1", "00000000000000b2")
 
 
 @pytest.mark.filterwarnings("ignore:.*schema version")  # schema 1: read through a migrated copy
