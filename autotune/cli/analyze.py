@@ -144,7 +144,7 @@ def _bks(text: str) -> list[int | None]:
 
 class KernelInfoSource(Mapping):
     """Kernel records for (instance_id, precision, shape), made on first use and cached: name expressions
-    from the space files and validity predicates derived from the space's `serves` / `problems.where`
+    from the space files and validity predicates derived from the space's `valid` (else `serves`) / `problems.where`
     (dispatch/validity.py) plus the user's --validity entries. Leave-one-out asks for many kernels."""
 
     def __init__(self, frame: pd.DataFrame, validity: dict[str, list[dict[str, int]]] | None = None,
@@ -208,7 +208,7 @@ class KernelInfoSource(Mapping):
             except Exception:  # noqa: BLE001 - e.g. an expression reads a parameter this instance lacks
                 derived = None
             if derived is None:
-                warnings.warn(f"{iid} ({space_name}): no one-key predicates reproduce its serves/where expression; "
+                warnings.warn(f"{iid} ({space_name}): no one-key predicates reproduce its valid/where expression; "
                               "the table uses it only at its tuned points")
         return KernelInfo(space=space_name, name=name, template=template, source=space.kernel.source,
                           convention=space.kernel.convention, valid=tuple(dict.fromkeys(user + (derived or ()))),

@@ -37,6 +37,7 @@ class BarReporter:
         err.print(msg, highlight=False)
         if self.quiet:
             return
+        self.stop()  # a second phase (sharing) starts a new bar
         self.progress = Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err)
         self.progress.start()
@@ -61,6 +62,7 @@ class BarReporter:
     def stop(self) -> None:
         if self.progress is not None:
             self.progress.stop()
+            self.progress = None
 
 
 def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME.yaml).")],

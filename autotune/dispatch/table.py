@@ -7,7 +7,7 @@ JSON layout (format "autotune-dispatch", version 2; version 1 tables still load,
   table's answers at the tuned points, against the best measured instance), uncovered, created_utc;
 - kernels: [{instance_id, precision, shape, space, name, template, source, convention, valid, tuned_only}],
   one per instance compiled for one (precision, shape); `valid` is a list of one-key predicates
-  ({"m_multiple_of": 8}, {"max_k": 256}, ...; see dispatch/runtime.py), derived from the space's `serves` and
+  ({"m_multiple_of": 8}, {"max_k": 256}, ...; see dispatch/runtime.py), derived from the space's `valid` (else `serves`) and
   `problems.where` (dispatch/validity.py); `tuned_only`: they could not be derived, the kernel answers
   only at its tuned points;
 - library: {name}: the vendor library measured at the points (LIBRARY = -2 in `ranked` and `regions`);

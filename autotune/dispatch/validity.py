@@ -1,8 +1,8 @@
-"""Validity predicates of one instance, derived from its space's `problems.where` and `kernel.serves`.
+"""Validity predicates of one instance, derived from its space's `problems.where` and `kernel.valid`.
 
 A dispatch table may answer a problem with a kernel only where the kernel runs its intended path: the
-space's `serves` expression (e.g. hgemm_flat_tc: `M <= BM < M + 8 and ...`; outside it the kernel takes a
-slow per-element path) and `problems.where` (e.g. `M <= 128`) must both hold. The lookup code (runtime.py,
+space's `valid` expression (else its `serves`; e.g. hgemm_flat_tc: `M <= BM and N <= BN and K <= BK`; above
+its bounds the kernel takes a slow per-element path) and `problems.where` (e.g. `M <= 128`) must both hold. The lookup code (runtime.py,
 and the C++ header) only knows one-key predicates per dimension (`{"m_multiple_of": 8}`, `{"min_k": 2}`,
 `{"max_n": 56}`), so the expression is turned into such predicates by probing it:
 
@@ -46,10 +46,11 @@ def _values(space: Any, params: Mapping[str, Any], precision: str) -> dict[str, 
 
 
 def space_predicate(space: Any, params: Mapping[str, Any], precision: str) -> Predicate:
-    """Vectorised `where and serves` of one instance of `space` (a autotune.space.spec.Space)."""
+    """Vectorised `where and valid` of one instance of `space` (a autotune.space.spec.Space)."""
     kernel = space.kernel
     problems = kernel.problems if kernel is not None else None
-    base = _values(space, params, precision) if kernel is not None and kernel.serves is not None else {}
+    valid = kernel.validity if kernel is not None else None
+    base = _values(space, params, precision) if valid is not None else {}
 
     def pred(m: np.ndarray, n: np.ndarray, k: np.ndarray, b: np.ndarray) -> np.ndarray:
         out = np.ones(m.shape, dtype=bool)
@@ -58,8 +59,8 @@ def space_predicate(space: Any, params: Mapping[str, Any], precision: str) -> Pr
         env = {"M": m, "N": n, "K": k, "batch": b}
         if problems is not None and problems.where is not None:
             out &= np.broadcast_to(np.asarray(space.eval(problems.where, env), dtype=bool), m.shape)
-        if kernel is not None and kernel.serves is not None:
-            out &= np.broadcast_to(np.asarray(space.eval(kernel.serves, {**base, **env}), dtype=bool), m.shape)
+        if valid is not None:
+            out &= np.broadcast_to(np.asarray(space.eval(valid, {**base, **env}), dtype=bool), m.shape)
         return out
     return pred
 
@@ -176,7 +177,7 @@ def instance_validity(space_name: str, params: Mapping[str, Any], precision: str
 def _instance_validity(space_name: str, params: tuple, precision: str, hints: tuple) -> tuple | None:
     space = _load(space_name)
     p = dict(params)
-    if space.kernel is None or (space.kernel.serves is None and space.kernel.problems.where is None):
+    if space.kernel is None or (space.kernel.validity is None and space.kernel.problems.where is None):
         return () if space.kernel is None or precision in space.kernel.problems.precisions else (("max_m", 0),)
     values = [int(v) for v in _values(space, p, precision).values()
               if isinstance(v, (int, np.integer)) and not isinstance(v, bool)]

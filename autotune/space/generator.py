@@ -283,12 +283,24 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
 
 def serving(generated: Generated, point: TestPoint) -> np.ndarray:
     """Rows whose instance the kernel's `serves:` expression assigns to `point` (all rows without one)."""
-    space = generated.space
-    if space.kernel is None or space.kernel.serves is None:
+    kernel = generated.space.kernel
+    return _rows(generated, point, kernel.serves if kernel is not None else None)
+
+
+def valid_rows(generated: Generated, point: TestPoint) -> np.ndarray:
+    """Rows whose instance is valid on `point`: the kernel's `valid:` expression, else `serves:` (all rows
+    without either). `serving` rows are a subset wherever a space's `valid` contains its `serves`."""
+    kernel = generated.space.kernel
+    return _rows(generated, point, kernel.validity if kernel is not None else None)
+
+
+def _rows(generated: Generated, point: TestPoint, expr: Any) -> np.ndarray:
+    if expr is None:
         return np.ones(generated.count, dtype=bool)
+    space = generated.space
     env = _Env(space, space.context(generated.precision, generated.device), generated.codes)
     env.update(space.kind.env(point))
-    return np.broadcast_to(np.asarray(space.eval(space.kernel.serves, env), dtype=bool), (generated.count,))
+    return np.broadcast_to(np.asarray(space.eval(expr, env), dtype=bool), (generated.count,))
 
 
 def where(generated: Generated, text: str, label: str = "--where") -> np.ndarray:

@@ -82,9 +82,15 @@ class KernelBinding:
     shared_bytes: Located
     problems: Problems
     serves: Located | None = None  # which problems an instance is measured on (params + the kind's sizes)
+    valid: Located | None = None  # where an instance runs its intended path correctly (default: `serves`)
     path: Path | None = None  # the resolved kernel file
     defines: tuple[str, ...] = ()  # names passed as `#define NAME value` (parameters, derived names, sizes)
     plain: bool = False  # `name:` given: a plain (extern "C" or C++) function, no template arguments
+
+    @property
+    def validity(self) -> Located | None:
+        """The expression of where an instance is valid: `valid:`, else `serves:` (None: everywhere)."""
+        return self.valid if self.valid is not None else self.serves
 
     @property
     def source_path(self) -> Path:
@@ -176,6 +182,13 @@ class Space:
         if kernel is None or kernel.serves is None:
             return True
         return bool(self.eval(kernel.serves, self._problem_env(params, point)))
+
+    def valid(self, params: Mapping[str, Any], point: TestPoint) -> bool:
+        """Whether the instance runs its intended path correctly on this problem: the kernel's `valid:`
+        expression, else its `serves:` (True without either). Sharing and dispatch tables use it."""
+        kernel = self.kernel
+        expr = kernel.validity if kernel is not None else None
+        return True if expr is None else bool(self.eval(expr, self._problem_env(params, point)))
 
     def accepts(self, point: TestPoint) -> bool:
         """Whether the kernel handles this problem (precision, shape, size limits)."""
@@ -387,7 +400,7 @@ class _Builder:
                 "with template_args) or `name:` (a plain __global__ function)"
             raise self.fail(f"`kernel:` {what}", line, hint="see README.md, 'Bring your own kernel'")
         allowed = {"source", "template", "template_args", "name", "defines", "convention", "block", "grid",
-                   "shared_bytes", "problems", "serves"}
+                   "shared_bytes", "problems", "serves", "valid"}
         for key in k:
             if key not in allowed:
                 raise self.fail(f"kernel: unknown key {key!r}", line_of(k, key), hint=f"keys: {', '.join(sorted(allowed))}")
@@ -423,17 +436,15 @@ class _Builder:
                          for i, x in enumerate(items))
         shared = Located(self.expr(k.get("shared_bytes", 0), line_of(k, "shared_bytes"), geo_known,
                                    "kernel.shared_bytes"), line_of(k, "shared_bytes"))
-        serves = None
-        if "serves" in k:
-            serves = Located(self.expr(k["serves"], line_of(k, "serves"), geo_known, "kernel.serves"),
-                             line_of(k, "serves"))
+        serves, valid = (Located(self.expr(k[key], line_of(k, key), geo_known, f"kernel.{key}"), line_of(k, key))
+                         if key in k else None for key in ("serves", "valid"))
         name = k["name"] if plain else k["template"]
         if not isinstance(name, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_:]*$", name):
             raise self.fail(f"kernel function name {name!r} is not a C++ name", line_of(k, "name" if plain else "template"))
         return KernelBinding(source=str(k["source"]), template=name, template_args=tuple(args),
                              convention=convention, block=triple("block"), grid=triple("grid"),
                              shared_bytes=shared, problems=self.problems(k.get("problems") or {}, line),
-                             serves=serves, path=source, defines=tuple(defines), plain=plain)
+                             serves=serves, valid=valid, path=source, defines=tuple(defines), plain=plain)
 
     def source(self, given: Any, line: int | None) -> Path:
         """The kernel file: absolute, relative to the space file, or (built-in spaces) under kernels_src/."""

@@ -364,6 +364,19 @@ class Store:
                 out.setdefault(row.point(), (iid, float(ms)))
         return out
 
+    def ranked_instances(self, device: str) -> dict[TestPoint, list[str]]:
+        """Per test point, the instance ids verified there on one device (name or uuid), fastest first (median,
+        then id)."""
+        m, p, d = MeasurementRow, Point, Device
+        q = (select(p, m.instance_id).join(m, m.point_id == p.id).join(d, d.id == m.device_id)
+             .where(m.status == Status.OK.value, (d.name == device) | (d.uuid == device))
+             .order_by(m.median_ms, m.instance_id))
+        out: dict[TestPoint, list[str]] = {}
+        with self.session() as s:
+            for row, iid in s.execute(q):
+                out.setdefault(row.point(), []).append(iid)
+        return out
+
     def cublas_times(self, device_id: int) -> dict[TestPoint, float]:
         """The verified cuBLAS median (ms) of each test point that has one on the device."""
         with self.session() as s:

@@ -24,9 +24,10 @@ from autotune.vocab import ELEM_BYTES, PRECISIONS, SHAPES, TestPoint
 from autotune.paths import RESULTS_DIR, SPACES_DIR
 
 TOP_KEYS = ("name", "description", "spaces", "points", "alpha", "beta", "database", "repetitions", "budget",
-            "bk", "tol", "strategy", "max_instances", "seed")
+            "bk", "tol", "strategy", "max_instances", "seed", "share")
 STRATEGY_NAMES = ("brute", "random")
-SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances")
+SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances", "instances", "measure", "share")
+MEASURE_RULES = ("serves", "valid")
 POINT_KEYS = ("kind", "precisions", "shapes", "sizes", "batch")
 SIZE_FORMS = {"square": ("square",), "mn": ("mn", "k"), "mnk": ("m", "n", "k"), "triples": ("triples",)}
 UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
@@ -49,6 +50,9 @@ class SpaceRef:
     where: str | None = None  # keep only the instances for which this expression holds
     max_instances: int | None = None  # this space's own limit (ALL_INSTANCES: none); None: the config's
     line: int | None = None  # where the entry is written in the config (for errors found when planning)
+    instances: tuple[str, ...] | None = None  # measure only these instance ids (soft constraints not applied)
+    measure: str = "serves"  # an instance is measured where its space's `serves` holds, or where `valid` holds
+    share: int | None = None  # this space's sharing budget (None: the config's)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ class SweepConfig:
     strategy: str = "brute"  # search strategy (autotune.sweep.strategies): brute or random
     max_instances: int | None = None  # measure at most this many instances per space
     seed: int = 0  # seed of the random strategy
+    share: int = 0  # after the main phase, each BK-best instance is also measured at up to this many more
+    #                 points it is valid for, nearest to the points it serves first (0: no sharing)
 
 
 def load_config(path: str | Path) -> SweepConfig:
@@ -123,7 +129,8 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
         description=r.string(top["description"]) if "description" in top else "",
         strategy=_strategy(r, top["strategy"]) if "strategy" in top else "brute",
         max_instances=r.integer(top["max_instances"], 1) if "max_instances" in top else None,
-        seed=r.integer(top["seed"], 0) if "seed" in top else 0)
+        seed=r.integer(top["seed"], 0) if "seed" in top else 0,
+        share=r.integer(top["share"], 0) if "share" in top else 0)
 
 
 class _Reader:
@@ -203,6 +210,19 @@ def _space(r: _Reader, node: Node) -> SpaceRef:
         limit = None
         if "max_instances" in m:
             limit = ALL_INSTANCES if r.value(m["max_instances"]) == "all" else r.integer(m["max_instances"], 1)
+        instances = None
+        if "instances" in m:
+            instances = tuple(r.string(n) for n in r.sequence(m["instances"], "instances"))
+            bad = next((n for n, i in zip(m["instances"].value, instances) if not re.fullmatch(r"[0-9a-f]{16}", i)),
+                       None)
+            if bad is not None or not instances:
+                raise r.error(bad or m["instances"], "instances: a list of instance ids (16 hex digits)",
+                              "copy them from `autotune space list` or the database's instances table")
+        measure = r.string(m["measure"]) if "measure" in m else "serves"
+        if measure not in MEASURE_RULES:
+            raise r.error(m["measure"], f"measure: {measure!r} is not a rule",
+                          "write measure: serves (where the kernel's `serves` holds) or measure: valid")
+        share = r.integer(m["share"], 0) if "share" in m else None
         if where is not None:
             from autotune.expr import ExprError, parse
             try:
@@ -211,13 +231,15 @@ def _space(r: _Reader, node: Node) -> SpaceRef:
                 raise r.error(m["where"], f"where: {exc.message}", exc.hint or "write e.g. where: \"NSG >= 2\"") from None
     else:
         ref_node, device, soft, soft_off, where, limit = node, None, True, (), None, None
+        instances, measure, share = None, "serves", None
     ref = r.string(ref_node)
     if device is not None:
         from autotune.devices import PROFILES
         if device.lower() not in {k.lower() for k in PROFILES}:
             raise r.error(m["device"], f"unknown device profile {device!r}", f"use one of {', '.join(PROFILES)}")
     return SpaceRef(ref=ref, path=_space_path(r, ref_node, ref), device=device, soft=bool(soft), soft_off=soft_off,
-                    where=where, max_instances=limit, line=node.start_mark.line + 1)
+                    where=where, max_instances=limit, line=node.start_mark.line + 1, instances=instances,
+                    measure=measure, share=share)
 
 
 def _space_path(r: _Reader, node: Node, ref: str) -> Path:

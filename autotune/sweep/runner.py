@@ -9,6 +9,8 @@ the measurement in flight.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import subprocess
 import time
 from collections import Counter
@@ -22,7 +24,7 @@ from autotune import __version__, paths
 from autotune.sweep.config import ALL_INSTANCES, SweepConfig
 from autotune.devices import DeviceLimits, get_device
 from autotune.errors import SpaceError, UserError
-from autotune.space.generator import Generated, generate, serving, where
+from autotune.space.generator import Generated, generate, serving, valid_rows, where
 from autotune.problems.base import ProblemKind
 from autotune.space.instance import Instance
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
@@ -45,6 +47,10 @@ class SpacePlan:
     work: dict[Instance, tuple[TestPoint, ...]]
     funnel_count: dict[str, int]  # precision -> instances after the constraints
     max_instances: int | None = None  # the space entry's own limit (ALL_INSTANCES: none), else the config's
+    share: int = 0  # sharing budget: more points per BK-best instance after the main phase
+    # per instance, the config's points where it is valid but not measured in the main phase, nearest to the
+    # points it is measured on first (filled only when share > 0)
+    shared: dict[Instance, tuple[TestPoint, ...]] = field(default_factory=dict)
 
     def limit(self, cfg: SweepConfig) -> int | None:
         """At most this many instances of this space are measured (None: every one)."""
@@ -64,32 +70,76 @@ class SpacePlan:
 
 
 def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = get_device) -> list[SpacePlan]:
-    """Generate every space of the config for each precision its test points use."""
+    """Generate every space of the config for each precision its test points use.
+
+    An instance is measured at the points its space's `serves` expression assigns to it (`measure: valid`: at
+    every point where its `valid` expression holds). With `instances:` only the named instances are kept, and
+    the soft constraints are not applied to them (the user named them)."""
     plans = []
     for ref in cfg.spaces:
         space = load_space(ref.path)
         if space.kernel is None:
             raise UserError(f"space {space.name} has no kernel binding and cannot be swept", file=ref.path,
                             hint="add a `kernel:` section (README.md, Space files)")
+        share = cfg.share if ref.share is None else ref.share
         work: dict[Instance, list[TestPoint]] = {}
+        shared: dict[Instance, list[TestPoint]] = {}
         counts = {}
+        found: set[str] = set()
+        rule = valid_rows if ref.measure == "valid" else serving
         for precision in dict.fromkeys(p.precision for p in cfg.points):
             points = [p for p in cfg.points if p.precision == precision and space.accepts(p)]
             if not points:
                 continue
-            g = generate(space, limits(ref.device), precision, soft=ref.soft, soft_off=ref.soft_off)
+            named = ref.instances is not None
+            g = generate(space, limits(ref.device), precision, soft=ref.soft and not named, soft_off=ref.soft_off)
             kept = _kept(g, ref.where, cfg, ref.line)
-            counts[precision] = int(kept.sum())
             instances = g.instances()
+            if named:
+                wanted = set(ref.instances or ())
+                chosen = np.array([i.id in wanted for i in instances], dtype=bool)
+                found |= {i.id for i, c in zip(instances, chosen) if c}
+                kept &= chosen
+            counts[precision] = int(kept.sum())
             for p in points:
-                for row in np.flatnonzero(serving(g, p) & kept):
+                for row in np.flatnonzero(rule(g, p) & kept):
                     work.setdefault(instances[row], []).append(p)
+            if share > 0:
+                for p in points:
+                    for row in np.flatnonzero(valid_rows(g, p) & kept):
+                        shared.setdefault(instances[row], []).append(p)
+        if ref.instances is not None and set(ref.instances) - found:
+            missing = sorted(set(ref.instances) - found)
+            raise UserError(f"space {space.name}: {len(missing)} of the named instances are not in the space "
+                            f"(after its hard constraints and `where:`), e.g. {missing[0]}", file=cfg.path,
+                            line=ref.line, hint="check the ids with `autotune space list` (the space file may "
+                                                "have changed since they were recorded)")
         if not work:
             raise UserError(f"space {space.name} accepts none of the config's test points", file=cfg.path,
                             hint=f"it accepts precisions {', '.join(space.kernel.problems.precisions)} and "
                                  f"shapes {', '.join(space.kernel.problems.shapes)}")
-        plans.append(SpacePlan(space, {i: tuple(p) for i, p in work.items()}, counts, ref.max_instances))
+        plans.append(SpacePlan(space, {i: tuple(p) for i, p in work.items()}, counts, ref.max_instances, share,
+                               _nearest_first(space.kind, work, shared)))
     return plans
+
+
+def _nearest_first(kind: ProblemKind, home: dict[Instance, list[TestPoint]],
+                   valid: dict[Instance, list[TestPoint]]) -> dict[Instance, tuple[TestPoint, ...]]:
+    """Per instance, its valid points that are not home points, nearest (kind.distance) to a home point of the
+    same precision and variant first; ties in the config's order."""
+    out = {}
+    for inst, points in home.items():
+        own = set(points)
+        extra = [q for q in valid.get(inst, ()) if q not in own]
+        if not extra:
+            continue
+
+        def gap(q: TestPoint) -> float:
+            near = [kind.distance(q, h) for h in points if (h.precision, h.shape) == (q.precision, q.shape)]
+            return min(near) if near else math.inf
+        dist = [gap(q) for q in extra]
+        out[inst] = tuple(q for d, _, q in sorted(zip(dist, range(len(extra)), extra)) if math.isfinite(d))
+    return out
 
 
 def _kept(g: Generated, text: str | None, cfg: SweepConfig, line: int | None) -> np.ndarray:
@@ -202,6 +252,8 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
             if not _sweep_space(plan, cfg, store, backend, reporter, summary, done, sweep_id, start):
                 finished = "budget"
                 break
+        if finished == "done" and any(plan.share for plan in plans):
+            finished = _share_phase(plans, cfg, store, backend, reporter, summary, done, sweep_id, start, info.uuid)
         status = finished  # (an exception leaves the sweep `failed`)
     except KeyboardInterrupt:
         status = "interrupted"
@@ -223,6 +275,49 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
                 raise
             # the sweep stays `running`; the next sweep on this database finds its lock stale and marks it `died`
     return summary
+
+
+def share_plans(plans: Sequence[SpacePlan], ranked: dict[TestPoint, list[str]], bk: int,
+                done: set[tuple[str, TestPoint]]) -> list[SpacePlan]:
+    """The sharing phase's work: each instance among the `bk` fastest verified at a point it was measured on in
+    the main phase is measured at up to `plan.share` more points where it is valid, nearest first; pairs already
+    in the database count toward the budget (an instance's points do not change when a sweep resumes)."""
+    top = {iid for ids in ranked.values() for iid in ids[:bk]}
+    out = []
+    for plan in plans:
+        if plan.share <= 0:
+            continue
+        work = {}
+        for inst, extra in plan.shared.items():
+            if inst.id not in top:
+                continue
+            home = set(plan.work[inst])
+            if not any(inst.id in ranked.get(p, [])[:bk] for p in home):
+                continue
+            todo = tuple(q for q in extra[:plan.share] if (inst.id, q) not in done)
+            if todo:
+                work[inst] = todo
+        if work:
+            out.append(SpacePlan(plan.space, work, plan.funnel_count, ALL_INSTANCES))
+    return out
+
+
+def _share_phase(plans: Sequence[SpacePlan], cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
+                 summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int, start: float,
+                 device_uuid: str) -> str:
+    """Measure the BK-best instances at nearby valid points (SweepConfig.share); "budget" if time ran out."""
+    shared = share_plans(plans, store.ranked_instances(device_uuid), cfg.bk, done)
+    pairs = sum(p.pairs for p in shared)
+    if not pairs:
+        return "done"
+    reporter.note(f"sharing: {pairs:,} more pairs (the {cfg.bk} best instances of each point at up to "
+                  f"{max(p.share for p in plans)} nearby points where they are valid)")
+    reporter.start(pairs, 0)
+    brute = dataclasses.replace(cfg, strategy="brute")
+    for plan in shared:
+        if not _sweep_space(plan, brute, store, backend, reporter, summary, done, sweep_id, start):
+            return "budget"
+    return "done"
 
 
 def _seed_best(store: Store, backend: Backend, cfg: SweepConfig, device_uuid: str, summary: SweepSummary) -> None:
