@@ -119,7 +119,7 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
     config_path = out_dir / "validate_sweep.yaml"
     config_path.write_text(v.validation_config(problems, cands, url, repetitions, tol))
     out.print(f"{len(problems)} held-out problems, {len(cands.ids)} candidate instances in {len(cands.by_space)} "
-              f"spaces; batch {'rule ' + rule.text if rule.bytes or rule.count else ''} ({rule.source}); "
+              f"spaces; batch: {rule.describe()}; "
               f"sweep config {config_path}")
     cfg = load_config(config_path)
     summary = run_config(cfg, replay, quiet, early_stop=False)

@@ -56,6 +56,10 @@ class BatchRule:
     def text(self) -> str:
         return f"{{bytes: {self.bytes}}}" if self.bytes is not None else str(self.count)
 
+    def describe(self) -> str:
+        what = f"A+B+C >= {self.bytes:,} bytes" if self.bytes is not None else f"{self.count:,} problems"
+        return f"{what} ({self.source})"
+
     def batch(self, precision: str, m: int, n: int, k: int) -> int:
         """The batch of one problem, by the sweep config's own rule (sweep/config.py `_batch`)."""
         from autotune.sweep import config
@@ -453,15 +457,20 @@ def plot(frame: pd.DataFrame, path: str | Path) -> Path:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     size = frame["m"].astype(float) * frame["n"].astype(float) * frame["k"].astype(float)
     markers = {"fp64": "o", "fp32": "s", "fp16": "^"}
-    for precision, g in frame.groupby("precision", sort=False):
-        x = size[g.index]
-        ax1.scatter(x, pd.to_numeric(g["loss_vs_best"], errors="coerce"), marker=markers.get(precision, "x"),
-                    label=str(precision), alpha=0.7)
-        ax2.scatter(x, pd.to_numeric(g["speedup_vs_baseline"], errors="coerce"), marker=markers.get(precision, "x"),
-                    label=str(precision), alpha=0.7)
-    ax1.set(xscale="log", xlabel="M*N*K", ylabel="loss vs best candidate", title="table answer: loss vs best")
+    for ax, col in ((ax1, "loss_vs_best"), (ax2, "speedup_vs_baseline")):
+        for precision, g in frame.groupby("precision", sort=False):
+            y = pd.to_numeric(g[col], errors="coerce")
+            known = y.notna().to_numpy()
+            if known.any():
+                ax.scatter(size[g.index][known], y[known], marker=markers.get(str(precision), "x"),
+                           label=str(precision), alpha=0.7)
+        if ax.collections:
+            ax.set_xscale("log")
+        else:
+            ax.text(0.5, 0.5, "nothing measured", ha="center", va="center", transform=ax.transAxes)
+    ax1.set(xlabel="M*N*K", ylabel="loss vs best candidate", title="table answer: loss vs best")
     ax2.axhline(SLOW_VS_BASELINE, color="red", linestyle="--", linewidth=1, label=f"{SLOW_VS_BASELINE}x")
-    ax2.set(xscale="log", xlabel="M*N*K", ylabel="baseline ms / table ms", title="table answer vs baseline")
+    ax2.set(xlabel="M*N*K", ylabel="baseline ms / table ms", title="table answer vs baseline")
     for ax in (ax1, ax2):
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
