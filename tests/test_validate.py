@@ -185,3 +185,31 @@ def test_errors_name_the_file_and_line(tuned: Path, tmp_path: Path) -> None:
     (tmp_path / "other.json").write_text(json.dumps({"format": "autotune-dispatch-kind", "kind": "transpose"}))
     r = invoke(tuned, "validate", str(tmp_path / "other.json"), "--random", "4")
     assert r.exit_code == 2 and "only GEMM tables" in r.output
+
+
+def test_the_generic_kernel_is_measured_where_the_table_answers_with_it(tuned: Path) -> None:
+    data = json.loads((tuned / "table.json").read_text())
+    data["fallback"] = "naive"
+    for k in data["kernels"]:
+        k["valid"] = [{"max_m": 2}]  # valid nowhere held out: the table falls back to gemm_naive
+    for p in data["points"]:
+        p["ranked"] = [c for c in p["ranked"] if c >= 0]  # no library answer at a neighbour either
+    (tuned / "naive.json").write_text(json.dumps(data))
+    r = cli(tuned, "validate", "naive.json", "--points", "points.csv", "--pool-bk", "0", "--replay", str(RECORDED),
+            "--out", "out_naive", "--quiet")
+    assert r.returncode == 0, r.stdout + r.stderr
+    frame = pd.read_csv(tuned / "out_naive" / "validation.csv", keep_default_na=False, na_values=[""])
+    assert (frame["table_choice"] == "generic").all()
+    assert frame["table_ms"].isna().all()  # the recording never measured gemm_naive: not measured, not a loss of 1
+    cfg = yaml.safe_load((tuned / "out_naive" / "validate_sweep.yaml").read_text())
+    naive = [e for e in cfg["spaces"] if e["space"] == "gemm_naive"]
+    assert len(naive) == 1 and len(naive[0]["instances"]) == 1
+
+
+def test_spaces_resolve_by_name_else_by_the_recorded_file(tmp_path: Path) -> None:
+    assert v.space_ref("gemm_batched_simt", {}) == "gemm_batched_simt"
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("name: mine\n")
+    assert v.space_ref("mine", {"mine": str(mine)}) == str(mine.resolve())
+    with pytest.raises(v.UserError, match="no space file for space 'gone'"):
+        v.space_ref("gone", {"gone": str(tmp_path / "gone.yaml")})

@@ -113,7 +113,7 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
     else:
         assert random_n is not None
         problems = v.random_points(table, random_n, seed, rule, _workload(workload), rule_given=batch_bytes is not None)
-    cands = v.candidates(table, tuning, pool_bk)
+    cands = v.candidates(table, tuning, pool_bk, generic=any(v.choice(table, p) == v.GENERIC for p in problems))
     out_dir.mkdir(parents=True, exist_ok=True)
     url = database_url(database) if database else f"sqlite:///{(out_dir / 'validation.sqlite').resolve()}"
     config_path = out_dir / "validate_sweep.yaml"

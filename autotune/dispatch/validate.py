@@ -272,6 +272,7 @@ class Candidates:
 
     by_space: Mapping[str, tuple[str, ...]]
     refs: Mapping[str, str]  # space name -> name under spaces/ or an absolute path
+    generic: str | None = None  # the instance id of the table's generic kernel, when it is measured
 
     @property
     def ids(self) -> set[str]:
@@ -321,9 +322,37 @@ def pool(tuning_url: str, device: str | None, table_groups: Iterable[tuple[str, 
     return top[["instance_id", "space"]].drop_duplicates().reset_index(drop=True)
 
 
-def candidates(table: DispatchTable, tuning_url: str | None, pool_bk: int = 1) -> Candidates:
-    """The table's kernels plus, with a tuning database, its `pool_bk` fastest instances per tuned point."""
+def generic_instance(table: DispatchTable) -> tuple[str, str] | None:
+    """(space name, instance id) of the table's generic kernel: the instance of its space (gemm_naive) whose name
+    expressions are the table's; None when the table names none or no instance matches."""
+    from autotune.devices import get_device
+    from autotune.space.generator import generate
+    from autotune.space.spec import load_space
+    generic = table.data.get("generic") or {}
+    templates = generic.get("templates") or {}
+    if not templates:
+        return None
+    key, want = min(templates.items())
+    precision, shape = key.split(":")
+    try:
+        space = load_space(generic.get("space") or "gemm_naive")
+        found = generate(space, get_device(None), precision, soft=False).instances()
+    except UserError:
+        return None
+    match = sorted(i.id for i in found if space.template_name(i.param_dict, precision, shape) == want)
+    return (space.name, match[0]) if match else None
+
+
+def candidates(table: DispatchTable, tuning_url: str | None, pool_bk: int = 1, generic: bool = False) -> Candidates:
+    """The table's kernels plus, with a tuning database, its `pool_bk` fastest instances per tuned point; with
+    `generic`, the table's generic kernel (where the table answers with it)."""
     by_space: dict[str, set[str]] = {}
+    generic_id = None
+    if generic:
+        found = generic_instance(table)
+        if found is not None:
+            by_space.setdefault(found[0], set()).add(found[1])
+            generic_id = found[1]
     for k in table.data["kernels"]:
         by_space.setdefault(str(k.get("space") or ""), set()).add(str(k["instance_id"]))
     if tuning_url is not None:
@@ -336,7 +365,7 @@ def candidates(table: DispatchTable, tuning_url: str | None, pool_bk: int = 1) -
             by_space.setdefault(str(r.space), set()).add(str(r.instance_id))
     recorded = _recorded_paths(tuning_url)
     refs = {name: space_ref(name, recorded) for name in by_space}
-    return Candidates({name: tuple(sorted(ids)) for name, ids in sorted(by_space.items())}, refs)
+    return Candidates({name: tuple(sorted(ids)) for name, ids in sorted(by_space.items())}, refs, generic_id)
 
 
 # -------------------------------------------------------------------------------------------- the sweep config
@@ -357,7 +386,8 @@ def validation_config(points: Sequence[TestPoint], cands: Candidates, database: 
 
 
 # ------------------------------------------------------------------------------------------------ the results
-def _choice(table: DispatchTable, p: TestPoint) -> str:
+def choice(table: DispatchTable, p: TestPoint) -> str:
+    """The table's answer at a problem: an instance id, LIBRARY or GENERIC."""
     rec = table.lookup(p.precision, p.shape, p.m, p.n, p.k, p.batch)
     if rec.get("library"):
         return LIBRARY
@@ -408,8 +438,9 @@ def validation_frame(table: DispatchTable, points: Sequence[TestPoint], cands: C
         key = (p.precision, p.shape, p.m, p.n, p.k, p.batch)
         here = times.get(key, {})
         base_ms, base_rf = baseline.get(key, (math.nan, math.nan))
-        choice = _choice(table, p)
-        table_ms = base_ms if choice == LIBRARY else here.get(choice, (math.nan,))[0]
+        choice_ = choice(table, p)
+        answer = cands.generic if choice_ == GENERIC else choice_
+        table_ms = base_ms if choice_ == LIBRARY else here.get(answer or "", (math.nan,))[0]
         best_choice, best_ms, best_rf = "", math.nan, math.nan
         if here:
             best_choice, (best_ms, best_rf) = min(here.items(), key=lambda kv: (kv[1][0], kv[0]))
@@ -418,7 +449,7 @@ def validation_frame(table: DispatchTable, points: Sequence[TestPoint], cands: C
         loss = max(0.0, 1.0 - best_ms / table_ms) if math.isfinite(table_ms) and math.isfinite(best_ms) else math.nan
         speedup = base_ms / table_ms if math.isfinite(table_ms) and math.isfinite(base_ms) else math.nan
         rows.append({"kind": p.kind, "precision": p.precision, "shape": p.shape, "m": p.m, "n": p.n, "k": p.k,
-                     "batch": p.batch, "table_choice": choice, "table_ms": table_ms, "best_choice": best_choice,
+                     "batch": p.batch, "table_choice": choice_, "table_ms": table_ms, "best_choice": best_choice,
                      "best_ms": best_ms, "best_roofline_frac": best_rf, "baseline_ms": base_ms, "loss_vs_best": loss,
                      "speedup_vs_baseline": speedup})
     return pd.DataFrame(rows, columns=list(CSV_COLUMNS))
@@ -439,7 +470,7 @@ def summarize(frame: pd.DataFrame, tol: float = 0.05) -> list[dict[str, Any]]:
     def one(label: str, f: pd.DataFrame) -> dict[str, Any]:
         loss = pd.to_numeric(f["loss_vs_best"], errors="coerce").dropna()
         speed = pd.to_numeric(f["speedup_vs_baseline"], errors="coerce")
-        return {"group": label, "problems": int(len(f)), "measured": int(len(loss)),
+        return {"group": label, "problems": len(f), "measured": len(loss),
                 "median_loss": float(loss.median()) if len(loss) else None,
                 "worst_loss": float(loss.max()) if len(loss) else None,
                 "within_tol": int((loss <= tol + 1e-12).sum()),
