@@ -213,3 +213,21 @@ def test_spaces_resolve_by_name_else_by_the_recorded_file(tmp_path: Path) -> Non
     assert v.space_ref("mine", {"mine": str(mine)}) == str(mine.resolve())
     with pytest.raises(v.UserError, match="no space file for space 'gone'"):
         v.space_ref("gone", {"gone": str(tmp_path / "gone.yaml")})
+
+
+def test_points_files_csv_and_yaml(tmp_path: Path) -> None:
+    rule = v.BatchRule(bytes=1000)
+    (tmp_path / "p.csv").write_text("m,n,k,precision,shape,batch\n# a comment\n24,20,7,fp32,NT,5\n3,4,5,fp64,NN,\n"
+                                    "24,20,7,fp32,NT,5\n")
+    got = v.read_points(tmp_path / "p.csv", rule)
+    assert got == [gemm_point("fp32", "NT", 24, 20, 7, 5), gemm_point("fp64", "NN", 3, 4, 5, rule.batch("fp64", 3, 4, 5))]
+    (tmp_path / "p.yaml").write_text("- {precision: fp16, shape: TT, m: 24, n: 20, k: 7}\n"
+                                     "- {precision: fp32, shape: NN, m: 2, n: 2, k: 2, batch: 3}\n")
+    got = v.read_points(tmp_path / "p.yaml", rule)
+    assert got == [gemm_point("fp16", "TT", 24, 20, 7, rule.batch("fp16", 24, 20, 7)), gemm_point("fp32", "NN", 2, 2, 2, 3)]
+    (tmp_path / "short.csv").write_text("precision,shape,m,n,k\nfp32,NN,8,8\n")
+    with pytest.raises(v.UserError, match="short.csv:2: 4 fields"):
+        v.read_points(tmp_path / "short.csv", rule)
+    (tmp_path / "head.csv").write_text("precision,shape,m,n\nfp32,NN,8,8\n")
+    with pytest.raises(v.UserError, match="head.csv:1: header"):
+        v.read_points(tmp_path / "head.csv", rule)
