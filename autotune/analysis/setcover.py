@@ -124,16 +124,22 @@ def min_cover(a: np.ndarray, time_limit_s: float) -> tuple[np.ndarray, bool]:
     return chosen, bool(res.status == 0)
 
 
-def _greedy_cols(a: np.ndarray, loss: np.ndarray) -> np.ndarray:
+def _greedy_cols(a: np.ndarray, loss: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:
+    """The paper's greedy cover; with `weight` (per row) ties in the count go to the larger served weight and the
+    summed loss is weighted."""
     left = np.ones(a.shape[0], dtype=bool)
     total = a.sum(axis=0)
+    wt = np.ones(a.shape[0]) if weight is None else np.asarray(weight, dtype=float)
     chosen: list[int] = []
     while left.any():
         gain = a[left].sum(axis=0)
         if gain.max() == 0:
             break
         cand = np.flatnonzero(gain == gain.max())
-        gained_loss = np.where(a[left][:, cand], loss[left][:, cand], 0.0).sum(axis=0)
+        if weight is not None:
+            served = (a[left][:, cand] * wt[left][:, None]).sum(axis=0)
+            cand = cand[served >= served.max() * (1 - 1e-12)]
+        gained_loss = np.where(a[left][:, cand], loss[left][:, cand] * wt[left][:, None], 0.0).sum(axis=0)
         pick = cand[np.lexsort((cand, gained_loss, -total[cand]))[0]]
         chosen.append(int(pick))
         left &= ~a[:, pick]
@@ -150,8 +156,10 @@ def _assign(w: Winners, rows: np.ndarray, chosen: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(med).any(axis=1), best, -1)
 
 
-def _worst_then_mean(a: np.ndarray, loss: np.ndarray, k: int, deadline: float) -> tuple[np.ndarray | None, str]:
-    """Among covers of size k, lowest worst loss, then lowest mean loss. None when nothing better found."""
+def _worst_then_mean(a: np.ndarray, loss: np.ndarray, k: int, deadline: float,
+                     weight: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
+    """Among covers of size k, lowest worst loss, then lowest (weighted) mean loss. None when nothing better
+    found."""
     sparse, Bounds, LinearConstraint, milp = _highs()
     values = np.unique(loss[a])
     lo, hi = 0, len(values) - 1  # values[hi] is feasible (all accepted pairs)
@@ -176,7 +184,7 @@ def _worst_then_mean(a: np.ndarray, loss: np.ndarray, k: int, deadline: float) -
         return best_cols, "worst"
     ci = np.searchsorted(used, c)
     nx, ny = len(used), len(r)
-    obj = np.concatenate([np.zeros(nx), loss[r, c]])
+    obj = np.concatenate([np.zeros(nx), loss[r, c] * (1.0 if weight is None else np.asarray(weight, float)[r])])
     one = sparse.csr_matrix((np.ones(ny), (r, nx + np.arange(ny))), shape=(a.shape[0], nx + ny))
     link = sparse.csr_matrix((np.concatenate([np.ones(ny), -np.ones(ny)]),
                               (np.tile(np.arange(ny), 2), np.concatenate([nx + np.arange(ny), ci]))),
@@ -191,8 +199,11 @@ def _worst_then_mean(a: np.ndarray, loss: np.ndarray, k: int, deadline: float) -
     return used[res.x[:nx] > 0.5], "worst+mean" if res.status == 0 else "worst"
 
 
-def select(w: Winners, method: str, time_limit_s: float = 60.0, secondary: bool = True) -> Selection:
-    """Reduce the kernel set with `method` ("greedy" or "exact"); see the module docstring."""
+def select(w: Winners, method: str, time_limit_s: float = 60.0, secondary: bool = True,
+           weights: np.ndarray | None = None) -> Selection:
+    """Reduce the kernel set with `method` ("greedy" or "exact"); see the module docstring. `weights` (per
+    point row, e.g. how often a workload runs problems nearest to each point) make the mean-loss stages
+    weighted: the kernel count and the worst loss per point come first either way."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
     start = time.perf_counter()
@@ -209,13 +220,14 @@ def select(w: Winners, method: str, time_limit_s: float = 60.0, secondary: bool 
         cols = np.flatnonzero(w.accepted[rows].any(axis=0))
         a = w.accepted[np.ix_(rows, cols)]
         sub_loss = loss[np.ix_(rows, cols)]
+        wt = None if weights is None else np.asarray(weights, dtype=float)[rows]
         if method == "greedy":
-            chosen, proven = _greedy_cols(a, sub_loss), False
+            chosen, proven = _greedy_cols(a, sub_loss, wt), False
         else:
             chosen, proven = min_cover(a, deadline - time.perf_counter())
             optimal &= proven
             if secondary and proven:
-                better, stage = _worst_then_mean(a, sub_loss, len(chosen), deadline)
+                better, stage = _worst_then_mean(a, sub_loss, len(chosen), deadline, wt)
                 if better is not None and len(better) <= len(chosen):
                     chosen = better
                 stages.add(stage)

@@ -6,14 +6,11 @@ with the columns of winners.REQUIRED_COLUMNS (point_key optional); `emit` also t
 """
 from __future__ import annotations
 
-import json
 import math
-import warnings
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import numpy as np
 import pandas as pd
@@ -23,12 +20,13 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from autotune.analysis import compare as comparing
-from autotune.dispatch.table import (DispatchTable, GenericKernel, KernelInfo, Provenance, build_table,
-                                    library_times, load_table)
+from autotune.dispatch.build import Built, KernelInfoSource, build, generic_kernel, info_source, kernel_info  # noqa: F401
+from autotune.dispatch.table import Provenance, Structure, library_times, load_table
 from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
 from autotune.errors import UserError
 from autotune.dispatch.loo import TOL_TABLE_COLUMNS, leave_one_out, tol_table
-from autotune.analysis.setcover import METHODS, select
+from autotune.dispatch.sharing import kernels_with_and_without_sharing
+from autotune.analysis.setcover import METHODS
 from autotune.analysis.winners import Criteria, perf_matrix, winners, winners_frame
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,142 +136,31 @@ def _fallback(text: str) -> str:
     return text
 
 
+def _structure(text: str) -> Structure | None:
+    """--structure: None for auto (chosen by held-out loss)."""
+    if text == "auto":
+        return None
+    kind, _, margin = text.partition(":")
+    try:
+        value = float(margin) if margin else 0.0
+    except ValueError:
+        value = -1.0
+    if kind not in ("regions", "nearest") or not 0.0 <= value < 10.0:
+        raise UserError(f"--structure must be auto, regions:MARGIN or nearest:MARGIN (MARGIN >= 0), got {text!r}")
+    return Structure(regions=kind == "regions", library_margin=value)
+
+
+def _weights(path: Path | None):
+    """--workload: a function of a points frame giving each tuned point's weight (None without a workload)."""
+    if path is None:
+        return None
+    from autotune.workload import load_workload, point_weights_frame
+    workload = load_workload(path)
+    return lambda points: point_weights_frame(workload, points)
+
+
 def _bks(text: str) -> list[int | None]:
     return [None if x <= 0 else int(x) for x in _floats(text)]
-
-
-class KernelInfoSource(Mapping):
-    """Kernel records for (instance_id, precision, shape), made on first use and cached: name expressions
-    from the space files and validity predicates derived from the space's `valid` (else `serves`) / `problems.where`
-    (dispatch/validity.py) plus the user's --validity entries. Leave-one-out asks for many kernels."""
-
-    def __init__(self, frame: pd.DataFrame, validity: dict[str, list[dict[str, int]]] | None = None,
-                 derive: bool = True) -> None:
-        self.frame = frame
-        self.validity = validity or {}
-        self.derive = derive and "space" in frame.columns
-        self.rows = frame.drop_duplicates("instance_id").set_index("instance_id")
-        timed = frame[frame["status"].astype(str).isin(("ok", "skipped"))] if "status" in frame.columns else frame
-        self.measured = {key: g[["m", "n", "k", "batch"]].drop_duplicates().to_numpy(dtype=np.int64)[:64]
-                         for key, g in timed.groupby(["instance_id", "precision", "shape"])}
-        self.cache: dict[tuple[str, str, str], KernelInfo] = {}
-
-    def __getitem__(self, key: tuple[str, str, str]) -> KernelInfo:
-        if key not in self.cache:
-            self.cache[key] = self._make(*key)
-        return self.cache[key]
-
-    def __iter__(self):
-        return iter(self.cache)
-
-    def __len__(self) -> int:
-        return len(self.cache)
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, tuple) and len(key) == 3 and key[0] in self.rows.index
-
-    def _make(self, iid: str, precision: str, shape: str) -> KernelInfo:
-        from autotune.dispatch.validity import instance_validity
-        from autotune.space.spec import load_space
-        rows = self.rows
-        row = rows.loc[iid] if iid in rows.index else None
-        space_name = str(row["space"]) if row is not None and "space" in rows.columns else ""
-        user = tuple((k, int(v)) for pred in self.validity.get(iid, self.validity.get(space_name, []))
-                     for k, v in pred.items())
-        name = str(row["instance"]) if row is not None and "instance" in rows.columns else iid
-        try:
-            space = load_space(space_name)
-        except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
-            if space_name or self.derive:
-                warnings.warn(f"no space file for {iid} ({space_name or 'unknown space'}): {exc}; "
-                              "the table uses it only at its tuned points")
-            return KernelInfo(space=space_name, name=name, valid=user, tuned_only=self.derive)
-        params = {}
-        for p in space.param_names:  # an instance measured before a parameter existed lacks its column
-            col = p if p in rows.columns else f"param_{p}"
-            if col in rows.columns and not pd.isna(row[col]):
-                v = row[col]
-                params[p] = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
-        template = None
-        try:
-            template = space.template_name(params, precision, shape)
-        except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
-            warnings.warn(f"no name expression for {iid} ({space_name}): {exc}")
-        derived: tuple[tuple[str, int], ...] | None = ()
-        if self.derive:
-            hints = self.measured.get((iid, precision, shape), ())
-            try:
-                derived = instance_validity(space_name, params, precision,
-                                            [tuple(int(x) for x in h) for h in hints])
-            except Exception:  # noqa: BLE001 - e.g. an expression reads a parameter this instance lacks
-                derived = None
-            if derived is None:
-                warnings.warn(f"{iid} ({space_name}): no one-key predicates reproduce its valid/where expression; "
-                              "the table uses it only at its tuned points")
-        return KernelInfo(space=space_name, name=name, template=template, source=space.kernel.source,
-                          convention=space.kernel.convention, valid=tuple(dict.fromkeys(user + (derived or ()))),
-                          tuned_only=derived is None)
-
-
-def kernel_info(frame: pd.DataFrame, kernels: tuple[tuple[str, str, str], ...] = (),
-                validity: dict[str, list[dict[str, int]]] | None = None) -> KernelInfoSource:
-    """Name expressions and validity from the space files (needs the `space` and parameter columns of the
-    store's frame); `kernels` are made now, any other on first use."""
-    info = KernelInfoSource(frame, validity)
-    for key in kernels:
-        info[key]
-    return info
-
-
-def generic_kernel(params_text: str) -> GenericKernel:
-    """gemm_naive name expressions for every precision and shape it accepts."""
-    from autotune.space.spec import load_space
-    space = load_space("gemm_naive")
-    params = {k.strip(): int(v) for k, v in (kv.split("=") for kv in params_text.split(",") if kv.strip())}
-    problems = space.kernel.problems
-    return GenericKernel(space=space.name, source=space.kernel.source, convention=space.kernel.convention,
-                         templates=tuple((f"{p}:{s}", space.template_name(params, p, s))
-                                         for p in problems.precisions for s in problems.shapes))
-
-
-@dataclass(frozen=True)
-class Built:
-    table: DispatchTable
-    winners: Any  # analysis.winners.Winners
-    info: Mapping  # (instance_id, precision, shape) -> KernelInfo, for any instance (leave-one-out)
-    library_ms: np.ndarray  # the library's time per point row of winners.matrix (NaN: not measured)
-
-    def __iter__(self):  # `table, w = build(...)`, as before
-        return iter((self.table, self.winners))
-
-    def __getitem__(self, i: int) -> Any:
-        return (self.table, self.winners)[i]
-
-
-def info_source(loaded: Loaded, validity_path: Path | None) -> Mapping:
-    """Kernel records for any instance of the measurements (see KernelInfoSource)."""
-    validity = json.loads(validity_path.read_text()) if validity_path else {}
-    if "space" in loaded.frame.columns:
-        return KernelInfoSource(loaded.frame, validity)
-    return {k: KernelInfo(space="", name=k[0], valid=tuple((a, int(b)) for pred in validity.get(k[0], [])
-                                                           for a, b in pred.items()))
-            for k in loaded.frame[["instance_id", "precision", "shape"]].drop_duplicates().itertuples(index=False)}
-
-
-def build(loaded: Loaded, criteria: Criteria, method: str, validity_path: Path | None,
-          generic_params: str, fallback: str = "library") -> Built:
-    matrix = perf_matrix(loaded.frame)
-    w = winners(matrix, criteria)
-    sel = select(w, method)
-    info = info_source(loaded, validity_path)
-    library_ms = library_times(matrix.points, loaded.cublas)
-    try:
-        generic = generic_kernel(generic_params)
-    except Exception as exc:  # noqa: BLE001 - no gemm_naive space: the table names no generic template
-        warnings.warn(f"generic kernel without name expressions: {exc}")
-        generic = GenericKernel()
-    table = build_table(w, sel, loaded.provenance, info, generic, library_ms=library_ms, fallback=fallback)
-    return Built(table, w, info, library_ms)
 
 
 Source = Annotated[str, typer.Argument(help="Results database (SQLite path or URL) or a measurements CSV.")]
@@ -288,6 +175,13 @@ SpreadOpt = Annotated[bool, typer.Option("--spread-ties", help="Count instances 
 ValidityOpt = Annotated[Optional[Path], typer.Option(
     "--validity", help='JSON {instance_id or space: [{"m_multiple_of": 8}, {"max_k": 256}]}.')]
 GenericOpt = Annotated[str, typer.Option("--generic", help="Parameters of the gemm_naive instance.")]
+StructureOpt = Annotated[str, typer.Option(
+    "--structure", help="How the table answers problems it was not tuned on: auto (the structure with the smallest "
+                        "measured leave-one-out loss among regions or nearest point, library margin 0, 5, 10 or 20%), "
+                        "or regions:MARGIN / nearest:MARGIN (e.g. nearest:0.1).")]
+WorkloadOpt = Annotated[Optional[Path], typer.Option(
+    "--workload", help="Workload file (YAML or CSV, `autotune workload show`): each tuned point is weighted by the "
+                       "workload problems nearest to it; the mean losses the analyzer minimises are weighted.")]
 FallbackOpt = Annotated[str, typer.Option(
     "--fallback", help="Answer where no kernel of the table is valid: library (cuBLAS, index -2) or naive (gemm_naive, -1).")]
 
@@ -332,13 +226,15 @@ def emit(source: EmitSource, fmt: Annotated[Format, typer.Option("--format", "-f
          output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
          device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
          method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
-         generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4", fallback: FallbackOpt = "library") -> None:
+         generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4", fallback: FallbackOpt = "library",
+         structure: StructureOpt = "auto", workload: WorkloadOpt = None) -> None:
     """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV."""
     if source.endswith(".json"):
         table = load_table(source)
     else:
         criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
-        table = build(load(source, device, space), criteria, method, validity, generic, _fallback(fallback)).table
+        table = build(load(source, device, space), criteria, method, validity, generic, _fallback(fallback),
+                      _structure(structure), _weights(workload)).table
     text = {Format.json: lambda: table.to_json() + "\n", Format.cpp: lambda: emit_cpp(table),
             Format.python: lambda: emit_python(table), Format.csv: lambda: emit_csv(table)}[fmt]()
     if output is None:
@@ -357,7 +253,7 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
            method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
            generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4",
            tols: Annotated[str, typer.Option("--tols", help="TOL values for tol_table.csv.")] = "0,0.05,0.1,0.15",
-           fallback: FallbackOpt = "library",
+           fallback: FallbackOpt = "library", structure: StructureOpt = "auto", workload: WorkloadOpt = None,
            ) -> None:
     """Write summary.csv, tol_table.csv, dispatch.json/.cuh/.py and the PNG plots into --out. Problem kinds other
     than GEMM get summary.csv, dispatch.json and dispatch.py (in --out/KIND/ when the database holds several
@@ -375,17 +271,28 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
     loaded = load(source, device, space, recorded_spaces=False)  # applied above
     criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
     fallback = _fallback(fallback)
-    built = build(loaded, criteria, method, validity, generic, fallback)
+    built = build(loaded, criteria, method, validity, generic, fallback, _structure(structure), _weights(workload))
     table, w = built.table, built.winners
     frame = tol_table(w.matrix, [criteria.bk], _floats(tols), METHODS, spread_ties=spread_ties,
                       kernel_info=built.info, library_ms=built.library_ms, fallback=fallback)
+    chosen = Structure(**table.provenance["structure"])
     held = leave_one_out(w.matrix, criteria, method, kernel_info=built.info, library_ms=built.library_ms,
-                         fallback=fallback)
+                         fallback=fallback, structure=chosen)
     written = write_report(out_dir, table, w.matrix, frame, loaded.cublas, loaded.bandwidth, loaded.beta_nonzero, held.frame)
     written.append(table.save(out_dir / "dispatch.json"))
     (out_dir / "dispatch.cuh").write_text(emit_cpp(table))
     (out_dir / "dispatch.py").write_text(emit_python(table))
     written += [out_dir / "dispatch.cuh", out_dir / "dispatch.py"]
+    if built.structures is not None:
+        built.structures.to_csv(out_dir / "structures.csv", index=False, float_format="%.6g")
+        written.append(out_dir / "structures.csv")
+    sharing = kernels_with_and_without_sharing(loaded.frame, criteria, _floats(tols), method)
+    if sharing is not None:
+        sharing.to_csv(out_dir / "sharing.csv", index=False, float_format="%.6g")
+        written.append(out_dir / "sharing.csv")
+    out.print(f"structure: {'regions' if chosen.regions else 'nearest point'}, library margin "
+              f"{100 * chosen.library_margin:g}%" + (" (smallest measured leave-one-out loss)"
+                                                     if built.structures is not None else ""))
     loo_text = "not measured" if math.isnan(held.worst_loss) else f"{100 * held.worst_loss:.2f}%"
     out.print(f"leave-one-out worst loss {loo_text} ({held.measured_text} held-out answers measured; in sample "
               f"{100 * (table.provenance['worst_loss'] or 0):.2f}%)")

@@ -94,7 +94,8 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     w("enum Shape : int { " + ", ".join(f"k{s} = {i}" for i, s in enumerate(SHAPES)) + " };\n\n")
     w("struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; "
       "int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };\n"
-      "struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; };\n"
+      "struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; "
+      "int near_begin; int near_count; };\n"
       "struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };\n\n")
     w(f"inline constexpr int kNumKernels = {len(kernels)};\n")
     w(f"inline constexpr Kernel kKernels[{max(1, len(kernels))}] = {{\n")
@@ -108,17 +109,20 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
         w('  {"", "", "", 0, 0, {1, 1, 1, 1}, {1, 1, 1, 1}, {0, 0, 0, 0}, false},\n')
     w("};\n\n")
     ranked: list[int] = []
+    near: list[int] = []
     w(f"inline constexpr int kNumPoints = {len(points)};\n")
     w(f"inline constexpr Point kPoints[{max(1, len(points))}] = {{\n")
     for p in points:
         w(f"  {{{PRECISIONS.index(p['precision'])}, {SHAPES.index(p['shape'])}, "
-          f"{{{_ll(p['m'])}, {_ll(p['n'])}, {_ll(p['k'])}, {_ll(p['batch'])}}}, {len(ranked)}, {len(p['ranked'])}}},"
-          f"  // {p['point_key']}\n")
+          f"{{{_ll(p['m'])}, {_ll(p['n'])}, {_ll(p['k'])}, {_ll(p['batch'])}}}, {len(ranked)}, {len(p['ranked'])}, "
+          f"{len(near)}, {len(p.get('near', p['ranked']))}}},  // {p['point_key']}\n")
         ranked += p["ranked"]
+        near += p.get("near", p["ranked"])
     if not points:
-        w("  {-1, -1, {0, 0, 0, 0}, 0, 0},\n")
+        w("  {-1, -1, {0, 0, 0, 0}, 0, 0, 0, 0},\n")
     w("};\n")
-    w(f"inline constexpr int kRanked[{max(1, len(ranked))}] = {{{', '.join(map(str, ranked or [0]))}}};\n\n")
+    w(f"inline constexpr int kRanked[{max(1, len(ranked))}] = {{{', '.join(map(str, ranked or [0]))}}};\n")
+    w(f"inline constexpr int kNear[{max(1, len(near))}] = {{{', '.join(map(str, near or [0]))}}};\n\n")
     w(f"inline constexpr int kNumRegions = {len(regions)};\n")
     w(f"inline constexpr Region kRegions[{max(1, len(regions))}] = {{\n")
     for r in regions:
@@ -167,10 +171,16 @@ constexpr bool valid(int kernel, const long long (&d)[4], bool tuned = false) {
   return true;
 }
 
-// First valid entry of a point's ranked list, or INVALID when none is.
+// First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
+// (a problem that was not tuned), or INVALID when none is.
 constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = false) {
-  for (int j = 0; j < p.ranked_count; ++j)
-    if (valid(kRanked[p.ranked_begin + j], d, tuned)) return kRanked[p.ranked_begin + j];
+  if (tuned) {
+    for (int j = 0; j < p.ranked_count; ++j)
+      if (valid(kRanked[p.ranked_begin + j], d, true)) return kRanked[p.ranked_begin + j];
+    return INVALID;
+  }
+  for (int j = 0; j < p.near_count; ++j)
+    if (valid(kNear[p.near_begin + j], d)) return kNear[p.near_begin + j];
   return INVALID;
 }
 

@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from autotune.dispatch.table import KernelInfo, Provenance, build_table
+from autotune.dispatch.table import STRUCTURES, KernelInfo, Provenance, Structure, build_table
 from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, PerfMatrix, winners
 
@@ -48,52 +48,104 @@ class LooResult:
 def leave_one_out(matrix: PerfMatrix, criteria: Criteria, method: str, *,
                   kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
                   library_ms: np.ndarray | None = None, fallback: str = "library",
-                  secondary: bool = False, time_limit_s: float = 10.0) -> LooResult:
+                  secondary: bool = False, time_limit_s: float = 10.0,
+                  structure: Structure = Structure()) -> LooResult:
     """Held-out loss at every point (see the module docstring). `library_ms`: the library's time per point
     row (NaN: not measured). secondary=False skips the exact method's worst/mean tie-breaks for speed (the
     kernel count is the same)."""
-    full = winners(matrix, criteria)
-    lib = np.full(len(matrix.points), np.nan) if library_ms is None else np.asarray(library_ms, dtype=float)
-    records = []
-    for (precision, shape), rows in matrix.groups:
-        xyz = matrix.points.iloc[rows][["m", "n", "k"]].to_numpy()
-        for pos, p in enumerate(rows):
-            rec = {**matrix.points.iloc[p].to_dict(), "interior": False, "instance_id": None, "answer": None,
-                   "loss": math.nan, "measured": False}
-            if not np.isfinite(full.best_ms[p]):
-                continue  # nothing verified here: there is no loss to measure
-            rest = np.delete(rows, pos)
-            if len(rest) == 0:
-                continue
-            others = np.delete(xyz, pos, axis=0)
-            rec["interior"] = bool(((others.min(axis=0) <= xyz[pos]) & (xyz[pos] <= others.max(axis=0))).all())
-            w = full.take_points(rest)  # winners are per point: no need to recompute
-            sel = select(w, method, time_limit_s=time_limit_s, secondary=secondary)
-            table = build_table(w, sel, Provenance(device="leave-one-out"), kernel_info, library_ms=lib[rest],
-                                fallback=fallback)
-            pt = matrix.points.iloc[p]
-            choice = table.lookup(precision, shape, int(pt["m"]), int(pt["n"]), int(pt["k"]), int(pt["batch"]))
-            iid = choice.get("instance_id")
-            rec["instance_id"] = iid
-            if choice.get("library"):
-                rec["answer"] = "library"
-                if np.isfinite(lib[p]):
-                    rec["loss"], rec["measured"] = float(max(0.0, 1.0 - full.best_ms[p] / lib[p])), True
-            elif choice.get("generic"):
-                rec["answer"] = "generic"
-            else:
-                rec["answer"] = "kernel"
-                col = np.searchsorted(matrix.instances, iid) if iid is not None else -1
-                if 0 <= col < len(matrix.instances) and matrix.instances[col] == iid and np.isfinite(full.loss[p, col]):
-                    rec["loss"], rec["measured"] = float(max(0.0, full.loss[p, col])), True
-            records.append(rec)
-    frame = pd.DataFrame.from_records(records)
+    frames = _held_out(matrix, criteria, method, kernel_info, library_ms, fallback, secondary, time_limit_s,
+                       (structure,))
+    return _result(frames[structure])
+
+
+def _result(frame: pd.DataFrame) -> LooResult:
     if frame.empty:
         return LooResult(frame, math.nan, math.nan, 0, 0)
     pick = frame[frame["interior"]] if frame["interior"].any() else frame
     known = pick["loss"][pick["measured"]]
     return LooResult(frame, float(known.max()) if len(known) else math.nan,
                      float(known.mean()) if len(known) else math.nan, int(len(known)), int(len(pick)))
+
+
+def _held_out(matrix: PerfMatrix, criteria: Criteria, method: str,
+              kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None, library_ms: np.ndarray | None,
+              fallback: str, secondary: bool, time_limit_s: float,
+              structures: Sequence[Structure]) -> dict[Structure, pd.DataFrame]:
+    """One frame of held-out answers per structure; the kernel set of each held-out run is shared by all."""
+    full = winners(matrix, criteria)
+    lib = np.full(len(matrix.points), np.nan) if library_ms is None else np.asarray(library_ms, dtype=float)
+    ref = np.fmin(full.best_ms, lib)  # the library counts as an answer: its time can be the best
+    records: dict[Structure, list[dict]] = {s: [] for s in structures}
+    for (precision, shape), rows in matrix.groups:
+        xyz = matrix.points.iloc[rows][["m", "n", "k"]].to_numpy()
+        for pos, p in enumerate(rows):
+            if not np.isfinite(full.best_ms[p]):
+                continue  # nothing verified here: there is no loss to measure
+            rest = np.delete(rows, pos)
+            if len(rest) == 0:
+                continue
+            others = np.delete(xyz, pos, axis=0)
+            interior = bool(((others.min(axis=0) <= xyz[pos]) & (xyz[pos] <= others.max(axis=0))).all())
+            w = full.take_points(rest)  # winners are per point: no need to recompute
+            sel = select(w, method, time_limit_s=time_limit_s, secondary=secondary)
+            pt = matrix.points.iloc[p]
+            for structure in structures:
+                table = build_table(w, sel, Provenance(device="leave-one-out"), kernel_info, library_ms=lib[rest],
+                                    fallback=fallback, structure=structure)
+                choice = table.lookup(precision, shape, int(pt["m"]), int(pt["n"]), int(pt["k"]), int(pt["batch"]))
+                rec = {**pt.to_dict(), "interior": interior, "instance_id": choice.get("instance_id"),
+                       "answer": None, "loss": math.nan, "measured": False}
+                if choice.get("library"):
+                    rec["answer"] = "library"
+                    if np.isfinite(lib[p]):
+                        rec["loss"], rec["measured"] = float(max(0.0, 1.0 - ref[p] / lib[p])), True
+                elif choice.get("generic"):
+                    rec["answer"] = "generic"
+                else:
+                    rec["answer"] = "kernel"
+                    iid = rec["instance_id"]
+                    col = np.searchsorted(matrix.instances, iid) if iid is not None else -1
+                    if 0 <= col < len(matrix.instances) and matrix.instances[col] == iid \
+                            and np.isfinite(matrix.median[p, col]):
+                        rec["loss"] = float(max(0.0, 1.0 - ref[p] / matrix.median[p, col]))
+                        rec["measured"] = True
+                records[structure].append(rec)
+    return {s: pd.DataFrame.from_records(r) for s, r in records.items()}
+
+
+def choose_structure(matrix: PerfMatrix, criteria: Criteria, method: str, *,
+                     kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
+                     library_ms: np.ndarray | None = None, fallback: str = "library",
+                     weights: np.ndarray | None = None, structures: Sequence[Structure] = STRUCTURES,
+                     time_limit_s: float = 10.0) -> tuple[Structure, pd.DataFrame]:
+    """The structure (regions or not, library margin) with the smallest measured held-out loss: weighted mean
+    over the held-out points where every structure's answer was measured, then worst, then the order of
+    `structures` (the default structure first). Returns it and one row per structure (structure, mean_loss,
+    worst_loss, measured, total, chosen)."""
+    frames = _held_out(matrix, criteria, method, kernel_info, library_ms, fallback, False, time_limit_s,
+                       structures)
+    keys = matrix.points["point_key"]
+    weight = pd.Series(np.ones(len(keys)) if weights is None else np.asarray(weights, dtype=float),
+                       index=keys.to_numpy())
+    common = None
+    for frame in frames.values():
+        known = set(frame["point_key"][frame["measured"]]) if not frame.empty else set()
+        common = known if common is None else common & known
+    rows = []
+    for order, (structure, frame) in enumerate(frames.items()):
+        got = frame[frame["point_key"].isin(common or set())] if not frame.empty else frame
+        wts = weight.reindex(got["point_key"]).fillna(0.0).to_numpy() if len(got) else np.zeros(0)
+        loss = got["loss"].to_numpy(dtype=float) if len(got) else np.zeros(0)
+        mean = float((wts * loss).sum() / wts.sum()) if wts.sum() > 0 else math.nan
+        rows.append({"regions": structure.regions, "library_margin": structure.library_margin,
+                     "mean_loss": mean, "worst_loss": float(loss.max()) if len(loss) else math.nan,
+                     "compared": len(got), "measured": int(frame["measured"].sum()) if not frame.empty else 0,
+                     "total": len(frame), "order": order})
+    table = pd.DataFrame(rows)
+    ranked = table.assign(_m=table["mean_loss"].fillna(np.inf), _w=table["worst_loss"].fillna(np.inf))
+    best = int(ranked.sort_values(["_m", "_w", "order"]).iloc[0]["order"])
+    table["chosen"] = table["order"] == best
+    return list(frames)[best], table.drop(columns=["order"])
 
 
 def tol_table(matrix: PerfMatrix, bks: Sequence[int | None], tols: Sequence[float],

@@ -17,9 +17,10 @@ Rules, for a valid problem (precision, shape, M, N, K, batch):
 3. Merged region (a box over M, N, K, in table order) that contains the problem and whose kernel (or
    the library) is valid here: that answer. A region exists only where every measured point inside it had
    that answer within TOL of the best of the measured instances and the library.
-4. Ranked fallback: among tuned points with a valid entry in their ranked list, the nearest one by the
-   log-ratio distance |log2 M/M'| + |log2 N/N'| + |log2 K/K'| (ties: |log2 batch/batch'|, then table
-   order) gives its first valid entry. Logarithms are fixed point (16 fractional bits, `ilog2_fx`).
+4. Nearest tuned point: among tuned points with a valid entry in their `near` list (the ranked list, with
+   the library before kernels not faster than it by the table's library margin; `ranked` where a table has
+   no `near`), the nearest one by the log-ratio distance |log2 M/M'| + |log2 N/N'| + |log2 K/K'| (ties:
+   |log2 batch/batch'|, then table order) gives its first valid entry. Logarithms are fixed point (16 fractional bits, `ilog2_fx`).
 5. Nothing valid: the table's `fallback`, LIBRARY by default, GENERIC for a table emitted with
    `--fallback naive` (and for version-1 tables, which had no library).
 A kernel is valid where all its predicates hold; predicates are one-key objects: {"m_multiple_of": 8},
@@ -104,11 +105,12 @@ class Lookup:
         self.library = table.get("library") or {}
         version1 = int(table.get("version", 2)) < 2
         self.fallback = FALLBACKS[table.get("fallback", "naive" if version1 else "library")]
-        self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int]]]] = {}
+        self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int], list[int]]]] = {}
         for p in table["points"]:
             dims = (int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"]))
             logs = tuple(ilog2_fx(d) for d in dims)
-            self.points.setdefault((p["precision"], p["shape"]), []).append((dims, logs, list(p["ranked"])))
+            self.points.setdefault((p["precision"], p["shape"]), []).append(
+                (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"]))))
         self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
         for r in table["regions"]:
             lo = [int(r["m"][0]), int(r["n"][0]), int(r["k"][0])]
@@ -141,7 +143,7 @@ class Lookup:
         dims = check_problem(precision, shape, m, n, k, batch)
         group = (precision, shape)
         points = self.points.get(group, [])
-        for pdims, _, ranked in points:
+        for pdims, _, ranked, _ in points:
             if pdims == dims:
                 return next((c for c in ranked if self.valid(c, dims, tuned=True)), self.fallback)
         for lo, hi, kern in self.regions.get(group, []):
@@ -149,8 +151,8 @@ class Lookup:
                 return kern
         logs = [ilog2_fx(d) for d in dims]
         best, best_key = self.fallback, None
-        for order, (_, plogs, ranked) in enumerate(points):
-            kern = next((c for c in ranked if self.valid(c, dims)), None)
+        for order, (_, plogs, _, near) in enumerate(points):
+            kern = next((c for c in near if self.valid(c, dims)), None)
             if kern is None:
                 continue
             key = (sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)

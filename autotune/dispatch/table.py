@@ -13,9 +13,11 @@ JSON layout (format "autotune-dispatch", version 2; version 1 tables still load,
 - library: {name}: the vendor library measured at the points (LIBRARY = -2 in `ranked` and `regions`);
 - fallback: "library" or "naive": the answer where nothing in the table is valid;
 - generic: {space, source, convention, templates: {"fp64:NN": name expression, ...}}: the naive kernel;
-- points: [{point_key, precision, shape, m, n, k, batch, kernel, ranked, ms, best_ms, loss, library_ms}]:
+- points: [{point_key, precision, shape, m, n, k, batch, kernel, ranked, near, ms, best_ms, loss, library_ms}]:
   every tuned point, its assigned kernel, and `ranked` = the table's kernels measured there and the
-  library (-2, where it was measured), fastest first;
+  library (-2, where it was measured), fastest first; `near`: the same list for problems that were not
+  tuned, where the library goes before every kernel not faster than it by the factor 1 + library_margin
+  (provenance.structure: {regions, library_margin}, see Structure);
 - regions: [{precision, shape, m: [lo, hi], n: [lo, hi], k: [lo, hi], kernel}]: boxes where every
   measured point inside has `kernel` (or the library, -2) within TOL of the best of the measured
   instances and the library (batch does not bound a region).
@@ -61,6 +63,24 @@ class GenericKernel:
     source: str | None = "gemm_naive.cuh"
     convention: str | None = "strided"
     templates: tuple[tuple[str, str], ...] = ()  # (("fp64:NN", "autotune::gemm_naive<double, ...>"), ...)
+
+
+@dataclass(frozen=True)
+class Structure:
+    """How a table generalizes off its tuned points (chosen by measured held-out loss: dispatch/loo.py).
+
+    regions: merged boxes (rule 3 of runtime.py) are kept; library_margin: at a problem that was not tuned, a
+    kernel goes before the library only when, at the tuned point the answer comes from, it was faster than the
+    library by at least this factor (1 + margin): the `near` list of each point."""
+
+    regions: bool = True
+    library_margin: float = 0.0
+
+    def describe(self) -> dict:
+        return {"regions": self.regions, "library_margin": self.library_margin}
+
+
+STRUCTURES = tuple(Structure(r, m) for r in (True, False) for m in (0.0, 0.05, 0.1, 0.2))
 
 
 @dataclass(frozen=True)
@@ -130,7 +150,8 @@ def _regions(xyz: np.ndarray, answer: np.ndarray, good: Mapping[int, np.ndarray]
 def build_table(w: Winners, sel: Selection, provenance: Provenance,
                 kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
                 generic: GenericKernel | None = None, library_ms: np.ndarray | None = None,
-                library: str = "cublas", fallback: str = "library") -> "DispatchTable":
+                library: str = "cublas", fallback: str = "library",
+                structure: Structure = Structure()) -> "DispatchTable":
     """Make the canonical table from winners and a selection (same Winners the selection came from).
 
     `library_ms`: the vendor library's time per point row of `w.matrix` (NaN: not measured; see
@@ -171,9 +192,13 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
             dims = tuple(int(row[d]) for d in DIMS)
             ranked = [group_kernels[int(c)] for c in sorted(measured, key=lambda c: (w.rank[r, c], c))]
             times = {group_kernels[int(c)]: float(w.matrix.median[r, c]) for c in measured}
+            near = list(ranked)
             if np.isfinite(lib[r]):  # the library goes before every kernel slower than it
                 at = next((j for j, kk in enumerate(ranked) if times[kk] > lib[r]), len(ranked))
                 ranked.insert(at, LIBRARY)
+                margin = 1.0 + structure.library_margin  # off the tuned point: only kernels clearly faster
+                at = next((j for j, kk in enumerate(near) if times[kk] * margin > lib[r]), len(near))
+                near.insert(at, LIBRARY)
             first = next((c for c in ranked if probe.valid(c, dims, tuned=True)), None)
             answers.append(first)
             if sel.assigned[r] < 0 and not np.isfinite(lib[r]):
@@ -185,7 +210,7 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
             points.append({"point_key": str(row["point_key"]), "precision": precision, "shape": shape,
                            **{d: int(row[d]) for d in DIMS},
                            "kernel": group_kernels[assigned] if assigned >= 0 else LIBRARY,
-                           "ranked": ranked,
+                           "ranked": ranked, "near": near,
                            "ms": float(w.matrix.median[r, assigned]) if assigned >= 0 else float(lib[r]),
                            "best_ms": float(w.best_ms[r]) if np.isfinite(w.best_ms[r]) else None,
                            "loss": float(max(0.0, sel.loss[r])) if assigned >= 0 else None,
@@ -195,7 +220,7 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
             good = {kern: np.nan_to_num(w.matrix.median[all_rows, c], nan=np.inf) * (1.0 - tol)
                     <= ref * (1.0 + 1e-12) for c, kern in group_kernels.items()}
             good[LIBRARY] = np.nan_to_num(lib[all_rows], nan=np.inf) * (1.0 - tol) <= ref * (1.0 + 1e-12)
-        for lo, hi, kern in _regions(xyz, np.array(answers, dtype=object), good):
+        for lo, hi, kern in (_regions(xyz, np.array(answers, dtype=object), good) if structure.regions else ()):
             regions.append({"precision": precision, "shape": shape, "m": [lo[0], hi[0]], "n": [lo[1], hi[1]],
                             "k": [lo[2], hi[2]], "kernel": int(kern)})
     g = generic or GenericKernel()
@@ -210,7 +235,7 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
             "library_points": sum(1 for p in points if p["ranked"] and p["ranked"][0] == LIBRARY),
             "answer_worst_loss": float(max(answer_loss)) if answer_loss else None,
             "answer_mean_loss": float(np.mean(answer_loss)) if answer_loss else None,
-            "uncovered": list(sel.uncovered),
+            "uncovered": list(sel.uncovered), "structure": structure.describe(),
             "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     data = {"format": FORMAT, "version": VERSION, "provenance": prov, "kernels": kernel_rows,
             "library": {"name": library}, "fallback": fallback,

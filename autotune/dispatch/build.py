@@ -1,0 +1,170 @@
+"""Building a GEMM dispatch table from loaded measurements: kernel records (name expressions, validity
+predicates) for any instance, the naive kernel, the kernel set, the structure chosen by held-out loss, the
+table. No I/O but reading space files (cli/analyze.py loads the measurements)."""
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from autotune.analysis.setcover import select
+from autotune.analysis.winners import Criteria, perf_matrix, winners
+from autotune.dispatch.loo import choose_structure
+from autotune.dispatch.table import (DispatchTable, GenericKernel, KernelInfo, Structure, build_table,
+                                     library_times)
+
+DEFAULT = Structure()  # regions, no library margin
+
+
+class KernelInfoSource(Mapping):
+    """Kernel records for (instance_id, precision, shape), made on first use and cached: name expressions
+    from the space files and validity predicates derived from the space's `valid` (else `serves`) / `problems.where`
+    (dispatch/validity.py) plus the user's --validity entries. Leave-one-out asks for many kernels."""
+
+    def __init__(self, frame: pd.DataFrame, validity: dict[str, list[dict[str, int]]] | None = None,
+                 derive: bool = True) -> None:
+        self.frame = frame
+        self.validity = validity or {}
+        self.derive = derive and "space" in frame.columns
+        self.rows = frame.drop_duplicates("instance_id").set_index("instance_id")
+        timed = frame[frame["status"].astype(str).isin(("ok", "skipped"))] if "status" in frame.columns else frame
+        self.measured = {key: g[["m", "n", "k", "batch"]].drop_duplicates().to_numpy(dtype=np.int64)[:64]
+                         for key, g in timed.groupby(["instance_id", "precision", "shape"])}
+        self.cache: dict[tuple[str, str, str], KernelInfo] = {}
+
+    def __getitem__(self, key: tuple[str, str, str]) -> KernelInfo:
+        if key not in self.cache:
+            self.cache[key] = self._make(*key)
+        return self.cache[key]
+
+    def __iter__(self):
+        return iter(self.cache)
+
+    def __len__(self) -> int:
+        return len(self.cache)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and len(key) == 3 and key[0] in self.rows.index
+
+    def _make(self, iid: str, precision: str, shape: str) -> KernelInfo:
+        from autotune.dispatch.validity import instance_validity
+        from autotune.space.spec import load_space
+        rows = self.rows
+        row = rows.loc[iid] if iid in rows.index else None
+        space_name = str(row["space"]) if row is not None and "space" in rows.columns else ""
+        user = tuple((k, int(v)) for pred in self.validity.get(iid, self.validity.get(space_name, []))
+                     for k, v in pred.items())
+        name = str(row["instance"]) if row is not None and "instance" in rows.columns else iid
+        try:
+            space = load_space(space_name)
+        except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
+            if space_name or self.derive:
+                warnings.warn(f"no space file for {iid} ({space_name or 'unknown space'}): {exc}; "
+                              "the table uses it only at its tuned points")
+            return KernelInfo(space=space_name, name=name, valid=user, tuned_only=self.derive)
+        params = {}
+        for p in space.param_names:  # an instance measured before a parameter existed lacks its column
+            col = p if p in rows.columns else f"param_{p}"
+            if col in rows.columns and not pd.isna(row[col]):
+                v = row[col]
+                params[p] = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
+        template = None
+        try:
+            template = space.template_name(params, precision, shape)
+        except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
+            warnings.warn(f"no name expression for {iid} ({space_name}): {exc}")
+        derived: tuple[tuple[str, int], ...] | None = ()
+        if self.derive:
+            hints = self.measured.get((iid, precision, shape), ())
+            try:
+                derived = instance_validity(space_name, params, precision,
+                                            [tuple(int(x) for x in h) for h in hints])
+            except Exception:  # noqa: BLE001 - e.g. an expression reads a parameter this instance lacks
+                derived = None
+            if derived is None:
+                warnings.warn(f"{iid} ({space_name}): no one-key predicates reproduce its valid/where expression; "
+                              "the table uses it only at its tuned points")
+        return KernelInfo(space=space_name, name=name, template=template, source=space.kernel.source,
+                          convention=space.kernel.convention, valid=tuple(dict.fromkeys(user + (derived or ()))),
+                          tuned_only=derived is None)
+
+
+def kernel_info(frame: pd.DataFrame, kernels: tuple[tuple[str, str, str], ...] = (),
+                validity: dict[str, list[dict[str, int]]] | None = None) -> KernelInfoSource:
+    """Name expressions and validity from the space files (needs the `space` and parameter columns of the
+    store's frame); `kernels` are made now, any other on first use."""
+    info = KernelInfoSource(frame, validity)
+    for key in kernels:
+        info[key]
+    return info
+
+
+def generic_kernel(params_text: str) -> GenericKernel:
+    """gemm_naive name expressions for every precision and shape it accepts."""
+    from autotune.space.spec import load_space
+    space = load_space("gemm_naive")
+    params = {k.strip(): int(v) for k, v in (kv.split("=") for kv in params_text.split(",") if kv.strip())}
+    problems = space.kernel.problems
+    return GenericKernel(space=space.name, source=space.kernel.source, convention=space.kernel.convention,
+                         templates=tuple((f"{p}:{s}", space.template_name(params, p, s))
+                                         for p in problems.precisions for s in problems.shapes))
+
+
+@dataclass(frozen=True)
+class Built:
+    table: DispatchTable
+    winners: Any  # analysis.winners.Winners
+    info: Mapping  # (instance_id, precision, shape) -> KernelInfo, for any instance (leave-one-out)
+    library_ms: np.ndarray  # the library's time per point row of winners.matrix (NaN: not measured)
+    structures: pd.DataFrame | None = None  # held-out loss of each structure tried (None: the structure was given)
+    weights: np.ndarray | None = None  # per point row of winners.matrix (None: every point counts once)
+
+    def __iter__(self):  # `table, w = build(...)`, as before
+        return iter((self.table, self.winners))
+
+    def __getitem__(self, i: int) -> Any:
+        return (self.table, self.winners)[i]
+
+
+def info_source(loaded: Any, validity_path: Path | None) -> Mapping:
+    """Kernel records for any instance of the measurements (see KernelInfoSource)."""
+    validity = json.loads(validity_path.read_text()) if validity_path else {}
+    if "space" in loaded.frame.columns:
+        return KernelInfoSource(loaded.frame, validity)
+    return {k: KernelInfo(space="", name=k[0], valid=tuple((a, int(b)) for pred in validity.get(k[0], [])
+                                                           for a, b in pred.items()))
+            for k in loaded.frame[["instance_id", "precision", "shape"]].drop_duplicates().itertuples(index=False)}
+
+
+def build(loaded: Any, criteria: Criteria, method: str, validity_path: Path | None,
+          generic_params: str, fallback: str = "library", structure: Structure | None = DEFAULT,
+          weights: Any = None) -> Built:
+    """The table of `loaded` (cli.analyze.Loaded: frame, cublas, provenance). `structure` None: the one with the
+    smallest measured held-out loss (dispatch.loo.choose_structure; Built.structures has every trial).
+    `weights`: a function of the matrix's points frame giving each point's weight (a workload), or None."""
+    matrix = perf_matrix(loaded.frame)
+    w = winners(matrix, criteria)
+    wts = None if weights is None else np.asarray(weights(matrix.points), dtype=float)
+    sel = select(w, method, weights=wts)
+    info = info_source(loaded, validity_path)
+    library_ms = library_times(matrix.points, loaded.cublas)
+    trials = None
+    if structure is None:
+        structure, trials = choose_structure(matrix, criteria, method, kernel_info=info, library_ms=library_ms,
+                                             fallback=fallback, weights=wts)
+    try:
+        generic = generic_kernel(generic_params)
+    except Exception as exc:  # noqa: BLE001 - no gemm_naive space: the table names no generic template
+        warnings.warn(f"generic kernel without name expressions: {exc}")
+        generic = GenericKernel()
+    table = build_table(w, sel, loaded.provenance, info, generic, library_ms=library_ms, fallback=fallback,
+                        structure=structure)
+    return Built(table, w, info, library_ms, trials, wts)
+
+
