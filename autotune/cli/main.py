@@ -13,6 +13,7 @@ from autotune.cli import model as model_cli
 from autotune.cli import space as space_cli
 from autotune.cli import sweep as sweep_cli
 from autotune.cli import workload as workload_cli
+from autotune.cli import validate as validate_cli
 from autotune.cli import interop
 from autotune.errors import UserError
 
@@ -58,6 +59,7 @@ def devices() -> None:
 
 analyze_cli.register(app)
 sweep_cli.register(app)
+validate_cli.register(app)
 
 
 def main() -> None:

@@ -82,15 +82,27 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
     import dataclasses
 
     from autotune.sweep.config import load_config
-    from autotune.sweep.runner import run_sweep
-    from autotune.store.store import Store
 
     cfg = load_config(config)
     overrides = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed)
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
-    backend = _backend(replay, cfg.tol)
-    reporter = BarReporter(quiet)
+    summary = run_config(cfg, replay, quiet)
+    print_summary(summary, cfg.database)
+    if summary.status == "interrupted":
+        raise typer.Exit(130)
+
+
+def run_config(cfg, replay: str | None, quiet: bool, early_stop: bool = True):  # type: ignore[no-untyped-def]
+    """Run (or resume) a loaded sweep config on the GPU or, with `replay`, from a recorded database, with the live
+    bar; returns the runner's SweepSummary. `early_stop=False` times every instance fully (no TOL early stop).
+    `autotune sweep` and `autotune validate` both run their sweeps here."""
     from sqlalchemy.exc import SQLAlchemyError
+
+    from autotune.sweep.runner import run_sweep
+    from autotune.store.store import Store
+
+    backend = _backend(replay, cfg.tol if early_stop else None)
+    reporter = BarReporter(quiet)
     try:
         with sigterm_as_interrupt(), Store.open(cfg.database) as store:
             summary = run_sweep(cfg, store, backend, reporter)
@@ -99,9 +111,7 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
     finally:
         reporter.stop()
         backend.close()
-    _print_summary(summary, cfg.database)
-    if summary.status == "interrupted":
-        raise typer.Exit(130)
+    return summary
 
 
 def database_failure(url: str, exc: Exception) -> UserError:
@@ -143,7 +153,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _backend(replay: str | None, tol: float):
+def _backend(replay: str | None, tol: float | None):
     if replay:
         from autotune.sweep.replay import ReplayBackend
         return ReplayBackend(replay)
@@ -160,7 +170,7 @@ def _backend(replay: str | None, tol: float):
     return GpuBackend(tol=tol)
 
 
-def _print_summary(summary, database: str) -> None:
+def print_summary(summary, database: str) -> None:
     table = Table(title=f"sweep {summary.sweep_id}: {summary.status} in {summary.seconds:.1f} s")
     table.add_column("status")
     table.add_column("measurements", justify="right")

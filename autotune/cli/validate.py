@@ -1,0 +1,162 @@
+"""`autotune validate TABLE`: measure a dispatch table's answers at problems it was not tuned on.
+
+The work is in autotune/dispatch/validate.py; here: options, files, the sweep (run as `autotune sweep` runs it)
+and printing.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from autotune.errors import UserError
+
+out = Console()
+
+
+def _load_table(path: Path):  # type: ignore[no-untyped-def]
+    from autotune.dispatch.table import FORMAT, load_table
+    if not path.is_file():
+        raise UserError(f"no dispatch table {path}",
+                        hint="give a dispatch.json written by `autotune report` or `autotune emit --format json`")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"not a JSON file: {exc}", file=path, hint="give a dispatch.json") from None
+    if isinstance(data, dict) and data.get("format") != FORMAT and str(data.get("format", "")).startswith(FORMAT):
+        raise UserError(f"{path} is a table of the problem kind {data.get('kind', '?')!r} ({data.get('format')}); "
+                        "only GEMM tables (autotune-dispatch) can be validated for now",
+                        hint="validate a GEMM dispatch.json")
+    try:
+        return load_table(path)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: {exc}", hint="give a dispatch.json (format autotune-dispatch)") from None
+
+
+def _workload(path: Optional[Path]) -> Any:
+    if path is None:
+        return None
+    try:
+        from autotune.workload import load_workload  # type: ignore[import-not-found]
+    except ImportError:
+        raise UserError("--workload needs autotune.workload, which this version of autotune lacks",
+                        hint="draw within the table's tuned ranges (leave out --workload) or use --points FILE") from None
+    return load_workload(path)
+
+
+def _device_of_sweep(url: str, sweep_id: int) -> str:
+    from autotune.store.query import run_query
+    rows = run_query(url, f"SELECT d.uuid FROM sweeps s JOIN devices d ON d.id = s.device_id WHERE s.id = {int(sweep_id)}")
+    return str(rows["uuid"].iloc[0])
+
+
+def _pct(x: Any) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"
+
+
+def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A GEMM dispatch.json.")],
+             db: Annotated[Optional[str], typer.Option("--db", help="The tuning database the table was made from: "
+                                                       "its fastest instances join the candidates, and it locates "
+                                                       "space files not under spaces/.")] = None,
+             points: Annotated[Optional[Path], typer.Option("--points", help="Held-out problems: a CSV "
+                                                            "(precision,shape,m,n,k[,batch]) or a YAML list.")] = None,
+             random_n: Annotated[Optional[int], typer.Option("--random", help="Draw N held-out problems instead.")] = None,
+             seed: Annotated[int, typer.Option("--seed", help="Seed of --random.")] = 0,
+             workload: Annotated[Optional[Path], typer.Option("--workload", help="Workload file whose bounds "
+                                                              "--random draws within (default: the table's tuned "
+                                                              "ranges per precision and shape).")] = None,
+             pool_bk: Annotated[int, typer.Option("--pool-bk", help="Fastest verified instances per tuned point of "
+                                                  "--db added to the candidates (0: the table's kernels only).")] = 1,
+             out_dir: Annotated[Path, typer.Option("--out", help="Directory for validate_sweep.yaml, validation.csv, "
+                                                   "validation.png, validation_summary.json.")] = Path("validation"),
+             database: Annotated[Optional[str], typer.Option("--database", help="Validation database "
+                                                             "(default OUT/validation.sqlite).")] = None,
+             replay: Annotated[Optional[str], typer.Option("--replay", help="Take measurements from this recorded "
+                                                           "database instead of a GPU.")] = None,
+             repetitions: Annotated[int, typer.Option("--repetitions", min=1, help="Timed repetitions.")] = 20,
+             batch_bytes: Annotated[Optional[str], typer.Option("--batch-bytes", help="Batch of a problem without one: "
+                                                                "the smallest whose A+B+C take >= this (default: the "
+                                                                "tuned points' rule, else 500MB).")] = None,
+             tol: Annotated[Optional[float], typer.Option("--tol", help="Loss counted as within tolerance in the "
+                                                          "summary (default: the table's TOL).")] = None,
+             quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar.")] = False) -> None:
+    """Measure the table's answer, the best candidate and the baseline (cuBLAS) at held-out problems.
+
+    Candidates are the table's kernels and, with --db, the --pool-bk fastest verified instances at every tuned
+    point; each is measured where its space says it is valid. The measuring is an ordinary sweep
+    (OUT/validate_sweep.yaml, resumable, every instance timed fully) into --database. Writes validation.csv,
+    validation.png and validation_summary.json into --out. With --replay VALIDATION_DB (a database that holds
+    every measurement already) validation.csv comes out byte for byte the same.
+    """
+    from autotune.dispatch import validate as v
+    from autotune.store.schema import database_url
+    from autotune.sweep.config import load_config
+    from autotune.sweep.runner import git_commit
+    from autotune.cli.sweep import print_summary, run_config
+
+    table = _load_table(table_path)
+    if (points is None) == (random_n is None):
+        raise UserError("give the held-out problems: --points FILE or --random N (one of them)",
+                        hint="e.g. --random 100 --seed 0 (drawn within --workload's bounds or the table's tuned ranges)")
+    tol = float(table.provenance.get("tol", 0.05) if tol is None else tol)
+    if not 0 <= tol < 1:
+        raise UserError(f"--tol {tol} is outside [0, 1)")
+    tuning = database_url(db) if db else None
+    rule = v.batch_rule(table, batch_bytes)
+    if points is not None:
+        problems = v.read_points(points, rule)
+    else:
+        assert random_n is not None
+        problems = v.random_points(table, random_n, seed, rule, _workload(workload), rule_given=batch_bytes is not None)
+    cands = v.candidates(table, tuning, pool_bk, generic=any(v.choice(table, p) == v.GENERIC for p in problems))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    url = database_url(database) if database else f"sqlite:///{(out_dir / 'validation.sqlite').resolve()}"
+    config_path = out_dir / "validate_sweep.yaml"
+    config_path.write_text(v.validation_config(problems, cands, url, repetitions, tol))
+    out.print(f"{len(problems)} held-out problems, {len(cands.ids)} candidate instances in {len(cands.by_space)} "
+              f"spaces; batch: {rule.describe()}; "
+              f"sweep config {config_path}")
+    cfg = load_config(config_path)
+    summary = run_config(cfg, replay, quiet, early_stop=False)
+    print_summary(summary, cfg.database) if not quiet else None
+    if summary.status == "interrupted":
+        raise typer.Exit(130)
+    device = _device_of_sweep(url, summary.sweep_id)
+    frame = v.validation_frame(table, problems, cands, url, device)
+    csv_path = v.to_csv(frame, out_dir / "validation.csv")
+    png = v.plot(frame, out_dir / "validation.png")
+    figures = v.summarize(frame, tol)
+    prov = table.provenance
+    info = {"table": str(table_path.resolve()), "table_device": prov.get("device"), "table_tol": prov.get("tol"),
+            "tuning_database": tuning, "validation_database": url, "replay": replay, "device": device,
+            "points_file": str(points.resolve()) if points is not None else None,
+            "random": random_n, "seed": seed if random_n is not None else None,
+            "workload": str(workload) if workload is not None else None, "problems": len(problems),
+            "batch_rule": {"bytes": rule.bytes, "count": rule.count, "source": rule.source},
+            "pool_bk": pool_bk, "candidates": {s: list(ids) for s, ids in cands.by_space.items()},
+            "repetitions": repetitions, "tol": tol, "sweep_id": summary.sweep_id, "sweep_status": summary.status,
+            "git_commit": git_commit()}
+    (out_dir / "validation_summary.json").write_text(json.dumps({"summary": figures, "provenance": info}, indent=1,
+                                                                default=v.finite_or_none) + "\n")
+    _print_figures(figures, tol)
+    out.print(f"wrote {csv_path}, {png} and {out_dir / 'validation_summary.json'}")
+
+
+def _print_figures(figures: list[dict[str, Any]], tol: float) -> None:
+    table = Table(title="the table's answers at held-out problems (loss against the best candidate or the baseline)")
+    for col in ("group", "problems", "median loss", "worst loss", f"within TOL {100 * tol:g}%",
+                f"< {0.97}x baseline", "not measured"):
+        table.add_column(col, justify="left" if col == "group" else "right")
+    for f in figures:
+        table.add_row(f["group"], str(f["problems"]), _pct(f["median_loss"]), _pct(f["worst_loss"]),
+                      str(f["within_tol"]), str(f["slower_than_baseline"]), str(f["not_measured"]))
+    out.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(validate)
