@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Issue 15's H100 runs (workload-driven tables, sharing, validation), each phase resumable: run a phase again to go
+# on where it stopped. Databases go to $RUNS (default runs/); every sweep is stopped cleanly (SIGTERM) after SECONDS.
+#   bash scripts/h100_tables.sh small|fp16|square-share SECONDS
+#   bash scripts/h100_tables.sh validate-small|validate-fp16 SECONDS
+set -uo pipefail
+phase=${1:?phase}; secs=${2:-300}
+RUNS=${RUNS:-runs}; mkdir -p "$RUNS"
+py=${PYTHON:-python3}
+run() { echo "== $phase: $* (stops after ${secs}s)"; timeout -s TERM "$secs" "$py" -m autotune "$@"; echo "== exit $?"; }
+case $phase in
+  small|fp16) run sweep "configs/${phase}_tables_h100.yaml" --database "sqlite:///$RUNS/${phase}_tables_h100.sqlite" -q ;;
+  square-share)
+    db=$RUNS/square_share_h100.sqlite
+    if [ ! -f "$db" ]; then cp results/square_h100/square_h100.sqlite "$db" && "$py" -m autotune db upgrade "$db"; fi
+    run sweep configs/square_share_h100.yaml --database "sqlite:///$db" -q ;;
+  validate-small|validate-fp16)
+    name=${phase#validate-}
+    case $name in small) wl=small_h100;; fp16) wl=fp16_h100;; esac
+    run validate "results/${name}_tables_h100/dispatch.json" --db "$RUNS/${name}_tables_h100.sqlite" \
+      --random 200 --seed 1 --workload "configs/workloads/$wl.yaml" --pool-bk 1 \
+      --out "$RUNS/${name}_validation" --database "sqlite:///$RUNS/${name}_validation.sqlite" --quiet ;;
+  *) echo "unknown phase $phase" >&2; exit 2 ;;
+esac
