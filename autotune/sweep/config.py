@@ -50,7 +50,7 @@ class SpaceRef:
     where: str | None = None  # keep only the instances for which this expression holds
     max_instances: int | None = None  # this space's own limit (ALL_INSTANCES: none); None: the config's
     line: int | None = None  # where the entry is written in the config (for errors found when planning)
-    instances: tuple[str, ...] | None = None  # measure only these instance ids (soft constraints not applied)
+    instances: tuple[str, ...] | None = None  # measure only these instance ids (among those the entry keeps)
     measure: str = "serves"  # an instance is measured where its space's `serves` holds, or where `valid` holds
     share: int | None = None  # this space's sharing budget (None: the config's)
 

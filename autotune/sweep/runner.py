@@ -73,8 +73,8 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
     """Generate every space of the config for each precision its test points use.
 
     An instance is measured at the points its space's `serves` expression assigns to it (`measure: valid`: at
-    every point where its `valid` expression holds). With `instances:` only the named instances are kept, and
-    the soft constraints are not applied to them (the user named them)."""
+    every point where its `valid` expression holds). With `instances:` only the named instances are kept (among
+    those the entry's constraints keep: `soft: false` reaches instances the soft constraints drop)."""
     plans = []
     for ref in cfg.spaces:
         space = load_space(ref.path)
@@ -92,7 +92,7 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
             if not points:
                 continue
             named = ref.instances is not None
-            g = generate(space, limits(ref.device), precision, soft=ref.soft and not named, soft_off=ref.soft_off)
+            g = generate(space, limits(ref.device), precision, soft=ref.soft, soft_off=ref.soft_off)
             kept = _kept(g, ref.where, cfg, ref.line)
             instances = g.instances()
             if named:
@@ -113,7 +113,8 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
             raise UserError(f"space {space.name}: {len(missing)} of the named instances are not in the space "
                             f"(after its hard constraints and `where:`), e.g. {missing[0]}", file=cfg.path,
                             line=ref.line, hint="check the ids with `autotune space list` (the space file may "
-                                                "have changed since they were recorded)")
+                                                "have changed since they were recorded); `soft: false` in the entry "
+                                                "reaches instances the soft constraints drop")
         if not work:
             raise UserError(f"space {space.name} accepts none of the config's test points", file=cfg.path,
                             hint=f"it accepts precisions {', '.join(space.kernel.problems.precisions)} and "
