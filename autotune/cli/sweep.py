@@ -101,6 +101,8 @@ def run_config(cfg, replay: str | None, quiet: bool, early_stop: bool = True):  
     from autotune.sweep.runner import run_sweep
     from autotune.store.store import Store
 
+    from autotune.store.schema import refuse_gz
+    refuse_gz(cfg.database)  # the database is written: never into the decompressed copy of a .gz
     backend = _backend(replay, cfg.tol if early_stop else None)
     reporter = BarReporter(quiet)
     try:
@@ -200,8 +202,10 @@ def query(sql: Annotated[str, typer.Argument(help="One SQL statement that only r
                                               "the connection is read-only and writes, ATTACH, VACUUM and PRAGMA "
                                               "assignments are refused.")],
           db: Annotated[Optional[str], typer.Option("--db", help="Database URL or SQLite path, e.g. "
-                                                    "results/default/default.sqlite. Default: results/default.sqlite "
-                                                    "when it exists (the default sweep's database).")] = None,
+                                                    "results/default/default.sqlite.gz (gzipped files are read through a "
+                                                    "decompressed copy). Default: results/default.sqlite "
+                                                    "when it exists (the default sweep's database), else "
+                                                    "results/default.sqlite.gz.")] = None,
           format: Annotated[OutFormat, typer.Option("--format", "-f", help="table or csv.")] = OutFormat.table) -> None:
     """Run one read-only SQL statement on a results database; print a plain-text table or CSV.
 
@@ -219,15 +223,18 @@ def query(sql: Annotated[str, typer.Argument(help="One SQL statement that only r
 
 
 def _default_db() -> str:
-    """results/default.sqlite (under the current folder, else the checkout) when it exists; otherwise an
-    error that lists the databases found under results/."""
+    """results/default.sqlite (under the current folder, else the checkout) when it exists, else its gzipped
+    results/default.sqlite.gz (read through a decompressed copy); otherwise an error that lists the databases
+    found under results/ (plain and gzipped)."""
     from pathlib import Path
 
     from autotune.paths import RESULTS_DIR
-    for candidate in (Path("results/default.sqlite"), RESULTS_DIR / "default.sqlite"):
+    from autotune.store.schema import database_url
+    for candidate in (Path("results/default.sqlite"), RESULTS_DIR / "default.sqlite",
+                      Path("results/default.sqlite.gz"), RESULTS_DIR / "default.sqlite.gz"):
         if candidate.is_file():
-            return f"sqlite:///{candidate.resolve()}"
-    found = sorted(RESULTS_DIR.glob("**/*.sqlite"))
+            return database_url(str(candidate))
+    found = sorted([*RESULTS_DIR.glob("**/*.sqlite"), *RESULTS_DIR.glob("**/*.sqlite.gz")])
     listed = ", ".join(str(f.relative_to(Path.cwd()) if f.is_relative_to(Path.cwd()) else f) for f in found[:5])
     more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
     raise UserError("no --db given and no results/default.sqlite (the default sweep has not run here)",
@@ -247,7 +254,7 @@ def upgrade(url: Annotated[str, typer.Argument(help="Database URL or SQLite file
     one transaction (back the file up first)."""
     from autotune.store.migrate import head, upgrade as do_upgrade
     from autotune.store.schema import database_url
-    done = do_upgrade(database_url(url), sql=sql)
+    done = do_upgrade(database_url(url, write=not sql), sql=sql)  # --sql only reads: a .gz is fine there
     if done.sql is not None:
         typer.echo(done.sql, nl=False)
         return

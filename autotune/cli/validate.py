@@ -115,7 +115,7 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
         problems = v.random_points(table, random_n, seed, rule, _workload(workload), rule_given=batch_bytes is not None)
     cands = v.candidates(table, tuning, pool_bk, generic=any(v.choice(table, p) == v.GENERIC for p in problems))
     out_dir.mkdir(parents=True, exist_ok=True)
-    url = database_url(database) if database else f"sqlite:///{(out_dir / 'validation.sqlite').resolve()}"
+    url = database_url(database, write=True) if database else f"sqlite:///{(out_dir / 'validation.sqlite').resolve()}"
     config_path = out_dir / "validate_sweep.yaml"
     config_path.write_text(v.validation_config(problems, cands, url, repetitions, tol))
     out.print(f"{len(problems)} held-out problems, {len(cands.ids)} candidate instances in {len(cands.by_space)} "

@@ -24,7 +24,7 @@ from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from autotune.store.schema import SCHEMA_VERSION, SchemaVersionError, StoreError, make_engine
+from autotune.store.schema import SCHEMA_VERSION, SchemaVersionError, StoreError, gz_origin, make_engine
 
 VERSION_TABLE = "autotune_alembic_version"
 SCRIPTS = Path(__file__).with_name("alembic")
@@ -227,6 +227,9 @@ def readable_copy(url: str, path: str) -> str:
             dst.close()
         upgrade(f"sqlite:///{copy}")
         _MIGRATED[key] = f"sqlite:///{copy}"  # the copy lives until the process ends (the OS cleans its temp folder)
-        warnings.warn(f"{path} has {version.describe()} (this autotune writes {SCHEMA_VERSION}); reading a "
-                      f"migrated copy. Run `autotune db upgrade {path}` to migrate the file in place.", stacklevel=3)
+        origin = gz_origin(path)
+        fix = (f"`autotune db upgrade {path}` to migrate the file in place" if origin is None else
+               f"`gunzip -k {origin}` and `autotune db upgrade` on the result to migrate a plain copy")
+        warnings.warn(f"{origin or path} has {version.describe()} (this autotune writes {SCHEMA_VERSION}); reading a "
+                      f"migrated copy. Run {fix}.", stacklevel=3)
     return _MIGRATED[key]

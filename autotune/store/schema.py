@@ -298,8 +298,94 @@ def sqlite_path(url: str) -> str | None:
     return u.database[5:] if u.database.startswith("file:") else u.database
 
 
-def database_url(text: str) -> str:
-    """A SQLAlchemy URL as given, or a bare file path as the URL of an SQLite file. Raises StoreError."""
+GZ_READ_ONLY = "a gzipped database is read-only here: gunzip it first, or sweep into a new file"
+
+
+def gz_path(text: str) -> Path | None:
+    """The file when `text` (a path or an sqlite:/// URL) names a gzipped SQLite database (`*.gz`); else None."""
+    if "://" not in text:
+        path: str | None = text
+    else:
+        try:
+            path = sqlite_path(text)
+        except Exception:  # noqa: BLE001 - not a URL at all: database_url reports it
+            return None
+    if path is None or not path.endswith(".gz"):
+        return None
+    return Path(path).expanduser().resolve()
+
+
+def refuse_gz(text: str) -> None:
+    """Raise StoreError when `text` names a gzipped database: writes must never go to its decompressed copy."""
+    path = gz_path(text)
+    if path is not None:
+        raise StoreError(f"{GZ_READ_ONLY} ({path})",
+                         hint=f"gunzip -k {path} and name the .sqlite file, or give a new database file")
+
+
+def gz_cache_dir() -> Path:
+    import tempfile
+    return Path(tempfile.gettempdir()) / "autotune-gz"
+
+
+_GUNZIPPED: dict[tuple[str, int, int], Path] = {}
+_GZ_ORIGIN: dict[str, Path] = {}  # decompressed copy -> the .gz it was read from (for messages)
+
+
+def gz_origin(path: str | Path) -> Path | None:
+    """The .gz file whose decompressed copy is `path` (in this process); None for any other file."""
+    return _GZ_ORIGIN.get(str(Path(path).resolve()))
+
+
+def gunzipped(path: Path) -> Path:
+    """The decompressed copy of the gzipped database `path`: gz_cache_dir()/<sha256 of the .gz bytes>.sqlite,
+    made once (temporary name + os.replace, so concurrent readers never see a partial file) and reused
+    while the .gz bytes are the same. Raises StoreError when the file is missing or not gzip."""
+    import gzip
+    import os
+    import shutil
+
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise StoreError(f"no gzipped SQLite database at {path} ({exc.strerror})",
+                         hint="give the results database of a sweep") from None
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    cached = _GUNZIPPED.get(key)
+    if cached is not None and cached.is_file():
+        return cached
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    folder = gz_cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{digest.hexdigest()}.sqlite"
+    if not target.is_file():
+        tmp = folder / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        try:
+            with gzip.open(path, "rb") as src, tmp.open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            os.chmod(tmp, 0o444)  # the copy is only read: opening it for writing fails instead of diverging
+            os.replace(tmp, target)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreError(f"cannot decompress {path}: {exc}",
+                             hint="check that the file is a complete gzip of an SQLite database") from None
+    _GUNZIPPED[key] = target
+    _GZ_ORIGIN[str(target.resolve())] = path
+    return target
+
+
+def database_url(text: str, *, write: bool = False) -> str:
+    """A SQLAlchemy URL as given, or a bare file path as the URL of an SQLite file. A gzipped SQLite file
+    (`*.sqlite.gz`, path or sqlite:/// URL) is read through its decompressed copy (see `gunzipped`);
+    with `write` it is refused. Raises StoreError."""
+    gz = gz_path(text)
+    if gz is not None:
+        if write:
+            refuse_gz(text)
+        return f"sqlite:///{gunzipped(gz)}"
     if "://" not in text:
         return f"sqlite:///{Path(text).expanduser().resolve()}"
     from sqlalchemy.exc import ArgumentError

@@ -55,9 +55,10 @@ class Store:
     def open(cls, url: str, *, create: bool = True, readonly: bool = False) -> "Store":
         """Open `url`; create the schema in an empty database when `create`; check the schema version.
 
-        Raises StoreError (unreachable, read-only when writing, not an autotune database) or
+        Raises StoreError (unreachable, read-only when writing, a gzipped `*.gz` file unless `readonly`,
+        not an autotune database) or
         SchemaVersionError, each with a hint, and writes nothing in those cases."""
-        url = database_url(url)
+        url = database_url(url, write=not readonly)  # a gzipped database is only read (through its copy)
         path = sqlite_path(url)
         if path is not None and readonly and not Path(path).is_file():
             raise StoreError(f"no SQLite database at {path}",

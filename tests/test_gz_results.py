@@ -1,0 +1,193 @@
+"""Issue 15: gzipped results databases (`*.sqlite.gz`) are read transparently and never written.
+
+Real files and real processes: a gzipped copy of the committed default database gives the same report, emit
+and query output as the plain file; sweeping into (or upgrading) a .gz is refused with exit 2 and leaves it
+untouched; the decompressed copy is made once and reused."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from autotune.paths import ROOT
+from autotune.store.schema import GZ_READ_ONLY, StoreError, database_url, gz_cache_dir, sqlite_path
+from autotune.store.store import Store
+
+SOURCE = ROOT / "results" / "default" / "default.sqlite"  # the committed default database, plain or gzipped
+
+
+def cli(*args: str, cwd: Path | str = ROOT, tmpdir: Path | None = None, timeout: float = 180
+        ) -> subprocess.CompletedProcess:
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "200"}
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout, env=env)
+
+
+@pytest.fixture
+def dbs(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(plain database, its `gzip -9 -n` copy, the TMPDIR of the commands) in tmp_path."""
+    plain = tmp_path / "plain" / "default.sqlite"
+    plain.parent.mkdir()
+    gz_source = SOURCE.with_name(SOURCE.name + ".gz")
+    data = SOURCE.read_bytes() if SOURCE.is_file() else gzip.decompress(gz_source.read_bytes())
+    plain.write_bytes(data)
+    gz = tmp_path / "gz" / "default.sqlite.gz"
+    gz.parent.mkdir()
+    gz.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    return plain, gz, tmpdir
+
+
+def _cached(tmpdir: Path) -> list[Path]:
+    return sorted((tmpdir / "autotune-gz").glob("*.sqlite"))
+
+
+def _stamp_free(text: str) -> str:
+    return re.sub(r"created_utc.{0,6}\d{4}-\d\d-\d\dT[0-9:+]+", "created_utc", text)
+
+
+def test_report_of_a_gzipped_database_is_the_same(dbs: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    plain, gz, tmpdir = dbs
+    for name, db in (("plain", plain), ("gz", gz)):
+        r = cli("report", str(db), "--out", str(tmp_path / f"report_{name}"), tmpdir=tmpdir)
+        assert r.returncode == 0, r.stderr
+    for f in ("summary.csv", "tol_table.csv", "dispatch.json", "dispatch.cuh", "dispatch.py"):
+        a, b = (tmp_path / f"report_{n}" / f for n in ("plain", "gz"))
+        assert _stamp_free(a.read_text()) == _stamp_free(b.read_text()), f
+    assert len(_cached(tmpdir)) == 1
+
+
+@pytest.mark.parametrize("fmt", ["json", "cpp", "python", "csv"])
+def test_emit_of_a_gzipped_database_is_the_same(dbs: tuple[Path, Path, Path], fmt: str) -> None:
+    plain, gz, tmpdir = dbs
+    a = cli("emit", str(plain), "--format", fmt, tmpdir=tmpdir)
+    b = cli("emit", f"sqlite:///{gz}", "--format", fmt, tmpdir=tmpdir)  # a URL works like a path
+    assert a.returncode == b.returncode == 0, b.stderr
+    assert _stamp_free(a.stdout) == _stamp_free(b.stdout) and a.stdout
+
+
+def test_query_and_analyze_of_a_gzipped_database_are_the_same(dbs: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    plain, gz, tmpdir = dbs
+    sql = "SELECT i.space, m.status, COUNT(*) AS n, MIN(m.median_ms) AS best FROM measurements m " \
+          "JOIN instances i ON i.id = m.instance_id GROUP BY i.space, m.status ORDER BY i.space, m.status"
+    a = cli("query", sql, "--db", str(plain), "--format", "csv", tmpdir=tmpdir)
+    b = cli("query", sql, "--db", str(gz), "--format", "csv", tmpdir=tmpdir)
+    assert a.returncode == 0 and b.returncode == 0, (a.stderr, b.stderr)
+    assert a.stdout == b.stdout and len(a.stdout.splitlines()) > 1
+    for name, db in (("plain", plain), ("gz", gz)):
+        r = cli("analyze", str(db), "--out", str(tmp_path / f"analyze_{name}"), tmpdir=tmpdir)
+        assert r.returncode == 0, r.stderr
+    for f in ("tol_table.csv", "winners.csv"):
+        assert (tmp_path / "analyze_plain" / f).read_text() == (tmp_path / "analyze_gz" / f).read_text(), f
+
+
+def test_the_decompressed_copy_is_made_once_and_reused(dbs: tuple[Path, Path, Path]) -> None:
+    plain, gz, tmpdir = dbs
+    r = cli("query", "SELECT COUNT(*) FROM measurements", "--db", str(gz), tmpdir=tmpdir)
+    assert r.returncode == 0, r.stderr
+    (copy,) = _cached(tmpdir)
+    assert copy.name == hashlib.sha256(gz.read_bytes()).hexdigest() + ".sqlite"
+    assert copy.read_bytes() == plain.read_bytes()
+    before = copy.stat()
+    again = cli("query", "SELECT COUNT(*) FROM measurements", "--db", str(gz), tmpdir=tmpdir)
+    assert again.returncode == 0 and again.stdout == r.stdout
+    assert _cached(tmpdir) == [copy]
+    assert (copy.stat().st_ino, copy.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rewritten
+    assert copy.read_bytes() == plain.read_bytes()  # reading left it as it was
+    assert not [p for p in (tmpdir / "autotune-gz").iterdir() if p.name.endswith(".tmp")]
+    # other bytes (another database under the same name) get their own copy
+    gz.write_bytes(gzip.compress(plain.read_bytes(), compresslevel=1, mtime=0))
+    assert cli("query", "SELECT 1", "--db", str(gz), tmpdir=tmpdir).returncode == 0
+    assert len(_cached(tmpdir)) == 2
+
+
+def test_concurrent_readers_share_one_complete_copy(dbs: tuple[Path, Path, Path]) -> None:
+    plain, gz, tmpdir = dbs
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TMPDIR": str(tmpdir)}
+    procs = [subprocess.Popen([sys.executable, "-m", "autotune", "query", "SELECT COUNT(*) FROM measurements",
+                               "--db", str(gz), "--format", "csv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT, env=env) for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    assert len({o for o, _ in outs}) == 1
+    (copy,) = _cached(tmpdir)
+    assert copy.read_bytes() == plain.read_bytes()
+
+
+def test_sweep_into_a_gzipped_database_is_refused(dbs: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    plain, gz, tmpdir = dbs
+    before = gz.read_bytes()
+    r = cli("sweep", "configs/default.yaml", "--replay", str(plain), "--database", str(gz), "--quiet", tmpdir=tmpdir)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert GZ_READ_ONLY in " ".join(r.stderr.split()) and "gunzip" in r.stderr
+    cfg = tmp_path / "to_gz.yaml"  # the same through the config's `database:`, as a URL
+    cfg.write_text((ROOT / "configs" / "default.yaml").read_text() + f"\ndatabase: sqlite:///{gz}\n")
+    r = cli("sweep", str(cfg), "--replay", str(plain), "--quiet", tmpdir=tmpdir)
+    assert r.returncode == 2 and GZ_READ_ONLY in " ".join(r.stderr.split()), r.stderr
+    assert gz.read_bytes() == before and _cached(tmpdir) == []
+    assert sorted(p.name for p in gz.parent.iterdir()) == [gz.name]
+
+
+def test_a_gzipped_database_replays_into_a_new_file(dbs: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    plain, gz, tmpdir = dbs
+    out = tmp_path / "new.sqlite"
+    r = cli("sweep", "configs/default.yaml", "--replay", str(gz), "--database", str(out), "--quiet", tmpdir=tmpdir)
+    assert r.returncode == 0, r.stderr
+    q = "SELECT COUNT(*) FROM measurements WHERE status = 'ok'"
+    assert cli("query", q, "--db", str(out)).stdout == cli("query", q, "--db", str(plain)).stdout
+
+
+def test_db_upgrade_refuses_a_gzipped_database(dbs: tuple[Path, Path, Path]) -> None:
+    _, gz, tmpdir = dbs
+    before = gz.read_bytes()
+    r = cli("db", "upgrade", str(gz), tmpdir=tmpdir)
+    assert r.returncode == 2 and GZ_READ_ONLY in " ".join(r.stderr.split()) and "Traceback" not in r.stderr
+    assert gz.read_bytes() == before and _cached(tmpdir) == []
+    sql = cli("db", "upgrade", str(gz), "--sql", tmpdir=tmpdir)  # printing the SQL changes nothing: allowed
+    assert sql.returncode == 0 and sql.stdout.strip(), sql.stderr
+
+
+def test_store_open_for_writing_refuses_a_gzipped_database(dbs: tuple[Path, Path, Path],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    _, gz, tmpdir = dbs
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    for kwargs in ({}, {"create": True}, {"create": False}):
+        with pytest.raises(StoreError, match="gzipped database is read-only"):
+            Store.open(str(gz), **kwargs)
+    with pytest.raises(StoreError, match="gzipped database is read-only"):
+        database_url(f"sqlite:///{gz}", write=True)
+    assert _cached(tmpdir) == []
+    with pytest.warns(UserWarning, match=r"default\.sqlite\.gz has schema version 1.*gunzip"), \
+            Store.open(str(gz), create=False, readonly=True) as store:
+        assert not store.measurements().empty
+    assert gz_cache_dir() == tmpdir / "autotune-gz"
+    assert Path(sqlite_path(database_url(str(gz))) or "").parent == tmpdir / "autotune-gz"
+
+
+def test_query_without_db_finds_a_gzipped_default(dbs: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    plain, gz, tmpdir = dbs
+    work = tmp_path / "work"
+    (work / "results").mkdir(parents=True)
+    gz.rename(work / "results" / "default.sqlite.gz")
+    q = "SELECT COUNT(*) FROM measurements"
+    r = cli("query", q, cwd=work, tmpdir=tmpdir)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == cli("query", q, "--db", str(plain)).stdout
+
+
+def test_a_missing_or_broken_gz_is_a_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.sqlite.gz"
+    broken.write_bytes(b"not gzip at all")
+    for db, words in ((tmp_path / "missing.sqlite.gz", "no gzipped SQLite database"), (broken, "cannot decompress")):
+        r = cli("query", "SELECT 1", "--db", str(db), tmpdir=tmp_path)
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not [p for p in (tmp_path / "autotune-gz").iterdir()]
