@@ -12,7 +12,7 @@ case $phase in
   small|fp16) run sweep "configs/${phase}_tables_h100.yaml" --database "sqlite:///$RUNS/${phase}_tables_h100.sqlite" -q ;;
   square-share)
     db=$RUNS/square_share_h100.sqlite
-    if [ ! -f "$db" ]; then cp results/square_h100/square_h100.sqlite "$db" && "$py" -m autotune db upgrade "$db"; fi
+    if [ ! -f "$db" ]; then gunzip -c results/square_h100/square_h100.sqlite.gz > "$db" && "$py" -m autotune db upgrade "$db"; fi
     run sweep configs/square_share_h100.yaml --database "sqlite:///$db" -q ;;
   validate-small|validate-fp16)
     name=${phase#validate-}

@@ -16,11 +16,11 @@ from autotune.analysis.compare import compare, groups, summarize
 from autotune.errors import UserError
 from autotune.space.instance import Instance
 from autotune.vocab import Measurement, Status, TestPoint
-from autotune.paths import ROOT
 from autotune.store.query import run_query
 from autotune.store.store import SpaceRecord, Store, StoreError, SweepStart
+from tests.support.committed import committed
 
-RECORDED = ROOT / "results" / "default" / "default.sqlite"
+RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
 SIZES = (4, 8, 16)
 INSTANCES = {  # key -> (space, parameters)
     "a1": ("gemm_test", {"NSG": 1, "ALG": "x"}), "b1": ("gemm_test", {"NSG": 1, "ALG": "y"}),

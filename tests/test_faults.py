@@ -32,6 +32,7 @@ from autotune.sweep.gpu_backend import GpuBackend
 from autotune.sweep.runner import run_sweep
 from pg import fresh_pg_url
 from tests.support.fake_gpu_worker import CUDA_FAULT, fake_gpu_main
+from tests.support.committed import committed
 
 FIXTURES = (fresh_pg_url,)  # pytest finds this fixture by name in this module
 
@@ -181,7 +182,7 @@ def test_gpu_watchdog_waits_longer_once_the_worker_reports_progress(tmp_path: Pa
 
 # ---- 4. the database fills up or turns read-only mid-sweep -----------------------------------------------
 
-RECORDED = ROOT / "results" / "default" / "default.sqlite"
+RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
 ENV = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "80"}
 
 

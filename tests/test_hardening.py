@@ -12,8 +12,9 @@ from autotune.problems.gemm import gemm_point
 from autotune.paths import ROOT
 from autotune.store.migrate import VERSION_TABLE, head
 from autotune.store.schema import SCHEMA_VERSION
+from tests.support.committed import committed, read_only
 
-RECORDED = ROOT / "results" / "default" / "default.sqlite"
+RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
 
 
 def cli(*args: str, cwd: Path | str = ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -25,7 +26,7 @@ def cli(*args: str, cwd: Path | str = ROOT, timeout: float = 120) -> subprocess.
 @pytest.fixture
 def recorded_copy(tmp_path: Path) -> Path:
     db = tmp_path / "db.sqlite"
-    with sqlite3.connect(RECORDED) as src, sqlite3.connect(db) as dst:
+    with sqlite3.connect(read_only(RECORDED)) as src, sqlite3.connect(db) as dst:
         src.backup(dst)
     return db
 

@@ -18,13 +18,13 @@ from pg import db_url, fresh_pg_url, points, record_sample, sqlite_url
 from typer.testing import CliRunner
 
 from autotune.cli.main import app
-from autotune.paths import ROOT
 from autotune.store.migrate import VERSION_TABLE, alembic_config, head, revisions, upgrade
 from autotune.store.schema import SCHEMA_VERSION, Base
 from autotune.store.store import SchemaVersionError, Store, StoreError
+from tests.support.committed import committed_databases, gunzip_to
 
 FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by name in this module
-COMMITTED = sorted((ROOT / "results").rglob("*.sqlite"), key=lambda p: p.stat().st_size)
+COMMITTED = sorted(committed_databases(), key=lambda p: p.stat().st_size)  # results/**/*.sqlite.gz
 OPTUNA_REVISION = "v3.2.0.a"  # what Optuna's RDB storage keeps in its own alembic_version table
 
 
@@ -73,8 +73,11 @@ def _make_v1(url: str, pre_alembic: bool = True) -> None:
 
 
 def _copy(src: Path, folder: Path) -> Path:
-    """A consistent copy of an SQLite file (its WAL included), as `autotune db upgrade` users would back it up."""
+    """A consistent copy of an SQLite file (its WAL included), as `autotune db upgrade` users would back it up;
+    a gzipped one (the committed databases) is decompressed into folder/NAME.sqlite."""
     folder.mkdir(parents=True, exist_ok=True)
+    if src.name.endswith(".gz"):
+        return gunzip_to(src, folder / src.name.removesuffix(".gz"))
     dst = folder / src.name
     with sqlite3.connect(f"file:{src.as_posix()}?mode=ro", uri=True) as a, sqlite3.connect(dst) as b:
         a.backup(b)
@@ -96,7 +99,7 @@ def test_revisions_match_schema_versions() -> None:
 
 
 def test_committed_databases_migrate_and_report_the_same(tmp_path: Path) -> None:
-    """Every committed results/**/*.sqlite migrates on a copy (intact, at head, same rows, open for writing);
+    """Every committed results/**/*.sqlite.gz migrates on a (decompressed) copy (intact, at head, same rows, open for writing);
     the three smallest then report the summary.csv committed next to them."""
     assert len(COMMITTED) >= 3
     t0 = time.monotonic()
@@ -121,7 +124,8 @@ def test_committed_databases_migrate_and_report_the_same(tmp_path: Path) -> None
     migrate_s = time.monotonic() - t0
     for src in COMMITTED[:3]:
         out = tmp_path / f"report_{src.parent.name}"
-        r = CliRunner().invoke(app, ["report", str(tmp_path / src.parent.name / src.name), "--out", str(out)])
+        plain = tmp_path / src.parent.name / src.name.removesuffix(".gz")
+        r = CliRunner().invoke(app, ["report", str(plain), "--out", str(out)])
         assert r.exit_code == 0, r.output
         committed = src.parent / "summary.csv"
         if committed.is_file():

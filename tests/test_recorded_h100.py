@@ -1,6 +1,6 @@
 """The replay tier: the runner, resume and analyzer on a sweep recorded on a real H100.
 
-results/default/default.sqlite is the README's main job (configs/default.yaml: 300 sampled
+results/default/default.sqlite.gz is the README's main job (configs/default.yaml: 300 sampled
 gemm_batched_simt instances x 12 fp64/fp32 points) as it ran on an NVIDIA H100 80GB HBM3,
 killed with SIGKILL part-way and resumed (see results/default/PROVENANCE.md).
 """
@@ -18,10 +18,11 @@ from autotune.dispatch.loo import tol_table
 from autotune.paths import ROOT
 from autotune.sweep.replay import ReplayBackend
 from autotune.sweep.runner import run_sweep
+from tests.support.committed import committed
 from autotune.store.store import Store
 from autotune.analysis.winners import Criteria
 
-RECORDED = ROOT / "results" / "default" / "default.sqlite"
+RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
 URL = f"sqlite:///{RECORDED}"
 
 

@@ -19,12 +19,12 @@ from autotune.errors import UserError
 from autotune.space.generator import generate, where
 from autotune.space.instance import Instance
 from autotune.vocab import Measurement, Status
-from autotune.paths import ROOT
 from autotune.space.spec import load_space
 from autotune.store.store import SpaceRecord, Store, SweepStart
 from autotune.problems.gemm.tsm2_model import choose_tsm2
+from tests.support.committed import committed
 
-RECORDED = ROOT / "results" / "tsm2_h100" / "tsm2_h100.sqlite"
+RECORDED = committed("tsm2_h100")  # results/tsm2_h100/tsm2_h100.sqlite.gz
 M = 20480
 BW, CLOCK = 2.98e12, 1.98e9
 

@@ -85,7 +85,7 @@ def test_installed_package_sweeps_reports_and_emits_outside_the_checkout(tmp_pat
     assert (work / "results" / "transpose_h100.sqlite").is_file()  # results/ under the current directory
     r = run("report", "results/transpose_h100.sqlite", "--out", "report")
     assert r.returncode == 0 and (work / "report" / "dispatch.py").is_file(), r.stdout + r.stderr
-    r = run("emit", str(ROOT / "results/tsm2_h100/tsm2_h100.sqlite"), "--format", "json")
+    r = run("emit", str(ROOT / "results/tsm2_h100/tsm2_h100.sqlite.gz"), "--format", "json")
     assert r.returncode == 0 and '"kernels"' in r.stdout, r.stderr[-2000:]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -19,10 +18,10 @@ from typer.testing import CliRunner
 from autotune.cli.main import app
 from autotune.dispatch import validate as v
 from autotune.dispatch.table import load_table
-from autotune.paths import ROOT
 from autotune.problems.gemm import gemm_point
+from tests.support.committed import committed, gunzip_to, read_only
 
-RECORDED = ROOT / "results" / "default" / "default.sqlite"
+RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
 HELD_OUT = (8, 16, 32)
 
 
@@ -36,7 +35,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tuning.sqlite (the recording without the held-out sizes), table.json made from it, points.csv."""
     work = tmp_path_factory.mktemp("validate")
     tuning = work / "tuning.sqlite"
-    shutil.copy(RECORDED, tuning)
+    gunzip_to(RECORDED, tuning)
     r = cli(work, "db", "upgrade", str(tuning))
     assert r.returncode == 0, r.stderr
     with sqlite3.connect(tuning) as c:
@@ -67,7 +66,7 @@ def test_validation_csv_against_the_table_and_the_recording(tuned: Path, validat
     assert len(frame) == 6 and set(frame["m"]) == set(HELD_OUT)
     assert (frame["kind"] == "gemm").all()
     # the batches follow the tuned points' rule (100 MB), as the recording's own points did
-    rec = pd.read_sql("SELECT precision, m, batch FROM test_points", sqlite3.connect(RECORDED))
+    rec = pd.read_sql("SELECT precision, m, batch FROM test_points", sqlite3.connect(read_only(RECORDED)))
     for r in frame.itertuples():
         assert r.batch == rec[(rec.precision == r.precision) & (rec.m == r.m)].batch.item()
     table = load_table(tuned / "table.json")
@@ -85,7 +84,7 @@ def test_validation_csv_against_the_table_and_the_recording(tuned: Path, validat
     lib = frame[frame["table_choice"] == "library"]
     assert (lib["table_ms"] == lib["baseline_ms"]).all()
     # the best is the fastest verified candidate or the library, from the recording
-    with sqlite3.connect(RECORDED) as c:
+    with sqlite3.connect(read_only(RECORDED)) as c:
         for r in frame.dropna(subset=["best_ms"]).itertuples():
             if r.best_choice == "library":
                 assert r.best_ms == pytest.approx(r.baseline_ms)

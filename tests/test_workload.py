@@ -18,6 +18,7 @@ from autotune.problems.gemm import gemm_point
 from autotune.sweep.config import batch_for_bytes, parse_config
 from autotune.workload import (choose_points, coverage, load_workload, point_weights_frame, pool_from_db,
                                sweep_config_text, weights)
+from tests.support.committed import committed
 
 YAML = """\
 kind: gemm
@@ -248,7 +249,7 @@ def test_sweep_config_with_the_new_runner_keys_parses(tmp_path) -> None:
 
 @pytest.mark.filterwarnings("ignore:.*schema version")  # schema 1: read through a migrated copy
 def test_pool_from_a_results_database() -> None:
-    db = ROOT / "results" / "square_h100" / "square_h100.sqlite"
+    db = committed("square_h100")  # gzipped: read through its decompressed copy
     pool = pool_from_db(str(db), 1)
     from autotune.store.store import Store
     with Store.open(f"sqlite:///{db}", create=False, readonly=True) as store:
