@@ -8,8 +8,11 @@
 //   worst_loss: 0.03385633388259701
 //   mean_loss: 0.004677204254007888
 //   sweep_ids: ["1", "2"]
-// Lookup rules: autotune/dispatch_runtime.py (exact point, merged region, nearest tuned point by
-// log-ratio distance among kernels whose validity predicates hold, then the generic kernel = -1).
+// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by
+// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).
+// lookup() returns an index into kKernels (>= 0), GENERIC (-1: the gemm_naive kernel), LIBRARY (-2:
+// call the vendor library, e.g. cuBLAS gemmStridedBatchedEx) or INVALID (-3: precision or shape out of
+// range, or a size or batch outside 1..2^31-1; Python raises ValueError for the same inputs).
 #pragma once
 
 namespace autotune_dispatch {
@@ -17,46 +20,54 @@ namespace autotune_dispatch {
 inline constexpr const char* kTunedDevice = "NVIDIA H100 80GB HBM3";
 inline constexpr double kTol = 0.05;
 inline constexpr double kWorstLoss = 0.03385633388259701;
+inline constexpr int GENERIC = -1;  // the gemm_naive kernel (generic templates below)
+inline constexpr int LIBRARY = -2;  // call the vendor library: cublas
+inline constexpr int INVALID = -3;  // invalid input
+inline constexpr long long kMaxSize = 2147483647LL;
+inline constexpr const char* kLibrary = "cublas";
+inline constexpr int kFallback = -2;  // the answer where nothing in the table is valid
 enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
-struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; };
+struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 9;
 inline constexpr Kernel kKernels[9] = {
-  {"546515198260a173", "gemm_batched_simt_DIM_X8_DIM_Y8_BLK_M32_BLK_N24_BLK_K8_DIM_XA32_DIM_YA2_DIM_XB8_DIM_YB8_NSG2", "autotune::gemm_batched<double, 0, 0, 8, 8, 32, 24, 8, 32, 2, 8, 8, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"75a1e42a2aa4b338", "gemm_batched_simt_DIM_X4_DIM_Y2_BLK_M8_BLK_N8_BLK_K4_DIM_XA8_DIM_YA1_DIM_XB4_DIM_YB2_NSG8", "autotune::gemm_batched<double, 0, 0, 4, 2, 8, 8, 4, 8, 1, 4, 2, 8>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"923d13c227d82934", "gemm_batched_simt_DIM_X4_DIM_Y8_BLK_M16_BLK_N16_BLK_K4_DIM_XA8_DIM_YA4_DIM_XB4_DIM_YB8_NSG1", "autotune::gemm_batched<double, 0, 0, 4, 8, 16, 16, 4, 8, 4, 4, 8, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"f7d57e3ae1c9e128", "gemm_batched_simt_DIM_X16_DIM_Y4_BLK_M32_BLK_N16_BLK_K16_DIM_XA32_DIM_YA2_DIM_XB16_DIM_YB4_NSG1", "autotune::gemm_batched<double, 0, 0, 16, 4, 32, 16, 16, 32, 2, 16, 4, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"3efcb62fcc3bdf58", "gemm_batched_simt_DIM_X8_DIM_Y2_BLK_M16_BLK_N16_BLK_K16_DIM_XA8_DIM_YA2_DIM_XB8_DIM_YB2_NSG4", "autotune::gemm_batched<float, 0, 0, 8, 2, 16, 16, 16, 8, 2, 8, 2, 4>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"546515198260a173", "gemm_batched_simt_DIM_X8_DIM_Y8_BLK_M32_BLK_N24_BLK_K8_DIM_XA32_DIM_YA2_DIM_XB8_DIM_YB8_NSG2", "autotune::gemm_batched<float, 0, 0, 8, 8, 32, 24, 8, 32, 2, 8, 8, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"75a1e42a2aa4b338", "gemm_batched_simt_DIM_X4_DIM_Y2_BLK_M8_BLK_N8_BLK_K4_DIM_XA8_DIM_YA1_DIM_XB4_DIM_YB2_NSG8", "autotune::gemm_batched<float, 0, 0, 4, 2, 8, 8, 4, 8, 1, 4, 2, 8>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"7adc207194dfbd53", "gemm_batched_simt_DIM_X8_DIM_Y16_BLK_M32_BLK_N32_BLK_K32_DIM_XA32_DIM_YA4_DIM_XB16_DIM_YB8_NSG1", "autotune::gemm_batched<float, 0, 0, 8, 16, 32, 32, 32, 32, 4, 16, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"923d13c227d82934", "gemm_batched_simt_DIM_X4_DIM_Y8_BLK_M16_BLK_N16_BLK_K4_DIM_XA8_DIM_YA4_DIM_XB4_DIM_YB8_NSG1", "autotune::gemm_batched<float, 0, 0, 4, 8, 16, 16, 4, 8, 4, 4, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
+  {"546515198260a173", "gemm_batched_simt_DIM_X8_DIM_Y8_BLK_M32_BLK_N24_BLK_K8_DIM_XA32_DIM_YA2_DIM_XB8_DIM_YB8_NSG2", "autotune::gemm_batched<double, 0, 0, 8, 8, 32, 24, 8, 32, 2, 8, 8, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"75a1e42a2aa4b338", "gemm_batched_simt_DIM_X4_DIM_Y2_BLK_M8_BLK_N8_BLK_K4_DIM_XA8_DIM_YA1_DIM_XB4_DIM_YB2_NSG8", "autotune::gemm_batched<double, 0, 0, 4, 2, 8, 8, 4, 8, 1, 4, 2, 8>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"923d13c227d82934", "gemm_batched_simt_DIM_X4_DIM_Y8_BLK_M16_BLK_N16_BLK_K4_DIM_XA8_DIM_YA4_DIM_XB4_DIM_YB8_NSG1", "autotune::gemm_batched<double, 0, 0, 4, 8, 16, 16, 4, 8, 4, 4, 8, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"f7d57e3ae1c9e128", "gemm_batched_simt_DIM_X16_DIM_Y4_BLK_M32_BLK_N16_BLK_K16_DIM_XA32_DIM_YA2_DIM_XB16_DIM_YB4_NSG1", "autotune::gemm_batched<double, 0, 0, 16, 4, 32, 16, 16, 32, 2, 16, 4, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"3efcb62fcc3bdf58", "gemm_batched_simt_DIM_X8_DIM_Y2_BLK_M16_BLK_N16_BLK_K16_DIM_XA8_DIM_YA2_DIM_XB8_DIM_YB2_NSG4", "autotune::gemm_batched<float, 0, 0, 8, 2, 16, 16, 16, 8, 2, 8, 2, 4>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"546515198260a173", "gemm_batched_simt_DIM_X8_DIM_Y8_BLK_M32_BLK_N24_BLK_K8_DIM_XA32_DIM_YA2_DIM_XB8_DIM_YB8_NSG2", "autotune::gemm_batched<float, 0, 0, 8, 8, 32, 24, 8, 32, 2, 8, 8, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"75a1e42a2aa4b338", "gemm_batched_simt_DIM_X4_DIM_Y2_BLK_M8_BLK_N8_BLK_K4_DIM_XA8_DIM_YA1_DIM_XB4_DIM_YB2_NSG8", "autotune::gemm_batched<float, 0, 0, 4, 2, 8, 8, 4, 8, 1, 4, 2, 8>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"7adc207194dfbd53", "gemm_batched_simt_DIM_X8_DIM_Y16_BLK_M32_BLK_N32_BLK_K32_DIM_XA32_DIM_YA4_DIM_XB16_DIM_YB8_NSG1", "autotune::gemm_batched<float, 0, 0, 8, 16, 32, 32, 32, 32, 4, 16, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"923d13c227d82934", "gemm_batched_simt_DIM_X4_DIM_Y8_BLK_M16_BLK_N16_BLK_K4_DIM_XA8_DIM_YA4_DIM_XB4_DIM_YB8_NSG1", "autotune::gemm_batched<float, 0, 0, 4, 8, 16, 16, 4, 8, 4, 4, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
 };
 
 inline constexpr int kNumPoints = 12;
 inline constexpr Point kPoints[12] = {
-  {0, 0, {4LL, 4LL, 4LL, 260417LL}, 0, 4},  // fp64:NN:4x4x4:b260417
-  {0, 0, {8LL, 8LL, 8LL, 65105LL}, 4, 4},  // fp64:NN:8x8x8:b65105
-  {0, 0, {12LL, 12LL, 12LL, 28936LL}, 8, 4},  // fp64:NN:12x12x12:b28936
-  {0, 0, {16LL, 16LL, 16LL, 16277LL}, 12, 4},  // fp64:NN:16x16x16:b16277
-  {0, 0, {24LL, 24LL, 24LL, 7234LL}, 16, 4},  // fp64:NN:24x24x24:b7234
-  {0, 0, {32LL, 32LL, 32LL, 4070LL}, 20, 4},  // fp64:NN:32x32x32:b4070
-  {1, 0, {4LL, 4LL, 4LL, 520834LL}, 24, 5},  // fp32:NN:4x4x4:b520834
-  {1, 0, {8LL, 8LL, 8LL, 130209LL}, 29, 5},  // fp32:NN:8x8x8:b130209
-  {1, 0, {12LL, 12LL, 12LL, 57871LL}, 34, 5},  // fp32:NN:12x12x12:b57871
-  {1, 0, {16LL, 16LL, 16LL, 32553LL}, 39, 5},  // fp32:NN:16x16x16:b32553
-  {1, 0, {24LL, 24LL, 24LL, 14468LL}, 44, 5},  // fp32:NN:24x24x24:b14468
-  {1, 0, {32LL, 32LL, 32LL, 8139LL}, 49, 5},  // fp32:NN:32x32x32:b8139
+  {0, 0, {4LL, 4LL, 4LL, 260417LL}, 0, 5, 0, 5},  // fp64:NN:4x4x4:b260417
+  {0, 0, {8LL, 8LL, 8LL, 65105LL}, 5, 5, 5, 5},  // fp64:NN:8x8x8:b65105
+  {0, 0, {12LL, 12LL, 12LL, 28936LL}, 10, 5, 10, 5},  // fp64:NN:12x12x12:b28936
+  {0, 0, {16LL, 16LL, 16LL, 16277LL}, 15, 5, 15, 5},  // fp64:NN:16x16x16:b16277
+  {0, 0, {24LL, 24LL, 24LL, 7234LL}, 20, 5, 20, 5},  // fp64:NN:24x24x24:b7234
+  {0, 0, {32LL, 32LL, 32LL, 4070LL}, 25, 5, 25, 5},  // fp64:NN:32x32x32:b4070
+  {1, 0, {4LL, 4LL, 4LL, 520834LL}, 30, 6, 30, 6},  // fp32:NN:4x4x4:b520834
+  {1, 0, {8LL, 8LL, 8LL, 130209LL}, 36, 6, 36, 6},  // fp32:NN:8x8x8:b130209
+  {1, 0, {12LL, 12LL, 12LL, 57871LL}, 42, 6, 42, 6},  // fp32:NN:12x12x12:b57871
+  {1, 0, {16LL, 16LL, 16LL, 32553LL}, 48, 6, 48, 6},  // fp32:NN:16x16x16:b32553
+  {1, 0, {24LL, 24LL, 24LL, 14468LL}, 54, 6, 54, 6},  // fp32:NN:24x24x24:b14468
+  {1, 0, {32LL, 32LL, 32LL, 8139LL}, 60, 6, 60, 6},  // fp32:NN:32x32x32:b8139
 };
-inline constexpr int kRanked[54] = {1, 2, 0, 3, 1, 2, 0, 3, 2, 3, 1, 0, 3, 2, 0, 1, 0, 3, 2, 1, 3, 0, 2, 1, 6, 8, 4, 5, 7, 6, 8, 4, 5, 7, 8, 4, 6, 5, 7, 4, 8, 6, 5, 7, 5, 7, 8, 4, 6, 7, 5, 4, 8, 6};
+inline constexpr int kRanked[66] = {1, 2, 0, 3, -2, 1, 2, 0, 3, -2, 2, 3, 1, 0, -2, 3, 2, 0, 1, -2, -2, 0, 3, 2, 1, -2, 3, 0, 2, 1, 6, 8, 4, 5, -2, 7, 6, 8, 4, 5, -2, 7, 8, 4, 6, 5, -2, 7, 4, 8, 6, 5, -2, 7, 5, -2, 7, 8, 4, 6, -2, 7, 5, 4, 8, 6};
+inline constexpr int kNear[66] = {1, 2, 0, 3, -2, 1, 2, 0, 3, -2, 2, 3, 1, 0, -2, 3, 2, 0, -2, 1, -2, 0, 3, 2, 1, -2, 3, 0, 2, 1, 6, 8, 4, 5, -2, 7, 6, 8, 4, 5, -2, 7, 8, 4, 6, 5, -2, 7, 4, 8, 6, 5, -2, 7, -2, 5, 7, 8, 4, 6, -2, 7, 5, 4, 8, 6};
 
-inline constexpr int kNumRegions = 2;
-inline constexpr Region kRegions[2] = {
+inline constexpr int kNumRegions = 3;
+inline constexpr Region kRegions[3] = {
   {0, 0, {4LL, 4LL, 4LL}, {8LL, 8LL, 8LL}, 1},
+  {0, 0, {24LL, 24LL, 24LL}, {32LL, 32LL, 32LL}, -2},
   {1, 0, {4LL, 4LL, 4LL}, {8LL, 8LL, 8LL}, 6},
 };
 
@@ -75,29 +86,42 @@ constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, i
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
 
-constexpr bool valid(int kernel, const long long (&d)[4]) {
-  for (int i = 0; i < 4; ++i) {
-    const Kernel& k = kKernels[kernel];
+// Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
+constexpr bool valid(int kernel, const long long (&d)[4], bool tuned = false) {
+  if (kernel == LIBRARY || tuned) return true;
+  const Kernel& k = kKernels[kernel];
+  if (k.tuned_only) return false;
+  for (int i = 0; i < 4; ++i)
     if (d[i] % k.mult[i] != 0 || d[i] < k.lo[i] || d[i] > k.hi[i]) return false;
-  }
   return true;
 }
 
-constexpr int first_valid(const Point& p, const long long (&d)[4]) {
-  for (int j = 0; j < p.ranked_count; ++j)
-    if (valid(kRanked[p.ranked_begin + j], d)) return kRanked[p.ranked_begin + j];
-  return -1;
+// First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
+// (a problem that was not tuned), or INVALID when none is.
+constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = false) {
+  if (tuned) {
+    for (int j = 0; j < p.ranked_count; ++j)
+      if (valid(kRanked[p.ranked_begin + j], d, true)) return kRanked[p.ranked_begin + j];
+    return INVALID;
+  }
+  for (int j = 0; j < p.near_count; ++j)
+    if (valid(kNear[p.near_begin + j], d)) return kNear[p.near_begin + j];
+  return INVALID;
 }
 
-// Index into kKernels for a problem, or -1 for the generic kernel (gemm_naive).
+// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
-  if (m < 1 || n < 1 || k < 1 || batch < 1) return -1;
+  if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
+  if (m < 1 || n < 1 || k < 1 || batch < 1 || m > kMaxSize || n > kMaxSize || k > kMaxSize || batch > kMaxSize)
+    return INVALID;
   const long long d[4] = {m, n, k, batch};
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision == precision && p.shape == shape && p.dims[0] == m && p.dims[1] == n &&
-        p.dims[2] == k && p.dims[3] == batch)
-      return first_valid(p, d);
+        p.dims[2] == k && p.dims[3] == batch) {
+      const int kern = first_valid(p, d, true);
+      return kern == INVALID ? kFallback : kern;
+    }
   }
   for (int i = 0; i < kNumRegions; ++i) {
     const Region& r = kRegions[i];
@@ -106,19 +130,21 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
-  int best = -1;
+  int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision != precision || p.shape != shape) continue;
     const int kern = first_valid(p, d);
-    if (kern < 0) continue;
+    if (kern == INVALID) continue;
     long long dist = 0;
     for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
     const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
-    if (best < 0 || dist < best_d || (dist == best_d && db < best_b)) { best = kern; best_d = dist; best_b = db; }
+    if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
+      best = kern; best_d = dist; best_b = db;
+    }
   }
-  return best;
+  return best == INVALID ? kFallback : best;
 }
 
 // True when `device` names the GPU this table was tuned on (case-insensitive); false means: warn.

@@ -8,8 +8,11 @@
 //   worst_loss: 0.04412933226061366
 //   mean_loss: 0.008223713264211707
 //   sweep_ids: ["1"]
-// Lookup rules: autotune/dispatch_runtime.py (exact point, merged region, nearest tuned point by
-// log-ratio distance among kernels whose validity predicates hold, then the generic kernel = -1).
+// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by
+// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).
+// lookup() returns an index into kKernels (>= 0), GENERIC (-1: the gemm_naive kernel), LIBRARY (-2:
+// call the vendor library, e.g. cuBLAS gemmStridedBatchedEx) or INVALID (-3: precision or shape out of
+// range, or a size or batch outside 1..2^31-1; Python raises ValueError for the same inputs).
 #pragma once
 
 namespace autotune_dispatch {
@@ -17,58 +20,67 @@ namespace autotune_dispatch {
 inline constexpr const char* kTunedDevice = "NVIDIA H100 80GB HBM3";
 inline constexpr double kTol = 0.05;
 inline constexpr double kWorstLoss = 0.04412933226061366;
+inline constexpr int GENERIC = -1;  // the gemm_naive kernel (generic templates below)
+inline constexpr int LIBRARY = -2;  // call the vendor library: cublas
+inline constexpr int INVALID = -3;  // invalid input
+inline constexpr long long kMaxSize = 2147483647LL;
+inline constexpr const char* kLibrary = "cublas";
+inline constexpr int kFallback = -2;  // the answer where nothing in the table is valid
 enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
-struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; };
+struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 7;
 inline constexpr Kernel kKernels[7] = {
-  {"c853bfe101575656", "gemm_batched_simt_DIM_X16_DIM_Y8_BLK_M64_BLK_N64_BLK_K16_DIM_XA16_DIM_YA8_DIM_XB16_DIM_YB8_NSG1", "autotune::gemm_batched<double, 0, 0, 16, 8, 64, 64, 16, 16, 8, 16, 8, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"d4650b988fb8d8e1", "gemm_batched_simt_DIM_X16_DIM_Y8_BLK_M32_BLK_N32_BLK_K8_DIM_XA32_DIM_YA4_DIM_XB8_DIM_YB16_NSG1", "autotune::gemm_batched<double, 0, 0, 16, 8, 32, 32, 8, 32, 4, 8, 16, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"1e83e521122b403c", "gemm_batched_simt_DIM_X8_DIM_Y32_BLK_M128_BLK_N128_BLK_K32_DIM_XA16_DIM_YA16_DIM_XB8_DIM_YB32_NSG1", "autotune::gemm_batched<float, 0, 0, 8, 32, 128, 128, 32, 16, 16, 8, 32, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"3e4c3f6f59cb4cb1", "gemm_batched_simt_DIM_X8_DIM_Y16_BLK_M64_BLK_N64_BLK_K8_DIM_XA32_DIM_YA4_DIM_XB8_DIM_YB16_NSG1", "autotune::gemm_batched<float, 0, 0, 8, 16, 64, 64, 8, 32, 4, 8, 16, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"6e4407a6474efcd9", "gemm_batched_simt_DIM_X8_DIM_Y8_BLK_M32_BLK_N32_BLK_K8_DIM_XA16_DIM_YA4_DIM_XB8_DIM_YB8_NSG1", "autotune::gemm_batched<float, 0, 0, 8, 8, 32, 32, 8, 16, 4, 8, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"8dd48892ecbba039", "gemm_batched_simt_DIM_X16_DIM_Y16_BLK_M64_BLK_N64_BLK_K32_DIM_XA16_DIM_YA16_DIM_XB8_DIM_YB32_NSG1", "autotune::gemm_batched<float, 0, 0, 16, 16, 64, 64, 32, 16, 16, 8, 32, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"be61c96963d6c4db", "gemm_batched_simt_DIM_X32_DIM_Y4_BLK_M64_BLK_N128_BLK_K16_DIM_XA32_DIM_YA4_DIM_XB8_DIM_YB16_NSG1", "autotune::gemm_batched<float, 0, 0, 32, 4, 64, 128, 16, 32, 4, 8, 16, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
+  {"c853bfe101575656", "gemm_batched_simt_DIM_X16_DIM_Y8_BLK_M64_BLK_N64_BLK_K16_DIM_XA16_DIM_YA8_DIM_XB16_DIM_YB8_NSG1", "autotune::gemm_batched<double, 0, 0, 16, 8, 64, 64, 16, 16, 8, 16, 8, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"d4650b988fb8d8e1", "gemm_batched_simt_DIM_X16_DIM_Y8_BLK_M32_BLK_N32_BLK_K8_DIM_XA32_DIM_YA4_DIM_XB8_DIM_YB16_NSG1", "autotune::gemm_batched<double, 0, 0, 16, 8, 32, 32, 8, 32, 4, 8, 16, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"1e83e521122b403c", "gemm_batched_simt_DIM_X8_DIM_Y32_BLK_M128_BLK_N128_BLK_K32_DIM_XA16_DIM_YA16_DIM_XB8_DIM_YB32_NSG1", "autotune::gemm_batched<float, 0, 0, 8, 32, 128, 128, 32, 16, 16, 8, 32, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"3e4c3f6f59cb4cb1", "gemm_batched_simt_DIM_X8_DIM_Y16_BLK_M64_BLK_N64_BLK_K8_DIM_XA32_DIM_YA4_DIM_XB8_DIM_YB16_NSG1", "autotune::gemm_batched<float, 0, 0, 8, 16, 64, 64, 8, 32, 4, 8, 16, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"6e4407a6474efcd9", "gemm_batched_simt_DIM_X8_DIM_Y8_BLK_M32_BLK_N32_BLK_K8_DIM_XA16_DIM_YA4_DIM_XB8_DIM_YB8_NSG1", "autotune::gemm_batched<float, 0, 0, 8, 8, 32, 32, 8, 16, 4, 8, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"8dd48892ecbba039", "gemm_batched_simt_DIM_X16_DIM_Y16_BLK_M64_BLK_N64_BLK_K32_DIM_XA16_DIM_YA16_DIM_XB8_DIM_YB32_NSG1", "autotune::gemm_batched<float, 0, 0, 16, 16, 64, 64, 32, 16, 16, 8, 32, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"be61c96963d6c4db", "gemm_batched_simt_DIM_X32_DIM_Y4_BLK_M64_BLK_N128_BLK_K16_DIM_XA32_DIM_YA4_DIM_XB8_DIM_YB16_NSG1", "autotune::gemm_batched<float, 0, 0, 32, 4, 64, 128, 16, 32, 4, 8, 16, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
 };
 
 inline constexpr int kNumPoints = 24;
 inline constexpr Point kPoints[24] = {
-  {0, 0, {32LL, 32LL, 8LL, 40691LL}, 0, 2},  // fp64:NN:32x32x8:b40691
-  {0, 0, {32LL, 32LL, 16LL, 30518LL}, 2, 2},  // fp64:NN:32x32x16:b30518
-  {0, 0, {32LL, 32LL, 32LL, 20346LL}, 4, 2},  // fp64:NN:32x32x32:b20346
-  {0, 0, {64LL, 64LL, 8LL, 12208LL}, 6, 2},  // fp64:NN:64x64x8:b12208
-  {0, 0, {64LL, 64LL, 16LL, 10173LL}, 8, 2},  // fp64:NN:64x64x16:b10173
-  {0, 0, {64LL, 64LL, 32LL, 7630LL}, 10, 2},  // fp64:NN:64x64x32:b7630
-  {0, 0, {128LL, 128LL, 8LL, 3391LL}, 12, 2},  // fp64:NN:128x128x8:b3391
-  {0, 0, {128LL, 128LL, 16LL, 3052LL}, 14, 2},  // fp64:NN:128x128x16:b3052
-  {0, 0, {128LL, 128LL, 32LL, 2544LL}, 16, 2},  // fp64:NN:128x128x32:b2544
-  {0, 0, {256LL, 256LL, 8LL, 898LL}, 18, 2},  // fp64:NN:256x256x8:b898
-  {0, 0, {256LL, 256LL, 16LL, 848LL}, 20, 2},  // fp64:NN:256x256x16:b848
-  {0, 0, {256LL, 256LL, 32LL, 763LL}, 22, 2},  // fp64:NN:256x256x32:b763
-  {1, 0, {32LL, 32LL, 8LL, 81381LL}, 24, 5},  // fp32:NN:32x32x8:b81381
-  {1, 0, {32LL, 32LL, 16LL, 61036LL}, 29, 5},  // fp32:NN:32x32x16:b61036
-  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 34, 5},  // fp32:NN:32x32x32:b40691
-  {1, 0, {64LL, 64LL, 8LL, 24415LL}, 39, 5},  // fp32:NN:64x64x8:b24415
-  {1, 0, {64LL, 64LL, 16LL, 20346LL}, 44, 5},  // fp32:NN:64x64x16:b20346
-  {1, 0, {64LL, 64LL, 32LL, 15259LL}, 49, 5},  // fp32:NN:64x64x32:b15259
-  {1, 0, {128LL, 128LL, 8LL, 6782LL}, 54, 5},  // fp32:NN:128x128x8:b6782
-  {1, 0, {128LL, 128LL, 16LL, 6104LL}, 59, 5},  // fp32:NN:128x128x16:b6104
-  {1, 0, {128LL, 128LL, 32LL, 5087LL}, 64, 5},  // fp32:NN:128x128x32:b5087
-  {1, 0, {256LL, 256LL, 8LL, 1796LL}, 69, 5},  // fp32:NN:256x256x8:b1796
-  {1, 0, {256LL, 256LL, 16LL, 1696LL}, 74, 5},  // fp32:NN:256x256x16:b1696
-  {1, 0, {256LL, 256LL, 32LL, 1526LL}, 79, 5},  // fp32:NN:256x256x32:b1526
+  {0, 0, {32LL, 32LL, 8LL, 40691LL}, 0, 3, 0, 3},  // fp64:NN:32x32x8:b40691
+  {0, 0, {32LL, 32LL, 16LL, 30518LL}, 3, 3, 3, 3},  // fp64:NN:32x32x16:b30518
+  {0, 0, {32LL, 32LL, 32LL, 20346LL}, 6, 3, 6, 3},  // fp64:NN:32x32x32:b20346
+  {0, 0, {64LL, 64LL, 8LL, 12208LL}, 9, 3, 9, 3},  // fp64:NN:64x64x8:b12208
+  {0, 0, {64LL, 64LL, 16LL, 10173LL}, 12, 3, 12, 3},  // fp64:NN:64x64x16:b10173
+  {0, 0, {64LL, 64LL, 32LL, 7630LL}, 15, 3, 15, 3},  // fp64:NN:64x64x32:b7630
+  {0, 0, {128LL, 128LL, 8LL, 3391LL}, 18, 3, 18, 3},  // fp64:NN:128x128x8:b3391
+  {0, 0, {128LL, 128LL, 16LL, 3052LL}, 21, 3, 21, 3},  // fp64:NN:128x128x16:b3052
+  {0, 0, {128LL, 128LL, 32LL, 2544LL}, 24, 3, 24, 3},  // fp64:NN:128x128x32:b2544
+  {0, 0, {256LL, 256LL, 8LL, 898LL}, 27, 3, 27, 3},  // fp64:NN:256x256x8:b898
+  {0, 0, {256LL, 256LL, 16LL, 848LL}, 30, 3, 30, 3},  // fp64:NN:256x256x16:b848
+  {0, 0, {256LL, 256LL, 32LL, 763LL}, 33, 3, 33, 3},  // fp64:NN:256x256x32:b763
+  {1, 0, {32LL, 32LL, 8LL, 81381LL}, 36, 6, 36, 6},  // fp32:NN:32x32x8:b81381
+  {1, 0, {32LL, 32LL, 16LL, 61036LL}, 42, 6, 42, 6},  // fp32:NN:32x32x16:b61036
+  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 48, 6, 48, 6},  // fp32:NN:32x32x32:b40691
+  {1, 0, {64LL, 64LL, 8LL, 24415LL}, 54, 6, 54, 6},  // fp32:NN:64x64x8:b24415
+  {1, 0, {64LL, 64LL, 16LL, 20346LL}, 60, 6, 60, 6},  // fp32:NN:64x64x16:b20346
+  {1, 0, {64LL, 64LL, 32LL, 15259LL}, 66, 6, 66, 6},  // fp32:NN:64x64x32:b15259
+  {1, 0, {128LL, 128LL, 8LL, 6782LL}, 72, 6, 72, 6},  // fp32:NN:128x128x8:b6782
+  {1, 0, {128LL, 128LL, 16LL, 6104LL}, 78, 6, 78, 6},  // fp32:NN:128x128x16:b6104
+  {1, 0, {128LL, 128LL, 32LL, 5087LL}, 84, 6, 84, 6},  // fp32:NN:128x128x32:b5087
+  {1, 0, {256LL, 256LL, 8LL, 1796LL}, 90, 6, 90, 6},  // fp32:NN:256x256x8:b1796
+  {1, 0, {256LL, 256LL, 16LL, 1696LL}, 96, 6, 96, 6},  // fp32:NN:256x256x16:b1696
+  {1, 0, {256LL, 256LL, 32LL, 1526LL}, 102, 6, 102, 6},  // fp32:NN:256x256x32:b1526
 };
-inline constexpr int kRanked[84] = {1, 0, 1, 0, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 1, 4, 3, 5, 6, 2, 4, 3, 5, 6, 2, 4, 3, 5, 6, 2, 3, 4, 5, 6, 2, 3, 4, 6, 5, 2, 5, 3, 4, 6, 2, 3, 6, 4, 2, 5, 6, 3, 4, 2, 5, 2, 5, 6, 3, 4, 3, 6, 4, 2, 5, 6, 3, 4, 2, 5, 2, 5, 6, 3, 4};
+inline constexpr int kRanked[108] = {1, -2, 0, -2, 1, 0, -2, 1, 0, 1, 0, -2, 0, -2, 1, -2, 0, 1, 1, 0, -2, 0, -2, 1, -2, 0, 1, 1, 0, -2, 0, -2, 1, -2, 0, 1, 4, -2, 3, 5, 6, 2, 4, -2, 3, 5, 6, 2, 4, -2, 3, 5, 6, 2, 3, 4, -2, 5, 6, 2, 3, 4, -2, 6, 5, 2, 5, -2, 3, 4, 6, 2, 3, -2, 6, 4, 2, 5, 6, -2, 3, 4, 2, 5, 2, -2, 5, 6, 3, 4, 3, 6, 4, -2, 2, 5, 6, 3, 4, -2, 2, 5, 2, -2, 5, 6, 3, 4};
+inline constexpr int kNear[108] = {1, -2, 0, -2, 1, 0, -2, 1, 0, 1, -2, 0, -2, 0, 1, -2, 0, 1, 1, 0, -2, 0, -2, 1, -2, 0, 1, 1, 0, -2, 0, -2, 1, -2, 0, 1, 4, -2, 3, 5, 6, 2, 4, -2, 3, 5, 6, 2, 4, -2, 3, 5, 6, 2, 3, 4, -2, 5, 6, 2, 3, -2, 4, 6, 5, 2, -2, 5, 3, 4, 6, 2, 3, -2, 6, 4, 2, 5, 6, -2, 3, 4, 2, 5, 2, -2, 5, 6, 3, 4, 3, 6, 4, -2, 2, 5, 6, 3, -2, 4, 2, 5, 2, -2, 5, 6, 3, 4};
 
-inline constexpr int kNumRegions = 8;
-inline constexpr Region kRegions[8] = {
+inline constexpr int kNumRegions = 10;
+inline constexpr Region kRegions[10] = {
   {0, 0, {32LL, 32LL, 8LL}, {32LL, 32LL, 32LL}, 1},
+  {0, 0, {32LL, 32LL, 16LL}, {64LL, 64LL, 32LL}, -2},
   {0, 0, {32LL, 32LL, 8LL}, {256LL, 256LL, 8LL}, 1},
-  {0, 0, {64LL, 64LL, 16LL}, {256LL, 256LL, 32LL}, 0},
+  {0, 0, {64LL, 64LL, 16LL}, {256LL, 256LL, 16LL}, 0},
+  {0, 0, {32LL, 32LL, 32LL}, {256LL, 256LL, 32LL}, -2},
   {1, 0, {32LL, 32LL, 8LL}, {32LL, 32LL, 32LL}, 4},
   {1, 0, {64LL, 64LL, 8LL}, {64LL, 64LL, 16LL}, 3},
   {1, 0, {64LL, 64LL, 8LL}, {256LL, 256LL, 8LL}, 3},
@@ -91,29 +103,42 @@ constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, i
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
 
-constexpr bool valid(int kernel, const long long (&d)[4]) {
-  for (int i = 0; i < 4; ++i) {
-    const Kernel& k = kKernels[kernel];
+// Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
+constexpr bool valid(int kernel, const long long (&d)[4], bool tuned = false) {
+  if (kernel == LIBRARY || tuned) return true;
+  const Kernel& k = kKernels[kernel];
+  if (k.tuned_only) return false;
+  for (int i = 0; i < 4; ++i)
     if (d[i] % k.mult[i] != 0 || d[i] < k.lo[i] || d[i] > k.hi[i]) return false;
-  }
   return true;
 }
 
-constexpr int first_valid(const Point& p, const long long (&d)[4]) {
-  for (int j = 0; j < p.ranked_count; ++j)
-    if (valid(kRanked[p.ranked_begin + j], d)) return kRanked[p.ranked_begin + j];
-  return -1;
+// First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
+// (a problem that was not tuned), or INVALID when none is.
+constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = false) {
+  if (tuned) {
+    for (int j = 0; j < p.ranked_count; ++j)
+      if (valid(kRanked[p.ranked_begin + j], d, true)) return kRanked[p.ranked_begin + j];
+    return INVALID;
+  }
+  for (int j = 0; j < p.near_count; ++j)
+    if (valid(kNear[p.near_begin + j], d)) return kNear[p.near_begin + j];
+  return INVALID;
 }
 
-// Index into kKernels for a problem, or -1 for the generic kernel (gemm_naive).
+// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
-  if (m < 1 || n < 1 || k < 1 || batch < 1) return -1;
+  if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
+  if (m < 1 || n < 1 || k < 1 || batch < 1 || m > kMaxSize || n > kMaxSize || k > kMaxSize || batch > kMaxSize)
+    return INVALID;
   const long long d[4] = {m, n, k, batch};
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision == precision && p.shape == shape && p.dims[0] == m && p.dims[1] == n &&
-        p.dims[2] == k && p.dims[3] == batch)
-      return first_valid(p, d);
+        p.dims[2] == k && p.dims[3] == batch) {
+      const int kern = first_valid(p, d, true);
+      return kern == INVALID ? kFallback : kern;
+    }
   }
   for (int i = 0; i < kNumRegions; ++i) {
     const Region& r = kRegions[i];
@@ -122,19 +147,21 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
-  int best = -1;
+  int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision != precision || p.shape != shape) continue;
     const int kern = first_valid(p, d);
-    if (kern < 0) continue;
+    if (kern == INVALID) continue;
     long long dist = 0;
     for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
     const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
-    if (best < 0 || dist < best_d || (dist == best_d && db < best_b)) { best = kern; best_d = dist; best_b = db; }
+    if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
+      best = kern; best_d = dist; best_b = db;
+    }
   }
-  return best;
+  return best == INVALID ? kFallback : best;
 }
 
 // True when `device` names the GPU this table was tuned on (case-insensitive); false means: warn.

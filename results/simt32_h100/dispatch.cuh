@@ -8,8 +8,11 @@
 //   worst_loss: 0.0
 //   mean_loss: 0.0
 //   sweep_ids: ["1"]
-// Lookup rules: autotune/dispatch_runtime.py (exact point, merged region, nearest tuned point by
-// log-ratio distance among kernels whose validity predicates hold, then the generic kernel = -1).
+// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by
+// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).
+// lookup() returns an index into kKernels (>= 0), GENERIC (-1: the gemm_naive kernel), LIBRARY (-2:
+// call the vendor library, e.g. cuBLAS gemmStridedBatchedEx) or INVALID (-3: precision or shape out of
+// range, or a size or batch outside 1..2^31-1; Python raises ValueError for the same inputs).
 #pragma once
 
 namespace autotune_dispatch {
@@ -17,89 +20,97 @@ namespace autotune_dispatch {
 inline constexpr const char* kTunedDevice = "NVIDIA H100 80GB HBM3";
 inline constexpr double kTol = 0.05;
 inline constexpr double kWorstLoss = 0.0;
+inline constexpr int GENERIC = -1;  // the gemm_naive kernel (generic templates below)
+inline constexpr int LIBRARY = -2;  // call the vendor library: cublas
+inline constexpr int INVALID = -3;  // invalid input
+inline constexpr long long kMaxSize = 2147483647LL;
+inline constexpr const char* kLibrary = "cublas";
+inline constexpr int kFallback = -2;  // the answer where nothing in the table is valid
 enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
-struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; };
+struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 32;
 inline constexpr Kernel kKernels[32] = {
-  {"099273dd9b659bd5", "gemm_tiny_simt_BM18_BN18_BK18_RM6_RN2_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<double, 0, 0, 18, 18, 18, 6, 2, 64, 4, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"108cfe184c34f72a", "gemm_tiny_simt_BM21_BN21_BK21_RM2_RN7_THREADS64_PPB2_STAGES2", "autotune::gemm_tiny<double, 0, 0, 21, 21, 21, 2, 7, 64, 2, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"1bee552b1e8d326b", "gemm_tiny_simt_BM26_BN26_BK26_RM2_RN7_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<double, 0, 0, 26, 26, 26, 2, 7, 64, 2, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"231e0fc2d6200c7c", "gemm_tiny_simt_BM17_BN17_BK17_RM4_RN4_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<double, 0, 0, 17, 17, 17, 4, 4, 64, 4, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"2d8a0056422902c6", "gemm_tiny_simt_BM23_BN23_BK23_RM2_RN4_THREADS128_PPB2_STAGES2", "autotune::gemm_tiny<double, 0, 0, 23, 23, 23, 2, 4, 128, 2, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"46aa46d3996ee174", "gemm_tiny_simt_BM30_BN30_BK30_RM2_RN4_THREADS64_PPB1_STAGES1", "autotune::gemm_tiny<double, 0, 0, 30, 30, 30, 2, 4, 64, 1, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"6ef251603992f3a9", "gemm_tiny_simt_BM24_BN24_BK24_RM2_RN4_THREADS128_PPB2_STAGES2", "autotune::gemm_tiny<double, 0, 0, 24, 24, 24, 2, 4, 128, 2, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"741019a26372ee6f", "gemm_tiny_simt_BM19_BN19_BK19_RM4_RN4_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<double, 0, 0, 19, 19, 19, 4, 4, 64, 4, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"88ee31b64a3e015d", "gemm_tiny_simt_BM32_BN32_BK32_RM2_RN8_THREADS64_PPB1_STAGES1", "autotune::gemm_tiny<double, 0, 0, 32, 32, 32, 2, 8, 64, 1, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"91ab0b934283b31b", "gemm_tiny_simt_BM22_BN22_BK22_RM4_RN2_THREADS128_PPB2_STAGES2", "autotune::gemm_tiny<double, 0, 0, 22, 22, 22, 4, 2, 128, 2, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"a3fc6917a328f212", "gemm_tiny_simt_BM25_BN25_BK25_RM4_RN4_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<double, 0, 0, 25, 25, 25, 4, 4, 64, 2, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"bd00149eade604ca", "gemm_tiny_simt_BM28_BN28_BK28_RM2_RN7_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<double, 0, 0, 28, 28, 28, 2, 7, 64, 2, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"c788fdc61cb46384", "gemm_tiny_simt_BM27_BN27_BK27_RM4_RN4_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<double, 0, 0, 27, 27, 27, 4, 4, 64, 2, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"e0cf86127d4a647f", "gemm_tiny_simt_BM31_BN31_BK31_RM2_RN4_THREADS64_PPB1_STAGES1", "autotune::gemm_tiny<double, 0, 0, 31, 31, 31, 2, 4, 64, 1, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"f01e1ae210edeba0", "gemm_tiny_simt_BM20_BN20_BK20_RM2_RN4_THREADS128_PPB4_STAGES2", "autotune::gemm_tiny<double, 0, 0, 20, 20, 20, 2, 4, 128, 4, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"f4dc92ab8070f8f3", "gemm_tiny_simt_BM29_BN29_BK29_RM8_RN2_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<double, 0, 0, 29, 29, 29, 8, 2, 64, 2, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"097de0bc3a9127cc", "gemm_tiny_simt_BM21_BN21_BK21_RM4_RN7_THREADS128_PPB8_STAGES1", "autotune::gemm_tiny<float, 0, 0, 21, 21, 21, 4, 7, 128, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"23603aa12dc775bb", "gemm_tiny_simt_BM29_BN29_BK29_RM2_RN4_THREADS64_PPB1_STAGES1", "autotune::gemm_tiny<float, 0, 0, 29, 29, 29, 2, 4, 64, 1, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"28eaf0a2d1e1cd30", "gemm_tiny_simt_BM25_BN25_BK25_RM4_RN7_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<float, 0, 0, 25, 25, 25, 4, 7, 64, 4, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"3eba52fc9c96eb14", "gemm_tiny_simt_BM18_BN18_BK18_RM6_RN2_THREADS128_PPB8_STAGES1", "autotune::gemm_tiny<float, 0, 0, 18, 18, 18, 6, 2, 128, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"422629be8bb81ca7", "gemm_tiny_simt_BM17_BN17_BK17_RM2_RN6_THREADS128_PPB8_STAGES2", "autotune::gemm_tiny<float, 0, 0, 17, 17, 17, 2, 6, 128, 8, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"46aa46d3996ee174", "gemm_tiny_simt_BM30_BN30_BK30_RM2_RN4_THREADS64_PPB1_STAGES1", "autotune::gemm_tiny<float, 0, 0, 30, 30, 30, 2, 4, 64, 1, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"88ee31b64a3e015d", "gemm_tiny_simt_BM32_BN32_BK32_RM2_RN8_THREADS64_PPB1_STAGES1", "autotune::gemm_tiny<float, 0, 0, 32, 32, 32, 2, 8, 64, 1, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"938acfc91085e2e4", "gemm_tiny_simt_BM23_BN23_BK23_RM4_RN4_THREADS128_PPB4_STAGES2", "autotune::gemm_tiny<float, 0, 0, 23, 23, 23, 4, 4, 128, 4, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"a56398069d37a259", "gemm_tiny_simt_BM26_BN26_BK26_RM4_RN7_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<float, 0, 0, 26, 26, 26, 4, 7, 64, 4, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"b59945b8b9627f4f", "gemm_tiny_simt_BM31_BN31_BK31_RM2_RN4_THREADS64_PPB1_STAGES2", "autotune::gemm_tiny<float, 0, 0, 31, 31, 31, 2, 4, 64, 1, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"bc7c6917b2b2d4e7", "gemm_tiny_simt_BM24_BN24_BK24_RM2_RN8_THREADS128_PPB4_STAGES2", "autotune::gemm_tiny<float, 0, 0, 24, 24, 24, 2, 8, 128, 4, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"d9b9b92104d5dadb", "gemm_tiny_simt_BM22_BN22_BK22_RM4_RN4_THREADS128_PPB4_STAGES1", "autotune::gemm_tiny<float, 0, 0, 22, 22, 22, 4, 4, 128, 4, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"e01710f879babcba", "gemm_tiny_simt_BM19_BN19_BK19_RM7_RN4_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<float, 0, 0, 19, 19, 19, 7, 4, 64, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"ed4fa3a630ae4189", "gemm_tiny_simt_BM28_BN28_BK28_RM4_RN7_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<float, 0, 0, 28, 28, 28, 4, 7, 64, 4, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"f65ab5248874e0e9", "gemm_tiny_simt_BM20_BN20_BK20_RM2_RN7_THREADS128_PPB8_STAGES1", "autotune::gemm_tiny<float, 0, 0, 20, 20, 20, 2, 7, 128, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"fd53fc104e1fe26b", "gemm_tiny_simt_BM27_BN27_BK27_RM4_RN7_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<float, 0, 0, 27, 27, 27, 4, 7, 64, 4, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
+  {"099273dd9b659bd5", "gemm_tiny_simt_BM18_BN18_BK18_RM6_RN2_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<double, 0, 0, 18, 18, 18, 6, 2, 64, 4, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {18LL, 18LL, 18LL, 1LL}, {18LL, 18LL, 18LL, 4611686018427387904LL}, false},
+  {"108cfe184c34f72a", "gemm_tiny_simt_BM21_BN21_BK21_RM2_RN7_THREADS64_PPB2_STAGES2", "autotune::gemm_tiny<double, 0, 0, 21, 21, 21, 2, 7, 64, 2, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {21LL, 21LL, 21LL, 1LL}, {21LL, 21LL, 21LL, 4611686018427387904LL}, false},
+  {"1bee552b1e8d326b", "gemm_tiny_simt_BM26_BN26_BK26_RM2_RN7_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<double, 0, 0, 26, 26, 26, 2, 7, 64, 2, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {26LL, 26LL, 26LL, 1LL}, {26LL, 26LL, 26LL, 4611686018427387904LL}, false},
+  {"231e0fc2d6200c7c", "gemm_tiny_simt_BM17_BN17_BK17_RM4_RN4_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<double, 0, 0, 17, 17, 17, 4, 4, 64, 4, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {17LL, 17LL, 17LL, 1LL}, {17LL, 17LL, 17LL, 4611686018427387904LL}, false},
+  {"2d8a0056422902c6", "gemm_tiny_simt_BM23_BN23_BK23_RM2_RN4_THREADS128_PPB2_STAGES2", "autotune::gemm_tiny<double, 0, 0, 23, 23, 23, 2, 4, 128, 2, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {23LL, 23LL, 23LL, 1LL}, {23LL, 23LL, 23LL, 4611686018427387904LL}, false},
+  {"46aa46d3996ee174", "gemm_tiny_simt_BM30_BN30_BK30_RM2_RN4_THREADS64_PPB1_STAGES1", "autotune::gemm_tiny<double, 0, 0, 30, 30, 30, 2, 4, 64, 1, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {30LL, 30LL, 30LL, 1LL}, {30LL, 30LL, 30LL, 4611686018427387904LL}, false},
+  {"6ef251603992f3a9", "gemm_tiny_simt_BM24_BN24_BK24_RM2_RN4_THREADS128_PPB2_STAGES2", "autotune::gemm_tiny<double, 0, 0, 24, 24, 24, 2, 4, 128, 2, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {24LL, 24LL, 24LL, 1LL}, {24LL, 24LL, 24LL, 4611686018427387904LL}, false},
+  {"741019a26372ee6f", "gemm_tiny_simt_BM19_BN19_BK19_RM4_RN4_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<double, 0, 0, 19, 19, 19, 4, 4, 64, 4, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {19LL, 19LL, 19LL, 1LL}, {19LL, 19LL, 19LL, 4611686018427387904LL}, false},
+  {"88ee31b64a3e015d", "gemm_tiny_simt_BM32_BN32_BK32_RM2_RN8_THREADS64_PPB1_STAGES1", "autotune::gemm_tiny<double, 0, 0, 32, 32, 32, 2, 8, 64, 1, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {32LL, 32LL, 32LL, 1LL}, {32LL, 32LL, 32LL, 4611686018427387904LL}, false},
+  {"91ab0b934283b31b", "gemm_tiny_simt_BM22_BN22_BK22_RM4_RN2_THREADS128_PPB2_STAGES2", "autotune::gemm_tiny<double, 0, 0, 22, 22, 22, 4, 2, 128, 2, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {22LL, 22LL, 22LL, 1LL}, {22LL, 22LL, 22LL, 4611686018427387904LL}, false},
+  {"a3fc6917a328f212", "gemm_tiny_simt_BM25_BN25_BK25_RM4_RN4_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<double, 0, 0, 25, 25, 25, 4, 4, 64, 2, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {25LL, 25LL, 25LL, 1LL}, {25LL, 25LL, 25LL, 4611686018427387904LL}, false},
+  {"bd00149eade604ca", "gemm_tiny_simt_BM28_BN28_BK28_RM2_RN7_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<double, 0, 0, 28, 28, 28, 2, 7, 64, 2, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {28LL, 28LL, 28LL, 1LL}, {28LL, 28LL, 28LL, 4611686018427387904LL}, false},
+  {"c788fdc61cb46384", "gemm_tiny_simt_BM27_BN27_BK27_RM4_RN4_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<double, 0, 0, 27, 27, 27, 4, 4, 64, 2, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {27LL, 27LL, 27LL, 1LL}, {27LL, 27LL, 27LL, 4611686018427387904LL}, false},
+  {"e0cf86127d4a647f", "gemm_tiny_simt_BM31_BN31_BK31_RM2_RN4_THREADS64_PPB1_STAGES1", "autotune::gemm_tiny<double, 0, 0, 31, 31, 31, 2, 4, 64, 1, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {31LL, 31LL, 31LL, 1LL}, {31LL, 31LL, 31LL, 4611686018427387904LL}, false},
+  {"f01e1ae210edeba0", "gemm_tiny_simt_BM20_BN20_BK20_RM2_RN4_THREADS128_PPB4_STAGES2", "autotune::gemm_tiny<double, 0, 0, 20, 20, 20, 2, 4, 128, 4, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {20LL, 20LL, 20LL, 1LL}, {20LL, 20LL, 20LL, 4611686018427387904LL}, false},
+  {"f4dc92ab8070f8f3", "gemm_tiny_simt_BM29_BN29_BK29_RM8_RN2_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<double, 0, 0, 29, 29, 29, 8, 2, 64, 2, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {29LL, 29LL, 29LL, 1LL}, {29LL, 29LL, 29LL, 4611686018427387904LL}, false},
+  {"097de0bc3a9127cc", "gemm_tiny_simt_BM21_BN21_BK21_RM4_RN7_THREADS128_PPB8_STAGES1", "autotune::gemm_tiny<float, 0, 0, 21, 21, 21, 4, 7, 128, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {21LL, 21LL, 21LL, 1LL}, {21LL, 21LL, 21LL, 4611686018427387904LL}, false},
+  {"23603aa12dc775bb", "gemm_tiny_simt_BM29_BN29_BK29_RM2_RN4_THREADS64_PPB1_STAGES1", "autotune::gemm_tiny<float, 0, 0, 29, 29, 29, 2, 4, 64, 1, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {29LL, 29LL, 29LL, 1LL}, {29LL, 29LL, 29LL, 4611686018427387904LL}, false},
+  {"28eaf0a2d1e1cd30", "gemm_tiny_simt_BM25_BN25_BK25_RM4_RN7_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<float, 0, 0, 25, 25, 25, 4, 7, 64, 4, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {25LL, 25LL, 25LL, 1LL}, {25LL, 25LL, 25LL, 4611686018427387904LL}, false},
+  {"3eba52fc9c96eb14", "gemm_tiny_simt_BM18_BN18_BK18_RM6_RN2_THREADS128_PPB8_STAGES1", "autotune::gemm_tiny<float, 0, 0, 18, 18, 18, 6, 2, 128, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {18LL, 18LL, 18LL, 1LL}, {18LL, 18LL, 18LL, 4611686018427387904LL}, false},
+  {"422629be8bb81ca7", "gemm_tiny_simt_BM17_BN17_BK17_RM2_RN6_THREADS128_PPB8_STAGES2", "autotune::gemm_tiny<float, 0, 0, 17, 17, 17, 2, 6, 128, 8, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {17LL, 17LL, 17LL, 1LL}, {17LL, 17LL, 17LL, 4611686018427387904LL}, false},
+  {"46aa46d3996ee174", "gemm_tiny_simt_BM30_BN30_BK30_RM2_RN4_THREADS64_PPB1_STAGES1", "autotune::gemm_tiny<float, 0, 0, 30, 30, 30, 2, 4, 64, 1, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {30LL, 30LL, 30LL, 1LL}, {30LL, 30LL, 30LL, 4611686018427387904LL}, false},
+  {"88ee31b64a3e015d", "gemm_tiny_simt_BM32_BN32_BK32_RM2_RN8_THREADS64_PPB1_STAGES1", "autotune::gemm_tiny<float, 0, 0, 32, 32, 32, 2, 8, 64, 1, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {32LL, 32LL, 32LL, 1LL}, {32LL, 32LL, 32LL, 4611686018427387904LL}, false},
+  {"938acfc91085e2e4", "gemm_tiny_simt_BM23_BN23_BK23_RM4_RN4_THREADS128_PPB4_STAGES2", "autotune::gemm_tiny<float, 0, 0, 23, 23, 23, 4, 4, 128, 4, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {23LL, 23LL, 23LL, 1LL}, {23LL, 23LL, 23LL, 4611686018427387904LL}, false},
+  {"a56398069d37a259", "gemm_tiny_simt_BM26_BN26_BK26_RM4_RN7_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<float, 0, 0, 26, 26, 26, 4, 7, 64, 4, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {26LL, 26LL, 26LL, 1LL}, {26LL, 26LL, 26LL, 4611686018427387904LL}, false},
+  {"b59945b8b9627f4f", "gemm_tiny_simt_BM31_BN31_BK31_RM2_RN4_THREADS64_PPB1_STAGES2", "autotune::gemm_tiny<float, 0, 0, 31, 31, 31, 2, 4, 64, 1, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {31LL, 31LL, 31LL, 1LL}, {31LL, 31LL, 31LL, 4611686018427387904LL}, false},
+  {"bc7c6917b2b2d4e7", "gemm_tiny_simt_BM24_BN24_BK24_RM2_RN8_THREADS128_PPB4_STAGES2", "autotune::gemm_tiny<float, 0, 0, 24, 24, 24, 2, 8, 128, 4, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {24LL, 24LL, 24LL, 1LL}, {24LL, 24LL, 24LL, 4611686018427387904LL}, false},
+  {"d9b9b92104d5dadb", "gemm_tiny_simt_BM22_BN22_BK22_RM4_RN4_THREADS128_PPB4_STAGES1", "autotune::gemm_tiny<float, 0, 0, 22, 22, 22, 4, 4, 128, 4, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {22LL, 22LL, 22LL, 1LL}, {22LL, 22LL, 22LL, 4611686018427387904LL}, false},
+  {"e01710f879babcba", "gemm_tiny_simt_BM19_BN19_BK19_RM7_RN4_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<float, 0, 0, 19, 19, 19, 7, 4, 64, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {19LL, 19LL, 19LL, 1LL}, {19LL, 19LL, 19LL, 4611686018427387904LL}, false},
+  {"ed4fa3a630ae4189", "gemm_tiny_simt_BM28_BN28_BK28_RM4_RN7_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<float, 0, 0, 28, 28, 28, 4, 7, 64, 4, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {28LL, 28LL, 28LL, 1LL}, {28LL, 28LL, 28LL, 4611686018427387904LL}, false},
+  {"f65ab5248874e0e9", "gemm_tiny_simt_BM20_BN20_BK20_RM2_RN7_THREADS128_PPB8_STAGES1", "autotune::gemm_tiny<float, 0, 0, 20, 20, 20, 2, 7, 128, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {20LL, 20LL, 20LL, 1LL}, {20LL, 20LL, 20LL, 4611686018427387904LL}, false},
+  {"fd53fc104e1fe26b", "gemm_tiny_simt_BM27_BN27_BK27_RM4_RN7_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<float, 0, 0, 27, 27, 27, 4, 7, 64, 4, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {27LL, 27LL, 27LL, 1LL}, {27LL, 27LL, 27LL, 4611686018427387904LL}, false},
 };
 
 inline constexpr int kNumPoints = 32;
 inline constexpr Point kPoints[32] = {
-  {0, 0, {17LL, 17LL, 17LL, 72088LL}, 0, 1},  // fp64:NN:17x17x17:b72088
-  {0, 0, {18LL, 18LL, 18LL, 64301LL}, 1, 1},  // fp64:NN:18x18x18:b64301
-  {0, 0, {19LL, 19LL, 19LL, 57711LL}, 2, 1},  // fp64:NN:19x19x19:b57711
-  {0, 0, {20LL, 20LL, 20LL, 52084LL}, 3, 1},  // fp64:NN:20x20x20:b52084
-  {0, 0, {21LL, 21LL, 21LL, 47242LL}, 4, 1},  // fp64:NN:21x21x21:b47242
-  {0, 0, {22LL, 22LL, 22LL, 43045LL}, 5, 1},  // fp64:NN:22x22x22:b43045
-  {0, 0, {23LL, 23LL, 23LL, 39383LL}, 6, 1},  // fp64:NN:23x23x23:b39383
-  {0, 0, {24LL, 24LL, 24LL, 36169LL}, 7, 1},  // fp64:NN:24x24x24:b36169
-  {0, 0, {25LL, 25LL, 25LL, 33334LL}, 8, 1},  // fp64:NN:25x25x25:b33334
-  {0, 0, {26LL, 26LL, 26LL, 30819LL}, 9, 1},  // fp64:NN:26x26x26:b30819
-  {0, 0, {27LL, 27LL, 27LL, 28578LL}, 10, 1},  // fp64:NN:27x27x27:b28578
-  {0, 0, {28LL, 28LL, 28LL, 26574LL}, 11, 1},  // fp64:NN:28x28x28:b26574
-  {0, 0, {29LL, 29LL, 29LL, 24773LL}, 12, 1},  // fp64:NN:29x29x29:b24773
-  {0, 0, {30LL, 30LL, 30LL, 23149LL}, 13, 1},  // fp64:NN:30x30x30:b23149
-  {0, 0, {31LL, 31LL, 31LL, 21679LL}, 14, 1},  // fp64:NN:31x31x31:b21679
-  {0, 0, {32LL, 32LL, 32LL, 20346LL}, 15, 1},  // fp64:NN:32x32x32:b20346
-  {1, 0, {17LL, 17LL, 17LL, 144176LL}, 16, 1},  // fp32:NN:17x17x17:b144176
-  {1, 0, {18LL, 18LL, 18LL, 128601LL}, 17, 1},  // fp32:NN:18x18x18:b128601
-  {1, 0, {19LL, 19LL, 19LL, 115421LL}, 18, 1},  // fp32:NN:19x19x19:b115421
-  {1, 0, {20LL, 20LL, 20LL, 104167LL}, 19, 1},  // fp32:NN:20x20x20:b104167
-  {1, 0, {21LL, 21LL, 21LL, 94483LL}, 20, 1},  // fp32:NN:21x21x21:b94483
-  {1, 0, {22LL, 22LL, 22LL, 86089LL}, 21, 1},  // fp32:NN:22x22x22:b86089
-  {1, 0, {23LL, 23LL, 23LL, 78765LL}, 22, 1},  // fp32:NN:23x23x23:b78765
-  {1, 0, {24LL, 24LL, 24LL, 72338LL}, 23, 1},  // fp32:NN:24x24x24:b72338
-  {1, 0, {25LL, 25LL, 25LL, 66667LL}, 24, 1},  // fp32:NN:25x25x25:b66667
-  {1, 0, {26LL, 26LL, 26LL, 61638LL}, 25, 1},  // fp32:NN:26x26x26:b61638
-  {1, 0, {27LL, 27LL, 27LL, 57156LL}, 26, 1},  // fp32:NN:27x27x27:b57156
-  {1, 0, {28LL, 28LL, 28LL, 53147LL}, 27, 1},  // fp32:NN:28x28x28:b53147
-  {1, 0, {29LL, 29LL, 29LL, 49545LL}, 28, 1},  // fp32:NN:29x29x29:b49545
-  {1, 0, {30LL, 30LL, 30LL, 46297LL}, 29, 1},  // fp32:NN:30x30x30:b46297
-  {1, 0, {31LL, 31LL, 31LL, 43358LL}, 30, 1},  // fp32:NN:31x31x31:b43358
-  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 31, 1},  // fp32:NN:32x32x32:b40691
+  {0, 0, {17LL, 17LL, 17LL, 72088LL}, 0, 2, 0, 2},  // fp64:NN:17x17x17:b72088
+  {0, 0, {18LL, 18LL, 18LL, 64301LL}, 2, 2, 2, 2},  // fp64:NN:18x18x18:b64301
+  {0, 0, {19LL, 19LL, 19LL, 57711LL}, 4, 2, 4, 2},  // fp64:NN:19x19x19:b57711
+  {0, 0, {20LL, 20LL, 20LL, 52084LL}, 6, 2, 6, 2},  // fp64:NN:20x20x20:b52084
+  {0, 0, {21LL, 21LL, 21LL, 47242LL}, 8, 2, 8, 2},  // fp64:NN:21x21x21:b47242
+  {0, 0, {22LL, 22LL, 22LL, 43045LL}, 10, 2, 10, 2},  // fp64:NN:22x22x22:b43045
+  {0, 0, {23LL, 23LL, 23LL, 39383LL}, 12, 2, 12, 2},  // fp64:NN:23x23x23:b39383
+  {0, 0, {24LL, 24LL, 24LL, 36169LL}, 14, 2, 14, 2},  // fp64:NN:24x24x24:b36169
+  {0, 0, {25LL, 25LL, 25LL, 33334LL}, 16, 2, 16, 2},  // fp64:NN:25x25x25:b33334
+  {0, 0, {26LL, 26LL, 26LL, 30819LL}, 18, 2, 18, 2},  // fp64:NN:26x26x26:b30819
+  {0, 0, {27LL, 27LL, 27LL, 28578LL}, 20, 2, 20, 2},  // fp64:NN:27x27x27:b28578
+  {0, 0, {28LL, 28LL, 28LL, 26574LL}, 22, 2, 22, 2},  // fp64:NN:28x28x28:b26574
+  {0, 0, {29LL, 29LL, 29LL, 24773LL}, 24, 2, 24, 2},  // fp64:NN:29x29x29:b24773
+  {0, 0, {30LL, 30LL, 30LL, 23149LL}, 26, 2, 26, 2},  // fp64:NN:30x30x30:b23149
+  {0, 0, {31LL, 31LL, 31LL, 21679LL}, 28, 2, 28, 2},  // fp64:NN:31x31x31:b21679
+  {0, 0, {32LL, 32LL, 32LL, 20346LL}, 30, 2, 30, 2},  // fp64:NN:32x32x32:b20346
+  {1, 0, {17LL, 17LL, 17LL, 144176LL}, 32, 2, 32, 2},  // fp32:NN:17x17x17:b144176
+  {1, 0, {18LL, 18LL, 18LL, 128601LL}, 34, 2, 34, 2},  // fp32:NN:18x18x18:b128601
+  {1, 0, {19LL, 19LL, 19LL, 115421LL}, 36, 2, 36, 2},  // fp32:NN:19x19x19:b115421
+  {1, 0, {20LL, 20LL, 20LL, 104167LL}, 38, 2, 38, 2},  // fp32:NN:20x20x20:b104167
+  {1, 0, {21LL, 21LL, 21LL, 94483LL}, 40, 2, 40, 2},  // fp32:NN:21x21x21:b94483
+  {1, 0, {22LL, 22LL, 22LL, 86089LL}, 42, 2, 42, 2},  // fp32:NN:22x22x22:b86089
+  {1, 0, {23LL, 23LL, 23LL, 78765LL}, 44, 2, 44, 2},  // fp32:NN:23x23x23:b78765
+  {1, 0, {24LL, 24LL, 24LL, 72338LL}, 46, 2, 46, 2},  // fp32:NN:24x24x24:b72338
+  {1, 0, {25LL, 25LL, 25LL, 66667LL}, 48, 2, 48, 2},  // fp32:NN:25x25x25:b66667
+  {1, 0, {26LL, 26LL, 26LL, 61638LL}, 50, 2, 50, 2},  // fp32:NN:26x26x26:b61638
+  {1, 0, {27LL, 27LL, 27LL, 57156LL}, 52, 2, 52, 2},  // fp32:NN:27x27x27:b57156
+  {1, 0, {28LL, 28LL, 28LL, 53147LL}, 54, 2, 54, 2},  // fp32:NN:28x28x28:b53147
+  {1, 0, {29LL, 29LL, 29LL, 49545LL}, 56, 2, 56, 2},  // fp32:NN:29x29x29:b49545
+  {1, 0, {30LL, 30LL, 30LL, 46297LL}, 58, 2, 58, 2},  // fp32:NN:30x30x30:b46297
+  {1, 0, {31LL, 31LL, 31LL, 43358LL}, 60, 2, 60, 2},  // fp32:NN:31x31x31:b43358
+  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 62, 2, 62, 2},  // fp32:NN:32x32x32:b40691
 };
-inline constexpr int kRanked[32] = {3, 0, 7, 14, 1, 9, 4, 6, 10, 2, 12, 11, 15, 5, 13, 8, 20, 19, 28, 30, 16, 27, 23, 26, 18, 24, 31, 29, 17, 21, 25, 22};
+inline constexpr int kRanked[64] = {3, -2, 0, -2, 7, -2, 14, -2, 1, -2, 9, -2, 4, -2, -2, 6, 10, -2, -2, 2, -2, 12, -2, 11, -2, 15, -2, 5, -2, 13, -2, 8, 20, -2, 19, -2, 28, -2, 30, -2, 16, -2, 27, -2, 23, -2, 26, -2, 18, -2, 24, -2, 31, -2, 29, -2, 17, -2, 21, -2, -2, 25, -2, 22};
+inline constexpr int kNear[64] = {3, -2, 0, -2, 7, -2, 14, -2, 1, -2, 9, -2, 4, -2, -2, 6, 10, -2, -2, 2, -2, 12, -2, 11, -2, 15, -2, 5, -2, 13, -2, 8, 20, -2, 19, -2, 28, -2, 30, -2, 16, -2, 27, -2, 23, -2, 26, -2, 18, -2, 24, -2, 31, -2, 29, -2, 17, -2, 21, -2, -2, 25, -2, 22};
 
-inline constexpr int kNumRegions = 0;
-inline constexpr Region kRegions[1] = {
-  {-1, -1, {0, 0, 0}, {0, 0, 0}, -1},
+inline constexpr int kNumRegions = 2;
+inline constexpr Region kRegions[2] = {
+  {0, 0, {24LL, 24LL, 24LL}, {32LL, 32LL, 32LL}, -2},
+  {1, 0, {31LL, 31LL, 31LL}, {32LL, 32LL, 32LL}, -2},
 };
 
 constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, integers only
@@ -117,29 +128,42 @@ constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, i
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
 
-constexpr bool valid(int kernel, const long long (&d)[4]) {
-  for (int i = 0; i < 4; ++i) {
-    const Kernel& k = kKernels[kernel];
+// Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
+constexpr bool valid(int kernel, const long long (&d)[4], bool tuned = false) {
+  if (kernel == LIBRARY || tuned) return true;
+  const Kernel& k = kKernels[kernel];
+  if (k.tuned_only) return false;
+  for (int i = 0; i < 4; ++i)
     if (d[i] % k.mult[i] != 0 || d[i] < k.lo[i] || d[i] > k.hi[i]) return false;
-  }
   return true;
 }
 
-constexpr int first_valid(const Point& p, const long long (&d)[4]) {
-  for (int j = 0; j < p.ranked_count; ++j)
-    if (valid(kRanked[p.ranked_begin + j], d)) return kRanked[p.ranked_begin + j];
-  return -1;
+// First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
+// (a problem that was not tuned), or INVALID when none is.
+constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = false) {
+  if (tuned) {
+    for (int j = 0; j < p.ranked_count; ++j)
+      if (valid(kRanked[p.ranked_begin + j], d, true)) return kRanked[p.ranked_begin + j];
+    return INVALID;
+  }
+  for (int j = 0; j < p.near_count; ++j)
+    if (valid(kNear[p.near_begin + j], d)) return kNear[p.near_begin + j];
+  return INVALID;
 }
 
-// Index into kKernels for a problem, or -1 for the generic kernel (gemm_naive).
+// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
-  if (m < 1 || n < 1 || k < 1 || batch < 1) return -1;
+  if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
+  if (m < 1 || n < 1 || k < 1 || batch < 1 || m > kMaxSize || n > kMaxSize || k > kMaxSize || batch > kMaxSize)
+    return INVALID;
   const long long d[4] = {m, n, k, batch};
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision == precision && p.shape == shape && p.dims[0] == m && p.dims[1] == n &&
-        p.dims[2] == k && p.dims[3] == batch)
-      return first_valid(p, d);
+        p.dims[2] == k && p.dims[3] == batch) {
+      const int kern = first_valid(p, d, true);
+      return kern == INVALID ? kFallback : kern;
+    }
   }
   for (int i = 0; i < kNumRegions; ++i) {
     const Region& r = kRegions[i];
@@ -148,19 +172,21 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
-  int best = -1;
+  int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision != precision || p.shape != shape) continue;
     const int kern = first_valid(p, d);
-    if (kern < 0) continue;
+    if (kern == INVALID) continue;
     long long dist = 0;
     for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
     const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
-    if (best < 0 || dist < best_d || (dist == best_d && db < best_b)) { best = kern; best_d = dist; best_b = db; }
+    if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
+      best = kern; best_d = dist; best_b = db;
+    }
   }
-  return best;
+  return best == INVALID ? kFallback : best;
 }
 
 // True when `device` names the GPU this table was tuned on (case-insensitive); false means: warn.
@@ -180,7 +206,7 @@ constexpr bool same_device(const char* device) {
 // Explicit instantiations: define AUTOTUNE_DISPATCH_INSTANTIATE in exactly one .cu file compiled
 // with nvcc -std=c++17 -I<kernels_src>; index i of kKernels is the i-th line below.
 #if defined(__CUDACC__) && defined(AUTOTUNE_DISPATCH_INSTANTIATE)
-#include "gemm_tiny.cuh"
+#include "/work/wt-results/kernels_src/gemm_tiny.cuh"
 #include "gemm_naive.cuh"
 template __global__ void autotune::gemm_tiny<double, 0, 0, 18, 18, 18, 6, 2, 64, 4, 1>(int, int, int, double, const double*, int, long long, const double*, int, long long, double, double*, int, long long, int);
 template __global__ void autotune::gemm_tiny<double, 0, 0, 21, 21, 21, 2, 7, 64, 2, 2>(int, int, int, double, const double*, int, long long, const double*, int, long long, double, double*, int, long long, int);

@@ -8,8 +8,11 @@
 //   worst_loss: 0.043789042875202466
 //   mean_loss: 0.0018821647553112603
 //   sweep_ids: ["1"]
-// Lookup rules: autotune/dispatch_runtime.py (exact point, merged region, nearest tuned point by
-// log-ratio distance among kernels whose validity predicates hold, then the generic kernel = -1).
+// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by
+// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).
+// lookup() returns an index into kKernels (>= 0), GENERIC (-1: the gemm_naive kernel), LIBRARY (-2:
+// call the vendor library, e.g. cuBLAS gemmStridedBatchedEx) or INVALID (-3: precision or shape out of
+// range, or a size or batch outside 1..2^31-1; Python raises ValueError for the same inputs).
 #pragma once
 
 namespace autotune_dispatch {
@@ -17,150 +20,160 @@ namespace autotune_dispatch {
 inline constexpr const char* kTunedDevice = "NVIDIA H100 80GB HBM3";
 inline constexpr double kTol = 0.05;
 inline constexpr double kWorstLoss = 0.043789042875202466;
+inline constexpr int GENERIC = -1;  // the gemm_naive kernel (generic templates below)
+inline constexpr int LIBRARY = -2;  // call the vendor library: cublas
+inline constexpr int INVALID = -3;  // invalid input
+inline constexpr long long kMaxSize = 2147483647LL;
+inline constexpr const char* kLibrary = "cublas";
+inline constexpr int kFallback = -2;  // the answer where nothing in the table is valid
 enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
-struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; };
+struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 28;
 inline constexpr Kernel kKernels[28] = {
-  {"01c8a1005a46021c", "gemm_tiny_simt_BM7_BN7_BK8_RM7_RN1_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<double, 0, 0, 7, 7, 8, 7, 1, 128, 32, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"11794c2fb289cf4f", "gemm_tiny_simt_BM5_BN5_BK5_RM5_RN1_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<double, 0, 0, 5, 5, 5, 5, 1, 128, 32, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"244f80e8e0ef0732", "gemm_tiny_simt_BM4_BN4_BK5_RM4_RN1_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<double, 0, 0, 4, 4, 5, 4, 1, 128, 32, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"444366d288d45388", "gemm_batched_simt_DIM_X16_DIM_Y4_BLK_M32_BLK_N32_BLK_K8_DIM_XA32_DIM_YA2_DIM_XB8_DIM_YB8_NSG2", "autotune::gemm_batched<double, 0, 0, 16, 4, 32, 32, 8, 32, 2, 8, 8, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"6bb7a91d9bd5993f", "gemm_tiny_simt_BM6_BN6_BK6_RM1_RN6_THREADS128_PPB32_STAGES2", "autotune::gemm_tiny<double, 0, 0, 6, 6, 6, 1, 6, 128, 32, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"765804ad9f965a45", "gemm_batched_simt_DIM_X16_DIM_Y16_BLK_M32_BLK_N64_BLK_K32_DIM_XA8_DIM_YA32_DIM_XB8_DIM_YB32_NSG1", "autotune::gemm_batched<double, 0, 0, 16, 16, 32, 64, 32, 8, 32, 8, 32, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"7b7247e62d47aa69", "gemm_batched_simt_DIM_X8_DIM_Y8_BLK_M32_BLK_N16_BLK_K16_DIM_XA32_DIM_YA2_DIM_XB8_DIM_YB8_NSG1", "autotune::gemm_batched<double, 0, 0, 8, 8, 32, 16, 16, 32, 2, 8, 8, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"822ab6ce76e36389", "gemm_tiny_simt_BM10_BN10_BK10_RM4_RN2_THREADS128_PPB16_STAGES1", "autotune::gemm_tiny<double, 0, 0, 10, 10, 10, 4, 2, 128, 16, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"8f47744177a0c3d0", "gemm_tiny_simt_BM2_BN2_BK2_RM2_RN2_THREADS256_PPB256_STAGES1", "autotune::gemm_tiny<double, 0, 0, 2, 2, 2, 2, 2, 256, 256, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"91d5eb2c5b51cb65", "gemm_tiny_simt_BM4_BN3_BK4_RM4_RN3_THREADS128_PPB128_STAGES1", "autotune::gemm_tiny<double, 0, 0, 4, 3, 4, 4, 3, 128, 128, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"98c30433b0ebce1b", "gemm_batched_simt_DIM_X8_DIM_Y4_BLK_M16_BLK_N24_BLK_K4_DIM_XA16_DIM_YA2_DIM_XB4_DIM_YB8_NSG1", "autotune::gemm_batched<double, 0, 0, 8, 4, 16, 24, 4, 16, 2, 4, 8, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"a05910da7bc821df", "gemm_tiny_simt_BM14_BN14_BK14_RM4_RN1_THREADS128_PPB4_STAGES2", "autotune::gemm_tiny<double, 0, 0, 14, 14, 14, 4, 1, 128, 4, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"afc282d6af59a026", "gemm_batched_simt_DIM_X32_DIM_Y8_BLK_M128_BLK_N32_BLK_K32_DIM_XA32_DIM_YA8_DIM_XB32_DIM_YB8_NSG1", "autotune::gemm_batched<double, 0, 0, 32, 8, 128, 32, 32, 32, 8, 32, 8, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"ca10074eae77b651", "gemm_tiny_simt_BM8_BN8_BK8_RM1_RN8_THREADS128_PPB16_STAGES2", "autotune::gemm_tiny<double, 0, 0, 8, 8, 8, 1, 8, 128, 16, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"01c8a1005a46021c", "gemm_tiny_simt_BM7_BN7_BK8_RM7_RN1_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<float, 0, 0, 7, 7, 8, 7, 1, 128, 32, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"0ea9cef8cae2cca3", "gemm_tiny_simt_BM5_BN5_BK6_RM5_RN5_THREADS128_PPB128_STAGES1", "autotune::gemm_tiny<float, 0, 0, 5, 5, 6, 5, 5, 128, 128, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"3a89da9f4cffc58d", "gemm_tiny_simt_BM12_BN12_BK12_RM4_RN4_THREADS128_PPB16_STAGES1", "autotune::gemm_tiny<float, 0, 0, 12, 12, 12, 4, 4, 128, 16, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"444366d288d45388", "gemm_batched_simt_DIM_X16_DIM_Y4_BLK_M32_BLK_N32_BLK_K8_DIM_XA32_DIM_YA2_DIM_XB8_DIM_YB8_NSG2", "autotune::gemm_batched<float, 0, 0, 16, 4, 32, 32, 8, 32, 2, 8, 8, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"822ab6ce76e36389", "gemm_tiny_simt_BM10_BN10_BK10_RM4_RN2_THREADS128_PPB16_STAGES1", "autotune::gemm_tiny<float, 0, 0, 10, 10, 10, 4, 2, 128, 16, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"8d290ca7ade648b2", "gemm_batched_simt_DIM_X8_DIM_Y16_BLK_M32_BLK_N128_BLK_K8_DIM_XA32_DIM_YA4_DIM_XB8_DIM_YB16_NSG1", "autotune::gemm_batched<float, 0, 0, 8, 16, 32, 128, 8, 32, 4, 8, 16, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"8f47744177a0c3d0", "gemm_tiny_simt_BM2_BN2_BK2_RM2_RN2_THREADS256_PPB256_STAGES1", "autotune::gemm_tiny<float, 0, 0, 2, 2, 2, 2, 2, 256, 256, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"98c30433b0ebce1b", "gemm_batched_simt_DIM_X8_DIM_Y4_BLK_M16_BLK_N24_BLK_K4_DIM_XA16_DIM_YA2_DIM_XB4_DIM_YB8_NSG1", "autotune::gemm_batched<float, 0, 0, 8, 4, 16, 24, 4, 16, 2, 4, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"afc282d6af59a026", "gemm_batched_simt_DIM_X32_DIM_Y8_BLK_M128_BLK_N32_BLK_K32_DIM_XA32_DIM_YA8_DIM_XB32_DIM_YB8_NSG1", "autotune::gemm_batched<float, 0, 0, 32, 8, 128, 32, 32, 32, 8, 32, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"bec36143702bfe7a", "gemm_tiny_simt_BM6_BN6_BK6_RM1_RN6_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<float, 0, 0, 6, 6, 6, 1, 6, 128, 32, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"c59e8fe2c9bdd0de", "gemm_tiny_simt_BM4_BN4_BK4_RM1_RN1_THREADS256_PPB64_STAGES2", "autotune::gemm_tiny<float, 0, 0, 4, 4, 4, 1, 1, 256, 64, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"cdae25363b6802cb", "gemm_tiny_simt_BM3_BN4_BK3_RM3_RN4_THREADS128_PPB128_STAGES1", "autotune::gemm_tiny<float, 0, 0, 3, 4, 3, 3, 4, 128, 128, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"d724362514a562e2", "gemm_tiny_simt_BM14_BN14_BK14_RM14_RN1_THREADS128_PPB16_STAGES1", "autotune::gemm_tiny<float, 0, 0, 14, 14, 14, 14, 1, 128, 16, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"e384362836352f9a", "gemm_tiny_simt_BM8_BN8_BK8_RM1_RN1_THREADS256_PPB16_STAGES2", "autotune::gemm_tiny<float, 0, 0, 8, 8, 8, 1, 1, 256, 16, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
+  {"01c8a1005a46021c", "gemm_tiny_simt_BM7_BN7_BK8_RM7_RN1_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<double, 0, 0, 7, 7, 8, 7, 1, 128, 32, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {6LL, 6LL, 7LL, 1LL}, {7LL, 7LL, 8LL, 4611686018427387904LL}, false},
+  {"11794c2fb289cf4f", "gemm_tiny_simt_BM5_BN5_BK5_RM5_RN1_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<double, 0, 0, 5, 5, 5, 5, 1, 128, 32, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {4LL, 4LL, 4LL, 1LL}, {5LL, 5LL, 5LL, 4611686018427387904LL}, false},
+  {"244f80e8e0ef0732", "gemm_tiny_simt_BM4_BN4_BK5_RM4_RN1_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<double, 0, 0, 4, 4, 5, 4, 1, 128, 32, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {3LL, 3LL, 4LL, 1LL}, {4LL, 4LL, 5LL, 4611686018427387904LL}, false},
+  {"444366d288d45388", "gemm_batched_simt_DIM_X16_DIM_Y4_BLK_M32_BLK_N32_BLK_K8_DIM_XA32_DIM_YA2_DIM_XB8_DIM_YB8_NSG2", "autotune::gemm_batched<double, 0, 0, 16, 4, 32, 32, 8, 32, 2, 8, 8, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"6bb7a91d9bd5993f", "gemm_tiny_simt_BM6_BN6_BK6_RM1_RN6_THREADS128_PPB32_STAGES2", "autotune::gemm_tiny<double, 0, 0, 6, 6, 6, 1, 6, 128, 32, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {5LL, 5LL, 5LL, 1LL}, {6LL, 6LL, 6LL, 4611686018427387904LL}, false},
+  {"765804ad9f965a45", "gemm_batched_simt_DIM_X16_DIM_Y16_BLK_M32_BLK_N64_BLK_K32_DIM_XA8_DIM_YA32_DIM_XB8_DIM_YB32_NSG1", "autotune::gemm_batched<double, 0, 0, 16, 16, 32, 64, 32, 8, 32, 8, 32, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"7b7247e62d47aa69", "gemm_batched_simt_DIM_X8_DIM_Y8_BLK_M32_BLK_N16_BLK_K16_DIM_XA32_DIM_YA2_DIM_XB8_DIM_YB8_NSG1", "autotune::gemm_batched<double, 0, 0, 8, 8, 32, 16, 16, 32, 2, 8, 8, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"822ab6ce76e36389", "gemm_tiny_simt_BM10_BN10_BK10_RM4_RN2_THREADS128_PPB16_STAGES1", "autotune::gemm_tiny<double, 0, 0, 10, 10, 10, 4, 2, 128, 16, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {9LL, 9LL, 9LL, 1LL}, {10LL, 10LL, 10LL, 4611686018427387904LL}, false},
+  {"8f47744177a0c3d0", "gemm_tiny_simt_BM2_BN2_BK2_RM2_RN2_THREADS256_PPB256_STAGES1", "autotune::gemm_tiny<double, 0, 0, 2, 2, 2, 2, 2, 256, 256, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {2LL, 2LL, 2LL, 4611686018427387904LL}, false},
+  {"91d5eb2c5b51cb65", "gemm_tiny_simt_BM4_BN3_BK4_RM4_RN3_THREADS128_PPB128_STAGES1", "autotune::gemm_tiny<double, 0, 0, 4, 3, 4, 4, 3, 128, 128, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {3LL, 2LL, 3LL, 1LL}, {4LL, 3LL, 4LL, 4611686018427387904LL}, false},
+  {"98c30433b0ebce1b", "gemm_batched_simt_DIM_X8_DIM_Y4_BLK_M16_BLK_N24_BLK_K4_DIM_XA16_DIM_YA2_DIM_XB4_DIM_YB8_NSG1", "autotune::gemm_batched<double, 0, 0, 8, 4, 16, 24, 4, 16, 2, 4, 8, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"a05910da7bc821df", "gemm_tiny_simt_BM14_BN14_BK14_RM4_RN1_THREADS128_PPB4_STAGES2", "autotune::gemm_tiny<double, 0, 0, 14, 14, 14, 4, 1, 128, 4, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {13LL, 13LL, 13LL, 1LL}, {14LL, 14LL, 14LL, 4611686018427387904LL}, false},
+  {"afc282d6af59a026", "gemm_batched_simt_DIM_X32_DIM_Y8_BLK_M128_BLK_N32_BLK_K32_DIM_XA32_DIM_YA8_DIM_XB32_DIM_YB8_NSG1", "autotune::gemm_batched<double, 0, 0, 32, 8, 128, 32, 32, 32, 8, 32, 8, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"ca10074eae77b651", "gemm_tiny_simt_BM8_BN8_BK8_RM1_RN8_THREADS128_PPB16_STAGES2", "autotune::gemm_tiny<double, 0, 0, 8, 8, 8, 1, 8, 128, 16, 2>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {7LL, 7LL, 7LL, 1LL}, {8LL, 8LL, 8LL, 4611686018427387904LL}, false},
+  {"01c8a1005a46021c", "gemm_tiny_simt_BM7_BN7_BK8_RM7_RN1_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<float, 0, 0, 7, 7, 8, 7, 1, 128, 32, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {6LL, 6LL, 7LL, 1LL}, {7LL, 7LL, 8LL, 4611686018427387904LL}, false},
+  {"0ea9cef8cae2cca3", "gemm_tiny_simt_BM5_BN5_BK6_RM5_RN5_THREADS128_PPB128_STAGES1", "autotune::gemm_tiny<float, 0, 0, 5, 5, 6, 5, 5, 128, 128, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {4LL, 4LL, 5LL, 1LL}, {5LL, 5LL, 6LL, 4611686018427387904LL}, false},
+  {"3a89da9f4cffc58d", "gemm_tiny_simt_BM12_BN12_BK12_RM4_RN4_THREADS128_PPB16_STAGES1", "autotune::gemm_tiny<float, 0, 0, 12, 12, 12, 4, 4, 128, 16, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {11LL, 11LL, 11LL, 1LL}, {12LL, 12LL, 12LL, 4611686018427387904LL}, false},
+  {"444366d288d45388", "gemm_batched_simt_DIM_X16_DIM_Y4_BLK_M32_BLK_N32_BLK_K8_DIM_XA32_DIM_YA2_DIM_XB8_DIM_YB8_NSG2", "autotune::gemm_batched<float, 0, 0, 16, 4, 32, 32, 8, 32, 2, 8, 8, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"822ab6ce76e36389", "gemm_tiny_simt_BM10_BN10_BK10_RM4_RN2_THREADS128_PPB16_STAGES1", "autotune::gemm_tiny<float, 0, 0, 10, 10, 10, 4, 2, 128, 16, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {9LL, 9LL, 9LL, 1LL}, {10LL, 10LL, 10LL, 4611686018427387904LL}, false},
+  {"8d290ca7ade648b2", "gemm_batched_simt_DIM_X8_DIM_Y16_BLK_M32_BLK_N128_BLK_K8_DIM_XA32_DIM_YA4_DIM_XB8_DIM_YB16_NSG1", "autotune::gemm_batched<float, 0, 0, 8, 16, 32, 128, 8, 32, 4, 8, 16, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"8f47744177a0c3d0", "gemm_tiny_simt_BM2_BN2_BK2_RM2_RN2_THREADS256_PPB256_STAGES1", "autotune::gemm_tiny<float, 0, 0, 2, 2, 2, 2, 2, 256, 256, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {2LL, 2LL, 2LL, 4611686018427387904LL}, false},
+  {"98c30433b0ebce1b", "gemm_batched_simt_DIM_X8_DIM_Y4_BLK_M16_BLK_N24_BLK_K4_DIM_XA16_DIM_YA2_DIM_XB4_DIM_YB8_NSG1", "autotune::gemm_batched<float, 0, 0, 8, 4, 16, 24, 4, 16, 2, 4, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"afc282d6af59a026", "gemm_batched_simt_DIM_X32_DIM_Y8_BLK_M128_BLK_N32_BLK_K32_DIM_XA32_DIM_YA8_DIM_XB32_DIM_YB8_NSG1", "autotune::gemm_batched<float, 0, 0, 32, 8, 128, 32, 32, 32, 8, 32, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"bec36143702bfe7a", "gemm_tiny_simt_BM6_BN6_BK6_RM1_RN6_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<float, 0, 0, 6, 6, 6, 1, 6, 128, 32, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {5LL, 5LL, 5LL, 1LL}, {6LL, 6LL, 6LL, 4611686018427387904LL}, false},
+  {"c59e8fe2c9bdd0de", "gemm_tiny_simt_BM4_BN4_BK4_RM1_RN1_THREADS256_PPB64_STAGES2", "autotune::gemm_tiny<float, 0, 0, 4, 4, 4, 1, 1, 256, 64, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {3LL, 3LL, 3LL, 1LL}, {4LL, 4LL, 4LL, 4611686018427387904LL}, false},
+  {"cdae25363b6802cb", "gemm_tiny_simt_BM3_BN4_BK3_RM3_RN4_THREADS128_PPB128_STAGES1", "autotune::gemm_tiny<float, 0, 0, 3, 4, 3, 3, 4, 128, 128, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {2LL, 3LL, 2LL, 1LL}, {3LL, 4LL, 3LL, 4611686018427387904LL}, false},
+  {"d724362514a562e2", "gemm_tiny_simt_BM14_BN14_BK14_RM14_RN1_THREADS128_PPB16_STAGES1", "autotune::gemm_tiny<float, 0, 0, 14, 14, 14, 14, 1, 128, 16, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {13LL, 13LL, 13LL, 1LL}, {14LL, 14LL, 14LL, 4611686018427387904LL}, false},
+  {"e384362836352f9a", "gemm_tiny_simt_BM8_BN8_BK8_RM1_RN1_THREADS256_PPB16_STAGES2", "autotune::gemm_tiny<float, 0, 0, 8, 8, 8, 1, 1, 256, 16, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {7LL, 7LL, 7LL, 1LL}, {8LL, 8LL, 8LL, 4611686018427387904LL}, false},
 };
 
 inline constexpr int kNumPoints = 84;
 inline constexpr Point kPoints[84] = {
-  {0, 0, {2LL, 2LL, 2LL, 5208334LL}, 0, 6},  // fp64:NN:2x2x2:b5208334
-  {0, 0, {3LL, 3LL, 3LL, 2314815LL}, 6, 6},  // fp64:NN:3x3x3:b2314815
-  {0, 0, {4LL, 4LL, 4LL, 1302084LL}, 12, 7},  // fp64:NN:4x4x4:b1302084
-  {0, 0, {5LL, 5LL, 5LL, 833334LL}, 19, 7},  // fp64:NN:5x5x5:b833334
-  {0, 0, {6LL, 6LL, 6LL, 578704LL}, 26, 6},  // fp64:NN:6x6x6:b578704
-  {0, 0, {7LL, 7LL, 7LL, 425171LL}, 32, 7},  // fp64:NN:7x7x7:b425171
-  {0, 0, {8LL, 8LL, 8LL, 325521LL}, 39, 6},  // fp64:NN:8x8x8:b325521
-  {0, 0, {9LL, 9LL, 9LL, 257202LL}, 45, 6},  // fp64:NN:9x9x9:b257202
-  {0, 0, {10LL, 10LL, 10LL, 208334LL}, 51, 6},  // fp64:NN:10x10x10:b208334
-  {0, 0, {11LL, 11LL, 11LL, 172177LL}, 57, 5},  // fp64:NN:11x11x11:b172177
-  {0, 0, {12LL, 12LL, 12LL, 144676LL}, 62, 5},  // fp64:NN:12x12x12:b144676
-  {0, 0, {13LL, 13LL, 13LL, 123275LL}, 67, 6},  // fp64:NN:13x13x13:b123275
-  {0, 0, {14LL, 14LL, 14LL, 106293LL}, 73, 6},  // fp64:NN:14x14x14:b106293
-  {0, 0, {15LL, 15LL, 15LL, 92593LL}, 79, 5},  // fp64:NN:15x15x15:b92593
-  {0, 0, {16LL, 16LL, 16LL, 81381LL}, 84, 5},  // fp64:NN:16x16x16:b81381
-  {0, 0, {17LL, 17LL, 17LL, 72088LL}, 89, 5},  // fp64:NN:17x17x17:b72088
-  {0, 0, {18LL, 18LL, 18LL, 64301LL}, 94, 5},  // fp64:NN:18x18x18:b64301
-  {0, 0, {19LL, 19LL, 19LL, 57711LL}, 99, 5},  // fp64:NN:19x19x19:b57711
-  {0, 0, {20LL, 20LL, 20LL, 52084LL}, 104, 5},  // fp64:NN:20x20x20:b52084
-  {0, 0, {21LL, 21LL, 21LL, 47242LL}, 109, 5},  // fp64:NN:21x21x21:b47242
-  {0, 0, {22LL, 22LL, 22LL, 43045LL}, 114, 5},  // fp64:NN:22x22x22:b43045
-  {0, 0, {23LL, 23LL, 23LL, 39383LL}, 119, 5},  // fp64:NN:23x23x23:b39383
-  {0, 0, {24LL, 24LL, 24LL, 36169LL}, 124, 5},  // fp64:NN:24x24x24:b36169
-  {0, 0, {25LL, 25LL, 25LL, 33334LL}, 129, 5},  // fp64:NN:25x25x25:b33334
-  {0, 0, {26LL, 26LL, 26LL, 30819LL}, 134, 5},  // fp64:NN:26x26x26:b30819
-  {0, 0, {27LL, 27LL, 27LL, 28578LL}, 139, 5},  // fp64:NN:27x27x27:b28578
-  {0, 0, {28LL, 28LL, 28LL, 26574LL}, 144, 5},  // fp64:NN:28x28x28:b26574
-  {0, 0, {29LL, 29LL, 29LL, 24773LL}, 149, 5},  // fp64:NN:29x29x29:b24773
-  {0, 0, {30LL, 30LL, 30LL, 23149LL}, 154, 5},  // fp64:NN:30x30x30:b23149
-  {0, 0, {31LL, 31LL, 31LL, 21679LL}, 159, 5},  // fp64:NN:31x31x31:b21679
-  {0, 0, {32LL, 32LL, 8LL, 40691LL}, 164, 5},  // fp64:NN:32x32x8:b40691
-  {0, 0, {32LL, 32LL, 16LL, 30518LL}, 169, 5},  // fp64:NN:32x32x16:b30518
-  {0, 0, {32LL, 32LL, 32LL, 20346LL}, 174, 5},  // fp64:NN:32x32x32:b20346
-  {0, 0, {64LL, 64LL, 8LL, 12208LL}, 179, 5},  // fp64:NN:64x64x8:b12208
-  {0, 0, {64LL, 64LL, 16LL, 10173LL}, 184, 5},  // fp64:NN:64x64x16:b10173
-  {0, 0, {64LL, 64LL, 32LL, 7630LL}, 189, 5},  // fp64:NN:64x64x32:b7630
-  {0, 0, {128LL, 128LL, 8LL, 3391LL}, 194, 5},  // fp64:NN:128x128x8:b3391
-  {0, 0, {128LL, 128LL, 16LL, 3052LL}, 199, 5},  // fp64:NN:128x128x16:b3052
-  {0, 0, {128LL, 128LL, 32LL, 2544LL}, 204, 5},  // fp64:NN:128x128x32:b2544
-  {0, 0, {256LL, 256LL, 8LL, 898LL}, 209, 5},  // fp64:NN:256x256x8:b898
-  {0, 0, {256LL, 256LL, 16LL, 848LL}, 214, 5},  // fp64:NN:256x256x16:b848
-  {0, 0, {256LL, 256LL, 32LL, 763LL}, 219, 5},  // fp64:NN:256x256x32:b763
-  {1, 0, {2LL, 2LL, 2LL, 10416667LL}, 224, 5},  // fp32:NN:2x2x2:b10416667
-  {1, 0, {3LL, 3LL, 3LL, 4629630LL}, 229, 6},  // fp32:NN:3x3x3:b4629630
-  {1, 0, {4LL, 4LL, 4LL, 2604167LL}, 235, 5},  // fp32:NN:4x4x4:b2604167
-  {1, 0, {5LL, 5LL, 5LL, 1666667LL}, 240, 6},  // fp32:NN:5x5x5:b1666667
-  {1, 0, {6LL, 6LL, 6LL, 1157408LL}, 246, 5},  // fp32:NN:6x6x6:b1157408
-  {1, 0, {7LL, 7LL, 7LL, 850341LL}, 251, 6},  // fp32:NN:7x7x7:b850341
-  {1, 0, {8LL, 8LL, 8LL, 651042LL}, 257, 5},  // fp32:NN:8x8x8:b651042
-  {1, 0, {9LL, 9LL, 9LL, 514404LL}, 262, 5},  // fp32:NN:9x9x9:b514404
-  {1, 0, {10LL, 10LL, 10LL, 416667LL}, 267, 5},  // fp32:NN:10x10x10:b416667
-  {1, 0, {11LL, 11LL, 11LL, 344353LL}, 272, 5},  // fp32:NN:11x11x11:b344353
-  {1, 0, {12LL, 12LL, 12LL, 289352LL}, 277, 5},  // fp32:NN:12x12x12:b289352
-  {1, 0, {13LL, 13LL, 13LL, 246549LL}, 282, 5},  // fp32:NN:13x13x13:b246549
-  {1, 0, {14LL, 14LL, 14LL, 212586LL}, 287, 5},  // fp32:NN:14x14x14:b212586
-  {1, 0, {15LL, 15LL, 15LL, 185186LL}, 292, 4},  // fp32:NN:15x15x15:b185186
-  {1, 0, {16LL, 16LL, 16LL, 162761LL}, 296, 4},  // fp32:NN:16x16x16:b162761
-  {1, 0, {17LL, 17LL, 17LL, 144176LL}, 300, 4},  // fp32:NN:17x17x17:b144176
-  {1, 0, {18LL, 18LL, 18LL, 128601LL}, 304, 4},  // fp32:NN:18x18x18:b128601
-  {1, 0, {19LL, 19LL, 19LL, 115421LL}, 308, 4},  // fp32:NN:19x19x19:b115421
-  {1, 0, {20LL, 20LL, 20LL, 104167LL}, 312, 4},  // fp32:NN:20x20x20:b104167
-  {1, 0, {21LL, 21LL, 21LL, 94483LL}, 316, 4},  // fp32:NN:21x21x21:b94483
-  {1, 0, {22LL, 22LL, 22LL, 86089LL}, 320, 4},  // fp32:NN:22x22x22:b86089
-  {1, 0, {23LL, 23LL, 23LL, 78765LL}, 324, 4},  // fp32:NN:23x23x23:b78765
-  {1, 0, {24LL, 24LL, 24LL, 72338LL}, 328, 4},  // fp32:NN:24x24x24:b72338
-  {1, 0, {25LL, 25LL, 25LL, 66667LL}, 332, 4},  // fp32:NN:25x25x25:b66667
-  {1, 0, {26LL, 26LL, 26LL, 61638LL}, 336, 4},  // fp32:NN:26x26x26:b61638
-  {1, 0, {27LL, 27LL, 27LL, 57156LL}, 340, 4},  // fp32:NN:27x27x27:b57156
-  {1, 0, {28LL, 28LL, 28LL, 53147LL}, 344, 4},  // fp32:NN:28x28x28:b53147
-  {1, 0, {29LL, 29LL, 29LL, 49545LL}, 348, 4},  // fp32:NN:29x29x29:b49545
-  {1, 0, {30LL, 30LL, 30LL, 46297LL}, 352, 4},  // fp32:NN:30x30x30:b46297
-  {1, 0, {31LL, 31LL, 31LL, 43358LL}, 356, 4},  // fp32:NN:31x31x31:b43358
-  {1, 0, {32LL, 32LL, 8LL, 81381LL}, 360, 4},  // fp32:NN:32x32x8:b81381
-  {1, 0, {32LL, 32LL, 16LL, 61036LL}, 364, 4},  // fp32:NN:32x32x16:b61036
-  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 368, 4},  // fp32:NN:32x32x32:b40691
-  {1, 0, {64LL, 64LL, 8LL, 24415LL}, 372, 4},  // fp32:NN:64x64x8:b24415
-  {1, 0, {64LL, 64LL, 16LL, 20346LL}, 376, 4},  // fp32:NN:64x64x16:b20346
-  {1, 0, {64LL, 64LL, 32LL, 15259LL}, 380, 4},  // fp32:NN:64x64x32:b15259
-  {1, 0, {128LL, 128LL, 8LL, 6782LL}, 384, 4},  // fp32:NN:128x128x8:b6782
-  {1, 0, {128LL, 128LL, 16LL, 6104LL}, 388, 4},  // fp32:NN:128x128x16:b6104
-  {1, 0, {128LL, 128LL, 32LL, 5087LL}, 392, 4},  // fp32:NN:128x128x32:b5087
-  {1, 0, {256LL, 256LL, 8LL, 1796LL}, 396, 4},  // fp32:NN:256x256x8:b1796
-  {1, 0, {256LL, 256LL, 16LL, 1696LL}, 400, 4},  // fp32:NN:256x256x16:b1696
-  {1, 0, {256LL, 256LL, 32LL, 1526LL}, 404, 4},  // fp32:NN:256x256x32:b1526
+  {0, 0, {2LL, 2LL, 2LL, 5208334LL}, 0, 7, 0, 7},  // fp64:NN:2x2x2:b5208334
+  {0, 0, {3LL, 3LL, 3LL, 2314815LL}, 7, 7, 7, 7},  // fp64:NN:3x3x3:b2314815
+  {0, 0, {4LL, 4LL, 4LL, 1302084LL}, 14, 8, 14, 8},  // fp64:NN:4x4x4:b1302084
+  {0, 0, {5LL, 5LL, 5LL, 833334LL}, 22, 8, 22, 8},  // fp64:NN:5x5x5:b833334
+  {0, 0, {6LL, 6LL, 6LL, 578704LL}, 30, 7, 30, 7},  // fp64:NN:6x6x6:b578704
+  {0, 0, {7LL, 7LL, 7LL, 425171LL}, 37, 8, 37, 8},  // fp64:NN:7x7x7:b425171
+  {0, 0, {8LL, 8LL, 8LL, 325521LL}, 45, 7, 45, 7},  // fp64:NN:8x8x8:b325521
+  {0, 0, {9LL, 9LL, 9LL, 257202LL}, 52, 7, 52, 7},  // fp64:NN:9x9x9:b257202
+  {0, 0, {10LL, 10LL, 10LL, 208334LL}, 59, 7, 59, 7},  // fp64:NN:10x10x10:b208334
+  {0, 0, {11LL, 11LL, 11LL, 172177LL}, 66, 6, 66, 6},  // fp64:NN:11x11x11:b172177
+  {0, 0, {12LL, 12LL, 12LL, 144676LL}, 72, 6, 72, 6},  // fp64:NN:12x12x12:b144676
+  {0, 0, {13LL, 13LL, 13LL, 123275LL}, 78, 7, 78, 7},  // fp64:NN:13x13x13:b123275
+  {0, 0, {14LL, 14LL, 14LL, 106293LL}, 85, 7, 85, 7},  // fp64:NN:14x14x14:b106293
+  {0, 0, {15LL, 15LL, 15LL, 92593LL}, 92, 6, 92, 6},  // fp64:NN:15x15x15:b92593
+  {0, 0, {16LL, 16LL, 16LL, 81381LL}, 98, 6, 98, 6},  // fp64:NN:16x16x16:b81381
+  {0, 0, {17LL, 17LL, 17LL, 72088LL}, 104, 6, 104, 6},  // fp64:NN:17x17x17:b72088
+  {0, 0, {18LL, 18LL, 18LL, 64301LL}, 110, 6, 110, 6},  // fp64:NN:18x18x18:b64301
+  {0, 0, {19LL, 19LL, 19LL, 57711LL}, 116, 6, 116, 6},  // fp64:NN:19x19x19:b57711
+  {0, 0, {20LL, 20LL, 20LL, 52084LL}, 122, 6, 122, 6},  // fp64:NN:20x20x20:b52084
+  {0, 0, {21LL, 21LL, 21LL, 47242LL}, 128, 6, 128, 6},  // fp64:NN:21x21x21:b47242
+  {0, 0, {22LL, 22LL, 22LL, 43045LL}, 134, 6, 134, 6},  // fp64:NN:22x22x22:b43045
+  {0, 0, {23LL, 23LL, 23LL, 39383LL}, 140, 6, 140, 6},  // fp64:NN:23x23x23:b39383
+  {0, 0, {24LL, 24LL, 24LL, 36169LL}, 146, 6, 146, 6},  // fp64:NN:24x24x24:b36169
+  {0, 0, {25LL, 25LL, 25LL, 33334LL}, 152, 6, 152, 6},  // fp64:NN:25x25x25:b33334
+  {0, 0, {26LL, 26LL, 26LL, 30819LL}, 158, 6, 158, 6},  // fp64:NN:26x26x26:b30819
+  {0, 0, {27LL, 27LL, 27LL, 28578LL}, 164, 6, 164, 6},  // fp64:NN:27x27x27:b28578
+  {0, 0, {28LL, 28LL, 28LL, 26574LL}, 170, 6, 170, 6},  // fp64:NN:28x28x28:b26574
+  {0, 0, {29LL, 29LL, 29LL, 24773LL}, 176, 6, 176, 6},  // fp64:NN:29x29x29:b24773
+  {0, 0, {30LL, 30LL, 30LL, 23149LL}, 182, 6, 182, 6},  // fp64:NN:30x30x30:b23149
+  {0, 0, {31LL, 31LL, 31LL, 21679LL}, 188, 6, 188, 6},  // fp64:NN:31x31x31:b21679
+  {0, 0, {32LL, 32LL, 8LL, 40691LL}, 194, 6, 194, 6},  // fp64:NN:32x32x8:b40691
+  {0, 0, {32LL, 32LL, 16LL, 30518LL}, 200, 6, 200, 6},  // fp64:NN:32x32x16:b30518
+  {0, 0, {32LL, 32LL, 32LL, 20346LL}, 206, 6, 206, 6},  // fp64:NN:32x32x32:b20346
+  {0, 0, {64LL, 64LL, 8LL, 12208LL}, 212, 6, 212, 6},  // fp64:NN:64x64x8:b12208
+  {0, 0, {64LL, 64LL, 16LL, 10173LL}, 218, 6, 218, 6},  // fp64:NN:64x64x16:b10173
+  {0, 0, {64LL, 64LL, 32LL, 7630LL}, 224, 6, 224, 6},  // fp64:NN:64x64x32:b7630
+  {0, 0, {128LL, 128LL, 8LL, 3391LL}, 230, 6, 230, 6},  // fp64:NN:128x128x8:b3391
+  {0, 0, {128LL, 128LL, 16LL, 3052LL}, 236, 6, 236, 6},  // fp64:NN:128x128x16:b3052
+  {0, 0, {128LL, 128LL, 32LL, 2544LL}, 242, 6, 242, 6},  // fp64:NN:128x128x32:b2544
+  {0, 0, {256LL, 256LL, 8LL, 898LL}, 248, 6, 248, 6},  // fp64:NN:256x256x8:b898
+  {0, 0, {256LL, 256LL, 16LL, 848LL}, 254, 6, 254, 6},  // fp64:NN:256x256x16:b848
+  {0, 0, {256LL, 256LL, 32LL, 763LL}, 260, 6, 260, 6},  // fp64:NN:256x256x32:b763
+  {1, 0, {2LL, 2LL, 2LL, 10416667LL}, 266, 6, 266, 6},  // fp32:NN:2x2x2:b10416667
+  {1, 0, {3LL, 3LL, 3LL, 4629630LL}, 272, 7, 272, 7},  // fp32:NN:3x3x3:b4629630
+  {1, 0, {4LL, 4LL, 4LL, 2604167LL}, 279, 6, 279, 6},  // fp32:NN:4x4x4:b2604167
+  {1, 0, {5LL, 5LL, 5LL, 1666667LL}, 285, 7, 285, 7},  // fp32:NN:5x5x5:b1666667
+  {1, 0, {6LL, 6LL, 6LL, 1157408LL}, 292, 6, 292, 6},  // fp32:NN:6x6x6:b1157408
+  {1, 0, {7LL, 7LL, 7LL, 850341LL}, 298, 7, 298, 7},  // fp32:NN:7x7x7:b850341
+  {1, 0, {8LL, 8LL, 8LL, 651042LL}, 305, 6, 305, 6},  // fp32:NN:8x8x8:b651042
+  {1, 0, {9LL, 9LL, 9LL, 514404LL}, 311, 6, 311, 6},  // fp32:NN:9x9x9:b514404
+  {1, 0, {10LL, 10LL, 10LL, 416667LL}, 317, 6, 317, 6},  // fp32:NN:10x10x10:b416667
+  {1, 0, {11LL, 11LL, 11LL, 344353LL}, 323, 6, 323, 6},  // fp32:NN:11x11x11:b344353
+  {1, 0, {12LL, 12LL, 12LL, 289352LL}, 329, 6, 329, 6},  // fp32:NN:12x12x12:b289352
+  {1, 0, {13LL, 13LL, 13LL, 246549LL}, 335, 6, 335, 6},  // fp32:NN:13x13x13:b246549
+  {1, 0, {14LL, 14LL, 14LL, 212586LL}, 341, 6, 341, 6},  // fp32:NN:14x14x14:b212586
+  {1, 0, {15LL, 15LL, 15LL, 185186LL}, 347, 5, 347, 5},  // fp32:NN:15x15x15:b185186
+  {1, 0, {16LL, 16LL, 16LL, 162761LL}, 352, 5, 352, 5},  // fp32:NN:16x16x16:b162761
+  {1, 0, {17LL, 17LL, 17LL, 144176LL}, 357, 5, 357, 5},  // fp32:NN:17x17x17:b144176
+  {1, 0, {18LL, 18LL, 18LL, 128601LL}, 362, 5, 362, 5},  // fp32:NN:18x18x18:b128601
+  {1, 0, {19LL, 19LL, 19LL, 115421LL}, 367, 5, 367, 5},  // fp32:NN:19x19x19:b115421
+  {1, 0, {20LL, 20LL, 20LL, 104167LL}, 372, 5, 372, 5},  // fp32:NN:20x20x20:b104167
+  {1, 0, {21LL, 21LL, 21LL, 94483LL}, 377, 5, 377, 5},  // fp32:NN:21x21x21:b94483
+  {1, 0, {22LL, 22LL, 22LL, 86089LL}, 382, 5, 382, 5},  // fp32:NN:22x22x22:b86089
+  {1, 0, {23LL, 23LL, 23LL, 78765LL}, 387, 5, 387, 5},  // fp32:NN:23x23x23:b78765
+  {1, 0, {24LL, 24LL, 24LL, 72338LL}, 392, 5, 392, 5},  // fp32:NN:24x24x24:b72338
+  {1, 0, {25LL, 25LL, 25LL, 66667LL}, 397, 5, 397, 5},  // fp32:NN:25x25x25:b66667
+  {1, 0, {26LL, 26LL, 26LL, 61638LL}, 402, 5, 402, 5},  // fp32:NN:26x26x26:b61638
+  {1, 0, {27LL, 27LL, 27LL, 57156LL}, 407, 5, 407, 5},  // fp32:NN:27x27x27:b57156
+  {1, 0, {28LL, 28LL, 28LL, 53147LL}, 412, 5, 412, 5},  // fp32:NN:28x28x28:b53147
+  {1, 0, {29LL, 29LL, 29LL, 49545LL}, 417, 5, 417, 5},  // fp32:NN:29x29x29:b49545
+  {1, 0, {30LL, 30LL, 30LL, 46297LL}, 422, 5, 422, 5},  // fp32:NN:30x30x30:b46297
+  {1, 0, {31LL, 31LL, 31LL, 43358LL}, 427, 5, 427, 5},  // fp32:NN:31x31x31:b43358
+  {1, 0, {32LL, 32LL, 8LL, 81381LL}, 432, 5, 432, 5},  // fp32:NN:32x32x8:b81381
+  {1, 0, {32LL, 32LL, 16LL, 61036LL}, 437, 5, 437, 5},  // fp32:NN:32x32x16:b61036
+  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 442, 5, 442, 5},  // fp32:NN:32x32x32:b40691
+  {1, 0, {64LL, 64LL, 8LL, 24415LL}, 447, 5, 447, 5},  // fp32:NN:64x64x8:b24415
+  {1, 0, {64LL, 64LL, 16LL, 20346LL}, 452, 5, 452, 5},  // fp32:NN:64x64x16:b20346
+  {1, 0, {64LL, 64LL, 32LL, 15259LL}, 457, 5, 457, 5},  // fp32:NN:64x64x32:b15259
+  {1, 0, {128LL, 128LL, 8LL, 6782LL}, 462, 5, 462, 5},  // fp32:NN:128x128x8:b6782
+  {1, 0, {128LL, 128LL, 16LL, 6104LL}, 467, 5, 467, 5},  // fp32:NN:128x128x16:b6104
+  {1, 0, {128LL, 128LL, 32LL, 5087LL}, 472, 5, 472, 5},  // fp32:NN:128x128x32:b5087
+  {1, 0, {256LL, 256LL, 8LL, 1796LL}, 477, 5, 477, 5},  // fp32:NN:256x256x8:b1796
+  {1, 0, {256LL, 256LL, 16LL, 1696LL}, 482, 5, 482, 5},  // fp32:NN:256x256x16:b1696
+  {1, 0, {256LL, 256LL, 32LL, 1526LL}, 487, 5, 487, 5},  // fp32:NN:256x256x32:b1526
 };
-inline constexpr int kRanked[408] = {8, 10, 3, 6, 5, 12, 9, 10, 3, 6, 5, 12, 2, 1, 10, 3, 6, 5, 12, 1, 4, 10, 3, 6, 5, 12, 4, 10, 3, 6, 5, 12, 0, 13, 10, 3, 6, 5, 12, 13, 10, 3, 6, 5, 12, 7, 10, 6, 3, 5, 12, 7, 10, 6, 3, 5, 12, 10, 6, 3, 5, 12, 10, 6, 3, 5, 12, 10, 11, 6, 3, 5, 12, 11, 10, 6, 3, 5, 12, 10, 6, 3, 5, 12, 10, 6, 3, 5, 12, 10, 3, 6, 5, 12, 10, 3, 6, 5, 12, 10, 3, 6, 5, 12, 10, 3, 6, 5, 12, 3, 10, 6, 5, 12, 3, 10, 6, 5, 12, 3, 10, 6, 5, 12, 10, 3, 6, 5, 12, 3, 6, 10, 5, 12, 3, 6, 10, 5, 12, 3, 6, 10, 5, 12, 3, 6, 10, 5, 12, 3, 6, 5, 10, 12, 3, 6, 5, 10, 12, 3, 6, 5, 10, 12, 3, 10, 6, 5, 12, 6, 3, 10, 5, 12, 3, 6, 5, 10, 12, 3, 10, 6, 5, 12, 6, 3, 10, 5, 12, 5, 3, 6, 12, 10, 3, 10, 6, 12, 5, 6, 3, 12, 10, 5, 12, 5, 3, 6, 10, 3, 10, 6, 12, 5, 6, 3, 12, 10, 5, 12, 5, 3, 6, 10, 20, 21, 17, 19, 22, 25, 24, 21, 17, 19, 22, 24, 21, 17, 19, 22, 15, 23, 21, 17, 19, 22, 23, 21, 17, 19, 22, 14, 27, 21, 17, 19, 22, 27, 21, 17, 19, 22, 18, 21, 17, 19, 22, 18, 21, 17, 19, 22, 16, 21, 17, 19, 22, 16, 21, 17, 19, 22, 26, 21, 17, 19, 22, 26, 21, 17, 19, 22, 21, 17, 19, 22, 21, 17, 19, 22, 21, 17, 19, 22, 21, 17, 19, 22, 21, 17, 19, 22, 21, 17, 19, 22, 21, 17, 19, 22, 21, 17, 19, 22, 21, 17, 19, 22, 21, 17, 19, 22, 17, 21, 19, 22, 17, 21, 19, 22, 17, 21, 19, 22, 17, 21, 19, 22, 17, 21, 22, 19, 17, 21, 22, 19, 17, 21, 22, 19, 17, 21, 19, 22, 17, 21, 19, 22, 17, 21, 22, 19, 17, 21, 19, 22, 17, 21, 19, 22, 17, 22, 19, 21, 19, 17, 21, 22, 19, 17, 22, 21, 22, 19, 17, 21, 19, 17, 21, 22, 19, 17, 22, 21, 22, 19, 17, 21};
+inline constexpr int kRanked[492] = {8, 10, 3, 6, -2, 5, 12, 9, 10, 3, 6, -2, 5, 12, 2, 1, 10, 3, 6, -2, 5, 12, 1, 4, 10, 3, 6, -2, 5, 12, 4, 10, 3, 6, -2, 5, 12, 0, 13, 10, 3, 6, -2, 5, 12, 13, 10, 3, 6, -2, 5, 12, 7, 10, 6, 3, -2, 5, 12, 7, 10, 6, 3, -2, 5, 12, 10, 6, 3, -2, 5, 12, 10, 6, 3, -2, 5, 12, 10, 11, 6, 3, -2, 5, 12, 11, 10, 6, 3, -2, 5, 12, 10, 6, 3, -2, 5, 12, 10, 6, 3, -2, 5, 12, 10, 3, -2, 6, 5, 12, 10, -2, 3, 6, 5, 12, 10, 3, -2, 6, 5, 12, -2, 10, 3, 6, 5, 12, 3, -2, 10, 6, 5, 12, -2, 3, 10, 6, 5, 12, -2, 3, 10, 6, 5, 12, -2, 10, 3, 6, 5, 12, -2, 3, 6, 10, 5, 12, -2, 3, 6, 10, 5, 12, -2, 3, 6, 10, 5, 12, -2, 3, 6, 10, 5, 12, -2, 3, 6, 5, 10, 12, -2, 3, 6, 5, 10, 12, -2, 3, 6, 5, 10, 12, 3, 10, 6, -2, 5, 12, 6, -2, 3, 10, 5, 12, -2, 3, 6, 5, 10, 12, 3, 10, -2, 6, 5, 12, -2, 6, 3, 10, 5, 12, -2, 5, 3, 6, 12, 10, 3, 10, -2, 6, 12, 5, -2, 6, 3, 12, 10, 5, -2, 12, 5, 3, 6, 10, 3, 10, -2, 6, 12, 5, -2, 6, 3, 12, 10, 5, -2, 12, 5, 3, 6, 10, 20, 21, 17, -2, 19, 22, 25, 24, 21, 17, -2, 19, 22, 24, 21, 17, -2, 19, 22, 15, 23, 21, 17, -2, 19, 22, 23, 21, 17, 19, -2, 22, 14, 27, 21, 17, 19, -2, 22, 27, 21, 17, -2, 19, 22, 18, 21, 17, -2, 19, 22, 18, 21, 17, -2, 19, 22, 16, 21, 17, -2, 19, 22, 16, 21, 17, -2, 19, 22, 26, 21, 17, -2, 19, 22, 26, 21, 17, -2, 19, 22, 21, 17, -2, 19, 22, 21, 17, -2, 19, 22, 21, -2, 17, 19, 22, 21, -2, 17, 19, 22, 21, -2, 17, 19, 22, 21, -2, 17, 19, 22, -2, 21, 17, 19, 22, 21, -2, 17, 19, 22, 21, -2, 17, 19, 22, 21, -2, 17, 19, 22, -2, 17, 21, 19, 22, -2, 17, 21, 19, 22, -2, 17, 21, 19, 22, -2, 17, 21, 19, 22, -2, 17, 21, 22, 19, -2, 17, 21, 22, 19, -2, 17, 21, 22, 19, 17, -2, 21, 19, 22, 17, -2, 21, 19, 22, -2, 17, 21, 22, 19, 17, -2, 21, 19, 22, -2, 17, 21, 19, 22, -2, 17, 22, 19, 21, -2, 19, 17, 21, 22, -2, 19, 17, 22, 21, -2, 22, 19, 17, 21, 19, 17, -2, 21, 22, 19, -2, 17, 22, 21, 22, -2, 19, 17, 21};
+inline constexpr int kNear[492] = {8, 10, 3, 6, -2, 5, 12, 9, 10, 3, 6, -2, 5, 12, 2, 1, 10, 3, 6, -2, 5, 12, 1, 4, 10, 3, 6, -2, 5, 12, 4, 10, 3, 6, -2, 5, 12, 0, 13, 10, 3, 6, -2, 5, 12, 13, 10, 3, 6, -2, 5, 12, 7, 10, 6, 3, -2, 5, 12, 7, 10, 6, 3, -2, 5, 12, 10, 6, 3, -2, 5, 12, 10, 6, 3, -2, 5, 12, 10, 11, 6, 3, -2, 5, 12, 11, 10, 6, 3, -2, 5, 12, 10, 6, 3, -2, 5, 12, 10, 6, 3, -2, 5, 12, 10, 3, -2, 6, 5, 12, 10, -2, 3, 6, 5, 12, 10, 3, -2, 6, 5, 12, -2, 10, 3, 6, 5, 12, 3, -2, 10, 6, 5, 12, -2, 3, 10, 6, 5, 12, -2, 3, 10, 6, 5, 12, -2, 10, 3, 6, 5, 12, -2, 3, 6, 10, 5, 12, -2, 3, 6, 10, 5, 12, -2, 3, 6, 10, 5, 12, -2, 3, 6, 10, 5, 12, -2, 3, 6, 5, 10, 12, -2, 3, 6, 5, 10, 12, -2, 3, 6, 5, 10, 12, 3, 10, 6, -2, 5, 12, 6, -2, 3, 10, 5, 12, -2, 3, 6, 5, 10, 12, 3, 10, -2, 6, 5, 12, -2, 6, 3, 10, 5, 12, -2, 5, 3, 6, 12, 10, 3, 10, -2, 6, 12, 5, -2, 6, 3, 12, 10, 5, -2, 12, 5, 3, 6, 10, 3, 10, -2, 6, 12, 5, -2, 6, 3, 12, 10, 5, -2, 12, 5, 3, 6, 10, 20, 21, 17, -2, 19, 22, 25, 24, 21, 17, -2, 19, 22, 24, 21, 17, -2, 19, 22, 15, 23, 21, 17, -2, 19, 22, 23, 21, 17, 19, -2, 22, 14, 27, 21, 17, 19, -2, 22, 27, 21, 17, -2, 19, 22, 18, 21, 17, -2, 19, 22, 18, 21, 17, -2, 19, 22, 16, 21, 17, -2, 19, 22, 16, 21, 17, -2, 19, 22, 26, 21, 17, -2, 19, 22, 26, 21, 17, -2, 19, 22, 21, 17, -2, 19, 22, 21, 17, -2, 19, 22, 21, -2, 17, 19, 22, 21, -2, 17, 19, 22, 21, -2, 17, 19, 22, 21, -2, 17, 19, 22, -2, 21, 17, 19, 22, 21, -2, 17, 19, 22, 21, -2, 17, 19, 22, 21, -2, 17, 19, 22, -2, 17, 21, 19, 22, -2, 17, 21, 19, 22, -2, 17, 21, 19, 22, -2, 17, 21, 19, 22, -2, 17, 21, 22, 19, -2, 17, 21, 22, 19, -2, 17, 21, 22, 19, 17, -2, 21, 19, 22, 17, -2, 21, 19, 22, -2, 17, 21, 22, 19, 17, -2, 21, 19, 22, -2, 17, 21, 19, 22, -2, 17, 22, 19, 21, -2, 19, 17, 21, 22, -2, 19, 17, 22, 21, -2, 22, 19, 17, 21, 19, 17, -2, 21, 22, 19, -2, 17, 22, 21, 22, -2, 19, 17, 21};
 
-inline constexpr int kNumRegions = 15;
-inline constexpr Region kRegions[15] = {
+inline constexpr int kNumRegions = 18;
+inline constexpr Region kRegions[18] = {
   {0, 0, {9LL, 9LL, 9LL}, {10LL, 10LL, 10LL}, 7},
   {0, 0, {11LL, 11LL, 11LL}, {13LL, 13LL, 13LL}, 10},
   {0, 0, {13LL, 13LL, 13LL}, {14LL, 14LL, 14LL}, 11},
-  {0, 0, {15LL, 15LL, 15LL}, {24LL, 24LL, 24LL}, 10},
-  {0, 0, {21LL, 21LL, 21LL}, {32LL, 32LL, 32LL}, 3},
+  {0, 0, {15LL, 15LL, 15LL}, {21LL, 21LL, 21LL}, 10},
+  {0, 0, {20LL, 20LL, 16LL}, {256LL, 256LL, 32LL}, -2},
   {0, 0, {32LL, 32LL, 8LL}, {256LL, 256LL, 8LL}, 3},
-  {0, 0, {16LL, 16LL, 16LL}, {256LL, 256LL, 16LL}, 6},
-  {0, 0, {128LL, 128LL, 32LL}, {256LL, 256LL, 32LL}, 12},
+  {0, 0, {16LL, 16LL, 16LL}, {32LL, 32LL, 16LL}, 6},
   {1, 0, {9LL, 9LL, 9LL}, {10LL, 10LL, 10LL}, 18},
   {1, 0, {11LL, 11LL, 11LL}, {12LL, 12LL, 12LL}, 16},
   {1, 0, {13LL, 13LL, 13LL}, {14LL, 14LL, 14LL}, 26},
   {1, 0, {15LL, 15LL, 15LL}, {24LL, 24LL, 24LL}, 21},
-  {1, 0, {25LL, 25LL, 8LL}, {64LL, 64LL, 32LL}, 17},
-  {1, 0, {128LL, 128LL, 8LL}, {256LL, 256LL, 16LL}, 19},
+  {1, 0, {21LL, 21LL, 16LL}, {256LL, 256LL, 22LL}, -2},
+  {1, 0, {25LL, 25LL, 16LL}, {256LL, 256LL, 32LL}, -2},
+  {1, 0, {32LL, 32LL, 8LL}, {32LL, 32LL, 16LL}, 17},
+  {1, 0, {32LL, 32LL, 8LL}, {64LL, 64LL, 8LL}, 17},
+  {1, 0, {128LL, 128LL, 8LL}, {128LL, 128LL, 32LL}, -2},
+  {1, 0, {256LL, 256LL, 8LL}, {256LL, 256LL, 16LL}, 19},
   {1, 0, {128LL, 128LL, 32LL}, {256LL, 256LL, 32LL}, 22},
 };
 
@@ -179,29 +192,42 @@ constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, i
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
 
-constexpr bool valid(int kernel, const long long (&d)[4]) {
-  for (int i = 0; i < 4; ++i) {
-    const Kernel& k = kKernels[kernel];
+// Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
+constexpr bool valid(int kernel, const long long (&d)[4], bool tuned = false) {
+  if (kernel == LIBRARY || tuned) return true;
+  const Kernel& k = kKernels[kernel];
+  if (k.tuned_only) return false;
+  for (int i = 0; i < 4; ++i)
     if (d[i] % k.mult[i] != 0 || d[i] < k.lo[i] || d[i] > k.hi[i]) return false;
-  }
   return true;
 }
 
-constexpr int first_valid(const Point& p, const long long (&d)[4]) {
-  for (int j = 0; j < p.ranked_count; ++j)
-    if (valid(kRanked[p.ranked_begin + j], d)) return kRanked[p.ranked_begin + j];
-  return -1;
+// First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
+// (a problem that was not tuned), or INVALID when none is.
+constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = false) {
+  if (tuned) {
+    for (int j = 0; j < p.ranked_count; ++j)
+      if (valid(kRanked[p.ranked_begin + j], d, true)) return kRanked[p.ranked_begin + j];
+    return INVALID;
+  }
+  for (int j = 0; j < p.near_count; ++j)
+    if (valid(kNear[p.near_begin + j], d)) return kNear[p.near_begin + j];
+  return INVALID;
 }
 
-// Index into kKernels for a problem, or -1 for the generic kernel (gemm_naive).
+// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
-  if (m < 1 || n < 1 || k < 1 || batch < 1) return -1;
+  if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
+  if (m < 1 || n < 1 || k < 1 || batch < 1 || m > kMaxSize || n > kMaxSize || k > kMaxSize || batch > kMaxSize)
+    return INVALID;
   const long long d[4] = {m, n, k, batch};
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision == precision && p.shape == shape && p.dims[0] == m && p.dims[1] == n &&
-        p.dims[2] == k && p.dims[3] == batch)
-      return first_valid(p, d);
+        p.dims[2] == k && p.dims[3] == batch) {
+      const int kern = first_valid(p, d, true);
+      return kern == INVALID ? kFallback : kern;
+    }
   }
   for (int i = 0; i < kNumRegions; ++i) {
     const Region& r = kRegions[i];
@@ -210,19 +236,21 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
-  int best = -1;
+  int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision != precision || p.shape != shape) continue;
     const int kern = first_valid(p, d);
-    if (kern < 0) continue;
+    if (kern == INVALID) continue;
     long long dist = 0;
     for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
     const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
-    if (best < 0 || dist < best_d || (dist == best_d && db < best_b)) { best = kern; best_d = dist; best_b = db; }
+    if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
+      best = kern; best_d = dist; best_b = db;
+    }
   }
-  return best;
+  return best == INVALID ? kFallback : best;
 }
 
 // True when `device` names the GPU this table was tuned on (case-insensitive); false means: warn.
@@ -242,7 +270,7 @@ constexpr bool same_device(const char* device) {
 // Explicit instantiations: define AUTOTUNE_DISPATCH_INSTANTIATE in exactly one .cu file compiled
 // with nvcc -std=c++17 -I<kernels_src>; index i of kKernels is the i-th line below.
 #if defined(__CUDACC__) && defined(AUTOTUNE_DISPATCH_INSTANTIATE)
-#include "gemm_tiny.cuh"
+#include "/work/wt-results/kernels_src/gemm_tiny.cuh"
 #include "gemm_batched.cuh"
 #include "gemm_naive.cuh"
 template __global__ void autotune::gemm_tiny<double, 0, 0, 7, 7, 8, 7, 1, 128, 32, 1>(int, int, int, double, const double*, int, long long, const double*, int, long long, double, double*, int, long long, int);

@@ -8,8 +8,11 @@
 //   worst_loss: 0.04032256105968923
 //   mean_loss: 0.0016139237003268063
 //   sweep_ids: ["1"]
-// Lookup rules: autotune/dispatch_runtime.py (exact point, merged region, nearest tuned point by
-// log-ratio distance among kernels whose validity predicates hold, then the generic kernel = -1).
+// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by
+// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).
+// lookup() returns an index into kKernels (>= 0), GENERIC (-1: the gemm_naive kernel), LIBRARY (-2:
+// call the vendor library, e.g. cuBLAS gemmStridedBatchedEx) or INVALID (-3: precision or shape out of
+// range, or a size or batch outside 1..2^31-1; Python raises ValueError for the same inputs).
 #pragma once
 
 namespace autotune_dispatch {
@@ -17,183 +20,175 @@ namespace autotune_dispatch {
 inline constexpr const char* kTunedDevice = "NVIDIA H100 80GB HBM3";
 inline constexpr double kTol = 0.05;
 inline constexpr double kWorstLoss = 0.04032256105968923;
+inline constexpr int GENERIC = -1;  // the gemm_naive kernel (generic templates below)
+inline constexpr int LIBRARY = -2;  // call the vendor library: cublas
+inline constexpr int INVALID = -3;  // invalid input
+inline constexpr long long kMaxSize = 2147483647LL;
+inline constexpr const char* kLibrary = "cublas";
+inline constexpr int kFallback = -2;  // the answer where nothing in the table is valid
 enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
-struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; };
+struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 16;
 inline constexpr Kernel kKernels[16] = {
-  {"10b708c0629e2757", "hgemm_flat_tc_BM88_BN88_BK88_WM1_WN2_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 88, 88, 88, 1, 2, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"1191033f271c1a87", "hgemm_flat_tc_BM8_BN8_BK8_WM1_WN1_NWARPS8_PPB32_STAGES1", "autotune::hgemm_flat_tc<0, 0, 8, 8, 8, 1, 1, 8, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"34865cea11b9ffe7", "hgemm_flat_tc_BM32_BN32_BK32_WM1_WN2_NWARPS4_PPB4_STAGES1", "autotune::hgemm_flat_tc<0, 0, 32, 32, 32, 1, 2, 4, 4, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"3913cf27c4c25e7e", "hgemm_flat_tc_BM64_BN64_BK64_WM4_WN1_NWARPS4_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 64, 64, 64, 4, 1, 4, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"3a25e46ece4da697", "hgemm_flat_tc_BM48_BN48_BK48_WM1_WN1_NWARPS8_PPB2_STAGES1", "autotune::hgemm_flat_tc<0, 0, 48, 48, 48, 1, 1, 8, 2, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"4dff83767ee0cb9a", "hgemm_flat_tc_BM56_BN56_BK56_WM1_WN2_NWARPS4_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 56, 56, 56, 1, 2, 4, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"5f0d1065d5c85357", "hgemm_flat_tc_BM80_BN80_BK80_WM1_WN1_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 80, 80, 80, 1, 1, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"6e53b851dbaf9e7d", "hgemm_flat_tc_BM104_BN104_BK104_WM1_WN1_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 104, 104, 104, 1, 1, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"7391d4fa198d91a1", "hgemm_flat_tc_BM112_BN112_BK112_WM1_WN1_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 112, 112, 112, 1, 1, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"7565a341c3f3716a", "hgemm_flat_tc_BM40_BN40_BK40_WM1_WN2_NWARPS2_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 40, 40, 40, 1, 2, 2, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"7ada4deee3c6a01c", "hgemm_flat_tc_BM24_BN24_BK24_WM1_WN2_NWARPS4_PPB4_STAGES1", "autotune::hgemm_flat_tc<0, 0, 24, 24, 24, 1, 2, 4, 4, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"7efae9fd8f8c38ab", "hgemm_flat_tc_BM96_BN96_BK96_WM1_WN2_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 96, 96, 96, 1, 2, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"a62e25f65574f5f5", "hgemm_flat_tc_BM128_BN128_BK128_WM1_WN2_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 128, 128, 128, 1, 2, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"bccbcaf5e82bb5ca", "hgemm_flat_tc_BM16_BN16_BK16_WM1_WN1_NWARPS4_PPB16_STAGES1", "autotune::hgemm_flat_tc<0, 0, 16, 16, 16, 1, 1, 4, 16, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"e400fc2cd7b1fc90", "hgemm_flat_tc_BM72_BN72_BK72_WM1_WN1_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 72, 72, 72, 1, 1, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"f7a3ed5f4dcb342b", "hgemm_flat_tc_BM120_BN120_BK120_WM1_WN2_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 120, 120, 120, 1, 2, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
+  {"10b708c0629e2757", "hgemm_flat_tc_BM88_BN88_BK88_WM1_WN2_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 88, 88, 88, 1, 2, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {81LL, 81LL, 81LL, 1LL}, {88LL, 88LL, 88LL, 4611686018427387904LL}, false},
+  {"1191033f271c1a87", "hgemm_flat_tc_BM8_BN8_BK8_WM1_WN1_NWARPS8_PPB32_STAGES1", "autotune::hgemm_flat_tc<0, 0, 8, 8, 8, 1, 1, 8, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {8LL, 8LL, 8LL, 4611686018427387904LL}, false},
+  {"34865cea11b9ffe7", "hgemm_flat_tc_BM32_BN32_BK32_WM1_WN2_NWARPS4_PPB4_STAGES1", "autotune::hgemm_flat_tc<0, 0, 32, 32, 32, 1, 2, 4, 4, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {25LL, 25LL, 25LL, 1LL}, {32LL, 32LL, 32LL, 4611686018427387904LL}, false},
+  {"3913cf27c4c25e7e", "hgemm_flat_tc_BM64_BN64_BK64_WM4_WN1_NWARPS4_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 64, 64, 64, 4, 1, 4, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {57LL, 57LL, 57LL, 1LL}, {64LL, 64LL, 64LL, 4611686018427387904LL}, false},
+  {"3a25e46ece4da697", "hgemm_flat_tc_BM48_BN48_BK48_WM1_WN1_NWARPS8_PPB2_STAGES1", "autotune::hgemm_flat_tc<0, 0, 48, 48, 48, 1, 1, 8, 2, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {41LL, 41LL, 41LL, 1LL}, {48LL, 48LL, 48LL, 4611686018427387904LL}, false},
+  {"4dff83767ee0cb9a", "hgemm_flat_tc_BM56_BN56_BK56_WM1_WN2_NWARPS4_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 56, 56, 56, 1, 2, 4, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {49LL, 49LL, 49LL, 1LL}, {56LL, 56LL, 56LL, 4611686018427387904LL}, false},
+  {"5f0d1065d5c85357", "hgemm_flat_tc_BM80_BN80_BK80_WM1_WN1_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 80, 80, 80, 1, 1, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {73LL, 73LL, 73LL, 1LL}, {80LL, 80LL, 80LL, 4611686018427387904LL}, false},
+  {"6e53b851dbaf9e7d", "hgemm_flat_tc_BM104_BN104_BK104_WM1_WN1_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 104, 104, 104, 1, 1, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {97LL, 97LL, 97LL, 1LL}, {104LL, 104LL, 104LL, 4611686018427387904LL}, false},
+  {"7391d4fa198d91a1", "hgemm_flat_tc_BM112_BN112_BK112_WM1_WN1_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 112, 112, 112, 1, 1, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {105LL, 105LL, 105LL, 1LL}, {112LL, 112LL, 112LL, 4611686018427387904LL}, false},
+  {"7565a341c3f3716a", "hgemm_flat_tc_BM40_BN40_BK40_WM1_WN2_NWARPS2_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 40, 40, 40, 1, 2, 2, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {33LL, 33LL, 33LL, 1LL}, {40LL, 40LL, 40LL, 4611686018427387904LL}, false},
+  {"7ada4deee3c6a01c", "hgemm_flat_tc_BM24_BN24_BK24_WM1_WN2_NWARPS4_PPB4_STAGES1", "autotune::hgemm_flat_tc<0, 0, 24, 24, 24, 1, 2, 4, 4, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {17LL, 17LL, 17LL, 1LL}, {24LL, 24LL, 24LL, 4611686018427387904LL}, false},
+  {"7efae9fd8f8c38ab", "hgemm_flat_tc_BM96_BN96_BK96_WM1_WN2_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 96, 96, 96, 1, 2, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {89LL, 89LL, 89LL, 1LL}, {96LL, 96LL, 96LL, 4611686018427387904LL}, false},
+  {"a62e25f65574f5f5", "hgemm_flat_tc_BM128_BN128_BK128_WM1_WN2_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 128, 128, 128, 1, 2, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {121LL, 121LL, 121LL, 1LL}, {128LL, 128LL, 128LL, 4611686018427387904LL}, false},
+  {"bccbcaf5e82bb5ca", "hgemm_flat_tc_BM16_BN16_BK16_WM1_WN1_NWARPS4_PPB16_STAGES1", "autotune::hgemm_flat_tc<0, 0, 16, 16, 16, 1, 1, 4, 16, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {9LL, 9LL, 9LL, 1LL}, {16LL, 16LL, 16LL, 4611686018427387904LL}, false},
+  {"e400fc2cd7b1fc90", "hgemm_flat_tc_BM72_BN72_BK72_WM1_WN1_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 72, 72, 72, 1, 1, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {65LL, 65LL, 65LL, 1LL}, {72LL, 72LL, 72LL, 4611686018427387904LL}, false},
+  {"f7a3ed5f4dcb342b", "hgemm_flat_tc_BM120_BN120_BK120_WM1_WN2_NWARPS8_PPB1_STAGES1", "autotune::hgemm_flat_tc<0, 0, 120, 120, 120, 1, 2, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {113LL, 113LL, 113LL, 1LL}, {120LL, 120LL, 120LL, 4611686018427387904LL}, false},
 };
 
 inline constexpr int kNumPoints = 127;
 inline constexpr Point kPoints[127] = {
-  {2, 0, {2LL, 2LL, 2LL, 20833334LL}, 0, 1},  // fp16:NN:2x2x2:b20833334
-  {2, 0, {3LL, 3LL, 3LL, 9259260LL}, 1, 1},  // fp16:NN:3x3x3:b9259260
-  {2, 0, {4LL, 4LL, 4LL, 5208334LL}, 2, 1},  // fp16:NN:4x4x4:b5208334
-  {2, 0, {5LL, 5LL, 5LL, 3333334LL}, 3, 1},  // fp16:NN:5x5x5:b3333334
-  {2, 0, {6LL, 6LL, 6LL, 2314815LL}, 4, 1},  // fp16:NN:6x6x6:b2314815
-  {2, 0, {7LL, 7LL, 7LL, 1700681LL}, 5, 1},  // fp16:NN:7x7x7:b1700681
-  {2, 0, {8LL, 8LL, 8LL, 1302084LL}, 6, 1},  // fp16:NN:8x8x8:b1302084
-  {2, 0, {9LL, 9LL, 9LL, 1028807LL}, 7, 1},  // fp16:NN:9x9x9:b1028807
-  {2, 0, {10LL, 10LL, 10LL, 833334LL}, 8, 1},  // fp16:NN:10x10x10:b833334
-  {2, 0, {11LL, 11LL, 11LL, 688706LL}, 9, 1},  // fp16:NN:11x11x11:b688706
-  {2, 0, {12LL, 12LL, 12LL, 578704LL}, 10, 1},  // fp16:NN:12x12x12:b578704
-  {2, 0, {13LL, 13LL, 13LL, 493097LL}, 11, 1},  // fp16:NN:13x13x13:b493097
-  {2, 0, {14LL, 14LL, 14LL, 425171LL}, 12, 1},  // fp16:NN:14x14x14:b425171
-  {2, 0, {15LL, 15LL, 15LL, 370371LL}, 13, 1},  // fp16:NN:15x15x15:b370371
-  {2, 0, {16LL, 16LL, 16LL, 325521LL}, 14, 1},  // fp16:NN:16x16x16:b325521
-  {2, 0, {17LL, 17LL, 17LL, 288351LL}, 15, 1},  // fp16:NN:17x17x17:b288351
-  {2, 0, {18LL, 18LL, 18LL, 257202LL}, 16, 1},  // fp16:NN:18x18x18:b257202
-  {2, 0, {19LL, 19LL, 19LL, 230841LL}, 17, 1},  // fp16:NN:19x19x19:b230841
-  {2, 0, {20LL, 20LL, 20LL, 208334LL}, 18, 1},  // fp16:NN:20x20x20:b208334
-  {2, 0, {21LL, 21LL, 21LL, 188965LL}, 19, 1},  // fp16:NN:21x21x21:b188965
-  {2, 0, {22LL, 22LL, 22LL, 172177LL}, 20, 1},  // fp16:NN:22x22x22:b172177
-  {2, 0, {23LL, 23LL, 23LL, 157530LL}, 21, 1},  // fp16:NN:23x23x23:b157530
-  {2, 0, {24LL, 24LL, 24LL, 144676LL}, 22, 1},  // fp16:NN:24x24x24:b144676
-  {2, 0, {25LL, 25LL, 25LL, 133334LL}, 23, 1},  // fp16:NN:25x25x25:b133334
-  {2, 0, {26LL, 26LL, 26LL, 123275LL}, 24, 1},  // fp16:NN:26x26x26:b123275
-  {2, 0, {27LL, 27LL, 27LL, 114312LL}, 25, 1},  // fp16:NN:27x27x27:b114312
-  {2, 0, {28LL, 28LL, 28LL, 106293LL}, 26, 1},  // fp16:NN:28x28x28:b106293
-  {2, 0, {29LL, 29LL, 29LL, 99089LL}, 27, 1},  // fp16:NN:29x29x29:b99089
-  {2, 0, {30LL, 30LL, 30LL, 92593LL}, 28, 1},  // fp16:NN:30x30x30:b92593
-  {2, 0, {31LL, 31LL, 31LL, 86716LL}, 29, 1},  // fp16:NN:31x31x31:b86716
-  {2, 0, {32LL, 32LL, 32LL, 81381LL}, 30, 1},  // fp16:NN:32x32x32:b81381
-  {2, 0, {33LL, 33LL, 33LL, 76523LL}, 31, 1},  // fp16:NN:33x33x33:b76523
-  {2, 0, {34LL, 34LL, 34LL, 72088LL}, 32, 1},  // fp16:NN:34x34x34:b72088
-  {2, 0, {35LL, 35LL, 35LL, 68028LL}, 33, 1},  // fp16:NN:35x35x35:b68028
-  {2, 0, {36LL, 36LL, 36LL, 64301LL}, 34, 1},  // fp16:NN:36x36x36:b64301
-  {2, 0, {37LL, 37LL, 37LL, 60872LL}, 35, 1},  // fp16:NN:37x37x37:b60872
-  {2, 0, {38LL, 38LL, 38LL, 57711LL}, 36, 1},  // fp16:NN:38x38x38:b57711
-  {2, 0, {39LL, 39LL, 39LL, 54789LL}, 37, 1},  // fp16:NN:39x39x39:b54789
-  {2, 0, {40LL, 40LL, 40LL, 52084LL}, 38, 1},  // fp16:NN:40x40x40:b52084
-  {2, 0, {41LL, 41LL, 41LL, 49574LL}, 39, 1},  // fp16:NN:41x41x41:b49574
-  {2, 0, {42LL, 42LL, 42LL, 47242LL}, 40, 1},  // fp16:NN:42x42x42:b47242
-  {2, 0, {43LL, 43LL, 43LL, 45070LL}, 41, 1},  // fp16:NN:43x43x43:b45070
-  {2, 0, {44LL, 44LL, 44LL, 43045LL}, 42, 1},  // fp16:NN:44x44x44:b43045
-  {2, 0, {45LL, 45LL, 45LL, 41153LL}, 43, 1},  // fp16:NN:45x45x45:b41153
-  {2, 0, {46LL, 46LL, 46LL, 39383LL}, 44, 1},  // fp16:NN:46x46x46:b39383
-  {2, 0, {47LL, 47LL, 47LL, 37725LL}, 45, 1},  // fp16:NN:47x47x47:b37725
-  {2, 0, {48LL, 48LL, 48LL, 36169LL}, 46, 1},  // fp16:NN:48x48x48:b36169
-  {2, 0, {49LL, 49LL, 49LL, 34708LL}, 47, 1},  // fp16:NN:49x49x49:b34708
-  {2, 0, {50LL, 50LL, 50LL, 33334LL}, 48, 1},  // fp16:NN:50x50x50:b33334
-  {2, 0, {51LL, 51LL, 51LL, 32039LL}, 49, 1},  // fp16:NN:51x51x51:b32039
-  {2, 0, {52LL, 52LL, 52LL, 30819LL}, 50, 1},  // fp16:NN:52x52x52:b30819
-  {2, 0, {53LL, 53LL, 53LL, 29667LL}, 51, 1},  // fp16:NN:53x53x53:b29667
-  {2, 0, {54LL, 54LL, 54LL, 28578LL}, 52, 1},  // fp16:NN:54x54x54:b28578
-  {2, 0, {55LL, 55LL, 55LL, 27549LL}, 53, 1},  // fp16:NN:55x55x55:b27549
-  {2, 0, {56LL, 56LL, 56LL, 26574LL}, 54, 1},  // fp16:NN:56x56x56:b26574
-  {2, 0, {57LL, 57LL, 57LL, 25649LL}, 55, 1},  // fp16:NN:57x57x57:b25649
-  {2, 0, {58LL, 58LL, 58LL, 24773LL}, 56, 1},  // fp16:NN:58x58x58:b24773
-  {2, 0, {59LL, 59LL, 59LL, 23940LL}, 57, 1},  // fp16:NN:59x59x59:b23940
-  {2, 0, {60LL, 60LL, 60LL, 23149LL}, 58, 1},  // fp16:NN:60x60x60:b23149
-  {2, 0, {61LL, 61LL, 61LL, 22396LL}, 59, 1},  // fp16:NN:61x61x61:b22396
-  {2, 0, {62LL, 62LL, 62LL, 21679LL}, 60, 1},  // fp16:NN:62x62x62:b21679
-  {2, 0, {63LL, 63LL, 63LL, 20997LL}, 61, 1},  // fp16:NN:63x63x63:b20997
-  {2, 0, {64LL, 64LL, 64LL, 20346LL}, 62, 1},  // fp16:NN:64x64x64:b20346
-  {2, 0, {65LL, 65LL, 65LL, 19724LL}, 63, 1},  // fp16:NN:65x65x65:b19724
-  {2, 0, {66LL, 66LL, 66LL, 19131LL}, 64, 1},  // fp16:NN:66x66x66:b19131
-  {2, 0, {67LL, 67LL, 67LL, 18564LL}, 65, 1},  // fp16:NN:67x67x67:b18564
-  {2, 0, {68LL, 68LL, 68LL, 18022LL}, 66, 1},  // fp16:NN:68x68x68:b18022
-  {2, 0, {69LL, 69LL, 69LL, 17504LL}, 67, 1},  // fp16:NN:69x69x69:b17504
-  {2, 0, {70LL, 70LL, 70LL, 17007LL}, 68, 1},  // fp16:NN:70x70x70:b17007
-  {2, 0, {71LL, 71LL, 71LL, 16532LL}, 69, 1},  // fp16:NN:71x71x71:b16532
-  {2, 0, {72LL, 72LL, 72LL, 16076LL}, 70, 1},  // fp16:NN:72x72x72:b16076
-  {2, 0, {73LL, 73LL, 73LL, 15638LL}, 71, 1},  // fp16:NN:73x73x73:b15638
-  {2, 0, {74LL, 74LL, 74LL, 15218LL}, 72, 1},  // fp16:NN:74x74x74:b15218
-  {2, 0, {75LL, 75LL, 75LL, 14815LL}, 73, 1},  // fp16:NN:75x75x75:b14815
-  {2, 0, {76LL, 76LL, 76LL, 14428LL}, 74, 1},  // fp16:NN:76x76x76:b14428
-  {2, 0, {77LL, 77LL, 77LL, 14056LL}, 75, 1},  // fp16:NN:77x77x77:b14056
-  {2, 0, {78LL, 78LL, 78LL, 13698LL}, 76, 1},  // fp16:NN:78x78x78:b13698
-  {2, 0, {79LL, 79LL, 79LL, 13353LL}, 77, 1},  // fp16:NN:79x79x79:b13353
-  {2, 0, {80LL, 80LL, 80LL, 13021LL}, 78, 1},  // fp16:NN:80x80x80:b13021
-  {2, 0, {81LL, 81LL, 81LL, 12702LL}, 79, 1},  // fp16:NN:81x81x81:b12702
-  {2, 0, {82LL, 82LL, 82LL, 12394LL}, 80, 1},  // fp16:NN:82x82x82:b12394
-  {2, 0, {83LL, 83LL, 83LL, 12097LL}, 81, 1},  // fp16:NN:83x83x83:b12097
-  {2, 0, {84LL, 84LL, 84LL, 11811LL}, 82, 1},  // fp16:NN:84x84x84:b11811
-  {2, 0, {85LL, 85LL, 85LL, 11535LL}, 83, 1},  // fp16:NN:85x85x85:b11535
-  {2, 0, {86LL, 86LL, 86LL, 11268LL}, 84, 1},  // fp16:NN:86x86x86:b11268
-  {2, 0, {87LL, 87LL, 87LL, 11010LL}, 85, 1},  // fp16:NN:87x87x87:b11010
-  {2, 0, {88LL, 88LL, 88LL, 10762LL}, 86, 1},  // fp16:NN:88x88x88:b10762
-  {2, 0, {89LL, 89LL, 89LL, 10521LL}, 87, 1},  // fp16:NN:89x89x89:b10521
-  {2, 0, {90LL, 90LL, 90LL, 10289LL}, 88, 1},  // fp16:NN:90x90x90:b10289
-  {2, 0, {91LL, 91LL, 91LL, 10064LL}, 89, 1},  // fp16:NN:91x91x91:b10064
-  {2, 0, {92LL, 92LL, 92LL, 9846LL}, 90, 1},  // fp16:NN:92x92x92:b9846
-  {2, 0, {93LL, 93LL, 93LL, 9636LL}, 91, 1},  // fp16:NN:93x93x93:b9636
-  {2, 0, {94LL, 94LL, 94LL, 9432LL}, 92, 1},  // fp16:NN:94x94x94:b9432
-  {2, 0, {95LL, 95LL, 95LL, 9234LL}, 93, 1},  // fp16:NN:95x95x95:b9234
-  {2, 0, {96LL, 96LL, 96LL, 9043LL}, 94, 1},  // fp16:NN:96x96x96:b9043
-  {2, 0, {97LL, 97LL, 97LL, 8857LL}, 95, 1},  // fp16:NN:97x97x97:b8857
-  {2, 0, {98LL, 98LL, 98LL, 8677LL}, 96, 1},  // fp16:NN:98x98x98:b8677
-  {2, 0, {99LL, 99LL, 99LL, 8503LL}, 97, 1},  // fp16:NN:99x99x99:b8503
-  {2, 0, {100LL, 100LL, 100LL, 8334LL}, 98, 1},  // fp16:NN:100x100x100:b8334
-  {2, 0, {101LL, 101LL, 101LL, 8170LL}, 99, 1},  // fp16:NN:101x101x101:b8170
-  {2, 0, {102LL, 102LL, 102LL, 8010LL}, 100, 1},  // fp16:NN:102x102x102:b8010
-  {2, 0, {103LL, 103LL, 103LL, 7855LL}, 101, 1},  // fp16:NN:103x103x103:b7855
-  {2, 0, {104LL, 104LL, 104LL, 7705LL}, 102, 1},  // fp16:NN:104x104x104:b7705
-  {2, 0, {105LL, 105LL, 105LL, 7559LL}, 103, 1},  // fp16:NN:105x105x105:b7559
-  {2, 0, {106LL, 106LL, 106LL, 7417LL}, 104, 1},  // fp16:NN:106x106x106:b7417
-  {2, 0, {107LL, 107LL, 107LL, 7279LL}, 105, 1},  // fp16:NN:107x107x107:b7279
-  {2, 0, {108LL, 108LL, 108LL, 7145LL}, 106, 1},  // fp16:NN:108x108x108:b7145
-  {2, 0, {109LL, 109LL, 109LL, 7014LL}, 107, 1},  // fp16:NN:109x109x109:b7014
-  {2, 0, {110LL, 110LL, 110LL, 6888LL}, 108, 1},  // fp16:NN:110x110x110:b6888
-  {2, 0, {111LL, 111LL, 111LL, 6764LL}, 109, 1},  // fp16:NN:111x111x111:b6764
-  {2, 0, {112LL, 112LL, 112LL, 6644LL}, 110, 1},  // fp16:NN:112x112x112:b6644
-  {2, 0, {113LL, 113LL, 113LL, 6527LL}, 111, 1},  // fp16:NN:113x113x113:b6527
-  {2, 0, {114LL, 114LL, 114LL, 6413LL}, 112, 1},  // fp16:NN:114x114x114:b6413
-  {2, 0, {115LL, 115LL, 115LL, 6302LL}, 113, 1},  // fp16:NN:115x115x115:b6302
-  {2, 0, {116LL, 116LL, 116LL, 6194LL}, 114, 1},  // fp16:NN:116x116x116:b6194
-  {2, 0, {117LL, 117LL, 117LL, 6088LL}, 115, 1},  // fp16:NN:117x117x117:b6088
-  {2, 0, {118LL, 118LL, 118LL, 5985LL}, 116, 1},  // fp16:NN:118x118x118:b5985
-  {2, 0, {119LL, 119LL, 119LL, 5885LL}, 117, 1},  // fp16:NN:119x119x119:b5885
-  {2, 0, {120LL, 120LL, 120LL, 5788LL}, 118, 1},  // fp16:NN:120x120x120:b5788
-  {2, 0, {121LL, 121LL, 121LL, 5692LL}, 119, 1},  // fp16:NN:121x121x121:b5692
-  {2, 0, {122LL, 122LL, 122LL, 5599LL}, 120, 1},  // fp16:NN:122x122x122:b5599
-  {2, 0, {123LL, 123LL, 123LL, 5509LL}, 121, 1},  // fp16:NN:123x123x123:b5509
-  {2, 0, {124LL, 124LL, 124LL, 5420LL}, 122, 1},  // fp16:NN:124x124x124:b5420
-  {2, 0, {125LL, 125LL, 125LL, 5334LL}, 123, 1},  // fp16:NN:125x125x125:b5334
-  {2, 0, {126LL, 126LL, 126LL, 5250LL}, 124, 1},  // fp16:NN:126x126x126:b5250
-  {2, 0, {127LL, 127LL, 127LL, 5167LL}, 125, 1},  // fp16:NN:127x127x127:b5167
-  {2, 0, {128LL, 128LL, 128LL, 5087LL}, 126, 1},  // fp16:NN:128x128x128:b5087
+  {2, 0, {2LL, 2LL, 2LL, 20833334LL}, 0, 2, 0, 2},  // fp16:NN:2x2x2:b20833334
+  {2, 0, {3LL, 3LL, 3LL, 9259260LL}, 2, 2, 2, 2},  // fp16:NN:3x3x3:b9259260
+  {2, 0, {4LL, 4LL, 4LL, 5208334LL}, 4, 2, 4, 2},  // fp16:NN:4x4x4:b5208334
+  {2, 0, {5LL, 5LL, 5LL, 3333334LL}, 6, 2, 6, 2},  // fp16:NN:5x5x5:b3333334
+  {2, 0, {6LL, 6LL, 6LL, 2314815LL}, 8, 2, 8, 2},  // fp16:NN:6x6x6:b2314815
+  {2, 0, {7LL, 7LL, 7LL, 1700681LL}, 10, 2, 10, 2},  // fp16:NN:7x7x7:b1700681
+  {2, 0, {8LL, 8LL, 8LL, 1302084LL}, 12, 2, 12, 2},  // fp16:NN:8x8x8:b1302084
+  {2, 0, {9LL, 9LL, 9LL, 1028807LL}, 14, 2, 14, 2},  // fp16:NN:9x9x9:b1028807
+  {2, 0, {10LL, 10LL, 10LL, 833334LL}, 16, 2, 16, 2},  // fp16:NN:10x10x10:b833334
+  {2, 0, {11LL, 11LL, 11LL, 688706LL}, 18, 2, 18, 2},  // fp16:NN:11x11x11:b688706
+  {2, 0, {12LL, 12LL, 12LL, 578704LL}, 20, 2, 20, 2},  // fp16:NN:12x12x12:b578704
+  {2, 0, {13LL, 13LL, 13LL, 493097LL}, 22, 2, 22, 2},  // fp16:NN:13x13x13:b493097
+  {2, 0, {14LL, 14LL, 14LL, 425171LL}, 24, 2, 24, 2},  // fp16:NN:14x14x14:b425171
+  {2, 0, {15LL, 15LL, 15LL, 370371LL}, 26, 2, 26, 2},  // fp16:NN:15x15x15:b370371
+  {2, 0, {16LL, 16LL, 16LL, 325521LL}, 28, 2, 28, 2},  // fp16:NN:16x16x16:b325521
+  {2, 0, {17LL, 17LL, 17LL, 288351LL}, 30, 2, 30, 2},  // fp16:NN:17x17x17:b288351
+  {2, 0, {18LL, 18LL, 18LL, 257202LL}, 32, 2, 32, 2},  // fp16:NN:18x18x18:b257202
+  {2, 0, {19LL, 19LL, 19LL, 230841LL}, 34, 2, 34, 2},  // fp16:NN:19x19x19:b230841
+  {2, 0, {20LL, 20LL, 20LL, 208334LL}, 36, 2, 36, 2},  // fp16:NN:20x20x20:b208334
+  {2, 0, {21LL, 21LL, 21LL, 188965LL}, 38, 2, 38, 2},  // fp16:NN:21x21x21:b188965
+  {2, 0, {22LL, 22LL, 22LL, 172177LL}, 40, 2, 40, 2},  // fp16:NN:22x22x22:b172177
+  {2, 0, {23LL, 23LL, 23LL, 157530LL}, 42, 2, 42, 2},  // fp16:NN:23x23x23:b157530
+  {2, 0, {24LL, 24LL, 24LL, 144676LL}, 44, 2, 44, 2},  // fp16:NN:24x24x24:b144676
+  {2, 0, {25LL, 25LL, 25LL, 133334LL}, 46, 2, 46, 2},  // fp16:NN:25x25x25:b133334
+  {2, 0, {26LL, 26LL, 26LL, 123275LL}, 48, 2, 48, 2},  // fp16:NN:26x26x26:b123275
+  {2, 0, {27LL, 27LL, 27LL, 114312LL}, 50, 2, 50, 2},  // fp16:NN:27x27x27:b114312
+  {2, 0, {28LL, 28LL, 28LL, 106293LL}, 52, 2, 52, 2},  // fp16:NN:28x28x28:b106293
+  {2, 0, {29LL, 29LL, 29LL, 99089LL}, 54, 2, 54, 2},  // fp16:NN:29x29x29:b99089
+  {2, 0, {30LL, 30LL, 30LL, 92593LL}, 56, 2, 56, 2},  // fp16:NN:30x30x30:b92593
+  {2, 0, {31LL, 31LL, 31LL, 86716LL}, 58, 2, 58, 2},  // fp16:NN:31x31x31:b86716
+  {2, 0, {32LL, 32LL, 32LL, 81381LL}, 60, 2, 60, 2},  // fp16:NN:32x32x32:b81381
+  {2, 0, {33LL, 33LL, 33LL, 76523LL}, 62, 2, 62, 2},  // fp16:NN:33x33x33:b76523
+  {2, 0, {34LL, 34LL, 34LL, 72088LL}, 64, 2, 64, 2},  // fp16:NN:34x34x34:b72088
+  {2, 0, {35LL, 35LL, 35LL, 68028LL}, 66, 2, 66, 2},  // fp16:NN:35x35x35:b68028
+  {2, 0, {36LL, 36LL, 36LL, 64301LL}, 68, 2, 68, 2},  // fp16:NN:36x36x36:b64301
+  {2, 0, {37LL, 37LL, 37LL, 60872LL}, 70, 2, 70, 2},  // fp16:NN:37x37x37:b60872
+  {2, 0, {38LL, 38LL, 38LL, 57711LL}, 72, 2, 72, 2},  // fp16:NN:38x38x38:b57711
+  {2, 0, {39LL, 39LL, 39LL, 54789LL}, 74, 2, 74, 2},  // fp16:NN:39x39x39:b54789
+  {2, 0, {40LL, 40LL, 40LL, 52084LL}, 76, 2, 76, 2},  // fp16:NN:40x40x40:b52084
+  {2, 0, {41LL, 41LL, 41LL, 49574LL}, 78, 2, 78, 2},  // fp16:NN:41x41x41:b49574
+  {2, 0, {42LL, 42LL, 42LL, 47242LL}, 80, 2, 80, 2},  // fp16:NN:42x42x42:b47242
+  {2, 0, {43LL, 43LL, 43LL, 45070LL}, 82, 2, 82, 2},  // fp16:NN:43x43x43:b45070
+  {2, 0, {44LL, 44LL, 44LL, 43045LL}, 84, 2, 84, 2},  // fp16:NN:44x44x44:b43045
+  {2, 0, {45LL, 45LL, 45LL, 41153LL}, 86, 2, 86, 2},  // fp16:NN:45x45x45:b41153
+  {2, 0, {46LL, 46LL, 46LL, 39383LL}, 88, 2, 88, 2},  // fp16:NN:46x46x46:b39383
+  {2, 0, {47LL, 47LL, 47LL, 37725LL}, 90, 2, 90, 2},  // fp16:NN:47x47x47:b37725
+  {2, 0, {48LL, 48LL, 48LL, 36169LL}, 92, 2, 92, 2},  // fp16:NN:48x48x48:b36169
+  {2, 0, {49LL, 49LL, 49LL, 34708LL}, 94, 2, 94, 2},  // fp16:NN:49x49x49:b34708
+  {2, 0, {50LL, 50LL, 50LL, 33334LL}, 96, 2, 96, 2},  // fp16:NN:50x50x50:b33334
+  {2, 0, {51LL, 51LL, 51LL, 32039LL}, 98, 2, 98, 2},  // fp16:NN:51x51x51:b32039
+  {2, 0, {52LL, 52LL, 52LL, 30819LL}, 100, 2, 100, 2},  // fp16:NN:52x52x52:b30819
+  {2, 0, {53LL, 53LL, 53LL, 29667LL}, 102, 2, 102, 2},  // fp16:NN:53x53x53:b29667
+  {2, 0, {54LL, 54LL, 54LL, 28578LL}, 104, 2, 104, 2},  // fp16:NN:54x54x54:b28578
+  {2, 0, {55LL, 55LL, 55LL, 27549LL}, 106, 2, 106, 2},  // fp16:NN:55x55x55:b27549
+  {2, 0, {56LL, 56LL, 56LL, 26574LL}, 108, 2, 108, 2},  // fp16:NN:56x56x56:b26574
+  {2, 0, {57LL, 57LL, 57LL, 25649LL}, 110, 2, 110, 2},  // fp16:NN:57x57x57:b25649
+  {2, 0, {58LL, 58LL, 58LL, 24773LL}, 112, 2, 112, 2},  // fp16:NN:58x58x58:b24773
+  {2, 0, {59LL, 59LL, 59LL, 23940LL}, 114, 2, 114, 2},  // fp16:NN:59x59x59:b23940
+  {2, 0, {60LL, 60LL, 60LL, 23149LL}, 116, 2, 116, 2},  // fp16:NN:60x60x60:b23149
+  {2, 0, {61LL, 61LL, 61LL, 22396LL}, 118, 2, 118, 2},  // fp16:NN:61x61x61:b22396
+  {2, 0, {62LL, 62LL, 62LL, 21679LL}, 120, 2, 120, 2},  // fp16:NN:62x62x62:b21679
+  {2, 0, {63LL, 63LL, 63LL, 20997LL}, 122, 2, 122, 2},  // fp16:NN:63x63x63:b20997
+  {2, 0, {64LL, 64LL, 64LL, 20346LL}, 124, 2, 124, 2},  // fp16:NN:64x64x64:b20346
+  {2, 0, {65LL, 65LL, 65LL, 19724LL}, 126, 2, 126, 2},  // fp16:NN:65x65x65:b19724
+  {2, 0, {66LL, 66LL, 66LL, 19131LL}, 128, 2, 128, 2},  // fp16:NN:66x66x66:b19131
+  {2, 0, {67LL, 67LL, 67LL, 18564LL}, 130, 2, 130, 2},  // fp16:NN:67x67x67:b18564
+  {2, 0, {68LL, 68LL, 68LL, 18022LL}, 132, 2, 132, 2},  // fp16:NN:68x68x68:b18022
+  {2, 0, {69LL, 69LL, 69LL, 17504LL}, 134, 2, 134, 2},  // fp16:NN:69x69x69:b17504
+  {2, 0, {70LL, 70LL, 70LL, 17007LL}, 136, 2, 136, 2},  // fp16:NN:70x70x70:b17007
+  {2, 0, {71LL, 71LL, 71LL, 16532LL}, 138, 2, 138, 2},  // fp16:NN:71x71x71:b16532
+  {2, 0, {72LL, 72LL, 72LL, 16076LL}, 140, 2, 140, 2},  // fp16:NN:72x72x72:b16076
+  {2, 0, {73LL, 73LL, 73LL, 15638LL}, 142, 2, 142, 2},  // fp16:NN:73x73x73:b15638
+  {2, 0, {74LL, 74LL, 74LL, 15218LL}, 144, 2, 144, 2},  // fp16:NN:74x74x74:b15218
+  {2, 0, {75LL, 75LL, 75LL, 14815LL}, 146, 2, 146, 2},  // fp16:NN:75x75x75:b14815
+  {2, 0, {76LL, 76LL, 76LL, 14428LL}, 148, 2, 148, 2},  // fp16:NN:76x76x76:b14428
+  {2, 0, {77LL, 77LL, 77LL, 14056LL}, 150, 2, 150, 2},  // fp16:NN:77x77x77:b14056
+  {2, 0, {78LL, 78LL, 78LL, 13698LL}, 152, 2, 152, 2},  // fp16:NN:78x78x78:b13698
+  {2, 0, {79LL, 79LL, 79LL, 13353LL}, 154, 2, 154, 2},  // fp16:NN:79x79x79:b13353
+  {2, 0, {80LL, 80LL, 80LL, 13021LL}, 156, 2, 156, 2},  // fp16:NN:80x80x80:b13021
+  {2, 0, {81LL, 81LL, 81LL, 12702LL}, 158, 2, 158, 2},  // fp16:NN:81x81x81:b12702
+  {2, 0, {82LL, 82LL, 82LL, 12394LL}, 160, 2, 160, 2},  // fp16:NN:82x82x82:b12394
+  {2, 0, {83LL, 83LL, 83LL, 12097LL}, 162, 2, 162, 2},  // fp16:NN:83x83x83:b12097
+  {2, 0, {84LL, 84LL, 84LL, 11811LL}, 164, 2, 164, 2},  // fp16:NN:84x84x84:b11811
+  {2, 0, {85LL, 85LL, 85LL, 11535LL}, 166, 2, 166, 2},  // fp16:NN:85x85x85:b11535
+  {2, 0, {86LL, 86LL, 86LL, 11268LL}, 168, 2, 168, 2},  // fp16:NN:86x86x86:b11268
+  {2, 0, {87LL, 87LL, 87LL, 11010LL}, 170, 2, 170, 2},  // fp16:NN:87x87x87:b11010
+  {2, 0, {88LL, 88LL, 88LL, 10762LL}, 172, 2, 172, 2},  // fp16:NN:88x88x88:b10762
+  {2, 0, {89LL, 89LL, 89LL, 10521LL}, 174, 2, 174, 2},  // fp16:NN:89x89x89:b10521
+  {2, 0, {90LL, 90LL, 90LL, 10289LL}, 176, 2, 176, 2},  // fp16:NN:90x90x90:b10289
+  {2, 0, {91LL, 91LL, 91LL, 10064LL}, 178, 2, 178, 2},  // fp16:NN:91x91x91:b10064
+  {2, 0, {92LL, 92LL, 92LL, 9846LL}, 180, 2, 180, 2},  // fp16:NN:92x92x92:b9846
+  {2, 0, {93LL, 93LL, 93LL, 9636LL}, 182, 2, 182, 2},  // fp16:NN:93x93x93:b9636
+  {2, 0, {94LL, 94LL, 94LL, 9432LL}, 184, 2, 184, 2},  // fp16:NN:94x94x94:b9432
+  {2, 0, {95LL, 95LL, 95LL, 9234LL}, 186, 2, 186, 2},  // fp16:NN:95x95x95:b9234
+  {2, 0, {96LL, 96LL, 96LL, 9043LL}, 188, 2, 188, 2},  // fp16:NN:96x96x96:b9043
+  {2, 0, {97LL, 97LL, 97LL, 8857LL}, 190, 2, 190, 2},  // fp16:NN:97x97x97:b8857
+  {2, 0, {98LL, 98LL, 98LL, 8677LL}, 192, 2, 192, 2},  // fp16:NN:98x98x98:b8677
+  {2, 0, {99LL, 99LL, 99LL, 8503LL}, 194, 2, 194, 2},  // fp16:NN:99x99x99:b8503
+  {2, 0, {100LL, 100LL, 100LL, 8334LL}, 196, 2, 196, 2},  // fp16:NN:100x100x100:b8334
+  {2, 0, {101LL, 101LL, 101LL, 8170LL}, 198, 2, 198, 2},  // fp16:NN:101x101x101:b8170
+  {2, 0, {102LL, 102LL, 102LL, 8010LL}, 200, 2, 200, 2},  // fp16:NN:102x102x102:b8010
+  {2, 0, {103LL, 103LL, 103LL, 7855LL}, 202, 2, 202, 2},  // fp16:NN:103x103x103:b7855
+  {2, 0, {104LL, 104LL, 104LL, 7705LL}, 204, 2, 204, 2},  // fp16:NN:104x104x104:b7705
+  {2, 0, {105LL, 105LL, 105LL, 7559LL}, 206, 2, 206, 2},  // fp16:NN:105x105x105:b7559
+  {2, 0, {106LL, 106LL, 106LL, 7417LL}, 208, 2, 208, 2},  // fp16:NN:106x106x106:b7417
+  {2, 0, {107LL, 107LL, 107LL, 7279LL}, 210, 2, 210, 2},  // fp16:NN:107x107x107:b7279
+  {2, 0, {108LL, 108LL, 108LL, 7145LL}, 212, 2, 212, 2},  // fp16:NN:108x108x108:b7145
+  {2, 0, {109LL, 109LL, 109LL, 7014LL}, 214, 2, 214, 2},  // fp16:NN:109x109x109:b7014
+  {2, 0, {110LL, 110LL, 110LL, 6888LL}, 216, 2, 216, 2},  // fp16:NN:110x110x110:b6888
+  {2, 0, {111LL, 111LL, 111LL, 6764LL}, 218, 2, 218, 2},  // fp16:NN:111x111x111:b6764
+  {2, 0, {112LL, 112LL, 112LL, 6644LL}, 220, 2, 220, 2},  // fp16:NN:112x112x112:b6644
+  {2, 0, {113LL, 113LL, 113LL, 6527LL}, 222, 2, 222, 2},  // fp16:NN:113x113x113:b6527
+  {2, 0, {114LL, 114LL, 114LL, 6413LL}, 224, 2, 224, 2},  // fp16:NN:114x114x114:b6413
+  {2, 0, {115LL, 115LL, 115LL, 6302LL}, 226, 2, 226, 2},  // fp16:NN:115x115x115:b6302
+  {2, 0, {116LL, 116LL, 116LL, 6194LL}, 228, 2, 228, 2},  // fp16:NN:116x116x116:b6194
+  {2, 0, {117LL, 117LL, 117LL, 6088LL}, 230, 2, 230, 2},  // fp16:NN:117x117x117:b6088
+  {2, 0, {118LL, 118LL, 118LL, 5985LL}, 232, 2, 232, 2},  // fp16:NN:118x118x118:b5985
+  {2, 0, {119LL, 119LL, 119LL, 5885LL}, 234, 2, 234, 2},  // fp16:NN:119x119x119:b5885
+  {2, 0, {120LL, 120LL, 120LL, 5788LL}, 236, 2, 236, 2},  // fp16:NN:120x120x120:b5788
+  {2, 0, {121LL, 121LL, 121LL, 5692LL}, 238, 2, 238, 2},  // fp16:NN:121x121x121:b5692
+  {2, 0, {122LL, 122LL, 122LL, 5599LL}, 240, 2, 240, 2},  // fp16:NN:122x122x122:b5599
+  {2, 0, {123LL, 123LL, 123LL, 5509LL}, 242, 2, 242, 2},  // fp16:NN:123x123x123:b5509
+  {2, 0, {124LL, 124LL, 124LL, 5420LL}, 244, 2, 244, 2},  // fp16:NN:124x124x124:b5420
+  {2, 0, {125LL, 125LL, 125LL, 5334LL}, 246, 2, 246, 2},  // fp16:NN:125x125x125:b5334
+  {2, 0, {126LL, 126LL, 126LL, 5250LL}, 248, 2, 248, 2},  // fp16:NN:126x126x126:b5250
+  {2, 0, {127LL, 127LL, 127LL, 5167LL}, 250, 2, 250, 2},  // fp16:NN:127x127x127:b5167
+  {2, 0, {128LL, 128LL, 128LL, 5087LL}, 252, 2, 252, 2},  // fp16:NN:128x128x128:b5087
 };
-inline constexpr int kRanked[127] = {1, 1, 1, 1, 1, 1, 1, 13, 13, 13, 13, 13, 13, 13, 13, 10, 10, 10, 10, 10, 10, 10, 10, 2, 2, 2, 2, 2, 2, 2, 2, 9, 9, 9, 9, 9, 9, 9, 9, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 3, 3, 3, 3, 3, 3, 3, 3, 14, 14, 14, 14, 14, 14, 14, 14, 6, 6, 6, 6, 6, 6, 6, 6, 0, 0, 0, 0, 0, 0, 0, 0, 11, 11, 11, 11, 11, 11, 11, 11, 7, 7, 7, 7, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 8, 15, 15, 15, 15, 15, 15, 15, 15, 12, 12, 12, 12, 12, 12, 12, 12};
+inline constexpr int kRanked[254] = {1, -2, 1, -2, 1, -2, 1, -2, 1, -2, 1, -2, 1, -2, 13, -2, 13, -2, 13, -2, 13, -2, 13, -2, 13, -2, 13, -2, 13, -2, 10, -2, 10, -2, 10, -2, 10, -2, 10, -2, 10, -2, 10, -2, 10, -2, 2, -2, -2, 2, 2, -2, -2, 2, 2, -2, -2, 2, 2, -2, 2, -2, 9, -2, 9, -2, 9, -2, 9, -2, 9, -2, 9, -2, 9, -2, -2, 9, 4, -2, 4, -2, 4, -2, 4, -2, 4, -2, 4, -2, 4, -2, -2, 4, -2, 5, 5, -2, -2, 5, 5, -2, -2, 5, 5, -2, -2, 5, -2, 5, -2, 3, 3, -2, -2, 3, 3, -2, -2, 3, -2, 3, -2, 3, -2, 3, 14, -2, 14, -2, 14, -2, 14, -2, 14, -2, 14, -2, 14, -2, -2, 14, 6, -2, 6, -2, 6, -2, 6, -2, 6, -2, 6, -2, 6, -2, -2, 6, 0, -2, -2, 0, 0, -2, -2, 0, 0, -2, 0, -2, 0, -2, -2, 0, 11, -2, -2, 11, 11, -2, -2, 11, 11, -2, -2, 11, 11, -2, -2, 11, -2, 7, -2, 7, -2, 7, -2, 7, -2, 7, -2, 7, -2, 7, -2, 7, -2, 8, -2, 8, -2, 8, -2, 8, -2, 8, -2, 8, -2, 8, -2, 8, -2, 15, -2, 15, -2, 15, -2, 15, -2, 15, -2, 15, -2, 15, -2, 15, -2, 12, -2, 12, -2, 12, -2, 12, -2, 12, -2, 12, -2, 12, -2, 12};
+inline constexpr int kNear[254] = {1, -2, 1, -2, 1, -2, 1, -2, 1, -2, 1, -2, 1, -2, 13, -2, 13, -2, 13, -2, 13, -2, 13, -2, 13, -2, 13, -2, 13, -2, 10, -2, 10, -2, 10, -2, 10, -2, 10, -2, 10, -2, 10, -2, 10, -2, 2, -2, -2, 2, 2, -2, -2, 2, 2, -2, -2, 2, 2, -2, 2, -2, 9, -2, 9, -2, 9, -2, 9, -2, 9, -2, 9, -2, 9, -2, -2, 9, 4, -2, 4, -2, 4, -2, 4, -2, 4, -2, 4, -2, 4, -2, -2, 4, -2, 5, 5, -2, -2, 5, 5, -2, -2, 5, -2, 5, -2, 5, -2, 5, -2, 3, -2, 3, -2, 3, -2, 3, -2, 3, -2, 3, -2, 3, -2, 3, 14, -2, 14, -2, 14, -2, 14, -2, 14, -2, 14, -2, 14, -2, -2, 14, 6, -2, 6, -2, 6, -2, 6, -2, 6, -2, 6, -2, 6, -2, -2, 6, 0, -2, -2, 0, 0, -2, -2, 0, -2, 0, 0, -2, 0, -2, -2, 0, -2, 11, -2, 11, -2, 11, -2, 11, -2, 11, -2, 11, -2, 11, -2, 11, -2, 7, -2, 7, -2, 7, -2, 7, -2, 7, -2, 7, -2, 7, -2, 7, -2, 8, -2, 8, -2, 8, -2, 8, -2, 8, -2, 8, -2, 8, -2, 8, -2, 15, -2, 15, -2, 15, -2, 15, -2, 15, -2, 15, -2, 15, -2, 15, -2, 12, -2, 12, -2, 12, -2, 12, -2, 12, -2, 12, -2, 12, -2, 12};
 
-inline constexpr int kNumRegions = 16;
-inline constexpr Region kRegions[16] = {
-  {2, 0, {2LL, 2LL, 2LL}, {8LL, 8LL, 8LL}, 1},
-  {2, 0, {9LL, 9LL, 9LL}, {16LL, 16LL, 16LL}, 13},
-  {2, 0, {17LL, 17LL, 17LL}, {24LL, 24LL, 24LL}, 10},
-  {2, 0, {25LL, 25LL, 25LL}, {32LL, 32LL, 32LL}, 2},
-  {2, 0, {33LL, 33LL, 33LL}, {40LL, 40LL, 40LL}, 9},
-  {2, 0, {41LL, 41LL, 41LL}, {48LL, 48LL, 48LL}, 4},
-  {2, 0, {49LL, 49LL, 49LL}, {56LL, 56LL, 56LL}, 5},
-  {2, 0, {57LL, 57LL, 57LL}, {64LL, 64LL, 64LL}, 3},
-  {2, 0, {65LL, 65LL, 65LL}, {72LL, 72LL, 72LL}, 14},
-  {2, 0, {73LL, 73LL, 73LL}, {80LL, 80LL, 80LL}, 6},
-  {2, 0, {81LL, 81LL, 81LL}, {88LL, 88LL, 88LL}, 0},
-  {2, 0, {89LL, 89LL, 89LL}, {96LL, 96LL, 96LL}, 11},
-  {2, 0, {97LL, 97LL, 97LL}, {104LL, 104LL, 104LL}, 7},
-  {2, 0, {105LL, 105LL, 105LL}, {112LL, 112LL, 112LL}, 8},
-  {2, 0, {113LL, 113LL, 113LL}, {120LL, 120LL, 120LL}, 15},
-  {2, 0, {121LL, 121LL, 121LL}, {128LL, 128LL, 128LL}, 12},
+inline constexpr int kNumRegions = 0;
+inline constexpr Region kRegions[1] = {
+  {-1, -1, {0, 0, 0}, {0, 0, 0}, -1},
 };
 
 constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, integers only
@@ -211,29 +206,42 @@ constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, i
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
 
-constexpr bool valid(int kernel, const long long (&d)[4]) {
-  for (int i = 0; i < 4; ++i) {
-    const Kernel& k = kKernels[kernel];
+// Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
+constexpr bool valid(int kernel, const long long (&d)[4], bool tuned = false) {
+  if (kernel == LIBRARY || tuned) return true;
+  const Kernel& k = kKernels[kernel];
+  if (k.tuned_only) return false;
+  for (int i = 0; i < 4; ++i)
     if (d[i] % k.mult[i] != 0 || d[i] < k.lo[i] || d[i] > k.hi[i]) return false;
-  }
   return true;
 }
 
-constexpr int first_valid(const Point& p, const long long (&d)[4]) {
-  for (int j = 0; j < p.ranked_count; ++j)
-    if (valid(kRanked[p.ranked_begin + j], d)) return kRanked[p.ranked_begin + j];
-  return -1;
+// First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
+// (a problem that was not tuned), or INVALID when none is.
+constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = false) {
+  if (tuned) {
+    for (int j = 0; j < p.ranked_count; ++j)
+      if (valid(kRanked[p.ranked_begin + j], d, true)) return kRanked[p.ranked_begin + j];
+    return INVALID;
+  }
+  for (int j = 0; j < p.near_count; ++j)
+    if (valid(kNear[p.near_begin + j], d)) return kNear[p.near_begin + j];
+  return INVALID;
 }
 
-// Index into kKernels for a problem, or -1 for the generic kernel (gemm_naive).
+// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
-  if (m < 1 || n < 1 || k < 1 || batch < 1) return -1;
+  if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
+  if (m < 1 || n < 1 || k < 1 || batch < 1 || m > kMaxSize || n > kMaxSize || k > kMaxSize || batch > kMaxSize)
+    return INVALID;
   const long long d[4] = {m, n, k, batch};
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision == precision && p.shape == shape && p.dims[0] == m && p.dims[1] == n &&
-        p.dims[2] == k && p.dims[3] == batch)
-      return first_valid(p, d);
+        p.dims[2] == k && p.dims[3] == batch) {
+      const int kern = first_valid(p, d, true);
+      return kern == INVALID ? kFallback : kern;
+    }
   }
   for (int i = 0; i < kNumRegions; ++i) {
     const Region& r = kRegions[i];
@@ -242,19 +250,21 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
-  int best = -1;
+  int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision != precision || p.shape != shape) continue;
     const int kern = first_valid(p, d);
-    if (kern < 0) continue;
+    if (kern == INVALID) continue;
     long long dist = 0;
     for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
     const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
-    if (best < 0 || dist < best_d || (dist == best_d && db < best_b)) { best = kern; best_d = dist; best_b = db; }
+    if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
+      best = kern; best_d = dist; best_b = db;
+    }
   }
-  return best;
+  return best == INVALID ? kFallback : best;
 }
 
 // True when `device` names the GPU this table was tuned on (case-insensitive); false means: warn.
@@ -274,7 +284,7 @@ constexpr bool same_device(const char* device) {
 // Explicit instantiations: define AUTOTUNE_DISPATCH_INSTANTIATE in exactly one .cu file compiled
 // with nvcc -std=c++17 -I<kernels_src>; index i of kKernels is the i-th line below.
 #if defined(__CUDACC__) && defined(AUTOTUNE_DISPATCH_INSTANTIATE)
-#include "hgemm_flat_tc.cuh"
+#include "/work/wt-results/kernels_src/hgemm_flat_tc.cuh"
 #include "gemm_naive.cuh"
 template __global__ void autotune::hgemm_flat_tc<0, 0, 88, 88, 88, 1, 2, 8, 1, 1>(int, int, int, float, const __half*, int, long long, const __half*, int, long long, float, __half*, int, long long, int);
 template __global__ void autotune::hgemm_flat_tc<0, 0, 8, 8, 8, 1, 1, 8, 32, 1>(int, int, int, float, const __half*, int, long long, const __half*, int, long long, float, __half*, int, long long, int);

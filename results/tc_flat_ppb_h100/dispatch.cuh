@@ -8,8 +8,11 @@
 //   worst_loss: 0.020314138822242533
 //   mean_loss: 0.006325098316760615
 //   sweep_ids: ["1"]
-// Lookup rules: autotune/dispatch_runtime.py (exact point, merged region, nearest tuned point by
-// log-ratio distance among kernels whose validity predicates hold, then the generic kernel = -1).
+// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by
+// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).
+// lookup() returns an index into kKernels (>= 0), GENERIC (-1: the gemm_naive kernel), LIBRARY (-2:
+// call the vendor library, e.g. cuBLAS gemmStridedBatchedEx) or INVALID (-3: precision or shape out of
+// range, or a size or batch outside 1..2^31-1; Python raises ValueError for the same inputs).
 #pragma once
 
 namespace autotune_dispatch {
@@ -17,33 +20,40 @@ namespace autotune_dispatch {
 inline constexpr const char* kTunedDevice = "NVIDIA H100 80GB HBM3";
 inline constexpr double kTol = 0.05;
 inline constexpr double kWorstLoss = 0.020314138822242533;
+inline constexpr int GENERIC = -1;  // the gemm_naive kernel (generic templates below)
+inline constexpr int LIBRARY = -2;  // call the vendor library: cublas
+inline constexpr int INVALID = -3;  // invalid input
+inline constexpr long long kMaxSize = 2147483647LL;
+inline constexpr const char* kLibrary = "cublas";
+inline constexpr int kFallback = -2;  // the answer where nothing in the table is valid
 enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
-struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; };
+struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 5;
 inline constexpr Kernel kKernels[5] = {
-  {"12aca562b4779864", "hgemm_flat_tc_BM72_BN72_BK72_WM1_WN1_NWARPS8_PPB2_STAGES1_CDIRECT1", "autotune::hgemm_flat_tc<0, 0, 72, 72, 72, 1, 1, 8, 2, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"2e2cc3c00eac2d0a", "hgemm_flat_tc_BM72_BN72_BK72_WM1_WN1_NWARPS4_PPB1_STAGES1_CDIRECT0", "autotune::hgemm_flat_tc<0, 0, 72, 72, 72, 1, 1, 4, 1, 1, 0>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"5d2b5b5c34428fc7", "hgemm_flat_tc_BM104_BN104_BK104_WM1_WN2_NWARPS8_PPB1_STAGES1_CDIRECT1", "autotune::hgemm_flat_tc<0, 0, 104, 104, 104, 1, 2, 8, 1, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"7d8609782cfbf5d2", "hgemm_flat_tc_BM40_BN40_BK40_WM1_WN2_NWARPS4_PPB4_STAGES1_CDIRECT1", "autotune::hgemm_flat_tc<0, 0, 40, 40, 40, 1, 2, 4, 4, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"ff540a074fa2ef28", "hgemm_flat_tc_BM24_BN24_BK24_WM2_WN2_NWARPS4_PPB8_STAGES1_CDIRECT1", "autotune::hgemm_flat_tc<0, 0, 24, 24, 24, 2, 2, 4, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
+  {"12aca562b4779864", "hgemm_flat_tc_BM72_BN72_BK72_WM1_WN1_NWARPS8_PPB2_STAGES1_CDIRECT1", "autotune::hgemm_flat_tc<0, 0, 72, 72, 72, 1, 1, 8, 2, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {65LL, 65LL, 65LL, 1LL}, {72LL, 72LL, 72LL, 4611686018427387904LL}, false},
+  {"2e2cc3c00eac2d0a", "hgemm_flat_tc_BM72_BN72_BK72_WM1_WN1_NWARPS4_PPB1_STAGES1_CDIRECT0", "autotune::hgemm_flat_tc<0, 0, 72, 72, 72, 1, 1, 4, 1, 1, 0>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {65LL, 65LL, 65LL, 1LL}, {72LL, 72LL, 72LL, 4611686018427387904LL}, false},
+  {"5d2b5b5c34428fc7", "hgemm_flat_tc_BM104_BN104_BK104_WM1_WN2_NWARPS8_PPB1_STAGES1_CDIRECT1", "autotune::hgemm_flat_tc<0, 0, 104, 104, 104, 1, 2, 8, 1, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {97LL, 97LL, 97LL, 1LL}, {104LL, 104LL, 104LL, 4611686018427387904LL}, false},
+  {"7d8609782cfbf5d2", "hgemm_flat_tc_BM40_BN40_BK40_WM1_WN2_NWARPS4_PPB4_STAGES1_CDIRECT1", "autotune::hgemm_flat_tc<0, 0, 40, 40, 40, 1, 2, 4, 4, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {33LL, 33LL, 33LL, 1LL}, {40LL, 40LL, 40LL, 4611686018427387904LL}, false},
+  {"ff540a074fa2ef28", "hgemm_flat_tc_BM24_BN24_BK24_WM2_WN2_NWARPS4_PPB8_STAGES1_CDIRECT1", "autotune::hgemm_flat_tc<0, 0, 24, 24, 24, 2, 2, 4, 8, 1, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {17LL, 17LL, 17LL, 1LL}, {24LL, 24LL, 24LL, 4611686018427387904LL}, false},
 };
 
 inline constexpr int kNumPoints = 7;
 inline constexpr Point kPoints[7] = {
-  {2, 0, {17LL, 17LL, 17LL, 288351LL}, 0, 1},  // fp16:NN:17x17x17:b288351
-  {2, 0, {21LL, 21LL, 21LL, 188965LL}, 1, 1},  // fp16:NN:21x21x21:b188965
-  {2, 0, {33LL, 33LL, 33LL, 76523LL}, 2, 1},  // fp16:NN:33x33x33:b76523
-  {2, 0, {37LL, 37LL, 37LL, 60872LL}, 3, 1},  // fp16:NN:37x37x37:b60872
-  {2, 0, {65LL, 65LL, 65LL, 19724LL}, 4, 2},  // fp16:NN:65x65x65:b19724
-  {2, 0, {71LL, 71LL, 71LL, 16532LL}, 6, 2},  // fp16:NN:71x71x71:b16532
-  {2, 0, {97LL, 97LL, 97LL, 8857LL}, 8, 1},  // fp16:NN:97x97x97:b8857
+  {2, 0, {17LL, 17LL, 17LL, 288351LL}, 0, 2, 0, 2},  // fp16:NN:17x17x17:b288351
+  {2, 0, {21LL, 21LL, 21LL, 188965LL}, 2, 2, 2, 2},  // fp16:NN:21x21x21:b188965
+  {2, 0, {33LL, 33LL, 33LL, 76523LL}, 4, 2, 4, 2},  // fp16:NN:33x33x33:b76523
+  {2, 0, {37LL, 37LL, 37LL, 60872LL}, 6, 2, 6, 2},  // fp16:NN:37x37x37:b60872
+  {2, 0, {65LL, 65LL, 65LL, 19724LL}, 8, 3, 8, 3},  // fp16:NN:65x65x65:b19724
+  {2, 0, {71LL, 71LL, 71LL, 16532LL}, 11, 3, 11, 3},  // fp16:NN:71x71x71:b16532
+  {2, 0, {97LL, 97LL, 97LL, 8857LL}, 14, 2, 14, 2},  // fp16:NN:97x97x97:b8857
 };
-inline constexpr int kRanked[9] = {4, 4, 3, 3, 0, 1, 1, 0, 2};
+inline constexpr int kRanked[16] = {4, -2, 4, -2, 3, -2, 3, -2, 0, 1, -2, 1, 0, -2, 2, -2};
+inline constexpr int kNear[16] = {4, -2, 4, -2, 3, -2, 3, -2, 0, 1, -2, 1, 0, -2, 2, -2};
 
 inline constexpr int kNumRegions = 2;
 inline constexpr Region kRegions[2] = {
@@ -66,29 +76,42 @@ constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, i
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
 
-constexpr bool valid(int kernel, const long long (&d)[4]) {
-  for (int i = 0; i < 4; ++i) {
-    const Kernel& k = kKernels[kernel];
+// Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
+constexpr bool valid(int kernel, const long long (&d)[4], bool tuned = false) {
+  if (kernel == LIBRARY || tuned) return true;
+  const Kernel& k = kKernels[kernel];
+  if (k.tuned_only) return false;
+  for (int i = 0; i < 4; ++i)
     if (d[i] % k.mult[i] != 0 || d[i] < k.lo[i] || d[i] > k.hi[i]) return false;
-  }
   return true;
 }
 
-constexpr int first_valid(const Point& p, const long long (&d)[4]) {
-  for (int j = 0; j < p.ranked_count; ++j)
-    if (valid(kRanked[p.ranked_begin + j], d)) return kRanked[p.ranked_begin + j];
-  return -1;
+// First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
+// (a problem that was not tuned), or INVALID when none is.
+constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = false) {
+  if (tuned) {
+    for (int j = 0; j < p.ranked_count; ++j)
+      if (valid(kRanked[p.ranked_begin + j], d, true)) return kRanked[p.ranked_begin + j];
+    return INVALID;
+  }
+  for (int j = 0; j < p.near_count; ++j)
+    if (valid(kNear[p.near_begin + j], d)) return kNear[p.near_begin + j];
+  return INVALID;
 }
 
-// Index into kKernels for a problem, or -1 for the generic kernel (gemm_naive).
+// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
-  if (m < 1 || n < 1 || k < 1 || batch < 1) return -1;
+  if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
+  if (m < 1 || n < 1 || k < 1 || batch < 1 || m > kMaxSize || n > kMaxSize || k > kMaxSize || batch > kMaxSize)
+    return INVALID;
   const long long d[4] = {m, n, k, batch};
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision == precision && p.shape == shape && p.dims[0] == m && p.dims[1] == n &&
-        p.dims[2] == k && p.dims[3] == batch)
-      return first_valid(p, d);
+        p.dims[2] == k && p.dims[3] == batch) {
+      const int kern = first_valid(p, d, true);
+      return kern == INVALID ? kFallback : kern;
+    }
   }
   for (int i = 0; i < kNumRegions; ++i) {
     const Region& r = kRegions[i];
@@ -97,19 +120,21 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
-  int best = -1;
+  int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision != precision || p.shape != shape) continue;
     const int kern = first_valid(p, d);
-    if (kern < 0) continue;
+    if (kern == INVALID) continue;
     long long dist = 0;
     for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
     const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
-    if (best < 0 || dist < best_d || (dist == best_d && db < best_b)) { best = kern; best_d = dist; best_b = db; }
+    if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
+      best = kern; best_d = dist; best_b = db;
+    }
   }
-  return best;
+  return best == INVALID ? kFallback : best;
 }
 
 // True when `device` names the GPU this table was tuned on (case-insensitive); false means: warn.
@@ -129,7 +154,7 @@ constexpr bool same_device(const char* device) {
 // Explicit instantiations: define AUTOTUNE_DISPATCH_INSTANTIATE in exactly one .cu file compiled
 // with nvcc -std=c++17 -I<kernels_src>; index i of kKernels is the i-th line below.
 #if defined(__CUDACC__) && defined(AUTOTUNE_DISPATCH_INSTANTIATE)
-#include "hgemm_flat_tc.cuh"
+#include "/work/wt-results/kernels_src/hgemm_flat_tc.cuh"
 #include "gemm_naive.cuh"
 template __global__ void autotune::hgemm_flat_tc<0, 0, 72, 72, 72, 1, 1, 8, 2, 1, 1>(int, int, int, float, const __half*, int, long long, const __half*, int, long long, float, __half*, int, long long, int);
 template __global__ void autotune::hgemm_flat_tc<0, 0, 72, 72, 72, 1, 1, 4, 1, 1, 0>(int, int, int, float, const __half*, int, long long, const __half*, int, long long, float, __half*, int, long long, int);

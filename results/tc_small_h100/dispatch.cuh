@@ -8,8 +8,11 @@
 //   worst_loss: 0.03626598629464772
 //   mean_loss: 0.0035276841311050757
 //   sweep_ids: ["1"]
-// Lookup rules: autotune/dispatch_runtime.py (exact point, merged region, nearest tuned point by
-// log-ratio distance among kernels whose validity predicates hold, then the generic kernel = -1).
+// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by
+// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).
+// lookup() returns an index into kKernels (>= 0), GENERIC (-1: the gemm_naive kernel), LIBRARY (-2:
+// call the vendor library, e.g. cuBLAS gemmStridedBatchedEx) or INVALID (-3: precision or shape out of
+// range, or a size or batch outside 1..2^31-1; Python raises ValueError for the same inputs).
 #pragma once
 
 namespace autotune_dispatch {
@@ -17,102 +20,107 @@ namespace autotune_dispatch {
 inline constexpr const char* kTunedDevice = "NVIDIA H100 80GB HBM3";
 inline constexpr double kTol = 0.05;
 inline constexpr double kWorstLoss = 0.03626598629464772;
+inline constexpr int GENERIC = -1;  // the gemm_naive kernel (generic templates below)
+inline constexpr int LIBRARY = -2;  // call the vendor library: cublas
+inline constexpr int INVALID = -3;  // invalid input
+inline constexpr long long kMaxSize = 2147483647LL;
+inline constexpr const char* kLibrary = "cublas";
+inline constexpr int kFallback = -2;  // the answer where nothing in the table is valid
 enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
-struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; };
+struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 29;
 inline constexpr Kernel kKernels[29] = {
-  {"097de0bc3a9127cc", "gemm_tiny_simt_BM21_BN21_BK21_RM4_RN7_THREADS128_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 21, 21, 21, 4, 7, 128, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"0c2b8efeac49470c", "gemm_tiny_simt_BM5_BN5_BK5_RM5_RN5_THREADS64_PPB64_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 5, 5, 5, 5, 5, 64, 64, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"115d2e0ca6f7eadc", "gemm_tiny_simt_BM14_BN14_BK14_RM14_RN2_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 14, 14, 14, 14, 2, 128, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"1c1cda49cebefde1", "gemm_tiny_simt_BM10_BN10_BK10_RM2_RN10_THREADS64_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 10, 10, 10, 2, 10, 64, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"20ae556c6dcb78d9", "gemm_tiny_simt_BM8_BN8_BK8_RM1_RN1_THREADS64_PPB16_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 8, 8, 8, 1, 1, 64, 16, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"241de066067aa639", "gemm_tiny_simt_BM11_BN11_BK11_RM11_RN2_THREADS64_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 11, 11, 11, 11, 2, 64, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"2da0480893da1dfc", "gemm_tiny_simt_BM32_BN32_BK32_RM4_RN8_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 32, 32, 32, 4, 8, 64, 2, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"34865cea11b9ffe7", "hgemm_flat_tc_BM32_BN32_BK32_WM1_WN2_NWARPS4_PPB4_STAGES1", "autotune::hgemm_flat_tc<0, 0, 32, 32, 32, 1, 2, 4, 4, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"41e1d02a589ca658", "gemm_tiny_simt_BM20_BN20_BK20_RM4_RN7_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 20, 20, 20, 4, 7, 64, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"593c72640d5f69f4", "gemm_tiny_simt_BM28_BN28_BK28_RM4_RN7_THREADS128_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 28, 28, 28, 4, 7, 128, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"5bc3e574a534c06a", "gemm_tiny_simt_BM16_BN16_BK16_RM4_RN2_THREADS128_PPB4_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 16, 16, 16, 4, 2, 128, 4, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"61844eff354e083a", "gemm_tiny_simt_BM6_BN6_BK6_RM6_RN1_THREADS64_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 6, 6, 6, 6, 1, 64, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"7ada4deee3c6a01c", "hgemm_flat_tc_BM24_BN24_BK24_WM1_WN2_NWARPS4_PPB4_STAGES1", "autotune::hgemm_flat_tc<0, 0, 24, 24, 24, 1, 2, 4, 4, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"7e01ab58a86e0777", "gemm_tiny_simt_BM18_BN18_BK18_RM4_RN6_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 18, 18, 18, 4, 6, 64, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"82bc373f2a4d1ac6", "gemm_tiny_simt_BM17_BN17_BK17_RM4_RN6_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 17, 17, 17, 4, 6, 64, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"88e2cdf0486aa12a", "gemm_tiny_simt_BM16_BN16_BK16_RM2_RN4_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 16, 16, 16, 2, 4, 64, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"8fa76370e5f73cab", "gemm_tiny_simt_BM12_BN12_BK12_RM4_RN4_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 12, 12, 12, 4, 4, 128, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"9547f23c49f5f372", "gemm_tiny_simt_BM32_BN32_BK32_RM2_RN8_THREADS128_PPB2_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 32, 32, 32, 2, 8, 128, 2, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"a26f02e72798fc18", "gemm_tiny_simt_BM22_BN22_BK22_RM4_RN8_THREADS128_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 22, 22, 22, 4, 8, 128, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"c11af5cb9204188a", "gemm_tiny_simt_BM2_BN2_BK2_RM2_RN2_THREADS64_PPB512_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 2, 2, 2, 2, 2, 64, 512, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"c3ae08531e10acd9", "gemm_tiny_simt_BM3_BN3_BK3_RM3_RN3_THREADS128_PPB256_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 3, 3, 3, 3, 3, 128, 256, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"c6aedae13282d753", "gemm_tiny_simt_BM9_BN9_BK9_RM9_RN2_THREADS128_PPB64_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 9, 9, 9, 9, 2, 128, 64, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"cd32803a1082b4e6", "gemm_tiny_simt_BM15_BN15_BK15_RM15_RN2_THREADS64_PPB16_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 15, 15, 15, 15, 2, 64, 16, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"cd488e63f59ab57a", "gemm_tiny_simt_BM13_BN13_BK13_RM13_RN2_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 13, 13, 13, 13, 2, 128, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"db05144781af4e79", "gemm_tiny_simt_BM8_BN8_BK8_RM1_RN1_THREADS256_PPB16_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 8, 8, 8, 1, 1, 256, 16, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"dc82d7fb9efdc98e", "gemm_small_simt_BLK_M8_BLK_N8_BLK_K8_NSG1", "autotune::gemm_small<__half, 0, 0, 8, 8, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"e6c4d49d4b290763", "gemm_tiny_simt_BM7_BN7_BK7_RM7_RN1_THREADS64_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 7, 7, 7, 7, 1, 64, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"e8650d4509824f46", "gemm_tiny_simt_BM19_BN19_BK19_RM4_RN7_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 19, 19, 19, 4, 7, 64, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"e8a3227085ce4669", "gemm_tiny_simt_BM4_BN4_BK4_RM1_RN4_THREADS64_PPB128_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 4, 4, 4, 1, 4, 64, 128, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
+  {"097de0bc3a9127cc", "gemm_tiny_simt_BM21_BN21_BK21_RM4_RN7_THREADS128_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 21, 21, 21, 4, 7, 128, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {21LL, 21LL, 21LL, 1LL}, {21LL, 21LL, 21LL, 4611686018427387904LL}, false},
+  {"0c2b8efeac49470c", "gemm_tiny_simt_BM5_BN5_BK5_RM5_RN5_THREADS64_PPB64_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 5, 5, 5, 5, 5, 64, 64, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {5LL, 5LL, 5LL, 1LL}, {5LL, 5LL, 5LL, 4611686018427387904LL}, false},
+  {"115d2e0ca6f7eadc", "gemm_tiny_simt_BM14_BN14_BK14_RM14_RN2_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 14, 14, 14, 14, 2, 128, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {14LL, 14LL, 14LL, 1LL}, {14LL, 14LL, 14LL, 4611686018427387904LL}, false},
+  {"1c1cda49cebefde1", "gemm_tiny_simt_BM10_BN10_BK10_RM2_RN10_THREADS64_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 10, 10, 10, 2, 10, 64, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {10LL, 10LL, 10LL, 1LL}, {10LL, 10LL, 10LL, 4611686018427387904LL}, false},
+  {"20ae556c6dcb78d9", "gemm_tiny_simt_BM8_BN8_BK8_RM1_RN1_THREADS64_PPB16_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 8, 8, 8, 1, 1, 64, 16, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {8LL, 8LL, 8LL, 1LL}, {8LL, 8LL, 8LL, 4611686018427387904LL}, false},
+  {"241de066067aa639", "gemm_tiny_simt_BM11_BN11_BK11_RM11_RN2_THREADS64_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 11, 11, 11, 11, 2, 64, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {11LL, 11LL, 11LL, 1LL}, {11LL, 11LL, 11LL, 4611686018427387904LL}, false},
+  {"2da0480893da1dfc", "gemm_tiny_simt_BM32_BN32_BK32_RM4_RN8_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 32, 32, 32, 4, 8, 64, 2, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {32LL, 32LL, 32LL, 1LL}, {32LL, 32LL, 32LL, 4611686018427387904LL}, false},
+  {"34865cea11b9ffe7", "hgemm_flat_tc_BM32_BN32_BK32_WM1_WN2_NWARPS4_PPB4_STAGES1", "autotune::hgemm_flat_tc<0, 0, 32, 32, 32, 1, 2, 4, 4, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {25LL, 25LL, 25LL, 1LL}, {32LL, 32LL, 32LL, 4611686018427387904LL}, false},
+  {"41e1d02a589ca658", "gemm_tiny_simt_BM20_BN20_BK20_RM4_RN7_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 20, 20, 20, 4, 7, 64, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {20LL, 20LL, 20LL, 1LL}, {20LL, 20LL, 20LL, 4611686018427387904LL}, false},
+  {"593c72640d5f69f4", "gemm_tiny_simt_BM28_BN28_BK28_RM4_RN7_THREADS128_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 28, 28, 28, 4, 7, 128, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {28LL, 28LL, 28LL, 1LL}, {28LL, 28LL, 28LL, 4611686018427387904LL}, false},
+  {"5bc3e574a534c06a", "gemm_tiny_simt_BM16_BN16_BK16_RM4_RN2_THREADS128_PPB4_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 16, 16, 16, 4, 2, 128, 4, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {16LL, 16LL, 16LL, 1LL}, {16LL, 16LL, 16LL, 4611686018427387904LL}, false},
+  {"61844eff354e083a", "gemm_tiny_simt_BM6_BN6_BK6_RM6_RN1_THREADS64_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 6, 6, 6, 6, 1, 64, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {6LL, 6LL, 6LL, 1LL}, {6LL, 6LL, 6LL, 4611686018427387904LL}, false},
+  {"7ada4deee3c6a01c", "hgemm_flat_tc_BM24_BN24_BK24_WM1_WN2_NWARPS4_PPB4_STAGES1", "autotune::hgemm_flat_tc<0, 0, 24, 24, 24, 1, 2, 4, 4, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {17LL, 17LL, 17LL, 1LL}, {24LL, 24LL, 24LL, 4611686018427387904LL}, false},
+  {"7e01ab58a86e0777", "gemm_tiny_simt_BM18_BN18_BK18_RM4_RN6_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 18, 18, 18, 4, 6, 64, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {18LL, 18LL, 18LL, 1LL}, {18LL, 18LL, 18LL, 4611686018427387904LL}, false},
+  {"82bc373f2a4d1ac6", "gemm_tiny_simt_BM17_BN17_BK17_RM4_RN6_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 17, 17, 17, 4, 6, 64, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {17LL, 17LL, 17LL, 1LL}, {17LL, 17LL, 17LL, 4611686018427387904LL}, false},
+  {"88e2cdf0486aa12a", "gemm_tiny_simt_BM16_BN16_BK16_RM2_RN4_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 16, 16, 16, 2, 4, 64, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {16LL, 16LL, 16LL, 1LL}, {16LL, 16LL, 16LL, 4611686018427387904LL}, false},
+  {"8fa76370e5f73cab", "gemm_tiny_simt_BM12_BN12_BK12_RM4_RN4_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 12, 12, 12, 4, 4, 128, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {12LL, 12LL, 12LL, 1LL}, {12LL, 12LL, 12LL, 4611686018427387904LL}, false},
+  {"9547f23c49f5f372", "gemm_tiny_simt_BM32_BN32_BK32_RM2_RN8_THREADS128_PPB2_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 32, 32, 32, 2, 8, 128, 2, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {32LL, 32LL, 32LL, 1LL}, {32LL, 32LL, 32LL, 4611686018427387904LL}, false},
+  {"a26f02e72798fc18", "gemm_tiny_simt_BM22_BN22_BK22_RM4_RN8_THREADS128_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 22, 22, 22, 4, 8, 128, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {22LL, 22LL, 22LL, 1LL}, {22LL, 22LL, 22LL, 4611686018427387904LL}, false},
+  {"c11af5cb9204188a", "gemm_tiny_simt_BM2_BN2_BK2_RM2_RN2_THREADS64_PPB512_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 2, 2, 2, 2, 2, 64, 512, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {2LL, 2LL, 2LL, 4611686018427387904LL}, false},
+  {"c3ae08531e10acd9", "gemm_tiny_simt_BM3_BN3_BK3_RM3_RN3_THREADS128_PPB256_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 3, 3, 3, 3, 3, 128, 256, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {3LL, 3LL, 3LL, 1LL}, {3LL, 3LL, 3LL, 4611686018427387904LL}, false},
+  {"c6aedae13282d753", "gemm_tiny_simt_BM9_BN9_BK9_RM9_RN2_THREADS128_PPB64_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 9, 9, 9, 9, 2, 128, 64, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {9LL, 9LL, 9LL, 1LL}, {9LL, 9LL, 9LL, 4611686018427387904LL}, false},
+  {"cd32803a1082b4e6", "gemm_tiny_simt_BM15_BN15_BK15_RM15_RN2_THREADS64_PPB16_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 15, 15, 15, 15, 2, 64, 16, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {15LL, 15LL, 15LL, 1LL}, {15LL, 15LL, 15LL, 4611686018427387904LL}, false},
+  {"cd488e63f59ab57a", "gemm_tiny_simt_BM13_BN13_BK13_RM13_RN2_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 13, 13, 13, 13, 2, 128, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {13LL, 13LL, 13LL, 1LL}, {13LL, 13LL, 13LL, 4611686018427387904LL}, false},
+  {"db05144781af4e79", "gemm_tiny_simt_BM8_BN8_BK8_RM1_RN1_THREADS256_PPB16_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 8, 8, 8, 1, 1, 256, 16, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {8LL, 8LL, 8LL, 1LL}, {8LL, 8LL, 8LL, 4611686018427387904LL}, false},
+  {"dc82d7fb9efdc98e", "gemm_small_simt_BLK_M8_BLK_N8_BLK_K8_NSG1", "autotune::gemm_small<__half, 0, 0, 8, 8, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {7LL, 7LL, 4LL, 1LL}, {8LL, 8LL, 8LL, 4611686018427387904LL}, false},
+  {"e6c4d49d4b290763", "gemm_tiny_simt_BM7_BN7_BK7_RM7_RN1_THREADS64_PPB32_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 7, 7, 7, 7, 1, 64, 32, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {7LL, 7LL, 7LL, 1LL}, {7LL, 7LL, 7LL, 4611686018427387904LL}, false},
+  {"e8650d4509824f46", "gemm_tiny_simt_BM19_BN19_BK19_RM4_RN7_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 19, 19, 19, 4, 7, 64, 8, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {19LL, 19LL, 19LL, 1LL}, {19LL, 19LL, 19LL, 4611686018427387904LL}, false},
+  {"e8a3227085ce4669", "gemm_tiny_simt_BM4_BN4_BK4_RM1_RN4_THREADS64_PPB128_STAGES1", "autotune::gemm_tiny<__half, 0, 0, 4, 4, 4, 1, 4, 64, 128, 1>", 2, 0, {1LL, 1LL, 1LL, 1LL}, {4LL, 4LL, 4LL, 1LL}, {4LL, 4LL, 4LL, 4611686018427387904LL}, false},
 };
 
 inline constexpr int kNumPoints = 46;
 inline constexpr Point kPoints[46] = {
-  {2, 0, {2LL, 2LL, 2LL, 20833334LL}, 0, 1},  // fp16:NN:2x2x2:b20833334
-  {2, 0, {3LL, 3LL, 3LL, 9259260LL}, 1, 1},  // fp16:NN:3x3x3:b9259260
-  {2, 0, {4LL, 4LL, 4LL, 5208334LL}, 2, 1},  // fp16:NN:4x4x4:b5208334
-  {2, 0, {5LL, 5LL, 5LL, 3333334LL}, 3, 1},  // fp16:NN:5x5x5:b3333334
-  {2, 0, {6LL, 6LL, 6LL, 2314815LL}, 4, 1},  // fp16:NN:6x6x6:b2314815
-  {2, 0, {7LL, 7LL, 7LL, 1700681LL}, 5, 2},  // fp16:NN:7x7x7:b1700681
-  {2, 0, {8LL, 8LL, 8LL, 100LL}, 7, 3},  // fp16:NN:8x8x8:b100
-  {2, 0, {8LL, 8LL, 8LL, 1000LL}, 10, 3},  // fp16:NN:8x8x8:b1000
-  {2, 0, {8LL, 8LL, 8LL, 10000LL}, 13, 3},  // fp16:NN:8x8x8:b10000
-  {2, 0, {8LL, 8LL, 8LL, 100000LL}, 16, 3},  // fp16:NN:8x8x8:b100000
-  {2, 0, {8LL, 8LL, 8LL, 1000000LL}, 19, 3},  // fp16:NN:8x8x8:b1000000
-  {2, 0, {8LL, 8LL, 8LL, 1302084LL}, 22, 3},  // fp16:NN:8x8x8:b1302084
-  {2, 0, {9LL, 9LL, 9LL, 1028807LL}, 25, 1},  // fp16:NN:9x9x9:b1028807
-  {2, 0, {10LL, 10LL, 10LL, 833334LL}, 26, 1},  // fp16:NN:10x10x10:b833334
-  {2, 0, {11LL, 11LL, 11LL, 688706LL}, 27, 1},  // fp16:NN:11x11x11:b688706
-  {2, 0, {12LL, 12LL, 12LL, 578704LL}, 28, 1},  // fp16:NN:12x12x12:b578704
-  {2, 0, {13LL, 13LL, 13LL, 493097LL}, 29, 1},  // fp16:NN:13x13x13:b493097
-  {2, 0, {14LL, 14LL, 14LL, 425171LL}, 30, 1},  // fp16:NN:14x14x14:b425171
-  {2, 0, {15LL, 15LL, 15LL, 370371LL}, 31, 1},  // fp16:NN:15x15x15:b370371
-  {2, 0, {16LL, 16LL, 16LL, 100LL}, 32, 2},  // fp16:NN:16x16x16:b100
-  {2, 0, {16LL, 16LL, 16LL, 1000LL}, 34, 2},  // fp16:NN:16x16x16:b1000
-  {2, 0, {16LL, 16LL, 16LL, 10000LL}, 36, 2},  // fp16:NN:16x16x16:b10000
-  {2, 0, {16LL, 16LL, 16LL, 100000LL}, 38, 2},  // fp16:NN:16x16x16:b100000
-  {2, 0, {16LL, 16LL, 16LL, 325521LL}, 40, 2},  // fp16:NN:16x16x16:b325521
-  {2, 0, {16LL, 16LL, 16LL, 1000000LL}, 42, 2},  // fp16:NN:16x16x16:b1000000
-  {2, 0, {17LL, 17LL, 17LL, 288351LL}, 44, 2},  // fp16:NN:17x17x17:b288351
-  {2, 0, {18LL, 18LL, 18LL, 257202LL}, 46, 2},  // fp16:NN:18x18x18:b257202
-  {2, 0, {19LL, 19LL, 19LL, 230841LL}, 48, 2},  // fp16:NN:19x19x19:b230841
-  {2, 0, {20LL, 20LL, 20LL, 208334LL}, 50, 2},  // fp16:NN:20x20x20:b208334
-  {2, 0, {21LL, 21LL, 21LL, 188965LL}, 52, 2},  // fp16:NN:21x21x21:b188965
-  {2, 0, {22LL, 22LL, 22LL, 172177LL}, 54, 2},  // fp16:NN:22x22x22:b172177
-  {2, 0, {23LL, 23LL, 23LL, 157530LL}, 56, 1},  // fp16:NN:23x23x23:b157530
-  {2, 0, {24LL, 24LL, 24LL, 144676LL}, 57, 1},  // fp16:NN:24x24x24:b144676
-  {2, 0, {25LL, 25LL, 25LL, 133334LL}, 58, 1},  // fp16:NN:25x25x25:b133334
-  {2, 0, {26LL, 26LL, 26LL, 123275LL}, 59, 1},  // fp16:NN:26x26x26:b123275
-  {2, 0, {27LL, 27LL, 27LL, 114312LL}, 60, 1},  // fp16:NN:27x27x27:b114312
-  {2, 0, {28LL, 28LL, 28LL, 106293LL}, 61, 2},  // fp16:NN:28x28x28:b106293
-  {2, 0, {29LL, 29LL, 29LL, 99089LL}, 63, 1},  // fp16:NN:29x29x29:b99089
-  {2, 0, {30LL, 30LL, 30LL, 92593LL}, 64, 1},  // fp16:NN:30x30x30:b92593
-  {2, 0, {31LL, 31LL, 31LL, 86716LL}, 65, 1},  // fp16:NN:31x31x31:b86716
-  {2, 0, {32LL, 32LL, 32LL, 100LL}, 66, 3},  // fp16:NN:32x32x32:b100
-  {2, 0, {32LL, 32LL, 32LL, 1000LL}, 69, 3},  // fp16:NN:32x32x32:b1000
-  {2, 0, {32LL, 32LL, 32LL, 10000LL}, 72, 3},  // fp16:NN:32x32x32:b10000
-  {2, 0, {32LL, 32LL, 32LL, 81381LL}, 75, 3},  // fp16:NN:32x32x32:b81381
-  {2, 0, {32LL, 32LL, 32LL, 100000LL}, 78, 3},  // fp16:NN:32x32x32:b100000
-  {2, 0, {32LL, 32LL, 32LL, 1000000LL}, 81, 3},  // fp16:NN:32x32x32:b1000000
+  {2, 0, {2LL, 2LL, 2LL, 20833334LL}, 0, 2, 0, 2},  // fp16:NN:2x2x2:b20833334
+  {2, 0, {3LL, 3LL, 3LL, 9259260LL}, 2, 2, 2, 2},  // fp16:NN:3x3x3:b9259260
+  {2, 0, {4LL, 4LL, 4LL, 5208334LL}, 4, 2, 4, 2},  // fp16:NN:4x4x4:b5208334
+  {2, 0, {5LL, 5LL, 5LL, 3333334LL}, 6, 2, 6, 2},  // fp16:NN:5x5x5:b3333334
+  {2, 0, {6LL, 6LL, 6LL, 2314815LL}, 8, 2, 8, 2},  // fp16:NN:6x6x6:b2314815
+  {2, 0, {7LL, 7LL, 7LL, 1700681LL}, 10, 3, 10, 3},  // fp16:NN:7x7x7:b1700681
+  {2, 0, {8LL, 8LL, 8LL, 100LL}, 13, 4, 13, 4},  // fp16:NN:8x8x8:b100
+  {2, 0, {8LL, 8LL, 8LL, 1000LL}, 17, 4, 17, 4},  // fp16:NN:8x8x8:b1000
+  {2, 0, {8LL, 8LL, 8LL, 10000LL}, 21, 4, 21, 4},  // fp16:NN:8x8x8:b10000
+  {2, 0, {8LL, 8LL, 8LL, 100000LL}, 25, 4, 25, 4},  // fp16:NN:8x8x8:b100000
+  {2, 0, {8LL, 8LL, 8LL, 1000000LL}, 29, 4, 29, 4},  // fp16:NN:8x8x8:b1000000
+  {2, 0, {8LL, 8LL, 8LL, 1302084LL}, 33, 4, 33, 4},  // fp16:NN:8x8x8:b1302084
+  {2, 0, {9LL, 9LL, 9LL, 1028807LL}, 37, 2, 37, 2},  // fp16:NN:9x9x9:b1028807
+  {2, 0, {10LL, 10LL, 10LL, 833334LL}, 39, 2, 39, 2},  // fp16:NN:10x10x10:b833334
+  {2, 0, {11LL, 11LL, 11LL, 688706LL}, 41, 2, 41, 2},  // fp16:NN:11x11x11:b688706
+  {2, 0, {12LL, 12LL, 12LL, 578704LL}, 43, 2, 43, 2},  // fp16:NN:12x12x12:b578704
+  {2, 0, {13LL, 13LL, 13LL, 493097LL}, 45, 2, 45, 2},  // fp16:NN:13x13x13:b493097
+  {2, 0, {14LL, 14LL, 14LL, 425171LL}, 47, 2, 47, 2},  // fp16:NN:14x14x14:b425171
+  {2, 0, {15LL, 15LL, 15LL, 370371LL}, 49, 2, 49, 2},  // fp16:NN:15x15x15:b370371
+  {2, 0, {16LL, 16LL, 16LL, 100LL}, 51, 3, 51, 3},  // fp16:NN:16x16x16:b100
+  {2, 0, {16LL, 16LL, 16LL, 1000LL}, 54, 3, 54, 3},  // fp16:NN:16x16x16:b1000
+  {2, 0, {16LL, 16LL, 16LL, 10000LL}, 57, 3, 57, 3},  // fp16:NN:16x16x16:b10000
+  {2, 0, {16LL, 16LL, 16LL, 100000LL}, 60, 3, 60, 3},  // fp16:NN:16x16x16:b100000
+  {2, 0, {16LL, 16LL, 16LL, 325521LL}, 63, 3, 63, 3},  // fp16:NN:16x16x16:b325521
+  {2, 0, {16LL, 16LL, 16LL, 1000000LL}, 66, 3, 66, 3},  // fp16:NN:16x16x16:b1000000
+  {2, 0, {17LL, 17LL, 17LL, 288351LL}, 69, 3, 69, 3},  // fp16:NN:17x17x17:b288351
+  {2, 0, {18LL, 18LL, 18LL, 257202LL}, 72, 3, 72, 3},  // fp16:NN:18x18x18:b257202
+  {2, 0, {19LL, 19LL, 19LL, 230841LL}, 75, 3, 75, 3},  // fp16:NN:19x19x19:b230841
+  {2, 0, {20LL, 20LL, 20LL, 208334LL}, 78, 3, 78, 3},  // fp16:NN:20x20x20:b208334
+  {2, 0, {21LL, 21LL, 21LL, 188965LL}, 81, 3, 81, 3},  // fp16:NN:21x21x21:b188965
+  {2, 0, {22LL, 22LL, 22LL, 172177LL}, 84, 3, 84, 3},  // fp16:NN:22x22x22:b172177
+  {2, 0, {23LL, 23LL, 23LL, 157530LL}, 87, 2, 87, 2},  // fp16:NN:23x23x23:b157530
+  {2, 0, {24LL, 24LL, 24LL, 144676LL}, 89, 2, 89, 2},  // fp16:NN:24x24x24:b144676
+  {2, 0, {25LL, 25LL, 25LL, 133334LL}, 91, 2, 91, 2},  // fp16:NN:25x25x25:b133334
+  {2, 0, {26LL, 26LL, 26LL, 123275LL}, 93, 2, 93, 2},  // fp16:NN:26x26x26:b123275
+  {2, 0, {27LL, 27LL, 27LL, 114312LL}, 95, 2, 95, 2},  // fp16:NN:27x27x27:b114312
+  {2, 0, {28LL, 28LL, 28LL, 106293LL}, 97, 3, 97, 3},  // fp16:NN:28x28x28:b106293
+  {2, 0, {29LL, 29LL, 29LL, 99089LL}, 100, 2, 100, 2},  // fp16:NN:29x29x29:b99089
+  {2, 0, {30LL, 30LL, 30LL, 92593LL}, 102, 2, 102, 2},  // fp16:NN:30x30x30:b92593
+  {2, 0, {31LL, 31LL, 31LL, 86716LL}, 104, 2, 104, 2},  // fp16:NN:31x31x31:b86716
+  {2, 0, {32LL, 32LL, 32LL, 100LL}, 106, 4, 106, 4},  // fp16:NN:32x32x32:b100
+  {2, 0, {32LL, 32LL, 32LL, 1000LL}, 110, 4, 110, 4},  // fp16:NN:32x32x32:b1000
+  {2, 0, {32LL, 32LL, 32LL, 10000LL}, 114, 4, 114, 4},  // fp16:NN:32x32x32:b10000
+  {2, 0, {32LL, 32LL, 32LL, 81381LL}, 118, 4, 118, 4},  // fp16:NN:32x32x32:b81381
+  {2, 0, {32LL, 32LL, 32LL, 100000LL}, 122, 4, 122, 4},  // fp16:NN:32x32x32:b100000
+  {2, 0, {32LL, 32LL, 32LL, 1000000LL}, 126, 4, 126, 4},  // fp16:NN:32x32x32:b1000000
 };
-inline constexpr int kRanked[84] = {19, 20, 28, 1, 11, 26, 25, 25, 24, 4, 25, 24, 4, 24, 4, 25, 4, 24, 25, 4, 24, 25, 4, 24, 25, 21, 3, 5, 16, 23, 2, 22, 10, 15, 10, 15, 15, 10, 15, 10, 15, 10, 15, 10, 14, 12, 13, 12, 27, 12, 8, 12, 0, 12, 18, 12, 12, 12, 7, 7, 7, 9, 7, 7, 7, 7, 17, 6, 7, 6, 17, 7, 7, 6, 17, 7, 6, 17, 7, 6, 17, 7, 6, 17};
+inline constexpr int kRanked[130] = {19, -2, 20, -2, 28, -2, 1, -2, 11, -2, 26, 25, -2, 25, 24, 4, -2, 25, 24, 4, -2, 24, 4, 25, -2, 4, 24, 25, -2, 4, 24, 25, -2, 4, 24, 25, -2, 21, -2, 3, -2, 5, -2, 16, -2, 23, -2, 2, -2, 22, -2, 10, 15, -2, 10, 15, -2, 15, 10, -2, 15, 10, -2, 15, 10, -2, 15, 10, -2, 14, 12, -2, 13, 12, -2, 27, 12, -2, 8, 12, -2, 0, 12, -2, 18, 12, -2, 12, -2, 12, -2, 7, -2, -2, 7, 7, -2, -2, 9, 7, 7, -2, -2, 7, 7, -2, 17, 6, 7, -2, -2, 6, 17, 7, 7, -2, 6, 17, 7, -2, 6, 17, 7, -2, 6, 17, 7, -2, 6, 17};
+inline constexpr int kNear[130] = {19, -2, 20, -2, 28, -2, 1, -2, 11, -2, 26, 25, -2, 25, 24, 4, -2, 25, 24, 4, -2, 24, 4, 25, -2, 4, 24, 25, -2, 4, 24, 25, -2, 4, 24, 25, -2, 21, -2, 3, -2, 5, -2, 16, -2, 23, -2, 2, -2, 22, -2, 10, 15, -2, 10, 15, -2, 15, 10, -2, 15, 10, -2, 15, 10, -2, 15, 10, -2, 14, 12, -2, 13, 12, -2, 27, 12, -2, 8, 12, -2, 0, 12, -2, 18, 12, -2, 12, -2, 12, -2, 7, -2, -2, 7, 7, -2, -2, 9, 7, 7, -2, -2, 7, 7, -2, 17, 6, 7, -2, -2, 6, 17, 7, 7, -2, 6, 17, 7, -2, 6, 17, 7, -2, 6, 17, 7, -2, 6, 17};
 
-inline constexpr int kNumRegions = 3;
-inline constexpr Region kRegions[3] = {
+inline constexpr int kNumRegions = 1;
+inline constexpr Region kRegions[1] = {
   {2, 0, {23LL, 23LL, 23LL}, {24LL, 24LL, 24LL}, 12},
-  {2, 0, {25LL, 25LL, 25LL}, {27LL, 27LL, 27LL}, 7},
-  {2, 0, {29LL, 29LL, 29LL}, {31LL, 31LL, 31LL}, 7},
 };
 
 constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, integers only
@@ -130,29 +138,42 @@ constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, i
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
 
-constexpr bool valid(int kernel, const long long (&d)[4]) {
-  for (int i = 0; i < 4; ++i) {
-    const Kernel& k = kKernels[kernel];
+// Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
+constexpr bool valid(int kernel, const long long (&d)[4], bool tuned = false) {
+  if (kernel == LIBRARY || tuned) return true;
+  const Kernel& k = kKernels[kernel];
+  if (k.tuned_only) return false;
+  for (int i = 0; i < 4; ++i)
     if (d[i] % k.mult[i] != 0 || d[i] < k.lo[i] || d[i] > k.hi[i]) return false;
-  }
   return true;
 }
 
-constexpr int first_valid(const Point& p, const long long (&d)[4]) {
-  for (int j = 0; j < p.ranked_count; ++j)
-    if (valid(kRanked[p.ranked_begin + j], d)) return kRanked[p.ranked_begin + j];
-  return -1;
+// First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
+// (a problem that was not tuned), or INVALID when none is.
+constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = false) {
+  if (tuned) {
+    for (int j = 0; j < p.ranked_count; ++j)
+      if (valid(kRanked[p.ranked_begin + j], d, true)) return kRanked[p.ranked_begin + j];
+    return INVALID;
+  }
+  for (int j = 0; j < p.near_count; ++j)
+    if (valid(kNear[p.near_begin + j], d)) return kNear[p.near_begin + j];
+  return INVALID;
 }
 
-// Index into kKernels for a problem, or -1 for the generic kernel (gemm_naive).
+// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
-  if (m < 1 || n < 1 || k < 1 || batch < 1) return -1;
+  if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
+  if (m < 1 || n < 1 || k < 1 || batch < 1 || m > kMaxSize || n > kMaxSize || k > kMaxSize || batch > kMaxSize)
+    return INVALID;
   const long long d[4] = {m, n, k, batch};
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision == precision && p.shape == shape && p.dims[0] == m && p.dims[1] == n &&
-        p.dims[2] == k && p.dims[3] == batch)
-      return first_valid(p, d);
+        p.dims[2] == k && p.dims[3] == batch) {
+      const int kern = first_valid(p, d, true);
+      return kern == INVALID ? kFallback : kern;
+    }
   }
   for (int i = 0; i < kNumRegions; ++i) {
     const Region& r = kRegions[i];
@@ -161,19 +182,21 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
-  int best = -1;
+  int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision != precision || p.shape != shape) continue;
     const int kern = first_valid(p, d);
-    if (kern < 0) continue;
+    if (kern == INVALID) continue;
     long long dist = 0;
     for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
     const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
-    if (best < 0 || dist < best_d || (dist == best_d && db < best_b)) { best = kern; best_d = dist; best_b = db; }
+    if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
+      best = kern; best_d = dist; best_b = db;
+    }
   }
-  return best;
+  return best == INVALID ? kFallback : best;
 }
 
 // True when `device` names the GPU this table was tuned on (case-insensitive); false means: warn.
@@ -193,9 +216,9 @@ constexpr bool same_device(const char* device) {
 // Explicit instantiations: define AUTOTUNE_DISPATCH_INSTANTIATE in exactly one .cu file compiled
 // with nvcc -std=c++17 -I<kernels_src>; index i of kKernels is the i-th line below.
 #if defined(__CUDACC__) && defined(AUTOTUNE_DISPATCH_INSTANTIATE)
-#include "gemm_tiny.cuh"
-#include "hgemm_flat_tc.cuh"
-#include "gemm_small.cuh"
+#include "/work/wt-results/kernels_src/gemm_tiny.cuh"
+#include "/work/wt-results/kernels_src/hgemm_flat_tc.cuh"
+#include "/work/wt-results/kernels_src/gemm_small.cuh"
 #include "gemm_naive.cuh"
 template __global__ void autotune::gemm_tiny<__half, 0, 0, 21, 21, 21, 4, 7, 128, 8, 1>(int, int, int, float, const __half*, int, long long, const __half*, int, long long, float, __half*, int, long long, int);
 template __global__ void autotune::gemm_tiny<__half, 0, 0, 5, 5, 5, 5, 5, 64, 64, 1>(int, int, int, float, const __half*, int, long long, const __half*, int, long long, float, __half*, int, long long, int);

@@ -8,8 +8,11 @@
 //   worst_loss: 0.0
 //   mean_loss: 0.0
 //   sweep_ids: ["1"]
-// Lookup rules: autotune/dispatch_runtime.py (exact point, merged region, nearest tuned point by
-// log-ratio distance among kernels whose validity predicates hold, then the generic kernel = -1).
+// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by
+// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).
+// lookup() returns an index into kKernels (>= 0), GENERIC (-1: the gemm_naive kernel), LIBRARY (-2:
+// call the vendor library, e.g. cuBLAS gemmStridedBatchedEx) or INVALID (-3: precision or shape out of
+// range, or a size or batch outside 1..2^31-1; Python raises ValueError for the same inputs).
 #pragma once
 
 namespace autotune_dispatch {
@@ -17,47 +20,54 @@ namespace autotune_dispatch {
 inline constexpr const char* kTunedDevice = "NVIDIA H100 80GB HBM3";
 inline constexpr double kTol = 0.05;
 inline constexpr double kWorstLoss = 0.0;
+inline constexpr int GENERIC = -1;  // the gemm_naive kernel (generic templates below)
+inline constexpr int LIBRARY = -2;  // call the vendor library: cublas
+inline constexpr int INVALID = -3;  // invalid input
+inline constexpr long long kMaxSize = 2147483647LL;
+inline constexpr const char* kLibrary = "cublas";
+inline constexpr int kFallback = -2;  // the answer where nothing in the table is valid
 enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
-struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; };
+struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 13;
 inline constexpr Kernel kKernels[13] = {
-  {"6d91dd4cbda525c0", "gemm_tiny_simt_BM4_BN4_BK4_RM1_RN1_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<double, 0, 0, 4, 4, 4, 1, 1, 128, 32, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"a3fc6917a328f212", "gemm_tiny_simt_BM25_BN25_BK25_RM4_RN4_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<double, 0, 0, 25, 25, 25, 4, 4, 64, 2, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"05885d7ae2c62bd3", "gemm_tiny_simt_BM29_BN29_BK29_RM4_RN4_THREADS64_PPB2_STAGES2", "autotune::gemm_tiny<float, 0, 0, 29, 29, 29, 4, 4, 64, 2, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"28eaf0a2d1e1cd30", "gemm_tiny_simt_BM25_BN25_BK25_RM4_RN7_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<float, 0, 0, 25, 25, 25, 4, 7, 64, 4, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"5344cf7718099589", "gemm_tiny_simt_BM31_BN31_BK31_RM4_RN4_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<float, 0, 0, 31, 31, 31, 4, 4, 64, 2, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"869e21b02d80f183", "gemm_tiny_simt_BM30_BN30_BK30_RM4_RN4_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<float, 0, 0, 30, 30, 30, 4, 4, 64, 2, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"938acfc91085e2e4", "gemm_tiny_simt_BM23_BN23_BK23_RM4_RN4_THREADS128_PPB4_STAGES2", "autotune::gemm_tiny<float, 0, 0, 23, 23, 23, 4, 4, 128, 4, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"a7bc0d38c1e49bbe", "gemm_tiny_simt_BM8_BN8_BK8_RM1_RN1_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<float, 0, 0, 8, 8, 8, 1, 1, 64, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"ac59c23abba767b6", "gemm_tiny_simt_BM26_BN26_BK26_RM2_RN4_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<float, 0, 0, 26, 26, 26, 2, 4, 64, 2, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"bab10499b4ea76a4", "gemm_tiny_simt_BM4_BN4_BK4_RM1_RN1_THREADS64_PPB32_STAGES2", "autotune::gemm_tiny<float, 0, 0, 4, 4, 4, 1, 1, 64, 32, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"cd8175e87adb1637", "gemm_tiny_simt_BM22_BN22_BK22_RM2_RN4_THREADS128_PPB4_STAGES2", "autotune::gemm_tiny<float, 0, 0, 22, 22, 22, 2, 4, 128, 4, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"eece0acdd3c14e2b", "gemm_batched_simt_DIM_X8_DIM_Y8_BLK_M32_BLK_N32_BLK_K32_DIM_XA32_DIM_YA2_DIM_XB8_DIM_YB8_NSG4", "autotune::gemm_batched<float, 0, 0, 8, 8, 32, 32, 32, 32, 2, 8, 8, 4>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"f5a1b0986d23970c", "gemm_tiny_simt_BM27_BN27_BK27_RM2_RN7_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<float, 0, 0, 27, 27, 27, 2, 7, 64, 2, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
+  {"6d91dd4cbda525c0", "gemm_tiny_simt_BM4_BN4_BK4_RM1_RN1_THREADS128_PPB32_STAGES1", "autotune::gemm_tiny<double, 0, 0, 4, 4, 4, 1, 1, 128, 32, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {4LL, 4LL, 4LL, 1LL}, {4LL, 4LL, 4LL, 4611686018427387904LL}, false},
+  {"a3fc6917a328f212", "gemm_tiny_simt_BM25_BN25_BK25_RM4_RN4_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<double, 0, 0, 25, 25, 25, 4, 4, 64, 2, 1>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {25LL, 25LL, 25LL, 1LL}, {25LL, 25LL, 25LL, 4611686018427387904LL}, false},
+  {"05885d7ae2c62bd3", "gemm_tiny_simt_BM29_BN29_BK29_RM4_RN4_THREADS64_PPB2_STAGES2", "autotune::gemm_tiny<float, 0, 0, 29, 29, 29, 4, 4, 64, 2, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {29LL, 29LL, 29LL, 1LL}, {29LL, 29LL, 29LL, 4611686018427387904LL}, false},
+  {"28eaf0a2d1e1cd30", "gemm_tiny_simt_BM25_BN25_BK25_RM4_RN7_THREADS64_PPB4_STAGES1", "autotune::gemm_tiny<float, 0, 0, 25, 25, 25, 4, 7, 64, 4, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {25LL, 25LL, 25LL, 1LL}, {25LL, 25LL, 25LL, 4611686018427387904LL}, false},
+  {"5344cf7718099589", "gemm_tiny_simt_BM31_BN31_BK31_RM4_RN4_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<float, 0, 0, 31, 31, 31, 4, 4, 64, 2, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {31LL, 31LL, 31LL, 1LL}, {31LL, 31LL, 31LL, 4611686018427387904LL}, false},
+  {"869e21b02d80f183", "gemm_tiny_simt_BM30_BN30_BK30_RM4_RN4_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<float, 0, 0, 30, 30, 30, 4, 4, 64, 2, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {30LL, 30LL, 30LL, 1LL}, {30LL, 30LL, 30LL, 4611686018427387904LL}, false},
+  {"938acfc91085e2e4", "gemm_tiny_simt_BM23_BN23_BK23_RM4_RN4_THREADS128_PPB4_STAGES2", "autotune::gemm_tiny<float, 0, 0, 23, 23, 23, 4, 4, 128, 4, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {23LL, 23LL, 23LL, 1LL}, {23LL, 23LL, 23LL, 4611686018427387904LL}, false},
+  {"a7bc0d38c1e49bbe", "gemm_tiny_simt_BM8_BN8_BK8_RM1_RN1_THREADS64_PPB8_STAGES1", "autotune::gemm_tiny<float, 0, 0, 8, 8, 8, 1, 1, 64, 8, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {8LL, 8LL, 8LL, 1LL}, {8LL, 8LL, 8LL, 4611686018427387904LL}, false},
+  {"ac59c23abba767b6", "gemm_tiny_simt_BM26_BN26_BK26_RM2_RN4_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<float, 0, 0, 26, 26, 26, 2, 4, 64, 2, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {26LL, 26LL, 26LL, 1LL}, {26LL, 26LL, 26LL, 4611686018427387904LL}, false},
+  {"bab10499b4ea76a4", "gemm_tiny_simt_BM4_BN4_BK4_RM1_RN1_THREADS64_PPB32_STAGES2", "autotune::gemm_tiny<float, 0, 0, 4, 4, 4, 1, 1, 64, 32, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {4LL, 4LL, 4LL, 1LL}, {4LL, 4LL, 4LL, 4611686018427387904LL}, false},
+  {"cd8175e87adb1637", "gemm_tiny_simt_BM22_BN22_BK22_RM2_RN4_THREADS128_PPB4_STAGES2", "autotune::gemm_tiny<float, 0, 0, 22, 22, 22, 2, 4, 128, 4, 2>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {22LL, 22LL, 22LL, 1LL}, {22LL, 22LL, 22LL, 4611686018427387904LL}, false},
+  {"eece0acdd3c14e2b", "gemm_batched_simt_DIM_X8_DIM_Y8_BLK_M32_BLK_N32_BLK_K32_DIM_XA32_DIM_YA2_DIM_XB8_DIM_YB8_NSG4", "autotune::gemm_batched<float, 0, 0, 8, 8, 32, 32, 32, 32, 2, 8, 8, 4>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}, false},
+  {"f5a1b0986d23970c", "gemm_tiny_simt_BM27_BN27_BK27_RM2_RN7_THREADS64_PPB2_STAGES1", "autotune::gemm_tiny<float, 0, 0, 27, 27, 27, 2, 7, 64, 2, 1>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {27LL, 27LL, 27LL, 1LL}, {27LL, 27LL, 27LL, 4611686018427387904LL}, false},
 };
 
 inline constexpr int kNumPoints = 13;
 inline constexpr Point kPoints[13] = {
-  {0, 0, {4LL, 4LL, 4LL, 1302084LL}, 0, 1},  // fp64:NN:4x4x4:b1302084
-  {0, 0, {25LL, 25LL, 25LL, 33334LL}, 1, 1},  // fp64:NN:25x25x25:b33334
-  {1, 0, {4LL, 4LL, 4LL, 2604167LL}, 2, 2},  // fp32:NN:4x4x4:b2604167
-  {1, 0, {8LL, 8LL, 8LL, 651042LL}, 4, 2},  // fp32:NN:8x8x8:b651042
-  {1, 0, {22LL, 22LL, 22LL, 86089LL}, 6, 2},  // fp32:NN:22x22x22:b86089
-  {1, 0, {23LL, 23LL, 23LL, 78765LL}, 8, 2},  // fp32:NN:23x23x23:b78765
-  {1, 0, {25LL, 25LL, 25LL, 66667LL}, 10, 2},  // fp32:NN:25x25x25:b66667
-  {1, 0, {26LL, 26LL, 26LL, 61638LL}, 12, 2},  // fp32:NN:26x26x26:b61638
-  {1, 0, {27LL, 27LL, 27LL, 57156LL}, 14, 2},  // fp32:NN:27x27x27:b57156
-  {1, 0, {29LL, 29LL, 29LL, 49545LL}, 16, 2},  // fp32:NN:29x29x29:b49545
-  {1, 0, {30LL, 30LL, 30LL, 46297LL}, 18, 2},  // fp32:NN:30x30x30:b46297
-  {1, 0, {31LL, 31LL, 31LL, 43358LL}, 20, 2},  // fp32:NN:31x31x31:b43358
-  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 22, 1},  // fp32:NN:32x32x32:b40691
+  {0, 0, {4LL, 4LL, 4LL, 1302084LL}, 0, 2, 0, 2},  // fp64:NN:4x4x4:b1302084
+  {0, 0, {25LL, 25LL, 25LL, 33334LL}, 2, 2, 2, 2},  // fp64:NN:25x25x25:b33334
+  {1, 0, {4LL, 4LL, 4LL, 2604167LL}, 4, 3, 4, 3},  // fp32:NN:4x4x4:b2604167
+  {1, 0, {8LL, 8LL, 8LL, 651042LL}, 7, 3, 7, 3},  // fp32:NN:8x8x8:b651042
+  {1, 0, {22LL, 22LL, 22LL, 86089LL}, 10, 3, 10, 3},  // fp32:NN:22x22x22:b86089
+  {1, 0, {23LL, 23LL, 23LL, 78765LL}, 13, 3, 13, 3},  // fp32:NN:23x23x23:b78765
+  {1, 0, {25LL, 25LL, 25LL, 66667LL}, 16, 3, 16, 3},  // fp32:NN:25x25x25:b66667
+  {1, 0, {26LL, 26LL, 26LL, 61638LL}, 19, 3, 19, 3},  // fp32:NN:26x26x26:b61638
+  {1, 0, {27LL, 27LL, 27LL, 57156LL}, 22, 3, 22, 3},  // fp32:NN:27x27x27:b57156
+  {1, 0, {29LL, 29LL, 29LL, 49545LL}, 25, 3, 25, 3},  // fp32:NN:29x29x29:b49545
+  {1, 0, {30LL, 30LL, 30LL, 46297LL}, 28, 3, 28, 3},  // fp32:NN:30x30x30:b46297
+  {1, 0, {31LL, 31LL, 31LL, 43358LL}, 31, 3, 31, 3},  // fp32:NN:31x31x31:b43358
+  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 34, 2, 34, 2},  // fp32:NN:32x32x32:b40691
 };
-inline constexpr int kRanked[23] = {0, 1, 9, 11, 7, 11, 10, 11, 6, 11, 3, 11, 8, 11, 12, 11, 2, 11, 5, 11, 4, 11, 11};
+inline constexpr int kRanked[36] = {0, -2, 1, -2, 9, -2, 11, 7, -2, 11, 10, -2, 11, 6, -2, 11, 3, -2, 11, 8, -2, 11, 12, -2, 11, 2, -2, 11, 5, -2, 11, 4, -2, 11, -2, 11};
+inline constexpr int kNear[36] = {0, -2, 1, -2, 9, -2, 11, 7, -2, 11, 10, -2, 11, 6, -2, 11, 3, -2, 11, 8, -2, 11, 12, -2, 11, 2, -2, 11, 5, -2, 11, 4, -2, 11, -2, 11};
 
 inline constexpr int kNumRegions = 0;
 inline constexpr Region kRegions[1] = {
@@ -79,29 +89,42 @@ constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, i
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
 
-constexpr bool valid(int kernel, const long long (&d)[4]) {
-  for (int i = 0; i < 4; ++i) {
-    const Kernel& k = kKernels[kernel];
+// Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
+constexpr bool valid(int kernel, const long long (&d)[4], bool tuned = false) {
+  if (kernel == LIBRARY || tuned) return true;
+  const Kernel& k = kKernels[kernel];
+  if (k.tuned_only) return false;
+  for (int i = 0; i < 4; ++i)
     if (d[i] % k.mult[i] != 0 || d[i] < k.lo[i] || d[i] > k.hi[i]) return false;
-  }
   return true;
 }
 
-constexpr int first_valid(const Point& p, const long long (&d)[4]) {
-  for (int j = 0; j < p.ranked_count; ++j)
-    if (valid(kRanked[p.ranked_begin + j], d)) return kRanked[p.ranked_begin + j];
-  return -1;
+// First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
+// (a problem that was not tuned), or INVALID when none is.
+constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = false) {
+  if (tuned) {
+    for (int j = 0; j < p.ranked_count; ++j)
+      if (valid(kRanked[p.ranked_begin + j], d, true)) return kRanked[p.ranked_begin + j];
+    return INVALID;
+  }
+  for (int j = 0; j < p.near_count; ++j)
+    if (valid(kNear[p.near_begin + j], d)) return kNear[p.near_begin + j];
+  return INVALID;
 }
 
-// Index into kKernels for a problem, or -1 for the generic kernel (gemm_naive).
+// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
-  if (m < 1 || n < 1 || k < 1 || batch < 1) return -1;
+  if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
+  if (m < 1 || n < 1 || k < 1 || batch < 1 || m > kMaxSize || n > kMaxSize || k > kMaxSize || batch > kMaxSize)
+    return INVALID;
   const long long d[4] = {m, n, k, batch};
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision == precision && p.shape == shape && p.dims[0] == m && p.dims[1] == n &&
-        p.dims[2] == k && p.dims[3] == batch)
-      return first_valid(p, d);
+        p.dims[2] == k && p.dims[3] == batch) {
+      const int kern = first_valid(p, d, true);
+      return kern == INVALID ? kFallback : kern;
+    }
   }
   for (int i = 0; i < kNumRegions; ++i) {
     const Region& r = kRegions[i];
@@ -110,19 +133,21 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
-  int best = -1;
+  int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision != precision || p.shape != shape) continue;
     const int kern = first_valid(p, d);
-    if (kern < 0) continue;
+    if (kern == INVALID) continue;
     long long dist = 0;
     for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
     const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
-    if (best < 0 || dist < best_d || (dist == best_d && db < best_b)) { best = kern; best_d = dist; best_b = db; }
+    if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
+      best = kern; best_d = dist; best_b = db;
+    }
   }
-  return best;
+  return best == INVALID ? kFallback : best;
 }
 
 // True when `device` names the GPU this table was tuned on (case-insensitive); false means: warn.
@@ -142,7 +167,7 @@ constexpr bool same_device(const char* device) {
 // Explicit instantiations: define AUTOTUNE_DISPATCH_INSTANTIATE in exactly one .cu file compiled
 // with nvcc -std=c++17 -I<kernels_src>; index i of kKernels is the i-th line below.
 #if defined(__CUDACC__) && defined(AUTOTUNE_DISPATCH_INSTANTIATE)
-#include "gemm_tiny.cuh"
+#include "/work/wt-results/kernels_src/gemm_tiny.cuh"
 #include "gemm_batched.cuh"
 #include "gemm_naive.cuh"
 template __global__ void autotune::gemm_tiny<double, 0, 0, 4, 4, 4, 1, 1, 128, 32, 1>(int, int, int, double, const double*, int, long long, const double*, int, long long, double, double*, int, long long, int);

@@ -8,8 +8,11 @@
 //   worst_loss: 0.0
 //   mean_loss: 0.0
 //   sweep_ids: ["1"]
-// Lookup rules: autotune/dispatch_runtime.py (exact point, merged region, nearest tuned point by
-// log-ratio distance among kernels whose validity predicates hold, then the generic kernel = -1).
+// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by
+// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).
+// lookup() returns an index into kKernels (>= 0), GENERIC (-1: the gemm_naive kernel), LIBRARY (-2:
+// call the vendor library, e.g. cuBLAS gemmStridedBatchedEx) or INVALID (-3: precision or shape out of
+// range, or a size or batch outside 1..2^31-1; Python raises ValueError for the same inputs).
 #pragma once
 
 namespace autotune_dispatch {
@@ -17,25 +20,32 @@ namespace autotune_dispatch {
 inline constexpr const char* kTunedDevice = "NVIDIA H100 80GB HBM3";
 inline constexpr double kTol = 0.05;
 inline constexpr double kWorstLoss = 0.0;
+inline constexpr int GENERIC = -1;  // the gemm_naive kernel (generic templates below)
+inline constexpr int LIBRARY = -2;  // call the vendor library: cublas
+inline constexpr int INVALID = -3;  // invalid input
+inline constexpr long long kMaxSize = 2147483647LL;
+inline constexpr const char* kLibrary = "cublas";
+inline constexpr int kFallback = -2;  // the answer where nothing in the table is valid
 enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
-struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; };
+struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 2;
 inline constexpr Kernel kKernels[2] = {
-  {"efcd5769251f4449", "tsm2_T132_T216_T34_KS4_RPT2_BPF0_AST0", "autotune::tsm2<double, 0, 0, 32, 16, 4, 4, 2, 0, 0>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
-  {"e036b7ba8ee557df", "tsm2_T132_T216_T316_KS4_RPT2_BPF1_AST0", "autotune::tsm2<float, 0, 0, 32, 16, 16, 4, 2, 1, 0>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL, 4611686018427387904LL}},
+  {"efcd5769251f4449", "tsm2_T132_T216_T34_KS4_RPT2_BPF0_AST0", "autotune::tsm2<double, 0, 0, 32, 16, 4, 4, 2, 0, 0>", 0, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 16LL, 4611686018427387904LL, 1LL}, false},
+  {"e036b7ba8ee557df", "tsm2_T132_T216_T316_KS4_RPT2_BPF1_AST0", "autotune::tsm2<float, 0, 0, 32, 16, 16, 4, 2, 1, 0>", 1, 0, {1LL, 1LL, 1LL, 1LL}, {1LL, 1LL, 1LL, 1LL}, {4611686018427387904LL, 16LL, 4611686018427387904LL, 1LL}, false},
 };
 
 inline constexpr int kNumPoints = 2;
 inline constexpr Point kPoints[2] = {
-  {0, 0, {20480LL, 16LL, 20480LL, 1LL}, 0, 1},  // fp64:NN:20480x16x20480:b1
-  {1, 0, {20480LL, 16LL, 20480LL, 1LL}, 1, 1},  // fp32:NN:20480x16x20480:b1
+  {0, 0, {20480LL, 16LL, 20480LL, 1LL}, 0, 2, 0, 2},  // fp64:NN:20480x16x20480:b1
+  {1, 0, {20480LL, 16LL, 20480LL, 1LL}, 2, 2, 2, 2},  // fp32:NN:20480x16x20480:b1
 };
-inline constexpr int kRanked[2] = {0, 1};
+inline constexpr int kRanked[4] = {-2, 0, 1, -2};
+inline constexpr int kNear[4] = {-2, 0, 1, -2};
 
 inline constexpr int kNumRegions = 0;
 inline constexpr Region kRegions[1] = {
@@ -57,29 +67,42 @@ constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, i
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
 
-constexpr bool valid(int kernel, const long long (&d)[4]) {
-  for (int i = 0; i < 4; ++i) {
-    const Kernel& k = kKernels[kernel];
+// Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
+constexpr bool valid(int kernel, const long long (&d)[4], bool tuned = false) {
+  if (kernel == LIBRARY || tuned) return true;
+  const Kernel& k = kKernels[kernel];
+  if (k.tuned_only) return false;
+  for (int i = 0; i < 4; ++i)
     if (d[i] % k.mult[i] != 0 || d[i] < k.lo[i] || d[i] > k.hi[i]) return false;
-  }
   return true;
 }
 
-constexpr int first_valid(const Point& p, const long long (&d)[4]) {
-  for (int j = 0; j < p.ranked_count; ++j)
-    if (valid(kRanked[p.ranked_begin + j], d)) return kRanked[p.ranked_begin + j];
-  return -1;
+// First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
+// (a problem that was not tuned), or INVALID when none is.
+constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = false) {
+  if (tuned) {
+    for (int j = 0; j < p.ranked_count; ++j)
+      if (valid(kRanked[p.ranked_begin + j], d, true)) return kRanked[p.ranked_begin + j];
+    return INVALID;
+  }
+  for (int j = 0; j < p.near_count; ++j)
+    if (valid(kNear[p.near_begin + j], d)) return kNear[p.near_begin + j];
+  return INVALID;
 }
 
-// Index into kKernels for a problem, or -1 for the generic kernel (gemm_naive).
+// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
-  if (m < 1 || n < 1 || k < 1 || batch < 1) return -1;
+  if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
+  if (m < 1 || n < 1 || k < 1 || batch < 1 || m > kMaxSize || n > kMaxSize || k > kMaxSize || batch > kMaxSize)
+    return INVALID;
   const long long d[4] = {m, n, k, batch};
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision == precision && p.shape == shape && p.dims[0] == m && p.dims[1] == n &&
-        p.dims[2] == k && p.dims[3] == batch)
-      return first_valid(p, d);
+        p.dims[2] == k && p.dims[3] == batch) {
+      const int kern = first_valid(p, d, true);
+      return kern == INVALID ? kFallback : kern;
+    }
   }
   for (int i = 0; i < kNumRegions; ++i) {
     const Region& r = kRegions[i];
@@ -88,19 +111,21 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
-  int best = -1;
+  int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision != precision || p.shape != shape) continue;
     const int kern = first_valid(p, d);
-    if (kern < 0) continue;
+    if (kern == INVALID) continue;
     long long dist = 0;
     for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
     const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
-    if (best < 0 || dist < best_d || (dist == best_d && db < best_b)) { best = kern; best_d = dist; best_b = db; }
+    if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
+      best = kern; best_d = dist; best_b = db;
+    }
   }
-  return best;
+  return best == INVALID ? kFallback : best;
 }
 
 // True when `device` names the GPU this table was tuned on (case-insensitive); false means: warn.
