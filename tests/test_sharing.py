@@ -136,3 +136,19 @@ def test_sharing_report_counts_kernels_with_all_and_with_home_measurements(tmp_p
     # more candidates per point can only keep or lower the minimum kernel count at a TOL
     assert (table["kernels"] <= table["kernels_home"]).all()
     assert kernels_with_and_without_sharing(frame[home], Criteria(bk=10), [0.0], "exact") is None
+
+
+def test_named_instances_valid_nowhere_are_skipped_not_an_error(tmp_path):
+    (plan,) = plan_sweep(cfg(tmp_path))
+    small = [i.id for i in plan.work if i.param_dict["BM"] == 8][:1]
+    text = textwrap.dedent(f"""\
+        spaces: [{{space: bounded_test.yaml, instances: [{small[0]}], measure: valid}},
+                 {{space: bounded_test.yaml, measure: valid}}]
+        points: {{precisions: [fp32], sizes: {{square: [16]}}, batch: 10}}
+        """)
+    plans = plan_sweep(parse_config(text, file=tmp_path / "v.yaml"))
+    assert len(plans) == 1 and all(i.param_dict["BM"] >= 16 for i in plans[0].work)
+    alone = f"spaces: [{{space: bounded_test.yaml, instances: [{small[0]}], measure: valid}}]\n" \
+            "points: {precisions: [fp32], sizes: {square: [16]}, batch: 10}\n"
+    with pytest.raises(UserError, match="none of the named instances is valid"):
+        plan_sweep(parse_config(alone, file=tmp_path / "w.yaml"))
