@@ -18,7 +18,7 @@ case $phase in
     name=${phase#validate-}
     case $name in small) wl=small_h100;; fp16) wl=fp16_h100;; esac
     run validate "results/${name}_tables_h100/dispatch.json" --db "$RUNS/${name}_tables_h100.sqlite" \
-      --random 200 --seed 1 --workload "configs/workloads/$wl.yaml" --pool-bk 1 \
+      --random 200 --seed 1 --workload "configs/workloads/$wl.yaml" --pool-bk 3 \
       --out "$RUNS/${name}_validation" --database "sqlite:///$RUNS/${name}_validation.sqlite" --quiet ;;
   *) echo "unknown phase $phase" >&2; exit 2 ;;
 esac

@@ -216,3 +216,22 @@ def test_regions_are_blocked_by_a_point_where_everything_failed():
     table = build_table(w, select(w, "exact"), Provenance(device="x"))
     assert table.data["regions"] == []
     assert np.isnan(select(w, "greedy").loss[1])
+
+
+def test_cost_mode_prices_each_valid_answer_at_its_nearest_measurement():
+    """Rule 4': kernel A (max_m 16) measured only at 8^3, B everywhere, the library everywhere."""
+    from autotune.dispatch.runtime import LIBRARY, Lookup
+
+    def point(n, costs):
+        return {"precision": "fp32", "shape": "NN", "m": n, "n": n, "k": n, "batch": 100, "ranked": [], "costs": costs}
+    table = {"kernels": [{"valid": [{"max_m": 16}]}, {"valid": []}], "regions": [], "fallback": "library",
+             "points": [point(8, [[LIBRARY, 300], [0, 100], [1, 200]]), point(64, [[LIBRARY, 100], [1, 150]])],
+             "structure": {"mode": "cost", "library_margin": 0.0, "reach": 1.0}}
+    ask = lambda n, t=table: Lookup(t).index("fp32", "NN", n, n, n, 100)  # noqa: E731
+    assert ask(10) == 0  # A is valid and cheapest at its nearest measurement (8^3)
+    assert ask(20) == 1  # A is not valid (m > 16); B at 8^3 (200) beats the library at 8^3 (300)
+    assert ask(40) == LIBRARY  # nearest is 64^3: the library (100) beats B (150)
+    margin = {**table, "structure": {"mode": "cost", "library_margin": 0.6, "reach": 1.0}}
+    assert ask(12, margin) == 0 and ask(20, margin) == LIBRARY  # 100 * 1.6 < 300, but 200 * 1.6 > 300
+    far = {**table, "structure": {"mode": "cost", "library_margin": 0.0, "reach": 0.0}}
+    assert ask(40, far) == LIBRARY and ask(20, far) == 1

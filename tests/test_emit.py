@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from autotune import paths
-from autotune.dispatch.table import GenericKernel, KernelInfo, Provenance, build_table
+from autotune.dispatch.table import GenericKernel, KernelInfo, Provenance, Structure, build_table
 from autotune.dispatch.runtime import PRECISIONS, SHAPES
 from autotune.dispatch.emit import CSV_COLUMNS, emit_cpp, emit_csv, emit_python, instantiation
 from autotune.analysis.setcover import select
@@ -25,8 +25,9 @@ NAIVE = [(bx, by) for bx in (4, 8, 16, 32) for by in (1, 2, 4, 8, 16) if 32 <= b
 PREDICATES = [(), (("m_multiple_of", 4),), (("max_k", 64),), (("n_multiple_of", 8), ("min_batch", 2))]
 
 
-@pytest.fixture(scope="module")
-def table():
+@pytest.fixture(scope="module", params=[Structure(), Structure("nearest", 0.1), Structure("cost", 0.05, 1.0),
+                                        Structure("cost", 0.0, 0.5)], ids=lambda s: f"{s.mode}-{s.library_margin}-{s.reach}")
+def table(request):
     from autotune.space.spec import load_space
     naive = load_space("gemm_naive")
     df = synthetic_measurements(120, SIZES, precisions=("fp64", "fp16"), shapes=("NN", "TN"), batch=500, seed=21)
@@ -45,7 +46,7 @@ def table():
     lib = np.nanmin(w.matrix.median, axis=1) * np.where(np.arange(len(w.best_ms)) % 3 == 0, 0.8, 1.3)
     lib[::7] = np.nan
     return build_table(w, sel, Provenance(device="NVIDIA H100 80GB HBM3"), info, generic, library_ms=lib,
-                       fallback="naive")
+                       fallback="naive", structure=request.param)
 
 
 def queries(table) -> list[tuple[str, str, int, int, int, int]]:

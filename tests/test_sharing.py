@@ -115,3 +115,40 @@ def best_main(main, m, ids):
     at = [iid for iid, p in main if p.m == m]
     ok = [iid for iid in at if zlib.crc32(iid.encode()) % 1000 % 17 != 0]
     return sorted(ok, key=lambda i: (zlib.crc32(i.encode()) % 1000, i))[:2]
+
+
+def test_sharing_report_counts_kernels_with_all_and_with_home_measurements(tmp_path):
+    from autotune.analysis.winners import Criteria
+    from autotune.dispatch.sharing import home_mask, kernels_with_and_without_sharing
+
+    c = cfg(tmp_path, entry=", measure: valid")
+    with Store.open(c.database) as store:
+        run_sweep(c, store, FormulaBackend(), Quiet())
+    with Store.open(c.database, create=False, readonly=True) as store:
+        frame = store.measurements()
+    from autotune.store.spaces import use_stored_spaces
+    use_stored_spaces(c.database)  # the space as recorded, found by name (as report does)
+    home = home_mask(frame)
+    bm = frame["param_BM"] if "param_BM" in frame.columns else frame["BM"]
+    assert (home == (bm.to_numpy() == frame["m"].to_numpy())).all()  # serves: BM == M
+    table = kernels_with_and_without_sharing(frame, Criteria(bk=10), [0.0, 0.5], "exact")
+    assert list(table["shared_measurements"]) == [int((~home).sum())] * 2 and (~home).sum() == 24
+    # more candidates per point can only keep or lower the minimum kernel count at a TOL
+    assert (table["kernels"] <= table["kernels_home"]).all()
+    assert kernels_with_and_without_sharing(frame[home], Criteria(bk=10), [0.0], "exact") is None
+
+
+def test_named_instances_valid_nowhere_are_skipped_not_an_error(tmp_path):
+    (plan,) = plan_sweep(cfg(tmp_path))
+    small = [i.id for i in plan.work if i.param_dict["BM"] == 8][:1]
+    text = textwrap.dedent(f"""\
+        spaces: [{{space: bounded_test.yaml, instances: [{small[0]}], measure: valid}},
+                 {{space: bounded_test.yaml, measure: valid}}]
+        points: {{precisions: [fp32], sizes: {{square: [16]}}, batch: 10}}
+        """)
+    plans = plan_sweep(parse_config(text, file=tmp_path / "v.yaml"))
+    assert len(plans) == 1 and all(i.param_dict["BM"] >= 16 for i in plans[0].work)
+    alone = f"spaces: [{{space: bounded_test.yaml, instances: [{small[0]}], measure: valid}}]\n" \
+            "points: {precisions: [fp32], sizes: {square: [16]}, batch: 10}\n"
+    with pytest.raises(UserError, match="none of the named instances is valid"):
+        plan_sweep(parse_config(alone, file=tmp_path / "w.yaml"))

@@ -137,17 +137,18 @@ def _fallback(text: str) -> str:
 
 
 def _structure(text: str) -> Structure | None:
-    """--structure: None for auto (chosen by held-out loss)."""
+    """--structure: None for auto (chosen by held-out loss); MODE[:MARGIN[:REACH]] otherwise."""
     if text == "auto":
         return None
-    kind, _, margin = text.partition(":")
+    mode, *rest = text.split(":")
     try:
-        value = float(margin) if margin else 0.0
+        margin, reach = (float(rest[0]) if rest else 0.0), (float(rest[1]) if len(rest) > 1 else 1.0)
+        if margin >= 0 and reach >= 0 and len(rest) <= 2:
+            return Structure(mode, margin, reach)
     except ValueError:
-        value = -1.0
-    if kind not in ("regions", "nearest") or not 0.0 <= value < 10.0:
-        raise UserError(f"--structure must be auto, regions:MARGIN or nearest:MARGIN (MARGIN >= 0), got {text!r}")
-    return Structure(regions=kind == "regions", library_margin=value)
+        pass
+    raise UserError(f"--structure must be auto or MODE[:MARGIN[:REACH]] with MODE regions, nearest or cost "
+                    f"(e.g. cost:0.05:1), MARGIN and REACH >= 0; got {text!r}")
 
 
 def _weights(path: Path | None):
@@ -177,8 +178,8 @@ ValidityOpt = Annotated[Optional[Path], typer.Option(
 GenericOpt = Annotated[str, typer.Option("--generic", help="Parameters of the gemm_naive instance.")]
 StructureOpt = Annotated[str, typer.Option(
     "--structure", help="How the table answers problems it was not tuned on: auto (the structure with the smallest "
-                        "measured leave-one-out loss among regions or nearest point, library margin 0, 5, 10 or 20%), "
-                        "or regions:MARGIN / nearest:MARGIN (e.g. nearest:0.1).")]
+                        "measured leave-one-out loss: regions, nearest point or cost, library margin 0, 5, 10 or "
+                        "20%, cost reach 0.5, 1 or 2), or MODE[:MARGIN[:REACH]] (e.g. nearest:0.1, cost:0.05:1).")]
 WorkloadOpt = Annotated[Optional[Path], typer.Option(
     "--workload", help="Workload file (YAML or CSV, `autotune workload show`): each tuned point is weighted by the "
                        "workload problems nearest to it; the mean losses the analyzer minimises are weighted.")]
@@ -290,9 +291,9 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
     if sharing is not None:
         sharing.to_csv(out_dir / "sharing.csv", index=False, float_format="%.6g")
         written.append(out_dir / "sharing.csv")
-    out.print(f"structure: {'regions' if chosen.regions else 'nearest point'}, library margin "
-              f"{100 * chosen.library_margin:g}%" + (" (smallest measured leave-one-out loss)"
-                                                     if built.structures is not None else ""))
+    out.print(f"structure: {chosen.mode}, library margin {100 * chosen.library_margin:g}%"
+              + (f", reach {chosen.reach:g}" if chosen.mode == "cost" else "")
+              + (" (smallest measured leave-one-out loss)" if built.structures is not None else ""))
     loo_text = "not measured" if math.isnan(held.worst_loss) else f"{100 * held.worst_loss:.2f}%"
     out.print(f"leave-one-out worst loss {loo_text} ({held.measured_text} held-out answers measured; in sample "
               f"{100 * (table.provenance['worst_loss'] or 0):.2f}%)")

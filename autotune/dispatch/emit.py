@@ -95,7 +95,7 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     w("struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; "
       "int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };\n"
       "struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; "
-      "int near_begin; int near_count; };\n"
+      "int near_begin; int near_count; int costs_begin; int costs_count; };\n"
       "struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };\n\n")
     w(f"inline constexpr int kNumKernels = {len(kernels)};\n")
     w(f"inline constexpr Kernel kKernels[{max(1, len(kernels))}] = {{\n")
@@ -110,19 +110,32 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     w("};\n\n")
     ranked: list[int] = []
     near: list[int] = []
+    costs: list[list[int]] = []
     w(f"inline constexpr int kNumPoints = {len(points)};\n")
     w(f"inline constexpr Point kPoints[{max(1, len(points))}] = {{\n")
     for p in points:
         w(f"  {{{PRECISIONS.index(p['precision'])}, {SHAPES.index(p['shape'])}, "
           f"{{{_ll(p['m'])}, {_ll(p['n'])}, {_ll(p['k'])}, {_ll(p['batch'])}}}, {len(ranked)}, {len(p['ranked'])}, "
-          f"{len(near)}, {len(p.get('near', p['ranked']))}}},  // {p['point_key']}\n")
+          f"{len(near)}, {len(p.get('near', p['ranked']))}, {len(costs)}, {len(p.get('costs', []))}}},"
+          f"  // {p['point_key']}\n")
         ranked += p["ranked"]
         near += p.get("near", p["ranked"])
+        costs += p.get("costs", [])
     if not points:
-        w("  {-1, -1, {0, 0, 0, 0}, 0, 0, 0, 0},\n")
+        w("  {-1, -1, {0, 0, 0, 0}, 0, 0, 0, 0, 0, 0},\n")
     w("};\n")
     w(f"inline constexpr int kRanked[{max(1, len(ranked))}] = {{{', '.join(map(str, ranked or [0]))}}};\n")
-    w(f"inline constexpr int kNear[{max(1, len(near))}] = {{{', '.join(map(str, near or [0]))}}};\n\n")
+    w(f"inline constexpr int kNear[{max(1, len(near))}] = {{{', '.join(map(str, near or [0]))}}};\n")
+    w(f"inline constexpr int kCostAnswer[{max(1, len(costs))}] = "
+      f"{{{', '.join(str(int(a)) for a, _ in costs) or '0'}}};\n")
+    w(f"inline constexpr long long kCost[{max(1, len(costs))}] = "
+      f"{{{', '.join(_ll(int(c)) for _, c in costs) or '0'}}};\n")
+    st = d.get("structure") or {}
+    w(f"inline constexpr bool kCostMode = {'true' if st.get('mode') == 'cost' else 'false'};"
+      "  // structure mode: answers off the tuned points by cost (rule 4')\n")
+    w(f"inline constexpr long long kMarginPermille = {int(round(1000 * float(st.get('library_margin', 0.0))))};\n")
+    w(f"inline constexpr long long kReach = {int(round(float(st.get('reach', 1.0)) * 65536))};"
+      "  // log2 distance, 16 fractional bits\n\n")
     w(f"inline constexpr int kNumRegions = {len(regions)};\n")
     w(f"inline constexpr Region kRegions[{max(1, len(regions))}] = {{\n")
     for r in regions:
@@ -184,6 +197,44 @@ constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = 
   return INVALID;
 }
 
+// Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
+// measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
+constexpr int cheapest(int precision, int shape, const long long (&d)[4], const long long (&l)[4]) {
+  long long dmin = -1;
+  for (int i = 0; i < kNumPoints; ++i) {
+    const Point& p = kPoints[i];
+    if (p.precision != precision || p.shape != shape) continue;
+    long long dist = 0;
+    for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
+    if (dmin < 0 || dist < dmin) dmin = dist;
+  }
+  if (dmin < 0) return kFallback;
+  int best = INVALID;
+  long long best_price = 0, best_dist = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    if (a == GENERIC || !valid(a, d)) continue;
+    bool found = false;
+    long long nd = 0, nb = 0, nc = 0;
+    for (int i = 0; i < kNumPoints; ++i) {
+      const Point& p = kPoints[i];
+      if (p.precision != precision || p.shape != shape) continue;
+      for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
+        if (kCostAnswer[j] != a) continue;
+        long long dist = 0;
+        for (int t = 0; t < 3; ++t) dist += absdiff(l[t], ilog2_fx(p.dims[t]));
+        const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
+        if (!found || dist < nd || (dist == nd && db < nb)) { found = true; nd = dist; nb = db; nc = kCost[j]; }
+      }
+    }
+    if (!found || nd > dmin + kReach) continue;
+    const long long price = nc * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
+    if (best == INVALID || price < best_price || (price == best_price && nd < best_dist)) {
+      best = a; best_price = price; best_dist = nd;
+    }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
 // The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
   if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
@@ -205,6 +256,7 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
+  if (kCostMode) return cheapest(precision, shape, d, l);
   int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {

@@ -118,7 +118,7 @@ def choose_structure(matrix: PerfMatrix, criteria: Criteria, method: str, *,
                      library_ms: np.ndarray | None = None, fallback: str = "library",
                      weights: np.ndarray | None = None, structures: Sequence[Structure] = STRUCTURES,
                      time_limit_s: float = 10.0) -> tuple[Structure, pd.DataFrame]:
-    """The structure (regions or not, library margin) with the smallest measured held-out loss: weighted mean
+    """The structure (mode, library margin, reach) with the smallest measured held-out loss: weighted mean
     over the held-out points where every structure's answer was measured, then worst, then the order of
     `structures` (the default structure first). Returns it and one row per structure (structure, mean_loss,
     worst_loss, measured, total, chosen)."""
@@ -137,7 +137,7 @@ def choose_structure(matrix: PerfMatrix, criteria: Criteria, method: str, *,
         wts = weight.reindex(got["point_key"]).fillna(0.0).to_numpy() if len(got) else np.zeros(0)
         loss = got["loss"].to_numpy(dtype=float) if len(got) else np.zeros(0)
         mean = float((wts * loss).sum() / wts.sum()) if wts.sum() > 0 else math.nan
-        rows.append({"regions": structure.regions, "library_margin": structure.library_margin,
+        rows.append({"mode": structure.mode, "library_margin": structure.library_margin, "reach": structure.reach,
                      "mean_loss": mean, "worst_loss": float(loss.max()) if len(loss) else math.nan,
                      "compared": len(got), "measured": int(frame["measured"].sum()) if not frame.empty else 0,
                      "total": len(frame), "order": order})

@@ -56,8 +56,9 @@ def home_mask(frame: pd.DataFrame) -> np.ndarray:
 def kernels_with_and_without_sharing(frame: pd.DataFrame, criteria: Criteria, tols: Sequence[float],
                                      method: str) -> pd.DataFrame | None:
     """One row per TOL: points, kernels (all measurements), kernels_home (only where the instances' spaces serve
-    the points), uncovered_home (points no home measurement verified). None when every measurement is a home one
-    (the sweep did not share)."""
+    the points), uncovered_home (points no home measurement verified), and the worst and mean loss of each set's
+    answers against the best of all measurements (worst_loss, mean_loss, worst_loss_home, mean_loss_home: fewer
+    kernels from home measurements may cost speed). None when every measurement is a home one (no sharing)."""
     home = home_mask(frame)
     if home.all():
         return None
@@ -65,8 +66,15 @@ def kernels_with_and_without_sharing(frame: pd.DataFrame, criteria: Criteria, to
     rows = []
     for tol in tols:
         c = Criteria(bk=criteria.bk, tol=tol, spread_ties=criteria.spread_ties)
-        a, b = select(winners(full, c), method, secondary=False), select(winners(own, c), method, secondary=False)
+        wa, wb = winners(full, c), winners(own, c)
+        a, b = select(wa, method, secondary=False), select(wb, method, secondary=False)
+        best = pd.Series(wa.best_ms, index=full.points["point_key"].to_numpy())
+        got = pd.Series([own.median[r, col] if col >= 0 else np.nan for r, col in enumerate(b.assigned)],
+                        index=own.points["point_key"].to_numpy())
+        home_loss = (1.0 - best.reindex(got.index) / got).clip(lower=0.0)
         rows.append({"tol": tol, "points": len(full.points), "kernels": a.n_kernels, "kernels_home": b.n_kernels,
                      "uncovered_home": len(b.uncovered) + len(full.points) - len(own.points),
+                     "worst_loss": a.worst_loss, "mean_loss": a.mean_loss,
+                     "worst_loss_home": float(home_loss.max()), "mean_loss_home": float(home_loss.mean()),
                      "shared_measurements": int((~home).sum())})
     return pd.DataFrame(rows)

@@ -17,7 +17,8 @@ JSON layout (format "autotune-dispatch", version 2; version 1 tables still load,
   every tuned point, its assigned kernel, and `ranked` = the table's kernels measured there and the
   library (-2, where it was measured), fastest first; `near`: the same list for problems that were not
   tuned, where the library goes before every kernel not faster than it by the factor 1 + library_margin
-  (provenance.structure: {regions, library_margin}, see Structure);
+  (structure: {mode, library_margin, reach}, see Structure); `costs`: [[answer, cost], ...] every table
+  kernel measured there and the library (-2), cost = median ms per byte moved x 1e18, as an integer;
 - regions: [{precision, shape, m: [lo, hi], n: [lo, hi], k: [lo, hi], kernel}]: boxes where every
   measured point inside has `kernel` (or the library, -2) within TOL of the best of the measured
   instances and the library (batch does not bound a region).
@@ -67,20 +68,40 @@ class GenericKernel:
 
 @dataclass(frozen=True)
 class Structure:
-    """How a table generalizes off its tuned points (chosen by measured held-out loss: dispatch/loo.py).
+    """How a table answers problems it was not tuned on (chosen by measured held-out loss: dispatch/loo.py).
 
-    regions: merged boxes (rule 3 of runtime.py) are kept; library_margin: at a problem that was not tuned, a
-    kernel goes before the library only when, at the tuned point the answer comes from, it was faster than the
-    library by at least this factor (1 + margin): the `near` list of each point."""
+    mode "regions": merged boxes, then the nearest tuned point's `near` list (runtime.py rules 3 and 4);
+    "nearest": the nearest tuned point's `near` list only; "cost": every valid answer (kernel or library) is
+    priced by its time per byte at the tuned point nearest the problem where it was measured (`costs` of each
+    point), among answers measured within `reach` (log2 distance) of the nearest tuned point, and the cheapest
+    answers. library_margin: a kernel goes before the library off the tuned points only when it was faster by
+    at least the factor 1 + margin (the `near` lists; in cost mode its cost times 1 + margin is compared)."""
 
-    regions: bool = True
+    mode: str = "regions"
     library_margin: float = 0.0
+    reach: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"unknown structure mode {self.mode!r}; expected one of {MODES}")
+
+    @property
+    def regions(self) -> bool:
+        return self.mode == "regions"
 
     def describe(self) -> dict:
-        return {"regions": self.regions, "library_margin": self.library_margin}
+        return {"mode": self.mode, "library_margin": self.library_margin, "reach": self.reach}
 
 
-STRUCTURES = tuple(Structure(r, m) for r in (True, False) for m in (0.0, 0.05, 0.1, 0.2))
+MODES = ("regions", "nearest", "cost")
+STRUCTURES = (tuple(Structure(m, margin) for m in ("regions", "nearest") for margin in (0.0, 0.05, 0.1, 0.2))
+              + tuple(Structure("cost", margin, reach) for reach in (0.5, 1.0, 2.0) for margin in (0.0, 0.05, 0.1, 0.2)))
+COST_SCALE = 1e18  # costs are integers: median ms per byte moved times this
+
+
+def _bytes(precision: str, m: int, n: int, k: int, batch: int) -> float:
+    elem = {"fp64": 8, "fp32": 4, "fp16": 2}.get(precision, 4)
+    return float(batch) * elem * (m * k + k * n + m * n)
 
 
 @dataclass(frozen=True)
@@ -192,6 +213,10 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
             dims = tuple(int(row[d]) for d in DIMS)
             ranked = [group_kernels[int(c)] for c in sorted(measured, key=lambda c: (w.rank[r, c], c))]
             times = {group_kernels[int(c)]: float(w.matrix.median[r, c]) for c in measured}
+            per_byte = COST_SCALE / _bytes(precision, *dims)
+            costs = [[kk, int(round(t * per_byte))] for kk, t in sorted(times.items())]
+            if np.isfinite(lib[r]):
+                costs.insert(0, [LIBRARY, int(round(float(lib[r]) * per_byte))])
             near = list(ranked)
             if np.isfinite(lib[r]):  # the library goes before every kernel slower than it
                 at = next((j for j, kk in enumerate(ranked) if times[kk] > lib[r]), len(ranked))
@@ -210,7 +235,7 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
             points.append({"point_key": str(row["point_key"]), "precision": precision, "shape": shape,
                            **{d: int(row[d]) for d in DIMS},
                            "kernel": group_kernels[assigned] if assigned >= 0 else LIBRARY,
-                           "ranked": ranked, "near": near,
+                           "ranked": ranked, "near": near, "costs": costs,
                            "ms": float(w.matrix.median[r, assigned]) if assigned >= 0 else float(lib[r]),
                            "best_ms": float(w.best_ms[r]) if np.isfinite(w.best_ms[r]) else None,
                            "loss": float(max(0.0, sel.loss[r])) if assigned >= 0 else None,
@@ -241,7 +266,7 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
             "library": {"name": library}, "fallback": fallback,
             "generic": {"space": g.space, "source": g.source, "convention": g.convention,
                         "templates": dict(g.templates)},
-            "points": points, "regions": regions}
+            "points": points, "regions": regions, "structure": structure.describe()}
     return DispatchTable(data)
 
 

@@ -115,12 +115,17 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
                             line=ref.line, hint="check the ids with `autotune space list` (the space file may "
                                                 "have changed since they were recorded); `soft: false` in the entry "
                                                 "reaches instances the soft constraints drop")
+        if not work and ref.instances is not None:
+            continue  # named instances valid at none of these points (e.g. `autotune validate`): nothing to do
         if not work:
             raise UserError(f"space {space.name} accepts none of the config's test points", file=cfg.path,
                             hint=f"it accepts precisions {', '.join(space.kernel.problems.precisions)} and "
                                  f"shapes {', '.join(space.kernel.problems.shapes)}")
         plans.append(SpacePlan(space, {i: tuple(p) for i, p in work.items()}, counts, ref.max_instances, share,
                                _nearest_first(space.kind, work, shared)))
+    if not plans:
+        raise UserError("none of the named instances is valid at any of the config's test points", file=cfg.path,
+                        hint="check the points' sizes against the spaces' `problems.where` and `valid`")
     return plans
 
 
