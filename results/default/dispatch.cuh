@@ -30,7 +30,7 @@ enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
 struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; int costs_begin; int costs_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 9;
@@ -48,21 +48,26 @@ inline constexpr Kernel kKernels[9] = {
 
 inline constexpr int kNumPoints = 12;
 inline constexpr Point kPoints[12] = {
-  {0, 0, {4LL, 4LL, 4LL, 260417LL}, 0, 5, 0, 5},  // fp64:NN:4x4x4:b260417
-  {0, 0, {8LL, 8LL, 8LL, 65105LL}, 5, 5, 5, 5},  // fp64:NN:8x8x8:b65105
-  {0, 0, {12LL, 12LL, 12LL, 28936LL}, 10, 5, 10, 5},  // fp64:NN:12x12x12:b28936
-  {0, 0, {16LL, 16LL, 16LL, 16277LL}, 15, 5, 15, 5},  // fp64:NN:16x16x16:b16277
-  {0, 0, {24LL, 24LL, 24LL, 7234LL}, 20, 5, 20, 5},  // fp64:NN:24x24x24:b7234
-  {0, 0, {32LL, 32LL, 32LL, 4070LL}, 25, 5, 25, 5},  // fp64:NN:32x32x32:b4070
-  {1, 0, {4LL, 4LL, 4LL, 520834LL}, 30, 6, 30, 6},  // fp32:NN:4x4x4:b520834
-  {1, 0, {8LL, 8LL, 8LL, 130209LL}, 36, 6, 36, 6},  // fp32:NN:8x8x8:b130209
-  {1, 0, {12LL, 12LL, 12LL, 57871LL}, 42, 6, 42, 6},  // fp32:NN:12x12x12:b57871
-  {1, 0, {16LL, 16LL, 16LL, 32553LL}, 48, 6, 48, 6},  // fp32:NN:16x16x16:b32553
-  {1, 0, {24LL, 24LL, 24LL, 14468LL}, 54, 6, 54, 6},  // fp32:NN:24x24x24:b14468
-  {1, 0, {32LL, 32LL, 32LL, 8139LL}, 60, 6, 60, 6},  // fp32:NN:32x32x32:b8139
+  {0, 0, {4LL, 4LL, 4LL, 260417LL}, 0, 5, 0, 5, 0, 5},  // fp64:NN:4x4x4:b260417
+  {0, 0, {8LL, 8LL, 8LL, 65105LL}, 5, 5, 5, 5, 5, 5},  // fp64:NN:8x8x8:b65105
+  {0, 0, {12LL, 12LL, 12LL, 28936LL}, 10, 5, 10, 5, 10, 5},  // fp64:NN:12x12x12:b28936
+  {0, 0, {16LL, 16LL, 16LL, 16277LL}, 15, 5, 15, 5, 15, 5},  // fp64:NN:16x16x16:b16277
+  {0, 0, {24LL, 24LL, 24LL, 7234LL}, 20, 5, 20, 5, 20, 5},  // fp64:NN:24x24x24:b7234
+  {0, 0, {32LL, 32LL, 32LL, 4070LL}, 25, 5, 25, 5, 25, 5},  // fp64:NN:32x32x32:b4070
+  {1, 0, {4LL, 4LL, 4LL, 520834LL}, 30, 6, 30, 6, 30, 6},  // fp32:NN:4x4x4:b520834
+  {1, 0, {8LL, 8LL, 8LL, 130209LL}, 36, 6, 36, 6, 36, 6},  // fp32:NN:8x8x8:b130209
+  {1, 0, {12LL, 12LL, 12LL, 57871LL}, 42, 6, 42, 6, 42, 6},  // fp32:NN:12x12x12:b57871
+  {1, 0, {16LL, 16LL, 16LL, 32553LL}, 48, 6, 48, 6, 48, 6},  // fp32:NN:16x16x16:b32553
+  {1, 0, {24LL, 24LL, 24LL, 14468LL}, 54, 6, 54, 6, 54, 6},  // fp32:NN:24x24x24:b14468
+  {1, 0, {32LL, 32LL, 32LL, 8139LL}, 60, 6, 60, 6, 60, 6},  // fp32:NN:32x32x32:b8139
 };
 inline constexpr int kRanked[66] = {1, 2, 0, 3, -2, 1, 2, 0, 3, -2, 2, 3, 1, 0, -2, 3, 2, 0, 1, -2, -2, 0, 3, 2, 1, -2, 3, 0, 2, 1, 6, 8, 4, 5, -2, 7, 6, 8, 4, 5, -2, 7, 8, 4, 6, 5, -2, 7, 4, 8, 6, 5, -2, 7, 5, -2, 7, 8, 4, 6, -2, 7, 5, 4, 8, 6};
 inline constexpr int kNear[66] = {1, 2, 0, 3, -2, 1, 2, 0, 3, -2, 2, 3, 1, 0, -2, 3, 2, 0, -2, 1, -2, 0, 3, 2, 1, -2, 3, 0, 2, 1, 6, 8, 4, 5, -2, 7, 6, 8, 4, 5, -2, 7, 8, 4, 6, 5, -2, 7, 4, 8, 6, 5, -2, 7, -2, 5, 7, 8, 4, 6, -2, 7, 5, 4, 8, 6};
+inline constexpr int kCostAnswer[66] = {-2, 0, 1, 2, 3, -2, 0, 1, 2, 3, -2, 0, 1, 2, 3, -2, 0, 1, 2, 3, -2, 0, 1, 2, 3, -2, 0, 1, 2, 3, -2, 4, 5, 6, 7, 8, -2, 4, 5, 6, 7, 8, -2, 4, 5, 6, 7, 8, -2, 4, 5, 6, 7, 8, -2, 4, 5, 6, 7, 8, -2, 4, 5, 6, 7, 8};
+inline constexpr long long kCost[66] = {8485589193LL, 3309435781LL, 436159447LL, 1610237981LL, 4255674697LL, 2172132196LL, 893108589LL, 399354874LL, 488313743LL, 1132145487LL, 1035330831LL, 746858993LL, 570383941LL, 410708433LL, 556784314LL, 634202645LL, 514209727LL, 546847793LL, 413735623LL, 387497192LL, 425268022LL, 453427220LL, 641581901LL, 615662657LL, 579823654LL, 375108781LL, 529151317LL, 835956729LL, 549306420LL, 445331697LL, 9747667651LL, 3342075838LL, 6009592470LL, 633599171LL, 20730533291LL, 3175996053LL, 2521107104LL, 936955185LL, 1551672024LL, 426877824LL, 5280293013LL, 832315743LL, 1448144282LL, 531354204LL, 1114227868LL, 673752659LL, 2395493998LL, 490394673LL, 846056173LL, 410228442LL, 662701318LL, 607022909LL, 1380441059LL, 446867429LL, 573743854LL, 813737098LL, 491186183LL, 849256070LL, 674221007LL, 735339304LL, 489541101LL, 625204768LL, 591608815LL, 1193776366LL, 493700595LL, 787745183LL};
+inline constexpr bool kCostMode = false;  // structure mode: answers off the tuned points by cost (rule 4')
+inline constexpr long long kMarginPermille = 200;
+inline constexpr long long kReach = 65536;  // log2 distance, 16 fractional bits
 
 inline constexpr int kNumRegions = 3;
 inline constexpr Region kRegions[3] = {
@@ -109,6 +114,44 @@ constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = 
   return INVALID;
 }
 
+// Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
+// measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
+constexpr int cheapest(int precision, int shape, const long long (&d)[4], const long long (&l)[4]) {
+  long long dmin = -1;
+  for (int i = 0; i < kNumPoints; ++i) {
+    const Point& p = kPoints[i];
+    if (p.precision != precision || p.shape != shape) continue;
+    long long dist = 0;
+    for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
+    if (dmin < 0 || dist < dmin) dmin = dist;
+  }
+  if (dmin < 0) return kFallback;
+  int best = INVALID;
+  long long best_price = 0, best_dist = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    if (a == GENERIC || !valid(a, d)) continue;
+    bool found = false;
+    long long nd = 0, nb = 0, nc = 0;
+    for (int i = 0; i < kNumPoints; ++i) {
+      const Point& p = kPoints[i];
+      if (p.precision != precision || p.shape != shape) continue;
+      for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
+        if (kCostAnswer[j] != a) continue;
+        long long dist = 0;
+        for (int t = 0; t < 3; ++t) dist += absdiff(l[t], ilog2_fx(p.dims[t]));
+        const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
+        if (!found || dist < nd || (dist == nd && db < nb)) { found = true; nd = dist; nb = db; nc = kCost[j]; }
+      }
+    }
+    if (!found || nd > dmin + kReach) continue;
+    const long long price = nc * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
+    if (best == INVALID || price < best_price || (price == best_price && nd < best_dist)) {
+      best = a; best_price = price; best_dist = nd;
+    }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
 // The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
   if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
@@ -130,6 +173,7 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
+  if (kCostMode) return cheapest(precision, shape, d, l);
   int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {

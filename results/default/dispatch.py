@@ -85,11 +85,18 @@ class Lookup:
         version1 = int(table.get("version", 2)) < 2
         self.fallback = FALLBACKS[table.get("fallback", "naive" if version1 else "library")]
         self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int], list[int]]]] = {}
+        self.costs: dict[tuple[str, str], list[dict[int, int]]] = {}
+        structure = table.get("structure") or {}
+        self.mode = str(structure.get("mode", "regions"))
+        self.margin = int(round(1000 * float(structure.get("library_margin", 0.0))))  # per mille
+        self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
         for p in table["points"]:
             dims = (int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"]))
             logs = tuple(ilog2_fx(d) for d in dims)
             self.points.setdefault((p["precision"], p["shape"]), []).append(
                 (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"]))))
+            self.costs.setdefault((p["precision"], p["shape"]), []).append(
+                {int(a): int(c) for a, c in p.get("costs", [])})
         self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
         for r in table["regions"]:
             lo = [int(r["m"][0]), int(r["n"][0]), int(r["k"][0])]
@@ -129,6 +136,8 @@ class Lookup:
             if all(lo[d] <= dims[d] <= hi[d] for d in range(3)) and self.valid(kern, dims):
                 return kern
         logs = [ilog2_fx(d) for d in dims]
+        if self.mode == "cost":
+            return self._cheapest(group, dims, logs)
         best, best_key = self.fallback, None
         for order, (_, plogs, _, near) in enumerate(points):
             kern = next((c for c in near if self.valid(c, dims)), None)
@@ -137,6 +146,31 @@ class Lookup:
             key = (sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
             if best_key is None or key < best_key:
                 best, best_key = kern, key
+        return best
+
+    def _cheapest(self, group: tuple[str, str], dims: tuple[int, ...], logs: list[int]) -> int:
+        """Cost mode (rule 4'): each valid answer's cost at the tuned point nearest the problem where it was
+        measured (distance, then |log2 batch ratio|, then table order); answers measured within `reach` of the
+        nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
+        ties: the nearer measurement, then the library, then the smaller index)."""
+        points = self.points.get(group, [])
+        if not points:
+            return self.fallback
+        keys = [(sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
+                for order, (_, plogs, _, _) in enumerate(points)]
+        limit = min(k[0] for k in keys) + self.reach
+        best, best_key = self.fallback, None
+        for answer in [LIBRARY] + list(range(len(self.kernels))):
+            if not self.valid(answer, dims):
+                continue
+            near = min((keys[i] + (c[answer],) for i, c in enumerate(self.costs.get(group, [])) if answer in c),
+                       default=None)
+            if near is None or near[0] > limit:
+                continue
+            price = near[3] * (1000 if answer == LIBRARY else 1000 + self.margin)
+            key = (price, near[0], 0 if answer == LIBRARY else 1, answer)
+            if best_key is None or key < best_key:
+                best, best_key = answer, key
         return best
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
@@ -182,8 +216,8 @@ TABLE = {'format': 'autotune-dispatch',
                 'answer_worst_loss': 0.03385633388259701,
                 'answer_mean_loss': 0.0028213611568830843,
                 'uncovered': [],
-                'structure': {'regions': True, 'library_margin': 0.2},
-                'created_utc': '2026-11-25T07:25:55+00:00'},
+                'structure': {'mode': 'regions', 'library_margin': 0.2, 'reach': 1.0},
+                'created_utc': '2026-11-25T07:35:08+00:00'},
  'kernels': [{'instance_id': '546515198260a173',
               'precision': 'fp64',
               'shape': 'NN',
@@ -301,6 +335,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 1,
              'ranked': [1, 2, 0, 3, -2],
              'near': [1, 2, 0, 3, -2],
+             'costs': [[-2, 8485589193], [0, 3309435781], [1, 436159447], [2, 1610237981], [3, 4255674697]],
              'ms': 0.043616000562906265,
              'best_ms': 0.043616000562906265,
              'loss': 0.0,
@@ -315,6 +350,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 1,
              'ranked': [1, 2, 0, 3, -2],
              'near': [1, 2, 0, 3, -2],
+             'costs': [[-2, 2172132196], [0, 893108589], [1, 399354874], [2, 488313743], [3, 1132145487]],
              'ms': 0.03993599861860275,
              'best_ms': 0.03993599861860275,
              'loss': 0.0,
@@ -329,6 +365,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 2,
              'ranked': [2, 3, 1, 0, -2],
              'near': [2, 3, 1, 0, -2],
+             'costs': [[-2, 1035330831], [0, 746858993], [1, 570383941], [2, 410708433], [3, 556784314]],
              'ms': 0.041071999818086624,
              'best_ms': 0.041071999818086624,
              'loss': 0.0,
@@ -343,6 +380,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 3,
              'ranked': [3, 2, 0, 1, -2],
              'near': [3, 2, 0, -2, 1],
+             'costs': [[-2, 634202645], [0, 514209727], [1, 546847793], [2, 413735623], [3, 387497192]],
              'ms': 0.0387520007789135,
              'best_ms': 0.03744000010192394,
              'loss': 0.03385633388259701,
@@ -357,6 +395,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 0,
              'ranked': [-2, 0, 3, 2, 1],
              'near': [-2, 0, 3, 2, 1],
+             'costs': [[-2, 425268022], [0, 453427220], [1, 641581901], [2, 615662657], [3, 579823654]],
              'ms': 0.045343998819589615,
              'best_ms': 0.045343998819589615,
              'loss': 0.0,
@@ -371,6 +410,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 3,
              'ranked': [-2, 3, 0, 2, 1],
              'near': [-2, 3, 0, 2, 1],
+             'costs': [[-2, 375108781], [0, 529151317], [1, 835956729], [2, 549306420], [3, 445331697]],
              'ms': 0.044544000178575516,
              'best_ms': 0.04355200007557869,
              'loss': 0.02227011716549765,
@@ -385,6 +425,12 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 6,
              'ranked': [6, 8, 4, 5, -2, 7],
              'near': [6, 8, 4, 5, -2, 7],
+             'costs': [[-2, 9747667651],
+                       [4, 3342075838],
+                       [5, 6009592470],
+                       [6, 633599171],
+                       [7, 20730533291],
+                       [8, 3175996053]],
              'ms': 0.06335999816656113,
              'best_ms': 0.06335999816656113,
              'loss': 0.0,
@@ -399,6 +445,12 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 6,
              'ranked': [6, 8, 4, 5, -2, 7],
              'near': [6, 8, 4, 5, -2, 7],
+             'costs': [[-2, 2521107104],
+                       [4, 936955185],
+                       [5, 1551672024],
+                       [6, 426877824],
+                       [7, 5280293013],
+                       [8, 832315743]],
              'ms': 0.042688000947237015,
              'best_ms': 0.042688000947237015,
              'loss': 0.0,
@@ -413,6 +465,12 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 8,
              'ranked': [8, 4, 6, 5, -2, 7],
              'near': [8, 4, 6, 5, -2, 7],
+             'costs': [[-2, 1448144282],
+                       [4, 531354204],
+                       [5, 1114227868],
+                       [6, 673752659],
+                       [7, 2395493998],
+                       [8, 490394673]],
              'ms': 0.04904000088572502,
              'best_ms': 0.04904000088572502,
              'loss': 0.0,
@@ -427,6 +485,12 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 4,
              'ranked': [4, 8, 6, 5, -2, 7],
              'near': [4, 8, 6, 5, -2, 7],
+             'costs': [[-2, 846056173],
+                       [4, 410228442],
+                       [5, 662701318],
+                       [6, 607022909],
+                       [7, 1380441059],
+                       [8, 446867429]],
              'ms': 0.04102399945259094,
              'best_ms': 0.04102399945259094,
              'loss': 0.0,
@@ -441,6 +505,12 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 5,
              'ranked': [5, -2, 7, 8, 4, 6],
              'near': [-2, 5, 7, 8, 4, 6],
+             'costs': [[-2, 573743854],
+                       [4, 813737098],
+                       [5, 491186183],
+                       [6, 849256070],
+                       [7, 674221007],
+                       [8, 735339304]],
              'ms': 0.04912000149488449,
              'best_ms': 0.04912000149488449,
              'loss': 0.0,
@@ -455,13 +525,20 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 7,
              'ranked': [-2, 7, 5, 4, 8, 6],
              'near': [-2, 7, 5, 4, 8, 6],
+             'costs': [[-2, 489541101],
+                       [4, 625204768],
+                       [5, 591608815],
+                       [6, 1193776366],
+                       [7, 493700595],
+                       [8, 787745183]],
              'ms': 0.049375999718904495,
              'best_ms': 0.049375999718904495,
              'loss': 0.0,
              'library_ms': 0.04896000027656555}],
  'regions': [{'precision': 'fp64', 'shape': 'NN', 'm': [4, 8], 'n': [4, 8], 'k': [4, 8], 'kernel': 1},
              {'precision': 'fp64', 'shape': 'NN', 'm': [24, 32], 'n': [24, 32], 'k': [24, 32], 'kernel': -2},
-             {'precision': 'fp32', 'shape': 'NN', 'm': [4, 8], 'n': [4, 8], 'k': [4, 8], 'kernel': 6}]}
+             {'precision': 'fp32', 'shape': 'NN', 'm': [4, 8], 'n': [4, 8], 'k': [4, 8], 'kernel': 6}],
+ 'structure': {'mode': 'regions', 'library_margin': 0.2, 'reach': 1.0}}
 
 _LOOKUP = Lookup(TABLE)
 KERNELS = TABLE['kernels']

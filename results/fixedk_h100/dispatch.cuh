@@ -30,7 +30,7 @@ enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
 struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; int costs_begin; int costs_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 7;
@@ -46,33 +46,38 @@ inline constexpr Kernel kKernels[7] = {
 
 inline constexpr int kNumPoints = 24;
 inline constexpr Point kPoints[24] = {
-  {0, 0, {32LL, 32LL, 8LL, 40691LL}, 0, 3, 0, 3},  // fp64:NN:32x32x8:b40691
-  {0, 0, {32LL, 32LL, 16LL, 30518LL}, 3, 3, 3, 3},  // fp64:NN:32x32x16:b30518
-  {0, 0, {32LL, 32LL, 32LL, 20346LL}, 6, 3, 6, 3},  // fp64:NN:32x32x32:b20346
-  {0, 0, {64LL, 64LL, 8LL, 12208LL}, 9, 3, 9, 3},  // fp64:NN:64x64x8:b12208
-  {0, 0, {64LL, 64LL, 16LL, 10173LL}, 12, 3, 12, 3},  // fp64:NN:64x64x16:b10173
-  {0, 0, {64LL, 64LL, 32LL, 7630LL}, 15, 3, 15, 3},  // fp64:NN:64x64x32:b7630
-  {0, 0, {128LL, 128LL, 8LL, 3391LL}, 18, 3, 18, 3},  // fp64:NN:128x128x8:b3391
-  {0, 0, {128LL, 128LL, 16LL, 3052LL}, 21, 3, 21, 3},  // fp64:NN:128x128x16:b3052
-  {0, 0, {128LL, 128LL, 32LL, 2544LL}, 24, 3, 24, 3},  // fp64:NN:128x128x32:b2544
-  {0, 0, {256LL, 256LL, 8LL, 898LL}, 27, 3, 27, 3},  // fp64:NN:256x256x8:b898
-  {0, 0, {256LL, 256LL, 16LL, 848LL}, 30, 3, 30, 3},  // fp64:NN:256x256x16:b848
-  {0, 0, {256LL, 256LL, 32LL, 763LL}, 33, 3, 33, 3},  // fp64:NN:256x256x32:b763
-  {1, 0, {32LL, 32LL, 8LL, 81381LL}, 36, 6, 36, 6},  // fp32:NN:32x32x8:b81381
-  {1, 0, {32LL, 32LL, 16LL, 61036LL}, 42, 6, 42, 6},  // fp32:NN:32x32x16:b61036
-  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 48, 6, 48, 6},  // fp32:NN:32x32x32:b40691
-  {1, 0, {64LL, 64LL, 8LL, 24415LL}, 54, 6, 54, 6},  // fp32:NN:64x64x8:b24415
-  {1, 0, {64LL, 64LL, 16LL, 20346LL}, 60, 6, 60, 6},  // fp32:NN:64x64x16:b20346
-  {1, 0, {64LL, 64LL, 32LL, 15259LL}, 66, 6, 66, 6},  // fp32:NN:64x64x32:b15259
-  {1, 0, {128LL, 128LL, 8LL, 6782LL}, 72, 6, 72, 6},  // fp32:NN:128x128x8:b6782
-  {1, 0, {128LL, 128LL, 16LL, 6104LL}, 78, 6, 78, 6},  // fp32:NN:128x128x16:b6104
-  {1, 0, {128LL, 128LL, 32LL, 5087LL}, 84, 6, 84, 6},  // fp32:NN:128x128x32:b5087
-  {1, 0, {256LL, 256LL, 8LL, 1796LL}, 90, 6, 90, 6},  // fp32:NN:256x256x8:b1796
-  {1, 0, {256LL, 256LL, 16LL, 1696LL}, 96, 6, 96, 6},  // fp32:NN:256x256x16:b1696
-  {1, 0, {256LL, 256LL, 32LL, 1526LL}, 102, 6, 102, 6},  // fp32:NN:256x256x32:b1526
+  {0, 0, {32LL, 32LL, 8LL, 40691LL}, 0, 3, 0, 3, 0, 3},  // fp64:NN:32x32x8:b40691
+  {0, 0, {32LL, 32LL, 16LL, 30518LL}, 3, 3, 3, 3, 3, 3},  // fp64:NN:32x32x16:b30518
+  {0, 0, {32LL, 32LL, 32LL, 20346LL}, 6, 3, 6, 3, 6, 3},  // fp64:NN:32x32x32:b20346
+  {0, 0, {64LL, 64LL, 8LL, 12208LL}, 9, 3, 9, 3, 9, 3},  // fp64:NN:64x64x8:b12208
+  {0, 0, {64LL, 64LL, 16LL, 10173LL}, 12, 3, 12, 3, 12, 3},  // fp64:NN:64x64x16:b10173
+  {0, 0, {64LL, 64LL, 32LL, 7630LL}, 15, 3, 15, 3, 15, 3},  // fp64:NN:64x64x32:b7630
+  {0, 0, {128LL, 128LL, 8LL, 3391LL}, 18, 3, 18, 3, 18, 3},  // fp64:NN:128x128x8:b3391
+  {0, 0, {128LL, 128LL, 16LL, 3052LL}, 21, 3, 21, 3, 21, 3},  // fp64:NN:128x128x16:b3052
+  {0, 0, {128LL, 128LL, 32LL, 2544LL}, 24, 3, 24, 3, 24, 3},  // fp64:NN:128x128x32:b2544
+  {0, 0, {256LL, 256LL, 8LL, 898LL}, 27, 3, 27, 3, 27, 3},  // fp64:NN:256x256x8:b898
+  {0, 0, {256LL, 256LL, 16LL, 848LL}, 30, 3, 30, 3, 30, 3},  // fp64:NN:256x256x16:b848
+  {0, 0, {256LL, 256LL, 32LL, 763LL}, 33, 3, 33, 3, 33, 3},  // fp64:NN:256x256x32:b763
+  {1, 0, {32LL, 32LL, 8LL, 81381LL}, 36, 6, 36, 6, 36, 6},  // fp32:NN:32x32x8:b81381
+  {1, 0, {32LL, 32LL, 16LL, 61036LL}, 42, 6, 42, 6, 42, 6},  // fp32:NN:32x32x16:b61036
+  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 48, 6, 48, 6, 48, 6},  // fp32:NN:32x32x32:b40691
+  {1, 0, {64LL, 64LL, 8LL, 24415LL}, 54, 6, 54, 6, 54, 6},  // fp32:NN:64x64x8:b24415
+  {1, 0, {64LL, 64LL, 16LL, 20346LL}, 60, 6, 60, 6, 60, 6},  // fp32:NN:64x64x16:b20346
+  {1, 0, {64LL, 64LL, 32LL, 15259LL}, 66, 6, 66, 6, 66, 6},  // fp32:NN:64x64x32:b15259
+  {1, 0, {128LL, 128LL, 8LL, 6782LL}, 72, 6, 72, 6, 72, 6},  // fp32:NN:128x128x8:b6782
+  {1, 0, {128LL, 128LL, 16LL, 6104LL}, 78, 6, 78, 6, 78, 6},  // fp32:NN:128x128x16:b6104
+  {1, 0, {128LL, 128LL, 32LL, 5087LL}, 84, 6, 84, 6, 84, 6},  // fp32:NN:128x128x32:b5087
+  {1, 0, {256LL, 256LL, 8LL, 1796LL}, 90, 6, 90, 6, 90, 6},  // fp32:NN:256x256x8:b1796
+  {1, 0, {256LL, 256LL, 16LL, 1696LL}, 96, 6, 96, 6, 96, 6},  // fp32:NN:256x256x16:b1696
+  {1, 0, {256LL, 256LL, 32LL, 1526LL}, 102, 6, 102, 6, 102, 6},  // fp32:NN:256x256x32:b1526
 };
 inline constexpr int kRanked[108] = {1, -2, 0, -2, 1, 0, -2, 1, 0, 1, 0, -2, 0, -2, 1, -2, 0, 1, 1, 0, -2, 0, -2, 1, -2, 0, 1, 1, 0, -2, 0, -2, 1, -2, 0, 1, 4, -2, 3, 5, 6, 2, 4, -2, 3, 5, 6, 2, 4, -2, 3, 5, 6, 2, 3, 4, -2, 5, 6, 2, 3, 4, -2, 6, 5, 2, 5, -2, 3, 4, 6, 2, 3, -2, 6, 4, 2, 5, 6, -2, 3, 4, 2, 5, 2, -2, 5, 6, 3, 4, 3, 6, 4, -2, 2, 5, 6, 3, 4, -2, 2, 5, 2, -2, 5, 6, 3, 4};
 inline constexpr int kNear[108] = {1, -2, 0, -2, 1, 0, -2, 1, 0, 1, -2, 0, -2, 0, 1, -2, 0, 1, 1, 0, -2, 0, -2, 1, -2, 0, 1, 1, 0, -2, 0, -2, 1, -2, 0, 1, 4, -2, 3, 5, 6, 2, 4, -2, 3, 5, 6, 2, 4, -2, 3, 5, 6, 2, 3, 4, -2, 5, 6, 2, 3, -2, 4, 6, 5, 2, -2, 5, 3, 4, 6, 2, 3, -2, 6, 4, 2, 5, 6, -2, 3, 4, 2, 5, 2, -2, 5, 6, 3, 4, 3, 6, 4, -2, 2, 5, 6, 3, -2, 4, 2, 5, 2, -2, 5, 6, 3, 4};
+inline constexpr int kCostAnswer[108] = {-2, 0, 1, -2, 0, 1, -2, 0, 1, -2, 0, 1, -2, 0, 1, -2, 0, 1, -2, 0, 1, -2, 0, 1, -2, 0, 1, -2, 0, 1, -2, 0, 1, -2, 0, 1, -2, 2, 3, 4, 5, 6, -2, 2, 3, 4, 5, 6, -2, 2, 3, 4, 5, 6, -2, 2, 3, 4, 5, 6, -2, 2, 3, 4, 5, 6, -2, 2, 3, 4, 5, 6, -2, 2, 3, 4, 5, 6, -2, 2, 3, 4, 5, 6, -2, 2, 3, 4, 5, 6, -2, 2, 3, 4, 5, 6, -2, 2, 3, 4, 5, 6, -2, 2, 3, 4, 5, 6};
+inline constexpr long long kCost[108] = {392695364LL, 655089559LL, 347096356LL, 339995303LL, 507320961LL, 344827221LL, 336432324LL, 697375528LL, 353039550LL, 386337347LL, 375394206LL, 350180209LL, 355183459LL, 354031519LL, 396909505LL, 343972699LL, 407167681LL, 428893951LL, 438155592LL, 375758486LL, 354063510LL, 405727792LL, 375298206LL, 448188425LL, 350376339LL, 474909813LL, 529739104LL, 460486384LL, 379404702LL, 356375588LL, 463873580LL, 365059325LL, 470047466LL, 520022727LL, 521334611LL, 622894564LL, 405084067LL, 5709960227LL, 648633667LL, 342108677LL, 1983788742LL, 2085323790LL, 409178337LL, 4285636785LL, 794932999LL, 356795073LL, 1440620058LL, 1573034237LL, 416150840LL, 2876288747LL, 941035295LL, 383543556LL, 998889985LL, 2343564413LL, 410704235LL, 1730173549LL, 350482536LL, 364402010LL, 638119512LL, 646183175LL, 423148288LL, 1449916400LL, 396749518LL, 421452362LL, 549670418LL, 547974447LL, 470009505LL, 1117232614LL, 483257334LL, 516088861LL, 457721686LL, 889075684LL, 380078295LL, 605283788LL, 353711516LL, 397965456LL, 687519942LL, 393741650LL, 407967616LL, 574354427LL, 460891417LL, 491672985LL, 627790161LL, 386849310LL, 551440089LL, 503543044LL, 619622214LL, 675230178LL, 586890954LL, 608263870LL, 475487297LL, 605217965LL, 355671916LL, 410813860LL, 713582775LL, 401282351LL, 546757302LL, 599539277LL, 502548376LL, 525196665LL, 681751187LL, 394425297LL, 647788585LL, 578098136LL, 727014305LL, 805824047LL, 669386879LL, 712167489LL};
+inline constexpr bool kCostMode = false;  // structure mode: answers off the tuned points by cost (rule 4')
+inline constexpr long long kMarginPermille = 50;
+inline constexpr long long kReach = 65536;  // log2 distance, 16 fractional bits
 
 inline constexpr int kNumRegions = 10;
 inline constexpr Region kRegions[10] = {
@@ -126,6 +131,44 @@ constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = 
   return INVALID;
 }
 
+// Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
+// measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
+constexpr int cheapest(int precision, int shape, const long long (&d)[4], const long long (&l)[4]) {
+  long long dmin = -1;
+  for (int i = 0; i < kNumPoints; ++i) {
+    const Point& p = kPoints[i];
+    if (p.precision != precision || p.shape != shape) continue;
+    long long dist = 0;
+    for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
+    if (dmin < 0 || dist < dmin) dmin = dist;
+  }
+  if (dmin < 0) return kFallback;
+  int best = INVALID;
+  long long best_price = 0, best_dist = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    if (a == GENERIC || !valid(a, d)) continue;
+    bool found = false;
+    long long nd = 0, nb = 0, nc = 0;
+    for (int i = 0; i < kNumPoints; ++i) {
+      const Point& p = kPoints[i];
+      if (p.precision != precision || p.shape != shape) continue;
+      for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
+        if (kCostAnswer[j] != a) continue;
+        long long dist = 0;
+        for (int t = 0; t < 3; ++t) dist += absdiff(l[t], ilog2_fx(p.dims[t]));
+        const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
+        if (!found || dist < nd || (dist == nd && db < nb)) { found = true; nd = dist; nb = db; nc = kCost[j]; }
+      }
+    }
+    if (!found || nd > dmin + kReach) continue;
+    const long long price = nc * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
+    if (best == INVALID || price < best_price || (price == best_price && nd < best_dist)) {
+      best = a; best_price = price; best_dist = nd;
+    }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
 // The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
   if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
@@ -147,6 +190,7 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
+  if (kCostMode) return cheapest(precision, shape, d, l);
   int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {

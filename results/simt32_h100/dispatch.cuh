@@ -30,7 +30,7 @@ enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
 struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; int costs_begin; int costs_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 32;
@@ -71,41 +71,46 @@ inline constexpr Kernel kKernels[32] = {
 
 inline constexpr int kNumPoints = 32;
 inline constexpr Point kPoints[32] = {
-  {0, 0, {17LL, 17LL, 17LL, 72088LL}, 0, 2, 0, 2},  // fp64:NN:17x17x17:b72088
-  {0, 0, {18LL, 18LL, 18LL, 64301LL}, 2, 2, 2, 2},  // fp64:NN:18x18x18:b64301
-  {0, 0, {19LL, 19LL, 19LL, 57711LL}, 4, 2, 4, 2},  // fp64:NN:19x19x19:b57711
-  {0, 0, {20LL, 20LL, 20LL, 52084LL}, 6, 2, 6, 2},  // fp64:NN:20x20x20:b52084
-  {0, 0, {21LL, 21LL, 21LL, 47242LL}, 8, 2, 8, 2},  // fp64:NN:21x21x21:b47242
-  {0, 0, {22LL, 22LL, 22LL, 43045LL}, 10, 2, 10, 2},  // fp64:NN:22x22x22:b43045
-  {0, 0, {23LL, 23LL, 23LL, 39383LL}, 12, 2, 12, 2},  // fp64:NN:23x23x23:b39383
-  {0, 0, {24LL, 24LL, 24LL, 36169LL}, 14, 2, 14, 2},  // fp64:NN:24x24x24:b36169
-  {0, 0, {25LL, 25LL, 25LL, 33334LL}, 16, 2, 16, 2},  // fp64:NN:25x25x25:b33334
-  {0, 0, {26LL, 26LL, 26LL, 30819LL}, 18, 2, 18, 2},  // fp64:NN:26x26x26:b30819
-  {0, 0, {27LL, 27LL, 27LL, 28578LL}, 20, 2, 20, 2},  // fp64:NN:27x27x27:b28578
-  {0, 0, {28LL, 28LL, 28LL, 26574LL}, 22, 2, 22, 2},  // fp64:NN:28x28x28:b26574
-  {0, 0, {29LL, 29LL, 29LL, 24773LL}, 24, 2, 24, 2},  // fp64:NN:29x29x29:b24773
-  {0, 0, {30LL, 30LL, 30LL, 23149LL}, 26, 2, 26, 2},  // fp64:NN:30x30x30:b23149
-  {0, 0, {31LL, 31LL, 31LL, 21679LL}, 28, 2, 28, 2},  // fp64:NN:31x31x31:b21679
-  {0, 0, {32LL, 32LL, 32LL, 20346LL}, 30, 2, 30, 2},  // fp64:NN:32x32x32:b20346
-  {1, 0, {17LL, 17LL, 17LL, 144176LL}, 32, 2, 32, 2},  // fp32:NN:17x17x17:b144176
-  {1, 0, {18LL, 18LL, 18LL, 128601LL}, 34, 2, 34, 2},  // fp32:NN:18x18x18:b128601
-  {1, 0, {19LL, 19LL, 19LL, 115421LL}, 36, 2, 36, 2},  // fp32:NN:19x19x19:b115421
-  {1, 0, {20LL, 20LL, 20LL, 104167LL}, 38, 2, 38, 2},  // fp32:NN:20x20x20:b104167
-  {1, 0, {21LL, 21LL, 21LL, 94483LL}, 40, 2, 40, 2},  // fp32:NN:21x21x21:b94483
-  {1, 0, {22LL, 22LL, 22LL, 86089LL}, 42, 2, 42, 2},  // fp32:NN:22x22x22:b86089
-  {1, 0, {23LL, 23LL, 23LL, 78765LL}, 44, 2, 44, 2},  // fp32:NN:23x23x23:b78765
-  {1, 0, {24LL, 24LL, 24LL, 72338LL}, 46, 2, 46, 2},  // fp32:NN:24x24x24:b72338
-  {1, 0, {25LL, 25LL, 25LL, 66667LL}, 48, 2, 48, 2},  // fp32:NN:25x25x25:b66667
-  {1, 0, {26LL, 26LL, 26LL, 61638LL}, 50, 2, 50, 2},  // fp32:NN:26x26x26:b61638
-  {1, 0, {27LL, 27LL, 27LL, 57156LL}, 52, 2, 52, 2},  // fp32:NN:27x27x27:b57156
-  {1, 0, {28LL, 28LL, 28LL, 53147LL}, 54, 2, 54, 2},  // fp32:NN:28x28x28:b53147
-  {1, 0, {29LL, 29LL, 29LL, 49545LL}, 56, 2, 56, 2},  // fp32:NN:29x29x29:b49545
-  {1, 0, {30LL, 30LL, 30LL, 46297LL}, 58, 2, 58, 2},  // fp32:NN:30x30x30:b46297
-  {1, 0, {31LL, 31LL, 31LL, 43358LL}, 60, 2, 60, 2},  // fp32:NN:31x31x31:b43358
-  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 62, 2, 62, 2},  // fp32:NN:32x32x32:b40691
+  {0, 0, {17LL, 17LL, 17LL, 72088LL}, 0, 2, 0, 2, 0, 2},  // fp64:NN:17x17x17:b72088
+  {0, 0, {18LL, 18LL, 18LL, 64301LL}, 2, 2, 2, 2, 2, 2},  // fp64:NN:18x18x18:b64301
+  {0, 0, {19LL, 19LL, 19LL, 57711LL}, 4, 2, 4, 2, 4, 2},  // fp64:NN:19x19x19:b57711
+  {0, 0, {20LL, 20LL, 20LL, 52084LL}, 6, 2, 6, 2, 6, 2},  // fp64:NN:20x20x20:b52084
+  {0, 0, {21LL, 21LL, 21LL, 47242LL}, 8, 2, 8, 2, 8, 2},  // fp64:NN:21x21x21:b47242
+  {0, 0, {22LL, 22LL, 22LL, 43045LL}, 10, 2, 10, 2, 10, 2},  // fp64:NN:22x22x22:b43045
+  {0, 0, {23LL, 23LL, 23LL, 39383LL}, 12, 2, 12, 2, 12, 2},  // fp64:NN:23x23x23:b39383
+  {0, 0, {24LL, 24LL, 24LL, 36169LL}, 14, 2, 14, 2, 14, 2},  // fp64:NN:24x24x24:b36169
+  {0, 0, {25LL, 25LL, 25LL, 33334LL}, 16, 2, 16, 2, 16, 2},  // fp64:NN:25x25x25:b33334
+  {0, 0, {26LL, 26LL, 26LL, 30819LL}, 18, 2, 18, 2, 18, 2},  // fp64:NN:26x26x26:b30819
+  {0, 0, {27LL, 27LL, 27LL, 28578LL}, 20, 2, 20, 2, 20, 2},  // fp64:NN:27x27x27:b28578
+  {0, 0, {28LL, 28LL, 28LL, 26574LL}, 22, 2, 22, 2, 22, 2},  // fp64:NN:28x28x28:b26574
+  {0, 0, {29LL, 29LL, 29LL, 24773LL}, 24, 2, 24, 2, 24, 2},  // fp64:NN:29x29x29:b24773
+  {0, 0, {30LL, 30LL, 30LL, 23149LL}, 26, 2, 26, 2, 26, 2},  // fp64:NN:30x30x30:b23149
+  {0, 0, {31LL, 31LL, 31LL, 21679LL}, 28, 2, 28, 2, 28, 2},  // fp64:NN:31x31x31:b21679
+  {0, 0, {32LL, 32LL, 32LL, 20346LL}, 30, 2, 30, 2, 30, 2},  // fp64:NN:32x32x32:b20346
+  {1, 0, {17LL, 17LL, 17LL, 144176LL}, 32, 2, 32, 2, 32, 2},  // fp32:NN:17x17x17:b144176
+  {1, 0, {18LL, 18LL, 18LL, 128601LL}, 34, 2, 34, 2, 34, 2},  // fp32:NN:18x18x18:b128601
+  {1, 0, {19LL, 19LL, 19LL, 115421LL}, 36, 2, 36, 2, 36, 2},  // fp32:NN:19x19x19:b115421
+  {1, 0, {20LL, 20LL, 20LL, 104167LL}, 38, 2, 38, 2, 38, 2},  // fp32:NN:20x20x20:b104167
+  {1, 0, {21LL, 21LL, 21LL, 94483LL}, 40, 2, 40, 2, 40, 2},  // fp32:NN:21x21x21:b94483
+  {1, 0, {22LL, 22LL, 22LL, 86089LL}, 42, 2, 42, 2, 42, 2},  // fp32:NN:22x22x22:b86089
+  {1, 0, {23LL, 23LL, 23LL, 78765LL}, 44, 2, 44, 2, 44, 2},  // fp32:NN:23x23x23:b78765
+  {1, 0, {24LL, 24LL, 24LL, 72338LL}, 46, 2, 46, 2, 46, 2},  // fp32:NN:24x24x24:b72338
+  {1, 0, {25LL, 25LL, 25LL, 66667LL}, 48, 2, 48, 2, 48, 2},  // fp32:NN:25x25x25:b66667
+  {1, 0, {26LL, 26LL, 26LL, 61638LL}, 50, 2, 50, 2, 50, 2},  // fp32:NN:26x26x26:b61638
+  {1, 0, {27LL, 27LL, 27LL, 57156LL}, 52, 2, 52, 2, 52, 2},  // fp32:NN:27x27x27:b57156
+  {1, 0, {28LL, 28LL, 28LL, 53147LL}, 54, 2, 54, 2, 54, 2},  // fp32:NN:28x28x28:b53147
+  {1, 0, {29LL, 29LL, 29LL, 49545LL}, 56, 2, 56, 2, 56, 2},  // fp32:NN:29x29x29:b49545
+  {1, 0, {30LL, 30LL, 30LL, 46297LL}, 58, 2, 58, 2, 58, 2},  // fp32:NN:30x30x30:b46297
+  {1, 0, {31LL, 31LL, 31LL, 43358LL}, 60, 2, 60, 2, 60, 2},  // fp32:NN:31x31x31:b43358
+  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 62, 2, 62, 2, 62, 2},  // fp32:NN:32x32x32:b40691
 };
 inline constexpr int kRanked[64] = {3, -2, 0, -2, 7, -2, 14, -2, 1, -2, 9, -2, 4, -2, -2, 6, 10, -2, -2, 2, -2, 12, -2, 11, -2, 15, -2, 5, -2, 13, -2, 8, 20, -2, 19, -2, 28, -2, 30, -2, 16, -2, 27, -2, 23, -2, 26, -2, 18, -2, 24, -2, 31, -2, 29, -2, 17, -2, 21, -2, -2, 25, -2, 22};
 inline constexpr int kNear[64] = {3, -2, 0, -2, 7, -2, 14, -2, 1, -2, 9, -2, 4, -2, -2, 6, 10, -2, -2, 2, -2, 12, -2, 11, -2, 15, -2, 5, -2, 13, -2, 8, 20, -2, 19, -2, 28, -2, 30, -2, 16, -2, 27, -2, 23, -2, 26, -2, 18, -2, 24, -2, 31, -2, 29, -2, 17, -2, 21, -2, -2, 25, -2, 22};
+inline constexpr int kCostAnswer[64] = {-2, 3, -2, 0, -2, 7, -2, 14, -2, 1, -2, 9, -2, 4, -2, 6, -2, 10, -2, 2, -2, 12, -2, 11, -2, 15, -2, 5, -2, 13, -2, 8, -2, 20, -2, 19, -2, 28, -2, 30, -2, 16, -2, 27, -2, 23, -2, 26, -2, 18, -2, 24, -2, 31, -2, 29, -2, 17, -2, 21, -2, 25, -2, 22};
+inline constexpr long long kCost[64] = {723420562LL, 381982186LL, 582586679LL, 363580669LL, 595862357LL, 374617927LL, 467834013LL, 363451359LL, 508086531LL, 394200645LL, 424342907LL, 401687384LL, 445754156LL, 402490708LL, 376895816LL, 391935789LL, 407831842LL, 400535992LL, 364122564LL, 390682176LL, 383359486LL, 391263453LL, 337044952LL, 370035876LL, 371890440LL, 406065186LL, 341299431LL, 401809211LL, 367484737LL, 375516659LL, 335888352LL, 387757936LL, 848347967LL, 379134215LL, 752510972LL, 365663502LL, 686330833LL, 374013180LL, 628125982LL, 364670838LL, 591899237LL, 380348920LL, 566810434LL, 417019905LL, 547583756LL, 415231805LL, 513119733LL, 390687802LL, 552989221LL, 413501922LL, 515992308LL, 409849880LL, 497951314LL, 406239442LL, 476473345LL, 372794806LL, 464280438LL, 460376501LL, 445241240LL, 420601621LL, 423292217LL, 435100120LL, 418422785LL, 483029371LL};
+inline constexpr bool kCostMode = false;  // structure mode: answers off the tuned points by cost (rule 4')
+inline constexpr long long kMarginPermille = 0;
+inline constexpr long long kReach = 65536;  // log2 distance, 16 fractional bits
 
 inline constexpr int kNumRegions = 2;
 inline constexpr Region kRegions[2] = {
@@ -151,6 +156,44 @@ constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = 
   return INVALID;
 }
 
+// Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
+// measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
+constexpr int cheapest(int precision, int shape, const long long (&d)[4], const long long (&l)[4]) {
+  long long dmin = -1;
+  for (int i = 0; i < kNumPoints; ++i) {
+    const Point& p = kPoints[i];
+    if (p.precision != precision || p.shape != shape) continue;
+    long long dist = 0;
+    for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
+    if (dmin < 0 || dist < dmin) dmin = dist;
+  }
+  if (dmin < 0) return kFallback;
+  int best = INVALID;
+  long long best_price = 0, best_dist = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    if (a == GENERIC || !valid(a, d)) continue;
+    bool found = false;
+    long long nd = 0, nb = 0, nc = 0;
+    for (int i = 0; i < kNumPoints; ++i) {
+      const Point& p = kPoints[i];
+      if (p.precision != precision || p.shape != shape) continue;
+      for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
+        if (kCostAnswer[j] != a) continue;
+        long long dist = 0;
+        for (int t = 0; t < 3; ++t) dist += absdiff(l[t], ilog2_fx(p.dims[t]));
+        const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
+        if (!found || dist < nd || (dist == nd && db < nb)) { found = true; nd = dist; nb = db; nc = kCost[j]; }
+      }
+    }
+    if (!found || nd > dmin + kReach) continue;
+    const long long price = nc * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
+    if (best == INVALID || price < best_price || (price == best_price && nd < best_dist)) {
+      best = a; best_price = price; best_dist = nd;
+    }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
 // The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
   if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
@@ -172,6 +215,7 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
+  if (kCostMode) return cheapest(precision, shape, d, l);
   int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {

@@ -30,7 +30,7 @@ enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
 struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; int costs_begin; int costs_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 5;
@@ -44,16 +44,21 @@ inline constexpr Kernel kKernels[5] = {
 
 inline constexpr int kNumPoints = 7;
 inline constexpr Point kPoints[7] = {
-  {2, 0, {17LL, 17LL, 17LL, 288351LL}, 0, 2, 0, 2},  // fp16:NN:17x17x17:b288351
-  {2, 0, {21LL, 21LL, 21LL, 188965LL}, 2, 2, 2, 2},  // fp16:NN:21x21x21:b188965
-  {2, 0, {33LL, 33LL, 33LL, 76523LL}, 4, 2, 4, 2},  // fp16:NN:33x33x33:b76523
-  {2, 0, {37LL, 37LL, 37LL, 60872LL}, 6, 2, 6, 2},  // fp16:NN:37x37x37:b60872
-  {2, 0, {65LL, 65LL, 65LL, 19724LL}, 8, 3, 8, 3},  // fp16:NN:65x65x65:b19724
-  {2, 0, {71LL, 71LL, 71LL, 16532LL}, 11, 3, 11, 3},  // fp16:NN:71x71x71:b16532
-  {2, 0, {97LL, 97LL, 97LL, 8857LL}, 14, 2, 14, 2},  // fp16:NN:97x97x97:b8857
+  {2, 0, {17LL, 17LL, 17LL, 288351LL}, 0, 2, 0, 2, 0, 2},  // fp16:NN:17x17x17:b288351
+  {2, 0, {21LL, 21LL, 21LL, 188965LL}, 2, 2, 2, 2, 2, 2},  // fp16:NN:21x21x21:b188965
+  {2, 0, {33LL, 33LL, 33LL, 76523LL}, 4, 2, 4, 2, 4, 2},  // fp16:NN:33x33x33:b76523
+  {2, 0, {37LL, 37LL, 37LL, 60872LL}, 6, 2, 6, 2, 6, 2},  // fp16:NN:37x37x37:b60872
+  {2, 0, {65LL, 65LL, 65LL, 19724LL}, 8, 3, 8, 3, 8, 3},  // fp16:NN:65x65x65:b19724
+  {2, 0, {71LL, 71LL, 71LL, 16532LL}, 11, 3, 11, 3, 11, 3},  // fp16:NN:71x71x71:b16532
+  {2, 0, {97LL, 97LL, 97LL, 8857LL}, 14, 2, 14, 2, 14, 2},  // fp16:NN:97x97x97:b8857
 };
 inline constexpr int kRanked[16] = {4, -2, 4, -2, 3, -2, 3, -2, 0, 1, -2, 1, 0, -2, 2, -2};
 inline constexpr int kNear[16] = {4, -2, 4, -2, 3, -2, 3, -2, 0, 1, -2, 1, 0, -2, 2, -2};
+inline constexpr int kCostAnswer[16] = {-2, 4, -2, 4, -2, 3, -2, 3, -2, 0, 1, -2, 0, 1, -2, 2};
+inline constexpr long long kCost[16] = {2073213333LL, 598239230LL, 1429435988LL, 452830740LL, 1258460752LL, 590302474LL, 1007034712LL, 527709235LL, 2308048289LL, 554524227LL, 591387959LL, 1001610152LL, 534403273LL, 501957023LL, 705869540LL, 587024653LL};
+inline constexpr bool kCostMode = false;  // structure mode: answers off the tuned points by cost (rule 4')
+inline constexpr long long kMarginPermille = 0;
+inline constexpr long long kReach = 65536;  // log2 distance, 16 fractional bits
 
 inline constexpr int kNumRegions = 2;
 inline constexpr Region kRegions[2] = {
@@ -99,6 +104,44 @@ constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = 
   return INVALID;
 }
 
+// Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
+// measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
+constexpr int cheapest(int precision, int shape, const long long (&d)[4], const long long (&l)[4]) {
+  long long dmin = -1;
+  for (int i = 0; i < kNumPoints; ++i) {
+    const Point& p = kPoints[i];
+    if (p.precision != precision || p.shape != shape) continue;
+    long long dist = 0;
+    for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
+    if (dmin < 0 || dist < dmin) dmin = dist;
+  }
+  if (dmin < 0) return kFallback;
+  int best = INVALID;
+  long long best_price = 0, best_dist = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    if (a == GENERIC || !valid(a, d)) continue;
+    bool found = false;
+    long long nd = 0, nb = 0, nc = 0;
+    for (int i = 0; i < kNumPoints; ++i) {
+      const Point& p = kPoints[i];
+      if (p.precision != precision || p.shape != shape) continue;
+      for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
+        if (kCostAnswer[j] != a) continue;
+        long long dist = 0;
+        for (int t = 0; t < 3; ++t) dist += absdiff(l[t], ilog2_fx(p.dims[t]));
+        const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
+        if (!found || dist < nd || (dist == nd && db < nb)) { found = true; nd = dist; nb = db; nc = kCost[j]; }
+      }
+    }
+    if (!found || nd > dmin + kReach) continue;
+    const long long price = nc * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
+    if (best == INVALID || price < best_price || (price == best_price && nd < best_dist)) {
+      best = a; best_price = price; best_dist = nd;
+    }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
 // The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
   if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
@@ -120,6 +163,7 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
+  if (kCostMode) return cheapest(precision, shape, d, l);
   int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {

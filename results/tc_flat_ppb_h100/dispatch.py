@@ -85,11 +85,18 @@ class Lookup:
         version1 = int(table.get("version", 2)) < 2
         self.fallback = FALLBACKS[table.get("fallback", "naive" if version1 else "library")]
         self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int], list[int]]]] = {}
+        self.costs: dict[tuple[str, str], list[dict[int, int]]] = {}
+        structure = table.get("structure") or {}
+        self.mode = str(structure.get("mode", "regions"))
+        self.margin = int(round(1000 * float(structure.get("library_margin", 0.0))))  # per mille
+        self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
         for p in table["points"]:
             dims = (int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"]))
             logs = tuple(ilog2_fx(d) for d in dims)
             self.points.setdefault((p["precision"], p["shape"]), []).append(
                 (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"]))))
+            self.costs.setdefault((p["precision"], p["shape"]), []).append(
+                {int(a): int(c) for a, c in p.get("costs", [])})
         self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
         for r in table["regions"]:
             lo = [int(r["m"][0]), int(r["n"][0]), int(r["k"][0])]
@@ -129,6 +136,8 @@ class Lookup:
             if all(lo[d] <= dims[d] <= hi[d] for d in range(3)) and self.valid(kern, dims):
                 return kern
         logs = [ilog2_fx(d) for d in dims]
+        if self.mode == "cost":
+            return self._cheapest(group, dims, logs)
         best, best_key = self.fallback, None
         for order, (_, plogs, _, near) in enumerate(points):
             kern = next((c for c in near if self.valid(c, dims)), None)
@@ -137,6 +146,31 @@ class Lookup:
             key = (sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
             if best_key is None or key < best_key:
                 best, best_key = kern, key
+        return best
+
+    def _cheapest(self, group: tuple[str, str], dims: tuple[int, ...], logs: list[int]) -> int:
+        """Cost mode (rule 4'): each valid answer's cost at the tuned point nearest the problem where it was
+        measured (distance, then |log2 batch ratio|, then table order); answers measured within `reach` of the
+        nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
+        ties: the nearer measurement, then the library, then the smaller index)."""
+        points = self.points.get(group, [])
+        if not points:
+            return self.fallback
+        keys = [(sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
+                for order, (_, plogs, _, _) in enumerate(points)]
+        limit = min(k[0] for k in keys) + self.reach
+        best, best_key = self.fallback, None
+        for answer in [LIBRARY] + list(range(len(self.kernels))):
+            if not self.valid(answer, dims):
+                continue
+            near = min((keys[i] + (c[answer],) for i, c in enumerate(self.costs.get(group, [])) if answer in c),
+                       default=None)
+            if near is None or near[0] > limit:
+                continue
+            price = near[3] * (1000 if answer == LIBRARY else 1000 + self.margin)
+            key = (price, near[0], 0 if answer == LIBRARY else 1, answer)
+            if best_key is None or key < best_key:
+                best, best_key = answer, key
         return best
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
@@ -182,8 +216,8 @@ TABLE = {'format': 'autotune-dispatch',
                 'answer_worst_loss': 0.020314138822242533,
                 'answer_mean_loss': 0.006325098316760615,
                 'uncovered': [],
-                'structure': {'regions': True, 'library_margin': 0.0},
-                'created_utc': '2026-11-25T07:26:37+00:00'},
+                'structure': {'mode': 'regions', 'library_margin': 0.0, 'reach': 1.0},
+                'created_utc': '2026-11-25T07:35:58+00:00'},
  'kernels': [{'instance_id': '12aca562b4779864',
               'precision': 'fp16',
               'shape': 'NN',
@@ -286,6 +320,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 4,
              'ranked': [4, -2],
              'near': [4, -2],
+             'costs': [[-2, 2073213333], [4, 598239230]],
              'ms': 0.2991199940443039,
              'best_ms': 0.29793599247932434,
              'loss': 0.003958282925093259,
@@ -300,6 +335,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 4,
              'ranked': [4, -2],
              'near': [4, -2],
+             'costs': [[-2, 1429435988], [4, 452830740]],
              'ms': 0.2264159992337227,
              'best_ms': 0.2264159992337227,
              'loss': 0.0,
@@ -314,6 +350,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 3,
              'ranked': [3, -2],
              'near': [3, -2],
+             'costs': [[-2, 1258460752], [3, 590302474]],
              'ms': 0.2951519936323166,
              'best_ms': 0.289247989654541,
              'loss': 0.020003266469988512,
@@ -328,6 +365,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 3,
              'ranked': [3, -2],
              'near': [3, -2],
+             'costs': [[-2, 1007034712], [3, 527709235]],
              'ms': 0.2638559937477112,
              'best_ms': 0.2584959864616394,
              'loss': 0.020314138822242533,
@@ -342,6 +380,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 0,
              'ranked': [0, 1, -2],
              'near': [0, 1, -2],
+             'costs': [[-2, 2308048289], [0, 554524227], [1, 591387959]],
              'ms': 0.2772639989852905,
              'best_ms': 0.2772639989852905,
              'loss': 0.0,
@@ -356,6 +395,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 1,
              'ranked': [1, 0, -2],
              'near': [1, 0, -2],
+             'costs': [[-2, 1001610152], [0, 534403273], [1, 501957023]],
              'ms': 0.2509920001029968,
              'best_ms': 0.2509920001029968,
              'loss': 0.0,
@@ -370,12 +410,14 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 2,
              'ranked': [2, -2],
              'near': [2, -2],
+             'costs': [[-2, 705869540], [2, 587024653]],
              'ms': 0.2935200035572052,
              'best_ms': 0.2935200035572052,
              'loss': 0.0,
              'library_ms': 0.3529440015554428}],
  'regions': [{'precision': 'fp16', 'shape': 'NN', 'm': [17, 21], 'n': [17, 21], 'k': [17, 21], 'kernel': 4},
-             {'precision': 'fp16', 'shape': 'NN', 'm': [33, 37], 'n': [33, 37], 'k': [33, 37], 'kernel': 3}]}
+             {'precision': 'fp16', 'shape': 'NN', 'm': [33, 37], 'n': [33, 37], 'k': [33, 37], 'kernel': 3}],
+ 'structure': {'mode': 'regions', 'library_margin': 0.0, 'reach': 1.0}}
 
 _LOOKUP = Lookup(TABLE)
 KERNELS = TABLE['kernels']

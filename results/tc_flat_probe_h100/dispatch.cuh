@@ -30,7 +30,7 @@ enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
 struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; int costs_begin; int costs_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 9;
@@ -48,19 +48,24 @@ inline constexpr Kernel kKernels[9] = {
 
 inline constexpr int kNumPoints = 10;
 inline constexpr Point kPoints[10] = {
-  {2, 0, {17LL, 17LL, 17LL, 288351LL}, 0, 2, 0, 2},  // fp16:NN:17x17x17:b288351
-  {2, 0, {33LL, 33LL, 33LL, 76523LL}, 2, 2, 2, 2},  // fp16:NN:33x33x33:b76523
-  {2, 0, {47LL, 47LL, 47LL, 37725LL}, 4, 2, 4, 2},  // fp16:NN:47x47x47:b37725
-  {2, 0, {63LL, 63LL, 63LL, 20997LL}, 6, 2, 6, 2},  // fp16:NN:63x63x63:b20997
-  {2, 0, {64LL, 64LL, 64LL, 20346LL}, 8, 2, 8, 2},  // fp16:NN:64x64x64:b20346
-  {2, 0, {65LL, 65LL, 65LL, 19724LL}, 10, 2, 10, 2},  // fp16:NN:65x65x65:b19724
-  {2, 0, {80LL, 80LL, 80LL, 13021LL}, 12, 2, 12, 2},  // fp16:NN:80x80x80:b13021
-  {2, 0, {97LL, 97LL, 97LL, 8857LL}, 14, 2, 14, 2},  // fp16:NN:97x97x97:b8857
-  {2, 0, {113LL, 113LL, 113LL, 6527LL}, 16, 2, 16, 2},  // fp16:NN:113x113x113:b6527
-  {2, 0, {127LL, 127LL, 127LL, 5167LL}, 18, 2, 18, 2},  // fp16:NN:127x127x127:b5167
+  {2, 0, {17LL, 17LL, 17LL, 288351LL}, 0, 2, 0, 2, 0, 2},  // fp16:NN:17x17x17:b288351
+  {2, 0, {33LL, 33LL, 33LL, 76523LL}, 2, 2, 2, 2, 2, 2},  // fp16:NN:33x33x33:b76523
+  {2, 0, {47LL, 47LL, 47LL, 37725LL}, 4, 2, 4, 2, 4, 2},  // fp16:NN:47x47x47:b37725
+  {2, 0, {63LL, 63LL, 63LL, 20997LL}, 6, 2, 6, 2, 6, 2},  // fp16:NN:63x63x63:b20997
+  {2, 0, {64LL, 64LL, 64LL, 20346LL}, 8, 2, 8, 2, 8, 2},  // fp16:NN:64x64x64:b20346
+  {2, 0, {65LL, 65LL, 65LL, 19724LL}, 10, 2, 10, 2, 10, 2},  // fp16:NN:65x65x65:b19724
+  {2, 0, {80LL, 80LL, 80LL, 13021LL}, 12, 2, 12, 2, 12, 2},  // fp16:NN:80x80x80:b13021
+  {2, 0, {97LL, 97LL, 97LL, 8857LL}, 14, 2, 14, 2, 14, 2},  // fp16:NN:97x97x97:b8857
+  {2, 0, {113LL, 113LL, 113LL, 6527LL}, 16, 2, 16, 2, 16, 2},  // fp16:NN:113x113x113:b6527
+  {2, 0, {127LL, 127LL, 127LL, 5167LL}, 18, 2, 18, 2, 18, 2},  // fp16:NN:127x127x127:b5167
 };
 inline constexpr int kRanked[20] = {8, -2, 3, -2, 6, -2, 0, -2, -2, 0, 1, -2, -2, 2, 4, -2, -2, 7, 5, -2};
 inline constexpr int kNear[20] = {8, -2, 3, -2, 6, -2, 0, -2, -2, 0, 1, -2, -2, 2, 4, -2, -2, 7, 5, -2};
+inline constexpr int kCostAnswer[20] = {-2, 8, -2, 3, -2, 6, -2, 0, -2, 0, -2, 1, -2, 2, -2, 4, -2, 7, -2, 5};
+inline constexpr long long kCost[20] = {2087197399LL, 674527147LL, 1268316772LL, 608702440LL, 678518308LL, 397018328LL, 503209299LL, 390126390LL, 337168288LL, 370926726LL, 2326128282LL, 558300215LL, 347259547LL, 372475237LL, 698061745LL, 578672890LL, 595225071LL, 596600910LL, 557725133LL, 541278171LL};
+inline constexpr bool kCostMode = false;  // structure mode: answers off the tuned points by cost (rule 4')
+inline constexpr long long kMarginPermille = 0;
+inline constexpr long long kReach = 65536;  // log2 distance, 16 fractional bits
 
 inline constexpr int kNumRegions = 1;
 inline constexpr Region kRegions[1] = {
@@ -105,6 +110,44 @@ constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = 
   return INVALID;
 }
 
+// Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
+// measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
+constexpr int cheapest(int precision, int shape, const long long (&d)[4], const long long (&l)[4]) {
+  long long dmin = -1;
+  for (int i = 0; i < kNumPoints; ++i) {
+    const Point& p = kPoints[i];
+    if (p.precision != precision || p.shape != shape) continue;
+    long long dist = 0;
+    for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
+    if (dmin < 0 || dist < dmin) dmin = dist;
+  }
+  if (dmin < 0) return kFallback;
+  int best = INVALID;
+  long long best_price = 0, best_dist = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    if (a == GENERIC || !valid(a, d)) continue;
+    bool found = false;
+    long long nd = 0, nb = 0, nc = 0;
+    for (int i = 0; i < kNumPoints; ++i) {
+      const Point& p = kPoints[i];
+      if (p.precision != precision || p.shape != shape) continue;
+      for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
+        if (kCostAnswer[j] != a) continue;
+        long long dist = 0;
+        for (int t = 0; t < 3; ++t) dist += absdiff(l[t], ilog2_fx(p.dims[t]));
+        const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
+        if (!found || dist < nd || (dist == nd && db < nb)) { found = true; nd = dist; nb = db; nc = kCost[j]; }
+      }
+    }
+    if (!found || nd > dmin + kReach) continue;
+    const long long price = nc * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
+    if (best == INVALID || price < best_price || (price == best_price && nd < best_dist)) {
+      best = a; best_price = price; best_dist = nd;
+    }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
 // The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
   if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
@@ -126,6 +169,7 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
+  if (kCostMode) return cheapest(precision, shape, d, l);
   int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {

@@ -85,11 +85,18 @@ class Lookup:
         version1 = int(table.get("version", 2)) < 2
         self.fallback = FALLBACKS[table.get("fallback", "naive" if version1 else "library")]
         self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int], list[int]]]] = {}
+        self.costs: dict[tuple[str, str], list[dict[int, int]]] = {}
+        structure = table.get("structure") or {}
+        self.mode = str(structure.get("mode", "regions"))
+        self.margin = int(round(1000 * float(structure.get("library_margin", 0.0))))  # per mille
+        self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
         for p in table["points"]:
             dims = (int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"]))
             logs = tuple(ilog2_fx(d) for d in dims)
             self.points.setdefault((p["precision"], p["shape"]), []).append(
                 (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"]))))
+            self.costs.setdefault((p["precision"], p["shape"]), []).append(
+                {int(a): int(c) for a, c in p.get("costs", [])})
         self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
         for r in table["regions"]:
             lo = [int(r["m"][0]), int(r["n"][0]), int(r["k"][0])]
@@ -129,6 +136,8 @@ class Lookup:
             if all(lo[d] <= dims[d] <= hi[d] for d in range(3)) and self.valid(kern, dims):
                 return kern
         logs = [ilog2_fx(d) for d in dims]
+        if self.mode == "cost":
+            return self._cheapest(group, dims, logs)
         best, best_key = self.fallback, None
         for order, (_, plogs, _, near) in enumerate(points):
             kern = next((c for c in near if self.valid(c, dims)), None)
@@ -137,6 +146,31 @@ class Lookup:
             key = (sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
             if best_key is None or key < best_key:
                 best, best_key = kern, key
+        return best
+
+    def _cheapest(self, group: tuple[str, str], dims: tuple[int, ...], logs: list[int]) -> int:
+        """Cost mode (rule 4'): each valid answer's cost at the tuned point nearest the problem where it was
+        measured (distance, then |log2 batch ratio|, then table order); answers measured within `reach` of the
+        nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
+        ties: the nearer measurement, then the library, then the smaller index)."""
+        points = self.points.get(group, [])
+        if not points:
+            return self.fallback
+        keys = [(sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
+                for order, (_, plogs, _, _) in enumerate(points)]
+        limit = min(k[0] for k in keys) + self.reach
+        best, best_key = self.fallback, None
+        for answer in [LIBRARY] + list(range(len(self.kernels))):
+            if not self.valid(answer, dims):
+                continue
+            near = min((keys[i] + (c[answer],) for i, c in enumerate(self.costs.get(group, [])) if answer in c),
+                       default=None)
+            if near is None or near[0] > limit:
+                continue
+            price = near[3] * (1000 if answer == LIBRARY else 1000 + self.margin)
+            key = (price, near[0], 0 if answer == LIBRARY else 1, answer)
+            if best_key is None or key < best_key:
+                best, best_key = answer, key
         return best
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
@@ -182,8 +216,8 @@ TABLE = {'format': 'autotune-dispatch',
                 'answer_worst_loss': 0.0,
                 'answer_mean_loss': 0.0,
                 'uncovered': [],
-                'structure': {'regions': True, 'library_margin': 0.0},
-                'created_utc': '2026-11-25T07:27:22+00:00'},
+                'structure': {'mode': 'regions', 'library_margin': 0.0, 'reach': 1.0},
+                'created_utc': '2026-11-25T07:37:50+00:00'},
  'kernels': [{'instance_id': 'ea3d4636627f1b65',
               'precision': 'fp16',
               'shape': 'NN',
@@ -221,6 +255,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 0,
              'ranked': [-2, 0],
              'near': [-2, 0],
+             'costs': [[-2, 340451587], [0, 468792878]],
              'ms': 0.23441600054502487,
              'best_ms': 0.2263680025935173,
              'loss': 0.03433211868130037,
@@ -235,6 +270,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 0,
              'ranked': [-2, 0],
              'near': [-2, 0],
+             'costs': [[-2, 379310048], [0, 468617806]],
              'ms': 0.2343199998140335,
              'best_ms': 0.23240000009536743,
              'loss': 0.008193921646423186,
@@ -249,6 +285,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 0,
              'ranked': [-2, 0],
              'near': [-2, 0],
+             'costs': [[-2, 343290913], [0, 426161965]],
              'ms': 0.2131040021777153,
              'best_ms': 0.21305599808692932,
              'loss': 0.00022526132918865294,
@@ -263,6 +300,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 0,
              'ranked': [-2, 0],
              'near': [-2, 0],
+             'costs': [[-2, 372226050], [0, 420346052]],
              'ms': 0.210207998752594,
              'best_ms': 0.210207998752594,
              'loss': 0.0,
@@ -277,6 +315,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 0,
              'ranked': [-2, 0],
              'near': [-2, 0],
+             'costs': [[-2, 350381225], [0, 383592427]],
              'ms': 0.19182400405406952,
              'best_ms': 0.19182400405406952,
              'loss': 0.0,
@@ -286,7 +325,8 @@ TABLE = {'format': 'autotune-dispatch',
               'm': [96, 128],
               'n': [96, 128],
               'k': [96, 128],
-              'kernel': -2}]}
+              'kernel': -2}],
+ 'structure': {'mode': 'regions', 'library_margin': 0.0, 'reach': 1.0}}
 
 _LOOKUP = Lookup(TABLE)
 KERNELS = TABLE['kernels']

@@ -30,7 +30,7 @@ enum Precision : int { kFp64 = 0, kFp32 = 1, kFp16 = 2 };
 enum Shape : int { kNN = 0, kNT = 1, kTN = 2, kTT = 3 };
 
 struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };
-struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; };
+struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; int near_begin; int near_count; int costs_begin; int costs_count; };
 struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };
 
 inline constexpr int kNumKernels = 13;
@@ -52,22 +52,27 @@ inline constexpr Kernel kKernels[13] = {
 
 inline constexpr int kNumPoints = 13;
 inline constexpr Point kPoints[13] = {
-  {0, 0, {4LL, 4LL, 4LL, 1302084LL}, 0, 2, 0, 2},  // fp64:NN:4x4x4:b1302084
-  {0, 0, {25LL, 25LL, 25LL, 33334LL}, 2, 2, 2, 2},  // fp64:NN:25x25x25:b33334
-  {1, 0, {4LL, 4LL, 4LL, 2604167LL}, 4, 3, 4, 3},  // fp32:NN:4x4x4:b2604167
-  {1, 0, {8LL, 8LL, 8LL, 651042LL}, 7, 3, 7, 3},  // fp32:NN:8x8x8:b651042
-  {1, 0, {22LL, 22LL, 22LL, 86089LL}, 10, 3, 10, 3},  // fp32:NN:22x22x22:b86089
-  {1, 0, {23LL, 23LL, 23LL, 78765LL}, 13, 3, 13, 3},  // fp32:NN:23x23x23:b78765
-  {1, 0, {25LL, 25LL, 25LL, 66667LL}, 16, 3, 16, 3},  // fp32:NN:25x25x25:b66667
-  {1, 0, {26LL, 26LL, 26LL, 61638LL}, 19, 3, 19, 3},  // fp32:NN:26x26x26:b61638
-  {1, 0, {27LL, 27LL, 27LL, 57156LL}, 22, 3, 22, 3},  // fp32:NN:27x27x27:b57156
-  {1, 0, {29LL, 29LL, 29LL, 49545LL}, 25, 3, 25, 3},  // fp32:NN:29x29x29:b49545
-  {1, 0, {30LL, 30LL, 30LL, 46297LL}, 28, 3, 28, 3},  // fp32:NN:30x30x30:b46297
-  {1, 0, {31LL, 31LL, 31LL, 43358LL}, 31, 3, 31, 3},  // fp32:NN:31x31x31:b43358
-  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 34, 2, 34, 2},  // fp32:NN:32x32x32:b40691
+  {0, 0, {4LL, 4LL, 4LL, 1302084LL}, 0, 2, 0, 2, 0, 2},  // fp64:NN:4x4x4:b1302084
+  {0, 0, {25LL, 25LL, 25LL, 33334LL}, 2, 2, 2, 2, 2, 2},  // fp64:NN:25x25x25:b33334
+  {1, 0, {4LL, 4LL, 4LL, 2604167LL}, 4, 3, 4, 3, 4, 3},  // fp32:NN:4x4x4:b2604167
+  {1, 0, {8LL, 8LL, 8LL, 651042LL}, 7, 3, 7, 3, 7, 3},  // fp32:NN:8x8x8:b651042
+  {1, 0, {22LL, 22LL, 22LL, 86089LL}, 10, 3, 10, 3, 10, 3},  // fp32:NN:22x22x22:b86089
+  {1, 0, {23LL, 23LL, 23LL, 78765LL}, 13, 3, 13, 3, 13, 3},  // fp32:NN:23x23x23:b78765
+  {1, 0, {25LL, 25LL, 25LL, 66667LL}, 16, 3, 16, 3, 16, 3},  // fp32:NN:25x25x25:b66667
+  {1, 0, {26LL, 26LL, 26LL, 61638LL}, 19, 3, 19, 3, 19, 3},  // fp32:NN:26x26x26:b61638
+  {1, 0, {27LL, 27LL, 27LL, 57156LL}, 22, 3, 22, 3, 22, 3},  // fp32:NN:27x27x27:b57156
+  {1, 0, {29LL, 29LL, 29LL, 49545LL}, 25, 3, 25, 3, 25, 3},  // fp32:NN:29x29x29:b49545
+  {1, 0, {30LL, 30LL, 30LL, 46297LL}, 28, 3, 28, 3, 28, 3},  // fp32:NN:30x30x30:b46297
+  {1, 0, {31LL, 31LL, 31LL, 43358LL}, 31, 3, 31, 3, 31, 3},  // fp32:NN:31x31x31:b43358
+  {1, 0, {32LL, 32LL, 32LL, 40691LL}, 34, 2, 34, 2, 34, 2},  // fp32:NN:32x32x32:b40691
 };
 inline constexpr int kRanked[36] = {0, -2, 1, -2, 9, -2, 11, 7, -2, 11, 10, -2, 11, 6, -2, 11, 3, -2, 11, 8, -2, 11, 12, -2, 11, 2, -2, 11, 5, -2, 11, 4, -2, 11, -2, 11};
 inline constexpr int kNear[36] = {0, -2, 1, -2, 9, -2, 11, 7, -2, 11, 10, -2, 11, 6, -2, 11, 3, -2, 11, 8, -2, 11, 12, -2, 11, 2, -2, 11, 5, -2, 11, 4, -2, 11, -2, 11};
+inline constexpr int kCostAnswer[36] = {-2, 0, -2, 1, -2, 9, 11, -2, 7, 11, -2, 10, 11, -2, 6, 11, -2, 3, 11, -2, 8, 11, -2, 11, 12, -2, 2, 11, -2, 5, 11, -2, 4, 11, -2, 11};
+inline constexpr long long kCost[36] = {8471867515LL, 350719824LL, 408503841LL, 400727990LL, 9762846651LL, 361343948LL, 19644925464LL, 2514430785LL, 379423811LL, 4971773463LL, 568570393LL, 406396018LL, 738488751LL, 552479769LL, 416063811LL, 693375700LL, 547933253LL, 414621932LL, 619068925LL, 517304276LL, 402394001LL, 578295369LL, 502591306LL, 555135261LL, 425567414LL, 468696370LL, 418617184LL, 514071619LL, 446489208LL, 400697906LL, 492856521LL, 427356205LL, 392508496LL, 475515777LL, 416502843LL, 433686454LL};
+inline constexpr bool kCostMode = false;  // structure mode: answers off the tuned points by cost (rule 4')
+inline constexpr long long kMarginPermille = 0;
+inline constexpr long long kReach = 65536;  // log2 distance, 16 fractional bits
 
 inline constexpr int kNumRegions = 0;
 inline constexpr Region kRegions[1] = {
@@ -112,6 +117,44 @@ constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = 
   return INVALID;
 }
 
+// Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
+// measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
+constexpr int cheapest(int precision, int shape, const long long (&d)[4], const long long (&l)[4]) {
+  long long dmin = -1;
+  for (int i = 0; i < kNumPoints; ++i) {
+    const Point& p = kPoints[i];
+    if (p.precision != precision || p.shape != shape) continue;
+    long long dist = 0;
+    for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
+    if (dmin < 0 || dist < dmin) dmin = dist;
+  }
+  if (dmin < 0) return kFallback;
+  int best = INVALID;
+  long long best_price = 0, best_dist = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    if (a == GENERIC || !valid(a, d)) continue;
+    bool found = false;
+    long long nd = 0, nb = 0, nc = 0;
+    for (int i = 0; i < kNumPoints; ++i) {
+      const Point& p = kPoints[i];
+      if (p.precision != precision || p.shape != shape) continue;
+      for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
+        if (kCostAnswer[j] != a) continue;
+        long long dist = 0;
+        for (int t = 0; t < 3; ++t) dist += absdiff(l[t], ilog2_fx(p.dims[t]));
+        const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
+        if (!found || dist < nd || (dist == nd && db < nb)) { found = true; nd = dist; nb = db; nc = kCost[j]; }
+      }
+    }
+    if (!found || nd > dmin + kReach) continue;
+    const long long price = nc * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
+    if (best == INVALID || price < best_price || (price == best_price && nd < best_dist)) {
+      best = a; best_price = price; best_dist = nd;
+    }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
 // The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
 constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
   if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
@@ -133,6 +176,7 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
       return r.kernel;
   }
   const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
+  if (kCostMode) return cheapest(precision, shape, d, l);
   int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int i = 0; i < kNumPoints; ++i) {

@@ -85,11 +85,18 @@ class Lookup:
         version1 = int(table.get("version", 2)) < 2
         self.fallback = FALLBACKS[table.get("fallback", "naive" if version1 else "library")]
         self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int], list[int]]]] = {}
+        self.costs: dict[tuple[str, str], list[dict[int, int]]] = {}
+        structure = table.get("structure") or {}
+        self.mode = str(structure.get("mode", "regions"))
+        self.margin = int(round(1000 * float(structure.get("library_margin", 0.0))))  # per mille
+        self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
         for p in table["points"]:
             dims = (int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"]))
             logs = tuple(ilog2_fx(d) for d in dims)
             self.points.setdefault((p["precision"], p["shape"]), []).append(
                 (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"]))))
+            self.costs.setdefault((p["precision"], p["shape"]), []).append(
+                {int(a): int(c) for a, c in p.get("costs", [])})
         self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
         for r in table["regions"]:
             lo = [int(r["m"][0]), int(r["n"][0]), int(r["k"][0])]
@@ -129,6 +136,8 @@ class Lookup:
             if all(lo[d] <= dims[d] <= hi[d] for d in range(3)) and self.valid(kern, dims):
                 return kern
         logs = [ilog2_fx(d) for d in dims]
+        if self.mode == "cost":
+            return self._cheapest(group, dims, logs)
         best, best_key = self.fallback, None
         for order, (_, plogs, _, near) in enumerate(points):
             kern = next((c for c in near if self.valid(c, dims)), None)
@@ -137,6 +146,31 @@ class Lookup:
             key = (sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
             if best_key is None or key < best_key:
                 best, best_key = kern, key
+        return best
+
+    def _cheapest(self, group: tuple[str, str], dims: tuple[int, ...], logs: list[int]) -> int:
+        """Cost mode (rule 4'): each valid answer's cost at the tuned point nearest the problem where it was
+        measured (distance, then |log2 batch ratio|, then table order); answers measured within `reach` of the
+        nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
+        ties: the nearer measurement, then the library, then the smaller index)."""
+        points = self.points.get(group, [])
+        if not points:
+            return self.fallback
+        keys = [(sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
+                for order, (_, plogs, _, _) in enumerate(points)]
+        limit = min(k[0] for k in keys) + self.reach
+        best, best_key = self.fallback, None
+        for answer in [LIBRARY] + list(range(len(self.kernels))):
+            if not self.valid(answer, dims):
+                continue
+            near = min((keys[i] + (c[answer],) for i, c in enumerate(self.costs.get(group, [])) if answer in c),
+                       default=None)
+            if near is None or near[0] > limit:
+                continue
+            price = near[3] * (1000 if answer == LIBRARY else 1000 + self.margin)
+            key = (price, near[0], 0 if answer == LIBRARY else 1, answer)
+            if best_key is None or key < best_key:
+                best, best_key = answer, key
         return best
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
@@ -182,8 +216,8 @@ TABLE = {'format': 'autotune-dispatch',
                 'answer_worst_loss': 0.0,
                 'answer_mean_loss': 0.0,
                 'uncovered': [],
-                'structure': {'regions': True, 'library_margin': 0.0},
-                'created_utc': '2026-11-25T07:27:51+00:00'},
+                'structure': {'mode': 'regions', 'library_margin': 0.0, 'reach': 1.0},
+                'created_utc': '2026-11-25T07:38:08+00:00'},
  'kernels': [{'instance_id': '6d91dd4cbda525c0',
               'precision': 'fp64',
               'shape': 'NN',
@@ -386,6 +420,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 0,
              'ranked': [0, -2],
              'near': [0, -2],
+             'costs': [[-2, 8471867515], [0, 350719824]],
              'ms': 0.17536000162363052,
              'best_ms': 0.17536000162363052,
              'loss': 0.0,
@@ -400,6 +435,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 1,
              'ranked': [1, -2],
              'near': [1, -2],
+             'costs': [[-2, 408503841], [1, 400727990]],
              'ms': 0.2003680020570755,
              'best_ms': 0.2003680020570755,
              'loss': 0.0,
@@ -414,6 +450,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 9,
              'ranked': [9, -2, 11],
              'near': [9, -2, 11],
+             'costs': [[-2, 9762846651], [9, 361343948], [11, 19644925464]],
              'ms': 0.18067199736833572,
              'best_ms': 0.18067199736833572,
              'loss': 0.0,
@@ -428,6 +465,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 7,
              'ranked': [7, -2, 11],
              'near': [7, -2, 11],
+             'costs': [[-2, 2514430785], [7, 379423811], [11, 4971773463]],
              'ms': 0.18971200287342072,
              'best_ms': 0.18971200287342072,
              'loss': 0.0,
@@ -442,6 +480,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 10,
              'ranked': [10, -2, 11],
              'near': [10, -2, 11],
+             'costs': [[-2, 568570393], [10, 406396018], [11, 738488751]],
              'ms': 0.20320000499486923,
              'best_ms': 0.20320000499486923,
              'loss': 0.0,
@@ -456,6 +495,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 6,
              'ranked': [6, -2, 11],
              'near': [6, -2, 11],
+             'costs': [[-2, 552479769], [6, 416063811], [11, 693375700]],
              'ms': 0.20803199708461761,
              'best_ms': 0.20803199708461761,
              'loss': 0.0,
@@ -470,6 +510,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 3,
              'ranked': [3, -2, 11],
              'near': [3, -2, 11],
+             'costs': [[-2, 547933253], [3, 414621932], [11, 619068925]],
              'ms': 0.20731200277805328,
              'best_ms': 0.20731200277805328,
              'loss': 0.0,
@@ -484,6 +525,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 8,
              'ranked': [8, -2, 11],
              'near': [8, -2, 11],
+             'costs': [[-2, 517304276], [8, 402394001], [11, 578295369]],
              'ms': 0.2012000009417534,
              'best_ms': 0.2012000009417534,
              'loss': 0.0,
@@ -498,6 +540,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 12,
              'ranked': [12, -2, 11],
              'near': [12, -2, 11],
+             'costs': [[-2, 502591306], [11, 555135261], [12, 425567414]],
              'ms': 0.21278399974107742,
              'best_ms': 0.21278399974107742,
              'loss': 0.0,
@@ -512,6 +555,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 2,
              'ranked': [2, -2, 11],
              'near': [2, -2, 11],
+             'costs': [[-2, 468696370], [2, 418617184], [11, 514071619]],
              'ms': 0.20931199938058853,
              'best_ms': 0.20931199938058853,
              'loss': 0.0,
@@ -526,6 +570,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 5,
              'ranked': [5, -2, 11],
              'near': [5, -2, 11],
+             'costs': [[-2, 446489208], [5, 400697906], [11, 492856521]],
              'ms': 0.2003519982099533,
              'best_ms': 0.2003519982099533,
              'loss': 0.0,
@@ -540,6 +585,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 4,
              'ranked': [4, -2, 11],
              'near': [4, -2, 11],
+             'costs': [[-2, 427356205], [4, 392508496], [11, 475515777]],
              'ms': 0.19625599682331085,
              'best_ms': 0.19625599682331085,
              'loss': 0.0,
@@ -554,11 +600,13 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 11,
              'ranked': [-2, 11],
              'near': [-2, 11],
+             'costs': [[-2, 416502843], [11, 433686454]],
              'ms': 0.2168480008840561,
              'best_ms': 0.2168480008840561,
              'loss': 0.0,
              'library_ms': 0.20825600624084473}],
- 'regions': []}
+ 'regions': [],
+ 'structure': {'mode': 'regions', 'library_margin': 0.0, 'reach': 1.0}}
 
 _LOOKUP = Lookup(TABLE)
 KERNELS = TABLE['kernels']

@@ -85,11 +85,18 @@ class Lookup:
         version1 = int(table.get("version", 2)) < 2
         self.fallback = FALLBACKS[table.get("fallback", "naive" if version1 else "library")]
         self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int], list[int]]]] = {}
+        self.costs: dict[tuple[str, str], list[dict[int, int]]] = {}
+        structure = table.get("structure") or {}
+        self.mode = str(structure.get("mode", "regions"))
+        self.margin = int(round(1000 * float(structure.get("library_margin", 0.0))))  # per mille
+        self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
         for p in table["points"]:
             dims = (int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"]))
             logs = tuple(ilog2_fx(d) for d in dims)
             self.points.setdefault((p["precision"], p["shape"]), []).append(
                 (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"]))))
+            self.costs.setdefault((p["precision"], p["shape"]), []).append(
+                {int(a): int(c) for a, c in p.get("costs", [])})
         self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
         for r in table["regions"]:
             lo = [int(r["m"][0]), int(r["n"][0]), int(r["k"][0])]
@@ -129,6 +136,8 @@ class Lookup:
             if all(lo[d] <= dims[d] <= hi[d] for d in range(3)) and self.valid(kern, dims):
                 return kern
         logs = [ilog2_fx(d) for d in dims]
+        if self.mode == "cost":
+            return self._cheapest(group, dims, logs)
         best, best_key = self.fallback, None
         for order, (_, plogs, _, near) in enumerate(points):
             kern = next((c for c in near if self.valid(c, dims)), None)
@@ -137,6 +146,31 @@ class Lookup:
             key = (sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
             if best_key is None or key < best_key:
                 best, best_key = kern, key
+        return best
+
+    def _cheapest(self, group: tuple[str, str], dims: tuple[int, ...], logs: list[int]) -> int:
+        """Cost mode (rule 4'): each valid answer's cost at the tuned point nearest the problem where it was
+        measured (distance, then |log2 batch ratio|, then table order); answers measured within `reach` of the
+        nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
+        ties: the nearer measurement, then the library, then the smaller index)."""
+        points = self.points.get(group, [])
+        if not points:
+            return self.fallback
+        keys = [(sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
+                for order, (_, plogs, _, _) in enumerate(points)]
+        limit = min(k[0] for k in keys) + self.reach
+        best, best_key = self.fallback, None
+        for answer in [LIBRARY] + list(range(len(self.kernels))):
+            if not self.valid(answer, dims):
+                continue
+            near = min((keys[i] + (c[answer],) for i, c in enumerate(self.costs.get(group, [])) if answer in c),
+                       default=None)
+            if near is None or near[0] > limit:
+                continue
+            price = near[3] * (1000 if answer == LIBRARY else 1000 + self.margin)
+            key = (price, near[0], 0 if answer == LIBRARY else 1, answer)
+            if best_key is None or key < best_key:
+                best, best_key = answer, key
         return best
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
@@ -182,8 +216,8 @@ TABLE = {'format': 'autotune-dispatch',
                 'answer_worst_loss': 0.02458694826105212,
                 'answer_mean_loss': 0.003073368532631515,
                 'uncovered': [],
-                'structure': {'regions': True, 'library_margin': 0.1},
-                'created_utc': '2026-11-25T07:28:26+00:00'},
+                'structure': {'mode': 'regions', 'library_margin': 0.1, 'reach': 1.0},
+                'created_utc': '2026-11-25T07:38:06+00:00'},
  'kernels': [{'instance_id': '04c6f09ff8d1f227',
               'precision': 'fp64',
               'shape': 'NN',
@@ -261,6 +295,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 0,
              'ranked': [0, -2, 1],
              'near': [-2, 0, 1],
+             'costs': [[-2, 349372329], [0, 328662578], [1, 464224744]],
              'ms': 1.1030240058898926,
              'best_ms': 1.0759040117263794,
              'loss': 0.02458694826105212,
@@ -275,6 +310,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 0,
              'ranked': [0, -2, 1],
              'near': [-2, 0, 1],
+             'costs': [[-2, 348951401], [0, 329928277], [1, 465726135]],
              'ms': 1.1074880361557007,
              'best_ms': 1.1074880361557007,
              'loss': 0.0,
@@ -289,6 +325,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 0,
              'ranked': [0, -2, 1],
              'near': [-2, 0, 1],
+             'costs': [[-2, 349677603], [0, 331943592], [1, 467030925]],
              'ms': 1.1146880388259888,
              'best_ms': 1.1146880388259888,
              'loss': 0.0,
@@ -303,6 +340,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 1,
              'ranked': [-2, 1, 0],
              'near': [-2, 1, 0],
+             'costs': [[-2, 350266575], [0, 664264354], [1, 471337081]],
              'ms': 1.584015965461731,
              'best_ms': 1.584015965461731,
              'loss': 0.0,
@@ -317,6 +355,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 2,
              'ranked': [2, -2, 3, 4],
              'near': [-2, 2, 3, 4],
+             'costs': [[-2, 361772448], [2, 331041526], [3, 374329886], [4, 422109190]],
              'ms': 0.5555039942264557,
              'best_ms': 0.5555039942264557,
              'loss': 0.0,
@@ -331,6 +370,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 3,
              'ranked': [-2, 3, 4, 2],
              'near': [-2, 3, 4, 2],
+             'costs': [[-2, 367822013], [2, 664470508], [3, 379213976], [4, 421359449]],
              'ms': 0.63646399974823,
              'best_ms': 0.6173759996891022,
              'loss': 0.029990698714583375,
@@ -345,6 +385,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 3,
              'ranked': [-2, 3, 4, 2],
              'near': [-2, 3, 4, 2],
+             'costs': [[-2, 364686236], [2, 1349386831], [3, 382534625], [4, 422119335]],
              'ms': 0.6422879993915558,
              'best_ms': 0.6422879993915558,
              'loss': 0.0,
@@ -359,6 +400,7 @@ TABLE = {'format': 'autotune-dispatch',
              'kernel': 4,
              'ranked': [-2, 4, 3, 2],
              'near': [-2, 4, 3, 2],
+             'costs': [[-2, 413115657], [2, 2718721155], [3, 784811208], [4, 422742254]],
              'ms': 0.7103520035743713,
              'best_ms': 0.7103520035743713,
              'loss': 0.0,
@@ -374,7 +416,8 @@ TABLE = {'format': 'autotune-dispatch',
               'm': [20480, 20480],
               'n': [4, 16],
               'k': [20480, 20480],
-              'kernel': -2}]}
+              'kernel': -2}],
+ 'structure': {'mode': 'regions', 'library_margin': 0.1, 'reach': 1.0}}
 
 _LOOKUP = Lookup(TABLE)
 KERNELS = TABLE['kernels']
