@@ -10,10 +10,7 @@ py=${PYTHON:-python3}
 run() { echo "== $phase: $* (stops after ${secs}s)"; timeout -s TERM "$secs" "$py" -m autotune "$@"; echo "== exit $?"; }
 case $phase in
   small|fp16) run sweep "configs/${phase}_tables_h100.yaml" --database "sqlite:///$RUNS/${phase}_tables_h100.sqlite" -q ;;
-  square-share)
-    db=$RUNS/square_share_h100.sqlite
-    if [ ! -f "$db" ]; then gunzip -c results/square_h100/square_h100.sqlite.gz > "$db" && "$py" -m autotune db upgrade "$db"; fi
-    run sweep configs/square_share_h100.yaml --database "sqlite:///$db" -q ;;
+  square-share) run sweep configs/square_share_h100.yaml --database "sqlite:///$RUNS/square_share_h100.sqlite" -q ;;
   validate-small|validate-fp16)
     name=${phase#validate-}
     case $name in small) wl=small_h100;; fp16) wl=fp16_h100;; esac
