@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 15's H100 runs (workload-driven tables, sharing, validation), each phase resumable: run a phase again to go
-# on where it stopped. Databases go to $RUNS (default runs/); every sweep is stopped cleanly (SIGTERM) after SECONDS.
+# on where it stopped (on any H100: --resume model). Databases go to $RUNS (default runs/); every sweep is stopped
+# cleanly (SIGTERM) after SECONDS.
 #   bash scripts/h100_tables.sh small|fp16|square-share SECONDS
 #   bash scripts/h100_tables.sh validate-small|validate-fp16 SECONDS
 set -uo pipefail
@@ -9,8 +10,10 @@ RUNS=${RUNS:-runs}; mkdir -p "$RUNS"
 py=${PYTHON:-python3}
 run() { echo "== $phase: $* (stops after ${secs}s)"; timeout -s TERM "$secs" "$py" -m autotune "$@"; echo "== exit $?"; }
 case $phase in
-  small|fp16) run sweep "configs/${phase}_tables_h100.yaml" --database "sqlite:///$RUNS/${phase}_tables_h100.sqlite" -q ;;
-  square-share) run sweep configs/square_share_h100.yaml --database "sqlite:///$RUNS/square_share_h100.sqlite" -q ;;
+  small|fp16) run sweep "configs/${phase}_tables_h100.yaml" --database "sqlite:///$RUNS/${phase}_tables_h100.sqlite" \
+                --resume model -q ;;
+  square-share) run sweep configs/square_share_h100.yaml --database "sqlite:///$RUNS/square_share_h100.sqlite" \
+                  --resume model -q ;;
   validate-small|validate-fp16)
     name=${phase#validate-}
     case $name in small) wl=small_h100;; fp16) wl=fp16_h100;; esac

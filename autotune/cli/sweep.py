@@ -71,6 +71,7 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
           max_instances: Annotated[Optional[int], typer.Option(help="Measure at most this many instances per space. Overrides the config's top-level max_instances (a space entry's own max_instances still applies).")] = None,
           seed: Annotated[Optional[int], typer.Option(help="Seed of the random strategy. Overrides the config.")] = None,
           replay: Annotated[Optional[str], typer.Option(help="Take measurements from this recorded database URL instead of a GPU.")] = None,
+          resume: Annotated[Optional[str], typer.Option(help="What a resumed sweep skips: gpu (pairs measured on this very GPU) or model (pairs measured on any GPU of the same name, SM count and compute capability: for clusters and lent machines where each run lands on another card). Overrides the config's `resume`.")] = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar; a line every 30 s (for logs).")] = False) -> None:
     """Compile, verify and time every instance of the config's spaces on its test points.
 
@@ -84,7 +85,9 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
     from autotune.sweep.config import load_config
 
     cfg = load_config(config)
-    overrides = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed)
+    if resume is not None and resume not in ("gpu", "model"):
+        raise UserError(f"--resume must be gpu or model, got {resume!r}")
+    overrides = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume)
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
     summary = run_config(cfg, replay, quiet)
     print_summary(summary, cfg.database)

@@ -385,6 +385,15 @@ class Store:
                              .where(CublasRow.device_id == device_id, CublasRow.status == Status.OK.value)).all()
             return {p.point(): ms for p, ms in rows}
 
+    def same_model(self, device_id: int) -> list[int]:
+        """The device and every other recorded GPU of the same name, SM count and compute capability (its id
+        first): what `resume: model` treats as one."""
+        with self.session() as s:
+            me = s.get(Device, device_id)
+            rows = s.scalars(select(Device.id).where(Device.name == me.name, Device.sm_count == me.sm_count,
+                                                     Device.cc == me.cc, Device.id != device_id)).all()
+        return [device_id, *sorted(rows)]
+
     def device_id(self, device: str | None = None) -> int:
         """The id of the device whose uuid or name is `device`; None = the only device. Raises StoreError."""
         with self.session() as s:

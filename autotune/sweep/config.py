@@ -24,7 +24,7 @@ from autotune.vocab import ELEM_BYTES, PRECISIONS, SHAPES, TestPoint
 from autotune.paths import RESULTS_DIR, SPACES_DIR
 
 TOP_KEYS = ("name", "description", "spaces", "points", "alpha", "beta", "database", "repetitions", "budget",
-            "bk", "tol", "strategy", "max_instances", "seed", "share")
+            "bk", "tol", "strategy", "max_instances", "seed", "share", "resume")
 STRATEGY_NAMES = ("brute", "random")
 SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances", "instances", "measure", "share")
 MEASURE_RULES = ("serves", "valid")
@@ -75,6 +75,7 @@ class SweepConfig:
     strategy: str = "brute"  # search strategy (autotune.sweep.strategies): brute or random
     max_instances: int | None = None  # measure at most this many instances per space
     seed: int = 0  # seed of the random strategy
+    resume: str = "gpu"  # a resumed sweep skips pairs measured on this GPU ("gpu") or on any of the same model
     share: int = 0  # after the main phase, each BK-best instance is also measured at up to this many more
     #                 points it is valid for, nearest to the points it serves first (0: no sharing)
 
@@ -130,7 +131,8 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
         strategy=_strategy(r, top["strategy"]) if "strategy" in top else "brute",
         max_instances=r.integer(top["max_instances"], 1) if "max_instances" in top else None,
         seed=r.integer(top["seed"], 0) if "seed" in top else 0,
-        share=r.integer(top["share"], 0) if "share" in top else 0)
+        share=r.integer(top["share"], 0) if "share" in top else 0,
+        resume=_resume(r, top["resume"]) if "resume" in top else "gpu")
 
 
 class _Reader:
@@ -419,6 +421,14 @@ def _duration(r: _Reader, node: Node) -> float:
         raise r.error(node, f"cannot read a time budget from {v!r}", "write seconds (3600) or e.g. 90s, 30m, 8h, 1h30m")
     h, mi, s = (float(g) if g else 0.0 for g in match.groups())
     return h * 3600 + mi * 60 + s
+
+
+def _resume(r: _Reader, node: Node) -> str:
+    value = r.string(node)
+    if value not in ("gpu", "model"):
+        raise r.error(node, f"resume: {value!r} is not a rule", "write resume: gpu (skip pairs measured on this GPU) or "
+                                                                "resume: model (on any GPU of the same model)")
+    return value
 
 
 def _strategy(r: _Reader, node: Node) -> str:

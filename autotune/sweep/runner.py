@@ -241,13 +241,16 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
     summary = SweepSummary(sweep_id, "running", 0.0)
     status, db_failed = "failed", False
     try:
-        summary.recovered = store.recover_inflight(device_id)
+        siblings = store.same_model(device_id) if cfg.resume == "model" else [device_id]
+        summary.recovered = [pair for d in siblings for pair in store.recover_inflight(d)]
         for pair in summary.recovered:
             reporter.note(f"recorded as crashed (in flight when the last sweep died): {pair[0]} at {pair[1].key}")
-        done = store.done_pairs(device_id)
+        done = set().union(*(store.done_pairs(d) for d in siblings))
+        if len(siblings) > 1:
+            reporter.note(f"resume: model: pairs measured on {len(siblings) - 1} other GPU(s) of this model are skipped")
         points = sorted({p for plan in plans for pts in plan.work.values() for p in pts})
         store.upsert_points(points)
-        _seed_best(store, backend, cfg, info.uuid, summary)
+        _seed_best(store, backend, cfg, info.name if len(siblings) > 1 else info.uuid, summary)
         total = sum(plan.expected_pairs(plan.limit(cfg)) for plan in plans)
         already = sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done)
         summary.skipped_done = already
