@@ -65,7 +65,7 @@ def test_serves_measures_each_bound_at_its_own_size_and_valid_at_every_size_up_t
     assert sizes(plan) == {8: [8], 16: [16], 24: [24], 32: [32]}
     (plan,) = plan_sweep(cfg(tmp_path, entry=", measure: valid"))
     assert sizes(plan) == {8: [8], 16: [8, 16], 24: [8, 16, 24], 32: [8, 16, 24, 32]}
-    assert len(plan.work) == 16 and plan.shared == {}
+    assert len(plan.work) == 16 and plan.extra == {}
 
 
 def test_named_instances_only_and_unknown_ids_are_an_error(tmp_path):
@@ -89,7 +89,7 @@ def test_share_measures_the_bk_best_at_the_nearest_valid_points_after_the_main_p
     c = cfg(tmp_path, extra="share: 1\n")
     (plan,) = plan_sweep(c)
     # the points each instance is valid at but not measured on, nearest to its own size first
-    by_bm = {inst.param_dict["BM"]: [p.m for p in pts] for inst, pts in plan.shared.items()}
+    by_bm = {inst.param_dict["BM"]: [p.m for p in plan.shared_points(inst)] for inst in plan.extra}
     assert by_bm == {16: [8], 24: [16, 8], 32: [24, 16, 8]}
     backend, quiet = FormulaBackend(), Quiet()
     with Store.open(c.database) as store:

@@ -48,9 +48,20 @@ class SpacePlan:
     funnel_count: dict[str, int]  # precision -> instances after the constraints
     max_instances: int | None = None  # the space entry's own limit (ALL_INSTANCES: none), else the config's
     share: int = 0  # sharing budget: more points per BK-best instance after the main phase
-    # per instance, the config's points where it is valid but not measured in the main phase, nearest to the
-    # points it is measured on first (filled only when share > 0)
-    shared: dict[Instance, tuple[TestPoint, ...]] = field(default_factory=dict)
+    # per instance, the config's points where it is valid but not measured in the main phase, in config order
+    # (filled only when share > 0); `shared_points` orders them for the instances the sharing phase picks
+    extra: dict[Instance, tuple[TestPoint, ...]] = field(default_factory=dict)
+
+    def shared_points(self, inst: Instance) -> tuple[TestPoint, ...]:
+        """The instance's extra valid points, nearest (kind.distance) to one of its own points of the same
+        precision and variant first (ties: config order); points of other precisions or variants are left out."""
+        own = self.work[inst]
+
+        def gap(q: TestPoint) -> float:
+            return min((self.space.kind.distance(q, h) for h in own if (h.precision, h.shape) == (q.precision, q.shape)),
+                       default=math.inf)
+        ranked = sorted(((gap(q), i, q) for i, q in enumerate(self.extra.get(inst, ()))), key=lambda t: t[:2])
+        return tuple(q for d, _, q in ranked if math.isfinite(d))
 
     def limit(self, cfg: SweepConfig) -> int | None:
         """At most this many instances of this space are measured (None: every one)."""
@@ -83,10 +94,9 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
                             hint="add a `kernel:` section (README.md, Space files)")
         share = cfg.share if ref.share is None else ref.share
         work: dict[Instance, list[TestPoint]] = {}
-        shared: dict[Instance, list[TestPoint]] = {}
+        valid: dict[Instance, list[TestPoint]] = {}
         counts = {}
         found: set[str] = set()
-        rule = valid_rows if ref.measure == "valid" else serving
         for precision in dict.fromkeys(p.precision for p in cfg.points):
             points = [p for p in cfg.points if p.precision == precision and space.accepts(p)]
             if not points:
@@ -102,12 +112,12 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
                 kept &= chosen
             counts[precision] = int(kept.sum())
             for p in points:
-                for row in np.flatnonzero(rule(g, p) & kept):
+                ok = valid_rows(g, p) & kept if share > 0 or ref.measure == "valid" else None
+                measured = ok if ref.measure == "valid" else serving(g, p) & kept
+                for row in np.flatnonzero(measured):
                     work.setdefault(instances[row], []).append(p)
-            if share > 0:
-                for p in points:
-                    for row in np.flatnonzero(valid_rows(g, p) & kept):
-                        shared.setdefault(instances[row], []).append(p)
+                for row in np.flatnonzero(ok) if share > 0 else ():
+                    valid.setdefault(instances[row], []).append(p)
         if ref.instances is not None and set(ref.instances) - found:
             missing = sorted(set(ref.instances) - found)
             raise UserError(f"space {space.name}: {len(missing)} of the named instances are not in the space "
@@ -121,31 +131,13 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
             raise UserError(f"space {space.name} accepts none of the config's test points", file=cfg.path,
                             hint=f"it accepts precisions {', '.join(space.kernel.problems.precisions)} and "
                                  f"shapes {', '.join(space.kernel.problems.shapes)}")
+        extra = {i: tuple(q for q in pts if q not in set(work[i])) for i, pts in valid.items() if i in work}
         plans.append(SpacePlan(space, {i: tuple(p) for i, p in work.items()}, counts, ref.max_instances, share,
-                               _nearest_first(space.kind, work, shared)))
+                               {i: pts for i, pts in extra.items() if pts}))
     if not plans:
         raise UserError("none of the named instances is valid at any of the config's test points", file=cfg.path,
                         hint="check the points' sizes against the spaces' `problems.where` and `valid`")
     return plans
-
-
-def _nearest_first(kind: ProblemKind, home: dict[Instance, list[TestPoint]],
-                   valid: dict[Instance, list[TestPoint]]) -> dict[Instance, tuple[TestPoint, ...]]:
-    """Per instance, its valid points that are not home points, nearest (kind.distance) to a home point of the
-    same precision and variant first; ties in the config's order."""
-    out = {}
-    for inst, points in home.items():
-        own = set(points)
-        extra = [q for q in valid.get(inst, ()) if q not in own]
-        if not extra:
-            continue
-
-        def gap(q: TestPoint) -> float:
-            near = [kind.distance(q, h) for h in points if (h.precision, h.shape) == (q.precision, q.shape)]
-            return min(near) if near else math.inf
-        dist = [gap(q) for q in extra]
-        out[inst] = tuple(q for d, _, q in sorted(zip(dist, range(len(extra)), extra)) if math.isfinite(d))
-    return out
 
 
 def _kept(g: Generated, text: str | None, cfg: SweepConfig, line: int | None) -> np.ndarray:
@@ -250,7 +242,8 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
             reporter.note(f"resume: model: pairs measured on {len(siblings) - 1} other GPU(s) of this model are skipped")
         points = sorted({p for plan in plans for pts in plan.work.values() for p in pts})
         store.upsert_points(points)
-        _seed_best(store, backend, cfg, info.name if len(siblings) > 1 else info.uuid, summary)
+        device_key = info.name if len(siblings) > 1 else info.uuid  # the GPUs whose times count here
+        _seed_best(store, backend, cfg, device_key, summary)
         total = sum(plan.expected_pairs(plan.limit(cfg)) for plan in plans)
         already = sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done)
         summary.skipped_done = already
@@ -262,7 +255,7 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
                 finished = "budget"
                 break
         if finished == "done" and any(plan.share for plan in plans):
-            finished = _share_phase(plans, cfg, store, backend, reporter, summary, done, sweep_id, start, info.uuid)
+            finished = _share_phase(plans, cfg, store, backend, reporter, summary, done, sweep_id, start, device_key)
         status = finished  # (an exception leaves the sweep `failed`)
     except KeyboardInterrupt:
         status = "interrupted"
@@ -291,19 +284,15 @@ def share_plans(plans: Sequence[SpacePlan], ranked: dict[TestPoint, list[str]], 
     """The sharing phase's work: each instance among the `bk` fastest verified at a point it was measured on in
     the main phase is measured at up to `plan.share` more points where it is valid, nearest first; pairs already
     in the database count toward the budget (an instance's points do not change when a sweep resumes)."""
-    top = {iid for ids in ranked.values() for iid in ids[:bk]}
     out = []
     for plan in plans:
         if plan.share <= 0:
             continue
         work = {}
-        for inst, extra in plan.shared.items():
-            if inst.id not in top:
+        for inst in plan.extra:
+            if not any(inst.id in ranked.get(p, [])[:bk] for p in plan.work[inst]):
                 continue
-            home = set(plan.work[inst])
-            if not any(inst.id in ranked.get(p, [])[:bk] for p in home):
-                continue
-            todo = tuple(q for q in extra[:plan.share] if (inst.id, q) not in done)
+            todo = tuple(q for q in plan.shared_points(inst)[:plan.share] if (inst.id, q) not in done)
             if todo:
                 work[inst] = todo
         if work:
@@ -313,9 +302,10 @@ def share_plans(plans: Sequence[SpacePlan], ranked: dict[TestPoint, list[str]], 
 
 def _share_phase(plans: Sequence[SpacePlan], cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
                  summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int, start: float,
-                 device_uuid: str) -> str:
-    """Measure the BK-best instances at nearby valid points (SweepConfig.share); "budget" if time ran out."""
-    shared = share_plans(plans, store.ranked_instances(device_uuid), cfg.bk, done)
+                 device: str) -> str:
+    """Measure the BK-best instances at nearby valid points (SweepConfig.share); "budget" if time ran out.
+    `device`: the uuid (or, with resume: model, the name) whose measurements rank the instances."""
+    shared = share_plans(plans, store.ranked_instances(device), cfg.bk, done)
     pairs = sum(p.pairs for p in shared)
     if not pairs:
         return "done"
