@@ -274,11 +274,13 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
     fallback = _fallback(fallback)
     built = build(loaded, criteria, method, validity, generic, fallback, _structure(structure), _weights(workload))
     table, w = built.table, built.winners
-    frame = tol_table(w.matrix, [criteria.bk], _floats(tols), METHODS, spread_ties=spread_ties,
-                      kernel_info=built.info, library_ms=built.library_ms, fallback=fallback)
     chosen = Structure(**table.provenance["structure"])
-    held = leave_one_out(w.matrix, criteria, method, kernel_info=built.info, library_ms=built.library_ms,
-                         fallback=fallback, structure=chosen)
+    frame = tol_table(w.matrix, [criteria.bk], _floats(tols), METHODS, spread_ties=spread_ties,
+                      kernel_info=built.info, library_ms=built.library_ms, fallback=fallback, structure=chosen)
+    held = built.held  # computed while choosing the structure; else now
+    if held is None:
+        held = leave_one_out(w.matrix, criteria, method, kernel_info=built.info, library_ms=built.library_ms,
+                             fallback=fallback, structure=chosen)
     written = write_report(out_dir, table, w.matrix, frame, loaded.cublas, loaded.bandwidth, loaded.beta_nonzero, held.frame)
     written.append(table.save(out_dir / "dispatch.json"))
     (out_dir / "dispatch.cuh").write_text(emit_cpp(table))

@@ -15,7 +15,7 @@ import pandas as pd
 
 from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, perf_matrix, winners
-from autotune.dispatch.loo import choose_structure
+from autotune.dispatch.loo import LooResult, choose_structure
 from autotune.dispatch.table import (DispatchTable, GenericKernel, KernelInfo, Structure, build_table,
                                      library_times)
 
@@ -124,6 +124,7 @@ class Built:
     library_ms: np.ndarray  # the library's time per point row of winners.matrix (NaN: not measured)
     structures: pd.DataFrame | None = None  # held-out loss of each structure tried (None: the structure was given)
     weights: np.ndarray | None = None  # per point row of winners.matrix (None: every point counts once)
+    held: LooResult | None = None  # the chosen structure's leave-one-out result (auto structure only)
 
     def __iter__(self):  # `table, w = build(...)`, as before
         return iter((self.table, self.winners))
@@ -154,10 +155,10 @@ def build(loaded: Any, criteria: Criteria, method: str, validity_path: Path | No
     sel = select(w, method, weights=wts)
     info = info_source(loaded, validity_path)
     library_ms = library_times(matrix.points, loaded.cublas)
-    trials = None
+    trials = held = None
     if structure is None:
-        structure, trials = choose_structure(matrix, criteria, method, kernel_info=info, library_ms=library_ms,
-                                             fallback=fallback, weights=wts)
+        structure, trials, held = choose_structure(matrix, criteria, method, kernel_info=info,
+                                                   library_ms=library_ms, fallback=fallback, weights=wts)
     try:
         generic = generic_kernel(generic_params)
     except Exception as exc:  # noqa: BLE001 - no gemm_naive space: the table names no generic template
@@ -165,6 +166,6 @@ def build(loaded: Any, criteria: Criteria, method: str, validity_path: Path | No
         generic = GenericKernel()
     table = build_table(w, sel, loaded.provenance, info, generic, library_ms=library_ms, fallback=fallback,
                         structure=structure)
-    return Built(table, w, info, library_ms, trials, wts)
+    return Built(table, w, info, library_ms, trials, wts, held)
 
 

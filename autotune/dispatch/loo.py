@@ -117,11 +117,11 @@ def choose_structure(matrix: PerfMatrix, criteria: Criteria, method: str, *,
                      kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
                      library_ms: np.ndarray | None = None, fallback: str = "library",
                      weights: np.ndarray | None = None, structures: Sequence[Structure] = STRUCTURES,
-                     time_limit_s: float = 10.0) -> tuple[Structure, pd.DataFrame]:
+                     time_limit_s: float = 10.0) -> tuple[Structure, pd.DataFrame, LooResult]:
     """The structure (mode, library margin, reach) with the smallest measured held-out loss: weighted mean
     over the held-out points where every structure's answer was measured, then worst, then the order of
-    `structures` (the default structure first). Returns it and one row per structure (structure, mean_loss,
-    worst_loss, measured, total, chosen)."""
+    `structures` (the default structure first). Returns it, one row per structure (structure, mean_loss,
+    worst_loss, measured, total, chosen), and its leave-one-out result (what `leave_one_out` gives for it)."""
     frames = _held_out(matrix, criteria, method, kernel_info, library_ms, fallback, False, time_limit_s,
                        structures)
     keys = matrix.points["point_key"]
@@ -145,13 +145,15 @@ def choose_structure(matrix: PerfMatrix, criteria: Criteria, method: str, *,
     ranked = table.assign(_m=table["mean_loss"].fillna(np.inf), _w=table["worst_loss"].fillna(np.inf))
     best = int(ranked.sort_values(["_m", "_w", "order"]).iloc[0]["order"])
     table["chosen"] = table["order"] == best
-    return list(frames)[best], table.drop(columns=["order"])
+    chosen = list(frames)[best]
+    return chosen, table.drop(columns=["order"]), _result(frames[chosen])
 
 
 def tol_table(matrix: PerfMatrix, bks: Sequence[int | None], tols: Sequence[float],
               methods: Sequence[str] = ("greedy", "exact"), *, loo: bool = True, spread_ties: bool = False,
               time_limit_s: float = 60.0, kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-              library_ms: np.ndarray | None = None, fallback: str = "library") -> pd.DataFrame:
+              library_ms: np.ndarray | None = None, fallback: str = "library",
+              structure: Structure = Structure()) -> pd.DataFrame:
     """Kernels, worst and mean loss (in sample) and leave-one-out worst loss per (method, BK, TOL).
 
     The first columns are TOL_TABLE_COLUMNS (what tol_table.csv holds: `loo_worst_loss` is empty where no
@@ -166,7 +168,7 @@ def tol_table(matrix: PerfMatrix, bks: Sequence[int | None], tols: Sequence[floa
             for method in methods:
                 sel = select(w, method, time_limit_s=time_limit_s)
                 held = leave_one_out(matrix, criteria, method, kernel_info=kernel_info, library_ms=library_ms,
-                                     fallback=fallback) if loo else None
+                                     fallback=fallback, structure=structure) if loo else None
                 rows.append({"method": method, "bk": bk if bk is not None else 0, "tol": tol,
                              "kernels": sel.n_kernels, "worst_loss": sel.worst_loss, "mean_loss": sel.mean_loss,
                              "loo_worst_loss": held.worst_loss if held else math.nan,

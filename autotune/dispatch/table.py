@@ -35,6 +35,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from autotune.problems.gemm import GEMM, gemm_point
 from autotune.dispatch.runtime import DIMS, FALLBACKS, LIBRARY, Lookup, validity_bounds
 from autotune.analysis.setcover import Selection
 from autotune.analysis.winners import PRECISION_ORDER, SHAPE_ORDER, Winners
@@ -97,11 +98,6 @@ MODES = ("regions", "nearest", "cost")
 STRUCTURES = (tuple(Structure(m, margin) for m in ("regions", "nearest") for margin in (0.0, 0.05, 0.1, 0.2))
               + tuple(Structure("cost", margin, reach) for reach in (0.5, 1.0, 2.0) for margin in (0.0, 0.05, 0.1, 0.2)))
 COST_SCALE = 1e18  # costs are integers: median ms per byte moved times this
-
-
-def _bytes(precision: str, m: int, n: int, k: int, batch: int) -> float:
-    elem = {"fp64": 8, "fp32": 4, "fp16": 2}.get(precision, 4)
-    return float(batch) * elem * (m * k + k * n + m * n)
 
 
 @dataclass(frozen=True)
@@ -213,7 +209,7 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
             dims = tuple(int(row[d]) for d in DIMS)
             ranked = [group_kernels[int(c)] for c in sorted(measured, key=lambda c: (w.rank[r, c], c))]
             times = {group_kernels[int(c)]: float(w.matrix.median[r, c]) for c in measured}
-            per_byte = COST_SCALE / _bytes(precision, *dims)
+            per_byte = COST_SCALE / GEMM.bytes_moved(gemm_point(precision, shape, *dims), {})
             costs = [[kk, int(round(t * per_byte))] for kk, t in sorted(times.items())]
             if np.isfinite(lib[r]):
                 costs.insert(0, [LIBRARY, int(round(float(lib[r]) * per_byte))])

@@ -61,10 +61,9 @@ class BatchRule:
         return f"{what} ({self.source})"
 
     def batch(self, precision: str, m: int, n: int, k: int) -> int:
-        """The batch of one problem, by the sweep config's own rule (sweep/config.py `_batch`)."""
-        from autotune.sweep import config
-        node = yaml.compose(self.text)
-        return config._batch(config._Reader(Path("--batch-bytes")), node, precision, m, n, k)
+        """The batch of one problem, by the sweep config's own rule (sweep/config.py `batch_for_bytes`)."""
+        from autotune.sweep.config import batch_for_bytes
+        return batch_for_bytes(self.bytes, precision, m, n, k) if self.bytes is not None else int(self.count or 1)
 
 
 def parse_batch_bytes(text: str) -> BatchRule:
@@ -414,6 +413,10 @@ def measured(url: str, device: str | None = None) -> tuple[pd.DataFrame, pd.Data
     return inst, base, name
 
 
+def _frac(x: Any) -> float:
+    return float(x) if x is not None and not pd.isna(x) else math.nan
+
+
 def _key(r: Any) -> tuple:
     return (str(r.precision), str(r.shape), int(r.m), int(r.n), int(r.k), int(r.batch))
 
@@ -426,13 +429,8 @@ def validation_frame(table: DispatchTable, points: Sequence[TestPoint], cands: C
     times: dict[tuple, dict[str, tuple[float, float]]] = {}
     for r in inst.itertuples():
         if r.kind == "gemm" and r.instance_id in ids:
-            rf = float(r.roofline_frac) if r.roofline_frac is not None and not pd.isna(r.roofline_frac) else math.nan
-            times.setdefault(_key(r), {})[str(r.instance_id)] = (float(r.median_ms), rf)
-    baseline = {}
-    for r in base.itertuples():
-        if r.kind == "gemm":
-            rf = float(r.roofline_frac) if r.roofline_frac is not None and not pd.isna(r.roofline_frac) else math.nan
-            baseline[_key(r)] = (float(r.median_ms), rf)
+            times.setdefault(_key(r), {})[str(r.instance_id)] = (float(r.median_ms), _frac(r.roofline_frac))
+    baseline = {_key(r): (float(r.median_ms), _frac(r.roofline_frac)) for r in base.itertuples() if r.kind == "gemm"}
     rows = []
     for p in points:
         key = (p.precision, p.shape, p.m, p.n, p.k, p.batch)
