@@ -19,11 +19,17 @@ import math
 import operator
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from autotune.vocab import TestPoint
 
-Scalars = Mapping[str, float]  # run-wide scalars of a sweep (GEMM: alpha, beta)
+Scalars = Mapping[str, float]  # run-wide scalars of a sweep (GEMM: alpha, beta); see ProblemKind.scalar_defaults
+
+
+def scalars_key(scalars: Scalars) -> tuple[tuple[str, float], ...]:
+    """A hashable, order-independent key for a set of scalars (cache keys, early-stop seeds)."""
+    return tuple(sorted((str(k), float(v)) for k, v in scalars.items()))
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,12 @@ class ProblemKind(ABC):
     shapes: tuple[str, ...] = ("",)
     conventions: tuple[str, ...] = ("declared",)  # how a kernel may take its arguments
     baseline_name: str | None = None  # e.g. "cublas"; None: the kind has no baseline
+    # Run-wide scalars a sweep config may set (`scalars: {name: value}`) and their defaults (GEMM: alpha 1,
+    # beta 0). They reach `bytes_moved` and `allocate`, and are stored with each sweep.
+    scalar_defaults: Mapping[str, float] = MappingProxyType({})
+    # The space whose single instance is a kind's last-resort kernel in dispatch tables (GEMM: gemm_naive);
+    # None: the kind has none, and a table falls back to the library (or answers "no kernel").
+    generic_space: str | None = None
 
     # ------------------------------------------------------------------ points and their names
     def point(self, precision: str, shape: str, sizes: Mapping[str, int]) -> TestPoint:
@@ -113,6 +125,25 @@ class ProblemKind(ABC):
     def expr_names(self) -> tuple[str, ...]:
         """The names `env` defines (checked when a space file is loaded)."""
         return self.size_names
+
+    def table_sizes(self) -> tuple[str, ...]:
+        """The sizes a dispatch table answers over: distances, regions and validity predicates range over these
+        (GEMM: m, n, k). The other sizes (`tie_sizes`, GEMM: batch) only break ties between equally near points."""
+        return self.size_names
+
+    def tie_sizes(self) -> tuple[str, ...]:
+        table = set(self.table_sizes())
+        return tuple(n for n in self.size_names if n not in table)
+
+    def scalars(self, given: Mapping[str, float] | None = None) -> dict[str, float]:
+        """The run's scalars: the defaults overridden by `given` (ValueError names an unknown scalar)."""
+        out = dict(self.scalar_defaults)
+        for name, value in (given or {}).items():
+            if name not in out:
+                known = ", ".join(out) or "none"
+                raise ValueError(f"{self.name}: unknown scalar {name!r} (this kind's scalars: {known})")
+            out[name] = float(value)
+        return out
 
     # ------------------------------------------------------------------ work, distance
     def flops(self, point: TestPoint) -> float:

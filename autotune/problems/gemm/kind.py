@@ -9,6 +9,7 @@ fp32 accumulation).
 """
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 from autotune.problems.base import ProblemKind, Scalars, rotation_copies
@@ -25,6 +26,11 @@ class GemmKind(ProblemKind):
     shapes = SHAPES
     conventions = CONVENTIONS
     baseline_name = "cublas"
+    scalar_defaults = MappingProxyType({"alpha": 1.0, "beta": 0.0})
+    generic_space = "gemm_naive"
+
+    def table_sizes(self) -> tuple[str, ...]:
+        return ("m", "n", "k")  # the batch count only breaks ties
 
     def env(self, point: TestPoint) -> dict[str, int]:
         return {"M": point.m, "N": point.n, "K": point.k, "batch": point.batch}
