@@ -437,6 +437,20 @@ class Store:
         params.columns = [c if c not in frame.columns else f"param_{c}" for c in params.columns]
         return pd.concat([frame, params], axis=1)
 
+    def baselines(self, device: str | None = None) -> pd.DataFrame:
+        """Every baseline time (the kind's library, e.g. cuBLAS for GEMM) joined with its device name and test
+        point, one column per size as in `measurements()`: device, kind, precision, shape, sizes..., status,
+        median_ms, p20_ms, p80_ms, roofline_frac, gflops, gbs, error. Filters by device name/uuid."""
+        c, p, d = CublasRow, Point, Device
+        cols = [d.name.label("device"), p.kind, p.precision, p.shape, p.m, p.n, p.k, p.batch, p.sizes, c.status,
+                c.median_ms, c.p20_ms, c.p80_ms, c.roofline_frac, c.gflops, c.gbs, c.error]
+        q = select(*cols).join(p, p.id == c.point_id).join(d, d.id == c.device_id)
+        if device is not None:
+            q = q.where((d.name == device) | (d.uuid == device))
+        with self.engine.connect() as conn:
+            frame = pd.DataFrame(conn.execute(q.order_by(c.id)).mappings().all(), columns=[x.key for x in cols])
+        return _size_columns(frame)
+
     def _sweep(self, sweep_id: int) -> Sweep:
         if sweep_id not in self._sweeps:
             with self.session() as s:
