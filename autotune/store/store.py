@@ -437,6 +437,14 @@ class Store:
         params.columns = [c if c not in frame.columns else f"param_{c}" for c in params.columns]
         return pd.concat([frame, params], axis=1)
 
+    def kind_sizes(self) -> dict[str, tuple[str, ...]]:
+        """Each problem kind with test points in the database and its size names, in the kind's order."""
+        out: dict[str, tuple[str, ...]] = {}
+        with self.session() as s:
+            for kind, sizes in s.execute(select(Point.kind, Point.sizes).distinct()):
+                out.setdefault(kind, tuple(json.loads(sizes)))
+        return out
+
     def baselines(self, device: str | None = None) -> pd.DataFrame:
         """Every baseline time (the kind's library, e.g. cuBLAS for GEMM) joined with its device name and test
         point, one column per size as in `measurements()`: device, kind, precision, shape, sizes..., status,
