@@ -160,7 +160,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 def _backend(replay: str | None, tol: float | None):
     if replay:
-        from autotune.sweep.replay import ReplayBackend
+        from autotune.sweep.backends.replay import ReplayBackend
         return ReplayBackend(replay)
     try:
         import cupy  # noqa: F401
@@ -171,7 +171,7 @@ def _backend(replay: str | None, tol: float | None):
         raise UserError(f"no GPU available to CuPy ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
                         hint="run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or .[cuda13]), "
                              "or pass --replay DB to replay a recorded sweep") from None
-    from autotune.sweep.gpu_backend import GpuBackend
+    from autotune.sweep.backends.local import GpuBackend
     return GpuBackend(tol=tol)
 
 
@@ -190,7 +190,7 @@ def print_summary(summary, database: str) -> None:
         for col in ("point", "instance", "ms", "baseline ms", "speedup"):
             best.add_column(col)
         for p, (iid, ms) in sorted(summary.best.items()):
-            cb = summary.cublas.get(p)
+            cb = summary.baseline.get(p)
             best.add_row(p.key, iid, f"{ms:.5f}", f"{cb:.5f}" if cb else "", f"{cb / ms:.2f}x" if cb else "")
         out.print(best)
     out.print(f"results: {database}")

@@ -13,8 +13,10 @@ from types import MappingProxyType
 from typing import Any
 
 from autotune.problems.base import ProblemKind, Scalars, rotation_copies
-from autotune.vocab import PRECISIONS, SHAPES, TestPoint
+from autotune.vocab import TestPoint
 
+PRECISIONS = ("fp64", "fp32", "fp16")  # GEMM's precisions
+SHAPES = ("NN", "NT", "TN", "TT")  # GEMM's transpositions (op(A), op(B))
 CONVENTIONS = ("strided", "ptr_array", "vbatched")
 GEMM_SIZES = ("m", "n", "k", "batch")
 
