@@ -19,7 +19,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from autotune.problems.gemm import GEMM, gemm_point
 from autotune.errors import ConfigError
 from autotune.problems.base import ProblemKind
-from autotune.sweep.limits import MAX_BYTES, point_limit_error
+from autotune.sweep.limits import MAX_BYTES
 from autotune.vocab import ELEM_BYTES, TestPoint
 from autotune.paths import RESULTS_DIR, SPACES_DIR
 
@@ -295,8 +295,8 @@ def _points(r: Reader, node: Node, kinds: _Kinds) -> list[TestPoint]:
         for shape in shapes:
             for mm, nn, kk in sizes:
                 out.append(gemm_point(prec, shape, mm, nn, kk, _batch(r, m["batch"], prec, mm, nn, kk)))
-    for bad in filter(None, map(point_limit_error, out)):  # sizes a kernel cannot take (sweep/limits.py)
-        raise r.error(m[bad[0]], bad[1], bad[2])
+    for bad in filter(None, (GEMM.check_limits(p) for p in out)):  # sizes a kernel cannot take
+        raise r.error(m[bad[0]] if bad[0] in m else m["sizes"], bad[1], bad[2])
     return out
 
 
@@ -332,9 +332,13 @@ def _kind_points(r: Reader, node: Node, m: dict[str, Node], kinds: _Kinds) -> li
         for shape in shapes:
             for combo in itertools.product(*lists):
                 try:
-                    out.append(kind.point(prec, shape, dict(zip(kind.size_names, combo))))
+                    point = kind.point(prec, shape, dict(zip(kind.size_names, combo)))
                 except ValueError as exc:
                     raise r.error(m["sizes"], str(exc), "fix the sizes") from None
+                bad = kind.check_limits(point)  # sizes a kernel cannot take
+                if bad is not None:
+                    raise r.error(given.get(bad[0], m["sizes"]), bad[1], bad[2])
+                out.append(point)
     return out
 
 

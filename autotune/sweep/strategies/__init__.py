@@ -50,8 +50,7 @@ def make_strategy(name: str, instances: Sequence[Instance], budget: int | None =
     except (ImportError, AttributeError) as exc:
         raise UserError(f"cannot load search strategy {name!r} ({target}): {exc}",
                         hint="check the module is installed and defines the class") from None
-    strategy = cls(instances, budget, seed)
-    if not all(callable(getattr(strategy, m, None)) for m in ("ask", "tell")):
+    if not all(callable(getattr(cls, m, None)) for m in ("ask", "tell")):
         raise UserError(f"search strategy {name!r} ({target}) has no ask/tell",
                         hint="subclass autotune.sweep.strategies.base.Strategy")
-    return strategy
+    return cls(instances, budget, seed)
