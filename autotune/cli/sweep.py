@@ -67,7 +67,7 @@ class BarReporter:
 
 def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME.yaml).")],
           database: Annotated[Optional[str], typer.Option(help="Database URL; overrides the config's `database`.")] = None,
-          strategy: Annotated[Optional[str], typer.Option(help="Search strategy: brute (every instance) or random. Overrides the config.")] = None,
+          strategy: Annotated[Optional[str], typer.Option(help="Search strategy: brute (every instance), random, an installed one or module:Class. Overrides the config.")] = None,
           max_instances: Annotated[Optional[int], typer.Option(help="Measure at most this many instances per space. Overrides the config's top-level max_instances (a space entry's own max_instances still applies).")] = None,
           seed: Annotated[Optional[int], typer.Option(help="Seed of the random strategy. Overrides the config.")] = None,
           replay: Annotated[Optional[str], typer.Option(help="Take measurements from this recorded database URL instead of a GPU.")] = None,
