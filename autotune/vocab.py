@@ -9,8 +9,6 @@ import enum
 from dataclasses import dataclass, field
 
 
-PRECISIONS = ("fp64", "fp32", "fp16")  # GEMM's precisions
-SHAPES = ("NN", "NT", "TN", "TT")  # GEMM's transpositions
 # every precision a test point may have: its element size in bytes
 ELEM_BYTES = {"fp64": 8, "fp32": 4, "fp16": 2, "bf16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1}
 MAX_SIZE = (1 << 62)

@@ -27,7 +27,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from autotune.errors import ConfigError
 from autotune.problems.base import ProblemKind
 from autotune.problems.gemm import GEMM
-from autotune.sweep.config import _bytes, _Reader, _size_list, _space_path, batch_for_bytes
+from autotune.sweep.config import Reader, batch_for_bytes, parse_bytes, size_list, space_path
 from autotune.sweep.limits import point_limit_error
 from autotune.vocab import TestPoint
 
@@ -159,7 +159,7 @@ class _Collect:
 
 
 def _load_yaml(p: Path) -> Workload:
-    r = _Reader(p.resolve())
+    r = Reader(p.resolve())
     try:
         root = yaml.compose(p.read_text(), Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -205,7 +205,7 @@ def _load_yaml(p: Path) -> Workload:
         if missing := [n for n in _dist_names(kind) if n not in given]:
             raise r.error(m["sizes"], f"the range's sizes miss {', '.join(missing)}",
                           f"give every size: {', '.join(_dist_names(kind))}")
-        lists = [_size_list(r, given[n]) for n in _dist_names(kind)]
+        lists = [size_list(r, given[n]) for n in _dist_names(kind)]
         batch, weight = _batch_rule(r, m["batch"]) if "batch" in m else None, _weight(r, m)
         fail = lambda msg, hint, n=node: r.error(n, msg, hint)
         for prec, shape, combo in itertools.product(precs, shapes, itertools.product(*lists)):
@@ -213,11 +213,11 @@ def _load_yaml(p: Path) -> Workload:
     return c.workload(p, space, lambda msg, hint: r.error(root, msg, hint))
 
 
-def _yaml_kind(r: _Reader, top: dict[str, Node]) -> tuple[ProblemKind, Path | None]:
+def _yaml_kind(r: Reader, top: dict[str, Node]) -> tuple[ProblemKind, Path | None]:
     name = r.string(top["kind"]) if "kind" in top else None
     if "space" in top:
         from autotune.space.spec import load_space
-        path = _space_path(r, top["space"], r.string(top["space"]))
+        path = space_path(r, top["space"], r.string(top["space"]))
         kind = load_space(path).kind
         if name is not None and name != kind.name:
             raise r.error(top["kind"], f"the space {path.name} solves {kind.name!r}, not {name!r}",
@@ -229,28 +229,28 @@ def _yaml_kind(r: _Reader, top: dict[str, Node]) -> tuple[ProblemKind, Path | No
                   "section defines it: `space: path/to/space.yaml`")
 
 
-def _choice(r: _Reader, node: Node, allowed: Sequence[str], what: str) -> str:
+def _choice(r: Reader, node: Node, allowed: Sequence[str], what: str) -> str:
     v = r.value(node)
     if v not in allowed:
         raise r.error(node, f"unknown {what} {v!r}", f"use one of {', '.join(map(repr, allowed))}")
     return v
 
 
-def _weight(r: _Reader, m: dict[str, Node]) -> float:
+def _weight(r: Reader, m: dict[str, Node]) -> float:
     w = r.number(m["weight"]) if "weight" in m else 1.0
     if w <= 0:
         raise r.error(m["weight"], f"weight {w:g} is not above 0", "give a positive weight (or leave the problem out)")
     return w
 
 
-def _batch_rule(r: _Reader, node: Node) -> tuple[int | None, int]:
+def _batch_rule(r: Reader, node: Node) -> tuple[int | None, int]:
     """An integer batch, or {bytes: SIZE}: the smallest batch whose A, B and C take SIZE."""
     if isinstance(node, ScalarNode):
         return r.integer(node, 1), 0
     spec = r.mapping(node, ("bytes",), "batch")
     if "bytes" not in spec:
         raise r.error(node, "batch needs `bytes:`", "write batch: 1000 or batch: {bytes: 500MB}")
-    return None, _bytes(r, spec["bytes"])
+    return None, parse_bytes(r, spec["bytes"])
 
 
 def _load_csv(p: Path, space: str | Path | None) -> Workload:

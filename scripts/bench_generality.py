@@ -29,7 +29,7 @@ CHILD = textwrap.dedent("""
     try:  # the package layout after the redesign
         from autotune.sweep.config import parse_config
         from autotune.sweep.runner import run_sweep
-        from autotune.sweep.gpu_backend import GpuBackend
+        from autotune.sweep.backends.local import GpuBackend
         from autotune.store.store import Store
     except ImportError:  # the flat layout before it
         from autotune.config import parse_config

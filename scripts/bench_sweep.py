@@ -661,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             print("kernel_tuner not importable here: translation not checked against it")
         return 0
-    from autotune.sweep.gpu_backend import GpuBackend
+    from autotune.sweep.backends.local import GpuBackend
     bench = Bench(space, space_path, point, tuple(chosen), len(plan.work), a.seed, a.reps, a.alpha, a.beta,
                   " ".join(["scripts/bench_sweep.py", *(sys.argv[1:] if argv is None else argv)]))
     kt: dict[str, Any] = {}

@@ -28,10 +28,10 @@ from autotune.problems.gemm.data import strided_args  # noqa: E402
 from autotune.problems.gemm.verify import matrix_errors, reference_batch  # noqa: E402
 from autotune.space.instance import Instance  # noqa: E402
 from autotune.space.spec import load_space  # noqa: E402
-from autotune.sweep.backend import Job  # noqa: E402
+from autotune.sweep.backends.base import Job  # noqa: E402
 from autotune.sweep.compile import CompileRequest, compile_all, cuda_include_dir  # noqa: E402
-from autotune.sweep.gpu_backend import DEFAULT_CACHE_DIR, GpuBackend  # noqa: E402
-from autotune.sweep.gpu_worker import LoadedKernels, allow_dynamic_shared  # noqa: E402
+from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend  # noqa: E402
+from autotune.sweep.backends.gpu_worker import LoadedKernels, allow_dynamic_shared  # noqa: E402
 from autotune.vocab import Status  # noqa: E402
 
 
@@ -323,7 +323,7 @@ def measure(backend, kernels: list[Kernel], points: dict[Kernel, list], reps: in
         if points.get(kern):
             inst = Instance.of(_space(kern.family).name, kern.params())
             label[inst.id] = kern.label
-            jobs.append(Job(_space(kern.family), inst, tuple(dict.fromkeys(points[kern])), 1.0, 0.0, reps))
+            jobs.append(Job(_space(kern.family), inst, tuple(dict.fromkeys(points[kern])), GEMM.scalars(), reps))
     out = {}
     for m in backend.run(jobs):
         if m.status != Status.OK:
@@ -337,7 +337,7 @@ def measure(backend, kernels: list[Kernel], points: dict[Kernel, list], reps: in
 
 
 def cublas_ms(backend, point, reps: int) -> float:
-    m = backend.baseline(GEMM, point, 1.0, 0.0, reps)
+    m = backend.baseline(GEMM, point, GEMM.scalars(), reps)
     return m.median_ms if m.status == Status.OK and m.median_ms else float("nan")
 
 

@@ -144,8 +144,8 @@ def compile_modules(cases: list) -> dict[str, object]:
     import cupy as cp
 
     from autotune.sweep.compile import CompileRequest, compile_all
-    from autotune.sweep.gpu_backend import DEFAULT_CACHE_DIR
-    from autotune.sweep.gpu_worker import LoadedKernels
+    from autotune.sweep.backends.local import DEFAULT_CACHE_DIR
+    from autotune.sweep.backends.gpu_worker import LoadedKernels
 
     arch = int(cp.cuda.Device().compute_capability)  # CuPy gives "90" for sm_90
     names: dict[str, set[str]] = {}
@@ -280,19 +280,19 @@ def measure_cases(cases: list, reps: int = 20) -> tuple[float, dict, dict]:
     """(copy bandwidth, {case: Measurement}, {point: cuBLAS Measurement}): every case (NN, alpha = 1, beta = 0,
     packed) through GpuBackend, which compiles, verifies against the float64 reference and times the way the
     sweep does, and the cuBLAS baseline at every point."""
-    from autotune.sweep.backend import Job
-    from autotune.sweep.gpu_backend import GpuBackend
+    from autotune.sweep.backends.base import Job
+    from autotune.sweep.backends.local import GpuBackend
 
     jobs, of = [], {}
     for c in cases:
         space = _space(SPACE[c.family])
         inst = Instance.of(space.name, dict(c.params))
         of[(inst.id, c.point)] = c
-        jobs.append(Job(space, inst, (c.point,), 1.0, 0.0, reps))
+        jobs.append(Job(space, inst, (c.point,), GEMM.scalars(), reps))
     with GpuBackend() as backend:
         bw = backend.device_info().copy_bandwidth
         got = {of[(m.instance_id, m.point)]: m for m in backend.run(jobs)}
-        cublas = {p: backend.baseline(GEMM, p, 1.0, 0.0, reps) for p in dict.fromkeys(c.point for c in cases)}
+        cublas = {p: backend.baseline(GEMM, p, GEMM.scalars(), reps) for p in dict.fromkeys(c.point for c in cases)}
     return bw, got, cublas
 
 

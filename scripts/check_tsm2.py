@@ -34,8 +34,8 @@ from autotune.problems.gemm.data import strided_args  # noqa: E402
 from autotune.problems.gemm.tsm2_model import ModelDevice, choose_ism2, choose_tsm2  # noqa: E402
 from autotune.problems.gemm.verify import reference_batch  # noqa: E402
 from autotune.sweep.compile import CompileRequest, compile_all  # noqa: E402
-from autotune.sweep.gpu_backend import DEFAULT_CACHE_DIR  # noqa: E402
-from autotune.sweep.gpu_worker import LoadedKernels  # noqa: E402
+from autotune.sweep.backends.local import DEFAULT_CACHE_DIR  # noqa: E402
+from autotune.sweep.backends.gpu_worker import LoadedKernels  # noqa: E402
 from autotune.sweep.timing import copy_bandwidth  # noqa: E402
 
 KERNELS = ROOT / "kernels_src"

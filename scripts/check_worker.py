@@ -31,10 +31,10 @@ from autotune.sweep.compile import CompileCache, CompileRequest, compile_batch  
 from autotune.devices import get_device  # noqa: E402
 from autotune.space.generator import generate  # noqa: E402
 from autotune.vocab import Measurement  # noqa: E402
-from autotune.sweep.backend import Job
+from autotune.sweep.backends.base import Job
 from autotune.space.spec import load_space  # noqa: E402
-from autotune.sweep.gpu_backend import GpuBackend
-from autotune.sweep.tasks import KernelTask, Variant  # noqa: E402
+from autotune.sweep.backends.local import GpuBackend
+from autotune.sweep.backends.tasks import KernelTask, Variant  # noqa: E402
 
 TEST_KERNELS = paths.ROOT / "tests" / "data" / "kernels"
 POINTS = (gemm_point("fp32", "NN", 32, 32, 32, 20_000), gemm_point("fp64", "NT", 16, 16, 16, 50_000),
@@ -81,7 +81,7 @@ def failure_tasks() -> list[tuple[str, KernelTask]]:
 
     def task(name: str, template: str, src: Path, extra: str = "") -> KernelTask:
         v = Variant(p, f"{template}<float, float, 0, 0{extra}>", grid, (16, 8, 1))
-        return KernelTask(name, src, "strided", (v,), 1.0, 0.0, 10)
+        return KernelTask(name, src, "strided", (v,), GEMM, GEMM.scalars(), 10)
     good = task("naive", "autotune::gemm_naive", paths.KERNELS_DIR / "gemm_naive.cuh", ", 16, 8")
     out = []
     for name, template in (("broken", "gemm_broken"), ("wrong", "gemm_wrong"), ("fault", "gemm_fault"), ("hang", "gemm_hang")):
@@ -109,7 +109,7 @@ def main() -> int:
 
         space = load_space("gemm_naive")
         instances = generate(space, get_device("H100")).instances()
-        jobs = [Job(space, inst, POINTS, 1.0, 0.0, 20) for inst in instances]
+        jobs = [Job(space, inst, POINTS, GEMM.scalars(), 20) for inst in instances]
         got, cold = sweep(backend, jobs)
         status = {}
         for m in got:
@@ -126,7 +126,7 @@ def main() -> int:
             ours = [m for m in got if m.point == p and m.median_ms]
             best = min(ours, key=lambda m: m.median_ms)
             again = next(m for m in warm_backend_got if m.point == p and m.instance_id == best.instance_id)
-            cb = backend.baseline(GEMM, p, 1.0, 0.0, 50)
+            cb = backend.baseline(GEMM, p, GEMM.scalars(), 50)
             record.setdefault("cublas", []).append(asdict(cb))
             roof = p.bytes_moved(False) / info.copy_bandwidth * 1e3
             name = next(i.name for i in instances if i.id == best.instance_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.analysis import tsm2_check
+from autotune.problems.gemm import tsm2_check
 from autotune.sweep.config import load_config
 from autotune.devices import profile
 from autotune.paths import CONFIGS_DIR

@@ -59,7 +59,7 @@ def test_size_forms_and_defaults() -> None:
             sizes: {triples: [[1000, 2, 40]]}
             batch: 1
         """)
-    assert c.name == "sweep" and c.alpha == 1.0 and c.beta == 0.0 and c.repetitions == 20
+    assert c.name == "sweep" and c.scalars == {"alpha": 1.0, "beta": 0.0} and c.repetitions == 20
     assert c.budget_s is None and (c.bk, c.tol) == (10, 0.05)
     assert c.points[:3] == tuple(gemm_point("fp32", "NN", s, s, s, 7) for s in (2, 6, 10))
     assert c.points[3:7] == (gemm_point("fp64", "NT", 16, 16, 8, 3), gemm_point("fp64", "NT", 32, 32, 8, 3),
@@ -90,7 +90,7 @@ def test_duplicate_points_are_kept_once_and_everything_else_is_read() -> None:
     assert [p.m for p in c.points] == [4, 8]
     assert c.spaces[0].device == "h100" and c.spaces[0].soft is False and c.spaces[0].soft_off == ("a", "b")
     assert c.spaces[0].path == SPACES_DIR / f"{SPACE}.yaml"
-    assert (c.alpha, c.beta, c.repetitions, c.budget_s, c.bk, c.tol) == (2.0, -1.5, 50, 5400.0, 3, 0.0)
+    assert (c.scalars, c.repetitions, c.budget_s, c.bk, c.tol) == ({"alpha": 2.0, "beta": -1.5}, 50, 5400.0, 3, 0.0)
     assert c.database == "postgresql+psycopg://u@localhost/db"
 
 
@@ -184,3 +184,38 @@ def test_missing_config_file_lists_the_configs_there(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(tmp_path / "nighty.yaml")
     assert "nightly" in (err.value.hint or "")
+
+
+STENCIL = Path(__file__).resolve().parent.parent / "examples" / "stencil"
+
+
+def stencil_cfg(extra: str) -> SweepConfig:
+    text = (STENCIL / "sweep.yaml").read_text() + extra
+    return parse_config(text, file=STENCIL / "sweep.yaml")
+
+
+@needs_space
+def test_scalars_of_a_gemm_config() -> None:
+    """`scalars:` overrides the kind's defaults; the top-level alpha/beta older GEMM configs write still work."""
+    base = "spaces: [SPACE]\n" + GOOD_POINTS
+    assert cfg(base + "scalars: {beta: 2}\n").scalars == {"alpha": 1.0, "beta": 2.0}
+    assert cfg(base + "alpha: 0.5\nscalars: {beta: -1}\n").scalars == {"alpha": 0.5, "beta": -1.0}
+    err = error(base + "scalars:\n  beta: 1\n  gama: 2\n")
+    assert err.line == 5 and "unknown scalar `gama`" in err.message and "alpha (gemm)" in (err.hint or "")
+    err = error(base + "beta: 1\nscalars: {beta: 2}\n")
+    assert err.line == 3 and "given twice" in err.message
+    err = error(base + "scalars: {beta: one}\n")
+    assert err.line == 3 and "expected a number" in err.message
+
+
+def test_a_kind_without_scalars_refuses_alpha_and_unknown_scalars() -> None:
+    """A kind declares its scalars; alpha/beta are GEMM's, so a stencil config that sets them is an error at its line."""
+    c = stencil_cfg("")
+    assert c.scalars == {} and {p.kind for p in c.points} == {"convolution5x5"}
+    lines = len((STENCIL / "sweep.yaml").read_text().splitlines())
+    for extra, words in (("alpha: 2\n", "`alpha:` sets a scalar no kind of this config has"),
+                         ("scalars: {gain: 2}\n", "unknown scalar `gain`")):
+        with pytest.raises(ConfigError) as err:
+            stencil_cfg(extra)
+        assert err.value.line == lines + 1 and words in err.value.message, str(err.value)
+        assert "convolution5x5 declare no scalars" in (err.value.hint or ""), str(err.value)

@@ -25,10 +25,10 @@ import sqlalchemy as sa
 
 from autotune.paths import ROOT
 from autotune.store.store import Store
-from autotune.sweep import gpu_backend
+from autotune.sweep.backends import local
 from autotune.sweep.compile import CompiledKernel, CompileRequest
 from autotune.sweep.config import parse_config
-from autotune.sweep.gpu_backend import GpuBackend
+from autotune.sweep.backends.local import GpuBackend
 from autotune.sweep.runner import run_sweep
 from pg import fresh_pg_url
 from tests.support.fake_gpu_worker import CUDA_FAULT, fake_gpu_main
@@ -105,8 +105,8 @@ def fake_gpu_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, faults: dict
     blob = tmp_path / "kernel.cubin"
     blob.write_bytes(b"\0" * 16)
     trace = tmp_path / "trace.txt"
-    monkeypatch.setattr(gpu_backend, "gpu_main", functools.partial(fake_gpu_main, faults=faults, trace=str(trace)))
-    monkeypatch.setattr(gpu_backend, "compile_batch", functools.partial(stub_compile, blob))
+    monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults=faults, trace=str(trace)))
+    monkeypatch.setattr(local, "compile_batch", functools.partial(stub_compile, blob))
     cfg = gpu_config(tmp_path)
     backend = StubCompiles(compile_workers=2, timeout_s=timeout_s, cache_dir=tmp_path / "cache")
     try:

@@ -225,7 +225,7 @@ def test_fuzzed_configs_give_config_errors_only(doc: object) -> None:
         cfg = parse_config(text, Path(tempfile.gettempdir()) / "fuzz.yaml")
     except UserError:
         return
-    from autotune.sweep.limits import INT32_MAX
+    from autotune.problems.base import INT32_MAX
     assert all(1 <= v <= INT32_MAX for p in cfg.points for v in (p.m, p.n, p.k, p.batch))
 
 

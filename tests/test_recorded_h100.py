@@ -16,7 +16,7 @@ from autotune.sweep.config import load_config
 from autotune.dispatch.emit import emit_cpp, emit_python
 from autotune.dispatch.loo import tol_table
 from autotune.paths import ROOT
-from autotune.sweep.replay import ReplayBackend
+from autotune.sweep.backends.replay import ReplayBackend
 from autotune.sweep.runner import run_sweep
 from tests.support.committed import committed
 from autotune.store.store import Store

@@ -10,8 +10,8 @@ from pg import (db_url, device_info, fresh_pg_url, instances, points, record_sam
 from autotune.problems.gemm import GEMM, gemm_point
 from autotune.space.instance import Instance
 from autotune.vocab import Status, TestPoint
-from autotune.sweep.backend import Backend, Job
-from autotune.sweep.replay import NOT_RECORDED, ReplayBackend
+from autotune.sweep.backends.base import Backend, Job
+from autotune.sweep.backends.replay import NOT_RECORDED, ReplayBackend
 from autotune.store.store import SpaceRecord, Store, StoreError, SweepStart
 
 FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by name in this module
@@ -20,7 +20,7 @@ FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by 
 def jobs(extra_point: TestPoint | None = None) -> list[Job]:
     pts = tuple(points()) + ((extra_point,) if extra_point else ())
     # the replay backend never reads job.space (a GPU backend compiles from it)
-    return [Job(space=None, instance=i, points=pts, alpha=1.0, beta=0.0, reps=5)  # type: ignore[arg-type]
+    return [Job(space=None, instance=i, points=pts, scalars=GEMM.scalars(), reps=5)  # type: ignore[arg-type]
             for i in instances()]
 
 
@@ -33,7 +33,7 @@ def test_replay_returns_what_was_recorded(db_url: str) -> None:
         got = list(backend.run(jobs()))
         assert sorted(got, key=lambda m: (m.instance_id, m.point)) == \
             sorted(rec.measurements, key=lambda m: (m.instance_id, m.point))
-        c = backend.baseline(GEMM, points()[1], 1.0, 0.0, 5)
+        c = backend.baseline(GEMM, points()[1], GEMM.scalars(), 5)
         assert c.status == Status.OK and c.median_ms == 5.0 and c.times_ms == [5.0] * 5
     finally:
         backend.close()
@@ -47,12 +47,12 @@ def test_unknown_pairs_are_skipped_as_not_recorded(db_url: str) -> None:
     backend = ReplayBackend(db_url)
     try:
         got = list(backend.run(jobs(extra_point=new_point)
-                               + [Job(None, stranger, (points()[0],), 1.0, 0.0, 5)]))  # type: ignore[arg-type]
+                               + [Job(None, stranger, (points()[0],), GEMM.scalars(), 5)]))  # type: ignore[arg-type]
         assert len(got) == 3 * 3 + 1
         skipped = {(m.instance_id, m.point) for m in got if m.status == Status.SKIPPED}
         assert skipped == {(i.id, new_point) for i in instances()} | {(stranger.id, points()[0])}
         assert all(m.error == NOT_RECORDED and m.median_ms is None for m in got if m.status == Status.SKIPPED)
-        assert backend.baseline(GEMM, new_point, 1.0, 0.0, 5).status == Status.SKIPPED
+        assert backend.baseline(GEMM, new_point, GEMM.scalars(), 5).status == Status.SKIPPED
     finally:
         backend.close()
 
@@ -69,7 +69,7 @@ def test_replayed_sweep_records_into_a_new_database(sqlite_url: str, tmp_path) -
         sw = copy.upsert_software(info, "0.1.0", "replay")
         space_id = copy.upsert_space(SpaceRecord("gemm_test", "s.yaml", "name: gemm_test\n", "k.cuh", "x"))
         copy.upsert_instances(instances())
-        sweep = copy.begin_sweep(SweepStart("replay", "", dev, sw, info, 1.0, 0.0, 5))
+        sweep = copy.begin_sweep(SweepStart("replay", "", dev, sw, info, scalars=GEMM.scalars(), reps=5))
         done = copy.done_pairs(dev)
         todo = [dataclasses.replace(j, points=tuple(p for p in j.points if (j.instance.id, p) not in done))
                 for j in jobs()]

@@ -167,11 +167,11 @@ def test_second_sweep_on_same_database_is_refused(tmp_path):
     cfg = config(tmp_path, db)
 
     class Nested(FormulaBackend):
-        def baseline(self, kind, point, alpha, beta, reps):
+        def baseline(self, kind, point, scalars, reps):
             with Store.open(db) as other:
                 with pytest.raises(SweepLockedError, match="another sweep"):
                     run_sweep(cfg, other, FormulaBackend(), Quiet())
-            return super().baseline(kind, point, alpha, beta, reps)
+            return super().baseline(kind, point, scalars, reps)
 
     with Store.open(db) as store:
         assert run_sweep(cfg, store, Nested(), Quiet()).status == "done"
@@ -239,7 +239,7 @@ def test_best_times_of_another_gpu_do_not_seed_early_stop(tmp_path):
         def device_info(self):
             return dataclasses.replace(INFO, uuid="GPU-other", name="other-gpu")
 
-        def seed_best(self, point, alpha, beta, best_ms):
+        def seed_best(self, point, scalars, best_ms):
             self.seeded.append(point)
 
     other = OtherGpu()
@@ -249,15 +249,15 @@ def test_best_times_of_another_gpu_do_not_seed_early_stop(tmp_path):
     with Store.open(db) as store:  # resuming on the first GPU seeds from its own times
         again = FormulaBackend()
         again.seeded = []
-        again.seed_best = lambda p, a, b, ms: again.seeded.append(p)
+        again.seed_best = lambda p, scalars, ms: again.seeded.append(p)
         run_sweep(cfg, store, again, Quiet())
     assert len(again.seeded) == 6
 
 
 def test_the_gpu_measures_the_point_with_most_compiled_work_and_stays_on_a_tie():
-    from autotune.sweep.gpu_backend import _next_point
+    from autotune.sweep.backends.local import next_point
     a, b, c = (gemm_point("fp32", "NN", n, n, n, 100) for n in (2, 3, 4))
-    assert _next_point({a: [1], b: [1, 2, 3], c: [1, 2]}, None) == b
-    assert _next_point({a: [1, 2], b: [1, 2]}, b) == b
-    assert _next_point({a: [1, 2], b: [1, 2]}, a) == a
-    assert _next_point({a: [1], b: [1, 2]}, a) == b
+    assert next_point({a: [1], b: [1, 2, 3], c: [1, 2]}, None) == b
+    assert next_point({a: [1, 2], b: [1, 2]}, b) == b
+    assert next_point({a: [1, 2], b: [1, 2]}, a) == a
+    assert next_point({a: [1], b: [1, 2]}, a) == b

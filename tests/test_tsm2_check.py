@@ -1,4 +1,4 @@
-"""The TSM2 model against a sweep (autotune/tsm2_check.py, `autotune model`): on a results database written
+"""The TSM2 model against a sweep (autotune/problems/gemm/tsm2_check.py, `autotune model`): on a results database written
 through the Store API, on the space generator, and on the recorded H100 sweep results/tsm2_h100."""
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from pg import device_info
 from typer.testing import CliRunner
 
-from autotune.problems.gemm import gemm_point
-from autotune.analysis import tsm2_check
+from autotune.problems.gemm import gemm_point, tsm2_check
 from autotune.cli.main import app
 from autotune.sweep.config import parse_config
 from autotune.devices import profile

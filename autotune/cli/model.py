@@ -46,7 +46,7 @@ def tsm2_where(
 
     Example: autotune model tsm2-where --m 20480 --n 2,4,8,16 --bandwidth 2.99e12
     """
-    from autotune.analysis import tsm2_check
+    from autotune.problems.gemm import tsm2_check
     from autotune.errors import UserError
     from autotune.problems.gemm.tsm2_model import choose_tsm2
     limits = profile(device_profile)
@@ -80,7 +80,7 @@ def tsm2(source: Annotated[str, typer.Argument(help="Results database (SQLite pa
 
     Example: autotune model tsm2 results/tsm2_h100/tsm2_h100.sqlite.gz
     """
-    from autotune.analysis import tsm2_check
+    from autotune.problems.gemm import tsm2_check
     from autotune.cli.analyze import load_gpu
     gpu = load_gpu(source, device)
     info = gpu.info

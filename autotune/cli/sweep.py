@@ -67,7 +67,7 @@ class BarReporter:
 
 def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME.yaml).")],
           database: Annotated[Optional[str], typer.Option(help="Database URL; overrides the config's `database`.")] = None,
-          strategy: Annotated[Optional[str], typer.Option(help="Search strategy: brute (every instance) or random. Overrides the config.")] = None,
+          strategy: Annotated[Optional[str], typer.Option(help="Search strategy: brute (every instance), random, an installed one or module:Class. Overrides the config.")] = None,
           max_instances: Annotated[Optional[int], typer.Option(help="Measure at most this many instances per space. Overrides the config's top-level max_instances (a space entry's own max_instances still applies).")] = None,
           seed: Annotated[Optional[int], typer.Option(help="Seed of the random strategy. Overrides the config.")] = None,
           replay: Annotated[Optional[str], typer.Option(help="Take measurements from this recorded database URL instead of a GPU.")] = None,
@@ -160,7 +160,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 def _backend(replay: str | None, tol: float | None):
     if replay:
-        from autotune.sweep.replay import ReplayBackend
+        from autotune.sweep.backends.replay import ReplayBackend
         return ReplayBackend(replay)
     try:
         import cupy  # noqa: F401
@@ -171,7 +171,7 @@ def _backend(replay: str | None, tol: float | None):
         raise UserError(f"no GPU available to CuPy ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
                         hint="run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or .[cuda13]), "
                              "or pass --replay DB to replay a recorded sweep") from None
-    from autotune.sweep.gpu_backend import GpuBackend
+    from autotune.sweep.backends.local import GpuBackend
     return GpuBackend(tol=tol)
 
 
@@ -190,7 +190,7 @@ def print_summary(summary, database: str) -> None:
         for col in ("point", "instance", "ms", "baseline ms", "speedup"):
             best.add_column(col)
         for p, (iid, ms) in sorted(summary.best.items()):
-            cb = summary.cublas.get(p)
+            cb = summary.baseline.get(p)
             best.add_row(p.key, iid, f"{ms:.5f}", f"{cb:.5f}" if cb else "", f"{cb / ms:.2f}x" if cb else "")
         out.print(best)
     out.print(f"results: {database}")

@@ -30,8 +30,8 @@ import yaml
 
 from autotune.dispatch.table import DispatchTable
 from autotune.errors import UserError
-from autotune.problems.gemm import gemm_point
-from autotune.vocab import ELEM_BYTES, PRECISIONS, SHAPES, TestPoint
+from autotune.problems.gemm import PRECISIONS, SHAPES, gemm_point
+from autotune.vocab import ELEM_BYTES, TestPoint
 
 CSV_COLUMNS = ("kind", "precision", "shape", "m", "n", "k", "batch", "table_choice", "table_ms", "best_choice",
                "best_ms", "best_roofline_frac", "baseline_ms", "loss_vs_best", "speedup_vs_baseline")
@@ -70,7 +70,7 @@ def parse_batch_bytes(text: str) -> BatchRule:
     """`--batch-bytes 500MB` (any size a sweep config's `batch: {bytes: ...}` takes). Raises UserError."""
     from autotune.sweep import config
     node = yaml.compose(yaml.safe_dump(text))
-    return BatchRule(bytes=config._bytes(config._Reader(Path("--batch-bytes")), node))
+    return BatchRule(bytes=config.parse_bytes(config.Reader(Path("--batch-bytes")), node))
 
 
 def _problem_bytes(p: Mapping[str, Any]) -> int:

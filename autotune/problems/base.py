@@ -5,6 +5,8 @@ A `ProblemKind` says
 - which names the kernel's launch expressions read for a point (`env`: GEMM exposes M N K batch);
 - the work of a point: `flops` and the fewest `bytes_moved` (the roofline);
 - the distance between two points (dispatch tables answer untuned problems from the nearest tuned one);
+- the limits checked before any work: sizes a kernel can take (`check_limits`) and the device memory a
+  point needs (`device_bytes`);
 - on the GPU (CuPy imported only there): `allocate` builds the point's data, whose `args(copy)` is the kernel's
   argument tuple, `prepare_verify`/`reference`/`verify` check an output, and `baseline` (optional) times the
   vendor library or framework call that solves the same problem.
@@ -25,6 +27,9 @@ from typing import Any, Callable, Mapping
 from autotune.vocab import TestPoint
 
 Scalars = Mapping[str, float]  # run-wide scalars of a sweep (GEMM: alpha, beta); see ProblemKind.scalar_defaults
+INT32_MAX = 2**31 - 1  # the largest size a kernel taking `int` sizes accepts
+# (size name, message, what to do): why a kernel cannot take a point's sizes (ProblemKind.check_limits)
+SizeLimit = tuple[str, str, str]
 
 
 def scalars_key(scalars: Scalars) -> tuple[tuple[str, float], ...]:
@@ -157,6 +162,19 @@ class ProblemKind(ABC):
         """How far apart two points of one precision and variant are: the sum of |log2 ratio| of the sizes."""
         return sum(abs(math.log2(x / y)) for (_, x), (_, y) in zip(a.sizes, b.sizes))
 
+    # ------------------------------------------------------------------ limits checked before any work
+    def check_limits(self, point: TestPoint) -> SizeLimit | None:
+        """Why a kernel of this kind cannot take `point`'s sizes, as (size name, message, what to do), or None.
+        Checked when a sweep config or a workload is loaded (the error points at the size's line).
+        Default: every size at most 2^31 - 1 (kernels take `int` sizes)."""
+        return int32_limit(point)
+
+    def device_bytes(self, point: TestPoint, scalars: Scalars) -> int:
+        """Estimated device memory the GPU worker allocates for `point` (bytes): checked against the GPU's memory
+        before a sweep allocates or records anything (`autotune.sweep.limits.check_points_fit`). Default: twice
+        `bytes_moved` (the buffers, and a reference of the outputs)."""
+        return 2 * self.bytes_moved(point, scalars)
+
     # ------------------------------------------------------------------ on the GPU
     @abstractmethod
     def allocate(self, point: TestPoint, convention: str, scalars: Scalars, l2_bytes: int, seed: int) -> ProblemData:
@@ -178,6 +196,15 @@ def _as_size(name: str, value: Any) -> int:
             if isinstance(value, float) and value.is_integer():
                 return int(value)
     raise ValueError(f"size {name} must be an integer, got {value!r}")
+
+
+def int32_limit(point: TestPoint) -> SizeLimit | None:
+    """The first size of `point` above 2^31 - 1 (what `ProblemKind.check_limits` refuses by default), or None."""
+    for name, value in point.sizes:
+        if value > INT32_MAX:
+            return (name, f"{name} = {value:,} is above 2^31 - 1, the largest size a kernel takes (int)",
+                    "use sizes below 2,147,483,648")
+    return None
 
 
 MAX_COPIES = 4096

@@ -11,6 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Mapping
 from urllib.parse import quote
 
 from sqlalchemy import (JSON, BigInteger, CheckConstraint, DateTime, Float, ForeignKey, Index, Integer, String,
@@ -265,9 +266,15 @@ class SweepStart:
     device_id: int
     software_id: int
     device: DeviceInfo
-    alpha: float
-    beta: float
-    reps: int
+    alpha: float = 1.0
+    beta: float = 0.0
+    reps: int = 20
+    scalars: Mapping[str, float] | None = None  # the run's scalars; when given, alpha/beta are read from them
+
+    def __post_init__(self) -> None:
+        if self.scalars is not None:
+            object.__setattr__(self, "alpha", float(self.scalars.get("alpha", 1.0)))
+            object.__setattr__(self, "beta", float(self.scalars.get("beta", 0.0)))
 
 
 @dataclass(frozen=True)

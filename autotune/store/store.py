@@ -385,6 +385,10 @@ class Store:
                              .where(CublasRow.device_id == device_id, CublasRow.status == Status.OK.value)).all()
             return {p.point(): ms for p, ms in rows}
 
+    # the names the runner calls (the store helper's rename of record_cublas/cublas_times; these aliases go then)
+    record_baseline = record_cublas
+    baseline_times = cublas_times
+
     def same_model(self, device_id: int) -> list[int]:
         """The device and every other recorded GPU of the same name, SM count and compute capability (its id
         first): what `resume: model` treats as one."""

@@ -16,16 +16,16 @@ from typing import Any, Callable, Iterable
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from autotune.problems.gemm import gemm_point
+from autotune.problems.gemm import GEMM, gemm_point
 from autotune.errors import ConfigError
 from autotune.problems.base import ProblemKind
-from autotune.sweep.limits import MAX_BYTES, point_limit_error
-from autotune.vocab import ELEM_BYTES, PRECISIONS, SHAPES, TestPoint
+from autotune.sweep.limits import MAX_BYTES
+from autotune.vocab import ELEM_BYTES, TestPoint
 from autotune.paths import RESULTS_DIR, SPACES_DIR
 
-TOP_KEYS = ("name", "description", "spaces", "points", "alpha", "beta", "database", "repetitions", "budget",
-            "bk", "tol", "strategy", "max_instances", "seed", "share", "resume")
-STRATEGY_NAMES = ("brute", "random")
+TOP_KEYS = ("name", "description", "spaces", "points", "scalars", "alpha", "beta", "database", "repetitions",
+            "budget", "bk", "tol", "strategy", "max_instances", "seed", "share", "resume")
+SCALAR_SHORTHANDS = ("alpha", "beta")  # top-level keys that set a scalar of that name (GEMM configs write them)
 SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances", "instances", "measure", "share")
 MEASURE_RULES = ("serves", "valid")
 POINT_KEYS = ("kind", "precisions", "shapes", "sizes", "batch")
@@ -64,15 +64,16 @@ class SweepConfig:
     text: str = field(repr=False)  # the YAML text, stored with the sweep
     spaces: tuple[SpaceRef, ...]
     points: tuple[TestPoint, ...]
-    alpha: float = 1.0
-    beta: float = 0.0
+    # the run's scalars: the defaults of the spaces' kinds (ProblemKind.scalar_defaults; GEMM: alpha 1, beta 0)
+    # overridden by the config's `scalars: {name: value}` (or a GEMM config's top-level `alpha:`/`beta:`)
+    scalars: dict[str, float] = field(default_factory=dict, hash=False)
     database: str = ""  # SQLAlchemy URL
     repetitions: int = 20
     budget_s: float | None = None  # stop starting new work after this many seconds
     bk: int = 10
     tol: float = 0.05
     description: str = ""
-    strategy: str = "brute"  # search strategy (autotune.sweep.strategies): brute or random
+    strategy: str = "brute"  # search strategy (autotune.sweep.strategies): brute, random, or a registered one
     max_instances: int | None = None  # measure at most this many instances per space
     seed: int = 0  # seed of the random strategy
     resume: str = "gpu"  # a resumed sweep skips pairs measured on this GPU ("gpu") or on any of the same model
@@ -92,7 +93,7 @@ def load_config(path: str | Path) -> SweepConfig:
 
 def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     """Check a sweep config given as YAML text; relative space paths resolve against the file's folder."""
-    r = _Reader(Path(file))
+    r = Reader(Path(file))
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -112,7 +113,6 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise r.error(top.get("name", root), f"config name {name!r} cannot be a file name",
                       "use letters, digits, '_', '-' and '.'")
-    beta = r.number(top["beta"]) if "beta" in top else 0.0
     points_node = top["points"]
     groups = points_node.value if isinstance(points_node, SequenceNode) else [points_node]
     spaces = tuple(_space(r, n) for n in r.sequence(top["spaces"], "spaces"))
@@ -121,7 +121,7 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     budget = top.get("budget")
     return SweepConfig(
         name=name, path=path, text=text, spaces=spaces,
-        points=points, alpha=r.number(top["alpha"]) if "alpha" in top else 1.0, beta=beta,
+        points=points, scalars=_scalars(r, top, kinds),
         database=_database(r, top["database"]) if "database" in top else f"sqlite:///{RESULTS_DIR / name}.sqlite",
         repetitions=r.integer(top["repetitions"], 1) if "repetitions" in top else 20,
         budget_s=_duration(r, budget) if budget is not None and r.value(budget) is not None else None,
@@ -135,7 +135,7 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
         resume=_resume(r, top["resume"]) if "resume" in top else "gpu")
 
 
-class _Reader:
+class Reader:
     """Typed access to YAML nodes; every failure becomes a ConfigError at the node's line."""
 
     def __init__(self, file: Path) -> None:
@@ -198,7 +198,7 @@ class _Reader:
         return tuple(dict.fromkeys(out))
 
 
-def _space(r: _Reader, node: Node) -> SpaceRef:
+def _space(r: Reader, node: Node) -> SpaceRef:
     if isinstance(node, MappingNode):
         m = r.mapping(node, SPACE_KEYS, "space entry")
         if "space" not in m:
@@ -239,12 +239,12 @@ def _space(r: _Reader, node: Node) -> SpaceRef:
         from autotune.devices import PROFILES
         if device.lower() not in {k.lower() for k in PROFILES}:
             raise r.error(m["device"], f"unknown device profile {device!r}", f"use one of {', '.join(PROFILES)}")
-    return SpaceRef(ref=ref, path=_space_path(r, ref_node, ref), device=device, soft=bool(soft), soft_off=soft_off,
+    return SpaceRef(ref=ref, path=space_path(r, ref_node, ref), device=device, soft=bool(soft), soft_off=soft_off,
                     where=where, max_instances=limit, line=node.start_mark.line + 1, instances=instances,
                     measure=measure, share=share)
 
 
-def _space_path(r: _Reader, node: Node, ref: str) -> Path:
+def space_path(r: Reader, node: Node, ref: str) -> Path:
     if ref.endswith((".yaml", ".yml")) or "/" in ref:
         for base in (r.file.parent, Path.cwd()):
             if (base / ref).is_file():
@@ -277,7 +277,7 @@ class _Kinds:
         return self._kinds
 
 
-def _points(r: _Reader, node: Node, kinds: _Kinds) -> list[TestPoint]:
+def _points(r: Reader, node: Node, kinds: _Kinds) -> list[TestPoint]:
     m = r.mapping(node, POINT_KEYS, "test points")
     sizes_node = m.get("sizes")
     named = isinstance(sizes_node, MappingNode) and not {str(r.value(k)) for k, _ in sizes_node.value} <= {
@@ -287,20 +287,20 @@ def _points(r: _Reader, node: Node, kinds: _Kinds) -> list[TestPoint]:
     for key in ("precisions", "sizes", "batch"):
         if key not in m:
             raise r.error(node, f"test points need `{key}:`", "see the README section 'Sweep configs'")
-    precisions = r.choices(m["precisions"], PRECISIONS, "precisions")
-    shapes = r.choices(m["shapes"], SHAPES, "shapes") if "shapes" in m else ("NN",)
+    precisions = r.choices(m["precisions"], GEMM.precisions, "precisions")
+    shapes = r.choices(m["shapes"], GEMM.shapes, "shapes") if "shapes" in m else ("NN",)
     sizes = _sizes(r, m["sizes"])
     out = []
     for prec in precisions:
         for shape in shapes:
             for mm, nn, kk in sizes:
                 out.append(gemm_point(prec, shape, mm, nn, kk, _batch(r, m["batch"], prec, mm, nn, kk)))
-    for bad in filter(None, map(point_limit_error, out)):  # sizes a kernel cannot take (sweep/limits.py)
-        raise r.error(m[bad[0]], bad[1], bad[2])
+    for bad in filter(None, (GEMM.check_limits(p) for p in out)):  # sizes a kernel cannot take
+        raise r.error(m[bad[0]] if bad[0] in m else m["sizes"], bad[1], bad[2])
     return out
 
 
-def _kind_points(r: _Reader, node: Node, m: dict[str, Node], kinds: _Kinds) -> list[TestPoint]:
+def _kind_points(r: Reader, node: Node, m: dict[str, Node], kinds: _Kinds) -> list[TestPoint]:
     """Points of any problem kind: `kind:` (default: the spaces' only kind), `precisions:`, `shapes:` (the
     kind's variants, if it has any), `sizes: {NAME: S, ...}` (every combination)."""
     available = kinds.all()
@@ -326,19 +326,23 @@ def _kind_points(r: _Reader, node: Node, m: dict[str, Node], kinds: _Kinds) -> l
     if missing:
         raise r.error(m["sizes"], f"sizes of {name} miss {', '.join(missing)}",
                       f"give every size: {', '.join(kind.size_names)}")
-    lists = [_size_list(r, given[s]) for s in kind.size_names]
+    lists = [size_list(r, given[s]) for s in kind.size_names]
     out = []
     for prec in precisions:
         for shape in shapes:
             for combo in itertools.product(*lists):
                 try:
-                    out.append(kind.point(prec, shape, dict(zip(kind.size_names, combo))))
+                    point = kind.point(prec, shape, dict(zip(kind.size_names, combo)))
                 except ValueError as exc:
                     raise r.error(m["sizes"], str(exc), "fix the sizes") from None
+                bad = kind.check_limits(point)  # sizes a kernel cannot take
+                if bad is not None:
+                    raise r.error(given.get(bad[0], m["sizes"]), bad[1], bad[2])
+                out.append(point)
     return out
 
 
-def _sizes(r: _Reader, node: Node) -> list[tuple[int, int, int]]:
+def _sizes(r: Reader, node: Node) -> list[tuple[int, int, int]]:
     m = r.mapping(node, ("square", "mn", "m", "n", "k", "triples"), "sizes")
     form = next((f for f, keys in SIZE_FORMS.items() if set(m) == set(keys)), None)
     if form is None:
@@ -346,11 +350,11 @@ def _sizes(r: _Reader, node: Node) -> list[tuple[int, int, int]]:
                       "use one of: `square: S`; `mn: S, k: S` (M = N varying, fixed K); `m: S, n: S, k: S` "
                       "(all combinations); `triples: [[m, n, k], ...]`")
     if form == "square":
-        return [(s, s, s) for s in _size_list(r, m["square"])]
+        return [(s, s, s) for s in size_list(r, m["square"])]
     if form == "mn":
-        return [(s, s, k) for k in _size_list(r, m["k"]) for s in _size_list(r, m["mn"])]
+        return [(s, s, k) for k in size_list(r, m["k"]) for s in size_list(r, m["mn"])]
     if form == "mnk":
-        return [(a, b, c) for a in _size_list(r, m["m"]) for b in _size_list(r, m["n"]) for c in _size_list(r, m["k"])]
+        return [(a, b, c) for a in size_list(r, m["m"]) for b in size_list(r, m["n"]) for c in size_list(r, m["k"])]
     triples = []
     for item in r.sequence(m["triples"], "triples"):
         if not (isinstance(item, SequenceNode) and len(item.value) == 3):
@@ -360,7 +364,7 @@ def _sizes(r: _Reader, node: Node) -> list[tuple[int, int, int]]:
     return triples
 
 
-def _size_list(r: _Reader, node: Node) -> list[int]:
+def size_list(r: Reader, node: Node) -> list[int]:
     """S: an integer, a list, {start, stop, step} or {from, to, step} (inclusive), or {pow2: [lo, hi]}."""
     if isinstance(node, ScalarNode):
         return [r.integer(node, 1)]
@@ -384,14 +388,14 @@ def _size_list(r: _Reader, node: Node) -> list[int]:
                   "write {start: 8, stop: 64, step: 8}, {from: 2, to: 32, step: 2} or {pow2: [2, 128]} (inclusive)")
 
 
-def _batch(r: _Reader, node: Node, precision: str, m: int, n: int, k: int) -> int:
+def _batch(r: Reader, node: Node, precision: str, m: int, n: int, k: int) -> int:
     """An integer, or {bytes: SIZE}: the smallest batch whose A, B and C together take at least SIZE."""
     if isinstance(node, ScalarNode):
         return r.integer(node, 1)
     spec = r.mapping(node, ("bytes",), "batch")
     if "bytes" not in spec:
         raise r.error(node, "batch needs `bytes:`", "write batch: 1000 or batch: {bytes: 100MB}")
-    return batch_for_bytes(_bytes(r, spec["bytes"]), precision, m, n, k)
+    return batch_for_bytes(parse_bytes(r, spec["bytes"]), precision, m, n, k)
 
 
 def batch_for_bytes(target: int, precision: str, m: int, n: int, k: int) -> int:
@@ -399,7 +403,7 @@ def batch_for_bytes(target: int, precision: str, m: int, n: int, k: int) -> int:
     return max(1, math.ceil(target / (ELEM_BYTES[precision] * (m * k + k * n + m * n))))
 
 
-def _bytes(r: _Reader, node: Node) -> int:
+def parse_bytes(r: Reader, node: Node) -> int:
     v = r.value(node)
     if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_BYTES:
         return int(v)
@@ -412,7 +416,7 @@ def _bytes(r: _Reader, node: Node) -> int:
     return int(value)
 
 
-def _duration(r: _Reader, node: Node) -> float:
+def _duration(r: Reader, node: Node) -> float:
     v = r.value(node)
     if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
         return float(v)
@@ -423,7 +427,7 @@ def _duration(r: _Reader, node: Node) -> float:
     return h * 3600 + mi * 60 + s
 
 
-def _resume(r: _Reader, node: Node) -> str:
+def _resume(r: Reader, node: Node) -> str:
     value = r.string(node)
     if value not in ("gpu", "model"):
         raise r.error(node, f"resume: {value!r} is not a rule", "write resume: gpu (skip pairs measured on this GPU) or "
@@ -431,21 +435,63 @@ def _resume(r: _Reader, node: Node) -> str:
     return value
 
 
-def _strategy(r: _Reader, node: Node) -> str:
+def _strategy(r: Reader, node: Node) -> str:
+    """A registered strategy's name (built-in or an installed entry point) or module:Class (loaded when used)."""
+    from autotune.sweep.strategies import known_strategy, strategy_names
+
     name = r.string(node)
-    if name not in STRATEGY_NAMES:
-        raise r.error(node, f"unknown strategy {name!r}", f"choose one of {', '.join(STRATEGY_NAMES)}")
+    if not known_strategy(name):
+        raise r.error(node, f"unknown strategy {name!r}", f"choose one of {', '.join(strategy_names())}, "
+                                                          "or give module:Class")
     return name
 
 
-def _tol(r: _Reader, node: Node) -> float:
+def _scalars(r: Reader, top: dict[str, Node], kinds: _Kinds) -> dict[str, float]:
+    """The run's scalars: the defaults of every kind of the config's spaces, overridden by `scalars:` and by the
+    top-level shorthands (`alpha:`, `beta:`) for kinds that have a scalar of that name. A name no kind of the
+    config declares is an error at its line."""
+    defaults: dict[str, float] = {}
+    owners: dict[str, list[str]] = {}
+    for kind in kinds.all().values():
+        for name, value in kind.scalar_defaults.items():
+            defaults.setdefault(name, float(value))
+            owners.setdefault(name, []).append(kind.name)
+    known = "; ".join(f"{n} ({', '.join(k)})" for n, k in owners.items()) or \
+        f"none: {', '.join(kinds.all()) or 'its kinds'} declare no scalars"
+    out = dict(defaults)
+    given: set[str] = set()
+    if "scalars" in top:
+        node = top["scalars"]
+        if isinstance(node, MappingNode):
+            for key_node, _ in node.value:
+                key = str(r.value(key_node))
+                if key not in defaults:
+                    close = difflib.get_close_matches(key, list(defaults), n=1)
+                    raise r.error(key_node, f"unknown scalar `{key}`: no kind of this config has it",
+                                  (f"did you mean `{close[0]}`? " if close else "") + f"the kinds' scalars: {known}")
+        for name, value_node in r.mapping(node, tuple(defaults), "scalars").items():
+            out[name] = r.number(value_node)
+            given.add(name)
+    for name in SCALAR_SHORTHANDS:
+        if name not in top:
+            continue
+        if name not in defaults:
+            raise r.error(top[name], f"`{name}:` sets a scalar no kind of this config has",
+                          f"remove it (the kinds' scalars: {known})")
+        if name in given:
+            raise r.error(top[name], f"`{name}` is given twice (top level and under `scalars:`)", "keep one of them")
+        out[name] = r.number(top[name])
+    return out
+
+
+def _tol(r: Reader, node: Node) -> float:
     tol = r.number(node)
     if not 0 <= tol < 1:
         raise r.error(node, f"tol {tol} is outside [0, 1)", "tol is the accepted loss against the best: 0.05 = 5%")
     return tol
 
 
-def _database(r: _Reader, node: Node) -> str:
+def _database(r: Reader, node: Node) -> str:
     """A SQLAlchemy URL, or a bare file path (relative to the current directory) for SQLite."""
     db = r.string(node)
     if "://" in db:

@@ -1,12 +1,7 @@
 """Limits checked before any work: problem sizes the kernels can take, and whether a test point's buffers
 fit the GPU's memory. Used by the config loader (sizes, at load time, with file:line) and by the runner
-(memory, before the first allocation).
-
-Kernels take `int` sizes, so M, N, K and batch must be at most 2^31 - 1. A point's device memory is
-estimated from what the GPU worker allocates for it (problems/gemm/data.py, verify.py): A, B and C of the
-element type plus a pristine copy of C, the float64 reference of C, float32 scratch for the random
-inputs, and the reference's chunk working memory. L2 rotation copies only matter for small points and
-are left out (they add at most 3x the L2 cache).
+(memory, before the first allocation). What a point may be and what it needs is its kind's
+(`ProblemKind.check_limits`, `ProblemKind.device_bytes`); this module finds the memory cap and reports.
 """
 from __future__ import annotations
 
@@ -16,12 +11,11 @@ import re
 from typing import Iterable, Mapping
 
 from autotune.errors import UserError
-from autotune.problems.base import ProblemKind
+from autotune.problems.base import ProblemKind, Scalars, SizeLimit, int32_limit
+from autotune.problems.registry import BUILT_IN
 from autotune.vocab import TestPoint
 
-INT32_MAX = 2**31 - 1
 MAX_BYTES = 10**15  # `batch: {bytes: ...}` above 1 PB is a typo, not a working set
-REFERENCE_CHUNK = 256 << 20  # verify.CHUNK_BYTES
 MEMORY_ENV = "AUTOTUNE_GPU_MEMORY"  # bytes one test point may use (e.g. 40GB); overrides the GPU's memory
 # memory of GPUs whose name does not say it (bytes); "H100 80GB HBM3", "A100-SXM4-40GB" say it
 KNOWN_MEMORY = {"H200": 141 * 10**9, "H100": 80 * 10**9, "K40": 12 * 2**30, "V100": 16 * 2**30,
@@ -29,26 +23,21 @@ KNOWN_MEMORY = {"H200": 141 * 10**9, "H100": 80 * 10**9, "K40": 12 * 2**30, "V10
 USABLE = 0.9  # share of the GPU's memory one point may take (the context, cuBLAS and the kernel need some)
 
 
-def point_limit_error(point: TestPoint) -> tuple[str, str, str] | None:
-    """(config key, message, what to do) when a kernel cannot take `point`'s sizes; None when it can."""
-    for name, value in point.sizes:
-        if name != "batch" and value > INT32_MAX:
-            return ("sizes", f"{name.upper() if point.kind == 'gemm' else name} = {value:,} is above 2^31 - 1, "
-                    "the largest size a kernel takes (int)", "use sizes below 2,147,483,648")
-    if point.kind == "gemm" and point.batch > INT32_MAX:
-        return ("batch", f"batch {point.batch:,} at {point.m}x{point.n}x{point.k} is above 2^31 - 1 (kernels take "
-                         "an int batch)", "give a smaller batch or fewer bytes")
-    return None
+def point_limit_error(point: TestPoint, kind: ProblemKind | None = None) -> SizeLimit | None:
+    """(size name, message, what to do) when a kernel of the point's kind cannot take its sizes; None when it can.
+    `kind` defaults to the built-in kind of the point's kind name (else the generic rule: every size an int)."""
+    kind = kind if kind is not None else BUILT_IN.get(point.kind)
+    return kind.check_limits(point) if kind is not None else int32_limit(point)
 
 
-def point_bytes(point: TestPoint, kind: ProblemKind | None = None) -> int:
-    """Estimated device memory the GPU worker allocates for `point` (bytes, see the module doc). Kinds other
-    than GEMM: twice the fewest bytes the kind moves (the buffers, and a float64 reference of the outputs)."""
-    if point.kind != "gemm":
-        return 2 * kind.bytes_moved(point, {}) if kind is not None else 0
-    a, b, c = point.m * point.k, point.k * point.n, point.m * point.n
-    per_problem = point.elem_bytes * (a + b + 2 * c) + 8 * c + 4 * max(a, b, c)
-    return per_problem * point.batch + REFERENCE_CHUNK
+def point_bytes(point: TestPoint, kind: ProblemKind | None = None, scalars: Scalars | None = None) -> int:
+    """Estimated device memory the GPU worker allocates for `point` (bytes): `kind.device_bytes` with the run's
+    scalars of that kind (`kind` defaults to the built-in kind of that name; 0 when none is known)."""
+    kind = kind if kind is not None else BUILT_IN.get(point.kind)
+    if kind is None:
+        return 0
+    own = {n: v for n, v in (scalars or {}).items() if n in kind.scalar_defaults}
+    return kind.device_bytes(point, kind.scalars(own))
 
 
 def parse_bytes(text: str) -> int:
@@ -89,19 +78,20 @@ def memory_cap(device_name: str, free_bytes: int | None = None) -> tuple[int | N
 
 
 def check_points_fit(points: Iterable[TestPoint], device_name: str, free_bytes: int | None = None,
-                     kinds: Mapping[str, ProblemKind] | None = None) -> None:
-    """Raise UserError, before anything is allocated, when a test point's buffers exceed the memory cap."""
+                     kinds: Mapping[str, ProblemKind] | None = None, scalars: Scalars | None = None) -> None:
+    """Raise UserError, before anything is allocated, when a test point's buffers exceed the memory cap
+    (`kinds`: the points' kinds by name; `scalars`: the run's scalars)."""
     cap, source = memory_cap(device_name, free_bytes)
     if cap is None:
         return
     kinds = kinds or {}
 
     def need(p: TestPoint) -> int:
-        return point_bytes(p, kinds.get(p.kind))
+        return point_bytes(p, kinds.get(p.kind), scalars)
     too_big = sorted({p for p in points if need(p) > cap}, key=need, reverse=True)
     if too_big:
         shown = "; ".join(f"{p.key} needs {need(p) / 1e9:,.1f} GB" for p in too_big[:3])
         more = f" (and {len(too_big) - 3} more)" if len(too_big) > 3 else ""
         raise UserError(f"{len(too_big)} test point(s) do not fit in {cap / 1e9:,.1f} GB ({source}): {shown}{more}",
-                        hint=f"lower the sizes or the batch (batch: {{bytes: ...}}) in the config, or set "
+                        hint=f"lower the sizes (or a batch count) in the config, or set "
                              f"{MEMORY_ENV}=BYTES if the GPU has more memory")

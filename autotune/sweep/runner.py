@@ -28,7 +28,7 @@ from autotune.space.generator import Generated, generate, serving, valid_rows, w
 from autotune.problems.base import ProblemKind
 from autotune.space.instance import Instance
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
-from autotune.sweep.backend import Backend, Job
+from autotune.sweep.backends.base import Backend, Job
 from autotune.store.schema import SpaceRecord, SweepStart
 from autotune.space.spec import Space, load_space
 from autotune.store.store import Store
@@ -169,7 +169,7 @@ class SweepSummary:
     skipped_done: int = 0  # pairs found already measured (resume)
     recovered: list[tuple[str, TestPoint]] = field(default_factory=list)
     best: dict[TestPoint, tuple[str, float]] = field(default_factory=dict)  # point -> (instance id, ms)
-    cublas: dict[TestPoint, float] = field(default_factory=dict)
+    baseline: dict[TestPoint, float] = field(default_factory=dict)  # point -> the kind's baseline median (ms)
 
     @property
     def measured(self) -> int:
@@ -202,11 +202,17 @@ def space_record(space: Space) -> SpaceRecord:
                        problem=space.kind.describe())
 
 
+def kind_scalars(kind: ProblemKind, cfg: SweepConfig) -> dict[str, float]:
+    """The run's scalars of one kind: its defaults overridden by the config's values of its own scalars (a config
+    whose spaces solve several kinds holds the scalars of all of them)."""
+    return kind.scalars({n: v for n, v in cfg.scalars.items() if n in kind.scalar_defaults})
+
+
 def _annotate(m: Measurement, kind: ProblemKind, cfg: SweepConfig) -> Measurement:
     """The work the point's kind counts (flops, fewest bytes), from which the store derives GFLOP/s, GB/s and
     the roofline fraction."""
     m.flops = kind.flops(m.point)
-    m.bytes_moved = kind.bytes_moved(m.point, {"alpha": cfg.alpha, "beta": cfg.beta})
+    m.bytes_moved = kind.bytes_moved(m.point, kind_scalars(kind, cfg))
     return m
 
 
@@ -225,11 +231,13 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
     info: DeviceInfo = backend.device_info()
     from autotune.sweep.limits import check_points_fit  # before anything is allocated (or recorded)
     check_points_fit([p for plan in plans for pts in plan.work.values() for p in pts], info.name,
-                     free_bytes=info.free_bytes, kinds={plan.space.kind.name: plan.space.kind for plan in plans})
+                     free_bytes=info.free_bytes, kinds={plan.space.kind.name: plan.space.kind for plan in plans},
+                     scalars=cfg.scalars)
     device_id = store.upsert_device(info)
     software_id = store.upsert_software(info, __version__, git_commit())
-    sweep_id = store.begin_sweep(SweepStart(cfg.name, cfg.text, device_id, software_id, info, cfg.alpha, cfg.beta,
-                                            cfg.repetitions))
+    sweep_id = store.begin_sweep(SweepStart(config_name=cfg.name, config_text=cfg.text, device_id=device_id,
+                                            software_id=software_id, device=info, scalars=cfg.scalars,
+                                            reps=cfg.repetitions))
     summary = SweepSummary(sweep_id, "running", 0.0)
     status, db_failed = "failed", False
     try:
@@ -243,12 +251,12 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
         points = sorted({p for plan in plans for pts in plan.work.values() for p in pts})
         store.upsert_points(points)
         device_key = info.name if len(siblings) > 1 else info.uuid  # the GPUs whose times count here
-        _seed_best(store, backend, cfg, device_key, summary)
+        _seed_best(store, backend, cfg, device_key, summary, {plan.space.kind.name: plan.space.kind for plan in plans})
         total = sum(plan.expected_pairs(plan.limit(cfg)) for plan in plans)
         already = sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done)
         summary.skipped_done = already
         reporter.start(total, already)
-        summary.cublas = store.cublas_times(device_id)
+        summary.baseline = store.baseline_times(device_id)
         finished = "done"
         for plan in plans:
             if not _sweep_space(plan, cfg, store, backend, reporter, summary, done, sweep_id, start):
@@ -319,14 +327,16 @@ def _share_phase(plans: Sequence[SpacePlan], cfg: SweepConfig, store: Store, bac
     return "done"
 
 
-def _seed_best(store: Store, backend: Backend, cfg: SweepConfig, device_uuid: str, summary: SweepSummary) -> None:
+def _seed_best(store: Store, backend: Backend, cfg: SweepConfig, device_uuid: str, summary: SweepSummary,
+               kinds: dict[str, ProblemKind]) -> None:
     """Best verified times already in the database on this GPU (a resumed sweep) feed the early-stop rule;
-    another GPU's times must not: on a slower GPU they would stop every instance early."""
+    another GPU's times must not: on a slower GPU they would stop every instance early. Points of kinds this
+    config does not sweep are left out."""
+    seed = getattr(backend, "seed_best", None)
     for p, (iid, ms) in store.best_times(device_uuid).items():
         summary.best[p] = (iid, ms)
-        seed = getattr(backend, "seed_best", None)
-        if seed is not None:
-            seed(p, cfg.alpha, cfg.beta, ms)
+        if seed is not None and p.kind in kinds:
+            seed(p, kind_scalars(kinds[p.kind], cfg), ms)
 
 
 def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
@@ -361,7 +371,7 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
                     _account(m, summary, reporter)
                 strategy.tell(inst, ms)
                 continue
-            jobs.append(Job(space, inst, todo[inst], cfg.alpha, cfg.beta, cfg.repetitions))
+            jobs.append(Job(space, inst, todo[inst], kind_scalars(space.kind, cfg), cfg.repetitions))
         by_id = {j.instance.id: j.instance for j in jobs}
         measurements = backend.run(jobs)  # a GPU backend starts compiling here ...
         _baseline(space.kind, sorted({p for j in jobs for p in j.points}), cfg, store, backend, summary,
@@ -385,11 +395,11 @@ def _baseline(kind: ProblemKind, points: Sequence[TestPoint], cfg: SweepConfig, 
     if kind.baseline_name is None:
         return
     for p in points:
-        if p not in summary.cublas:
-            m = _annotate(backend.baseline(kind, p, cfg.alpha, cfg.beta, cfg.repetitions), kind, cfg)
-            store.record_cublas(sweep_id, m)
+        if p not in summary.baseline:
+            m = _annotate(backend.baseline(kind, p, kind_scalars(kind, cfg), cfg.repetitions), kind, cfg)
+            store.record_baseline(sweep_id, m)
             if m.status == Status.OK and m.median_ms is not None:
-                summary.cublas[p] = m.median_ms
+                summary.baseline[p] = m.median_ms
 
 
 def _bind_error(space: Space, inst: Instance, points: Sequence[TestPoint]) -> str | None:

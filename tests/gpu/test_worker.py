@@ -13,11 +13,11 @@ from autotune import paths
 from autotune.sweep.compile import CompileRequest, compile_batch
 from autotune.space.instance import Instance
 from autotune.vocab import Status, TestPoint
-from autotune.sweep.backend import Job
+from autotune.sweep.backends.base import Job
 from autotune.space.spec import load_space
 from autotune.problems.gemm.verify import tolerance
-from autotune.sweep.gpu_backend import GpuBackend
-from autotune.sweep.tasks import KernelTask, Variant
+from autotune.sweep.backends.local import GpuBackend
+from autotune.sweep.backends.tasks import KernelTask, Variant
 
 pytestmark = pytest.mark.gpu
 
@@ -39,7 +39,8 @@ def variant(template: str, point: TestPoint, block=(16, 8, 1), extra: str = "") 
 
 def make_task(name: str, template: str, point: TestPoint, source: Path = FAULTY, convention: str = "strided",
               extra: str = "", beta: float = 0.0, block=(16, 8, 1)) -> KernelTask:
-    return KernelTask(name, source, convention, (variant(template, point, block, extra),), 1.0, beta, reps=10)
+    return KernelTask(name, source, convention, (variant(template, point, block, extra),), GEMM,
+                      GEMM.scalars({"beta": beta}), reps=10)
 
 
 P32 = gemm_point("fp32", "NN", 37, 29, 16, 64)
@@ -77,7 +78,7 @@ def test_naive_sweep_through_space_jobs(backend):
     instances = [Instance.of("gemm_naive", {"BLOCK_X": x, "BLOCK_Y": y}) for x, y in ((16, 8), (32, 4), (8, 8))]
     points = (gemm_point("fp64", "TT", 33, 17, 9, 100), gemm_point("fp32", "NT", 64, 64, 32, 500),
               gemm_point("fp16", "TN", 8, 8, 8, 70_000))  # batch > 65,535: the grid-stride loop
-    jobs = [Job(space, inst, points, 1.0, 0.5, 12) for inst in instances]
+    jobs = [Job(space, inst, points, GEMM.scalars({"beta": 0.5}), 12) for inst in instances]
     got = list(backend.run(jobs))
     assert len(got) == len(instances) * len(points)
     for m in got:
@@ -142,14 +143,14 @@ def test_pointer_conventions(backend, convention, template, point):
 
 
 def test_cublas_baseline(backend):
-    m = backend.baseline(GEMM, gemm_point("fp32", "TN", 32, 32, 32, 2000), 1.0, 0.0, 20)
+    m = backend.baseline(GEMM, gemm_point("fp32", "TN", 32, 32, 32, 2000), GEMM.scalars(), 20)
     assert m.status == Status.OK and m.reps == 20 and m.max_rel_err <= 1e-5
 
 
 def test_early_stop_skips_a_hopeless_instance(backend):
     point = gemm_point("fp32", "NN", 64, 64, 64, 300)
     backend.tol = 0.05
-    backend.seed_best(point, 1.0, 0.0, 1e-6)  # an impossible best: every instance is far slower
+    backend.seed_best(point, GEMM.scalars(), 1e-6)  # an impossible best: every instance is far slower
     try:
         (m,) = backend.run_tasks([naive(point)])
     finally:

@@ -1,4 +1,4 @@
-"""A stand-in for `autotune.sweep.gpu_worker.gpu_main` where there is no GPU (tests/test_faults.py).
+"""A stand-in for `autotune.sweep.backends.gpu_worker.gpu_main` where there is no GPU (tests/test_faults.py).
 
 It speaks the real worker's pipe protocol (("ready", None) at start; device_info, measure, baseline and
 stop requests; ("progress", est) and ("result" | "fatal", payload) answers), so the parent's supervision
@@ -41,7 +41,7 @@ def fake_gpu_main(conn: Any, device: int, *, faults: dict[int, str], trace: str)
             continue
         if kind == "measure":
             ident, point = message[1].instance_id, message[1].variant.point
-        else:  # ("baseline", problem, point, alpha, beta, reps)
+        else:  # ("baseline", problem, point, scalars, reps)
             ident, point = message[1].baseline_name or "baseline", message[2]
         with open(trace, "a+") as f:
             f.seek(0)

@@ -11,9 +11,9 @@ import signal
 import zlib
 from typing import Callable, Iterator, Sequence
 
-from autotune.problems.base import ProblemKind
+from autotune.problems.base import ProblemKind, Scalars
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
-from autotune.sweep.backend import Job
+from autotune.sweep.backends.base import Job
 
 INFO = DeviceInfo(name="formula-gpu", uuid="GPU-formula", sm_count=1, cc=90, sm_clock_mhz=None, mem_clock_mhz=None,
                   l2_bytes=1 << 20, copy_bandwidth=1e12, driver="0", cuda_runtime="0", nvrtc="0", cupy="0")
@@ -46,7 +46,7 @@ class FormulaBackend:
                 yield Measurement(job.instance.id, p, Status.OK, median_ms=ms, p20_ms=ms * 0.99, p80_ms=ms * 1.01,
                                   min_ms=ms * 0.98, max_ms=ms * 1.02, reps=3, times_ms=[ms] * 3, max_rel_err=0.0)
 
-    def baseline(self, kind: ProblemKind, point: TestPoint, alpha: float, beta: float, reps: int) -> Measurement:
+    def baseline(self, kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
         ms = 0.02 * point.m / 8
         return Measurement("cublas", point, Status.OK, median_ms=ms, reps=reps, times_ms=[ms] * reps)
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
-from autotune.problems.base import ProblemKind, Scalars, rotation_copies
-from autotune.vocab import PRECISIONS, SHAPES, TestPoint
+from autotune.problems.base import ProblemKind, Scalars, SizeLimit, rotation_copies
+from autotune.problems.gemm import limits
+from autotune.vocab import TestPoint
 
+PRECISIONS = ("fp64", "fp32", "fp16")  # GEMM's precisions
+SHAPES = ("NN", "NT", "TN", "TT")  # GEMM's transpositions (op(A), op(B))
 CONVENTIONS = ("strided", "ptr_array", "vbatched")
 GEMM_SIZES = ("m", "n", "k", "batch")
 
@@ -53,6 +56,12 @@ class GemmKind(ProblemKind):
         import math
 
         return sum(abs(math.log2(x / y)) for x, y in ((a.m, b.m), (a.n, b.n), (a.k, b.k)))
+
+    def check_limits(self, point: TestPoint) -> SizeLimit | None:
+        return limits.check_limits(point)
+
+    def device_bytes(self, point: TestPoint, scalars: Scalars) -> int:
+        return limits.device_bytes(point, scalars)
 
     def allocate(self, point: TestPoint, convention: str, scalars: Scalars, l2_bytes: int, seed: int) -> Any:
         from autotune.problems.gemm.data import ProblemData, layout

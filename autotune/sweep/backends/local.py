@@ -1,11 +1,11 @@
-"""`GpuBackend`: compile in a process pool, verify and time in a GPU worker process that can die.
+"""`GpuBackend`, the local executor: compile in a process pool, verify and time in a GPU worker process that can die.
 
 The parent (the runner's process) never touches the GPU. It
 - starts its compile pool and the GPU worker together (`start`, called by the runner before it plans),
   so CuPy's import in every process overlaps the planning and the GPU's start;
 - compiles instances ahead in a `ProcessPoolExecutor` (spawn; `compile.compile_batch`), keeping
   2 x workers compile calls in flight from the moment `run` is called; the GPU measures what has compiled
-  (never waiting on a slow compile while other work is ready), one test point at a time (`_next_point`).
+  (never waiting on a slow compile while other work is ready), one test point at a time (`next_point`).
   One instance per NVRTC call by default: with NVRTC 13.0.88 three gemm_batched instances in one program
   took 0.60 s against 0.68 s in three calls (the front end is ~25 ms; code generation dominates), and
   single instances keep every core busy to the end of a batch;
@@ -35,17 +35,17 @@ from autotune import paths
 from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import (DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch,
                               warm_compile_process)
-from autotune.sweep.gpu_worker import gpu_main
-from autotune.problems.base import ProblemKind
-from autotune.sweep.tasks import KernelTask, MeasureRequest, Variant
+from autotune.sweep.backends.base import Job
+from autotune.sweep.backends.gpu_worker import gpu_main
+from autotune.sweep.backends.tasks import KernelTask, MeasureRequest, Variant
+from autotune.problems.base import ProblemKind, Scalars, scalars_key
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
-from autotune.sweep.backend import Job
 
 DEFAULT_CACHE_DIR = paths.CACHE_DIR / "compile"
 STARTUP_TIMEOUT_S = 180.0
 
 
-def _next_point(ready: dict[TestPoint, list], current: TestPoint | None) -> TestPoint:
+def next_point(ready: dict[TestPoint, list], current: TestPoint | None) -> TestPoint:
     """The test point the GPU measures next: the one with the most compiled work waiting, staying on the
     current one at a tie. A point's data (up to GBs) and float64 reference are built when the GPU worker
     first needs them and dropped when memory runs short; measuring point by point builds each once per
@@ -62,11 +62,11 @@ def task_of(job: Job) -> KernelTask:
         variants.append(Variant(p, space.template_name(params, p.precision, p.shape),
                                 tuple(g.grid), tuple(g.block), int(g.shared_bytes), space.defines(params, p)))
     return KernelTask(job.instance.id, space.kernel.source_path, space.kernel.convention, tuple(variants),
-                      job.alpha, job.beta, job.reps, space.kind)
+                      space.kind, dict(job.scalars), job.reps)
 
 
 class GpuBackend:
-    """autotune.vocab.Backend on a real GPU (see module docstring)."""
+    """`autotune.sweep.backends.base.Backend` on the local GPU (see the module docstring)."""
 
     def __init__(self, *, device: int = 0, cache_dir: Path = DEFAULT_CACHE_DIR, compile_workers: int | None = None,
                  compile_batch_size: int = 1, tol: float | None = None, timeout_s: float = 30.0,
@@ -85,7 +85,7 @@ class GpuBackend:
         self._ready = False
         self._pool: ProcessPoolExecutor | None = None
         self._info: DeviceInfo | None = None
-        self._best: dict[tuple[TestPoint, float, float], float] = {}
+        self._best: dict[tuple[TestPoint, tuple[tuple[str, float], ...]], float] = {}  # (point, scalars_key)
 
     # ------------------------------------------------------------------ lifecycle of the GPU worker
     def start(self) -> None:
@@ -183,14 +183,14 @@ class GpuBackend:
     def run(self, jobs: Sequence[Job]) -> Iterator[Measurement]:
         return self.run_tasks([task_of(j) for j in jobs])
 
-    def seed_best(self, point: TestPoint, alpha: float, beta: float, best_ms: float) -> None:
+    def seed_best(self, point: TestPoint, scalars: Scalars, best_ms: float) -> None:
         """Tell the early-stop rule the best median already known at a point (a resumed sweep)."""
-        key = (point, alpha, beta)
+        key = (point, scalars_key(scalars))
         self._best[key] = min(best_ms, self._best.get(key, best_ms))
 
     def run_tasks(self, tasks: Sequence[KernelTask]) -> Iterator[Measurement]:
         """One Measurement per (task, variant). Compiling starts now (not at the first `next`). The GPU
-        measures compiled work point by point (`_next_point`), so results do not come in task order."""
+        measures compiled work point by point (`next_point`), so results do not come in task order."""
         arch = self.arch or self.device_info().cc
         todo = list(enumerate(batches(list(tasks), self.compile_batch_size)))
         todo.reverse()  # popped from the end: submission keeps the task order
@@ -227,7 +227,7 @@ class GpuBackend:
                 if not ready:
                     wait([f for _, reqs in inflight.values() for _, f in reqs], return_when=FIRST_COMPLETED)
                     continue
-                current = _next_point(ready, current)
+                current = next_point(ready, current)
                 for task, v, ck in ready.pop(current):
                     yield self._measure(task, v, ck)
         finally:
@@ -235,10 +235,10 @@ class GpuBackend:
                 for _, fut in reqs:
                     fut.cancel()
 
-    def baseline(self, problem: ProblemKind, point: TestPoint, alpha: float, beta: float, reps: int) -> Measurement:
-        """The kind's baseline (cuBLAS gemmStridedBatchedEx for GEMM) on the same data, verified and timed the
-        same way as a kernel."""
-        kind, payload = self._call(("baseline", problem, point, alpha, beta, reps), lambda est: est * (reps + 50) / 1e3)
+    def baseline(self, problem: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
+        """The kind's baseline on the same data as the kernels, verified and timed the same way."""
+        kind, payload = self._call(("baseline", problem, point, dict(scalars), reps),
+                                   lambda est: est * (reps + 50) / 1e3)
         if kind == "result":
             return payload
         return Measurement(problem.baseline_name or "baseline", point,
@@ -299,10 +299,10 @@ class GpuBackend:
             first = next((ln for ln in lines if "error" in ln), lines[-1])
             return Measurement(task.instance_id, v.point, Status.COMPILE_ERROR, error=first[:300], log=ck.log,
                                compile_s=ck.compile_s)
-        key = (v.point, task.alpha, task.beta)
+        key = (v.point, scalars_key(task.scalars))
         plan = TimingPlan(task.reps, self._best.get(key), self.tol)
         req = MeasureRequest(task.instance_id, v, task.convention, task.kind, str(ck.blob), ck.lowered_name,
-                             task.alpha, task.beta, plan, ck.compile_s)
+                             dict(task.scalars), plan, ck.compile_s)
         if self.before_measure is not None:
             self.before_measure(task.instance_id, v.point)
         kind, payload = self._call(("measure", req), lambda est: est * (task.reps + 50) / 1e3)

@@ -11,9 +11,9 @@ from typing import Callable, Iterator, Sequence
 
 from sqlalchemy import select
 
-from autotune.problems.base import ProblemKind
+from autotune.problems.base import ProblemKind, Scalars
+from autotune.sweep.backends.base import Job
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
-from autotune.sweep.backend import Job
 from autotune.store.schema import CublasRow, MeasurementRow, Point, sizes_json
 from autotune.store.store import Store
 
@@ -51,8 +51,8 @@ class ReplayBackend:
                 yield recorded.get((job.instance.id, point)) or Measurement(
                     job.instance.id, point, Status.SKIPPED, error=NOT_RECORDED)
 
-    def baseline(self, kind: ProblemKind, point: TestPoint, alpha: float, beta: float, reps: int) -> Measurement:
-        """The recorded baseline time of `point` on the device (alpha, beta and reps are those of the recording)."""
+    def baseline(self, kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
+        """The recorded baseline time of `point` on the device (scalars and reps are those of the recording)."""
         name = kind.baseline_name or "baseline"
         with self._store.session() as s:
             row = s.scalars(select(CublasRow).join(Point, Point.id == CublasRow.point_id).where(

@@ -2,11 +2,11 @@
 its timing plan. Plain values, so the parent and the worker process share them without importing each other."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from autotune.problems.base import ProblemKind
-from autotune.problems.gemm import GEMM
 from autotune.sweep.timing import TimingPlan
 from autotune.vocab import TestPoint
 
@@ -31,10 +31,9 @@ class KernelTask:
     source: Path
     convention: str
     variants: tuple[Variant, ...]
-    alpha: float = 1.0
-    beta: float = 0.0
+    kind: ProblemKind  # the problem kind of the variants' points
+    scalars: Mapping[str, float] = field(default_factory=dict)  # the run's scalars of `kind` (missing: defaults)
     reps: int = 50
-    kind: ProblemKind = GEMM  # the problem kind of the variants' points
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,6 @@ class MeasureRequest:
     kind: ProblemKind
     blob: str
     lowered_name: str
-    alpha: float
-    beta: float
+    scalars: Mapping[str, float]
     plan: TimingPlan
     compile_s: float

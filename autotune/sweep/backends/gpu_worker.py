@@ -1,6 +1,6 @@
 """The GPU worker process: loads compiled kernels, verifies and times them, reports back over a pipe.
 
-It runs in a child process started by `autotune.sweep.gpu_backend.GpuBackend` (spawn), so a kernel that faults,
+It runs in a child process started by `autotune.sweep.backends.local.GpuBackend` (spawn), so a kernel that faults,
 hangs or exhausts memory takes down only this process; the parent records the failure and starts a
 new one. It keeps loaded modules, problem data (built by each point's problem kind) and references between requests.
 """
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import CompiledKernel, ignore_sigint
-from autotune.problems.base import ProblemKind, l2_protection
+from autotune.problems.base import ProblemKind, Scalars, l2_protection, scalars_key
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 
 if TYPE_CHECKING:  # pragma: no cover
-    from autotune.sweep.tasks import MeasureRequest
+    from autotune.sweep.backends.tasks import MeasureRequest
 
 
 def gpu_main(conn: Any, device: int) -> None:
@@ -55,7 +55,7 @@ class _GpuState:
         self.l2_bytes = int(self.props["l2CacheSize"])
         self.timer = Timer()
         self.kernels = LoadedKernels()
-        self.data: OrderedDict[tuple, Any] = OrderedDict()  # (point, convention, alpha, beta) -> [data, cursor, args]
+        self.data: OrderedDict[tuple, Any] = OrderedDict()  # (point, convention, scalars_key) -> [data, cursor, args]
         self.refs: OrderedDict[tuple, Any] = OrderedDict()
         free, total = cp.cuda.runtime.memGetInfo()
         self.budget = int(0.4 * total)  # problem data and references of recently used points
@@ -90,16 +90,17 @@ class _GpuState:
         self.refs.clear()
         self.cp.get_default_memory_pool().free_all_blocks()
 
-    def problem(self, kind: ProblemKind, point: TestPoint, convention: str, alpha: float, beta: float) -> list:
-        """[ProblemData, rotation cursor, {copy: args}] of a point, built by its kind on first use."""
-        key = (point, convention, alpha, beta)
+    def problem(self, kind: ProblemKind, point: TestPoint, convention: str, scalars: Scalars) -> tuple[tuple, list]:
+        """(cache key, [ProblemData, rotation cursor, {copy: args}]) of a point with the run's scalars (the kind's
+        defaults overridden by `scalars`), built by its kind on first use."""
+        full = kind.scalars(scalars)
+        key = (point, convention, scalars_key(full))
         if key not in self.data:
-            data = kind.allocate(point, convention, {"alpha": alpha, "beta": beta}, self.l2_bytes,
-                                 seed=zlib.crc32(repr(key[:2]).encode()))
+            data = kind.allocate(point, convention, full, self.l2_bytes, seed=zlib.crc32(repr(key[:2]).encode()))
             self.data[key] = [data, 0, {}]
             self._evict(keep=key)
         self.data.move_to_end(key)
-        return self.data[key]
+        return key, self.data[key]
 
     def _bytes(self) -> int:
         return sum(e[0].nbytes() for e in self.data.values()) + sum(_nbytes(ref) for ref in self.refs.values())
@@ -153,8 +154,7 @@ class _GpuState:
                 f"({m.registers} registers per thread)")
             return m
         allow_dynamic_shared(func, v.shared_bytes)
-        key = (v.point, req.convention, req.alpha, req.beta)
-        entry = self.problem(req.kind, *key)
+        key, entry = self.problem(req.kind, v.point, req.convention, req.scalars)
 
         def kernel(args: tuple) -> None:
             func(v.grid, v.block, args, shared_mem=v.shared_bytes)
@@ -179,11 +179,9 @@ class _GpuState:
         m.times_ms, m.l2_protection = times, protection
         return m
 
-    def baseline(self, kind: ProblemKind, point: TestPoint, alpha: float, beta: float, reps: int,
-                 conn: Any) -> Measurement:
-        """The kind's baseline (cuBLAS for GEMM) on the same data, verified and timed like a kernel."""
-        key = (point, kind.conventions[0], alpha, beta)
-        entry = self.problem(kind, *key)
+    def baseline(self, kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int, conn: Any) -> Measurement:
+        """The kind's baseline on the same data as the kernels, verified and timed like a kernel."""
+        key, entry = self.problem(kind, point, kind.conventions[0], scalars)
         m = Measurement(kind.baseline_name or "baseline", point, Status.OK)
         launch = entry[0].baseline()
         if launch is None:

@@ -5,13 +5,13 @@ sweep config measure them, and, from one GPU's measurements frame (`Store.measur
 times, one row per TSM2 test point: the model's pick and its measured time, the paper's own
 configuration, the sweep's best instance, and cuBLAS.
 
-The model (autotune/tsm2_model.py) chooses t1, t2, t3 and the k-split KS; the rest of a pick is the
+The model (tsm2_model.py beside this module) chooses t1, t2, t3 and the k-split KS; the rest of a pick is the
 paper's kernel: one row of C per thread (RPT = 1), the register prefetch of the next B tile (BPF = 1)
 and A prefetched in registers (AST = 0). The paper's configuration is t1 = 128, t2 = n, t3 = 4, no
 k-split (seed 001, Section 5).
 
 Which times count: `ok` and `skipped` measurements (verified; a skipped one was stopped early because
-its first repetitions were more than TOL slower than the best, see autotune/compare.py); a time that
+its first repetitions were more than TOL slower than the best, see autotune/analysis/compare.py); a time that
 comes from a skipped measurement is flagged, since it is an estimate from fewer repetitions.
 """
 from __future__ import annotations

@@ -1,0 +1,56 @@
+"""Search strategies (ask/tell, `base.Strategy`), loaded lazily by name.
+
+`STRATEGIES` maps a built-in name to "module:Class"; installed packages add theirs in the entry-point group
+`autotune.strategies` (name = "package.module:Class"); a sweep config may also name "module:Class" directly.
+A strategy's module is imported only when a sweep chooses it, so an optional dependency (Optuna for a
+model-based sampler) costs nothing to the others.
+"""
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Sequence
+
+from autotune.errors import UserError
+from autotune.space.instance import Instance
+from autotune.sweep.strategies.base import Strategy
+
+ENTRY_POINT_GROUP = "autotune.strategies"
+STRATEGIES: dict[str, str] = {
+    "brute": "autotune.sweep.strategies.brute:BruteForce",
+    "random": "autotune.sweep.strategies.random:RandomSample",
+}
+
+__all__ = ["ENTRY_POINT_GROUP", "STRATEGIES", "Strategy", "make_strategy", "strategy_names", "known_strategy"]
+
+
+def strategy_names() -> dict[str, str]:
+    """Every strategy a config may name: the built-ins, then installed entry points (name -> "module:Class")."""
+    names = dict(STRATEGIES)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        names.setdefault(ep.name, ep.value)
+    return names
+
+
+def known_strategy(name: str) -> bool:
+    """Whether `name` is a registered strategy or a "module:Class" reference (not imported here)."""
+    return name in STRATEGIES or ":" in name or name in strategy_names()
+
+
+def make_strategy(name: str, instances: Sequence[Instance], budget: int | None = None, seed: int = 0) -> Strategy:
+    """The strategy registered as `name` (or given as "module:Class"), imported only now, constructed as
+    `cls(instances, budget, seed)`. UserError when the name or its class cannot be found."""
+    target = STRATEGIES.get(name) or strategy_names().get(name) or (name if ":" in name else None)
+    if target is None:
+        raise UserError(f"unknown search strategy {name!r}",
+                        hint=f"choose one of {', '.join(strategy_names())}, or give module:Class")
+    module, _, cls_name = target.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), cls_name)
+    except (ImportError, AttributeError) as exc:
+        raise UserError(f"cannot load search strategy {name!r} ({target}): {exc}",
+                        hint="check the module is installed and defines the class") from None
+    if not all(callable(getattr(cls, m, None)) for m in ("ask", "tell")):
+        raise UserError(f"search strategy {name!r} ({target}) has no ask/tell",
+                        hint="subclass autotune.sweep.strategies.base.Strategy")
+    return cls(instances, budget, seed)
