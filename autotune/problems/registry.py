@@ -76,7 +76,7 @@ def resolve(spec: Any, path: Path, line: int | None) -> ProblemKind:
                          hint=hint) from None
     except Exception as exc:  # noqa: BLE001 - the user's module raised while it was imported
         raise _import_failed(spec, target, exc, path, line) from None
-    return _instance(obj, spec, path, line)
+    return _instance(obj, repr(spec), path, line)
 
 
 def _import_failed(spec: str, target: str, exc: Exception, path: Path, line: int | None) -> SpaceError:
@@ -94,7 +94,7 @@ def _entry_point(ep: EntryPoint, path: Path, line: int | None) -> ProblemKind:
                          f"to load: {_raised(exc, ep.module)}", file=path, line=line,
                          hint=f"reinstall or fix the package that provides it (python -c 'import {ep.module}')") \
             from None
-    return _instance(obj, f"{ep.name} (entry point {ep.value})", path, line)
+    return _instance(obj, f"{ep.name!r} (entry point {ep.value})", path, line)
 
 
 def _instance(obj: Any, spec: str, path: Path, line: int | None) -> ProblemKind:
