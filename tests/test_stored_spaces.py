@@ -85,3 +85,12 @@ def test_a_built_in_space_comes_from_the_running_package(tmp_path: Path) -> None
     url = _record(other / "gemm_tiny_simt.yaml", tmp_path / "clone2" / "results" / "t.sqlite")
     assert use_stored_spaces(url) == {}
     assert spec.STORED["gemm_tiny_simt"] == (paths.SPACES_DIR / "gemm_tiny_simt.yaml").resolve()
+
+
+def test_a_copy_that_differs_only_in_comments_is_the_recorded_version(tmp_path: Path) -> None:
+    first, second = _clone(tmp_path, "clone1"), _clone(tmp_path, "clone2")
+    url = _record(first / "space.yaml", tmp_path / "clone2" / "results" / "t.sqlite")
+    space = second / "space.yaml"
+    space.write_text("# edited after the sweep\n" + space.read_text())
+    assert use_stored_spaces(url) == {}
+    assert spec.STORED["transpose_tiled"] == space.resolve()

@@ -4,7 +4,7 @@ A sweep stores each space's YAML and (schema 2) its kernel source and local head
 (`autotune analyze/report/emit`) must describe the kernels that were measured, not whatever the work tree holds
 now: `use_stored_spaces(url)` writes every recorded version whose work-tree file is missing or differs into a
 temporary folder and points the space loader at it (`autotune.space.spec.STORED`), warning about each one that
-differs. Identical work-tree files are used as they are.
+differs. Work-tree files identical to the recorded version (but for comments) are used as they are.
 
 The work-tree file of a recorded space is looked up in the checkout in use, never at the absolute path the
 database recorded (another clone, another machine): a built-in space in the running package's `spaces/`; a
@@ -92,7 +92,7 @@ def use_stored_spaces(url: str) -> dict[str, Path]:
     folder = Path(tempfile.mkdtemp(prefix="autotune-spaces-"))
     for name, r in latest.items():
         work = _work_tree_file(name, r.yaml_path, url)
-        if work is not None and work.read_text() == r.yaml_text and _same_source(work, r):
+        if work is not None and _same_yaml(work.read_text(), r.yaml_text) and _same_source(work, r):
             spec.STORED[name] = work.resolve()  # by name, also when it lives outside spaces/
             continue
         if work is not None:
@@ -123,6 +123,16 @@ def _python_files(problem: object, folder: Path) -> object:
     if isinstance(problem, dict):
         return {k: absolute(v) if k in ("reference", "baseline") else v for k, v in problem.items()}
     return absolute(problem)
+
+
+def _same_yaml(a: str, b: str) -> bool:
+    """The same space: equal text, or equal documents (a comment edited since the sweep changes nothing)."""
+    if a == b:
+        return True
+    try:
+        return yaml.safe_load(a) == yaml.safe_load(b)
+    except yaml.YAMLError:
+        return False
 
 
 def _same_source(work: Path, r: SpaceVersion) -> bool:
