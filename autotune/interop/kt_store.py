@@ -69,7 +69,7 @@ def space_yaml(cache: KTCache, name: str) -> str:
 
 def _point(space: Space, precision: str, sizes: tuple[int, ...]) -> TestPoint:
     """The cache's problem as a point of the space's kind when the kind accepts it (as many sizes, in the kind's
-    order, with no variant), else a point of kind `kerneltuner` (GEMM, for one, has no point without a variant)."""
+    order, with no variant), else a point of kind `kerneltuner` (a kind with variants has no point without one)."""
     names = space.kind.size_names
     if len(sizes) == len(names):
         try:

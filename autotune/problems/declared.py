@@ -146,14 +146,14 @@ class _Reader:
     def read(self, d: Any, line: int | None) -> DeclaredKind:
         allowed = {"name", "sizes", "precisions", "arguments", "reference", "tolerance", "bytes", "flops", "baseline"}
         if not isinstance(d, dict):
-            raise self.fail("must be a kind name (gemm), module:Class, or a mapping", line,
-                            "see README.md, 'Bring your own kernel'")
+            raise self.fail("must be a kind name, module:Class, file.py:Class, or a mapping", line,
+                            "see docs/kinds.md")
         for key in d:
             if key not in allowed:
                 raise self.fail(f"unknown key {key!r}", line_of(d, key) or line, f"keys: {', '.join(sorted(allowed))}")
         for key in ("name", "sizes", "arguments", "reference", "bytes"):
             if key not in d:
-                raise self.fail(f"missing `{key}:`", line, "see README.md, 'Bring your own kernel'")
+                raise self.fail(f"missing `{key}:`", line, "see docs/kinds.md")
         name = d["name"]
         if not isinstance(name, str) or not _IDENT.match(name):
             raise self.fail("`name:` must be an identifier", line_of(d, "name"), "e.g. name: transpose")
