@@ -94,3 +94,20 @@ def test_a_copy_that_differs_only_in_comments_is_the_recorded_version(tmp_path: 
     space.write_text("# edited after the sweep\n" + space.read_text())
     assert use_stored_spaces(url) == {}
     assert spec.STORED["transpose_tiled"] == space.resolve()
+
+
+def test_every_differing_space_is_written_apart_from_the_checkout(tmp_path: Path) -> None:
+    first, second = tmp_path / "clone1" / "examples", tmp_path / "clone2" / "examples"
+    for name in ("transpose", "stencil"):
+        for root in (first, second):
+            shutil.copytree(ROOT / "examples" / name, root / name, ignore=shutil.ignore_patterns("results"))
+    db = tmp_path / "clone2" / "results" / "t.sqlite"
+    _record(first / "transpose" / "space.yaml", db)
+    url = _record(first / "stencil" / "space.yaml", db)
+    for name in ("transpose", "stencil"):
+        (second / name / "space.yaml").write_text((second / name / "space.yaml").read_text() + "description: v2\n")
+    with pytest.warns(UserWarning):
+        taken = use_stored_spaces(url)
+    assert set(taken) == {"transpose_tiled", "convolution_5x5"}
+    for file in taken.values():
+        assert tmp_path not in file.parents and load_space(file).kernel is not None

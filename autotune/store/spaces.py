@@ -102,11 +102,11 @@ def use_stored_spaces(url: str) -> dict[str, Path]:
         target.mkdir()
         doc = yaml.safe_load(r.yaml_text)
         kernel = doc.get("kernel") if isinstance(doc, dict) else None
-        folder = work.parent if work is not None else Path(r.yaml_path).parent  # the user's files beside it
+        beside = work.parent if work is not None else Path(r.yaml_path).parent  # the user's files beside it
         if isinstance(kernel, dict) and kernel.get("source"):
-            kernel["source"] = _source(target, r, folder, str(kernel["source"]))
+            kernel["source"] = _source(target, r, beside, str(kernel["source"]))
         if isinstance(doc, dict) and "problem" in doc:
-            doc["problem"] = _python_files(doc["problem"], folder)
+            doc["problem"] = _python_files(doc["problem"], beside)
         (target / "space.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         spec.STORED[name] = taken[name] = target / "space.yaml"
     return taken
