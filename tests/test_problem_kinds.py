@@ -166,7 +166,7 @@ def test_python_kind_by_module_and_class(tmp_path: Path) -> None:
     space = load_space(space_file)
     assert space.kind.name == "copy" and space.kind.bytes_moved(space.kind.point("fp32", "", {"n": 8}), {}) == 64
     space_file.write_text(text.replace("mykind.py:Copy", "mykind.py:Nope"))
-    with pytest.raises(SpaceError, match="cannot load problem kind"):
+    with pytest.raises(SpaceError, match="mykind.py defines no .Nope."):
         load_space(space_file)
     space_file.write_text(text.replace("mykind.py:Copy", "fft"))
     with pytest.raises(SpaceError, match="unknown problem kind 'fft'"):

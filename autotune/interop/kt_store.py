@@ -7,7 +7,7 @@ failures (Kernel Tuner's own failure word kept in `error`, so an export writes i
 (compile_time, metrics, timestamp) in the measurement's `log` as JSON. Without a space file, a space is written
 from the cache's `tune_params` (parameters only, no kernel binding: the cache does not say how to launch it).
 The test point is of kind `kerneltuner`, with the sizes `size_x, size_y, size_z` of Kernel Tuner's problem_size
-(or the sizes of the given space's kind, when it has as many).
+(or a point of the given space's kind, when the kind accepts those sizes: `ProblemKind.point`).
 
 `export_cache`: one space's measurements at one test point on one device as a `KTCache` (then
 `kerneltuner.write_cache` writes a file Kernel Tuner's reader and simulation mode accept, and `write_t4` its
@@ -67,6 +67,18 @@ def space_yaml(cache: KTCache, name: str) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
+def _point(space: Space, precision: str, sizes: tuple[int, ...]) -> TestPoint:
+    """The cache's problem as a point of the space's kind when the kind accepts it (as many sizes, in the kind's
+    order, with no variant), else a point of kind `kerneltuner` (a kind with variants has no point without one)."""
+    names = space.kind.size_names
+    if len(sizes) == len(names):
+        try:
+            return space.kind.point(precision, "", dict(zip(names, sizes)))
+        except ValueError:
+            pass
+    return TestPoint(KIND, precision, "", tuple(zip(SIZE_NAMES[:len(sizes)], sizes)))
+
+
 def import_cache(path: Path, store: Store, space: Space | None = None, space_out: Path | None = None,
                  precision: str = "fp32") -> Imported:
     try:
@@ -84,12 +96,8 @@ def import_cache(path: Path, store: Store, space: Space | None = None, space_out
         raise UserError(f"{path}: the cache's parameters {', '.join(missing)} are not parameters of space "
                         f"{space.name}", hint="give the space the kernel was tuned with, or none to create one")
     sizes = _problem_sizes(cache)
-    if len(sizes) == len(space.kind.size_names) and space.kind.name != "gemm":
-        names: tuple[str, ...] = space.kind.size_names
-        kind = space.kind.name
-    else:
-        names, kind = SIZE_NAMES[:len(sizes)], KIND
-    point = TestPoint(kind, precision, "", tuple(zip(names, sizes)))
+    point = _point(space, precision, sizes)
+    kind = point.kind
     info = DeviceInfo(name=cache.device_name, uuid=f"{MARK}{cache.device_name}", sm_count=0, cc=0,
                       sm_clock_mhz=None, mem_clock_mhz=None, l2_bytes=0, copy_bandwidth=0.0, driver="",
                       cuda_runtime="", nvrtc="", cupy="")

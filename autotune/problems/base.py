@@ -12,8 +12,9 @@ A `ProblemKind` says
   vendor library or framework call that solves the same problem.
 
 Built-in kinds (`autotune.problems.gemm`) and the kinds users declare in a space file
-(`autotune.problems.declared`) or write in Python (`module:Class`, or the `autotune.problems` entry-point
-group) implement this same class; the runner, the store and the analyzer see nothing else.
+(`autotune.problems.declared`) or write in Python (`file.py:Class`, `module:Class`, `module:object`, or the
+`autotune.problems` entry-point group; docs/kinds.md) implement this same class; the runner, the store and the
+analyzer see nothing else. `autotune.testing.kinds` checks a kind against this contract.
 """
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ import math
 import operator
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from autotune.problems.loading import origin
 from autotune.vocab import TestPoint
 
 Scalars = Mapping[str, float]  # run-wide scalars of a sweep (GEMM: alpha, beta); see ProblemKind.scalar_defaults
@@ -183,7 +186,10 @@ class ProblemKind(ABC):
 
     def describe(self) -> dict[str, Any]:
         """What identifies this kind's definition (stored with a sweep; equal kinds describe themselves equally)."""
-        return {"name": self.name, "class": f"{type(self).__module__}:{type(self).__qualname__}",
+        cls = type(self)
+        file = origin(cls)  # a class from a user's file: its file name, not the per-path module name
+        where = Path(file).name if file else cls.__module__
+        return {"name": self.name, "class": f"{where}:{cls.__qualname__}",
                 "size_names": list(self.size_names), "precisions": list(self.precisions), "shapes": list(self.shapes)}
 
 

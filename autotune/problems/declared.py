@@ -15,6 +15,12 @@ problem:
   flops: 0                           # optional
   baseline: reference.py:cupy_transpose   # optional: the same operation by a library, timed like a kernel
 ```
+A buffer's `init:` is `random` (the default), `zeros`, `ones` or an expression of the sizes and `i` (the flat
+index). An output is write-only unless it has an explicit `init:`: then the kernel reads and writes it (in place,
+`Argument.inout`) and it is reset to its initial values before the verified launch, whatever its `init`; a
+write-only output is poisoned (NaN, or -7 for integers) so an element the kernel never writes fails.
+The whole vocabulary, with Python kinds: docs/kinds.md.
+
 `load_declared` checks the section (every mistake: file, line, what to do); `DeclaredKind` implements
 `autotune.problems.base.ProblemKind`; its GPU side is `autotune.problems.declared_data`.
 """
@@ -51,6 +57,7 @@ class Argument:
     value: Expr | None = None  # scalars
     init: str | Expr = "random"  # buffers: random | zeros | ones | an expression of the sizes and i (flat index)
     output: bool = False
+    inout: bool = False  # an output the kernel also reads (declared with an explicit `init:`): never poisoned
 
     @property
     def is_buffer(self) -> bool:
@@ -103,7 +110,8 @@ class DeclaredKind(ProblemKind):
         out = super().describe()
         out.update(arguments=[{"name": a.name, "dtype": a.dtype, "shape": [e.text for e in a.shape],
                                "value": a.value.text if a.value is not None else None,
-                               "init": a.init if isinstance(a.init, str) else a.init.text, "output": a.output}
+                               "init": a.init if isinstance(a.init, str) else a.init.text, "output": a.output,
+                               **({"inout": True} if a.inout else {})}
                               for a in self.arguments],
                    reference=self.reference_fn, tolerance=dict(self.tolerance), bytes=self.bytes_expr.text,
                    flops=self.flops_expr.text if self.flops_expr is not None else None, baseline=self.baseline_fn)
@@ -138,14 +146,14 @@ class _Reader:
     def read(self, d: Any, line: int | None) -> DeclaredKind:
         allowed = {"name", "sizes", "precisions", "arguments", "reference", "tolerance", "bytes", "flops", "baseline"}
         if not isinstance(d, dict):
-            raise self.fail("must be a kind name (gemm), module:Class, or a mapping", line,
-                            "see README.md, 'Bring your own kernel'")
+            raise self.fail("must be a kind name, module:Class, file.py:Class, or a mapping", line,
+                            "see docs/kinds.md")
         for key in d:
             if key not in allowed:
                 raise self.fail(f"unknown key {key!r}", line_of(d, key) or line, f"keys: {', '.join(sorted(allowed))}")
         for key in ("name", "sizes", "arguments", "reference", "bytes"):
             if key not in d:
-                raise self.fail(f"missing `{key}:`", line, "see README.md, 'Bring your own kernel'")
+                raise self.fail(f"missing `{key}:`", line, "see docs/kinds.md")
         name = d["name"]
         if not isinstance(name, str) or not _IDENT.match(name):
             raise self.fail("`name:` must be an identifier", line_of(d, "name"), "e.g. name: transpose")
@@ -215,12 +223,13 @@ class _Reader:
                 if not shape:
                     raise self.fail(f"buffer {a['name']!r} needs `shape:` (a list of size expressions)", at,
                                     "e.g. shape: [rows, cols]")
+                output = bool(a.get("output", False))
                 init: str | Expr = a.get("init", "random")
                 if init not in INITS:
                     init = self.expr(init, at, sizes | {"i"}, f"argument {a['name']!r} init")
                 out.append(Argument(a["name"], dtype, tuple(self.expr(s, at, sizes, f"argument {a['name']!r} shape")
                                                             for s in shape),
-                                    init=init, output=bool(a.get("output", False))))
+                                    init=init, output=output, inout=output and "init" in a))
             else:
                 if "value" not in a:
                     raise self.fail(f"scalar {a['name']!r} needs `value:` (an expression of the sizes)", at)

@@ -2,18 +2,15 @@
 
 Buffers are allocated as declared (dtype, shape in C order) and filled by their `init`; `copies` independent
 sets protect timings from L2 as for every kind. Before the verified launch, outputs are poisoned with NaN
-(floats) or a sentinel (integers) so an element the kernel never writes fails; an output that is also read
-(`init:` given explicitly) is reset to its initial values instead. The reference function receives copy 0's
+(floats) or a sentinel (integers) so an element the kernel never writes fails; an output the kernel also reads
+(in place: `output: true` with an explicit `init:`, whichever, `random` included; `Argument.inout`) is reset to
+its initial values instead. The reference function receives copy 0's
 arrays (CuPy) and the sizes and returns the expected outputs; the error of an output is
 ||got - ref||_2 / ||ref||_2 in float64 (exact equality when the reference is all zeros).
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import math
-import sys
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -21,33 +18,17 @@ import numpy as np
 from autotune.expr import as_int, evaluate
 from autotune.problems.base import ProblemData, Verdict, judge, rotation_copies
 from autotune.problems.declared import DTYPES, Argument, DeclaredKind
+from autotune.problems.loading import load_attribute
 from autotune.vocab import TestPoint
 
 INT_SENTINEL = -7
 
 
 def load_function(spec: str) -> Callable[..., Any]:
-    """`/abs/file.py:fn` or `module:fn` -> the function (files are imported once, under a private name)."""
-    target, name = spec.rsplit(":", 1)
-    if target.endswith(".py"):
-        key = f"_autotune_user_{abs(hash(target))}"
-        module = sys.modules.get(key)
-        if module is None:
-            loader = importlib.util.spec_from_file_location(key, target)
-            if loader is None or loader.loader is None:
-                raise ImportError(f"cannot import {target}")
-            module = importlib.util.module_from_spec(loader)
-            sys.path.insert(0, str(Path(target).parent))  # the file may import its neighbours
-            try:
-                loader.loader.exec_module(module)
-            finally:
-                sys.path.remove(str(Path(target).parent))
-            sys.modules[key] = module
-    else:
-        module = importlib.import_module(target)
-    fn = getattr(module, name, None)
+    """`/abs/file.py:fn` or `module:fn` -> the function (files are imported once, `autotune.problems.loading`)."""
+    fn = load_attribute(spec)
     if not callable(fn):
-        raise ImportError(f"{spec}: no function {name!r}")
+        raise ImportError(f"{spec}: {spec.rsplit(':', 1)[-1]!r} is not a function")
     return fn
 
 
@@ -73,7 +54,7 @@ class DeclaredData(ProblemData):
                     arrays[a.name] = self._fill(cp, rng, a)
             self.sets.append(arrays)
         self.initial = {a.name: self.sets[0][a.name].copy() for a in kind.arguments
-                        if a.is_buffer and a.output and self._reads(a)}
+                        if a.is_buffer and a.inout}
         self.scalars = {a.name: np.dtype(a.numpy_dtype(point.precision)).type(evaluate(a.value, self.sizes))
                         for a in kind.arguments if not a.is_buffer and a.value is not None}
 
@@ -83,11 +64,6 @@ class DeclaredData(ProblemData):
         one = sum(math.prod(_shape(a, sizes)) * DTYPES[a.numpy_dtype(point.precision)]
                   for a in kind.arguments if a.is_buffer)
         return cls(kind, point, rotation_copies(one, l2_bytes), seed)
-
-    @staticmethod
-    def _reads(a: Argument) -> bool:
-        """An output with an explicit init is read by the kernel (in place): reset it, never poison it."""
-        return not (isinstance(a.init, str) and a.init == "random")
 
     def _fill(self, cp: Any, rng: Any, a: Argument) -> Any:
         dtype = cp.dtype(a.numpy_dtype(self.point.precision))

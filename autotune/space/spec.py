@@ -18,12 +18,10 @@ from autotune.devices import PROFILES, DeviceLimits, get_device
 from autotune.errors import SpaceError
 from autotune.expr import Expr, ExprError, as_int, evaluate, parse
 from autotune.problems.base import ProblemKind
-from autotune.problems.gemm import GEMM
-from autotune.problems.registry import resolve
+from autotune.problems.registry import DEFAULT_KIND, resolve
 from autotune.vocab import ELEM_BYTES, TestPoint
 from autotune.yamlfile import LineDict, line_of, load_yaml
 
-PROBLEM_NAMES = GEMM.expr_names()  # GEMM's size names in expressions (the default kind's)
 CONTEXT_NAMES = ("elem_bytes", "acc_bytes")
 DEVICE_NAMES = tuple(PROFILES["H100"].names())
 CPP_TYPES = {"fp64": ("double", "double"), "fp32": ("float", "float"), "fp16": ("__half", "float"),
@@ -110,7 +108,7 @@ class Space:
     hard: tuple[Constraint, ...]
     soft: tuple[Constraint, ...]
     kernel: KernelBinding | None
-    kind: ProblemKind = GEMM  # the problem its kernel solves
+    kind: ProblemKind = DEFAULT_KIND  # the problem its kernel solves (`problem:`; the registry's default)
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -251,7 +249,7 @@ class _Builder:
 
     def __init__(self, path: Path, data: LineDict) -> None:
         self.path, self.data = path, data
-        self.kind: ProblemKind = GEMM
+        self.kind: ProblemKind = DEFAULT_KIND
 
     def fail(self, message: str, line: int | None, expr: str | None = None, hint: str | None = None) -> SpaceError:
         return SpaceError(message, file=self.path, line=line, expr=expr, hint=hint)

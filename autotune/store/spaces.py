@@ -4,7 +4,16 @@ A sweep stores each space's YAML and (schema 2) its kernel source and local head
 (`autotune analyze/report/emit`) must describe the kernels that were measured, not whatever the work tree holds
 now: `use_stored_spaces(url)` writes every recorded version whose work-tree file is missing or differs into a
 temporary folder and points the space loader at it (`autotune.space.spec.STORED`), warning about each one that
-differs. Identical work-tree files are used as they are.
+differs. Work-tree files identical to the recorded version (but for comments) are used as they are.
+
+The work-tree file of a recorded space is looked up in the checkout in use, never at the absolute path the
+database recorded (another clone, another machine): a built-in space in the running package's `spaces/`; a
+user's space at the recorded path re-rooted under the database's folder or one of its parents (nearest first:
+`/a/clone1/examples/t/space.yaml` recorded, a database in `/a/clone2/results/` finds
+`/a/clone2/examples/t/space.yaml`), then likewise under the current directory. The recorded path itself comes
+last, when the checkout in use holds no copy (as when the database sits in the tree it was swept in). Found
+nowhere, the recorded text is used; its `file.py:name` references (a Python kind, a reference, a baseline) then
+resolve beside the recorded path, the only place left.
 """
 from __future__ import annotations
 
@@ -21,11 +30,55 @@ from autotune.store.schema import SpaceVersion
 from autotune.store.store import Store
 
 
-def _work_tree_file(name: str, yaml_path: str) -> Path | None:
-    for candidate in (Path(yaml_path), paths.SPACES_DIR / f"{name}.yaml"):
-        if candidate.is_file():
-            return candidate
-    return None
+def _work_tree_file(name: str, yaml_path: str, url: str) -> Path | None:
+    """Where the checkout in use holds the recorded space `name` (see the module docstring), or None."""
+    recorded = Path(yaml_path)
+    builtin = paths.SPACES_DIR / f"{name}.yaml"
+    if recorded.name == builtin.name and builtin.is_file():
+        return builtin
+    for root in _roots(url):
+        for candidate in _rerooted(recorded, root):
+            if candidate != recorded and candidate.is_file():
+                return candidate
+    return recorded if recorded.is_absolute() and recorded.is_file() else None  # no copy in the checkout in use
+
+
+def _roots(url: str) -> list[Path]:
+    """The folders a recorded path is re-rooted under: the database's folder and its parents, then the current
+    directory and its parents (nearest first; never the filesystem root)."""
+    out: list[Path] = []
+    for start in (_database_folder(url), Path.cwd()):
+        if start is None:
+            continue
+        for folder in (start, *start.parents):
+            if folder.parent != folder and folder not in out:
+                out.append(folder)
+    return out
+
+
+def _rerooted(recorded: Path, root: Path) -> list[Path]:
+    """`root` / the recorded path's trailing parts (a folder and the file at least), longest first."""
+    parts = recorded.parts[1:] if recorded.is_absolute() else recorded.parts
+    return [root.joinpath(*parts[start:]) for start in range(len(parts) - 1)]
+
+
+def _database_folder(url: str) -> Path | None:
+    """The folder of an SQLite database (of the .gz a decompressed copy was read from); None for a server."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        u = make_url(url) if "://" in url else None
+    except Exception:  # noqa: BLE001 - not a URL: a bare path
+        u = None
+    if u is not None and (not u.drivername.startswith("sqlite") or not u.database or u.database == ":memory:"):
+        return None
+    path = Path(u.database if u is not None else url).resolve()
+    try:
+        from autotune.store.schema import gz_origin
+    except ImportError:  # pragma: no cover - moved with the engine code
+        from autotune.store.engine import gz_origin  # type: ignore[no-redef]
+    path = gz_origin(path) or path
+    return path.parent
 
 
 def use_stored_spaces(url: str) -> dict[str, Path]:
@@ -38,8 +91,8 @@ def use_stored_spaces(url: str) -> dict[str, Path]:
     taken: dict[str, Path] = {}
     folder = Path(tempfile.mkdtemp(prefix="autotune-spaces-"))
     for name, r in latest.items():
-        work = _work_tree_file(name, r.yaml_path)
-        if work is not None and work.read_text() == r.yaml_text and _same_source(work, r):
+        work = _work_tree_file(name, r.yaml_path, url)
+        if work is not None and _same_yaml(work.read_text(), r.yaml_text) and _same_source(work, r):
             spec.STORED[name] = work.resolve()  # by name, also when it lives outside spaces/
             continue
         if work is not None:
@@ -49,10 +102,11 @@ def use_stored_spaces(url: str) -> dict[str, Path]:
         target.mkdir()
         doc = yaml.safe_load(r.yaml_text)
         kernel = doc.get("kernel") if isinstance(doc, dict) else None
+        beside = work.parent if work is not None else Path(r.yaml_path).parent  # the user's files beside it
         if isinstance(kernel, dict) and kernel.get("source"):
-            kernel["source"] = _source(target, r, Path(r.yaml_path), str(kernel["source"]))
+            kernel["source"] = _source(target, r, beside, str(kernel["source"]))
         if isinstance(doc, dict) and "problem" in doc:
-            doc["problem"] = _python_files(doc["problem"], Path(r.yaml_path).parent)
+            doc["problem"] = _python_files(doc["problem"], beside)
         (target / "space.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         spec.STORED[name] = taken[name] = target / "space.yaml"
     return taken
@@ -71,6 +125,16 @@ def _python_files(problem: object, folder: Path) -> object:
     return absolute(problem)
 
 
+def _same_yaml(a: str, b: str) -> bool:
+    """The same space: equal text, or equal documents (a comment edited since the sweep changes nothing)."""
+    if a == b:
+        return True
+    try:
+        return yaml.safe_load(a) == yaml.safe_load(b)
+    except yaml.YAMLError:
+        return False
+
+
 def _same_source(work: Path, r: SpaceVersion) -> bool:
     if not r.source_text:
         return True  # schema-1 databases did not keep the source; its hash is compared by the sweep
@@ -81,16 +145,16 @@ def _same_source(work: Path, r: SpaceVersion) -> bool:
     return source is not None and source.source_path.is_file() and source.source_path.read_text() == r.source_text
 
 
-def _source(target: Path, r: SpaceVersion, yaml_path: Path, given: str) -> str:
+def _source(target: Path, r: SpaceVersion, folder: Path, given: str) -> str:
     """Where the recorded space's kernel source is now: the recorded text (with its headers) when the database
-    kept it, else the original file."""
+    kept it, else the file beside the space's folder in the checkout (or the running package's kernels_src/)."""
     if r.source_text:
         (target / Path(given).name).write_text(r.source_text)
         for include, text in (r.headers or {}).items():
             (target / include).parent.mkdir(parents=True, exist_ok=True)
             (target / include).write_text(text)
         return Path(given).name
-    for candidate in (yaml_path.parent / given, paths.KERNELS_DIR / given):
+    for candidate in (folder / given, paths.KERNELS_DIR / given):
         if candidate.is_file():
             return str(candidate.resolve())
     return given
