@@ -131,7 +131,7 @@ def test_random_problems_are_held_out_seeded_and_split_over_the_groups(tuned: Pa
     assert len(set(pts)) == len(pts)
     assert any(len({p.m, p.n, p.k}) > 1 for p in pts)  # dimensions drawn independently
 
-    class Workload:  # the autotune.workload API
+    class Workload:  # the autotune.sweep.workload.Workload API
         def bounds(self, precision: str, shape: str) -> dict[str, tuple[int, int]]:
             return {"m": (100, 200), "n": (1, 3), "k": (7, 7)}
 

@@ -99,9 +99,11 @@ def _drawn(kind: ProblemKind) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------------------------------------ points files
 def _columns(kind: ProblemKind) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(required, optional) columns of a points file."""
-    head = ("precision",) + (("shape",) if kind.shapes != ("",) else ())
-    return head + _drawn(kind), kind.derived_sizes
+    """(required, optional) columns of a points file: precision (optional for a kind of one precision), shape
+    (for a kind with variants), the sizes (those the kind derives optional)."""
+    one = len(kind.precisions) == 1
+    head = ("precision",) * (not one) + (("shape",) if kind.shapes != ("",) else ())
+    return head + _drawn(kind), ("precision",) * one + kind.derived_sizes
 
 
 def _point(file: str, line: int, row: Mapping[str, Any], kind: ProblemKind, rule: DerivedRule) -> TestPoint:
@@ -112,7 +114,8 @@ def _point(file: str, line: int, row: Mapping[str, Any], kind: ProblemKind, rule
         raise UserError(f"missing {', '.join(missing)}", file=file, line=line,
                         hint=f"each problem needs {', '.join(required)}"
                              + (f" ({', '.join(optional)} optional)" if optional else ""))
-    precision, shape = str(row["precision"]).strip(), str(row.get("shape") or "").strip()
+    precision = str(row.get("precision") or kind.precisions[0]).strip()
+    shape = str(row.get("shape") or "").strip()
     if precision not in kind.precisions:
         raise UserError(f"unknown precision {precision!r}", file=file, line=line,
                         hint=f"use one of {', '.join(kind.precisions)}")
