@@ -17,8 +17,9 @@ from typer.testing import CliRunner
 
 from autotune.cli.main import app
 from autotune.dispatch import validate as v
-from autotune.dispatch.table import load_table
-from autotune.problems.gemm import gemm_point
+from autotune.problems.gemm.batch import batch_for_bytes
+from autotune.sweep.workload import SizeRule
+from autotune.problems.gemm import GEMM, gemm_point
 from tests.support.committed import committed, gunzip_to, read_only
 
 RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
@@ -61,7 +62,9 @@ def validated(tuned: Path) -> Path:
 
 def test_validation_csv_against_the_table_and_the_recording(tuned: Path, validated: Path) -> None:
     text = (validated / "validation.csv").read_text()
-    assert text.splitlines()[0] == ",".join(v.CSV_COLUMNS)
+    assert text.splitlines()[0] == ",".join(v.csv_columns(GEMM)) == ("kind,precision,shape,m,n,k,batch,table_choice,"
+                                                                   "table_ms,best_choice,best_ms,best_roofline_frac,"
+                                                                   "baseline_ms,loss_vs_best,speedup_vs_baseline")
     frame = pd.read_csv(validated / "validation.csv", keep_default_na=False, na_values=[""])
     assert len(frame) == 6 and set(frame["m"]) == set(HELD_OUT)
     assert (frame["kind"] == "gemm").all()
@@ -69,11 +72,10 @@ def test_validation_csv_against_the_table_and_the_recording(tuned: Path, validat
     rec = pd.read_sql("SELECT precision, m, batch FROM test_points", sqlite3.connect(read_only(RECORDED)))
     for r in frame.itertuples():
         assert r.batch == rec[(rec.precision == r.precision) & (rec.m == r.m)].batch.item()
-    table = load_table(tuned / "table.json")
+    table = v.read_table(tuned / "table.json")
     for r in frame.itertuples():
-        rec_ = table.lookup(r.precision, r.shape, int(r.m), int(r.n), int(r.k), int(r.batch))
-        want = "library" if rec_.get("library") else rec_["instance_id"]
-        assert r.table_choice == want
+        assert r.table_choice == table.answer(gemm_point(r.precision, r.shape, int(r.m), int(r.n), int(r.k),
+                                                         int(r.batch)))
     loss = frame["loss_vs_best"].dropna()
     assert len(loss) >= 4 and (loss >= 0).all() and (loss < 1).all()
     known = frame.dropna(subset=["table_ms", "best_ms"])
@@ -99,8 +101,8 @@ def test_validation_csv_against_the_table_and_the_recording(tuned: Path, validat
     entries = cfg["spaces"]
     assert all(e["measure"] == "valid" and e["instances"] for e in entries)
     ids = {i for e in entries for i in e["instances"]}
-    assert {k["instance_id"] for k in table.data["kernels"]} <= ids
-    assert len(cfg["points"]) == 6 and all("triples" in g["sizes"] for g in cfg["points"])
+    assert {k["instance_id"] for k in table.kernels} <= ids
+    assert len(cfg["points"]) == 6 and all(set(g["sizes"]) == {"m", "n", "k", "batch"} for g in cfg["points"])
     summary = json.loads((validated / "validation_summary.json").read_text())
     assert summary["summary"][-1]["group"] == "all" and summary["summary"][-1]["problems"] == 6
     assert summary["provenance"]["table_device"] == table.provenance["device"]
@@ -115,43 +117,45 @@ def test_rerun_from_the_validation_database_is_byte_identical(tuned: Path, valid
 
 
 def test_random_problems_are_held_out_seeded_and_split_over_the_groups(tuned: Path) -> None:
-    table = load_table(tuned / "table.json")
-    rule = v.batch_rule(table, None)
-    assert rule.bytes == 100_000_000 and rule.source == "inferred"
-    pts = v.random_points(table, 9, 5, rule)
-    assert pts == v.random_points(table, 9, 5, rule) and pts != v.random_points(table, 9, 6, rule)
+    table = v.read_table(tuned / "table.json")
+    rule = v.derived_rule(table, GEMM, None)
+    assert rule.rule.budget_bytes == 100_000_000 and rule.rule.fixed == () and rule.source == "inferred"
+    pts = v.random_points(table, GEMM, 9, 5, rule)
+    assert pts == v.random_points(table, GEMM, 9, 5, rule) and pts != v.random_points(table, GEMM, 9, 6, rule)
     assert [p.precision for p in pts].count("fp64") == 5 and [p.precision for p in pts].count("fp32") == 4
-    tuned_pts = v.tuned_points(table)
+    tuned_pts = v.tuned_keys(table, GEMM)
     for p in pts:
         assert 4 <= p.m <= 24 and 4 <= p.n <= 24 and 4 <= p.k <= 24
         assert (p.precision, p.shape, p.m, p.n, p.k) not in tuned_pts
-        assert p.batch == rule.batch(p.precision, p.m, p.n, p.k)
+        assert p.batch == batch_for_bytes(100_000_000, p.precision, p.m, p.n, p.k)
     assert len(set(pts)) == len(pts)
     assert any(len({p.m, p.n, p.k}) > 1 for p in pts)  # dimensions drawn independently
 
-    class Workload:  # the autotune.workload API
+    class Workload:  # the autotune.sweep.workload.Workload API
         def bounds(self, precision: str, shape: str) -> dict[str, tuple[int, int]]:
             return {"m": (100, 200), "n": (1, 3), "k": (7, 7)}
 
         def point(self, precision: str, shape: str, sizes: dict[str, int]):
             return gemm_point(precision, shape, sizes["m"], sizes["n"], sizes["k"], 10)
-    w = v.random_points(table, 4, 0, rule, Workload())
+    w = v.random_points(table, GEMM, 4, 0, rule, Workload())
     assert all(100 <= p.m <= 200 and 1 <= p.n <= 3 and p.k == 7 and p.batch == 10 for p in w)
-    assert all(p.batch != 10 for p in v.random_points(table, 4, 0, rule, Workload(), rule_given=True))
+    assert all(p.batch != 10 for p in v.random_points(table, GEMM, 4, 0, rule, Workload(), rule_given=True))
     with pytest.raises(v.UserError, match="cannot draw"):  # 4..24 has fewer than 100,000 free problems... per group
-        v.random_points(table, 4, 0, rule, type("W", (), {"bounds": lambda s, p, sh: {"m": (4, 4), "n": (4, 4),
-                                                                                        "k": (4, 4)}})())
+        v.random_points(table, GEMM, 4, 0, rule, type("W", (), {"bounds": lambda s, p, sh: {
+            "m": (4, 4), "n": (4, 4), "k": (4, 4)}})())
 
 
 def test_batch_rule_given_and_parsed(tuned: Path) -> None:
-    table = load_table(tuned / "table.json")
-    assert v.batch_rule(table, "1KB").batch("fp64", 2, 2, 2) == math.ceil(1000 / (8 * 12))
+    table = v.read_table(tuned / "table.json")
+    given = v.derived_rule(table, GEMM, "1KB")
+    assert given.point(GEMM, "fp64", "NN", {"m": 2, "n": 2, "k": 2}).batch == math.ceil(1000 / (8 * 12))
     with pytest.raises(v.UserError, match="bytes"):
-        v.batch_rule(table, "lots")
+        v.derived_rule(table, GEMM, "lots")
     data = json.loads((tuned / "table.json").read_text())
     for p in data["points"]:
         p["batch"] = 7
-    assert v.infer_batch_rule(type(table)(data)).count == 7
+    (tuned / "seven.json").write_text(json.dumps(data))
+    assert v.derived_rule(v.read_table(tuned / "seven.json"), GEMM, None).rule.fixed == (("batch", 7),)
 
 
 def invoke(cwd: Path, *args: str):
@@ -181,9 +185,9 @@ def test_errors_name_the_file_and_line(tuned: Path, tmp_path: Path) -> None:
     (tmp_path / "bare.json").write_text(json.dumps(data))
     r = invoke(tuned, "validate", str(tmp_path / "bare.json"), "--random", "4")
     assert r.exit_code == 2 and "no ranges to draw" in r.output and "--workload" in r.output
-    (tmp_path / "other.json").write_text(json.dumps({"format": "autotune-dispatch-kind", "kind": "transpose"}))
+    (tmp_path / "other.json").write_text(json.dumps({"format": "autotune-dispatch", "version": 99}))
     r = invoke(tuned, "validate", str(tmp_path / "other.json"), "--random", "4")
-    assert r.exit_code == 2 and "only GEMM tables" in r.output
+    assert r.exit_code == 2 and "version 99" in r.output and "Traceback" not in r.output
 
 
 def test_the_generic_kernel_is_measured_where_the_table_answers_with_it(tuned: Path) -> None:
@@ -208,27 +212,33 @@ def test_the_generic_kernel_is_measured_where_the_table_answers_with_it(tuned: P
 
 
 def test_spaces_resolve_by_name_else_by_the_recorded_file(tmp_path: Path) -> None:
-    assert v.space_ref("gemm_batched_simt", {}) == "gemm_batched_simt"
+    assert v.space_refs(["gemm_batched_simt"], {}) == {"gemm_batched_simt": "gemm_batched_simt"}
     mine = tmp_path / "mine.yaml"
     mine.write_text("name: mine\n")
-    assert v.space_ref("mine", {"mine": str(mine)}) == str(mine.resolve())
+    assert v.space_refs(["mine"], {"mine": str(mine)}) == {"mine": str(mine.resolve())}
     with pytest.raises(v.UserError, match="no space file for space 'gone'"):
-        v.space_ref("gone", {"gone": str(tmp_path / "gone.yaml")})
+        v.space_refs(["gone"], {"gone": str(tmp_path / "gone.yaml")})
+    stencil = Path(__file__).resolve().parents[1] / "examples" / "stencil" / "space.yaml"
+    assert v.space_refs(["convolution_5x5"], {"convolution_5x5": "/elsewhere/space.yaml"}, [stencil]) == {
+        "convolution_5x5": str(stencil)}  # --space wins over a recorded file that is gone
 
 
 def test_points_files_csv_and_yaml(tmp_path: Path) -> None:
-    rule = v.BatchRule(bytes=1000)
+    rule = v.DerivedRule(SizeRule(budget_bytes=1000))
+
+    def batch(precision: str, m: int, n: int, k: int) -> int:
+        return batch_for_bytes(1000, precision, m, n, k)
     (tmp_path / "p.csv").write_text("m,n,k,precision,shape,batch\n# a comment\n24,20,7,fp32,NT,5\n3,4,5,fp64,NN,\n"
                                     "24,20,7,fp32,NT,5\n")
-    got = v.read_points(tmp_path / "p.csv", rule)
-    assert got == [gemm_point("fp32", "NT", 24, 20, 7, 5), gemm_point("fp64", "NN", 3, 4, 5, rule.batch("fp64", 3, 4, 5))]
+    got = v.read_points(tmp_path / "p.csv", GEMM, rule)
+    assert got == [gemm_point("fp32", "NT", 24, 20, 7, 5), gemm_point("fp64", "NN", 3, 4, 5, batch("fp64", 3, 4, 5))]
     (tmp_path / "p.yaml").write_text("- {precision: fp16, shape: TT, m: 24, n: 20, k: 7}\n"
                                      "- {precision: fp32, shape: NN, m: 2, n: 2, k: 2, batch: 3}\n")
-    got = v.read_points(tmp_path / "p.yaml", rule)
-    assert got == [gemm_point("fp16", "TT", 24, 20, 7, rule.batch("fp16", 24, 20, 7)), gemm_point("fp32", "NN", 2, 2, 2, 3)]
+    got = v.read_points(tmp_path / "p.yaml", GEMM, rule)
+    assert got == [gemm_point("fp16", "TT", 24, 20, 7, batch("fp16", 24, 20, 7)), gemm_point("fp32", "NN", 2, 2, 2, 3)]
     (tmp_path / "short.csv").write_text("precision,shape,m,n,k\nfp32,NN,8,8\n")
     with pytest.raises(v.UserError, match="short.csv:2: 4 fields"):
-        v.read_points(tmp_path / "short.csv", rule)
+        v.read_points(tmp_path / "short.csv", GEMM, rule)
     (tmp_path / "head.csv").write_text("precision,shape,m,n\nfp32,NN,8,8\n")
     with pytest.raises(v.UserError, match="head.csv:1: header"):
-        v.read_points(tmp_path / "head.csv", rule)
+        v.read_points(tmp_path / "head.csv", GEMM, rule)

@@ -37,3 +37,24 @@ def test_validation_replays_byte_for_byte(name, tmp_path):
     frame = pd.read_csv(out / "validation.csv")
     assert len(frame) == 200 and frame["table_ms"].notna().all()
     assert (frame["loss_vs_best"] >= 0).all() and frame["best_ms"].notna().all()
+
+
+# the examples' validations (examples/NAME/results/validation/, made on a GPU by `autotune validate
+# examples/NAME/results/dispatch.json --db examples/NAME/results/NAME_h100.sqlite.gz --random 200 --seed 1
+# --pool-bk 3 --space examples/NAME/space.yaml --out examples/NAME/results/validation`)
+@pytest.mark.parametrize("name", ["softmax", "stencil", "transpose"])
+def test_example_validation_replays_byte_for_byte(name, tmp_path):
+    d = ROOT / "examples" / name / "results"
+    if not (d / "validation" / "validation.sqlite.gz").is_file():
+        pytest.skip(f"no committed validation for examples/{name}")
+    recorded = _unzip(d / "validation" / "validation.sqlite.gz", tmp_path / "recorded.sqlite")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "autotune", "validate", str(d / "dispatch.json"),
+                        "--db", str(d / f"{name}_h100.sqlite.gz"), "--random", "200", "--seed", "1", "--pool-bk", "3",
+                        "--space", str(ROOT / "examples" / name / "space.yaml"), "--out", str(out),
+                        "--replay", f"sqlite:///{recorded}", "--database", f"sqlite:///{tmp_path / 'v.sqlite'}",
+                        "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (out / "validation.csv").read_bytes() == (d / "validation" / "validation.csv").read_bytes()
+    frame = pd.read_csv(out / "validation.csv")
+    assert len(frame) == 200 and frame["table_ms"].notna().all() and frame["baseline_ms"].notna().all()

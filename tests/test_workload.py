@@ -1,4 +1,4 @@
-"""Workloads (autotune/workload.py, `autotune workload`): parsing YAML and CSV with file:line errors, choosing
+"""Workloads (autotune/sweep/workload.py and workload_files.py, `autotune workload`): parsing YAML and CSV with file:line errors, choosing
 the tuned points, weights per tuned point, the generated sweep config, and the instance pool of a database."""
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from autotune.cli.main import app
 from autotune.errors import ConfigError
 from autotune.paths import CONFIGS_DIR, ROOT
 from autotune.problems.gemm import gemm_point
-from autotune.sweep.config import batch_for_bytes, parse_config
-from autotune.workload import (choose_points, coverage, load_workload, point_weights_frame, pool_from_db,
-                               sweep_config_text, weights)
+from autotune.problems.gemm.batch import batch_for_bytes
+from autotune.sweep.config import parse_config
+from autotune.sweep.workload import (choose_points, coverage, point_weights_frame, pool_from_db, sweep_config_text,
+                                     weights)
+from autotune.sweep.workload_files import load_workload
 from tests.support.committed import committed
 
 YAML = """\
@@ -93,6 +95,7 @@ def test_csv_with_and_without_optional_columns(tmp_path) -> None:
     ("ranges:\n  - {precisions: [fp16], sizes: {m: {from: 9, to: 8}, n: 8, k: 8}}\n", 2, "empty range"),
     ("batch: {bytes: lots}\nproblems: []\n", 1, "cannot read a size in bytes"),
     ("kind: softmax\nproblems: []\n", 1, "not built in"),
+    ("problems:\n  - {precision: fp16, m: 8, n: 8, k: 8, batch: {byte: 1MB}}\n", 2, "unknown key `byte`"),
     ("problems:\n  - {precision: fp16, m: 8, n: 8, k: 8, batch: 3000000000}\n", 2, "above 2^31 - 1"),
     ("kind: gemm\n", 1, "needs `problems:` and/or `ranges:`"),
     ("- 1\n", 1, "a workload is a mapping"),
@@ -211,7 +214,7 @@ def test_non_gemm_workload_names_its_kind_by_a_space_file(tmp_path) -> None:
     space = ROOT / "examples" / "transpose" / "space.yaml"
     wl = load_workload(write(tmp_path, f"space: {space}\nproblems:\n  - {{rows: 4096, cols: 4096, weight: 2}}\n"
                                        "ranges: [{sizes: {rows: [1000, 4000], cols: {pow2: [1024, 4096]}}}]\n"))
-    assert wl.kind == "transpose" and wl.size_names == ("rows", "cols") and len(wl.problems) == 7
+    assert wl.kind == "transpose" and wl.table_sizes == ("rows", "cols") and len(wl.problems) == 7
     assert wl.bounds("fp32", "") == {"rows": (1000, 4096), "cols": (1024, 4096)}
     tuned = choose_points(wl, 3)
     cfg = parse_config(sweep_config_text(wl, tuned, [str(space)], "tr"), tmp_path / "tr.yaml")
@@ -231,8 +234,10 @@ def test_sweep_config_text_writes_the_new_runner_keys(tmp_path) -> None:
     assert data["share"] == 4
     assert data["spaces"] == [{"space": "gemm_batched_simt", "instances": ["a1", "b2"], "measure": "valid"},
                               {"space": "gemm_small_simt", "measure": "valid"}]
-    assert sum(len(g["sizes"]["triples"]) for g in data["points"]) == len(tuned)
-    assert all(set(g) == {"precisions", "shapes", "sizes", "batch"} for g in data["points"])
+    # one entry per tuned point, in the form every kind's points take (the GEMM-only triples form is gone)
+    assert len(data["points"]) == len(tuned)
+    assert all(set(g) == {"kind", "precisions", "shapes", "sizes"} and set(g["sizes"]) == {"m", "n", "k", "batch"}
+               for g in data["points"])
 
 
 @pytest.mark.skipif("share" not in sweep_config.TOP_KEYS, reason="the sweep config does not know share/instances/"
@@ -290,3 +295,58 @@ def test_cli_show_and_config(tmp_path) -> None:
     for cmd in (["workload", "--help"], ["workload", "config", "--help"]):
         r = CliRunner().invoke(app, cmd)
         assert r.exit_code == 0 and ("--share" in r.output or "show" in r.output)
+
+
+EXAMPLES = ROOT / "examples"
+
+
+def test_stencil_workload_yaml_and_csv_over_its_own_sizes(tmp_path) -> None:
+    """A kind defined in a space file (convolution5x5, sizes ny, nx): YAML problems and ranges, CSV rows,
+    distances over its sizes, a generated sweep config that parses, and its mistakes by line."""
+    space = EXAMPLES / "stencil" / "space.yaml"
+    wl = load_workload(write(tmp_path, f"space: {space}\nproblems:\n  - {{ny: 4096, nx: 4096, weight: 5}}\n"
+                                       "ranges:\n  - {sizes: {ny: [1000, 2000, 4000], nx: {pow2: [1024, 4096]}}}\n"))
+    assert wl.kind == "convolution5x5" and wl.table_sizes == ("ny", "nx") and wl.tie_sizes == ()
+    assert len(wl.problems) == 1 + 3 * 3 and wl.total_weight == 5 + 9
+    assert wl.bounds("fp32", "") == {"ny": (1000, 4096), "nx": (1024, 4096)}
+    assert wl.point("fp32", "", {"ny": 8, "nx": 9}).dims == {"ny": 8, "nx": 9}
+    tuned = choose_points(wl, 3)
+    assert [p.dims for p in tuned[:2]] == [{"ny": 1000, "nx": 1024}, {"ny": 4096, "nx": 4096}]  # the corners
+    w, unassigned = weights(wl, tuned)
+    assert unassigned == 0 and sum(w.values()) == pytest.approx(wl.total_weight)
+    # the heaviest problem is a corner: its own weight plus its nearest neighbours'
+    assert w[wl.point("fp32", "", {"ny": 4096, "nx": 4096})] >= 5
+    cfg = parse_config(sweep_config_text(wl, tuned, [str(space)], "conv"), tmp_path / "conv.yaml")
+    assert sorted(cfg.points) == sorted(tuned)
+    frame = pd.DataFrame([{"kind": p.kind, "precision": p.precision, "shape": p.shape, **p.dims} for p in tuned])
+    assert point_weights_frame(wl, frame).tolist() == [w[p] for p in tuned]
+    csv = load_workload(write(tmp_path, "# ny first\nny,nx,weight\n64,32,1\n64,32,2\n128,32,\n", "c.csv"),
+                        space=space)
+    assert [(p.dims, wt) for p, wt in csv.problems] == [({"ny": 64, "nx": 32}, 3.0), ({"ny": 128, "nx": 32}, 1.0)]
+    assert coverage(csv, [csv.problems[0][0]]) == {("fp32", ""): (1, 1.0)}
+    for text, line, words in (
+            (f"space: {space}\nbatch: 7\nproblems: [{{ny: 1, nx: 1}}]\n", 2, "unknown key `batch`"),
+            (f"space: {space}\nproblems:\n  - {{ny: 8}}\n", 3, "misses nx"),
+            (f"space: {space}\nproblems:\n  - {{ny: 8, nx: 8, m: 8}}\n", 3, "unknown key `m`"),
+            (f"space: {space}\nranges:\n  - {{sizes: {{ny: 8}}}}\n", 3, "miss nx")):
+        exc = error(tmp_path, text)
+        assert exc.line == line and words in exc.message and exc.hint, str(exc)
+    with pytest.raises(ConfigError, match="missing nx"):
+        load_workload(write(tmp_path, "ny,weight\n8,1\n", "d.csv"), space=space)
+
+
+@pytest.mark.parametrize("example, kind", [("transpose", "transpose"), ("softmax", "softmax")])
+def test_example_kinds_workloads_show_and_config(tmp_path, example, kind) -> None:
+    space = EXAMPLES / example / "space.yaml"
+    wl = write(tmp_path, f"space: {space}\nranges: [{{sizes: {{rows: {{pow2: [1024, 16384]}}, "
+                         "cols: {pow2: [1024, 8192]}}, weight: 2}]\n")
+    r = CliRunner().invoke(app, ["workload", "show", str(wl)])
+    assert r.exit_code == 0, r.output
+    assert kind in r.output and "1024..16384" in r.output and "1024..8192" in r.output and "40" in r.output
+    out = tmp_path / "gen.yaml"
+    r = CliRunner().invoke(app, ["workload", "config", str(wl), "--space", str(space), "--points", "5", "--out",
+                                 str(out)])
+    assert r.exit_code == 0, r.output
+    cfg = sweep_config.load_config(out)
+    assert len(cfg.points) == 5 and {p.kind for p in cfg.points} == {kind}
+    assert {"rows": 1024, "cols": 1024} in [p.dims for p in cfg.points]

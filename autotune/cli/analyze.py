@@ -155,7 +155,8 @@ def _weights(path: Path | None):
     """--workload: a function of a points frame giving each tuned point's weight (None without a workload)."""
     if path is None:
         return None
-    from autotune.workload import load_workload, point_weights_frame
+    from autotune.sweep.workload import point_weights_frame
+    from autotune.sweep.workload_files import load_workload
     workload = load_workload(path)
     return lambda points: point_weights_frame(workload, points)
 

@@ -1,6 +1,6 @@
-"""`autotune validate TABLE`: measure a dispatch table's answers at problems it was not tuned on.
+"""`autotune validate TABLE`: measure a dispatch table's answers at problems it was not tuned on (any kind).
 
-The work is in autotune/dispatch/validate.py; here: options, files, the sweep (run as `autotune sweep` runs it)
+The work is in autotune/dispatch/validate*.py; here: options, files, the sweep (run as `autotune sweep` runs it)
 and printing.
 """
 from __future__ import annotations
@@ -19,36 +19,6 @@ from autotune.errors import UserError
 out = Console()
 
 
-def _load_table(path: Path):  # type: ignore[no-untyped-def]
-    from autotune.dispatch.table import FORMAT, load_table
-    if not path.is_file():
-        raise UserError(f"no dispatch table {path}",
-                        hint="give a dispatch.json written by `autotune report` or `autotune emit --format json`")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"not a JSON file: {exc}", file=path, hint="give a dispatch.json") from None
-    if isinstance(data, dict) and data.get("format") != FORMAT and str(data.get("format", "")).startswith(FORMAT):
-        raise UserError(f"{path} is a table of the problem kind {data.get('kind', '?')!r} ({data.get('format')}); "
-                        "only GEMM tables (autotune-dispatch) can be validated for now",
-                        hint="validate a GEMM dispatch.json")
-    try:
-        return load_table(path)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: {exc}", hint="give a dispatch.json (format autotune-dispatch)") from None
-
-
-def _workload(path: Optional[Path]) -> Any:
-    if path is None:
-        return None
-    try:
-        from autotune.workload import load_workload  # type: ignore[import-not-found]
-    except ImportError:
-        raise UserError("--workload needs autotune.workload, which this version of autotune lacks",
-                        hint="draw within the table's tuned ranges (leave out --workload) or use --points FILE") from None
-    return load_workload(path)
-
-
 def _device_of_sweep(url: str, sweep_id: int) -> str:
     from autotune.store.query import run_query
     rows = run_query(url, f"SELECT d.uuid FROM sweeps s JOIN devices d ON d.id = s.device_id WHERE s.id = {int(sweep_id)}")
@@ -59,17 +29,23 @@ def _pct(x: Any) -> str:
     return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"
 
 
-def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A GEMM dispatch.json.")],
+def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A dispatch.json (any problem kind).")],
              db: Annotated[Optional[str], typer.Option("--db", help="The tuning database the table was made from: "
                                                        "its fastest instances join the candidates, and it locates "
                                                        "space files not under spaces/.")] = None,
-             points: Annotated[Optional[Path], typer.Option("--points", help="Held-out problems: a CSV "
-                                                            "(precision,shape,m,n,k[,batch]) or a YAML list.")] = None,
+             points: Annotated[Optional[Path], typer.Option("--points", help="Held-out problems: a CSV (precision, "
+                                                            "shape where the kind has variants, the kind's sizes; "
+                                                            "GEMM: precision,shape,m,n,k[,batch]) or a YAML list "
+                                                            "of mappings with those keys.")] = None,
              random_n: Annotated[Optional[int], typer.Option("--random", help="Draw N held-out problems instead.")] = None,
              seed: Annotated[int, typer.Option("--seed", help="Seed of --random.")] = 0,
              workload: Annotated[Optional[Path], typer.Option("--workload", help="Workload file whose bounds "
                                                               "--random draws within (default: the table's tuned "
                                                               "ranges per precision and shape).")] = None,
+             space: Annotated[Optional[list[Path]], typer.Option("--space", help="A space file of the candidates "
+                                                                 "(repeatable): for spaces not under spaces/ whose "
+                                                                 "recorded file is elsewhere; a kind that is not "
+                                                                 "built in is read from it.")] = None,
              pool_bk: Annotated[int, typer.Option("--pool-bk", help="Fastest verified instances per tuned point of "
                                                   "--db added to the candidates (0: the table's kernels only).")] = 1,
              out_dir: Annotated[Path, typer.Option("--out", help="Directory for validate_sweep.yaml, validation.csv, "
@@ -79,19 +55,21 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
              replay: Annotated[Optional[str], typer.Option("--replay", help="Take measurements from this recorded "
                                                            "database instead of a GPU.")] = None,
              repetitions: Annotated[int, typer.Option("--repetitions", min=1, help="Timed repetitions.")] = 20,
-             batch_bytes: Annotated[Optional[str], typer.Option("--batch-bytes", help="Batch of a problem without one: "
-                                                                "the smallest whose A+B+C take >= this (default: the "
-                                                                "tuned points' rule, else 500MB).")] = None,
+             batch_bytes: Annotated[Optional[str], typer.Option("--batch-bytes", help="Sizes a problem leaves out and "
+                                                                "its kind derives (GEMM: the batch) take this many "
+                                                                "bytes (default: the tuned points' rule, else "
+                                                                "500MB).")] = None,
              tol: Annotated[Optional[float], typer.Option("--tol", help="Loss counted as within tolerance in the "
                                                           "summary (default: the table's TOL).")] = None,
              quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar.")] = False) -> None:
-    """Measure the table's answer, the best candidate and the baseline (cuBLAS) at held-out problems.
+    """Measure the table's answer, the best candidate and the baseline (the kind's library) at held-out problems.
 
     Candidates are the table's kernels and, with --db, the --pool-bk fastest verified instances at every tuned
     point; each is measured where its space says it is valid. The measuring is an ordinary sweep
-    (OUT/validate_sweep.yaml, resumable, every instance timed fully) into --database. Writes validation.csv,
-    validation.png and validation_summary.json into --out. With --replay VALIDATION_DB (a database that holds
-    every measurement already) validation.csv comes out byte for byte the same.
+    (OUT/validate_sweep.yaml, resumable, every instance timed fully) into --database. Writes validation.csv
+    (one column per size of the kind), validation.png and validation_summary.json into --out. With --replay
+    VALIDATION_DB (a database that holds every measurement already) validation.csv comes out byte for byte the
+    same.
     """
     from autotune.dispatch import validate as v
     from autotune.store.schema import database_url
@@ -99,7 +77,7 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
     from autotune.sweep.runner import git_commit
     from autotune.cli.sweep import print_summary, run_config
 
-    table = _load_table(table_path)
+    table = v.read_table(table_path)
     if (points is None) == (random_n is None):
         raise UserError("give the held-out problems: --points FILE or --random N (one of them)",
                         hint="e.g. --random 100 --seed 0 (drawn within --workload's bounds or the table's tuned ranges)")
@@ -107,37 +85,42 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
     if not 0 <= tol < 1:
         raise UserError(f"--tol {tol} is outside [0, 1)")
     tuning = database_url(db) if db else None
-    rule = v.batch_rule(table, batch_bytes)
+    spaces = list(space or [])
+    kernel_spaces = dict.fromkeys(str(k.get("space") or "") for k in table.kernels)
+    refs = v.space_refs(kernel_spaces, v.recorded_paths(tuning), spaces) if table.kernels else {}
+    kind = v.table_kind(table, [*spaces, *map(Path, refs.values())])
+    rule = v.derived_rule(table, kind, batch_bytes)
     if points is not None:
-        problems = v.read_points(points, rule)
+        problems = v.read_points(points, kind, rule)
     else:
         assert random_n is not None
-        problems = v.random_points(table, random_n, seed, rule, _workload(workload), rule_given=batch_bytes is not None)
-    cands = v.candidates(table, tuning, pool_bk, generic=any(v.choice(table, p) == v.GENERIC for p in problems))
+        problems = v.random_points(table, kind, random_n, seed, rule, _workload(workload, kind, spaces),
+                                   rule_given=batch_bytes is not None)
+    generic = kind.generic_space is not None and any(table.answer(p) == v.GENERIC for p in problems)
+    cands = v.measurable(v.candidates(table, kind, tuning, pool_bk, generic, spaces), problems)
     out_dir.mkdir(parents=True, exist_ok=True)
     url = database_url(database, write=True) if database else f"sqlite:///{(out_dir / 'validation.sqlite').resolve()}"
     config_path = out_dir / "validate_sweep.yaml"
     config_path.write_text(v.validation_config(problems, cands, url, repetitions, tol))
-    out.print(f"{len(problems)} held-out problems, {len(cands.ids)} candidate instances in {len(cands.by_space)} "
-              f"spaces; batch: {rule.describe()}; "
-              f"sweep config {config_path}")
+    out.print(f"{len(problems)} held-out {kind.name} problems, {len(cands.ids)} candidate instances in "
+              f"{len(cands.by_space)} spaces; derived sizes: {rule.describe(kind)}; sweep config {config_path}")
     cfg = load_config(config_path)
     summary = run_config(cfg, replay, quiet, early_stop=False)
     print_summary(summary, cfg.database) if not quiet else None
     if summary.status == "interrupted":
         raise typer.Exit(130)
     device = _device_of_sweep(url, summary.sweep_id)
-    frame = v.validation_frame(table, problems, cands, url, device)
+    frame = v.validation_frame(table, kind, problems, cands, url, device)
     csv_path = v.to_csv(frame, out_dir / "validation.csv")
-    png = v.plot(frame, out_dir / "validation.png")
+    png = v.plot(frame, kind, out_dir / "validation.png")
     figures = v.summarize(frame, tol)
     prov = table.provenance
-    info = {"table": str(table_path.resolve()), "table_device": prov.get("device"), "table_tol": prov.get("tol"),
-            "tuning_database": tuning, "validation_database": url, "replay": replay, "device": device,
-            "points_file": str(points.resolve()) if points is not None else None,
+    info = {"table": str(table_path.resolve()), "kind": kind.name, "table_device": prov.get("device"),
+            "table_tol": prov.get("tol"), "tuning_database": tuning, "validation_database": url, "replay": replay,
+            "device": device, "points_file": str(points.resolve()) if points is not None else None,
             "random": random_n, "seed": seed if random_n is not None else None,
             "workload": str(workload) if workload is not None else None, "problems": len(problems),
-            "batch_rule": {"bytes": rule.bytes, "count": rule.count, "source": rule.source},
+            "derived_sizes": rule.provenance(), "library": kind.baseline_name,
             "pool_bk": pool_bk, "candidates": {s: list(ids) for s, ids in cands.by_space.items()},
             "repetitions": repetitions, "tol": tol, "sweep_id": summary.sweep_id, "sweep_status": summary.status,
             "git_commit": git_commit()}
@@ -145,6 +128,19 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
                                                                 default=v.finite_or_none) + "\n")
     _print_figures(figures, tol)
     out.print(f"wrote {csv_path}, {png} and {out_dir / 'validation_summary.json'}")
+
+
+def _workload(path: Optional[Path], kind: Any, spaces: list[Path]) -> Any:
+    """--workload, which must be of the table's kind (a CSV workload reads the kind from --space)."""
+    if path is None:
+        return None
+    from autotune.sweep.workload_files import load_workload
+    space = next((p for p in spaces if path.suffix.lower() == ".csv"), None)
+    wl = load_workload(path, space=space)
+    if wl.kind != kind.name:
+        raise UserError(f"the workload {path} is of the kind {wl.kind!r}; the table's is {kind.name!r}",
+                        hint="give a workload of the table's kind (`space:` names its space file)")
+    return wl
 
 
 def _print_figures(figures: list[dict[str, Any]], tol: float) -> None:

@@ -18,9 +18,10 @@ app = typer.Typer(help="Workloads: the problems an application runs, with weight
 out = Console()
 
 WorkloadArg = Annotated[str, typer.Argument(help="Workload file: YAML (configs/workloads/*.yaml) or CSV with the "
-                                                 "header precision,shape,<sizes>,batch,weight.")]
+                                                 "header precision,shape,<the kind's sizes>,weight.")]
 KindSpaceOpt = Annotated[Optional[str], typer.Option(
-    "--kind-space", help="CSV workloads of a non-GEMM kind: the space file whose `problem:` defines the kind.")]
+    "--kind-space", help="CSV workloads of a kind that is not built in: the space file whose `problem:` defines "
+                         "the kind.")]
 
 
 def _fmt(x: float) -> str:
@@ -30,17 +31,17 @@ def _fmt(x: float) -> str:
 @app.command()
 def show(workload: WorkloadArg, kind_space: KindSpaceOpt = None) -> None:
     """Problems per (precision, shape) group, their total weight and the range of each size."""
-    from autotune.workload import load_workload
+    from autotune.sweep.workload_files import load_workload
 
     wl = load_workload(workload, space=kind_space)
     table = Table(title=f"{wl.path}: {len(wl.problems):,} {wl.kind} problems, total weight {_fmt(wl.total_weight)}")
-    for col in ("precision", "shape", "problems", "weight", *wl.size_names, *(("batch",) if wl.kind == "gemm" else ())):
+    for col in ("precision", "shape", "problems", "weight", *wl.table_sizes, *wl.tie_sizes):
         table.add_column(col)
     for (prec, shape), g in wl.groups.items():
-        lo_hi = [f"{lo}..{hi}" for lo, hi in (wl.ranges[(prec, shape)][n] for n in wl.size_names)]
-        if wl.kind == "gemm":
-            b = [p.batch for p in g.points]
-            lo_hi.append(f"{min(b)}..{max(b)}")
+        lo_hi = [f"{lo}..{hi}" for lo, hi in (wl.ranges[(prec, shape)][n] for n in wl.table_sizes)]
+        for name in wl.tie_sizes:
+            values = [p.dims[name] for p in g.points]
+            lo_hi.append(f"{min(values)}..{max(values)}")
         table.add_row(prec, shape or "-", f"{len(g.points):,}", _fmt(float(g.w.sum())), *lo_hi)
     out.print(table)
 
@@ -73,12 +74,13 @@ def config(
         kind_space: KindSpaceOpt = None) -> None:
     """Choose the points to tune for a workload and write a sweep config measuring them.
 
-    Prints the tuned points per group and the largest log2 distance (|log2 M/M'| + |log2 N/N'| + |log2 K/K'|)
-    from any workload problem to its nearest tuned point.
+    Prints the tuned points per group and the largest log2 distance (the sum over the kind's table sizes of
+    |log2 a/b|; GEMM: M, N, K) from any workload problem to its nearest tuned point.
     """
     from autotune.space.spec import find_space, load_space
     from autotune.sweep.config import load_config
-    from autotune.workload import choose_points, coverage, load_workload, pool_from_db, sweep_config_text
+    from autotune.sweep.workload import choose_points, coverage, pool_from_db, sweep_config_text
+    from autotune.sweep.workload_files import load_workload
 
     wl = load_workload(workload, space=kind_space)
     include = load_config(include_config).points if include_config else ()

@@ -1,26 +1,27 @@
-"""Validation of a GEMM dispatch table at problems it was not tuned on (`autotune validate`).
+"""Validation of a dispatch table at problems it was not tuned on (`autotune validate`), for any problem kind.
 
-At each held-out problem the table's answer (`DispatchTable.lookup`), every candidate instance valid there (the
-table's kernels and the fastest verified instances of the tuning database) and the baseline (cuBLAS) are measured
-by an ordinary sweep (the config `validation_config` writes, run like `autotune sweep`); `validation_frame` then
-reads the validation database and sets the table's answer against the best candidate and the baseline.
+At each held-out problem the table's answer, every candidate instance valid there (the table's kernels and the
+fastest verified instances of the tuning database) and the kind's baseline (its library: `kind.baseline_name`,
+where it has one) are measured by an ordinary sweep (the config `validation_config` writes, run like `autotune
+sweep`); `validation_frame` then reads the validation database and sets the table's answer against the best
+candidate and the baseline.
 
 Steps, each a function:
-- held-out problems: `read_points` (a CSV or YAML file) or `random_points` (uniform integer sizes within a
-  workload's bounds, or within the table's tuned points' range per (precision, shape), tuned points excluded);
-  the batch of each problem follows a `BatchRule` (`batch_rule`: given, or inferred from the tuned points);
+- the table: `validate_table.read_table` (any format version, any kind) and `validate_table.table_kind`;
+- held-out problems: `validate_points.read_points` / `random_points`, sizes the kind derives following a
+  `DerivedRule` (GEMM: the batch rule);
 - candidates: `candidates` (the table's kernels, plus the `pool_bk` fastest verified instances at every tuned
-  point of the tuning database), grouped by space with the space file to sweep (`space_ref`);
+  point of the tuning database, plus the kind's generic kernel where the table answers with it), grouped by
+  space with the space file to sweep (`space_refs`); `measurable` drops the instances whose space accepts
+  none of the held-out problems of their precision;
 - `validation_config`: the sweep config (space entries `instances: [...]`, `measure: valid`);
-- `validation_frame` -> validation.csv (CSV_COLUMNS), `summarize` -> the summary, `plot` -> validation.png.
+- `validation_frame` -> validation.csv (`csv_columns`: one column per size of the kind), `summarize` -> the
+  summary, `plot` -> validation.png.
 """
 from __future__ import annotations
 
-import csv
-import io
 import math
-import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -28,257 +29,47 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from autotune.dispatch.table import DispatchTable
+from autotune.dispatch.validate_points import (DerivedRule, derived_rule, groups, parse_budget, random_points,
+                                               read_points, table_bounds, tuned_keys)
+from autotune.dispatch.validate_table import GENERIC, LIBRARY, ValidatedTable, read_table, table_kind
 from autotune.errors import UserError
-from autotune.problems.gemm import PRECISIONS, SHAPES, gemm_point
-from autotune.vocab import ELEM_BYTES, TestPoint
+from autotune.problems.base import ProblemKind
+from autotune.vocab import TestPoint
 
-CSV_COLUMNS = ("kind", "precision", "shape", "m", "n", "k", "batch", "table_choice", "table_ms", "best_choice",
-               "best_ms", "best_roofline_frac", "baseline_ms", "loss_vs_best", "speedup_vs_baseline")
-LIBRARY, GENERIC = "library", "generic"
+__all__ = ["CSV_HEAD", "CSV_TAIL", "Candidates", "recorded_paths", "DerivedRule", "GENERIC", "LIBRARY", "UserError", "candidates",
+           "csv_columns", "derived_rule", "groups", "measurable", "parse_budget", "plot", "random_points",
+           "read_points", "read_table", "space_refs", "summarize", "table_bounds", "table_kind", "to_csv",
+           "tuned_keys", "validation_config", "validation_frame"]
+
+CSV_HEAD = ("kind", "precision", "shape")  # then one column per size of the kind
+CSV_TAIL = ("table_choice", "table_ms", "best_choice", "best_ms", "best_roofline_frac", "baseline_ms",
+            "loss_vs_best", "speedup_vs_baseline")
 SLOW_VS_BASELINE = 0.97  # an answer below 0.97x the baseline's speed counts as slower than the baseline
-DEFAULT_BATCH_BYTES = "500MB"
-POINT_FIELDS = ("precision", "shape", "m", "n", "k")
-MAX_DRAWS = 1000  # redraws per wanted problem before --random gives up (a range with too few free problems)
 
 
-# ----------------------------------------------------------------------------------------------- batch rule
-@dataclass(frozen=True)
-class BatchRule:
-    """How many problems a held-out point batches: the smallest batch whose A + B + C take >= `bytes`, or a fixed
-    `count` (exactly one of them is set). `text` is how it reads in a sweep config."""
-
-    bytes: int | None = None
-    count: int | None = None
-    source: str = "given"  # given | inferred | default
-
-    @property
-    def text(self) -> str:
-        return f"{{bytes: {self.bytes}}}" if self.bytes is not None else str(self.count)
-
-    def describe(self) -> str:
-        what = f"A+B+C >= {self.bytes:,} bytes" if self.bytes is not None else f"{self.count:,} problems"
-        return f"{what} ({self.source})"
-
-    def batch(self, precision: str, m: int, n: int, k: int) -> int:
-        """The batch of one problem, by the sweep config's own rule (sweep/config.py `batch_for_bytes`)."""
-        from autotune.sweep.config import batch_for_bytes
-        return batch_for_bytes(self.bytes, precision, m, n, k) if self.bytes is not None else int(self.count or 1)
-
-
-def parse_batch_bytes(text: str) -> BatchRule:
-    """`--batch-bytes 500MB` (any size a sweep config's `batch: {bytes: ...}` takes). Raises UserError."""
-    from autotune.sweep import config
-    node = yaml.compose(yaml.safe_dump(text))
-    return BatchRule(bytes=config.parse_bytes(config.Reader(Path("--batch-bytes")), node))
-
-
-def _problem_bytes(p: Mapping[str, Any]) -> int:
-    return ELEM_BYTES[p["precision"]] * (p["m"] * p["k"] + p["k"] * p["n"] + p["m"] * p["n"])
-
-
-def infer_batch_rule(table: DispatchTable) -> BatchRule | None:
-    """The rule the table's tuned points were made with, when they agree on one: bytes X such that every tuned
-    point's batch is the smallest whose A + B + C take >= X (the roundest such X: 100MB rather than 99,999,872),
-    else one fixed batch shared by every point; None when neither fits."""
-    points = [p for p in table.data["points"] if p.get("precision") in ELEM_BYTES]
-    if not points:
-        return None
-    lo, hi = 0, math.inf  # X in (lo, hi]
-    for p in points:
-        per = _problem_bytes(p)
-        lo, hi = max(lo, (int(p["batch"]) - 1) * per), min(hi, int(p["batch"]) * per)
-    if lo < hi:
-        for digits in range(int(math.log10(hi)) + 1, -1, -1):
-            unit = 10 ** digits
-            x = (lo // unit + 1) * unit  # the smallest multiple of unit above lo
-            if x <= hi:
-                return BatchRule(bytes=int(x), source="inferred")
-    batches = {int(p["batch"]) for p in points}
-    if len(batches) == 1:
-        return BatchRule(count=batches.pop(), source="inferred")
-    return None
-
-
-def batch_rule(table: DispatchTable, given: str | None) -> BatchRule:
-    """--batch-bytes when given, else the tuned points' rule, else 500MB."""
-    if given is not None:
-        return parse_batch_bytes(given)
-    inferred = infer_batch_rule(table)
-    if inferred is not None:
-        return inferred
-    return BatchRule(bytes=parse_batch_bytes(DEFAULT_BATCH_BYTES).bytes, source="default")
-
-
-# ------------------------------------------------------------------------------------------ held-out problems
-def groups(table: DispatchTable) -> list[tuple[str, str]]:
-    """The table's (precision, shape) groups, in precision and shape order."""
-    seen = {(p["precision"], p["shape"]) for p in table.data["points"]}
-    seen |= {(k["precision"], k["shape"]) for k in table.data["kernels"]}
-    return sorted(seen, key=lambda g: (PRECISIONS.index(g[0]) if g[0] in PRECISIONS else 9,
-                                      SHAPES.index(g[1]) if g[1] in SHAPES else 9, g))
-
-
-def tuned_points(table: DispatchTable) -> set[tuple[str, str, int, int, int]]:
-    return {(p["precision"], p["shape"], int(p["m"]), int(p["n"]), int(p["k"])) for p in table.data["points"]}
-
-
-def _point(file: str, line: int, row: Mapping[str, Any], rule: BatchRule) -> TestPoint:
-    """One problem of a --points file; any mistake is a UserError at file:line."""
-    missing = [f for f in POINT_FIELDS if row.get(f) in (None, "")]
-    if missing:
-        raise UserError(f"missing {', '.join(missing)}", file=file, line=line,
-                        hint="each problem needs precision, shape, m, n, k (batch optional)")
-    precision, shape = str(row["precision"]).strip(), str(row["shape"]).strip()
-    if precision not in PRECISIONS:
-        raise UserError(f"unknown precision {precision!r}", file=file, line=line, hint=f"use one of {', '.join(PRECISIONS)}")
-    if shape not in SHAPES:
-        raise UserError(f"unknown shape {shape!r}", file=file, line=line, hint=f"use one of {', '.join(SHAPES)}")
-    sizes = {}
-    for name in ("m", "n", "k", "batch"):
-        value = row.get(name)
-        if name == "batch" and value in (None, ""):
-            continue
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            raise UserError(f"{name} must be an integer, got {value!r}", file=file, line=line,
-                            hint="write whole numbers >= 1") from None
-        if number < 1:
-            raise UserError(f"{name} must be >= 1, got {number}", file=file, line=line, hint="write whole numbers >= 1")
-        sizes[name] = number
-    if "batch" not in sizes:
-        sizes["batch"] = rule.batch(precision, sizes["m"], sizes["n"], sizes["k"])
-    try:
-        return gemm_point(precision, shape, sizes["m"], sizes["n"], sizes["k"], sizes["batch"])
-    except ValueError as exc:
-        raise UserError(str(exc), file=file, line=line, hint="fix the sizes") from None
-
-
-def read_points(path: str | Path, rule: BatchRule) -> list[TestPoint]:
-    """Held-out problems from a CSV file (header precision,shape,m,n,k[,batch]) or a YAML list of mappings with
-    those keys. Duplicates are kept once, in file order. Errors name the file and line."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"no points file {path}", hint="give a CSV (precision,shape,m,n,k[,batch]) or a YAML list")
-    text = path.read_text()
-    out: list[TestPoint] = []
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            root = yaml.compose(text, Loader=yaml.SafeLoader)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise UserError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=str(path),
-                            line=mark.line + 1 if mark else None, hint="fix the YAML syntax") from None
-        if root is None or not isinstance(root, yaml.SequenceNode):
-            raise UserError("a YAML points file is a list of problems", file=str(path), line=1,
-                            hint="write `- {precision: fp32, shape: NN, m: 24, n: 20, k: 7}` lines")
-        constructor = yaml.constructor.SafeConstructor()
-        for node in root.value:
-            line = node.start_mark.line + 1
-            value = constructor.construct_object(node, deep=True)
-            if not isinstance(value, dict):
-                raise UserError(f"a problem is a mapping, got {value!r}", file=str(path), line=line,
-                                hint="write {precision: fp32, shape: NN, m: 24, n: 20, k: 7}")
-            unknown = sorted(set(map(str, value)) - set(POINT_FIELDS) - {"batch"})
-            if unknown:
-                raise UserError(f"unknown key {unknown[0]!r}", file=str(path), line=line,
-                                hint="keys: precision, shape, m, n, k, batch")
-            out.append(_point(str(path), line, value, rule))
-    else:
-        lines = text.splitlines()
-        reader = csv.reader(io.StringIO(text))
-        header = next(reader, None)
-        if header is None:
-            raise UserError("the points file is empty", file=str(path), line=1,
-                            hint="first line: precision,shape,m,n,k[,batch]")
-        header = [h.strip() for h in header]
-        unknown = [h for h in header if h not in POINT_FIELDS + ("batch",)]
-        if unknown or not set(POINT_FIELDS) <= set(header):
-            raise UserError(f"header must name precision,shape,m,n,k[,batch], got {','.join(header)}", file=str(path),
-                            line=1, hint="first line: precision,shape,m,n,k[,batch]")
-        for row in reader:
-            line = reader.line_num
-            if not row or not "".join(row).strip() or lines[line - 1].lstrip().startswith("#"):
-                continue
-            if len(row) != len(header):
-                raise UserError(f"{len(row)} fields where the header has {len(header)}", file=str(path), line=line,
-                                hint=f"write {','.join(header)}")
-            out.append(_point(str(path), line, dict(zip(header, row)), rule))
-    if not out:
-        raise UserError("no problems in the points file", file=str(path), hint="list at least one problem")
-    return list(dict.fromkeys(out))
-
-
-def table_bounds(table: DispatchTable, precision: str, shape: str) -> dict[str, tuple[int, int]]:
-    """min..max of m, n, k over the table's tuned points of one group (the fallback without a workload)."""
-    pts = [p for p in table.data["points"] if (p["precision"], p["shape"]) == (precision, shape)]
-    if not pts:
-        return {}
-    return {d: (min(int(p[d]) for p in pts), max(int(p[d]) for p in pts)) for d in ("m", "n", "k")}
-
-
-def random_points(table: DispatchTable, count: int, seed: int, rule: BatchRule, workload: Any = None,
-                  rule_given: bool = False) -> list[TestPoint]:
-    """`count` problems split evenly over the table's groups (the first groups take the remainder), each size drawn
-    uniformly and independently (integers) within the workload's bounds (`workload.bounds(precision, shape)`), or
-    without a workload within the tuned points' min..max; tuned points and repeats are drawn again.
-    The batch is the workload's (`workload.point`) unless a rule was given, else the rule's."""
-    if count < 1:
-        raise UserError(f"--random must be at least 1, got {count}")
-    gs = groups(table)
-    if not gs:
-        raise UserError("the table has no (precision, shape) groups to draw problems for")
-    rng = random.Random(seed)
-    tuned = tuned_points(table)
-    out: list[TestPoint] = []
-    for i, (precision, shape) in enumerate(gs):
-        want = count // len(gs) + (1 if i < count % len(gs) else 0)
-        if want == 0:
-            continue
-        bounds = dict(workload.bounds(precision, shape)) if workload is not None else table_bounds(table, precision, shape)
-        if not all(d in bounds for d in ("m", "n", "k")):
-            raise UserError(f"no ranges to draw {precision} {shape} problems from",
-                            hint="pass --workload FILE (its bounds), or use --points FILE")
-        names = sorted(bounds, key=lambda s: ("m", "n", "k", "batch").index(s) if s in ("m", "n", "k", "batch") else 9)
-        seen: set[TestPoint] = set()
-        draws = 0
-        while len(seen) < want:
-            draws += 1
-            if draws > MAX_DRAWS * want:
-                raise UserError(f"cannot draw {want} {precision} {shape} problems that are not tuned points within "
-                                + ", ".join(f"{d} {lo}..{hi}" for d, (lo, hi) in bounds.items()),
-                                hint="ask for fewer (--random N) or give wider ranges (--workload)")
-            sizes = {s: rng.randint(int(bounds[s][0]), int(bounds[s][1])) for s in names}
-            if (precision, shape, sizes["m"], sizes["n"], sizes["k"]) in tuned:
-                continue
-            if workload is not None and not rule_given:
-                point = workload.point(precision, shape, sizes)
-            else:
-                batch = sizes.get("batch") or rule.batch(precision, sizes["m"], sizes["n"], sizes["k"])
-                point = gemm_point(precision, shape, sizes["m"], sizes["n"], sizes["k"], batch)
-            if point in seen:
-                continue
-            seen.add(point)
-            out.append(point)
-    return out
+def csv_columns(kind: ProblemKind) -> list[str]:
+    """validation.csv's columns (GEMM: kind, precision, shape, m, n, k, batch, table_choice, ...)."""
+    return [*CSV_HEAD, *kind.size_names, *CSV_TAIL]
 
 
 # ------------------------------------------------------------------------------------------------ candidates
 @dataclass(frozen=True)
 class Candidates:
-    """Instances to measure, per space name (ids sorted), with the space file (or name) a config can sweep."""
+    """Instances to measure, per space name (ids sorted), with the space file (or name) a config can sweep and
+    the precisions each instance was chosen for (empty: any)."""
 
     by_space: Mapping[str, tuple[str, ...]]
     refs: Mapping[str, str]  # space name -> name under spaces/ or an absolute path
     generic: str | None = None  # the instance id of the table's generic kernel, when it is measured
+    precisions: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def ids(self) -> set[str]:
         return {i for ids in self.by_space.values() for i in ids}
 
 
-def _recorded_paths(tuning_url: str | None) -> dict[str, str]:
+def recorded_paths(tuning_url: str | None) -> dict[str, str]:
+    """{space name: the space file the tuning database recorded} ({} without a database)."""
     if tuning_url is None:
         return {}
     from autotune.store.query import run_query
@@ -286,55 +77,73 @@ def _recorded_paths(tuning_url: str | None) -> dict[str, str]:
     return {str(r.name): str(r.yaml_path) for r in rows.itertuples()}
 
 
-def space_ref(name: str, recorded: Mapping[str, str]) -> str:
-    """A space by name under spaces/, else the file the tuning database recorded for it. Raises UserError."""
+def space_refs(names: Iterable[str], recorded: Mapping[str, str], given: Sequence[Path] = ()) -> dict[str, str]:
+    """Per space name: a given space file (--space) of that name, else the name under spaces/, else the file the
+    tuning database recorded. Raises UserError."""
     from autotune import paths
-    if name and (paths.SPACES_DIR / f"{name}.yaml").is_file():
-        return name
-    path = recorded.get(name)
-    if path and Path(path).is_file():
-        return str(Path(path).resolve())
-    raise UserError(f"no space file for space {name!r}: not under {paths.SPACES_DIR}"
-                    + (f" and its recorded file {path} is gone" if path else ", and no tuning database records it"),
-                    hint="pass --db TUNING_DB (the database the table was made from) or restore the space file")
+    from autotune.space.spec import load_space
+    files = {load_space(p).name: str(Path(p).resolve()) for p in given}
+    out = {}
+    for name in names:
+        if name in files:
+            out[name] = files[name]
+            continue
+        if name and (paths.SPACES_DIR / f"{name}.yaml").is_file():
+            out[name] = name
+            continue
+        path = recorded.get(name)
+        if path and Path(path).is_file():
+            out[name] = str(Path(path).resolve())
+            continue
+        raise UserError(f"no space file for space {name!r}: not under {paths.SPACES_DIR}"
+                        + (f" and its recorded file {path} is gone" if path else ", and no tuning database records it"),
+                        hint="pass --space FILE (the space file), or --db TUNING_DB (the database the table was "
+                             "made from), or restore the space file")
+    return out
 
 
-def pool(tuning_url: str, device: str | None, table_groups: Iterable[tuple[str, str]],
+def space_ref(name: str, recorded: Mapping[str, str]) -> str:
+    """One space's file by name (see space_refs)."""
+    return space_refs([name], recorded)[name]
+
+
+def pool(tuning_url: str, device: str | None, kind: ProblemKind, table_groups: Iterable[tuple[str, str]],
          pool_bk: int) -> pd.DataFrame:
-    """The `pool_bk` fastest verified instances (by median, then id) at every tuned point of the tuning database
-    for the given groups, on `device` (a name or uuid; None: the only one). Columns instance_id, space."""
+    """The `pool_bk` fastest verified instances (by median, then id) at every tuned point of `kind` in the tuning
+    database for the given groups, on `device` (a name or uuid; None: the only one). Columns instance_id, space,
+    precision."""
     from autotune.store.store import Store
     with Store.open(tuning_url, create=False, readonly=True) as store:
         frame = store.measurements(device=device)
-    if "kind" in frame.columns:
-        frame = frame[frame["kind"] == "gemm"]
+    frame = frame[frame["kind"] == kind.name]
     if len(frame) == 0:
-        raise UserError(f"no GEMM measurements in {tuning_url}" + (f" on {device}" if device else ""),
+        raise UserError(f"no {kind.name} measurements in {tuning_url}" + (f" on {device}" if device else ""),
                         hint="--db names the database the table was made from (the table's device must be in it)")
     wanted = set(table_groups)
     ok = frame[(frame["status"] == "ok") & frame["median_ms"].notna()]
     ok = ok[[(p, s) in wanted for p, s in zip(ok["precision"], ok["shape"])]]
     if pool_bk <= 0 or len(ok) == 0:
-        return pd.DataFrame(columns=["instance_id", "space"])
-    ranked = ok.sort_values(["precision", "shape", "m", "n", "k", "batch", "median_ms", "instance_id"], kind="stable")
-    top = ranked.groupby(["precision", "shape", "m", "n", "k", "batch"], sort=False).head(pool_bk)
-    return top[["instance_id", "space"]].drop_duplicates().reset_index(drop=True)
+        return pd.DataFrame(columns=["instance_id", "space", "precision"])
+    point = ["precision", "shape", *kind.size_names]
+    ranked = ok.sort_values([*point, "median_ms", "instance_id"], kind="stable")
+    top = ranked.groupby(point, sort=False).head(pool_bk)
+    return top[["instance_id", "space", "precision"]].drop_duplicates().reset_index(drop=True)
 
 
-def generic_instance(table: DispatchTable) -> tuple[str, str] | None:
-    """(space name, instance id) of the table's generic kernel: the instance of its space (gemm_naive) whose name
-    expressions are the table's; None when the table names none or no instance matches."""
+def generic_instance(table: ValidatedTable, kind: ProblemKind) -> tuple[str, str] | None:
+    """(space name, instance id) of the table's generic kernel: the instance of the kind's generic space whose
+    name expressions are the table's; None when the kind or the table has none, or no instance matches."""
     from autotune.devices import get_device
     from autotune.space.generator import generate
     from autotune.space.spec import load_space
     generic = table.data.get("generic") or {}
     templates = generic.get("templates") or {}
-    if not templates:
+    if kind.generic_space is None or not templates:
         return None
     key, want = min(templates.items())
     precision, shape = key.split(":")
     try:
-        space = load_space(generic.get("space") or "gemm_naive")
+        space = load_space(generic.get("space") or kind.generic_space)
         found = generate(space, get_device(None), precision, soft=False).instances()
     except UserError:
         return None
@@ -342,101 +151,116 @@ def generic_instance(table: DispatchTable) -> tuple[str, str] | None:
     return (space.name, match[0]) if match else None
 
 
-def candidates(table: DispatchTable, tuning_url: str | None, pool_bk: int = 1, generic: bool = False) -> Candidates:
+def candidates(table: ValidatedTable, kind: ProblemKind, tuning_url: str | None, pool_bk: int = 1,
+               generic: bool = False, spaces: Sequence[Path] = ()) -> Candidates:
     """The table's kernels plus, with a tuning database, its `pool_bk` fastest instances per tuned point; with
-    `generic`, the table's generic kernel (where the table answers with it)."""
+    `generic` (and a kind that has one), the table's generic kernel."""
     by_space: dict[str, set[str]] = {}
+    precisions: dict[str, set[str]] = {}
     generic_id = None
     if generic:
-        found = generic_instance(table)
+        found = generic_instance(table, kind)
         if found is not None:
             by_space.setdefault(found[0], set()).add(found[1])
             generic_id = found[1]
-    for k in table.data["kernels"]:
-        by_space.setdefault(str(k.get("space") or ""), set()).add(str(k["instance_id"]))
+    for k in table.kernels:
+        iid = str(k["instance_id"])
+        by_space.setdefault(str(k.get("space") or ""), set()).add(iid)
+        if k.get("precision"):
+            precisions.setdefault(iid, set()).add(str(k["precision"]))
     if tuning_url is not None:
         device = table.provenance.get("device") or None
         from autotune.store.query import run_query
         names = set(run_query(tuning_url, "SELECT name FROM devices")["name"].astype(str))
         if device not in names:
             device = None  # a database of one GPU whose name differs; Store.device_id refuses several
-        for r in pool(tuning_url, device, groups(table), pool_bk).itertuples():
+        for r in pool(tuning_url, device, kind, groups(table, kind), pool_bk).itertuples():
             by_space.setdefault(str(r.space), set()).add(str(r.instance_id))
-    recorded = _recorded_paths(tuning_url)
-    refs = {name: space_ref(name, recorded) for name in by_space}
-    return Candidates({name: tuple(sorted(ids)) for name, ids in sorted(by_space.items())}, refs, generic_id)
+            precisions.setdefault(str(r.instance_id), set()).add(str(r.precision))
+    refs = space_refs(by_space, recorded_paths(tuning_url), spaces)
+    return Candidates({name: tuple(sorted(ids)) for name, ids in sorted(by_space.items())}, refs, generic_id,
+                      {i: frozenset(p) for i, p in precisions.items()})
+
+
+def measurable(cands: Candidates, points: Sequence[TestPoint]) -> Candidates:
+    """The candidates a sweep can measure at `points`: a space that accepts none of the problems of an
+    instance's precision (its `problems:` section: precisions, shapes, `where`) would not generate the instance,
+    so that instance is left out there, and a space left with none is dropped. Raises UserError when nothing
+    remains."""
+    from autotune.space.spec import load_space
+    by_space = {}
+    for name, ids in cands.by_space.items():
+        space = load_space(cands.refs[name])
+        accepted = {p.precision for p in points if space.accepts(p)}
+        keep = tuple(i for i in ids if accepted & cands.precisions.get(i, frozenset(accepted)))
+        if keep:
+            by_space[name] = keep
+    if not by_space:
+        raise UserError("no candidate instance can be measured at any held-out problem: their spaces accept none "
+                        "of them", hint="check the problems' precisions and sizes against the spaces' `problems:`")
+    return replace(cands, by_space=by_space, refs={n: cands.refs[n] for n in by_space})
 
 
 # -------------------------------------------------------------------------------------------- the sweep config
+def point_group(p: TestPoint) -> dict[str, Any]:
+    """A sweep config's `points:` entry measuring exactly `p` (the form every kind's points take)."""
+    group: dict[str, Any] = {"kind": p.kind, "precisions": [p.precision]}
+    if p.shape:
+        group["shapes"] = [p.shape]
+    group["sizes"] = {n: [v] for n, v in p.sizes}
+    return group
+
+
 def validation_config(points: Sequence[TestPoint], cands: Candidates, database: str, repetitions: int = 20,
                       tol: float = 0.05, name: str = "validate") -> str:
     """The sweep config (YAML text) measuring every candidate where it is valid, at every held-out problem."""
     spaces = [{"space": cands.refs[s], "instances": list(ids), "measure": "valid"}
               for s, ids in cands.by_space.items()]
-    groups_: list[dict[str, Any]] = []
-    for p in points:
-        groups_.append({"precisions": [p.precision], "shapes": [p.shape],
-                        "sizes": {"triples": [[p.m, p.n, p.k]]}, "batch": p.batch})
     doc = {"name": name, "description": "autotune validate: held-out problems of a dispatch table",
-           "spaces": spaces, "points": groups_, "database": database, "repetitions": int(repetitions),
-           "strategy": "brute", "tol": float(tol)}
+           "spaces": spaces, "points": [point_group(p) for p in points], "database": database,
+           "repetitions": int(repetitions), "strategy": "brute", "tol": float(tol)}
     return "# written by `autotune validate`; `autotune sweep` on this file measures the same pairs\n" + \
         yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
 
 
 # ------------------------------------------------------------------------------------------------ the results
-def choice(table: DispatchTable, p: TestPoint) -> str:
-    """The table's answer at a problem: an instance id, LIBRARY or GENERIC."""
-    rec = table.lookup(p.precision, p.shape, p.m, p.n, p.k, p.batch)
-    if rec.get("library"):
-        return LIBRARY
-    if rec.get("generic"):
-        return GENERIC
-    return str(rec["instance_id"])
-
-
-def measured(url: str, device: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """Verified instance times (instance_id, point columns, median_ms, roofline_frac) and baseline times (point
-    columns, median_ms, roofline_frac) of one device of the validation database, and that device's name."""
-    from autotune.store.query import run_query
-    from autotune.store.store import Store
-    with Store.open(url, create=False, readonly=True) as store:
-        device_id = store.device_id(device)
-        name = store.device_info(device_id).name
-    cols = "p.kind, p.precision, p.shape, p.m, p.n, p.k, p.batch"
-    inst = run_query(url, f"SELECT m.instance_id, {cols}, m.median_ms, m.roofline_frac FROM measurements m "
-                          f"JOIN test_points p ON p.id = m.point_id WHERE m.status = 'ok' AND m.median_ms IS NOT NULL "
-                          f"AND m.device_id = {int(device_id)}")
-    base = run_query(url, f"SELECT {cols}, c.median_ms, c.roofline_frac FROM cublas c "
-                          f"JOIN test_points p ON p.id = c.point_id WHERE c.status = 'ok' AND c.median_ms IS NOT NULL "
-                          f"AND c.device_id = {int(device_id)}")
-    return inst, base, name
-
-
 def _frac(x: Any) -> float:
     return float(x) if x is not None and not pd.isna(x) else math.nan
 
 
-def _key(r: Any) -> tuple:
-    return (str(r.precision), str(r.shape), int(r.m), int(r.n), int(r.k), int(r.batch))
+def measured(url: str, kind: ProblemKind, device: str | None = None
+             ) -> tuple[dict[tuple, dict[str, tuple[float, float]]], dict[tuple, tuple[float, float]]]:
+    """From the validation database, on one device: per point key (precision, shape, sizes...) the verified
+    instances' (median_ms, roofline_frac) by instance id, and the baseline's."""
+    from autotune.store.store import Store
+    with Store.open(url, create=False, readonly=True) as store:
+        inst, base = store.measurements(device=device), store.baselines(device=device)
+    point = ["precision", "shape", *kind.size_names]
 
+    def rows(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[(frame["kind"] == kind.name) & (frame["status"] == "ok") & frame["median_ms"].notna()]
 
-def validation_frame(table: DispatchTable, points: Sequence[TestPoint], cands: Candidates, url: str,
-                     device: str | None = None) -> pd.DataFrame:
-    """One row per held-out problem (CSV_COLUMNS), in the order of `points`."""
-    inst, base, _ = measured(url, device)
-    ids = cands.ids
+    def key(r: Mapping[str, Any]) -> tuple:
+        return (str(r["precision"]), str(r["shape"] or ""), *(int(r[n]) for n in kind.size_names))
     times: dict[tuple, dict[str, tuple[float, float]]] = {}
-    for r in inst.itertuples():
-        if r.kind == "gemm" and r.instance_id in ids:
-            times.setdefault(_key(r), {})[str(r.instance_id)] = (float(r.median_ms), _frac(r.roofline_frac))
-    baseline = {_key(r): (float(r.median_ms), _frac(r.roofline_frac)) for r in base.itertuples() if r.kind == "gemm"}
+    for r in rows(inst)[["instance_id", *point, "median_ms", "roofline_frac"]].to_dict("records"):
+        times.setdefault(key(r), {})[str(r["instance_id"])] = (float(r["median_ms"]), _frac(r["roofline_frac"]))
+    baseline = {key(r): (float(r["median_ms"]), _frac(r["roofline_frac"]))
+                for r in rows(base)[[*point, "median_ms", "roofline_frac"]].to_dict("records")}
+    return times, baseline
+
+
+def validation_frame(table: ValidatedTable, kind: ProblemKind, points: Sequence[TestPoint], cands: Candidates,
+                     url: str, device: str | None = None) -> pd.DataFrame:
+    """One row per held-out problem (`csv_columns(kind)`), in the order of `points`."""
+    times, baseline = measured(url, kind, device)
+    ids = cands.ids
     rows = []
     for p in points:
-        key = (p.precision, p.shape, p.m, p.n, p.k, p.batch)
-        here = times.get(key, {})
+        key = (p.precision, p.shape, *(v for _, v in p.sizes))
+        here = {i: t for i, t in times.get(key, {}).items() if i in ids}
         base_ms, base_rf = baseline.get(key, (math.nan, math.nan))
-        choice_ = choice(table, p)
+        choice_ = table.answer(p)
         answer = cands.generic if choice_ == GENERIC else choice_
         table_ms = base_ms if choice_ == LIBRARY else here.get(answer or "", (math.nan,))[0]
         best_choice, best_ms, best_rf = "", math.nan, math.nan
@@ -446,18 +270,18 @@ def validation_frame(table: DispatchTable, points: Sequence[TestPoint], cands: C
             best_choice, best_ms, best_rf = LIBRARY, base_ms, base_rf
         loss = max(0.0, 1.0 - best_ms / table_ms) if math.isfinite(table_ms) and math.isfinite(best_ms) else math.nan
         speedup = base_ms / table_ms if math.isfinite(table_ms) and math.isfinite(base_ms) else math.nan
-        rows.append({"kind": p.kind, "precision": p.precision, "shape": p.shape, "m": p.m, "n": p.n, "k": p.k,
-                     "batch": p.batch, "table_choice": choice_, "table_ms": table_ms, "best_choice": best_choice,
-                     "best_ms": best_ms, "best_roofline_frac": best_rf, "baseline_ms": base_ms, "loss_vs_best": loss,
+        rows.append({"kind": p.kind, "precision": p.precision, "shape": p.shape, **p.dims, "table_choice": choice_,
+                     "table_ms": table_ms, "best_choice": best_choice, "best_ms": best_ms,
+                     "best_roofline_frac": best_rf, "baseline_ms": base_ms, "loss_vs_best": loss,
                      "speedup_vs_baseline": speedup})
-    return pd.DataFrame(rows, columns=list(CSV_COLUMNS))
+    return pd.DataFrame(rows, columns=csv_columns(kind))
 
 
 def to_csv(frame: pd.DataFrame, path: str | Path) -> Path:
-    """validation.csv: fixed columns, 9 significant digits, empty cells for unknown values (reproducible)."""
+    """validation.csv: the frame's columns, 9 significant digits, empty cells for unknown values (reproducible)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False, columns=list(CSV_COLUMNS), float_format="%.9g", lineterminator="\n")
+    frame.to_csv(path, index=False, float_format="%.9g", lineterminator="\n")
     return path
 
 
@@ -474,32 +298,35 @@ def summarize(frame: pd.DataFrame, tol: float = 0.05) -> list[dict[str, Any]]:
                 "within_tol": int((loss <= tol + 1e-12).sum()),
                 "slower_than_baseline": int((speed < SLOW_VS_BASELINE).sum()),
                 "not_measured": int(pd.to_numeric(f["table_ms"], errors="coerce").isna().sum())}
-    out = [one(f"{p} {s}", g) for (p, s), g in frame.groupby(["precision", "shape"], sort=False)]
+    out = [one(f"{p} {s}".strip(), g) for (p, s), g in frame.groupby(["precision", "shape"], sort=False)]
     return out + [one("all", frame)]
 
 
-def plot(frame: pd.DataFrame, path: str | Path) -> Path:
-    """validation.png: loss against the best and speedup over the baseline, against M*N*K (log), per precision."""
+def plot(frame: pd.DataFrame, kind: ProblemKind, path: str | Path) -> Path:
+    """validation.png: loss against the best and speedup over the baseline, against the product of the kind's
+    table sizes (GEMM: M*N*K; log), per precision."""
     from autotune.dispatch.report import _pyplot
     plt = _pyplot()
     path = Path(path)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    size = frame["m"].astype(float) * frame["n"].astype(float) * frame["k"].astype(float)
+    names = kind.table_sizes()
+    size = np.prod([frame[n].astype(float).to_numpy() for n in names], axis=0) if len(frame) else np.array([])
+    label = "*".join(n.upper() if len(n) == 1 else n for n in names)
     markers = {"fp64": "o", "fp32": "s", "fp16": "^"}
     for ax, col in ((ax1, "loss_vs_best"), (ax2, "speedup_vs_baseline")):
         for precision, g in frame.groupby("precision", sort=False):
             y = pd.to_numeric(g[col], errors="coerce")
             known = y.notna().to_numpy()
             if known.any():
-                ax.scatter(size[g.index][known], y[known], marker=markers.get(str(precision), "x"),
+                ax.scatter(size[g.index.to_numpy()][known], y[known], marker=markers.get(str(precision), "x"),
                            label=str(precision), alpha=0.7)
         if ax.collections:
             ax.set_xscale("log")
         else:
             ax.text(0.5, 0.5, "nothing measured", ha="center", va="center", transform=ax.transAxes)
-    ax1.set(xlabel="M*N*K", ylabel="loss vs best candidate", title="table answer: loss vs best")
+    ax1.set(xlabel=label, ylabel="loss vs best candidate", title="table answer: loss vs best")
     ax2.axhline(SLOW_VS_BASELINE, color="red", linestyle="--", linewidth=1, label=f"{SLOW_VS_BASELINE}x")
-    ax2.set(xlabel="M*N*K", ylabel="baseline ms / table ms", title="table answer vs baseline")
+    ax2.set(xlabel=label, ylabel="baseline ms / table ms", title="table answer vs baseline")
     for ax in (ax1, ax2):
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:

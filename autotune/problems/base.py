@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from autotune.problems.loading import origin
 from autotune.vocab import TestPoint
@@ -142,6 +142,22 @@ class ProblemKind(ABC):
     def tie_sizes(self) -> tuple[str, ...]:
         table = set(self.table_sizes())
         return tuple(n for n in self.size_names if n not in table)
+
+    # ------------------------------------------------------------------ sizes a problem may leave out
+    # Sizes a workload problem or a held-out point of `autotune validate` may leave out; `derive_sizes` fills
+    # them from a byte budget (GEMM: ("batch",), the smallest batch whose A, B and C take the budget). The
+    # default kind derives nothing: every size must be given.
+    derived_sizes: tuple[str, ...] = ()
+
+    def derive_sizes(self, precision: str, shape: str, sizes: Mapping[str, int], budget_bytes: int) -> dict[str, int]:
+        """`sizes` completed with the `derived_sizes` it leaves out, made to take about `budget_bytes` (given
+        sizes are kept). Default: `sizes` unchanged."""
+        return dict(sizes)
+
+    def infer_budget(self, points: Iterable[TestPoint]) -> int | None:
+        """The byte budget `derive_sizes` gives these points' derived sizes with, when one does (the roundest);
+        None when none does, or the kind derives nothing (the default)."""
+        return None
 
     def scalars(self, given: Mapping[str, float] | None = None) -> dict[str, float]:
         """The run's scalars: the defaults overridden by `given` (ValueError names an unknown scalar)."""

@@ -17,10 +17,11 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from autotune.problems.gemm import GEMM, gemm_point
+from autotune.problems.gemm.batch import batch_for_bytes  # noqa: F401 - GEMM's batch rule, used by _batch
 from autotune.errors import ConfigError
 from autotune.problems.base import ProblemKind
 from autotune.sweep.limits import MAX_BYTES
-from autotune.vocab import ELEM_BYTES, TestPoint
+from autotune.vocab import TestPoint
 from autotune.paths import RESULTS_DIR, SPACES_DIR
 
 TOP_KEYS = ("name", "description", "spaces", "points", "scalars", "alpha", "beta", "database", "repetitions",
@@ -398,11 +399,6 @@ def _batch(r: Reader, node: Node, precision: str, m: int, n: int, k: int) -> int
     return batch_for_bytes(parse_bytes(r, spec["bytes"]), precision, m, n, k)
 
 
-def batch_for_bytes(target: int, precision: str, m: int, n: int, k: int) -> int:
-    """The smallest batch (>= 1) whose A, B and C of m x n x k together take at least `target` bytes."""
-    return max(1, math.ceil(target / (ELEM_BYTES[precision] * (m * k + k * n + m * n))))
-
-
 def parse_bytes(r: Reader, node: Node) -> int:
     v = r.value(node)
     if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_BYTES:
@@ -504,3 +500,4 @@ def _database(r: Reader, node: Node) -> str:
                           "postgresql+psycopg://user@host/db") from exc
         return db
     return f"sqlite:///{Path(db).expanduser().resolve()}"
+

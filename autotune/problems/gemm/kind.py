@@ -10,10 +10,11 @@ fp32 accumulation).
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from autotune.problems.base import ProblemKind, Scalars, SizeLimit, rotation_copies
 from autotune.problems.gemm import limits
+from autotune.problems.gemm.batch import batch_for_bytes, infer_batch_bytes
 from autotune.vocab import TestPoint
 
 PRECISIONS = ("fp64", "fp32", "fp16")  # GEMM's precisions
@@ -32,8 +33,20 @@ class GemmKind(ProblemKind):
     scalar_defaults = MappingProxyType({"alpha": 1.0, "beta": 0.0})
     generic_space = "gemm_naive"
 
+    derived_sizes = ("batch",)  # a problem without a batch takes the batch rule (problems/gemm/batch.py)
+
     def table_sizes(self) -> tuple[str, ...]:
         return ("m", "n", "k")  # the batch count only breaks ties
+
+    def derive_sizes(self, precision: str, shape: str, sizes: Mapping[str, int], budget_bytes: int) -> dict[str, int]:
+        """The smallest batch whose A, B and C take at least `budget_bytes`, where `sizes` give none."""
+        out = dict(sizes)
+        if "batch" not in out:
+            out["batch"] = batch_for_bytes(budget_bytes, precision, out["m"], out["n"], out["k"])
+        return out
+
+    def infer_budget(self, points: Iterable[TestPoint]) -> int | None:
+        return infer_batch_bytes(p for p in points if p.kind == self.name)
 
     def env(self, point: TestPoint) -> dict[str, int]:
         return {"M": point.m, "N": point.n, "K": point.k, "batch": point.batch}

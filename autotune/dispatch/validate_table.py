@@ -1,0 +1,123 @@
+"""What `autotune validate` reads of a dispatch table, for any problem kind: its kind and size names, its tuned
+points, its kernels and its answer at a problem (`ValidatedTable`, made by `read_table`).
+
+It codes against the `DispatchTable` API of format version 3 (`table.kind`, `table.size_names`, points with
+`sizes: {name: value}`, `table.lookup(precision, shape, sizes)` -> answer index: >= 0 a kernel, -1 the generic
+kernel, -2 the library). Until that API is on every table, two thin adapters read the older layouts too:
+GEMM tables of versions 1 and 2 (points with m, n, k, batch; `lookup(precision, shape, m, n, k, batch)`), and
+the per-kind tables of `dispatch/kinds.py` (format "autotune-dispatch-kind"). Drop them once version 3 loads
+every table.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from autotune.errors import UserError
+from autotune.problems.base import ProblemKind
+from autotune.problems.registry import BUILT_IN
+from autotune.vocab import TestPoint
+
+LIBRARY, GENERIC = "library", "generic"  # the answers that are no kernel of the table
+GENERIC_INDEX, LIBRARY_INDEX = -1, -2
+KIND_FORMAT = "autotune-dispatch-kind"  # dispatch/kinds.py's tables (adapter)
+V2_SIZES = ("m", "n", "k", "batch")  # the sizes of a version 1/2 table's points (adapter)
+
+
+@dataclass(frozen=True, eq=False)
+class ValidatedTable:
+    """A dispatch table as validation sees it. `points`: the tuned points as {precision, shape, sizes};
+    `kernels`: the table's kernel records (instance_id, space, ...); `index(point)`: the answer index."""
+
+    data: Mapping[str, Any]
+    kind_name: str
+    size_names: tuple[str, ...]
+    points: tuple[Mapping[str, Any], ...]
+    kernels: tuple[Mapping[str, Any], ...]
+    provenance: Mapping[str, Any]
+    index: Callable[[TestPoint], int]
+
+    def answer(self, point: TestPoint) -> str:
+        """The table's answer at a problem: an instance id, LIBRARY or GENERIC."""
+        i = int(self.index(point))
+        if i == LIBRARY_INDEX:
+            return LIBRARY
+        if i < 0:
+            return GENERIC
+        return str(self.kernels[i]["instance_id"])
+
+    def tuned(self, kind: ProblemKind) -> list[TestPoint]:
+        """The tuned points as test points of `kind`."""
+        return [kind.point(p["precision"], p["shape"], p["sizes"]) for p in self.points]
+
+
+def read_table(path: Path) -> ValidatedTable:
+    """The dispatch table at `path` (any version, any kind). Raises UserError."""
+    from autotune.dispatch.table import DispatchTable
+
+    if not path.is_file():
+        raise UserError(f"no dispatch table {path}",
+                        hint="give a dispatch.json written by `autotune report` or `autotune emit --format json`")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"not a JSON file: {exc}", file=path, hint="give a dispatch.json") from None
+    try:
+        if isinstance(data, dict) and data.get("format") == KIND_FORMAT:
+            return _kind_format(data)
+        table = DispatchTable(data)
+        if hasattr(table, "size_names"):
+            return _v3(table)
+        return _v2(table)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: {exc}", hint="give a dispatch.json written by `autotune report`") from None
+
+
+def _v3(table: Any) -> ValidatedTable:
+    data = table.data
+    points = tuple({"precision": p["precision"], "shape": p["shape"], "sizes": dict(p["sizes"])}
+                   for p in data["points"])
+    return ValidatedTable(data, str(table.kind), tuple(table.size_names), points, tuple(data["kernels"]),
+                          table.provenance, lambda p: table.lookup(p.precision, p.shape, dict(p.sizes)))
+
+
+def _v2(table: Any) -> ValidatedTable:
+    """A GEMM table of version 1 or 2 (adapter)."""
+    data = table.data
+    points = tuple({"precision": p["precision"], "shape": p["shape"], "sizes": {n: int(p[n]) for n in V2_SIZES}}
+                   for p in data["points"])
+    kind = next(k.name for k in BUILT_IN.values() if k.size_names == V2_SIZES)
+    return ValidatedTable(data, kind, V2_SIZES, points, tuple(data["kernels"]), table.provenance,
+                          lambda p: table.lookup_index(p.precision, p.shape, *(p.dims[n] for n in V2_SIZES)))
+
+
+def _kind_format(data: dict) -> ValidatedTable:
+    """A table of dispatch/kinds.py (adapter)."""
+    from autotune.dispatch import kinds
+
+    points = tuple({"precision": p["precision"], "shape": p["shape"], "sizes": dict(p["sizes"])}
+                   for p in data["points"])
+    prov = {"tol": data.get("tol"), "bk": data.get("bk")}
+    return ValidatedTable(data, str(data["kind"]), tuple(data["size_names"]), points, tuple(data["kernels"]), prov,
+                          lambda p: kinds.lookup(data, p.precision, p.shape, **dict(p.sizes))["kernel"])
+
+
+def table_kind(table: ValidatedTable, space_files: Sequence[Path]) -> ProblemKind:
+    """The problem kind of the table: a built-in kind by name, else the kind of a space file (`space_files`:
+    those of its kernels and the given ones) that solves it. Raises UserError."""
+    if table.kind_name in BUILT_IN:
+        return BUILT_IN[table.kind_name]
+    from autotune.space.spec import load_space
+
+    for path in space_files:
+        kind = load_space(path).kind
+        if kind.name == table.kind_name:
+            if tuple(kind.size_names) != table.size_names:
+                raise UserError(f"the space {path} defines {kind.name} with the sizes {', '.join(kind.size_names)}; "
+                                f"the table has {', '.join(table.size_names)}",
+                                hint="give the space file the table was made from (--space FILE)")
+            return kind
+    raise UserError(f"the table's kind {table.kind_name!r} is not built in and no space file defines it",
+                    hint="pass --space FILE (the space file whose `problem:` defines it), or --db TUNING_DB")

@@ -1,0 +1,246 @@
+"""Reading workload files (`load_workload`): YAML or CSV, any problem kind, every mistake a ConfigError naming
+the file, the line and what to do.
+
+YAML: `kind:` (a built-in kind) or `space:` (the space file whose `problem:` defines the kind; default: the
+first built-in kind), `problems:` and/or `ranges:`, and, for each size the kind may derive (GEMM: `batch:`), a
+default: an integer, or `{bytes: SIZE}` (the kind's `derive_sizes` from that byte budget; default 500MB).
+A problem lists `precision`, `shape` (kinds with variants), its sizes (derived ones optional, as above) and
+`weight`; a range lists `precisions`, `shapes`, `sizes: {NAME: S, ...}` (every combination), the derived
+sizes' rule and `weight`.
+
+CSV: the header `precision,shape,<size names>,weight` (shape, derived sizes and weight optional; `space`
+names the space file of a kind that is not built in).
+"""
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import re
+from pathlib import Path
+from typing import Callable, Sequence
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode
+
+from autotune.errors import ConfigError
+from autotune.problems.base import ProblemKind
+from autotune.problems.registry import BUILT_IN
+from autotune.sweep.config import Reader, parse_bytes, size_list, space_path
+from autotune.sweep.limits import point_limit_error
+from autotune.sweep.workload import DEFAULT_BUDGET_BYTES, Group, SizeRule, Workload
+from autotune.vocab import TestPoint
+
+TOP_KEYS = ("kind", "space", "problems", "ranges")  # and the kind's derived sizes
+RANGE_KEYS = ("precisions", "shapes", "sizes", "weight")  # and the kind's derived sizes
+Fail = Callable[[str, str], ConfigError]
+
+
+def load_workload(path: str | Path, *, space: str | Path | None = None) -> Workload:
+    """Read a workload file (YAML, or CSV: `space` names the space file of a kind that is not built in)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"no workload file {p}", file=p, hint="give the path of a workload YAML or CSV file "
+                          "(examples: configs/workloads/)")
+    if p.suffix.lower() == ".csv":
+        return _load_csv(p, space)
+    return _load_yaml(p)
+
+
+def default_kind() -> ProblemKind:
+    """The kind of a workload that names none: the first built-in kind (a space file's default `problem:`)."""
+    return next(iter(BUILT_IN.values()))
+
+
+def _given(kind: ProblemKind) -> tuple[str, ...]:
+    """The sizes every problem must give (all but the derived ones)."""
+    return tuple(n for n in kind.size_names if n not in kind.derived_sizes)
+
+
+class _Collect:
+    """Problems as they are read: duplicates add their weights; each point checked against kernel limits."""
+
+    def __init__(self, kind: ProblemKind, rule: SizeRule) -> None:
+        self.kind, self.rule = kind, rule
+        self.weights: dict[TestPoint, float] = {}
+
+    def add(self, prec: str, shape: str, sizes: dict[str, int], rule: SizeRule | None, weight: float,
+            fail: Fail) -> None:
+        try:
+            point = self.kind.point(prec, shape, (rule or self.rule).fill(self.kind, prec, shape, sizes))
+        except ValueError as exc:
+            raise fail(str(exc), "fix the sizes") from None
+        bad = point_limit_error(point)
+        if bad:
+            raise fail(bad[1], bad[2])
+        self.weights[point] = self.weights.get(point, 0.0) + weight
+
+    def workload(self, path: Path, space: Path | None, fail: Fail) -> Workload:
+        if not self.weights:
+            raise fail("the workload has no problems", "list problems (`problems:`, `ranges:` or CSV rows)")
+        ranges: dict[Group, dict[str, tuple[int, int]]] = {}
+        for p in self.weights:
+            r = ranges.setdefault((p.precision, p.shape), {})
+            for n in self.kind.table_sizes():
+                v = p.dims[n]
+                lo, hi = r.get(n, (v, v))
+                r[n] = (min(lo, v), max(hi, v))
+        return Workload(path, self.kind.name, self.kind, tuple(self.weights.items()), ranges, self.rule, space)
+
+
+# ---------------------------------------------------------------------------------------------- YAML
+def _load_yaml(p: Path) -> Workload:
+    r = Reader(p.resolve())
+    try:
+        root = yaml.compose(p.read_text(), Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=p,
+                          line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)") from None
+    if not isinstance(root, MappingNode):
+        raise ConfigError("a workload is a mapping with `problems:` and/or `ranges:`", file=p,
+                          line=root.start_mark.line + 1 if root is not None else None,
+                          hint="start from configs/workloads/fp16_h100.yaml")
+    heads = {str(r.value(k)): v for k, v in root.value if isinstance(k, ScalarNode)}
+    kind, space = _yaml_kind(r, heads)
+    top = r.mapping(root, TOP_KEYS + kind.derived_sizes, f"{kind.name} workload")
+    if "problems" not in top and "ranges" not in top:
+        raise r.error(root, "a workload needs `problems:` and/or `ranges:`", "see configs/workloads/fp16_h100.yaml")
+    c = _Collect(kind, _rule(r, top, kind, SizeRule()))
+    shaped = kind.shapes != ("",)
+    given = _given(kind)
+    for node in r.sequence(top["problems"], "problems") if "problems" in top else []:
+        allowed = ("precision", *(("shape",) if shaped else ()), *kind.size_names, "weight")
+        m = r.mapping(node, allowed, "problem")
+        need = [n for n in given if n not in m] + ([] if "precision" in m or len(kind.precisions) == 1
+                                                   else ["precision"])
+        if need:
+            optional = ", ".join(["shape", "weight", *kind.derived_sizes] if shaped else ["weight", *kind.derived_sizes])
+            raise r.error(node, f"the problem misses {', '.join(need)}", f"write {{{', '.join(allowed)}}} "
+                          f"({optional} optional)")
+        prec = _choice(r, m["precision"], kind.precisions, "precision") if "precision" in m else kind.precisions[0]
+        shape = _choice(r, m["shape"], kind.shapes, "shape") if "shape" in m else kind.shapes[0]
+        sizes = {n: r.integer(m[n], 1) for n in given}
+        rule = _rule(r, m, kind, c.rule) if any(n in m for n in kind.derived_sizes) else None
+        c.add(prec, shape, sizes, rule, _weight(r, m), lambda msg, hint, n=node: r.error(n, msg, hint))
+    for node in r.sequence(top["ranges"], "ranges") if "ranges" in top else []:
+        m = r.mapping(node, RANGE_KEYS + kind.derived_sizes, "range")
+        if "sizes" not in m or ("precisions" not in m and len(kind.precisions) > 1):
+            raise r.error(node, "a range needs `precisions:` and `sizes:`", "write {precisions: [...], shapes: "
+                          f"[...], sizes: {{{', '.join(f'{n}: S' for n in given)}}}, weight: 1}}")
+        precs = r.choices(m["precisions"], kind.precisions, "precisions") if "precisions" in m else kind.precisions
+        shapes = r.choices(m["shapes"], kind.shapes, "shapes") if "shapes" in m else kind.shapes[:1]
+        sizes_node = r.mapping(m["sizes"], given, "sizes")
+        if missing := [n for n in given if n not in sizes_node]:
+            raise r.error(m["sizes"], f"the range's sizes miss {', '.join(missing)}",
+                          f"give every size: {', '.join(given)}")
+        lists = [size_list(r, sizes_node[n]) for n in given]
+        rule = _rule(r, m, kind, c.rule) if any(n in m for n in kind.derived_sizes) else None
+        weight = _weight(r, m)
+        fail: Fail = lambda msg, hint, n=node: r.error(n, msg, hint)  # noqa: E731
+        for prec, shape, combo in itertools.product(precs, shapes, itertools.product(*lists)):
+            c.add(prec, shape, dict(zip(given, combo)), rule, weight, fail)
+    return c.workload(p, space, lambda msg, hint: r.error(root, msg, hint))
+
+
+def _yaml_kind(r: Reader, top: dict[str, Node]) -> tuple[ProblemKind, Path | None]:
+    name = r.string(top["kind"]) if "kind" in top else None
+    if "space" in top:
+        from autotune.space.spec import load_space
+        path = space_path(r, top["space"], r.string(top["space"]))
+        kind = load_space(path).kind
+        if name is not None and name != kind.name:
+            raise r.error(top["kind"], f"the space {path.name} solves {kind.name!r}, not {name!r}",
+                          f"write kind: {kind.name}, or name the space that defines {name!r}")
+        return kind, path
+    if name is None:
+        return default_kind(), None
+    if name in BUILT_IN:
+        return BUILT_IN[name], None
+    raise r.error(top["kind"], f"the kind {name!r} is not built in", "name the space file whose `problem:` "
+                  "section defines it: `space: path/to/space.yaml`")
+
+
+def _rule(r: Reader, m: dict[str, Node], kind: ProblemKind, base: SizeRule) -> SizeRule:
+    """The derived sizes' rule of a mapping (the workload, a problem, a range): per derived size, an integer or
+    {bytes: SIZE}; sizes it does not name keep `base`'s rule."""
+    fixed, budget = dict(base.fixed), base.budget_bytes
+    for name in kind.derived_sizes:
+        if name not in m:
+            continue
+        node = m[name]
+        if isinstance(node, ScalarNode):
+            fixed[name] = r.integer(node, 1)
+            continue
+        spec = r.mapping(node, ("bytes",), name)
+        if "bytes" not in spec:
+            raise r.error(node, f"{name} needs `bytes:`", f"write {name}: 1000 or {name}: {{bytes: 500MB}}")
+        fixed.pop(name, None)
+        budget = parse_bytes(r, spec["bytes"])
+    return SizeRule(tuple(fixed.items()), budget)
+
+
+def _choice(r: Reader, node: Node, allowed: Sequence[str], what: str) -> str:
+    v = r.value(node)
+    if v not in allowed:
+        raise r.error(node, f"unknown {what} {v!r}", f"use one of {', '.join(map(repr, allowed))}")
+    return v
+
+
+def _weight(r: Reader, m: dict[str, Node]) -> float:
+    w = r.number(m["weight"]) if "weight" in m else 1.0
+    if w <= 0:
+        raise r.error(m["weight"], f"weight {w:g} is not above 0", "give a positive weight (or leave the problem out)")
+    return w
+
+
+# ---------------------------------------------------------------------------------------------- CSV
+def _load_csv(p: Path, space: str | Path | None) -> Workload:
+    kind, space_file = default_kind(), None
+    if space is not None:
+        from autotune.space.spec import find_space, load_space
+        space_file = find_space(space)
+        kind = load_space(space_file).kind
+    allowed = ("precision", *(("shape",) if kind.shapes != ("",) else ()), *kind.size_names, "weight")
+    need = [n for n in ("precision", *_given(kind)) if n != "precision" or len(kind.precisions) > 1]
+    optional = ", ".join(n for n in allowed if n not in need)
+    c, header = _Collect(kind, SizeRule(budget_bytes=DEFAULT_BUDGET_BYTES)), None
+    with p.open(newline="") as fh:
+        rows = csv.reader(fh)
+
+        def fail(msg: str, hint: str, line: int | None = None) -> ConfigError:
+            return ConfigError(msg, file=p, line=line or rows.line_num, hint=hint)
+        for row in rows:
+            if not any(v.strip() for v in row) or row[0].lstrip().startswith("#"):
+                continue  # blank lines and comments
+            if header is None:
+                header = [h.strip() for h in row]
+                bad, missing = [h for h in header if h not in allowed], [n for n in need if n not in header]
+                if bad or missing or len(set(header)) < len(header):
+                    raise fail(f"CSV header {','.join(header)}: " + ("; ".join(
+                        [f"unknown columns {', '.join(bad)}"] * bool(bad) + [f"missing {', '.join(missing)}"]
+                        * bool(missing)) or "a column appears twice"),
+                        f"write the header {','.join(allowed)} ({optional} optional)")
+                continue
+            if len(row) != len(header):
+                raise fail(f"{len(row)} cells, the header has {len(header)}", f"write {','.join(header)}")
+            cell = {h: v.strip() for h, v in zip(header, row) if v.strip()}
+            prec, shape = cell.get("precision", kind.precisions[0]), cell.get("shape", kind.shapes[0])
+            for v, ok, what in ((prec, kind.precisions, "precision"), (shape, kind.shapes, "shape")):
+                if v not in ok:
+                    raise fail(f"unknown {what} {v!r}", f"use one of {', '.join(map(repr, ok))}")
+            for n in kind.size_names:
+                if n in cell and (not re.fullmatch(r"[0-9]+", cell[n]) or int(cell[n]) < 1):
+                    raise fail(f"size {n} = {cell[n]!r} is not an integer >= 1", "write whole numbers >= 1")
+            if missing := [n for n in _given(kind) if n not in cell]:
+                raise fail(f"the row misses {', '.join(missing)}", "fill every size cell")
+            try:
+                weight = float(cell.get("weight", "1"))
+            except ValueError:
+                raise fail(f"weight {cell['weight']!r} is not a number", "write e.g. 1 or 2.5") from None
+            if not (math.isfinite(weight) and weight > 0):
+                raise fail(f"weight {cell['weight']} is not above 0", "give a positive weight (or drop the row)")
+            c.add(prec, shape, {n: int(cell[n]) for n in kind.size_names if n in cell}, None, weight, fail)
+    return c.workload(p, space_file, lambda msg, hint: fail(msg, hint, 1))
+
+
