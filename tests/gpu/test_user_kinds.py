@@ -13,7 +13,7 @@ import pytest
 
 from autotune.store.store import Store
 from autotune.sweep.config import parse_config
-from autotune.sweep.gpu_backend import GpuBackend
+from autotune.sweep.backends.local import GpuBackend
 from autotune.sweep.runner import run_sweep
 
 pytestmark = pytest.mark.gpu
