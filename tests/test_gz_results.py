@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from autotune.paths import ROOT
-from autotune.store.schema import GZ_READ_ONLY, StoreError, database_url, gz_cache_dir, sqlite_path
+from autotune.store.engine import GZ_READ_ONLY, StoreError, database_url, gz_cache_dir, sqlite_path
 from autotune.store.store import Store
 
 SOURCE = ROOT / "results" / "default" / "default.sqlite"  # the committed default database, plain or gzipped

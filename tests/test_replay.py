@@ -69,7 +69,7 @@ def test_replayed_sweep_records_into_a_new_database(sqlite_url: str, tmp_path) -
         sw = copy.upsert_software(info, "0.1.0", "replay")
         space_id = copy.upsert_space(SpaceRecord("gemm_test", "s.yaml", "name: gemm_test\n", "k.cuh", "x"))
         copy.upsert_instances(instances())
-        sweep = copy.begin_sweep(SweepStart("replay", "", dev, sw, info, 1.0, 0.0, 5))
+        sweep = copy.begin_sweep(SweepStart("replay", "", dev, sw, info, {"alpha": 1.0, "beta": 0.0}, 5))
         done = copy.done_pairs(dev)
         todo = [dataclasses.replace(j, points=tuple(p for p in j.points if (j.instance.id, p) not in done))
                 for j in jobs()]

@@ -138,7 +138,7 @@ def test_record_and_read_back(db_url: str) -> None:
     with Store.open(db_url) as store:
         rec = record_sample(store)
         assert store.done_pairs(rec.device_id) == {(m.instance_id, m.point) for m in rec.measurements}
-        assert set(store.cublas_times(rec.device_id)) == set(points())
+        assert set(store.baseline_times(rec.device_id)) == set(points())
         frame = store.measurements()
     assert len(frame) == 6
     assert {"DIM_X", "DIM_Y", "SCALE", "ALG", "median_ms", "gflops", "precision", "instance"} <= set(frame.columns)
@@ -175,7 +175,7 @@ def test_second_sweep_is_refused_until_the_first_finishes(db_url: str) -> None:
         rec = record_sample(first, finish=False)
         info = device_info()
         start = SweepStart("again", "", rec.device_id, first.upsert_software(info, "0.1.0", "abc123"), info,
-                           1.0, 0.0, 5)
+                           {"alpha": 1.0, "beta": 0.0}, 5)
         with pytest.raises(SweepLockedError) as err:
             second.begin_sweep(start)
         assert f"pid {os.getpid()}" in err.value.message and "wait for it" in (err.value.hint or "")
@@ -188,7 +188,7 @@ def test_stale_lock_is_taken_over_and_the_old_holder_notices(db_url: str) -> Non
         rec = record_sample(first, finish=False)
         info = device_info()
         sw = first.upsert_software(info, "0.1.0", "abc123")
-        second.begin_sweep(SweepStart("again", "", rec.device_id, sw, info, 1.0, 0.0, 5), stale_s=0.0)
+        second.begin_sweep(SweepStart("again", "", rec.device_id, sw, info, {"alpha": 1.0, "beta": 0.0}, 5), stale_s=0.0)
         with pytest.raises(SweepLockedError, match="taken over"):
             first.heartbeat()
     assert _scalar(db_url, "SELECT status FROM sweeps WHERE id = :i", i=rec.sweep_id) == "died"
@@ -217,7 +217,7 @@ def test_kill_9_loses_only_the_pair_in_flight(db_url: str) -> None:
         info = device_info()
         dev = store.upsert_device(info)
         sw = store.upsert_software(info, "0.1.0", "abc123")
-        store.begin_sweep(SweepStart("resume", "", dev, sw, info, 1.0, 0.0, 5))  # dead pid: lock free at once
+        store.begin_sweep(SweepStart("resume", "", dev, sw, info, {"alpha": 1.0, "beta": 0.0}, 5))  # dead pid: lock free at once
         assert store.recover_inflight(dev) == [(instances()[0].id, point)]
         assert store.recover_inflight(dev) == []
         done = store.done_pairs(dev)

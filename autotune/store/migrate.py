@@ -24,7 +24,8 @@ from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from autotune.store.schema import SCHEMA_VERSION, SchemaVersionError, StoreError, gz_origin, make_engine
+from autotune.store.engine import SchemaVersionError, StoreError, gz_origin, make_engine
+from autotune.store.schema import SCHEMA_VERSION
 
 VERSION_TABLE = "autotune_alembic_version"
 SCRIPTS = Path(__file__).with_name("alembic")
@@ -195,10 +196,24 @@ __all__ = ["VERSION_TABLE", "DatabaseVersion", "Upgrade", "check", "database_ver
 _MIGRATED: dict[tuple[str, float, int], str] = {}
 
 
+@lru_cache(maxsize=1)
+def _scripts_digest() -> str:
+    """A digest of the packaged revisions: a migrated copy made by other scripts is never reused."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for script in sorted((SCRIPTS / "versions").glob("*.py")):
+        digest.update(script.name.encode() + b"\0" + script.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def readable_copy(url: str, path: str) -> str:
-    """Reading an SQLite file of an older schema: the URL of a copy in a temporary folder, upgraded to the head
-    revision (the file itself is never written; `autotune db upgrade` migrates it in place). Other files:
-    `url` unchanged (Store.open then reports what is wrong, newer schemas included)."""
+    """Reading an SQLite file of an older schema: the URL of a copy upgraded to the head revision (the file itself is
+    never written; `autotune db upgrade` migrates it in place). The copy of a plain file lives in a temporary folder
+    for this process; that of a gzipped file's decompressed copy (content-addressed, see `engine.gunzipped`) is kept
+    beside it in the shared cache, so later processes read it at once. Other files: `url` unchanged (Store.open then
+    reports what is wrong, newer schemas included)."""
+    import os
     import sqlite3
     import tempfile
     import warnings
@@ -216,18 +231,33 @@ def readable_copy(url: str, path: str) -> str:
     stat = Path(path).stat()
     key = (str(Path(path).resolve()), stat.st_mtime, stat.st_size)
     if key not in _MIGRATED:
-        folder = Path(tempfile.mkdtemp(prefix="autotune-migrated-"))
-        copy = folder / Path(path).name
-        src = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True)
-        dst = sqlite3.connect(copy)
-        try:
-            src.backup(dst)  # a consistent copy, WAL included
-        finally:
-            src.close()
-            dst.close()
-        upgrade(f"sqlite:///{copy}")
-        _MIGRATED[key] = f"sqlite:///{copy}"  # the copy lives until the process ends (the OS cleans its temp folder)
         origin = gz_origin(path)
+        if origin is not None:  # path is gz_cache_dir()/<sha256 of the .gz>.sqlite
+            copy = Path(path).with_name(f"{Path(path).stem}.r{head()}-{_scripts_digest()}.sqlite")
+        else:
+            copy = Path(tempfile.mkdtemp(prefix="autotune-migrated-")) / Path(path).name
+        if not copy.is_file():
+            tmp = copy.with_name(f".{copy.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+            src = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True)
+            dst = sqlite3.connect(tmp)
+            try:
+                src.backup(dst)  # a consistent copy, WAL included
+            finally:
+                src.close()
+                dst.close()
+            try:
+                upgrade(f"sqlite:///{tmp}")
+                if origin is not None:  # shared and only read, like the decompressed copy: one file, no WAL
+                    done = sqlite3.connect(tmp)
+                    try:
+                        done.execute("PRAGMA journal_mode = DELETE")
+                    finally:
+                        done.close()
+                    os.chmod(tmp, 0o444)
+                os.replace(tmp, copy)  # concurrent readers never see a half-migrated file
+            finally:
+                tmp.unlink(missing_ok=True)
+        _MIGRATED[key] = f"sqlite:///{copy}"  # a temporary copy lives until the process ends (the OS cleans it)
         fix = (f"`autotune db upgrade {path}` to migrate the file in place" if origin is None else
                f"`gunzip -k {origin}` and `autotune db upgrade` on the result to migrate a plain copy")
         warnings.warn(f"{origin or path} has {version.describe()} (this autotune writes {SCHEMA_VERSION}); reading a "

@@ -228,8 +228,8 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
                      free_bytes=info.free_bytes, kinds={plan.space.kind.name: plan.space.kind for plan in plans})
     device_id = store.upsert_device(info)
     software_id = store.upsert_software(info, __version__, git_commit())
-    sweep_id = store.begin_sweep(SweepStart(cfg.name, cfg.text, device_id, software_id, info, cfg.alpha, cfg.beta,
-                                            cfg.repetitions))
+    sweep_id = store.begin_sweep(SweepStart(cfg.name, cfg.text, device_id, software_id, info,
+                                            {"alpha": cfg.alpha, "beta": cfg.beta}, cfg.repetitions))
     summary = SweepSummary(sweep_id, "running", 0.0)
     status, db_failed = "failed", False
     try:
@@ -248,7 +248,7 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
         already = sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done)
         summary.skipped_done = already
         reporter.start(total, already)
-        summary.cublas = store.cublas_times(device_id)
+        summary.cublas = store.baseline_times(device_id)
         finished = "done"
         for plan in plans:
             if not _sweep_space(plan, cfg, store, backend, reporter, summary, done, sweep_id, start):
@@ -387,7 +387,7 @@ def _baseline(kind: ProblemKind, points: Sequence[TestPoint], cfg: SweepConfig, 
     for p in points:
         if p not in summary.cublas:
             m = _annotate(backend.baseline(kind, p, cfg.alpha, cfg.beta, cfg.repetitions), kind, cfg)
-            store.record_cublas(sweep_id, m)
+            store.record_baseline(sweep_id, m)
             if m.status == Status.OK and m.median_ms is not None:
                 summary.cublas[p] = m.median_ms
 
