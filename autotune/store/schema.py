@@ -18,9 +18,9 @@ from sqlalchemy import (JSON, BigInteger, CheckConstraint, DateTime, Float, Fore
                         Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from autotune.store.version import SCHEMA_VERSION  # noqa: F401 - re-exported: the version these models are
 from autotune.vocab import DeviceInfo, Status, TestPoint
 
-SCHEMA_VERSION = 3  # the schema_meta row; the Alembic revisions in autotune/store/alembic carry the history
 STATUSES = tuple(s.value for s in Status)
 
 

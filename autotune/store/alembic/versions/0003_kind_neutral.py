@@ -92,24 +92,28 @@ def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _view_sql(kind: str, sizes: tuple) -> str:
+def _view_sql(kind: str, sizes: tuple, optional: frozenset) -> str:
     cols = {name: (f"size_{_sql_name(name)}" if _sql_name(name) in ("id", "precision", "shape") else _sql_name(name))
             for name in sizes}
     select = ", ".join(["p.id", "p.precision", "p.shape", *(f"s{i}.value AS {c}" for i, c in enumerate(cols.values()))])
-    joins = "".join(f"\nLEFT JOIN point_sizes s{i} ON s{i}.point_id = p.id AND s{i}.name = {_literal(name)}"
-                    for i, name in enumerate(cols))
-    return (f"CREATE VIEW points_{_sql_name(kind)} AS\nSELECT {select}\nFROM test_points p{joins}\n"
-            f"WHERE p.kind = {_literal(kind)}")
+    joins = [f"{'LEFT JOIN' if name in optional else 'JOIN'} point_sizes s{i} ON s{i}.point_id = p.id "
+             f"AND s{i}.name = {_literal(name)}" for i, name in enumerate(cols)]
+    joins.sort(key=lambda j: j.startswith("LEFT"))
+    return (f"CREATE VIEW points_{_sql_name(kind)} AS\nSELECT {select}\nFROM test_points p\n" + "".join(j + "\n" for j in joins)
+            + f"WHERE p.kind = {_literal(kind)}")
 
 
 def _kinds() -> dict[str, tuple]:
-    """Each kind with points and its size names (offline: GEMM, the only kind of schema 1)."""
+    """Each kind with points: its size names and those some of its points lack (offline: GEMM, schema 1's kind)."""
     if context.is_offline_mode():
-        return {"gemm": GEMM_SIZES}
-    out: dict[str, dict] = {}
+        return {"gemm": (GEMM_SIZES, frozenset())}
+    names: dict[str, dict] = {}
+    common: dict[str, set] = {}
     for kind, sizes in op.get_bind().execute(sa.text("SELECT DISTINCT kind, sizes FROM test_points ORDER BY kind")):
-        out.setdefault(kind, {}).update(dict.fromkeys(json.loads(sizes)))
-    return {kind: tuple(names) for kind, names in out.items()}
+        keys = list(json.loads(sizes))
+        names.setdefault(kind, {}).update(dict.fromkeys(keys))
+        common[kind] = common[kind] & set(keys) if kind in common else set(keys)
+    return {kind: (tuple(n), frozenset(n) - common[kind]) for kind, n in names.items()}
 
 
 def _drop_views() -> None:
@@ -136,8 +140,8 @@ def upgrade() -> None:
         _sqlite_upgrade()
     else:
         _pg_upgrade()
-    for kind, sizes in _kinds().items():
-        op.execute(_view_sql(kind, sizes))
+    for kind, (sizes, optional) in _kinds().items():
+        op.execute(sa.text(_view_sql(kind, sizes, optional).replace(":", "\\:")))  # a ':' in a name binds nothing
     op.execute(f"UPDATE schema_meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'")
 
 
