@@ -363,3 +363,29 @@ def test_cli_upgrade_and_sql(tmp_path: Path) -> None:
         assert store.upsert_points(points())
 
 
+
+
+def test_downgrade_to_0002_and_upgrade_again(db_url: str) -> None:
+    """On SQLite and PostgreSQL: a schema-3 database with a sweep goes down to schema 2 (GEMM columns, alpha/beta,
+    the cublas table) and up again with the same data."""
+    from alembic import command
+
+    with Store.open(db_url) as store:
+        record_sample(store)
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(connection=conn), "0002")
+    finally:
+        engine.dispose()
+    assert _rows(db_url, "SELECT value FROM schema_meta") == [("2",)]
+    assert _rows(db_url, "SELECT kind, m, n, k, batch FROM test_points ORDER BY id") == [
+        ("gemm", 32, 32, 32, 1000), ("gemm", 16, 16, 16, 4000)]
+    assert _rows(db_url, "SELECT alpha, beta FROM sweeps") == [(1.0, 0.0)]
+    assert _rows(db_url, "SELECT COUNT(*) FROM cublas") == [(2,)]
+    assert not {"baselines", "point_sizes"} & _tables(db_url) and _views(db_url) == {}
+    done = upgrade(db_url)
+    assert (done.before.revision, done.after.revision) == ("0002", head())
+    with Store.open(db_url, create=False) as store:
+        assert len(store.measurements()) == 6 and set(store.baselines().library) == {"cublas"}
+    assert _rows(db_url, "SELECT m, batch FROM points_gemm ORDER BY id") == [(32, 1000), (16, 4000)]

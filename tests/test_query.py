@@ -109,12 +109,20 @@ def test_recipes_run_verbatim(recorded: str, name: str) -> None:
         assert frame.values.tolist() == api(recorded).drop(columns="kind", errors="ignore").values.tolist()
 
 
+def _readme_sql() -> list[str]:
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme.split("## SQL recipes")[1].split("\n## ")[0]
+    return [b.split("```")[0].strip() for b in section.split("```sql\n")[1:]]
+
+
+README_SQL = _readme_sql()
+
+
 def test_readme_sql_is_the_recipes() -> None:
     """The README's SQL blocks are the recipes' GEMM text, verbatim."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    blocks = [b.split("```")[0].strip() for b in readme.split("```sql\n")[1:]]
     for name in ("best_per_point", "distance_from_best", "failures_by_kind", "baseline_speedup", "best_by_parameter"):
-        assert _sql(name) + ";" in blocks, name
+        assert _sql(name) + ";" in README_SQL, name
+    assert len(README_SQL) == 6
 
 
 def test_recipes_on_every_committed_database() -> None:
@@ -135,6 +143,9 @@ def test_recipes_on_every_committed_database() -> None:
                 assert set(frame.get("kind", kinds)) <= kinds
             if name in ("best_per_point", "baseline_speedup"):
                 assert len(frame) > 0, (gz, name)
+        if "gemm" in kinds:  # every SQL block of the README's recipes, verbatim
+            answers = [run_query(str(gz), sql) for sql in README_SQL]
+            assert len(answers[0]) > 0, gz  # best per point
         best = query.best_per_point(str(gz))
         sizes = [c for c in best.columns if c not in ("device", "space", "kind", "precision", "shape", "instance_id",
                                                       "instance", "median_ms", "gflops", "gbs", "roofline_frac")]
