@@ -26,13 +26,13 @@ TIMED = ("ok", "skipped")
 
 
 def size_columns(frame: pd.DataFrame, kind: str) -> list[str]:
-    """The kind's size columns of a Store.measurements() frame, in the kind's order (GEMM: m, n, k, batch; other
-    kinds' sizes stand between `batch` and `status`)."""
+    """The kind's size columns of a Store.measurements() frame, in the kind's order (GEMM: m, n, k, batch; the sizes
+    of the kinds present stand between `shape` and `status`)."""
     if kind == "gemm":
         return ["m", "n", "k", "batch"]
     cols = list(frame.columns)
     rows = frame[frame["kind"] == kind]
-    return [c for c in cols[cols.index("batch") + 1:cols.index("status")] if rows[c].notna().all()]
+    return [c for c in cols[cols.index("shape") + 1:cols.index("status")] if rows[c].notna().all()]
 
 
 def baseline_frame(times: dict, kind: str, sizes: list[str]) -> pd.DataFrame:
