@@ -102,7 +102,7 @@ def record_sample(store: "Store", uuid_: str = "GPU-test-0001", finish: bool = T
                                               "kernels_src/gemm_test.cuh", "template <int X> __global__ void k();"))
     store.upsert_instances(instances())
     store.upsert_points(points())
-    sweep = store.begin_sweep(SweepStart("sample", "name: sample\n", dev, sw, info, alpha=1.0, beta=0.0, reps=5))
+    sweep = store.begin_sweep(SweepStart("sample", "name: sample\n", dev, sw, info, scalars={"alpha": 1.0, "beta": 0.0}, reps=5))
     ms = []
     for idx, inst in enumerate(instances()):
         for p in points():
@@ -116,7 +116,7 @@ def record_sample(store: "Store", uuid_: str = "GPU-test-0001", finish: bool = T
                                   l2_protection="rotate:4"))
     store.record(sweep, space_id, ms)
     for p, t in zip(points(), (2.0, 5.0)):
-        store.record_cublas(sweep, Measurement("cublas", p, Status.OK, median_ms=t, reps=5, times_ms=[t] * 5,
+        store.record_baseline(sweep, Measurement("cublas", p, Status.OK, median_ms=t, reps=5, times_ms=[t] * 5,
                                                l2_protection="rotate:4"))
     if finish:
         store.finish_sweep(sweep, "done")

@@ -56,7 +56,7 @@ def record(store: Store, uuid: str, name: str, times: dict, cublas: dict) -> Non
     dev = store.upsert_device(info)
     sw = store.upsert_software(info, "0.1.0", "abc123")
     store.upsert_instances(instance(k) for k in INSTANCES)
-    sweep = store.begin_sweep(SweepStart("compare", "name: compare\n", dev, sw, info, alpha=1.0, beta=0.0, reps=20))
+    sweep = store.begin_sweep(SweepStart("compare", "name: compare\n", dev, sw, info, scalars={"alpha": 1.0, "beta": 0.0}, reps=20))
     for space in ("gemm_test", "gemm_other"):
         space_id = store.upsert_space(SpaceRecord(space, f"spaces/{space}.yaml", f"name: {space}\n",
                                                   "kernels_src/x.cuh", "// kernel"))
@@ -65,7 +65,7 @@ def record(store: Store, uuid: str, name: str, times: dict, cublas: dict) -> Non
               for (key, size), (status, t) in times.items() if INSTANCES[key][0] == space]
         store.record(sweep, space_id, ms)
     for size, t in cublas.items():
-        store.record_cublas(sweep, Measurement("cublas", point(size), Status.OK, median_ms=t, reps=20, times_ms=[t]))
+        store.record_baseline(sweep, Measurement("cublas", point(size), Status.OK, median_ms=t, reps=20, times_ms=[t]))
     store.finish_sweep(sweep, "done")
 
 
@@ -83,7 +83,7 @@ def load(db: Path, device: str = "GPU-A") -> tuple[pd.DataFrame, pd.DataFrame]:
         frame = store.measurements(device=device)
         dev = store.device_id(device)
         cublas = pd.DataFrame([(p.precision, p.shape, p.m, p.n, p.k, p.batch, ms)
-                               for p, ms in store.cublas_times(dev).items()],
+                               for p, ms in store.baseline_times(dev).items()],
                               columns=["precision", "shape", "m", "n", "k", "batch", "cublas_ms"])
     return frame, cublas
 
@@ -243,7 +243,7 @@ def test_recorded_h100_by_nsg(tmp_path: Path) -> None:
     # against SQL over the same file: the best ok and skipped medians of NSG=8 and NSG=1 at fp64 4x4x4
     sql = ("SELECT ip.int_value AS nsg, m.status, MIN(m.median_ms) AS ms FROM measurements m "
            "JOIN instance_params ip ON ip.instance_id = m.instance_id AND ip.name = 'NSG' "
-           "JOIN test_points p ON p.id = m.point_id WHERE p.precision = 'fp64' AND p.m = 4 "
+           "JOIN points_gemm p ON p.id = m.point_id WHERE p.precision = 'fp64' AND p.m = 4 "
            "AND m.status IN ('ok', 'skipped') GROUP BY ip.int_value, m.status")
     ref = run_query(f"sqlite:///{RECORDED}", sql).set_index(["nsg", "status"])["ms"]
     row = result[(result["precision"] == "fp64") & (result["m"] == 4)].iloc[0]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from autotune.paths import ROOT
-from autotune.store.schema import GZ_READ_ONLY, StoreError, database_url, gz_cache_dir, sqlite_path
+from autotune.store.engine import GZ_READ_ONLY, StoreError, database_url, gz_cache_dir, sqlite_path
 from autotune.store.store import Store
 
 SOURCE = ROOT / "results" / "default" / "default.sqlite"  # the committed default database, plain or gzipped
@@ -48,7 +48,13 @@ def dbs(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def _cached(tmpdir: Path) -> list[Path]:
-    return sorted((tmpdir / "autotune-gz").glob("*.sqlite"))
+    """The decompressed copies (<sha256>.sqlite)."""
+    return sorted(p for p in (tmpdir / "autotune-gz").glob("*.sqlite") if "." not in p.stem)
+
+
+def _migrated(tmpdir: Path) -> list[Path]:
+    """The migrated copies of older decompressed copies (<sha256>.s<schema version>-<revisions digest>.sqlite)."""
+    return sorted(p for p in (tmpdir / "autotune-gz").glob("*.sqlite") if "." in p.stem)
 
 
 def _stamp_free(text: str) -> str:
@@ -102,6 +108,8 @@ def test_the_decompressed_copy_is_made_once_and_reused(dbs: tuple[Path, Path, Pa
     assert again.returncode == 0 and again.stdout == r.stdout
     assert _cached(tmpdir) == [copy]
     assert (copy.stat().st_ino, copy.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rewritten
+    (migrated,) = _migrated(tmpdir)  # the committed default database is schema 1: read through one migrated copy
+    assert migrated.name.startswith(copy.stem + ".s")
     assert copy.read_bytes() == plain.read_bytes()  # reading left it as it was
     assert not [p for p in (tmpdir / "autotune-gz").iterdir() if p.name.endswith(".tmp")]
     # other bytes (another database under the same name) get their own copy
@@ -121,6 +129,7 @@ def test_concurrent_readers_share_one_complete_copy(dbs: tuple[Path, Path, Path]
     assert len({o for o, _ in outs}) == 1
     (copy,) = _cached(tmpdir)
     assert copy.read_bytes() == plain.read_bytes()
+    assert len(_migrated(tmpdir)) == 1
 
 
 def test_sweep_into_a_gzipped_database_is_refused(dbs: tuple[Path, Path, Path], tmp_path: Path) -> None:

@@ -21,10 +21,11 @@ from autotune.cli.main import app
 from autotune.store.migrate import VERSION_TABLE, alembic_config, head, revisions, upgrade
 from autotune.store.schema import SCHEMA_VERSION, Base
 from autotune.store.store import SchemaVersionError, Store, StoreError
-from tests.support.committed import committed_databases, gunzip_to
+from tests.support.committed import committed_databases, example_databases, gunzip_to
 
 FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by name in this module
 COMMITTED = sorted(committed_databases(), key=lambda p: p.stat().st_size)  # results/**/*.sqlite.gz, smallest (schema 1) first
+EXAMPLES = example_databases()  # examples/*/results/*.sqlite.gz: schema 2, kinds other than GEMM
 OPTUNA_REVISION = "v3.2.0.a"  # what Optuna's RDB storage keeps in its own alembic_version table
 
 
@@ -43,6 +44,14 @@ def _execute(url: str, *sql: str) -> None:
         with engine.begin() as conn:
             for statement in sql:
                 conn.execute(sa.text(statement))
+    finally:
+        engine.dispose()
+
+
+def _columns(url: str, table: str) -> list[str]:
+    engine = sa.create_engine(url)
+    try:
+        return [c["name"] for c in sa.inspect(engine).get_columns(table)]
     finally:
         engine.dispose()
 
@@ -94,33 +103,91 @@ def _digest(path: Path) -> str:
 
 
 def test_revisions_match_schema_versions() -> None:
-    assert list(revisions()) == ["0001", "0002"]
+    assert list(revisions()) == ["0001", "0002", "0003"]
     assert revisions()[head()] == SCHEMA_VERSION
 
 
+def _snapshot(url: str) -> dict:
+    """What a migration must keep, read at any schema version: row counts, each point's kind, precision, shape and
+    sizes, each sweep's scalars, each baseline's point and time."""
+    columns = {t: set(_columns(url, t)) for t in ("test_points", "sweeps")}
+    base = "baselines" if "baselines" in _tables(url) else "cublas"
+    if "sizes" in columns["test_points"]:
+        kinds = "kind" if "kind" in columns["test_points"] else "'gemm'"
+        points = {i: (k, p, s, json.loads(z)) for i, k, p, s, z in
+                  _rows(url, f"SELECT id, {kinds}, precision, shape, sizes FROM test_points")}
+    else:  # schema 1: GEMM columns
+        points = {i: ("gemm", p, s, dict(m=m, n=n, k=k, batch=b)) for i, p, s, m, n, k, b in
+                  _rows(url, "SELECT id, precision, shape, m, n, k, batch FROM test_points")}
+    if "scalars" in columns["sweeps"]:
+        scalars = {i: json.loads(x) if isinstance(x, str) else x for i, x in _rows(url, "SELECT id, scalars FROM sweeps")}
+    else:
+        scalars = {i: {"alpha": a, "beta": b} for i, a, b in _rows(url, "SELECT id, alpha, beta FROM sweeps")}
+    return dict(counts={t: _rows(url, f"SELECT COUNT(*) FROM {t}")[0][0] for t in ("measurements", "test_points")}
+                | {"baselines": _rows(url, f"SELECT COUNT(*) FROM {base}")[0][0]},
+                points=points, scalars=scalars,
+                baselines=_rows(url, f"SELECT id, device_id, point_id, status, median_ms FROM {base} ORDER BY id"))
+
+
+def _check_kind_neutral(url: str, before: dict, src: Path) -> None:
+    """At schema 3: sizes recoverable from point_sizes and through each kind's view, scalars and baselines kept."""
+    assert _snapshot(url) == before, src
+    sizes: dict[int, dict] = {}
+    for point_id, name, value in _rows(url, "SELECT point_id, name, value FROM point_sizes ORDER BY point_id, name"):
+        sizes.setdefault(point_id, {})[name] = value
+    assert sizes == {i: z for i, (_, _, _, z) in before["points"].items()}, src
+    assert {lib for (lib,) in _rows(url, "SELECT DISTINCT library FROM baselines")} <= {"cublas"}
+    kinds = {k: list(z) for k, _, _, z in before["points"].values()}
+    views = {v: c for v, c in _views(url).items()}
+    assert set(views) == {f"points_{k}" for k in kinds}, src
+    for kind, names in kinds.items():
+        assert views[f"points_{kind}"] == ["id", "precision", "shape", *names]
+        rows = _rows(url, f"SELECT id, precision, shape, {', '.join(names)} FROM points_{kind} ORDER BY id")
+        assert rows == [(i, p, s, *z.values()) for i, (k, p, s, z) in sorted(before["points"].items()) if k == kind]
+    if "gemm" in kinds:  # a recipe's filter on a size, through the view and its index
+        m = min(z["m"] for k, _, _, z in before["points"].values() if k == "gemm")
+        n = _rows(url, f"SELECT COUNT(*) FROM measurements x JOIN points_gemm p ON p.id = x.point_id WHERE p.m = {m}")
+        assert n[0][0] > 0, src
+
+
+def _dict_rows(url: str, table: str) -> list[dict]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [dict(r) for r in conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY id")).mappings()]
+    finally:
+        engine.dispose()
+
+
+def _views(url: str) -> dict[str, list[str]]:
+    engine = sa.create_engine(url)
+    try:
+        insp = sa.inspect(engine)
+        return {v: [c["name"] for c in insp.get_columns(v)] for v in insp.get_view_names()}
+    finally:
+        engine.dispose()
+
+
 def test_committed_databases_migrate_and_report_the_same(tmp_path: Path) -> None:
-    """Every committed results/**/*.sqlite.gz migrates on a (decompressed) copy (intact, at head, same rows, open for writing);
-    the three smallest then report the summary.csv committed next to them."""
-    assert len(COMMITTED) >= 3
+    """Every committed results/**/*.sqlite.gz and examples/*/results/*.sqlite.gz migrates on a (decompressed) copy
+    (intact, at head, same rows, sizes, scalars and baselines, views per kind, open for writing); the three smallest
+    of results/ then report the summary.csv committed next to them."""
+    assert len(COMMITTED) >= 3 and len(EXAMPLES) >= 3
     t0 = time.monotonic()
-    for src in COMMITTED:
+    for src in [*COMMITTED, *EXAMPLES]:
         copy = _copy(src, tmp_path / src.parent.name)
         url = f"sqlite:///{copy}"
-        counts = {t: _rows(url, f"SELECT COUNT(*) FROM {t}")[0][0] for t in ("measurements", "test_points", "cublas")}
-        points_before = _rows(url, "SELECT id, precision, shape, m, n, k, batch FROM test_points ORDER BY id")
+        before = _snapshot(url)
         done = upgrade(url)
-        # the sweeps committed before Alembic are schema 1; newer ones (results/fp16_tables_h100) are at head already
-        assert (done.before.schema_version, done.before.revision) in {(1, None), (SCHEMA_VERSION, head())}, src
+        # the sweeps committed before Alembic are schema 1; later ones (results/fp16_tables_h100, examples) schema 2
+        assert (done.before.schema_version, done.before.revision) in {(1, None), (2, None), (2, "0002")}, src
         assert (done.after.schema_version, done.after.revision) == (SCHEMA_VERSION, head()), src
         assert _rows(url, "PRAGMA integrity_check") == [("ok",)], src
         assert _rows(url, "PRAGMA foreign_key_check") == [], src
         assert _rows(url, f"SELECT version_num FROM {VERSION_TABLE}") == [(head(),)]
         assert _rows(url, "SELECT value FROM schema_meta") == [(str(SCHEMA_VERSION),)]
-        assert {t: _rows(url, f"SELECT COUNT(*) FROM {t}")[0][0] for t in counts} == counts, src
-        after = _rows(url, "SELECT id, kind, precision, shape, m, n, k, batch, sizes FROM test_points ORDER BY id")
-        assert [(i, p, s, m, n, k, b) for i, _, p, s, m, n, k, b, _ in after] == points_before
-        assert all(kind == "gemm" and json.loads(sizes) == dict(m=m, n=n, k=k, batch=b)
-                   for _, kind, _, _, m, n, k, b, sizes in after)
+        assert "cublas" not in _tables(url)
+        _check_kind_neutral(url, before, src)
         Store.open(url, create=False).close()  # current: opens for writing
     migrate_s = time.monotonic() - t0
     for src in COMMITTED[:3]:
@@ -137,7 +204,32 @@ def test_committed_databases_migrate_and_report_the_same(tmp_path: Path) -> None
                 r = CliRunner().invoke(app, ["report", str(src), "--out", str(ro)])
             assert r.exit_code == 0, r.output
             pd.testing.assert_frame_equal(pd.read_csv(out / "summary.csv"), pd.read_csv(ro / "summary.csv"))
-    assert migrate_s < 60, f"migrating {len(COMMITTED)} databases took {migrate_s:.0f} s"
+    assert migrate_s < 90, f"migrating {len(COMMITTED) + len(EXAMPLES)} databases took {migrate_s:.0f} s"
+
+
+def test_downgrade_of_0003_restores_schema_2(tmp_path: Path) -> None:
+    """0003 down to 0002 gives back GEMM's columns, alpha/beta and the cublas table with the same rows, for a GEMM
+    database and a database of another kind; upgrading again gives the same schema-3 data."""
+    from alembic import command
+
+    gemm = next(p for p in COMMITTED if p.parent.name == "fp16_tables_h100")
+    for src in (gemm, EXAMPLES[0]):
+        url = f"sqlite:///{_copy(src, tmp_path / src.parent.name)}"
+        v2 = _snapshot(url)
+        tables = {t: _dict_rows(url, t) for t in ("test_points", "sweeps", "cublas")}
+        upgrade(url)
+        engine = sa.create_engine(url)
+        try:
+            with engine.begin() as conn:
+                command.downgrade(alembic_config(connection=conn), "0002")
+        finally:
+            engine.dispose()
+        assert _rows(url, "SELECT value FROM schema_meta") == [("2",)]
+        assert _snapshot(url) == v2
+        assert not {"point_sizes", "baselines"} & _tables(url) and _views(url) == {}
+        assert {t: _dict_rows(url, t) for t in tables} == tables  # the same rows and values (column order aside)
+        upgrade(url)
+        _check_kind_neutral(url, v2, src)
 
 
 def test_read_only_open_of_a_v1_file_reads_a_migrated_copy(tmp_path: Path) -> None:
@@ -180,9 +272,9 @@ def test_other_tools_alembic_version_is_left_alone(db_url: str) -> None:
     assert (done.before.revision, done.after.revision) == (None, head())
     assert _rows(db_url, "SELECT version_num FROM alembic_version") == [(OPTUNA_REVISION,)]
     assert _rows(db_url, f"SELECT version_num FROM {VERSION_TABLE}") == [(head(),)]
-    assert _rows(db_url, "SELECT kind, sizes, m, batch FROM test_points") == [
-        ("gemm", '{"m":32,"n":16,"k":8,"batch":1000}', 32, 1000)]
-    assert _rows(db_url, "SELECT value FROM schema_meta") == [("2",)]
+    assert _rows(db_url, "SELECT kind, sizes FROM test_points") == [("gemm", '{"m":32,"n":16,"k":8,"batch":1000}')]
+    assert _rows(db_url, "SELECT precision, shape, m, n, k, batch FROM points_gemm") == [("fp64", "NN", 32, 16, 8, 1000)]
+    assert _rows(db_url, "SELECT value FROM schema_meta") == [(str(SCHEMA_VERSION),)]
     with Store.open(db_url, create=False) as store:  # current, and writable at the new schema
         record_sample(store)
         assert len(store.measurements()) == 6
@@ -199,7 +291,7 @@ def test_new_database_is_created_at_head(db_url: str) -> None:
 
 
 def test_migrated_schema_equals_the_models(db_url: str) -> None:
-    """Revisions 0001 + 0002 build what the models create (columns, types, nullability, indexes, constraints)."""
+    """Revisions 0001 to 0003 build what the models create (columns, types, nullability, indexes, constraints)."""
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
@@ -215,19 +307,25 @@ def test_migrated_schema_equals_the_models(db_url: str) -> None:
     assert diff == []
 
 
-def test_pre_alembic_v2_database_is_current_and_gets_stamped(sqlite_url: str) -> None:
-    """Databases made by autotune at schema 2 before Alembic (create_all, no version table)."""
+def test_pre_alembic_v2_database_is_older_and_gets_upgraded(sqlite_url: str) -> None:
+    """Databases made by autotune at schema 2 before Alembic (the schema-2 tables, no version table)."""
+    from alembic import command
+
     engine = sa.create_engine(sqlite_url)
     with engine.begin() as conn:
-        Base.metadata.create_all(conn)
-        conn.execute(sa.text("INSERT INTO schema_meta VALUES ('schema_version', '2')"))
+        command.upgrade(alembic_config(connection=conn), "0002")
+        conn.execute(sa.text(f"DROP TABLE {VERSION_TABLE}"))
+        conn.exec_driver_sql("INSERT INTO test_points (kind, precision, shape, sizes) "
+                             """VALUES ('convolution5x5', 'fp32', 'plain', '{"ny":40,"nx":31}')""")
     engine.dispose()
-    Store.open(sqlite_url, create=False).close()
+    with pytest.raises(SchemaVersionError, match="schema version 2, revision 0002 is older"):
+        Store.open(sqlite_url, create=False)
     done = upgrade(sqlite_url)
     assert (done.before.revision, done.after.revision) == (None, head())
+    assert _rows(sqlite_url, "SELECT precision, shape, ny, nx FROM points_convolution5x5") == [("fp32", "plain", 40, 31)]
 
 
-@pytest.mark.parametrize("table, value", [(VERSION_TABLE, "9999_from_the_future"), ("schema_meta", "3")])
+@pytest.mark.parametrize("table, value", [(VERSION_TABLE, "9999_from_the_future"), ("schema_meta", "4")])
 def test_newer_database_is_refused(db_url: str, table: str, value: str) -> None:
     Store.open(db_url).close()
     column = "version_num" if table == VERSION_TABLE else "value"
@@ -235,7 +333,7 @@ def test_newer_database_is_refused(db_url: str, table: str, value: str) -> None:
     for attempt in (lambda: Store.open(db_url), lambda: upgrade(db_url)):
         with pytest.raises(SchemaVersionError) as err:
             attempt()
-        assert "is newer than this autotune's (schema version 2, revision 0002)" in err.value.message
+        assert "is newer than this autotune's (schema version 3, revision 0003)" in err.value.message
         assert "upgrade autotune" in (err.value.hint or "")
     assert _rows(db_url, f"SELECT {column} FROM {table}") == [(value,)]
 
@@ -253,14 +351,41 @@ def test_cli_upgrade_and_sql(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["db", "upgrade", str(path), "--sql"])
     assert r.exit_code == 0, r.output
     assert f"CREATE TABLE {VERSION_TABLE}" in r.output and "ALTER TABLE test_points_v2 RENAME TO test_points" in r.output
-    assert "UPDATE schema_meta SET value = '2'" in r.output
+    assert "UPDATE schema_meta SET value = '2'" in r.output and "UPDATE schema_meta SET value = '3'" in r.output
+    assert "CREATE VIEW points_gemm AS" in r.output and "json_each(p.sizes)" in r.output
     assert _digest(path) == dump  # --sql changes nothing
     r = CliRunner().invoke(app, ["db", "upgrade", str(path)])
     assert r.exit_code == 0, r.output
-    assert "schema version 1, revision 0001 -> schema version 2, revision 0002" in r.output
+    assert "schema version 1, revision 0001 -> schema version 3, revision 0003" in r.output
     r = CliRunner().invoke(app, ["db", "upgrade", str(path)])
-    assert r.exit_code == 0 and "already at schema version 2, revision 0002" in r.output
+    assert r.exit_code == 0 and "already at schema version 3, revision 0003" in r.output
     with Store.open(str(path), create=False) as store:
         assert store.upsert_points(points())
 
 
+
+
+def test_downgrade_to_0002_and_upgrade_again(db_url: str) -> None:
+    """On SQLite and PostgreSQL: a schema-3 database with a sweep goes down to schema 2 (GEMM columns, alpha/beta,
+    the cublas table) and up again with the same data."""
+    from alembic import command
+
+    with Store.open(db_url) as store:
+        record_sample(store)
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(connection=conn), "0002")
+    finally:
+        engine.dispose()
+    assert _rows(db_url, "SELECT value FROM schema_meta") == [("2",)]
+    assert _rows(db_url, "SELECT kind, m, n, k, batch FROM test_points ORDER BY id") == [
+        ("gemm", 32, 32, 32, 1000), ("gemm", 16, 16, 16, 4000)]
+    assert _rows(db_url, "SELECT alpha, beta FROM sweeps") == [(1.0, 0.0)]
+    assert _rows(db_url, "SELECT COUNT(*) FROM cublas") == [(2,)]
+    assert not {"baselines", "point_sizes"} & _tables(db_url) and _views(db_url) == {}
+    done = upgrade(db_url)
+    assert (done.before.revision, done.after.revision) == ("0002", head())
+    with Store.open(db_url, create=False) as store:
+        assert len(store.measurements()) == 6 and set(store.baselines().library) == {"cublas"}
+    assert _rows(db_url, "SELECT m, batch FROM points_gemm ORDER BY id") == [(32, 1000), (16, 4000)]

@@ -162,7 +162,7 @@ def test_kill_9_loses_at_most_the_pair_in_flight_and_never_reruns_it(tmp_path):
 
 
 def test_second_sweep_on_same_database_is_refused(tmp_path):
-    from autotune.store.schema import SweepLockedError
+    from autotune.store.engine import SweepLockedError
     db = f"sqlite:///{tmp_path}/r.sqlite"
     cfg = config(tmp_path, db)
 

@@ -1,6 +1,7 @@
 """The results database, on a real SQLite file and (when AUTOTUNE_TEST_PG_URL is set) a real PostgreSQL."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -15,10 +16,11 @@ from pg import (SPACE, db_url, device_info, fresh_pg_url, instances, points, rec
                 sqlite_url)
 
 from autotune.problems.gemm import GEMM, gemm_point
-from autotune.vocab import Measurement, Status
+from autotune.space.instance import Instance
+from autotune.vocab import Measurement, Status, TestPoint
 from autotune.paths import ROOT
 from autotune.store.schema import SCHEMA_VERSION, figures
-from autotune.store.store import SchemaVersionError, Store, StoreError, SweepLockedError, SweepStart
+from autotune.store.store import SchemaVersionError, SpaceRecord, Store, StoreError, SweepLockedError, SweepStart
 
 FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by name in this module
 
@@ -138,7 +140,7 @@ def test_record_and_read_back(db_url: str) -> None:
     with Store.open(db_url) as store:
         rec = record_sample(store)
         assert store.done_pairs(rec.device_id) == {(m.instance_id, m.point) for m in rec.measurements}
-        assert set(store.cublas_times(rec.device_id)) == set(points())
+        assert set(store.baseline_times(rec.device_id)) == set(points())
         frame = store.measurements()
     assert len(frame) == 6
     assert {"DIM_X", "DIM_Y", "SCALE", "ALG", "median_ms", "gflops", "precision", "instance"} <= set(frame.columns)
@@ -175,7 +177,7 @@ def test_second_sweep_is_refused_until_the_first_finishes(db_url: str) -> None:
         rec = record_sample(first, finish=False)
         info = device_info()
         start = SweepStart("again", "", rec.device_id, first.upsert_software(info, "0.1.0", "abc123"), info,
-                           1.0, 0.0, 5)
+                           {"alpha": 1.0, "beta": 0.0}, 5)
         with pytest.raises(SweepLockedError) as err:
             second.begin_sweep(start)
         assert f"pid {os.getpid()}" in err.value.message and "wait for it" in (err.value.hint or "")
@@ -188,7 +190,7 @@ def test_stale_lock_is_taken_over_and_the_old_holder_notices(db_url: str) -> Non
         rec = record_sample(first, finish=False)
         info = device_info()
         sw = first.upsert_software(info, "0.1.0", "abc123")
-        second.begin_sweep(SweepStart("again", "", rec.device_id, sw, info, 1.0, 0.0, 5), stale_s=0.0)
+        second.begin_sweep(SweepStart("again", "", rec.device_id, sw, info, {"alpha": 1.0, "beta": 0.0}, 5), stale_s=0.0)
         with pytest.raises(SweepLockedError, match="taken over"):
             first.heartbeat()
     assert _scalar(db_url, "SELECT status FROM sweeps WHERE id = :i", i=rec.sweep_id) == "died"
@@ -217,7 +219,7 @@ def test_kill_9_loses_only_the_pair_in_flight(db_url: str) -> None:
         info = device_info()
         dev = store.upsert_device(info)
         sw = store.upsert_software(info, "0.1.0", "abc123")
-        store.begin_sweep(SweepStart("resume", "", dev, sw, info, 1.0, 0.0, 5))  # dead pid: lock free at once
+        store.begin_sweep(SweepStart("resume", "", dev, sw, info, {"alpha": 1.0, "beta": 0.0}, 5))  # dead pid: lock free at once
         assert store.recover_inflight(dev) == [(instances()[0].id, point)]
         assert store.recover_inflight(dev) == []
         done = store.done_pairs(dev)
@@ -254,3 +256,113 @@ def test_ctrl_c_clears_in_flight_notes_so_resume_measures_them(db_url: str) -> N
         store.finish_sweep(rec.sweep_id, "interrupted")
         assert store.recover_inflight(rec.device_id) == []
         assert (instances()[1].id, point) not in store.done_pairs(rec.device_id)
+
+
+# ---- kinds other than GEMM: sizes by name, scalars and baselines (real SQLite file; PostgreSQL when configured) ----
+
+STENCIL = "convolution5x5"
+
+
+def _stencil(ny: int, nx: int) -> TestPoint:
+    return TestPoint(STENCIL, "fp32", "", (("ny", ny), ("nx", nx)))
+
+
+def _record_kind(store: Store, points: list[TestPoint], scalars: dict, library: str | None) -> int:
+    """One space of 2 instances measured at `points` (times 1 and 2 ms, work given), and a baseline of 4 ms."""
+    info = device_info()
+    dev, sw = store.upsert_device(info), store.upsert_software(info, "0.1.0", "abc123")
+    space_id = store.upsert_space(SpaceRecord("stencil_test", "space.yaml", "name: stencil_test\n", "k.cu", "//",
+                                              kind=points[0].kind))
+    insts = [Instance.of("stencil_test", {"BX": bx}) for bx in (16, 32)]
+    store.upsert_instances(insts)
+    sweep = store.begin_sweep(SweepStart("stencil", "", dev, sw, info, scalars, 5))
+    store.record(sweep, space_id, [Measurement(i.id, p, Status.OK, median_ms=t, reps=5, times_ms=[t] * 5,
+                                               flops=1e9, bytes_moved=10**9)
+                                   for p in points for i, t in zip(insts, (1.0, 2.0))])
+    if library is not None:
+        for p in points:
+            store.record_baseline(sweep, Measurement(library, p, Status.OK, median_ms=4.0, reps=5, times_ms=[4.0] * 5,
+                                                     flops=1e9, bytes_moved=10**9))
+    store.finish_sweep(sweep, "done")
+    return dev
+
+
+def test_a_kind_other_than_gemm_round_trips(db_url: str) -> None:
+    points = [_stencil(4000, 3001), _stencil(4096, 4096)]
+    with Store.open(db_url) as store:
+        dev = _record_kind(store, points, {"gain": 2.5}, "cufft")
+        frame = store.measurements()
+        base = store.baselines()
+        assert store.kind_sizes() == {STENCIL: ("ny", "nx")}
+        assert store.baseline_times(dev) == {p: 4.0 for p in points}
+        assert store.done_pairs(dev) == {(i, p) for i in set(frame.instance_id) for p in points}
+    assert list(frame.columns[:9]) == ["device", "space", "instance_id", "instance", "kind", "precision", "shape",
+                                       "ny", "nx"]
+    assert not {"m", "n", "k", "batch"} & set(frame.columns)  # no all-empty GEMM columns
+    assert sorted(zip(frame.ny, frame.nx)) == [(4000, 3001)] * 2 + [(4096, 4096)] * 2
+    assert frame.gbs.tolist() == pytest.approx([1000.0, 500.0] * 2)  # the work the measurements carried
+    assert list(base.columns[:7]) == ["device", "kind", "precision", "shape", "ny", "nx", "library"]
+    assert set(base.library) == {"cufft"} and list(base.median_ms) == [4.0, 4.0]
+    got = _scalar(db_url, "SELECT scalars FROM sweeps")
+    assert (json.loads(got) if isinstance(got, str) else got) == {"gain": 2.5}
+    view = f"SELECT COUNT(*) FROM measurements m JOIN points_{STENCIL} p ON p.id = m.point_id WHERE p.nx = 4096"
+    assert _scalar(db_url, view) == 2
+    assert _scalar(db_url, "SELECT COUNT(*) FROM point_sizes s JOIN test_points p ON p.id = s.point_id "
+                           f"WHERE p.kind = '{STENCIL}' AND s.name = 'ny' AND s.value = 4000") == 1
+    with Store.open(db_url, readonly=True) as again:  # read back by another Store: the same points
+        assert set(again.measurements().instance_id) == set(frame.instance_id)
+
+
+def test_gemm_frames_keep_their_columns_and_mixed_kinds_get_each_kinds_sizes(db_url: str) -> None:
+    with Store.open(db_url) as store:
+        record_sample(store)
+        gemm_only = store.measurements()
+        assert list(gemm_only.columns[:11]) == ["device", "space", "instance_id", "instance", "kind", "precision",
+                                                "shape", "m", "n", "k", "batch"]
+        assert gemm_only.m.dtype.kind == "i" and sorted(set(gemm_only.m)) == [16, 32]
+        assert list(store.baselines().columns[:9]) == ["device", "kind", "precision", "shape", "m", "n", "k", "batch",
+                                                       "library"]
+        _record_kind(store, [_stencil(40, 31)], {}, None)
+        both = store.measurements()
+    assert list(both.columns[7:13]) == ["m", "n", "k", "batch", "ny", "nx"]
+    assert both[both.kind == STENCIL].m.isna().all() and both[both.kind == "gemm"].nx.isna().all()
+    assert _scalar(db_url, "SELECT COUNT(*) FROM points_gemm") == 2
+    assert _scalar(db_url, f"SELECT ny * 1000 + nx FROM points_{STENCIL}") == 40031
+
+
+def test_record_uses_the_kinds_bytes_with_the_sweeps_scalars(db_url: str) -> None:
+    """Without work on the measurement, GEMM's bytes_moved with the sweep's beta: C is read too when beta != 0."""
+    p = gemm_point("fp64", "NN", 32, 32, 32, 1000)
+    with Store.open(db_url) as store:
+        info = device_info()
+        dev, sw = store.upsert_device(info), store.upsert_software(info, "0.1.0", "abc")
+        space_id = store.upsert_space(SpaceRecord(SPACE, "s.yaml", "name: s\n", "k.cuh", "//"))
+        store.upsert_instances(instances()[:1])
+        sweep = store.begin_sweep(SweepStart("beta1", "", dev, sw, info, {"alpha": 1.0, "beta": 1.0}, 5))
+        store.record(sweep, space_id, [Measurement(instances()[0].id, p, Status.OK, median_ms=1.0)])
+        gbs = store.measurements().gbs[0]
+    assert gbs == pytest.approx(1000 * 8 * 4 * 32 * 32 / 1e-3 / 1e9)
+
+
+@pytest.mark.parametrize("kind, sizes, view, columns", [
+    ("my-kind.v2", ("rows", "shape"), "points_my_kind_v2_", ["id", "precision", "shape", "rows", "size_shape"]),
+    ("a:b", ("n",), "points_a_b_", ["id", "precision", "shape", "n"]),
+    ("3d_stencil", ("Nx", "ny"), "points__3d_stencil_", ["id", "precision", "shape", "nx_", "ny"]),
+])
+def test_view_names_are_safe_identifiers(sqlite_url: str, kind: str, sizes: tuple, view: str,
+                                         columns: list[str]) -> None:
+    from autotune.store.views import view_name
+    point = TestPoint(kind, "fp32", "", tuple((s, 7 + i) for i, s in enumerate(sizes)))
+    with Store.open(sqlite_url) as store:
+        store.upsert_points([point])
+    name = view_name(kind)
+    assert name.startswith(view) and (name == view.rstrip("_") or len(name) == len(view) + 8)
+    engine = sa.create_engine(sqlite_url)
+    try:
+        cols = [c["name"] for c in sa.inspect(engine).get_columns(name)]
+        with engine.connect() as conn:
+            row = conn.exec_driver_sql(f"SELECT * FROM {name}").one()
+    finally:
+        engine.dispose()
+    assert cols[:3] == columns[:3] and len(cols) == len(columns) and cols[3].startswith(columns[3][:2])
+    assert tuple(row[3:]) == tuple(7 + i for i in range(len(sizes)))

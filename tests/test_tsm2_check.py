@@ -74,13 +74,13 @@ def write_db(path: Path, n: int, times: dict[str, tuple[dict, str, float]], cubl
         sw = store.upsert_software(info, "0.1.0", "abc123")
         inst = {key: Instance.of("tsm2", params) for key, (params, _, _) in times.items()}
         store.upsert_instances(inst.values())
-        sweep = store.begin_sweep(SweepStart("tsm2", "name: tsm2\n", dev, sw, info, alpha=1.0, beta=0.0, reps=20))
+        sweep = store.begin_sweep(SweepStart("tsm2", "name: tsm2\n", dev, sw, info, scalars={"alpha": 1.0, "beta": 0.0}, reps=20))
         space_id = store.upsert_space(SpaceRecord("tsm2", "spaces/tsm2.yaml", "name: tsm2\n", "kernels_src/tsm2.cuh", "//"))
         store.record(sweep, space_id, [
             Measurement(inst[key].id, point, Status(status), median_ms=t, p20_ms=t, p80_ms=t,
                         reps=20 if status == "ok" else 5, times_ms=[t] if t else [])
             for key, (_, status, t) in times.items()])
-        store.record_cublas(sweep, Measurement("cublas", point, Status.OK, median_ms=cublas_ms, reps=20, times_ms=[cublas_ms]))
+        store.record_baseline(sweep, Measurement("cublas", point, Status.OK, median_ms=cublas_ms, reps=20, times_ms=[cublas_ms]))
         store.finish_sweep(sweep, "done")
 
 
@@ -88,7 +88,7 @@ def load(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     with Store.open(str(path), create=False, readonly=True) as store:
         frame = store.measurements()
         cublas = pd.DataFrame([(p.precision, p.shape, p.m, p.n, p.k, p.batch, ms)
-                               for p, ms in store.cublas_times(store.device_id(device_info().uuid)).items()],
+                               for p, ms in store.baseline_times(store.device_id(device_info().uuid)).items()],
                               columns=["precision", "shape", "m", "n", "k", "batch", "cublas_ms"])
     return frame, cublas
 

@@ -40,8 +40,8 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     r = cli(work, "db", "upgrade", str(tuning))
     assert r.returncode == 0, r.stderr
     with sqlite3.connect(tuning) as c:
-        ids = ",".join(str(i) for (i,) in c.execute(f"SELECT id FROM test_points WHERE m IN {HELD_OUT}"))
-        for t in ("measurements", "cublas", "inflight"):
+        ids = ",".join(str(i) for (i,) in c.execute(f"SELECT id FROM points_gemm WHERE m IN {HELD_OUT}"))
+        for t in ("measurements", "baselines", "inflight", "point_sizes"):
             c.execute(f"DELETE FROM {t} WHERE point_id IN ({ids})")
         c.execute(f"DELETE FROM test_points WHERE id IN ({ids})")
     r = cli(work, "emit", str(tuning), "--format", "json", "-o", "table.json")

@@ -6,6 +6,7 @@ with the columns of winners.REQUIRED_COLUMNS (point_key optional); `emit` also t
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from enum import Enum
@@ -52,7 +53,7 @@ class Loaded:
 
 
 def _url(source: str) -> str:
-    from autotune.store.schema import database_url
+    from autotune.store.engine import database_url
     return database_url(source)
 
 
@@ -86,13 +87,13 @@ def load(source: str, device: str | None, space: str | None, recorded_spaces: bo
         if not devices:
             raise UserError(f"no measurements in {source} for device={device!r} space={space!r}")
         info = store.device_info(store.device_id(devices[0]))
+        base = store.baselines(device=devices[0])
     _require_verified(frame, source)
     sweeps = sorted(int(s) for s in frame["sweep_id"].unique())
     ids = ", ".join(map(str, sweeps))
-    sw = run_query(url, f"SELECT id, beta, copy_bandwidth FROM sweeps WHERE id IN ({ids})")
-    cublas = run_query(url, "SELECT p.precision, p.shape, p.m, p.n, p.k, p.batch, c.median_ms FROM cublas c "
-                            "JOIN test_points p ON p.id = c.point_id JOIN devices d ON d.id = c.device_id "
-                            f"WHERE c.status = 'ok' AND d.name = '{devices[0].replace(chr(39), '')}'")
+    sw = run_query(url, f"SELECT id, scalars, copy_bandwidth FROM sweeps WHERE id IN ({ids})")
+    cublas = (base[(base["status"] == "ok") & (base["kind"] == "gemm")]
+              .reindex(columns=["precision", "shape", "m", "n", "k", "batch", "median_ms"]).reset_index(drop=True))
     prov = Provenance(device=info.name, sweep_ids=tuple(str(s) for s in sweeps),
                       device_info={"name": info.name, "uuid": info.uuid, "cc": info.cc, "sm_count": info.sm_count,
                                    "sm_clock_mhz": info.sm_clock_mhz, "mem_clock_mhz": info.mem_clock_mhz,
@@ -100,7 +101,8 @@ def load(source: str, device: str | None, space: str | None, recorded_spaces: bo
                       software={"driver": info.driver, "cuda_runtime": info.cuda_runtime, "nvrtc": info.nvrtc,
                                 "cupy": info.cupy, "autotune": _version()})
     bandwidth = float(sw["copy_bandwidth"].median()) if len(sw) else info.copy_bandwidth
-    beta_nonzero = bool((sw["beta"] != 0).any()) if len(sw) else False
+    scalars = [json.loads(x) if isinstance(x, str) else dict(x or {}) for x in sw["scalars"]]
+    beta_nonzero = any(float(x.get("beta", 0.0)) != 0 for x in scalars)
     return Loaded(frame, cublas, prov, bandwidth, beta_nonzero)
 
 
@@ -340,7 +342,7 @@ def load_gpu(source: str, device: str | None) -> GpuResults:
         info = store.device_info(device_id)
         frame = store.measurements(device=info.uuid)
         cublas = pd.DataFrame([(p.precision, p.shape, p.m, p.n, p.k, p.batch, ms)
-                               for p, ms in store.cublas_times(device_id).items()],
+                               for p, ms in store.baseline_times(device_id).items()],
                               columns=comparing.POINT + ["cublas_ms"])
     return GpuResults(frame, cublas, info, len(counts))
 

@@ -104,7 +104,7 @@ def run_config(cfg, replay: str | None, quiet: bool, early_stop: bool = True):  
     from autotune.sweep.runner import run_sweep
     from autotune.store.store import Store
 
-    from autotune.store.schema import refuse_gz
+    from autotune.store.engine import refuse_gz
     refuse_gz(cfg.database)  # the database is written: never into the decompressed copy of a .gz
     backend = _backend(replay, cfg.tol if early_stop else None)
     reporter = BarReporter(quiet)
@@ -123,7 +123,7 @@ def database_failure(url: str, exc: Exception) -> UserError:
     """The results database failed mid-sweep (the runner recorded what it could): full, read-only or gone."""
     from sqlalchemy.engine import make_url
 
-    from autotune.store.schema import StoreError, database_url, sqlite_path
+    from autotune.store.engine import StoreError, database_url, sqlite_path
     text = str(getattr(exc, "orig", None) or exc).strip()
     reason = text.splitlines()[0] if text else type(exc).__name__
     url = database_url(url)
@@ -232,7 +232,7 @@ def _default_db() -> str:
     from pathlib import Path
 
     from autotune.paths import RESULTS_DIR
-    from autotune.store.schema import database_url
+    from autotune.store.engine import database_url
     for candidate in (Path("results/default.sqlite"), RESULTS_DIR / "default.sqlite",
                       Path("results/default.sqlite.gz"), RESULTS_DIR / "default.sqlite.gz"):
         if candidate.is_file():
@@ -256,7 +256,7 @@ def upgrade(url: Annotated[str, typer.Argument(help="Database URL or SQLite file
     """Migrate a results database to this autotune's schema (Alembic, to the head revision), in place and in
     one transaction (back the file up first)."""
     from autotune.store.migrate import head, upgrade as do_upgrade
-    from autotune.store.schema import database_url
+    from autotune.store.engine import database_url
     done = do_upgrade(database_url(url, write=not sql), sql=sql)  # --sql only reads: a .gz is fine there
     if done.sql is not None:
         typer.echo(done.sql, nl=False)

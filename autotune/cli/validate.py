@@ -72,7 +72,7 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
     same.
     """
     from autotune.dispatch import validate as v
-    from autotune.store.schema import database_url
+    from autotune.store.engine import database_url
     from autotune.sweep.config import load_config
     from autotune.sweep.runner import git_commit
     from autotune.cli.sweep import print_summary, run_config

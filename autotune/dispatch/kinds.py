@@ -26,17 +26,17 @@ TIMED = ("ok", "skipped")
 
 
 def size_columns(frame: pd.DataFrame, kind: str) -> list[str]:
-    """The kind's size columns of a Store.measurements() frame, in the kind's order (GEMM: m, n, k, batch; other
-    kinds' sizes stand between `batch` and `status`)."""
+    """The kind's size columns of a Store.measurements() frame, in the kind's order (GEMM: m, n, k, batch; the sizes
+    of the kinds present stand between `shape` and `status`)."""
     if kind == "gemm":
         return ["m", "n", "k", "batch"]
     cols = list(frame.columns)
     rows = frame[frame["kind"] == kind]
-    return [c for c in cols[cols.index("batch") + 1:cols.index("status")] if rows[c].notna().all()]
+    return [c for c in cols[cols.index("shape") + 1:cols.index("status")] if rows[c].notna().all()]
 
 
 def baseline_frame(times: dict, kind: str, sizes: list[str]) -> pd.DataFrame:
-    """Store.cublas_times() (the baseline's time per test point) as rows of one kind."""
+    """Store.baseline_times() (the baseline's time per test point) as rows of one kind."""
     rows = [{"precision": p.precision, "shape": p.shape, **{n: p.dims.get(n) for n in sizes}, "median_ms": ms}
             for p, ms in times.items() if p.kind == kind]
     return pd.DataFrame(rows, columns=["precision", "shape", *sizes, "median_ms"])
@@ -180,7 +180,7 @@ def write_reports(url: str, out: Any, tol: float, bk: int, device: str | None = 
     with Store.open(url, readonly=True) as store:
         frame = store.measurements(device=device)
         device_id = store.device_id(device)
-        times = store.cublas_times(device_id)
+        times = store.baseline_times(device_id)
     kinds = [k for k in dict.fromkeys(frame["kind"]) if k != "gemm"]
     for kind in kinds:
         folder = Path(out) / kind if len(kinds) > 1 or (frame["kind"] == "gemm").any() else Path(out)

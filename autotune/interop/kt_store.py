@@ -107,7 +107,7 @@ def import_cache(path: Path, store: Store, space: Space | None = None, space_out
               "tune_params_keys": list(cache.tune_params_keys), "objective": cache.objective,
               **cache.header_extra}
     sweep_id = store.begin_sweep(SweepStart(f"import:{path.name}", json.dumps(header, default=str), device_id,
-                                            software_id, info, 1.0, 0.0, 0))
+                                            software_id, info, {}, 0))
     status = "failed"
     try:
         space_id = store.upsert_space(SpaceRecord(

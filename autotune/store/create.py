@@ -9,10 +9,6 @@ created at the newest schema and stamped with the head Alembic revision in the s
 """
 from __future__ import annotations
 
-import sqlite3
-import time
-from typing import Callable
-
 from sqlalchemy import inspect, insert
 from sqlalchemy.engine import Engine
 
@@ -36,18 +32,3 @@ def create_schema(engine: Engine) -> bool:
         stamp_head(conn)
         conn.commit()
         return True
-
-
-def retry_locked(run: Callable[[], object], seconds: float = 30.0) -> None:
-    """Run `run` (a SQLite statement), retrying while it fails with "database is locked". Switching a new
-    file to WAL mode returns SQLITE_BUSY at once, without SQLite's busy timeout, while another
-    connection is switching it too."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            run()
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)

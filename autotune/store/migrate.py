@@ -24,7 +24,8 @@ from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from autotune.store.schema import SCHEMA_VERSION, SchemaVersionError, StoreError, gz_origin, make_engine
+from autotune.store.engine import SchemaVersionError, StoreError, gz_origin, make_engine
+from autotune.store.version import SCHEMA_VERSION
 
 VERSION_TABLE = "autotune_alembic_version"
 SCRIPTS = Path(__file__).with_name("alembic")
@@ -195,41 +196,98 @@ __all__ = ["VERSION_TABLE", "DatabaseVersion", "Upgrade", "check", "database_ver
 _MIGRATED: dict[tuple[str, float, int], str] = {}
 
 
+@lru_cache(maxsize=1)
+def _scripts_digest() -> str:
+    """A digest of the packaged revisions: a migrated copy made by other scripts is never reused."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for script in sorted((SCRIPTS / "versions").glob("*.py")):
+        digest.update(script.name.encode() + b"\0" + script.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def readable_copy(url: str, path: str) -> str:
-    """Reading an SQLite file of an older schema: the URL of a copy in a temporary folder, upgraded to the head
-    revision (the file itself is never written; `autotune db upgrade` migrates it in place). Other files:
-    `url` unchanged (Store.open then reports what is wrong, newer schemas included)."""
-    import sqlite3
+    """Reading an SQLite file of an older schema: the URL of a copy upgraded to the head revision (the file itself is
+    never written; `autotune db upgrade` migrates it in place). The copy of a plain file lives in a temporary folder
+    for this process; that of a gzipped file's decompressed copy (content-addressed, see `engine.gunzipped`) is kept
+    beside it in the shared cache under a name with this schema version and a digest of the revisions, so later
+    processes read it at once, without loading Alembic. Other files: `url` unchanged (Store.open then reports what is
+    wrong, newer schemas included)."""
+    import os
     import tempfile
     import warnings
 
-    engine = make_engine(url, readonly=True)
-    try:
-        with engine.connect() as conn:
-            version = database_version(conn)
-    except SQLAlchemyError:
-        return url  # not an autotune database (or unreadable): Store.open reports it
-    finally:
-        engine.dispose()
-    if version is None or version.state != "older" or version.effective is None:
-        return url
     stat = Path(path).stat()
     key = (str(Path(path).resolve()), stat.st_mtime, stat.st_size)
-    if key not in _MIGRATED:
-        folder = Path(tempfile.mkdtemp(prefix="autotune-migrated-"))
-        copy = folder / Path(path).name
-        src = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True)
-        dst = sqlite3.connect(copy)
+    if key in _MIGRATED:
+        return _MIGRATED[key]
+    meta = _meta_version(path)
+    if meta is None or meta >= SCHEMA_VERSION:  # current, newer or not autotune's: read as it is
+        return url
+    origin = gz_origin(path)
+    if origin is not None:
+        copy = Path(path).with_name(f"{Path(path).stem}.s{SCHEMA_VERSION}-{_scripts_digest()}.sqlite")
+    else:
+        copy = Path(tempfile.mkdtemp(prefix="autotune-migrated-")) / Path(path).name
+    if not copy.is_file():
+        engine = make_engine(url, readonly=True)
         try:
-            src.backup(dst)  # a consistent copy, WAL included
+            with engine.connect() as conn:
+                version = database_version(conn)
+        except SQLAlchemyError:
+            return url  # unreadable: Store.open reports it
         finally:
-            src.close()
-            dst.close()
-        upgrade(f"sqlite:///{copy}")
-        _MIGRATED[key] = f"sqlite:///{copy}"  # the copy lives until the process ends (the OS cleans its temp folder)
-        origin = gz_origin(path)
-        fix = (f"`autotune db upgrade {path}` to migrate the file in place" if origin is None else
-               f"`gunzip -k {origin}` and `autotune db upgrade` on the result to migrate a plain copy")
-        warnings.warn(f"{origin or path} has {version.describe()} (this autotune writes {SCHEMA_VERSION}); reading a "
-                      f"migrated copy. Run {fix}.", stacklevel=3)
+            engine.dispose()
+        if version is None or version.state != "older" or version.effective is None:
+            return url
+        _migrated_copy(path, copy, shared=origin is not None)
+    _MIGRATED[key] = f"sqlite:///{copy}"  # a temporary copy lives until the process ends (the OS cleans it)
+    fix = (f"`autotune db upgrade {path}` to migrate the file in place" if origin is None else
+           f"`gunzip -k {origin}` and `autotune db upgrade` on the result to migrate a plain copy")
+    warnings.warn(f"{origin or path} has schema version {meta} (this autotune writes {SCHEMA_VERSION}); reading a "
+                  f"migrated copy. Run {fix}.", stacklevel=3)
     return _MIGRATED[key]
+
+
+def _meta_version(path: str) -> int | None:
+    """schema_meta's schema_version of an SQLite file, read without SQLAlchemy or Alembic; None when it has none."""
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT value FROM schema_meta WHERE key = 'schema_version'").fetchone()
+        finally:
+            conn.close()
+        return int(row[0]) if row else None
+    except (sqlite3.Error, ValueError):
+        return None
+
+
+def _migrated_copy(path: str, copy: Path, shared: bool) -> None:
+    """Copy the SQLite file `path` to `copy` and upgrade it to head; `shared`: a read-only file in one piece (no WAL),
+    made under a temporary name and renamed, so concurrent readers never see a half-migrated file."""
+    import os
+    import sqlite3
+
+    tmp = copy.with_name(f".{copy.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    src = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True)
+    dst = sqlite3.connect(tmp)
+    try:
+        src.backup(dst)  # a consistent copy, WAL included
+    finally:
+        src.close()
+        dst.close()
+    try:
+        upgrade(f"sqlite:///{tmp}")
+        if shared:
+            done = sqlite3.connect(tmp)
+            try:
+                done.execute("PRAGMA journal_mode = DELETE")
+            finally:
+                done.close()
+            os.chmod(tmp, 0o444)
+        os.replace(tmp, copy)
+    finally:
+        tmp.unlink(missing_ok=True)

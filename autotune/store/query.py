@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import pandas as pd
 from sqlalchemy import text
@@ -19,7 +19,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import UserError
 from autotune.store.readonly import guard_reads
-from autotune.store.schema import database_url, make_engine, sqlite_path
+from autotune.store.engine import database_url, make_engine, sqlite_path
+from autotune.store.views import PREFIX, kind_sizes, size_columns, view_name
 
 
 class QueryError(UserError):
@@ -28,7 +29,11 @@ class QueryError(UserError):
 
 @dataclass(frozen=True)
 class Recipe:
-    """A README recipe: a SELECT over the results schema plus its ORDER BY (kept apart so filters can wrap it)."""
+    """A README recipe: a SELECT over the results schema plus its ORDER BY (kept apart so filters can wrap it).
+
+    Recipes that show a test point's sizes read them through the kind's view (`autotune.store.views`): in the text,
+    `{points}` is the view, `{p_sizes}` its size columns as `p.<size>, ...` and `{sizes}` the bare names. `sql(kind,
+    sizes)` fills them in; the README prints the GEMM instance (points_gemm; m, n, k, batch)."""
 
     name: str
     description: str
@@ -36,28 +41,39 @@ class Recipe:
     order_by: str
 
     @property
-    def sql(self) -> str:
-        return f"{self.select}\nORDER BY {self.order_by}"
+    def per_kind(self) -> bool:
+        return "{points}" in self.select
+
+    def fill(self, text: str, kind: str, sizes: Sequence[str]) -> str:
+        cols = list(size_columns(sizes).values())
+        return (text.replace("{points}", view_name(kind)).replace("{p_sizes}", ", ".join(f"p.{c}" for c in cols))
+                .replace("{sizes}", ", ".join(cols)))
+
+    def sql(self, kind: str, sizes: Sequence[str]) -> str:
+        """The recipe for the test points of `kind` (size names in the kind's order)."""
+        return self.fill(f"{self.select}\nORDER BY {self.order_by}", kind, sizes)
 
 
-_BEST = """SELECT m.device_id, m.point_id, d.name AS device, i.space, p.precision, p.shape, p.m, p.n, p.k, p.batch,
-       m.instance_id, i.name AS instance, m.median_ms, m.gflops, m.gbs, m.roofline_frac,
+_RANKED = """WITH ranked AS (
+SELECT m.device_id, m.point_id, i.space, m.instance_id, i.name AS instance, m.median_ms, m.gflops, m.gbs,
+       m.roofline_frac,
        ROW_NUMBER() OVER (PARTITION BY m.device_id, i.space, m.point_id
                           ORDER BY m.median_ms, m.instance_id) AS place
 FROM measurements m
 JOIN instances i ON i.id = m.instance_id
-JOIN test_points p ON p.id = m.point_id
-JOIN devices d ON d.id = m.device_id
-WHERE m.status = 'ok'"""
+WHERE m.status = 'ok')"""
 
-_POINT = "device, space, precision, shape, m, n, k, batch"
+_POINT = "device, space, precision, shape, {sizes}"
 
 RECIPES = {r.name: r for r in (
     Recipe("best_per_point", "The fastest correct instance of each space at each test point, on each device.",
-           f"""WITH ranked AS (
-{_BEST})
-SELECT {_POINT}, instance_id, instance, median_ms, gflops, gbs, roofline_frac
-FROM ranked WHERE place = 1""", _POINT),
+           f"""{_RANKED}
+SELECT d.name AS device, r.space, p.precision, p.shape, {{p_sizes}}, r.instance_id, r.instance, r.median_ms,
+       r.gflops, r.gbs, r.roofline_frac
+FROM ranked r
+JOIN {{points}} p ON p.id = r.point_id
+JOIN devices d ON d.id = r.device_id
+WHERE r.place = 1""", _POINT),
     Recipe("distance_from_best", "How far each instance is from the best of its space at each point "
            "(slowdown = time / best time; loss = 1 - best / time, the figure TOL bounds). "
            "For one instance, add `WHERE ok.instance_id = '...'` before ORDER BY.",
@@ -67,11 +83,11 @@ SELECT m.device_id, m.point_id, i.space, m.instance_id, i.name AS instance, m.me
        RANK() OVER (PARTITION BY m.device_id, i.space, m.point_id ORDER BY m.median_ms) AS place
 FROM measurements m JOIN instances i ON i.id = m.instance_id
 WHERE m.status = 'ok')
-SELECT d.name AS device, ok.space, p.precision, p.shape, p.m, p.n, p.k, p.batch, ok.instance_id, ok.instance,
+SELECT d.name AS device, ok.space, p.precision, p.shape, {p_sizes}, ok.instance_id, ok.instance,
        ok.median_ms, ok.best_ms, ok.median_ms / ok.best_ms AS slowdown, 1 - ok.best_ms / ok.median_ms AS loss,
        ok.place
 FROM ok
-JOIN test_points p ON p.id = ok.point_id
+JOIN {points} p ON p.id = ok.point_id
 JOIN devices d ON d.id = ok.device_id""", f"{_POINT}, place, instance_id"),
     Recipe("failures_by_kind", "How many measurements failed, by space and kind of failure, with one example message.",
            """SELECT d.name AS device, i.space, m.status, COUNT(*) AS count, MIN(m.error) AS example_error
@@ -80,39 +96,42 @@ JOIN instances i ON i.id = m.instance_id
 JOIN devices d ON d.id = m.device_id
 WHERE m.status <> 'ok'
 GROUP BY d.name, i.space, m.status""", "device, space, count DESC, status"),
-    Recipe("cublas_speedup", "The best instance of each space against cuBLAS on the same GPU "
-           "(speedup = cuBLAS time / best time).",
-           f"""WITH ranked AS (
-{_BEST})
-SELECT b.device, b.space, b.precision, b.shape, b.m, b.n, b.k, b.batch, b.instance, b.median_ms AS best_ms,
-       c.median_ms AS cublas_ms, c.median_ms / b.median_ms AS speedup, b.roofline_frac,
-       c.roofline_frac AS cublas_roofline_frac
-FROM ranked b
-JOIN cublas c ON c.device_id = b.device_id AND c.point_id = b.point_id AND c.status = 'ok'
-WHERE b.place = 1""", _POINT),
+    Recipe("baseline_speedup", "The best instance of each space against the kind's baseline library on the same "
+           "GPU (GEMM: cuBLAS; speedup = baseline time / best time).",
+           f"""{_RANKED}
+SELECT d.name AS device, r.space, p.precision, p.shape, {{p_sizes}}, r.instance, r.median_ms AS best_ms, b.library,
+       b.median_ms AS baseline_ms, b.median_ms / r.median_ms AS speedup, r.roofline_frac,
+       b.roofline_frac AS baseline_roofline_frac
+FROM ranked r
+JOIN baselines b ON b.device_id = r.device_id AND b.point_id = r.point_id AND b.status = 'ok'
+JOIN {{points}} p ON p.id = r.point_id
+JOIN devices d ON d.id = r.device_id
+WHERE r.place = 1""", _POINT),
     Recipe("best_by_parameter", "The best time at each point for each value of one parameter (here DIM_X), "
            "through the instance_params table.",
-           """SELECT i.space, p.precision, p.shape, p.m, p.n, p.k, ip.int_value AS dim_x,
+           """SELECT i.space, p.precision, p.shape, {p_sizes}, ip.int_value AS dim_x,
        MIN(m.median_ms) AS best_ms, COUNT(*) AS instances
 FROM measurements m
 JOIN instances i ON i.id = m.instance_id
 JOIN instance_params ip ON ip.instance_id = m.instance_id AND ip.name = 'DIM_X'
-JOIN test_points p ON p.id = m.point_id
+JOIN {points} p ON p.id = m.point_id
 WHERE m.status = 'ok'
-GROUP BY i.space, p.precision, p.shape, p.m, p.n, p.k, ip.int_value""", "space, precision, shape, m, n, k, dim_x"),
+GROUP BY i.space, p.precision, p.shape, {p_sizes}, ip.int_value""", "space, precision, shape, {sizes}, dim_x"),
 )}
 
 
 def run_query(url: str, sql: str) -> pd.DataFrame:
     """Run ONE SQL statement on a read-only connection and return its rows (no rows: an empty frame).
 
-    Raises QueryError with the database's message, e.g. for a write ("attempt to write a readonly
-    database", "cannot execute DELETE in a read-only transaction") or a second statement."""
+    An SQLite file of an older schema is read through its migrated copy (`migrate.readable_copy`), so the README's
+    recipes work on every database. Raises QueryError with the database's message, e.g. for a write ("attempt to
+    write a readonly database", "cannot execute DELETE in a read-only transaction") or a second statement."""
     return _read(url, lambda conn: _driver_query(conn, sql))
 
 
 def best_per_point(url: str, device: str | None = None, space: str | None = None) -> pd.DataFrame:
-    """One row per (device, space, test point): the fastest correct instance, its time and figures."""
+    """One row per (device, space, test point): the fastest correct instance, its time and figures (every kind in
+    the database: a `kind` column after `space`, then one column per size name of the kinds present)."""
     return _recipe(url, "best_per_point", device=device, space=space)
 
 
@@ -127,21 +146,34 @@ def failures_by_kind(url: str, device: str | None = None, space: str | None = No
     return _recipe(url, "failures_by_kind", device=device, space=space)
 
 
-def cublas_speedup(url: str, device: str | None = None, space: str | None = None) -> pd.DataFrame:
-    """Per (device, space, point) with a cuBLAS time: best time, cuBLAS time, speedup and roofline fractions."""
-    return _recipe(url, "cublas_speedup", device=device, space=space)
+def baseline_speedup(url: str, device: str | None = None, space: str | None = None) -> pd.DataFrame:
+    """Per (device, space, point) with a baseline time: best time, the library and its time, speedup and roofline
+    fractions."""
+    return _recipe(url, "baseline_speedup", device=device, space=space)
 
 
 def _recipe(url: str, name: str, **filters: str | None) -> pd.DataFrame:
-    """A recipe with equality filters on its output columns (fixed column names, bound values)."""
+    """A recipe with equality filters on its output columns (fixed column names, bound values); a per-kind recipe
+    runs once per kind in the database, its rows concatenated (`kind` column after `space`)."""
     recipe = RECIPES[name]
     used = {k: v for k, v in filters.items() if v is not None}
     where = " AND ".join(f"r.{k} = :{k}" for k in used) or "1 = 1"
-    sql = f"SELECT * FROM (\n{recipe.select}\n) r WHERE {where} ORDER BY {_qualified(recipe.order_by)}"
+
+    def one(conn: Connection, kind: str, sizes: Sequence[str]) -> pd.DataFrame:
+        order = _qualified(recipe.fill(recipe.order_by, kind, sizes))
+        sql = recipe.fill(f"SELECT * FROM (\n{recipe.select}\n) r WHERE {where} ORDER BY {order}", kind, sizes)
+        result = conn.execute(text(sql), used)
+        frame = pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+        if recipe.per_kind:
+            frame.insert(frame.columns.get_loc("space") + 1, "kind", kind)
+        return frame
 
     def run(conn: Connection) -> pd.DataFrame:
-        result = conn.execute(text(sql), used)
-        return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+        if not recipe.per_kind:
+            return one(conn, "", ())
+        frames = [one(conn, kind, sizes) for kind, sizes in kind_sizes(conn).items()]
+        frames = [f for f in frames if len(f)] or frames[:1]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return _read(url, run)
 
 
@@ -175,13 +207,29 @@ def _db_errors() -> tuple[type[Exception], ...]:
     return tuple(errors)
 
 
+def _views(url: str) -> str:
+    from autotune.store.views import view_columns
+    engine = make_engine(url, readonly=True)
+    try:
+        with engine.connect() as conn:
+            return ", ".join(f"{name}({', '.join(cols)})" for name, cols in sorted(view_columns(conn).items()))
+    except _db_errors():
+        return ""
+    finally:
+        engine.dispose()
+
+
 def _read(url: str, work: Callable[[Connection], pd.DataFrame]) -> pd.DataFrame:
     """Run `work` on a fresh read-only connection; database errors become QueryError."""
     url = database_url(url)
     shown = make_url(url).render_as_string()
-    if make_url(url).get_backend_name() == "sqlite" and not os.path.isfile(sqlite_path(url) or ""):
+    path = sqlite_path(url)
+    if make_url(url).get_backend_name() == "sqlite" and not os.path.isfile(path or ""):
         raise QueryError(f"no SQLite database at {shown}", hint="give the database URL of a sweep "
                          "(configs say it under `database:`; the default is results/<config name>.sqlite)")
+    if path is not None:
+        from autotune.store.migrate import readable_copy
+        url = readable_copy(url, path)  # an older schema: its migrated copy (the file is never written)
     engine = make_engine(url, readonly=True)
     try:
         with engine.connect() as conn:
@@ -196,6 +244,9 @@ def _read(url: str, work: Callable[[Connection], pd.DataFrame]) -> pd.DataFrame:
         hint = ("`autotune query` is read-only: open the database with a SQL client to change it"
                 if ("read" in reason.lower() and "only" in reason.lower()) or "authoriz" in reason.lower()
                 else "run one SELECT statement; the README lists the tables and columns")
+        if PREFIX in reason and ("no such table" in reason or "does not exist" in reason):
+            hint = (f"a database has one {PREFIX}<kind> view per problem kind it holds; this one has: "
+                    f"{_views(url) or 'none (no test points yet)'}")
         raise QueryError(f"query failed on {shown}: {reason}", hint=hint) from exc
     finally:
         engine.dispose()

@@ -74,7 +74,7 @@ def _database_folder(url: str) -> Path | None:
         return None
     path = Path(u.database if u is not None else url).resolve()
     try:
-        from autotune.store.schema import gz_origin
+        from autotune.store.engine import gz_origin
     except ImportError:  # pragma: no cover - moved with the engine code
         from autotune.store.engine import gz_origin  # type: ignore[no-redef]
     path = gz_origin(path) or path

@@ -3,18 +3,18 @@
 Every session goes through `Store.session()`. One sweep at a time may write to a database:
 `begin_sweep` takes a lock row (pid, host, heartbeat) and refuses a second live sweep. Measurements
 are unique per (instance, test point, device), so a resumed sweep never measures a pair twice.
-The tables are in `autotune.store.schema`.
+The tables are in `autotune.store.schema`, URLs and engines in `autotune.store.engine`, the per-kind point views
+in `autotune.store.views`, the DataFrame reads in `autotune.store.frames`.
 """
 from __future__ import annotations
 
-import json
 import os
 import socket
 import uuid as uuidlib
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
 from sqlalchemy import bindparam, delete, insert, inspect, select, update
@@ -23,21 +23,18 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
-from autotune.store.schema import (SCHEMA_VERSION, database_url, CublasRow, Device, Inflight, InstanceParam, InstanceRow,
-                             MeasurementRow, Point, SchemaMeta, SchemaVersionError, Software, SpaceRecord,
-                             SpaceVersion, StoreError, Sweep, SweepLock, SweepLockedError, SweepStart, figures, sizes_json,
-                             make_engine, now, sqlite_path)
+from autotune.store import frames, views
+from autotune.store.engine import (SchemaVersionError, StoreError, SweepLockedError, database_url, make_engine,
+                                   sqlite_path)
+from autotune.store.frames import MEASUREMENT_COLUMNS
+from autotune.store.schema import (SCHEMA_VERSION, BaselineRow, Device, Inflight, InstanceParam, InstanceRow,
+                                   MeasurementRow, Point, PointSize, SchemaMeta, Software, SpaceRecord, SpaceVersion,
+                                   Sweep, SweepLock, SweepStart, figures, now, sizes_json)
 
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.space.instance import Instance
 
 LOCK_STALE_S = 120.0  # a lock whose heartbeat is older than this belongs to a dead sweep
-_RESULT_COLUMNS = ("status", "median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms", "reps", "gflops", "gbs",
-                   "roofline_frac", "max_rel_err", "registers", "shared_bytes", "local_bytes", "compile_s",
-                   "l2_protection", "error", "sweep_id")
-# the columns of Store.measurements() before the parameters (a parameter of the same name becomes param_NAME)
-MEASUREMENT_COLUMNS = ("device", "space", "instance_id", "instance", "kind", "precision", "shape", "m", "n", "k", "batch",
-                       *_RESULT_COLUMNS)
 
 
 class Store:
@@ -49,6 +46,7 @@ class Store:
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self._sweeps: dict[int, Sweep] = {}
         self._points: dict[TestPoint, int] = {}
+        self._viewed: set[str] = set()  # kinds whose point view this Store has checked
         self._lock_token: str | None = None
 
     @classmethod
@@ -77,6 +75,7 @@ class Store:
                 with store.session() as s:
                     s.execute(update(SchemaMeta).where(SchemaMeta.key == "schema_version")
                               .values(value=SchemaMeta.value))
+                    views.ensure_views(s.connection())  # a database upgraded offline (--sql) gets its kinds' views
         except StoreError:
             engine.dispose()
             raise
@@ -194,8 +193,11 @@ class Store:
         return len(todo)
 
     def upsert_points(self, points: Iterable[TestPoint]) -> dict[TestPoint, int]:
-        """The ids of the given test points, inserting the new ones."""
+        """The ids of the given test points, inserting the new ones (with their point_sizes rows, and the view of a
+        kind not seen before: `autotune.store.views`)."""
         wanted = [p for p in dict.fromkeys(points) if p not in self._points]
+        if not wanted:
+            return dict(self._points)
         with self.session() as s:
             for p in wanted:
                 row = s.scalars(select(Point).filter_by(kind=p.kind, precision=p.precision, shape=p.shape,
@@ -204,7 +206,13 @@ class Store:
                     row = Point(**Point.columns(p))
                     s.add(row)
                     s.flush()
+                    s.add_all([PointSize(point_id=row.id, name=name, value=int(v)) for name, v in p.sizes])
                 self._points[p] = row.id
+            s.flush()
+            kinds = {p.kind for p in wanted} - self._viewed
+            if kinds:
+                views.ensure_views(s.connection(), kinds)
+                self._viewed |= kinds
         return dict(self._points)
 
     def begin_sweep(self, start: SweepStart, stale_s: float = LOCK_STALE_S) -> int:
@@ -239,7 +247,7 @@ class Store:
         with self.session() as s:
             sweep = Sweep(config_name=start.config_name, config_text=start.config_text, started_at=t,
                           status="running", device_id=start.device_id, software_id=start.software_id,
-                          alpha=start.alpha, beta=start.beta, reps=start.reps, sm_clock_mhz=d.sm_clock_mhz,
+                          scalars=dict(start.scalars), reps=start.reps, sm_clock_mhz=d.sm_clock_mhz,
                           mem_clock_mhz=d.mem_clock_mhz, copy_bandwidth=d.copy_bandwidth, host=host, pid=pid)
             s.add(sweep)
             s.flush()
@@ -302,7 +310,7 @@ class Store:
 
     def record(self, sweep_id: int, space_id: int, measurements: Sequence[Measurement]) -> None:
         """Store measurements of instances of the space version `space_id` (instances already upserted),
-        with GFLOP/s, GB/s and roofline fraction from the sweep's beta and measured bandwidth, in one
+        with GFLOP/s, GB/s and roofline fraction from the sweep's scalars and measured bandwidth, in one
         transaction; clears their in-flight notes and refreshes the lock heartbeat. Raises StoreError (and
         writes none of them) if a pair was already measured on this device; SweepLockedError without the lock."""
         sweep = self._sweep(sweep_id)
@@ -310,7 +318,7 @@ class Store:
         try:
             rows, done = [], []
             for m in measurements:
-                f = figures(*_work(m, sweep.beta), m.median_ms if m.status == Status.OK else None,
+                f = figures(*_work(m, sweep.scalars), m.median_ms if m.status == Status.OK else None,
                             sweep.copy_bandwidth)
                 rows.append(dict(
                     sweep_id=sweep_id, instance_id=m.instance_id, point_id=ids[m.point], device_id=sweep.device_id,
@@ -332,17 +340,19 @@ class Store:
             raise StoreError(f"cannot record measurements: {str(exc.orig).splitlines()[0]}",
                              hint="a pair was measured twice (consult done_pairs) or its instance was not upserted") from exc
 
-    def record_cublas(self, sweep_id: int, m: Measurement) -> None:
-        """Store (or replace) the cuBLAS time of `m.point` on the sweep's device."""
+    def record_baseline(self, sweep_id: int, m: Measurement) -> None:
+        """Store (or replace) the baseline time of `m.point` on the sweep's device; `m.instance_id` names the library
+        (backends set it to the kind's `baseline_name`, e.g. cublas)."""
         sweep = self._sweep(sweep_id)
         pid = self.upsert_points([m.point])[m.point]
-        f = figures(*_work(m, sweep.beta), m.median_ms if m.status == Status.OK else None, sweep.copy_bandwidth)
+        f = figures(*_work(m, sweep.scalars), m.median_ms if m.status == Status.OK else None, sweep.copy_bandwidth)
+        b = BaselineRow
         with self.session() as s:
             self._beat(s)
-            s.execute(delete(CublasRow).where(CublasRow.device_id == sweep.device_id, CublasRow.point_id == pid))
-            s.add(CublasRow(device_id=sweep.device_id, point_id=pid, sweep_id=sweep_id, status=Status(m.status).value,
-                            **_timings(m), gflops=f.gflops, gbs=f.gbs, roofline_frac=f.roofline_frac,
-                            l2_protection=m.l2_protection, error=m.error, measured_at=now()))
+            s.execute(delete(b).where(b.device_id == sweep.device_id, b.point_id == pid))
+            s.add(b(device_id=sweep.device_id, point_id=pid, sweep_id=sweep_id, library=m.instance_id,
+                    status=Status(m.status).value, **_timings(m), gflops=f.gflops, gbs=f.gbs,
+                    roofline_frac=f.roofline_frac, l2_protection=m.l2_protection, error=m.error, measured_at=now()))
 
     # ---- reads ----
 
@@ -378,16 +388,13 @@ class Store:
                 out.setdefault(row.point(), []).append(iid)
         return out
 
-    def cublas_times(self, device_id: int) -> dict[TestPoint, float]:
-        """The verified cuBLAS median (ms) of each test point that has one on the device."""
+    def baseline_times(self, device_id: int) -> dict[TestPoint, float]:
+        """The verified baseline (library) median (ms) of each test point that has one on the device."""
+        b = BaselineRow
         with self.session() as s:
-            rows = s.execute(select(Point, CublasRow.median_ms).join(CublasRow, CublasRow.point_id == Point.id)
-                             .where(CublasRow.device_id == device_id, CublasRow.status == Status.OK.value)).all()
+            rows = s.execute(select(Point, b.median_ms).join(b, b.point_id == Point.id)
+                             .where(b.device_id == device_id, b.status == Status.OK.value)).all()
             return {p.point(): ms for p, ms in rows}
-
-    # the names the runner calls (the store helper's rename of record_cublas/cublas_times; these aliases go then)
-    record_baseline = record_cublas
-    baseline_times = cublas_times
 
     def same_model(self, device_id: int) -> list[int]:
         """The device and every other recorded GPU of the same name, SM count and compute capability (its id
@@ -423,45 +430,22 @@ class Store:
                           nvrtc=sw.nvrtc if sw else "", cupy=sw.cupy if sw else "")
 
     def measurements(self, device: str | None = None, space: str | None = None) -> pd.DataFrame:
-        """Every measurement (without `times_ms` and `log`) joined with its device name, test point,
-        instance (id, name, space) and one column per instance parameter; filters by device name/uuid
-        and space name. One row per (device, instance, point)."""
-        m, p, i, d = MeasurementRow, Point, InstanceRow, Device
-        cols = [d.name.label("device"), i.space, m.instance_id, i.name.label("instance"), p.kind, p.precision,
-                p.shape, p.m, p.n, p.k, p.batch, p.sizes] + [getattr(m, c) for c in _RESULT_COLUMNS] + [i.params]
-        q = (select(*cols).join(p, p.id == m.point_id).join(i, i.id == m.instance_id).join(d, d.id == m.device_id))
-        if device is not None:
-            q = q.where((d.name == device) | (d.uuid == device))
-        if space is not None:
-            q = q.where(i.space == space)
-        with self.engine.connect() as conn:
-            frame = pd.DataFrame(conn.execute(q.order_by(m.id)).mappings().all(), columns=[c.key for c in cols])
-        frame = _size_columns(frame)
-        params = pd.DataFrame([_as_dict(x) for x in frame.pop("params")], index=frame.index)
-        params.columns = [c if c not in frame.columns else f"param_{c}" for c in params.columns]
-        return pd.concat([frame, params], axis=1)
+        """Every measurement (without `times_ms` and `log`) joined with its device name, test point (one column per
+        size name of the kinds present, e.g. m, n, k, batch), instance (id, name, space) and one column per
+        instance parameter; filters by device name/uuid and space name. One row per (device, instance, point).
+        Columns: `frames.MEASUREMENT_COLUMNS` with the size columns after `shape`, then the parameters."""
+        return frames.measurements(self.engine, device, space)
 
     def kind_sizes(self) -> dict[str, tuple[str, ...]]:
         """Each problem kind with test points in the database and its size names, in the kind's order."""
-        out: dict[str, tuple[str, ...]] = {}
-        with self.session() as s:
-            for kind, sizes in s.execute(select(Point.kind, Point.sizes).distinct()):
-                out.setdefault(kind, tuple(json.loads(sizes)))
-        return out
+        with self.engine.connect() as conn:
+            return views.kind_sizes(conn)
 
     def baselines(self, device: str | None = None) -> pd.DataFrame:
         """Every baseline time (the kind's library, e.g. cuBLAS for GEMM) joined with its device name and test
-        point, one column per size as in `measurements()`: device, kind, precision, shape, sizes..., status,
-        median_ms, p20_ms, p80_ms, roofline_frac, gflops, gbs, error. Filters by device name/uuid."""
-        c, p, d = CublasRow, Point, Device
-        cols = [d.name.label("device"), p.kind, p.precision, p.shape, p.m, p.n, p.k, p.batch, p.sizes, c.status,
-                c.median_ms, c.p20_ms, c.p80_ms, c.roofline_frac, c.gflops, c.gbs, c.error]
-        q = select(*cols).join(p, p.id == c.point_id).join(d, d.id == c.device_id)
-        if device is not None:
-            q = q.where((d.name == device) | (d.uuid == device))
-        with self.engine.connect() as conn:
-            frame = pd.DataFrame(conn.execute(q.order_by(c.id)).mappings().all(), columns=[x.key for x in cols])
-        return _size_columns(frame)
+        point, one column per size as in `measurements()`: device, kind, precision, shape, sizes..., library,
+        status, median_ms, p20_ms, p80_ms, roofline_frac, gflops, gbs, error. Filters by device name/uuid."""
+        return frames.baselines(self.engine, device)
 
     def _sweep(self, sweep_id: int) -> Sweep:
         if sweep_id not in self._sweeps:
@@ -473,20 +457,9 @@ class Store:
         return self._sweeps[sweep_id]
 
 
-def _size_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """Replace the `sizes` JSON by one column per size name (GEMM's m, n, k, batch are columns already);
-    a kind's sizes come after `shape`, in the kind's order."""
-    sizes = [json.loads(x) for x in frame.pop("sizes")]
-    names = list(dict.fromkeys(n for d in sizes for n in d if n not in frame.columns))
-    at = frame.columns.get_loc("batch") + 1
-    for offset, name in enumerate(names):
-        frame.insert(at + offset, name, [d.get(name) for d in sizes])
-    return frame
-
-
-def _work(m: Measurement, beta: float) -> tuple[float | None, int | None]:
+def _work(m: Measurement, scalars: Mapping[str, float] | None) -> tuple[float | None, int | None]:
     """(flops, fewest bytes) of a measurement's point: as the runner set them from the point's kind, else from a
-    built-in kind of that name (a measurement written through the API without them)."""
+    built-in kind of that name with the sweep's scalars (a measurement written through the API without them)."""
     if m.flops is not None or m.bytes_moved is not None:
         return m.flops, m.bytes_moved
     from autotune.problems.registry import BUILT_IN
@@ -494,11 +467,8 @@ def _work(m: Measurement, beta: float) -> tuple[float | None, int | None]:
     kind = BUILT_IN.get(m.point.kind)
     if kind is None:
         return None, None
-    return kind.flops(m.point), kind.bytes_moved(m.point, {"beta": beta})
-
-
-def _as_dict(value: object) -> dict:
-    return json.loads(value) if isinstance(value, str) else dict(value or {})  # type: ignore[call-overload]
+    given = {k: v for k, v in (scalars or {}).items() if k in kind.scalar_defaults}
+    return kind.flops(m.point), kind.bytes_moved(m.point, kind.scalars(given))
 
 
 def _timings(m: Measurement) -> dict:

@@ -252,7 +252,7 @@ def sweep_config_text(workload: Workload, tuned: Sequence[TestPoint], spaces: Se
 def pool_from_db(url: str, bk: int) -> dict[str, list[str]]:
     """Per space, the instances among the `bk` fastest verified ('ok') ones at any test point of a results
     database (ranked by median, then instance id, per device and point)."""
-    from autotune.store.schema import database_url
+    from autotune.store.engine import database_url
     from autotune.store.store import Store
     with Store.open(database_url(url), create=False, readonly=True) as store:
         f = store.measurements()

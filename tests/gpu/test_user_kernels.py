@@ -53,7 +53,7 @@ def test_example_kernels_sweep_unchanged(tmp_path: Path, name: str, points: str)
     assert counts.get("ok", 0) + counts.get("skipped", 0) == len(frame) > 0, frame[["instance", "status", "error"]]
     assert (frame.roofline_frac.dropna() > 0).all()
     with store.engine.connect() as conn:
-        base = conn.exec_driver_sql("SELECT status, COUNT(*) FROM cublas GROUP BY status").fetchall()
+        base = conn.exec_driver_sql("SELECT status, COUNT(*) FROM baselines GROUP BY status").fetchall()
     assert dict(base).get("ok", 0) > 0, base  # the declared baseline is verified and timed at every point
 
 

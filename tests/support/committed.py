@@ -1,5 +1,5 @@
 """The committed results databases are gzipped (results/NAME/NAME.sqlite.gz, `gzip -9 -n`). Commands read them
-as they are (autotune.store.schema.database_url decompresses once into a shared read-only cache); tests that
+as they are (autotune.store.engine.database_url decompresses once into a shared read-only cache); tests that
 open them with sqlite3 or need a file to write use these helpers."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import gzip
 from pathlib import Path
 
 from autotune.paths import ROOT
-from autotune.store.schema import gunzipped
+from autotune.store.engine import gunzipped
 
 RESULTS = ROOT / "results"
 
@@ -20,6 +20,11 @@ def committed(name: str) -> Path:
 def committed_databases() -> list[Path]:
     """Every committed results/**/*.sqlite.gz."""
     return sorted(RESULTS.rglob("*.sqlite.gz"))
+
+
+def example_databases() -> list[Path]:
+    """The committed databases of the examples (examples/*/results/*.sqlite.gz: kinds other than GEMM)."""
+    return sorted((ROOT / "examples").glob("*/results/*.sqlite.gz"))
 
 
 def read_only(gz: Path) -> Path:

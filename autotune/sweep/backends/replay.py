@@ -14,7 +14,7 @@ from sqlalchemy import select
 from autotune.problems.base import ProblemKind, Scalars
 from autotune.sweep.backends.base import Job
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
-from autotune.store.schema import CublasRow, MeasurementRow, Point, sizes_json
+from autotune.store.schema import BaselineRow, MeasurementRow, Point, sizes_json
 from autotune.store.store import Store
 
 NOT_RECORDED = "not recorded"
@@ -55,8 +55,8 @@ class ReplayBackend:
         """The recorded baseline time of `point` on the device (scalars and reps are those of the recording)."""
         name = kind.baseline_name or "baseline"
         with self._store.session() as s:
-            row = s.scalars(select(CublasRow).join(Point, Point.id == CublasRow.point_id).where(
-                CublasRow.device_id == self._device_id, Point.kind == point.kind, Point.precision == point.precision,
+            row = s.scalars(select(BaselineRow).join(Point, Point.id == BaselineRow.point_id).where(
+                BaselineRow.device_id == self._device_id, Point.kind == point.kind, Point.precision == point.precision,
                 Point.shape == point.shape, Point.sizes == sizes_json(point))).first()
             if row is None:
                 return Measurement(name, point, Status.SKIPPED, error=NOT_RECORDED)

@@ -1,0 +1,189 @@
+"""Where a results database lives: URLs, engines, and read-only copies of gzipped SQLite files.
+
+SQLite (WAL mode, busy timeout) by default, PostgreSQL through a URL. A gzipped SQLite file (`*.sqlite.gz`, as the
+committed results are) is read through a decompressed copy in a shared cache and never written. The tables are in
+`autotune.store.schema`; this module imports nothing else of the store (so the store has no import cycle).
+"""
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from pathlib import Path
+from typing import Callable
+from urllib.parse import quote
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine, make_url
+
+from autotune.errors import UserError
+
+
+class StoreError(UserError):
+    """The database cannot be opened or written as asked."""
+
+
+class SchemaVersionError(StoreError):
+    """The database was written by another schema version."""
+
+
+class SweepLockedError(StoreError):
+    """Another live sweep holds the database."""
+
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file of an SQLite URL (`sqlite:///file:PATH?uri=true` URLs included); None for other URLs and memory."""
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+        return None
+    return u.database[5:] if u.database.startswith("file:") else u.database
+
+
+GZ_READ_ONLY = "a gzipped database is read-only here: gunzip it first, or sweep into a new file"
+
+
+def gz_path(text: str) -> Path | None:
+    """The file when `text` (a path or an sqlite:/// URL) names a gzipped SQLite database (`*.gz`); else None."""
+    if "://" not in text:
+        path: str | None = text
+    else:
+        try:
+            path = sqlite_path(text)
+        except Exception:  # noqa: BLE001 - not a URL at all: database_url reports it
+            return None
+    if path is None or not path.endswith(".gz"):
+        return None
+    return Path(path).expanduser().resolve()
+
+
+def refuse_gz(text: str) -> None:
+    """Raise StoreError when `text` names a gzipped database: writes must never go to its decompressed copy."""
+    path = gz_path(text)
+    if path is not None:
+        raise StoreError(f"{GZ_READ_ONLY} ({path})",
+                         hint=f"gunzip -k {path} and name the .sqlite file, or give a new database file")
+
+
+def gz_cache_dir() -> Path:
+    import tempfile
+    return Path(tempfile.gettempdir()) / "autotune-gz"
+
+
+_GUNZIPPED: dict[tuple[str, int, int], Path] = {}
+_GZ_ORIGIN: dict[str, Path] = {}  # decompressed copy -> the .gz it was read from (for messages)
+
+
+def gz_origin(path: str | Path) -> Path | None:
+    """The .gz file whose decompressed copy is `path` (in this process); None for any other file."""
+    return _GZ_ORIGIN.get(str(Path(path).resolve()))
+
+
+def gunzipped(path: Path) -> Path:
+    """The decompressed copy of the gzipped database `path`: gz_cache_dir()/<sha256 of the .gz bytes>.sqlite,
+    made once (temporary name + os.replace, so concurrent readers never see a partial file) and reused
+    while the .gz bytes are the same. Raises StoreError when the file is missing or not gzip."""
+    import gzip
+    import os
+    import shutil
+
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise StoreError(f"no gzipped SQLite database at {path} ({exc.strerror})",
+                         hint="give the results database of a sweep") from None
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    cached = _GUNZIPPED.get(key)
+    if cached is not None and cached.is_file():
+        return cached
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    folder = gz_cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{digest.hexdigest()}.sqlite"
+    if not target.is_file():
+        tmp = folder / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        try:
+            with gzip.open(path, "rb") as src, tmp.open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            os.chmod(tmp, 0o444)  # the copy is only read: opening it for writing fails instead of diverging
+            os.replace(tmp, target)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreError(f"cannot decompress {path}: {exc}",
+                             hint="check that the file is a complete gzip of an SQLite database") from None
+    _GUNZIPPED[key] = target
+    _GZ_ORIGIN[str(target.resolve())] = path
+    return target
+
+
+def database_url(text: str, *, write: bool = False) -> str:
+    """A SQLAlchemy URL as given, or a bare file path as the URL of an SQLite file. A gzipped SQLite file
+    (`*.sqlite.gz`, path or sqlite:/// URL) is read through its decompressed copy (see `gunzipped`);
+    with `write` it is refused. Raises StoreError."""
+    gz = gz_path(text)
+    if gz is not None:
+        if write:
+            refuse_gz(text)
+        return f"sqlite:///{gunzipped(gz)}"
+    if "://" not in text:
+        return f"sqlite:///{Path(text).expanduser().resolve()}"
+    from sqlalchemy.exc import ArgumentError
+    try:
+        make_url(text)
+    except ArgumentError:
+        raise StoreError(f"not a database URL: {text!r}",
+                         hint="write a file path, sqlite:///path.sqlite or postgresql+psycopg://user@host/db") from None
+    return text
+
+
+def make_engine(url: str, readonly: bool = False) -> Engine:
+    """An engine for `url`: SQLite gets WAL + busy timeout (or a `mode=ro` connection when `readonly`),
+    PostgreSQL gets read-only transactions by default when `readonly`."""
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        path = sqlite_path(url)
+        if readonly:
+            if path is None:
+                raise StoreError(f"cannot open {url} read-only", hint="give the path of an SQLite file")
+            uri = f"file:{quote(Path(path).resolve().as_posix())}?mode=ro"
+            engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=30,
+                                                                             check_same_thread=False))
+        else:
+            engine = create_engine(u, connect_args={"timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA busy_timeout = 30000")
+            cur.execute("PRAGMA foreign_keys = ON")
+            if readonly:
+                cur.execute("PRAGMA query_only = ON")
+            elif path is not None:
+                retry_locked(lambda: cur.execute("PRAGMA journal_mode = WAL"))
+                cur.execute("PRAGMA synchronous = NORMAL")
+            cur.close()
+        return engine
+    connect_args = {"options": "-c default_transaction_read_only=on"} if readonly else {}
+    try:
+        return create_engine(u, pool_pre_ping=True, connect_args=connect_args)
+    except ImportError as exc:  # the URL names a database driver that is not installed
+        raise StoreError(f"no driver for {u.drivername}: {exc}",
+                         hint="for PostgreSQL: pip install -e .[postgres] and a URL postgresql+psycopg://...") from None
+
+
+def retry_locked(run: Callable[[], object], seconds: float = 30.0) -> None:
+    """Run `run` (a SQLite statement), retrying while it fails with "database is locked". Switching a new
+    file to WAL mode returns SQLITE_BUSY at once, without SQLite's busy timeout, while another
+    connection is switching it too."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            run()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
