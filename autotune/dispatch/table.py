@@ -15,9 +15,10 @@ answering exactly as before):
   library_points (tuned points the library answers), answer_worst_loss / answer_mean_loss (of the
   table's answers at the tuned points, against the best measured instance), uncovered, include_dir (the
   directory the kernels' `source` paths are relative to, as given to `--include-dir`), created_utc;
-- kernels: [{instance_id, precision, shape, space, name, template, source, convention, defines, valid,
-  tuned_only}], one per instance compiled for one (precision, shape); `template`: the NVRTC name expression
-  (or function name) of a template kernel; `defines`: {name: value} preprocessor defines of a kernel tuned by
+- kernels: [{instance_id, precision, shape, space, name, template, source, convention, parameters, defines,
+  valid, tuned_only}], one per instance compiled for one (precision, shape); `template`: the NVRTC name
+  expression (or function name) of a template kernel; `parameters`: its C++ parameter list when the kind
+  knows it (`ProblemKind.cpp_parameters(convention, precision)`, optional), for explicit instantiation; `defines`: {name: value} preprocessor defines of a kernel tuned by
   defines; `source`: its file relative to the include directory; `valid` is a list of one-key predicates
   ({"<size>_multiple_of": 8}, {"min_<size>": 2}, {"max_<size>": 256} for any size name; see runtime.py),
   derived from the space's `valid` (else `serves`) and `problems.where` (dispatch/validity.py); `tuned_only`:
@@ -27,7 +28,8 @@ answering exactly as before):
 - fallback: "library", "naive" (the generic kernel) or "none" (NONE = -4: nothing the table knows may serve):
   the answer where nothing in the table is valid; never "library" without a library nor "naive" without a
   generic kernel;
-- generic: {space, source, convention, templates: {"fp64:NN": name expression, ...}}: the kind's generic
+- generic: {space, source, convention, templates: {"fp64:NN": name expression, ...}, parameters: {"fp64:NN":
+  C++ parameter list}}: the kind's generic
   last-resort kernel (`ProblemKind.generic_space`); null when the kind has none;
 - points: [{point_key, precision, shape, sizes: {name: value}, kernel, ranked, near, costs, ms, best_ms, loss,
   library_ms}]: every tuned point, its assigned kernel, and `ranked` = the table's kernels measured there and
@@ -88,6 +90,7 @@ class KernelInfo:
     valid: tuple[tuple[str, int], ...] = ()  # (("m_multiple_of", 8), ("max_k", 256))
     tuned_only: bool = False  # the predicates could not be derived: valid only at its tuned points
     defines: tuple[tuple[str, Any], ...] = ()  # preprocessor defines of a kernel tuned by defines
+    parameters: str | None = None  # the kernel's C++ parameter list (explicit instantiation), from the kind
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class GenericKernel:
     source: str | None = None
     convention: str | None = None
     templates: tuple[tuple[str, str], ...] = ()  # (("fp64:NN", "ns::kernel<double, ...>"), ...)
+    parameters: tuple[tuple[str, str], ...] = ()  # (("fp64:NN", "int, int, ..."), ...): C++ parameter lists
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,14 @@ def default_fallback(library: str | None, generic: GenericKernel | None) -> str:
     """The answer where nothing is valid when the user names none: the library, else the generic kernel, else
     "none"."""
     return "library" if library else "naive" if generic is not None else "none"
+
+
+def kind_library(layout: Layout, library_ms: np.ndarray | None = None) -> str | None:
+    """The library of the layout's kind (its baseline_name); "library" when the kind is unknown but times are given."""
+    if layout.kind_object is not None:
+        return layout.kind_object.baseline_name
+    measured = library_ms is not None and bool(np.isfinite(np.asarray(library_ms, dtype=float)).any())
+    return "library" if measured else None
 
 
 def check_fallback(fallback: str, library: str | None, generic: GenericKernel | None) -> None:
@@ -223,17 +235,19 @@ def _bytes(layout: Layout, scalars: Mapping[str, float]):
 def build_table(w: Winners, sel: Selection, provenance: Provenance,
                 kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
                 generic: GenericKernel | None = None, library_ms: np.ndarray | None = None,
-                library: str | None = None, fallback: str | None = None,
+                library: str | None = "", fallback: str | None = None,
                 structure: Structure = Structure()) -> "DispatchTable":
     """Make the canonical table from winners and a selection (same Winners the selection came from).
 
     The kind and its sizes come from `w.matrix.layout`. `library_ms`: the library's time per point row of
     `w.matrix` (NaN: not measured; see `library_times`); where it is faster than the table's kernels it is the
-    point's answer. `library`: its name (None: the kind has no library; `library_ms` must then be NaN).
+    point's answer. `library`: its name ("": the kind's baseline_name; None: no library, `library_ms` is ignored).
     `generic`: the kind's generic kernel (None: it has none). `fallback`: "library", "naive" or "none", the
     answer where no kernel of the table is valid (None: `default_fallback`).
     """
     layout = w.matrix.layout
+    if library == "":
+        library = kind_library(layout, library_ms)
     fallback = fallback or default_fallback(library, generic)
     check_fallback(fallback, library, generic)
     info = kernel_info if kernel_info is not None else {}
@@ -253,7 +267,8 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
         validity_bounds(valid, names)  # reject unknown predicates now, not at lookup time
         kernel_rows.append({"instance_id": iid, "precision": precision, "shape": shape, "space": ki.space,
                             "name": ki.name, "template": ki.template, "source": ki.source,
-                            "convention": ki.convention, "defines": dict(ki.defines), "valid": valid,
+                            "convention": ki.convention, "parameters": ki.parameters,
+                            "defines": {str(k): v for k, v in ki.defines}, "valid": valid,
                             "tuned_only": bool(ki.tuned_only)})
     head = {"kind": layout.kind, "size_names": names, "table_sizes": list(layout.table_sizes),
             "precisions": list(layout.precisions or dict.fromkeys(w.matrix.points["precision"])),
@@ -334,7 +349,8 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
             "library": {"name": library} if library else None, "fallback": fallback,
             "generic": None if generic is None else {"space": generic.space, "source": generic.source,
                                                      "convention": generic.convention,
-                                                     "templates": dict(generic.templates)},
+                                                     "templates": dict(generic.templates),
+                                                     "parameters": dict(generic.parameters)},
             "points": points, "regions": regions, "structure": structure.describe()}
     return DispatchTable(data)
 
@@ -353,7 +369,12 @@ def upgrade(data: dict) -> dict:
                 "shapes": list(kind.shapes if kind else ()), "upgraded_from": version})
     out["fallback"] = data.get("fallback", "naive" if version < 2 else "library")
     out["library"] = data.get("library") or {"name": kind.baseline_name if kind else None}
-    out["generic"] = data.get("generic") or {}
+    out["generic"] = dict(data.get("generic") or {})
+    params = getattr(kind, "cpp_parameters", None)
+    if params is not None:  # the C++ parameter lists version 2 headers took from a table of calling conventions
+        out["kernels"] = [{**k, "parameters": params(k.get("convention"), k["precision"])} for k in data["kernels"]]
+        out["generic"]["parameters"] = {key: params(out["generic"].get("convention"), key.split(":")[0])
+                                        for key in out["generic"].get("templates", {})}
     out["points"] = [{**{k: v for k, v in p.items() if k not in LEGACY_SIZES},
                       "sizes": {n: int(p[n]) for n in LEGACY_SIZES}} for p in data["points"]]
     out["regions"] = [{"precision": r["precision"], "shape": r["shape"],
