@@ -22,7 +22,7 @@ from rich.table import Table
 from autotune.analysis import compare as comparing
 from autotune.dispatch.build import (Built, KernelInfoSource, build, generic_kernel, include_hint,  # noqa: F401
                                      info_source, kernel_info)
-from autotune.dispatch.table import Provenance, Structure, library_times, load_table
+from autotune.dispatch.table import GenericKernel, Provenance, Structure, library_times, load_table
 from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
 from autotune.errors import UserError
 from autotune.dispatch.loo import TOL_TABLE_COLUMNS, leave_one_out, tol_table
@@ -244,6 +244,12 @@ def _weights(path: Path | None):
     return lambda points: point_weights_frame(workload, points)
 
 
+def _generic_space(layout: Layout) -> GenericKernel | None:
+    """The kind's generic kernel without name expressions (leave-one-out only needs to know it exists)."""
+    kind = layout.kind_object
+    return GenericKernel(space=kind.generic_space) if kind is not None and kind.generic_space else None
+
+
 def _bks(text: str) -> list[int | None]:
     return [None if x <= 0 else int(x) for x in _floats(text)]
 
@@ -296,7 +302,7 @@ def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
     frame = tol_table(matrix, _bks(bks), _floats(tols), METHODS, loo=loo, spread_ties=spread_ties,
                       kernel_info=info_source(loaded, validity),
                       library_ms=library_times(matrix.points, loaded.baseline, matrix.layout),
-                      fallback=_fallback(fallback), generic=generic_kernel(matrix.layout.kind_object, ""))
+                      fallback=_fallback(fallback), generic=_generic_space(matrix.layout))
     table = Table(title=f"kernels against TOL on {loaded.provenance.device}: {len(matrix.points)} test points, "
                         f"{len(matrix.instances)} instances")
     for col in ("method", "BK", "TOL", "kernels", "worst loss", "mean loss", "LOO worst", "optimal"):
@@ -367,7 +373,7 @@ def _sources(loaded: Loaded, built: Built) -> list[str]:
     for space_name in dict.fromkeys([k["space"] for k in built.table.kernels]
                                     + [(built.table.data.get("generic") or {}).get("space")]):
         try:
-            out.append(str(load_space(space_name).kernel.source))
+            out.append(str(load_space(space_name).kernel.source_path))
         except Exception:  # noqa: BLE001 - no space file: nothing to include
             continue
     return out

@@ -105,7 +105,7 @@ class KernelInfoSource(Mapping):
         cpp = getattr(space.kind, "cpp_parameters", None)
         return KernelInfo(space=space_name, name=name, template=template,
                           parameters=cpp(space.kernel.convention, precision) if cpp else None,
-                          source=source_name(space.kernel.source, self.include_dir),
+                          source=source_name(space.kernel.source_path, self.include_dir),
                           convention=space.kernel.convention, valid=tuple(dict.fromkeys(user + (derived or ()))),
                           tuned_only=derived is None, defines=defines)
 
@@ -166,7 +166,7 @@ def generic_kernel(kind: Any, params_text: str, include_dir: Path | None = None)
         problems = space.kernel.problems
         cpp = getattr(kind, "cpp_parameters", None)
         keys = [(p, s) for p in problems.precisions for s in problems.shapes]
-        return GenericKernel(space=space.name, source=source_name(space.kernel.source, include_dir),
+        return GenericKernel(space=space.name, source=source_name(space.kernel.source_path, include_dir),
                              convention=space.kernel.convention,
                              templates=tuple((f"{p}:{s}", space.template_name(params, p, s)) for p, s in keys),
                              parameters=tuple((f"{p}:{s}", cpp(space.kernel.convention, p)) for p, s in keys
