@@ -310,3 +310,19 @@ def test_committed_version_2_tables_answer_as_their_generated_modules(tmp_path):
             assert [table.lookup_index(*q) for q in queries] == [mod.lookup_index(*q) for q in queries], folder.name
         checked += 1
     assert checked > 0
+
+
+@pytest.mark.nvcc
+def test_example_header_compiles_with_nvcc_and_its_kernel_source(example_table, tmp_path):
+    """The header of a kind tuned by defines compiles with nvcc next to one of its kernels, built with the -D flags
+    the header names, from the include directory the table names its sources relative to."""
+    table = example_table
+    (tmp_path / "dispatch.cuh").write_text(emit_cpp(table))
+    kern = table.kernels[0]
+    folder = paths.ROOT / "examples" / {"convolution5x5": "stencil"}.get(table.kind, table.kind)
+    flags = [f"-D{k}={v}" for k, v in kern["defines"].items()]
+    (tmp_path / "main.cu").write_text(f'#include "dispatch.cuh"\n#include "{kern["source"]}"\n'
+                                      "int main() { return autotune_dispatch::kNumKernels > 0 ? 0 : 1; }\n")
+    res = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{folder}", f"-I{tmp_path}", *flags, "-o",
+                          str(tmp_path / "ex"), str(tmp_path / "main.cu")], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]

@@ -81,7 +81,7 @@ def tsm2(source: Annotated[str, typer.Argument(help="Results database (SQLite pa
     Example: autotune model tsm2 results/tsm2_h100/tsm2_h100.sqlite.gz
     """
     from autotune.analysis import tsm2_check
-    from autotune.cli.analyze import load_gpu
+    from autotune.cli.compare import load_gpu
     gpu = load_gpu(source, device)
     info = gpu.info
     limits = profile(device_profile)

@@ -120,7 +120,8 @@ def _held_out(matrix: PerfMatrix, criteria: Criteria, method: str,
 def choose_structure(matrix: PerfMatrix, criteria: Criteria, method: str, *,
                      kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
                      library_ms: np.ndarray | None = None, fallback: str | None = None,
-                     generic: GenericKernel | None = None, weights: np.ndarray | None = None, structures: Sequence[Structure] = STRUCTURES,
+                     generic: GenericKernel | None = None, weights: np.ndarray | None = None,
+                     structures: Sequence[Structure] = STRUCTURES,
                      time_limit_s: float = 10.0) -> tuple[Structure, pd.DataFrame, LooResult]:
     """The structure (mode, library margin, reach) with the smallest measured held-out loss: weighted mean
     over the held-out points where every structure's answer was measured, then worst, then the order of
