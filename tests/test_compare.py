@@ -81,11 +81,8 @@ def db(tmp_path: Path) -> Path:
 def load(db: Path, device: str = "GPU-A") -> tuple[pd.DataFrame, pd.DataFrame]:
     with Store.open(str(db), create=False, readonly=True) as store:
         frame = store.measurements(device=device)
-        dev = store.device_id(device)
-        cublas = pd.DataFrame([(p.precision, p.shape, p.m, p.n, p.k, p.batch, ms)
-                               for p, ms in store.baseline_times(dev).items()],
-                              columns=["precision", "shape", "m", "n", "k", "batch", "cublas_ms"])
-    return frame, cublas
+        library = store.baselines(device=device)
+    return frame, library[library["status"] == "ok"]
 
 
 def by_size(result: pd.DataFrame) -> dict[int, dict]:
@@ -94,7 +91,7 @@ def by_size(result: pd.DataFrame) -> dict[int, dict]:
 
 def test_best_group_slowdowns_skipped_and_cublas(db: Path) -> None:
     frame, cublas = load(db)
-    result = compare(frame, "NSG", cublas=cublas)
+    result = compare(frame, "NSG", library=cublas)
     assert groups(result) == ["NSG=1", "NSG=2", "NSG=4"]
     assert list(result["m"]) == [4, 8, 16]
     r = by_size(result)
@@ -118,7 +115,7 @@ def test_best_group_slowdowns_skipped_and_cublas(db: Path) -> None:
 
 def test_summary_per_group(db: Path) -> None:
     frame, cublas = load(db)
-    summary = summarize(compare(frame, "NSG", cublas=cublas)).set_index("group")
+    summary = summarize(compare(frame, "NSG", library=cublas)).set_index("group")
     assert summary["best_at"].to_dict() == {"NSG=1": 1, "NSG=2": 1, "NSG=4": 1}
     assert summary.loc["NSG=1", "geomean_slowdown"] == pytest.approx((3.0 * 1.1 * 1.0) ** (1 / 3))
     assert summary.loc["NSG=4", "geomean_slowdown"] == pytest.approx((1.0 * 1.5 * 1.25) ** (1 / 3))

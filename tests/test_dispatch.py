@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autotune.dispatch.table import DispatchTable, KernelInfo, Provenance, build_table, load_table
+from autotune.dispatch.table import DispatchTable, GenericKernel, KernelInfo, Provenance, build_table, load_table
 from autotune.dispatch.runtime import ilog2_fx, validity_bounds
 from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, perf_matrix, synthetic_measurements, winners, with_point_key
@@ -48,7 +48,8 @@ def test_version_is_checked():
 def test_every_tuned_point_gets_its_assigned_kernel(built):
     w, sel, table = built
     for p in table.data["points"]:
-        idx = table.lookup_index(p["precision"], p["shape"], p["m"], p["n"], p["k"], p["batch"])
+        idx = table.lookup_index(p["precision"], p["shape"], *p["sizes"].values())
+        assert idx == table.lookup(p["precision"], p["shape"], p["sizes"])
         assert idx == p["kernel"] == p["ranked"][0]
         kern = table.data["kernels"][idx]
         row = w.matrix.points.index[w.matrix.points["point_key"] == p["point_key"]][0]
@@ -64,7 +65,8 @@ def test_regions_hold_only_points_within_tol(built):
         kern = table.data["kernels"][r["kernel"]]
         col = list(w.matrix.instances).index(kern["instance_id"])
         inside = ((pts["precision"] == r["precision"]) & (pts["shape"] == r["shape"])
-                  & pts["m"].between(*r["m"]) & pts["n"].between(*r["n"]) & pts["k"].between(*r["k"]))
+                  & pts["m"].between(*r["bounds"]["m"]) & pts["n"].between(*r["bounds"]["n"])
+                  & pts["k"].between(*r["bounds"]["k"]))
         assert inside.sum() >= 2
         assert (w.loss[inside.to_numpy(), col] <= 0.05 + 1e-9).all()
 
@@ -73,14 +75,31 @@ def test_untuned_precision_or_shape_gets_the_fallback(built):
     w, sel, table = built
     assert table.data["fallback"] == "library"
     assert table.lookup_index("fp32", "NN", 16, 16, 16, 100) == -2
-    rec = table.lookup("fp64", "TT", 16, 16, 16, 100)
-    assert rec["library"] == "cublas" and rec["instance_id"] is None and not rec["generic"]
-    naive = build_table(w, sel, Provenance(device="x"), fallback="naive")
+    rec = table.answer("fp64", "TT", {"m": 16, "n": 16, "k": 16, "batch": 100})
+    assert rec["library"] == table.library and rec["instance_id"] is None and not rec["generic"]
+    naive = build_table(w, sel, Provenance(device="x"), generic=GenericKernel(space="the_generic_space"),
+                        fallback="naive")
     assert naive.lookup_index("fp32", "NN", 16, 16, 16, 100) == -1
-    rec = naive.lookup("fp64", "TT", 16, 16, 16, 100)
-    assert rec["generic"] and rec["space"] == "gemm_naive"
+    rec = naive.answer("fp64", "TT", {"m": 16, "n": 16, "k": 16, "batch": 100})
+    assert rec["generic"] and rec["space"] == "the_generic_space"
     with pytest.raises(ValueError, match="fallback"):
         build_table(w, sel, Provenance(device="x"), fallback="cutlass")
+    with pytest.raises(ValueError, match="generic"):  # no generic kernel: it cannot be the fallback
+        build_table(w, sel, Provenance(device="x"), fallback="naive")
+    with pytest.raises(ValueError, match="sizes"):  # a mapping must name exactly the kind's sizes
+        table.lookup("fp64", "NN", {"m": 16, "n": 16, "k": 16})
+
+
+def test_no_library_and_no_generic_answers_none(built):
+    """A kind without a library or a generic kernel: the fallback is NONE (-4) where nothing is valid."""
+    from autotune.dispatch.runtime import NONE
+    w, sel, _ = built
+    table = build_table(w, sel, Provenance(device="x"), library=None)
+    assert table.data["fallback"] == "none" and table.library is None and table.fallback == NONE
+    assert table.lookup_index("fp32", "NN", 16, 16, 16, 100) == NONE
+    assert table.record(NONE, "fp32", "NN")["none"]
+    with pytest.raises(ValueError, match="library"):
+        build_table(w, sel, Provenance(device="x"), library=None, fallback="library")
 
 
 def _two_point_table(valid_a=(), valid_b=(), fallback="naive", library_ms=None):
@@ -93,7 +112,8 @@ def _two_point_table(valid_a=(), valid_b=(), fallback="naive", library_ms=None):
     info = {("a", "fp32", "NN"): KernelInfo(space="s", name="a", valid=tuple(valid_a)),
             ("b", "fp32", "NN"): KernelInfo(space="s", name="b", valid=tuple(valid_b))}
     lib = None if library_ms is None else np.asarray(library_ms, dtype=float)
-    return build_table(w, sel, Provenance(device="H100"), info, library_ms=lib, fallback=fallback)
+    return build_table(w, sel, Provenance(device="H100"), info, GenericKernel(space="naive"), library_ms=lib,
+                       fallback=fallback)
 
 
 def test_nearest_tuned_point_by_log_ratio():
@@ -124,7 +144,11 @@ def test_validity_predicates_steer_the_fallback():
 def test_unknown_predicate_is_refused():
     with pytest.raises(ValueError, match="predicate"):
         _two_point_table(valid_a=[("m_aligned_to", 8)])
-    assert validity_bounds([{"m_multiple_of": 4}, {"m_multiple_of": 6}, {"max_k": 9}, {"max_k": 5}])[0][0] == 12
+    names = ["m", "n", "k", "batch"]
+    assert validity_bounds([{"m_multiple_of": 4}, {"m_multiple_of": 6}, {"max_k": 9}, {"max_k": 5}], names)[0][0] == 12
+    with pytest.raises(ValueError, match="predicate"):  # a predicate over a size the kind does not have
+        validity_bounds([{"max_rows": 4}], names)
+    assert validity_bounds([{"max_rows": 4}, {"cols_multiple_of": 2}], ["rows", "cols"]) == ([1, 2], [1, 1], [4, 1 << 62])
 
 
 def test_device_mismatch_warns_once_and_match_is_silent():
@@ -173,7 +197,7 @@ def test_library_answers_where_it_is_faster():
     assert ids[table.lookup_index("fp32", "NN", 64, 64, 64, 10)] == "b"
     assert table.provenance["library_points"] == 1
     assert table.provenance["answer_worst_loss"] == 0.0
-    p8 = next(p for p in table.data["points"] if p["m"] == 8)
+    p8 = next(p for p in table.data["points"] if p["sizes"]["m"] == 8)
     assert p8["ranked"][0] == -2 and p8["library_ms"] == 0.5
     # near 8 the nearest tuned point answers with the library
     assert table.lookup_index("fp32", "NN", 9, 9, 9, 10) == -2
@@ -197,14 +221,36 @@ def test_tuned_only_kernel_answers_only_at_its_tuned_points():
     assert ids[table.lookup_index("fp32", "NN", 9, 9, 9, 10)] == "b"  # a is not valid off its tuned points
 
 
+def _legacy(table: DispatchTable, version: int) -> dict:
+    """The table as a version 1 or 2 file wrote it: sizes at the top of each point, regions over m, n, k."""
+    data = json.loads(table.to_json())
+    for key in ("kind", "size_names", "table_sizes", "precisions", "shapes"):
+        data.pop(key)
+    data["version"] = version
+    data["points"] = [{**{k: v for k, v in p.items() if k != "sizes"}, **p["sizes"]} for p in data["points"]]
+    data["regions"] = [{"precision": r["precision"], "shape": r["shape"], **r["bounds"], "kernel": r["kernel"]}
+                       for r in data["regions"]]
+    return data
+
+
 def test_version_1_tables_still_load_with_the_naive_fallback():
     table = _two_point_table()
-    data = json.loads(table.to_json())
-    data["version"] = 1
+    data = _legacy(table, 1)
     for key in ("library", "fallback"):
         data.pop(key)
     old = DispatchTable(data)
+    assert old.version_read == 1 and old.kind == table.kind and old.size_names == ("m", "n", "k", "batch")
     assert old.lookup_index("fp16", "NN", 8, 8, 8, 1) == -1
+
+
+def test_version_2_tables_answer_as_version_3(built):
+    _, _, table = built
+    old = DispatchTable(_legacy(table, 2))
+    assert old.version_read == 2 and old.table_sizes == ("m", "n", "k")
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        q = ("fp64", "TN", *(int(x) for x in rng.integers(1, 100, 3)), int(rng.choice([1, 1000])))
+        assert old.lookup_index(*q) == table.lookup_index(*q)
 
 
 def test_regions_are_blocked_by_a_point_where_everything_failed():
@@ -223,11 +269,14 @@ def test_cost_mode_prices_each_valid_answer_at_its_nearest_measurement():
     from autotune.dispatch.runtime import LIBRARY, Lookup
 
     def point(n, costs):
-        return {"precision": "fp32", "shape": "NN", "m": n, "n": n, "k": n, "batch": 100, "ranked": [], "costs": costs}
-    table = {"kernels": [{"valid": [{"max_m": 16}]}, {"valid": []}], "regions": [], "fallback": "library",
+        return {"precision": "fp32", "shape": "NN", "sizes": {"m": n, "n": n, "k": n, "batch": 100}, "ranked": [],
+                "costs": costs}
+    table = {"size_names": ["m", "n", "k", "batch"], "table_sizes": ["m", "n", "k"], "precisions": ["fp32"],
+             "shapes": ["NN"],
+             "kernels": [{"valid": [{"max_m": 16}]}, {"valid": []}], "regions": [], "fallback": "library",
              "points": [point(8, [[LIBRARY, 300], [0, 100], [1, 200]]), point(64, [[LIBRARY, 100], [1, 150]])],
              "structure": {"mode": "cost", "library_margin": 0.0, "reach": 1.0}}
-    ask = lambda n, t=table: Lookup(t).index("fp32", "NN", n, n, n, 100)  # noqa: E731
+    ask = lambda n, t=table: Lookup(t).index("fp32", "NN", (n, n, n, 100))  # noqa: E731
     assert ask(10) == 0  # A is valid and cheapest at its nearest measurement (8^3)
     assert ask(20) == 1  # A is not valid (m > 16); B at 8^3 (200) beats the library at 8^3 (300)
     assert ask(40) == LIBRARY  # nearest is 64^3: the library (100) beats B (150)

@@ -23,7 +23,7 @@ import pytest
 from autotune import paths
 from autotune.analysis.winners import Criteria
 from autotune.dispatch.emit import emit_cpp, emit_python
-from autotune.dispatch.runtime import INVALID, LIBRARY, PRECISIONS, SHAPES
+from autotune.dispatch.runtime import INVALID, LIBRARY
 from autotune.dispatch.validity import predicates_hold, space_predicate, _load
 
 RESULTS = paths.RESULTS_DIR
@@ -47,11 +47,15 @@ def built(request):
     return request.param, loaded, b
 
 
+def _dims(p: dict) -> tuple[int, ...]:
+    return tuple(p["sizes"].values())
+
+
 def _grid(table) -> list[tuple[str, str, int, int, int, int]]:
     rng = np.random.default_rng(3)
     out = []
     for precision, shape in sorted({(p["precision"], p["shape"]) for p in table.data["points"]}):
-        batches = sorted({p["batch"] for p in table.data["points"] if p["precision"] == precision})
+        batches = sorted({p["sizes"]["batch"] for p in table.data["points"] if p["precision"] == precision})
         if precision == "fp16":
             vals = [8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 47, 48, 49, 56, 57, 63, 64, 65, 72, 80, 96, 113, 127, 128]
             sizes = list(itertools.product(vals[::2], vals[1::2], vals[::3])) + \
@@ -62,7 +66,7 @@ def _grid(table) -> list[tuple[str, str, int, int, int, int]]:
                 [tuple(x) for x in rng.integers(2, 33, (300, 3))]
         for i, (m, n, k) in enumerate(sizes):
             out.append((precision, shape, int(m), int(n), int(k), [1, batches[len(batches) // 2]][i % 2]))
-        out += [(precision, shape, p["m"], p["n"], p["k"], p["batch"]) for p in table.data["points"]
+        out += [(precision, shape, *_dims(p)) for p in table.data["points"]
                 if (p["precision"], p["shape"]) == (precision, shape)]
     return out
 
@@ -75,7 +79,7 @@ def _params(loaded, kern: dict) -> dict:
 
 def _serving(loaded, table, queries, answers) -> list[tuple]:
     """(query, instance) pairs where the answer is a kernel whose space expression is false."""
-    tuned = {(p["precision"], p["shape"], p["m"], p["n"], p["k"], p["batch"]): p["ranked"] for p in table.data["points"]}
+    tuned = {(p["precision"], p["shape"], *_dims(p)): p["ranked"] for p in table.data["points"]}
     preds: dict[int, object] = {}
     bad = []
     for q, a in zip(queries, answers):
@@ -118,8 +122,9 @@ def _code(value, names) -> int:
     return names.index(value) if value in names else 7
 
 
-def _run_cpp(exe: str, queries) -> list[int]:
-    stdin = "\n".join(f"{_code(p, PRECISIONS)} {_code(s, SHAPES)} {m} {n} {k} {b}" for p, s, m, n, k, b in queries)
+def _run_cpp(exe: str, queries, table) -> list[int]:
+    stdin = "\n".join(f"{_code(p, table.precisions)} {_code(s, table.shapes)} {m} {n} {k} {b}"
+                      for p, s, m, n, k, b in queries)
     res = subprocess.run([exe], input=stdin, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     return [int(x) for x in res.stdout.split()]
@@ -134,7 +139,7 @@ def test_every_kernel_carries_its_full_predicate(built):
         valid = [next(iter(p.items())) for p in kern["valid"]]
         expr = space_predicate(_load(kern["space"]), _params(loaded, kern), kern["precision"])
         got = expr(dims[:, 0], dims[:, 1], dims[:, 2], dims[:, 3])
-        assert (predicates_hold(valid, dims) == got).all(), (name, kern["instance_id"], kern["valid"])
+        assert (predicates_hold(valid, dims, b.table.size_names) == got).all(), (name, kern["instance_id"], kern["valid"])
 
 
 def test_no_consumer_returns_a_kernel_off_its_serves(built, tmp_path):
@@ -147,7 +152,7 @@ def test_no_consumer_returns_a_kernel_off_its_serves(built, tmp_path):
     assert [mod.lookup_index(*q) for q in queries] == package
     exe = _cpp(table, tmp_path)
     if exe is not None:
-        assert _run_cpp(exe, queries) == package
+        assert _run_cpp(exe, queries, table) == package
     assert LIBRARY in package  # where no kernel serves, the library answers
 
 
@@ -159,7 +164,7 @@ def test_tuned_points_are_never_slower_than_the_library(built):
     row = {k: r for r, k in enumerate(b.winners.matrix.points["point_key"])}
     checked = 0
     for p in table.data["points"]:
-        a = table.lookup_index(p["precision"], p["shape"], p["m"], p["n"], p["k"], p["batch"])
+        a = table.lookup(p["precision"], p["shape"], p["sizes"])
         if p["library_ms"] is None:
             continue
         ms = p["library_ms"] if a == LIBRARY else b.winners.matrix.median[row[p["point_key"]], col[kernels[a]["instance_id"]]]
@@ -172,7 +177,7 @@ def test_invalid_input_is_refused_identically(built, tmp_path):
     name, loaded, b = built
     table = b.table
     p0 = table.data["points"][0]
-    good = (p0["precision"], p0["shape"], p0["m"], p0["n"], p0["k"], p0["batch"])
+    good = (p0["precision"], p0["shape"], *_dims(p0))
     bad_numbers = [0, -1, -(2**40), 2**31, 2**40]
     queries = [good, (good[0], good[1], 1, 1, 1, 1), (good[0], good[1], 2**31 - 1, 5, 7, 2**31 - 1)]
     for i in range(2, 6):
@@ -192,7 +197,7 @@ def test_invalid_input_is_refused_identically(built, tmp_path):
     assert [ask(mod.lookup_index, q) for q in queries] == package
     exe = _cpp(table, tmp_path)
     if exe is not None:
-        assert _run_cpp(exe, queries) == package
+        assert _run_cpp(exe, queries, table) == package
     for q in [good[:2] + (8.0,) + good[3:], good[:3] + (True,) + good[4:], good[:4] + ("8",) + good[5:],
               good[:5] + (1.5,), (None,) + good[1:], good[:1] + (3,) + good[2:]]:
         with pytest.raises(ValueError):

@@ -14,11 +14,12 @@ import pytest
 
 from autotune import paths
 from autotune.dispatch.table import GenericKernel, KernelInfo, Provenance, Structure, build_table
-from autotune.dispatch.runtime import PRECISIONS, SHAPES
-from autotune.dispatch.emit import CSV_COLUMNS, emit_cpp, emit_csv, emit_python, instantiation
+from autotune.dispatch.emit import csv_columns, emit_cpp, emit_csv, emit_python, instantiation
+from autotune.problems.registry import BUILT_IN
 from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, perf_matrix, synthetic_measurements, winners
 
+KIND = "gemm"  # the built-in kind the synthetic measurements imitate
 SIZES = [(m, n, k) for m in (2, 8, 32, 128) for n in (4, 32, 96) for k in (8, 64)]
 GRID = [1, 2, 3, 5, 7, 8, 12, 17, 24, 31, 33, 48, 64, 65, 100, 127, 128, 200, 513]
 NAIVE = [(bx, by) for bx in (4, 8, 16, 32) for by in (1, 2, 4, 8, 16) if 32 <= bx * by <= 512 and bx * by % 32 == 0]
@@ -29,7 +30,8 @@ PREDICATES = [(), (("m_multiple_of", 4),), (("max_k", 64),), (("n_multiple_of", 
                                         Structure("cost", 0.0, 0.5)], ids=lambda s: f"{s.mode}-{s.library_margin}-{s.reach}")
 def table(request):
     from autotune.space.spec import load_space
-    naive = load_space("gemm_naive")
+    kind = BUILT_IN[KIND]
+    naive = load_space(kind.generic_space)
     df = synthetic_measurements(120, SIZES, precisions=("fp64", "fp16"), shapes=("NN", "TN"), batch=500, seed=21)
     w = winners(perf_matrix(df), Criteria(bk=8, tol=0.05))
     sel = select(w, "exact")
@@ -37,11 +39,14 @@ def table(request):
     for j, (iid, precision, shape) in enumerate(sel.kernels):
         bx, by = NAIVE[j % len(NAIVE)]
         info[(iid, precision, shape)] = KernelInfo(
-            space="gemm_naive", name=f"syn_{iid}", source="gemm_naive.cuh", convention="strided",
+            space=naive.name, name=f"syn_{iid}", source="gemm_naive.cuh", convention="strided",
             template=naive.template_name({"BLOCK_X": bx, "BLOCK_Y": by}, precision, shape),
-            valid=PREDICATES[j % len(PREDICATES)])
-    generic = GenericKernel(templates=tuple((f"{p}:{s}", naive.template_name({"BLOCK_X": 32, "BLOCK_Y": 4}, p, s))
-                                            for p in PRECISIONS for s in SHAPES))
+            valid=PREDICATES[j % len(PREDICATES)], parameters=kind.cpp_parameters("strided", precision))
+    keys = [(p, s) for p in kind.precisions for s in kind.shapes]
+    generic = GenericKernel(space=naive.name, source="gemm_naive.cuh", convention="strided",
+                            templates=tuple((f"{p}:{s}", naive.template_name({"BLOCK_X": 32, "BLOCK_Y": 4}, p, s))
+                                            for p, s in keys),
+                            parameters=tuple((f"{p}:{s}", kind.cpp_parameters("strided", p)) for p, s in keys))
     # the library: faster than every instance at a third of the points, measured at all but a few
     lib = np.nanmin(w.matrix.median, axis=1) * np.where(np.arange(len(w.best_ms)) % 3 == 0, 0.8, 1.3)
     lib[::7] = np.nan
@@ -50,7 +55,7 @@ def table(request):
 
 
 def queries(table) -> list[tuple[str, str, int, int, int, int]]:
-    tuned = [(p["precision"], p["shape"], p["m"], p["n"], p["k"], p["batch"]) for p in table.data["points"]]
+    tuned = [(p["precision"], p["shape"], *p["sizes"].values()) for p in table.data["points"]]
     dense = [(p, s, m, n, k, b) for p, s in [("fp64", "NN"), ("fp16", "TN"), ("fp32", "NN"), ("fp64", "TT")]
              for m, n, k in itertools.product(GRID, GRID[::2], GRID[::3]) for b in (1, 500)]
     return tuned + dense
@@ -70,8 +75,7 @@ def test_python_module_matches_the_table(table, tmp_path):
     assert got == expected(table)
     assert len(set(got)) > 3 and -1 in got and -2 in got  # several kernels, the library and the naive fallback
     p = table.data["points"][0]
-    assert mod.lookup(p["precision"], p["shape"], p["m"], p["n"], p["k"], p["batch"])["template"].startswith(
-        "autotune::gemm_naive<")
+    assert mod.lookup(p["precision"], p["shape"], *p["sizes"].values())["template"].startswith("autotune::gemm_naive<")
     with pytest.warns(UserWarning, match="tuned on"):
         mod.lookup_index("fp64", "NN", 8, 8, 8, 1, device="Tesla V100")
     with warnings.catch_warnings():
@@ -81,26 +85,28 @@ def test_python_module_matches_the_table(table, tmp_path):
 
 def test_csv_has_one_row_per_tuned_point(table):
     rows = list(csv.reader(io.StringIO(emit_csv(table))))
-    assert tuple(rows[0]) == CSV_COLUMNS
+    assert tuple(rows[0]) == csv_columns(table) and rows[0][2:6] == ["m", "n", "k", "batch"]
     assert len(rows) - 1 == len(table.data["points"])
     kernels = table.data["kernels"]
     assert all(r[7] == kernels[int(r[6])]["instance_id"] for r in rows[1:])
 
 
 def test_instantiation_uses_the_calling_convention():
-    line = instantiation("autotune::k<__half, float, 0, 1, 8>", "ptr_array", "fp16")
+    kind = BUILT_IN[KIND]
+    line = instantiation("autotune::k<__half, float, 0, 1, 8>", kind.cpp_parameters("ptr_array", "fp16"))
     assert line == ("template __global__ void autotune::k<__half, float, 0, 1, 8>(int, int, int, float, "
                     "const __half* const*, int, const __half* const*, int, float, __half* const*, int, int);")
-    with pytest.raises(ValueError, match="convention"):
-        instantiation("autotune::k<double>", "weird", "fp64")
+    assert kind.cpp_parameters("weird", "fp64") is None
+    with pytest.raises(ValueError, match="parameter list"):
+        instantiation("autotune::k<double>", None)
 
 
 def _driver(table, tmp_path, suffix: str) -> str:
     """A host program: static_asserts (constexpr) at a few tuned points, then lookups read from stdin."""
     asserts = []
     for p in table.data["points"][:5]:
-        args = (PRECISIONS.index(p["precision"]), SHAPES.index(p["shape"]), p["m"], p["n"], p["k"], p["batch"])
-        want = table.lookup_index(p["precision"], p["shape"], p["m"], p["n"], p["k"], p["batch"])
+        args = (table.precisions.index(p["precision"]), table.shapes.index(p["shape"]), *p["sizes"].values())
+        want = table.lookup_index(p["precision"], p["shape"], *p["sizes"].values())
         asserts.append(f"static_assert(autotune_dispatch::lookup({', '.join(map(str, args))}) == {want}, \"\");")
     src = tmp_path / f"main{suffix}"
     src.write_text("#define AUTOTUNE_DISPATCH_INSTANTIATE\n#include \"dispatch.cuh\"\n#include <cstdio>\n"
@@ -112,7 +118,8 @@ def _driver(table, tmp_path, suffix: str) -> str:
 
 
 def _run(binary: str, table) -> list[int]:
-    stdin = "\n".join(f"{PRECISIONS.index(p)} {SHAPES.index(s)} {m} {n} {k} {b}" for p, s, m, n, k, b in queries(table))
+    stdin = "\n".join(f"{table.precisions.index(p)} {table.shapes.index(s)} {m} {n} {k} {b}"
+                      for p, s, m, n, k, b in queries(table))
     res = subprocess.run([binary], input=stdin, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     return [int(x) for x in res.stdout.split()]
@@ -132,7 +139,7 @@ def test_cpp_lookup_matches_python_host_only(table, tmp_path):
 def test_header_compiles_with_the_kernels_and_agrees(table, tmp_path):
     header = emit_cpp(table)
     n_inst = header.count("template __global__ void")
-    assert n_inst >= len(PRECISIONS) * len(SHAPES)  # the generic kernel for every precision and shape, at least
+    assert n_inst >= len(table.precisions) * len(table.shapes)  # the generic kernel for every precision and shape
     (tmp_path / "dispatch.cuh").write_text(header)
     exe = str(tmp_path / "lookup_nvcc")
     res = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{paths.KERNELS_DIR}", "-o", exe,
@@ -149,14 +156,14 @@ def test_report_summary_and_files(table, tmp_path):
     import pandas as pd
 
     from autotune.dispatch.loo import tol_table
-    from autotune.dispatch.report import SUMMARY_COLUMNS, roofline_ms, summary_frame, write_report
+    from autotune.dispatch.report import roofline_ms, summary_columns, summary_frame, write_report
     matrix = perf_matrix(synthetic_measurements(120, SIZES, precisions=("fp64", "fp16"), shapes=("NN", "TN"),
                                                 batch=500, seed=21))
     pts = pd.DataFrame(table.data["points"])
     best_ms = np.nanmin(matrix.median, axis=1)
     cublas = matrix.points[["precision", "shape", "m", "n", "k", "batch"]].assign(median_ms=best_ms * 2.0)
-    summary = summary_frame(matrix, cublas, bandwidth=3.0e12, beta_nonzero=False)
-    assert tuple(summary.columns) == SUMMARY_COLUMNS and len(summary) == len(pts)
+    summary = summary_frame(matrix, cublas, bandwidth=3.0e12)
+    assert tuple(summary.columns) == summary_columns(matrix.layout) and len(summary) == len(pts)
     assert (summary["speedup_vs_cublas"] - 2.0).abs().max() < 1e-12
     # the summary names the best verified instance at each point (the table may serve it with another)
     assert (summary["ms"].to_numpy() == best_ms).all()
@@ -166,10 +173,12 @@ def test_report_summary_and_files(table, tmp_path):
     moved = row["batch"] * {"fp64": 8, "fp16": 2}[row["precision"]] * (row["m"] * row["k"] + row["k"] * row["n"]
                                                                         + row["m"] * row["n"])
     assert row["roofline_frac"] == pytest.approx(moved / 3.0e12 * 1e3 / row["ms"])
-    assert roofline_ms(summary.iloc[:1], 3.0e12, True)[0] > roofline_ms(summary.iloc[:1], 3.0e12, False)[0]
+    layout = matrix.layout
+    assert roofline_ms(summary.iloc[:1], 3.0e12, layout, {"beta": 1.0})[0] > \
+        roofline_ms(summary.iloc[:1], 3.0e12, layout, {"beta": 0.0})[0]
     df = synthetic_measurements(40, SIZES[:6], seed=4)
     frame = tol_table(perf_matrix(df), [10], [0.0, 0.1], loo=False)
-    written = write_report(tmp_path, table, matrix, frame, cublas, 3.0e12, False)
+    written = write_report(tmp_path, table, matrix, frame, cublas, 3.0e12, {})
     assert {p.name for p in written} >= {"summary.csv", "tol_table.csv", "kernels_vs_tol.png", "perf_vs_size.png",
                                          "loss_per_point.png"}
     assert (tmp_path / "tol_table.csv").read_text().splitlines()[0] == \
@@ -195,3 +204,125 @@ def test_cli_emit_from_a_measurements_csv(tmp_path):
     assert "def lookup_index" in (tmp_path / "d.py").read_text()
     res = runner.invoke(app, ["analyze", str(tmp_path / "m.csv"), "--tols", "0,0.1", "--no-loo"])
     assert res.exit_code == 0 and "exact" in res.output
+
+
+EXAMPLES = [("stencil", "stencil_h100"), ("transpose", "transpose_h100"), ("softmax", "softmax_h100")]
+
+
+@pytest.fixture(scope="module", params=EXAMPLES, ids=lambda e: e[0])
+def example_table(request):
+    """The dispatch table of an example's committed database (a kind other than the built-in one)."""
+    from autotune.cli.analyze import build, load
+    folder, name = request.param
+    path = paths.ROOT / "examples" / folder / "results" / f"{name}.sqlite.gz"
+    if not path.exists():
+        pytest.skip(f"{path} not committed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = load(str(path), None, None)
+        return build(loaded, Criteria(bk=10, tol=0.05), "exact", None, "").table
+
+
+def _example_queries(table) -> list[tuple]:
+    rng = np.random.default_rng(7)
+    tuned = [(p["precision"], p["shape"], *p["sizes"].values()) for p in table.points]
+    lo = [min(p["sizes"][n] for p in table.points) for n in table.size_names]
+    hi = [max(p["sizes"][n] for p in table.points) for n in table.size_names]
+    near = [(table.precisions[0], table.shapes[0],
+             *(int(x) for x in rng.integers(np.maximum(1, np.array(lo) // 4), 4 * np.array(hi) + 2)))
+            for _ in range(300)]
+    small = [(table.precisions[0], table.shapes[0], *(int(x) for x in rng.integers(1, 64, len(lo)))) for _ in range(50)]
+    return tuned + near + small
+
+
+def test_example_tables_are_version_3_over_the_kinds_sizes(example_table):
+    t = example_table
+    assert t.data["version"] == 3 and t.kind and t.size_names and set(t.table_sizes) <= set(t.size_names)
+    assert all(set(p["sizes"]) == set(t.size_names) for p in t.points)
+    assert all(set(r["bounds"]) == set(t.table_sizes) for r in t.regions)
+    assert t.data["generic"] is None  # the examples' kinds have no generic kernel
+    assert t.data["fallback"] == ("library" if t.library else "none")
+    assert all("/" not in (k["source"] or "") for k in t.kernels)  # relative to the include directory
+    assert all(k["defines"] for k in t.kernels)  # the examples' kernels are tuned by preprocessor defines
+
+
+def test_example_python_module_and_header_agree(example_table, tmp_path):
+    table = example_table
+    queries = _example_queries(table)
+    want = [table.lookup_index(*q) for q in queries]
+    assert want[:len(table.points)] == [p["ranked"][0] if p["ranked"] else table.fallback for p in table.points]
+    path = tmp_path / "dispatch_ex.py"
+    path.write_text(emit_python(table))
+    spec = importlib.util.spec_from_file_location("dispatch_ex", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    simple = len(table.precisions) == 1 and table.shapes == ("",)
+    assert simple  # one precision, no variants: the call takes the sizes only
+    assert [mod.lookup_index(*q[2:]) for q in queries] == want
+    assert mod.lookup(*queries[0][2:])["instance_id"] == table.record(want[0], *queries[0][:2])["instance_id"]
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not found")
+    header = emit_cpp(table)
+    (tmp_path / "dispatch.cuh").write_text(header)
+    n = len(table.size_names)
+    fmt = " ".join(["%lld"] * n)
+    args = ", ".join(f"&s[{i}]" for i in range(n))
+    call = ", ".join(f"s[{i}]" for i in range(n))
+    (tmp_path / "main.cpp").write_text(
+        '#include "dispatch.cuh"\n#include <cstdio>\nint main() {\n'
+        f"  long long s[{n}];\n  while (std::scanf(\"{fmt}\", {args}) == {n})\n"
+        f"    std::printf(\"%d %d\\n\", autotune_dispatch::lookup({call}), autotune_dispatch::lookup(0, 0, {call}));\n"
+        "  return 0;\n}\n")
+    exe = str(tmp_path / "lookup_ex")
+    res = subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", exe, str(tmp_path / "main.cpp")],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = subprocess.run([exe], input="\n".join(" ".join(map(str, q[2:])) for q in queries), capture_output=True,
+                         text=True, timeout=60)
+    got = [tuple(map(int, line.split())) for line in out.stdout.splitlines()]
+    assert got == [(a, a) for a in want]
+    assert f'"{table.kernels[0]["source"]}"' in header and "-D" in header  # source and defines for each kernel
+
+
+def test_committed_version_2_tables_answer_as_their_generated_modules(tmp_path):
+    """A committed dispatch.json of version 2 loads (upgraded to version 3) and answers exactly as the dispatch.py
+    generated from it back then (which embeds the version 2 runtime)."""
+    from autotune.dispatch.table import load_table
+    checked = 0
+    for folder in sorted(paths.RESULTS_DIR.iterdir()):
+        js, py = folder / "dispatch.json", folder / "dispatch.py"
+        if not (js.exists() and py.exists()):
+            continue
+        table = load_table(js)
+        if table.version_read >= 3:
+            continue
+        spec = importlib.util.spec_from_file_location(f"committed_{folder.name}", py)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        rng = np.random.default_rng(1)
+        groups = sorted({(p["precision"], p["shape"]) for p in table.points})
+        queries = [(p["precision"], p["shape"], *p["sizes"].values()) for p in table.points]
+        for _ in range(400):
+            g = groups[rng.integers(len(groups))]
+            queries.append((*g, *(int(x) for x in rng.integers(1, 300, 3)), int(rng.choice([1, 7, 1000]))))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert [table.lookup_index(*q) for q in queries] == [mod.lookup_index(*q) for q in queries], folder.name
+        checked += 1
+    assert checked > 0
+
+
+@pytest.mark.nvcc
+def test_example_header_compiles_with_nvcc_and_its_kernel_source(example_table, tmp_path):
+    """The header of a kind tuned by defines compiles with nvcc next to one of its kernels, built with the -D flags
+    the header names, from the include directory the table names its sources relative to."""
+    table = example_table
+    (tmp_path / "dispatch.cuh").write_text(emit_cpp(table))
+    kern = table.kernels[0]
+    folder = paths.ROOT / "examples" / {"convolution5x5": "stencil"}.get(table.kind, table.kind)
+    flags = [f"-D{k}={v}" for k, v in kern["defines"].items()]
+    (tmp_path / "main.cu").write_text(f'#include "dispatch.cuh"\n#include "{kern["source"]}"\n'
+                                      "int main() { return autotune_dispatch::kNumKernels > 0 ? 0 : 1; }\n")
+    res = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{folder}", f"-I{tmp_path}", *flags, "-o",
+                          str(tmp_path / "ex"), str(tmp_path / "main.cu")], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]

@@ -98,7 +98,7 @@ def test_emitted_header_compiles_with_the_kernels_and_agrees_with_python(tmp_pat
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     grid = [1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 48, 64, 100]
-    queries = [(p["precision"], p["shape"], p["m"], p["n"], p["k"], p["batch"]) for p in table.data["points"]]
+    queries = [(p["precision"], p["shape"], *p["sizes"].values()) for p in table.data["points"]]
     queries += [(pr, "NN", m, n, k, b) for pr in ("fp64", "fp32", "fp16") for m in grid for n in grid[::3]
                 for k in grid[::4] for b in (1, 5000)]
     want = [mod.lookup_index(*q) for q in queries]

@@ -37,15 +37,19 @@ def test_user_kernel_from_space_file_to_dispatch_table(tmp_path: Path, name: str
     assert r.returncode == 0, r.stdout + r.stderr
     mine = pd.read_csv(user / "report" / "summary.csv")
     committed = pd.read_csv(ROOT / f"examples/{name}/results/summary.csv")
-    cols = ["rows", "cols", "instance_id", "ms"]
+    cols = ["rows", "cols", "instance", "ms"]
     pd.testing.assert_frame_equal(mine[cols], committed[cols])
     spec = importlib.util.spec_from_file_location("user_dispatch", user / "report" / "dispatch.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    answer = module.lookup("fp32", rows=5000, cols=5000)
-    assert answer["kernel"] == module.LIBRARY or 0 <= answer["kernel"] < len(module.KERNELS)
+    index = module.lookup_index(rows=5000, cols=5000)  # one precision, no variants: the sizes only
+    assert index == module.LIBRARY or 0 <= index < len(module.KERNELS)
+    answer = module.lookup(rows=5000, cols=5000)
+    assert answer.get("library") or answer["instance_id"] == module.KERNELS[index]["instance_id"]
+    with pytest.raises(TypeError):
+        module.lookup(rows=5000)
     with pytest.raises(ValueError):
-        module.lookup("fp32", rows=5000)
+        module.lookup(rows=5000, cols=0)
 
 
 def test_installed_package_sweeps_reports_and_emits_outside_the_checkout(tmp_path: Path) -> None:

@@ -30,9 +30,8 @@ import pandas as pd
 
 from autotune.errors import UserError
 from autotune.expr import where_rows
-from autotune.analysis.winners import sort_points
+from autotune.analysis.winners import Layout, sort_points
 
-POINT = ["precision", "shape", "m", "n", "k", "batch"]
 BY_SPACE = "space"
 SLOWDOWN = " slowdown"  # column suffixes of a group's columns (the group's own column holds its ms)
 SKIPPED = " skipped"
@@ -56,21 +55,31 @@ def groups(result: pd.DataFrame) -> list[str]:
     return [c.removesuffix(SLOWDOWN) for c in result.columns if c.endswith(SLOWDOWN)]
 
 
+def library_label(layout: Layout) -> str:
+    """The library's name in column names: the kind's baseline_name, else "baseline"."""
+    kind = layout.kind_object
+    return kind.baseline_name if kind is not None and kind.baseline_name else "baseline"
+
+
 def compare(frame: pd.DataFrame, by: str, space: str | None = None, where: str | None = None,
-            cublas: pd.DataFrame | None = None) -> pd.DataFrame:
+            library: pd.DataFrame | None = None, layout: Layout | None = None) -> pd.DataFrame:
     """One row per test point: the best time of each group of instances, the best group, slowdowns.
 
-    `frame`: measurements of one GPU. `by`: a parameter name, or "space". `space`: only that space's
-    instances. `where`: a filter over instance parameters in the space-file expression language.
-    `cublas`: the point columns and `cublas_ms` (that GPU's verified cuBLAS times), optional.
+    `frame`: measurements of one GPU and one problem kind (`layout`: its sizes; default Layout.infer). `by`: a
+    parameter name, or "space". `space`: only that space's instances. `where`: a filter over instance
+    parameters in the space-file expression language. `library`: the point columns and `median_ms` (that GPU's
+    verified times of the kind's library, its baseline), optional.
 
-    Columns: precision, shape, m, n, k, batch; per group label `<by>=<value>` its best ms; `best`
+    Columns: precision, shape, the kind's sizes; per group label `<by>=<value>` its best ms; `best`
     (label of the fastest group, empty where no group has a time) and `best_ms`; per group
-    `<label> slowdown` and `<label> skipped` (the time is a skipped measurement's); `cublas_ms` and
-    `speedup_vs_cublas` (cuBLAS ms / best ms).
+    `<label> slowdown` and `<label> skipped` (the time is a skipped measurement's); `<lib>_ms` and
+    `speedup_vs_<lib>` (library ms / best ms; <lib> the kind's baseline_name, else "baseline").
     `result.attrs["without_by"]` counts the instances left out because they lack the parameter.
     Raises UserError for an unknown space or parameter, a bad filter, or no timed measurement left.
     """
+    layout = layout or Layout.infer(frame)
+    point = list(layout.columns)
+    lib = library_label(layout)
     df = frame
     if space is not None:
         spaces = sorted(str(s) for s in df["space"].dropna().unique())
@@ -101,12 +110,12 @@ def compare(frame: pd.DataFrame, by: str, space: str | None = None, where: str |
     label = {v: f"{by}={_text(v)}" for v in values}
     labels = list(dict.fromkeys(label.values()))
     timed = timed.assign(_group=timed[col].map(label), median_ms=pd.to_numeric(timed["median_ms"]))
-    points = sort_points(df[POINT].drop_duplicates())
+    points = sort_points(df[point].drop_duplicates(), layout)
     index = pd.MultiIndex.from_frame(points)
 
     def best_of(status: str) -> pd.DataFrame:
         rows = timed[timed["status"] == status]
-        table = rows.groupby(POINT + ["_group"])["median_ms"].min().unstack("_group")
+        table = rows.groupby(point + ["_group"])["median_ms"].min().unstack("_group")
         return table.reindex(index=index, columns=labels).astype(float)
 
     ok, skipped = best_of("ok").to_numpy(), best_of("skipped").to_numpy()
@@ -121,21 +130,24 @@ def compare(frame: pd.DataFrame, by: str, space: str | None = None, where: str |
     columns.update({g + SLOWDOWN: ms[:, j] / best_ms for j, g in enumerate(labels)})
     columns.update({g + SKIPPED: from_skipped[:, j] for j, g in enumerate(labels)})
     out = pd.concat([points, pd.DataFrame(columns)], axis=1)
-    cb = pd.DataFrame(columns=POINT + ["cublas_ms"]) if cublas is None else cublas[POINT + ["cublas_ms"]]
-    cb = cb.astype({c: points[c].dtype for c in POINT}).groupby(POINT, as_index=False)["cublas_ms"].min()
-    out = out.merge(cb, on=POINT, how="left")
-    out["cublas_ms"] = out["cublas_ms"].astype(float)
-    out["speedup_vs_cublas"] = out["cublas_ms"] / out["best_ms"]
+    cb = pd.DataFrame(columns=point + ["median_ms"]) if library is None else library[point + ["median_ms"]]
+    cb = cb.dropna(subset=list(layout.sizes)).astype({c: points[c].dtype for c in point})
+    cb = cb.groupby(point, as_index=False)["median_ms"].min().rename(columns={"median_ms": f"{lib}_ms"})
+    out = out.merge(cb, on=point, how="left")
+    out[f"{lib}_ms"] = out[f"{lib}_ms"].astype(float)
+    out[f"speedup_vs_{lib}"] = out[f"{lib}_ms"] / out["best_ms"]
+    out.attrs["library"] = lib
+    out.attrs["layout"] = layout
     out.attrs["without_by"] = int(df.loc[df[col].isna(), "instance_id"].nunique())
     return out
 
 
-def summarize(result: pd.DataFrame) -> pd.DataFrame:
+def summarize(result: pd.DataFrame, layout: Layout | None = None) -> pd.DataFrame:
     """One row per group of a `compare` result: at how many points it is the best (`best_at`), at how
     many it has a time (`points`, `skipped_points` of them from skipped measurements), the geometric mean
     and worst slowdown over those points, and where it wins (`wins`: runs of consecutive points per
     precision and shape, e.g. 'fp64 NN 4x4x4..12x12x12')."""
-    sizes = size_labels(result)
+    sizes = size_labels(result, layout or result.attrs["layout"])
     rows = []
     for g in groups(result):
         slow = result[g + SLOWDOWN].to_numpy(float)
@@ -150,11 +162,13 @@ def summarize(result: pd.DataFrame) -> pd.DataFrame:
                                        "worst_slowdown", "wins"])
 
 
-def size_labels(result: pd.DataFrame) -> list[str]:
-    """'MxNxK' per row, plus ' bBATCH' when the result has several batch counts for one size."""
-    with_batch = result.duplicated(["precision", "shape", "m", "n", "k"], keep=False).any()
-    return [f"{m}x{n}x{k}" + (f" b{b}" if with_batch else "")
-            for m, n, k, b in result[["m", "n", "k", "batch"]].itertuples(index=False)]
+def size_labels(result: pd.DataFrame, layout: Layout) -> list[str]:
+    """The table sizes joined by x per row ('32x32x32'), plus ' name=value' of each tie size when the result has
+    several values of it for one table size."""
+    table, ties = list(layout.table_sizes), list(layout.tie_sizes)
+    shown = [t for t in ties if result.duplicated(["precision", "shape", *table], keep=False).any()]
+    return ["x".join(str(v) for v in row[:len(table)]) + "".join(f" {n}={v}" for n, v in zip(shown, row[len(table):]))
+            for row in result[table + shown].itertuples(index=False)]
 
 
 def win_ranges(result: pd.DataFrame, wins: np.ndarray, sizes: list[str]) -> str:

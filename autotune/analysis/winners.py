@@ -1,7 +1,9 @@
 """Winners: per test point the BK best verified instances, and which instances stay within TOL.
 
-Input is a measurements DataFrame (one row per instance and test point) with the columns
-`instance_id, point_key, precision, shape, m, n, k, batch, status, median_ms, p20_ms, p80_ms`.
+Input is a measurements DataFrame (one row per instance and test point) of one problem kind with the columns
+`instance_id, point_key, precision, shape, <the kind's sizes>, status, median_ms, p20_ms, p80_ms`; a `Layout`
+names the kind's sizes (`Layout.of(kind)`; without one, the sizes are the columns between `shape` and `status`,
+the order of `Store.measurements()`).
 Only rows with status "ok" or "skipped" and a positive median count; failures (compile error, wrong
 result, ...) never win. A "skipped" instance was verified, then stopped early by the runner's rule
 (its first 5 repetitions all above 1.2 × best / (1 - TOL_sweep)); its time is the median of those 5.
@@ -26,27 +28,90 @@ Definitions (the seed's tensor-core paper, section "Testing and Evaluation", Tab
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
-PRECISION_ORDER = ("fp64", "fp32", "fp16")
-SHAPE_ORDER = ("NN", "NT", "TN", "TT")
-POINT_COLUMNS = ("point_key", "precision", "shape", "m", "n", "k", "batch")
 TIMED_STATUSES = ("ok", "skipped")  # verified before timing; see the module docstring
-REQUIRED_COLUMNS = ("instance_id", *POINT_COLUMNS, "status", "median_ms", "p20_ms", "p80_ms")
+RESULT_COLUMNS = ("status", "median_ms", "p20_ms", "p80_ms")
 _EPS = 1e-12  # relative slack on "within TOL" so that time == best / (1 - TOL) is inside
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the test points of one problem kind read: its size names (the kind's order), the sizes a dispatch table
+    answers over (`table_sizes`; the others, `tie_sizes`, only break ties) and the order of its precisions and
+    shapes (variants). `Layout.of(kind)` for a ProblemKind; `kind_object` is the kind itself when known (for
+    its bytes and flops)."""
+
+    kind: str
+    sizes: tuple[str, ...]
+    table_sizes: tuple[str, ...]
+    precisions: tuple[str, ...] = ()
+    shapes: tuple[str, ...] = ()
+    kind_object: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, kind: Any) -> "Layout":
+        return cls(kind.name, tuple(kind.size_names), tuple(kind.table_sizes()), tuple(kind.precisions),
+                   tuple(kind.shapes), kind)
+
+    @classmethod
+    def infer(cls, frame: pd.DataFrame) -> "Layout":
+        """The sizes of a frame without a kind: the columns between `shape` and `status` (Store.measurements()'s
+        order); the built-in kind with exactly these sizes gives the rest, else every size is a table size."""
+        cols = list(frame.columns)
+        if "shape" not in cols or "status" not in cols or cols.index("status") < cols.index("shape"):
+            raise ValueError("cannot tell the size columns: expected them between `shape` and `status`")
+        sizes = tuple(c for c in cols[cols.index("shape") + 1:cols.index("status")]
+                      if c != "point_key" and frame[c].notna().all())
+        kind = builtin_kind(sizes)
+        if kind is not None:
+            return cls.of(kind)
+        name = str(frame["kind"].iloc[0]) if "kind" in cols and len(frame) else ""
+        return cls(name, sizes, sizes)
+
+    @property
+    def tie_sizes(self) -> tuple[str, ...]:
+        return tuple(n for n in self.sizes if n not in self.table_sizes)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The point columns: precision, shape and the sizes."""
+        return ("precision", "shape", *self.sizes)
+
+    def key(self, precision: str, shape: str, sizes: Sequence[int]) -> str:
+        """A point's key: 'fp64:NN:32x32x32:b1000' (precision, shape, the table sizes joined by x, then each tie
+        size after a colon, named by its first letter when those are unique, else by its name)."""
+        value = dict(zip(self.sizes, sizes))
+        ties = self.tie_sizes
+        short = len({n[0] for n in ties}) == len(ties)
+        return (f"{precision}:{shape}:" + "x".join(str(int(value[n])) for n in self.table_sizes)
+                + "".join(f":{n[0] if short else n}{int(value[n])}" for n in ties))
+
+    def order(self, column: str, values: pd.Series) -> pd.Series:
+        """Rank of each precision or shape in the kind's order (unknown ones last)."""
+        known = self.precisions if column == "precision" else self.shapes
+        return values.map({v: i for i, v in enumerate(known)}).fillna(len(known))
+
+
+def builtin_kind(sizes: Sequence[str]) -> Any:
+    """The built-in problem kind whose size names are `sizes` (None when none is)."""
+    from autotune.problems.registry import BUILT_IN
+    return next((k for k in BUILT_IN.values() if tuple(k.size_names) == tuple(sizes)), None)
 
 
 @dataclass(frozen=True)
 class PerfMatrix:
     """Verified times as dense (points x instances) arrays; NaN where no verified time exists.
 
-    `points` has the columns POINT_COLUMNS in a canonical order (precision, shape, m, n, k, batch)
+    `points` has the columns point_key and `layout.columns` in a canonical order (precision, shape, sizes)
     and includes points where every instance failed (they show up as uncovered later).
     """
 
+    layout: Layout
     points: pd.DataFrame
     instances: np.ndarray  # (I,) instance IDs, sorted
     median: np.ndarray  # (P, I) ms
@@ -65,39 +130,51 @@ class PerfMatrix:
     def take_points(self, rows: np.ndarray) -> "PerfMatrix":
         """A matrix with only the given point rows (same instance columns)."""
         rows = np.asarray(rows)
-        return PerfMatrix(self.points.iloc[rows].reset_index(drop=True), self.instances,
+        return PerfMatrix(self.layout, self.points.iloc[rows].reset_index(drop=True), self.instances,
                           self.median[rows], self.p20[rows], self.p80[rows])
 
 
-def point_key(precision: str, shape: str, m: int, n: int, k: int, batch: int) -> str:
-    """The key of measurement.TestPoint: 'fp64:NN:32x32x32:b1000'."""
-    return f"{precision}:{shape}:{int(m)}x{int(n)}x{int(k)}:b{int(batch)}"
+    @property
+    def sizes(self) -> np.ndarray:
+        """(P, len(layout.sizes)) int64 sizes of every point row."""
+        return self.points[list(self.layout.sizes)].to_numpy(dtype=np.int64)
+
+    @property
+    def table_xyz(self) -> np.ndarray:
+        """(P, len(layout.table_sizes)) int64 table sizes of every point row."""
+        return self.points[list(self.layout.table_sizes)].to_numpy(dtype=np.int64)
 
 
-def with_point_key(df: pd.DataFrame) -> pd.DataFrame:
+def with_point_key(df: pd.DataFrame, layout: Layout | None = None) -> pd.DataFrame:
     """Add `point_key` when absent (store.Store.measurements has the point columns but no key)."""
     if "point_key" in df.columns:
         return df
-    keys = [point_key(*row) for row in df[["precision", "shape", "m", "n", "k", "batch"]].itertuples(index=False)]
+    layout = layout or Layout.infer(df)
+    keys = [layout.key(row[0], row[1], row[2:]) for row in df[list(layout.columns)].itertuples(index=False)]
     return df.assign(point_key=keys)
 
 
-def sort_points(points: pd.DataFrame, then: list[str] | None = None) -> pd.DataFrame:
-    """Rows in the canonical point order: precision (fp64, fp32, fp16), shape, m, n, k, batch, then `then`."""
-    points = points.assign(_p=points["precision"].map({p: i for i, p in enumerate(PRECISION_ORDER)}).fillna(9),
-                           _s=points["shape"].map({s: i for i, s in enumerate(SHAPE_ORDER)}).fillna(9))
-    points = points.sort_values(["_p", "_s", "precision", "shape", "m", "n", "k", "batch", *(then or [])])
+def sort_points(points: pd.DataFrame, layout: Layout, then: list[str] | None = None) -> pd.DataFrame:
+    """Rows in the canonical point order: precision and shape in the kind's order, the sizes, then `then`."""
+    points = points.assign(_p=layout.order("precision", points["precision"]),
+                           _s=layout.order("shape", points["shape"]))
+    points = points.sort_values(["_p", "_s", "precision", "shape", *layout.sizes, *(then or [])])
     return points.drop(columns=["_p", "_s"]).reset_index(drop=True)
 
 
-def perf_matrix(df: pd.DataFrame) -> PerfMatrix:
-    """Pivot a measurements DataFrame into a PerfMatrix (times of verified instances: ok and skipped)."""
-    df = with_point_key(df) if {"precision", "shape", "m", "n", "k", "batch"} <= set(df.columns) else df
-    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+def perf_matrix(df: pd.DataFrame, layout: Layout | None = None) -> PerfMatrix:
+    """Pivot a measurements DataFrame of one kind into a PerfMatrix (times of verified instances: ok and skipped).
+    `layout`: the kind's sizes (default: Layout.infer)."""
+    layout = layout or Layout.infer(df)
+    point_columns = ["point_key", *layout.columns]
+    if set(layout.columns) <= set(df.columns):
+        df = with_point_key(df, layout)
+    missing = [c for c in ("instance_id", *point_columns, *RESULT_COLUMNS) if c not in df.columns]
     if missing:
-        raise ValueError(f"measurements lack the columns {missing}; expected {list(REQUIRED_COLUMNS)}")
-    points = sort_points(df.loc[:, list(POINT_COLUMNS)].drop_duplicates("point_key"), ["point_key"])
-    for col in ("m", "n", "k", "batch"):
+        raise ValueError(f"measurements lack the columns {missing}; expected instance_id, point_key, "
+                         f"{', '.join(layout.columns)}, {', '.join(RESULT_COLUMNS)}")
+    points = sort_points(df.loc[:, point_columns].drop_duplicates("point_key"), layout, ["point_key"])
+    for col in layout.sizes:
         points[col] = points[col].astype(np.int64)
     med = pd.to_numeric(df["median_ms"], errors="coerce")
     ok = df.loc[df["status"].astype(str).isin(TIMED_STATUSES) & np.isfinite(med) & (med > 0),
@@ -117,7 +194,7 @@ def perf_matrix(df: pd.DataFrame) -> PerfMatrix:
         a = np.full(shape, np.nan)
         a[row, col] = ok[name].to_numpy()
         arrays.append(a)
-    return PerfMatrix(points, instances, *arrays)
+    return PerfMatrix(layout, points, instances, *arrays)
 
 
 @dataclass(frozen=True)
@@ -202,7 +279,7 @@ def winners_frame(w: Winners) -> pd.DataFrame:
                      median_ms=w.matrix.median[rows, cols], p20_ms=w.matrix.p20[rows, cols],
                      p80_ms=w.matrix.p80[rows, cols], loss=w.loss[rows, cols],
                      tied=w.tied[rows, cols], accepted=w.accepted[rows, cols])
-    return out.sort_values(["precision", "shape", "m", "n", "k", "batch", "rank"], kind="stable").reset_index(drop=True)
+    return out.sort_values(["precision", "shape", *w.matrix.layout.sizes, "rank"], kind="stable").reset_index(drop=True)
 
 
 def instance_points(w: Winners) -> pd.DataFrame:

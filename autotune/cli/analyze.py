@@ -11,27 +11,22 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
-import numpy as np
 import pandas as pd
 import typer
 from rich.console import Console
-from rich.measure import Measurement
 from rich.table import Table
 
-from autotune.analysis import compare as comparing
-from autotune.dispatch.build import Built, KernelInfoSource, build, generic_kernel, info_source, kernel_info  # noqa: F401
-from autotune.dispatch.table import Provenance, Structure, library_times, load_table
+from autotune.dispatch.build import (Built, KernelInfoSource, build, generic_kernel, include_hint,  # noqa: F401
+                                     info_source, kernel_info)
+from autotune.dispatch.table import GenericKernel, Provenance, Structure, library_times, load_table
 from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
 from autotune.errors import UserError
 from autotune.dispatch.loo import TOL_TABLE_COLUMNS, leave_one_out, tol_table
 from autotune.dispatch.sharing import kernels_with_and_without_sharing
 from autotune.analysis.setcover import METHODS
-from autotune.analysis.winners import Criteria, perf_matrix, winners, winners_frame
-
-if TYPE_CHECKING:  # pragma: no cover
-    from autotune.vocab import DeviceInfo
+from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners, winners_frame
 
 out = Console()
 
@@ -45,11 +40,17 @@ class Format(str, Enum):
 
 @dataclass(frozen=True)
 class Loaded:
-    frame: pd.DataFrame
-    cublas: pd.DataFrame | None
-    provenance: Provenance
+    """One problem kind's measurements on one GPU, what they need to become a table."""
+
+    frame: pd.DataFrame  # Store.measurements() rows of this kind
+    layout: Layout  # the kind's sizes and the kind object (its bytes, flops, baseline, generic kernel)
+    baseline: pd.DataFrame | None  # the kind's verified library (baseline) times: point columns and median_ms
+    provenance: Provenance  # device, sweeps, software, the sweeps' scalars
     bandwidth: float | None  # measured copy bandwidth, bytes/s
-    beta_nonzero: bool
+
+    @property
+    def scalars(self) -> dict:
+        return dict(self.provenance.scalars)
 
 
 def _url(source: str) -> str:
@@ -57,8 +58,57 @@ def _url(source: str) -> str:
     return database_url(source)
 
 
-def load(source: str, device: str | None, space: str | None, recorded_spaces: bool = True) -> Loaded:
-    """Measurements, cuBLAS times and provenance from a database or a CSV file."""
+def kind_object(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]):
+    """The problem kind of a database's measurements: from a recorded space of that kind (store/spaces.py points
+    the space loader at the recorded versions), else the built-in kind of that name, else None."""
+    from autotune.space.spec import load_space
+    for space_name in dict.fromkeys(frame["space"].dropna().astype(str)) if "space" in frame.columns else ():
+        try:
+            kind = load_space(space_name).kind
+        except Exception:  # noqa: BLE001 - a space not on this machine: try the next one
+            continue
+        if kind.name == name:
+            return kind
+    from autotune.problems.registry import BUILT_IN
+    kind = BUILT_IN.get(name)
+    return kind if kind is not None and tuple(kind.size_names) == tuple(sizes) else None
+
+
+def _layout(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]) -> Layout:
+    kind = kind_object(name, frame, sizes)
+    if kind is not None:
+        return Layout.of(kind)
+    return Layout(name, tuple(sizes), tuple(sizes), (), ())
+
+
+def kinds_in(source: str) -> dict[str, tuple[str, ...]]:
+    """The problem kinds measured in a database (or CSV) and their size names."""
+    if source.endswith(".csv"):
+        frame = pd.read_csv(source, nrows=50)
+        layout = Layout.infer(frame)
+        return {layout.kind or "": layout.sizes}
+    from autotune.store.store import Store
+    with Store.open(_url(source), create=False, readonly=True) as store:
+        return store.kind_sizes()
+
+
+def _one_kind(source: str, kind: str | None) -> str | None:
+    """The kind a command works on: `kind`, else the only kind of the database (UserError when there are several)."""
+    kinds = kinds_in(source)
+    if kind is not None:
+        if kind not in kinds:
+            raise UserError(f"--kind {kind}: no such problem kind in {source}",
+                            hint=f"kinds measured there: {', '.join(kinds) or 'none'}")
+        return kind
+    if len(kinds) > 1:
+        raise UserError(f"{source} holds several problem kinds ({', '.join(kinds)}): pick one with --kind")
+    return next(iter(kinds), None)
+
+
+def load(source: str, device: str | None, space: str | None, recorded_spaces: bool = True,
+         kind: str | None = None) -> Loaded:
+    """Measurements, library times and provenance of one problem kind (`kind`, default: the only one) from a
+    database or a CSV file."""
     if source.endswith(".csv"):
         frame = pd.read_csv(source)
         if device is not None and "device" in frame.columns:
@@ -67,7 +117,7 @@ def load(source: str, device: str | None, space: str | None, recorded_spaces: bo
             frame = frame[frame["space"] == space]
         name = device or (str(frame["device"].iloc[0]) if "device" in frame.columns and len(frame) else "unknown")
         _require_verified(frame, source)
-        return Loaded(frame, None, Provenance(device=name), None, False)
+        return Loaded(frame, Layout.infer(frame), None, Provenance(device=name), None)
     from autotune.store.query import run_query
     from autotune.store.store import Store
     url = _url(source)
@@ -77,33 +127,60 @@ def load(source: str, device: str | None, space: str | None, recorded_spaces: bo
     from autotune.dispatch import validity
     validity._load.cache_clear()  # spaces are cached by name there
     validity._instance_validity.cache_clear()
+    kind = _one_kind(source, kind)
     with Store.open(url, create=False, readonly=True) as store:
+        sizes = store.kind_sizes().get(kind, ())
         frame = store.measurements(device=device, space=space)
-        if "kind" in frame.columns:  # other problem kinds have their own summaries (dispatch.kinds)
-            frame = frame[frame["kind"] == "gemm"]
+        if "kind" in frame.columns:
+            frame = frame[frame["kind"] == kind]
         devices = sorted(frame["device"].unique()) if len(frame) else []
         if len(devices) > 1:
             raise UserError(f"{source} holds measurements of several GPUs ({', '.join(devices)}): pick one with --device")
         if not devices:
-            raise UserError(f"no measurements in {source} for device={device!r} space={space!r}")
+            raise UserError(f"no measurements in {source} for device={device!r} space={space!r} kind={kind!r}")
         info = store.device_info(store.device_id(devices[0]))
-        base = store.baselines(device=devices[0])
+        baseline = store.baselines(device=devices[0])
+    layout = _layout(kind, frame, tuple(sizes))
+    frame = frame.drop(columns=[c for c in frame.columns if c in _other_sizes(frame, layout)])
+    baseline = baseline[(baseline["kind"] == kind) & (baseline["status"] == "ok")] if len(baseline) else None
     _require_verified(frame, source)
     sweeps = sorted(int(s) for s in frame["sweep_id"].unique())
-    ids = ", ".join(map(str, sweeps))
-    sw = run_query(url, f"SELECT id, scalars, copy_bandwidth FROM sweeps WHERE id IN ({ids})")
-    cublas = (base[(base["status"] == "ok") & (base["kind"] == "gemm")]
-              .reindex(columns=["precision", "shape", "m", "n", "k", "batch", "median_ms"]).reset_index(drop=True))
+    sw = run_query(url, f"SELECT * FROM sweeps WHERE id IN ({', '.join(map(str, sweeps))})")
     prov = Provenance(device=info.name, sweep_ids=tuple(str(s) for s in sweeps),
                       device_info={"name": info.name, "uuid": info.uuid, "cc": info.cc, "sm_count": info.sm_count,
                                    "sm_clock_mhz": info.sm_clock_mhz, "mem_clock_mhz": info.mem_clock_mhz,
                                    "copy_bandwidth": info.copy_bandwidth},
                       software={"driver": info.driver, "cuda_runtime": info.cuda_runtime, "nvrtc": info.nvrtc,
-                                "cupy": info.cupy, "autotune": _version()})
+                                "cupy": info.cupy, "autotune": _version()},
+                      scalars=_scalars(sw, layout))
     bandwidth = float(sw["copy_bandwidth"].median()) if len(sw) else info.copy_bandwidth
-    scalars = [json.loads(x) if isinstance(x, str) else dict(x or {}) for x in sw["scalars"]]
-    beta_nonzero = any(float(x.get("beta", 0.0)) != 0 for x in scalars)
-    return Loaded(frame, cublas, prov, bandwidth, beta_nonzero)
+    return Loaded(frame, layout, baseline, prov, bandwidth)
+
+
+def _other_sizes(frame: pd.DataFrame, layout: Layout) -> list[str]:
+    """Size columns of other kinds in a frame of one kind (all empty there): dropped, so that the kind's sizes
+    stand between `shape` and `status`."""
+    cols = list(frame.columns)
+    if "shape" not in cols or "status" not in cols:
+        return []
+    between = cols[cols.index("shape") + 1:cols.index("status")]
+    return [c for c in between if c not in layout.sizes and c != "sizes" and frame[c].isna().all()]
+
+
+def _scalars(sweeps: pd.DataFrame, layout: Layout) -> dict[str, float]:
+    """The kind's scalars the sweeps ran with (a `scalars` JSON column, or one column per scalar); where sweeps
+    differ, a scalar that is nonzero in any of them counts (bytes moved read it)."""
+    import json
+    kind = layout.kind_object
+    names = list(kind.scalar_defaults) if kind is not None else []
+    out: dict[str, float] = {}
+    for row in sweeps.to_dict("records"):
+        given = json.loads(row["scalars"]) if isinstance(row.get("scalars"), str) else \
+            {n: row[n] for n in names if n in row and row[n] is not None}
+        for n, v in given.items():
+            if n in names and (n not in out or float(v) != 0.0):
+                out[n] = float(v)
+    return out
 
 
 def _require_verified(frame: pd.DataFrame, source: str) -> None:
@@ -131,9 +208,9 @@ def _floats(text: str) -> list[float]:
         raise UserError(f"expected comma-separated numbers, got {text!r}") from None
 
 
-def _fallback(text: str) -> str:
+def _fallback(text: str | None) -> str | None:
     from autotune.dispatch.runtime import FALLBACKS
-    if text not in FALLBACKS:
+    if text is not None and text not in FALLBACKS:
         raise UserError(f"--fallback must be one of {', '.join(sorted(FALLBACKS))}, got {text!r}")
     return text
 
@@ -163,6 +240,12 @@ def _weights(path: Path | None):
     return lambda points: point_weights_frame(workload, points)
 
 
+def _generic_space(layout: Layout) -> GenericKernel | None:
+    """The kind's generic kernel without name expressions (leave-one-out only needs to know it exists)."""
+    kind = layout.kind_object
+    return GenericKernel(space=kind.generic_space) if kind is not None and kind.generic_space else None
+
+
 def _bks(text: str) -> list[int | None]:
     return [None if x <= 0 else int(x) for x in _floats(text)]
 
@@ -178,7 +261,13 @@ MethodOpt = Annotated[str, typer.Option("--method", help=f"Kernel-set reduction:
 SpreadOpt = Annotated[bool, typer.Option("--spread-ties", help="Count instances whose p20..p80 overlaps the best's as tied.")]
 ValidityOpt = Annotated[Optional[Path], typer.Option(
     "--validity", help='JSON {instance_id or space: [{"m_multiple_of": 8}, {"max_k": 256}]}.')]
-GenericOpt = Annotated[str, typer.Option("--generic", help="Parameters of the gemm_naive instance.")]
+GenericOpt = Annotated[str, typer.Option("--generic", help="Parameters of the kind's generic kernel instance "
+                                                           "(its generic_space).")]
+KindOpt = Annotated[Optional[str], typer.Option("--kind", help="The problem kind to analyze, when the database "
+                                                               "holds several.")]
+IncludeOpt = Annotated[Optional[Path], typer.Option(
+    "--include-dir", help="Name kernel sources relative to this directory (the -I a compiler gets); default: each "
+                          "source's file name, the header saying which -I to pass.")]
 StructureOpt = Annotated[str, typer.Option(
     "--structure", help="How the table answers problems it was not tuned on: auto (the structure with the smallest "
                         "measured leave-one-out loss: regions, nearest point or cost, library margin 0, 5, 10 or "
@@ -186,8 +275,10 @@ StructureOpt = Annotated[str, typer.Option(
 WorkloadOpt = Annotated[Optional[Path], typer.Option(
     "--workload", help="Workload file (YAML or CSV, `autotune workload show`): each tuned point is weighted by the "
                        "workload problems nearest to it; the mean losses the analyzer minimises are weighted.")]
-FallbackOpt = Annotated[str, typer.Option(
-    "--fallback", help="Answer where no kernel of the table is valid: library (cuBLAS, index -2) or naive (gemm_naive, -1).")]
+FallbackOpt = Annotated[Optional[str], typer.Option(
+    "--fallback", help="Answer where no kernel of the table is valid: library (the kind's baseline, index -2), naive "
+                       "(the kind's generic kernel, -1) or none (-4); default: the library, else the generic kernel, "
+                       "else none.")]
 
 
 def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
@@ -196,17 +287,18 @@ def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
             spread_ties: SpreadOpt = False,
             loo: Annotated[bool, typer.Option("--loo/--no-loo", help="Leave-one-out loss per row.")] = True,
             out_dir: Annotated[Optional[Path], typer.Option("--out", help="Write tol_table.csv and winners.csv here.")] = None,
-            validity: ValidityOpt = None, fallback: FallbackOpt = "library",
+            validity: ValidityOpt = None, fallback: FallbackOpt = None, kind: KindOpt = None,
             ) -> None:
     """The number of kernels against TOL for both methods, with worst, mean and leave-one-out loss (Table I).
 
     With --out, also writes tol_table.csv and the BK winners per test point (winners.csv, at the first BK
     and TOL). A database with no verified measurement exits with code 2."""
-    loaded = load(source, device, space)
-    matrix = perf_matrix(loaded.frame)
+    loaded = load(source, device, space, kind=kind)
+    matrix = perf_matrix(loaded.frame, loaded.layout)
     frame = tol_table(matrix, _bks(bks), _floats(tols), METHODS, loo=loo, spread_ties=spread_ties,
-                      kernel_info=info_source(loaded, validity), library_ms=library_times(matrix.points, loaded.cublas),
-                      fallback=_fallback(fallback))
+                      kernel_info=info_source(loaded, validity),
+                      library_ms=library_times(matrix.points, loaded.baseline, matrix.layout),
+                      fallback=_fallback(fallback), generic=_generic_space(matrix.layout))
     table = Table(title=f"kernels against TOL on {loaded.provenance.device}: {len(matrix.points)} test points, "
                         f"{len(matrix.instances)} instances")
     for col in ("method", "BK", "TOL", "kernels", "worst loss", "mean loss", "LOO worst", "optimal"):
@@ -230,15 +322,16 @@ def emit(source: EmitSource, fmt: Annotated[Format, typer.Option("--format", "-f
          output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
          device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
          method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
-         generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4", fallback: FallbackOpt = "library",
-         structure: StructureOpt = "auto", workload: WorkloadOpt = None) -> None:
+         generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4", fallback: FallbackOpt = None,
+         structure: StructureOpt = "auto", workload: WorkloadOpt = None, kind: KindOpt = None,
+         include_dir: IncludeOpt = None) -> None:
     """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV."""
     if source.endswith(".json"):
         table = load_table(source)
     else:
         criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
-        table = build(load(source, device, space), criteria, method, validity, generic, _fallback(fallback),
-                      _structure(structure), _weights(workload)).table
+        table = _build(load(source, device, space, kind=kind), criteria, method, validity, generic, fallback,
+                       structure, workload, include_dir).table
     text = {Format.json: lambda: table.to_json() + "\n", Format.cpp: lambda: emit_cpp(table),
             Format.python: lambda: emit_python(table), Format.csv: lambda: emit_csv(table)}[fmt]()
     if output is None:
@@ -252,39 +345,74 @@ def emit(source: EmitSource, fmt: Annotated[Format, typer.Option("--format", "-f
                   + (f"; the library answers {p['library_points']} points" if p.get("library_points") else ""))
 
 
+def _build(loaded: Loaded, criteria: Criteria, method: str, validity: Path | None, generic: str,
+           fallback: str | None, structure: str, workload: Path | None, include_dir: Path | None) -> Built:
+    """build() with the command line's checks: a fallback the kind cannot give is a UserError."""
+    try:
+        built = build(loaded, criteria, method, validity, generic, _fallback(fallback), _structure(structure),
+                      _weights(workload), include_dir)
+    except ValueError as exc:
+        if "fallback" in str(exc):
+            raise UserError(f"--fallback: {exc}") from None
+        raise
+    if include_dir is None:  # which -I the header needs, relative to here where possible
+        built.table.provenance["include_dirs"] = include_hint(_sources(loaded, built), None)
+    else:
+        built.table.provenance["include_dir"] = str(include_dir)
+    return built
+
+
+def _sources(loaded: Loaded, built: Built) -> list[str]:
+    """The kernel source paths as the space files (recorded versions) name them."""
+    from autotune.space.spec import load_space
+    out = []
+    for space_name in dict.fromkeys([k["space"] for k in built.table.kernels]
+                                    + [(built.table.data.get("generic") or {}).get("space")]):
+        try:
+            out.append(str(load_space(space_name).kernel.source_path))
+        except Exception:  # noqa: BLE001 - no space file: nothing to include
+            continue
+    return out
+
+
 def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="Directory for the files.")] = Path("report"),
            device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
            method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
            generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4",
            tols: Annotated[str, typer.Option("--tols", help="TOL values for tol_table.csv.")] = "0,0.05,0.1,0.15",
-           fallback: FallbackOpt = "library", structure: StructureOpt = "auto", workload: WorkloadOpt = None,
-           ) -> None:
-    """Write summary.csv, tol_table.csv, dispatch.json/.cuh/.py and the PNG plots into --out. Problem kinds other
-    than GEMM get summary.csv, dispatch.json and dispatch.py (in --out/KIND/ when the database holds several
-    kinds)."""
-    from autotune.dispatch.report import write_report
+           fallback: FallbackOpt = None, structure: StructureOpt = "auto", workload: WorkloadOpt = None,
+           kind: KindOpt = None, include_dir: IncludeOpt = None) -> None:
+    """Write summary.csv, tol_table.csv, structures.csv, dispatch.json/.cuh/.py and the PNG plots into --out, for
+    every problem kind of the database (in --out/KIND/ when it holds several kinds; --kind picks one)."""
+    kinds = [kind] if kind is not None or source.endswith(".csv") else list(kinds_in(source))
     if not source.endswith(".csv"):
-        from autotune.dispatch.kinds import write_reports
         from autotune.store.spaces import use_stored_spaces
         use_stored_spaces(_url(source))  # the kernels as measured (warns when the work tree differs)
-        others = write_reports(_url(source), out_dir, tol, bk, device)
-        for kind in others:
-            out.print(f"wrote the summary and dispatch table of {kind} under {out_dir}")
-        if others and not _has_gemm(source):
-            return
-    loaded = load(source, device, space, recorded_spaces=False)  # applied above
+    for name in kinds or [None]:
+        folder = out_dir / name if len(kinds) > 1 and name else out_dir
+        _report_kind(source, folder, name, device, space, bk, tol, method, spread_ties, validity, generic, tols,
+                     fallback, structure, workload, include_dir)
+
+
+def _report_kind(source: str, out_dir: Path, kind: str | None, device: str | None, space: str | None, bk: int,
+                 tol: float, method: str, spread_ties: bool, validity: Path | None, generic: str, tols: str,
+                 fallback: str | None, structure: str, workload: Path | None, include_dir: Path | None) -> None:
+    from autotune.dispatch.report import write_report
+    loaded = load(source, device, space, recorded_spaces=False, kind=kind)  # applied by report
     criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
-    fallback = _fallback(fallback)
-    built = build(loaded, criteria, method, validity, generic, fallback, _structure(structure), _weights(workload))
+    built = _build(loaded, criteria, method, validity, generic, fallback, structure, workload, include_dir)
     table, w = built.table, built.winners
+    fallback = table.data["fallback"]
     chosen = Structure(**table.provenance["structure"])
     frame = tol_table(w.matrix, [criteria.bk], _floats(tols), METHODS, spread_ties=spread_ties,
-                      kernel_info=built.info, library_ms=built.library_ms, fallback=fallback, structure=chosen)
+                      kernel_info=built.info, library_ms=built.library_ms, fallback=fallback, generic=built.generic,
+                      structure=chosen)
     held = built.held  # computed while choosing the structure; else now
     if held is None:
         held = leave_one_out(w.matrix, criteria, method, kernel_info=built.info, library_ms=built.library_ms,
-                             fallback=fallback, structure=chosen)
-    written = write_report(out_dir, table, w.matrix, frame, loaded.cublas, loaded.bandwidth, loaded.beta_nonzero, held.frame)
+                             fallback=fallback, generic=built.generic, structure=chosen)
+    written = write_report(out_dir, table, w.matrix, frame, loaded.baseline, loaded.bandwidth, loaded.scalars,
+                           held.frame)
     written.append(table.save(out_dir / "dispatch.json"))
     (out_dir / "dispatch.cuh").write_text(emit_cpp(table))
     (out_dir / "dispatch.py").write_text(emit_python(table))
@@ -292,10 +420,12 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
     if built.structures is not None:
         built.structures.to_csv(out_dir / "structures.csv", index=False, float_format="%.6g")
         written.append(out_dir / "structures.csv")
-    sharing = kernels_with_and_without_sharing(loaded.frame, criteria, _floats(tols), method)
+    sharing = kernels_with_and_without_sharing(loaded.frame, criteria, _floats(tols), method, loaded.layout)
     if sharing is not None:
         sharing.to_csv(out_dir / "sharing.csv", index=False, float_format="%.6g")
         written.append(out_dir / "sharing.csv")
+    if kind is not None:
+        out.print(f"problem kind {kind}: sizes {', '.join(loaded.layout.sizes)}")
     out.print(f"structure: {chosen.mode}, library margin {100 * chosen.library_margin:g}%"
               + (f", reach {chosen.reach:g}" if chosen.mode == "cost" else "")
               + (" (smallest measured leave-one-out loss)" if built.structures is not None else ""))
@@ -306,156 +436,10 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
         out.print(f"wrote {path}")
 
 
-def _has_gemm(source: str) -> bool:
-    from autotune.store.query import run_query
-    return bool(len(run_query(_url(source), "SELECT id FROM test_points WHERE kind = 'gemm' LIMIT 1")))
-
-
-@dataclass(frozen=True)
-class GpuResults:
-    frame: pd.DataFrame  # Store.measurements of one GPU
-    cublas: pd.DataFrame  # precision, shape, m, n, k, batch, cublas_ms (verified cuBLAS times on that GPU)
-    info: DeviceInfo  # that GPU and its software stack, as the database records them
-    gpus: int  # GPUs with measurements in the database
-
-    @property
-    def device(self) -> str:
-        return self.info.name
-
-    @property
-    def uuid(self) -> str:
-        return self.info.uuid
-
-
-def load_gpu(source: str, device: str | None) -> GpuResults:
-    """One GPU's measurements and cuBLAS times: `device` (name or UUID), by default the GPU with the most
-    measurements in the database."""
-    from autotune.store.query import run_query
-    from autotune.store.store import Store
-    url = _url(source)
-    with Store.open(url, create=False, readonly=True) as store:
-        counts = run_query(url, "SELECT d.uuid, COUNT(*) AS n FROM measurements m JOIN devices d ON d.id = m.device_id "
-                                "GROUP BY d.uuid ORDER BY n DESC, d.uuid")
-        if counts.empty:
-            raise UserError(f"no measurements in {source}", hint="run `autotune sweep CONFIG` into it first")
-        device_id = store.device_id(str(counts["uuid"][0]) if device is None else device)
-        info = store.device_info(device_id)
-        frame = store.measurements(device=info.uuid)
-        cublas = pd.DataFrame([(p.precision, p.shape, p.m, p.n, p.k, p.batch, ms)
-                               for p, ms in store.baseline_times(device_id).items()],
-                              columns=comparing.POINT + ["cublas_ms"])
-    return GpuResults(frame, cublas, info, len(counts))
-
-
-def compare(source: Annotated[str, typer.Argument(help="Results database (SQLite path or URL).")],
-            by: Annotated[str, typer.Option("--by", help="Parameter whose values form the groups (e.g. NSG, RUNG), "
-                                                         "or `space` for one group per space.")],
-            space: SpaceOpt = None,
-            where: Annotated[Optional[str], typer.Option(
-                "--where", help="Only instances whose parameters satisfy EXPR (space-file expression language), "
-                                "e.g. 'BLK_M >= 16 and DIM_X in [8, 16]'.")] = None,
-            device: Annotated[Optional[str], typer.Option(
-                "--device", "-d", help="GPU name or UUID in the database (default: the GPU with the most "
-                                       "measurements).")] = None,
-            csv: Annotated[Optional[Path], typer.Option("--csv", help="Also write the full table to this CSV file.")] = None,
-            markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table instead.")] = False,
-            ) -> None:
-    """What each design choice buys: per test point, the best verified time of each group of instances.
-
-    A group is the instances sharing one value of the parameter --by (or one space). Each row is a test \
-point: each group's best time in ms and its slowdown against the best group (1.00x: the best), the best \
-group, and cuBLAS on the same GPU. A time marked with a dagger comes from an early-stopped ('skipped') \
-measurement: the median of fewer repetitions, an estimate known to be more than TOL slower than the best \
-the sweep saw at that point. Then one line per group: at how many points it is the best, its geometric \
-mean slowdown, and the sizes where it wins.
-
-    Example: autotune compare results/default/default.sqlite.gz --by NSG --where "DIM_X * DIM_Y >= 64"
-    """
-    gpu = load_gpu(source, device)
-    try:
-        result = comparing.compare(gpu.frame, by, space, where, gpu.cublas)
-    except UserError as exc:
-        exc.file = exc.file or source
-        raise
-    summary = comparing.summarize(result)
-    if csv is not None:
-        csv.parent.mkdir(parents=True, exist_ok=True)
-        result.to_csv(csv, index=False, float_format="%.6g")
-    title = (f"best ms per {by} (slowdown vs the best) on {gpu.device}" + (f", space {space}" if space else "")
-             + (f", where {where}" if where else "") + f": {len(result)} test points")
-    notes = _compare_notes(result, summary, gpu, by)
-    if markdown:
-        typer.echo(_markdown(title, _compare_rows(result), notes))
-    else:
-        rows = _compare_rows(result)
-        table = Table(title=title)
-        for col in rows[0]:
-            table.add_column(col, justify="left" if col in ("precision", "shape", "best") else "right")
-        for row in rows[1:]:
-            table.add_row(*row)
-        if out.is_terminal:
-            out.print(table)
-        else:  # a file or a pipe: as wide as the table needs, never squashed to 80 columns
-            wide = Console(width=10_000)
-            Console(width=Measurement.get(wide, wide.options, table).maximum).print(table)
-        for line in notes:
-            typer.echo(line)
-    if csv is not None:
-        out.print(f"wrote {csv}")
-
-
-SKIP_MARK = "\u2020"  # dagger: the time comes from a skipped (early-stopped) measurement
-
-
-def _compare_rows(result: pd.DataFrame) -> list[list[str]]:
-    """Header and cells of the printed table: each group's 'ms (slowdown)'."""
-    labels = comparing.groups(result)
-    rows = [["precision", "shape", "size", "batch", *labels, "best", "cuBLAS ms", "best vs cuBLAS"]]
-    num = lambda x, f, unit="": "" if pd.isna(x) else format(x, f) + unit  # noqa: E731
-    for r in result.to_dict("records"):
-        cells = []
-        for g in labels:
-            mark = SKIP_MARK if r[g + comparing.SKIPPED] else ""
-            cells.append(num(r[g], ".4g", f"{mark} ({num(r[g + comparing.SLOWDOWN], '.2f', 'x')})"))
-        best = r["best"] + (SKIP_MARK if r["best"] and r[r["best"] + comparing.SKIPPED] else "") or "-"
-        rows.append([r["precision"], r["shape"], f"{r['m']}x{r['n']}x{r['k']}", str(r["batch"]), *cells, best,
-                     num(r["cublas_ms"], ".4g"), num(r["speedup_vs_cublas"], ".2f", "x")])
-    return rows
-
-
-def _compare_notes(result: pd.DataFrame, summary: pd.DataFrame, gpu: GpuResults, by: str) -> list[str]:
-    lines = []
-    for s in summary.itertuples():
-        skipped = f", {s.skipped_points} of them {SKIP_MARK}" if s.skipped_points else ""
-        lines.append(f"{s.group}: best at {s.best_at}/{len(result)} points, geomean slowdown {s.geomean_slowdown:.2f}x "
-                     f"(worst {s.worst_slowdown:.2f}x, over {s.points} points{skipped})"
-                     + (f"; wins at {s.wins}" if s.wins else ""))
-    cb = result["speedup_vs_cublas"].dropna()
-    if len(cb):
-        lines.append(f"cuBLAS: measured at {len(cb)} points; the best group is faster at {int((cb > 1).sum())}, "
-                     f"geomean speedup {math.exp(np.log(cb).mean()):.2f}x (cuBLAS ms / best ms)")
-    if result.attrs.get("without_by"):
-        lines.append(f"left out: {result.attrs['without_by']} instances without the parameter {by}")
-    if any(summary["skipped_points"]):
-        lines.append(f"{SKIP_MARK} the group's fastest measurement here was stopped early ('skipped'): the median of its "
-                     "first repetitions, an estimate known to be more than TOL slower than the best the sweep saw")
-    if gpu.gpus > 1:
-        lines.append(f"GPU {gpu.device} ({gpu.uuid}), one of {gpu.gpus} in the database; --device NAME_OR_UUID "
-                     "picks another")
-    return lines
-
-
-def _markdown(title: str, rows: list[list[str]], notes: list[str]) -> str:
-    head, *body = rows
-    lines = [f"**{title}**", "", "| " + " | ".join(head) + " |",
-             "|" + "|".join("---" if c in ("precision", "shape", "best") else "---:" for c in head) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
-    return "\n".join(lines + [""] + [f"- {n}" for n in notes])
-
-
 def register(app: typer.Typer) -> None:
     """Add analyze, emit, report and compare to the main app (called by autotune.cli.main)."""
     app.command()(analyze)
     app.command()(emit)
     app.command()(report)
+    from autotune.cli.compare import compare
     app.command()(compare)

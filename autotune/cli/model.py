@@ -81,13 +81,13 @@ def tsm2(source: Annotated[str, typer.Argument(help="Results database (SQLite pa
     Example: autotune model tsm2 results/tsm2_h100/tsm2_h100.sqlite.gz
     """
     from autotune.problems.gemm import tsm2_check
-    from autotune.cli.analyze import load_gpu
+    from autotune.cli.compare import load_gpu
     gpu = load_gpu(source, device)
     info = gpu.info
     limits = profile(device_profile)
     clock = (info.sm_clock_mhz or 1980) * 1e6
     devices = {p: tsm2_check.model_device(limits, p, info.copy_bandwidth, clock, info.sm_count) for p in ("fp64", "fp32")}
-    result = tsm2_check.compare(gpu.frame, gpu.cublas, devices)
+    result = tsm2_check.compare(gpu.frame, gpu.library.rename(columns={"median_ms": "cublas_ms"}), devices)
     table = Table(title=f"TSM2 on {gpu.device} ({info.copy_bandwidth / 1e12:.3f} TB/s measured): the model's pick "
                         "against the sweep's best; instances as T1/T2/T3/KS and what differs from the paper's kernel")
     for col in ("point", "model pick", "ms", "paper ms", "sweep best", "ms ", "roofline", "pick/best",

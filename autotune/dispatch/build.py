@@ -1,9 +1,11 @@
-"""Building a GEMM dispatch table from loaded measurements: kernel records (name expressions, validity
-predicates) for any instance, the naive kernel, the kernel set, the structure chosen by held-out loss, the
-table. No I/O but reading space files (cli/analyze.py loads the measurements)."""
+"""Building the dispatch table of one problem kind from loaded measurements: kernel records (name expressions or
+defines, validity predicates, sources relative to an include directory) for any instance, the kind's generic
+kernel, the kernel set, the structure chosen by held-out loss, the table. No I/O but reading space files
+(cli/analyze.py loads the measurements)."""
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,10 +16,10 @@ import numpy as np
 import pandas as pd
 
 from autotune.analysis.setcover import select
-from autotune.analysis.winners import Criteria, perf_matrix, winners
+from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners
 from autotune.dispatch.loo import LooResult, choose_structure
 from autotune.dispatch.table import (DispatchTable, GenericKernel, KernelInfo, Structure, build_table,
-                                     library_times)
+                                     kind_library, library_times)
 
 DEFAULT = Structure()  # regions, no library margin
 
@@ -28,13 +30,16 @@ class KernelInfoSource(Mapping):
     (dispatch/validity.py) plus the user's --validity entries. Leave-one-out asks for many kernels."""
 
     def __init__(self, frame: pd.DataFrame, validity: dict[str, list[dict[str, int]]] | None = None,
-                 derive: bool = True) -> None:
+                 derive: bool = True, layout: Layout | None = None, include_dir: Path | None = None) -> None:
         self.frame = frame
+        self.layout = layout or Layout.infer(frame)
         self.validity = validity or {}
+        self.include_dir = include_dir
         self.derive = derive and "space" in frame.columns
         self.rows = frame.drop_duplicates("instance_id").set_index("instance_id")
         timed = frame[frame["status"].astype(str).isin(("ok", "skipped"))] if "status" in frame.columns else frame
-        self.measured = {key: g[["m", "n", "k", "batch"]].drop_duplicates().to_numpy(dtype=np.int64)[:64]
+        sizes = list(self.layout.sizes)
+        self.measured = {key: g[sizes].drop_duplicates().to_numpy(dtype=np.int64)[:64]
                          for key, g in timed.groupby(["instance_id", "precision", "shape"])}
         self.cache: dict[tuple[str, str, str], KernelInfo] = {}
 
@@ -79,9 +84,16 @@ class KernelInfoSource(Mapping):
             template = space.template_name(params, precision, shape)
         except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
             warnings.warn(f"no name expression for {iid} ({space_name}): {exc}")
+        hints = self.measured.get((iid, precision, shape), ())
+        defines: tuple[tuple[str, Any], ...] = ()
+        if len(hints):
+            try:  # defines are the same at every point of an instance unless they read the sizes
+                point = space.kind.point(precision, shape, dict(zip(self.layout.sizes, (int(x) for x in hints[0]))))
+                defines = tuple(space.defines(params, point))
+            except Exception:  # noqa: BLE001 - a table without defines is still a table
+                defines = ()
         derived: tuple[tuple[str, int], ...] | None = ()
         if self.derive:
-            hints = self.measured.get((iid, precision, shape), ())
             try:
                 derived = instance_validity(space_name, params, precision,
                                             [tuple(int(x) for x in h) for h in hints])
@@ -90,30 +102,78 @@ class KernelInfoSource(Mapping):
             if derived is None:
                 warnings.warn(f"{iid} ({space_name}): no one-key predicates reproduce its valid/where expression; "
                               "the table uses it only at its tuned points")
-        return KernelInfo(space=space_name, name=name, template=template, source=space.kernel.source,
+        cpp = getattr(space.kind, "cpp_parameters", None)
+        return KernelInfo(space=space_name, name=name, template=template,
+                          parameters=cpp(space.kernel.convention, precision) if cpp else None,
+                          source=source_name(space.kernel.source_path, self.include_dir),
                           convention=space.kernel.convention, valid=tuple(dict.fromkeys(user + (derived or ()))),
-                          tuned_only=derived is None)
+                          tuned_only=derived is None, defines=defines)
+
+
+def source_name(source: Any, include_dir: Path | None) -> str | None:
+    """A kernel source as a table names it: relative to `include_dir` (posix separators), or its file name when
+    no include directory is given (compile with -I its directory; `include_hint`) or it lies outside it."""
+    if not source:
+        return None
+    path = Path(str(source))
+    if include_dir is not None:
+        try:
+            return Path(os.path.relpath(path.resolve(), Path(include_dir).resolve())).as_posix() \
+                if not os.path.relpath(path.resolve(), Path(include_dir).resolve()).startswith("..") else path.name
+        except ValueError:  # another drive
+            return path.name
+    return path.name
+
+
+def include_hint(sources: Any, include_dir: Path | None) -> list[str]:
+    """The -I directories a compiler needs for the kernels' sources (relative to the current directory where
+    possible: never the absolute path of the machine that made the table when it can be avoided)."""
+    if include_dir is not None:
+        return [str(include_dir)]
+    out = []
+    for source in sources:
+        if not source:
+            continue
+        folder = Path(str(source)).resolve().parent
+        try:
+            rel = os.path.relpath(folder, Path.cwd())
+        except ValueError:
+            rel = str(folder)
+        out.append(Path(rel).as_posix() if not rel.startswith("../../..") else folder.name)
+    return list(dict.fromkeys(out))
 
 
 def kernel_info(frame: pd.DataFrame, kernels: tuple[tuple[str, str, str], ...] = (),
-                validity: dict[str, list[dict[str, int]]] | None = None) -> KernelInfoSource:
+                validity: dict[str, list[dict[str, int]]] | None = None, layout: Layout | None = None,
+                include_dir: Path | None = None) -> KernelInfoSource:
     """Name expressions and validity from the space files (needs the `space` and parameter columns of the
     store's frame); `kernels` are made now, any other on first use."""
-    info = KernelInfoSource(frame, validity)
+    info = KernelInfoSource(frame, validity, layout=layout, include_dir=include_dir)
     for key in kernels:
         info[key]
     return info
 
 
-def generic_kernel(params_text: str) -> GenericKernel:
-    """gemm_naive name expressions for every precision and shape it accepts."""
+def generic_kernel(kind: Any, params_text: str, include_dir: Path | None = None) -> GenericKernel | None:
+    """The kind's generic last-resort kernel (`generic_space`) with its name expressions for every precision and
+    shape it accepts; None when the kind has none."""
+    if kind is None or not getattr(kind, "generic_space", None):
+        return None
     from autotune.space.spec import load_space
-    space = load_space("gemm_naive")
-    params = {k.strip(): int(v) for k, v in (kv.split("=") for kv in params_text.split(",") if kv.strip())}
-    problems = space.kernel.problems
-    return GenericKernel(space=space.name, source=space.kernel.source, convention=space.kernel.convention,
-                         templates=tuple((f"{p}:{s}", space.template_name(params, p, s))
-                                         for p in problems.precisions for s in problems.shapes))
+    try:
+        space = load_space(kind.generic_space)
+        params = {k.strip(): int(v) for k, v in (kv.split("=") for kv in params_text.split(",") if kv.strip())}
+        problems = space.kernel.problems
+        cpp = getattr(kind, "cpp_parameters", None)
+        keys = [(p, s) for p in problems.precisions for s in problems.shapes]
+        return GenericKernel(space=space.name, source=source_name(space.kernel.source_path, include_dir),
+                             convention=space.kernel.convention,
+                             templates=tuple((f"{p}:{s}", space.template_name(params, p, s)) for p, s in keys),
+                             parameters=tuple((f"{p}:{s}", cpp(space.kernel.convention, p)) for p, s in keys
+                                              if cpp is not None and cpp(space.kernel.convention, p)))
+    except Exception as exc:  # noqa: BLE001 - the table still names the generic kernel's space
+        warnings.warn(f"generic kernel {kind.generic_space} without name expressions: {exc}")
+        return GenericKernel(space=kind.generic_space)
 
 
 @dataclass(frozen=True)
@@ -125,6 +185,7 @@ class Built:
     structures: pd.DataFrame | None = None  # held-out loss of each structure tried (None: the structure was given)
     weights: np.ndarray | None = None  # per point row of winners.matrix (None: every point counts once)
     held: LooResult | None = None  # the chosen structure's leave-one-out result (auto structure only)
+    generic: GenericKernel | None = None  # the kind's generic kernel (None: it has none)
 
     def __iter__(self):  # `table, w = build(...)`, as before
         return iter((self.table, self.winners))
@@ -133,39 +194,35 @@ class Built:
         return (self.table, self.winners)[i]
 
 
-def info_source(loaded: Any, validity_path: Path | None) -> Mapping:
+def info_source(loaded: Any, validity_path: Path | None, include_dir: Path | None = None) -> Mapping:
     """Kernel records for any instance of the measurements (see KernelInfoSource)."""
     validity = json.loads(validity_path.read_text()) if validity_path else {}
     if "space" in loaded.frame.columns:
-        return KernelInfoSource(loaded.frame, validity)
+        return KernelInfoSource(loaded.frame, validity, layout=loaded.layout, include_dir=include_dir)
     return {k: KernelInfo(space="", name=k[0], valid=tuple((a, int(b)) for pred in validity.get(k[0], [])
                                                            for a, b in pred.items()))
             for k in loaded.frame[["instance_id", "precision", "shape"]].drop_duplicates().itertuples(index=False)}
 
 
 def build(loaded: Any, criteria: Criteria, method: str, validity_path: Path | None,
-          generic_params: str, fallback: str = "library", structure: Structure | None = DEFAULT,
-          weights: Any = None) -> Built:
-    """The table of `loaded` (cli.analyze.Loaded: frame, cublas, provenance). `structure` None: the one with the
-    smallest measured held-out loss (dispatch.loo.choose_structure; Built.structures has every trial).
-    `weights`: a function of the matrix's points frame giving each point's weight (a workload), or None."""
-    matrix = perf_matrix(loaded.frame)
+          generic_params: str, fallback: str | None = None, structure: Structure | None = DEFAULT,
+          weights: Any = None, include_dir: Path | None = None) -> Built:
+    """The table of `loaded` (cli.analyze.Loaded: one kind's frame, layout, baseline times, provenance).
+    `fallback` None: the library, else the generic kernel, else none (table.default_fallback). `structure` None:
+    the one with the smallest measured held-out loss (dispatch.loo.choose_structure; Built.structures has every
+    trial). `weights`: a function of the matrix's points frame giving each point's weight (a workload), or None.
+    `include_dir`: what the kernels' sources are named relative to (None: their file names)."""
+    matrix = perf_matrix(loaded.frame, loaded.layout)
     w = winners(matrix, criteria)
     wts = None if weights is None else np.asarray(weights(matrix.points), dtype=float)
     sel = select(w, method, weights=wts)
-    info = info_source(loaded, validity_path)
-    library_ms = library_times(matrix.points, loaded.cublas)
+    info = info_source(loaded, validity_path, include_dir)
+    library_ms = library_times(matrix.points, loaded.baseline, matrix.layout)
+    generic = generic_kernel(matrix.layout.kind_object, generic_params, include_dir)
     trials = held = None
     if structure is None:
-        structure, trials, held = choose_structure(matrix, criteria, method, kernel_info=info,
-                                                   library_ms=library_ms, fallback=fallback, weights=wts)
-    try:
-        generic = generic_kernel(generic_params)
-    except Exception as exc:  # noqa: BLE001 - no gemm_naive space: the table names no generic template
-        warnings.warn(f"generic kernel without name expressions: {exc}")
-        generic = GenericKernel()
-    table = build_table(w, sel, loaded.provenance, info, generic, library_ms=library_ms, fallback=fallback,
-                        structure=structure)
-    return Built(table, w, info, library_ms, trials, wts, held)
-
-
+        structure, trials, held = choose_structure(matrix, criteria, method, kernel_info=info, library_ms=library_ms,
+                                                   fallback=fallback, generic=generic, weights=wts)
+    table = build_table(w, sel, loaded.provenance, info, generic, library_ms=library_ms,
+                        library=kind_library(matrix.layout, library_ms), fallback=fallback, structure=structure)
+    return Built(table, w, info, library_ms, trials, wts, held, generic)

@@ -1,30 +1,31 @@
 """Consumers generated from the canonical dispatch JSON: a C++ header, a Python module, CSV.
 
 The C++ header holds data tables and a constexpr lookup implementing dispatch_runtime's rules with
-integers only, plus (in one translation unit that defines AUTOTUNE_DISPATCH_INSTANTIATE, compiled by
-nvcc) explicit instantiations of the kernel templates, the seed's "one ID switches the instance" idea.
-No CUDA code is generated: the kernels are the templates in kernels_src/; the header only names them.
-The Python module is dispatch/runtime.py copied verbatim plus the table as a literal.
+integers only, for any problem kind (its sizes, table sizes, precisions and shapes come from the table),
+plus (in one translation unit that defines AUTOTUNE_DISPATCH_INSTANTIATE, compiled by nvcc) explicit
+instantiations of the template kernels whose C++ parameter lists the table records. A kernel tuned by
+preprocessor defines is named by its source, function and `-D` flags (kKernelDefines): compile one copy per
+kernel. Kernel sources are named relative to an include directory (`#include "name.cu"`; the header says
+which -I to pass). No CUDA code is generated. The Python module is dispatch/runtime.py copied verbatim plus
+the table as a literal; its `lookup`/`lookup_index` take the sizes in the kind's order (and no precision or
+shape for a kind with one precision and no variants).
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
+import keyword
 import pprint
 import re
 from pathlib import Path
 
 from autotune.dispatch.table import DispatchTable
-from autotune.dispatch.runtime import FALLBACKS, GENERIC, INVALID, LIBRARY, MAX_SIZE, NO_LIMIT, PRECISIONS, SHAPES, validity_bounds
+from autotune.dispatch.runtime import FALLBACKS, GENERIC, INVALID, LIBRARY, MAX_SIZE, NO_LIMIT, NONE, validity_bounds
 
-CPP_TYPES = {"fp64": ("double", "double"), "fp32": ("float", "float"), "fp16": ("__half", "float")}
-CONVENTIONS = {  # parameter lists of the calling conventions (shared contract), T element, S scalar
-    "strided": "int, int, int, S, const T*, int, long long, const T*, int, long long, S, T*, int, long long, int",
-    "ptr_array": "int, int, int, S, const T* const*, int, const T* const*, int, S, T* const*, int, int",
-    "vbatched": "const int*, const int*, const int*, S, const T* const*, const int*, const T* const*, "
-                "const int*, S, T* const*, const int*, int, int, int, int",
-}
+CPP_RESERVED = {"precision", "shape", "d", "l", "i", "j", "p", "device", "auto", "int", "long", "double", "float",
+                "char", "bool", "const", "return", "register", "new", "delete", "class", "this", "template",
+                "namespace", "operator", "default", "case", "switch", "union", "signed", "unsigned", "short"}
 
 
 def _c_string(text: str | None) -> str:
@@ -35,31 +36,62 @@ def _ll(value: int) -> str:
     return f"{int(value)}LL"
 
 
-def instantiation(template: str, convention: str, precision: str) -> str:
-    """`template __global__ void ns::kernel<args>(params);` for one name expression."""
-    if convention not in CONVENTIONS:
-        raise ValueError(f"unknown calling convention {convention!r}; expected one of {sorted(CONVENTIONS)}")
-    t, s = CPP_TYPES[precision]
-    params = re.sub(r"\bT\b", t, re.sub(r"\bS\b", s, CONVENTIONS[convention]))
-    return f"template __global__ void {template}({params});"
+def _arr(values) -> str:
+    return "{" + ", ".join(_ll(x) for x in values) + "}"
+
+
+def _identifier(text: str) -> str:
+    """`text` as a C++ and Python identifier part (letters, digits, underscores)."""
+    out = re.sub(r"\W", "_", text)
+    return out if out and not out[0].isdigit() else f"_{out}"
+
+
+def size_parameters(table: DispatchTable) -> list[str]:
+    """The lookup's parameter names for the sizes: the size names, where they are identifiers usable in C++ and
+    Python, else size0, size1, ..."""
+    names = list(table.size_names)
+    ok = all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) and n not in CPP_RESERVED and not keyword.iskeyword(n)
+             for n in names) and len(set(names)) == len(names)
+    return names if ok else [f"size{i}" for i in range(len(names))]
+
+
+def simple_call(table: DispatchTable) -> bool:
+    """One precision and no variants: the lookup takes the sizes only."""
+    return len(table.precisions) == 1 and tuple(table.shapes) == ("",)
+
+
+def instantiation(template: str, parameters: str) -> str:
+    """`template __global__ void ns::kernel<args>(params);` for one name expression and C++ parameter list."""
+    if not parameters:
+        raise ValueError(f"no C++ parameter list for {template}: the kind does not say how the kernel is called")
+    return f"template __global__ void {template}({parameters});"
 
 
 def _instantiations(table: DispatchTable) -> tuple[list[str], list[str]]:
     sources: list[str] = []
     lines: list[str] = []
     for k in table.data["kernels"]:
-        if k.get("template") and k.get("convention"):
+        if k.get("template") and k.get("parameters") and not k.get("defines"):
             if k.get("source") and k["source"] not in sources:
                 sources.append(k["source"])
-            lines.append(instantiation(k["template"], k["convention"], k["precision"]))
-    generic = table.data.get("generic", {})
-    if generic.get("templates") and generic.get("convention"):
-        if generic.get("source") and generic["source"] not in sources:
-            sources.append(generic["source"])
-        for key, template in sorted(generic["templates"].items()):
-            precision = key.split(":")[0]
-            lines.append(instantiation(template, generic["convention"], precision))
+            lines.append(instantiation(k["template"], k["parameters"]))
+    generic = table.data.get("generic") or {}
+    params = generic.get("parameters") or {}
+    for key, template in sorted((generic.get("templates") or {}).items()):
+        if params.get(key):
+            if generic.get("source") and generic["source"] not in sources:
+                sources.append(generic["source"])
+            lines.append(instantiation(template, params[key]))
     return sources, list(dict.fromkeys(lines))  # one instantiation per name expression
+
+
+def _include_note(table: DispatchTable) -> str:
+    prov = table.provenance
+    dirs = prov.get("include_dir") or prov.get("include_dirs") or []
+    dirs = [dirs] if isinstance(dirs, str) else list(dirs)
+    where = " ".join(f"-I{d}" for d in dirs) if dirs else "-I<the directory of each source>"
+    return (f"// Kernel sources are named relative to the include directory: compile with {where}\n"
+            "// (`autotune report/emit --include-dir DIR` names them relative to DIR).\n")
 
 
 def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
@@ -67,65 +99,92 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     d = table.data
     prov = d["provenance"]
     kernels, points, regions = d["kernels"], d["points"], d["regions"]
+    names, table_sizes = list(table.size_names), list(table.table_sizes)
+    nsz, ntab = len(names), len(table_sizes)
+    near = [names.index(n) for n in table_sizes]
+    tie = [i for i in range(nsz) if i not in near]
+    precisions, shapes = list(table.precisions), list(table.shapes)
+    library = table.library
     out = io.StringIO()
     w = out.write
     w("// Generated by `autotune emit --format cpp` from dispatch.json. Do not edit.\n")
+    w(f"//   kind: {json.dumps(table.kind)}, sizes: {', '.join(names)} (table sizes: {', '.join(table_sizes)})\n")
     for key in ("device", "method", "bk", "tol", "kernels", "points", "worst_loss", "mean_loss", "sweep_ids"):
         w(f"//   {key}: {json.dumps(prov.get(key))}\n")
+    params = size_parameters(table)
+    call = ", ".join(params) if simple_call(table) else "precision, shape, " + ", ".join(params)
     w("// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by\n"
       "// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).\n"
-      "// lookup() returns an index into kKernels (>= 0), GENERIC (-1: the gemm_naive kernel), LIBRARY (-2:\n"
-      "// call the vendor library, e.g. cuBLAS gemmStridedBatchedEx) or INVALID (-3: precision or shape out of\n"
-      "// range, or a size or batch outside 1..2^31-1; Python raises ValueError for the same inputs).\n"
-      "#pragma once\n\n")
+      f"// lookup({call}) returns an index into kKernels (>= 0), GENERIC (-1: the kind's generic kernel),\n"
+      f"// LIBRARY (-2: call the library, {library or 'none in this table'}), NONE (-4: nothing in the table may serve\n"
+      "// the problem: run your own code) or INVALID (-3: precision or shape out of range, or a size outside\n"
+      "// 1..2^31-1; Python raises ValueError for the same inputs).\n")
+    w(_include_note(table))
+    w("#pragma once\n\n")
     w(f"namespace {namespace} {{\n\n")
+    w(f"inline constexpr const char* kKind = {_c_string(table.kind)};\n")
     w(f"inline constexpr const char* kTunedDevice = {_c_string(prov.get('device'))};\n")
     w(f"inline constexpr double kTol = {float(prov.get('tol') or 0.0)!r};\n")
     w(f"inline constexpr double kWorstLoss = {float(prov.get('worst_loss') or 0.0)!r};\n")
-    w(f"inline constexpr int GENERIC = {GENERIC};  // the gemm_naive kernel (generic templates below)\n")
-    w(f"inline constexpr int LIBRARY = {LIBRARY};  // call the vendor library: {_c_string((d.get('library') or {}).get('name'))[1:-1]}\n")
+    w(f"inline constexpr int GENERIC = {GENERIC};  // the kind's generic kernel (generic templates below)\n")
+    w(f"inline constexpr int LIBRARY = {LIBRARY};  // call the library: {_c_string(library)[1:-1] or 'none'}\n")
     w(f"inline constexpr int INVALID = {INVALID};  // invalid input\n")
+    w(f"inline constexpr int NONE = {NONE};  // no kernel of the table is valid, and no library or generic kernel\n")
     w(f"inline constexpr long long kMaxSize = {_ll(MAX_SIZE)};\n")
-    w(f"inline constexpr const char* kLibrary = {_c_string((d.get('library') or {}).get('name'))};\n")
-    version1 = int(d.get("version", 2)) < 2
-    w(f"inline constexpr int kFallback = {FALLBACKS[d.get('fallback', 'naive' if version1 else 'library')]};"
+    w(f"inline constexpr const char* kLibrary = {_c_string(library)};\n")
+    w(f"inline constexpr int kFallback = {FALLBACKS[d.get('fallback', 'library')]};"
       "  // the answer where nothing in the table is valid\n")
-    w("enum Precision : int { " + ", ".join(f"k{p.capitalize()} = {i}" for i, p in enumerate(PRECISIONS)) + " };\n")
-    w("enum Shape : int { " + ", ".join(f"k{s} = {i}" for i, s in enumerate(SHAPES)) + " };\n\n")
-    w("struct Kernel { const char* instance_id; const char* name; const char* template_name; int precision; "
-      "int shape; long long mult[4]; long long lo[4]; long long hi[4]; bool tuned_only; };\n"
-      "struct Point { int precision; int shape; long long dims[4]; int ranked_begin; int ranked_count; "
+    w(f"inline constexpr int kNumSizes = {nsz};  // {', '.join(names)}\n")
+    w(f"inline constexpr int kNumTableSizes = {ntab};\n")
+    w(f"inline constexpr int kNumTieSizes = {len(tie)};\n")
+    w(f"inline constexpr int kTableDims[{max(1, ntab)}] = {{{', '.join(map(str, near)) or '0'}}};\n")
+    w(f"inline constexpr int kTieDims[{max(1, len(tie))}] = {{{', '.join(map(str, tie)) or '0'}}};\n")
+    w(f"inline constexpr int kNumPrecisions = {len(precisions)};\n")
+    w(f"inline constexpr int kNumShapes = {len(shapes)};\n")
+    w("enum Precision : int { " + ", ".join(f"k{_identifier(p).capitalize()} = {i}" for i, p in enumerate(precisions))
+      + " };\n")
+    if all(re.fullmatch(r"[A-Za-z0-9_]+", s) for s in shapes):
+        w("enum Shape : int { " + ", ".join(f"k{_identifier(s)} = {i}" for i, s in enumerate(shapes)) + " };\n")
+    else:
+        w(f"// shapes (variants) by index: {json.dumps(shapes)}\n")
+    w("\n")
+    w(f"struct Kernel {{ const char* instance_id; const char* name; const char* template_name; const char* source; "
+      f"const char* defines; int precision; int shape; long long mult[{nsz}]; long long lo[{nsz}]; "
+      f"long long hi[{nsz}]; bool tuned_only; }};\n"
+      f"struct Point {{ int precision; int shape; long long dims[{nsz}]; int ranked_begin; int ranked_count; "
       "int near_begin; int near_count; int costs_begin; int costs_count; };\n"
-      "struct Region { int precision; int shape; long long lo[3]; long long hi[3]; int kernel; };\n\n")
+      f"struct Region {{ int precision; int shape; long long lo[{ntab}]; long long hi[{ntab}]; int kernel; }};\n\n")
     w(f"inline constexpr int kNumKernels = {len(kernels)};\n")
+    w("// defines: the -D flags of a kernel tuned by preprocessor defines (empty for a template kernel)\n")
     w(f"inline constexpr Kernel kKernels[{max(1, len(kernels))}] = {{\n")
     for k in kernels:
-        mult, lo, hi = validity_bounds(k.get("valid", []))
-        arr = lambda xs: "{" + ", ".join(_ll(x) for x in xs) + "}"  # noqa: E731
+        mult, lo, hi = validity_bounds(k.get("valid", []), names)
+        defines = " ".join(f"-D{n}={v}" for n, v in (k.get("defines") or {}).items())
         w(f"  {{{_c_string(k['instance_id'])}, {_c_string(k.get('name'))}, {_c_string(k.get('template'))}, "
-          f"{PRECISIONS.index(k['precision'])}, {SHAPES.index(k['shape'])}, {arr(mult)}, {arr(lo)}, {arr(hi)}, "
+          f"{_c_string(k.get('source'))}, {_c_string(defines)}, "
+          f"{precisions.index(k['precision'])}, {shapes.index(k['shape'])}, {_arr(mult)}, {_arr(lo)}, {_arr(hi)}, "
           f"{'true' if k.get('tuned_only') else 'false'}}},\n")
     if not kernels:
-        w('  {"", "", "", 0, 0, {1, 1, 1, 1}, {1, 1, 1, 1}, {0, 0, 0, 0}, false},\n')
+        w(f'  {{"", "", "", "", "", 0, 0, {_arr([1] * nsz)}, {_arr([1] * nsz)}, {_arr([0] * nsz)}, false}},\n')
     w("};\n\n")
     ranked: list[int] = []
-    near: list[int] = []
+    near_list: list[int] = []
     costs: list[list[int]] = []
     w(f"inline constexpr int kNumPoints = {len(points)};\n")
     w(f"inline constexpr Point kPoints[{max(1, len(points))}] = {{\n")
     for p in points:
-        w(f"  {{{PRECISIONS.index(p['precision'])}, {SHAPES.index(p['shape'])}, "
-          f"{{{_ll(p['m'])}, {_ll(p['n'])}, {_ll(p['k'])}, {_ll(p['batch'])}}}, {len(ranked)}, {len(p['ranked'])}, "
-          f"{len(near)}, {len(p.get('near', p['ranked']))}, {len(costs)}, {len(p.get('costs', []))}}},"
+        w(f"  {{{precisions.index(p['precision'])}, {shapes.index(p['shape'])}, "
+          f"{_arr(p['sizes'][n] for n in names)}, {len(ranked)}, {len(p['ranked'])}, "
+          f"{len(near_list)}, {len(p.get('near', p['ranked']))}, {len(costs)}, {len(p.get('costs', []))}}},"
           f"  // {p['point_key']}\n")
         ranked += p["ranked"]
-        near += p.get("near", p["ranked"])
+        near_list += p.get("near", p["ranked"])
         costs += p.get("costs", [])
     if not points:
-        w("  {-1, -1, {0, 0, 0, 0}, 0, 0, 0, 0, 0, 0},\n")
+        w(f"  {{-1, -1, {_arr([0] * nsz)}, 0, 0, 0, 0, 0, 0}},\n")
     w("};\n")
     w(f"inline constexpr int kRanked[{max(1, len(ranked))}] = {{{', '.join(map(str, ranked or [0]))}}};\n")
-    w(f"inline constexpr int kNear[{max(1, len(near))}] = {{{', '.join(map(str, near or [0]))}}};\n")
+    w(f"inline constexpr int kNear[{max(1, len(near_list))}] = {{{', '.join(map(str, near_list or [0]))}}};\n")
     w(f"inline constexpr int kCostAnswer[{max(1, len(costs))}] = "
       f"{{{', '.join(str(int(a)) for a, _ in costs) or '0'}}};\n")
     w(f"inline constexpr long long kCost[{max(1, len(costs))}] = "
@@ -139,21 +198,30 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     w(f"inline constexpr int kNumRegions = {len(regions)};\n")
     w(f"inline constexpr Region kRegions[{max(1, len(regions))}] = {{\n")
     for r in regions:
-        w(f"  {{{PRECISIONS.index(r['precision'])}, {SHAPES.index(r['shape'])}, "
-          f"{{{_ll(r['m'][0])}, {_ll(r['n'][0])}, {_ll(r['k'][0])}}}, "
-          f"{{{_ll(r['m'][1])}, {_ll(r['n'][1])}, {_ll(r['k'][1])}}}, {int(r['kernel'])}}},\n")
+        w(f"  {{{precisions.index(r['precision'])}, {shapes.index(r['shape'])}, "
+          f"{_arr(r['bounds'][n][0] for n in table_sizes)}, {_arr(r['bounds'][n][1] for n in table_sizes)}, "
+          f"{int(r['kernel'])}}},\n")
     if not regions:
-        w("  {-1, -1, {0, 0, 0}, {0, 0, 0}, -1},\n")
+        w(f"  {{-1, -1, {_arr([0] * ntab)}, {_arr([0] * ntab)}, -1}},\n")
     w("};\n\n")
     w(_CPP_LOOKUP.replace("NO_LIMIT", _ll(NO_LIMIT)))
+    args = ", ".join(f"long long {n}" for n in params)
+    w("// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2), NONE (-4) or INVALID (-3).\n"
+      f"constexpr int lookup(int precision, int shape, {args}) {{\n"
+      f"  const long long d[kNumSizes] = {{{', '.join(params)}}};\n"
+      "  return lookup_sizes(precision, shape, d);\n}\n\n")
+    if simple_call(table):
+        w(f"// The kind has one precision ({precisions[0]}) and no variants: the sizes alone.\n"
+          f"constexpr int lookup({args}) {{ return lookup(0, 0, {', '.join(params)}); }}\n\n")
+    w(_CPP_DEVICE)
     w(f"}}  // namespace {namespace}\n")
     sources, inst = _instantiations(table)
     if inst:
         w("\n// Explicit instantiations: define AUTOTUNE_DISPATCH_INSTANTIATE in exactly one .cu file compiled\n"
-          "// with nvcc -std=c++17 -I<kernels_src>; index i of kKernels is the i-th line below.\n"
+          "// with nvcc -std=c++17 and the include directory above; kKernels names each kernel's template.\n"
           "#if defined(__CUDACC__) && defined(AUTOTUNE_DISPATCH_INSTANTIATE)\n")
-        for s in sources:
-            w(f'#include "{s}"\n')
+        for src in sources:
+            w(f'#include "{src}"\n')
         w("\n".join(inst) + "\n#endif\n")
     return out.getvalue()
 
@@ -175,18 +243,18 @@ constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, i
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
 
 // Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
-constexpr bool valid(int kernel, const long long (&d)[4], bool tuned = false) {
+constexpr bool valid(int kernel, const long long (&d)[kNumSizes], bool tuned = false) {
   if (kernel == LIBRARY || tuned) return true;
   const Kernel& k = kKernels[kernel];
   if (k.tuned_only) return false;
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kNumSizes; ++i)
     if (d[i] % k.mult[i] != 0 || d[i] < k.lo[i] || d[i] > k.hi[i]) return false;
   return true;
 }
 
 // First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
 // (a problem that was not tuned), or INVALID when none is.
-constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = false) {
+constexpr int first_valid(const Point& p, const long long (&d)[kNumSizes], bool tuned = false) {
   if (tuned) {
     for (int j = 0; j < p.ranked_count; ++j)
       if (valid(kRanked[p.ranked_begin + j], d, true)) return kRanked[p.ranked_begin + j];
@@ -197,15 +265,26 @@ constexpr int first_valid(const Point& p, const long long (&d)[4], bool tuned = 
   return INVALID;
 }
 
+// Log-ratio distance between a problem (logs l) and a tuned point over the table sizes (tie: the tie sizes).
+constexpr long long distance(const long long (&l)[kNumSizes], const Point& p) {
+  long long dist = 0;
+  for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(l[kTableDims[j]], ilog2_fx(p.dims[kTableDims[j]]));
+  return dist;
+}
+constexpr long long tie_distance(const long long (&l)[kNumSizes], const Point& p) {
+  long long dist = 0;
+  for (int j = 0; j < kNumTieSizes; ++j) dist += absdiff(l[kTieDims[j]], ilog2_fx(p.dims[kTieDims[j]]));
+  return dist;
+}
+
 // Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
 // measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
-constexpr int cheapest(int precision, int shape, const long long (&d)[4], const long long (&l)[4]) {
+constexpr int cheapest(int precision, int shape, const long long (&d)[kNumSizes], const long long (&l)[kNumSizes]) {
   long long dmin = -1;
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
     if (p.precision != precision || p.shape != shape) continue;
-    long long dist = 0;
-    for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
+    const long long dist = distance(l, p);
     if (dmin < 0 || dist < dmin) dmin = dist;
   }
   if (dmin < 0) return kFallback;
@@ -220,9 +299,8 @@ constexpr int cheapest(int precision, int shape, const long long (&d)[4], const 
       if (p.precision != precision || p.shape != shape) continue;
       for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
         if (kCostAnswer[j] != a) continue;
-        long long dist = 0;
-        for (int t = 0; t < 3; ++t) dist += absdiff(l[t], ilog2_fx(p.dims[t]));
-        const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
+        const long long dist = distance(l, p);
+        const long long db = tie_distance(l, p);
         if (!found || dist < nd || (dist == nd && db < nb)) { found = true; nd = dist; nb = db; nc = kCost[j]; }
       }
     }
@@ -235,27 +313,31 @@ constexpr int cheapest(int precision, int shape, const long long (&d)[4], const 
   return best == INVALID ? kFallback : best;
 }
 
-// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2) or INVALID (-3, bad input).
-constexpr int lookup(int precision, int shape, long long m, long long n, long long k, long long batch) {
-  if (precision < 0 || precision > 2 || shape < 0 || shape > 3) return INVALID;
-  if (m < 1 || n < 1 || k < 1 || batch < 1 || m > kMaxSize || n > kMaxSize || k > kMaxSize || batch > kMaxSize)
-    return INVALID;
-  const long long d[4] = {m, n, k, batch};
+// The answer for a problem whose sizes are d (the kind's order).
+constexpr int lookup_sizes(int precision, int shape, const long long (&d)[kNumSizes]) {
+  if (precision < 0 || precision >= kNumPrecisions || shape < 0 || shape >= kNumShapes) return INVALID;
+  for (int j = 0; j < kNumSizes; ++j)
+    if (d[j] < 1 || d[j] > kMaxSize) return INVALID;
   for (int i = 0; i < kNumPoints; ++i) {
     const Point& p = kPoints[i];
-    if (p.precision == precision && p.shape == shape && p.dims[0] == m && p.dims[1] == n &&
-        p.dims[2] == k && p.dims[3] == batch) {
+    if (p.precision != precision || p.shape != shape) continue;
+    bool same = true;
+    for (int j = 0; j < kNumSizes; ++j) same = same && p.dims[j] == d[j];
+    if (same) {
       const int kern = first_valid(p, d, true);
       return kern == INVALID ? kFallback : kern;
     }
   }
   for (int i = 0; i < kNumRegions; ++i) {
     const Region& r = kRegions[i];
-    if (r.precision == precision && r.shape == shape && r.lo[0] <= m && m <= r.hi[0] && r.lo[1] <= n &&
-        n <= r.hi[1] && r.lo[2] <= k && k <= r.hi[2] && valid(r.kernel, d))
-      return r.kernel;
+    if (r.precision != precision || r.shape != shape) continue;
+    bool inside = true;
+    for (int j = 0; j < kNumTableSizes; ++j)
+      inside = inside && r.lo[j] <= d[kTableDims[j]] && d[kTableDims[j]] <= r.hi[j];
+    if (inside && valid(r.kernel, d)) return r.kernel;
   }
-  const long long l[4] = {ilog2_fx(m), ilog2_fx(n), ilog2_fx(k), ilog2_fx(batch)};
+  long long l[kNumSizes] = {};
+  for (int j = 0; j < kNumSizes; ++j) l[j] = ilog2_fx(d[j]);
   if (kCostMode) return cheapest(precision, shape, d, l);
   int best = INVALID;
   long long best_d = 0, best_b = 0;
@@ -264,9 +346,8 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
     if (p.precision != precision || p.shape != shape) continue;
     const int kern = first_valid(p, d);
     if (kern == INVALID) continue;
-    long long dist = 0;
-    for (int j = 0; j < 3; ++j) dist += absdiff(l[j], ilog2_fx(p.dims[j]));
-    const long long db = absdiff(l[3], ilog2_fx(p.dims[3]));
+    const long long dist = distance(l, p);
+    const long long db = tie_distance(l, p);
     if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
       best = kern; best_d = dist; best_b = db;
     }
@@ -274,6 +355,9 @@ constexpr int lookup(int precision, int shape, long long m, long long n, long lo
   return best == INVALID ? kFallback : best;
 }
 
+"""
+
+_CPP_DEVICE = """\
 // True when `device` names the GPU this table was tuned on (case-insensitive); false means: warn.
 constexpr bool same_device(const char* device) {
   const char* a = device;
@@ -294,11 +378,19 @@ def emit_python(table: DispatchTable) -> str:
     runtime = (Path(__file__).with_name("runtime.py")).read_text()
     runtime = runtime.replace("from __future__ import annotations\n", "", 1)
     prov = table.provenance
+    params = size_parameters(table)
+    simple = simple_call(table)
+    lead = "" if simple else "precision: str, shape: str, "
+    sizes = ", ".join(f"{n}: int" for n in params)
+    key = (f"{table.precisions[0]!r}, ''" if simple else "precision, shape")
+    call = ("" if simple else "precision, shape, ") + ", ".join(params)
     head = (f'"""Dispatch table generated by `autotune emit --format python`. Do not edit.\n\n'
-            f"Tuned on {prov.get('device')!r}; method {prov.get('method')}, BK {prov.get('bk')}, TOL {prov.get('tol')}, "
+            f"Problem kind {table.kind!r}, sizes {', '.join(table.size_names)}. Tuned on {prov.get('device')!r}; "
+            f"method {prov.get('method')}, BK {prov.get('bk')}, TOL {prov.get('tol')}, "
             f"{prov.get('kernels')} kernels, worst loss {prov.get('worst_loss')}.\n"
-            'Use: lookup(precision, shape, m, n, k, batch, device=None) -> kernel record ({"library": "cublas", ...}:\n'
-            'call the library; generic=True: the naive kernel); lookup_index(...) -> int (-1 naive, -2 library).\n'
+            f"Use: lookup({call}, device=None) -> kernel record ({{'library': name, ...}}: call the library;\n"
+            "generic=True: the generic kernel; none=True: nothing in the table may serve it);\n"
+            f"lookup_index({call}, device=None) -> int (-1 generic, -2 library, -4 none).\n"
             'Invalid input (unknown precision or shape, sizes that are not integers in 1..2**31-1) raises ValueError.\n"""\n'
             "from __future__ import annotations\n\n# ---- dispatch/runtime.py (verbatim) ----\n")
     tail = ("\n# ---- the table ----\n"
@@ -306,32 +398,33 @@ def emit_python(table: DispatchTable) -> str:
             "_LOOKUP = Lookup(TABLE)\n"
             "KERNELS = TABLE['kernels']\n"
             "TUNED_DEVICE = TABLE['provenance']['device']\n\n\n"
-            "def lookup_index(precision: str, shape: str, m: int, n: int, k: int, batch: int,\n"
-            "                 device: str | None = None) -> int:\n"
-            '    """Index into KERNELS, GENERIC (-1) or LIBRARY (-2); warns when `device` is not TUNED_DEVICE."""\n'
+            f"def lookup_index({lead}{sizes}, device: str | None = None) -> int:\n"
+            '    """Index into KERNELS, GENERIC (-1), LIBRARY (-2) or NONE (-4); warns when `device` is not TUNED_DEVICE."""\n'
             "    _LOOKUP.check_device(device)\n"
-            "    return _LOOKUP.index(precision, shape, m, n, k, batch)\n\n\n"
-            "def lookup(precision: str, shape: str, m: int, n: int, k: int, batch: int, device: str | None = None) -> dict:\n"
-            '    """The kernel record (instance_id, name, template, ...); library="cublas": call the library."""\n'
-            "    return _LOOKUP.kernel(lookup_index(precision, shape, m, n, k, batch, device), precision, shape)\n")
+            f"    return _LOOKUP.index({key}, ({', '.join(params)},))\n\n\n"
+            f"def lookup({lead}{sizes}, device: str | None = None) -> dict:\n"
+            '    """The kernel record (instance_id, name, template, ...); library=NAME: call the library."""\n'
+            f"    return _LOOKUP.kernel(lookup_index({call}, device=device), {key})\n")
     return head + runtime.split('"""', 2)[2].lstrip("\n") + tail
 
 
-CSV_COLUMNS = ("precision", "shape", "m", "n", "k", "batch", "kernel", "instance_id", "name", "template",
-               "ms", "best_ms", "loss")
+def csv_columns(table: DispatchTable) -> tuple[str, ...]:
+    """precision, shape, the kind's sizes, kernel, instance_id, name, template, ms, best_ms, loss."""
+    return ("precision", "shape", *table.size_names, "kernel", "instance_id", "name", "template", "ms", "best_ms",
+            "loss")
 
 
 def emit_csv(table: DispatchTable) -> str:
     """One row per tuned point: the assigned kernel and its measured time and loss."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow(csv_columns(table))
     kernels = table.data["kernels"]
     num = lambda x: "" if x is None else f"{x:.6g}"  # noqa: E731
-    library = (table.data.get("library") or {}).get("name", "library")
+    library = table.library or "library"
     for p in table.data["points"]:
         k = kernels[p["kernel"]] if p["kernel"] >= 0 else {"instance_id": library}
-        writer.writerow([p["precision"], p["shape"], p["m"], p["n"], p["k"], p["batch"], p["kernel"],
+        writer.writerow([p["precision"], p["shape"], *(p["sizes"][n] for n in table.size_names), p["kernel"],
                          k["instance_id"], k.get("name") or "", k.get("template") or "",
                          num(p["ms"]), num(p["best_ms"]), num(p["loss"])])
     return buf.getvalue()

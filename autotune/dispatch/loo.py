@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from autotune.dispatch.table import STRUCTURES, KernelInfo, Provenance, Structure, build_table
+from autotune.dispatch.table import STRUCTURES, GenericKernel, KernelInfo, Provenance, Structure, build_table
 from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, PerfMatrix, winners
 
@@ -47,14 +47,14 @@ class LooResult:
 
 def leave_one_out(matrix: PerfMatrix, criteria: Criteria, method: str, *,
                   kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-                  library_ms: np.ndarray | None = None, fallback: str = "library",
-                  secondary: bool = False, time_limit_s: float = 10.0,
+                  library_ms: np.ndarray | None = None, fallback: str | None = None,
+                  generic: GenericKernel | None = None, secondary: bool = False, time_limit_s: float = 10.0,
                   structure: Structure = Structure()) -> LooResult:
     """Held-out loss at every point (see the module docstring). `library_ms`: the library's time per point
     row (NaN: not measured). secondary=False skips the exact method's worst/mean tie-breaks for speed (the
     kernel count is the same)."""
     frames = _held_out(matrix, criteria, method, kernel_info, library_ms, fallback, secondary, time_limit_s,
-                       (structure,))
+                       (structure,), generic)
     return _result(frames[structure])
 
 
@@ -70,14 +70,15 @@ def _result(frame: pd.DataFrame) -> LooResult:
 def _held_out(matrix: PerfMatrix, criteria: Criteria, method: str,
               kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None, library_ms: np.ndarray | None,
               fallback: str, secondary: bool, time_limit_s: float,
-              structures: Sequence[Structure]) -> dict[Structure, pd.DataFrame]:
+              structures: Sequence[Structure], generic: GenericKernel | None = None) -> dict[Structure, pd.DataFrame]:
     """One frame of held-out answers per structure; the kernel set of each held-out run is shared by all."""
     full = winners(matrix, criteria)
     lib = np.full(len(matrix.points), np.nan) if library_ms is None else np.asarray(library_ms, dtype=float)
     ref = np.fmin(full.best_ms, lib)  # the library counts as an answer: its time can be the best
     records: dict[Structure, list[dict]] = {s: [] for s in structures}
+    all_xyz, all_dims = matrix.table_xyz, matrix.sizes
     for (precision, shape), rows in matrix.groups:
-        xyz = matrix.points.iloc[rows][["m", "n", "k"]].to_numpy()
+        xyz = all_xyz[rows]
         for pos, p in enumerate(rows):
             if not np.isfinite(full.best_ms[p]):
                 continue  # nothing verified here: there is no loss to measure
@@ -91,8 +92,9 @@ def _held_out(matrix: PerfMatrix, criteria: Criteria, method: str,
             pt = matrix.points.iloc[p]
             for structure in structures:
                 table = build_table(w, sel, Provenance(device="leave-one-out"), kernel_info, library_ms=lib[rest],
-                                    fallback=fallback, structure=structure)
-                choice = table.lookup(precision, shape, int(pt["m"]), int(pt["n"]), int(pt["k"]), int(pt["batch"]))
+                                    generic=generic, fallback=fallback, structure=structure)
+                choice = table.record(table.lookup_index(precision, shape, *(int(x) for x in all_dims[p])),
+                                      precision, shape)
                 rec = {**pt.to_dict(), "interior": interior, "instance_id": choice.get("instance_id"),
                        "answer": None, "loss": math.nan, "measured": False}
                 if choice.get("library"):
@@ -101,6 +103,8 @@ def _held_out(matrix: PerfMatrix, criteria: Criteria, method: str,
                         rec["loss"], rec["measured"] = float(max(0.0, 1.0 - ref[p] / lib[p])), True
                 elif choice.get("generic"):
                     rec["answer"] = "generic"
+                elif choice.get("none"):
+                    rec["answer"] = "none"
                 else:
                     rec["answer"] = "kernel"
                     iid = rec["instance_id"]
@@ -115,15 +119,16 @@ def _held_out(matrix: PerfMatrix, criteria: Criteria, method: str,
 
 def choose_structure(matrix: PerfMatrix, criteria: Criteria, method: str, *,
                      kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-                     library_ms: np.ndarray | None = None, fallback: str = "library",
-                     weights: np.ndarray | None = None, structures: Sequence[Structure] = STRUCTURES,
+                     library_ms: np.ndarray | None = None, fallback: str | None = None,
+                     generic: GenericKernel | None = None, weights: np.ndarray | None = None,
+                     structures: Sequence[Structure] = STRUCTURES,
                      time_limit_s: float = 10.0) -> tuple[Structure, pd.DataFrame, LooResult]:
     """The structure (mode, library margin, reach) with the smallest measured held-out loss: weighted mean
     over the held-out points where every structure's answer was measured, then worst, then the order of
     `structures` (the default structure first). Returns it, one row per structure (structure, mean_loss,
     worst_loss, measured, total, chosen), and its leave-one-out result (what `leave_one_out` gives for it)."""
     frames = _held_out(matrix, criteria, method, kernel_info, library_ms, fallback, False, time_limit_s,
-                       structures)
+                       structures, generic)
     keys = matrix.points["point_key"]
     weight = pd.Series(np.ones(len(keys)) if weights is None else np.asarray(weights, dtype=float),
                        index=keys.to_numpy())
@@ -152,8 +157,8 @@ def choose_structure(matrix: PerfMatrix, criteria: Criteria, method: str, *,
 def tol_table(matrix: PerfMatrix, bks: Sequence[int | None], tols: Sequence[float],
               methods: Sequence[str] = ("greedy", "exact"), *, loo: bool = True, spread_ties: bool = False,
               time_limit_s: float = 60.0, kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-              library_ms: np.ndarray | None = None, fallback: str = "library",
-              structure: Structure = Structure()) -> pd.DataFrame:
+              library_ms: np.ndarray | None = None, fallback: str | None = None,
+              generic: GenericKernel | None = None, structure: Structure = Structure()) -> pd.DataFrame:
     """Kernels, worst and mean loss (in sample) and leave-one-out worst loss per (method, BK, TOL).
 
     The first columns are TOL_TABLE_COLUMNS (what tol_table.csv holds: `loo_worst_loss` is empty where no
@@ -168,7 +173,7 @@ def tol_table(matrix: PerfMatrix, bks: Sequence[int | None], tols: Sequence[floa
             for method in methods:
                 sel = select(w, method, time_limit_s=time_limit_s)
                 held = leave_one_out(matrix, criteria, method, kernel_info=kernel_info, library_ms=library_ms,
-                                     fallback=fallback, structure=structure) if loo else None
+                                     generic=generic, fallback=fallback, structure=structure) if loo else None
                 rows.append({"method": method, "bk": bk if bk is not None else 0, "tol": tol,
                              "kernels": sel.n_kernels, "worst_loss": sel.worst_loss, "mean_loss": sel.mean_loss,
                              "loo_worst_loss": held.worst_loss if held else math.nan,

@@ -1,59 +1,83 @@
-"""Report files: summary.csv, tol_table.csv and PNG plots (matplotlib, Agg backend; no display needed).
+"""Report files: summary.csv, tol_table.csv and PNG plots (matplotlib, Agg backend; no display needed), for any
+problem kind.
 
-- perf_vs_size.png: GFLOP/s against size per (precision, shape) for the table's kernels at the tuned
-  points, the best measured instance, cuBLAS and the bandwidth roofline (the paper's Figures 7 and 13);
+- perf_vs_size.png: GFLOP/s (GB/s for a kind without flops) against size (the geometric mean of the table
+  sizes) per (precision, shape) for the table's kernels at the tuned points, the best measured instance, the
+  library and the bandwidth roofline (the paper's Figures 7 and 13);
 - kernels_vs_tol.png: kernels against TOL per method and BK (the paper's Table I as a plot);
 - loss_per_point.png: the table's loss at each tuned point, with TOL, and the leave-one-out loss.
-Roofline time = bytes / bandwidth with bytes = batch x elem_size x (MK + KN + MN (+ MN if beta != 0)).
+Roofline time = the kind's bytes moved (`ProblemKind.bytes_moved` with the sweeps' scalars) / bandwidth.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
-from autotune.analysis.winners import PerfMatrix
+from autotune.analysis.winners import Layout, PerfMatrix
 from autotune.dispatch.table import DispatchTable
 from autotune.dispatch.loo import TOL_TABLE_COLUMNS
 
-SUMMARY_COLUMNS = ("precision", "shape", "m", "n", "k", "batch", "instance", "ms", "roofline_frac", "cublas_ms",
-                   "speedup_vs_cublas")
-ELEM_BYTES = {"fp64": 8, "fp32": 4, "fp16": 2}
-POINT = ["precision", "shape", "m", "n", "k", "batch"]
+
+def library_label(layout: Layout) -> str:
+    """The library's name in column names: the kind's baseline_name, else "baseline"."""
+    kind = layout.kind_object
+    return (kind.baseline_name if kind is not None and kind.baseline_name else "baseline")
 
 
-def roofline_ms(points: pd.DataFrame, bandwidth: float, beta_nonzero: bool) -> np.ndarray:
+def summary_columns(layout: Layout) -> tuple[str, ...]:
+    lib = library_label(layout)
+    return (*layout.columns, "instance", "ms", "roofline_frac", f"{lib}_ms", f"speedup_vs_{lib}")
+
+
+def _per_point(points: pd.DataFrame, layout: Layout, what: str, scalars: Mapping[str, float]) -> np.ndarray:
+    """The kind's bytes moved ("bytes") or flops ("flops") per point row; NaN where the kind is unknown."""
+    kind = layout.kind_object
+    if kind is None or points.empty:
+        return np.full(len(points), np.nan)
+    full = kind.scalars({k: v for k, v in scalars.items() if k in kind.scalar_defaults})
+    out = []
+    for row in points[list(layout.columns)].itertuples(index=False):
+        point = kind.point(row[0], row[1], {n: int(v) for n, v in zip(layout.sizes, row[2:])})
+        out.append(float(kind.bytes_moved(point, full)) if what == "bytes" else float(kind.flops(point)))
+    return np.asarray(out, dtype=float)
+
+
+def roofline_ms(points: pd.DataFrame, bandwidth: float, layout: Layout, scalars: Mapping[str, float]) -> np.ndarray:
     """Fewest milliseconds the data movement allows at `bandwidth` bytes/s (read + write)."""
-    m, n, k, b = (points[c].to_numpy(dtype=float) for c in ("m", "n", "k", "batch"))
-    elem = points["precision"].map(ELEM_BYTES).to_numpy(dtype=float)
-    words = m * k + k * n + m * n * (2.0 if beta_nonzero else 1.0)
-    return b * elem * words / bandwidth * 1e3
+    return _per_point(points, layout, "bytes", scalars) / bandwidth * 1e3
 
 
-def summary_frame(matrix: PerfMatrix, cublas: pd.DataFrame | None, bandwidth: float | None,
-                  beta_nonzero: bool) -> pd.DataFrame:
-    """One row per test point: the best verified instance, its time, roofline fraction and cuBLAS comparison.
+def summary_frame(matrix: PerfMatrix, library: pd.DataFrame | None, bandwidth: float | None,
+                  scalars: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """One row per test point: the best verified instance, its time, roofline fraction and the library comparison.
 
-    `cublas` has the point columns and `median_ms` (status ok only); missing values stay empty. A point
+    `library` has the point columns and `median_ms` (status ok only); missing values stay empty. A point
     where no instance has a verified time keeps an empty instance and time.
     """
-    out = matrix.points[POINT].copy().reset_index(drop=True)
+    layout = matrix.layout
+    columns = list(summary_columns(layout))
+    lib_ms, speedup = columns[-2], columns[-1]
+    point = list(layout.columns)
+    out = matrix.points[point].copy().reset_index(drop=True)
     if out.empty:
-        return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
+        return pd.DataFrame(columns=columns)
     med = np.where(np.isfinite(matrix.median), matrix.median, np.inf)
     col = med.argmin(axis=1)
     has = np.isfinite(med[np.arange(len(out)), col])
     out["instance"] = np.where(has, matrix.instances[col], "")
     out["ms"] = np.where(has, med[np.arange(len(out)), col], np.nan)
-    out["roofline_frac"] = roofline_ms(out, bandwidth, beta_nonzero) / out["ms"] if bandwidth else np.nan
-    if cublas is not None and not cublas.empty:
-        cb = cublas[POINT + ["median_ms"]].groupby(POINT, as_index=False).median()
-        out = out.merge(cb.rename(columns={"median_ms": "cublas_ms"}), on=POINT, how="left")
+    out["roofline_frac"] = roofline_ms(out, bandwidth, layout, scalars or {}) / out["ms"] if bandwidth else np.nan
+    if library is not None and not library.empty and set(point) <= set(library.columns):
+        cb = library[point + ["median_ms"]].dropna(subset=list(layout.sizes))
+        cb = cb.astype({c: np.int64 for c in layout.sizes}).groupby(point, as_index=False).median()
+        out = out.merge(cb.rename(columns={"median_ms": lib_ms}), on=point, how="left")
     else:
-        out["cublas_ms"] = np.nan
-    out["speedup_vs_cublas"] = out["cublas_ms"] / out["ms"]
-    return out[list(SUMMARY_COLUMNS)]
+        out[lib_ms] = np.nan
+    out[speedup] = out[lib_ms] / out["ms"]
+    return out[columns]
 
 
 def _pyplot():
@@ -63,34 +87,41 @@ def _pyplot():
     return plt
 
 
-def _size(frame: pd.DataFrame) -> np.ndarray:
-    return np.cbrt(frame["m"].to_numpy(float) * frame["n"].to_numpy(float) * frame["k"].to_numpy(float))
+def _size(frame: pd.DataFrame, layout: Layout) -> np.ndarray:
+    """The geometric mean of a point's table sizes."""
+    logs = np.log(frame[list(layout.table_sizes)].to_numpy(float))
+    return np.exp(logs.mean(axis=1)) if len(frame) else np.zeros(0)
 
 
-def plot_perf(summary: pd.DataFrame, table: DispatchTable, bandwidth: float | None, beta_nonzero: bool,
-              path: Path) -> Path:
+def plot_perf(summary: pd.DataFrame, table: DispatchTable, bandwidth: float | None, layout: Layout,
+              scalars: Mapping[str, float], path: Path) -> Path:
     plt = _pyplot()
     groups = list(summary.groupby(["precision", "shape"], sort=False))
     fig, axes = plt.subplots(len(groups) or 1, 1, figsize=(8, 3.6 * max(1, len(groups))), squeeze=False)
-    best = pd.DataFrame(table.data["points"])
+    point = list(layout.columns)
+    best = pd.DataFrame([{"precision": p["precision"], "shape": p["shape"], **p["sizes"], "best_ms": p["best_ms"]}
+                         for p in table.data["points"]], columns=point + ["best_ms"])
+    lib = library_label(layout)
+    flops_known = bool(np.nan_to_num(_per_point(summary.iloc[:1], layout, "flops", scalars)).sum() > 0)
+    work, unit = ("flops", "GFLOP/s") if flops_known else ("bytes", "GB/s")
     for ax, ((precision, shape), g) in zip(axes[:, 0], groups):
-        g = g.sort_values(["m", "n", "k", "batch"])
-        x = _size(g)
-        flops = 2.0 * g["m"] * g["n"] * g["k"] * g["batch"]
-        b = best.merge(g[POINT], on=POINT).sort_values(["m", "n", "k", "batch"])
-        ax.plot(_size(b), 2.0 * b["m"] * b["n"] * b["k"] * b["batch"] / (b["best_ms"] * 1e6), "k:",
+        g = g.sort_values(list(layout.sizes))
+        x = _size(g, layout)
+        amount = _per_point(g, layout, work, scalars)
+        b = best.merge(g[point], on=point).sort_values(list(layout.sizes))
+        ax.plot(_size(b, layout), _per_point(b, layout, work, scalars) / (b["best_ms"].to_numpy(float) * 1e6), "k:",
                 label="best measured instance")
         for inst, h in g.groupby("instance"):
-            hf = 2.0 * h["m"] * h["n"] * h["k"] * h["batch"]
-            ax.plot(_size(h), hf / (h["ms"] * 1e6), "o", ms=4, label=f"table: {inst}")
-        if g["cublas_ms"].notna().any():
-            ax.plot(x, flops / (g["cublas_ms"] * 1e6), "s-", ms=3, color="gray", label="cuBLAS")
+            ax.plot(_size(h, layout), _per_point(h, layout, work, scalars) / (h["ms"].to_numpy(float) * 1e6), "o", ms=4,
+                    label=f"table: {inst}")
+        if g[f"{lib}_ms"].notna().any():
+            ax.plot(x, amount / (g[f"{lib}_ms"].to_numpy(float) * 1e6), "s-", ms=3, color="gray", label=lib)
         if bandwidth:
-            ax.plot(x, flops / (roofline_ms(g, bandwidth, beta_nonzero) * 1e6), "r--", label="bandwidth roofline")
+            ax.plot(x, amount / (roofline_ms(g, bandwidth, layout, scalars) * 1e6), "r--", label="bandwidth roofline")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("size (M*N*K)^(1/3)")
-        ax.set_ylabel("GFLOP/s")
+        ax.set_xlabel(f"size (geometric mean of {', '.join(layout.table_sizes)})")
+        ax.set_ylabel(unit)
         ax.set_title(f"{precision} {shape} on {table.provenance.get('device')}")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
@@ -124,8 +155,8 @@ def plot_loss(table: DispatchTable, loo: pd.DataFrame | None, path: Path) -> Pat
     fig, ax = plt.subplots(figsize=(max(6, 0.18 * len(pts) + 2), 4))
     x = np.arange(len(pts))
     ax.bar(x, 100 * pts["loss"] if len(pts) else [], color="tab:blue", label="in sample")
-    if loo is not None and not loo.empty:
-        held = pts[POINT].merge(loo[POINT + ["loss"]], on=POINT, how="left")
+    if loo is not None and not loo.empty and len(pts):
+        held = pts[["point_key"]].merge(loo[["point_key", "loss"]], on="point_key", how="left")
         ax.plot(x, 100 * held["loss"], "rx", label="leave-one-out")
     tol = float(table.provenance.get("tol") or 0.0)
     ax.axhline(100 * tol, color="k", ls="--", lw=1, label=f"TOL = {100 * tol:g}%")
@@ -141,17 +172,18 @@ def plot_loss(table: DispatchTable, loo: pd.DataFrame | None, path: Path) -> Pat
 
 
 def write_report(out_dir: Path, table: DispatchTable, matrix: PerfMatrix, tol_frame: pd.DataFrame | None,
-                 cublas: pd.DataFrame | None, bandwidth: float | None, beta_nonzero: bool,
+                 library: pd.DataFrame | None, bandwidth: float | None, scalars: Mapping[str, float] | None = None,
                  loo: pd.DataFrame | None = None) -> list[Path]:
     """Write summary.csv, tol_table.csv (when given) and the PNG plots; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = summary_frame(matrix, cublas, bandwidth, beta_nonzero)
+    scalars = scalars or {}
+    summary = summary_frame(matrix, library, bandwidth, scalars)
     written = [out_dir / "summary.csv"]
     summary.to_csv(written[0], index=False, float_format="%.6g")
     if tol_frame is not None:
         written.append(out_dir / "tol_table.csv")
         tol_frame[list(TOL_TABLE_COLUMNS)].to_csv(written[-1], index=False, float_format="%.6g")
         written.append(plot_kernels_vs_tol(tol_frame, out_dir / "kernels_vs_tol.png"))
-    written.append(plot_perf(summary, table, bandwidth, beta_nonzero, out_dir / "perf_vs_size.png"))
+    written.append(plot_perf(summary, table, bandwidth, matrix.layout, scalars, out_dir / "perf_vs_size.png"))
     written.append(plot_loss(table, loo, out_dir / "loss_per_point.png"))
     return written

@@ -4,63 +4,79 @@ This file is copied verbatim into every generated Python lookup module (emit.py)
 the generated module answer with the same code; the C++ header (emit.py) implements the same rules
 with integer arithmetic only, so both agree bit for bit.
 
-Answers: an index into the table's kernels (>= 0), GENERIC = -1 (the gemm_naive kernel), LIBRARY = -2
-(call the vendor library the table was measured against, e.g. cuBLAS). Invalid input (a precision or
-shape not in PRECISIONS / SHAPES, a size or batch that is not an integer in 1..MAX_SIZE; bools and
-floats are not integers) raises ValueError here; the C++ lookup returns INVALID = -3 for the same inputs.
+A table (JSON version 3) answers problems of one problem kind: a precision (one of the table's
+`precisions`), a variant `shape` (one of its `shapes`; "" for kinds without variants) and one integer
+size per name of `size_names`, in the kind's order. `table_sizes` are the sizes the table answers over
+(distances, regions, validity); the others (`tie_sizes`) only break ties between equally near points.
 
-Rules, for a valid problem (precision, shape, M, N, K, batch):
+Answers: an index into the table's kernels (>= 0), GENERIC = -1 (the kind's generic last-resort kernel),
+LIBRARY = -2 (call the library the table was measured against, the kind's baseline) or NONE = -4 (nothing
+the table knows may serve the problem: no kernel of the table is valid there and the table has neither a
+library nor a generic kernel; the caller must run its own code). Invalid input (a precision or shape not
+in the table's lists, a size that is not an integer in 1..MAX_SIZE; bools and floats are not integers,
+missing or unknown size names) raises ValueError here; the C++ lookup returns INVALID = -3 for the same
+inputs.
+
+Rules, for a valid problem (precision, shape, sizes):
 1. Only tuned points and regions of the same precision and shape are considered.
-2. Exact tuned point: the first entry of its ranked list (the table's kernels measured there and the
-   library, fastest first); each was verified and timed at this very problem, so the measurement stands
-   in for the predicates (an instance recorded before its space's `serves` changed keeps its own points).
-3. Merged region (a box over M, N, K, in table order) that contains the problem and whose kernel (or
-   the library) is valid here: that answer. A region exists only where every measured point inside it had
-   that answer within TOL of the best of the measured instances and the library.
+2. Exact tuned point (every size equal): the first entry of its ranked list (the table's kernels measured
+   there and the library, fastest first); each was verified and timed at this very problem, so the
+   measurement stands in for the predicates (an instance recorded before its space's `serves` changed
+   keeps its own points).
+3. Merged region (a box over the table sizes, in table order) that contains the problem and whose kernel
+   (or the library) is valid here: that answer. A region exists only where every measured point inside it
+   had that answer within TOL of the best of the measured instances and the library.
 4. Nearest tuned point: among tuned points with a valid entry in their `near` list (the ranked list, with
    the library before kernels not faster than it by the table's library margin; `ranked` where a table has
-   no `near`), the nearest one by the log-ratio distance |log2 M/M'| + |log2 N/N'| + |log2 K/K'| (ties:
-   |log2 batch/batch'|, then table order) gives its first valid entry. Logarithms are fixed point (16 fractional bits, `ilog2_fx`).
+   no `near`), the nearest one by the log-ratio distance, the sum over the table sizes of |log2 s/s'|
+   (ties: the same sum over the tie sizes, then table order) gives its first valid entry. Logarithms are
+   fixed point (16 fractional bits, `ilog2_fx`).
 4'. Tables of structure mode "cost" replace rule 4 (and have no regions): every valid answer is priced by its
    cost (ms per byte moved) at the tuned point nearest the problem where it was measured; answers measured
    within `reach` (fixed point, like the distances) of the nearest tuned point compete; the cheapest wins,
    kernels' costs multiplied by 1 + library_margin (per mille, integers) against the library's.
-5. Nothing valid: the table's `fallback`, LIBRARY by default, GENERIC for a table emitted with
-   `--fallback naive` (and for version-1 tables, which had no library).
-A kernel is valid where all its predicates hold; predicates are one-key objects: {"m_multiple_of": 8},
-{"max_k": 256}, {"min_batch": 2}, ... for the dimensions m, n, k, batch. A kernel marked `tuned_only` is
+5. Nothing valid: the table's `fallback`: LIBRARY ("library"), GENERIC ("naive") or NONE ("none").
+A kernel is valid where all its predicates hold; predicates are one-key objects over any size name:
+{"<size>_multiple_of": 8}, {"min_<size>": 2}, {"max_<size>": 256}. A kernel marked `tuned_only` is
 valid nowhere but at the tuned points where it was measured (rule 2). The library is valid everywhere.
 """
 from __future__ import annotations
 
 import numbers
 import warnings
+from typing import Any, Mapping, Sequence
 
-PRECISIONS = ("fp64", "fp32", "fp16")
-SHAPES = ("NN", "NT", "TN", "TT")
-DIMS = ("m", "n", "k", "batch")
 FX_BITS = 16
 NO_LIMIT = (1 << 62)
-MAX_SIZE = (1 << 31) - 1  # sizes and batch are C ints in the kernels' calling conventions
-GENERIC, LIBRARY, INVALID = -1, -2, -3
-FALLBACKS = {"library": LIBRARY, "naive": GENERIC}
+MAX_SIZE = (1 << 31) - 1  # sizes are C ints in most kernels' calling conventions
+GENERIC, LIBRARY, INVALID, NONE = -1, -2, -3, -4
+FALLBACKS = {"library": LIBRARY, "naive": GENERIC, "generic": GENERIC, "none": NONE}
 
 
-def check_problem(precision: object, shape: object, m: object, n: object, k: object,
-                  batch: object) -> tuple[int, int, int, int]:
-    """The problem's sizes as ints, or ValueError for anything the C++ lookup answers INVALID (-3)."""
-    if not isinstance(precision, str) or precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; expected one of {list(PRECISIONS)}")
-    if not isinstance(shape, str) or shape not in SHAPES:
-        raise ValueError(f"unknown shape {shape!r}; expected one of {list(SHAPES)}")
-    dims = []
-    for name, value in zip(DIMS, (m, n, k, batch)):
+def check_problem(precision: object, shape: object, sizes: Any, names: Sequence[str],
+                  precisions: Sequence[str], shapes: Sequence[str]) -> tuple[int, ...]:
+    """The problem's sizes as ints in the order of `names`, or ValueError for anything the C++ lookup answers
+    INVALID (-3). `sizes`: a mapping {name: value} with exactly `names`, or a sequence in that order."""
+    if not isinstance(precision, str) or precision not in precisions:
+        raise ValueError(f"unknown precision {precision!r}; expected one of {list(precisions)}")
+    if not isinstance(shape, str) or shape not in shapes:
+        raise ValueError(f"unknown shape {shape!r}; expected one of {list(shapes)}")
+    if isinstance(sizes, Mapping):
+        if set(sizes) != set(names):
+            raise ValueError(f"the sizes are {', '.join(names)}; got {', '.join(map(str, sizes)) or 'none'}")
+        values = [sizes[n] for n in names]
+    else:
+        values = list(sizes)
+        if len(values) != len(names):
+            raise ValueError(f"expected {len(names)} sizes ({', '.join(names)}), got {len(values)}")
+    out = []
+    for name, value in zip(names, values):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
         if not 1 <= int(value) <= MAX_SIZE:
             raise ValueError(f"{name} must be in 1..{MAX_SIZE}, got {int(value)}")
-        dims.append(int(value))
-    return dims[0], dims[1], dims[2], dims[3]
+        out.append(int(value))
+    return tuple(out)
 
 
 def ilog2_fx(x: int) -> int:
@@ -76,39 +92,45 @@ def ilog2_fx(x: int) -> int:
     return r
 
 
-def validity_bounds(valid: list[dict[str, int]]) -> tuple[list[int], list[int], list[int]]:
-    """Predicates -> (multiple_of, min, max) per dimension m, n, k, batch."""
-    mult, lo, hi = [1, 1, 1, 1], [1, 1, 1, 1], [NO_LIMIT] * 4
+def validity_bounds(valid: list[dict[str, int]], names: Sequence[str]) -> tuple[list[int], list[int], list[int]]:
+    """Predicates -> (multiple_of, min, max) per size of `names`."""
+    n = len(names)
+    mult, lo, hi = [1] * n, [1] * n, [NO_LIMIT] * n
     for pred in valid:
         for key, value in pred.items():
             value = int(value)
-            if key.endswith("_multiple_of") and key[: -len("_multiple_of")] in DIMS:
-                d = DIMS.index(key[: -len("_multiple_of")])
+            if key.endswith("_multiple_of") and key[: -len("_multiple_of")] in names:
+                d = names.index(key[: -len("_multiple_of")])
                 a, b = mult[d], value
                 while b:
                     a, b = b, a % b
                 mult[d] = mult[d] * value // a  # lcm
-            elif key.startswith("min_") and key[4:] in DIMS:
-                lo[DIMS.index(key[4:])] = max(lo[DIMS.index(key[4:])], value)
-            elif key.startswith("max_") and key[4:] in DIMS:
-                hi[DIMS.index(key[4:])] = min(hi[DIMS.index(key[4:])], value)
+            elif key.startswith("min_") and key[4:] in names:
+                lo[names.index(key[4:])] = max(lo[names.index(key[4:])], value)
+            elif key.startswith("max_") and key[4:] in names:
+                hi[names.index(key[4:])] = min(hi[names.index(key[4:])], value)
             else:
-                raise ValueError(f"unknown validity predicate {key!r}: use <dim>_multiple_of, min_<dim>, max_<dim>")
+                raise ValueError(f"unknown validity predicate {key!r}: use <size>_multiple_of, min_<size>, max_<size> "
+                                 f"with a size of {', '.join(names)}")
     return mult, lo, hi
 
 
 class Lookup:
-    """A prepared table (the JSON object of dispatch.py) answering `index` and `kernel`."""
+    """A prepared table (the JSON object of dispatch.py, version 3) answering `index` and `kernel`."""
 
     def __init__(self, table: dict) -> None:
         self.table = table
+        self.names = list(table["size_names"])
+        self.precisions = list(table["precisions"])
+        self.shapes = list(table["shapes"])
+        self.near_dims = [self.names.index(n) for n in table["table_sizes"]]
+        self.tie_dims = [d for d in range(len(self.names)) if d not in self.near_dims]
         self.kernels = table["kernels"]
-        self.generic = table.get("generic", {})
-        self.bounds = [validity_bounds(k.get("valid", [])) for k in self.kernels]
+        self.generic = table.get("generic") or {}
+        self.bounds = [validity_bounds(k.get("valid", []), self.names) for k in self.kernels]
         self.tuned_only = [bool(k.get("tuned_only", False)) for k in self.kernels]
         self.library = table.get("library") or {}
-        version1 = int(table.get("version", 2)) < 2
-        self.fallback = FALLBACKS[table.get("fallback", "naive" if version1 else "library")]
+        self.fallback = FALLBACKS[table.get("fallback", "library")]
         self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int], list[int]]]] = {}
         self.costs: dict[tuple[str, str], list[dict[int, int]]] = {}
         structure = table.get("structure") or {}
@@ -116,7 +138,7 @@ class Lookup:
         self.margin = int(round(1000 * float(structure.get("library_margin", 0.0))))  # per mille
         self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
         for p in table["points"]:
-            dims = (int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"]))
+            dims = tuple(int(p["sizes"][n]) for n in self.names)
             logs = tuple(ilog2_fx(d) for d in dims)
             self.points.setdefault((p["precision"], p["shape"]), []).append(
                 (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"]))))
@@ -124,11 +146,15 @@ class Lookup:
                 {int(a): int(c) for a, c in p.get("costs", [])})
         self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
         for r in table["regions"]:
-            lo = [int(r["m"][0]), int(r["n"][0]), int(r["k"][0])]
-            hi = [int(r["m"][1]), int(r["n"][1]), int(r["k"][1])]
+            lo = [int(r["bounds"][n][0]) for n in table["table_sizes"]]
+            hi = [int(r["bounds"][n][1]) for n in table["table_sizes"]]
             self.regions.setdefault((r["precision"], r["shape"]), []).append((lo, hi, int(r["kernel"])))
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
+
+    def check(self, precision: object, shape: object, sizes: Any) -> tuple[int, ...]:
+        """The problem's sizes as ints in the table's order (ValueError for invalid input)."""
+        return check_problem(precision, shape, sizes, self.names, self.precisions, self.shapes)
 
     def valid(self, kernel: int, dims: tuple[int, ...], tuned: bool = False) -> bool:
         """Whether an answer may serve `dims` (`tuned`: at a tuned point that measured it)."""
@@ -137,7 +163,7 @@ class Lookup:
         if self.tuned_only[kernel]:
             return False
         mult, lo, hi = self.bounds[kernel]
-        return all(dims[d] % mult[d] == 0 and lo[d] <= dims[d] <= hi[d] for d in range(4))
+        return all(dims[d] % mult[d] == 0 and lo[d] <= dims[d] <= hi[d] for d in range(len(dims)))
 
     def check_device(self, device: str | None) -> bool:
         """True when `device` is the GPU the table was tuned on (or unknown); warns once otherwise."""
@@ -149,40 +175,45 @@ class Lookup:
                           "its choices and loss bounds may not hold; re-tune on this GPU", stacklevel=3)
         return False
 
-    def index(self, precision: str, shape: str, m: int, n: int, k: int, batch: int) -> int:
-        """Answer for a problem (see the module docstring): a kernel index, GENERIC (-1) or LIBRARY (-2)."""
-        dims = check_problem(precision, shape, m, n, k, batch)
+    def _distance(self, logs: Sequence[int], plogs: Sequence[int]) -> tuple[int, int]:
+        return (sum(abs(logs[d] - plogs[d]) for d in self.near_dims),
+                sum(abs(logs[d] - plogs[d]) for d in self.tie_dims))
+
+    def index(self, precision: str, shape: str, sizes: Any) -> int:
+        """Answer for a problem (see the module docstring): a kernel index, GENERIC (-1), LIBRARY (-2) or NONE
+        (-4). `sizes`: {name: value} or the values in the table's size order."""
+        dims = self.check(precision, shape, sizes)
         group = (precision, shape)
         points = self.points.get(group, [])
         for pdims, _, ranked, _ in points:
             if pdims == dims:
                 return next((c for c in ranked if self.valid(c, dims, tuned=True)), self.fallback)
+        near = [dims[d] for d in self.near_dims]
         for lo, hi, kern in self.regions.get(group, []):
-            if all(lo[d] <= dims[d] <= hi[d] for d in range(3)) and self.valid(kern, dims):
+            if all(lo[j] <= near[j] <= hi[j] for j in range(len(near))) and self.valid(kern, dims):
                 return kern
         logs = [ilog2_fx(d) for d in dims]
         if self.mode == "cost":
             return self._cheapest(group, dims, logs)
         best, best_key = self.fallback, None
-        for order, (_, plogs, _, near) in enumerate(points):
-            kern = next((c for c in near if self.valid(c, dims)), None)
+        for order, (_, plogs, _, near_list) in enumerate(points):
+            kern = next((c for c in near_list if self.valid(c, dims)), None)
             if kern is None:
                 continue
-            key = (sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
+            key = self._distance(logs, plogs) + (order,)
             if best_key is None or key < best_key:
                 best, best_key = kern, key
         return best
 
     def _cheapest(self, group: tuple[str, str], dims: tuple[int, ...], logs: list[int]) -> int:
         """Cost mode (rule 4'): each valid answer's cost at the tuned point nearest the problem where it was
-        measured (distance, then |log2 batch ratio|, then table order); answers measured within `reach` of the
-        nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
+        measured (distance, then the tie sizes' distance, then table order); answers measured within `reach` of
+        the nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
         ties: the nearer measurement, then the library, then the smaller index)."""
         points = self.points.get(group, [])
         if not points:
             return self.fallback
-        keys = [(sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
-                for order, (_, plogs, _, _) in enumerate(points)]
+        keys = [self._distance(logs, plogs) + (order,) for order, (_, plogs, _, _) in enumerate(points)]
         limit = min(k[0] for k in keys) + self.reach
         best, best_key = self.fallback, None
         for answer in [LIBRARY] + list(range(len(self.kernels))):
@@ -199,13 +230,16 @@ class Lookup:
         return best
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
-        """The kernel record for an index; the generic kernel's record for -1; the library's for -2
-        ({"library": "cublas", "instance_id": None, ...}: call the vendor library)."""
+        """The kernel record for an index; the generic kernel's record for -1 (`generic: True`); the library's for
+        -2 ({"library": name, "instance_id": None, ...}: call the library); for -4 {"none": True, ...}."""
         if index >= 0:
             return self.kernels[index]
         if index == LIBRARY:
-            return {**self.library, "library": self.library.get("name", "cublas"), "instance_id": None,
+            return {**self.library, "library": self.library.get("name"), "instance_id": None,
                     "precision": precision, "shape": shape, "template": None, "generic": False}
+        if index == NONE:
+            return {"none": True, "instance_id": None, "precision": precision, "shape": shape, "template": None,
+                    "generic": False}
         templates = self.generic.get("templates", {})
         return {**self.generic, "instance_id": None, "precision": precision, "shape": shape,
                 "template": templates.get(f"{precision}:{shape}"), "generic": True}

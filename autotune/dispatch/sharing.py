@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 
 from autotune.analysis.setcover import select
-from autotune.analysis.winners import Criteria, perf_matrix, winners
+from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners
 
 
 def home_mask(frame: pd.DataFrame) -> np.ndarray:
     """Per row of a Store.measurements() frame: True where the instance's space `serves` the point (or the space
     has no `serves`, or cannot be read: then every measurement counts as home)."""
-    from autotune.dispatch.validity import _values
+    from autotune.dispatch.validity import _values, expr_env
     from autotune.space.spec import load_space
 
     home = np.ones(len(frame), dtype=bool)
@@ -42,10 +42,9 @@ def home_mask(frame: pd.DataFrame) -> np.ndarray:
                 if col in group.columns and not pd.isna(first[col]):
                     v = first[col]
                     params[p] = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
-            env = {**_values(space, params, str(precision)),
-                   **{name: group[col].to_numpy(dtype=np.int64) for name, col in
-                      (("M", "m"), ("N", "n"), ("K", "k"), ("batch", "batch"))}}
             try:
+                env = {**_values(space, params, str(precision)),
+                       **expr_env(space.kind, [group[n].to_numpy(dtype=np.int64) for n in space.kind.size_names])}
                 ok = np.broadcast_to(np.asarray(space.eval(space.kernel.serves, env), dtype=bool), (len(group),))
             except Exception:  # noqa: BLE001 - an expression this instance cannot evaluate: keep it as home
                 continue
@@ -54,7 +53,7 @@ def home_mask(frame: pd.DataFrame) -> np.ndarray:
 
 
 def kernels_with_and_without_sharing(frame: pd.DataFrame, criteria: Criteria, tols: Sequence[float],
-                                     method: str) -> pd.DataFrame | None:
+                                     method: str, layout: Layout | None = None) -> pd.DataFrame | None:
     """One row per TOL: points, kernels (all measurements), kernels_home (only where the instances' spaces serve
     the points), uncovered_home (points no home measurement verified), and the worst and mean loss of each set's
     answers against the best of all measurements (worst_loss, mean_loss, worst_loss_home, mean_loss_home: fewer
@@ -62,7 +61,7 @@ def kernels_with_and_without_sharing(frame: pd.DataFrame, criteria: Criteria, to
     home = home_mask(frame)
     if home.all():
         return None
-    full, own = perf_matrix(frame), perf_matrix(frame[home])
+    full, own = perf_matrix(frame, layout), perf_matrix(frame[home], layout)
     rows = []
     for tol in tols:
         c = Criteria(bk=criteria.bk, tol=tol, spread_ties=criteria.spread_ties)

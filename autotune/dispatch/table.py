@@ -1,28 +1,61 @@
 """The dispatch table: one canonical JSON file from which the C++, Python and CSV consumers are made.
 
-JSON layout (format "autotune-dispatch", version 2; version 1 tables still load, without a library):
+One table answers problems of one problem kind, over the kind's size names (`ProblemKind.size_names`); the
+distances, regions and validity predicates range over `table_sizes` (`ProblemKind.table_sizes()`), the other
+sizes (`tie_sizes`) only break ties.
+
+JSON layout (format "autotune-dispatch", version 3; version 1 and 2 tables, which predate problem kinds and hold
+the sizes m, n, k, batch at the top of each point, still load: `upgrade` turns them into version 3 in memory,
+answering exactly as before):
+- kind: the problem kind's name; size_names: its sizes in order; table_sizes: those the table answers over;
+  precisions, shapes: the kind's precisions and variants ("" for a kind without variants), the input the
+  lookup accepts;
 - provenance: device (name the table was tuned on), device_info, software versions, sweep_ids, bk, tol,
   spread_ties, method, optimal, secondary, kernels, worst_loss, mean_loss (of the selected kernels), points,
   library_points (tuned points the library answers), answer_worst_loss / answer_mean_loss (of the
-  table's answers at the tuned points, against the best measured instance), uncovered, created_utc;
-- kernels: [{instance_id, precision, shape, space, name, template, source, convention, valid, tuned_only}],
-  one per instance compiled for one (precision, shape); `valid` is a list of one-key predicates
-  ({"m_multiple_of": 8}, {"max_k": 256}, ...; see dispatch/runtime.py), derived from the space's `valid` (else `serves`) and
-  `problems.where` (dispatch/validity.py); `tuned_only`: they could not be derived, the kernel answers
-  only at its tuned points;
-- library: {name}: the vendor library measured at the points (LIBRARY = -2 in `ranked` and `regions`);
-- fallback: "library" or "naive": the answer where nothing in the table is valid;
-- generic: {space, source, convention, templates: {"fp64:NN": name expression, ...}}: the naive kernel;
-- points: [{point_key, precision, shape, m, n, k, batch, kernel, ranked, near, ms, best_ms, loss, library_ms}]:
-  every tuned point, its assigned kernel, and `ranked` = the table's kernels measured there and the
-  library (-2, where it was measured), fastest first; `near`: the same list for problems that were not
+  table's answers at the tuned points, against the best measured instance), uncovered, include_dir (the
+  directory the kernels' `source` paths are relative to, as given to `--include-dir`), created_utc;
+- kernels: [{instance_id, precision, shape, space, name, template, source, convention, parameters, defines,
+  valid, tuned_only}], one per instance compiled for one (precision, shape); `template`: the NVRTC name
+  expression (or function name) of a template kernel; `parameters`: its C++ parameter list when the kind
+  knows it (`ProblemKind.cpp_parameters(convention, precision)`, optional), for explicit instantiation; `defines`: {name: value} preprocessor defines of a kernel tuned by
+  defines; `source`: its file relative to the include directory; `valid` is a list of one-key predicates
+  ({"<size>_multiple_of": 8}, {"min_<size>": 2}, {"max_<size>": 256} for any size name; see runtime.py),
+  derived from the space's `valid` (else `serves`) and `problems.where` (dispatch/validity.py); `tuned_only`:
+  they could not be derived, the kernel answers only at its tuned points;
+- library: {name}: the kind's baseline (`ProblemKind.baseline_name`) measured at the points (LIBRARY = -2 in
+  `ranked` and `regions`); null when the kind has no baseline;
+- fallback: "library", "naive" (the generic kernel) or "none" (NONE = -4: nothing the table knows may serve):
+  the answer where nothing in the table is valid; never "library" without a library nor "naive" without a
+  generic kernel;
+- generic: {space, source, convention, templates: {"fp64:NN": name expression, ...}, parameters: {"fp64:NN":
+  C++ parameter list}}: the kind's generic
+  last-resort kernel (`ProblemKind.generic_space`); null when the kind has none;
+- points: [{point_key, precision, shape, sizes: {name: value}, kernel, ranked, near, costs, ms, best_ms, loss,
+  library_ms}]: every tuned point, its assigned kernel, and `ranked` = the table's kernels measured there and
+  the library (-2, where it was measured), fastest first; `near`: the same list for problems that were not
   tuned, where the library goes before every kernel not faster than it by the factor 1 + library_margin
   (structure: {mode, library_margin, reach}, see Structure); `costs`: [[answer, cost], ...] every table
-  kernel measured there and the library (-2), cost = median ms per byte moved x 1e18, as an integer;
-- regions: [{precision, shape, m: [lo, hi], n: [lo, hi], k: [lo, hi], kernel}]: boxes where every
-  measured point inside has `kernel` (or the library, -2) within TOL of the best of the measured
-  instances and the library (batch does not bound a region).
+  kernel measured there and the library (-2), cost = median ms per byte moved (`ProblemKind.bytes_moved`)
+  x 1e18, as an integer;
+- regions: [{precision, shape, bounds: {name: [lo, hi]} over table_sizes, kernel}]: boxes where every measured
+  point inside has `kernel` (or the library, -2) within TOL of the best of the measured instances and the
+  library (tie sizes do not bound a region).
 Lookup rules: dispatch/runtime.py.
+
+Python API (what `autotune validate` and other readers use):
+- `load_table(path) -> DispatchTable`; `DispatchTable(data)` from the JSON object (any supported version);
+- `table.data` (version 3, whatever version was read), `table.version_read`, `table.kind` (name),
+  `table.size_names`, `table.table_sizes`, `table.tie_sizes`, `table.precisions`, `table.shapes`,
+  `table.provenance`, `table.kernels`, `table.points`, `table.regions`, `table.library` (name or None),
+  `table.fallback` (the answer where nothing is valid: LIBRARY, GENERIC or NONE);
+- `table.lookup(precision, shape, sizes: Mapping[str, int], device=None) -> int`: the answer index (>= 0 a
+  kernel of `table.kernels`, GENERIC -1, LIBRARY -2, NONE -4); ValueError for invalid input (the C++ header
+  answers INVALID -3); warns once when `device` differs from the tuned device;
+- `table.lookup_index(precision, shape, *sizes, device=None) -> int`: the same, sizes in `size_names` order;
+- `table.record(index, precision, shape) -> dict`: the kernel record of an answer ({"library": name, ...} for
+  -2, {"generic": True, ...} for -1, {"none": True, ...} for -4); `table.answer(precision, shape, sizes)`: both;
+- `table.save(path)`, `table.to_json()`.
 """
 from __future__ import annotations
 
@@ -35,36 +68,40 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from autotune.problems.gemm import GEMM, gemm_point
-from autotune.dispatch.runtime import DIMS, FALLBACKS, LIBRARY, Lookup, validity_bounds
 from autotune.analysis.setcover import Selection
-from autotune.analysis.winners import PRECISION_ORDER, SHAPE_ORDER, Winners
+from autotune.analysis.winners import Layout, Winners, builtin_kind
+from autotune.dispatch.runtime import FALLBACKS, GENERIC, LIBRARY, NONE, Lookup, validity_bounds
 
-FORMAT, VERSION = "autotune-dispatch", 2
-VERSIONS = (1, 2)  # versions this code reads
+FORMAT, VERSION = "autotune-dispatch", 3
+VERSIONS = (1, 2, 3)  # versions this code reads
+LEGACY_SIZES = ("m", "n", "k", "batch")  # the point fields of version 1 and 2 tables
+LEGACY_TABLE_SIZES = ("m", "n", "k")  # the region fields of version 1 and 2 tables
 
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """How to build one kernel: its space, procedural name, name expression, source and validity."""
+    """How to build one kernel: its space, procedural name, name expression or defines, source and validity."""
 
     space: str
     name: str
-    template: str | None = None  # NVRTC name expression for this precision and shape
-    source: str | None = None  # file under kernels_src/
-    convention: str | None = None  # strided | ptr_array | vbatched
+    template: str | None = None  # NVRTC name expression (or function name) for this precision and shape
+    source: str | None = None  # kernel file, relative to the include directory
+    convention: str | None = None  # the kind's calling convention
     valid: tuple[tuple[str, int], ...] = ()  # (("m_multiple_of", 8), ("max_k", 256))
     tuned_only: bool = False  # the predicates could not be derived: valid only at its tuned points
+    defines: tuple[tuple[str, Any], ...] = ()  # preprocessor defines of a kernel tuned by defines
+    parameters: str | None = None  # the kernel's C++ parameter list (explicit instantiation), from the kind
 
 
 @dataclass(frozen=True)
 class GenericKernel:
-    """The last-resort kernel (one instance of the gemm_naive space) and its name expressions."""
+    """The kind's last-resort kernel (one instance of its generic space) and its name expressions."""
 
-    space: str = "gemm_naive"
-    source: str | None = "gemm_naive.cuh"
-    convention: str | None = "strided"
-    templates: tuple[tuple[str, str], ...] = ()  # (("fp64:NN", "autotune::gemm_naive<double, ...>"), ...)
+    space: str
+    source: str | None = None
+    convention: str | None = None
+    templates: tuple[tuple[str, str], ...] = ()  # (("fp64:NN", "ns::kernel<double, ...>"), ...)
+    parameters: tuple[tuple[str, str], ...] = ()  # (("fp64:NN", "int, int, ..."), ...): C++ parameter lists
 
 
 @dataclass(frozen=True)
@@ -108,35 +145,56 @@ class Provenance:
     sweep_ids: tuple[str, ...] = ()
     device_info: Mapping[str, Any] = field(default_factory=dict)
     software: Mapping[str, str] = field(default_factory=dict)
+    scalars: Mapping[str, float] = field(default_factory=dict)  # the sweeps' scalars (bytes moved read them)
+    include_dir: str | None = None  # what the kernels' sources are relative to
 
 
-def _order(kernel: tuple[str, str, str]) -> tuple[int, int, str]:
-    iid, precision, shape = kernel
-    return (PRECISION_ORDER.index(precision) if precision in PRECISION_ORDER else 9,
-            SHAPE_ORDER.index(shape) if shape in SHAPE_ORDER else 9, iid)
+def default_fallback(library: str | None, generic: GenericKernel | None) -> str:
+    """The answer where nothing is valid when the user names none: the library, else the generic kernel, else
+    "none"."""
+    return "library" if library else "naive" if generic is not None else "none"
 
 
-def library_times(points: pd.DataFrame, library: pd.DataFrame | None) -> np.ndarray:
+def kind_library(layout: Layout, library_ms: np.ndarray | None = None) -> str | None:
+    """The library of the layout's kind (its baseline_name); "library" when the kind is unknown but times are given."""
+    if layout.kind_object is not None:
+        return layout.kind_object.baseline_name
+    measured = library_ms is not None and bool(np.isfinite(np.asarray(library_ms, dtype=float)).any())
+    return "library" if measured else None
+
+
+def check_fallback(fallback: str, library: str | None, generic: GenericKernel | None) -> None:
+    """ValueError for a fallback the table cannot give (a library it lacks, a generic kernel it lacks)."""
+    if fallback not in FALLBACKS:
+        raise ValueError(f"unknown fallback {fallback!r}; expected one of {sorted(FALLBACKS)}")
+    if FALLBACKS[fallback] == LIBRARY and not library:
+        raise ValueError("fallback library: this kind has no library (baseline); use naive or none")
+    if FALLBACKS[fallback] == GENERIC and generic is None:
+        raise ValueError("fallback naive: this kind has no generic kernel (generic_space); use library or none")
+
+
+def library_times(points: pd.DataFrame, library: pd.DataFrame | None, layout: Layout) -> np.ndarray:
     """Per point row, the library's verified median time (ms); NaN where it was not measured.
 
-    `library` has the point columns precision, shape, m, n, k, batch and `median_ms` (or `cublas_ms`)."""
+    `library` has the point columns precision, shape, the sizes of `layout` and `median_ms`."""
     out = np.full(len(points), np.nan)
     if library is None or len(library) == 0 or len(points) == 0:
         return out
-    col = "median_ms" if "median_ms" in library.columns else "cublas_ms"
-    keys = ["precision", "shape", "m", "n", "k", "batch"]
-    lib = library[keys + [col]].copy()
-    for c in DIMS:
+    keys = list(layout.columns)
+    if not set(keys) <= set(library.columns):
+        return out
+    lib = library[keys + ["median_ms"]].dropna(subset=list(layout.sizes)).copy()
+    for c in layout.sizes:
         lib[c] = lib[c].astype(np.int64)
-    lib = lib.groupby(keys, as_index=False)[col].median()
+    lib = lib.groupby(keys, as_index=False)["median_ms"].median()
     merged = points[keys].reset_index(drop=True).merge(lib, on=keys, how="left")
-    return pd.to_numeric(merged[col], errors="coerce").to_numpy(dtype=float)
+    return pd.to_numeric(merged["median_ms"], errors="coerce").to_numpy(dtype=float)
 
 
 def _regions(xyz: np.ndarray, answer: np.ndarray, good: Mapping[int, np.ndarray]) -> list[tuple[list[int], list[int], int]]:
     """Grow boxes around each point's answer while every measured point inside stays good for it.
 
-    `xyz` (m, n, k) of all points of one group (a point where everything failed blocks every region);
+    `xyz` the table sizes of all points of one group (a point where everything failed blocks every region);
     `answer` each point's answer (kernel index, LIBRARY, or None where uncovered); `good[answer]` the points
     where that answer is within TOL of the best.
     """
@@ -164,52 +222,78 @@ def _regions(xyz: np.ndarray, answer: np.ndarray, good: Mapping[int, np.ndarray]
     return out
 
 
+def _bytes(layout: Layout, scalars: Mapping[str, float]):
+    """Bytes moved by a point of the layout's kind (its `bytes_moved`); 1 when the kind object is unknown."""
+    kind = layout.kind_object
+    if kind is None:
+        return lambda precision, shape, dims: 1
+    full = kind.scalars({k: v for k, v in scalars.items() if k in kind.scalar_defaults})
+    return lambda precision, shape, dims: max(1, int(kind.bytes_moved(
+        kind.point(precision, shape, dict(zip(layout.sizes, dims))), full)))
+
+
 def build_table(w: Winners, sel: Selection, provenance: Provenance,
                 kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
                 generic: GenericKernel | None = None, library_ms: np.ndarray | None = None,
-                library: str = "cublas", fallback: str = "library",
+                library: str | None = "", fallback: str | None = None,
                 structure: Structure = Structure()) -> "DispatchTable":
     """Make the canonical table from winners and a selection (same Winners the selection came from).
 
-    `library_ms`: the vendor library's time per point row of `w.matrix` (NaN: not measured; see
-    `library_times`); where it is faster than the table's kernels it is the point's answer.
-    `fallback`: "library" or "naive", the answer where no kernel of the table is valid.
+    The kind and its sizes come from `w.matrix.layout`. `library_ms`: the library's time per point row of
+    `w.matrix` (NaN: not measured; see `library_times`); where it is faster than the table's kernels it is the
+    point's answer. `library`: its name ("": the kind's baseline_name; None: no library, `library_ms` is ignored).
+    `generic`: the kind's generic kernel (None: it has none). `fallback`: "library", "naive" or "none", the
+    answer where no kernel of the table is valid (None: `default_fallback`).
     """
-    if fallback not in FALLBACKS:
-        raise ValueError(f"unknown fallback {fallback!r}; expected one of {sorted(FALLBACKS)}")
+    layout = w.matrix.layout
+    if library == "":
+        library = kind_library(layout, library_ms)
+    fallback = fallback or default_fallback(library, generic)
+    check_fallback(fallback, library, generic)
     info = kernel_info if kernel_info is not None else {}
-    kernels = sorted(sel.kernels, key=_order)
+    precision_rank = {p: i for i, p in enumerate(layout.precisions)}
+    shape_rank = {s: i for i, s in enumerate(layout.shapes)}
+    kernels = sorted(sel.kernels, key=lambda k: (precision_rank.get(k[1], 99), shape_rank.get(k[2], 99), k[0]))
     index = {k: i for i, k in enumerate(kernels)}
     col_of = {iid: c for c, iid in enumerate(w.matrix.instances)}
-    lib = np.full(len(w.best_ms), np.nan) if library_ms is None else np.asarray(library_ms, dtype=float)
+    lib = np.full(len(w.best_ms), np.nan) if library_ms is None or not library else np.asarray(library_ms, float)
     if len(lib) != len(w.best_ms):
         raise ValueError(f"library_ms has {len(lib)} values for {len(w.best_ms)} points")
+    names = list(layout.sizes)
     kernel_rows = []
     for iid, precision, shape in kernels:
         ki = info.get((iid, precision, shape)) or KernelInfo(space="", name=iid)
         valid = [{key: int(value)} for key, value in ki.valid]
-        validity_bounds(valid)  # reject unknown predicates now, not at lookup time
+        validity_bounds(valid, names)  # reject unknown predicates now, not at lookup time
         kernel_rows.append({"instance_id": iid, "precision": precision, "shape": shape, "space": ki.space,
                             "name": ki.name, "template": ki.template, "source": ki.source,
-                            "convention": ki.convention, "valid": valid, "tuned_only": bool(ki.tuned_only)})
-    probe = Lookup({"kernels": kernel_rows, "points": [], "regions": []})
+                            "convention": ki.convention, "parameters": ki.parameters,
+                            "defines": {str(k): v for k, v in ki.defines}, "valid": valid,
+                            "tuned_only": bool(ki.tuned_only)})
+    head = {"kind": layout.kind, "size_names": names, "table_sizes": list(layout.table_sizes),
+            "precisions": list(layout.precisions or dict.fromkeys(w.matrix.points["precision"])),
+            "shapes": list(layout.shapes or dict.fromkeys(w.matrix.points["shape"]))}
+    probe = Lookup({**head, "kernels": kernel_rows, "points": [], "regions": []})
+    bytes_of = _bytes(layout, provenance.scalars)
     points, regions = [], []
     answer_loss: list[float] = []
     pts = w.matrix.points
+    all_dims = w.matrix.sizes
+    all_xyz = w.matrix.table_xyz
+    keys = pts["point_key"].astype(str).to_numpy()
     tol = w.criteria.tol
     for (precision, shape), all_rows in w.matrix.groups:
         group_kernels = {col_of[iid]: index[(iid, p, s)] for iid, p, s in kernels if (p, s) == (precision, shape)}
         cols = np.array(sorted(group_kernels), dtype=np.int64)
-        xyz = pts.iloc[all_rows][["m", "n", "k"]].to_numpy(dtype=np.int64)
+        xyz = all_xyz[all_rows]
         answers: list[int | None] = []
         for r in all_rows:
             med = w.matrix.median[r, cols]
             measured = cols[np.isfinite(med)]
-            row = pts.iloc[r]
-            dims = tuple(int(row[d]) for d in DIMS)
+            dims = tuple(int(x) for x in all_dims[r])
             ranked = [group_kernels[int(c)] for c in sorted(measured, key=lambda c: (w.rank[r, c], c))]
             times = {group_kernels[int(c)]: float(w.matrix.median[r, c]) for c in measured}
-            per_byte = COST_SCALE / GEMM.bytes_moved(gemm_point(precision, shape, *dims), {})
+            per_byte = COST_SCALE / bytes_of(precision, shape, dims)
             costs = [[kk, int(round(t * per_byte))] for kk, t in sorted(times.items())]
             if np.isfinite(lib[r]):
                 costs.insert(0, [LIBRARY, int(round(float(lib[r]) * per_byte))])
@@ -228,26 +312,29 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
                 t = lib[r] if first == LIBRARY else times[first]
                 answer_loss.append(float(max(0.0, 1.0 - w.best_ms[r] / t)))
             assigned = int(sel.assigned[r])
-            points.append({"point_key": str(row["point_key"]), "precision": precision, "shape": shape,
-                           **{d: int(row[d]) for d in DIMS},
+            points.append({"point_key": str(keys[r]), "precision": precision, "shape": shape,
+                           "sizes": dict(zip(names, dims)),
                            "kernel": group_kernels[assigned] if assigned >= 0 else LIBRARY,
                            "ranked": ranked, "near": near, "costs": costs,
                            "ms": float(w.matrix.median[r, assigned]) if assigned >= 0 else float(lib[r]),
                            "best_ms": float(w.best_ms[r]) if np.isfinite(w.best_ms[r]) else None,
                            "loss": float(max(0.0, sel.loss[r])) if assigned >= 0 else None,
                            "library_ms": float(lib[r]) if np.isfinite(lib[r]) else None})
+        if not structure.regions:
+            continue
         ref = np.fmin(w.best_ms[all_rows], lib[all_rows])  # best of the measured instances and the library
         with np.errstate(invalid="ignore"):
             good = {kern: np.nan_to_num(w.matrix.median[all_rows, c], nan=np.inf) * (1.0 - tol)
                     <= ref * (1.0 + 1e-12) for c, kern in group_kernels.items()}
             good[LIBRARY] = np.nan_to_num(lib[all_rows], nan=np.inf) * (1.0 - tol) <= ref * (1.0 + 1e-12)
-        for lo, hi, kern in (_regions(xyz, np.array(answers, dtype=object), good) if structure.regions else ()):
-            regions.append({"precision": precision, "shape": shape, "m": [lo[0], hi[0]], "n": [lo[1], hi[1]],
-                            "k": [lo[2], hi[2]], "kernel": int(kern)})
-    g = generic or GenericKernel()
+        for lo, hi, kern in _regions(xyz, np.array(answers, dtype=object), good):
+            regions.append({"precision": precision, "shape": shape,
+                            "bounds": {n: [a, b] for n, a, b in zip(layout.table_sizes, lo, hi)},
+                            "kernel": int(kern)})
     finite = sel.loss[np.isfinite(sel.loss)]
     prov = {"device": provenance.device, "device_info": dict(provenance.device_info),
             "software": dict(provenance.software), "sweep_ids": list(provenance.sweep_ids),
+            "scalars": dict(provenance.scalars), "include_dir": provenance.include_dir,
             "bk": w.criteria.bk, "tol": w.criteria.tol, "spread_ties": w.criteria.spread_ties,
             "method": sel.method, "optimal": sel.optimal, "secondary": sel.secondary,
             "kernels": len(kernels), "points": len(points),
@@ -258,16 +345,47 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
             "answer_mean_loss": float(np.mean(answer_loss)) if answer_loss else None,
             "uncovered": list(sel.uncovered), "structure": structure.describe(),
             "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    data = {"format": FORMAT, "version": VERSION, "provenance": prov, "kernels": kernel_rows,
-            "library": {"name": library}, "fallback": fallback,
-            "generic": {"space": g.space, "source": g.source, "convention": g.convention,
-                        "templates": dict(g.templates)},
+    data = {"format": FORMAT, "version": VERSION, **head, "provenance": prov, "kernels": kernel_rows,
+            "library": {"name": library} if library else None, "fallback": fallback,
+            "generic": None if generic is None else {"space": generic.space, "source": generic.source,
+                                                     "convention": generic.convention,
+                                                     "templates": dict(generic.templates),
+                                                     "parameters": dict(generic.parameters)},
             "points": points, "regions": regions, "structure": structure.describe()}
     return DispatchTable(data)
 
 
+def upgrade(data: dict) -> dict:
+    """A version 1 or 2 table as version 3 (a copy; version 3 tables are returned as they are). Those versions
+    predate problem kinds: their points hold the sizes m, n, k, batch, their regions m, n, k, and the kind is the
+    built-in kind with those sizes. Version 1 tables had no library: their fallback is the generic kernel."""
+    version = int(data.get("version", 0))
+    if version >= 3:
+        return data
+    kind = builtin_kind(LEGACY_SIZES)
+    out = {k: v for k, v in data.items() if k not in ("points", "regions")}
+    out.update({"version": VERSION, "kind": kind.name if kind else "", "size_names": list(LEGACY_SIZES),
+                "table_sizes": list(LEGACY_TABLE_SIZES), "precisions": list(kind.precisions if kind else ()),
+                "shapes": list(kind.shapes if kind else ()), "upgraded_from": version})
+    out["fallback"] = data.get("fallback", "naive" if version < 2 else "library")
+    out["library"] = data.get("library") or {"name": kind.baseline_name if kind else None}
+    out["generic"] = dict(data.get("generic") or {})
+    params = getattr(kind, "cpp_parameters", None)
+    if params is not None:  # the C++ parameter lists version 2 headers took from a table of calling conventions
+        out["kernels"] = [{**k, "parameters": params(k.get("convention"), k["precision"])} for k in data["kernels"]]
+        out["generic"]["parameters"] = {key: params(out["generic"].get("convention"), key.split(":")[0])
+                                        for key in out["generic"].get("templates", {})}
+    out["points"] = [{**{k: v for k, v in p.items() if k not in LEGACY_SIZES},
+                      "sizes": {n: int(p[n]) for n in LEGACY_SIZES}} for p in data["points"]]
+    out["regions"] = [{"precision": r["precision"], "shape": r["shape"],
+                       "bounds": {n: list(r[n]) for n in LEGACY_TABLE_SIZES}, "kernel": r["kernel"]}
+                      for r in data["regions"]]
+    return out
+
+
 class DispatchTable:
-    """The JSON object plus lookups. `data` is exactly what `to_json` writes."""
+    """The JSON object plus lookups (see the module docstring). `data` is exactly what `to_json` writes (version 3,
+    whatever version was read)."""
 
     def __init__(self, data: dict) -> None:
         if data.get("format") != FORMAT:
@@ -275,26 +393,49 @@ class DispatchTable:
         if data.get("version") not in VERSIONS:
             raise ValueError(f"dispatch table version {data.get('version')} is not supported (expected {VERSION}); "
                              "re-run `autotune emit --format json` with this version of autotune")
-        self.data = data
-        self._lookup = Lookup(data)
+        self.version_read = int(data["version"])
+        self.data = upgrade(data)
+        self._lookup = Lookup(self.data)
+
+    kind = property(lambda self: str(self.data["kind"]))
+    size_names = property(lambda self: tuple(self.data["size_names"]))
+    table_sizes = property(lambda self: tuple(self.data["table_sizes"]))
+    tie_sizes = property(lambda self: tuple(n for n in self.size_names if n not in self.table_sizes))
+    precisions = property(lambda self: tuple(self.data["precisions"]))
+    shapes = property(lambda self: tuple(self.data["shapes"]))
+    kernels = property(lambda self: self.data["kernels"])
+    points = property(lambda self: self.data["points"])
+    regions = property(lambda self: self.data["regions"])
+    fallback = property(lambda self: self._lookup.fallback)
 
     @property
     def provenance(self) -> dict:
         return self.data["provenance"]
 
-    def lookup_index(self, precision: str, shape: str, m: int, n: int, k: int, batch: int,
-                     device: str | None = None) -> int:
-        """Kernel index for a problem; -1: the generic kernel, -2: the library (runtime.py). Warns when
-        `device` differs; ValueError for invalid input (runtime.check_problem)."""
-        self._lookup.check_device(device)
-        return self._lookup.index(precision, shape, m, n, k, batch)
+    @property
+    def library(self) -> str | None:
+        """The library's name (the kind's baseline), None when the table has none."""
+        return (self.data.get("library") or {}).get("name") or None
 
-    def lookup(self, precision: str, shape: str, m: int, n: int, k: int, batch: int,
-               device: str | None = None) -> dict:
-        """The kernel record (instance_id, template, ...) for a problem; `generic: True` for the naive kernel,
-        `library: "cublas"` for the library."""
-        idx = self.lookup_index(precision, shape, m, n, k, batch, device)
-        return self._lookup.kernel(idx, precision, shape)
+    def lookup(self, precision: str, shape: str, sizes: Mapping[str, int], device: str | None = None) -> int:
+        """The answer index for a problem: a kernel (>= 0), GENERIC (-1), LIBRARY (-2) or NONE (-4) (runtime.py).
+        Warns when `device` differs; ValueError for invalid input (runtime.check_problem)."""
+        self._lookup.check_device(device)
+        return self._lookup.index(precision, shape, sizes)
+
+    def lookup_index(self, precision: str, shape: str, *sizes: int, device: str | None = None) -> int:
+        """`lookup` with the sizes given in `size_names` order."""
+        self._lookup.check_device(device)
+        return self._lookup.index(precision, shape, sizes)
+
+    def record(self, index: int, precision: str, shape: str) -> dict:
+        """The kernel record (instance_id, template, ...) of an answer; `generic: True` for the generic kernel,
+        `library: NAME` for the library, `none: True` for NONE."""
+        return self._lookup.kernel(index, precision, shape)
+
+    def answer(self, precision: str, shape: str, sizes: Mapping[str, int], device: str | None = None) -> dict:
+        """The kernel record answering a problem (`record(lookup(...))`)."""
+        return self.record(self.lookup(precision, shape, sizes, device), precision, shape)
 
     def to_json(self) -> str:
         return json.dumps(self.data, indent=1, sort_keys=False, allow_nan=False)
@@ -309,3 +450,6 @@ class DispatchTable:
 def load_table(path: str | Path) -> DispatchTable:
     return DispatchTable(json.loads(Path(path).read_text()))
 
+
+__all__ = ["COST_SCALE", "DispatchTable", "FORMAT", "GENERIC", "GenericKernel", "KernelInfo", "LIBRARY", "NONE",
+           "Provenance", "STRUCTURES", "Structure", "VERSION", "build_table", "library_times", "load_table"]

@@ -21,6 +21,13 @@ PRECISIONS = ("fp64", "fp32", "fp16")  # GEMM's precisions
 SHAPES = ("NN", "NT", "TN", "TT")  # GEMM's transpositions (op(A), op(B))
 CONVENTIONS = ("strided", "ptr_array", "vbatched")
 GEMM_SIZES = ("m", "n", "k", "batch")
+CPP_TYPES = {"fp64": ("double", "double"), "fp32": ("float", "float"), "fp16": ("__half", "float")}  # T, S
+CPP_PARAMETERS = {  # parameter lists of the calling conventions (shared contract), T element, S scalar
+    "strided": "int, int, int, S, const T*, int, long long, const T*, int, long long, S, T*, int, long long, int",
+    "ptr_array": "int, int, int, S, const T* const*, int, const T* const*, int, S, T* const*, int, int",
+    "vbatched": "const int*, const int*, const int*, S, const T* const*, const int*, const T* const*, "
+                "const int*, S, T* const*, const int*, int, int, int, int",
+}
 
 
 class GemmKind(ProblemKind):
@@ -47,6 +54,16 @@ class GemmKind(ProblemKind):
 
     def infer_budget(self, points: Iterable[TestPoint]) -> int | None:
         return infer_batch_bytes(p for p in points if p.kind == self.name)
+
+    def cpp_parameters(self, convention: str, precision: str) -> str | None:
+        """The C++ parameter list of a kernel of this convention and precision (dispatch headers instantiate
+        template kernels with it); None for an unknown convention or precision."""
+        import re
+
+        if convention not in CPP_PARAMETERS or precision not in CPP_TYPES:
+            return None
+        t, s = CPP_TYPES[precision]
+        return re.sub(r"\bT\b", t, re.sub(r"\bS\b", s, CPP_PARAMETERS[convention]))
 
     def env(self, point: TestPoint) -> dict[str, int]:
         return {"M": point.m, "N": point.n, "K": point.k, "batch": point.batch}
