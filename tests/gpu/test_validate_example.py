@@ -3,6 +3,7 @@
 measured on this GPU, with the kind's baseline as the library answer."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +19,9 @@ EXAMPLE = ROOT / "examples" / "stencil"
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=1200)
+                          timeout=1200, env=env)
 
 
 def test_validate_random_on_the_gpu(tmp_path: Path) -> None:
