@@ -219,3 +219,36 @@ def test_a_kind_without_scalars_refuses_alpha_and_unknown_scalars() -> None:
             stencil_cfg(extra)
         assert err.value.line == lines + 1 and words in err.value.message, str(err.value)
         assert "convolution5x5 declare no scalars" in (err.value.hint or ""), str(err.value)
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _mn_transpose(tmp_path: Path) -> Path:
+    """examples/transpose with its sizes renamed m and n (names GEMM also uses) and its kind renamed."""
+    for f in ("transpose.cu", "reference.py"):
+        (tmp_path / f).write_text((EXAMPLES / "transpose" / f).read_text())
+    text = (EXAMPLES / "transpose" / "space.yaml").read_text()
+    text = text.replace("rows", "m").replace("cols", "n").replace("name: transpose\n", "name: mn_transpose\n")
+    (tmp_path / "space.yaml").write_text(text)
+    return tmp_path / "space.yaml"
+
+
+def test_a_kind_whose_sizes_are_named_like_gemms_is_read_as_itself(tmp_path: Path) -> None:
+    space = _mn_transpose(tmp_path)
+    c = parse_config(f"spaces: [{space}]\npoints: {{sizes: {{m: [64, 128], n: 32}}}}\n", file=str(tmp_path / "s.yaml"))
+    assert [(p.kind, p.m, p.n) for p in c.points] == [("mn_transpose", 64, 32), ("mn_transpose", 128, 32)]
+    assert c.scalars == {}
+
+
+@pytest.mark.parametrize("points, words, hint", [
+    ("{sizes: {m: 64, n: 32}, batch: 4}", "unknown key `batch`", "sizes"),
+    ("{sizes: {square: 64}}", "unknown key `square`", ""),
+    ("{sizes: {m: 64}}", "miss n", "every size"),
+    ("{sizes: {m: 64, n: 32}, alpha: 2}", "unknown key `alpha`", ""),
+])
+def test_gemm_forms_are_refused_for_other_kinds(tmp_path: Path, points: str, words: str, hint: str) -> None:
+    space = _mn_transpose(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        parse_config(f"spaces: [{space}]\npoints: {points}\n", file=str(tmp_path / "s.yaml"))
+    assert words in str(err.value) and hint in (err.value.hint or "") and err.value.line == 2

@@ -136,3 +136,14 @@ def test_gemm_keeps_its_columns_and_batch_rule() -> None:
     p = rule.point(GEMM, "fp32", "NN", {"m": 10, "n": 10, "k": 10})
     assert p.batch == math.ceil(10**6 / (4 * 300))
     assert rule.describe(GEMM) == "1,000,000 bytes per problem (given)"
+
+
+def test_a_table_of_the_retired_per_kind_format_is_refused_with_a_hint(tmp_path: Path) -> None:
+    from autotune.dispatch.validate_table import read_table
+    from autotune.errors import UserError
+
+    old = tmp_path / "dispatch.json"
+    old.write_text('{"format": "autotune-dispatch-kind", "version": 1, "kind": "transpose", "points": []}')
+    with pytest.raises(UserError, match="retired per-kind format") as err:
+        read_table(old)
+    assert "autotune report" in (err.value.hint or "")

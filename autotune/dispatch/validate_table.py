@@ -1,12 +1,10 @@
 """What `autotune validate` reads of a dispatch table, for any problem kind: its kind and size names, its tuned
 points, its kernels and its answer at a problem (`ValidatedTable`, made by `read_table`).
 
-It codes against the `DispatchTable` API of format version 3 (`table.kind`, `table.size_names`, points with
+It reads the `DispatchTable` API of format version 3 (`table.kind`, `table.size_names`, points with
 `sizes: {name: value}`, `table.lookup(precision, shape, sizes)` -> answer index: >= 0 a kernel, -1 the generic
-kernel, -2 the library). Until that API is on every table, two thin adapters read the older layouts too:
-GEMM tables of versions 1 and 2 (points with m, n, k, batch; `lookup(precision, shape, m, n, k, batch)`), and
-the per-kind tables of `dispatch/kinds.py` (format "autotune-dispatch-kind"). Drop them once version 3 loads
-every table.
+kernel, -2 the library, -4 none); `load_table` upgrades tables of versions 1 and 2 on load. Tables of the retired
+per-kind format ("autotune-dispatch-kind") are refused with a hint to write them again.
 """
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ from autotune.vocab import TestPoint
 
 LIBRARY, GENERIC = "library", "generic"  # the answers that are no kernel of the table
 GENERIC_INDEX, LIBRARY_INDEX = -1, -2
-KIND_FORMAT = "autotune-dispatch-kind"  # dispatch/kinds.py's tables (adapter)
-V2_SIZES = ("m", "n", "k", "batch")  # the sizes of a version 1/2 table's points (adapter)
+KIND_FORMAT = "autotune-dispatch-kind"  # the retired per-kind tables (refused with a hint)
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,11 +63,10 @@ def read_table(path: Path) -> ValidatedTable:
         raise UserError(f"not a JSON file: {exc}", file=path, hint="give a dispatch.json") from None
     try:
         if isinstance(data, dict) and data.get("format") == KIND_FORMAT:
-            return _kind_format(data)
-        table = DispatchTable(data)
-        if hasattr(table, "size_names"):
-            return _v3(table)
-        return _v2(table)
+            raise UserError(f"{path} is a table of the retired per-kind format (autotune-dispatch-kind)",
+                            hint="write it again with `autotune report DATABASE`: every kind has the one table "
+                                 "format now")
+        return _v3(DispatchTable(data))  # version 1 and 2 tables are upgraded on load
     except (ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{path}: {exc}", hint="give a dispatch.json written by `autotune report`") from None
 
@@ -81,27 +77,6 @@ def _v3(table: Any) -> ValidatedTable:
                    for p in data["points"])
     return ValidatedTable(data, str(table.kind), tuple(table.size_names), points, tuple(data["kernels"]),
                           table.provenance, lambda p: table.lookup(p.precision, p.shape, dict(p.sizes)))
-
-
-def _v2(table: Any) -> ValidatedTable:
-    """A GEMM table of version 1 or 2 (adapter)."""
-    data = table.data
-    points = tuple({"precision": p["precision"], "shape": p["shape"], "sizes": {n: int(p[n]) for n in V2_SIZES}}
-                   for p in data["points"])
-    kind = next(k.name for k in BUILT_IN.values() if k.size_names == V2_SIZES)
-    return ValidatedTable(data, kind, V2_SIZES, points, tuple(data["kernels"]), table.provenance,
-                          lambda p: table.lookup_index(p.precision, p.shape, *(p.dims[n] for n in V2_SIZES)))
-
-
-def _kind_format(data: dict) -> ValidatedTable:
-    """A table of dispatch/kinds.py (adapter)."""
-    from autotune.dispatch import kinds
-
-    points = tuple({"precision": p["precision"], "shape": p["shape"], "sizes": dict(p["sizes"])}
-                   for p in data["points"])
-    prov = {"tol": data.get("tol"), "bk": data.get("bk")}
-    return ValidatedTable(data, str(data["kind"]), tuple(data["size_names"]), points, tuple(data["kernels"]), prov,
-                          lambda p: kinds.lookup(data, p.precision, p.shape, **dict(p.sizes))["kernel"])
 
 
 def table_kind(table: ValidatedTable, space_files: Sequence[Path]) -> ProblemKind:

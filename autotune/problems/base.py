@@ -154,6 +154,13 @@ class ProblemKind(ABC):
         sizes are kept). Default: `sizes` unchanged."""
         return dict(sizes)
 
+    # Shorthand keys a sweep config's `sizes:` may use besides the size names. `tied_sizes`: one value sets
+    # several sizes equal (GEMM: square -> m, n, k; mn -> m, n); `tuple_sizes`: each element is a list giving
+    # several sizes in order (GEMM: triples -> [m, n, k]). `size_forms_help` says how to write them.
+    tied_sizes: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+    tuple_sizes: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+    size_forms_help: str = ""
+
     def infer_budget(self, points: Iterable[TestPoint]) -> int | None:
         """The byte budget `derive_sizes` gives these points' derived sizes with, when one does (the roundest);
         None when none does, or the kind derives nothing (the default)."""

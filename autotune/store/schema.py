@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Mapping
 
@@ -18,6 +18,7 @@ from sqlalchemy import (JSON, BigInteger, CheckConstraint, DateTime, Float, Fore
                         Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from autotune.problems.registry import default_kind
 from autotune.store.version import SCHEMA_VERSION  # noqa: F401 - re-exported: the version these models are
 from autotune.vocab import DeviceInfo, Status, TestPoint
 
@@ -230,7 +231,7 @@ class SpaceRecord:
     yaml_text: str
     source_path: str
     source_text: str
-    kind: str = "gemm"
+    kind: str = field(default_factory=lambda: default_kind().name)  # a space file without `problem:` solves it
     headers: dict | None = None  # {include name: text} of the local headers the source includes
     problem: dict | None = None  # the kind's definition (ProblemKind.describe())
 

@@ -16,8 +16,6 @@ from typing import Any, Callable, Iterable
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from autotune.problems.gemm import GEMM, gemm_point
-from autotune.problems.gemm.batch import batch_for_bytes  # noqa: F401 - GEMM's batch rule, used by _batch
 from autotune.errors import ConfigError
 from autotune.problems.base import ProblemKind
 from autotune.sweep.limits import MAX_BYTES
@@ -29,8 +27,7 @@ TOP_KEYS = ("name", "description", "spaces", "points", "scalars", "alpha", "beta
 SCALAR_SHORTHANDS = ("alpha", "beta")  # top-level keys that set a scalar of that name (GEMM configs write them)
 SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances", "instances", "measure", "share")
 MEASURE_RULES = ("serves", "valid")
-POINT_KEYS = ("kind", "precisions", "shapes", "sizes", "batch")
-SIZE_FORMS = {"square": ("square",), "mn": ("mn", "k"), "mnk": ("m", "n", "k"), "triples": ("triples",)}
+POINT_KEYS = ("kind", "precisions", "shapes", "sizes")
 UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
          "tib": 2**40}
 DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
@@ -279,90 +276,109 @@ class _Kinds:
 
 
 def _points(r: Reader, node: Node, kinds: _Kinds) -> list[TestPoint]:
-    m = r.mapping(node, POINT_KEYS, "test points")
-    sizes_node = m.get("sizes")
-    named = isinstance(sizes_node, MappingNode) and not {str(r.value(k)) for k, _ in sizes_node.value} <= {
-        "square", "mn", "m", "n", "k", "triples"}
-    if "kind" in m or named:
-        return _kind_points(r, node, m, kinds)
-    for key in ("precisions", "sizes", "batch"):
-        if key not in m:
-            raise r.error(node, f"test points need `{key}:`", "see the README section 'Sweep configs'")
-    precisions = r.choices(m["precisions"], GEMM.precisions, "precisions")
-    shapes = r.choices(m["shapes"], GEMM.shapes, "shapes") if "shapes" in m else ("NN",)
-    sizes = _sizes(r, m["sizes"])
+    """A group of test points of any problem kind: `kind:` (default: the spaces' only kind), `precisions:`,
+    `shapes:` (the kind's variants, if it has any), `sizes:` (the kind's size names and its shorthands, e.g.
+    GEMM's `square:`; every combination), and for each size the kind may derive (GEMM: `batch:`) `NAME: N` or
+    `NAME: {bytes: SIZE}` (the kind's rule: GEMM's smallest batch whose A, B and C take SIZE)."""
+    available = kinds.all()
+    derivable = tuple(dict.fromkeys(n for k in available.values() for n in k.derived_sizes))
+    m = r.mapping(node, POINT_KEYS + tuple(n for n in derivable if n not in POINT_KEYS), "test points")
+    kind = _group_kind(r, node, m, available)
+    for key in m:
+        if key not in POINT_KEYS and key not in kind.derived_sizes:
+            raise r.error(m[key], f"the {kind.name} kind has no size {key} to derive",
+                          f"give its sizes under `sizes:`: {', '.join(kind.size_names)}")
+    if "sizes" not in m:
+        raise r.error(node, "test points need `sizes:`",
+                      f"write sizes: {{{', '.join(f'{s}: ...' for s in kind.size_names)}}}")
+    precisions = r.choices(m["precisions"], kind.precisions, "precisions") if "precisions" in m else kind.precisions[:1]
+    shapes = r.choices(m["shapes"], kind.shapes, "shapes") if "shapes" in m else kind.shapes[:1]
+    combos, given = _size_combos(r, m["sizes"], kind)
+    missing = [s for s in kind.size_names if s not in given and s not in m]
+    if missing:
+        derive = [s for s in missing if s in kind.derived_sizes]
+        if derive and len(derive) == len(missing):
+            raise r.error(node, f"test points need `{derive[0]}:`",
+                          f"write {derive[0]}: 1000 or {derive[0]}: {{bytes: 100MB}} (see the README section 'Sweep configs')")
+        raise r.error(m["sizes"], f"sizes of {kind.name} miss {', '.join(missing)}",
+                      kind.size_forms_help or f"give every size: {', '.join(kind.size_names)}")
     out = []
     for prec in precisions:
         for shape in shapes:
-            for mm, nn, kk in sizes:
-                out.append(gemm_point(prec, shape, mm, nn, kk, _batch(r, m["batch"], prec, mm, nn, kk)))
-    for bad in filter(None, (GEMM.check_limits(p) for p in out)):  # sizes a kernel cannot take
-        raise r.error(m[bad[0]] if bad[0] in m else m["sizes"], bad[1], bad[2])
+            for combo in combos:
+                sizes = _derived(r, m, kind, prec, shape, combo)
+                try:
+                    point = kind.point(prec, shape, sizes)
+                except ValueError as exc:
+                    raise r.error(m["sizes"], str(exc), "fix the sizes") from None
+                bad = kind.check_limits(point)  # sizes a kernel cannot take
+                if bad is not None:
+                    raise r.error(given.get(bad[0], m.get(bad[0], m["sizes"])), bad[1], bad[2])
+                out.append(point)
     return out
 
 
-def _kind_points(r: Reader, node: Node, m: dict[str, Node], kinds: _Kinds) -> list[TestPoint]:
-    """Points of any problem kind: `kind:` (default: the spaces' only kind), `precisions:`, `shapes:` (the
-    kind's variants, if it has any), `sizes: {NAME: S, ...}` (every combination)."""
-    available = kinds.all()
+def _group_kind(r: Reader, node: Node, m: dict[str, Node], available: dict[str, ProblemKind]) -> ProblemKind:
+    """The group's `kind:`, else the only kind of the config's spaces."""
     if "kind" in m:
         name = r.string(m["kind"])
         if name not in available:
             raise r.error(m["kind"], f"no space of this config solves the problem kind {name!r}",
                           f"kinds of its spaces: {', '.join(available) or 'none'}")
-    elif len(available) == 1:
-        name = next(iter(available))
-    else:
-        raise r.error(node, "say which problem kind these points are (`kind:`)",
-                      f"kinds of this config's spaces: {', '.join(available)}")
-    kind = available[name]
-    if "sizes" not in m:
-        raise r.error(node, "test points need `sizes:`", f"write sizes: {{{', '.join(f'{s}: ...' for s in kind.size_names)}}}")
-    if "batch" in m and "batch" not in kind.size_names:
-        raise r.error(m["batch"], f"the {name} kind has no batch", f"its sizes: {', '.join(kind.size_names)}")
-    precisions = r.choices(m["precisions"], kind.precisions, "precisions") if "precisions" in m else kind.precisions[:1]
-    shapes = r.choices(m["shapes"], kind.shapes, "shapes") if "shapes" in m else kind.shapes[:1]
-    given = r.mapping(m["sizes"], kind.size_names, f"sizes of {name}")
-    missing = [s for s in kind.size_names if s not in given]
-    if missing:
-        raise r.error(m["sizes"], f"sizes of {name} miss {', '.join(missing)}",
-                      f"give every size: {', '.join(kind.size_names)}")
-    lists = [size_list(r, given[s]) for s in kind.size_names]
-    out = []
-    for prec in precisions:
-        for shape in shapes:
-            for combo in itertools.product(*lists):
-                try:
-                    point = kind.point(prec, shape, dict(zip(kind.size_names, combo)))
-                except ValueError as exc:
-                    raise r.error(m["sizes"], str(exc), "fix the sizes") from None
-                bad = kind.check_limits(point)  # sizes a kernel cannot take
-                if bad is not None:
-                    raise r.error(given.get(bad[0], m["sizes"]), bad[1], bad[2])
-                out.append(point)
-    return out
+        return available[name]
+    if len(available) == 1:
+        return next(iter(available.values()))
+    raise r.error(node, "say which problem kind these points are (`kind:`)",
+                  f"kinds of this config's spaces: {', '.join(available)}")
 
 
-def _sizes(r: Reader, node: Node) -> list[tuple[int, int, int]]:
-    m = r.mapping(node, ("square", "mn", "m", "n", "k", "triples"), "sizes")
-    form = next((f for f, keys in SIZE_FORMS.items() if set(m) == set(keys)), None)
-    if form is None:
-        raise r.error(node, f"cannot read sizes given as {', '.join(m) or 'nothing'}",
-                      "use one of: `square: S`; `mn: S, k: S` (M = N varying, fixed K); `m: S, n: S, k: S` "
-                      "(all combinations); `triples: [[m, n, k], ...]`")
-    if form == "square":
-        return [(s, s, s) for s in size_list(r, m["square"])]
-    if form == "mn":
-        return [(s, s, k) for k in size_list(r, m["k"]) for s in size_list(r, m["mn"])]
-    if form == "mnk":
-        return [(a, b, c) for a in size_list(r, m["m"]) for b in size_list(r, m["n"]) for c in size_list(r, m["k"])]
-    triples = []
-    for item in r.sequence(m["triples"], "triples"):
-        if not (isinstance(item, SequenceNode) and len(item.value) == 3):
-            raise r.error(item, "a triple is [m, n, k]", "write e.g. [1024, 8, 1024]")
-        a, b, c = (r.integer(x, 1) for x in item.value)
-        triples.append((a, b, c))
-    return triples
+def _size_combos(r: Reader, node: Node, kind: ProblemKind) -> tuple[list[dict[str, int]], dict[str, Node]]:
+    """Every combination of the `sizes:` entries (size names, tied and tuple shorthands), and the node that gave
+    each size."""
+    keys = (*kind.size_names, *kind.tied_sizes, *kind.tuple_sizes)
+    m = r.mapping(node, keys, f"sizes of {kind.name}")
+    given: dict[str, Node] = {}
+    lists: list[list[dict[str, int]]] = []
+    for key, value in m.items():
+        names = kind.tied_sizes.get(key) or kind.tuple_sizes.get(key) or (key,)
+        twice = [n for n in names if n in given]
+        if twice:
+            raise r.error(node, f"cannot read sizes: {', '.join(twice)} given twice",
+                          kind.size_forms_help or f"give each size once: {', '.join(kind.size_names)}")
+        given.update((n, value) for n in names)
+        if key in kind.tuple_sizes:
+            rows = []
+            for item in r.sequence(value, key):
+                if not (isinstance(item, SequenceNode) and len(item.value) == len(names)):
+                    raise r.error(item, f"an element of {key} is [{', '.join(names)}]",
+                                  f"write e.g. [{', '.join('8' for _ in names)}]")
+                rows.append(dict(zip(names, (r.integer(x, 1) for x in item.value))))
+            lists.append(rows)
+        else:
+            lists.append([{n: v for n in names} for v in size_list(r, value)])
+    combos = [{k: v for part in combo for k, v in part.items()} for combo in itertools.product(*lists)]
+    return combos, given
+
+
+def _derived(r: Reader, m: dict[str, Node], kind: ProblemKind, precision: str, shape: str,
+             sizes: dict[str, int]) -> dict[str, int]:
+    """`sizes` with the kind's derived sizes the group gives as `NAME: N` or `NAME: {bytes: SIZE}`."""
+    out = dict(sizes)
+    budget = None
+    for name in kind.derived_sizes:
+        if name in out or name not in m:
+            continue
+        node = m[name]
+        if isinstance(node, ScalarNode):
+            out[name] = r.integer(node, 1)
+            continue
+        spec = r.mapping(node, ("bytes",), name)
+        if "bytes" not in spec:
+            raise r.error(node, f"{name} needs `bytes:`", f"write {name}: 1000 or {name}: {{bytes: 100MB}}")
+        budget = parse_bytes(r, spec["bytes"])
+    if budget is not None:
+        out = kind.derive_sizes(precision, shape, out, budget)
+    return {n: out[n] for n in kind.size_names if n in out}
 
 
 def size_list(r: Reader, node: Node) -> list[int]:
@@ -387,16 +403,6 @@ def size_list(r: Reader, node: Node) -> list[int]:
             return list(range(a, b + 1, step))
     raise r.error(node, f"cannot read a size range from keys {', '.join(m)}",
                   "write {start: 8, stop: 64, step: 8}, {from: 2, to: 32, step: 2} or {pow2: [2, 128]} (inclusive)")
-
-
-def _batch(r: Reader, node: Node, precision: str, m: int, n: int, k: int) -> int:
-    """An integer, or {bytes: SIZE}: the smallest batch whose A, B and C together take at least SIZE."""
-    if isinstance(node, ScalarNode):
-        return r.integer(node, 1)
-    spec = r.mapping(node, ("bytes",), "batch")
-    if "bytes" not in spec:
-        raise r.error(node, "batch needs `bytes:`", "write batch: 1000 or batch: {bytes: 100MB}")
-    return batch_for_bytes(parse_bytes(r, spec["bytes"]), precision, m, n, k)
 
 
 def parse_bytes(r: Reader, node: Node) -> int:

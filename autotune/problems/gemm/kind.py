@@ -41,6 +41,10 @@ class GemmKind(ProblemKind):
     generic_space = "gemm_naive"
 
     derived_sizes = ("batch",)  # a problem without a batch takes the batch rule (problems/gemm/batch.py)
+    tied_sizes = MappingProxyType({"square": ("m", "n", "k"), "mn": ("m", "n")})
+    tuple_sizes = MappingProxyType({"triples": ("m", "n", "k")})
+    size_forms_help = ("use one of: `square: S`; `mn: S, k: S` (M = N varying, fixed K); `m: S, n: S, k: S` "
+                       "(all combinations); `triples: [[m, n, k], ...]`")
 
     def table_sizes(self) -> tuple[str, ...]:
         return ("m", "n", "k")  # the batch count only breaks ties
