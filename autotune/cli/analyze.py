@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from autotune.dispatch.build import (Built, KernelInfoSource, build, generic_kernel, include_hint,  # noqa: F401
+from autotune.dispatch.build import (Built, KernelInfoSource, build, generic_kernel, include_hint, rename_sources,  # noqa: F401
                                      info_source, kernel_info)
 from autotune.dispatch.table import GenericKernel, Provenance, Structure, library_times, load_table
 from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
@@ -328,6 +328,7 @@ def emit(source: EmitSource, fmt: Annotated[Format, typer.Option("--format", "-f
     """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV."""
     if source.endswith(".json"):
         table = load_table(source)
+        rename_sources(table.data, include_dir)  # no absolute path of the machine that wrote it
     else:
         criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
         table = _build(load(source, device, space, kind=kind), criteria, method, validity, generic, fallback,

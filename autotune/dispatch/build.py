@@ -125,6 +125,19 @@ def source_name(source: Any, include_dir: Path | None) -> str | None:
     return path.name
 
 
+def rename_sources(data: dict, include_dir: Path | None) -> None:
+    """Rename a loaded table's kernel sources (and its generic kernel's) the way `source_name` does: relative to
+    `include_dir` when one is given, and never an absolute path of the machine that wrote the table (a recorded
+    absolute path becomes its file name). Changes `data` in place."""
+    records = [*data.get("kernels", []), *([data["generic"]] if isinstance(data.get("generic"), dict) else [])]
+    for rec in records:
+        src = rec.get("source")
+        if src and (include_dir is not None or Path(str(src)).is_absolute()):
+            rec["source"] = source_name(src, include_dir)
+    if include_dir is not None:
+        data.setdefault("provenance", {})["include_dir"] = Path(include_dir).as_posix()
+
+
 def include_hint(sources: Any, include_dir: Path | None) -> list[str]:
     """The -I directories a compiler needs for the kernels' sources (relative to the current directory where
     possible: never the absolute path of the machine that made the table when it can be avoided)."""
