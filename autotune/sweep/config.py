@@ -19,6 +19,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from autotune.errors import ConfigError
 from autotune.problems.base import ProblemKind
 from autotune.sweep.limits import MAX_BYTES
+from autotune.sweep.workload import SizeRule
 from autotune.vocab import TestPoint
 from autotune.paths import RESULTS_DIR, SPACES_DIR
 
@@ -363,22 +364,27 @@ def _size_combos(r: Reader, node: Node, kind: ProblemKind) -> tuple[list[dict[st
 def _derived(r: Reader, m: dict[str, Node], kind: ProblemKind, precision: str, shape: str,
              sizes: dict[str, int]) -> dict[str, int]:
     """`sizes` with the kind's derived sizes the group gives as `NAME: N` or `NAME: {bytes: SIZE}`."""
-    out = dict(sizes)
-    budget = None
+    out = size_rule(r, m, kind, SizeRule()).fill(kind, precision, shape, sizes)
+    return {n: out[n] for n in kind.size_names if n in out}
+
+
+def size_rule(r: Reader, m: dict[str, Node], kind: ProblemKind, base: SizeRule) -> SizeRule:
+    """The derived sizes' rule of a mapping (the workload, a problem, a range): per derived size, an integer or
+    {bytes: SIZE}; sizes it does not name keep `base`'s rule."""
+    fixed, budget = dict(base.fixed), base.budget_bytes
     for name in kind.derived_sizes:
-        if name in out or name not in m:
+        if name not in m:
             continue
         node = m[name]
         if isinstance(node, ScalarNode):
-            out[name] = r.integer(node, 1)
+            fixed[name] = r.integer(node, 1)
             continue
         spec = r.mapping(node, ("bytes",), name)
         if "bytes" not in spec:
             raise r.error(node, f"{name} needs `bytes:`", f"write {name}: 1000 or {name}: {{bytes: 100MB}}")
+        fixed.pop(name, None)
         budget = parse_bytes(r, spec["bytes"])
-    if budget is not None:
-        out = kind.derive_sizes(precision, shape, out, budget)
-    return {n: out[n] for n in kind.size_names if n in out}
+    return SizeRule(tuple(fixed.items()), budget)
 
 
 def size_list(r: Reader, node: Node) -> list[int]:

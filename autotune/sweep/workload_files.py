@@ -26,7 +26,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from autotune.errors import ConfigError
 from autotune.problems.base import ProblemKind
 from autotune.problems.registry import BUILT_IN
-from autotune.sweep.config import Reader, parse_bytes, size_list, space_path
+from autotune.sweep.config import Reader, size_list, size_rule, space_path
 from autotune.sweep.limits import point_limit_error
 from autotune.sweep.workload import DEFAULT_BUDGET_BYTES, Group, SizeRule, Workload
 from autotune.vocab import TestPoint
@@ -106,7 +106,7 @@ def _load_yaml(p: Path) -> Workload:
     top = r.mapping(root, TOP_KEYS + kind.derived_sizes, f"{kind.name} workload")
     if "problems" not in top and "ranges" not in top:
         raise r.error(root, "a workload needs `problems:` and/or `ranges:`", "see configs/workloads/fp16_h100.yaml")
-    c = _Collect(kind, _rule(r, top, kind, SizeRule()))
+    c = _Collect(kind, size_rule(r, top, kind, SizeRule()))
     shaped = kind.shapes != ("",)
     given = _given(kind)
     for node in r.sequence(top["problems"], "problems") if "problems" in top else []:
@@ -121,7 +121,7 @@ def _load_yaml(p: Path) -> Workload:
         prec = _choice(r, m["precision"], kind.precisions, "precision") if "precision" in m else kind.precisions[0]
         shape = _choice(r, m["shape"], kind.shapes, "shape") if "shape" in m else kind.shapes[0]
         sizes = {n: r.integer(m[n], 1) for n in given}
-        rule = _rule(r, m, kind, c.rule) if any(n in m for n in kind.derived_sizes) else None
+        rule = size_rule(r, m, kind, c.rule) if any(n in m for n in kind.derived_sizes) else None
         c.add(prec, shape, sizes, rule, _weight(r, m), lambda msg, hint, n=node: r.error(n, msg, hint))
     for node in r.sequence(top["ranges"], "ranges") if "ranges" in top else []:
         m = r.mapping(node, RANGE_KEYS + kind.derived_sizes, "range")
@@ -135,7 +135,7 @@ def _load_yaml(p: Path) -> Workload:
             raise r.error(m["sizes"], f"the range's sizes miss {', '.join(missing)}",
                           f"give every size: {', '.join(given)}")
         lists = [size_list(r, sizes_node[n]) for n in given]
-        rule = _rule(r, m, kind, c.rule) if any(n in m for n in kind.derived_sizes) else None
+        rule = size_rule(r, m, kind, c.rule) if any(n in m for n in kind.derived_sizes) else None
         weight = _weight(r, m)
         fail: Fail = lambda msg, hint, n=node: r.error(n, msg, hint)  # noqa: E731
         for prec, shape, combo in itertools.product(precs, shapes, itertools.product(*lists)):
@@ -161,23 +161,6 @@ def _yaml_kind(r: Reader, top: dict[str, Node]) -> tuple[ProblemKind, Path | Non
                   "section defines it: `space: path/to/space.yaml`")
 
 
-def _rule(r: Reader, m: dict[str, Node], kind: ProblemKind, base: SizeRule) -> SizeRule:
-    """The derived sizes' rule of a mapping (the workload, a problem, a range): per derived size, an integer or
-    {bytes: SIZE}; sizes it does not name keep `base`'s rule."""
-    fixed, budget = dict(base.fixed), base.budget_bytes
-    for name in kind.derived_sizes:
-        if name not in m:
-            continue
-        node = m[name]
-        if isinstance(node, ScalarNode):
-            fixed[name] = r.integer(node, 1)
-            continue
-        spec = r.mapping(node, ("bytes",), name)
-        if "bytes" not in spec:
-            raise r.error(node, f"{name} needs `bytes:`", f"write {name}: 1000 or {name}: {{bytes: 500MB}}")
-        fixed.pop(name, None)
-        budget = parse_bytes(r, spec["bytes"])
-    return SizeRule(tuple(fixed.items()), budget)
 
 
 def _choice(r: Reader, node: Node, allowed: Sequence[str], what: str) -> str:
