@@ -18,7 +18,8 @@ from autotune.dispatch.table import Provenance, build_table  # noqa: E402
 from autotune.dispatch.emit import emit_cpp, emit_python  # noqa: E402
 from autotune.dispatch.loo import leave_one_out  # noqa: E402
 from autotune.analysis.setcover import select  # noqa: E402
-from autotune.analysis.winners import Criteria, perf_matrix, synthetic_measurements, winners  # noqa: E402
+from autotune.analysis.winners import Criteria, perf_matrix, winners  # noqa: E402
+from autotune.problems.gemm.synthetic import synthetic_measurements  # noqa: E402
 
 
 def main() -> None:

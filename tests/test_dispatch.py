@@ -13,7 +13,8 @@ import pytest
 from autotune.dispatch.table import DispatchTable, GenericKernel, KernelInfo, Provenance, build_table, load_table
 from autotune.dispatch.runtime import ilog2_fx, validity_bounds
 from autotune.analysis.setcover import select
-from autotune.analysis.winners import Criteria, perf_matrix, synthetic_measurements, winners, with_point_key
+from autotune.analysis.winners import Criteria, perf_matrix, winners, with_point_key
+from autotune.problems.gemm.synthetic import synthetic_measurements
 
 SIZES = [(m, n, k) for m in (4, 16, 64) for n in (4, 16, 64) for k in (8, 32)]
 

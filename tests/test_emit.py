@@ -18,7 +18,8 @@ from autotune.dispatch.table import GenericKernel, KernelInfo, Provenance, Struc
 from autotune.dispatch.emit import csv_columns, emit_cpp, emit_csv, emit_python, instantiation
 from autotune.problems.registry import BUILT_IN
 from autotune.analysis.setcover import select
-from autotune.analysis.winners import Criteria, perf_matrix, synthetic_measurements, winners
+from autotune.analysis.winners import Criteria, perf_matrix, winners
+from autotune.problems.gemm.synthetic import synthetic_measurements
 
 KIND = "gemm"  # the built-in kind the synthetic measurements imitate
 SIZES = [(m, n, k) for m in (2, 8, 32, 128) for n in (4, 32, 96) for k in (8, 64)]

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autotune.analysis.setcover import min_cover, select, selection_frame
-from autotune.analysis.winners import Criteria, perf_matrix, synthetic_measurements, winners
+from autotune.analysis.winners import Criteria, perf_matrix, winners
+from autotune.problems.gemm.synthetic import synthetic_measurements
 
 
 def matrix_frame(times: np.ndarray, precision: str = "fp64", shape: str = "NN") -> pd.DataFrame:

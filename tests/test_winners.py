@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from autotune.dispatch.loo import leave_one_out
-from autotune.analysis.winners import (Criteria, instance_points, perf_matrix, synthetic_measurements, winners,
+from autotune.analysis.winners import (Criteria, instance_points, perf_matrix, winners,
                               winners_frame, with_point_key)
+from autotune.problems.gemm.synthetic import synthetic_measurements
 
 
 def frame(times: dict[tuple[str, int], float | None], spread: float = 0.0, batch: int = 100) -> pd.DataFrame:

@@ -261,8 +261,8 @@ MethodOpt = Annotated[str, typer.Option("--method", help=f"Kernel-set reduction:
 SpreadOpt = Annotated[bool, typer.Option("--spread-ties", help="Count instances whose p20..p80 overlaps the best's as tied.")]
 ValidityOpt = Annotated[Optional[Path], typer.Option(
     "--validity", help='JSON {instance_id or space: [{"m_multiple_of": 8}, {"max_k": 256}]}.')]
-GenericOpt = Annotated[str, typer.Option("--generic", help="Parameters of the kind's generic kernel instance "
-                                                           "(its generic_space).")]
+GenericOpt = Annotated[str, typer.Option("--generic", help="Parameters NAME=VALUE,... of the kind's generic kernel instance "
+                                                           "(its generic_space; default: the kind's generic_params).")]
 KindOpt = Annotated[Optional[str], typer.Option("--kind", help="The problem kind to analyze, when the database "
                                                                "holds several.")]
 IncludeOpt = Annotated[Optional[Path], typer.Option(
@@ -322,7 +322,7 @@ def emit(source: EmitSource, fmt: Annotated[Format, typer.Option("--format", "-f
          output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
          device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
          method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
-         generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4", fallback: FallbackOpt = None,
+         generic: GenericOpt = "", fallback: FallbackOpt = None,
          structure: StructureOpt = "auto", workload: WorkloadOpt = None, kind: KindOpt = None,
          include_dir: IncludeOpt = None) -> None:
     """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV."""
@@ -379,7 +379,7 @@ def _sources(loaded: Loaded, built: Built) -> list[str]:
 def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="Directory for the files.")] = Path("report"),
            device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
            method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
-           generic: GenericOpt = "BLOCK_X=32,BLOCK_Y=4",
+           generic: GenericOpt = "",
            tols: Annotated[str, typer.Option("--tols", help="TOL values for tol_table.csv.")] = "0,0.05,0.1,0.15",
            fallback: FallbackOpt = None, structure: StructureOpt = "auto", workload: WorkloadOpt = None,
            kind: KindOpt = None, include_dir: IncludeOpt = None) -> None:

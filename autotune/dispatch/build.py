@@ -175,7 +175,8 @@ def generic_kernel(kind: Any, params_text: str, include_dir: Path | None = None)
     from autotune.space.spec import load_space
     try:
         space = load_space(kind.generic_space)
-        params = {k.strip(): int(v) for k, v in (kv.split("=") for kv in params_text.split(",") if kv.strip())}
+        text = params_text or getattr(kind, "generic_params", "")  # the kind's own unless --generic says
+        params = {k.strip(): int(v) for k, v in (kv.split("=") for kv in text.split(",") if kv.strip())}
         problems = space.kernel.problems
         cpp = getattr(kind, "cpp_parameters", None)
         keys = [(p, s) for p in problems.precisions for s in problems.shapes]

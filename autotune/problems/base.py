@@ -110,6 +110,7 @@ class ProblemKind(ABC):
     # The space whose single instance is a kind's last-resort kernel in dispatch tables (GEMM: gemm_naive);
     # None: the kind has none, and a table falls back to the library (or answers "no kernel").
     generic_space: str | None = None
+    generic_params: str = ""  # the parameters of that space's instance a table uses ("NAME=VALUE,..."; GEMM's)
 
     # ------------------------------------------------------------------ points and their names
     def point(self, precision: str, shape: str, sizes: Mapping[str, int]) -> TestPoint:

@@ -39,6 +39,7 @@ class GemmKind(ProblemKind):
     baseline_name = "cublas"
     scalar_defaults = MappingProxyType({"alpha": 1.0, "beta": 0.0})
     generic_space = "gemm_naive"
+    generic_params = "BLOCK_X=32,BLOCK_Y=4"
 
     derived_sizes = ("batch",)  # a problem without a batch takes the batch rule (problems/gemm/batch.py)
     tied_sizes = MappingProxyType({"square": ("m", "n", "k"), "mn": ("m", "n")})
