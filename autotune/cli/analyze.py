@@ -53,7 +53,7 @@ class Loaded:
         return dict(self.provenance.scalars)
 
 
-def _url(source: str) -> str:
+def source_url(source: str) -> str:
     from autotune.store.engine import database_url
     return database_url(source)
 
@@ -74,7 +74,7 @@ def kind_object(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]):
     return kind if kind is not None and tuple(kind.size_names) == tuple(sizes) else None
 
 
-def _layout(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]) -> Layout:
+def kind_layout(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]) -> Layout:
     kind = kind_object(name, frame, sizes)
     if kind is not None:
         return Layout.of(kind)
@@ -88,11 +88,11 @@ def kinds_in(source: str) -> dict[str, tuple[str, ...]]:
         layout = Layout.infer(frame)
         return {layout.kind or "": layout.sizes}
     from autotune.store.store import Store
-    with Store.open(_url(source), create=False, readonly=True) as store:
+    with Store.open(source_url(source), create=False, readonly=True) as store:
         return store.kind_sizes()
 
 
-def _one_kind(source: str, kind: str | None) -> str | None:
+def one_kind(source: str, kind: str | None) -> str | None:
     """The kind a command works on: `kind`, else the only kind of the database (UserError when there are several)."""
     kinds = kinds_in(source)
     if kind is not None:
@@ -120,14 +120,14 @@ def load(source: str, device: str | None, space: str | None, recorded_spaces: bo
         return Loaded(frame, Layout.infer(frame), None, Provenance(device=name), None)
     from autotune.store.query import run_query
     from autotune.store.store import Store
-    url = _url(source)
+    url = source_url(source)
     if recorded_spaces:  # the kernels as measured, not as the work tree holds them now
         from autotune.store.spaces import use_stored_spaces
         use_stored_spaces(url)
     from autotune.dispatch import validity
     validity._load.cache_clear()  # spaces are cached by name there
     validity._instance_validity.cache_clear()
-    kind = _one_kind(source, kind)
+    kind = one_kind(source, kind)
     with Store.open(url, create=False, readonly=True) as store:
         sizes = store.kind_sizes().get(kind, ())
         frame = store.measurements(device=device, space=space)
@@ -140,8 +140,8 @@ def load(source: str, device: str | None, space: str | None, recorded_spaces: bo
             raise UserError(f"no measurements in {source} for device={device!r} space={space!r} kind={kind!r}")
         info = store.device_info(store.device_id(devices[0]))
         baseline = store.baselines(device=devices[0])
-    layout = _layout(kind, frame, tuple(sizes))
-    frame = frame.drop(columns=[c for c in frame.columns if c in _other_sizes(frame, layout)])
+    layout = kind_layout(kind, frame, tuple(sizes))
+    frame = frame.drop(columns=[c for c in frame.columns if c in other_sizes(frame, layout)])
     baseline = baseline[(baseline["kind"] == kind) & (baseline["status"] == "ok")] if len(baseline) else None
     _require_verified(frame, source)
     sweeps = sorted(int(s) for s in frame["sweep_id"].unique())
@@ -157,7 +157,7 @@ def load(source: str, device: str | None, space: str | None, recorded_spaces: bo
     return Loaded(frame, layout, baseline, prov, bandwidth)
 
 
-def _other_sizes(frame: pd.DataFrame, layout: Layout) -> list[str]:
+def other_sizes(frame: pd.DataFrame, layout: Layout) -> list[str]:
     """Size columns of other kinds in a frame of one kind (all empty there): dropped, so that the kind's sizes
     stand between `shape` and `status`."""
     cols = list(frame.columns)
@@ -388,7 +388,7 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
     kinds = [kind] if kind is not None or source.endswith(".csv") else list(kinds_in(source))
     if not source.endswith(".csv"):
         from autotune.store.spaces import use_stored_spaces
-        use_stored_spaces(_url(source))  # the kernels as measured (warns when the work tree differs)
+        use_stored_spaces(source_url(source))  # the kernels as measured (warns when the work tree differs)
     for name in kinds or [None]:
         folder = out_dir / name if len(kinds) > 1 and name else out_dir
         _report_kind(source, folder, name, device, space, bk, tol, method, spread_ties, validity, generic, tols,

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from autotune.analysis import compare as comparing
 from autotune.analysis.winners import Layout
-from autotune.cli.analyze import KindOpt, SpaceOpt, _layout, _one_kind, _other_sizes, _url
+from autotune.cli.analyze import KindOpt, SpaceOpt, kind_layout, one_kind, other_sizes, source_url
 from autotune.errors import UserError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,7 +49,7 @@ def load_gpu(source: str, device: str | None, kind: str | None = None) -> GpuRes
     (name or UUID), by default the GPU with the most measurements in the database."""
     from autotune.store.query import run_query
     from autotune.store.store import Store
-    url = _url(source)
+    url = source_url(source)
     with Store.open(url, create=False, readonly=True) as store:
         counts = run_query(url, "SELECT d.uuid, COUNT(*) AS n FROM measurements m JOIN devices d ON d.id = m.device_id "
                                 "GROUP BY d.uuid ORDER BY n DESC, d.uuid")
@@ -59,12 +59,12 @@ def load_gpu(source: str, device: str | None, kind: str | None = None) -> GpuRes
         info = store.device_info(device_id)
         frame = store.measurements(device=info.uuid)
         library = store.baselines(device=info.uuid)
-        kind = _one_kind(source, kind)
+        kind = one_kind(source, kind)
         sizes = store.kind_sizes().get(kind, ())
     if "kind" in frame.columns:
         frame = frame[frame["kind"] == kind]
-    layout = _layout(kind, frame, tuple(sizes))
-    frame = frame.drop(columns=_other_sizes(frame, layout))
+    layout = kind_layout(kind, frame, tuple(sizes))
+    frame = frame.drop(columns=other_sizes(frame, layout))
     library = library[(library["kind"] == kind) & (library["status"] == "ok")] if len(library) else None
     return GpuResults(frame, library, layout, info, len(counts))
 

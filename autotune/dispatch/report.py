@@ -80,7 +80,7 @@ def summary_frame(matrix: PerfMatrix, library: pd.DataFrame | None, bandwidth: f
     return out[columns]
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -95,7 +95,7 @@ def _size(frame: pd.DataFrame, layout: Layout) -> np.ndarray:
 
 def plot_perf(summary: pd.DataFrame, table: DispatchTable, bandwidth: float | None, layout: Layout,
               scalars: Mapping[str, float], path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     groups = list(summary.groupby(["precision", "shape"], sort=False))
     fig, axes = plt.subplots(len(groups) or 1, 1, figsize=(8, 3.6 * max(1, len(groups))), squeeze=False)
     point = list(layout.columns)
@@ -132,7 +132,7 @@ def plot_perf(summary: pd.DataFrame, table: DispatchTable, bandwidth: float | No
 
 
 def plot_kernels_vs_tol(tol_frame: pd.DataFrame, path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for (method, bk), g in tol_frame.groupby(["method", "bk"]):
         g = g.sort_values("tol")
@@ -150,7 +150,7 @@ def plot_kernels_vs_tol(tol_frame: pd.DataFrame, path: Path) -> Path:
 
 
 def plot_loss(table: DispatchTable, loo: pd.DataFrame | None, path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     pts = pd.DataFrame(table.data["points"])
     fig, ax = plt.subplots(figsize=(max(6, 0.18 * len(pts) + 2), 4))
     x = np.arange(len(pts))

@@ -19,7 +19,7 @@ from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners
 def home_mask(frame: pd.DataFrame) -> np.ndarray:
     """Per row of a Store.measurements() frame: True where the instance's space `serves` the point (or the space
     has no `serves`, or cannot be read: then every measurement counts as home)."""
-    from autotune.dispatch.validity import _values, expr_env
+    from autotune.dispatch.validity import expr_values, expr_env
     from autotune.space.spec import load_space
 
     home = np.ones(len(frame), dtype=bool)
@@ -43,7 +43,7 @@ def home_mask(frame: pd.DataFrame) -> np.ndarray:
                     v = first[col]
                     params[p] = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
             try:
-                env = {**_values(space, params, str(precision)),
+                env = {**expr_values(space, params, str(precision)),
                        **expr_env(space.kind, [group[n].to_numpy(dtype=np.int64) for n in space.kind.size_names])}
                 ok = np.broadcast_to(np.asarray(space.eval(space.kernel.serves, env), dtype=bool), (len(group),))
             except Exception:  # noqa: BLE001 - an expression this instance cannot evaluate: keep it as home

@@ -305,8 +305,8 @@ def summarize(frame: pd.DataFrame, tol: float = 0.05) -> list[dict[str, Any]]:
 def plot(frame: pd.DataFrame, kind: ProblemKind, path: str | Path) -> Path:
     """validation.png: loss against the best and speedup over the baseline, against the product of the kind's
     table sizes (GEMM: M*N*K; log), per precision."""
-    from autotune.dispatch.report import _pyplot
-    plt = _pyplot()
+    from autotune.dispatch.report import pyplot
+    plt = pyplot()
     path = Path(path)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     names = kind.table_sizes()

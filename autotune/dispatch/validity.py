@@ -32,7 +32,7 @@ MAX_GRID = 2_000_000  # witness candidates drawn from the product grid at most (
 Predicate = Callable[..., np.ndarray]  # one int64 array per size of the kind, in order -> bool array
 
 
-def _values(space: Any, params: Mapping[str, Any], precision: str) -> dict[str, Any]:
+def expr_values(space: Any, params: Mapping[str, Any], precision: str) -> dict[str, Any]:
     """Like Space.values, but a derived quantity that cannot be evaluated (an instance recorded before one of
     its parameters existed) is left out: an expression that reads it fails, the others still work."""
     from autotune.devices import get_device
@@ -82,7 +82,7 @@ def space_predicate(space: Any, params: Mapping[str, Any], precision: str) -> Pr
     kernel = space.kernel
     problems = kernel.problems if kernel is not None else None
     valid = kernel.validity if kernel is not None else None
-    base = _values(space, params, precision) if valid is not None else {}
+    base = expr_values(space, params, precision) if valid is not None else {}
     kind = space.kind
 
     def pred(*columns: np.ndarray) -> np.ndarray:
@@ -231,6 +231,6 @@ def _instance_validity(space_name: str, params: tuple, precision: str, hints: tu
         return () if space.kernel is None or precision in space.kernel.problems.precisions else never
     if _env_names(kind) is None:
         return None
-    values = [int(v) for v in _values(space, p, precision).values()
+    values = [int(v) for v in expr_values(space, p, precision).values()
               if isinstance(v, (int, np.integer)) and not isinstance(v, bool)]
     return derive(space_predicate(space, p, precision), kind.size_names, hints, values, tie_sizes=kind.tie_sizes())
