@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 
 import typer
 from rich.console import Console
@@ -18,16 +19,36 @@ from autotune.cli import interop
 from autotune.errors import UserError
 
 
+FILE_ERRORS = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+    """Warnings as `warning: message` on standard error: no category, source file or source line."""
+    text = " ".join(str(message).split())
+    (file or sys.stderr).write(f"warning: {text}\n")
+
+
 class _Commands(TyperGroup):
-    """Reports a UserError as `error: ...` plus what to do, exit code 2, no traceback (under typer's
-    CliRunner too, since it happens inside the command group)."""
+    """Reports a UserError as `error: ...` plus what to do, and a file that cannot be read or written as `error:
+    cannot ... FILE: reason`, exit code 2, no traceback (under typer's CliRunner too, since it happens inside the
+    command group); warnings print as one `warning: ...` line."""
 
     def invoke(self, ctx):  # type: ignore[no-untyped-def]
-        try:
-            return super().invoke(ctx)
-        except UserError as exc:
-            sys.stderr.write(f"error: {exc}\n")
-            sys.exit(2)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            try:
+                return super().invoke(ctx)
+            except UserError as exc:
+                sys.stderr.write(f"error: {exc}\n")
+                sys.exit(2)
+            except FILE_ERRORS as exc:
+                if exc.filename is None:
+                    raise
+                where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else "")
+                sys.stderr.write(f"error: cannot use {where}: {exc.strerror or exc}\n"
+                                 "    what to do: give a path whose folder exists and that you may write "
+                                 "(or read), and run the command again\n")
+                sys.exit(2)
 
 
 app = typer.Typer(

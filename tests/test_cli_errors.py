@@ -1,0 +1,56 @@
+"""One error path for the command line (issue 30, part 3): an output path that cannot be written is one line
+naming the file, exit 2, no traceback; warnings print as one readable line, without Python's source lines."""
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.paths import ROOT
+
+EXAMPLE_DB = ROOT / "examples" / "transpose" / "results" / "transpose_h100.sqlite.gz"
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    import os
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=300)
+
+
+@pytest.fixture
+def blocker(tmp_path: Path) -> Path:
+    """A plain file where a folder would have to be (fails as root too, unlike a read-only folder)."""
+    f = tmp_path / "a_file"
+    f.write_text("not a folder\n")
+    return f
+
+
+@pytest.mark.parametrize("args", [
+    ("space", "export", "gemm_naive", "--format", "csv", "-o", "{blocker}/instances.csv"),
+    ("report", str(EXAMPLE_DB), "--out", "{blocker}/report"),
+    ("emit", str(ROOT / "examples" / "transpose" / "results" / "dispatch.json"), "-f", "cpp", "-o",
+     "{blocker}/dispatch.cuh"),
+])
+def test_an_output_path_that_cannot_be_written_is_one_line(tmp_path: Path, blocker: Path, args: tuple) -> None:
+    r = cli(*(a.format(blocker=blocker) for a in args), cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and str(blocker) in errors[0], r.stderr
+
+
+def test_a_warning_is_one_readable_line(tmp_path: Path) -> None:
+    """An older database read through a migrated copy warns; the warning is one `warning: ...` line."""
+    db = tmp_path / "old.sqlite"
+    with gzip.open(EXAMPLE_DB) as src, open(db, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    r = cli("query", "SELECT COUNT(*) AS n FROM measurements", "--db", str(db), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    warned = [line for line in r.stderr.splitlines() if "migrated copy" in line]
+    assert warned and all(line.startswith("warning: ") for line in warned), r.stderr
+    assert "UserWarning" not in r.stderr and "warnings.warn" not in r.stderr
