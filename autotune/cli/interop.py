@@ -35,6 +35,16 @@ def import_kerneltuner(
         out.print(f"space written to {got.space_file}")
     if got.dropped_entries:
         out.print("the cache was cut off mid-entry: its last, partial configuration was dropped")
+    if got.rejected:
+        out.print(f"{len(got.rejected)} configuration(s) recorded as failed, not ok: their time is not a positive "
+                  "finite number of ms", markup=False)
+        for key, why in got.rejected[:10]:
+            out.print(f"  {key}: {why}", markup=False, highlight=False)
+        if len(got.rejected) > 10:
+            out.print(f"  ... and {len(got.rejected) - 10} more", markup=False)
+    if got.skipped:
+        out.print(f"skipped {got.skipped} configuration(s) already in the database at this point on this device",
+                  markup=False)
     out.print(f"imported {got.records} configurations ({got.failures} failed) of space {got.space} at "
               f"{got.point.key} into {db} (sweep {got.sweep_id})")
 

@@ -448,8 +448,8 @@ def _record(key: str, entry: dict[str, Any], keys: tuple[str, ...], tune_params:
     for k, v in entry.items():
         if k in params or k in (STATUS_KEY, ERROR_KEY):
             continue
-        if k == "time" and (time_ms is not None or isinstance(v, str)):
-            continue
+        if k == "time" and (time_ms is not None or (isinstance(v, str) and v in _STATUS_OF_KT)):
+            continue  # any other string (not Kernel Tuner's failure word) is kept, for the importer to judge
         if k == "times" and times_ok:
             continue
         if status != "ok" and isinstance(v, str) and v in _STATUS_OF_KT:

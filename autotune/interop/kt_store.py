@@ -16,6 +16,7 @@ T4 results file).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from autotune.space.instance import Instance
 from autotune.space.spec import Space, load_space
 from autotune.store.schema import SpaceRecord, SweepStart
 from autotune.store.store import Store
-from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+from autotune.vocab import MAX_SIZE, DeviceInfo, Measurement, Status, TestPoint
 
 KIND = "kerneltuner"
 SIZE_NAMES = ("size_x", "size_y", "size_z")
@@ -48,14 +49,45 @@ class Imported:
     records: int
     failures: int
     dropped_entries: int  # a truncated last entry of an unterminated cache
+    rejected: tuple[tuple[str, str], ...] = ()  # (config key, why): ok in the cache, stored as failures
+    skipped: int = 0  # configurations already measured at this point on this device (an earlier import)
 
 
-def _problem_sizes(cache: KTCache) -> tuple[int, ...]:
+def _problem_sizes(cache: KTCache, path: Path) -> tuple[int, ...]:
+    """Kernel Tuner's problem_size as 1 to 3 sizes; refuses (never guesses) one it cannot read."""
     ps = cache.problem_size
-    sizes = ps if isinstance(ps, (tuple, list)) else (ps,) if isinstance(ps, int) else ()
-    if not sizes or not all(isinstance(s, int) and s >= 1 for s in sizes):
-        return (1,)
+    sizes = ps if isinstance(ps, (tuple, list)) else (ps,)
+    ok = 1 <= len(sizes) <= len(SIZE_NAMES) and all(
+        isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= MAX_SIZE for s in sizes)
+    if not ok:
+        shown = json.dumps(list(ps) if isinstance(ps, tuple) else ps, default=str)[:80]
+        raise UserError(f"the cache's problem_size {shown} is not 1 to 3 positive integers: the test point of its "
+                        "measurements is unknown", file=path,
+                        hint="set \"problem_size\" in the cache's header to the sizes the kernel was tuned at, "
+                             "e.g. [4096, 4096]")
     return tuple(int(s) for s in sizes)
+
+
+def _positive(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def time_problem(r: KTRecord) -> str | None:
+    """Why an ok record's time cannot be stored as a measurement (None: it can): Kernel Tuner's `time` must be
+    a positive finite number of ms, and `times`, where present, a list of them."""
+    if r.status != "ok":
+        return None
+    if r.time_ms is None:
+        raw = r.extra.get("time", None)
+        return "no time" if "time" not in r.extra else f"time is {json.dumps(raw, default=str)[:40]}"
+    if not _positive(r.time_ms):
+        return f"time is {json.dumps(r.time_ms)}"
+    if "times" in r.extra:
+        return f"times is {json.dumps(r.extra['times'], default=str)[:40]}, not a list of numbers"
+    bad = [t for t in r.times_ms if not (math.isfinite(t) and t >= 0)]
+    if bad:
+        return f"times holds {json.dumps(bad[0])}"
+    return None
 
 
 def space_yaml(cache: KTCache, name: str) -> str:
@@ -95,7 +127,7 @@ def import_cache(path: Path, store: Store, space: Space | None = None, space_out
     if missing:
         raise UserError(f"{path}: the cache's parameters {', '.join(missing)} are not parameters of space "
                         f"{space.name}", hint="give the space the kernel was tuned with, or none to create one")
-    sizes = _problem_sizes(cache)
+    sizes = _problem_sizes(cache, path)
     point = _point(space, precision, sizes)
     kind = point.kind
     info = DeviceInfo(name=cache.device_name, uuid=f"{MARK}{cache.device_name}", sm_count=0, cc=0,
@@ -123,11 +155,21 @@ def import_cache(path: Path, store: Store, space: Space | None = None, space_out
         status = "done"
     finally:
         store.finish_sweep(sweep_id, status)
-    failures = sum(r.status != "ok" for r in cache.records)
-    return Imported(sweep_id, space.name, space_out, point, len(cache.records), failures, cache.dropped_entries)
+    rejected = tuple((config_key(r.params, cache.tune_params_keys), why) for r in cache.records
+                     if (why := time_problem(r)) is not None)
+    failures = sum(r.status != "ok" for r in cache.records) + len(rejected)
+    return Imported(sweep_id, space.name, space_out, point, len(cache.records), failures, cache.dropped_entries,
+                    rejected, len(instances) - len(rows))
 
 
 def _measurement(inst: Instance, point: TestPoint, r: KTRecord) -> Measurement:
+    why = time_problem(r)
+    if why is not None:  # not a time: a failure (Kernel Tuner's "error"), its number kept in the log
+        extra = {**r.extra, **({"time": r.time_ms} if r.time_ms is not None else {})}
+        if r.times_ms:
+            extra["times"] = list(r.times_ms)
+        return Measurement(inst.id, point, Status.CRASHED, error=f"{MARK}error: {why}",
+                           log=json.dumps(extra, default=str))
     status = TO_STATUS[r.status]
     m = Measurement(inst.id, point, status, reps=len(r.times_ms), times_ms=list(r.times_ms),
                     log=json.dumps(r.extra, default=str) if r.extra else None)
@@ -177,8 +219,10 @@ def export_cache(store: Store, space: str, device: str | None = None, point: str
         params = json.loads(params) if isinstance(params, str) else params
         extra = json.loads(m.log) if m.log and m.log.startswith("{") else {}
         st = Status(m.status)
-        kt = m.error[len(MARK):] if (m.error or "").startswith(MARK) else FROM_STATUS[st]
-        ok = kt == "ok" and m.median_ms is not None
+        kt = m.error[len(MARK):].split(":", 1)[0] if (m.error or "").startswith(MARK) else FROM_STATUS[st]
+        kt = kt if kt in TO_STATUS else FROM_STATUS[st]
+        ok = kt == "ok" and _positive(m.median_ms)
+        kt = "error" if kt == "ok" and not ok else kt  # a stored ok without a usable time (older databases)
         records.append(KTRecord({k: params[k] for k in keys}, kt if not ok else "ok", m.median_ms if ok else None,
                                 tuple(m.times_ms or ()) if ok else (), extra))
         header = {"problem_size": tuple(v for _, v in tp.sizes)}

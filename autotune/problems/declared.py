@@ -27,6 +27,7 @@ The whole vocabulary, with Python kinds: docs/kinds.md.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,7 @@ class DeclaredKind(ProblemKind):
     shapes: tuple[str, ...] = ("",)
     conventions: tuple[str, ...] = ("declared",)
     baseline_name: str | None = field(default=None)
+    lines: tuple[int | None, int | None] = field(default=(None, None), compare=False)  # of `bytes:`, `flops:`
 
     def __post_init__(self) -> None:
         if self.baseline_fn is not None and self.baseline_name is None:
@@ -93,10 +95,24 @@ class DeclaredKind(ProblemKind):
         return {**point.dims, "elem_bytes": point.elem_bytes}
 
     def bytes_moved(self, point: TestPoint, scalars: Scalars) -> int:
-        return as_int(evaluate(self.bytes_expr, self.names(point)))
+        n = as_int(evaluate(self.bytes_expr, self.names(point)))
+        if n <= 0:
+            raise self.count_error("bytes", self.bytes_expr, n, point)
+        return n
 
     def flops(self, point: TestPoint) -> float:
-        return float(evaluate(self.flops_expr, self.names(point))) if self.flops_expr is not None else 0.0
+        if self.flops_expr is None:
+            return 0.0
+        v = float(evaluate(self.flops_expr, self.names(point)))
+        if not (math.isfinite(v) and v >= 0):
+            raise self.count_error("flops", self.flops_expr, v, point)
+        return v
+
+    def count_error(self, what: str, expr: Expr, value: float, point: TestPoint) -> SpaceError:
+        need = "a positive number" if what == "bytes" else "a finite number >= 0"
+        return SpaceError(f"problem: `{what}:` is {value} at {point.key}; it must be {need}",
+                          file=self.source or None, line=self.lines[what == "flops"], expr=expr.text,
+                          hint="fix the expression (it counts the work of one problem, from its sizes)")
 
     def tolerance_of(self, precision: str) -> float:
         return dict(self.tolerance).get(precision, DEFAULT_TOLERANCE.get(precision, 0.0))
@@ -175,13 +191,19 @@ class _Reader:
             raise self.fail("`tolerance:` maps precisions to non-negative numbers", line_of(d, "tolerance"),
                             "e.g. {fp32: 1e-5, fp16: 1e-2}")
         flops = self.expr(d["flops"], line_of(d, "flops"), known, "flops") if "flops" in d else None
+        nbytes = self.expr(d["bytes"], line_of(d, "bytes"), known, "bytes")
+        for what, e, least in (("bytes", nbytes, 1), ("flops", flops, 0)):
+            value = evaluate(e, {}) if e is not None and not e.names else None  # a constant: check it now
+            if value is not None and not (math.isfinite(float(value)) and float(value) >= least):
+                raise self.fail(f"`{what}:` is {value}; it must be {'positive' if least else 'a number >= 0'}",
+                                line_of(d, what), "it counts the work of one problem, from its sizes", e.text)
         return DeclaredKind(
             name=name, size_names=tuple(sizes), precisions=tuple(precisions), arguments=args,
             reference_fn=self.function(d["reference"], line_of(d, "reference"), "reference"),
             tolerance=tuple((str(k), float(v)) for k, v in tol.items()),
-            bytes_expr=self.expr(d["bytes"], line_of(d, "bytes"), known, "bytes"), flops_expr=flops,
+            bytes_expr=nbytes, flops_expr=flops,
             baseline_fn=self.function(d["baseline"], line_of(d, "baseline"), "baseline") if "baseline" in d else None,
-            source=str(self.path))
+            source=str(self.path), lines=(line_of(d, "bytes"), line_of(d, "flops")))
 
     def function(self, text: Any, line: int | None, what: str) -> str:
         if not isinstance(text, str) or text.count(":") != 1:

@@ -8,10 +8,12 @@ in `autotune.store.views`, the DataFrame reads in `autotune.store.frames`.
 """
 from __future__ import annotations
 
+import math
 import os
 import socket
 import uuid as uuidlib
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
@@ -314,6 +316,7 @@ class Store:
         transaction; clears their in-flight notes and refreshes the lock heartbeat. Raises StoreError (and
         writes none of them) if a pair was already measured on this device; SweepLockedError without the lock."""
         sweep = self._sweep(sweep_id)
+        measurements = [checked(m) for m in measurements]
         ids = self.upsert_points([m.point for m in measurements])
         try:
             rows, done = [], []
@@ -344,6 +347,7 @@ class Store:
         """Store (or replace) the baseline time of `m.point` on the sweep's device; `m.instance_id` names the library
         (backends set it to the kind's `baseline_name`, e.g. cublas)."""
         sweep = self._sweep(sweep_id)
+        m = checked(m)
         pid = self.upsert_points([m.point])[m.point]
         f = figures(*_work(m, sweep.scalars), m.median_ms if m.status == Status.OK else None, sweep.copy_bandwidth)
         b = BaselineRow
@@ -457,18 +461,55 @@ class Store:
         return self._sweeps[sweep_id]
 
 
+def checked(m: Measurement) -> Measurement:
+    """The measurement as it may be stored: one whose status is ok must have a finite, positive median (and
+    finite, positive times); otherwise it is stored as `crashed` with the reason. `crashed`, not `wrong`: `wrong`
+    says the kernel's output failed verification, which is not known here; the measurement itself broke."""
+    if Status(m.status) != Status.OK:
+        return m
+    why = None
+    if not _positive(m.median_ms):
+        why = "no median time" if m.median_ms is None else f"median time {m.median_ms!r} ms"
+    elif not all(_time(t) for t in m.times_ms):
+        why = f"a repetition's time {next(t for t in m.times_ms if not _time(t))!r} ms is not a finite number >= 0"
+    else:
+        bad = [(n, v) for n, v in (("p20", m.p20_ms), ("p80", m.p80_ms), ("min", m.min_ms), ("max", m.max_ms))
+               if v is not None and not _time(v)]
+        why = f"{bad[0][0]} time {bad[0][1]!r} ms is not a finite number >= 0" if bad else None
+    if why is None:
+        return m
+    error = why if "finite" in why else f"{why} is not a positive finite number"
+    error += "; not stored as ok"
+    return replace(m, status=Status.CRASHED, error=f"{m.error}: {error}" if m.error else error)
+
+
+def _time(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+def _positive(v: object) -> bool:
+    return _time(v) and v > 0  # type: ignore[operator]
+
+
 def _work(m: Measurement, scalars: Mapping[str, float] | None) -> tuple[float | None, int | None]:
     """(flops, fewest bytes) of a measurement's point: as the runner set them from the point's kind, else from a
-    built-in kind of that name with the sweep's scalars (a measurement written through the API without them)."""
+    built-in kind of that name with the sweep's scalars (a measurement written through the API without them).
+    A negative or non-finite count (a kind's mistake) raises StoreError rather than store negative figures."""
     if m.flops is not None or m.bytes_moved is not None:
-        return m.flops, m.bytes_moved
-    from autotune.problems.registry import BUILT_IN
+        flops, nbytes = m.flops, m.bytes_moved
+    else:
+        from autotune.problems.registry import BUILT_IN
 
-    kind = BUILT_IN.get(m.point.kind)
-    if kind is None:
-        return None, None
-    given = {k: v for k, v in (scalars or {}).items() if k in kind.scalar_defaults}
-    return kind.flops(m.point), kind.bytes_moved(m.point, kind.scalars(given))
+        kind = BUILT_IN.get(m.point.kind)
+        if kind is None:
+            return None, None
+        given = {k: v for k, v in (scalars or {}).items() if k in kind.scalar_defaults}
+        flops, nbytes = kind.flops(m.point), kind.bytes_moved(m.point, kind.scalars(given))
+    for what, v in (("flops", flops), ("bytes moved", nbytes)):
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise StoreError(f"the kind {m.point.kind} counts {v!r} {what} at {m.point.key}",
+                             hint=f"its {what} must be a finite number >= 0 (fix the kind's formula)")
+    return flops, nbytes
 
 
 def _timings(m: Measurement) -> dict:
