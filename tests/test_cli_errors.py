@@ -54,3 +54,18 @@ def test_a_warning_is_one_readable_line(tmp_path: Path) -> None:
     warned = [line for line in r.stderr.splitlines() if "migrated copy" in line]
     assert warned and all(line.startswith("warning: ") for line in warned), r.stderr
     assert "UserWarning" not in r.stderr and "warnings.warn" not in r.stderr
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: d.update(kernels=[]), "names a kernel the table does not list"),
+    (lambda d: d.update(format="something else"), "not a dispatch table"),
+])
+def test_a_broken_dispatch_table_is_one_line(tmp_path: Path, edit, words: str) -> None:
+    import json
+    data = json.loads((ROOT / "examples" / "transpose" / "results" / "dispatch.json").read_text())
+    edit(data)
+    (tmp_path / "t.json").write_text(json.dumps(data))
+    for args in (("emit", "t.json", "-f", "cpp"), ("validate", "t.json", "--db", str(EXAMPLE_DB), "--random", "3")):
+        r = cli(*args, cwd=tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert [line for line in r.stderr.splitlines() if line.startswith("error:")][0].count(words) == 1, r.stderr

@@ -448,7 +448,52 @@ class DispatchTable:
 
 
 def load_table(path: str | Path) -> DispatchTable:
-    return DispatchTable(json.loads(Path(path).read_text()))
+    """The table in a dispatch.json, checked: a JSON object of this format whose points and regions name only
+    kernels it lists (or the library, the generic kernel, none). Raises UserError naming the file."""
+    from autotune.errors import UserError
+
+    hint = "give a dispatch.json written by `autotune report` or `autotune emit --format json`"
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError:
+        raise UserError("not a UTF-8 text file", file=path, hint=hint) from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"not valid JSON: {exc.msg}", file=path, line=exc.lineno, hint=hint) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise UserError(f"not a dispatch table (format {FORMAT!r} expected)", file=path, hint=hint)
+    if data.get("version") not in VERSIONS:
+        raise UserError(f"dispatch table version {data.get('version')!r}; this autotune reads versions "
+                        f"{', '.join(map(str, VERSIONS))}", file=path, hint="write it again with this autotune's "
+                        "`autotune report`, or upgrade autotune")
+    problem = _dangling(data)
+    if problem:
+        raise UserError(problem, file=path, hint="write the table again with `autotune report` or `autotune emit`")
+    try:
+        return DispatchTable(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"not a readable dispatch table: {exc!r}", file=path, hint=hint) from None
+
+
+def _dangling(data: dict) -> str | None:
+    """What in a table names a kernel it does not list, if anything."""
+    kernels = data.get("kernels")
+    if not isinstance(kernels, list):
+        return "the table lists no `kernels`"
+    n = len(kernels)
+    special = {GENERIC, LIBRARY, NONE}
+
+    def bad(i: Any) -> bool:
+        return isinstance(i, int) and not isinstance(i, bool) and not (0 <= i < n or i in special)
+
+    for p in data.get("points") or []:
+        answers = [p.get("kernel"), *(p.get("ranked") or []), *(p.get("near") or []),
+                   *(c[0] for c in (p.get("costs") or []) if isinstance(c, list) and c)]
+        if any(bad(a) for a in answers):
+            return f"a point names a kernel the table does not list ({n} kernels): {p.get('point_key', p)}"
+    for r in data.get("regions") or []:
+        if bad(r.get("kernel")):
+            return f"a region names a kernel the table does not list ({n} kernels)"
+    return None
 
 
 __all__ = ["COST_SCALE", "DispatchTable", "FORMAT", "GENERIC", "GenericKernel", "KernelInfo", "LIBRARY", "NONE",

@@ -52,7 +52,7 @@ class ValidatedTable:
 
 def read_table(path: Path) -> ValidatedTable:
     """The dispatch table at `path` (any version, any kind). Raises UserError."""
-    from autotune.dispatch.table import DispatchTable
+    from autotune.dispatch.table import load_table
 
     if not path.is_file():
         raise UserError(f"no dispatch table {path}",
@@ -61,14 +61,10 @@ def read_table(path: Path) -> ValidatedTable:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"not a JSON file: {exc}", file=path, hint="give a dispatch.json") from None
-    try:
-        if isinstance(data, dict) and data.get("format") == KIND_FORMAT:
-            raise UserError(f"{path} is a table of the retired per-kind format (autotune-dispatch-kind)",
-                            hint="write it again with `autotune report DATABASE`: every kind has the one table "
-                                 "format now")
-        return _v3(DispatchTable(data))  # version 1 and 2 tables are upgraded on load
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: {exc}", hint="give a dispatch.json written by `autotune report`") from None
+    if isinstance(data, dict) and data.get("format") == KIND_FORMAT:
+        raise UserError(f"{path} is a table of the retired per-kind format (autotune-dispatch-kind)",
+                        hint="write it again with `autotune report DATABASE`: every kind has the one table format now")
+    return _v3(load_table(path))  # checked; version 1 and 2 tables are upgraded on load
 
 
 def _v3(table: Any) -> ValidatedTable:
