@@ -23,17 +23,21 @@ KindSpaceOpt = Annotated[Optional[str], typer.Option(
     "--kind-space", help="CSV workloads of a kind that is not built in: the space file whose `problem:` defines "
                          "the kind.")]
 
+MaxProblemsOpt = Annotated[Optional[int], typer.Option(
+    "--max-problems", min=1, help="Refuse a workload of more problems (counted before they are built; default "
+                                  "200,000 or AUTOTUNE_MAX_PROBLEMS).")]
+
 
 def _fmt(x: float) -> str:
     return f"{x:,.6g}"
 
 
 @app.command()
-def show(workload: WorkloadArg, kind_space: KindSpaceOpt = None) -> None:
+def show(workload: WorkloadArg, kind_space: KindSpaceOpt = None, max_problems: MaxProblemsOpt = None) -> None:
     """Problems per (precision, shape) group, their total weight and the range of each size."""
     from autotune.sweep.workload_files import load_workload
 
-    wl = load_workload(workload, space=kind_space)
+    wl = load_workload(workload, space=kind_space, limit=max_problems)
     table = Table(title=f"{wl.path}: {len(wl.problems):,} {wl.kind} problems, total weight {_fmt(wl.total_weight)}")
     for col in ("precision", "shape", "problems", "weight", *wl.table_sizes, *wl.tie_sizes):
         table.add_column(col)
@@ -71,7 +75,7 @@ def config(
         bk: Annotated[int, typer.Option(help="Analyzer: best instances kept per point.", min=1)] = 10,
         tol: Annotated[float, typer.Option(help="Analyzer: accepted loss against the best (0.05 = 5%).",
                                            min=0.0, max=0.999)] = 0.05,
-        kind_space: KindSpaceOpt = None) -> None:
+        kind_space: KindSpaceOpt = None, max_problems: MaxProblemsOpt = None) -> None:
     """Choose the points to tune for a workload and write a sweep config measuring them.
 
     Prints the tuned points per group and the largest log2 distance (the sum over the kind's table sizes of
@@ -82,7 +86,7 @@ def config(
     from autotune.sweep.workload import choose_points, coverage, pool_from_db, sweep_config_text
     from autotune.sweep.workload_files import load_workload
 
-    wl = load_workload(workload, space=kind_space)
+    wl = load_workload(workload, space=kind_space, limit=max_problems)
     include = load_config(include_config).points if include_config else ()
     tuned = choose_points(wl, points, include)
     folder = out_path.resolve().parent

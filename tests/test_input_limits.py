@@ -1,0 +1,52 @@
+"""Issue 30, part 2: limits checked before work for every input that scales, the knob named in the error."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from autotune.cli.main import app
+from autotune.errors import ConfigError
+from autotune.sweep.workload_files import load_workload
+
+FIVE_RANGES = """kind: gemm
+ranges:
+  - precisions: [fp32]
+    shapes: [NN]
+    sizes: {m: {from: 1, to: 100000}, n: {from: 1, to: 100000}, k: {from: 1, to: 100000}}
+"""
+
+
+def test_huge_ranges_refused_at_once(tmp_path: Path) -> None:
+    f = tmp_path / "w.yaml"
+    f.write_text(FIVE_RANGES)
+    start = time.perf_counter()
+    with pytest.raises(ConfigError) as err:
+        load_workload(f)
+    assert time.perf_counter() - start < 1.0
+    assert err.value.line == 3 and "1,000,000,000,000,000 problems" in err.value.message
+    assert "--max-problems" in str(err.value) and "AUTOTUNE_MAX_PROBLEMS" in str(err.value)
+
+
+def test_range_limit_is_a_knob(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "w.yaml"
+    f.write_text("ranges:\n  - precisions: [fp32]\n    sizes: {m: [8, 16], n: {from: 8, to: 64, step: 8}, "
+                 "k: {pow2: [2, 16]}}\n")  # 2 * 8 * 4 = 64 problems
+    assert len(load_workload(f, limit=64).problems) == 64
+    with pytest.raises(ConfigError, match="64 problems, above the limit of 63"):
+        load_workload(f, limit=63)
+    monkeypatch.setenv("AUTOTUNE_MAX_PROBLEMS", "10")
+    r = CliRunner().invoke(app, ["workload", "show", str(f)])
+    assert r.exit_code == 2 and "above the limit of 10" in r.output
+    r = CliRunner().invoke(app, ["workload", "show", str(f), "--max-problems", "64"])
+    assert r.exit_code == 0, r.output
+
+
+def test_csv_rows_refused_before_reading(tmp_path: Path) -> None:
+    f = tmp_path / "w.csv"
+    f.write_text("precision,shape,m,n,k,weight\n" + "fp32,NN,8,8,8,1\n" * 5)
+    assert len(load_workload(f, limit=5).problems) == 1
+    r = CliRunner().invoke(app, ["workload", "show", str(f), "--max-problems", "4"])
+    assert r.exit_code == 2 and "5 problems" in r.output and "--max-problems" in r.output
