@@ -50,3 +50,30 @@ def test_csv_rows_refused_before_reading(tmp_path: Path) -> None:
     assert len(load_workload(f, limit=5).problems) == 1
     r = CliRunner().invoke(app, ["workload", "show", str(f), "--max-problems", "4"])
     assert r.exit_code == 2 and "5 problems" in r.output and "--max-problems" in r.output
+
+
+RECURSIVE = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT * FROM c"
+
+
+def _empty_db(tmp_path: Path) -> str:
+    from autotune.store.store import Store
+    url = f"sqlite:///{tmp_path / 'r.sqlite'}"
+    with Store.open(url):
+        pass
+    return url
+
+
+def test_query_time_limit_names_the_knob(tmp_path: Path) -> None:
+    url = _empty_db(tmp_path)
+    start = time.perf_counter()
+    r = CliRunner().invoke(app, ["query", "--db", url, "--timeout", "0.5",
+                                 RECURSIVE.replace("FROM c)", "FROM c) SELECT count(*) FROM c --")])
+    assert r.exit_code == 2 and "time limit of 0.5 s" in r.output and "--timeout" in r.output, r.output
+    assert time.perf_counter() - start < 10
+
+
+def test_query_prints_at_most_max_rows(tmp_path: Path) -> None:
+    url = _empty_db(tmp_path)
+    r = CliRunner().invoke(app, ["query", "--db", url, "--max-rows", "3", RECURSIVE])
+    assert r.exit_code == 0 and r.stdout.split() == ["x", "1", "2", "3"], r.output
+    assert "--max-rows" in r.output
