@@ -77,3 +77,15 @@ def test_query_prints_at_most_max_rows(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["query", "--db", url, "--max-rows", "3", RECURSIVE])
     assert r.exit_code == 0 and r.stdout.split() == ["x", "1", "2", "3"], r.output
     assert "--max-rows" in r.output
+
+
+def test_workload_config_refuses_too_many_pairs(tmp_path: Path) -> None:
+    wl = tmp_path / "w.yaml"
+    wl.write_text("ranges:\n  - precisions: [fp32]\n    sizes: {m: [8, 16], n: [8], k: [8]}\n")
+    out = tmp_path / "s.yaml"
+    args = ["workload", "config", str(wl), "--space", "gemm_naive", "--out", str(out)]
+    r = CliRunner().invoke(app, [*args, "--max-pairs", "1"])
+    assert r.exit_code == 2 and "above the limit of 1;" in r.output and "--force" in r.output, r.output
+    assert "--max-pairs" in r.output and not out.exists()
+    r = CliRunner().invoke(app, [*args, "--max-pairs", "1", "--force"])
+    assert r.exit_code == 0 and "(instance, point) pairs" in r.output and out.exists(), r.output

@@ -48,7 +48,7 @@ def load_workload(path: str | Path, *, space: str | Path | None = None, limit: i
     cap = max_problems(limit)
     if p.suffix.lower() == ".csv":
         if (rows := csv_rows(p)) > cap:
-            raise problems_error(rows, cap, p, cap + 2, "the CSV has up to (one per line)")
+            raise problems_error(rows, cap, p, cap + 2, "the lines of the CSV give up to")
         return _load_csv(p, space)
     return _load_yaml(p, cap)
 
