@@ -209,12 +209,18 @@ def query(sql: Annotated[str, typer.Argument(help="One SQL statement that only r
                                                     "decompressed copy). Default: results/default.sqlite "
                                                     "when it exists (the default sweep's database), else "
                                                     "results/default.sqlite.gz.")] = None,
-          format: Annotated[OutFormat, typer.Option("--format", "-f", help="table or csv.")] = OutFormat.table) -> None:
+          format: Annotated[OutFormat, typer.Option("--format", "-f", help="table or csv.")] = OutFormat.table,
+          timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Cancel the statement after this many "
+                                                 "seconds (exit 2).")] = 60.0,
+          max_rows: Annotated[int, typer.Option("--max-rows", min=1, help="Print at most this many rows (a note on "
+                                                "stderr says when more were left).")] = 100_000) -> None:
     """Run one read-only SQL statement on a results database; print a plain-text table or CSV.
 
     A refused or failing statement exits with code 2 and changes nothing (no file is created)."""
     from autotune.store.query import run_query
-    frame = run_query(db or _default_db(), sql)
+    frame = run_query(db or _default_db(), sql, timeout=timeout, max_rows=max_rows)
+    if frame.attrs.get("truncated"):
+        sys.stderr.write(f"note: printed the first {max_rows:,} rows; more were left (--max-rows N prints more)\n")
     if format is OutFormat.csv:
         sys.stdout.write(frame.to_csv(index=False))
     else:  # plain text, never wrapped to the terminal's (or a pipe's 80-column) width

@@ -23,17 +23,21 @@ KindSpaceOpt = Annotated[Optional[str], typer.Option(
     "--kind-space", help="CSV workloads of a kind that is not built in: the space file whose `problem:` defines "
                          "the kind.")]
 
+MaxProblemsOpt = Annotated[Optional[int], typer.Option(
+    "--max-problems", min=1, help="Refuse a workload of more problems (counted before they are built; default "
+                                  "200,000 or AUTOTUNE_MAX_PROBLEMS).")]
+
 
 def _fmt(x: float) -> str:
     return f"{x:,.6g}"
 
 
 @app.command()
-def show(workload: WorkloadArg, kind_space: KindSpaceOpt = None) -> None:
+def show(workload: WorkloadArg, kind_space: KindSpaceOpt = None, max_problems: MaxProblemsOpt = None) -> None:
     """Problems per (precision, shape) group, their total weight and the range of each size."""
     from autotune.sweep.workload_files import load_workload
 
-    wl = load_workload(workload, space=kind_space)
+    wl = load_workload(workload, space=kind_space, limit=max_problems)
     table = Table(title=f"{wl.path}: {len(wl.problems):,} {wl.kind} problems, total weight {_fmt(wl.total_weight)}")
     for col in ("precision", "shape", "problems", "weight", *wl.table_sizes, *wl.tie_sizes):
         table.add_column(col)
@@ -71,7 +75,11 @@ def config(
         bk: Annotated[int, typer.Option(help="Analyzer: best instances kept per point.", min=1)] = 10,
         tol: Annotated[float, typer.Option(help="Analyzer: accepted loss against the best (0.05 = 5%).",
                                            min=0.0, max=0.999)] = 0.05,
-        kind_space: KindSpaceOpt = None) -> None:
+        kind_space: KindSpaceOpt = None, max_problems: MaxProblemsOpt = None,
+        max_pairs: Annotated[Optional[int], typer.Option("--max-pairs", min=1, help="Refuse to write a sweep of "
+                             "more (instance, point) pairs (default 1,000,000 or AUTOTUNE_MAX_PAIRS).")] = None,
+        force: Annotated[bool, typer.Option("--force", help="Write the sweep whatever its pair count.")] = False,
+        ) -> None:
     """Choose the points to tune for a workload and write a sweep config measuring them.
 
     Prints the tuned points per group and the largest log2 distance (the sum over the kind's table sizes of
@@ -82,7 +90,7 @@ def config(
     from autotune.sweep.workload import choose_points, coverage, pool_from_db, sweep_config_text
     from autotune.sweep.workload_files import load_workload
 
-    wl = load_workload(workload, space=kind_space)
+    wl = load_workload(workload, space=kind_space, limit=max_problems)
     include = load_config(include_config).points if include_config else ()
     tuned = choose_points(wl, points, include)
     folder = out_path.resolve().parent
@@ -115,6 +123,24 @@ def config(
         table.add_row(prec, shape or "-", f"{len(wl.groups[(prec, shape)].points):,}", str(n),
                       "-" if worst is None else f"{worst:.3f}")
     out.print(table)
+    _check_pairs(text, out_path, max_pairs, force)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(text)
     out.print(f"wrote {out_path}", highlight=False)
+
+
+def _check_pairs(text: str, out_path: Path, max_pairs: int | None, force: bool) -> None:
+    """Print the (instance, point) pairs the sweep config `text` plans; above the limit, refuse unless `force`."""
+    from autotune.sweep.config import parse_config
+    from autotune.sweep.runner import plan_sweep
+    from autotune.sweep.workload_limits import MAX_PAIRS, PAIRS_ENV, limit
+
+    cfg = parse_config(text, file=out_path.resolve())
+    pairs = sum(plan.expected_pairs(plan.limit(cfg)) for plan in plan_sweep(cfg))
+    cap = limit(max_pairs, PAIRS_ENV, MAX_PAIRS)
+    out.print(f"planned: {pairs:,} (instance, point) pairs (the main phase; --share adds more)", highlight=False)
+    if pairs > cap and not force:
+        raise UserError(f"the sweep plans {pairs:,} (instance, point) pairs, above the limit of {cap:,}; "
+                        f"{out_path} was not written",
+                        hint="restrict the instances (--pool DB --pool-bk B), drop --measure-valid or lower --points, "
+                             f"or write it anyway: --force, or raise the limit: --max-pairs {pairs} or {PAIRS_ENV}=N")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -25,6 +26,10 @@ from autotune.store.views import PREFIX, kind_sizes, size_columns, view_name
 
 class QueryError(UserError):
     """The query failed: bad SQL, a write attempt, or an unreachable database."""
+
+
+TIMEOUT_S = 60.0  # `autotune query --timeout`: a statement running longer is cancelled
+TIMEOUT_KNOB = "--timeout SECONDS (autotune query)"
 
 
 @dataclass(frozen=True)
@@ -120,13 +125,17 @@ GROUP BY i.space, p.precision, p.shape, {p_sizes}, ip.int_value""", "space, prec
 )}
 
 
-def run_query(url: str, sql: str) -> pd.DataFrame:
+def run_query(url: str, sql: str, *, timeout: float = TIMEOUT_S, max_rows: int | None = None) -> pd.DataFrame:
     """Run ONE SQL statement on a read-only connection and return its rows (no rows: an empty frame).
+
+    A statement still running after `timeout` seconds is cancelled (SQLite: a progress handler; PostgreSQL:
+    `statement_timeout`) with a QueryError naming the knob. With `max_rows`, at most that many rows are fetched;
+    `frame.attrs["truncated"]` says whether more were left.
 
     An SQLite file of an older schema is read through its migrated copy (`migrate.readable_copy`), so the README's
     recipes work on every database. Raises QueryError with the database's message, e.g. for a write ("attempt to
     write a readonly database", "cannot execute DELETE in a read-only transaction") or a second statement."""
-    return _read(url, lambda conn: _driver_query(conn, sql))
+    return _read(url, lambda conn: _driver_query(conn, sql, max_rows), timeout)
 
 
 def best_per_point(url: str, device: str | None = None, space: str | None = None) -> pd.DataFrame:
@@ -181,7 +190,7 @@ def _qualified(order_by: str) -> str:
     return ", ".join(f"r.{part.strip()}" for part in order_by.split(","))
 
 
-def _driver_query(conn: Connection, sql: str) -> pd.DataFrame:
+def _driver_query(conn: Connection, sql: str, max_rows: int | None = None) -> pd.DataFrame:
     """Through the DB-API cursor, so `:name` in string literals is left alone and one statement runs."""
     raw = conn.connection.driver_connection
     cur = raw.cursor()  # type: ignore[union-attr]
@@ -192,7 +201,10 @@ def _driver_query(conn: Connection, sql: str) -> pd.DataFrame:
             cur.execute(sql)  # sqlite3 refuses a second statement
         if cur.description is None:
             return pd.DataFrame()
-        return pd.DataFrame(cur.fetchall(), columns=[c[0] for c in cur.description])
+        rows = cur.fetchall() if max_rows is None else cur.fetchmany(max_rows + 1)
+        frame = pd.DataFrame(rows[:max_rows], columns=[c[0] for c in cur.description])
+        frame.attrs["truncated"] = max_rows is not None and len(rows) > max_rows
+        return frame
     finally:
         cur.close()
 
@@ -219,8 +231,23 @@ def _views(url: str) -> str:
         engine.dispose()
 
 
-def _read(url: str, work: Callable[[Connection], pd.DataFrame]) -> pd.DataFrame:
-    """Run `work` on a fresh read-only connection; database errors become QueryError."""
+def _time_limit(conn: Connection, timeout: float) -> None:
+    """Cancel a statement of this connection that runs longer than `timeout` seconds."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SET statement_timeout = {max(1, round(timeout * 1000))}")
+        return
+    deadline = time.monotonic() + timeout
+    conn.connection.driver_connection.set_progress_handler(  # type: ignore[union-attr]
+        lambda: int(time.monotonic() > deadline), 10_000)
+
+
+def _timed_out(reason: str) -> bool:
+    return reason.strip() == "interrupted" or "statement timeout" in reason
+
+
+def _read(url: str, work: Callable[[Connection], pd.DataFrame], timeout: float | None = None) -> pd.DataFrame:
+    """Run `work` on a fresh read-only connection (cancelled after `timeout` seconds when given); database
+    errors become QueryError."""
     url = database_url(url)
     shown = make_url(url).render_as_string()
     path = sqlite_path(url)
@@ -235,12 +262,17 @@ def _read(url: str, work: Callable[[Connection], pd.DataFrame]) -> pd.DataFrame:
         with engine.connect() as conn:
             if conn.dialect.name == "postgresql":
                 conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+            if timeout is not None:
+                _time_limit(conn, timeout)
             with guard_reads(conn):
                 frame = work(conn)
             conn.rollback()
             return frame
     except _db_errors() as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        if timeout is not None and _timed_out(reason):
+            raise QueryError(f"query on {shown} stopped after the time limit of {timeout:g} s",
+                             hint=f"add a LIMIT or a narrower WHERE, or raise the limit: {TIMEOUT_KNOB}") from None
         hint = ("`autotune query` is read-only: open the database with a SQL client to change it"
                 if ("read" in reason.lower() and "only" in reason.lower()) or "authoriz" in reason.lower()
                 else "run one SELECT statement; the README lists the tables and columns")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import yaml
-from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from autotune.errors import ConfigError
 from autotune.problems.base import ProblemKind
@@ -29,6 +29,7 @@ from autotune.problems.registry import BUILT_IN
 from autotune.sweep.config import Reader, size_list, size_rule, space_path
 from autotune.sweep.limits import point_limit_error
 from autotune.sweep.workload import DEFAULT_BUDGET_BYTES, Group, SizeRule, Workload
+from autotune.sweep.workload_limits import csv_rows, max_problems, problems_error, range_count
 from autotune.vocab import TestPoint
 
 TOP_KEYS = ("kind", "space", "problems", "ranges")  # and the kind's derived sizes
@@ -36,15 +37,20 @@ RANGE_KEYS = ("precisions", "shapes", "sizes", "weight")  # and the kind's deriv
 Fail = Callable[[str, str], ConfigError]
 
 
-def load_workload(path: str | Path, *, space: str | Path | None = None) -> Workload:
-    """Read a workload file (YAML, or CSV: `space` names the space file of a kind that is not built in)."""
+def load_workload(path: str | Path, *, space: str | Path | None = None, limit: int | None = None) -> Workload:
+    """Read a workload file (YAML, or CSV: `space` names the space file of a kind that is not built in).
+    A workload of more than `limit` problems (default: `workload_limits.max_problems()`) is refused before
+    its problems are built: ranges are counted from their bounds, a CSV by its lines."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"no workload file {p}", file=p, hint="give the path of a workload YAML or CSV file "
                           "(examples: configs/workloads/)")
+    cap = max_problems(limit)
     if p.suffix.lower() == ".csv":
+        if (rows := csv_rows(p)) > cap:
+            raise problems_error(rows, cap, p, cap + 2, "the lines of the CSV give up to")
         return _load_csv(p, space)
-    return _load_yaml(p)
+    return _load_yaml(p, cap)
 
 
 def default_kind() -> ProblemKind:
@@ -89,7 +95,7 @@ class _Collect:
 
 
 # ---------------------------------------------------------------------------------------------- YAML
-def _load_yaml(p: Path) -> Workload:
+def _load_yaml(p: Path, cap: int) -> Workload:
     r = Reader(p.resolve())
     try:
         root = yaml.compose(p.read_text(), Loader=yaml.SafeLoader)
@@ -134,6 +140,10 @@ def _load_yaml(p: Path) -> Workload:
         if missing := [n for n in given if n not in sizes_node]:
             raise r.error(m["sizes"], f"the range's sizes miss {', '.join(missing)}",
                           f"give every size: {', '.join(given)}")
+        count = len(precs) * len(shapes) * math.prod(_size_count(r, sizes_node[n]) for n in given)
+        if len(c.weights) + count > cap:
+            raise problems_error(len(c.weights) + count, cap, p, node.start_mark.line + 1,
+                                 "with this range the workload has")
         lists = [size_list(r, sizes_node[n]) for n in given]
         rule = size_rule(r, m, kind, c.rule) if any(n in m for n in kind.derived_sizes) else None
         weight = _weight(r, m)
@@ -161,6 +171,21 @@ def _yaml_kind(r: Reader, top: dict[str, Node]) -> tuple[ProblemKind, Path | Non
                   "section defines it: `space: path/to/space.yaml`")
 
 
+
+
+def _size_count(r: Reader, node: Node) -> int:
+    """How many sizes `size_list` would list for `node`, without listing a range (its other forms are small)."""
+    if isinstance(node, ScalarNode):
+        return 1
+    if isinstance(node, SequenceNode):
+        return len(node.value)
+    m = r.mapping(node, ("start", "stop", "step", "from", "to", "pow2"), "size range")
+    for first, last in (("start", "stop"), ("from", "to")):
+        if set(m) in ({first, last}, {first, last, "step"}):
+            a, b = r.integer(m[first], 1), r.integer(m[last], 1)
+            if b >= a:
+                return range_count([(a, b, r.integer(m["step"], 1) if "step" in m else 1)])
+    return len(size_list(r, node))  # pow2 (a few dozen at most) or a mistake size_list reports
 
 
 def _choice(r: Reader, node: Node, allowed: Sequence[str], what: str) -> str:
