@@ -1,0 +1,93 @@
+"""Issue 30, "Trust and side effects": caches that cannot be tampered with, sources kept to the space's folder, nothing
+half-written by a failed import, no files left by read-only commands, exports with the user's umask, results under
+the current directory. Real files, real SQLite, real processes; we may run as root, so no test relies on file
+permissions being enforced."""
+from __future__ import annotations
+
+import gzip
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.paths import ROOT
+from tests.support.committed import committed, read_only
+
+RECORDED = committed("default")  # results/default/default.sqlite.gz (or the plain file)
+
+
+def cli(*args: str, cwd: Path | str = ROOT, tmpdir: Path | None = None, timeout: float = 180
+        ) -> subprocess.CompletedProcess:
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "200"}
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout, env=env)
+
+
+def _plain_bytes() -> bytes:
+    with sqlite3.connect(read_only(RECORDED)) as src:
+        dst = sqlite3.connect(":memory:")
+        src.backup(dst)
+        return dst.serialize()
+
+
+@pytest.fixture
+def gz(tmp_path: Path) -> tuple[Path, Path]:
+    """(a gzipped copy of the committed default database, the TMPDIR of the commands)."""
+    path = tmp_path / "gz" / "default.sqlite.gz"
+    path.parent.mkdir()
+    path.write_bytes(gzip.compress(_plain_bytes(), compresslevel=1, mtime=0))
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    return path, tmpdir
+
+
+COUNT = "SELECT COUNT(*) AS n FROM measurements"
+
+
+def _cache(tmpdir: Path) -> Path:
+    return tmpdir / f"autotune-gz-{os.getuid()}"
+
+
+def _tamper(db: Path) -> None:
+    """Delete the measurements of a cached copy (made writable first: root could write it anyway)."""
+    os.chmod(db, 0o644)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("DELETE FROM measurements")
+    conn.close()
+
+
+# ---- decompressed copies of .sqlite.gz -------------------------------------------------------------------
+
+def test_an_edited_decompressed_or_migrated_copy_is_not_reused(gz: tuple[Path, Path]) -> None:
+    path, tmpdir = gz
+    first = cli("query", COUNT, "--db", str(path), tmpdir=tmpdir)
+    assert first.returncode == 0, first.stderr
+    copies = sorted(tmpdir.glob("autotune-gz*/*.sqlite"))  # whatever the folder is called
+    assert copies, "no cached copy was made"
+    for copy in copies:  # the decompressed copy, and the migrated copy beside it (the committed file is older)
+        _tamper(copy)
+        again = cli("query", COUNT, "--db", str(path), tmpdir=tmpdir)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == first.stdout, f"{copy.name} edited changed what query returned"
+
+
+def test_the_cache_folder_is_private_to_the_user(gz: tuple[Path, Path]) -> None:
+    path, tmpdir = gz
+    folder = _cache(tmpdir)
+    folder.mkdir(mode=0o777)
+    os.chmod(folder, 0o777)
+    r = cli("query", COUNT, "--db", str(path), tmpdir=tmpdir)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    if os.getuid() == 0:  # only root can give the folder away: another user's folder is refused
+        os.chown(folder, 65534, 65534)
+        r = cli("query", COUNT, "--db", str(path), tmpdir=tmpdir)
+        assert r.returncode == 2 and "not a folder of this user's own" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
