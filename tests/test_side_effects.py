@@ -91,3 +91,35 @@ def test_the_cache_folder_is_private_to_the_user(gz: tuple[Path, Path]) -> None:
         r = cli("query", COUNT, "--db", str(path), tmpdir=tmpdir)
         assert r.returncode == 2 and "not a folder of this user's own" in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
+
+
+# ---- read-only commands leave no files ---------------------------------------------------------------------
+
+@pytest.fixture
+def wal_db(tmp_path: Path) -> Path:
+    """The committed default database, upgraded to this schema, in WAL mode, closed (no -wal/-shm beside it)."""
+    from autotune.store.migrate import upgrade
+
+    db = tmp_path / "db" / "default.sqlite"
+    db.parent.mkdir()
+    db.write_bytes(_plain_bytes())
+    upgrade(f"sqlite:///{db}")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal"
+    conn.close()
+    assert sorted(p.name for p in db.parent.iterdir()) == ["default.sqlite"]
+    return db
+
+
+@pytest.mark.parametrize("args", [
+    ("query", COUNT, "--db", "{db}"),
+    ("report", "{db}", "--out", "{out}"),
+    ("analyze", "{db}", "--out", "{out}"),
+    ("compare", "{db}", "--by", "space"),
+])
+def test_read_only_commands_leave_no_wal_or_shm(wal_db: Path, tmp_path: Path, args: tuple[str, ...]) -> None:
+    before = wal_db.stat().st_mtime_ns
+    r = cli(*(a.format(db=wal_db, out=tmp_path / "out") for a in args), tmpdir=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in wal_db.parent.iterdir()) == ["default.sqlite"]
+    assert wal_db.stat().st_mtime_ns == before

@@ -202,8 +202,26 @@ def database_url(text: str, *, write: bool = False) -> str:
     return text
 
 
+def readonly_uri(path: str | Path) -> str:
+    """The `file:` URI that opens the SQLite file `path` read-only without leaving files beside it. A database in
+    WAL mode opened `mode=ro` makes `-wal` and `-shm` files that only a writer removes; when no `-wal` file exists
+    (no writer has it open and nothing is left to checkpoint) it is opened `immutable=1`, which makes none. With a
+    `-wal` file present (a live sweep) it is opened `mode=ro`, reading the sweep's latest commits."""
+    resolved = Path(path).resolve()
+    uri = f"file:{quote(resolved.as_posix())}?mode=ro"
+    try:
+        with resolved.open("rb") as f:
+            header = f.read(20)
+    except OSError:
+        return uri  # sqlite3 reports it
+    wal_mode = header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
+    if wal_mode and not resolved.with_name(resolved.name + "-wal").exists():
+        uri += "&immutable=1"
+    return uri
+
+
 def make_engine(url: str, readonly: bool = False) -> Engine:
-    """An engine for `url`: SQLite gets WAL + busy timeout (or a `mode=ro` connection when `readonly`),
+    """An engine for `url`: SQLite gets WAL + busy timeout (or a read-only connection that leaves no files, see `readonly_uri`, when `readonly`),
     PostgreSQL gets read-only transactions by default when `readonly`."""
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
@@ -211,7 +229,7 @@ def make_engine(url: str, readonly: bool = False) -> Engine:
         if readonly:
             if path is None:
                 raise StoreError(f"cannot open {url} read-only", hint="give the path of an SQLite file")
-            uri = f"file:{quote(Path(path).resolve().as_posix())}?mode=ro"
+            uri = readonly_uri(path)  # leaves no -wal/-shm files beside the database
             engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=30,
                                                                              check_same_thread=False))
         else:

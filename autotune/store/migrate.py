@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.store.engine import (SchemaVersionError, StoreError, gz_origin, make_engine, publish_copy,
-                                    verified_copy)
+                                    readonly_uri, verified_copy)
 from autotune.store.version import SCHEMA_VERSION
 
 VERSION_TABLE = "autotune_alembic_version"
@@ -256,7 +256,7 @@ def _meta_version(path: str) -> int | None:
     import sqlite3
 
     try:
-        conn = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True)
+        conn = sqlite3.connect(readonly_uri(path), uri=True)
         try:
             row = conn.execute("SELECT value FROM schema_meta WHERE key = 'schema_version'").fetchone()
         finally:
@@ -273,7 +273,7 @@ def _migrated_copy(path: str, copy: Path, shared: bool) -> None:
     import sqlite3
 
     tmp = copy.with_name(f".{copy.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    src = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True)
+    src = sqlite3.connect(readonly_uri(path), uri=True)
     dst = sqlite3.connect(tmp)
     try:
         src.backup(dst)  # a consistent copy, WAL included
