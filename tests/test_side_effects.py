@@ -123,3 +123,22 @@ def test_read_only_commands_leave_no_wal_or_shm(wal_db: Path, tmp_path: Path, ar
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in wal_db.parent.iterdir()) == ["default.sqlite"]
     assert wal_db.stat().st_mtime_ns == before
+
+
+# ---- a failed import leaves nothing -----------------------------------------------------------------------
+
+GOOD = ('{"device_name": "X", "kernel_name": "k", "problem_size": [4], "tune_params_keys": ["zz"], '
+        '"tune_params": {"zz": [1]}, "objective": "time", "cache": {"1": {"zz": 1, "time": 1.0}}}')
+
+
+@pytest.mark.parametrize("text, space", [
+    ("not json at all", ()),
+    (GOOD, ("--space", "gemm_batched_simt")),  # a cache of parameters the space does not have
+])
+def test_a_failed_import_leaves_no_database_or_space(tmp_path: Path, text: str, space: tuple[str, ...]) -> None:
+    cache = tmp_path / "bad.json"
+    cache.write_text(text)
+    db = tmp_path / "kt.sqlite"
+    r = cli("import", "kerneltuner", str(cache), "--db", str(db), *space, cwd=tmp_path)
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"], r.stderr
