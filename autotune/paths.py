@@ -1,7 +1,8 @@
 """Where the project's data folders are.
 
-In a checkout (the package next to `kernels_src/` and `spaces/`): those folders, `results/` and `configs/` beside
-the package, and the compile cache in `.cache/`. Installed (`pip install .`): the built-in spaces and kernels
+A sweep's default database is results/<name>.sqlite under the current directory, always (sweep.config).
+In a checkout (the package next to `kernels_src/` and `spaces/`): those folders, `results/` (the committed results)
+and `configs/` beside the package, and the compile cache in `.cache/`. Installed (`pip install .`): the built-in spaces and kernels
 shipped inside the package (`autotune/_builtin/`, see setup.py), results under the current directory's
 `results/`, and the compile cache in $XDG_CACHE_HOME/autotune (default ~/.cache/autotune).
 """

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from autotune.problems.gemm import gemm_point
 from autotune.sweep.config import SweepConfig, load_config, parse_config
 from autotune.errors import ConfigError
-from autotune.paths import CONFIGS_DIR, RESULTS_DIR, SPACES_DIR
+from autotune.paths import CONFIGS_DIR, SPACES_DIR
 
 SPACE = next((p.stem for p in sorted(SPACES_DIR.glob("*.yaml"))), None)
 needs_space = pytest.mark.skipif(SPACE is None, reason="no space file under spaces/")
@@ -32,7 +32,16 @@ def error(body: str) -> ConfigError:
 def test_default_config_loads() -> None:
     c = load_config(CONFIGS_DIR / "default.yaml")
     assert c.name == "default" and c.spaces[0].ref == "gemm_batched_simt"
-    assert c.database == f"sqlite:///{RESULTS_DIR / 'default.sqlite'}"
+    assert c.database == f"sqlite:///{Path.cwd() / 'results' / 'default.sqlite'}"  # under the current directory
+
+
+@needs_space
+def test_default_database_is_under_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30: a sweep run from a user's own folder writes results/<name>.sqlite there, as the README says, not
+    into the checkout of an editable install."""
+    monkeypatch.chdir(tmp_path)
+    c = load_config(CONFIGS_DIR / "default.yaml")
+    assert c.database == f"sqlite:///{tmp_path / 'results' / 'default.sqlite'}"
     assert {p.precision for p in c.points} == {"fp64", "fp32"} and {p.shape for p in c.points} == {"NN"}
     for p in c.points:  # the working set of every point is at least 100 MB and just so
         per_problem = p.elem_bytes * (p.m * p.k + p.k * p.n + p.m * p.n)

@@ -49,12 +49,12 @@ def dbs(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 def _cached(tmpdir: Path) -> list[Path]:
     """The decompressed copies (<sha256>.sqlite)."""
-    return sorted(p for p in (tmpdir / "autotune-gz").glob("*.sqlite") if "." not in p.stem)
+    return sorted(p for p in (tmpdir / gz_cache_dir().name).glob("*.sqlite") if "." not in p.stem)
 
 
 def _migrated(tmpdir: Path) -> list[Path]:
     """The migrated copies of older decompressed copies (<sha256>.s<schema version>-<revisions digest>.sqlite)."""
-    return sorted(p for p in (tmpdir / "autotune-gz").glob("*.sqlite") if "." in p.stem)
+    return sorted(p for p in (tmpdir / gz_cache_dir().name).glob("*.sqlite") if "." in p.stem)
 
 
 def _stamp_free(text: str) -> str:
@@ -111,7 +111,7 @@ def test_the_decompressed_copy_is_made_once_and_reused(dbs: tuple[Path, Path, Pa
     (migrated,) = _migrated(tmpdir)  # the committed default database is schema 1: read through one migrated copy
     assert migrated.name.startswith(copy.stem + ".s")
     assert copy.read_bytes() == plain.read_bytes()  # reading left it as it was
-    assert not [p for p in (tmpdir / "autotune-gz").iterdir() if p.name.endswith(".tmp")]
+    assert not [p for p in (tmpdir / gz_cache_dir().name).iterdir() if p.name.endswith(".tmp")]
     # other bytes (another database under the same name) get their own copy
     gz.write_bytes(gzip.compress(plain.read_bytes(), compresslevel=1, mtime=0))
     assert cli("query", "SELECT 1", "--db", str(gz), tmpdir=tmpdir).returncode == 0
@@ -178,8 +178,8 @@ def test_store_open_for_writing_refuses_a_gzipped_database(dbs: tuple[Path, Path
     with pytest.warns(UserWarning, match=r"default\.sqlite\.gz has schema version 1.*gunzip"), \
             Store.open(str(gz), create=False, readonly=True) as store:
         assert not store.measurements().empty
-    assert gz_cache_dir() == tmpdir / "autotune-gz"
-    assert Path(sqlite_path(database_url(str(gz))) or "").parent == tmpdir / "autotune-gz"
+    assert gz_cache_dir() == tmpdir / gz_cache_dir().name
+    assert Path(sqlite_path(database_url(str(gz))) or "").parent == tmpdir / gz_cache_dir().name
 
 
 def test_query_without_db_finds_a_gzipped_default(dbs: tuple[Path, Path, Path], tmp_path: Path) -> None:
@@ -199,4 +199,4 @@ def test_a_missing_or_broken_gz_is_a_clear_error(tmp_path: Path) -> None:
     for db, words in ((tmp_path / "missing.sqlite.gz", "no gzipped SQLite database"), (broken, "cannot decompress")):
         r = cli("query", "SELECT 1", "--db", str(db), tmpdir=tmp_path)
         assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
-    assert not [p for p in (tmp_path / "autotune-gz").iterdir()]
+    assert not [p for p in (tmp_path / gz_cache_dir().name).iterdir()]

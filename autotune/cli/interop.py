@@ -27,10 +27,22 @@ def import_kerneltuner(
     failures), the cache's problem size a test point, its device a device."""
     from autotune.interop.kt_store import import_cache
     from autotune.space.spec import load_space
+    from autotune.store.engine import database_url, sqlite_path
     from autotune.store.store import Store
 
-    with Store.open(db) as store:
-        got = import_cache(cache, store, load_space(space) if space else None, space_out, precision)
+    # nothing half-written: a database file or space file this import creates is removed when it fails
+    db_file = sqlite_path(database_url(db, write=True))
+    made = [Path(f"{db_file}{end}") for end in ("", "-wal", "-shm", "-journal") if db_file]
+    if space is None:
+        made.append(space_out or cache.with_suffix(".space.yaml"))
+    made = [p for p in made if not p.exists()]
+    try:
+        with Store.open(db) as store:
+            got = import_cache(cache, store, load_space(space) if space else None, space_out, precision)
+    except BaseException:
+        for path in made:
+            path.unlink(missing_ok=True)
+        raise
     if got.space_file is not None:
         out.print(f"space written to {got.space_file}")
     if got.dropped_entries:

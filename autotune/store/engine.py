@@ -1,7 +1,7 @@
 """Where a results database lives: URLs, engines, and read-only copies of gzipped SQLite files.
 
 SQLite (WAL mode, busy timeout) by default, PostgreSQL through a URL. A gzipped SQLite file (`*.sqlite.gz`, as the
-committed results are) is read through a decompressed copy in a shared cache and never written. The tables are in
+committed results are) is read through a decompressed copy in a cache private to the user, verified before each reuse, and never written. The tables are in
 `autotune.store.schema`; this module imports nothing else of the store (so the store has no import cycle).
 """
 from __future__ import annotations
@@ -66,8 +66,76 @@ def refuse_gz(text: str) -> None:
 
 
 def gz_cache_dir() -> Path:
+    """The folder of decompressed (and migrated) copies of gzipped databases: <tempdir>/autotune-gz-<uid>, private
+    to this user (mode 0700, owned by them). A folder of that name that is a link or owned by someone else is refused;
+    one of ours with a wider mode is narrowed to 0700. Raises StoreError."""
+    import os
+    import stat as st
     import tempfile
-    return Path(tempfile.gettempdir()) / "autotune-gz"
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    folder = Path(tempfile.gettempdir()) / f"autotune-gz-{uid}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError as exc:
+        raise StoreError(f"cannot use the cache of decompressed databases {folder}: {exc.strerror}",
+                         hint="set TMPDIR to a folder of your own") from None
+    if not st.S_ISDIR(info.st_mode) or (hasattr(os, "getuid") and info.st_uid != uid):
+        raise StoreError(f"the cache of decompressed databases {folder} is not a folder of this user's own",
+                         hint=f"remove {folder}, or set TMPDIR to a folder of your own")
+    if st.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(folder, 0o700)
+    return folder
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _sidecar(copy: Path) -> Path:
+    return copy.with_name(copy.name + ".sha256")
+
+
+_VERIFIED: dict[str, tuple[int, int, int, int]] = {}  # copy -> its (inode, size, mtime, ctime) when last verified
+
+
+def verified_copy(copy: Path) -> bool:
+    """Whether the cached copy `copy` is the file that was written: its SHA-256 is the one in its sidecar
+    (`<copy>.sha256`, written with it). A copy edited, truncated or replaced since is not (and is remade)."""
+    try:
+        info = copy.stat()
+        expected = _sidecar(copy).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    stamp = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    if _VERIFIED.get(str(copy)) == stamp:
+        return True
+    try:
+        ok = _file_digest(copy) == expected
+    except OSError:
+        return False
+    if ok:
+        _VERIFIED[str(copy)] = stamp
+    return ok
+
+
+def publish_copy(tmp: Path, copy: Path) -> None:
+    """Make the finished temporary file `tmp` the cached copy `copy`, read-only, with its SHA-256 in a sidecar
+    (both renamed into place, so a reader sees whole files; a reader that sees a pair from two writers finds a
+    mismatch and remakes the copy)."""
+    import os
+
+    os.chmod(tmp, 0o444)  # the copy is only read: opening it for writing fails instead of diverging
+    side_tmp = tmp.with_name(tmp.name + ".sha256")
+    side_tmp.write_text(_file_digest(tmp) + "\n", encoding="ascii")
+    os.replace(side_tmp, _sidecar(copy))
+    os.replace(tmp, copy)
+    _VERIFIED.pop(str(copy), None)
 
 
 _GUNZIPPED: dict[tuple[str, int, int], Path] = {}
@@ -81,8 +149,9 @@ def gz_origin(path: str | Path) -> Path | None:
 
 def gunzipped(path: Path) -> Path:
     """The decompressed copy of the gzipped database `path`: gz_cache_dir()/<sha256 of the .gz bytes>.sqlite,
-    made once (temporary name + os.replace, so concurrent readers never see a partial file) and reused
-    while the .gz bytes are the same. Raises StoreError when the file is missing or not gzip."""
+    made under a temporary name and renamed (so concurrent readers never see a partial file), and reused
+    while the .gz bytes are the same and the copy is still the one written (`verified_copy`; else it is
+    made again). Raises StoreError when the file is missing or not gzip."""
     import gzip
     import os
     import shutil
@@ -94,22 +163,16 @@ def gunzipped(path: Path) -> Path:
                          hint="give the results database of a sweep") from None
     key = (str(path), stat.st_mtime_ns, stat.st_size)
     cached = _GUNZIPPED.get(key)
-    if cached is not None and cached.is_file():
+    if cached is not None and verified_copy(cached):
         return cached
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
     folder = gz_cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{digest.hexdigest()}.sqlite"
-    if not target.is_file():
+    target = folder / f"{_file_digest(path)}.sqlite"
+    if not verified_copy(target):
         tmp = folder / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         try:
             with gzip.open(path, "rb") as src, tmp.open("wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
-            os.chmod(tmp, 0o444)  # the copy is only read: opening it for writing fails instead of diverging
-            os.replace(tmp, target)
+            publish_copy(tmp, target)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             tmp.unlink(missing_ok=True)
             raise StoreError(f"cannot decompress {path}: {exc}",
@@ -139,8 +202,26 @@ def database_url(text: str, *, write: bool = False) -> str:
     return text
 
 
+def readonly_uri(path: str | Path) -> str:
+    """The `file:` URI that opens the SQLite file `path` read-only without leaving files beside it. A database in
+    WAL mode opened `mode=ro` makes `-wal` and `-shm` files that only a writer removes; when no `-wal` file exists
+    (no writer has it open and nothing is left to checkpoint) it is opened `immutable=1`, which makes none. With a
+    `-wal` file present (a live sweep) it is opened `mode=ro`, reading the sweep's latest commits."""
+    resolved = Path(path).resolve()
+    uri = f"file:{quote(resolved.as_posix())}?mode=ro"
+    try:
+        with resolved.open("rb") as f:
+            header = f.read(20)
+    except OSError:
+        return uri  # sqlite3 reports it
+    wal_mode = header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
+    if wal_mode and not resolved.with_name(resolved.name + "-wal").exists():
+        uri += "&immutable=1"
+    return uri
+
+
 def make_engine(url: str, readonly: bool = False) -> Engine:
-    """An engine for `url`: SQLite gets WAL + busy timeout (or a `mode=ro` connection when `readonly`),
+    """An engine for `url`: SQLite gets WAL + busy timeout (or a read-only connection that leaves no files, see `readonly_uri`, when `readonly`),
     PostgreSQL gets read-only transactions by default when `readonly`."""
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
@@ -148,7 +229,7 @@ def make_engine(url: str, readonly: bool = False) -> Engine:
         if readonly:
             if path is None:
                 raise StoreError(f"cannot open {url} read-only", hint="give the path of an SQLite file")
-            uri = f"file:{quote(Path(path).resolve().as_posix())}?mode=ro"
+            uri = readonly_uri(path)  # leaves no -wal/-shm files beside the database
             engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=30,
                                                                              check_same_thread=False))
         else:

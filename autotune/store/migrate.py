@@ -24,7 +24,8 @@ from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from autotune.store.engine import SchemaVersionError, StoreError, gz_origin, make_engine
+from autotune.store.engine import (SchemaVersionError, StoreError, gz_origin, make_engine, publish_copy,
+                                    readonly_uri, verified_copy)
 from autotune.store.version import SCHEMA_VERSION
 
 VERSION_TABLE = "autotune_alembic_version"
@@ -211,7 +212,7 @@ def readable_copy(url: str, path: str) -> str:
     """Reading an SQLite file of an older schema: the URL of a copy upgraded to the head revision (the file itself is
     never written; `autotune db upgrade` migrates it in place). The copy of a plain file lives in a temporary folder
     for this process; that of a gzipped file's decompressed copy (content-addressed, see `engine.gunzipped`) is kept
-    beside it in the shared cache under a name with this schema version and a digest of the revisions, so later
+    beside it in the user's private cache (verified before reuse like it) under a name with this schema version and a digest of the revisions, so later
     processes read it at once, without loading Alembic. Other files: `url` unchanged (Store.open then reports what is
     wrong, newer schemas included)."""
     import os
@@ -220,7 +221,7 @@ def readable_copy(url: str, path: str) -> str:
 
     stat = Path(path).stat()
     key = (str(Path(path).resolve()), stat.st_mtime, stat.st_size)
-    if key in _MIGRATED:
+    if key in _MIGRATED and (gz_origin(path) is None or verified_copy(Path(_MIGRATED[key][len("sqlite:///"):]))):
         return _MIGRATED[key]
     meta = _meta_version(path)
     if meta is None or meta >= SCHEMA_VERSION:  # current, newer or not autotune's: read as it is
@@ -230,7 +231,7 @@ def readable_copy(url: str, path: str) -> str:
         copy = Path(path).with_name(f"{Path(path).stem}.s{SCHEMA_VERSION}-{_scripts_digest()}.sqlite")
     else:
         copy = Path(tempfile.mkdtemp(prefix="autotune-migrated-")) / Path(path).name
-    if not copy.is_file():
+    if not (verified_copy(copy) if origin is not None else copy.is_file()):
         engine = make_engine(url, readonly=True)
         try:
             with engine.connect() as conn:
@@ -255,7 +256,7 @@ def _meta_version(path: str) -> int | None:
     import sqlite3
 
     try:
-        conn = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True)
+        conn = sqlite3.connect(readonly_uri(path), uri=True)
         try:
             row = conn.execute("SELECT value FROM schema_meta WHERE key = 'schema_version'").fetchone()
         finally:
@@ -272,7 +273,7 @@ def _migrated_copy(path: str, copy: Path, shared: bool) -> None:
     import sqlite3
 
     tmp = copy.with_name(f".{copy.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    src = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro", uri=True)
+    src = sqlite3.connect(readonly_uri(path), uri=True)
     dst = sqlite3.connect(tmp)
     try:
         src.backup(dst)  # a consistent copy, WAL included
@@ -287,7 +288,8 @@ def _migrated_copy(path: str, copy: Path, shared: bool) -> None:
                 done.execute("PRAGMA journal_mode = DELETE")
             finally:
                 done.close()
-            os.chmod(tmp, 0o444)
-        os.replace(tmp, copy)
+            publish_copy(tmp, copy)  # read-only, with the SHA-256 that `verified_copy` checks before reuse
+        else:
+            os.replace(tmp, copy)
     finally:
         tmp.unlink(missing_ok=True)

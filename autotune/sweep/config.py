@@ -21,7 +21,7 @@ from autotune.problems.base import ProblemKind
 from autotune.sweep.limits import MAX_BYTES
 from autotune.sweep.workload import SizeRule
 from autotune.vocab import TestPoint
-from autotune.paths import RESULTS_DIR, SPACES_DIR
+from autotune.paths import SPACES_DIR
 
 TOP_KEYS = ("name", "description", "spaces", "points", "scalars", "alpha", "beta", "database", "repetitions",
             "budget", "bk", "tol", "strategy", "max_instances", "seed", "share", "resume")
@@ -121,7 +121,7 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     return SweepConfig(
         name=name, path=path, text=text, spaces=spaces,
         points=points, scalars=_scalars(r, top, kinds),
-        database=_database(r, top["database"]) if "database" in top else f"sqlite:///{RESULTS_DIR / name}.sqlite",
+        database=_database(r, top["database"]) if "database" in top else f"sqlite:///{Path.cwd() / 'results' / name}.sqlite",
         repetitions=r.integer(top["repetitions"], 1) if "repetitions" in top else 20,
         budget_s=_duration(r, budget) if budget is not None and r.value(budget) is not None else None,
         bk=r.integer(top["bk"], 1) if "bk" in top else 10,
