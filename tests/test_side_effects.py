@@ -142,3 +142,19 @@ def test_a_failed_import_leaves_no_database_or_space(tmp_path: Path, text: str, 
     r = cli("import", "kerneltuner", str(cache), "--db", str(db), *space, cwd=tmp_path)
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"], r.stderr
+
+
+def test_a_written_kernel_tuner_cache_has_the_users_usual_mode(tmp_path: Path) -> None:
+    """`export kerneltuner` wrote 0600 files (mkstemp's mode); now the umask decides, as for any file."""
+    import os
+
+    from autotune.interop.kerneltuner import read_cache, write_cache
+
+    src = next((Path(__file__).parent / "data" / "kerneltuner").glob("*.json"))
+    out = tmp_path / "cache.json"
+    old = os.umask(0o022)
+    try:
+        write_cache(read_cache(src), out)
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o644
