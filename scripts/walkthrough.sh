@@ -22,8 +22,9 @@ EOF
 cd "$W"
 echo "walk-through in $W (outside the checkout $ROOT)"
 at space show my_kernels/space.yaml
-at sweep my_kernels/sweep.yaml --database "sqlite:///$W/results/transpose_walk.sqlite" -q
-at report "$W/results/transpose_walk.sqlite" --out report --include-dir my_kernels
+at sweep my_kernels/sweep.yaml -q   # results go to results/transpose_walk.sqlite under the current folder
+test -f results/transpose_walk.sqlite
+at report results/transpose_walk.sqlite --out report --include-dir my_kernels
 python3 - <<'EOF'
 import sys
 sys.path.insert(0, "report")
@@ -45,6 +46,7 @@ EOF
 cp app.cu app.cpp
 echo "+ g++ -std=c++17 -I report -I my_kernels app.cpp"; g++ -std=c++17 -I report -I my_kernels app.cpp -o app_gxx && ./app_gxx
 echo "+ nvcc -std=c++17 -I report -I my_kernels app.cu"; nvcc -std=c++17 -I report -I my_kernels app.cu -o app_nvcc && ./app_nvcc
-at validate report/dispatch.json --db "$W/results/transpose_walk.sqlite" --random "$N" --seed 1 --out validation
+at validate report/dispatch.json --db results/transpose_walk.sqlite --random "$N" --seed 1 --out validation
+ls results report validation
 head -5 validation/validation.csv
 echo "walk-through done: $W"
