@@ -118,10 +118,10 @@ def source_name(source: Any, include_dir: Path | None) -> str | None:
     path = Path(str(source))
     if include_dir is not None:
         try:
-            return Path(os.path.relpath(path.resolve(), Path(include_dir).resolve())).as_posix() \
-                if not os.path.relpath(path.resolve(), Path(include_dir).resolve()).startswith("..") else path.name
+            rel = os.path.relpath(path.resolve(), Path(include_dir).resolve())
         except ValueError:  # another drive
             return path.name
+        return path.name if rel.startswith("..") else Path(rel).as_posix()
     return path.name
 
 

@@ -73,6 +73,7 @@ from autotune.analysis.winners import Layout, Winners, builtin_kind
 from autotune.dispatch.runtime import FALLBACKS, GENERIC, LIBRARY, NONE, Lookup, validity_bounds
 
 FORMAT, VERSION = "autotune-dispatch", 3
+RETIRED_FORMAT = "autotune-dispatch-kind"  # the per-kind tables before version 3 (refused with a hint)
 VERSIONS = (1, 2, 3)  # versions this code reads
 LEGACY_SIZES = ("m", "n", "k", "batch")  # the point fields of version 1 and 2 tables
 LEGACY_TABLE_SIZES = ("m", "n", "k")  # the region fields of version 1 and 2 tables
@@ -459,6 +460,9 @@ def load_table(path: str | Path) -> DispatchTable:
         raise UserError("not a UTF-8 text file", file=path, hint=hint) from None
     except json.JSONDecodeError as exc:
         raise UserError(f"not valid JSON: {exc.msg}", file=path, line=exc.lineno, hint=hint) from None
+    if isinstance(data, dict) and data.get("format") == RETIRED_FORMAT:
+        raise UserError(f"a table of the retired per-kind format ({RETIRED_FORMAT})", file=path,
+                        hint="write it again with `autotune report DATABASE`: every kind has the one table format now")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UserError(f"not a dispatch table (format {FORMAT!r} expected)", file=path, hint=hint)
     if data.get("version") not in VERSIONS:

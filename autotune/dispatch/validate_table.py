@@ -4,11 +4,10 @@ points, its kernels and its answer at a problem (`ValidatedTable`, made by `read
 It reads the `DispatchTable` API of format version 3 (`table.kind`, `table.size_names`, points with
 `sizes: {name: value}`, `table.lookup(precision, shape, sizes)` -> answer index: >= 0 a kernel, -1 the generic
 kernel, -2 the library, -4 none); `load_table` upgrades tables of versions 1 and 2 on load. Tables of the retired
-per-kind format ("autotune-dispatch-kind") are refused with a hint to write them again.
+per-kind format are refused by load_table with a hint to write them again.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -20,7 +19,6 @@ from autotune.vocab import TestPoint
 
 LIBRARY, GENERIC = "library", "generic"  # the answers that are no kernel of the table
 GENERIC_INDEX, LIBRARY_INDEX = -1, -2
-KIND_FORMAT = "autotune-dispatch-kind"  # the retired per-kind tables (refused with a hint)
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,14 +55,7 @@ def read_table(path: Path) -> ValidatedTable:
     if not path.is_file():
         raise UserError(f"no dispatch table {path}",
                         hint="give a dispatch.json written by `autotune report` or `autotune emit --format json`")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"not a JSON file: {exc}", file=path, hint="give a dispatch.json") from None
-    if isinstance(data, dict) and data.get("format") == KIND_FORMAT:
-        raise UserError(f"{path} is a table of the retired per-kind format (autotune-dispatch-kind)",
-                        hint="write it again with `autotune report DATABASE`: every kind has the one table format now")
-    return _v3(load_table(path))  # checked; version 1 and 2 tables are upgraded on load
+    return _v3(load_table(path))  # checked; version 1 and 2 upgraded, the retired per-kind format refused
 
 
 def _v3(table: Any) -> ValidatedTable:

@@ -13,7 +13,6 @@ import os
 import socket
 import uuid as uuidlib
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
@@ -26,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.store import frames, views
+from autotune.store.boundary import checked
 from autotune.store.engine import (SchemaVersionError, StoreError, SweepLockedError, database_url, make_engine,
                                    sqlite_path)
 from autotune.store.frames import MEASUREMENT_COLUMNS
@@ -459,36 +459,6 @@ class Store:
                     raise StoreError(f"no sweep {sweep_id} in {self.url}")
                 self._sweeps[sweep_id] = row
         return self._sweeps[sweep_id]
-
-
-def checked(m: Measurement) -> Measurement:
-    """The measurement as it may be stored: one whose status is ok must have a finite, positive median (and
-    finite, positive times); otherwise it is stored as `crashed` with the reason. `crashed`, not `wrong`: `wrong`
-    says the kernel's output failed verification, which is not known here; the measurement itself broke."""
-    if Status(m.status) != Status.OK:
-        return m
-    why = None
-    if not _positive(m.median_ms):
-        why = "no median time" if m.median_ms is None else f"median time {m.median_ms!r} ms"
-    elif not all(_time(t) for t in m.times_ms):
-        why = f"a repetition's time {next(t for t in m.times_ms if not _time(t))!r} ms is not a finite number >= 0"
-    else:
-        bad = [(n, v) for n, v in (("p20", m.p20_ms), ("p80", m.p80_ms), ("min", m.min_ms), ("max", m.max_ms))
-               if v is not None and not _time(v)]
-        why = f"{bad[0][0]} time {bad[0][1]!r} ms is not a finite number >= 0" if bad else None
-    if why is None:
-        return m
-    error = why if "finite" in why else f"{why} is not a positive finite number"
-    error += "; not stored as ok"
-    return replace(m, status=Status.CRASHED, error=f"{m.error}: {error}" if m.error else error)
-
-
-def _time(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-
-
-def _positive(v: object) -> bool:
-    return _time(v) and v > 0  # type: ignore[operator]
 
 
 def _work(m: Measurement, scalars: Mapping[str, float] | None) -> tuple[float | None, int | None]:

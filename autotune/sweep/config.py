@@ -303,11 +303,13 @@ def _points(r: Reader, node: Node, kinds: _Kinds) -> list[TestPoint]:
                           f"write {derive[0]}: 1000 or {derive[0]}: {{bytes: 100MB}} (see the README section 'Sweep configs')")
         raise r.error(m["sizes"], f"sizes of {kind.name} miss {', '.join(missing)}",
                       kind.size_forms_help or f"give every size: {', '.join(kind.size_names)}")
+    rule = size_rule(r, m, kind, SizeRule())  # `NAME: N` or `NAME: {bytes: SIZE}` of each derived size
     out = []
     for prec in precisions:
         for shape in shapes:
             for combo in combos:
-                sizes = _derived(r, m, kind, prec, shape, combo)
+                filled = rule.fill(kind, prec, shape, combo)  # the derived sizes the group gives
+                sizes = {n: filled[n] for n in kind.size_names if n in filled}
                 try:
                     point = kind.point(prec, shape, sizes)
                 except ValueError as exc:
@@ -359,13 +361,6 @@ def _size_combos(r: Reader, node: Node, kind: ProblemKind) -> tuple[list[dict[st
             lists.append([{n: v for n in names} for v in size_list(r, value)])
     combos = [{k: v for part in combo for k, v in part.items()} for combo in itertools.product(*lists)]
     return combos, given
-
-
-def _derived(r: Reader, m: dict[str, Node], kind: ProblemKind, precision: str, shape: str,
-             sizes: dict[str, int]) -> dict[str, int]:
-    """`sizes` with the kind's derived sizes the group gives as `NAME: N` or `NAME: {bytes: SIZE}`."""
-    out = size_rule(r, m, kind, SizeRule()).fill(kind, precision, shape, sizes)
-    return {n: out[n] for n in kind.size_names if n in out}
 
 
 def size_rule(r: Reader, m: dict[str, Node], kind: ProblemKind, base: SizeRule) -> SizeRule:
