@@ -37,7 +37,7 @@ def _per_point(points: pd.DataFrame, layout: Layout, what: str, scalars: Mapping
     kind = layout.kind_object
     if kind is None or points.empty:
         return np.full(len(points), np.nan)
-    full = kind.scalars({k: v for k, v in scalars.items() if k in kind.scalar_defaults})
+    full = kind.own_scalars(scalars)
     out = []
     for row in points[list(layout.columns)].itertuples(index=False):
         point = kind.point(row[0], row[1], {n: int(v) for n, v in zip(layout.sizes, row[2:])})

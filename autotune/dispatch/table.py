@@ -228,7 +228,7 @@ def _bytes(layout: Layout, scalars: Mapping[str, float]):
     kind = layout.kind_object
     if kind is None:
         return lambda precision, shape, dims: 1
-    full = kind.scalars({k: v for k, v in scalars.items() if k in kind.scalar_defaults})
+    full = kind.own_scalars(scalars)
     return lambda precision, shape, dims: max(1, int(kind.bytes_moved(
         kind.point(precision, shape, dict(zip(layout.sizes, dims))), full)))
 

@@ -177,6 +177,11 @@ class ProblemKind(ABC):
             out[name] = float(value)
         return out
 
+    def own_scalars(self, run: Mapping[str, float] | None) -> dict[str, float]:
+        """This kind's scalars from a run's, which may also hold other kinds' (a config whose spaces solve several
+        kinds): the defaults overridden by the values of the names this kind has; other names are ignored."""
+        return self.scalars({n: v for n, v in (run or {}).items() if n in self.scalar_defaults})
+
     # ------------------------------------------------------------------ work, distance
     def flops(self, point: TestPoint) -> float:
         return 0.0

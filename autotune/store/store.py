@@ -473,8 +473,7 @@ def _work(m: Measurement, scalars: Mapping[str, float] | None) -> tuple[float | 
         kind = BUILT_IN.get(m.point.kind)
         if kind is None:
             return None, None
-        given = {k: v for k, v in (scalars or {}).items() if k in kind.scalar_defaults}
-        flops, nbytes = kind.flops(m.point), kind.bytes_moved(m.point, kind.scalars(given))
+        flops, nbytes = kind.flops(m.point), kind.bytes_moved(m.point, kind.own_scalars(scalars))
     for what, v in (("flops", flops), ("bytes moved", nbytes)):
         if v is not None and not (math.isfinite(v) and v >= 0):
             raise StoreError(f"the kind {m.point.kind} counts {v!r} {what} at {m.point.key}",

@@ -36,8 +36,7 @@ def point_bytes(point: TestPoint, kind: ProblemKind | None = None, scalars: Scal
     kind = kind if kind is not None else BUILT_IN.get(point.kind)
     if kind is None:
         return 0
-    own = {n: v for n, v in (scalars or {}).items() if n in kind.scalar_defaults}
-    return kind.device_bytes(point, kind.scalars(own))
+    return kind.device_bytes(point, kind.own_scalars(scalars))
 
 
 def parse_bytes(text: str) -> int:

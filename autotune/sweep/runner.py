@@ -205,7 +205,7 @@ def space_record(space: Space) -> SpaceRecord:
 def kind_scalars(kind: ProblemKind, cfg: SweepConfig) -> dict[str, float]:
     """The run's scalars of one kind: its defaults overridden by the config's values of its own scalars (a config
     whose spaces solve several kinds holds the scalars of all of them)."""
-    return kind.scalars({n: v for n, v in cfg.scalars.items() if n in kind.scalar_defaults})
+    return kind.own_scalars(cfg.scalars)
 
 
 def _annotate(m: Measurement, kind: ProblemKind, cfg: SweepConfig) -> Measurement:
