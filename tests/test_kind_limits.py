@@ -34,7 +34,9 @@ def test_other_kinds_get_the_generic_rule() -> None:
     kind = stencil_kind()
     ok = kind.point("fp32", "", {"ny": 4096, "nx": 4096})
     assert kind.check_limits(ok) is None
-    assert kind.device_bytes(ok, {}) == 2 * kind.bytes_moved(ok, {}) > 0
+    # a declared kind counts its buffers as declared (out 4096 x 4096, inp padded by the 5x5 filter's halo),
+    # plus the reference of its output in float64; not its roofline's `bytes:`
+    assert kind.device_bytes(ok, {}) == 4 * (4096 * 4096 + 4100 * 4100) + 8 * 4096 * 4096
     assert point_bytes(ok, kind) == kind.device_bytes(ok, {})
     big = kind.point("fp32", "", {"ny": 4, "nx": INT32_MAX + 1})
     assert kind.check_limits(big)[0] == "nx"
@@ -51,3 +53,28 @@ def test_a_config_size_above_int32_is_refused_at_its_line() -> None:
         parse_config(text, file=STENCIL / "sweep.yaml")
     line = next(i for i, t in enumerate(text.splitlines(), 1) if "3000000000" in t)
     assert err.value.line == line and "nx = 3,000,000,000 is above 2^31 - 1" in err.value.message
+
+
+def test_a_declared_kind_counts_its_buffers_and_refuses_a_negative_shape(tmp_path) -> None:
+    """Issue 30: a buffer of 64 x 96 x 10^11 floats was allocated (and every instance recorded as out of memory); a
+    negative dimension failed on the GPU. Both are refused before the sweep records anything."""
+    import shutil
+
+    from autotune.errors import SpaceError
+    from autotune.paths import ROOT
+
+    folder = tmp_path / "t"
+    shutil.copytree(ROOT / "examples" / "transpose", folder, ignore=shutil.ignore_patterns("results"))
+    space = folder / "space.yaml"
+    text = space.read_text()
+    space.write_text(text.replace("shape: [rows, cols], init: random", "shape: [rows, cols, 100000000000], init: random"))
+    kind = load_space(space).kind
+    p = kind.point("fp32", "", {"rows": 64, "cols": 96})
+    assert kind.device_bytes(p, {}) >= 64 * 96 * 10**11 * 4
+    with pytest.raises(Exception, match="do not fit"):
+        check_points_fit([p], "NVIDIA H100 80GB HBM3", kinds={kind.name: kind})
+    space.write_text(text.replace("shape: [cols, rows], output: true", "shape: [cols, rows - 100], output: true"))
+    kind = load_space(space).kind
+    with pytest.raises(SpaceError, match=r"buffer `out` has shape \[96, -36\]"):
+        check_points_fit([kind.point("fp32", "", {"rows": 64, "cols": 96})], "NVIDIA H100 80GB HBM3",
+                         kinds={kind.name: kind})

@@ -114,6 +114,25 @@ class DeclaredKind(ProblemKind):
                           file=self.source or None, line=self.lines[what == "flops"], expr=expr.text,
                           hint="fix the expression (it counts the work of one problem, from its sizes)")
 
+    def buffer_shape(self, arg: Argument, point: TestPoint) -> tuple[int, ...]:
+        """A buffer's shape at `point`; SpaceError when a dimension is negative (checked before a sweep)."""
+        shape = tuple(as_int(evaluate(e, point.dims)) for e in arg.shape)
+        if any(d < 0 for d in shape):
+            raise SpaceError(f"problem: buffer `{arg.name}` has shape {list(shape)} at {point.key}: a dimension is "
+                             "negative", file=self.source or None, expr=", ".join(e.text for e in arg.shape),
+                             hint="fix the buffer's `shape:` (expressions of the sizes), or leave that point out")
+        return shape
+
+    def device_bytes(self, point: TestPoint, scalars: Scalars) -> int:
+        """One copy of every buffer, plus the reference's outputs in float64 (what the GPU worker allocates at
+        least; more copies only where they fit the L2 protection)."""
+        total = 0
+        for a in self.arguments:
+            if a.is_buffer:
+                n = math.prod(self.buffer_shape(a, point))
+                total += n * DTYPES[a.numpy_dtype(point.precision)] + (8 * n if a.output else 0)
+        return total
+
     def tolerance_of(self, precision: str) -> float:
         return dict(self.tolerance).get(precision, DEFAULT_TOLERANCE.get(precision, 0.0))
 

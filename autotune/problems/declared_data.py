@@ -60,8 +60,7 @@ class DeclaredData(ProblemData):
 
     @classmethod
     def build(cls, kind: DeclaredKind, point: TestPoint, l2_bytes: int, seed: int) -> "DeclaredData":
-        sizes = point.dims
-        one = sum(math.prod(_shape(a, sizes)) * DTYPES[a.numpy_dtype(point.precision)]
+        one = sum(math.prod(kind.buffer_shape(a, point)) * DTYPES[a.numpy_dtype(point.precision)]
                   for a in kind.arguments if a.is_buffer)
         return cls(kind, point, rotation_copies(one, l2_bytes), seed)
 

@@ -268,6 +268,9 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
     except KeyboardInterrupt:
         status = "interrupted"
         store.clear_inflight(sweep_id)  # Ctrl-C is not the kernel's fault: those pairs are measured on resume
+    except UserError:
+        store.clear_inflight(sweep_id)  # the problem's fault (its reference, buffers, kernel name), not the pair's
+        raise
     except SQLAlchemyError:
         db_failed = True
         # the database failed (disk full, read-only, server gone), not the kernel in flight: free its pair for the

@@ -46,6 +46,12 @@ def gpu_main(conn: Any, device: int) -> None:
             os._exit(3)
 
 
+class ProblemFault(Exception):
+    """The problem's own code failed, whatever instance ran: its reference raised or returned what the problem's
+    outputs cannot hold, its buffers could not be made, or the compiled source has no kernel of the declared name.
+    Not data about an instance: the parent stops the sweep with this message and records nothing for the pair."""
+
+
 class _GpuState:
     def __init__(self, cp: Any, device: int) -> None:
         from autotune.sweep.timing import Timer
@@ -72,6 +78,9 @@ class _GpuState:
                 if kind == "measure":
                     return self.measure(message[1], conn), False
                 return self.baseline(*message[1:], conn), False
+            except ProblemFault as exc:
+                self.drop_caches()
+                return exc, False
             except cp.cuda.memory.OutOfMemoryError as exc:
                 self.drop_caches()
                 if attempt:
@@ -96,7 +105,16 @@ class _GpuState:
         full = kind.scalars(scalars)
         key = (point, convention, scalars_key(full))
         if key not in self.data:
-            data = kind.allocate(point, convention, full, self.l2_bytes, seed=zlib.crc32(repr(key[:2]).encode()))
+            try:
+                data = kind.allocate(point, convention, full, self.l2_bytes, seed=zlib.crc32(repr(key[:2]).encode()))
+            except self.cp.cuda.memory.OutOfMemoryError as exc:
+                if self.data:
+                    raise  # the caches hold memory: dropped and tried once more by `handle`
+                raise ProblemFault(f"the {kind.name} problem's buffers at {point.key} do not fit in the GPU's free "
+                                   f"memory: {exc}"[:400]) from None
+            except Exception as exc:  # noqa: BLE001 - the kind's own code: reported as the problem's fault
+                raise ProblemFault(f"the {kind.name} problem's buffers could not be made at {point.key}: "
+                                   f"{type(exc).__name__}: {exc}"[:400]) from None
             self.data[key] = [data, 0, {}]
             self._evict(keep=key)
         self.data.move_to_end(key)
@@ -116,7 +134,14 @@ class _GpuState:
 
     def reference(self, key: tuple) -> Any:
         if key not in self.refs:
-            self.refs[key] = self.data[key][0].reference()
+            data = self.data[key][0]
+            try:
+                self.refs[key] = data.reference()
+            except self.cp.cuda.memory.OutOfMemoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the user's reference: reported as the problem's fault
+                name = getattr(getattr(data, "kind", None), "reference_fn", None) or "the reference"
+                raise ProblemFault(f"{name} failed at {key[0].key}: {type(exc).__name__}: {exc}"[:400]) from None
             self._evict(keep=key)
         self.refs.move_to_end(key)
         return self.refs[key]
@@ -143,7 +168,12 @@ class _GpuState:
     def measure(self, req: MeasureRequest, conn: Any) -> Measurement:
         cp, v = self.cp, req.variant
         m = Measurement(req.instance_id, v.point, Status.OK, compile_s=req.compile_s)
-        func = self.kernels.function(req.blob, req.lowered_name)
+        try:
+            func = self.kernels.function(req.blob, req.lowered_name)
+        except cp.cuda.driver.CUDADriverError as exc:
+            if "NOT_FOUND" not in str(exc):
+                raise
+            raise ProblemFault(f"the compiled source has no kernel named {req.lowered_name!r} ({exc})") from None
         attr = cp.cuda.driver.funcGetAttribute
         m.registers, m.shared_bytes, m.local_bytes = (int(attr(a, func.ptr)) for a in (4, 1, 3))
         m.shared_bytes += v.shared_bytes

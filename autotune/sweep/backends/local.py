@@ -36,7 +36,8 @@ from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import (DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch,
                               warm_compile_process)
 from autotune.sweep.backends.base import Job
-from autotune.sweep.backends.gpu_worker import gpu_main
+from autotune.errors import UserError
+from autotune.sweep.backends.gpu_worker import ProblemFault, gpu_main
 from autotune.sweep.backends.tasks import KernelTask, MeasureRequest, Variant
 from autotune.problems.base import ProblemKind, Scalars, scalars_key
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
@@ -239,6 +240,8 @@ class GpuBackend:
         """The kind's baseline on the same data as the kernels, verified and timed the same way."""
         kind, payload = self._call(("baseline", problem, point, dict(scalars), reps),
                                    lambda est: est * (reps + 50) / 1e3)
+        if kind == "result" and isinstance(payload, ProblemFault):
+            raise problem_error(payload)
         if kind == "result":
             return payload
         return Measurement(problem.baseline_name or "baseline", point,
@@ -294,6 +297,10 @@ class GpuBackend:
         return out
 
     def _measure(self, task: KernelTask, v: Variant, ck: CompiledKernel) -> Measurement:
+        if not ck.ok and f'identifier "{v.name_expression}" is undefined' in ck.log:
+            raise UserError(f"{task.source} has no kernel named {v.name_expression!r} (NVRTC: identifier is undefined)",
+                            hint="correct the space's `kernel: name:` (or the source), and run the same command "
+                                 "again (nothing was recorded)")
         if not ck.ok:
             lines = ck.log.strip().splitlines() or ["compile error"]
             first = next((ln for ln in lines if "error" in ln), lines[-1])
@@ -309,8 +316,16 @@ class GpuBackend:
         if kind != "result":
             status = Status.TIMEOUT if kind == "timeout" else Status.CRASHED
             return Measurement(task.instance_id, v.point, status, error=payload, compile_s=ck.compile_s)
+        if isinstance(payload, ProblemFault):
+            raise problem_error(payload)
         m: Measurement = payload
         m.compile_s = ck.compile_s if m.compile_s is None else m.compile_s
         if m.status == Status.OK and m.median_ms is not None:
             self._best[key] = min(m.median_ms, self._best.get(key, m.median_ms))
         return m
+
+
+def problem_error(fault: ProblemFault) -> UserError:
+    """What the sweep stops with when the problem's own code failed on the GPU (nothing is recorded for the pair)."""
+    return UserError(str(fault), hint="fix the problem's reference, buffer shapes or kernel name and run the same "
+                                      "command again (nothing was recorded for this pair)")
