@@ -72,7 +72,8 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
           seed: Annotated[Optional[int], typer.Option(help="Seed of the random strategy. Overrides the config.")] = None,
           replay: Annotated[Optional[str], typer.Option(help="Take measurements from this recorded database URL instead of a GPU.")] = None,
           resume: Annotated[Optional[str], typer.Option(help="What a resumed sweep skips: gpu (pairs measured on this very GPU) or model (pairs measured on any GPU of the same name, SM count and compute capability: for clusters and lent machines where each run lands on another card). Overrides the config's `resume`.")] = None,
-          quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar; a line every 30 s (for logs).")] = False) -> None:
+          quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar; a line every 30 s (for logs).")] = False,
+          early_stop: Annotated[bool, typer.Option("--early-stop/--no-early-stop", help="Stop timing an instance after a few repetitions once it is provably slower than the best / (1 - tol) (status skipped). --no-early-stop times every instance fully: complete recorded spaces, e.g. to benchmark search strategies on.")] = True) -> None:
     """Compile, verify and time every instance of the config's spaces on its test points.
 
     Results go to the config's database (default results/<config name>.sqlite). Running the same
@@ -89,7 +90,7 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
         raise UserError(f"--resume must be gpu or model, got {resume!r}")
     overrides = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume)
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
-    summary = run_config(cfg, replay, quiet)
+    summary = run_config(cfg, replay, quiet, early_stop)
     print_summary(summary, cfg.database)
     if summary.status == "interrupted":
         raise typer.Exit(130)
