@@ -4,11 +4,14 @@
      watchdog, kill, restart) runs against a fake worker that speaks the real pipe protocol
      (tests/support/fake_gpu_worker.py); compiles are stubbed, as there is no NVRTC here.
 4.   The SQLite database fills up or turns read-only mid-sweep (tests/support/db_faults.py).
-5.   The PostgreSQL server restarts mid-sweep (needs AUTOTUNE_TEST_PG_URL and AUTOTUNE_TEST_PG_DIR).
+5.   The PostgreSQL server crashes and restarts mid-statement (the sweep reconnects with back-off), or stays down
+     past AUTOTUNE_DB_RETRY_S (the sweep stops with a clear error, then resumes); needs AUTOTUNE_TEST_PG_URL and
+     AUTOTUNE_TEST_PG_DIR.
 6.   The whole sweep is killed with SIGKILL at random moments.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sqlite3
@@ -263,19 +266,30 @@ def test_database_full_or_read_only_stops_the_sweep_with_a_clear_error(tmp_path:
     assert rows(db, "PRAGMA integrity_check") == [("ok",)]
 
 
-# ---- 5. the PostgreSQL server restarts mid-sweep ------------------------------------------------------------
+# ---- 5. the PostgreSQL server restarts mid-sweep, or stays down ---------------------------------------------
 
-def restart_postgres() -> None:
-    """`pg_ctl restart -m fast` on the server of scripts/ci_postgres.sh (as its owner when we are root)."""
+def pg_ctl(action: str, *options: str) -> None:
+    """`pg_ctl ACTION` on the server of scripts/ci_postgres.sh (as its owner when we are root). `start` passes the
+    options of the server's last start (its postmaster.opts: port, socket folder, listen address)."""
+    import shlex
     home = Path(os.environ["AUTOTUNE_TEST_PG_DIR"])
-    pg_ctl = Path((home / "bindir").read_text().strip()) / "pg_ctl"
-    command = [str(pg_ctl), "-D", str(home / "data"), "-l", str(home / "data" / "server.log"), "-m", "fast", "-w",
-               "-t", "60", "restart"]
+    data = home / "data"
+    command = [str(Path((home / "bindir").read_text().strip()) / "pg_ctl"), "-D", str(data), "-w", "-t", "60",
+               "-l", str(data / "server.log"), *options, action]  # -l: the server must not write to our pipe
+    if action == "start":
+        words = shlex.split((data / "postmaster.opts").read_text())[1:]
+        at = words.index("-D")
+        command[1:1] = ["-o", shlex.join(words[:at] + words[at + 2:])]
     owner = home.stat().st_uid
     if os.getuid() == 0 and owner != 0:
         import pwd
         command = ["runuser", "-u", pwd.getpwuid(owner).pw_name, "--", *command]
     subprocess.run(command, check=True, capture_output=True, timeout=90)
+
+
+def server_up() -> bool:
+    home = Path(os.environ["AUTOTUNE_TEST_PG_DIR"])
+    return (home / "data" / "postmaster.pid").exists()
 
 
 def wait_for(done, seconds: float = 60) -> None:  # type: ignore[no-untyped-def]
@@ -289,40 +303,116 @@ def count(engine: sa.Engine, sql: str) -> int:
     try:
         with engine.connect() as c:
             return int(c.exec_driver_sql(sql).scalar_one())
-    except sa.exc.SQLAlchemyError:  # tables not created yet
+    except sa.exc.SQLAlchemyError:  # tables not created yet, or the server is restarting
         return 0
 
 
-def test_postgres_restart_mid_sweep_loses_nothing(fresh_pg_url: str, clean_run: dict[tuple[str, str], str]) -> None:
+def cut_mid_statement(url: str, proc: subprocess.Popen, action: str, *options: str) -> None:
+    """Run `pg_ctl ACTION` while the sweep's INSERT into measurements is in flight: a transaction of ours holds
+    an EXCLUSIVE lock on the table until the sweep's backend waits for it, then the server goes down under both
+    (with -m immediate, as in a crash: no backend finishes its statement)."""
+    locker, watch = sa.create_engine(url), sa.create_engine(url)
+    try:
+        conn = locker.connect()
+        conn.exec_driver_sql("LOCK TABLE measurements IN EXCLUSIVE MODE")
+        wait_for(lambda: count(watch, "select count(*) from pg_stat_activity where datname = current_database() "
+                                      "and wait_event_type = 'Lock'") > 0 or proc.poll() is not None)
+        assert proc.poll() is None, "the sweep ended before the server went down"
+        watch.dispose()
+        pg_ctl(action, *options)
+        with contextlib.suppress(sa.exc.SQLAlchemyError):
+            conn.close()
+    finally:
+        locker.dispose()
+        watch.dispose()
+
+
+def start_sweep(url: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "autotune", *sweep_args(url)], cwd=ROOT,
+                            env={**ENV, "AUTOTUNE_REPLAY_DELAY": "0.03", **(env or {})}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def need_pg_ctl() -> None:
     home = os.environ.get("AUTOTUNE_TEST_PG_DIR")
     if not home or not (Path(home) / "bindir").is_file():
         pytest.skip("AUTOTUNE_TEST_PG_DIR (printed by scripts/ci_postgres.sh) is not set: no pg_ctl to restart with")
+
+
+def no_duplicates(url: str) -> None:
+    """Each (instance, point, device) once, one sweep row per run, nothing left in flight."""
+    assert query(url, "select count(*) - count(distinct (instance_id, point_id, device_id)) from measurements") == [(0,)]
+    assert query(url, "select count(*) from inflight") == [(0,)]
+
+
+RESTARTS = 3
+
+
+def test_postgres_restarts_mid_statement_and_the_sweep_reconnects(fresh_pg_url: str,
+                                                                  clean_run: dict[tuple[str, str], str]) -> None:
+    """The server crashes and comes back (pg_ctl restart -m immediate) three times while a measurement is being
+    inserted: each time the sweep warns once, waits, reconnects, re-runs the cut transaction, and finishes with
+    every pair once (exit 0), as the same sweep without a fault."""
+    need_pg_ctl()
     watch = sa.create_engine(fresh_pg_url, pool_pre_ping=True)
-    proc = subprocess.Popen([sys.executable, "-m", "autotune", *sweep_args(fresh_pg_url)], cwd=ROOT,
-                            env={**ENV, "AUTOTUNE_REPLAY_DELAY": "0.02"}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = start_sweep(fresh_pg_url)
     try:
-        wait_for(lambda: count(watch, "select count(*) from measurements") >= 30 or proc.poll() is not None)
-        assert proc.poll() is None, "the sweep ended before the restart"
-        before = snapshot(fresh_pg_url)
-        restart_postgres()
-        out, err = proc.communicate(timeout=120)
+        seen = 0
+        for _ in range(RESTARTS):  # each after the sweep recorded 20 more pairs (so it was back)
+            wait_for(lambda: count(watch, "select count(*) from measurements") >= seen + 20 or proc.poll() is not None)
+            seen = count(watch, "select count(*) from measurements")
+            cut_mid_statement(fresh_pg_url, proc, "restart", "-m", "immediate")
+        out, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         watch.dispose()
-    assert "Traceback" not in err
-    # pool_pre_ping reconnects when the restart fell between two sessions; a statement cut by it stops the sweep
-    if proc.returncode == 2:
-        assert "error: database failed during the sweep: postgresql+psycopg://" in err and "run the same command" in err
-    else:
-        assert proc.returncode == 0, err
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert err.count("warning: lost the database connection") == RESTARTS, err  # one line per outage
+    assert err.count("database back after") == RESTARTS, err
+    assert "AUTOTUNE_DB_RETRY_S" in err
+    after = snapshot(fresh_pg_url)
+    assert {k: v[0] for k, v in after.items()} == clean_run  # every pair, with the clean run's status
+    no_duplicates(fresh_pg_url)
+    assert query(fresh_pg_url, "select status from sweeps") == [("done",)]
+    assert query(fresh_pg_url, "select count(*) from sweep_lock") == [(0,)]
+
+
+def test_postgres_down_past_the_retry_limit_stops_then_resumes(fresh_pg_url: str,
+                                                               clean_run: dict[tuple[str, str], str]) -> None:
+    """With AUTOTUNE_DB_RETRY_S=3 a server that stays down stops the sweep after about 3 s with the clear error
+    naming the knob (exit 2, no traceback); once the server is back, the same command finishes the sweep and
+    nothing recorded before the outage is lost or measured again."""
+    need_pg_ctl()
+    watch = sa.create_engine(fresh_pg_url, pool_pre_ping=True)
+    proc = start_sweep(fresh_pg_url, {"AUTOTUNE_DB_RETRY_S": "3"})
+    try:
+        wait_for(lambda: count(watch, "select count(*) from measurements") >= 30 or proc.poll() is not None)
+        watch.dispose()
+        before = snapshot(fresh_pg_url)
+        cut_mid_statement(fresh_pg_url, proc, "stop", "-m", "immediate")
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if not server_up():
+            pg_ctl("start")
+        watch.dispose()
+    assert proc.returncode == 2 and "Traceback" not in err, err
+    assert err.count("warning: lost the database connection") == 1, err
+    assert "error: database failed during the sweep: postgresql+psycopg://" in err
+    assert "AUTOTUNE_DB_RETRY_S=3" in err and "run the same command again" in err, err
+    assert 2.5 < took < 30
     after = snapshot(fresh_pg_url)
     assert all(after[k] == v for k, v in before.items())
     pending = query(fresh_pg_url, "select count(*) from inflight")[0][0]
     assert pending <= 1
     resume_and_check(fresh_pg_url, after, clean_run, pending)
+    no_duplicates(fresh_pg_url)
 
 
 # ---- 6. kill -9 of the whole sweep at random moments -------------------------------------------------------

@@ -137,6 +137,11 @@ def database_failure(url: str, exc: Exception) -> UserError:
     if "readonly" in low.replace(" ", "").replace("-", ""):
         return StoreError(f"database read-only: cannot write {where} ({reason})",
                           hint=f"make the file, its folder and its file system writable, {again}")
+    from autotune.store.retry import RETRY_ENV, DatabaseGone
+    if isinstance(exc, DatabaseGone) and not exc.locked:
+        return StoreError(f"database failed during the sweep: {where} ({reason})",
+                          hint=f"start the database server or make it reachable (or give it longer: {RETRY_ENV}="
+                               f"seconds to wait, now {exc.limit_s:g}), {again}")
     return StoreError(f"database failed during the sweep: {where} ({reason})",
                       hint=f"check that the database (for PostgreSQL, its server) is reachable, {again}")
 

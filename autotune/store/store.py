@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 import os
 import socket
+import sys
 import uuid as uuidlib
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import pandas as pd
 from sqlalchemy import bindparam, delete, insert, inspect, select, update
@@ -29,6 +30,7 @@ from autotune.store.boundary import checked
 from autotune.store.engine import (SchemaVersionError, StoreError, SweepLockedError, database_url, make_engine,
                                    sqlite_path)
 from autotune.store.frames import MEASUREMENT_COLUMNS
+from autotune.store.retry import Retrier
 from autotune.store.schema import (SCHEMA_VERSION, BaselineRow, Device, Inflight, InstanceParam, InstanceRow,
                                    MeasurementRow, Point, PointSize, SchemaMeta, Software, SpaceRecord, SpaceVersion,
                                    Sweep, SweepLock, SweepStart, figures, now, sizes_json)
@@ -37,6 +39,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from autotune.space.instance import Instance
 
 LOCK_STALE_S = 120.0  # a lock whose heartbeat is older than this belongs to a dead sweep
+T = TypeVar("T")
+
+
+def _print_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 class Store:
@@ -50,6 +57,8 @@ class Store:
         self._points: dict[TestPoint, int] = {}
         self._viewed: set[str] = set()  # kinds whose point view this Store has checked
         self._lock_token: str | None = None
+        self.notify: Callable[[str], None] = _print_line  # where outage warnings go (the runner sets its reporter's)
+        self.retrier = Retrier(lambda line: self.notify(line))  # rides out a lost connection: autotune.store.retry
 
     @classmethod
     def open(cls, url: str, *, create: bool = True, readonly: bool = False) -> "Store":
@@ -106,18 +115,27 @@ class Store:
         """Release the sweep lock if this Store holds it, and dispose of the engine (even when the release fails:
         then the lock expires like a dead sweep's)."""
         try:
-            if self._lock_token is not None:
-                with self.session() as s:
-                    s.execute(delete(SweepLock).where(SweepLock.token == self._lock_token))
+            token = self._lock_token
+            if token is not None:
+                self.transact(lambda s: s.execute(delete(SweepLock).where(SweepLock.token == token)))
         finally:
             self._lock_token = None
             self.engine.dispose()
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """The one way to talk to the database: commits on success, rolls back on any exception."""
+        """One transaction: commits on success, rolls back on any exception. Not retried (see `transact`)."""
         with self._sessions.begin() as s:
             yield s
+
+    def transact(self, work: Callable[[Session], T]) -> T:
+        """`work(session)` in one transaction, run again from the start when a lost connection (a PostgreSQL
+        restart) or a locked SQLite file cuts it, after a back-off, until the outage outlasts AUTOTUNE_DB_RETRY_S
+        (`autotune.store.retry`). `work` must be safe to run twice: a commit whose reply was lost may have landed."""
+        def once() -> T:
+            with self._sessions.begin() as s:
+                return work(s)
+        return self.retrier.run(once)
 
     def _check_schema(self, create: bool) -> None:
         from autotune.store.migrate import check, database_version
@@ -141,7 +159,7 @@ class Store:
 
     def upsert_device(self, info: DeviceInfo) -> int:
         """The id of the device with `info.uuid`, created or refreshed (clocks, bandwidth: last seen)."""
-        with self.session() as s:
+        def work(s: Session) -> int:
             row = s.scalars(select(Device).where(Device.uuid == info.uuid)).first()
             if row is None:
                 row = Device(uuid=info.uuid)
@@ -151,22 +169,24 @@ class Store:
             row.copy_bandwidth = info.copy_bandwidth
             s.flush()
             return row.id
+        return self.transact(work)
 
     def upsert_software(self, info: DeviceInfo, autotune_version: str, git_commit: str | None) -> int:
         """The id of this exact software stack (driver, CUDA runtime, NVRTC, CuPy, autotune, commit)."""
         key = dict(driver=info.driver, cuda_runtime=info.cuda_runtime, nvrtc=info.nvrtc, cupy=info.cupy,
                    autotune_version=autotune_version, git_commit=git_commit or "")
-        with self.session() as s:
+        def work(s: Session) -> int:
             row = s.scalars(select(Software).filter_by(**key)).first()
             if row is None:
                 row = Software(**key)
                 s.add(row)
                 s.flush()
             return row.id
+        return self.transact(work)
 
     def upsert_space(self, rec: SpaceRecord) -> int:
         """The id of this version of a space (same name, YAML text and kernel source text)."""
-        with self.session() as s:
+        def work(s: Session) -> int:
             row = s.scalars(select(SpaceVersion).filter_by(
                 name=rec.name, yaml_hash=rec.yaml_hash, source_hash=rec.source_hash)).first()
             if row is None:
@@ -177,13 +197,15 @@ class Store:
                 s.add(row)
                 s.flush()
             return row.id
+        return self.transact(work)
 
     def upsert_instances(self, instances: Iterable["Instance"]) -> int:
         """Insert the instances not yet stored (with one instance_params row per parameter); returns
         how many were new. An instance's id already encodes its space and parameters."""
-        todo = {i.id: i for i in instances}
-        with self.session() as s:
-            ids = list(todo)
+        given = {i.id: i for i in instances}
+
+        def work(s: Session) -> int:
+            todo, ids = dict(given), list(given)
             for start in range(0, len(ids), 500):
                 for known in s.scalars(select(InstanceRow.id).where(InstanceRow.id.in_(ids[start:start + 500]))):
                     todo.pop(known)
@@ -192,7 +214,8 @@ class Store:
                                                 for i in todo.values()])
                 s.execute(insert(InstanceParam.__table__), [_param_row(i.id, name, value)
                                                   for i in todo.values() for name, value in i.params])
-        return len(todo)
+            return len(todo)
+        return self.transact(work)
 
     def upsert_points(self, points: Iterable[TestPoint]) -> dict[TestPoint, int]:
         """The ids of the given test points, inserting the new ones (with their point_sizes rows, and the view of a
@@ -200,7 +223,10 @@ class Store:
         wanted = [p for p in dict.fromkeys(points) if p not in self._points]
         if not wanted:
             return dict(self._points)
-        with self.session() as s:
+        kinds = {p.kind for p in wanted} - self._viewed
+
+        def work(s: Session) -> dict[TestPoint, int]:  # the caches are filled once it committed
+            found = {}
             for p in wanted:
                 row = s.scalars(select(Point).filter_by(kind=p.kind, precision=p.precision, shape=p.shape,
                                                         sizes=sizes_json(p))).first()
@@ -209,12 +235,13 @@ class Store:
                     s.add(row)
                     s.flush()
                     s.add_all([PointSize(point_id=row.id, name=name, value=int(v)) for name, v in p.sizes])
-                self._points[p] = row.id
+                found[p] = row.id
             s.flush()
-            kinds = {p.kind for p in wanted} - self._viewed
             if kinds:
                 views.ensure_views(s.connection(), kinds)
-                self._viewed |= kinds
+            return found
+        self._points.update(self.transact(work))
+        self._viewed |= kinds
         return dict(self._points)
 
     def begin_sweep(self, start: SweepStart, stale_s: float = LOCK_STALE_S) -> int:
@@ -223,8 +250,11 @@ class Store:
         Raises SweepLockedError when another sweep holds the lock and is alive (its heartbeat is newer
         than `stale_s`, and its process exists when it runs on this host). A dead sweep's lock is taken over."""
         token, host, pid, t = uuidlib.uuid4().hex, socket.gethostname(), os.getpid(), now()
-        with self.session() as s:
+
+        def take(s: Session) -> None:
             held = s.get(SweepLock, 1)
+            if held is not None and held.token == token:
+                return  # taken by an earlier run of this transaction whose commit reply was lost
             if held is None:
                 s.add(SweepLock(id=1, token=token, host=host, pid=pid, acquired_at=t, heartbeat_at=t))
             else:
@@ -244,9 +274,14 @@ class Store:
                 if taken.rowcount != 1:  # type: ignore[attr-defined]
                     raise SweepLockedError(f"another sweep took {self.url} at the same moment",
                                            hint="run one sweep per database")
+        self.transact(take)
         self._lock_token = token  # from here on, close() releases the lock
         d = start.device
-        with self.session() as s:
+
+        def record_start(s: Session) -> Sweep:
+            lock = s.get(SweepLock, 1)
+            if lock is not None and lock.token == token and lock.sweep_id is not None:
+                return s.get_one(Sweep, lock.sweep_id)  # an earlier run of this transaction committed it
             sweep = Sweep(config_name=start.config_name, config_text=start.config_text, started_at=t,
                           status="running", device_id=start.device_id, software_id=start.software_id,
                           scalars=dict(start.scalars), reps=start.reps, sm_clock_mhz=d.sm_clock_mhz,
@@ -254,14 +289,15 @@ class Store:
             s.add(sweep)
             s.flush()
             s.execute(update(SweepLock).where(SweepLock.token == token).values(sweep_id=sweep.id))
+            return sweep
+        sweep = self.transact(record_start)
         self._sweeps[sweep.id] = sweep
         return sweep.id
 
     def heartbeat(self) -> None:
         """Refresh the lock's heartbeat (the runner calls this at least every LOCK_STALE_S / 4 seconds;
         `record` does it too). Raises SweepLockedError if another sweep has taken the lock over."""
-        with self.session() as s:
-            self._beat(s)
+        self.transact(self._beat)
 
     def _beat(self, s: Session) -> None:
         if self._lock_token is None:
@@ -274,10 +310,13 @@ class Store:
 
     def finish_sweep(self, sweep_id: int, status: str) -> None:
         """Mark the sweep finished ("done", "interrupted" or "failed") and release the lock."""
-        with self.session() as s:
+        token = self._lock_token
+
+        def work(s: Session) -> None:
             s.execute(update(Sweep).where(Sweep.id == sweep_id).values(status=status, finished_at=now()))
-            if self._lock_token is not None:
-                s.execute(delete(SweepLock).where(SweepLock.token == self._lock_token))
+            if token is not None:
+                s.execute(delete(SweepLock).where(SweepLock.token == token))
+        self.transact(work)
         self._lock_token = None
 
     def mark_inflight(self, sweep_id: int, space_id: int, instance_id: str, point: TestPoint) -> None:
@@ -285,20 +324,19 @@ class Store:
         `recover_inflight` turns the note into a `crashed` measurement so that pair is never re-run."""
         sweep = self._sweep(sweep_id)
         pid = self.upsert_points([point])[point]
-        with self.session() as s:
-            s.merge(Inflight(instance_id=instance_id, point_id=pid, device_id=sweep.device_id, sweep_id=sweep_id,
-                             space_id=space_id, started_at=now()))
+        self.transact(lambda s: s.merge(Inflight(instance_id=instance_id, point_id=pid, device_id=sweep.device_id,
+                                                 sweep_id=sweep_id, space_id=space_id, started_at=now())))
 
     def clear_inflight(self, sweep_id: int) -> int:
         """Forget the in-flight notes of `sweep_id` (after Ctrl-C the pairs were not at fault, so a resume
         measures them again); returns how many there were."""
-        with self.session() as s:
-            return int(s.execute(delete(Inflight).where(Inflight.sweep_id == sweep_id)).rowcount)  # type: ignore[attr-defined]
+        return self.transact(lambda s: int(s.execute(delete(Inflight).where(Inflight.sweep_id == sweep_id))
+                                           .rowcount))  # type: ignore[attr-defined]
 
     def recover_inflight(self, device_id: int) -> list[tuple[str, TestPoint]]:
         """Record every pair left in flight on `device_id` (by a sweep that died) as `crashed`; returns them."""
-        out = []
-        with self.session() as s:
+        def work(s: Session) -> list[tuple[str, TestPoint]]:
+            out = []
             rows = s.execute(select(Inflight, Point).join(Point, Point.id == Inflight.point_id)
                              .where(Inflight.device_id == device_id)).all()
             for fl, pt in rows:
@@ -308,7 +346,8 @@ class Store:
                                      reps=0, times_ms=[], measured_at=now(),
                                      error="the sweep died while measuring this pair (found in flight on resume)"))
                 s.delete(fl)
-        return out
+            return out
+        return self.transact(work)
 
     def record(self, sweep_id: int, space_id: int, measurements: Sequence[Measurement]) -> None:
         """Store measurements of instances of the space version `space_id` (instances already upserted),
@@ -333,12 +372,19 @@ class Store:
             if not rows:
                 return
             inflight = Inflight.__table__
-            with self.session() as s:  # Core statements: one executemany each, however many measurements
+            runs = 0
+
+            def work(s: Session) -> None:  # Core statements: one executemany each, however many measurements
+                nonlocal runs
+                runs += 1
                 self._beat(s)
-                s.execute(insert(MeasurementRow.__table__), rows)
+                todo = rows if runs == 1 else _not_recorded(s, sweep_id, sweep.device_id, rows)
+                if todo:
+                    s.execute(insert(MeasurementRow.__table__), todo)
                 s.execute(inflight.delete().where(inflight.c.instance_id == bindparam("iid"),
                                                   inflight.c.point_id == bindparam("pid"),
                                                   inflight.c.device_id == bindparam("did")), done)
+            self.transact(work)
         except IntegrityError as exc:
             raise StoreError(f"cannot record measurements: {str(exc.orig).splitlines()[0]}",
                              hint="a pair was measured twice (consult done_pairs) or its instance was not upserted") from exc
@@ -351,21 +397,22 @@ class Store:
         pid = self.upsert_points([m.point])[m.point]
         f = figures(*_work(m, sweep.scalars), m.median_ms if m.status == Status.OK else None, sweep.copy_bandwidth)
         b = BaselineRow
-        with self.session() as s:
+
+        def work(s: Session) -> None:  # delete, then insert: the same row however often it runs
             self._beat(s)
             s.execute(delete(b).where(b.device_id == sweep.device_id, b.point_id == pid))
             s.add(b(device_id=sweep.device_id, point_id=pid, sweep_id=sweep_id, library=m.instance_id,
                     status=Status(m.status).value, **_timings(m), gflops=f.gflops, gbs=f.gbs,
                     roofline_frac=f.roofline_frac, l2_protection=m.l2_protection, error=m.error, measured_at=now()))
+        self.transact(work)
 
     # ---- reads ----
 
     def done_pairs(self, device_id: int) -> set[tuple[str, TestPoint]]:
         """Every (instance id, point) already measured on the device, whatever its status (crashed included)."""
-        with self.session() as s:
-            rows = s.execute(select(MeasurementRow.instance_id, Point).join(Point, Point.id == MeasurementRow.point_id)
-                             .where(MeasurementRow.device_id == device_id)).all()
-            return {(iid, p.point()) for iid, p in rows}
+        q = (select(MeasurementRow.instance_id, Point).join(Point, Point.id == MeasurementRow.point_id)
+             .where(MeasurementRow.device_id == device_id))
+        return self.transact(lambda s: {(iid, p.point()) for iid, p in s.execute(q)})
 
     def best_times(self, device: str) -> dict[TestPoint, tuple[str, float]]:
         """The fastest verified (instance id, median ms) at each test point on one device (name or uuid)."""
@@ -373,11 +420,12 @@ class Store:
         q = (select(p, m.instance_id, m.median_ms).join(m, m.point_id == p.id).join(d, d.id == m.device_id)
              .where(m.status == Status.OK.value, (d.name == device) | (d.uuid == device))
              .order_by(m.median_ms, m.instance_id))
-        out: dict[TestPoint, tuple[str, float]] = {}
-        with self.session() as s:
+        def work(s: Session) -> dict[TestPoint, tuple[str, float]]:
+            out: dict[TestPoint, tuple[str, float]] = {}
             for row, iid, ms in s.execute(q):
                 out.setdefault(row.point(), (iid, float(ms)))
-        return out
+            return out
+        return self.transact(work)
 
     def ranked_instances(self, device: str) -> dict[TestPoint, list[str]]:
         """Per test point, the instance ids verified there on one device (name or uuid), fastest first (median,
@@ -386,28 +434,28 @@ class Store:
         q = (select(p, m.instance_id).join(m, m.point_id == p.id).join(d, d.id == m.device_id)
              .where(m.status == Status.OK.value, (d.name == device) | (d.uuid == device))
              .order_by(m.median_ms, m.instance_id))
-        out: dict[TestPoint, list[str]] = {}
-        with self.session() as s:
+        def work(s: Session) -> dict[TestPoint, list[str]]:
+            out: dict[TestPoint, list[str]] = {}
             for row, iid in s.execute(q):
                 out.setdefault(row.point(), []).append(iid)
-        return out
+            return out
+        return self.transact(work)
 
     def baseline_times(self, device_id: int) -> dict[TestPoint, float]:
         """The verified baseline (library) median (ms) of each test point that has one on the device."""
         b = BaselineRow
-        with self.session() as s:
-            rows = s.execute(select(Point, b.median_ms).join(b, b.point_id == Point.id)
-                             .where(b.device_id == device_id, b.status == Status.OK.value)).all()
-            return {p.point(): ms for p, ms in rows}
+        q = select(Point, b.median_ms).join(b, b.point_id == Point.id).where(b.device_id == device_id,
+                                                                             b.status == Status.OK.value)
+        return self.transact(lambda s: {p.point(): ms for p, ms in s.execute(q)})
 
     def same_model(self, device_id: int) -> list[int]:
         """The device and every other recorded GPU of the same name, SM count and compute capability (its id
         first): what `resume: model` treats as one."""
-        with self.session() as s:
-            me = s.get(Device, device_id)
-            rows = s.scalars(select(Device.id).where(Device.name == me.name, Device.sm_count == me.sm_count,
-                                                     Device.cc == me.cc, Device.id != device_id)).all()
-        return [device_id, *sorted(rows)]
+        def work(s: Session) -> list[int]:
+            me = s.get_one(Device, device_id)
+            return list(s.scalars(select(Device.id).where(Device.name == me.name, Device.sm_count == me.sm_count,
+                                                          Device.cc == me.cc, Device.id != device_id)))
+        return [device_id, *sorted(self.transact(work))]
 
     def device_id(self, device: str | None = None) -> int:
         """The id of the device whose uuid or name is `device`; None = the only device. Raises StoreError."""
@@ -453,12 +501,21 @@ class Store:
 
     def _sweep(self, sweep_id: int) -> Sweep:
         if sweep_id not in self._sweeps:
-            with self.session() as s:
-                row = s.get(Sweep, sweep_id)
-                if row is None:
-                    raise StoreError(f"no sweep {sweep_id} in {self.url}")
-                self._sweeps[sweep_id] = row
+            row = self.transact(lambda s: s.get(Sweep, sweep_id))
+            if row is None:
+                raise StoreError(f"no sweep {sweep_id} in {self.url}")
+            self._sweeps[sweep_id] = row
         return self._sweeps[sweep_id]
+
+
+def _not_recorded(s: Session, sweep_id: int, device_id: int, rows: list[dict]) -> list[dict]:
+    """The measurement rows that `sweep_id` has not recorded yet: when `record`'s transaction runs again after a
+    lost connection, its first run may have committed (only the reply was lost), and must not be inserted twice."""
+    m = MeasurementRow
+    ids = sorted({r["instance_id"] for r in rows})
+    have = {(iid, pid) for iid, pid in s.execute(select(m.instance_id, m.point_id).where(
+        m.sweep_id == sweep_id, m.device_id == device_id, m.instance_id.in_(ids)))}
+    return [r for r in rows if (r["instance_id"], r["point_id"]) not in have]
 
 
 def _work(m: Measurement, scalars: Mapping[str, float] | None) -> tuple[float | None, int | None]:

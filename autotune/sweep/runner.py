@@ -233,6 +233,7 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
     check_points_fit([p for plan in plans for pts in plan.work.values() for p in pts], info.name,
                      free_bytes=info.free_bytes, kinds={plan.space.kind.name: plan.space.kind for plan in plans},
                      scalars=cfg.scalars)
+    store.notify = reporter.note  # a lost database connection is retried: its warning lines join the sweep's notes
     device_id = store.upsert_device(info)
     software_id = store.upsert_software(info, __version__, git_commit())
     sweep_id = store.begin_sweep(SweepStart(config_name=cfg.name, config_text=cfg.text, device_id=device_id,
