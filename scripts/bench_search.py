@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import sqlite3
 import sys
 import time
 from dataclasses import dataclass
@@ -32,7 +31,6 @@ from autotune.devices import get_device  # noqa: E402
 from autotune.space.generator import generate, serving  # noqa: E402
 from autotune.space.instance import Instance  # noqa: E402
 from autotune.space.spec import Space, load_space  # noqa: E402
-from autotune.store.engine import gunzipped  # noqa: E402
 from autotune.sweep.strategies import make_strategy  # noqa: E402
 from autotune.vocab import Measurement, Status, TestPoint  # noqa: E402
 
@@ -69,49 +67,54 @@ def space_files() -> dict[str, Path]:
 
 
 def find_pairs(min_size: int = 1) -> list[Pair]:
-    """Every complete (space, point) pair of the committed databases (the first database that has it)."""
+    """Every complete (space, point) pair of the committed databases (the first database and device that has it)."""
+    import warnings
+
+    from autotune.store.store import Store
     files = space_files()
     dbs = sorted(ROOT.glob("results/**/*.sqlite.gz")) + sorted(ROOT.glob("examples/*/results/*.sqlite.gz"))
     pairs, seen = [], set()
     device = get_device("H100")
+    generated: dict = {}
     for gz in dbs:
         if "validation" in gz.parts:
             continue  # validation runs measure dispatch-table picks, not spaces
-        con = sqlite3.connect(f"file:{gunzipped(gz)}?mode=ro", uri=True)
-        rows = con.execute("SELECT s.name, p.id, p.kind, p.precision, p.shape, p.sizes, count(*) FROM measurements m "
-                           "JOIN spaces s ON s.id = m.space_id JOIN test_points p ON p.id = m.point_id "
-                           "GROUP BY s.name, p.id").fetchall()
-        for name, pid, kind, precision, shape, sizes, count in rows:
-            if name not in files or count < min_size:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # older schema versions are read through a migrated copy
+            with Store.open(str(gz), readonly=True) as store:
+                frame = store.measurements()
+        for name, rows in frame.groupby("space"):
+            if name not in files:
                 continue
             space = load_space(files[name])
-            point = _point(space, kind, precision, shape, sizes)
-            if point is None or (name, point) in seen:
-                continue
-            g = generate(space, device, precision)
-            insts = g.instances()
-            wanted = [insts[r] for r in np.flatnonzero(serving(g, point))]
-            got = {iid: (st, ms) for iid, st, ms in con.execute(
-                "SELECT instance_id, status, median_ms FROM measurements WHERE point_id = ?", (pid,))}
-            if len(wanted) < min_size or any(i.id not in got for i in wanted):
-                continue
-            recorded = {i.id: Measurement(i.id, point, Status(got[i.id][0]), median_ms=got[i.id][1]) for i in wanted}
-            if not any(m.status == Status.OK for m in recorded.values()):
-                continue
-            seen.add((name, point))
-            pairs.append(Pair(str(gz.relative_to(ROOT)), space, point, wanted, recorded))
-        con.close()
+            sizes = list(space.kind.size_names)
+            for key, at in rows.groupby(["device", "kind", "precision", "shape", *sizes], dropna=False):
+                _, kind, precision, shape, *values = key
+                if len(at) < min_size or kind != space.kind.name:
+                    continue
+                try:
+                    point = space.kind.point(precision, shape if isinstance(shape, str) else "",
+                                             dict(zip(sizes, (int(v) for v in values))))
+                except (ValueError, TypeError):
+                    continue
+                if (name, point) in seen:
+                    continue
+                if (name, precision) not in generated:
+                    generated[(name, precision)] = generate(space, device, precision)
+                g = generated[(name, precision)]
+                insts = g.instances()
+                wanted = [insts[r] for r in np.flatnonzero(serving(g, point))]
+                got = {r.instance_id: (r.status, r.median_ms) for r in at.itertuples()}
+                if len(wanted) < min_size or any(i.id not in got for i in wanted):
+                    continue
+                recorded = {i.id: Measurement(i.id, point, Status(got[i.id][0]),
+                                              median_ms=None if got[i.id][1] != got[i.id][1] else got[i.id][1])
+                            for i in wanted}
+                if not any(m.status == Status.OK for m in recorded.values()):
+                    continue
+                seen.add((name, point))
+                pairs.append(Pair(str(gz.relative_to(ROOT)), space, point, wanted, recorded))
     return pairs
-
-
-def _point(space: Space, kind: str, precision: str, shape: str, sizes_json: str) -> TestPoint | None:
-    import json
-    if space.kind.name != kind:
-        return None
-    try:
-        return space.kind.point(precision, shape or "", dict(json.loads(sizes_json)))
-    except (ValueError, TypeError):
-        return None
 
 
 def replay(pair: Pair, strategy: str, budget: int, seed: int) -> list[float]:

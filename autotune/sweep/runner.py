@@ -404,7 +404,8 @@ def _search_points(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Bac
             options = dict(opts.sampler_options(), start=_transfer(store, backend, space, point, searched, instances,
                                                                    opts.transfer))
             if opts.studies == "database":
-                options["study"] = (database_url(store.url, write=True), study_name(cfg, space.name, point, backend.device_info().uuid))
+                name = study_name(cfg, space.name, point, backend.device_info().uuid)
+                options["study"] = (database_url(store.url, write=True), name)
         strategy = make_strategy(cfg.strategy, instances, budget, cfg.seed, **options)
         if getattr(strategy, "reason", None) and point == points[0]:
             reporter.note(f"{space.name}: {strategy.reason}")  # type: ignore[attr-defined]
