@@ -2,6 +2,7 @@
 name, and on strategies that break a clause (the suite must catch them); the lazy name table."""
 from __future__ import annotations
 
+import importlib.util
 from typing import Sequence
 
 import pytest
@@ -10,6 +11,7 @@ from autotune.errors import UserError
 from autotune.space.instance import Instance
 from autotune.sweep.strategies import STRATEGIES, make_strategy, strategy_names
 from autotune.sweep.strategies.brute import BruteForce
+from autotune.sweep.strategies.optuna_search import CmaEsSearch, GPSearch, TPESearch
 from autotune.sweep.strategies.random import RandomSample
 from autotune.testing.strategies import StrategyConformance, made_up_instances
 
@@ -32,6 +34,32 @@ class TestBruteByModuleAndClass(StrategyConformance):
     @staticmethod
     def factory(instances: Sequence[Instance], budget: int | None, seed: int):  # type: ignore[no-untyped-def]
         return make_strategy("autotune.sweep.strategies.brute:BruteForce", instances, budget, seed)
+
+
+class TestTPE(StrategyConformance):
+    factory = TPESearch
+
+
+class TestTPEOneAtATime(StrategyConformance):
+    @staticmethod
+    def factory(instances: Sequence[Instance], budget: int | None, seed: int):  # type: ignore[no-untyped-def]
+        return TPESearch(instances, budget, seed, batch=1, startup=2)
+
+
+class TestAutoByName(StrategyConformance):
+    @staticmethod
+    def factory(instances: Sequence[Instance], budget: int | None, seed: int):  # type: ignore[no-untyped-def]
+        return make_strategy("auto", instances, budget, seed)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="gp needs torch (not installed)")
+class TestGP(StrategyConformance):
+    factory = GPSearch
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cmaes") is None, reason="cmaes needs the cmaes package (not installed)")
+class TestCmaEs(StrategyConformance):
+    factory = CmaEsSearch
 
 
 class Repeating(BruteForce):
@@ -73,8 +101,8 @@ def test_names_load_lazily_and_unknown_names_say_what_exists() -> None:
     assert all(":" in target for target in STRATEGIES.values())
     s = make_strategy("random", made_up_instances(10), 3, 1)
     assert isinstance(s, RandomSample) and len(s.ask(10)) == 3
-    with pytest.raises(UserError, match="unknown search strategy 'tpe'") as err:
-        make_strategy("tpe", [], None, 0)
+    with pytest.raises(UserError, match="unknown search strategy 'no_such_strategy'") as err:
+        make_strategy("no_such_strategy", [], None, 0)
     assert "brute" in (err.value.hint or "")
     with pytest.raises(UserError, match="cannot load search strategy"):
         make_strategy("no_such_module_xyz:Thing", [], None, 0)

@@ -67,9 +67,13 @@ class BarReporter:
 
 def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME.yaml).")],
           database: Annotated[Optional[str], typer.Option(help="Database URL; overrides the config's `database`.")] = None,
-          strategy: Annotated[Optional[str], typer.Option(help="Search strategy: brute (every instance), random, an installed one or module:Class. Overrides the config.")] = None,
+          strategy: Annotated[Optional[str], typer.Option(help="Search strategy: brute (every instance), random (a seeded sample), tpe (Optuna's TPE), gp (Optuna's Gaussian process; needs torch), cmaes (needs the cmaes package), auto (picks from the space's size, parameter types and --budget, and says which and why), an installed one or module:Class. tpe, gp, cmaes and auto search each test point on its own and keep an Optuna study per point in the sweep's database. Overrides the config's `strategy:`.")] = None,
+          budget: Annotated[Optional[int], typer.Option(min=1, help="Evaluations per test point (the config's `strategy: {budget: N}`; the top-level `budget:` is a time budget). Any strategy given a per-point budget, patience or roofline tolerance searches each point on its own.")] = None,
+          patience: Annotated[Optional[int], typer.Option(min=1, help="Stop a test point after this many evaluations without a better time (`strategy: {patience: K}`).")] = None,
+          roofline_tol: Annotated[Optional[float], typer.Option(min=0.0, max=0.999, help="Stop a test point once its best time is within this fraction of its kind's roofline time (0.05: 95% of the roofline; `strategy: {roofline_tol: F}`).")] = None,
+          transfer: Annotated[Optional[int], typer.Option(min=0, help="Start each test point from this many best instances of the nearest point searched before (model-based strategies; `strategy: {transfer: K}`).")] = None,
           max_instances: Annotated[Optional[int], typer.Option(help="Measure at most this many instances per space. Overrides the config's top-level max_instances (a space entry's own max_instances still applies).")] = None,
-          seed: Annotated[Optional[int], typer.Option(help="Seed of the random strategy. Overrides the config.")] = None,
+          seed: Annotated[Optional[int], typer.Option(help="Seed of the random and model-based strategies. Overrides the config.")] = None,
           replay: Annotated[Optional[str], typer.Option(help="Take measurements from this recorded database URL instead of a GPU.")] = None,
           resume: Annotated[Optional[str], typer.Option(help="What a resumed sweep skips: gpu (pairs measured on this very GPU) or model (pairs measured on any GPU of the same name, SM count and compute capability: for clusters and lent machines where each run lands on another card). Overrides the config's `resume`.")] = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar; a line every 30 s (for logs).")] = False,
@@ -90,6 +94,9 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
         raise UserError(f"--resume must be gpu or model, got {resume!r}")
     overrides = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume)
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    search = dict(budget=budget, patience=patience, roofline_tol=roofline_tol, transfer=transfer)
+    cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, **{k: v for k, v in search.items()
+                                                                            if v is not None}))
     summary = run_config(cfg, replay, quiet, early_stop)
     print_summary(summary, cfg.database)
     if summary.status == "interrupted":

@@ -19,6 +19,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from autotune.errors import ConfigError
 from autotune.problems.base import ProblemKind
 from autotune.sweep.limits import MAX_BYTES
+from autotune.sweep.strategies.options import SAMPLER_KEYS, STUDY_STORES, SearchOptions
 from autotune.sweep.workload import SizeRule
 from autotune.vocab import TestPoint
 from autotune.paths import SPACES_DIR
@@ -26,6 +27,7 @@ from autotune.paths import SPACES_DIR
 TOP_KEYS = ("name", "description", "spaces", "points", "scalars", "alpha", "beta", "database", "repetitions",
             "budget", "bk", "tol", "strategy", "max_instances", "seed", "share", "resume")
 SCALAR_SHORTHANDS = ("alpha", "beta")  # top-level keys that set a scalar of that name (GEMM configs write them)
+STRATEGY_KEYS = ("name", "budget", "patience", "roofline_tol", "transfer", "studies", *SAMPLER_KEYS)
 SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances", "instances", "measure", "share")
 MEASURE_RULES = ("serves", "valid")
 POINT_KEYS = ("kind", "precisions", "shapes", "sizes")
@@ -72,7 +74,8 @@ class SweepConfig:
     bk: int = 10
     tol: float = 0.05
     description: str = ""
-    strategy: str = "brute"  # search strategy (autotune.sweep.strategies): brute, random, or a registered one
+    strategy: str = "brute"  # search strategy (autotune.sweep.strategies): brute, random, tpe, gp, cmaes, auto, ...
+    search: SearchOptions = SearchOptions()  # the `strategy:` mapping's per-point options (budget, patience, ...)
     max_instances: int | None = None  # measure at most this many instances per space
     seed: int = 0  # seed of the random strategy
     resume: str = "gpu"  # a resumed sweep skips pairs measured on this GPU ("gpu") or on any of the same model
@@ -118,6 +121,7 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     kinds = _Kinds(spaces)
     points = tuple(dict.fromkeys(p for g in groups for p in _points(r, g, kinds)))
     budget = top.get("budget")
+    strategy, search = _strategy(r, top["strategy"]) if "strategy" in top else ("brute", SearchOptions())
     return SweepConfig(
         name=name, path=path, text=text, spaces=spaces,
         points=points, scalars=_scalars(r, top, kinds),
@@ -127,7 +131,7 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
         bk=r.integer(top["bk"], 1) if "bk" in top else 10,
         tol=_tol(r, top["tol"]) if "tol" in top else 0.05,
         description=r.string(top["description"]) if "description" in top else "",
-        strategy=_strategy(r, top["strategy"]) if "strategy" in top else "brute",
+        strategy=strategy, search=search,
         max_instances=r.integer(top["max_instances"], 1) if "max_instances" in top else None,
         seed=r.integer(top["seed"], 0) if "seed" in top else 0,
         share=r.integer(top["share"], 0) if "share" in top else 0,
@@ -438,15 +442,33 @@ def _resume(r: Reader, node: Node) -> str:
     return value
 
 
-def _strategy(r: Reader, node: Node) -> str:
-    """A registered strategy's name (built-in or an installed entry point) or module:Class (loaded when used)."""
+def _strategy(r: Reader, node: Node) -> tuple[str, SearchOptions]:
+    """`strategy: NAME` or `strategy: {name: NAME, budget: N, patience: K, roofline_tol: F, transfer: K,
+    studies: database|memory, batch: N, startup: N}` (autotune.sweep.strategies.options). NAME: a registered
+    strategy (built-in or an installed entry point) or module:Class (loaded when used)."""
     from autotune.sweep.strategies import known_strategy, strategy_names
 
-    name = r.string(node)
+    m = r.mapping(node, STRATEGY_KEYS, "strategy") if isinstance(node, MappingNode) else {"name": node}
+    if "name" not in m:
+        raise r.error(node, "a strategy mapping needs `name:`", "write e.g. strategy: {name: tpe, budget: 100}")
+    name = r.string(m["name"])
     if not known_strategy(name):
-        raise r.error(node, f"unknown strategy {name!r}", f"choose one of {', '.join(strategy_names())}, "
-                                                          "or give module:Class")
-    return name
+        raise r.error(m["name"], f"unknown strategy {name!r}", f"choose one of {', '.join(strategy_names())}, "
+                                                                "or give module:Class")
+    tol = None
+    if "roofline_tol" in m:
+        tol = r.number(m["roofline_tol"])
+        if not 0 <= tol < 1:
+            raise r.error(m["roofline_tol"], f"roofline_tol {tol} is outside [0, 1)",
+                          "0.05 stops a point once its best time is within 5% of the roofline time")
+    studies = r.string(m["studies"]) if "studies" in m else "database"
+    if studies not in STUDY_STORES:
+        raise r.error(m["studies"], f"studies: {studies!r} is not a place", "write studies: database or studies: memory")
+    return name, SearchOptions(
+        budget=r.integer(m["budget"], 1) if "budget" in m else None,
+        patience=r.integer(m["patience"], 1) if "patience" in m else None, roofline_tol=tol,
+        transfer=r.integer(m["transfer"], 0) if "transfer" in m else 0, studies=studies,
+        sampler=tuple((k, r.integer(m[k], 1 if k == "batch" else 0)) for k in SAMPLER_KEYS if k in m))
 
 
 def _scalars(r: Reader, top: dict[str, Node], kinds: _Kinds) -> dict[str, float]:

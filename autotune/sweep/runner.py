@@ -31,8 +31,9 @@ from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.sweep.backends.base import Backend, Job
 from autotune.store.schema import SpaceRecord, SweepStart
 from autotune.space.spec import Space, load_space
+from autotune.store.engine import database_url
 from autotune.store.store import Store
-from autotune.sweep.strategies import make_strategy
+from autotune.sweep.strategies import Strategy, make_strategy, strategy_class
 
 # Instances handed to the backend at once: enough that its compile pool (one NVRTC call per couple of
 # instances, every core busy) stays ahead of the GPU; the pipeline drains once per batch.
@@ -72,6 +73,11 @@ class SpacePlan:
     @property
     def pairs(self) -> int:
         return sum(len(p) for p in self.work.values())
+
+    def point_pairs(self, budget: int | None) -> int:
+        """Pairs a per-point search of at most `budget` evaluations per point measures (at most)."""
+        per = Counter(p for pts in self.work.values() for p in pts)
+        return sum(n if budget is None else min(n, budget) for n in per.values())
 
     def expected_pairs(self, max_instances: int | None) -> int:
         """Pairs a sweep of at most `max_instances` instances will measure (on average per instance)."""
@@ -253,7 +259,8 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
         store.upsert_points(points)
         device_key = info.name if len(siblings) > 1 else info.uuid  # the GPUs whose times count here
         _seed_best(store, backend, cfg, device_key, summary, {plan.space.kind.name: plan.space.kind for plan in plans})
-        total = sum(plan.expected_pairs(plan.limit(cfg)) for plan in plans)
+        total = sum(plan.point_pairs(cfg.search.budget if cfg.search.budget is not None else plan.limit(cfg))
+                    if per_point(cfg) else plan.expected_pairs(plan.limit(cfg)) for plan in plans)
         already = sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done)
         summary.skipped_done = already
         reporter.start(total, already)
@@ -345,50 +352,145 @@ def _seed_best(store: Store, backend: Backend, cfg: SweepConfig, device_uuid: st
 
 def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
                  summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int, start: float) -> bool:
-    """Measure one space's remaining pairs; False when the time budget ran out."""
+    """Measure one space's remaining pairs; False when the time budget ran out. A model-based strategy, or a
+    per-point option (cfg.search), searches each test point on its own (`_search_points`)."""
     space = plan.space
     space_id = store.upsert_space(space_record(space))
     if hasattr(backend, "before_measure"):
         backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)  # type: ignore[attr-defined]
+    if per_point(cfg):
+        return _search_points(plan, cfg, store, backend, reporter, summary, done, sweep_id, start, space_id)
     todo = {i: tuple(p for p in pts if (i.id, p) not in done) for i, pts in plan.work.items()}
     # the strategy sees every instance, so a random sample is the same one when a sweep resumes
     strategy = make_strategy(cfg.strategy, list(todo), plan.limit(cfg), cfg.seed)
     while True:
-        if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
-            reporter.note(f"time budget of {cfg.budget_s:.0f} s reached; run the same command again to go on")
+        if _out_of_time(cfg, start, reporter):
             return False
         proposed = strategy.ask(ASK_BATCH)
         if not proposed:
             return True
-        asked = [i for i in proposed if todo[i]]
-        store.upsert_instances(asked)  # only what is measured: a sampled sweep stores its sample
-        for inst in proposed:
-            if not todo[inst]:  # measured by an earlier run of this sweep
-                strategy.tell(inst, [])
-        jobs, results = [], {i.id: [] for i in asked}
-        for inst in asked:
-            bad = _bind_error(space, inst, todo[inst])
-            if bad is not None:
-                ms = [_annotate(_failed(inst, p, bad), space.kind, cfg) for p in todo[inst]]
-                store.record(sweep_id, space_id, ms)
-                for m in ms:
-                    _account(m, summary, reporter)
-                strategy.tell(inst, ms)
-                continue
-            jobs.append(Job(space, inst, todo[inst], kind_scalars(space.kind, cfg), cfg.repetitions))
-        by_id = {j.instance.id: j.instance for j in jobs}
-        measurements = backend.run(jobs)  # a GPU backend starts compiling here ...
-        _baseline(space.kind, sorted({p for j in jobs for p in j.points}), cfg, store, backend, summary,
-                  sweep_id)  # ... meanwhile
-        for m in measurements:
-            store.record(sweep_id, space_id, [_annotate(m, space.kind, cfg)])
-            done.add((m.instance_id, m.point))
-            _account(m, summary, reporter)
-            results[m.instance_id].append(m)
-            if len(results[m.instance_id]) == len(todo[by_id[m.instance_id]]):
-                strategy.tell(by_id[m.instance_id], results[m.instance_id])
-            if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
-                break  # the rest of this batch stays unmeasured; the next run resumes there
+        if _measure(space, space_id, todo, proposed, strategy, cfg, store, backend, reporter, summary, done,
+                    sweep_id, start) is None:
+            return not _out_of_time(cfg, start, reporter)
+
+
+def per_point(cfg: SweepConfig) -> bool:
+    """Whether the sweep searches each test point on its own (base.py, "Per point")."""
+    return cfg.search.per_point or getattr(strategy_class(cfg.strategy), "model_based", False)
+
+
+def _out_of_time(cfg: SweepConfig, start: float, reporter: Reporter) -> bool:
+    if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
+        reporter.note(f"time budget of {cfg.budget_s:.0f} s reached; run the same command again to go on")
+        return True
+    return False
+
+
+def _search_points(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
+                   summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int, start: float,
+                   space_id: int) -> bool:
+    """One strategy per test point (base.py: "Per point"), over the instances serving it, each measured at that
+    point only, until the strategy is done or the point's StopRule says so; False when the time budget ran out."""
+    from autotune.sweep.strategies.options import StopRule, roofline_ms
+
+    space, opts = plan.space, cfg.search
+    model_based = getattr(strategy_class(cfg.strategy), "model_based", False)
+    order = {p: i for i, p in enumerate(cfg.points)}
+    points = sorted({p for pts in plan.work.values() for p in pts}, key=lambda p: order.get(p, len(order)))
+    bandwidth = backend.device_info().copy_bandwidth
+    searched: list[TestPoint] = []
+    for point in points:
+        instances = [i for i, pts in plan.work.items() if point in pts]
+        todo = {i: (() if (i.id, point) in done else (point,)) for i in instances}
+        budget = opts.budget if opts.budget is not None else plan.limit(cfg)
+        options: dict = {}
+        if model_based:
+            options = dict(opts.sampler_options(), start=_transfer(store, backend, space, point, searched, instances,
+                                                                   opts.transfer))
+            if opts.studies == "database":
+                name = study_name(cfg, space.name, point, backend.device_info().uuid)
+                options["study"] = (database_url(store.url, write=True), name)
+        strategy = make_strategy(cfg.strategy, instances, budget, cfg.seed, **options)
+        if getattr(strategy, "reason", None) and point == points[0]:
+            reporter.note(f"{space.name}: {strategy.reason}")  # type: ignore[attr-defined]
+        best = summary.best.get(point)
+        stop = StopRule(opts, roofline_ms(space.kind.bytes_moved(point, kind_scalars(space.kind, cfg)), bandwidth),
+                        best[1] if best else None)
+        searched.append(point)
+        while not stop.done:
+            if _out_of_time(cfg, start, reporter):
+                return False
+            proposed = strategy.ask(stop.batch(ASK_BATCH))
+            if not proposed:
+                break
+            results = _measure(space, space_id, todo, proposed, strategy, cfg, store, backend, reporter, summary,
+                               done, sweep_id, start)
+            if results is None:
+                return not _out_of_time(cfg, start, reporter)
+            for ms in results.values():
+                stop.tell(ms)
+        if stop.reason:
+            reporter.note(f"{space.name} at {point.key}: stopped, {stop.reason}")
+    return True
+
+
+def study_name(cfg: SweepConfig, space: str, point: TestPoint, device_uuid: str) -> str:
+    """The Optuna study of one (config, space, point, GPU) in the sweep's database."""
+    return f"autotune:{cfg.name}:{space}:{point.key}:{device_uuid}"
+
+
+def _transfer(store: Store, backend: Backend, space: Space, point: TestPoint, searched: Sequence[TestPoint],
+              instances: Sequence[Instance], k: int) -> list[Instance]:
+    """The `k` best instances (verified, on this GPU) of the nearest point searched before of the same precision
+    and variant, among `instances` (those serving `point`)."""
+    near = [q for q in searched if (q.precision, q.shape, q.kind) == (point.precision, point.shape, point.kind)]
+    if k <= 0 or not near:
+        return []
+    ranked = store.ranked_instances(backend.device_info().uuid)
+    q = min(near, key=lambda q: space.kind.distance(point, q))
+    by_id = {i.id: i for i in instances}
+    return [by_id[iid] for iid in ranked.get(q, []) if iid in by_id][:k]
+
+
+def _measure(space: Space, space_id: int, todo: dict[Instance, tuple[TestPoint, ...]], proposed: list[Instance],
+             strategy: Strategy, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
+             summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int,
+             start: float) -> dict[Instance, list[Measurement]] | None:
+    """Measure the proposed instances at their `todo` points, record and tell each; what each measured (None
+    when the time budget ran out mid-batch: the rest stays unmeasured and the next run resumes there)."""
+    asked = [i for i in proposed if todo[i]]
+    store.upsert_instances(asked)  # only what is measured: a sampled sweep stores its sample
+    for inst in proposed:
+        if not todo[inst]:  # measured by an earlier run of this sweep
+            strategy.tell(inst, [])
+    jobs, results = [], {i.id: [] for i in asked}
+    out: dict[Instance, list[Measurement]] = {}
+    for inst in asked:
+        bad = _bind_error(space, inst, todo[inst])
+        if bad is not None:
+            ms = [_annotate(_failed(inst, p, bad), space.kind, cfg) for p in todo[inst]]
+            store.record(sweep_id, space_id, ms)
+            for m in ms:
+                _account(m, summary, reporter)
+            strategy.tell(inst, ms)
+            out[inst] = ms
+            continue
+        jobs.append(Job(space, inst, todo[inst], kind_scalars(space.kind, cfg), cfg.repetitions))
+    by_id = {j.instance.id: j.instance for j in jobs}
+    measurements = backend.run(jobs)  # a GPU backend starts compiling here ...
+    _baseline(space.kind, sorted({p for j in jobs for p in j.points}), cfg, store, backend, summary,
+              sweep_id)  # ... meanwhile
+    for m in measurements:
+        store.record(sweep_id, space_id, [_annotate(m, space.kind, cfg)])
+        done.add((m.instance_id, m.point))
+        _account(m, summary, reporter)
+        results[m.instance_id].append(m)
+        if len(results[m.instance_id]) == len(todo[by_id[m.instance_id]]):
+            strategy.tell(by_id[m.instance_id], results[m.instance_id])
+            out[by_id[m.instance_id]] = results[m.instance_id]
+        if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
+            return None
+    return out
 
 
 def _baseline(kind: ProblemKind, points: Sequence[TestPoint], cfg: SweepConfig, store: Store, backend: Backend,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from importlib.metadata import entry_points
-from typing import Sequence
+from typing import Any, Sequence
 
 from autotune.errors import UserError
 from autotune.space.instance import Instance
@@ -19,9 +19,14 @@ ENTRY_POINT_GROUP = "autotune.strategies"
 STRATEGIES: dict[str, str] = {
     "brute": "autotune.sweep.strategies.brute:BruteForce",
     "random": "autotune.sweep.strategies.random:RandomSample",
+    "tpe": "autotune.sweep.strategies.optuna_search:TPESearch",
+    "gp": "autotune.sweep.strategies.optuna_search:GPSearch",
+    "cmaes": "autotune.sweep.strategies.optuna_search:CmaEsSearch",
+    "auto": "autotune.sweep.strategies.auto:Auto",
 }
 
-__all__ = ["ENTRY_POINT_GROUP", "STRATEGIES", "Strategy", "make_strategy", "strategy_names", "known_strategy"]
+__all__ = ["ENTRY_POINT_GROUP", "STRATEGIES", "Strategy", "make_strategy", "strategy_class", "strategy_names",
+           "known_strategy"]
 
 
 def strategy_names() -> dict[str, str]:
@@ -37,9 +42,9 @@ def known_strategy(name: str) -> bool:
     return name in STRATEGIES or ":" in name or name in strategy_names()
 
 
-def make_strategy(name: str, instances: Sequence[Instance], budget: int | None = None, seed: int = 0) -> Strategy:
-    """The strategy registered as `name` (or given as "module:Class"), imported only now, constructed as
-    `cls(instances, budget, seed)`. UserError when the name or its class cannot be found."""
+def strategy_class(name: str) -> type:
+    """The class registered as `name` (or given as "module:Class"), imported only now. UserError when the name or
+    its class cannot be found, or it has no ask/tell."""
     target = STRATEGIES.get(name) or strategy_names().get(name) or (name if ":" in name else None)
     if target is None:
         raise UserError(f"unknown search strategy {name!r}",
@@ -53,4 +58,11 @@ def make_strategy(name: str, instances: Sequence[Instance], budget: int | None =
     if not all(callable(getattr(cls, m, None)) for m in ("ask", "tell")):
         raise UserError(f"search strategy {name!r} ({target}) has no ask/tell",
                         hint="subclass autotune.sweep.strategies.base.Strategy")
-    return cls(instances, budget, seed)
+    return cls
+
+
+def make_strategy(name: str, instances: Sequence[Instance], budget: int | None = None, seed: int = 0,
+                  **options: Any) -> Strategy:
+    """The strategy `name`, constructed as `cls(instances, budget, seed, **options)` (options only when given:
+    the model-based strategies take them, `Strategy.model_based`). UserError as `strategy_class`."""
+    return strategy_class(name)(instances, budget, seed, **options)

@@ -5,20 +5,36 @@ measured; never the GPU, the database or the worker processes. So a model-based 
 Bayesian optimizer) plugs in without touching the runner, and every strategy is tested without a GPU
 (`autotune.testing.strategies`, on recorded measurements through the replay backend).
 
-How the runner drives one (`autotune.sweep.runner`):
+How the runner drives one (`autotune.sweep.runner`), in one of two modes:
+
+Per space (brute and random without per-point options: the default, unchanged): one strategy per space of the
+config; each asked instance is measured at every test point it serves, so it is compiled once for all of them.
 ```
-strategy = make_strategy(name, instances, budget, seed)   # one per space of the config
+strategy = make_strategy(name, instances, max_instances, seed)   # one per space of the config
 while (asked := strategy.ask(256)):
     ...measure `asked` on their test points...
     strategy.tell(instance, measurements)                 # once per asked instance, in any order
 ```
-Built-ins: `brute` (`BruteForce`) and `random` (`RandomSample`), loaded by name from
+Per point (a model-based strategy, `model_based = True`: tpe, gp, cmaes, auto; or any strategy when the config
+gives a per-point `budget`, `patience` or `roofline_tol`, `options.SearchOptions`): one strategy per (space,
+test point), over the instances that serve that point, each asked instance measured at that point only, with
+`budget` = the evaluations of that point (`--budget N`). Why per point: the best instance differs from point to
+point, a model of one point's times is what TPE or a GP fits, and the issue's measure (evaluations to reach the
+point's best) is per point. A model-based strategy is built as
+`cls(instances, budget, seed, study=(url, name), start=[...], **sampler options)`: `study` is the Optuna study
+kept in the sweep's database (one per config, space, point and GPU: a resumed sweep continues it), `start` the
+best instances of neighbouring points (transfer, `SearchOptions.transfer`). The runner stops a point early by
+`options.StopRule` (K evaluations without improvement, or the best within a tolerance of the kind's roofline).
+Points are searched in the config's order.
+
+Built-ins: `brute` (`BruteForce`), `random` (`RandomSample`), `tpe`, `gp` (needs torch), `cmaes` (needs the
+cmaes package) (`optuna_search`), `auto` (`auto.Auto`), loaded by name from
 `autotune.sweep.strategies.STRATEGIES` or the `autotune.strategies` entry-point group.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from autotune.space.instance import Instance
 from autotune.vocab import Measurement
@@ -36,7 +52,10 @@ class Strategy(ABC):
         seed: the only source of randomness; the same (instances, budget, seed) and the same told results
             give the same proposals.
     A strategy keeps what it needs of `instances`; it must not modify the sequence.
+    `model_based`: True for a strategy searched per test point that takes the keyword options above.
     """
+
+    model_based: ClassVar[bool] = False
 
     @abstractmethod
     def __init__(self, instances: Sequence[Instance], budget: int | None = None, seed: int = 0) -> None:
