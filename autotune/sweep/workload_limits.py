@@ -1,6 +1,7 @@
 """Limits a workload is checked against before anything is built: how many problems it may hold (ranges are
 counted from their bounds, CSV files by their lines, `validate --points` files too) and how many (instance, point)
-pairs a sweep config written for it may plan. Each limit is a command-line knob with an environment default, named in the error."""
+pairs a sweep config written for it may plan. Each limit is a command-line knob with an environment default, named
+in the error."""
 from __future__ import annotations
 
 import math
