@@ -173,7 +173,7 @@ def test_errors_name_the_file_and_line(tuned: Path, tmp_path: Path) -> None:
     assert r.exit_code == 2 and "no dispatch table nope.json" in r.output and "Traceback" not in r.output
     (tmp_path / "bad.csv").write_text("precision,shape,m,n,k\nfp32,NN,8,8,8\nfp32,NN,8,x,8\n")
     r = invoke(tuned, "validate", "table.json", "--points", str(tmp_path / "bad.csv"))
-    assert r.exit_code == 2 and f"{tmp_path / 'bad.csv'}:3:" in r.output and "n must be an integer" in r.output
+    assert r.exit_code == 2 and f"{tmp_path / 'bad.csv'}:3:" in r.output and "size n = 'x' is not an integer" in r.output
     (tmp_path / "bad.yaml").write_text("- {precision: fp32, shape: NN, m: 8, n: 8, k: 8}\n"
                                        "- {precision: fp8, shape: NN, m: 8, n: 8, k: 8}\n")
     r = invoke(tuned, "validate", "table.json", "--points", str(tmp_path / "bad.yaml"))
@@ -237,8 +237,8 @@ def test_points_files_csv_and_yaml(tmp_path: Path) -> None:
     got = v.read_points(tmp_path / "p.yaml", GEMM, rule)
     assert got == [gemm_point("fp16", "TT", 24, 20, 7, batch("fp16", 24, 20, 7)), gemm_point("fp32", "NN", 2, 2, 2, 3)]
     (tmp_path / "short.csv").write_text("precision,shape,m,n,k\nfp32,NN,8,8\n")
-    with pytest.raises(v.UserError, match="short.csv:2: 4 fields"):
+    with pytest.raises(v.UserError, match="short.csv:2: 4 cells, the header has 5"):
         v.read_points(tmp_path / "short.csv", GEMM, rule)
     (tmp_path / "head.csv").write_text("precision,shape,m,n\nfp32,NN,8,8\n")
-    with pytest.raises(v.UserError, match="head.csv:1: header"):
+    with pytest.raises(v.UserError, match="head.csv:1: CSV header precision,shape,m,n: missing k"):
         v.read_points(tmp_path / "head.csv", GEMM, rule)

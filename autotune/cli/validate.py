@@ -33,10 +33,13 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
              db: Annotated[Optional[str], typer.Option("--db", help="The tuning database the table was made from: "
                                                        "its fastest instances join the candidates, and it locates "
                                                        "space files not under spaces/.")] = None,
-             points: Annotated[Optional[Path], typer.Option("--points", help="Held-out problems: a CSV (precision, "
-                                                            "shape where the kind has variants, the kind's sizes; "
-                                                            "GEMM: precision,shape,m,n,k[,batch]) or a YAML list "
-                                                            "of mappings with those keys.")] = None,
+             points: Annotated[Optional[Path], typer.Option("--points", help="Held-out problems: a CSV with the header "
+                                                            "of a workload CSV (precision, shape, the kind's sizes, "
+                                                            "weight; GEMM: precision,shape,m,n,k[,batch]) or a YAML "
+                                                            "list of mappings with those keys.")] = None,
+             max_problems: Annotated[Optional[int], typer.Option("--max-problems", min=1, help="Refuse a --points "
+                                                                 "file of more rows (counted before it is read; "
+                                                                 "default 200,000 or AUTOTUNE_MAX_PROBLEMS).")] = None,
              random_n: Annotated[Optional[int], typer.Option("--random", help="Draw N held-out problems instead.")] = None,
              seed: Annotated[int, typer.Option("--seed", help="Seed of --random.")] = 0,
              workload: Annotated[Optional[Path], typer.Option("--workload", help="Workload file whose bounds "
@@ -91,7 +94,7 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
     kind = v.table_kind(table, [*spaces, *map(Path, refs.values())])
     rule = v.derived_rule(table, kind, batch_bytes)
     if points is not None:
-        problems = v.read_points(points, kind, rule)
+        problems = v.read_points(points, kind, rule, max_problems)
     else:
         assert random_n is not None
         problems = v.random_points(table, kind, random_n, seed, rule, _workload(workload, kind, spaces),

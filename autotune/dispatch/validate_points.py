@@ -1,8 +1,8 @@
 """The held-out problems of `autotune validate`, for any problem kind.
 
-- `read_points`: a CSV file (header: precision, shape where the kind has variants, the kind's sizes) or a YAML
-  list of mappings with those keys; sizes the kind derives (`ProblemKind.derived_sizes`, GEMM: batch) may be
-  left out;
+- `read_points`: a CSV file (the header of a workload CSV: precision, shape where the kind has variants, the
+  kind's sizes, weight) or a YAML list of mappings with those keys, read by `autotune.sweep.problem_rows`; sizes
+  the kind derives (`ProblemKind.derived_sizes`, GEMM: batch) may be left out;
 - `random_points`: sizes drawn uniformly (integers) within a workload's bounds, or within the table's tuned
   points' range per (precision, shape), tuned points excluded;
 - the derived sizes a problem leaves out follow a `DerivedRule` (`derived_rule`: a byte budget given by
@@ -11,8 +11,6 @@
 """
 from __future__ import annotations
 
-import csv
-import io
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +21,7 @@ import yaml
 from autotune.dispatch.validate_table import ValidatedTable
 from autotune.errors import UserError
 from autotune.problems.base import ProblemKind
+from autotune.sweep.problem_rows import read_problems
 from autotune.sweep.workload import DEFAULT_BUDGET_BYTES, SizeRule
 from autotune.vocab import TestPoint
 
@@ -98,103 +97,12 @@ def _drawn(kind: ProblemKind) -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------------------------------------------ points files
-def _columns(kind: ProblemKind) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(required, optional) columns of a points file: precision (optional for a kind of one precision), shape
-    (for a kind with variants), the sizes (those the kind derives optional)."""
-    one = len(kind.precisions) == 1
-    head = ("precision",) * (not one) + (("shape",) if kind.shapes != ("",) else ())
-    return head + _drawn(kind), ("precision",) * one + kind.derived_sizes
-
-
-def _point(file: str, line: int, row: Mapping[str, Any], kind: ProblemKind, rule: DerivedRule) -> TestPoint:
-    """One problem of a --points file; any mistake is a UserError at file:line."""
-    required, optional = _columns(kind)
-    missing = [f for f in required if row.get(f) in (None, "")]
-    if missing:
-        raise UserError(f"missing {', '.join(missing)}", file=file, line=line,
-                        hint=f"each problem needs {', '.join(required)}"
-                             + (f" ({', '.join(optional)} optional)" if optional else ""))
-    precision = str(row.get("precision") or kind.precisions[0]).strip()
-    shape = str(row.get("shape") or "").strip()
-    if precision not in kind.precisions:
-        raise UserError(f"unknown precision {precision!r}", file=file, line=line,
-                        hint=f"use one of {', '.join(kind.precisions)}")
-    if shape not in kind.shapes:
-        raise UserError(f"unknown shape {shape!r}", file=file, line=line, hint=f"use one of {', '.join(kind.shapes)}")
-    sizes = {}
-    for name in kind.size_names:
-        value = row.get(name)
-        if value in (None, ""):
-            continue
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            raise UserError(f"{name} must be an integer, got {value!r}", file=file, line=line,
-                            hint="write whole numbers >= 1") from None
-        if number < 1:
-            raise UserError(f"{name} must be >= 1, got {number}", file=file, line=line, hint="write whole numbers >= 1")
-        sizes[name] = number
-    try:
-        return rule.point(kind, precision, shape, sizes)
-    except ValueError as exc:
-        raise UserError(str(exc), file=file, line=line, hint="fix the sizes") from None
-
-
-def read_points(path: str | Path, kind: ProblemKind, rule: DerivedRule) -> list[TestPoint]:
-    """Held-out problems from a CSV file (header: `_columns(kind)`) or a YAML list of mappings with those keys.
-    Duplicates are kept once, in file order. Errors name the file and line."""
-    path = Path(path)
-    required, optional = _columns(kind)
-    header_text = ",".join(required) + "".join(f"[,{o}]" for o in optional)
-    if not path.is_file():
-        raise UserError(f"no points file {path}", hint=f"give a CSV ({header_text}) or a YAML list")
-    text = path.read_text()
-    out: list[TestPoint] = []
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            root = yaml.compose(text, Loader=yaml.SafeLoader)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise UserError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=str(path),
-                            line=mark.line + 1 if mark else None, hint="fix the YAML syntax") from None
-        example = "{" + ", ".join(f"{c}: ..." for c in required) + "}"
-        if root is None or not isinstance(root, yaml.SequenceNode):
-            raise UserError("a YAML points file is a list of problems", file=str(path), line=1,
-                            hint=f"write `- {example}` lines")
-        constructor = yaml.constructor.SafeConstructor()
-        for node in root.value:
-            line = node.start_mark.line + 1
-            value = constructor.construct_object(node, deep=True)
-            if not isinstance(value, dict):
-                raise UserError(f"a problem is a mapping, got {value!r}", file=str(path), line=line,
-                                hint=f"write {example}")
-            unknown = sorted(set(map(str, value)) - set(required) - set(optional))
-            if unknown:
-                raise UserError(f"unknown key {unknown[0]!r}", file=str(path), line=line,
-                                hint=f"keys: {', '.join(required + optional)}")
-            out.append(_point(str(path), line, value, kind, rule))
-    else:
-        lines = text.splitlines()
-        reader = csv.reader(io.StringIO(text))
-        header = next(reader, None)
-        if header is None:
-            raise UserError("the points file is empty", file=str(path), line=1, hint=f"first line: {header_text}")
-        header = [h.strip() for h in header]
-        unknown = [h for h in header if h not in required + optional]
-        if unknown or not set(required) <= set(header):
-            raise UserError(f"header must name {header_text}, got {','.join(header)}", file=str(path), line=1,
-                            hint=f"first line: {header_text}")
-        for row in reader:
-            line = reader.line_num
-            if not row or not "".join(row).strip() or lines[line - 1].lstrip().startswith("#"):
-                continue
-            if len(row) != len(header):
-                raise UserError(f"{len(row)} fields where the header has {len(header)}", file=str(path), line=line,
-                                hint=f"write {','.join(header)}")
-            out.append(_point(str(path), line, dict(zip(header, row)), kind, rule))
-    if not out:
-        raise UserError("no problems in the points file", file=str(path), hint="list at least one problem")
-    return list(dict.fromkeys(out))
+def read_points(path: str | Path, kind: ProblemKind, rule: DerivedRule, limit: int | None = None) -> list[TestPoint]:
+    """Held-out problems from a CSV file or a YAML list (`autotune.sweep.problem_rows`: the header of a workload
+    CSV, a `weight` column allowed and ignored). Duplicates are kept once, in file order. More rows than `limit`
+    (default: AUTOTUNE_MAX_PROBLEMS, else 200,000) are refused before the file is parsed; every mistake is a
+    UserError naming the file and line."""
+    return [point for point, _ in read_problems(path, kind, rule.rule, limit=limit)]
 
 
 # ------------------------------------------------------------------------------------------------ random draws

@@ -9,14 +9,13 @@ A problem lists `precision`, `shape` (kinds with variants), its sizes (derived o
 sizes' rule and `weight`.
 
 CSV: the header `precision,shape,<size names>,weight` (shape, derived sizes and weight optional; `space`
-names the space file of a kind that is not built in).
+names the space file of a kind that is not built in), read by `autotune.sweep.problem_rows` (the reader of
+`validate --points` too): UTF-8 with or without a BOM, sizes 1..2^31-1, rows counted before they are read.
 """
 from __future__ import annotations
 
-import csv
 import itertools
 import math
-import re
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -29,7 +28,8 @@ from autotune.problems.registry import BUILT_IN
 from autotune.sweep.config import Reader, size_list, size_rule, space_path
 from autotune.sweep.limits import point_limit_error
 from autotune.sweep.workload import DEFAULT_BUDGET_BYTES, Group, SizeRule, Workload
-from autotune.sweep.workload_limits import csv_rows, max_problems, problems_error, range_count
+from autotune.sweep.problem_rows import read_problems, read_text
+from autotune.sweep.workload_limits import max_problems, problems_error, range_count
 from autotune.vocab import TestPoint
 
 TOP_KEYS = ("kind", "space", "problems", "ranges")  # and the kind's derived sizes
@@ -47,9 +47,7 @@ def load_workload(path: str | Path, *, space: str | Path | None = None, limit: i
                           "(examples: configs/workloads/)")
     cap = max_problems(limit)
     if p.suffix.lower() == ".csv":
-        if (rows := csv_rows(p)) > cap:
-            raise problems_error(rows, cap, p, cap + 2, "the lines of the CSV give up to")
-        return _load_csv(p, space)
+        return _load_csv(p, space, cap)
     return _load_yaml(p, cap)
 
 
@@ -84,13 +82,12 @@ class _Collect:
     def workload(self, path: Path, space: Path | None, fail: Fail) -> Workload:
         if not self.weights:
             raise fail("the workload has no problems", "list problems (`problems:`, `ranges:` or CSV rows)")
-        ranges: dict[Group, dict[str, tuple[int, int]]] = {}
+        sizes: dict[Group, list[tuple[tuple[str, int], ...]]] = {}
         for p in self.weights:
-            r = ranges.setdefault((p.precision, p.shape), {})
-            for n in self.kind.table_sizes():
-                v = p.dims[n]
-                lo, hi = r.get(n, (v, v))
-                r[n] = (min(lo, v), max(hi, v))
+            sizes.setdefault((p.precision, p.shape), []).append(p.sizes)
+        at = [(n, self.kind.size_names.index(n)) for n in self.kind.table_sizes()]
+        ranges = {g: {n: (min(s[i][1] for s in ss), max(s[i][1] for s in ss)) for n, i in at}
+                  for g, ss in sizes.items()}
         return Workload(path, self.kind.name, self.kind, tuple(self.weights.items()), ranges, self.rule, space)
 
 
@@ -98,7 +95,9 @@ class _Collect:
 def _load_yaml(p: Path, cap: int) -> Workload:
     r = Reader(p.resolve())
     try:
-        root = yaml.compose(p.read_text(), Loader=yaml.SafeLoader)
+        root = yaml.compose(read_text(p, ConfigError), Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise ConfigError("the YAML nests too deeply", file=p, hint="write problems: and ranges: lists") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=p,
@@ -203,52 +202,12 @@ def _weight(r: Reader, m: dict[str, Node]) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- CSV
-def _load_csv(p: Path, space: str | Path | None) -> Workload:
+def _load_csv(p: Path, space: str | Path | None, cap: int) -> Workload:
     kind, space_file = default_kind(), None
     if space is not None:
         from autotune.space.spec import find_space, load_space
         space_file = find_space(space)
         kind = load_space(space_file).kind
-    allowed = ("precision", *(("shape",) if kind.shapes != ("",) else ()), *kind.size_names, "weight")
-    need = [n for n in ("precision", *_given(kind)) if n != "precision" or len(kind.precisions) > 1]
-    optional = ", ".join(n for n in allowed if n not in need)
-    c, header = _Collect(kind, SizeRule(budget_bytes=DEFAULT_BUDGET_BYTES)), None
-    with p.open(newline="") as fh:
-        rows = csv.reader(fh)
-
-        def fail(msg: str, hint: str, line: int | None = None) -> ConfigError:
-            return ConfigError(msg, file=p, line=line or rows.line_num, hint=hint)
-        for row in rows:
-            if not any(v.strip() for v in row) or row[0].lstrip().startswith("#"):
-                continue  # blank lines and comments
-            if header is None:
-                header = [h.strip() for h in row]
-                bad, missing = [h for h in header if h not in allowed], [n for n in need if n not in header]
-                if bad or missing or len(set(header)) < len(header):
-                    raise fail(f"CSV header {','.join(header)}: " + ("; ".join(
-                        [f"unknown columns {', '.join(bad)}"] * bool(bad) + [f"missing {', '.join(missing)}"]
-                        * bool(missing)) or "a column appears twice"),
-                        f"write the header {','.join(allowed)} ({optional} optional)")
-                continue
-            if len(row) != len(header):
-                raise fail(f"{len(row)} cells, the header has {len(header)}", f"write {','.join(header)}")
-            cell = {h: v.strip() for h, v in zip(header, row) if v.strip()}
-            prec, shape = cell.get("precision", kind.precisions[0]), cell.get("shape", kind.shapes[0])
-            for v, ok, what in ((prec, kind.precisions, "precision"), (shape, kind.shapes, "shape")):
-                if v not in ok:
-                    raise fail(f"unknown {what} {v!r}", f"use one of {', '.join(map(repr, ok))}")
-            for n in kind.size_names:
-                if n in cell and (not re.fullmatch(r"[0-9]+", cell[n]) or int(cell[n]) < 1):
-                    raise fail(f"size {n} = {cell[n]!r} is not an integer >= 1", "write whole numbers >= 1")
-            if missing := [n for n in _given(kind) if n not in cell]:
-                raise fail(f"the row misses {', '.join(missing)}", "fill every size cell")
-            try:
-                weight = float(cell.get("weight", "1"))
-            except ValueError:
-                raise fail(f"weight {cell['weight']!r} is not a number", "write e.g. 1 or 2.5") from None
-            if not (math.isfinite(weight) and weight > 0):
-                raise fail(f"weight {cell['weight']} is not above 0", "give a positive weight (or drop the row)")
-            c.add(prec, shape, {n: int(cell[n]) for n in kind.size_names if n in cell}, None, weight, fail)
-    return c.workload(p, space_file, lambda msg, hint: fail(msg, hint, 1))
-
-
+    c = _Collect(kind, SizeRule(budget_bytes=DEFAULT_BUDGET_BYTES))
+    c.weights = dict(read_problems(p, kind, c.rule, limit=cap, error=ConfigError))
+    return c.workload(p, space_file, lambda msg, hint: ConfigError(msg, file=p, line=1, hint=hint))

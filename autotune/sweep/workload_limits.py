@@ -1,6 +1,7 @@
 """Limits a workload is checked against before anything is built: how many problems it may hold (ranges are
-counted from their bounds, CSV files by their lines) and how many (instance, point) pairs a sweep config written
-for it may plan. Each limit is a command-line knob with an environment default, named in the error."""
+counted from their bounds, CSV files by their lines, `validate --points` files too) and how many (instance, point)
+pairs a sweep config written for it may plan. Each limit is a command-line knob with an environment default, named
+in the error."""
 from __future__ import annotations
 
 import math
@@ -12,7 +13,7 @@ from autotune.errors import ConfigError, UserError
 MAX_PROBLEMS = 200_000  # problems of one workload (the examples hold 59,582 and 54,872); ~30 s to read as a CSV
 MAX_PAIRS = 1_000_000  # (instance, point) pairs `workload config` writes without --force
 PROBLEMS_ENV, PAIRS_ENV = "AUTOTUNE_MAX_PROBLEMS", "AUTOTUNE_MAX_PAIRS"
-PROBLEMS_KNOB = f"--max-problems N (autotune workload) or {PROBLEMS_ENV}=N (every command)"
+PROBLEMS_KNOB = f"--max-problems N (autotune workload, autotune validate) or {PROBLEMS_ENV}=N (every command)"
 
 
 def limit(given: int | None, env: str, default: int) -> int:
