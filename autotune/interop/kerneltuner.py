@@ -44,13 +44,14 @@ import json
 import math
 import os
 import re
-import tempfile
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from json.decoder import scanstring
 from pathlib import Path
 from typing import Any, Literal
+
+from autotune.outfiles import write_file
 
 __all__ = [
     "STATUSES",
@@ -62,6 +63,7 @@ __all__ = [
     "config_key",
     "read_cache",
     "t4_results",
+    "t4_text",
     "write_cache",
     "write_t4",
 ]
@@ -572,24 +574,7 @@ def write_cache(cache: KTCache, path: str | os.PathLike[str], *,
     written as ``"RuntimeFailedConfig"`` plus ``"__autotune_status__"`` so :func:`read_cache` restores them.
     """
     text = cache_text(cache, error_style=error_style, terminated=terminated)
-    _atomic_write(Path(path), text)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a written cache gets the user's usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_file(Path(path), text)
 
 
 def _measurement_value(v: Any) -> bool:
@@ -648,5 +633,9 @@ def t4_results(cache: KTCache, *, metadata: Mapping[str, Any] | None = None) -> 
 
 def write_t4(cache: KTCache, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] | None = None) -> None:
     """Write the T4 results JSON of :func:`t4_results` to ``path``."""
-    doc = t4_results(cache, metadata=metadata)
-    _atomic_write(Path(path), _dumps(doc, indent=1, allow_nan=False) + "\n")
+    write_file(Path(path), t4_text(cache, metadata=metadata))
+
+
+def t4_text(cache: KTCache, *, metadata: Mapping[str, Any] | None = None) -> str:
+    """The text :func:`write_t4` writes."""
+    return _dumps(t4_results(cache, metadata=metadata), indent=1, allow_nan=False) + "\n"

@@ -24,6 +24,7 @@ import yaml
 
 from autotune.errors import UserError
 from autotune.interop.kerneltuner import CacheFormatError, KTCache, KTRecord, config_key, read_cache
+from autotune.outfiles import write_file
 from autotune.space.instance import Instance
 from autotune.space.spec import Space, load_space
 from autotune.store.schema import SpaceRecord, SweepStart
@@ -121,7 +122,7 @@ def import_cache(path: Path, store: Store, space: Space | None = None, space_out
     if space is None:
         name = "".join(c if c.isalnum() else "_" for c in cache.kernel_name) or "kernel"
         space_out = space_out or path.with_suffix(".space.yaml")
-        space_out.write_text(space_yaml(cache, name))
+        write_file(space_out, space_yaml(cache, name))
         space = load_space(space_out)
     missing = [k for k in cache.tune_params_keys if k not in space.param_names]
     if missing:
