@@ -28,6 +28,7 @@ from autotune.outfiles import write_file
 from autotune.space.instance import Instance
 from autotune.space.spec import Space, load_space
 from autotune.store.schema import SpaceRecord, SweepStart
+from autotune.store.engine import shown
 from autotune.store.store import Store
 from autotune.vocab import MAX_SIZE, DeviceInfo, Measurement, Status, TestPoint
 
@@ -195,7 +196,7 @@ def export_cache(store: Store, space: str, device: str | None = None, point: str
         spaces = s.execute(select(SpaceVersion.yaml_text).where(SpaceVersion.name == space)
                            .order_by(SpaceVersion.id.desc())).scalars().all()
         if not spaces:
-            raise UserError(f"no space {space!r} in {store.url}", hint="name a space that was swept into it")
+            raise UserError(f"no space {space!r} in {shown(store.url)}", hint="name a space that was swept into it")
         rows = s.execute(select(MeasurementRow, InstanceRow.params, Point)
                          .join(InstanceRow, InstanceRow.id == MeasurementRow.instance_id)
                          .join(Point, Point.id == MeasurementRow.point_id)
