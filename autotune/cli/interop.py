@@ -22,6 +22,10 @@ def import_kerneltuner(
         space_out: Optional[Path] = typer.Option(None, "--space-out", help="where to write the created space "
                                                  "(default: next to the cache, CACHE.space.yaml)"),
         precision: str = typer.Option("fp32", help="precision of the test point (the cache does not record it)"),
+        max_cache_mb: Optional[int] = typer.Option(None, "--max-cache-mb", min=1, help="refuse a larger cache file, "
+                                                   "before reading it (default 256 or AUTOTUNE_MAX_CACHE_MB)"),
+        max_entries: Optional[int] = typer.Option(None, "--max-entries", min=1, help="refuse a cache of more "
+                                                  "configurations (default 500,000 or AUTOTUNE_MAX_CACHE_ENTRIES)"),
 ) -> None:
     """Import a Kernel Tuner cache: every configuration becomes a measurement (times kept exactly, failures as
     failures), the cache's problem size a test point, its device a device."""
@@ -42,7 +46,8 @@ def import_kerneltuner(
     made = [p for p in made if not p.exists()]
     try:
         with Store.open(db) as store:
-            got = import_cache(cache, store, load_space(space) if space else None, space_out, precision)
+            got = import_cache(cache, store, load_space(space) if space else None, space_out, precision,
+                               max_mb=max_cache_mb, max_entries=max_entries)
     except BaseException:
         for path in made:
             path.unlink(missing_ok=True)

@@ -23,7 +23,9 @@ from pathlib import Path
 import yaml
 
 from autotune.errors import UserError
-from autotune.interop.kerneltuner import CacheFormatError, KTCache, KTRecord, config_key, read_cache
+from autotune.interop.kerneltuner import (CacheFormatError, CacheLimitError, KTCache, KTRecord, config_key,
+                                         read_cache)
+from autotune.interop.kerneltuner_limits import limit_hint, max_cache_bytes, max_cache_entries
 from autotune.outfiles import write_file
 from autotune.space.instance import Instance
 from autotune.space.spec import Space, load_space
@@ -114,12 +116,14 @@ def _point(space: Space, precision: str, sizes: tuple[int, ...]) -> TestPoint:
 
 
 def import_cache(path: Path, store: Store, space: Space | None = None, space_out: Path | None = None,
-                 precision: str = "fp32") -> Imported:
+                 precision: str = "fp32", *, max_mb: int | None = None, max_entries: int | None = None) -> Imported:
     try:
-        cache = read_cache(path)
+        cache = read_cache(path, max_bytes=max_cache_bytes(max_mb), max_entries=max_cache_entries(max_entries))
+    except CacheLimitError as exc:
+        raise UserError(str(exc), hint=limit_hint(exc)) from None
     except (CacheFormatError, OSError) as exc:
-        raise UserError(str(exc), file=path, hint="give a cache file that Kernel Tuner wrote (cache=... in "
-                        "tune_kernel)") from None
+        raise UserError(str(exc), hint="give a cache file that Kernel Tuner wrote (cache=... in tune_kernel)") \
+            from None
     if space is None:
         name = "".join(c if c.isalnum() else "_" for c in cache.kernel_name) or "kernel"
         space_out = space_out or path.with_suffix(".space.yaml")
