@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -67,6 +68,18 @@ app.add_typer(interop.import_app, name="import")
 app.add_typer(interop.export_app, name="export")
 app.add_typer(workload_cli.app, name="workload")
 err = Console(stderr=True)
+
+
+@app.callback()
+def _options(allow_path: list[Path] = typer.Option(
+        [], "--allow-path", metavar="DIR", help="Let space files name kernel sources and Python files (reference:, "
+        "file.py:Class) under DIR, outside their own folder (repeatable; or AUTOTUNE_ALLOW_PATHS=DIR:DIR)."),
+             ) -> None:
+    """Autotune GPU kernels: explore tuning spaces, sweep them on a GPU into SQLite, analyze the results into
+    dispatch tables."""
+    if allow_path:
+        from autotune.problems.allowed_paths import allow
+        allow(allow_path)
 
 
 @app.command()
