@@ -54,5 +54,6 @@ def checked(file: Path, space_file: Path, key: str, given: str, line: int | None
         return resolved
     folder = space_file.parent.resolve()
     raise SpaceError(f"`{key}` {given!r} resolves to {resolved}, outside the space file's folder {folder}",
-                     file=space_file, line=line, hint=f"move the file under {folder}, or allow its folder: autotune --allow-path "
-                                     f"{resolved.parent} COMMAND ... (or {ALLOW_ENV}={resolved.parent})")
+                     file=space_file, line=line,
+                     hint=f"move the file under {folder}, or allow its folder: autotune --allow-path "
+                          f"{resolved.parent} COMMAND ... (or {ALLOW_ENV}={resolved.parent})")
