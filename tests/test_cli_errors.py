@@ -35,13 +35,38 @@ def blocker(tmp_path: Path) -> Path:
     ("report", str(EXAMPLE_DB), "--out", "{blocker}/report"),
     ("emit", str(ROOT / "examples" / "transpose" / "results" / "dispatch.json"), "-f", "cpp", "-o",
      "{blocker}/dispatch.cuh"),
+    # the cache is writable, the T4 file is not: neither is written (the cache used to be, before the T4 failed)
+    ("export", "kerneltuner", str(EXAMPLE_DB), "--space", "transpose_tiled", "--point", "transpose:fp32:-:4096x4096",
+     "--out", "c.json", "--t4", "{blocker}/t4.json"),
+    ("export", "kerneltuner", str(EXAMPLE_DB), "--space", "transpose_tiled", "--point", "transpose:fp32:-:4096x4096",
+     "--out", "{blocker}/c.json"),
+    ("workload", "config", str(ROOT / "configs" / "workloads" / "small_h100.yaml"), "--space", "gemm_batched_simt",
+     "--out", "{blocker}/s.yaml"),
+    ("import", "kerneltuner", "{cache}", "--db", "{blocker}/x.sqlite"),
+    ("import", "kerneltuner", "{cache}", "--db", "x.sqlite", "--space-out", "{blocker}/s.yaml"),
 ])
 def test_an_output_path_that_cannot_be_written_is_one_line(tmp_path: Path, blocker: Path, args: tuple) -> None:
-    r = cli(*(a.format(blocker=blocker) for a in args), cwd=tmp_path)
+    cache = tmp_path / "in" / "cache.json"
+    cache.parent.mkdir()
+    cache.write_text(KT_CACHE)
+    before = set(tmp_path.rglob("*"))
+    r = cli(*(a.format(blocker=blocker, cache=cache) for a in args), cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "Traceback" not in r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and str(blocker) in errors[0], r.stderr
+    assert ".tmp" not in errors[0], r.stderr  # the user's path, never a temporary file's
+    assert set(tmp_path.rglob("*")) == before, "nothing is written when an output cannot be"
+
+
+KT_CACHE = """{
+"device_name": "NVIDIA H100", "kernel_name": "k", "problem_size": [64, 64],
+"tune_params_keys": ["bx"], "tune_params": {"bx": [16, 32]}, "objective": "time",
+"cache": {
+"16": {"bx": 16, "time": 0.5, "times": [0.5, 0.5]},
+"32": {"bx": 32, "time": 0.25, "times": [0.25, 0.25]}}
+}
+"""
 
 
 def test_a_warning_is_one_readable_line(tmp_path: Path) -> None:

@@ -338,8 +338,8 @@ def emit(source: EmitSource, fmt: Annotated[Format, typer.Option("--format", "-f
     if output is None:
         typer.echo(text, nl=False)
     else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text)
+        from autotune.outfiles import write_file
+        write_file(output, text, make_folders=True)
         p = table.provenance
         out.print(f"wrote {output}: {p['kernels']} kernels, {p['points']} points, worst loss "
                   f"{100 * (p['worst_loss'] or 0):.2f}% (TOL {100 * p['tol']:g}%, {p['method']})"

@@ -22,23 +22,32 @@ def import_kerneltuner(
         space_out: Optional[Path] = typer.Option(None, "--space-out", help="where to write the created space "
                                                  "(default: next to the cache, CACHE.space.yaml)"),
         precision: str = typer.Option("fp32", help="precision of the test point (the cache does not record it)"),
+        max_cache_mb: Optional[int] = typer.Option(None, "--max-cache-mb", min=1, help="refuse a larger cache file, "
+                                                   "before reading it (default 256 or AUTOTUNE_MAX_CACHE_MB)"),
+        max_entries: Optional[int] = typer.Option(None, "--max-entries", min=1, help="refuse a cache of more "
+                                                  "configurations (default 500,000 or AUTOTUNE_MAX_CACHE_ENTRIES)"),
 ) -> None:
     """Import a Kernel Tuner cache: every configuration becomes a measurement (times kept exactly, failures as
     failures), the cache's problem size a test point, its device a device."""
     from autotune.interop.kt_store import import_cache
+    from autotune.outfiles import check_writable
     from autotune.space.spec import load_space
     from autotune.store.engine import database_url, sqlite_path
     from autotune.store.store import Store
 
-    # nothing half-written: a database file or space file this import creates is removed when it fails
+    # nothing half-written: every output's folder is checked first, and a database file or space file this
+    # import creates is removed when it fails
     db_file = sqlite_path(database_url(db, write=True))
+    check_writable(([Path(db_file)] if db_file else []) +
+                   ([space_out or cache.with_suffix(".space.yaml")] if space is None else []))
     made = [Path(f"{db_file}{end}") for end in ("", "-wal", "-shm", "-journal") if db_file]
     if space is None:
         made.append(space_out or cache.with_suffix(".space.yaml"))
     made = [p for p in made if not p.exists()]
     try:
         with Store.open(db) as store:
-            got = import_cache(cache, store, load_space(space) if space else None, space_out, precision)
+            got = import_cache(cache, store, load_space(space) if space else None, space_out, precision,
+                               max_mb=max_cache_mb, max_entries=max_entries)
     except BaseException:
         for path in made:
             path.unlink(missing_ok=True)
@@ -73,13 +82,17 @@ def export_kerneltuner(
 ) -> None:
     """Export one space's measurements at one test point as a Kernel Tuner cache (Kernel Tuner's reader and its
     simulation mode accept it), and optionally as T4 results."""
-    from autotune.interop.kerneltuner import write_cache, write_t4
+    from autotune.interop.kerneltuner import cache_text, t4_text
     from autotune.interop.kt_store import export_cache
+    from autotune.outfiles import check_writable, write_files
     from autotune.store.store import Store
 
+    targets = [out_file] + ([t4] if t4 is not None else [])
+    check_writable(targets)  # before reading the database: a path that cannot be written fails at once
     with Store.open(db, readonly=True) as store:
         cache = export_cache(store, space, device, point)
-    write_cache(cache, out_file)
+    texts = {out_file: cache_text(cache)}
     if t4 is not None:
-        write_t4(cache, t4)
+        texts[t4] = t4_text(cache)
+    write_files(texts)  # both or neither
     out.print(f"wrote {len(cache.records)} configurations to {out_file}" + (f" and {t4}" if t4 else ""))

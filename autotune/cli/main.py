@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -24,8 +25,14 @@ FILE_ERRORS = (FileNotFoundError, FileExistsError, PermissionError, IsADirectory
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
     """Warnings as `warning: message` on standard error: no category, source file or source line."""
-    text = " ".join(str(message).split())
+    text = _shown(" ".join(str(message).split()))
     (file or sys.stderr).write(f"warning: {text}\n")
+
+
+def _shown(text: str) -> str:
+    """A message naming the user's .gz database where it named the private decompressed copy read for it."""
+    engine = sys.modules.get("autotune.store.engine")  # not imported: no database was opened, no copy to hide
+    return engine.shown(text) if engine is not None else text
 
 
 class _Commands(TyperGroup):
@@ -39,12 +46,12 @@ class _Commands(TyperGroup):
             try:
                 return super().invoke(ctx)
             except UserError as exc:
-                sys.stderr.write(f"error: {exc}\n")
+                sys.stderr.write(f"error: {_shown(str(exc))}\n")
                 sys.exit(2)
             except FILE_ERRORS as exc:
                 if exc.filename is None:
                     raise
-                where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else "")
+                where = _shown(f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else ""))
                 sys.stderr.write(f"error: cannot use {where}: {exc.strerror or exc}\n"
                                  "    what to do: give a path whose folder exists and that you may write "
                                  "(or read), and run the command again\n")
@@ -61,6 +68,18 @@ app.add_typer(interop.import_app, name="import")
 app.add_typer(interop.export_app, name="export")
 app.add_typer(workload_cli.app, name="workload")
 err = Console(stderr=True)
+
+
+@app.callback()
+def _options(allow_path: list[Path] = typer.Option(
+        [], "--allow-path", metavar="DIR", help="Let space files name kernel sources and Python files (reference:, "
+        "file.py:Class) under DIR, outside their own folder (repeatable; or AUTOTUNE_ALLOW_PATHS=DIR:DIR)."),
+             ) -> None:
+    """Autotune GPU kernels: explore tuning spaces, sweep them on a GPU into SQLite, analyze the results into
+    dispatch tables."""
+    if allow_path:
+        from autotune.problems.allowed_paths import allow
+        allow(allow_path)
 
 
 @app.command()

@@ -132,6 +132,9 @@ def export(space: SpaceArg, format: Annotated[Format, typer.Option("--format", "
            device: DeviceOpt = None, precision: PrecisionOpt = None, no_soft: NoSoftOpt = False,
            soft_off: SoftOffOpt = None, max_raw: MaxRawOpt = None, max_survivors: MaxSurvivorsOpt = None) -> None:
     """Write every surviving instance (id, name, parameters, derived quantities) as CSV or JSON."""
+    if output:
+        from autotune.outfiles import check_writable
+        check_writable([output])  # before generating: a path that cannot be written fails at once
     g = _generate(space, device, precision, no_soft, soft_off, max_raw, max_survivors)
     rows = _matching(g, where_expr)
     frame = g.with_derived().iloc[rows]
@@ -143,7 +146,8 @@ def export(space: SpaceArg, format: Annotated[Format, typer.Option("--format", "
                            "soft": list(g.soft_applied), "instances": json.loads(frame.to_json(orient="records"))},
                           indent=1) + "\n"
     if output:
-        output.write_text(text)
+        from autotune.outfiles import write_file
+        write_file(output, text)
         out.print(f"wrote {len(frame):,} instances to {output}", style="dim", highlight=False)
     else:
         sys.stdout.write(text)

@@ -85,11 +85,13 @@ def config(
     Prints the tuned points per group and the largest log2 distance (the sum over the kind's table sizes of
     |log2 a/b|; GEMM: M, N, K) from any workload problem to its nearest tuned point.
     """
+    from autotune.outfiles import check_writable, write_file
     from autotune.space.spec import find_space, load_space
     from autotune.sweep.config import load_config
     from autotune.sweep.workload import choose_points, coverage, pool_from_db, sweep_config_text
     from autotune.sweep.workload_files import load_workload
 
+    check_writable([out_path], make_folders=True)  # before the work: a path that cannot be written fails at once
     wl = load_workload(workload, space=kind_space, limit=max_problems)
     include = load_config(include_config).points if include_config else ()
     tuned = choose_points(wl, points, include)
@@ -124,8 +126,7 @@ def config(
                       "-" if worst is None else f"{worst:.3f}")
     out.print(table)
     _check_pairs(text, out_path, max_pairs, force)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(text)
+    write_file(out_path, text, make_folders=True)
     out.print(f"wrote {out_path}", highlight=False)
 
 

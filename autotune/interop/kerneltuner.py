@@ -55,6 +55,7 @@ from typing import Any, Literal
 __all__ = [
     "STATUSES",
     "CacheFormatError",
+    "CacheLimitError",
     "KTCache",
     "KTCacheWarning",
     "KTRecord",
@@ -62,6 +63,7 @@ __all__ = [
     "config_key",
     "read_cache",
     "t4_results",
+    "t4_text",
     "write_cache",
     "write_t4",
 ]
@@ -118,6 +120,18 @@ class CacheFormatError(ValueError):
         self.message = message
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {message}")
+
+
+class CacheLimitError(CacheFormatError):
+    """The file is larger than ``max_bytes`` (checked before it is read) or holds more than ``max_entries``
+    entries (counted while parsing): ``what`` is "bytes" or "entries", ``count`` the number found (at least)."""
+
+    def __init__(self, path: str | os.PathLike[str], what: Literal["bytes", "entries"], count: int, cap: int,
+                 *, line: int | None = None) -> None:
+        self.what, self.count, self.cap = what, count, cap
+        text = (f"the file holds {count:,} bytes, above the limit of {cap:,}" if what == "bytes" else
+                f"the cache holds more than {cap:,} entries, the limit")
+        super().__init__(path, text, line=line)
 
 
 class KTCacheWarning(UserWarning):
@@ -186,15 +200,20 @@ def _line_of(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
 
-def read_cache(path: str | os.PathLike[str]) -> KTCache:
+def read_cache(path: str | os.PathLike[str], *, max_bytes: int | None = None,
+               max_entries: int | None = None) -> KTCache:
     """Read a Kernel Tuner cache file, closed or left open by a stopped run.
 
     A last entry cut short (a run killed while writing) is dropped with a :class:`KTCacheWarning`;
     :attr:`KTCache.dropped_entries` counts it.  Anything else that is not a cache raises
-    :class:`CacheFormatError` naming the file and the problem.
+    :class:`CacheFormatError` naming the file and the problem; a file above ``max_bytes`` (checked before it is
+    read) or of more than ``max_entries`` entries raises :class:`CacheLimitError` (None: no limit).
     """
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if max_bytes is not None and size > max_bytes:
+            raise CacheLimitError(path, "bytes", size, max_bytes)
         raw = path.read_bytes()
     except OSError as e:
         raise CacheFormatError(path, f"cannot read the file: {e.strerror or e}") from e
@@ -202,11 +221,11 @@ def read_cache(path: str | os.PathLike[str]) -> KTCache:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise CacheFormatError(path, f"not UTF-8 text (byte {e.start}); not a Kernel Tuner cache file") from e
-    header, entries, terminated, dropped = _parse(text.rstrip(), path)
+    header, entries, terminated, dropped = _parse(text.rstrip(), path, max_entries)
     return _build(header, entries, terminated, dropped, path)
 
 
-def _parse(text: str, path: Path) -> tuple[dict[str, Any], list[tuple[str, Any]], bool, int]:
+def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, Any], list[tuple[str, Any]], bool, int]:
     """Split the (right-stripped) text into header members and (key, entry) pairs, tolerating an open end."""
     n = len(text)
     i = _WS.match(text, 0).end()
@@ -251,7 +270,7 @@ def _parse(text: str, path: Path) -> tuple[dict[str, Any], list[tuple[str, Any]]
                 break
             if text[i] != "{":
                 raise CacheFormatError(path, "\"cache\" is not a JSON object", line=_line_of(text, i))
-            i, closed, dropped = _parse_entries(text, i + 1, n, path, entries)
+            i, closed, dropped = _parse_entries(text, i + 1, n, path, entries, max_entries)
             if not closed:
                 break
             continue
@@ -292,8 +311,8 @@ def _colon(text: str, i: int, n: int, path: Path) -> int:
     return _WS.match(text, i + 1).end()
 
 
-def _parse_entries(text: str, i: int, n: int, path: Path,
-                   entries: list[tuple[str, Any]]) -> tuple[int, bool, int]:
+def _parse_entries(text: str, i: int, n: int, path: Path, entries: list[tuple[str, Any]],
+                   max_entries: int | None) -> tuple[int, bool, int]:
     """Parse ``"key": {...}`` members of the cache object from ``i``; return (pos, closed, dropped)."""
     match_ws = _WS.match
     raw_decode = _DECODER.raw_decode
@@ -315,6 +334,8 @@ def _parse_entries(text: str, i: int, n: int, path: Path,
             if text[i] == "}":  # ",}" is not JSON, but it means the same thing
                 return i + 1, True, 0
         first = False
+        if len(entries) == max_entries:
+            raise CacheLimitError(path, "entries", max_entries + 1, max_entries, line=_line_of(text, i))
         start = i
         try:
             key, i = _string(text, i, path)
@@ -576,19 +597,26 @@ def write_cache(cache: KTCache, path: str | os.PathLike[str], *,
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
+    """Write ``text`` to ``path`` through a temporary file beside it, renamed into place, with the user's usual
+    mode (not mkstemp's 0600); on failure the temporary file is removed and the OSError names ``path``.
+    (The behaviour of ``autotune.outfiles``, which the command line uses; this module stays standard-library only.)"""
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a written cache gets the user's usual mode
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    except BaseException as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from None
         raise
 
 
@@ -648,5 +676,9 @@ def t4_results(cache: KTCache, *, metadata: Mapping[str, Any] | None = None) -> 
 
 def write_t4(cache: KTCache, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] | None = None) -> None:
     """Write the T4 results JSON of :func:`t4_results` to ``path``."""
-    doc = t4_results(cache, metadata=metadata)
-    _atomic_write(Path(path), _dumps(doc, indent=1, allow_nan=False) + "\n")
+    _atomic_write(Path(path), t4_text(cache, metadata=metadata))
+
+
+def t4_text(cache: KTCache, *, metadata: Mapping[str, Any] | None = None) -> str:
+    """The text :func:`write_t4` writes."""
+    return _dumps(t4_results(cache, metadata=metadata), indent=1, allow_nan=False) + "\n"

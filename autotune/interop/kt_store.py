@@ -23,10 +23,14 @@ from pathlib import Path
 import yaml
 
 from autotune.errors import UserError
-from autotune.interop.kerneltuner import CacheFormatError, KTCache, KTRecord, config_key, read_cache
+from autotune.interop.kerneltuner import (CacheFormatError, CacheLimitError, KTCache, KTRecord, config_key,
+                                         read_cache)
+from autotune.interop.kerneltuner_limits import limit_hint, max_cache_bytes, max_cache_entries
+from autotune.outfiles import write_file
 from autotune.space.instance import Instance
 from autotune.space.spec import Space, load_space
 from autotune.store.schema import SpaceRecord, SweepStart
+from autotune.store.engine import shown
 from autotune.store.store import Store
 from autotune.vocab import MAX_SIZE, DeviceInfo, Measurement, Status, TestPoint
 
@@ -112,16 +116,18 @@ def _point(space: Space, precision: str, sizes: tuple[int, ...]) -> TestPoint:
 
 
 def import_cache(path: Path, store: Store, space: Space | None = None, space_out: Path | None = None,
-                 precision: str = "fp32") -> Imported:
+                 precision: str = "fp32", *, max_mb: int | None = None, max_entries: int | None = None) -> Imported:
     try:
-        cache = read_cache(path)
+        cache = read_cache(path, max_bytes=max_cache_bytes(max_mb), max_entries=max_cache_entries(max_entries))
+    except CacheLimitError as exc:
+        raise UserError(str(exc), hint=limit_hint(exc)) from None
     except (CacheFormatError, OSError) as exc:
-        raise UserError(str(exc), file=path, hint="give a cache file that Kernel Tuner wrote (cache=... in "
-                        "tune_kernel)") from None
+        raise UserError(str(exc), hint="give a cache file that Kernel Tuner wrote (cache=... in tune_kernel)") \
+            from None
     if space is None:
         name = "".join(c if c.isalnum() else "_" for c in cache.kernel_name) or "kernel"
         space_out = space_out or path.with_suffix(".space.yaml")
-        space_out.write_text(space_yaml(cache, name))
+        write_file(space_out, space_yaml(cache, name))
         space = load_space(space_out)
     missing = [k for k in cache.tune_params_keys if k not in space.param_names]
     if missing:
@@ -194,7 +200,7 @@ def export_cache(store: Store, space: str, device: str | None = None, point: str
         spaces = s.execute(select(SpaceVersion.yaml_text).where(SpaceVersion.name == space)
                            .order_by(SpaceVersion.id.desc())).scalars().all()
         if not spaces:
-            raise UserError(f"no space {space!r} in {store.url}", hint="name a space that was swept into it")
+            raise UserError(f"no space {space!r} in {shown(store.url)}", hint="name a space that was swept into it")
         rows = s.execute(select(MeasurementRow, InstanceRow.params, Point)
                          .join(InstanceRow, InstanceRow.id == MeasurementRow.instance_id)
                          .join(Point, Point.id == MeasurementRow.point_id)

@@ -35,6 +35,7 @@ from typing import Any
 
 from autotune.errors import SpaceError
 from autotune.expr import Expr, ExprError, as_int, evaluate, parse
+from autotune.problems import allowed_paths
 from autotune.problems.base import ProblemKind, Scalars
 from autotune.vocab import TestPoint
 from autotune.yamlfile import line_of
@@ -235,7 +236,7 @@ class _Reader:
             file = Path(target) if Path(target).is_absolute() else self.path.parent / target
             if not file.is_file():
                 raise self.fail(f"`{what}:` no file {file}", line, "give a path relative to the space file")
-            return f"{file.resolve()}:{fn}"
+            return f"{allowed_paths.checked(file, self.path, f'problem: {what}:', target, line)}:{fn}"
         return text
 
     def arguments(self, items: Any, line: int | None, sizes: set[str]) -> tuple[Argument, ...]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import SpaceError
+from autotune.problems import allowed_paths
 from autotune.problems.base import ProblemKind
 from autotune.problems.declared import load_declared
 from autotune.problems.gemm import GEMM
@@ -60,7 +61,7 @@ def resolve(spec: Any, path: Path, line: int | None) -> ProblemKind:
         if not file.is_file():
             raise SpaceError(f"problem kind {spec!r}: no file {file}", file=path, line=line,
                              hint="give the file relative to the space file (file.py:Class)")
-        target = str(file.resolve())
+        target = str(allowed_paths.checked(file, path, "problem:", target, line))
     try:
         obj = load_attribute(f"{target}:{name}")
     except NoSuchName as exc:

@@ -18,6 +18,7 @@ from autotune.devices import PROFILES, DeviceLimits, get_device
 from autotune.errors import SpaceError
 from autotune.expr import Expr, ExprError, as_int, evaluate, parse
 from autotune.problems.base import ProblemKind
+from autotune.problems import allowed_paths
 from autotune.problems.registry import DEFAULT_KIND, resolve
 from autotune.vocab import ELEM_BYTES, TestPoint
 from autotune.yamlfile import LineDict, line_of, load_yaml
@@ -451,7 +452,7 @@ class _Builder:
         p = Path(given).expanduser()
         for candidate in ([p] if p.is_absolute() else [self.path.parent / p, paths.KERNELS_DIR / p]):
             if candidate.is_file():
-                return candidate.resolve()
+                return allowed_paths.checked(candidate, self.path, "kernel: source:", given, line)
         raise self.fail(f"kernel source {given!r} not found", line,
                         hint=f"give a path relative to the space file ({self.path.parent}) or an absolute path")
 

@@ -147,6 +147,21 @@ def gz_origin(path: str | Path) -> Path | None:
     return _GZ_ORIGIN.get(str(Path(path).resolve()))
 
 
+def remember_gz_copy(copy: Path, gz: Path) -> None:
+    """Record that `copy` (a decompressed or migrated copy in `gz_cache_dir()`) stands for the user's `gz`."""
+    _GZ_ORIGIN[str(copy)] = gz
+    _GZ_ORIGIN[str(copy.resolve())] = gz
+
+
+def shown(text: str) -> str:
+    """`text` (a message) with every private copy of a gzipped database read in this process, as a path or an
+    sqlite:/// URL, replaced by the .gz path the user gave: messages name the user's file, never the copy."""
+    for copy, gz in sorted(_GZ_ORIGIN.items(), key=lambda item: -len(item[0])):
+        if copy in text:
+            text = text.replace(f"sqlite:///{copy}", str(gz)).replace(copy, str(gz))
+    return text
+
+
 def gunzipped(path: Path) -> Path:
     """The decompressed copy of the gzipped database `path`: gz_cache_dir()/<sha256 of the .gz bytes>.sqlite,
     made under a temporary name and renamed (so concurrent readers never see a partial file), and reused
@@ -178,7 +193,7 @@ def gunzipped(path: Path) -> Path:
             raise StoreError(f"cannot decompress {path}: {exc}",
                              hint="check that the file is a complete gzip of an SQLite database") from None
     _GUNZIPPED[key] = target
-    _GZ_ORIGIN[str(target.resolve())] = path
+    remember_gz_copy(target, path)
     return target
 
 

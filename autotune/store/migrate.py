@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.store.engine import (SchemaVersionError, StoreError, gz_origin, make_engine, publish_copy,
-                                    readonly_uri, verified_copy)
+                                    readonly_uri, remember_gz_copy, verified_copy)
 from autotune.store.version import SCHEMA_VERSION
 
 VERSION_TABLE = "autotune_alembic_version"
@@ -229,6 +229,7 @@ def readable_copy(url: str, path: str) -> str:
     origin = gz_origin(path)
     if origin is not None:
         copy = Path(path).with_name(f"{Path(path).stem}.s{SCHEMA_VERSION}-{_scripts_digest()}.sqlite")
+        remember_gz_copy(copy, origin)  # messages about the migrated copy name the user's .gz
     else:
         copy = Path(tempfile.mkdtemp(prefix="autotune-migrated-")) / Path(path).name
     if not (verified_copy(copy) if origin is not None else copy.is_file()):

@@ -25,6 +25,7 @@ import yaml
 from sqlalchemy import select
 
 from autotune import paths
+from autotune.problems import allowed_paths
 from autotune.space import spec
 from autotune.store.schema import SpaceVersion
 from autotune.store.store import Store
@@ -108,6 +109,7 @@ def use_stored_spaces(url: str) -> dict[str, Path]:
         if isinstance(doc, dict) and "problem" in doc:
             doc["problem"] = _python_files(doc["problem"], beside)
         (target / "space.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        allowed_paths.recorded_beside(target, beside)  # its Python files and source stay where the user had them
         spec.STORED[name] = taken[name] = target / "space.yaml"
     return taken
 

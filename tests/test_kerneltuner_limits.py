@@ -1,0 +1,78 @@
+"""Limits before work for an imported Kernel Tuner cache (issue 30, part 2): a file above the size limit is refused
+before it is read, a cache of more entries than the entry limit before any is stored; each error names its knob
+(`--max-cache-mb` / AUTOTUNE_MAX_CACHE_MB, `--max-entries` / AUTOTUNE_MAX_CACHE_ENTRIES), and nothing is written."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.interop.kerneltuner import CacheFormatError, CacheLimitError, read_cache
+from autotune.interop.kerneltuner_limits import limit_hint
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADER = {"device_name": "NVIDIA H100", "kernel_name": "k", "problem_size": [64, 64], "tune_params_keys": ["bx"],
+          "tune_params": {"bx": list(range(1, 1001))}, "objective": "time"}
+
+
+def cache_text(n: int) -> str:
+    entries = ",\n".join(f'"{b}": {json.dumps({"bx": b, "time": 0.5 + b, "times": [0.5 + b]})}'
+                         for b in range(1, n + 1))
+    return json.dumps(HEADER)[:-1] + ', "cache": {\n' + entries + "}\n}\n"
+
+
+def cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), **env), timeout=120)
+
+
+def test_a_file_above_the_size_limit_is_refused_before_reading(tmp_path: Path) -> None:
+    big = tmp_path / "big.json"
+    big.write_bytes(b"\xff" * (2**20 + 1))  # not even text: reading it would fail otherwise
+    with pytest.raises(CacheLimitError, match="above the limit") as info:
+        read_cache(big, max_bytes=2**20)
+    assert "--max-cache-mb 2" in limit_hint(info.value) and "AUTOTUNE_MAX_CACHE_MB=2" in limit_hint(info.value)
+    with pytest.raises(CacheFormatError, match="not UTF-8"):
+        read_cache(big, max_bytes=2 * 2**20)  # the limit raised: now it is read (and is no cache)
+
+
+def test_the_entry_limit_counts_entries(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(cache_text(5))
+    assert len(read_cache(path, max_entries=5).records) == 5
+    with pytest.raises(CacheLimitError, match="more than 4 entries") as info:
+        read_cache(path, max_entries=4)
+    assert "--max-entries 5" in limit_hint(info.value)
+
+
+@pytest.mark.parametrize("args, env, knob", [
+    (("--max-entries", "3"), {}, "--max-entries"),
+    ((), {"AUTOTUNE_MAX_CACHE_ENTRIES": "3"}, "AUTOTUNE_MAX_CACHE_ENTRIES"),
+    (("--max-cache-mb", "1"), {}, "--max-cache-mb"),
+    ((), {"AUTOTUNE_MAX_CACHE_MB": "1"}, "AUTOTUNE_MAX_CACHE_MB"),
+])
+def test_import_refuses_above_a_limit_and_names_the_knob(tmp_path: Path, args: tuple, env: dict,
+                                                         knob: str) -> None:
+    cache = tmp_path / "c.json"
+    text = cache_text(4)
+    if "mb" in knob.lower():
+        text += " " * 2**20  # trailing white space: a valid cache of 4 entries, above 1 MB
+    cache.write_text(text)
+    r = cli("import", "kerneltuner", str(cache), "--db", "x.sqlite", *args, cwd=tmp_path, **env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and str(cache) in errors[0] and "limit" in errors[0], r.stderr
+    assert knob in r.stderr and "Traceback" not in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json"], "nothing is written"
+
+
+def test_import_below_the_limits_works(tmp_path: Path) -> None:
+    cache = tmp_path / "c.json"
+    cache.write_text(cache_text(4))
+    r = cli("import", "kerneltuner", str(cache), "--db", "x.sqlite", "--max-entries", "4", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "imported 4 configurations" in r.stdout
