@@ -76,3 +76,28 @@ def test_import_below_the_limits_works(tmp_path: Path) -> None:
     r = cli("import", "kerneltuner", str(cache), "--db", "x.sqlite", "--max-entries", "4", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "imported 4 configurations" in r.stdout
+
+
+def test_a_gzipped_cache_is_read_and_its_unpacked_size_is_limited(tmp_path: Path) -> None:
+    """The benchmark hub ships its caches as .json.gz (results/bench/hub/): they import as they are; a small
+    gzip file that unpacks past the byte limit (a gzip bomb) is refused while unpacking."""
+    import gzip
+
+    gz = tmp_path / "c.json.gz"
+    gz.write_bytes(gzip.compress(cache_text(20).encode()))
+    assert len(read_cache(gz).records) == 20
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (4 * 2**20)))
+    assert bomb.stat().st_size < 2**20
+    with pytest.raises(CacheLimitError, match="above the limit"):
+        read_cache(bomb, max_bytes=2**20)
+    (tmp_path / "bad.json.gz").write_bytes(gzip.compress(b"{}")[:-6])
+    with pytest.raises(CacheFormatError, match="damaged gzip"):
+        read_cache(tmp_path / "bad.json.gz")
+
+
+def test_the_committed_hub_caches_import(tmp_path: Path) -> None:
+    hub = ROOT / "results" / "bench" / "hub" / "convolution_milo_A100.json.gz"
+    r = cli("import", "kerneltuner", str(hub), "--db", str(tmp_path / "hub.sqlite"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "imported 4362 configurations (161 failed)" in " ".join(r.stdout.split())

@@ -217,12 +217,29 @@ def read_cache(path: str | os.PathLike[str], *, max_bytes: int | None = None,
         raw = path.read_bytes()
     except OSError as e:
         raise CacheFormatError(path, f"cannot read the file: {e.strerror or e}") from e
+    if raw[:2] == b"\x1f\x8b":  # a gzipped cache (.json.gz): the byte limit holds for what it unpacks to
+        raw = _gunzip(raw, path, max_bytes)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise CacheFormatError(path, f"not UTF-8 text (byte {e.start}); not a Kernel Tuner cache file") from e
     header, entries, terminated, dropped = _parse(text.rstrip(), path, max_entries)
     return _build(header, entries, terminated, dropped, path)
+
+
+def _gunzip(raw: bytes, path: Path, max_bytes: int | None) -> bytes:
+    import gzip
+    import io
+    import zlib
+
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
+            out = f.read(-1 if max_bytes is None else max_bytes + 1)
+    except (OSError, EOFError, zlib.error) as e:
+        raise CacheFormatError(path, f"a damaged gzip file: {e}") from e
+    if max_bytes is not None and len(out) > max_bytes:
+        raise CacheLimitError(path, "bytes", len(out), max_bytes)
+    return out
 
 
 def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, Any], list[tuple[str, Any]], bool, int]:
