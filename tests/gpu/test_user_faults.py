@@ -9,26 +9,17 @@ from __future__ import annotations
 
 import re
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from autotune.errors import UserError
 from autotune.store.store import Store
-from autotune.sweep.backends.local import GpuBackend
-from autotune.sweep.config import parse_config
-from autotune.sweep.runner import run_sweep
+from tests.support.gpu_sweep import gpu_sweep
 
 pytestmark = pytest.mark.gpu
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "transpose"
 POINTS = "[{sizes: {rows: 64, cols: 96}}]"
-
-
-class Quiet:
-    def start(self, total: int, done: int) -> None: ...
-    def measured(self, m, best) -> None: ...  # noqa: ANN001
-    def note(self, text: str) -> None: ...
 
 
 @pytest.fixture
@@ -45,18 +36,7 @@ def edit(path: Path, old: str, new: str) -> None:
 
 
 def sweep(tmp_path: Path, folder: Path, max_instances: int = 4) -> Store:
-    cfg = parse_config(textwrap.dedent(f"""\
-        name: t
-        spaces: [{{space: {folder / 'space.yaml'}, max_instances: {max_instances}}}]
-        points: {POINTS}
-        strategy: random
-        repetitions: 5
-        database: sqlite:///{tmp_path / 'db.sqlite'}
-        """), file=tmp_path / "t.yaml")
-    store = Store.open(cfg.database)
-    with GpuBackend(cache_dir=tmp_path / "cache") as backend:
-        run_sweep(cfg, store, backend, Quiet())
-    return store
+    return gpu_sweep(tmp_path, folder / "space.yaml", POINTS, max_instances)
 
 
 def rows(store: Store, sql: str) -> list[tuple]:

@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from autotune.store.store import Store
-from autotune.sweep.config import parse_config
-from autotune.sweep.backends.local import GpuBackend
-from autotune.sweep.runner import run_sweep
+from tests.support.gpu_sweep import gpu_sweep
 
 pytestmark = pytest.mark.gpu
 
@@ -90,24 +88,8 @@ SPACE = textwrap.dedent("""\
     """)
 
 
-class Quiet:
-    def start(self, total: int, done: int) -> None: ...
-    def measured(self, m, best) -> None: ...  # noqa: ANN001
-    def note(self, text: str) -> None: ...
-
-
 def sweep(tmp_path: Path, space: Path, points: str) -> Store:
-    cfg = parse_config(textwrap.dedent(f"""\
-        name: t
-        spaces: [{space}]
-        points: {points}
-        repetitions: 5
-        database: sqlite:///{tmp_path / 'db.sqlite'}
-        """), file=tmp_path / "t.yaml")
-    store = Store.open(cfg.database)
-    with GpuBackend(cache_dir=tmp_path / "cache") as backend:
-        run_sweep(cfg, store, backend, Quiet())
-    return store
+    return gpu_sweep(tmp_path, space, points)
 
 
 def assert_all_ok(store: Store, instances: int, points: int) -> None:
