@@ -36,6 +36,7 @@ from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import (DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch,
                               warm_compile_process)
 from autotune.sweep.backends.base import Job
+from autotune.sweep.nvcc import find_nvcc
 from autotune.errors import UserError
 from autotune.sweep.backends.gpu_worker import ProblemFault, gpu_main
 from autotune.sweep.backends.tasks import KernelTask, MeasureRequest, Variant
@@ -63,7 +64,7 @@ def task_of(job: Job) -> KernelTask:
         variants.append(Variant(p, space.template_name(params, p.precision, p.shape),
                                 tuple(g.grid), tuple(g.block), int(g.shared_bytes), space.defines(params, p)))
     return KernelTask(job.instance.id, space.kernel.source_path, space.kernel.convention, tuple(variants),
-                      space.kind, dict(job.scalars), job.reps)
+                      space.kind, dict(job.scalars), job.reps, space.kernel.compiler, space.kernel.compiler_options)
 
 
 class GpuBackend:
@@ -219,7 +220,7 @@ class GpuBackend:
                 for task in chunk:
                     for v in task.variants:
                         ready.setdefault(v.point, []).append(
-                            (task, v, compiled[(task.source, v.defines, v.name_expression)]))
+                            (task, v, compiled[(*self._request_key(task, v), v.name_expression)]))
             refill()
 
         try:
@@ -273,14 +274,24 @@ class GpuBackend:
         return self._pool
 
     def _requests(self, chunk: list[KernelTask], arch: int) -> list[CompileRequest]:
-        """One request per (kernel file, defines): instances that differ only in template arguments share one."""
-        names: dict[tuple[Path, tuple[tuple[str, str], ...]], dict[str, None]] = {}
+        """One request per (kernel file, defines, compiler, its options): instances that differ only in template
+        arguments share one."""
+        names: dict[tuple, dict[str, None]] = {}
         for task in chunk:
+            if task.compiler == "nvcc" and find_nvcc() is None:
+                raise UserError(f"{task.source}: the space asks for `compiler: nvcc`, and nvcc is not found",
+                                hint="install the CUDA toolkit (or set CUDA_PATH to it), or use `compiler: nvrtc`; "
+                                     "nothing was recorded")
             for v in task.variants:
-                names.setdefault((task.source, v.defines), {})[v.name_expression] = None
-        return [CompileRequest(src, tuple(n), arch, self.include_dirs,
-                               self.options + tuple(f"-D{k}={val}" for k, val in defines), defines)
-                for (src, defines), n in names.items()]
+                names.setdefault(self._request_key(task, v), {})[v.name_expression] = None
+        return [CompileRequest(src, tuple(n), arch, self.include_dirs, options, defines, compiler)
+                for (src, defines, compiler, options), n in names.items()]
+
+    def _request_key(self, task: KernelTask, v: Variant) -> tuple:
+        """What instances compiled together share: kernel file, defines, compiler and all its options (the
+        backend's, the space's `compiler_options:`, then one -D per define)."""
+        options = (*self.options, *task.compiler_options, *(f"-D{k}={val}" for k, val in v.defines))
+        return (task.source, v.defines, task.compiler, options)
 
     def _collect(self, pending: list[tuple[CompileRequest, Future]]) -> dict[tuple, CompiledKernel]:
         out = {}
@@ -293,7 +304,8 @@ class GpuBackend:
                 if self._pool is not None:
                     self._pool.shutdown(wait=False, cancel_futures=True)
                     self._pool = None
-            out.update({(req.source, req.defines, ck.name_expression): ck for ck in results})
+            out.update({(req.source, req.defines, req.compiler, req.options, ck.name_expression): ck
+                        for ck in results})
         return out
 
     def _measure(self, task: KernelTask, v: Variant, ck: CompiledKernel) -> Measurement:
