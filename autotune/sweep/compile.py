@@ -139,13 +139,11 @@ def ignore_sigint() -> None:
 
 
 def warm_compile_process() -> None:
-    """Pool initializer: ignore Ctrl-C (`ignore_sigint`), take a running nvcc down on SIGTERM (the sweep's
-    budget ran out: `GpuBackend.cancel_compiles`) and load NVRTC's bindings now, while the GPU worker starts,
-    rather than on the first compile the sweep waits for."""
-    from autotune.sweep.nvcc import kill_child
-
+    """Pool initializer: ignore Ctrl-C (`ignore_sigint`), lead a process group of its own (so that a sweep whose
+    budget ran out kills it with the nvcc, cicc and ptxas it waits on: `GpuBackend.cancel_compiles`) and load
+    NVRTC's bindings now, while the GPU worker starts, rather than on the first compile the sweep waits for."""
     ignore_sigint()
-    signal.signal(signal.SIGTERM, kill_child)
+    os.setpgrp()
     try:
         nvrtc_version()
     except Exception:  # noqa: BLE001 - a missing NVRTC is reported by the first compile, with its message

@@ -18,15 +18,12 @@ import functools
 import os
 import re
 import shutil
-import signal
 import struct
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
 
 REF = "__autotune_ref_"
-_CHILD: list[Any] = []  # the nvcc process this (compile pool) process waits on, killed with it
 
 
 class NvccFailed(Exception):
@@ -60,34 +57,18 @@ def wrapper_text(source: Path, name_expressions: tuple[str, ...]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def kill_child(signum: int, frame: Any) -> None:  # noqa: ARG001 - a signal handler's signature
-    """SIGTERM handler of a compile process: take the nvcc it waits on down with it (a budget's end)."""
-    for proc in _CHILD:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    os._exit(128 + signum)
-
-
 def nvcc_compile(nvcc: str, source: Path, name_expressions: tuple[str, ...], options: tuple[str, ...],
-                 arch: int, timeout_s: float | None = None) -> tuple[bytes, dict[str, str], str]:
-    """One nvcc call: (cubin, {name expression: lowered name}, log). Raises NvccFailed with nvcc's output."""
+                 arch: int) -> tuple[bytes, dict[str, str], str]:
+    """One nvcc call: (cubin, {name expression: lowered name}, log). Raises NvccFailed with nvcc's output.
+
+    nvcc and its children (cicc, ptxas) stay in the compile process's group, which `GpuBackend.cancel_compiles`
+    kills whole when a budget ends."""
     with tempfile.TemporaryDirectory(prefix="autotune-nvcc-") as tmp:
         wrapper, out = Path(tmp) / "autotune_instances.cu", Path(tmp) / "out.cubin"
         wrapper.write_text(wrapper_text(source, name_expressions))
         cmd = [nvcc, "-cubin", f"-arch=sm_{arch}", *options, "-o", str(out), str(wrapper)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)  # its own group: killed whole (cicc, ptxas) by kill_child
-        _CHILD.append(proc)
-        try:
-            log, _ = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise NvccFailed(f"error: nvcc did not finish within {timeout_s:.0f} s") from None
-        finally:
-            _CHILD.remove(proc)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+        log = proc.stdout
         if proc.returncode != 0 or not out.is_file():
             raise NvccFailed(log or f"error: nvcc exited with code {proc.returncode}")
         binary = out.read_bytes()

@@ -33,6 +33,7 @@ from autotune.store.schema import SpaceRecord, SweepStart
 from autotune.space.spec import Space, load_space
 from autotune.store.store import Store
 from autotune.sweep.strategies import make_strategy
+from autotune.sweep.failstop import earlier_streak
 
 # Instances handed to the backend at once: enough that its compile pool (one NVRTC call per couple of
 # instances, every core busy) stays ahead of the GPU; the pipeline drains once per batch.
@@ -224,6 +225,8 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
               limits: Callable[[str | None], DeviceLimits] = get_device) -> SweepSummary:
     """Run (or resume) the sweep `cfg` into `store`. Ctrl-C ends it cleanly with status `interrupted`."""
     start = time.monotonic()
+    if cfg.budget_s is not None and hasattr(backend, "deadline"):  # a GPU backend cancels its compiles then
+        backend.deadline = start + cfg.budget_s  # type: ignore[attr-defined]
     warm = getattr(backend, "start", None)
     if warm is not None:  # a GPU backend starts its processes while the spaces are generated
         warm()
@@ -351,6 +354,10 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
     if hasattr(backend, "before_measure"):
         backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)  # type: ignore[attr-defined]
     todo = {i: tuple(p for p in pts if (i.id, p) not in done) for i, pts in plan.work.items()}
+    streak = earlier_streak(store, space.name, {i.id for i, pts in todo.items() if not pts}, cfg.stop_after_failures)
+    if streak.stopped:
+        reporter.note(streak.message(space.name, again=True))
+        return True
     # the strategy sees every instance, so a random sample is the same one when a sweep resumes
     strategy = make_strategy(cfg.strategy, list(todo), plan.limit(cfg), cfg.seed)
     while True:
@@ -374,6 +381,9 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
                 for m in ms:
                     _account(m, summary, reporter)
                 strategy.tell(inst, ms)
+                if streak.add_measurements(ms):
+                    reporter.note(streak.message(space.name))
+                    return True
                 continue
             jobs.append(Job(space, inst, todo[inst], kind_scalars(space.kind, cfg), cfg.repetitions))
         by_id = {j.instance.id: j.instance for j in jobs}
@@ -387,8 +397,19 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
             results[m.instance_id].append(m)
             if len(results[m.instance_id]) == len(todo[by_id[m.instance_id]]):
                 strategy.tell(by_id[m.instance_id], results[m.instance_id])
+                if streak.add_measurements(results[m.instance_id]):
+                    reporter.note(streak.message(space.name))
+                    _close(measurements)  # the batch's other pairs stay unmeasured (its compiles are cancelled)
+                    return True
             if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
                 break  # the rest of this batch stays unmeasured; the next run resumes there
+        _close(measurements)  # (a backend cancels what it still compiles for pairs left unmeasured)
+
+
+def _close(measurements: object) -> None:
+    close = getattr(measurements, "close", None)
+    if close is not None:
+        close()
 
 
 def _baseline(kind: ProblemKind, points: Sequence[TestPoint], cfg: SweepConfig, store: Store, backend: Backend,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -81,6 +82,8 @@ class GpuBackend:
         self.timeout_s, self.timeout_factor = timeout_s, timeout_factor
         self.before_measure, self.include_dirs, self.options, self.arch = before_measure, include_dirs, options, arch
         self.restarts = 0  # GPU worker processes replaced after a fault, crash or timeout
+        self.deadline: float | None = None  # time.monotonic() at which `run` stops and kills its compiles (budget)
+        self.cancelled = 0  # compile calls killed unfinished (a budget's end, a space stopped early)
         self._ctx = mp.get_context("spawn")
         self._proc: Any = None
         self._conn: Any = None
@@ -223,19 +226,27 @@ class GpuBackend:
                             (task, v, compiled[(*self._request_key(task, v), v.name_expression)]))
             refill()
 
+        def left() -> float | None:
+            return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
         try:
             while inflight or ready:
                 harvest()
+                if left() == 0.0:
+                    return
                 if not ready:
-                    wait([f for _, reqs in inflight.values() for _, f in reqs], return_when=FIRST_COMPLETED)
+                    wait([f for _, reqs in inflight.values() for _, f in reqs], timeout=left(),
+                         return_when=FIRST_COMPLETED)
                     continue
                 current = next_point(ready, current)
                 for task, v, ck in ready.pop(current):
+                    if left() == 0.0:
+                        return
                     yield self._measure(task, v, ck)
-        finally:
-            for _, reqs in inflight.values():
-                for _, fut in reqs:
-                    fut.cancel()
+        finally:  # ended early (budget, a space stopped, Ctrl-C): what still compiles is for pairs left unmeasured
+            running = [f for _, reqs in inflight.values() for _, f in reqs if not f.cancel() and not f.done()]
+            if running:
+                self.cancel_compiles()
 
     def baseline(self, problem: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
         """The kind's baseline on the same data as the kernels, verified and timed the same way."""
@@ -256,9 +267,30 @@ class GpuBackend:
             except (OSError, BrokenPipeError):
                 pass
         self._kill()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        self.cancel_compiles()
+
+    def cancel_compiles(self) -> None:
+        """Stop the compile pool now, killing the compiles it runs (each compile process leads its own process
+        group: nvcc, cicc and ptxas go with it); a later `run` starts a new pool. Their pairs are not recorded,
+        so a resumed sweep compiles and measures them. Without this, Python's exit waits for running compiles
+        (a `budget: 150` sweep ran 183 s)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())  # CPython keeps them here (3.8-3.14)
+        busy = sum(1 for f in getattr(pool, "_pending_work_items", {}).values() if f.future.running())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            try:
+                if os.getpgid(proc.pid) == proc.pid:  # `warm_compile_process` made it a group leader
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:
+                    proc.kill()
+            except (OSError, ValueError):  # already gone
+                pass
+        for proc in procs:
+            proc.join(5)
+        self.cancelled += busy
 
     def __enter__(self) -> "GpuBackend":
         return self
