@@ -81,3 +81,146 @@ def test_nvcc_is_found() -> None:
     tool = find_nvcc()
     assert tool is not None and shutil.which("nvcc") is not None
     assert nvcc_identity(tool).startswith("nvcc release ")
+
+
+# ---- the space's `kernel: compiler:` and `compiler_options:` --------------------------------------------------
+
+SPACE = """\
+name: cub_sum
+problem:
+  name: block_sum
+  sizes: [n]
+  arguments:
+    - {name: inp, buffer: float32, shape: [n]}
+    - {name: out, buffer: float32, shape: ["ceil(n / 128)"], output: true}
+    - {name: n, scalar: int32, value: n}
+  reference: ref.py:block_sum
+  bytes: "n * elem_bytes"
+kernel:
+  source: cub_block_sum.cu
+  name: plain_fill
+  block: [128]
+  grid: ["ceil(n / 128)"]
+EXTRA
+parameters:
+  ITEMS: [1, 2]
+"""
+
+
+def space_file(tmp_path: Path, extra: str) -> Path:
+    shutil.copy(KERNELS / "cub_block_sum.cu", tmp_path / "cub_block_sum.cu")
+    (tmp_path / "ref.py").write_text("def block_sum(arrays, sizes):\n    return arrays['out']\n")
+    path = tmp_path / "space.yaml"
+    path.write_text(SPACE.replace("EXTRA", extra))
+    return path
+
+
+def test_compiler_and_its_options_are_read(tmp_path: Path) -> None:
+    from autotune.space.spec import load_space
+    plain = load_space(space_file(tmp_path, ""))
+    assert plain.kernel.compiler == "nvrtc" and plain.kernel.compiler_options == ()
+    space = load_space(space_file(tmp_path, '  compiler: nvcc\n  compiler_options: ["-O3", "--use_fast_math", '
+                                            '"-maxrregcount=64"]'))
+    assert space.kernel.compiler == "nvcc"
+    assert space.kernel.compiler_options == ("-O3", "--use_fast_math", "-maxrregcount=64")
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("  compiler: gcc", "'gcc' is not a compiler"),
+    ('  compiler_options: ["-o", "x.cubin"]', "'-o' cannot be used"),
+    ('  compiler_options: ["--ptx"]', "'--ptx' cannot be used"),
+    ('  compiler_options: ["-c"]', "'-c' cannot be used"),
+    ('  compiler_options: ["-arch=sm_80"]', "'-arch=sm_80' cannot be used"),
+    ('  compiler_options: ["-rdc=true"]', "'-rdc=true' cannot be used"),
+    ("  compiler_options: -O3", "must be a list of flags"),
+])
+def test_flags_that_would_break_loading_are_refused_with_the_line(tmp_path: Path, extra: str, message: str) -> None:
+    from autotune.errors import SpaceError
+    from autotune.space.spec import load_space
+    with pytest.raises(SpaceError) as err:
+        load_space(space_file(tmp_path, extra))
+    assert message in err.value.message and err.value.line == 16, (err.value.message, err.value.line)
+
+
+def test_the_backend_passes_the_spaces_compiler_and_options_on(tmp_path: Path) -> None:
+    from autotune.space.generator import generate
+    from autotune.devices import get_device
+    from autotune.space.spec import load_space
+    from autotune.sweep.backends.base import Job
+    from autotune.sweep.backends.local import GpuBackend, task_of
+
+    space = load_space(space_file(tmp_path, '  compiler: nvcc\n  compiler_options: ["--use_fast_math"]'))
+    insts = generate(space, get_device("H100"), "fp32").instances()
+    point = space.kind.point("fp32", "", {"n": 1000})
+    tasks = [task_of(Job(space, i, (point,))) for i in insts]
+    reqs = GpuBackend(cache_dir=tmp_path)._requests(tasks, 90)
+    assert len(reqs) == 2 and {r.compiler for r in reqs} == {"nvcc"}
+    assert all(r.options[:2] == ("-std=c++17", "--use_fast_math") and r.options[2].startswith("-DITEMS=")
+               for r in reqs)
+
+
+@pytest.mark.nvcc
+def test_the_gpu_tiers_cub_space_compiles_every_instance_with_nvcc(tmp_path: Path) -> None:
+    """tests/gpu/test_nvcc_sweep.py sweeps this space on a GPU; here each of its requests compiles (sm_90)."""
+    from autotune.devices import get_device
+    from autotune.space.generator import generate
+    from autotune.space.spec import load_space
+    from autotune.sweep.backends.base import Job
+    from autotune.sweep.backends.local import GpuBackend, task_of
+
+    space = load_space(Path(__file__).parent / "data" / "cub_space" / "space.yaml")
+    insts = generate(space, get_device("H100"), "fp32").instances()
+    point = space.kind.point("fp32", "", {"n": 100003})
+    tasks = [task_of(Job(space, i, (point,))) for i in insts]
+    reqs = GpuBackend(cache_dir=tmp_path)._requests(tasks, 90)
+    assert len(insts) == 6 and len(reqs) == 2  # one request per ITEMS value, three BLOCK values in each
+    for req in reqs:
+        out = compile_batch(req, tmp_path)
+        assert all(ck.ok for ck in out), out[0].log
+        assert all("block_sum_atomic" in ck.lowered_name for ck in out)
+        assert len({ck.lowered_name for ck in out}) == 3
+
+
+@pytest.mark.nvcc
+def test_a_sweep_compiles_with_nvcc_in_the_real_compile_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real GpuBackend (spawned compile processes running nvcc) against the fake GPU worker: every pair reaches
+    the GPU side with a cubin and the kernel's lowered name."""
+    import functools
+    import textwrap
+
+    from autotune.store.store import Store
+    from autotune.sweep.backends import local
+    from autotune.sweep.config import parse_config
+    from autotune.sweep.runner import run_sweep
+    from tests.support.fake_gpu_worker import fake_gpu_main
+
+    seen = tmp_path / "seen.txt"
+    monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
+    real_measure = local.GpuBackend._measure
+
+    def measure(self, task, v, ck):  # type: ignore[no-untyped-def]
+        with seen.open("a") as f:
+            f.write(f"{ck.ok} {ck.binary_kind} {ck.lowered_name} {ck.blob}\n")
+        return real_measure(self, task, v, ck)
+    monkeypatch.setattr(local.GpuBackend, "_measure", measure)
+    cfg = parse_config(textwrap.dedent(f"""\
+        name: cub
+        spaces: [{{space: {Path(__file__).parent / 'data' / 'cub_space' / 'space.yaml'}, max_instances: 2}}]
+        points: [{{sizes: {{n: [1000, 5000]}}}}]
+        strategy: random
+        repetitions: 3
+        database: sqlite:///{tmp_path / 'db.sqlite'}
+        """), file=tmp_path / "cub.yaml")
+
+    class Quiet:
+        def start(self, total: int, done: int) -> None: ...
+        def measured(self, m, best) -> None: ...  # noqa: ANN001
+        def note(self, text: str) -> None: ...
+
+    with local.GpuBackend(compile_workers=2, cache_dir=tmp_path / "cache") as backend:
+        with Store.open(cfg.database) as store:
+            summary = run_sweep(cfg, store, backend, Quiet())
+    assert summary.counts == {"ok": 4}, summary.counts
+    lines = [line.split() for line in seen.read_text().splitlines()]
+    assert len(lines) == 4 and all(ok == "True" and kind == "cubin" and "block_sum_atomic" in name and
+                                   Path(blob).is_file() for ok, kind, name, blob in lines)
