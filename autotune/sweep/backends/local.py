@@ -3,7 +3,9 @@
 The parent (the runner's process) never touches the GPU. It
 - starts its compile pool and the GPU worker together (`start`, called by the runner before it plans),
   so CuPy's import in every process overlaps the planning and the GPU's start;
-- compiles instances ahead in a `ProcessPoolExecutor` (spawn; `compile.compile_batch`), keeping
+- compiles instances ahead in a `ProcessPoolExecutor` (spawn; `compile.compile_batch`: NVRTC, or nvcc for a
+  space's `compiler: nvcc`), stops at its `deadline` (the config's budget) killing what still compiles
+  (`cancel_compiles`), keeping
   2 x workers compile calls in flight from the moment `run` is called; the GPU measures what has compiled
   (never waiting on a slow compile while other work is ready), one test point at a time (`next_point`).
   One instance per NVRTC call by default: with NVRTC 13.0.88 three gemm_batched instances in one program
