@@ -19,6 +19,7 @@ from autotune.errors import SpaceError
 from autotune.expr import Expr, ExprError, as_int, evaluate, parse
 from autotune.problems.base import ProblemKind
 from autotune.problems import allowed_paths
+from autotune.space.compiler import check_compiler, check_options
 from autotune.problems.registry import DEFAULT_KIND, resolve
 from autotune.vocab import ELEM_BYTES, TestPoint
 from autotune.yamlfile import LineDict, line_of, load_yaml
@@ -85,6 +86,8 @@ class KernelBinding:
     path: Path | None = None  # the resolved kernel file
     defines: tuple[str, ...] = ()  # names passed as `#define NAME value` (parameters, derived names, sizes)
     plain: bool = False  # `name:` given: a plain (extern "C" or C++) function, no template arguments
+    compiler: str = "nvrtc"  # `compiler:` nvrtc or nvcc (autotune/space/compiler.py)
+    compiler_options: tuple[str, ...] = ()  # `compiler_options:` extra flags for that compiler
 
     @property
     def validity(self) -> Located | None:
@@ -399,7 +402,7 @@ class _Builder:
                 "with template_args) or `name:` (a plain __global__ function)"
             raise self.fail(f"`kernel:` {what}", line, hint="see README.md, 'Bring your own kernel'")
         allowed = {"source", "template", "template_args", "name", "defines", "convention", "block", "grid",
-                   "shared_bytes", "problems", "serves", "valid"}
+                   "shared_bytes", "problems", "serves", "valid", "compiler", "compiler_options"}
         for key in k:
             if key not in allowed:
                 raise self.fail(f"kernel: unknown key {key!r}", line_of(k, key), hint=f"keys: {', '.join(sorted(allowed))}")
@@ -440,10 +443,18 @@ class _Builder:
         name = k["name"] if plain else k["template"]
         if not isinstance(name, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_:]*$", name):
             raise self.fail(f"kernel function name {name!r} is not a C++ name", line_of(k, "name" if plain else "template"))
+        compiler = k.get("compiler", "nvrtc")
+        if (bad := check_compiler(compiler)) is not None:
+            raise self.fail(bad, line_of(k, "compiler"), hint="nvcc compiles what NVRTC rejects (e.g. <cub/cub.cuh>)")
+        options, bad = check_options(k.get("compiler_options", []))
+        if bad is not None:
+            raise self.fail(bad, line_of(k, "compiler_options"), hint="remove it: the sweep chooses the output, its "
+                            "kind and the GPU architecture (docs/kinds.md, `compiler_options:`)")
         return KernelBinding(source=str(k["source"]), template=name, template_args=tuple(args),
                              convention=convention, block=triple("block"), grid=triple("grid"),
                              shared_bytes=shared, problems=self.problems(k.get("problems") or {}, line),
-                             serves=serves, valid=valid, path=source, defines=tuple(defines), plain=plain)
+                             serves=serves, valid=valid, path=source, defines=tuple(defines), plain=plain,
+                             compiler=compiler, compiler_options=options)
 
     def source(self, given: Any, line: int | None) -> Path:
         """The kernel file: absolute, relative to the space file, or (built-in spaces) under kernels_src/."""

@@ -15,6 +15,8 @@ so a killed sweep leaves no half-written entry. CuPy's own kernel cache is not u
 included headers and cannot be shared by compile processes that hold no CUDA context.
 
 `compile_batch` runs in a process pool (spawn) and never touches the GPU: the architecture is given.
+A request with `compiler="nvcc"` goes through the toolkit's nvcc instead (`autotune.sweep.nvcc`): the same
+cache, keyed also by the compiler and nvcc's version, the same cubin loaded the same way.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ class CompileRequest:
     include_dirs: tuple[Path, ...] = ()  # besides the source's own folder
     options: tuple[str, ...] = DEFAULT_OPTIONS  # the -D options of `defines` included
     defines: tuple[tuple[str, str], ...] = ()  # the `#define NAME value` pairs these instances share
+    compiler: str = "nvrtc"  # or "nvcc" (a space's `kernel: compiler:`)
 
 
 @dataclass(frozen=True)
@@ -96,11 +99,24 @@ def source_digest(text: str, headers: dict[str, str]) -> str:
 
 
 def cache_key(digest: str, options: tuple[str, ...], arch: int, nvrtc_version: tuple[int, int],
-              cuda_include: str, name_expression: str) -> str:
-    """The cache key of one instance; include paths are left out (they only say where files are)."""
+              cuda_include: str, name_expression: str, compiler: str = "nvrtc") -> str:
+    """The cache key of one instance; include paths are left out (they only say where files are). `compiler`:
+    "nvrtc", or nvcc's identity (`nvcc.nvcc_identity`: its release and path)."""
     opts = [o for o in options if not o.startswith(("--include-path=", "-I"))]
-    blob = json.dumps([digest, opts, arch, list(nvrtc_version), cuda_include, name_expression])
+    parts: list = [digest, opts, arch, list(nvrtc_version), cuda_include, name_expression]
+    blob = json.dumps(parts if compiler == "nvrtc" else [*parts, compiler])  # NVRTC's keys stay as they were
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def option_include_dirs(options: tuple[str, ...]) -> tuple[Path, ...]:
+    """The folders of `-I<dir>` and `--include-path=<dir>` options, so their headers count in the source digest."""
+    out = []
+    for o in options:
+        for prefix in ("--include-path=", "-I"):
+            if o.startswith(prefix) and len(o) > len(prefix):
+                out.append(Path(o[len(prefix):]))
+                break
+    return tuple(out)
 
 
 def arch_option(arch: int, supported: tuple[int, ...]) -> tuple[str, str]:
@@ -123,9 +139,11 @@ def ignore_sigint() -> None:
 
 
 def warm_compile_process() -> None:
-    """Pool initializer: ignore Ctrl-C (`ignore_sigint`) and load NVRTC's bindings now, while the GPU
-    worker starts, rather than on the first compile the sweep waits for."""
+    """Pool initializer: ignore Ctrl-C (`ignore_sigint`), lead a process group of its own (so that a sweep whose
+    budget ran out kills it with the nvcc, cicc and ptxas it waits on: `GpuBackend.cancel_compiles`) and load
+    NVRTC's bindings now, while the GPU worker starts, rather than on the first compile the sweep waits for."""
     ignore_sigint()
+    os.setpgrp()
     try:
         nvrtc_version()
     except Exception:  # noqa: BLE001 - a missing NVRTC is reported by the first compile, with its message
@@ -253,14 +271,33 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
     cache = CompileCache(cache_dir)
     text = request.source.read_text()
     search = (request.source.parent, *request.include_dirs)
-    digest = source_digest(text, local_headers(text, search))
-    version = nvrtc_version()
-    cuda_inc = cuda_include_dir()
-    supported = tuple(getattr(_nvrtc(), "getSupportedArchs", lambda: ())())
-    arch_opt, kind = arch_option(request.arch, supported)
-    options = (*request.options, *[f"--include-path={d}" for d in search],
-               *[f"--include-path={d}" for d in _toolkit_includes(cuda_inc)], arch_opt)
-    keys = {n: cache_key(digest, request.options + (arch_opt,), request.arch, version, cuda_inc, n)
+    digest = source_digest(text, local_headers(text, (*search, *option_include_dirs(request.options))))
+    if request.compiler == "nvcc":
+        from autotune.sweep import nvcc
+
+        tool = nvcc.find_nvcc()
+        if tool is None:
+            raise CompileFailed("error: nvcc not found (the space asks for `compiler: nvcc`): install the CUDA "
+                                "toolkit or set CUDA_PATH")
+        kind, arch_opt, identity = "cubin", f"-arch=sm_{request.arch}", nvcc.nvcc_identity(tool)
+        version, cuda_inc = (0, 0), str(Path(tool).resolve().parent.parent / "include")
+        nvcc_options = (*request.options, *[f"-I{d}" for d in search])
+
+        def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
+            try:
+                return nvcc.nvcc_compile(tool, request.source, group, nvcc_options, request.arch)
+            except nvcc.NvccFailed as exc:
+                raise CompileFailed(exc.log) from None
+    else:
+        version, cuda_inc, identity = nvrtc_version(), cuda_include_dir(), "nvrtc"
+        supported = tuple(getattr(_nvrtc(), "getSupportedArchs", lambda: ())())
+        arch_opt, kind = arch_option(request.arch, supported)
+        options = (*request.options, *[f"--include-path={d}" for d in search],
+                   *[f"--include-path={d}" for d in _toolkit_includes(cuda_inc)], arch_opt)
+
+        def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
+            return nvrtc_compile(text, request.source.name, group, options, kind)
+    keys = {n: cache_key(digest, request.options + (arch_opt,), request.arch, version, cuda_inc, n, identity)
             for n in request.name_expressions}
     done = {n: hit for n in keys if (hit := cache.lookup(keys[n])) is not None}
     misses = tuple(n for n in request.name_expressions if n not in done)
@@ -269,7 +306,7 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
         group = groups.pop()
         t0 = time.perf_counter()
         try:
-            binary, mapping, log = nvrtc_compile(text, request.source.name, group, options, kind)
+            binary, mapping, log = run(group)
         except CompileFailed as exc:
             if len(group) > 1:
                 groups.extend((n,) for n in group)

@@ -25,7 +25,7 @@ from autotune.vocab import TestPoint
 from autotune.paths import SPACES_DIR
 
 TOP_KEYS = ("name", "description", "spaces", "points", "scalars", "alpha", "beta", "database", "repetitions",
-            "budget", "bk", "tol", "strategy", "max_instances", "seed", "share", "resume")
+            "budget", "bk", "tol", "strategy", "max_instances", "seed", "share", "resume", "stop_after_failures")
 SCALAR_SHORTHANDS = ("alpha", "beta")  # top-level keys that set a scalar of that name (GEMM configs write them)
 STRATEGY_KEYS = ("name", "budget", "patience", "roofline_tol", "transfer", "studies", *SAMPLER_KEYS)
 SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances", "instances", "measure", "share")
@@ -81,6 +81,7 @@ class SweepConfig:
     resume: str = "gpu"  # a resumed sweep skips pairs measured on this GPU ("gpu") or on any of the same model
     share: int = 0  # after the main phase, each BK-best instance is also measured at up to this many more
     #                 points it is valid for, nearest to the points it serves first (0: no sharing)
+    stop_after_failures: int = 8  # a space whose first this many instances fail alike stops (failstop.py; 0: never)
 
 
 def load_config(path: str | Path) -> SweepConfig:
@@ -135,7 +136,8 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
         max_instances=r.integer(top["max_instances"], 1) if "max_instances" in top else None,
         seed=r.integer(top["seed"], 0) if "seed" in top else 0,
         share=r.integer(top["share"], 0) if "share" in top else 0,
-        resume=_resume(r, top["resume"]) if "resume" in top else "gpu")
+        resume=_resume(r, top["resume"]) if "resume" in top else "gpu",
+        stop_after_failures=r.integer(top["stop_after_failures"], 0) if "stop_after_failures" in top else 8)
 
 
 class Reader:

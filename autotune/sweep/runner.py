@@ -34,6 +34,7 @@ from autotune.space.spec import Space, load_space
 from autotune.store.engine import database_url
 from autotune.store.store import Store
 from autotune.sweep.strategies import Strategy, make_strategy, strategy_class
+from autotune.sweep.failstop import FailureStreak, earlier_streak
 
 # Instances handed to the backend at once: enough that its compile pool (one NVRTC call per couple of
 # instances, every core busy) stays ahead of the GPU; the pipeline drains once per batch.
@@ -230,6 +231,8 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
               limits: Callable[[str | None], DeviceLimits] = get_device) -> SweepSummary:
     """Run (or resume) the sweep `cfg` into `store`. Ctrl-C ends it cleanly with status `interrupted`."""
     start = time.monotonic()
+    if cfg.budget_s is not None and hasattr(backend, "deadline"):  # a GPU backend cancels its compiles then
+        backend.deadline = start + cfg.budget_s  # type: ignore[attr-defined]
     warm = getattr(backend, "start", None)
     if warm is not None:  # a GPU backend starts its processes while the spaces are generated
         warm()
@@ -358,8 +361,13 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
     space_id = store.upsert_space(space_record(space))
     if hasattr(backend, "before_measure"):
         backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)  # type: ignore[attr-defined]
+    finished = {i.id for i, pts in plan.work.items() if all((i.id, p) in done for p in pts)}
+    streak = earlier_streak(store, space.name, finished, cfg.stop_after_failures)
+    if streak.stopped:
+        reporter.note(streak.message(space.name, again=True))
+        return True
     if per_point(cfg):
-        return _search_points(plan, cfg, store, backend, reporter, summary, done, sweep_id, start, space_id)
+        return _search_points(plan, cfg, store, backend, reporter, summary, done, sweep_id, start, space_id, streak)
     todo = {i: tuple(p for p in pts if (i.id, p) not in done) for i, pts in plan.work.items()}
     # the strategy sees every instance, so a random sample is the same one when a sweep resumes
     strategy = make_strategy(cfg.strategy, list(todo), plan.limit(cfg), cfg.seed)
@@ -370,8 +378,10 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
         if not proposed:
             return True
         if _measure(space, space_id, todo, proposed, strategy, cfg, store, backend, reporter, summary, done,
-                    sweep_id, start) is None:
+                    sweep_id, start, streak) is None:
             return not _out_of_time(cfg, start, reporter)
+        if streak.stopped:
+            return True
 
 
 def per_point(cfg: SweepConfig) -> bool:
@@ -388,7 +398,7 @@ def _out_of_time(cfg: SweepConfig, start: float, reporter: Reporter) -> bool:
 
 def _search_points(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
                    summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int, start: float,
-                   space_id: int) -> bool:
+                   space_id: int, streak: FailureStreak) -> bool:
     """One strategy per test point (base.py: "Per point"), over the instances serving it, each measured at that
     point only, until the strategy is done or the point's StopRule says so; False when the time budget ran out."""
     from autotune.sweep.strategies.options import StopRule, roofline_ms
@@ -424,9 +434,11 @@ def _search_points(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Bac
             if not proposed:
                 break
             results = _measure(space, space_id, todo, proposed, strategy, cfg, store, backend, reporter, summary,
-                               done, sweep_id, start)
+                               done, sweep_id, start, streak)
             if results is None:
                 return not _out_of_time(cfg, start, reporter)
+            if streak.stopped:
+                return True
             for ms in results.values():
                 stop.tell(ms)
         if stop.reason:
@@ -455,9 +467,11 @@ def _transfer(store: Store, backend: Backend, space: Space, point: TestPoint, se
 def _measure(space: Space, space_id: int, todo: dict[Instance, tuple[TestPoint, ...]], proposed: list[Instance],
              strategy: Strategy, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
              summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int,
-             start: float) -> dict[Instance, list[Measurement]] | None:
+             start: float, streak: FailureStreak) -> dict[Instance, list[Measurement]] | None:
     """Measure the proposed instances at their `todo` points, record and tell each; what each measured (None
-    when the time budget ran out mid-batch: the rest stays unmeasured and the next run resumes there)."""
+    when the time budget ran out mid-batch: the rest stays unmeasured and the next run resumes there). When the
+    first instances all failed alike (`streak`), it says so and returns at once: `streak.stopped` is then True
+    and the batch's other pairs stay unmeasured (their compiles are cancelled)."""
     asked = [i for i in proposed if todo[i]]
     store.upsert_instances(asked)  # only what is measured: a sampled sweep stores its sample
     for inst in proposed:
@@ -474,6 +488,9 @@ def _measure(space: Space, space_id: int, todo: dict[Instance, tuple[TestPoint, 
                 _account(m, summary, reporter)
             strategy.tell(inst, ms)
             out[inst] = ms
+            if streak.add_measurements(ms):
+                reporter.note(streak.message(space.name))
+                return out
             continue
         jobs.append(Job(space, inst, todo[inst], kind_scalars(space.kind, cfg), cfg.repetitions))
     by_id = {j.instance.id: j.instance for j in jobs}
@@ -488,9 +505,21 @@ def _measure(space: Space, space_id: int, todo: dict[Instance, tuple[TestPoint, 
         if len(results[m.instance_id]) == len(todo[by_id[m.instance_id]]):
             strategy.tell(by_id[m.instance_id], results[m.instance_id])
             out[by_id[m.instance_id]] = results[m.instance_id]
+            if streak.add_measurements(results[m.instance_id]):
+                reporter.note(streak.message(space.name))
+                _close(measurements)
+                return out
         if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
+            _close(measurements)
             return None
+    _close(measurements)  # (a backend cancels what it still compiles for pairs left unmeasured)
     return out
+
+
+def _close(measurements: object) -> None:
+    close = getattr(measurements, "close", None)
+    if close is not None:
+        close()
 
 
 def _baseline(kind: ProblemKind, points: Sequence[TestPoint], cfg: SweepConfig, store: Store, backend: Backend,

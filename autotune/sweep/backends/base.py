@@ -55,6 +55,9 @@ class Backend(Protocol):
     Optional attribute `before_measure: Callable[[instance_id, point], None] | None`: when a backend has it,
     the runner sets it and the backend calls it just before each pair is measured (the runner marks the pair
     in flight, so a measurement that kills the sweep is never re-run blindly).
+    Optional attribute `deadline: float | None` (a `time.monotonic()` value): when a backend has it, the runner
+    sets it from the config's `budget:`; past it, `run` may end without yielding the remaining pairs (the runner
+    records nothing for them, so a resumed sweep measures them) and should stop work in progress (compiles).
     """
 
     def device_info(self) -> DeviceInfo: ...

@@ -3,7 +3,9 @@
 The parent (the runner's process) never touches the GPU. It
 - starts its compile pool and the GPU worker together (`start`, called by the runner before it plans),
   so CuPy's import in every process overlaps the planning and the GPU's start;
-- compiles instances ahead in a `ProcessPoolExecutor` (spawn; `compile.compile_batch`), keeping
+- compiles instances ahead in a `ProcessPoolExecutor` (spawn; `compile.compile_batch`: NVRTC, or nvcc for a
+  space's `compiler: nvcc`), stops at its `deadline` (the config's budget) killing what still compiles
+  (`cancel_compiles`), keeping
   2 x workers compile calls in flight from the moment `run` is called; the GPU measures what has compiled
   (never waiting on a slow compile while other work is ready), one test point at a time (`next_point`).
   One instance per NVRTC call by default: with NVRTC 13.0.88 three gemm_batched instances in one program
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -36,6 +39,7 @@ from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import (DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch,
                               warm_compile_process)
 from autotune.sweep.backends.base import Job
+from autotune.sweep.nvcc import find_nvcc
 from autotune.errors import UserError
 from autotune.sweep.backends.gpu_worker import ProblemFault, gpu_main
 from autotune.sweep.backends.tasks import KernelTask, MeasureRequest, Variant
@@ -63,7 +67,7 @@ def task_of(job: Job) -> KernelTask:
         variants.append(Variant(p, space.template_name(params, p.precision, p.shape),
                                 tuple(g.grid), tuple(g.block), int(g.shared_bytes), space.defines(params, p)))
     return KernelTask(job.instance.id, space.kernel.source_path, space.kernel.convention, tuple(variants),
-                      space.kind, dict(job.scalars), job.reps)
+                      space.kind, dict(job.scalars), job.reps, space.kernel.compiler, space.kernel.compiler_options)
 
 
 class GpuBackend:
@@ -80,6 +84,8 @@ class GpuBackend:
         self.timeout_s, self.timeout_factor = timeout_s, timeout_factor
         self.before_measure, self.include_dirs, self.options, self.arch = before_measure, include_dirs, options, arch
         self.restarts = 0  # GPU worker processes replaced after a fault, crash or timeout
+        self.deadline: float | None = None  # time.monotonic() at which `run` stops and kills its compiles (budget)
+        self.cancelled = 0  # compile calls killed unfinished (a budget's end, a space stopped early)
         self._ctx = mp.get_context("spawn")
         self._proc: Any = None
         self._conn: Any = None
@@ -219,22 +225,30 @@ class GpuBackend:
                 for task in chunk:
                     for v in task.variants:
                         ready.setdefault(v.point, []).append(
-                            (task, v, compiled[(task.source, v.defines, v.name_expression)]))
+                            (task, v, compiled[(*self._request_key(task, v), v.name_expression)]))
             refill()
+
+        def left() -> float | None:
+            return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
 
         try:
             while inflight or ready:
                 harvest()
+                if left() == 0.0:
+                    return
                 if not ready:
-                    wait([f for _, reqs in inflight.values() for _, f in reqs], return_when=FIRST_COMPLETED)
+                    wait([f for _, reqs in inflight.values() for _, f in reqs], timeout=left(),
+                         return_when=FIRST_COMPLETED)
                     continue
                 current = next_point(ready, current)
                 for task, v, ck in ready.pop(current):
+                    if left() == 0.0:
+                        return
                     yield self._measure(task, v, ck)
-        finally:
-            for _, reqs in inflight.values():
-                for _, fut in reqs:
-                    fut.cancel()
+        finally:  # ended early (budget, a space stopped, Ctrl-C): what still compiles is for pairs left unmeasured
+            running = [f for _, reqs in inflight.values() for _, f in reqs if not f.cancel() and not f.done()]
+            if running:
+                self.cancel_compiles()
 
     def baseline(self, problem: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
         """The kind's baseline on the same data as the kernels, verified and timed the same way."""
@@ -255,9 +269,30 @@ class GpuBackend:
             except (OSError, BrokenPipeError):
                 pass
         self._kill()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        self.cancel_compiles()
+
+    def cancel_compiles(self) -> None:
+        """Stop the compile pool now, killing the compiles it runs (each compile process leads its own process
+        group: nvcc, cicc and ptxas go with it); a later `run` starts a new pool. Their pairs are not recorded,
+        so a resumed sweep compiles and measures them. Without this, Python's exit waits for running compiles
+        (a `budget: 150` sweep ran 183 s)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())  # CPython keeps them here (3.8-3.14)
+        busy = sum(1 for f in getattr(pool, "_pending_work_items", {}).values() if f.future.running())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            try:
+                if os.getpgid(proc.pid) == proc.pid:  # `warm_compile_process` made it a group leader
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:
+                    proc.kill()
+            except (OSError, ValueError):  # already gone
+                pass
+        for proc in procs:
+            proc.join(5)
+        self.cancelled += busy
 
     def __enter__(self) -> "GpuBackend":
         return self
@@ -273,14 +308,24 @@ class GpuBackend:
         return self._pool
 
     def _requests(self, chunk: list[KernelTask], arch: int) -> list[CompileRequest]:
-        """One request per (kernel file, defines): instances that differ only in template arguments share one."""
-        names: dict[tuple[Path, tuple[tuple[str, str], ...]], dict[str, None]] = {}
+        """One request per (kernel file, defines, compiler, its options): instances that differ only in template
+        arguments share one."""
+        names: dict[tuple, dict[str, None]] = {}
         for task in chunk:
+            if task.compiler == "nvcc" and find_nvcc() is None:
+                raise UserError(f"{task.source}: the space asks for `compiler: nvcc`, and nvcc is not found",
+                                hint="install the CUDA toolkit (or set CUDA_PATH to it), or use `compiler: nvrtc`; "
+                                     "nothing was recorded")
             for v in task.variants:
-                names.setdefault((task.source, v.defines), {})[v.name_expression] = None
-        return [CompileRequest(src, tuple(n), arch, self.include_dirs,
-                               self.options + tuple(f"-D{k}={val}" for k, val in defines), defines)
-                for (src, defines), n in names.items()]
+                names.setdefault(self._request_key(task, v), {})[v.name_expression] = None
+        return [CompileRequest(src, tuple(n), arch, self.include_dirs, options, defines, compiler)
+                for (src, defines, compiler, options), n in names.items()]
+
+    def _request_key(self, task: KernelTask, v: Variant) -> tuple:
+        """What instances compiled together share: kernel file, defines, compiler and all its options (the
+        backend's, the space's `compiler_options:`, then one -D per define)."""
+        options = (*self.options, *task.compiler_options, *(f"-D{k}={val}" for k, val in v.defines))
+        return (task.source, v.defines, task.compiler, options)
 
     def _collect(self, pending: list[tuple[CompileRequest, Future]]) -> dict[tuple, CompiledKernel]:
         out = {}
@@ -293,7 +338,8 @@ class GpuBackend:
                 if self._pool is not None:
                     self._pool.shutdown(wait=False, cancel_futures=True)
                     self._pool = None
-            out.update({(req.source, req.defines, ck.name_expression): ck for ck in results})
+            out.update({(req.source, req.defines, req.compiler, req.options, ck.name_expression): ck
+                        for ck in results})
         return out
 
     def _measure(self, task: KernelTask, v: Variant, ck: CompiledKernel) -> Measurement:

@@ -34,6 +34,8 @@ class KernelTask:
     kind: ProblemKind  # the problem kind of the variants' points
     scalars: Mapping[str, float] = field(default_factory=dict)  # the run's scalars of `kind` (missing: defaults)
     reps: int = 50
+    compiler: str = "nvrtc"  # the space's `kernel: compiler:` (nvrtc or nvcc)
+    compiler_options: tuple[str, ...] = ()  # the space's `kernel: compiler_options:`
 
 
 @dataclass(frozen=True)
