@@ -11,13 +11,13 @@ import pytest
 from autotune.sweep.compile import CompileRequest, cache_key, compile_batch, option_include_dirs
 from autotune.sweep.nvcc import elf_symbols, ref_targets, wrapper_text
 
-KERNELS = Path(__file__).parent / "data" / "kernels"
+CUB_SPACE = Path(__file__).parent / "data" / "cub_space"
 FLOAT = "autotune_test::block_sum<float, 128>"
 DOUBLE = "autotune_test::block_sum<double, 64>"
 
 
 def request(names: tuple[str, ...], defines: tuple[tuple[str, str], ...] = (), extra: tuple[str, ...] = ()):
-    return CompileRequest(KERNELS / "cub_block_sum.cu", names, 90,
+    return CompileRequest(CUB_SPACE / "cub_block_sum.cu", names, 90,
                           options=("-std=c++17", *extra, *[f"-D{k}={v}" for k, v in defines]),
                           defines=defines, compiler="nvcc")
 
@@ -65,8 +65,8 @@ def test_include_options_count_in_the_source_digest() -> None:
 
 
 def test_the_wrapper_takes_each_kernels_address() -> None:
-    text = wrapper_text(KERNELS / "cub_block_sum.cu", (FLOAT, "plain_fill"))
-    assert f'#include "{(KERNELS / "cub_block_sum.cu").resolve()}"' in text
+    text = wrapper_text(CUB_SPACE / "cub_block_sum.cu", (FLOAT, "plain_fill"))
+    assert f'#include "{(CUB_SPACE / "cub_block_sum.cu").resolve()}"' in text
     assert f"__autotune_ref_0 = &{FLOAT};" in text and "__autotune_ref_1 = &plain_fill;" in text
 
 
@@ -108,7 +108,7 @@ parameters:
 
 
 def space_file(tmp_path: Path, extra: str) -> Path:
-    shutil.copy(KERNELS / "cub_block_sum.cu", tmp_path / "cub_block_sum.cu")
+    shutil.copy(CUB_SPACE / "cub_block_sum.cu", tmp_path / "cub_block_sum.cu")
     (tmp_path / "ref.py").write_text("def block_sum(arrays, sizes):\n    return arrays['out']\n")
     path = tmp_path / "space.yaml"
     path.write_text(SPACE.replace("EXTRA", extra))

@@ -31,10 +31,9 @@ class Notes:
 
 def user_space(tmp_path: Path, compiler: str | None) -> Path:
     """The CUB space in a folder of its own, with `compiler:` as given (None: the default, NVRTC)."""
-    (tmp_path / "kernels").mkdir()
-    shutil.copy(DATA / "kernels" / "cub_block_sum.cu", tmp_path / "kernels")
     (tmp_path / "space").mkdir()
-    shutil.copy(DATA / "cub_space" / "reference.py", tmp_path / "space")
+    for name in ("cub_block_sum.cu", "reference.py"):
+        shutil.copy(DATA / "cub_space" / name, tmp_path / "space")
     text = (DATA / "cub_space" / "space.yaml").read_text()
     if compiler is None:  # (and no -O3, which NVRTC does not take: its only failure is CUB's)
         text = text.replace("  compiler: nvcc\n", "").replace('  compiler_options: ["-O3"]\n', "")
