@@ -23,6 +23,7 @@ import importlib.util
 import warnings
 from typing import Any, ClassVar, Sequence
 
+import numpy as np
 import optuna
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
@@ -34,6 +35,11 @@ from autotune.sweep.strategies.validset import ValidSet
 from autotune.vocab import Measurement, Status
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+# Defaults, chosen with scripts/bench_search.py on tuning seeds 100-102 of four pairs (results/bench/SEARCH_PROVENANCE.md)
+STARTUP = 10  # random proposals before the model
+CANDIDATES = 256  # tpe: free valid instances drawn as acquisition candidates (0: Optuna's proposals + nearest valid)
+EXPLORE = 0.25  # tpe: share of proposals drawn at random from the free valid instances
 
 
 def objective(results: Sequence[Measurement]) -> float | None:
@@ -83,6 +89,54 @@ class OnValidSet(BaseSampler):
         self.inner.reseed_rng()
 
 
+class ValidTPESampler(optuna.samplers.TPESampler):
+    """Multivariate TPE whose acquisition (log l(x) - log g(x), Optuna's own Parzen estimators) is maximized over
+    valid instances not taken yet, instead of over samples of l(x) in the product of the parameter ranges (which
+    mostly fall on invalid combinations and are then moved to their nearest valid neighbour, away from what the
+    model asked for). Candidates: up to `candidates` free instances drawn at random, plus the nearest free instance
+    of each of Optuna's `n_ei_candidates` samples of l(x). Uses Optuna's private TPE internals (`_split_trials`,
+    `_build_parzen_estimator`, `_compute_acquisition_func`; checked against Optuna 5.0)."""
+
+    def __init__(self, valid: ValidSet, candidates: int, explore: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(multivariate=True, **kwargs)
+        self.valid = valid
+        self.candidates = candidates
+        self.explore = explore
+        self._internal: dict[str, np.ndarray] = {}
+
+    def _column(self, name: str, dist: Any) -> np.ndarray:
+        if name not in self._internal:
+            self._internal[name] = np.array([dist.to_internal_repr(self.valid.params(r)[name])
+                                             for r in range(len(self.valid))], dtype=float)
+        return self._internal[name]
+
+    def _sample(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict[str, Any]:
+        from optuna.samplers._tpe.sampler import _split_trials, default_gamma
+        states = [TrialState.COMPLETE, TrialState.PRUNED] + ([TrialState.RUNNING] if self._constant_liar else [])
+        trials = [t for t in study._get_trials(deepcopy=False, states=states, use_cache=not self._constant_liar)
+                  if t.number != trial.number]
+        n = sum(t.state != TrialState.RUNNING for t in trials)
+        below, above = _split_trials(study, trials, (self._gamma or default_gamma)(n))
+        mpe_below = self._build_parzen_estimator(study, search_space, below, handle_below=True)
+        mpe_above = self._build_parzen_estimator(study, search_space, above, handle_below=False)
+        free = np.flatnonzero(self.valid.free)
+        rng = self._rng.rng
+        if self.explore and rng.random_sample() < self.explore:  # a random free instance: keeps the model honest
+            return self.valid.params(int(rng.choice(free)))
+        rows = free if len(free) <= self.candidates else rng.choice(free, self.candidates, replace=False)
+        drawn = mpe_below.sample(rng, self._n_ei_candidates)
+        near = []
+        for i in range(self._n_ei_candidates):
+            proposal = {k: search_space[k].to_external_repr(drawn[k][i]) for k in search_space}
+            row = self.valid.nearest(proposal)
+            if row is not None:
+                near.append(row)
+        rows = np.unique(np.concatenate([rows, np.array(near, dtype=int)]))
+        samples = {k: self._column(k, d)[rows] for k, d in search_space.items()}
+        acq = self._compute_acquisition_func(samples, mpe_below, mpe_above)
+        return self.valid.params(int(rows[int(np.argmax(acq))]))
+
+
 class OptunaSearch(Strategy):
     """Base of the Optuna strategies; subclasses say which sampler (`sampler`)."""
 
@@ -92,7 +146,8 @@ class OptunaSearch(Strategy):
 
     def __init__(self, instances: Sequence[Instance], budget: int | None = None, seed: int = 0, *,
                  study: tuple[str, str] | None = None, start: Sequence[Instance] = (), batch: int = 4,
-                 startup: int | None = None) -> None:
+                 startup: int | None = None, candidates: int = CANDIDATES, ei: int = 24,
+                 explore: float = EXPLORE) -> None:
         missing = [p for p in self.needs if importlib.util.find_spec(p) is None]
         if missing:
             raise UserError(f"the {self.name} strategy needs the Python package(s) {', '.join(missing)}",
@@ -102,8 +157,10 @@ class OptunaSearch(Strategy):
         self.valid = ValidSet(instances)
         self.budget = len(self.valid) if budget is None else min(budget, len(self.valid))
         self.batch = batch
-        # random proposals before the model takes over: a fifth of the budget, 3 to 10
-        n_startup = startup if startup is not None else max(3, min(10, self.budget // 5))
+        self.candidates, self.ei, self.explore = candidates, ei, explore
+        # random proposals before the model takes over; not a function of the budget, so that the first N
+        # proposals of a run with a larger budget are those of a run with budget N (anytime)
+        n_startup = startup if startup is not None else STARTUP
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Optuna's ExperimentalWarning
             self.sampler = OnValidSet(self.sampler(seed, n_startup), self.valid)
@@ -184,7 +241,10 @@ class TPESearch(OptunaSearch):
     name = "tpe"
 
     def sampler(self, seed: int, n_startup: int) -> BaseSampler:
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup, multivariate=True,
+        if self.candidates:
+            return ValidTPESampler(self.valid, self.candidates, self.explore, seed=seed, n_startup_trials=n_startup,
+                                   n_ei_candidates=self.ei, constant_liar=True, warn_independent_sampling=False)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup, multivariate=True, n_ei_candidates=self.ei,
                                           constant_liar=True, warn_independent_sampling=False)
 
 

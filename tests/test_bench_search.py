@@ -1,0 +1,105 @@
+"""scripts/bench_search.py on a tiny Kernel Tuner cache (seconds), its pair sources and the methodology score."""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import search_pairs  # noqa: E402
+import search_score  # noqa: E402
+
+KT_PYTHON = Path("/tmp/ktvenv/bin/python")
+
+
+def tiny_cache(path: Path, failed: int = 3) -> Path:
+    """A Kernel Tuner cache of 6 x 5 x 2 configurations, a smooth bowl, the first `failed` compile failures."""
+    keys = ["block_size_x", "tile", "flag"]
+    cache = {}
+    for i, (bx, t, f) in enumerate((bx, t, f) for bx in (16, 32, 64, 128, 256, 512) for t in (1, 2, 3, 4, 5)
+                                   for f in (0, 1)):
+        e = {"block_size_x": bx, "tile": t, "flag": f}
+        if i < failed:
+            e["__error__"] = "CompilationFailedConfig"
+        else:
+            e["time"] = 1.0 + (np.log2(bx) - 6) ** 2 * 0.1 + (t - 3) ** 2 * 0.05 + 0.2 * f
+        cache[f"{bx},{t},{f}"] = e
+    doc = {"device_name": "Tiny GPU", "kernel_name": "tiny", "problem_size": [1024], "tune_params_keys": keys,
+           "tune_params": {"block_size_x": [16, 32, 64, 128, 256, 512], "tile": [1, 2, 3, 4, 5], "flag": [0, 1]},
+           "objective": "time", "cache": cache}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_cache_source_is_one_pair_of_every_configuration(tmp_path: Path) -> None:
+    cache = tiny_cache(tmp_path / "tiny_T1.json")
+    pairs = search_pairs.load_sources([str(cache)], tmp_path)
+    assert len(pairs) == 1
+    p = pairs[0]
+    assert (p.space, p.device) == ("tiny", "T1")
+    assert len(p.instances) == 60 and int(np.isnan(p.times).sum()) == 3  # failures are failures
+    assert p.true_best == pytest.approx(1.0)
+    assert p.kt_cache(tmp_path) == cache  # a cache pair is simulated on its own file
+
+
+def test_a_database_pair_is_exactly_the_recorded_instances_and_exports_to_kernel_tuner(tmp_path: Path) -> None:
+    cache = tiny_cache(tmp_path / "tiny_T1.json")
+    (p,) = search_pairs.load_sources([str(cache)], tmp_path)
+    (q,) = search_pairs.load_sources([p.db], tmp_path)  # the imported database as a database source
+    assert {i.id for i in q.instances} == {i.id for i in p.instances}
+    exported = json.loads(q.kt_cache(tmp_path).read_text())
+    assert len(exported["cache"]) == 60
+
+
+def test_bench_search_end_to_end_writes_every_budget(tmp_path: Path) -> None:
+    cache = tiny_cache(tmp_path / "tiny_T1.json")
+    out = tmp_path / "search.csv"
+    kt = ["--kt-seeds", "2", "--kt-strategies", "random_sample,greedy_ils"] if KT_PYTHON.exists() else ["--kt-seeds", "0"]
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_search.py"), "--source", str(cache),
+                          "--min-size", "10", "--seeds", "2", "--strategies", "tpe,random", "--fractions", "0.1,0.5",
+                          "--out", str(out), "--no-plot", *kt], capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = list(csv.DictReader(out.open()))
+    ours = [r for r in rows if r["tool"] == "autotune"]
+    assert {(r["strategy"], r["evals"]) for r in ours} == {(s, e) for s in ("tpe", "random") for e in ("6", "30")}
+    assert all(float(r["best_ms"]) >= float(r["true_best_ms"]) for r in rows)
+    assert "| autotune | tpe |" in res.stdout
+    if KT_PYTHON.exists():
+        assert {r["strategy"] for r in rows if r["tool"] == "kerneltuner"} == {"random_sample", "greedy_ils"}
+
+
+def test_methodology_score_is_one_for_the_oracle_and_negative_for_the_worst() -> None:
+    rng = np.random.default_rng(0)
+    dist = np.sort(rng.lognormal(0, 0.5, 2000))
+    width = 400
+    oracle = np.full((5, width), dist[0])
+    worst = np.full((5, width), dist[-1])
+    assert search_score.score([search_score.pair_score(oracle, dist)]) == pytest.approx(1.0)
+    assert search_score.score([search_score.pair_score(worst, dist)]) < 0
+
+
+def test_methodology_score_of_random_search_is_near_zero() -> None:
+    rng = np.random.default_rng(1)
+    dist = rng.lognormal(0, 0.5, 3000)
+    traces = np.array([np.minimum.accumulate(rng.permutation(dist)) for _ in range(200)])
+    assert abs(search_score.score([search_score.pair_score(traces, dist)])) < 0.1
+
+
+@pytest.mark.skipif(importlib.util.find_spec("kernel_tuner") is not None, reason="runs in the main venv only")
+def test_kt_driver_drops_copied_parameters() -> None:
+    import kt_simulate
+    doc = {"tune_params_keys": ["a", "a_copy", "b", "c1", "c2"],
+           "cache": {f"{a},{a},{b},7,7": {"a": a, "a_copy": a, "b": b, "c1": 7, "c2": 7, "time": 1.0}
+                     for a in (1, 2) for b in (3, 4)}}
+    out, keep = kt_simulate.reduced(doc)
+    assert keep == ["a", "b", "c1", "c2"]  # a copy of a varying parameter goes; equal constants stay
+    assert set(out["cache"]) == {f"{a},{b},7,7" for a in (1, 2) for b in (3, 4)}
