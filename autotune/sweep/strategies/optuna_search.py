@@ -89,6 +89,17 @@ class OnValidSet(BaseSampler):
         self.inner.reseed_rng()
 
 
+def tpe_internals() -> bool:
+    """Whether this Optuna has the private TPE pieces ValidTPESampler uses (else `tpe` maps Optuna's own proposals
+    onto the valid set, the `candidates=0` behaviour)."""
+    try:
+        from optuna.samplers._tpe.sampler import _split_trials, default_gamma  # noqa: F401
+    except ImportError:
+        return False
+    tpe = optuna.samplers.TPESampler
+    return all(hasattr(tpe, name) for name in ("_build_parzen_estimator", "_compute_acquisition_func"))
+
+
 class ValidTPESampler(optuna.samplers.TPESampler):
     """Multivariate TPE whose acquisition (log l(x) - log g(x), Optuna's own Parzen estimators) is maximized over
     valid instances not taken yet, instead of over samples of l(x) in the product of the parameter ranges (which
@@ -241,7 +252,7 @@ class TPESearch(OptunaSearch):
     name = "tpe"
 
     def sampler(self, seed: int, n_startup: int) -> BaseSampler:
-        if self.candidates:
+        if self.candidates and tpe_internals():
             return ValidTPESampler(self.valid, self.candidates, self.explore, seed=seed, n_startup_trials=n_startup,
                                    n_ei_candidates=self.ei, constant_liar=True, warn_independent_sampling=False)
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup, multivariate=True, n_ei_candidates=self.ei,
