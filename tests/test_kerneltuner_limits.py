@@ -98,6 +98,8 @@ def test_a_gzipped_cache_is_read_and_its_unpacked_size_is_limited(tmp_path: Path
 
 def test_the_committed_hub_caches_import(tmp_path: Path) -> None:
     hub = ROOT / "results" / "bench" / "hub" / "convolution_milo_A100.json.gz"
-    r = cli("import", "kerneltuner", str(hub), "--db", str(tmp_path / "hub.sqlite"), cwd=tmp_path)
+    r = cli("import", "kerneltuner", str(hub), "--db", str(tmp_path / "hub.sqlite"), "--space-out",
+            str(tmp_path / "hub.space.yaml"), cwd=tmp_path)  # (never beside the committed cache)
     assert r.returncode == 0, r.stderr
+    assert not list(hub.parent.glob("*.space.yaml"))
     assert "imported 4362 configurations (161 failed)" in " ".join(r.stdout.split())
