@@ -110,6 +110,7 @@ class DeclaredData(ProblemData):
                         for a in kind.arguments if not a.is_buffer and a.value is not None}
         self.host_constants = self._constants(np.random.default_rng(seed + 1))
         self.constant_arrays = {n: cp.asarray(v) for n, v in self.host_constants.items()}  # for reference, check
+        self._made.clear()  # host copies of the functions' arrays are not kept
 
     def _constants(self, rng: Any) -> dict[str, np.ndarray]:
         """The `constants:` at this point, on the host (what the GPU worker copies into `__constant__` symbols)."""
