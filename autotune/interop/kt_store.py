@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +101,17 @@ def space_yaml(cache: KTCache, name: str) -> str:
                                         f"{cache.device_name}",
            "parameters": {k: list(cache.tune_params.get(k) or sorted({r.params[k] for r in cache.records}, key=str))
                           for k in cache.tune_params_keys}}
-    return yaml.safe_dump(doc, sort_keys=False)
+    block = [k for k in ("block_size_x", "block_size_y", "block_size_z") if k in cache.tune_params_keys]
+    block_text = ", ".join(block + ["1"] * (3 - len(block)))
+    return yaml.safe_dump(doc, sort_keys=False) + (
+        "# To sweep this kernel here, add its binding (docs/kinds.md); `semantics: kerneltuner` gives Kernel Tuner's\n"
+        "# implicit block-size restriction and loop_unroll_factor_* parameters:\n"
+        "# kernel:\n"
+        "#   source: KERNEL.cu\n"
+        f"#   name: {cache.kernel_name if re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', str(cache.kernel_name)) else 'KERNEL'}\n"
+        "#   semantics: kerneltuner\n"
+        f"#   block: [{block_text}]\n"
+        "#   grid: [...]\n")
 
 
 def _point(space: Space, precision: str, sizes: tuple[int, ...]) -> TestPoint:

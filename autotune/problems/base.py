@@ -94,6 +94,16 @@ class ProblemData(ABC):
         """A launcher `f(copy)` running the kind's baseline on one copy (writing the outputs), or None."""
         return None
 
+    def verify_instance(self, reference: Any, params: Mapping[str, Any]) -> Verdict:
+        """`verify` for the instance whose parameters are `params` (the GPU worker calls this; a kind whose
+        check depends on the instance overrides it). Default: `verify(reference)`."""
+        return self.verify(reference)
+
+    def constants(self) -> Mapping[str, Any]:
+        """Host arrays (NumPy) the GPU worker copies into the kernel module's `__constant__` symbols of these
+        names before an instance runs on this data. Default: none."""
+        return {}
+
 
 class ProblemKind(ABC):
     """See the module docstring. Instances must pickle (they travel to the GPU worker process)."""

@@ -14,9 +14,13 @@ problem:
   bytes: "2 * rows * cols * elem_bytes"
   flops: 0                           # optional
   baseline: reference.py:cupy_transpose   # optional: the same operation by a library, timed like a kernel
+  constants:                         # optional: __constant__ symbols set from the host before a kernel runs
+    - {name: filt, dtype: float32, shape: [25], init: {function: gen.py:make}}
+  check: check.py:close_enough       # optional: decides correctness (then `reference:` is optional)
 ```
-A buffer's `init:` is `random` (the default), `zeros`, `ones` or an expression of the sizes and `i` (the flat
-index). An output is write-only unless it has an explicit `init:`: then the kernel reads and writes it (in place,
+A buffer's (or constant's) `init:` is `random` (the default), `zeros`, `ones`, an expression of the sizes and `i`
+(the flat index) or `{function: file.py:make}` (`make(name, sizes, precision, seed)` returns a NumPy array of the
+declared shape, cast to the dtype). An output is write-only unless it has an explicit `init:`: then the kernel reads and writes it (in place,
 `Argument.inout`) and it is reset to its initial values before the verified launch, whatever its `init`; a
 write-only output is poisoned (NaN, or -7 for integers) so an element the kernel never writes fails.
 The whole vocabulary, with Python kinds: docs/kinds.md.
@@ -47,6 +51,25 @@ PRECISION_DTYPES = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "in
 INITS = ("random", "zeros", "ones")
 DEFAULT_TOLERANCE = {"fp64": 1e-12, "fp32": 1e-5, "fp16": 1e-2}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CONSTANT_MEMORY_BYTES = 64 * 1024  # what a module's __constant__ symbols may hold together
+
+
+@dataclass(frozen=True)
+class InitFunction:
+    """`init: {function: file.py:make}`: `make(name, sizes, precision, seed)` returns a NumPy array whose shape is
+    the buffer's (or constant's) shape at the point; it is cast to the dtype (`declared_data`)."""
+
+    function: str  # "/abs/file.py:make" or "module:make"
+
+
+Init = str | Expr | InitFunction  # random | zeros | ones | an expression of the sizes and i | a function
+
+
+def init_text(init: Init) -> Any:
+    """An init form as `describe()` stores it."""
+    if isinstance(init, str):
+        return init
+    return {"function": init.function} if isinstance(init, InitFunction) else init.text
 
 
 @dataclass(frozen=True)
@@ -57,9 +80,10 @@ class Argument:
     dtype: str  # a DTYPES name, or "T": the test point's precision
     shape: tuple[Expr, ...] = ()  # buffers: expressions of the sizes
     value: Expr | None = None  # scalars
-    init: str | Expr = "random"  # buffers: random | zeros | ones | an expression of the sizes and i (flat index)
+    init: Init = "random"  # buffers: random | zeros | ones | an expression of the sizes and i (flat index) | function
     output: bool = False
     inout: bool = False  # an output the kernel also reads (declared with an explicit `init:`): never poisoned
+    line: int | None = field(default=None, compare=False)  # where the space file declares it
 
     @property
     def is_buffer(self) -> bool:
@@ -77,11 +101,13 @@ class DeclaredKind(ProblemKind):
     size_names: tuple[str, ...]
     precisions: tuple[str, ...]
     arguments: tuple[Argument, ...]
-    reference_fn: str  # "path/to/file.py:function" (absolute) or "module:function"
+    reference_fn: str | None  # "path/to/file.py:function" (absolute) or "module:function"; optional with `check_fn`
     tolerance: tuple[tuple[str, float], ...]
     bytes_expr: Expr
     flops_expr: Expr | None = None
     baseline_fn: str | None = None
+    check_fn: str | None = None  # `check:` fn(outputs, expected, params, sizes) decides correctness
+    constants: tuple[Argument, ...] = ()  # `constants:` __constant__ symbols (buffers that are no kernel argument)
     source: str = ""  # the file that declared it
     shapes: tuple[str, ...] = ("",)
     conventions: tuple[str, ...] = ("declared",)
@@ -146,11 +172,16 @@ class DeclaredKind(ProblemKind):
         out = super().describe()
         out.update(arguments=[{"name": a.name, "dtype": a.dtype, "shape": [e.text for e in a.shape],
                                "value": a.value.text if a.value is not None else None,
-                               "init": a.init if isinstance(a.init, str) else a.init.text, "output": a.output,
+                               "init": init_text(a.init), "output": a.output,
                                **({"inout": True} if a.inout else {})}
                               for a in self.arguments],
                    reference=self.reference_fn, tolerance=dict(self.tolerance), bytes=self.bytes_expr.text,
                    flops=self.flops_expr.text if self.flops_expr is not None else None, baseline=self.baseline_fn)
+        if self.constants:
+            out["constants"] = [{"name": c.name, "dtype": c.dtype, "shape": [e.text for e in c.shape],
+                                 "init": init_text(c.init)} for c in self.constants]
+        if self.check_fn is not None:
+            out["check"] = self.check_fn
         return out
 
 
@@ -180,16 +211,21 @@ class _Reader:
         return e
 
     def read(self, d: Any, line: int | None) -> DeclaredKind:
-        allowed = {"name", "sizes", "precisions", "arguments", "reference", "tolerance", "bytes", "flops", "baseline"}
+        allowed = {"name", "sizes", "precisions", "arguments", "reference", "tolerance", "bytes", "flops", "baseline",
+                   "constants", "check"}
         if not isinstance(d, dict):
             raise self.fail("must be a kind name, module:Class, file.py:Class, or a mapping", line,
                             "see docs/kinds.md")
         for key in d:
             if key not in allowed:
                 raise self.fail(f"unknown key {key!r}", line_of(d, key) or line, f"keys: {', '.join(sorted(allowed))}")
-        for key in ("name", "sizes", "arguments", "reference", "bytes"):
+        for key in ("name", "sizes", "arguments", "bytes"):
             if key not in d:
                 raise self.fail(f"missing `{key}:`", line, "see docs/kinds.md")
+        if "reference" not in d and "check" not in d:
+            raise self.fail("missing `reference:` (or `check:`)", line,
+                            "give reference: file.py:function (the expected outputs), check: file.py:function (a "
+                            "function that decides), or both; see docs/kinds.md")
         name = d["name"]
         if not isinstance(name, str) or not _IDENT.match(name):
             raise self.fail("`name:` must be an identifier", line_of(d, "name"), "e.g. name: transpose")
@@ -202,6 +238,7 @@ class _Reader:
             raise self.fail(f"`precisions:` must list some of {', '.join(PRECISION_DTYPES)}", line_of(d, "precisions"))
         known = set(sizes) | {"elem_bytes"}
         args = self.arguments(d["arguments"], line_of(d, "arguments"), set(sizes))
+        constants = self.constants(d.get("constants", []), line_of(d, "constants"), set(sizes), args)
         tol = d.get("tolerance", {})
         try:  # YAML reads 1e-6 (no dot) as a string
             tol = {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None
@@ -219,7 +256,9 @@ class _Reader:
                                 line_of(d, what), "it counts the work of one problem, from its sizes", e.text)
         return DeclaredKind(
             name=name, size_names=tuple(sizes), precisions=tuple(precisions), arguments=args,
-            reference_fn=self.function(d["reference"], line_of(d, "reference"), "reference"),
+            reference_fn=self.function(d["reference"], line_of(d, "reference"), "reference") if "reference" in d else None,
+            check_fn=self.function(d["check"], line_of(d, "check"), "check") if "check" in d else None,
+            constants=constants,
             tolerance=tuple((str(k), float(v)) for k, v in tol.items()),
             bytes_expr=nbytes, flops_expr=flops,
             baseline_fn=self.function(d["baseline"], line_of(d, "baseline"), "baseline") if "baseline" in d else None,
@@ -266,12 +305,10 @@ class _Reader:
                     raise self.fail(f"buffer {a['name']!r} needs `shape:` (a list of size expressions)", at,
                                     "e.g. shape: [rows, cols]")
                 output = bool(a.get("output", False))
-                init: str | Expr = a.get("init", "random")
-                if init not in INITS:
-                    init = self.expr(init, at, sizes | {"i"}, f"argument {a['name']!r} init")
+                init = self.init(a.get("init", "random"), at, sizes, f"argument {a['name']!r}")
                 out.append(Argument(a["name"], dtype, tuple(self.expr(s, at, sizes, f"argument {a['name']!r} shape")
                                                             for s in shape),
-                                    init=init, output=output, inout=output and "init" in a))
+                                    init=init, output=output, inout=output and "init" in a, line=at))
             else:
                 if "value" not in a:
                     raise self.fail(f"scalar {a['name']!r} needs `value:` (an expression of the sizes)", at)
@@ -281,5 +318,53 @@ class _Reader:
             raise self.fail("no argument is marked `output: true`", line, "mark the buffers the kernel writes")
         return tuple(out)
 
+    def init(self, given: Any, at: int | None, sizes: set[str], what: str) -> Init:
+        """A buffer's or constant's `init:` form (see the module docstring)."""
+        if isinstance(given, dict):
+            if set(given) != {"function"}:
+                raise self.fail(f"{what}: `init:` as a mapping is {{function: file.py:make}}", at,
+                                "make(name, sizes, precision, seed) returns a NumPy array of the declared shape")
+            return InitFunction(self.function(given["function"], at, f"{what} init: function"))
+        if given in INITS:
+            return str(given)
+        return self.expr(given, at, sizes | {"i"}, f"{what} init")
 
-__all__ = ["Argument", "DeclaredKind", "load_declared"]
+    def constants(self, items: Any, line: int | None, sizes: set[str], args: tuple[Argument, ...]) -> tuple[Argument, ...]:
+        """`constants:`: {name: SYMBOL, dtype: DTYPE, shape: [expr, ...], init: FORM} each, copied into the kernel
+        module's `__constant__` SYMBOL before an instance runs at a point."""
+        if not isinstance(items, list):
+            raise self.fail("`constants:` must be a list of {name, dtype, shape, init}", line,
+                            "e.g. - {name: filt, dtype: float32, shape: [25], init: {function: gen.py:filt}}")
+        out: list[Argument] = []
+        for i, c in enumerate(items):
+            at = line_of(items, i) or line
+            if not isinstance(c, dict) or not {"name", "dtype", "shape"} <= set(c) or set(c) - {"name", "dtype", "shape",
+                                                                                                "init"}:
+                raise self.fail("each constant is {name: SYMBOL, dtype: DTYPE, shape: [...], init: FORM}", at,
+                                "e.g. {name: filt, dtype: float32, shape: [25], init: random} (init: default random)")
+            name = c["name"]
+            if not isinstance(name, str) or not _IDENT.match(name):
+                raise self.fail(f"constant {name!r}: `name:` must be the kernel's __constant__ symbol (an identifier)",
+                                at)
+            if any(x.name == name for x in (*args, *out)):
+                raise self.fail(f"constant name {name!r} is used twice (arguments and constants share one namespace)",
+                                at, "the reference and the check receive both by name")
+            if c["dtype"] != "T" and c["dtype"] not in DTYPES:
+                raise self.fail(f"constant {name!r}: unknown dtype {c['dtype']!r}", at,
+                                f"one of T (the precision), {', '.join(DTYPES)}")
+            shape = c["shape"] if isinstance(c["shape"], list) else [c["shape"]]
+            if not shape:
+                raise self.fail(f"constant {name!r}: `shape:` is empty", at, "e.g. shape: [25]")
+            exprs = tuple(self.expr(s, at, sizes, f"constant {name!r} shape") for s in shape)
+            const = Argument(name, c["dtype"], exprs, init=self.init(c.get("init", "random"), at, sizes,
+                                                                     f"constant {name!r}"), line=at)
+            if not any(e.names for e in exprs) and c["dtype"] != "T":
+                nbytes = math.prod(as_int(evaluate(e, {})) for e in exprs) * DTYPES[c["dtype"]]
+                if nbytes > CONSTANT_MEMORY_BYTES:
+                    raise self.fail(f"constant {name!r} is {nbytes:,} bytes; constant memory holds "
+                                    f"{CONSTANT_MEMORY_BYTES:,}", at, "make it smaller, or pass it as a buffer")
+            out.append(const)
+        return tuple(out)
+
+
+__all__ = ["Argument", "DeclaredKind", "InitFunction", "init_text", "load_declared"]

@@ -7,17 +7,26 @@ sets protect timings from L2 as for every kind. Before the verified launch, outp
 its initial values instead. The reference function receives copy 0's
 arrays (CuPy) and the sizes and returns the expected outputs; the error of an output is
 ||got - ref||_2 / ||ref||_2 in float64 (exact equality when the reference is all zeros).
+
+`init: {function: file.py:make}` arrays are made on the host once per point and copied to every set. Constants
+(`constants:`) are made on the host (`host_constants`, NumPy) and copied by the GPU worker into the kernel module's
+`__constant__` symbols; the reference and the check see them by name. With `check:`, the user's function decides
+correctness instead of the tolerance (`verify_instance`: it receives host copies, the instance's parameters and
+the sizes).
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
+from autotune.errors import SpaceError
 from autotune.expr import as_int, evaluate
 from autotune.problems.base import ProblemData, Verdict, judge, rotation_copies
-from autotune.problems.declared import DTYPES, Argument, DeclaredKind
+from autotune.problems.declared import CONSTANT_MEMORY_BYTES, DTYPES, Argument, DeclaredKind, InitFunction
 from autotune.problems.loading import load_attribute
 from autotune.vocab import TestPoint
 
@@ -36,6 +45,46 @@ def _shape(arg: Argument, sizes: dict[str, int]) -> tuple[int, ...]:
     return tuple(as_int(evaluate(e, sizes)) for e in arg.shape)
 
 
+class CheckError(Exception):
+    """The user's `check:` function raised or returned something else than True, False, None or a message: the
+    problem's fault, whatever the instance (the GPU worker stops the sweep with it)."""
+
+
+@dataclass(frozen=True)
+class CheckVerdict(Verdict):
+    """A verdict of the user's `check:` function; `note` is its message (stored as the instance's error)."""
+
+    note: str = ""
+
+    @property
+    def message(self) -> str:
+        return self.note or Verdict.message.fget(self)  # type: ignore[attr-defined]
+
+
+def _host(x: Any) -> Any:
+    """A NumPy copy of a device array (NumPy arrays and scalars as they are)."""
+    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else x
+
+
+class HostArrays(Mapping):
+    """Arrays by name, copied to the host (NumPy) when first read."""
+
+    def __init__(self, arrays: Mapping[str, Any]) -> None:
+        self._arrays = arrays
+        self._host: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._host:
+            self._host[name] = _host(self._arrays[name])
+        return self._host[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._arrays)
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+
 class DeclaredData(ProblemData):
     """`copies` sets of a declared kind's buffers on the GPU (see the module docstring)."""
 
@@ -46,6 +95,8 @@ class DeclaredData(ProblemData):
         self.kind, self.point, self.copies = kind, point, copies
         self.sizes = point.dims
         rng = cp.random.default_rng(seed)
+        self.seed = seed
+        self._made: dict[str, np.ndarray] = {}  # init functions' arrays (host), made once per point
         self.sets: list[dict[str, Any]] = []
         for _ in range(copies):
             arrays = {}
@@ -57,6 +108,22 @@ class DeclaredData(ProblemData):
                         if a.is_buffer and a.inout}
         self.scalars = {a.name: np.dtype(a.numpy_dtype(point.precision)).type(evaluate(a.value, self.sizes))
                         for a in kind.arguments if not a.is_buffer and a.value is not None}
+        self.host_constants = self._constants(np.random.default_rng(seed + 1))
+        self.constant_arrays = {n: cp.asarray(v) for n, v in self.host_constants.items()}  # for reference, check
+        self._made.clear()  # host copies of the functions' arrays are not kept
+
+    def _constants(self, rng: Any) -> dict[str, np.ndarray]:
+        """The `constants:` at this point, on the host (what the GPU worker copies into `__constant__` symbols)."""
+        out = {c.name: np.ascontiguousarray(self._fill(np, rng, c)) for c in self.kind.constants}
+        total = sum(v.nbytes for v in out.values())
+        if total > CONSTANT_MEMORY_BYTES:
+            raise SpaceError(f"problem: the constants take {total:,} bytes at {self.point.key}; constant memory holds "
+                             f"{CONSTANT_MEMORY_BYTES:,}", file=self.kind.source or None,
+                             line=self.kind.constants[0].line, hint="make them smaller, or pass them as buffers")
+        return out
+
+    def constants(self) -> Mapping[str, np.ndarray]:
+        return self.host_constants
 
     @classmethod
     def build(cls, kind: DeclaredKind, point: TestPoint, l2_bytes: int, seed: int) -> "DeclaredData":
@@ -68,6 +135,10 @@ class DeclaredData(ProblemData):
         dtype = cp.dtype(a.numpy_dtype(self.point.precision))
         shape = _shape(a, self.sizes)
         n = math.prod(shape)
+        if isinstance(a.init, InitFunction):
+            if a.name not in self._made:
+                self._made[a.name] = self._from_function(a, shape, dtype)
+            return cp.array(self._made[a.name])  # a copy for every set
         if not isinstance(a.init, str):
             values = evaluate(a.init, {**self.sizes, "i": np.arange(n, dtype=np.int64)})  # on the host
             return cp.asarray(np.broadcast_to(np.asarray(values), (n,))).astype(dtype).reshape(shape)
@@ -78,6 +149,18 @@ class DeclaredData(ProblemData):
         if dtype.kind == "f":
             return (rng.random(n, dtype=cp.float32) * 2 - 1).astype(dtype).reshape(shape)
         return rng.integers(0, 100, n).astype(dtype).reshape(shape)
+
+    def _from_function(self, a: Argument, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """`init: {function: ...}`'s array: of the declared shape, cast to the dtype; else SpaceError (file, line)."""
+        spec = a.init.function  # type: ignore[union-attr]
+        got = _host(load_function(spec)(a.name, dict(self.sizes), self.point.precision, self.seed))
+        arr = np.asarray(got)
+        if arr.shape != shape:
+            raise SpaceError(f"problem: {a.name!r}: {spec.rsplit('/', 1)[-1]} returned an array of shape "
+                             f"{list(arr.shape)} at {self.point.key}; the declared shape there is {list(shape)}",
+                             file=self.kind.source or None, line=a.line,
+                             hint="return a NumPy array of the declared shape (it is cast to the dtype)")
+        return arr.astype(np.dtype(str(dtype)), copy=False)
 
     def nbytes(self) -> int:
         return sum(x.nbytes for arrays in self.sets for x in arrays.values()) + sum(
@@ -107,9 +190,11 @@ class DeclaredData(ProblemData):
             if not a.is_buffer:
                 return self.scalars[a.name]
             return self.initial[a.name].copy() if a.name in self.initial else self.sets[0][a.name]
-        return {a.name: value(a) for a in self.kind.arguments}
+        return {**{a.name: value(a) for a in self.kind.arguments}, **self.constant_arrays}
 
     def reference(self) -> Any:
+        if self.kind.reference_fn is None:
+            return None  # a `check:` without a reference
         fn = load_function(self.kind.reference_fn)
         got = fn(self._inputs(), dict(self.sizes))
         outs = self.outputs()
@@ -138,6 +223,29 @@ class DeclaredData(ProblemData):
             worst = max(worst, diff / norm if norm > 0 else (0.0 if diff == 0 else math.inf))
         return judge(worst, bad, self.kind.tolerance_of(self.point.precision))
 
+    def verify_instance(self, reference: Any, params: Mapping[str, Any]) -> Verdict:
+        """`verify`, or with `check:` the user's verdict on copy 0 after the verified launch: fn(outputs, expected,
+        params, sizes), `outputs` every argument (the outputs as written) and constant by name, host copies."""
+        spec = self.kind.check_fn
+        if spec is None:
+            return self.verify(reference)
+        arrays = {**self.sets[0], **self.scalars, **self.host_constants}
+        expected = None if reference is None else HostArrays(reference)
+        try:
+            got = load_function(spec)(HostArrays(arrays), expected, dict(params), dict(self.sizes))
+        except Exception as exc:  # noqa: BLE001 - the user's check; a CUDA error is the kernel's, reported as such
+            if type(exc).__module__.startswith(("cupy_backends.cuda", "cupy.cuda")):
+                raise
+            raise CheckError(f"{spec} raised at {self.point.key}: {type(exc).__name__}: {exc}") from exc
+        if got is None or (isinstance(got, (bool, np.bool_)) and bool(got)):
+            return CheckVerdict(True, 0.0, 0, 0.0, note=f"{_name(spec)} accepted the outputs")
+        if isinstance(got, (bool, np.bool_)):
+            return CheckVerdict(False, math.inf, 0, 0.0, note=f"{_name(spec)} returned False")
+        if isinstance(got, str):
+            return CheckVerdict(False, math.inf, 0, 0.0, note=f"{_name(spec)}: {got}"[:300])
+        raise CheckError(f"{spec} returned {type(got).__name__} at {self.point.key}; return True or None (right), "
+                         "False or a message (wrong)")
+
     def baseline(self) -> Callable[[int], None] | None:
         if self.kind.baseline_fn is None:
             return None
@@ -148,3 +256,8 @@ class DeclaredData(ProblemData):
             arrays = self.sets[r % self.copies]
             fn({**arrays, **self.scalars}, sizes)
         return launch
+
+
+def _name(spec: str) -> str:
+    """`/abs/path/check.py:fn` -> `check.py:fn`."""
+    return spec.rsplit("/", 1)[-1]

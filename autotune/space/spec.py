@@ -20,6 +20,7 @@ from autotune.expr import Expr, ExprError, as_int, evaluate, parse
 from autotune.problems.base import ProblemKind
 from autotune.problems import allowed_paths
 from autotune.space.compiler import check_compiler, check_options
+from autotune.space import kt_semantics
 from autotune.problems.registry import DEFAULT_KIND, resolve
 from autotune.vocab import ELEM_BYTES, TestPoint
 from autotune.yamlfile import LineDict, line_of, load_yaml
@@ -88,6 +89,7 @@ class KernelBinding:
     plain: bool = False  # `name:` given: a plain (extern "C" or C++) function, no template arguments
     compiler: str = "nvrtc"  # `compiler:` nvrtc or nvcc (autotune/space/compiler.py)
     compiler_options: tuple[str, ...] = ()  # `compiler_options:` extra flags for that compiler
+    semantics: str = "native"  # `semantics:` native or kerneltuner (autotune/space/kt_semantics.py)
 
     @property
     def validity(self) -> Located | None:
@@ -297,6 +299,8 @@ class _Builder:
         if dup:
             raise self.fail(f"constraint name {dup!r} is used twice", d.line, hint="give each constraint its own name")
         kernel = self.kernel(d["kernel"], known) if "kernel" in d else None
+        if kernel is not None and kernel.semantics == "kerneltuner":
+            hard += self.implicit_block_limit(kernel, known, names)
         return Space(name=name, description=str(d.get("description", "")), path=self.path, parameters=params,
                      derived=derived, hard=hard, soft=soft, kernel=kernel, kind=self.kind)
 
@@ -402,7 +406,7 @@ class _Builder:
                 "with template_args) or `name:` (a plain __global__ function)"
             raise self.fail(f"`kernel:` {what}", line, hint="see README.md, 'Bring your own kernel'")
         allowed = {"source", "template", "template_args", "name", "defines", "convention", "block", "grid",
-                   "shared_bytes", "problems", "serves", "valid", "compiler", "compiler_options"}
+                   "shared_bytes", "problems", "serves", "valid", "compiler", "compiler_options", "semantics"}
         for key in k:
             if key not in allowed:
                 raise self.fail(f"kernel: unknown key {key!r}", line_of(k, key), hint=f"keys: {', '.join(sorted(allowed))}")
@@ -450,11 +454,31 @@ class _Builder:
         if bad is not None:
             raise self.fail(bad, line_of(k, "compiler_options"), hint="remove it: the sweep chooses the output, its "
                             "kind and the GPU architecture (docs/kinds.md, `compiler_options:`)")
+        semantics = k.get("semantics", "native")
+        if semantics not in kt_semantics.SEMANTICS:
+            raise self.fail(f"kernel.semantics: {semantics!r} is not one of {', '.join(kt_semantics.SEMANTICS)}",
+                            line_of(k, "semantics"), hint="kerneltuner: Kernel Tuner's implicit block-size "
+                            "restriction and loop_unroll_factor_* parameters (docs/kinds.md)")
         return KernelBinding(source=str(k["source"]), template=name, template_args=tuple(args),
                              convention=convention, block=triple("block"), grid=triple("grid"),
                              shared_bytes=shared, problems=self.problems(k.get("problems") or {}, line),
                              serves=serves, valid=valid, path=source, defines=tuple(defines), plain=plain,
-                             compiler=compiler, compiler_options=options)
+                             compiler=compiler, compiler_options=options, semantics=semantics)
+
+    def implicit_block_limit(self, kernel: KernelBinding, known: set[str], names: list[str]) -> tuple[Constraint, ...]:
+        """`semantics: kerneltuner`: Kernel Tuner's implicit hard constraint, block threads <= the device's maximum
+        (kernel_tuner/util.py, config_valid). Omitted when the block reads the problem's sizes (the GPU worker still
+        refuses a block the function cannot launch)."""
+        if any(b.expr.names - known for b in kernel.block):
+            return ()
+        at = line_of(self.data["kernel"], "semantics")
+        if kt_semantics.CONSTRAINT_NAME in names:
+            raise self.fail(f"constraint name {kt_semantics.CONSTRAINT_NAME!r} is the one `semantics: kerneltuner` "
+                            "adds", at, hint="rename your constraint")
+        text = kt_semantics.implicit_constraint(tuple(b.expr.text for b in kernel.block))
+        return (Constraint(kt_semantics.CONSTRAINT_NAME, "hard", self.expr(text, at, known, "kernel.semantics"),
+                           "Kernel Tuner's implicit restriction: a block has at most the device's maximum threads "
+                           "(semantics: kerneltuner)", at),)
 
     def source(self, given: Any, line: int | None) -> Path:
         """The kernel file: absolute, relative to the space file, or (built-in spaces) under kernels_src/."""

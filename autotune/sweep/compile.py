@@ -45,6 +45,7 @@ class CompileRequest:
     options: tuple[str, ...] = DEFAULT_OPTIONS  # the -D options of `defines` included
     defines: tuple[tuple[str, str], ...] = ()  # the `#define NAME value` pairs these instances share
     compiler: str = "nvrtc"  # or "nvcc" (a space's `kernel: compiler:`)
+    unroll: tuple[tuple[str, str], ...] = ()  # Kernel Tuner's loop_unroll_factor_* values (`space.kt_semantics`)
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,10 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
     """
     cache = CompileCache(cache_dir)
     text = request.source.read_text()
+    if request.unroll:  # `semantics: kerneltuner`: the text the compiler sees (the cache key follows it)
+        from autotune.space.kt_semantics import unrolled_source
+
+        text = unrolled_source(text, request.unroll)
     search = (request.source.parent, *request.include_dirs)
     digest = source_digest(text, local_headers(text, (*search, *option_include_dirs(request.options))))
     if request.compiler == "nvcc":
@@ -285,7 +290,12 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
 
         def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
             try:
-                return nvcc.nvcc_compile(tool, request.source, group, nvcc_options, request.arch)
+                if not request.unroll:
+                    return nvcc.nvcc_compile(tool, request.source, group, nvcc_options, request.arch)
+                with tempfile.TemporaryDirectory(prefix="autotune-kt-") as tmp:  # the edited text, includes as before
+                    edited = Path(tmp) / request.source.name
+                    edited.write_text(text)
+                    return nvcc.nvcc_compile(tool, edited, group, nvcc_options, request.arch)
             except nvcc.NvccFailed as exc:
                 raise CompileFailed(exc.log) from None
     else:

@@ -3,9 +3,12 @@
 It runs in a child process started by `autotune.sweep.backends.local.GpuBackend` (spawn), so a kernel that faults,
 hangs or exhausts memory takes down only this process; the parent records the failure and starts a
 new one. It keeps loaded modules, problem data (built by each point's problem kind) and references between requests.
+A point's constants (`ProblemData.constants`: a declared kind's `constants:`) are copied into the loaded module's
+`__constant__` symbols before an instance of that module runs on that point's data, once per (module, data).
 """
 from __future__ import annotations
 
+import itertools
 import os
 import traceback
 import zlib
@@ -15,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import CompiledKernel, ignore_sigint
 from autotune.problems.base import ProblemKind, Scalars, l2_protection, scalars_key
+from autotune.problems.declared_data import CheckError
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,7 +52,8 @@ def gpu_main(conn: Any, device: int) -> None:
 
 class ProblemFault(Exception):
     """The problem's own code failed, whatever instance ran: its reference raised or returned what the problem's
-    outputs cannot hold, its buffers could not be made, or the compiled source has no kernel of the declared name.
+    outputs cannot hold, its buffers could not be made, its check raised, or the compiled source has no kernel (or
+    no `__constant__` symbol) of the declared name.
     Not data about an instance: the parent stops the sweep with this message and records nothing for the pair."""
 
 
@@ -63,6 +68,9 @@ class _GpuState:
         self.kernels = LoadedKernels()
         self.data: OrderedDict[tuple, Any] = OrderedDict()  # (point, convention, scalars_key) -> [data, cursor, args]
         self.refs: OrderedDict[tuple, Any] = OrderedDict()
+        self.serials: dict[tuple, int] = {}  # data key -> which allocation of it (constants are per allocation)
+        self._serial = itertools.count()
+        self.constants_in: dict[str, tuple[tuple, int]] = {}  # blob -> the data whose constants its module holds
         free, total = cp.cuda.runtime.memGetInfo()
         self.budget = int(0.4 * total)  # problem data and references of recently used points
 
@@ -97,6 +105,7 @@ class _GpuState:
     def drop_caches(self) -> None:
         self.data.clear()
         self.refs.clear()
+        self.serials.clear()
         self.cp.get_default_memory_pool().free_all_blocks()
 
     def problem(self, kind: ProblemKind, point: TestPoint, convention: str, scalars: Scalars) -> tuple[tuple, list]:
@@ -116,6 +125,7 @@ class _GpuState:
                 raise ProblemFault(f"the {kind.name} problem's buffers could not be made at {point.key}: "
                                    f"{type(exc).__name__}: {exc}"[:400]) from None
             self.data[key] = [data, 0, {}]
+            self.serials[key] = next(self._serial)
             self._evict(keep=key)
         self.data.move_to_end(key)
         return key, self.data[key]
@@ -131,6 +141,7 @@ class _GpuState:
                 return
             del self.data[old]
             self.refs.pop(old, None)
+            self.serials.pop(old, None)
 
     def reference(self, key: tuple) -> Any:
         if key not in self.refs:
@@ -158,12 +169,36 @@ class _GpuState:
             kernel(args[copy])
         return launch
 
-    def _verified_time(self, key: tuple, run_copy0: Callable[[], None]) -> tuple[float, Any]:
+    def _verified_time(self, key: tuple, run_copy0: Callable[[], None],
+                       params: Mapping[str, Any]) -> tuple[float, Any]:
         ref = self.reference(key)
         data = self.data[key][0]
         data.prepare_verify()
         est = self.timer.time_once(run_copy0)
-        return est, data.verify(ref)
+        try:
+            return est, data.verify_instance(ref, params)
+        except CheckError as exc:  # the user's check raised: the problem's fault, whatever the instance
+            raise ProblemFault(str(exc)[:400]) from None
+
+    def set_constants(self, blob: str, key: tuple, data: Any) -> None:
+        """Copy the point's constants into the module of `blob` (its `__constant__` symbols), unless that module
+        holds this allocation's already. A symbol the module lacks is the problem's fault."""
+        constants = data.constants()
+        stamp = (key, self.serials.get(key, -1))
+        if not constants or self.constants_in.get(blob) == stamp:
+            return
+        module = self.kernels.modules[blob]
+        for name, host in constants.items():
+            try:
+                symbol = module.get_global(name)
+            except self.cp.cuda.driver.CUDADriverError as exc:
+                if "NOT_FOUND" not in str(exc):
+                    raise
+                raise ProblemFault(f"the compiled kernel has no __constant__ symbol {name!r} (problem: constants:); "
+                                   f"declare `__constant__ ... {name}[...]` at file scope, outside any namespace, "
+                                   f"and use it in the kernel ({exc})") from None
+            symbol.copy_from_host(host.ctypes.data, host.nbytes)
+        self.constants_in[blob] = stamp
 
     def measure(self, req: MeasureRequest, conn: Any) -> Measurement:
         cp, v = self.cp, req.variant
@@ -185,11 +220,12 @@ class _GpuState:
             return m
         allow_dynamic_shared(func, v.shared_bytes)
         key, entry = self.problem(req.kind, v.point, req.convention, req.scalars)
+        self.set_constants(req.blob, key, entry[0])
 
         def kernel(args: tuple) -> None:
             func(v.grid, v.block, args, shared_mem=v.shared_bytes)
 
-        est, verdict = self._verified_time(key, lambda: kernel(entry[0].args(0)))
+        est, verdict = self._verified_time(key, lambda: kernel(entry[0].args(0)), req.params)
         m.max_rel_err = verdict.max_rel_err
         if not verdict.ok:
             m.status, m.error = Status.WRONG, verdict.message
@@ -217,7 +253,7 @@ class _GpuState:
         if launch is None:
             m.status, m.error = Status.SKIPPED, f"the {kind.name} kind has no baseline"
             return m
-        est, verdict = self._verified_time(key, lambda: launch(0))
+        est, verdict = self._verified_time(key, lambda: launch(0), {})
         m.max_rel_err = verdict.max_rel_err
         if not verdict.ok:
             m.status, m.error = Status.WRONG, verdict.message

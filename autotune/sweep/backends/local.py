@@ -40,6 +40,7 @@ from autotune.sweep.compile import (DEFAULT_OPTIONS, CompiledKernel, CompileRequ
                               warm_compile_process)
 from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
+from autotune.space.kt_semantics import split_unroll
 from autotune.errors import UserError
 from autotune.sweep.backends.gpu_worker import ProblemFault, gpu_main
 from autotune.sweep.backends.tasks import KernelTask, MeasureRequest, Variant
@@ -67,7 +68,8 @@ def task_of(job: Job) -> KernelTask:
         variants.append(Variant(p, space.template_name(params, p.precision, p.shape),
                                 tuple(g.grid), tuple(g.block), int(g.shared_bytes), space.defines(params, p)))
     return KernelTask(job.instance.id, space.kernel.source_path, space.kernel.convention, tuple(variants),
-                      space.kind, dict(job.scalars), job.reps, space.kernel.compiler, space.kernel.compiler_options)
+                      space.kind, dict(job.scalars), job.reps, space.kernel.compiler, space.kernel.compiler_options,
+                      dict(params), space.kernel.semantics)
 
 
 class GpuBackend:
@@ -318,14 +320,16 @@ class GpuBackend:
                                      "nothing was recorded")
             for v in task.variants:
                 names.setdefault(self._request_key(task, v), {})[v.name_expression] = None
-        return [CompileRequest(src, tuple(n), arch, self.include_dirs, options, defines, compiler)
-                for (src, defines, compiler, options), n in names.items()]
+        return [CompileRequest(src, tuple(n), arch, self.include_dirs, options, defines, compiler, unroll)
+                for (src, defines, compiler, options, unroll), n in names.items()]
 
     def _request_key(self, task: KernelTask, v: Variant) -> tuple:
         """What instances compiled together share: kernel file, defines, compiler and all its options (the
-        backend's, the space's `compiler_options:`, then one -D per define)."""
-        options = (*self.options, *task.compiler_options, *(f"-D{k}={val}" for k, val in v.defines))
-        return (task.source, v.defines, task.compiler, options)
+        backend's, the space's `compiler_options:`, then one -D per define) and, under `semantics: kerneltuner`, the
+        loop-unroll factors applied to the source instead (`autotune.space.kt_semantics`)."""
+        plain, unroll = split_unroll(v.defines) if task.semantics == "kerneltuner" else (v.defines, ())
+        options = (*self.options, *task.compiler_options, *(f"-D{k}={val}" for k, val in plain))
+        return (task.source, v.defines, task.compiler, options, unroll)
 
     def _collect(self, pending: list[tuple[CompileRequest, Future]]) -> dict[tuple, CompiledKernel]:
         out = {}
@@ -338,7 +342,7 @@ class GpuBackend:
                 if self._pool is not None:
                     self._pool.shutdown(wait=False, cancel_futures=True)
                     self._pool = None
-            out.update({(req.source, req.defines, req.compiler, req.options, ck.name_expression): ck
+            out.update({(req.source, req.defines, req.compiler, req.options, req.unroll, ck.name_expression): ck
                         for ck in results})
         return out
 
@@ -355,7 +359,7 @@ class GpuBackend:
         key = (v.point, scalars_key(task.scalars))
         plan = TimingPlan(task.reps, self._best.get(key), self.tol)
         req = MeasureRequest(task.instance_id, v, task.convention, task.kind, str(ck.blob), ck.lowered_name,
-                             dict(task.scalars), plan, ck.compile_s)
+                             dict(task.scalars), plan, ck.compile_s, dict(task.params))
         if self.before_measure is not None:
             self.before_measure(task.instance_id, v.point)
         kind, payload = self._call(("measure", req), lambda est: est * (task.reps + 50) / 1e3)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from autotune.problems.base import ProblemKind
 from autotune.sweep.timing import TimingPlan
@@ -36,6 +36,8 @@ class KernelTask:
     reps: int = 50
     compiler: str = "nvrtc"  # the space's `kernel: compiler:` (nvrtc or nvcc)
     compiler_options: tuple[str, ...] = ()  # the space's `kernel: compiler_options:`
+    params: Mapping[str, Any] = field(default_factory=dict)  # the instance's parameters (a kind's `check:` reads them)
+    semantics: str = "native"  # the space's `kernel: semantics:` (kerneltuner: loop_unroll_factor_* in the source)
 
 
 @dataclass(frozen=True)
@@ -49,3 +51,4 @@ class MeasureRequest:
     scalars: Mapping[str, float]
     plan: TimingPlan
     compile_s: float
+    params: Mapping[str, Any] = field(default_factory=dict)  # the instance's parameters
