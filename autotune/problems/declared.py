@@ -15,8 +15,10 @@ problem:
   flops: 0                           # optional
   baseline: reference.py:cupy_transpose   # optional: the same operation by a library, timed like a kernel
 ```
-A buffer's `init:` is `random` (the default), `zeros`, `ones` or an expression of the sizes and `i` (the flat
-index). An output is write-only unless it has an explicit `init:`: then the kernel reads and writes it (in place,
+A buffer's `init:` is `random` (the default), `zeros`, `ones`, an expression of the sizes and `i` (the flat
+index), or host data from a file: `{file: data.npy}` or `{file: data.npz, key: NAME}` (relative to the space file,
+inside its folder tree; the array's shape must equal the buffer's shape at the point, and it is cast to the buffer's
+dtype: `FileInit`). An output is write-only unless it has an explicit `init:`: then the kernel reads and writes it (in place,
 `Argument.inout`) and it is reset to its initial values before the verified launch, whatever its `init`; a
 write-only output is poisoned (NaN, or -7 for integers) so an element the kernel never writes fails.
 The whole vocabulary, with Python kinds: docs/kinds.md.
@@ -27,6 +29,7 @@ The whole vocabulary, with Python kinds: docs/kinds.md.
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -50,6 +53,60 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
+class FileInit:
+    """A buffer filled from a `.npy` file or one array of a `.npz` file (`init: {file: ..., key: ...}`)."""
+
+    path: str  # resolved, absolute
+    key: str | None  # the array's name in a .npz (None for a .npy)
+    given: str  # as written in the space file
+    space_file: str
+    line: int | None
+
+    @property
+    def text(self) -> str:
+        return self.given + (f"[{self.key}]" if self.key else "")
+
+    def shape(self) -> tuple[int, ...]:
+        """The stored array's shape (read from its header only)."""
+        return _stored_shape(self.path, self.key, Path(self.path).stat().st_mtime_ns)
+
+    def check(self, shape: tuple[int, ...], where: str) -> None:
+        """SpaceError naming the space file and line when the stored shape is not `shape` (the buffer's)."""
+        got = self.shape()
+        if got != tuple(shape):
+            raise SpaceError(f"problem: `init: {{file: {self.text}}}` holds an array of shape {list(got)}; the buffer's "
+                             f"shape {where} is {list(shape)}", file=self.space_file, line=self.line,
+                             hint="save an array of the buffer's shape, or fix the buffer's `shape:`")
+
+    def load(self, shape: tuple[int, ...], where: str) -> Any:
+        """The array (NumPy), after `check`."""
+        import numpy as np
+
+        self.check(shape, where)
+        if self.key is None:
+            return np.load(self.path, allow_pickle=False)
+        with np.load(self.path, allow_pickle=False) as data:
+            return data[self.key]
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_shape(path: str, key: str | None, _mtime: int) -> tuple[int, ...]:
+    import zipfile
+
+    import numpy as np
+
+    def header(f: Any) -> tuple[int, ...]:
+        version = np.lib.format.read_magic(f)
+        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        return tuple(int(d) for d in reader(f)[0])
+    if key is None:
+        with open(path, "rb") as f:
+            return header(f)
+    with zipfile.ZipFile(path) as z, z.open(f"{key}.npy") as f:
+        return header(f)
+
+
+@dataclass(frozen=True)
 class Argument:
     """One kernel argument: a device buffer (dtype, shape) or a scalar (dtype, value)."""
 
@@ -57,7 +114,7 @@ class Argument:
     dtype: str  # a DTYPES name, or "T": the test point's precision
     shape: tuple[Expr, ...] = ()  # buffers: expressions of the sizes
     value: Expr | None = None  # scalars
-    init: str | Expr = "random"  # buffers: random | zeros | ones | an expression of the sizes and i (flat index)
+    init: str | Expr | FileInit = "random"  # buffers: random | zeros | ones | an expression of sizes and i | a file
     output: bool = False
     inout: bool = False  # an output the kernel also reads (declared with an explicit `init:`): never poisoned
 
@@ -122,6 +179,8 @@ class DeclaredKind(ProblemKind):
             raise SpaceError(f"problem: buffer `{arg.name}` has shape {list(shape)} at {point.key}: a dimension is "
                              "negative", file=self.source or None, expr=", ".join(e.text for e in arg.shape),
                              hint="fix the buffer's `shape:` (expressions of the sizes), or leave that point out")
+        if isinstance(arg.init, FileInit):
+            arg.init.check(shape, f"{arg.name!r} at {point.key}")
         return shape
 
     def device_bytes(self, point: TestPoint, scalars: Scalars) -> int:
@@ -266,8 +325,10 @@ class _Reader:
                     raise self.fail(f"buffer {a['name']!r} needs `shape:` (a list of size expressions)", at,
                                     "e.g. shape: [rows, cols]")
                 output = bool(a.get("output", False))
-                init: str | Expr = a.get("init", "random")
-                if init not in INITS:
+                init: str | Expr | FileInit = a.get("init", "random")
+                if isinstance(init, dict) and "file" in init:
+                    init = self.file_init(init, line_of(a, "init") or at, a["name"])
+                elif init not in INITS:
                     init = self.expr(init, at, sizes | {"i"}, f"argument {a['name']!r} init")
                 out.append(Argument(a["name"], dtype, tuple(self.expr(s, at, sizes, f"argument {a['name']!r} shape")
                                                             for s in shape),
@@ -279,7 +340,39 @@ class _Reader:
                                                                       f"argument {a['name']!r} value")))
         if not any(x.output for x in out):
             raise self.fail("no argument is marked `output: true`", line, "mark the buffers the kernel writes")
+        for x in out:  # a constant shape is checked against the file now; one of the sizes at each point
+            if isinstance(x.init, FileInit) and not any(e.names for e in x.shape):
+                x.init.check(tuple(as_int(evaluate(e, {})) for e in x.shape), f"{x.name!r}")
         return tuple(out)
 
+    def file_init(self, d: dict, line: int | None, name: str) -> FileInit:
+        """`init: {file: data.npy}` or `{file: data.npz, key: NAME}`: the file exists in the space's folder tree and
+        holds that array."""
+        what = f"argument {name!r} init"
+        if set(d) - {"file", "key"} or not isinstance(d["file"], str) or not d["file"]:
+            raise self.fail(f"{what}: a file init is {{file: data.npy}} or {{file: data.npz, key: NAME}}", line)
+        given, key = d["file"], d.get("key")
+        file = Path(given) if Path(given).is_absolute() else self.path.parent / given
+        if not file.is_file():
+            raise self.fail(f"{what}: no file {file}", line, "give a path relative to the space file")
+        resolved = allowed_paths.checked(file, self.path, f"problem: {what}: file:", given, line)
+        is_npz = resolved.suffix == ".npz"
+        if resolved.suffix not in (".npy", ".npz"):
+            raise self.fail(f"{what}: {given!r} is not a .npy or .npz file", line, "save it with numpy.save/savez")
+        if is_npz != (key is not None) or (key is not None and not isinstance(key, str)):
+            raise self.fail(f"{what}: " + ("a .npz file needs `key:` (the array's name)" if is_npz
+                                           else "`key:` goes with a .npz file only"), line)
+        init = FileInit(str(resolved), key, given, str(self.path), line)
+        try:
+            init.shape()
+        except KeyError:
+            import zipfile
+            with zipfile.ZipFile(resolved) as z:
+                keys = [n.removesuffix(".npy") for n in z.namelist()]
+            raise self.fail(f"{what}: {given} has no array {key!r}", line, f"keys: {', '.join(keys)}") from None
+        except (OSError, ValueError) as exc:
+            raise self.fail(f"{what}: cannot read {given}: {exc}", line, "save it with numpy.save/savez") from None
+        return init
 
-__all__ = ["Argument", "DeclaredKind", "load_declared"]
+
+__all__ = ["Argument", "DeclaredKind", "FileInit", "load_declared"]
