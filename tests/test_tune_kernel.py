@@ -150,8 +150,11 @@ def test_a_source_file_is_named_where_it_is(tmp_path: Path) -> None:
     ({"compiler": "g++"}, "compiler='g\\+\\+'"),
     ({"objective": "GFLOP/s"}, "objective='GFLOP/s'"),
     ({"strategy": object()}, "a user-defined strategy"),
+    ({"tune_params": {"block_size_x": [32], "loop_unroll_factor_0": [0, 4]}}, "loop_unroll_factor_0"),
 ])
 def test_unsupported_arguments_are_refused_with_one_clear_error(kw: dict, message: str) -> None:
+    if "tune_params" in kw and space_supports("kernel", "semantics"):
+        pytest.skip("this autotune has `kernel: semantics: kerneltuner`")
     args, answer = _vector_add(100)
     call = {**dict(kernel_name="vector_add", kernel_source=VECTOR_ADD, problem_size=100, arguments=args,
                    tune_params={"block_size_x": [32]}, answer=answer, quiet=True), **kw}
@@ -270,3 +273,21 @@ def test_without_check_the_answer_becomes_a_reference_with_the_implied_tolerance
     assert data.verify(ref).ok
     data.sets[0]["c"][...] = data.sets[0]["a"]
     assert not data.verify(ref).ok
+
+
+def test_cmem_args_and_verify_use_the_vocabulary_keys_where_they_exist(tmp_path: Path) -> None:
+    """`constants:` and `check:` (issue 31, the vocab helper): refused until the space format has them, then written
+    into the space (the lead unskips this part when both branches are merged)."""
+    args = [np.zeros(256 * 128, np.float32), np.ones(256 * 128, np.float32), np.ones(289, np.float32)]
+    call = dict(kernel_name="convolution_kernel", kernel_source=CONVOLUTION, problem_size=(256, 128), arguments=args,
+                tune_params={"block_size_x": [32], "block_size_y": [4], "tile_size_x": [1], "tile_size_y": [1]},
+                cmem_args={"d_filter": args[2]}, quiet=True)
+    if not space_supports("problem", "constants"):
+        with pytest.raises(UserError, match="cmem_args"):
+            tune_kernel(**call)
+        pytest.skip("no `constants:` space key in this autotune yet")
+    space_file, _ = write_space_folder(_problem(
+        kernel_name="convolution_kernel", source_text=CONVOLUTION, source_file=None, problem_size=(256, 128),
+        arguments=args, tune_params=call["tune_params"], cmem_args={"d_filter": args[2]}), tmp_path)
+    _show(space_file)
+    assert "d_filter" in space_file.read_text()

@@ -22,7 +22,8 @@ docs/kerneltuner.md; in short:
   `simulation_mode=True` and refused otherwise (continuing a Kernel Tuner cache is not supported).
 * Refused (UserError): a callable kernel source, problem_size, grid divisor or restriction; a list of source files;
   languages other than CUDA/CuPy/nvcuda; `texmem_args`; `observers`; `smem_args` other than `size`; objectives other
-  than `time` or a metric; `verify=` and `cmem_args` where this autotune has no `check:` / `constants:` space key.
+  than `time` or a metric; `verify=`, `cmem_args` and `loop_unroll_factor_*` parameters where this autotune has no
+  `check:` / `constants:` / `kernel: semantics:` space key.
 
 Extra keywords (after Kernel Tuner's): `space_dir` keeps the generated folder there (so does the environment variable
 AUTOTUNE_KEEP_SPACE=DIR), `database` a results database URL to record into (default: one inside the folder),
@@ -183,6 +184,12 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     names = tuple((list(block_size_names or []) + ["block_size_x", "block_size_y", "block_size_z"][
         len(block_size_names or []):])[:3])
     params = {str(k): list(v) for k, v in tune_params.items()}
+    unroll = [k for k in params if "loop_unroll_factor" in k]
+    if unroll and not space_supports("kernel", "semantics"):
+        raise _refuse(f"the parameter {unroll[0]!r} in this autotune version (Kernel Tuner passes loop_unroll_factor_* "
+                      "as constexpr ints and removes `#pragma unroll NAME` where it is 0)",
+                      "update autotune (space key `kernel: semantics: kerneltuner`), or rename the parameter and "
+                      "write the pragma with a #define")
     source_text, source_file = _source(kernel_source)
     problem = KTProblem(kernel_name=kernel_name, source_text=source_text, source_file=source_file,
                         problem_size=_problem_size(problem_size), arguments=list(arguments), tune_params=params,
