@@ -19,8 +19,10 @@ problem:
   check: check.py:close_enough       # optional: decides correctness (then `reference:` is optional)
 ```
 A buffer's (or constant's) `init:` is `random` (the default), `zeros`, `ones`, an expression of the sizes and `i`
-(the flat index) or `{function: file.py:make}` (`make(name, sizes, precision, seed)` returns a NumPy array of the
-declared shape, cast to the dtype). An output is write-only unless it has an explicit `init:`: then the kernel reads and writes it (in place,
+(the flat index), `{function: file.py:make}` (`make(name, sizes, precision, seed)` returns a NumPy array of the
+declared shape, cast to the dtype) or host data from a file: `{file: data.npy}` or `{file: data.npz, key: NAME}`
+(relative to the space file, inside its folder tree; the array's shape must equal the declared shape at the point,
+and it is cast to the dtype: `FileInit`). An output is write-only unless it has an explicit `init:`: then the kernel reads and writes it (in place,
 `Argument.inout`) and it is reset to its initial values before the verified launch, whatever its `init`; a
 write-only output is poisoned (NaN, or -7 for integers) so an element the kernel never writes fails.
 The whole vocabulary, with Python kinds: docs/kinds.md.
@@ -31,6 +33,7 @@ The whole vocabulary, with Python kinds: docs/kinds.md.
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -62,14 +65,70 @@ class InitFunction:
     function: str  # "/abs/file.py:make" or "module:make"
 
 
-Init = str | Expr | InitFunction  # random | zeros | ones | an expression of the sizes and i | a function
-
-
-def init_text(init: Init) -> Any:
+def init_text(init: "Init") -> Any:
     """An init form as `describe()` stores it."""
     if isinstance(init, str):
         return init
+    if isinstance(init, FileInit):
+        return {"file": init.given, **({"key": init.key} if init.key else {})}
     return {"function": init.function} if isinstance(init, InitFunction) else init.text
+
+
+@dataclass(frozen=True)
+class FileInit:
+    """A buffer filled from a `.npy` file or one array of a `.npz` file (`init: {file: ..., key: ...}`)."""
+
+    path: str  # resolved, absolute
+    key: str | None  # the array's name in a .npz (None for a .npy)
+    given: str  # as written in the space file
+    space_file: str
+    line: int | None
+
+    @property
+    def text(self) -> str:
+        return self.given + (f"[{self.key}]" if self.key else "")
+
+    def shape(self) -> tuple[int, ...]:
+        """The stored array's shape (read from its header only)."""
+        return _stored_shape(self.path, self.key, Path(self.path).stat().st_mtime_ns)
+
+    def check(self, shape: tuple[int, ...], where: str) -> None:
+        """SpaceError naming the space file and line when the stored shape is not `shape` (the buffer's)."""
+        got = self.shape()
+        if got != tuple(shape):
+            raise SpaceError(f"problem: `init: {{file: {self.text}}}` holds an array of shape {list(got)}; the buffer's "
+                             f"shape {where} is {list(shape)}", file=self.space_file, line=self.line,
+                             hint="save an array of the buffer's shape, or fix the buffer's `shape:`")
+
+    def load(self, shape: tuple[int, ...], where: str) -> Any:
+        """The array (NumPy), after `check`."""
+        import numpy as np
+
+        self.check(shape, where)
+        if self.key is None:
+            return np.load(self.path, allow_pickle=False)
+        with np.load(self.path, allow_pickle=False) as data:
+            return data[self.key]
+
+
+Init = str | Expr | InitFunction | FileInit  # random | zeros | ones | an expression of the sizes and i | a function | a file
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_shape(path: str, key: str | None, _mtime: int) -> tuple[int, ...]:
+    import zipfile
+
+    import numpy as np
+
+    def header(f: Any) -> tuple[int, ...]:
+        version = np.lib.format.read_magic(f)
+        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        return tuple(int(d) for d in reader(f)[0])
+    if key is None:
+        with open(path, "rb") as f:
+            return header(f)
+    with zipfile.ZipFile(path) as z, z.open(f"{key}.npy") as f:
+        return header(f)
 
 
 @dataclass(frozen=True)
@@ -80,7 +139,7 @@ class Argument:
     dtype: str  # a DTYPES name, or "T": the test point's precision
     shape: tuple[Expr, ...] = ()  # buffers: expressions of the sizes
     value: Expr | None = None  # scalars
-    init: Init = "random"  # buffers: random | zeros | ones | an expression of the sizes and i (flat index) | function
+    init: Init = "random"  # random | zeros | ones | an expression of the sizes and i (flat index) | function | file
     output: bool = False
     inout: bool = False  # an output the kernel also reads (declared with an explicit `init:`): never poisoned
     line: int | None = field(default=None, compare=False)  # where the space file declares it
@@ -148,6 +207,8 @@ class DeclaredKind(ProblemKind):
             raise SpaceError(f"problem: buffer `{arg.name}` has shape {list(shape)} at {point.key}: a dimension is "
                              "negative", file=self.source or None, expr=", ".join(e.text for e in arg.shape),
                              hint="fix the buffer's `shape:` (expressions of the sizes), or leave that point out")
+        if isinstance(arg.init, FileInit):
+            arg.init.check(shape, f"{arg.name!r} at {point.key}")
         return shape
 
     def device_bytes(self, point: TestPoint, scalars: Scalars) -> int:
@@ -316,13 +377,18 @@ class _Reader:
                                                                       f"argument {a['name']!r} value")))
         if not any(x.output for x in out):
             raise self.fail("no argument is marked `output: true`", line, "mark the buffers the kernel writes")
+        for x in out:  # a constant shape is checked against the file now; one of the sizes at each point
+            if isinstance(x.init, FileInit) and not any(e.names for e in x.shape):
+                x.init.check(tuple(as_int(evaluate(e, {})) for e in x.shape), f"{x.name!r}")
         return tuple(out)
 
     def init(self, given: Any, at: int | None, sizes: set[str], what: str) -> Init:
         """A buffer's or constant's `init:` form (see the module docstring)."""
+        if isinstance(given, dict) and "file" in given:
+            return self.file_init(given, at, what)
         if isinstance(given, dict):
             if set(given) != {"function"}:
-                raise self.fail(f"{what}: `init:` as a mapping is {{function: file.py:make}}", at,
+                raise self.fail(f"{what}: `init:` as a mapping is {{function: file.py:make}} or {{file: data.npy}}", at,
                                 "make(name, sizes, precision, seed) returns a NumPy array of the declared shape")
             return InitFunction(self.function(given["function"], at, f"{what} init: function"))
         if given in INITS:
@@ -367,4 +433,34 @@ class _Reader:
         return tuple(out)
 
 
-__all__ = ["Argument", "DeclaredKind", "InitFunction", "init_text", "load_declared"]
+    def file_init(self, d: dict, line: int | None, what: str) -> FileInit:
+        """`init: {file: data.npy}` or `{file: data.npz, key: NAME}`: the file exists in the space's folder tree and
+        holds that array."""
+        what = f"{what} init"
+        if set(d) - {"file", "key"} or not isinstance(d["file"], str) or not d["file"]:
+            raise self.fail(f"{what}: a file init is {{file: data.npy}} or {{file: data.npz, key: NAME}}", line)
+        given, key = d["file"], d.get("key")
+        file = Path(given) if Path(given).is_absolute() else self.path.parent / given
+        if not file.is_file():
+            raise self.fail(f"{what}: no file {file}", line, "give a path relative to the space file")
+        resolved = allowed_paths.checked(file, self.path, f"problem: {what}: file:", given, line)
+        is_npz = resolved.suffix == ".npz"
+        if resolved.suffix not in (".npy", ".npz"):
+            raise self.fail(f"{what}: {given!r} is not a .npy or .npz file", line, "save it with numpy.save/savez")
+        if is_npz != (key is not None) or (key is not None and not isinstance(key, str)):
+            raise self.fail(f"{what}: " + ("a .npz file needs `key:` (the array's name)" if is_npz
+                                           else "`key:` goes with a .npz file only"), line)
+        init = FileInit(str(resolved), key, given, str(self.path), line)
+        try:
+            init.shape()
+        except KeyError:
+            import zipfile
+            with zipfile.ZipFile(resolved) as z:
+                keys = [n.removesuffix(".npy") for n in z.namelist()]
+            raise self.fail(f"{what}: {given} has no array {key!r}", line, f"keys: {', '.join(keys)}") from None
+        except (OSError, ValueError) as exc:
+            raise self.fail(f"{what}: cannot read {given}: {exc}", line, "save it with numpy.save/savez") from None
+        return init
+
+
+__all__ = ["Argument", "DeclaredKind", "FileInit", "InitFunction", "init_text", "load_declared"]

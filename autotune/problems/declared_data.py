@@ -1,6 +1,7 @@
 """The GPU side of a declared problem kind: buffers, arguments, reference, verification, baseline.
 
-Buffers are allocated as declared (dtype, shape in C order) and filled by their `init`; `copies` independent
+Buffers are allocated as declared (dtype, shape in C order) and filled by their `init` (a file's array cast to
+the buffer's dtype); `copies` independent
 sets protect timings from L2 as for every kind. Before the verified launch, outputs are poisoned with NaN
 (floats) or a sentinel (integers) so an element the kernel never writes fails; an output the kernel also reads
 (in place: `output: true` with an explicit `init:`, whichever, `random` included; `Argument.inout`) is reset to
@@ -26,7 +27,7 @@ import numpy as np
 from autotune.errors import SpaceError
 from autotune.expr import as_int, evaluate
 from autotune.problems.base import ProblemData, Verdict, judge, rotation_copies
-from autotune.problems.declared import CONSTANT_MEMORY_BYTES, DTYPES, Argument, DeclaredKind, InitFunction
+from autotune.problems.declared import CONSTANT_MEMORY_BYTES, DTYPES, Argument, DeclaredKind, FileInit, InitFunction
 from autotune.problems.loading import load_attribute
 from autotune.vocab import TestPoint
 
@@ -135,6 +136,8 @@ class DeclaredData(ProblemData):
         dtype = cp.dtype(a.numpy_dtype(self.point.precision))
         shape = _shape(a, self.sizes)
         n = math.prod(shape)
+        if isinstance(a.init, FileInit):  # host data: shape checked (SpaceError naming the space file), then cast
+            return cp.asarray(a.init.load(shape, f"{a.name!r} at {self.point.key}")).astype(dtype)
         if isinstance(a.init, InitFunction):
             if a.name not in self._made:
                 self._made[a.name] = self._from_function(a, shape, dtype)

@@ -1,0 +1,83 @@
+"""A sweep's measurements at one point as Kernel Tuner's result dicts and env (`autotune.interop.tune_kernel`).
+
+One dict per measured configuration, in the order measured: the parameters, then `time` (ms: the median of
+`times`), `times`, `compile_time` (ms), `verification_time`, `benchmark_time` (ms: the sum of the timed launches),
+`strategy_time`, `framework_time` (0: not measured per configuration), `timestamp` (UTC). A failure keeps the
+parameters, the times and `__error__`: Kernel Tuner's marker (its own `ErrorConfig` classes where Kernel Tuner is
+installed, else the same names as strings). A configuration stopped early (slower than the best) keeps the times
+of the repetitions it ran. A configuration a replay never recorded is left out; one replayed from a Kernel Tuner cache keeps the cache's
+timings and timestamp.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import select
+
+from autotune.space.spec import Space
+from autotune.store.schema import Device, InstanceRow, MeasurementRow, Point
+from autotune.store.store import Store
+from autotune.vocab import DeviceInfo, Status, TestPoint
+
+MARKERS = {Status.COMPILE_ERROR: "CompilationFailedConfig", Status.LAUNCH_ERROR: "RuntimeFailedConfig",
+           Status.WRONG: "RuntimeFailedConfig", Status.TIMEOUT: "RuntimeFailedConfig",
+           Status.CRASHED: "RuntimeFailedConfig"}
+TIMINGS = ("compile_time", "verification_time", "benchmark_time", "timestamp")
+NOT_RECORDED = "not recorded"  # autotune.sweep.backends.replay.NOT_RECORDED (a replay of a partial cache)
+
+
+def kt_marker(name: str) -> Any:
+    """Kernel Tuner's failure marker `name` (an `ErrorConfig` where Kernel Tuner is importable, else the string)."""
+    try:
+        from kernel_tuner import util
+        return getattr(util, name)()
+    except (ImportError, AttributeError):
+        return name
+
+
+def collect_results(store: Store, space: Space, point: TestPoint, device_uuid: str,
+                    keys: list[str]) -> list[dict[str, Any]]:
+    with store.session() as s:
+        rows = s.execute(select(MeasurementRow, InstanceRow.params, Point)
+                         .join(InstanceRow, InstanceRow.id == MeasurementRow.instance_id)
+                         .join(Point, Point.id == MeasurementRow.point_id)
+                         .join(Device, Device.id == MeasurementRow.device_id)
+                         .where(InstanceRow.space == space.name, Device.uuid == device_uuid)
+                         .order_by(MeasurementRow.id)).all()
+    out = []
+    for m, params, p in rows:
+        if p.point() != point:
+            continue
+        status = Status(m.status)
+        times = [float(t) for t in (m.times_ms or [])]
+        if status == Status.SKIPPED and (m.median_ms is None or (m.error or "") == NOT_RECORDED):
+            continue
+        r: dict[str, Any] = {k: params[k] for k in keys}
+        if status in (Status.OK, Status.SKIPPED):
+            r["time"] = float(m.median_ms)
+            r["times"] = times
+        else:
+            r["__error__"] = kt_marker(MARKERS.get(status, "RuntimeFailedConfig"))
+        r["compile_time"] = 1000 * float(m.compile_s or 0.0)
+        r["verification_time"] = 0
+        r["benchmark_time"] = float(sum(times))
+        r["strategy_time"] = 0
+        r["framework_time"] = 0
+        r["timestamp"] = str(m.measured_at)
+        if (m.log or "").startswith("{"):  # replayed from a Kernel Tuner cache: its own fields, as recorded
+            recorded = json.loads(m.log)
+            r.update({k: v for k, v in recorded.items() if k in TIMINGS})
+        out.append(r)
+    return out
+
+
+def environment(info: DeviceInfo, iterations: int, compiler_options: list[str],
+                results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Kernel Tuner's env keys (cupy backend) from the sweep's device, with the totals of `get_total_timings`."""
+    return {"device_name": info.name, "uuid": info.uuid, "compute_capability": str(info.cc),
+            "cuda_version": info.cuda_runtime, "driver": info.driver, "nvrtc": info.nvrtc, "cupy": info.cupy,
+            "iterations": iterations, "compiler_options": list(compiler_options),
+            "total_compile_time": sum(r["compile_time"] for r in results),
+            "total_verification_time": 0, "total_benchmark_time": sum(r["benchmark_time"] for r in results),
+            "total_strategy_time": 0}

@@ -1,0 +1,356 @@
+"""A Kernel Tuner `tune_kernel` call -> a space folder: the kernel, `space.yaml`, `args.npz`, a check module.
+
+`KTProblem` holds what `autotune.interop.tune_kernel` accepted (already checked against what is refused there);
+`write_space_folder` writes:
+
+* `kernel.cu` (a source string; a source file is named where it is, its folder allowed: `allowed_paths.allow`);
+* `args.npz`: every NumPy array argument under its name (`init: {file: args.npz, key: NAME}`), the `cmem_args`
+  arrays under `cmem_SYMBOL`; `expected.npz`: the `answer` arrays that are not None;
+* `kt_check.py`: the reference / check functions (below); `verify.pkl`: a `verify=` function (cloudpickle);
+* `space.yaml`: one problem of kind `kt_NAME` with sizes `size_x[, size_y[, size_z]]` (Kernel Tuner's
+  problem_size; 1 for a dimension given as an expression of the parameters); the kernel by `name:`, every
+  parameter, `grid_size_x/y/z`, the block sizes and `kernel_tuner` as `#define`s (Kernel Tuner's defaults, or the
+  `defines=` given); block from `block_size_names` (Kernel Tuner's defaults 256, 1, 1 where not a parameter);
+  grid = ceil(problem size / product of the grid divisors); the restrictions and Kernel Tuner's implicit one
+  (block threads <= the device's maximum) as hard constraints.
+
+Verification follows Kernel Tuner's: `answer` -> numpy.allclose(expected, output, atol=atol) per array that is not
+None (rtol 1e-5, NaNs equal where the answer has NaNs); `verify=` -> verify(answer, outputs, atol=atol) on the host;
+neither -> no check. Where the space format has the problem key `check:` (the agreed interface of issue 31), a
+generated `check:` does exactly that. Without it (an older autotune), `answer` becomes a `reference:` returning the
+expected arrays with the relative L2 tolerance that numpy.allclose implies at most (atol * sqrt(n) / ||answer|| +
+1e-5: looser than Kernel Tuner's per-element test), no answer a reference returning the initial arrays with an
+infinite tolerance (only NaN/Inf outputs fail), and `verify=` is refused.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+import tempfile
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import yaml
+
+from autotune.errors import SpaceError, UserError
+from autotune.expr import ExprError, parse
+from autotune.problems import allowed_paths
+from autotune.problems.declared import DTYPES
+
+AXES = ("x", "y", "z")
+KT_DEFAULT_BLOCK = (256, 1, 1)  # kernel_tuner.util.get_thread_block_dimensions
+SIZE_NAMES = ("size_x", "size_y", "size_z")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class KTProblem:
+    """A checked tune_kernel call (see the module docstring)."""
+
+    kernel_name: str
+    source_text: str | None  # the kernel as a string, or None when `source_file` names it
+    source_file: Path | None
+    problem_size: tuple[int | str, ...]  # 1 to 3 entries
+    arguments: list[Any]
+    tune_params: dict[str, list[Any]]
+    grid_div: tuple[list[int | str] | None, ...]  # per axis; None: Kernel Tuner's default (the block size name)
+    block_size_names: tuple[str, str, str]
+    restrictions: list[str] = field(default_factory=list)
+    answer: list[Any] | None = None
+    atol: float = 1e-6
+    verify: Callable[..., Any] | None = None
+    smem_size: int | str | None = None
+    cmem_args: dict[str, Any] = field(default_factory=dict)
+    compiler: str | None = None
+    compiler_options: list[str] = field(default_factory=list)
+    defines: dict[str, Any] | None = None  # None: Kernel Tuner's defaults
+
+
+@functools.lru_cache(maxsize=None)
+def space_supports(section: str, key: str) -> bool:
+    """Whether this autotune's space format knows `key` in `section` ("problem" or "kernel"): the keys issue 31 adds
+    (`check:`, `constants:`, `semantics:`) are used only where they exist."""
+    from autotune.space.spec import load_space
+
+    samples = {("problem", "check"): "check: ref.py:check", ("kernel", "semantics"): "semantics: kerneltuner",
+               ("problem", "constants"): "constants: [{name: c, dtype: float32, shape: [1], init: zeros}]"}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "k.cu").write_text("__global__ void k(float *y) {}\n")
+        (folder / "ref.py").write_text("def ref(a, s):\n    return a['y']\ndef check(o, e, p, s):\n    return True\n")
+        extra = samples[(section, key)]
+        (folder / "s.yaml").write_text(textwrap.dedent(f"""\
+            name: probe
+            problem:
+              name: probe
+              sizes: [n]
+              arguments: [{{name: y, buffer: float32, shape: [n], output: true}}]
+              reference: ref.py:ref
+              bytes: 4 * n
+              {extra if section == 'problem' else ''}
+            kernel:
+              source: k.cu
+              name: k
+              block: [32]
+              grid: [1]
+              {extra if section == 'kernel' else ''}
+            parameters:
+              p: [1]
+            """))
+        try:
+            load_space(folder / "s.yaml")
+        except SpaceError as exc:
+            if "unknown" in str(exc) and key in str(exc):
+                return False
+            raise
+    return True
+
+
+def _expr(text: str, known: set[str], what: str) -> str:
+    """A Kernel Tuner string expression (Python over the tunable parameters) checked for the space format."""
+    try:
+        e = parse(text)
+    except ExprError as exc:
+        raise UserError(f"tune_kernel: {what} {text!r}: {exc.message}",
+                        hint=exc.hint or "write it with + - * / // % **, comparisons, and/or/not, min/max/ceil/floor")
+    unknown = sorted(e.names - known)
+    if unknown:
+        raise UserError(f"tune_kernel: {what} {text!r} reads {unknown[0]!r}, which is not a tunable parameter",
+                        hint=f"parameters: {', '.join(sorted(known))}")
+    return e.text
+
+
+def argument_names(kernel_name: str, source: str, count: int) -> list[str]:
+    """The kernel's parameter names read from its signature where that is unambiguous, else arg0, arg1, ..."""
+    m = re.search(r"\b" + re.escape(kernel_name) + r"\s*\(([^)]*)\)", source)
+    if m:
+        names = [re.findall(r"[A-Za-z_][A-Za-z0-9_]*", p.split("=")[0].strip())[-1:] for p in m.group(1).split(",")]
+        flat = [n[0] for n in names if n]
+        if (len(flat) == count == len(names) and len(set(flat)) == count and all(_IDENT.match(n) for n in flat)
+                and not set(flat) & set(SIZE_NAMES)):
+            return flat
+    return [f"arg{i}" for i in range(count)]
+
+
+def _dtype(value: Any, what: str) -> str:
+    name = np.dtype(value.dtype).name
+    if name not in DTYPES:
+        raise UserError(f"tune_kernel: {what} has dtype {name}", hint=f"use one of {', '.join(DTYPES)}")
+    return name
+
+
+def _grid(p: KTProblem, params: set[str], block_names: list[str]) -> dict[str, str]:
+    """grid_size_x/y/z as expressions of the parameters (kernel_tuner.util.get_grid_dimensions)."""
+    out = {}
+    for i, axis in enumerate(AXES):
+        size = p.problem_size[i] if i < len(p.problem_size) else 1
+        size_text = f"floor({_expr(size, params, 'problem_size entry')})" if isinstance(size, str) else str(size)
+        div = p.grid_div[i]
+        if div is None:
+            parts = [block_names[i]] if block_names[i] in params else []
+        else:
+            parts = [str(int(d)) if not isinstance(d, str) else f"floor({_expr(d, params, f'grid_div_{axis} entry')})"
+                     for d in div]
+        out[f"grid_size_{axis}"] = f"ceil(({size_text}) / ({' * '.join(parts) or '1'}))"
+    return out
+
+
+def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]]:
+    """Write the folder; returns the space file and the test point's sizes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    has_check = space_supports("problem", "check")
+    if p.source_file is not None:
+        allowed_paths.allow([p.source_file.resolve().parent])  # its #includes stay where they are
+        source, text = str(p.source_file.resolve()), p.source_file.read_text()
+    else:
+        source, text = "kernel.cu", p.source_text or ""
+        (folder / source).write_text(text)
+    names = argument_names(p.kernel_name, text, len(p.arguments))
+    params = set(p.tune_params)
+    arrays, args, outputs = {}, [], []
+    answer = p.answer
+    if answer is not None and len(answer) != len(p.arguments):
+        raise UserError(f"tune_kernel: answer has {len(answer)} entries, arguments {len(p.arguments)}",
+                        hint="give one entry per argument, None where it is not checked")
+    # without an answer (or with verify=, which sees every argument) every array is an output the kernel may write
+    all_out = answer is None or p.verify is not None
+    for i, (name, a) in enumerate(zip(names, p.arguments)):
+        if isinstance(a, np.ndarray):
+            if a.ndim == 0 or a.size == 0:
+                raise UserError(f"tune_kernel: argument {i} ({name}) is an empty or 0-d array",
+                                hint="pass a NumPy scalar (numpy.int32(n)) or a non-empty array")
+            dtype = _dtype(a, f"argument {i} ({name})")
+            arrays[name] = np.ascontiguousarray(a)
+            out = all_out or answer[i] is not None  # type: ignore[index]
+            args.append({"name": name, "buffer": dtype, "shape": list(a.shape),
+                         "init": {"file": "args.npz", "key": name}, **({"output": True} if out else {})})
+            if out:
+                outputs.append(name)
+        elif isinstance(a, np.generic):
+            dtype = _dtype(a, f"argument {i} ({name})")
+            args.append({"name": name, "scalar": dtype, "value": a.item()})
+            if answer is not None and answer[i] is not None:
+                raise UserError(f"tune_kernel: answer[{i}] checks the scalar argument {name}",
+                                hint="a scalar is never an output: put None there")
+        else:
+            raise UserError(f"tune_kernel: argument {i} ({name}) is a {type(a).__name__}",
+                            hint="pass NumPy arrays and NumPy scalars (numpy.int32(n), numpy.float32(x)), "
+                                 "as Kernel Tuner requires")
+    if not outputs:
+        raise UserError("tune_kernel: no argument is checked: answer has only None entries (or no arrays are given)",
+                        hint="give the expected array of an output in answer, or answer=None")
+    for sym, a in p.cmem_args.items():
+        arrays[f"cmem_{sym}"] = np.ascontiguousarray(np.asarray(a))
+    np.savez(folder / "args.npz", **arrays)
+    expected = {n: np.asarray(e) for n, e, a in zip(names, answer or [], p.arguments)
+                if e is not None and isinstance(a, np.ndarray)}
+    for n, e in expected.items():  # a verify= function compares as it likes (Kernel Tuner's reduction: a sum)
+        if e.size != arrays[n].size and p.verify is None:
+            raise UserError(f"tune_kernel: the answer for {n} has {e.size} elements, the argument {arrays[n].size}",
+                            hint="give the expected output with the argument's size")
+    if expected:
+        np.savez(folder / "expected.npz", **{n: e if p.verify is not None else e.reshape(arrays[n].shape)
+                                             for n, e in expected.items()})
+    if p.verify is not None:
+        import cloudpickle  # refused earlier where missing
+
+        (folder / "verify.pkl").write_bytes(cloudpickle.dumps(p.verify))
+    (folder / "kt_check.py").write_text(CHECK_MODULE.format(
+        names=names, outputs=outputs, atol=repr(float(p.atol)), verify=p.verify is not None,
+        scalars={a["name"]: (a["scalar"], a["value"]) for a in args if "scalar" in a},
+        answer=[e is not None for e in answer] if answer is not None else None))
+
+    name = re.sub(r"\W", "_", p.kernel_name)
+    name = name if re.match(r"^[A-Za-z]", name) else f"k_{name}"
+    sizes = {SIZE_NAMES[i]: (s if isinstance(s, int) else 1) for i, s in enumerate(p.problem_size)}
+    problem: dict[str, Any] = {"name": f"kt_{name}", "sizes": list(sizes), "precisions": ["fp32"], "arguments": args}
+    if has_check:  # the check decides (it reads the answers itself): no reference, expected is None
+        problem["check"] = "kt_check.py:check"
+    else:
+        problem["reference"] = "kt_check.py:reference"
+        problem["tolerance"] = {"fp32": _implied_tolerance(expected, p.atol) if expected else float("inf")}
+    problem["bytes"] = str(sum(int(a.nbytes) for a in arrays.values() if a is not None) or 1)
+    if p.cmem_args:
+        problem["constants"] = [{"name": sym, "dtype": _dtype(np.asarray(a), f"cmem_args[{sym!r}]"),
+                                 "shape": list(np.asarray(a).shape) or [1],
+                                 "init": {"file": "args.npz", "key": f"cmem_{sym}"}} for sym, a in p.cmem_args.items()]
+
+    block_names = list(p.block_size_names)
+    derived: dict[str, str] = {}
+    for i, b in enumerate(block_names):
+        if b not in params:
+            derived[b] = str(KT_DEFAULT_BLOCK[i])
+    derived.update(_grid(p, params, block_names))
+    if p.defines is None:
+        derived["kernel_tuner"] = "1"
+        defines = [f"grid_size_{a}" for a in AXES] + block_names + [k for k in p.tune_params if k not in block_names]
+        defines.append("kernel_tuner")
+    else:
+        defines = []
+        for k, v in p.defines.items():
+            if not (isinstance(k, str) and _IDENT.match(k)):
+                raise UserError(f"tune_kernel: defines key {k!r} is not an identifier")
+            if k in params:  # a parameter is defined as its value
+                if str(v) != k:
+                    raise UserError(f"tune_kernel: defines[{k!r}] = {v!r} redefines a tunable parameter",
+                                    hint=f"write defines[{k!r}] = {k!r} (its value) or rename the define")
+            elif k in derived and str(v) == k:  # grid_size_x, a block size: as Kernel Tuner computes it
+                pass
+            else:
+                if callable(v):
+                    raise UserError(f"tune_kernel: defines[{k!r}] is a function", hint="give an expression of the "
+                                    "tunable parameters as a string (or a number)")
+                derived[k] = _expr(str(v), params | set(derived) - {k}, f"defines[{k!r}]")
+            defines.append(k)
+    kernel: dict[str, Any] = {"source": source, "name": p.kernel_name, "defines": defines,
+                              "block": block_names, "grid": [f"grid_size_{a}" for a in AXES],
+                              "shared_bytes": (_expr(str(p.smem_size), params, "smem_args['size']")
+                                               if p.smem_size is not None else 0)}
+    if p.compiler:
+        kernel["compiler"] = p.compiler
+    if p.compiler_options:
+        kernel["compiler_options"] = list(p.compiler_options)
+    if space_supports("kernel", "semantics"):
+        kernel["semantics"] = "kerneltuner"
+    hard = [{"name": f"kt_restriction_{i}", "expr": _expr(r, params | set(derived), "restriction"),
+             "reason": "a restriction given to tune_kernel"} for i, r in enumerate(p.restrictions)]
+    hard.append({"name": "kt_max_threads", "expr": " * ".join(block_names) + " <= max_threads_per_block",
+                 "reason": "Kernel Tuner's implicit restriction: a block has at most the device's threads"})
+    doc = {"name": name, "description": f"generated by autotune.kernel_tuner.tune_kernel for {p.kernel_name}",
+           "problem": problem, "kernel": kernel,
+           "parameters": {k: list(v) for k, v in p.tune_params.items()}, "derived": derived, "hard": hard}
+    space_file = folder / "space.yaml"
+    space_file.write_text(yaml.safe_dump(doc, sort_keys=False, width=120, default_flow_style=None))
+    return space_file, sizes
+
+
+def _implied_tolerance(expected: dict[str, np.ndarray], atol: float) -> float:
+    """The relative L2 error numpy.allclose(expected, x, atol) admits at most (the fallback without `check:`)."""
+    worst = 0.0
+    for e in expected.values():
+        norm = float(np.linalg.norm(e.astype(np.float64).ravel()))
+        worst = max(worst, (atol * math.sqrt(e.size)) / norm + 1e-5 if norm > 0 else 0.0)
+    return worst
+
+
+CHECK_MODULE = '''"""Generated by autotune.kernel_tuner.tune_kernel: Kernel Tuner's verification of this call."""
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+NAMES = {names!r}  # the kernel's arguments, in order
+OUTPUTS = {outputs!r}  # the buffers read back after the verified launch
+ANSWER = {answer!r}  # per argument: whether the answer checks it (None: no answer given)
+ATOL = {atol}
+VERIFY = {verify!r}  # a verify= function (verify.pkl)
+SCALARS = {scalars!r}  # the scalar arguments: name -> (dtype, value)
+
+
+def _host(x):
+    return x.get() if hasattr(x, "get") else np.asarray(x)
+
+
+def _expected():
+    if not (HERE / "expected.npz").is_file():
+        return {{}}
+    with np.load(HERE / "expected.npz") as data:
+        return {{k: data[k] for k in data.files}}
+
+
+def reference(arrays, sizes):
+    """The expected outputs: the answer's arrays; an output the answer does not check keeps its initial values."""
+    expected = _expected()
+    return {{n: expected.get(n, _host(arrays[n])) for n in OUTPUTS}}
+
+
+def check(outputs, expected, params, sizes):
+    """True/None: correct; False or a message: wrong (Kernel Tuner's rules, see autotune/interop/kt_space.py)."""
+    answers = _expected()
+    if VERIFY:
+        import pickle
+
+        verify = pickle.loads((HERE / "verify.pkl").read_bytes())
+        with np.load(HERE / "args.npz") as data:
+            stored = {{k: data[k] for k in data.files}}
+        scalars = {{n: np.dtype(d).type(v) for n, (d, v) in SCALARS.items()}}
+        result = [_host(outputs[n]) if n in outputs else stored[n] if n in stored else scalars[n] for n in NAMES]
+        answer = None if ANSWER is None else [answers.get(n) if a else None for n, a in zip(NAMES, ANSWER)]
+        try:
+            ok = verify(answer, result, atol=ATOL)
+        except TypeError:
+            ok = verify(answer, result)
+        return bool(ok) or "verify= returned False"
+    for n, e in answers.items():
+        got = _host(outputs[n]).ravel()
+        e = e.ravel()
+        nan = np.isnan(e).any() if e.dtype.kind == "f" else False
+        if not np.allclose(e, got, atol=ATOL, equal_nan=bool(nan)):
+            bad = int(np.sum(~np.isclose(e, got, atol=ATOL, equal_nan=bool(nan))))
+            return f"{{n}}: {{bad}} of {{e.size}} elements differ from the answer by more than atol={{ATOL}} (+1e-5 relative)"
+    return True
+'''

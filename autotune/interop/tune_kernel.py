@@ -1,0 +1,330 @@
+"""Kernel Tuner's `tune_kernel` on autotune's engine: `from autotune.kernel_tuner import tune_kernel`.
+
+The same signature and return value as Kernel Tuner 1.5's (`kernel_tuner/interface.py`): a list of result dicts
+(the parameters, `time` in ms, `times`, `compile_time`, `verification_time`, `benchmark_time`, `strategy_time`,
+`framework_time`, `timestamp`; a failure has `__error__`: Kernel Tuner's `CompilationFailedConfig`,
+`RuntimeFailedConfig` or `InvalidConfig`, its own classes where Kernel Tuner is installed) and an env dict
+(`device_name`, `iterations`, `compiler_options`, `uuid`, `compute_capability`, `best_config`, the `total_*_time`s,
+and `autotune`: where the space folder and the results database are).
+
+The call is written as a space folder (`autotune.interop.kt_space`) and run as a sweep (`run_sweep`, the GPU backend,
+or in `simulation_mode` a replay of the `cache` file). Differences from Kernel Tuner, argument by argument, are in
+docs/kerneltuner.md; in short:
+
+* `time` is the median of the repetitions (Kernel Tuner: their mean); `iterations` is the repetitions. An instance
+  clearly slower than the best so far stops after 5 repetitions (`early_stop=False` times every one fully).
+* `strategy`: None/"brute_force" -> brute; "random_sample" -> random; any other Kernel Tuner strategy -> our `auto`
+  (Optuna TPE where the space is large). `strategy_options`: `max_fevals` -> the evaluations per point (budget),
+  `time_limit` -> the sweep's time budget, `fraction` (random_sample) -> max_fevals = fraction * space size.
+* A configuration that fails verification is recorded as `RuntimeFailedConfig` with the tuning going on (Kernel
+  Tuner raises and stops). When the first configurations all fail alike, the sweep stops that space (issue 31).
+* `cache`: the results are written as a Kernel Tuner cache file when the run ends; an existing file is replayed with
+  `simulation_mode=True` and refused otherwise (continuing a Kernel Tuner cache is not supported).
+* Refused (UserError): a callable kernel source, problem_size, grid divisor or restriction; a list of source files;
+  languages other than CUDA/CuPy/nvcuda; `texmem_args`; `observers`; `smem_args` other than `size`; objectives other
+  than `time` or a metric; `verify=`, `cmem_args` and `loop_unroll_factor_*` parameters where this autotune has no
+  `check:` / `constants:` / `kernel: semantics:` space key.
+
+Extra keywords (after Kernel Tuner's): `space_dir` keeps the generated folder there (so does the environment variable
+AUTOTUNE_KEEP_SPACE=DIR), `database` a results database URL to record into (default: one inside the folder),
+`early_stop`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from autotune.errors import UserError
+from autotune.interop.kt_results import collect_results, environment
+from autotune.interop.kt_space import KTProblem, space_supports, write_space_folder
+
+KEEP_ENV = "AUTOTUNE_KEEP_SPACE"
+LANGS = (None, "CUDA", "CUPY", "NVCUDA")
+
+
+def _refuse(what: str, hint: str) -> UserError:
+    return UserError(f"tune_kernel: {what} is not supported by autotune's tune_kernel", hint=hint)
+
+
+def _source(kernel_source: Any) -> tuple[str | None, Path | None]:
+    if callable(kernel_source):
+        raise _refuse("a kernel_source function (code generation)", "pass the generated code as a string")
+    if isinstance(kernel_source, (list, tuple)):
+        if len(kernel_source) != 1:
+            raise _refuse("a list of source files (host code tuning)", "pass the kernel's file or code alone")
+        kernel_source = kernel_source[0]
+    if isinstance(kernel_source, Path) or (isinstance(kernel_source, str) and "\n" not in kernel_source
+                                           and Path(kernel_source).suffix and Path(kernel_source).is_file()):
+        return None, Path(kernel_source)
+    if not isinstance(kernel_source, str):
+        raise UserError(f"tune_kernel: kernel_source is a {type(kernel_source).__name__}",
+                        hint="pass the code as a string or a file name")
+    return kernel_source, None
+
+
+def _problem_size(problem_size: Any) -> tuple[int | str, ...]:
+    if callable(problem_size):
+        raise _refuse("a problem_size function", "give integers, or strings: expressions of the tunable parameters")
+    sizes = problem_size if isinstance(problem_size, (tuple, list)) else (problem_size,)
+    out: list[int | str] = []
+    for s in sizes:
+        if isinstance(s, (int, np.integer)) and not isinstance(s, bool) and int(s) >= 1:
+            out.append(int(s))
+        elif isinstance(s, str):
+            out.append(s)
+        else:
+            raise UserError(f"tune_kernel: problem_size entry {s!r} is neither a positive integer nor a string",
+                            hint="e.g. problem_size=(4096, 4096) or problem_size='num_blocks'")
+    if not 1 <= len(out) <= 3:
+        raise UserError(f"tune_kernel: problem_size has {len(out)} dimensions", hint="give 1 to 3")
+    return tuple(out)
+
+
+def _grid_div(div: Any, axis: str) -> list[int | str] | None:
+    if div is None:
+        return None
+    items = div if isinstance(div, (list, tuple)) else [div]
+    for d in items:
+        if callable(d):
+            raise _refuse(f"a grid_div_{axis} function", "write the divisor as a string expression of the parameters, "
+                          "e.g. grid_div_x=['block_size_x * tile_size_x']")
+        if not isinstance(d, (str, int, np.integer)) or isinstance(d, bool):
+            raise UserError(f"tune_kernel: grid_div_{axis} entry {d!r} is not an int or a string")
+    return list(items)
+
+
+def _restrictions(restrictions: Any) -> list[str]:
+    if restrictions is None:
+        return []
+    if callable(restrictions):
+        raise _refuse("a restrictions function", "give the restrictions as a list of strings, e.g. "
+                      "['block_size_x * block_size_y <= 1024'] (a function cannot be evaluated over the space)")
+    items = [restrictions] if isinstance(restrictions, str) else list(restrictions)
+    if not all(isinstance(r, str) for r in items):
+        raise _refuse("a restriction that is not a string (a function or a Constraint object)",
+                      "write each restriction as a boolean expression string")
+    return items
+
+
+def _strategy(strategy: str | None, options: Mapping[str, Any] | None, space_size: int | None) -> dict[str, Any]:
+    """Kernel Tuner's strategy name and options -> the sweep config's `strategy:` and `budget:`."""
+    options = dict(options or {})
+    if strategy is not None and not isinstance(strategy, str):
+        raise _refuse("a user-defined strategy object", "give a Kernel Tuner strategy name")
+    name = {None: "brute", "brute_force": "brute", "random_sample": "random"}.get(strategy, "auto")
+    out: dict[str, Any] = {}
+    fevals = options.get("max_fevals")
+    if fevals is None and "fraction" in options and space_size:
+        fevals = max(1, int(float(options["fraction"]) * space_size))
+    if fevals is None and name == "auto":
+        fevals = 100  # Kernel Tuner's optimizing strategies default to 100 evaluations
+    out["strategy"] = {"name": name, "budget": int(fevals)} if fevals is not None else name
+    if options.get("time_limit") is not None:
+        out["budget"] = f"{float(options['time_limit'])}s"
+    return out
+
+
+def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, arguments: list[Any],
+                tune_params: Mapping[str, list[Any]], grid_div_x: Any = None, grid_div_y: Any = None,
+                grid_div_z: Any = None, restrictions: Any = None, answer: list[Any] | None = None, atol: float = 1e-6,
+                verify: Callable[..., Any] | None = None, verbose: bool = False, lang: str | None = None,
+                device: int = 0, platform: int = 0, smem_args: dict[str, Any] | None = None,
+                cmem_args: dict[str, Any] | None = None, texmem_args: dict[str, Any] | None = None,
+                compiler: str | None = None, compiler_options: list[str] | None = None,
+                defines: dict[str, Any] | None = None, log: int | None = None, iterations: int = 7,
+                block_size_names: list[str] | None = None, quiet: bool = False, strategy: str | None = None,
+                strategy_options: dict[str, Any] | None = None, cache: str | os.PathLike[str] | None = None,
+                metrics: dict[str, Any] | None = None, simulation_mode: bool | None = False,
+                parallel: bool | int | None = None, observers: list[Any] | None = None,
+                objective: str | None = None, objective_higher_is_better: bool | None = None,
+                objectives: dict[str, bool] | None = None, seed: int | None = None, *,
+                space_dir: str | os.PathLike[str] | None = None, database: str | None = None,
+                early_stop: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Tune `kernel_name` like Kernel Tuner 1.5's tune_kernel; see the module docstring and docs/kerneltuner.md.
+
+    `parallel` is accepted and has no effect (compiles always run in parallel); `platform` too (OpenCL only in
+    Kernel Tuner). Returns (results, env) shaped as Kernel Tuner's."""
+    start = time.perf_counter()
+    if log:
+        logging.basicConfig(filename=kernel_name + datetime.now().strftime("%Y%m%d-%H:%M:%S") + ".log", level=log)
+    if lang is not None and str(lang).upper() not in LANGS:
+        raise _refuse(f"lang={lang!r}", "autotune tunes CUDA kernels (lang None, 'CUDA', 'CuPy' or 'nvcuda')")
+    if texmem_args:
+        raise _refuse("texmem_args (texture memory)", "read the data through a pointer argument (__ldg)")
+    if observers:
+        raise _refuse("observers", "autotune records time, registers and shared memory; drop the observers")
+    if smem_args and set(smem_args) - {"size"}:
+        raise _refuse(f"smem_args keys {sorted(set(smem_args) - {'size'})}", "give only {'size': bytes}")
+    if smem_args and callable(smem_args.get("size")):
+        raise _refuse("a smem_args['size'] function", "give an int or a string expression of the parameters")
+    if compiler not in (None, "nvcc", "nvrtc"):
+        raise _refuse(f"compiler={compiler!r}", "use compiler='nvcc' (or None: NVRTC)")
+    if cmem_args and not space_supports("problem", "constants"):
+        raise _refuse("cmem_args (constant memory) in this autotune version", "update autotune (space key `constants:`)")
+    if verify is not None:
+        if not space_supports("problem", "check"):
+            raise _refuse("verify= in this autotune version", "update autotune (space key `check:`), or give answer=")
+        try:
+            import cloudpickle  # noqa: F401
+        except ImportError:
+            raise _refuse("verify= without cloudpickle", "pip install cloudpickle (the check runs in the GPU worker)")
+    objective_name = _objective(objective, objective_higher_is_better, objectives, metrics)
+    if isinstance(defines, dict) and any(callable(v) for v in defines.values()):
+        raise _refuse("a defines function", "give an expression of the tunable parameters as a string")
+    names = tuple((list(block_size_names or []) + ["block_size_x", "block_size_y", "block_size_z"][
+        len(block_size_names or []):])[:3])
+    params = {str(k): list(v) for k, v in tune_params.items()}
+    unroll = [k for k in params if "loop_unroll_factor" in k]
+    if unroll and not space_supports("kernel", "semantics"):
+        raise _refuse(f"the parameter {unroll[0]!r} in this autotune version (Kernel Tuner passes loop_unroll_factor_* "
+                      "as constexpr ints and removes `#pragma unroll NAME` where it is 0)",
+                      "update autotune (space key `kernel: semantics: kerneltuner`), or rename the parameter and "
+                      "write the pragma with a #define")
+    source_text, source_file = _source(kernel_source)
+    problem = KTProblem(kernel_name=kernel_name, source_text=source_text, source_file=source_file,
+                        problem_size=_problem_size(problem_size), arguments=list(arguments), tune_params=params,
+                        grid_div=(_grid_div(grid_div_x, "x"), _grid_div(grid_div_y, "y"), _grid_div(grid_div_z, "z")),
+                        block_size_names=names, restrictions=_restrictions(restrictions), answer=answer,
+                        atol=float(atol), verify=verify, smem_size=(smem_args or {}).get("size"),
+                        cmem_args=dict(cmem_args or {}), compiler=compiler if compiler == "nvcc" else None,
+                        compiler_options=list(compiler_options or []), defines=defines)
+    keep = space_dir or os.environ.get(KEEP_ENV)
+    folder = Path(keep).resolve() if keep else Path(tempfile.mkdtemp(prefix=f"kt_{kernel_name}_"))
+    try:
+        results, env = _run(problem, folder, cache=cache, simulation=bool(simulation_mode), iterations=iterations,
+                            strategy=strategy, strategy_options=strategy_options, seed=seed, device=device,
+                            database=database, early_stop=early_stop, quiet=quiet, verbose=verbose)
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    _metrics(results, metrics)
+    env["best_config"] = _best(results, objective_name, bool(objective_higher_is_better))
+    if not quiet and env["best_config"]:
+        shown = {k: env["best_config"][k] for k in [*params, objective_name] if k in env["best_config"]}
+        print(f"best performing configuration: {', '.join(f'{k}={v}' for k, v in shown.items())}")
+    env["total_framework_time"] = 1000 * (time.perf_counter() - start) - sum(
+        r.get("compile_time", 0) + r.get("benchmark_time", 0) for r in results)
+    env["autotune"]["space_dir"] = str(folder) if keep else None
+    return results, env
+
+
+def _objective(objective: Any, higher: Any, objectives: Any, metrics: Any) -> str:
+    if objectives:
+        if list(objectives) not in ([], ["time"]) or any(objectives.values()):
+            raise _refuse("several objectives", "tune for one objective: time or a metric")
+        return "time"
+    name = objective or "time"
+    if not isinstance(name, str) or (name != "time" and name not in (metrics or {})):
+        raise _refuse(f"objective={name!r}", "use 'time' or the name of one of the metrics")
+    return name
+
+
+def _metrics(results: list[dict[str, Any]], metrics: Mapping[str, Any] | None) -> None:
+    """Kernel Tuner's user metrics: a function of the result dict (or a string expression of its keys)."""
+    from autotune.expr import evaluate, parse
+
+    for r in results:
+        if "__error__" in r or not metrics:
+            continue
+        for name, m in metrics.items():
+            if callable(m):
+                r[name] = m(r)
+            else:
+                value = evaluate(parse(str(m)), {k: v for k, v in r.items() if isinstance(v, (int, float))})
+                r[name] = float(value)
+
+
+def _best(results: list[dict[str, Any]], objective: str, higher: bool) -> dict[str, Any] | None:
+    ok = [r for r in results if "__error__" not in r and isinstance(r.get(objective), (int, float))]
+    return (max if higher else min)(ok, key=lambda r: r[objective]) if ok else None
+
+
+def _gpu_backend(device: int, tol: float | None) -> Any:
+    try:
+        from cupy.cuda import runtime
+        if runtime.getDeviceCount() < 1:
+            raise RuntimeError("no CUDA device")
+    except Exception as exc:  # noqa: BLE001 - any failure here means: no usable GPU
+        raise UserError(f"tune_kernel: no GPU available to CuPy ({type(exc).__name__})",
+                        hint="run on a machine with an NVIDIA GPU and CuPy, or replay a cache: "
+                             "tune_kernel(..., cache='file.json', simulation_mode=True)") from None
+    from autotune.sweep.backends.local import GpuBackend
+    return GpuBackend(device=device, tol=tol)
+
+
+class _Reporter:
+    def __init__(self, quiet: bool, verbose: bool) -> None:
+        self.quiet, self.verbose = quiet, verbose
+
+    def start(self, total_pairs: int, already_done: int) -> None:
+        if self.verbose:
+            print(f"tune_kernel: {total_pairs} configurations to measure")
+
+    def measured(self, m: Any, best_ms: float | None) -> None:
+        if self.verbose and m.error:
+            print(f"tune_kernel: {m.instance_id}: {m.status.value}: {m.error}")
+
+    def note(self, text: str) -> None:
+        if not self.quiet:
+            print(f"tune_kernel: {text}")
+
+
+def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iterations: int, strategy: str | None,
+         strategy_options: Mapping[str, Any] | None, seed: int | None, device: int, database: str | None,
+         early_stop: bool, quiet: bool, verbose: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from autotune.interop.kerneltuner import write_cache
+    from autotune.interop.kt_store import export_cache, import_cache
+    from autotune.space.spec import load_space
+    from autotune.store.store import Store
+    from autotune.sweep.config import load_config
+    from autotune.sweep.runner import run_sweep
+
+    cache_path = None if cache is None else Path(str(cache) if str(cache).endswith(".json") else f"{cache}.json")
+    if simulation and (cache_path is None or not cache_path.is_file()):
+        raise UserError("tune_kernel: simulation_mode replays a cache file; none was found",
+                        hint=f"give cache= the file a run wrote{f' ({cache_path} does not exist)' if cache_path else ''}")
+    if not simulation and cache_path is not None and cache_path.exists():
+        raise _refuse(f"continuing the existing cache {cache_path}", "replay it with simulation_mode=True, or give "
+                      "a new file name (autotune keeps its own results database: database=...)")
+    space_file, sizes = write_space_folder(problem, folder)
+    space = load_space(space_file)
+    url = database or f"sqlite:///{folder / 'results.sqlite'}"
+    config = {"name": space.name, "spaces": [{"space": "space.yaml", "max_instances": "all"}],
+              "points": [{"kind": space.kind.name, "precisions": ["fp32"], "sizes": sizes}], "database": url,
+              "repetitions": int(iterations), "seed": int(seed or 0),
+              **_strategy(strategy, strategy_options, None)}
+    (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    cfg = load_config(folder / "sweep.yaml")
+    with Store.open(url) as store:
+        if simulation:
+            from autotune.sweep.backends.replay import ReplayBackend
+            import_cache(cache_path, store, space)  # type: ignore[arg-type]
+            backend: Any = ReplayBackend(url)
+        else:
+            backend = _gpu_backend(device, cfg.tol if early_stop else None)
+        try:
+            summary = run_sweep(cfg, store, backend, _Reporter(quiet, verbose))
+            info = backend.device_info()
+        finally:
+            backend.close()
+        point = cfg.points[0]
+        results = collect_results(store, space, point, info.uuid, list(problem.tune_params))
+        if cache_path is not None and not simulation:
+            write_cache(export_cache(store, space.name, device=info.uuid, point=point.key), cache_path)
+    env = environment(info, iterations, problem.compiler_options, results)
+    env["autotune"] = {"database": url, "sweep_id": summary.sweep_id, "status": summary.status,
+                       "space": space.name, "point": point.key}
+    return results, env
+
+
+__all__ = ["KEEP_ENV", "tune_kernel"]
