@@ -69,8 +69,6 @@ def init_text(init: "Init") -> Any:
     """An init form as `describe()` stores it."""
     if isinstance(init, str):
         return init
-    if isinstance(init, FileInit):
-        return {"file": init.given, **({"key": init.key} if init.key else {})}
     return {"function": init.function} if isinstance(init, InitFunction) else init.text
 
 
