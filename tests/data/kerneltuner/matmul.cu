@@ -1,6 +1,6 @@
 // Copied unchanged below this header from Kernel Tuner, examples/cuda/matmul.cu
 // (https://github.com/KernelTuner/kernel_tuner, commit 96a6abc1019179397753c4afede9149a80aec369),
-// Copyright 2016 Netherlands eScience Center, Apache License 2.0. Used by tests/gpu/test_tune_kernel.py.
+// Copyright 2016 Netherlands eScience Center, Apache License 2.0. Used by tests/gpu/test_tune_kernel_gpu.py.
 /**
  * The kernel is assumed to be tuned to each device by selecting
  * the best performing combination of thread block dimensions
