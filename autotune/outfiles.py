@@ -8,10 +8,12 @@ the user's usual mode (0666 less the umask), not the 0600 of a temporary file.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Mapping, Union
+from typing import Iterator, Mapping, Union
 
 from autotune.errors import UserError
 
@@ -92,3 +94,38 @@ def write_files(files: Mapping[Path, Content], *, make_folders: bool = False) ->
 def write_file(path: Path, content: Content, *, make_folders: bool = False) -> None:
     """`write_files` of one file."""
     write_files({Path(path): content}, make_folders=make_folders)
+
+
+@contextlib.contextmanager
+def staged_folder(out_dir: Path) -> Iterator[Path]:
+    """A private folder beside `out_dir` to write a command's many files into (plots, tables); when the block ends
+    without an error its files move into `out_dir` (made if missing), replacing files of the same name; when
+    it raises, the folder is removed and `out_dir` is left as it was. A folder that cannot be made is one
+    UserError naming `out_dir`."""
+    out_dir = Path(out_dir)
+    if (out_dir.exists() or out_dir.is_symlink()) and not out_dir.is_dir():
+        raise UserError(f"cannot write {out_dir}: it is a file, not a folder", hint="give a folder for the files")
+    blocker = _blocked(out_dir.parent if str(out_dir.parent) else Path("."))
+    if blocker is not None:
+        raise UserError(f"cannot write {out_dir}: {blocker} is not a folder", hint=HINT)
+    existing = next((p for p in (out_dir, *out_dir.parents) if p.is_dir()), Path("."))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write {out_dir}: the folder {existing} may not be written", hint=HINT)
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    except OSError as exc:
+        raise UserError(f"cannot write {out_dir}: {_reason(exc)}", hint=HINT) from None
+    try:
+        yield stage
+        files = sorted(p for p in stage.rglob("*") if p.is_file())
+        try:
+            for path in files:
+                target = out_dir / path.relative_to(stage)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.chmod(path, _mode())
+                os.replace(path, target)
+        except OSError as exc:
+            raise UserError(f"cannot write {out_dir}: {_reason(exc)}", hint=HINT) from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

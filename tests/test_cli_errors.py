@@ -94,3 +94,32 @@ def test_a_broken_dispatch_table_is_one_line(tmp_path: Path, edit, words: str) -
         r = cli(*args, cwd=tmp_path)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert [line for line in r.stderr.splitlines() if line.startswith("error:")][0].count(words) == 1, r.stderr
+
+
+def test_report_writes_every_file_or_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30: `report --out` wrote file by file, so a failure half-way left a half-written report (mixing old and
+    new files). Now every file lands at the end: a failure leaves --out as it was, and no staging folder stays."""
+    from typer.testing import CliRunner
+
+    from autotune.cli.main import app
+    import autotune.dispatch.report as report_module
+
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "summary.csv").write_text("old\n")
+
+    def broken(*args, **kwargs):  # noqa: ANN002, ANN003 - fails after the first files of the report are written
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(report_module, "emit_python", broken, raising=False)
+    import autotune.cli.analyze as analyze
+    monkeypatch.setattr(analyze, "emit_python", broken)
+    r = CliRunner().invoke(app, ["report", str(EXAMPLE_DB), "--out", str(out)])
+    assert r.exit_code != 0
+    assert sorted(p.name for p in out.iterdir()) == ["summary.csv"] and (out / "summary.csv").read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["report"]  # no staging folder left beside it
+    monkeypatch.undo()
+    r = CliRunner().invoke(app, ["report", str(EXAMPLE_DB), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    names = {p.name for p in out.iterdir()}
+    assert {"summary.csv", "dispatch.json", "dispatch.py", "dispatch.cuh"} <= names
+    assert (out / "summary.csv").read_text() != "old\n" and str(out / "dispatch.json") in r.output.replace("\n", "")

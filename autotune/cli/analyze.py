@@ -389,16 +389,25 @@ def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="
     if not source.endswith(".csv"):
         from autotune.store.spaces import use_stored_spaces
         use_stored_spaces(source_url(source))  # the kernels as measured (warns when the work tree differs)
-    for name in kinds or [None]:
-        folder = out_dir / name if len(kinds) > 1 and name else out_dir
-        _report_kind(source, folder, name, device, space, bk, tol, method, spread_ties, validity, generic, tols,
-                     fallback, structure, workload, include_dir)
+    from autotune.outfiles import staged_folder
+    with staged_folder(out_dir) as stage:  # every file of every kind, or none (a failure leaves --out as it was)
+        written: list[Path] = []
+        for name in kinds or [None]:
+            folder = name if len(kinds) > 1 and name else ""
+            written += [out_dir / p.relative_to(stage) for p in
+                        _report_kind(source, stage / folder, name, device, space, bk, tol, method, spread_ties,
+                                     validity, generic, tols, fallback, structure, workload, include_dir)]
+    for path in written:
+        out.print(f"wrote {path}")
 
 
 def _report_kind(source: str, out_dir: Path, kind: str | None, device: str | None, space: str | None, bk: int,
                  tol: float, method: str, spread_ties: bool, validity: Path | None, generic: str, tols: str,
-                 fallback: str | None, structure: str, workload: Path | None, include_dir: Path | None) -> None:
+                 fallback: str | None, structure: str, workload: Path | None,
+                 include_dir: Path | None) -> list[Path]:
+    """One kind's report files into `out_dir` (made if missing); returns the paths written."""
     from autotune.dispatch.report import write_report
+    out_dir.mkdir(parents=True, exist_ok=True)
     loaded = load(source, device, space, recorded_spaces=False, kind=kind)  # applied by report
     criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
     built = _build(loaded, criteria, method, validity, generic, fallback, structure, workload, include_dir)
@@ -433,8 +442,7 @@ def _report_kind(source: str, out_dir: Path, kind: str | None, device: str | Non
     loo_text = "not measured" if math.isnan(held.worst_loss) else f"{100 * held.worst_loss:.2f}%"
     out.print(f"leave-one-out worst loss {loo_text} ({held.measured_text} held-out answers measured; in sample "
               f"{100 * (table.provenance['worst_loss'] or 0):.2f}%)")
-    for path in written:
-        out.print(f"wrote {path}")
+    return written
 
 
 def register(app: typer.Typer) -> None:
