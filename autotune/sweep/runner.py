@@ -10,151 +10,33 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
-import numpy as np
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune import __version__, paths
 from autotune.sweep.config import ALL_INSTANCES, SweepConfig
 from autotune.devices import DeviceLimits, get_device
-from autotune.errors import SpaceError, UserError
-from autotune.space.generator import Generated, generate, serving, valid_rows, where
+from autotune.errors import UserError
 from autotune.problems.base import ProblemKind
 from autotune.space.instance import Instance
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.sweep.backends.base import Backend, Job
 from autotune.store.schema import SpaceRecord, SweepStart
-from autotune.space.spec import Space, load_space
+from autotune.space.spec import Space
 from autotune.store.engine import database_url
 from autotune.store.store import Store
 from autotune.sweep.strategies import Strategy, make_strategy, strategy_class
 from autotune.sweep.failstop import FailureStreak, earlier_streak
+from autotune.sweep.plan import SpacePlan, plan_sweep
 
 # Instances handed to the backend at once: enough that its compile pool (one NVRTC call per couple of
 # instances, every core busy) stays ahead of the GPU; the pipeline drains once per batch.
 ASK_BATCH = 256
-
-
-@dataclass
-class SpacePlan:
-    """One space of the config: its instances and, for each, the test points it serves."""
-
-    space: Space
-    work: dict[Instance, tuple[TestPoint, ...]]
-    funnel_count: dict[str, int]  # precision -> instances after the constraints
-    max_instances: int | None = None  # the space entry's own limit (ALL_INSTANCES: none), else the config's
-    share: int = 0  # sharing budget: more points per BK-best instance after the main phase
-    # per instance, the config's points where it is valid but not measured in the main phase, in config order
-    # (filled only when share > 0); `shared_points` orders them for the instances the sharing phase picks
-    extra: dict[Instance, tuple[TestPoint, ...]] = field(default_factory=dict)
-
-    def shared_points(self, inst: Instance) -> tuple[TestPoint, ...]:
-        """The instance's extra valid points, nearest (kind.distance) to one of its own points of the same
-        precision and variant first (ties: config order); points of other precisions or variants are left out."""
-        own = self.work[inst]
-
-        def gap(q: TestPoint) -> float:
-            return min((self.space.kind.distance(q, h) for h in own if (h.precision, h.shape) == (q.precision, q.shape)),
-                       default=math.inf)
-        ranked = sorted(((gap(q), i, q) for i, q in enumerate(self.extra.get(inst, ()))), key=lambda t: t[:2])
-        return tuple(q for d, _, q in ranked if math.isfinite(d))
-
-    def limit(self, cfg: SweepConfig) -> int | None:
-        """At most this many instances of this space are measured (None: every one)."""
-        if self.max_instances is None:
-            return cfg.max_instances
-        return None if self.max_instances == ALL_INSTANCES else self.max_instances
-
-    @property
-    def pairs(self) -> int:
-        return sum(len(p) for p in self.work.values())
-
-    def point_pairs(self, budget: int | None) -> int:
-        """Pairs a per-point search of at most `budget` evaluations per point measures (at most)."""
-        per = Counter(p for pts in self.work.values() for p in pts)
-        return sum(n if budget is None else min(n, budget) for n in per.values())
-
-    def expected_pairs(self, max_instances: int | None) -> int:
-        """Pairs a sweep of at most `max_instances` instances will measure (on average per instance)."""
-        if max_instances is None or max_instances >= len(self.work):
-            return self.pairs
-        return round(self.pairs * max_instances / len(self.work))
-
-
-def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = get_device) -> list[SpacePlan]:
-    """Generate every space of the config for each precision its test points use.
-
-    An instance is measured at the points its space's `serves` expression assigns to it (`measure: valid`: at
-    every point where its `valid` expression holds). With `instances:` only the named instances are kept (among
-    those the entry's constraints keep: `soft: false` reaches instances the soft constraints drop)."""
-    plans = []
-    for ref in cfg.spaces:
-        space = load_space(ref.path)
-        if space.kernel is None:
-            raise UserError(f"space {space.name} has no kernel binding and cannot be swept", file=ref.path,
-                            hint="add a `kernel:` section (README.md, Space files)")
-        share = cfg.share if ref.share is None else ref.share
-        work: dict[Instance, list[TestPoint]] = {}
-        valid: dict[Instance, list[TestPoint]] = {}
-        counts = {}
-        found: set[str] = set()
-        for precision in dict.fromkeys(p.precision for p in cfg.points):
-            points = [p for p in cfg.points if p.precision == precision and space.accepts(p)]
-            if not points:
-                continue
-            named = ref.instances is not None
-            g = generate(space, limits(ref.device), precision, soft=ref.soft, soft_off=ref.soft_off)
-            kept = _kept(g, ref.where, cfg, ref.line)
-            instances = g.instances()
-            if named:
-                wanted = set(ref.instances or ())
-                chosen = np.array([i.id in wanted for i in instances], dtype=bool)
-                found |= {i.id for i, c in zip(instances, chosen) if c}
-                kept &= chosen
-            counts[precision] = int(kept.sum())
-            for p in points:
-                ok = valid_rows(g, p) & kept if share > 0 or ref.measure == "valid" else None
-                measured = ok if ref.measure == "valid" else serving(g, p) & kept
-                for row in np.flatnonzero(measured):
-                    work.setdefault(instances[row], []).append(p)
-                for row in np.flatnonzero(ok) if share > 0 else ():
-                    valid.setdefault(instances[row], []).append(p)
-        if ref.instances is not None and set(ref.instances) - found:
-            missing = sorted(set(ref.instances) - found)
-            raise UserError(f"space {space.name}: {len(missing)} of the named instances are not in the space "
-                            f"(after its hard constraints and `where:`), e.g. {missing[0]}", file=cfg.path,
-                            line=ref.line, hint="check the ids with `autotune space list` (the space file may "
-                                                "have changed since they were recorded); `soft: false` in the entry "
-                                                "reaches instances the soft constraints drop")
-        if not work and ref.instances is not None:
-            continue  # named instances valid at none of these points (e.g. `autotune validate`): nothing to do
-        if not work:
-            raise UserError(f"space {space.name} accepts none of the config's test points", file=cfg.path,
-                            hint=f"it accepts precisions {', '.join(space.kernel.problems.precisions)} and "
-                                 f"shapes {', '.join(space.kernel.problems.shapes)}")
-        extra = {i: tuple(q for q in pts if q not in set(work[i])) for i, pts in valid.items() if i in work}
-        plans.append(SpacePlan(space, {i: tuple(p) for i, p in work.items()}, counts, ref.max_instances, share,
-                               {i: pts for i, pts in extra.items() if pts}))
-    if not plans:
-        raise UserError("none of the named instances is valid at any of the config's test points", file=cfg.path,
-                        hint="check the points' sizes against the spaces' `problems.where` and `valid`")
-    return plans
-
-
-def _kept(g: Generated, text: str | None, cfg: SweepConfig, line: int | None) -> np.ndarray:
-    """The rows a space entry's `where:` keeps (all rows without one); errors point at the config."""
-    if text is None:
-        return np.ones(g.count, dtype=bool)
-    try:
-        return where(g, text, label="where")
-    except SpaceError as exc:
-        raise UserError(f"{g.space.name}: {exc.message}", file=cfg.path, line=line, expr=text, hint=exc.hint) from None
 
 
 class Reporter(Protocol):
