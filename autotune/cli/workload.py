@@ -133,7 +133,7 @@ def config(
 def _check_pairs(text: str, out_path: Path, max_pairs: int | None, force: bool) -> None:
     """Print the (instance, point) pairs the sweep config `text` plans; above the limit, refuse unless `force`."""
     from autotune.sweep.config import parse_config
-    from autotune.sweep.runner import plan_sweep
+    from autotune.sweep.plan import plan_sweep
     from autotune.sweep.workload_limits import MAX_PAIRS, PAIRS_ENV, limit
 
     cfg = parse_config(text, file=out_path.resolve())
