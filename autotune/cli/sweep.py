@@ -175,17 +175,9 @@ def _backend(replay: str | None, tol: float | None):
     if replay:
         from autotune.sweep.backends.replay import ReplayBackend
         return ReplayBackend(replay)
-    try:
-        import cupy  # noqa: F401
-        from cupy.cuda import runtime
-        if runtime.getDeviceCount() < 1:
-            raise RuntimeError("no CUDA device")
-    except Exception as exc:  # noqa: BLE001 - any failure here means: no usable GPU
-        raise UserError(f"no GPU available to CuPy ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
-                        hint="run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or .[cuda13]), "
-                             "or pass --replay DB to replay a recorded sweep") from None
-    from autotune.sweep.backends.local import GpuBackend
-    return GpuBackend(tol=tol)
+    from autotune.sweep.backends.local import gpu_backend
+    return gpu_backend(tol=tol, hint="run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or "
+                                     ".[cuda13]), or pass --replay DB to replay a recorded sweep")
 
 
 def print_summary(summary, database: str) -> None:

@@ -250,16 +250,9 @@ def _best(results: list[dict[str, Any]], objective: str, higher: bool) -> dict[s
 
 
 def _gpu_backend(device: int, tol: float | None) -> Any:
-    try:
-        from cupy.cuda import runtime
-        if runtime.getDeviceCount() < 1:
-            raise RuntimeError("no CUDA device")
-    except Exception as exc:  # noqa: BLE001 - any failure here means: no usable GPU
-        raise UserError(f"tune_kernel: no GPU available to CuPy ({type(exc).__name__})",
-                        hint="run on a machine with an NVIDIA GPU and CuPy, or replay a cache: "
-                             "tune_kernel(..., cache='file.json', simulation_mode=True)") from None
-    from autotune.sweep.backends.local import GpuBackend
-    return GpuBackend(device=device, tol=tol)
+    from autotune.sweep.backends.local import gpu_backend
+    return gpu_backend(device=device, tol=tol, hint="run on a machine with an NVIDIA GPU and CuPy, or replay a cache: "
+                                                    "tune_kernel(..., cache='file.json', simulation_mode=True)")
 
 
 class _Reporter:

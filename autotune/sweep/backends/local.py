@@ -379,3 +379,17 @@ def problem_error(fault: ProblemFault) -> UserError:
     """What the sweep stops with when the problem's own code failed on the GPU (nothing is recorded for the pair)."""
     return UserError(str(fault), hint="fix the problem's reference, buffer shapes or kernel name and run the same "
                                       "command again (nothing was recorded for this pair)")
+
+
+def gpu_backend(*, device: int = 0, tol: float | None = None, hint: str = "") -> "GpuBackend":
+    """A GpuBackend on `device`, after checking that CuPy sees a GPU: else one UserError (`hint`: what to do)."""
+    try:
+        from cupy.cuda import runtime
+        if runtime.getDeviceCount() < 1:
+            raise RuntimeError("no CUDA device")
+    except Exception as exc:  # noqa: BLE001 - any failure here means: no usable GPU
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise UserError(f"no GPU available to CuPy ({type(exc).__name__}{': ' + first if first else ''})",
+                        hint=hint or "run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or "
+                                     ".[cuda13])") from None
+    return GpuBackend(device=device, tol=tol)
