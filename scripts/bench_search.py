@@ -28,6 +28,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -47,7 +48,8 @@ FRACTIONS = [0.01, 0.02, 0.05, 0.10, 0.20]
 STRATEGIES = ("tpe", "random")
 KT_STRATEGIES = ("random_sample", "genetic_algorithm", "simulated_annealing", "dual_annealing", "pso",
                  "firefly_algorithm", "greedy_ils", "basinhopping", "diff_evo", "mls")
-KT_PYTHON = "/tmp/ktvenv/bin/python"
+# a Python with Kernel Tuner 1.5 installed (pip install kernel_tuner==1.5.0 in a venv of its own)
+KT_PYTHON = os.environ.get("AUTOTUNE_KT_PYTHON", "/tmp/ktvenv/bin/python")
 ASK = 256  # what the runner asks for; a model-based strategy returns its batch
 COLUMNS = ["tool", "strategy", "space", "point", "seed", "space_size", "evals", "best_ms", "true_best_ms", "device"]
 
@@ -127,7 +129,7 @@ def main() -> None:
     kt_jobs = {p.label: pool.submit(run_kt, p, work, args.kt_strategies.split(","), args.kt_seeds, args.kt_python)
                for p in pairs} if args.kt_seeds > 0 else {}
     for p in pairs:
-        n, bs = len(p.instances), budgets(len(p.instances))
+        bs = budgets(len(p.instances))
         for strategy in args.strategies.split(","):
             t = time.monotonic()
             for seed in range(args.first_seed, args.first_seed + args.seeds):

@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import search_pairs  # noqa: E402
 import search_score  # noqa: E402
 
-KT_PYTHON = Path("/tmp/ktvenv/bin/python")
+from tests.support.harness import KT_PYTHON  # noqa: E402
 
 
 def tiny_cache(path: Path, failed: int = 3) -> Path:

@@ -3,23 +3,15 @@ for it (issue 30: `error: no space 'transpose' in sqlite:////tmp/autotune-gz-0/2
 from __future__ import annotations
 
 import gzip
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from autotune.paths import ROOT
+from tests.support.harness import run_cli as cli
 
 EXAMPLE_DB = ROOT / "examples" / "transpose" / "results" / "transpose_h100.sqlite.gz"
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=300)
 
 
 @pytest.fixture

@@ -4,15 +4,13 @@ before it is read, a cache of more entries than the entry limit before any is st
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from autotune.interop.kerneltuner import CacheFormatError, CacheLimitError, read_cache
 from autotune.interop.kerneltuner_limits import limit_hint
+from tests.support.harness import run_cli as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = {"device_name": "NVIDIA H100", "kernel_name": "k", "problem_size": [64, 64], "tune_params_keys": ["bx"],
@@ -23,11 +21,6 @@ def cache_text(n: int) -> str:
     entries = ",\n".join(f'"{b}": {json.dumps({"bx": b, "time": 0.5 + b, "times": [0.5 + b]})}'
                          for b in range(1, n + 1))
     return json.dumps(HEADER)[:-1] + ', "cache": {\n' + entries + "}\n}\n"
-
-
-def cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT), **env), timeout=120)
 
 
 def test_a_file_above_the_size_limit_is_refused_before_reading(tmp_path: Path) -> None:

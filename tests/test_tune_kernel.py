@@ -21,7 +21,7 @@ from autotune.devices import get_device
 from autotune.space.generator import generate
 from autotune.space.spec import load_space
 
-KT_PYTHON = Path("/tmp/ktvenv/bin/python")
+from tests.support.harness import KT_PYTHON  # noqa: E402
 VECTOR_ADD = """
 __global__ void vector_add(float *c, float *a, float *b, int n) {
     int i = blockIdx.x * block_size_x + threadIdx.x;

@@ -379,22 +379,22 @@ def _measure(space: Space, space_id: int, todo: dict[Instance, tuple[TestPoint, 
     measurements = backend.run(jobs)  # a GPU backend starts compiling here ...
     _baseline(space.kind, sorted({p for j in jobs for p in j.points}), cfg, store, backend, summary,
               sweep_id)  # ... meanwhile
-    for m in measurements:
-        store.record(sweep_id, space_id, [_annotate(m, space.kind, cfg)])
-        done.add((m.instance_id, m.point))
-        _account(m, summary, reporter)
-        results[m.instance_id].append(m)
-        if len(results[m.instance_id]) == len(todo[by_id[m.instance_id]]):
-            strategy.tell(by_id[m.instance_id], results[m.instance_id])
-            out[by_id[m.instance_id]] = results[m.instance_id]
-            if streak.add_measurements(results[m.instance_id]):
-                reporter.note(streak.message(space.name))
-                _close(measurements)
-                return out
-        if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
-            _close(measurements)
-            return None
-    _close(measurements)  # (a backend cancels what it still compiles for pairs left unmeasured)
+    try:
+        for m in measurements:
+            store.record(sweep_id, space_id, [_annotate(m, space.kind, cfg)])
+            done.add((m.instance_id, m.point))
+            _account(m, summary, reporter)
+            results[m.instance_id].append(m)
+            if len(results[m.instance_id]) == len(todo[by_id[m.instance_id]]):
+                strategy.tell(by_id[m.instance_id], results[m.instance_id])
+                out[by_id[m.instance_id]] = results[m.instance_id]
+                if streak.add_measurements(results[m.instance_id]):
+                    reporter.note(streak.message(space.name))
+                    return out
+            if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
+                return None
+    finally:
+        _close(measurements)  # a backend cancels what it still compiles for pairs left unmeasured
     return out
 
 

@@ -1,8 +1,12 @@
-"""The GPU tests reuse the cases and checks of the device harnesses in scripts/check_*.py."""
+"""Helpers the tests share: the device harnesses of scripts/*.py (load_script), the `autotune` command run as a user
+runs it (run_cli), and where Kernel Tuner lives for interop and benchmark tests (KT_PYTHON)."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 
 from autotune.paths import ROOT
@@ -17,3 +21,13 @@ def load_script(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# a Python that has Kernel Tuner installed (its tests skip where there is none): AUTOTUNE_KT_PYTHON, else this default
+KT_PYTHON = Path(os.environ.get("AUTOTUNE_KT_PYTHON", "/tmp/ktvenv/bin/python"))
+
+
+def run_cli(*args: str, cwd: Path | str = ROOT, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    """`python -m autotune ARGS` in a subprocess from `cwd`, with this checkout first on the path and `env` added."""
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), **env), timeout=timeout)
