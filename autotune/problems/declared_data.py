@@ -97,7 +97,7 @@ class DeclaredData(ProblemData):
         self.sizes = point.dims
         rng = cp.random.default_rng(seed)
         self.seed = seed
-        self._made: dict[str, np.ndarray] = {}  # init functions' arrays (host), made once per point
+        self._made: dict[str, np.ndarray] = {}  # host data of init functions and files, made once per point
         self.sets: list[dict[str, Any]] = []
         for _ in range(copies):
             arrays = {}
@@ -136,11 +136,10 @@ class DeclaredData(ProblemData):
         dtype = cp.dtype(a.numpy_dtype(self.point.precision))
         shape = _shape(a, self.sizes)
         n = math.prod(shape)
-        if isinstance(a.init, FileInit):  # host data: shape checked (SpaceError naming the space file), then cast
-            return cp.asarray(a.init.load(shape, f"{a.name!r} at {self.point.key}")).astype(dtype)
-        if isinstance(a.init, InitFunction):
-            if a.name not in self._made:
-                self._made[a.name] = self._from_function(a, shape, dtype)
+        if isinstance(a.init, (FileInit, InitFunction)):  # host data: made (read) once per point, shape checked
+            if a.name not in self._made:  # (SpaceError naming the space file), cast to the dtype
+                self._made[a.name] = (np.asarray(a.init.load(shape, f"{a.name!r} at {self.point.key}")).astype(dtype)
+                                      if isinstance(a.init, FileInit) else self._from_function(a, shape, dtype))
             return cp.array(self._made[a.name])  # a copy for every set
         if not isinstance(a.init, str):
             values = evaluate(a.init, {**self.sizes, "i": np.arange(n, dtype=np.int64)})  # on the host
