@@ -6,7 +6,6 @@ with the columns of winners.REQUIRED_COLUMNS (point_key optional); `emit` also t
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from enum import Enum

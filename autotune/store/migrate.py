@@ -215,7 +215,6 @@ def readable_copy(url: str, path: str) -> str:
     beside it in the user's private cache (verified before reuse like it) under a name with this schema version and a digest of the revisions, so later
     processes read it at once, without loading Alembic. Other files: `url` unchanged (Store.open then reports what is
     wrong, newer schemas included)."""
-    import os
     import tempfile
     import warnings
 
