@@ -190,16 +190,14 @@ class _GpuState:
         module = self.kernels.modules[blob]
         for name, host in constants.items():
             try:
-                ptr, size = global_symbol(self.cp, module, name)
-            except AttributeError as exc:  # a CuPy without any way to reach a module's symbols
-                raise ProblemFault(f"this CuPy cannot set the __constant__ symbol {name!r}: {exc}") from None
+                ptr, size = global_symbol(module, name)
             except self.cp.cuda.driver.CUDADriverError as exc:
                 if "NOT_FOUND" not in str(exc):
                     raise
                 raise ProblemFault(f"the compiled kernel has no __constant__ symbol {name!r} (problem: constants:); "
                                    f"declare `__constant__ ... {name}[...]` at file scope, outside any namespace, "
                                    f"and use it in the kernel ({exc})") from None
-            if size is not None and host.nbytes > size:
+            if host.nbytes > size:
                 raise ProblemFault(f"constant {name!r} holds {host.nbytes:,} bytes; the kernel's __constant__ symbol "
                                    f"{name} has {size:,} (problem: constants: shape and dtype)")
             self.cp.cuda.runtime.memcpy(ptr, host.ctypes.data, host.nbytes, 1)  # 1: cudaMemcpyHostToDevice
@@ -276,22 +274,12 @@ class _GpuState:
         return read_device_info(self.device, self.props)
 
 
-def global_symbol(cp: Any, module: Any, name: str) -> tuple[int, int | None]:
-    """(device address, size in bytes or None) of a module-scope symbol (`__constant__`/`__device__`) of a loaded
-    CuPy module, through whichever of CuPy's entry points this version has (CuPy 14: `Module.get_global_var`, the
-    driver's cuModuleGetGlobal, gives the address; RawModule.get_global wraps it; the low-level Module used here
-    has no `get_global`, which failed on an H100)."""
-    getter = getattr(module, "get_global_var", None) or getattr(module, "get_global", None)
-    if getter is not None:
-        got = getter(name)
-    else:
-        got = cp.cuda.driver.moduleGetGlobal(module.ptr, name)
-    if isinstance(got, tuple):
-        return int(got[0]), int(got[1])
-    mem = getattr(got, "mem", None)
-    if hasattr(got, "ptr"):
-        return int(got.ptr), int(mem.size) if mem is not None and getattr(mem, "size", None) else None
-    return int(got), None
+def global_symbol(module: Any, name: str) -> tuple[int, int]:
+    """(device address, size in bytes) of a module-scope symbol (`__constant__`/`__device__`) of a loaded CuPy
+    module: `Module.get_global_var` (the driver's cuModuleGetGlobal) returns a MemoryPointer over the symbol. The
+    low-level Module used here has no `get_global` (RawModule's wrapper), which failed on an H100."""
+    ptr = module.get_global_var(name)
+    return int(ptr.ptr), int(ptr.mem.size)
 
 
 class LoadedKernels:
