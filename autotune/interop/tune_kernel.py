@@ -258,8 +258,10 @@ def _gpu_backend(device: int, tol: float | None) -> Any:
 class _Reporter:
     def __init__(self, quiet: bool, verbose: bool) -> None:
         self.quiet, self.verbose = quiet, verbose
+        self.planned: int | None = None  # the configurations the sweep set out to measure
 
     def start(self, total_pairs: int, already_done: int) -> None:
+        self.planned = total_pairs if self.planned is None else self.planned
         if self.verbose:
             print(f"tune_kernel: {total_pairs} configurations to measure")
 
@@ -298,6 +300,7 @@ def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iter
               **_strategy(strategy, strategy_options, None)}
     (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     cfg = load_config(folder / "sweep.yaml")
+    reporter = _Reporter(quiet, verbose)
     with Store.open(url) as store:
         if simulation:
             from autotune.sweep.backends.replay import ReplayBackend
@@ -306,7 +309,7 @@ def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iter
         else:
             backend = _gpu_backend(device, cfg.tol if early_stop else None)
         try:
-            summary = run_sweep(cfg, store, backend, _Reporter(quiet, verbose))
+            summary = run_sweep(cfg, store, backend, reporter)
             info = backend.device_info()
         finally:
             backend.close()
@@ -316,7 +319,8 @@ def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iter
             write_cache(export_cache(store, space.name, device=info.uuid, point=point.key), cache_path)
     env = environment(info, iterations, problem.compiler_options, results)
     env["autotune"] = {"database": url, "sweep_id": summary.sweep_id, "status": summary.status,
-                       "space": space.name, "point": point.key}
+                       "space": space.name, "point": point.key, "planned": reporter.planned,
+                       "sweep_s": summary.seconds, "first_measurement_s": summary.first_measurement_s}
     return results, env
 
 

@@ -47,7 +47,8 @@ from autotune.sweep.backends.tasks import KernelTask, MeasureRequest, Variant
 from autotune.problems.base import ProblemKind, Scalars, scalars_key
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 
-DEFAULT_CACHE_DIR = paths.CACHE_DIR / "compile"
+COMPILE_CACHE_ENV = "AUTOTUNE_COMPILE_CACHE"  # a compile cache folder other than the default (a benchmark's fresh one)
+DEFAULT_CACHE_DIR = Path(os.environ.get(COMPILE_CACHE_ENV) or paths.CACHE_DIR / "compile")
 STARTUP_TIMEOUT_S = 180.0
 
 
