@@ -186,6 +186,11 @@ def dry_sizes(kernel_name: str, kernel_source: Any, problem_size: Any, arguments
     saved_run, saved_backend = runner.run_sweep, facade._gpu_backend
     runner.run_sweep = plan_only  # type: ignore[assignment]
     class NoBackend:
+        tol = None
+
+        def ready(self, hint: str = "") -> None:
+            pass
+
         def close(self) -> None:
             pass
 

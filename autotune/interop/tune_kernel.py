@@ -31,6 +31,7 @@ AUTOTUNE_KEEP_SPACE=DIR), `database` a results database URL to record into (defa
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -179,6 +180,7 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         except ImportError:
             raise _refuse("verify= without cloudpickle", "pip install cloudpickle (the check runs in the GPU worker)")
     objective_name = _objective(objective, objective_higher_is_better, objectives, metrics)
+    _strategy(strategy, strategy_options, None)  # refused here, before any process starts
     if isinstance(defines, dict) and any(callable(v) for v in defines.values()):
         raise _refuse("a defines function", "give an expression of the tunable parameters as a string")
     names = tuple((list(block_size_names or []) + ["block_size_x", "block_size_y", "block_size_z"][
@@ -249,10 +251,13 @@ def _best(results: list[dict[str, Any]], objective: str, higher: bool) -> dict[s
     return (max if higher else min)(ok, key=lambda r: r[objective]) if ok else None
 
 
+_GPU_HINT = ("run on a machine with an NVIDIA GPU and CuPy, or replay a cache: "
+             "tune_kernel(..., cache='file.json', simulation_mode=True)")
+
+
 def _gpu_backend(device: int, tol: float | None) -> Any:
     from autotune.sweep.backends.local import gpu_backend
-    return gpu_backend(device=device, tol=tol, hint="run on a machine with an NVIDIA GPU and CuPy, or replay a cache: "
-                                                    "tune_kernel(..., cache='file.json', simulation_mode=True)")
+    return gpu_backend(device=device, tol=tol, hint=_GPU_HINT)
 
 
 class _Reporter:
@@ -277,13 +282,6 @@ class _Reporter:
 def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iterations: int, strategy: str | None,
          strategy_options: Mapping[str, Any] | None, seed: int | None, device: int, database: str | None,
          early_stop: bool, quiet: bool, verbose: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from autotune.interop.kerneltuner import write_cache
-    from autotune.interop.kt_store import export_cache, import_cache
-    from autotune.space.spec import load_space
-    from autotune.store.store import Store
-    from autotune.sweep.config import load_config
-    from autotune.sweep.runner import run_sweep
-
     cache_path = None if cache is None else Path(str(cache) if str(cache).endswith(".json") else f"{cache}.json")
     if simulation and (cache_path is None or not cache_path.is_file()):
         raise UserError("tune_kernel: simulation_mode replays a cache file; none was found",
@@ -291,6 +289,34 @@ def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iter
     if not simulation and cache_path is not None and cache_path.exists():
         raise _refuse(f"continuing the existing cache {cache_path}", "replay it with simulation_mode=True, or give "
                       "a new file name (autotune keeps its own results database: database=...)")
+    # the GPU backend first: its compile processes and GPU worker start (CuPy's import, the device's context and
+    # description) while the space folder is written and planned (issue 31: the first measurement within 3 s)
+    backend: Any = None
+    if not simulation and importlib.util.find_spec("cupy") is not None:  # else: _sweep says why, after the arguments
+        from autotune.sweep.backends.local import GpuBackend
+        backend = GpuBackend(device=device)
+        backend.start()
+    try:
+        return _sweep(problem, folder, backend, device, cache_path=cache_path, simulation=simulation,
+                      iterations=iterations,
+                      strategy=strategy, strategy_options=strategy_options, seed=seed, database=database,
+                      early_stop=early_stop, quiet=quiet, verbose=verbose)
+    finally:
+        if backend is not None:
+            backend.close()
+
+
+def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, *, cache_path: Path | None, simulation: bool,
+           iterations: int, strategy: str | None, strategy_options: Mapping[str, Any] | None, seed: int | None,
+           database: str | None, early_stop: bool, quiet: bool,
+           verbose: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from autotune.interop.kerneltuner import write_cache
+    from autotune.interop.kt_store import export_cache, import_cache
+    from autotune.space.spec import load_space
+    from autotune.store.store import Store
+    from autotune.sweep.config import load_config
+    from autotune.sweep.runner import run_sweep
+
     space_file, sizes = write_space_folder(problem, folder)
     space = load_space(space_file)
     url = database or f"sqlite:///{folder / 'results.sqlite'}"
@@ -305,14 +331,18 @@ def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iter
         if simulation:
             from autotune.sweep.backends.replay import ReplayBackend
             import_cache(cache_path, store, space)  # type: ignore[arg-type]
-            backend: Any = ReplayBackend(url)
+            backend = ReplayBackend(url)
         else:
-            backend = _gpu_backend(device, cfg.tol if early_stop else None)
+            if backend is None:  # no CuPy: the same error as `autotune sweep`
+                backend = _gpu_backend(device, None)
+            backend.ready(_GPU_HINT)
+            backend.tol = cfg.tol if early_stop else None
         try:
             summary = run_sweep(cfg, store, backend, reporter)
             info = backend.device_info()
         finally:
-            backend.close()
+            if simulation:
+                backend.close()
         point = cfg.points[0]
         results = collect_results(store, space, point, info.uuid, list(problem.tune_params))
         if cache_path is not None and not simulation:
@@ -320,7 +350,8 @@ def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iter
     env = environment(info, iterations, problem.compiler_options, results)
     env["autotune"] = {"database": url, "sweep_id": summary.sweep_id, "status": summary.status,
                        "space": space.name, "point": point.key, "planned": reporter.planned,
-                       "sweep_s": summary.seconds, "first_measurement_s": summary.first_measurement_s}
+                       "sweep_s": summary.seconds, "first_measurement_s": summary.first_measurement_s,
+                       "startup": dict(getattr(backend, "timeline", {}))}
     return results, env
 
 

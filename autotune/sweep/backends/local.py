@@ -96,16 +96,40 @@ class GpuBackend:
         self._pool: ProcessPoolExecutor | None = None
         self._info: DeviceInfo | None = None
         self._best: dict[tuple[TestPoint, tuple[tuple[str, float], ...]], float] = {}  # (point, scalars_key)
+        self._t0: float | None = None  # time.monotonic() at `start`
+        # start-up, seconds after `start`: worker_ready, device_info, first_submit, prepared, first_compiled,
+        # first_measured (issue 31: the first measurement within 3 s of the sweep's start on a warm machine)
+        self.timeline: dict[str, float] = {}
+
+    def _mark(self, event: str) -> None:
+        if self._t0 is not None and event not in self.timeline:
+            self.timeline[event] = round(time.monotonic() - self._t0, 3)
 
     # ------------------------------------------------------------------ lifecycle of the GPU worker
     def start(self) -> None:
         """Start the compile processes and the GPU worker without waiting for either (idempotent)."""
+        if self._t0 is None:
+            self._t0 = time.monotonic()
         if self._pool is None:
             pool = self._compile_pool()
             for _ in range(self.compile_workers):  # spawns every process now; each imports NVRTC's bindings
                 pool.submit(os.getpid)
         if self._proc is None:
             self._spawn()
+
+    def ready(self, hint: str = "") -> None:
+        """Wait until the GPU worker has started (`start` spawned it): a worker that cannot start (no GPU, CuPy
+        without a driver) is one UserError, as `gpu_backend`'s check gives."""
+        if self._proc is None:
+            self._spawn()
+        if self._ready:
+            return
+        try:
+            self._wait_ready()
+        except RuntimeError as exc:
+            lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+            raise UserError(f"no GPU available to CuPy ({lines[-1].strip() if lines else exc})",
+                            hint=hint or "run on a machine with an NVIDIA GPU and CuPy") from None
 
     def _spawn(self) -> None:
         parent, child = self._ctx.Pipe()
@@ -129,6 +153,7 @@ class GpuBackend:
             self._kill()
             raise RuntimeError(f"the GPU worker could not start: {payload}")
         self._ready = True
+        self._mark("worker_ready")
 
     def _exit_code(self) -> int | None:
         """The exit code of a worker whose pipe closed: its pipe closes a moment before the process can be
@@ -188,6 +213,7 @@ class GpuBackend:
             if kind != "result" or not isinstance(payload, DeviceInfo):
                 raise RuntimeError(f"could not read the GPU's description: {payload}")
             self._info = payload
+            self._mark("device_info")
         return self._info
 
     def run(self, jobs: Sequence[Job]) -> Iterator[Measurement]:
@@ -214,7 +240,21 @@ class GpuBackend:
                                        for r in self._requests(chunk, arch)])
 
         refill()
+        self._mark("first_submit")
+        if tasks:
+            self._prepare(tasks[0])
         return self._drain(inflight, refill)
+
+    def _prepare(self, task: KernelTask) -> None:
+        """Have the GPU worker build the first point's data and reference while the pool compiles (its answer is
+        awaited here: the compiles run meanwhile). The problem's own fault stops the sweep as a measurement's
+        would; a timeout or crash is left to the measurement that needs the data."""
+        v = task.variants[0]
+        kind, payload = self._call(("prepare", task.kind, v.point, task.convention, dict(task.scalars)))
+        if kind == "result" and isinstance(payload, ProblemFault):
+            self.cancel_compiles()
+            raise problem_error(payload)
+        self._mark("prepared")
 
     def _drain(self, inflight: dict[int, tuple[list[KernelTask], list[tuple[CompileRequest, Future]]]],
                refill: Callable[[], None]) -> Iterator[Measurement]:
@@ -225,6 +265,7 @@ class GpuBackend:
             for i in sorted(i for i, (_, reqs) in inflight.items() if all(f.done() for _, f in reqs)):
                 chunk, reqs = inflight.pop(i)
                 compiled = self._collect(reqs)  # (replaces a broken pool before the refill uses it)
+                self._mark("first_compiled")
                 for task in chunk:
                     for v in task.variants:
                         ready.setdefault(v.point, []).append(
@@ -247,7 +288,9 @@ class GpuBackend:
                 for task, v, ck in ready.pop(current):
                     if left() == 0.0:
                         return
-                    yield self._measure(task, v, ck)
+                    m = self._measure(task, v, ck)
+                    self._mark("first_measured")
+                    yield m
         finally:  # ended early (budget, a space stopped, Ctrl-C): what still compiles is for pairs left unmeasured
             running = [f for _, reqs in inflight.values() for _, f in reqs if not f.cancel() and not f.done()]
             if running:
