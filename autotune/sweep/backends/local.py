@@ -76,12 +76,13 @@ def task_of(job: Job) -> KernelTask:
 class GpuBackend:
     """`autotune.sweep.backends.base.Backend` on the local GPU (see the module docstring)."""
 
-    def __init__(self, *, device: int = 0, cache_dir: Path = DEFAULT_CACHE_DIR, compile_workers: int | None = None,
+    def __init__(self, *, device: int = 0, cache_dir: Path | None = None, compile_workers: int | None = None,
                  compile_batch_size: int = 1, tol: float | None = None, timeout_s: float = 30.0,
                  timeout_factor: float = 10.0, before_measure: Callable[[str, TestPoint], None] | None = None,
                  include_dirs: tuple[Path, ...] = (paths.KERNELS_DIR,), options: tuple[str, ...] = DEFAULT_OPTIONS,
                  arch: int | None = None) -> None:
-        self.device, self.cache_dir = device, Path(cache_dir)
+        self.device = device
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR  # (read now: tests set it)
         self.compile_workers = compile_workers or max(1, (os.cpu_count() or 2) - 1)
         self.compile_batch_size, self.tol = compile_batch_size, tol
         self.timeout_s, self.timeout_factor = timeout_s, timeout_factor
