@@ -37,7 +37,8 @@ from typing import Any, Callable, Iterator, Sequence
 from autotune import paths
 from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import (DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch,
-                              warm_compile_process)
+                                    warm_compile_process)
+from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of
 from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
 from autotune.space.kt_semantics import split_unroll
@@ -80,13 +81,15 @@ class GpuBackend:
                  compile_batch_size: int = 1, tol: float | None = None, timeout_s: float = 30.0,
                  timeout_factor: float = 10.0, before_measure: Callable[[str, TestPoint], None] | None = None,
                  include_dirs: tuple[Path, ...] = (paths.KERNELS_DIR,), options: tuple[str, ...] = DEFAULT_OPTIONS,
-                 arch: int | None = None) -> None:
+                 arch: int | None = None, compile_timeout_s: float | None | str = "env") -> None:
         self.device = device
         self.cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR  # (read now: tests set it)
         self.compile_workers = compile_workers or max(1, (os.cpu_count() or 2) - 1)
         self.compile_batch_size, self.tol = compile_batch_size, tol
         self.timeout_s, self.timeout_factor = timeout_s, timeout_factor
         self.before_measure, self.include_dirs, self.options, self.arch = before_measure, include_dirs, options, arch
+        # a compiler call running longer is killed and its instances recorded as compile errors ("compile timeout")
+        self.compile_timeout_s = compile_timeout_s_of() if compile_timeout_s == "env" else compile_timeout_s
         self.restarts = 0  # GPU worker processes replaced after a fault, crash or timeout
         self.deadline: float | None = None  # time.monotonic() at which `run` stops and kills its compiles (budget)
         self.cancelled = 0  # compile calls killed unfinished (a budget's end, a space stopped early)
@@ -365,7 +368,8 @@ class GpuBackend:
                                      "nothing was recorded")
             for v in task.variants:
                 names.setdefault(self._request_key(task, v), {})[v.name_expression] = None
-        return [CompileRequest(src, tuple(n), arch, self.include_dirs, options, defines, compiler, unroll)
+        return [CompileRequest(src, tuple(n), arch, self.include_dirs, options, defines, compiler, unroll,
+                               self.compile_timeout_s)  # type: ignore[arg-type]
                 for (src, defines, compiler, options, unroll), n in names.items()]
 
     def _request_key(self, task: KernelTask, v: Variant) -> tuple:
