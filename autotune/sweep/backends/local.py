@@ -6,7 +6,8 @@ The parent (the runner's process) never touches the GPU. It
 - compiles instances ahead in a `ProcessPoolExecutor` (spawn; `compile.compile_batch`: NVRTC, or nvcc for a
   space's `compiler: nvcc`), stops at its `deadline` (the config's budget) killing what still compiles
   (`cancel_compiles`), keeping
-  2 x workers compile calls in flight from the moment `run` is called; the GPU measures what has compiled
+  2 x workers compile calls in flight from the moment `run` is called (refilled after every measurement, so no
+  core waits while the GPU works through a long list); the GPU measures what has compiled
   (never waiting on a slow compile while other work is ready), one test point at a time (`next_point`).
   One instance per NVRTC call by default: with NVRTC 13.0.88 three gemm_batched instances in one program
   took 0.60 s against 0.68 s in three calls (the front end is ~25 ms; code generation dominates), and
@@ -294,6 +295,7 @@ class GpuBackend:
                         return
                     m = self._measure(task, v, ck)
                     self._mark("first_measured")
+                    harvest()  # compiles that finished meanwhile free their cores for the next ones at once
                     yield m
         finally:  # ended early (budget, a space stopped, Ctrl-C): what still compiles is for pairs left unmeasured
             running = [f for _, reqs in inflight.values() for _, f in reqs if not f.cancel() and not f.done()]
