@@ -362,6 +362,28 @@ def compare(case: str, kt: Run, ours: Run) -> tuple[dict[str, Any], list[dict[st
     return row, same
 
 
+def screening(full: Run, screened: Run) -> dict[str, Any]:
+    """Whether a screening build (AUTOTUNE_COMPILE_SCREEN) keeps the winner: its best against the full build's, the
+    full build's time of the screened best (what a two-stage compile would pick: the loss if it differs) and the
+    rank the full build's best gets among the screened times."""
+    ranked = sorted((r for r in screened.results if r["time"] is not None), key=lambda r: r["time"])
+    keys = [_key(r["params"]) for r in ranked]
+    full_t = {_key(r["params"]): r["time"] for r in full.results if r["time"] is not None}
+    best_key = _key(full.best_config) if full.best_config else None
+    picked = full_t.get(keys[0]) if keys else None
+    return {"screen_configs": screened.configs, "screen_cps": screened.configs_per_s,
+            "screen_compile_s_median": statistics.median(c / 1e3 for c in (r.get("compile_ms") for r in
+                                                                        screened.results) if c) if any(
+                r.get("compile_ms") for r in screened.results) else None,
+            "full_compile_s_median": statistics.median(c / 1e3 for c in (r.get("compile_ms") for r in
+                                                                      full.results) if c) if any(
+                r.get("compile_ms") for r in full.results) else None,
+            "screen_best": json.dumps(screened.best_config), "screen_same_best": bool(keys) and keys[0] == best_key,
+            "full_time_of_screen_best_ms": picked,
+            "two_stage_loss": picked / full.best_time_ms - 1 if picked and full.best_time_ms else None,
+            "full_best_rank_in_screen": keys.index(best_key) + 1 if best_key in keys else None}
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     def f(v: Any, d: int = 2) -> str:
         return "-" if v is None else f"{v:.{d}f}" if isinstance(v, float) else str(v)
@@ -459,9 +481,8 @@ def main(argv: list[str] | None = None) -> int:
                 screened = run_side(a.python, case, "ours", a.cap, base, a.out)
             finally:
                 os.environ.pop("AUTOTUNE_COMPILE_SCREEN", None)
-            row.update(screen_cps=screened.configs_per_s, screen_best_ms=screened.best_time_ms,
-                       screen_best=json.dumps(screened.best_config),
-                       screen_same_best=screened.best_config == runs["ours"].best_config)
+            row.update(screening(runs["ours"], screened))
+            report.setdefault("screened", {})[name] = {k: v for k, v in asdict(screened).items()}
         rows.append(row)
         same_all.extend(same)
         report["cases"][name] = {"note": case.note, "script": case.script,

@@ -53,3 +53,14 @@ def test_an_nvcc_compile_past_its_limit_is_recorded_and_not_cached(tmp_path: Pat
     assert not list((tmp_path / "index").rglob("*.json"))  # not cached: the next sweep compiles it again
     (ck,) = compile_batch(dataclasses.replace(slow, timeout_s=600), tmp_path)
     assert ck.ok, ck.log
+
+
+def test_screening_options_are_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.sweep.backends.local import GpuBackend
+    from autotune.sweep.compile import DEFAULT_OPTIONS, screen_options
+
+    monkeypatch.delenv("AUTOTUNE_COMPILE_SCREEN", raising=False)
+    assert screen_options() == () and GpuBackend().options == DEFAULT_OPTIONS
+    monkeypatch.setenv("AUTOTUNE_COMPILE_SCREEN", "1")
+    assert GpuBackend().options == (*DEFAULT_OPTIONS, "--Ofast-compile=max")
+    assert screen_options("-Xptxas -O1") == ("-Xptxas", "-O1") and screen_options("0") == ()

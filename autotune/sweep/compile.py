@@ -35,6 +35,8 @@ DEFAULT_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 COMPILE_TIMEOUT_ENV = "AUTOTUNE_COMPILE_TIMEOUT"  # seconds one compiler call may take (0 or "off": no limit)
 DEFAULT_COMPILE_TIMEOUT_S = 600.0
 TIMEOUT_ERROR = "error: compile timeout"  # the first line of a timed-out instance's log (recorded, never cached)
+SCREEN_ENV = "AUTOTUNE_COMPILE_SCREEN"  # a screening build's options (issue 31 item 5: measured, off by default)
+SCREEN_DEFAULT = ("--Ofast-compile=max",)  # NVRTC and nvcc >= 12.8: trade the code's speed for compile time
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
 
 
@@ -90,6 +92,17 @@ def compile_timeout_s(value: str | None = None) -> float | None:
     except ValueError:
         raise ValueError(f"{COMPILE_TIMEOUT_ENV}={text!r} is not a number of seconds (or 0/off)") from None
     return seconds if seconds > 0 else None
+
+
+def screen_options(value: str | None = None) -> tuple[str, ...]:
+    """The options a screening build adds (`value`, else $AUTOTUNE_COMPILE_SCREEN): none when unset or "0", the
+    fastest fast-compile level for "1", else the options given (split at spaces). A screening build's times rank
+    instances only if its best is the full build's best: scripts/bench_kt_switch.py --compile-modes measures that,
+    and it stays off by default until it does."""
+    text = (value if value is not None else os.environ.get(SCREEN_ENV, "")).strip()
+    if text in ("", "0"):
+        return ()
+    return SCREEN_DEFAULT if text == "1" else tuple(text.split())
 
 
 def _in_child(conn: Any, fn: Callable[[], Any]) -> None:

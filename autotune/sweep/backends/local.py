@@ -39,7 +39,7 @@ from autotune import paths
 from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import (DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch,
                                     warm_compile_process)
-from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of
+from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, screen_options
 from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
 from autotune.space.kt_semantics import split_unroll
@@ -88,7 +88,8 @@ class GpuBackend:
         self.compile_workers = compile_workers or max(1, (os.cpu_count() or 2) - 1)
         self.compile_batch_size, self.tol = compile_batch_size, tol
         self.timeout_s, self.timeout_factor = timeout_s, timeout_factor
-        self.before_measure, self.include_dirs, self.options, self.arch = before_measure, include_dirs, options, arch
+        self.before_measure, self.include_dirs, self.arch = before_measure, include_dirs, arch
+        self.options = (*options, *screen_options())  # $AUTOTUNE_COMPILE_SCREEN: a measured experiment, off by default
         # a compiler call running longer is killed and its instances recorded as compile errors ("compile timeout")
         self.compile_timeout_s = compile_timeout_s_of() if compile_timeout_s == "env" else compile_timeout_s
         self.restarts = 0  # GPU worker processes replaced after a fault, crash or timeout
