@@ -291,3 +291,11 @@ def test_cmem_args_and_verify_use_the_vocabulary_keys_where_they_exist(tmp_path:
         arguments=args, tune_params=call["tune_params"], cmem_args={"d_filter": args[2]}), tmp_path)
     _show(space_file)
     assert "d_filter" in space_file.read_text()
+
+
+def test_time_limit_counts_from_the_calls_start_as_kernel_tuners() -> None:
+    from autotune.interop.tune_kernel import _strategy
+
+    assert _strategy(None, {"time_limit": 40}, None, 2.5) == {"strategy": "brute", "budget": "37.500s"}
+    assert _strategy("random_sample", {"time_limit": 3, "max_fevals": 9}, None, 5.0) == {
+        "strategy": {"name": "random", "budget": 9}, "budget": "1.000s"}  # at least a second is left

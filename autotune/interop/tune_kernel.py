@@ -117,8 +117,10 @@ def _restrictions(restrictions: Any) -> list[str]:
     return items
 
 
-def _strategy(strategy: str | None, options: Mapping[str, Any] | None, space_size: int | None) -> dict[str, Any]:
-    """Kernel Tuner's strategy name and options -> the sweep config's `strategy:` and `budget:`."""
+def _strategy(strategy: str | None, options: Mapping[str, Any] | None, space_size: int | None,
+              elapsed_s: float = 0.0) -> dict[str, Any]:
+    """Kernel Tuner's strategy name and options -> the sweep config's `strategy:` and `budget:`. `time_limit` counts
+    from the call's start, as Kernel Tuner's does: the sweep's budget is what is left after `elapsed_s`."""
     options = dict(options or {})
     if strategy is not None and not isinstance(strategy, str):
         raise _refuse("a user-defined strategy object", "give a Kernel Tuner strategy name")
@@ -131,7 +133,7 @@ def _strategy(strategy: str | None, options: Mapping[str, Any] | None, space_siz
         fevals = 100  # Kernel Tuner's optimizing strategies default to 100 evaluations
     out["strategy"] = {"name": name, "budget": int(fevals)} if fevals is not None else name
     if options.get("time_limit") is not None:
-        out["budget"] = f"{float(options['time_limit'])}s"
+        out["budget"] = f"{max(1.0, float(options['time_limit']) - elapsed_s):.3f}s"
     return out
 
 
@@ -203,7 +205,7 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     keep = space_dir or os.environ.get(KEEP_ENV)
     folder = Path(keep).resolve() if keep else Path(tempfile.mkdtemp(prefix=f"kt_{kernel_name}_"))
     try:
-        results, env = _run(problem, folder, cache=cache, simulation=bool(simulation_mode), iterations=iterations,
+        results, env = _run(problem, folder, start, cache=cache, simulation=bool(simulation_mode), iterations=iterations,
                             strategy=strategy, strategy_options=strategy_options, seed=seed, device=device,
                             database=database, early_stop=early_stop, quiet=quiet, verbose=verbose)
     finally:
@@ -279,7 +281,7 @@ class _Reporter:
             print(f"tune_kernel: {text}")
 
 
-def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iterations: int, strategy: str | None,
+def _run(problem: KTProblem, folder: Path, call_start: float, *, cache: Any, simulation: bool, iterations: int, strategy: str | None,
          strategy_options: Mapping[str, Any] | None, seed: int | None, device: int, database: str | None,
          early_stop: bool, quiet: bool, verbose: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     cache_path = None if cache is None else Path(str(cache) if str(cache).endswith(".json") else f"{cache}.json")
@@ -297,7 +299,7 @@ def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iter
         backend = GpuBackend(device=device)
         backend.start()
     try:
-        return _sweep(problem, folder, backend, device, cache_path=cache_path, simulation=simulation,
+        return _sweep(problem, folder, backend, device, call_start, cache_path=cache_path, simulation=simulation,
                       iterations=iterations,
                       strategy=strategy, strategy_options=strategy_options, seed=seed, database=database,
                       early_stop=early_stop, quiet=quiet, verbose=verbose)
@@ -306,7 +308,7 @@ def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iter
             backend.close()
 
 
-def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, *, cache_path: Path | None, simulation: bool,
+def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, call_start: float, *, cache_path: Path | None, simulation: bool,
            iterations: int, strategy: str | None, strategy_options: Mapping[str, Any] | None, seed: int | None,
            database: str | None, early_stop: bool, quiet: bool,
            verbose: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -323,7 +325,7 @@ def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, *, cache
     config = {"name": space.name, "spaces": [{"space": "space.yaml", "max_instances": "all"}],
               "points": [{"kind": space.kind.name, "precisions": ["fp32"], "sizes": sizes}], "database": url,
               "repetitions": int(iterations), "seed": int(seed or 0),
-              **_strategy(strategy, strategy_options, None)}
+              **_strategy(strategy, strategy_options, None, time.perf_counter() - call_start)}
     (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     cfg = load_config(folder / "sweep.yaml")
     reporter = _Reporter(quiet, verbose)
