@@ -447,6 +447,8 @@ def main(argv: list[str] | None = None) -> int:
                     "and check their sizes agree")
     ap.add_argument("--compile-modes", action="store_true", help="also run ours with AUTOTUNE_COMPILE_SCREEN=1 "
                     "and report whether the best configuration changes")
+    ap.add_argument("--sides", default="kt,ours", help="which tools run: kt,ours (default) or ours alone (with "
+                    "--compile-modes: the screening measurement without Kernel Tuner)")
     ap.add_argument("--child", nargs=3, metavar=("SIDE", "CASE", "WORK"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
@@ -454,6 +456,9 @@ def main(argv: list[str] | None = None) -> int:
         child(side, CASES[name], Path(work), a.cap)
         return 0
     names = [n.strip() for n in a.cases.split(",") if n.strip()]
+    sides = {x.strip() for x in a.sides.split(",") if x.strip()}
+    if not sides or sides - set(SIDES) or "ours" not in sides:
+        ap.error(f"--sides {a.sides!r}: give kt,ours or ours")
     unknown = [n for n in names if n not in CASES]
     if unknown:
         ap.error(f"--cases: unknown {unknown}; choose from {', '.join(CASES)}")
@@ -465,8 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     rows, same_all = [], []
     for i, name in enumerate(names):
         case = CASES[name]
-        order = SIDES if i % 2 == 0 else SIDES[::-1]
-        runs = {}
+        order = [x for x in (SIDES if i % 2 == 0 else SIDES[::-1]) if x in sides]
+        runs = {side: Run(name, side, error="not run (--sides)") for side in SIDES}
         for side in order:
             print(f"[{time.strftime('%H:%M:%S')}] {name}: {side} ...", flush=True)
             runs[side] = run_side(a.python, case, side, a.cap, base, a.out)
