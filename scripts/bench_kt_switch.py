@@ -385,7 +385,11 @@ def screening(full: Run, screened: Run) -> dict[str, Any]:
             "screen_best": json.dumps(screened.best_config), "screen_same_best": bool(keys) and keys[0] == best_key,
             "full_time_of_screen_best_ms": picked,
             "two_stage_loss": picked / full.best_time_ms - 1 if picked and full.best_time_ms else None,
-            "full_best_rank_in_screen": keys.index(best_key) + 1 if best_key in keys else None}
+            "full_best_rank_in_screen": keys.index(best_key) + 1 if best_key in keys else None,
+            # a fast build that fails where the full one compiles would make the precheck wrong: must be 0
+            "screen_compile_fail_full_ok": len({_key(r["params"]) for r in screened.results
+                                                if r["time"] is None and "Compil" in str(r["error"])} & set(full_t)),
+            "full_compile_fail": sum(1 for r in full.results if r["time"] is None and "Compil" in str(r["error"]))}
 
 
 def table(rows: list[dict[str, Any]]) -> str:

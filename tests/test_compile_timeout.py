@@ -64,3 +64,23 @@ def test_screening_options_are_off_unless_asked_for(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("AUTOTUNE_COMPILE_SCREEN", "1")
     assert GpuBackend().options == (*DEFAULT_OPTIONS, "--Ofast-compile=max")
     assert screen_options("-Xptxas -O1") == ("-Xptxas", "-O1") and screen_options("0") == ()
+
+
+def test_a_shared_memory_failure_turns_the_precheck_on_for_its_kernel_file(tmp_path, monkeypatch) -> None:
+    from concurrent.futures import Future
+
+    from autotune.sweep.backends.local import GpuBackend
+    from autotune.sweep.compile import CompiledKernel, CompileRequest, resource_failure
+
+    log = "ptxas error   : Entry function '_Z3bigILi20000EEvPf' uses too much shared data (0x13880 bytes, 0xc000 max)"
+    assert resource_failure(log) and not resource_failure("error: identifier x is undefined")
+    backend = GpuBackend()
+    req = CompileRequest(tmp_path / "k.cu", ("big<20000>",), 90)
+    done: Future = Future()
+    done.set_result([CompiledKernel("big<20000>", False, "k", None, None, None, log, 1.0)])
+    backend._collect([(req, done)])
+    assert backend.precheck_sources == {tmp_path / "k.cu"}
+    monkeypatch.setenv("AUTOTUNE_COMPILE_PRECHECK", "0")
+    off = GpuBackend()
+    off._collect([(req, done)])
+    assert off.precheck_sources == set()

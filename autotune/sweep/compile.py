@@ -37,6 +37,14 @@ DEFAULT_COMPILE_TIMEOUT_S = 600.0
 TIMEOUT_ERROR = "error: compile timeout"  # the first line of a timed-out instance's log (recorded, never cached)
 SCREEN_ENV = "AUTOTUNE_COMPILE_SCREEN"  # a screening build's options (issue 31 item 5: measured, off by default)
 SCREEN_DEFAULT = ("--Ofast-compile=max",)  # NVRTC and nvcc >= 12.8: trade the code's speed for compile time
+RESOURCE_ERROR = "too much shared data"  # ptxas: "Entry function '...' uses too much shared data (0x..., 0xc000 max)"
+PRECHECK_NOTE = "error: resource limit found by a fast build (--Ofast-compile=max), the full build skipped"
+
+
+def resource_failure(log: str) -> bool:
+    """Whether a compile log says the kernel needs more static shared memory than a block may have (a limit that
+    does not depend on the optimization level: a fast build finds it as the full build would)."""
+    return RESOURCE_ERROR in log
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
 
 
@@ -53,6 +61,7 @@ class CompileRequest:
     compiler: str = "nvrtc"  # or "nvcc" (a space's `kernel: compiler:`)
     unroll: tuple[tuple[str, str], ...] = ()  # Kernel Tuner's loop_unroll_factor_* values (`space.kt_semantics`)
     timeout_s: float | None = None  # a compiler call running longer is killed: each instance's is a compile timeout
+    precheck: bool = False  # NVRTC: a fast build first; an instance it finds over a resource limit skips the full one
 
 
 @dataclass(frozen=True)
@@ -396,6 +405,19 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
             for n in request.name_expressions}
     done = {n: hit for n in keys if (hit := cache.lookup(keys[n])) is not None}
     misses = tuple(n for n in request.name_expressions if n not in done)
+    if request.precheck and request.compiler != "nvcc" and misses:  # NVRTC: learn a resource limit cheaply first
+        fast = (*options[:-1], *SCREEN_DEFAULT, options[-1])
+        for n in misses:
+            t0 = time.perf_counter()
+            try:
+                with_time_limit(lambda: nvrtc_compile(text, request.source.name, (n,), fast, kind), request.timeout_s,
+                                f"NVRTC's fast build of {request.source.name}")
+            except CompileFailed as exc:
+                if not isinstance(exc, CompileTimeout) and resource_failure(exc.log):
+                    done[n] = CompiledKernel(n, False, keys[n], None, None, None, f"{PRECHECK_NOTE}\n{exc.log}",
+                                             time.perf_counter() - t0)
+                    cache.store(done[n])  # deterministic, as the full build's failure would be
+        misses = tuple(n for n in misses if n not in done)
     groups = [misses] if misses else []
     while groups:
         group = groups.pop()

@@ -39,7 +39,7 @@ from autotune import paths
 from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import (DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch,
                                     warm_compile_process)
-from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, screen_options
+from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, resource_failure, screen_options
 from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
 from autotune.space.kt_semantics import split_unroll
@@ -93,6 +93,10 @@ class GpuBackend:
         # a compiler call running longer is killed and its instances recorded as compile errors ("compile timeout")
         self.compile_timeout_s = compile_timeout_s_of() if compile_timeout_s == "env" else compile_timeout_s
         self.restarts = 0  # GPU worker processes replaced after a fault, crash or timeout
+        # kernel files one of whose instances failed on static shared memory: their next compiles start with a fast
+        # build that finds such instances cheaply (compile.resource_failure; $AUTOTUNE_COMPILE_PRECHECK=0: never)
+        self.precheck_sources: set[Path] = set()
+        self.precheck = os.environ.get("AUTOTUNE_COMPILE_PRECHECK", "1").strip() not in ("0", "off")
         self.deadline: float | None = None  # time.monotonic() at which `run` stops and kills its compiles (budget)
         self.cancelled = 0  # compile calls killed unfinished (a budget's end, a space stopped early)
         self._ctx = mp.get_context("spawn")
@@ -372,7 +376,7 @@ class GpuBackend:
             for v in task.variants:
                 names.setdefault(self._request_key(task, v), {})[v.name_expression] = None
         return [CompileRequest(src, tuple(n), arch, self.include_dirs, options, defines, compiler, unroll,
-                               self.compile_timeout_s)  # type: ignore[arg-type]
+                               self.compile_timeout_s, src in self.precheck_sources)  # type: ignore[arg-type]
                 for (src, defines, compiler, options, unroll), n in names.items()]
 
     def _request_key(self, task: KernelTask, v: Variant) -> tuple:
@@ -396,6 +400,8 @@ class GpuBackend:
                     self._pool = None
             out.update({(req.source, req.defines, req.compiler, req.options, req.unroll, ck.name_expression): ck
                         for ck in results})
+            if self.precheck and any(not ck.ok and resource_failure(ck.log) for ck in results):
+                self.precheck_sources.add(req.source)
         return out
 
     def _measure(self, task: KernelTask, v: Variant, ck: CompiledKernel) -> Measurement:
