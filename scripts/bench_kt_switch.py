@@ -140,9 +140,13 @@ def child(side: str, case: Case, work: Path, cap: float) -> None:
         except Exception as exc:  # noqa: BLE001 - reported, not fatal
             meta["space_error"] = repr(exc)
         keys = list(tune_params)
-        out = [{"params": {k: r[k] for k in keys}, "time": r.get("time") if "__error__" not in r else None,
-                "error": str(r["__error__"]) if "__error__" in r else None, "timestamp": r.get("timestamp"),
-                "compile_ms": r.get("compile_time")} for r in results]
+        def ok(r: dict[str, Any]) -> bool:  # a failure: `__error__` (Kernel Tuner >= 1.4), or a marker as its time
+            return "__error__" not in r and isinstance(r.get("time"), (int, float))
+
+        out = [{"params": {k: r[k] for k in keys}, "time": float(r["time"]) if ok(r) else None,
+                "error": None if ok(r) else str(r.get("__error__", r.get("time"))), "timestamp": r.get("timestamp"),
+                "compile_ms": r.get("compile_time") if isinstance(r.get("compile_time"), (int, float)) else None}
+               for r in results]
         (work / "child.json").write_text(json.dumps(
             {**meta, "space_size": space, "keys": keys, "results": out,
              "env": {k: v for k, v in env.items() if isinstance(v, (str, int, float, dict, list, type(None)))}},
