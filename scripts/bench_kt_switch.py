@@ -411,7 +411,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     ok = all(r["ratio_ok"] and r["best_ok"] for r in rows)
     lines.append("c/s: configurations per second of process wall; 1st: seconds from the process start to the first "
                  "measurement; best in ms; o/k: median of ours/Kernel Tuner's time over the configurations both "
-                 f"measured. Targets {'MET' if ok else 'NOT met'} on every case." if rows else "no cases")
+                 f"measured. Targets (ratio >= need, best within 2%) met on every case: {'yes' if ok else 'NO'}."
+                 if rows else "no cases")
     return "\n".join(lines)
 
 

@@ -44,7 +44,7 @@ def test_the_comparison_joins_the_same_configurations_and_checks_the_targets() -
     slow = _run("ours", {32: 1.9, 64: 1.1}, wall=25.0, space=600)
     row, _ = bench.compare("k", kt, slow)
     assert row["target"] == 10.0 and not row["ratio_ok"] and not row["best_ok"]
-    assert "NOT met" in bench.table([row]) and "k" in bench.table([row]).splitlines()[2]
+    assert "met on every case: NO" in bench.table([row]) and "k" in bench.table([row]).splitlines()[2]
 
 
 def test_screening_says_whether_a_two_stage_compile_keeps_the_winner() -> None:
