@@ -405,7 +405,8 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
             for n in request.name_expressions}
     done = {n: hit for n in keys if (hit := cache.lookup(keys[n])) is not None}
     misses = tuple(n for n in request.name_expressions if n not in done)
-    if request.precheck and request.compiler != "nvcc" and misses:  # NVRTC: learn a resource limit cheaply first
+    # NVRTC: learn a resource limit cheaply first (not where the build is already the fast one)
+    if request.precheck and request.compiler != "nvcc" and misses and not set(SCREEN_DEFAULT) <= set(request.options):
         fast = (*options[:-1], *SCREEN_DEFAULT, options[-1])
         for n in misses:
             t0 = time.perf_counter()
