@@ -241,12 +241,14 @@ def test_the_generated_check_is_kernel_tuners_allclose_with_atol(tmp_path: Path)
     assert "1 of 1000 elements differ" in check({"c": wrong}, None, {}, {})
 
 
-def test_the_generated_check_calls_verify_with_every_argument(tmp_path: Path) -> None:
+def test_the_generated_check_calls_verify_as_kernel_tuner(tmp_path: Path) -> None:
+    """With an answer, verify= gets the checked outputs and None for every other argument (Kernel Tuner's
+    `should_sync`), and only those are read back from the GPU; without one, every array and the scalars."""
     pytest.importorskip("cloudpickle")
     x = np.arange(10, dtype=np.float32)
 
     def verify_partial(cpu_result, gpu_result, atol=None):  # Kernel Tuner's reduction example (+ what it receives)
-        assert len(gpu_result) == 3 and atol == 1e-6 and cpu_result[1] is None and gpu_result[2] == 10
+        assert len(gpu_result) == 3 and atol == 1e-6 and cpu_result[1] is None and gpu_result[1:] == [None, None]
         return np.isclose(cpu_result[0], np.sum(gpu_result[0]), atol=atol)
     write_space_folder(_problem(kernel_name="sum_floats", source_text=REDUCTION, source_file=None,
                                 problem_size=("num_blocks",), arguments=[np.zeros(4, np.float32), x, np.int32(10)],
@@ -255,6 +257,17 @@ def test_the_generated_check_calls_verify_with_every_argument(tmp_path: Path) ->
     check = _module(tmp_path / "kt_check.py").check
     assert check({"sum_global": np.array([40, 5, 0, 0], np.float32), "array": x}, None, {}, {}) is True
     assert check({"sum_global": np.zeros(4, np.float32), "array": x}, None, {}, {}) == "verify= returned False"
+    kind = load_space(tmp_path / "space.yaml").kind
+    assert [a.name for a in kind.arguments if a.output] == ["sum_global"]  # the 3.2 GB input is never read back
+
+    def verify_all(cpu_result, gpu_result, atol=None):
+        assert cpu_result is None and gpu_result[1] is not None and gpu_result[2] == 10
+        return float(np.sum(gpu_result[0])) == 45.0
+    write_space_folder(_problem(kernel_name="sum_floats", source_text=REDUCTION, source_file=None,
+                                problem_size=("num_blocks",), arguments=[np.zeros(4, np.float32), x, np.int32(10)],
+                                tune_params={"num_blocks": [4]}, answer=None, verify=verify_all), tmp_path / "b")
+    check = _module(tmp_path / "b" / "kt_check.py").check
+    assert check({"sum_global": np.array([40, 5, 0, 0], np.float32), "array": x}, None, {}, {}) is True
 
 
 def test_without_check_the_answer_becomes_a_reference_with_the_implied_tolerance(tmp_path: Path) -> None:
@@ -291,3 +304,11 @@ def test_cmem_args_and_verify_use_the_vocabulary_keys_where_they_exist(tmp_path:
         arguments=args, tune_params=call["tune_params"], cmem_args={"d_filter": args[2]}), tmp_path)
     _show(space_file)
     assert "d_filter" in space_file.read_text()
+
+
+def test_time_limit_counts_from_the_calls_start_as_kernel_tuners() -> None:
+    from autotune.interop.tune_kernel import _strategy
+
+    assert _strategy(None, {"time_limit": 40}, None, 2.5) == {"strategy": "brute", "budget": "37.500s"}
+    assert _strategy("random_sample", {"time_limit": 3, "max_fevals": 9}, None, 5.0) == {
+        "strategy": {"name": "random", "budget": 9}, "budget": "1.000s"}  # at least a second is left

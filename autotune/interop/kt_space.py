@@ -176,8 +176,10 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
     if answer is not None and len(answer) != len(p.arguments):
         raise UserError(f"tune_kernel: answer has {len(answer)} entries, arguments {len(p.arguments)}",
                         hint="give one entry per argument, None where it is not checked")
-    # without an answer (or with verify=, which sees every argument) every array is an output the kernel may write
-    all_out = answer is None or p.verify is not None
+    # without an answer every array is an output the kernel may write; with one, only those it checks (Kernel Tuner's
+    # `should_sync`: also for verify=, which then sees None for the others; a reduction's 3.2 GB input is never
+    # read back)
+    all_out = answer is None
     for i, (name, a) in enumerate(zip(names, p.arguments)):
         if isinstance(a, np.ndarray):
             if a.ndim == 0 or a.size == 0:
@@ -335,10 +337,11 @@ def check(outputs, expected, params, sizes):
         import pickle
 
         verify = pickle.loads((HERE / "verify.pkl").read_bytes())
-        with np.load(HERE / "args.npz") as data:
-            stored = {{k: data[k] for k in data.files}}
         scalars = {{n: np.dtype(d).type(v) for n, (d, v) in SCALARS.items()}}
-        result = [_host(outputs[n]) if n in outputs else stored[n] if n in stored else scalars[n] for n in NAMES]
+        if ANSWER is None:  # every array was read back; scalars as given
+            result = [_host(outputs[n]) if n in OUTPUTS else scalars[n] for n in NAMES]
+        else:  # Kernel Tuner's: the checked outputs, None for every other argument
+            result = [_host(outputs[n]) if n in OUTPUTS else None for n in NAMES]
         answer = None if ANSWER is None else [answers.get(n) if a else None for n, a in zip(NAMES, ANSWER)]
         try:
             ok = verify(answer, result, atol=ATOL)

@@ -31,6 +31,7 @@ AUTOTUNE_KEEP_SPACE=DIR), `database` a results database URL to record into (defa
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -116,8 +117,10 @@ def _restrictions(restrictions: Any) -> list[str]:
     return items
 
 
-def _strategy(strategy: str | None, options: Mapping[str, Any] | None, space_size: int | None) -> dict[str, Any]:
-    """Kernel Tuner's strategy name and options -> the sweep config's `strategy:` and `budget:`."""
+def _strategy(strategy: str | None, options: Mapping[str, Any] | None, space_size: int | None,
+              elapsed_s: float = 0.0) -> dict[str, Any]:
+    """Kernel Tuner's strategy name and options -> the sweep config's `strategy:` and `budget:`. `time_limit` counts
+    from the call's start, as Kernel Tuner's does: the sweep's budget is what is left after `elapsed_s`."""
     options = dict(options or {})
     if strategy is not None and not isinstance(strategy, str):
         raise _refuse("a user-defined strategy object", "give a Kernel Tuner strategy name")
@@ -130,7 +133,7 @@ def _strategy(strategy: str | None, options: Mapping[str, Any] | None, space_siz
         fevals = 100  # Kernel Tuner's optimizing strategies default to 100 evaluations
     out["strategy"] = {"name": name, "budget": int(fevals)} if fevals is not None else name
     if options.get("time_limit") is not None:
-        out["budget"] = f"{float(options['time_limit'])}s"
+        out["budget"] = f"{max(1.0, float(options['time_limit']) - elapsed_s):.3f}s"
     return out
 
 
@@ -179,6 +182,7 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         except ImportError:
             raise _refuse("verify= without cloudpickle", "pip install cloudpickle (the check runs in the GPU worker)")
     objective_name = _objective(objective, objective_higher_is_better, objectives, metrics)
+    _strategy(strategy, strategy_options, None)  # refused here, before any process starts
     if isinstance(defines, dict) and any(callable(v) for v in defines.values()):
         raise _refuse("a defines function", "give an expression of the tunable parameters as a string")
     names = tuple((list(block_size_names or []) + ["block_size_x", "block_size_y", "block_size_z"][
@@ -201,7 +205,7 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     keep = space_dir or os.environ.get(KEEP_ENV)
     folder = Path(keep).resolve() if keep else Path(tempfile.mkdtemp(prefix=f"kt_{kernel_name}_"))
     try:
-        results, env = _run(problem, folder, cache=cache, simulation=bool(simulation_mode), iterations=iterations,
+        results, env = _run(problem, folder, start, cache=cache, simulation=bool(simulation_mode), iterations=iterations,
                             strategy=strategy, strategy_options=strategy_options, seed=seed, device=device,
                             database=database, early_stop=early_stop, quiet=quiet, verbose=verbose)
     finally:
@@ -249,17 +253,22 @@ def _best(results: list[dict[str, Any]], objective: str, higher: bool) -> dict[s
     return (max if higher else min)(ok, key=lambda r: r[objective]) if ok else None
 
 
+_GPU_HINT = ("run on a machine with an NVIDIA GPU and CuPy, or replay a cache: "
+             "tune_kernel(..., cache='file.json', simulation_mode=True)")
+
+
 def _gpu_backend(device: int, tol: float | None) -> Any:
     from autotune.sweep.backends.local import gpu_backend
-    return gpu_backend(device=device, tol=tol, hint="run on a machine with an NVIDIA GPU and CuPy, or replay a cache: "
-                                                    "tune_kernel(..., cache='file.json', simulation_mode=True)")
+    return gpu_backend(device=device, tol=tol, hint=_GPU_HINT)
 
 
 class _Reporter:
     def __init__(self, quiet: bool, verbose: bool) -> None:
         self.quiet, self.verbose = quiet, verbose
+        self.planned: int | None = None  # the configurations the sweep set out to measure
 
     def start(self, total_pairs: int, already_done: int) -> None:
+        self.planned = total_pairs if self.planned is None else self.planned
         if self.verbose:
             print(f"tune_kernel: {total_pairs} configurations to measure")
 
@@ -272,16 +281,9 @@ class _Reporter:
             print(f"tune_kernel: {text}")
 
 
-def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iterations: int, strategy: str | None,
+def _run(problem: KTProblem, folder: Path, call_start: float, *, cache: Any, simulation: bool, iterations: int, strategy: str | None,
          strategy_options: Mapping[str, Any] | None, seed: int | None, device: int, database: str | None,
          early_stop: bool, quiet: bool, verbose: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from autotune.interop.kerneltuner import write_cache
-    from autotune.interop.kt_store import export_cache, import_cache
-    from autotune.space.spec import load_space
-    from autotune.store.store import Store
-    from autotune.sweep.config import load_config
-    from autotune.sweep.runner import run_sweep
-
     cache_path = None if cache is None else Path(str(cache) if str(cache).endswith(".json") else f"{cache}.json")
     if simulation and (cache_path is None or not cache_path.is_file()):
         raise UserError("tune_kernel: simulation_mode replays a cache file; none was found",
@@ -289,34 +291,69 @@ def _run(problem: KTProblem, folder: Path, *, cache: Any, simulation: bool, iter
     if not simulation and cache_path is not None and cache_path.exists():
         raise _refuse(f"continuing the existing cache {cache_path}", "replay it with simulation_mode=True, or give "
                       "a new file name (autotune keeps its own results database: database=...)")
+    # the GPU backend first: its compile processes and GPU worker start (CuPy's import, the device's context and
+    # description) while the space folder is written and planned (issue 31: the first measurement within 3 s)
+    backend: Any = None
+    if not simulation and importlib.util.find_spec("cupy") is not None:  # else: _sweep says why, after the arguments
+        from autotune.sweep.backends.local import GpuBackend
+        backend = GpuBackend(device=device)
+        backend.start()
+    try:
+        return _sweep(problem, folder, backend, device, call_start, cache_path=cache_path, simulation=simulation,
+                      iterations=iterations,
+                      strategy=strategy, strategy_options=strategy_options, seed=seed, database=database,
+                      early_stop=early_stop, quiet=quiet, verbose=verbose)
+    finally:
+        if backend is not None:
+            backend.close()
+
+
+def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, call_start: float, *, cache_path: Path | None, simulation: bool,
+           iterations: int, strategy: str | None, strategy_options: Mapping[str, Any] | None, seed: int | None,
+           database: str | None, early_stop: bool, quiet: bool,
+           verbose: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from autotune.interop.kerneltuner import write_cache
+    from autotune.interop.kt_store import export_cache, import_cache
+    from autotune.space.spec import load_space
+    from autotune.store.store import Store
+    from autotune.sweep.config import load_config
+    from autotune.sweep.runner import run_sweep
+
     space_file, sizes = write_space_folder(problem, folder)
     space = load_space(space_file)
     url = database or f"sqlite:///{folder / 'results.sqlite'}"
     config = {"name": space.name, "spaces": [{"space": "space.yaml", "max_instances": "all"}],
               "points": [{"kind": space.kind.name, "precisions": ["fp32"], "sizes": sizes}], "database": url,
               "repetitions": int(iterations), "seed": int(seed or 0),
-              **_strategy(strategy, strategy_options, None)}
+              **_strategy(strategy, strategy_options, None, time.perf_counter() - call_start)}
     (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     cfg = load_config(folder / "sweep.yaml")
+    reporter = _Reporter(quiet, verbose)
     with Store.open(url) as store:
         if simulation:
             from autotune.sweep.backends.replay import ReplayBackend
             import_cache(cache_path, store, space)  # type: ignore[arg-type]
-            backend: Any = ReplayBackend(url)
+            backend = ReplayBackend(url)
         else:
-            backend = _gpu_backend(device, cfg.tol if early_stop else None)
+            if backend is None:  # no CuPy: the same error as `autotune sweep`
+                backend = _gpu_backend(device, None)
+            backend.ready(_GPU_HINT)
+            backend.tol = cfg.tol if early_stop else None
         try:
-            summary = run_sweep(cfg, store, backend, _Reporter(quiet, verbose))
+            summary = run_sweep(cfg, store, backend, reporter)
             info = backend.device_info()
         finally:
-            backend.close()
+            if simulation:
+                backend.close()
         point = cfg.points[0]
         results = collect_results(store, space, point, info.uuid, list(problem.tune_params))
         if cache_path is not None and not simulation:
             write_cache(export_cache(store, space.name, device=info.uuid, point=point.key), cache_path)
     env = environment(info, iterations, problem.compiler_options, results)
     env["autotune"] = {"database": url, "sweep_id": summary.sweep_id, "status": summary.status,
-                       "space": space.name, "point": point.key}
+                       "space": space.name, "point": point.key, "planned": reporter.planned,
+                       "sweep_s": summary.seconds, "first_measurement_s": summary.first_measurement_s,
+                       "startup": dict(getattr(backend, "timeline", {}))}
     return results, env
 
 

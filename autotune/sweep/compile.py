@@ -29,8 +29,22 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 DEFAULT_OPTIONS: tuple[str, ...] = ("-std=c++17",)
+COMPILE_TIMEOUT_ENV = "AUTOTUNE_COMPILE_TIMEOUT"  # seconds one compiler call may take (0 or "off": no limit)
+DEFAULT_COMPILE_TIMEOUT_S = 600.0
+TIMEOUT_ERROR = "error: compile timeout"  # the first line of a timed-out instance's log (recorded, never cached)
+SCREEN_ENV = "AUTOTUNE_COMPILE_SCREEN"  # a screening build's options (issue 31 item 5: measured, off by default)
+SCREEN_DEFAULT = ("--Ofast-compile=max",)  # NVRTC and nvcc >= 12.8: trade the code's speed for compile time
+RESOURCE_ERROR = "too much shared data"  # ptxas: "Entry function '...' uses too much shared data (0x..., 0xc000 max)"
+PRECHECK_NOTE = "error: resource limit found by a fast build (--Ofast-compile=max), the full build skipped"
+
+
+def resource_failure(log: str) -> bool:
+    """Whether a compile log says the kernel needs more static shared memory than a block may have (a limit that
+    does not depend on the optimization level: a fast build finds it as the full build would)."""
+    return RESOURCE_ERROR in log
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
 
 
@@ -46,6 +60,8 @@ class CompileRequest:
     defines: tuple[tuple[str, str], ...] = ()  # the `#define NAME value` pairs these instances share
     compiler: str = "nvrtc"  # or "nvcc" (a space's `kernel: compiler:`)
     unroll: tuple[tuple[str, str], ...] = ()  # Kernel Tuner's loop_unroll_factor_* values (`space.kt_semantics`)
+    timeout_s: float | None = None  # a compiler call running longer is killed: each instance's is a compile timeout
+    precheck: bool = False  # NVRTC: a fast build first; an instance it finds over a resource limit skips the full one
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,79 @@ class CompileFailed(Exception):
     def __init__(self, log: str) -> None:
         super().__init__(log.strip().splitlines()[-1] if log.strip() else "NVRTC compilation failed")
         self.log = log
+
+
+class CompileTimeout(CompileFailed):
+    """The compiler call ran past its time limit and was killed (not deterministic: never cached)."""
+
+
+def compile_timeout_s(value: str | None = None) -> float | None:
+    """The compile time limit: `value`, else $AUTOTUNE_COMPILE_TIMEOUT, else 600 s; 0, "off" or "none": none."""
+    text = (value if value is not None else os.environ.get(COMPILE_TIMEOUT_ENV, "")).strip().lower()
+    if not text:
+        return DEFAULT_COMPILE_TIMEOUT_S
+    if text in ("0", "off", "none"):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValueError(f"{COMPILE_TIMEOUT_ENV}={text!r} is not a number of seconds (or 0/off)") from None
+    return seconds if seconds > 0 else None
+
+
+def screen_options(value: str | None = None) -> tuple[str, ...]:
+    """The options a screening build adds (`value`, else $AUTOTUNE_COMPILE_SCREEN): none when unset or "0", the
+    fastest fast-compile level for "1", else the options given (split at spaces). A screening build's times rank
+    instances only if its best is the full build's best: scripts/bench_kt_switch.py --compile-modes measures that,
+    and it stays off by default until it does."""
+    text = (value if value is not None else os.environ.get(SCREEN_ENV, "")).strip()
+    if text in ("", "0"):
+        return ()
+    return SCREEN_DEFAULT if text == "1" else tuple(text.split())
+
+
+def _in_child(conn: Any, fn: Callable[[], Any]) -> None:
+    try:
+        result: tuple = ("ok", fn())
+    except CompileFailed as exc:
+        result = ("failed", exc.log)
+    except BaseException as exc:  # noqa: BLE001 - reported to the compile process as a failure
+        result = ("failed", f"error: {type(exc).__name__}: {exc}")
+    try:
+        conn.send(result)
+    finally:
+        os._exit(0)
+
+
+def with_time_limit(fn: Callable[[], Any], timeout_s: float | None, what: str) -> Any:
+    """fn() in a forked child of this (compile) process, killed after `timeout_s`: a hung or slow compiler call
+    costs at most that, and the other instances go on. The child stays in this process's group (so a budget's
+    end, which kills the group, takes it too). Raises CompileTimeout, or CompileFailed as fn() would."""
+    if timeout_s is None:
+        return fn()
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_in_child, args=(child, fn), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if not parent.poll(timeout_s):
+            proc.kill()
+            raise CompileTimeout(f"{TIMEOUT_ERROR}: {what} ran past {timeout_s:g} s and was killed "
+                                 f"(the limit: ${COMPILE_TIMEOUT_ENV}, or GpuBackend(compile_timeout_s=...))")
+        try:
+            kind, payload = parent.recv()
+        except EOFError:
+            proc.join(5)
+            raise CompileFailed(f"error: {what} died (exit code {proc.exitcode})") from None
+    finally:
+        parent.close()
+        proc.join(5)
+    if kind == "failed":
+        raise CompileFailed(payload)
+    return payload
 
 
 # ---------------------------------------------------------------------------------------------- pure
@@ -291,11 +380,15 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
         def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
             try:
                 if not request.unroll:
-                    return nvcc.nvcc_compile(tool, request.source, group, nvcc_options, request.arch)
+                    return nvcc.nvcc_compile(tool, request.source, group, nvcc_options, request.arch,
+                                             timeout_s=request.timeout_s)
                 with tempfile.TemporaryDirectory(prefix="autotune-kt-") as tmp:  # the edited text, includes as before
                     edited = Path(tmp) / request.source.name
                     edited.write_text(text)
-                    return nvcc.nvcc_compile(tool, edited, group, nvcc_options, request.arch)
+                    return nvcc.nvcc_compile(tool, edited, group, nvcc_options, request.arch,
+                                             timeout_s=request.timeout_s)
+            except nvcc.NvccTimeout as exc:
+                raise CompileTimeout(f"{TIMEOUT_ERROR}: {exc.log}") from None
             except nvcc.NvccFailed as exc:
                 raise CompileFailed(exc.log) from None
     else:
@@ -306,11 +399,26 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
                    *[f"--include-path={d}" for d in _toolkit_includes(cuda_inc)], arch_opt)
 
         def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
-            return nvrtc_compile(text, request.source.name, group, options, kind)
+            return with_time_limit(lambda: nvrtc_compile(text, request.source.name, group, options, kind),
+                                   request.timeout_s, f"NVRTC compiling {len(group)} instance(s) of {request.source.name}")
     keys = {n: cache_key(digest, request.options + (arch_opt,), request.arch, version, cuda_inc, n, identity)
             for n in request.name_expressions}
     done = {n: hit for n in keys if (hit := cache.lookup(keys[n])) is not None}
     misses = tuple(n for n in request.name_expressions if n not in done)
+    # NVRTC: learn a resource limit cheaply first (not where the build is already the fast one)
+    if request.precheck and request.compiler != "nvcc" and misses and not set(SCREEN_DEFAULT) <= set(request.options):
+        fast = (*options[:-1], *SCREEN_DEFAULT, options[-1])
+        for n in misses:
+            t0 = time.perf_counter()
+            try:
+                with_time_limit(lambda: nvrtc_compile(text, request.source.name, (n,), fast, kind), request.timeout_s,
+                                f"NVRTC's fast build of {request.source.name}")
+            except CompileFailed as exc:
+                if not isinstance(exc, CompileTimeout) and resource_failure(exc.log):
+                    done[n] = CompiledKernel(n, False, keys[n], None, None, None, f"{PRECHECK_NOTE}\n{exc.log}",
+                                             time.perf_counter() - t0)
+                    cache.store(done[n])  # deterministic, as the full build's failure would be
+        misses = tuple(n for n in misses if n not in done)
     groups = [misses] if misses else []
     while groups:
         group = groups.pop()
@@ -318,12 +426,14 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
         try:
             binary, mapping, log = run(group)
         except CompileFailed as exc:
-            if len(group) > 1:
+            if len(group) > 1 and not isinstance(exc, CompileTimeout):
                 groups.extend((n,) for n in group)
                 continue
-            share = time.perf_counter() - t0
-            done[group[0]] = CompiledKernel(group[0], False, keys[group[0]], None, None, None, exc.log, share)
-            cache.store(done[group[0]])
+            share = (time.perf_counter() - t0) / len(group)
+            for n in group:
+                done[n] = CompiledKernel(n, False, keys[n], None, None, None, exc.log, share)
+                if not isinstance(exc, CompileTimeout):  # a timeout may not recur (a loaded machine): not cached
+                    cache.store(done[n])
             continue
         share = (time.perf_counter() - t0) / len(group)
         blob = cache.put_blob(binary, kind)

@@ -32,6 +32,10 @@ class NvccFailed(Exception):
         self.log = log
 
 
+class NvccTimeout(NvccFailed):
+    """nvcc ran past its time limit and was killed."""
+
+
 def find_nvcc() -> str | None:
     """nvcc of $CUDA_PATH or $CUDA_HOME, else the one on PATH, else /usr/local/cuda's; None when there is none."""
     for env in ("CUDA_PATH", "CUDA_HOME"):
@@ -58,8 +62,9 @@ def wrapper_text(source: Path, name_expressions: tuple[str, ...]) -> str:
 
 
 def nvcc_compile(nvcc: str, source: Path, name_expressions: tuple[str, ...], options: tuple[str, ...],
-                 arch: int) -> tuple[bytes, dict[str, str], str]:
-    """One nvcc call: (cubin, {name expression: lowered name}, log). Raises NvccFailed with nvcc's output.
+                 arch: int, timeout_s: float | None = None) -> tuple[bytes, dict[str, str], str]:
+    """One nvcc call: (cubin, {name expression: lowered name}, log). Raises NvccFailed with nvcc's output, or
+    NvccTimeout when it ran past `timeout_s` (nvcc is killed; a cicc or ptxas it started ends on its own).
 
     nvcc and its children (cicc, ptxas) stay in the compile process's group, which `GpuBackend.cancel_compiles`
     kills whole when a budget ends."""
@@ -67,7 +72,11 @@ def nvcc_compile(nvcc: str, source: Path, name_expressions: tuple[str, ...], opt
         wrapper, out = Path(tmp) / "autotune_instances.cu", Path(tmp) / "out.cubin"
         wrapper.write_text(wrapper_text(source, name_expressions))
         cmd = [nvcc, "-cubin", f"-arch=sm_{arch}", *options, "-o", str(out), str(wrapper)]
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False,
+                                  timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise NvccTimeout(f"nvcc ran past {timeout_s:g} s and was killed") from None
         log = proc.stdout
         if proc.returncode != 0 or not out.is_file():
             raise NvccFailed(log or f"error: nvcc exited with code {proc.returncode}")

@@ -59,6 +59,8 @@ class SweepSummary:
     recovered: list[tuple[str, TestPoint]] = field(default_factory=list)
     best: dict[TestPoint, tuple[str, float]] = field(default_factory=dict)  # point -> (instance id, ms)
     baseline: dict[TestPoint, float] = field(default_factory=dict)  # point -> the kind's baseline median (ms)
+    started: float = field(default_factory=time.monotonic)  # time.monotonic() when run_sweep was called
+    first_measurement_s: float | None = None  # seconds from `started` to the first measurement taken (issue 31)
 
     @property
     def measured(self) -> int:
@@ -130,7 +132,7 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
     sweep_id = store.begin_sweep(SweepStart(config_name=cfg.name, config_text=cfg.text, device_id=device_id,
                                             software_id=software_id, device=info, scalars=cfg.scalars,
                                             reps=cfg.repetitions))
-    summary = SweepSummary(sweep_id, "running", 0.0)
+    summary = SweepSummary(sweep_id, "running", 0.0, started=start)
     status, db_failed = "failed", False
     try:
         siblings = store.same_model(device_id) if cfg.resume == "model" else [device_id]
@@ -432,6 +434,9 @@ def _bind_error(space: Space, inst: Instance, points: Sequence[TestPoint]) -> st
 
 
 def _account(m: Measurement, summary: SweepSummary, reporter: Reporter) -> None:
+    if summary.first_measurement_s is None:
+        summary.first_measurement_s = time.monotonic() - summary.started
+        reporter.note(f"first measurement {summary.first_measurement_s:.1f} s after the sweep's start")
     summary.counts[Status(m.status).value] += 1
     if m.status == Status.OK and m.median_ms is not None:
         best = summary.best.get(m.point)

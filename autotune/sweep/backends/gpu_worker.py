@@ -36,6 +36,10 @@ def gpu_main(conn: Any, device: int) -> None:
     except BaseException:  # noqa: BLE001 - report anything, the parent decides
         conn.send(("error", traceback.format_exc()))
         return
+    try:  # described now, while the parent still plans (the sweep asks for it first): not on its critical path
+        state.info = state.device_info()
+    except Exception:  # noqa: BLE001 - asked again (and reported) when the parent needs it
+        state.info = None
     while True:
         try:
             message = conn.recv()
@@ -62,6 +66,7 @@ class _GpuState:
         from autotune.sweep.timing import Timer
 
         self.cp, self.device = cp, device
+        self.info: DeviceInfo | None = None  # described once, right after the start (gpu_main)
         self.props = cp.cuda.runtime.getDeviceProperties(device)
         self.l2_bytes = int(self.props["l2CacheSize"])
         self.timer = Timer()
@@ -77,7 +82,11 @@ class _GpuState:
     def handle(self, message: tuple, conn: Any) -> tuple[Any, bool]:
         kind = message[0]
         if kind == "device_info":
-            return self.device_info(), False
+            if self.info is None:
+                self.info = self.device_info()
+            return self.info, False
+        if kind == "prepare":
+            return self.prepare(*message[1:])
         point = message[1].variant.point if kind == "measure" else message[2]
         ident = message[1].instance_id if kind == "measure" else (message[1].baseline_name or "baseline")
         cp = self.cp
@@ -101,6 +110,22 @@ class _GpuState:
                 return Measurement(ident, point, Status.CRASHED, error=f"{type(exc).__name__}: {exc}"[:300],
                                    log=traceback.format_exc()), True
         raise AssertionError("unreachable")
+
+    def prepare(self, kind: ProblemKind, point: TestPoint, convention: str, scalars: Scalars) -> tuple[Any, bool]:
+        """Build a point's data and reference before its first instance has compiled (the parent asks while its
+        compile pool works), so the first measurement does not wait for them. (None | ProblemFault, fatal)."""
+        cp = self.cp
+        try:
+            key, _ = self.problem(kind, point, convention, scalars)
+            self.reference(key)
+        except ProblemFault as exc:
+            self.drop_caches()
+            return exc, False
+        except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError):
+            return None, True  # the context may be poisoned: the parent starts a new worker
+        except Exception:  # noqa: BLE001 - out of memory and the like: the measurement that needs it reports it
+            self.drop_caches()
+        return None, False
 
     def drop_caches(self) -> None:
         self.data.clear()

@@ -6,7 +6,8 @@ The parent (the runner's process) never touches the GPU. It
 - compiles instances ahead in a `ProcessPoolExecutor` (spawn; `compile.compile_batch`: NVRTC, or nvcc for a
   space's `compiler: nvcc`), stops at its `deadline` (the config's budget) killing what still compiles
   (`cancel_compiles`), keeping
-  2 x workers compile calls in flight from the moment `run` is called; the GPU measures what has compiled
+  2 x workers compile calls in flight from the moment `run` is called (refilled after every measurement, so no
+  core waits while the GPU works through a long list); the GPU measures what has compiled
   (never waiting on a slow compile while other work is ready), one test point at a time (`next_point`).
   One instance per NVRTC call by default: with NVRTC 13.0.88 three gemm_batched instances in one program
   took 0.60 s against 0.68 s in three calls (the front end is ~25 ms; code generation dominates), and
@@ -37,7 +38,8 @@ from typing import Any, Callable, Iterator, Sequence
 from autotune import paths
 from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import (DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch,
-                              warm_compile_process)
+                                    warm_compile_process)
+from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, resource_failure, screen_options
 from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
 from autotune.space.kt_semantics import split_unroll
@@ -47,7 +49,8 @@ from autotune.sweep.backends.tasks import KernelTask, MeasureRequest, Variant
 from autotune.problems.base import ProblemKind, Scalars, scalars_key
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 
-DEFAULT_CACHE_DIR = paths.CACHE_DIR / "compile"
+COMPILE_CACHE_ENV = "AUTOTUNE_COMPILE_CACHE"  # a compile cache folder other than the default (a benchmark's fresh one)
+DEFAULT_CACHE_DIR = Path(os.environ.get(COMPILE_CACHE_ENV) or paths.CACHE_DIR / "compile")
 STARTUP_TIMEOUT_S = 180.0
 
 
@@ -75,17 +78,25 @@ def task_of(job: Job) -> KernelTask:
 class GpuBackend:
     """`autotune.sweep.backends.base.Backend` on the local GPU (see the module docstring)."""
 
-    def __init__(self, *, device: int = 0, cache_dir: Path = DEFAULT_CACHE_DIR, compile_workers: int | None = None,
+    def __init__(self, *, device: int = 0, cache_dir: Path | None = None, compile_workers: int | None = None,
                  compile_batch_size: int = 1, tol: float | None = None, timeout_s: float = 30.0,
                  timeout_factor: float = 10.0, before_measure: Callable[[str, TestPoint], None] | None = None,
                  include_dirs: tuple[Path, ...] = (paths.KERNELS_DIR,), options: tuple[str, ...] = DEFAULT_OPTIONS,
-                 arch: int | None = None) -> None:
-        self.device, self.cache_dir = device, Path(cache_dir)
+                 arch: int | None = None, compile_timeout_s: float | None | str = "env") -> None:
+        self.device = device
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR  # (read now: tests set it)
         self.compile_workers = compile_workers or max(1, (os.cpu_count() or 2) - 1)
         self.compile_batch_size, self.tol = compile_batch_size, tol
         self.timeout_s, self.timeout_factor = timeout_s, timeout_factor
-        self.before_measure, self.include_dirs, self.options, self.arch = before_measure, include_dirs, options, arch
+        self.before_measure, self.include_dirs, self.arch = before_measure, include_dirs, arch
+        self.options = (*options, *screen_options())  # $AUTOTUNE_COMPILE_SCREEN: a measured experiment, off by default
+        # a compiler call running longer is killed and its instances recorded as compile errors ("compile timeout")
+        self.compile_timeout_s = compile_timeout_s_of() if compile_timeout_s == "env" else compile_timeout_s
         self.restarts = 0  # GPU worker processes replaced after a fault, crash or timeout
+        # kernel files one of whose instances failed on static shared memory: their next compiles start with a fast
+        # build that finds such instances cheaply (compile.resource_failure; $AUTOTUNE_COMPILE_PRECHECK=0: never)
+        self.precheck_sources: set[Path] = set()
+        self.precheck = os.environ.get("AUTOTUNE_COMPILE_PRECHECK", "1").strip() not in ("0", "off")
         self.deadline: float | None = None  # time.monotonic() at which `run` stops and kills its compiles (budget)
         self.cancelled = 0  # compile calls killed unfinished (a budget's end, a space stopped early)
         self._ctx = mp.get_context("spawn")
@@ -95,16 +106,40 @@ class GpuBackend:
         self._pool: ProcessPoolExecutor | None = None
         self._info: DeviceInfo | None = None
         self._best: dict[tuple[TestPoint, tuple[tuple[str, float], ...]], float] = {}  # (point, scalars_key)
+        self._t0: float | None = None  # time.monotonic() at `start`
+        # start-up, seconds after `start`: worker_ready, device_info, first_submit, prepared, first_compiled,
+        # first_measured (issue 31: the first measurement within 3 s of the sweep's start on a warm machine)
+        self.timeline: dict[str, float] = {}
+
+    def _mark(self, event: str) -> None:
+        if self._t0 is not None and event not in self.timeline:
+            self.timeline[event] = round(time.monotonic() - self._t0, 3)
 
     # ------------------------------------------------------------------ lifecycle of the GPU worker
     def start(self) -> None:
         """Start the compile processes and the GPU worker without waiting for either (idempotent)."""
+        if self._t0 is None:
+            self._t0 = time.monotonic()
         if self._pool is None:
             pool = self._compile_pool()
             for _ in range(self.compile_workers):  # spawns every process now; each imports NVRTC's bindings
                 pool.submit(os.getpid)
         if self._proc is None:
             self._spawn()
+
+    def ready(self, hint: str = "") -> None:
+        """Wait until the GPU worker has started (`start` spawned it): a worker that cannot start (no GPU, CuPy
+        without a driver) is one UserError, as `gpu_backend`'s check gives."""
+        if self._proc is None:
+            self._spawn()
+        if self._ready:
+            return
+        try:
+            self._wait_ready()
+        except RuntimeError as exc:
+            lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+            raise UserError(f"no GPU available to CuPy ({lines[-1].strip() if lines else exc})",
+                            hint=hint or "run on a machine with an NVIDIA GPU and CuPy") from None
 
     def _spawn(self) -> None:
         parent, child = self._ctx.Pipe()
@@ -128,6 +163,7 @@ class GpuBackend:
             self._kill()
             raise RuntimeError(f"the GPU worker could not start: {payload}")
         self._ready = True
+        self._mark("worker_ready")
 
     def _exit_code(self) -> int | None:
         """The exit code of a worker whose pipe closed: its pipe closes a moment before the process can be
@@ -187,6 +223,7 @@ class GpuBackend:
             if kind != "result" or not isinstance(payload, DeviceInfo):
                 raise RuntimeError(f"could not read the GPU's description: {payload}")
             self._info = payload
+            self._mark("device_info")
         return self._info
 
     def run(self, jobs: Sequence[Job]) -> Iterator[Measurement]:
@@ -213,7 +250,21 @@ class GpuBackend:
                                        for r in self._requests(chunk, arch)])
 
         refill()
+        self._mark("first_submit")
+        if tasks:
+            self._prepare(tasks[0])
         return self._drain(inflight, refill)
+
+    def _prepare(self, task: KernelTask) -> None:
+        """Have the GPU worker build the first point's data and reference while the pool compiles (its answer is
+        awaited here: the compiles run meanwhile). The problem's own fault stops the sweep as a measurement's
+        would; a timeout or crash is left to the measurement that needs the data."""
+        v = task.variants[0]
+        kind, payload = self._call(("prepare", task.kind, v.point, task.convention, dict(task.scalars)))
+        if kind == "result" and isinstance(payload, ProblemFault):
+            self.cancel_compiles()
+            raise problem_error(payload)
+        self._mark("prepared")
 
     def _drain(self, inflight: dict[int, tuple[list[KernelTask], list[tuple[CompileRequest, Future]]]],
                refill: Callable[[], None]) -> Iterator[Measurement]:
@@ -224,6 +275,7 @@ class GpuBackend:
             for i in sorted(i for i, (_, reqs) in inflight.items() if all(f.done() for _, f in reqs)):
                 chunk, reqs = inflight.pop(i)
                 compiled = self._collect(reqs)  # (replaces a broken pool before the refill uses it)
+                self._mark("first_compiled")
                 for task in chunk:
                     for v in task.variants:
                         ready.setdefault(v.point, []).append(
@@ -246,7 +298,10 @@ class GpuBackend:
                 for task, v, ck in ready.pop(current):
                     if left() == 0.0:
                         return
-                    yield self._measure(task, v, ck)
+                    m = self._measure(task, v, ck)
+                    self._mark("first_measured")
+                    harvest()  # compiles that finished meanwhile free their cores for the next ones at once
+                    yield m
         finally:  # ended early (budget, a space stopped, Ctrl-C): what still compiles is for pairs left unmeasured
             running = [f for _, reqs in inflight.values() for _, f in reqs if not f.cancel() and not f.done()]
             if running:
@@ -320,7 +375,8 @@ class GpuBackend:
                                      "nothing was recorded")
             for v in task.variants:
                 names.setdefault(self._request_key(task, v), {})[v.name_expression] = None
-        return [CompileRequest(src, tuple(n), arch, self.include_dirs, options, defines, compiler, unroll)
+        return [CompileRequest(src, tuple(n), arch, self.include_dirs, options, defines, compiler, unroll,
+                               self.compile_timeout_s, src in self.precheck_sources)  # type: ignore[arg-type]
                 for (src, defines, compiler, options, unroll), n in names.items()]
 
     def _request_key(self, task: KernelTask, v: Variant) -> tuple:
@@ -344,6 +400,8 @@ class GpuBackend:
                     self._pool = None
             out.update({(req.source, req.defines, req.compiler, req.options, req.unroll, ck.name_expression): ck
                         for ck in results})
+            if self.precheck and any(not ck.ok and resource_failure(ck.log) for ck in results):
+                self.precheck_sources.add(req.source)
         return out
 
     def _measure(self, task: KernelTask, v: Variant, ck: CompiledKernel) -> Measurement:
