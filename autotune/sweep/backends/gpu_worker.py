@@ -222,7 +222,7 @@ class _GpuState:
                 raise ProblemFault(f"the compiled kernel has no __constant__ symbol {name!r} (problem: constants:); "
                                    f"declare `__constant__ ... {name}[...]` at file scope, outside any namespace, "
                                    f"and use it in the kernel ({exc})") from None
-            if host.nbytes > size:
+            if size is not None and host.nbytes > size:
                 raise ProblemFault(f"constant {name!r} holds {host.nbytes:,} bytes; the kernel's __constant__ symbol "
                                    f"{name} has {size:,} (problem: constants: shape and dtype)")
             self.cp.cuda.runtime.memcpy(ptr, host.ctypes.data, host.nbytes, 1)  # 1: cudaMemcpyHostToDevice
@@ -299,12 +299,15 @@ class _GpuState:
         return read_device_info(self.device, self.props)
 
 
-def global_symbol(module: Any, name: str) -> tuple[int, int]:
-    """(device address, size in bytes) of a module-scope symbol (`__constant__`/`__device__`) of a loaded CuPy
-    module: `Module.get_global_var` (the driver's cuModuleGetGlobal) returns a MemoryPointer over the symbol. The
-    low-level Module used here has no `get_global` (RawModule's wrapper), which failed on an H100."""
-    ptr = module.get_global_var(name)
-    return int(ptr.ptr), int(ptr.mem.size)
+def global_symbol(module: Any, name: str) -> tuple[int, int | None]:
+    """(device address, size in bytes when CuPy tells it) of a module-scope symbol (`__constant__`/`__device__`)
+    of a loaded CuPy module. CuPy 14's `Module.get_global_var` (the driver's cuModuleGetGlobal) returns the address
+    as an int (tests/gpu/test_user_vocab_gpu.py); a MemoryPointer (address and size) is taken too. The low-level
+    Module used here has no `get_global` (RawModule's wrapper), which failed on an H100."""
+    got = module.get_global_var(name)
+    if hasattr(got, "ptr"):
+        return int(got.ptr), int(got.mem.size)
+    return int(got), None
 
 
 class LoadedKernels:
