@@ -99,8 +99,8 @@ class Page:
         """The whole page as one HTML string."""
         plotly = require_plotly()
         from plotly.offline import get_plotlyjs
-        fields = [f for f in FILTER_FIELDS if any(f in g for g in self.groups)]
-        options = {f: sorted({g[f] for g in self.groups if f in g}, key=_natural) for f in fields}
+        options = {f: sorted({g[f] for g in self.groups if f in g}, key=_natural) for f in FILTER_FIELDS}
+        fields = [f for f in FILTER_FIELDS if len(options[f]) > 1]  # a field with one value filters nothing
         payload = {"groups": self.groups, "fields": fields,
                    "figures": [{"key": f.key, "data": f.spec.get("data", []), "layout": f.spec.get("layout", {})}
                                for f in self.figures]}
@@ -178,12 +178,12 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
     if isinstance(obj, np.ndarray):
-        if obj.dtype.kind == "f":
-            return [_round(float(v)) for v in obj.tolist()]
+        if obj.dtype.kind == "f" and obj.ndim == 1:
+            return [_round(v) for v in obj.tolist()]
         return _plain(obj.tolist())
     if isinstance(obj, (np.integer,)):
         return int(obj)
-    if isinstance(obj, (float, np.floating)):
+    if isinstance(obj, (float, np.floating)) and not isinstance(obj, bool):
         return _round(float(obj))
     if isinstance(obj, np.bool_):
         return bool(obj)
