@@ -45,8 +45,7 @@ def load(source: str) -> Results:
     with Store.open(url, create=False, readonly=True) as store:
         with store.engine.connect() as conn:
             m = MeasurementRow
-            rows = conn.execute(select(*[getattr(m, c) for c in MEASURED]).order_by(m.id)).all()
-            meas = pd.DataFrame(rows, columns=list(MEASURED))
+            meas = _fetch(conn, select(*[getattr(m, c) for c in MEASURED]).order_by(m.id), list(MEASURED))
             for c in ("median_ms", "gflops", "roofline_frac", "compile_s"):
                 meas[c] = pd.to_numeric(meas[c], errors="coerce").astype("float64")
             meas["status"] = meas["status"].astype("category")
@@ -80,6 +79,18 @@ def load(source: str) -> Results:
     points = points.set_index("id")
     size_names = [c for c in points.columns if c not in ("kind", "precision", "shape", "key")]
     return Results(source, meas, points, instances, params, devices, sweeps, base, size_names)
+
+
+def _fetch(conn, stmt, columns: list[str]) -> pd.DataFrame:  # type: ignore[no-untyped-def]
+    """A large SELECT through the DB-API cursor (plain tuples: about twice as fast as SQLAlchemy rows for 10^6
+    rows); the statement is built from the schema's models and compiled for the connection's dialect."""
+    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})
+    cur = conn.connection.driver_connection.cursor()
+    try:
+        cur.execute(str(compiled))
+        return pd.DataFrame.from_records(cur.fetchall(), columns=columns)
+    finally:
+        cur.close()
 
 
 def _as_dict(value: object) -> dict:

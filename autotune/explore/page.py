@@ -174,6 +174,8 @@ def _round(x: float) -> float | None:
 def _plain(obj: Any) -> Any:
     """JSON-ready: numpy arrays and scalars as lists and numbers, floats rounded to DIGITS significant digits."""
     if isinstance(obj, dict):
+        if "bdata" in obj and "dtype" in obj:  # plotly >= 6 stores numpy arrays as base64 typed arrays
+            return _plain(_typed(obj))
         return {k: _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
@@ -188,6 +190,17 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, np.bool_):
         return bool(obj)
     return obj
+
+
+def _typed(spec: dict) -> np.ndarray:
+    """A plotly typed-array spec ({dtype, bdata, shape}) as the numpy array it was made from; the page's filters
+    cut plain arrays."""
+    import base64
+    arr = np.frombuffer(base64.b64decode(spec["bdata"]), dtype=np.dtype(spec["dtype"]))
+    shape = spec.get("shape")
+    if shape:
+        arr = arr.reshape([int(x) for x in str(shape).split(",")] if isinstance(shape, str) else shape)
+    return arr.astype(float) if arr.dtype.kind == "f" else arr
 
 
 def _dumps(obj: Any) -> str:

@@ -24,6 +24,7 @@ from autotune.explore.importance import importances
 from autotune.explore.page import Page
 
 MAX_PARCOORDS = 3000
+MAX_POINTS_DETAIL = 1000  # above: per-parameter boxes from precomputed quartiles per group
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]
 
@@ -49,27 +50,36 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
                      "(MEASURING.md), beside the baseline library's time at the same point; and the speedup of the "
                      "best over the baseline.")
     order = _point_order(pts)
+    large = len(pts) > MAX_POINTS_DETAIL  # then WebGL markers at numbered points instead of SVG at named ones
+    Scatter = go.Scattergl if large else go.Scatter
+    xtitle = "test point (numbered by kind, precision, shape, sizes)" if large else "test point"
+
+    def xs(point_ids: pd.Series) -> np.ndarray:
+        return order.reindex(point_ids).to_numpy() if large else pts["key"].reindex(point_ids).to_numpy()
+
+    def keys(point_ids: pd.Series) -> np.ndarray:
+        return pts["key"].reindex(point_ids).to_numpy().astype(object)
     best = ok.loc[ok.groupby(["device_id", "space", "point_id"])["median_ms"].idxmin()]
     best = best.assign(rank=order.reindex(best["point_id"]).to_numpy()).sort_values("rank")
     fig = go.Figure()
     for i, (space, b) in enumerate(best.groupby("space", sort=True)):
-        fig.add_trace(go.Scatter(
-            x=pts.loc[b["point_id"], "key"].to_numpy(), y=b["roofline_frac"].to_numpy(), mode="markers",
+        fig.add_trace(Scatter(
+            x=xs(b["point_id"]), y=b["roofline_frac"].to_numpy(), mode="markers",
             name=f"{space} (best)", marker=dict(color=PALETTE[i % len(PALETTE)], size=6),
-            text=r.instances.loc[b["instance_id"], "name"].to_numpy(),
+            text=keys(b["point_id"]) + "<br>" + r.instances.loc[b["instance_id"], "name"].to_numpy(),
             customdata=b["median_ms"].to_numpy(),
-            hovertemplate="%{x}<br>%{text}<br>%{customdata:.4g} ms, roofline %{y:.3f}<extra></extra>",
+            hovertemplate="%{text}<br>%{customdata:.4g} ms, roofline %{y:.3f}<extra></extra>",
             meta={"g": [point_groups[(d, p, space)] for d, p in zip(b["device_id"], b["point_id"])]}))
     base = r.baselines[(r.baselines["status"] == "ok") & r.baselines["point_id"].isin(pts.index)]
     if not base.empty:
         base = base.assign(rank=order.reindex(base["point_id"]).to_numpy()).sort_values("rank")
-        fig.add_trace(go.Scatter(
-            x=pts.loc[base["point_id"], "key"].to_numpy(), y=base["roofline_frac"].to_numpy(), mode="markers",
+        fig.add_trace(Scatter(
+            x=xs(base["point_id"]), y=base["roofline_frac"].to_numpy(), mode="markers", text=keys(base["point_id"]),
             name="baseline (" + ", ".join(sorted(set(base["library"].astype(str)))) + ")",
             marker=dict(color="black", symbol="x", size=6), customdata=base["median_ms"].to_numpy(),
-            hovertemplate="%{x}<br>baseline %{customdata:.4g} ms, roofline %{y:.3f}<extra></extra>",
+            hovertemplate="%{text}<br>baseline %{customdata:.4g} ms, roofline %{y:.3f}<extra></extra>",
             meta={"g": [point_groups[(d, p, None)] for d, p in zip(base["device_id"], base["point_id"])]}))
-    fig.update_layout(xaxis=dict(title="test point", showticklabels=len(pts) <= 60),
+    fig.update_layout(xaxis=dict(title=xtitle, showticklabels=large or len(pts) <= 60),
                       yaxis=dict(title="fraction of the bandwidth roofline"), legend=dict(orientation="h", y=-0.2))
     page.add(s, "roofline", "Roofline fraction of the best instance and of the baseline, per test point", fig)
 
@@ -79,13 +89,14 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
                                on=["point_id", "device_id"], suffixes=("", "_base"))
         joined = joined.assign(rank=order.reindex(joined["point_id"]).to_numpy()).sort_values("rank")
         speed = joined["median_ms_base"].to_numpy() / joined["median_ms"].to_numpy()
-        fig = go.Figure(go.Bar(
-            x=pts.loc[joined["point_id"], "key"].to_numpy(), y=speed,
-            marker=dict(color=np.where(speed >= 1, "#2ca02c", "#d62728")),
-            text=r.instances.loc[joined["instance_id"], "name"].to_numpy(),
-            hovertemplate="%{x}<br>%{text}<br>speedup %{y:.3g}x<extra></extra>", name="speedup",
+        bars = dict(mode="markers", marker=dict(size=4, color=np.where(speed >= 1, "#2ca02c", "#d62728"))) \
+            if large else dict(marker=dict(color=np.where(speed >= 1, "#2ca02c", "#d62728")))
+        fig = go.Figure((go.Scattergl if large else go.Bar)(
+            x=xs(joined["point_id"]), y=speed, **bars,
+            text=keys(joined["point_id"]) + "<br>" + r.instances.loc[joined["instance_id"], "name"].to_numpy(),
+            hovertemplate="%{text}<br>speedup %{y:.3g}x<extra></extra>", name="speedup",
             meta={"g": [point_groups[(d, p, None)] for d, p in zip(joined["device_id"], joined["point_id"])]}))
-        fig.update_layout(xaxis=dict(title="test point", showticklabels=len(pts) <= 60),
+        fig.update_layout(xaxis=dict(title=xtitle, showticklabels=large or len(pts) <= 60),
                           yaxis=dict(title="baseline time / best time", type="log"))
         page.add(s, "speedup", "Speedup of the best instance over the baseline (green: faster than the baseline)", fig,
                  height=340)
@@ -108,23 +119,41 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
         rows = -(-len(names) // cols)
         fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, vertical_spacing=0.5 / rows,
                             horizontal_spacing=0.06)
+        detailed = sub["point_id"].nunique() <= MAX_POINTS_DETAIL
         for i, name in enumerate(names):
             frame = pd.DataFrame({"device_id": sub["device_id"], "point_id": sub["point_id"],
                                   "value": params[name].astype(str), "slowdown": sub["slowdown"]})
             agg = frame.groupby(["device_id", "point_id", "value"], sort=False)["slowdown"].min().reset_index()
             vals = sorted(agg["value"].unique(), key=_value_order)
             row, col = i // cols + 1, i % cols + 1
-            fig.add_trace(go.Box(
-                x=agg["value"].to_numpy(), y=agg["slowdown"].to_numpy(), name=name, boxpoints=False,
-                marker=dict(size=3, color=PALETTE[0]), text=pts.loc[agg["point_id"], "key"].to_numpy(),
-                hovertemplate=f"{name}=%{{x}}<br>best slowdown %{{y:.3g}}<extra></extra>",
-                meta={"g": [point_groups[(d, p, space)] for d, p in zip(agg["device_id"], agg["point_id"])]}),
-                row=row, col=col)
+            if detailed:
+                box = go.Box(
+                    x=agg["value"].to_numpy(), y=agg["slowdown"].to_numpy(), name=name, boxpoints=False,
+                    marker=dict(size=3, color=PALETTE[0]),
+                    meta={"g": [point_groups[(d, p, space)] for d, p in zip(agg["device_id"], agg["point_id"])]})
+            else:  # many points: the boxes' statistics per (device, kind, precision, shape) group and value
+                agg = agg.assign(**{c: pts[c].reindex(agg["point_id"]).to_numpy() for c in ("kind", "precision",
+                                                                                            "shape")})
+                q = agg.groupby(["device_id", "kind", "precision", "shape", "value"], sort=False)["slowdown"]
+                stats = pd.DataFrame({"q1": q.quantile(0.25), "median": q.median(), "q3": q.quantile(0.75),
+                                      "lo": q.min(), "hi": q.max()}).reset_index()
+                dev = r.devices["name"]
+                box = go.Box(
+                    x=stats["value"].to_numpy(), q1=stats["q1"].to_numpy(), median=stats["median"].to_numpy(),
+                    q3=stats["q3"].to_numpy(), lowerfence=stats["lo"].to_numpy(), upperfence=stats["hi"].to_numpy(),
+                    name=name, marker=dict(color=PALETTE[0]),
+                    meta={"g": [page.group(device=dev.get(d) if len(r.devices) > 1 else None, kind=k, precision=pr,
+                                           shape=sh, space=space)
+                                for d, k, pr, sh in zip(stats["device_id"], stats["kind"], stats["precision"],
+                                                        stats["shape"])]})
+            fig.add_trace(box, row=row, col=col)
             fig.update_xaxes(type="category", categoryorder="array", categoryarray=vals, row=row, col=col)
             fig.update_yaxes(type="log", row=row, col=col)
         fig.update_layout(showlegend=False)
+        note = "" if detailed else (f"{sub['point_id'].nunique():,} points: each box is drawn from its quartiles per "
+                                    "kind, precision and shape (the test-point filter does not cut it)")
         page.add(s, f"param-{space}", f"{space}: best slowdown at each point, per parameter value", fig,
-                 height=70 + 230 * rows)
+                 note=note, height=70 + 230 * rows)
 
     # --- parallel coordinates -----------------------------------------------------------------------------------
     s = page.section("Parallel coordinates of the best instances",
@@ -199,10 +228,11 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
                         "timed": timed}).groupby(["device_id", "point_id"]).sum().reset_index()
     per = per.assign(rank=order.reindex(per["point_id"]).to_numpy()).sort_values("rank")
     groups = [point_groups[(d, p, None)] for d, p in zip(per["device_id"], per["point_id"])]
-    x = pts.loc[per["point_id"], "key"].to_numpy()
-    fig = go.Figure([go.Bar(x=x, y=per["compile"].to_numpy(), name="compile (s, summed)", meta={"g": groups}),
-                     go.Bar(x=x, y=per["timed"].to_numpy(), name="timed kernels (s)", meta={"g": groups})])
-    fig.update_layout(barmode="stack", xaxis=dict(title="test point", showticklabels=len(pts) <= 60),
+    x, text = xs(per["point_id"]), keys(per["point_id"])
+    kind = (lambda **k: go.Scattergl(mode="markers", marker=dict(size=3), **k)) if large else go.Bar
+    fig = go.Figure([kind(x=x, y=per["compile"].to_numpy(), text=text, name="compile (s, summed)", meta={"g": groups}),
+                     kind(x=x, y=per["timed"].to_numpy(), text=text, name="timed kernels (s)", meta={"g": groups})])
+    fig.update_layout(barmode="stack", xaxis=dict(title=xtitle, showticklabels=large or len(pts) <= 60),
                       yaxis=dict(title="seconds"), legend=dict(orientation="h"))
     page.add(s, "time-points", "Compile and timing seconds per test point", fig, height=340)
     rows = []
@@ -246,15 +276,16 @@ def _outcomes(page: Page, s, r: Results, go) -> None:  # type: ignore[no-untyped
 def _point_groups(page: Page, r: Results, ok: pd.DataFrame) -> dict:
     """(device id, point id, space or None) -> group id, for every pair the charts draw."""
     out: dict = {}
-    dev = r.devices["name"]
+    dev = r.devices["name"].to_dict()
     spaces = sorted(r.params) + [None]
-    pairs = set(zip(r.measurements["device_id"], r.measurements["point_id"])) | \
-        set(zip(r.baselines["device_id"], r.baselines["point_id"]))
-    multi = len(r.devices) > 1
+    pairs = set(zip(r.measurements["device_id"].tolist(), r.measurements["point_id"].tolist())) | \
+        set(zip(r.baselines["device_id"].tolist(), r.baselines["point_id"].tolist()))
+    multi = len(dev) > 1
+    rows = r.points[["kind", "precision", "shape", "key"]].to_dict("index")
     for d, p in pairs:
-        if p not in r.points.index:
+        row = rows.get(p)
+        if row is None:
             continue
-        row = r.points.loc[p]
         for space in spaces:
             out[(d, p, space)] = page.group(device=dev.get(d) if multi else None, kind=row["kind"],
                                             precision=row["precision"], shape=row["shape"], point=row["key"],

@@ -68,6 +68,10 @@ def add_table(page: Page, files: TableFiles) -> None:
     if not points.empty and len(sizes) >= 2:
         sz = pd.DataFrame(list(points["sizes"]))
         points = pd.concat([points.drop(columns=["sizes"]), sz], axis=1)
+        size_names = [n for n in (table.get("size_names") or sizes) if n in points.columns]
+        # the point as the results database names it (TestPoint.key), so one point filter serves both
+        points["point_key"] = [f"{kind}:{r['precision']}:{r['shape'] or '-'}:" + "x".join(str(r[n]) for n in size_names)
+                               for r in points.to_dict("records")]
         for (precision, shape), sub in points.groupby(["precision", "shape"], sort=True):
             fig = go.Figure()
             chosen = sorted(sub["kernel"].unique())
@@ -131,9 +135,9 @@ def add_table(page: Page, files: TableFiles) -> None:
         s = page.section("Validation on held-out problems",
                          f"From {files.validation} (`autotune validate`): at each held-out problem, the loss of the "
                          "table's choice against the best kernel measured there.")
-        size_cols = [c for c in val.columns if c in (table.get("size_names") or sizes)]
-        keys = [f"{r.precision}:{r.shape}:" + "x".join(str(getattr(r, c)) for c in size_cols)
-                for r in val.itertuples()]
+        size_cols = [c for c in (table.get("size_names") or sizes) if c in val.columns]
+        keys = [f"{kind}:{r['precision']}:{r['shape'] or '-'}:" + "x".join(str(r[c]) for c in size_cols)
+                for r in val.to_dict("records")]
         fig = go.Figure()
         for i, ((precision, shape), idx) in enumerate(val.groupby(["precision", "shape"]).groups.items()):
             sub = val.loc[idx].sort_values("loss_vs_best")
@@ -143,8 +147,7 @@ def add_table(page: Page, files: TableFiles) -> None:
                 marker=dict(color=PALETTE[i % len(PALETTE)]),
                 text=[f"table {a}, best {b}" for a, b in zip(sub.get("table_choice", ""), sub.get("best_choice", ""))],
                 hovertemplate="%{x}<br>loss %{y:.3g}<br>%{text}<extra></extra>",
-                meta={"g": [page.group(kind=str(sub.get("kind", pd.Series([kind])).iloc[0]) if "kind" in sub
-                                       else kind, precision=precision, shape=shape) for _ in ks]}))
+                meta={"g": [page.group(kind=kind, precision=precision, shape=shape, point=k) for k in ks]}))
         fig.update_layout(xaxis=dict(title="held-out problem", showticklabels=len(val) <= 60),
                           yaxis=dict(title="loss vs the best measured"), legend=dict(orientation="h"))
         page.add(s, "validation", f"Loss per held-out problem ({len(val)} problems, worst "
