@@ -184,7 +184,7 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
         slow = np.log2(ranked["slowdown"].to_numpy())
         dims.append(dict(label="log2 slowdown", values=slow))
         fig = go.Figure(go.Parcoords(
-            dimensions=dims, line=dict(color=slow, colorscale="Viridis", showscale=True, cmin=0,
+            dimensions=dims, line=dict(color=slow, colorscale="Viridis", showscale=False, cmin=0,
                                        cmax=max(float(slow.max()), 1e-6)),
             meta={"g": [point_groups[(d, p, space)] for d, p in zip(ranked["device_id"], ranked["point_id"])]}))
         fig.update_layout(margin=dict(l=60, r=60, t=50, b=30))

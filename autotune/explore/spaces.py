@@ -145,7 +145,7 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
             if {a, b} & param_deps(space, c.expr.names):
                 zs.append((f"{c.name} alone ({c.kind})", _grid(raw_codes[a][kept], raw_codes[b][kept], na, nb) / drawn))
         fig = go.Figure(go.Heatmap(z=zs[0][1], x=[str(v) for v in pb.values], y=[str(v) for v in pa.values],
-                                   zmin=0, zmax=1, colorscale="Viridis", colorbar=dict(title="kept"),
+                                   zmin=0, colorscale="Viridis", colorbar=dict(title="kept"),
                                    hovertemplate=f"{a}=%{{y}} {b}=%{{x}}<br>kept %{{z:.3g}}<extra></extra>",
                                    meta={"g": group}))
         fig.update_layout(

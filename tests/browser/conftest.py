@@ -98,7 +98,7 @@ class Report:
         """A PNG of one chart (its heading included)."""
         el = self.driver.find_element("id", f"fig-{key}").find_element("xpath", "..")
         self.driver.execute_script("window.scrollTo(0, arguments[0].getBoundingClientRect().top + window.scrollY"
-                                   " - document.getElementById('filters').offsetHeight - 20);", el)
+                                   " - ((document.getElementById('filters') || {}).offsetHeight || 0) - 20);", el)
         time.sleep(0.3)
         el.screenshot(str(out))
 
