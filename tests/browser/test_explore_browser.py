@@ -72,9 +72,10 @@ def test_results_report_opens_draws_and_filters(open_report, results_html: Path)
     assert report.state(".points") == before
     assert report.errors() == []
     if SHOTS:
-        for key in ("roofline", "param-gemm_tiny_simt", "parcoords-gemm_batched_simt", "importance-gemm_tiny_simt-gemm-fp64",
-                    "wins-fp64-NN", "validation", "time-sweeps"):
-            report.screenshot(key, Path(SHOTS) / f"explore_{key}.png")
+        for key, name in (("roofline", "roofline"), ("param-gemm_batched_simt", "param"),
+                          ("parcoords-gemm_batched_simt", "parcoords"), ("importance-gemm_tiny_simt-gemm-fp64", "importance"),
+                          ("wins-fp64-NN", "wins"), ("validation", "validation")):
+            report.screenshot(key, Path(SHOTS) / f"explore_{name}.png")
         report.select("precision", 1)
         report.screenshot("roofline", Path(SHOTS) / "explore_roofline_filtered.png")
 
@@ -88,5 +89,5 @@ def test_space_report_opens_and_draws(open_report, space_html: Path) -> None:
     menus = report.driver.execute_script("return document.querySelectorAll('.updatemenu-container').length;")
     assert menus > 0
     if SHOTS:
-        for key in ("funnel", "map-DIM_X-BLK_M"):
-            report.screenshot(key, Path(SHOTS) / f"explore_space_{key}.png")
+        for key, name in (("funnel", "funnel"), ("map-DIM_X-BLK_M", "map")):
+            report.screenshot(key, Path(SHOTS) / f"explore_space_{name}.png")
