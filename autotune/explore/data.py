@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from autotune.store import frames
 from autotune.store.schema import BaselineRow, Device, InstanceRow, MeasurementRow, Point, Sweep
@@ -95,14 +95,6 @@ def _fetch(conn, stmt, columns: list[str]) -> pd.DataFrame:  # type: ignore[no-u
 
 def _as_dict(value: object) -> dict:
     return json.loads(value) if isinstance(value, str) else dict(value or {})  # type: ignore[call-overload]
-
-
-def counts(source: str) -> dict[str, int]:
-    """Rows per table (for messages)."""
-    from autotune.store.engine import database_url
-    with Store.open(database_url(source), create=False, readonly=True) as store, store.engine.connect() as conn:
-        return {t.__tablename__: int(conn.execute(select(func.count()).select_from(t)).scalar_one())
-                for t in (MeasurementRow, InstanceRow, Point)}
 
 
 def ok_frame(r: Results) -> pd.DataFrame:

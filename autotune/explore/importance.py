@@ -40,11 +40,22 @@ def evaluators() -> dict[str, object]:
 
 
 def study_of(params: pd.DataFrame, values: np.ndarray):  # type: ignore[no-untyped-def]
-    """An in-memory study with one COMPLETE trial per row of `params` (parameters as categorical distributions)."""
+    """An in-memory study with one COMPLETE trial per row of `params`. A numeric parameter is an integer
+    distribution over the rank of its value (its values are few and ordered: powers of two, tile sizes); any other is
+    categorical. Integer distributions also keep Optuna's per-trial compatibility checks cheap."""
     import optuna
-    from optuna.distributions import CategoricalDistribution
+    from optuna.distributions import CategoricalDistribution, IntDistribution
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    dists = {c: CategoricalDistribution(sorted(set(params[c].tolist()), key=_order)) for c in params.columns}
+    dists: dict = {}
+    params = params.copy()
+    for c in params.columns:
+        values_c = sorted(set(params[c].tolist()), key=_order)
+        if all(_order(v)[0] == 0 for v in values_c):
+            rank = {v: i for i, v in enumerate(values_c)}
+            params[c] = [rank[v] for v in params[c].tolist()]
+            dists[c] = IntDistribution(0, max(len(values_c) - 1, 1))
+        else:
+            dists[c] = CategoricalDistribution(values_c)
     study = optuna.create_study(direction="minimize")
     records = params.to_dict("records")
     trials = [optuna.trial.create_trial(params={k: _plain(v) for k, v in rec.items()}, distributions=dists,

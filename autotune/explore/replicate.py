@@ -39,8 +39,8 @@ def replicate(source: str, target: Path, copies: int, size: str = "batch", keep_
             con.execute("UPDATE baselines SET times_ms = '[]'")
         cols = [r[1] for r in con.execute("PRAGMA table_info(measurements)")]
         bcols = [r[1] for r in con.execute("PRAGMA table_info(baselines)")]
-        mcopy = ", ".join(f"point_id + :o" if c == "point_id" else "NULL" if c == "id" else c for c in cols)
-        bcopy = ", ".join(f"point_id + :o" if c == "point_id" else "NULL" if c == "id" else c for c in bcols)
+        mcopy = ", ".join("point_id + :o" if c == "point_id" else "NULL" if c == "id" else c for c in cols)
+        bcopy = ", ".join("point_id + :o" if c == "point_id" else "NULL" if c == "id" else c for c in bcols)
         path = f"$.{size}"
         for j in range(1, copies + 1):
             o = j * OFFSET
