@@ -71,6 +71,7 @@ def studies(r: Results, storage: Any, per: str = "point") -> list[str]:
                 continue  # already converted (a storage written before)
             study.set_user_attr("source", r.source)
             study.set_user_attr("objective", "median_ms" if per == "point" else "slowdown vs the best at the point")
+            study.set_metric_names(["median_ms" if per == "point" else "slowdown"])  # the dashboard's axis title
             study.add_trials(trials)
         names.append(name)
     return names
