@@ -140,30 +140,49 @@ def test_missing_plotly_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> 
     assert "autotune[explore]" in str(info.value)
 
 
-@pytest.mark.parametrize("per", ["point", "sweep"])
-def test_dashboard_studies_load_with_optuna(tmp_path: Path, per: str) -> None:
+TSM2 = ROOT / "results" / "tsm2_n16_h100" / "tsm2_n16_h100.sqlite.gz"  # the smallest committed database
+
+
+def test_dashboard_studies_load_with_optuna(tmp_path: Path) -> None:
     import optuna
-    source = ROOT / "results" / "tsm2_n16_h100" / "tsm2_n16_h100.sqlite.gz"
     storage = tmp_path / "studies.sqlite3"
-    done = run_cli("dashboard", str(source), "--per", per, "--storage", str(storage), "--no-serve")
+    done = run_cli("dashboard", str(TSM2), "--storage", str(storage), "--no-serve")
     assert done.returncode == 0, done.stderr
     from autotune.explore.data import load
-    r = load(str(source))
+    r = load(str(TSM2))
     url = f"sqlite:///{storage}"
     summaries = optuna.get_all_study_summaries(url)
-    expected = (r.measurements.groupby(["instance_id"]).size().shape and
-                len(r.measurements.assign(space=r.instances["space"].reindex(r.measurements["instance_id"]).to_numpy())
-                    .groupby(["space", "point_id", "device_id"] if per == "point" else ["sweep_id", "space"])
-                    .size()))
-    assert len(summaries) == expected
-    study = optuna.load_study(study_name=summaries[0].study_name, storage=url)
-    trials = study.get_trials()
-    assert trials and all(t.user_attrs["instance_id"] for t in trials)
-    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert complete and all(t.user_attrs["status"] == "ok" for t in complete)
-    assert study.best_trial.value == min(t.value for t in complete)
-    assert sum(len(optuna.load_study(study_name=s.study_name, storage=url).trials) for s in summaries) \
-        == len(r.measurements)
+    space = r.instances["space"].reindex(r.measurements["instance_id"]).to_numpy()
+    assert len(summaries) == len(r.measurements.assign(space=space).groupby(["space", "point_id", "device_id"]).size())
+    total = 0
+    for summary in summaries:
+        study = optuna.load_study(study_name=summary.study_name, storage=url)
+        trials = study.get_trials()
+        total += len(trials)
+        assert trials and all(t.user_attrs["instance_id"] for t in trials)
+        complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+        assert complete and all(t.user_attrs["status"] == "ok" for t in complete)
+        assert study.best_trial.value == min(t.value for t in complete)
+        assert study.metric_names == ["median_ms"]
+    assert total == len(r.measurements)
+    # a second conversion into the same storage adds nothing
+    again = run_cli("dashboard", str(TSM2), "--storage", str(storage), "--no-serve")
+    assert again.returncode == 0, again.stderr
+    assert sum(s.n_trials for s in optuna.get_all_study_summaries(url)) == total
+
+
+def test_dashboard_per_sweep() -> None:
+    import optuna
+    from autotune.explore.data import load
+    from autotune.explore.studies import studies
+    r = load(str(TSM2))
+    storage = optuna.storages.InMemoryStorage()
+    names = studies(r, storage, per="sweep")
+    assert names and all(n.startswith("sweep ") for n in names)
+    study = optuna.load_study(study_name=names[0], storage=storage)
+    values = [t.value for t in study.get_trials() if t.state == optuna.trial.TrialState.COMPLETE]
+    assert min(values) == pytest.approx(1.0)  # slowdown against the best at each point
+    assert sum(len(optuna.load_study(study_name=n, storage=storage).trials) for n in names) == len(r.measurements)
 
 
 def test_space_diff(tmp_path: Path) -> None:

@@ -84,6 +84,8 @@ def dashboard(
     if storage is not None:
         url = storage if "://" in storage else f"sqlite:///{Path(storage).expanduser().resolve()}"
     target = optuna.storages.RDBStorage(url) if url else optuna.storages.InMemoryStorage()
+    if url and url.startswith("sqlite"):
+        _fast_sqlite(target)
     results = load(database)
     names = studies(results, target, per=per)
     out.print(f"{len(names)} studies from {database}" + (f" in {url}" if url else " (in memory)"), highlight=False)
@@ -92,6 +94,20 @@ def dashboard(
     from optuna_dashboard import run_server
     out.print(f"optuna-dashboard at http://{host}:{port}/ (Ctrl-C stops it)", highlight=False)
     run_server(target, host=host, port=port)
+
+
+def _fast_sqlite(storage) -> None:  # type: ignore[no-untyped-def]
+    """An SQLite file of converted studies is written without a sync per trial: it can be made again, and Optuna
+    commits every trial on its own."""
+    from sqlalchemy import event
+
+    def pragmas(conn, _record) -> None:  # type: ignore[no-untyped-def]
+        cur = conn.cursor()
+        cur.execute("PRAGMA synchronous = OFF")
+        cur.execute("PRAGMA journal_mode = MEMORY")
+        cur.close()
+    event.listen(storage.engine, "connect", pragmas)
+    storage.engine.dispose()  # connections made before the listener: made again with it
 
 
 def register(app: typer.Typer) -> None:
