@@ -47,6 +47,7 @@ def _all_drawn(report) -> None:  # type: ignore[no-untyped-def]
 
 def test_results_report_opens_draws_and_filters(open_report, results_html: Path) -> None:
     report = open_report(results_html)
+    print(f"results report: first charts drawn {report.state('.openMs')} ms after navigation")
     assert report.state(".openMs") / 1000 < OPEN_S, f"first charts drawn after {report.state('.openMs')} ms"
     _all_drawn(report)
     assert report.errors() == []
@@ -82,6 +83,7 @@ def test_results_report_opens_draws_and_filters(open_report, results_html: Path)
 
 def test_space_report_opens_and_draws(open_report, space_html: Path) -> None:
     report = open_report(space_html)
+    print(f"space report: first charts drawn {report.state('.openMs')} ms after navigation")
     assert report.state(".openMs") / 1000 < OPEN_S
     _all_drawn(report)
     assert report.errors() == []
