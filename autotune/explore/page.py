@@ -252,7 +252,15 @@ function view(fig){
   state.shown[fig.key] = out.filter(c => c[0].visible !== false).length;
   return [out.map(c => c[0]), out.reduce((s, c) => s + c[1], 0)];
 }
-function count(){ state.points = P.figures.reduce((s, fig) => s + view(fig)[1], 0); }
+function count(){
+  if (Object.values(state.filters).some(v => v)) { state.points = P.figures.reduce((s, fig) => s + view(fig)[1], 0); return; }
+  let total = 0;  // nothing filtered: count without cutting a copy of every trace
+  for (const fig of P.figures){
+    state.shown[fig.key] = fig.data.filter(t => t.visible !== false).length;
+    for (const t of fig.data){ const g = t.meta && t.meta.g; total += Array.isArray(g) ? g.length : (g === undefined || g === null ? 0 : 1); }
+  }
+  state.points = total;
+}
 const pending = {};
 function draw(key){  // charts are drawn when they come near the viewport (a long report opens at once)
   if (pending[key]) return pending[key];
