@@ -212,3 +212,33 @@ def test_replicated_database(tmp_path: Path) -> None:
     assert len(r.points) == 4 * len(r0.points) and r.points["key"].is_unique
     with sqlite3.connect(tmp_path / "big.sqlite") as con:
         assert con.execute("SELECT value FROM schema_meta WHERE key = 'copies'").fetchone() == ("3",)
+
+
+from pg import db_url, fresh_pg_url, record_sample, sqlite_url  # noqa: E402
+
+FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by name in this module
+
+
+def test_explore_and_studies_on_sqlite_and_postgresql(db_url: str) -> None:
+    """The explorer reads through the store's engine: a PostgreSQL database works like an SQLite file (the sample
+    sweep of tests/pg.py: 3 instances x 2 points, one wrong; string and float parameters)."""
+    import optuna
+    from autotune.explore.data import load
+    from autotune.explore.report import build
+    from autotune.explore.studies import studies
+    from autotune.store.store import Store
+    with Store.open(db_url) as store:
+        record_sample(store)
+    r = load(db_url)
+    assert len(r.measurements) == 6 and (r.measurements["status"] == "ok").sum() == 5
+    built = build(db_url)
+    payload = _payload(built.page.render())
+    keys = {f["key"] for f in payload["figures"]}
+    assert {"roofline", "speedup", "param-gemm_test", "parcoords-gemm_test", "outcomes"} <= keys
+    speed = next(f for f in payload["figures"] if f["key"] == "speedup")["data"][0]["y"]
+    assert sorted(speed) == [2.0, 5.0]  # cuBLAS 2 ms and 5 ms against the best instance's 1 ms
+    storage = optuna.storages.InMemoryStorage()
+    names = studies(r, storage)
+    assert len(names) == 2
+    trials = [t for n in names for t in optuna.load_study(study_name=n, storage=storage).trials]
+    assert sorted(t.state.name for t in trials) == ["COMPLETE"] * 5 + ["FAIL"]
