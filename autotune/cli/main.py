@@ -11,6 +11,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from autotune.cli import analyze as analyze_cli
+from autotune.cli import explore as explore_cli
 from autotune.cli import model as model_cli
 from autotune.cli import space as space_cli
 from autotune.cli import sweep as sweep_cli
@@ -100,6 +101,7 @@ def devices() -> None:
 analyze_cli.register(app)
 sweep_cli.register(app)
 validate_cli.register(app)
+explore_cli.register(app)
 
 
 def main() -> None:

@@ -151,3 +151,42 @@ def export(space: SpaceArg, format: Annotated[Format, typer.Option("--format", "
         out.print(f"wrote {len(frame):,} instances to {output}", style="dim", highlight=False)
     else:
         sys.stdout.write(text)
+
+
+@app.command()
+def diff(a: Annotated[str, typer.Argument(metavar="A", help="The old space (file or built-in name).")],
+         b: Annotated[str, typer.Argument(metavar="B", help="The new space (file or built-in name).")],
+         device: DeviceOpt = None, precision: PrecisionOpt = None,
+         no_counts: Annotated[bool, typer.Option("--no-counts", help="Compare the files only; do not generate "
+                                                                     "both spaces to compare their counts.")] = False,
+         max_raw: MaxRawOpt = None, max_survivors: MaxSurvivorsOpt = None) -> None:
+    """What changed between two versions of a space: parameters, derived quantities, constraints, kernel binding,
+    and the counts (raw, after the hard constraints, after all, each funnel step). Exit code 1 when they differ."""
+    from autotune.explore.diff import add_counts, diff_spaces
+    sa, sb = load_space(a), load_space(b)
+    d = diff_spaces(sa, sb)
+    if not no_counts:
+        dev = get_device(device)
+        ga = generate(sa, dev, precision, max_raw=max_raw, max_survivors=max_survivors)
+        gb = generate(sb, dev, precision, max_raw=max_raw, max_survivors=max_survivors)
+        add_counts(d, ga.funnel, gb.funnel)
+    out.print(f"[bold]{a}[/bold] -> [bold]{b}[/bold]")
+    if d.lines:
+        table = Table(title="definition")
+        for col in ("section", "what", "change"):
+            table.add_column(col)
+        for row in d.lines:
+            table.add_row(*row)
+        out.print(table)
+    else:
+        out.print("same parameters, derived quantities, constraints and kernel binding")
+    if d.counts:
+        table = Table(title=f"counts ({ga.device.name}, {ga.precision})")
+        for col in ("step", "A", "B", "change"):
+            table.add_column(col, justify="left" if col == "step" else "right")
+        for step, x, y in d.counts:
+            change = "" if x is None or y is None or x == y else f"{y - x:+,}"
+            table.add_row(step, "" if x is None else f"{x:,}", "" if y is None else f"{y:,}", change)
+        out.print(table)
+    if not d.same:
+        raise typer.Exit(1)

@@ -1,0 +1,76 @@
+"""`autotune explore TARGET`: which report a target makes, and the page for it.
+
+TARGET is a space (a space file or a built-in space name), a results database (a `.sqlite`, `.sqlite.gz` or a
+database URL), a dispatch table (`dispatch.json`), or a results folder (its database and its table, in one page).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from autotune.errors import UserError
+from autotune.explore.page import Page, require_plotly
+
+DB_SUFFIXES = (".sqlite", ".sqlite.gz", ".db", ".sqlite3")
+
+
+@dataclass
+class Built:
+    page: Page
+    what: str  # "space", "results", "table", "results and table"
+    seconds: float
+
+
+def _is_db(text: str) -> bool:
+    return "://" in text or text.endswith(DB_SUFFIXES)
+
+
+def build(target: str, *, device: str | None = None, precision: str | None = None, top: int = 3,
+          no_soft: bool = False, soft_off: tuple[str, ...] = (), seed: int = 0) -> Built:
+    require_plotly()
+    start = time.perf_counter()
+    path = Path(target)
+    if _is_db(target):
+        return Built(_results_page(target, top, seed), "results", time.perf_counter() - start)
+    if path.is_dir():
+        from autotune.explore.tables import add_table, find_table
+        dbs = sorted(p for p in path.iterdir() if p.name.endswith(DB_SUFFIXES))
+        has_table = (path / "dispatch.json").is_file()
+        if not dbs and not has_table:
+            raise UserError(f"{target} holds no results database (*.sqlite, *.sqlite.gz) and no dispatch.json",
+                            hint="give a results folder, a database, a dispatch.json or a space")
+        page = Page(f"autotune explore: {path.name}", str(path))
+        for db in dbs[:1]:
+            _add_results(page, str(db), top, seed)
+        if has_table:
+            add_table(page, find_table(path))
+        what = " and ".join(w for w, ok in (("results", dbs), ("table", has_table)) if ok)
+        return Built(page, what, time.perf_counter() - start)
+    if path.name.endswith(".json"):
+        from autotune.explore.tables import add_table, find_table
+        page = Page(f"autotune explore: {path.parent.name}/{path.name}", str(path))
+        if not path.is_file():
+            raise UserError(f"no file {target}", hint="give a dispatch.json written by `autotune analyze`")
+        add_table(page, find_table(path))
+        return Built(page, "table", time.perf_counter() - start)
+    from autotune.devices import get_device
+    from autotune.explore.spaces import add_space, explore_space
+    from autotune.space.spec import load_space
+    space = load_space(target)
+    e = explore_space(space, get_device(device), precision, soft_off=soft_off, no_soft=no_soft, seed=seed)
+    page = Page(f"autotune explore: space {space.name}", target)
+    add_space(page, e, seed)
+    return Built(page, "space", time.perf_counter() - start)
+
+
+def _results_page(source: str, top: int, seed: int) -> Page:
+    page = Page(f"autotune explore: {Path(source).name}", source)
+    _add_results(page, source, top, seed)
+    return page
+
+
+def _add_results(page: Page, source: str, top: int, seed: int) -> None:
+    from autotune.explore.data import load
+    from autotune.explore.results import add_results
+    add_results(page, load(source), top=top, seed=seed)

@@ -1,0 +1,176 @@
+"""The space part of a report: which constraint removes which region of a tuning space.
+
+From one generation with the hard constraints only (`autotune.space.generator.generate(soft=False)`, exact), the
+soft constraints are evaluated on the hard survivors, one by one in file order like the generator does. Above
+`SAMPLE` hard survivors they are evaluated on a seeded uniform sample of them, and every figure after the soft
+constraints says so (the soft steps of the funnel are then estimates: the sample's fraction times the count).
+
+Charts: the funnel; each parameter's values raw, after the hard constraints and after all; two-parameter maps of the
+fraction of raw combinations that survive, after the hard constraints, after all, and for each constraint on its
+own (a seeded sample of `RAW_SAMPLE` raw combinations: what that constraint alone removes).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from autotune.devices import DeviceLimits
+from autotune.explore.page import Page, table_html
+from autotune.space.generator import FunnelStep, Generated, generate, param_deps, where
+from autotune.space.spec import Space
+
+SAMPLE = 1_000_000  # hard survivors above this: the soft constraints are evaluated on a sample
+RAW_SAMPLE = 50_000  # raw combinations drawn for the maps of each constraint on its own
+MAX_PAIRS = 12
+
+
+@dataclass
+class Explored:
+    space: Space
+    hard: Generated  # survivors of the hard constraints (all of them)
+    rows: np.ndarray  # rows of `hard` evaluated against the soft constraints (all, or a sample)
+    keep: np.ndarray  # per row of `rows`: passes every applied soft constraint
+    funnel: list[FunnelStep]  # exact hard steps, soft steps exact or estimated
+    sampled: bool
+    seconds: float
+
+
+def explore_space(space: Space, device: DeviceLimits, precision: str | None = None, soft_off: tuple[str, ...] = (),
+                  no_soft: bool = False, seed: int = 0, max_raw: int | None = None,
+                  max_survivors: int | None = None) -> Explored:
+    import time
+    start = time.perf_counter()
+    hard = generate(space, device, precision, soft=False, max_raw=max_raw, max_survivors=max_survivors)
+    n = hard.count
+    sampled = n > SAMPLE
+    rows = np.sort(np.random.default_rng(seed).choice(n, SAMPLE, replace=False)) if sampled else np.arange(n)
+    sub = _subset(hard, rows)
+    keep = np.ones(len(rows), dtype=bool)
+    funnel = list(hard.funnel)
+    applied = [c for c in space.soft if not no_soft and c.name not in soft_off]
+    for c in applied:
+        alive = np.flatnonzero(keep)
+        if len(alive):
+            ok = where(_subset(sub, alive), c.expr.text, label=f"soft constraint {c.name}")
+            keep[alive[~ok]] = False
+        remaining = int(keep.sum()) if not sampled else int(round(keep.mean() * n)) if len(keep) else 0
+        funnel.append(FunnelStep("soft", c.name, c.reason, remaining, funnel[-1].remaining - remaining, c.line))
+    return Explored(space, hard, rows, keep, funnel, sampled, time.perf_counter() - start)
+
+
+def _subset(g: Generated, rows: np.ndarray) -> Generated:
+    codes = {k: v[rows] for k, v in g.codes.items()}
+    return Generated(g.space, g.device, g.precision, g.soft_applied, codes,
+                     [FunnelStep("raw", "rows", "", len(rows), 0)], 0.0)
+
+
+def add_space(page: Page, e: Explored, seed: int = 0) -> None:
+    import plotly.graph_objects as go
+    space, hard = e.space, e.hard
+    raw = e.funnel[0].remaining
+    final = e.funnel[-1].remaining
+    sample_note = (f"The soft constraints were evaluated on a seeded uniform sample of {len(e.rows):,} of the "
+                   f"{hard.count:,} hard survivors: their counts are estimates." if e.sampled else "")
+    page.notes.append(f"{space.name}: {space.description}")
+    page.notes.append(f"device {hard.device.name}, precision {hard.precision}: {raw:,} raw combinations, "
+                      f"{hard.count:,} after the hard constraints, {final:,} after the soft ones"
+                      + (" (estimated)" if e.sampled else "") + f"; explored in {e.seconds:.1f} s.")
+    if sample_note:
+        page.notes.append(sample_note)
+    group = page.group(space=space.name, precision=hard.precision)
+
+    s = page.section("Funnel", "Raw combinations, then what remains after each hard constraint (in the order the "
+                     "generator applies them) and each soft constraint (file order).")
+    colors = {"raw": "#7f7f7f", "hard": "#d62728", "soft": "#ff7f0e"}
+    labels = [f"{f.name} ({f.kind})" if f.kind != "raw" else f.name for f in e.funnel]
+    fig = go.Figure(go.Bar(
+        y=labels, x=[max(f.remaining, 1) for f in e.funnel], orientation="h",
+        marker=dict(color=[colors[f.kind] for f in e.funnel]),
+        text=[f"{f.remaining:,}" + (f" (-{f.removed:,})" if f.kind != "raw" else "") for f in e.funnel],
+        textposition="auto", customdata=[f.reason for f in e.funnel],
+        hovertemplate="%{y}<br>%{text}<br>%{customdata}<extra></extra>", meta={"g": group}))
+    fig.update_layout(xaxis=dict(type="log", title="remaining combinations (log)"), yaxis=dict(autorange="reversed", automargin=True))
+    page.add(s, "funnel", "Funnel: remaining after each constraint", fig, note=sample_note,
+             height=max(260, 60 + 30 * len(e.funnel)))
+    s.html = table_html([dict(step=f.name, kind=f.kind, remaining=f.remaining, removed=f.removed if f.kind != "raw"
+                              else None, line=f.line, reason=f.reason) for f in e.funnel],
+                        ["step", "kind", "remaining", "removed", "line", "reason"])
+
+    s = page.section("Parameter values before and after",
+                     "How many combinations hold each value: raw (every value equally), after the hard constraints, "
+                     "after all constraints (log scale).")
+    final_rows = e.rows[e.keep]
+    scale = hard.count / len(e.rows) if e.sampled and len(e.rows) else 1.0
+    for p in space.parameters:
+        labels = [str(v) for v in p.values]
+        n = len(p.values)
+        after_hard = np.bincount(hard.codes[p.name], minlength=n)
+        after_all = np.bincount(hard.codes[p.name][final_rows], minlength=n) * scale
+        fig = go.Figure([
+            go.Bar(x=labels, y=[raw / n] * n, name="raw", marker=dict(color=colors["raw"]), meta={"g": group}),
+            go.Bar(x=labels, y=after_hard, name="after hard", marker=dict(color=colors["hard"]), meta={"g": group}),
+            go.Bar(x=labels, y=after_all, name="after all" + (" (estimated)" if e.sampled else ""),
+                   marker=dict(color=colors["soft"]), meta={"g": group})])
+        fig.update_layout(barmode="group", yaxis=dict(type="log", title="combinations"),
+                          xaxis=dict(type="category", title=p.name), legend=dict(orientation="h"))
+        page.add(s, f"values-{p.name}", f"{p.name} ({n} values)", fig, height=280)
+
+    s = page.section("Two-parameter maps",
+                     "The fraction of the raw combinations holding each pair of values that survive: after the hard "
+                     "constraints, after all of them, and under each constraint on its own (menu above each map; "
+                     f"a constraint on its own is drawn from a seeded sample of {RAW_SAMPLE:,} raw combinations). "
+                     "Pairs are those of parameters that share a constraint.")
+    raw_codes = {p.name: np.random.default_rng(seed + i).integers(0, len(p.values), RAW_SAMPLE)
+                 for i, p in enumerate(space.parameters)}
+    raw_g = Generated(space, hard.device, hard.precision, (), raw_codes, [FunnelStep("raw", "sample", "", RAW_SAMPLE, 0)],
+                      0.0)
+    alone = {}
+    for c in (*space.hard, *space.soft):
+        try:
+            alone[c] = where(raw_g, c.expr.text, label=f"{c.kind} constraint {c.name}")
+        except Exception:  # noqa: BLE001 - a constraint that cannot be evaluated alone is left out of the menus
+            continue
+    for a, b in pairs(space):
+        pa = next(p for p in space.parameters if p.name == a)
+        pb = next(p for p in space.parameters if p.name == b)
+        na, nb = len(pa.values), len(pb.values)
+        cell_raw = raw / (na * nb)
+        zs = [("after hard", _grid(hard.codes[a], hard.codes[b], na, nb) / cell_raw),
+              ("after all" + (" (estimated)" if e.sampled else ""),
+               _grid(hard.codes[a][final_rows], hard.codes[b][final_rows], na, nb) * scale / cell_raw)]
+        drawn = np.maximum(_grid(raw_codes[a], raw_codes[b], na, nb), 1)
+        for c, kept in alone.items():
+            if {a, b} & param_deps(space, c.expr.names):
+                zs.append((f"{c.name} alone ({c.kind})", _grid(raw_codes[a][kept], raw_codes[b][kept], na, nb) / drawn))
+        fig = go.Figure(go.Heatmap(z=zs[0][1], x=[str(v) for v in pb.values], y=[str(v) for v in pa.values],
+                                   zmin=0, colorscale="Viridis", colorbar=dict(title="kept"),
+                                   hovertemplate=f"{a}=%{{y}} {b}=%{{x}}<br>kept %{{z:.3g}}<extra></extra>",
+                                   meta={"g": group}))
+        fig.update_layout(
+            xaxis=dict(title=b, type="category"), yaxis=dict(title=a, type="category"),
+            updatemenus=[dict(buttons=[dict(label=label, method="restyle", args=[{"z": [z]}]) for label, z in zs],
+                              x=0, y=1.18, xanchor="left", yanchor="top")],
+            margin=dict(l=60, r=20, t=60, b=50))
+        page.add(s, f"map-{a}-{b}", f"{a} x {b}", fig, height=380)
+
+
+def _grid(a: np.ndarray, b: np.ndarray, na: int, nb: int) -> np.ndarray:
+    return np.bincount(a.astype(np.int64) * nb + b.astype(np.int64), minlength=na * nb).reshape(na, nb).astype(float)
+
+
+def pairs(space: Space, limit: int = MAX_PAIRS) -> list[tuple[str, str]]:
+    """Parameter pairs worth a map: those that appear together in a constraint, the most shared first."""
+    names = list(space.param_names)
+    if len(names) < 2:
+        return []
+    shared: dict[tuple[str, str], int] = {}
+    for c in (*space.hard, *space.soft):
+        deps = sorted(param_deps(space, c.expr.names), key=names.index)
+        for a, b in itertools.combinations(deps, 2):
+            shared[(a, b)] = shared.get((a, b), 0) + 1
+    ranked = sorted(shared, key=lambda k: (-shared[k], names.index(k[0]), names.index(k[1])))
+    if not ranked:
+        ranked = list(itertools.combinations(names, 2))
+    return ranked[:limit]
