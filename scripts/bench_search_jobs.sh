@@ -6,9 +6,11 @@
 #
 # Jobs, in the order they start (heaviest pairs first within each class):
 #   1. ours, cheap: hybrid, random, brute at 1, 2, 5, 10, 20% (seeds 0..SEEDS-1);
-#   2. Kernel Tuner's ten strategies (simulation mode, $AUTOTUNE_KT_PYTHON) at 1..20%, and tpe at 1, 2, 5% (its cost
-#      grows with its trials: 10% and 20% are not run), interleaved by chunk of 5 seeds (seeds 0-4 of every pair
-#      before seeds 5-9), so that a deadline leaves the same seeds of every pair.
+#   2. Kernel Tuner's five strategies that were best at some budget of the earlier run (genetic_algorithm,
+#      simulated_annealing, firefly_algorithm, pso; random_sample) in simulation mode ($AUTOTUNE_KT_PYTHON) at
+#      1..20%, and tpe at 1, 2, 5% (its cost grows with its trials: 10% and 20% are not run), interleaved by chunk
+#      of 5 seeds (seeds 0-4 of every pair before seeds 5-9), so that a deadline leaves the same seeds of every pair;
+#   3. Kernel Tuner's other five (basinhopping, mls, diff_evo, greedy_ils, dual_annealing), as time allows.
 # No job starts a seed after SECONDS from now (bench_search.py --deadline, kt_simulate.py --deadline); a job still
 # running 60 s later is killed (its seeds are lost, the others are kept). Every job writes NAME.csv, NAME.traces.npz,
 # NAME.timings.json and NAME.log under OUT_DIR/jobs; at the end they are packed into OUT_DIR/search_jobs.tar and
@@ -35,9 +37,13 @@ done
   for ((s = 0; s < seeds; s += 5)); do
     for p in "${pairs[@]}"; do echo "kt|$p|$s"; echo "tpe|$p|$s"; done
   done
+  for ((s = 0; s < seeds; s += 5)); do
+    for p in "${pairs[@]}"; do echo "ktrest|$p|$s"; done
+  done
 } > "$out/jobs/list.txt"
 echo "$(wc -l < "$out/jobs/list.txt") jobs, deadline in ${seconds} s, ${par} at a time" >&2
 export here py deadline seeds out
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1  # one core per job: BLAS threads would fight
 xargs -P "$par" -I{} bash -c '
   IFS="|" read -r kind src pair first <<< "{}"
   (( $(date +%s) < deadline )) || exit 0
@@ -46,7 +52,10 @@ xargs -P "$par" -I{} bash -c '
   case $kind in
     ours) args=(--strategies hybrid,random,brute --seeds "$n" --first-seed "$first" --kt-seeds 0) ;;
     tpe)  args=(--strategies tpe --seeds "$n" --first-seed "$first" --kt-seeds 0 --fractions 0.01,0.02,0.05) ;;
-    kt)   args=(--strategies "" --kt-seeds "$n" --kt-first-seed "$first") ;;
+    kt)   args=(--strategies "" --kt-seeds "$n" --kt-first-seed "$first"
+                --kt-strategies genetic_algorithm,simulated_annealing,firefly_algorithm,pso,random_sample) ;;
+    ktrest) args=(--strategies "" --kt-seeds "$n" --kt-first-seed "$first"
+                  --kt-strategies basinhopping,mls,diff_evo,greedy_ils,dual_annealing) ;;
   esac
   cd "$here" && timeout $(( deadline + 60 - $(date +%s) )) $py scripts/bench_search.py --source "$src" --pairs "$pair" \
     --min-size 1000 --no-plot --deadline "$deadline" "${args[@]}" --out "$out/jobs/$name.csv" \

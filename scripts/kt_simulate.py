@@ -18,7 +18,7 @@ from Kernel Tuner's view (it is a copy, not a dimension; keeping it would make K
 product millions of configurations large). The cache is rewritten to a temporary file with those keys.
 
 Seeds are the outer loop (every strategy runs seed s before any runs seed s + 1), so `--deadline` (a Unix time
-after which no further seed starts) leaves whole seeds.
+after which no further run starts) leaves whole seeds of the strategies listed first.
 
 Output JSON: {"kernel_tuner": version, "max_fevals": N, "params": [...], "size": n,
               "runs": {strategy: {seed: {"order": [key, ...], "times": [ms | null, ...], "wall_s": s}}},
@@ -136,11 +136,11 @@ def main() -> None:
         path = os.path.join(tmp, "cache.json")
         with open(path, "w") as f:
             json.dump(doc, f)
-        for seed in seeds_of(args.seeds):  # seeds outer: a deadline leaves whole seeds of every strategy
-            if args.deadline and time.time() > args.deadline:
-                out["cut"] = f"deadline reached before seed {seed}"
-                break
+        for seed in seeds_of(args.seeds):  # seeds outer: a deadline leaves whole seeds of the first strategies
             for strategy in strategies:
+                if args.deadline and time.time() > args.deadline:
+                    out["cut"] = out.get("cut") or f"deadline reached before seed {seed} of {strategy}"
+                    break
                 if strategy in out["failed"]:
                     continue
                 t = time.monotonic()
