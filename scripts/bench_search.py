@@ -115,8 +115,9 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "search.csv"))
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--fractions", default=",".join(map(str, FRACTIONS)), help="budgets as fractions of each pair (the last: the runs' length)")
-    ap.add_argument("--provenance", help="with --merge: replace the measured section of this markdown file "
-                    "(between <!-- measured:begin --> and <!-- measured:end -->) with the merged run's summary")
+    ap.add_argument("--provenance", action="append", default=[], help="with --merge: replace the measured section "
+                    "of this markdown file (between <!-- measured:begin --> and <!-- measured:end -->) with the merged "
+                    "run's summary (repeatable)")
     ap.add_argument("--proposal-cost", type=int, metavar="N", help="measure the CPU time of a proposal of each "
                     "--strategies on a synthetic space of N valid instances (6 parameters) instead, and exit")
     args = ap.parse_args()
@@ -293,9 +294,11 @@ def merge(args: argparse.Namespace) -> None:
     stem.with_suffix(".timings.json").write_text(json.dumps(timings, indent=1, sort_keys=True))
     logs = sorted(f for d in args.merge for f in Path(d).rglob("*.log"))
     stem.with_suffix(".log").write_text("".join(f"== {f.name}\n{f.read_text(errors='replace')}" for f in logs))
-    if args.provenance:
-        host = "".join(f.read_text() for d in args.merge for f in Path(d).rglob("host.txt"))
-        write_provenance(Path(args.provenance), text, verdict(rowlist), host, args)
+    host = "".join(f.read_text() for d in args.merge for f in Path(d).rglob("host.txt"))
+    cost = [line for d in args.merge for f in Path(d).rglob("proposal_cost.log")
+            for line in f.read_text().splitlines() if "ms CPU per proposal" in line or "instances built" in line]
+    for prov in args.provenance:
+        write_provenance(Path(prov), text, verdict(rowlist), host, cost, args)
     if not args.no_plot:
         plot(ordered, [pairs[k] for k in sorted(pairs)], stem.with_suffix(".png"))
     print(f"wrote {out}, {stem.with_suffix('.summary.md')}" + ("" if args.no_plot else f", {stem.with_suffix('.png')}"))
@@ -330,7 +333,7 @@ def verdict(rows: list[tuple]) -> str:
     return "\n".join(lines)
 
 
-def write_provenance(path: Path, table: str, verdicts: str, host: str, args: argparse.Namespace) -> None:
+def write_provenance(path: Path, table: str, verdicts: str, host: str, cost: list[str], args: argparse.Namespace) -> None:
     begin, end = "<!-- measured:begin -->", "<!-- measured:end -->"
     text = path.read_text() if path.exists() else f"{begin}\n{end}\n"
     if begin not in text or end not in text:
@@ -339,7 +342,9 @@ def write_provenance(path: Path, table: str, verdicts: str, host: str, args: arg
                f"Host of the run:\n```\n{host.strip() or 'not recorded'}\n```\n"
                "Median / p90 of best_ms / true_best_ms - 1 over pairs x seeds per budget (rows: runs behind "
                "each; score: the benchmark hub methodology's on the first 5% of each pair):\n\n"
-               f"{table}\n\nPer budget, best by the median:\n{verdicts}\n{end}")
+               f"{table}\n\nPer budget, best by the median:\n{verdicts}\n\n"
+               "Proposal cost on the run's host (`--proposal-cost 1000000 --strategies hybrid`): "
+               + ("; ".join(cost) if cost else "not measured in this run") + f"\n{end}")
     head, rest = text.split(begin, 1)
     path.write_text(head + section + rest.split(end, 1)[1])
 

@@ -46,24 +46,20 @@ POOL = 20_000  # free instances the global move scores at most (a random sample 
 RIDGE = 1.0
 MAX_PAIR_FEATURES = 2_000  # above this many pair features, main effects only (large spaces of many values)
 PAIR_LEVELS = 8  # a parameter's values are cut into at most this many runs for the pair features
+MAIN_LEVELS = 64  # ... and into at most this many for its main effect
 REFIT = 10  # past the first results, the surrogate is refitted when the results grew by 1/REFIT
 PRECOMPUTE = 4_000_000  # feature indices kept for every instance when instances x features is at most this
 
 
 def codes_of(valid: ValidSet) -> np.ndarray:
-    """Per instance and searched parameter, the index of its value among the parameter's distinct values
-    (sorted for numbers, in first-seen order for categories): an (instances x parameters) int16 matrix."""
-    cols = []
-    for name in valid.distributions:
-        values = [valid.instances[r].param_dict.get(name, "-") for r in range(len(valid))]
-        distinct = list(dict.fromkeys(values))
-        try:
-            distinct = sorted(distinct)
-        except TypeError:
-            pass
-        index = {v: i for i, v in enumerate(distinct)}
-        cols.append(np.fromiter((index[v] for v in values), dtype=np.int16, count=len(values)))
-    return np.stack(cols, axis=1) if cols else np.zeros((len(valid), 0), np.int16)
+    """Per instance and searched parameter, the index of its value among the parameter's distinct values (in
+    value order for numbers, first-seen order for categories): an (instances x parameters) int32 matrix, read off
+    the valid set's coordinate matrix (vectorized: a few seconds for 10^6 instances)."""
+    x = valid._x
+    if x.shape[1] == 0:
+        return np.zeros((len(valid), 0), np.int32)
+    return np.stack([np.unique(x[:, j], return_inverse=True)[1].reshape(-1) for j in range(x.shape[1])],
+                    axis=1).astype(np.int32)
 
 
 class HybridModel:
@@ -72,7 +68,7 @@ class HybridModel:
 
     def __init__(self, codes: np.ndarray, seed: int = 0, *, startup: int = STARTUP, explore: float = EXPLORE,
                  glob: float = GLOBAL, radius: int = RADIUS, pool: int = POOL, ridge: float = RIDGE) -> None:
-        self.codes = np.ascontiguousarray(codes, dtype=np.int16)
+        self.codes = np.ascontiguousarray(codes, dtype=np.int32)
         n, p = self.codes.shape
         self.rng = np.random.default_rng(seed)
         self.startup, self.explore, self.glob, self.radius, self.pool, self.ridge = \
@@ -83,9 +79,14 @@ class HybridModel:
         self.level = [np.arange(c, dtype=np.int64) if c <= PAIR_LEVELS else np.arange(c, dtype=np.int64) * PAIR_LEVELS // c
                       for c in self.card]
         self.lcard = [int(lv.max()) + 1 if len(lv) else 1 for lv in self.level]
-        # feature layout: one-hot per (parameter, value), then per pair of parameters one-hot per (level, level)
-        self.main_off = np.cumsum([0] + self.card[:-1]).astype(np.int64) if p else np.zeros(0, np.int64)
-        nf = sum(self.card)
+        # main effects on at most MAIN_LEVELS runs of neighbouring values per parameter (a parameter of thousands of
+        # values would otherwise make thousands of features)
+        self.mlevel = [np.arange(c, dtype=np.int64) if c <= MAIN_LEVELS else
+                       np.arange(c, dtype=np.int64) * MAIN_LEVELS // c for c in self.card]
+        self.mcard = [int(lv.max()) + 1 if len(lv) else 1 for lv in self.mlevel]
+        # feature layout: one-hot per (parameter, level), then per pair of parameters one-hot per (level, level)
+        self.main_off = np.cumsum([0] + self.mcard[:-1]).astype(np.int64) if p else np.zeros(0, np.int64)
+        nf = sum(self.mcard)
         pairs = [(a, b) for a in range(p) for b in range(a + 1, p)]
         if sum(self.lcard[a] * self.lcard[b] for a, b in pairs) > MAX_PAIR_FEATURES:
             pairs = []
@@ -116,7 +117,7 @@ class HybridModel:
         Hamming distance of every row to one row is a few vectorized bit operations (`distance`)."""
         n, p = self.codes.shape
         top = max(self.card, default=1)
-        self._w = 4 if top <= 16 else 8 if top <= 256 else 16
+        self._w = 4 if top <= 16 else 8 if top <= 256 else 16 if top <= 65536 else 32
         per = 64 // self._w
         words = max(1, math.ceil(p / per))
         self.keys = np.zeros((n, words), np.uint64)
@@ -146,10 +147,10 @@ class HybridModel:
     # ------------------------------------------------------------------ the surrogate
     def _features(self, rows: np.ndarray) -> np.ndarray:
         c = self.codes[rows].astype(np.int64)
-        cols = [c + self.main_off[None, :]]
+        cols = [(self.mlevel[j][c[:, j]] + self.main_off[j])[:, None] for j in range(c.shape[1])]
         for (a, b), off in zip(self.pairs, self.pair_off):
             cols.append((off + self.level[a][c[:, a]] * self.lcard[b] + self.level[b][c[:, b]])[:, None])
-        return np.concatenate(cols, axis=1)
+        return np.concatenate(cols, axis=1) if cols else np.zeros((len(c), 0), np.int64)
 
     def features(self, rows: np.ndarray) -> np.ndarray:
         """(len(rows) x (parameters + pairs)) feature indices of the rows."""
