@@ -5,7 +5,7 @@
 #   bash scripts/bench_search_jobs.sh OUT_DIR [PARALLEL=16] [SECONDS=440] [SEEDS=30]
 #
 # Jobs, in the order they start (heaviest pairs first within each class):
-#   1. ours, cheap: hybrid, random, brute at 1, 2, 5, 10, 20% (seeds 0..SEEDS-1);
+#   1. ours, cheap: random, brute, hybrid at 1, 2, 5, 10, 20% (seeds 0..SEEDS-1);
 #   2. Kernel Tuner's five strategies that were best at some budget of the earlier run (genetic_algorithm,
 #      simulated_annealing, firefly_algorithm, pso; random_sample) in simulation mode ($AUTOTUNE_KT_PYTHON) at
 #      1..20%, and tpe at 1, 2, 5% (its cost grows with its trials: 10% and 20% are not run), interleaved by chunk
@@ -50,7 +50,7 @@ xargs -P "$par" -I{} bash -c '
   n=$(( seeds - first < 5 ? seeds - first : 5 ))
   name=$(echo "${kind}_${pair}_${first}" | tr -c "A-Za-z0-9_\n" "_")
   case $kind in
-    ours) args=(--strategies hybrid,random,brute --seeds "$n" --first-seed "$first" --kt-seeds 0) ;;
+    ours) args=(--strategies random,brute,hybrid --seeds "$n" --first-seed "$first" --kt-seeds 0) ;;
     tpe)  args=(--strategies tpe --seeds "$n" --first-seed "$first" --kt-seeds 0 --fractions 0.01,0.02,0.05) ;;
     kt)   args=(--strategies "" --kt-seeds "$n" --kt-first-seed "$first"
                 --kt-strategies genetic_algorithm,simulated_annealing,firefly_algorithm,pso,random_sample) ;;

@@ -5,18 +5,20 @@ not learn where instances fail; Kernel Tuner's genetic algorithm wins on spaces 
 good instances (convolution, batched GEMM). `hybrid` does both, and only ever proposes free valid instances:
 
   - a surrogate of log(time): ridge regression on one-hot parameter values and one-hot pairs of parameter
-    values (main effects and every two-parameter interaction), refitted as results come in. It is failure-aware:
-    a failed instance is learned as the slowest time seen so far, so regions that fail look slow and are avoided
-    (the study still records the trial as FAIL);
-  - per proposal, one of three moves (seeded): with probability `explore` a random free instance; with probability
-    `glob` the free instance the surrogate predicts fastest (over every free instance, or a random `pool` of them
-    on large spaces); otherwise a local move: the free instance the surrogate predicts fastest among the
-    neighbours of an incumbent (instances that differ from it in at most `radius` parameters), the incumbent
-    being the best instance measured, or the next best when the neighbourhoods of the better ones are exhausted;
-  - `startup` random free instances first (the surrogate needs a few points).
+    values (main effects and every two-parameter interaction; a parameter of many values is cut into runs of
+    neighbouring values), refitted as results come in. It is failure-aware: a failed instance is learned as the
+    slowest time seen so far, so regions that fail look slow and are avoided (the study records the trial FAIL);
+  - per proposal, one of three moves (seeded): with probability `explore` (0.1) a random free instance; with
+    probability `glob` (0.5) the free instance the surrogate predicts fastest (over every free instance, or a random
+    `pool` of them on large spaces); otherwise a local move: the free instance the surrogate predicts fastest among
+    the neighbours of an incumbent in the valid set's graph (instances that differ from it in at most `radius` (1)
+    parameters), the incumbent being the best instance measured, or the next best when the neighbourhoods of the
+    better ones are exhausted;
+  - `startup` (8) random free instances first (the surrogate needs a few points).
 Nothing depends on the budget but the stop, so the first N proposals of a long run are those of a run of N
-(anytime). A proposal costs a few vectorized passes over an (instances x parameters) int16 code matrix: about
-10-30 ms on 10^6 instances (tests/test_strategy_hybrid.py measures it).
+(anytime). A proposal costs a few vectorized passes over the instances' codes packed into uint64 words (Hamming
+distances by bit operations) and the surrogate's prediction on the candidates: under 50 ms of CPU on 10^6 valid
+instances (tests/test_strategy_hybrid.py; `scripts/bench_search.py --proposal-cost N` for the whole strategy).
 
 `HybridModel` is the algorithm on integer codes (no Optuna); `HybridSampler` puts it behind Optuna's sampler
 interface, so `HybridSearch` keeps every property of the Optuna strategies (studies in the sweep's database,
