@@ -137,3 +137,9 @@ def test_hybrid_study_in_sqlite_resumes_without_repeating(tmp_path) -> None:  # 
     rest = [i for _ in range(5) for i in again.ask(3) if not again.tell(i, made_up_results(i))]
     assert len(again._hybrid.model.rows) == 12 and not set(rest) & set(asked) and len(rest) == 6
     assert len(optuna.load_study(storage=url, study_name="h").trials) == 12
+
+
+class TestHybridBasins(StrategyConformance):
+    @staticmethod
+    def factory(instances: Sequence[Instance], budget: int | None, seed: int):  # type: ignore[no-untyped-def]
+        return HybridSearch(instances, budget, seed, basins=3, startup=2)

@@ -46,6 +46,7 @@ GLOBAL = 0.5
 RADIUS = 1
 POOL = 20_000  # free instances the global move scores at most (a random sample of them on larger spaces)
 RIDGE = 1.0
+BASINS = 1  # local moves around the best of up to this many basins (1: around the best instance only)
 MAX_PAIR_FEATURES = 2_000  # above this many pair features, main effects only (large spaces of many values)
 PAIR_LEVELS = 8  # a parameter's values are cut into at most this many runs for the pair features
 MAIN_LEVELS = 64  # ... and into at most this many for its main effect
@@ -69,12 +70,13 @@ class HybridModel:
     `observe(row, log_time | None)` tells a result (None: failed)."""
 
     def __init__(self, codes: np.ndarray, seed: int = 0, *, startup: int = STARTUP, explore: float = EXPLORE,
-                 glob: float = GLOBAL, radius: int = RADIUS, pool: int = POOL, ridge: float = RIDGE) -> None:
+                 glob: float = GLOBAL, radius: int = RADIUS, pool: int = POOL, ridge: float = RIDGE,
+                 basins: int = BASINS) -> None:
         self.codes = np.ascontiguousarray(codes, dtype=np.int32)
         n, p = self.codes.shape
         self.rng = np.random.default_rng(seed)
-        self.startup, self.explore, self.glob, self.radius, self.pool, self.ridge = \
-            startup, explore, glob, radius, pool, ridge
+        self.startup, self.explore, self.glob, self.radius, self.pool, self.ridge, self.basins = \
+            startup, explore, glob, radius, pool, ridge, basins
         self.card = [int(self.codes[:, j].max()) + 1 if n else 1 for j in range(p)]
         # pair features on coarser levels: a parameter of many values (29 block sizes) is cut into PAIR_LEVELS
         # runs of neighbouring values, so that a pair has at most PAIR_LEVELS^2 features
@@ -218,7 +220,13 @@ class HybridModel:
         self.fit()
         if u < self.explore + self.glob:
             return self._best(self._sample(idx))
-        for _, inc in self.ranked:
+        order = [r for _, r in self.ranked]
+        if self.basins > 1:  # local search around the best of another basin now and then (a trap has many good rows)
+            reps = self._representatives()
+            if len(reps) > 1 and self.rng.random() < 0.5:
+                pick = int(reps[int(self.rng.integers(1, len(reps)))])
+                order = [pick] + order
+        for inc in order:
             if inc in self._exhausted:
                 continue
             near = np.flatnonzero((self.distance(inc) <= self.radius) & free)
@@ -226,6 +234,21 @@ class HybridModel:
                 return self._best(near)
             self._exhausted.add(inc)
         return self._best(self._sample(idx))
+
+    def _representatives(self) -> list[int]:
+        """The best verified row, then the best rows at least `spread` parameters away from every one kept before
+        (the best of other basins), at most `basins` of them, among the 256 fastest; rows whose neighbourhood is
+        exhausted are passed over."""
+        spread = max(2, math.ceil(self.codes.shape[1] / 3))
+        reps: list[int] = []
+        for _, r in self.ranked[:256]:
+            if r in self._exhausted:
+                continue
+            if all(int((self.codes[r] != self.codes[q]).sum()) >= spread for q in reps):
+                reps.append(r)
+                if len(reps) >= self.basins:
+                    break
+        return reps
 
     def _sample(self, idx: np.ndarray) -> np.ndarray:
         """Every free row, or about `pool` of them drawn at random on a large space."""
@@ -286,8 +309,8 @@ class HybridSearch(OptunaSearch):
 
     def __init__(self, instances: Sequence[Any], budget: int | None = None, seed: int = 0, *,
                  explore: float = EXPLORE, glob: float = GLOBAL, radius: int = RADIUS, pool: int = POOL,
-                 ridge: float = RIDGE, startup: int | None = None, **kwargs: Any) -> None:
-        self._options = dict(explore=explore, glob=glob, radius=radius, pool=pool, ridge=ridge)
+                 ridge: float = RIDGE, basins: int = BASINS, startup: int | None = None, **kwargs: Any) -> None:
+        self._options = dict(explore=explore, glob=glob, radius=radius, pool=pool, ridge=ridge, basins=basins)
         super().__init__(instances, budget, seed, startup=STARTUP if startup is None else startup, **kwargs)
 
     def sampler(self, seed: int, n_startup: int) -> BaseSampler:
