@@ -45,7 +45,7 @@ from autotune.sweep.strategies import make_strategy, strategy_class  # noqa: E40
 from autotune.vocab import Status  # noqa: E402
 
 FRACTIONS = [0.01, 0.02, 0.05, 0.10, 0.20]
-STRATEGIES = ("tpe", "random")
+STRATEGIES = ("hybrid", "tpe", "random")
 KT_STRATEGIES = ("random_sample", "genetic_algorithm", "simulated_annealing", "dual_annealing", "pso",
                  "firefly_algorithm", "greedy_ils", "basinhopping", "diff_evo", "mls")
 # a Python with Kernel Tuner 1.5 installed (pip install kernel_tuner==1.5.0 in a venv of its own)
@@ -77,13 +77,14 @@ def best_so_far(times: list) -> np.ndarray:
     return np.minimum.accumulate(np.array([math.inf if t is None else t for t in times], dtype=float))
 
 
-def run_kt(pair: Pair, work: Path, strategies: list[str], seeds: int, python: str) -> dict:
+def run_kt(pair: Pair, work: Path, strategies: list[str], seeds: range, python: str, deadline: float = 0.0) -> dict:
     cache = pair.kt_cache(work)
     out = work / f"kt_{abs(hash(pair.label))}.json"
     t = time.monotonic()
     subprocess.run([python, str(Path(__file__).with_name("kt_simulate.py")), str(cache), "--strategies",
-                    ",".join(strategies), "--seeds", f"0-{seeds - 1}", "--max-fevals", str(budgets(len(pair.instances))[-1]),
-                    "--out", str(out)], check=True, stderr=subprocess.DEVNULL)
+                    ",".join(strategies), "--seeds", f"{seeds.start}-{seeds.stop - 1}", "--max-fevals",
+                    str(budgets(len(pair.instances))[-1]), "--deadline", str(deadline), "--out", str(out)],
+                   check=True, stderr=subprocess.DEVNULL)
     got = json.loads(out.read_text())
     got["wall_s"] = time.monotonic() - t
     return got
@@ -103,13 +104,33 @@ def main() -> None:
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--option", action="append", default=[], help="a model-based strategy option, key=value")
     ap.add_argument("--kt-seeds", type=int, default=10, help="Kernel Tuner's seeds (0: no Kernel Tuner)")
+    ap.add_argument("--kt-first-seed", type=int, default=0, help="Kernel Tuner's seeds start here")
     ap.add_argument("--kt-strategies", default=",".join(KT_STRATEGIES))
+    ap.add_argument("--deadline", type=float, default=0.0, help="Unix time after which no further seed is started, "
+                    "ours or Kernel Tuner's (what finished is written: a job capped by time still leaves its rows)")
+    ap.add_argument("--merge", nargs="+", metavar="DIR", help="merge the CSVs and traces of earlier runs (every "
+                    "*.csv with a *.traces.npz beside it under these folders) into --out, its plot and summary, "
+                    "instead of running anything")
     ap.add_argument("--kt-python", default=KT_PYTHON)
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "search.csv"))
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--fractions", default=",".join(map(str, FRACTIONS)), help="budgets as fractions of each pair (the last: the runs' length)")
+    ap.add_argument("--provenance", action="append", default=[], help="with --merge: replace the measured section "
+                    "of this markdown file (between <!-- measured:begin --> and <!-- measured:end -->) with the merged "
+                    "run's summary (repeatable)")
+    ap.add_argument("--proposal-cost", type=int, metavar="N", help="measure the CPU time of a proposal of each "
+                    "--strategies on a synthetic space of N valid instances (6 parameters) instead, and exit")
     args = ap.parse_args()
+    if args.proposal_cost:
+        proposal_cost(args.proposal_cost, [s for s in args.strategies.split(",") if s])
+        return
     FRACTIONS[:] = [float(f) for f in args.fractions.split(",")]
+    if args.merge:
+        merge(args)
+        return
+    if args.deadline and time.time() > args.deadline:
+        print("deadline passed before the start: nothing run", file=sys.stderr)
+        return
     work = temp_work()
     pairs = load_sources(args.source or list(DEFAULT_SOURCES), work, args.min_size)
     if args.discover_complete:
@@ -126,14 +147,20 @@ def main() -> None:
     traces: dict[tuple[str, str, str], list[np.ndarray]] = {}  # (tool, strategy, pair label) -> per seed
     timings: dict[str, float] = {}
     pool = ThreadPoolExecutor(1)  # Kernel Tuner runs in its own process beside our replays
-    kt_jobs = {p.label: pool.submit(run_kt, p, work, args.kt_strategies.split(","), args.kt_seeds, args.kt_python)
-               for p in pairs} if args.kt_seeds > 0 else {}
+    kt_seeds = range(args.kt_first_seed, args.kt_first_seed + args.kt_seeds)
+    kt_jobs = {p.label: pool.submit(run_kt, p, work, args.kt_strategies.split(","), kt_seeds, args.kt_python,
+                                    args.deadline) for p in pairs} if args.kt_seeds > 0 else {}
+    seeds: dict[tuple[str, str, str], list[int]] = {}  # (tool, strategy, pair label) -> the seed of each trace
     for p in pairs:
         bs = budgets(len(p.instances))
-        for strategy in args.strategies.split(","):
+        for strategy in filter(None, args.strategies.split(",")):
             t = time.monotonic()
             for seed in range(args.first_seed, args.first_seed + args.seeds):
+                if args.deadline and time.time() > args.deadline:
+                    print(f"  {p.label} {strategy}: deadline reached before seed {seed}", file=sys.stderr)
+                    break
                 traces.setdefault(("autotune", strategy, p.label), []).append(replay(p, strategy, bs[-1], seed, options))
+                seeds.setdefault(("autotune", strategy, p.label), []).append(seed)
             timings[f"autotune {strategy} {p.label}"] = time.monotonic() - t
             print(f"  {p.label} {strategy}: {time.monotonic() - t:.1f} s", file=sys.stderr, flush=True)
     for p in pairs:
@@ -143,17 +170,19 @@ def main() -> None:
         timings[f"kerneltuner (all strategies) {p.label}"] = got["wall_s"]
         for strategy, why in got["failed"].items():
             print(f"  kerneltuner {strategy} failed on {p.label}: {why}", file=sys.stderr)
+        if got.get("cut"):
+            print(f"  kerneltuner on {p.label}: {got['cut']}", file=sys.stderr)
         for strategy, runs in got["runs"].items():
             for seed in sorted(runs, key=int):
                 traces.setdefault(("kerneltuner", strategy, p.label), []).append(best_so_far(runs[seed]["times"]))
+                seeds.setdefault(("kerneltuner", strategy, p.label), []).append(int(seed))
     by_label = {p.label: p for p in pairs}
     for (tool, strategy, label), ts in traces.items():
         p = by_label[label]
-        first = args.first_seed if tool == "autotune" else 0
-        for i, tr in enumerate(ts):
+        for seed, tr in zip(seeds[(tool, strategy, label)], ts):
             for b in budgets(len(p.instances)):
                 best = float(tr[min(b, len(tr)) - 1]) if len(tr) else math.inf
-                rows.append((tool, strategy, p.space, p.point.key, first + i, len(p.instances), b, best, p.true_best,
+                rows.append((tool, strategy, p.space, p.point.key, seed, len(p.instances), b, best, p.true_best,
                              p.device))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -161,12 +190,188 @@ def main() -> None:
         w = csv.writer(f)
         w.writerow(COLUMNS)
         w.writerows(rows)
+    save_traces(out.with_suffix(".traces.npz"), traces, seeds)
     scores = methodology_scores(traces, by_label)
     print(summary(rows, scores))
     (out.with_suffix(".timings.json")).write_text(json.dumps(timings, indent=1))
     if not args.no_plot:
         plot(traces, pairs, out.with_suffix(".png"))
     print(f"wrote {out}" + ("" if args.no_plot else f" and {out.with_suffix('.png')}"))
+
+
+def proposal_cost(n: int, strategies: list[str], told: int = 300, timed: int = 40) -> None:
+    """CPU time per proposal (ask + tell of one instance) of each strategy on a synthetic space of `n` valid
+    instances of 6 parameters (times of a smooth bowl), after `told` results; printed and returned as JSON."""
+    from autotune.space.instance import Instance
+    from autotune.vocab import Measurement, TestPoint
+    rng = np.random.default_rng(0)
+    cards = (8, 8, 6, 5, 4, 4, 3, 3, 2, 2)  # a product of 1,105,920 combinations
+    t = time.process_time()
+    grid = np.indices(cards).reshape(len(cards), -1).T
+    codes = grid[np.sort(rng.permutation(len(grid))[:n])]  # n of them valid (the constraints drop the rest)
+    names = "ABCDEFGHIJ"
+    insts = [Instance.of("synthetic", {names[j]: (1 << int(v)) if j < 2 else int(v) for j, v in enumerate(c)})
+             for c in codes.tolist()]
+    point = TestPoint("synthetic", "fp32", "", (("n", 1),))
+    bowl = ((codes - (np.array(cards) - 1) / 3) ** 2).sum(axis=1) * 0.01 + rng.random(len(codes)) * 0.05 + 1.0
+    ms = {i.id: float(v) for i, v in zip(insts, bowl)}
+    print(f"{len(insts):,} instances built in {time.process_time() - t:.1f} s CPU", file=sys.stderr)
+    out = {}
+    for name in strategies:
+        t = time.process_time()
+        opts = {"study": None, "batch": 1} if getattr(strategy_class(name), "model_based", False) else {}
+        s = make_strategy(name, insts, told + timed, 0, **opts)
+        setup = time.process_time() - t
+        spent = []
+        for k in range(told + timed):
+            t = time.process_time()
+            asked = s.ask(1)
+            inst = asked[0]
+            s.tell(inst, [Measurement(inst.id, point, Status.OK, median_ms=ms[inst.id])])
+            spent.append(time.process_time() - t)
+        out[name] = {"instances": len(insts), "setup_s": round(setup, 2),
+                     "ms_per_proposal": round(1e3 * float(np.mean(spent[told:])), 2), "after_results": told}
+        print(f"{name}: {out[name]['ms_per_proposal']} ms CPU per proposal (ask + tell) after {told} results on "
+              f"{len(insts):,} instances; set-up {setup:.1f} s", flush=True)
+    print(json.dumps(out))
+
+
+def save_traces(path: Path, traces: dict, seeds: dict) -> None:
+    """Best-so-far per evaluation of every run, as float32 arrays named tool|strategy|pair label|seed."""
+    arrays = {f"{tool}|{strategy}|{label}|{seed}": tr.astype(np.float32)
+              for (tool, strategy, label), ts in traces.items()
+              for seed, tr in zip(seeds[(tool, strategy, label)], ts)}
+    np.savez_compressed(path, **arrays)
+
+
+def merge(args: argparse.Namespace) -> None:
+    """--merge: the rows of every job's CSV (a (tool, strategy, pair, seed) found in two jobs is kept once) and
+    its traces, summarized, plotted and written to --out (a .gz name is gzipped); timings summed per key."""
+    rows: dict[tuple, tuple] = {}
+    traces: dict[tuple[str, str, str], dict[int, np.ndarray]] = {}
+    timings: dict[str, float] = {}
+    meta: dict[str, tuple] = {}  # pair label -> (space, point, size, true best, device)
+    files = sorted(f for d in args.merge for f in Path(d).rglob("*.csv"))
+    for f in files:
+        with f.open(newline="") as fh:
+            for r in csv.DictReader(fh):
+                key = (r["tool"], r["strategy"], r["space"], r["point"], r["device"], int(r["seed"]), int(r["evals"]))
+                rows[key] = (r["tool"], r["strategy"], r["space"], r["point"], int(r["seed"]), int(r["space_size"]),
+                             int(r["evals"]), float(r["best_ms"]), float(r["true_best_ms"]), r["device"])
+        tr = f.with_suffix(".traces.npz")
+        if tr.exists():
+            with np.load(tr) as z:
+                for name in z.files:
+                    tool, strategy, rest = name.split("|", 2)
+                    label, seed = rest.rsplit("|", 1)
+                    traces.setdefault((tool, strategy, label), {})[int(seed)] = z[name].astype(float)
+        tj = f.with_suffix(".timings.json")
+        if tj.exists():
+            for k, v in json.loads(tj.read_text()).items():
+                timings[k] = timings.get(k, 0.0) + v
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    body = [COLUMNS] + sorted(rows.values(), key=lambda r: (r[0], r[1], r[2], r[9], r[3], r[4], r[6]))
+    import io
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(body)
+    if out.name.endswith(".gz"):
+        import gzip
+        with gzip.GzipFile(out, "wb", mtime=0) as gz:
+            gz.write(buf.getvalue().encode())
+        stem = out.with_name(out.name.removesuffix(".csv.gz"))
+    else:
+        out.write_text(buf.getvalue())
+        stem = out.with_suffix("")
+    rowlist = list(rows.values())
+    ordered = {k: [v[s] for s in sorted(v)] for k, v in traces.items()}
+    pairs = pairs_of_labels({label for _, _, label in ordered}, args)
+    scores = methodology_scores({k: [t[:max(1, math.ceil(SCORE_FRACTION * len(pairs[k[2]].instances)))] for t in v]
+                                 for k, v in ordered.items()}, pairs)
+    text = summary(rowlist, scores, counts(rowlist))
+    print(text)
+    stem.with_suffix(".summary.md").write_text(text + "\n")
+    stem.with_suffix(".timings.json").write_text(json.dumps(timings, indent=1, sort_keys=True))
+    logs = sorted(f for d in args.merge for f in Path(d).rglob("*.log"))
+    stem.with_suffix(".log").write_text("".join(f"== {f.name}\n{f.read_text(errors='replace')}" for f in logs))
+    host = "".join(f.read_text() for d in args.merge for f in Path(d).rglob("host.txt"))
+    cost = [line for d in args.merge for f in Path(d).rglob("proposal_cost.log")
+            for line in f.read_text().splitlines() if "ms CPU per proposal" in line or "instances built" in line]
+    for prov in args.provenance:
+        write_provenance(Path(prov), text, verdict(rowlist), host, cost, args)
+    if not args.no_plot:
+        plot(ordered, [pairs[k] for k in sorted(pairs)], stem.with_suffix(".png"))
+    print(f"wrote {out}, {stem.with_suffix('.summary.md')}" + ("" if args.no_plot else f", {stem.with_suffix('.png')}"))
+
+
+def verdict(rows: list[tuple]) -> str:
+    """Per budget: our best strategy and Kernel Tuner's best by the median, against the issue's targets."""
+    lines = []
+    for frac in FRACTIONS:
+        med = {}
+        for tool, strategy in sorted({(r[0], r[1]) for r in rows}):
+            g = gaps(rows, tool, strategy, frac)
+            if g:
+                med[(tool, strategy)] = (float(np.median(g)), float(np.percentile(g, 90)))
+        ours = {k: v for k, v in med.items() if k[0] == "autotune"}
+        kt = {k: v for k, v in med.items() if k[0] == "kerneltuner"}
+        if not ours:
+            continue
+        o = min(ours, key=lambda k: ours[k])
+        line = f"- {frac:.0%}: ours best {o[1]} {ours[o][0]:.4f} / {ours[o][1]:.4f}"
+        if "hybrid" in {k[1] for k in ours} and o[1] != "hybrid":
+            line += f" (hybrid {ours[('autotune', 'hybrid')][0]:.4f} / {ours[('autotune', 'hybrid')][1]:.4f})"
+        if kt:
+            b = min(kt, key=lambda k: kt[k])
+            line += (f"; Kernel Tuner's best {b[1]} {kt[b][0]:.4f} / {kt[b][1]:.4f}: "
+                     + ("ours beats it on the median" if ours[o][0] < kt[b][0] else
+                        "a tie on the median" if ours[o][0] == kt[b][0] else "Kernel Tuner's is better on the median"))
+        if abs(frac - 0.05) < 1e-9:
+            line += (f"; target at 5% (median <= 0.02, p90 <= 0.10): median {'met' if ours[o][0] <= 0.02 else 'missed'}, "
+                     f"p90 {'met' if ours[o][1] <= 0.10 else 'missed'}")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def write_provenance(path: Path, table: str, verdicts: str, host: str, cost: list[str], args: argparse.Namespace) -> None:
+    begin, end = "<!-- measured:begin -->", "<!-- measured:end -->"
+    text = path.read_text() if path.exists() else f"{begin}\n{end}\n"
+    if begin not in text or end not in text:
+        raise SystemExit(f"error: {path} has no {begin} ... {end} section to replace")
+    section = (f"{begin}\n## Measured run (merged from {', '.join(Path(d).name for d in args.merge)})\n"
+               f"Host of the run:\n```\n{host.strip() or 'not recorded'}\n```\n"
+               "Median / p90 of best_ms / true_best_ms - 1 over pairs x seeds per budget (rows: runs behind "
+               "each; score: the benchmark hub methodology's on the first 5% of each pair):\n\n"
+               f"{table}\n\nPer budget, best by the median:\n{verdicts}\n\n"
+               "Proposal cost on the run's host (`--proposal-cost 1000000 --strategies hybrid`): "
+               + ("; ".join(cost) if cost else "not measured in this run") + f"\n{end}")
+    head, rest = text.split(begin, 1)
+    path.write_text(head + section + rest.split(end, 1)[1])
+
+
+SCORE_FRACTION = 0.05  # the methodology score is computed on the first 5% of each pair (every strategy has them)
+
+
+def pairs_of_labels(labels: set[str], args: argparse.Namespace) -> dict[str, Pair]:
+    work = temp_work()
+    pairs = load_sources(args.source or list(DEFAULT_SOURCES), work, args.min_size)
+    got = {p.label: p for p in pairs if p.label in labels}
+    missing = labels - set(got)
+    if missing:
+        raise SystemExit(f"error: the merged traces name pairs the sources do not have: {sorted(missing)[:3]}")
+    return got
+
+
+def counts(rows: list[tuple]) -> dict[tuple[str, str], str]:
+    """Per (tool, strategy): pairs and seeds per pair (min-max) behind the summary."""
+    per: dict[tuple[str, str], dict[tuple, set]] = {}
+    for r in rows:
+        per.setdefault((r[0], r[1]), {}).setdefault((r[2], r[3], r[9]), set()).add(r[4])
+    out = {}
+    for k, v in per.items():
+        n = [len(s) for s in v.values()]
+        out[k] = f"{len(v)} pairs, {min(n)}-{max(n)} seeds" if min(n) != max(n) else f"{len(v)} pairs, {n[0]} seeds"
+    return out
 
 
 def methodology_scores(traces: dict, by_label: dict[str, Pair]) -> dict[tuple[str, str], float]:
@@ -183,15 +388,18 @@ def gaps(rows: list[tuple], tool: str, strategy: str, frac: float) -> list[float
     return [x if math.isfinite(x) else 9.99 for x in g]  # nothing valid found: counted as 999%
 
 
-def summary(rows: list[tuple], scores: dict[tuple[str, str], float]) -> str:
-    lines = ["| tool | strategy | " + " | ".join(f"{int(f * 100)}% median / p90" for f in FRACTIONS) + " | score |",
-             "|---|---|" + "---|" * (len(FRACTIONS) + 1)]
-    for tool, strategy in sorted(scores, key=lambda k: -scores[k]):
+def summary(rows: list[tuple], scores: dict[tuple[str, str], float], runs: dict[tuple[str, str], str] | None = None) -> str:
+    lines = ["| tool | strategy | " + " | ".join(f"{int(f * 100)}% median / p90" for f in FRACTIONS) + " | score |"
+             + (" runs |" if runs else ""), "|---|---|" + "---|" * (len(FRACTIONS) + 1 + bool(runs))]
+    keys = sorted({(r[0], r[1]) for r in rows} | set(scores), key=lambda k: -scores.get(k, -math.inf))
+    for tool, strategy in keys:
         cells = []
         for frac in FRACTIONS:
             g = gaps(rows, tool, strategy, frac)
             cells.append(f"{np.median(g):.4f} / {np.percentile(g, 90):.4f}" if g else "-")
-        lines.append(f"| {tool} | {strategy} | " + " | ".join(cells) + f" | {scores[(tool, strategy)]:.3f} |")
+        sc = f"{scores[(tool, strategy)]:.3f}" if (tool, strategy) in scores else "-"
+        lines.append(f"| {tool} | {strategy} | " + " | ".join(cells) + f" | {sc} |"
+                     + (f" {runs.get((tool, strategy), '')} |" if runs else ""))
     return "\n".join(lines)
 
 

@@ -17,9 +17,12 @@ every configuration (gemm_batched_simt's DIM_XA == DIM_X under the complete_h100
 from Kernel Tuner's view (it is a copy, not a dimension; keeping it would make Kernel Tuner enumerate a cartesian
 product millions of configurations large). The cache is rewritten to a temporary file with those keys.
 
+Seeds are the outer loop (every strategy runs seed s before any runs seed s + 1), so `--deadline` (a Unix time
+after which no further run starts) leaves whole seeds of the strategies listed first.
+
 Output JSON: {"kernel_tuner": version, "max_fevals": N, "params": [...], "size": n,
               "runs": {strategy: {seed: {"order": [key, ...], "times": [ms | null, ...], "wall_s": s}}},
-              "failed": {strategy: "error text"}}
+              "failed": {strategy: "error text"}, "cut": "why it stopped early" (only when it did)}
 """
 from __future__ import annotations
 
@@ -119,25 +122,37 @@ def main() -> None:
     ap.add_argument("--seeds", default="0-9", help="a range a-b or a list a,b,c")
     ap.add_argument("--max-fevals", type=int, required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--deadline", type=float, default=0.0, help="Unix time after which no further seed is started "
+                    "(the runs finished so far are written; \"cut\" in the output says where it stopped)")
     args = ap.parse_args()
     import kernel_tuner
 
     doc, keep = reduced(load(args.cache))
     out = {"kernel_tuner": getattr(kernel_tuner, "__version__", "?"), "max_fevals": args.max_fevals,
            "params": keep, "size": len(doc["cache"]), "runs": {}, "failed": {}}
+    strategies = args.strategies.split(",")
+    spent = {s: 0.0 for s in strategies}
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "cache.json")
         with open(path, "w") as f:
             json.dump(doc, f)
-        for strategy in args.strategies.split(","):
-            t = time.monotonic()
-            try:
-                out["runs"][strategy] = {str(s): run_one(strategy, s, doc, keep, path, args.max_fevals)
-                                         for s in seeds_of(args.seeds)}
-            except Exception as exc:  # noqa: BLE001 - a strategy that cannot run here is reported, not fatal
-                out["failed"][strategy] = f"{type(exc).__name__}: {exc}"[:300]
-                out["runs"].pop(strategy, None)
-            print(f"  kt {strategy}: {time.monotonic() - t:.1f} s", file=sys.stderr)
+        for seed in seeds_of(args.seeds):  # seeds outer: a deadline leaves whole seeds of the first strategies
+            for strategy in strategies:
+                if args.deadline and time.time() > args.deadline:
+                    out["cut"] = out.get("cut") or f"deadline reached before seed {seed} of {strategy}"
+                    break
+                if strategy in out["failed"]:
+                    continue
+                t = time.monotonic()
+                try:
+                    out["runs"].setdefault(strategy, {})[str(seed)] = run_one(strategy, seed, doc, keep, path,
+                                                                              args.max_fevals)
+                except Exception as exc:  # noqa: BLE001 - a strategy that cannot run here is reported, not fatal
+                    out["failed"][strategy] = f"{type(exc).__name__}: {exc}"[:300]
+                    out["runs"].pop(strategy, None)
+                spent[strategy] += time.monotonic() - t
+    for strategy, s in spent.items():
+        print(f"  kt {strategy}: {s:.1f} s", file=sys.stderr)
     with open(args.out, "w") as f:
         json.dump(out, f)
 

@@ -103,3 +103,35 @@ def test_kt_driver_drops_copied_parameters() -> None:
     out, keep = kt_simulate.reduced(doc)
     assert keep == ["a", "b", "c1", "c2"]  # a copy of a varying parameter goes; equal constants stay
     assert set(out["cache"]) == {f"{a},{b},7,7" for a in (1, 2) for b in (3, 4)}
+
+
+def test_jobs_with_a_deadline_merge_into_one_csv_plot_and_provenance(tmp_path: Path) -> None:
+    """Two jobs (other seeds) and one started past its deadline merge into one CSV, a summary and the provenance."""
+    cache = tiny_cache(tmp_path / "tiny_T1.json")
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": "1"}
+    jobs = tmp_path / "jobs"
+    base = [sys.executable, str(ROOT / "scripts" / "bench_search.py"), "--source", str(cache), "--min-size", "10",
+            "--strategies", "hybrid,random", "--fractions", "0.1,0.5", "--no-plot", "--kt-seeds", "0", "--seeds", "2"]
+    for first in (0, 2):
+        res = subprocess.run(base + ["--first-seed", str(first), "--out", str(jobs / f"ours_{first}.csv")],
+                             capture_output=True, text=True, timeout=300, env=env)
+        assert res.returncode == 0, res.stderr[-2000:]
+    late = subprocess.run(base + ["--deadline", "1", "--out", str(jobs / "late.csv")], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert late.returncode == 0 and not (jobs / "late.csv").exists()
+    (jobs / "host.txt").write_text("test host\n")
+    prov = tmp_path / "PROV.md"
+    prov.write_text("# head\n<!-- measured:begin -->\nold\n<!-- measured:end -->\ntail\n")
+    out = tmp_path / "res" / "search.csv.gz"
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_search.py"), "--source", str(cache),
+                          "--min-size", "10", "--fractions", "0.1,0.5", "--merge", str(jobs), "--out", str(out),
+                          "--provenance", str(prov)], capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    import gzip
+    rows = list(csv.DictReader(gzip.open(out, "rt")))
+    assert {(r["strategy"], r["seed"]) for r in rows} == {(s, str(k)) for s in ("hybrid", "random") for k in range(4)}
+    assert len(rows) == 2 * 4 * 2  # strategies x seeds x budgets
+    text = prov.read_text()
+    assert text.startswith("# head\n") and text.endswith("tail\n") and "old" not in text
+    assert "| autotune | hybrid |" in text and "test host" in text and "1 pairs, 4 seeds" in text
+    assert (tmp_path / "res" / "search.png").exists() and (tmp_path / "res" / "search.summary.md").exists()

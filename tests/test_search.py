@@ -20,6 +20,7 @@ from autotune.sweep.config import load_config, parse_config
 from autotune.sweep.runner import run_sweep, study_name
 from autotune.sweep.strategies import make_strategy
 from autotune.sweep.strategies.auto import Auto
+from autotune.sweep.strategies.hybrid import HybridSearch
 from autotune.sweep.strategies.optuna_search import TPESearch
 from autotune.sweep.strategies.options import SearchOptions, StopRule
 from autotune.sweep.strategies.validset import ValidSet
@@ -28,7 +29,7 @@ from autotune.vocab import Measurement, Status
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSPOSE = ROOT / "examples" / "transpose"
-AVAILABLE = ["brute", "random", "tpe", "auto"] + \
+AVAILABLE = ["brute", "random", "tpe", "hybrid", "auto"] + \
     (["gp"] if importlib.util.find_spec("torch") else []) + (["cmaes"] if importlib.util.find_spec("cmaes") else [])
 
 
@@ -111,7 +112,7 @@ def test_auto_says_which_and_why() -> None:
     assert Auto(insts, None, 0).reason.startswith("auto: brute (no budget")
     assert Auto(insts, 40, 0).reason.startswith("auto: brute (the budget of 40 covers all 40")
     picked = Auto(insts, 10, 0)
-    assert isinstance(picked.chosen, TPESearch) and "categorical parameter(s) MODE" in picked.reason
+    assert isinstance(picked.chosen, HybridSearch) and picked.reason.startswith("auto: hybrid (40 instances, budget 10")
 
 
 def test_stop_rule_patience_and_roofline() -> None:
@@ -185,13 +186,13 @@ def test_each_strategy_on_a_recorded_space(name: str, recorded: str, tmp_path: P
     per_point = m.groupby(["rows", "cols"]).instance_id.nunique()
     assert len(per_point) == 3 and (per_point == 12).all(), per_point
     assert len(m) == 36  # each instance measured at its point only
-    if name in ("tpe", "gp", "cmaes", "auto"):
+    if name in ("tpe", "hybrid", "gp", "cmaes", "auto"):
         uuid = backend.device_info().uuid
         for p in cfg.points:
             study = optuna.load_study(storage=url, study_name=study_name(cfg, "transpose_tiled", p, uuid))
             assert len(study.trials) == 12
     if name == "auto":
-        assert any("auto: tpe" in n for n in reporter.notes)
+        assert any("auto: hybrid" in n for n in reporter.notes)
 
 
 def test_tpe_sweep_resumes_its_study(recorded: str, tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ class SweepConfig:
     bk: int = 10
     tol: float = 0.05
     description: str = ""
-    strategy: str = "brute"  # search strategy (autotune.sweep.strategies): brute, random, tpe, gp, cmaes, auto, ...
+    strategy: str = "brute"  # search strategy (autotune.sweep.strategies): brute, random, tpe, hybrid, gp, cmaes, auto, ...
     search: SearchOptions = SearchOptions()  # the `strategy:` mapping's per-point options (budget, patience, ...)
     max_instances: int | None = None  # measure at most this many instances per space
     seed: int = 0  # seed of the random strategy

@@ -22,6 +22,7 @@ STRATEGIES: dict[str, str] = {
     "tpe": "autotune.sweep.strategies.optuna_search:TPESearch",
     "gp": "autotune.sweep.strategies.optuna_search:GPSearch",
     "cmaes": "autotune.sweep.strategies.optuna_search:CmaEsSearch",
+    "hybrid": "autotune.sweep.strategies.hybrid:HybridSearch",
     "auto": "autotune.sweep.strategies.auto:Auto",
 }
 

@@ -15,7 +15,7 @@ while (asked := strategy.ask(256)):
     ...measure `asked` on their test points...
     strategy.tell(instance, measurements)                 # once per asked instance, in any order
 ```
-Per point (a model-based strategy, `model_based = True`: tpe, gp, cmaes, auto; or any strategy when the config
+Per point (a model-based strategy, `model_based = True`: tpe, hybrid, gp, cmaes, auto; or any strategy when the config
 gives a per-point `budget`, `patience` or `roofline_tol`, `options.SearchOptions`): one strategy per (space,
 test point), over the instances that serve that point, each asked instance measured at that point only, with
 `budget` = the evaluations of that point (`--budget N`). Why per point: the best instance differs from point to
@@ -27,7 +27,7 @@ best instances of neighbouring points (transfer, `SearchOptions.transfer`). The 
 `options.StopRule` (K evaluations without improvement, or the best within a tolerance of the kind's roofline).
 Points are searched in the config's order.
 
-Built-ins: `brute` (`BruteForce`), `random` (`RandomSample`), `tpe`, `gp` (needs torch), `cmaes` (needs the
+Built-ins: `brute` (`BruteForce`), `random` (`RandomSample`), `hybrid` (`hybrid.HybridSearch`), `tpe`, `gp` (needs torch), `cmaes` (needs the
 cmaes package) (`optuna_search`), `auto` (`auto.Auto`), loaded by name from
 `autotune.sweep.strategies.STRATEGIES` or the `autotune.strategies` entry-point group.
 """

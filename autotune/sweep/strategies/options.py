@@ -3,7 +3,7 @@
 ```
 strategy: tpe                # or a mapping:
 strategy:
-  name: tpe                  # brute, random, tpe, gp, cmaes, auto, an installed one or module:Class
+  name: tpe                  # brute, random, tpe, hybrid, gp, cmaes, auto, an installed one or module:Class
   budget: 100                # evaluations per test point (--budget)
   patience: 30               # stop a point after 30 evaluations without a better time (--patience)
   roofline_tol: 0.05         # stop a point once its best reaches 95% of its kind's roofline (--roofline-tol)

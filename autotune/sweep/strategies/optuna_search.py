@@ -71,7 +71,12 @@ class OnValidSet(BaseSampler):
         for name, dist in search_space.items():
             if name not in proposal:
                 proposal[name] = self.inner.sample_independent(study, trial, name, dist)
-        self.last_row = self.valid.take_nearest(proposal)
+        chosen = getattr(self.inner, "chosen_row", None)  # a sampler that picks valid rows itself says which
+        if chosen is not None and self.valid.free[chosen]:
+            self.valid.take(chosen)
+            self.last_row = chosen
+        else:
+            self.last_row = self.valid.take_nearest(proposal)
         if self.last_row is None:  # cannot happen: the strategy asks only while instances are free
             raise RuntimeError("no free instance left")
         return self.valid.params(self.last_row)

@@ -1,0 +1,145 @@
+"""The `hybrid` strategy (surrogate + local search on the valid set, issue 33): the conformance suite, that it
+beats random search on a space with structure, that it learns where instances fail, and its proposal cost on a
+space of 10^6 valid instances."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Sequence
+
+import numpy as np
+
+from autotune.space.instance import Instance
+from autotune.sweep.strategies import make_strategy
+from autotune.sweep.strategies.hybrid import HybridModel, HybridSearch, codes_of
+from autotune.sweep.strategies.validset import ValidSet
+from autotune.testing.strategies import POINT, StrategyConformance
+from autotune.vocab import Measurement, Status
+
+
+class TestHybrid(StrategyConformance):
+    factory = HybridSearch
+
+
+class TestHybridOneAtATimeByName(StrategyConformance):
+    @staticmethod
+    def factory(instances: Sequence[Instance], budget: int | None, seed: int):  # type: ignore[no-untyped-def]
+        return make_strategy("hybrid", instances, budget, seed, batch=1, startup=3)
+
+
+def bowl_space() -> tuple[list[Instance], dict[str, float | None]]:
+    """1,600 instances of 4 parameters; time a sum of per-parameter bowls plus an interaction of A and B; the
+    instances with C == 7 and D >= 6 fail (a region, not scattered)."""
+    insts, times = [], {}
+    for a in range(10):
+        for b in range(10):
+            for c in range(8):
+                for d in range(2, 10, 4):
+                    for e in (1, 2):
+                        inst = Instance.of("bowl", {"A": a, "B": 1 << b, "C": c, "D": d, "E": e})
+                        insts.append(inst)
+                        fail = c == 7 and d >= 6
+                        times[inst.id] = None if fail else \
+                            1.0 + 0.03 * (a - 6) ** 2 + 0.02 * (b - 3) ** 2 + 0.05 * (c - 5) ** 2 + 0.01 * d + \
+                            0.04 * e + 0.02 * abs(a - b)
+    return insts, times
+
+
+def result(inst: Instance, times: dict[str, float | None]) -> list[Measurement]:
+    t = times[inst.id]
+    if t is None:
+        return [Measurement(inst.id, POINT, Status.COMPILE_ERROR, error="made up")]
+    return [Measurement(inst.id, POINT, Status.OK, median_ms=t, reps=3, times_ms=[t] * 3)]
+
+
+def run(name: str, insts: list[Instance], times: dict[str, float | None], budget: int, seed: int) -> list[Instance]:
+    s = make_strategy(name, insts, budget, seed)
+    asked: list[Instance] = []
+    while batch := s.ask(64):
+        for inst in batch:
+            s.tell(inst, result(inst, times))
+        asked += batch
+    return asked
+
+
+def test_hybrid_beats_random_search_on_a_structured_space() -> None:
+    insts, times = bowl_space()
+    best = min(t for t in times.values() if t is not None)
+    gap = {name: [] for name in ("hybrid", "random")}
+    for seed in range(5):
+        for name in gap:
+            got = [times[i.id] for i in run(name, insts, times, 80, seed)]
+            gap[name].append(min(t for t in got if t is not None) / best - 1)
+    assert np.median(gap["hybrid"]) < 0.02, gap
+    assert np.median(gap["hybrid"]) < np.median(gap["random"]), gap
+
+
+def test_hybrid_learns_where_instances_fail() -> None:
+    insts, times = bowl_space()
+    share = sum(t is None for t in times.values()) / len(times)
+    failed = [sum(times[i.id] is None for i in run("hybrid", insts, times, 160, seed)) for seed in range(3)]
+    assert max(failed) < share * 160 / 2, (failed, share)  # random search would fail on share * 160
+
+
+def test_hybrid_proposes_only_free_valid_rows_and_counts_failures_as_slow() -> None:
+    codes = np.array([[i % 4, (i // 4) % 5, i // 20] for i in range(60)], dtype=np.int16)
+    m = HybridModel(codes, seed=3, startup=2)
+    free = np.ones(len(codes), bool)
+    for k in range(60):
+        r = m.propose(free)
+        assert free[r]
+        free[r] = False
+        m.observe(r, None if codes[r, 2] == 2 else math.log(1 + codes[r, 0]))
+    m.fit()
+    pred = m.predict(np.arange(60))
+    assert pred[codes[:, 2] == 2].mean() > pred[codes[:, 2] != 2].mean()  # the failed region predicts slow
+
+
+def test_proposal_cost_on_a_million_valid_instances() -> None:
+    """The issue's bound: a proposal under 50 ms of CPU on 10^6 valid instances (here the model on the space's
+    codes after 100 results; `bench_search.py --proposal-cost` measures the whole strategy, Optuna included)."""
+    rng = np.random.default_rng(0)
+    cards = (8, 8, 6, 5, 4, 4, 3, 3, 2, 2)  # 1,105,920 combinations, 10^6 of them valid
+    grid = np.indices(cards).reshape(len(cards), -1).T
+    codes = grid[np.sort(rng.permutation(len(grid))[:1_000_000])].astype(np.int16)
+    n = len(codes)
+    m = HybridModel(codes, seed=0)
+    free = np.ones(n, bool)
+    y = rng.random(n)
+    spent = []
+    for k in range(120):
+        t = time.process_time()  # CPU time: the figure of an idle core on a shared host
+        r = m.propose(free)
+        spent.append(time.process_time() - t)
+        free[r] = False
+        m.observe(r, float(y[r]))
+    per = float(np.mean(spent[100:]))
+    assert per < 0.05, f"{per * 1e3:.1f} ms per proposal"
+
+
+def test_codes_follow_the_value_order() -> None:
+    insts = [Instance.of("s", {"X": x, "M": m}) for x in (64, 8, 512) for m in ("b", "a")]
+    codes = codes_of(ValidSet(insts))
+    assert codes[:, 0].tolist() == [1, 1, 0, 0, 2, 2]  # 8 < 64 < 512
+    assert sorted(set(codes[:, 1].tolist())) == [0, 1]
+
+
+def test_hybrid_study_in_sqlite_resumes_without_repeating(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import optuna
+
+    from autotune.testing.strategies import made_up_instances, made_up_results
+    url = f"sqlite:///{tmp_path / 'studies.sqlite'}"
+    insts = made_up_instances(40)
+    first = HybridSearch(insts, 12, 0, study=(url, "h"), batch=3, startup=2)
+    asked = [i for _ in range(2) for i in first.ask(3) if not first.tell(i, made_up_results(i))]
+    again = HybridSearch(insts, 12, 0, study=(url, "h"), batch=3, startup=2)
+    assert len(again._hybrid.model.rows) == 0  # learned at the first proposal, from the loaded study
+    rest = [i for _ in range(5) for i in again.ask(3) if not again.tell(i, made_up_results(i))]
+    assert len(again._hybrid.model.rows) == 12 and not set(rest) & set(asked) and len(rest) == 6
+    assert len(optuna.load_study(storage=url, study_name="h").trials) == 12
+
+
+class TestHybridBasins(StrategyConformance):
+    @staticmethod
+    def factory(instances: Sequence[Instance], budget: int | None, seed: int):  # type: ignore[no-untyped-def]
+        return HybridSearch(instances, budget, seed, basins=3, startup=2)
