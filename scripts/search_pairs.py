@@ -36,7 +36,8 @@ from autotune.space.instance import Instance  # noqa: E402
 from autotune.store.store import Store  # noqa: E402
 from autotune.vocab import Measurement, Status, TestPoint  # noqa: E402
 
-DEFAULT_SOURCES = ("results/complete_h100/complete_h100.sqlite.gz", "results/bench/hub")
+DEFAULT_SOURCES = ("results/complete_h100/complete_h100.sqlite.gz", "results/complete_conv_h200/complete_conv_h200.sqlite.gz",
+                   "results/bench/hub")
 
 
 @dataclass
