@@ -1,0 +1,371 @@
+"""`DaskBackend`: one sweep over every GPU of a node (`--gpus all|N`) or of a cluster (`--scheduler ADDRESS`).
+
+The client (the runner's process, the only writer to the database) cuts each batch of jobs into chunks and
+submits one Dask task per chunk; the scheduler hands chunks to whichever worker is free (and steals queued ones
+from a slow worker for a fast one), so a faster GPU takes more. Each worker holds one long-lived executor built
+once per worker process by a worker plugin (`dask_worker.ExecutorPlugin`): on GPUs a `local.GpuBackend` on the
+worker's one visible GPU, with its own compile pool and its GPU process (crash and hang isolation as on one GPU);
+without GPUs a replay of a recorded database (`dask_executors`). A chunk's Measurements come back to the client,
+each naming its GPU (`Measurement.device`), and the runner records them on that GPU.
+
+Guarantees (docs/scale-out.md):
+- a worker that dies (killed, out of memory, node lost) loses nothing: the scheduler runs its chunk again on
+  another worker, and as a chunk's results only reach the client when it completes, nothing is recorded twice;
+  a chunk that killed `distributed.scheduler.allowed-failures` + 1 workers is recorded as `crashed`;
+- a killed client loses at most the chunks in flight (nothing of them is recorded; the resumed sweep measures them);
+- one measurement per (instance, point) per `run`, whatever the retries (`test_one_measurement_per_pair`).
+
+The local cluster is plain `distributed` (a `SpecCluster` of one `Nanny` per GPU, each with its own
+`CUDA_VISIBLE_DEVICES`), not dask-cuda: see docs/scale-out.md for why.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import queue
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from autotune.errors import UserError
+from autotune.problems.base import ProblemKind, Scalars
+from autotune.sweep.backends.base import Job
+from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+
+INSTALL_HINT = "pip install 'autotune[dask]'  (or: pip install distributed)"
+CONNECT_TIMEOUT_S = 60.0  # to reach a --scheduler, and for the workers of a cluster to appear
+CHUNKS_PER_WORKER = 2  # chunks each worker gets of one batch: enough to balance, few enough to keep chunks long
+
+
+def require_distributed() -> Any:
+    """The `distributed` package, or a UserError that says how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise UserError("--gpus and --scheduler need Dask's `distributed` package, which is not installed",
+                        hint=INSTALL_HINT) from None
+    return distributed
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries: CUDA_VISIBLE_DEVICES's own list when it is
+    set, else one index per GPU that `nvidia-smi -L` lists (the client never initialises CUDA itself)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, line in enumerate(ln for ln in out.stdout.splitlines() if ln.startswith("GPU "))]
+
+
+def gpu_list(gpus: str, replay: bool = False) -> list[str]:
+    """`--gpus all|N|LIST` as the CUDA_VISIBLE_DEVICES entry of each worker. With `replay` (no GPU used) the
+    entries are only names: `all` is 2 workers and N is N workers."""
+    text = gpus.strip().lower()
+    if replay:
+        n = 2 if text == "all" else _count(gpus)
+        return [str(i) for i in range(n)]
+    found = visible_gpus()
+    if text == "all":
+        if not found:
+            raise UserError("--gpus all: no GPU found (CUDA_VISIBLE_DEVICES is empty or nvidia-smi lists none)",
+                            hint="run on a machine with NVIDIA GPUs, or pass --scheduler ADDRESS of a Dask cluster")
+        return found
+    if "," in text:
+        return [d.strip() for d in gpus.split(",") if d.strip()]
+    n = _count(gpus)
+    if found and n > len(found):
+        raise UserError(f"--gpus {n}: only {len(found)} GPU(s) visible ({', '.join(found)})",
+                        hint=f"pass --gpus all or a number up to {len(found)}")
+    return (found or [str(i) for i in range(n)])[:n]
+
+
+def _count(gpus: str) -> int:
+    try:
+        n = int(gpus)
+    except ValueError:
+        raise UserError(f"--gpus must be `all`, a number of GPUs or a comma-separated list of GPU indices, got "
+                        f"{gpus!r}") from None
+    if n < 1:
+        raise UserError(f"--gpus must be at least 1, got {n}")
+    return n
+
+
+def local_cluster(devices: Sequence[str], *, silence: bool = True) -> Any:
+    """A cluster on this host: a scheduler and one worker process (a Nanny, which restarts it if it dies) per
+    entry of `devices`, named gpu0, gpu1, ..., each with one thread and CUDA_VISIBLE_DEVICES=its entry, no memory
+    limit (the Nanny would otherwise kill a worker holding a large float64 reference), no dashboard."""
+    import logging
+
+    distributed = require_distributed()
+    scheduler = {"cls": distributed.Scheduler, "options": {"host": "127.0.0.1", "port": 0, "dashboard": False,
+                                                           "dashboard_address": None}}
+    workers = {f"gpu{i}": {"cls": distributed.Nanny, "options": {
+        "host": "127.0.0.1", "nthreads": 1, "memory_limit": 0, "env": {"CUDA_VISIBLE_DEVICES": str(dev)},
+        "resources": {"GPU": 1}, "silence_logs": logging.ERROR if silence else False}}
+        for i, dev in enumerate(devices)}
+    return distributed.SpecCluster(workers=workers, scheduler=scheduler,
+                                   silence_logs=logging.ERROR if silence else False, name="autotune")
+
+
+@dataclass
+class GpuRate:
+    """What one worker (one GPU) measured in this process: pairs, seconds busy, chunks."""
+
+    worker: str
+    device: str  # the GPU's name
+    pairs: int = 0
+    seconds: float = 0.0
+    chunks: int = 0
+
+    @property
+    def per_s(self) -> float:
+        return self.pairs / self.seconds if self.seconds > 0 else 0.0
+
+
+class DaskBackend:
+    """`autotune.sweep.backends.base.Backend` over a Dask cluster (see the module docstring).
+
+    `executor`: a factory from `dask_executors` (what each worker measures with). Exactly one of `devices` (start
+    a local cluster, one worker per entry: a CUDA_VISIBLE_DEVICES value) and `scheduler` (the address of a running
+    scheduler whose workers each see one GPU). `chunk_jobs`: jobs per task (default: a batch split into
+    `CHUNKS_PER_WORKER` chunks per worker). `cluster`: an already running cluster object to use instead."""
+
+    def __init__(self, executor: Any, *, devices: Sequence[str] | None = None, scheduler: str | None = None,
+                 chunk_jobs: int | None = None, cluster: Any = None) -> None:
+        if (devices is None) == (scheduler is None) and cluster is None:
+            raise ValueError("give exactly one of devices (a local cluster) and scheduler (an address)")
+        self.executor, self.devices_wanted, self.scheduler = executor, list(devices or []), scheduler
+        self.chunk_jobs = chunk_jobs
+        self.deadline: float | None = None  # time.monotonic(): chunks get the time left; results past it are dropped
+        self.on_device: Any = None  # the runner sets it to record a GPU that joins mid-sweep (Store.upsert_device)
+        self.resubmitted = 0  # chunks whose worker died, run again elsewhere (from the scheduler's retries)
+        self._cluster, self._own_cluster = cluster, cluster is None and scheduler is None
+        self._client: Any = None
+        self._infos: dict[str, DeviceInfo] = {}  # worker name -> its GPU
+        self._rates: dict[str, GpuRate] = {}
+        self._primary: DeviceInfo | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        """Start (or connect to) the cluster and install the executor on every worker; returns without waiting
+        for the workers (`device_info` waits). Idempotent."""
+        if self._client is not None:
+            return
+        distributed = require_distributed()
+        from autotune.sweep.backends.dask_worker import ExecutorPlugin
+        if self._cluster is None and self.scheduler is None:
+            self._cluster = local_cluster(self.devices_wanted)
+        try:
+            target = self._cluster if self._cluster is not None else self.scheduler
+            self._client = distributed.Client(target, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise UserError(f"cannot reach the Dask scheduler at {self.scheduler}: {exc}",
+                            hint="start it (`dask scheduler`, or the SLURM job of docs/scale-out.md) and pass the "
+                                 "address it prints, e.g. --scheduler tcp://node01:8786") from None
+        plugin = ExecutorPlugin(self.executor)
+        register = getattr(self._client, "register_plugin", None) or self._client.register_worker_plugin
+        register(plugin, name=plugin.name)
+
+    @property
+    def client(self) -> Any:
+        self.start()
+        return self._client
+
+    def workers(self) -> int:
+        """Workers (GPUs) the cluster has now, after waiting for the local ones (or, for a scheduler, for one)."""
+        want = len(self.devices_wanted) if self._own_cluster else 1
+        try:
+            self.client.wait_for_workers(want, timeout=CONNECT_TIMEOUT_S)
+        except TimeoutError:
+            raise RuntimeError(f"the Dask cluster has fewer than {want} worker(s) after {CONNECT_TIMEOUT_S:.0f} s"
+                               ) from None
+        return len(self.client.scheduler_info(n_workers=-1)["workers"]) if _new_info(self.client) else \
+            len(self.client.scheduler_info()["workers"])
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._client is not None:
+            try:
+                if self._own_cluster:  # the plugin's teardown closes each executor (GPU processes, pools)
+                    self._client.unregister_worker_plugin(_plugin_name())
+            except Exception:  # noqa: BLE001 - closing: a worker already gone is fine
+                pass
+            self._client.close()
+        if self._own_cluster and self._cluster is not None:
+            self._cluster.close()
+
+    # ---------------------------------------------------------------------------------- the protocol
+    def device_info(self) -> DeviceInfo:
+        """The first worker's GPU (by name), with the least free memory of all workers' GPUs (the runner checks
+        that the points fit). Every worker's GPU: `devices()`."""
+        if self._primary is None:
+            self._discover()
+            first = self._infos[sorted(self._infos)[0]]
+            free = [i.free_bytes for i in self._infos.values() if i.free_bytes is not None]
+            self._primary = dataclasses.replace(first, free_bytes=min(free) if free else None)
+        return self._primary
+
+    def devices(self) -> list[DeviceInfo]:
+        """Each distinct GPU of the cluster's workers (by uuid), the runner records them all."""
+        self.device_info()
+        return list({i.uuid: i for i in self._infos.values()}.values())
+
+    def rates(self) -> list[GpuRate]:
+        """Per worker (GPU): pairs measured and the time its chunks took, in this process."""
+        return [self._rates[k] for k in sorted(self._rates)]
+
+    def seed_best(self, point: TestPoint, scalars: Scalars, best_ms: float) -> None:
+        """Forwarded to the workers whose GPU has the name of `device_info()` (a best time of another GPU model
+        must not stop instances early)."""
+        from autotune.sweep.backends.dask_worker import worker_seed
+        try:
+            name = self.device_info().name
+            targets = [w for w, info in self._addresses().items() if info.name == name]
+            if targets:
+                self.client.gather([self.client.submit(worker_seed, [(point, dict(scalars), best_ms)], workers=[w],
+                                                       allow_other_workers=False, pure=False) for w in targets])
+        except Exception:  # noqa: BLE001 - never raises (the protocol): without seeds, fewer early stops
+            pass
+
+    def baseline(self, kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
+        """The kind's baseline, measured on the first worker's GPU (the sweep's device), else on any worker."""
+        from autotune.sweep.backends.dask_worker import worker_baseline
+        self.device_info()
+        first = [w for w, info in self._addresses().items() if info.uuid == self._primary.uuid]  # type: ignore[union-attr]
+        fut = self.client.submit(worker_baseline, kind, point, dict(scalars), reps, workers=first or None,
+                                 allow_other_workers=True, pure=False)
+        try:
+            m = fut.result()
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failure is a Measurement, never an exception
+            return Measurement(kind.baseline_name or "baseline", point, Status.CRASHED, error=_why(exc))
+        m.device = None  # recorded as the sweep's device's baseline (the first worker's)
+        return m
+
+    def run(self, jobs: Sequence[Job]) -> Iterator[Measurement]:
+        """Submit every chunk now (the workers start at once); yield each chunk's measurements as it completes."""
+        if not jobs:
+            return iter(())
+        from autotune.sweep.backends.dask_worker import run_chunk
+        size = self.chunk_jobs or max(1, math.ceil(len(jobs) / (CHUNKS_PER_WORKER * max(1, self.workers()))))
+        chunks = [list(jobs[i:i + size]) for i in range(0, len(jobs), size)]
+        left = self._left()
+        futures = {self.client.submit(run_chunk, chunk, left, pure=False): chunk for chunk in chunks}
+        return self._collect(futures)
+
+    # ---------------------------------------------------------------------------------- internals
+    def _collect(self, pending: dict[Any, list[Job]]) -> Iterator[Measurement]:
+        finished: queue.Queue = queue.Queue()
+        for fut in pending:
+            fut.add_done_callback(finished.put)
+        seen: set[tuple[str, TestPoint]] = set()
+        try:
+            while pending:
+                left = self._left()
+                if left == 0.0:
+                    return
+                try:
+                    fut = finished.get(timeout=left)
+                except queue.Empty:
+                    return  # the budget ran out: the rest stays unmeasured (the resumed sweep measures it)
+                chunk = pending.pop(fut, None)
+                if chunk is not None:
+                    for m in self._results(fut, chunk):
+                        key = (m.instance_id, m.point)
+                        if key not in seen:
+                            seen.add(key)
+                            yield m
+        finally:
+            if pending:  # ended early (budget, a space stopped, Ctrl-C): queued chunks are dropped
+                self.client.cancel(list(pending))
+
+    def _results(self, fut: Any, chunk: list[Job]) -> list[Measurement]:
+        """The chunk's measurements: exactly its pairs (a missing pair `crashed`), or all `crashed` when the
+        chunk killed every worker that ran it."""
+        distributed = require_distributed()
+        want = [(job.instance.id, p) for job in chunk for p in job.points]
+        try:
+            res = fut.result()
+        except UserError:
+            raise  # the problem's own code failed (GpuBackend): the sweep stops, nothing recorded for the pair
+        except distributed.KilledWorker as exc:
+            return [Measurement(iid, p, Status.CRASHED, error=f"its Dask worker died each time it ran "
+                                f"(distributed.scheduler.allowed-failures); {_why(exc)}") for iid, p in want]
+        except Exception as exc:  # noqa: BLE001 - an executor that raised: recorded, never lost
+            return [Measurement(iid, p, Status.CRASHED, error=f"the worker's executor failed: {_why(exc)}")
+                    for iid, p in want]
+        self._learn(res.worker, res.device)
+        rate = self._rates.setdefault(res.worker, GpuRate(res.worker, res.device.name))
+        rate.pairs, rate.seconds, rate.chunks = rate.pairs + len(res.measurements), rate.seconds + res.seconds, \
+            rate.chunks + 1
+        got = {(m.instance_id, m.point): m for m in res.measurements if (m.instance_id, m.point) in set(want)}
+        if len(got) < len(want) and self._left() != 0.0:  # past the deadline the executor may stop early
+            for iid, p in want:
+                if (iid, p) not in got:
+                    got[(iid, p)] = Measurement(iid, p, Status.CRASHED, error="the worker's executor returned no "
+                                                "measurement for it", device=res.device.uuid)
+        return list(got.values())
+
+    def _learn(self, worker: str, info: DeviceInfo) -> None:
+        """A worker that joined after the start (a replacement, a new node): its GPU is recorded before its
+        measurements (`on_device`, set by the runner)."""
+        if self._infos.get(worker) == info:
+            return
+        known = {i.uuid for i in self._infos.values()}
+        self._infos[worker] = info
+        if info.uuid not in known and self.on_device is not None:
+            self.on_device(info)
+
+    def _discover(self) -> None:
+        """Ask every worker for its GPU (in its thread pool: a GPU start-up takes seconds)."""
+        from autotune.sweep.backends.dask_worker import worker_device
+        self.workers()
+        addresses = list(self._worker_names())
+        futs = [self.client.submit(worker_device, workers=[a], allow_other_workers=False, pure=False)
+                for a in addresses]
+        try:
+            for name, info in self.client.gather(futs):
+                self._infos[name] = info
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise RuntimeError(f"a Dask worker could not describe its GPU: {_why(exc)}") from None
+
+    def _worker_names(self) -> dict[str, str]:
+        info = self.client.scheduler_info(n_workers=-1) if _new_info(self.client) else self.client.scheduler_info()
+        return {addr: str(w.get("name", addr)) for addr, w in info["workers"].items()}
+
+    def _addresses(self) -> dict[str, DeviceInfo]:
+        """Worker address -> its GPU, for the workers whose GPU is known."""
+        return {a: self._infos[n] for a, n in self._worker_names().items() if n in self._infos}
+
+    def _left(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+
+def _new_info(client: Any) -> bool:
+    import inspect
+    return "n_workers" in inspect.signature(client.scheduler_info).parameters
+
+
+def _plugin_name() -> str:
+    from autotune.sweep.backends.dask_worker import PLUGIN_NAME
+    return PLUGIN_NAME
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__

@@ -1,0 +1,107 @@
+"""The worker side of the Dask executor: the plugin that builds each worker's executor once, and the tasks the
+client submits (`run_chunk`, `worker_device`, `worker_baseline`, `worker_seed`).
+
+Every task runs in the worker's thread pool (never on its event loop, so a GPU start-up of many seconds does not
+stall the worker's heartbeats) and holds the executor's lock: an executor measures one chunk at a time even on a
+worker started with several threads. Workers never touch the database: they return Measurements to the client.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from distributed import WorkerPlugin, get_worker
+
+from autotune.problems.base import ProblemKind, Scalars
+from autotune.sweep.backends.base import Job
+from autotune.vocab import DeviceInfo, Measurement, TestPoint
+
+PLUGIN_NAME = "autotune-executor"
+
+
+class ExecutorPlugin(WorkerPlugin):
+    """Builds `factory(worker name)` on each worker (those there now and those that join or replace a dead one),
+    starts it, and closes it when the worker stops."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self, factory: Any) -> None:
+        self.factory = factory
+
+    def setup(self, worker: Any) -> None:
+        executor = self.factory(str(worker.name))
+        start = getattr(executor, "start", None)
+        if start is not None:  # a GPU executor starts its compile pool and GPU process now
+            start()
+        worker._autotune_executor = executor
+        worker._autotune_lock = threading.Lock()
+
+    def teardown(self, worker: Any) -> None:
+        executor = getattr(worker, "_autotune_executor", None)
+        if executor is not None:
+            worker._autotune_executor = None
+            executor.close()
+
+
+@dataclass
+class ChunkResult:
+    """What one worker sends back for one chunk of jobs."""
+
+    worker: str  # the worker's name
+    device: DeviceInfo
+    seconds: float  # wall time the chunk took on the worker
+    measurements: list[Measurement] = field(default_factory=list)
+
+
+def _executor() -> tuple[Any, threading.Lock, str]:
+    worker = get_worker()
+    executor = getattr(worker, "_autotune_executor", None)
+    if executor is None:
+        raise RuntimeError(f"Dask worker {worker.name} has no autotune executor (the {PLUGIN_NAME} plugin did not "
+                           "run there)")
+    return executor, worker._autotune_lock, str(worker.name)
+
+
+def worker_device() -> tuple[str, DeviceInfo]:
+    """(worker name, the DeviceInfo of its executor)."""
+    executor, lock, name = _executor()
+    with lock:
+        return name, executor.device_info()
+
+
+def run_chunk(jobs: Sequence[Job], seconds_left: float | None) -> ChunkResult:
+    """Measure every pair of `jobs` with this worker's executor; each Measurement names the worker's GPU
+    (`Measurement.device`). `seconds_left`: the sweep's time budget left (the executor stops there)."""
+    executor, lock, name = _executor()
+    with lock:
+        if seconds_left is not None and hasattr(executor, "deadline"):
+            executor.deadline = time.monotonic() + seconds_left
+        info = executor.device_info()
+        start = time.monotonic()
+        out = []
+        for m in executor.run(list(jobs)):
+            m.device = info.uuid
+            out.append(m)
+        return ChunkResult(name, info, time.monotonic() - start, out)
+
+
+def worker_baseline(kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
+    executor, lock, _ = _executor()
+    with lock:
+        m = executor.baseline(kind, point, scalars, reps)
+        m.device = executor.device_info().uuid
+        return m
+
+
+def worker_seed(seeds: Sequence[tuple[TestPoint, Scalars, float]]) -> int:
+    """Tell the worker's executor the best medians already known (`Backend.seed_best`); how many it took."""
+    executor, lock, _ = _executor()
+    seed = getattr(executor, "seed_best", None)
+    if seed is None:
+        return 0
+    with lock:
+        for point, scalars, ms in seeds:
+            seed(point, scalars, ms)
+    return len(seeds)
