@@ -148,7 +148,10 @@ def _dask_backend(replay: str | None, tol: float | None, gpus: str | None, sched
     from autotune.sweep.backends.dask_executors import GpuExecutor, ReplayExecutor
     require_distributed()
     devices = gpu_list(gpus, replay=replay is not None) if gpus is not None else None
-    executor = ReplayExecutor(replay) if replay else GpuExecutor(tol=tol, per_host=len(devices) if devices else 1)
+    import os
+    delay = float(os.environ.get("AUTOTUNE_REPLAY_DELAY", 0) or 0)  # read here: a remote worker has its own environment
+    executor = (ReplayExecutor(replay, delay_s=delay) if replay
+                else GpuExecutor(tol=tol, per_host=len(devices) if devices else 1))
     return DaskBackend(executor, devices=devices, scheduler=scheduler)
 
 

@@ -245,7 +245,7 @@ class DaskBackend:
         self.device_info()
         first = [w for w, info in self._addresses().items() if info.uuid == self._primary.uuid]  # type: ignore[union-attr]
         fut = self.client.submit(worker_baseline, kind, point, dict(scalars), reps, workers=first or None,
-                                 allow_other_workers=True, pure=False)
+                                 allow_other_workers=True, pure=False, priority=100)  # before queued chunks
         try:
             m = fut.result()
         except UserError:
@@ -275,10 +275,8 @@ class DaskBackend:
         try:
             while pending:
                 left = self._left()
-                if left == 0.0:
-                    return
-                try:
-                    fut = finished.get(timeout=left)
+                try:  # past the deadline only what has already come back is yielded
+                    fut = finished.get(block=left != 0.0, timeout=left)
                 except queue.Empty:
                     return  # the budget ran out: the rest stays unmeasured (the resumed sweep measures it)
                 chunk = pending.pop(fut, None)
