@@ -106,6 +106,9 @@ def local_cluster(devices: Sequence[str], *, silence: bool = True) -> Any:
     import logging
 
     distributed = require_distributed()
+    import dask
+    # a GPU executor starts processes of its own (compile pool, GPU process): Dask's workers must not be daemonic
+    dask.config.set({"distributed.worker.daemon": False})
     scheduler = {"cls": distributed.Scheduler, "options": {"host": "127.0.0.1", "port": 0, "dashboard": False,
                                                            "dashboard_address": None}}
     workers = {f"gpu{i}": {"cls": distributed.Nanny, "options": {

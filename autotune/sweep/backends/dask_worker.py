@@ -31,6 +31,12 @@ class ExecutorPlugin(WorkerPlugin):
         self.factory = factory
 
     def setup(self, worker: Any) -> None:
+        import multiprocessing
+        me = multiprocessing.current_process()
+        if me.daemon:  # a worker started with distributed.worker.daemon true (the default of `dask worker`): a GPU
+            # executor starts its own processes, which a daemonic process may not; the plugin's teardown (the
+            # executor's close) ends them
+            me._config["daemon"] = False  # type: ignore[attr-defined]
         executor = self.factory(str(worker.name))
         start = getattr(executor, "start", None)
         if start is not None:  # a GPU executor starts its compile pool and GPU process now
