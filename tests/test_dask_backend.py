@@ -171,6 +171,29 @@ def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(recorded: str, t
     assert len(got) == 156 and set(got.values()) == {1}
 
 
+def test_best_times_seed_only_workers_of_the_same_gpu_model() -> None:
+    """A best time (a resumed sweep's, or one measured on a worker) feeds the early stop of the workers of that GPU
+    model only: on a slower model it would stop every instance early."""
+    executor = ReplayExecutor(str(STENCIL_DB), relabel=True, models=(("gpu0", "GPU-A"), ("gpu1", "GPU-B")))
+    backend = DaskBackend(executor, cluster=cluster(), chunk_jobs=1)
+    try:
+        jobs = TestDaskOverReplay().jobs()
+        assert backend.device_info().name == "GPU-A"
+        point = jobs[0].points[0]
+        backend.seed_best(point, jobs[0].scalars, 1e-6)
+        list(backend.run(jobs))
+        from autotune.sweep.backends.dask_worker import executor_attribute
+        told = backend.client.run(executor_attribute, "seeds")
+        names = {addr: info.name for addr, info in backend._addresses().items()}
+        for addr, seeds in told.items():
+            if names[addr] == "GPU-A":
+                assert (point.key, 1e-6) in seeds
+            else:
+                assert all(ms != 1e-6 for _, ms in seeds)
+    finally:
+        backend.close()
+
+
 def test_gpu_models_are_never_mixed(recorded: str, tmp_path: Path) -> None:
     """Two GPU models in one sweep: each measurement on its own model; the best times of one model never come
     from the other; the analysis refuses the mixed database unless a --device is named."""
@@ -194,22 +217,41 @@ def test_gpu_models_are_never_mixed(recorded: str, tmp_path: Path) -> None:
     assert set(only.frame["device"]) == {"GPU-B"}
 
 
-def test_a_budget_stops_and_the_resumed_sweep_completes_it(recorded: str, tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'budget.sqlite'}"
-    first = DaskBackend(ReplayExecutor(recorded, delay_s=0.1, relabel=True), cluster=cluster(), chunk_jobs=2)
+def test_an_interrupted_sweep_resumes_with_nothing_lost_or_twice(recorded: str, tmp_path: Path) -> None:
+    """Ctrl-C (SIGTERM) of the client after 20 measurements: those stay recorded, chunks in flight are dropped;
+    the same sweep run again measures exactly the rest."""
+    url = f"sqlite:///{tmp_path / 'stopped.sqlite'}"
+
+    def interrupt(count: int) -> None:
+        if count == 20:
+            raise KeyboardInterrupt
+
+    first = DaskBackend(ReplayExecutor(recorded, delay_s=0.01, relabel=True), cluster=cluster(), chunk_jobs=2)
     try:
-        s1 = sweep(url, first, budget_s=3)
+        s1 = sweep(url, first, Quiet(interrupt))
     finally:
         first.close()
-    assert s1.status == "budget" and 0 < len(rows(url)) < 156
+    assert s1.status == "interrupted" and len(rows(url)) == 20
     again = DaskBackend(ReplayExecutor(recorded, relabel=True), cluster=cluster())
     try:
         s2 = sweep(url, again)
     finally:
         again.close()
     got = Counter((i, p) for i, p, _ in rows(url))
-    assert s2.status == "done" and s2.skipped_done == len(rows(url)) - s2.measured
+    assert s2.status == "done" and s2.skipped_done == 20 and s2.measured == 136
     assert len(got) == 156 and set(got.values()) == {1}
+
+
+def test_past_the_deadline_run_stops_and_drops_its_chunks() -> None:
+    backend = DaskBackend(ReplayExecutor(str(STENCIL_DB), delay_s=0.05), cluster=cluster(), chunk_jobs=1)
+    try:
+        jobs = TestDaskOverReplay().jobs()
+        backend.deadline = time.monotonic() - 1  # the budget is spent
+        assert len(list(backend.run(jobs))) < sum(len(j.points) for j in jobs)
+        backend.deadline = None
+        assert len(list(backend.run(jobs))) == sum(len(j.points) for j in jobs)
+    finally:
+        backend.close()
 
 
 # ------------------------------------------------------------------------------------------------ command line

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from autotune.errors import UserError
-from autotune.problems.base import ProblemKind, Scalars
+from autotune.problems.base import ProblemKind, Scalars, scalars_key
 from autotune.sweep.backends.base import Job
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 
@@ -156,6 +156,7 @@ class DaskBackend:
         self._infos: dict[str, DeviceInfo] = {}  # worker name -> its GPU
         self._rates: dict[str, GpuRate] = {}
         self._primary: DeviceInfo | None = None
+        self._best: dict[tuple[str, TestPoint, tuple], float] = {}  # (GPU name, point, scalars key) -> best ms
         self._closed = False
 
     # ------------------------------------------------------------------------------------- lifecycle
@@ -230,16 +231,11 @@ class DaskBackend:
         return [self._rates[k] for k in sorted(self._rates)]
 
     def seed_best(self, point: TestPoint, scalars: Scalars, best_ms: float) -> None:
-        """Forwarded to the workers whose GPU has the name of `device_info()` (a best time of another GPU model
-        must not stop instances early)."""
-        from autotune.sweep.backends.dask_worker import worker_seed
+        """A best median already known on the GPU model of `device_info()`: sent with each chunk to the workers of
+        that model (a best time of another model must not stop instances early). Never raises."""
         try:
-            name = self.device_info().name
-            targets = [w for w, info in self._addresses().items() if info.name == name]
-            if targets:
-                self.client.gather([self.client.submit(worker_seed, [(point, dict(scalars), best_ms)], workers=[w],
-                                                       allow_other_workers=False, pure=False) for w in targets])
-        except Exception:  # noqa: BLE001 - never raises (the protocol): without seeds, fewer early stops
+            self._tell_best(self.device_info().name, point, scalars, best_ms)
+        except Exception:  # noqa: BLE001 - the protocol: without seeds, only fewer early stops
             pass
 
     def baseline(self, kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
@@ -266,8 +262,18 @@ class DaskBackend:
         size = self.chunk_jobs or max(1, math.ceil(len(jobs) / (CHUNKS_PER_WORKER * max(1, self.workers()))))
         chunks = [list(jobs[i:i + size]) for i in range(0, len(jobs), size)]
         left = self._left()
-        futures = {self.client.submit(run_chunk, chunk, left, pure=False): chunk for chunk in chunks}
+        futures = {self.client.submit(run_chunk, chunk, left, self._seeds(chunk), pure=False): chunk
+                   for chunk in chunks}
         return self._collect(futures)
+
+    def _tell_best(self, model: str, point: TestPoint, scalars: Scalars, ms: float) -> None:
+        key = (model, point, scalars_key(scalars))
+        self._best[key] = min(ms, self._best.get(key, ms))
+
+    def _seeds(self, chunk: Sequence[Job]) -> list[tuple[str, TestPoint, Scalars, float]]:
+        """The best medians known so far (any GPU model) at the chunk's points, for the workers' early stop."""
+        want = {(p, scalars_key(job.scalars)): dict(job.scalars) for job in chunk for p in job.points}
+        return [(model, p, want[(p, k)], ms) for (model, p, k), ms in self._best.items() if (p, k) in want]
 
     # ---------------------------------------------------------------------------------- internals
     def _collect(self, pending: dict[Any, list[Job]]) -> Iterator[Measurement]:
@@ -313,6 +319,10 @@ class DaskBackend:
         rate.pairs, rate.seconds, rate.chunks = rate.pairs + len(res.measurements), rate.seconds + res.seconds, \
             rate.chunks + 1
         got = {(m.instance_id, m.point): m for m in res.measurements if (m.instance_id, m.point) in set(want)}
+        scalars = {job.instance.id: job.scalars for job in chunk}
+        for m in got.values():
+            if m.status == Status.OK and m.median_ms is not None:
+                self._tell_best(res.device.name, m.point, scalars[m.instance_id], m.median_ms)
         if len(got) < len(want) and self._left() != 0.0:  # past the deadline the executor may stop early
             for iid, p in want:
                 if (iid, p) not in got:

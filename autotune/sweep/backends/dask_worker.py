@@ -1,5 +1,5 @@
 """The worker side of the Dask executor: the plugin that builds each worker's executor once, and the tasks the
-client submits (`run_chunk`, `worker_device`, `worker_baseline`, `worker_seed`).
+client submits (`run_chunk`, `worker_device`, `worker_baseline`).
 
 Every task runs in the worker's thread pool (never on its event loop, so a GPU start-up of many seconds does not
 stall the worker's heartbeats) and holds the executor's lock: an executor measures one chunk at a time even on a
@@ -77,14 +77,22 @@ def worker_device() -> tuple[str, DeviceInfo]:
         return name, executor.device_info()
 
 
-def run_chunk(jobs: Sequence[Job], seconds_left: float | None) -> ChunkResult:
+def run_chunk(jobs: Sequence[Job], seconds_left: float | None,
+              seeds: Sequence[tuple[str, TestPoint, Scalars, float]] = ()) -> ChunkResult:
     """Measure every pair of `jobs` with this worker's executor; each Measurement names the worker's GPU
-    (`Measurement.device`). `seconds_left`: the sweep's time budget left (the executor stops there)."""
+    (`Measurement.device`). `seconds_left`: the sweep's time budget left (the executor stops there). `seeds`:
+    (GPU name, point, scalars, best ms) known so far on any worker; those of this worker's GPU model feed its
+    early-stop rule (`Backend.seed_best`), as one GPU's own bests do."""
     executor, lock, name = _executor()
     with lock:
         if seconds_left is not None and hasattr(executor, "deadline"):
             executor.deadline = time.monotonic() + seconds_left
         info = executor.device_info()
+        seed = getattr(executor, "seed_best", None)
+        if seed is not None:
+            for model, point, scalars, ms in seeds:
+                if model == info.name:
+                    seed(point, scalars, ms)
         start = time.monotonic()
         out = []
         for m in executor.run(list(jobs)):
@@ -101,13 +109,8 @@ def worker_baseline(kind: ProblemKind, point: TestPoint, scalars: Scalars, reps:
         return m
 
 
-def worker_seed(seeds: Sequence[tuple[TestPoint, Scalars, float]]) -> int:
-    """Tell the worker's executor the best medians already known (`Backend.seed_best`); how many it took."""
-    executor, lock, _ = _executor()
-    seed = getattr(executor, "seed_best", None)
-    if seed is None:
-        return 0
-    with lock:
-        for point, scalars, ms in seeds:
-            seed(point, scalars, ms)
-    return len(seeds)
+def executor_attribute(attr: str, dask_worker: Any = None) -> Any:
+    """An attribute of this worker's executor (None where it has none): for tests and diagnostics
+    (`client.run(executor_attribute, "restarts")`: GPU processes a worker's GpuBackend replaced)."""
+    worker = dask_worker if dask_worker is not None else get_worker()
+    return getattr(getattr(worker, "_autotune_executor", None), attr, None)
