@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -42,9 +43,10 @@ _CLUSTER: list[Any] = []
 
 
 def cluster() -> Any:
-    """The module's cluster: a scheduler and 2 worker processes (gpu0, gpu1), started on first use."""
+    """The module's cluster: a scheduler, 2 measuring worker processes (gpu0, gpu1) and a compile worker
+    (compile0, which never measures), started on first use."""
     if not _CLUSTER:
-        _CLUSTER.append(local_cluster(["0", "1"]))
+        _CLUSTER.append(local_cluster(["0", "1"], compile_workers=1))
     return _CLUSTER[0]
 
 
@@ -185,7 +187,9 @@ def test_best_times_seed_only_workers_of_the_same_gpu_model() -> None:
         from autotune.sweep.backends.dask_worker import executor_attribute
         told = backend.client.run(executor_attribute, "seeds")
         names = {addr: info.name for addr, info in backend._addresses().items()}
-        for addr, seeds in told.items():
+        assert set(names.values()) == {"GPU-A", "GPU-B"}  # (the compile worker has no executor)
+        for addr in names:
+            seeds = told[addr]
             if names[addr] == "GPU-A":
                 assert (point.key, 1e-6) in seeds
             else:
@@ -252,6 +256,39 @@ def test_past_the_deadline_run_stops_and_drops_its_chunks() -> None:
         assert len(list(backend.run(jobs))) == sum(len(j.points) for j in jobs)
     finally:
         backend.close()
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path) -> None:
+    """With compile workers, each chunk is compiled (real nvcc) on a CPU worker into the shared, content-addressed
+    cache before a GPU worker takes it: every request the GPU worker's GpuBackend makes is then a cache hit."""
+    from autotune.devices import get_device
+    from autotune.space.generator import generate
+    from autotune.space.spec import load_space
+    from autotune.sweep.backends.local import GpuBackend, task_of
+    from autotune.sweep.compile import compile_batch
+    from tests.test_nvcc_compile import SPACE
+
+    (tmp_path / "fill.cu").write_text("extern \"C\" __global__ void plain_fill(const float* inp, float* out, int n)"
+                                      " { int i = blockIdx.x * 128 + threadIdx.x; if (i < n) out[i / 128] = ITEMS; }\n")
+    (tmp_path / "ref.py").write_text("def block_sum(arrays, sizes):\n    return arrays['out']\n")
+    (tmp_path / "space.yaml").write_text(SPACE.replace("cub_block_sum.cu", "fill.cu").replace("EXTRA", "  compiler: nvcc"))
+    space = load_space(tmp_path / "space.yaml")
+    point = space.kind.point("fp32", "", {"n": 1000})
+    jobs = [Job(space, i, (point,)) for i in generate(space, get_device("H100"), "fp32").instances()]
+    cache = tmp_path / "cache"
+    backend = DaskBackend(ReplayExecutor(str(STENCIL_DB)), cluster=cluster(), compile_ahead=True,
+                          compile_cache=str(cache), chunk_jobs=1)
+    try:
+        got = list(backend.run(jobs))  # the replay has none of them: `skipped`, not recorded
+        arch = backend.device_info().cc
+    finally:
+        backend.close()
+    assert len(got) == len(jobs) == 2
+    assert [p.error for p in backend.compiled] == [None, None] and {p.worker for p in backend.compiled} == {"compile0"}
+    for request in GpuBackend(cache_dir=cache)._requests([task_of(j) for j in jobs], arch):
+        assert all(ck.ok and ck.cached for ck in compile_batch(request, cache))
 
 
 # ------------------------------------------------------------------------------------------------ command line

@@ -152,7 +152,8 @@ def _dask_backend(replay: str | None, tol: float | None, gpus: str | None, sched
     delay = float(os.environ.get("AUTOTUNE_REPLAY_DELAY", 0) or 0)  # read here: a remote worker has its own environment
     executor = (ReplayExecutor(replay, delay_s=delay) if replay
                 else GpuExecutor(tol=tol, per_host=len(devices) if devices else 1))
-    return DaskBackend(executor, devices=devices, scheduler=scheduler)
+    # on a cluster with compile workers (`dask worker --resources compile=1`), chunks compile ahead on them
+    return DaskBackend(executor, devices=devices, scheduler=scheduler, compile_ahead=None if scheduler else False)
 
 
 def print_rates(backend) -> None:  # type: ignore[no-untyped-def]

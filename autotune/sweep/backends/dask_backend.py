@@ -99,10 +99,11 @@ def _count(gpus: str) -> int:
     return n
 
 
-def local_cluster(devices: Sequence[str], *, silence: bool = True) -> Any:
+def local_cluster(devices: Sequence[str], *, compile_workers: int = 0, silence: bool = True) -> Any:
     """A cluster on this host: a scheduler and one worker process (a Nanny, which restarts it if it dies) per
-    entry of `devices`, named gpu0, gpu1, ..., each with one thread and CUDA_VISIBLE_DEVICES=its entry, no memory
-    limit (the Nanny would otherwise kill a worker holding a large float64 reference), no dashboard."""
+    entry of `devices`, named gpu0, gpu1, ..., each with one thread, the resource GPU=1 and CUDA_VISIBLE_DEVICES=its
+    entry, no memory limit (the Nanny would otherwise kill a worker holding a large float64 reference), no
+    dashboard; and `compile_workers` CPU workers (compile0, ...; resource compile=1, no GPU) that compile ahead."""
     import logging
 
     distributed = require_distributed()
@@ -115,6 +116,10 @@ def local_cluster(devices: Sequence[str], *, silence: bool = True) -> Any:
         "host": "127.0.0.1", "nthreads": 1, "memory_limit": 0, "env": {"CUDA_VISIBLE_DEVICES": str(dev)},
         "resources": {"GPU": 1}, "silence_logs": logging.ERROR if silence else False}}
         for i, dev in enumerate(devices)}
+    for i in range(compile_workers):
+        workers[f"compile{i}"] = {"cls": distributed.Nanny, "options": {
+            "host": "127.0.0.1", "nthreads": 1, "memory_limit": 0, "env": {"CUDA_VISIBLE_DEVICES": ""},
+            "resources": {"compile": 1}, "silence_logs": logging.ERROR if silence else False}}
     return distributed.SpecCluster(workers=workers, scheduler=scheduler,
                                    silence_logs=logging.ERROR if silence else False, name="autotune")
 
@@ -140,14 +145,20 @@ class DaskBackend:
     `executor`: a factory from `dask_executors` (what each worker measures with). Exactly one of `devices` (start
     a local cluster, one worker per entry: a CUDA_VISIBLE_DEVICES value) and `scheduler` (the address of a running
     scheduler whose workers each see one GPU). `chunk_jobs`: jobs per task (default: a batch split into
-    `CHUNKS_PER_WORKER` chunks per worker). `cluster`: an already running cluster object to use instead."""
+    `CHUNKS_PER_WORKER` chunks per worker). `cluster`: an already running cluster object to use instead.
+    `compile_workers`: CPU workers the local cluster adds. `compile_ahead`: compile each chunk on a compile worker
+    (resource `compile`) into the shared compile cache `compile_cache` before a GPU worker (resource `GPU`) takes
+    it; None: when the cluster has compile workers."""
 
     def __init__(self, executor: Any, *, devices: Sequence[str] | None = None, scheduler: str | None = None,
-                 chunk_jobs: int | None = None, cluster: Any = None) -> None:
+                 chunk_jobs: int | None = None, cluster: Any = None, compile_workers: int = 0,
+                 compile_ahead: bool | None = False, compile_cache: str | None = None) -> None:
         if (devices is None) == (scheduler is None) and cluster is None:
             raise ValueError("give exactly one of devices (a local cluster) and scheduler (an address)")
         self.executor, self.devices_wanted, self.scheduler = executor, list(devices or []), scheduler
-        self.chunk_jobs = chunk_jobs
+        self.chunk_jobs, self.compile_workers, self.compile_ahead = chunk_jobs, compile_workers, compile_ahead
+        self.compile_cache = compile_cache
+        self.compiled: list[Any] = []  # dask_worker.Precompiled of each chunk compiled ahead
         self.deadline: float | None = None  # time.monotonic(): chunks get the time left; results past it are dropped
         self.on_device: Any = None  # the runner sets it to record a GPU that joins mid-sweep (Store.upsert_device)
         self.resubmitted = 0  # chunks whose worker died, run again elsewhere (from the scheduler's retries)
@@ -168,7 +179,7 @@ class DaskBackend:
         distributed = require_distributed()
         from autotune.sweep.backends.dask_worker import ExecutorPlugin
         if self._cluster is None and self.scheduler is None:
-            self._cluster = local_cluster(self.devices_wanted)
+            self._cluster = local_cluster(self.devices_wanted, compile_workers=self.compile_workers)
         try:
             target = self._cluster if self._cluster is not None else self.scheduler
             self._client = distributed.Client(target, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
@@ -187,14 +198,13 @@ class DaskBackend:
 
     def workers(self) -> int:
         """Workers (GPUs) the cluster has now, after waiting for the local ones (or, for a scheduler, for one)."""
-        want = len(self.devices_wanted) if self._own_cluster else 1
+        want = len(self.devices_wanted) + self.compile_workers if self._own_cluster else 1
         try:
             self.client.wait_for_workers(want, timeout=CONNECT_TIMEOUT_S)
         except TimeoutError:
             raise RuntimeError(f"the Dask cluster has fewer than {want} worker(s) after {CONNECT_TIMEOUT_S:.0f} s"
                                ) from None
-        return len(self.client.scheduler_info(n_workers=-1)["workers"]) if _new_info(self.client) else \
-            len(self.client.scheduler_info()["workers"])
+        return len(self._gpu_workers())
 
     def close(self) -> None:
         if self._closed:
@@ -262,9 +272,37 @@ class DaskBackend:
         size = self.chunk_jobs or max(1, math.ceil(len(jobs) / (CHUNKS_PER_WORKER * max(1, self.workers()))))
         chunks = [list(jobs[i:i + size]) for i in range(0, len(jobs), size)]
         left = self._left()
-        futures = {self.client.submit(run_chunk, chunk, left, self._seeds(chunk), pure=False): chunk
-                   for chunk in chunks}
+        if not self._ahead():  # (where workers declare GPU, chunks go only to them: never to a compile worker)
+            gpu = {"GPU": 1} if any("GPU" in (w.get("resources") or {}) for w in self._scheduler_workers().values()) \
+                else None
+            futures = {self.client.submit(run_chunk, chunk, left, self._seeds(chunk), resources=gpu, pure=False): chunk
+                       for chunk in chunks}
+            return self._collect(futures)
+        from autotune.sweep.backends.dask_worker import precompile
+        archs = sorted({d.cc for d in self.devices()})
+        cache = self.compile_cache or str(_default_cache())
+        futures = {}
+        for chunk in chunks:  # a chunk becomes ready for a GPU once a compile worker has put its kernels in the cache
+            ahead = self.client.submit(precompile, chunk, archs, cache, resources={"compile": 1}, pure=False)
+            futures[self.client.submit(run_chunk, chunk, left, self._seeds(chunk), ahead, resources={"GPU": 1},
+                                       pure=False)] = chunk
         return self._collect(futures)
+
+    def _ahead(self) -> bool:
+        """Whether chunks compile ahead on compile workers (see `compile_ahead`)."""
+        from autotune.sweep.backends.dask_worker import is_compile_worker
+        resources = [w.get("resources") or {} for w in self._scheduler_workers().values()]
+        have = any(is_compile_worker(r) for r in resources)
+        if self.compile_ahead is False or (self.compile_ahead is None and not have):
+            return False
+        if not have:
+            raise UserError("compile ahead asks for compile workers, and the cluster has none",
+                            hint="start CPU workers with `dask worker ADDRESS --resources compile=1`")
+        if not any("GPU" in r for r in resources):
+            raise UserError("the cluster has compile workers, and no worker declares the resource GPU",
+                            hint="start each GPU worker with `--resources GPU=1`, so chunks never run on a CPU "
+                                 "worker")
+        return True
 
     def _tell_best(self, model: str, point: TestPoint, scalars: Scalars, ms: float) -> None:
         key = (model, point, scalars_key(scalars))
@@ -315,6 +353,8 @@ class DaskBackend:
             return [Measurement(iid, p, Status.CRASHED, error=f"the worker's executor failed: {_why(exc)}")
                     for iid, p in want]
         self._learn(res.worker, res.device)
+        if res.precompiled is not None:
+            self.compiled.append(res.precompiled)
         rate = self._rates.setdefault(res.worker, GpuRate(res.worker, res.device.name))
         rate.pairs, rate.seconds, rate.chunks = rate.pairs + len(res.measurements), rate.seconds + res.seconds, \
             rate.chunks + 1
@@ -344,7 +384,7 @@ class DaskBackend:
         """Ask every worker for its GPU (in its thread pool: a GPU start-up takes seconds)."""
         from autotune.sweep.backends.dask_worker import worker_device
         self.workers()
-        addresses = list(self._worker_names())
+        addresses = list(self._gpu_workers())
         futs = [self.client.submit(worker_device, workers=[a], allow_other_workers=False, pure=False)
                 for a in addresses]
         try:
@@ -355,9 +395,18 @@ class DaskBackend:
         except Exception as exc:  # noqa: BLE001
             raise RuntimeError(f"a Dask worker could not describe its GPU: {_why(exc)}") from None
 
-    def _worker_names(self) -> dict[str, str]:
+    def _scheduler_workers(self) -> dict[str, dict]:
         info = self.client.scheduler_info(n_workers=-1) if _new_info(self.client) else self.client.scheduler_info()
-        return {addr: str(w.get("name", addr)) for addr, w in info["workers"].items()}
+        return info["workers"]
+
+    def _worker_names(self) -> dict[str, str]:
+        return {addr: str(w.get("name", addr)) for addr, w in self._scheduler_workers().items()}
+
+    def _gpu_workers(self) -> dict[str, str]:
+        """Address -> name of the workers that measure (all but compile workers)."""
+        from autotune.sweep.backends.dask_worker import is_compile_worker
+        return {a: str(w.get("name", a)) for a, w in self._scheduler_workers().items()
+                if not is_compile_worker(w.get("resources") or {})}
 
     def _addresses(self) -> dict[str, DeviceInfo]:
         """Worker address -> its GPU, for the workers whose GPU is known."""
@@ -365,6 +414,11 @@ class DaskBackend:
 
     def _left(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+
+def _default_cache() -> Any:
+    from autotune.sweep.backends.local import DEFAULT_CACHE_DIR
+    return DEFAULT_CACHE_DIR
 
 
 def _new_info(client: Any) -> bool:

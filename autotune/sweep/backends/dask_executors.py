@@ -32,12 +32,16 @@ class GpuExecutor:
     tol: float | None = None
     compile_workers: int | None = None
     per_host: int = 1
+    cache_dir: str | None = None  # the compile cache (default: local.DEFAULT_CACHE_DIR); shared with compile workers
 
     def __call__(self, worker_name: str) -> Backend:
-        from autotune.sweep.backends.local import GpuBackend
+        from pathlib import Path
+
+        from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend
         env = os.environ.get("AUTOTUNE_COMPILE_WORKERS")
         n = self.compile_workers or (int(env) if env else max(1, (os.cpu_count() or 2) // max(1, self.per_host) - 1))
-        return GpuBackend(device=0, tol=self.tol, compile_workers=n)
+        return GpuBackend(device=0, tol=self.tol, compile_workers=n,
+                          cache_dir=Path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ class ExecutorPlugin(WorkerPlugin):
         self.factory = factory
 
     def setup(self, worker: Any) -> None:
+        if is_compile_worker(worker_resources(worker)):
+            return  # a CPU worker that only compiles ahead (`precompile`): no executor, no GPU
         import multiprocessing
         me = multiprocessing.current_process()
         if me.daemon:  # a worker started with distributed.worker.daemon true (the default of `dask worker`): a GPU
@@ -51,6 +53,50 @@ class ExecutorPlugin(WorkerPlugin):
             executor.close()
 
 
+def worker_resources(worker: Any) -> dict[str, float]:
+    state = getattr(worker, "state", None)
+    return dict(getattr(state, "total_resources", None) or getattr(worker, "total_resources", None) or {})
+
+
+def is_compile_worker(resources: dict[str, float]) -> bool:
+    """A worker started with the resource `compile` and without `GPU` compiles ahead and never measures."""
+    return "compile" in resources and "GPU" not in resources
+
+
+@dataclass
+class Precompiled:
+    """What one compile worker did for one chunk: kernels compiled (or found) into the shared cache."""
+
+    worker: str
+    kernels: int
+    seconds: float
+    error: str | None = None
+
+
+def precompile(jobs: Sequence[Job], archs: Sequence[int], cache_dir: str) -> Precompiled:
+    """Compile every kernel the jobs need, for each compute capability in `archs`, into the content-addressed
+    compile cache at `cache_dir` (shared with the GPU workers), exactly as their GpuBackend would request them; the
+    GPU worker then finds each one in the cache. Never raises: a failure leaves the compile to the GPU worker."""
+    from pathlib import Path
+
+    from autotune.sweep.backends.local import GpuBackend, task_of
+    from autotune.sweep.compile import compile_batch
+    start, n = time.monotonic(), 0
+    try:
+        name = str(get_worker().name)
+    except ValueError:
+        name = "?"
+    try:
+        builder = GpuBackend(cache_dir=Path(cache_dir), compile_workers=1)  # never started: its request builder only
+        tasks = [task_of(job) for job in jobs]
+        for arch in archs:
+            for request in builder._requests(tasks, arch):
+                n += len(compile_batch(request, Path(cache_dir)))
+    except Exception as exc:  # noqa: BLE001 - the GPU worker compiles what is missing
+        return Precompiled(name, n, time.monotonic() - start, f"{type(exc).__name__}: {exc}"[:300])
+    return Precompiled(name, n, time.monotonic() - start)
+
+
 @dataclass
 class ChunkResult:
     """What one worker sends back for one chunk of jobs."""
@@ -59,6 +105,7 @@ class ChunkResult:
     device: DeviceInfo
     seconds: float  # wall time the chunk took on the worker
     measurements: list[Measurement] = field(default_factory=list)
+    precompiled: Precompiled | None = None  # the compile worker's part, when compiles ran ahead
 
 
 def _executor() -> tuple[Any, threading.Lock, str]:
@@ -78,11 +125,13 @@ def worker_device() -> tuple[str, DeviceInfo]:
 
 
 def run_chunk(jobs: Sequence[Job], seconds_left: float | None,
-              seeds: Sequence[tuple[str, TestPoint, Scalars, float]] = ()) -> ChunkResult:
+              seeds: Sequence[tuple[str, TestPoint, Scalars, float]] = (),
+              precompiled: Precompiled | None = None) -> ChunkResult:
     """Measure every pair of `jobs` with this worker's executor; each Measurement names the worker's GPU
     (`Measurement.device`). `seconds_left`: the sweep's time budget left (the executor stops there). `seeds`:
     (GPU name, point, scalars, best ms) known so far on any worker; those of this worker's GPU model feed its
-    early-stop rule (`Backend.seed_best`), as one GPU's own bests do."""
+    early-stop rule (`Backend.seed_best`), as one GPU's own bests do. `precompiled`: the chunk's compile ahead
+    (Dask passes its result: the chunk runs once its kernels are in the shared cache)."""
     executor, lock, name = _executor()
     with lock:
         if seconds_left is not None and hasattr(executor, "deadline"):
@@ -98,7 +147,7 @@ def run_chunk(jobs: Sequence[Job], seconds_left: float | None,
         for m in executor.run(list(jobs)):
             m.device = info.uuid
             out.append(m)
-        return ChunkResult(name, info, time.monotonic() - start, out)
+        return ChunkResult(name, info, time.monotonic() - start, out, precompiled)
 
 
 def worker_baseline(kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
