@@ -128,6 +128,39 @@ def test_measurements_name_their_worker_gpu() -> None:
         backend.close()
 
 
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path) -> None:
+    """With compile workers, each chunk is compiled (real nvcc) on a CPU worker into the shared, content-addressed
+    cache before a GPU worker takes it: every request the GPU worker's GpuBackend makes is then a cache hit."""
+    from autotune.devices import get_device
+    from autotune.space.generator import generate
+    from autotune.space.spec import load_space
+    from autotune.sweep.backends.local import GpuBackend, task_of
+    from autotune.sweep.compile import compile_batch
+    from tests.test_nvcc_compile import SPACE
+
+    (tmp_path / "fill.cu").write_text("extern \"C\" __global__ void plain_fill(const float* inp, float* out, int n)"
+                                      " { int i = blockIdx.x * 128 + threadIdx.x; if (i < n) out[i / 128] = ITEMS; }\n")
+    (tmp_path / "ref.py").write_text("def block_sum(arrays, sizes):\n    return arrays['out']\n")
+    (tmp_path / "space.yaml").write_text(SPACE.replace("cub_block_sum.cu", "fill.cu").replace("EXTRA", "  compiler: nvcc"))
+    space = load_space(tmp_path / "space.yaml")
+    point = space.kind.point("fp32", "", {"n": 1000})
+    jobs = [Job(space, i, (point,)) for i in generate(space, get_device("H100"), "fp32").instances()]
+    cache = tmp_path / "cache"
+    backend = DaskBackend(ReplayExecutor(str(STENCIL_DB)), cluster=cluster(), compile_ahead=True,
+                          compile_cache=str(cache), chunk_jobs=1)
+    try:
+        got = list(backend.run(jobs))  # the replay has none of them: `skipped`, not recorded
+        arch = backend.device_info().cc
+    finally:
+        backend.close()
+    assert len(got) == len(jobs) == 2
+    assert [p.error for p in backend.compiled] == [None, None] and {p.worker for p in backend.compiled} == {"compile0"}
+    for request in GpuBackend(cache_dir=cache)._requests([task_of(j) for j in jobs], arch):
+        assert all(ck.ok and ck.cached for ck in compile_batch(request, cache))
+
+
 # ------------------------------------------------------------------------------------------------ whole sweeps
 def test_two_workers_record_the_same_rows_as_one_process(recorded: str, tmp_path: Path) -> None:
     one, two = f"sqlite:///{tmp_path / 'one.sqlite'}", f"sqlite:///{tmp_path / 'two.sqlite'}"
@@ -157,7 +190,8 @@ def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(recorded: str, t
         if killed:
             return
         client = backend.client
-        busy = [a for a, keys in client.processing().items() if keys]
+        gpus = backend._gpu_workers()  # (never the compile worker)
+        busy = [a for a, keys in client.processing().items() if keys and a in gpus]
         if busy:
             pid = client.run(os.getpid, workers=[busy[0]])[busy[0]]
             os.kill(pid, signal.SIGKILL)
@@ -165,6 +199,7 @@ def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(recorded: str, t
 
     try:
         summary = sweep(url, backend, Quiet(kill_a_busy_worker))
+        backend.client.wait_for_workers(3, timeout=60)  # its Nanny restarts the killed worker (the next tests use it)
     finally:
         backend.close()
     assert killed, "no worker was busy when the first measurement came back"
@@ -256,39 +291,6 @@ def test_past_the_deadline_run_stops_and_drops_its_chunks() -> None:
         assert len(list(backend.run(jobs))) == sum(len(j.points) for j in jobs)
     finally:
         backend.close()
-
-
-@pytest.mark.nvcc
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
-def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path) -> None:
-    """With compile workers, each chunk is compiled (real nvcc) on a CPU worker into the shared, content-addressed
-    cache before a GPU worker takes it: every request the GPU worker's GpuBackend makes is then a cache hit."""
-    from autotune.devices import get_device
-    from autotune.space.generator import generate
-    from autotune.space.spec import load_space
-    from autotune.sweep.backends.local import GpuBackend, task_of
-    from autotune.sweep.compile import compile_batch
-    from tests.test_nvcc_compile import SPACE
-
-    (tmp_path / "fill.cu").write_text("extern \"C\" __global__ void plain_fill(const float* inp, float* out, int n)"
-                                      " { int i = blockIdx.x * 128 + threadIdx.x; if (i < n) out[i / 128] = ITEMS; }\n")
-    (tmp_path / "ref.py").write_text("def block_sum(arrays, sizes):\n    return arrays['out']\n")
-    (tmp_path / "space.yaml").write_text(SPACE.replace("cub_block_sum.cu", "fill.cu").replace("EXTRA", "  compiler: nvcc"))
-    space = load_space(tmp_path / "space.yaml")
-    point = space.kind.point("fp32", "", {"n": 1000})
-    jobs = [Job(space, i, (point,)) for i in generate(space, get_device("H100"), "fp32").instances()]
-    cache = tmp_path / "cache"
-    backend = DaskBackend(ReplayExecutor(str(STENCIL_DB)), cluster=cluster(), compile_ahead=True,
-                          compile_cache=str(cache), chunk_jobs=1)
-    try:
-        got = list(backend.run(jobs))  # the replay has none of them: `skipped`, not recorded
-        arch = backend.device_info().cc
-    finally:
-        backend.close()
-    assert len(got) == len(jobs) == 2
-    assert [p.error for p in backend.compiled] == [None, None] and {p.worker for p in backend.compiled} == {"compile0"}
-    for request in GpuBackend(cache_dir=cache)._requests([task_of(j) for j in jobs], arch):
-        assert all(ck.ok and ck.cached for ck in compile_batch(request, cache))
 
 
 # ------------------------------------------------------------------------------------------------ command line

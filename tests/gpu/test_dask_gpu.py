@@ -103,3 +103,24 @@ def test_a_sweep_over_two_gpus_records_each_measurement_on_its_gpu() -> None:
                                                 "d.id = m.device_id"))}
     assert n == distinct == len(frame)  # nothing measured twice
     assert used == uuids and len(uuids) == 2  # both GPUs measured, each measurement recorded on its own
+
+
+def test_compiles_ahead_on_cpu_workers_and_the_gpus_only_time(tmp_path: Path) -> None:
+    """2 GPU workers and 2 compile workers: each chunk compiles on a compile worker into a fresh shared cache, then
+    a GPU worker measures it, finding every kernel in the cache."""
+    url = f"sqlite:///{tmp_path / 'ahead.sqlite'}"
+    cfg = dataclasses.replace(load_config(ROOT / "examples" / "transpose" / "sweep.yaml"), database=url)
+    cache = str(tmp_path / "cache")
+    with local_cluster(visible_gpus()[:2], compile_workers=2) as ahead:
+        backend = DaskBackend(GpuExecutor(per_host=2, cache_dir=cache), cluster=ahead, chunk_jobs=4,
+                              compile_ahead=True, compile_cache=cache)
+        try:
+            with Store.open(url) as store:
+                summary = run_sweep(cfg, store, backend, Count())
+                frame = store.measurements()
+        finally:
+            backend.close()
+    assert summary.status == "done" and len(frame) == summary.measured > 0
+    assert backend.compiled and all(p.error is None for p in backend.compiled)
+    assert {p.worker for p in backend.compiled} <= {"compile0", "compile1"}
+    assert (frame["status"] == "ok").sum() > 0

@@ -161,7 +161,6 @@ class DaskBackend:
         self.compiled: list[Any] = []  # dask_worker.Precompiled of each chunk compiled ahead
         self.deadline: float | None = None  # time.monotonic(): chunks get the time left; results past it are dropped
         self.on_device: Any = None  # the runner sets it to record a GPU that joins mid-sweep (Store.upsert_device)
-        self.resubmitted = 0  # chunks whose worker died, run again elsewhere (from the scheduler's retries)
         self._cluster, self._own_cluster = cluster, cluster is None and scheduler is None
         self._client: Any = None
         self._infos: dict[str, DeviceInfo] = {}  # worker name -> its GPU
@@ -169,6 +168,7 @@ class DaskBackend:
         self._primary: DeviceInfo | None = None
         self._best: dict[tuple[str, TestPoint, tuple], float] = {}  # (GPU name, point, scalars key) -> best ms
         self._closed = False
+        self._complete = False  # every local worker has been seen once (later, one is enough: a dead one restarts)
 
     # ------------------------------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -198,12 +198,13 @@ class DaskBackend:
 
     def workers(self) -> int:
         """Workers (GPUs) the cluster has now, after waiting for the local ones (or, for a scheduler, for one)."""
-        want = len(self.devices_wanted) + self.compile_workers if self._own_cluster else 1
+        want = len(self.devices_wanted) + self.compile_workers if self._own_cluster and not self._complete else 1
         try:
             self.client.wait_for_workers(want, timeout=CONNECT_TIMEOUT_S)
         except TimeoutError:
             raise RuntimeError(f"the Dask cluster has fewer than {want} worker(s) after {CONNECT_TIMEOUT_S:.0f} s"
                                ) from None
+        self._complete = True
         return len(self._gpu_workers())
 
     def close(self) -> None:
@@ -254,7 +255,8 @@ class DaskBackend:
         self.device_info()
         first = [w for w, info in self._addresses().items() if info.uuid == self._primary.uuid]  # type: ignore[union-attr]
         fut = self.client.submit(worker_baseline, kind, point, dict(scalars), reps, workers=first or None,
-                                 allow_other_workers=True, pure=False, priority=100)  # before queued chunks
+                                 allow_other_workers=bool(first), resources=self._gpu_resource(), pure=False,
+                                 priority=100)  # before the chunks queued there
         try:
             m = fut.result()
         except UserError:
@@ -273,8 +275,7 @@ class DaskBackend:
         chunks = [list(jobs[i:i + size]) for i in range(0, len(jobs), size)]
         left = self._left()
         if not self._ahead():  # (where workers declare GPU, chunks go only to them: never to a compile worker)
-            gpu = {"GPU": 1} if any("GPU" in (w.get("resources") or {}) for w in self._scheduler_workers().values()) \
-                else None
+            gpu = self._gpu_resource()
             futures = {self.client.submit(run_chunk, chunk, left, self._seeds(chunk), resources=gpu, pure=False): chunk
                        for chunk in chunks}
             return self._collect(futures)
@@ -287,6 +288,11 @@ class DaskBackend:
             futures[self.client.submit(run_chunk, chunk, left, self._seeds(chunk), ahead, resources={"GPU": 1},
                                        pure=False)] = chunk
         return self._collect(futures)
+
+    def _gpu_resource(self) -> dict[str, float] | None:
+        """{"GPU": 1} where workers declare GPUs (a task then never lands on a compile worker), else None."""
+        declared = any("GPU" in (w.get("resources") or {}) for w in self._scheduler_workers().values())
+        return {"GPU": 1} if declared else None
 
     def _ahead(self) -> bool:
         """Whether chunks compile ahead on compile workers (see `compile_ahead`)."""
