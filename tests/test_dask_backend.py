@@ -293,6 +293,34 @@ def test_past_the_deadline_run_stops_and_drops_its_chunks() -> None:
         backend.close()
 
 
+class Wide(ReplayBackend):
+    """A replay that says it measures on 5 GPUs at once and notes how many jobs each `run` gets."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.sizes: list[int] = []
+
+    def parallelism(self) -> int:
+        return 5
+
+    def run(self, jobs: Any) -> Any:
+        self.sizes.append(len(jobs))
+        return super().run(jobs)
+
+
+def test_a_model_based_strategy_asks_enough_for_every_gpu(recorded: str, tmp_path: Path) -> None:
+    """TPE on an executor of 5 GPUs asks 10 instances at a time (2 per GPU; its default is 4), unless the config
+    sets `batch:`."""
+    from autotune.sweep.strategies.options import SearchOptions
+    url = f"sqlite:///{tmp_path / 'tpe.sqlite'}"
+    backend = Wide(recorded)
+    try:
+        assert sweep(url, backend, strategy="tpe", seed=1, search=SearchOptions(budget=12)).status == "done"
+    finally:
+        backend.close()
+    assert max(backend.sizes) == 10 and len(rows(url)) == 36
+
+
 # ------------------------------------------------------------------------------------------------ command line
 def test_gpu_list() -> None:
     assert gpu_list("3", replay=True) == ["0", "1", "2"] and gpu_list("all", replay=True) == ["0", "1"]

@@ -305,6 +305,9 @@ def _search_points(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Bac
         if model_based:
             options = dict(opts.sampler_options(), start=_transfer(store, backend, space, point, searched, instances,
                                                                    opts.transfer))
+            width = getattr(backend, "parallelism", None)  # an executor of several GPUs: asks that keep each busy
+            if width is not None and "batch" not in options:
+                options["batch"] = max(4, 2 * width())
             if opts.studies == "database":
                 name = study_name(cfg, space.name, point, backend.device_info().uuid)
                 options["study"] = (database_url(store.url, write=True), name)

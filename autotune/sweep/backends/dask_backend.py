@@ -207,6 +207,11 @@ class DaskBackend:
         self._complete = True
         return len(self._gpu_workers())
 
+    def parallelism(self) -> int:
+        """Chunks the cluster measures at once (its GPU workers): the runner asks a model-based strategy for
+        2 x this many instances at a time (the config's `strategy: {batch: N}` overrides)."""
+        return max(1, self.workers())
+
     def close(self) -> None:
         if self._closed:
             return
