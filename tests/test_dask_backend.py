@@ -335,7 +335,7 @@ def test_the_command_line_killed_and_resumed(recorded: str, tmp_path: Path) -> N
     db = tmp_path / "cli.sqlite"
     cmd = [sys.executable, "-m", "autotune", "sweep", str(TRANSPOSE / "sweep.yaml"), "--replay", recorded,
            "--database", str(db), "--scheduler", cluster().scheduler_address, "--quiet"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), AUTOTUNE_REPLAY_DELAY="0.05", PYTHONWARNINGS="ignore")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), AUTOTUNE_REPLAY_DELAY="0.1", PYTHONWARNINGS="ignore")
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 90
