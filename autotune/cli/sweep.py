@@ -153,7 +153,7 @@ def _dask_backend(replay: str | None, tol: float | None, gpus: str | None, sched
     executor = (ReplayExecutor(replay, delay_s=delay) if replay
                 else GpuExecutor(tol=tol, per_host=len(devices) if devices else 1))
     # on a cluster with compile workers (`dask worker --resources compile=1`), chunks compile ahead on them
-    return DaskBackend(executor, devices=devices, scheduler=scheduler, compile_ahead=None if scheduler else False)
+    return DaskBackend(executor, devices=devices, scheduler=scheduler, compile_ahead=None if scheduler and not replay else False)
 
 
 def print_rates(backend) -> None:  # type: ignore[no-untyped-def]
