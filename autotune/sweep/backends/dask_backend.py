@@ -255,10 +255,11 @@ class DaskBackend:
             pass
 
     def baseline(self, kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
-        """The kind's baseline, measured on the first worker's GPU (the sweep's device), else on any worker."""
+        """The kind's baseline, measured on a GPU of the sweep's device's model (the first that is free: it waits
+        for the chunk running there), else on any worker; recorded as the sweep's device's."""
         from autotune.sweep.backends.dask_worker import worker_baseline
         self.device_info()
-        first = [w for w, info in self._addresses().items() if info.uuid == self._primary.uuid]  # type: ignore[union-attr]
+        first = [w for w, info in self._addresses().items() if info.name == self._primary.name]  # type: ignore[union-attr]
         fut = self.client.submit(worker_baseline, kind, point, dict(scalars), reps, workers=first or None,
                                  allow_other_workers=bool(first), resources=self._gpu_resource(), pure=False,
                                  priority=100)  # before the chunks queued there
