@@ -31,6 +31,8 @@ class BarReporter:
         self.task = None
         self.count = 0
         self.last_line = 0.0
+        self.rates = None  # an executor of several GPUs: its `rates()`, shown on the bar (run_config sets it)
+        self._rates_text, self._rates_at = "", 0.0
 
     def start(self, total_pairs: int, already_done: int) -> None:
         msg = f"{total_pairs:,} (instance, test point) pairs; {already_done:,} already in the database"
@@ -49,12 +51,21 @@ class BarReporter:
             self.failures[Status(m.status).value] += 1
         fails = " ".join(f"{k}:{v}" for k, v in sorted(self.failures.items())) or "no failures"
         best = f"best {best_ms:.4f} ms" if best_ms is not None else "no valid time yet"
-        info = f"{m.point.key} {best} | {fails}"
+        info = f"{m.point.key} {best} | {fails}{self._per_gpu()}"
         if self.progress is not None:
             self.progress.update(self.task, advance=1, info=info)
         elif time.monotonic() - self.last_line > 30:  # quiet: one line every 30 s for logs
             self.last_line = time.monotonic()
             err.print(f"{self.count:,} measured; {info}", highlight=False)
+
+    def _per_gpu(self) -> str:
+        """Each GPU's pairs/s so far (a Dask sweep), refreshed at most once a second."""
+        if self.rates is None:
+            return ""
+        if time.monotonic() - self._rates_at > 1.0:
+            self._rates_at = time.monotonic()
+            self._rates_text = "".join(f" | {r.worker} {r.per_s:.1f}/s" for r in self.rates())
+        return self._rates_text
 
     def note(self, text: str) -> None:
         (self.progress.console if self.progress else err).print(text, highlight=False)
@@ -128,6 +139,7 @@ def run_config(cfg, replay: str | None, quiet: bool, early_stop: bool = True, *,
                 backend = _dask_backend(replay, cfg.tol if early_stop else None, gpus, scheduler)
             else:
                 backend = _backend(replay, cfg.tol if early_stop else None)
+            reporter.rates = getattr(backend, "rates", None)
             with Store.open(cfg.database) as store:
                 summary = run_sweep(cfg, store, backend, reporter)
         reporter.stop()
