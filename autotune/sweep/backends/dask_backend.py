@@ -351,7 +351,7 @@ class DaskBackend:
 
     def _results(self, fut: Any, chunk: list[Job]) -> list[Measurement]:
         """The chunk's measurements: exactly its pairs (a missing pair `crashed`), or all `crashed` when the
-        chunk killed every worker that ran it."""
+        chunk killed every worker that ran it. Any other failure stops the sweep (RuntimeError) recording nothing."""
         distributed = require_distributed()
         want = [(job.instance.id, p) for job in chunk for p in job.points]
         try:
@@ -361,9 +361,13 @@ class DaskBackend:
         except distributed.KilledWorker as exc:
             return [Measurement(iid, p, Status.CRASHED, error=f"its Dask worker died each time it ran "
                                 f"(distributed.scheduler.allowed-failures); {_why(exc)}") for iid, p in want]
-        except Exception as exc:  # noqa: BLE001 - an executor that raised: recorded, never lost
-            return [Measurement(iid, p, Status.CRASHED, error=f"the worker's executor failed: {_why(exc)}")
-                    for iid, p in want]
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the executor raised, the scheduler went away, the chunk was
+            # cancelled: not the kernels' doing, so nothing is recorded (the resumed sweep measures them); the sweep
+            # stops as a one-GPU sweep does when its executor raises
+            raise RuntimeError(f"a chunk of {len(want)} pairs failed on the Dask cluster ({_why(exc)}); nothing was "
+                               "recorded for it: run the same command again to resume") from exc
         self._learn(res.worker, res.device)
         if res.precompiled is not None:
             self.compiled.append(res.precompiled)
