@@ -112,6 +112,7 @@ def test_compiles_ahead_on_cpu_workers_and_the_gpus_only_time(tmp_path: Path) ->
     cfg = dataclasses.replace(load_config(ROOT / "examples" / "transpose" / "sweep.yaml"), database=url)
     cache = str(tmp_path / "cache")
     with local_cluster(visible_gpus()[:2], compile_workers=2) as ahead:
+        ahead.wait_for_workers(4, timeout=120)
         backend = DaskBackend(GpuExecutor(per_host=2, cache_dir=cache), cluster=ahead, chunk_jobs=4,
                               compile_ahead=True, compile_cache=cache)
         try:
