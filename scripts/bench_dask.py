@@ -1,7 +1,7 @@
 """Throughput of one sweep in the runner's process and through the Dask executor on 1, 2, ... workers.
 
-    python -m autotune.sweep.backends.dask_bench CONFIG [--max-instances N] [--workers 1,2] [--warm] [--out DIR]
-    python -m autotune.sweep.backends.dask_bench CONFIG --replay DB --delay 0.02     # no GPU: replays as GPUs
+    python scripts/bench_dask.py CONFIG [--max-instances N] [--workers 1,2] [--warm] [--out DIR]
+    python scripts/bench_dask.py CONFIG --replay DB --delay 0.02     # no GPU: replays as GPUs
 
 Each variant sweeps CONFIG into a fresh database (under --out) without the early stop (every instance timed fully,
 so every variant does the same work); the executor is started (GPU processes, cluster) before the clock starts,
@@ -75,7 +75,7 @@ def run_variant(name: str, cfg: Any, backend: Any, out: Path) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict]:
-    ap = argparse.ArgumentParser(prog="python -m autotune.sweep.backends.dask_bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="scripts/bench_dask.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("config", help="sweep config (configs/NAME.yaml)")
     ap.add_argument("--max-instances", type=int, default=None, help="instances per space (the config's otherwise)")
