@@ -100,6 +100,7 @@ class Measurement:
     l2_protection: str | None = None  # "rotate:<copies>", "flush" or "none"
     flops: float | None = None  # the work its problem kind counts for the point (set by the runner)
     bytes_moved: int | None = None  # fewest bytes moved (the roofline's numerator; set by the runner)
+    device: str | None = None  # uuid of the GPU that measured it, set by an executor of several GPUs (Dask); None: the sweep's
 
 
 @dataclass(frozen=True)

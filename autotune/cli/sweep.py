@@ -31,6 +31,8 @@ class BarReporter:
         self.task = None
         self.count = 0
         self.last_line = 0.0
+        self.rates = None  # an executor of several GPUs: its `rates()`, shown on the bar (run_config sets it)
+        self._rates_text, self._rates_at = "", 0.0
 
     def start(self, total_pairs: int, already_done: int) -> None:
         msg = f"{total_pairs:,} (instance, test point) pairs; {already_done:,} already in the database"
@@ -49,12 +51,21 @@ class BarReporter:
             self.failures[Status(m.status).value] += 1
         fails = " ".join(f"{k}:{v}" for k, v in sorted(self.failures.items())) or "no failures"
         best = f"best {best_ms:.4f} ms" if best_ms is not None else "no valid time yet"
-        info = f"{m.point.key} {best} | {fails}"
+        info = f"{m.point.key} {best} | {fails}{self._per_gpu()}"
         if self.progress is not None:
             self.progress.update(self.task, advance=1, info=info)
         elif time.monotonic() - self.last_line > 30:  # quiet: one line every 30 s for logs
             self.last_line = time.monotonic()
             err.print(f"{self.count:,} measured; {info}", highlight=False)
+
+    def _per_gpu(self) -> str:
+        """Each GPU's pairs/s so far (a Dask sweep), refreshed at most once a second."""
+        if self.rates is None:
+            return ""
+        if time.monotonic() - self._rates_at > 1.0:
+            self._rates_at = time.monotonic()
+            self._rates_text = "".join(f" | {r.worker} {r.per_s:.1f}/s" for r in self.rates())
+        return self._rates_text
 
     def note(self, text: str) -> None:
         (self.progress.console if self.progress else err).print(text, highlight=False)
@@ -76,6 +87,8 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
           seed: Annotated[Optional[int], typer.Option(help="Seed of the random and model-based strategies. Overrides the config.")] = None,
           replay: Annotated[Optional[str], typer.Option(help="Take measurements from this recorded database URL instead of a GPU.")] = None,
           resume: Annotated[Optional[str], typer.Option(help="What a resumed sweep skips: gpu (pairs measured on this very GPU) or model (pairs measured on any GPU of the same name, SM count and compute capability: for clusters and lent machines where each run lands on another card). Overrides the config's `resume`.")] = None,
+          gpus: Annotated[Optional[str], typer.Option("--gpus", help="Measure on several GPUs of this machine at once: `all`, a number N (the first N visible) or a list of GPU indices (0,2). Starts a local Dask cluster, one worker per GPU (needs `pip install autotune\\[dask]`); with --replay, N replaying workers. One writer: results come back to this process. See docs/scale-out.md.")] = None,
+          scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Address of a running Dask scheduler (tcp://host:8786) whose workers each see one GPU (several nodes; a SLURM example in docs/scale-out.md). Results come back to this process, the only writer to the database.")] = None,
           quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar; a line every 30 s (for logs).")] = False,
           early_stop: Annotated[bool, typer.Option("--early-stop/--no-early-stop", help="Stop timing an instance after a few repetitions once it is provably slower than the best / (1 - tol) (status skipped). --no-early-stop times every instance fully: complete recorded spaces, e.g. to benchmark search strategies on.")] = True) -> None:
     """Compile, verify and time every instance of the config's spaces on its test points.
@@ -97,15 +110,19 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
     search = dict(budget=budget, patience=patience, roofline_tol=roofline_tol, transfer=transfer)
     cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, **{k: v for k, v in search.items()
                                                                             if v is not None}))
-    summary = run_config(cfg, replay, quiet, early_stop)
+    if gpus is not None and scheduler is not None:
+        raise UserError("give --gpus (a local cluster) or --scheduler (an existing one), not both")
+    summary = run_config(cfg, replay, quiet, early_stop, gpus=gpus, scheduler=scheduler)
     print_summary(summary, cfg.database)
     if summary.status == "interrupted":
         raise typer.Exit(130)
 
 
-def run_config(cfg, replay: str | None, quiet: bool, early_stop: bool = True):  # type: ignore[no-untyped-def]
+def run_config(cfg, replay: str | None, quiet: bool, early_stop: bool = True, *,  # type: ignore[no-untyped-def]
+               gpus: str | None = None, scheduler: str | None = None):
     """Run (or resume) a loaded sweep config on the GPU or, with `replay`, from a recorded database, with the live
     bar; returns the runner's SweepSummary. `early_stop=False` times every instance fully (no TOL early stop).
+    `gpus` / `scheduler`: on several GPUs through Dask (`autotune.sweep.backends.dask_backend`).
     `autotune sweep` and `autotune validate` both run their sweeps here."""
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -114,17 +131,54 @@ def run_config(cfg, replay: str | None, quiet: bool, early_stop: bool = True):  
 
     from autotune.store.engine import refuse_gz
     refuse_gz(cfg.database)  # the database is written: never into the decompressed copy of a .gz
-    backend = _backend(replay, cfg.tol if early_stop else None)
     reporter = BarReporter(quiet)
+    backend = None
     try:
-        with sigterm_as_interrupt(), Store.open(cfg.database) as store:
-            summary = run_sweep(cfg, store, backend, reporter)
+        with sigterm_as_interrupt():
+            if gpus is not None or scheduler is not None:
+                backend = _dask_backend(replay, cfg.tol if early_stop else None, gpus, scheduler)
+            else:
+                backend = _backend(replay, cfg.tol if early_stop else None)
+            reporter.rates = getattr(backend, "rates", None)
+            with Store.open(cfg.database) as store:
+                summary = run_sweep(cfg, store, backend, reporter)
+        reporter.stop()
+        print_rates(backend)
     except SQLAlchemyError as exc:
         raise database_failure(cfg.database, exc) from None
     finally:
         reporter.stop()
-        backend.close()
+        if backend is not None:
+            backend.close()
     return summary
+
+
+def _dask_backend(replay: str | None, tol: float | None, gpus: str | None, scheduler: str | None):  # type: ignore[no-untyped-def]
+    """The Dask executor: a local cluster of one worker per GPU (`gpus`) or the cluster at `scheduler`; each worker
+    measures with a GPU backend, or with `replay` a replay of that database."""
+    from autotune.sweep.backends.dask_backend import DaskBackend, gpu_list, require_distributed
+    from autotune.sweep.backends.dask_executors import GpuExecutor, ReplayExecutor
+    require_distributed()
+    devices = gpu_list(gpus, replay=replay is not None) if gpus is not None else None
+    import os
+    delay = float(os.environ.get("AUTOTUNE_REPLAY_DELAY", 0) or 0)  # read here: a remote worker has its own environment
+    executor = (ReplayExecutor(replay, delay_s=delay) if replay
+                else GpuExecutor(tol=tol, per_host=len(devices) if devices else 1))
+    # on a cluster with compile workers (`dask worker --resources compile=1`), chunks compile ahead on them
+    return DaskBackend(executor, devices=devices, scheduler=scheduler, compile_ahead=None if scheduler and not replay else False)
+
+
+def print_rates(backend) -> None:  # type: ignore[no-untyped-def]
+    """Per GPU (a Dask sweep): pairs measured and their rate."""
+    rates = getattr(backend, "rates", None)
+    if rates is None or not rates():
+        return
+    table = Table(title="per GPU")
+    for col in ("worker", "GPU", "pairs", "busy s", "pairs/s"):
+        table.add_column(col)
+    for r in rates():
+        table.add_row(r.worker, r.device, f"{r.pairs:,}", f"{r.seconds:.1f}", f"{r.per_s:.2f}")
+    err.print(table)
 
 
 def database_failure(url: str, exc: Exception) -> UserError:

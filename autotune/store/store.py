@@ -54,6 +54,7 @@ class Store:
         self.engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self._sweeps: dict[int, Sweep] = {}
+        self._devices: dict[str, tuple[int, float]] = {}  # uuid -> (id, copy bandwidth): `_device_of`
         self._points: dict[TestPoint, int] = {}
         self._viewed: set[str] = set()  # kinds whose point view this Store has checked
         self._lock_token: str | None = None
@@ -159,6 +160,7 @@ class Store:
 
     def upsert_device(self, info: DeviceInfo) -> int:
         """The id of the device with `info.uuid`, created or refreshed (clocks, bandwidth: last seen)."""
+        self._devices.pop(info.uuid, None)
         def work(s: Session) -> int:
             row = s.scalars(select(Device).where(Device.uuid == info.uuid)).first()
             if row is None:
@@ -360,15 +362,16 @@ class Store:
         try:
             rows, done = [], []
             for m in measurements:
-                f = figures(*_work(m, sweep.scalars), m.median_ms if m.status == Status.OK else None,
-                            sweep.copy_bandwidth)
+                device_id, bandwidth = self._device_of(m.device) if m.device else (sweep.device_id,
+                                                                                   sweep.copy_bandwidth)
+                f = figures(*_work(m, sweep.scalars), m.median_ms if m.status == Status.OK else None, bandwidth)
                 rows.append(dict(
-                    sweep_id=sweep_id, instance_id=m.instance_id, point_id=ids[m.point], device_id=sweep.device_id,
+                    sweep_id=sweep_id, instance_id=m.instance_id, point_id=ids[m.point], device_id=device_id,
                     space_id=space_id, status=Status(m.status).value, **_timings(m), gflops=f.gflops, gbs=f.gbs,
                     roofline_frac=f.roofline_frac, max_rel_err=m.max_rel_err, registers=m.registers,
                     shared_bytes=m.shared_bytes, local_bytes=m.local_bytes, compile_s=m.compile_s,
                     l2_protection=m.l2_protection, error=m.error, log=m.log, measured_at=now()))
-                done.append(dict(iid=m.instance_id, pid=ids[m.point], did=sweep.device_id))
+                done.append(dict(iid=m.instance_id, pid=ids[m.point], did=device_id))
             if not rows:
                 return
             inflight = Inflight.__table__
@@ -378,7 +381,7 @@ class Store:
                 nonlocal runs
                 runs += 1
                 self._beat(s)
-                todo = rows if runs == 1 else _not_recorded(s, sweep_id, sweep.device_id, rows)
+                todo = rows if runs == 1 else _not_recorded(s, sweep_id, rows)
                 if todo:
                     s.execute(insert(MeasurementRow.__table__), todo)
                 s.execute(inflight.delete().where(inflight.c.instance_id == bindparam("iid"),
@@ -499,6 +502,16 @@ class Store:
         status, median_ms, p20_ms, p80_ms, roofline_frac, gflops, gbs, error. Filters by device name/uuid."""
         return frames.baselines(self.engine, device)
 
+    def _device_of(self, uuid: str) -> tuple[int, float]:
+        """(id, copy bandwidth) of the recorded device `uuid` (a measurement's own GPU; `upsert_device` first)."""
+        if uuid not in self._devices:
+            row = self.transact(lambda s: s.scalars(select(Device).where(Device.uuid == uuid)).first())
+            if row is None:
+                raise StoreError(f"cannot record a measurement of device {uuid}: no such device in {self.url}",
+                                 hint="the runner records each executor's devices (upsert_device) before measuring")
+            self._devices[uuid] = (row.id, row.copy_bandwidth)
+        return self._devices[uuid]
+
     def _sweep(self, sweep_id: int) -> Sweep:
         if sweep_id not in self._sweeps:
             row = self.transact(lambda s: s.get(Sweep, sweep_id))
@@ -508,14 +521,15 @@ class Store:
         return self._sweeps[sweep_id]
 
 
-def _not_recorded(s: Session, sweep_id: int, device_id: int, rows: list[dict]) -> list[dict]:
+def _not_recorded(s: Session, sweep_id: int, rows: list[dict]) -> list[dict]:
     """The measurement rows that `sweep_id` has not recorded yet: when `record`'s transaction runs again after a
-    lost connection, its first run may have committed (only the reply was lost), and must not be inserted twice."""
+    lost connection, its first run may have committed (only the reply was lost), and must not be inserted twice.
+    Rows carry their own device (a sweep over several GPUs records each measurement on the GPU that took it)."""
     m = MeasurementRow
     ids = sorted({r["instance_id"] for r in rows})
-    have = {(iid, pid) for iid, pid in s.execute(select(m.instance_id, m.point_id).where(
-        m.sweep_id == sweep_id, m.device_id == device_id, m.instance_id.in_(ids)))}
-    return [r for r in rows if (r["instance_id"], r["point_id"]) not in have]
+    have = set(s.execute(select(m.instance_id, m.point_id, m.device_id).where(
+        m.sweep_id == sweep_id, m.instance_id.in_(ids))).tuples())
+    return [r for r in rows if (r["instance_id"], r["point_id"], r["device_id"]) not in have]
 
 
 def _work(m: Measurement, scalars: Mapping[str, float] | None) -> tuple[float | None, int | None]:

@@ -128,6 +128,11 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
                      scalars=cfg.scalars)
     store.notify = reporter.note  # a lost database connection is retried: its warning lines join the sweep's notes
     device_id = store.upsert_device(info)
+    # an executor of several GPUs (Dask) names them all (`devices()`): each measurement is recorded on its own GPU
+    many = getattr(backend, "devices", None)
+    device_ids = list(dict.fromkeys([device_id, *(store.upsert_device(d) for d in (many() if many else []))]))
+    if hasattr(backend, "on_device"):  # a GPU that joins mid-sweep is recorded before its measurements
+        backend.on_device = store.upsert_device  # type: ignore[attr-defined]
     software_id = store.upsert_software(info, __version__, git_commit())
     sweep_id = store.begin_sweep(SweepStart(config_name=cfg.name, config_text=cfg.text, device_id=device_id,
                                             software_id=software_id, device=info, scalars=cfg.scalars,
@@ -135,13 +140,14 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
     summary = SweepSummary(sweep_id, "running", 0.0, started=start)
     status, db_failed = "failed", False
     try:
-        siblings = store.same_model(device_id) if cfg.resume == "model" else [device_id]
+        siblings = list(dict.fromkeys(d for i in device_ids for d in (store.same_model(i) if cfg.resume == "model"
+                                                                        else [i])))
         summary.recovered = [pair for d in siblings for pair in store.recover_inflight(d)]
         for pair in summary.recovered:
             reporter.note(f"recorded as crashed (in flight when the last sweep died): {pair[0]} at {pair[1].key}")
         done = set().union(*(store.done_pairs(d) for d in siblings))
-        if len(siblings) > 1:
-            reporter.note(f"resume: model: pairs measured on {len(siblings) - 1} other GPU(s) of this model are skipped")
+        if len(siblings) > len(device_ids):
+            reporter.note(f"resume: model: pairs measured on {len(siblings) - len(device_ids)} other GPU(s) of this model are skipped")
         points = sorted({p for plan in plans for pts in plan.work.values() for p in pts})
         store.upsert_points(points)
         device_key = info.name if len(siblings) > 1 else info.uuid  # the GPUs whose times count here
@@ -301,6 +307,9 @@ def _search_points(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Bac
         if model_based:
             options = dict(opts.sampler_options(), start=_transfer(store, backend, space, point, searched, instances,
                                                                    opts.transfer))
+            width = getattr(backend, "parallelism", None)  # an executor of several GPUs: asks that keep each busy
+            if width is not None and "batch" not in options:
+                options["batch"] = max(4, 2 * width())
             if opts.studies == "database":
                 name = study_name(cfg, space.name, point, backend.device_info().uuid)
                 options["study"] = (database_url(store.url, write=True), name)

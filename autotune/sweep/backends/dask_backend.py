@@ -1,0 +1,452 @@
+"""`DaskBackend`: one sweep over every GPU of a node (`--gpus all|N`) or of a cluster (`--scheduler ADDRESS`).
+
+The client (the runner's process, the only writer to the database) cuts each batch of jobs into chunks and
+submits one Dask task per chunk; the scheduler hands chunks to whichever worker is free (and steals queued ones
+from a slow worker for a fast one), so a faster GPU takes more. Each worker holds one long-lived executor built
+once per worker process by a worker plugin (`dask_worker.ExecutorPlugin`): on GPUs a `local.GpuBackend` on the
+worker's one visible GPU, with its own compile pool and its GPU process (crash and hang isolation as on one GPU);
+without GPUs a replay of a recorded database (`dask_executors`). A chunk's Measurements come back to the client,
+each naming its GPU (`Measurement.device`), and the runner records them on that GPU.
+
+Guarantees (docs/scale-out.md):
+- a worker that dies (killed, out of memory, node lost) loses nothing: the scheduler runs its chunk again on
+  another worker, and as a chunk's results only reach the client when it completes, nothing is recorded twice;
+  a chunk that killed `distributed.scheduler.allowed-failures` + 1 workers is recorded as `crashed`;
+- a killed client loses at most the chunks in flight (nothing of them is recorded; the resumed sweep measures them);
+- one measurement per (instance, point) per `run`, whatever the retries (`test_one_measurement_per_pair`).
+
+The local cluster is plain `distributed` (a `SpecCluster` of one `Nanny` per GPU, each with its own
+`CUDA_VISIBLE_DEVICES`), not dask-cuda: see docs/scale-out.md for why.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import queue
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from autotune.errors import UserError
+from autotune.problems.base import ProblemKind, Scalars, scalars_key
+from autotune.sweep.backends.base import Job
+from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+
+INSTALL_HINT = "pip install 'autotune[dask]'  (or: pip install distributed)"
+CONNECT_TIMEOUT_S = 60.0  # to reach a --scheduler, and for the workers of a cluster to appear
+CHUNKS_PER_WORKER = 2  # chunks each worker gets of one batch: enough to balance, few enough to keep chunks long
+
+
+def require_distributed() -> Any:
+    """The `distributed` package, or a UserError that says how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise UserError("--gpus and --scheduler need Dask's `distributed` package, which is not installed",
+                        hint=INSTALL_HINT) from None
+    return distributed
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries: CUDA_VISIBLE_DEVICES's own list when it is
+    set, else one index per GPU that `nvidia-smi -L` lists (the client never initialises CUDA itself)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, line in enumerate(ln for ln in out.stdout.splitlines() if ln.startswith("GPU "))]
+
+
+def gpu_list(gpus: str, replay: bool = False) -> list[str]:
+    """`--gpus all|N|LIST` as the CUDA_VISIBLE_DEVICES entry of each worker. With `replay` (no GPU used) the
+    entries are only names: `all` is 2 workers and N is N workers."""
+    text = gpus.strip().lower()
+    if replay:
+        n = 2 if text == "all" else _count(gpus)
+        return [str(i) for i in range(n)]
+    found = visible_gpus()
+    if text == "all":
+        if not found:
+            raise UserError("--gpus all: no GPU found (CUDA_VISIBLE_DEVICES is empty or nvidia-smi lists none)",
+                            hint="run on a machine with NVIDIA GPUs, or pass --scheduler ADDRESS of a Dask cluster")
+        return found
+    if "," in text:
+        return [d.strip() for d in gpus.split(",") if d.strip()]
+    n = _count(gpus)
+    if found and n > len(found):
+        raise UserError(f"--gpus {n}: only {len(found)} GPU(s) visible ({', '.join(found)})",
+                        hint=f"pass --gpus all or a number up to {len(found)}")
+    return (found or [str(i) for i in range(n)])[:n]
+
+
+def _count(gpus: str) -> int:
+    try:
+        n = int(gpus)
+    except ValueError:
+        raise UserError(f"--gpus must be `all`, a number of GPUs or a comma-separated list of GPU indices, got "
+                        f"{gpus!r}") from None
+    if n < 1:
+        raise UserError(f"--gpus must be at least 1, got {n}")
+    return n
+
+
+def local_cluster(devices: Sequence[str], *, compile_workers: int = 0, silence: bool = True) -> Any:
+    """A cluster on this host: a scheduler and one worker process (a Nanny, which restarts it if it dies) per
+    entry of `devices`, named gpu0, gpu1, ..., each with one thread, the resource GPU=1 and CUDA_VISIBLE_DEVICES=its
+    entry, no memory limit (the Nanny would otherwise kill a worker holding a large float64 reference), no
+    dashboard; and `compile_workers` CPU workers (compile0, ...; resource compile=1, no GPU) that compile ahead."""
+    import logging
+
+    distributed = require_distributed()
+    import dask
+    # a GPU executor starts processes of its own (compile pool, GPU process): Dask's workers must not be daemonic
+    dask.config.set({"distributed.worker.daemon": False})
+    scheduler = {"cls": distributed.Scheduler, "options": {"host": "127.0.0.1", "port": 0, "dashboard": False,
+                                                           "dashboard_address": None}}
+    workers = {f"gpu{i}": {"cls": distributed.Nanny, "options": {
+        "host": "127.0.0.1", "nthreads": 1, "memory_limit": 0, "env": {"CUDA_VISIBLE_DEVICES": str(dev)},
+        "resources": {"GPU": 1}, "silence_logs": logging.ERROR if silence else False}}
+        for i, dev in enumerate(devices)}
+    for i in range(compile_workers):
+        workers[f"compile{i}"] = {"cls": distributed.Nanny, "options": {
+            "host": "127.0.0.1", "nthreads": 1, "memory_limit": 0, "env": {"CUDA_VISIBLE_DEVICES": ""},
+            "resources": {"compile": 1}, "silence_logs": logging.ERROR if silence else False}}
+    return distributed.SpecCluster(workers=workers, scheduler=scheduler,
+                                   silence_logs=logging.ERROR if silence else False, name="autotune")
+
+
+@dataclass
+class GpuRate:
+    """What one worker (one GPU) measured in this process: pairs, seconds busy, chunks."""
+
+    worker: str
+    device: str  # the GPU's name
+    pairs: int = 0
+    seconds: float = 0.0
+    chunks: int = 0
+
+    @property
+    def per_s(self) -> float:
+        return self.pairs / self.seconds if self.seconds > 0 else 0.0
+
+
+class DaskBackend:
+    """`autotune.sweep.backends.base.Backend` over a Dask cluster (see the module docstring).
+
+    `executor`: a factory from `dask_executors` (what each worker measures with). Exactly one of `devices` (start
+    a local cluster, one worker per entry: a CUDA_VISIBLE_DEVICES value) and `scheduler` (the address of a running
+    scheduler whose workers each see one GPU). `chunk_jobs`: jobs per task (default: a batch split into
+    `CHUNKS_PER_WORKER` chunks per worker). `cluster`: an already running cluster object to use instead.
+    `compile_workers`: CPU workers the local cluster adds. `compile_ahead`: compile each chunk on a compile worker
+    (resource `compile`) into the shared compile cache `compile_cache` before a GPU worker (resource `GPU`) takes
+    it; None: when the cluster has compile workers."""
+
+    def __init__(self, executor: Any, *, devices: Sequence[str] | None = None, scheduler: str | None = None,
+                 chunk_jobs: int | None = None, cluster: Any = None, compile_workers: int = 0,
+                 compile_ahead: bool | None = False, compile_cache: str | None = None) -> None:
+        if (devices is None) == (scheduler is None) and cluster is None:
+            raise ValueError("give exactly one of devices (a local cluster) and scheduler (an address)")
+        self.executor, self.devices_wanted, self.scheduler = executor, list(devices or []), scheduler
+        self.chunk_jobs, self.compile_workers, self.compile_ahead = chunk_jobs, compile_workers, compile_ahead
+        self.compile_cache = compile_cache
+        self.compiled: list[Any] = []  # dask_worker.Precompiled of each chunk compiled ahead
+        self.deadline: float | None = None  # time.monotonic(): chunks get the time left; results past it are dropped
+        self.on_device: Any = None  # the runner sets it to record a GPU that joins mid-sweep (Store.upsert_device)
+        self._cluster, self._own_cluster = cluster, cluster is None and scheduler is None
+        self._client: Any = None
+        self._infos: dict[str, DeviceInfo] = {}  # worker name -> its GPU
+        self._rates: dict[str, GpuRate] = {}
+        self._primary: DeviceInfo | None = None
+        self._best: dict[tuple[str, TestPoint, tuple], float] = {}  # (GPU name, point, scalars key) -> best ms
+        self._closed = False
+        self._complete = False  # every local worker has been seen once (later, one is enough: a dead one restarts)
+
+    # ------------------------------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        """Start (or connect to) the cluster and install the executor on every worker; returns without waiting
+        for the workers (`device_info` waits). Idempotent."""
+        if self._client is not None:
+            return
+        distributed = require_distributed()
+        from autotune.sweep.backends.dask_worker import ExecutorPlugin
+        if self._cluster is None and self.scheduler is None:
+            self._cluster = local_cluster(self.devices_wanted, compile_workers=self.compile_workers)
+        try:
+            target = self._cluster if self._cluster is not None else self.scheduler
+            self._client = distributed.Client(target, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise UserError(f"cannot reach the Dask scheduler at {self.scheduler}: {exc}",
+                            hint="start it (`dask scheduler`, or the SLURM job of docs/scale-out.md) and pass the "
+                                 "address it prints, e.g. --scheduler tcp://node01:8786") from None
+        plugin = ExecutorPlugin(self.executor)
+        register = getattr(self._client, "register_plugin", None) or self._client.register_worker_plugin
+        register(plugin, name=plugin.name)
+
+    @property
+    def client(self) -> Any:
+        self.start()
+        return self._client
+
+    def workers(self) -> int:
+        """Workers (GPUs) the cluster has now, after waiting for the local ones (or, for a scheduler, for one)."""
+        want = len(self.devices_wanted) + self.compile_workers if self._own_cluster and not self._complete else 1
+        try:
+            self.client.wait_for_workers(want, timeout=CONNECT_TIMEOUT_S)
+        except TimeoutError:
+            raise RuntimeError(f"the Dask cluster has fewer than {want} worker(s) after {CONNECT_TIMEOUT_S:.0f} s"
+                               ) from None
+        self._complete = True
+        return len(self._gpu_workers())
+
+    def parallelism(self) -> int:
+        """Chunks the cluster measures at once (its GPU workers): the runner asks a model-based strategy for
+        2 x this many instances at a time (the config's `strategy: {batch: N}` overrides)."""
+        return max(1, self.workers())
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._client is not None:
+            try:
+                if self._own_cluster:  # the plugin's teardown closes each executor (GPU processes, pools)
+                    self._client.unregister_worker_plugin(_plugin_name())
+            except Exception:  # noqa: BLE001 - closing: a worker already gone is fine
+                pass
+            self._client.close()
+        if self._own_cluster and self._cluster is not None:
+            self._cluster.close()
+
+    # ---------------------------------------------------------------------------------- the protocol
+    def device_info(self) -> DeviceInfo:
+        """The first worker's GPU (by name), with the least free memory of all workers' GPUs (the runner checks
+        that the points fit). Every worker's GPU: `devices()`."""
+        if self._primary is None:
+            self._discover()
+            first = self._infos[sorted(self._infos)[0]]
+            free = [i.free_bytes for i in self._infos.values() if i.free_bytes is not None]
+            self._primary = dataclasses.replace(first, free_bytes=min(free) if free else None)
+        return self._primary
+
+    def devices(self) -> list[DeviceInfo]:
+        """Each distinct GPU of the cluster's workers (by uuid), the runner records them all."""
+        self.device_info()
+        return list({i.uuid: i for i in self._infos.values()}.values())
+
+    def rates(self) -> list[GpuRate]:
+        """Per worker (GPU): pairs measured and the time its chunks took, in this process."""
+        return [self._rates[k] for k in sorted(self._rates)]
+
+    def seed_best(self, point: TestPoint, scalars: Scalars, best_ms: float) -> None:
+        """A best median already known on the GPU model of `device_info()`: sent with each chunk to the workers of
+        that model (a best time of another model must not stop instances early). Never raises."""
+        try:
+            self._tell_best(self.device_info().name, point, scalars, best_ms)
+        except Exception:  # noqa: BLE001 - the protocol: without seeds, only fewer early stops
+            pass
+
+    def baseline(self, kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
+        """The kind's baseline, measured on a GPU of the sweep's device's model (the first that is free: it waits
+        for the chunk running there), else on any worker; recorded as the sweep's device's."""
+        from autotune.sweep.backends.dask_worker import worker_baseline
+        self.device_info()
+        first = [w for w, info in self._addresses().items() if info.name == self._primary.name]  # type: ignore[union-attr]
+        fut = self.client.submit(worker_baseline, kind, point, dict(scalars), reps, workers=first or None,
+                                 allow_other_workers=bool(first), resources=self._gpu_resource(), pure=False,
+                                 priority=100)  # before the chunks queued there
+        try:
+            m = fut.result()
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failure is a Measurement, never an exception
+            return Measurement(kind.baseline_name or "baseline", point, Status.CRASHED, error=_why(exc))
+        m.device = None  # recorded as the sweep's device's baseline (the first worker's)
+        return m
+
+    def run(self, jobs: Sequence[Job]) -> Iterator[Measurement]:
+        """Submit every chunk now (the workers start at once); yield each chunk's measurements as it completes."""
+        if not jobs:
+            return iter(())
+        from autotune.sweep.backends.dask_worker import run_chunk
+        size = self.chunk_jobs or max(1, math.ceil(len(jobs) / (CHUNKS_PER_WORKER * max(1, self.workers()))))
+        chunks = [list(jobs[i:i + size]) for i in range(0, len(jobs), size)]
+        left = self._left()
+        if not self._ahead():  # (where workers declare GPU, chunks go only to them: never to a compile worker)
+            gpu = self._gpu_resource()
+            futures = {self.client.submit(run_chunk, chunk, left, self._seeds(chunk), resources=gpu, pure=False): chunk
+                       for chunk in chunks}
+            return self._collect(futures)
+        from autotune.sweep.backends.dask_worker import precompile
+        archs = sorted({d.cc for d in self.devices()})
+        cache = self.compile_cache or str(_default_cache())
+        futures = {}
+        for chunk in chunks:  # a chunk becomes ready for a GPU once a compile worker has put its kernels in the cache
+            ahead = self.client.submit(precompile, chunk, archs, cache, resources={"compile": 1}, pure=False)
+            futures[self.client.submit(run_chunk, chunk, left, self._seeds(chunk), ahead, resources={"GPU": 1},
+                                       pure=False)] = chunk
+        return self._collect(futures)
+
+    def _gpu_resource(self) -> dict[str, float] | None:
+        """{"GPU": 1} where workers declare GPUs (a task then never lands on a compile worker), else None."""
+        declared = any("GPU" in (w.get("resources") or {}) for w in self._scheduler_workers().values())
+        return {"GPU": 1} if declared else None
+
+    def _ahead(self) -> bool:
+        """Whether chunks compile ahead on compile workers (see `compile_ahead`)."""
+        from autotune.sweep.backends.dask_worker import is_compile_worker
+        resources = [w.get("resources") or {} for w in self._scheduler_workers().values()]
+        have = any(is_compile_worker(r) for r in resources)
+        if self.compile_ahead is False or (self.compile_ahead is None and not have):
+            return False
+        if not have:
+            raise UserError("compile ahead asks for compile workers, and the cluster has none",
+                            hint="start CPU workers with `dask worker ADDRESS --resources compile=1`")
+        if not any("GPU" in r for r in resources):
+            raise UserError("the cluster has compile workers, and no worker declares the resource GPU",
+                            hint="start each GPU worker with `--resources GPU=1`, so chunks never run on a CPU "
+                                 "worker")
+        return True
+
+    def _tell_best(self, model: str, point: TestPoint, scalars: Scalars, ms: float) -> None:
+        key = (model, point, scalars_key(scalars))
+        self._best[key] = min(ms, self._best.get(key, ms))
+
+    def _seeds(self, chunk: Sequence[Job]) -> list[tuple[str, TestPoint, Scalars, float]]:
+        """The best medians known so far (any GPU model) at the chunk's points, for the workers' early stop."""
+        want = {(p, scalars_key(job.scalars)): dict(job.scalars) for job in chunk for p in job.points}
+        return [(model, p, want[(p, k)], ms) for (model, p, k), ms in self._best.items() if (p, k) in want]
+
+    # ---------------------------------------------------------------------------------- internals
+    def _collect(self, pending: dict[Any, list[Job]]) -> Iterator[Measurement]:
+        finished: queue.Queue = queue.Queue()
+        for fut in pending:
+            fut.add_done_callback(finished.put)
+        seen: set[tuple[str, TestPoint]] = set()
+        try:
+            while pending:
+                left = self._left()
+                try:  # past the deadline only what has already come back is yielded
+                    fut = finished.get(block=left != 0.0, timeout=left)
+                except queue.Empty:
+                    return  # the budget ran out: the rest stays unmeasured (the resumed sweep measures it)
+                chunk = pending.pop(fut, None)
+                if chunk is not None:
+                    for m in self._results(fut, chunk):
+                        key = (m.instance_id, m.point)
+                        if key not in seen:
+                            seen.add(key)
+                            yield m
+        finally:
+            if pending:  # ended early (budget, a space stopped, Ctrl-C): queued chunks are dropped
+                self.client.cancel(list(pending))
+
+    def _results(self, fut: Any, chunk: list[Job]) -> list[Measurement]:
+        """The chunk's measurements: exactly its pairs (a missing pair `crashed`), or all `crashed` when the
+        chunk killed every worker that ran it. Any other failure stops the sweep (RuntimeError) recording nothing."""
+        distributed = require_distributed()
+        want = [(job.instance.id, p) for job in chunk for p in job.points]
+        try:
+            res = fut.result()
+        except UserError:
+            raise  # the problem's own code failed (GpuBackend): the sweep stops, nothing recorded for the pair
+        except distributed.KilledWorker as exc:
+            return [Measurement(iid, p, Status.CRASHED, error=f"its Dask worker died each time it ran "
+                                f"(distributed.scheduler.allowed-failures); {_why(exc)}") for iid, p in want]
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the executor raised, the scheduler went away, the chunk was
+            # cancelled: not the kernels' doing, so nothing is recorded (the resumed sweep measures them); the sweep
+            # stops as a one-GPU sweep does when its executor raises
+            raise RuntimeError(f"a chunk of {len(want)} pairs failed on the Dask cluster ({_why(exc)}); nothing was "
+                               "recorded for it: run the same command again to resume") from exc
+        self._learn(res.worker, res.device)
+        if res.precompiled is not None:
+            self.compiled.append(res.precompiled)
+        rate = self._rates.setdefault(res.worker, GpuRate(res.worker, res.device.name))
+        rate.pairs, rate.seconds, rate.chunks = rate.pairs + len(res.measurements), rate.seconds + res.seconds, \
+            rate.chunks + 1
+        got = {(m.instance_id, m.point): m for m in res.measurements if (m.instance_id, m.point) in set(want)}
+        scalars = {job.instance.id: job.scalars for job in chunk}
+        for m in got.values():
+            if m.status == Status.OK and m.median_ms is not None:
+                self._tell_best(res.device.name, m.point, scalars[m.instance_id], m.median_ms)
+        if len(got) < len(want) and self._left() != 0.0:  # past the deadline the executor may stop early
+            for iid, p in want:
+                if (iid, p) not in got:
+                    got[(iid, p)] = Measurement(iid, p, Status.CRASHED, error="the worker's executor returned no "
+                                                "measurement for it", device=res.device.uuid)
+        return list(got.values())
+
+    def _learn(self, worker: str, info: DeviceInfo) -> None:
+        """A worker that joined after the start (a replacement, a new node): its GPU is recorded before its
+        measurements (`on_device`, set by the runner)."""
+        if self._infos.get(worker) == info:
+            return
+        known = {i.uuid for i in self._infos.values()}
+        self._infos[worker] = info
+        if info.uuid not in known and self.on_device is not None:
+            self.on_device(info)
+
+    def _discover(self) -> None:
+        """Ask every worker for its GPU (in its thread pool: a GPU start-up takes seconds)."""
+        from autotune.sweep.backends.dask_worker import worker_device
+        self.workers()
+        addresses = list(self._gpu_workers())
+        futs = [self.client.submit(worker_device, workers=[a], allow_other_workers=False, pure=False)
+                for a in addresses]
+        try:
+            for name, info in self.client.gather(futs):
+                self._infos[name] = info
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise RuntimeError(f"a Dask worker could not describe its GPU: {_why(exc)}") from None
+
+    def _scheduler_workers(self) -> dict[str, dict]:
+        info = self.client.scheduler_info(n_workers=-1) if _new_info(self.client) else self.client.scheduler_info()
+        return info["workers"]
+
+    def _worker_names(self) -> dict[str, str]:
+        return {addr: str(w.get("name", addr)) for addr, w in self._scheduler_workers().items()}
+
+    def _gpu_workers(self) -> dict[str, str]:
+        """Address -> name of the workers that measure (all but compile workers)."""
+        from autotune.sweep.backends.dask_worker import is_compile_worker
+        return {a: str(w.get("name", a)) for a, w in self._scheduler_workers().items()
+                if not is_compile_worker(w.get("resources") or {})}
+
+    def _addresses(self) -> dict[str, DeviceInfo]:
+        """Worker address -> its GPU, for the workers whose GPU is known."""
+        return {a: self._infos[n] for a, n in self._worker_names().items() if n in self._infos}
+
+    def _left(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+
+def _default_cache() -> Any:
+    from autotune.sweep.backends.local import DEFAULT_CACHE_DIR
+    return DEFAULT_CACHE_DIR
+
+
+def _new_info(client: Any) -> bool:
+    import inspect
+    return "n_workers" in inspect.signature(client.scheduler_info).parameters
+
+
+def _plugin_name() -> str:
+    from autotune.sweep.backends.dask_worker import PLUGIN_NAME
+    return PLUGIN_NAME
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__

@@ -1,0 +1,165 @@
+"""The worker side of the Dask executor: the plugin that builds each worker's executor once, and the tasks the
+client submits (`run_chunk`, `worker_device`, `worker_baseline`).
+
+Every task runs in the worker's thread pool (never on its event loop, so a GPU start-up of many seconds does not
+stall the worker's heartbeats) and holds the executor's lock: an executor measures one chunk at a time even on a
+worker started with several threads. Workers never touch the database: they return Measurements to the client.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from distributed import WorkerPlugin, get_worker
+
+from autotune.problems.base import ProblemKind, Scalars
+from autotune.sweep.backends.base import Job
+from autotune.vocab import DeviceInfo, Measurement, TestPoint
+
+PLUGIN_NAME = "autotune-executor"
+
+
+class ExecutorPlugin(WorkerPlugin):
+    """Builds `factory(worker name)` on each worker (those there now and those that join or replace a dead one),
+    starts it, and closes it when the worker stops."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self, factory: Any) -> None:
+        self.factory = factory
+
+    def setup(self, worker: Any) -> None:
+        if is_compile_worker(worker_resources(worker)):
+            return  # a CPU worker that only compiles ahead (`precompile`): no executor, no GPU
+        import multiprocessing
+        me = multiprocessing.current_process()
+        if me.daemon:  # a worker started with distributed.worker.daemon true (the default of `dask worker`): a GPU
+            # executor starts its own processes, which a daemonic process may not; the plugin's teardown (the
+            # executor's close) ends them
+            me._config["daemon"] = False  # type: ignore[attr-defined]
+        executor = self.factory(str(worker.name))
+        start = getattr(executor, "start", None)
+        if start is not None:  # a GPU executor starts its compile pool and GPU process now
+            start()
+        worker._autotune_executor = executor
+        worker._autotune_lock = threading.Lock()
+
+    def teardown(self, worker: Any) -> None:
+        executor = getattr(worker, "_autotune_executor", None)
+        if executor is not None:
+            worker._autotune_executor = None
+            executor.close()
+
+
+def worker_resources(worker: Any) -> dict[str, float]:
+    state = getattr(worker, "state", None)
+    return dict(getattr(state, "total_resources", None) or getattr(worker, "total_resources", None) or {})
+
+
+def is_compile_worker(resources: dict[str, float]) -> bool:
+    """A worker started with the resource `compile` and without `GPU` compiles ahead and never measures."""
+    return "compile" in resources and "GPU" not in resources
+
+
+@dataclass
+class Precompiled:
+    """What one compile worker did for one chunk: kernels compiled (or found) into the shared cache."""
+
+    worker: str
+    kernels: int
+    seconds: float
+    error: str | None = None
+
+
+def precompile(jobs: Sequence[Job], archs: Sequence[int], cache_dir: str) -> Precompiled:
+    """Compile every kernel the jobs need, for each compute capability in `archs`, into the content-addressed
+    compile cache at `cache_dir` (shared with the GPU workers), exactly as their GpuBackend would request them; the
+    GPU worker then finds each one in the cache. Never raises: a failure leaves the compile to the GPU worker."""
+    from pathlib import Path
+
+    from autotune.sweep.backends.local import GpuBackend, task_of
+    from autotune.sweep.compile import compile_batch
+    start, n = time.monotonic(), 0
+    try:
+        name = str(get_worker().name)
+    except ValueError:
+        name = "?"
+    try:
+        builder = GpuBackend(cache_dir=Path(cache_dir), compile_workers=1)  # never started: its request builder only
+        tasks = [task_of(job) for job in jobs]
+        for arch in archs:
+            for request in builder._requests(tasks, arch):
+                n += len(compile_batch(request, Path(cache_dir)))
+    except Exception as exc:  # noqa: BLE001 - the GPU worker compiles what is missing
+        return Precompiled(name, n, time.monotonic() - start, f"{type(exc).__name__}: {exc}"[:300])
+    return Precompiled(name, n, time.monotonic() - start)
+
+
+@dataclass
+class ChunkResult:
+    """What one worker sends back for one chunk of jobs."""
+
+    worker: str  # the worker's name
+    device: DeviceInfo
+    seconds: float  # wall time the chunk took on the worker
+    measurements: list[Measurement] = field(default_factory=list)
+    precompiled: Precompiled | None = None  # the compile worker's part, when compiles ran ahead
+
+
+def _executor() -> tuple[Any, threading.Lock, str]:
+    worker = get_worker()
+    executor = getattr(worker, "_autotune_executor", None)
+    if executor is None:
+        raise RuntimeError(f"Dask worker {worker.name} has no autotune executor (the {PLUGIN_NAME} plugin did not "
+                           "run there)")
+    return executor, worker._autotune_lock, str(worker.name)
+
+
+def worker_device() -> tuple[str, DeviceInfo]:
+    """(worker name, the DeviceInfo of its executor)."""
+    executor, lock, name = _executor()
+    with lock:
+        return name, executor.device_info()
+
+
+def run_chunk(jobs: Sequence[Job], seconds_left: float | None,
+              seeds: Sequence[tuple[str, TestPoint, Scalars, float]] = (),
+              precompiled: Precompiled | None = None) -> ChunkResult:
+    """Measure every pair of `jobs` with this worker's executor; each Measurement names the worker's GPU
+    (`Measurement.device`). `seconds_left`: the sweep's time budget left (the executor stops there). `seeds`:
+    (GPU name, point, scalars, best ms) known so far on any worker; those of this worker's GPU model feed its
+    early-stop rule (`Backend.seed_best`), as one GPU's own bests do. `precompiled`: the chunk's compile ahead
+    (Dask passes its result: the chunk runs once its kernels are in the shared cache)."""
+    executor, lock, name = _executor()
+    with lock:
+        if seconds_left is not None and hasattr(executor, "deadline"):
+            executor.deadline = time.monotonic() + seconds_left
+        info = executor.device_info()
+        seed = getattr(executor, "seed_best", None)
+        if seed is not None:
+            for model, point, scalars, ms in seeds:
+                if model == info.name:
+                    seed(point, scalars, ms)
+        start = time.monotonic()
+        out = []
+        for m in executor.run(list(jobs)):
+            m.device = info.uuid
+            out.append(m)
+        return ChunkResult(name, info, time.monotonic() - start, out, precompiled)
+
+
+def worker_baseline(kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
+    executor, lock, _ = _executor()
+    with lock:
+        m = executor.baseline(kind, point, scalars, reps)
+        m.device = executor.device_info().uuid
+        return m
+
+
+def executor_attribute(attr: str, dask_worker: Any = None) -> Any:
+    """An attribute of this worker's executor (None where it has none): for tests and diagnostics
+    (`client.run(executor_attribute, "restarts")`: GPU processes a worker's GpuBackend replaced)."""
+    worker = dask_worker if dask_worker is not None else get_worker()
+    return getattr(getattr(worker, "_autotune_executor", None), attr, None)

@@ -1,0 +1,366 @@
+"""The Dask executor on a REAL local cluster (2 worker processes, each replaying a recorded database as its GPU):
+the executor conformance suite, the same (instance, point) rows as a one-process sweep, a worker killed mid-sweep
+losing and duplicating nothing, each measurement on its own GPU, GPU models never mixed by the analysis, and the
+command line (`--gpus 2 --replay`) killed and resumed. One cluster serves the module (a start costs ~10 s here)."""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("distributed")
+
+from autotune.errors import UserError  # noqa: E402
+from autotune.problems.base import ProblemKind, Scalars  # noqa: E402
+from autotune.store.store import Store  # noqa: E402
+from autotune.sweep.backends.base import Job  # noqa: E402
+from autotune.sweep.backends.dask_backend import DaskBackend, gpu_list, local_cluster  # noqa: E402
+from autotune.sweep.backends.dask_executors import ReplayExecutor  # noqa: E402
+from autotune.sweep.backends.replay import ReplayBackend  # noqa: E402
+from autotune.sweep.config import load_config  # noqa: E402
+from autotune.sweep.runner import run_sweep  # noqa: E402
+from autotune.testing.backends import BackendConformance  # noqa: E402
+from autotune.vocab import Measurement, TestPoint  # noqa: E402
+from tests.test_backend_conformance import STENCIL_DB, recorded_jobs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TRANSPOSE = ROOT / "examples" / "transpose"
+pytestmark = pytest.mark.filterwarnings("ignore:.*schema version", "ignore::DeprecationWarning",
+                                        "ignore::ResourceWarning")
+
+_CLUSTER: list[Any] = []
+
+
+def cluster() -> Any:
+    """The module's cluster: a scheduler, 2 measuring worker processes (gpu0, gpu1) and a compile worker
+    (compile0, which never measures), started on first use."""
+    if not _CLUSTER:
+        _CLUSTER.append(local_cluster(["0", "1"], compile_workers=1))
+    return _CLUSTER[0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_cluster() -> Any:
+    yield
+    while _CLUSTER:
+        _CLUSTER.pop().close()
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The recorded transpose sweep (52 instances x 3 points, H100), as a plain SQLite file."""
+    path = tmp_path_factory.mktemp("rec") / "transpose.sqlite"
+    path.write_bytes(gzip.decompress((TRANSPOSE / "results" / "transpose_h100.sqlite.gz").read_bytes()))
+    return str(path)
+
+
+class Quiet:
+    def __init__(self, on_measured: Any = None) -> None:
+        self.count, self.notes, self.on_measured = 0, [], on_measured
+
+    def start(self, total_pairs: int, already_done: int) -> None:
+        pass
+
+    def measured(self, m: Measurement, best_ms: float | None) -> None:
+        self.count += 1
+        if self.on_measured is not None:
+            self.on_measured(self.count)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def rows(url: str) -> list[tuple[str, str, str]]:
+    """(instance id, point key, device uuid) of every recorded measurement."""
+    with Store.open(url, create=False, readonly=True) as store:
+        frame = store.measurements()
+        with store.engine.connect() as conn:
+            from sqlalchemy import text
+            uuid = dict(conn.execute(text("select id, uuid from devices")).all())
+            raw = conn.execute(text("select m.instance_id, p.kind, p.precision, p.shape, p.sizes, m.device_id from "
+                                    "measurements m join test_points p on p.id = m.point_id")).all()
+    assert len(frame) == len(raw)
+    return [(iid, f"{k}:{prec}:{shape}:{sizes}", uuid[did]) for iid, k, prec, shape, sizes, did in raw]
+
+
+def sweep(cfg_url: str, backend: Any, reporter: Any = None, **changes: Any) -> Any:
+    cfg = dataclasses.replace(load_config(TRANSPOSE / "sweep.yaml"), database=cfg_url, **changes)
+    with Store.open(cfg_url) as store:
+        return run_sweep(cfg, store, backend, reporter or Quiet())
+
+
+# ------------------------------------------------------------------------------------------------ the contract
+class TestDaskOverReplay(BackendConformance):
+    """The conformance suite: 2 worker processes, each replaying the stencil database as its own GPU."""
+
+    def make_backend(self) -> DaskBackend:
+        return DaskBackend(ReplayExecutor(str(STENCIL_DB), relabel=True), cluster=cluster(), chunk_jobs=2)
+
+    def jobs(self) -> list[Job]:
+        from autotune.space.spec import load_space
+        return recorded_jobs(STENCIL_DB, load_space(ROOT / "examples" / "stencil" / "space.yaml"), "fp32", 6)
+
+    def baseline_case(self) -> tuple[ProblemKind, TestPoint, Scalars]:
+        job = self.jobs()[0]
+        return job.space.kind, job.points[0], job.space.kind.scalars()
+
+
+def test_measurements_name_their_worker_gpu() -> None:
+    backend = DaskBackend(ReplayExecutor(str(STENCIL_DB), relabel=True), cluster=cluster(), chunk_jobs=1)
+    try:
+        uuids = {d.uuid for d in backend.devices()}
+        assert len(uuids) == 2 and backend.device_info().uuid in uuids
+        got = list(backend.run(TestDaskOverReplay().jobs()))
+        assert {m.device for m in got} <= uuids
+        assert sum(r.pairs for r in backend.rates()) == len(got)
+    finally:
+        backend.close()
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path) -> None:
+    """With compile workers, each chunk is compiled (real nvcc) on a CPU worker into the shared, content-addressed
+    cache before a GPU worker takes it: every request the GPU worker's GpuBackend makes is then a cache hit."""
+    from autotune.devices import get_device
+    from autotune.space.generator import generate
+    from autotune.space.spec import load_space
+    from autotune.sweep.backends.local import GpuBackend, task_of
+    from autotune.sweep.compile import compile_batch
+    from tests.test_nvcc_compile import SPACE
+
+    (tmp_path / "fill.cu").write_text("extern \"C\" __global__ void plain_fill(const float* inp, float* out, int n)"
+                                      " { int i = blockIdx.x * 128 + threadIdx.x; if (i < n) out[i / 128] = ITEMS; }\n")
+    (tmp_path / "ref.py").write_text("def block_sum(arrays, sizes):\n    return arrays['out']\n")
+    (tmp_path / "space.yaml").write_text(SPACE.replace("cub_block_sum.cu", "fill.cu").replace("EXTRA", "  compiler: nvcc"))
+    space = load_space(tmp_path / "space.yaml")
+    point = space.kind.point("fp32", "", {"n": 1000})
+    jobs = [Job(space, i, (point,)) for i in generate(space, get_device("H100"), "fp32").instances()]
+    cache = tmp_path / "cache"
+    backend = DaskBackend(ReplayExecutor(str(STENCIL_DB)), cluster=cluster(), compile_ahead=True,
+                          compile_cache=str(cache), chunk_jobs=1)
+    try:
+        got = list(backend.run(jobs))  # the replay has none of them: `skipped`, not recorded
+        arch = backend.device_info().cc
+    finally:
+        backend.close()
+    assert len(got) == len(jobs) == 2
+    assert [p.error for p in backend.compiled] == [None, None] and {p.worker for p in backend.compiled} == {"compile0"}
+    for request in GpuBackend(cache_dir=cache)._requests([task_of(j) for j in jobs], arch):
+        assert all(ck.ok and ck.cached for ck in compile_batch(request, cache))
+
+
+# ------------------------------------------------------------------------------------------------ whole sweeps
+def test_two_workers_record_the_same_rows_as_one_process(recorded: str, tmp_path: Path) -> None:
+    one, two = f"sqlite:///{tmp_path / 'one.sqlite'}", f"sqlite:///{tmp_path / 'two.sqlite'}"
+    local = ReplayBackend(recorded)
+    try:
+        assert sweep(one, local).status == "done"
+    finally:
+        local.close()
+    backend = DaskBackend(ReplayExecutor(recorded, relabel=True), cluster=cluster(), chunk_jobs=4)
+    try:
+        summary = sweep(two, backend)
+        devices = {d.uuid for d in backend.devices()}
+    finally:
+        backend.close()
+    assert summary.status == "done"
+    a, b = rows(one), rows(two)
+    assert len(a) == 156 and Counter((i, p) for i, p, _ in b) == Counter((i, p) for i, p, _ in a)
+    assert {d for _, _, d in b} == devices  # both GPUs measured, each measurement recorded on its own
+
+
+def test_best_times_seed_only_workers_of_the_same_gpu_model() -> None:
+    """A best time (a resumed sweep's, or one measured on a worker) feeds the early stop of the workers of that GPU
+    model only: on a slower model it would stop every instance early."""
+    executor = ReplayExecutor(str(STENCIL_DB), relabel=True, models=(("gpu0", "GPU-A"), ("gpu1", "GPU-B")))
+    backend = DaskBackend(executor, cluster=cluster(), chunk_jobs=1)
+    try:
+        jobs = TestDaskOverReplay().jobs()
+        assert backend.device_info().name == "GPU-A"
+        point = jobs[0].points[0]
+        backend.seed_best(point, jobs[0].scalars, 1e-6)
+        list(backend.run(jobs))
+        from autotune.sweep.backends.dask_worker import executor_attribute
+        told = backend.client.run(executor_attribute, "seeds")
+        names = {addr: info.name for addr, info in backend._addresses().items()}
+        assert set(names.values()) == {"GPU-A", "GPU-B"}  # (the compile worker has no executor)
+        for addr in names:
+            seeds = told[addr]
+            if names[addr] == "GPU-A":
+                assert (point.key, 1e-6) in seeds
+            else:
+                assert all(ms != 1e-6 for _, ms in seeds)
+    finally:
+        backend.close()
+
+
+def test_gpu_models_are_never_mixed(recorded: str, tmp_path: Path) -> None:
+    """Two GPU models in one sweep: each measurement on its own model; the best times of one model never come
+    from the other; the analysis refuses the mixed database unless a --device is named."""
+    from autotune.cli.analyze import load
+    url = f"sqlite:///{tmp_path / 'mixed.sqlite'}"
+    backend = DaskBackend(ReplayExecutor(recorded, relabel=True, models=(("gpu0", "GPU-A"), ("gpu1", "GPU-B"))),
+                          cluster=cluster())
+    try:
+        assert sweep(url, backend).status == "done"
+    finally:
+        backend.close()
+    with Store.open(url, create=False, readonly=True) as store:
+        frame = store.measurements()
+        assert set(frame["device"]) == {"GPU-A", "GPU-B"}
+        for model in ("GPU-A", "GPU-B"):
+            mine = set(frame[frame["device"] == model]["instance_id"])
+            assert {iid for iid, _ in store.best_times(model).values()} <= mine
+    with pytest.raises(UserError, match="several GPUs"):
+        load(str(tmp_path / "mixed.sqlite"), None, None, recorded_spaces=False)
+    only = load(str(tmp_path / "mixed.sqlite"), "GPU-B", None, recorded_spaces=False)
+    assert set(only.frame["device"]) == {"GPU-B"}
+
+
+def test_an_interrupted_sweep_resumes_with_nothing_lost_or_twice(recorded: str, tmp_path: Path) -> None:
+    """Ctrl-C (SIGTERM) of the client after 20 measurements: those stay recorded, chunks in flight are dropped;
+    the same sweep run again measures exactly the rest."""
+    url = f"sqlite:///{tmp_path / 'stopped.sqlite'}"
+
+    def interrupt(count: int) -> None:
+        if count == 20:
+            raise KeyboardInterrupt
+
+    first = DaskBackend(ReplayExecutor(recorded, delay_s=0.01, relabel=True), cluster=cluster(), chunk_jobs=2)
+    try:
+        s1 = sweep(url, first, Quiet(interrupt))
+    finally:
+        first.close()
+    assert s1.status == "interrupted" and len(rows(url)) == 20
+    again = DaskBackend(ReplayExecutor(recorded, relabel=True), cluster=cluster())
+    try:
+        s2 = sweep(url, again)
+    finally:
+        again.close()
+    got = Counter((i, p) for i, p, _ in rows(url))
+    assert s2.status == "done" and s2.skipped_done == 20 and s2.measured == 136
+    assert len(got) == 156 and set(got.values()) == {1}
+
+
+def test_past_the_deadline_run_stops_and_drops_its_chunks() -> None:
+    backend = DaskBackend(ReplayExecutor(str(STENCIL_DB), delay_s=0.05), cluster=cluster(), chunk_jobs=1)
+    try:
+        jobs = TestDaskOverReplay().jobs()
+        backend.deadline = time.monotonic() - 1  # the budget is spent
+        assert len(list(backend.run(jobs))) < sum(len(j.points) for j in jobs)
+        backend.deadline = None
+        assert len(list(backend.run(jobs))) == sum(len(j.points) for j in jobs)
+    finally:
+        backend.close()
+
+
+class Wide(ReplayBackend):
+    """A replay that says it measures on 5 GPUs at once and notes how many jobs each `run` gets."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.sizes: list[int] = []
+
+    def parallelism(self) -> int:
+        return 5
+
+    def run(self, jobs: Any) -> Any:
+        self.sizes.append(len(jobs))
+        return super().run(jobs)
+
+
+def test_a_model_based_strategy_asks_enough_for_every_gpu(recorded: str, tmp_path: Path) -> None:
+    """TPE on an executor of 5 GPUs asks 10 instances at a time (2 per GPU; its default is 4), unless the config
+    sets `batch:`."""
+    from autotune.sweep.strategies.options import SearchOptions
+    url = f"sqlite:///{tmp_path / 'tpe.sqlite'}"
+    backend = Wide(recorded)
+    try:
+        assert sweep(url, backend, strategy="tpe", seed=1, search=SearchOptions(budget=12)).status == "done"
+    finally:
+        backend.close()
+    assert max(backend.sizes) == 10 and len(rows(url)) == 36
+
+
+# (after the tests that need both workers: a killed worker's Nanny restarts it, and under load another Nanny
+# has been seen to close after losing its scheduler connection)
+def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(recorded: str, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'killed.sqlite'}"
+    backend = DaskBackend(ReplayExecutor(recorded, delay_s=0.01, relabel=True), cluster=cluster(), chunk_jobs=3)
+    killed: list[int] = []
+
+    def kill_a_busy_worker(count: int) -> None:
+        if killed:
+            return
+        client = backend.client
+        gpus = backend._gpu_workers()  # (never the compile worker)
+        busy = [a for a, keys in client.processing().items() if keys and a in gpus]
+        if busy:
+            pid = client.run(os.getpid, workers=[busy[0]])[busy[0]]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    try:
+        summary = sweep(url, backend, Quiet(kill_a_busy_worker))
+    finally:
+        backend.close()
+    assert killed, "no worker was busy when the first measurement came back"
+    assert summary.status == "done"
+    got = Counter((i, p) for i, p, _ in rows(url))
+    assert len(got) == 156 and set(got.values()) == {1}
+
+
+# ------------------------------------------------------------------------------------------------ command line
+def test_gpu_list() -> None:
+    assert gpu_list("3", replay=True) == ["0", "1", "2"] and gpu_list("all", replay=True) == ["0", "1"]
+    for bad in ("0", "two"):
+        with pytest.raises(UserError):
+            gpu_list(bad, replay=True)
+
+
+def test_the_command_line_killed_and_resumed(recorded: str, tmp_path: Path) -> None:
+    """`autotune sweep --scheduler ADDRESS --replay` killed with SIGKILL mid-sweep, then run again: every pair once.
+    (`--gpus N` starts the same cluster as `local_cluster`, which every other test here uses.)"""
+    db = tmp_path / "cli.sqlite"
+    cmd = [sys.executable, "-m", "autotune", "sweep", str(TRANSPOSE / "sweep.yaml"), "--replay", recorded,
+           "--database", str(db), "--scheduler", cluster().scheduler_address, "--quiet"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), AUTOTUNE_REPLAY_DELAY="0.1", PYTHONWARNINGS="ignore")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+            if db.exists() and _count(db) >= 10:
+                break
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        os.killpg(proc.pid, signal.SIGKILL)  # the client (the cluster's workers finish their chunk: dropped)
+    finally:
+        proc.wait(30)
+    partial = _count(db)
+    assert 10 <= partial < 156
+    again = subprocess.run(cmd, env=dict(env, AUTOTUNE_REPLAY_DELAY="0"), capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "per GPU" in again.stderr
+    with sqlite3.connect(db) as c:
+        n, distinct = c.execute("select count(*), count(distinct instance_id || point_id) from measurements").fetchone()
+    assert n == distinct == 156
+
+
+def _count(db: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as c:
+            return c.execute("select count(*) from measurements").fetchone()[0]
+    except sqlite3.Error:
+        return 0
