@@ -17,6 +17,7 @@ import pandas as pd
 
 from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners
+from autotune.dispatch.model import tiles_of
 from autotune.dispatch.loo import LooResult, choose_structure
 from autotune.dispatch.table import (DispatchTable, GenericKernel, KernelInfo, Structure, build_table,
                                      kind_library, library_times)
@@ -107,7 +108,8 @@ class KernelInfoSource(Mapping):
                           parameters=cpp(space.kernel.convention, precision) if cpp else None,
                           source=source_name(space.kernel.source_path, self.include_dir),
                           convention=space.kernel.convention, valid=tuple(dict.fromkeys(user + (derived or ()))),
-                          tuned_only=derived is None, defines=defines)
+                          tuned_only=derived is None, defines=defines,
+                          tiles=tuple(zip(self.layout.table_sizes, tiles_of(params, self.layout.table_sizes))))
 
 
 def source_name(source: Any, include_dir: Path | None) -> str | None:
