@@ -6,8 +6,8 @@ plus (in one translation unit that defines AUTOTUNE_DISPATCH_INSTANTIATE, compil
 instantiations of the template kernels whose C++ parameter lists the table records. A kernel tuned by
 preprocessor defines is named by its source, function and `-D` flags (kKernelDefines): compile one copy per
 kernel. Kernel sources are named relative to an include directory (`#include "name.cu"`; the header says
-which -I to pass). No CUDA code is generated. The Python module is dispatch/runtime.py copied verbatim plus
-the table as a literal; its `lookup`/`lookup_index` take the sizes in the kind's order (and no precision or
+which -I to pass). No CUDA code is generated. The Python module is the table as a literal that imports its
+lookup rules from autotune.dispatch.runtime; its `lookup`/`lookup_index` take the sizes in the kind's order (and no precision or
 shape for a kind with one precision and no variants).
 """
 from __future__ import annotations
@@ -18,11 +18,10 @@ import json
 import keyword
 import pprint
 import re
-from pathlib import Path
 
 from autotune.dispatch.table import DispatchTable
 from autotune.dispatch.runtime import (FALLBACKS, GENERIC, INVALID, LIBRARY, MAX_SIZE, MODEL_ALIGN, MODEL_SATURATE,
-                                      NO_LIMIT, NONE, model_count, model_margin, validity_bounds)
+                                      NO_LIMIT, NONE, RUNTIME_VERSION, model_count, model_margin, validity_bounds)
 
 CPP_RESERVED = {"precision", "shape", "d", "l", "i", "j", "p", "device", "auto", "int", "long", "double", "float",
                 "char", "bool", "const", "return", "register", "new", "delete", "class", "this", "template",
@@ -453,9 +452,10 @@ def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisi
 
 
 def emit_python(table: DispatchTable) -> str:
-    """A standalone Python module (standard library only) with the same answers as the C++ lookup."""
-    runtime = (Path(__file__).with_name("runtime.py")).read_text()
-    runtime = runtime.replace("from __future__ import annotations\n", "", 1)
+    """A Python module with the same answers as the C++ lookup: the table as a literal and the lookup rules
+    imported from the installed package (`autotune.dispatch.runtime`, standard library only), so a fix to the
+    rules reaches every generated module; a module made by an autotune whose runtime reads tables differently
+    says so when it is imported (RUNTIME_VERSION)."""
     prov = table.provenance
     params = size_parameters(table)
     simple = simple_call(table)
@@ -470,8 +470,15 @@ def emit_python(table: DispatchTable) -> str:
             f"Use: lookup({call}, device=None) -> kernel record ({{'library': name, ...}}: call the library;\n"
             "generic=True: the generic kernel; none=True: nothing in the table may serve it);\n"
             f"lookup_index({call}, device=None) -> int (-1 generic, -2 library, -4 none).\n"
-            'Invalid input (unknown precision or shape, sizes that are not integers in 1..2**31-1) raises ValueError.\n"""\n'
-            "from __future__ import annotations\n\n# ---- dispatch/runtime.py (verbatim) ----\n")
+            'Invalid input (unknown precision or shape, sizes that are not integers in 1..2**31-1) raises ValueError.\n'
+            'The lookup rules are autotune.dispatch.runtime (the autotune package must be importable).\n"""\n'
+            "from __future__ import annotations\n\n"
+            "from autotune.dispatch.runtime import RUNTIME_VERSION, Lookup\n\n"
+            f"WRITTEN_FOR_RUNTIME = {RUNTIME_VERSION}\n"
+            "if RUNTIME_VERSION != WRITTEN_FOR_RUNTIME:\n"
+            "    raise ImportError(f'this dispatch module was written for autotune.dispatch.runtime version '\n"
+            "                      f'{WRITTEN_FOR_RUNTIME}; the installed one is {RUNTIME_VERSION}: write it again with '\n"
+            "                      '`autotune emit dispatch.json --format python`')\n")
     tail = ("\n# ---- the table ----\n"
             f"TABLE = {pprint.pformat(table.data, width=110, sort_dicts=False)}\n\n"
             "_LOOKUP = Lookup(TABLE)\n"
@@ -484,7 +491,7 @@ def emit_python(table: DispatchTable) -> str:
             f"def lookup({lead}{sizes}, device: str | None = None) -> dict:\n"
             '    """The kernel record (instance_id, name, template, ...); library=NAME: call the library."""\n'
             f"    return _LOOKUP.kernel(lookup_index({call}, device=device), {key})\n")
-    return head + runtime.split('"""', 2)[2].lstrip("\n") + tail
+    return head + tail
 
 
 def csv_columns(table: DispatchTable) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """Dispatch-table lookup, standard library only.
 
-This file is copied verbatim into every generated Python lookup module (emit.py), so the package and
-the generated module answer with the same code; the C++ header (emit.py) implements the same rules
+Every generated Python lookup module (emit.py) imports `Lookup` from here (RUNTIME_VERSION: the table
+layout this code reads; a module written for another version refuses to import), so the package and the
+generated module answer with the same code; the C++ header (emit.py) implements the same rules
 with integer arithmetic only, so both agree bit for bit.
 
 A table (JSON version 3) answers problems of one problem kind: a precision (one of the table's
@@ -51,6 +52,7 @@ import numbers
 import warnings
 from typing import Any, Mapping, Sequence
 
+RUNTIME_VERSION = 2  # 1: copied verbatim into generated modules; 2: imported, with the selection model (rule 4'')
 FX_BITS = 16
 NO_LIMIT = (1 << 62)
 MAX_SIZE = (1 << 31) - 1  # sizes are C ints in most kernels' calling conventions
