@@ -324,6 +324,8 @@ constexpr long long model_time(const long long* c, const long long (&d)[kNumSize
   for (int j = 0; j < kNumTableSizes; ++j) x[f++] = ilog2_fx((d[kTableDims[j]] + kModelAlign - 1) / kModelAlign * kModelAlign);
   for (int j = 0; j < kNumTableSizes; ++j) x[f++] = ilog2_fx((d[kTableDims[j]] + t[j] - 1) / t[j] * t[j]);
   for (int j = 0; j < kNumTableSizes; ++j) x[f++] = ilog2_fx((d[kTableDims[j]] + t[j] - 1) / t[j]);
+  for (int j = 0; j < kNumTableSizes; ++j) x[f++] = d[kTableDims[j]] % kModelAlign == 0 ? (1LL << 16) : 0;
+  for (int j = 0; j < kNumTableSizes; ++j) x[f++] = d[kTableDims[j]] % 2 == 0 ? (1LL << 16) : 0;
   long long pairs = kNumTableSizes == 1 ? d[kTableDims[0]] : 0;
   for (int a = 0; a < kNumTableSizes; ++a)
     for (int b = a + 1; b < kNumTableSizes; ++b) {

@@ -6,10 +6,12 @@ log2 of the measured median time is fitted by ridge least squares (relative erro
 `runtime.model_features`: the intercept, the log2 of every size, of every table size rounded up to
 `MODEL_ALIGN`, padded to the kernel's tile and counted in tiles, and of the sum of the pairwise products of the
 table sizes (bytes moved, for GEMM). A kernel's tiles come from its space parameters (`tiles_of`: for a size x,
-the parameter BX, BLK_X or TILE_X, else 1). The coefficients are stored as integers (16 fractional bits) and the
+the parameter BX, BLK_X or TILE_X, else 1), whether each table size is a multiple of MODEL_ALIGN and whether it
+is even. The coefficients are stored as integers (16 fractional bits) and the
 lookup (runtime.py, and the C++ header emit.py writes) evaluates them with integers only, so Python and C++ give
 the same answer bit for bit.
 
+A feature that is constant over a kernel's measured points (but the intercept) gets the coefficient 0.
 A kernel measured at fewer than MIN_POINTS tuned points of its group gets no model (it answers only at its tuned
 points). Whether the model beats the table's other structures is decided by leave-one-out on the tuning points
 (dispatch/loo.py: the model is refitted without the held-out point).
@@ -65,8 +67,13 @@ def fit(features: np.ndarray, ms: np.ndarray, ridge: float = RIDGE) -> list[int]
     x, y = features[keep], np.log2(ms[keep])
     if len(y) < MIN_POINTS:
         return None
-    a = x.T @ x + ridge * np.eye(x.shape[1])
-    coef = np.linalg.solve(a, x.T @ y)
+    # a feature constant over the kernel's points (but the intercept) says nothing: it gets no weight, so that a
+    # problem where it differs (an odd size when every tuned size was even) is not extrapolated from it
+    use = np.ones(x.shape[1], dtype=bool)
+    use[1:] = np.ptp(x[:, 1:], axis=0) > 1e-12
+    xs = x[:, use]
+    coef = np.zeros(x.shape[1])
+    coef[use] = np.linalg.solve(xs.T @ xs + ridge * np.eye(xs.shape[1]), xs.T @ y)
     return [int(round(c * (1 << FX_BITS))) for c in coef]
 
 

@@ -104,7 +104,8 @@ def ilog2_fx(x: int) -> int:
 def model_features(dims: Sequence[int], table_dims: Sequence[int], tiles: Sequence[int]) -> list[int]:
     """The selection model's features of a problem for a kernel whose tiles over the table sizes are `tiles` (1
     for the library), each a fixed-point log2 (`ilog2_fx`, 16 fractional bits): 1 (the intercept), every size,
-    every table size rounded up to MODEL_ALIGN, padded to the kernel's tile, and its tile count, and the sum of
+    every table size rounded up to MODEL_ALIGN, padded to the kernel's tile, and its tile count, 1 where the
+    table size is a multiple of MODEL_ALIGN (else 0), 1 where it is even (else 0), and the sum of
     the pairwise products of the table sizes (the size itself for a kind with one table size; saturated at
     MODEL_SATURATE). Integers only, identical in the C++ header."""
     out = [1 << FX_BITS]
@@ -112,6 +113,8 @@ def model_features(dims: Sequence[int], table_dims: Sequence[int], tiles: Sequen
     out += [ilog2_fx(-(-dims[j] // MODEL_ALIGN) * MODEL_ALIGN) for j in table_dims]
     out += [ilog2_fx(-(-dims[j] // t) * t) for j, t in zip(table_dims, tiles)]
     out += [ilog2_fx(-(-dims[j] // t)) for j, t in zip(table_dims, tiles)]
+    out += [(1 << FX_BITS) if dims[j] % MODEL_ALIGN == 0 else 0 for j in table_dims]
+    out += [(1 << FX_BITS) if dims[j] % 2 == 0 else 0 for j in table_dims]
     pairs = 0
     if len(table_dims) == 1:
         pairs = dims[table_dims[0]]
@@ -125,7 +128,7 @@ def model_features(dims: Sequence[int], table_dims: Sequence[int], tiles: Sequen
 
 def model_count(num_sizes: int, num_table_sizes: int) -> int:
     """How many features `model_features` gives."""
-    return 2 + num_sizes + 3 * num_table_sizes
+    return 2 + num_sizes + 5 * num_table_sizes
 
 
 def model_time(coef: Sequence[int], features: Sequence[int]) -> int:
