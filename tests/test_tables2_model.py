@@ -225,3 +225,13 @@ def test_a_committed_header_compiles_from_a_copy_of_the_sources_elsewhere(folder
     res = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-I", str(elsewhere), "-c", "main.cu", "-o", "main.o"],
                          cwd=work, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
+
+
+def test_structure_auto_among_chosen_modes():
+    from autotune.cli.analyze import _modes, _structure
+    from autotune.errors import UserError
+    assert _structure("auto:model") is None and _modes("auto:model") == ("model",)
+    assert _modes("auto") is None and _modes("auto:model,regions") == ("model", "regions")
+    assert _structure("model:0.05") == Structure("model", 0.05)
+    with pytest.raises(UserError, match="among"):
+        _modes("auto:magic")
