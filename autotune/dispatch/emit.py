@@ -475,7 +475,8 @@ def emit_python(table: DispatchTable) -> str:
             'Invalid input (unknown precision or shape, sizes that are not integers in 1..2**31-1) raises ValueError.\n'
             'The lookup rules are autotune.dispatch.runtime (the autotune package must be importable).\n"""\n'
             "from __future__ import annotations\n\n"
-            "from autotune.dispatch.runtime import RUNTIME_VERSION, Lookup\n\n"
+            "from autotune.dispatch.runtime import (GENERIC, INVALID, LIBRARY, MAX_SIZE, NONE,  # noqa: F401\n"
+            "                                      RUNTIME_VERSION, Lookup)\n\n"
             f"WRITTEN_FOR_RUNTIME = {RUNTIME_VERSION}\n"
             "if RUNTIME_VERSION != WRITTEN_FOR_RUNTIME:\n"
             "    raise ImportError(f'this dispatch module was written for autotune.dispatch.runtime version '\n"
