@@ -1,4 +1,4 @@
-"""`autotune active`: active tuning (issue 32 item 2). The loop is dispatch/active.py; here: options and printing."""
+"""`autotune active`: active tuning (issue 32 item 2). The loop is cli/active_loop.py; here: options and printing."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,7 +40,7 @@ def active(db: Annotated[str, typer.Argument(metavar="TUNING_DB", help="The tuni
     """Validate the table at fresh held-out problems, add the worst of them as tuned points, rebuild; repeat until
     at least 95% of the answers are within TOL of the best, the worst within 15% and none below 0.97x the library,
     or --rounds / --budget-s end. Each round's figures are on problems the table was not built from."""
-    from autotune.dispatch.active import ActiveOptions, active_tuning
+    from autotune.cli.active_loop import ActiveOptions, active_tuning
     opts = ActiveOptions(tuning_db=db, config=config, out_dir=out_dir, workload=workload, rounds=rounds, add=add,
                          heldout=heldout, seed=seed, budget_s=budget_s, structure=structure, tol=tol,
                          pool_bk=pool_bk, repetitions=repetitions, include_dir=include_dir, replay=replay,
