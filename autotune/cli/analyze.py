@@ -214,9 +214,22 @@ def _fallback(text: str | None) -> str | None:
     return text
 
 
+def _modes(text: str) -> tuple[str, ...] | None:
+    """The modes `--structure auto:MODE[,MODE]` chooses among (None: every mode)."""
+    if not text.startswith("auto:"):
+        return None
+    from autotune.dispatch.table import MODES
+    modes = tuple(m for m in text[5:].split(",") if m)
+    if not modes or set(modes) - set(MODES):
+        raise UserError(f"--structure {text}: the modes after auto: must be among {', '.join(MODES)}")
+    return modes
+
+
 def _structure(text: str) -> Structure | None:
-    """--structure: None for auto (chosen by held-out loss); MODE[:MARGIN[:REACH]] otherwise."""
-    if text == "auto":
+    """--structure: None for auto (chosen by held-out loss; auto:MODE[,MODE] among those modes);
+    MODE[:MARGIN[:REACH]] otherwise."""
+    if text == "auto" or text.startswith("auto:"):
+        _modes(text)
         return None
     mode, *rest = text.split(":")
     try:
@@ -225,7 +238,8 @@ def _structure(text: str) -> Structure | None:
             return Structure(mode, margin, reach)
     except ValueError:
         pass
-    raise UserError(f"--structure must be auto or MODE[:MARGIN[:REACH]] with MODE regions, nearest or cost "
+    raise UserError(f"--structure must be auto, auto:MODE[,MODE] or MODE[:MARGIN[:REACH]] with MODE regions, "
+                    f"nearest, cost or model "
                     f"(e.g. cost:0.05:1), MARGIN and REACH >= 0; got {text!r}")
 
 
@@ -270,7 +284,9 @@ IncludeOpt = Annotated[Optional[Path], typer.Option(
 StructureOpt = Annotated[str, typer.Option(
     "--structure", help="How the table answers problems it was not tuned on: auto (the structure with the smallest "
                         "measured leave-one-out loss: regions, nearest point or cost, library margin 0, 5, 10 or "
-                        "20%, cost reach 0.5, 1 or 2), or MODE[:MARGIN[:REACH]] (e.g. nearest:0.1, cost:0.05:1).")]
+                        "20%, cost reach 0.5, 1 or 2; model, the selection model, margin 0, 5 or 10%), "
+                        "auto:MODE[,MODE] (auto among those modes, e.g. auto:model), or MODE[:MARGIN[:REACH]] "
+                        "(e.g. nearest:0.1, cost:0.05:1, model:0.05).")]
 WorkloadOpt = Annotated[Optional[Path], typer.Option(
     "--workload", help="Workload file (YAML or CSV, `autotune workload show`): each tuned point is weighted by the "
                        "workload problems nearest to it; the mean losses the analyzer minimises are weighted.")]
@@ -350,7 +366,7 @@ def _build(loaded: Loaded, criteria: Criteria, method: str, validity: Path | Non
     """build() with the command line's checks: a fallback the kind cannot give is a UserError."""
     try:
         built = build(loaded, criteria, method, validity, generic, _fallback(fallback), _structure(structure),
-                      _weights(workload), include_dir)
+                      _weights(workload), include_dir, _modes(structure))
     except ValueError as exc:
         if "fallback" in str(exc):
             raise UserError(f"--fallback: {exc}") from None

@@ -158,4 +158,6 @@ def _print_figures(figures: list[dict[str, Any]], tol: float) -> None:
 
 
 def register(app: typer.Typer) -> None:
+    from autotune.cli.active import active
     app.command()(validate)
+    app.command()(active)

@@ -17,6 +17,7 @@ import pandas as pd
 
 from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners
+from autotune.dispatch.model import tiles_of
 from autotune.dispatch.loo import LooResult, choose_structure
 from autotune.dispatch.table import (DispatchTable, GenericKernel, KernelInfo, Structure, build_table,
                                      kind_library, library_times)
@@ -107,7 +108,8 @@ class KernelInfoSource(Mapping):
                           parameters=cpp(space.kernel.convention, precision) if cpp else None,
                           source=source_name(space.kernel.source_path, self.include_dir),
                           convention=space.kernel.convention, valid=tuple(dict.fromkeys(user + (derived or ()))),
-                          tuned_only=derived is None, defines=defines)
+                          tuned_only=derived is None, defines=defines,
+                          tiles=tuple(zip(self.layout.table_sizes, tiles_of(params, self.layout.table_sizes))))
 
 
 def source_name(source: Any, include_dir: Path | None) -> str | None:
@@ -220,10 +222,10 @@ def info_source(loaded: Any, validity_path: Path | None, include_dir: Path | Non
 
 def build(loaded: Any, criteria: Criteria, method: str, validity_path: Path | None,
           generic_params: str, fallback: str | None = None, structure: Structure | None = DEFAULT,
-          weights: Any = None, include_dir: Path | None = None) -> Built:
+          weights: Any = None, include_dir: Path | None = None, modes: tuple[str, ...] | None = None) -> Built:
     """The table of `loaded` (cli.analyze.Loaded: one kind's frame, layout, baseline times, provenance).
     `fallback` None: the library, else the generic kernel, else none (table.default_fallback). `structure` None:
-    the one with the smallest measured held-out loss (dispatch.loo.choose_structure; Built.structures has every
+    the one with the smallest measured held-out loss (among the structures of `modes`, None: all) (dispatch.loo.choose_structure; Built.structures has every
     trial). `weights`: a function of the matrix's points frame giving each point's weight (a workload), or None.
     `include_dir`: what the kernels' sources are named relative to (None: their file names)."""
     matrix = perf_matrix(loaded.frame, loaded.layout)
@@ -235,8 +237,11 @@ def build(loaded: Any, criteria: Criteria, method: str, validity_path: Path | No
     generic = generic_kernel(matrix.layout.kind_object, generic_params, include_dir)
     trials = held = None
     if structure is None:
+        from autotune.dispatch.table import STRUCTURES
+        tried = tuple(s for s in STRUCTURES if modes is None or s.mode in modes)
         structure, trials, held = choose_structure(matrix, criteria, method, kernel_info=info, library_ms=library_ms,
-                                                   fallback=fallback, generic=generic, weights=wts)
+                                                   fallback=fallback, generic=generic, weights=wts,
+                                                   structures=tried)
     table = build_table(w, sel, loaded.provenance, info, generic, library_ms=library_ms,
                         library=kind_library(matrix.layout, library_ms), fallback=fallback, structure=structure)
     return Built(table, w, info, library_ms, trials, wts, held, generic)

@@ -6,8 +6,8 @@ plus (in one translation unit that defines AUTOTUNE_DISPATCH_INSTANTIATE, compil
 instantiations of the template kernels whose C++ parameter lists the table records. A kernel tuned by
 preprocessor defines is named by its source, function and `-D` flags (kKernelDefines): compile one copy per
 kernel. Kernel sources are named relative to an include directory (`#include "name.cu"`; the header says
-which -I to pass). No CUDA code is generated. The Python module is dispatch/runtime.py copied verbatim plus
-the table as a literal; its `lookup`/`lookup_index` take the sizes in the kind's order (and no precision or
+which -I to pass). No CUDA code is generated. The Python module is the table as a literal that imports its
+lookup rules from autotune.dispatch.runtime; its `lookup`/`lookup_index` take the sizes in the kind's order (and no precision or
 shape for a kind with one precision and no variants).
 """
 from __future__ import annotations
@@ -18,10 +18,10 @@ import json
 import keyword
 import pprint
 import re
-from pathlib import Path
 
 from autotune.dispatch.table import DispatchTable
-from autotune.dispatch.runtime import FALLBACKS, GENERIC, INVALID, LIBRARY, MAX_SIZE, NO_LIMIT, NONE, validity_bounds
+from autotune.dispatch.runtime import (FALLBACKS, GENERIC, INVALID, LIBRARY, MAX_SIZE, MODEL_ALIGN, MODEL_SATURATE,
+                                      NO_LIMIT, NONE, RUNTIME_VERSION, model_count, model_margin, validity_bounds)
 
 CPP_RESERVED = {"precision", "shape", "d", "l", "i", "j", "p", "device", "auto", "int", "long", "double", "float",
                 "char", "bool", "const", "return", "register", "new", "delete", "class", "this", "template",
@@ -195,6 +195,7 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     w(f"inline constexpr long long kMarginPermille = {int(round(1000 * float(st.get('library_margin', 0.0))))};\n")
     w(f"inline constexpr long long kReach = {int(round(float(st.get('reach', 1.0)) * 65536))};"
       "  // log2 distance, 16 fractional bits\n\n")
+    _emit_model(w, table, names, table_sizes, precisions, shapes)
     w(f"inline constexpr int kNumRegions = {len(regions)};\n")
     w(f"inline constexpr Region kRegions[{max(1, len(regions))}] = {{\n")
     for r in regions:
@@ -313,6 +314,48 @@ constexpr int cheapest(int precision, int shape, const long long (&d)[kNumSizes]
   return best == INVALID ? kFallback : best;
 }
 
+// Model mode (rule 4''): the selection model's features of a problem for a kernel with tiles t over the table
+// sizes (runtime.model_features), and its predicted log2 time (32 fractional bits) for coefficients c.
+constexpr long long model_time(const long long* c, const long long (&d)[kNumSizes], const long long* t) {
+  long long x[kModelFeatures] = {};
+  int f = 0;
+  x[f++] = 1LL << 16;
+  for (int j = 0; j < kNumSizes; ++j) x[f++] = ilog2_fx(d[j]);
+  for (int j = 0; j < kNumTableSizes; ++j) x[f++] = ilog2_fx((d[kTableDims[j]] + kModelAlign - 1) / kModelAlign * kModelAlign);
+  for (int j = 0; j < kNumTableSizes; ++j) x[f++] = ilog2_fx((d[kTableDims[j]] + t[j] - 1) / t[j] * t[j]);
+  for (int j = 0; j < kNumTableSizes; ++j) x[f++] = ilog2_fx((d[kTableDims[j]] + t[j] - 1) / t[j]);
+  for (int j = 0; j < kNumTableSizes; ++j) x[f++] = d[kTableDims[j]] % kModelAlign == 0 ? (1LL << 16) : 0;
+  for (int j = 0; j < kNumTableSizes; ++j) x[f++] = d[kTableDims[j]] % 2 == 0 ? (1LL << 16) : 0;
+  long long pairs = kNumTableSizes == 1 ? d[kTableDims[0]] : 0;
+  for (int a = 0; a < kNumTableSizes; ++a)
+    for (int b = a + 1; b < kNumTableSizes; ++b) {
+      const long long term = d[kTableDims[a]] * d[kTableDims[b]];
+      pairs = pairs > kModelSaturate - term ? kModelSaturate : pairs + term;
+    }
+  x[f++] = ilog2_fx(pairs < 1 ? 1 : pairs);
+  long long sum = 0;
+  for (int i = 0; i < kModelFeatures; ++i) sum += c[i] * x[i];
+  return sum;
+}
+
+constexpr int predicted(int precision, int shape, const long long (&d)[kNumSizes]) {
+  int best = INVALID;
+  long long best_price = 0;
+  const int group = precision * kNumShapes + shape;
+  if (kModelLibraryHas[group]) {
+    long long ones[kNumTableSizes > 0 ? kNumTableSizes : 1] = {};
+    for (int j = 0; j < kNumTableSizes; ++j) ones[j] = 1;
+    best = LIBRARY;
+    best_price = model_time(kModelLibrary[group], d, ones);
+  }
+  for (int i = 0; i < kNumKernels; ++i) {
+    if (!kModelHas[i] || kKernels[i].precision != precision || kKernels[i].shape != shape || !valid(i, d)) continue;
+    const long long price = model_time(kModelCoef[i], d, kModelTiles[i]) + kModelMargin;
+    if (best == INVALID || price < best_price) { best = i; best_price = price; }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
 // The answer for a problem whose sizes are d (the kind's order).
 constexpr int lookup_sizes(int precision, int shape, const long long (&d)[kNumSizes]) {
   if (precision < 0 || precision >= kNumPrecisions || shape < 0 || shape >= kNumShapes) return INVALID;
@@ -336,6 +379,7 @@ constexpr int lookup_sizes(int precision, int shape, const long long (&d)[kNumSi
       inside = inside && r.lo[j] <= d[kTableDims[j]] && d[kTableDims[j]] <= r.hi[j];
     if (inside && valid(r.kernel, d)) return r.kernel;
   }
+  if (kModelMode) return predicted(precision, shape, d);
   long long l[kNumSizes] = {};
   for (int j = 0; j < kNumSizes; ++j) l[j] = ilog2_fx(d[j]);
   if (kCostMode) return cheapest(precision, shape, d, l);
@@ -373,10 +417,47 @@ constexpr bool same_device(const char* device) {
 """
 
 
+def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisions: list, shapes: list) -> None:
+    """The selection model's arrays (structure mode "model"; zeros and kModelMode false otherwise)."""
+    d = table.data
+    model = d.get("model") or {}
+    st = d.get("structure") or {}
+    nf = model_count(len(names), len(table_sizes))
+    ntab = max(1, len(table_sizes))
+    kernels = d["kernels"]
+    per = list(model.get("kernels") or [None] * len(kernels))
+    w(f"inline constexpr bool kModelMode = {'true' if st.get('mode') == 'model' else 'false'};"
+      "  // structure mode: answers off the tuned points by the selection model (rule 4'')\n")
+    w(f"inline constexpr int kModelFeatures = {nf};\n")
+    w(f"inline constexpr long long kModelAlign = {MODEL_ALIGN};\n")
+    w(f"inline constexpr long long kModelSaturate = {_ll(MODEL_SATURATE)};\n")
+    w(f"inline constexpr long long kModelMargin = {_ll(model_margin(float(st.get('library_margin', 0.0))))};"
+      "  // log2(1 + library margin), 32 fractional bits\n")
+    w(f"inline constexpr bool kModelHas[{max(1, len(kernels))}] = "
+      f"{{{', '.join('true' if m else 'false' for m in per) or 'false'}}};\n")
+    w(f"inline constexpr long long kModelTiles[{max(1, len(kernels))}][{ntab}] = {{\n")
+    for m in per or [None]:
+        w(f"  {_arr((m or {}).get('tiles') or [1] * ntab)},\n")
+    w("};\n")
+    w(f"inline constexpr long long kModelCoef[{max(1, len(kernels))}][{nf}] = {{\n")
+    for m in per or [None]:
+        w(f"  {_arr((m or {}).get('coef') or [0] * nf)},\n")
+    w("};\n")
+    groups = [f"{p}:{s}" for p in precisions for s in shapes]
+    lib = model.get("library") or {}
+    w(f"inline constexpr bool kModelLibraryHas[{len(groups)}] = "
+      f"{{{', '.join('true' if g in lib else 'false' for g in groups)}}};  // per precision * kNumShapes + shape\n")
+    w(f"inline constexpr long long kModelLibrary[{len(groups)}][{nf}] = {{\n")
+    for g in groups:
+        w(f"  {_arr(lib.get(g) or [0] * nf)},  // {g}\n")
+    w("};\n\n")
+
+
 def emit_python(table: DispatchTable) -> str:
-    """A standalone Python module (standard library only) with the same answers as the C++ lookup."""
-    runtime = (Path(__file__).with_name("runtime.py")).read_text()
-    runtime = runtime.replace("from __future__ import annotations\n", "", 1)
+    """A Python module with the same answers as the C++ lookup: the table as a literal and the lookup rules
+    imported from the installed package (`autotune.dispatch.runtime`, standard library only), so a fix to the
+    rules reaches every generated module; a module made by an autotune whose runtime reads tables differently
+    says so when it is imported (RUNTIME_VERSION)."""
     prov = table.provenance
     params = size_parameters(table)
     simple = simple_call(table)
@@ -391,8 +472,16 @@ def emit_python(table: DispatchTable) -> str:
             f"Use: lookup({call}, device=None) -> kernel record ({{'library': name, ...}}: call the library;\n"
             "generic=True: the generic kernel; none=True: nothing in the table may serve it);\n"
             f"lookup_index({call}, device=None) -> int (-1 generic, -2 library, -4 none).\n"
-            'Invalid input (unknown precision or shape, sizes that are not integers in 1..2**31-1) raises ValueError.\n"""\n'
-            "from __future__ import annotations\n\n# ---- dispatch/runtime.py (verbatim) ----\n")
+            'Invalid input (unknown precision or shape, sizes that are not integers in 1..2**31-1) raises ValueError.\n'
+            'The lookup rules are autotune.dispatch.runtime (the autotune package must be importable).\n"""\n'
+            "from __future__ import annotations\n\n"
+            "from autotune.dispatch.runtime import (GENERIC, INVALID, LIBRARY, MAX_SIZE, NONE,  # noqa: F401\n"
+            "                                      RUNTIME_VERSION, Lookup)\n\n"
+            f"WRITTEN_FOR_RUNTIME = {RUNTIME_VERSION}\n"
+            "if RUNTIME_VERSION != WRITTEN_FOR_RUNTIME:\n"
+            "    raise ImportError(f'this dispatch module was written for autotune.dispatch.runtime version '\n"
+            "                      f'{WRITTEN_FOR_RUNTIME}; the installed one is {RUNTIME_VERSION}: write it again with '\n"
+            "                      '`autotune emit dispatch.json --format python`')\n")
     tail = ("\n# ---- the table ----\n"
             f"TABLE = {pprint.pformat(table.data, width=110, sort_dicts=False)}\n\n"
             "_LOOKUP = Lookup(TABLE)\n"
@@ -405,7 +494,7 @@ def emit_python(table: DispatchTable) -> str:
             f"def lookup({lead}{sizes}, device: str | None = None) -> dict:\n"
             '    """The kernel record (instance_id, name, template, ...); library=NAME: call the library."""\n'
             f"    return _LOOKUP.kernel(lookup_index({call}, device=device), {key})\n")
-    return head + runtime.split('"""', 2)[2].lstrip("\n") + tail
+    return head + tail
 
 
 def csv_columns(table: DispatchTable) -> tuple[str, ...]:

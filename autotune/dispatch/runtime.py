@@ -1,7 +1,8 @@
 """Dispatch-table lookup, standard library only.
 
-This file is copied verbatim into every generated Python lookup module (emit.py), so the package and
-the generated module answer with the same code; the C++ header (emit.py) implements the same rules
+Every generated Python lookup module (emit.py) imports `Lookup` from here (RUNTIME_VERSION: the table
+layout this code reads; a module written for another version refuses to import), so the package and the
+generated module answer with the same code; the C++ header (emit.py) implements the same rules
 with integer arithmetic only, so both agree bit for bit.
 
 A table (JSON version 3) answers problems of one problem kind: a precision (one of the table's
@@ -35,6 +36,11 @@ Rules, for a valid problem (precision, shape, sizes):
    cost (ms per byte moved) at the tuned point nearest the problem where it was measured; answers measured
    within `reach` (fixed point, like the distances) of the nearest tuned point compete; the cheapest wins,
    kernels' costs multiplied by 1 + library_margin (per mille, integers) against the library's.
+4''. Tables of structure mode "model" replace rules 3 and 4: every valid kernel of the problem's precision and
+   shape that has a fitted model, and the library where the table has its model for that group, is priced by
+   its predicted time (`model_time`: a linear model of log2 time over integer features of the problem and the
+   kernel's tiles, `model_features`, fixed point, integers only); the cheapest wins, a kernel's price raised
+   by log2(1 + library_margin) against the library's (ties: the library, then the smaller index).
 5. Nothing valid: the table's `fallback`: LIBRARY ("library"), GENERIC ("naive") or NONE ("none").
 A kernel is valid where all its predicates hold; predicates are one-key objects over any size name:
 {"<size>_multiple_of": 8}, {"min_<size>": 2}, {"max_<size>": 256}. A kernel marked `tuned_only` is
@@ -46,10 +52,13 @@ import numbers
 import warnings
 from typing import Any, Mapping, Sequence
 
+RUNTIME_VERSION = 2  # 1: copied verbatim into generated modules; 2: imported, with the selection model (rule 4'')
 FX_BITS = 16
 NO_LIMIT = (1 << 62)
 MAX_SIZE = (1 << 31) - 1  # sizes are C ints in most kernels' calling conventions
 GENERIC, LIBRARY, INVALID, NONE = -1, -2, -3, -4
+MODEL_ALIGN = 8  # model feature: each table size rounded up to a multiple of this
+MODEL_SATURATE = 1 << 62  # the sum of pairwise products saturates here (C++ long long)
 FALLBACKS = {"library": LIBRARY, "naive": GENERIC, "generic": GENERIC, "none": NONE}
 
 
@@ -90,6 +99,47 @@ def ilog2_fx(x: int) -> int:
             y >>= 1
             r |= 1 << (FX_BITS - 1 - i)
     return r
+
+
+def model_features(dims: Sequence[int], table_dims: Sequence[int], tiles: Sequence[int]) -> list[int]:
+    """The selection model's features of a problem for a kernel whose tiles over the table sizes are `tiles` (1
+    for the library), each a fixed-point log2 (`ilog2_fx`, 16 fractional bits): 1 (the intercept), every size,
+    every table size rounded up to MODEL_ALIGN, padded to the kernel's tile, and its tile count, 1 where the
+    table size is a multiple of MODEL_ALIGN (else 0), 1 where it is even (else 0), and the sum of
+    the pairwise products of the table sizes (the size itself for a kind with one table size; saturated at
+    MODEL_SATURATE). Integers only, identical in the C++ header."""
+    out = [1 << FX_BITS]
+    out += [ilog2_fx(d) for d in dims]
+    out += [ilog2_fx(-(-dims[j] // MODEL_ALIGN) * MODEL_ALIGN) for j in table_dims]
+    out += [ilog2_fx(-(-dims[j] // t) * t) for j, t in zip(table_dims, tiles)]
+    out += [ilog2_fx(-(-dims[j] // t)) for j, t in zip(table_dims, tiles)]
+    out += [(1 << FX_BITS) if dims[j] % MODEL_ALIGN == 0 else 0 for j in table_dims]
+    out += [(1 << FX_BITS) if dims[j] % 2 == 0 else 0 for j in table_dims]
+    pairs = 0
+    if len(table_dims) == 1:
+        pairs = dims[table_dims[0]]
+    for a in range(len(table_dims)):
+        for b in range(a + 1, len(table_dims)):
+            term = dims[table_dims[a]] * dims[table_dims[b]]
+            pairs = MODEL_SATURATE if pairs > MODEL_SATURATE - term else pairs + term
+    out.append(ilog2_fx(max(1, pairs)))
+    return out
+
+
+def model_count(num_sizes: int, num_table_sizes: int) -> int:
+    """How many features `model_features` gives."""
+    return 2 + num_sizes + 5 * num_table_sizes
+
+
+def model_time(coef: Sequence[int], features: Sequence[int]) -> int:
+    """Predicted log2 time (32 fractional bits): the sum of coefficients (16 fractional bits) times features."""
+    return sum(int(c) * int(x) for c, x in zip(coef, features))
+
+
+def model_margin(library_margin: float) -> int:
+    """log2(1 + library_margin) in the units of `model_time` (what a kernel's price is raised by)."""
+    import math
+    return int(round(math.log2(1.0 + float(library_margin)) * (1 << (2 * FX_BITS))))
 
 
 def validity_bounds(valid: list[dict[str, int]], names: Sequence[str]) -> tuple[list[int], list[int], list[int]]:
@@ -149,6 +199,11 @@ class Lookup:
             lo = [int(r["bounds"][n][0]) for n in table["table_sizes"]]
             hi = [int(r["bounds"][n][1]) for n in table["table_sizes"]]
             self.regions.setdefault((r["precision"], r["shape"]), []).append((lo, hi, int(r["kernel"])))
+        model = table.get("model") or {}
+        self.model_kernels = [(list(m["tiles"]), list(m["coef"])) if m else None
+                              for m in (model.get("kernels") or [None] * len(self.kernels))]
+        self.model_library = {key: list(c) for key, c in (model.get("library") or {}).items()}
+        self.model_margin = model_margin(float(structure.get("library_margin", 0.0)))
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
 
@@ -188,6 +243,8 @@ class Lookup:
         for pdims, _, ranked, _ in points:
             if pdims == dims:
                 return next((c for c in ranked if self.valid(c, dims, tuned=True)), self.fallback)
+        if self.mode == "model":
+            return self._predicted(precision, shape, dims)
         near = [dims[d] for d in self.near_dims]
         for lo, hi, kern in self.regions.get(group, []):
             if all(lo[j] <= near[j] <= hi[j] for j in range(len(near))) and self.valid(kern, dims):
@@ -203,6 +260,29 @@ class Lookup:
             key = self._distance(logs, plogs) + (order,)
             if best_key is None or key < best_key:
                 best, best_key = kern, key
+        return best
+
+    def predicted_times(self, precision: str, shape: str, dims: tuple[int, ...]) -> dict[int, int]:
+        """Model mode: {answer: predicted log2 time (32 fractional bits)} for every valid kernel of the group that
+        has a model and the library where the group has its model (no margin applied)."""
+        out: dict[int, int] = {}
+        lib = self.model_library.get(f"{precision}:{shape}")
+        if lib is not None:
+            out[LIBRARY] = model_time(lib, model_features(dims, self.near_dims, [1] * len(self.near_dims)))
+        for i, kern in enumerate(self.kernels):
+            m = self.model_kernels[i] if i < len(self.model_kernels) else None
+            if m is None or kern.get("precision") != precision or kern.get("shape") != shape or not self.valid(i, dims):
+                continue
+            out[i] = model_time(m[1], model_features(dims, self.near_dims, m[0]))
+        return out
+
+    def _predicted(self, precision: str, shape: str, dims: tuple[int, ...]) -> int:
+        """Model mode (rule 4''): the answer with the smallest predicted time, kernels' raised by the margin."""
+        best, best_key = self.fallback, None
+        for answer, t in self.predicted_times(precision, shape, dims).items():
+            key = (t if answer == LIBRARY else t + self.model_margin, 0 if answer == LIBRARY else 1, answer)
+            if best_key is None or key < best_key:
+                best, best_key = answer, key
         return best
 
     def _cheapest(self, group: tuple[str, str], dims: tuple[int, ...], logs: list[int]) -> int:

@@ -38,6 +38,9 @@ answering exactly as before):
   (structure: {mode, library_margin, reach}, see Structure); `costs`: [[answer, cost], ...] every table
   kernel measured there and the library (-2), cost = median ms per byte moved (`ProblemKind.bytes_moved`)
   x 1e18, as an integer;
+- structure: {mode, library_margin, reach} (Structure); model (mode "model" only): {align, features, kernels:
+  [{tiles, coef} or null per kernel], library: {"precision:shape": coef}}: the selection model (model.py;
+  integer coefficients with 16 fractional bits over runtime.model_features);
 - regions: [{precision, shape, bounds: {name: [lo, hi]} over table_sizes, kernel}]: boxes where every measured
   point inside has `kernel` (or the library, -2) within TOL of the best of the measured instances and the
   library (tie sizes do not bound a region).
@@ -92,6 +95,7 @@ class KernelInfo:
     tuned_only: bool = False  # the predicates could not be derived: valid only at its tuned points
     defines: tuple[tuple[str, Any], ...] = ()  # preprocessor defines of a kernel tuned by defines
     parameters: str | None = None  # the kernel's C++ parameter list (explicit instantiation), from the kind
+    tiles: tuple[tuple[str, int], ...] = ()  # (("m", 64), ("n", 64), ("k", 32)): its tile per table size (model)
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,8 @@ class Structure:
     """How a table answers problems it was not tuned on (chosen by measured held-out loss: dispatch/loo.py).
 
     mode "regions": merged boxes, then the nearest tuned point's `near` list (runtime.py rules 3 and 4);
-    "nearest": the nearest tuned point's `near` list only; "cost": every valid answer (kernel or library) is
+    "nearest": the nearest tuned point's `near` list only; "model": every valid kernel and the library priced by
+    the selection model's predicted time (dispatch/model.py), fitted on the tuned points; "cost": every valid answer (kernel or library) is
     priced by its time per byte at the tuned point nearest the problem where it was measured (`costs` of each
     point), among answers measured within `reach` (log2 distance) of the nearest tuned point, and the cheapest
     answers. library_margin: a kernel goes before the library off the tuned points only when it was faster by
@@ -132,9 +137,10 @@ class Structure:
         return {"mode": self.mode, "library_margin": self.library_margin, "reach": self.reach}
 
 
-MODES = ("regions", "nearest", "cost")
+MODES = ("regions", "nearest", "cost", "model")
 STRUCTURES = (tuple(Structure(m, margin) for m in ("regions", "nearest") for margin in (0.0, 0.05, 0.1, 0.2))
-              + tuple(Structure("cost", margin, reach) for reach in (0.5, 1.0, 2.0) for margin in (0.0, 0.05, 0.1, 0.2)))
+              + tuple(Structure("cost", margin, reach) for reach in (0.5, 1.0, 2.0) for margin in (0.0, 0.05, 0.1, 0.2))
+              + tuple(Structure("model", margin) for margin in (0.0, 0.05, 0.1)))
 COST_SCALE = 1e18  # costs are integers: median ms per byte moved times this
 
 
@@ -353,7 +359,23 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
                                                      "templates": dict(generic.templates),
                                                      "parameters": dict(generic.parameters)},
             "points": points, "regions": regions, "structure": structure.describe()}
+    if structure.mode == "model":
+        data["model"] = _model(w, kernels, info, col_of, lib, layout)
     return DispatchTable(data)
+
+
+def _model(w: Winners, kernels: list, info: Mapping, col_of: Mapping[str, int], lib: np.ndarray,
+           layout: Layout) -> dict:
+    """The selection model of the table's kernels and the library, fitted on the tuned points (model.py)."""
+    from autotune.dispatch.model import fit_table_model
+    names = list(layout.sizes)
+    table_dims = [names.index(n) for n in layout.table_sizes]
+    specs = []
+    for iid, precision, shape in kernels:
+        ki = info.get((iid, precision, shape)) or KernelInfo(space="", name=iid)
+        tiles = dict(ki.tiles)
+        specs.append((col_of[iid], (precision, shape), tuple(int(tiles.get(n, 1)) for n in layout.table_sizes)))
+    return fit_table_model(w.matrix.sizes, w.matrix.groups, specs, w.matrix.median, lib, table_dims)
 
 
 def upgrade(data: dict) -> dict:

@@ -1,0 +1,233 @@
+"""Active tuning (issue 32 item 2): measure where the table loses most, add those problems as tuned points,
+rebuild, repeat.
+
+Round r (0, 1, ...):
+1. build the table from the tuning database (the structure given, e.g. the selection model);
+2. draw a FRESH held-out set (seed `seed + r`; never a tuned point, never a problem of an earlier round) and
+   validate the table there (`autotune validate`: the table's kernels, the `pool_bk` fastest instances of every
+   tuned point and the library, each measured where valid); its figures are the round's report, measured on
+   problems the table was never built from;
+3. stop when the figures meet the targets (dispatch/figures.py) or the rounds or the time budget are spent;
+4. else the `add` problems of that set with the largest measured loss become tuned points: the tuning config's
+   spaces and instances are swept there (`measure: valid`, into the tuning database), and the next round
+   rebuilds. A problem added in round r is never part of a later round's held-out set, so every reported figure
+   is on problems nobody tuned.
+
+Each round writes ROUND/dispatch.json, ROUND/validation/ (validation.csv, validation.sqlite, ...) and
+ROUND/add_sweep.yaml under `out_dir`; `active.json` holds every round's figures. With `replay` the measuring comes
+from a recorded database (the replay backend; CPU tests).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+import yaml
+
+from autotune.dispatch.figures import Figures, validated_figures
+from autotune.errors import UserError
+
+
+@dataclass
+class Round:
+    number: int
+    tuned_points: int
+    kernels: int
+    figures: Figures
+    added: list[dict[str, Any]] = field(default_factory=list)  # the problems made tuned points after this round
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"round": self.number, "tuned_points": self.tuned_points, "kernels": self.kernels,
+                "figures": self.figures.as_dict(), "added": self.added, "seconds": round(self.seconds, 1)}
+
+
+@dataclass(frozen=True)
+class ActiveOptions:
+    tuning_db: str  # path or URL of the tuning database (written: the added points are measured into it)
+    config: Path  # the tuning sweep config (its spaces and instances are measured at the added points)
+    out_dir: Path
+    workload: Path | None = None  # bounds of the held-out draws (else the table's tuned ranges)
+    rounds: int = 3
+    add: int = 20  # problems added per round
+    heldout: int = 200  # fresh held-out problems per round
+    seed: int = 1000
+    budget_s: float | None = None
+    structure: str = "model"  # --structure of `autotune report` (auto: chosen by leave-one-out each round)
+    bk: int = 10
+    tol: float = 0.1
+    pool_bk: int = 3
+    repetitions: int = 20
+    include_dir: Path | None = None
+    replay: str | None = None  # take every measurement from this recorded database (no GPU)
+    points: Path | None = None  # draw held-out problems from this points file instead of at random (tests)
+
+
+def build_round_table(opts: ActiveOptions, path: Path) -> Any:
+    """The table of the tuning database as it is now, saved at `path`."""
+    from autotune.cli.analyze import _build, load
+    from autotune.analysis.winners import Criteria
+    loaded = load(opts.tuning_db, None, None)
+    criteria = Criteria(bk=opts.bk if opts.bk > 0 else None, tol=opts.tol)
+    built = _build(loaded, criteria, "exact", None, "", None, opts.structure,
+                   opts.workload, opts.include_dir)
+    built.table.save(path)
+    return built.table
+
+
+def draw_points(opts: ActiveOptions, table_path: Path, round_no: int, exclude: set[tuple]) -> Path:
+    """A points file of this round's fresh held-out problems (none tuned, none of an earlier round)."""
+    from autotune.dispatch import validate as v
+    from autotune.dispatch.validate_points import derived_rule
+    table = v.read_table(table_path)
+    kind = v.table_kind(table, [])
+    rule = derived_rule(table, kind, None)
+    tuned = v.tuned_keys(table, kind)
+    if opts.points is not None:
+        pool = v.read_points(opts.points, kind, rule)
+        import random
+        rng = random.Random(opts.seed + round_no)
+        fresh = [p for p in pool if _key(p) not in exclude and
+                 (p.precision, p.shape, *(dict(p.sizes)[n] for n in kind.table_sizes())) not in tuned]
+        rng.shuffle(fresh)
+        chosen = fresh[:opts.heldout]
+    else:
+        from autotune.cli.validate import _workload
+        workload = _workload(opts.workload, kind, [])
+        chosen, seed = [], opts.seed + 7919 * round_no
+        while len(chosen) < opts.heldout:
+            drawn = v.random_points(table, kind, opts.heldout, seed, rule, workload)
+            chosen += [p for p in drawn if _key(p) not in exclude and p not in chosen]
+            seed += 1
+        chosen = chosen[:opts.heldout]
+    if not chosen:
+        raise UserError("no fresh held-out problems left to draw", hint="give a larger --points pool or fewer rounds")
+    out = opts.out_dir / f"round{round_no}" / "heldout.csv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    names = list(kind.size_names)
+    pd.DataFrame([{"precision": p.precision, "shape": p.shape, **dict(p.sizes)} for p in chosen],
+                 columns=["precision", "shape", *names]).to_csv(out, index=False)
+    return out
+
+
+def _key(p: Any) -> tuple:
+    return (p.precision, p.shape, *(v for _, v in p.sizes))
+
+
+def validate_round(opts: ActiveOptions, table_path: Path, points: Path, folder: Path) -> None:
+    """`autotune validate` of the round's table at its held-out problems (measured, or replayed)."""
+    from autotune.cli.validate import validate
+    validate(table_path, db=opts.tuning_db, points=points, max_problems=None, random_n=None, seed=0, workload=None,
+             space=None, pool_bk=opts.pool_bk, out_dir=folder,
+             database=f"sqlite:///{(folder / 'validation.sqlite').resolve()}", replay=opts.replay,
+             repetitions=opts.repetitions, batch_bytes=None, tol=opts.tol, quiet=True)
+
+
+def worst_problems(folder: Path, count: int) -> list[dict[str, Any]]:
+    """The `count` held-out problems of validation.csv with the largest measured loss (ties: file order)."""
+    frame = pd.read_csv(folder / "validation.csv", keep_default_na=False, na_values=[""])
+    frame = frame[pd.to_numeric(frame["loss_vs_best"], errors="coerce").notna()]
+    top = frame.sort_values("loss_vs_best", ascending=False, kind="stable").head(count)
+    return top.to_dict("records")
+
+
+def add_points(opts: ActiveOptions, problems: Sequence[dict[str, Any]], folder: Path, kind: Any) -> Path:
+    """Sweep the tuning config's spaces and instances at `problems` into the tuning database."""
+    from autotune.cli.sweep import run_config
+    from autotune.store.engine import database_url
+    from autotune.sweep.config import load_config
+    doc = yaml.safe_load(opts.config.read_text())
+    groups = []
+    for r in problems:
+        group: dict[str, Any] = {"kind": kind.name, "precisions": [str(r["precision"])]}
+        if isinstance(r.get("shape"), str) and r["shape"]:
+            group["shapes"] = [str(r["shape"])]
+        group["sizes"] = {n: [int(r[n])] for n in kind.size_names}
+        groups.append(group)
+    doc["spaces"] = _entries_for(opts, doc.get("spaces") or [], problems, kind)
+    if not doc["spaces"]:
+        raise UserError(f"no space of {opts.config} has an instance for the added problems' precisions and sizes")
+    doc.update({"name": f"{doc.get('name', 'tuning')}_active_{folder.name}", "points": groups,
+                "database": database_url(opts.tuning_db, write=True)})
+    path = folder / "add_sweep.yaml"
+    path.write_text("# written by `autotune active`: the tuning config's spaces at the problems added this round\n"
+                    + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120))
+    summary = run_config(load_config(path), opts.replay, quiet=True)
+    if summary.status == "interrupted":
+        raise UserError("the sweep of the added points was interrupted", hint="run `autotune active` again")
+    return path
+
+
+def _entries_for(opts: ActiveOptions, entries: list, problems: Sequence[dict[str, Any]], kind: Any) -> list:
+    """The config's space entries that can measure something at `problems`: a space that accepts none of them is
+    dropped (a sweep refuses named instances it cannot generate), and named instances keep only those measured in
+    the tuning database at the problems' precisions (an instance id belongs to one precision)."""
+    from autotune.space.spec import load_space
+    from autotune.store.engine import database_url
+    from autotune.store.store import Store
+    with Store.open(database_url(opts.tuning_db), create=False, readonly=True) as store:
+        frame = store.measurements()
+    precisions = {str(r["precision"]) for r in problems}
+    known = set(frame.loc[frame["precision"].astype(str).isin(precisions), "instance_id"].astype(str))
+    points = [kind.point(str(r["precision"]), r["shape"] if isinstance(r.get("shape"), str) else "",
+                         {n: int(r[n]) for n in kind.size_names}) for r in problems]
+    out = []
+    for entry in entries:
+        ref = entry.get("space") if isinstance(entry, dict) else entry
+        try:
+            space = load_space(ref)
+        except Exception:  # noqa: BLE001 - the sweep reports a missing space with its own message
+            out.append(entry)
+            continue
+        if not any(space.accepts(p) for p in points):
+            continue
+        if isinstance(entry, dict) and entry.get("instances") is not None:
+            ids = [i for i in entry["instances"] if str(i) in known]
+            if not ids:
+                continue
+            entry = {**entry, "instances": ids}
+        out.append(entry)
+    return out
+
+
+def active_tuning(opts: ActiveOptions, say: Callable[[str], None] = print) -> list[Round]:
+    """The loop of the module docstring; returns every round (also written to OUT/active.json)."""
+    from autotune.dispatch import validate as v
+    if opts.rounds < 1 or opts.add < 0 or opts.heldout < 1:
+        raise UserError("--rounds and --heldout must be at least 1 and --add at least 0")
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    rounds: list[Round] = []
+    seen: set[tuple] = set()
+    for r in range(opts.rounds):
+        t0 = time.monotonic()
+        folder = opts.out_dir / f"round{r}"
+        folder.mkdir(parents=True, exist_ok=True)
+        table_path = folder / "dispatch.json"
+        table = build_round_table(opts, table_path)
+        points = draw_points(opts, table_path, r, seen)
+        kind = v.table_kind(v.read_table(table_path), [])
+        seen |= {_key(p) for p in v.read_points(points, kind, v.derived_rule(v.read_table(table_path), kind, None))}
+        validate_round(opts, table_path, points, folder / "validation")
+        figs = validated_figures(table_path, folder / "validation", tol=opts.tol)
+        rnd = Round(r, len(table.points), len(table.kernels), figs)
+        rounds.append(rnd)
+        say(figs.line(f"round {r}"))
+        over = opts.budget_s is not None and time.monotonic() - start >= opts.budget_s
+        if figs.meets_targets or r == opts.rounds - 1 or over or opts.add == 0:
+            rnd.seconds = time.monotonic() - t0
+            say("targets met" if figs.meets_targets else "budget spent" if over else "rounds spent")
+            break
+        rnd.added = [{"precision": str(p["precision"]), "shape": p["shape"] if isinstance(p["shape"], str) else "",
+                      **{n: int(p[n]) for n in kind.size_names}, "loss_vs_best": float(p["loss_vs_best"])}
+                     for p in worst_problems(folder / "validation", opts.add)]
+        add_points(opts, rnd.added, folder, kind)
+        rnd.seconds = time.monotonic() - t0
+        say(f"round {r}: added {len(rnd.added)} tuned points (largest measured loss "
+            f"{100 * max(p['loss_vs_best'] for p in rnd.added):.1f}%)" if rnd.added else f"round {r}: nothing to add")
+    (opts.out_dir / "active.json").write_text(json.dumps([x.as_dict() for x in rounds], indent=1, default=str) + "\n")
+    return rounds

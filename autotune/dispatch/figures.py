@@ -1,0 +1,107 @@
+"""Issue 32's figures of a validated table: from validation.csv, the validation database and the table, the share
+of answers within TOL of the best of all candidates and the library, the worst loss, the answers below 0.97x the
+library's speed, the same for the oracle (the best of the table's own kernels and the library at each problem),
+and the kernels per tuned size. Used by `scripts/bench_tables.py` and active tuning (cli/active_loop.py)."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from autotune.dispatch.validate import SLOW_VS_BASELINE
+
+TARGET_WITHIN, TARGET_WORST, TARGET_TOL = 0.95, 0.15, 0.10  # issue 32 "Performance"
+
+
+@dataclass(frozen=True)
+class Figures:
+    problems: int
+    within: float  # share of answers within `tol` of the best
+    worst: float
+    median: float
+    mean: float
+    below_library: int  # answers slower than 0.97x the library
+    not_measured: int
+    oracle_within: float
+    oracle_worst: float
+    kernels: int
+    tuned_points: int
+    tol: float
+
+    @property
+    def kernels_per_tuned(self) -> float:
+        return self.kernels / self.tuned_points if self.tuned_points else math.nan
+
+    @property
+    def meets_targets(self) -> bool:
+        return self.within >= TARGET_WITHIN and self.worst <= TARGET_WORST and self.below_library == 0
+
+    def line(self, name: str) -> str:
+        pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
+        return (f"{name}: {self.problems} held-out problems; within {pct(self.tol)} of the best {pct(self.within)}, "
+                f"worst {pct(self.worst)}, median {pct(self.median)}, below {SLOW_VS_BASELINE}x library "
+                f"{self.below_library}, not measured {self.not_measured} | oracle (table kernels + library) within "
+                f"{pct(self.oracle_within)}, worst {pct(self.oracle_worst)} | {self.kernels} kernels for "
+                f"{self.tuned_points} tuned points ({self.kernels_per_tuned:.2f} per tuned size) | targets "
+                f"{'met' if self.meets_targets else 'NOT met'}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "kernels_per_tuned": self.kernels_per_tuned, "meets_targets": self.meets_targets}
+
+
+def losses(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of validation.csv: the answer's loss against the best (NaN: not measured) and its speed against
+    the library's (baseline_ms / table_ms)."""
+    loss = pd.to_numeric(frame["loss_vs_best"], errors="coerce").to_numpy(dtype=float)
+    speed = pd.to_numeric(frame["speedup_vs_baseline"], errors="coerce").to_numpy(dtype=float)
+    return loss, speed
+
+
+def oracle_losses(frame: pd.DataFrame, kernel_ids: set[str], times: dict[tuple, dict[str, tuple[float, float]]],
+                  size_names: tuple[str, ...]) -> np.ndarray:
+    """Per row: the loss of the best of the table's own kernels and the library against the best of everything."""
+    out = []
+    for r in frame.to_dict("records"):
+        key = (str(r["precision"]), "" if pd.isna(r["shape"]) else str(r["shape"]), *(int(r[n]) for n in size_names))
+        own = [t for i, (t, _) in times.get(key, {}).items() if i in kernel_ids]
+        base = float(r["baseline_ms"]) if not pd.isna(r["baseline_ms"]) else math.inf
+        best = float(r["best_ms"]) if not pd.isna(r["best_ms"]) else math.nan
+        oracle = min(own + [base])
+        out.append(max(0.0, 1.0 - best / oracle) if math.isfinite(oracle) and math.isfinite(best) else math.nan)
+    return np.asarray(out, dtype=float)
+
+
+def figures(frame: pd.DataFrame, oracle: np.ndarray, kernels: int, tuned_points: int, tol: float = TARGET_TOL) -> Figures:
+    loss, speed = losses(frame)
+    known = loss[np.isfinite(loss)]
+    ok_oracle = oracle[np.isfinite(oracle)]
+    return Figures(problems=len(frame), within=float((known <= tol + 1e-12).sum() / max(1, len(frame))),
+                   worst=float(known.max()) if len(known) else math.nan,
+                   median=float(np.median(known)) if len(known) else math.nan,
+                   mean=float(known.mean()) if len(known) else math.nan,
+                   below_library=int((speed < SLOW_VS_BASELINE).sum()), not_measured=int(len(frame) - len(known)),
+                   oracle_within=float((ok_oracle <= tol + 1e-12).sum() / max(1, len(frame))),
+                   oracle_worst=float(ok_oracle.max()) if len(ok_oracle) else math.nan,
+                   kernels=kernels, tuned_points=tuned_points, tol=tol)
+
+
+def validated_figures(table_path: str | Path, validation_dir: str | Path, database: str | None = None,
+                      tol: float = TARGET_TOL) -> Figures:
+    """The figures of `autotune validate`'s output folder (validation.csv and, by default, validation.sqlite there)
+    for the table at `table_path`."""
+    from autotune.dispatch.validate import measured
+    from autotune.dispatch.validate_table import read_table, table_kind
+    from autotune.store.engine import database_url
+    table = read_table(Path(table_path))
+    kind = table_kind(table, [])
+    folder = Path(validation_dir)
+    frame = pd.read_csv(folder / "validation.csv", keep_default_na=False, na_values=[""])
+    url = database_url(database or str(folder / "validation.sqlite"))
+    times, _ = measured(url, kind)
+    ids = {str(k["instance_id"]) for k in table.kernels}
+    oracle = oracle_losses(frame, ids, times, tuple(kind.size_names))
+    return figures(frame, oracle, len(table.kernels), len(table.points), tol)
