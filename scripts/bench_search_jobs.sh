@@ -30,6 +30,9 @@ done
 for label in "16x16x16" "32x32x32x5209" "64x64x64x1303" "32x32x32x10417" "64x64x64x2605" "128x128x128"; do
   pairs+=("results/complete_h100/complete_h100.sqlite.gz|${label}")
 done
+for label in "1024x1024" "2048x2048" "4096x4096" "4000x3001"; do
+  pairs+=("results/complete_conv_h200/complete_conv_h200.sqlite.gz|${label}")
+done
 {
   for ((s = 0; s < seeds; s += 5)); do
     for p in "${pairs[@]}"; do echo "ours|$p|$s"; done
