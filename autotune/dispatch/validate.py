@@ -213,12 +213,15 @@ def point_group(p: TestPoint) -> dict[str, Any]:
 
 def validation_config(points: Sequence[TestPoint], cands: Candidates, database: str, repetitions: int = 20,
                       tol: float = 0.05, name: str = "validate") -> str:
-    """The sweep config (YAML text) measuring every candidate where it is valid, at every held-out problem."""
+    """The sweep config (YAML text) measuring every candidate where it is valid, at every held-out problem; run
+    again on the same database, it measures only what is missing (on any GPU of the same model)."""
     spaces = [{"space": cands.refs[s], "instances": list(ids), "measure": "valid"}
               for s, ids in cands.by_space.items()]
     doc = {"name": name, "description": "autotune validate: held-out problems of a dispatch table",
            "spaces": spaces, "points": [point_group(p) for p in points], "database": database,
-           "repetitions": int(repetitions), "strategy": "brute", "tol": float(tol)}
+           "repetitions": int(repetitions), "strategy": "brute", "tol": float(tol),
+           # a table serves a GPU model: a validation stopped part-way goes on on any card of that model
+           "resume": "model"}
     return "# written by `autotune validate`; `autotune sweep` on this file measures the same pairs\n" + \
         yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
 
