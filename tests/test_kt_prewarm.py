@@ -14,7 +14,7 @@ def _start_in_child(q) -> None:  # runs in a spawned child: a script's re-import
 def test_no_prewarm_when_switched_off_or_in_a_spawned_child(monkeypatch) -> None:
     monkeypatch.setenv(kt_prewarm.ENV, "0")
     assert kt_prewarm.start() is False and kt_prewarm.take(0) == (None, None)
-    monkeypatch.setenv(kt_prewarm.ENV, "1")
+    monkeypatch.setenv(kt_prewarm.ENV, "1")  # (tests/conftest.py sets 0 for the test process)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     p = ctx.Process(target=_start_in_child, args=(q,))

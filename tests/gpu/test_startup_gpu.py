@@ -85,7 +85,7 @@ def test_the_backend_started_at_import_is_ready_at_the_call(tmp_path: Path) -> N
     import subprocess
     import sys
 
-    env = dict(os.environ, AUTOTUNE_COMPILE_CACHE=str(tmp_path / "compile"),
+    env = dict(os.environ, AUTOTUNE_COMPILE_CACHE=str(tmp_path / "compile"), AUTOTUNE_PREWARM="1",
                PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", PREWARMED_SCRIPT, VECTOR_ADD], capture_output=True, text=True,
                           env=env, timeout=300, cwd=tmp_path)
