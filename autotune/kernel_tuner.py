@@ -4,8 +4,13 @@
     from autotune.kernel_tuner import tune_kernel       # was: from kernel_tuner import tune_kernel
 
 `tune_kernel` takes Kernel Tuner 1.5's arguments and returns its (results, env); what differs or is refused:
-docs/kerneltuner.md and `autotune.interop.tune_kernel`.
+docs/kerneltuner.md and `autotune.interop.tune_kernel`. Importing this module on a machine with CuPy starts the GPU
+backend in the background (`autotune.interop.kt_prewarm`).
 """
-from autotune.interop.tune_kernel import tune_kernel
+from autotune.interop import kt_prewarm
+
+kt_prewarm.start()  # the GPU worker and compile processes start while the script prepares its data (AUTOTUNE_PREWARM=0: not)
+
+from autotune.interop.tune_kernel import tune_kernel  # noqa: E402
 
 __all__ = ["tune_kernel"]

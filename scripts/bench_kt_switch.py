@@ -101,10 +101,15 @@ def child(side: str, case: Case, work: Path, cap: float) -> None:
     Writes work/call.json (the call's start and end, epoch seconds) and work/child.json (the results)."""
     import importlib.util
 
-    import kernel_tuner
+    meta: dict[str, Any] = {"side": side, "case": case.name, "child_start": time.time()}
+    if side == "ours":
+        kernel_tuner = switched_kernel_tuner()
+        original = None
+    else:
+        import kernel_tuner
 
-    original = kernel_tuner.tune_kernel
-    meta: dict[str, Any] = {"side": side, "case": case.name}
+        original = kernel_tuner.tune_kernel
+    meta["kernel_tuner_imported"] = time.time()
 
     def mark(**kw: Any) -> None:
         meta.update(kw)
@@ -124,7 +129,7 @@ def child(side: str, case: Case, work: Path, cap: float) -> None:
             kw["cache"] = str(work / "kt_cache.json")
             results, env = original(kernel_name, kernel_source, problem_size, arguments, tune_params, **kw)
         else:
-            from autotune.kernel_tuner import tune_kernel
+            from autotune.kernel_tuner import tune_kernel  # imported by switched_kernel_tuner, at the script's start
 
             kw["strategy_options"] = {**(kw.get("strategy_options") or {}), "time_limit": cap}
             kw["database"] = f"sqlite:///{work / 'ours.sqlite'}"
@@ -163,11 +168,42 @@ def child(side: str, case: Case, work: Path, cap: float) -> None:
     spec = importlib.util.spec_from_file_location(f"kt_case_{case.name}", work / case.script)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
+    meta["script_loaded"] = time.time()
     try:
         getattr(module, case.entry)()
     except FirstCallDone:
         return
     raise SystemExit(f"{case.script}: {case.entry}() returned without calling tune_kernel")
+
+
+def switched_kernel_tuner() -> Any:
+    """The script's `kernel_tuner` after the one-import switch (`import autotune.kernel_tuner as kernel_tuner`,
+    imported where the script imports it, so its GPU backend starts while the script prepares its data:
+    `autotune.interop.kt_prewarm`), for a script that also uses Kernel Tuner's other names (`run_kernel` for a
+    reference, `kernel_tuner.util`): those still come from Kernel Tuner, imported only when the script uses them
+    (its own cost then, on both sides). Installed as sys.modules["kernel_tuner"]; the child replaces tune_kernel."""
+    import importlib
+    import importlib.util
+    import types
+
+    import autotune.kernel_tuner  # noqa: F401 - the switch (and its pre-started backend)
+
+    real = importlib.util.find_spec("kernel_tuner")
+    module = types.ModuleType("kernel_tuner", "autotune.kernel_tuner, with Kernel Tuner's other names on demand")
+    if real is not None and real.submodule_search_locations:
+        module.__path__ = list(real.submodule_search_locations)  # `from kernel_tuner.util import ...` still works
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__") or real is None:
+            raise AttributeError(name)
+        interface = importlib.import_module("kernel_tuner.interface")
+        if hasattr(interface, name):
+            return getattr(interface, name)
+        return getattr(importlib.import_module("kernel_tuner.integration"), name)
+
+    module.__getattr__ = __getattr__  # type: ignore[attr-defined]
+    sys.modules["kernel_tuner"] = module
+    return module
 
 
 def dry_sizes(kernel_name: str, kernel_source: Any, problem_size: Any, arguments: Any, tune_params: Any,
@@ -241,6 +277,10 @@ class Run:
     space_size: int | None = None
     planned: int | None = None
     sweep_first_measurement_s: float | None = None  # ours: the sweep's own figure (from run_sweep's start)
+    # seconds after the spawn: the child's start, Kernel Tuner's (or our switched) import, the script loaded, the
+    # call, ours: the call's phases (`tune_kernel`'s env["autotune"]["phases"]) and the GPU backend's start-up
+    # (`GpuBackend.timeline`, from the import where it was pre-started), the first measurement, the call's end
+    timeline: dict[str, float] = field(default_factory=dict)
     error: str | None = None
     results: list[dict[str, Any]] = field(default_factory=list)
 
@@ -307,6 +347,14 @@ def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir
     else:
         results = []
         run.error = f"no results (exit code {proc.returncode}; see {case.name}_{side}.log)"
+    run.timeline = {k: round(meta[k] - t_spawn, 3) for k in ("child_start", "kernel_tuner_imported",
+                                                             "script_loaded", "call_start", "call_end") if k in meta}
+    if data is not None and "call_start" in meta:
+        auto = (data.get("env") or {}).get("autotune") or {}
+        call = meta["call_start"] - t_spawn
+        run.timeline.update({f"call.{k}": round(call + v, 3) for k, v in (auto.get("phases") or {}).items()})
+        backend0 = call - (auto.get("prewarmed_s") or 0.0)
+        run.timeline.update({f"backend.{k}": round(backend0 + v, 3) for k, v in (auto.get("startup") or {}).items()})
     if "call_start" in meta:
         end = meta.get("call_end", t_end)
         run.process_wall_s, run.call_wall_s = end - t_spawn, end - meta["call_start"]
@@ -319,6 +367,7 @@ def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir
     stamps = [e for e in (_epoch(r.get("timestamp")) for r in results) if e is not None]
     if stamps:
         run.first_measurement_process_s = min(stamps) - t_spawn
+        run.timeline["first_measurement"] = round(min(stamps) - t_spawn, 3)
         if "call_start" in meta:
             run.first_measurement_call_s = min(stamps) - meta["call_start"]
     ok = [r for r in results if r["time"] is not None]
@@ -462,6 +511,9 @@ def main(argv: list[str] | None = None) -> int:
                     "and report whether the best configuration changes")
     ap.add_argument("--sides", default="kt,ours", help="which tools run: kt,ours (default) or ours alone (with "
                     "--compile-modes: the screening measurement without Kernel Tuner)")
+    ap.add_argument("--profile", action="store_true", help="print each run's timeline (seconds after its process "
+                    "started: imports, the script's set-up, the call's phases, the GPU backend's start-up, the first "
+                    "measurement); it is in kt_switch.json (runs -> timeline) either way")
     ap.add_argument("--child", nargs=3, metavar=("SIDE", "CASE", "WORK"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
@@ -492,6 +544,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {r.configs} configs ({r.ok} ok) in {r.process_wall_s or 0:.1f} s process wall"
                   f"{' (stopped at the cap)' if r.stopped_at_cap else ''}{'; ' + r.error if r.error else ''}",
                   flush=True)
+            if a.profile:
+                print("    timeline: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(r.timeline.items(),
+                                                                                  key=lambda kv: kv[1])), flush=True)
         row, same = compare(name, runs["kt"], runs["ours"])
         if a.compile_modes:
             os.environ["AUTOTUNE_COMPILE_SCREEN"] = "1"

@@ -1,9 +1,14 @@
 """Test tiers: unit (everywhere), nvcc (where nvcc is), gpu (where CuPy sees a GPU)."""
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
+
+# `import autotune.kernel_tuner` starts a GPU backend in the background (kt_prewarm): not in the test process, where
+# an unused one would hold compile processes and a CUDA context through other tests (tests that want it say so)
+os.environ.setdefault("AUTOTUNE_PREWARM", "0")
 
 
 def _have_gpu() -> bool:

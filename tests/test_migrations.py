@@ -292,6 +292,30 @@ def test_new_database_is_created_at_head(db_url: str) -> None:
     assert done.before == done.after and done.after.revision == head()
 
 
+def test_direct_stamp_of_a_new_database_matches_alembics(tmp_path: Path) -> None:
+    """stamp_head writes the version table without importing Alembic: the same table (DDL) and row as Alembic's
+    own stamp, and head_fast() is Alembic's head."""
+    from alembic.runtime.migration import MigrationContext
+
+    from autotune.store.migrate import _scripts, head_fast, stamp_head
+
+    assert head_fast() == head()
+    ddl = {}
+    for name, stamp in (("ours", stamp_head), ("alembic", lambda conn: MigrationContext.configure(
+            conn, opts={"version_table": VERSION_TABLE}).stamp(_scripts(), "head"))):
+        engine = sa.create_engine(f"sqlite:///{tmp_path / name}.sqlite")
+        try:
+            with engine.begin() as conn:
+                stamp(conn)
+            with engine.connect() as conn:
+                ddl[name] = (conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = ?",
+                                                  (VERSION_TABLE,)).scalar_one(),
+                             conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").all())
+        finally:
+            engine.dispose()
+    assert ddl["ours"] == ddl["alembic"] and ddl["ours"][1] == [(head(),)]
+
+
 def test_migrated_schema_equals_the_models(db_url: str) -> None:
     """Revisions 0001 to 0003 build what the models create (columns, types, nullability, indexes, constraints)."""
     from alembic.autogenerate import compare_metadata

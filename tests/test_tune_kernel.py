@@ -83,8 +83,7 @@ def test_vector_add_folder_loads_and_shows(tmp_path: Path) -> None:
         "block_size_z": "1", "kernel_tuner": "1"}
     assert len(generate(space, get_device("H100")).ids()) == 15
     assert "15 instances" in _show(space_file)
-    with np.load(tmp_path / "args.npz") as data:
-        assert np.array_equal(data["a"], args[1])
+    assert np.array_equal(np.load(tmp_path / "args" / "a.npy"), args[1])
 
 
 def test_convolution_with_grid_div_and_restrictions(tmp_path: Path) -> None:

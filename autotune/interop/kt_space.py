@@ -1,11 +1,13 @@
-"""A Kernel Tuner `tune_kernel` call -> a space folder: the kernel, `space.yaml`, `args.npz`, a check module.
+"""A Kernel Tuner `tune_kernel` call -> a space folder: the kernel, `space.yaml`, `args/*.npy`, a check module.
 
 `KTProblem` holds what `autotune.interop.tune_kernel` accepted (already checked against what is refused there);
 `write_space_folder` writes:
 
 * `kernel.cu` (a source string; a source file is named where it is, its folder allowed: `allowed_paths.allow`);
-* `args.npz`: every NumPy array argument under its name (`init: {file: args.npz, key: NAME}`), the `cmem_args`
-  arrays under `cmem_SYMBOL`; `expected.npz`: the `answer` arrays that are not None;
+* `args/NAME.npy`: every NumPy array argument (`init: {file: args/NAME.npy}`), the `cmem_args` arrays as
+  `args/cmem_SYMBOL.npy`; plain `.npy` files (numpy.save: no zip, no CRC; 400 MB took about 3x
+  longer through savez on a 2-core host), which the GPU worker maps rather than reads (`FileInit.load`); `expected.npz`: the
+  `answer` arrays that are not None;
 * `kt_check.py`: the reference / check functions (below); `verify.pkl`: a `verify=` function (cloudpickle);
 * `space.yaml`: one problem of kind `kt_NAME` with sizes `size_x[, size_y[, size_z]]` (Kernel Tuner's
   problem_size; 1 for a dimension given as an expression of the parameters); the kernel by `name:`, every
@@ -189,7 +191,7 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
             arrays[name] = np.ascontiguousarray(a)
             out = all_out or answer[i] is not None  # type: ignore[index]
             args.append({"name": name, "buffer": dtype, "shape": list(a.shape),
-                         "init": {"file": "args.npz", "key": name}, **({"output": True} if out else {})})
+                         "init": {"file": f"args/{name}.npy"}, **({"output": True} if out else {})})
             if out:
                 outputs.append(name)
         elif isinstance(a, np.generic):
@@ -207,7 +209,9 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
                         hint="give the expected array of an output in answer, or answer=None")
     for sym, a in p.cmem_args.items():
         arrays[f"cmem_{sym}"] = np.ascontiguousarray(np.asarray(a))
-    np.savez(folder / "args.npz", **arrays)
+    (folder / "args").mkdir(exist_ok=True)
+    for key, a in arrays.items():
+        np.save(folder / "args" / f"{key}.npy", a, allow_pickle=False)
     expected = {n: np.asarray(e) for n, e, a in zip(names, answer or [], p.arguments)
                 if e is not None and isinstance(a, np.ndarray)}
     for n, e in expected.items():  # a verify= function compares as it likes (Kernel Tuner's reduction: a sum)
@@ -239,7 +243,7 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
     if p.cmem_args:
         problem["constants"] = [{"name": sym, "dtype": _dtype(np.asarray(a), f"cmem_args[{sym!r}]"),
                                  "shape": list(np.asarray(a).shape) or [1],
-                                 "init": {"file": "args.npz", "key": f"cmem_{sym}"}} for sym, a in p.cmem_args.items()]
+                                 "init": {"file": f"args/cmem_{sym}.npy"}} for sym, a in p.cmem_args.items()]
 
     block_names = list(p.block_size_names)
     derived: dict[str, str] = {}

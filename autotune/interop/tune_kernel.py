@@ -294,15 +294,22 @@ def _run(problem: KTProblem, folder: Path, call_start: float, *, cache: Any, sim
     # the GPU backend first: its compile processes and GPU worker start (CuPy's import, the device's context and
     # description) while the space folder is written and planned (issue 31: the first measurement within 3 s)
     backend: Any = None
+    prewarmed_s: float | None = None
     if not simulation and importlib.util.find_spec("cupy") is not None:  # else: _sweep says why, after the arguments
-        from autotune.sweep.backends.local import GpuBackend
-        backend = GpuBackend(device=device)
+        from autotune.interop import kt_prewarm
+
+        backend, prewarmed_s = kt_prewarm.take(device)  # started at `import autotune.kernel_tuner`
+        if backend is None:
+            from autotune.sweep.backends.local import GpuBackend
+            backend = GpuBackend(device=device)
         backend.start()
     try:
-        return _sweep(problem, folder, backend, device, call_start, cache_path=cache_path, simulation=simulation,
-                      iterations=iterations,
-                      strategy=strategy, strategy_options=strategy_options, seed=seed, database=database,
-                      early_stop=early_stop, quiet=quiet, verbose=verbose)
+        results, env = _sweep(problem, folder, backend, device, call_start, cache_path=cache_path,
+                              simulation=simulation, iterations=iterations, strategy=strategy,
+                              strategy_options=strategy_options, seed=seed, database=database,
+                              early_stop=early_stop, quiet=quiet, verbose=verbose)
+        env["autotune"]["prewarmed_s"] = None if prewarmed_s is None else round(prewarmed_s, 3)
+        return results, env
     finally:
         if backend is not None:
             backend.close()
@@ -319,8 +326,16 @@ def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, call_sta
     from autotune.sweep.config import load_config
     from autotune.sweep.runner import run_sweep
 
+    phases: dict[str, float] = {}  # seconds after the call's start: where the call's start-up went (--profile)
+
+    def phase(name: str) -> None:
+        phases[name] = round(time.perf_counter() - call_start, 3)
+
+    phase("imported")
     space_file, sizes = write_space_folder(problem, folder)
+    phase("folder_written")
     space = load_space(space_file)
+    phase("space_loaded")
     url = database or f"sqlite:///{folder / 'results.sqlite'}"
     config = {"name": space.name, "spaces": [{"space": "space.yaml", "max_instances": "all"}],
               "points": [{"kind": space.kind.name, "precisions": ["fp32"], "sizes": sizes}], "database": url,
@@ -329,7 +344,9 @@ def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, call_sta
     (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     cfg = load_config(folder / "sweep.yaml")
     reporter = _Reporter(quiet, verbose)
+    phase("config_loaded")
     with Store.open(url) as store:
+        phase("store_open")
         if simulation:
             from autotune.sweep.backends.replay import ReplayBackend
             import_cache(cache_path, store, space)  # type: ignore[arg-type]
@@ -339,8 +356,10 @@ def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, call_sta
                 backend = _gpu_backend(device, None)
             backend.ready(_GPU_HINT)
             backend.tol = cfg.tol if early_stop else None
+        phase("backend_ready")
         try:
             summary = run_sweep(cfg, store, backend, reporter)
+            phase("sweep_done")
             info = backend.device_info()
         finally:
             if simulation:
@@ -353,7 +372,7 @@ def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, call_sta
     env["autotune"] = {"database": url, "sweep_id": summary.sweep_id, "status": summary.status,
                        "space": space.name, "point": point.key, "planned": reporter.planned,
                        "sweep_s": summary.seconds, "first_measurement_s": summary.first_measurement_s,
-                       "startup": dict(getattr(backend, "timeline", {}))}
+                       "startup": dict(getattr(backend, "timeline", {})), "phases": phases}
     return results, env
 
 

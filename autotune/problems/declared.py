@@ -99,12 +99,13 @@ class FileInit:
                              hint="save an array of the buffer's shape, or fix the buffer's `shape:`")
 
     def load(self, shape: tuple[int, ...], where: str) -> Any:
-        """The array (NumPy), after `check`."""
+        """The array (NumPy), after `check`; a `.npy` file is mapped read-only (no copy in host memory: a GB-sized
+        input goes from the page cache to the GPU once)."""
         import numpy as np
 
         self.check(shape, where)
         if self.key is None:
-            return np.load(self.path, allow_pickle=False)
+            return np.load(self.path, mmap_mode="r", allow_pickle=False)
         with np.load(self.path, allow_pickle=False) as data:
             return data[self.key]
 

@@ -138,7 +138,8 @@ class DeclaredData(ProblemData):
         n = math.prod(shape)
         if isinstance(a.init, (FileInit, InitFunction)):  # host data: made (read) once per point, shape checked
             if a.name not in self._made:  # (SpaceError naming the space file), cast to the dtype
-                self._made[a.name] = (np.asarray(a.init.load(shape, f"{a.name!r} at {self.point.key}")).astype(dtype)
+                self._made[a.name] = (np.asarray(a.init.load(shape, f"{a.name!r} at {self.point.key}"))
+                                      .astype(dtype, copy=False)
                                       if isinstance(a.init, FileInit) else self._from_function(a, shape, dtype))
             return cp.array(self._made[a.name])  # a copy for every set
         if not isinstance(a.init, str):

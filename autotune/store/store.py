@@ -12,6 +12,7 @@ import math
 import os
 import socket
 import sys
+import time
 import uuid as uuidlib
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -38,6 +39,7 @@ from autotune.store.schema import (SCHEMA_VERSION, BaselineRow, Device, Inflight
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.space.instance import Instance
 
+RECORD_BEAT_S = 1.0  # `record` refreshes the heartbeat (and checks the lock is still its) at most this often
 LOCK_STALE_S = 120.0  # a lock whose heartbeat is older than this belongs to a dead sweep
 T = TypeVar("T")
 
@@ -58,6 +60,7 @@ class Store:
         self._points: dict[TestPoint, int] = {}
         self._viewed: set[str] = set()  # kinds whose point view this Store has checked
         self._lock_token: str | None = None
+        self._beaten_at = float("-inf")  # time.monotonic() of the last heartbeat written (`record` skips closer ones)
         self.notify: Callable[[str], None] = _print_line  # where outage warnings go (the runner sets its reporter's)
         self.retrier = Retrier(lambda line: self.notify(line))  # rides out a lost connection: autotune.store.retry
 
@@ -309,6 +312,7 @@ class Store:
             self._lock_token = None
             raise SweepLockedError(f"the sweep lock on {self.url} was taken over by another sweep",
                                    hint="this sweep stopped after a heartbeat gap; resume it when the other ends")
+        self._beaten_at = time.monotonic()
 
     def finish_sweep(self, sweep_id: int, status: str) -> None:
         """Mark the sweep finished ("done", "interrupted" or "failed") and release the lock."""
@@ -326,8 +330,13 @@ class Store:
         `recover_inflight` turns the note into a `crashed` measurement so that pair is never re-run."""
         sweep = self._sweep(sweep_id)
         pid = self.upsert_points([point])[point]
-        self.transact(lambda s: s.merge(Inflight(instance_id=instance_id, point_id=pid, device_id=sweep.device_id,
-                                                 sweep_id=sweep_id, space_id=space_id, started_at=now())))
+        table = Inflight.__table__
+        key = dict(instance_id=instance_id, point_id=pid, device_id=sweep.device_id)
+
+        def work(s: Session) -> None:  # Core statements (the ORM's merge cost ~2 ms more per measurement)
+            s.execute(table.delete().where(*(table.c[k] == v for k, v in key.items())))
+            s.execute(insert(table).values(**key, sweep_id=sweep_id, space_id=space_id, started_at=now()))
+        self.transact(work)
 
     def clear_inflight(self, sweep_id: int) -> int:
         """Forget the in-flight notes of `sweep_id` (after Ctrl-C the pairs were not at fault, so a resume
@@ -380,7 +389,8 @@ class Store:
             def work(s: Session) -> None:  # Core statements: one executemany each, however many measurements
                 nonlocal runs
                 runs += 1
-                self._beat(s)
+                if self._lock_token is None or runs > 1 or time.monotonic() - self._beaten_at >= RECORD_BEAT_S:
+                    self._beat(s)
                 todo = rows if runs == 1 else _not_recorded(s, sweep_id, rows)
                 if todo:
                     s.execute(insert(MeasurementRow.__table__), todo)

@@ -236,8 +236,21 @@ def warm_compile_process() -> None:
     os.setpgrp()
     try:
         nvrtc_version()
+        if os.environ.get(WARM_ENV, "0").strip() == "1":
+            warm_nvrtc()
     except Exception:  # noqa: BLE001 - a missing NVRTC is reported by the first compile, with its message
         pass
+
+
+WARM_ENV = "AUTOTUNE_COMPILE_WARM"  # 1: one trivial NVRTC compile in each compile process (scripts/bench_compile_fork.py)
+
+
+def warm_nvrtc() -> None:
+    """One trivial NVRTC compile in this process, so that the compiles forked from it for their time limit
+    (`with_time_limit`) inherit NVRTC's loaded built-ins rather than each loading them again. Off by default
+    (AUTOTUNE_COMPILE_WARM=1) until scripts/bench_compile_fork.py has measured it on a GPU host."""
+    nvrtc_compile('extern "C" __global__ void autotune_warm(float *x) { x[threadIdx.x] = 0.f; }', "warm.cu", (),
+                  DEFAULT_OPTIONS, "ptx")
 
 
 def batches(items: list, size: int) -> list[list]:
