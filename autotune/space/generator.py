@@ -26,6 +26,7 @@ from autotune.devices import DeviceLimits
 from autotune.errors import SpaceError
 from autotune.space.instance import Instance, instance_id
 from autotune.vocab import TestPoint
+from autotune.space.enum import Con, Enumerator, LimitReached, code_dtype
 from autotune.space.spec import Constraint, Space
 
 CHUNK = 1 << 21
@@ -179,14 +180,7 @@ def _check(space: Space, c: Constraint, env: _Env, n: int) -> np.ndarray:
     return np.broadcast_to(result, (n,))
 
 
-def generate(space: Space, device: DeviceLimits, precision: str | None = None, soft: bool = True,
-             soft_off: Iterable[str] = (), max_raw: int | None = None, max_survivors: int | None = None) -> Generated:
-    """Enumerate the valid instances of `space` for `device` and `precision` (default: its first).
-
-    Refuses (SpaceError) a space of more than `max_raw` raw combinations before any work, and stops as
-    soon as more than `max_survivors` instances pass the hard constraints (defaults: MAX_RAW and
-    MAX_SURVIVORS, or the environment's AUTOTUNE_MAX_RAW and AUTOTUNE_MAX_SURVIVORS)."""
-    start = time.perf_counter()
+def _checked_args(space: Space, precision: str | None, soft_off: Iterable[str]) -> tuple[str, tuple[str, ...]]:
     precision = precision or (space.kernel.problems.precisions[0] if space.kernel else "fp64")
     if space.kernel and precision not in space.kernel.problems.precisions:
         raise space.error(f"this space does not support precision {precision!r}",
@@ -196,6 +190,100 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
     if unknown:
         raise space.error(f"no soft constraint named {unknown[0]!r}",
                           hint=f"soft constraints: {', '.join(c.name for c in space.soft) or 'none'}")
+    return precision, soft_off
+
+
+def funnel_order(space: Space) -> list[Constraint]:
+    """The order the funnel reports the hard constraints in: as they become checkable while binding in
+    `binding_order(space, space.hard)` (constants first), file order within one binding step."""
+    order = binding_order(space, space.hard)
+    pos = {p: i for i, p in enumerate(order)}
+    at_step: list[list[Constraint]] = [[] for _ in order]
+    for c in space.hard:
+        at_step[max((pos[p] for p in param_deps(space, c.expr.names)), default=0)].append(c)
+    return [c for cs in at_step for c in cs]
+
+
+def file_order(space: Space, codes: dict[str, np.ndarray], sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Rows sorted by their parameter codes in file order (the first parameter varies slowest)."""
+    n = len(next(iter(codes.values())))
+    if n < 2:
+        return codes
+    names = list(space.param_names)
+    if math.prod(sizes.values()) < 1 << 63:
+        key, stride = np.zeros(n, dtype=np.int64), 1
+        for q in reversed(names):
+            key += codes[q].astype(np.int64) * stride
+            stride *= sizes[q]
+        idx = np.argsort(key)
+        del key
+    else:
+        idx = np.lexsort([codes[q] for q in reversed(names)])
+    return {q: codes[q][idx] for q in codes}
+
+
+def generate(space: Space, device: DeviceLimits, precision: str | None = None, soft: bool = True,
+             soft_off: Iterable[str] = (), max_raw: int | None = None, max_survivors: int | None = None) -> Generated:
+    """Enumerate the valid instances of `space` for `device` and `precision` (default: its first).
+
+    Every applied constraint, hard or soft, prunes as soon as the parameters it reads are bound
+    (autotune/space/enum.py); the funnel counts are exact. A space of more than `max_raw` raw
+    combinations is built as long as enumeration expands at most `max_raw` partial combinations (it
+    stops with a SpaceError that says how far it got), and it stops as soon as more than
+    `max_survivors` instances pass (defaults: MAX_RAW and MAX_SURVIVORS, or the environment's
+    AUTOTUNE_MAX_RAW and AUTOTUNE_MAX_SURVIVORS)."""
+    start = time.perf_counter()
+    precision, soft_off = _checked_args(space, precision, soft_off)
+    context = space.context(precision, device)
+    sizes = {p.name: len(p.values) for p in space.parameters}
+    raw = math.prod(sizes.values())
+    limit_raw = _limit(max_raw, "AUTOTUNE_MAX_RAW", MAX_RAW)
+    limit_survivors = _limit(max_survivors, "AUTOTUNE_MAX_SURVIVORS", MAX_SURVIVORS)
+    applied_soft = tuple(c.name for c in space.soft if soft and c.name not in soft_off)
+    ranked = funnel_order(space) + [c for c in space.soft if c.name in applied_soft]
+    cons = [Con(c, param_deps(space, c.expr.names), i) for i, c in enumerate(ranked)]
+    engine = Enumerator(space, context, _Env, lambda c, env, n: _check(space, c, env, n), limit_raw, raw,
+                        enforce=raw > limit_raw, chunk=CHUNK)
+    which = "hard and soft" if applied_soft else "hard"
+
+    def too_many(n: int) -> SpaceError:
+        return space.error(f"more than {n:,} instances pass the {which} constraints "
+                           f"(raw {raw:,}); stopped before running out of memory",
+                           hint="add hard constraints or narrow the parameters, or raise the limit: "
+                                "--max-survivors N (autotune space) or AUTOTUNE_MAX_SURVIVORS=N (every command)")
+    try:
+        order = engine.order(cons)
+        pieces = list(engine.survivors(cons, order, limit_survivors, too_many))
+        codes = ({p: np.concatenate([pc[p] for pc in pieces]) for p in order} if pieces
+                 else {p: np.zeros(0, dtype=code_dtype(sizes[p])) for p in order})
+        pieces.clear()
+        count = len(codes[order[0]])
+        remaining = [engine.count(cons[:k + 1]) for k in range(len(cons) - 1)] + [count]
+    except LimitReached as stop:
+        raise stop.error from None
+    except SpaceError:
+        # a constraint evaluated earlier than the reference path evaluates it raised (e.g. a division its guard
+        # in a later-bound constraint would have prevented): build the way the reference does
+        if raw > limit_raw:
+            raise
+        return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
+    funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
+    for con, left in zip(cons, remaining):
+        funnel.append(FunnelStep(con.c.kind, con.c.name, con.c.reason, left, funnel[-1].remaining - left, con.c.line))
+    if count:
+        codes = file_order(space, codes, sizes)
+    return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
+
+
+def generate_reference(space: Space, device: DeviceLimits, precision: str | None = None, soft: bool = True,
+                       soft_off: Iterable[str] = (), max_raw: int | None = None,
+                       max_survivors: int | None = None) -> Generated:
+    """The generator before issue 37 (hard constraints while enumerating, soft ones on every hard survivor),
+    kept as the reference that tests compare `generate` against and as its fallback when evaluating a
+    constraint earlier than this path does raises an error. Refuses a space of more than `max_raw` raw
+    combinations before any work."""
+    start = time.perf_counter()
+    precision, soft_off = _checked_args(space, precision, soft_off)
     context = space.context(precision, device)
     order = binding_order(space, space.hard)
     sizes = {p.name: len(p.values) for p in space.parameters}

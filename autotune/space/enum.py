@@ -1,0 +1,272 @@
+"""Prune-while-enumerate: the survivors of a set of constraints, and exact funnel counts, without the full product.
+
+Rows hold small integer codes (indices into each parameter's values). Parameters are bound one at a time; after
+each binding every constraint whose names (parameters, and the derived quantities they determine) are all bound is
+applied to the partial combinations, vectorized with numpy over blocks of at most `CHUNK` rows, so a partial
+combination that fails is never expanded further (`Enumerator.survivors`).
+
+The funnel reports, for a fixed reporting order c_1..c_K, how many full combinations pass c_1..c_k for every k.
+Pruning by c_j before c_1..c_{j-1} are decided would lose the combinations that pass c_1..c_k (k < j) but fail c_j,
+so these counts come from a separate exact count per prefix (`Enumerator.count`): the constraints of the prefix are
+split into groups that share no unbound parameter (their counts multiply); each group is counted once per distinct
+value of the bound parameters it reads, by binding one more parameter, dropping the rows that fail the constraints
+it decides, and splitting again. Parameters no constraint reads are never bound (a factor of their value count).
+
+Both passes count the partial combinations they expand; above `max_raw` they stop with an error that names the knob
+and says how far they got (`LimitReached`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from autotune.errors import SpaceError
+from autotune.space.spec import Constraint, Space
+
+CHUNK = 1 << 20  # rows per vectorized block
+
+
+class LimitReached(Exception):
+    """A limit stopped enumeration (not an evaluation error): carries the user-facing SpaceError."""
+
+    def __init__(self, error: SpaceError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+@dataclass(frozen=True)
+class Con:
+    """A constraint with the parameters it reads (directly or through derived quantities) and its funnel rank."""
+
+    c: Constraint
+    deps: frozenset[str]
+    rank: int
+
+
+def code_dtype(n: int) -> type:
+    return np.uint8 if n <= 0xFF else np.uint16 if n <= 0xFFFF else np.uint32
+
+
+def segment_sum(parent: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
+    """Sums of `values` per parent index 0..k-1 (`parent` sorted ascending); exact for int64 and Python ints."""
+    bounds = np.searchsorted(parent, np.arange(k + 1), "left")
+    csum = np.concatenate([np.zeros(1, dtype=values.dtype), np.cumsum(values)])
+    return csum[bounds[1:]] - csum[bounds[:-1]]
+
+
+class Enumerator:
+    """One space, one evaluation context (device and precision), one expansion budget."""
+
+    def __init__(self, space: Space, context: Mapping[str, Any], env_factory: Callable[..., Mapping[str, Any]],
+                 check: Callable[[Constraint, Mapping[str, Any], int], np.ndarray], max_raw: int,
+                 raw: int, enforce: bool, chunk: int = CHUNK) -> None:
+        self.space, self.context = space, context
+        self.env_factory, self.check = env_factory, check
+        self.sizes = {p.name: len(p.values) for p in space.parameters}
+        self.file_pos = {n: i for i, n in enumerate(space.param_names)}
+        self.max_raw, self.raw, self.enforce = max_raw, raw, enforce
+        self.expanded = 0
+        self.chunk = chunk
+        self.big = raw >= 1 << 62  # counts may not fit int64: Python integers
+        self._arange = {n: np.arange(d, dtype=code_dtype(d)) for n, d in self.sizes.items()}
+        self.where = ""  # which pass is running, for the limit message
+
+    # ---- budget -------------------------------------------------------------------------------------------
+
+    def spend(self, n: int, bound: Sequence[str], kept: int, need: int | None = None) -> None:
+        """Count `n` expanded rows; stop when the budget is exhausted (or `need` more rows are certain to go over)."""
+        self.expanded += n
+        total = self.expanded + (need or 0)
+        if self.enforce and total > self.max_raw:
+            names = ", ".join(bound) if bound else "none"
+            got = (f"{self.where} had bound {names} ({len(bound)} of {len(self.sizes)} parameters), expanded "
+                   f"{self.expanded:,} partial combinations and kept {kept:,} of the last block"
+                   + (f", and would expand at least {need:.3g} more" if need else ""))
+            raise LimitReached(self.space.error(
+                f"the space has {self.raw:.3g} raw combinations, above the limit of {self.max_raw:.3g} combinations "
+                f"to expand: {got}",
+                hint="add hard constraints that read the parameters bound first, narrow the largest parameters, or "
+                     f"raise the limit: --max-raw N (autotune space) or AUTOTUNE_MAX_RAW=N (every command); "
+                     "generation time grows with the number of combinations expanded"))
+
+    # ---- binding order --------------------------------------------------------------------------------------
+
+    def order(self, cons: Sequence[Con], params: Sequence[str] | None = None,
+              bound: frozenset[str] = frozenset()) -> list[str]:
+        """Greedy: bind next the parameter that decides the most constraints, then the one read by the most
+        undecided constraints, then the smallest domain, then file order."""
+        todo = list(params if params is not None else self.sizes)
+        deps = [c.deps for c in cons if c.deps]
+        done_set = set(bound)
+        out: list[str] = []
+        while todo:
+            def score(p: str) -> tuple:
+                grown = done_set | {p}
+                done = sum(1 for d in deps if not d <= done_set and d <= grown)
+                involved = sum(1 for d in deps if p in d and not d <= done_set)
+                return (-done, -involved, self.sizes[p], self.file_pos[p])
+            nxt = min(todo, key=score)
+            out.append(nxt)
+            todo.remove(nxt)
+            done_set.add(nxt)
+        return out
+
+    # ---- evaluation -----------------------------------------------------------------------------------------
+
+    def _filter(self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int,
+                extra: list[np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], int, list[np.ndarray]]:
+        """Apply `cons` (in rank order) to the rows; returns the kept rows (and `extra` arrays filtered alike)."""
+        extra = extra or []
+        env = self.env_factory(self.space, self.context, codes)
+        for con in sorted(cons, key=lambda c: c.rank):
+            keep = self.check(con.c, env, m)
+            kept = int(np.count_nonzero(keep))
+            if kept < m:
+                codes = {q: a[keep] for q, a in codes.items()}
+                extra = [a[keep] for a in extra]
+                m = kept
+                if not m:
+                    break
+                env = self.env_factory(self.space, self.context, codes)
+        return codes, m, extra
+
+    # ---- survivors ------------------------------------------------------------------------------------------
+
+    def survivors(self, cons: Sequence[Con], order: Sequence[str], max_survivors: int,
+                  too_many: Callable[[int], SpaceError]) -> Iterator[dict[str, np.ndarray]]:
+        """Blocks of surviving rows (codes of every parameter), in binding-order lexicographic order."""
+        self.where = "enumeration"
+        at_step: list[list[Con]] = [[] for _ in order]
+        pos = {p: i for i, p in enumerate(order)}
+        for con in cons:
+            at_step[max((pos[p] for p in con.deps), default=0)].append(con)
+        # rows that will certainly be expanded below a row kept at step i, before the next constraint applies
+        certain = [1] * (len(order) + 1)
+        for i in range(len(order) - 1, -1, -1):
+            certain[i] = self.sizes[order[i]] * (1 if at_step[i] else certain[i + 1])
+        kept_total = [0]
+
+        def expand(codes: dict[str, np.ndarray], n: int, i: int) -> Iterator[dict[str, np.ndarray]]:
+            if i == len(order):
+                kept_total[0] += n
+                if kept_total[0] > max_survivors:
+                    raise LimitReached(too_many(max_survivors))
+                yield codes
+                return
+            p, d = order[i], self.sizes[order[i]]
+            per = max(1, self.chunk // d)
+            for lo in range(0, n, per):
+                hi = min(n, lo + per)
+                m = (hi - lo) * d
+                self.spend(m, order[:i + 1], 0, None)
+                new = {q: np.repeat(a[lo:hi], d) for q, a in codes.items()}
+                new[p] = np.tile(self._arange[p], hi - lo)
+                if at_step[i]:
+                    new, m, _ = self._filter(at_step[i], new, m)
+                if m:
+                    if i + 1 < len(order):
+                        self.spend(0, order[:i + 1], m, m * certain[i + 1])
+                    yield from expand(new, m, i + 1)
+
+        yield from expand({}, 1, 0)
+
+    # ---- exact counts ---------------------------------------------------------------------------------------
+
+    def _zeros(self, n: int) -> np.ndarray:
+        return np.zeros(n, dtype=object) if self.big else np.zeros(n, dtype=np.int64)
+
+    def _full(self, n: int, value: int) -> np.ndarray:
+        return np.full(n, value, dtype=object) if self.big else np.full(n, value, dtype=np.int64)
+
+    def count(self, cons: Sequence[Con]) -> int:
+        """How many full combinations pass every constraint of `cons`."""
+        self.where = "counting the funnel"
+        constant = [c for c in cons if not c.deps]
+        if constant:
+            _, m, _ = self._filter(constant, {}, 1)
+            if not m:
+                return 0
+        return int(self._count({}, 1, [c for c in cons if c.deps], list(self.sizes))[0])
+
+    def _components(self, cons: Sequence[Con], unbound: Sequence[str]) -> list[tuple[list[Con], list[str]]]:
+        """Groups of constraints connected through the unbound parameters they read."""
+        free = set(unbound)
+        parent = {p: p for p in free}
+
+        def find(x: str) -> str:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+        for con in cons:
+            ps = [p for p in con.deps if p in free]
+            for q in ps[1:]:
+                a, b = find(ps[0]), find(q)
+                if a != b:
+                    parent[a] = b
+        groups: dict[str, tuple[list[Con], list[str]]] = {}
+        for con in cons:
+            root = find(next(p for p in con.deps if p in free))
+            groups.setdefault(root, ([], []))[0].append(con)
+        for p in unbound:
+            r = find(p)
+            if r in groups:
+                groups[r][1].append(p)
+        return list(groups.values())
+
+    def _count(self, rows: dict[str, np.ndarray], n: int, cons: list[Con], unbound: list[str]) -> np.ndarray:
+        """Per row: completions of the unbound parameters that pass `cons` (each reads an unbound parameter)."""
+        comps = self._components(cons, unbound)
+        used = {p for _, ps in comps for p in ps}
+        total = self._full(n, math.prod(self.sizes[p] for p in unbound if p not in used))
+        for ccons, cparams in comps:
+            iface = sorted({p for c in ccons for p in c.deps} - set(cparams))
+            if not iface or n == 1:
+                sub = self._count_group({q: rows[q] for q in iface}, n if iface else 1, ccons, cparams)
+                total = total * (sub if iface else sub[0])
+                continue
+            key, radix = np.zeros(n, dtype=np.int64), 1
+            for q in iface:
+                key += rows[q].astype(np.int64) * radix
+                radix *= self.sizes[q]
+            if radix < 1 << 62:
+                ukey, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            else:  # too many interface values for one integer key
+                stacked = np.stack([rows[q].astype(np.int64) for q in iface], axis=1)
+                _, first, inv = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+            sub = self._count_group({q: rows[q][first] for q in iface}, len(first), ccons, cparams)
+            total = total * sub[inv.reshape(-1)]
+        return total
+
+    def _count_group(self, rows: dict[str, np.ndarray], m: int, cons: list[Con], params: list[str]) -> np.ndarray:
+        bound = frozenset(rows)
+        p = self.order(cons, params, bound)[0]
+        d = self.sizes[p]
+        now = bound | {p}
+        decided = [c for c in cons if c.deps <= now]
+        rest = [c for c in cons if not c.deps <= now]
+        rest_params = [q for q in params if q != p]
+        keep_cols = {q for c in rest for q in c.deps} & now
+        out = self._zeros(m)
+        per = max(1, self.chunk // d)
+        for lo in range(0, m, per):
+            hi = min(m, lo + per)
+            k = hi - lo
+            self.spend(k * d, sorted(now, key=self.file_pos.__getitem__), 0)
+            new = {q: np.repeat(a[lo:hi], d) for q, a in rows.items()}
+            new[p] = np.tile(self._arange[p], k)
+            parent = np.repeat(np.arange(k), d)
+            size = k * d
+            if decided:
+                new, size, (parent,) = self._filter(decided, new, size, [parent])
+            if not size:
+                continue
+            if rest:
+                sub = self._count({q: new[q] for q in keep_cols}, size, rest, rest_params)
+            else:
+                sub = self._full(size, math.prod(self.sizes[q] for q in rest_params))
+            out[lo:hi] += segment_sum(parent, sub, k)
+        return out
