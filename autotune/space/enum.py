@@ -17,16 +17,20 @@ and says how far they got (`LimitReached`).
 """
 from __future__ import annotations
 
+import ast
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from autotune.errors import SpaceError
+from autotune.expr import FUNCTIONS, Expr
 from autotune.space.spec import Constraint, Space
 
 CHUNK = 1 << 20  # rows per vectorized block
+TABLE = 1 << 20  # a constraint reading parameters of at most this many value combinations is tabulated once,
+SPLIT = 1 << 16  # when it has been evaluated on as many rows; an `and` operand is split off if its table is this small
 
 
 class LimitReached(Exception):
@@ -44,6 +48,13 @@ class Con:
     c: Constraint
     deps: frozenset[str]
     rank: int
+    key: str = ""  # tables are cached under it (the constraint's name, plus `#i` for the i-th part of an `and`)
+
+
+def _part(c: Constraint, node: ast.expr, i: int) -> Constraint:
+    names = frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in FUNCTIONS)
+    expr = Expr(text=ast.unparse(node), tree=ast.Expression(body=node), names=names)
+    return replace(c, expr=expr)
 
 
 def code_dtype(n: int) -> type:
@@ -60,11 +71,15 @@ def segment_sum(parent: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
 class Enumerator:
     """One space, one evaluation context (device and precision), one expansion budget."""
 
-    def __init__(self, space: Space, context: Mapping[str, Any], env_factory: Callable[..., Mapping[str, Any]],
+    def __init__(self, space: Space, context: Mapping[str, Any], deps: Callable[[Iterable[str]], frozenset[str]],
                  check: Callable[[Constraint, Mapping[str, Any], int], np.ndarray], max_raw: int,
                  raw: int, enforce: bool, chunk: int = CHUNK) -> None:
         self.space, self.context = space, context
-        self.env_factory, self.check = env_factory, check
+        self.check = check
+        self.domains = {p.name: np.array(p.values) for p in space.parameters}
+        self.derived = dict(space.derived)
+        self.derived_deps = {n: deps([n]) for n in self.derived}
+        self.dtables: dict[str, tuple[tuple[str, ...], tuple[int, ...], np.ndarray] | None] = {}
         self.sizes = {p.name: len(p.values) for p in space.parameters}
         self.file_pos = {n: i for i, n in enumerate(space.param_names)}
         self.max_raw, self.raw, self.enforce = max_raw, raw, enforce
@@ -73,6 +88,98 @@ class Enumerator:
         self.big = raw >= 1 << 62  # counts may not fit int64: Python integers
         self._arange = {n: np.arange(d, dtype=code_dtype(d)) for n, d in self.sizes.items()}
         self.where = ""  # which pass is running, for the limit message
+        self.tables: dict[str, tuple[tuple[str, ...], tuple[int, ...], np.ndarray] | None] = {}
+        self.seen: dict[str, int] = {}  # rows each untabulated constraint was evaluated on
+        self.memo: dict[tuple, np.ndarray] = {}  # group counts (see _count_group)
+
+    # ---- evaluation environment -------------------------------------------------------------------------------
+
+    def env(self, codes: dict[str, np.ndarray]) -> "_Env":
+        return _Env(self, codes)
+
+    def _grid(self, names: tuple[str, ...]) -> tuple[tuple[int, ...], dict[str, np.ndarray], int]:
+        """Every combination of `names` (the last varies fastest): strides and codes."""
+        strides, stride = [], 1
+        for q in reversed(names):
+            strides.append(stride)
+            stride *= self.sizes[q]
+        strides.reverse()
+        idx = np.arange(stride, dtype=np.int64)
+        codes = {q: ((idx // st) % self.sizes[q]).astype(code_dtype(self.sizes[q])) for q, st in zip(names, strides)}
+        return tuple(strides), codes, stride
+
+    @staticmethod
+    def _key(codes: Mapping[str, np.ndarray], names: tuple[str, ...], strides: tuple[int, ...]) -> np.ndarray:
+        key = codes[names[0]].astype(np.int32)
+        if strides[0] != 1:
+            key *= np.int32(strides[0])
+        for q, st in zip(names[1:], strides[1:]):
+            key += codes[q].astype(np.int32) * np.int32(st) if st != 1 else codes[q]
+        return key
+
+    def derived_value(self, name: str, env: "_Env") -> Any:
+        """A derived quantity over the env's rows: from its table over the parameters it reads when that table is
+        at most half as long as the rows (built once), else evaluated."""
+        names = tuple(sorted(self.derived_deps[name], key=self.file_pos.__getitem__))
+        size = math.prod(self.sizes[q] for q in names)
+        if names and size <= TABLE and 2 * size <= env.n:
+            if name not in self.dtables:
+                self.dtables[name] = None
+                strides, codes, _ = self._grid(names)
+                try:
+                    value = np.broadcast_to(np.asarray(self.space.eval(self.derived[name], self.env(codes))), (size,))
+                    self.dtables[name] = (names, strides, np.ascontiguousarray(value))
+                except SpaceError:
+                    pass  # an error over combinations enumeration might never reach: evaluate row by row
+            tab = self.dtables[name]
+            if tab is not None:
+                return tab[2][self._key(env.codes, tab[0], tab[1])]
+        return self.space.eval(self.derived[name], env)
+
+    # ---- preparation ----------------------------------------------------------------------------------------
+
+    def prepare(self, cons: Sequence[Con], deps: Callable[[frozenset[str]], frozenset[str]]) -> list[Con]:
+        """Constraints as enumeration applies them: a top-level `a and b and ...` becomes one constraint per
+        operand (each applied as soon as its own parameters are bound) where every operand can be tabulated
+        without an error, since an operand evaluated alone loses the short-circuit that guarded it."""
+        out: list[Con] = []
+        for con in cons:
+            body = con.c.expr.tree.body
+            if isinstance(body, ast.BoolOp) and isinstance(body.op, ast.And):
+                parts = []
+                for i, node in enumerate(body.values):
+                    part = _part(con.c, node, i)
+                    parts.append(Con(part, deps(part.expr.names), con.rank, f"{con.c.name}#{i}"))
+                if all(p.deps and self.table(p, SPLIT) is not None for p in parts):
+                    out.extend(parts)
+                    continue
+            out.append(con if con.key else replace(con, key=con.c.name))
+        return out
+
+    # ---- tables ---------------------------------------------------------------------------------------------
+
+    def table(self, con: Con, rows: int) -> tuple[tuple[str, ...], tuple[int, ...], np.ndarray] | None:
+        """The constraint's verdict for every combination of the parameters it reads, built once the constraint has
+        been (or is about to be) evaluated on as many rows as the table has entries (None: not yet, too many, or the
+        evaluation over combinations enumeration would never reach raised an error: evaluated row by row)."""
+        name = con.key or con.c.name
+        if name not in self.tables:
+            names = tuple(sorted(con.deps, key=self.file_pos.__getitem__))
+            size = math.prod(self.sizes[q] for q in names)
+            seen = self.seen.get(name, 0) + rows
+            if size > seen:
+                self.seen[name] = seen
+                return None
+            self.tables[name] = None
+            if names and size <= TABLE:
+                strides, codes, _ = self._grid(names)
+                try:
+                    verdict = np.array(self.check(con.c, self.env(codes), size))
+                except SpaceError:
+                    verdict = None
+                if verdict is not None:
+                    self.tables[name] = (names, strides, verdict)
+        return self.tables[name]
 
     # ---- budget -------------------------------------------------------------------------------------------
 
@@ -120,9 +227,14 @@ class Enumerator:
                 extra: list[np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], int, list[np.ndarray]]:
         """Apply `cons` (in rank order) to the rows; returns the kept rows (and `extra` arrays filtered alike)."""
         extra = extra or []
-        env = self.env_factory(self.space, self.context, codes)
+        env = self.env(codes)
         for con in sorted(cons, key=lambda c: c.rank):
-            keep = self.check(con.c, env, m)
+            tab = self.table(con, m)
+            if tab is not None:
+                names, strides, verdict = tab
+                keep = verdict[self._key(codes, names, strides)]
+            else:
+                keep = self.check(con.c, env, m)
             kept = int(np.count_nonzero(keep))
             if kept < m:
                 codes = {q: a[keep] for q, a in codes.items()}
@@ -130,8 +242,21 @@ class Enumerator:
                 m = kept
                 if not m:
                     break
-                env = self.env_factory(self.space, self.context, codes)
+                env = self.env(codes)
         return codes, m, extra
+
+    def apply(self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int) -> tuple[dict[str, np.ndarray], int, list]:
+        """Filter whole rows by `cons`, in blocks of at most `chunk` rows."""
+        if m <= self.chunk:
+            return self._filter(cons, codes, m)
+        keep = np.zeros(m, dtype=bool)
+        for lo in range(0, m, self.chunk):
+            part = {q: a[lo:lo + self.chunk] for q, a in codes.items()}
+            n = len(next(iter(part.values())))
+            _, _, (idx,) = self._filter(cons, part, n, [np.arange(lo, lo + n)])
+            keep[idx] = True
+        kept = int(np.count_nonzero(keep))
+        return {q: a[keep] for q, a in codes.items()}, kept, []
 
     # ---- survivors ------------------------------------------------------------------------------------------
 
@@ -242,6 +367,16 @@ class Enumerator:
         return total
 
     def _count_group(self, rows: dict[str, np.ndarray], m: int, cons: list[Con], params: list[str]) -> np.ndarray:
+        """Per row: completions of `params` (connected through `cons`) that pass `cons`; remembered across the
+        funnel's prefixes, which share most groups."""
+        key = (frozenset(c.key for c in cons), tuple(sorted(rows)),
+               b"".join(rows[q].tobytes() for q in sorted(rows)))
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = self._count_group_new(rows, m, cons, params)
+        return hit
+
+    def _count_group_new(self, rows: dict[str, np.ndarray], m: int, cons: list[Con], params: list[str]) -> np.ndarray:
         bound = frozenset(rows)
         p = self.order(cons, params, bound)[0]
         d = self.sizes[p]
@@ -270,3 +405,22 @@ class Enumerator:
                 sub = self._full(size, math.prod(self.sizes[q] for q in rest_params))
             out[lo:hi] += segment_sum(parent, sub, k)
         return out
+
+
+class _Env(dict):
+    """Names for evaluating over a block of rows: context, parameters decoded, derived quantities on demand."""
+
+    def __init__(self, engine: Enumerator, codes: dict[str, np.ndarray]) -> None:
+        super().__init__(engine.context)
+        self.engine, self.codes = engine, codes
+        self.n = len(next(iter(codes.values()))) if codes else 1
+
+    def __missing__(self, name: str) -> Any:
+        if name in self.codes:
+            value = self.engine.domains[name][self.codes[name]]
+        elif name in self.engine.derived:
+            value = self.engine.derived_value(name, self)
+        else:
+            raise KeyError(name)
+        self[name] = value
+        return value

@@ -35,6 +35,7 @@ CHUNK = 1 << 21
 # `autotune space ...`) or for every command through the environment (AUTOTUNE_MAX_RAW, AUTOTUNE_MAX_SURVIVORS).
 MAX_RAW = 10**10          # 10x the synthetic benchmark space (10^9 raw in < 10 s)
 MAX_SURVIVORS = 10**8     # survivors are kept in memory as integer codes (and as a frame by `space list`)
+SMALL = 1 << 18           # a funnel prefix that leaves at most this many is enumerated, the rest filters it in turn
 
 
 def _limit(given: int | None, env: str, default: int) -> int:
@@ -242,7 +243,7 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
     applied_soft = tuple(c.name for c in space.soft if soft and c.name not in soft_off)
     ranked = funnel_order(space) + [c for c in space.soft if c.name in applied_soft]
     cons = [Con(c, param_deps(space, c.expr.names), i) for i, c in enumerate(ranked)]
-    engine = Enumerator(space, context, _Env, lambda c, env, n: _check(space, c, env, n), limit_raw, raw,
+    engine = Enumerator(space, context, lambda names: param_deps(space, names), lambda c, env, n: _check(space, c, env, n), limit_raw, raw,
                         enforce=raw > limit_raw, chunk=CHUNK)
     which = "hard and soft" if applied_soft else "hard"
 
@@ -252,13 +253,29 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
                            hint="add hard constraints or narrow the parameters, or raise the limit: "
                                 "--max-survivors N (autotune space) or AUTOTUNE_MAX_SURVIVORS=N (every command)")
     try:
-        order = engine.order(cons)
-        pieces = list(engine.survivors(cons, order, limit_survivors, too_many))
+        parts = engine.prepare(cons, lambda names: param_deps(space, names))
+        # the funnel's counts, prefix by prefix, until one prefix leaves few enough rows to enumerate them and
+        # filter by the remaining constraints one by one (then the counts are lengths); else the survivors of all
+        remaining: list[int] = []
+        upto = len(cons) - 1
+        for k in range(len(cons) - 1):
+            remaining.append(engine.count([c for c in parts if c.rank <= k]))
+            if remaining[-1] <= SMALL:
+                upto = k
+                break
+        prefix = [c for c in parts if c.rank <= upto]
+        order = engine.order(prefix)
+        pieces = list(engine.survivors(prefix, order, limit_survivors, too_many))
         codes = ({p: np.concatenate([pc[p] for pc in pieces]) for p in order} if pieces
                  else {p: np.zeros(0, dtype=code_dtype(sizes[p])) for p in order})
         pieces.clear()
         count = len(codes[order[0]])
-        remaining = [engine.count(cons[:k + 1]) for k in range(len(cons) - 1)] + [count]
+        if upto == len(cons) - 1:
+            remaining.append(count)
+        for con in cons[upto + 1:]:
+            if count:
+                codes, count, _ = engine.apply([c for c in parts if c.rank == con.rank], codes, count)
+            remaining.append(count)
     except LimitReached as stop:
         raise stop.error from None
     except SpaceError:
