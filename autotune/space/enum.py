@@ -33,6 +33,10 @@ TABLE = 1 << 20  # a constraint reading parameters of at most this many value co
 SPLIT = 1 << 16  # when it has been evaluated on as many rows; an `and` operand is split off if its table is this small
 
 
+class TooCostly(Exception):
+    """A count given a budget (`Enumerator.count(..., budget=)`) would expand more rows than that."""
+
+
 class LimitReached(Exception):
     """A limit stopped enumeration (not an evaluation error): carries the user-facing SpaceError."""
 
@@ -91,6 +95,7 @@ class Enumerator:
         self.tables: dict[str, tuple[tuple[str, ...], tuple[int, ...], np.ndarray] | None] = {}
         self.seen: dict[str, int] = {}  # rows each untabulated constraint was evaluated on
         self.memo: dict[tuple, np.ndarray] = {}  # group counts (see _count_group)
+        self.stop_at: int | None = None  # see count(budget=)
 
     # ---- evaluation environment -------------------------------------------------------------------------------
 
@@ -186,6 +191,8 @@ class Enumerator:
     def spend(self, n: int, bound: Sequence[str], kept: int, need: int | None = None) -> None:
         """Count `n` expanded rows; stop when the budget is exhausted (or `need` more rows are certain to go over)."""
         self.expanded += n
+        if self.stop_at is not None and self.expanded > self.stop_at:
+            raise TooCostly()
         total = self.expanded + (need or 0)
         if self.enforce and total > self.max_raw:
             names = ", ".join(bound) if bound else "none"
@@ -221,28 +228,58 @@ class Enumerator:
             done_set.add(nxt)
         return out
 
+    def expansions(self, cons: Sequence[Con], order: Sequence[str], budget: int) -> int | None:
+        """Rows `survivors` expands in this binding order (exact: level sizes from counts); None when counting the
+        levels would expand more than `budget` rows."""
+        total, prev, bound = 0, 1, set()
+        rest = math.prod(self.sizes.values())
+        for i, p in enumerate(order):
+            total += prev * self.sizes[p]
+            bound.add(p)
+            rest //= self.sizes[p]
+            if i + 1 == len(order):
+                break
+            try:
+                prev = self.count([c for c in cons if c.deps <= bound], budget) // rest
+            except TooCostly:
+                return None
+            if not prev:
+                break
+        return total
+
     # ---- evaluation -----------------------------------------------------------------------------------------
 
     def _filter(self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int,
                 extra: list[np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], int, list[np.ndarray]]:
-        """Apply `cons` (in rank order) to the rows; returns the kept rows (and `extra` arrays filtered alike)."""
+        """Apply `cons` (in rank order) to the rows; returns the kept rows (and `extra` arrays filtered alike).
+        Tabulated verdicts are combined and the rows filtered once; a constraint evaluated from its expression
+        sees only the rows that passed the ones before it."""
         extra = extra or []
-        env = self.env(codes)
+        mask: np.ndarray | None = None
+
+        def take(mask: np.ndarray) -> None:
+            nonlocal codes, extra, m
+            idx = np.flatnonzero(mask)
+            if len(idx) < m:
+                codes = {q: a[idx] for q, a in codes.items()}
+                extra = [a[idx] for a in extra]
+                m = len(idx)
         for con in sorted(cons, key=lambda c: c.rank):
             tab = self.table(con, m)
             if tab is not None:
                 names, strides, verdict = tab
                 keep = verdict[self._key(codes, names, strides)]
-            else:
-                keep = self.check(con.c, env, m)
-            kept = int(np.count_nonzero(keep))
-            if kept < m:
-                codes = {q: a[keep] for q, a in codes.items()}
-                extra = [a[keep] for a in extra]
-                m = kept
-                if not m:
-                    break
-                env = self.env(codes)
+                mask = keep if mask is None else np.logical_and(mask, keep, out=mask if mask is not keep else None)
+                continue
+            if mask is not None:
+                take(mask)
+                mask = None
+            if m:
+                take(self.check(con.c, self.env(codes), m))
+            if not m:
+                break
+        if mask is not None and m:
+            take(mask)
         return codes, m, extra
 
     def apply(self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int) -> tuple[dict[str, np.ndarray], int, list]:
@@ -261,9 +298,14 @@ class Enumerator:
     # ---- survivors ------------------------------------------------------------------------------------------
 
     def survivors(self, cons: Sequence[Con], order: Sequence[str], max_survivors: int,
-                  too_many: Callable[[int], SpaceError]) -> Iterator[dict[str, np.ndarray]]:
-        """Blocks of surviving rows (codes of every parameter), in binding-order lexicographic order."""
+                  too_many: Callable[[int], SpaceError], total: int | None = None) -> dict[str, np.ndarray]:
+        """Codes of every parameter for the rows that pass `cons`, in binding-order lexicographic order; written into
+        arrays of `total` rows where the count is known, else gathered in blocks and joined."""
         self.where = "enumeration"
+        if total is not None and total > max_survivors:
+            raise LimitReached(too_many(max_survivors))
+        out = {p: np.empty(total, dtype=code_dtype(self.sizes[p])) for p in order} if total is not None else None
+        pieces: list[dict[str, np.ndarray]] = []
         at_step: list[list[Con]] = [[] for _ in order]
         pos = {p: i for i, p in enumerate(order)}
         for con in cons:
@@ -274,12 +316,19 @@ class Enumerator:
             certain[i] = self.sizes[order[i]] * (1 if at_step[i] else certain[i + 1])
         kept_total = [0]
 
-        def expand(codes: dict[str, np.ndarray], n: int, i: int) -> Iterator[dict[str, np.ndarray]]:
+        def expand(codes: dict[str, np.ndarray], n: int, i: int) -> None:
             if i == len(order):
+                lo = kept_total[0]
                 kept_total[0] += n
                 if kept_total[0] > max_survivors:
                     raise LimitReached(too_many(max_survivors))
-                yield codes
+                if out is not None and kept_total[0] > len(out[order[0]]):
+                    raise AssertionError(f"enumeration found more rows than counting ({len(out[order[0]]):,})")
+                if out is not None:
+                    for q, a in codes.items():
+                        out[q][lo:lo + n] = a
+                else:
+                    pieces.append(codes)
                 return
             p, d = order[i], self.sizes[order[i]]
             per = max(1, self.chunk // d)
@@ -294,9 +343,18 @@ class Enumerator:
                 if m:
                     if i + 1 < len(order):
                         self.spend(0, order[:i + 1], m, m * certain[i + 1])
-                    yield from expand(new, m, i + 1)
+                    expand(new, m, i + 1)
 
-        yield from expand({}, 1, 0)
+        expand({}, 1, 0)
+        if out is not None:
+            if kept_total[0] != len(out[order[0]]):
+                raise AssertionError(f"enumeration found {kept_total[0]:,} rows, counting {len(out[order[0]]):,}")
+            return out
+        if not pieces:
+            return {p: np.zeros(0, dtype=code_dtype(self.sizes[p])) for p in order}
+        joined = {p: np.concatenate([pc[p] for pc in pieces]) for p in order}
+        pieces.clear()
+        return joined
 
     # ---- exact counts ---------------------------------------------------------------------------------------
 
@@ -306,8 +364,14 @@ class Enumerator:
     def _full(self, n: int, value: int) -> np.ndarray:
         return np.full(n, value, dtype=object) if self.big else np.full(n, value, dtype=np.int64)
 
-    def count(self, cons: Sequence[Con]) -> int:
-        """How many full combinations pass every constraint of `cons`."""
+    def count(self, cons: Sequence[Con], budget: int | None = None) -> int:
+        """How many full combinations pass every constraint of `cons` (TooCostly past `budget` expanded rows)."""
+        if budget is not None:
+            self.stop_at = self.expanded + budget
+            try:
+                return self.count(cons)
+            finally:
+                self.stop_at = None
         self.where = "counting the funnel"
         constant = [c for c in cons if not c.deps]
         if constant:

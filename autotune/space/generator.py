@@ -26,7 +26,7 @@ from autotune.devices import DeviceLimits
 from autotune.errors import SpaceError
 from autotune.space.instance import Instance, instance_id
 from autotune.vocab import TestPoint
-from autotune.space.enum import Con, Enumerator, LimitReached, code_dtype
+from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly
 from autotune.space.spec import Constraint, Space
 
 CHUNK = 1 << 21
@@ -35,6 +35,9 @@ CHUNK = 1 << 21
 # `autotune space ...`) or for every command through the environment (AUTOTUNE_MAX_RAW, AUTOTUNE_MAX_SURVIVORS).
 MAX_RAW = 10**10          # 10x the synthetic benchmark space (10^9 raw in < 10 s)
 MAX_SURVIVORS = 10**8     # survivors are kept in memory as integer codes (and as a frame by `space list`)
+REFERENCE_RAW = 1 << 16   # spaces up to this many raw combinations are built by generate_reference
+COUNT_BUDGET = 1 << 22    # rows a count made only to plan enumeration may expand
+SORT_COST = 4             # rows expanded that cost about as much as sorting one survivor into file order
 SMALL = 1 << 18           # a funnel prefix that leaves at most this many is enumerated, the rest filters it in turn
 
 
@@ -206,21 +209,34 @@ def funnel_order(space: Space) -> list[Constraint]:
 
 
 def file_order(space: Space, codes: dict[str, np.ndarray], sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
-    """Rows sorted by their parameter codes in file order (the first parameter varies slowest)."""
+    """Rows sorted by their parameter codes in file order (the first parameter varies slowest): one integer key per
+    row, sorted, and the codes read back from it (sequential passes, no gather in random order)."""
     n = len(next(iter(codes.values())))
     if n < 2:
         return codes
     names = list(space.param_names)
-    if math.prod(sizes.values()) < 1 << 63:
-        key, stride = np.zeros(n, dtype=np.int64), 1
-        for q in reversed(names):
-            key += codes[q].astype(np.int64) * stride
-            stride *= sizes[q]
-        idx = np.argsort(key)
-        del key
-    else:
+    raw = math.prod(sizes.values())
+    if raw >= 1 << 63:
         idx = np.lexsort([codes[q] for q in reversed(names)])
-    return {q: codes[q][idx] for q in codes}
+        return {q: codes[q][idx] for q in codes}
+    kind = np.uint32 if raw < 1 << 32 else np.uint64
+    key, stride = np.zeros(n, dtype=kind), 1
+    for q in reversed(names):
+        if stride == 1:
+            key += codes[q]
+        else:
+            key += codes[q].astype(kind) * kind(stride)
+        stride *= sizes[q]
+    key.sort()
+    out = {}
+    for q in names:
+        stride //= sizes[q]
+        digit = key // kind(stride) if stride > 1 else key.copy()
+        if q != names[0]:
+            digit %= kind(sizes[q])
+        out[q] = digit.astype(codes[q].dtype)
+        del digit
+    return out
 
 
 def generate(space: Space, device: DeviceLimits, precision: str | None = None, soft: bool = True,
@@ -246,6 +262,8 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
     engine = Enumerator(space, context, lambda names: param_deps(space, names), lambda c, env, n: _check(space, c, env, n), limit_raw, raw,
                         enforce=raw > limit_raw, chunk=CHUNK)
     which = "hard and soft" if applied_soft else "hard"
+    if raw <= REFERENCE_RAW:  # too small for planning to pay off: the reference path, which gives the same result
+        return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
 
     def too_many(n: int) -> SpaceError:
         return space.error(f"more than {n:,} instances pass the {which} constraints "
@@ -264,11 +282,22 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
                 upto = k
                 break
         prefix = [c for c in parts if c.rank <= upto]
+        # how many survive the prefix: known when it stopped early, else counted unless that is costly
+        total: int | None = remaining[upto] if upto < len(cons) - 1 else None
+        if total is None:
+            try:
+                total = engine.count(prefix, budget=COUNT_BUDGET)
+            except TooCostly:
+                pass
+        # the greedy binding order, or file order when it expands about as few rows (its survivors need no sort)
         order = engine.order(prefix)
-        pieces = list(engine.survivors(prefix, order, limit_survivors, too_many))
-        codes = ({p: np.concatenate([pc[p] for pc in pieces]) for p in order} if pieces
-                 else {p: np.zeros(0, dtype=code_dtype(sizes[p])) for p in order})
-        pieces.clear()
+        if order != list(space.param_names):
+            kept = total if total is not None else remaining[-1] if remaining else raw
+            greedy = engine.expansions(prefix, order, COUNT_BUDGET)
+            in_file = engine.expansions(prefix, space.param_names, COUNT_BUDGET)
+            if greedy is not None and in_file is not None and in_file <= greedy + SORT_COST * kept:
+                order = list(space.param_names)
+        codes = engine.survivors(prefix, order, limit_survivors, too_many, total)
         count = len(codes[order[0]])
         if upto == len(cons) - 1:
             remaining.append(count)
@@ -287,7 +316,7 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
     funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
     for con, left in zip(cons, remaining):
         funnel.append(FunnelStep(con.c.kind, con.c.name, con.c.reason, left, funnel[-1].remaining - left, con.c.line))
-    if count:
+    if count and order != list(space.param_names):
         codes = file_order(space, codes, sizes)
     return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
 
