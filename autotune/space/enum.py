@@ -196,8 +196,8 @@ class Enumerator:
         total = self.expanded + (need or 0)
         if self.enforce and total > self.max_raw:
             names = ", ".join(bound) if bound else "none"
-            got = (f"{self.where} had bound {names} ({len(bound)} of {len(self.sizes)} parameters), expanded "
-                   f"{self.expanded:,} partial combinations and kept {kept:,} of the last block"
+            got = (f"{self.where} had bound {names} ({len(bound)} of {len(self.sizes)} parameters) and kept {kept:,} "
+                   f"rows of its last block, {self.expanded:,} partial combinations expanded in all"
                    + (f", and would expand at least {need:.3g} more" if need else ""))
             raise LimitReached(self.space.error(
                 f"the space has {self.raw:.3g} raw combinations, above the limit of {self.max_raw:.3g} combinations "
@@ -251,25 +251,31 @@ class Enumerator:
 
     def _filter(self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int,
                 extra: list[np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], int, list[np.ndarray]]:
-        """Apply `cons` (in rank order) to the rows; returns the kept rows (and `extra` arrays filtered alike).
+        """Apply `cons` (in rank order) to the rows; returns the kept rows (and `extra` arrays filtered alike)."""
+        codes, m, pos = self._select(cons, codes, m)
+        return codes, m, [a if pos is None else a[pos] for a in (extra or [])]
+
+    def _select(self, cons: Sequence[Con], codes: dict[str, np.ndarray],
+                m: int) -> tuple[dict[str, np.ndarray], int, np.ndarray | None]:
+        """Apply `cons` (in rank order) to the rows: the kept rows and their positions (None: every row kept).
         Tabulated verdicts are combined and the rows filtered once; a constraint evaluated from its expression
         sees only the rows that passed the ones before it."""
-        extra = extra or []
         mask: np.ndarray | None = None
+        pos: np.ndarray | None = None
 
         def take(mask: np.ndarray) -> None:
-            nonlocal codes, extra, m
+            nonlocal codes, m, pos
             idx = np.flatnonzero(mask)
             if len(idx) < m:
                 codes = {q: a[idx] for q, a in codes.items()}
-                extra = [a[idx] for a in extra]
+                pos = idx if pos is None else pos[idx]
                 m = len(idx)
         for con in sorted(cons, key=lambda c: c.rank):
             tab = self.table(con, m)
             if tab is not None:
                 names, strides, verdict = tab
                 keep = verdict[self._key(codes, names, strides)]
-                mask = keep if mask is None else np.logical_and(mask, keep, out=mask if mask is not keep else None)
+                mask = keep if mask is None else np.logical_and(mask, keep, out=mask)
                 continue
             if mask is not None:
                 take(mask)
@@ -280,7 +286,7 @@ class Enumerator:
                 break
         if mask is not None and m:
             take(mask)
-        return codes, m, extra
+        return codes, m, pos
 
     def apply(self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int) -> tuple[dict[str, np.ndarray], int, list]:
         """Filter whole rows by `cons`, in blocks of at most `chunk` rows."""
@@ -310,40 +316,63 @@ class Enumerator:
         pos = {p: i for i, p in enumerate(order)}
         for con in cons:
             at_step[max((pos[p] for p in con.deps), default=0)].append(con)
+        reads = [sorted({q for c in cs for q in c.deps} - {order[i]}) for i, cs in enumerate(at_step)]
         # rows that will certainly be expanded below a row kept at step i, before the next constraint applies
         certain = [1] * (len(order) + 1)
         for i in range(len(order) - 1, -1, -1):
             certain[i] = self.sizes[order[i]] * (1 if at_step[i] else certain[i + 1])
         kept_total = [0]
 
+        last = len(order) - 1
+
+        def emit(n: int) -> int:
+            lo = kept_total[0]
+            kept_total[0] += n
+            if kept_total[0] > max_survivors:
+                raise LimitReached(too_many(max_survivors))
+            if out is not None and kept_total[0] > len(out[order[0]]):
+                raise AssertionError(f"enumeration found more rows than counting ({len(out[order[0]]):,})")
+            return lo
+
         def expand(codes: dict[str, np.ndarray], n: int, i: int) -> None:
-            if i == len(order):
-                lo = kept_total[0]
-                kept_total[0] += n
-                if kept_total[0] > max_survivors:
-                    raise LimitReached(too_many(max_survivors))
-                if out is not None and kept_total[0] > len(out[order[0]]):
-                    raise AssertionError(f"enumeration found more rows than counting ({len(out[order[0]]):,})")
-                if out is not None:
-                    for q, a in codes.items():
-                        out[q][lo:lo + n] = a
-                else:
-                    pieces.append(codes)
-                return
             p, d = order[i], self.sizes[order[i]]
             per = max(1, self.chunk // d)
             for lo in range(0, n, per):
                 hi = min(n, lo + per)
                 m = (hi - lo) * d
                 self.spend(m, order[:i + 1], 0, None)
-                new = {q: np.repeat(a[lo:hi], d) for q, a in codes.items()}
-                new[p] = np.tile(self._arange[p], hi - lo)
+                parent: np.ndarray | None = None
                 if at_step[i]:
-                    new, m, _ = self._filter(at_step[i], new, m)
-                if m:
-                    if i + 1 < len(order):
-                        self.spend(0, order[:i + 1], m, m * certain[i + 1])
-                    expand(new, m, i + 1)
+                    # only the columns the constraints read are expanded; the kept rows gather the others
+                    sub = {q: np.repeat(codes[q][lo:hi], d) for q in reads[i]}
+                    sub[p] = np.tile(self._arange[p], hi - lo)
+                    new, m, pos = self._select(at_step[i], sub, m)
+                    if not m:
+                        continue
+                    parent = (pos.astype(np.int32) // np.int32(d) if pos is not None
+                              else np.repeat(np.arange(hi - lo, dtype=np.int32), d)) + np.int32(lo)
+                    others = [q for q in codes if q not in new]
+                else:
+                    new = {p: np.tile(self._arange[p], hi - lo)}
+                    others = list(codes)
+                if i == last and out is not None:
+                    at = emit(m)
+                    for q, a in new.items():
+                        out[q][at:at + m] = a
+                    for q in others:
+                        if parent is None:
+                            out[q][at:at + m].reshape(hi - lo, d)[:] = codes[q][lo:hi, None]
+                        else:
+                            np.take(codes[q], parent, out=out[q][at:at + m], mode="clip")
+                    continue
+                for q in others:
+                    new[q] = np.take(codes[q], parent, mode="clip") if parent is not None else np.repeat(codes[q][lo:hi], d)
+                if i == last:
+                    emit(m)
+                    pieces.append(new)
+                    continue
+                self.spend(0, order[:i + 1], m, m * certain[i + 1])
+                expand(new, m, i + 1)
 
         expand({}, 1, 0)
         if out is not None:
