@@ -109,8 +109,10 @@ class Enumerator:
             strides.append(stride)
             stride *= self.sizes[q]
         strides.reverse()
-        idx = np.arange(stride, dtype=np.int64)
-        codes = {q: ((idx // st) % self.sizes[q]).astype(code_dtype(self.sizes[q])) for q, st in zip(names, strides)}
+        codes = {}
+        for q, st in zip(names, strides):  # code of q: repeated st times, the whole repeated (stride / st / size) times
+            d = self.sizes[q]
+            codes[q] = np.tile(np.repeat(self._arange[q], st), stride // (st * d))
         return tuple(strides), codes, stride
 
     @staticmethod
