@@ -26,8 +26,10 @@ SPACES = sorted(p.stem for p in SPACES_DIR.glob("*.yaml") if not p.stem.startswi
 
 @pytest.fixture
 def engine_only(monkeypatch):
-    """Every space through the new path, however small (the generator hands tiny spaces to the reference)."""
+    """Every space through the new path, however small (the generator builds small spaces whole or hands them to the
+    reference)."""
     monkeypatch.setattr(generator, "REFERENCE_RAW", 0)
+    monkeypatch.setattr(generator, "FULL_RAW", 0)
 
 
 def _same(new, ref, ids_up_to=20_000):
@@ -72,6 +74,14 @@ def test_soft_off_subsets_match_the_reference(engine_only):
         _same(generate(space, H100, soft_off=off), generate_reference(space, H100, soft_off=off))
 
 
+@pytest.mark.parametrize("name", ["gemm_naive", "hgemm_small_tc", "ism2"])
+def test_small_spaces_built_whole_match_the_reference(name, monkeypatch):
+    monkeypatch.setattr(generator, "FULL_RAW", 1 << 16)
+    space = load_space(name)
+    for soft in (False, True):
+        _same(generate(space, H100, soft=soft), generate_reference(space, H100, soft=soft))
+
+
 # ---- random spaces ---------------------------------------------------------------------------------------------
 
 TEMPLATES = ["{a} % {b} == 0", "{a} * {b} <= {c}", "{a} + {b} > {c}", "{a} >= {b} or {a} == {c}",
@@ -110,8 +120,11 @@ def test_random_spaces_match_the_reference(engine_only, case, chunk):
         generator.CHUNK, generator.SMALL = chunk, chunk  # blocks of 3 rows; enumerate early or late
         try:
             _same(generate(space, H100, soft=soft), generate_reference(space, H100, soft=soft))
+            generator.FULL_RAW = 1 << 16  # small spaces built whole
+            _same(generate(space, H100, soft=soft), generate_reference(space, H100, soft=soft))
         finally:
             generator.CHUNK, generator.SMALL = old
+            generator.FULL_RAW = 0
 
 
 # ---- constraint ordering -----------------------------------------------------------------------------------------

@@ -1,15 +1,13 @@
 """The space generator: enumerate the instances that pass the hard (and soft) constraints.
 
-The full product of parameter values is never built. Parameters are bound one at a time, in an
-order chosen so that constraints can be checked early; after each binding, every hard constraint
-whose parameters are all bound is applied to the partial combinations, vectorized with numpy over
-chunks of at most `CHUNK` rows. Rows hold small integer codes (indices into each parameter's
-values), so survivors take a few bytes each.
+`generate` prunes while it enumerates (autotune/space/enum.py, docs/space_enum.md): every applied constraint,
+hard or soft, is checked as soon as the parameters it reads are bound, on vectorized blocks of integer codes, and
+the funnel comes from exact counts per prefix of the reporting order, so it equals what filtering the full product
+constraint by constraint would leave.
 
-The funnel is exact: a partial combination that survives the constraints applied so far stands for
-(product of the unbound parameters' value counts) full combinations, so the count after each hard
-constraint is what filtering the full product by the constraints up to that one would leave.
-Soft constraints are applied afterwards to the hard survivors, one by one, in file order.
+`generate_reference` is the generator before that (hard constraints while enumerating, in an order chosen for
+them; soft constraints afterwards on every hard survivor): the tests compare the two, and `generate` falls back to it
+when evaluating a constraint earlier than it would raises an error.
 """
 from __future__ import annotations
 
@@ -29,13 +27,15 @@ from autotune.vocab import TestPoint
 from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly
 from autotune.space.spec import Constraint, Space
 
-CHUNK = 1 << 21
-# Limits checked before (raw) and during (survivors) generation, so a huge space is refused with a message
-# instead of running for hours or exhausting memory. Raised per call (`--max-raw`, `--max-survivors` of
-# `autotune space ...`) or for every command through the environment (AUTOTUNE_MAX_RAW, AUTOTUNE_MAX_SURVIVORS).
-MAX_RAW = 10**10          # 10x the synthetic benchmark space (10^9 raw in < 10 s)
+CHUNK = 1 << 20           # rows per vectorized block
+# Limits checked during generation, so a huge space is refused with a message instead of running for hours or
+# exhausting memory: MAX_RAW bounds the partial combinations enumeration expands (generate_reference: the raw product),
+# MAX_SURVIVORS the instances kept. Raised per call (`--max-raw`, `--max-survivors` of `autotune space ...`) or for
+# every command through the environment (AUTOTUNE_MAX_RAW, AUTOTUNE_MAX_SURVIVORS).
+MAX_RAW = 10**10
 MAX_SURVIVORS = 10**8     # survivors are kept in memory as integer codes (and as a frame by `space list`)
-REFERENCE_RAW = 1 << 16   # spaces up to this many raw combinations are built by generate_reference
+FULL_RAW = 1 << 12        # spaces up to this many raw combinations: the full product, filtered in funnel order
+REFERENCE_RAW = 1 << 16   # up to this many: generate_reference (planning and counting would not pay off)
 COUNT_BUDGET = 1 << 22    # rows a count made only to plan enumeration may expand
 SORT_COST = 4             # rows expanded that cost about as much as sorting one survivor into file order
 SMALL = 1 << 18           # a funnel prefix that leaves at most this many is enumerated, the rest filters it in turn
@@ -258,18 +258,20 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
     limit_survivors = _limit(max_survivors, "AUTOTUNE_MAX_SURVIVORS", MAX_SURVIVORS)
     applied_soft = tuple(c.name for c in space.soft if soft and c.name not in soft_off)
     ranked = funnel_order(space) + [c for c in space.soft if c.name in applied_soft]
-    cons = [Con(c, param_deps(space, c.expr.names), i) for i, c in enumerate(ranked)]
-    engine = Enumerator(space, context, lambda names: param_deps(space, names), lambda c, env, n: _check(space, c, env, n), limit_raw, raw,
-                        enforce=raw > limit_raw, chunk=CHUNK)
     which = "hard and soft" if applied_soft else "hard"
-    if raw <= REFERENCE_RAW:  # too small for planning to pay off: the reference path, which gives the same result
-        return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
 
-    def too_many(n: int) -> SpaceError:
+    def too_many(n: int, which: str = which) -> SpaceError:
         return space.error(f"more than {n:,} instances pass the {which} constraints "
                            f"(raw {raw:,}); stopped before running out of memory",
                            hint="add hard constraints or narrow the parameters, or raise the limit: "
                                 "--max-survivors N (autotune space) or AUTOTUNE_MAX_SURVIVORS=N (every command)")
+    if raw <= FULL_RAW and raw <= limit_raw:
+        return _full_product(space, device, precision, applied_soft, ranked, context, limit_survivors, too_many, start)
+    if raw <= REFERENCE_RAW:
+        return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
+    cons = [Con(c, param_deps(space, c.expr.names), i) for i, c in enumerate(ranked)]
+    engine = Enumerator(space, context, lambda names: param_deps(space, names), lambda c, env, n: _check(space, c, env, n), limit_raw, raw,
+                        enforce=raw > limit_raw, chunk=CHUNK)
     try:
         parts = engine.prepare(cons, lambda names: param_deps(space, names))
         # the funnel's counts, prefix by prefix, until one prefix leaves few enough rows to enumerate them and
@@ -318,6 +320,35 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
         funnel.append(FunnelStep(con.c.kind, con.c.name, con.c.reason, left, funnel[-1].remaining - left, con.c.line))
     if count and order != list(space.param_names):
         codes = file_order(space, codes, sizes)
+    return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
+
+
+def _full_product(space: Space, device: DeviceLimits, precision: str, applied_soft: tuple[str, ...],
+                  ranked: list[Constraint], context: Mapping[str, Any], limit_survivors: int, too_many: Any,
+                  start: float) -> Generated:
+    """A small space: every combination, in file order, filtered by the constraints in funnel order. Each constraint
+    sees the combinations that passed the ones before it, so it meets exactly the values the reference path gives
+    it (the reference's partial combinations at that step are these combinations' projections)."""
+    sizes = [len(p.values) for p in space.parameters]
+    raw = math.prod(sizes)
+    codes, inner = {}, raw
+    for p, d in zip(space.parameters, sizes):
+        inner //= d
+        codes[p.name] = np.tile(np.repeat(np.arange(d, dtype=_code_dtype(d)), inner), raw // (inner * d))
+    funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
+    count = raw
+    for c in ranked:
+        if c.kind == "soft" and funnel[-1].kind != "soft" and count > limit_survivors:
+            raise too_many(limit_survivors, "hard")
+        if count:
+            keep = _check(space, c, _Env(space, context, codes), count)
+            kept = int(np.count_nonzero(keep))
+            if kept < count:
+                codes = {q: a[keep] for q, a in codes.items()}
+                count = kept
+        funnel.append(FunnelStep(c.kind, c.name, c.reason, count, funnel[-1].remaining - count, c.line))
+    if funnel[-1].kind != "soft" and count > limit_survivors:
+        raise too_many(limit_survivors, "hard")
     return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
 
 
