@@ -277,3 +277,12 @@ def test_an_error_the_reference_never_meets_falls_back_to_the_reference(tmp_path
     monkeypatch.setattr(generator, "SMALL", 0)  # the soft constraint prunes while enumerating
     got = generate(space, H100)
     assert calls and got is ref and ref.count > 0
+
+
+def test_a_small_space_whose_derived_name_divides_by_zero_on_removed_rows(tmp_path):
+    path = tmp_path / "div.yaml"
+    path.write_text("name: div\nparameters:\n  A: [0, 1, 2]\n  B: [1, 2, 4]\nderived:\n  r: B // A\n"
+                    "hard:\n  - {name: nonzero, expr: \"A > 0\", reason: r}\nsoft:\n  - {name: ratio, expr: \"r >= 1\", reason: r}\n")
+    space = load_space(path)
+    _same(generate(space, H100), generate_reference(space, H100))
+    assert generate(space, H100).count == 5

@@ -336,17 +336,31 @@ def _full_product(space: Space, device: DeviceLimits, precision: str, applied_so
         inner //= d
         codes[p.name] = np.tile(np.repeat(np.arange(d, dtype=_code_dtype(d)), inner), raw // (inner * d))
     funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
+    try:  # one environment for every constraint (derived quantities computed once), errors checked on live rows only
+        env, alive, counts = _Env(space, context, codes), np.ones(raw, dtype=bool), []
+        for c in ranked:
+            result = np.asarray(space.eval(c, env, alive))
+            if result.dtype.kind not in "biuf":  # _check below says what is wrong
+                raise SpaceError("not true/false")
+            alive &= np.broadcast_to(result != 0, (raw,))
+            counts.append(int(np.count_nonzero(alive)))
+    except SpaceError:  # e.g. a derived quantity that divides by zero on rows an earlier constraint removes
+        counts = []
     count = raw
-    for c in ranked:
+    for i, c in enumerate(ranked):
         if c.kind == "soft" and funnel[-1].kind != "soft" and count > limit_survivors:
             raise too_many(limit_survivors, "hard")
-        if count:
+        if i < len(counts):
+            count = counts[i]
+        elif count:  # each constraint on the rows that passed the ones before it, as the reference gives them
             keep = _check(space, c, _Env(space, context, codes), count)
             kept = int(np.count_nonzero(keep))
             if kept < count:
                 codes = {q: a[keep] for q, a in codes.items()}
                 count = kept
         funnel.append(FunnelStep(c.kind, c.name, c.reason, count, funnel[-1].remaining - count, c.line))
+    if counts:
+        codes = {q: a[alive] for q, a in codes.items()}
     if funnel[-1].kind != "soft" and count > limit_survivors:
         raise too_many(limit_survivors, "hard")
     return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
