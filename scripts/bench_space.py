@@ -8,9 +8,13 @@ For every spaces/*.yaml (except the synthetic one) it
      plain Python), checks the translation against our evaluator on random raw combinations with plain
      Python `eval`, then builds `kernel_tuner.searchspace.Searchspace` with its default solver
      (python-constraint2, PC_OptimizedBacktrackingSolver), best of N, and compares the counts;
-  3. builds spaces/synthetic_1e9.yaml (10^9 raw combinations) in a subprocess and reports its time,
-     its peak RSS (getrusage ru_maxrss) and, in a separate subprocess, the tracemalloc peak;
-  4. prints a table and writes results/bench/space_build.json with the machine's description.
+  3. builds spaces/synthetic_1e9.yaml (10^9 raw combinations) and spaces/synthetic_1e12.yaml (10^12 raw, about
+     10^6 survivors), hard constraints only and hard + soft, each in a fresh subprocess, and reports the time and
+     the peak RSS (getrusage ru_maxrss) of that process; for 10^9 also the tracemalloc peak, in another subprocess;
+  4. checks the targets of issue 37 (faster than Kernel Tuner on every space, soft constraints on and off;
+     gemm_tiny_simt with soft constraints in <= 0.1 s; 10^9 in < 1 s and < 1 GB; 10^12 in < 10 s and < 2 GB);
+  5. prints a table and writes results/bench/space_build.json with the machine's description and provenance
+     (commit, date, command, --note).
 
 Run:  .venv-bench/bin/python scripts/bench_space.py        (kernel-tuner==1.5.0 lives in .venv-bench)
 """
@@ -43,6 +47,10 @@ from autotune.space.generator import generate  # noqa: E402
 from autotune.space.spec import Constraint, Space, load_space  # noqa: E402
 
 SYNTHETIC = ROOT / "spaces" / "synthetic_1e9.yaml"
+SYNTHETIC_1E12 = ROOT / "spaces" / "synthetic_1e12.yaml"
+# issue 37's targets: seconds and MiB of peak RSS per synthetic space (every build), seconds for gemm_tiny_simt soft
+TARGETS = {"synthetic_1e9": (1.0, 1024), "synthetic_1e12": (10.0, 2048)}
+TINY_SOFT_S = 0.1
 SAFE_BUILTINS = {"min": min, "max": max, "abs": abs, "__import__": __import__}
 
 
@@ -198,22 +206,29 @@ def check_translation(space: Space, kt: KTSpace, device: DeviceLimits, precision
 # Timed builds (side effects: CPU time, optional Kernel Tuner import)
 
 def best_of(repeat: int, build: Callable[[], int], give_up_after: float = 20.0,
-            min_measure: float = 0.02) -> tuple[float, int, list[float]]:
+            min_measure: float = 0.02, cpu: list[float] | None = None) -> tuple[float, int, list[float]]:
     """Best seconds per build (perf_counter) over `repeat` measurements. A build faster than min_measure is
     timed in batches of k builds (k set from a first, untimed build; time per build = batch / k), as timeit
-    does; a build slower than give_up_after is measured once."""
+    does; a build slower than give_up_after is measured once. `cpu` receives the process CPU time per build of
+    each measurement (time.process_time: what this process used, whatever else runs on the machine)."""
     t0 = time.perf_counter()
+    c0 = time.process_time()
     count = build()
     first = time.perf_counter() - t0
     if first > give_up_after:
+        if cpu is not None:
+            cpu.append(time.process_time() - c0)
         return first, count, [first]
     k = 1 if first >= min_measure else min(1000, math.ceil(min_measure / max(first, 1e-7)))
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
+        c0 = time.process_time()
         for _ in range(k):
             count = build()
         times.append((time.perf_counter() - t0) / k)
+        if cpu is not None:
+            cpu.append((time.process_time() - c0) / k)
     return min(times), count, times
 
 
@@ -304,8 +319,10 @@ def bench_space(path: Path, device: DeviceLimits, repeat: int, kt_timeout: int, 
             last[soft] = generate(space, device, precision, soft=soft)
             return last[soft].count
         return build
-    r.ours_hard_s, r.ours_hard, r.times["ours_hard"] = best_of(repeat, ours(False))
-    r.ours_soft_s, r.ours_soft, r.times["ours_soft"] = best_of(repeat, ours(True))
+    for key in ("ours_hard", "ours_soft", "kt_hard", "kt_soft"):
+        r.times[key + "_cpu"] = []
+    r.ours_hard_s, r.ours_hard, r.times["ours_hard"] = best_of(repeat, ours(False), cpu=r.times["ours_hard_cpu"])
+    r.ours_soft_s, r.ours_soft, r.times["ours_soft"] = best_of(repeat, ours(True), cpu=r.times["ours_soft_cpu"])
     kt = translate(space, device, precision)
     r.translation = {"hard": dict(zip(kt.names_hard, kt.hard)), "soft": dict(zip(kt.names_soft, kt.soft)),
                      "dropped_constant_true": list(kt.dropped),
@@ -326,7 +343,7 @@ def bench_space(path: Path, device: DeviceLimits, repeat: int, kt_timeout: int, 
         signal.alarm(kt_timeout)
         try:
             try:
-                seconds, count, r.times[key] = best_of(repeat, build)
+                seconds, count, r.times[key] = best_of(repeat, build, cpu=r.times[key + "_cpu"])
             except Exception as exc:  # a restriction string Kernel Tuner cannot parse: a finding
                 restrictions = list(kt.hard + kt.soft) if soft else list(kt.hard)
                 fallback = tuple(kt_unparsable(restrictions, kt.tune_params))
@@ -335,7 +352,8 @@ def bench_space(path: Path, device: DeviceLimits, repeat: int, kt_timeout: int, 
                 r.notes.append(f"{key}: Kernel Tuner rejected the string form ({type(exc).__name__}: {exc}) of "
                                f"{list(fallback)}; timed again with those passed as Python functions of all parameters")
                 r.kt_fallback[key] = list(fallback)
-                seconds, count, r.times[key] = best_of(repeat, build)
+                r.times[key + "_cpu"] = []
+                seconds, count, r.times[key] = best_of(repeat, build, cpu=r.times[key + "_cpu"])
             setattr(r, key, count)
             setattr(r, key + "_s", seconds)
             ours_count = r.ours_soft if soft else r.ours_hard
@@ -362,12 +380,14 @@ def synthetic_child(path: Path, device_name: str, soft: bool, repeat: int, trace
         import tracemalloc
         tracemalloc.start()
     device = get_device(device_name)
-    times, count = [], -1
+    times, cpu, count = [], [], -1
     for _ in range(repeat):  # every build timed, the first (cold) one included
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         count = generate(space, device, soft=soft).count
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     out: dict[str, Any] = {"seconds": min(times), "worst_seconds": max(times), "times": times, "count": count, "soft": soft,
+                           "cpu_seconds": min(cpu), "worst_cpu_seconds": max(cpu), "cpu_times": cpu,
                            "rss_before_build_mib": base_rss / 1024,
                            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if trace:
@@ -419,7 +439,46 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def table(results: list[SpaceResult], synthetic: dict[str, Any] | None) -> str:
+def targets(results: list[SpaceResult], synthetic: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """Issue 37's performance targets, each with what was measured and whether it was met."""
+    out: list[dict[str, Any]] = []
+    for r in results:
+        for key in ("hard", "soft"):
+            ours, kt = getattr(r, f"ours_{key}_s"), getattr(r, f"kt_{key}_s")
+            ours_cpu, kt_cpu = (min(r.times.get(f"{who}_{key}_cpu") or [math.nan]) for who in ("ours", "kt"))
+            timed_out = any("did not finish" in n for n in r.notes if n.startswith(f"kt_{key}"))
+            measured = (f"ours {ours:.6f} s ({ours_cpu:.6f} s CPU), Kernel Tuner "
+                        + (f"{kt:.6f} s ({kt_cpu:.6f} s CPU): {kt / ours:.1f}x" if kt is not None else
+                           "did not finish" if timed_out else "not run"))
+            met = (kt is not None and ours < kt) or (kt is None and timed_out)
+            met_cpu = (kt is not None and ours_cpu < kt_cpu) or (kt is None and timed_out)
+            out.append({"target": f"{r.space} ({'soft constraints on' if key == 'soft' else 'hard only'}): faster "
+                        "than Kernel Tuner", "measured": measured, "met": met, "met_cpu": met_cpu})
+        if r.space == "gemm_tiny_simt":
+            cpu = min(r.times.get("ours_soft_cpu") or [math.nan])
+            out.append({"target": f"gemm_tiny_simt with soft constraints in <= {TINY_SOFT_S} s",
+                        "measured": f"{r.ours_soft_s:.4f} s ({cpu:.4f} s CPU)", "met": r.ours_soft_s <= TINY_SOFT_S,
+                        "met_cpu": cpu <= TINY_SOFT_S})
+    for name, syn in synthetic.items():
+        if not syn:
+            continue
+        seconds, mib = TARGETS[name]
+        for key in ("hard", "soft"):
+            h = syn.get(key, {})
+            if "seconds" not in h:
+                out.append({"target": f"{name} ({key})", "measured": h.get("error", "missing"), "met": False})
+                continue
+            out.append({"target": f"{name} ({'hard only' if key == 'hard' else 'soft constraints on'}): every build "
+                        f"< {seconds:g} s and peak RSS < {mib} MiB",
+                        "measured": f"{h['count']:,} of {syn['raw']:.0e} survive; best {h['seconds']:.3f} s, worst "
+                                    f"{h['worst_seconds']:.3f} s of {len(h['times'])} (CPU {h['cpu_seconds']:.3f} to "
+                                    f"{h['worst_cpu_seconds']:.3f} s); peak RSS {h['peak_rss_mib']:.0f} MiB",
+                        "met": h["worst_seconds"] < seconds and h["peak_rss_mib"] < mib,
+                        "met_cpu": h["worst_cpu_seconds"] < seconds and h["peak_rss_mib"] < mib})
+    return out
+
+
+def table(results: list[SpaceResult], synthetic: dict[str, dict[str, Any] | None] | None) -> str:
     """kt/ours: Kernel Tuner's time over ours (> 1: ours faster). '*': Kernel Tuner needed the function fallback."""
     head = ["space", "raw", "ours_hard", "kt_hard", "ours_s", "kt_s", "kt/ours",
             "ours_soft", "kt_soft", "ours_soft_s", "kt_soft_s", "kt/ours_soft"]
@@ -431,9 +490,11 @@ def table(results: list[SpaceResult], synthetic: dict[str, Any] | None) -> str:
         rows.append([r.space, r.raw, r.ours_hard, _fmt(r.kt_hard) + star["kt_hard"], r.ours_hard_s, r.kt_hard_s,
                      ratio(r.kt_hard_s, r.ours_hard_s), r.ours_soft, _fmt(r.kt_soft) + star["kt_soft"],
                      r.ours_soft_s, r.kt_soft_s, ratio(r.kt_soft_s, r.ours_soft_s)])
-    if synthetic:
-        h, s = synthetic.get("hard", {}), synthetic.get("soft", {})
-        rows.append(["synthetic_1e9", synthetic.get("raw"), h.get("count"), "skipped", h.get("seconds"), None, None,
+    for name, syn in (synthetic or {}).items():
+        if not syn:
+            continue
+        h, s = syn.get("hard", {}), syn.get("soft", {})
+        rows.append([name, syn.get("raw"), h.get("count"), "skipped", h.get("seconds"), None, None,
                      s.get("count"), "skipped", s.get("seconds"), None, None])
     text = [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in text) for i in range(len(head))]
@@ -450,7 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kt-timeout", type=int, default=300, help="seconds before a Kernel Tuner build is abandoned")
     ap.add_argument("--samples", type=int, default=2000, help="random raw combinations for the translation check")
     ap.add_argument("--no-kt", action="store_true", help="skip Kernel Tuner")
-    ap.add_argument("--no-synthetic", action="store_true", help="skip the 10^9 synthetic space")
+    ap.add_argument("--no-synthetic", action="store_true", help="skip the synthetic spaces (10^9 and 10^12 raw)")
+    ap.add_argument("--note", default="", help="a line for the JSON's provenance, e.g. 'machine shared with 4 other jobs'")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "space_build.json")
     ap.add_argument("--child-synthetic", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--child-soft", action="store_true", help=argparse.SUPPRESS)
@@ -469,18 +531,24 @@ def main(argv: list[str] | None = None) -> int:
             print("kernel_tuner not importable: run with .venv-bench/bin/python (see README) or pass --no-kt", file=sys.stderr)
             return 2
     synthetic: dict[str, Any] | None = None
+    synthetic_1e12: dict[str, Any] | None = None
     if not args.no_synthetic:  # first, so that no other child has raised RUSAGE_CHILDREN yet
-        space = load_space(SYNTHETIC)
-        raw = 1
-        for p in space.parameters:
-            raw *= len(p.values)
-        synthetic = {"raw": raw, "path": str(SYNTHETIC.relative_to(ROOT))}
-        for key, soft in (("hard", False), ("soft", True)):
-            synthetic[key] = run_synthetic_child(SYNTHETIC, args.device, soft, args.repeat, trace=False)
-            print(f"synthetic_1e9 {key}: {json.dumps(synthetic[key])}", flush=True)
-        synthetic["hard_tracemalloc"] = run_synthetic_child(SYNTHETIC, args.device, False, 1, trace=True)
-        print(f"synthetic_1e9 hard, tracemalloc run: {json.dumps(synthetic['hard_tracemalloc'])}", flush=True)
-    paths = args.spaces or sorted(p for p in (ROOT / "spaces").glob("*.yaml") if p.resolve() != SYNTHETIC.resolve())
+        def synthetic_runs(path: Path, trace: bool) -> dict[str, Any]:
+            space = load_space(path)
+            raw = 1
+            for p in space.parameters:
+                raw *= len(p.values)
+            out: dict[str, Any] = {"raw": raw, "path": str(path.relative_to(ROOT))}
+            for key, soft in (("hard", False), ("soft", True)):
+                out[key] = run_synthetic_child(path, args.device, soft, args.repeat, trace=False)
+                print(f"{space.name} {key}: {json.dumps(out[key])}", flush=True)
+            if trace:
+                out["hard_tracemalloc"] = run_synthetic_child(path, args.device, False, 1, trace=True)
+                print(f"{space.name} hard, tracemalloc run: {json.dumps(out['hard_tracemalloc'])}", flush=True)
+            return out
+        synthetic = synthetic_runs(SYNTHETIC, trace=True)
+        synthetic_1e12 = synthetic_runs(SYNTHETIC_1E12, trace=False)
+    paths = args.spaces or sorted(p for p in (ROOT / "spaces").glob("*.yaml") if not p.name.startswith("synthetic_"))
     results = []
     for path in paths:
         try:
@@ -494,23 +562,24 @@ def main(argv: list[str] | None = None) -> int:
         for note in r.notes:
             print(f"  NOTE {note}", flush=True)
     report = {"machine": machine_info(), "device_profile": device.name, "repeat": args.repeat,
-              "timing": "time.perf_counter around generate() / Searchspace(); best of --repeat measurements after one untimed build; builds under 20 ms timed in batches (seconds per build = batch time / batch size); load_space and translation not included",
+              "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "command": " ".join([Path(sys.executable).name, "scripts/bench_space.py", *(argv if argv is not None
+                                                                                           else sys.argv[1:])]),
+              "note": args.note,
+              "timing": "time.perf_counter around generate() / Searchspace(); best of --repeat measurements after one untimed build; builds under 20 ms timed in batches (seconds per build = batch time / batch size); load_space and translation not included; synthetic spaces: every build timed in a fresh process, the first (cold) one included; *_cpu / cpu_*: time.process_time per build (the CPU time the measuring process itself used: on a shared machine wall-clock time also counts waiting for a core); targets: met on wall-clock time, met_cpu on CPU time",
               "kt_solver": "Searchspace default: framework=PythonConstraint, PC_OptimizedBacktrackingSolver(forwardcheck=False)",
-              "spaces": [asdict(r) for r in results], "synthetic": synthetic}
+              "spaces": [asdict(r) for r in results], "synthetic": synthetic, "synthetic_1e12": synthetic_1e12}
+    report["targets"] = targets(results, {"synthetic_1e9": synthetic, "synthetic_1e12": synthetic_1e12})
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(f"\nwrote {args.out}")
     m = report["machine"]
     print(f"machine: {m['cpu_count']} CPUs ({m['cpu_model']}), python {m['python']}, kernel_tuner {m['kernel_tuner']}, "
           f"python-constraint2 {m['python_constraint2']}, commit {m['git_commit'][:10]}{' (dirty)' if m['git_dirty'] else ''}")
-    for key in ("hard", "soft"):
-        h = (synthetic or {}).get(key, {})
-        if "seconds" in h:
-            ok = h["worst_seconds"] < 10 and h["peak_rss_mib"] < 2048
-            print(f"synthetic_1e9 ({key}): {h['count']} of {synthetic['raw']} survive ({100 * h['count'] / synthetic['raw']:.2f}%), "
-                  f"best {h['seconds']:.2f} s, worst {h['worst_seconds']:.2f} s of {len(h['times'])}, peak RSS "
-                  f"{h['peak_rss_mib']:.0f} MiB (target < 10 s and < 2048 MiB: {'PASS' if ok else 'FAIL'})")
-    print(table(results, synthetic))
+    for t in report["targets"]:
+        print(f"target {t['target']}: {t['measured']} -> {'PASS' if t['met'] else 'FAIL'} "
+              f"(CPU time: {'PASS' if t['met_cpu'] else 'FAIL'})")
+    print(table(results, {"synthetic_1e9": synthetic, "synthetic_1e12": synthetic_1e12}))
     return 0
 
 

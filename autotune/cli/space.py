@@ -29,7 +29,8 @@ NoSoftOpt = Annotated[bool, typer.Option("--no-soft", help="Switch off every sof
 SoftOffOpt = Annotated[Optional[list[str]], typer.Option(
     "--soft-off", help="Switch off one soft constraint by name (repeatable).")]
 MaxRawOpt = Annotated[Optional[int], typer.Option(
-    "--max-raw", help="Refuse a space with more raw combinations than this (default 10^10, or AUTOTUNE_MAX_RAW).")]
+    "--max-raw", help="Stop when building a space expands more partial combinations than this (default 10^10, or "
+                 "AUTOTUNE_MAX_RAW); a larger raw space builds if its constraints prune early.")]
 MaxSurvivorsOpt = Annotated[Optional[int], typer.Option(
     "--max-survivors", help="Stop when more instances than this pass the hard constraints "
                             "(default 10^8, or AUTOTUNE_MAX_SURVIVORS).")]

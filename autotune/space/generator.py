@@ -1,15 +1,13 @@
 """The space generator: enumerate the instances that pass the hard (and soft) constraints.
 
-The full product of parameter values is never built. Parameters are bound one at a time, in an
-order chosen so that constraints can be checked early; after each binding, every hard constraint
-whose parameters are all bound is applied to the partial combinations, vectorized with numpy over
-chunks of at most `CHUNK` rows. Rows hold small integer codes (indices into each parameter's
-values), so survivors take a few bytes each.
+`generate` prunes while it enumerates (autotune/space/enum.py, docs/space_enum.md): every applied constraint,
+hard or soft, is checked as soon as the parameters it reads are bound, on vectorized blocks of integer codes, and
+the funnel comes from exact counts per prefix of the reporting order, so it equals what filtering the full product
+constraint by constraint would leave.
 
-The funnel is exact: a partial combination that survives the constraints applied so far stands for
-(product of the unbound parameters' value counts) full combinations, so the count after each hard
-constraint is what filtering the full product by the constraints up to that one would leave.
-Soft constraints are applied afterwards to the hard survivors, one by one, in file order.
+`generate_reference` is the generator before that (hard constraints while enumerating, in an order chosen for
+them; soft constraints afterwards on every hard survivor): the tests compare the two, and `generate` falls back to it
+when evaluating a constraint earlier than it would raises an error.
 """
 from __future__ import annotations
 
@@ -26,14 +24,21 @@ from autotune.devices import DeviceLimits
 from autotune.errors import SpaceError
 from autotune.space.instance import Instance, instance_id
 from autotune.vocab import TestPoint
+from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly
 from autotune.space.spec import Constraint, Space
 
-CHUNK = 1 << 21
-# Limits checked before (raw) and during (survivors) generation, so a huge space is refused with a message
-# instead of running for hours or exhausting memory. Raised per call (`--max-raw`, `--max-survivors` of
-# `autotune space ...`) or for every command through the environment (AUTOTUNE_MAX_RAW, AUTOTUNE_MAX_SURVIVORS).
-MAX_RAW = 10**10          # 10x the synthetic benchmark space (10^9 raw in < 10 s)
+CHUNK = 1 << 20           # rows per vectorized block
+# Limits checked during generation, so a huge space is refused with a message instead of running for hours or
+# exhausting memory: MAX_RAW bounds the partial combinations enumeration expands (generate_reference: the raw product),
+# MAX_SURVIVORS the instances kept. Raised per call (`--max-raw`, `--max-survivors` of `autotune space ...`) or for
+# every command through the environment (AUTOTUNE_MAX_RAW, AUTOTUNE_MAX_SURVIVORS).
+MAX_RAW = 10**10
 MAX_SURVIVORS = 10**8     # survivors are kept in memory as integer codes (and as a frame by `space list`)
+FULL_RAW = 1 << 12        # spaces up to this many raw combinations: the full product, filtered in funnel order
+REFERENCE_RAW = 1 << 16   # up to this many: generate_reference (planning and counting would not pay off)
+COUNT_BUDGET = 1 << 22    # rows a count made only to plan enumeration may expand
+SORT_COST = 4             # rows expanded that cost about as much as sorting one survivor into file order
+SMALL = 1 << 18           # a funnel prefix that leaves at most this many is enumerated, the rest filters it in turn
 
 
 def _limit(given: int | None, env: str, default: int) -> int:
@@ -179,14 +184,7 @@ def _check(space: Space, c: Constraint, env: _Env, n: int) -> np.ndarray:
     return np.broadcast_to(result, (n,))
 
 
-def generate(space: Space, device: DeviceLimits, precision: str | None = None, soft: bool = True,
-             soft_off: Iterable[str] = (), max_raw: int | None = None, max_survivors: int | None = None) -> Generated:
-    """Enumerate the valid instances of `space` for `device` and `precision` (default: its first).
-
-    Refuses (SpaceError) a space of more than `max_raw` raw combinations before any work, and stops as
-    soon as more than `max_survivors` instances pass the hard constraints (defaults: MAX_RAW and
-    MAX_SURVIVORS, or the environment's AUTOTUNE_MAX_RAW and AUTOTUNE_MAX_SURVIVORS)."""
-    start = time.perf_counter()
+def _checked_args(space: Space, precision: str | None, soft_off: Iterable[str]) -> tuple[str, tuple[str, ...]]:
     precision = precision or (space.kernel.problems.precisions[0] if space.kernel else "fp64")
     if space.kernel and precision not in space.kernel.problems.precisions:
         raise space.error(f"this space does not support precision {precision!r}",
@@ -196,6 +194,187 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
     if unknown:
         raise space.error(f"no soft constraint named {unknown[0]!r}",
                           hint=f"soft constraints: {', '.join(c.name for c in space.soft) or 'none'}")
+    return precision, soft_off
+
+
+def funnel_order(space: Space) -> list[Constraint]:
+    """The order the funnel reports the hard constraints in: as they become checkable while binding in
+    `binding_order(space, space.hard)` (constants first), file order within one binding step."""
+    order = binding_order(space, space.hard)
+    pos = {p: i for i, p in enumerate(order)}
+    at_step: list[list[Constraint]] = [[] for _ in order]
+    for c in space.hard:
+        at_step[max((pos[p] for p in param_deps(space, c.expr.names)), default=0)].append(c)
+    return [c for cs in at_step for c in cs]
+
+
+def file_order(space: Space, codes: dict[str, np.ndarray], sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Rows sorted by their parameter codes in file order (the first parameter varies slowest): one integer key per
+    row, sorted, and the codes read back from it (sequential passes, no gather in random order)."""
+    n = len(next(iter(codes.values())))
+    if n < 2:
+        return codes
+    names = list(space.param_names)
+    raw = math.prod(sizes.values())
+    if raw >= 1 << 63:
+        idx = np.lexsort([codes[q] for q in reversed(names)])
+        return {q: codes[q][idx] for q in codes}
+    kind = np.uint32 if raw < 1 << 32 else np.uint64
+    key, stride = np.zeros(n, dtype=kind), 1
+    for q in reversed(names):
+        if stride == 1:
+            key += codes[q]
+        else:
+            key += codes[q].astype(kind) * kind(stride)
+        stride *= sizes[q]
+    key.sort()
+    out = {}
+    for q in names:
+        stride //= sizes[q]
+        digit = key // kind(stride) if stride > 1 else key.copy()
+        if q != names[0]:
+            digit %= kind(sizes[q])
+        out[q] = digit.astype(codes[q].dtype)
+        del digit
+    return out
+
+
+def generate(space: Space, device: DeviceLimits, precision: str | None = None, soft: bool = True,
+             soft_off: Iterable[str] = (), max_raw: int | None = None, max_survivors: int | None = None) -> Generated:
+    """Enumerate the valid instances of `space` for `device` and `precision` (default: its first).
+
+    Every applied constraint, hard or soft, prunes as soon as the parameters it reads are bound
+    (autotune/space/enum.py); the funnel counts are exact. A space of more than `max_raw` raw
+    combinations is built as long as enumeration expands at most `max_raw` partial combinations (it
+    stops with a SpaceError that says how far it got), and it stops as soon as more than
+    `max_survivors` instances pass (defaults: MAX_RAW and MAX_SURVIVORS, or the environment's
+    AUTOTUNE_MAX_RAW and AUTOTUNE_MAX_SURVIVORS)."""
+    start = time.perf_counter()
+    precision, soft_off = _checked_args(space, precision, soft_off)
+    context = space.context(precision, device)
+    sizes = {p.name: len(p.values) for p in space.parameters}
+    raw = math.prod(sizes.values())
+    limit_raw = _limit(max_raw, "AUTOTUNE_MAX_RAW", MAX_RAW)
+    limit_survivors = _limit(max_survivors, "AUTOTUNE_MAX_SURVIVORS", MAX_SURVIVORS)
+    applied_soft = tuple(c.name for c in space.soft if soft and c.name not in soft_off)
+    ranked = funnel_order(space) + [c for c in space.soft if c.name in applied_soft]
+    which = "hard and soft" if applied_soft else "hard"
+
+    def too_many(n: int, which: str = which) -> SpaceError:
+        return space.error(f"more than {n:,} instances pass the {which} constraints "
+                           f"(raw {raw:,}); stopped before running out of memory",
+                           hint="add hard constraints or narrow the parameters, or raise the limit: "
+                                "--max-survivors N (autotune space) or AUTOTUNE_MAX_SURVIVORS=N (every command)")
+    if raw <= FULL_RAW and raw <= limit_raw:
+        return _full_product(space, device, precision, applied_soft, ranked, context, limit_survivors, too_many, start)
+    if raw <= REFERENCE_RAW:
+        return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
+    cons = [Con(c, param_deps(space, c.expr.names), i) for i, c in enumerate(ranked)]
+    engine = Enumerator(space, context, lambda names: param_deps(space, names), lambda c, env, n: _check(space, c, env, n), limit_raw, raw,
+                        enforce=raw > limit_raw, chunk=CHUNK)
+    try:
+        parts = engine.prepare(cons, lambda names: param_deps(space, names))
+        # the funnel's counts, prefix by prefix, until one prefix leaves few enough rows to enumerate them and
+        # filter by the remaining constraints one by one (then the counts are lengths); else the survivors of all
+        remaining: list[int] = []
+        upto = len(cons) - 1
+        for k in range(len(cons) - 1):
+            remaining.append(engine.count([c for c in parts if c.rank <= k]))
+            if remaining[-1] <= SMALL:
+                upto = k
+                break
+        prefix = [c for c in parts if c.rank <= upto]
+        # how many survive the prefix: known when it stopped early, else counted unless that is costly
+        total: int | None = remaining[upto] if upto < len(cons) - 1 else None
+        if total is None:
+            try:
+                total = engine.count(prefix, budget=COUNT_BUDGET)
+            except TooCostly:
+                pass
+        # the greedy binding order, or file order when it expands about as few rows (its survivors need no sort)
+        order = engine.order(prefix)
+        if order != list(space.param_names):
+            kept = total if total is not None else remaining[-1] if remaining else raw
+            greedy = engine.expansions(prefix, order, COUNT_BUDGET)
+            in_file = engine.expansions(prefix, space.param_names, COUNT_BUDGET)
+            if greedy is not None and in_file is not None and in_file <= greedy + SORT_COST * kept:
+                order = list(space.param_names)
+        codes = engine.survivors(prefix, order, limit_survivors, too_many, total)
+        count = len(codes[order[0]])
+        if upto == len(cons) - 1:
+            remaining.append(count)
+        for con in cons[upto + 1:]:
+            if count:
+                codes, count, _ = engine.apply([c for c in parts if c.rank == con.rank], codes, count)
+            remaining.append(count)
+    except LimitReached as stop:
+        raise stop.error from None
+    except SpaceError:
+        # a constraint evaluated earlier than the reference path evaluates it raised (e.g. a division its guard
+        # in a later-bound constraint would have prevented): build the way the reference does
+        if raw > limit_raw:
+            raise
+        return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
+    funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
+    for con, left in zip(cons, remaining):
+        funnel.append(FunnelStep(con.c.kind, con.c.name, con.c.reason, left, funnel[-1].remaining - left, con.c.line))
+    if count and order != list(space.param_names):
+        codes = file_order(space, codes, sizes)
+    return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
+
+
+def _full_product(space: Space, device: DeviceLimits, precision: str, applied_soft: tuple[str, ...],
+                  ranked: list[Constraint], context: Mapping[str, Any], limit_survivors: int, too_many: Any,
+                  start: float) -> Generated:
+    """A small space: every combination, in file order, filtered by the constraints in funnel order. Each constraint
+    sees the combinations that passed the ones before it, so it meets exactly the values the reference path gives
+    it (the reference's partial combinations at that step are these combinations' projections)."""
+    sizes = [len(p.values) for p in space.parameters]
+    raw = math.prod(sizes)
+    codes, inner = {}, raw
+    for p, d in zip(space.parameters, sizes):
+        inner //= d
+        codes[p.name] = np.tile(np.repeat(np.arange(d, dtype=_code_dtype(d)), inner), raw // (inner * d))
+    funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
+    try:  # one environment for every constraint (derived quantities computed once), errors checked on live rows only
+        env, alive, counts = _Env(space, context, codes), np.ones(raw, dtype=bool), []
+        for c in ranked:
+            result = np.asarray(space.eval(c, env, alive))
+            if result.dtype.kind not in "biuf":  # _check below says what is wrong
+                raise SpaceError("not true/false")
+            alive &= np.broadcast_to(result != 0, (raw,))
+            counts.append(int(np.count_nonzero(alive)))
+    except SpaceError:  # e.g. a derived quantity that divides by zero on rows an earlier constraint removes
+        counts = []
+    count = raw
+    for i, c in enumerate(ranked):
+        if c.kind == "soft" and funnel[-1].kind != "soft" and count > limit_survivors:
+            raise too_many(limit_survivors, "hard")
+        if i < len(counts):
+            count = counts[i]
+        elif count:  # each constraint on the rows that passed the ones before it, as the reference gives them
+            keep = _check(space, c, _Env(space, context, codes), count)
+            kept = int(np.count_nonzero(keep))
+            if kept < count:
+                codes = {q: a[keep] for q, a in codes.items()}
+                count = kept
+        funnel.append(FunnelStep(c.kind, c.name, c.reason, count, funnel[-1].remaining - count, c.line))
+    if counts:
+        codes = {q: a[alive] for q, a in codes.items()}
+    if funnel[-1].kind != "soft" and count > limit_survivors:
+        raise too_many(limit_survivors, "hard")
+    return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
+
+
+def generate_reference(space: Space, device: DeviceLimits, precision: str | None = None, soft: bool = True,
+                       soft_off: Iterable[str] = (), max_raw: int | None = None,
+                       max_survivors: int | None = None) -> Generated:
+    """The generator before issue 37 (hard constraints while enumerating, soft ones on every hard survivor),
+    kept as the reference that tests compare `generate` against and as its fallback when evaluating a
+    constraint earlier than this path does raises an error. Refuses a space of more than `max_raw` raw
+    combinations before any work."""
+    start = time.perf_counter()
+    precision, soft_off = _checked_args(space, precision, soft_off)
     context = space.context(precision, device)
     order = binding_order(space, space.hard)
     sizes = {p.name: len(p.values) for p in space.parameters}
