@@ -393,24 +393,28 @@ def test_a_baseline_waiting_for_a_killed_worker_goes_to_its_restart(monkeypatch:
 
     from autotune.sweep.backends import dask_backend
     monkeypatch.setattr(dask_backend, "BASELINE_CHECK_S", 0.5)
-    executor = ReplayExecutor(str(STENCIL_DB), delay_s=0.1, relabel=True, models=(("gpu0", "GPU-A"), ("gpu1", "GPU-B")))
-    backend = DaskBackend(executor, cluster=cluster(), chunk_jobs=3)
+    executor = ReplayExecutor(str(STENCIL_DB), delay_s=0.2, relabel=True, models=(("gpu0", "GPU-A"), ("gpu1", "GPU-B")))
+    backend = DaskBackend(executor, cluster=cluster())
     try:
         jobs = TestDaskOverReplay().jobs()
         kind, point, scalars = TestDaskOverReplay().baseline_case()
         assert backend.device_info().name == "GPU-A"
         gpu0 = [a for a, n in backend._gpu_workers().items() if n == "gpu0"]
-        pending = backend.run(jobs * 2)
+        from autotune.sweep.backends.dask_worker import run_chunk
+        busy = backend.client.submit(run_chunk, jobs, None, workers=gpu0, pure=False)  # ~4 s on gpu0
         got: list[Measurement] = []
         waiting = threading.Thread(target=lambda: got.append(backend.baseline(kind, point, scalars, 3)), daemon=True)
         waiting.start()
-        time.sleep(0.3)  # (the baseline is queued behind gpu0's chunk)
+        deadline = time.monotonic() + 30
+        while not any(str(k).startswith("worker_baseline") for k in backend.client.processing(gpu0)[gpu0[0]]):
+            assert time.monotonic() < deadline, "the baseline never reached gpu0"
+            time.sleep(0.05)
+        assert not got  # (queued behind gpu0's chunk)
+        busy.cancel()  # (else, run again on the restarted gpu0, it would hold the baseline ~4 s)
         os.kill(backend.client.run(os.getpid, workers=gpu0)[gpu0[0]], signal.SIGKILL)
         waiting.join(90)
         assert not waiting.is_alive(), "the baseline still waits for the killed worker's old address"
         assert got[0].status == Status.OK, got[0].error
-        assert len(list(pending)) == sum(len(j.points) for j in jobs)
-        assert [n for a, n in backend._gpu_workers().items() if n == "gpu0" and a not in gpu0] == ["gpu0"]
     finally:
         backend.close()
 
