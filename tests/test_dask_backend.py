@@ -25,13 +25,13 @@ from autotune.errors import UserError  # noqa: E402
 from autotune.problems.base import ProblemKind, Scalars  # noqa: E402
 from autotune.store.store import Store  # noqa: E402
 from autotune.sweep.backends.base import Job  # noqa: E402
-from autotune.sweep.backends.dask_backend import DaskBackend, gpu_list, local_cluster  # noqa: E402
+from autotune.sweep.backends.dask_backend import DaskBackend, _new_info, gpu_list, local_cluster  # noqa: E402
 from autotune.sweep.backends.dask_executors import ReplayExecutor  # noqa: E402
 from autotune.sweep.backends.replay import ReplayBackend  # noqa: E402
 from autotune.sweep.config import load_config  # noqa: E402
 from autotune.sweep.runner import run_sweep  # noqa: E402
 from autotune.testing.backends import BackendConformance  # noqa: E402
-from autotune.vocab import Measurement, TestPoint  # noqa: E402
+from autotune.vocab import Measurement, Status, TestPoint  # noqa: E402
 from tests.test_backend_conformance import STENCIL_DB, recorded_jobs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,11 +50,56 @@ def cluster() -> Any:
     return _CLUSTER[0]
 
 
+WORKERS = {"gpu0": {"GPU": 1}, "gpu1": {"GPU": 1}, "compile0": {"compile": 1}}  # each worker's resources
+_CLIENT: list[Any] = []  # a client of the test module's own, for `assert_cluster_intact`
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _close_cluster() -> Any:
     yield
+    while _CLIENT:
+        _CLIENT.pop().close()
     while _CLUSTER:
         _CLUSTER.pop().close()
+
+
+@pytest.fixture(autouse=True)
+def _cluster_intact() -> Any:
+    """After each test that used the cluster: every worker back (a killed one restarted), each with its resources,
+    and no error in any worker's log."""
+    yield
+    if _CLUSTER:
+        assert_cluster_intact()
+
+
+def assert_cluster_intact(wait_s: float = 60.0) -> None:
+    """The cluster has exactly its workers gpu0, gpu1 and compile0 (waiting up to `wait_s` for a killed one to be
+    restarted by its Nanny), each with its own resources (on the scheduler, and on the worker: total and still
+    available to its tasks), and no worker logged an error (as `KeyError: 'GPU'` when a task restricted to the
+    resource GPU reached the compile worker, which then left the cluster for good)."""
+    import distributed
+    if not _CLIENT:
+        _CLIENT.append(distributed.Client(cluster(), set_as_default=False, timeout=60))
+    client = _CLIENT[0]
+    deadline = time.monotonic() + wait_s
+    while True:
+        workers = (client.scheduler_info(n_workers=-1) if _new_info(client) else client.scheduler_info())["workers"]
+        names = {str(w["name"]): (addr, w.get("resources") or {}) for addr, w in workers.items()}
+        if set(names) == set(WORKERS) and len(workers) == len(WORKERS) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert {n: r for n, (_, r) in names.items()} == WORKERS, "the cluster lost a worker or its resources"
+
+    def resources(dask_worker: Any) -> tuple[dict, dict]:
+        return dict(dask_worker.state.total_resources), dict(dask_worker.state.available_resources)
+
+    on_workers = client.run(resources)
+    for name, (addr, declared) in names.items():
+        total, available = on_workers[addr]
+        assert total == declared and set(available) == set(declared), (name, total, available)
+    errors = {addr: [msg for level, msg in logs if level in ("ERROR", "CRITICAL")]
+              for addr, logs in client.get_worker_logs().items()}
+    assert not any(errors.values()), errors
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +171,25 @@ def test_measurements_name_their_worker_gpu() -> None:
         assert sum(r.pairs for r in backend.rates()) == len(got)
     finally:
         backend.close()
+
+
+def test_baselines_wait_for_a_gpu_worker_while_the_compile_worker_is_idle() -> None:
+    """Both GPU workers busy with queued chunks, the compile worker idle: each baseline waits for a GPU worker. (With
+    `allow_other_workers`, work stealing gave the queued baseline to the idle compile worker, which lacks the
+    resource GPU: `KeyError: 'GPU'` in its log, and the worker gone: `_cluster_intact` checks both.)"""
+    backend = DaskBackend(ReplayExecutor(str(STENCIL_DB), delay_s=0.1, relabel=True), cluster=cluster(),
+                          chunk_jobs=3)
+    try:
+        jobs = TestDaskOverReplay().jobs()
+        kind, point, scalars = TestDaskOverReplay().baseline_case()
+        backend.device_info()
+        pending = backend.run(jobs * 4)  # (the same pairs 4 times: 4 chunks of ~1 s per GPU worker)
+        got = [backend.baseline(kind, point, scalars, 3) for _ in range(3)]
+        assert len(list(pending)) == sum(len(j.points) for j in jobs)
+    finally:
+        backend.close()
+    assert [m.status for m in got] == [Status.OK] * 3, [m.error for m in got]
+    assert_cluster_intact(wait_s=5)
 
 
 @pytest.mark.nvcc
@@ -294,8 +358,8 @@ def test_a_model_based_strategy_asks_enough_for_every_gpu(recorded: str, tmp_pat
     assert max(backend.sizes) == 10 and len(rows(url)) == 36
 
 
-# (after the tests that need both workers: a killed worker's Nanny restarts it, and under load another Nanny
-# has been seen to close after losing its scheduler connection)
+# (a killed worker's Nanny restarts it: `_cluster_intact` waits for it. The Nanny "closed after losing its
+# scheduler connection" once seen here was the compile worker's: a baseline with loose restrictions stolen onto it)
 def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(recorded: str, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'killed.sqlite'}"
     backend = DaskBackend(ReplayExecutor(recorded, delay_s=0.01, relabel=True), cluster=cluster(), chunk_jobs=3)
@@ -322,6 +386,39 @@ def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(recorded: str, t
     assert len(got) == 156 and set(got.values()) == {1}
 
 
+def test_a_baseline_waiting_for_a_killed_worker_goes_to_its_restart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two GPU models: the baseline waits for the worker of the sweep's model (by address). That worker killed, its
+    Nanny restarts it at another address: the baseline is submitted again there, and measured on that model."""
+    import threading
+
+    from autotune.sweep.backends import dask_backend
+    monkeypatch.setattr(dask_backend, "BASELINE_CHECK_S", 0.5)
+    executor = ReplayExecutor(str(STENCIL_DB), delay_s=0.2, relabel=True, models=(("gpu0", "GPU-A"), ("gpu1", "GPU-B")))
+    backend = DaskBackend(executor, cluster=cluster())
+    try:
+        jobs = TestDaskOverReplay().jobs()
+        kind, point, scalars = TestDaskOverReplay().baseline_case()
+        assert backend.device_info().name == "GPU-A"
+        gpu0 = [a for a, n in backend._gpu_workers().items() if n == "gpu0"]
+        from autotune.sweep.backends.dask_worker import run_chunk
+        busy = backend.client.submit(run_chunk, jobs, None, workers=gpu0, pure=False)  # ~4 s on gpu0
+        got: list[Measurement] = []
+        waiting = threading.Thread(target=lambda: got.append(backend.baseline(kind, point, scalars, 3)), daemon=True)
+        waiting.start()
+        deadline = time.monotonic() + 30
+        while not any(str(k).startswith("worker_baseline") for k in backend.client.processing(gpu0)[gpu0[0]]):
+            assert time.monotonic() < deadline, "the baseline never reached gpu0"
+            time.sleep(0.05)
+        assert not got  # (queued behind gpu0's chunk)
+        busy.cancel()  # (else, run again on the restarted gpu0, it would hold the baseline ~4 s)
+        os.kill(backend.client.run(os.getpid, workers=gpu0)[gpu0[0]], signal.SIGKILL)
+        waiting.join(90)
+        assert not waiting.is_alive(), "the baseline still waits for the killed worker's old address"
+        assert got[0].status == Status.OK, got[0].error
+    finally:
+        backend.close()
+
+
 # ------------------------------------------------------------------------------------------------ command line
 def test_gpu_list() -> None:
     assert gpu_list("3", replay=True) == ["0", "1", "2"] and gpu_list("all", replay=True) == ["0", "1"]
@@ -330,27 +427,38 @@ def test_gpu_list() -> None:
             gpu_list(bad, replay=True)
 
 
+# `python -c KILLED N ARGS...`: `autotune ARGS...`, whose process SIGKILLs itself once N measurements are recorded
+# (the runner records each measurement before it asks the backend for the next: at the N+1-th, N are in the database)
+KILLED = """
+import itertools, os, signal, sys
+from autotune.sweep.backends.dask_backend import DaskBackend
+after, sys.argv = int(sys.argv[1]), ["autotune", *sys.argv[2:]]
+collect, counter = DaskBackend._collect, itertools.count()
+def _collect(self, pending):
+    for m in collect(self, pending):
+        if next(counter) == after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        yield m
+DaskBackend._collect = _collect
+from autotune.cli.main import main
+main()
+"""
+
+
 def test_the_command_line_killed_and_resumed(recorded: str, tmp_path: Path) -> None:
-    """`autotune sweep --scheduler ADDRESS --replay` killed with SIGKILL mid-sweep, then run again: every pair once.
+    """`autotune sweep --scheduler ADDRESS --replay` killed with SIGKILL mid-sweep (once 10 of its 156 pairs are
+    recorded: whatever the machine's load, chunks are still in flight or queued), then run again: every pair once.
     (`--gpus N` starts the same cluster as `local_cluster`, which every other test here uses.)"""
     db = tmp_path / "cli.sqlite"
-    cmd = [sys.executable, "-m", "autotune", "sweep", str(TRANSPOSE / "sweep.yaml"), "--replay", recorded,
-           "--database", str(db), "--scheduler", cluster().scheduler_address, "--quiet"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), AUTOTUNE_REPLAY_DELAY="0.1", PYTHONWARNINGS="ignore")
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.5)
-            if db.exists() and _count(db) >= 10:
-                break
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        os.killpg(proc.pid, signal.SIGKILL)  # the client (the cluster's workers finish their chunk: dropped)
-    finally:
-        proc.wait(30)
-    partial = _count(db)
-    assert 10 <= partial < 156
-    again = subprocess.run(cmd, env=dict(env, AUTOTUNE_REPLAY_DELAY="0"), capture_output=True, text=True, timeout=180)
+    args = ["sweep", str(TRANSPOSE / "sweep.yaml"), "--replay", recorded, "--database", str(db), "--scheduler",
+            cluster().scheduler_address, "--quiet"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), AUTOTUNE_REPLAY_DELAY="0.01", PYTHONWARNINGS="ignore")
+    killed = subprocess.run([sys.executable, "-c", KILLED, "10", *args], env=env, capture_output=True, text=True,
+                            timeout=180)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert _count(db) == 10
+    again = subprocess.run([sys.executable, "-m", "autotune", *args], env=dict(env, AUTOTUNE_REPLAY_DELAY="0"),
+                           capture_output=True, text=True, timeout=180)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "per GPU" in again.stderr
     with sqlite3.connect(db) as c:

@@ -26,6 +26,7 @@ import os
 import queue
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
@@ -37,6 +38,7 @@ from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 
 INSTALL_HINT = "pip install 'autotune[dask]'  (or: pip install distributed)"
 CONNECT_TIMEOUT_S = 60.0  # to reach a --scheduler, and for the workers of a cluster to appear
+BASELINE_CHECK_S = 5.0  # how often a baseline waiting for named workers checks that they are still there
 CHUNKS_PER_WORKER = 2  # chunks each worker gets of one batch: enough to balance, few enough to keep chunks long
 
 
@@ -256,13 +258,29 @@ class DaskBackend:
 
     def baseline(self, kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
         """The kind's baseline, measured on a GPU of the sweep's device's model (the first that is free: it waits
-        for the chunk running there), else on any worker; recorded as the sweep's device's."""
+        for the chunk running there); recorded as the sweep's device's.
+
+        Its restrictions are hard (never `allow_other_workers`): Dask lets a task with loose restrictions go to ANY
+        worker, resources included, so work stealing handed a queued baseline to the idle compile worker, which
+        lacks the resource GPU (the worker failed with `KeyError: 'GPU'` and left the cluster). Where the workers
+        of the sweep's model are named by address (several GPU models), a restarted worker has a new address: the
+        baseline is submitted again, to the workers of that model there are then (any GPU worker if none)."""
         from autotune.sweep.backends.dask_worker import worker_baseline
         self.device_info()
-        first = [w for w, info in self._addresses().items() if info.name == self._primary.name]  # type: ignore[union-attr]
-        fut = self.client.submit(worker_baseline, kind, point, dict(scalars), reps, workers=first or None,
-                                 allow_other_workers=bool(first), resources=self._gpu_resource(), pure=False,
-                                 priority=100)  # before the chunks queued there
+        while True:
+            where = self._baseline_workers()
+            fut = self.client.submit(worker_baseline, kind, point, dict(scalars), reps, workers=where,
+                                     allow_other_workers=False, resources=self._gpu_resource(), pure=False,
+                                     priority=100)  # before the chunks queued there
+            done, gone = threading.Event(), False
+            fut.add_done_callback(lambda _: done.set())
+            while where is not None and not done.wait(BASELINE_CHECK_S):
+                gone = not set(where) & set(self._scheduler_workers())  # (a restarted one has a new address)
+                if gone:
+                    fut.cancel()
+                    break
+            if not gone:
+                break
         try:
             m = fut.result()
         except UserError:
@@ -271,6 +289,18 @@ class DaskBackend:
             return Measurement(kind.baseline_name or "baseline", point, Status.CRASHED, error=_why(exc))
         m.device = None  # recorded as the sweep's device's baseline (the first worker's)
         return m
+
+    def _baseline_workers(self) -> list[str] | None:
+        """Addresses of the measuring workers of the sweep's GPU model, or None where any measuring worker will do
+        (one model, and the resource GPU keeps the task off compile workers)."""
+        measuring = self._gpu_workers()
+        names = self._addresses()
+        first = [a for a in measuring if a in names and names[a].name == self._primary.name]  # type: ignore[union-attr]
+        if first and len(first) < len(measuring):
+            return first
+        if self._gpu_resource() is None and len(measuring) < len(self._scheduler_workers()):
+            return list(measuring)  # compile workers without any worker declaring GPU: name the measuring ones
+        return None
 
     def run(self, jobs: Sequence[Job]) -> Iterator[Measurement]:
         """Submit every chunk now (the workers start at once); yield each chunk's measurements as it completes."""
