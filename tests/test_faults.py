@@ -191,7 +191,7 @@ ENV = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "80"}
 
 def sweep_args(db: str) -> list[str]:
     """A replayed sweep of the default config (30 instances, 282 pairs) into `db`."""
-    return ["sweep", "configs/default.yaml", "--replay", str(RECORDED), "--database", db, "--quiet",
+    return ["sweep", "configs/default.yaml", "--replay", str(RECORDED), "--db", db, "--quiet",
             "--max-instances", "30"]
 
 

@@ -135,7 +135,7 @@ def test_concurrent_readers_share_one_complete_copy(dbs: tuple[Path, Path, Path]
 def test_sweep_into_a_gzipped_database_is_refused(dbs: tuple[Path, Path, Path], tmp_path: Path) -> None:
     plain, gz, tmpdir = dbs
     before = gz.read_bytes()
-    r = cli("sweep", "configs/default.yaml", "--replay", str(plain), "--database", str(gz), "--quiet", tmpdir=tmpdir)
+    r = cli("sweep", "configs/default.yaml", "--replay", str(plain), "--db", str(gz), "--quiet", tmpdir=tmpdir)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert GZ_READ_ONLY in " ".join(r.stderr.split()) and "gunzip" in r.stderr
     cfg = tmp_path / "to_gz.yaml"  # the same through the config's `database:`, as a URL
@@ -149,7 +149,7 @@ def test_sweep_into_a_gzipped_database_is_refused(dbs: tuple[Path, Path, Path], 
 def test_a_gzipped_database_replays_into_a_new_file(dbs: tuple[Path, Path, Path], tmp_path: Path) -> None:
     plain, gz, tmpdir = dbs
     out = tmp_path / "new.sqlite"
-    r = cli("sweep", "configs/default.yaml", "--replay", str(gz), "--database", str(out), "--quiet", tmpdir=tmpdir)
+    r = cli("sweep", "configs/default.yaml", "--replay", str(gz), "--db", str(out), "--quiet", tmpdir=tmpdir)
     assert r.returncode == 0, r.stderr
     q = "SELECT COUNT(*) FROM measurements WHERE status = 'ok'"
     assert cli("query", q, "--db", str(out)).stdout == cli("query", q, "--db", str(plain)).stdout

@@ -29,9 +29,9 @@ def test_user_kernel_from_space_file_to_dispatch_table(tmp_path: Path, name: str
     recorded = tmp_path / "recorded.sqlite"
     recorded.write_bytes(gzip.decompress((ROOT / f"examples/{name}/results/{name}_h100.sqlite.gz").read_bytes()))
     db = tmp_path / "mine.sqlite"
-    r = cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--database", str(db), "--quiet")
+    r = cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--db", str(db), "--quiet")
     assert r.returncode == 0, r.stdout + r.stderr
-    again = cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--database", str(db), "--quiet")
+    again = cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--db", str(db), "--quiet")
     assert again.returncode == 0 and "nothing to do" in (again.stdout + again.stderr).lower() or again.returncode == 0
     r = cli(user, "report", str(db), "--out", "report")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -99,7 +99,7 @@ def test_report_uses_the_recorded_space_and_warns_when_the_work_tree_differs(tmp
     recorded = tmp_path / "recorded.sqlite"
     recorded.write_bytes(gzip.decompress((ROOT / "examples/transpose/results/transpose_h100.sqlite.gz").read_bytes()))
     db = tmp_path / "mine.sqlite"
-    assert cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--database", str(db), "--quiet").returncode == 0
+    assert cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--db", str(db), "--quiet").returncode == 0
     from autotune.space.spec import STORED
     from autotune.store.spaces import use_stored_spaces
     assert use_stored_spaces(f"sqlite:///{db}") == {}  # the work tree holds the version measured

@@ -30,7 +30,7 @@ def test_validation_replays_byte_for_byte(name, tmp_path):
     r = subprocess.run([sys.executable, "-m", "autotune", "validate", str(d / "dispatch.json"), "--db", str(tuning),
                         "--random", "200", "--seed", "1", "--workload", f"configs/workloads/{TABLES[name]}.yaml",
                         "--pool-bk", "3", "--out", str(out), "--replay", f"sqlite:///{recorded}",
-                        "--database", f"sqlite:///{tmp_path / 'v.sqlite'}", "--quiet"],
+                        "--validation-db", f"sqlite:///{tmp_path / 'v.sqlite'}", "--quiet"],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (out / "validation.csv").read_bytes() == (d / "validation" / "validation.csv").read_bytes()
@@ -52,7 +52,7 @@ def test_example_validation_replays_byte_for_byte(name, tmp_path):
     r = subprocess.run([sys.executable, "-m", "autotune", "validate", str(d / "dispatch.json"),
                         "--db", str(d / f"{name}_h100.sqlite.gz"), "--random", "200", "--seed", "1", "--pool-bk", "3",
                         "--space", str(ROOT / "examples" / name / "space.yaml"), "--out", str(out),
-                        "--replay", f"sqlite:///{recorded}", "--database", f"sqlite:///{tmp_path / 'v.sqlite'}",
+                        "--replay", f"sqlite:///{recorded}", "--validation-db", f"sqlite:///{tmp_path / 'v.sqlite'}",
                         "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (out / "validation.csv").read_bytes() == (d / "validation" / "validation.csv").read_bytes()

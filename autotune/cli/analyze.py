@@ -285,7 +285,7 @@ def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
             tols: Annotated[str, typer.Option("--tols", help="TOL values, comma-separated.")] = "0,0.05,0.1,0.15",
             spread_ties: SpreadOpt = False,
             loo: Annotated[bool, typer.Option("--loo/--no-loo", help="Leave-one-out loss per row.")] = True,
-            out_dir: Annotated[Optional[Path], typer.Option("--out", help="Write tol_table.csv and winners.csv here.")] = None,
+            out_dir: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write tol_table.csv and winners.csv here.")] = None,
             validity: ValidityOpt = None, fallback: FallbackOpt = None, kind: KindOpt = None,
             ) -> None:
     """The number of kernels against TOL for both methods, with worst, mean and leave-one-out loss (Table I).
@@ -375,7 +375,7 @@ def _sources(loaded: Loaded, built: Built) -> list[str]:
     return out
 
 
-def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="Directory for the files.")] = Path("report"),
+def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory for the files.")] = Path("report"),
            device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
            method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
            generic: GenericOpt = "",

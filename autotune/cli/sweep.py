@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from autotune.cli.aliases import renamed
 from autotune.errors import UserError
 from autotune.vocab import Measurement, Status
 
@@ -66,7 +67,8 @@ class BarReporter:
 
 
 def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME.yaml).")],
-          database: Annotated[Optional[str], typer.Option(help="Database URL; overrides the config's `database`.")] = None,
+          database: Annotated[Optional[str], typer.Option("--db", help="Database URL or SQLite path; overrides the config's `database`.")] = None,
+          database_old: Annotated[Optional[str], typer.Option("--database", hidden=True, help="Old name of --db.")] = None,
           strategy: Annotated[Optional[str], typer.Option(help="Search strategy: brute (every instance), random (a seeded sample), tpe (Optuna's TPE), gp (Optuna's Gaussian process; needs torch), cmaes (needs the cmaes package), auto (picks from the space's size, parameter types and --budget, and says which and why), an installed one or module:Class. tpe, gp, cmaes and auto search each test point on its own and keep an Optuna study per point in the sweep's database. Overrides the config's `strategy:`.")] = None,
           budget: Annotated[Optional[int], typer.Option(min=1, help="Evaluations per test point (the config's `strategy: {budget: N}`; the top-level `budget:` is a time budget). Any strategy given a per-point budget, patience or roofline tolerance searches each point on its own.")] = None,
           patience: Annotated[Optional[int], typer.Option(min=1, help="Stop a test point after this many evaluations without a better time (`strategy: {patience: K}`).")] = None,
@@ -89,6 +91,7 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
 
     from autotune.sweep.config import load_config
 
+    database = renamed(database, database_old, "--db", "--database")
     cfg = load_config(config)
     if resume is not None and resume not in ("gpu", "model"):
         raise UserError(f"--resume must be gpu or model, got {resume!r}")
