@@ -13,7 +13,7 @@ for kernel in dedispersion_milo convolution_milo; do
   done
 done
 for label in "16x16x16" "32x32x32x5209" "64x64x64x1303" "32x32x32x10417" "64x64x64x2605" "128x128x128"; do
-  jobs+=("results/complete_h100/complete_h100.sqlite.gz|${label}")
+  jobs+=("results/complete_h100/complete_h100.sqlite.xz|${label}")
 done
 for job in "${jobs[@]}"; do
   for ((s = 0; s < seeds; s += 5)); do

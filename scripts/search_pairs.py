@@ -21,7 +21,6 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import sys
 import tempfile
 import warnings
 from dataclasses import dataclass, field
@@ -29,14 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
+
+from autotune.space.instance import Instance
+from autotune.store.store import Store
+from autotune.vocab import Measurement, Status, TestPoint
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from autotune.space.instance import Instance  # noqa: E402
-from autotune.store.store import Store  # noqa: E402
-from autotune.vocab import Measurement, Status, TestPoint  # noqa: E402
-
-DEFAULT_SOURCES = ("results/complete_h100/complete_h100.sqlite.gz", "results/bench/hub")
+DEFAULT_SOURCES = ("results/complete_h100/complete_h100.sqlite.xz", "results/bench/hub")
 
 
 @dataclass
@@ -150,17 +148,17 @@ def pairs_of_caches(paths: list[Path], work: Path, min_size: int = 1) -> list[Pa
 
 
 def load_sources(sources: list[str], work: Path, min_size: int = 1) -> list[Pair]:
-    """Pairs of every source: databases (*.sqlite, *.sqlite.gz) and Kernel Tuner caches (files or directories)."""
+    """Pairs of every source: databases (*.sqlite, *.sqlite.xz, *.sqlite.gz) and Kernel Tuner caches (files or directories)."""
     pairs: list[Pair] = []
     for src in sources:
         path = Path(src) if Path(src).is_absolute() else ROOT / src
         if path.is_dir():
-            dbs = sorted([*path.glob("*.sqlite"), *path.glob("*.sqlite.gz")])
+            dbs = sorted([*path.glob("*.sqlite"), *path.glob("*.sqlite.xz"), *path.glob("*.sqlite.gz")])
             caches = sorted([*path.glob("*.json"), *path.glob("*.json.gz")])
             for db in dbs:
                 pairs += pairs_of_database(db, min_size)
             pairs += pairs_of_caches(caches, work, min_size)
-        elif path.name.endswith((".sqlite", ".sqlite.gz")):
+        elif path.name.endswith((".sqlite", ".sqlite.xz", ".sqlite.gz")):
             pairs += pairs_of_database(path, min_size)
         elif path.name.endswith((".json", ".json.gz")):
             pairs += pairs_of_caches([path], work, min_size)
@@ -184,7 +182,7 @@ def discover_complete(min_size: int = 1) -> list[Pair]:
             continue
     device = get_device("H100")
     out, seen, generated = [], set(), {}
-    for gz in sorted(ROOT.glob("results/**/*.sqlite.gz")) + sorted(ROOT.glob("examples/*/results/*.sqlite.gz")):
+    for gz in sorted(ROOT.glob("results/**/*.sqlite.xz")) + sorted(ROOT.glob("examples/*/results/*.sqlite.xz")):
         if "validation" in gz.parts:
             continue
         for p in pairs_of_database(gz, min_size):

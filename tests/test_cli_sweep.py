@@ -6,7 +6,7 @@ import sys
 from autotune.paths import ROOT
 from tests.support.committed import committed, gunzip_to
 
-RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
+RECORDED = committed("default")  # results/default/default.sqlite.xz, read as it is
 
 
 def run(*args):

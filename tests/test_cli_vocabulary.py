@@ -50,7 +50,7 @@ def test_one_name_for_one_thing() -> None:
 
 def test_a_short_letter_means_one_option() -> None:
     meaning = defaultdict(set)
-    for where, param in _options():
+    for _where, param in _options():
         longs = [n for n in param.opts if n.startswith("--")]
         for short in (n for n in param.opts if len(n) == 2):
             meaning[short].add(longs[0])
@@ -82,7 +82,7 @@ def test_the_old_name_still_works_and_warns(tmp_path, old: str, new: str) -> Non
     db = tmp_path / "x.sqlite"
     runner = CliRunner()
     both = runner.invoke(app, ["sweep", str(cfg), new, str(db), old, str(tmp_path / "y.sqlite"), "--quiet",
-                               "--replay", str(root / "results/default/default.sqlite.gz")])
+                               "--replay", str(root / "results/default/default.sqlite.xz")])
     assert both.exit_code == 2 and "old name" in both.output
     r = runner.invoke(app, ["space", "export", "gemm_batched_simt", "--where", "DIM_X == 4 and DIM_Y == 4",
                             "--output", str(tmp_path / "i.csv")])

@@ -7,7 +7,7 @@ scratch folder. What each language means:
   `bash scripts/test.sh ...` and `bash scripts/run.sh` are the set-up commands (this test already runs inside what
   they set up, and run.sh is the GPU sweep), so they are left out;
 - `python`: run as a script; `yaml`: parsed, and loaded as a sweep config when it has `spaces:` and `points:`;
-  `toml`: parsed; `sql`: run read-only on the committed `results/default/default.sqlite.gz` (a GEMM database);
+  `toml`: parsed; `sql`: run read-only on the committed `results/default/default.sqlite.xz` (a GEMM database);
   `cpp`/`c++`: compiled and run with g++ when it has a `main` (else syntax-checked);
 - a fence without a language (a folder tree) is not code.
 A comment on the line before a fence changes that: `<!-- docs-test: gpu -->` runs the block only where CuPy sees
@@ -137,7 +137,7 @@ def run_block(block: Block, work: Path, scratch: Path, env: dict[str, str]) -> N
         tomllib.loads(text)
     elif lang == "sql":
         from autotune.store.query import run_query
-        frame = run_query(str(ROOT / "results/default/default.sqlite.gz"), text.strip().rstrip(";"))
+        frame = run_query(str(ROOT / "results/default/default.sqlite.xz"), text.strip().rstrip(";"))
         assert frame is not None
     elif lang in ("cpp", "c++"):
         source = scratch / f"example_{block.line}.cpp"

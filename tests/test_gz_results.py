@@ -18,8 +18,9 @@ import pytest
 from autotune.paths import ROOT
 from autotune.store.engine import GZ_READ_ONLY, StoreError, database_url, gz_cache_dir, sqlite_path
 from autotune.store.store import Store
+from tests.support.committed import plain_bytes
 
-SOURCE = ROOT / "results" / "default" / "default.sqlite"  # the committed default database, plain or gzipped
+SOURCE = ROOT / "results" / "default" / "default.sqlite"  # the committed default database, plain or packed (.xz)
 
 
 def cli(*args: str, cwd: Path | str = ROOT, tmpdir: Path | None = None, timeout: float = 180
@@ -36,8 +37,7 @@ def dbs(tmp_path: Path) -> tuple[Path, Path, Path]:
     """(plain database, its `gzip -9 -n` copy, the TMPDIR of the commands) in tmp_path."""
     plain = tmp_path / "plain" / "default.sqlite"
     plain.parent.mkdir()
-    gz_source = SOURCE.with_name(SOURCE.name + ".gz")
-    data = SOURCE.read_bytes() if SOURCE.is_file() else gzip.decompress(gz_source.read_bytes())
+    data = SOURCE.read_bytes() if SOURCE.is_file() else plain_bytes(SOURCE.with_name(SOURCE.name + ".xz"))
     plain.write_bytes(data)
     gz = tmp_path / "gz" / "default.sqlite.gz"
     gz.parent.mkdir()

@@ -14,7 +14,7 @@ from autotune.store.migrate import VERSION_TABLE, head
 from autotune.store.schema import SCHEMA_VERSION
 from tests.support.committed import committed, read_only
 
-RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
+RECORDED = committed("default")  # results/default/default.sqlite.xz, read as it is
 
 
 def cli(*args: str, cwd: Path | str = ROOT, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -193,11 +193,9 @@ def _require_verified(frame: pd.DataFrame, source: str) -> None:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("autotune")
-    except Exception:  # noqa: BLE001 - not installed: a checkout
-        return "checkout"
+    """The version every dispatch.json records: the package's one version (autotune.__version__)."""
+    from autotune import __version__
+    return __version__
 
 
 def _floats(text: str) -> list[float]:

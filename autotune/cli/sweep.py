@@ -7,11 +7,13 @@ import sys
 import time
 from collections import Counter
 from enum import Enum
-from typing import Annotated, Iterator, Optional
+from pathlib import Path
+from typing import Annotated, Any, Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 from rich.table import Table
 
 from autotune.cli.aliases import renamed
@@ -29,7 +31,7 @@ class BarReporter:
         self.quiet = quiet
         self.failures: Counter = Counter()
         self.progress: Progress | None = None
-        self.task = None
+        self.task: TaskID | None = None
         self.count = 0
         self.last_line = 0.0
 
@@ -51,7 +53,7 @@ class BarReporter:
         fails = " ".join(f"{k}:{v}" for k, v in sorted(self.failures.items())) or "no failures"
         best = f"best {best_ms:.4f} ms" if best_ms is not None else "no valid time yet"
         info = f"{m.point.key} {best} | {fails}"
-        if self.progress is not None:
+        if self.progress is not None and self.task is not None:
             self.progress.update(self.task, advance=1, info=info)
         elif time.monotonic() - self.last_line > 30:  # quiet: one line every 30 s for logs
             self.last_line = time.monotonic()
@@ -95,9 +97,9 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
     cfg = load_config(config)
     if resume is not None and resume not in ("gpu", "model"):
         raise UserError(f"--resume must be gpu or model, got {resume!r}")
-    overrides = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume)
+    overrides: dict[str, Any] = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume)
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
-    search = dict(budget=budget, patience=patience, roofline_tol=roofline_tol, transfer=transfer)
+    search: dict[str, Any] = dict(budget=budget, patience=patience, roofline_tol=roofline_tol, transfer=transfer)
     cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, **{k: v for k, v in search.items()
                                                                             if v is not None}))
     summary = run_config(cfg, replay, quiet, early_stop)
@@ -213,10 +215,10 @@ def query(sql: Annotated[str, typer.Argument(help="One SQL statement that only r
                                               "the connection is read-only and writes, ATTACH, VACUUM and PRAGMA "
                                               "assignments are refused.")],
           db: Annotated[Optional[str], typer.Option("--db", help="Database URL or SQLite path, e.g. "
-                                                    "results/default/default.sqlite.gz (gzipped files are read through a "
-                                                    "decompressed copy). Default: results/default.sqlite "
-                                                    "when it exists (the default sweep's database), else "
-                                                    "results/default.sqlite.gz.")] = None,
+                                                    "results/default/default.sqlite.xz (packed and gzipped files are "
+                                                    "read through a decompressed copy). Default: "
+                                                    "results/default.sqlite when it exists (the default sweep's "
+                                                    "database), else results/default.sqlite.xz or .gz.")] = None,
           format: Annotated[OutFormat, typer.Option("--format", "-f", help="table or csv.")] = OutFormat.table,
           timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Cancel the statement after this many "
                                                  "seconds (exit 2).")] = 60.0,
@@ -240,18 +242,20 @@ def query(sql: Annotated[str, typer.Argument(help="One SQL statement that only r
 
 
 def _default_db() -> str:
-    """results/default.sqlite (under the current folder, else the checkout) when it exists, else its gzipped
-    results/default.sqlite.gz (read through a decompressed copy); otherwise an error that lists the databases
-    found under results/ (plain and gzipped)."""
+    """results/default.sqlite (under the current folder, else the checkout) when it exists, else its packed
+    results/default.sqlite.xz or gzipped .gz (read through a decompressed copy); otherwise an error that lists the
+    databases found under results/ (plain, packed and gzipped)."""
     from pathlib import Path
 
     from autotune.paths import RESULTS_DIR
     from autotune.store.engine import database_url
     for candidate in (Path("results/default.sqlite"), RESULTS_DIR / "default.sqlite",
+                      Path("results/default.sqlite.xz"), RESULTS_DIR / "default.sqlite.xz",
                       Path("results/default.sqlite.gz"), RESULTS_DIR / "default.sqlite.gz"):
         if candidate.is_file():
             return database_url(str(candidate))
-    found = sorted([*RESULTS_DIR.glob("**/*.sqlite"), *RESULTS_DIR.glob("**/*.sqlite.gz")])
+    found = sorted([*RESULTS_DIR.glob("**/*.sqlite"), *RESULTS_DIR.glob("**/*.sqlite.xz"),
+                    *RESULTS_DIR.glob("**/*.sqlite.gz")])
     listed = ", ".join(str(f.relative_to(Path.cwd()) if f.is_relative_to(Path.cwd()) else f) for f in found[:5])
     more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
     raise UserError("no --db given and no results/default.sqlite (the default sweep has not run here)",
@@ -281,6 +285,45 @@ def upgrade(url: Annotated[str, typer.Argument(help="Database URL or SQLite file
         out.print(f"already at {done.after.describe()} (head {head()}{stamped})")
     else:
         out.print(f"{done.before.describe()} -> {done.after.describe()}")
+
+
+@db_app.command()
+def pack(source: Annotated[Path, typer.Argument(help="A plain SQLite results file, e.g. results/my_run.sqlite.")],
+         out_file: Annotated[Optional[Path], typer.Option("--out", "-o", help="The packed file to write (default: "
+                                                          "SOURCE.xz).")] = None) -> None:
+    """Write a results database small enough to commit: xz-compressed, without what its other data determines
+    (indexes; a measurement's median, p20, p80, min and max where they are the statistics of its own times), every
+    value kept bit for bit. Every command that reads a database reads the .sqlite.xz as it is; `db unpack` gives the
+    plain file back. The file is checked by unpacking it before it is written."""
+    from autotune.outfiles import check_writable
+    from autotune.store.engine import StoreError
+    from autotune.store.packing import pack as do_pack
+
+    if not source.is_file():
+        raise StoreError(f"no SQLite file at {source}", hint="give the plain .sqlite file a sweep wrote")
+    target = out_file or source.with_name(source.name + ".xz")
+    if target.suffix != ".xz":
+        raise UserError(f"--out {target}: a packed database's name ends in .sqlite.xz", hint=f"e.g. --out {target}.xz")
+    check_writable([target])
+    done = do_pack(source, target)
+    rows = ", ".join(f"{n:,} {t} rows" for t, n in done["packed_rows"].items())
+    out.print(f"wrote {target}: {done['bytes_out']:,} bytes from {done['bytes_in']:,} ({rows} stored as their "
+              "times only)")
+
+
+@db_app.command()
+def unpack(source: Annotated[Path, typer.Argument(help="A packed database (.sqlite.xz).")],
+           out_file: Annotated[Path, typer.Option("--out", "-o", help="The plain SQLite file to write.")]) -> None:
+    """Write the plain SQLite database a packed .sqlite.xz file stands for (to sweep into it, or open it with any
+    SQLite tool)."""
+    from autotune.outfiles import check_writable
+    from autotune.store.packing import unpack as do_unpack
+
+    check_writable([out_file])
+    if out_file.exists():
+        raise UserError(f"{out_file} exists", hint="give a new file name")
+    do_unpack(source, out_file)
+    out.print(f"wrote {out_file}")
 
 
 def register(app: typer.Typer) -> None:

@@ -102,7 +102,7 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=file,
-                          line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)")
+                          line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)") from None
     if root is None:  # an empty file (or only comments)
         raise ConfigError("the config is empty", file=file, hint="start from configs/default.yaml")
     if not isinstance(root, MappingNode):
