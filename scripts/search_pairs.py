@@ -7,7 +7,7 @@ Two kinds of source:
     by its config's `where:` (complete_h100 keeps 1,639 of gemm_batched_simt's instances) is complete within that
     filter, and the strategies search exactly what was measured. Use only databases swept without early stop
     (`--no-early-stop`): an early-stopped instance's partial median is not its true time.
-  - a directory or file of Kernel Tuner caches (`*.json` / `*.json.gz`, e.g. results/bench/hub): each cache is
+  - a directory or file of Kernel Tuner caches (`*.json`, `*.json.xz` or `*.json.gz`, e.g. results/bench/hub): each cache is
     imported (`autotune import kerneltuner`, `interop.kt_store.import_cache`) into a temporary database; the
     universe is every configuration in the cache, Kernel Tuner's failed configurations (InvalidConfig,
     CompilationFailedConfig, RuntimeFailedConfig) being failures.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
 import shutil
 import tempfile
 import warnings
@@ -127,10 +128,10 @@ def pairs_of_caches(paths: list[Path], work: Path, min_size: int = 1) -> list[Pa
     work = work / "imported"
     work.mkdir(parents=True, exist_ok=True)
     for path in paths:
-        stem = path.name.removesuffix(".gz").removesuffix(".json")
+        stem = path.name.removesuffix(".gz").removesuffix(".xz").removesuffix(".json")
         plain = work / f"{stem}.json"
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rb") as src, plain.open("wb") as dst:
+        if path.name.endswith((".gz", ".xz")):
+            with (gzip.open if path.name.endswith(".gz") else lzma.open)(path, "rb") as src, plain.open("wb") as dst:
                 shutil.copyfileobj(src, dst)
         else:
             shutil.copyfile(path, plain)
@@ -154,13 +155,13 @@ def load_sources(sources: list[str], work: Path, min_size: int = 1) -> list[Pair
         path = Path(src) if Path(src).is_absolute() else ROOT / src
         if path.is_dir():
             dbs = sorted([*path.glob("*.sqlite"), *path.glob("*.sqlite.xz"), *path.glob("*.sqlite.gz")])
-            caches = sorted([*path.glob("*.json"), *path.glob("*.json.gz")])
+            caches = sorted([*path.glob("*.json"), *path.glob("*.json.xz"), *path.glob("*.json.gz")])
             for db in dbs:
                 pairs += pairs_of_database(db, min_size)
             pairs += pairs_of_caches(caches, work, min_size)
         elif path.name.endswith((".sqlite", ".sqlite.xz", ".sqlite.gz")):
             pairs += pairs_of_database(path, min_size)
-        elif path.name.endswith((".json", ".json.gz")):
+        elif path.name.endswith((".json", ".json.xz", ".json.gz")):
             pairs += pairs_of_caches([path], work, min_size)
         else:
             raise SystemExit(f"error: {src}: not a database (*.sqlite[.gz]), a Kernel Tuner cache (*.json[.gz]) "

@@ -11,7 +11,8 @@ scratch folder. What each language means:
   `cpp`/`c++`: compiled and run with g++ when it has a `main` (else syntax-checked);
 - a fence without a language (a folder tree) is not code.
 A comment on the line before a fence changes that: `<!-- docs-test: gpu -->` runs the block only where CuPy sees
-a GPU (the tests in tests/gpu/ cover the same paths there), `<!-- docs-test: nvcc -->` compiles it with nvcc where
+a GPU and AUTOTUNE_DOCS_GPU=1 is set (some are sweeps of many minutes; the tests in tests/gpu/ cover the same
+paths), `<!-- docs-test: nvcc -->` compiles it with nvcc where
 nvcc is, `<!-- docs-test: compile (why) -->` only parses it (an example that names the reader's own package),
 `<!-- docs-test: skip (why) -->` never runs it (installs from the network).
 """
@@ -68,6 +69,8 @@ def blocks(page: Path) -> list[Block]:
 
 
 def _gpu() -> bool:
+    if os.environ.get("AUTOTUNE_DOCS_GPU") != "1":
+        return False
     try:
         import cupy
         return cupy.cuda.runtime.getDeviceCount() > 0

@@ -188,7 +188,7 @@ def _require_verified(frame: pd.DataFrame, source: str) -> None:
         return
     kinds = ", ".join(f"{k}: {v:,}" for k, v in frame["status"].value_counts().sort_index().items()) or "none"
     raise UserError(f"nothing verified to analyze in {source}: {len(frame):,} measurements, none with status ok "
-                    f"({kinds})", hint="look at the failures first (`autotune query` with the README's 'Failures by "
+                    f"({kinds})", hint="look at the failures first (`autotune query` with docs/queries.md's 'Failures by "
                                        "kind' recipe), fix the kernels or the config, and sweep again")
 
 
