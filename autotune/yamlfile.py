@@ -70,7 +70,7 @@ def load_yaml(path: Path, error: type[UserError] = UserError) -> LineDict:
                     hint="fix the indentation or quoting at that line") from None
     if not isinstance(data, dict):
         raise error("the file must be a YAML mapping (key: value lines)", file=path, line=1,
-                    hint="see the format in README.md")
+                    hint="see the format in docs/space-files.md and docs/sweep-configs.md")
     return data
 
 

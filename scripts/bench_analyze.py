@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.dispatch.table import Provenance, build_table  # noqa: E402
-from autotune.dispatch.emit import emit_cpp, emit_python  # noqa: E402
-from autotune.dispatch.loo import leave_one_out  # noqa: E402
-from autotune.analysis.setcover import select  # noqa: E402
-from autotune.analysis.winners import Criteria, perf_matrix, winners  # noqa: E402
-from autotune.problems.gemm.synthetic import synthetic_measurements  # noqa: E402
+from autotune.dispatch.table import Provenance, build_table
+from autotune.dispatch.emit import emit_cpp, emit_python
+from autotune.dispatch.loo import leave_one_out
+from autotune.analysis.setcover import select
+from autotune.analysis.winners import Criteria, perf_matrix, winners
+from autotune.problems.gemm.synthetic import synthetic_measurements
 
 
 def main() -> None:

@@ -5,9 +5,9 @@
 
   python scripts/bench_kt_import.py
 """
-import sys
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
-import time, tempfile, itertools
+import time
+import tempfile
+import itertools
 from pathlib import Path
 from autotune.interop.kerneltuner import KTCache, KTRecord, write_cache
 from autotune.interop.kt_store import import_cache

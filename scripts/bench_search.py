@@ -37,12 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from search_pairs import DEFAULT_SOURCES, ROOT, Pair, discover_complete, load_sources, temp_work  # noqa: E402
-from search_score import pair_score, score  # noqa: E402
+from search_pairs import DEFAULT_SOURCES, ROOT, Pair, discover_complete, load_sources, temp_work
+from search_score import pair_score, score
 
-from autotune.sweep.strategies import make_strategy, strategy_class  # noqa: E402
-from autotune.vocab import Status  # noqa: E402
+from autotune.sweep.strategies import make_strategy, strategy_class
+from autotune.vocab import Status
 
 FRACTIONS = [0.01, 0.02, 0.05, 0.10, 0.20]
 STRATEGIES = ("hybrid", "tpe", "random")

@@ -24,14 +24,14 @@ mkdir -p "$out/jobs"
 pairs=()
 for kernel in dedispersion_milo convolution_milo; do
   for gpu in A100 A4000 A6000 MI250X W6600 W7800; do
-    pairs+=("results/bench/hub/${kernel}_${gpu}.json.gz|${kernel}@${gpu}")
+    pairs+=("results/bench/hub/${kernel}_${gpu}.json.xz|${kernel}@${gpu}")
   done
 done
 for label in "16x16x16" "32x32x32x5209" "64x64x64x1303" "32x32x32x10417" "64x64x64x2605" "128x128x128"; do
-  pairs+=("results/complete_h100/complete_h100.sqlite.gz|${label}")
+  pairs+=("results/complete_h100/complete_h100.sqlite.xz|${label}")
 done
 for label in "1024x1024" "2048x2048" "4096x4096" "4000x3001"; do
-  pairs+=("results/complete_conv_h200/complete_conv_h200.sqlite.gz|${label}")
+  pairs+=("results/complete_conv_h200/complete_conv_h200.sqlite.xz|${label}")
 done
 {
   for ((s = 0; s < seeds; s += 5)); do

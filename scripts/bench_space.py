@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import functools
 import json
 import math
 import os
@@ -38,13 +39,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # our package, whether or not it is pip-installed in this venv
 
-from autotune.devices import DeviceLimits, get_device  # noqa: E402
-from autotune.errors import SpaceError  # noqa: E402
-from autotune.space.generator import generate  # noqa: E402
-from autotune.space.spec import Constraint, Space, load_space  # noqa: E402
+from autotune.devices import DeviceLimits, get_device
+from autotune.errors import SpaceError
+from autotune.space.generator import generate
+from autotune.space.spec import Constraint, Space, load_space
+ROOT = Path(__file__).resolve().parent.parent
 
 SYNTHETIC = ROOT / "spaces" / "synthetic_1e9.yaml"
 SYNTHETIC_1E12 = ROOT / "spaces" / "synthetic_1e12.yaml"
@@ -268,6 +268,14 @@ class _Timeout(Exception):
     pass
 
 
+def _build_once(kt: KTSpace, soft: bool, state: dict[str, Any]) -> int:
+    """Kernel Tuner's search space (the restrictions in state["fallback"] as Python functions); its list is kept in
+    state["lists"] for the comparison with ours."""
+    ss = kt_build(kt, soft, state["fallback"])
+    state["lists"][:] = [ss.list]
+    return ss.size
+
+
 def _alarm(signum: int, frame: Any) -> None:
     raise _Timeout()
 
@@ -331,14 +339,9 @@ def bench_space(path: Path, device: DeviceLimits, repeat: int, kt_timeout: int, 
         return r
     for soft in (False, True):
         key = "kt_soft" if soft else "kt_hard"
-        lists: list[Any] = []
-
-        fallback: tuple[str, ...] = ()
-
-        def build() -> int:
-            ss = kt_build(kt, soft, fallback)
-            lists[:] = [ss.list]
-            return ss.size
+        # what build() reads and leaves: the restrictions passed as functions (set on a fallback), the last list
+        state: dict[str, Any] = {"fallback": (), "lists": []}
+        build = functools.partial(_build_once, kt, soft, state)
         old = signal.signal(signal.SIGALRM, _alarm)
         signal.alarm(kt_timeout)
         try:
@@ -347,6 +350,7 @@ def bench_space(path: Path, device: DeviceLimits, repeat: int, kt_timeout: int, 
             except Exception as exc:  # a restriction string Kernel Tuner cannot parse: a finding
                 restrictions = list(kt.hard + kt.soft) if soft else list(kt.hard)
                 fallback = tuple(kt_unparsable(restrictions, kt.tune_params))
+                state["fallback"] = fallback
                 if not fallback:
                     raise
                 r.notes.append(f"{key}: Kernel Tuner rejected the string form ({type(exc).__name__}: {exc}) of "
@@ -358,7 +362,7 @@ def bench_space(path: Path, device: DeviceLimits, repeat: int, kt_timeout: int, 
             setattr(r, key + "_s", seconds)
             ours_count = r.ours_soft if soft else r.ours_hard
             if count != ours_count:
-                diff = kt_difference(space, last[soft], lists[0])
+                diff = kt_difference(space, last[soft], state["lists"][0])
                 r.notes.append(f"{key}: COUNT MISMATCH ours={ours_count} kt={count}: {json.dumps(diff)}")
         except _Timeout:
             r.notes.append(f"{key}: Kernel Tuner did not finish within {kt_timeout} s")

@@ -44,16 +44,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from autotune.problems.gemm import gemm_point
-from autotune import __version__, paths  # noqa: E402
-from autotune.sweep.config import SweepConfig, parse_config  # noqa: E402
-from autotune.space.instance import Instance  # noqa: E402
-from autotune.vocab import Measurement, Status, TestPoint  # noqa: E402
-from autotune.space.spec import Space, load_space  # noqa: E402
-from autotune.sweep.strategies import make_strategy  # noqa: E402
+from autotune import __version__, paths
+from autotune.sweep.config import SweepConfig, parse_config
+from autotune.space.instance import Instance
+from autotune.vocab import Measurement, Status, TestPoint
+from autotune.space.spec import Space, load_space
+from autotune.sweep.strategies import make_strategy
+ROOT = Path(__file__).resolve().parent.parent
 
 SEED_SCALE = (5000, 15)  # instances x test points of a seed-scale sweep (issue 3)
 TARGET_RATIO, TARGET_MINUTES = 10.0, 30.0
@@ -70,7 +69,8 @@ def parse_point(text: str) -> TestPoint:
         m, n, k = (int(x) for x in mnk.lower().split("x"))
         return gemm_point(prec, shape.upper(), m, n, k, int(batch))
     except ValueError as exc:
-        raise SystemExit(f"--point {text!r}: write PRECISION:SHAPE:MxNxK:BATCH, e.g. fp32:NN:32x32x32:20000 ({exc})")
+        raise SystemExit(f"--point {text!r}: write PRECISION:SHAPE:MxNxK:BATCH, e.g. fp32:NN:32x32x32:20000 ({exc})"
+                         ) from None
 
 
 def sweep_yaml(space_path: Path, points: str, database: str, reps: int, n: int, seed: int,

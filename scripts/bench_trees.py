@@ -35,7 +35,7 @@ def one_run(tree: Path, config: str, max_instances: int, workdir: Path) -> dict:
         shutil.move(str(cache), aside)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tree.resolve()), os.environ.get("PYTHONPATH")])), CUPY_CACHE_DIR=str(workdir / "cupy"),
                PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "autotune", "sweep", str(Path(config).resolve()), "--database",
+    cmd = [sys.executable, "-m", "autotune", "sweep", str(Path(config).resolve()), "--db",
            f"sqlite:///{db}", "--max-instances", str(max_instances), "-q"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True)

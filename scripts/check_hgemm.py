@@ -20,19 +20,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autotune.problems.gemm import GEMM, gemm_point
+from autotune.problems.gemm.data import strided_args
+from autotune.problems.gemm.verify import matrix_errors, reference_batch
+from autotune.space.instance import Instance
+from autotune.space.spec import load_space
+from autotune.sweep.backends.base import Job
+from autotune.sweep.compile import CompileRequest, compile_all, cuda_include_dir
+from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend
+from autotune.sweep.backends.gpu_worker import LoadedKernels, allow_dynamic_shared
+from autotune.vocab import Status
+
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels_src"
-sys.path.insert(0, str(ROOT))
-from autotune.problems.gemm import GEMM, gemm_point  # noqa: E402
-from autotune.problems.gemm.data import strided_args  # noqa: E402
-from autotune.problems.gemm.verify import matrix_errors, reference_batch  # noqa: E402
-from autotune.space.instance import Instance  # noqa: E402
-from autotune.space.spec import load_space  # noqa: E402
-from autotune.sweep.backends.base import Job  # noqa: E402
-from autotune.sweep.compile import CompileRequest, compile_all, cuda_include_dir  # noqa: E402
-from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend  # noqa: E402
-from autotune.sweep.backends.gpu_worker import LoadedKernels, allow_dynamic_shared  # noqa: E402
-from autotune.vocab import Status  # noqa: E402
 
 
 @functools.lru_cache(maxsize=None)
@@ -397,7 +397,7 @@ def main() -> int:
     rect_pts = {k: gemm_point("fp16", "NN", 4, 3, k, 1_000_000) for k in (4, 8, 16)}  # the paper's Fig. 15
     points: dict[Kernel, list] = {}
     for kern in timed:
-        serves = lambda n: not (kern.family == S and n > 16) and kern.fits(n)  # noqa: E731
+        serves = lambda n, kern=kern: not (kern.family == S and n > 16) and kern.fits(n)  # noqa: E731
         points[kern] = ([p for n, p in sq_pts.items() if serves(n)] + [p for (n, _), p in sw_pts.items() if serves(n)]
                         + [p for k, p in rect_pts.items() if k <= kern.bound()])
     with GpuBackend(include_dirs=(KERNELS,)) as backend:
@@ -428,7 +428,7 @@ def main() -> int:
         best = best_by_family(p)
         if best:
             t = min(best.values(), key=lambda t: t.ms)
-            gf = lambda ms: 2 * n ** 3 * batch / (ms * 1e-3) / 1e9  # noqa: E731
+            gf = lambda ms, n=n, batch=batch: 2 * n ** 3 * batch / (ms * 1e-3) / 1e9  # noqa: E731
             sweep.append((n, batch, t.label, gf(t.ms), gf(cub[p]), cub[p] / t.ms))
     rect = [(k, cub[p], best_by_family(p)) for k, p in rect_pts.items()]
 

@@ -20,21 +20,19 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+
+import functools
+
+import numpy as np
+
+from autotune.paths import KERNELS_DIR
+from autotune.problems.gemm import GEMM, gemm_point
+from autotune.problems.gemm.data import ptr_array_args, strided_args, vbatched_args
+from autotune.problems.gemm.verify import BASE_TOLERANCE, matrix_errors, reference_batch
+from autotune.space.instance import Instance
+from autotune.space.spec import load_space
+from autotune.vocab import Measurement, Status
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import functools  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from autotune.paths import KERNELS_DIR  # noqa: E402
-from autotune.problems.gemm import GEMM, gemm_point  # noqa: E402
-from autotune.problems.gemm.data import ptr_array_args, strided_args, vbatched_args  # noqa: E402
-from autotune.problems.gemm.verify import BASE_TOLERANCE, matrix_errors, reference_batch  # noqa: E402
-from autotune.space.instance import Instance  # noqa: E402
-from autotune.space.spec import load_space  # noqa: E402
-from autotune.vocab import Measurement, Status  # noqa: E402
 
 TOL = BASE_TOLERANCE
 DTYPE = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16}
@@ -118,7 +116,7 @@ def correctness_cases() -> list[Case]:
                 cases.append(Case("ptr", params, prec, shape, 70, 41, 13, 9, beta=0.0 if i else 0.5))
                 cases.append(Case("vbatched", params, prec, shape, 70, 45, 37, 300,
                                   beta=0.0 if i else -1.25, dist="gaussian" if i else "uniform"))
-            for i, params in enumerate(SMALL):
+            for params in SMALL:
                 cases.append(Case("small", params, prec, shape, 4, 4, 4, 61))
                 cases.append(Case("small", params, prec, shape, 7, 5, 11, 40, alpha=1.25, beta=0.0))
                 cases.append(Case("small", params, prec, shape, 3, 2, 1, 19, beta=2.0, pad=0))

@@ -30,21 +30,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-if str(ROOT / "scripts") not in sys.path:
-    sys.path.insert(0, str(ROOT / "scripts"))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 import check_simt  # noqa: E402  (tolerances, compile, outcome, measurement through GpuBackend)
-from autotune.problems.gemm import GEMM  # noqa: E402
-from autotune.devices import get_device  # noqa: E402
-from autotune.problems.gemm import gemm_point  # noqa: E402
-from autotune.problems.gemm.data import strided_args  # noqa: E402
-from autotune.problems.gemm.verify import reference_batch  # noqa: E402
-from autotune.space.spec import load_space  # noqa: E402
+from autotune.problems.gemm import GEMM
+from autotune.devices import get_device
+from autotune.problems.gemm import gemm_point
+from autotune.problems.gemm.data import strided_args
+from autotune.problems.gemm.verify import reference_batch
+from autotune.space.spec import load_space
+ROOT = Path(__file__).resolve().parent.parent
 
 TOL = check_simt.TOL
 DTYPE = check_simt.DTYPE
@@ -352,7 +348,7 @@ def main() -> int:
                 cb, cf = check_simt.roofline(cublas[point], bw) if point in cublas else (float("nan"),) * 2
                 t = best.get((prec, n, "tiny"), (float("nan"), "-"))
                 s = best.get((prec, n, "small"), (float("nan"), "-"))
-                frac = lambda ms: GEMM.bytes_moved(point, {"beta": 0.0}) / bw / (ms * 1e-3)  # noqa: E731
+                frac = lambda ms, point=point: GEMM.bytes_moved(point, {"beta": 0.0}) / bw / (ms * 1e-3)  # noqa: E731
                 rows.append((prec, n, point.batch, t[0], frac(t[0]), t[1], s[0], frac(s[0]), cb, cf))
 
     print(f"\ncorrectness (worst per-matrix relative error; inf = a failure); {len(cases)} cases")

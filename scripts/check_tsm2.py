@@ -6,7 +6,7 @@
 1. Measures the copy bandwidth (1 GiB device-to-device copy, read + write bytes, median of 20).
 2. Compiles a set of TSM2 instances per (precision, n) with the runner's compiler (autotune.sweep.compile): the
    paper's configuration (t1 = 128, t2 = n, t3 = 4), the analytical model's pick
-   (autotune/tsm2_model.py) and a small grid over T1, KS, T3, RPT.
+   (autotune/problems/gemm/tsm2_model.py) and a small grid over T1, KS, T3, RPT.
 3. Checks every instance on a small problem the tiles do not divide (alpha, beta not 0/1, lda > m,
    NaN-poisoned C with beta = 0) against a float64 reference.
 4. Times every instance on A (m x m) times B (m x n), n in {2, 4, 8, 16}, fp32 and fp64, CUDA events,
@@ -19,8 +19,8 @@ and the model's pick next to the measured best. Full logs and JSON go to --out.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -28,15 +28,14 @@ from pathlib import Path
 
 import numpy as np
 
+from autotune.problems.gemm.data import strided_args
+from autotune.problems.gemm.tsm2_model import ModelDevice, choose_ism2, choose_tsm2
+from autotune.problems.gemm.verify import matrix_errors, reference_batch
+from autotune.sweep.compile import CompileRequest, compile_all
+from autotune.sweep.backends.local import DEFAULT_CACHE_DIR
+from autotune.sweep.backends.gpu_worker import LoadedKernels
+from autotune.sweep.timing import Timer, TimingPlan, copy_bandwidth, summarize
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from autotune.problems.gemm.data import strided_args  # noqa: E402
-from autotune.problems.gemm.tsm2_model import ModelDevice, choose_ism2, choose_tsm2  # noqa: E402
-from autotune.problems.gemm.verify import reference_batch  # noqa: E402
-from autotune.sweep.compile import CompileRequest, compile_all  # noqa: E402
-from autotune.sweep.backends.local import DEFAULT_CACHE_DIR  # noqa: E402
-from autotune.sweep.backends.gpu_worker import LoadedKernels  # noqa: E402
-from autotune.sweep.timing import copy_bandwidth  # noqa: E402
 
 KERNELS = ROOT / "kernels_src"
 SOURCE = KERNELS / "tsm2.cuh"
@@ -111,32 +110,29 @@ def launch(fn, params, precision: str, m: int, n: int, k: int, alpha: float, A, 
     fn(grid, block, strided_args(precision, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1))
 
 
-def event_times(cp, run, reps: int, warmup: int = 3) -> list[float]:
-    for _ in range(warmup):
-        run()
-    cp.cuda.Device().synchronize()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(reps):
-        start.record()
-        run()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end))
+@functools.lru_cache(maxsize=1)
+def _timer() -> Timer:
+    return Timer()
+
+
+def event_times(cp, run, reps: int) -> list[float]:
+    """The runner's timing protocol (autotune.sweep.timing.Timer): warm-up sized from a first launch, then `reps`
+    launches each between its own CUDA events (behind the spin kernel when short)."""
+    timer = _timer()
+    est_ms = timer.time_once(run)
+    times, _ = timer.measure(lambda r: run(), est_ms, TimingPlan(reps))
     return times
 
 
 def stats(times: list[float]) -> dict:
-    q = np.percentile(times, [20, 80])
-    return {"median_ms": statistics.median(times), "p20_ms": float(q[0]), "p80_ms": float(q[1]),
-            "min_ms": min(times), "max_ms": max(times), "reps": len(times)}
+    """The statistics the runner stores (autotune.sweep.timing.summarize)."""
+    return asdict(summarize(times))
 
 
 def rel_err(cp, C, ref) -> float:
-    if bool(cp.isnan(C).any()):
-        return float("inf")
-    d = C.astype(cp.float64) - ref
-    return float(cp.linalg.norm(d) / cp.linalg.norm(ref))
+    """The runner's verification error of one matrix (autotune.problems.gemm.verify.matrix_errors): ||C - ref|| /
+    ||ref|| in float64, inf where C holds a non-finite element."""
+    return matrix_errors(C[None], ref[None])[0]
 
 
 def small_check(cp, fn, params, precision: str, shape: tuple[int, int, int], rng) -> float:
@@ -301,7 +297,7 @@ def main() -> int:
             B = cp.asfortranarray(cp.random.random((k, n), dtype=dt) * 2 - 1)
             ref = cp.matmul(A.astype(cp.float64), B.astype(cp.float64)) if prec == "fp32" else cp.matmul(A, B)
             bytes_moved = elem * (m * k + k * n + m * n)
-            cub = stats(event_times(cp, lambda: cp.matmul(A, B), args.reps))
+            cub = stats(event_times(cp, functools.partial(cp.matmul, A, B), args.reps))
             cub_err = rel_err(cp, cp.matmul(A, B), ref)
             results["cublas"].append({"precision": prec, "n": n, "rel_err": cub_err, **cub})
             log(f"cuBLAS {prec} n={n}: {cub['median_ms']:.4f} ms, rel err vs float64 {cub_err:.1e} "
@@ -321,7 +317,7 @@ def main() -> int:
                     rec["status"] = "wrong"
                     log(f"WRONG at full size {prec} n={n} {c.label()}: {err:.3e}")
                 else:
-                    st = stats(event_times(cp, lambda: launch(fn, c, prec, m, n, k, 1.0, A, m, B, k, 0.0, C, m),
+                    st = stats(event_times(cp, functools.partial(launch, fn, c, prec, m, n, k, 1.0, A, m, B, k, 0.0, C, m),
                                            args.reps))
                     frac = bytes_moved / bw / (st["median_ms"] * 1e-3)
                     rec.update(st, status="ok", roofline_frac=frac)
@@ -366,7 +362,7 @@ def main() -> int:
             B = cp.asfortranarray(cp.random.random((ki, ni), dtype=dt) * 2 - 1)
             ref = cp.matmul(A.astype(cp.float64), B.astype(cp.float64))
             bytes_moved = elem * (mi * ki + ki * ni + mi * ni)
-            cub = stats(event_times(cp, lambda: cp.matmul(A, B), args.reps))
+            cub = stats(event_times(cp, functools.partial(cp.matmul, A, B), args.reps))
             for c in cands:
                 fn = mod.get_function(c.name_expr(prec))
                 serr = small_check(cp, fn, c, prec, (3001, 7, 13), rng)
@@ -376,8 +372,8 @@ def main() -> int:
                 err = max(serr, rel_err(cp, C, ref))
                 rec = {"precision": prec, "params": asdict(c), "rel_err": err, "model_pick": c == pick}
                 if err <= TOL[prec]:
-                    st = stats(event_times(cp, lambda: launch(fn, c, prec, mi, ni, ki, 1.0, A, mi, B, ki, 0.0, C, mi),
-                                           args.reps))
+                    st = stats(event_times(cp, functools.partial(launch, fn, c, prec, mi, ni, ki, 1.0, A, mi, B, ki, 0.0, C,
+                                                             mi), args.reps))
                     rec.update(st, status="ok", roofline_frac=bytes_moved / bw / (st["median_ms"] * 1e-3))
                     log(f"ism2 {prec} {c.label()} {st['median_ms']:.4f} ms roofline {rec['roofline_frac']:.3f}"
                         f"{'  (model pick)' if c == pick else ''}")

@@ -23,18 +23,17 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autotune.problems.gemm import GEMM, gemm_point
-from autotune import paths  # noqa: E402
-from autotune.sweep.compile import CompileCache, CompileRequest, compile_batch  # noqa: E402
-from autotune.devices import get_device  # noqa: E402
-from autotune.space.generator import generate  # noqa: E402
-from autotune.vocab import Measurement  # noqa: E402
+from autotune import paths
+from autotune.sweep.compile import CompileCache, CompileRequest, compile_batch
+from autotune.devices import get_device
+from autotune.space.generator import generate
+from autotune.vocab import Measurement
 from autotune.sweep.backends.base import Job
-from autotune.space.spec import load_space  # noqa: E402
+from autotune.space.spec import load_space
 from autotune.sweep.backends.local import GpuBackend
-from autotune.sweep.backends.tasks import KernelTask, Variant  # noqa: E402
+from autotune.sweep.backends.tasks import KernelTask, Variant
 
 TEST_KERNELS = paths.ROOT / "tests" / "data" / "kernels"
 POINTS = (gemm_point("fp32", "NN", 32, 32, 32, 20_000), gemm_point("fp64", "NT", 16, 16, 16, 50_000),

@@ -10,15 +10,15 @@ RUNS=${RUNS:-runs}; mkdir -p "$RUNS"
 py=${PYTHON:-python3}
 run() { echo "== $phase: $* (stops after ${secs}s)"; timeout -s TERM "$secs" "$py" -m autotune "$@"; echo "== exit $?"; }
 case $phase in
-  small|fp16) run sweep "configs/${phase}_tables_h100.yaml" --database "sqlite:///$RUNS/${phase}_tables_h100.sqlite" \
+  small|fp16) run sweep "configs/${phase}_tables_h100.yaml" --db "sqlite:///$RUNS/${phase}_tables_h100.sqlite" \
                 --resume model -q ;;
-  square-share) run sweep configs/square_share_h100.yaml --database "sqlite:///$RUNS/square_share_h100.sqlite" \
+  square-share) run sweep configs/square_share_h100.yaml --db "sqlite:///$RUNS/square_share_h100.sqlite" \
                   --resume model -q ;;
   validate-small|validate-fp16)
     name=${phase#validate-}
     case $name in small) wl=small_h100;; fp16) wl=fp16_h100;; esac
     run validate "results/${name}_tables_h100/dispatch.json" --db "$RUNS/${name}_tables_h100.sqlite" \
       --random 200 --seed 1 --workload "configs/workloads/$wl.yaml" --pool-bk 3 \
-      --out "$RUNS/${name}_validation" --database "sqlite:///$RUNS/${name}_validation.sqlite" --quiet ;;
+      --out "$RUNS/${name}_validation" --validation-db "sqlite:///$RUNS/${name}_validation.sqlite" --quiet ;;
   *) echo "unknown phase $phase" >&2; exit 2 ;;
 esac

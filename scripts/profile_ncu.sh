@@ -23,7 +23,7 @@ for cfg in "$@"; do
 c = load_config(sys.argv[1]); print(load_space(c.spaces[0].path).kernel.template.split('::')[-1])" "$cfg")
   log="$OUT_DIR/$name.log"
   ncu --target-processes all --clock-control none --kernel-name "regex:(^|:)${kernel}$" --launch-count 1 "${SECTIONS[@]}" \
-    "$PYTHON" -m autotune sweep "$cfg" --database "sqlite:///$OUT_DIR/$name.sqlite" -q > "$log" 2>&1 || {
+    "$PYTHON" -m autotune sweep "$cfg" --db "sqlite:///$OUT_DIR/$name.sqlite" -q > "$log" 2>&1 || {
       echo "$name: ncu or the sweep failed, see $log" >&2; continue; }
   echo "== $name ($kernel): $log"
   grep -E "^\s+(DRAM Throughput|Duration|SM Frequency|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|Achieved Occupancy|Registers Per Thread|Executed Instructions|Warp Cycles Per Issued Instruction|L1/TEX Cache Throughput|Mem Pipes Busy|Waves Per SM|Grid Size|Block Size) " "$log" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job of README.md: set up .venv (once), then run the default sweep on this machine's GPU.
 # Without a GPU it shows the default space's funnel instead. Extra arguments go to `autotune sweep`.
-#   CONFIG=configs/other.yaml bash scripts/run.sh
+#   CONFIG=configs/tsm2_h100.yaml bash scripts/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONFIG=${CONFIG:-configs/default.yaml}

@@ -7,7 +7,7 @@ Two kinds of source:
     by its config's `where:` (complete_h100 keeps 1,639 of gemm_batched_simt's instances) is complete within that
     filter, and the strategies search exactly what was measured. Use only databases swept without early stop
     (`--no-early-stop`): an early-stopped instance's partial median is not its true time.
-  - a directory or file of Kernel Tuner caches (`*.json` / `*.json.gz`, e.g. results/bench/hub): each cache is
+  - a directory or file of Kernel Tuner caches (`*.json`, `*.json.xz` or `*.json.gz`, e.g. results/bench/hub): each cache is
     imported (`autotune import kerneltuner`, `interop.kt_store.import_cache`) into a temporary database; the
     universe is every configuration in the cache, Kernel Tuner's failed configurations (InvalidConfig,
     CompilationFailedConfig, RuntimeFailedConfig) being failures.
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
 import shutil
-import sys
 import tempfile
 import warnings
 from dataclasses import dataclass, field
@@ -29,14 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
+
+from autotune.space.instance import Instance
+from autotune.store.store import Store
+from autotune.vocab import Measurement, Status, TestPoint
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from autotune.space.instance import Instance  # noqa: E402
-from autotune.store.store import Store  # noqa: E402
-from autotune.vocab import Measurement, Status, TestPoint  # noqa: E402
-
-DEFAULT_SOURCES = ("results/complete_h100/complete_h100.sqlite.gz", "results/complete_conv_h200/complete_conv_h200.sqlite.gz",
+DEFAULT_SOURCES = ("results/complete_h100/complete_h100.sqlite.xz", "results/complete_conv_h200/complete_conv_h200.sqlite.xz",
                    "results/bench/hub")
 
 
@@ -130,10 +129,10 @@ def pairs_of_caches(paths: list[Path], work: Path, min_size: int = 1) -> list[Pa
     work = work / "imported"
     work.mkdir(parents=True, exist_ok=True)
     for path in paths:
-        stem = path.name.removesuffix(".gz").removesuffix(".json")
+        stem = path.name.removesuffix(".gz").removesuffix(".xz").removesuffix(".json")
         plain = work / f"{stem}.json"
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rb") as src, plain.open("wb") as dst:
+        if path.name.endswith((".gz", ".xz")):
+            with (gzip.open if path.name.endswith(".gz") else lzma.open)(path, "rb") as src, plain.open("wb") as dst:
                 shutil.copyfileobj(src, dst)
         else:
             shutil.copyfile(path, plain)
@@ -151,19 +150,19 @@ def pairs_of_caches(paths: list[Path], work: Path, min_size: int = 1) -> list[Pa
 
 
 def load_sources(sources: list[str], work: Path, min_size: int = 1) -> list[Pair]:
-    """Pairs of every source: databases (*.sqlite, *.sqlite.gz) and Kernel Tuner caches (files or directories)."""
+    """Pairs of every source: databases (*.sqlite, *.sqlite.xz, *.sqlite.gz) and Kernel Tuner caches (files or directories)."""
     pairs: list[Pair] = []
     for src in sources:
         path = Path(src) if Path(src).is_absolute() else ROOT / src
         if path.is_dir():
-            dbs = sorted([*path.glob("*.sqlite"), *path.glob("*.sqlite.gz")])
-            caches = sorted([*path.glob("*.json"), *path.glob("*.json.gz")])
+            dbs = sorted([*path.glob("*.sqlite"), *path.glob("*.sqlite.xz"), *path.glob("*.sqlite.gz")])
+            caches = sorted([*path.glob("*.json"), *path.glob("*.json.xz"), *path.glob("*.json.gz")])
             for db in dbs:
                 pairs += pairs_of_database(db, min_size)
             pairs += pairs_of_caches(caches, work, min_size)
-        elif path.name.endswith((".sqlite", ".sqlite.gz")):
+        elif path.name.endswith((".sqlite", ".sqlite.xz", ".sqlite.gz")):
             pairs += pairs_of_database(path, min_size)
-        elif path.name.endswith((".json", ".json.gz")):
+        elif path.name.endswith((".json", ".json.xz", ".json.gz")):
             pairs += pairs_of_caches([path], work, min_size)
         else:
             raise SystemExit(f"error: {src}: not a database (*.sqlite[.gz]), a Kernel Tuner cache (*.json[.gz]) "
@@ -185,7 +184,7 @@ def discover_complete(min_size: int = 1) -> list[Pair]:
             continue
     device = get_device("H100")
     out, seen, generated = [], set(), {}
-    for gz in sorted(ROOT.glob("results/**/*.sqlite.gz")) + sorted(ROOT.glob("examples/*/results/*.sqlite.gz")):
+    for gz in sorted(ROOT.glob("results/**/*.sqlite.xz")) + sorted(ROOT.glob("examples/*/results/*.sqlite.xz")):
         if "validation" in gz.parts:
             continue
         for p in pairs_of_database(gz, min_size):

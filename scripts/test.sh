@@ -5,11 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup_venv.sh
-pip_install -e '.[test]' || pip_install -e . || true  # offline: the test tools must already be there
+pip_install -e '.[test,docs]' || pip_install -e '.[test]' || pip_install -e . || true  # offline: the tools must be there
 .venv/bin/python -c "import autotune, sqlalchemy, typer, pandas, yaml, hypothesis" \
     || { echo "error: the installation in .venv is incomplete; delete .venv and run again" >&2; exit 1; }
+# Two processes (pytest-xdist) unless the caller chose (-n, -p no:xdist) or AUTOTUNE_TEST_WORKERS says otherwise
+# (0: one process); the PostgreSQL and GPU tests keep to one worker each (tests/conftest.py, --dist loadgroup).
+workers=()
+if [ "${AUTOTUNE_TEST_WORKERS:-2}" != 0 ] && .venv/bin/python -c "import xdist" 2>/dev/null \
+        && [[ " $* " != *" -n "* && " $* " != *"xdist"* && " $* " != *" -n"[0-9]* ]]; then
+    workers=(-n "${AUTOTUNE_TEST_WORKERS:-2}" --dist loadgroup)
+fi
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest "${workers[@]}" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -1,4 +1,9 @@
-"""Test tiers: unit (everywhere), nvcc (where nvcc is), gpu (where CuPy sees a GPU)."""
+"""Test tiers: unit (everywhere), nvcc (where nvcc is), gpu (where CuPy sees a GPU).
+
+Under pytest-xdist (`-n N --dist loadgroup`, what scripts/test.sh passes), the tests that use the PostgreSQL
+server run in one worker, one after another: some restart or stop the server (tests/test_faults.py), which must
+not cut another test's connection (tests/test_faults.py, whose fake GPU workers run under 1 s watchdogs, joins
+that worker too, so that two of its sweeps never compete for the cores); and the GPU tests share one GPU."""
 from __future__ import annotations
 
 import os
@@ -23,6 +28,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     gpu = None
     nvcc = shutil.which("nvcc") is not None
     for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        callspec = getattr(item, "callspec", None)
+        if "fresh_pg_url" in fixtures or (callspec is not None and callspec.params.get("db_url") == "postgresql"):
+            item.add_marker(pytest.mark.xdist_group("postgresql"))
+        if "gpu" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("gpu"))
+        if item.path.name == "test_faults.py":  # watchdogs of 1 s over spawned workers: one at a time
+            item.add_marker(pytest.mark.xdist_group("postgresql"))
         if "gpu" in item.keywords:
             if gpu is None:
                 gpu = _have_gpu()

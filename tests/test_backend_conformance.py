@@ -18,8 +18,8 @@ from autotune.testing.backends import BackendConformance
 from autotune.vocab import Measurement, Status, TestPoint
 
 ROOT = Path(__file__).resolve().parent.parent
-STENCIL_DB = ROOT / "examples" / "stencil" / "results" / "stencil_h100.sqlite.gz"
-SQUARE_DB = ROOT / "results" / "square_h100" / "square_h100.sqlite.gz"
+STENCIL_DB = ROOT / "examples" / "stencil" / "results" / "stencil_h100.sqlite.xz"
+SQUARE_DB = ROOT / "results" / "square_h100" / "square_h100.sqlite.xz"
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*schema version")  # committed databases migrate on open
 

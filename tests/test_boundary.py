@@ -252,7 +252,7 @@ def test_hostile_caches_round_trip(tmp_path_factory: pytest.TempPathFactory, tim
     stored = rows(db)
     assert set(stored) == {str(bs) for bs in by_bs}  # every entry stored (none skipped on a fresh database)
     assert got.records == len(by_bs)
-    for bs, (status, median, error) in stored.items():
+    for status, median, error in stored.values():
         if status == "ok":
             assert median is not None and math.isfinite(median) and median > 0
         else:

@@ -2,16 +2,16 @@
 naming the file, exit 2, no traceback; warnings print as one readable line, without Python's source lines."""
 from __future__ import annotations
 
-import gzip
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.support.committed import plain_bytes
+
 from autotune.paths import ROOT
 from tests.support.harness import run_cli as cli
 
-EXAMPLE_DB = ROOT / "examples" / "transpose" / "results" / "transpose_h100.sqlite.gz"
+EXAMPLE_DB = ROOT / "examples" / "transpose" / "results" / "transpose_h100.sqlite.xz"
 
 
 @pytest.fixture
@@ -64,8 +64,7 @@ KT_CACHE = """{
 def test_a_warning_is_one_readable_line(tmp_path: Path) -> None:
     """An older database read through a migrated copy warns; the warning is one `warning: ...` line."""
     db = tmp_path / "old.sqlite"
-    with gzip.open(EXAMPLE_DB) as src, open(db, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+    db.write_bytes(plain_bytes(EXAMPLE_DB))
     r = cli("query", "SELECT COUNT(*) AS n FROM measurements", "--db", str(db), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     warned = [line for line in r.stderr.splitlines() if "migrated copy" in line]

@@ -20,7 +20,7 @@ from autotune.store.query import run_query
 from autotune.store.store import SpaceRecord, Store, StoreError, SweepStart
 from tests.support.committed import committed
 
-RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
+RECORDED = committed("default")  # results/default/default.sqlite.xz, read as it is
 SIZES = (4, 8, 16)
 INSTANCES = {  # key -> (space, parameters)
     "a1": ("gemm_test", {"NSG": 1, "ALG": "x"}), "b1": ("gemm_test", {"NSG": 1, "ALG": "y"}),

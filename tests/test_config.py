@@ -165,7 +165,7 @@ GOOD_POINTS = "points: {precisions: [fp64], sizes: {square: 4}, batch: 1}\n"
      "whole number"),
     ("spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: 4}\n  batch: {bytes: lots}\n", 5,
      "cannot read a size in bytes", "100MB"),
-    ("spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: 4}\n", 3, "need `batch:`", "README"),
+    ("spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: 4}\n", 3, "need `batch:`", "sweep-configs"),
     ("spaces:\n  - {space: SPACE, where: 'NSG >>= 2'}\n" + GOOD_POINTS, 2, "where:", ""),
     ("spaces:\n  - {space: SPACE, max_instances: lots}\n" + GOOD_POINTS, 2, "integer >= 1", "whole number"),
     ("spaces: [SPACE]\n" + GOOD_POINTS + "tol: 1.5\n", 3, "outside [0, 1)", "0.05"),

@@ -21,7 +21,7 @@ from autotune.store.retry import (BASE_S, CAP_S, LOCKED_RETRY_S, RETRY_ENV, Data
 from autotune.problems.gemm import gemm_point
 from autotune.store.store import Store, SweepStart
 from autotune.vocab import Measurement, Status
-from pg import device_info, instances, points, record_sample
+from pg import device_info, instances, record_sample
 
 
 def lost() -> OperationalError:

@@ -31,7 +31,7 @@ DATABASES = ["tc_final_h100", "square_h100", "simt_h100", "tc_small_h100", "tc_a
 
 
 def _db(name: str):
-    return RESULTS / name / f"{name}.sqlite.gz"  # gzipped: read through its decompressed copy
+    return RESULTS / name / f"{name}.sqlite.xz"  # gzipped: read through its decompressed copy
 
 
 @pytest.fixture(scope="module", params=DATABASES)

@@ -216,7 +216,7 @@ def example_table(request):
     """The dispatch table of an example's committed database (a kind other than the built-in one)."""
     from autotune.cli.analyze import build, load
     folder, name = request.param
-    path = paths.ROOT / "examples" / folder / "results" / f"{name}.sqlite.gz"
+    path = paths.ROOT / "examples" / folder / "results" / f"{name}.sqlite.xz"
     if not path.exists():
         pytest.skip(f"{path} not committed")
     with warnings.catch_warnings():

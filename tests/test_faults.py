@@ -185,13 +185,13 @@ def test_gpu_watchdog_waits_longer_once_the_worker_reports_progress(tmp_path: Pa
 
 # ---- 4. the database fills up or turns read-only mid-sweep -----------------------------------------------
 
-RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
+RECORDED = committed("default")  # results/default/default.sqlite.xz, read as it is
 ENV = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "80"}
 
 
 def sweep_args(db: str) -> list[str]:
     """A replayed sweep of the default config (30 instances, 282 pairs) into `db`."""
-    return ["sweep", "configs/default.yaml", "--replay", str(RECORDED), "--database", db, "--quiet",
+    return ["sweep", "configs/default.yaml", "--replay", str(RECORDED), "--db", db, "--quiet",
             "--max-instances", "30"]
 
 
@@ -359,7 +359,8 @@ def test_postgres_restarts_mid_statement_and_the_sweep_reconnects(fresh_pg_url: 
     try:
         seen = 0
         for _ in range(RESTARTS):  # each after the sweep recorded 20 more pairs (so it was back)
-            wait_for(lambda: count(watch, "select count(*) from measurements") >= seen + 20 or proc.poll() is not None)
+            wait_for(lambda seen=seen: count(watch, "select count(*) from measurements") >= seen + 20
+                     or proc.poll() is not None)
             seen = count(watch, "select count(*) from measurements")
             cut_mid_statement(fresh_pg_url, proc, "restart", "-m", "immediate")
         out, err = proc.communicate(timeout=180)
@@ -433,8 +434,8 @@ def test_kill_9_at_random_moments_loses_at_most_the_pairs_in_flight(tmp_path: Pa
         engine = sa.create_engine(url)
         try:  # once this run measures, at a random moment within the next 0.5 s
             recorded = len(before) + pending  # (this run records the pair left in flight first)
-            wait_for(lambda: db.exists() and count(engine, "select count(*) from measurements") > recorded
-                     or proc.poll() is not None)
+            wait_for(lambda engine=engine, recorded=recorded, proc=proc: db.exists() and count(
+                engine, "select count(*) from measurements") > recorded or proc.poll() is not None)
             time.sleep(rng.uniform(0, 0.5))
             assert proc.poll() is None, "the sweep ended before the kill"
             os.kill(proc.pid, signal.SIGKILL)

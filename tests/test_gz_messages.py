@@ -1,4 +1,4 @@
-"""Errors about a gzipped database name the user's .gz file, never the private decompressed (or migrated) copy read
+"""Errors about a compressed database (gzipped .gz, packed .xz) name the user's file, never the private decompressed (or migrated) copy read
 for it (issue 30: `error: no space 'transpose' in sqlite:////tmp/autotune-gz-0/2ca9...sqlite`)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from autotune.paths import ROOT
 from tests.support.harness import run_cli as cli
 
-EXAMPLE_DB = ROOT / "examples" / "transpose" / "results" / "transpose_h100.sqlite.gz"
+EXAMPLE_DB = ROOT / "examples" / "transpose" / "results" / "transpose_h100.sqlite.xz"  # packed (autotune db pack)
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def test_an_error_about_a_gz_database_names_the_gz(tmp_path: Path, current_gz: P
                                                     args: tuple) -> None:
     db = current_gz
     if which.startswith("example"):
-        db = tmp_path / "theirs.sqlite.gz"
+        db = tmp_path / "theirs.sqlite.xz"  # a packed file: its messages name it the same way
         shutil.copyfile(EXAMPLE_DB, db)
     r = cli(*(a.format(db=db) for a in args), cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr

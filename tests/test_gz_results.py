@@ -18,8 +18,9 @@ import pytest
 from autotune.paths import ROOT
 from autotune.store.engine import GZ_READ_ONLY, StoreError, database_url, gz_cache_dir, sqlite_path
 from autotune.store.store import Store
+from tests.support.committed import plain_bytes
 
-SOURCE = ROOT / "results" / "default" / "default.sqlite"  # the committed default database, plain or gzipped
+SOURCE = ROOT / "results" / "default" / "default.sqlite"  # the committed default database, plain or packed (.xz)
 
 
 def cli(*args: str, cwd: Path | str = ROOT, tmpdir: Path | None = None, timeout: float = 180
@@ -36,8 +37,7 @@ def dbs(tmp_path: Path) -> tuple[Path, Path, Path]:
     """(plain database, its `gzip -9 -n` copy, the TMPDIR of the commands) in tmp_path."""
     plain = tmp_path / "plain" / "default.sqlite"
     plain.parent.mkdir()
-    gz_source = SOURCE.with_name(SOURCE.name + ".gz")
-    data = SOURCE.read_bytes() if SOURCE.is_file() else gzip.decompress(gz_source.read_bytes())
+    data = SOURCE.read_bytes() if SOURCE.is_file() else plain_bytes(SOURCE.with_name(SOURCE.name + ".xz"))
     plain.write_bytes(data)
     gz = tmp_path / "gz" / "default.sqlite.gz"
     gz.parent.mkdir()
@@ -135,7 +135,7 @@ def test_concurrent_readers_share_one_complete_copy(dbs: tuple[Path, Path, Path]
 def test_sweep_into_a_gzipped_database_is_refused(dbs: tuple[Path, Path, Path], tmp_path: Path) -> None:
     plain, gz, tmpdir = dbs
     before = gz.read_bytes()
-    r = cli("sweep", "configs/default.yaml", "--replay", str(plain), "--database", str(gz), "--quiet", tmpdir=tmpdir)
+    r = cli("sweep", "configs/default.yaml", "--replay", str(plain), "--db", str(gz), "--quiet", tmpdir=tmpdir)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert GZ_READ_ONLY in " ".join(r.stderr.split()) and "gunzip" in r.stderr
     cfg = tmp_path / "to_gz.yaml"  # the same through the config's `database:`, as a URL
@@ -149,7 +149,7 @@ def test_sweep_into_a_gzipped_database_is_refused(dbs: tuple[Path, Path, Path], 
 def test_a_gzipped_database_replays_into_a_new_file(dbs: tuple[Path, Path, Path], tmp_path: Path) -> None:
     plain, gz, tmpdir = dbs
     out = tmp_path / "new.sqlite"
-    r = cli("sweep", "configs/default.yaml", "--replay", str(gz), "--database", str(out), "--quiet", tmpdir=tmpdir)
+    r = cli("sweep", "configs/default.yaml", "--replay", str(gz), "--db", str(out), "--quiet", tmpdir=tmpdir)
     assert r.returncode == 0, r.stderr
     q = "SELECT COUNT(*) FROM measurements WHERE status = 'ok'"
     assert cli("query", q, "--db", str(out)).stdout == cli("query", q, "--db", str(plain)).stdout

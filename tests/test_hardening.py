@@ -14,7 +14,7 @@ from autotune.store.migrate import VERSION_TABLE, head
 from autotune.store.schema import SCHEMA_VERSION
 from tests.support.committed import committed, read_only
 
-RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
+RECORDED = committed("default")  # results/default/default.sqlite.xz, read as it is
 
 
 def cli(*args: str, cwd: Path | str = ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -140,7 +140,7 @@ def test_huge_space_is_refused_before_work(tmp_path: Path) -> None:
 def test_config_limits_at_load(tmp_path: Path, sizes: str, batch: str, line: int, message: str) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"spaces: [gemm_naive]\npoints:\n  - precisions: [fp64]\n    sizes: {sizes}\n    batch: {batch}\n")
-    r = cli("sweep", str(cfg), "--replay", str(RECORDED), "--database", str(tmp_path / "x.sqlite"), "--quiet")
+    r = cli("sweep", str(cfg), "--replay", str(RECORDED), "--db", str(tmp_path / "x.sqlite"), "--quiet")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"{cfg}:{line}: {message}" in r.stderr
 
@@ -150,7 +150,7 @@ def test_point_larger_than_gpu_memory_is_refused_before_allocating(tmp_path: Pat
     cfg.write_text("spaces: [gemm_naive]\npoints:\n  - precisions: [fp64]\n    sizes: {square: [100000]}\n"
                    "    batch: 100\n")
     db = tmp_path / "mem.sqlite"
-    r = cli("sweep", str(cfg), "--replay", str(RECORDED), "--database", str(db), "--quiet")
+    r = cli("sweep", str(cfg), "--replay", str(RECORDED), "--db", str(db), "--quiet")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "1 test point(s) do not fit in 72.0 GB (90% of NVIDIA H100 80GB HBM3's 80 GB)" in r.stderr
     assert "AUTOTUNE_GPU_MEMORY" in r.stderr
@@ -249,7 +249,7 @@ def test_sigterm_stops_a_sweep_cleanly_and_it_resumes(tmp_path: Path) -> None:
     import time as _time
     db = tmp_path / "term.sqlite"
     args = [sys.executable, "-m", "autotune", "sweep", "configs/default.yaml", "--replay", str(RECORDED),
-            "--database", str(db), "--quiet", "--max-instances", "30"]
+            "--db", str(db), "--quiet", "--max-instances", "30"]
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "AUTOTUNE_REPLAY_DELAY": "0.05"}
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen_inflight = False

@@ -72,7 +72,7 @@ def test_import_below_the_limits_works(tmp_path: Path) -> None:
 
 
 def test_a_gzipped_cache_is_read_and_its_unpacked_size_is_limited(tmp_path: Path) -> None:
-    """The benchmark hub ships its caches as .json.gz (results/bench/hub/): they import as they are; a small
+    """The benchmark hub ships its caches as .json.gz (results/bench/hub/ keeps them as .json.xz): they import as they are; a small
     gzip file that unpacks past the byte limit (a gzip bomb) is refused while unpacking."""
     import gzip
 
@@ -89,8 +89,24 @@ def test_a_gzipped_cache_is_read_and_its_unpacked_size_is_limited(tmp_path: Path
         read_cache(tmp_path / "bad.json.gz")
 
 
+def test_an_xz_cache_is_read_and_its_unpacked_size_is_limited(tmp_path: Path) -> None:
+    """results/bench/hub keeps its caches as .json.xz: read as they are; an xz bomb and a cut file are refused."""
+    import lzma
+
+    xz = tmp_path / "c.json.xz"
+    xz.write_bytes(lzma.compress(cache_text(20).encode()))
+    assert len(read_cache(xz).records) == 20
+    bomb = tmp_path / "bomb.json.xz"
+    bomb.write_bytes(lzma.compress(b" " * (4 * 2**20)))
+    with pytest.raises(CacheLimitError, match="above the limit"):
+        read_cache(bomb, max_bytes=2**20)
+    (tmp_path / "cut.json.xz").write_bytes(lzma.compress(cache_text(20).encode())[:-40])
+    with pytest.raises(CacheFormatError, match="damaged xz"):
+        read_cache(tmp_path / "cut.json.xz")
+
+
 def test_the_committed_hub_caches_import(tmp_path: Path) -> None:
-    hub = ROOT / "results" / "bench" / "hub" / "convolution_milo_A100.json.gz"
+    hub = ROOT / "results" / "bench" / "hub" / "convolution_milo_A100.json.xz"
     r = cli("import", "kerneltuner", str(hub), "--db", str(tmp_path / "hub.sqlite"), "--space-out",
             str(tmp_path / "hub.space.yaml"), cwd=tmp_path)  # (never beside the committed cache)
     assert r.returncode == 0, r.stderr

@@ -83,10 +83,10 @@ def _make_v1(url: str, pre_alembic: bool = True) -> None:
 
 def _copy(src: Path, folder: Path) -> Path:
     """A consistent copy of an SQLite file (its WAL included), as `autotune db upgrade` users would back it up;
-    a gzipped one (the committed databases) is decompressed into folder/NAME.sqlite."""
+    a packed or gzipped one (the committed databases are packed) is decompressed into folder/NAME.sqlite."""
     folder.mkdir(parents=True, exist_ok=True)
-    if src.name.endswith(".gz"):
-        return gunzip_to(src, folder / src.name.removesuffix(".gz"))
+    if src.name.endswith((".gz", ".xz")):
+        return gunzip_to(src, folder / src.name.removesuffix(".gz").removesuffix(".xz"))
     dst = folder / src.name
     with sqlite3.connect(f"file:{src.as_posix()}?mode=ro", uri=True) as a, sqlite3.connect(dst) as b:
         a.backup(b)
@@ -194,7 +194,7 @@ def test_committed_databases_migrate_and_report_the_same(tmp_path: Path) -> None
     migrate_s = time.monotonic() - t0
     for src in COMMITTED[:3]:
         out = tmp_path / f"report_{src.parent.name}"
-        plain = tmp_path / src.parent.name / src.name.removesuffix(".gz")
+        plain = tmp_path / src.parent.name / src.name.removesuffix(".gz").removesuffix(".xz")
         r = CliRunner().invoke(app, ["report", str(plain), "--out", str(out)])
         assert r.exit_code == 0, r.output
         committed = src.parent / "summary.csv"

@@ -1,6 +1,6 @@
 """The replay tier: the runner, resume and analyzer on a sweep recorded on a real H100.
 
-results/default/default.sqlite.gz is the README's main job (configs/default.yaml: 300 sampled
+results/default/default.sqlite.xz is the README's main job (configs/default.yaml: 300 sampled
 gemm_batched_simt instances x 12 fp64/fp32 points) as it ran on an NVIDIA H100 80GB HBM3,
 killed with SIGKILL part-way and resumed (see results/default/PROVENANCE.md).
 """
@@ -22,7 +22,7 @@ from tests.support.committed import committed
 from autotune.store.store import Store
 from autotune.analysis.winners import Criteria
 
-RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
+RECORDED = committed("default")  # results/default/default.sqlite.xz, read as it is
 URL = f"sqlite:///{RECORDED}"
 
 

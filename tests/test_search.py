@@ -3,7 +3,6 @@ strategy config keys, and each strategy end to end on a small recorded space thr
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import importlib.util
 from collections import Counter
 from pathlib import Path
@@ -18,7 +17,6 @@ from autotune.store.store import Store
 from autotune.sweep.backends.replay import ReplayBackend
 from autotune.sweep.config import load_config, parse_config
 from autotune.sweep.runner import run_sweep, study_name
-from autotune.sweep.strategies import make_strategy
 from autotune.sweep.strategies.auto import Auto
 from autotune.sweep.strategies.hybrid import HybridSearch
 from autotune.sweep.strategies.optuna_search import TPESearch
@@ -26,6 +24,7 @@ from autotune.sweep.strategies.options import SearchOptions, StopRule
 from autotune.sweep.strategies.validset import ValidSet
 from autotune.testing.strategies import POINT, made_up_instances, made_up_results
 from autotune.vocab import Measurement, Status
+from tests.support.committed import plain_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSPOSE = ROOT / "examples" / "transpose"
@@ -164,7 +163,7 @@ class Quiet:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("rec") / "transpose.sqlite"
-    path.write_bytes(gzip.decompress((TRANSPOSE / "results" / "transpose_h100.sqlite.gz").read_bytes()))
+    path.write_bytes(plain_bytes(TRANSPOSE / "results" / "transpose_h100.sqlite.xz"))
     return f"sqlite:///{path}"
 
 

@@ -23,7 +23,7 @@ from autotune.store.store import SpaceRecord, Store, SweepStart
 from autotune.problems.gemm.tsm2_model import choose_tsm2
 from tests.support.committed import committed
 
-RECORDED = committed("tsm2_h100")  # results/tsm2_h100/tsm2_h100.sqlite.gz
+RECORDED = committed("tsm2_h100")  # results/tsm2_h100/tsm2_h100.sqlite.xz
 M = 20480
 BW, CLOCK = 2.98e12, 1.98e9
 

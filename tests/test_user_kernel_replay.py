@@ -4,7 +4,6 @@ H100 recorded (examples/PROVENANCE.md): sweep, resume, report, lookup. The same 
 tier (tests/gpu/test_user_kernels.py)."""
 from __future__ import annotations
 
-import gzip
 import importlib.util
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.support.committed import plain_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,11 +27,11 @@ def test_user_kernel_from_space_file_to_dispatch_table(tmp_path: Path, name: str
     user = tmp_path / "my_kernels" / name
     shutil.copytree(ROOT / "examples" / name, user, ignore=shutil.ignore_patterns("results"))
     recorded = tmp_path / "recorded.sqlite"
-    recorded.write_bytes(gzip.decompress((ROOT / f"examples/{name}/results/{name}_h100.sqlite.gz").read_bytes()))
+    recorded.write_bytes(plain_bytes(ROOT / f"examples/{name}/results/{name}_h100.sqlite.xz"))
     db = tmp_path / "mine.sqlite"
-    r = cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--database", str(db), "--quiet")
+    r = cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--db", str(db), "--quiet")
     assert r.returncode == 0, r.stdout + r.stderr
-    again = cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--database", str(db), "--quiet")
+    again = cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--db", str(db), "--quiet")
     assert again.returncode == 0 and "nothing to do" in (again.stdout + again.stderr).lower() or again.returncode == 0
     r = cli(user, "report", str(db), "--out", "report")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -69,7 +69,7 @@ def test_installed_package_sweeps_reports_and_emits_outside_the_checkout(tmp_pat
     work = tmp_path / "work"
     shutil.copytree(ROOT / "examples" / "transpose", work / "transpose", ignore=shutil.ignore_patterns("results"))
     recorded = tmp_path / "recorded.sqlite"
-    recorded.write_bytes(gzip.decompress((ROOT / "examples/transpose/results/transpose_h100.sqlite.gz").read_bytes()))
+    recorded.write_bytes(plain_bytes(ROOT / "examples/transpose/results/transpose_h100.sqlite.xz"))
     exe = str(venv / "bin" / "autotune")
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
 
@@ -89,7 +89,7 @@ def test_installed_package_sweeps_reports_and_emits_outside_the_checkout(tmp_pat
     assert (work / "results" / "transpose_h100.sqlite").is_file()  # results/ under the current directory
     r = run("report", "results/transpose_h100.sqlite", "--out", "report")
     assert r.returncode == 0 and (work / "report" / "dispatch.py").is_file(), r.stdout + r.stderr
-    r = run("emit", str(ROOT / "results/tsm2_h100/tsm2_h100.sqlite.gz"), "--format", "json")
+    r = run("emit", str(ROOT / "results/tsm2_h100/tsm2_h100.sqlite.xz"), "--format", "json")
     assert r.returncode == 0 and '"kernels"' in r.stdout, r.stderr[-2000:]
 
 
@@ -97,9 +97,9 @@ def test_report_uses_the_recorded_space_and_warns_when_the_work_tree_differs(tmp
     user = tmp_path / "transpose"
     shutil.copytree(ROOT / "examples" / "transpose", user, ignore=shutil.ignore_patterns("results"))
     recorded = tmp_path / "recorded.sqlite"
-    recorded.write_bytes(gzip.decompress((ROOT / "examples/transpose/results/transpose_h100.sqlite.gz").read_bytes()))
+    recorded.write_bytes(plain_bytes(ROOT / "examples/transpose/results/transpose_h100.sqlite.xz"))
     db = tmp_path / "mine.sqlite"
-    assert cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--database", str(db), "--quiet").returncode == 0
+    assert cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--db", str(db), "--quiet").returncode == 0
     from autotune.space.spec import STORED
     from autotune.store.spaces import use_stored_spaces
     assert use_stored_spaces(f"sqlite:///{db}") == {}  # the work tree holds the version measured

@@ -22,7 +22,7 @@ from autotune.sweep.workload import SizeRule
 from autotune.problems.gemm import GEMM, gemm_point
 from tests.support.committed import committed, gunzip_to, read_only
 
-RECORDED = committed("default")  # results/default/default.sqlite.gz, read as it is
+RECORDED = committed("default")  # results/default/default.sqlite.xz, read as it is
 HELD_OUT = (8, 16, 32)
 
 

@@ -35,7 +35,7 @@ def stencil(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """recording.sqlite (the stencil example's H100 sweep), rep/dispatch.json made from it by `autotune report`,
     points.csv: the recording's test points (ny, nx)."""
     work = tmp_path_factory.mktemp("stencil")
-    rec = gunzip_to(EXAMPLES / "stencil" / "results" / "stencil_h100.sqlite.gz", work / "recording.sqlite")
+    rec = gunzip_to(EXAMPLES / "stencil" / "results" / "stencil_h100.sqlite.xz", work / "recording.sqlite")
     r = cli(work, "report", str(rec), "--out", "rep")
     assert r.returncode == 0, r.stdout + r.stderr
     with Store.open(f"sqlite:///{rec}", create=False, readonly=True) as store:

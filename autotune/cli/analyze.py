@@ -188,16 +188,14 @@ def _require_verified(frame: pd.DataFrame, source: str) -> None:
         return
     kinds = ", ".join(f"{k}: {v:,}" for k, v in frame["status"].value_counts().sort_index().items()) or "none"
     raise UserError(f"nothing verified to analyze in {source}: {len(frame):,} measurements, none with status ok "
-                    f"({kinds})", hint="look at the failures first (`autotune query` with the README's 'Failures by "
+                    f"({kinds})", hint="look at the failures first (`autotune query` with docs/queries.md's 'Failures by "
                                        "kind' recipe), fix the kernels or the config, and sweep again")
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("autotune")
-    except Exception:  # noqa: BLE001 - not installed: a checkout
-        return "checkout"
+    """The version every dispatch.json records: the package's one version (autotune.__version__)."""
+    from autotune import __version__
+    return __version__
 
 
 def _floats(text: str) -> list[float]:
@@ -301,7 +299,7 @@ def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
             tols: Annotated[str, typer.Option("--tols", help="TOL values, comma-separated.")] = "0,0.05,0.1,0.15",
             spread_ties: SpreadOpt = False,
             loo: Annotated[bool, typer.Option("--loo/--no-loo", help="Leave-one-out loss per row.")] = True,
-            out_dir: Annotated[Optional[Path], typer.Option("--out", help="Write tol_table.csv and winners.csv here.")] = None,
+            out_dir: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write tol_table.csv and winners.csv here.")] = None,
             validity: ValidityOpt = None, fallback: FallbackOpt = None, kind: KindOpt = None,
             ) -> None:
     """The number of kernels against TOL for both methods, with worst, mean and leave-one-out loss (Table I).
@@ -391,7 +389,7 @@ def _sources(loaded: Loaded, built: Built) -> list[str]:
     return out
 
 
-def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", help="Directory for the files.")] = Path("report"),
+def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory for the files.")] = Path("report"),
            device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
            method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
            generic: GenericOpt = "",

@@ -91,7 +91,7 @@ measurement: the median of fewer repetitions, an estimate known to be more than 
 the sweep saw at that point. Then one line per group: at how many points it is the best, its geometric \
 mean slowdown, and the sizes where it wins.
 
-    Example: autotune compare results/default/default.sqlite.gz --by NSG --where "DIM_X * DIM_Y >= 64"
+    Example: autotune compare results/default/default.sqlite.xz --by NSG --where "DIM_X * DIM_Y >= 64"
     """
     gpu = load_gpu(source, device, kind)
     try:

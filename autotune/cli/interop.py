@@ -21,7 +21,7 @@ def import_kerneltuner(
                                             "without it a space is written from the cache's tune_params"),
         space_out: Optional[Path] = typer.Option(None, "--space-out", help="where to write the created space "
                                                  "(default: next to the cache, CACHE.space.yaml)"),
-        precision: str = typer.Option("fp32", help="precision of the test point (the cache does not record it)"),
+        precision: str = typer.Option("fp32", "--precision", "-p", help="precision of the test point (the cache does not record it)"),
         max_cache_mb: Optional[int] = typer.Option(None, "--max-cache-mb", min=1, help="refuse a larger cache file, "
                                                    "before reading it (default 256 or AUTOTUNE_MAX_CACHE_MB)"),
         max_entries: Optional[int] = typer.Option(None, "--max-entries", min=1, help="refuse a cache of more "
@@ -74,10 +74,10 @@ def import_kerneltuner(
 def export_kerneltuner(
         db: str = typer.Argument(..., help="results database URL or SQLite file"),
         space: str = typer.Option(..., "--space", help="the space whose measurements to write"),
-        out_file: Path = typer.Option(..., "--out", help="the Kernel Tuner cache file to write"),
+        out_file: Path = typer.Option(..., "--out", "-o", help="the Kernel Tuner cache file to write"),
         point: Optional[str] = typer.Option(None, "--point", help="the test point (its key, e.g. "
                                             "transpose:fp32:-:4096x4096) when the space was measured at several"),
-        device: Optional[str] = typer.Option(None, "--device", help="device name or UUID (default: the only one)"),
+        device: Optional[str] = typer.Option(None, "--device", "-d", help="device name or UUID (default: the only one)"),
         t4: Optional[Path] = typer.Option(None, "--t4", help="also write Kernel Tuner's T4 results JSON here"),
 ) -> None:
     """Export one space's measurements at one test point as a Kernel Tuner cache (Kernel Tuner's reader and its

@@ -78,7 +78,7 @@ def tsm2(source: Annotated[str, typer.Argument(help="Results database (SQLite pa
     The model runs on the swept GPU's measured copy bandwidth, SM clock and SM count (from the database) and
     the profile's per-SM limits. A time marked with a dagger comes from an early-stopped measurement.
 
-    Example: autotune model tsm2 results/tsm2_h100/tsm2_h100.sqlite.gz
+    Example: autotune model tsm2 results/tsm2_h100/tsm2_h100.sqlite.xz
     """
     from autotune.problems.gemm import tsm2_check
     from autotune.cli.compare import load_gpu

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from autotune.cli.aliases import renamed
 from autotune.devices import PROFILES, get_device
 from autotune.space.generator import Generated, generate, where
 from autotune.space.spec import load_space
@@ -128,11 +129,13 @@ class Format(str, Enum):
 
 @app.command()
 def export(space: SpaceArg, format: Annotated[Format, typer.Option("--format", "-f", help="csv or json.")] = Format.csv,
-           output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
+           output: Annotated[Optional[Path], typer.Option("--out", "-o", help="File to write (default: stdout).")] = None,
+           output_old: Annotated[Optional[Path], typer.Option("--output", hidden=True, help="Old name of --out.")] = None,
            where_expr: Annotated[Optional[str], typer.Option("--where", help="Keep rows where EXPR holds.")] = None,
            device: DeviceOpt = None, precision: PrecisionOpt = None, no_soft: NoSoftOpt = False,
            soft_off: SoftOffOpt = None, max_raw: MaxRawOpt = None, max_survivors: MaxSurvivorsOpt = None) -> None:
     """Write every surviving instance (id, name, parameters, derived quantities) as CSV or JSON."""
+    output = renamed(output, output_old, "--out", "--output")
     if output:
         from autotune.outfiles import check_writable
         check_writable([output])  # before generating: a path that cannot be written fails at once

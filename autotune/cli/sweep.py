@@ -7,13 +7,16 @@ import sys
 import time
 from collections import Counter
 from enum import Enum
-from typing import Annotated, Iterator, Optional
+from pathlib import Path
+from typing import Annotated, Any, Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 from rich.table import Table
 
+from autotune.cli.aliases import renamed
 from autotune.errors import UserError
 from autotune.vocab import Measurement, Status
 
@@ -28,7 +31,7 @@ class BarReporter:
         self.quiet = quiet
         self.failures: Counter = Counter()
         self.progress: Progress | None = None
-        self.task = None
+        self.task: TaskID | None = None
         self.count = 0
         self.last_line = 0.0
         self.rates = None  # an executor of several GPUs: its `rates()`, shown on the bar (run_config sets it)
@@ -52,7 +55,7 @@ class BarReporter:
         fails = " ".join(f"{k}:{v}" for k, v in sorted(self.failures.items())) or "no failures"
         best = f"best {best_ms:.4f} ms" if best_ms is not None else "no valid time yet"
         info = f"{m.point.key} {best} | {fails}{self._per_gpu()}"
-        if self.progress is not None:
+        if self.progress is not None and self.task is not None:
             self.progress.update(self.task, advance=1, info=info)
         elif time.monotonic() - self.last_line > 30:  # quiet: one line every 30 s for logs
             self.last_line = time.monotonic()
@@ -77,7 +80,8 @@ class BarReporter:
 
 
 def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME.yaml).")],
-          database: Annotated[Optional[str], typer.Option(help="Database URL; overrides the config's `database`.")] = None,
+          database: Annotated[Optional[str], typer.Option("--db", help="Database URL or SQLite path; overrides the config's `database`.")] = None,
+          database_old: Annotated[Optional[str], typer.Option("--database", hidden=True, help="Old name of --db.")] = None,
           strategy: Annotated[Optional[str], typer.Option(help="Search strategy: brute (every instance), random (a seeded sample), tpe (Optuna's TPE), hybrid (a surrogate model plus local search around the best instances), gp (Optuna's Gaussian process; needs torch), cmaes (needs the cmaes package), auto (brute when --budget covers the space, else hybrid; says which and why), an installed one or module:Class. tpe, hybrid, gp, cmaes and auto search each test point on its own and keep an Optuna study per point in the sweep's database. Overrides the config's `strategy:`.")] = None,
           budget: Annotated[Optional[int], typer.Option(min=1, help="Evaluations per test point (the config's `strategy: {budget: N}`; the top-level `budget:` is a time budget). Any strategy given a per-point budget, patience or roofline tolerance searches each point on its own.")] = None,
           patience: Annotated[Optional[int], typer.Option(min=1, help="Stop a test point after this many evaluations without a better time (`strategy: {patience: K}`).")] = None,
@@ -102,12 +106,13 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
 
     from autotune.sweep.config import load_config
 
+    database = renamed(database, database_old, "--db", "--database")
     cfg = load_config(config)
     if resume is not None and resume not in ("gpu", "model"):
         raise UserError(f"--resume must be gpu or model, got {resume!r}")
-    overrides = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume)
+    overrides: dict[str, Any] = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume)
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
-    search = dict(budget=budget, patience=patience, roofline_tol=roofline_tol, transfer=transfer)
+    search: dict[str, Any] = dict(budget=budget, patience=patience, roofline_tol=roofline_tol, transfer=transfer)
     cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, **{k: v for k, v in search.items()
                                                                             if v is not None}))
     if gpus is not None and scheduler is not None:
@@ -264,10 +269,10 @@ def query(sql: Annotated[str, typer.Argument(help="One SQL statement that only r
                                               "the connection is read-only and writes, ATTACH, VACUUM and PRAGMA "
                                               "assignments are refused.")],
           db: Annotated[Optional[str], typer.Option("--db", help="Database URL or SQLite path, e.g. "
-                                                    "results/default/default.sqlite.gz (gzipped files are read through a "
-                                                    "decompressed copy). Default: results/default.sqlite "
-                                                    "when it exists (the default sweep's database), else "
-                                                    "results/default.sqlite.gz.")] = None,
+                                                    "results/default/default.sqlite.xz (packed and gzipped files are "
+                                                    "read through a decompressed copy). Default: "
+                                                    "results/default.sqlite when it exists (the default sweep's "
+                                                    "database), else results/default.sqlite.xz or .gz.")] = None,
           format: Annotated[OutFormat, typer.Option("--format", "-f", help="table or csv.")] = OutFormat.table,
           timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Cancel the statement after this many "
                                                  "seconds (exit 2).")] = 60.0,
@@ -291,18 +296,20 @@ def query(sql: Annotated[str, typer.Argument(help="One SQL statement that only r
 
 
 def _default_db() -> str:
-    """results/default.sqlite (under the current folder, else the checkout) when it exists, else its gzipped
-    results/default.sqlite.gz (read through a decompressed copy); otherwise an error that lists the databases
-    found under results/ (plain and gzipped)."""
+    """results/default.sqlite (under the current folder, else the checkout) when it exists, else its packed
+    results/default.sqlite.xz or gzipped .gz (read through a decompressed copy); otherwise an error that lists the
+    databases found under results/ (plain, packed and gzipped)."""
     from pathlib import Path
 
     from autotune.paths import RESULTS_DIR
     from autotune.store.engine import database_url
     for candidate in (Path("results/default.sqlite"), RESULTS_DIR / "default.sqlite",
+                      Path("results/default.sqlite.xz"), RESULTS_DIR / "default.sqlite.xz",
                       Path("results/default.sqlite.gz"), RESULTS_DIR / "default.sqlite.gz"):
         if candidate.is_file():
             return database_url(str(candidate))
-    found = sorted([*RESULTS_DIR.glob("**/*.sqlite"), *RESULTS_DIR.glob("**/*.sqlite.gz")])
+    found = sorted([*RESULTS_DIR.glob("**/*.sqlite"), *RESULTS_DIR.glob("**/*.sqlite.xz"),
+                    *RESULTS_DIR.glob("**/*.sqlite.gz")])
     listed = ", ".join(str(f.relative_to(Path.cwd()) if f.is_relative_to(Path.cwd()) else f) for f in found[:5])
     more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
     raise UserError("no --db given and no results/default.sqlite (the default sweep has not run here)",
@@ -332,6 +339,45 @@ def upgrade(url: Annotated[str, typer.Argument(help="Database URL or SQLite file
         out.print(f"already at {done.after.describe()} (head {head()}{stamped})")
     else:
         out.print(f"{done.before.describe()} -> {done.after.describe()}")
+
+
+@db_app.command()
+def pack(source: Annotated[Path, typer.Argument(help="A plain SQLite results file, e.g. results/my_run.sqlite.")],
+         out_file: Annotated[Optional[Path], typer.Option("--out", "-o", help="The packed file to write (default: "
+                                                          "SOURCE.xz).")] = None) -> None:
+    """Write a results database small enough to commit: xz-compressed, without what its other data determines
+    (indexes; a measurement's median, p20, p80, min and max where they are the statistics of its own times), every
+    value kept bit for bit. Every command that reads a database reads the .sqlite.xz as it is; `db unpack` gives the
+    plain file back. The file is checked by unpacking it before it is written."""
+    from autotune.outfiles import check_writable
+    from autotune.store.engine import StoreError
+    from autotune.store.packing import pack as do_pack
+
+    if not source.is_file():
+        raise StoreError(f"no SQLite file at {source}", hint="give the plain .sqlite file a sweep wrote")
+    target = out_file or source.with_name(source.name + ".xz")
+    if target.suffix != ".xz":
+        raise UserError(f"--out {target}: a packed database's name ends in .sqlite.xz", hint=f"e.g. --out {target}.xz")
+    check_writable([target])
+    done = do_pack(source, target)
+    rows = ", ".join(f"{n:,} {t} rows" for t, n in done["packed_rows"].items())
+    out.print(f"wrote {target}: {done['bytes_out']:,} bytes from {done['bytes_in']:,} ({rows} stored as their "
+              "times only)")
+
+
+@db_app.command()
+def unpack(source: Annotated[Path, typer.Argument(help="A packed database (.sqlite.xz).")],
+           out_file: Annotated[Path, typer.Option("--out", "-o", help="The plain SQLite file to write.")]) -> None:
+    """Write the plain SQLite database a packed .sqlite.xz file stands for (to sweep into it, or open it with any
+    SQLite tool)."""
+    from autotune.outfiles import check_writable
+    from autotune.store.packing import unpack as do_unpack
+
+    check_writable([out_file])
+    if out_file.exists():
+        raise UserError(f"{out_file} exists", hint="give a new file name")
+    do_unpack(source, out_file)
+    out.print(f"wrote {out_file}")
 
 
 def register(app: typer.Typer) -> None:

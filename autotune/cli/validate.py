@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from autotune.cli.aliases import renamed
 from autotune.errors import UserError
 
 out = Console()
@@ -51,10 +52,13 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
                                                                  "built in is read from it.")] = None,
              pool_bk: Annotated[int, typer.Option("--pool-bk", help="Fastest verified instances per tuned point of "
                                                   "--db added to the candidates (0: the table's kernels only).")] = 1,
-             out_dir: Annotated[Path, typer.Option("--out", help="Directory for validate_sweep.yaml, validation.csv, "
+             out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory for validate_sweep.yaml, validation.csv, "
                                                    "validation.png, validation_summary.json.")] = Path("validation"),
-             database: Annotated[Optional[str], typer.Option("--database", help="Validation database "
-                                                             "(default OUT/validation.sqlite).")] = None,
+             database: Annotated[Optional[str], typer.Option("--validation-db", help="Where the validation sweep "
+                                                             "records its measurements (default "
+                                                             "OUT/validation.sqlite).")] = None,
+             database_old: Annotated[Optional[str], typer.Option("--database", hidden=True,
+                                                                 help="Old name of --validation-db.")] = None,
              replay: Annotated[Optional[str], typer.Option("--replay", help="Take measurements from this recorded "
                                                            "database instead of a GPU.")] = None,
              repetitions: Annotated[int, typer.Option("--repetitions", min=1, help="Timed repetitions.")] = 20,
@@ -69,7 +73,7 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
 
     Candidates are the table's kernels and, with --db, the --pool-bk fastest verified instances at every tuned
     point; each is measured where its space says it is valid. The measuring is an ordinary sweep
-    (OUT/validate_sweep.yaml, resumable, every instance timed fully) into --database. Writes validation.csv
+    (OUT/validate_sweep.yaml, resumable, every instance timed fully) into --validation-db. Writes validation.csv
     (one column per size of the kind), validation.png and validation_summary.json into --out. With --replay
     VALIDATION_DB (a database that holds every measurement already) validation.csv comes out byte for byte the
     same.
@@ -80,6 +84,7 @@ def validate(table_path: Annotated[Path, typer.Argument(metavar="TABLE", help="A
     from autotune.sweep.runner import git_commit
     from autotune.cli.sweep import print_summary, run_config
 
+    database = renamed(database, database_old, "--validation-db", "--database")
     table = v.read_table(table_path)
     if (points is None) == (random_n is None):
         raise UserError("give the held-out problems: --points FILE or --random N (one of them)",

@@ -55,7 +55,7 @@ def config(
         workload: WorkloadArg,
         space: Annotated[list[str], typer.Option(help="A space to sweep: a name under spaces/ or a space file "
                                                       "(repeatable).")],
-        out_path: Annotated[Path, typer.Option("--out", help="Write the sweep config here.")],
+        out_path: Annotated[Path, typer.Option("--out", "-o", help="Write the sweep config here.")],
         points: Annotated[int, typer.Option(help="Tuned points per (precision, shape) group (all problems when "
                                                  "the group has no more).", min=1)] = 24,
         include_config: Annotated[Optional[str], typer.Option(help="Also tune this sweep config's points (they "

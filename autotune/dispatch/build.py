@@ -72,7 +72,7 @@ class KernelInfoSource(Mapping):
         except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
             if space_name or self.derive:
                 warnings.warn(f"no space file for {iid} ({space_name or 'unknown space'}): {exc}; "
-                              "the table uses it only at its tuned points")
+                              "the table uses it only at its tuned points", stacklevel=2)
             return KernelInfo(space=space_name, name=name, valid=user, tuned_only=self.derive)
         params = {}
         for p in space.param_names:  # an instance measured before a parameter existed lacks its column
@@ -84,7 +84,7 @@ class KernelInfoSource(Mapping):
         try:
             template = space.template_name(params, precision, shape)
         except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
-            warnings.warn(f"no name expression for {iid} ({space_name}): {exc}")
+            warnings.warn(f"no name expression for {iid} ({space_name}): {exc}", stacklevel=2)
         hints = self.measured.get((iid, precision, shape), ())
         defines: tuple[tuple[str, Any], ...] = ()
         if len(hints):
@@ -102,7 +102,7 @@ class KernelInfoSource(Mapping):
                 derived = None
             if derived is None:
                 warnings.warn(f"{iid} ({space_name}): no one-key predicates reproduce its valid/where expression; "
-                              "the table uses it only at its tuned points")
+                              "the table uses it only at its tuned points", stacklevel=2)
         cpp = getattr(space.kind, "cpp_parameters", None)
         return KernelInfo(space=space_name, name=name, template=template,
                           parameters=cpp(space.kernel.convention, precision) if cpp else None,
@@ -188,7 +188,7 @@ def generic_kernel(kind: Any, params_text: str, include_dir: Path | None = None)
                              parameters=tuple((f"{p}:{s}", cpp(space.kernel.convention, p)) for p, s in keys
                                               if cpp is not None and cpp(space.kernel.convention, p)))
     except Exception as exc:  # noqa: BLE001 - the table still names the generic kernel's space
-        warnings.warn(f"generic kernel {kind.generic_space} without name expressions: {exc}")
+        warnings.warn(f"generic kernel {kind.generic_space} without name expressions: {exc}", stacklevel=2)
         return GenericKernel(space=kind.generic_space)
 
 

@@ -34,7 +34,7 @@ def home_mask(frame: pd.DataFrame) -> np.ndarray:
         if space.kernel is None or space.kernel.serves is None:
             continue
         at = pos[frame.index.get_indexer(rows.index)]
-        for (iid, precision), group in rows.groupby(["instance_id", "precision"], sort=False):
+        for (_iid, precision), group in rows.groupby(["instance_id", "precision"], sort=False):
             first = group.iloc[0]
             params = {}
             for p in space.param_names:

@@ -219,6 +219,8 @@ def read_cache(path: str | os.PathLike[str], *, max_bytes: int | None = None,
         raise CacheFormatError(path, f"cannot read the file: {e.strerror or e}") from e
     if raw[:2] == b"\x1f\x8b":  # a gzipped cache (.json.gz): the byte limit holds for what it unpacks to
         raw = _gunzip(raw, path, max_bytes)
+    elif raw[:6] == b"\xfd7zXZ\x00":  # an xz-compressed cache (.json.xz, as results/bench/hub keeps them): likewise
+        raw = _unxz(raw, path, max_bytes)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -239,6 +241,21 @@ def _gunzip(raw: bytes, path: Path, max_bytes: int | None) -> bytes:
         raise CacheFormatError(path, f"a damaged gzip file: {e}") from e
     if max_bytes is not None and len(out) > max_bytes:
         raise CacheLimitError(path, "bytes", len(out), max_bytes)
+    return out
+
+
+def _unxz(raw: bytes, path: Path, max_bytes: int | None) -> bytes:
+    import lzma
+
+    decompressor = lzma.LZMADecompressor()
+    try:
+        out = decompressor.decompress(raw, -1 if max_bytes is None else max_bytes + 1)
+    except lzma.LZMAError as e:
+        raise CacheFormatError(path, f"a damaged xz file: {e}") from e
+    if max_bytes is not None and len(out) > max_bytes:
+        raise CacheLimitError(path, "bytes", len(out), max_bytes)
+    if not decompressor.eof:
+        raise CacheFormatError(path, "a damaged xz file: it ends before its end marker")
     return out
 
 

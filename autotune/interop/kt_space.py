@@ -118,7 +118,7 @@ def _expr(text: str, known: set[str], what: str) -> str:
         e = parse(text)
     except ExprError as exc:
         raise UserError(f"tune_kernel: {what} {text!r}: {exc.message}",
-                        hint=exc.hint or "write it with + - * / // % **, comparisons, and/or/not, min/max/ceil/floor")
+                        hint=exc.hint or "write it with + - * / // % **, comparisons, and/or/not, min/max/ceil/floor") from None
     unknown = sorted(e.names - known)
     if unknown:
         raise UserError(f"tune_kernel: {what} {text!r} reads {unknown[0]!r}, which is not a tunable parameter",

@@ -180,7 +180,8 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         try:
             import cloudpickle  # noqa: F401
         except ImportError:
-            raise _refuse("verify= without cloudpickle", "pip install cloudpickle (the check runs in the GPU worker)")
+            raise _refuse("verify= without cloudpickle",
+                          "pip install cloudpickle (the check runs in the GPU worker)") from None
     objective_name = _objective(objective, objective_higher_is_better, objectives, metrics)
     _strategy(strategy, strategy_options, None)  # refused here, before any process starts
     if isinstance(defines, dict) and any(callable(v) for v in defines.values()):

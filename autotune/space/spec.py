@@ -1,7 +1,7 @@
 """Space files (spaces/*.yaml) -> a checked, immutable `Space`.
 
 A space names a kernel family's tuning parameters, derived quantities, hard and soft constraints,
-and its binding to a C++ template (see README.md, "Space files"). Everything is checked when the
+and its binding to a C++ template (see docs/space-files.md). Everything is checked when the
 file is loaded: a mistake is reported with the file, the line, the expression and what to do.
 """
 from __future__ import annotations
@@ -145,7 +145,7 @@ class Space:
 
     def _binding(self) -> KernelBinding:
         if self.kernel is None:
-            raise self.error("this space has no `kernel:` section", hint="add the binding to a kernel (README.md)")
+            raise self.error("this space has no `kernel:` section", hint="add the binding to a kernel (docs/space-files.md)")
         return self.kernel
 
     def template_name(self, params: Mapping[str, Any], precision: str, shape: str) -> str:
@@ -349,7 +349,7 @@ class _Builder:
             values = tuple(1 << e for e in range(64) if bounds[0] <= (1 << e) <= bounds[1])
         else:
             raise self.fail("a parameter is a list, a {start, stop, step} range, {pow2: [lo, hi]} or {values: [...]}",
-                            line, hint="see README.md, 'Space files'")
+                            line, hint="see docs/space-files.md")
         if not values:
             raise self.fail("parameter has no values", line, hint="widen the range")
         if not all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in values):
@@ -404,7 +404,7 @@ class _Builder:
             missing = sorted(need - set(k)) if isinstance(k, dict) else sorted(need)
             what = f"misses {', '.join(missing)}" if missing else "needs either `template:` (a C++ function template, " \
                 "with template_args) or `name:` (a plain __global__ function)"
-            raise self.fail(f"`kernel:` {what}", line, hint="see README.md, 'Bring your own kernel'")
+            raise self.fail(f"`kernel:` {what}", line, hint="see docs/own-kernel.md")
         allowed = {"source", "template", "template_args", "name", "defines", "convention", "block", "grid",
                    "shared_bytes", "problems", "serves", "valid", "compiler", "compiler_options", "semantics"}
         for key in k:

@@ -1,8 +1,10 @@
-"""Where a results database lives: URLs, engines, and read-only copies of gzipped SQLite files.
+"""Where a results database lives: URLs, engines, and read-only copies of compressed SQLite files.
 
-SQLite (WAL mode, busy timeout) by default, PostgreSQL through a URL. A gzipped SQLite file (`*.sqlite.gz`, as the
-committed results are) is read through a decompressed copy in a cache private to the user, verified before each reuse, and never written. The tables are in
-`autotune.store.schema`; this module imports nothing else of the store (so the store has no import cycle).
+SQLite (WAL mode, busy timeout) by default, PostgreSQL through a URL. A compressed SQLite file (`*.sqlite.xz`, as the
+committed results are, written by `autotune db pack` (`autotune.store.packing`), or a gzipped `*.sqlite.gz`) is read
+through a decompressed copy in a cache private to the user, verified before each reuse, and never written. The tables
+are in `autotune.store.schema`; this module imports nothing else of the store but `packing` (so the store has no
+import cycle).
 """
 from __future__ import annotations
 
@@ -41,10 +43,13 @@ def sqlite_path(url: str) -> str | None:
 
 
 GZ_READ_ONLY = "a gzipped database is read-only here: gunzip it first, or sweep into a new file"
+XZ_READ_ONLY = "a packed database is read-only here: `autotune db unpack` it first, or sweep into a new file"
+COMPRESSED = (".gz", ".xz")
 
 
 def gz_path(text: str) -> Path | None:
-    """The file when `text` (a path or an sqlite:/// URL) names a gzipped SQLite database (`*.gz`); else None."""
+    """The file when `text` (a path or an sqlite:/// URL) names a compressed SQLite database (`*.gz`, or `*.xz` as
+    `autotune db pack` writes); else None."""
     if "://" not in text:
         path: str | None = text
     else:
@@ -52,7 +57,7 @@ def gz_path(text: str) -> Path | None:
             path = sqlite_path(text)
         except Exception:  # noqa: BLE001 - not a URL at all: database_url reports it
             return None
-    if path is None or not path.endswith(".gz"):
+    if path is None or not path.endswith(COMPRESSED):
         return None
     return Path(path).expanduser().resolve()
 
@@ -60,6 +65,10 @@ def gz_path(text: str) -> Path | None:
 def refuse_gz(text: str) -> None:
     """Raise StoreError when `text` names a gzipped database: writes must never go to its decompressed copy."""
     path = gz_path(text)
+    if path is not None and path.suffix == ".xz":
+        raise StoreError(f"{XZ_READ_ONLY} ({path})",
+                         hint=f"autotune db unpack {path} --out {path.with_suffix('')} and name the .sqlite file, or give "
+                              "a new database file")
     if path is not None:
         raise StoreError(f"{GZ_READ_ONLY} ({path})",
                          hint=f"gunzip -k {path} and name the .sqlite file, or give a new database file")
@@ -163,13 +172,17 @@ def shown(text: str) -> str:
 
 
 def gunzipped(path: Path) -> Path:
-    """The decompressed copy of the gzipped database `path`: gz_cache_dir()/<sha256 of the .gz bytes>.sqlite,
-    made under a temporary name and renamed (so concurrent readers never see a partial file), and reused
-    while the .gz bytes are the same and the copy is still the one written (`verified_copy`; else it is
-    made again). Raises StoreError when the file is missing or not gzip."""
+    """The decompressed copy of the compressed database `path` (`.gz`, or a packed `.xz` rebuilt by
+    `packing.restore`): gz_cache_dir()/<sha256 of the file's bytes>.sqlite, made under a temporary name and renamed
+    (so concurrent readers never see a partial file), and reused while the file's bytes are the same and the copy
+    is still the one written (`verified_copy`; else it is made again). Raises StoreError when the file is missing
+    or not what its name says."""
     import gzip
+    import lzma
     import os
     import shutil
+
+    from autotune.store.packing import restore
 
     try:
         stat = path.stat()
@@ -184,22 +197,29 @@ def gunzipped(path: Path) -> Path:
     target = folder / f"{_file_digest(path)}.sqlite"
     if not verified_copy(target):
         tmp = folder / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        xz = path.suffix == ".xz"
         try:
-            with gzip.open(path, "rb") as src, tmp.open("wb") as dst:
+            with (lzma.open(path, "rb") if xz else gzip.open(path, "rb")) as src, tmp.open("wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
+            if xz:
+                restore(tmp)
             publish_copy(tmp, target)
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        except (OSError, EOFError, gzip.BadGzipFile, lzma.LZMAError, sqlite3.DatabaseError) as exc:
             tmp.unlink(missing_ok=True)
+            what = "an xz-compressed (`autotune db pack`)" if xz else "a gzip of an"
             raise StoreError(f"cannot decompress {path}: {exc}",
-                             hint="check that the file is a complete gzip of an SQLite database") from None
+                             hint=f"check that the file is complete, {what} SQLite database") from None
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     _GUNZIPPED[key] = target
     remember_gz_copy(target, path)
     return target
 
 
 def database_url(text: str, *, write: bool = False) -> str:
-    """A SQLAlchemy URL as given, or a bare file path as the URL of an SQLite file. A gzipped SQLite file
-    (`*.sqlite.gz`, path or sqlite:/// URL) is read through its decompressed copy (see `gunzipped`);
+    """A SQLAlchemy URL as given, or a bare file path as the URL of an SQLite file. A compressed SQLite file
+    (`*.sqlite.xz` or `*.sqlite.gz`, path or sqlite:/// URL) is read through its decompressed copy (see `gunzipped`);
     with `write` it is refused. Raises StoreError."""
     gz = gz_path(text)
     if gz is not None:

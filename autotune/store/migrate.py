@@ -269,8 +269,10 @@ def readable_copy(url: str, path: str) -> str:
             return url
         _migrated_copy(path, copy, shared=origin is not None)
     _MIGRATED[key] = f"sqlite:///{copy}"  # a temporary copy lives until the process ends (the OS cleans it)
+    plain = (f"`autotune db unpack {origin} --out {origin.with_suffix('')}`" if origin is not None and
+             origin.suffix == ".xz" else f"`gunzip -k {origin}`")
     fix = (f"`autotune db upgrade {path}` to migrate the file in place" if origin is None else
-           f"`gunzip -k {origin}` and `autotune db upgrade` on the result to migrate a plain copy")
+           f"{plain} and `autotune db upgrade` on the result to migrate a plain copy")
     warnings.warn(f"{origin or path} has schema version {meta} (this autotune writes {SCHEMA_VERSION}); reading a "
                   f"migrated copy. Run {fix}.", stacklevel=3)
     return _MIGRATED[key]

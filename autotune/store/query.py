@@ -1,4 +1,4 @@
-"""Read-only SQL over a results database, and the README's recipes as a small DataFrame API.
+"""Read-only SQL over a results database, and the recipes of docs/queries.md as a small DataFrame API.
 
 `run_query` opens its own read-only connection for every call: SQLite with `mode=ro`,
 `PRAGMA query_only` and an authorizer that allows only reads (no ATTACH, VACUUM, PRAGMA assignments,
@@ -34,11 +34,11 @@ TIMEOUT_KNOB = "--timeout SECONDS (autotune query)"
 
 @dataclass(frozen=True)
 class Recipe:
-    """A README recipe: a SELECT over the results schema plus its ORDER BY (kept apart so filters can wrap it).
+    """A recipe of docs/queries.md: a SELECT over the results schema plus its ORDER BY (kept apart so filters can wrap it).
 
     Recipes that show a test point's sizes read them through the kind's view (`autotune.store.views`): in the text,
     `{points}` is the view, `{p_sizes}` its size columns as `p.<size>, ...` and `{sizes}` the bare names. `sql(kind,
-    sizes)` fills them in; the README prints the GEMM instance (points_gemm; m, n, k, batch)."""
+    sizes)` fills them in; docs/queries.md prints the GEMM instance (points_gemm; m, n, k, batch)."""
 
     name: str
     description: str
@@ -132,7 +132,7 @@ def run_query(url: str, sql: str, *, timeout: float = TIMEOUT_S, max_rows: int |
     `statement_timeout`) with a QueryError naming the knob. With `max_rows`, at most that many rows are fetched;
     `frame.attrs["truncated"]` says whether more were left.
 
-    An SQLite file of an older schema is read through its migrated copy (`migrate.readable_copy`), so the README's
+    An SQLite file of an older schema is read through its migrated copy (`migrate.readable_copy`), so the recipes of docs/queries.md
     recipes work on every database. Raises QueryError with the database's message, e.g. for a write ("attempt to
     write a readonly database", "cannot execute DELETE in a read-only transaction") or a second statement."""
     return _read(url, lambda conn: _driver_query(conn, sql, max_rows), timeout)
@@ -275,7 +275,7 @@ def _read(url: str, work: Callable[[Connection], pd.DataFrame], timeout: float |
                              hint=f"add a LIMIT or a narrower WHERE, or raise the limit: {TIMEOUT_KNOB}") from None
         hint = ("`autotune query` is read-only: open the database with a SQL client to change it"
                 if ("read" in reason.lower() and "only" in reason.lower()) or "authoriz" in reason.lower()
-                else "run one SELECT statement; the README lists the tables and columns")
+                else "run one SELECT statement; docs/schema.md lists the tables and columns")
         if PREFIX in reason and ("no such table" in reason or "does not exist" in reason):
             hint = (f"a database has one {PREFIX}<kind> view per problem kind it holds; this one has: "
                     f"{_views(url) or 'none (no test points yet)'}")

@@ -3,7 +3,7 @@
 Kind-neutral: a test point's sizes are rows of `point_sizes` (one per size name, indexed by name and value) beside
 its canonical `sizes` JSON, a sweep's run-wide scalars are JSON (`sweeps.scalars`), and a point's baseline time
 names its library (`baselines.library`). Per-kind SQL views (`points_<kind>`) are in `autotune.store.views`;
-engines, URLs and gzipped files in `autotune.store.engine`; the operations in `autotune.store.store`. The README's
+engines, URLs and gzipped files in `autotune.store.engine`; the operations in `autotune.store.store`. docs/schema.md's
 "Results database" section documents every table and column.
 """
 from __future__ import annotations

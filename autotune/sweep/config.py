@@ -1,7 +1,7 @@
 """Sweep configs (configs/*.yaml) -> SweepConfig: which spaces, which test points, how to measure.
 
 Every mistake is a ConfigError naming the file, the line and what to do. The format is documented in
-the README ("Sweep configs"); configs/default.yaml is the example the README's main command runs.
+docs/sweep-configs.md; configs/default.yaml is the example the tutorial (docs/tutorial.md) runs.
 """
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=file,
-                          line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)")
+                          line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)") from None
     if root is None:  # an empty file (or only comments)
         raise ConfigError("the config is empty", file=file, hint="start from configs/default.yaml")
     if not isinstance(root, MappingNode):
@@ -306,7 +306,7 @@ def _points(r: Reader, node: Node, kinds: _Kinds) -> list[TestPoint]:
         derive = [s for s in missing if s in kind.derived_sizes]
         if derive and len(derive) == len(missing):
             raise r.error(node, f"test points need `{derive[0]}:`",
-                          f"write {derive[0]}: 1000 or {derive[0]}: {{bytes: 100MB}} (see the README section 'Sweep configs')")
+                          f"write {derive[0]}: 1000 or {derive[0]}: {{bytes: 100MB}} (see docs/sweep-configs.md)")
         raise r.error(m["sizes"], f"sizes of {kind.name} miss {', '.join(missing)}",
                       kind.size_forms_help or f"give every size: {', '.join(kind.size_names)}")
     rule = size_rule(r, m, kind, SizeRule())  # `NAME: N` or `NAME: {bytes: SIZE}` of each derived size

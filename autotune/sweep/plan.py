@@ -75,7 +75,7 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
         space = load_space(ref.path)
         if space.kernel is None:
             raise UserError(f"space {space.name} has no kernel binding and cannot be swept", file=ref.path,
-                            hint="add a `kernel:` section (README.md, Space files)")
+                            hint="add a `kernel:` section (docs/space-files.md)")
         share = cfg.share if ref.share is None else ref.share
         work: dict[Instance, list[TestPoint]] = {}
         valid: dict[Instance, list[TestPoint]] = {}

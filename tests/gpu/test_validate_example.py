@@ -25,7 +25,7 @@ def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_validate_random_on_the_gpu(tmp_path: Path) -> None:
-    rec = gunzip_to(EXAMPLE / "results" / "stencil_h100.sqlite.gz", tmp_path / "recording.sqlite")
+    rec = gunzip_to(EXAMPLE / "results" / "stencil_h100.sqlite.xz", tmp_path / "recording.sqlite")
     r = cli(tmp_path, "report", str(rec), "--out", "rep")
     assert r.returncode == 0, r.stdout + r.stderr
     r = cli(tmp_path, "validate", "rep/dispatch.json", "--db", str(rec), "--random", "5", "--seed", "0",

@@ -1,0 +1,89 @@
+"""The repository stays small and portable: the tracked tree is under 20 MB, no committed file names a path of the
+machine that made it, every committed database is packed (and reads back: the packing checks its digest), and the
+files the documentation and code name exist."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from autotune.paths import ROOT
+
+LIMIT_BYTES = 20_000_000
+# a developer's or a lent machine's folders; /tmp/ only in committed outputs (results), where it was a run's scratch
+MACHINE = re.compile(r"(?<![\w.$])(/work/|/root/|/home/[a-z_][\w-]*/|/Users/[A-Za-z])")
+SCRATCH = re.compile(r"(?<![\w.$])/tmp/")
+# files allowed to name such a path, and why
+ALLOWED = {
+    "tests/test_repository.py": "defines the patterns",
+}
+
+
+def _tracked() -> list[Path]:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+    return [ROOT / p for p in out.stdout.decode().split("\0") if p and (ROOT / p).is_file()]
+
+
+def _text(path: Path) -> str | None:
+    data = path.read_bytes()
+    if b"\0" in data[:8192]:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def test_the_tracked_tree_is_under_20_mb() -> None:
+    files = _tracked()
+    total = sum(f.stat().st_size for f in files)
+    largest = sorted(files, key=lambda f: -f.stat().st_size)[:5]
+    assert total < LIMIT_BYTES, (f"{total:,} bytes tracked; the largest: "
+                                 + ", ".join(f"{f.relative_to(ROOT)} ({f.stat().st_size:,})" for f in largest))
+
+
+def test_no_committed_file_names_a_machine_path() -> None:
+    found = []
+    for path in _tracked():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in ALLOWED:
+            continue
+        text = _text(path)
+        if text is None:
+            continue
+        output = rel.startswith("results/") or "/results/" in rel
+        for n, line in enumerate(text.splitlines(), 1):
+            if MACHINE.search(line) or (output and not rel.endswith(".md") and SCRATCH.search(line)):
+                found.append(f"{rel}:{n}: {line.strip()[:120]}")
+    assert not found, "machine paths in committed files:\n" + "\n".join(found[:40])
+
+
+def test_committed_databases_are_packed() -> None:
+    """Results are committed as `autotune db pack` writes them (.sqlite.xz), not as plain or gzipped files."""
+    rels = [p.relative_to(ROOT).as_posix() for p in _tracked()]
+    assert not [r for r in rels if r.endswith((".sqlite", ".sqlite.gz", ".db"))]
+    assert len([r for r in rels if r.endswith(".sqlite.xz")]) >= 20
+
+
+def test_named_repository_files_exist() -> None:
+    """Paths that README.md, docs/ and the package's messages name, as `dir/file.ext` under a top-level folder of
+    the checkout, exist (no references to files that are not there)."""
+    tops = ("autotune", "docs", "spaces", "kernels_src", "configs", "scripts", "tests", "examples", ".ci")
+    pattern = re.compile(r"(?<![\w/.-])((?:%s)/[\w./-]*\w\.(?:py|md|yaml|yml|sh|cuh|cu|json|toml|csv))\b"
+                         % "|".join(map(re.escape, tops)))
+    sources = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "autotune").rglob("*.py"),
+               *(ROOT / "scripts").glob("*")]
+    missing = []
+    for source in sources:
+        text = _text(source) if source.is_file() else None
+        for name in set(pattern.findall(text or "")):
+            if any(ch in name for ch in "*<>{}$") or "NAME" in name or "my_" in name:
+                continue  # a pattern or a placeholder, not a file
+            if not (ROOT / name).exists():
+                missing.append(f"{source.relative_to(ROOT)}: {name}")
+    assert not missing, "\n".join(sorted(missing))
