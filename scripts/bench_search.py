@@ -222,7 +222,7 @@ def proposal_cost(n: int, strategies: list[str], told: int = 300, timed: int = 4
         s = make_strategy(name, insts, told + timed, 0, **opts)
         setup = time.process_time() - t
         spent = []
-        for k in range(told + timed):
+        for _ in range(told + timed):
             t = time.process_time()
             asked = s.ask(1)
             inst = asked[0]
@@ -249,7 +249,6 @@ def merge(args: argparse.Namespace) -> None:
     rows: dict[tuple, tuple] = {}
     traces: dict[tuple[str, str, str], dict[int, np.ndarray]] = {}
     timings: dict[str, float] = {}
-    meta: dict[str, tuple] = {}  # pair label -> (space, point, size, true best, device)
     files = sorted(f for d in args.merge for f in Path(d).rglob("*.csv"))
     for f in files:
         with f.open(newline="") as fh:

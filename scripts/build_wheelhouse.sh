@@ -4,7 +4,7 @@
 #   bash scripts/build_wheelhouse.sh [--with-kerneltuner] [DEST=.whl] [PYVER=3.12]
 # --with-kerneltuner adds Kernel Tuner 1.5.0 and those of its dependencies the lent GPU machine's image lacks
 # (it has numpy, scipy, pandas, scikit-learn, matplotlib, attrs, wrapt, cloudpickle: see
-# /work/.library/device/KINDS.md), for scripts/bench_kt_switch.py (about 10 MB more).
+# the device documentation), for scripts/bench_kt_switch.py (about 10 MB more).
 # On the target: pip install --no-index --find-links DEST autotune's deps, or
 #   python3 -m pip install --no-index --no-deps --target /tmp/site DEST/*.whl; export PYTHONPATH=/tmp/site
 set -euo pipefail

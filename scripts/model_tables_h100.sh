@@ -16,7 +16,7 @@ trap pack EXIT
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem --format=csv | tee "$R/gpu.csv"
 git rev-parse HEAD > "$R/commit.txt" 2>/dev/null
 at "fp32/fp64 validation (stops after 120 s)"
-gunzip -c results/small_tables_h100/small_tables_h100.sqlite.gz > "$R/small_tables_h100.sqlite"
+"$py" -m autotune db unpack results/small_tables_h100/small_tables_h100.sqlite.xz -o "$R/small_tables_h100.sqlite"
 cp results/small_tables_h100/model/dispatch.json "$R/small/dispatch.json"
 timeout -s TERM 120 "$py" -m autotune validate "$R/small/dispatch.json" --db "$R/small_tables_h100.sqlite" \
   --random 200 --seed 3202 --workload configs/workloads/small_h100.yaml --pool-bk 3 --repetitions 10 \

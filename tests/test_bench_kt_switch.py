@@ -4,7 +4,6 @@ the same size; needs a Python with Kernel Tuner 1.5 and autotune's dependencies:
 from __future__ import annotations
 
 import importlib.util
-import json
 import subprocess
 import sys
 from pathlib import Path

@@ -5,7 +5,6 @@ command line (`--gpus 2 --replay`) killed and resumed. One cluster serves the mo
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import os
 import shutil
 import signal
@@ -29,6 +28,7 @@ from autotune.sweep.backends.dask_backend import DaskBackend, _new_info, gpu_lis
 from autotune.sweep.backends.dask_executors import ReplayExecutor  # noqa: E402
 from autotune.sweep.backends.replay import ReplayBackend  # noqa: E402
 from autotune.sweep.config import load_config  # noqa: E402
+from autotune.store.packing import unpack  # noqa: E402
 from autotune.sweep.runner import run_sweep  # noqa: E402
 from autotune.testing.backends import BackendConformance  # noqa: E402
 from autotune.vocab import Measurement, Status, TestPoint  # noqa: E402
@@ -106,7 +106,7 @@ def assert_cluster_intact(wait_s: float = 60.0) -> None:
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The recorded transpose sweep (52 instances x 3 points, H100), as a plain SQLite file."""
     path = tmp_path_factory.mktemp("rec") / "transpose.sqlite"
-    path.write_bytes(gzip.decompress((TRANSPOSE / "results" / "transpose_h100.sqlite.gz").read_bytes()))
+    unpack(TRANSPOSE / "results" / "transpose_h100.sqlite.xz", path)
     return str(path)
 
 

@@ -14,7 +14,7 @@ from tests.support.harness import ROOT, run_cli
 pytest.importorskip("plotly")
 
 SMALL = ROOT / "results" / "small_tables_h100"
-DB = SMALL / "small_tables_h100.sqlite.gz"
+DB = SMALL / "small_tables_h100.sqlite.xz"
 
 
 def _payload(html: str) -> dict:
@@ -140,7 +140,7 @@ def test_missing_plotly_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> 
     assert "autotune[explore]" in str(info.value)
 
 
-TSM2 = ROOT / "results" / "tsm2_n16_h100" / "tsm2_n16_h100.sqlite.gz"  # the smallest committed database
+TSM2 = ROOT / "results" / "tsm2_n16_h100" / "tsm2_n16_h100.sqlite.xz"  # the smallest committed database
 
 
 def test_dashboard_studies_load_with_optuna(tmp_path: Path) -> None:
@@ -205,7 +205,7 @@ def test_space_diff(tmp_path: Path) -> None:
 def test_replicated_database(tmp_path: Path) -> None:
     from autotune.explore.data import load
     from autotune.explore.replicate import replicate
-    source = ROOT / "results" / "tsm2_n16_h100" / "tsm2_n16_h100.sqlite.gz"
+    source = ROOT / "results" / "tsm2_n16_h100" / "tsm2_n16_h100.sqlite.xz"
     n = replicate(str(source), tmp_path / "big.sqlite", copies=3)
     r0, r = load(str(source)), load(str(tmp_path / "big.sqlite"))
     assert n == 4 * len(r0.measurements) == len(r.measurements)

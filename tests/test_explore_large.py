@@ -21,7 +21,7 @@ def test_a_million_measurements_report(tmp_path: Path) -> None:
     pytest.importorskip("plotly")
     from autotune.explore.replicate import replicate
     from autotune.explore.report import build
-    n = replicate(str(ROOT / "results" / "tc_final_h100" / "tc_final_h100.sqlite.gz"), tmp_path / "big.sqlite", 72)
+    n = replicate(str(ROOT / "results" / "tc_final_h100" / "tc_final_h100.sqlite.xz"), tmp_path / "big.sqlite", 72)
     assert n >= 10**6
     start, cpu = time.perf_counter(), time.process_time()
     built = build(str(tmp_path / "big.sqlite"))

@@ -2,8 +2,6 @@
 path (the generator before it, kept as `generate_reference`) on every space in spaces/ and on random spaces; the
 funnel stays exact when constraints are applied in another order; raw sizes far above the product limit build when
 little is expanded; the limit error says how far enumeration got."""
-import itertools
-import math
 import tempfile
 from pathlib import Path
 

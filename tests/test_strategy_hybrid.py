@@ -85,7 +85,7 @@ def test_hybrid_proposes_only_free_valid_rows_and_counts_failures_as_slow() -> N
     codes = np.array([[i % 4, (i // 4) % 5, i // 20] for i in range(60)], dtype=np.int16)
     m = HybridModel(codes, seed=3, startup=2)
     free = np.ones(len(codes), bool)
-    for k in range(60):
+    for _ in range(60):
         r = m.propose(free)
         assert free[r]
         free[r] = False
@@ -107,7 +107,7 @@ def test_proposal_cost_on_a_million_valid_instances() -> None:
     free = np.ones(n, bool)
     y = rng.random(n)
     spent = []
-    for k in range(120):
+    for _ in range(120):
         t = time.process_time()  # CPU time: the figure of an idle core on a shared host
         r = m.propose(free)
         spent.append(time.process_time() - t)

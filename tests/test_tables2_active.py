@@ -1,7 +1,6 @@
 """Active tuning (issue 32 item 2) on the CPU: `autotune active` replays the committed fp32/fp64 H100 sweep. The
 table starts from a few of its tuned points; each round validates at fresh held-out problems drawn from the others,
 adds the worst as tuned points (measured into the tuning database by a replayed sweep) and rebuilds."""
-import gzip
 import json
 import subprocess
 import sys
@@ -9,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from autotune.store.packing import unpack
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ROOT / "results" / "small_tables_h100"
@@ -16,7 +16,7 @@ SMALL = ROOT / "results" / "small_tables_h100"
 
 def test_active_tuning_adds_the_worst_held_out_problems_and_reports_fresh_ones(tmp_path):
     recorded = tmp_path / "recorded.sqlite"
-    recorded.write_bytes(gzip.decompress((SMALL / "small_tables_h100.sqlite.gz").read_bytes()))
+    unpack(SMALL / "small_tables_h100.sqlite.xz", recorded)
     points = json.loads((SMALL / "dispatch.json").read_text())["points"]
     start = [p for i, p in enumerate(points) if i % 8 == 0 or p["precision"] == "fp32" and i % 8 == 1]
     pool = [p for p in points if p not in start and p["precision"] == "fp64"]  # added problems: fp64 only

@@ -171,7 +171,7 @@ def test_python_and_cpp_agree_on_a_synthetic_model_table(tmp_path):
     assert len(set(want)) >= 4 and LIBRARY in want
 
 
-COMMITTED = paths.ROOT / "results" / "small_tables_h100" / "small_tables_h100.sqlite.gz"
+COMMITTED = paths.ROOT / "results" / "small_tables_h100" / "small_tables_h100.sqlite.xz"
 
 
 @pytest.fixture(scope="module")

@@ -1,25 +1,25 @@
 """Issue 32 item 4: `autotune validate` with a --points file of one fp16 problem whose sizes exceed 32 (where
 gemm_tiny_simt, a family among the candidates, serves nothing) measures the others instead of exiting 2 with
 "1 of the named instances are not in the space". Replayed from the committed H100 validation database."""
-import gzip
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+from autotune.store.packing import unpack
 
 ROOT = Path(__file__).resolve().parents[1]
 FP16 = ROOT / "results" / "fp16_tables_h100"
 
 
 def _unzip(src: Path, dst: Path) -> Path:
-    dst.write_bytes(gzip.decompress(src.read_bytes()))
+    unpack(src, dst)
     return dst
 
 
 def test_one_fp16_problem_above_the_tiny_family_validates(tmp_path):
-    tuning = _unzip(FP16 / "fp16_tables_h100.sqlite.gz", tmp_path / "tuning.sqlite")
-    recorded = _unzip(FP16 / "validation" / "validation.sqlite.gz", tmp_path / "recorded.sqlite")
+    tuning = _unzip(FP16 / "fp16_tables_h100.sqlite.xz", tmp_path / "tuning.sqlite")
+    recorded = _unzip(FP16 / "validation" / "validation.sqlite.xz", tmp_path / "recorded.sqlite")
     points = tmp_path / "one.csv"
     points.write_text("precision,shape,m,n,k\nfp16,NN,25,80,116\n")
     out = tmp_path / "out"

@@ -14,7 +14,7 @@ def active(db: Annotated[str, typer.Argument(metavar="TUNING_DB", help="The tuni
                                              "the added points are measured into it.")],
            config: Annotated[Path, typer.Option("--config", help="The tuning sweep config: its spaces and instances "
                                                 "are measured at the added points.")],
-           out_dir: Annotated[Path, typer.Option("--out", help="Folder for every round's table, held-out problems, "
+           out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder for every round's table, held-out problems, "
                                                  "validation and active.json.")] = Path("active"),
            workload: Annotated[Optional[Path], typer.Option("--workload", help="Held-out problems are drawn within "
                                                             "its bounds (and weight the table's tuned points).")] = None,

@@ -17,7 +17,7 @@ err = Console(stderr=True)
 def explore(
         target: Annotated[str, typer.Argument(
             metavar="SPACE|DATABASE|TABLE|FOLDER",
-            help="A space (spaces/NAME.yaml or a built-in space name), a results database (.sqlite, .sqlite.gz or "
+            help="A space (spaces/NAME.yaml or a built-in space name), a results database (.sqlite, .sqlite.xz, .sqlite.gz or "
                  "a URL), a dispatch table (dispatch.json, with tol_table.csv and validation/ beside it), or a "
                  "results folder (its database and table in one page).")],
         out_path: Annotated[Path, typer.Option("--out", "-o", help="The HTML file to write.")] = Path("report.html"),
@@ -49,7 +49,7 @@ def explore(
 
 def dashboard(
         database: Annotated[str, typer.Argument(metavar="DATABASE", help="A results database (.sqlite, "
-                                                                        ".sqlite.gz or a URL).")],
+                                                                        ".sqlite.xz, .sqlite.gz or a URL).")],
         per: Annotated[str, typer.Option(help="One study per `point` (space, test point, device) or per `sweep` "
                                               "(sweep, space; value: slowdown against the best at the point).")]
         = "point",

@@ -39,7 +39,7 @@ MEASURED = ("point_id", "instance_id", "device_id", "sweep_id", "status", "media
 
 
 def load(source: str) -> Results:
-    """Read the database at `source` (a path, a `.sqlite.gz`, or a URL) read-only."""
+    """Read the database at `source` (a path, a packed `.sqlite.xz`, a `.sqlite.gz`, or a URL) read-only."""
     from autotune.store.engine import database_url
     url = database_url(source)
     with Store.open(url, create=False, readonly=True) as store:

@@ -85,7 +85,7 @@ def importances(params: pd.DataFrame, slowdown: np.ndarray, seed: int = 0) -> li
             try:
                 got = optuna.importance.get_param_importances(study, evaluator=ev)  # type: ignore[arg-type]
             except Exception as exc:  # noqa: BLE001 - an evaluator that cannot rank this study is left out
-                warnings.warn(f"{name} importance failed: {exc}")
+                warnings.warn(f"{name} importance failed: {exc}", stacklevel=2)
                 continue
         got = {k: float(v) for k, v in got.items() if not math.isnan(float(v))}
         out.append(Importance(name, got, len(params), measured))

@@ -1,6 +1,6 @@
 """`autotune explore TARGET`: which report a target makes, and the page for it.
 
-TARGET is a space (a space file or a built-in space name), a results database (a `.sqlite`, `.sqlite.gz` or a
+TARGET is a space (a space file or a built-in space name), a results database (a `.sqlite`, a packed `.sqlite.xz`, a `.sqlite.gz` or a
 database URL), a dispatch table (`dispatch.json`), or a results folder (its database and its table, in one page).
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from autotune.errors import UserError
 from autotune.explore.page import Page, require_plotly
 
-DB_SUFFIXES = (".sqlite", ".sqlite.gz", ".db", ".sqlite3")
+DB_SUFFIXES = (".sqlite", ".sqlite.xz", ".sqlite.gz", ".db", ".sqlite3")
 
 
 @dataclass
@@ -38,7 +38,7 @@ def build(target: str, *, device: str | None = None, precision: str | None = Non
         dbs = sorted(p for p in path.iterdir() if p.name.endswith(DB_SUFFIXES))
         has_table = (path / "dispatch.json").is_file()
         if not dbs and not has_table:
-            raise UserError(f"{target} holds no results database (*.sqlite, *.sqlite.gz) and no dispatch.json",
+            raise UserError(f"{target} holds no results database (*.sqlite, *.sqlite.xz, *.sqlite.gz) and no dispatch.json",
                             hint="give a results folder, a database, a dispatch.json or a space")
         page = Page(f"autotune explore: {path.name}", str(path))
         for db in dbs[:1]:

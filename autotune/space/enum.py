@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -205,7 +205,7 @@ class Enumerator:
                 f"the space has {self.raw:.3g} raw combinations, above the limit of {self.max_raw:.3g} combinations "
                 f"to expand: {got}",
                 hint="add hard constraints that read the parameters bound first, narrow the largest parameters, or "
-                     f"raise the limit: --max-raw N (autotune space) or AUTOTUNE_MAX_RAW=N (every command); "
+                     "raise the limit: --max-raw N (autotune space) or AUTOTUNE_MAX_RAW=N (every command); "
                      "generation time grows with the number of combinations expanded"))
 
     # ---- binding order --------------------------------------------------------------------------------------

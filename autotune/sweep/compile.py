@@ -424,7 +424,7 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
         for n in misses:
             t0 = time.perf_counter()
             try:
-                with_time_limit(lambda: nvrtc_compile(text, request.source.name, (n,), fast, kind), request.timeout_s,
+                with_time_limit(lambda n=n: nvrtc_compile(text, request.source.name, (n,), fast, kind), request.timeout_s,
                                 f"NVRTC's fast build of {request.source.name}")
             except CompileFailed as exc:
                 if not isinstance(exc, CompileTimeout) and resource_failure(exc.log):

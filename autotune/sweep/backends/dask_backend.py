@@ -273,7 +273,7 @@ class DaskBackend:
                                      allow_other_workers=False, resources=self._gpu_resource(), pure=False,
                                      priority=100)  # before the chunks queued there
             done, gone = threading.Event(), False
-            fut.add_done_callback(lambda _: done.set())
+            fut.add_done_callback(lambda _, done=done: done.set())
             while where is not None and not done.wait(BASELINE_CHECK_S):
                 gone = not set(where) & set(self._scheduler_workers())  # (a restarted one has a new address)
                 if gone:
