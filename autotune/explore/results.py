@@ -242,8 +242,9 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
                 if sw.finished_at is not None and sw.started_at is not None else float("nan"))
         comp = float(mine["compile_s"].fillna(0).sum())
         tim = float((mine["median_ms"].fillna(0) * mine["reps"].fillna(0)).sum() / 1e3)
-        sweep_rows.append(dict(sweep=f"{sw.id} {sw.config_name}", status=sw.status, measurements=len(mine), wall=wall,
-                         compile=comp, timed=tim, rest=max(wall - tim, 0.0) if wall == wall else float("nan")))
+        sweep_rows.append(dict(sweep=f"{sw.id} {sw.config_name}", status=sw.status, measurements=len(mine),
+                               wall=wall, compile=comp, timed=tim,
+                               rest=max(wall - tim, 0.0) if wall == wall else float("nan")))
     if sweep_rows:
         names = [x["sweep"] for x in sweep_rows]
         fig = go.Figure([

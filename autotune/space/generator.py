@@ -272,7 +272,8 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
         return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
     cons = [Con(c, param_deps(space, c.expr.names), i) for i, c in enumerate(ranked)]
     engine = Enumerator(space, context, lambda names: param_deps(space, names),
-                        lambda c, env, n: _check(space, c, env, n), limit_raw, raw, enforce=raw > limit_raw, chunk=CHUNK)
+                        lambda c, env, n: _check(space, c, env, n), limit_raw, raw,
+                        enforce=raw > limit_raw, chunk=CHUNK)
     try:
         parts = engine.prepare(cons, lambda names: param_deps(space, names))
         # the funnel's counts, prefix by prefix, until one prefix leaves few enough rows to enumerate them and
