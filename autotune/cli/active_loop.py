@@ -178,6 +178,9 @@ def _entries_for(opts: ActiveOptions, entries: list, problems: Sequence[dict[str
     out = []
     for entry in entries:
         ref = entry.get("space") if isinstance(entry, dict) else entry
+        if not isinstance(ref, (str, Path)):  # no space named (Path() would raise): the sweep reports it
+            out.append(entry)
+            continue
         try:
             space = load_space(ref)
         except Exception:  # noqa: BLE001 - the sweep reports a missing space with its own message

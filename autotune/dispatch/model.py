@@ -37,9 +37,11 @@ def tiles_of(params: Mapping[str, Any], table_sizes: Sequence[str]) -> tuple[int
     for name in table_sizes:
         tile = 1
         for prefix in TILE_PREFIXES:
-            value = params.get(prefix + name.upper())
+            raw = params.get(prefix + name.upper())
+            if raw is None:
+                continue
             try:
-                value = int(value)
+                value = int(raw)
             except (TypeError, ValueError):
                 continue
             if value >= 1:

@@ -7,6 +7,7 @@ combinations, after the hard constraints, after all constraints, and each funnel
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 from autotune.space.spec import Space
 
@@ -23,8 +24,8 @@ class SpaceDiff:
         return not self.lines and all(x == y for _, x, y in self.counts)
 
 
-def _values(vs: tuple) -> str:
-    vs = list(vs)
+def _values(values: Sequence[Any]) -> str:
+    vs = list(values)
     return ", ".join(map(str, vs)) if len(vs) <= 12 else f"{', '.join(map(str, vs[:10]))}, ... ({len(vs)} values)"
 
 

@@ -125,11 +125,11 @@ class Page:
                 body.append(f"<p>{html.escape(s.intro)}</p>")
             if s.html:
                 body.append(s.html)
-            for f in s.figures:
-                body.append(f"<div class='fig'><h3>{html.escape(f.title)}</h3>")
-                if f.note:
-                    body.append(f"<p class='note'>{html.escape(f.note)}</p>")
-                body.append(f"<div class='chart' id='fig-{f.key}' style='height:{f.height}px'></div></div>")
+            for fig in s.figures:
+                body.append(f"<div class='fig'><h3>{html.escape(fig.title)}</h3>")
+                if fig.note:
+                    body.append(f"<p class='note'>{html.escape(fig.note)}</p>")
+                body.append(f"<div class='chart' id='fig-{fig.key}' style='height:{fig.height}px'></div></div>")
             body.append("</section>")
         data = _dumps(payload).replace("</", "<\\/")
         return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"

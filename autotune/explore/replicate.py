@@ -27,6 +27,8 @@ def replicate(source: str, target: Path, copies: int, size: str = "batch", keep_
         raise ValueError(f"{source} is not an SQLite database")
     from autotune.store.migrate import readable_copy
     src = sqlite_path(readable_copy(url, path))  # an older schema: its migrated copy
+    if src is None:  # readable_copy returns an SQLite URL of a file (the original or its copy); never expected
+        raise ValueError(f"{source}: no SQLite file to copy")
     target = Path(target)
     target.unlink(missing_ok=True)
     shutil.copyfile(src, target)

@@ -235,26 +235,27 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
     fig.update_layout(barmode="stack", xaxis=dict(title=xtitle, showticklabels=large or len(pts) <= 60),
                       yaxis=dict(title="seconds"), legend=dict(orientation="h"))
     page.add(s, "time-points", "Compile and timing seconds per test point", fig, height=340)
-    rows = []
+    sweep_rows = []
     for sw in r.sweeps.itertuples():
         mine = m[m["sweep_id"] == sw.id]
         wall = ((pd.Timestamp(sw.finished_at) - pd.Timestamp(sw.started_at)).total_seconds()
                 if sw.finished_at is not None and sw.started_at is not None else float("nan"))
         comp = float(mine["compile_s"].fillna(0).sum())
         tim = float((mine["median_ms"].fillna(0) * mine["reps"].fillna(0)).sum() / 1e3)
-        rows.append(dict(sweep=f"{sw.id} {sw.config_name}", status=sw.status, measurements=len(mine), wall=wall,
-                         compile=comp, timed=tim, rest=max(wall - tim, 0.0) if wall == wall else float("nan")))
-    if rows:
-        names = [x["sweep"] for x in rows]
+        sweep_rows.append(dict(sweep=f"{sw.id} {sw.config_name}", status=sw.status, measurements=len(mine),
+                               wall=wall, compile=comp, timed=tim,
+                               rest=max(wall - tim, 0.0) if wall == wall else float("nan")))
+    if sweep_rows:
+        names = [x["sweep"] for x in sweep_rows]
         fig = go.Figure([
-            go.Bar(y=names, x=[x["timed"] for x in rows], name="timed kernels (s)", orientation="h"),
-            go.Bar(y=names, x=[x["rest"] for x in rows], name="rest of the wall clock: compile waits, verification, "
-                   "launches, bookkeeping (s)", orientation="h"),
-            go.Scatter(y=names, x=[x["compile"] for x in rows], name="compile, summed over workers (s)",
+            go.Bar(y=names, x=[x["timed"] for x in sweep_rows], name="timed kernels (s)", orientation="h"),
+            go.Bar(y=names, x=[x["rest"] for x in sweep_rows], name="rest of the wall clock: compile waits, "
+                   "verification, launches, bookkeeping (s)", orientation="h"),
+            go.Scatter(y=names, x=[x["compile"] for x in sweep_rows], name="compile, summed over workers (s)",
                        mode="markers", marker=dict(symbol="diamond", size=10, color="black"))])
         fig.update_layout(barmode="stack", xaxis=dict(title="seconds"), legend=dict(orientation="h", y=-0.3))
         page.add(s, "time-sweeps", "Per sweep: wall clock split into timed kernels and the rest", fig,
-                 height=max(220, 120 + 40 * len(rows)))
+                 height=max(220, 120 + 40 * len(sweep_rows)))
     _outcomes(page, s, r, go)
 
 

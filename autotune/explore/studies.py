@@ -29,7 +29,7 @@ from autotune.explore.data import Results, ok_frame
 def studies(r: Results, storage: Any, per: str = "point") -> list[str]:
     """Write the studies of `r` into an Optuna storage (URL or storage object); returns their names."""
     import optuna
-    from optuna.distributions import CategoricalDistribution
+    from optuna.distributions import BaseDistribution, CategoricalDistribution
     from optuna.trial import TrialState
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if per not in ("point", "sweep"):
@@ -50,8 +50,9 @@ def studies(r: Results, storage: Any, per: str = "point") -> list[str]:
             sweep_id, space = key
             name = f"sweep {sweep_id} {sweeps.get(sweep_id, '')}:{space}"
         params = r.params[space].reindex(sub["instance_id"].to_numpy())
-        dists = {c: CategoricalDistribution(sorted(set(params[c].dropna().tolist()), key=_order))
-                 for c in params.columns if params[c].notna().all()}
+        dists: dict[str, BaseDistribution] = {
+            c: CategoricalDistribution(sorted(set(params[c].dropna().tolist()), key=_order))
+            for c in params.columns if params[c].notna().all()}
         trials = []
         for rec, row in zip(params[list(dists)].to_dict("records"), sub.itertuples()):
             status = str(row.status)

@@ -90,7 +90,7 @@ class Enumerator:
         self.expanded = 0
         self.chunk = chunk
         self.big = raw >= 1 << 62  # counts may not fit int64: Python integers
-        self._arange = {n: np.arange(d, dtype=code_dtype(d)) for n, d in self.sizes.items()}
+        self._arange: dict[str, np.ndarray] = {n: np.arange(d, dtype=code_dtype(d)) for n, d in self.sizes.items()}
         self.where = ""  # which pass is running, for the limit message
         self.tables: dict[str, tuple[tuple[str, ...], tuple[int, ...], np.ndarray] | None] = {}
         self.seen: dict[str, int] = {}  # rows each untabulated constraint was evaluated on
@@ -312,7 +312,8 @@ class Enumerator:
         self.where = "enumeration"
         if total is not None and total > max_survivors:
             raise LimitReached(too_many(max_survivors))
-        out = {p: np.empty(total, dtype=code_dtype(self.sizes[p])) for p in order} if total is not None else None
+        out: dict[str, np.ndarray] | None = (
+            {p: np.empty(total, dtype=code_dtype(self.sizes[p])) for p in order} if total is not None else None)
         pieces: list[dict[str, np.ndarray]] = []
         at_step: list[list[Con]] = [[] for _ in order]
         pos = {p: i for i, p in enumerate(order)}

@@ -173,7 +173,7 @@ def binding_order(space: Space, constraints: tuple[Constraint, ...]) -> list[str
     return order
 
 
-def _check(space: Space, c: Constraint, env: _Env, n: int) -> np.ndarray:
+def _check(space: Space, c: Constraint, env: Mapping[str, Any], n: int) -> np.ndarray:
     result = np.asarray(space.eval(c, env))
     if result.dtype.kind not in "b":
         if result.dtype.kind in "iuf":
@@ -219,8 +219,9 @@ def file_order(space: Space, codes: dict[str, np.ndarray], sizes: Mapping[str, i
     if raw >= 1 << 63:
         idx = np.lexsort([codes[q] for q in reversed(names)])
         return {q: codes[q][idx] for q in codes}
-    kind = np.uint32 if raw < 1 << 32 else np.uint64
-    key, stride = np.zeros(n, dtype=kind), 1
+    kind: type[np.unsignedinteger[Any]] = np.uint32 if raw < 1 << 32 else np.uint64
+    key: np.ndarray = np.zeros(n, dtype=kind)
+    stride = 1
     for q in reversed(names):
         if stride == 1:
             key += codes[q]
@@ -270,7 +271,8 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
     if raw <= REFERENCE_RAW:
         return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
     cons = [Con(c, param_deps(space, c.expr.names), i) for i, c in enumerate(ranked)]
-    engine = Enumerator(space, context, lambda names: param_deps(space, names), lambda c, env, n: _check(space, c, env, n), limit_raw, raw,
+    engine = Enumerator(space, context, lambda names: param_deps(space, names),
+                        lambda c, env, n: _check(space, c, env, n), limit_raw, raw,
                         enforce=raw > limit_raw, chunk=CHUNK)
     try:
         parts = engine.prepare(cons, lambda names: param_deps(space, names))
@@ -331,7 +333,8 @@ def _full_product(space: Space, device: DeviceLimits, precision: str, applied_so
     it (the reference's partial combinations at that step are these combinations' projections)."""
     sizes = [len(p.values) for p in space.parameters]
     raw = math.prod(sizes)
-    codes, inner = {}, raw
+    codes: dict[str, np.ndarray] = {}
+    inner = raw
     for p, d in zip(space.parameters, sizes):
         inner //= d
         codes[p.name] = np.tile(np.repeat(np.arange(d, dtype=_code_dtype(d)), inner), raw // (inner * d))

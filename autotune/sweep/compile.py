@@ -20,6 +20,7 @@ cache, keyed also by the compiler and nvcc's version, the same cubin loaded the 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -424,8 +425,8 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
         for n in misses:
             t0 = time.perf_counter()
             try:
-                with_time_limit(lambda n=n: nvrtc_compile(text, request.source.name, (n,), fast, kind), request.timeout_s,
-                                f"NVRTC's fast build of {request.source.name}")
+                with_time_limit(functools.partial(nvrtc_compile, text, request.source.name, (n,), fast, kind),
+                                request.timeout_s, f"NVRTC's fast build of {request.source.name}")
             except CompileFailed as exc:
                 if not isinstance(exc, CompileTimeout) and resource_failure(exc.log):
                     done[n] = CompiledKernel(n, False, keys[n], None, None, None, f"{PRECHECK_NOTE}\n{exc.log}",

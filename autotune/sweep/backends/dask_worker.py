@@ -110,11 +110,12 @@ class ChunkResult:
 
 def _executor() -> tuple[Any, threading.Lock, str]:
     worker = get_worker()
-    executor = getattr(worker, "_autotune_executor", None)
-    if executor is None:
+    executor = getattr(worker, "_autotune_executor", None)  # both set by ExecutorPlugin.setup, together
+    lock = getattr(worker, "_autotune_lock", None)
+    if executor is None or lock is None:
         raise RuntimeError(f"Dask worker {worker.name} has no autotune executor (the {PLUGIN_NAME} plugin did not "
                            "run there)")
-    return executor, worker._autotune_lock, str(worker.name)
+    return executor, lock, str(worker.name)
 
 
 def worker_device() -> tuple[str, DeviceInfo]:
