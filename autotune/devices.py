@@ -4,6 +4,7 @@ A profile lets a user explore a space for a GPU they do not have (`--device V100
 from the vendors' published specifications; peak rates are datasheet figures used only by
 analytical models (the runner measures bandwidth itself).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,39 +41,95 @@ class DeviceLimits:
 
     def names(self) -> dict[str, int | float]:
         """The limits as the flat names space expressions use."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name not in ("name", "source")}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("name", "source")}
 
 
 def _hopper(name: str, bandwidth: float, l2: int) -> DeviceLimits:
     return DeviceLimits(
-        name=name, cc=90, sm_count=132, max_threads_per_block=1024, max_smem_per_block=227 * KB,
-        smem_per_block_default=48 * KB, max_smem_per_sm=228 * KB, regs_per_sm=65536, max_regs_per_block=65536,
-        max_regs_per_thread=255, max_threads_per_sm=2048, max_blocks_per_sm=32, warp_size=32, l2_bytes=l2,
-        mem_bandwidth=bandwidth, peak_fp64=33.5e12, peak_fp32=66.9e12, peak_fp16_tc=989.4e12)
+        name=name,
+        cc=90,
+        sm_count=132,
+        max_threads_per_block=1024,
+        max_smem_per_block=227 * KB,
+        smem_per_block_default=48 * KB,
+        max_smem_per_sm=228 * KB,
+        regs_per_sm=65536,
+        max_regs_per_block=65536,
+        max_regs_per_thread=255,
+        max_threads_per_sm=2048,
+        max_blocks_per_sm=32,
+        warp_size=32,
+        l2_bytes=l2,
+        mem_bandwidth=bandwidth,
+        peak_fp64=33.5e12,
+        peak_fp32=66.9e12,
+        peak_fp16_tc=989.4e12,
+    )
 
 
 PROFILES: dict[str, DeviceLimits] = {
     "H100": _hopper("NVIDIA H100 80GB HBM3 (SXM)", 3.35e12, 50 * MB),
     "H200": _hopper("NVIDIA H200 (SXM)", 4.8e12, 60 * MB),
     "A100": DeviceLimits(
-        name="NVIDIA A100-SXM4-80GB", cc=80, sm_count=108, max_threads_per_block=1024,
-        max_smem_per_block=163 * KB, smem_per_block_default=48 * KB, max_smem_per_sm=164 * KB,
-        regs_per_sm=65536, max_regs_per_block=65536, max_regs_per_thread=255, max_threads_per_sm=2048,
-        max_blocks_per_sm=32, warp_size=32, l2_bytes=40 * MB, mem_bandwidth=2.039e12, peak_fp64=9.7e12,
-        peak_fp32=19.5e12, peak_fp16_tc=312e12),
+        name="NVIDIA A100-SXM4-80GB",
+        cc=80,
+        sm_count=108,
+        max_threads_per_block=1024,
+        max_smem_per_block=163 * KB,
+        smem_per_block_default=48 * KB,
+        max_smem_per_sm=164 * KB,
+        regs_per_sm=65536,
+        max_regs_per_block=65536,
+        max_regs_per_thread=255,
+        max_threads_per_sm=2048,
+        max_blocks_per_sm=32,
+        warp_size=32,
+        l2_bytes=40 * MB,
+        mem_bandwidth=2.039e12,
+        peak_fp64=9.7e12,
+        peak_fp32=19.5e12,
+        peak_fp16_tc=312e12,
+    ),
     "V100": DeviceLimits(
-        name="Tesla V100-SXM2-16GB", cc=70, sm_count=80, max_threads_per_block=1024,
-        max_smem_per_block=96 * KB, smem_per_block_default=48 * KB, max_smem_per_sm=96 * KB,
-        regs_per_sm=65536, max_regs_per_block=65536, max_regs_per_thread=255, max_threads_per_sm=2048,
-        max_blocks_per_sm=32, warp_size=32, l2_bytes=6 * MB, mem_bandwidth=900e9, peak_fp64=7.8e12,
-        peak_fp32=15.7e12, peak_fp16_tc=125e12),
+        name="Tesla V100-SXM2-16GB",
+        cc=70,
+        sm_count=80,
+        max_threads_per_block=1024,
+        max_smem_per_block=96 * KB,
+        smem_per_block_default=48 * KB,
+        max_smem_per_sm=96 * KB,
+        regs_per_sm=65536,
+        max_regs_per_block=65536,
+        max_regs_per_thread=255,
+        max_threads_per_sm=2048,
+        max_blocks_per_sm=32,
+        warp_size=32,
+        l2_bytes=6 * MB,
+        mem_bandwidth=900e9,
+        peak_fp64=7.8e12,
+        peak_fp32=15.7e12,
+        peak_fp16_tc=125e12,
+    ),
     "K40c": DeviceLimits(
-        name="Tesla K40c", cc=35, sm_count=15, max_threads_per_block=1024,
-        max_smem_per_block=48 * KB, smem_per_block_default=48 * KB, max_smem_per_sm=48 * KB,
-        regs_per_sm=65536, max_regs_per_block=65536, max_regs_per_thread=255, max_threads_per_sm=2048,
-        max_blocks_per_sm=16, warp_size=32, l2_bytes=1536 * KB, mem_bandwidth=288e9, peak_fp64=1.43e12,
-        peak_fp32=4.29e12, peak_fp16_tc=0.0),
+        name="Tesla K40c",
+        cc=35,
+        sm_count=15,
+        max_threads_per_block=1024,
+        max_smem_per_block=48 * KB,
+        smem_per_block_default=48 * KB,
+        max_smem_per_sm=48 * KB,
+        regs_per_sm=65536,
+        max_regs_per_block=65536,
+        max_regs_per_thread=255,
+        max_threads_per_sm=2048,
+        max_blocks_per_sm=16,
+        warp_size=32,
+        l2_bytes=1536 * KB,
+        mem_bandwidth=288e9,
+        peak_fp64=1.43e12,
+        peak_fp32=4.29e12,
+        peak_fp16_tc=0.0,
+    ),
 }
 
 DEFAULT_PROFILE = "H100"
@@ -83,8 +140,9 @@ def profile(name: str) -> DeviceLimits:
     for key, limits in PROFILES.items():
         if key.lower() == name.strip().lower():
             return limits
-    raise UserError(f"unknown device profile {name!r}",
-                    hint=f"use one of {', '.join(PROFILES)} (or run on a machine with a GPU)")
+    raise UserError(
+        f"unknown device profile {name!r}", hint=f"use one of {', '.join(PROFILES)} (or run on a machine with a GPU)"
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -93,6 +151,7 @@ def detect_gpu(ordinal: int = 0) -> DeviceLimits | None:
     try:
         import cupy  # noqa: F401  (heavy import, only here)
         from cupy.cuda import runtime
+
         if runtime.getDeviceCount() <= ordinal:
             return None
         p = runtime.getDeviceProperties(ordinal)
@@ -103,16 +162,26 @@ def detect_gpu(ordinal: int = 0) -> DeviceLimits | None:
     known = next((v for k, v in PROFILES.items() if k.lower() in name.lower()), None)
     bandwidth = 2.0 * p.get("memoryClockRate", 0) * 1e3 * p.get("memoryBusWidth", 0) / 8
     return DeviceLimits(
-        name=name, cc=cc, sm_count=p["multiProcessorCount"], max_threads_per_block=p["maxThreadsPerBlock"],
+        name=name,
+        cc=cc,
+        sm_count=p["multiProcessorCount"],
+        max_threads_per_block=p["maxThreadsPerBlock"],
         max_smem_per_block=p.get("sharedMemPerBlockOptin", p["sharedMemPerBlock"]),
         smem_per_block_default=p["sharedMemPerBlock"],
         max_smem_per_sm=p.get("sharedMemPerMultiprocessor", p["sharedMemPerBlock"]),
-        regs_per_sm=p.get("regsPerMultiprocessor", p["regsPerBlock"]), max_regs_per_block=p["regsPerBlock"],
-        max_regs_per_thread=255, max_threads_per_sm=p.get("maxThreadsPerMultiProcessor", 2048),
-        max_blocks_per_sm=p.get("maxBlocksPerMultiProcessor", 32), warp_size=p["warpSize"],
-        l2_bytes=p.get("l2CacheSize", 0), mem_bandwidth=bandwidth or (known.mem_bandwidth if known else 0.0),
-        peak_fp64=known.peak_fp64 if known else 0.0, peak_fp32=known.peak_fp32 if known else 0.0,
-        peak_fp16_tc=known.peak_fp16_tc if known else 0.0, source="gpu")
+        regs_per_sm=p.get("regsPerMultiprocessor", p["regsPerBlock"]),
+        max_regs_per_block=p["regsPerBlock"],
+        max_regs_per_thread=255,
+        max_threads_per_sm=p.get("maxThreadsPerMultiProcessor", 2048),
+        max_blocks_per_sm=p.get("maxBlocksPerMultiProcessor", 32),
+        warp_size=p["warpSize"],
+        l2_bytes=p.get("l2CacheSize", 0),
+        mem_bandwidth=bandwidth or (known.mem_bandwidth if known else 0.0),
+        peak_fp64=known.peak_fp64 if known else 0.0,
+        peak_fp32=known.peak_fp32 if known else 0.0,
+        peak_fp16_tc=known.peak_fp16_tc if known else 0.0,
+        source="gpu",
+    )
 
 
 def get_device(profile_name: str | None = None) -> DeviceLimits:

@@ -2,6 +2,7 @@
 
 The command line prints them without a traceback and exits with code 2.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +11,15 @@ from pathlib import Path
 class UserError(Exception):
     """A mistake in the user's input, reported as `file:line: message` plus a hint."""
 
-    def __init__(self, message: str, *, file: str | Path | None = None, line: int | None = None,
-                 expr: str | None = None, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | Path | None = None,
+        line: int | None = None,
+        expr: str | None = None,
+        hint: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.file = str(file) if file is not None else None

@@ -9,6 +9,7 @@ Evaluation never uses Python's `eval`: it walks the parsed tree. Values are nump
 element per candidate instance) or scalars. `and`, `or` and `x if c else y` are short-circuit per
 element, so `K != 0 and N / K > 2` never reports a division by zero where K == 0.
 """
+
 from __future__ import annotations
 
 import ast
@@ -38,17 +39,44 @@ class UnknownName(ExprError):
 
 
 _BINOPS = {
-    ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.true_divide,
-    ast.FloorDiv: np.floor_divide, ast.Mod: np.mod, ast.Pow: np.power,
+    ast.Add: np.add,
+    ast.Sub: np.subtract,
+    ast.Mult: np.multiply,
+    ast.Div: np.true_divide,
+    ast.FloorDiv: np.floor_divide,
+    ast.Mod: np.mod,
+    ast.Pow: np.power,
 }
 _CMPOPS = {
-    ast.Lt: np.less, ast.LtE: np.less_equal, ast.Gt: np.greater, ast.GtE: np.greater_equal,
-    ast.Eq: np.equal, ast.NotEq: np.not_equal,
+    ast.Lt: np.less,
+    ast.LtE: np.less_equal,
+    ast.Gt: np.greater,
+    ast.GtE: np.greater_equal,
+    ast.Eq: np.equal,
+    ast.NotEq: np.not_equal,
 }
 _ALLOWED = (
-    ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.BinOp, ast.UnaryOp, ast.USub, ast.UAdd, ast.Not,
-    ast.Compare, ast.In, ast.NotIn, ast.IfExp, ast.Call, ast.Name, ast.Load, ast.Constant, ast.List,
-    ast.Tuple, *_BINOPS, *_CMPOPS,
+    ast.Expression,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.USub,
+    ast.UAdd,
+    ast.Not,
+    ast.Compare,
+    ast.In,
+    ast.NotIn,
+    ast.IfExp,
+    ast.Call,
+    ast.Name,
+    ast.Load,
+    ast.Constant,
+    ast.List,
+    ast.Tuple,
+    *_BINOPS,
+    *_CMPOPS,
 )
 
 
@@ -69,8 +97,9 @@ def parse(text: str | int | float | bool) -> Expr:
     if isinstance(text, bool) or isinstance(text, (int, float)):
         text = repr(text)
     if not isinstance(text, str):
-        raise ExprError(f"expected an expression, got {type(text).__name__}",
-                        "write the expression as a string or a number")
+        raise ExprError(
+            f"expected an expression, got {type(text).__name__}", "write the expression as a string or a number"
+        )
     if len(text) > MAX_TEXT:
         raise ExprError(f"expression longer than {MAX_TEXT} characters", "split it into derived quantities")
     try:
@@ -86,27 +115,40 @@ def parse(text: str | int | float | bool) -> Expr:
 def _check_node(node: ast.AST, names: set[str]) -> None:
     if not isinstance(node, _ALLOWED):
         what = {
-            ast.Attribute: "attribute access", ast.Subscript: "subscripts", ast.Lambda: "lambdas",
-            ast.ListComp: "comprehensions", ast.GeneratorExp: "comprehensions", ast.DictComp: "comprehensions",
-            ast.SetComp: "comprehensions", ast.Starred: "starred arguments", ast.NamedExpr: "assignment",
-            ast.Is: "`is`", ast.IsNot: "`is not`", ast.Dict: "dict literals", ast.Set: "set literals",
+            ast.Attribute: "attribute access",
+            ast.Subscript: "subscripts",
+            ast.Lambda: "lambdas",
+            ast.ListComp: "comprehensions",
+            ast.GeneratorExp: "comprehensions",
+            ast.DictComp: "comprehensions",
+            ast.SetComp: "comprehensions",
+            ast.Starred: "starred arguments",
+            ast.NamedExpr: "assignment",
+            ast.Is: "`is`",
+            ast.IsNot: "`is not`",
+            ast.Dict: "dict literals",
+            ast.Set: "set literals",
         }.get(type(node), type(node).__name__)
-        raise ExprError(f"{what} is not allowed in expressions",
-                        "use arithmetic, comparisons, and/or/not, `x if c else y`, `in [..]` and "
-                        + ", ".join(FUNCTIONS))
+        raise ExprError(
+            f"{what} is not allowed in expressions",
+            "use arithmetic, comparisons, and/or/not, `x if c else y`, `in [..]` and " + ", ".join(FUNCTIONS),
+        )
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name):
             _check_node(node.func, set())  # names the construct: attribute access, lambda, ...
-            raise ExprError("calling the result of an expression is not allowed",
-                            f"only {', '.join(FUNCTIONS)} can be called")
+            raise ExprError(
+                "calling the result of an expression is not allowed", f"only {', '.join(FUNCTIONS)} can be called"
+            )
         if node.func.id not in FUNCTIONS:
             raise ExprError(f"call of {node.func.id} is not allowed", f"only {', '.join(FUNCTIONS)} can be called")
         if node.keywords:
             raise ExprError("keyword arguments are not allowed", "pass arguments by position")
         want = (2, None) if node.func.id in ("min", "max") else (1, 1)
         if len(node.args) < want[0] or (want[1] is not None and len(node.args) > want[1]):
-            raise ExprError(f"{node.func.id}() takes {'at least 2 arguments' if want[1] is None else '1 argument'}",
-                            f"e.g. {node.func.id}({'a, b' if want[1] is None else 'x'})")
+            raise ExprError(
+                f"{node.func.id}() takes {'at least 2 arguments' if want[1] is None else '1 argument'}",
+                f"e.g. {node.func.id}({'a, b' if want[1] is None else 'x'})",
+            )
     elif isinstance(node, ast.Name):
         if node.id.startswith("_"):
             raise ExprError(f"name {node.id!r} is not allowed", "names may not start with an underscore")
@@ -124,8 +166,10 @@ def _check_node(node: ast.AST, names: set[str]) -> None:
     elif isinstance(node, ast.Compare):
         for op, right in zip(node.ops, node.comparators):
             if isinstance(op, (ast.In, ast.NotIn)) and not isinstance(right, (ast.List, ast.Tuple)):
-                raise ExprError("`in` needs a literal list on its right, e.g. `x in [1, 2, 4]`",
-                                "write the allowed values as a list")
+                raise ExprError(
+                    "`in` needs a literal list on its right, e.g. `x in [1, 2, 4]`",
+                    "write the allowed values as a list",
+                )
 
 
 def evaluate(expr: Expr, env: Mapping[str, Any], mask: np.ndarray | None = None) -> Any:
@@ -141,8 +185,9 @@ def evaluate(expr: Expr, env: Mapping[str, Any], mask: np.ndarray | None = None)
         raise ExprError(f"type error: {exc}", "check that strings are only compared with strings") from None
 
 
-def where_rows(text: str, env: Mapping[str, Any], count: int, error: Callable[..., Exception], names: str,
-               label: str = "--where") -> np.ndarray:
+def where_rows(
+    text: str, env: Mapping[str, Any], count: int, error: Callable[..., Exception], names: str, label: str = "--where"
+) -> np.ndarray:
     """The rows (`count` of them) for which a user's filter expression holds over `env`.
 
     A mistake raises `error(f"{label}: message", expr=text, hint=...)` (a UserError class); an unknown
@@ -212,8 +257,10 @@ def _eval(node: ast.AST, env: Mapping[str, Any], mask: np.ndarray | None) -> Any
 def _require_number(value: Any, what: str) -> None:
     kind = np.asarray(value).dtype.kind
     if kind not in "biuf":
-        raise ExprError(f"type error: {what} needs numbers, got {np.asarray(value).dtype}",
-                        "strings can only be compared (==, !=, in)")
+        raise ExprError(
+            f"type error: {what} needs numbers, got {np.asarray(value).dtype}",
+            "strings can only be compared (==, !=, in)",
+        )
 
 
 def _binop(node: ast.BinOp, env: Mapping[str, Any], mask: np.ndarray | None) -> Any:
@@ -256,8 +303,9 @@ def _compare(node: ast.Compare, env: Mapping[str, Any], mask: np.ndarray | None)
                 if isinstance(op, (ast.Eq, ast.NotEq)):
                     part = np.full(np.broadcast(np.asarray(left), np.asarray(right)).shape, isinstance(op, ast.NotEq))
                 else:
-                    raise ExprError("type error: cannot order a string against a number",
-                                    "compare strings with == / != / in only")
+                    raise ExprError(
+                        "type error: cannot order a string against a number", "compare strings with == / != / in only"
+                    )
             else:
                 part = _CMPOPS[type(op)](left, right)
         result = np.logical_and(result, part)

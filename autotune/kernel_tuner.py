@@ -7,6 +7,7 @@
 docs/kerneltuner.md and `autotune.interop.tune_kernel`. Importing this module on a machine with CuPy starts the GPU
 backend in the background (`autotune.interop.kt_prewarm`).
 """
+
 from autotune.interop import kt_prewarm
 
 kt_prewarm.start()  # the GPU worker and compile processes start while the script prepares its data (AUTOTUNE_PREWARM=0: not)

@@ -6,6 +6,7 @@ its target, and only when all are written are they renamed into place. When anyt
 are removed and a UserError names the target as the user gave it (never the temporary name). A written file gets
 the user's usual mode (0666 less the umask), not the 0600 of a temporary file.
 """
+
 from __future__ import annotations
 
 import contextlib

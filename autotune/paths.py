@@ -6,6 +6,7 @@ and `configs/` beside the package, and the compile cache in `.cache/`. Installed
 shipped inside the package (`autotune/_builtin/`, see setup.py), results under the current directory's
 `results/`, and the compile cache in $XDG_CACHE_HOME/autotune (default ~/.cache/autotune).
 """
+
 import os
 from pathlib import Path
 

@@ -3,6 +3,7 @@
 A `TestPoint` is one problem of a problem kind (kind, precision, variant, named sizes); a `Measurement` is
 what one (instance, test point) pair produced on a backend, failures included: a failure is data.
 """
+
 from __future__ import annotations
 
 import enum
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 
 # every precision a test point may have: its element size in bytes
 ELEM_BYTES = {"fp64": 8, "fp32": 4, "fp16": 2, "bf16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1}
-MAX_SIZE = (1 << 62)
+MAX_SIZE = 1 << 62
 
 
 class Status(str, enum.Enum):
@@ -100,7 +101,9 @@ class Measurement:
     l2_protection: str | None = None  # "rotate:<copies>", "flush" or "none"
     flops: float | None = None  # the work its problem kind counts for the point (set by the runner)
     bytes_moved: int | None = None  # fewest bytes moved (the roofline's numerator; set by the runner)
-    device: str | None = None  # uuid of the GPU that measured it, set by an executor of several GPUs (Dask); None: the sweep's
+    device: str | None = (
+        None  # uuid of the GPU that measured it, set by an executor of several GPUs (Dask); None: the sweep's
+    )
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
 """YAML loading that remembers line numbers, so every error can name the file and the line."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,8 +33,11 @@ def _mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         if key in out:
-            raise UserError(f"duplicate key {key!r}", line=key_node.start_mark.line + 1,
-                            hint="each key may appear once in a mapping")
+            raise UserError(
+                f"duplicate key {key!r}",
+                line=key_node.start_mark.line + 1,
+                hint="each key may appear once in a mapping",
+            )
         out[key] = loader.construct_object(value_node, deep=True)
         out.lines[key] = value_node.start_mark.line + 1
     return out
@@ -66,11 +70,19 @@ def load_yaml(path: Path, error: type[UserError] = UserError) -> LineDict:
         context, cmark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
         if context and cmark is not None:
             problem += f" ({context} started at line {cmark.line + 1})"
-        raise error(f"invalid YAML: {problem}", file=path, line=mark.line + 1 if mark else None,
-                    hint="fix the indentation or quoting at that line") from None
+        raise error(
+            f"invalid YAML: {problem}",
+            file=path,
+            line=mark.line + 1 if mark else None,
+            hint="fix the indentation or quoting at that line",
+        ) from None
     if not isinstance(data, dict):
-        raise error("the file must be a YAML mapping (key: value lines)", file=path, line=1,
-                    hint="see the format in docs/space-files.md and docs/sweep-configs.md")
+        raise error(
+            "the file must be a YAML mapping (key: value lines)",
+            file=path,
+            line=1,
+            hint="see the format in docs/space-files.md and docs/sweep-configs.md",
+        )
     return data
 
 

@@ -13,6 +13,7 @@ sample. Also checks that every name in `kernel.defines` has an `#ifndef` default
 Expressions are evaluated with Python's eval over a dict (no builtins; min, max, ceil, floor, log2, abs),
 which is enough for the simple expressions of these files; the framework's own evaluator is autotune.expr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -105,7 +106,7 @@ def sample(space: dict, hard: list[dict], n: int, seed: int = 0) -> list[dict]:
     rest = [r for r in hard if r["params"] not in picks]
     for row in rng.sample(rest, min(len(rest), max(0, n - len(picks)))):
         add(row)
-    return picks[:max(n, 1)]
+    return picks[: max(n, 1)]
 
 
 def nvcc_command(source: Path, params: dict | None, out: Path) -> list[str]:
@@ -167,8 +168,11 @@ def main(argv: list[str] | None = None) -> int:
             if not ok:
                 failures += 1
                 print("    " + log.replace("\n", "\n    "))
-    print(f"{len(jobs) - failures if failures <= len(jobs) else 0}/{len(jobs)} compiled" if not failures
-          else f"{failures} failure(s)")
+    print(
+        f"{len(jobs) - failures if failures <= len(jobs) else 0}/{len(jobs)} compiled"
+        if not failures
+        else f"{failures} failure(s)"
+    )
     return 1 if failures else 0
 
 

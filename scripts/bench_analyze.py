@@ -4,6 +4,7 @@ Prints the time of each stage: pivot, winners, greedy and exact reduction at eac
 table, and (with --loo) the leave-one-out study. Target: the whole analysis under 60 s on 2 cores.
     python scripts/bench_analyze.py [--instances 5000] [--points 128] [--bk 10] [--loo]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,9 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [(s, s, s) for s in range(1, args.points + 1)]  # one (precision, shape) group: the hardest case
     df = synthetic_measurements(args.instances, sizes, seed=args.seed)
-    print(f"synthetic sweep: {args.instances} instances x {len(sizes)} points = {len(df):,} rows, "
-          f"cpus={os.cpu_count()}")
+    print(
+        f"synthetic sweep: {args.instances} instances x {len(sizes)} points = {len(df):,} rows, cpus={os.cpu_count()}"
+    )
     t0 = time.perf_counter()
     matrix = perf_matrix(df)
     print(f"pivot              {time.perf_counter() - t0:7.2f} s")
@@ -41,9 +43,11 @@ def main() -> None:
         w = winners(matrix, Criteria(bk=bk, tol=tol))
         tw = time.perf_counter() - t
         g, e = select(w, "greedy"), select(w, "exact")
-        print(f"TOL {100 * tol:5.1f}%  winners {tw:5.2f} s | greedy {g.n_kernels:3d} kernels {g.solve_s:6.2f} s | "
-              f"exact {e.n_kernels:3d} kernels ({'proven' if e.optimal else 'NOT proven'}, {e.secondary}) "
-              f"{e.solve_s:6.2f} s | worst loss greedy {100 * g.worst_loss:.2f}% exact {100 * e.worst_loss:.2f}%")
+        print(
+            f"TOL {100 * tol:5.1f}%  winners {tw:5.2f} s | greedy {g.n_kernels:3d} kernels {g.solve_s:6.2f} s | "
+            f"exact {e.n_kernels:3d} kernels ({'proven' if e.optimal else 'NOT proven'}, {e.secondary}) "
+            f"{e.solve_s:6.2f} s | worst loss greedy {100 * g.worst_loss:.2f}% exact {100 * e.worst_loss:.2f}%"
+        )
     t = time.perf_counter()
     table = build_table(w, e, Provenance(device="synthetic"))
     emit_cpp(table), emit_python(table)
@@ -51,8 +55,10 @@ def main() -> None:
     if args.loo:
         t = time.perf_counter()
         res = leave_one_out(matrix, Criteria(bk=bk, tol=tol), "exact")
-        print(f"leave-one-out      {time.perf_counter() - t:7.2f} s (worst held-out loss {100 * res.worst_loss:.2f}%, "
-              f"{res.failures} held-out answers not verified at their point)")
+        print(
+            f"leave-one-out      {time.perf_counter() - t:7.2f} s (worst held-out loss {100 * res.worst_loss:.2f}%, "
+            f"{res.failures} held-out answers not verified at their point)"
+        )
     print(f"total              {time.perf_counter() - t0:7.2f} s")
 
 

@@ -9,6 +9,7 @@ compiled), `fork_warm` (the same after `compile.warm_nvrtc()`: AUTOTUNE_COMPILE_
 min ms per way, and writes them as JSON (--out). GPU host only (NVRTC from CuPy):
   python3 scripts/bench_compile_fork.py --out $OUT/compile_fork.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,10 +21,23 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-KERNELS = {"stencil": ("stencil.cu", "stencil_kernel", {"block_size_x": 32, "block_size_y": 1}),
-           "convolution": ("convolution.cu", "convolution_kernel",
-                           {"block_size_x": 32, "block_size_y": 2, "tile_size_x": 1, "tile_size_y": 1,
-                            "filter_width": 3, "filter_height": 1, "use_padding": 0, "read_only": 0})}
+KERNELS = {
+    "stencil": ("stencil.cu", "stencil_kernel", {"block_size_x": 32, "block_size_y": 1}),
+    "convolution": (
+        "convolution.cu",
+        "convolution_kernel",
+        {
+            "block_size_x": 32,
+            "block_size_y": 2,
+            "tile_size_x": 1,
+            "tile_size_y": 1,
+            "filter_width": 3,
+            "filter_height": 1,
+            "use_padding": 0,
+            "read_only": 0,
+        },
+    ),
+}
 
 
 def one_way(way: str, kernel: str, n: int) -> list[float]:
@@ -31,7 +45,9 @@ def one_way(way: str, kernel: str, n: int) -> list[float]:
     from autotune.sweep import compile as c
 
     file, name, defines = KERNELS[kernel]
-    text = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + (ROOT / "tests/data/kt_public" / file).read_text()
+    text = (
+        "".join(f"#define {k} {v}\n" for k, v in defines.items()) + (ROOT / "tests/data/kt_public" / file).read_text()
+    )
     nvrtc = c._nvrtc()
     arch_opt, kind = c.arch_option(_arch(), tuple(nvrtc.getSupportedArchs()))
     options = (*c.DEFAULT_OPTIONS, arch_opt)
@@ -66,16 +82,22 @@ def main() -> int:
     report = {}
     for kernel in KERNELS:
         for way in ("inproc", "fork_cold", "fork_warm"):
-            proc = subprocess.run([sys.executable, __file__, "--n", str(a.n), "--one", way, kernel],
-                                  capture_output=True, text=True, timeout=300)
+            proc = subprocess.run(
+                [sys.executable, __file__, "--n", str(a.n), "--one", way, kernel],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             if proc.returncode:
                 report[f"{kernel}/{way}"] = {"error": proc.stderr[-1500:]}
                 print(f"{kernel:<12} {way:<10} failed: {proc.stderr.strip().splitlines()[-1:]}")
                 continue
             ms = json.loads(proc.stdout.strip().splitlines()[-1])
             report[f"{kernel}/{way}"] = {"ms": ms, "median_ms": statistics.median(ms), "min_ms": min(ms)}
-            print(f"{kernel:<12} {way:<10} median {statistics.median(ms):7.1f} ms  min {min(ms):7.1f} ms  "
-                  f"first {ms[0]:7.1f} ms")
+            print(
+                f"{kernel:<12} {way:<10} median {statistics.median(ms):7.1f} ms  min {min(ms):7.1f} ms  "
+                f"first {ms[0]:7.1f} ms"
+            )
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(report, indent=1))

@@ -9,6 +9,7 @@ and that start is printed apart. `--warm` first runs the single-process sweep on
 variant finds its kernels in the compile cache (timing-bound: the executor's own overhead). Prints one line per
 variant: pairs, instances ("configs"), seconds, pairs/s and configs/s, and the per-GPU rates of Dask variants.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,14 +35,17 @@ class _Quiet:
 def _single(replay: str | None, delay: float) -> Any:
     if replay:
         from autotune.sweep.backends.replay import ReplayBackend
+
         return ReplayBackend(replay, delay_s=delay)
     from autotune.sweep.backends.local import gpu_backend
+
     return gpu_backend(tol=None)
 
 
 def _dask(replay: str | None, delay: float, workers: int) -> Any:
     from autotune.sweep.backends.dask_backend import DaskBackend, gpu_list
     from autotune.sweep.backends.dask_executors import GpuExecutor, ReplayExecutor
+
     executor = ReplayExecutor(replay, delay_s=delay, relabel=True) if replay else GpuExecutor(per_host=workers)
     return DaskBackend(executor, devices=gpu_list(str(workers), replay=replay is not None))
 
@@ -50,6 +54,7 @@ def run_variant(name: str, cfg: Any, backend: Any, out: Path) -> dict:
     """Sweep `cfg` into out/NAME.sqlite with `backend` (started first, untimed); the figures of the run."""
     from autotune.store.store import Store
     from autotune.sweep.runner import run_sweep
+
     db = out / f"{name}.sqlite"
     db.unlink(missing_ok=True)
     cfg = dataclasses.replace(cfg, database=f"sqlite:///{db}")
@@ -69,14 +74,23 @@ def run_variant(name: str, cfg: Any, backend: Any, out: Path) -> dict:
         backend.close()
     with sqlite3.connect(db) as c:
         pairs, configs = c.execute("select count(*), count(distinct instance_id) from measurements").fetchone()
-    return dict(name=name, status=summary.status, start_s=started, seconds=seconds, pairs=pairs, configs=configs,
-                pairs_s=pairs / seconds if seconds else 0.0, configs_s=configs / seconds if seconds else 0.0,
-                rates=rates)
+    return dict(
+        name=name,
+        status=summary.status,
+        start_s=started,
+        seconds=seconds,
+        pairs=pairs,
+        configs=configs,
+        pairs_s=pairs / seconds if seconds else 0.0,
+        configs_s=configs / seconds if seconds else 0.0,
+        rates=rates,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict]:
-    ap = argparse.ArgumentParser(prog="scripts/bench_dask.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="scripts/bench_dask.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("config", help="sweep config (configs/NAME.yaml)")
     ap.add_argument("--max-instances", type=int, default=None, help="instances per space (the config's otherwise)")
     ap.add_argument("--workers", default="1,2", help="Dask variants: comma-separated worker (GPU) counts")
@@ -87,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     ap.add_argument("--out", default=None, help="folder for the databases (default: a temporary folder)")
     args = ap.parse_args(argv)
     from autotune.sweep.config import load_config
+
     cfg = load_config(args.config)
     if args.max_instances is not None:
         cfg = dataclasses.replace(cfg, max_instances=args.max_instances)
@@ -94,8 +109,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     if args.warm:
         run_variant("warm", cfg, _single(args.replay, args.delay), out)
-    variants: list[tuple[str, Any]] = [] if args.no_single else [("one process", lambda: _single(args.replay,
-                                                                                                   args.delay))]
+    variants: list[tuple[str, Any]] = (
+        [] if args.no_single else [("one process", lambda: _single(args.replay, args.delay))]
+    )
     for n in (int(w) for w in args.workers.split(",") if w.strip()):
         variants.append((f"dask {n}", lambda n=n: _dask(args.replay, args.delay, n)))
     results = []
@@ -103,9 +119,12 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
         r = run_variant(name.replace(" ", "_"), cfg, make(), out)
         r["name"] = name
         results.append(r)
-        print(f"{name}: {r['status']}, {r['pairs']} pairs, {r['configs']} configs in {r['seconds']:.2f} s: "
-              f"{r['pairs_s']:.2f} pairs/s, {r['configs_s']:.3f} configs/s (executor start {r['start_s']:.1f} s)"
-              + (f"; per GPU: {', '.join(r['rates'])}" if r["rates"] else ""), flush=True)
+        print(
+            f"{name}: {r['status']}, {r['pairs']} pairs, {r['configs']} configs in {r['seconds']:.2f} s: "
+            f"{r['pairs_s']:.2f} pairs/s, {r['configs_s']:.3f} configs/s (executor start {r['start_s']:.1f} s)"
+            + (f"; per GPU: {', '.join(r['rates'])}" if r["rates"] else ""),
+            flush=True,
+        )
     return results
 
 

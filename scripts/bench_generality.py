@@ -11,6 +11,7 @@ writes JSON with --out.
 
   python scripts/bench_generality.py --tree before=.before --tree after=. --rounds 2 --out $OUT/generality.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,8 +71,14 @@ def run_once(tree: Path, space: str, instances: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="autotune-generality-") as tmp:
         path = os.pathsep.join(x for x in (str(tree.resolve()), os.environ.get("PYTHONPATH", "")) if x)
         env = {**os.environ, "PYTHONPATH": path, "CUPY_CACHE_DIR": str(Path(tmp) / "cupy")}
-        out = subprocess.run([sys.executable, "-c", CHILD, space, str(instances), tmp], env=env, cwd=tree,
-                             capture_output=True, text=True, timeout=900)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, space, str(instances), tmp],
+            env=env,
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if out.returncode != 0:
             raise SystemExit(f"run in {tree} failed:\n{out.stdout}\n{out.stderr}")
         result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -81,8 +88,13 @@ def run_once(tree: Path, space: str, instances: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tree", action="append", required=True, metavar="LABEL=PATH",
-                    help="a source tree of autotune to measure (give two or more)")
+    ap.add_argument(
+        "--tree",
+        action="append",
+        required=True,
+        metavar="LABEL=PATH",
+        help="a source tree of autotune to measure (give two or more)",
+    )
     ap.add_argument("--space", default="gemm_batched_simt")
     ap.add_argument("--instances", type=int, default=120)
     ap.add_argument("--rounds", type=int, default=2, help="runs of each tree, alternating")
@@ -99,14 +111,22 @@ def main() -> None:
         for label, path in trees:
             res = run_once(path, args.space, args.instances)
             runs[label].append(res)
-            print(f"round {r + 1} {label:>8}: {res['measured']} measurements in {res['seconds']:.1f} s = "
-                  f"{res['configs_per_s']:.2f} configs/s {res['counts']}", flush=True)
+            print(
+                f"round {r + 1} {label:>8}: {res['measured']} measurements in {res['seconds']:.1f} s = "
+                f"{res['configs_per_s']:.2f} configs/s {res['counts']}",
+                flush=True,
+            )
     medians = {label: statistics.median(x["configs_per_s"] for x in rs) for label, rs in runs.items()}
     first = trees[0][0]
-    report = {"space": args.space, "instances": args.instances, "rounds": args.rounds, "warmup": args.warmup,
-              "runs": runs,
-              "median_configs_per_s": medians,
-              "ratio_to_first": {label: medians[label] / medians[first] for label in medians}}
+    report = {
+        "space": args.space,
+        "instances": args.instances,
+        "rounds": args.rounds,
+        "warmup": args.warmup,
+        "runs": runs,
+        "median_configs_per_s": medians,
+        "ratio_to_first": {label: medians[label] / medians[first] for label in medians},
+    }
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2))
     print("\ntree      median configs/s   vs " + first)

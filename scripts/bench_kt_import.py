@@ -5,6 +5,7 @@
 
   python scripts/bench_kt_import.py
 """
+
 import time
 import tempfile
 import itertools
@@ -12,10 +13,13 @@ from pathlib import Path
 from autotune.interop.kerneltuner import KTCache, KTRecord, write_cache
 from autotune.interop.kt_store import import_cache
 from autotune.store.store import Store
+
 keys = ("a", "b", "c", "d")
 vals = {"a": list(range(50)), "b": list(range(50)), "c": list(range(5)), "d": list(range(4))}
-recs = tuple(KTRecord(dict(zip(keys, combo)), "ok", 1.0 + i * 1e-6, (1.0, 1.1), {"compile_time": 3.0})
-             for i, combo in enumerate(itertools.product(*vals.values())))
+recs = tuple(
+    KTRecord(dict(zip(keys, combo)), "ok", 1.0 + i * 1e-6, (1.0, 1.1), {"compile_time": 3.0})
+    for i, combo in enumerate(itertools.product(*vals.values()))
+)
 tmp = Path(tempfile.mkdtemp())
 write_cache(KTCache("NVIDIA H100", "k", (4096, 4096), keys, vals, "time", recs), tmp / "c.json")
 t0 = time.perf_counter()

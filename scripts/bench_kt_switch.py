@@ -34,6 +34,7 @@ GPU machine (Kernel Tuner 1.5 from the wheelhouse: bash scripts/build_wheelhouse
 Here (no GPU): --dry-run runs every script's set-up, builds both tools' search spaces from its call (Kernel Tuner's
 Searchspace, our sweep's plan) and checks they have the same size; nothing is measured.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,20 +73,43 @@ class Case:
     note: str = ""
 
 
-CASES: dict[str, Case] = {c.name: c for c in (
-    Case("matmul", "matmul.py", "tune", ("matmul.cu",), "4096x4096 fp32, answer numpy.dot, 32 iterations, GFLOP/s"),
-    Case("stencil", "stencil.py", "tune", ("stencil.cu",), "4096x2048, no answer"),
-    Case("spmv", "spmv.py", "tune", ("spmv.cu",), "random CSR 128Ki x 64Ki, answer scipy.sparse, atol 1e-4"),
-    Case("zeromean", "zeromeanfilter.py", "tune_zeromean", ("zeromeanfilter.cu",),
-         "first call: computeMeanVertically, 4391x3539"),
-    Case("expdist", "expdist.py", "tune_expdist", ("expdist.cu",), "first call: ExpDist, fp64 2000x2000"),
-    Case("convolution", "convolution_correct.py", "tune", ("convolution.cu",),
-         "17x17 filter in constant memory (cmem_args), answer from run_kernel's naive kernel"),
-    Case("sepconv", "sepconv.py", "tune", ("convolution.cu",),
-         "first call: the row filter (filter_height 1), widths 3-17, 64 block widths, cmem_args, no answer"),
-    Case("reduction", "reduction.py", "tune", ("reduction.cu",),
-         "first call: sum_floats over 800M floats (3.2 GB), verify=, loop_unroll_factor_0"),
-)}
+CASES: dict[str, Case] = {
+    c.name: c
+    for c in (
+        Case("matmul", "matmul.py", "tune", ("matmul.cu",), "4096x4096 fp32, answer numpy.dot, 32 iterations, GFLOP/s"),
+        Case("stencil", "stencil.py", "tune", ("stencil.cu",), "4096x2048, no answer"),
+        Case("spmv", "spmv.py", "tune", ("spmv.cu",), "random CSR 128Ki x 64Ki, answer scipy.sparse, atol 1e-4"),
+        Case(
+            "zeromean",
+            "zeromeanfilter.py",
+            "tune_zeromean",
+            ("zeromeanfilter.cu",),
+            "first call: computeMeanVertically, 4391x3539",
+        ),
+        Case("expdist", "expdist.py", "tune_expdist", ("expdist.cu",), "first call: ExpDist, fp64 2000x2000"),
+        Case(
+            "convolution",
+            "convolution_correct.py",
+            "tune",
+            ("convolution.cu",),
+            "17x17 filter in constant memory (cmem_args), answer from run_kernel's naive kernel",
+        ),
+        Case(
+            "sepconv",
+            "sepconv.py",
+            "tune",
+            ("convolution.cu",),
+            "first call: the row filter (filter_height 1), widths 3-17, 64 block widths, cmem_args, no answer",
+        ),
+        Case(
+            "reduction",
+            "reduction.py",
+            "tune",
+            ("reduction.cu",),
+            "first call: sum_floats over 800M floats (3.2 GB), verify=, loop_unroll_factor_0",
+        ),
+    )
+}
 # five kernels (convolution.cu twice: its 2D and its separable-row space); expdist is left out by default: its
 # `#include <cub/cub.cuh>` compiles under NVRTC in neither tool (issue 31), spmv: see tests/data/kt_public/PROVENANCE.md
 DEFAULT_CASES = ("matmul", "stencil", "zeromean", "convolution", "sepconv", "reduction")
@@ -117,8 +141,9 @@ def child(side: str, case: Case, work: Path, cap: float) -> None:
         tmp.write_text(json.dumps(meta))
         os.replace(tmp, work / "call.json")
 
-    def replaced(kernel_name: str, kernel_source: Any, problem_size: Any, arguments: Any, tune_params: Any,
-                 **kw: Any) -> Any:
+    def replaced(
+        kernel_name: str, kernel_source: Any, problem_size: Any, arguments: Any, tune_params: Any, **kw: Any
+    ) -> Any:
         if side == "dry":
             dry_sizes(kernel_name, kernel_source, problem_size, arguments, tune_params, kw, work)
             raise FirstCallDone
@@ -139,29 +164,48 @@ def child(side: str, case: Case, work: Path, cap: float) -> None:
         try:  # after the call's end (not counted): the size of Kernel Tuner's search space for this call
             from kernel_tuner.searchspace import Searchspace
 
-            space = Searchspace(dict(tune_params), kw.get("restrictions"), MAX_THREADS,
-                                **({"block_size_names": kw["block_size_names"]}
-                                   if kw.get("block_size_names") else {})).size
+            space = Searchspace(
+                dict(tune_params),
+                kw.get("restrictions"),
+                MAX_THREADS,
+                **({"block_size_names": kw["block_size_names"]} if kw.get("block_size_names") else {}),
+            ).size
         except Exception as exc:  # noqa: BLE001 - reported, not fatal
             meta["space_error"] = repr(exc)
         keys = list(tune_params)
+
         def ok(r: dict[str, Any]) -> bool:  # a failure: `__error__` (Kernel Tuner >= 1.4), or a marker as its time
             return "__error__" not in r and isinstance(r.get("time"), (int, float))
 
-        out = [{"params": {k: r[k] for k in keys}, "time": float(r["time"]) if ok(r) else None,
-                "error": None if ok(r) else str(r.get("__error__", r.get("time"))), "timestamp": r.get("timestamp"),
-                "compile_ms": r.get("compile_time") if isinstance(r.get("compile_time"), (int, float)) else None}
-               for r in results]
-        (work / "child.json").write_text(json.dumps(
-            {**meta, "space_size": space, "keys": keys, "results": out,
-             "env": {k: v for k, v in env.items() if isinstance(v, (str, int, float, dict, list, type(None)))}},
-            default=str))
+        out = [
+            {
+                "params": {k: r[k] for k in keys},
+                "time": float(r["time"]) if ok(r) else None,
+                "error": None if ok(r) else str(r.get("__error__", r.get("time"))),
+                "timestamp": r.get("timestamp"),
+                "compile_ms": r.get("compile_time") if isinstance(r.get("compile_time"), (int, float)) else None,
+            }
+            for r in results
+        ]
+        (work / "child.json").write_text(
+            json.dumps(
+                {
+                    **meta,
+                    "space_size": space,
+                    "keys": keys,
+                    "results": out,
+                    "env": {k: v for k, v in env.items() if isinstance(v, (str, int, float, dict, list, type(None)))},
+                },
+                default=str,
+            )
+        )
         raise FirstCallDone
 
     kernel_tuner.tune_kernel = replaced
     if side == "dry":  # a script's run_kernel (a reference computed on the GPU) returns its arguments unchanged
-        kernel_tuner.run_kernel = lambda name, source, size, arguments, *a, **k: [x.copy() if hasattr(x, "copy")
-                                                                                  else x for x in arguments]
+        kernel_tuner.run_kernel = lambda name, source, size, arguments, *a, **k: [
+            x.copy() if hasattr(x, "copy") else x for x in arguments
+        ]
     for f in (case.script, *case.files):
         shutil.copy(CASES_DIR / f, work / f)
     os.chdir(work)
@@ -206,8 +250,15 @@ def switched_kernel_tuner() -> Any:
     return module
 
 
-def dry_sizes(kernel_name: str, kernel_source: Any, problem_size: Any, arguments: Any, tune_params: Any,
-              kw: dict[str, Any], work: Path) -> None:
+def dry_sizes(
+    kernel_name: str,
+    kernel_source: Any,
+    problem_size: Any,
+    arguments: Any,
+    tune_params: Any,
+    kw: dict[str, Any],
+    work: Path,
+) -> None:
     """Both tools' search spaces for this call, without a GPU: Kernel Tuner's Searchspace and the number of
     configurations our sweep plans (the facade runs up to the sweep's plan, on the default GPU profile)."""
     from kernel_tuner.searchspace import Searchspace
@@ -229,6 +280,7 @@ def dry_sizes(kernel_name: str, kernel_source: Any, problem_size: Any, arguments
 
     saved_run, saved_backend = runner.run_sweep, facade._gpu_backend
     runner.run_sweep = plan_only  # type: ignore[assignment]
+
     class NoBackend:
         tol = None
 
@@ -241,8 +293,14 @@ def dry_sizes(kernel_name: str, kernel_source: Any, problem_size: Any, arguments
     facade._gpu_backend = lambda device, tol: NoBackend()  # type: ignore[assignment]
     t0 = time.perf_counter()
     try:
-        facade.tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params,
-                           **{k: v for k, v in kw.items() if k != "lang" or v is not None})
+        facade.tune_kernel(
+            kernel_name,
+            kernel_source,
+            problem_size,
+            arguments,
+            tune_params,
+            **{k: v for k, v in kw.items() if k != "lang" or v is not None},
+        )
     except Planned:
         pass
     finally:
@@ -303,22 +361,37 @@ def kt_cache_results(path: Path, keys: list[str] | None) -> tuple[list[str], lis
     cache = read_cache(path)
     out = []
     for r in cache.records:
-        out.append({"params": dict(r.params), "time": r.time_ms if r.status == "ok" else None,
-                    "error": None if r.status == "ok" else r.status, "timestamp": r.extra.get("timestamp"),
-                    "compile_ms": r.extra.get("compile_time")})
+        out.append(
+            {
+                "params": dict(r.params),
+                "time": r.time_ms if r.status == "ok" else None,
+                "error": None if r.status == "ok" else r.status,
+                "timestamp": r.extra.get("timestamp"),
+                "compile_ms": r.extra.get("compile_time"),
+            }
+        )
     return list(cache.tune_params_keys), out
 
 
 def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir: Path) -> Run:
     work = Path(tempfile.mkdtemp(prefix=f"{case.name}_{side}_", dir=base))
-    env = dict(os.environ, CUPY_CACHE_DIR=str(work / "cupy_cache"), AUTOTUNE_COMPILE_CACHE=str(work / "compile"),
-               PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        CUPY_CACHE_DIR=str(work / "cupy_cache"),
+        AUTOTUNE_COMPILE_CACHE=str(work / "compile"),
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
     run = Run(case.name, side)
     log = open(log_dir / f"{case.name}_{side}.log", "w")
     t_spawn = time.time()
-    proc = subprocess.Popen([python, str(Path(__file__).resolve()), "--child", side, case.name, str(work),
-                             "--cap", str(cap)], stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [python, str(Path(__file__).resolve()), "--child", side, case.name, str(work), "--cap", str(cap)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
     limit = cap if side == "kt" else cap + KILL_GRACE_S
     stop_at = None
     while proc.poll() is None:
@@ -347,8 +420,11 @@ def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir
     else:
         results = []
         run.error = f"no results (exit code {proc.returncode}; see {case.name}_{side}.log)"
-    run.timeline = {k: round(meta[k] - t_spawn, 3) for k in ("child_start", "kernel_tuner_imported",
-                                                             "script_loaded", "call_start", "call_end") if k in meta}
+    run.timeline = {
+        k: round(meta[k] - t_spawn, 3)
+        for k in ("child_start", "kernel_tuner_imported", "script_loaded", "call_start", "call_end")
+        if k in meta
+    }
     if data is not None and "call_start" in meta:
         auto = (data.get("env") or {}).get("autotune") or {}
         call = meta["call_start"] - t_spawn
@@ -390,32 +466,59 @@ def compare(case: str, kt: Run, ours: Run) -> tuple[dict[str, Any], list[dict[st
     for r in ours.results:
         k = kt_t.get(_key(r["params"]))
         if r["time"] is not None and k is not None:
-            same.append({"case": case, **{f"p_{n}": v for n, v in r["params"].items()},
-                         "ours_ms": r["time"], "kt_ms": k["time"], "ratio": r["time"] / k["time"]})
+            same.append(
+                {
+                    "case": case,
+                    **{f"p_{n}": v for n, v in r["params"].items()},
+                    "ours_ms": r["time"],
+                    "kt_ms": k["time"],
+                    "ratio": r["time"] / k["time"],
+                }
+            )
     space = ours.space_size or kt.space_size
     ratio = ours.configs_per_s / kt.configs_per_s if ours.configs_per_s and kt.configs_per_s else None
     target = 10.0 if space and space > 500 else 3.0
     best_ratio = ours.best_time_ms / kt.best_time_ms if ours.best_time_ms and kt.best_time_ms else None
     kt_of_ours = kt_t.get(_key(ours.best_config)) if ours.best_config else None
-    row = {"case": case, "space": space, "planned_ours": ours.planned,
-           "kt_configs": kt.configs, "ours_configs": ours.configs, "kt_ok": kt.ok, "ours_ok": ours.ok,
-           "kt_complete": bool(space) and kt.configs >= space, "ours_complete": bool(space) and ours.configs >= space,
-           "kt_process_s": kt.process_wall_s, "ours_process_s": ours.process_wall_s,
-           "kt_call_s": kt.call_wall_s, "ours_call_s": ours.call_wall_s,
-           "kt_cps": kt.configs_per_s, "ours_cps": ours.configs_per_s, "ratio": ratio, "target": target,
-           "ratio_ok": ratio is not None and ratio >= target,
-           "kt_cps_call": kt.configs_per_s_call, "ours_cps_call": ours.configs_per_s_call,
-           "kt_ttfm_s": kt.first_measurement_process_s, "ours_ttfm_s": ours.first_measurement_process_s,
-           "kt_ttfm_call_s": kt.first_measurement_call_s, "ours_ttfm_call_s": ours.first_measurement_call_s,
-           "ours_sweep_ttfm_s": ours.sweep_first_measurement_s,
-           "kt_best_ms": kt.best_time_ms, "ours_best_ms": ours.best_time_ms, "best_ratio": best_ratio,
-           "best_ok": best_ratio is not None and best_ratio <= BEST_NOISE,
-           "kt_best": json.dumps(kt.best_config), "ours_best": json.dumps(ours.best_config),
-           "kt_time_of_ours_best_ms": kt_of_ours["time"] if kt_of_ours else None,
-           "same_configs": len(same),
-           "same_median_ratio": statistics.median(s["ratio"] for s in same) if same else None,
-           "kt_stopped": kt.stopped_at_cap, "ours_stopped": ours.stopped_at_cap,
-           "errors": "; ".join(e for e in (kt.error, ours.error) if e)}
+    row = {
+        "case": case,
+        "space": space,
+        "planned_ours": ours.planned,
+        "kt_configs": kt.configs,
+        "ours_configs": ours.configs,
+        "kt_ok": kt.ok,
+        "ours_ok": ours.ok,
+        "kt_complete": bool(space) and kt.configs >= space,
+        "ours_complete": bool(space) and ours.configs >= space,
+        "kt_process_s": kt.process_wall_s,
+        "ours_process_s": ours.process_wall_s,
+        "kt_call_s": kt.call_wall_s,
+        "ours_call_s": ours.call_wall_s,
+        "kt_cps": kt.configs_per_s,
+        "ours_cps": ours.configs_per_s,
+        "ratio": ratio,
+        "target": target,
+        "ratio_ok": ratio is not None and ratio >= target,
+        "kt_cps_call": kt.configs_per_s_call,
+        "ours_cps_call": ours.configs_per_s_call,
+        "kt_ttfm_s": kt.first_measurement_process_s,
+        "ours_ttfm_s": ours.first_measurement_process_s,
+        "kt_ttfm_call_s": kt.first_measurement_call_s,
+        "ours_ttfm_call_s": ours.first_measurement_call_s,
+        "ours_sweep_ttfm_s": ours.sweep_first_measurement_s,
+        "kt_best_ms": kt.best_time_ms,
+        "ours_best_ms": ours.best_time_ms,
+        "best_ratio": best_ratio,
+        "best_ok": best_ratio is not None and best_ratio <= BEST_NOISE,
+        "kt_best": json.dumps(kt.best_config),
+        "ours_best": json.dumps(ours.best_config),
+        "kt_time_of_ours_best_ms": kt_of_ours["time"] if kt_of_ours else None,
+        "same_configs": len(same),
+        "same_median_ratio": statistics.median(s["ratio"] for s in same) if same else None,
+        "kt_stopped": kt.stopped_at_cap,
+        "ours_stopped": ours.stopped_at_cap,
+        "errors": "; ".join(e for e in (kt.error, ours.error) if e),
+    }
     return row, same
 
 
@@ -428,40 +531,55 @@ def screening(full: Run, screened: Run) -> dict[str, Any]:
     full_t = {_key(r["params"]): r["time"] for r in full.results if r["time"] is not None}
     best_key = _key(full.best_config) if full.best_config else None
     picked = full_t.get(keys[0]) if keys else None
-    return {"screen_configs": screened.configs, "screen_cps": screened.configs_per_s,
-            "screen_compile_s_median": statistics.median(c / 1e3 for c in (r.get("compile_ms") for r in
-                                                                        screened.results) if c) if any(
-                r.get("compile_ms") for r in screened.results) else None,
-            "full_compile_s_median": statistics.median(c / 1e3 for c in (r.get("compile_ms") for r in
-                                                                      full.results) if c) if any(
-                r.get("compile_ms") for r in full.results) else None,
-            "screen_best": json.dumps(screened.best_config), "screen_same_best": bool(keys) and keys[0] == best_key,
-            "full_time_of_screen_best_ms": picked,
-            "two_stage_loss": picked / full.best_time_ms - 1 if picked and full.best_time_ms else None,
-            "full_best_rank_in_screen": keys.index(best_key) + 1 if best_key in keys else None,
-            # a fast build that fails where the full one compiles would make the precheck wrong: must be 0
-            "screen_compile_fail_full_ok": len({_key(r["params"]) for r in screened.results
-                                                if r["time"] is None and "Compil" in str(r["error"])} & set(full_t)),
-            "full_compile_fail": sum(1 for r in full.results if r["time"] is None and "Compil" in str(r["error"]))}
+    return {
+        "screen_configs": screened.configs,
+        "screen_cps": screened.configs_per_s,
+        "screen_compile_s_median": statistics.median(
+            c / 1e3 for c in (r.get("compile_ms") for r in screened.results) if c
+        )
+        if any(r.get("compile_ms") for r in screened.results)
+        else None,
+        "full_compile_s_median": statistics.median(c / 1e3 for c in (r.get("compile_ms") for r in full.results) if c)
+        if any(r.get("compile_ms") for r in full.results)
+        else None,
+        "screen_best": json.dumps(screened.best_config),
+        "screen_same_best": bool(keys) and keys[0] == best_key,
+        "full_time_of_screen_best_ms": picked,
+        "two_stage_loss": picked / full.best_time_ms - 1 if picked and full.best_time_ms else None,
+        "full_best_rank_in_screen": keys.index(best_key) + 1 if best_key in keys else None,
+        # a fast build that fails where the full one compiles would make the precheck wrong: must be 0
+        "screen_compile_fail_full_ok": len(
+            {_key(r["params"]) for r in screened.results if r["time"] is None and "Compil" in str(r["error"])}
+            & set(full_t)
+        ),
+        "full_compile_fail": sum(1 for r in full.results if r["time"] is None and "Compil" in str(r["error"])),
+    }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     def f(v: Any, d: int = 2) -> str:
         return "-" if v is None else f"{v:.{d}f}" if isinstance(v, float) else str(v)
 
-    head = (f"{'case':<12}{'space':>7}{'kt n':>6}{'ours n':>7}{'kt c/s':>8}{'ours c/s':>9}{'ratio':>7}{'need':>5}"
-            f"{'kt 1st':>7}{'our 1st':>8}{'kt best':>9}{'our best':>9}{'same':>6}{'o/k':>6}")
+    head = (
+        f"{'case':<12}{'space':>7}{'kt n':>6}{'ours n':>7}{'kt c/s':>8}{'ours c/s':>9}{'ratio':>7}{'need':>5}"
+        f"{'kt 1st':>7}{'our 1st':>8}{'kt best':>9}{'our best':>9}{'same':>6}{'o/k':>6}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['case']:<12}{f(r['space']):>7}{r['kt_configs']:>6}{r['ours_configs']:>7}"
-                     f"{f(r['kt_cps']):>8}{f(r['ours_cps']):>9}{f(r['ratio'], 1):>7}{f(r['target'], 0):>5}"
-                     f"{f(r['kt_ttfm_s'], 1):>7}{f(r['ours_ttfm_s'], 1):>8}{f(r['kt_best_ms'], 4):>9}"
-                     f"{f(r['ours_best_ms'], 4):>9}{r['same_configs']:>6}{f(r['same_median_ratio']):>6}")
+        lines.append(
+            f"{r['case']:<12}{f(r['space']):>7}{r['kt_configs']:>6}{r['ours_configs']:>7}"
+            f"{f(r['kt_cps']):>8}{f(r['ours_cps']):>9}{f(r['ratio'], 1):>7}{f(r['target'], 0):>5}"
+            f"{f(r['kt_ttfm_s'], 1):>7}{f(r['ours_ttfm_s'], 1):>8}{f(r['kt_best_ms'], 4):>9}"
+            f"{f(r['ours_best_ms'], 4):>9}{r['same_configs']:>6}{f(r['same_median_ratio']):>6}"
+        )
     ok = all(r["ratio_ok"] and r["best_ok"] for r in rows)
-    lines.append("c/s: configurations per second of process wall; 1st: seconds from the process start to the first "
-                 "measurement; best in ms; o/k: median of ours/Kernel Tuner's time over the configurations both "
-                 f"measured. Targets (ratio >= need, best within 2%) met on every case: {'yes' if ok else 'NO'}."
-                 if rows else "no cases")
+    lines.append(
+        "c/s: configurations per second of process wall; 1st: seconds from the process start to the first "
+        "measurement; best in ms; o/k: median of ours/Kernel Tuner's time over the configurations both "
+        f"measured. Targets (ratio >= need, best within 2%) met on every case: {'yes' if ok else 'NO'}."
+        if rows
+        else "no cases"
+    )
     return "\n".join(lines)
 
 
@@ -472,17 +590,24 @@ def provenance(python: str) -> dict[str, Any]:
         except (OSError, subprocess.SubprocessError):
             return None
 
-    probe = ("import json, kernel_tuner, numpy\nout = {'kernel_tuner': kernel_tuner.__version__ if hasattr("
-             "kernel_tuner, '__version__') else None, 'numpy': numpy.__version__}\ntry:\n import cupy\n"
-             " out['cupy'] = cupy.__version__\n out['gpu'] = cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()\n"
-             "except Exception as e:\n out['gpu'] = repr(e)\nprint(json.dumps(out))")
+    probe = (
+        "import json, kernel_tuner, numpy\nout = {'kernel_tuner': kernel_tuner.__version__ if hasattr("
+        "kernel_tuner, '__version__') else None, 'numpy': numpy.__version__}\ntry:\n import cupy\n"
+        " out['cupy'] = cupy.__version__\n out['gpu'] = cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()\n"
+        "except Exception as e:\n out['gpu'] = repr(e)\nprint(json.dumps(out))"
+    )
     versions = cmd([python, "-c", probe])
-    return {"command": " ".join(sys.argv), "git_commit": cmd(["git", "-C", str(ROOT), "rev-parse", "HEAD"])
-            or os.environ.get("AUTOTUNE_GIT_COMMIT"), "python": platform.python_version(),
-            "host_cpus": os.cpu_count(), "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "versions": json.loads(versions) if versions else None,
-            "nvidia_smi": cmd(["nvidia-smi", "--query-gpu=name,uuid,driver_version,clocks.max.sm",
-                               "--format=csv,noheader"])}
+    return {
+        "command": " ".join(sys.argv),
+        "git_commit": cmd(["git", "-C", str(ROOT), "rev-parse", "HEAD"]) or os.environ.get("AUTOTUNE_GIT_COMMIT"),
+        "python": platform.python_version(),
+        "host_cpus": os.cpu_count(),
+        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "versions": json.loads(versions) if versions else None,
+        "nvidia_smi": cmd(
+            ["nvidia-smi", "--query-gpu=name,uuid,driver_version,clocks.max.sm", "--format=csv,noheader"]
+        ),
+    }
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -499,21 +624,42 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("kt_switch_out"), help="folder for the CSV, JSON and logs")
-    ap.add_argument("--cases", default=",".join(DEFAULT_CASES),
-                    help=f"comma-separated, from {', '.join(CASES)} (default: %(default)s)")
-    ap.add_argument("--cap", type=float, default=40.0, help="seconds a tune_kernel call may run on each side "
-                    "(default %(default)s)")
-    ap.add_argument("--python", default=sys.executable, help="the Python both sides run under (needs kernel_tuner "
-                    "1.5, CuPy and autotune's dependencies)")
-    ap.add_argument("--dry-run", action="store_true", help="no GPU: build both tools' search spaces for each case "
-                    "and check their sizes agree")
-    ap.add_argument("--compile-modes", action="store_true", help="also run ours with AUTOTUNE_COMPILE_SCREEN=1 "
-                    "and report whether the best configuration changes")
-    ap.add_argument("--sides", default="kt,ours", help="which tools run: kt,ours (default) or ours alone (with "
-                    "--compile-modes: the screening measurement without Kernel Tuner)")
-    ap.add_argument("--profile", action="store_true", help="print each run's timeline (seconds after its process "
-                    "started: imports, the script's set-up, the call's phases, the GPU backend's start-up, the first "
-                    "measurement); it is in kt_switch.json (runs -> timeline) either way")
+    ap.add_argument(
+        "--cases",
+        default=",".join(DEFAULT_CASES),
+        help=f"comma-separated, from {', '.join(CASES)} (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--cap", type=float, default=40.0, help="seconds a tune_kernel call may run on each side (default %(default)s)"
+    )
+    ap.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the Python both sides run under (needs kernel_tuner 1.5, CuPy and autotune's dependencies)",
+    )
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no GPU: build both tools' search spaces for each case and check their sizes agree",
+    )
+    ap.add_argument(
+        "--compile-modes",
+        action="store_true",
+        help="also run ours with AUTOTUNE_COMPILE_SCREEN=1 and report whether the best configuration changes",
+    )
+    ap.add_argument(
+        "--sides",
+        default="kt,ours",
+        help="which tools run: kt,ours (default) or ours alone (with "
+        "--compile-modes: the screening measurement without Kernel Tuner)",
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="print each run's timeline (seconds after its process "
+        "started: imports, the script's set-up, the call's phases, the GPU backend's start-up, the first "
+        "measurement); it is in kt_switch.json (runs -> timeline) either way",
+    )
     ap.add_argument("--child", nargs=3, metavar=("SIDE", "CASE", "WORK"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
@@ -541,12 +687,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{time.strftime('%H:%M:%S')}] {name}: {side} ...", flush=True)
             runs[side] = run_side(a.python, case, side, a.cap, base, a.out)
             r = runs[side]
-            print(f"    {r.configs} configs ({r.ok} ok) in {r.process_wall_s or 0:.1f} s process wall"
-                  f"{' (stopped at the cap)' if r.stopped_at_cap else ''}{'; ' + r.error if r.error else ''}",
-                  flush=True)
+            print(
+                f"    {r.configs} configs ({r.ok} ok) in {r.process_wall_s or 0:.1f} s process wall"
+                f"{' (stopped at the cap)' if r.stopped_at_cap else ''}{'; ' + r.error if r.error else ''}",
+                flush=True,
+            )
             if a.profile:
-                print("    timeline: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(r.timeline.items(),
-                                                                                  key=lambda kv: kv[1])), flush=True)
+                print(
+                    "    timeline: "
+                    + ", ".join(f"{k} {v:.2f}" for k, v in sorted(r.timeline.items(), key=lambda kv: kv[1])),
+                    flush=True,
+                )
         row, same = compare(name, runs["kt"], runs["ours"])
         if a.compile_modes:
             os.environ["AUTOTUNE_COMPILE_SCREEN"] = "1"
@@ -558,10 +709,12 @@ def main(argv: list[str] | None = None) -> int:
             report.setdefault("screened", {})[name] = {k: v for k, v in asdict(screened).items()}
         rows.append(row)
         same_all.extend(same)
-        report["cases"][name] = {"note": case.note, "script": case.script,
-                                 "runs": {s: {k: v for k, v in asdict(r).items() if k != "results"}
-                                          for s, r in runs.items()},
-                                 "results": {s: r.results for s, r in runs.items()}}
+        report["cases"][name] = {
+            "note": case.note,
+            "script": case.script,
+            "runs": {s: {k: v for k, v in asdict(r).items() if k != "results"} for s, r in runs.items()},
+            "results": {s: r.results for s, r in runs.items()},
+        }
         report["rows"] = rows
         (a.out / "kt_switch.json").write_text(json.dumps(report, indent=1, default=str))
         write_csv(a.out / "kt_switch.csv", rows)
@@ -577,8 +730,12 @@ def dry_run(python: str, names: list[str], base: Path, out: Path) -> int:
         work = Path(tempfile.mkdtemp(prefix=f"{name}_dry_", dir=base))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         t0 = time.perf_counter()
-        proc = subprocess.run([python, str(Path(__file__).resolve()), "--child", "dry", name, str(work)],
-                              capture_output=True, text=True, env=env)
+        proc = subprocess.run(
+            [python, str(Path(__file__).resolve()), "--child", "dry", name, str(work)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         (out / f"{name}_dry.log").write_text(proc.stdout + proc.stderr)
         if not (work / "dry.json").is_file():
             print(f"{name:<12} FAILED (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-600:]}")
@@ -587,9 +744,11 @@ def dry_run(python: str, names: list[str], base: Path, out: Path) -> int:
         d = json.loads((work / "dry.json").read_text())
         same = d["kt"] == d["ours"]
         bad += not same
-        print(f"{name:<12} {d['kernel_name']:<24} Kernel Tuner {d['kt']:>6}  ours {d['ours']:>6}  "
-              f"{'same' if same else 'DIFFERENT'}  (plan {d['ours_plan_s']:.1f} s, KT space {d['kt_space_s']:.1f} s; "
-              f"script {time.perf_counter() - t0:.1f} s)")
+        print(
+            f"{name:<12} {d['kernel_name']:<24} Kernel Tuner {d['kt']:>6}  ours {d['ours']:>6}  "
+            f"{'same' if same else 'DIFFERENT'}  (plan {d['ours_plan_s']:.1f} s, KT space {d['kt_space_s']:.1f} s; "
+            f"script {time.perf_counter() - t0:.1f} s)"
+        )
     shutil.rmtree(base, ignore_errors=True)
     return 1 if bad else 0
 

@@ -22,6 +22,7 @@ hub methodology's score (scripts/search_score.py: 0 = random search, 1 = the opt
     python scripts/bench_search.py --list                      # the pairs and their sizes
     python scripts/bench_search.py --seeds 30 --kt-seeds 10    # the benchmark
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,18 @@ from autotune.vocab import Status
 
 FRACTIONS = [0.01, 0.02, 0.05, 0.10, 0.20]
 STRATEGIES = ("hybrid", "tpe", "random")
-KT_STRATEGIES = ("random_sample", "genetic_algorithm", "simulated_annealing", "dual_annealing", "pso",
-                 "firefly_algorithm", "greedy_ils", "basinhopping", "diff_evo", "mls")
+KT_STRATEGIES = (
+    "random_sample",
+    "genetic_algorithm",
+    "simulated_annealing",
+    "dual_annealing",
+    "pso",
+    "firefly_algorithm",
+    "greedy_ils",
+    "basinhopping",
+    "diff_evo",
+    "mls",
+)
 # a Python with Kernel Tuner 1.5 installed (pip install kernel_tuner==1.5.0 in a venv of its own)
 KT_PYTHON = os.environ.get("AUTOTUNE_KT_PYTHON", "/tmp/ktvenv/bin/python")
 ASK = 256  # what the runner asks for; a model-based strategy returns its batch
@@ -80,10 +91,25 @@ def run_kt(pair: Pair, work: Path, strategies: list[str], seeds: range, python: 
     cache = pair.kt_cache(work)
     out = work / f"kt_{abs(hash(pair.label))}.json"
     t = time.monotonic()
-    subprocess.run([python, str(Path(__file__).with_name("kt_simulate.py")), str(cache), "--strategies",
-                    ",".join(strategies), "--seeds", f"{seeds.start}-{seeds.stop - 1}", "--max-fevals",
-                    str(budgets(len(pair.instances))[-1]), "--deadline", str(deadline), "--out", str(out)],
-                   check=True, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            python,
+            str(Path(__file__).with_name("kt_simulate.py")),
+            str(cache),
+            "--strategies",
+            ",".join(strategies),
+            "--seeds",
+            f"{seeds.start}-{seeds.stop - 1}",
+            "--max-fevals",
+            str(budgets(len(pair.instances))[-1]),
+            "--deadline",
+            str(deadline),
+            "--out",
+            str(out),
+        ],
+        check=True,
+        stderr=subprocess.DEVNULL,
+    )
     got = json.loads(out.read_text())
     got["wall_s"] = time.monotonic() - t
     return got
@@ -91,34 +117,67 @@ def run_kt(pair: Pair, work: Path, strategies: list[str], seeds: range, python: 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--source", action="append", help=f"database, cache or directory (default: {' '.join(DEFAULT_SOURCES)})")
-    ap.add_argument("--discover-complete", action="store_true", help="also the committed databases' pairs complete "
-                    "within the current space files")
+    ap.add_argument(
+        "--source", action="append", help=f"database, cache or directory (default: {' '.join(DEFAULT_SOURCES)})"
+    )
+    ap.add_argument(
+        "--discover-complete",
+        action="store_true",
+        help="also the committed databases' pairs complete within the current space files",
+    )
     ap.add_argument("--list", action="store_true", help="list the pairs and exit")
     ap.add_argument("--min-size", type=int, default=1000, help="smallest pair benchmarked (instances)")
     ap.add_argument("--pairs", default="", help="only pairs whose label contains one of these (comma-separated)")
     ap.add_argument("--seeds", type=int, default=30)
-    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1 (tune on "
-                    "other seeds than those reported)")
+    ap.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds first-seed .. first-seed + seeds - 1 (tune on other seeds than those reported)",
+    )
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--option", action="append", default=[], help="a model-based strategy option, key=value")
     ap.add_argument("--kt-seeds", type=int, default=10, help="Kernel Tuner's seeds (0: no Kernel Tuner)")
     ap.add_argument("--kt-first-seed", type=int, default=0, help="Kernel Tuner's seeds start here")
     ap.add_argument("--kt-strategies", default=",".join(KT_STRATEGIES))
-    ap.add_argument("--deadline", type=float, default=0.0, help="Unix time after which no further seed is started, "
-                    "ours or Kernel Tuner's (what finished is written: a job capped by time still leaves its rows)")
-    ap.add_argument("--merge", nargs="+", metavar="DIR", help="merge the CSVs and traces of earlier runs (every "
-                    "*.csv with a *.traces.npz beside it under these folders) into --out, its plot and summary, "
-                    "instead of running anything")
+    ap.add_argument(
+        "--deadline",
+        type=float,
+        default=0.0,
+        help="Unix time after which no further seed is started, "
+        "ours or Kernel Tuner's (what finished is written: a job capped by time still leaves its rows)",
+    )
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="DIR",
+        help="merge the CSVs and traces of earlier runs (every "
+        "*.csv with a *.traces.npz beside it under these folders) into --out, its plot and summary, "
+        "instead of running anything",
+    )
     ap.add_argument("--kt-python", default=KT_PYTHON)
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "search.csv"))
     ap.add_argument("--no-plot", action="store_true")
-    ap.add_argument("--fractions", default=",".join(map(str, FRACTIONS)), help="budgets as fractions of each pair (the last: the runs' length)")
-    ap.add_argument("--provenance", action="append", default=[], help="with --merge: replace the measured section "
-                    "of this markdown file (between <!-- measured:begin --> and <!-- measured:end -->) with the merged "
-                    "run's summary (repeatable)")
-    ap.add_argument("--proposal-cost", type=int, metavar="N", help="measure the CPU time of a proposal of each "
-                    "--strategies on a synthetic space of N valid instances (6 parameters) instead, and exit")
+    ap.add_argument(
+        "--fractions",
+        default=",".join(map(str, FRACTIONS)),
+        help="budgets as fractions of each pair (the last: the runs' length)",
+    )
+    ap.add_argument(
+        "--provenance",
+        action="append",
+        default=[],
+        help="with --merge: replace the measured section "
+        "of this markdown file (between <!-- measured:begin --> and <!-- measured:end -->) with the merged "
+        "run's summary (repeatable)",
+    )
+    ap.add_argument(
+        "--proposal-cost",
+        type=int,
+        metavar="N",
+        help="measure the CPU time of a proposal of each "
+        "--strategies on a synthetic space of N valid instances (6 parameters) instead, and exit",
+    )
     args = ap.parse_args()
     if args.proposal_cost:
         proposal_cost(args.proposal_cost, [s for s in args.strategies.split(",") if s])
@@ -134,21 +193,34 @@ def main() -> None:
     pairs = load_sources(args.source or list(DEFAULT_SOURCES), work, args.min_size)
     if args.discover_complete:
         pairs += discover_complete(args.min_size)
-    pairs = [p for p in pairs if len(p.instances) >= args.min_size
-             and (not args.pairs or any(s in p.label for s in args.pairs.split(",")))]
+    pairs = [
+        p
+        for p in pairs
+        if len(p.instances) >= args.min_size and (not args.pairs or any(s in p.label for s in args.pairs.split(",")))
+    ]
     for p in pairs:
         print(f"{p.label:75s} {len(p.instances):6d} instances  true best {p.true_best:.5g} ms  ({p.source})")
     if args.list or not pairs:
         return
-    options = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v
-               for k, v in (o.split("=", 1) for o in args.option)}
+    options = {
+        k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v
+        for k, v in (o.split("=", 1) for o in args.option)
+    }
     rows: list[tuple] = []
     traces: dict[tuple[str, str, str], list[np.ndarray]] = {}  # (tool, strategy, pair label) -> per seed
     timings: dict[str, float] = {}
     pool = ThreadPoolExecutor(1)  # Kernel Tuner runs in its own process beside our replays
     kt_seeds = range(args.kt_first_seed, args.kt_first_seed + args.kt_seeds)
-    kt_jobs = {p.label: pool.submit(run_kt, p, work, args.kt_strategies.split(","), kt_seeds, args.kt_python,
-                                    args.deadline) for p in pairs} if args.kt_seeds > 0 else {}
+    kt_jobs = (
+        {
+            p.label: pool.submit(
+                run_kt, p, work, args.kt_strategies.split(","), kt_seeds, args.kt_python, args.deadline
+            )
+            for p in pairs
+        }
+        if args.kt_seeds > 0
+        else {}
+    )
     seeds: dict[tuple[str, str, str], list[int]] = {}  # (tool, strategy, pair label) -> the seed of each trace
     for p in pairs:
         bs = budgets(len(p.instances))
@@ -158,7 +230,9 @@ def main() -> None:
                 if args.deadline and time.time() > args.deadline:
                     print(f"  {p.label} {strategy}: deadline reached before seed {seed}", file=sys.stderr)
                     break
-                traces.setdefault(("autotune", strategy, p.label), []).append(replay(p, strategy, bs[-1], seed, options))
+                traces.setdefault(("autotune", strategy, p.label), []).append(
+                    replay(p, strategy, bs[-1], seed, options)
+                )
                 seeds.setdefault(("autotune", strategy, p.label), []).append(seed)
             timings[f"autotune {strategy} {p.label}"] = time.monotonic() - t
             print(f"  {p.label} {strategy}: {time.monotonic() - t:.1f} s", file=sys.stderr, flush=True)
@@ -181,8 +255,9 @@ def main() -> None:
         for seed, tr in zip(seeds[(tool, strategy, label)], ts):
             for b in budgets(len(p.instances)):
                 best = float(tr[min(b, len(tr)) - 1]) if len(tr) else math.inf
-                rows.append((tool, strategy, p.space, p.point.key, seed, len(p.instances), b, best, p.true_best,
-                             p.device))
+                rows.append(
+                    (tool, strategy, p.space, p.point.key, seed, len(p.instances), b, best, p.true_best, p.device)
+                )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as f:
@@ -203,14 +278,17 @@ def proposal_cost(n: int, strategies: list[str], told: int = 300, timed: int = 4
     instances of 6 parameters (times of a smooth bowl), after `told` results; printed and returned as JSON."""
     from autotune.space.instance import Instance
     from autotune.vocab import Measurement, TestPoint
+
     rng = np.random.default_rng(0)
     cards = (8, 8, 6, 5, 4, 4, 3, 3, 2, 2)  # a product of 1,105,920 combinations
     t = time.process_time()
     grid = np.indices(cards).reshape(len(cards), -1).T
     codes = grid[np.sort(rng.permutation(len(grid))[:n])]  # n of them valid (the constraints drop the rest)
     names = "ABCDEFGHIJ"
-    insts = [Instance.of("synthetic", {names[j]: (1 << int(v)) if j < 2 else int(v) for j, v in enumerate(c)})
-             for c in codes.tolist()]
+    insts = [
+        Instance.of("synthetic", {names[j]: (1 << int(v)) if j < 2 else int(v) for j, v in enumerate(c)})
+        for c in codes.tolist()
+    ]
     point = TestPoint("synthetic", "fp32", "", (("n", 1),))
     bowl = ((codes - (np.array(cards) - 1) / 3) ** 2).sum(axis=1) * 0.01 + rng.random(len(codes)) * 0.05 + 1.0
     ms = {i.id: float(v) for i, v in zip(insts, bowl)}
@@ -228,18 +306,27 @@ def proposal_cost(n: int, strategies: list[str], told: int = 300, timed: int = 4
             inst = asked[0]
             s.tell(inst, [Measurement(inst.id, point, Status.OK, median_ms=ms[inst.id])])
             spent.append(time.process_time() - t)
-        out[name] = {"instances": len(insts), "setup_s": round(setup, 2),
-                     "ms_per_proposal": round(1e3 * float(np.mean(spent[told:])), 2), "after_results": told}
-        print(f"{name}: {out[name]['ms_per_proposal']} ms CPU per proposal (ask + tell) after {told} results on "
-              f"{len(insts):,} instances; set-up {setup:.1f} s", flush=True)
+        out[name] = {
+            "instances": len(insts),
+            "setup_s": round(setup, 2),
+            "ms_per_proposal": round(1e3 * float(np.mean(spent[told:])), 2),
+            "after_results": told,
+        }
+        print(
+            f"{name}: {out[name]['ms_per_proposal']} ms CPU per proposal (ask + tell) after {told} results on "
+            f"{len(insts):,} instances; set-up {setup:.1f} s",
+            flush=True,
+        )
     print(json.dumps(out))
 
 
 def save_traces(path: Path, traces: dict, seeds: dict) -> None:
     """Best-so-far per evaluation of every run, as float32 arrays named tool|strategy|pair label|seed."""
-    arrays = {f"{tool}|{strategy}|{label}|{seed}": tr.astype(np.float32)
-              for (tool, strategy, label), ts in traces.items()
-              for seed, tr in zip(seeds[(tool, strategy, label)], ts)}
+    arrays = {
+        f"{tool}|{strategy}|{label}|{seed}": tr.astype(np.float32)
+        for (tool, strategy, label), ts in traces.items()
+        for seed, tr in zip(seeds[(tool, strategy, label)], ts)
+    }
     np.savez_compressed(path, **arrays)
 
 
@@ -254,8 +341,18 @@ def merge(args: argparse.Namespace) -> None:
         with f.open(newline="") as fh:
             for r in csv.DictReader(fh):
                 key = (r["tool"], r["strategy"], r["space"], r["point"], r["device"], int(r["seed"]), int(r["evals"]))
-                rows[key] = (r["tool"], r["strategy"], r["space"], r["point"], int(r["seed"]), int(r["space_size"]),
-                             int(r["evals"]), float(r["best_ms"]), float(r["true_best_ms"]), r["device"])
+                rows[key] = (
+                    r["tool"],
+                    r["strategy"],
+                    r["space"],
+                    r["point"],
+                    int(r["seed"]),
+                    int(r["space_size"]),
+                    int(r["evals"]),
+                    float(r["best_ms"]),
+                    float(r["true_best_ms"]),
+                    r["device"],
+                )
         tr = f.with_suffix(".traces.npz")
         if tr.exists():
             with np.load(tr) as z:
@@ -271,10 +368,12 @@ def merge(args: argparse.Namespace) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     body = [COLUMNS] + sorted(rows.values(), key=lambda r: (r[0], r[1], r[2], r[9], r[3], r[4], r[6]))
     import io
+
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(body)
     if out.name.endswith(".gz"):
         import gzip
+
         with gzip.GzipFile(out, "wb", mtime=0) as gz:
             gz.write(buf.getvalue().encode())
         stem = out.with_name(out.name.removesuffix(".csv.gz"))
@@ -284,8 +383,13 @@ def merge(args: argparse.Namespace) -> None:
     rowlist = list(rows.values())
     ordered = {k: [v[s] for s in sorted(v)] for k, v in traces.items()}
     pairs = pairs_of_labels({label for _, _, label in ordered}, args)
-    scores = methodology_scores({k: [t[:max(1, math.ceil(SCORE_FRACTION * len(pairs[k[2]].instances)))] for t in v]
-                                 for k, v in ordered.items()}, pairs)
+    scores = methodology_scores(
+        {
+            k: [t[: max(1, math.ceil(SCORE_FRACTION * len(pairs[k[2]].instances)))] for t in v]
+            for k, v in ordered.items()
+        },
+        pairs,
+    )
     text = summary(rowlist, scores, counts(rowlist))
     print(text)
     stem.with_suffix(".summary.md").write_text(text + "\n")
@@ -293,8 +397,13 @@ def merge(args: argparse.Namespace) -> None:
     logs = sorted(f for d in args.merge for f in Path(d).rglob("*.log"))
     stem.with_suffix(".log").write_text("".join(f"== {f.name}\n{f.read_text(errors='replace')}" for f in logs))
     host = "".join(f.read_text() for d in args.merge for f in Path(d).rglob("host.txt"))
-    cost = [line for d in args.merge for f in Path(d).rglob("proposal_cost.log")
-            for line in f.read_text().splitlines() if "ms CPU per proposal" in line or "instances built" in line]
+    cost = [
+        line
+        for d in args.merge
+        for f in Path(d).rglob("proposal_cost.log")
+        for line in f.read_text().splitlines()
+        if "ms CPU per proposal" in line or "instances built" in line
+    ]
     for prov in args.provenance:
         write_provenance(Path(prov), text, verdict(rowlist), host, cost, args)
     if not args.no_plot:
@@ -321,28 +430,39 @@ def verdict(rows: list[tuple]) -> str:
             line += f" (hybrid {ours[('autotune', 'hybrid')][0]:.4f} / {ours[('autotune', 'hybrid')][1]:.4f})"
         if kt:
             b = min(kt, key=lambda k: kt[k])
-            line += (f"; Kernel Tuner's best {b[1]} {kt[b][0]:.4f} / {kt[b][1]:.4f}: "
-                     + ("ours beats it on the median" if ours[o][0] < kt[b][0] else
-                        "a tie on the median" if ours[o][0] == kt[b][0] else "Kernel Tuner's is better on the median"))
+            line += f"; Kernel Tuner's best {b[1]} {kt[b][0]:.4f} / {kt[b][1]:.4f}: " + (
+                "ours beats it on the median"
+                if ours[o][0] < kt[b][0]
+                else "a tie on the median"
+                if ours[o][0] == kt[b][0]
+                else "Kernel Tuner's is better on the median"
+            )
         if abs(frac - 0.05) < 1e-9:
-            line += (f"; target at 5% (median <= 0.02, p90 <= 0.10): median {'met' if ours[o][0] <= 0.02 else 'missed'}, "
-                     f"p90 {'met' if ours[o][1] <= 0.10 else 'missed'}")
+            line += (
+                f"; target at 5% (median <= 0.02, p90 <= 0.10): median {'met' if ours[o][0] <= 0.02 else 'missed'}, "
+                f"p90 {'met' if ours[o][1] <= 0.10 else 'missed'}"
+            )
         lines.append(line)
     return "\n".join(lines)
 
 
-def write_provenance(path: Path, table: str, verdicts: str, host: str, cost: list[str], args: argparse.Namespace) -> None:
+def write_provenance(
+    path: Path, table: str, verdicts: str, host: str, cost: list[str], args: argparse.Namespace
+) -> None:
     begin, end = "<!-- measured:begin -->", "<!-- measured:end -->"
     text = path.read_text() if path.exists() else f"{begin}\n{end}\n"
     if begin not in text or end not in text:
         raise SystemExit(f"error: {path} has no {begin} ... {end} section to replace")
-    section = (f"{begin}\n## Measured run (merged from {', '.join(Path(d).name for d in args.merge)})\n"
-               f"Host of the run:\n```\n{host.strip() or 'not recorded'}\n```\n"
-               "Median / p90 of best_ms / true_best_ms - 1 over pairs x seeds per budget (rows: runs behind "
-               "each; score: the benchmark hub methodology's on the first 5% of each pair):\n\n"
-               f"{table}\n\nPer budget, best by the median:\n{verdicts}\n\n"
-               "Proposal cost on the run's host (`--proposal-cost 1000000 --strategies hybrid`): "
-               + ("; ".join(cost) if cost else "not measured in this run") + f"\n{end}")
+    section = (
+        f"{begin}\n## Measured run (merged from {', '.join(Path(d).name for d in args.merge)})\n"
+        f"Host of the run:\n```\n{host.strip() or 'not recorded'}\n```\n"
+        "Median / p90 of best_ms / true_best_ms - 1 over pairs x seeds per budget (rows: runs behind "
+        "each; score: the benchmark hub methodology's on the first 5% of each pair):\n\n"
+        f"{table}\n\nPer budget, best by the median:\n{verdicts}\n\n"
+        "Proposal cost on the run's host (`--proposal-cost 1000000 --strategies hybrid`): "
+        + ("; ".join(cost) if cost else "not measured in this run")
+        + f"\n{end}"
+    )
     head, rest = text.split(begin, 1)
     path.write_text(head + section + rest.split(end, 1)[1])
 
@@ -386,9 +506,16 @@ def gaps(rows: list[tuple], tool: str, strategy: str, frac: float) -> list[float
     return [x if math.isfinite(x) else 9.99 for x in g]  # nothing valid found: counted as 999%
 
 
-def summary(rows: list[tuple], scores: dict[tuple[str, str], float], runs: dict[tuple[str, str], str] | None = None) -> str:
-    lines = ["| tool | strategy | " + " | ".join(f"{int(f * 100)}% median / p90" for f in FRACTIONS) + " | score |"
-             + (" runs |" if runs else ""), "|---|---|" + "---|" * (len(FRACTIONS) + 1 + bool(runs))]
+def summary(
+    rows: list[tuple], scores: dict[tuple[str, str], float], runs: dict[tuple[str, str], str] | None = None
+) -> str:
+    lines = [
+        "| tool | strategy | "
+        + " | ".join(f"{int(f * 100)}% median / p90" for f in FRACTIONS)
+        + " | score |"
+        + (" runs |" if runs else ""),
+        "|---|---|" + "---|" * (len(FRACTIONS) + 1 + bool(runs)),
+    ]
     keys = sorted({(r[0], r[1]) for r in rows} | set(scores), key=lambda k: -scores.get(k, -math.inf))
     for tool, strategy in keys:
         cells = []
@@ -396,15 +523,21 @@ def summary(rows: list[tuple], scores: dict[tuple[str, str], float], runs: dict[
             g = gaps(rows, tool, strategy, frac)
             cells.append(f"{np.median(g):.4f} / {np.percentile(g, 90):.4f}" if g else "-")
         sc = f"{scores[(tool, strategy)]:.3f}" if (tool, strategy) in scores else "-"
-        lines.append(f"| {tool} | {strategy} | " + " | ".join(cells) + f" | {sc} |"
-                     + (f" {runs.get((tool, strategy), '')} |" if runs else ""))
+        lines.append(
+            f"| {tool} | {strategy} | "
+            + " | ".join(cells)
+            + f" | {sc} |"
+            + (f" {runs.get((tool, strategy), '')} |" if runs else "")
+        )
     return "\n".join(lines)
 
 
 def plot(traces: dict, pairs: list[Pair], path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     cols = min(3, len(pairs))
     nrow = math.ceil(len(pairs) / cols)
     fig, axes = plt.subplots(nrow, cols, figsize=(5.5 * cols, 3.6 * nrow), squeeze=False)
@@ -419,11 +552,17 @@ def plot(traces: dict, pairs: list[Pair], path: Path) -> None:
             gap[~np.isfinite(gap)] = np.nan
             x = np.arange(1, width + 1)
             ours = tool == "autotune"
-            ax.plot(x, np.nanmedian(gap, axis=0), color=f"C{i % 10}", lw=1.6 if ours else 0.9,
-                    label=f"{'' if ours else 'KT '}{strategy}")
+            ax.plot(
+                x,
+                np.nanmedian(gap, axis=0),
+                color=f"C{i % 10}",
+                lw=1.6 if ours else 0.9,
+                label=f"{'' if ours else 'KT '}{strategy}",
+            )
             if ours and len(ts) > 1:
-                ax.plot(x, np.nanpercentile(gap, 90, axis=0), color=f"C{i % 10}", ls="--", lw=1.0,
-                        label=f"{strategy} p90")
+                ax.plot(
+                    x, np.nanpercentile(gap, 90, axis=0), color=f"C{i % 10}", ls="--", lw=1.0, label=f"{strategy} p90"
+                )
         ax.set_yscale("symlog", linthresh=0.01)
         ax.set_title(f"{p.space} {p.device} {p.point.key.split(':')[-1]} ({len(p.instances)})", fontsize=8)
         ax.set_xlabel("evaluations")

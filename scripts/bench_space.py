@@ -18,6 +18,7 @@ For every spaces/*.yaml (except the synthetic one) it
 
 Run:  .venv-bench/bin/python scripts/bench_space.py        (kernel-tuner==1.5.0 lives in .venv-bench)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,6 +45,7 @@ from autotune.devices import DeviceLimits, get_device
 from autotune.errors import SpaceError
 from autotune.space.generator import generate
 from autotune.space.spec import Constraint, Space, load_space
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SYNTHETIC = ROOT / "spaces" / "synthetic_1e9.yaml"
@@ -56,6 +58,7 @@ SAFE_BUILTINS = {"min": min, "max": max, "abs": abs, "__import__": __import__}
 
 # ----------------------------------------------------------------------------------------------------
 # Translation to Kernel Tuner (pure)
+
 
 @dataclass(frozen=True)
 class KTSpace:
@@ -83,7 +86,7 @@ def _number(value: Any) -> ast.expr:
         return ast.Constant(int(value))  # >= 1e16: the same number, written as an integer
     sign, digits, exponent = Decimal(repr(value)).as_tuple()
     mantissa = int("".join(map(str, digits))) * (-1 if sign else 1)
-    return ast.BinOp(ast.Constant(mantissa), ast.Div(), ast.Constant(10 ** -exponent))  # correctly rounded
+    return ast.BinOp(ast.Constant(mantissa), ast.Div(), ast.Constant(10**-exponent))  # correctly rounded
 
 
 class _ToPython(ast.NodeTransformer):
@@ -104,7 +107,9 @@ class _ToPython(ast.NodeTransformer):
         name = node.func.id  # type: ignore[attr-defined]
         x = node.args[0]
         if name == "ceil":  # -(-x // 1): integer ceil for ints, the same value for floats
-            new: ast.expr = ast.UnaryOp(ast.USub(), ast.BinOp(ast.UnaryOp(ast.USub(), x), ast.FloorDiv(), ast.Constant(1)))
+            new: ast.expr = ast.UnaryOp(
+                ast.USub(), ast.BinOp(ast.UnaryOp(ast.USub(), x), ast.FloorDiv(), ast.Constant(1))
+            )
         elif name == "floor":
             new = ast.BinOp(x, ast.FloorDiv(), ast.Constant(1))
         elif name == "log2":  # the constraint's globals have no `math`; builtins do have __import__
@@ -118,7 +123,9 @@ class _ToPython(ast.NodeTransformer):
         node = super().generic_visit(node)
         if isinstance(node, ast.IfExp) and isinstance(node.test, ast.Constant):  # e.g. `elem_bytes == 8` folded
             return node.body if node.test.value else node.orelse
-        return self.fold(node) if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp)) else node
+        return (
+            self.fold(node) if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp)) else node
+        )
 
     @staticmethod
     def fold(node: ast.AST) -> ast.AST:
@@ -148,10 +155,15 @@ def translate(space: Space, device: DeviceLimits, precision: str) -> KTSpace:
                 dropped.append(c.name)
             else:
                 out[kind].append((c.name, text))
-    return KTSpace(tune_params={p.name: list(p.values) for p in space.parameters},
-                   hard=tuple(t for _, t in out["hard"]), soft=tuple(t for _, t in out["soft"]),
-                   names_hard=tuple(n for n, _ in out["hard"]), names_soft=tuple(n for n, _ in out["soft"]),
-                   dropped=tuple(dropped), max_threads=device.max_threads_per_block)
+    return KTSpace(
+        tune_params={p.name: list(p.values) for p in space.parameters},
+        hard=tuple(t for _, t in out["hard"]),
+        soft=tuple(t for _, t in out["soft"]),
+        names_hard=tuple(n for n, _ in out["hard"]),
+        names_soft=tuple(n for n, _ in out["soft"]),
+        dropped=tuple(dropped),
+        max_threads=device.max_threads_per_block,
+    )
 
 
 class _LazyEnv(dict):
@@ -168,8 +180,9 @@ class _LazyEnv(dict):
         return self[name]
 
 
-def _ours_verdict(space: Space, constraints: tuple[Constraint, ...], params: dict, precision: str,
-                  device: DeviceLimits) -> str:
+def _ours_verdict(
+    space: Space, constraints: tuple[Constraint, ...], params: dict, precision: str, device: DeviceLimits
+) -> str:
     try:
         env = _LazyEnv(space, {**space.context(precision, device), **params})
         return "pass" if all(bool(space.eval(c, env)) for c in constraints) else "fail"
@@ -184,11 +197,14 @@ def _python_verdict(codes: list[Any], params: dict) -> str:
         return "error"
 
 
-def check_translation(space: Space, kt: KTSpace, device: DeviceLimits, precision: str, samples: int,
-                      seed: int = 0) -> dict[str, int]:
+def check_translation(
+    space: Space, kt: KTSpace, device: DeviceLimits, precision: str, samples: int, seed: int = 0
+) -> dict[str, int]:
     """Our evaluator vs plain Python `eval` of the translation on random raw combinations."""
     rng = random.Random(seed)
-    codes = {k: [compile(t, f"<{k}>", "eval") for t in texts] for k, texts in (("hard", kt.hard), ("all", kt.hard + kt.soft))}
+    codes = {
+        k: [compile(t, f"<{k}>", "eval") for t in texts] for k, texts in (("hard", kt.hard), ("all", kt.hard + kt.soft))
+    }
     constraints = {"hard": space.hard, "all": space.hard + space.soft}
     stats = {"samples": samples, "disagree_hard": 0, "disagree_all": 0, "pass_hard": 0}
     for _ in range(samples):
@@ -205,8 +221,14 @@ def check_translation(space: Space, kt: KTSpace, device: DeviceLimits, precision
 # ----------------------------------------------------------------------------------------------------
 # Timed builds (side effects: CPU time, optional Kernel Tuner import)
 
-def best_of(repeat: int, build: Callable[[], int], give_up_after: float = 20.0,
-            min_measure: float = 0.02, cpu: list[float] | None = None) -> tuple[float, int, list[float]]:
+
+def best_of(
+    repeat: int,
+    build: Callable[[], int],
+    give_up_after: float = 20.0,
+    min_measure: float = 0.02,
+    cpu: list[float] | None = None,
+) -> tuple[float, int, list[float]]:
     """Best seconds per build (perf_counter) over `repeat` measurements. A build faster than min_measure is
     timed in batches of k builds (k set from a first, untimed build; time per build = batch / k), as timeit
     does; a build slower than give_up_after is measured once. `cpu` receives the process CPU time per build of
@@ -235,6 +257,7 @@ def best_of(repeat: int, build: Callable[[], int], give_up_after: float = 20.0,
 def kt_unparsable(restrictions: list[str], tune_params: dict[str, list[Any]]) -> list[str]:
     """Restrictions that python-constraint2's string parser rejects (each checked alone)."""
     from constraint.parser import compile_to_constraints
+
     bad = []
     for r in restrictions:
         try:
@@ -251,11 +274,13 @@ def as_function(names: list[str], text: str) -> Callable[..., bool]:
 
     def restriction(*values: Any) -> bool:
         return bool(eval(code, {"__builtins__": SAFE_BUILTINS}, dict(zip(names, values))))
+
     return restriction
 
 
 def kt_build(kt: KTSpace, soft: bool, as_functions: tuple[str, ...] = ()) -> Any:
     from kernel_tuner.searchspace import Searchspace
+
     restrictions: list[Any] = list(kt.hard + kt.soft) if soft else list(kt.hard)
     names = list(kt.tune_params)
     restrictions = [as_function(names, r) if r in as_functions else r for r in restrictions]
@@ -286,8 +311,12 @@ def kt_difference(space: Space, generated: Any, kt_list: list[tuple]) -> dict[st
     ours = {tuple(v.item() if hasattr(v, "item") else v for v in row) for row in ours}
     theirs = set(kt_list)
     names = list(space.param_names)
-    return {"only_ours": [dict(zip(names, r)) for r in sorted(ours - theirs)[:3]], "n_only_ours": len(ours - theirs),
-            "only_kt": [dict(zip(names, r)) for r in sorted(theirs - ours)[:3]], "n_only_kt": len(theirs - ours)}
+    return {
+        "only_ours": [dict(zip(names, r)) for r in sorted(ours - theirs)[:3]],
+        "n_only_ours": len(ours - theirs),
+        "only_kt": [dict(zip(names, r)) for r in sorted(theirs - ours)[:3]],
+        "n_only_kt": len(theirs - ours),
+    }
 
 
 @dataclass
@@ -310,8 +339,9 @@ class SpaceResult:
     notes: list[str] = field(default_factory=list)
 
 
-def bench_space(path: Path, device: DeviceLimits, repeat: int, kt_timeout: int, samples: int,
-                use_kt: bool) -> SpaceResult:
+def bench_space(
+    path: Path, device: DeviceLimits, repeat: int, kt_timeout: int, samples: int, use_kt: bool
+) -> SpaceResult:
     t0 = time.perf_counter()
     space = load_space(path)
     load_s = time.perf_counter() - t0
@@ -326,15 +356,20 @@ def bench_space(path: Path, device: DeviceLimits, repeat: int, kt_timeout: int, 
         def build() -> int:
             last[soft] = generate(space, device, precision, soft=soft)
             return last[soft].count
+
         return build
+
     for key in ("ours_hard", "ours_soft", "kt_hard", "kt_soft"):
         r.times[key + "_cpu"] = []
     r.ours_hard_s, r.ours_hard, r.times["ours_hard"] = best_of(repeat, ours(False), cpu=r.times["ours_hard_cpu"])
     r.ours_soft_s, r.ours_soft, r.times["ours_soft"] = best_of(repeat, ours(True), cpu=r.times["ours_soft_cpu"])
     kt = translate(space, device, precision)
-    r.translation = {"hard": dict(zip(kt.names_hard, kt.hard)), "soft": dict(zip(kt.names_soft, kt.soft)),
-                     "dropped_constant_true": list(kt.dropped),
-                     "python_eval_check": check_translation(space, kt, device, precision, samples)}
+    r.translation = {
+        "hard": dict(zip(kt.names_hard, kt.hard)),
+        "soft": dict(zip(kt.names_soft, kt.soft)),
+        "dropped_constant_true": list(kt.dropped),
+        "python_eval_check": check_translation(space, kt, device, precision, samples),
+    }
     if not use_kt:
         return r
     for soft in (False, True):
@@ -353,8 +388,10 @@ def bench_space(path: Path, device: DeviceLimits, repeat: int, kt_timeout: int, 
                 state["fallback"] = fallback
                 if not fallback:
                     raise
-                r.notes.append(f"{key}: Kernel Tuner rejected the string form ({type(exc).__name__}: {exc}) of "
-                               f"{list(fallback)}; timed again with those passed as Python functions of all parameters")
+                r.notes.append(
+                    f"{key}: Kernel Tuner rejected the string form ({type(exc).__name__}: {exc}) of "
+                    f"{list(fallback)}; timed again with those passed as Python functions of all parameters"
+                )
                 r.kt_fallback[key] = list(fallback)
                 r.times[key + "_cpu"] = []
                 seconds, count, r.times[key] = best_of(repeat, build, cpu=r.times[key + "_cpu"])
@@ -377,11 +414,13 @@ def bench_space(path: Path, device: DeviceLimits, repeat: int, kt_timeout: int, 
 # ----------------------------------------------------------------------------------------------------
 # Synthetic 10^9 space, in a child process so that its peak memory is its own
 
+
 def synthetic_child(path: Path, device_name: str, soft: bool, repeat: int, trace: bool) -> dict[str, Any]:
     space = load_space(path)
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     if trace:
         import tracemalloc
+
         tracemalloc.start()
     device = get_device(device_name)
     times, cpu, count = [], [], -1
@@ -390,18 +429,38 @@ def synthetic_child(path: Path, device_name: str, soft: bool, repeat: int, trace
         count = generate(space, device, soft=soft).count
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
-    out: dict[str, Any] = {"seconds": min(times), "worst_seconds": max(times), "times": times, "count": count, "soft": soft,
-                           "cpu_seconds": min(cpu), "worst_cpu_seconds": max(cpu), "cpu_times": cpu,
-                           "rss_before_build_mib": base_rss / 1024,
-                           "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    out: dict[str, Any] = {
+        "seconds": min(times),
+        "worst_seconds": max(times),
+        "times": times,
+        "count": count,
+        "soft": soft,
+        "cpu_seconds": min(cpu),
+        "worst_cpu_seconds": max(cpu),
+        "cpu_times": cpu,
+        "rss_before_build_mib": base_rss / 1024,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
     if trace:
         out["tracemalloc_peak_mib"] = tracemalloc.get_traced_memory()[1] / 2**20
     return out
 
 
 def run_synthetic_child(path: Path, device_name: str, soft: bool, repeat: int, trace: bool) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child-synthetic", str(path), "--device", device_name,
-           "--repeat", str(repeat)] + (["--child-soft"] if soft else []) + (["--child-trace"] if trace else [])
+    cmd = (
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child-synthetic",
+            str(path),
+            "--device",
+            device_name,
+            "--repeat",
+            str(repeat),
+        ]
+        + (["--child-soft"] if soft else [])
+        + (["--child-trace"] if trace else [])
+    )
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         return {"error": proc.stderr[-2000:]}
@@ -413,6 +472,7 @@ def run_synthetic_child(path: Path, device_name: str, soft: bool, repeat: int, t
 # ----------------------------------------------------------------------------------------------------
 # Machine description, table, main
 
+
 def machine_info() -> dict[str, Any]:
     from importlib import metadata
 
@@ -421,18 +481,49 @@ def machine_info() -> dict[str, Any]:
             return metadata.version(pkg)
         except metadata.PackageNotFoundError:
             return None
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+
+    cpu = (
+        next(
+            (
+                ln.split(":", 1)[1].strip()
+                for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.processor()
+    )
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
-    mem = next((int(ln.split()[1]) // 1024 for ln in Path("/proc/meminfo").read_text().splitlines()
-                if ln.startswith("MemTotal")), None) if Path("/proc/meminfo").exists() else None
-    return {"cpu_count": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-            "cpu_model": cpu, "mem_total_mib": mem, "platform": platform.platform(), "python": platform.python_version(),
-            "numpy": version("numpy"), "pandas": version("pandas"), "kernel_tuner": version("kernel_tuner"),
-            "python_constraint2": version("python-constraint2"), "git_commit": git("rev-parse", "HEAD"),
-            "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+    mem = (
+        next(
+            (
+                int(ln.split()[1]) // 1024
+                for ln in Path("/proc/meminfo").read_text().splitlines()
+                if ln.startswith("MemTotal")
+            ),
+            None,
+        )
+        if Path("/proc/meminfo").exists()
+        else None
+    )
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_model": cpu,
+        "mem_total_mib": mem,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": version("numpy"),
+        "pandas": version("pandas"),
+        "kernel_tuner": version("kernel_tuner"),
+        "python_constraint2": version("python-constraint2"),
+        "git_commit": git("rev-parse", "HEAD"),
+        "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
 
 
 def _fmt(x: Any) -> str:
@@ -451,18 +542,34 @@ def targets(results: list[SpaceResult], synthetic: dict[str, dict[str, Any] | No
             ours, kt = getattr(r, f"ours_{key}_s"), getattr(r, f"kt_{key}_s")
             ours_cpu, kt_cpu = (min(r.times.get(f"{who}_{key}_cpu") or [math.nan]) for who in ("ours", "kt"))
             timed_out = any("did not finish" in n for n in r.notes if n.startswith(f"kt_{key}"))
-            measured = (f"ours {ours:.6f} s ({ours_cpu:.6f} s CPU), Kernel Tuner "
-                        + (f"{kt:.6f} s ({kt_cpu:.6f} s CPU): {kt / ours:.1f}x" if kt is not None else
-                           "did not finish" if timed_out else "not run"))
+            measured = f"ours {ours:.6f} s ({ours_cpu:.6f} s CPU), Kernel Tuner " + (
+                f"{kt:.6f} s ({kt_cpu:.6f} s CPU): {kt / ours:.1f}x"
+                if kt is not None
+                else "did not finish"
+                if timed_out
+                else "not run"
+            )
             met = (kt is not None and ours < kt) or (kt is None and timed_out)
             met_cpu = (kt is not None and ours_cpu < kt_cpu) or (kt is None and timed_out)
-            out.append({"target": f"{r.space} ({'soft constraints on' if key == 'soft' else 'hard only'}): faster "
-                        "than Kernel Tuner", "measured": measured, "met": met, "met_cpu": met_cpu})
+            out.append(
+                {
+                    "target": f"{r.space} ({'soft constraints on' if key == 'soft' else 'hard only'}): faster "
+                    "than Kernel Tuner",
+                    "measured": measured,
+                    "met": met,
+                    "met_cpu": met_cpu,
+                }
+            )
         if r.space == "gemm_tiny_simt":
             cpu = min(r.times.get("ours_soft_cpu") or [math.nan])
-            out.append({"target": f"gemm_tiny_simt with soft constraints in <= {TINY_SOFT_S} s",
-                        "measured": f"{r.ours_soft_s:.4f} s ({cpu:.4f} s CPU)", "met": r.ours_soft_s <= TINY_SOFT_S,
-                        "met_cpu": cpu <= TINY_SOFT_S})
+            out.append(
+                {
+                    "target": f"gemm_tiny_simt with soft constraints in <= {TINY_SOFT_S} s",
+                    "measured": f"{r.ours_soft_s:.4f} s ({cpu:.4f} s CPU)",
+                    "met": r.ours_soft_s <= TINY_SOFT_S,
+                    "met_cpu": cpu <= TINY_SOFT_S,
+                }
+            )
     for name, syn in synthetic.items():
         if not syn:
             continue
@@ -472,39 +579,89 @@ def targets(results: list[SpaceResult], synthetic: dict[str, dict[str, Any] | No
             if "seconds" not in h:
                 out.append({"target": f"{name} ({key})", "measured": h.get("error", "missing"), "met": False})
                 continue
-            out.append({"target": f"{name} ({'hard only' if key == 'hard' else 'soft constraints on'}): every build "
-                        f"< {seconds:g} s and peak RSS < {mib} MiB",
-                        "measured": f"{h['count']:,} of {syn['raw']:.0e} survive; best {h['seconds']:.3f} s, worst "
-                                    f"{h['worst_seconds']:.3f} s of {len(h['times'])} (CPU {h['cpu_seconds']:.3f} to "
-                                    f"{h['worst_cpu_seconds']:.3f} s); peak RSS {h['peak_rss_mib']:.0f} MiB",
-                        "met": h["worst_seconds"] < seconds and h["peak_rss_mib"] < mib,
-                        "met_cpu": h["worst_cpu_seconds"] < seconds and h["peak_rss_mib"] < mib})
+            out.append(
+                {
+                    "target": f"{name} ({'hard only' if key == 'hard' else 'soft constraints on'}): every build "
+                    f"< {seconds:g} s and peak RSS < {mib} MiB",
+                    "measured": f"{h['count']:,} of {syn['raw']:.0e} survive; best {h['seconds']:.3f} s, worst "
+                    f"{h['worst_seconds']:.3f} s of {len(h['times'])} (CPU {h['cpu_seconds']:.3f} to "
+                    f"{h['worst_cpu_seconds']:.3f} s); peak RSS {h['peak_rss_mib']:.0f} MiB",
+                    "met": h["worst_seconds"] < seconds and h["peak_rss_mib"] < mib,
+                    "met_cpu": h["worst_cpu_seconds"] < seconds and h["peak_rss_mib"] < mib,
+                }
+            )
     return out
 
 
 def table(results: list[SpaceResult], synthetic: dict[str, dict[str, Any] | None] | None) -> str:
     """kt/ours: Kernel Tuner's time over ours (> 1: ours faster). '*': Kernel Tuner needed the function fallback."""
-    head = ["space", "raw", "ours_hard", "kt_hard", "ours_s", "kt_s", "kt/ours",
-            "ours_soft", "kt_soft", "ours_soft_s", "kt_soft_s", "kt/ours_soft"]
+    head = [
+        "space",
+        "raw",
+        "ours_hard",
+        "kt_hard",
+        "ours_s",
+        "kt_s",
+        "kt/ours",
+        "ours_soft",
+        "kt_soft",
+        "ours_soft_s",
+        "kt_soft_s",
+        "kt/ours_soft",
+    ]
     rows: list[list[Any]] = [head]
     for r in results:
+
         def ratio(kt: float | None, ours: float) -> str | None:
             return None if kt is None else f"{kt / ours:.2f}x"
+
         star = {k: "*" if k in r.kt_fallback else "" for k in ("kt_hard", "kt_soft")}
-        rows.append([r.space, r.raw, r.ours_hard, _fmt(r.kt_hard) + star["kt_hard"], r.ours_hard_s, r.kt_hard_s,
-                     ratio(r.kt_hard_s, r.ours_hard_s), r.ours_soft, _fmt(r.kt_soft) + star["kt_soft"],
-                     r.ours_soft_s, r.kt_soft_s, ratio(r.kt_soft_s, r.ours_soft_s)])
+        rows.append(
+            [
+                r.space,
+                r.raw,
+                r.ours_hard,
+                _fmt(r.kt_hard) + star["kt_hard"],
+                r.ours_hard_s,
+                r.kt_hard_s,
+                ratio(r.kt_hard_s, r.ours_hard_s),
+                r.ours_soft,
+                _fmt(r.kt_soft) + star["kt_soft"],
+                r.ours_soft_s,
+                r.kt_soft_s,
+                ratio(r.kt_soft_s, r.ours_soft_s),
+            ]
+        )
     for name, syn in (synthetic or {}).items():
         if not syn:
             continue
         h, s = syn.get("hard", {}), syn.get("soft", {})
-        rows.append([name, syn.get("raw"), h.get("count"), "skipped", h.get("seconds"), None, None,
-                     s.get("count"), "skipped", s.get("seconds"), None, None])
+        rows.append(
+            [
+                name,
+                syn.get("raw"),
+                h.get("count"),
+                "skipped",
+                h.get("seconds"),
+                None,
+                None,
+                s.get("count"),
+                "skipped",
+                s.get("seconds"),
+                None,
+                None,
+            ]
+        )
     text = [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in text) for i in range(len(head))]
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in text]
-    return "\n".join(lines + ["(times: seconds per build, best of --repeat; kt/ours > 1 means ours is faster; "
-                              "* = Kernel Tuner rejected a restriction string, timed with it as a Python function)"])
+    return "\n".join(
+        lines
+        + [
+            "(times: seconds per build, best of --repeat; kt/ours > 1 means ours is faster; "
+            "* = Kernel Tuner rejected a restriction string, timed with it as a Python function)"
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -516,14 +673,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=2000, help="random raw combinations for the translation check")
     ap.add_argument("--no-kt", action="store_true", help="skip Kernel Tuner")
     ap.add_argument("--no-synthetic", action="store_true", help="skip the synthetic spaces (10^9 and 10^12 raw)")
-    ap.add_argument("--note", default="", help="a line for the JSON's provenance, e.g. 'machine shared with 4 other jobs'")
+    ap.add_argument(
+        "--note", default="", help="a line for the JSON's provenance, e.g. 'machine shared with 4 other jobs'"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "space_build.json")
     ap.add_argument("--child-synthetic", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--child-soft", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child-trace", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child_synthetic:
-        print(json.dumps(synthetic_child(args.child_synthetic, args.device, args.child_soft, args.repeat, args.child_trace)))
+        print(
+            json.dumps(
+                synthetic_child(args.child_synthetic, args.device, args.child_soft, args.repeat, args.child_trace)
+            )
+        )
         return 0
 
     device = get_device(args.device)
@@ -532,11 +695,15 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import kernel_tuner  # noqa: F401
         except ImportError:
-            print("kernel_tuner not importable: run with .venv-bench/bin/python (see README) or pass --no-kt", file=sys.stderr)
+            print(
+                "kernel_tuner not importable: run with .venv-bench/bin/python (see README) or pass --no-kt",
+                file=sys.stderr,
+            )
             return 2
     synthetic: dict[str, Any] | None = None
     synthetic_1e12: dict[str, Any] | None = None
     if not args.no_synthetic:  # first, so that no other child has raised RUSAGE_CHILDREN yet
+
         def synthetic_runs(path: Path, trace: bool) -> dict[str, Any]:
             space = load_space(path)
             raw = 1
@@ -550,6 +717,7 @@ def main(argv: list[str] | None = None) -> int:
                 out["hard_tracemalloc"] = run_synthetic_child(path, args.device, False, 1, trace=True)
                 print(f"{space.name} hard, tracemalloc run: {json.dumps(out['hard_tracemalloc'])}", flush=True)
             return out
+
         synthetic = synthetic_runs(SYNTHETIC, trace=True)
         synthetic_1e12 = synthetic_runs(SYNTHETIC_1E12, trace=False)
     paths = args.spaces or sorted(p for p in (ROOT / "spaces").glob("*.yaml") if not p.name.startswith("synthetic_"))
@@ -561,28 +729,42 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path.name}: SKIPPED, does not load: {exc}", flush=True)
             continue
         results.append(r)
-        print(f"{r.space}: ours {r.ours_hard} in {r.ours_hard_s:.4f} s, kt {r.kt_hard} in {_fmt(r.kt_hard_s)} s; "
-              f"translation check {r.translation['python_eval_check']}", flush=True)
+        print(
+            f"{r.space}: ours {r.ours_hard} in {r.ours_hard_s:.4f} s, kt {r.kt_hard} in {_fmt(r.kt_hard_s)} s; "
+            f"translation check {r.translation['python_eval_check']}",
+            flush=True,
+        )
         for note in r.notes:
             print(f"  NOTE {note}", flush=True)
-    report = {"machine": machine_info(), "device_profile": device.name, "repeat": args.repeat,
-              "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "command": " ".join([Path(sys.executable).name, "scripts/bench_space.py", *(argv if argv is not None
-                                                                                           else sys.argv[1:])]),
-              "note": args.note,
-              "timing": "time.perf_counter around generate() / Searchspace(); best of --repeat measurements after one untimed build; builds under 20 ms timed in batches (seconds per build = batch time / batch size); load_space and translation not included; synthetic spaces: every build timed in a fresh process, the first (cold) one included; *_cpu / cpu_*: time.process_time per build (the CPU time the measuring process itself used: on a shared machine wall-clock time also counts waiting for a core); targets: met on wall-clock time, met_cpu on CPU time",
-              "kt_solver": "Searchspace default: framework=PythonConstraint, PC_OptimizedBacktrackingSolver(forwardcheck=False)",
-              "spaces": [asdict(r) for r in results], "synthetic": synthetic, "synthetic_1e12": synthetic_1e12}
+    report = {
+        "machine": machine_info(),
+        "device_profile": device.name,
+        "repeat": args.repeat,
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": " ".join(
+            [Path(sys.executable).name, "scripts/bench_space.py", *(argv if argv is not None else sys.argv[1:])]
+        ),
+        "note": args.note,
+        "timing": "time.perf_counter around generate() / Searchspace(); best of --repeat measurements after one untimed build; builds under 20 ms timed in batches (seconds per build = batch time / batch size); load_space and translation not included; synthetic spaces: every build timed in a fresh process, the first (cold) one included; *_cpu / cpu_*: time.process_time per build (the CPU time the measuring process itself used: on a shared machine wall-clock time also counts waiting for a core); targets: met on wall-clock time, met_cpu on CPU time",
+        "kt_solver": "Searchspace default: framework=PythonConstraint, PC_OptimizedBacktrackingSolver(forwardcheck=False)",
+        "spaces": [asdict(r) for r in results],
+        "synthetic": synthetic,
+        "synthetic_1e12": synthetic_1e12,
+    }
     report["targets"] = targets(results, {"synthetic_1e9": synthetic, "synthetic_1e12": synthetic_1e12})
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(f"\nwrote {args.out}")
     m = report["machine"]
-    print(f"machine: {m['cpu_count']} CPUs ({m['cpu_model']}), python {m['python']}, kernel_tuner {m['kernel_tuner']}, "
-          f"python-constraint2 {m['python_constraint2']}, commit {m['git_commit'][:10]}{' (dirty)' if m['git_dirty'] else ''}")
+    print(
+        f"machine: {m['cpu_count']} CPUs ({m['cpu_model']}), python {m['python']}, kernel_tuner {m['kernel_tuner']}, "
+        f"python-constraint2 {m['python_constraint2']}, commit {m['git_commit'][:10]}{' (dirty)' if m['git_dirty'] else ''}"
+    )
     for t in report["targets"]:
-        print(f"target {t['target']}: {t['measured']} -> {'PASS' if t['met'] else 'FAIL'} "
-              f"(CPU time: {'PASS' if t['met_cpu'] else 'FAIL'})")
+        print(
+            f"target {t['target']}: {t['measured']} -> {'PASS' if t['met'] else 'FAIL'} "
+            f"(CPU time: {'PASS' if t['met_cpu'] else 'FAIL'})"
+        )
     print(table(results, {"synthetic_1e9": synthetic, "synthetic_1e12": synthetic_1e12}))
     return 0
 

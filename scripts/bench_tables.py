@@ -5,6 +5,7 @@ kernels per tuned size. Writes the figures as JSON with --json FILE.
 
     python3 scripts/bench_tables.py [--tol 0.1] [--json figures.json] TABLE VALIDATION_DIR [TABLE VALIDATION_DIR ...]
 """
+
 from __future__ import annotations
 
 import argparse

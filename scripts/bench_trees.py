@@ -12,6 +12,7 @@ Throughput = measured pairs (rows of `measurements`, every status) / wall second
 
 Prints one line per run and a table last: per tree the median pairs/s, and each tree's ratio to the first.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,10 +34,24 @@ def one_run(tree: Path, config: str, max_instances: int, workdir: Path) -> dict:
     aside = workdir / "cache-aside"
     if cache.exists():
         shutil.move(str(cache), aside)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tree.resolve()), os.environ.get("PYTHONPATH")])), CUPY_CACHE_DIR=str(workdir / "cupy"),
-               PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "autotune", "sweep", str(Path(config).resolve()), "--db",
-           f"sqlite:///{db}", "--max-instances", str(max_instances), "-q"]
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(tree.resolve()), os.environ.get("PYTHONPATH")])),
+        CUPY_CACHE_DIR=str(workdir / "cupy"),
+        PYTHONUNBUFFERED="1",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "autotune",
+        "sweep",
+        str(Path(config).resolve()),
+        "--db",
+        f"sqlite:///{db}",
+        "--max-instances",
+        str(max_instances),
+        "-q",
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -50,8 +65,14 @@ def one_run(tree: Path, config: str, max_instances: int, workdir: Path) -> dict:
     if aside.exists():
         shutil.move(str(aside), cache)
     pairs = sum(rows.values())
-    return {"rc": proc.returncode, "wall_s": wall, "pairs": pairs, "statuses": rows,
-            "pairs_per_s": pairs / wall if wall > 0 else 0.0, "tail": (proc.stdout + proc.stderr)[-2000:]}
+    return {
+        "rc": proc.returncode,
+        "wall_s": wall,
+        "pairs": pairs,
+        "statuses": rows,
+        "pairs_per_s": pairs / wall if wall > 0 else 0.0,
+        "tail": (proc.stdout + proc.stderr)[-2000:],
+    }
 
 
 def main() -> int:
@@ -71,13 +92,17 @@ def main() -> int:
                 res = one_run(path, args.config, args.max_instances, Path(tmp))
             res.update(tree=name, round=r)
             runs.append(res)
-            print(f"round {r} {name}: rc {res['rc']} {res['pairs']} pairs in {res['wall_s']:.1f} s "
-                  f"= {res['pairs_per_s']:.2f} pairs/s {res['statuses']}", flush=True)
+            print(
+                f"round {r} {name}: rc {res['rc']} {res['pairs']} pairs in {res['wall_s']:.1f} s "
+                f"= {res['pairs_per_s']:.2f} pairs/s {res['statuses']}",
+                flush=True,
+            )
             if res["rc"] != 0:
                 print(res["tail"], file=sys.stderr)
             if args.out:
-                Path(args.out).write_text(json.dumps({"config": args.config, "max_instances": args.max_instances,
-                                                      "runs": runs}, indent=1))
+                Path(args.out).write_text(
+                    json.dumps({"config": args.config, "max_instances": args.max_instances, "runs": runs}, indent=1)
+                )
     first = None
     print(f"{'tree':<10} {'runs':>4} {'median pairs/s':>15} {'min':>8} {'max':>8} {'ratio':>7}")
     for name, _ in trees:

@@ -9,6 +9,7 @@ bytes = batch * 2 * (MK + KN + MN) (beta = 0); bandwidth = the backend's measure
 
     python3 scripts/check_hgemm.py --out results/hgemm_check      # needs a GPU, cupy, numpy
 """
+
 from __future__ import annotations
 
 import argparse
@@ -122,7 +123,6 @@ KERNELS_UNDER_TEST = [
     Kernel(R, (4, 32, 32, 32, 1, 1, 2, 4), "r4_32_nsg4"),
     Kernel(R, (4, 32, 32, 32, 1, 1, 3, 2), "r4_32_s3_nsg2"),
     Kernel(R, (4, 128, 128, 16, 2, 4, 4, 1), "r4_128_k16"),
-
     Kernel(R, (4, 64, 64, 64, 2, 2, 2, 1), "r4_64_k64"),
     Kernel(R, (4, 64, 64, 32, 2, 2, 3, 1), "r4_64_s3"),
     Kernel(R, (4, 128, 64, 32, 2, 2, 3, 1), "r4_128x64"),
@@ -158,8 +158,10 @@ def compile_family(family: str, names: list[str]) -> LoadedKernels:
     kernels = compile_all([CompileRequest(src, (nm,), arch, (KERNELS,)) for nm in names], DEFAULT_CACHE_DIR)
     failed = [ck for ck in kernels.values() if not ck.ok]
     if failed:
-        raise RuntimeError(f"{len(failed)} of {family}'s kernels did not compile, first {failed[0].name_expression}:\n"
-                           + failed[0].log[-2000:])
+        raise RuntimeError(
+            f"{len(failed)} of {family}'s kernels did not compile, first {failed[0].name_expression}:\n"
+            + failed[0].log[-2000:]
+        )
     return LoadedKernels(kernels)
 
 
@@ -215,8 +217,12 @@ def launch(fn, kern: Kernel, p: Problem, o: Operands, alpha: float, beta: float,
     g = _geometry(kern, p.m, p.n, p.k, p.batch)
     grid = (min(g.grid[0], grid_cap), 1, 1) if grid_cap else tuple(g.grid)
     allow_dynamic_shared(fn, g.shared_bytes)
-    fn(grid, tuple(g.block), strided_args("fp16", p.m, p.n, p.k, alpha, o.a, o.lda, o.sa, o.b, o.ldb, o.sb, beta,
-                                          o.c, o.ldc, o.sc, p.batch), shared_mem=g.shared_bytes)
+    fn(
+        grid,
+        tuple(g.block),
+        strided_args("fp16", p.m, p.n, p.k, alpha, o.a, o.lda, o.sa, o.b, o.ldb, o.sb, beta, o.c, o.ldc, o.sc, p.batch),
+        shared_mem=g.shared_bytes,
+    )
 
 
 def rel_error(fn, kern: Kernel, p: Problem, alpha: float, beta: float, rng, cp, grid_cap=None) -> float:
@@ -229,7 +235,7 @@ def rel_error(fn, kern: Kernel, p: Problem, alpha: float, beta: float, rng, cp, 
     err, nonfinite = matrix_errors(o.c_view, ref)
     if nonfinite:
         return float("inf")
-    if p.pad and not bool(cp.isnan(o.c[:, :, p.m:]).all()):
+    if p.pad and not bool(cp.isnan(o.c[:, :, p.m :]).all()):
         return float("inf")  # the kernel wrote into C's padding
     return err
 
@@ -249,7 +255,9 @@ def correctness_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, fl
     for n in sizes:
         for shape in ("NN", "NT"):
             cases.append((Problem(n, n, n, 3, shape), 1.5, -0.75 if n % 2 else 0.0, None))
-    rect = [(5, 7, 3), (3, 8, 16), (8, 3, 31), (1, 6, 9)] if small else [(5, 7, 3), (17, 9, 33), (40, 24, 70), (70, 33, 9)]
+    rect = (
+        [(5, 7, 3), (3, 8, 16), (8, 3, 31), (1, 6, 9)] if small else [(5, 7, 3), (17, 9, 33), (40, 24, 70), (70, 33, 9)]
+    )
     for m, n, k in rect:
         for shape in SHAPES_OF(kern):
             cases.append((Problem(m, n, k, 5, shape), -0.5, 0.25, None))
@@ -270,7 +278,7 @@ def flat_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, float, in
     batch above 65,535, a capped grid (several groups per block), and sizes above the bound (the slow path)."""
     b = kern.bound()
     cases = []
-    for n in (range(1, b + 1) if full else range(max(1, b - 7), b + 1)):
+    for n in range(1, b + 1) if full else range(max(1, b - 7), b + 1):
         for shape in ("NN", "NT"):
             cases.append((Problem(n, n, n, 3, shape), 1.5, -0.75 if n % 2 else 0.0, None))
     rect = [(b, max(1, b - 3), max(1, b - 5)), (max(1, b - 6), b, 1), (3, max(1, b - 1), b), (5, 7, 3)]
@@ -331,8 +339,9 @@ def measure(backend, kernels: list[Kernel], points: dict[Kernel, list], reps: in
             continue
         p = m.point
         frac = GEMM.bytes_moved(p, {"beta": 0.0}) / bw / (m.median_ms * 1e-3)
-        out[(label[m.instance_id], p)] = Timing(label[m.instance_id], p.n, p.batch, m.median_ms, frac,
-                                                (m.p20_ms, m.p80_ms))
+        out[(label[m.instance_id], p)] = Timing(
+            label[m.instance_id], p.n, p.batch, m.median_ms, frac, (m.p20_ms, m.p80_ms)
+        )
     return out
 
 
@@ -348,8 +357,11 @@ def main() -> int:
     ap.add_argument("--target-mb", type=float, default=256.0, help="working set per timed problem set (MB)")
     ap.add_argument("--reps", type=int, default=25)
     ap.add_argument("--full", action="store_true", help="every n from 1 to 33 for every instance")
-    ap.add_argument("--families", default="hgemm_wmma,hgemm_small_tc,hgemm_mma,hgemm_flat_tc",
-                    help="families to compile, check and time (comma-separated)")
+    ap.add_argument(
+        "--families",
+        default="hgemm_wmma,hgemm_small_tc,hgemm_mma,hgemm_flat_tc",
+        help="families to compile, check and time (comma-separated)",
+    )
     ap.add_argument("--batch-sweep", default="8,32", help="sizes for the batch-count study ('' to skip)")
     a = ap.parse_args()
     import cupy as cp
@@ -359,8 +371,11 @@ def main() -> int:
     rng = cp.random.RandomState(0)
     dev = cp.cuda.Device()
     props = cp.cuda.runtime.getDeviceProperties(dev.id)
-    print(f"GPU {props['name'].decode()} cc{props['major']}{props['minor']} cupy {cp.__version__} "
-          f"cuda_include {cuda_include_dir()}", flush=True)
+    print(
+        f"GPU {props['name'].decode()} cc{props['major']}{props['minor']} cupy {cp.__version__} "
+        f"cuda_include {cuda_include_dir()}",
+        flush=True,
+    )
 
     mods, fails, log = {}, [], []
     for fam in [f for f in (W, S, R, F) if f in a.families.split(",")]:
@@ -393,13 +408,18 @@ def main() -> int:
     square = [int(s) for s in a.sizes.split(",") if s]
     sweep_ns = [int(s) for s in a.batch_sweep.split(",") if s]
     sq_pts = {n: gemm_point("fp16", "NN", n, n, n, batch_for(n, a.target_mb * 1e6)) for n in square}
-    sw_pts = {(n, b): gemm_point("fp16", "NN", n, n, n, b) for n in sweep_ns for b in (100, 1_000, 10_000, 100_000, 1_000_000)}
+    sw_pts = {
+        (n, b): gemm_point("fp16", "NN", n, n, n, b) for n in sweep_ns for b in (100, 1_000, 10_000, 100_000, 1_000_000)
+    }
     rect_pts = {k: gemm_point("fp16", "NN", 4, 3, k, 1_000_000) for k in (4, 8, 16)}  # the paper's Fig. 15
     points: dict[Kernel, list] = {}
     for kern in timed:
         serves = lambda n, kern=kern: not (kern.family == S and n > 16) and kern.fits(n)  # noqa: E731
-        points[kern] = ([p for n, p in sq_pts.items() if serves(n)] + [p for (n, _), p in sw_pts.items() if serves(n)]
-                        + [p for k, p in rect_pts.items() if k <= kern.bound()])
+        points[kern] = (
+            [p for n, p in sq_pts.items() if serves(n)]
+            + [p for (n, _), p in sw_pts.items() if serves(n)]
+            + [p for k, p in rect_pts.items() if k <= kern.bound()]
+        )
     with GpuBackend(include_dirs=(KERNELS,)) as backend:
         bw = backend.device_info().copy_bandwidth
         print(f"device-to-device copy bandwidth (read+write): {bw / 1e12:.3f} TB/s", flush=True)
@@ -421,19 +441,29 @@ def main() -> int:
         best = best_by_family(p)
         if best:
             nbytes = GEMM.bytes_moved(p, {"beta": 0.0})
-            rows.append((n, p.batch, nbytes / 1e6, cub[p], nbytes / bw / (cub[p] * 1e-3), best,
-                         min(best.values(), key=lambda t: t.ms)))
+            rows.append(
+                (
+                    n,
+                    p.batch,
+                    nbytes / 1e6,
+                    cub[p],
+                    nbytes / bw / (cub[p] * 1e-3),
+                    best,
+                    min(best.values(), key=lambda t: t.ms),
+                )
+            )
     sweep = []
     for (n, batch), p in sw_pts.items():
         best = best_by_family(p)
         if best:
             t = min(best.values(), key=lambda t: t.ms)
-            gf = lambda ms, n=n, batch=batch: 2 * n ** 3 * batch / (ms * 1e-3) / 1e9  # noqa: E731
+            gf = lambda ms, n=n, batch=batch: 2 * n**3 * batch / (ms * 1e-3) / 1e9  # noqa: E731
             sweep.append((n, batch, t.label, gf(t.ms), gf(cub[p]), cub[p] / t.ms))
     rect = [(k, cub[p], best_by_family(p)) for k, p in rect_pts.items()]
 
-    (out / "check_hgemm.json").write_text(json.dumps({"bandwidth": bw, "checks": log, "timings": timings,
-                                                      "cublas_lib": lib, "failures": fails}, indent=1))
+    (out / "check_hgemm.json").write_text(
+        json.dumps({"bandwidth": bw, "checks": log, "timings": timings, "cublas_lib": lib, "failures": fails}, indent=1)
+    )
     print("\nbatch-count study (square n, NN, beta=0): best of the instances above vs cuBLAS")
     print(f"{'n':>4} {'batch':>8} {'best':>14} {'GFLOP/s':>9} {'cuBLAS':>9} {'speedup':>8}")
     for n, batch, lab, g1, g2, sp in sweep:
@@ -443,15 +473,23 @@ def main() -> int:
         cells = "  ".join(f"{f[6:]}: {t.label} {t.ms:.4f} ({t.frac:.2f})" for f, t in by_fam.items())
         print(f"K={k:>2}  cuBLAS {cub:.4f}  {cells}")
     fams = [W, S, R, F]
-    print(f"\nsquare NN, alpha=1 beta=0, copy bw {bw / 1e12:.2f} TB/s, reps {a.reps}, median; frac = roofline fraction;"
-          f" cuBLAS = {lib}")
-    print(f"{'n':>4} {'batch':>8} {'MB':>6} | {'cuBLAS ms':>9} {'frac':>5} | "
-          + " | ".join(f"{f[6:]:>22}" for f in fams) + f" | {'best/cuBLAS':>11}")
+    print(
+        f"\nsquare NN, alpha=1 beta=0, copy bw {bw / 1e12:.2f} TB/s, reps {a.reps}, median; frac = roofline fraction;"
+        f" cuBLAS = {lib}"
+    )
+    print(
+        f"{'n':>4} {'batch':>8} {'MB':>6} | {'cuBLAS ms':>9} {'frac':>5} | "
+        + " | ".join(f"{f[6:]:>22}" for f in fams)
+        + f" | {'best/cuBLAS':>11}"
+    )
     for n, batch, mb, cub, cfrac, best, top in rows:
         cells = [f"{best[f].label:>12} {best[f].frac:>4.2f}" if f in best else f"{'-':>17}" for f in fams]
         cells = [f"{c:>22}" for c in cells]
-        print(f"{n:>4} {batch:>8} {mb:>6.0f} | {cub:>9.4f} {cfrac:>5.2f} | " + " | ".join(cells)
-              + f" | {cub / top.ms:>10.2f}x")
+        print(
+            f"{n:>4} {batch:>8} {mb:>6.0f} | {cub:>9.4f} {cfrac:>5.2f} | "
+            + " | ".join(cells)
+            + f" | {cub / top.ms:>10.2f}x"
+        )
     print("FAILURES: " + (", ".join(fails) if fails else "none"))
     return 1 if fails else 0
 

@@ -13,6 +13,7 @@ bandwidth and the cuBLAS baseline (the sweep's verification and timing).
 
 The pytest tier (tests/gpu/test_simt_gemm.py) runs `correctness_cases()` through `run_case()`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,12 +33,17 @@ from autotune.problems.gemm.verify import BASE_TOLERANCE, matrix_errors, referen
 from autotune.space.instance import Instance
 from autotune.space.spec import load_space
 from autotune.vocab import Measurement, Status
+
 ROOT = Path(__file__).resolve().parent.parent
 
 TOL = BASE_TOLERANCE
 DTYPE = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16}
-SPACE = {"batched": "gemm_batched_simt", "ptr": "gemm_batched_simt", "vbatched": "gemm_vbatched_simt",
-         "small": "gemm_small_simt"}
+SPACE = {
+    "batched": "gemm_batched_simt",
+    "ptr": "gemm_batched_simt",
+    "vbatched": "gemm_vbatched_simt",
+    "small": "gemm_small_simt",
+}
 FAMILIES = tuple(SPACE)
 
 
@@ -83,8 +89,10 @@ class Case:
     @property
     def label(self) -> str:
         p = "-".join(str(v) for _, v in self.params)
-        return (f"{self.family}:{self.precision}:{self.shape}:{self.m}x{self.n}x{self.k}:b{self.batch}"
-                f":beta{self.beta:g}:{self.dist}:[{p}]")
+        return (
+            f"{self.family}:{self.precision}:{self.shape}:{self.m}x{self.n}x{self.k}:b{self.batch}"
+            f":beta{self.beta:g}:{self.dist}:[{p}]"
+        )
 
     @property
     def source(self) -> str:
@@ -114,8 +122,20 @@ def correctness_cases() -> list[Case]:
                 cases.append(Case("batched", params, prec, shape, 37, 29, 19, 50))
                 cases.append(Case("batched", params, prec, shape, 5, 3, 2, 33, alpha=-1.5, beta=0.0))
                 cases.append(Case("ptr", params, prec, shape, 70, 41, 13, 9, beta=0.0 if i else 0.5))
-                cases.append(Case("vbatched", params, prec, shape, 70, 45, 37, 300,
-                                  beta=0.0 if i else -1.25, dist="gaussian" if i else "uniform"))
+                cases.append(
+                    Case(
+                        "vbatched",
+                        params,
+                        prec,
+                        shape,
+                        70,
+                        45,
+                        37,
+                        300,
+                        beta=0.0 if i else -1.25,
+                        dist="gaussian" if i else "uniform",
+                    )
+                )
             for params in SMALL:
                 cases.append(Case("small", params, prec, shape, 4, 4, 4, 61))
                 cases.append(Case("small", params, prec, shape, 7, 5, 11, 40, alpha=1.25, beta=0.0))
@@ -149,8 +169,11 @@ def compile_modules(cases: list) -> dict[str, object]:
     names: dict[str, set[str]] = {}
     for c in cases:
         names.setdefault(c.source, set()).add(c.name_expression())
-    reqs = [CompileRequest(KERNELS_DIR / src, (e,), arch, (KERNELS_DIR,))
-            for src, exprs in sorted(names.items()) for e in sorted(exprs)]
+    reqs = [
+        CompileRequest(KERNELS_DIR / src, (e,), arch, (KERNELS_DIR,))
+        for src, exprs in sorted(names.items())
+        for e in sorted(exprs)
+    ]
     kernels = compile_all(reqs, DEFAULT_CACHE_DIR)
     return {src: LoadedKernels({e: kernels[e] for e in exprs}) for src, exprs in names.items()}
 
@@ -179,10 +202,16 @@ def run_case(case: Case, modules: dict[str, object], seed: int = 0) -> Outcome:
     A[:, :, :ra] = _rand(rs, (batch, ca, ra), prec)
     B[:, :, :rb] = _rand(rs, (batch, cb, rb), prec)
     if case.beta != 0:
-        C[:, :, :case.m] = _rand(rs, (batch, case.n, case.m), prec)
+        C[:, :, : case.m] = _rand(rs, (batch, case.n, case.m), prec)
     # stored matrix b is X[b].T for X = buffer[:, :, :rows]
-    ref = reference_batch(A[:, :, :ra].transpose(0, 2, 1), B[:, :, :rb].transpose(0, 2, 1),
-                          C[:, :, :case.m].transpose(0, 2, 1), case.shape, case.alpha, case.beta)
+    ref = reference_batch(
+        A[:, :, :ra].transpose(0, 2, 1),
+        B[:, :, :rb].transpose(0, 2, 1),
+        C[:, :, : case.m].transpose(0, 2, 1),
+        case.shape,
+        case.alpha,
+        case.beta,
+    )
     fn = modules[case.source].get_function(case.name_expression())
     grid, block = case.geometry()
     if case.family == "ptr":
@@ -190,14 +219,38 @@ def run_case(case: Case, modules: dict[str, object], seed: int = 0) -> Outcome:
 
         def ptrs(x):
             return cp.asarray(x.data.ptr + order * (x.shape[1] * x.shape[2] * x.itemsize), dtype=cp.uint64)
+
         pa, pb, pc = ptrs(A), ptrs(B), ptrs(C)
-        fn(grid, block, ptr_array_args(prec, case.m, case.n, case.k, case.alpha, pa, lda, pb, ldb, case.beta, pc, ldc,
-                                       batch))
+        fn(
+            grid,
+            block,
+            ptr_array_args(prec, case.m, case.n, case.k, case.alpha, pa, lda, pb, ldb, case.beta, pc, ldc, batch),
+        )
     else:
-        fn(grid, block, strided_args(prec, case.m, case.n, case.k, case.alpha, A, lda, ca * lda, B, ldb, cb * ldb,
-                                     case.beta, C, ldc, case.n * ldc, batch))
+        fn(
+            grid,
+            block,
+            strided_args(
+                prec,
+                case.m,
+                case.n,
+                case.k,
+                case.alpha,
+                A,
+                lda,
+                ca * lda,
+                B,
+                ldb,
+                cb * ldb,
+                case.beta,
+                C,
+                ldc,
+                case.n * ldc,
+                batch,
+            ),
+        )
     cp.cuda.runtime.deviceSynchronize()
-    return _outcome(C[:, :, :case.m].transpose(0, 2, 1), ref, bool(cp.isnan(C[:, :, case.m:]).all()), prec)
+    return _outcome(C[:, :, : case.m].transpose(0, 2, 1), ref, bool(cp.isnan(C[:, :, case.m :]).all()), prec)
 
 
 def _outcome(got, ref, untouched: bool, prec: str) -> Outcome:
@@ -260,16 +313,20 @@ def _run_vbatched(case: Case, modules: dict[str, object], seed: int) -> Outcome:
 
     def ptrs(x):
         return cp.asarray(x.data.ptr + np.arange(batch) * x.shape[1] * x.itemsize, dtype=cp.uint64)
+
     sizes = tuple(cp.asarray(v.astype(np.int32)) for v in (m, n, k, lda, ldb, ldc))
     fn = modules[case.source].get_function(case.name_expression())
     grid, block = case.geometry()
-    fn(grid, block, vbatched_args(prec, sizes, case.alpha, ptrs(A), ptrs(B), case.beta, ptrs(C), batch,
-                                  (case.m, case.n, case.k)))
+    fn(
+        grid,
+        block,
+        vbatched_args(prec, sizes, case.alpha, ptrs(A), ptrs(B), case.beta, ptrs(C), batch, (case.m, case.n, case.k)),
+    )
     cp.cuda.runtime.deviceSynchronize()
     out = cp.asnumpy(C)
     got = np.zeros(ref.shape)  # C_b in the top-left corner, zeros elsewhere (as in the reference)
     for i in range(batch):
-        got[i, :m[i], :n[i]] = out[i, mask_c[i]].reshape(int(n[i]), int(m[i])).T
+        got[i, : m[i], : n[i]] = out[i, mask_c[i]].reshape(int(n[i]), int(m[i])).T
     return _outcome(got, ref, bool(np.isnan(out[~mask_c]).all()), prec)
 
 
@@ -316,14 +373,23 @@ def timed_cases() -> list[Case]:
                 if c not in out:
                     out.append(c)
         for k, params in TIMED_BATCHED.items():
-            small_tile = _p(DIM_X=16, DIM_Y=8, BLK_M=32, BLK_N=32, BLK_K=min(k, 16), DIM_XA=32, DIM_YA=4,
-                            DIM_XB=min(k, 16), DIM_YB=128 // min(k, 16), NSG=1)
+            small_tile = _p(
+                DIM_X=16,
+                DIM_Y=8,
+                BLK_M=32,
+                BLK_N=32,
+                BLK_K=min(k, 16),
+                DIM_XA=32,
+                DIM_YA=4,
+                DIM_XB=min(k, 16),
+                DIM_YB=128 // min(k, 16),
+                NSG=1,
+            )
             for mn in (32, 64, 128, 256):
                 batch = int(1e9 // (eb * (2 * mn * k + mn * mn)))
                 for prm in (params, small_tile):
                     out.append(Case("batched", prm, prec, "NN", mn, mn, k, batch, 1.0, 0.0, 0))
-        out.append(Case("batched", TIMED_BATCHED[32], prec, "NN", 32, 32, 32, int(1e9 // (eb * 3 * 1024)),
-                        1.0, 0.0, 0))
+        out.append(Case("batched", TIMED_BATCHED[32], prec, "NN", 32, 32, 32, int(1e9 // (eb * 3 * 1024)), 1.0, 0.0, 0))
     return out
 
 
@@ -340,8 +406,10 @@ def main() -> int:
     timed = [] if args.no_timing else [c for c in timed_cases() if args.only in (None, c.family)]
     t0 = time.perf_counter()
     modules = compile_modules(cases)  # the same module as the pytest tier: NVRTC cache hit there
-    print(f"compiled {len({c.name_expression() for c in cases})} kernels in "
-          f"{time.perf_counter() - t0:.1f} s on {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}")
+    print(
+        f"compiled {len({c.name_expression() for c in cases})} kernels in "
+        f"{time.perf_counter() - t0:.1f} s on {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}"
+    )
     fails = 0
     summary: dict[tuple[str, str], list[float]] = {}
     for c in cases:
@@ -358,20 +426,27 @@ def main() -> int:
     print(f"{'family':9} {'prec':5} {'cases':>5} {'max_rel_err':>12} {'tol':>8} result")
     for (fam, prec), errs in sorted(summary.items()):
         worst = max(errs)
-        print(f"{fam:9} {prec:5} {len(errs):5d} {worst:12.2e} {TOL[prec]:8.0e} "
-              f"{'PASS' if worst <= TOL[prec] else 'FAIL'}")
+        print(
+            f"{fam:9} {prec:5} {len(errs):5d} {worst:12.2e} {TOL[prec]:8.0e} {'PASS' if worst <= TOL[prec] else 'FAIL'}"
+        )
     if timed:
         cp.get_default_memory_pool().free_all_blocks()  # the timing runs in GpuBackend's worker process
         bw, got, cublas = measure_cases(timed)
-        print(f"\ntiming: NN, alpha=1, beta=0, ~1 GB per launch, GpuBackend (median); copy bandwidth {bw / 1e12:.3f} TB/s")
-        print(f"{'family':8} {'prec':5} {'m':>4} {'n':>4} {'k':>3} {'batch':>9} {'ms':>8} {'roof':>5} "
-              f"{'cublas_ms':>9} {'roof':>5} {'speedup':>7} ok  instance")
+        print(
+            f"\ntiming: NN, alpha=1, beta=0, ~1 GB per launch, GpuBackend (median); copy bandwidth {bw / 1e12:.3f} TB/s"
+        )
+        print(
+            f"{'family':8} {'prec':5} {'m':>4} {'n':>4} {'k':>3} {'batch':>9} {'ms':>8} {'roof':>5} "
+            f"{'cublas_ms':>9} {'roof':>5} {'speedup':>7} ok  instance"
+        )
         for c in timed:
             m = got[c]
             (ms, frac), (cms, cfrac) = roofline(m, bw), roofline(cublas[c.point], bw)
-            print(f"{c.family:8} {c.precision:5} {c.m:4d} {c.n:4d} {c.k:3d} {c.batch:9d} {ms:8.3f} "
-                  f"{frac:5.2f} {cms:9.3f} {cfrac:5.2f} "
-                  f"{cms / ms:7.2f} {'y' if m.status == Status.OK else 'N'}   {'-'.join(str(v) for _, v in c.params)}")
+            print(
+                f"{c.family:8} {c.precision:5} {c.m:4d} {c.n:4d} {c.k:3d} {c.batch:9d} {ms:8.3f} "
+                f"{frac:5.2f} {cms:9.3f} {cfrac:5.2f} "
+                f"{cms / ms:7.2f} {'y' if m.status == Status.OK else 'N'}   {'-'.join(str(v) for _, v in c.params)}"
+            )
     print(f"\n{len(cases) - fails}/{len(cases)} correctness cases pass")
     return 1 if fails else 0
 

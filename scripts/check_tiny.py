@@ -22,6 +22,7 @@ instances of scripts/check_simt.py for comparison, and cuBLAS (cupy.matmul), as 
 Exit code 1 if any correctness case fails. The pytest tier (tests/gpu/test_tiny.py) runs `correctness_cases()`
 through `run_case()`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,6 +41,7 @@ from autotune.problems.gemm import gemm_point
 from autotune.problems.gemm.data import strided_args
 from autotune.problems.gemm.verify import reference_batch
 from autotune.space.spec import load_space
+
 ROOT = Path(__file__).resolve().parent.parent
 
 TOL = check_simt.TOL
@@ -63,13 +65,13 @@ def _p(**kw: int) -> tuple[tuple[str, int], ...]:
 # non-power-of-two bounds, bounds above 16 (a ragged split: 17 = 5 threads x 4 rows with the last row guarded, two
 # micro-tiles per thread) and the largest bounds (32, fp64: one problem of 24 KB per block).
 INSTANCES = (
-    _p(BM=4, BN=4, BK=4, RM=1, RN=1, THREADS=256, PPB=64, STAGES=2),     # one element of C per thread
-    _p(BM=3, BN=5, BK=7, RM=3, RN=1, THREADS=128, PPB=32, STAGES=1),     # one column per thread
-    _p(BM=2, BN=2, BK=2, RM=2, RN=2, THREADS=128, PPB=128, STAGES=2),    # one problem per thread
-    _p(BM=6, BN=7, BK=5, RM=1, RN=7, THREADS=256, PPB=32, STAGES=2),     # one row per thread
-    _p(BM=16, BN=16, BK=16, RM=4, RN=2, THREADS=256, PPB=2, STAGES=1),   # 2-D micro-tile, bounds of 16
-    _p(BM=32, BN=32, BK=32, RM=2, RN=4, THREADS=64, PPB=1, STAGES=2),    # largest bounds, 2 micro-tiles per thread
-    _p(BM=17, BN=24, BK=19, RM=4, RN=6, THREADS=128, PPB=2, STAGES=1),   # ragged 4 x 6 micro-tile above 16
+    _p(BM=4, BN=4, BK=4, RM=1, RN=1, THREADS=256, PPB=64, STAGES=2),  # one element of C per thread
+    _p(BM=3, BN=5, BK=7, RM=3, RN=1, THREADS=128, PPB=32, STAGES=1),  # one column per thread
+    _p(BM=2, BN=2, BK=2, RM=2, RN=2, THREADS=128, PPB=128, STAGES=2),  # one problem per thread
+    _p(BM=6, BN=7, BK=5, RM=1, RN=7, THREADS=256, PPB=32, STAGES=2),  # one row per thread
+    _p(BM=16, BN=16, BK=16, RM=4, RN=2, THREADS=256, PPB=2, STAGES=1),  # 2-D micro-tile, bounds of 16
+    _p(BM=32, BN=32, BK=32, RM=2, RN=4, THREADS=64, PPB=1, STAGES=2),  # largest bounds, 2 micro-tiles per thread
+    _p(BM=17, BN=24, BK=19, RM=4, RN=6, THREADS=128, PPB=2, STAGES=1),  # ragged 4 x 6 micro-tile above 16
 )
 # Rectangular bounds above 16 (these pass the soft constraints only with --no-soft), for 19 x 32 x 25.
 RECT = _p(BM=20, BN=32, BK=26, RM=4, RN=4, THREADS=64, PPB=2, STAGES=2)
@@ -99,9 +101,11 @@ class Case:
     @property
     def label(self) -> str:
         p = "-".join(str(v) for _, v in self.params)
-        return (f"{self.family}:{self.precision}:{self.shape}:{self.m}x{self.n}x{self.k}:b{self.batch}"
-                f":a{self.alpha:g}:b{self.beta:g}:pad{self.pad}:gap{self.gap}:off{self.offset}"
-                f"{':grid' + str(self.grid_cap) if self.grid_cap else ''}:[{p}]")
+        return (
+            f"{self.family}:{self.precision}:{self.shape}:{self.m}x{self.n}x{self.k}:b{self.batch}"
+            f":a{self.alpha:g}:b{self.beta:g}:pad{self.pad}:gap{self.gap}:off{self.offset}"
+            f"{':grid' + str(self.grid_cap) if self.grid_cap else ''}:[{p}]"
+        )
 
     @property
     def source(self) -> str:
@@ -125,12 +129,14 @@ class Case:
 @functools.lru_cache(maxsize=None)
 def _generated(precision: str):
     from autotune.space.generator import generate
+
     return generate(_space("gemm_tiny_simt"), get_device("H100"), precision)
 
 
 def serving_instances(precision: str, m: int, n: int, k: int) -> list[tuple[tuple[str, int], ...]]:
     """Instances of the generated space (hard and soft constraints, H100 profile) that serve M x N x K."""
     from autotune.space.generator import serving
+
     g = _generated(precision)
     rows = np.flatnonzero(serving(g, gemm_point(precision, "NN", m, n, k, 1000)))
     frame = g.frame
@@ -154,21 +160,23 @@ def correctness_cases() -> list[Case]:
                 bm, bn, bk, ppb = d["BM"], d["BN"], d["BK"], d["PPB"]
                 nb = 3 * ppb + 5  # the last group is partial
                 cases += [
-                    Case("tiny", prm, prec, shape, bm, bn, bk, nb, 1.5, 0.0),                       # exact, packed
-                    Case("tiny", prm, prec, shape, bm, bn, bk, nb, -0.5, 2.0, offset=1 + i % 3),   # misaligned
-                    Case("tiny", prm, prec, shape, bm, bn, bk, 2 * ppb + 1, 1.5, 0.0, pad=3),        # lda > rows
+                    Case("tiny", prm, prec, shape, bm, bn, bk, nb, 1.5, 0.0),  # exact, packed
+                    Case("tiny", prm, prec, shape, bm, bn, bk, nb, -0.5, 2.0, offset=1 + i % 3),  # misaligned
+                    Case("tiny", prm, prec, shape, bm, bn, bk, 2 * ppb + 1, 1.5, 0.0, pad=3),  # lda > rows
                     Case("tiny", prm, prec, shape, bm, bn, bk, 2 * ppb + 3, -0.5, 2.0, gap=5, offset=1),  # gaps
-                    Case("tiny", prm, prec, shape, max(1, bm - 1), bn, max(1, bk - 1), nb, -0.5, 2.0,
-                         offset=3),                                                                   # below bounds
-                    Case("tiny", prm, prec, shape, bm + 1, bn, bk + 2, 37, 1.5, 0.0, pad=1),         # above bounds
-                    Case("tiny", prm, prec, shape, 3, 5, 7, 2 * ppb + 7, -0.5, 2.0),                 # rectangular
-                    Case("tiny", prm, prec, shape, bm, bn, bk, 11 * ppb + 3, 1.5, 0.0, offset=2,
-                         grid_cap=3),                                                                 # grid stride
+                    Case(
+                        "tiny", prm, prec, shape, max(1, bm - 1), bn, max(1, bk - 1), nb, -0.5, 2.0, offset=3
+                    ),  # below bounds
+                    Case("tiny", prm, prec, shape, bm + 1, bn, bk + 2, 37, 1.5, 0.0, pad=1),  # above bounds
+                    Case("tiny", prm, prec, shape, 3, 5, 7, 2 * ppb + 7, -0.5, 2.0),  # rectangular
+                    Case(
+                        "tiny", prm, prec, shape, bm, bn, bk, 11 * ppb + 3, 1.5, 0.0, offset=2, grid_cap=3
+                    ),  # grid stride
                 ]
         # square sizes and a rectangular size, through instances the space assigns to them (two above 16)
         for n in SQUARES:
             for prm in _pick(serving_instances(prec, n, n, n), 1 if n <= 16 else 2):
-                for shape in (("NN", "TT") if n % 2 else ("NT", "TN")):
+                for shape in ("NN", "TT") if n % 2 else ("NT", "TN"):
                     cases.append(Case("tiny", prm, prec, shape, n, n, n, 1001, 1.5, 0.0))
                     cases.append(Case("tiny", prm, prec, shape, n, n, n, 333, -0.5, 2.0, pad=1, offset=1))
         for prm in _pick(serving_instances(prec, 3, 5, 7), 2):
@@ -210,8 +218,12 @@ def _operand(cp, batch: int, rows: int, cols: int, pad: int, gap: int, offset: i
     ld = rows + pad
     stride = ld * cols + gap
     buf = cp.full(offset + batch * stride + 8, cp.nan, DTYPE[prec])
-    idx = (offset + cp.arange(batch, dtype=cp.int64)[:, None, None] * stride
-           + cp.arange(cols, dtype=cp.int64)[None, :, None] * ld + cp.arange(rows, dtype=cp.int64)[None, None, :])
+    idx = (
+        offset
+        + cp.arange(batch, dtype=cp.int64)[:, None, None] * stride
+        + cp.arange(cols, dtype=cp.int64)[None, :, None] * ld
+        + cp.arange(rows, dtype=cp.int64)[None, None, :]
+    )
     return buf, idx, ld, stride
 
 
@@ -229,15 +241,41 @@ def run_case(case: Case, modules: dict[str, object], seed: int = 0) -> Outcome:
     if case.beta != 0:
         bufC[ic] = rs.uniform(-1.0, 1.0, ic.shape).astype(DTYPE[prec])
     # stored matrix b is X[b].T for X = buf[idx] (batch, cols, rows)
-    ref = reference_batch(bufA[ia].transpose(0, 2, 1), bufB[ib].transpose(0, 2, 1), bufC[ic].transpose(0, 2, 1),
-                          case.shape, case.alpha, case.beta)
+    ref = reference_batch(
+        bufA[ia].transpose(0, 2, 1),
+        bufB[ib].transpose(0, 2, 1),
+        bufC[ic].transpose(0, 2, 1),
+        case.shape,
+        case.alpha,
+        case.beta,
+    )
     mask = cp.zeros(bufC.shape, dtype=bool)  # the elements of C the kernel may write
     mask[ic.ravel()] = True
 
     fn = modules[case.source].get_function(case.name_expression())
     grid, block = case.geometry()
-    fn(grid, block, strided_args(prec, case.m, case.n, case.k, case.alpha, bufA[case.offset:], lda, sa,
-                                 bufB[case.offset:], ldb, sb, case.beta, bufC[case.offset:], ldc, sc, batch))
+    fn(
+        grid,
+        block,
+        strided_args(
+            prec,
+            case.m,
+            case.n,
+            case.k,
+            case.alpha,
+            bufA[case.offset :],
+            lda,
+            sa,
+            bufB[case.offset :],
+            ldb,
+            sb,
+            case.beta,
+            bufC[case.offset :],
+            ldc,
+            sc,
+            batch,
+        ),
+    )
     cp.cuda.runtime.deviceSynchronize()
     return check_simt._outcome(bufC[ic].transpose(0, 2, 1), ref, bool(cp.isnan(bufC[~mask]).all()), prec)
 
@@ -266,8 +304,11 @@ def timed_cases(per_point: int = 4, per_point_above_16: int = 6) -> list[Case]:
     for prec in PRECISIONS:
         for n in TIMED_SIZES:
             batch = _batch_1gb(prec, n)
-            exact = [p for p in serving_instances(prec, n, n, n)
-                     if dict(p)["BM"] == n and dict(p)["BN"] == n and dict(p)["BK"] == n]
+            exact = [
+                p
+                for p in serving_instances(prec, n, n, n)
+                if dict(p)["BM"] == n and dict(p)["BN"] == n and dict(p)["BK"] == n
+            ]
             for prm in _pick(exact, per_point if n <= 16 else per_point_above_16):
                 out.append(Case("tiny", prm, prec, "NN", n, n, n, batch, 1.0, 0.0))
             seen = set()
@@ -283,10 +324,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--no-timing", action="store_true")
     ap.add_argument("--per-point", type=int, default=4, help="tiny instances timed per size and precision, n <= 16")
-    ap.add_argument("--per-point-above-16", type=int, default=6,
-                    help="tiny instances timed per size and precision, n > 16")
-    ap.add_argument("--list", action="store_true",
-                    help="print the cases and the number of kernels to compile, then exit (no GPU needed)")
+    ap.add_argument(
+        "--per-point-above-16", type=int, default=6, help="tiny instances timed per size and precision, n > 16"
+    )
+    ap.add_argument(
+        "--list",
+        action="store_true",
+        help="print the cases and the number of kernels to compile, then exit (no GPU needed)",
+    )
     args = ap.parse_args()
     import time
 
@@ -305,8 +350,10 @@ def main() -> int:
 
     t0 = time.perf_counter()
     modules = compile_modules(cases)  # the same module as the pytest tier: NVRTC cache hit there
-    print(f"compiled {len({c.name_expression() for c in cases})} kernels in "
-          f"{time.perf_counter() - t0:.1f} s on {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}")
+    print(
+        f"compiled {len({c.name_expression() for c in cases})} kernels in "
+        f"{time.perf_counter() - t0:.1f} s on {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}"
+    )
 
     fails = 0
     summary: dict[tuple[str, str], list[float]] = {}
@@ -325,8 +372,10 @@ def main() -> int:
     if timed:
         cp.get_default_memory_pool().free_all_blocks()  # the timing runs in GpuBackend's worker process
         bw, got, cublas = check_simt.measure_cases(timed)
-        print(f"\ntiming: NN, alpha=1, beta=0, packed, ~1 GB per launch, GpuBackend (median); "
-              f"copy bandwidth {bw / 1e12:.3f} TB/s (read + write)")
+        print(
+            f"\ntiming: NN, alpha=1, beta=0, packed, ~1 GB per launch, GpuBackend (median); "
+            f"copy bandwidth {bw / 1e12:.3f} TB/s (read + write)"
+        )
         print(f"{'family':6} {'prec':5} {'n':>3} {'batch':>10} {'ms':>8} {'roof':>5} ok  instance")
         best: dict[tuple[str, int, str], tuple[float, str]] = {}
         for c in timed:
@@ -334,7 +383,9 @@ def main() -> int:
             ms, frac = check_simt.roofline(m, bw)
             inst = "-".join(str(v) for _, v in c.params)
             ok = m.status == check_simt.Status.OK
-            print(f"{c.family:6} {c.precision:5} {c.n:3d} {c.batch:10d} {ms:8.3f} {frac:5.2f} {'y' if ok else 'N'}   {inst}")
+            print(
+                f"{c.family:6} {c.precision:5} {c.n:3d} {c.batch:10d} {ms:8.3f} {frac:5.2f} {'y' if ok else 'N'}   {inst}"
+            )
             if not ok:
                 fails += 1
                 print(f"FAIL timed {c.label}: {m.status.value} {m.error or ''}")
@@ -355,17 +406,25 @@ def main() -> int:
     print(f"{'prec':5} {'shape':5} {'cases':>5} {'max_rel_err':>12} {'tol':>8} result")
     for (prec, shape), errs in sorted(summary.items()):
         worst = max(errs)
-        print(f"{prec:5} {shape:5} {len(errs):5d} {worst:12.2e} {TOL[prec]:8.0e} "
-              f"{'PASS' if worst <= TOL[prec] else 'FAIL'}")
+        print(
+            f"{prec:5} {shape:5} {len(errs):5d} {worst:12.2e} {TOL[prec]:8.0e} "
+            f"{'PASS' if worst <= TOL[prec] else 'FAIL'}"
+        )
     if rows:
         print("\nbest times (ms) and fraction of the copy roofline: gemm_tiny vs gemm_small vs cuBLAS")
-        print(f"{'prec':5} {'n':>3} {'batch':>10} {'tiny_ms':>8} {'roof':>5} {'small_ms':>8} {'roof':>5} "
-              f"{'cublas':>8} {'roof':>5} {'speedup':>7}  best tiny instance")
+        print(
+            f"{'prec':5} {'n':>3} {'batch':>10} {'tiny_ms':>8} {'roof':>5} {'small_ms':>8} {'roof':>5} "
+            f"{'cublas':>8} {'roof':>5} {'speedup':>7}  best tiny instance"
+        )
         for prec, n, batch, tm, tf, ti, sm, sf, cb, cf in rows:
-            print(f"{prec:5} {n:3d} {batch:10d} {tm:8.3f} {tf:5.2f} {sm:8.3f} {sf:5.2f} {cb:8.3f} {cf:5.2f} "
-                  f"{sm / tm:7.2f}  {ti}")
-    print(f"\n{len(cases) - sum(1 for e in summary.values() for x in e if x == float('inf'))}/{len(cases)} "
-          f"correctness cases pass; {fails} failure(s) in all")
+            print(
+                f"{prec:5} {n:3d} {batch:10d} {tm:8.3f} {tf:5.2f} {sm:8.3f} {sf:5.2f} {cb:8.3f} {cf:5.2f} "
+                f"{sm / tm:7.2f}  {ti}"
+            )
+    print(
+        f"\n{len(cases) - sum(1 for e in summary.values() for x in e if x == float('inf'))}/{len(cases)} "
+        f"correctness cases pass; {fails} failure(s) in all"
+    )
     return 1 if fails else 0
 
 

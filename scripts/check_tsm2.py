@@ -16,6 +16,7 @@
 Prints the roofline fraction (bytes / measured bandwidth) / time with bytes = elem (m k + k n + m n)
 and the model's pick next to the measured best. Full logs and JSON go to --out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,6 +36,7 @@ from autotune.sweep.compile import CompileRequest, compile_all
 from autotune.sweep.backends.local import DEFAULT_CACHE_DIR
 from autotune.sweep.backends.gpu_worker import LoadedKernels
 from autotune.sweep.timing import Timer, TimingPlan, copy_bandwidth, summarize
+
 ROOT = Path(__file__).resolve().parent.parent
 
 KERNELS = ROOT / "kernels_src"
@@ -42,12 +44,14 @@ SOURCE = KERNELS / "tsm2.cuh"
 CTYPE = {"fp32": "float", "fp64": "double"}
 DTYPE = {"fp32": np.float32, "fp64": np.float64}
 TOL = {"fp32": 1e-5, "fp64": 1e-12}
-UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "fp64": 2.0 ** -53}
+UNIT_ROUNDOFF = {"fp32": 2.0**-24, "fp64": 2.0**-53}
 
 
 def full_size_tol(precision: str, k: int) -> float:
     """At k = 20480 fp32 rounding alone reaches ~u*sqrt(k/2) ~ 6e-6 of the norm: allow 10 u sqrt(k)."""
-    return max(TOL[precision], 10 * UNIT_ROUNDOFF[precision] * k ** 0.5)
+    return max(TOL[precision], 10 * UNIT_ROUNDOFF[precision] * k**0.5)
+
+
 # FMA lanes per SM (datasheet) to turn the SM clock into a peak flop rate: cc -> (fp32, fp64)
 FMA_LANES = {90: (128, 64), 80: (64, 32), 70: (64, 32)}
 
@@ -63,8 +67,10 @@ class Tsm2Params:
     ast: int = 0
 
     def name_expr(self, precision: str, ta: int = 0, tb: int = 0) -> str:
-        return (f"autotune::tsm2<{CTYPE[precision]}, {ta}, {tb}, {self.t1}, {self.t2}, {self.t3}, "
-                f"{self.ks}, {self.rpt}, {self.bpf}, {self.ast}>")
+        return (
+            f"autotune::tsm2<{CTYPE[precision]}, {ta}, {tb}, {self.t1}, {self.t2}, {self.t3}, "
+            f"{self.ks}, {self.rpt}, {self.bpf}, {self.ast}>"
+        )
 
     def geometry(self, m: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         return (-(-m // (self.t1 * self.rpt)), 1, 1), (self.t1, self.ks, 1)
@@ -104,8 +110,9 @@ def compile_module(cp, names: list[str]) -> LoadedKernels:
     return LoadedKernels(kernels)
 
 
-def launch(fn, params, precision: str, m: int, n: int, k: int, alpha: float, A, lda: int, B, ldb: int,
-           beta: float, C, ldc: int) -> None:
+def launch(
+    fn, params, precision: str, m: int, n: int, k: int, alpha: float, A, lda: int, B, ldb: int, beta: float, C, ldc: int
+) -> None:
     grid, block = params.geometry(m)
     fn(grid, block, strided_args(precision, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1))
 
@@ -168,17 +175,26 @@ def device_figures(cp, bandwidth: float, precision: str) -> ModelDevice:
     sms = int(props["multiProcessorCount"])
     return ModelDevice(
         name=props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
-        bandwidth=bandwidth, peak_flops=2.0 * lanes * sms * clock_hz, sm_count=sms,
-        regs_per_sm=int(props["regsPerMultiprocessor"]), smem_per_sm=int(props["sharedMemPerMultiprocessor"]),
+        bandwidth=bandwidth,
+        peak_flops=2.0 * lanes * sms * clock_hz,
+        sm_count=sms,
+        regs_per_sm=int(props["regsPerMultiprocessor"]),
+        smem_per_sm=int(props["sharedMemPerMultiprocessor"]),
         max_threads_per_sm=int(props["maxThreadsPerMultiProcessor"]),
-        max_threads_per_block=int(props["maxThreadsPerBlock"]), clock_hz=clock_hz)
+        max_threads_per_block=int(props["maxThreadsPerBlock"]),
+        clock_hz=clock_hz,
+    )
 
 
 def tsm2_candidates(precision: str, n: int, model: Tsm2Params) -> list[Tsm2Params]:
     elem = 8 if precision == "fp64" else 4
-    cands = [Tsm2Params(128, n, 4, 1, 1, 1), Tsm2Params(128, n, 16, 1, 1, 1), model,
-             Tsm2Params(model.t1, model.t2, model.t3, model.ks, model.rpt, 0),
-             Tsm2Params(model.t1, model.t2, model.t3, model.ks, model.rpt, 0, 4)]
+    cands = [
+        Tsm2Params(128, n, 4, 1, 1, 1),
+        Tsm2Params(128, n, 16, 1, 1, 1),
+        model,
+        Tsm2Params(model.t1, model.t2, model.t3, model.ks, model.rpt, 0),
+        Tsm2Params(model.t1, model.t2, model.t3, model.ks, model.rpt, 0, 4),
+    ]
     for t1, ks in ((32, 4), (32, 8), (64, 2), (64, 4)):  # register prefetch of A (run 1's best region)
         for t3, rpt in ((8, 1), (16, 1), (4, 2), (8, 2)):
             cands.append(Tsm2Params(t1, n, t3, ks, rpt, 0, 0))
@@ -220,13 +236,22 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     log = Log(args.out)
     props = cp.cuda.runtime.getDeviceProperties(0)
-    log("device:", props["name"], "| cupy", cp.__version__, "| runtime", cp.cuda.runtime.runtimeGetVersion(),
-        "| driver", cp.cuda.runtime.driverGetVersion(), "| nvrtc", cp.cuda.nvrtc.getVersion())
+    log(
+        "device:",
+        props["name"],
+        "| cupy",
+        cp.__version__,
+        "| runtime",
+        cp.cuda.runtime.runtimeGetVersion(),
+        "| driver",
+        cp.cuda.runtime.driverGetVersion(),
+        "| nvrtc",
+        cp.cuda.nvrtc.getVersion(),
+    )
     bw = copy_bandwidth()
     log(f"copy bandwidth (1 GiB D2D, read+write, median of 20): {bw / 1e12:.3f} TB/s")
     rng = np.random.default_rng(7)
-    results: dict = {"bandwidth": bw, "device": str(props["name"]), "tsm2": [], "ism2": [], "cublas": [],
-                     "model": []}
+    results: dict = {"bandwidth": bw, "device": str(props["name"]), "tsm2": [], "ism2": [], "cublas": [], "model": []}
 
     # ---- instance sets and model picks
     plan: dict[tuple[str, int], list[Tsm2Params]] = {}
@@ -238,12 +263,23 @@ def main() -> int:
             ch = choose_tsm2(dev, args.m, n, args.m, prec)
             pick = Tsm2Params(ch.t1, ch.t2, ch.t3, ch.ks, 1)
             picks[(prec, n)] = pick
-            results["model"].append({"precision": prec, "n": n, "bound": ch.bound, "t2_threshold": ch.t2_threshold,
-                                     "pick": asdict(pick), "occupancy": ch.estimate.occupancy,
-                                     "util_mem": ch.estimate.util_mem, "predicted_ms": ch.predicted_time_s * 1e3})
-            log(f"model {prec} n={n}: {ch.bound}-bound (t2*={ch.t2_threshold:.1f}), pick {pick.label()}, "
+            results["model"].append(
+                {
+                    "precision": prec,
+                    "n": n,
+                    "bound": ch.bound,
+                    "t2_threshold": ch.t2_threshold,
+                    "pick": asdict(pick),
+                    "occupancy": ch.estimate.occupancy,
+                    "util_mem": ch.estimate.util_mem,
+                    "predicted_ms": ch.predicted_time_s * 1e3,
+                }
+            )
+            log(
+                f"model {prec} n={n}: {ch.bound}-bound (t2*={ch.t2_threshold:.1f}), pick {pick.label()}, "
                 f"occupancy {ch.estimate.occupancy}, Util_mem {ch.estimate.util_mem:.2f}, "
-                f"predicted {ch.predicted_time_s * 1e3:.3f} ms")
+                f"predicted {ch.predicted_time_s * 1e3:.3f} ms"
+            )
             plan[(prec, n)] = tsm2_candidates(prec, n, pick)
 
     # ---- compile (one module per precision and n)
@@ -252,14 +288,15 @@ def main() -> int:
 
     arch = int(cp.cuda.Device().compute_capability)
     names = sorted({c.name_expr(prec) for (prec, _n), cands in plan.items() for c in cands})
-    kernels = compile_all([CompileRequest(SOURCE, (nm,), arch, (KERNELS,)) for nm in names], DEFAULT_CACHE_DIR,
-                          args.jobs)
+    kernels = compile_all(
+        [CompileRequest(SOURCE, (nm,), arch, (KERNELS,)) for nm in names], DEFAULT_CACHE_DIR, args.jobs
+    )
     loaded = LoadedKernels(kernels)
     for nm, ck in kernels.items():
         if ck.ok:
             modules[nm] = loaded
         else:
-            log(f"COMPILE ERROR {nm}: {ck.log.strip().splitlines()[-1:] }")
+            log(f"COMPILE ERROR {nm}: {ck.log.strip().splitlines()[-1:]}")
     log(f"compiled {sum(len(v) for v in plan.values())} TSM2 instances in {time.time() - t0:.1f} s")
 
     # ---- correctness on small, non-dividing sizes
@@ -272,8 +309,10 @@ def main() -> int:
             if c.name_expr(prec) not in modules:
                 continue
             fn = modules[c.name_expr(prec)].get_function(c.name_expr(prec))
-            err = max(small_check(cp, fn, c, prec, (1000 + 37, n, 777), rng),
-                      small_check(cp, fn, c, prec, (45, max(1, n - 1), 2049), rng))
+            err = max(
+                small_check(cp, fn, c, prec, (1000 + 37, n, 777), rng),
+                small_check(cp, fn, c, prec, (45, max(1, n - 1), 2049), rng),
+            )
             if err <= TOL[prec]:
                 ok[key].append(c)
             else:
@@ -300,8 +339,10 @@ def main() -> int:
             cub = stats(event_times(cp, functools.partial(cp.matmul, A, B), args.reps))
             cub_err = rel_err(cp, cp.matmul(A, B), ref)
             results["cublas"].append({"precision": prec, "n": n, "rel_err": cub_err, **cub})
-            log(f"cuBLAS {prec} n={n}: {cub['median_ms']:.4f} ms, rel err vs float64 {cub_err:.1e} "
-                f"(full-size tolerance {full_size_tol(prec, k):.1e})")
+            log(
+                f"cuBLAS {prec} n={n}: {cub['median_ms']:.4f} ms, rel err vs float64 {cub_err:.1e} "
+                f"(full-size tolerance {full_size_tol(prec, k):.1e})"
+            )
             best = None
             for c in ok[key]:
                 if time.time() - t_start > args.deadline_s:
@@ -317,30 +358,59 @@ def main() -> int:
                     rec["status"] = "wrong"
                     log(f"WRONG at full size {prec} n={n} {c.label()}: {err:.3e}")
                 else:
-                    st = stats(event_times(cp, functools.partial(launch, fn, c, prec, m, n, k, 1.0, A, m, B, k, 0.0, C, m),
-                                           args.reps))
+                    st = stats(
+                        event_times(
+                            cp, functools.partial(launch, fn, c, prec, m, n, k, 1.0, A, m, B, k, 0.0, C, m), args.reps
+                        )
+                    )
                     frac = bytes_moved / bw / (st["median_ms"] * 1e-3)
                     rec.update(st, status="ok", roofline_frac=frac)
-                    log(f"{prec} n={n:2d} {c.label():46s} {st['median_ms']:.4f} ms  roofline {frac:.3f}  "
-                        f"err {err:.1e}")
+                    log(f"{prec} n={n:2d} {c.label():46s} {st['median_ms']:.4f} ms  roofline {frac:.3f}  err {err:.1e}")
                     if best is None or st["median_ms"] < best[1]["median_ms"]:
                         best = (c, st, frac)
                 results["tsm2"].append(rec)
                 del C
             pick = picks[key]
-            pick_rec = next((r for r in results["tsm2"] if r["precision"] == prec and r["n"] == n
-                             and r["params"] == asdict(pick) and r.get("status") == "ok"), None)
+            pick_rec = next(
+                (
+                    r
+                    for r in results["tsm2"]
+                    if r["precision"] == prec
+                    and r["n"] == n
+                    and r["params"] == asdict(pick)
+                    and r.get("status") == "ok"
+                ),
+                None,
+            )
             paper = Tsm2Params(128, n, 4, 1, 1, 1, 0)
-            paper_rec = next((r for r in results["tsm2"] if r["precision"] == prec and r["n"] == n
-                              and r["params"] == asdict(paper) and r.get("status") == "ok"), None)
+            paper_rec = next(
+                (
+                    r
+                    for r in results["tsm2"]
+                    if r["precision"] == prec
+                    and r["n"] == n
+                    and r["params"] == asdict(paper)
+                    and r.get("status") == "ok"
+                ),
+                None,
+            )
             cub_frac = bytes_moved / bw / (cub["median_ms"] * 1e-3)
             if best is not None:
-                rows.append({"prec": prec, "n": n, "best": best[0].label(), "best_ms": best[1]["median_ms"],
-                             "best_frac": best[2], "model": pick.label(),
-                             "model_ms": pick_rec["median_ms"] if pick_rec else float("nan"),
-                             "model_frac": pick_rec["roofline_frac"] if pick_rec else float("nan"),
-                             "paper_frac": paper_rec["roofline_frac"] if paper_rec else float("nan"),
-                             "cublas_ms": cub["median_ms"], "cublas_frac": cub_frac})
+                rows.append(
+                    {
+                        "prec": prec,
+                        "n": n,
+                        "best": best[0].label(),
+                        "best_ms": best[1]["median_ms"],
+                        "best_frac": best[2],
+                        "model": pick.label(),
+                        "model_ms": pick_rec["median_ms"] if pick_rec else float("nan"),
+                        "model_frac": pick_rec["roofline_frac"] if pick_rec else float("nan"),
+                        "paper_frac": paper_rec["roofline_frac"] if paper_rec else float("nan"),
+                        "cublas_ms": cub["median_ms"],
+                        "cublas_frac": cub_frac,
+                    }
+                )
             del B, ref
         del A
         cp.get_default_memory_pool().free_all_blocks()
@@ -372,11 +442,18 @@ def main() -> int:
                 err = max(serr, rel_err(cp, C, ref))
                 rec = {"precision": prec, "params": asdict(c), "rel_err": err, "model_pick": c == pick}
                 if err <= TOL[prec]:
-                    st = stats(event_times(cp, functools.partial(launch, fn, c, prec, mi, ni, ki, 1.0, A, mi, B, ki, 0.0, C,
-                                                             mi), args.reps))
+                    st = stats(
+                        event_times(
+                            cp,
+                            functools.partial(launch, fn, c, prec, mi, ni, ki, 1.0, A, mi, B, ki, 0.0, C, mi),
+                            args.reps,
+                        )
+                    )
                     rec.update(st, status="ok", roofline_frac=bytes_moved / bw / (st["median_ms"] * 1e-3))
-                    log(f"ism2 {prec} {c.label()} {st['median_ms']:.4f} ms roofline {rec['roofline_frac']:.3f}"
-                        f"{'  (model pick)' if c == pick else ''}")
+                    log(
+                        f"ism2 {prec} {c.label()} {st['median_ms']:.4f} ms roofline {rec['roofline_frac']:.3f}"
+                        f"{'  (model pick)' if c == pick else ''}"
+                    )
                 else:
                     rec["status"] = "wrong"
                     log(f"WRONG ism2 {prec} {c.label()}: {err:.3e}")
@@ -386,22 +463,37 @@ def main() -> int:
             if good:
                 b = min(good, key=lambda r: r["median_ms"])
                 pr = next((r for r in good if r["model_pick"]), None)
-                ism_rows.append((prec, Ism2Params(**b["params"]).label(), b["median_ms"], b["roofline_frac"],
-                                 pick.label(), pr["roofline_frac"] if pr else float("nan"), cub["median_ms"],
-                                 bytes_moved / bw / (cub["median_ms"] * 1e-3)))
+                ism_rows.append(
+                    (
+                        prec,
+                        Ism2Params(**b["params"]).label(),
+                        b["median_ms"],
+                        b["roofline_frac"],
+                        pick.label(),
+                        pr["roofline_frac"] if pr else float("nan"),
+                        cub["median_ms"],
+                        bytes_moved / bw / (cub["median_ms"] * 1e-3),
+                    )
+                )
             del A, B, ref
             cp.get_default_memory_pool().free_all_blocks()
 
     (args.out / "tsm2_results.json").write_text(json.dumps(results, indent=1, default=str))
     log("")
-    log(f"TSM2, A {m}x{k} times B {k}x n, beta=0, median of {args.reps} (CUDA events), "
-        f"roofline = (bytes / {bw / 1e12:.3f} TB/s) / time")
-    log(f"{'prec':4s} {'n':>2s} {'best instance':46s} {'ms':>8s} {'roof':>5s} | {'model pick':46s} {'roof':>5s}"
-        f" | paper {'roof':>5s} | {'cuBLAS ms':>9s} {'roof':>5s} {'speedup':>7s}")
+    log(
+        f"TSM2, A {m}x{k} times B {k}x n, beta=0, median of {args.reps} (CUDA events), "
+        f"roofline = (bytes / {bw / 1e12:.3f} TB/s) / time"
+    )
+    log(
+        f"{'prec':4s} {'n':>2s} {'best instance':46s} {'ms':>8s} {'roof':>5s} | {'model pick':46s} {'roof':>5s}"
+        f" | paper {'roof':>5s} | {'cuBLAS ms':>9s} {'roof':>5s} {'speedup':>7s}"
+    )
     for r in rows:
-        log(f"{r['prec']:4s} {r['n']:2d} {r['best']:46s} {r['best_ms']:8.4f} {r['best_frac']:5.3f} | "
+        log(
+            f"{r['prec']:4s} {r['n']:2d} {r['best']:46s} {r['best_ms']:8.4f} {r['best_frac']:5.3f} | "
             f"{r['model']:46s} {r['model_frac']:5.3f} | paper {r['paper_frac']:5.3f} | {r['cublas_ms']:9.4f} "
-            f"{r['cublas_frac']:5.3f} {r['cublas_ms'] / r['best_ms']:7.2f}")
+            f"{r['cublas_frac']:5.3f} {r['cublas_ms'] / r['best_ms']:7.2f}"
+        )
     if ism_rows:
         log("ISM2, A 10^7 x 8 times B 8 x 8: best | model pick | cuBLAS")
         for p, bl, bms, bf, pl, pf, cms, cf in ism_rows:

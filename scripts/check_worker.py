@@ -12,6 +12,7 @@
 6. failure isolation: compile error, wrong result, illegal address, hang, each followed by a good
    measurement.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,11 @@ from autotune.sweep.backends.local import GpuBackend
 from autotune.sweep.backends.tasks import KernelTask, Variant
 
 TEST_KERNELS = paths.ROOT / "tests" / "data" / "kernels"
-POINTS = (gemm_point("fp32", "NN", 32, 32, 32, 20_000), gemm_point("fp64", "NT", 16, 16, 16, 50_000),
-          gemm_point("fp16", "TN", 4, 4, 4, 200_000))
+POINTS = (
+    gemm_point("fp32", "NN", 32, 32, 32, 20_000),
+    gemm_point("fp64", "NT", 16, 16, 16, 50_000),
+    gemm_point("fp16", "TN", 4, 4, 4, 200_000),
+)
 
 
 def row(*cols: object) -> str:
@@ -46,25 +50,40 @@ def row(*cols: object) -> str:
 
 def compile_costs(arch: int) -> list[str]:
     shapes = [(a, b) for a in (0, 1) for b in (0, 1)]
-    names = tuple(f"autotune::gemm_naive<float, float, {a}, {b}, {x}, {y}>"
-                  for a, b in shapes for x, y in ((16, 8), (32, 4), (8, 8), (16, 16), (32, 8), (4, 32)))
+    names = tuple(
+        f"autotune::gemm_naive<float, float, {a}, {b}, {x}, {y}>"
+        for a, b in shapes
+        for x, y in ((16, 8), (32, 4), (8, 8), (16, 16), (32, 8), (4, 32))
+    )
     src = paths.KERNELS_DIR / "gemm_naive.cuh"
     lines = []
     for per_call in (1, 8, len(names)):
         with tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()
             for i in range(0, len(names), per_call):
-                out = compile_batch(CompileRequest(src, names[i:i + per_call], arch, (paths.KERNELS_DIR,)), Path(d))
+                out = compile_batch(CompileRequest(src, names[i : i + per_call], arch, (paths.KERNELS_DIR,)), Path(d))
                 assert all(k.ok for k in out), out[0].log
             wall = time.perf_counter() - t0
-            lines.append(row(f"NVRTC, {per_call} per call", f"{len(names)} instances", f"{wall / len(names) * 1e3:.1f} ms/instance"))
+            lines.append(
+                row(
+                    f"NVRTC, {per_call} per call",
+                    f"{len(names)} instances",
+                    f"{wall / len(names) * 1e3:.1f} ms/instance",
+                )
+            )
             if per_call == len(names):
                 t0 = time.perf_counter()
                 out = compile_batch(CompileRequest(src, names, arch, (paths.KERNELS_DIR,)), Path(d))
                 hit = time.perf_counter() - t0
                 assert all(k.cached for k in out)
                 blobs = len(list((Path(d) / "blobs").iterdir()))
-                lines.append(row("cache hit", f"{len(names)} instances", f"{hit / len(names) * 1e3:.2f} ms/instance, {blobs} blob"))
+                lines.append(
+                    row(
+                        "cache hit",
+                        f"{len(names)} instances",
+                        f"{hit / len(names) * 1e3:.2f} ms/instance, {blobs} blob",
+                    )
+                )
     return lines
 
 
@@ -81,9 +100,15 @@ def failure_tasks() -> list[tuple[str, KernelTask]]:
     def task(name: str, template: str, src: Path, extra: str = "") -> KernelTask:
         v = Variant(p, f"{template}<float, float, 0, 0{extra}>", grid, (16, 8, 1))
         return KernelTask(name, src, "strided", (v,), GEMM, GEMM.scalars(), 10)
+
     good = task("naive", "autotune::gemm_naive", paths.KERNELS_DIR / "gemm_naive.cuh", ", 16, 8")
     out = []
-    for name, template in (("broken", "gemm_broken"), ("wrong", "gemm_wrong"), ("fault", "gemm_fault"), ("hang", "gemm_hang")):
+    for name, template in (
+        ("broken", "gemm_broken"),
+        ("wrong", "gemm_wrong"),
+        ("fault", "gemm_fault"),
+        ("hang", "gemm_hang"),
+    ):
         out += [(name, task(name, f"autotune_test::{template}", TEST_KERNELS / "faulty.cuh")), (f"after {name}", good)]
     return out
 
@@ -99,10 +124,22 @@ def main() -> int:
     with GpuBackend(cache_dir=cache, timeout_s=30, include_dirs=(paths.KERNELS_DIR, TEST_KERNELS)) as backend:
         info = backend.device_info()
         record["device"] = asdict(info)
-        table.append(row("GPU", info.name, f"cc {info.cc}, {info.sm_count} SMs, L2 {info.l2_bytes >> 20} MiB",
-                         f"SM clock {info.sm_clock_mhz} MHz, mem clock {info.mem_clock_mhz} MHz"))
-        table.append(row("software", f"driver {info.driver}", f"CUDA runtime {info.cuda_runtime}",
-                         f"NVRTC {info.nvrtc}, CuPy {info.cupy}"))
+        table.append(
+            row(
+                "GPU",
+                info.name,
+                f"cc {info.cc}, {info.sm_count} SMs, L2 {info.l2_bytes >> 20} MiB",
+                f"SM clock {info.sm_clock_mhz} MHz, mem clock {info.mem_clock_mhz} MHz",
+            )
+        )
+        table.append(
+            row(
+                "software",
+                f"driver {info.driver}",
+                f"CUDA runtime {info.cuda_runtime}",
+                f"NVRTC {info.nvrtc}, CuPy {info.cupy}",
+            )
+        )
         table.append(row("copy bandwidth (1 GiB D2D, read+write)", f"{info.copy_bandwidth / 1e12:.3f} TB/s"))
         table += compile_costs(info.cc)
 
@@ -114,11 +151,23 @@ def main() -> int:
         for m in got:
             status[m.status.value] = status.get(m.status.value, 0) + 1
         n = len(got)
-        table.append(row("sweep, cold cache", f"{len(instances)} instances x {len(POINTS)} points",
-                         f"{cold:.1f} s, {n / cold:.1f} measurements/s", json.dumps(status)))
+        table.append(
+            row(
+                "sweep, cold cache",
+                f"{len(instances)} instances x {len(POINTS)} points",
+                f"{cold:.1f} s, {n / cold:.1f} measurements/s",
+                json.dumps(status),
+            )
+        )
         warm_backend_got, warm = sweep(backend, jobs)
-        table.append(row("sweep, warm cache", f"{n} measurements", f"{warm:.1f} s, {n / warm:.1f} measurements/s",
-                         f"restarts {backend.restarts}"))
+        table.append(
+            row(
+                "sweep, warm cache",
+                f"{n} measurements",
+                f"{warm:.1f} s, {n / warm:.1f} measurements/s",
+                f"restarts {backend.restarts}",
+            )
+        )
         record["sweep"] = [asdict(m) for m in got + warm_backend_got]
 
         for p in POINTS:
@@ -129,12 +178,17 @@ def main() -> int:
             record.setdefault("cublas", []).append(asdict(cb))
             roof = p.bytes_moved(False) / info.copy_bandwidth * 1e3
             name = next(i.name for i in instances if i.id == best.instance_id)
-            table.append(row(f"{p.key}", f"best naive {name} {best.median_ms * 1e3:.1f} us "
-                             f"(p20 {best.p20_ms * 1e3:.1f}, p80 {best.p80_ms * 1e3:.1f}, {best.reps} reps, {best.l2_protection})",
-                             f"same instance again {again.median_ms * 1e3:.1f} us",
-                             f"cuBLAS {cb.status.value} {cb.median_ms * 1e3 if cb.median_ms else float('nan'):.1f} us",
-                             f"roofline {roof * 1e3:.1f} us -> naive {roof / best.median_ms:.2f}, cuBLAS "
-                             f"{roof / cb.median_ms if cb.median_ms else float('nan'):.2f}"))
+            table.append(
+                row(
+                    f"{p.key}",
+                    f"best naive {name} {best.median_ms * 1e3:.1f} us "
+                    f"(p20 {best.p20_ms * 1e3:.1f}, p80 {best.p80_ms * 1e3:.1f}, {best.reps} reps, {best.l2_protection})",
+                    f"same instance again {again.median_ms * 1e3:.1f} us",
+                    f"cuBLAS {cb.status.value} {cb.median_ms * 1e3 if cb.median_ms else float('nan'):.1f} us",
+                    f"roofline {roof * 1e3:.1f} us -> naive {roof / best.median_ms:.2f}, cuBLAS "
+                    f"{roof / cb.median_ms if cb.median_ms else float('nan'):.2f}",
+                )
+            )
             regs = statistics.median(m.registers for m in ours)
             table.append(row("", f"registers median {regs}", f"max rel err {max(m.max_rel_err for m in ours):.2e}"))
 
@@ -143,8 +197,14 @@ def main() -> int:
             backend.timeout_s = 5 if label == "hang" else 30
             t0 = time.perf_counter()
             (m,) = backend.run_tasks([task])
-            failures.append(row(f"isolation: {label}", m.status.value, f"{time.perf_counter() - t0:.1f} s",
-                                (m.error or "")[:90].replace("\n", " ")))
+            failures.append(
+                row(
+                    f"isolation: {label}",
+                    m.status.value,
+                    f"{time.perf_counter() - t0:.1f} s",
+                    (m.error or "")[:90].replace("\n", " "),
+                )
+            )
             record.setdefault("failures", []).append(asdict(m))
         table += failures
         table.append(row("worker restarts", backend.restarts))

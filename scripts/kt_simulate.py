@@ -24,6 +24,7 @@ Output JSON: {"kernel_tuner": version, "max_fevals": N, "params": [...], "size":
               "runs": {strategy: {seed: {"order": [key, ...], "times": [ms | null, ...], "wall_s": s}}},
               "failed": {strategy: "error text"}, "cut": "why it stopped early" (only when it did)}
 """
+
 from __future__ import annotations
 
 import argparse
@@ -91,10 +92,21 @@ def run_one(strategy: str, seed: int, doc: dict, keep: list[str], path: str, max
         warnings.simplefilter("ignore")
         stdout, sys.stdout = sys.stdout, devnull
         try:
-            results, _ = tune_kernel(doc["kernel_name"], "/* simulated */", ps if ps != "callable" else 1, [],
-                                     doc["tune_params"], restrictions=restrictions, simulation_mode=True, cache=path,
-                                     strategy=strategy, strategy_options={"max_fevals": max_fevals}, quiet=True,
-                                     verbose=False, objective="time")
+            results, _ = tune_kernel(
+                doc["kernel_name"],
+                "/* simulated */",
+                ps if ps != "callable" else 1,
+                [],
+                doc["tune_params"],
+                restrictions=restrictions,
+                simulation_mode=True,
+                cache=path,
+                strategy=strategy,
+                strategy_options={"max_fevals": max_fevals},
+                quiet=True,
+                verbose=False,
+                objective="time",
+            )
         finally:
             sys.stdout = stdout
     order, times, seen = [], [], set()
@@ -122,14 +134,25 @@ def main() -> None:
     ap.add_argument("--seeds", default="0-9", help="a range a-b or a list a,b,c")
     ap.add_argument("--max-fevals", type=int, required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--deadline", type=float, default=0.0, help="Unix time after which no further seed is started "
-                    "(the runs finished so far are written; \"cut\" in the output says where it stopped)")
+    ap.add_argument(
+        "--deadline",
+        type=float,
+        default=0.0,
+        help="Unix time after which no further seed is started "
+        '(the runs finished so far are written; "cut" in the output says where it stopped)',
+    )
     args = ap.parse_args()
     import kernel_tuner
 
     doc, keep = reduced(load(args.cache))
-    out = {"kernel_tuner": getattr(kernel_tuner, "__version__", "?"), "max_fevals": args.max_fevals,
-           "params": keep, "size": len(doc["cache"]), "runs": {}, "failed": {}}
+    out = {
+        "kernel_tuner": getattr(kernel_tuner, "__version__", "?"),
+        "max_fevals": args.max_fevals,
+        "params": keep,
+        "size": len(doc["cache"]),
+        "runs": {},
+        "failed": {},
+    }
     strategies = args.strategies.split(",")
     spent = {s: 0.0 for s in strategies}
     with tempfile.TemporaryDirectory() as tmp:
@@ -145,8 +168,9 @@ def main() -> None:
                     continue
                 t = time.monotonic()
                 try:
-                    out["runs"].setdefault(strategy, {})[str(seed)] = run_one(strategy, seed, doc, keep, path,
-                                                                              args.max_fevals)
+                    out["runs"].setdefault(strategy, {})[str(seed)] = run_one(
+                        strategy, seed, doc, keep, path, args.max_fevals
+                    )
                 except Exception as exc:  # noqa: BLE001 - a strategy that cannot run here is reported, not fatal
                     out["failed"][strategy] = f"{type(exc).__name__}: {exc}"[:300]
                     out["runs"].pop(strategy, None)

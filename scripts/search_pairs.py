@@ -16,6 +16,7 @@ generates for the point was measured at it) for databases swept without a `where
 Each pair also knows a Kernel Tuner cache of itself (`kt_cache`): the hub file as it is, or for a database pair
 the cache `autotune export kerneltuner DB --space NAME --point KEY` writes.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -33,10 +34,14 @@ import numpy as np
 from autotune.space.instance import Instance
 from autotune.store.store import Store
 from autotune.vocab import Measurement, Status, TestPoint
+
 ROOT = Path(__file__).resolve().parent.parent
 
-DEFAULT_SOURCES = ("results/complete_h100/complete_h100.sqlite.xz", "results/complete_conv_h200/complete_conv_h200.sqlite.xz",
-                   "results/bench/hub")
+DEFAULT_SOURCES = (
+    "results/complete_h100/complete_h100.sqlite.xz",
+    "results/complete_conv_h200/complete_conv_h200.sqlite.xz",
+    "results/bench/hub",
+)
 
 
 @dataclass
@@ -52,8 +57,13 @@ class Pair:
     times: np.ndarray = field(init=False)  # per instance: median ms, NaN for a failure
 
     def __post_init__(self) -> None:
-        self.times = np.array([m.median_ms if m.status == Status.OK and m.median_ms is not None else np.nan
-                               for m in (self.recorded[i.id] for i in self.instances)], dtype=float)
+        self.times = np.array(
+            [
+                m.median_ms if m.status == Status.OK and m.median_ms is not None else np.nan
+                for m in (self.recorded[i.id] for i in self.instances)
+            ],
+            dtype=float,
+        )
 
     @property
     def true_best(self) -> float:
@@ -69,6 +79,7 @@ class Pair:
             return Path(self.kt_source)
         from autotune.interop.kerneltuner import write_cache
         from autotune.interop.kt_store import export_cache
+
         path = out_dir / f"{self.space}_{self.point.key.replace(':', '_')}.json"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -84,23 +95,34 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
-def pairs_of_database(db: Path, min_size: int = 1, label: str | None = None,
-                      kt_source: str | None = None) -> list[Pair]:
+def pairs_of_database(
+    db: Path, min_size: int = 1, label: str | None = None, kt_source: str | None = None
+) -> list[Pair]:
     """Every (device, space, point) measured in `db`; the universe of each is the instances recorded there (the
     latest measurement of an instance measured twice)."""
     from sqlalchemy import select
 
     from autotune.store.schema import Device, InstanceRow, MeasurementRow, Point
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # older schema versions are read through a migrated copy
         with Store.open(str(db), readonly=True) as store:
             with store.session() as s:
-                rows = s.execute(select(MeasurementRow.instance_id, MeasurementRow.status, MeasurementRow.median_ms,
-                                        InstanceRow.space, InstanceRow.params, Point, Device.name)
-                                 .join(InstanceRow, InstanceRow.id == MeasurementRow.instance_id)
-                                 .join(Point, Point.id == MeasurementRow.point_id)
-                                 .join(Device, Device.id == MeasurementRow.device_id)
-                                 .order_by(MeasurementRow.id)).all()
+                rows = s.execute(
+                    select(
+                        MeasurementRow.instance_id,
+                        MeasurementRow.status,
+                        MeasurementRow.median_ms,
+                        InstanceRow.space,
+                        InstanceRow.params,
+                        Point,
+                        Device.name,
+                    )
+                    .join(InstanceRow, InstanceRow.id == MeasurementRow.instance_id)
+                    .join(Point, Point.id == MeasurementRow.point_id)
+                    .join(Device, Device.id == MeasurementRow.device_id)
+                    .order_by(MeasurementRow.id)
+                ).all()
                 groups: dict[tuple, dict[str, tuple]] = {}
                 for iid, status, median, space, params, p, device in rows:
                     params = json.loads(params) if isinstance(params, str) else params
@@ -117,14 +139,25 @@ def pairs_of_database(db: Path, min_size: int = 1, label: str | None = None,
             recorded[iid] = Measurement(iid, point, Status(status), median_ms=median)
         if not any(m.status == Status.OK and m.median_ms for m in recorded.values()):
             continue
-        out.append(Pair(label or _rel(db), device.removeprefix("kerneltuner:"), space, point, instances, recorded,
-                        db=str(db), kt_source=kt_source))
+        out.append(
+            Pair(
+                label or _rel(db),
+                device.removeprefix("kerneltuner:"),
+                space,
+                point,
+                instances,
+                recorded,
+                db=str(db),
+                kt_source=kt_source,
+            )
+        )
     return out
 
 
 def pairs_of_caches(paths: list[Path], work: Path, min_size: int = 1) -> list[Pair]:
     """Each Kernel Tuner cache imported into its own temporary database under `work`: one pair per cache."""
     from autotune.interop.kt_store import import_cache
+
     out = []
     work = work / "imported"
     work.mkdir(parents=True, exist_ok=True)
@@ -165,8 +198,10 @@ def load_sources(sources: list[str], work: Path, min_size: int = 1) -> list[Pair
         elif path.name.endswith((".json", ".json.xz", ".json.gz")):
             pairs += pairs_of_caches([path], work, min_size)
         else:
-            raise SystemExit(f"error: {src}: not a database (*.sqlite[.gz]), a Kernel Tuner cache (*.json[.gz]) "
-                             "or a directory of them")
+            raise SystemExit(
+                f"error: {src}: not a database (*.sqlite[.gz]), a Kernel Tuner cache (*.json[.gz]) "
+                "or a directory of them"
+            )
     return pairs
 
 
@@ -176,6 +211,7 @@ def discover_complete(min_size: int = 1) -> list[Pair]:
     from autotune.devices import get_device
     from autotune.space.generator import generate, serving
     from autotune.space.spec import load_space
+
     files = {}
     for path in [*sorted((ROOT / "spaces").glob("*.yaml")), *sorted(ROOT.glob("examples/*/space.yaml"))]:
         try:
@@ -202,8 +238,9 @@ def discover_complete(min_size: int = 1) -> list[Pair]:
             if len(wanted) < min_size or any(i.id not in p.recorded for i in wanted):
                 continue
             seen.add((p.space, p.point))
-            out.append(Pair(p.source, p.device, p.space, p.point, wanted, {i.id: p.recorded[i.id] for i in wanted},
-                            db=p.db))
+            out.append(
+                Pair(p.source, p.device, p.space, p.point, wanted, {i.id: p.recorded[i.id] for i in wanted}, db=p.db)
+            )
     return out
 
 

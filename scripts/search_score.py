@@ -23,6 +23,7 @@ replay of our strategies has no such times for the hub's spaces, so this is its 
 evaluated at each evaluation count). Where a range runs past a strategy's trace (budget 20% of the space), the last
 value is carried, as the methodology does for runs that stop early.
 """
+
 from __future__ import annotations
 
 import math

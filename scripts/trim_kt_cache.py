@@ -7,6 +7,7 @@ Writes OUT_DIR/<parent folder>_<file name>.json.gz (gzip, level 9). The trimmed 
 (`time` is what Kernel Tuner's simulation mode and `autotune import kerneltuner` read); the repetitions and time stamps are
 what made the benchmark hub's files large. Used for results/bench/hub/ (PROVENANCE.md there).
 """
+
 from __future__ import annotations
 
 import gzip

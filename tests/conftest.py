@@ -4,6 +4,7 @@ Under pytest-xdist (`-n N --dist loadgroup`, what scripts/test.sh passes), the t
 server run in one worker, one after another: some restart or stop the server (tests/test_faults.py), which must
 not cut another test's connection (tests/test_faults.py, whose fake GPU workers run under 1 s watchdogs, joins
 that worker too, so that two of its sweeps never compete for the cores); and the GPU tests share one GPU."""
+
 from __future__ import annotations
 
 import os
@@ -19,6 +20,7 @@ os.environ.setdefault("AUTOTUNE_PREWARM", "0")
 def _have_gpu() -> bool:
     try:
         import cupy
+
         return cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:
         return False

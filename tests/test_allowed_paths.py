@@ -3,6 +3,7 @@ results database), a declared kind's `reference:`/`baseline:` file and a `proble
 executed). `/etc/passwd`, `../x.cu`, a link leading out: refused with one line naming the space file, the key and the
 path, unless the user allows the folder (`autotune --allow-path DIR`, AUTOTUNE_ALLOW_PATHS). Built-in spaces and the
 examples load as before."""
+
 from __future__ import annotations
 
 import os
@@ -76,21 +77,20 @@ def test_built_in_spaces_still_load(name: str) -> None:
     assert kernel is None or kernel.source_path.is_file()  # synthetic_1e9 has no kernel
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in (paths.ROOT / "examples").iterdir()
-                                           if (p / "space.yaml").is_file()))
+@pytest.mark.parametrize(
+    "example", sorted(p.name for p in (paths.ROOT / "examples").iterdir() if (p / "space.yaml").is_file())
+)
 def test_examples_still_load(example: str) -> None:
     assert load_space(paths.ROOT / "examples" / example / "space.yaml").kernel.source_path.is_file()
 
 
 def test_a_system_file_as_source_is_refused(space_dir: Path) -> None:
-    refused(edited(space_dir, "source: transpose.cu", "source: /etc/passwd"), "kernel: source:",
-            Path("/etc/passwd"))
+    refused(edited(space_dir, "source: transpose.cu", "source: /etc/passwd"), "kernel: source:", Path("/etc/passwd"))
 
 
 def test_a_source_above_the_space_folder_is_refused(space_dir: Path) -> None:
     shutil.copy(space_dir / "transpose.cu", space_dir.parent / "x.cu")
-    refused(edited(space_dir, "source: transpose.cu", "source: ../x.cu"), "kernel: source:",
-            space_dir.parent / "x.cu")
+    refused(edited(space_dir, "source: transpose.cu", "source: ../x.cu"), "kernel: source:", space_dir.parent / "x.cu")
 
 
 def test_a_link_that_leads_out_is_refused(space_dir: Path) -> None:
@@ -101,10 +101,14 @@ def test_a_link_that_leads_out_is_refused(space_dir: Path) -> None:
 def test_a_reference_file_outside_is_refused_and_not_run(space_dir: Path) -> None:
     outside = space_dir.parent / "ref.py"
     outside.write_text((space_dir / "reference.py").read_text() + "\nopen(__file__ + '.ran', 'w').close()\n")
-    refused(edited(space_dir, "reference: reference.py:transpose", "reference: ../ref.py:transpose"),
-            "reference:", outside)
-    refused(edited(space_dir, "baseline: reference.py:cupy_transpose", "baseline: ../ref.py:cupy_transpose"),
-            "baseline:", outside)
+    refused(
+        edited(space_dir, "reference: reference.py:transpose", "reference: ../ref.py:transpose"), "reference:", outside
+    )
+    refused(
+        edited(space_dir, "baseline: reference.py:cupy_transpose", "baseline: ../ref.py:cupy_transpose"),
+        "baseline:",
+        outside,
+    )
     assert not Path(f"{outside}.ran").exists()
 
 
@@ -129,8 +133,14 @@ def test_the_environment_allows_a_folder(space_dir: Path, monkeypatch: pytest.Mo
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != ALLOW_ENV}
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
-                          env=dict(env, PYTHONPATH=str(paths.ROOT)), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(env, PYTHONPATH=str(paths.ROOT)),
+        timeout=120,
+    )
 
 
 def test_the_command_line_refuses_in_one_line_and_allow_path_allows(space_dir: Path) -> None:

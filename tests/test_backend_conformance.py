@@ -1,6 +1,7 @@
 """The executor conformance suite (autotune.testing.backends) on the CPU: the replay backend over committed
 databases, a stencil (a kind with no baseline) and a GEMM sweep (cuBLAS recorded). The local GPU backend runs the
 same suite in tests/gpu/test_backend_conformance_gpu.py. A backend that breaks a clause fails the suite."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -96,8 +97,9 @@ class Unexplained(ReplayBackend):
             yield Measurement(m.instance_id, m.point, Status.WRONG)
 
 
-@pytest.mark.parametrize("broken, check", [(Duplicating, "test_one_measurement_per_pair"),
-                                           (Unexplained, "test_statuses_are_valid")])
+@pytest.mark.parametrize(
+    "broken, check", [(Duplicating, "test_one_measurement_per_pair"), (Unexplained, "test_statuses_are_valid")]
+)
 def test_the_suite_catches_a_broken_backend(broken: type, check: str) -> None:
     suite = TestReplayOfAStencil()
     backend = broken(str(STENCIL_DB))

@@ -1,6 +1,7 @@
 """scripts/bench_kt_switch.py without a GPU: the comparison of two runs, Kernel Tuner's cache read after a stop, the
 screening verdict, and --dry-run (both tools' search spaces from Kernel Tuner's own unchanged example scripts have
 the same size; needs a Python with Kernel Tuner 1.5 and autotune's dependencies: AUTOTUNE_KT_PYTHON)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -22,8 +23,16 @@ spec.loader.exec_module(bench)
 
 def _run(side: str, times: dict[int, float | None], wall: float, first: float = 1.0, space: int = 4):
     r = bench.Run("k", side, process_wall_s=wall, call_wall_s=wall - 1, space_size=space)
-    r.results = [{"params": {"b": b}, "time": t, "error": None if t else "CompilationFailedConfig",
-                  "timestamp": None, "compile_ms": 500.0} for b, t in times.items()]
+    r.results = [
+        {
+            "params": {"b": b},
+            "time": t,
+            "error": None if t else "CompilationFailedConfig",
+            "timestamp": None,
+            "compile_ms": 500.0,
+        }
+        for b, t in times.items()
+    ]
     r.configs, r.ok = len(times), sum(1 for t in times.values() if t)
     r.configs_per_s = r.configs / wall
     ok = {b: t for b, t in times.items() if t}
@@ -63,8 +72,12 @@ def test_kernel_tuners_cache_left_open_by_a_stop_is_read() -> None:
 
 @pytest.mark.skipif(not KT_PYTHON.exists(), reason=f"no Kernel Tuner Python at {KT_PYTHON} (AUTOTUNE_KT_PYTHON)")
 def test_dry_run_builds_the_same_space_as_kernel_tuner(tmp_path: Path) -> None:
-    out = subprocess.run([str(KT_PYTHON), str(SCRIPT), "--dry-run", "--cases", "stencil,expdist", "--out",
-                          str(tmp_path)], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [str(KT_PYTHON), str(SCRIPT), "--dry-run", "--cases", "stencil,expdist", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     assert any(ln.startswith("stencil") and "Kernel Tuner     31  ours     31  same" in ln for ln in lines), lines

@@ -1,4 +1,5 @@
 """scripts/bench_search.py on a tiny Kernel Tuner cache (seconds), its pair sources and the methodology score."""
+
 from __future__ import annotations
 
 import csv
@@ -24,17 +25,24 @@ def tiny_cache(path: Path, failed: int = 3) -> Path:
     """A Kernel Tuner cache of 6 x 5 x 2 configurations, a smooth bowl, the first `failed` compile failures."""
     keys = ["block_size_x", "tile", "flag"]
     cache = {}
-    for i, (bx, t, f) in enumerate((bx, t, f) for bx in (16, 32, 64, 128, 256, 512) for t in (1, 2, 3, 4, 5)
-                                   for f in (0, 1)):
+    for i, (bx, t, f) in enumerate(
+        (bx, t, f) for bx in (16, 32, 64, 128, 256, 512) for t in (1, 2, 3, 4, 5) for f in (0, 1)
+    ):
         e = {"block_size_x": bx, "tile": t, "flag": f}
         if i < failed:
             e["__error__"] = "CompilationFailedConfig"
         else:
             e["time"] = 1.0 + (np.log2(bx) - 6) ** 2 * 0.1 + (t - 3) ** 2 * 0.05 + 0.2 * f
         cache[f"{bx},{t},{f}"] = e
-    doc = {"device_name": "Tiny GPU", "kernel_name": "tiny", "problem_size": [1024], "tune_params_keys": keys,
-           "tune_params": {"block_size_x": [16, 32, 64, 128, 256, 512], "tile": [1, 2, 3, 4, 5], "flag": [0, 1]},
-           "objective": "time", "cache": cache}
+    doc = {
+        "device_name": "Tiny GPU",
+        "kernel_name": "tiny",
+        "problem_size": [1024],
+        "tune_params_keys": keys,
+        "tune_params": {"block_size_x": [16, 32, 64, 128, 256, 512], "tile": [1, 2, 3, 4, 5], "flag": [0, 1]},
+        "objective": "time",
+        "cache": cache,
+    }
     path.write_text(json.dumps(doc))
     return path
 
@@ -62,11 +70,35 @@ def test_a_database_pair_is_exactly_the_recorded_instances_and_exports_to_kernel
 def test_bench_search_end_to_end_writes_every_budget(tmp_path: Path) -> None:
     cache = tiny_cache(tmp_path / "tiny_T1.json")
     out = tmp_path / "search.csv"
-    kt = ["--kt-seeds", "2", "--kt-strategies", "random_sample,greedy_ils"] if KT_PYTHON.exists() else ["--kt-seeds", "0"]
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_search.py"), "--source", str(cache),
-                          "--min-size", "10", "--seeds", "2", "--strategies", "tpe,random", "--fractions", "0.1,0.5",
-                          "--out", str(out), "--no-plot", *kt], capture_output=True, text=True, timeout=300,
-                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    kt = (
+        ["--kt-seeds", "2", "--kt-strategies", "random_sample,greedy_ils"]
+        if KT_PYTHON.exists()
+        else ["--kt-seeds", "0"]
+    )
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_search.py"),
+            "--source",
+            str(cache),
+            "--min-size",
+            "10",
+            "--seeds",
+            "2",
+            "--strategies",
+            "tpe,random",
+            "--fractions",
+            "0.1,0.5",
+            "--out",
+            str(out),
+            "--no-plot",
+            *kt,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     rows = list(csv.DictReader(out.open()))
     ours = [r for r in rows if r["tool"] == "autotune"]
@@ -97,9 +129,15 @@ def test_methodology_score_of_random_search_is_near_zero() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("kernel_tuner") is not None, reason="runs in the main venv only")
 def test_kt_driver_drops_copied_parameters() -> None:
     import kt_simulate
-    doc = {"tune_params_keys": ["a", "a_copy", "b", "c1", "c2"],
-           "cache": {f"{a},{a},{b},7,7": {"a": a, "a_copy": a, "b": b, "c1": 7, "c2": 7, "time": 1.0}
-                     for a in (1, 2) for b in (3, 4)}}
+
+    doc = {
+        "tune_params_keys": ["a", "a_copy", "b", "c1", "c2"],
+        "cache": {
+            f"{a},{a},{b},7,7": {"a": a, "a_copy": a, "b": b, "c1": 7, "c2": 7, "time": 1.0}
+            for a in (1, 2)
+            for b in (3, 4)
+        },
+    }
     out, keep = kt_simulate.reduced(doc)
     assert keep == ["a", "b", "c1", "c2"]  # a copy of a varying parameter goes; equal constants stay
     assert set(out["cache"]) == {f"{a},{b},7,7" for a in (1, 2) for b in (3, 4)}
@@ -110,24 +148,69 @@ def test_jobs_with_a_deadline_merge_into_one_csv_plot_and_provenance(tmp_path: P
     cache = tiny_cache(tmp_path / "tiny_T1.json")
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": "1"}
     jobs = tmp_path / "jobs"
-    base = [sys.executable, str(ROOT / "scripts" / "bench_search.py"), "--source", str(cache), "--min-size", "10",
-            "--strategies", "hybrid,random", "--fractions", "0.1,0.5", "--no-plot", "--kt-seeds", "0", "--seeds", "2"]
+    base = [
+        sys.executable,
+        str(ROOT / "scripts" / "bench_search.py"),
+        "--source",
+        str(cache),
+        "--min-size",
+        "10",
+        "--strategies",
+        "hybrid,random",
+        "--fractions",
+        "0.1,0.5",
+        "--no-plot",
+        "--kt-seeds",
+        "0",
+        "--seeds",
+        "2",
+    ]
     for first in (0, 2):
-        res = subprocess.run(base + ["--first-seed", str(first), "--out", str(jobs / f"ours_{first}.csv")],
-                             capture_output=True, text=True, timeout=300, env=env)
+        res = subprocess.run(
+            base + ["--first-seed", str(first), "--out", str(jobs / f"ours_{first}.csv")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
         assert res.returncode == 0, res.stderr[-2000:]
-    late = subprocess.run(base + ["--deadline", "1", "--out", str(jobs / "late.csv")], capture_output=True, text=True,
-                          timeout=300, env=env)
+    late = subprocess.run(
+        base + ["--deadline", "1", "--out", str(jobs / "late.csv")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert late.returncode == 0 and not (jobs / "late.csv").exists()
     (jobs / "host.txt").write_text("test host\n")
     prov = tmp_path / "PROV.md"
     prov.write_text("# head\n<!-- measured:begin -->\nold\n<!-- measured:end -->\ntail\n")
     out = tmp_path / "res" / "search.csv.gz"
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_search.py"), "--source", str(cache),
-                          "--min-size", "10", "--fractions", "0.1,0.5", "--merge", str(jobs), "--out", str(out),
-                          "--provenance", str(prov)], capture_output=True, text=True, timeout=300, env=env)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_search.py"),
+            "--source",
+            str(cache),
+            "--min-size",
+            "10",
+            "--fractions",
+            "0.1,0.5",
+            "--merge",
+            str(jobs),
+            "--out",
+            str(out),
+            "--provenance",
+            str(prov),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     import gzip
+
     rows = list(csv.DictReader(gzip.open(out, "rt")))
     assert {(r["strategy"], r["seed"]) for r in rows} == {(s, str(k)) for s in ("hybrid", "random") for k in range(4)}
     assert len(rows) == 2 * 4 * 2  # strategies x seeds x budgets

@@ -1,4 +1,5 @@
 """scripts/bench_space.py: the translation to Kernel Tuner restrictions, and the synthetic 10^9 space."""
+
 import ast
 import itertools
 import math
@@ -12,7 +13,6 @@ from autotune.space.spec import load_space
 from tests.support.harness import load_script
 
 
-
 bench = load_script("bench_space")
 H100 = get_device("H100")
 
@@ -20,8 +20,14 @@ H100 = get_device("H100")
 BROAD = {
     "name": "broad",
     "parameters": {"BX": [1, 2, 4, 8, 16, 32], "BY": [1, 2, 3, 4, 8], "BK": [1, 2, 3, 4, 8, 16], "MODE": ["a", "b"]},
-    "derived": {"threads": "BX * BY", "tiles": "ceil(100 / BX)", "lg": "log2(BX)", "half": "floor(BK / 2)",
-                "limit": "max_threads_per_block // 16", "mem": "tiles * BY * elem_bytes"},
+    "derived": {
+        "threads": "BX * BY",
+        "tiles": "ceil(100 / BX)",
+        "lg": "log2(BX)",
+        "half": "floor(BK / 2)",
+        "limit": "max_threads_per_block // 16",
+        "mem": "tiles * BY * elem_bytes",
+    },
     "hard": [
         {"name": "threads", "expr": "threads <= limit", "reason": "t"},
         {"name": "mem", "expr": "mem <= 6e-7 * mem_bandwidth / sm_count", "reason": "t"},
@@ -47,8 +53,10 @@ KT_FRIENDLY = {
         {"name": "divides", "expr": "BK % BY == 0 or BY == 3", "reason": "t"},
         {"name": "chain", "expr": "4 <= threads * BK <= 256", "reason": "t"},
     ],
-    "soft": [{"name": "ceil", "expr": "ceil(64 / threads) <= 4", "reason": "t"},
-             {"name": "rejected_by_kt_parser", "expr": "min(16, 64 // BX) >= BY", "reason": "t"}],
+    "soft": [
+        {"name": "ceil", "expr": "ceil(64 / threads) <= 4", "reason": "t"},
+        {"name": "rejected_by_kt_parser", "expr": "min(16, 64 // BX) >= BY", "reason": "t"},
+    ],
 }
 
 
@@ -61,8 +69,10 @@ def _space(tmp_path, data):
 def _brute_force(space, texts):
     codes = [compile(t, "<t>", "eval") for t in texts]
     names = space.param_names
-    return sum(all(eval(c, {"__builtins__": bench.SAFE_BUILTINS}, dict(zip(names, combo))) for c in codes)
-               for combo in itertools.product(*(p.values for p in space.parameters)))
+    return sum(
+        all(eval(c, {"__builtins__": bench.SAFE_BUILTINS}, dict(zip(names, combo))) for c in codes)
+        for combo in itertools.product(*(p.values for p in space.parameters))
+    )
 
 
 def test_translation_is_plain_python_over_parameters_only(tmp_path):

@@ -1,5 +1,6 @@
 """scripts/bench_sweep.py without a GPU: the instance set both tools get, the Kernel Tuner translation, the
 projection arithmetic and the JSON report (our side runs through the formula backend of the runner tests)."""
+
 import itertools
 import json
 import random
@@ -11,7 +12,6 @@ from autotune.sweep.runner import plan_sweep
 from autotune.space.spec import load_space
 from tests.support.formula_backend import FormulaBackend
 from tests.support.harness import load_script
-
 
 
 bench = load_script("bench_sweep")
@@ -45,10 +45,15 @@ def test_sweep_measures_exactly_the_selected_instances(tmp_path):
     assert {i.id for i in bench.select_instances(other, list(plan.work))} != {i.id for i in chosen}
 
 
-@pytest.mark.parametrize("space,point", [("gemm_batched_simt", "fp32:NN:32x32x32:20000"),
-                                         ("gemm_small_simt", "fp64:TN:16x16x16:1000"),
-                                         ("hgemm_mma", "fp16:NT:64x64x64:2000"),
-                                         ("tsm2", "fp32:NN:4096x8x16:1")])
+@pytest.mark.parametrize(
+    "space,point",
+    [
+        ("gemm_batched_simt", "fp32:NN:32x32x32:20000"),
+        ("gemm_small_simt", "fp64:TN:16x16x16:1000"),
+        ("hgemm_mma", "fp16:NT:64x64x64:2000"),
+        ("tsm2", "fp32:NN:4096x8x16:1"),
+    ],
+)
 def test_kernel_tuner_translation(tmp_path, space, point):
     p = bench.parse_point(point)
     space_path, _, cfg = _cfg(tmp_path, space, p, n=25)
@@ -73,7 +78,7 @@ def test_kernel_tuner_translation(tmp_path, space, point):
     for key in list(rows)[:10]:
         for _ in range(20):
             i = rng.randrange(len(order))
-            alt = key[:i] + (rng.choice(setup.tune_params[order[i]]),) + key[i + 1:]
+            alt = key[:i] + (rng.choice(setup.tune_params[order[i]]),) + key[i + 1 :]
             if alt not in rows:
                 outside += 1
                 assert not all(eval(r, {}, dict(zip(order, alt))) for r in setup.restrictions)
@@ -92,16 +97,20 @@ def test_membership_is_exact_on_a_small_product():
     names = ["A", "B", "C"]
     rows = [(1, 2, 3), (1, 4, 3), (2, 2, 5)]
     tune_params, restrictions = bench.membership(names, rows)
-    accepted = [c for c in itertools.product(*tune_params.values())
-                if all(eval(r, {}, dict(zip(names, c))) for r in restrictions)]
+    accepted = [
+        c
+        for c in itertools.product(*tune_params.values())
+        if all(eval(r, {}, dict(zip(names, c))) for r in restrictions)
+    ]
     assert sorted(accepted) == sorted(rows)
 
 
 def test_translation_matches_kernel_tuner_itself(tmp_path):
     pytest.importorskip("kernel_tuner")
     _, _, cfg = _cfg(tmp_path, n=60)
-    setup = bench.kt_setup(load_space("gemm_batched_simt"), POINT,
-                           bench.select_instances(cfg, list(plan_sweep(cfg)[0].work)))
+    setup = bench.kt_setup(
+        load_space("gemm_batched_simt"), POINT, bench.select_instances(cfg, list(plan_sweep(cfg)[0].work))
+    )
     view = bench.check_with_kernel_tuner(setup)
     assert view["size"] == 60 and view["same_set"] and view["names_differ"] == 0
 
@@ -123,10 +132,26 @@ def test_report_schema(tmp_path):
     chosen = bench.select_instances(cfg, list(plan.work))
     ours = bench.run_ours(text, tmp_path / "ours", FormulaBackend())
     # a Kernel Tuner child result as kt_child writes it (the shape only; no figure of a real run)
-    kt = {"kernel_tuner": "1.5.0", "wall_s": 6.0, "processed": 12, "runs": [{"seconds": 6.0, "configs": 12}],
-          "failed": [], "env": {"device_name": "formula-gpu", "uuid": "x"}, "exit": 0,
-          "results": [{"id": i.id, "time_ms": 1.0, "error": None, "compile_time": 240.0,
-                       "verification_time": 310.0, "benchmark_time": 2.0} for i in chosen]}
+    kt = {
+        "kernel_tuner": "1.5.0",
+        "wall_s": 6.0,
+        "processed": 12,
+        "runs": [{"seconds": 6.0, "configs": 12}],
+        "failed": [],
+        "env": {"device_name": "formula-gpu", "uuid": "x"},
+        "exit": 0,
+        "results": [
+            {
+                "id": i.id,
+                "time_ms": 1.0,
+                "error": None,
+                "compile_time": 240.0,
+                "verification_time": 310.0,
+                "benchmark_time": 2.0,
+            }
+            for i in chosen
+        ],
+    }
     b = bench.Bench(load_space(space_path), space_path, POINT, tuple(chosen), len(plan.work), 3, 20)
     report = bench.build_report(b, ours, kt, None)
     assert bench.check_report(report) == []

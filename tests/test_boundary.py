@@ -1,6 +1,7 @@
 """Every number that enters the results database is checked at the boundary (issue 30, part 1): Kernel Tuner
 imports with hostile times and problem sizes, measurements written through the store's API, and a declared
 kind's `bytes:`/`flops:`. Real SQLite files, the real command line; no mocks."""
+
 from __future__ import annotations
 
 import json
@@ -31,9 +32,15 @@ def kt_cache(path: Path, times: dict[int, Any], problem_size: Any = (64,), extra
     """A Kernel Tuner cache with one entry per block size: {bs: time value}, written as Python's json writes it
     (NaN and Infinity as Kernel Tuner's json.dump writes them)."""
     cache = {str(bs): {"bs": bs, "time": t, **(extra or {}).get(bs, {})} for bs, t in times.items()}
-    doc = {"device_name": "GPU X", "kernel_name": "k", "problem_size": list(problem_size)
-           if isinstance(problem_size, tuple) else problem_size, "tune_params_keys": ["bs"],
-           "tune_params": {"bs": sorted(times)}, "objective": "time", "cache": cache}
+    doc = {
+        "device_name": "GPU X",
+        "kernel_name": "k",
+        "problem_size": list(problem_size) if isinstance(problem_size, tuple) else problem_size,
+        "tune_params_keys": ["bs"],
+        "tune_params": {"bs": sorted(times)},
+        "objective": "time",
+        "cache": cache,
+    }
     path.write_text(json.dumps(doc))
     return path
 
@@ -42,8 +49,12 @@ def rows(db: Path) -> dict[str, tuple[str, float | None, str | None]]:
     """{bs: (status, median, error)} of every stored measurement."""
     engine = sa.create_engine(f"sqlite:///{db}")
     with engine.connect() as conn:
-        got = conn.execute(sa.text("SELECT i.params, m.status, m.median_ms, m.error FROM measurements m "
-                                   "JOIN instances i ON i.id = m.instance_id")).all()
+        got = conn.execute(
+            sa.text(
+                "SELECT i.params, m.status, m.median_ms, m.error FROM measurements m "
+                "JOIN instances i ON i.id = m.instance_id"
+            )
+        ).all()
     engine.dispose()
     return {str(json.loads(p)["bs"]): (s, med, err) for p, s, med, err in got}
 
@@ -54,11 +65,13 @@ def import_file(path: Path, db: Path):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
 
 
 # ------------------------------------------------------------------------------------------------ Kernel Tuner
+
 
 def test_a_negative_time_is_a_failure_and_never_the_best(tmp_path: Path) -> None:
     db = tmp_path / "kt.sqlite"
@@ -72,13 +85,22 @@ def test_a_negative_time_is_a_failure_and_never_the_best(tmp_path: Path) -> None
     assert best[1] == 0.5
 
 
-@pytest.mark.parametrize("value, why", [
-    ("fast", 'time is "fast"'), (None, "time is null"), ([1.0], "time is [1.0]"), (True, "time is true"),
-    (float("nan"), "time is NaN"), (float("inf"), "time is Infinity"), (float("-inf"), "time is -Infinity"),
-    (0, "time is 0.0"),
-])
-def test_a_time_that_is_not_a_positive_number_is_a_failure_with_its_reason(tmp_path: Path, value: Any,
-                                                                           why: str) -> None:
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        ("fast", 'time is "fast"'),
+        (None, "time is null"),
+        ([1.0], "time is [1.0]"),
+        (True, "time is true"),
+        (float("nan"), "time is NaN"),
+        (float("inf"), "time is Infinity"),
+        (float("-inf"), "time is -Infinity"),
+        (0, "time is 0.0"),
+    ],
+)
+def test_a_time_that_is_not_a_positive_number_is_a_failure_with_its_reason(
+    tmp_path: Path, value: Any, why: str
+) -> None:
     db = tmp_path / "kt.sqlite"
     import_file(kt_cache(tmp_path / "c.json", {32: value, 64: 0.5}), db)
     status, median, error = rows(db)["32"]
@@ -88,23 +110,35 @@ def test_a_time_that_is_not_a_positive_number_is_a_failure_with_its_reason(tmp_p
     (bad,) = [r for r in out.records if r.params["bs"] == 32]
     assert bad.status == "error"
     from autotune.interop.kerneltuner import cache_text
+
     entry = json.loads(cache_text(out))["cache"]["32"]
     assert entry["time"] == "RuntimeFailedConfig"  # the export keeps `time`, as Kernel Tuner's failure word
 
 
 def test_bad_repetitions_make_a_failure(tmp_path: Path) -> None:
     db = tmp_path / "kt.sqlite"
-    import_file(kt_cache(tmp_path / "c.json", {32: 1.0, 64: 0.5, 128: 2.0},
-                         extra={32: {"times": [1.0, -3.0]}, 128: {"times": "many"}}), db)
+    import_file(
+        kt_cache(
+            tmp_path / "c.json",
+            {32: 1.0, 64: 0.5, 128: 2.0},
+            extra={32: {"times": [1.0, -3.0]}, 128: {"times": "many"}},
+        ),
+        db,
+    )
     stored = rows(db)
     assert stored["64"][0] == "ok"
     assert stored["32"][0] == "crashed" and "times holds -3.0" in stored["32"][2]
     assert stored["128"][0] == "crashed" and 'times is "many"' in stored["128"][2]
 
 
-@pytest.mark.parametrize("word, status", [("InvalidConfig", "launch_error"),
-                                          ("CompilationFailedConfig", "compile_error"),
-                                          ("RuntimeFailedConfig", "launch_error")])
+@pytest.mark.parametrize(
+    "word, status",
+    [
+        ("InvalidConfig", "launch_error"),
+        ("CompilationFailedConfig", "compile_error"),
+        ("RuntimeFailedConfig", "launch_error"),
+    ],
+)
 def test_kernel_tuners_failure_words_are_failures(tmp_path: Path, word: str, status: str) -> None:
     db = tmp_path / "kt.sqlite"
     import_file(kt_cache(tmp_path / "c.json", {32: word, 64: 0.5}), db)
@@ -136,6 +170,7 @@ def test_the_cli_says_what_it_recorded_as_failed(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ the store
 
+
 @pytest.mark.parametrize("median", [None, float("nan"), float("inf"), -1.0, 0.0])
 def test_the_store_never_records_a_bad_time_as_ok(tmp_path: Path, median: float | None) -> None:
     db = tmp_path / "r.sqlite"
@@ -146,11 +181,10 @@ def test_the_store_never_records_a_bad_time_as_ok(tmp_path: Path, median: float 
             s.execute(sa.text("DELETE FROM measurements WHERE instance_id = :i"), {"i": inst.id})
         store.record_baseline(rec.sweep_id, Measurement("cublas", p, Status.OK, median_ms=median))
         base = store.baselines()
-        (status, error), = base.loc[base["precision"] == p.precision, ["status", "error"]].values
+        ((status, error),) = base.loc[base["precision"] == p.precision, ["status", "error"]].values
         assert status == "crashed" and "not stored as ok" in error
         assert p not in store.baseline_times(rec.device_id)
-        store.record(rec.sweep_id, rec.space_id, [Measurement(inst.id, p, Status.OK, median_ms=median,
-                                                           times_ms=[1.0])])
+        store.record(rec.sweep_id, rec.space_id, [Measurement(inst.id, p, Status.OK, median_ms=median, times_ms=[1.0])])
         m = store.measurements()
         m = m[(m["instance_id"] == inst.id) & (m["precision"] == p.precision)]
         assert list(m["status"]) == ["crashed"] and "not stored as ok" in m["error"].iloc[0]
@@ -178,10 +212,12 @@ def test_the_store_refuses_a_negative_byte_count(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ declared kinds
 
+
 def declared(tmp_path: Path, nbytes: str, flops: str = "n") -> Path:
     (tmp_path / "ref.py").write_text("def ref(x):\n    return 2 * x\n")
-    (tmp_path / "k.cu").write_text("extern \"C\" __global__ void k(float* y, const float* x, int n) {}\n")
-    (tmp_path / "space.yaml").write_text(textwrap.dedent(f"""\
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* y, const float* x, int n) {}\n')
+    (tmp_path / "space.yaml").write_text(
+        textwrap.dedent(f"""\
         name: scale
         problem:
           name: scale
@@ -200,13 +236,15 @@ def declared(tmp_path: Path, nbytes: str, flops: str = "n") -> Path:
           grid: ["ceil(n / bs)", 1, 1]
         parameters:
           bs: [32, 64]
-        """))
+        """)
+    )
     return tmp_path / "space.yaml"
 
 
 @pytest.mark.parametrize("nbytes, flops, what", [("-4", "n", "bytes"), ("0", "n", "bytes"), ("8 * n", "-1", "flops")])
-def test_a_constant_non_positive_byte_count_is_refused_at_load(tmp_path: Path, nbytes: str, flops: str,
-                                                               what: str) -> None:
+def test_a_constant_non_positive_byte_count_is_refused_at_load(
+    tmp_path: Path, nbytes: str, flops: str, what: str
+) -> None:
     with pytest.raises(SpaceError) as err:
         load_space(declared(tmp_path, nbytes, flops))
     assert f"`{what}:`" in err.value.message and err.value.file.endswith("space.yaml")
@@ -214,8 +252,7 @@ def test_a_constant_non_positive_byte_count_is_refused_at_load(tmp_path: Path, n
 
 
 @pytest.mark.parametrize("nbytes, flops, what", [("n - 2 * n", "n", "bytes"), ("8 * n", "n - 2 * n", "flops")])
-def test_a_negative_count_is_refused_where_it_is_evaluated(tmp_path: Path, nbytes: str, flops: str,
-                                                           what: str) -> None:
+def test_a_negative_count_is_refused_where_it_is_evaluated(tmp_path: Path, nbytes: str, flops: str, what: str) -> None:
     kind = load_space(declared(tmp_path, nbytes, flops)).kind
     p = kind.point("fp32", "", {"n": 100})
     with pytest.raises(SpaceError) as err:
@@ -227,19 +264,33 @@ def test_a_negative_count_is_refused_where_it_is_evaluated(tmp_path: Path, nbyte
 # ------------------------------------------------------------------------------------------------ property
 
 _hostile = st.one_of(
-    st.floats(), st.integers(-5, 5), st.text(max_size=6), st.none(), st.booleans(),
+    st.floats(),
+    st.integers(-5, 5),
+    st.text(max_size=6),
+    st.none(),
+    st.booleans(),
     st.sampled_from(["InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig", "ErrorConfig"]),
-    st.lists(st.floats(), max_size=2))
-_sizes = st.one_of(st.just([64]), st.just([32, 16]), st.integers(-3, 3), st.none(), st.text(max_size=4),
-                   st.lists(st.one_of(st.integers(-2, 100), st.floats(), st.booleans()), max_size=4))
+    st.lists(st.floats(), max_size=2),
+)
+_sizes = st.one_of(
+    st.just([64]),
+    st.just([32, 16]),
+    st.integers(-3, 3),
+    st.none(),
+    st.text(max_size=4),
+    st.lists(st.one_of(st.integers(-2, 100), st.floats(), st.booleans()), max_size=4),
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(times=st.lists(_hostile, min_size=1, max_size=5),
-       reps=st.lists(st.one_of(st.none(), st.lists(st.floats(), max_size=3), _hostile), min_size=5, max_size=5),
-       size=_sizes)
-def test_hostile_caches_round_trip(tmp_path_factory: pytest.TempPathFactory, times: list, reps: list,
-                                   size: Any) -> None:
+@given(
+    times=st.lists(_hostile, min_size=1, max_size=5),
+    reps=st.lists(st.one_of(st.none(), st.lists(st.floats(), max_size=3), _hostile), min_size=5, max_size=5),
+    size=_sizes,
+)
+def test_hostile_caches_round_trip(
+    tmp_path_factory: pytest.TempPathFactory, times: list, reps: list, size: Any
+) -> None:
     tmp = tmp_path_factory.mktemp("kt")
     by_bs = {32 * (i + 1): t for i, t in enumerate(times)}
     extra = {bs: {"times": reps[i]} for i, bs in enumerate(by_bs) if reps[i] is not None}
@@ -260,13 +311,17 @@ def test_hostile_caches_round_trip(tmp_path_factory: pytest.TempPathFactory, tim
     with Store.open(str(db)) as store:
         out = export_cache(store, "k")
     from autotune.interop.kerneltuner import cache_text
+
     exported = json.loads(cache_text(out))["cache"]
     assert set(exported) == set(stored)
     for key, entry in exported.items():
         assert "time" in entry, (key, entry)
         t = entry["time"]
         assert (isinstance(t, float) and math.isfinite(t) and t > 0) or t in (
-            "InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig")
+            "InvalidConfig",
+            "CompilationFailedConfig",
+            "RuntimeFailedConfig",
+        )
     again = tmp / "again.json"
     again.write_text(cache_text(out))
     assert len(read_cache(again).records) == len(by_bs)

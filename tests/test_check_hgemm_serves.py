@@ -1,6 +1,7 @@
 """scripts/check_hgemm.py asks the space files which sizes an instance serves (no restated rule): the flat
 kernel's instances serve n^3 exactly where n <= BM < n + 8, the families without `serves:` every size, and
 Space.serves agrees with the generator's vectorised `serving` on whole spaces."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,9 @@ def test_harness_sizes_come_from_the_space(kern) -> None:
         assert all(kern.fits(n) for n in (1, 33, 128)) and kern.bound() == 1 << 30
 
 
-@pytest.mark.parametrize("space_name,precision", [("hgemm_flat_tc", "fp16"), ("gemm_tiny_simt", "fp32"),
-                                                  ("hgemm_mma", "fp16")])
+@pytest.mark.parametrize(
+    "space_name,precision", [("hgemm_flat_tc", "fp16"), ("gemm_tiny_simt", "fp32"), ("hgemm_mma", "fp16")]
+)
 def test_space_serves_matches_the_generator(space_name: str, precision: str) -> None:
     space = load_space(space_name)
     gen = generate(space, get_device("H100"), precision)

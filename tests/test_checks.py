@@ -1,8 +1,8 @@
 """The static checks CI runs, as tests (configuration in pyproject.toml and mkdocs.yml; the same hooks in
 .pre-commit-config.yaml): ruff's lint rules, mypy on the package, and the documentation site built with warnings
 as errors. Each runs the real tool; where it is not installed the test skips, unless AUTOTUNE_REQUIRE_CHECKS=1
-(set by .ci/run), where a missing tool fails. `ruff format --check` is not run yet: the tree is formatted once, then
-it joins these checks."""
+(set by .ci/run), where a missing tool fails. The tree is formatted by `ruff format` (checked here too)."""
+
 from __future__ import annotations
 
 import os
@@ -29,13 +29,22 @@ def _tool(name: str) -> str:
 
 
 def _run(args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               NO_MKDOCS_2_WARNING="1")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        NO_MKDOCS_2_WARNING="1",
+    )
     return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def test_ruff_lint_is_clean() -> None:
     out = _run([_tool("ruff"), "check", "--no-cache", "autotune", "scripts", "tests", "docs/hooks"])
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
+
+
+def test_the_tree_is_formatted() -> None:
+    """`ruff format --check`: run `ruff format .` before committing (the pre-commit hook does)."""
+    out = _run([_tool("ruff"), "format", "--check", "--no-cache", "."])
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
 
 
@@ -64,8 +73,9 @@ def test_mypy_finds_no_new_error() -> None:
     assert not new, "new mypy errors:\n" + "\n".join(sorted(new.elements()))
     fixed = baseline - now
     if fixed:
-        warnings.warn(f"{sum(fixed.values())} errors of tests/data/mypy_baseline.txt are fixed: delete their lines",
-                      stacklevel=1)
+        warnings.warn(
+            f"{sum(fixed.values())} errors of tests/data/mypy_baseline.txt are fixed: delete their lines", stacklevel=1
+        )
 
 
 def test_the_documentation_builds_strict(tmp_path: Path) -> None:

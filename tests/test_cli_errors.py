@@ -1,5 +1,6 @@
 """One error path for the command line (issue 30, part 3): an output path that cannot be written is one line
 naming the file, exit 2, no traceback; warnings print as one readable line, without Python's source lines."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,21 +23,57 @@ def blocker(tmp_path: Path) -> Path:
     return f
 
 
-@pytest.mark.parametrize("args", [
-    ("space", "export", "gemm_naive", "--format", "csv", "-o", "{blocker}/instances.csv"),
-    ("report", str(EXAMPLE_DB), "--out", "{blocker}/report"),
-    ("emit", str(ROOT / "examples" / "transpose" / "results" / "dispatch.json"), "-f", "cpp", "-o",
-     "{blocker}/dispatch.cuh"),
-    # the cache is writable, the T4 file is not: neither is written (the cache used to be, before the T4 failed)
-    ("export", "kerneltuner", str(EXAMPLE_DB), "--space", "transpose_tiled", "--point", "transpose:fp32:-:4096x4096",
-     "--out", "c.json", "--t4", "{blocker}/t4.json"),
-    ("export", "kerneltuner", str(EXAMPLE_DB), "--space", "transpose_tiled", "--point", "transpose:fp32:-:4096x4096",
-     "--out", "{blocker}/c.json"),
-    ("workload", "config", str(ROOT / "configs" / "workloads" / "small_h100.yaml"), "--space", "gemm_batched_simt",
-     "--out", "{blocker}/s.yaml"),
-    ("import", "kerneltuner", "{cache}", "--db", "{blocker}/x.sqlite"),
-    ("import", "kerneltuner", "{cache}", "--db", "x.sqlite", "--space-out", "{blocker}/s.yaml"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("space", "export", "gemm_naive", "--format", "csv", "-o", "{blocker}/instances.csv"),
+        ("report", str(EXAMPLE_DB), "--out", "{blocker}/report"),
+        (
+            "emit",
+            str(ROOT / "examples" / "transpose" / "results" / "dispatch.json"),
+            "-f",
+            "cpp",
+            "-o",
+            "{blocker}/dispatch.cuh",
+        ),
+        # the cache is writable, the T4 file is not: neither is written (the cache used to be, before the T4 failed)
+        (
+            "export",
+            "kerneltuner",
+            str(EXAMPLE_DB),
+            "--space",
+            "transpose_tiled",
+            "--point",
+            "transpose:fp32:-:4096x4096",
+            "--out",
+            "c.json",
+            "--t4",
+            "{blocker}/t4.json",
+        ),
+        (
+            "export",
+            "kerneltuner",
+            str(EXAMPLE_DB),
+            "--space",
+            "transpose_tiled",
+            "--point",
+            "transpose:fp32:-:4096x4096",
+            "--out",
+            "{blocker}/c.json",
+        ),
+        (
+            "workload",
+            "config",
+            str(ROOT / "configs" / "workloads" / "small_h100.yaml"),
+            "--space",
+            "gemm_batched_simt",
+            "--out",
+            "{blocker}/s.yaml",
+        ),
+        ("import", "kerneltuner", "{cache}", "--db", "{blocker}/x.sqlite"),
+        ("import", "kerneltuner", "{cache}", "--db", "x.sqlite", "--space-out", "{blocker}/s.yaml"),
+    ],
+)
 def test_an_output_path_that_cannot_be_written_is_one_line(tmp_path: Path, blocker: Path, args: tuple) -> None:
     cache = tmp_path / "in" / "cache.json"
     cache.parent.mkdir()
@@ -72,12 +109,16 @@ def test_a_warning_is_one_readable_line(tmp_path: Path) -> None:
     assert "UserWarning" not in r.stderr and "warnings.warn" not in r.stderr
 
 
-@pytest.mark.parametrize("edit, words", [
-    (lambda d: d.update(kernels=[]), "names a kernel the table does not list"),
-    (lambda d: d.update(format="something else"), "not a dispatch table"),
-])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda d: d.update(kernels=[]), "names a kernel the table does not list"),
+        (lambda d: d.update(format="something else"), "not a dispatch table"),
+    ],
+)
 def test_a_broken_dispatch_table_is_one_line(tmp_path: Path, edit, words: str) -> None:
     import json
+
     data = json.loads((ROOT / "examples" / "transpose" / "results" / "dispatch.json").read_text())
     edit(data)
     (tmp_path / "t.json").write_text(json.dumps(data))
@@ -101,8 +142,10 @@ def test_report_writes_every_file_or_none(tmp_path: Path, monkeypatch: pytest.Mo
 
     def broken(*args, **kwargs):  # noqa: ANN002, ANN003 - fails after the first files of the report are written
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr(report_module, "emit_python", broken, raising=False)
     import autotune.cli.analyze as analyze
+
     monkeypatch.setattr(analyze, "emit_python", broken)
     r = CliRunner().invoke(app, ["report", str(EXAMPLE_DB), "--out", str(out)])
     assert r.exit_code != 0

@@ -1,4 +1,5 @@
 """The explorer's command line: output, errors (file, line, expression, what to do), exit codes."""
+
 import json
 import subprocess
 import sys
@@ -68,10 +69,18 @@ def test_export_json_and_csv(good, tmp_path):
 
 BROKEN = [
     ("bad yaml", "name: x\nparameters:\n  A: [1, 2\n", "started at line 3", ":4"),
-    ("unknown name", GOOD.replace("threads <= max_threads_per_block", "thread <= max_threads_per_block"),
-     "unknown name 'thread'", ":11"),
-    ("hostile", GOOD.replace("threads <= max_threads_per_block", "__import__('os').system('touch /tmp/pwned')"),
-     "not allowed", ":11"),
+    (
+        "unknown name",
+        GOOD.replace("threads <= max_threads_per_block", "thread <= max_threads_per_block"),
+        "unknown name 'thread'",
+        ":11",
+    ),
+    (
+        "hostile",
+        GOOD.replace("threads <= max_threads_per_block", "__import__('os').system('touch /tmp/pwned')"),
+        "not allowed",
+        ":11",
+    ),
     ("attribute", GOOD.replace("threads <= max_threads_per_block", "threads.real <= 4"), "attribute access", ":11"),
     ("division by zero", GOOD.replace("smem <= 16384", "16384 / (DIM_X - 8) > 1"), "division by zero", ":12"),
     ("type error", GOOD.replace("DIM_X: [8, 16, 32]", "DIM_X: [a, b]"), "type error", ""),
@@ -115,7 +124,9 @@ def test_help_explains():
 
 def test_explorer_imports_no_heavy_package():
     """The explorer must start fast and work without a GPU: no CuPy, Optuna, SQLAlchemy or SciPy at start."""
-    code = ("import sys, autotune.cli.main, autotune.cli.space; "
-            "print([m for m in ('cupy', 'optuna', 'sqlalchemy', 'scipy', 'matplotlib') if m in sys.modules])")
+    code = (
+        "import sys, autotune.cli.main, autotune.cli.space; "
+        "print([m for m in ('cupy', 'optuna', 'sqlalchemy', 'scipy', 'matplotlib') if m in sys.modules])"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr

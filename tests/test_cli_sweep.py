@@ -1,4 +1,5 @@
 """`autotune sweep` and `autotune query` end to end from the command line, on the recorded H100 sweep."""
+
 import sqlite3
 import subprocess
 import sys
@@ -15,15 +16,17 @@ def run(*args):
 
 def test_replayed_sweep_from_the_command_line(tmp_path):
     db = tmp_path / "replay.sqlite"
-    r = run("sweep", "configs/default.yaml", "--replay", str(RECORDED), "--db", str(db), "--quiet",
-            "--max-instances", "20")
+    r = run(
+        "sweep", "configs/default.yaml", "--replay", str(RECORDED), "--db", str(db), "--quiet", "--max-instances", "20"
+    )
     assert r.returncode == 0, r.stderr
     assert "sweep 1: done" in r.stdout and "best so far per test point" in r.stdout
     with sqlite3.connect(db) as c:
         n, inst = c.execute("select count(*), count(distinct instance_id) from measurements").fetchone()
     assert inst == 20 and n >= 20 * 6
-    again = run("sweep", "configs/default.yaml", "--replay", str(RECORDED), "--db", str(db), "--quiet",
-                "--max-instances", "20")
+    again = run(
+        "sweep", "configs/default.yaml", "--replay", str(RECORDED), "--db", str(db), "--quiet", "--max-instances", "20"
+    )
     assert again.returncode == 0 and "already in the database" in again.stdout
     q = run("query", "select status, count(*) as n from measurements group by status", "--db", str(db), "-f", "csv")
     assert q.returncode == 0 and q.stdout.startswith("status,n")
@@ -42,11 +45,19 @@ def test_bad_sweep_input_gives_clear_errors(tmp_path):
     missing = run("sweep", "configs/nope.yaml")
     assert missing.returncode == 2 and "no config file" in missing.stderr and "Traceback" not in missing.stderr
     bad = tmp_path / "bad.yaml"
-    bad.write_text("spaces: [no_such_space]\npoints:\n  - precisions: [fp64]\n    sizes: {square: [4]}\n    batch: 10\n")
+    bad.write_text(
+        "spaces: [no_such_space]\npoints:\n  - precisions: [fp64]\n    sizes: {square: [4]}\n    batch: 10\n"
+    )
     r = run("sweep", str(bad), "--replay", str(RECORDED))
     assert r.returncode == 2 and "no_such_space" in r.stderr and f"{bad}:1" in r.stderr
-    unreachable = run("sweep", "configs/default.yaml", "--replay", str(RECORDED), "--db",
-                      "postgresql+psycopg://nobody@127.0.0.1:1/none")
+    unreachable = run(
+        "sweep",
+        "configs/default.yaml",
+        "--replay",
+        str(RECORDED),
+        "--db",
+        "postgresql+psycopg://nobody@127.0.0.1:1/none",
+    )
     assert unreachable.returncode == 2 and "cannot open database" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr
     nodriver = run("query", "select 1", "--db", "postgresql+pg8000://x@127.0.0.1:1/y")

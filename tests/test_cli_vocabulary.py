@@ -1,6 +1,7 @@
 """One option vocabulary over every command of the Typer app (autotune/cli/aliases.py, docs/cli.md): the same
 thing has the same option name everywhere, old names are hidden aliases that still work, and the generated CLI
 reference lists every visible option."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -75,17 +76,42 @@ def test_the_old_name_still_works_and_warns(tmp_path, old: str, new: str) -> Non
     """`sweep --database` is read as --db (replayed, no GPU) and says it is the old name; both at once, different,
     is refused."""
     from pathlib import Path
+
     root = Path(__file__).resolve().parents[1]
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("name: c\nspaces: [gemm_batched_simt]\npoints: {precisions: [fp32], sizes: {square: 4}, "
-                   "batch: 100}\nmax_instances: 2\nstrategy: random\n")
+    cfg.write_text(
+        "name: c\nspaces: [gemm_batched_simt]\npoints: {precisions: [fp32], sizes: {square: 4}, "
+        "batch: 100}\nmax_instances: 2\nstrategy: random\n"
+    )
     db = tmp_path / "x.sqlite"
     runner = CliRunner()
-    both = runner.invoke(app, ["sweep", str(cfg), new, str(db), old, str(tmp_path / "y.sqlite"), "--quiet",
-                               "--replay", str(root / "results/default/default.sqlite.xz")])
+    both = runner.invoke(
+        app,
+        [
+            "sweep",
+            str(cfg),
+            new,
+            str(db),
+            old,
+            str(tmp_path / "y.sqlite"),
+            "--quiet",
+            "--replay",
+            str(root / "results/default/default.sqlite.xz"),
+        ],
+    )
     assert both.exit_code == 2 and "old name" in both.output
-    r = runner.invoke(app, ["space", "export", "gemm_batched_simt", "--where", "DIM_X == 4 and DIM_Y == 4",
-                            "--output", str(tmp_path / "i.csv")])
+    r = runner.invoke(
+        app,
+        [
+            "space",
+            "export",
+            "gemm_batched_simt",
+            "--where",
+            "DIM_X == 4 and DIM_Y == 4",
+            "--output",
+            str(tmp_path / "i.csv"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert (tmp_path / "i.csv").read_text().startswith("id,")
 

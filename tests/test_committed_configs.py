@@ -1,5 +1,6 @@
 """Committed sweep configs that name instances by a where-filter keep what they say they keep: each profile
 config one instance at its points, and tsm2_h100 the analytical model's picks and the paper's configuration."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,12 +27,18 @@ def test_profile_config_selects_one_instance_at_each_of_its_points(path) -> None
 def test_tsm2_config_measures_the_model_picks_and_the_paper_configuration() -> None:
     cfg = load_config(CONFIGS_DIR / "tsm2_h100.yaml")
     picks_plan, paper_plan, _sample = plan_sweep(cfg)
-    measured = {(p.precision, p.n): {tuple(inst.param_dict[k] for k in tsm2_check.PARAMS)
-                                     for inst, pts in picks_plan.work.items() if p in pts} for p in cfg.points}
+    measured = {
+        (p.precision, p.n): {
+            tuple(inst.param_dict[k] for k in tsm2_check.PARAMS) for inst, pts in picks_plan.work.items() if p in pts
+        }
+        for p in cfg.points
+    }
     for p in cfg.points:
         for bw in (2.9e12, 3.0e12, 3.1e12):  # the picks hold over the measured bandwidths of an H100
             dev = tsm2_check.model_device(profile("H100"), p.precision, bw, 1.98e9)
             pick = tsm2_check.pick_params(choose_tsm2(dev, p.m, p.n, p.k, p.precision))
             assert tuple(pick[k] for k in tsm2_check.PARAMS) in measured[(p.precision, p.n)]
         paper = tsm2_check.paper_params(p.n)
-        assert any(inst.param_dict == {**inst.param_dict, **paper} and p in pts for inst, pts in paper_plan.work.items())
+        assert any(
+            inst.param_dict == {**inst.param_dict, **paper} and p in pts for inst, pts in paper_plan.work.items()
+        )

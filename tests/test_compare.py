@@ -1,5 +1,6 @@
 """`autotune compare`: best time per group of instances at each test point, on real SQLite databases
 (one built through the Store API, and the recorded H100 sweep)."""
+
 from __future__ import annotations
 
 import math
@@ -23,18 +24,31 @@ from tests.support.committed import committed
 RECORDED = committed("default")  # results/default/default.sqlite.xz, read as it is
 SIZES = (4, 8, 16)
 INSTANCES = {  # key -> (space, parameters)
-    "a1": ("gemm_test", {"NSG": 1, "ALG": "x"}), "b1": ("gemm_test", {"NSG": 1, "ALG": "y"}),
+    "a1": ("gemm_test", {"NSG": 1, "ALG": "x"}),
+    "b1": ("gemm_test", {"NSG": 1, "ALG": "y"}),
     "a2": ("gemm_test", {"NSG": 2, "ALG": "x"}),
-    "a4": ("gemm_test", {"NSG": 4, "ALG": "x"}), "b4": ("gemm_test", {"NSG": 4, "ALG": "y"}),
+    "a4": ("gemm_test", {"NSG": 4, "ALG": "x"}),
+    "b4": ("gemm_test", {"NSG": 4, "ALG": "y"}),
     "o1": ("gemm_other", {"BLK": 8}),  # no NSG
 }
 OK, SKIP, WRONG, FAIL = "ok", "skipped", "wrong", "compile_error"
 TIMES_A = {  # (instance, size) -> (status, median ms) on the main GPU
-    ("a1", 4): (SKIP, 3.0), ("b1", 4): (SKIP, 3.5), ("a2", 4): (OK, 1.5), ("a4", 4): (OK, 1.0),
-    ("b4", 4): (OK, 1.2), ("o1", 4): (OK, 0.9),
-    ("a1", 8): (OK, 2.5), ("b1", 8): (SKIP, 2.2), ("a2", 8): (OK, 2.0), ("a4", 8): (WRONG, 0.1),
-    ("b4", 8): (OK, 3.0), ("o1", 8): (OK, 4.0),
-    ("a1", 16): (OK, 4.0), ("b1", 16): (OK, 4.4), ("a2", 16): (OK, 6.0), ("a4", 16): (OK, 5.0),
+    ("a1", 4): (SKIP, 3.0),
+    ("b1", 4): (SKIP, 3.5),
+    ("a2", 4): (OK, 1.5),
+    ("a4", 4): (OK, 1.0),
+    ("b4", 4): (OK, 1.2),
+    ("o1", 4): (OK, 0.9),
+    ("a1", 8): (OK, 2.5),
+    ("b1", 8): (SKIP, 2.2),
+    ("a2", 8): (OK, 2.0),
+    ("a4", 8): (WRONG, 0.1),
+    ("b4", 8): (OK, 3.0),
+    ("o1", 8): (OK, 4.0),
+    ("a1", 16): (OK, 4.0),
+    ("b1", 16): (OK, 4.4),
+    ("a2", 16): (OK, 6.0),
+    ("a4", 16): (OK, 5.0),
     ("b4", 16): (FAIL, None),
 }
 CUBLAS_A = {4: 2.0, 8: 1.0}  # none at 16
@@ -56,13 +70,27 @@ def record(store: Store, uuid: str, name: str, times: dict, cublas: dict) -> Non
     dev = store.upsert_device(info)
     sw = store.upsert_software(info, "0.1.0", "abc123")
     store.upsert_instances(instance(k) for k in INSTANCES)
-    sweep = store.begin_sweep(SweepStart("compare", "name: compare\n", dev, sw, info, scalars={"alpha": 1.0, "beta": 0.0}, reps=20))
+    sweep = store.begin_sweep(
+        SweepStart("compare", "name: compare\n", dev, sw, info, scalars={"alpha": 1.0, "beta": 0.0}, reps=20)
+    )
     for space in ("gemm_test", "gemm_other"):
-        space_id = store.upsert_space(SpaceRecord(space, f"spaces/{space}.yaml", f"name: {space}\n",
-                                                  "kernels_src/x.cuh", "// kernel"))
-        ms = [Measurement(instance(key).id, point(size), Status(status), median_ms=t, p20_ms=t, p80_ms=t,
-                          reps=5 if status == SKIP else 20, times_ms=[t] if t else [])
-              for (key, size), (status, t) in times.items() if INSTANCES[key][0] == space]
+        space_id = store.upsert_space(
+            SpaceRecord(space, f"spaces/{space}.yaml", f"name: {space}\n", "kernels_src/x.cuh", "// kernel")
+        )
+        ms = [
+            Measurement(
+                instance(key).id,
+                point(size),
+                Status(status),
+                median_ms=t,
+                p20_ms=t,
+                p80_ms=t,
+                reps=5 if status == SKIP else 20,
+                times_ms=[t] if t else [],
+            )
+            for (key, size), (status, t) in times.items()
+            if INSTANCES[key][0] == space
+        ]
         store.record(sweep, space_id, ms)
     for size, t in cublas.items():
         store.record_baseline(sweep, Measurement("cublas", point(size), Status.OK, median_ms=t, reps=20, times_ms=[t]))
@@ -147,14 +175,17 @@ def test_space_and_where_filters(db: Path) -> None:
     assert by_size(compare(frame, "NSG", where="NSG >= 2 and ALG in ['x']"))[8]["best"] == "NSG=2"
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    (dict(by="NOPE"), ["--by", "'NOPE'", "NSG", "ALG"]),
-    (dict(by="NSG", space="gemm_other"), ["--by", "'NSG'", "of space 'gemm_other'", "BLK"]),
-    (dict(by="NSG", space="nope"), ["--space", "'nope'", "gemm_test"]),
-    (dict(by="NSG", where="NSG > 100"), ["no verified", "--where 'NSG > 100'"]),
-    (dict(by="NSG", where="FOO == 1"), ["--where", "unknown name 'FOO'", "names: ALG, BLK, NSG"]),
-    (dict(by="NSG", where="__import__('os')"), ["--where", "not allowed"]),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(by="NOPE"), ["--by", "'NOPE'", "NSG", "ALG"]),
+        (dict(by="NSG", space="gemm_other"), ["--by", "'NSG'", "of space 'gemm_other'", "BLK"]),
+        (dict(by="NSG", space="nope"), ["--space", "'nope'", "gemm_test"]),
+        (dict(by="NSG", where="NSG > 100"), ["no verified", "--where 'NSG > 100'"]),
+        (dict(by="NSG", where="FOO == 1"), ["--where", "unknown name 'FOO'", "names: ALG, BLK, NSG"]),
+        (dict(by="NSG", where="__import__('os')"), ["--where", "not allowed"]),
+    ],
+)
 def test_mistakes_are_user_errors(db: Path, kwargs: dict, words: list[str]) -> None:
     frame, _ = load(db)
     with pytest.raises(UserError) as err:
@@ -196,12 +227,15 @@ def test_cli_marks_skipped_times(db: Path) -> None:
     assert "2.2\u2020 (1.10x)" in row8 and "3 (1.50x)" in row8
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--by", "NOPE"], ["results.sqlite", "--by: no parameter 'NOPE'", "what to do"]),
-    (["--by", "NSG", "--space", "nope"], ["results.sqlite", "--space", "'nope'"]),
-    (["--by", "NSG", "--where", "NSG > 100"], ["results.sqlite", "no verified"]),
-    (["--by", "NSG", "--device", "RTX"], ["no device matches RTX", "Main GPU"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--by", "NOPE"], ["results.sqlite", "--by: no parameter 'NOPE'", "what to do"]),
+        (["--by", "NSG", "--space", "nope"], ["results.sqlite", "--space", "'nope'"]),
+        (["--by", "NSG", "--where", "NSG > 100"], ["results.sqlite", "no verified"]),
+        (["--by", "NSG", "--device", "RTX"], ["no device matches RTX", "Main GPU"]),
+    ],
+)
 def test_cli_errors_exit_2(db: Path, args: list[str], words: list[str]) -> None:
     r = cli(db, *args)
     assert r.exit_code == 2, r.output
@@ -238,10 +272,12 @@ def test_recorded_h100_by_nsg(tmp_path: Path) -> None:
     # without a filter the best is always a full (ok) time: skipped ones are slower than the sweep's best
     assert not any(result.loc[i, f"{result['best'][i]} skipped"] for i in range(len(result)))
     # against SQL over the same file: the best ok and skipped medians of NSG=8 and NSG=1 at fp64 4x4x4
-    sql = ("SELECT ip.int_value AS nsg, m.status, MIN(m.median_ms) AS ms FROM measurements m "
-           "JOIN instance_params ip ON ip.instance_id = m.instance_id AND ip.name = 'NSG' "
-           "JOIN points_gemm p ON p.id = m.point_id WHERE p.precision = 'fp64' AND p.m = 4 "
-           "AND m.status IN ('ok', 'skipped') GROUP BY ip.int_value, m.status")
+    sql = (
+        "SELECT ip.int_value AS nsg, m.status, MIN(m.median_ms) AS ms FROM measurements m "
+        "JOIN instance_params ip ON ip.instance_id = m.instance_id AND ip.name = 'NSG' "
+        "JOIN points_gemm p ON p.id = m.point_id WHERE p.precision = 'fp64' AND p.m = 4 "
+        "AND m.status IN ('ok', 'skipped') GROUP BY ip.int_value, m.status"
+    )
     ref = run_query(f"sqlite:///{RECORDED}", sql).set_index(["nsg", "status"])["ms"]
     row = result[(result["precision"] == "fp64") & (result["m"] == 4)].iloc[0]
     assert row["best"] == "NSG=8" and row["NSG=8"] == pytest.approx(ref[(8, "ok")], rel=1e-5)

@@ -1,5 +1,6 @@
 """Unit tests of the GPU runner's pure parts: compile-cache keys and store, data layout, rotation,
 tolerances, statistics and the early-stop rule. No GPU needed (an nvcc check runs where nvcc is)."""
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,15 @@ import pytest
 from autotune.problems.gemm import gemm_point
 from autotune import paths
 from autotune.sweep.timing import TimingPlan, chunk_sizes, should_stop, stop_bound, summarize, warmup_count
-from autotune.sweep.compile import (CompileCache, CompiledKernel, arch_option, batches, cache_key, local_headers,
-                              source_digest)
+from autotune.sweep.compile import (
+    CompileCache,
+    CompiledKernel,
+    arch_option,
+    batches,
+    cache_key,
+    local_headers,
+    source_digest,
+)
 from autotune.problems.gemm.data import layout, rotation_copies
 from autotune.problems.gemm.verify import judge, tolerance
 
@@ -21,24 +29,36 @@ TEST_KERNELS = Path(__file__).parent / "data" / "kernels"
 
 
 def key(**changes):
-    base = dict(digest="d" * 64, options=("-std=c++17", "-arch=sm_90"), arch=90, nvrtc_version=(13, 0),
-                cuda_include="/usr/local/cuda/include", name_expression="autotune::k<double, 1>")
+    base = dict(
+        digest="d" * 64,
+        options=("-std=c++17", "-arch=sm_90"),
+        arch=90,
+        nvrtc_version=(13, 0),
+        cuda_include="/usr/local/cuda/include",
+        name_expression="autotune::k<double, 1>",
+    )
     base.update(changes)
     return cache_key(**base)
 
 
 def test_cache_key_changes_with_every_component():
     k0 = key()
-    variants = [key(digest="e" * 64), key(options=("-std=c++20", "-arch=sm_90")), key(arch=80),
-                key(nvrtc_version=(12, 8)), key(cuda_include="/opt/cuda/include"),
-                key(name_expression="autotune::k<double, 2>")]
+    variants = [
+        key(digest="e" * 64),
+        key(options=("-std=c++20", "-arch=sm_90")),
+        key(arch=80),
+        key(nvrtc_version=(12, 8)),
+        key(cuda_include="/opt/cuda/include"),
+        key(name_expression="autotune::k<double, 2>"),
+    ]
     assert len({k0, *variants}) == 1 + len(variants)
     assert key() == k0  # deterministic
 
 
 def test_cache_key_ignores_where_the_files_are():
-    assert key(options=("-std=c++17", "--include-path=/a/kernels_src", "-arch=sm_90")) == \
-        key(options=("-std=c++17", "--include-path=/elsewhere/kernels_src", "-arch=sm_90"))
+    assert key(options=("-std=c++17", "--include-path=/a/kernels_src", "-arch=sm_90")) == key(
+        options=("-std=c++17", "--include-path=/elsewhere/kernels_src", "-arch=sm_90")
+    )
 
 
 def test_local_headers_follow_includes_recursively(tmp_path):
@@ -106,8 +126,9 @@ def test_cache_entry_without_its_blob_is_a_miss(tmp_path):
     assert cache.lookup("f" * 64) is None
 
 
-@pytest.mark.parametrize("shape,a,b", [("NN", (5, 7), (7, 3)), ("NT", (5, 7), (3, 7)),
-                                        ("TN", (7, 5), (7, 3)), ("TT", (7, 5), (3, 7))])
+@pytest.mark.parametrize(
+    "shape,a,b", [("NN", (5, 7), (7, 3)), ("NT", (5, 7), (3, 7)), ("TN", (7, 5), (7, 3)), ("TT", (7, 5), (3, 7))]
+)
 def test_layout_follows_blas_storage(shape, a, b):
     lay = layout(gemm_point("fp32", shape, 5, 3, 7, 4))
     assert (lay.a_rows, lay.a_cols) == a and (lay.b_rows, lay.b_cols) == b
@@ -182,19 +203,34 @@ def test_kernels_compile_with_nvcc(tmp_path):
         lines.append(f"template __global__ void autotune::gemm_naive<{t}, {s}, 0, 1, 16, 8>{sig.format(t=t, s=s)};")
         lines.append(f"template __global__ void autotune_test::gemm_wrong<{t}, {s}, 1, 0>{sig.format(t=t, s=s)};")
     cu.write_text("\n".join(lines) + "\n")
-    out = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{paths.KERNELS_DIR}", f"-I{TEST_KERNELS}",
-                          "-c", str(cu), "-o", str(tmp_path / "check.o")], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            "nvcc",
+            "-std=c++17",
+            "-arch=sm_90",
+            f"-I{paths.KERNELS_DIR}",
+            f"-I{TEST_KERNELS}",
+            "-c",
+            str(cu),
+            "-o",
+            str(tmp_path / "check.o"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
 
 
 def _sleep_and_report(seconds: float) -> str:
     import time
+
     time.sleep(seconds)
     return "finished"
 
 
 def _pid() -> int:
     import os
+
     return os.getpid()
 
 

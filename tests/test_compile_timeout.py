@@ -1,5 +1,6 @@
 """Per-instance compile timeout (issue 31, item 5): a hung or slow compiler call is killed after its limit and its
 instances recorded as compile errors ("compile timeout"), never cached; the other instances go on."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -8,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from autotune.sweep.compile import (TIMEOUT_ERROR, CompileFailed, CompileTimeout, compile_batch, compile_timeout_s,
-                                    with_time_limit)
+from autotune.sweep.compile import (
+    TIMEOUT_ERROR,
+    CompileFailed,
+    CompileTimeout,
+    compile_batch,
+    compile_timeout_s,
+    with_time_limit,
+)
 from tests.test_nvcc_compile import FLOAT, request
 
 
@@ -27,8 +34,11 @@ def test_a_call_past_its_limit_is_killed_and_others_pass_through() -> None:
     with pytest.raises(CompileTimeout, match="ran past 0.5 s and was killed") as err:
         with_time_limit(_slow, 0.5, "NVRTC compiling 1 instance(s) of k.cu")
     assert time.monotonic() - t0 < 5 and err.value.log.startswith(TIMEOUT_ERROR)
-    assert with_time_limit(lambda: (b"cubin" * 1000, {"k": "_Z1kv"}, ""), 10, "x") == (b"cubin" * 1000,
-                                                                                    {"k": "_Z1kv"}, "")
+    assert with_time_limit(lambda: (b"cubin" * 1000, {"k": "_Z1kv"}, ""), 10, "x") == (
+        b"cubin" * 1000,
+        {"k": "_Z1kv"},
+        "",
+    )
     with pytest.raises(CompileFailed, match="identifier x is undefined") as err:
         with_time_limit(_fails, 10, "x")
     assert not isinstance(err.value, CompileTimeout) and "kernel.cu(3)" in err.value.log

@@ -1,4 +1,5 @@
 """Sweep configs: every accepted form, and every mistake reported at its line with a hint."""
+
 from __future__ import annotations
 
 import math
@@ -71,10 +72,20 @@ def test_size_forms_and_defaults() -> None:
     assert c.name == "sweep" and c.scalars == {"alpha": 1.0, "beta": 0.0} and c.repetitions == 20
     assert c.budget_s is None and (c.bk, c.tol) == (10, 0.05)
     assert c.points[:3] == tuple(gemm_point("fp32", "NN", s, s, s, 7) for s in (2, 6, 10))
-    assert c.points[3:7] == (gemm_point("fp64", "NT", 16, 16, 8, 3), gemm_point("fp64", "NT", 32, 32, 8, 3),
-                             gemm_point("fp64", "TT", 16, 16, 8, 3), gemm_point("fp64", "TT", 32, 32, 8, 3))
-    assert [(p.m, p.n, p.k) for p in c.points[7:13]] == [(1, 5, 4), (1, 5, 8), (1, 5, 16), (2, 5, 4), (2, 5, 8),
-                                                         (2, 5, 16)]
+    assert c.points[3:7] == (
+        gemm_point("fp64", "NT", 16, 16, 8, 3),
+        gemm_point("fp64", "NT", 32, 32, 8, 3),
+        gemm_point("fp64", "TT", 16, 16, 8, 3),
+        gemm_point("fp64", "TT", 32, 32, 8, 3),
+    )
+    assert [(p.m, p.n, p.k) for p in c.points[7:13]] == [
+        (1, 5, 4),
+        (1, 5, 8),
+        (1, 5, 16),
+        (2, 5, 4),
+        (2, 5, 8),
+        (2, 5, 16),
+    ]
     assert c.points[13] == gemm_point("fp16", "NN", 1000, 2, 40, 1)
     hash(c)  # immutable value object
 
@@ -116,8 +127,7 @@ def test_bytes_batch_is_the_smallest_that_reaches_the_target(target: int, n: int
 
 
 @needs_space
-@pytest.mark.parametrize("text, value", [("100MB", 100e6), ("1.5GB", 1.5e9), ("512MiB", 512 * 2**20),
-                                         ("3e8", 3e8)])
+@pytest.mark.parametrize("text, value", [("100MB", 100e6), ("1.5GB", 1.5e9), ("512MiB", 512 * 2**20), ("3e8", 3e8)])
 def test_byte_units(text: str, value: float) -> None:
     c = cfg(f"""
         spaces: [SPACE]
@@ -140,45 +150,73 @@ def test_bare_database_path_becomes_an_sqlite_url(tmp_path: Path, monkeypatch: p
 @needs_space
 def test_space_given_as_a_path_relative_to_the_config(tmp_path: Path) -> None:
     (tmp_path / "my.yaml").write_text((SPACES_DIR / f"{SPACE}.yaml").read_text())
-    c = parse_config("spaces: [my.yaml]\npoints: {precisions: [fp64], sizes: {square: 4}, batch: 1}\n",
-                     file=tmp_path / "c.yaml")
+    c = parse_config(
+        "spaces: [my.yaml]\npoints: {precisions: [fp64], sizes: {square: 4}, batch: 1}\n", file=tmp_path / "c.yaml"
+    )
     assert c.spaces[0].path == (tmp_path / "my.yaml").resolve() and c.name == "c"
 
 
 GOOD_POINTS = "points: {precisions: [fp64], sizes: {square: 4}, batch: 1}\n"
 
 
-@pytest.mark.parametrize("body, line, words, hint", [
-    ("spaces: [SPACE]\n" + GOOD_POINTS + "tolerance: 0.1\n", 3, "unknown key `tolerance`", "did you mean `tol`"),
-    ("spaces: [no_such_space]\n" + GOOD_POINTS, 1, "unknown space 'no_such_space'", "known spaces"),
-    ("spaces: [missing/s.yaml]\n" + GOOD_POINTS, 1, "no space file", "relative to"),
-    ("spaces:\n  - {space: SPACE, device: Z80}\n" + GOOD_POINTS, 2, "unknown device profile", "H100"),
-    ("spaces: [SPACE]\npoints:\n  precisions: [fp65]\n  sizes: {square: 4}\n  batch: 1\n", 3,
-     "unknown precisions entry 'fp65'", "fp64"),
-    ("spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  shapes: [NX]\n  sizes: {square: 4}\n  batch: 1\n", 4,
-     "unknown shapes entry", "NN"),
-    ("spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: 4, k: 8}\n  batch: 1\n", 4,
-     "cannot read sizes", "fixed K"),
-    ("spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: {from: 8, to: 2}}\n  batch: 1\n", 4,
-     "empty range", ">="),
-    ("spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: 0}\n  batch: 1\n", 4, "integer >= 1",
-     "whole number"),
-    ("spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: 4}\n  batch: {bytes: lots}\n", 5,
-     "cannot read a size in bytes", "100MB"),
-    ("spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: 4}\n", 3, "need `batch:`", "sweep-configs"),
-    ("spaces:\n  - {space: SPACE, where: 'NSG >>= 2'}\n" + GOOD_POINTS, 2, "where:", ""),
-    ("spaces:\n  - {space: SPACE, max_instances: lots}\n" + GOOD_POINTS, 2, "integer >= 1", "whole number"),
-    ("spaces: [SPACE]\n" + GOOD_POINTS + "tol: 1.5\n", 3, "outside [0, 1)", "0.05"),
-    ("spaces: [SPACE]\n" + GOOD_POINTS + "budget: soon\n", 3, "time budget", "30m"),
-    ("spaces: [SPACE]\n" + GOOD_POINTS + "repetitions: 0\n", 3, "integer >= 1", "whole number"),
-    ("spaces: [SPACE]\n" + GOOD_POINTS + "beta: zero\n", 3, "expected a number", "finite"),
-    ("spaces: [SPACE]\n" + GOOD_POINTS + "bk: 2\nbk: 3\n", 4, "appears twice", "keep one"),
-    ("spaces: [SPACE]\n" + GOOD_POINTS + "database: 'nope://x:y:z'\n", 3, "not a database URL", "sqlite"),
-    ("name: a b\nspaces: [SPACE]\n" + GOOD_POINTS, 1, "cannot be a file name", "letters"),
-    (GOOD_POINTS, 1, "missing `spaces:`", "default.yaml"),
-    ("spaces: [SPACE\n" + GOOD_POINTS, 2, "not valid YAML", "syntax"),
-    ("- just\n- a list\n", 1, "is a mapping", "default.yaml"),
-])
+@pytest.mark.parametrize(
+    "body, line, words, hint",
+    [
+        ("spaces: [SPACE]\n" + GOOD_POINTS + "tolerance: 0.1\n", 3, "unknown key `tolerance`", "did you mean `tol`"),
+        ("spaces: [no_such_space]\n" + GOOD_POINTS, 1, "unknown space 'no_such_space'", "known spaces"),
+        ("spaces: [missing/s.yaml]\n" + GOOD_POINTS, 1, "no space file", "relative to"),
+        ("spaces:\n  - {space: SPACE, device: Z80}\n" + GOOD_POINTS, 2, "unknown device profile", "H100"),
+        (
+            "spaces: [SPACE]\npoints:\n  precisions: [fp65]\n  sizes: {square: 4}\n  batch: 1\n",
+            3,
+            "unknown precisions entry 'fp65'",
+            "fp64",
+        ),
+        (
+            "spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  shapes: [NX]\n  sizes: {square: 4}\n  batch: 1\n",
+            4,
+            "unknown shapes entry",
+            "NN",
+        ),
+        (
+            "spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: 4, k: 8}\n  batch: 1\n",
+            4,
+            "cannot read sizes",
+            "fixed K",
+        ),
+        (
+            "spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: {from: 8, to: 2}}\n  batch: 1\n",
+            4,
+            "empty range",
+            ">=",
+        ),
+        (
+            "spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: 0}\n  batch: 1\n",
+            4,
+            "integer >= 1",
+            "whole number",
+        ),
+        (
+            "spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: 4}\n  batch: {bytes: lots}\n",
+            5,
+            "cannot read a size in bytes",
+            "100MB",
+        ),
+        ("spaces: [SPACE]\npoints:\n  precisions: [fp64]\n  sizes: {square: 4}\n", 3, "need `batch:`", "sweep-configs"),
+        ("spaces:\n  - {space: SPACE, where: 'NSG >>= 2'}\n" + GOOD_POINTS, 2, "where:", ""),
+        ("spaces:\n  - {space: SPACE, max_instances: lots}\n" + GOOD_POINTS, 2, "integer >= 1", "whole number"),
+        ("spaces: [SPACE]\n" + GOOD_POINTS + "tol: 1.5\n", 3, "outside [0, 1)", "0.05"),
+        ("spaces: [SPACE]\n" + GOOD_POINTS + "budget: soon\n", 3, "time budget", "30m"),
+        ("spaces: [SPACE]\n" + GOOD_POINTS + "repetitions: 0\n", 3, "integer >= 1", "whole number"),
+        ("spaces: [SPACE]\n" + GOOD_POINTS + "beta: zero\n", 3, "expected a number", "finite"),
+        ("spaces: [SPACE]\n" + GOOD_POINTS + "bk: 2\nbk: 3\n", 4, "appears twice", "keep one"),
+        ("spaces: [SPACE]\n" + GOOD_POINTS + "database: 'nope://x:y:z'\n", 3, "not a database URL", "sqlite"),
+        ("name: a b\nspaces: [SPACE]\n" + GOOD_POINTS, 1, "cannot be a file name", "letters"),
+        (GOOD_POINTS, 1, "missing `spaces:`", "default.yaml"),
+        ("spaces: [SPACE\n" + GOOD_POINTS, 2, "not valid YAML", "syntax"),
+        ("- just\n- a list\n", 1, "is a mapping", "default.yaml"),
+    ],
+)
 def test_mistakes_name_file_line_and_fix(body: str, line: int, words: str, hint: str) -> None:
     if SPACE is None and "SPACE" in body and "no_such" not in body:
         pytest.skip("no space file under spaces/")
@@ -222,8 +260,10 @@ def test_a_kind_without_scalars_refuses_alpha_and_unknown_scalars() -> None:
     c = stencil_cfg("")
     assert c.scalars == {} and {p.kind for p in c.points} == {"convolution5x5"}
     lines = len((STENCIL / "sweep.yaml").read_text().splitlines())
-    for extra, words in (("alpha: 2\n", "`alpha:` sets a scalar no kind of this config has"),
-                         ("scalars: {gain: 2}\n", "unknown scalar `gain`")):
+    for extra, words in (
+        ("alpha: 2\n", "`alpha:` sets a scalar no kind of this config has"),
+        ("scalars: {gain: 2}\n", "unknown scalar `gain`"),
+    ):
         with pytest.raises(ConfigError) as err:
             stencil_cfg(extra)
         assert err.value.line == lines + 1 and words in err.value.message, str(err.value)
@@ -250,12 +290,15 @@ def test_a_kind_whose_sizes_are_named_like_gemms_is_read_as_itself(tmp_path: Pat
     assert c.scalars == {}
 
 
-@pytest.mark.parametrize("points, words, hint", [
-    ("{sizes: {m: 64, n: 32}, batch: 4}", "unknown key `batch`", "sizes"),
-    ("{sizes: {square: 64}}", "unknown key `square`", ""),
-    ("{sizes: {m: 64}}", "miss n", "every size"),
-    ("{sizes: {m: 64, n: 32}, alpha: 2}", "unknown key `alpha`", ""),
-])
+@pytest.mark.parametrize(
+    "points, words, hint",
+    [
+        ("{sizes: {m: 64, n: 32}, batch: 4}", "unknown key `batch`", "sizes"),
+        ("{sizes: {square: 64}}", "unknown key `square`", ""),
+        ("{sizes: {m: 64}}", "miss n", "every size"),
+        ("{sizes: {m: 64, n: 32}, alpha: 2}", "unknown key `alpha`", ""),
+    ],
+)
 def test_gemm_forms_are_refused_for_other_kinds(tmp_path: Path, points: str, words: str, hint: str) -> None:
     space = _mn_transpose(tmp_path)
     with pytest.raises(ConfigError) as err:

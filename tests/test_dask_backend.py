@@ -2,6 +2,7 @@
 the executor conformance suite, the same (instance, point) rows as a one-process sweep, a worker killed mid-sweep
 losing and duplicating nothing, each measurement on its own GPU, GPU models never mixed by the analysis, and the
 command line (`--gpus 2 --replay`) killed and resumed. One cluster serves the module (a start costs ~10 s here)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,8 +37,9 @@ from tests.test_backend_conformance import STENCIL_DB, recorded_jobs  # noqa: E4
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSPOSE = ROOT / "examples" / "transpose"
-pytestmark = pytest.mark.filterwarnings("ignore:.*schema version", "ignore::DeprecationWarning",
-                                        "ignore::ResourceWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*schema version", "ignore::DeprecationWarning", "ignore::ResourceWarning"
+)
 
 _CLUSTER: list[Any] = []
 
@@ -78,6 +80,7 @@ def assert_cluster_intact(wait_s: float = 60.0) -> None:
     available to its tasks), and no worker logged an error (as `KeyError: 'GPU'` when a task restricted to the
     resource GPU reached the compile worker, which then left the cluster for good)."""
     import distributed
+
     if not _CLIENT:
         _CLIENT.append(distributed.Client(cluster(), set_as_default=False, timeout=60))
     client = _CLIENT[0]
@@ -97,8 +100,10 @@ def assert_cluster_intact(wait_s: float = 60.0) -> None:
     for name, (addr, declared) in names.items():
         total, available = on_workers[addr]
         assert total == declared and set(available) == set(declared), (name, total, available)
-    errors = {addr: [msg for level, msg in logs if level in ("ERROR", "CRITICAL")]
-              for addr, logs in client.get_worker_logs().items()}
+    errors = {
+        addr: [msg for level, msg in logs if level in ("ERROR", "CRITICAL")]
+        for addr, logs in client.get_worker_logs().items()
+    }
     assert not any(errors.values()), errors
 
 
@@ -132,9 +137,14 @@ def rows(url: str) -> list[tuple[str, str, str]]:
         frame = store.measurements()
         with store.engine.connect() as conn:
             from sqlalchemy import text
+
             uuid = dict(conn.execute(text("select id, uuid from devices")).all())
-            raw = conn.execute(text("select m.instance_id, p.kind, p.precision, p.shape, p.sizes, m.device_id from "
-                                    "measurements m join test_points p on p.id = m.point_id")).all()
+            raw = conn.execute(
+                text(
+                    "select m.instance_id, p.kind, p.precision, p.shape, p.sizes, m.device_id from "
+                    "measurements m join test_points p on p.id = m.point_id"
+                )
+            ).all()
     assert len(frame) == len(raw)
     return [(iid, f"{k}:{prec}:{shape}:{sizes}", uuid[did]) for iid, k, prec, shape, sizes, did in raw]
 
@@ -154,6 +164,7 @@ class TestDaskOverReplay(BackendConformance):
 
     def jobs(self) -> list[Job]:
         from autotune.space.spec import load_space
+
         return recorded_jobs(STENCIL_DB, load_space(ROOT / "examples" / "stencil" / "space.yaml"), "fp32", 6)
 
     def baseline_case(self) -> tuple[ProblemKind, TestPoint, Scalars]:
@@ -177,8 +188,7 @@ def test_baselines_wait_for_a_gpu_worker_while_the_compile_worker_is_idle() -> N
     """Both GPU workers busy with queued chunks, the compile worker idle: each baseline waits for a GPU worker. (With
     `allow_other_workers`, work stealing gave the queued baseline to the idle compile worker, which lacks the
     resource GPU: `KeyError: 'GPU'` in its log, and the worker gone: `_cluster_intact` checks both.)"""
-    backend = DaskBackend(ReplayExecutor(str(STENCIL_DB), delay_s=0.1, relabel=True), cluster=cluster(),
-                          chunk_jobs=3)
+    backend = DaskBackend(ReplayExecutor(str(STENCIL_DB), delay_s=0.1, relabel=True), cluster=cluster(), chunk_jobs=3)
     try:
         jobs = TestDaskOverReplay().jobs()
         kind, point, scalars = TestDaskOverReplay().baseline_case()
@@ -204,16 +214,21 @@ def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path
     from autotune.sweep.compile import compile_batch
     from tests.test_nvcc_compile import SPACE
 
-    (tmp_path / "fill.cu").write_text("extern \"C\" __global__ void plain_fill(const float* inp, float* out, int n)"
-                                      " { int i = blockIdx.x * 128 + threadIdx.x; if (i < n) out[i / 128] = ITEMS; }\n")
+    (tmp_path / "fill.cu").write_text(
+        'extern "C" __global__ void plain_fill(const float* inp, float* out, int n)'
+        " { int i = blockIdx.x * 128 + threadIdx.x; if (i < n) out[i / 128] = ITEMS; }\n"
+    )
     (tmp_path / "ref.py").write_text("def block_sum(arrays, sizes):\n    return arrays['out']\n")
-    (tmp_path / "space.yaml").write_text(SPACE.replace("cub_block_sum.cu", "fill.cu").replace("EXTRA", "  compiler: nvcc"))
+    (tmp_path / "space.yaml").write_text(
+        SPACE.replace("cub_block_sum.cu", "fill.cu").replace("EXTRA", "  compiler: nvcc")
+    )
     space = load_space(tmp_path / "space.yaml")
     point = space.kind.point("fp32", "", {"n": 1000})
     jobs = [Job(space, i, (point,)) for i in generate(space, get_device("H100"), "fp32").instances()]
     cache = tmp_path / "cache"
-    backend = DaskBackend(ReplayExecutor(str(STENCIL_DB)), cluster=cluster(), compile_ahead=True,
-                          compile_cache=str(cache), chunk_jobs=1)
+    backend = DaskBackend(
+        ReplayExecutor(str(STENCIL_DB)), cluster=cluster(), compile_ahead=True, compile_cache=str(cache), chunk_jobs=1
+    )
     try:
         got = list(backend.run(jobs))  # the replay has none of them: `skipped`, not recorded
         arch = backend.device_info().cc
@@ -257,6 +272,7 @@ def test_best_times_seed_only_workers_of_the_same_gpu_model() -> None:
         backend.seed_best(point, jobs[0].scalars, 1e-6)
         list(backend.run(jobs))
         from autotune.sweep.backends.dask_worker import executor_attribute
+
         told = backend.client.run(executor_attribute, "seeds")
         names = {addr: info.name for addr, info in backend._addresses().items()}
         assert set(names.values()) == {"GPU-A", "GPU-B"}  # (the compile worker has no executor)
@@ -274,9 +290,11 @@ def test_gpu_models_are_never_mixed(recorded: str, tmp_path: Path) -> None:
     """Two GPU models in one sweep: each measurement on its own model; the best times of one model never come
     from the other; the analysis refuses the mixed database unless a --device is named."""
     from autotune.cli.analyze import load
+
     url = f"sqlite:///{tmp_path / 'mixed.sqlite'}"
-    backend = DaskBackend(ReplayExecutor(recorded, relabel=True, models=(("gpu0", "GPU-A"), ("gpu1", "GPU-B"))),
-                          cluster=cluster())
+    backend = DaskBackend(
+        ReplayExecutor(recorded, relabel=True, models=(("gpu0", "GPU-A"), ("gpu1", "GPU-B"))), cluster=cluster()
+    )
     try:
         assert sweep(url, backend).status == "done"
     finally:
@@ -349,6 +367,7 @@ def test_a_model_based_strategy_asks_enough_for_every_gpu(recorded: str, tmp_pat
     """TPE on an executor of 5 GPUs asks 10 instances at a time (2 per GPU; its default is 4), unless the config
     sets `batch:`."""
     from autotune.sweep.strategies.options import SearchOptions
+
     url = f"sqlite:///{tmp_path / 'tpe.sqlite'}"
     backend = Wide(recorded)
     try:
@@ -392,6 +411,7 @@ def test_a_baseline_waiting_for_a_killed_worker_goes_to_its_restart(monkeypatch:
     import threading
 
     from autotune.sweep.backends import dask_backend
+
     monkeypatch.setattr(dask_backend, "BASELINE_CHECK_S", 0.5)
     executor = ReplayExecutor(str(STENCIL_DB), delay_s=0.2, relabel=True, models=(("gpu0", "GPU-A"), ("gpu1", "GPU-B")))
     backend = DaskBackend(executor, cluster=cluster())
@@ -401,6 +421,7 @@ def test_a_baseline_waiting_for_a_killed_worker_goes_to_its_restart(monkeypatch:
         assert backend.device_info().name == "GPU-A"
         gpu0 = [a for a, n in backend._gpu_workers().items() if n == "gpu0"]
         from autotune.sweep.backends.dask_worker import run_chunk
+
         busy = backend.client.submit(run_chunk, jobs, None, workers=gpu0, pure=False)  # ~4 s on gpu0
         got: list[Measurement] = []
         waiting = threading.Thread(target=lambda: got.append(backend.baseline(kind, point, scalars, 3)), daemon=True)
@@ -450,15 +471,30 @@ def test_the_command_line_killed_and_resumed(recorded: str, tmp_path: Path) -> N
     recorded: whatever the machine's load, chunks are still in flight or queued), then run again: every pair once.
     (`--gpus N` starts the same cluster as `local_cluster`, which every other test here uses.)"""
     db = tmp_path / "cli.sqlite"
-    args = ["sweep", str(TRANSPOSE / "sweep.yaml"), "--replay", recorded, "--database", str(db), "--scheduler",
-            cluster().scheduler_address, "--quiet"]
+    args = [
+        "sweep",
+        str(TRANSPOSE / "sweep.yaml"),
+        "--replay",
+        recorded,
+        "--database",
+        str(db),
+        "--scheduler",
+        cluster().scheduler_address,
+        "--quiet",
+    ]
     env = dict(os.environ, PYTHONPATH=str(ROOT), AUTOTUNE_REPLAY_DELAY="0.01", PYTHONWARNINGS="ignore")
-    killed = subprocess.run([sys.executable, "-c", KILLED, "10", *args], env=env, capture_output=True, text=True,
-                            timeout=180)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED, "10", *args], env=env, capture_output=True, text=True, timeout=180
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert _count(db) == 10
-    again = subprocess.run([sys.executable, "-m", "autotune", *args], env=dict(env, AUTOTUNE_REPLAY_DELAY="0"),
-                           capture_output=True, text=True, timeout=180)
+    again = subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        env=dict(env, AUTOTUNE_REPLAY_DELAY="0"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     assert "per GPU" in again.stderr
     with sqlite3.connect(db) as c:

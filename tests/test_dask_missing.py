@@ -1,4 +1,5 @@
 """Without Dask's `distributed`, --gpus/--scheduler stop with one clear error naming the extra to install."""
+
 from __future__ import annotations
 
 import sys

@@ -5,6 +5,7 @@ is checked on the drivers' own exception classes; the re-run transactions are ch
 commit "reply is lost" once (the commit lands, then the connection error is raised), the case where re-running
 must not record anything twice. The PostgreSQL server itself restarting is in tests/test_faults.py, part 5.
 """
+
 from __future__ import annotations
 
 import random
@@ -16,8 +17,17 @@ from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from autotune.store.engine import StoreError
-from autotune.store.retry import (BASE_S, CAP_S, LOCKED_RETRY_S, RETRY_ENV, DatabaseGone, Retrier, backoff,
-                                  retry_limit, transient)
+from autotune.store.retry import (
+    BASE_S,
+    CAP_S,
+    LOCKED_RETRY_S,
+    RETRY_ENV,
+    DatabaseGone,
+    Retrier,
+    backoff,
+    retry_limit,
+    transient,
+)
 from autotune.problems.gemm import gemm_point
 from autotune.store.store import Store, SweepStart
 from autotune.vocab import Measurement, Status
@@ -27,15 +37,19 @@ from pg import device_info, instances, record_sample
 def lost() -> OperationalError:
     """What SQLAlchemy raises when psycopg loses the server mid-statement."""
     psycopg = pytest.importorskip("psycopg")
-    return OperationalError("INSERT INTO measurements ...", {}, psycopg.OperationalError(
-        "consuming input failed: server closed the connection unexpectedly"), connection_invalidated=True)
+    return OperationalError(
+        "INSERT INTO measurements ...",
+        {},
+        psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly"),
+        connection_invalidated=True,
+    )
 
 
 def test_backoff_doubles_from_base_to_the_cap_with_seeded_jitter() -> None:
     waits = backoff(random.Random(30))
     got = [round(next(waits), 4) for _ in range(8)]
     assert got == [0.1924, 0.3223, 0.515, 1.6536, 2.42, 5.0291, 5.5888, 6.5663]  # the same seed, the same waits
-    steps = [min(CAP_S, BASE_S * 2 ** n) for n in range(200)]
+    steps = [min(CAP_S, BASE_S * 2**n) for n in range(200)]
     for seed in range(20):  # every wait lies in [step/2, step] of its exponential step, capped
         waits = backoff(random.Random(seed))
         assert all(step / 2 <= next(waits) <= step for step in steps)
@@ -64,6 +78,7 @@ def failing(times: int, exc: Exception):  # type: ignore[no-untyped-def]
         if len(calls) <= times:
             raise exc
         return "committed"
+
     return attempt, calls
 
 
@@ -93,7 +108,7 @@ def test_an_outage_past_the_limit_gives_up_naming_the_knob_and_then_fails_at_onc
     assert isinstance(info.value.__cause__, OperationalError) and len(lines) == 1
     tries = len(calls)
     with pytest.raises(DatabaseGone):  # the outage goes on: the next transaction (finish_sweep, close) is not
-        r.run(attempt)                 # made to wait again, and no second warning is printed
+        r.run(attempt)  # made to wait again, and no second warning is printed
     assert len(calls) == tries + 1 and sum(clock.sleeps) == pytest.approx(3) and len(lines) == 1
     assert r.run(lambda: 7) == 7 and lines[-1].startswith("database back after")  # if it does come back
 
@@ -108,23 +123,60 @@ def test_a_locked_sqlite_file_is_retried_for_a_shorter_time() -> None:
     assert lines[0].startswith("warning: the database is locked (database is locked)")
 
 
-@pytest.mark.parametrize("make, expected", [
-    (lambda: lost(), "lost"),
-    (lambda: OperationalError("SELECT 1", {}, pytest.importorskip("psycopg").OperationalError(
-        'connection failed: connection to server at "127.0.0.1", port 5432 failed: Connection refused')), "lost"),
-    (lambda: OperationalError("INSERT", {}, pytest.importorskip("psycopg").errors.AdminShutdown(
-        "terminating connection due to administrator command")), "lost"),
-    (lambda: OperationalError("SELECT 1", {}, pytest.importorskip("psycopg").errors.CannotConnectNow(
-        "the database system is starting up")), "lost"),
-    (lambda: OperationalError("INSERT", {}, sqlite3.OperationalError("database is locked")), "locked"),
-    # these must stop the sweep at once (tests/test_faults.py part 4 pins the messages)
-    (lambda: OperationalError("INSERT", {}, pytest.importorskip("psycopg").errors.DiskFull(
-        "could not extend file: No space left on device")), None),
-    (lambda: OperationalError("INSERT", {}, sqlite3.OperationalError("database or disk is full")), None),
-    (lambda: OperationalError("INSERT", {}, sqlite3.OperationalError("attempt to write a readonly database")), None),
-    (lambda: IntegrityError("INSERT", {}, sqlite3.IntegrityError("UNIQUE constraint failed")), None),
-    (lambda: ProgrammingError("SELECT", {}, pytest.importorskip("psycopg").errors.UndefinedTable("no table")), None),
-])
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda: lost(), "lost"),
+        (
+            lambda: OperationalError(
+                "SELECT 1",
+                {},
+                pytest.importorskip("psycopg").OperationalError(
+                    'connection failed: connection to server at "127.0.0.1", port 5432 failed: Connection refused'
+                ),
+            ),
+            "lost",
+        ),
+        (
+            lambda: OperationalError(
+                "INSERT",
+                {},
+                pytest.importorskip("psycopg").errors.AdminShutdown(
+                    "terminating connection due to administrator command"
+                ),
+            ),
+            "lost",
+        ),
+        (
+            lambda: OperationalError(
+                "SELECT 1",
+                {},
+                pytest.importorskip("psycopg").errors.CannotConnectNow("the database system is starting up"),
+            ),
+            "lost",
+        ),
+        (lambda: OperationalError("INSERT", {}, sqlite3.OperationalError("database is locked")), "locked"),
+        # these must stop the sweep at once (tests/test_faults.py part 4 pins the messages)
+        (
+            lambda: OperationalError(
+                "INSERT",
+                {},
+                pytest.importorskip("psycopg").errors.DiskFull("could not extend file: No space left on device"),
+            ),
+            None,
+        ),
+        (lambda: OperationalError("INSERT", {}, sqlite3.OperationalError("database or disk is full")), None),
+        (
+            lambda: OperationalError("INSERT", {}, sqlite3.OperationalError("attempt to write a readonly database")),
+            None,
+        ),
+        (lambda: IntegrityError("INSERT", {}, sqlite3.IntegrityError("UNIQUE constraint failed")), None),
+        (
+            lambda: ProgrammingError("SELECT", {}, pytest.importorskip("psycopg").errors.UndefinedTable("no table")),
+            None,
+        ),
+    ],
+)
 def test_which_errors_are_an_outage(make, expected) -> None:  # type: ignore[no-untyped-def]
     assert transient(make()) == expected
 
@@ -140,6 +192,7 @@ def test_a_bad_retry_limit_is_refused_naming_the_knob(monkeypatch: pytest.Monkey
 
 # ---- re-running a transaction whose commit landed: nothing twice ---------------------------------------------
 
+
 def lose_commit_replies(store: Store, times: int) -> list[int]:
     """Raise the lost-connection error after each of the next `times` first tries' commits have landed (every other
     commit: the re-run's commit goes through), so the retrier re-runs transactions that the database already holds.
@@ -151,6 +204,7 @@ def lose_commit_replies(store: Store, times: int) -> list[int]:
         seen.append(int(lose))
         if lose:
             raise lost()
+
     event.listen(store._sessions, "after_commit", after_commit)
     return seen
 
@@ -174,8 +228,9 @@ def test_record_run_again_after_a_lost_commit_reply_stores_each_pair_once(store:
     inst, q = instances()[0], gemm_point("fp64", "NN", 64, 64, 64, 10)
     store.mark_inflight(rec.sweep_id, rec.space_id, inst.id, q)
     seen = lose_commit_replies(store, 1)
-    store.record(rec.sweep_id, rec.space_id, [Measurement(inst.id, q, Status.OK, median_ms=1.0, reps=1,
-                                                          times_ms=[1.0])])
+    store.record(
+        rec.sweep_id, rec.space_id, [Measurement(inst.id, q, Status.OK, median_ms=1.0, reps=1, times_ms=[1.0])]
+    )
     assert seen == [1, 0]  # the first commit landed but "was lost"; the re-run inserted nothing more
     assert count(store, "select count(*) from measurements") == len(rec.measurements) + 1
     assert count(store, "select count(*) from inflight") == 0
@@ -184,7 +239,8 @@ def test_record_run_again_after_a_lost_commit_reply_stores_each_pair_once(store:
 
 
 def test_begin_sweep_run_again_after_lost_commit_replies_takes_the_lock_and_records_the_sweep_once(
-        store: Store) -> None:
+    store: Store,
+) -> None:
     store.notify = lambda line: None
     info = device_info()
     dev = store.upsert_device(info)

@@ -1,6 +1,7 @@
 """`init: {file: data.npy}` / `init: {file: data.npz, key: NAME}`: host data for a declared buffer (issue 31). The
 file lies in the space's folder tree, its array has the buffer's shape at the point and is cast to the buffer's
 dtype; every mistake is a SpaceError naming the space file and line. Data on NumPy (CuPy on the GPU)."""
+
 from __future__ import annotations
 
 import textwrap
@@ -18,7 +19,8 @@ from autotune.space.spec import load_space
 def _space(folder: Path, x_init: str, shape: str = "[n]") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "ref.py").write_text("def ref(a, s):\n    return 2 * a['x']\n")
-    (folder / "space.yaml").write_text(textwrap.dedent(f"""\
+    (folder / "space.yaml").write_text(
+        textwrap.dedent(f"""\
         name: scale
         problem:
           name: scale
@@ -31,7 +33,8 @@ def _space(folder: Path, x_init: str, shape: str = "[n]") -> Path:
           bytes: 2 * n * elem_bytes
         parameters:
           bs: [32]
-        """))
+        """)
+    )
     return folder / "space.yaml"
 
 
@@ -75,15 +78,18 @@ def test_a_constant_shape_is_checked_when_the_space_is_loaded(tmp_path: Path) ->
     load_space(_space(tmp_path, "{file: x.npy}", shape="[4, 10]"))
 
 
-@pytest.mark.parametrize("init, saved, message", [
-    ("{file: missing.npy}", None, "no file"),
-    ("{file: args.npz}", "npz", "needs `key:`"),
-    ("{file: x.npy, key: x}", "npy", "`key:` goes with a .npz file only"),
-    ("{file: args.npz, key: nope}", "npz", "has no array 'nope'"),
-    ("{file: ref.py}", None, "not a .npy or .npz file"),
-    ("{file: x.npy, dtype: float32}", "npy", "a file init is"),
-    ("{file: ../outside.npy}", "outside", "outside the space file's folder"),
-])
+@pytest.mark.parametrize(
+    "init, saved, message",
+    [
+        ("{file: missing.npy}", None, "no file"),
+        ("{file: args.npz}", "npz", "needs `key:`"),
+        ("{file: x.npy, key: x}", "npy", "`key:` goes with a .npz file only"),
+        ("{file: args.npz, key: nope}", "npz", "has no array 'nope'"),
+        ("{file: ref.py}", None, "not a .npy or .npz file"),
+        ("{file: x.npy, dtype: float32}", "npy", "a file init is"),
+        ("{file: ../outside.npy}", "outside", "outside the space file's folder"),
+    ],
+)
 def test_mistakes_name_the_space_file_and_line(tmp_path: Path, init: str, saved: str | None, message: str) -> None:
     folder = tmp_path / "space"
     folder.mkdir()

@@ -1,6 +1,7 @@
 """The dependencies pyproject.toml declares are exactly what the package imports: every third-party module the
 package imports is a declared dependency, in an optional extra, or an optional import the code guards (listed
 below with where it is guarded), and every declared dependency is imported."""
+
 from __future__ import annotations
 
 import ast
@@ -72,10 +73,15 @@ def test_guarded_imports_are_guarded() -> None:
         guarded = False
         for node in ast.walk(tree):
             if isinstance(node, ast.Try) and any(
-                    isinstance(n, (ast.Import, ast.ImportFrom)) and module in ast.unparse(n)
-                    for stmt in node.body for n in ast.walk(stmt)):
-                guarded = any(re.search(r"\b(ImportError|ModuleNotFoundError|Exception)\b", ast.unparse(h.type))
-                              for h in node.handlers if h.type is not None)
+                isinstance(n, (ast.Import, ast.ImportFrom)) and module in ast.unparse(n)
+                for stmt in node.body
+                for n in ast.walk(stmt)
+            ):
+                guarded = any(
+                    re.search(r"\b(ImportError|ModuleNotFoundError|Exception)\b", ast.unparse(h.type))
+                    for h in node.handlers
+                    if h.type is not None
+                )
                 if guarded:
                     break
         assert guarded, f"{module} in {path.relative_to(ROOT)} is not imported under try/except ImportError"

@@ -1,4 +1,5 @@
 """Dispatch table: JSON round trip, lookup rules (exact, regions, ranked fallback, validity, generic), device warning."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,9 @@ def built():
     df = synthetic_measurements(200, SIZES, precisions=("fp64", "fp16"), shapes=("NN", "TN"), seed=11)
     w = winners(perf_matrix(df), Criteria(bk=10, tol=0.05))
     sel = select(w, "exact")
-    table = build_table(w, sel, Provenance(device="NVIDIA H100 80GB HBM3", sweep_ids=("3", "4"),
-                                           software={"cuda_runtime": "13.0"}))
+    table = build_table(
+        w, sel, Provenance(device="NVIDIA H100 80GB HBM3", sweep_ids=("3", "4"), software={"cuda_runtime": "13.0"})
+    )
     return w, sel, table
 
 
@@ -65,9 +67,13 @@ def test_regions_hold_only_points_within_tol(built):
     for r in table.data["regions"]:
         kern = table.data["kernels"][r["kernel"]]
         col = list(w.matrix.instances).index(kern["instance_id"])
-        inside = ((pts["precision"] == r["precision"]) & (pts["shape"] == r["shape"])
-                  & pts["m"].between(*r["bounds"]["m"]) & pts["n"].between(*r["bounds"]["n"])
-                  & pts["k"].between(*r["bounds"]["k"]))
+        inside = (
+            (pts["precision"] == r["precision"])
+            & (pts["shape"] == r["shape"])
+            & pts["m"].between(*r["bounds"]["m"])
+            & pts["n"].between(*r["bounds"]["n"])
+            & pts["k"].between(*r["bounds"]["k"])
+        )
         assert inside.sum() >= 2
         assert (w.loss[inside.to_numpy(), col] <= 0.05 + 1e-9).all()
 
@@ -78,8 +84,9 @@ def test_untuned_precision_or_shape_gets_the_fallback(built):
     assert table.lookup_index("fp32", "NN", 16, 16, 16, 100) == -2
     rec = table.answer("fp64", "TT", {"m": 16, "n": 16, "k": 16, "batch": 100})
     assert rec["library"] == table.library and rec["instance_id"] is None and not rec["generic"]
-    naive = build_table(w, sel, Provenance(device="x"), generic=GenericKernel(space="the_generic_space"),
-                        fallback="naive")
+    naive = build_table(
+        w, sel, Provenance(device="x"), generic=GenericKernel(space="the_generic_space"), fallback="naive"
+    )
     assert naive.lookup_index("fp32", "NN", 16, 16, 16, 100) == -1
     rec = naive.answer("fp64", "TT", {"m": 16, "n": 16, "k": 16, "batch": 100})
     assert rec["generic"] and rec["space"] == "the_generic_space"
@@ -94,6 +101,7 @@ def test_untuned_precision_or_shape_gets_the_fallback(built):
 def test_no_library_and_no_generic_answers_none(built):
     """A kind without a library or a generic kernel: the fallback is NONE (-4) where nothing is valid."""
     from autotune.dispatch.runtime import NONE
+
     w, sel, _ = built
     table = build_table(w, sel, Provenance(device="x"), library=None)
     assert table.data["fallback"] == "none" and table.library is None and table.fallback == NONE
@@ -106,15 +114,31 @@ def test_no_library_and_no_generic_answers_none(built):
 def _two_point_table(valid_a=(), valid_b=(), fallback="naive", library_ms=None):
     rows = []
     for iid, s, ms in [("a", 8, 1.0), ("a", 64, 3.0), ("b", 8, 3.0), ("b", 64, 1.0)]:
-        rows.append({"instance_id": iid, "precision": "fp32", "shape": "NN", "m": s, "n": s, "k": s, "batch": 10,
-                     "status": "ok", "median_ms": ms, "p20_ms": ms, "p80_ms": ms})
+        rows.append(
+            {
+                "instance_id": iid,
+                "precision": "fp32",
+                "shape": "NN",
+                "m": s,
+                "n": s,
+                "k": s,
+                "batch": 10,
+                "status": "ok",
+                "median_ms": ms,
+                "p20_ms": ms,
+                "p80_ms": ms,
+            }
+        )
     w = winners(perf_matrix(with_point_key(pd.DataFrame(rows))), Criteria(bk=10, tol=0.0))
     sel = select(w, "exact")
-    info = {("a", "fp32", "NN"): KernelInfo(space="s", name="a", valid=tuple(valid_a)),
-            ("b", "fp32", "NN"): KernelInfo(space="s", name="b", valid=tuple(valid_b))}
+    info = {
+        ("a", "fp32", "NN"): KernelInfo(space="s", name="a", valid=tuple(valid_a)),
+        ("b", "fp32", "NN"): KernelInfo(space="s", name="b", valid=tuple(valid_b)),
+    }
     lib = None if library_ms is None else np.asarray(library_ms, dtype=float)
-    return build_table(w, sel, Provenance(device="H100"), info, GenericKernel(space="naive"), library_ms=lib,
-                       fallback=fallback)
+    return build_table(
+        w, sel, Provenance(device="H100"), info, GenericKernel(space="naive"), library_ms=lib, fallback=fallback
+    )
 
 
 def test_nearest_tuned_point_by_log_ratio():
@@ -149,7 +173,11 @@ def test_unknown_predicate_is_refused():
     assert validity_bounds([{"m_multiple_of": 4}, {"m_multiple_of": 6}, {"max_k": 9}, {"max_k": 5}], names)[0][0] == 12
     with pytest.raises(ValueError, match="predicate"):  # a predicate over a size the kind does not have
         validity_bounds([{"max_rows": 4}], names)
-    assert validity_bounds([{"max_rows": 4}, {"cols_multiple_of": 2}], ["rows", "cols"]) == ([1, 2], [1, 1], [4, 1 << 62])
+    assert validity_bounds([{"max_rows": 4}, {"cols_multiple_of": 2}], ["rows", "cols"]) == (
+        [1, 2],
+        [1, 1],
+        [4, 1 << 62],
+    )
 
 
 def test_device_mismatch_warns_once_and_match_is_silent():
@@ -174,10 +202,20 @@ def test_sizes_below_one_are_refused(built):
         table.lookup_index("fp64", "NN", 0, 4, 4, 1)
 
 
-@pytest.mark.parametrize("args", [("bf16", "NN", 4, 4, 4, 1), ("fp64", "NX", 4, 4, 4, 1), (None, "NN", 4, 4, 4, 1),
-                                  ("fp64", "NN", 4.0, 4, 4, 1), ("fp64", "NN", 4, True, 4, 1),
-                                  ("fp64", "NN", 4, 4, "4", 1), ("fp64", "NN", 4, 4, 4, -3),
-                                  ("fp64", "NN", 4, 4, 4, 2**31), ("fp64", "NN", 4, 4, 4, 1.5)])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("bf16", "NN", 4, 4, 4, 1),
+        ("fp64", "NX", 4, 4, 4, 1),
+        (None, "NN", 4, 4, 4, 1),
+        ("fp64", "NN", 4.0, 4, 4, 1),
+        ("fp64", "NN", 4, True, 4, 1),
+        ("fp64", "NN", 4, 4, "4", 1),
+        ("fp64", "NN", 4, 4, 4, -3),
+        ("fp64", "NN", 4, 4, 4, 2**31),
+        ("fp64", "NN", 4, 4, 4, 1.5),
+    ],
+)
 def test_invalid_input_is_a_value_error(built, args):
     _, _, table = built
     with pytest.raises(ValueError):
@@ -186,8 +224,9 @@ def test_invalid_input_is_a_value_error(built, args):
 
 def test_numpy_integers_are_accepted(built):
     _, _, table = built
-    assert table.lookup_index("fp64", "NN", np.int64(4), np.int32(4), 8, 1000) == \
-        table.lookup_index("fp64", "NN", 4, 4, 8, 1000)
+    assert table.lookup_index("fp64", "NN", np.int64(4), np.int32(4), 8, 1000) == table.lookup_index(
+        "fp64", "NN", 4, 4, 8, 1000
+    )
 
 
 def test_library_answers_where_it_is_faster():
@@ -203,19 +242,35 @@ def test_library_answers_where_it_is_faster():
     # near 8 the nearest tuned point answers with the library
     assert table.lookup_index("fp32", "NN", 9, 9, 9, 10) == -2
     # a kernel whose predicates fail everywhere but at 64 leaves the library as the answer elsewhere
-    only = _two_point_table(valid_a=[("min_batch", 100)], valid_b=[("min_m", 64)], library_ms=[0.5, 2.0],
-                            fallback="library")
+    only = _two_point_table(
+        valid_a=[("min_batch", 100)], valid_b=[("min_m", 64)], library_ms=[0.5, 2.0], fallback="library"
+    )
     assert only.lookup_index("fp32", "NN", 20, 20, 20, 10) == -2
 
 
 def test_tuned_only_kernel_answers_only_at_its_tuned_points():
     rows = []
     for iid, s, ms in [("a", 8, 1.0), ("a", 64, 3.0), ("b", 8, 3.0), ("b", 64, 1.0)]:
-        rows.append({"instance_id": iid, "precision": "fp32", "shape": "NN", "m": s, "n": s, "k": s, "batch": 10,
-                     "status": "ok", "median_ms": ms, "p20_ms": ms, "p80_ms": ms})
+        rows.append(
+            {
+                "instance_id": iid,
+                "precision": "fp32",
+                "shape": "NN",
+                "m": s,
+                "n": s,
+                "k": s,
+                "batch": 10,
+                "status": "ok",
+                "median_ms": ms,
+                "p20_ms": ms,
+                "p80_ms": ms,
+            }
+        )
     w = winners(perf_matrix(with_point_key(pd.DataFrame(rows))), Criteria(bk=10, tol=0.0))
-    info = {("a", "fp32", "NN"): KernelInfo(space="s", name="a", tuned_only=True),
-            ("b", "fp32", "NN"): KernelInfo(space="s", name="b")}
+    info = {
+        ("a", "fp32", "NN"): KernelInfo(space="s", name="a", tuned_only=True),
+        ("b", "fp32", "NN"): KernelInfo(space="s", name="b"),
+    }
     table = build_table(w, select(w, "exact"), Provenance(device="H100"), info)
     ids = [k["instance_id"] for k in table.data["kernels"]]
     assert ids[table.lookup_index("fp32", "NN", 8, 8, 8, 10)] == "a"
@@ -229,8 +284,10 @@ def _legacy(table: DispatchTable, version: int) -> dict:
         data.pop(key)
     data["version"] = version
     data["points"] = [{**{k: v for k, v in p.items() if k != "sizes"}, **p["sizes"]} for p in data["points"]]
-    data["regions"] = [{"precision": r["precision"], "shape": r["shape"], **r["bounds"], "kernel": r["kernel"]}
-                       for r in data["regions"]]
+    data["regions"] = [
+        {"precision": r["precision"], "shape": r["shape"], **r["bounds"], "kernel": r["kernel"]}
+        for r in data["regions"]
+    ]
     return data
 
 
@@ -257,8 +314,21 @@ def test_version_2_tables_answer_as_version_3(built):
 def test_regions_are_blocked_by_a_point_where_everything_failed():
     rows = []
     for s, ms in [(8, 1.0), (16, None), (32, 1.0)]:
-        rows.append({"instance_id": "a", "precision": "fp64", "shape": "NN", "m": s, "n": s, "k": s, "batch": 1,
-                     "status": "ok" if ms else "launch_error", "median_ms": ms, "p20_ms": ms, "p80_ms": ms})
+        rows.append(
+            {
+                "instance_id": "a",
+                "precision": "fp64",
+                "shape": "NN",
+                "m": s,
+                "n": s,
+                "k": s,
+                "batch": 1,
+                "status": "ok" if ms else "launch_error",
+                "median_ms": ms,
+                "p20_ms": ms,
+                "p80_ms": ms,
+            }
+        )
     w = winners(perf_matrix(with_point_key(pd.DataFrame(rows))), Criteria(bk=10, tol=0.0))
     table = build_table(w, select(w, "exact"), Provenance(device="x"))
     assert table.data["regions"] == []
@@ -270,13 +340,25 @@ def test_cost_mode_prices_each_valid_answer_at_its_nearest_measurement():
     from autotune.dispatch.runtime import LIBRARY, Lookup
 
     def point(n, costs):
-        return {"precision": "fp32", "shape": "NN", "sizes": {"m": n, "n": n, "k": n, "batch": 100}, "ranked": [],
-                "costs": costs}
-    table = {"size_names": ["m", "n", "k", "batch"], "table_sizes": ["m", "n", "k"], "precisions": ["fp32"],
-             "shapes": ["NN"],
-             "kernels": [{"valid": [{"max_m": 16}]}, {"valid": []}], "regions": [], "fallback": "library",
-             "points": [point(8, [[LIBRARY, 300], [0, 100], [1, 200]]), point(64, [[LIBRARY, 100], [1, 150]])],
-             "structure": {"mode": "cost", "library_margin": 0.0, "reach": 1.0}}
+        return {
+            "precision": "fp32",
+            "shape": "NN",
+            "sizes": {"m": n, "n": n, "k": n, "batch": 100},
+            "ranked": [],
+            "costs": costs,
+        }
+
+    table = {
+        "size_names": ["m", "n", "k", "batch"],
+        "table_sizes": ["m", "n", "k"],
+        "precisions": ["fp32"],
+        "shapes": ["NN"],
+        "kernels": [{"valid": [{"max_m": 16}]}, {"valid": []}],
+        "regions": [],
+        "fallback": "library",
+        "points": [point(8, [[LIBRARY, 300], [0, 100], [1, 200]]), point(64, [[LIBRARY, 100], [1, 150]])],
+        "structure": {"mode": "cost", "library_margin": 0.0, "reach": 1.0},
+    }
     ask = lambda n, t=table: Lookup(t).index("fp32", "NN", (n, n, n, 100))  # noqa: E731
     assert ask(10) == 0  # A is valid and cheapest at its nearest measurement (8^3)
     assert ask(20) == 1  # A is not valid (m > 16); B at 8^3 (200) beats the library at 8^3 (300)

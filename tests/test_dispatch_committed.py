@@ -8,6 +8,7 @@
 - invalid input: ValueError in Python, INVALID (-3) in C++, on the same inputs;
 - leave-one-out reports a loss only where the answer was measured at the held-out point.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -37,6 +38,7 @@ def _db(name: str):
 @pytest.fixture(scope="module", params=DATABASES)
 def built(request):
     from autotune.cli.analyze import build, load
+
     path = _db(request.param)
     if not path.exists():
         pytest.skip(f"{path} not committed")
@@ -58,16 +60,21 @@ def _grid(table) -> list[tuple[str, str, int, int, int, int]]:
         batches = sorted({p["sizes"]["batch"] for p in table.data["points"] if p["precision"] == precision})
         if precision == "fp16":
             vals = [8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 47, 48, 49, 56, 57, 63, 64, 65, 72, 80, 96, 113, 127, 128]
-            sizes = list(itertools.product(vals[::2], vals[1::2], vals[::3])) + \
-                [tuple(x) for x in rng.integers(8, 129, (400, 3))]
+            sizes = list(itertools.product(vals[::2], vals[1::2], vals[::3])) + [
+                tuple(x) for x in rng.integers(8, 129, (400, 3))
+            ]
         else:
             vals = list(range(2, 33))
-            sizes = list(itertools.product(vals[::3], vals[1::3], vals[::4])) + \
-                [tuple(x) for x in rng.integers(2, 33, (300, 3))]
+            sizes = list(itertools.product(vals[::3], vals[1::3], vals[::4])) + [
+                tuple(x) for x in rng.integers(2, 33, (300, 3))
+            ]
         for i, (m, n, k) in enumerate(sizes):
             out.append((precision, shape, int(m), int(n), int(k), [1, batches[len(batches) // 2]][i % 2]))
-        out += [(precision, shape, *_dims(p)) for p in table.data["points"]
-                if (p["precision"], p["shape"]) == (precision, shape)]
+        out += [
+            (precision, shape, *_dims(p))
+            for p in table.data["points"]
+            if (p["precision"], p["shape"]) == (precision, shape)
+        ]
     return out
 
 
@@ -110,10 +117,15 @@ def _cpp(table, tmp_path) -> str | None:
     (tmp_path / "main.cpp").write_text(
         '#include "dispatch.cuh"\n#include <cstdio>\nint main() {\n  int p, s; long long m, n, k, b;\n'
         '  while (std::scanf("%d %d %lld %lld %lld %lld", &p, &s, &m, &n, &k, &b) == 6)\n'
-        '    std::printf("%d\\n", autotune_dispatch::lookup(p, s, m, n, k, b));\n  return 0;\n}\n')
+        '    std::printf("%d\\n", autotune_dispatch::lookup(p, s, m, n, k, b));\n  return 0;\n}\n'
+    )
     exe = str(tmp_path / "lookup")
-    res = subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", exe, str(tmp_path / "main.cpp")],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        ["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", exe, str(tmp_path / "main.cpp")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     return exe
 
@@ -123,8 +135,9 @@ def _code(value, names) -> int:
 
 
 def _run_cpp(exe: str, queries, table) -> list[int]:
-    stdin = "\n".join(f"{_code(p, table.precisions)} {_code(s, table.shapes)} {m} {n} {k} {b}"
-                      for p, s, m, n, k, b in queries)
+    stdin = "\n".join(
+        f"{_code(p, table.precisions)} {_code(s, table.shapes)} {m} {n} {k} {b}" for p, s, m, n, k, b in queries
+    )
     res = subprocess.run([exe], input=stdin, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     return [int(x) for x in res.stdout.split()]
@@ -139,7 +152,11 @@ def test_every_kernel_carries_its_full_predicate(built):
         valid = [next(iter(p.items())) for p in kern["valid"]]
         expr = space_predicate(_load(kern["space"]), _params(loaded, kern), kern["precision"])
         got = expr(dims[:, 0], dims[:, 1], dims[:, 2], dims[:, 3])
-        assert (predicates_hold(valid, dims, b.table.size_names) == got).all(), (name, kern["instance_id"], kern["valid"])
+        assert (predicates_hold(valid, dims, b.table.size_names) == got).all(), (
+            name,
+            kern["instance_id"],
+            kern["valid"],
+        )
 
 
 def test_no_consumer_returns_a_kernel_off_its_serves(built, tmp_path):
@@ -167,7 +184,11 @@ def test_tuned_points_are_never_slower_than_the_library(built):
         a = table.lookup(p["precision"], p["shape"], p["sizes"])
         if p["library_ms"] is None:
             continue
-        ms = p["library_ms"] if a == LIBRARY else b.winners.matrix.median[row[p["point_key"]], col[kernels[a]["instance_id"]]]
+        ms = (
+            p["library_ms"]
+            if a == LIBRARY
+            else b.winners.matrix.median[row[p["point_key"]], col[kernels[a]["instance_id"]]]
+        )
         assert ms <= p["library_ms"] * (1 + 1e-12), (name, p["point_key"])
         checked += 1
     assert checked == len(table.data["points"]) or checked > 0
@@ -182,7 +203,7 @@ def test_invalid_input_is_refused_identically(built, tmp_path):
     queries = [good, (good[0], good[1], 1, 1, 1, 1), (good[0], good[1], 2**31 - 1, 5, 7, 2**31 - 1)]
     for i in range(2, 6):
         for v in bad_numbers:
-            queries.append(good[:i] + (v,) + good[i + 1:])
+            queries.append(good[:i] + (v,) + good[i + 1 :])
     queries += [("bf16",) + good[1:], (good[0], "NX") + good[2:], ("fp8",) + good[1:]]
     mod = _module(table, tmp_path)
 
@@ -191,6 +212,7 @@ def test_invalid_input_is_refused_identically(built, tmp_path):
             return fn(*q)
         except ValueError:
             return INVALID
+
     package = [ask(table.lookup_index, q) for q in queries]
     assert package[:3] == [ask(mod.lookup_index, q) for q in queries[:3]] and INVALID not in package[:3]
     assert package[3:] == [INVALID] * (len(queries) - 3)
@@ -198,8 +220,14 @@ def test_invalid_input_is_refused_identically(built, tmp_path):
     exe = _cpp(table, tmp_path)
     if exe is not None:
         assert _run_cpp(exe, queries, table) == package
-    for q in [good[:2] + (8.0,) + good[3:], good[:3] + (True,) + good[4:], good[:4] + ("8",) + good[5:],
-              good[:5] + (1.5,), (None,) + good[1:], good[:1] + (3,) + good[2:]]:
+    for q in [
+        good[:2] + (8.0,) + good[3:],
+        good[:3] + (True,) + good[4:],
+        good[:4] + ("8",) + good[5:],
+        good[:5] + (1.5,),
+        (None,) + good[1:],
+        good[:1] + (3,) + good[2:],
+    ]:
         with pytest.raises(ValueError):
             table.lookup_index(*q)
         with pytest.raises(ValueError):
@@ -208,6 +236,7 @@ def test_invalid_input_is_refused_identically(built, tmp_path):
 
 def test_leave_one_out_reports_only_measured_losses(built):
     from autotune.dispatch.loo import leave_one_out
+
     name, loaded, b = built
     if name not in ("tc_final_h100", "square_h100"):
         pytest.skip("one fp16 and one mixed database are enough")

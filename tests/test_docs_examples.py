@@ -16,6 +16,7 @@ paths), `<!-- docs-test: nvcc -->` compiles it with nvcc where
 nvcc is, `<!-- docs-test: compile (why) -->` only parses it (an example that names the reader's own package),
 `<!-- docs-test: skip (why) -->` never runs it (installs from the network).
 """
+
 from __future__ import annotations
 
 import os
@@ -62,8 +63,9 @@ def blocks(page: Path) -> list[Block]:
             i += 1
         before = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
         marker = MARKER.search(before)
-        found.append(Block(page, start + 1, m["lang"].lower(), "\n".join(body) + "\n",
-                           marker["mode"] if marker else "run"))
+        found.append(
+            Block(page, start + 1, m["lang"].lower(), "\n".join(body) + "\n", marker["mode"] if marker else "run")
+        )
         i += 1
     return found
 
@@ -73,6 +75,7 @@ def _gpu() -> bool:
         return False
     try:
         import cupy
+
         return cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:
         return False
@@ -100,16 +103,21 @@ def _env(tmp_path: Path) -> dict[str, str]:
     bindir.mkdir(exist_ok=True)
     (bindir / "autotune").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m autotune "$@"\n')
     (bindir / "autotune").chmod(0o755)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}",
+    )
     env.pop("AUTOTUNE_ALLOW_PATHS", None)
     return env
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], block: Block) -> None:
     out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, (f"{block.page.relative_to(ROOT)}:{block.line} ({block.lang}) failed:\n"
-                                 f"{block.text}\n--- stdout\n{out.stdout[-3000:]}\n--- stderr\n{out.stderr[-3000:]}")
+    assert out.returncode == 0, (
+        f"{block.page.relative_to(ROOT)}:{block.line} ({block.lang}) failed:\n"
+        f"{block.text}\n--- stdout\n{out.stdout[-3000:]}\n--- stderr\n{out.stderr[-3000:]}"
+    )
 
 
 def run_block(block: Block, work: Path, scratch: Path, env: dict[str, str]) -> None:
@@ -133,6 +141,7 @@ def run_block(block: Block, work: Path, scratch: Path, env: dict[str, str]) -> N
         data = yaml.safe_load(text)
         if isinstance(data, dict) and "spaces" in data and "points" in data:
             from autotune.sweep.config import load_config
+
             path = work / "configs" / f"docs_example_{block.line}.yaml"
             path.write_text(text)
             load_config(str(path))
@@ -140,18 +149,22 @@ def run_block(block: Block, work: Path, scratch: Path, env: dict[str, str]) -> N
         tomllib.loads(text)
     elif lang == "sql":
         from autotune.store.query import run_query
+
         frame = run_query(str(ROOT / "results/default/default.sqlite.xz"), text.strip().rstrip(";"))
         assert frame is not None
     elif lang in ("cpp", "c++"):
         source = scratch / f"example_{block.line}.cpp"
         source.write_text(text)
         if block.mode == "nvcc":
-            _run(["nvcc", "-std=c++17", "-x", "cu", "-c", str(source), "-o", str(source.with_suffix(".o"))],
-                 work, env, block)
+            _run(
+                ["nvcc", "-std=c++17", "-x", "cu", "-c", str(source), "-o", str(source.with_suffix(".o"))],
+                work,
+                env,
+                block,
+            )
         elif "main(" in text:
             exe = source.with_suffix("")
-            _run(["g++", "-std=c++17", "-I", str(scratch / "tutorial"), str(source), "-o", str(exe)], work, env,
-                 block)
+            _run(["g++", "-std=c++17", "-I", str(scratch / "tutorial"), str(source), "-o", str(exe)], work, env, block)
             _run([str(exe)], work, env, block)
         else:
             _run(["g++", "-std=c++17", "-fsyntax-only", str(source)], work, env, block)
@@ -178,8 +191,11 @@ def test_examples_run_as_written(page: Path, tmp_path: Path) -> None:
         pytest.skip("g++ is not installed")
     left_out = []
     for block in todo:
-        if block.mode == "skip" or (block.mode == "gpu" and not _gpu()) or \
-                (block.mode == "nvcc" and shutil.which("nvcc") is None):
+        if (
+            block.mode == "skip"
+            or (block.mode == "gpu" and not _gpu())
+            or (block.mode == "nvcc" and shutil.which("nvcc") is None)
+        ):
             left_out.append(f"{block.line} ({block.mode})")
             continue
         run_block(block, work, scratch, env)

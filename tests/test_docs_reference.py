@@ -2,6 +2,7 @@
 `problem:` section, arguments and constants (docs/kinds.md), and of a sweep config (docs/sweep-configs.md). The
 key sets are read from the loaders themselves (the literal sets they check keys against), so a new key without
 documentation fails here."""
+
 from __future__ import annotations
 
 import ast
@@ -18,8 +19,11 @@ def _literal_sets(path: str) -> list[set[str]]:
     tree = ast.parse((ROOT / path).read_text())
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Set) and len(node.elts) >= 3 and \
-                all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+        if (
+            isinstance(node, ast.Set)
+            and len(node.elts) >= 3
+            and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
+        ):
             found.append({e.value for e in node.elts})
     return found
 
@@ -47,11 +51,16 @@ def test_every_problem_key_and_init_form_is_documented() -> None:
     assert {"arguments", "tolerance", "constants", "buffer", "scalar", "init", "output"} <= keys
     assert not _missing(keys, ["kinds.md"])
     from autotune.problems.declared import INITS
+
     text = (DOCS / "kinds.md").read_text()
     for form in INITS:
         assert f"`init: {form}`" in text or f"`{form}`" in text, form
-    for form in ("init: {function: gen.py:make}", "init: {file: data.npy}", "init: {file: data.npz, key: NAME}",
-                 'init: "i % 7"'):
+    for form in (
+        "init: {function: gen.py:make}",
+        "init: {file: data.npy}",
+        "init: {file: data.npz, key: NAME}",
+        'init: "i % 7"',
+    ):
         assert form in text, form
 
 

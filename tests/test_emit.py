@@ -1,4 +1,5 @@
 """Generated consumers: the Python module and the C++ header (g++ and nvcc) answer exactly like the table."""
+
 from __future__ import annotations
 
 import csv
@@ -28,10 +29,14 @@ NAIVE = [(bx, by) for bx in (4, 8, 16, 32) for by in (1, 2, 4, 8, 16) if 32 <= b
 PREDICATES = [(), (("m_multiple_of", 4),), (("max_k", 64),), (("n_multiple_of", 8), ("min_batch", 2))]
 
 
-@pytest.fixture(scope="module", params=[Structure(), Structure("nearest", 0.1), Structure("cost", 0.05, 1.0),
-                                        Structure("cost", 0.0, 0.5)], ids=lambda s: f"{s.mode}-{s.library_margin}-{s.reach}")
+@pytest.fixture(
+    scope="module",
+    params=[Structure(), Structure("nearest", 0.1), Structure("cost", 0.05, 1.0), Structure("cost", 0.0, 0.5)],
+    ids=lambda s: f"{s.mode}-{s.library_margin}-{s.reach}",
+)
 def table(request):
     from autotune.space.spec import load_space
+
     kind = BUILT_IN[KIND]
     naive = load_space(kind.generic_space)
     df = synthetic_measurements(120, SIZES, precisions=("fp64", "fp16"), shapes=("NN", "TN"), batch=500, seed=21)
@@ -41,25 +46,45 @@ def table(request):
     for j, (iid, precision, shape) in enumerate(sel.kernels):
         bx, by = NAIVE[j % len(NAIVE)]
         info[(iid, precision, shape)] = KernelInfo(
-            space=naive.name, name=f"syn_{iid}", source="gemm_naive.cuh", convention="strided",
+            space=naive.name,
+            name=f"syn_{iid}",
+            source="gemm_naive.cuh",
+            convention="strided",
             template=naive.template_name({"BLOCK_X": bx, "BLOCK_Y": by}, precision, shape),
-            valid=PREDICATES[j % len(PREDICATES)], parameters=kind.cpp_parameters("strided", precision))
+            valid=PREDICATES[j % len(PREDICATES)],
+            parameters=kind.cpp_parameters("strided", precision),
+        )
     keys = [(p, s) for p in kind.precisions for s in kind.shapes]
-    generic = GenericKernel(space=naive.name, source="gemm_naive.cuh", convention="strided",
-                            templates=tuple((f"{p}:{s}", naive.template_name({"BLOCK_X": 32, "BLOCK_Y": 4}, p, s))
-                                            for p, s in keys),
-                            parameters=tuple((f"{p}:{s}", kind.cpp_parameters("strided", p)) for p, s in keys))
+    generic = GenericKernel(
+        space=naive.name,
+        source="gemm_naive.cuh",
+        convention="strided",
+        templates=tuple((f"{p}:{s}", naive.template_name({"BLOCK_X": 32, "BLOCK_Y": 4}, p, s)) for p, s in keys),
+        parameters=tuple((f"{p}:{s}", kind.cpp_parameters("strided", p)) for p, s in keys),
+    )
     # the library: faster than every instance at a third of the points, measured at all but a few
     lib = np.nanmin(w.matrix.median, axis=1) * np.where(np.arange(len(w.best_ms)) % 3 == 0, 0.8, 1.3)
     lib[::7] = np.nan
-    return build_table(w, sel, Provenance(device="NVIDIA H100 80GB HBM3"), info, generic, library_ms=lib,
-                       fallback="naive", structure=request.param)
+    return build_table(
+        w,
+        sel,
+        Provenance(device="NVIDIA H100 80GB HBM3"),
+        info,
+        generic,
+        library_ms=lib,
+        fallback="naive",
+        structure=request.param,
+    )
 
 
 def queries(table) -> list[tuple[str, str, int, int, int, int]]:
     tuned = [(p["precision"], p["shape"], *p["sizes"].values()) for p in table.data["points"]]
-    dense = [(p, s, m, n, k, b) for p, s in [("fp64", "NN"), ("fp16", "TN"), ("fp32", "NN"), ("fp64", "TT")]
-             for m, n, k in itertools.product(GRID, GRID[::2], GRID[::3]) for b in (1, 500)]
+    dense = [
+        (p, s, m, n, k, b)
+        for p, s in [("fp64", "NN"), ("fp16", "TN"), ("fp32", "NN"), ("fp64", "TT")]
+        for m, n, k in itertools.product(GRID, GRID[::2], GRID[::3])
+        for b in (1, 500)
+    ]
     return tuned + dense
 
 
@@ -96,8 +121,10 @@ def test_csv_has_one_row_per_tuned_point(table):
 def test_instantiation_uses_the_calling_convention():
     kind = BUILT_IN[KIND]
     line = instantiation("autotune::k<__half, float, 0, 1, 8>", kind.cpp_parameters("ptr_array", "fp16"))
-    assert line == ("template __global__ void autotune::k<__half, float, 0, 1, 8>(int, int, int, float, "
-                    "const __half* const*, int, const __half* const*, int, float, __half* const*, int, int);")
+    assert line == (
+        "template __global__ void autotune::k<__half, float, 0, 1, 8>(int, int, int, float, "
+        "const __half* const*, int, const __half* const*, int, float, __half* const*, int, int);"
+    )
     assert kind.cpp_parameters("weird", "fp64") is None
     with pytest.raises(ValueError, match="parameter list"):
         instantiation("autotune::k<double>", None)
@@ -109,19 +136,23 @@ def _driver(table, tmp_path, suffix: str) -> str:
     for p in table.data["points"][:5]:
         args = (table.precisions.index(p["precision"]), table.shapes.index(p["shape"]), *p["sizes"].values())
         want = table.lookup_index(p["precision"], p["shape"], *p["sizes"].values())
-        asserts.append(f"static_assert(autotune_dispatch::lookup({', '.join(map(str, args))}) == {want}, \"\");")
+        asserts.append(f'static_assert(autotune_dispatch::lookup({", ".join(map(str, args))}) == {want}, "");')
     src = tmp_path / f"main{suffix}"
-    src.write_text("#define AUTOTUNE_DISPATCH_INSTANTIATE\n#include \"dispatch.cuh\"\n#include <cstdio>\n"
-                   + "\n".join(asserts) + "\nint main() {\n  int p, s; long long m, n, k, b;\n"
-                   "  while (std::scanf(\"%d %d %lld %lld %lld %lld\", &p, &s, &m, &n, &k, &b) == 6)\n"
-                   "    std::printf(\"%d\\n\", autotune_dispatch::lookup(p, s, m, n, k, b));\n"
-                   "  return autotune_dispatch::same_device(\"nvidia h100 80gb hbm3\") ? 0 : 3;\n}\n")
+    src.write_text(
+        '#define AUTOTUNE_DISPATCH_INSTANTIATE\n#include "dispatch.cuh"\n#include <cstdio>\n'
+        + "\n".join(asserts)
+        + "\nint main() {\n  int p, s; long long m, n, k, b;\n"
+        '  while (std::scanf("%d %d %lld %lld %lld %lld", &p, &s, &m, &n, &k, &b) == 6)\n'
+        '    std::printf("%d\\n", autotune_dispatch::lookup(p, s, m, n, k, b));\n'
+        '  return autotune_dispatch::same_device("nvidia h100 80gb hbm3") ? 0 : 3;\n}\n'
+    )
     return str(src)
 
 
 def _run(binary: str, table) -> list[int]:
-    stdin = "\n".join(f"{table.precisions.index(p)} {table.shapes.index(s)} {m} {n} {k} {b}"
-                      for p, s, m, n, k, b in queries(table))
+    stdin = "\n".join(
+        f"{table.precisions.index(p)} {table.shapes.index(s)} {m} {n} {k} {b}" for p, s, m, n, k, b in queries(table)
+    )
     res = subprocess.run([binary], input=stdin, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     return [int(x) for x in res.stdout.split()]
@@ -131,8 +162,12 @@ def _run(binary: str, table) -> list[int]:
 def test_cpp_lookup_matches_python_host_only(table, tmp_path):
     (tmp_path / "dispatch.cuh").write_text(emit_cpp(table))
     exe = str(tmp_path / "lookup_gxx")
-    res = subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", exe, _driver(table, tmp_path, ".cpp")],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        ["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", exe, _driver(table, tmp_path, ".cpp")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert _run(exe, table) == expected(table)
 
@@ -144,11 +179,18 @@ def test_header_compiles_with_the_kernels_and_agrees(table, tmp_path):
     assert n_inst >= len(table.precisions) * len(table.shapes)  # the generic kernel for every precision and shape
     (tmp_path / "dispatch.cuh").write_text(header)
     exe = str(tmp_path / "lookup_nvcc")
-    res = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{paths.KERNELS_DIR}", "-o", exe,
-                          _driver(table, tmp_path, ".cu")], capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        ["nvcc", "-std=c++17", "-arch=sm_90", f"-I{paths.KERNELS_DIR}", "-o", exe, _driver(table, tmp_path, ".cu")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
-    symbols = subprocess.run(["cuobjdump", "-symbols", exe], capture_output=True, text=True) \
-        if shutil.which("cuobjdump") else None
+    symbols = (
+        subprocess.run(["cuobjdump", "-symbols", exe], capture_output=True, text=True)
+        if shutil.which("cuobjdump")
+        else None
+    )
     if symbols is not None and symbols.returncode == 0:
         assert symbols.stdout.count("gemm_naive") >= n_inst
     assert _run(exe, table) == expected(table)
@@ -159,8 +201,10 @@ def test_report_summary_and_files(table, tmp_path):
 
     from autotune.dispatch.loo import tol_table
     from autotune.dispatch.report import roofline_ms, summary_columns, summary_frame, write_report
-    matrix = perf_matrix(synthetic_measurements(120, SIZES, precisions=("fp64", "fp16"), shapes=("NN", "TN"),
-                                                batch=500, seed=21))
+
+    matrix = perf_matrix(
+        synthetic_measurements(120, SIZES, precisions=("fp64", "fp16"), shapes=("NN", "TN"), batch=500, seed=21)
+    )
     pts = pd.DataFrame(table.data["points"])
     best_ms = np.nanmin(matrix.median, axis=1)
     cublas = matrix.points[["precision", "shape", "m", "n", "k", "batch"]].assign(median_ms=best_ms * 2.0)
@@ -169,22 +213,34 @@ def test_report_summary_and_files(table, tmp_path):
     assert (summary["speedup_vs_cublas"] - 2.0).abs().max() < 1e-12
     # the summary names the best verified instance at each point (the table may serve it with another)
     assert (summary["ms"].to_numpy() == best_ms).all()
-    assert all(matrix.median[i, list(matrix.instances).index(iid)] == best_ms[i]
-               for i, iid in enumerate(summary["instance"]))
+    assert all(
+        matrix.median[i, list(matrix.instances).index(iid)] == best_ms[i] for i, iid in enumerate(summary["instance"])
+    )
     row = summary.iloc[0]
-    moved = row["batch"] * {"fp64": 8, "fp16": 2}[row["precision"]] * (row["m"] * row["k"] + row["k"] * row["n"]
-                                                                        + row["m"] * row["n"])
+    moved = (
+        row["batch"]
+        * {"fp64": 8, "fp16": 2}[row["precision"]]
+        * (row["m"] * row["k"] + row["k"] * row["n"] + row["m"] * row["n"])
+    )
     assert row["roofline_frac"] == pytest.approx(moved / 3.0e12 * 1e3 / row["ms"])
     layout = matrix.layout
-    assert roofline_ms(summary.iloc[:1], 3.0e12, layout, {"beta": 1.0})[0] > \
-        roofline_ms(summary.iloc[:1], 3.0e12, layout, {"beta": 0.0})[0]
+    assert (
+        roofline_ms(summary.iloc[:1], 3.0e12, layout, {"beta": 1.0})[0]
+        > roofline_ms(summary.iloc[:1], 3.0e12, layout, {"beta": 0.0})[0]
+    )
     df = synthetic_measurements(40, SIZES[:6], seed=4)
     frame = tol_table(perf_matrix(df), [10], [0.0, 0.1], loo=False)
     written = write_report(tmp_path, table, matrix, frame, cublas, 3.0e12, {})
-    assert {p.name for p in written} >= {"summary.csv", "tol_table.csv", "kernels_vs_tol.png", "perf_vs_size.png",
-                                         "loss_per_point.png"}
-    assert (tmp_path / "tol_table.csv").read_text().splitlines()[0] == \
-        "method,bk,tol,kernels,worst_loss,mean_loss,loo_worst_loss,loo_measured"
+    assert {p.name for p in written} >= {
+        "summary.csv",
+        "tol_table.csv",
+        "kernels_vs_tol.png",
+        "perf_vs_size.png",
+        "loss_per_point.png",
+    }
+    assert (tmp_path / "tol_table.csv").read_text().splitlines()[
+        0
+    ] == "method,bk,tol,kernels,worst_loss,mean_loss,loo_worst_loss,loo_measured"
     assert all(p.stat().st_size > 0 for p in written)
 
 
@@ -193,13 +249,15 @@ def test_cli_emit_from_a_measurements_csv(tmp_path):
     from typer.testing import CliRunner
 
     from autotune.cli import analyze as analyze_cli
+
     df = synthetic_measurements(60, SIZES[:8], seed=6)
     df.to_csv(tmp_path / "m.csv", index=False)
     app = typer.Typer()
     analyze_cli.register(app)
     runner = CliRunner()
-    res = runner.invoke(app, ["emit", str(tmp_path / "m.csv"), "--format", "json", "-o", str(tmp_path / "d.json"),
-                              "--tol", "0.1"])
+    res = runner.invoke(
+        app, ["emit", str(tmp_path / "m.csv"), "--format", "json", "-o", str(tmp_path / "d.json"), "--tol", "0.1"]
+    )
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["emit", str(tmp_path / "d.json"), "--format", "python", "-o", str(tmp_path / "d.py")])
     assert res.exit_code == 0, res.output
@@ -215,6 +273,7 @@ EXAMPLES = [("stencil", "stencil_h100"), ("transpose", "transpose_h100"), ("soft
 def example_table(request):
     """The dispatch table of an example's committed database (a kind other than the built-in one)."""
     from autotune.cli.analyze import build, load
+
     folder, name = request.param
     path = paths.ROOT / "examples" / folder / "results" / f"{name}.sqlite.xz"
     if not path.exists():
@@ -230,9 +289,14 @@ def _example_queries(table) -> list[tuple]:
     tuned = [(p["precision"], p["shape"], *p["sizes"].values()) for p in table.points]
     lo = [min(p["sizes"][n] for p in table.points) for n in table.size_names]
     hi = [max(p["sizes"][n] for p in table.points) for n in table.size_names]
-    near = [(table.precisions[0], table.shapes[0],
-             *(int(x) for x in rng.integers(np.maximum(1, np.array(lo) // 4), 4 * np.array(hi) + 2)))
-            for _ in range(300)]
+    near = [
+        (
+            table.precisions[0],
+            table.shapes[0],
+            *(int(x) for x in rng.integers(np.maximum(1, np.array(lo) // 4), 4 * np.array(hi) + 2)),
+        )
+        for _ in range(300)
+    ]
     small = [(table.precisions[0], table.shapes[0], *(int(x) for x in rng.integers(1, 64, len(lo)))) for _ in range(50)]
     return tuned + near + small
 
@@ -252,7 +316,7 @@ def test_example_python_module_and_header_agree(example_table, tmp_path):
     table = example_table
     queries = _example_queries(table)
     want = [table.lookup_index(*q) for q in queries]
-    assert want[:len(table.points)] == [p["ranked"][0] if p["ranked"] else table.fallback for p in table.points]
+    assert want[: len(table.points)] == [p["ranked"][0] if p["ranked"] else table.fallback for p in table.points]
     path = tmp_path / "dispatch_ex.py"
     path.write_text(emit_python(table))
     spec = importlib.util.spec_from_file_location("dispatch_ex", path)
@@ -272,15 +336,21 @@ def test_example_python_module_and_header_agree(example_table, tmp_path):
     call = ", ".join(f"s[{i}]" for i in range(n))
     (tmp_path / "main.cpp").write_text(
         '#include "dispatch.cuh"\n#include <cstdio>\nint main() {\n'
-        f"  long long s[{n}];\n  while (std::scanf(\"{fmt}\", {args}) == {n})\n"
-        f"    std::printf(\"%d %d\\n\", autotune_dispatch::lookup({call}), autotune_dispatch::lookup(0, 0, {call}));\n"
-        "  return 0;\n}\n")
+        f'  long long s[{n}];\n  while (std::scanf("{fmt}", {args}) == {n})\n'
+        f'    std::printf("%d %d\\n", autotune_dispatch::lookup({call}), autotune_dispatch::lookup(0, 0, {call}));\n'
+        "  return 0;\n}\n"
+    )
     exe = str(tmp_path / "lookup_ex")
-    res = subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", exe, str(tmp_path / "main.cpp")],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        ["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", exe, str(tmp_path / "main.cpp")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
-    out = subprocess.run([exe], input="\n".join(" ".join(map(str, q[2:])) for q in queries), capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [exe], input="\n".join(" ".join(map(str, q[2:])) for q in queries), capture_output=True, text=True, timeout=60
+    )
     got = [tuple(map(int, line.split())) for line in out.stdout.splitlines()]
     assert got == [(a, a) for a in want]
     assert f'"{table.kernels[0]["source"]}"' in header and "-D" in header  # source and defines for each kernel
@@ -295,6 +365,7 @@ def test_version_2_tables_answer_as_their_generated_modules(tmp_path):
     3, and answers exactly as that module. (Every committed results/*/dispatch.json was upgraded this way, and
     answered as its version 2 module on 2,000+ queries each before it was replaced.)"""
     from autotune.dispatch.table import load_table
+
     checked = 0
     for folder in sorted(V2_TABLES.iterdir()):
         js, py = folder / "dispatch.json", folder / "dispatch.py"
@@ -328,10 +399,26 @@ def test_example_header_compiles_with_nvcc_and_its_kernel_source(example_table, 
     kern = table.kernels[0]
     folder = paths.ROOT / "examples" / {"convolution5x5": "stencil"}.get(table.kind, table.kind)
     flags = [f"-D{k}={v}" for k, v in kern["defines"].items()]
-    (tmp_path / "main.cu").write_text(f'#include "dispatch.cuh"\n#include "{kern["source"]}"\n'
-                                      "int main() { return autotune_dispatch::kNumKernels > 0 ? 0 : 1; }\n")
-    res = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{folder}", f"-I{tmp_path}", *flags, "-o",
-                          str(tmp_path / "ex"), str(tmp_path / "main.cu")], capture_output=True, text=True, timeout=300)
+    (tmp_path / "main.cu").write_text(
+        f'#include "dispatch.cuh"\n#include "{kern["source"]}"\n'
+        "int main() { return autotune_dispatch::kNumKernels > 0 ? 0 : 1; }\n"
+    )
+    res = subprocess.run(
+        [
+            "nvcc",
+            "-std=c++17",
+            "-arch=sm_90",
+            f"-I{folder}",
+            f"-I{tmp_path}",
+            *flags,
+            "-o",
+            str(tmp_path / "ex"),
+            str(tmp_path / "main.cu"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
 
 
@@ -341,6 +428,7 @@ def test_emitting_from_a_table_names_no_absolute_path_of_the_machine_that_wrote_
     import json as _json
     import os
     import sys
+
     data = _json.loads((V2_TABLES / "tc_mma_h100" / "dispatch.json").read_text())
     for k in data["kernels"]:
         k["source"] = "/elsewhere/checkout/kernels_src/" + k["source"]
@@ -348,9 +436,15 @@ def test_emitting_from_a_table_names_no_absolute_path_of_the_machine_that_wrote_
     src.write_text(_json.dumps(data))
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     for fmt, out in (("json", "t.json"), ("cpp", "t.cuh")):
-        r = subprocess.run([sys.executable, "-m", "autotune", "emit", str(src), "-f", fmt, "-o", str(tmp_path / out)],
-                           capture_output=True, text=True, env=env, cwd=tmp_path)
+        r = subprocess.run(
+            [sys.executable, "-m", "autotune", "emit", str(src), "-f", fmt, "-o", str(tmp_path / out)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
         assert r.returncode == 0, r.stderr
         assert "/elsewhere" not in (tmp_path / out).read_text()
     assert {k["source"] for k in _json.loads((tmp_path / "t.json").read_text())["kernels"]} <= {
-        k["source"].rsplit("/", 1)[-1] for k in data["kernels"]}
+        k["source"].rsplit("/", 1)[-1] for k in data["kernels"]
+    }

@@ -1,6 +1,7 @@
 """Real nvcc compiles (sm_90, to an object) of the example kernels of examples/: at their #ifndef defaults,
 at two settings the hard constraints allow, and one setting they reject (which must fail to compile, so
 that the constraint reflects a real failure). No GPU needed."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,18 +25,30 @@ def _check_compile():
 
 CASES = {
     "transpose": (
-        [dict(block_size_x=32, block_size_y=8, TILE_DIM=32, PAD=1),
-         dict(block_size_x=64, block_size_y=16, TILE_DIM=64, PAD=0)],
+        [
+            dict(block_size_x=32, block_size_y=8, TILE_DIM=32, PAD=1),
+            dict(block_size_x=64, block_size_y=16, TILE_DIM=64, PAD=0),
+        ],
         dict(block_size_x=32, block_size_y=8, TILE_DIM=16, PAD=1),  # TILE_DIM % block_size_x != 0
     ),
     "stencil": (
-        [dict(block_size_x=128, block_size_y=8, tile_size_x=2, tile_size_y=4, use_shmem=1, use_padding=1, read_only=0),
-         dict(block_size_x=16, block_size_y=4, tile_size_x=1, tile_size_y=2, use_shmem=0, use_padding=0, read_only=1)],
-        dict(block_size_x=128, block_size_y=16, tile_size_x=1, tile_size_y=1, use_shmem=1, use_padding=0, read_only=0),  # 2048 threads
+        [
+            dict(
+                block_size_x=128, block_size_y=8, tile_size_x=2, tile_size_y=4, use_shmem=1, use_padding=1, read_only=0
+            ),
+            dict(
+                block_size_x=16, block_size_y=4, tile_size_x=1, tile_size_y=2, use_shmem=0, use_padding=0, read_only=1
+            ),
+        ],
+        dict(
+            block_size_x=128, block_size_y=16, tile_size_x=1, tile_size_y=1, use_shmem=1, use_padding=0, read_only=0
+        ),  # 2048 threads
     ),
     "softmax": (
-        [dict(block_size_x=1024, rows_per_block=1, vector_width=4, use_cub=1),
-         dict(block_size_x=64, rows_per_block=8, vector_width=2, use_cub=0)],
+        [
+            dict(block_size_x=1024, rows_per_block=1, vector_width=4, use_cub=1),
+            dict(block_size_x=64, rows_per_block=8, vector_width=2, use_cub=0),
+        ],
         dict(block_size_x=48, rows_per_block=2, vector_width=4, use_cub=0),  # a row of 1.5 warps
     ),
 }

@@ -1,5 +1,6 @@
 """The reference functions of examples/*/reference.py against naive Python loops (NumPy, small sizes),
 and the space files' arguments against the kernels' signatures and the references' outputs."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -98,7 +99,7 @@ def test_stencil_baseline_indexing_with_scipy() -> None:
     mod = _module("stencil")
     full = ndimage.correlate(arrays["inp"].astype(np.float64), np.asarray(mod.WEIGHTS), mode="constant")
     r = mod.RADIUS
-    assert np.allclose(full[r:r + 6, r:r + 9], mod.convolution(arrays, sizes)["out"], rtol=1e-12, atol=1e-12)
+    assert np.allclose(full[r : r + 6, r : r + 9], mod.convolution(arrays, sizes)["out"], rtol=1e-12, atol=1e-12)
 
 
 def test_softmax_reference_matches_loops() -> None:

@@ -1,5 +1,6 @@
 """`autotune explore`, `autotune dashboard` and `autotune space diff` on committed inputs (no browser: see
 tests/browser/ for the pages in Chromium)."""
+
 from __future__ import annotations
 
 import json
@@ -26,6 +27,7 @@ def _payload(html: str) -> dict:
 @pytest.fixture(scope="module")
 def results_page() -> tuple[str, dict]:
     from autotune.explore.report import build
+
     built = build(str(SMALL))
     html = built.page.render()
     return html, _payload(html)
@@ -37,8 +39,18 @@ def test_results_page_is_self_contained(results_page: tuple[str, dict]) -> None:
     assert not re.search(r"<script[^>]+src=", html)  # plotly.js is inside, not fetched
     assert "Plotly.newPlot" in html and len(html) > 3_000_000  # plotly.js embedded
     keys = {f["key"] for f in payload["figures"]}
-    for key in ("roofline", "speedup", "param-gemm_tiny_simt", "parcoords-gemm_batched_simt", "time-points",
-                "time-sweeps", "outcomes", "tol", "validation", "table-loss"):
+    for key in (
+        "roofline",
+        "speedup",
+        "param-gemm_tiny_simt",
+        "parcoords-gemm_batched_simt",
+        "time-points",
+        "time-sweeps",
+        "outcomes",
+        "tol",
+        "validation",
+        "table-loss",
+    ):
         assert key in keys
     assert any(k.startswith("importance-") for k in keys)
     assert any(k.startswith("wins-") for k in keys)
@@ -48,16 +60,23 @@ def test_results_page_is_self_contained(results_page: tuple[str, dict]) -> None:
 def test_results_groups_match_the_database(results_page: tuple[str, dict]) -> None:
     _, payload = results_page
     from autotune.explore.data import load
+
     r = load(str(DB))
     points = {g["point"] for g in payload["groups"] if "point" in g}
     assert set(r.points["key"]) <= points
     # the table's points are named like the database's (one point filter serves both); the validation's held-out
     # problems are other points
-    wins = [t for f in payload["figures"] if f["key"].startswith("wins-") for t in f["data"]
-            if isinstance(t["meta"]["g"], list)]
+    wins = [
+        t
+        for f in payload["figures"]
+        if f["key"].startswith("wins-")
+        for t in f["data"]
+        if isinstance(t["meta"]["g"], list)
+    ]
     table_points = {payload["groups"][g]["point"] for t in wins for g in t["meta"]["g"]}
     assert len(table_points) == 240 and table_points == set(r.points["key"])
     import pandas as pd
+
     held_out = len(pd.read_csv(SMALL / "validation" / "validation.csv"))
     assert len(points) == 240 + held_out
     roofline = next(f for f in payload["figures"] if f["key"] == "roofline")
@@ -70,6 +89,7 @@ def test_results_groups_match_the_database(results_page: tuple[str, dict]) -> No
 def test_importance_ranks_parameters() -> None:
     from autotune.explore.data import load, ok_frame
     from autotune.explore.importance import importances
+
     r = load(str(DB))
     ok = ok_frame(r)
     sub = ok[ok["space"] == "gemm_tiny_simt"]
@@ -86,6 +106,7 @@ def test_space_page_funnel_is_the_generators() -> None:
     from autotune.explore.spaces import add_space, explore_space
     from autotune.space.generator import generate
     from autotune.space.spec import load_space
+
     space = load_space("gemm_batched_simt")
     e = explore_space(space, get_device("H100"))
     g = generate(space, get_device("H100"))
@@ -104,6 +125,7 @@ def test_a_large_space_is_explored_from_a_sample(monkeypatch: pytest.MonkeyPatch
     from autotune.explore.page import Page
     from autotune.space.generator import generate
     from autotune.space.spec import load_space
+
     monkeypatch.setattr(spaces, "SAMPLE", 20_000)
     space = load_space("gemm_batched_simt")  # 189,689 hard survivors
     e = spaces.explore_space(space, get_device("H100"))
@@ -134,6 +156,7 @@ def test_missing_plotly_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> 
     import sys
     from autotune.errors import UserError
     from autotune.explore.page import require_plotly
+
     monkeypatch.setitem(sys.modules, "plotly", None)
     with pytest.raises(UserError, match="plotly") as info:
         require_plotly()
@@ -145,10 +168,12 @@ TSM2 = ROOT / "results" / "tsm2_n16_h100" / "tsm2_n16_h100.sqlite.xz"  # the sma
 
 def test_dashboard_studies_load_with_optuna(tmp_path: Path) -> None:
     import optuna
+
     storage = tmp_path / "studies.sqlite3"
     done = run_cli("dashboard", str(TSM2), "--storage", str(storage), "--no-serve")
     assert done.returncode == 0, done.stderr
     from autotune.explore.data import load
+
     r = load(str(TSM2))
     url = f"sqlite:///{storage}"
     summaries = optuna.get_all_study_summaries(url)
@@ -175,6 +200,7 @@ def test_dashboard_per_sweep() -> None:
     import optuna
     from autotune.explore.data import load
     from autotune.explore.studies import studies
+
     r = load(str(TSM2))
     storage = optuna.storages.InMemoryStorage()
     names = studies(r, storage, per="sweep")
@@ -205,6 +231,7 @@ def test_space_diff(tmp_path: Path) -> None:
 def test_replicated_database(tmp_path: Path) -> None:
     from autotune.explore.data import load
     from autotune.explore.replicate import replicate
+
     source = ROOT / "results" / "tsm2_n16_h100" / "tsm2_n16_h100.sqlite.xz"
     n = replicate(str(source), tmp_path / "big.sqlite", copies=3)
     r0, r = load(str(source)), load(str(tmp_path / "big.sqlite"))
@@ -227,6 +254,7 @@ def test_explore_and_studies_on_sqlite_and_postgresql(db_url: str) -> None:
     from autotune.explore.report import build
     from autotune.explore.studies import studies
     from autotune.store.store import Store
+
     with Store.open(db_url) as store:
         record_sample(store)
     r = load(db_url)

@@ -8,12 +8,28 @@ def ev(text, **env):
     return parse(text)(env)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("1 + 2 * 3", 7), ("7 // 2", 3), ("7 % 4", 3), ("2 ** 10", 1024), ("-3 + +2", -1),
-    ("min(3, 1, 2)", 1), ("max(3, 7)", 7), ("ceil(7 / 2)", 4), ("floor(7 / 2)", 3), ("log2(64)", 6.0),
-    ("abs(-4)", 4), ("1 < 2 <= 2", True), ("3 in [1, 2, 3]", True), ("3 not in (1, 2)", True),
-    ("not (1 > 2)", True), ("1 if 2 > 1 else 0", 1), ("'NN' == 'NN'", True),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("1 + 2 * 3", 7),
+        ("7 // 2", 3),
+        ("7 % 4", 3),
+        ("2 ** 10", 1024),
+        ("-3 + +2", -1),
+        ("min(3, 1, 2)", 1),
+        ("max(3, 7)", 7),
+        ("ceil(7 / 2)", 4),
+        ("floor(7 / 2)", 3),
+        ("log2(64)", 6.0),
+        ("abs(-4)", 4),
+        ("1 < 2 <= 2", True),
+        ("3 in [1, 2, 3]", True),
+        ("3 not in (1, 2)", True),
+        ("not (1 > 2)", True),
+        ("1 if 2 > 1 else 0", 1),
+        ("'NN' == 'NN'", True),
+    ],
+)
 def test_scalar_values(text, expected):
     assert np.asarray(ev(text)).item() == expected
 
@@ -26,12 +42,32 @@ def test_vectorized_and_short_circuit():
     assert ev("0 if K == 0 else N // K", K=k, N=n).tolist() == [0, 8, 4, 2]
 
 
-@pytest.mark.parametrize("hostile", [
-    "__import__('os').system('true')", "os.system", "().__class__.__bases__", "(lambda: 1)()",
-    "[x for x in range(3)]", "open('/etc/passwd')", "eval('1')", "exec('x=1')", "globals()",
-    "x[0]", "{1: 2}", "{1, 2}", "min(a=1, b=2)", "print(*[1])", "(y := 3)", "x is None",
-    "10 ** 100", "2 ** 2 ** 2 ** 2 ** 2", "9" * 30, "getattr(x, 'y')", "_secret + 1",
-])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "__import__('os').system('true')",
+        "os.system",
+        "().__class__.__bases__",
+        "(lambda: 1)()",
+        "[x for x in range(3)]",
+        "open('/etc/passwd')",
+        "eval('1')",
+        "exec('x=1')",
+        "globals()",
+        "x[0]",
+        "{1: 2}",
+        "{1, 2}",
+        "min(a=1, b=2)",
+        "print(*[1])",
+        "(y := 3)",
+        "x is None",
+        "10 ** 100",
+        "2 ** 2 ** 2 ** 2 ** 2",
+        "9" * 30,
+        "getattr(x, 'y')",
+        "_secret + 1",
+    ],
+)
 def test_hostile_input_is_rejected(hostile):
     with pytest.raises(ExprError):
         ev(hostile, x=np.arange(3), os=1, a=1, b=2)

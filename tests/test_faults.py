@@ -9,6 +9,7 @@
      AUTOTUNE_TEST_PG_DIR.
 6.   The whole sweep is killed with SIGKILL at random moments.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -99,8 +100,10 @@ class StubCompiles(GpuBackend):
 
 
 def stub_compile(blob: Path, req: CompileRequest, cache_dir: Path) -> list[CompiledKernel]:
-    return [CompiledKernel(name, True, f"key{i}", f"lowered_{i}", blob, "cubin", "", 0.01)
-            for i, name in enumerate(req.name_expressions)]
+    return [
+        CompiledKernel(name, True, f"key{i}", f"lowered_{i}", blob, "cubin", "", 0.01)
+        for i, name in enumerate(req.name_expressions)
+    ]
 
 
 def fake_gpu_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, faults: dict[int, str], timeout_s: float):
@@ -141,13 +144,17 @@ def gone(pid: int) -> bool:
     return False
 
 
-@pytest.mark.parametrize("action, status, error", [
-    ("die", "crashed", "GPU worker process died (exit code 9)"),
-    ("hang", "timeout", "no answer within the watchdog's deadline (1 s or more); worker killed"),
-    ("fatal", "launch_error", CUDA_FAULT),
-])
-def test_gpu_worker_fault_is_recorded_and_the_sweep_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             action: str, status: str, error: str) -> None:
+@pytest.mark.parametrize(
+    "action, status, error",
+    [
+        ("die", "crashed", "GPU worker process died (exit code 9)"),
+        ("hang", "timeout", "no answer within the watchdog's deadline (1 s or more); worker killed"),
+        ("fatal", "launch_error", CUDA_FAULT),
+    ],
+)
+def test_gpu_worker_fault_is_recorded_and_the_sweep_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, action: str, status: str, error: str
+) -> None:
     t0 = time.monotonic()
     summary, backend, trace = fake_gpu_sweep(tmp_path, monkeypatch, {5: action}, timeout_s=1.0)
     took = time.monotonic() - t0
@@ -163,8 +170,8 @@ def test_gpu_worker_fault_is_recorded_and_the_sweep_goes_on(tmp_path: Path, monk
     assert all(st == "ok" for k, (st, _) in recorded.items() if k != (iid, key))
     # the faulty worker is gone, and everything after it was served by one fresh worker
     assert gone(int(pid))
-    before = {t[0] for t in trace[:trace.index(measures[4])]}
-    after = {t[0] for t in trace[trace.index(measures[4]) + 1:]}
+    before = {t[0] for t in trace[: trace.index(measures[4])]}
+    after = {t[0] for t in trace[trace.index(measures[4]) + 1 :]}
     assert before == {pid} and len(after) == 1 and pid not in after
     db = tmp_path / "faults.sqlite"
     assert rows(db, "select count(*) from inflight") == [(0,)]
@@ -172,8 +179,9 @@ def test_gpu_worker_fault_is_recorded_and_the_sweep_goes_on(tmp_path: Path, monk
     assert took < 60  # a hang costs the watchdog's deadline (1 s here), not the test's timeout
 
 
-def test_gpu_watchdog_waits_longer_once_the_worker_reports_progress(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpu_watchdog_waits_longer_once_the_worker_reports_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A worker that reported its verified launch (10 ms) gets max(timeout_s, 10 x 53 x 10 ms) = 5.3 s, so an
     answer after 1.5 s counts though timeout_s is 1 s; a hang later in the same sweep still times out."""
     summary, backend, trace = fake_gpu_sweep(tmp_path, monkeypatch, {3: "slow", 9: "hang"}, timeout_s=1.0)
@@ -191,13 +199,18 @@ ENV = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "80"}
 
 def sweep_args(db: str) -> list[str]:
     """A replayed sweep of the default config (30 instances, 282 pairs) into `db`."""
-    return ["sweep", "configs/default.yaml", "--replay", str(RECORDED), "--db", db, "--quiet",
-            "--max-instances", "30"]
+    return ["sweep", "configs/default.yaml", "--replay", str(RECORDED), "--db", db, "--quiet", "--max-instances", "30"]
 
 
 def autotune(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT,
-                          env={**ENV, **(env or {})}, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**ENV, **(env or {})},
+        timeout=timeout,
+    )
 
 
 def query(url: str, sql: str) -> list[tuple]:
@@ -211,9 +224,15 @@ def query(url: str, sql: str) -> list[tuple]:
 
 def snapshot(url: str) -> dict[tuple[str, str], tuple]:
     """(instance id, point) -> (status, median_ms, sweep_id) of every measurement in the database."""
-    return {(i, p): rest for i, p, *rest in query(url, "select m.instance_id, t.precision || t.shape || t.sizes, "
-                                                       "m.status, m.median_ms, m.sweep_id from measurements m "
-                                                       "join test_points t on t.id = m.point_id")}
+    return {
+        (i, p): rest
+        for i, p, *rest in query(
+            url,
+            "select m.instance_id, t.precision || t.shape || t.sizes, "
+            "m.status, m.median_ms, m.sweep_id from measurements m "
+            "join test_points t on t.id = m.point_id",
+        )
+    }
 
 
 @pytest.fixture(scope="module")
@@ -225,8 +244,13 @@ def clean_run(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str],
     return {k: v[0] for k, v in snapshot(f"sqlite:///{db}").items()}
 
 
-def resume_and_check(url: str, before: dict[tuple[str, str], tuple], clean: dict[tuple[str, str], str],
-                     pending: int, crashed: int | None = None) -> None:
+def resume_and_check(
+    url: str,
+    before: dict[tuple[str, str], tuple],
+    clean: dict[tuple[str, str], str],
+    pending: int,
+    crashed: int | None = None,
+) -> None:
     """Rerun the sweep without the fault: it records the `pending` pairs left in flight as crashed, re-measures
     nothing recorded, and finishes with every pair of the clean run once, with the clean run's status but for
     `crashed` pairs (default: `pending`) that were in flight at a fault."""
@@ -242,15 +266,25 @@ def resume_and_check(url: str, before: dict[tuple[str, str], tuple], clean: dict
     assert query(url, "select status from sweeps order by id")[-1] == ("done",)
 
 
-@pytest.mark.parametrize("fault, message", [
-    ("full", "database full: cannot write"),
-    ("readonly", "database read-only: cannot write"),
-])
-def test_database_full_or_read_only_stops_the_sweep_with_a_clear_error(tmp_path: Path, fault: str, message: str,
-                                                                       clean_run: dict[tuple[str, str], str]) -> None:
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        ("full", "database full: cannot write"),
+        ("readonly", "database read-only: cannot write"),
+    ],
+)
+def test_database_full_or_read_only_stops_the_sweep_with_a_clear_error(
+    tmp_path: Path, fault: str, message: str, clean_run: dict[tuple[str, str], str]
+) -> None:
     db = tmp_path / "db.sqlite"
-    r = subprocess.run([sys.executable, "-m", "tests.support.db_faults", fault, "40", str(db), "--", *sweep_args(str(db))],
-                       capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "tests.support.db_faults", fault, "40", str(db), "--", *sweep_args(str(db))],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=120,
+    )
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr and f"error: {message} {db}" in r.stderr, r.stderr
     assert "run the same command again" in r.stderr
@@ -268,21 +302,34 @@ def test_database_full_or_read_only_stops_the_sweep_with_a_clear_error(tmp_path:
 
 # ---- 5. the PostgreSQL server restarts mid-sweep, or stays down ---------------------------------------------
 
+
 def pg_ctl(action: str, *options: str) -> None:
     """`pg_ctl ACTION` on the server of scripts/ci_postgres.sh (as its owner when we are root). `start` passes the
     options of the server's last start (its postmaster.opts: port, socket folder, listen address)."""
     import shlex
+
     home = Path(os.environ["AUTOTUNE_TEST_PG_DIR"])
     data = home / "data"
-    command = [str(Path((home / "bindir").read_text().strip()) / "pg_ctl"), "-D", str(data), "-w", "-t", "60",
-               "-l", str(data / "server.log"), *options, action]  # -l: the server must not write to our pipe
+    command = [
+        str(Path((home / "bindir").read_text().strip()) / "pg_ctl"),
+        "-D",
+        str(data),
+        "-w",
+        "-t",
+        "60",
+        "-l",
+        str(data / "server.log"),
+        *options,
+        action,
+    ]  # -l: the server must not write to our pipe
     if action == "start":
         words = shlex.split((data / "postmaster.opts").read_text())[1:]
         at = words.index("-D")
-        command[1:1] = ["-o", shlex.join(words[:at] + words[at + 2:])]
+        command[1:1] = ["-o", shlex.join(words[:at] + words[at + 2 :])]
     owner = home.stat().st_uid
     if os.getuid() == 0 and owner != 0:
         import pwd
+
         command = ["runuser", "-u", pwd.getpwuid(owner).pw_name, "--", *command]
     subprocess.run(command, check=True, capture_output=True, timeout=90)
 
@@ -315,8 +362,17 @@ def cut_mid_statement(url: str, proc: subprocess.Popen, action: str, *options: s
     try:
         conn = locker.connect()
         conn.exec_driver_sql("LOCK TABLE measurements IN EXCLUSIVE MODE")
-        wait_for(lambda: count(watch, "select count(*) from pg_stat_activity where datname = current_database() "
-                                      "and wait_event_type = 'Lock'") > 0 or proc.poll() is not None)
+        wait_for(
+            lambda: (
+                count(
+                    watch,
+                    "select count(*) from pg_stat_activity where datname = current_database() "
+                    "and wait_event_type = 'Lock'",
+                )
+                > 0
+                or proc.poll() is not None
+            )
+        )
         assert proc.poll() is None, "the sweep ended before the server went down"
         watch.dispose()
         pg_ctl(action, *options)
@@ -328,9 +384,14 @@ def cut_mid_statement(url: str, proc: subprocess.Popen, action: str, *options: s
 
 
 def start_sweep(url: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "autotune", *sweep_args(url)], cwd=ROOT,
-                            env={**ENV, "AUTOTUNE_REPLAY_DELAY": "0.03", **(env or {})}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "autotune", *sweep_args(url)],
+        cwd=ROOT,
+        env={**ENV, "AUTOTUNE_REPLAY_DELAY": "0.03", **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def need_pg_ctl() -> None:
@@ -341,15 +402,18 @@ def need_pg_ctl() -> None:
 
 def no_duplicates(url: str) -> None:
     """Each (instance, point, device) once, one sweep row per run, nothing left in flight."""
-    assert query(url, "select count(*) - count(distinct (instance_id, point_id, device_id)) from measurements") == [(0,)]
+    assert query(url, "select count(*) - count(distinct (instance_id, point_id, device_id)) from measurements") == [
+        (0,)
+    ]
     assert query(url, "select count(*) from inflight") == [(0,)]
 
 
 RESTARTS = 3
 
 
-def test_postgres_restarts_mid_statement_and_the_sweep_reconnects(fresh_pg_url: str,
-                                                                  clean_run: dict[tuple[str, str], str]) -> None:
+def test_postgres_restarts_mid_statement_and_the_sweep_reconnects(
+    fresh_pg_url: str, clean_run: dict[tuple[str, str], str]
+) -> None:
     """The server crashes and comes back (pg_ctl restart -m immediate) three times while a measurement is being
     inserted: each time the sweep warns once, waits, reconnects, re-runs the cut transaction, and finishes with
     every pair once (exit 0), as the same sweep without a fault."""
@@ -359,8 +423,11 @@ def test_postgres_restarts_mid_statement_and_the_sweep_reconnects(fresh_pg_url: 
     try:
         seen = 0
         for _ in range(RESTARTS):  # each after the sweep recorded 20 more pairs (so it was back)
-            wait_for(lambda seen=seen: count(watch, "select count(*) from measurements") >= seen + 20
-                     or proc.poll() is not None)
+            wait_for(
+                lambda seen=seen: (
+                    count(watch, "select count(*) from measurements") >= seen + 20 or proc.poll() is not None
+                )
+            )
             seen = count(watch, "select count(*) from measurements")
             cut_mid_statement(fresh_pg_url, proc, "restart", "-m", "immediate")
         out, err = proc.communicate(timeout=180)
@@ -380,8 +447,9 @@ def test_postgres_restarts_mid_statement_and_the_sweep_reconnects(fresh_pg_url: 
     assert query(fresh_pg_url, "select count(*) from sweep_lock") == [(0,)]
 
 
-def test_postgres_down_past_the_retry_limit_stops_then_resumes(fresh_pg_url: str,
-                                                               clean_run: dict[tuple[str, str], str]) -> None:
+def test_postgres_down_past_the_retry_limit_stops_then_resumes(
+    fresh_pg_url: str, clean_run: dict[tuple[str, str], str]
+) -> None:
     """With AUTOTUNE_DB_RETRY_S=3 a server that stays down stops the sweep after about 3 s with the clear error
     naming the knob (exit 2, no traceback); once the server is back, the same command finishes the sweep and
     nothing recorded before the outage is lost or measured again."""
@@ -418,24 +486,37 @@ def test_postgres_down_past_the_retry_limit_stops_then_resumes(fresh_pg_url: str
 
 # ---- 6. kill -9 of the whole sweep at random moments -------------------------------------------------------
 
-def test_kill_9_at_random_moments_loses_at_most_the_pairs_in_flight(tmp_path: Path,
-                                                                   clean_run: dict[tuple[str, str], str]) -> None:
+
+def test_kill_9_at_random_moments_loses_at_most_the_pairs_in_flight(
+    tmp_path: Path, clean_run: dict[tuple[str, str], str]
+) -> None:
     import random
     import signal
+
     rng = random.Random(16)
     db = tmp_path / "killed.sqlite"
     url = f"sqlite:///{db}"
     before: dict[tuple[str, str], tuple] = {}
     crashed = pending = 0
     for _ in range(3):
-        proc = subprocess.Popen([sys.executable, "-m", "autotune", *sweep_args(url)], cwd=ROOT,
-                                env={**ENV, "AUTOTUNE_REPLAY_DELAY": "0.005"}, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "autotune", *sweep_args(url)],
+            cwd=ROOT,
+            env={**ENV, "AUTOTUNE_REPLAY_DELAY": "0.005"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         engine = sa.create_engine(url)
         try:  # once this run measures, at a random moment within the next 0.5 s
             recorded = len(before) + pending  # (this run records the pair left in flight first)
-            wait_for(lambda engine=engine, recorded=recorded, proc=proc: db.exists() and count(
-                engine, "select count(*) from measurements") > recorded or proc.poll() is not None)
+            wait_for(
+                lambda engine=engine, recorded=recorded, proc=proc: (
+                    db.exists()
+                    and count(engine, "select count(*) from measurements") > recorded
+                    or proc.poll() is not None
+                )
+            )
             time.sleep(rng.uniform(0, 0.5))
             assert proc.poll() is None, "the sweep ended before the kill"
             os.kill(proc.pid, signal.SIGKILL)

@@ -1,5 +1,6 @@
 """GEMM's batch rule (problems/gemm/batch.py) and the kind hook that carries it (ProblemKind.derived_sizes,
 derive_sizes, infer_budget): GEMM derives its batch from a byte budget, other kinds derive nothing."""
+
 from __future__ import annotations
 
 import math

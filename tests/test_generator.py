@@ -1,4 +1,5 @@
 """The generator returns exactly the brute-force filter of the full product, with an exact funnel."""
+
 import itertools
 import tempfile
 from pathlib import Path
@@ -32,10 +33,12 @@ def spaces(draw):
     n = draw(st.integers(2, 4))
     names = [f"P{i}" for i in range(n)]
     domains = {p: sorted(draw(st.sets(st.integers(1, 12), min_size=1, max_size=5))) for p in names}
+
     def constraint():
         t = draw(st.sampled_from(range(len(TEMPLATES))))
         a, b = draw(st.sampled_from(names)), draw(st.sampled_from(names))
         return t, a, b, draw(st.integers(1, 40))
+
     hard = [constraint() for _ in range(draw(st.integers(0, 4)))]
     soft = [constraint() for _ in range(draw(st.integers(0, 2)))]
     return domains, hard, soft
@@ -43,11 +46,18 @@ def spaces(draw):
 
 def _yaml(domains, hard, soft):
     def items(cs, kind):
-        return [{"name": f"{kind}{i}", "expr": TEMPLATES[t][0].format(a=a, b=b, c=c), "reason": "test"}
-                for i, (t, a, b, c) in enumerate(cs)]
-    return {"name": "rand", "parameters": domains, "derived": {"twice": "2 * P0"},
-            "hard": items(hard, "h") + [{"name": "uses_derived", "expr": "twice >= 2", "reason": "test"}],
-            "soft": items(soft, "s")}
+        return [
+            {"name": f"{kind}{i}", "expr": TEMPLATES[t][0].format(a=a, b=b, c=c), "reason": "test"}
+            for i, (t, a, b, c) in enumerate(cs)
+        ]
+
+    return {
+        "name": "rand",
+        "parameters": domains,
+        "derived": {"twice": "2 * P0"},
+        "hard": items(hard, "h") + [{"name": "uses_derived", "expr": "twice >= 2", "reason": "test"}],
+        "soft": items(soft, "s"),
+    }
 
 
 def _oracle(cs):
@@ -129,7 +139,9 @@ def test_ranges_and_pow2(tmp_path):
 
 def test_instance_ids_are_stable_and_order_independent(tmp_path):
     a = generate(_write(tmp_path, BASE), get_device("H100"), "fp64")
-    reordered = BASE.replace("  X: [1, 2, 4, 8]\n", "").replace("  Z: {pow2: [1, 16]}\n", "  Z: {pow2: [1, 16]}\n  X: [8, 4, 2, 1]\n")
+    reordered = BASE.replace("  X: [1, 2, 4, 8]\n", "").replace(
+        "  Z: {pow2: [1, 16]}\n", "  Z: {pow2: [1, 16]}\n  X: [8, 4, 2, 1]\n"
+    )
     b = generate(_write(tmp_path, reordered), get_device("H100"), "fp64")
     assert sorted(a.ids()) == sorted(b.ids())
     # identical across runs and machines: a fixed value computed from the definition
@@ -157,14 +169,15 @@ hard:
 def test_generator_never_builds_the_full_product(tmp_path, monkeypatch):
     """10 parameters of 10 values (10^10 raw) with early constraints build quickly and small."""
     params = "\n".join(f"  P{i}: {{start: 1, stop: 10}}" for i in range(10))
-    hard = "\n".join(f"  - {{name: c{i}, expr: \"P{i} + P{i+1} <= 3\", reason: r}}" for i in range(9))
+    hard = "\n".join(f'  - {{name: c{i}, expr: "P{i} + P{i + 1} <= 3", reason: r}}' for i in range(9))
     space = _write(tmp_path, f"name: big\nparameters:\n{params}\nhard:\n{hard}\n")
     calls = []
     real = np.repeat
     monkeypatch.setattr(generator.np, "repeat", lambda a, r: calls.append(len(a) * r) or real(a, r))
     g = generate(space, get_device("H100"), "fp64")
     assert g.funnel[0].remaining == 10**10
-    brute = sum(1 for combo in itertools.product(range(1, 4), repeat=10)
-                if all(combo[i] + combo[i + 1] <= 3 for i in range(9)))
+    brute = sum(
+        1 for combo in itertools.product(range(1, 4), repeat=10) if all(combo[i] + combo[i + 1] <= 3 for i in range(9))
+    )
     assert g.count == brute
     assert max(calls) <= generator.CHUNK * 10

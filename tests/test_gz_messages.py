@@ -1,5 +1,6 @@
 """Errors about a compressed database (gzipped .gz, packed .xz) name the user's file, never the private decompressed (or migrated) copy read
 for it (issue 30: `error: no space 'transpose' in sqlite:////tmp/autotune-gz-0/2ca9...sqlite`)."""
+
 from __future__ import annotations
 
 import gzip
@@ -30,13 +31,15 @@ def current_gz(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("which", ["example (older schema: a migrated copy)", "current schema"])
-@pytest.mark.parametrize("args", [
-    ("export", "kerneltuner", "{db}", "--space", "nosuch", "--out", "c.json"),
-    ("query", "SELECT * FROM nosuch", "--db", "{db}"),
-    ("report", "{db}", "--space", "nosuch"),
-])
-def test_an_error_about_a_gz_database_names_the_gz(tmp_path: Path, current_gz: Path, which: str,
-                                                    args: tuple) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("export", "kerneltuner", "{db}", "--space", "nosuch", "--out", "c.json"),
+        ("query", "SELECT * FROM nosuch", "--db", "{db}"),
+        ("report", "{db}", "--space", "nosuch"),
+    ],
+)
+def test_an_error_about_a_gz_database_names_the_gz(tmp_path: Path, current_gz: Path, which: str, args: tuple) -> None:
     db = current_gz
     if which.startswith("example"):
         db = tmp_path / "theirs.sqlite.xz"  # a packed file: its messages name it the same way
@@ -52,7 +55,7 @@ def test_shown_maps_a_copy_back_to_its_gz(current_gz: Path) -> None:
     from autotune.store.engine import database_url, shown
 
     url = database_url(str(current_gz))
-    copy = url[len("sqlite:///"):]
+    copy = url[len("sqlite:///") :]
     assert "autotune-gz" in copy
     assert shown(f"cannot open {url}: locked; {copy} too") == f"cannot open {current_gz}: locked; {current_gz} too"
     assert shown("sqlite:////elsewhere/x.sqlite") == "sqlite:////elsewhere/x.sqlite"

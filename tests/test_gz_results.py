@@ -3,6 +3,7 @@
 Real files and real processes: a gzipped copy of the committed default database gives the same report, emit
 and query output as the plain file; sweeping into (or upgrading) a .gz is refused with exit 2 and leaves it
 untouched; the decompressed copy is made once and reused."""
+
 from __future__ import annotations
 
 import gzip
@@ -23,13 +24,15 @@ from tests.support.committed import plain_bytes
 SOURCE = ROOT / "results" / "default" / "default.sqlite"  # the committed default database, plain or packed (.xz)
 
 
-def cli(*args: str, cwd: Path | str = ROOT, tmpdir: Path | None = None, timeout: float = 180
-        ) -> subprocess.CompletedProcess:
+def cli(
+    *args: str, cwd: Path | str = ROOT, tmpdir: Path | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "200"}
     if tmpdir is not None:
         env["TMPDIR"] = str(tmpdir)
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env
+    )
 
 
 @pytest.fixture
@@ -83,8 +86,10 @@ def test_emit_of_a_gzipped_database_is_the_same(dbs: tuple[Path, Path, Path], fm
 
 def test_query_and_analyze_of_a_gzipped_database_are_the_same(dbs: tuple[Path, Path, Path], tmp_path: Path) -> None:
     plain, gz, tmpdir = dbs
-    sql = "SELECT i.space, m.status, COUNT(*) AS n, MIN(m.median_ms) AS best FROM measurements m " \
-          "JOIN instances i ON i.id = m.instance_id GROUP BY i.space, m.status ORDER BY i.space, m.status"
+    sql = (
+        "SELECT i.space, m.status, COUNT(*) AS n, MIN(m.median_ms) AS best FROM measurements m "
+        "JOIN instances i ON i.id = m.instance_id GROUP BY i.space, m.status ORDER BY i.space, m.status"
+    )
     a = cli("query", sql, "--db", str(plain), "--format", "csv", tmpdir=tmpdir)
     b = cli("query", sql, "--db", str(gz), "--format", "csv", tmpdir=tmpdir)
     assert a.returncode == 0 and b.returncode == 0, (a.stderr, b.stderr)
@@ -121,9 +126,27 @@ def test_the_decompressed_copy_is_made_once_and_reused(dbs: tuple[Path, Path, Pa
 def test_concurrent_readers_share_one_complete_copy(dbs: tuple[Path, Path, Path]) -> None:
     plain, gz, tmpdir = dbs
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TMPDIR": str(tmpdir)}
-    procs = [subprocess.Popen([sys.executable, "-m", "autotune", "query", "SELECT COUNT(*) FROM measurements",
-                               "--db", str(gz), "--format", "csv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, cwd=ROOT, env=env) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "autotune",
+                "query",
+                "SELECT COUNT(*) FROM measurements",
+                "--db",
+                str(gz),
+                "--format",
+                "csv",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        for _ in range(4)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
     assert len({o for o, _ in outs}) == 1
@@ -165,8 +188,9 @@ def test_db_upgrade_refuses_a_gzipped_database(dbs: tuple[Path, Path, Path]) -> 
     assert sql.returncode == 0 and sql.stdout.strip(), sql.stderr
 
 
-def test_store_open_for_writing_refuses_a_gzipped_database(dbs: tuple[Path, Path, Path],
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_open_for_writing_refuses_a_gzipped_database(
+    dbs: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, gz, tmpdir = dbs
     monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
     for kwargs in ({}, {"create": True}, {"create": False}):
@@ -175,8 +199,10 @@ def test_store_open_for_writing_refuses_a_gzipped_database(dbs: tuple[Path, Path
     with pytest.raises(StoreError, match="gzipped database is read-only"):
         database_url(f"sqlite:///{gz}", write=True)
     assert _cached(tmpdir) == []
-    with pytest.warns(UserWarning, match=r"default\.sqlite\.gz has schema version 1.*gunzip"), \
-            Store.open(str(gz), create=False, readonly=True) as store:
+    with (
+        pytest.warns(UserWarning, match=r"default\.sqlite\.gz has schema version 1.*gunzip"),
+        Store.open(str(gz), create=False, readonly=True) as store,
+    ):
         assert not store.measurements().empty
     assert gz_cache_dir() == tmpdir / gz_cache_dir().name
     assert Path(sqlite_path(database_url(str(gz))) or "").parent == tmpdir / gz_cache_dir().name

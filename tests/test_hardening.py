@@ -1,4 +1,5 @@
 """Issue 16: bad input, faults and signals never crash, hang or lose data (real files, real processes)."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -19,8 +20,9 @@ RECORDED = committed("default")  # results/default/default.sqlite.xz, read as it
 
 def cli(*args: str, cwd: Path | str = ROOT, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "80"}
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env
+    )
 
 
 @pytest.fixture
@@ -33,18 +35,22 @@ def recorded_copy(tmp_path: Path) -> Path:
 
 # ---- 1. autotune query is read-only ------------------------------------------------------------------
 
-@pytest.mark.parametrize("sql, created", [
-    ("ATTACH 'attached.db' AS x", "attached.db"),
-    ("ATTACH DATABASE 'file:attached.db?mode=rwc' AS x", "attached.db"),
-    ("VACUUM INTO 'vacuumed.db'", "vacuumed.db"),
-    ("PRAGMA writable_schema = 1", None),
-    ("PRAGMA user_version = 7", None),
-    ("PRAGMA journal_mode = DELETE", None),
-    ("BEGIN IMMEDIATE", None),
-    ("CREATE TEMP TABLE t (x)", None),
-    ("DELETE FROM measurements", None),
-    ("REINDEX", None),
-])
+
+@pytest.mark.parametrize(
+    "sql, created",
+    [
+        ("ATTACH 'attached.db' AS x", "attached.db"),
+        ("ATTACH DATABASE 'file:attached.db?mode=rwc' AS x", "attached.db"),
+        ("VACUUM INTO 'vacuumed.db'", "vacuumed.db"),
+        ("PRAGMA writable_schema = 1", None),
+        ("PRAGMA user_version = 7", None),
+        ("PRAGMA journal_mode = DELETE", None),
+        ("BEGIN IMMEDIATE", None),
+        ("CREATE TEMP TABLE t (x)", None),
+        ("DELETE FROM measurements", None),
+        ("REINDEX", None),
+    ],
+)
 def test_query_refuses_anything_but_reads(recorded_copy: Path, sql: str, created: str | None) -> None:
     before = sorted(p.name for p in recorded_copy.parent.iterdir())
     r = cli("query", sql, "--db", str(recorded_copy), cwd=recorded_copy.parent)
@@ -65,8 +71,12 @@ def test_query_refuses_anything_but_reads(recorded_copy: Path, sql: str, created
 def test_query_still_reads(recorded_copy: Path) -> None:
     r = cli("query", "PRAGMA table_info(sweeps)", "--db", str(recorded_copy))
     assert r.returncode == 0 and "config_name" in r.stdout
-    r = cli("query", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3) "
-            "SELECT x, upper('a') AS u FROM c", "--db", str(recorded_copy))
+    r = cli(
+        "query",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3) SELECT x, upper('a') AS u FROM c",
+        "--db",
+        str(recorded_copy),
+    )
     assert r.returncode == 0 and r.stdout.split() == ["x", "u", "1", "A", "2", "A", "3", "A"]
 
 
@@ -77,8 +87,17 @@ def test_query_output_does_not_wrap_in_a_pipe(recorded_copy: Path) -> None:
     lines = r.stdout.splitlines()
     n = cli("query", "SELECT COUNT(*) AS n FROM sweeps", "--db", str(recorded_copy), "-f", "csv")
     assert len(lines) == 1 + int(n.stdout.split()[1])  # header + one line per row, however wide
-    assert lines[0].split() == ["id", "config_name", "started_at", "finished_at", "status", "scalars", "reps",
-                                "host", "pid"]
+    assert lines[0].split() == [
+        "id",
+        "config_name",
+        "started_at",
+        "finished_at",
+        "status",
+        "scalars",
+        "reps",
+        "host",
+        "pid",
+    ]
     empty = cli("query", "SELECT id, status FROM sweeps WHERE 0", "--db", str(recorded_copy))
     assert empty.returncode == 0 and empty.stdout == "id  status\n(no rows)\n"
 
@@ -94,10 +113,13 @@ def test_query_without_db_says_what_to_pass(tmp_path: Path) -> None:
 
 # ---- 2. space show with a parameter of 10^7 values -------------------------------------------------------
 
+
 def test_space_show_caps_value_counts_and_is_fast(tmp_path: Path) -> None:
     space = tmp_path / "big.yaml"
-    space.write_text("name: big\ndescription: ten million values\nparameters:\n  A: {start: 1, stop: 10000000}\n"
-                     "  B: [1, 2]\nhard:\n  - {name: even, expr: \"A % 2 == 0\", reason: x}\n")
+    space.write_text(
+        "name: big\ndescription: ten million values\nparameters:\n  A: {start: 1, stop: 10000000}\n"
+        '  B: [1, 2]\nhard:\n  - {name: even, expr: "A % 2 == 0", reason: x}\n'
+    )
     r = cli("space", "show", str(space), "--device", "H100", timeout=60)  # drew every count for minutes before
     assert r.returncode == 0, r.stderr
     assert "10,000,000 instances" in r.stdout and "… 4,999,980 more values" in r.stdout
@@ -107,9 +129,11 @@ def test_space_show_caps_value_counts_and_is_fast(tmp_path: Path) -> None:
 
 # ---- 3. limits before work ---------------------------------------------------------------------------------
 
-HUGE = ("name: huge\ndescription: 10^12 raw\nparameters:\n  A: {start: 1, stop: 1000}\n  B: {start: 1, stop: 1000}\n"
-        "  C: {start: 1, stop: 1000}\n  D: {start: 1, stop: 1000}\nhard:\n  - {name: c, expr: \"A + B + C + D > 10\", "
-        "reason: x}\n")
+HUGE = (
+    "name: huge\ndescription: 10^12 raw\nparameters:\n  A: {start: 1, stop: 1000}\n  B: {start: 1, stop: 1000}\n"
+    '  C: {start: 1, stop: 1000}\n  D: {start: 1, stop: 1000}\nhard:\n  - {name: c, expr: "A + B + C + D > 10", '
+    "reason: x}\n"
+)
 
 
 def test_huge_space_is_refused_before_work(tmp_path: Path) -> None:
@@ -119,8 +143,18 @@ def test_huge_space_is_refused_before_work(tmp_path: Path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "1e+12 raw combinations, above the limit" in r.stderr and "--max-raw" in r.stderr
     # raising the raw limit moves the guard to the survivors, long before memory runs out
-    r = cli("space", "list", str(space), "--device", "H100", "--max-raw", str(10**12), "--max-survivors", "1000000",
-            timeout=60)
+    r = cli(
+        "space",
+        "list",
+        str(space),
+        "--device",
+        "H100",
+        "--max-raw",
+        str(10**12),
+        "--max-survivors",
+        "1000000",
+        timeout=60,
+    )
     assert r.returncode == 2 and "more than 1,000,000 instances pass the hard constraints" in r.stderr
     assert "--max-survivors" in r.stderr and "Traceback" not in r.stderr
     wide = tmp_path / "wide.yaml"
@@ -129,14 +163,17 @@ def test_huge_space_is_refused_before_work(tmp_path: Path) -> None:
     assert r.returncode == 2 and f"{wide}:4: the range has 1,000,000,000,000 values" in r.stderr
 
 
-@pytest.mark.parametrize("sizes, batch, line, message", [
-    ("{square: [4]}", "{bytes: 0MB}", 5, "batch bytes '0MB' must be above 0"),
-    ("{square: [4]}", "{bytes: 1e30B}", 5, "batch bytes '1e30B' must be above 0 and at most 1 PB"),
-    ("{square: [4]}", "{bytes: 1e400B}", 5, "batch bytes '1e400B' must be above 0"),
-    ("{square: [4]}", "3000000000", 5, "batch 3,000,000,000 at 4x4x4 is above 2^31 - 1"),
-    ("{square: [3000000000]}", "1", 4, "M = 3,000,000,000 is above 2^31 - 1"),
-    ("{triples: [[4, 4, 2147483648]]}", "1", 4, "K = 2,147,483,648 is above 2^31 - 1"),
-])
+@pytest.mark.parametrize(
+    "sizes, batch, line, message",
+    [
+        ("{square: [4]}", "{bytes: 0MB}", 5, "batch bytes '0MB' must be above 0"),
+        ("{square: [4]}", "{bytes: 1e30B}", 5, "batch bytes '1e30B' must be above 0 and at most 1 PB"),
+        ("{square: [4]}", "{bytes: 1e400B}", 5, "batch bytes '1e400B' must be above 0"),
+        ("{square: [4]}", "3000000000", 5, "batch 3,000,000,000 at 4x4x4 is above 2^31 - 1"),
+        ("{square: [3000000000]}", "1", 4, "M = 3,000,000,000 is above 2^31 - 1"),
+        ("{triples: [[4, 4, 2147483648]]}", "1", 4, "K = 2,147,483,648 is above 2^31 - 1"),
+    ],
+)
 def test_config_limits_at_load(tmp_path: Path, sizes: str, batch: str, line: int, message: str) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"spaces: [gemm_naive]\npoints:\n  - precisions: [fp64]\n    sizes: {sizes}\n    batch: {batch}\n")
@@ -147,8 +184,9 @@ def test_config_limits_at_load(tmp_path: Path, sizes: str, batch: str, line: int
 
 def test_point_larger_than_gpu_memory_is_refused_before_allocating(tmp_path: Path) -> None:
     cfg = tmp_path / "mem.yaml"
-    cfg.write_text("spaces: [gemm_naive]\npoints:\n  - precisions: [fp64]\n    sizes: {square: [100000]}\n"
-                   "    batch: 100\n")
+    cfg.write_text(
+        "spaces: [gemm_naive]\npoints:\n  - precisions: [fp64]\n    sizes: {square: [100000]}\n    batch: 100\n"
+    )
     db = tmp_path / "mem.sqlite"
     r = cli("sweep", str(cfg), "--replay", str(RECORDED), "--db", str(db), "--quiet")
     assert r.returncode == 2 and "Traceback" not in r.stderr
@@ -160,6 +198,7 @@ def test_point_larger_than_gpu_memory_is_refused_before_allocating(tmp_path: Pat
 
 def test_point_bytes_and_memory_cap() -> None:
     from autotune.sweep.limits import check_points_fit, gpu_memory, point_bytes
+
     p = gemm_point("fp32", "NN", 1000, 1000, 1000, 10)
     assert point_bytes(p) == (4 * 4 * 10**6 + 8 * 10**6 + 4 * 10**6) * 10 + (256 << 20)
     assert gpu_memory("NVIDIA H100 80GB HBM3") == 80 * 10**9 and gpu_memory("NVIDIA H200") == 141 * 10**9
@@ -172,11 +211,13 @@ def test_point_bytes_and_memory_cap() -> None:
 
 # ---- 4. analyze / report / emit on a database where every measurement failed ---------------------------
 
+
 def _all_failed_db(path: Path) -> Path:
     from pg import SPACE, device_info, instances, points
 
     from autotune.store.store import SpaceRecord, Store, SweepStart
     from autotune.vocab import Measurement, Status
+
     with Store.open(f"sqlite:///{path}") as store:
         info = device_info()
         dev, sw = store.upsert_device(info), store.upsert_software(info, "0.1.0", "abc")
@@ -185,8 +226,14 @@ def _all_failed_db(path: Path) -> Path:
         store.upsert_points(points())
         sweep = store.begin_sweep(SweepStart("failed", "name: failed\n", dev, sw, info, {"alpha": 1.0, "beta": 0.0}, 5))
         kinds = [Status.COMPILE_ERROR, Status.WRONG, Status.LAUNCH_ERROR]
-        store.record(sweep, space_id, [Measurement(i.id, p, kinds[n % 3], error="boom")
-                                       for n, (i, p) in enumerate((i, p) for i in instances() for p in points())])
+        store.record(
+            sweep,
+            space_id,
+            [
+                Measurement(i.id, p, kinds[n % 3], error="boom")
+                for n, (i, p) in enumerate((i, p) for i in instances() for p in points())
+            ],
+        )
         store.finish_sweep(sweep, "done")
     return path
 
@@ -201,18 +248,22 @@ def test_nothing_verified_to_analyze(tmp_path: Path, command: list[str]) -> None
     assert "nothing verified to analyze" in r.stderr and "none with status ok" in r.stderr
     assert not (tmp_path / "report").exists()
     csv = tmp_path / "m.csv"  # the same from a measurements CSV
-    csv.write_text("device,space,precision,shape,m,n,k,batch,instance_id,status,median_ms\n"
-                   "G,s,fp32,NN,4,4,4,10,a,wrong,\nG,s,fp32,NN,4,4,4,10,b,compile_error,\n")
+    csv.write_text(
+        "device,space,precision,shape,m,n,k,batch,instance_id,status,median_ms\n"
+        "G,s,fp32,NN,4,4,4,10,a,wrong,\nG,s,fp32,NN,4,4,4,10,b,compile_error,\n"
+    )
     r = cli(args[0], str(csv), *args[1:])
     assert r.returncode == 2 and "nothing verified to analyze" in r.stderr and "Traceback" not in r.stderr
 
 
 # ---- 5. two processes creating the same new database at once ---------------------------------------------
 
+
 def _open_at(args: tuple[str, float]) -> str:
     import time as _time
 
     from autotune.store.store import Store
+
     url, when = args
     _time.sleep(max(0.0, when - _time.time()))
     try:
@@ -226,6 +277,7 @@ def _open_at(args: tuple[str, float]) -> str:
 def test_concurrent_creation_of_a_new_database(tmp_path: Path) -> None:
     import multiprocessing
     import time as _time
+
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(4) as pool:
         pool.map(_open_at, [("sqlite:///" + str(tmp_path / "warm.sqlite"), 0.0)] * 4)  # imports done
@@ -237,19 +289,34 @@ def test_concurrent_creation_of_a_new_database(tmp_path: Path) -> None:
             with sqlite3.connect(db) as c:
                 assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
                 assert c.execute("select value from schema_meta where key = 'schema_version'").fetchall() == [
-                    (str(SCHEMA_VERSION),)]
+                    (str(SCHEMA_VERSION),)
+                ]
                 assert c.execute(f"select version_num from {VERSION_TABLE}").fetchall() == [(head(),)]  # one stamp
 
 
 # ---- 6. SIGTERM stops a sweep like Ctrl-C ---------------------------------------------------------------
 
+
 def test_sigterm_stops_a_sweep_cleanly_and_it_resumes(tmp_path: Path) -> None:
     import os
     import signal
     import time as _time
+
     db = tmp_path / "term.sqlite"
-    args = [sys.executable, "-m", "autotune", "sweep", "configs/default.yaml", "--replay", str(RECORDED),
-            "--db", str(db), "--quiet", "--max-instances", "30"]
+    args = [
+        sys.executable,
+        "-m",
+        "autotune",
+        "sweep",
+        "configs/default.yaml",
+        "--replay",
+        str(RECORDED),
+        "--db",
+        str(db),
+        "--quiet",
+        "--max-instances",
+        "30",
+    ]
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "AUTOTUNE_REPLAY_DELAY": "0.05"}
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen_inflight = False
@@ -283,21 +350,26 @@ def test_sigterm_stops_a_sweep_cleanly_and_it_resumes(tmp_path: Path) -> None:
         assert c.execute("select count(*) from inflight").fetchone()[0] == 0
         assert c.execute("select count(*) from measurements where status = 'crashed'").fetchone()[0] == 0
         first = c.execute("select count(*) from measurements").fetchone()[0]
-    again = subprocess.run(args, cwd=ROOT, env={**env, "AUTOTUNE_REPLAY_DELAY": "0"}, capture_output=True, text=True,
-                           timeout=120)
+    again = subprocess.run(
+        args, cwd=ROOT, env={**env, "AUTOTUNE_REPLAY_DELAY": "0"}, capture_output=True, text=True, timeout=120
+    )
     assert again.returncode == 0, again.stderr
     assert f"{first:,} already in the database" in again.stderr
     with sqlite3.connect(db) as c:
         assert c.execute("select status from sweeps order by id").fetchall() == [("interrupted",), ("done",)]
-        total, distinct = c.execute("select count(*), count(distinct instance_id || point_id) from measurements").fetchone()
+        total, distinct = c.execute(
+            "select count(*), count(distinct instance_id || point_id) from measurements"
+        ).fetchone()
         assert total == distinct > first
 
 
 # ---- 7. scripts/run.sh installs only when pyproject.toml changed -------------------------------------------
 
+
 def test_run_sh_skips_the_install_when_nothing_changed(tmp_path: Path) -> None:
     import os
     import shutil as sh
+
     (tmp_path / "scripts").mkdir()
     for name in ("run.sh", "setup_venv.sh"):
         sh.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
@@ -306,14 +378,18 @@ def test_run_sh_skips_the_install_when_nothing_changed(tmp_path: Path) -> None:
     bin_dir.mkdir(parents=True)
     log = tmp_path / "calls.log"
     fake_python = bin_dir / "python"  # logs pip installs; "imports" work; no GPU
-    fake_python.write_text(f'#!/bin/bash\nif [ "$1 $2" = "-m pip" ]; then echo pip >> {log}; exit 0; fi\n'
-                           'case "$*" in *cupy*) exit 1;; esac\nexit 0\n')
-    (bin_dir / "autotune").write_text(f"#!/bin/bash\necho autotune \"$@\" >> {log}\n")
+    fake_python.write_text(
+        f'#!/bin/bash\nif [ "$1 $2" = "-m pip" ]; then echo pip >> {log}; exit 0; fi\n'
+        'case "$*" in *cupy*) exit 1;; esac\nexit 0\n'
+    )
+    (bin_dir / "autotune").write_text(f'#!/bin/bash\necho autotune "$@" >> {log}\n')
     for f in (fake_python, bin_dir / "autotune"):
         f.chmod(0o755)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     for _ in range(3):
-        r = subprocess.run(["bash", "scripts/run.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            ["bash", "scripts/run.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
         assert r.returncode == 0, r.stderr
     assert log.read_text().split("\n").count("pip") == 1  # installed once, then skipped
     (tmp_path / "pyproject.toml").write_text((tmp_path / "pyproject.toml").read_text() + "\n# changed\n")
@@ -325,7 +401,9 @@ def test_run_sh_skips_the_install_when_nothing_changed(tmp_path: Path) -> None:
 def test_help_texts_match_what_commands_take() -> None:
     for command in ("analyze", "report"):
         r = cli(command, "--help")
-        assert r.returncode == 0 and "dispatch.json." not in r.stdout.replace(" ", "").replace("\n", "").replace("│", "")
+        assert r.returncode == 0 and "dispatch.json." not in r.stdout.replace(" ", "").replace("\n", "").replace(
+            "│", ""
+        )
     assert "dispatch.json" in cli("emit", "--help").stdout
     assert "SIGTERM" in cli("sweep", "--help").stdout
     q = cli("query", "--help").stdout

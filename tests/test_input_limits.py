@@ -1,4 +1,5 @@
 """Issue 30, part 2: limits checked before work for every input that scales, the knob named in the error."""
+
 from __future__ import annotations
 
 import time
@@ -32,8 +33,9 @@ def test_huge_ranges_refused_at_once(tmp_path: Path) -> None:
 
 def test_range_limit_is_a_knob(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = tmp_path / "w.yaml"
-    f.write_text("ranges:\n  - precisions: [fp32]\n    sizes: {m: [8, 16], n: {from: 8, to: 64, step: 8}, "
-                 "k: {pow2: [2, 16]}}\n")  # 2 * 8 * 4 = 64 problems
+    f.write_text(
+        "ranges:\n  - precisions: [fp32]\n    sizes: {m: [8, 16], n: {from: 8, to: 64, step: 8}, k: {pow2: [2, 16]}}\n"
+    )  # 2 * 8 * 4 = 64 problems
     assert len(load_workload(f, limit=64).problems) == 64
     with pytest.raises(ConfigError, match="64 problems, above the limit of 63"):
         load_workload(f, limit=63)
@@ -57,6 +59,7 @@ RECURSIVE = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELEC
 
 def _empty_db(tmp_path: Path) -> str:
     from autotune.store.store import Store
+
     url = f"sqlite:///{tmp_path / 'r.sqlite'}"
     with Store.open(url):
         pass
@@ -66,8 +69,10 @@ def _empty_db(tmp_path: Path) -> str:
 def test_query_time_limit_names_the_knob(tmp_path: Path) -> None:
     url = _empty_db(tmp_path)
     start = time.perf_counter()
-    r = CliRunner().invoke(app, ["query", "--db", url, "--timeout", "0.5",
-                                 RECURSIVE.replace("FROM c)", "FROM c) SELECT count(*) FROM c --")])
+    r = CliRunner().invoke(
+        app,
+        ["query", "--db", url, "--timeout", "0.5", RECURSIVE.replace("FROM c)", "FROM c) SELECT count(*) FROM c --")],
+    )
     assert r.exit_code == 2 and "time limit of 0.5 s" in r.output and "--timeout" in r.output, r.output
     assert time.perf_counter() - start < 10
 

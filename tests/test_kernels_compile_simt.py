@@ -6,6 +6,7 @@ instances drawn from the generated spaces, so that a space whose hard constraint
 kernel rejects (static_assert) fails here. Name expressions come from the space files (Space.template_name),
 exactly what NVRTC compiles at run time.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -32,8 +33,11 @@ HAND_PICKED = {
     "gemm_vbatched_simt": [
         dict(DIM_X=8, DIM_Y=8, BLK_M=24, BLK_N=16, BLK_K=16, DIM_XA=8, DIM_YA=8, DIM_XB=16, DIM_YB=4, NSG=2),
     ],
-    "gemm_small_simt": [dict(BLK_M=4, BLK_N=4, BLK_K=4, NSG=16), dict(BLK_M=5, BLK_N=3, BLK_K=8, NSG=7),
-                        dict(BLK_M=32, BLK_N=32, BLK_K=32, NSG=1)],
+    "gemm_small_simt": [
+        dict(BLK_M=4, BLK_N=4, BLK_K=4, NSG=16),
+        dict(BLK_M=5, BLK_N=3, BLK_K=8, NSG=7),
+        dict(BLK_M=32, BLK_N=32, BLK_K=32, NSG=1),
+    ],
 }
 
 
@@ -59,10 +63,7 @@ def _names(precision: str) -> list[str]:
 
 def _translation_unit(names: list[str]) -> str:
     refs = "\n".join(f"    reinterpret_cast<const void*>(&{n})," for n in names)
-    return ('#include "gemm_batched.cuh"\n#include "gemm_small.cuh"\n\n'
-            f"const void* simt_instances[] = {{\n{refs}\n}};\n")
-
-
+    return f'#include "gemm_batched.cuh"\n#include "gemm_small.cuh"\n\nconst void* simt_instances[] = {{\n{refs}\n}};\n'
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")

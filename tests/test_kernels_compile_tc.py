@@ -6,6 +6,7 @@ first and last instances of the generated space, for the four shapes; taking the
 template, so a static_assert the space's hard constraints let through fails here. Name expressions come from the
 space files (Space.template_name), exactly what NVRTC compiles at run time.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -25,7 +26,9 @@ HAND_PICKED = {
     "hgemm_wmma": [
         dict(TC_M=16, TC_N=16, TC_K=16, BLK_M=16, BLK_N=16, BLK_K=16, DIM_X=16, DIM_Y=2, NSG=4),
         dict(TC_M=32, TC_N=8, TC_K=16, BLK_M=64, BLK_N=32, BLK_K=16, DIM_X=16, DIM_Y=4, NSG=1),
-        dict(TC_M=8, TC_N=32, TC_K=16, BLK_M=48, BLK_N=96, BLK_K=32, DIM_X=16, DIM_Y=8, NSG=1),  # 18 sub-blocks on 4 warps
+        dict(
+            TC_M=8, TC_N=32, TC_K=16, BLK_M=48, BLK_N=96, BLK_K=32, DIM_X=16, DIM_Y=8, NSG=1
+        ),  # 18 sub-blocks on 4 warps
     ],
     "hgemm_small_tc": [dict(NWARPS=4, GPW=2, TC_N=16, KMAX=16), dict(NWARPS=2, GPW=4, TC_N=8, KMAX=32)],
     "hgemm_mma": [
@@ -37,7 +40,7 @@ HAND_PICKED = {
     ],
     "hgemm_flat_tc": [
         dict(BM=8, BN=8, BK=8, WM=1, WN=1, NWARPS=2, PPB=16, STAGES=1, CDIRECT=0),
-        dict(BM=40, BN=24, BK=72, WM=1, WN=1, NWARPS=4, PPB=2, STAGES=2, CDIRECT=1),   # rectangular bounds
+        dict(BM=40, BN=24, BK=72, WM=1, WN=1, NWARPS=4, PPB=2, STAGES=2, CDIRECT=1),  # rectangular bounds
         dict(BM=128, BN=128, BK=128, WM=2, WN=4, NWARPS=8, PPB=1, STAGES=1, CDIRECT=0),  # the largest
     ],
 }
@@ -52,8 +55,6 @@ def _params(space_name: str) -> list[dict]:
 def _translation_unit(source: str, names: list[str]) -> str:
     refs = "\n".join(f"    reinterpret_cast<const void*>(&{n})," for n in names)
     return f'#include "{source}"\n\nconst void* tc_instances[] = {{\n{refs}\n}};\n'
-
-
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
@@ -102,16 +103,18 @@ def test_flat_tc_shared_memory_formula_matches_the_kernel(tmp_path: Path) -> Non
     static_assert for the hand-picked and sampled instances (the kernel traps when launched with less)."""
     space = load_space("hgemm_flat_tc")
     dev = get_device("H100")
-    asserts = ["constexpr int largest(std::initializer_list<int> v) { int m = 0; for (int x : v) m = x > m ? x : m; "
-               "return m; }"]
+    asserts = [
+        "constexpr int largest(std::initializer_list<int> v) { int m = 0; for (int x : v) m = x > m ? x : m; "
+        "return m; }"
+    ]
     for p in _params("hgemm_flat_tc"):
         smem = int(space.values(p, "fp16", dev)["smem_bytes"])
         need = []
         for s in SHAPES:
             args = space.template_name(p, "fp16", s).split("<", 1)[1].rstrip(">")
             need.append(f"autotune::hgemm_flat_tc_smem_bytes<{args}>()")
-            asserts.append(f"static_assert({need[-1]} <= {smem}, \"{s} {p}\");")
-        asserts.append(f"static_assert(largest({{{', '.join(need)}}}) == {smem}, \"largest shape {p}\");")
+            asserts.append(f'static_assert({need[-1]} <= {smem}, "{s} {p}");')
+        asserts.append(f'static_assert(largest({{{", ".join(need)}}}) == {smem}, "largest shape {p}");')
     cu = tmp_path / "flat_smem.cu"
     cu.write_text('#include <initializer_list>\n#include "hgemm_flat_tc.cuh"\n' + "\n".join(asserts) + "\n")
     r = compile_object(cu)

@@ -6,6 +6,7 @@ above 16 with a ragged split and two micro-tiles per thread; the largest bounds,
 shapes, and of the first and last instances of the generated space (hard and soft constraints), so that a space whose
 hard constraints let through an instance the kernel rejects (static_assert) fails here. Name expressions come from the space file (Space.template_name), exactly what NVRTC compiles at run time.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -26,14 +27,14 @@ PRECISIONS = ("fp64", "fp32", "fp16")
 SHAPES = ("NN", "NT", "TN", "TT")
 
 HAND_PICKED = [
-    dict(BM=4, BN=4, BK=4, RM=1, RN=1, THREADS=256, PPB=64, STAGES=2),   # one element per thread
-    dict(BM=3, BN=5, BK=7, RM=3, RN=1, THREADS=128, PPB=32, STAGES=1),   # one column per thread, ragged bounds
+    dict(BM=4, BN=4, BK=4, RM=1, RN=1, THREADS=256, PPB=64, STAGES=2),  # one element per thread
+    dict(BM=3, BN=5, BK=7, RM=3, RN=1, THREADS=128, PPB=32, STAGES=1),  # one column per thread, ragged bounds
     dict(BM=2, BN=2, BK=2, RM=2, RN=2, THREADS=128, PPB=128, STAGES=2),  # one problem per thread
-    dict(BM=6, BN=7, BK=5, RM=1, RN=7, THREADS=256, PPB=32, STAGES=2),   # one row per thread
+    dict(BM=6, BN=7, BK=5, RM=1, RN=7, THREADS=256, PPB=32, STAGES=2),  # one row per thread
     dict(BM=16, BN=16, BK=16, RM=4, RN=2, THREADS=256, PPB=2, STAGES=2),  # 2-D micro-tile, bounds of 16
-    dict(BM=32, BN=32, BK=32, RM=4, RN=4, THREADS=64, PPB=1, STAGES=1),   # largest bounds: fp64 n = 32 (24 KB)
+    dict(BM=32, BN=32, BK=32, RM=4, RN=4, THREADS=64, PPB=1, STAGES=1),  # largest bounds: fp64 n = 32 (24 KB)
     dict(BM=32, BN=32, BK=32, RM=2, RN=4, THREADS=128, PPB=1, STAGES=2),  # largest bounds, prefetch
-    dict(BM=24, BN=24, BK=24, RM=8, RN=2, THREADS=64, PPB=2, STAGES=2),   # two micro-tiles per thread
+    dict(BM=24, BN=24, BK=24, RM=8, RN=2, THREADS=64, PPB=2, STAGES=2),  # two micro-tiles per thread
     dict(BM=17, BN=24, BK=19, RM=4, RN=6, THREADS=128, PPB=2, STAGES=2),  # ragged split: 5 x 4 threads, 4 x 6 tile
 ]
 

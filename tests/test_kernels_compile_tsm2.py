@@ -1,4 +1,5 @@
 """nvcc compiles kernels_src/tsm2.cuh for sm_90 with several TSM2 and ISM2 instances (any machine with nvcc)."""
+
 from __future__ import annotations
 
 import shutil
@@ -47,7 +48,9 @@ def test_tsm2_ism2_compile_for_sm90(tmp_path: Path) -> None:
     obj = tmp_path / "tsm2_instances.o"
     proc = subprocess.run(
         ["nvcc", "-std=c++17", "-arch=sm_90", f"-I{KERNELS_DIR}", "-Xptxas", "-v", "-c", str(src), "-o", str(obj)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert obj.stat().st_size > 0
@@ -67,7 +70,9 @@ def test_tsm2_rejects_t3_not_dividing_t1(tmp_path: Path) -> None:
     src.write_text('#include "tsm2.cuh"\n' + instantiation("tsm2", ("float", 0, 0, 96, 4, 64, 1, 1, 0, 0)) + "\n")
     proc = subprocess.run(
         ["nvcc", "-std=c++17", "-arch=sm_90", f"-I{KERNELS_DIR}", "-c", str(src), "-o", str(tmp_path / "bad.o")],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode != 0
     assert "T3 must divide T1" in proc.stderr + proc.stdout

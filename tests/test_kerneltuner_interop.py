@@ -1,4 +1,5 @@
 """Kernel Tuner cache and T4 interop, on cache files written by Kernel Tuner's own code (tests/data/kerneltuner)."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,11 @@ OPEN = DATA / "matmul_cache_open.json"
 CUT = DATA / "matmul_cache_cut.json"
 KT13 = DATA / "matmul_cache_kt13.json"
 FRESH = DATA / "matmul_cache_fresh.json"
-KT_ERRORS = {"InvalidConfig": "invalid", "CompilationFailedConfig": "compile_error",
-             "RuntimeFailedConfig": "launch_error"}
+KT_ERRORS = {
+    "InvalidConfig": "invalid",
+    "CompilationFailedConfig": "compile_error",
+    "RuntimeFailedConfig": "launch_error",
+}
 
 
 def kt_repair(text: str) -> str:
@@ -65,6 +69,7 @@ def read_quietly(path: Path) -> KTCache:
 
 # ------------------------------------------------------------------------------------------------ reading
 
+
 def test_reads_closed_cache_header_and_every_entry() -> None:
     cache = read_quietly(CLOSED)
     raw = kt_load(CLOSED)
@@ -77,8 +82,7 @@ def test_reads_closed_cache_header_and_every_entry() -> None:
     assert cache.objective == "time"
     assert cache.header_extra == {}
     assert len(cache.records) == len(raw["cache"]) == 48
-    assert Counter(r.status for r in cache.records) == {"ok": 38, "invalid": 4, "compile_error": 2,
-                                                        "launch_error": 4}
+    assert Counter(r.status for r in cache.records) == {"ok": 38, "invalid": 4, "compile_error": 2, "launch_error": 4}
     for record, (key, entry) in zip(cache.records, raw["cache"].items(), strict=True):
         assert config_key(record.params, cache.tune_params_keys) == key
         assert list(record.params) == list(cache.tune_params_keys)
@@ -86,8 +90,9 @@ def test_reads_closed_cache_header_and_every_entry() -> None:
         if record.status == "ok":
             assert record.time_ms == entry["time"]
             assert record.times_ms == tuple(entry["times"])
-            assert record.extra == {k: entry[k] for k in ("compile_time", "verification_time", "benchmark_time",
-                                                          "GFLOP/s", "timestamp")}
+            assert record.extra == {
+                k: entry[k] for k in ("compile_time", "verification_time", "benchmark_time", "GFLOP/s", "timestamp")
+            }
         else:
             assert record.time_ms is None and record.times_ms == ()
             assert "__error__" not in record.extra and "time" not in record.extra
@@ -111,8 +116,10 @@ def test_failure_kinds_are_the_ones_kernel_tuner_recorded() -> None:
 
 
 def test_kernel_tuner_13_failures_under_time_read_the_same() -> None:
-    new = {config_key(r.params, ("block_size_x", "block_size_y", "tile_size_x", "layout")): r.status
-           for r in read_quietly(CLOSED).records}
+    new = {
+        config_key(r.params, ("block_size_x", "block_size_y", "tile_size_x", "layout")): r.status
+        for r in read_quietly(CLOSED).records
+    }
     old = read_quietly(KT13)
     assert {config_key(r.params, old.tune_params_keys): r.status for r in old.records} == new
     for r in old.records:
@@ -170,20 +177,33 @@ def test_pretty_printed_and_compact_files(tmp_path: Path) -> None:
         assert read_quietly(path) == expected
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("", "the file is empty"),
-    ("[1, 2]", "does not start with a JSON object"),
-    ('{"results": [], "schema_version": "1.0.0"}', "this is a T4 results file"),
-    ('{"device_name": "x", "kernel_name": "k", "cache": {}}', "missing header key"),
-    ('{"a": 1}', "not a Kernel Tuner cache file"),
-    (('{"device_name": "x", "kernel_name": "k", "tune_params_keys": ["a"], "cache": {"1": {"a": 1}, "2": {"a": 2, '
-      '"time" 3}, "3": {"a": 3}}}'), "invalid JSON in the cache entry"),
-    ('{"device_name": "x", "kernel_name": "k", "tune_params_keys": ["a"], "cache": {"1": 5}}', "is not a JSON object"),
-    ('{"device_name": "x", "kernel_name": "k", "tune_params_keys": ["a"], "cache": {}} extra', "text after the end"),
-    ('{"device_name": "x", "kernel_name": "k", "tune_params_keys": ["a"], "cache": {"1": {"b": 1}}}',
-     "lacks 'a'"),
-    ('{"device_name": "x", "kernel_name": "k", "tune_params_keys": [', "invalid or cut-short JSON in the header"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "the file is empty"),
+        ("[1, 2]", "does not start with a JSON object"),
+        ('{"results": [], "schema_version": "1.0.0"}', "this is a T4 results file"),
+        ('{"device_name": "x", "kernel_name": "k", "cache": {}}', "missing header key"),
+        ('{"a": 1}', "not a Kernel Tuner cache file"),
+        (
+            (
+                '{"device_name": "x", "kernel_name": "k", "tune_params_keys": ["a"], "cache": {"1": {"a": 1}, "2": {"a": 2, '
+                '"time" 3}, "3": {"a": 3}}}'
+            ),
+            "invalid JSON in the cache entry",
+        ),
+        (
+            '{"device_name": "x", "kernel_name": "k", "tune_params_keys": ["a"], "cache": {"1": 5}}',
+            "is not a JSON object",
+        ),
+        (
+            '{"device_name": "x", "kernel_name": "k", "tune_params_keys": ["a"], "cache": {}} extra',
+            "text after the end",
+        ),
+        ('{"device_name": "x", "kernel_name": "k", "tune_params_keys": ["a"], "cache": {"1": {"b": 1}}}', "lacks 'a'"),
+        ('{"device_name": "x", "kernel_name": "k", "tune_params_keys": [', "invalid or cut-short JSON in the header"),
+    ],
+)
 def test_non_caches_raise_with_file_name(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "notacache.json"
     path.write_text(text)
@@ -202,16 +222,20 @@ def test_missing_file_and_binary_file(tmp_path: Path) -> None:
 
 def test_entry_without_parameter_values_takes_them_from_its_key(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
-    path.write_text('{"device_name": "d", "kernel_name": "k", "tune_params_keys": ["x", "s"], '
-                    '"tune_params": {"x": [1, 2], "s": ["a", "b"]}, "cache": {"2,b": {"time": 1.5}}}')
+    path.write_text(
+        '{"device_name": "d", "kernel_name": "k", "tune_params_keys": ["x", "s"], '
+        '"tune_params": {"x": [1, 2], "s": ["a", "b"]}, "cache": {"2,b": {"time": 1.5}}}'
+    )
     (record,) = read_quietly(path).records
     assert record.params == {"x": 2, "s": "b"} and record.time_ms == 1.5
 
 
 def test_old_cache_without_objective_or_problem_size(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
-    path.write_text('{"device_name": "d", "kernel_name": "k", "tune_params_keys": ["x"], '
-                    '"tune_params": {"x": [1]}, "schema_version": "1.0.0", "cache": {"1": {"x": 1, "time": 2}}}')
+    path.write_text(
+        '{"device_name": "d", "kernel_name": "k", "tune_params_keys": ["x"], '
+        '"tune_params": {"x": [1]}, "schema_version": "1.0.0", "cache": {"1": {"x": 1, "time": 2}}}'
+    )
     cache = read_quietly(path)
     assert cache.objective == "time" and cache.problem_size is None
     assert cache.header_extra == {"schema_version": "1.0.0"}
@@ -219,6 +243,7 @@ def test_old_cache_without_objective_or_problem_size(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ writing
+
 
 @pytest.mark.parametrize("source", [CLOSED, OPEN, KT13])
 def test_round_trip_reproduces_every_key_and_time(tmp_path: Path, source: Path) -> None:
@@ -235,8 +260,11 @@ def test_round_trip_reproduces_every_key_and_time(tmp_path: Path, source: Path) 
         if kt_status(entry) == "ok":
             assert raw_out[key]["time"] == entry["time"]
         else:  # both Kernel Tuner generations' markers
-            assert raw_out[key]["time"] == raw_out[key]["__error__"] == next(
-                v for v in entry.values() if isinstance(v, str) and v in KT_ERRORS)
+            assert (
+                raw_out[key]["time"]
+                == raw_out[key]["__error__"]
+                == next(v for v in entry.values() if isinstance(v, str) and v in KT_ERRORS)
+            )
 
 
 def test_written_file_is_byte_identical_to_kernel_tuners(tmp_path: Path) -> None:
@@ -258,8 +286,11 @@ def test_written_file_can_be_reopened_for_appending_the_kernel_tuner_way(tmp_pat
     write_cache(cache, out)
     text = out.read_text().strip()
     assert text[-3:] == "}\n}"
-    text = text[:-3] + "," + ('\n"1,1,1,row": {"block_size_x": 1, "block_size_y": 1, "tile_size_x": 1, '
-                              '"layout": "row", "time": 9.5},')
+    text = (
+        text[:-3]
+        + ","
+        + ('\n"1,1,1,row": {"block_size_x": 1, "block_size_y": 1, "tile_size_x": 1, "layout": "row", "time": 9.5},')
+    )
     out.write_text(text)
     appended = read_quietly(out)
     assert appended.records[:-1] == cache.records and appended.records[-1].time_ms == 9.5
@@ -303,15 +334,23 @@ def test_config_key_is_kernel_tuners() -> None:
     assert config_key({"a": np.int64(256), "b": np.float64(1e-05)}, ["a", "b"]) == "256,1e-05"
 
 
-_param = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False),
-                   st.text("abcxyz_,0129", min_size=1, max_size=6))
+_param = st.one_of(
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text("abcxyz_,0129", min_size=1, max_size=6),
+)
 _times = st.lists(st.floats(0, 1e6, allow_nan=False), max_size=4).map(tuple)
 
 
 @st.composite
 def _caches(draw: st.DrawFn) -> KTCache:
-    keys = tuple(draw(st.lists(st.sampled_from(["block_size_x", "block_size_y", "tile", "vec"]), min_size=1,
-                               max_size=4, unique=True)))
+    keys = tuple(
+        draw(
+            st.lists(
+                st.sampled_from(["block_size_x", "block_size_y", "tile", "vec"]), min_size=1, max_size=4, unique=True
+            )
+        )
+    )
     records, seen = [], set()
     for _ in range(draw(st.integers(0, 6))):
         params = {k: draw(_param) for k in keys}
@@ -320,11 +359,25 @@ def _caches(draw: st.DrawFn) -> KTCache:
         seen.add(config_key(params, keys))
         status = draw(st.sampled_from(["ok", "ok", "compile_error", "launch_error", "invalid", "wrong"]))
         ok = status == "ok"
-        records.append(KTRecord(params, status, draw(st.floats(0, 1e3)) if ok else None,
-                                draw(_times) if ok else (), {"timestamp": "2026-01-01 00:00:00+00:00"}))
+        records.append(
+            KTRecord(
+                params,
+                status,
+                draw(st.floats(0, 1e3)) if ok else None,
+                draw(_times) if ok else (),
+                {"timestamp": "2026-01-01 00:00:00+00:00"},
+            )
+        )
     tune_params = {k: sorted({str(r.params[k]) for r in records}) for k in keys}
-    return KTCache("GPU", "kern", draw(st.one_of(st.integers(1, 99), st.tuples(st.integers(1, 9)))), keys,
-                   tune_params, "time", tuple(records))
+    return KTCache(
+        "GPU",
+        "kern",
+        draw(st.one_of(st.integers(1, 99), st.tuples(st.integers(1, 9)))),
+        keys,
+        tune_params,
+        "time",
+        tuple(records),
+    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -336,11 +389,13 @@ def test_round_trip_property(tmp_path: Path, cache: KTCache, terminated: bool) -
         warnings.simplefilter("ignore", KTCacheWarning)  # keys of floats like 1e+16 are fine, keys may clash
         again = read_cache(out)
     assert again == cache
-    assert [config_key(r.params, again.tune_params_keys) for r in again.records] == \
-        list(json.loads(kt_repair(out.read_text()))["cache"])
+    assert [config_key(r.params, again.tune_params_keys) for r in again.records] == list(
+        json.loads(kt_repair(out.read_text()))["cache"]
+    )
 
 
 # ------------------------------------------------------------------------------------------------ T4
+
 
 def test_t4_output_matches_kernel_tuners_layout(tmp_path: Path) -> None:
     cache = read_quietly(CLOSED)
@@ -370,8 +425,15 @@ def test_t4_output_matches_kernel_tuners_layout(tmp_path: Path) -> None:
 
 
 def test_t4_correctness_for_wrong_results() -> None:
-    cache = KTCache("d", "k", 1, ("a",), {"a": [1, 2]}, "time",
-                    (KTRecord({"a": 1}, "wrong", extra={"flag": True, "x": None, "y": float("nan")}),))
+    cache = KTCache(
+        "d",
+        "k",
+        1,
+        ("a",),
+        {"a": [1, 2]},
+        "time",
+        (KTRecord({"a": 1}, "wrong", extra={"flag": True, "x": None, "y": float("nan")}),),
+    )
     (res,) = t4_results(cache)["results"]
     assert res["invalidity"] == "correctness" and res["correctness"] == 0
     assert res["measurements"] == [] and res["times"] == {"runtimes": []}
@@ -392,6 +454,7 @@ def test_t4_output_validates_against_the_t4_schema(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ size
 
+
 def test_reading_50000_entries_is_fast(tmp_path: Path) -> None:
     path = tmp_path / "big.json"
     shutil.copyfile(OPEN, path)  # a real header and layout, then 50,000 store_cache-style lines
@@ -399,15 +462,21 @@ def test_reading_50000_entries_is_fast(tmp_path: Path) -> None:
     for i in range(50_000):
         x, y, t = 32 * (1 + i % 32), 1 + (i // 32) % 40, 1 + i // 1280
         if i % 97 == 0:
-            body = ('"__error__": "CompilationFailedConfig", "compile_time": 12.5, "verification_time": 0, '
-                    '"benchmark_time": 0, "timestamp": "2026-03-02 14:05:17.120034+00:00"')
+            body = (
+                '"__error__": "CompilationFailedConfig", "compile_time": 12.5, "verification_time": 0, '
+                '"benchmark_time": 0, "timestamp": "2026-03-02 14:05:17.120034+00:00"'
+            )
         else:
             ts = [0.001 * (i % 1000) + 0.01 * k for k in range(7)]
-            body = (f'"time": {sum(ts) / 7!r}, "times": {ts!r}, "compile_time": 441.2, "verification_time": 0, '
-                    f'"benchmark_time": 1.1, "GFLOP/s": {1000 + i / 7!r}, '
-                    '"timestamp": "2026-03-02 14:05:17.120034+00:00"')
-        tail.append(f'\n"{x},{y},{t},big": {{"block_size_x": {x}, "block_size_y": {y}, "tile_size_x": {t}, '
-                    f'"layout": "big", {body}}},')
+            body = (
+                f'"time": {sum(ts) / 7!r}, "times": {ts!r}, "compile_time": 441.2, "verification_time": 0, '
+                f'"benchmark_time": 1.1, "GFLOP/s": {1000 + i / 7!r}, '
+                '"timestamp": "2026-03-02 14:05:17.120034+00:00"'
+            )
+        tail.append(
+            f'\n"{x},{y},{t},big": {{"block_size_x": {x}, "block_size_y": {y}, "tile_size_x": {t}, '
+            f'"layout": "big", {body}}},'
+        )
     with path.open("a") as f:
         f.write("".join(tail))
     t0 = time.perf_counter()
@@ -425,8 +494,12 @@ def test_module_imports_only_the_standard_library() -> None:
     import autotune.interop.kerneltuner as module
 
     tree = ast.parse(Path(module.__file__).read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+    }
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported

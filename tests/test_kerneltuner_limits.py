@@ -1,6 +1,7 @@
 """Limits before work for an imported Kernel Tuner cache (issue 30, part 2): a file above the size limit is refused
 before it is read, a cache of more entries than the entry limit before any is stored; each error names its knob
 (`--max-cache-mb` / AUTOTUNE_MAX_CACHE_MB, `--max-entries` / AUTOTUNE_MAX_CACHE_ENTRIES), and nothing is written."""
+
 from __future__ import annotations
 
 import json
@@ -13,13 +14,20 @@ from autotune.interop.kerneltuner_limits import limit_hint
 from tests.support.harness import run_cli as cli
 
 ROOT = Path(__file__).resolve().parent.parent
-HEADER = {"device_name": "NVIDIA H100", "kernel_name": "k", "problem_size": [64, 64], "tune_params_keys": ["bx"],
-          "tune_params": {"bx": list(range(1, 1001))}, "objective": "time"}
+HEADER = {
+    "device_name": "NVIDIA H100",
+    "kernel_name": "k",
+    "problem_size": [64, 64],
+    "tune_params_keys": ["bx"],
+    "tune_params": {"bx": list(range(1, 1001))},
+    "objective": "time",
+}
 
 
 def cache_text(n: int) -> str:
-    entries = ",\n".join(f'"{b}": {json.dumps({"bx": b, "time": 0.5 + b, "times": [0.5 + b]})}'
-                         for b in range(1, n + 1))
+    entries = ",\n".join(
+        f'"{b}": {json.dumps({"bx": b, "time": 0.5 + b, "times": [0.5 + b]})}' for b in range(1, n + 1)
+    )
     return json.dumps(HEADER)[:-1] + ', "cache": {\n' + entries + "}\n}\n"
 
 
@@ -42,14 +50,16 @@ def test_the_entry_limit_counts_entries(tmp_path: Path) -> None:
     assert "--max-entries 5" in limit_hint(info.value)
 
 
-@pytest.mark.parametrize("args, env, knob", [
-    (("--max-entries", "3"), {}, "--max-entries"),
-    ((), {"AUTOTUNE_MAX_CACHE_ENTRIES": "3"}, "AUTOTUNE_MAX_CACHE_ENTRIES"),
-    (("--max-cache-mb", "1"), {}, "--max-cache-mb"),
-    ((), {"AUTOTUNE_MAX_CACHE_MB": "1"}, "AUTOTUNE_MAX_CACHE_MB"),
-])
-def test_import_refuses_above_a_limit_and_names_the_knob(tmp_path: Path, args: tuple, env: dict,
-                                                         knob: str) -> None:
+@pytest.mark.parametrize(
+    "args, env, knob",
+    [
+        (("--max-entries", "3"), {}, "--max-entries"),
+        ((), {"AUTOTUNE_MAX_CACHE_ENTRIES": "3"}, "AUTOTUNE_MAX_CACHE_ENTRIES"),
+        (("--max-cache-mb", "1"), {}, "--max-cache-mb"),
+        ((), {"AUTOTUNE_MAX_CACHE_MB": "1"}, "AUTOTUNE_MAX_CACHE_MB"),
+    ],
+)
+def test_import_refuses_above_a_limit_and_names_the_knob(tmp_path: Path, args: tuple, env: dict, knob: str) -> None:
     cache = tmp_path / "c.json"
     text = cache_text(4)
     if "mb" in knob.lower():
@@ -107,8 +117,16 @@ def test_an_xz_cache_is_read_and_its_unpacked_size_is_limited(tmp_path: Path) ->
 
 def test_the_committed_hub_caches_import(tmp_path: Path) -> None:
     hub = ROOT / "results" / "bench" / "hub" / "convolution_milo_A100.json.xz"
-    r = cli("import", "kerneltuner", str(hub), "--db", str(tmp_path / "hub.sqlite"), "--space-out",
-            str(tmp_path / "hub.space.yaml"), cwd=tmp_path)  # (never beside the committed cache)
+    r = cli(
+        "import",
+        "kerneltuner",
+        str(hub),
+        "--db",
+        str(tmp_path / "hub.sqlite"),
+        "--space-out",
+        str(tmp_path / "hub.space.yaml"),
+        cwd=tmp_path,
+    )  # (never beside the committed cache)
     assert r.returncode == 0, r.stderr
     assert not list(hub.parent.glob("*.space.yaml"))
     assert "imported 4362 configurations (161 failed)" in " ".join(r.stdout.split())

@@ -1,6 +1,7 @@
 """Kernel Tuner caches through a real results database and the real command line: import (a closed cache, an
 unterminated one, one cut off mid-entry), export, and the round trip reproduces every configuration's key,
 status and time; the export is a cache our reader (and Kernel Tuner's, by format) accepts, and T4 too."""
+
 from __future__ import annotations
 
 import json
@@ -18,12 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
 
 
-@pytest.mark.parametrize("fixture", ["matmul_cache.json", "matmul_cache_open.json", "matmul_cache_cut.json",
-                                     "matmul_cache_kt13.json"])
+@pytest.mark.parametrize(
+    "fixture", ["matmul_cache.json", "matmul_cache_open.json", "matmul_cache_cut.json", "matmul_cache_kt13.json"]
+)
 def test_import_then_export_reproduces_keys_and_times(tmp_path: Path, fixture: str) -> None:
     cache = tmp_path / fixture
     cache.write_bytes((DATA / fixture).read_bytes())
@@ -36,13 +39,24 @@ def test_import_then_export_reproduces_keys_and_times(tmp_path: Path, fixture: s
     assert again.returncode == 0, again.stderr
     out, t4 = tmp_path / "out.json", tmp_path / "t4.json"
     space = json.loads((DATA / "matmul_cache.json").read_text().split('"cache"')[0].rstrip().rstrip(",") + "}")[
-        "kernel_name"]
-    r = cli("export", "kerneltuner", str(db), "--space", "".join(c if c.isalnum() else "_" for c in space),
-            "--out", str(out), "--t4", str(t4))
+        "kernel_name"
+    ]
+    r = cli(
+        "export",
+        "kerneltuner",
+        str(db),
+        "--space",
+        "".join(c if c.isalnum() else "_" for c in space),
+        "--out",
+        str(out),
+        "--t4",
+        str(t4),
+    )
     assert r.returncode == 0, r.stderr
     exported = read_cache(out)
     if original is None:
         import warnings
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             original = read_cache(cache)
@@ -55,8 +69,15 @@ def test_import_then_export_reproduces_keys_and_times(tmp_path: Path, fixture: s
 
 def test_import_with_a_space_and_errors(tmp_path: Path) -> None:
     db = tmp_path / "kt.sqlite"
-    r = cli("import", "kerneltuner", str(DATA / "matmul_cache.json"), "--db", str(db), "--space",
-            str(ROOT / "examples/transpose/space.yaml"))
+    r = cli(
+        "import",
+        "kerneltuner",
+        str(DATA / "matmul_cache.json"),
+        "--db",
+        str(db),
+        "--space",
+        str(ROOT / "examples/transpose/space.yaml"),
+    )
     assert r.returncode == 2 and "not parameters of space transpose_tiled" in r.stderr
     bad = tmp_path / "bad.json"
     bad.write_text('{"hello": 1}')

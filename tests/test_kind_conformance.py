@@ -1,5 +1,6 @@
 """The GEMM kind and the three examples' declared kinds pass the kind conformance suite (autotune.testing.kinds),
 the one a third-party kind runs in its own tests. The GPU half skips without CuPy (tests/gpu/ runs it)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,8 +23,11 @@ class TestGemm(KindTests):
 
     @pytest.fixture
     def sample_sizes(self, kind: ProblemKind) -> list[dict[str, int]]:
-        return [{"m": 64, "n": 64, "k": 64, "batch": 10}, {"m": 33, "n": 7, "k": 100, "batch": 1},
-                {"m": 128, "n": 256, "k": 16, "batch": 3}]
+        return [
+            {"m": 64, "n": 64, "k": 64, "batch": 10},
+            {"m": 33, "n": 7, "k": 100, "batch": 1},
+            {"m": 128, "n": 256, "k": 16, "batch": 3},
+        ]
 
 
 @pytest.fixture(params=["transpose", "stencil", "softmax"])
@@ -39,6 +43,7 @@ class TestExampleKinds(KindTests):
 
 def test_the_suite_catches_a_broken_kind() -> None:
     """The suite's checks can fail: a kind whose distance is not symmetric and whose bytes are zero."""
+
     class Broken(ProblemKind):
         name = "broken"
         size_names = ("a", "b")

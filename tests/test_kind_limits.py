@@ -1,5 +1,6 @@
 """Limits checked before any work belong to the kind (`ProblemKind.check_limits`, `device_bytes`): GEMM's in
 problems/gemm/limits.py, every other kind the generic rule (sizes an int, twice the bytes it moves)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -46,8 +47,11 @@ def test_other_kinds_get_the_generic_rule() -> None:
 
 
 def test_a_config_size_above_int32_is_refused_at_its_line() -> None:
-    text = (STENCIL / "sweep.yaml").read_text().replace("sizes: {ny: 4000, nx: 3001}",
-                                                       "sizes: {ny: 4000,\n      nx: 3000000000}")
+    text = (
+        (STENCIL / "sweep.yaml")
+        .read_text()
+        .replace("sizes: {ny: 4000, nx: 3001}", "sizes: {ny: 4000,\n      nx: 3000000000}")
+    )
     assert "3000000000" in text
     with pytest.raises(ConfigError) as err:
         parse_config(text, file=STENCIL / "sweep.yaml")
@@ -67,7 +71,9 @@ def test_a_declared_kind_counts_its_buffers_and_refuses_a_negative_shape(tmp_pat
     shutil.copytree(ROOT / "examples" / "transpose", folder, ignore=shutil.ignore_patterns("results"))
     space = folder / "space.yaml"
     text = space.read_text()
-    space.write_text(text.replace("shape: [rows, cols], init: random", "shape: [rows, cols, 100000000000], init: random"))
+    space.write_text(
+        text.replace("shape: [rows, cols], init: random", "shape: [rows, cols, 100000000000], init: random")
+    )
     kind = load_space(space).kind
     p = kind.point("fp32", "", {"rows": 64, "cols": 96})
     assert kind.device_bytes(p, {}) >= 64 * 96 * 10**11 * 4
@@ -76,5 +82,6 @@ def test_a_declared_kind_counts_its_buffers_and_refuses_a_negative_shape(tmp_pat
     space.write_text(text.replace("shape: [cols, rows], output: true", "shape: [cols, rows - 100], output: true"))
     kind = load_space(space).kind
     with pytest.raises(SpaceError, match=r"buffer `out` has shape \[96, -36\]"):
-        check_points_fit([kind.point("fp32", "", {"rows": 64, "cols": 96})], "NVIDIA H100 80GB HBM3",
-                         kinds={kind.name: kind})
+        check_points_fit(
+            [kind.point("fp32", "", {"rows": 64, "cols": 96})], "NVIDIA H100 80GB HBM3", kinds={kind.name: kind}
+        )

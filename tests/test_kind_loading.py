@@ -2,6 +2,7 @@
 `module:object` and entry points, each resolved here and pickled into a freshly spawned process (as the GPU
 worker is started), with the kind's files in a folder outside the checkout. Broken kinds fail with one line
 naming the space file and what to do."""
+
 from __future__ import annotations
 
 import importlib
@@ -105,16 +106,18 @@ def test_an_entry_point_loads_in_a_spawned_process(outside: Path, monkeypatch: p
     info = site / "plugkinds-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugkinds\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[autotune.problems]\nplugscale = plugkinds:Scale\n"
-                                           "plugbuilt = plugkinds:BUILT\n")
+    (info / "entry_points.txt").write_text(
+        "[autotune.problems]\nplugscale = plugkinds:Scale\nplugbuilt = plugkinds:BUILT\n"
+    )
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
     assert {"plugscale", "plugbuilt"} <= set(installed())
     space = _space(outside)
     here = [resolve(name, space, 2) for name in ("plugscale", "plugbuilt")]
     # the kinds resolved here travel pickled; the child also resolves the entry points itself, from its sys.path
-    probes = [(k, "fp32", "", {"n": 3}) for k in here] + [((n, str(space)), "fp32", "", {"n": 3})
-                                                          for n in ("plugscale", "plugbuilt")]
+    probes = [(k, "fp32", "", {"n": 3}) for k in here] + [
+        ((n, str(space)), "fp32", "", {"n": 3}) for n in ("plugscale", "plugbuilt")
+    ]
     got = roundtrip(probes)
     assert [g["bytes_moved"] for g in got] == [2 * 3 * 4, 5 * 3 * 4] * 2
     assert got[0]["describe"] == got[2]["describe"] == here[0].describe()
@@ -135,27 +138,53 @@ def test_the_default_kind_comes_from_the_registry(outside: Path) -> None:
     assert Space.__dataclass_fields__["kind"].default is DEFAULT_KIND
 
 
-@pytest.mark.parametrize("source, spec, message, hint", [
-    (KIND_SOURCE, "k.py:Sized", "problem kind 'k.py:Sized': Sized(...) needs arguments factor, extra",
-     "give `module:object`"),
-    ("x = 1\nraise ValueError('no GPU library')\n", "k.py:Scale",
-     "problem kind 'k.py:Scale': importing k.py raised ValueError: no GPU library (line 2)", "fix k.py"),
-    ("import not_a_module_anywhere\n", "k.py:Scale",
-     "importing k.py raised ModuleNotFoundError: No module named 'not_a_module_anywhere' (line 1)", "fix k.py"),
-    ("def f(:\n", "k.py:Scale", "importing k.py raised SyntaxError", "fix k.py"),
-    ("from autotune.problems.base import ProblemKind\nclass Half(ProblemKind):\n    name = 'half'\n"
-     "    size_names = ('n',)\n", "k.py:Half",
-     "problem kind 'k.py:Half': Half does not implement allocate, bytes_moved", "define these methods"),
-    (KIND_SOURCE.replace("self.factor = Factor(factor)", "raise RuntimeError('no device')").split("BUILT")[0],
-     "k.py:Scale",
-     "problem kind 'k.py:Scale': Scale() raised RuntimeError: no device", "fix Scale.__init__"),
-    ("class Plain:\n    pass\n", "k.py:Plain", "class Plain is not an autotune.problems.base.ProblemKind",
-     "subclass of ProblemKind"),
-    ("x = 3\n", "k.py:x", "int object is not an autotune.problems.base.ProblemKind", "subclass of ProblemKind"),
-    ("x = 3\n", "k.py:Nope", "k.py defines no 'Nope'", "name a class"),
-    ("x = 3\n", "missing.py:Nope", "no file", "relative to the space file"),
-    ("x = 3\n", "k:Nope", "cannot import 'k'", "write problem: k.py:Nope"),
-])
+@pytest.mark.parametrize(
+    "source, spec, message, hint",
+    [
+        (
+            KIND_SOURCE,
+            "k.py:Sized",
+            "problem kind 'k.py:Sized': Sized(...) needs arguments factor, extra",
+            "give `module:object`",
+        ),
+        (
+            "x = 1\nraise ValueError('no GPU library')\n",
+            "k.py:Scale",
+            "problem kind 'k.py:Scale': importing k.py raised ValueError: no GPU library (line 2)",
+            "fix k.py",
+        ),
+        (
+            "import not_a_module_anywhere\n",
+            "k.py:Scale",
+            "importing k.py raised ModuleNotFoundError: No module named 'not_a_module_anywhere' (line 1)",
+            "fix k.py",
+        ),
+        ("def f(:\n", "k.py:Scale", "importing k.py raised SyntaxError", "fix k.py"),
+        (
+            "from autotune.problems.base import ProblemKind\nclass Half(ProblemKind):\n    name = 'half'\n"
+            "    size_names = ('n',)\n",
+            "k.py:Half",
+            "problem kind 'k.py:Half': Half does not implement allocate, bytes_moved",
+            "define these methods",
+        ),
+        (
+            KIND_SOURCE.replace("self.factor = Factor(factor)", "raise RuntimeError('no device')").split("BUILT")[0],
+            "k.py:Scale",
+            "problem kind 'k.py:Scale': Scale() raised RuntimeError: no device",
+            "fix Scale.__init__",
+        ),
+        (
+            "class Plain:\n    pass\n",
+            "k.py:Plain",
+            "class Plain is not an autotune.problems.base.ProblemKind",
+            "subclass of ProblemKind",
+        ),
+        ("x = 3\n", "k.py:x", "int object is not an autotune.problems.base.ProblemKind", "subclass of ProblemKind"),
+        ("x = 3\n", "k.py:Nope", "k.py defines no 'Nope'", "name a class"),
+        ("x = 3\n", "missing.py:Nope", "no file", "relative to the space file"),
+        ("x = 3\n", "k:Nope", "cannot import 'k'", "write problem: k.py:Nope"),
+    ],
+)
 def test_broken_kinds_fail_in_one_line(outside: Path, source: str, spec: str, message: str, hint: str) -> None:
     (outside / "k.py").write_text(source)
     with pytest.raises(SpaceError) as err:
@@ -178,8 +207,12 @@ def test_an_entry_point_whose_package_fails(outside: Path, monkeypatch: pytest.M
     with pytest.raises(SpaceError) as err:
         resolve("badkind", _space(outside), 2)
     e = err.value
-    assert "problem kind 'badkind': the entry point badkinds:Kind (group autotune.problems) failed to load: " \
-           "ModuleNotFoundError: No module named 'not_installed_dependency'" in e.message and "\n" not in e.message
+    assert (
+        "problem kind 'badkind': the entry point badkinds:Kind (group autotune.problems) failed to load: "
+        "ModuleNotFoundError: No module named 'not_installed_dependency'"
+        in e.message
+        and "\n" not in e.message
+    )
     assert e.file == str(outside / "space.yaml") and "reinstall or fix" in (e.hint or "")
 
 

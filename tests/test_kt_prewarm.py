@@ -1,5 +1,6 @@
 """kt_prewarm (issue 31 item 6): the GPU backend started at `import autotune.kernel_tuner`, handed to the first
 tune_kernel call on its device; never in a spawned child, never with AUTOTUNE_PREWARM=0 (no GPU needed here)."""
+
 import multiprocessing as mp
 import time
 

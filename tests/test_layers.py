@@ -1,5 +1,6 @@
 """The package's layering (pyproject.toml, [tool.importlinter]): later pipeline stages import earlier ones,
 never the reverse, and no import cycles between stages. Runs the real import-linter on the real package."""
+
 from __future__ import annotations
 
 import shutil

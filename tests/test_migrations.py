@@ -3,6 +3,7 @@ new databases are refused with clear messages, and Alembic's bookkeeping stays i
 
 Real SQLite files; the tests taking `db_url` also run on PostgreSQL when AUTOTUNE_TEST_PG_URL is set (tests/pg.py).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,7 +25,9 @@ from autotune.store.store import SchemaVersionError, Store, StoreError
 from tests.support.committed import committed_databases, example_databases, gunzip_to
 
 FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by name in this module
-COMMITTED = sorted(committed_databases(), key=lambda p: p.stat().st_size)  # results/**/*.sqlite.gz, smallest (schema 1) first
+COMMITTED = sorted(
+    committed_databases(), key=lambda p: p.stat().st_size
+)  # results/**/*.sqlite.gz, smallest (schema 1) first
 EXAMPLES = example_databases()  # examples/*/results/*.sqlite.gz: schema 2, kinds other than GEMM
 OPTUNA_REVISION = "v3.2.0.a"  # what Optuna's RDB storage keeps in its own alembic_version table
 
@@ -73,8 +76,11 @@ def _make_v1(url: str, pre_alembic: bool = True) -> None:
     try:
         with engine.begin() as conn:
             command.upgrade(alembic_config(connection=conn), "0001")
-            conn.execute(sa.text("INSERT INTO test_points (precision, shape, m, n, k, batch) "
-                                 "VALUES ('fp64', 'NN', 32, 16, 8, 1000)"))
+            conn.execute(
+                sa.text(
+                    "INSERT INTO test_points (precision, shape, m, n, k, batch) VALUES ('fp64', 'NN', 32, 16, 8, 1000)"
+                )
+            )
             if pre_alembic:
                 conn.execute(sa.text(f"DROP TABLE {VERSION_TABLE}"))
     finally:
@@ -114,19 +120,28 @@ def _snapshot(url: str) -> dict:
     base = "baselines" if "baselines" in _tables(url) else "cublas"
     if "sizes" in columns["test_points"]:
         kinds = "kind" if "kind" in columns["test_points"] else "'gemm'"
-        points = {i: (k, p, s, json.loads(z)) for i, k, p, s, z in
-                  _rows(url, f"SELECT id, {kinds}, precision, shape, sizes FROM test_points")}
+        points = {
+            i: (k, p, s, json.loads(z))
+            for i, k, p, s, z in _rows(url, f"SELECT id, {kinds}, precision, shape, sizes FROM test_points")
+        }
     else:  # schema 1: GEMM columns
-        points = {i: ("gemm", p, s, dict(m=m, n=n, k=k, batch=b)) for i, p, s, m, n, k, b in
-                  _rows(url, "SELECT id, precision, shape, m, n, k, batch FROM test_points")}
+        points = {
+            i: ("gemm", p, s, dict(m=m, n=n, k=k, batch=b))
+            for i, p, s, m, n, k, b in _rows(url, "SELECT id, precision, shape, m, n, k, batch FROM test_points")
+        }
     if "scalars" in columns["sweeps"]:
-        scalars = {i: json.loads(x) if isinstance(x, str) else x for i, x in _rows(url, "SELECT id, scalars FROM sweeps")}
+        scalars = {
+            i: json.loads(x) if isinstance(x, str) else x for i, x in _rows(url, "SELECT id, scalars FROM sweeps")
+        }
     else:
         scalars = {i: {"alpha": a, "beta": b} for i, a, b in _rows(url, "SELECT id, alpha, beta FROM sweeps")}
-    return dict(counts={t: _rows(url, f"SELECT COUNT(*) FROM {t}")[0][0] for t in ("measurements", "test_points")}
-                | {"baselines": _rows(url, f"SELECT COUNT(*) FROM {base}")[0][0]},
-                points=points, scalars=scalars,
-                baselines=_rows(url, f"SELECT id, device_id, point_id, status, median_ms FROM {base} ORDER BY id"))
+    return dict(
+        counts={t: _rows(url, f"SELECT COUNT(*) FROM {t}")[0][0] for t in ("measurements", "test_points")}
+        | {"baselines": _rows(url, f"SELECT COUNT(*) FROM {base}")[0][0]},
+        points=points,
+        scalars=scalars,
+        baselines=_rows(url, f"SELECT id, device_id, point_id, status, median_ms FROM {base} ORDER BY id"),
+    )
 
 
 def _check_kind_neutral(url: str, before: dict, src: Path) -> None:
@@ -182,8 +197,12 @@ def test_committed_databases_migrate_and_report_the_same(tmp_path: Path) -> None
         done = upgrade(url)
         # the sweeps committed before Alembic are schema 1; later ones (results/fp16_tables_h100, examples) schema 2;
         # those recorded since schema 3 (results/complete_h100) are at head already (the upgrade changes nothing)
-        assert (done.before.schema_version, done.before.revision) in {(1, None), (2, None), (2, "0002"),
-                                                                      (SCHEMA_VERSION, head())}, src
+        assert (done.before.schema_version, done.before.revision) in {
+            (1, None),
+            (2, None),
+            (2, "0002"),
+            (SCHEMA_VERSION, head()),
+        }, src
         assert (done.after.schema_version, done.after.revision) == (SCHEMA_VERSION, head()), src
         assert _rows(url, "PRAGMA integrity_check") == [("ok",)], src
         assert _rows(url, "PRAGMA foreign_key_check") == [], src
@@ -269,14 +288,19 @@ def test_v1_database_opened_for_writing_says_upgrade_and_is_untouched(tmp_path: 
 def test_other_tools_alembic_version_is_left_alone(db_url: str) -> None:
     """Optuna keeps its revision in alembic_version; autotune creates, stamps and upgrades only its own table."""
     _make_v1(db_url)
-    _execute(db_url, "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)",
-             f"INSERT INTO alembic_version VALUES ('{OPTUNA_REVISION}')")
+    _execute(
+        db_url,
+        "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)",
+        f"INSERT INTO alembic_version VALUES ('{OPTUNA_REVISION}')",
+    )
     done = upgrade(db_url)
     assert (done.before.revision, done.after.revision) == (None, head())
     assert _rows(db_url, "SELECT version_num FROM alembic_version") == [(OPTUNA_REVISION,)]
     assert _rows(db_url, f"SELECT version_num FROM {VERSION_TABLE}") == [(head(),)]
     assert _rows(db_url, "SELECT kind, sizes FROM test_points") == [("gemm", '{"m":32,"n":16,"k":8,"batch":1000}')]
-    assert _rows(db_url, "SELECT precision, shape, m, n, k, batch FROM points_gemm") == [("fp64", "NN", 32, 16, 8, 1000)]
+    assert _rows(db_url, "SELECT precision, shape, m, n, k, batch FROM points_gemm") == [
+        ("fp64", "NN", 32, 16, 8, 1000)
+    ]
     assert _rows(db_url, "SELECT value FROM schema_meta") == [(str(SCHEMA_VERSION),)]
     with Store.open(db_url, create=False) as store:  # current, and writable at the new schema
         record_sample(store)
@@ -302,16 +326,24 @@ def test_direct_stamp_of_a_new_database_matches_alembics(tmp_path: Path) -> None
 
     assert head_fast() == head()
     ddl = {}
-    for name, stamp in (("ours", stamp_head), ("alembic", lambda conn: MigrationContext.configure(
-            conn, opts={"version_table": VERSION_TABLE}).stamp(_scripts(), "head"))):
+    for name, stamp in (
+        ("ours", stamp_head),
+        (
+            "alembic",
+            lambda conn: MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).stamp(
+                _scripts(), "head"
+            ),
+        ),
+    ):
         engine = sa.create_engine(f"sqlite:///{tmp_path / name}.sqlite")
         try:
             with engine.begin() as conn:
                 stamp(conn)
             with engine.connect() as conn:
-                ddl[name] = (conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = ?",
-                                                  (VERSION_TABLE,)).scalar_one(),
-                             conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").all())
+                ddl[name] = (
+                    conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = ?", (VERSION_TABLE,)).scalar_one(),
+                    conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").all(),
+                )
         finally:
             engine.dispose()
     assert ddl["ours"] == ddl["alembic"] and ddl["ours"][1] == [(head(),)]
@@ -342,14 +374,18 @@ def test_pre_alembic_v2_database_is_older_and_gets_upgraded(sqlite_url: str) -> 
     with engine.begin() as conn:
         command.upgrade(alembic_config(connection=conn), "0002")
         conn.execute(sa.text(f"DROP TABLE {VERSION_TABLE}"))
-        conn.exec_driver_sql("INSERT INTO test_points (kind, precision, shape, sizes) "
-                             """VALUES ('convolution5x5', 'fp32', 'plain', '{"ny":40,"nx":31}')""")
+        conn.exec_driver_sql(
+            "INSERT INTO test_points (kind, precision, shape, sizes) "
+            """VALUES ('convolution5x5', 'fp32', 'plain', '{"ny":40,"nx":31}')"""
+        )
     engine.dispose()
     with pytest.raises(SchemaVersionError, match="schema version 2, revision 0002 is older"):
         Store.open(sqlite_url, create=False)
     done = upgrade(sqlite_url)
     assert (done.before.revision, done.after.revision) == (None, head())
-    assert _rows(sqlite_url, "SELECT precision, shape, ny, nx FROM points_convolution5x5") == [("fp32", "plain", 40, 31)]
+    assert _rows(sqlite_url, "SELECT precision, shape, ny, nx FROM points_convolution5x5") == [
+        ("fp32", "plain", 40, 31)
+    ]
 
 
 @pytest.mark.parametrize("table, value", [(VERSION_TABLE, "9999_from_the_future"), ("schema_meta", "4")])
@@ -377,7 +413,9 @@ def test_cli_upgrade_and_sql(tmp_path: Path) -> None:
     dump = _digest(path)
     r = CliRunner().invoke(app, ["db", "upgrade", str(path), "--sql"])
     assert r.exit_code == 0, r.output
-    assert f"CREATE TABLE {VERSION_TABLE}" in r.output and "ALTER TABLE test_points_v2 RENAME TO test_points" in r.output
+    assert (
+        f"CREATE TABLE {VERSION_TABLE}" in r.output and "ALTER TABLE test_points_v2 RENAME TO test_points" in r.output
+    )
     assert "UPDATE schema_meta SET value = '2'" in r.output and "UPDATE schema_meta SET value = '3'" in r.output
     assert "CREATE VIEW points_gemm AS" in r.output and "json_each(p.sizes)" in r.output
     assert _digest(path) == dump  # --sql changes nothing
@@ -388,8 +426,6 @@ def test_cli_upgrade_and_sql(tmp_path: Path) -> None:
     assert r.exit_code == 0 and "already at schema version 3, revision 0003" in r.output
     with Store.open(str(path), create=False) as store:
         assert store.upsert_points(points())
-
-
 
 
 def test_downgrade_to_0002_and_upgrade_again(db_url: str) -> None:
@@ -407,7 +443,9 @@ def test_downgrade_to_0002_and_upgrade_again(db_url: str) -> None:
         engine.dispose()
     assert _rows(db_url, "SELECT value FROM schema_meta") == [("2",)]
     assert _rows(db_url, "SELECT kind, m, n, k, batch FROM test_points ORDER BY id") == [
-        ("gemm", 32, 32, 32, 1000), ("gemm", 16, 16, 16, 4000)]
+        ("gemm", 32, 32, 32, 1000),
+        ("gemm", 16, 16, 16, 4000),
+    ]
     assert _rows(db_url, "SELECT alpha, beta FROM sweeps") == [(1.0, 0.0)]
     assert _rows(db_url, "SELECT COUNT(*) FROM cublas") == [(2,)]
     assert not {"baselines", "point_sizes"} & _tables(db_url) and _views(db_url) == {}

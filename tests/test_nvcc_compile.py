@@ -1,6 +1,7 @@
 """`kernel: compiler: nvcc` (issue 31, item 3): real nvcc compiles of a CUB kernel that NVRTC rejects, to sm_90
 cubins, with the lowered names read from the cubin (templates, C++ and extern "C" names), the compile cache
 keyed by the compiler, and errors pinned on the instance that caused them. No GPU needed."""
+
 from __future__ import annotations
 
 import shutil
@@ -17,9 +18,14 @@ DOUBLE = "autotune_test::block_sum<double, 64>"
 
 
 def request(names: tuple[str, ...], defines: tuple[tuple[str, str], ...] = (), extra: tuple[str, ...] = ()):
-    return CompileRequest(CUB_SPACE / "cub_block_sum.cu", names, 90,
-                          options=("-std=c++17", *extra, *[f"-D{k}={v}" for k, v in defines]),
-                          defines=defines, compiler="nvcc")
+    return CompileRequest(
+        CUB_SPACE / "cub_block_sum.cu",
+        names,
+        90,
+        options=("-std=c++17", *extra, *[f"-D{k}={v}" for k, v in defines]),
+        defines=defines,
+        compiler="nvcc",
+    )
 
 
 @pytest.mark.nvcc
@@ -49,8 +55,14 @@ def test_an_error_is_pinned_on_its_instance_and_cached(tmp_path: Path) -> None:
 
 
 def test_cache_keys_tell_the_compilers_and_their_versions_apart() -> None:
-    base = dict(digest="d" * 64, options=("-std=c++17", "-arch=sm_90"), arch=90, nvrtc_version=(13, 0),
-                cuda_include="/usr/local/cuda/include", name_expression="k<1>")
+    base = dict(
+        digest="d" * 64,
+        options=("-std=c++17", "-arch=sm_90"),
+        arch=90,
+        nvrtc_version=(13, 0),
+        cuda_include="/usr/local/cuda/include",
+        name_expression="k<1>",
+    )
     nvrtc = cache_key(**base)
     assert cache_key(**base, compiler="nvrtc") == nvrtc  # NVRTC's keys (existing caches) are unchanged
     a = cache_key(**base, compiler="nvcc release 13.0, V13.0.88 /usr/local/cuda-13.0/bin/nvcc")
@@ -78,6 +90,7 @@ def test_ref_targets_rejects_what_is_not_a_cubin() -> None:
 @pytest.mark.nvcc
 def test_nvcc_is_found() -> None:
     from autotune.sweep.nvcc import find_nvcc, nvcc_identity
+
     tool = find_nvcc()
     assert tool is not None and shutil.which("nvcc") is not None
     assert nvcc_identity(tool).startswith("nvcc release ")
@@ -117,26 +130,32 @@ def space_file(tmp_path: Path, extra: str) -> Path:
 
 def test_compiler_and_its_options_are_read(tmp_path: Path) -> None:
     from autotune.space.spec import load_space
+
     plain = load_space(space_file(tmp_path, ""))
     assert plain.kernel.compiler == "nvrtc" and plain.kernel.compiler_options == ()
-    space = load_space(space_file(tmp_path, '  compiler: nvcc\n  compiler_options: ["-O3", "--use_fast_math", '
-                                            '"-maxrregcount=64"]'))
+    space = load_space(
+        space_file(tmp_path, '  compiler: nvcc\n  compiler_options: ["-O3", "--use_fast_math", "-maxrregcount=64"]')
+    )
     assert space.kernel.compiler == "nvcc"
     assert space.kernel.compiler_options == ("-O3", "--use_fast_math", "-maxrregcount=64")
 
 
-@pytest.mark.parametrize("extra, message", [
-    ("  compiler: gcc", "'gcc' is not a compiler"),
-    ('  compiler_options: ["-o", "x.cubin"]', "'-o' cannot be used"),
-    ('  compiler_options: ["--ptx"]', "'--ptx' cannot be used"),
-    ('  compiler_options: ["-c"]', "'-c' cannot be used"),
-    ('  compiler_options: ["-arch=sm_80"]', "'-arch=sm_80' cannot be used"),
-    ('  compiler_options: ["-rdc=true"]', "'-rdc=true' cannot be used"),
-    ("  compiler_options: -O3", "must be a list of flags"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ("  compiler: gcc", "'gcc' is not a compiler"),
+        ('  compiler_options: ["-o", "x.cubin"]', "'-o' cannot be used"),
+        ('  compiler_options: ["--ptx"]', "'--ptx' cannot be used"),
+        ('  compiler_options: ["-c"]', "'-c' cannot be used"),
+        ('  compiler_options: ["-arch=sm_80"]', "'-arch=sm_80' cannot be used"),
+        ('  compiler_options: ["-rdc=true"]', "'-rdc=true' cannot be used"),
+        ("  compiler_options: -O3", "must be a list of flags"),
+    ],
+)
 def test_flags_that_would_break_loading_are_refused_with_the_line(tmp_path: Path, extra: str, message: str) -> None:
     from autotune.errors import SpaceError
     from autotune.space.spec import load_space
+
     with pytest.raises(SpaceError) as err:
         load_space(space_file(tmp_path, extra))
     assert message in err.value.message and err.value.line == 16, (err.value.message, err.value.line)
@@ -155,8 +174,7 @@ def test_the_backend_passes_the_spaces_compiler_and_options_on(tmp_path: Path) -
     tasks = [task_of(Job(space, i, (point,))) for i in insts]
     reqs = GpuBackend(cache_dir=tmp_path)._requests(tasks, 90)
     assert len(reqs) == 2 and {r.compiler for r in reqs} == {"nvcc"}
-    assert all(r.options[:2] == ("-std=c++17", "--use_fast_math") and r.options[2].startswith("-DITEMS=")
-               for r in reqs)
+    assert all(r.options[:2] == ("-std=c++17", "--use_fast_math") and r.options[2].startswith("-DITEMS=") for r in reqs)
 
 
 @pytest.mark.nvcc
@@ -202,15 +220,19 @@ def test_a_sweep_compiles_with_nvcc_in_the_real_compile_pool(tmp_path: Path, mon
         with seen.open("a") as f:
             f.write(f"{ck.ok} {ck.binary_kind} {ck.lowered_name} {ck.blob}\n")
         return real_measure(self, task, v, ck)
+
     monkeypatch.setattr(local.GpuBackend, "_measure", measure)
-    cfg = parse_config(textwrap.dedent(f"""\
+    cfg = parse_config(
+        textwrap.dedent(f"""\
         name: cub
-        spaces: [{{space: {Path(__file__).parent / 'data' / 'cub_space' / 'space.yaml'}, max_instances: 2}}]
+        spaces: [{{space: {Path(__file__).parent / "data" / "cub_space" / "space.yaml"}, max_instances: 2}}]
         points: [{{sizes: {{n: [1000, 5000]}}}}]
         strategy: random
         repetitions: 3
-        database: sqlite:///{tmp_path / 'db.sqlite'}
-        """), file=tmp_path / "cub.yaml")
+        database: sqlite:///{tmp_path / "db.sqlite"}
+        """),
+        file=tmp_path / "cub.yaml",
+    )
 
     class Quiet:
         def start(self, total: int, done: int) -> None: ...
@@ -222,5 +244,7 @@ def test_a_sweep_compiles_with_nvcc_in_the_real_compile_pool(tmp_path: Path, mon
             summary = run_sweep(cfg, store, backend, Quiet())
     assert summary.counts == {"ok": 4}, summary.counts
     lines = [line.split() for line in seen.read_text().splitlines()]
-    assert len(lines) == 4 and all(ok == "True" and kind == "cubin" and "block_sum_atomic" in name and
-                                   Path(blob).is_file() for ok, kind, name, blob in lines)
+    assert len(lines) == 4 and all(
+        ok == "True" and kind == "cubin" and "block_sum_atomic" in name and Path(blob).is_file()
+        for ok, kind, name, blob in lines
+    )

@@ -3,6 +3,7 @@
 Real SQLite files and the real command line: a committed database unpacked, packed again and unpacked gives the
 same schema and rows, floats bit for bit; every command reads the .sqlite.xz as it is; a damaged file is refused;
 the statistics the packing recomputes are the runner's."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,9 @@ DEFAULT = committed("default")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
 
 
 def test_the_packing_statistics_are_the_runners() -> None:
@@ -58,7 +60,9 @@ def test_a_committed_database_round_trips_exactly(tmp_path: Path) -> None:
     with sqlite3.connect(back) as conn:
         assert packing.digest(conn) == want
         assert not packing.is_packed(conn)
-        indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")}
+        indexes = {
+            r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        }
     assert "ix_measurements_point_status" in indexes
 
 
@@ -69,8 +73,9 @@ def test_a_damaged_packed_file_is_refused(tmp_path: Path) -> None:
     work = tmp_path / "w.sqlite"
     work.write_bytes(lzma.decompress(packed.read_bytes()))
     with sqlite3.connect(work) as conn:  # one repetition one nanosecond off
-        rowid, times = conn.execute("SELECT rowid, times_ms FROM measurements WHERE times_ms LIKE 'ns:%' LIMIT 1"
-                                    ).fetchone()
+        rowid, times = conn.execute(
+            "SELECT rowid, times_ms FROM measurements WHERE times_ms LIKE 'ns:%' LIMIT 1"
+        ).fetchone()
         first, rest = times[3:].split(",", 1)
         conn.execute("UPDATE measurements SET times_ms = ? WHERE rowid = ?", (f"ns:{int(first) + 32},{rest}", rowid))
     damaged = tmp_path / "damaged.sqlite.xz"

@@ -4,6 +4,7 @@ at read, a row limit checked before reading, every mistake one UserError naming 
 
 Only public names that exist before the shared reader (load_workload, read_points, the CLI) are used, so each
 regression test here can be run against the code before the fix."""
+
 from __future__ import annotations
 
 import csv
@@ -43,14 +44,18 @@ def _write(tmp_path: Path, name: str, data: bytes | str) -> Path:
 
 def _transpose():
     from autotune.space.spec import load_space
+
     return load_space(TRANSPOSE / "space.yaml").kind
 
 
 # ------------------------------------------------------------------------------------------------ regressions
-@pytest.mark.parametrize("name, data, line", [
-    ("bad.csv", NOT_UTF8, 3),
-    ("bad.yaml", b"- {rows: 100, cols: 200}\n- {rows: \xff, cols: 3}\n", 2),
-])
+@pytest.mark.parametrize(
+    "name, data, line",
+    [
+        ("bad.csv", NOT_UTF8, 3),
+        ("bad.yaml", b"- {rows: 100, cols: 200}\n- {rows: \xff, cols: 3}\n", 2),
+    ],
+)
 def test_non_utf8_is_one_error_at_its_line(tmp_path: Path, name: str, data: bytes, line: int) -> None:
     f = _write(tmp_path, name, data)
     with pytest.raises(UserError) as err:
@@ -72,8 +77,10 @@ def test_non_utf8_yaml_workload_is_one_error(tmp_path: Path) -> None:
 def test_a_bom_and_crlf_are_read(tmp_path: Path) -> None:
     kind = _transpose()
     f = _write(tmp_path, "bom.csv", BOM + b"rows,cols\r\n100,200\r\n# note\r\n\r\n7,9\r\n")
-    assert [p.dims for p in read_points(f, kind, DerivedRule(SizeRule()))] == [{"rows": 100, "cols": 200},
-                                                                                {"rows": 7, "cols": 9}]
+    assert [p.dims for p in read_points(f, kind, DerivedRule(SizeRule()))] == [
+        {"rows": 100, "cols": 200},
+        {"rows": 7, "cols": 9},
+    ]
     wl = load_workload(f, space=TRANSPOSE / "space.yaml")
     assert [(p.dims, w) for p, w in wl.problems] == [({"rows": 100, "cols": 200}, 1.0), ({"rows": 7, "cols": 9}, 1.0)]
     y = _write(tmp_path, "bom.yaml", BOM + b"- {rows: 100, cols: 200}\r\n")
@@ -82,17 +89,25 @@ def test_a_bom_and_crlf_are_read(tmp_path: Path) -> None:
     assert len(load_workload(w).problems) == 1
 
 
-@pytest.mark.parametrize("name, data, line, size", [
-    ("big.csv", "rows,cols\n100,200\n3000000000,4\n", 3, "rows"),
-    ("big.yaml", "- {rows: 100, cols: 200}\n- {rows: 5, cols: 2147483648}\n", 2, "cols"),
-])
+@pytest.mark.parametrize(
+    "name, data, line, size",
+    [
+        ("big.csv", "rows,cols\n100,200\n3000000000,4\n", 3, "rows"),
+        ("big.yaml", "- {rows: 100, cols: 200}\n- {rows: 5, cols: 2147483648}\n", 2, "cols"),
+    ],
+)
 def test_sizes_above_int32_refused_when_read(tmp_path: Path, name: str, data: str, line: int, size: str) -> None:
     f = _write(tmp_path, name, data)
     with pytest.raises(UserError) as err:
         read_points(f, _transpose(), DerivedRule(SizeRule()))
     assert err.value.line == line and size in err.value.message and "2^31 - 1" in err.value.message, str(err.value)
-    g = _write(tmp_path, "g" + name, "precision,shape,m,n,k,batch\nfp32,NN,8,8,8,4294967296\n" if name.endswith(
-        ".csv") else "- {precision: fp32, shape: NN, m: 8, n: 8, k: 8, batch: 4294967296}\n")
+    g = _write(
+        tmp_path,
+        "g" + name,
+        "precision,shape,m,n,k,batch\nfp32,NN,8,8,8,4294967296\n"
+        if name.endswith(".csv")
+        else "- {precision: fp32, shape: NN, m: 8, n: 8, k: 8, batch: 4294967296}\n",
+    )
     with pytest.raises(UserError, match="above 2\\^31 - 1") as err:
         read_points(g, GEMM, RULE)
     assert err.value.line == (2 if name.endswith(".csv") else 1)
@@ -106,8 +121,9 @@ def test_points_rows_are_limited_by_the_workload_knob(tmp_path: Path, monkeypatc
         read_points(f, GEMM, RULE)
     assert "above the limit of 4" in err.value.message and "AUTOTUNE_MAX_PROBLEMS" in str(err.value)
     assert "--max-problems" in str(err.value) and err.value.file == str(f)
-    y = _write(tmp_path, "p.yaml", "".join(f"- {{precision: fp32, shape: NN, m: {i}, n: 8, k: 8}}\n"
-                                           for i in range(1, 6)))
+    y = _write(
+        tmp_path, "p.yaml", "".join(f"- {{precision: fp32, shape: NN, m: {i}, n: 8, k: 8}}\n" for i in range(1, 6))
+    )
     with pytest.raises(UserError, match="above the limit of 4") as err:
         read_points(y, GEMM, RULE)
     assert err.value.line == 5
@@ -135,10 +151,17 @@ def test_a_large_csv_reads_in_seconds(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ property
 HEAD = ["precision", "shape", "m", "n", "k", "batch", "weight"]
-GOOD = {"precision": st.sampled_from(["fp32", "fp64", " fp16 "]), "shape": st.sampled_from(["NN", "TN", ""]),
-        "weight": st.sampled_from(["1", "2.5", "", "1e3"]), "batch": st.sampled_from(["", "3", "17"])}
-BAD = {"precision": st.sampled_from(["fp8", "", "FP32"]), "shape": st.sampled_from(["XX", "nn"]),
-       "weight": st.sampled_from(["0", "-1", "nan", "inf", "heavy"])}
+GOOD = {
+    "precision": st.sampled_from(["fp32", "fp64", " fp16 "]),
+    "shape": st.sampled_from(["NN", "TN", ""]),
+    "weight": st.sampled_from(["1", "2.5", "", "1e3"]),
+    "batch": st.sampled_from(["", "3", "17"]),
+}
+BAD = {
+    "precision": st.sampled_from(["fp8", "", "FP32"]),
+    "shape": st.sampled_from(["XX", "nn"]),
+    "weight": st.sampled_from(["0", "-1", "nan", "inf", "heavy"]),
+}
 GOOD_SIZE = st.integers(1, 64).map(str) | st.sampled_from([" 8 ", "08", "2147483647"])
 BAD_SIZE = st.sampled_from(["", "0", "-3", "2.5", "3000000000", "99999999999999999999999", "x", "\u0663", "+5"])
 
@@ -149,8 +172,9 @@ def csv_files(draw: st.DrawFn) -> bytes:
     cells (sometimes one bad cell, a quoted one, one too many or too few), blank and comment lines, CRLF, a BOM,
     random bytes."""
     if draw(st.integers(0, 5)):
-        head = draw(st.permutations([h for h in HEAD if h not in draw(st.sets(st.sampled_from(["shape", "batch",
-                                                                                                "weight"])))]))
+        head = draw(
+            st.permutations([h for h in HEAD if h not in draw(st.sets(st.sampled_from(["shape", "batch", "weight"])))])
+        )
     else:
         head = draw(st.lists(st.sampled_from(HEAD + ["kk", ""]), max_size=8))
     eol = draw(st.sampled_from(["\n", "\r\n"]))
@@ -227,8 +251,10 @@ def test_hostile_csv_files_parse_as_the_reference_or_fail_cleanly(tmp_path: Path
     f.write_bytes(data)
     rule = SizeRule(budget_bytes=500 * 10**6)  # the workload's default rule
     want = reference(data, limit, rule)
-    for what, read in (("workload", lambda: list(load_workload(f, limit=limit).problems)),
-                       ("points", lambda: [(p, 1.0) for p in read_points(f, GEMM, DerivedRule(rule), limit)])):
+    for what, read in (
+        ("workload", lambda: list(load_workload(f, limit=limit).problems)),
+        ("points", lambda: [(p, 1.0) for p in read_points(f, GEMM, DerivedRule(rule), limit)]),
+    ):
         try:
             got = read()
         except UserError as exc:
@@ -241,8 +267,12 @@ def test_hostile_csv_files_parse_as_the_reference_or_fail_cleanly(tmp_path: Path
             assert all(math.isclose(a, b) for (_, a), (_, b) in zip(got, want)), (got, want)
 
 
-YAML_VALUES = st.one_of(st.integers(-3, 40), st.sampled_from(
-    ["fp32", "NN", "''", "2.5", "3000000000", "[1, 2]", "{a: 1}", "null", "true", "!!binary aGk=", "~"]))
+YAML_VALUES = st.one_of(
+    st.integers(-3, 40),
+    st.sampled_from(
+        ["fp32", "NN", "''", "2.5", "3000000000", "[1, 2]", "{a: 1}", "null", "true", "!!binary aGk=", "~"]
+    ),
+)
 
 
 @st.composite
@@ -289,13 +319,30 @@ def test_cli_hostile_files_are_one_error_line(tmp_path: Path, name: str) -> None
     f = _write(tmp_path, name, HOSTILE[name])
     package = Path(autotune.__file__).resolve().parents[1]  # the autotune this test imports
     env = {**os.environ, "PYTHONPATH": str(package), "AUTOTUNE_MAX_PROBLEMS": "4"}
-    runs = [["validate", str(TRANSPOSE / "results" / "dispatch.json"), "--space", str(TRANSPOSE / "space.yaml"),
-             "--points", str(f), "--out", str(tmp_path / "out"), "--quiet"]]
+    runs = [
+        [
+            "validate",
+            str(TRANSPOSE / "results" / "dispatch.json"),
+            "--space",
+            str(TRANSPOSE / "space.yaml"),
+            "--points",
+            str(f),
+            "--out",
+            str(tmp_path / "out"),
+            "--quiet",
+        ]
+    ]
     if name.endswith(".csv"):
         runs.append(["workload", "show", str(f), "--kind-space", str(TRANSPOSE / "space.yaml")])
     for args in runs:
-        r = subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, env=env,
-                           timeout=120, cwd=tmp_path)
+        r = subprocess.run(
+            [sys.executable, "-m", "autotune", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            cwd=tmp_path,
+        )
         text = r.stdout + r.stderr
         errors = [line for line in text.splitlines() if line.startswith("error:")]
         assert r.returncode == 2 and len(errors) == 1 and "Traceback" not in text, text

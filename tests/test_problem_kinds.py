@@ -1,6 +1,7 @@
 """Problem kinds on the CPU: the declared kinds of examples/ load, generate, bind and plan like GEMM; their data,
 reference and verification run on NumPy (the GPU runs the same code on CuPy); bad declarations are reported
 with file and line."""
+
 from __future__ import annotations
 
 import textwrap
@@ -45,23 +46,28 @@ def test_example_spaces_load_generate_and_bind(name: str) -> None:
 
 
 def test_points_of_a_kind_are_the_product_of_named_sizes(tmp_path: Path) -> None:
-    (tmp_path / "c.yaml").write_text(textwrap.dedent(f"""\
-        spaces: [{ROOT / 'examples/transpose/space.yaml'}]
+    (tmp_path / "c.yaml").write_text(
+        textwrap.dedent(f"""\
+        spaces: [{ROOT / "examples/transpose/space.yaml"}]
         points:
           - sizes: {{rows: [64, 65], cols: {{pow2: [32, 128]}}}}
-        """))
+        """)
+    )
     cfg = load_config(tmp_path / "c.yaml")
     assert len(cfg.points) == 6
     assert cfg.points[0] == TestPoint("transpose", "fp32", "", (("rows", 64), ("cols", 32)))
     assert cfg.points[0].rows == 64 and cfg.points[0].key == "transpose:fp32:-:64x32"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("points: [{kind: gemm, sizes: {rows: 4, cols: 4}}]", "no space of this config solves the problem kind 'gemm'"),
-    ("points: [{sizes: {rows: 4}}]", "sizes of transpose miss cols"),
-    ("points: [{sizes: {rows: 4, cols: 4, depth: 2}}]", "unknown key `depth`"),
-    ("points: [{sizes: {rows: 4, cols: 4}, precisions: [fp64]}]", "unknown precisions entry 'fp64'"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("points: [{kind: gemm, sizes: {rows: 4, cols: 4}}]", "no space of this config solves the problem kind 'gemm'"),
+        ("points: [{sizes: {rows: 4}}]", "sizes of transpose miss cols"),
+        ("points: [{sizes: {rows: 4, cols: 4, depth: 2}}]", "unknown key `depth`"),
+        ("points: [{sizes: {rows: 4, cols: 4}, precisions: [fp64]}]", "unknown precisions entry 'fp64'"),
+    ],
+)
 def test_bad_points_of_a_kind_name_the_line(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(UserError) as err:
         parse_config(f"spaces: [{ROOT / 'examples/transpose/space.yaml'}]\n{text}\n", file=tmp_path / "c.yaml")
@@ -70,9 +76,11 @@ def test_bad_points_of_a_kind_name_the_line(tmp_path: Path, text: str, message: 
 
 def _declared(tmp_path: Path, problem: str, kernel_name: str = "k") -> Path:
     (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* y, const float* x, int n) {}\n')
-    (tmp_path / "ref.py").write_text("def ref(a, s):\n    return {'y': 2 * a['x']}\n\n"
-                                     "def twice(a, s):\n    a['y'][...] = 2 * a['x']\n")
-    (tmp_path / "space.yaml").write_text(textwrap.dedent("""\
+    (tmp_path / "ref.py").write_text(
+        "def ref(a, s):\n    return {'y': 2 * a['x']}\n\ndef twice(a, s):\n    a['y'][...] = 2 * a['x']\n"
+    )
+    (tmp_path / "space.yaml").write_text(
+        textwrap.dedent("""\
         name: scale
         problem:
         {problem}
@@ -83,7 +91,8 @@ def _declared(tmp_path: Path, problem: str, kernel_name: str = "k") -> Path:
           grid: ["ceil(n / bs)", 1, 1]
         parameters:
           bs: [32, 64]
-        """).format(problem=textwrap.indent(problem, "  "), kernel_name=kernel_name))
+        """).format(problem=textwrap.indent(problem, "  "), kernel_name=kernel_name)
+    )
     return tmp_path / "space.yaml"
 
 
@@ -124,8 +133,10 @@ def test_declared_data_verifies_on_numpy(tmp_path: Path) -> None:
 
 
 def test_init_expressions_and_in_place_outputs(tmp_path: Path) -> None:
-    problem = SCALE.replace("{name: y, buffer: T, shape: [n], output: true}",
-                            "{name: y, buffer: T, shape: [n], output: true, init: 'i % 7'}")
+    problem = SCALE.replace(
+        "{name: y, buffer: T, shape: [n], output: true}",
+        "{name: y, buffer: T, shape: [n], output: true, init: 'i % 7'}",
+    )
     kind = load_space(_declared(tmp_path, problem)).kind
     data = DeclaredData(kind, kind.point("fp32", "", {"n": 20}), copies=1, seed=0, xp=np)
     assert list(data.sets[0]["y"][:8]) == [0, 1, 2, 3, 4, 5, 6, 0]
@@ -134,13 +145,16 @@ def test_init_expressions_and_in_place_outputs(tmp_path: Path) -> None:
     assert list(data.sets[0]["y"][:8]) == [0, 1, 2, 3, 4, 5, 6, 0]
 
 
-@pytest.mark.parametrize("change, line, message", [
-    (("bytes: 2 * n * elem_bytes", "bytes: 2 * m"), 11, "bytes: unknown name 'm'"),
-    (("reference: ref.py:ref", "reference: nothere.py:ref"), 9, "no file"),
-    (("{name: n, scalar: int32, value: n}", "{name: n, scalar: int33, value: n}"), 8, "unknown dtype 'int33'"),
-    (("output: true", "output: false"), 6, "no argument is marked `output: true`"),
-    (("sizes: [n]", "sizes: n"), 4, "`sizes:` must be a list"),
-])
+@pytest.mark.parametrize(
+    "change, line, message",
+    [
+        (("bytes: 2 * n * elem_bytes", "bytes: 2 * m"), 11, "bytes: unknown name 'm'"),
+        (("reference: ref.py:ref", "reference: nothere.py:ref"), 9, "no file"),
+        (("{name: n, scalar: int32, value: n}", "{name: n, scalar: int33, value: n}"), 8, "unknown dtype 'int33'"),
+        (("output: true", "output: false"), 6, "no argument is marked `output: true`"),
+        (("sizes: [n]", "sizes: n"), 4, "`sizes:` must be a list"),
+    ],
+)
 def test_bad_declarations_name_file_and_line(tmp_path: Path, change: tuple[str, str], line: int, message: str) -> None:
     with pytest.raises(SpaceError) as err:
         load_space(_declared(tmp_path, SCALE.replace(*change)))
@@ -148,7 +162,8 @@ def test_bad_declarations_name_file_and_line(tmp_path: Path, change: tuple[str, 
 
 
 def test_python_kind_by_module_and_class(tmp_path: Path) -> None:
-    (tmp_path / "mykind.py").write_text(textwrap.dedent("""\
+    (tmp_path / "mykind.py").write_text(
+        textwrap.dedent("""\
         from autotune.problems.base import ProblemKind
 
         class Copy(ProblemKind):
@@ -158,9 +173,12 @@ def test_python_kind_by_module_and_class(tmp_path: Path) -> None:
                 return 2 * point.n * point.elem_bytes
             def allocate(self, point, convention, scalars, l2_bytes, seed):
                 raise NotImplementedError
-        """))
+        """)
+    )
     space_file = _declared(tmp_path, SCALE)
-    space_file.write_text(space_file.read_text().replace("problem:\n  name: scale", "problem: mykind.py:Copy\nold:\n  name: scale"))
+    space_file.write_text(
+        space_file.read_text().replace("problem:\n  name: scale", "problem: mykind.py:Copy\nold:\n  name: scale")
+    )
     text = space_file.read_text().split("old:")[0] + "kernel:" + space_file.read_text().split("kernel:")[1]
     space_file.write_text(text)
     space = load_space(space_file)

@@ -1,4 +1,5 @@
 """scripts/profile_ncu.sh refuses bad input before it needs a GPU or ncu."""
+
 from __future__ import annotations
 
 import subprocess

@@ -1,4 +1,5 @@
 """Read-only SQL access and the README recipes, on SQLite and (when configured) PostgreSQL."""
+
 from __future__ import annotations
 
 import warnings
@@ -33,20 +34,27 @@ def test_select_returns_a_frame(recorded: str) -> None:
     assert run_query(recorded, "SELECT ':not_a_param' AS s").s[0] == ":not_a_param"
 
 
-@pytest.mark.parametrize("sql", [
-    "DELETE FROM measurements",
-    "DROP TABLE measurements",
-    "UPDATE measurements SET median_ms = 0",
-    "INSERT INTO schema_meta (key, value) VALUES ('x', 'y')",
-    "SELECT 1; DELETE FROM measurements",
-    "COMMIT; DELETE FROM measurements",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "DELETE FROM measurements",
+        "DROP TABLE measurements",
+        "UPDATE measurements SET median_ms = 0",
+        "INSERT INTO schema_meta (key, value) VALUES ('x', 'y')",
+        "SELECT 1; DELETE FROM measurements",
+        "COMMIT; DELETE FROM measurements",
+    ],
+)
 def test_writes_fail_and_change_nothing(recorded: str, sql: str) -> None:
     with pytest.raises(QueryError) as err:
         run_query(recorded, sql)
     assert "query failed" in err.value.message
     assert count(recorded) == 6
-    assert set(run_query(recorded, "SELECT median_ms FROM measurements WHERE status = 'ok'").median_ms) == {1.0, 2.0, 3.0}
+    assert set(run_query(recorded, "SELECT median_ms FROM measurements WHERE status = 'ok'").median_ms) == {
+        1.0,
+        2.0,
+        3.0,
+    }
 
 
 def test_write_message_says_read_only(recorded: str) -> None:
@@ -147,8 +155,24 @@ def test_recipes_on_every_committed_database() -> None:
             answers = [run_query(str(gz), sql) for sql in README_SQL]
             assert len(answers[0]) > 0, gz  # best per point
         best = query.best_per_point(str(gz))
-        sizes = [c for c in best.columns if c not in ("device", "space", "kind", "precision", "shape", "instance_id",
-                                                      "instance", "median_ms", "gflops", "gbs", "roofline_frac")]
+        sizes = [
+            c
+            for c in best.columns
+            if c
+            not in (
+                "device",
+                "space",
+                "kind",
+                "precision",
+                "shape",
+                "instance_id",
+                "instance",
+                "median_ms",
+                "gflops",
+                "gbs",
+                "roofline_frac",
+            )
+        ]
         assert sizes and best[sizes].notna().all().all(), gz
 
 

@@ -4,6 +4,7 @@ results/default/default.sqlite.xz is the README's main job (configs/default.yaml
 gemm_batched_simt instances x 12 fp64/fp32 points) as it ran on an NVIDIA H100 80GB HBM3,
 killed with SIGKILL part-way and resumed (see results/default/PROVENANCE.md).
 """
+
 import dataclasses
 import importlib.util
 import subprocess
@@ -55,8 +56,9 @@ def test_recording_is_a_real_h100_sweep(recorded):
 
 
 def test_replayed_sweep_reproduces_the_recording_and_resumes(tmp_path, recorded):
-    cfg = dataclasses.replace(load_config(ROOT / "configs" / "default.yaml"), database=f"sqlite:///{tmp_path}/r.sqlite",
-                              budget_s=None)
+    cfg = dataclasses.replace(
+        load_config(ROOT / "configs" / "default.yaml"), database=f"sqlite:///{tmp_path}/r.sqlite", budget_s=None
+    )
     backend = ReplayBackend(URL)
     try:
         with Store.open(cfg.database) as store:
@@ -80,8 +82,12 @@ def test_replayed_sweep_reproduces_the_recording_and_resumes(tmp_path, recorded)
 
 def test_exact_never_needs_more_kernels_than_greedy_on_the_recording():
     loaded = load(URL, None, None)
-    table = tol_table(build(loaded, Criteria(bk=10, tol=0.05), "exact", None, "BLOCK_X=32,BLOCK_Y=4")[1].matrix, [5, 10, None],
-                      [0.0, 0.02, 0.05, 0.1, 0.15], loo=False)
+    table = tol_table(
+        build(loaded, Criteria(bk=10, tol=0.05), "exact", None, "BLOCK_X=32,BLOCK_Y=4")[1].matrix,
+        [5, 10, None],
+        [0.0, 0.02, 0.05, 0.1, 0.15],
+        loo=False,
+    )
     for (bk, tol), g in table.groupby(["bk", "tol"]):
         k = dict(zip(g.method, g.kernels))
         assert k["exact"] <= k["greedy"], (bk, tol, k)
@@ -99,13 +105,20 @@ def test_emitted_header_compiles_with_the_kernels_and_agrees_with_python(tmp_pat
     spec.loader.exec_module(mod)
     grid = [1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 48, 64, 100]
     queries = [(p["precision"], p["shape"], *p["sizes"].values()) for p in table.data["points"]]
-    queries += [(pr, "NN", m, n, k, b) for pr in ("fp64", "fp32", "fp16") for m in grid for n in grid[::3]
-                for k in grid[::4] for b in (1, 5000)]
+    queries += [
+        (pr, "NN", m, n, k, b)
+        for pr in ("fp64", "fp32", "fp16")
+        for m in grid
+        for n in grid[::3]
+        for k in grid[::4]
+        for b in (1, 5000)
+    ]
     want = [mod.lookup_index(*q) for q in queries]
     assert want[:12] == [table.lookup_index(*q) for q in queries[:12]] and -2 in want  # the library answers somewhere
     prec = {"fp64": 0, "fp32": 1, "fp16": 2}
     main = tmp_path / "main.cu"
-    main.write_text(textwrap.dedent("""\
+    main.write_text(
+        textwrap.dedent("""\
         #define AUTOTUNE_DISPATCH_INSTANTIATE
         #include "dispatch.cuh"
         #include <cstdio>
@@ -114,10 +127,15 @@ def test_emitted_header_compiles_with_the_kernels_and_agrees_with_python(tmp_pat
           while (std::scanf("%d %d %lld %lld %lld %lld", &p, &s, &m, &n, &k, &b) == 6)
             std::printf("%d\\n", autotune_dispatch::lookup(p, s, m, n, k, b));
         }
-        """))
+        """)
+    )
     exe = tmp_path / "lookup"
-    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", f"-I{ROOT / 'kernels_src'}", f"-I{tmp_path}", str(main),
-                        "-o", str(exe)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        ["nvcc", "-std=c++17", "-arch=sm_90", f"-I{ROOT / 'kernels_src'}", f"-I{tmp_path}", str(main), "-o", str(exe)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     stdin = "\n".join(f"{prec[p]} 0 {m} {n} {k} {b}" for p, s, m, n, k, b in queries)
     out = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, timeout=60)

@@ -1,11 +1,11 @@
 """The replay backend answers from a recorded database, and what it answers records back unchanged."""
+
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
-from pg import (db_url, device_info, fresh_pg_url, instances, points, record_sample,
-                sqlite_url)
+from pg import db_url, device_info, fresh_pg_url, instances, points, record_sample, sqlite_url
 
 from autotune.problems.gemm import GEMM, gemm_point
 from autotune.space.instance import Instance
@@ -20,8 +20,10 @@ FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by 
 def jobs(extra_point: TestPoint | None = None) -> list[Job]:
     pts = tuple(points()) + ((extra_point,) if extra_point else ())
     # the replay backend never reads job.space (a GPU backend compiles from it)
-    return [Job(space=None, instance=i, points=pts, scalars=GEMM.scalars(), reps=5)  # type: ignore[arg-type]
-            for i in instances()]
+    return [
+        Job(space=None, instance=i, points=pts, scalars=GEMM.scalars(), reps=5)  # type: ignore[arg-type]
+        for i in instances()
+    ]
 
 
 def test_replay_returns_what_was_recorded(db_url: str) -> None:
@@ -31,8 +33,9 @@ def test_replay_returns_what_was_recorded(db_url: str) -> None:
     try:
         assert backend.device_info() == device_info()
         got = list(backend.run(jobs()))
-        assert sorted(got, key=lambda m: (m.instance_id, m.point)) == \
-            sorted(rec.measurements, key=lambda m: (m.instance_id, m.point))
+        assert sorted(got, key=lambda m: (m.instance_id, m.point)) == sorted(
+            rec.measurements, key=lambda m: (m.instance_id, m.point)
+        )
         c = backend.baseline(GEMM, points()[1], GEMM.scalars(), 5)
         assert c.status == Status.OK and c.median_ms == 5.0 and c.times_ms == [5.0] * 5
     finally:
@@ -46,8 +49,7 @@ def test_unknown_pairs_are_skipped_as_not_recorded(db_url: str) -> None:
     stranger = Instance.of("gemm_test", {"DIM_X": 64, "DIM_Y": 1, "SCALE": 0.5, "ALG": "z"})
     backend = ReplayBackend(db_url)
     try:
-        got = list(backend.run(jobs(extra_point=new_point)
-                               + [Job(None, stranger, (points()[0],), GEMM.scalars(), 5)]))  # type: ignore[arg-type]
+        got = list(backend.run(jobs(extra_point=new_point) + [Job(None, stranger, (points()[0],), GEMM.scalars(), 5)]))  # type: ignore[arg-type]
         assert len(got) == 3 * 3 + 1
         skipped = {(m.instance_id, m.point) for m in got if m.status == Status.SKIPPED}
         assert skipped == {(i.id, new_point) for i in instances()} | {(stranger.id, points()[0])}
@@ -71,8 +73,9 @@ def test_replayed_sweep_records_into_a_new_database(sqlite_url: str, tmp_path) -
         copy.upsert_instances(instances())
         sweep = copy.begin_sweep(SweepStart("replay", "", dev, sw, info, scalars=GEMM.scalars(), reps=5))
         done = copy.done_pairs(dev)
-        todo = [dataclasses.replace(j, points=tuple(p for p in j.points if (j.instance.id, p) not in done))
-                for j in jobs()]
+        todo = [
+            dataclasses.replace(j, points=tuple(p for p in j.points if (j.instance.id, p) not in done)) for j in jobs()
+        ]
         copy.record(sweep, space_id, list(backend.run(todo)))
         copy.finish_sweep(sweep, "done")
         replayed = copy.measurements().drop(columns=["sweep_id"])

@@ -1,6 +1,7 @@
 """The repository stays small and portable: the tracked tree is under 20 MB, no committed file names a path of the
 machine that made it, every committed database is packed (and reads back: the packing checks its digest), and the
 files the documentation and code name exist."""
+
 from __future__ import annotations
 
 import re
@@ -43,8 +44,9 @@ def test_the_tracked_tree_is_under_20_mb() -> None:
     files = _tracked()
     total = sum(f.stat().st_size for f in files)
     largest = sorted(files, key=lambda f: -f.stat().st_size)[:5]
-    assert total < LIMIT_BYTES, (f"{total:,} bytes tracked; the largest: "
-                                 + ", ".join(f"{f.relative_to(ROOT)} ({f.stat().st_size:,})" for f in largest))
+    assert total < LIMIT_BYTES, f"{total:,} bytes tracked; the largest: " + ", ".join(
+        f"{f.relative_to(ROOT)} ({f.stat().st_size:,})" for f in largest
+    )
 
 
 def test_no_committed_file_names_a_machine_path() -> None:
@@ -74,10 +76,16 @@ def test_named_repository_files_exist() -> None:
     """Paths that README.md, docs/ and the package's messages name, as `dir/file.ext` under a top-level folder of
     the checkout, exist (no references to files that are not there)."""
     tops = ("autotune", "docs", "spaces", "kernels_src", "configs", "scripts", "tests", "examples", ".ci")
-    pattern = re.compile(r"(?<![\w/.-])((?:%s)/[\w./-]*\w\.(?:py|md|yaml|yml|sh|cuh|cu|json|toml|csv))\b"
-                         % "|".join(map(re.escape, tops)))
-    sources = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "autotune").rglob("*.py"),
-               *(ROOT / "scripts").glob("*")]
+    pattern = re.compile(
+        r"(?<![\w/.-])((?:%s)/[\w./-]*\w\.(?:py|md|yaml|yml|sh|cuh|cu|json|toml|csv))\b"
+        % "|".join(map(re.escape, tops))
+    )
+    sources = [
+        ROOT / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "autotune").rglob("*.py"),
+        *(ROOT / "scripts").glob("*"),
+    ]
     missing = []
     for source in sources:
         text = _text(source) if source.is_file() else None

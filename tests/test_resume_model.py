@@ -1,5 +1,6 @@
 """`resume: model`: a sweep stopped on one GPU resumes on another card of the same model (clusters, lent machines)
 without measuring a pair twice; `resume: gpu` (the default) measures everything again on the new card."""
+
 import dataclasses
 
 import pytest
@@ -23,13 +24,16 @@ class OtherCard(FormulaBackend):
 
 def config(tmp_path, resume: str):
     (tmp_path / "bounded_test.yaml").write_text(SPACE)
-    return parse_config(f"""\
+    return parse_config(
+        f"""\
 spaces: [{{space: bounded_test.yaml, measure: valid}}]
 points: {{precisions: [fp32], sizes: {{square: [8, 16, 24, 32]}}, batch: 10}}
 database: sqlite:///{tmp_path}/r.sqlite
 repetitions: 3
 resume: {resume}
-""", file=tmp_path / "t.yaml")
+""",
+        file=tmp_path / "t.yaml",
+    )
 
 
 @pytest.mark.parametrize("resume", ["model", "gpu"], ids=["resume-model", "resume-card"])

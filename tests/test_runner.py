@@ -1,4 +1,5 @@
 """The sweep loop: resume after Ctrl-C and after kill -9, never measuring a pair twice."""
+
 import dataclasses
 import subprocess
 import sys
@@ -83,8 +84,9 @@ def test_plan_counts_instances_per_precision(tmp_path):
 
 def test_where_keeps_only_matching_instances_and_names_the_config_line_of_a_bad_name(tmp_path):
     cfg = config(tmp_path, f"sqlite:///{tmp_path}/r.sqlite")
-    text = cfg.text.replace("spaces: [naive_test.yaml]",
-                            "spaces:\n  - {space: naive_test.yaml, where: 'BLOCK_X >= 16 and threads <= 64'}")
+    text = cfg.text.replace(
+        "spaces: [naive_test.yaml]", "spaces:\n  - {space: naive_test.yaml, where: 'BLOCK_X >= 16 and threads <= 64'}"
+    )
     (plan,) = plan_sweep(parse_config(text, file=tmp_path / "t.yaml"))
     kept = sorted((i.param_dict["BLOCK_X"], i.param_dict["BLOCK_Y"]) for i in plan.work)
     assert kept == [(16, 1), (16, 2), (16, 4), (32, 1), (32, 2)]
@@ -133,7 +135,7 @@ def test_kill_9_loses_at_most_the_pair_in_flight_and_never_reruns_it(tmp_path):
 
     config(tmp_path, db)  # writes the space file
     script = textwrap.dedent(f"""
-        import sys; sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent.parent)!r})
+        import sys; sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent.parent)!r})
         from tests.test_runner import config, Quiet
         from tests.support.formula_backend import FormulaBackend
         from autotune.sweep.runner import run_sweep
@@ -156,13 +158,16 @@ def test_kill_9_loses_at_most_the_pair_in_flight_and_never_reruns_it(tmp_path):
     assert (crashed_id, crashed_point) not in backend.calls
     frame = pairs(db)
     assert len(frame) == 90 and not frame.duplicated(["instance_id", "precision", "m"]).any()
-    row = frame[(frame.instance_id == crashed_id) & (frame.m == crashed_point.m) & (frame.precision == crashed_point.precision)]
+    row = frame[
+        (frame.instance_id == crashed_id) & (frame.m == crashed_point.m) & (frame.precision == crashed_point.precision)
+    ]
     assert list(row.status) == ["crashed"]
     assert any("crashed" in n for n in rep.notes)
 
 
 def test_second_sweep_on_same_database_is_refused(tmp_path):
     from autotune.store.engine import SweepLockedError
+
     db = f"sqlite:///{tmp_path}/r.sqlite"
     cfg = config(tmp_path, db)
 
@@ -190,16 +195,18 @@ def test_random_strategy_with_budget(tmp_path):
 
 
 def test_serves_assigns_each_instance_its_own_problems(tmp_path):
-    text = SPACE.replace("  problems: {precisions: [fp64, fp32], shapes: [NN, NT]}\n",
-                         "  problems: {precisions: [fp64, fp32], shapes: [NN, NT]}\n"
-                         "  serves: \"M <= BLOCK_X * 2 and N >= BLOCK_Y\"\n")
+    text = SPACE.replace(
+        "  problems: {precisions: [fp64, fp32], shapes: [NN, NT]}\n",
+        '  problems: {precisions: [fp64, fp32], shapes: [NN, NT]}\n  serves: "M <= BLOCK_X * 2 and N >= BLOCK_Y"\n',
+    )
     cfg = config(tmp_path, f"sqlite:///{tmp_path}/r.sqlite")
     (tmp_path / "naive_test.yaml").write_text(text)
     (plan,) = plan_sweep(cfg)
     for inst, pts in plan.work.items():
         bx, by = inst.param_dict["BLOCK_X"], inst.param_dict["BLOCK_Y"]
-        assert {(p.m, p.precision) for p in pts} == {(m, pr) for m in (8, 16, 24) for pr in ("fp64", "fp32")
-                                                      if m <= 2 * bx and m >= by}
+        assert {(p.m, p.precision) for p in pts} == {
+            (m, pr) for m in (8, 16, 24) for pr in ("fp64", "fp32") if m <= 2 * bx and m >= by
+        }
     assert plan.pairs < 15 * 6
 
 
@@ -256,6 +263,7 @@ def test_best_times_of_another_gpu_do_not_seed_early_stop(tmp_path):
 
 def test_the_gpu_measures_the_point_with_most_compiled_work_and_stays_on_a_tie():
     from autotune.sweep.backends.local import next_point
+
     a, b, c = (gemm_point("fp32", "NN", n, n, n, 100) for n in (2, 3, 4))
     assert next_point({a: [1], b: [1, 2, 3], c: [1, 2]}, None) == b
     assert next_point({a: [1, 2], b: [1, 2]}, b) == b

@@ -1,5 +1,6 @@
 """Model-based search (issue 33): the valid-set map, Optuna studies in the sweep's database, stop rules, the
 strategy config keys, and each strategy end to end on a small recorded space through the replay backend."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,11 @@ from tests.support.committed import plain_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSPOSE = ROOT / "examples" / "transpose"
-AVAILABLE = ["brute", "random", "tpe", "hybrid", "auto"] + \
-    (["gp"] if importlib.util.find_spec("torch") else []) + (["cmaes"] if importlib.util.find_spec("cmaes") else [])
+AVAILABLE = (
+    ["brute", "random", "tpe", "hybrid", "auto"]
+    + (["gp"] if importlib.util.find_spec("torch") else [])
+    + (["cmaes"] if importlib.util.find_spec("cmaes") else [])
+)
 
 
 def ok(inst: Instance, ms: float) -> list[Measurement]:
@@ -64,8 +68,11 @@ def test_failures_are_failed_trials_and_early_stops_keep_their_time() -> None:
     s.tell(b, [Measurement(b.id, POINT, Status.SKIPPED, median_ms=4.0, reps=2)])  # early stop
     s.tell(c, [Measurement(c.id, POINT, Status.COMPILE_ERROR, error="no")])
     states = [(t.user_attrs["instance_id"], t.state, t.value) for t in s.study.trials]
-    assert states == [(a.id, optuna.trial.TrialState.COMPLETE, 1.5), (b.id, optuna.trial.TrialState.COMPLETE, 4.0),
-                      (c.id, optuna.trial.TrialState.FAIL, None)]
+    assert states == [
+        (a.id, optuna.trial.TrialState.COMPLETE, 1.5),
+        (b.id, optuna.trial.TrialState.COMPLETE, 4.0),
+        (c.id, optuna.trial.TrialState.FAIL, None),
+    ]
     assert s.ask(3) == []  # budget spent
     with pytest.raises(ValueError):
         s.tell(a, ok(a, 1.0))
@@ -131,16 +138,26 @@ def test_stop_rule_patience_and_roofline() -> None:
 
 # ------------------------------------------------------------------------------------------------ config
 def test_strategy_mapping_in_the_config() -> None:
-    text = (TRANSPOSE / "sweep.yaml").read_text() + \
-        "strategy: {name: tpe, budget: 12, patience: 5, roofline_tol: 0.05, transfer: 2, studies: memory, batch: 2}\n"
+    text = (
+        (TRANSPOSE / "sweep.yaml").read_text()
+        + "strategy: {name: tpe, budget: 12, patience: 5, roofline_tol: 0.05, transfer: 2, studies: memory, batch: 2}\n"
+    )
     cfg = parse_config(text, file=TRANSPOSE / "sweep.yaml")
     assert cfg.strategy == "tpe"
     assert cfg.search == SearchOptions(12, 5, 0.05, 2, "memory", (("batch", 2),))
-    assert parse_config((TRANSPOSE / "sweep.yaml").read_text() + "strategy: random\n",
-                        file=TRANSPOSE / "sweep.yaml").search == SearchOptions()
-    for bad, match in [("{name: tpe, budget: 0}", "integer >= 1"), ("{budget: 3}", "needs `name:`"),
-                       ("{name: tpe, patiense: 3}", "did you mean `patience`"),
-                       ("{name: tpe, roofline_tol: 1.5}", "outside"), ("{name: nope}", "unknown strategy")]:
+    assert (
+        parse_config(
+            (TRANSPOSE / "sweep.yaml").read_text() + "strategy: random\n", file=TRANSPOSE / "sweep.yaml"
+        ).search
+        == SearchOptions()
+    )
+    for bad, match in [
+        ("{name: tpe, budget: 0}", "integer >= 1"),
+        ("{budget: 3}", "needs `name:`"),
+        ("{name: tpe, patiense: 3}", "did you mean `patience`"),
+        ("{name: tpe, roofline_tol: 1.5}", "outside"),
+        ("{name: nope}", "unknown strategy"),
+    ]:
         with pytest.raises(ConfigError, match=match):
             parse_config((TRANSPOSE / "sweep.yaml").read_text() + f"strategy: {bad}\n", file=TRANSPOSE / "sweep.yaml")
 
@@ -171,8 +188,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_each_strategy_on_a_recorded_space(name: str, recorded: str, tmp_path: Path) -> None:
     """CI: each strategy sweeps the recorded transpose space (52 instances, 3 points) with a budget of 12 per point."""
     url = f"sqlite:///{tmp_path / 'mine.sqlite'}"
-    cfg = dataclasses.replace(load_config(TRANSPOSE / "sweep.yaml"), database=url, strategy=name, seed=1,
-                              search=SearchOptions(budget=12))
+    cfg = dataclasses.replace(
+        load_config(TRANSPOSE / "sweep.yaml"), database=url, strategy=name, seed=1, search=SearchOptions(budget=12)
+    )
     backend = ReplayBackend(recorded)
     reporter = Quiet()
     try:
@@ -196,8 +214,9 @@ def test_each_strategy_on_a_recorded_space(name: str, recorded: str, tmp_path: P
 
 def test_tpe_sweep_resumes_its_study(recorded: str, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'mine.sqlite'}"
-    cfg = dataclasses.replace(load_config(TRANSPOSE / "sweep.yaml"), database=url, strategy="tpe",
-                              search=SearchOptions(budget=5))
+    cfg = dataclasses.replace(
+        load_config(TRANSPOSE / "sweep.yaml"), database=url, strategy="tpe", search=SearchOptions(budget=5)
+    )
     for budget in (5, 9):
         backend = ReplayBackend(recorded)
         uuid = backend.device_info().uuid
@@ -214,8 +233,9 @@ def test_tpe_sweep_resumes_its_study(recorded: str, tmp_path: Path) -> None:
 
 def test_patience_stops_a_point_early(recorded: str, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'mine.sqlite'}"
-    cfg = dataclasses.replace(load_config(TRANSPOSE / "sweep.yaml"), database=url, strategy="random",
-                              search=SearchOptions(patience=3))
+    cfg = dataclasses.replace(
+        load_config(TRANSPOSE / "sweep.yaml"), database=url, strategy="random", search=SearchOptions(patience=3)
+    )
     backend = ReplayBackend(recorded)
     reporter = Quiet()
     try:

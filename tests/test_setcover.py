@@ -1,4 +1,5 @@
 """Kernel-set reduction: exact is optimal (brute force), never worse than greedy, and every point stays within TOL."""
+
 from __future__ import annotations
 
 import itertools
@@ -20,10 +21,22 @@ def matrix_frame(times: np.ndarray, precision: str = "fp64", shape: str = "NN") 
     for p, i in itertools.product(range(times.shape[0]), range(times.shape[1])):
         ms = times[p, i]
         ok = bool(np.isfinite(ms))
-        rows.append({"instance_id": f"i{i:02d}", "point_key": f"{precision}:{shape}:{p + 1}x{p + 1}x{p + 1}:b10",
-                     "precision": precision, "shape": shape, "m": p + 1, "n": p + 1, "k": p + 1, "batch": 10,
-                     "status": "ok" if ok else "wrong", "median_ms": ms if ok else None,
-                     "p20_ms": ms if ok else None, "p80_ms": ms if ok else None})
+        rows.append(
+            {
+                "instance_id": f"i{i:02d}",
+                "point_key": f"{precision}:{shape}:{p + 1}x{p + 1}x{p + 1}:b10",
+                "precision": precision,
+                "shape": shape,
+                "m": p + 1,
+                "n": p + 1,
+                "k": p + 1,
+                "batch": 10,
+                "status": "ok" if ok else "wrong",
+                "median_ms": ms if ok else None,
+                "p20_ms": ms if ok else None,
+                "p80_ms": ms if ok else None,
+            }
+        )
     return pd.DataFrame(rows)
 
 

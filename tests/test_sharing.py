@@ -1,5 +1,6 @@
 """Where an instance is measured: `serves` (default), `measure: valid`, named `instances:`, and the sharing
 phase (`share: N`: the BK-best instances of each point also at up to N nearby points where they are valid)."""
+
 import textwrap
 
 import pytest
@@ -31,14 +32,17 @@ SPACE = textwrap.dedent("""\
 
 def cfg(tmp_path, extra="", entry=""):
     (tmp_path / "bounded_test.yaml").write_text(SPACE)
-    text = textwrap.dedent(f"""\
+    text = (
+        textwrap.dedent(f"""\
         name: t
         spaces: [{{space: bounded_test.yaml{entry}}}]
         points: {{precisions: [fp32], sizes: {{square: [8, 16, 24, 32]}}, batch: 10}}
         database: sqlite:///{tmp_path}/r.sqlite
         repetitions: 3
         bk: 2
-        """) + extra
+        """)
+        + extra
+    )
     return parse_config(text, file=tmp_path / "t.yaml")
 
 
@@ -112,6 +116,7 @@ def test_share_measures_the_bk_best_at_the_nearest_valid_points_after_the_main_p
 def best_main(main, m, ids):
     """The ids the formula backend ranks among the 2 best verified at size m in the main phase."""
     import zlib
+
     at = [iid for iid, p in main if p.m == m]
     ok = [iid for iid in at if zlib.crc32(iid.encode()) % 1000 % 17 != 0]
     return sorted(ok, key=lambda i: (zlib.crc32(i.encode()) % 1000, i))[:2]
@@ -127,6 +132,7 @@ def test_sharing_report_counts_kernels_with_all_and_with_home_measurements(tmp_p
     with Store.open(c.database, create=False, readonly=True) as store:
         frame = store.measurements()
     from autotune.store.spaces import use_stored_spaces
+
     use_stored_spaces(c.database)  # the space as recorded, found by name (as report does)
     home = home_mask(frame)
     bm = frame["param_BM"] if "param_BM" in frame.columns else frame["BM"]
@@ -148,7 +154,9 @@ def test_named_instances_valid_nowhere_are_skipped_not_an_error(tmp_path):
         """)
     plans = plan_sweep(parse_config(text, file=tmp_path / "v.yaml"))
     assert len(plans) == 1 and all(i.param_dict["BM"] >= 16 for i in plans[0].work)
-    alone = f"spaces: [{{space: bounded_test.yaml, instances: [{small[0]}], measure: valid}}]\n" \
-            "points: {precisions: [fp32], sizes: {square: [16]}, batch: 10}\n"
+    alone = (
+        f"spaces: [{{space: bounded_test.yaml, instances: [{small[0]}], measure: valid}}]\n"
+        "points: {precisions: [fp32], sizes: {square: [16]}, batch: 10}\n"
+    )
     with pytest.raises(UserError, match="none of the named instances is valid"):
         plan_sweep(parse_config(alone, file=tmp_path / "w.yaml"))

@@ -2,6 +2,7 @@
 half-written by a failed import, no files left by read-only commands, exports with the user's umask, results under
 the current directory. Real files, real SQLite, real processes; we may run as root, so no test relies on file
 permissions being enforced."""
+
 from __future__ import annotations
 
 import gzip
@@ -20,13 +21,15 @@ from tests.support.committed import committed, read_only
 RECORDED = committed("default")  # results/default/default.sqlite.gz (or the plain file)
 
 
-def cli(*args: str, cwd: Path | str = ROOT, tmpdir: Path | None = None, timeout: float = 180
-        ) -> subprocess.CompletedProcess:
+def cli(
+    *args: str, cwd: Path | str = ROOT, tmpdir: Path | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "200"}
     if tmpdir is not None:
         env["TMPDIR"] = str(tmpdir)
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env
+    )
 
 
 def _plain_bytes() -> bytes:
@@ -65,6 +68,7 @@ def _tamper(db: Path) -> None:
 
 # ---- decompressed copies of .sqlite.gz -------------------------------------------------------------------
 
+
 def test_an_edited_decompressed_or_migrated_copy_is_not_reused(gz: tuple[Path, Path]) -> None:
     path, tmpdir = gz
     first = cli("query", COUNT, "--db", str(path), tmpdir=tmpdir)
@@ -95,6 +99,7 @@ def test_the_cache_folder_is_private_to_the_user(gz: tuple[Path, Path]) -> None:
 
 # ---- read-only commands leave no files ---------------------------------------------------------------------
 
+
 @pytest.fixture
 def wal_db(tmp_path: Path) -> Path:
     """The committed default database, upgraded to this schema, in WAL mode, closed (no -wal/-shm beside it)."""
@@ -111,12 +116,15 @@ def wal_db(tmp_path: Path) -> Path:
     return db
 
 
-@pytest.mark.parametrize("args", [
-    ("query", COUNT, "--db", "{db}"),
-    ("report", "{db}", "--out", "{out}"),
-    ("analyze", "{db}", "--out", "{out}"),
-    ("compare", "{db}", "--by", "space"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("query", COUNT, "--db", "{db}"),
+        ("report", "{db}", "--out", "{out}"),
+        ("analyze", "{db}", "--out", "{out}"),
+        ("compare", "{db}", "--by", "space"),
+    ],
+)
 def test_read_only_commands_leave_no_wal_or_shm(wal_db: Path, tmp_path: Path, args: tuple[str, ...]) -> None:
     before = wal_db.stat().st_mtime_ns
     r = cli(*(a.format(db=wal_db, out=tmp_path / "out") for a in args), tmpdir=tmp_path)
@@ -127,14 +135,19 @@ def test_read_only_commands_leave_no_wal_or_shm(wal_db: Path, tmp_path: Path, ar
 
 # ---- a failed import leaves nothing -----------------------------------------------------------------------
 
-GOOD = ('{"device_name": "X", "kernel_name": "k", "problem_size": [4], "tune_params_keys": ["zz"], '
-        '"tune_params": {"zz": [1]}, "objective": "time", "cache": {"1": {"zz": 1, "time": 1.0}}}')
+GOOD = (
+    '{"device_name": "X", "kernel_name": "k", "problem_size": [4], "tune_params_keys": ["zz"], '
+    '"tune_params": {"zz": [1]}, "objective": "time", "cache": {"1": {"zz": 1, "time": 1.0}}}'
+)
 
 
-@pytest.mark.parametrize("text, space", [
-    ("not json at all", ()),
-    (GOOD, ("--space", "gemm_batched_simt")),  # a cache of parameters the space does not have
-])
+@pytest.mark.parametrize(
+    "text, space",
+    [
+        ("not json at all", ()),
+        (GOOD, ("--space", "gemm_batched_simt")),  # a cache of parameters the space does not have
+    ],
+)
 def test_a_failed_import_leaves_no_database_or_space(tmp_path: Path, text: str, space: tuple[str, ...]) -> None:
     cache = tmp_path / "bad.json"
     cache.write_text(text)

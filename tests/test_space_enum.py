@@ -2,6 +2,7 @@
 path (the generator before it, kept as `generate_reference`) on every space in spaces/ and on random spaces; the
 funnel stays exact when constraints are applied in another order; raw sizes far above the product limit build when
 little is expanded; the limit error says how far enumeration got."""
+
 import tempfile
 from pathlib import Path
 
@@ -31,8 +32,9 @@ def engine_only(monkeypatch):
 
 
 def _same(new, ref, ids_up_to=20_000):
-    assert [(f.kind, f.name, f.remaining, f.removed, f.line) for f in new.funnel] == \
-        [(f.kind, f.name, f.remaining, f.removed, f.line) for f in ref.funnel]
+    assert [(f.kind, f.name, f.remaining, f.removed, f.line) for f in new.funnel] == [
+        (f.kind, f.name, f.remaining, f.removed, f.line) for f in ref.funnel
+    ]
     assert new.count == ref.count and new.soft_applied == ref.soft_applied
     for p in new.space.param_names:
         assert new.codes[p].dtype == ref.codes[p].dtype and np.array_equal(new.codes[p], ref.codes[p]), p
@@ -82,9 +84,18 @@ def test_small_spaces_built_whole_match_the_reference(name, monkeypatch):
 
 # ---- random spaces ---------------------------------------------------------------------------------------------
 
-TEMPLATES = ["{a} % {b} == 0", "{a} * {b} <= {c}", "{a} + {b} > {c}", "{a} >= {b} or {a} == {c}",
-             "max({a}, {b}) - min({a}, {b}) < {c}", "({a} * {b}) // 4 != {c} % 5", "{a} in [1, 2, 4, 8]",
-             "{a} <= {c} and {b} >= {a}", "s{a} + {b} <= 2 * {c}", "t < {c} or {a} == {b}"]
+TEMPLATES = [
+    "{a} % {b} == 0",
+    "{a} * {b} <= {c}",
+    "{a} + {b} > {c}",
+    "{a} >= {b} or {a} == {c}",
+    "max({a}, {b}) - min({a}, {b}) < {c}",
+    "({a} * {b}) // 4 != {c} % 5",
+    "{a} in [1, 2, 4, 8]",
+    "{a} <= {c} and {b} >= {a}",
+    "s{a} + {b} <= 2 * {c}",
+    "t < {c} or {a} == {b}",
+]
 
 
 @st.composite
@@ -100,13 +111,20 @@ def random_spaces(draw):
             a, b = draw(st.sampled_from(names)), draw(st.sampled_from(names))
             out.append({"name": f"{kind}{i}", "expr": t.format(a=a, b=b, c=draw(st.integers(1, 40))), "reason": "r"})
         return out
-    doc = {"name": "rand", "parameters": domains,
-           "derived": {**{f"s{p}": f"{p} * 2 + 1" for p in names}, "t": " + ".join(names)},
-           "hard": items("h", draw(st.integers(0, 4))), "soft": items("s", draw(st.integers(0, 4)))}
+
+    doc = {
+        "name": "rand",
+        "parameters": domains,
+        "derived": {**{f"s{p}": f"{p} * 2 + 1" for p in names}, "t": " + ".join(names)},
+        "hard": items("h", draw(st.integers(0, 4))),
+        "soft": items("s", draw(st.integers(0, 4))),
+    }
     return doc, draw(st.booleans())
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(random_spaces(), st.sampled_from([3, 64, 1 << 20]))
 def test_random_spaces_match_the_reference(engine_only, case, chunk):
     doc, soft = case
@@ -155,9 +173,14 @@ def _brute(space):
     grids = np.meshgrid(*[np.array(p.values) for p in space.parameters], indexing="ij")
     v = {n: g.ravel() for n, g in zip(names, grids)}
     ab = v["A"] * v["B"]
-    tests = {"every_parameter": v["A"] + v["B"] + v["C"] + v["D"] + v["E"] < 80, "on_derived": ab <= 256,
-             "c_small": v["C"] <= 25, "single": np.isin(v["D"], [1, 2, 3]), "derived_mod": (ab + v["C"]) % 3 != 0,
-             "all_soft": (v["A"] * v["E"] + v["B"] + v["C"] * v["D"]) % 4 != 1}
+    tests = {
+        "every_parameter": v["A"] + v["B"] + v["C"] + v["D"] + v["E"] < 80,
+        "on_derived": ab <= 256,
+        "c_small": v["C"] <= 25,
+        "single": np.isin(v["D"], [1, 2, 3]),
+        "derived_mod": (ab + v["C"]) % 3 != 0,
+        "all_soft": (v["A"] * v["E"] + v["B"] + v["C"] * v["D"]) % 4 != 1,
+    }
     return tests, v
 
 
@@ -168,8 +191,11 @@ def test_funnel_is_exact_whatever_order_constraints_are_applied_in(tmp_path, eng
     tests, v = _brute(space)
     spent: list[int] = []
     real_spend = enum.Enumerator.spend
-    monkeypatch.setattr(enum.Enumerator, "spend", lambda self, n, *a: (self.where == "enumeration" and spent.append(n))
-                        or real_spend(self, n, *a))
+    monkeypatch.setattr(
+        enum.Enumerator,
+        "spend",
+        lambda self, n, *a: (self.where == "enumeration" and spent.append(n)) or real_spend(self, n, *a),
+    )
     monkeypatch.setattr(generator, "SMALL", 0)  # enumerate with every constraint (no prefix filtered afterwards)
     expanded = {}
     for soft in (False, True):
@@ -201,6 +227,7 @@ def test_a_soft_constraint_on_one_parameter_is_applied_when_that_parameter_is_bo
         if self.where == "enumeration":
             seen.append((len(codes), [c.c.name for c in cons]))
         return real(self, cons, codes, m)
+
     monkeypatch.setattr(enum.Enumerator, "_select", spy)
     monkeypatch.setattr(generator, "SMALL", 0)  # enumerate with every constraint (no prefix filtered afterwards)
     generate(space, H100)
@@ -212,9 +239,10 @@ def test_a_soft_constraint_on_one_parameter_is_applied_when_that_parameter_is_bo
 
 # ---- large raw spaces and the limit ----------------------------------------------------------------------------
 
+
 def _chain_space(tmp_path, n, values, limit):
     params = "\n".join(f"  P{i}: {{start: 1, stop: {values}}}" for i in range(n))
-    hard = "\n".join(f"  - {{name: c{i}, expr: \"P{i} + P{i + 1} <= {limit}\", reason: r}}" for i in range(n - 1))
+    hard = "\n".join(f'  - {{name: c{i}, expr: "P{i} + P{i + 1} <= {limit}", reason: r}}' for i in range(n - 1))
     path = tmp_path / "chain.yaml"
     path.write_text(f"name: chain\nparameters:\n{params}\nhard:\n{hard}\n")
     return load_space(path)
@@ -242,8 +270,11 @@ def test_a_raw_space_far_above_the_limit_builds_when_little_is_expanded(tmp_path
 
 def test_the_limit_names_the_knob_and_says_how_far_enumeration_got(tmp_path):
     path = tmp_path / "sum.yaml"
-    path.write_text("name: sum\nparameters:\n" + "".join(f"  P{i}: {{start: 1, stop: 100}}\n" for i in range(6))
-                    + "hard:\n  - {name: total, expr: \"P0 + P1 + P2 + P3 + P4 + P5 > 10\", reason: r}\n")
+    path.write_text(
+        "name: sum\nparameters:\n"
+        + "".join(f"  P{i}: {{start: 1, stop: 100}}\n" for i in range(6))
+        + 'hard:\n  - {name: total, expr: "P0 + P1 + P2 + P3 + P4 + P5 > 10", reason: r}\n'
+    )
     space = load_space(path)  # one constraint reading every parameter: 10^12 rows would be expanded
     with pytest.raises(SpaceError) as err:
         generate(space, H100, max_raw=10**7)
@@ -263,11 +294,13 @@ def test_an_error_the_reference_never_meets_falls_back_to_the_reference(tmp_path
     """`X // DIV` is guarded by a hard constraint on DIV and A; bound late, A leaves DIV == 0 rows in reach of the
     soft constraint that divides by DIV: the reference applies soft constraints to hard survivors only."""
     path = tmp_path / "guard.yaml"
-    path.write_text("name: guard\nparameters:\n  DIV: [0, 1, 2, 3]\n  X: {start: 1, stop: 50}\n"
-                    "  Y: {start: 1, stop: 50}\n  A: [1, 2]\nhard:\n"
-                    "  - {name: guard, expr: \"DIV > 0 or A > 5\", reason: r}\n"
-                    "  - {name: xy, expr: \"X * Y <= 600\", reason: r}\n"
-                    "soft:\n  - {name: ratio, expr: \"X // DIV >= 2\", reason: r}\n")
+    path.write_text(
+        "name: guard\nparameters:\n  DIV: [0, 1, 2, 3]\n  X: {start: 1, stop: 50}\n"
+        "  Y: {start: 1, stop: 50}\n  A: [1, 2]\nhard:\n"
+        '  - {name: guard, expr: "DIV > 0 or A > 5", reason: r}\n'
+        '  - {name: xy, expr: "X * Y <= 600", reason: r}\n'
+        'soft:\n  - {name: ratio, expr: "X // DIV >= 2", reason: r}\n'
+    )
     space = load_space(path)
     ref = generate_reference(space, H100)
     calls = []
@@ -279,8 +312,10 @@ def test_an_error_the_reference_never_meets_falls_back_to_the_reference(tmp_path
 
 def test_a_small_space_whose_derived_name_divides_by_zero_on_removed_rows(tmp_path):
     path = tmp_path / "div.yaml"
-    path.write_text("name: div\nparameters:\n  A: [0, 1, 2]\n  B: [1, 2, 4]\nderived:\n  r: B // A\n"
-                    "hard:\n  - {name: nonzero, expr: \"A > 0\", reason: r}\nsoft:\n  - {name: ratio, expr: \"r >= 1\", reason: r}\n")
+    path.write_text(
+        "name: div\nparameters:\n  A: [0, 1, 2]\n  B: [1, 2, 4]\nderived:\n  r: B // A\n"
+        'hard:\n  - {name: nonzero, expr: "A > 0", reason: r}\nsoft:\n  - {name: ratio, expr: "r >= 1", reason: r}\n'
+    )
     space = load_space(path)
     _same(generate(space, H100), generate_reference(space, H100))
     assert generate(space, H100).count == 5

@@ -1,4 +1,5 @@
 """Start-up (issue 31, item 6): the sweep records and says how long after its start the first measurement came."""
+
 import time
 
 from autotune.sweep.runner import run_sweep

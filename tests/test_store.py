@@ -1,4 +1,5 @@
 """The results database, on a real SQLite file and (when AUTOTUNE_TEST_PG_URL is set) a real PostgreSQL."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,7 @@ import textwrap
 import pandas as pd
 import pytest
 import sqlalchemy as sa
-from pg import (SPACE, db_url, device_info, fresh_pg_url, instances, points, record_sample,
-                sqlite_url)
+from pg import SPACE, db_url, device_info, fresh_pg_url, instances, points, record_sample, sqlite_url
 
 from autotune.problems.gemm import GEMM, gemm_point
 from autotune.space.instance import Instance
@@ -48,7 +48,9 @@ def test_figures_follow_measuring_md() -> None:
     assert f.gflops == pytest.approx(2 * 32**3 * 1000 / 1e-3 / 1e9)
     assert f.gbs == pytest.approx(1000 * 8 * 3 * 32 * 32 / 1e-3 / 1e9)
     assert f.roofline_frac == pytest.approx(1000 * 8 * 3 * 32 * 32 / 2.98e12 / 1e-3)
-    assert figures(GEMM.flops(p), GEMM.bytes_moved(p, {"beta": 1.0}), 1.0, bandwidth=2.98e12).gbs == pytest.approx(1000 * 8 * 4 * 32 * 32 / 1e-3 / 1e9)
+    assert figures(GEMM.flops(p), GEMM.bytes_moved(p, {"beta": 1.0}), 1.0, bandwidth=2.98e12).gbs == pytest.approx(
+        1000 * 8 * 4 * 32 * 32 / 1e-3 / 1e9
+    )
     assert figures(*work, None, 2.98e12).gflops is None
 
 
@@ -65,10 +67,15 @@ def test_sqlite_is_in_wal_mode(sqlite_url: str) -> None:
     assert _scalar(sqlite_url, "PRAGMA journal_mode") == "wal"
 
 
-@pytest.mark.parametrize("sql, words", [("UPDATE autotune_alembic_version SET version_num = '0001'", "older"),
-                                        ("DROP TABLE autotune_alembic_version", "older"),  # made before Alembic
-                                        ("UPDATE autotune_alembic_version SET version_num = 'ffff'", "newer"),
-                                        (f"UPDATE schema_meta SET value = '{SCHEMA_VERSION + 1}'", "newer")])
+@pytest.mark.parametrize(
+    "sql, words",
+    [
+        ("UPDATE autotune_alembic_version SET version_num = '0001'", "older"),
+        ("DROP TABLE autotune_alembic_version", "older"),  # made before Alembic
+        ("UPDATE autotune_alembic_version SET version_num = 'ffff'", "newer"),
+        (f"UPDATE schema_meta SET value = '{SCHEMA_VERSION + 1}'", "newer"),
+    ],
+)
 def test_schema_version_is_checked_on_open(db_url: str, sql: str, words: str) -> None:
     Store.open(db_url).close()
     if sql.startswith("DROP"):
@@ -155,9 +162,12 @@ def test_record_and_read_back(db_url: str) -> None:
 def test_parameters_are_queryable_in_sql(db_url: str) -> None:
     with Store.open(db_url) as store:
         record_sample(store)
-    n = _scalar(db_url, """SELECT COUNT(*) FROM measurements m JOIN instance_params ip
+    n = _scalar(
+        db_url,
+        """SELECT COUNT(*) FROM measurements m JOIN instance_params ip
                            ON ip.instance_id = m.instance_id AND ip.name = 'DIM_X'
-                           WHERE ip.int_value >= 16 AND m.status = 'ok'""")
+                           WHERE ip.int_value >= 16 AND m.status = 'ok'""",
+    )
     assert n == 4  # DIM_X 16 and 32, at both points
     assert _scalar(db_url, "SELECT COUNT(*) FROM instance_params WHERE name = 'ALG' AND text_value = 'a'") == 2
     assert _scalar(db_url, "SELECT MIN(real_value) FROM instance_params WHERE name = 'SCALE'") == 0.5
@@ -176,8 +186,15 @@ def test_second_sweep_is_refused_until_the_first_finishes(db_url: str) -> None:
     with Store.open(db_url) as first, Store.open(db_url) as second:
         rec = record_sample(first, finish=False)
         info = device_info()
-        start = SweepStart("again", "", rec.device_id, first.upsert_software(info, "0.1.0", "abc123"), info,
-                           {"alpha": 1.0, "beta": 0.0}, 5)
+        start = SweepStart(
+            "again",
+            "",
+            rec.device_id,
+            first.upsert_software(info, "0.1.0", "abc123"),
+            info,
+            {"alpha": 1.0, "beta": 0.0},
+            5,
+        )
         with pytest.raises(SweepLockedError) as err:
             second.begin_sweep(start)
         assert f"pid {os.getpid()}" in err.value.message and "wait for it" in (err.value.hint or "")
@@ -190,7 +207,9 @@ def test_stale_lock_is_taken_over_and_the_old_holder_notices(db_url: str) -> Non
         rec = record_sample(first, finish=False)
         info = device_info()
         sw = first.upsert_software(info, "0.1.0", "abc123")
-        second.begin_sweep(SweepStart("again", "", rec.device_id, sw, info, {"alpha": 1.0, "beta": 0.0}, 5), stale_s=0.0)
+        second.begin_sweep(
+            SweepStart("again", "", rec.device_id, sw, info, {"alpha": 1.0, "beta": 0.0}, 5), stale_s=0.0
+        )
         with pytest.raises(SweepLockedError, match="taken over"):
             first.heartbeat()
     assert _scalar(db_url, "SELECT status FROM sweeps WHERE id = :i", i=rec.sweep_id) == "died"
@@ -212,14 +231,22 @@ os.kill(os.getpid(), signal.SIGKILL)
 def test_kill_9_loses_only_the_pair_in_flight(db_url: str) -> None:
     point = gemm_point("fp64", "TT", 8, 8, 8, 100)
     code = KILLED_SWEEP.format(tests=str(ROOT / "tests"), url=db_url, point=point)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     with Store.open(db_url) as store:
         info = device_info()
         dev = store.upsert_device(info)
         sw = store.upsert_software(info, "0.1.0", "abc123")
-        store.begin_sweep(SweepStart("resume", "", dev, sw, info, {"alpha": 1.0, "beta": 0.0}, 5))  # dead pid: lock free at once
+        store.begin_sweep(
+            SweepStart("resume", "", dev, sw, info, {"alpha": 1.0, "beta": 0.0}, 5)
+        )  # dead pid: lock free at once
         assert store.recover_inflight(dev) == [(instances()[0].id, point)]
         assert store.recover_inflight(dev) == []
         done = store.done_pairs(dev)
@@ -238,6 +265,7 @@ def test_bad_status_is_refused_by_the_schema(db_url: str) -> None:
 
 def test_instances_of_another_space_are_kept_apart(db_url: str) -> None:
     from autotune.space.instance import Instance
+
     with Store.open(db_url) as store:
         record_sample(store)
         other = Instance.of("other", dict(instances()[0].params))
@@ -271,18 +299,29 @@ def _record_kind(store: Store, points: list[TestPoint], scalars: dict, library: 
     """One space of 2 instances measured at `points` (times 1 and 2 ms, work given), and a baseline of 4 ms."""
     info = device_info()
     dev, sw = store.upsert_device(info), store.upsert_software(info, "0.1.0", "abc123")
-    space_id = store.upsert_space(SpaceRecord("stencil_test", "space.yaml", "name: stencil_test\n", "k.cu", "//",
-                                              kind=points[0].kind))
+    space_id = store.upsert_space(
+        SpaceRecord("stencil_test", "space.yaml", "name: stencil_test\n", "k.cu", "//", kind=points[0].kind)
+    )
     insts = [Instance.of("stencil_test", {"BX": bx}) for bx in (16, 32)]
     store.upsert_instances(insts)
     sweep = store.begin_sweep(SweepStart("stencil", "", dev, sw, info, scalars, 5))
-    store.record(sweep, space_id, [Measurement(i.id, p, Status.OK, median_ms=t, reps=5, times_ms=[t] * 5,
-                                               flops=1e9, bytes_moved=10**9)
-                                   for p in points for i, t in zip(insts, (1.0, 2.0))])
+    store.record(
+        sweep,
+        space_id,
+        [
+            Measurement(i.id, p, Status.OK, median_ms=t, reps=5, times_ms=[t] * 5, flops=1e9, bytes_moved=10**9)
+            for p in points
+            for i, t in zip(insts, (1.0, 2.0))
+        ],
+    )
     if library is not None:
         for p in points:
-            store.record_baseline(sweep, Measurement(library, p, Status.OK, median_ms=4.0, reps=5, times_ms=[4.0] * 5,
-                                                     flops=1e9, bytes_moved=10**9))
+            store.record_baseline(
+                sweep,
+                Measurement(
+                    library, p, Status.OK, median_ms=4.0, reps=5, times_ms=[4.0] * 5, flops=1e9, bytes_moved=10**9
+                ),
+            )
     store.finish_sweep(sweep, "done")
     return dev
 
@@ -296,8 +335,17 @@ def test_a_kind_other_than_gemm_round_trips(db_url: str) -> None:
         assert store.kind_sizes() == {STENCIL: ("ny", "nx")}
         assert store.baseline_times(dev) == {p: 4.0 for p in points}
         assert store.done_pairs(dev) == {(i, p) for i in set(frame.instance_id) for p in points}
-    assert list(frame.columns[:9]) == ["device", "space", "instance_id", "instance", "kind", "precision", "shape",
-                                       "ny", "nx"]
+    assert list(frame.columns[:9]) == [
+        "device",
+        "space",
+        "instance_id",
+        "instance",
+        "kind",
+        "precision",
+        "shape",
+        "ny",
+        "nx",
+    ]
     assert not {"m", "n", "k", "batch"} & set(frame.columns)  # no all-empty GEMM columns
     assert sorted(zip(frame.ny, frame.nx)) == [(4000, 3001)] * 2 + [(4096, 4096)] * 2
     assert frame.gbs.tolist() == pytest.approx([1000.0, 500.0] * 2)  # the work the measurements carried
@@ -307,8 +355,14 @@ def test_a_kind_other_than_gemm_round_trips(db_url: str) -> None:
     assert (json.loads(got) if isinstance(got, str) else got) == {"gain": 2.5}
     view = f"SELECT COUNT(*) FROM measurements m JOIN points_{STENCIL} p ON p.id = m.point_id WHERE p.nx = 4096"
     assert _scalar(db_url, view) == 2
-    assert _scalar(db_url, "SELECT COUNT(*) FROM point_sizes s JOIN test_points p ON p.id = s.point_id "
-                           f"WHERE p.kind = '{STENCIL}' AND s.name = 'ny' AND s.value = 4000") == 1
+    assert (
+        _scalar(
+            db_url,
+            "SELECT COUNT(*) FROM point_sizes s JOIN test_points p ON p.id = s.point_id "
+            f"WHERE p.kind = '{STENCIL}' AND s.name = 'ny' AND s.value = 4000",
+        )
+        == 1
+    )
     with Store.open(db_url, readonly=True) as again:  # read back by another Store: the same points
         assert set(again.measurements().instance_id) == set(frame.instance_id)
 
@@ -317,11 +371,31 @@ def test_gemm_frames_keep_their_columns_and_mixed_kinds_get_each_kinds_sizes(db_
     with Store.open(db_url) as store:
         record_sample(store)
         gemm_only = store.measurements()
-        assert list(gemm_only.columns[:11]) == ["device", "space", "instance_id", "instance", "kind", "precision",
-                                                "shape", "m", "n", "k", "batch"]
+        assert list(gemm_only.columns[:11]) == [
+            "device",
+            "space",
+            "instance_id",
+            "instance",
+            "kind",
+            "precision",
+            "shape",
+            "m",
+            "n",
+            "k",
+            "batch",
+        ]
         assert gemm_only.m.dtype.kind == "i" and sorted(set(gemm_only.m)) == [16, 32]
-        assert list(store.baselines().columns[:9]) == ["device", "kind", "precision", "shape", "m", "n", "k", "batch",
-                                                       "library"]
+        assert list(store.baselines().columns[:9]) == [
+            "device",
+            "kind",
+            "precision",
+            "shape",
+            "m",
+            "n",
+            "k",
+            "batch",
+            "library",
+        ]
         _record_kind(store, [_stencil(40, 31)], {}, None)
         both = store.measurements()
     assert list(both.columns[7:13]) == ["m", "n", "k", "batch", "ny", "nx"]
@@ -344,14 +418,19 @@ def test_record_uses_the_kinds_bytes_with_the_sweeps_scalars(db_url: str) -> Non
     assert gbs == pytest.approx(1000 * 8 * 4 * 32 * 32 / 1e-3 / 1e9)
 
 
-@pytest.mark.parametrize("kind, sizes, view, columns", [
-    ("my-kind.v2", ("rows", "shape"), "points_my_kind_v2_", ["id", "precision", "shape", "rows", "size_shape"]),
-    ("a:b", ("n",), "points_a_b_", ["id", "precision", "shape", "n"]),
-    ("3d_stencil", ("Nx", "ny"), "points__3d_stencil_", ["id", "precision", "shape", "nx_", "ny"]),
-])
-def test_view_names_are_safe_identifiers(sqlite_url: str, kind: str, sizes: tuple, view: str,
-                                         columns: list[str]) -> None:
+@pytest.mark.parametrize(
+    "kind, sizes, view, columns",
+    [
+        ("my-kind.v2", ("rows", "shape"), "points_my_kind_v2_", ["id", "precision", "shape", "rows", "size_shape"]),
+        ("a:b", ("n",), "points_a_b_", ["id", "precision", "shape", "n"]),
+        ("3d_stencil", ("Nx", "ny"), "points__3d_stencil_", ["id", "precision", "shape", "nx_", "ny"]),
+    ],
+)
+def test_view_names_are_safe_identifiers(
+    sqlite_url: str, kind: str, sizes: tuple, view: str, columns: list[str]
+) -> None:
     from autotune.store.views import view_name
+
     point = TestPoint(kind, "fp32", "", tuple((s, 7 + i) for i, s in enumerate(sizes)))
     with Store.open(sqlite_url) as store:
         store.upsert_points([point])

@@ -1,6 +1,7 @@
 """A database's recorded spaces resolve in the checkout in use, never at the absolute path the database recorded:
 with two copies of a space folder (two clones), the copy beside the database (or the current directory) is
 read; built-in spaces come from the running package; the recorded text is the fallback."""
+
 from __future__ import annotations
 
 import shutil
@@ -59,8 +60,9 @@ def test_a_differing_copy_gives_the_recorded_text_with_the_checkouts_python_file
     assert str(first) not in taken["transpose_tiled"].read_text()
 
 
-def test_the_current_directory_is_the_checkout_when_the_database_is_elsewhere(tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_current_directory_is_the_checkout_when_the_database_is_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first, second = _clone(tmp_path, "clone1"), _clone(tmp_path, "clone2")
     url = _record(first / "space.yaml", tmp_path / "shared" / "t.sqlite")
     monkeypatch.chdir(tmp_path / "clone2")

@@ -1,5 +1,6 @@
 """The strategy conformance suite (autotune.testing.strategies) on the built-in strategies, by class and by
 name, and on strategies that break a clause (the suite must catch them); the lazy name table."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -82,14 +83,18 @@ class Unseeded(RandomSample):
 
     def __init__(self, instances: Sequence[Instance], budget: int | None = None, seed: int = 0) -> None:
         import random
+
         super().__init__(instances, budget, random.randrange(1 << 30))
 
 
-@pytest.mark.parametrize("broken, check, args", [
-    (Repeating, "test_never_repeats_and_honours_n", (3,)),
-    (OverBudget, "test_honours_the_budget", (7,)),
-    (Unseeded, "test_deterministic_under_a_seed", ()),
-])
+@pytest.mark.parametrize(
+    "broken, check, args",
+    [
+        (Repeating, "test_never_repeats_and_honours_n", (3,)),
+        (OverBudget, "test_honours_the_budget", (7,)),
+        (Unseeded, "test_deterministic_under_a_seed", ()),
+    ],
+)
 def test_the_suite_catches_a_broken_strategy(broken: type, check: str, args: tuple) -> None:
     suite = type("Suite", (StrategyConformance,), {"factory": broken})()
     with pytest.raises(AssertionError):

@@ -1,6 +1,7 @@
 """The `hybrid` strategy (surrogate + local search on the valid set, issue 33): the conformance suite, that it
 beats random search on a space with structure, that it learns where instances fail, and its proposal cost on a
 space of 10^6 valid instances."""
+
 from __future__ import annotations
 
 import math
@@ -39,9 +40,17 @@ def bowl_space() -> tuple[list[Instance], dict[str, float | None]]:
                         inst = Instance.of("bowl", {"A": a, "B": 1 << b, "C": c, "D": d, "E": e})
                         insts.append(inst)
                         fail = c == 7 and d >= 6
-                        times[inst.id] = None if fail else \
-                            1.0 + 0.03 * (a - 6) ** 2 + 0.02 * (b - 3) ** 2 + 0.05 * (c - 5) ** 2 + 0.01 * d + \
-                            0.04 * e + 0.02 * abs(a - b)
+                        times[inst.id] = (
+                            None
+                            if fail
+                            else 1.0
+                            + 0.03 * (a - 6) ** 2
+                            + 0.02 * (b - 3) ** 2
+                            + 0.05 * (c - 5) ** 2
+                            + 0.01 * d
+                            + 0.04 * e
+                            + 0.02 * abs(a - b)
+                        )
     return insts, times
 
 
@@ -128,6 +137,7 @@ def test_hybrid_study_in_sqlite_resumes_without_repeating(tmp_path) -> None:  # 
     import optuna
 
     from autotune.testing.strategies import made_up_instances, made_up_results
+
     url = f"sqlite:///{tmp_path / 'studies.sqlite'}"
     insts = made_up_instances(40)
     first = HybridSearch(insts, 12, 0, study=(url, "h"), batch=3, startup=2)

@@ -1,6 +1,7 @@
 """Issue 31, item 4: a space whose first instances all fail alike stops early (once, said once, and said again
 on resume), and a budget ends the sweep on time, killing the compiles in flight (their pairs are measured on
 resume). The real GpuBackend against the fake GPU worker (tests/support/fake_gpu_worker.py); compiles are stubs."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,8 +22,10 @@ from tests.support.fake_gpu_worker import fake_gpu_main
 from tests.support.slow_compile import slow_compile
 from tests.test_faults import PAIRS, StubCompiles, gpu_config, gone, measured_rows, stub_compile
 
-HOST_ERROR = ('{path}(1): catastrophic error: A function explicitly marked as a __host__ function is not allowed in '
-              'JIT mode ({name})')
+HOST_ERROR = (
+    "{path}(1): catastrophic error: A function explicitly marked as a __host__ function is not allowed in "
+    "JIT mode ({name})"
+)
 
 
 class Notes:
@@ -37,28 +40,47 @@ class Notes:
 
 def failing_compile(req: CompileRequest, cache_dir: Path) -> list[CompiledKernel]:
     """Every instance fails as a CUB kernel under NVRTC does (the message names the instance and a temp path)."""
-    return [CompiledKernel(n, False, f"k{i}", None, None, None,
-                           HOST_ERROR.format(path=f"/tmp/x{abs(hash(n)) % 1000}/cub/util.cuh", name=n), 0.5)
-            for i, n in enumerate(req.name_expressions)]
+    return [
+        CompiledKernel(
+            n,
+            False,
+            f"k{i}",
+            None,
+            None,
+            None,
+            HOST_ERROR.format(path=f"/tmp/x{abs(hash(n)) % 1000}/cub/util.cuh", name=n),
+            0.5,
+        )
+        for i, n in enumerate(req.name_expressions)
+    ]
 
 
 # ---- the error signature ------------------------------------------------------------------------------------
+
 
 def test_the_same_error_of_different_instances_has_one_signature() -> None:
     a = failstop.signature("compile_error", HOST_ERROR.format(path="/tmp/a1/cub/util.cuh(77)", name="k<float, 128>"))
     b = failstop.signature("compile_error", HOST_ERROR.format(path="/tmp/b22/cub/util.cuh(77)", name="k<double, 64>"))
     assert a is not None and a == b
-    c = failstop.signature("compile_error", "kernel.cu(9): error: identifier \"TILE\" is undefined")
+    c = failstop.signature("compile_error", 'kernel.cu(9): error: identifier "TILE" is undefined')
     assert c is not None and c != a
     assert failstop.signature("launch_error", HOST_ERROR) != failstop.signature("compile_error", HOST_ERROR)
 
 
-@pytest.mark.parametrize("status, error", [
-    ("ok", None), ("wrong", "max rel err 1.0"), ("timeout", "no answer"),
-    ("compile_error", "ptxas error   : Entry function '_Z1kILi9EEvv' uses too much shared data (0x10400 bytes, 0xc000 max)"),
-    ("launch_error", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested for launch"),
-    ("launch_error", "out of memory: Out of memory allocating 1,073,741,824 bytes"),
-])
+@pytest.mark.parametrize(
+    "status, error",
+    [
+        ("ok", None),
+        ("wrong", "max rel err 1.0"),
+        ("timeout", "no answer"),
+        (
+            "compile_error",
+            "ptxas error   : Entry function '_Z1kILi9EEvv' uses too much shared data (0x10400 bytes, 0xc000 max)",
+        ),
+        ("launch_error", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested for launch"),
+        ("launch_error", "out of memory: Out of memory allocating 1,073,741,824 bytes"),
+    ],
+)
 def test_what_depends_on_the_instance_never_counts_as_systematic(status: str, error: str | None) -> None:
     assert failstop.signature(status, error) is None
     streak = failstop.FailureStreak(2)
@@ -77,6 +99,7 @@ def test_a_streak_stops_at_its_limit_and_zero_never_stops() -> None:
 
 # ---- a systematically failing space stops --------------------------------------------------------------------
 
+
 def stop_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compile_fn, limit: int):  # type: ignore[no-untyped-def]
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
     monkeypatch.setattr(local, "compile_batch", compile_fn)
@@ -88,8 +111,9 @@ def stop_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compile_fn, limi
     return summary, notes.notes
 
 
-def test_a_space_whose_first_instances_fail_alike_stops_and_says_so_once(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_space_whose_first_instances_fail_alike_stops_and_says_so_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     summary, notes = stop_sweep(tmp_path, monkeypatch, failing_compile, limit=2)
     stops = [n for n in notes if "stopped" in n]
     assert len(stops) == 1, notes
@@ -127,8 +151,10 @@ def dead(pid: int) -> bool:
 
 # ---- a budget ends the sweep on time -------------------------------------------------------------------------
 
-def test_a_budget_ends_the_sweep_on_time_and_kills_the_compiles_in_flight(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+
+def test_a_budget_ends_the_sweep_on_time_and_kills_the_compiles_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Instances with BLOCK_X = 16 compile for 60 s (a `sleep` child, as nvcc's); the budget is 8 s. The sweep ends
     within 5% of it, the compile processes and their children are killed, no thread is left waiting on them, and
     a resumed sweep measures exactly the pairs left unmeasured."""

@@ -1,6 +1,7 @@
 """Active tuning (issue 32 item 2) on the CPU: `autotune active` replays the committed fp32/fp64 H100 sweep. The
 table starts from a few of its tuned points; each round validates at fresh held-out problems drawn from the others,
 adds the worst as tuned points (measured into the tuning database by a replayed sweep) and rebuilds."""
+
 import json
 import subprocess
 import sys
@@ -21,23 +22,46 @@ def test_active_tuning_adds_the_worst_held_out_problems_and_reports_fresh_ones(t
     start = [p for i, p in enumerate(points) if i % 8 == 0 or p["precision"] == "fp32" and i % 8 == 1]
     pool = [p for p in points if p not in start and p["precision"] == "fp64"]  # added problems: fp64 only
     doc = yaml.safe_load((ROOT / "configs" / "small_tables_h100.yaml").read_text())
-    doc["points"] = [{"precisions": [p["precision"]], "shapes": ["NN"],
-                      "sizes": {n: [v] for n, v in p["sizes"].items()}} for p in start]
+    doc["points"] = [
+        {"precisions": [p["precision"]], "shapes": ["NN"], "sizes": {n: [v] for n, v in p["sizes"].items()}}
+        for p in start
+    ]
     tuning = tmp_path / "tuning.sqlite"
     doc["database"] = f"sqlite:///{tuning}"
     config = tmp_path / "tuning.yaml"
     config.write_text(yaml.safe_dump(doc, sort_keys=False))
-    run = lambda *args: subprocess.run([sys.executable, "-m", "autotune", *args], cwd=ROOT, capture_output=True,  # noqa: E731
-                                       text=True, timeout=900)
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "autotune", *args], cwd=ROOT, capture_output=True, text=True, timeout=900
+        )
+
     r = run("sweep", str(config), "--replay", f"sqlite:///{recorded}", "-q")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     pool_csv = tmp_path / "pool.csv"
     pd.DataFrame([{"precision": "fp64", "shape": "NN", **p["sizes"]} for p in pool]).to_csv(pool_csv, index=False)
     fp64_start = sum(p["precision"] == "fp64" for p in start)
     out = tmp_path / "active"
-    r = run("active", str(tuning), "--config", str(config), "--out", str(out), "--rounds", "2", "--add", "6",
-            "--heldout", "20", "--points", str(pool_csv), "--replay", f"sqlite:///{recorded}", "--structure",
-            "model:0.05")
+    r = run(
+        "active",
+        str(tuning),
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--rounds",
+        "2",
+        "--add",
+        "6",
+        "--heldout",
+        "20",
+        "--points",
+        str(pool_csv),
+        "--replay",
+        f"sqlite:///{recorded}",
+        "--structure",
+        "model:0.05",
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rounds = json.loads((out / "active.json").read_text())
     assert [x["round"] for x in rounds] == [0, 1] or rounds[0]["figures"]["meets_targets"]
@@ -57,5 +81,7 @@ def test_active_tuning_adds_the_worst_held_out_problems_and_reports_fresh_ones(t
         keys0 = set(map(tuple, held0[["m", "n", "k"]].to_numpy().tolist()))
         keys1 = set(map(tuple, held1[["m", "n", "k"]].to_numpy().tolist()))
         assert not keys0 & keys1  # every round's figures are on fresh problems
-        tuned = {(p["sizes"]["m"], p["sizes"]["n"], p["sizes"]["k"]) for p in table["points"] if p["precision"] == "fp64"}
+        tuned = {
+            (p["sizes"]["m"], p["sizes"]["n"], p["sizes"]["k"]) for p in table["points"] if p["precision"] == "fp64"
+        }
         assert not keys1 & tuned and set(held1["precision"]) == {"fp64"}

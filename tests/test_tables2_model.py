@@ -1,6 +1,7 @@
 """The selection model (structure mode "model", issue 32 item 1): fitted on the tuned points only, it answers
 problems between them from each kernel's and the library's predicted time; the generated Python module and the
 C++ header (compiled with g++) give the same answers; the generated module imports its rules from the package."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -47,9 +48,22 @@ def measurements(seed: int = 5, points: int = 90) -> tuple[pd.DataFrame, np.ndar
         key = f"fp32:NN:{m}x{n}x{k}:b{batch}"
         for j, tile in enumerate(TILES):
             t = true_ms(tile, m, n, k, batch) * float(np.exp(noise.normal(0, 0.01)))
-            rows.append({"instance_id": f"k{j}", "point_key": key, "precision": "fp32", "shape": "NN", "m": m, "n": n,
-                         "k": k, "batch": batch, "status": "ok", "median_ms": t, "p20_ms": t * 0.99,
-                         "p80_ms": t * 1.01})
+            rows.append(
+                {
+                    "instance_id": f"k{j}",
+                    "point_key": key,
+                    "precision": "fp32",
+                    "shape": "NN",
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "batch": batch,
+                    "status": "ok",
+                    "median_ms": t,
+                    "p20_ms": t * 0.99,
+                    "p80_ms": t * 1.01,
+                }
+            )
         lib.append(true_ms(None, m, n, k, batch))
     return pd.DataFrame(rows), np.asarray(lib), [(m, n, k, 1000) for m, n, k in pts]
 
@@ -57,15 +71,21 @@ def measurements(seed: int = 5, points: int = 90) -> tuple[pd.DataFrame, np.ndar
 def build(structure: Structure, frame: pd.DataFrame, lib: np.ndarray):
     w = winners(perf_matrix(frame), Criteria(bk=None, tol=0.0))
     sel = select(w, "exact")
-    info = {(f"k{j}", "fp32", "NN"): KernelInfo(space="syn", name=f"k{j}", tiles=tuple(zip("mnk", tile)))
-            for j, tile in enumerate(TILES)}
+    info = {
+        (f"k{j}", "fp32", "NN"): KernelInfo(space="syn", name=f"k{j}", tiles=tuple(zip("mnk", tile)))
+        for j, tile in enumerate(TILES)
+    }
     order = {p: i for i, p in enumerate(w.matrix.points["point_key"])}
     keys = frame.drop_duplicates("point_key")["point_key"].tolist()
     lib_rows = np.full(len(order), np.nan)
     for key, t in zip(keys, lib):
         lib_rows[order[key]] = t
-    return w, build_table(w, sel, Provenance(device="syn"), info, library_ms=lib_rows, library="cublas",
-                          structure=structure), info, lib_rows
+    return (
+        w,
+        build_table(w, sel, Provenance(device="syn"), info, library_ms=lib_rows, library="cublas", structure=structure),
+        info,
+        lib_rows,
+    )
 
 
 def held_out(count: int = 300, seed: int = 11) -> list[tuple[int, int, int, int]]:
@@ -129,8 +149,14 @@ def _queries(table, count: int = 4000, seed: int = 3) -> list[tuple]:
     for _ in range(count):
         big = rng.random() < 0.1
         sizes = [rng.randint(1, MAX_SIZE) if big else rng.randint(1, 300) for _ in table.table_sizes]
-        out.append((rng.choice(table.precisions), rng.choice(table.shapes), *sizes,
-                    *(rng.randint(1, 1 << 20) for _ in table.tie_sizes)))
+        out.append(
+            (
+                rng.choice(table.precisions),
+                rng.choice(table.shapes),
+                *sizes,
+                *(rng.randint(1, 1 << 20) for _ in table.tie_sizes),
+            )
+        )
     return out
 
 
@@ -150,15 +176,21 @@ def _compare_with_cpp(table, tmp_path: Path) -> list[int]:
     (tmp_path / "main.cpp").write_text(
         '#include "dispatch.cuh"\n#include <cstdio>\nint main() {\n'
         f"  int p, s; long long d[{n}];\n"
-        f"  while (std::scanf(\"%d %d{' %lld' * n}\", &p, &s, {', '.join(f'&d[{i}]' for i in range(n))}) == {n + 2})\n"
-        f"    std::printf(\"%d\\n\", autotune_dispatch::lookup(p, s, {', '.join(f'd[{i}]' for i in range(n))}));\n"
-        "  return 0;\n}\n")
+        f'  while (std::scanf("%d %d{" %lld" * n}", &p, &s, {", ".join(f"&d[{i}]" for i in range(n))}) == {n + 2})\n'
+        f'    std::printf("%d\\n", autotune_dispatch::lookup(p, s, {", ".join(f"d[{i}]" for i in range(n))}));\n'
+        "  return 0;\n}\n"
+    )
     exe = str(tmp_path / "lookup_model")
-    res = subprocess.run(["g++", "-std=c++17", "-O2", "-Wall", "-Werror", "-o", exe, str(tmp_path / "main.cpp")],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        ["g++", "-std=c++17", "-O2", "-Wall", "-Werror", "-o", exe, str(tmp_path / "main.cpp")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
-    stdin = "\n".join(f"{table.precisions.index(q[0])} {table.shapes.index(q[1])} {' '.join(map(str, q[2:]))}"
-                      for q in queries)
+    stdin = "\n".join(
+        f"{table.precisions.index(q[0])} {table.shapes.index(q[1])} {' '.join(map(str, q[2:]))}" for q in queries
+    )
     out = subprocess.run([exe], input=stdin, capture_output=True, text=True, timeout=120)
     assert [int(x) for x in out.stdout.split()] == want
     return want
@@ -178,6 +210,7 @@ COMMITTED = paths.ROOT / "results" / "small_tables_h100" / "small_tables_h100.sq
 def committed_model_table():
     """The model table of the committed fp32/fp64 H100 sweep (real measurements)."""
     from autotune.cli.analyze import build as build_kind, load
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loaded = load(str(COMMITTED), None, None)
@@ -201,8 +234,11 @@ def test_the_generated_module_imports_its_runtime(committed_model_table):
 
 def test_a_module_written_for_another_runtime_refuses_to_import(committed_model_table, tmp_path):
     path = tmp_path / "dispatch_old.py"
-    path.write_text(emit_python(committed_model_table).replace(f"WRITTEN_FOR_RUNTIME = {RUNTIME_VERSION}",
-                                                               "WRITTEN_FOR_RUNTIME = 0"))
+    path.write_text(
+        emit_python(committed_model_table).replace(
+            f"WRITTEN_FOR_RUNTIME = {RUNTIME_VERSION}", "WRITTEN_FOR_RUNTIME = 0"
+        )
+    )
     spec = importlib.util.spec_from_file_location("dispatch_old", path)
     with pytest.raises(ImportError, match="write it again"):
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
@@ -220,16 +256,24 @@ def test_a_committed_header_compiles_from_a_copy_of_the_sources_elsewhere(folder
     work = tmp_path / "build"
     work.mkdir()
     (work / "dispatch.cuh").write_text(header)
-    (work / "main.cu").write_text('#define AUTOTUNE_DISPATCH_INSTANTIATE\n#include "dispatch.cuh"\n'
-                                  "int main() { return autotune_dispatch::kNumKernels > 0 ? 0 : 1; }\n")
-    res = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-I", str(elsewhere), "-c", "main.cu", "-o", "main.o"],
-                         cwd=work, capture_output=True, text=True, timeout=600)
+    (work / "main.cu").write_text(
+        '#define AUTOTUNE_DISPATCH_INSTANTIATE\n#include "dispatch.cuh"\n'
+        "int main() { return autotune_dispatch::kNumKernels > 0 ? 0 : 1; }\n"
+    )
+    res = subprocess.run(
+        ["nvcc", "-std=c++17", "-arch=sm_90", "-I", str(elsewhere), "-c", "main.cu", "-o", "main.o"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
 
 
 def test_structure_auto_among_chosen_modes():
     from autotune.cli.analyze import _modes, _structure
     from autotune.errors import UserError
+
     assert _structure("auto:model") is None and _modes("auto:model") == ("model",)
     assert _modes("auto") is None and _modes("auto:model,regions") == ("model", "regions")
     assert _structure("model:0.05") == Structure("model", 0.05)

@@ -1,6 +1,7 @@
 """Issue 32 item 4: `autotune validate` with a --points file of one fp16 problem whose sizes exceed 32 (where
 gemm_tiny_simt, a family among the candidates, serves nothing) measures the others instead of exiting 2 with
 "1 of the named instances are not in the space". Replayed from the committed H100 validation database."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -23,10 +24,32 @@ def test_one_fp16_problem_above_the_tiny_family_validates(tmp_path):
     points = tmp_path / "one.csv"
     points.write_text("precision,shape,m,n,k\nfp16,NN,25,80,116\n")
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "autotune", "validate", str(FP16 / "dispatch.json"), "--db", str(tuning),
-                        "--points", str(points), "--pool-bk", "3", "--out", str(out),
-                        "--replay", f"sqlite:///{recorded}", "--database", f"sqlite:///{tmp_path / 'v.sqlite'}",
-                        "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autotune",
+            "validate",
+            str(FP16 / "dispatch.json"),
+            "--db",
+            str(tuning),
+            "--points",
+            str(points),
+            "--pool-bk",
+            "3",
+            "--out",
+            str(out),
+            "--replay",
+            f"sqlite:///{recorded}",
+            "--database",
+            f"sqlite:///{tmp_path / 'v.sqlite'}",
+            "--quiet",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "not in the space" not in r.stdout + r.stderr
     config = (out / "validate_sweep.yaml").read_text()

@@ -1,5 +1,6 @@
 """pytest imports test files by basename (tests/ and tests/gpu/ are not packages): two test files of one name make
 the whole run fail at collection, as CI's did once. Every test file's name is unique."""
+
 from __future__ import annotations
 
 from collections import Counter

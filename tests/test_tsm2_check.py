@@ -1,5 +1,6 @@
 """The TSM2 model against a sweep (autotune/problems/gemm/tsm2_check.py, `autotune model`): on a results database written
 through the Store API, on the space generator, and on the recorded H100 sweep results/tsm2_h100."""
+
 from __future__ import annotations
 
 import math
@@ -74,22 +75,45 @@ def write_db(path: Path, n: int, times: dict[str, tuple[dict, str, float]], cubl
         sw = store.upsert_software(info, "0.1.0", "abc123")
         inst = {key: Instance.of("tsm2", params) for key, (params, _, _) in times.items()}
         store.upsert_instances(inst.values())
-        sweep = store.begin_sweep(SweepStart("tsm2", "name: tsm2\n", dev, sw, info, scalars={"alpha": 1.0, "beta": 0.0}, reps=20))
-        space_id = store.upsert_space(SpaceRecord("tsm2", "spaces/tsm2.yaml", "name: tsm2\n", "kernels_src/tsm2.cuh", "//"))
-        store.record(sweep, space_id, [
-            Measurement(inst[key].id, point, Status(status), median_ms=t, p20_ms=t, p80_ms=t,
-                        reps=20 if status == "ok" else 5, times_ms=[t] if t else [])
-            for key, (_, status, t) in times.items()])
-        store.record_baseline(sweep, Measurement("cublas", point, Status.OK, median_ms=cublas_ms, reps=20, times_ms=[cublas_ms]))
+        sweep = store.begin_sweep(
+            SweepStart("tsm2", "name: tsm2\n", dev, sw, info, scalars={"alpha": 1.0, "beta": 0.0}, reps=20)
+        )
+        space_id = store.upsert_space(
+            SpaceRecord("tsm2", "spaces/tsm2.yaml", "name: tsm2\n", "kernels_src/tsm2.cuh", "//")
+        )
+        store.record(
+            sweep,
+            space_id,
+            [
+                Measurement(
+                    inst[key].id,
+                    point,
+                    Status(status),
+                    median_ms=t,
+                    p20_ms=t,
+                    p80_ms=t,
+                    reps=20 if status == "ok" else 5,
+                    times_ms=[t] if t else [],
+                )
+                for key, (_, status, t) in times.items()
+            ],
+        )
+        store.record_baseline(
+            sweep, Measurement("cublas", point, Status.OK, median_ms=cublas_ms, reps=20, times_ms=[cublas_ms])
+        )
         store.finish_sweep(sweep, "done")
 
 
 def load(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     with Store.open(str(path), create=False, readonly=True) as store:
         frame = store.measurements()
-        cublas = pd.DataFrame([(p.precision, p.shape, p.m, p.n, p.k, p.batch, ms)
-                               for p, ms in store.baseline_times(store.device_id(device_info().uuid)).items()],
-                              columns=["precision", "shape", "m", "n", "k", "batch", "cublas_ms"])
+        cublas = pd.DataFrame(
+            [
+                (p.precision, p.shape, p.m, p.n, p.k, p.batch, ms)
+                for p, ms in store.baseline_times(store.device_id(device_info().uuid)).items()
+            ],
+            columns=["precision", "shape", "m", "n", "k", "batch", "cublas_ms"],
+        )
     return frame, cublas
 
 
@@ -97,8 +121,12 @@ def test_compare_reports_pick_paper_best_and_cublas(tmp_path: Path) -> None:
     model = pick("fp64", 8)
     other = {**model, "RPT": 2, "BPF": 0}
     wrong = {**model, "T3": 1 if model["T3"] != 1 else 2}
-    times = {"pick": (model, "ok", 1.5), "paper": (tsm2_check.paper_params(8), "skipped", 3.0),
-             "best": (other, "ok", 1.2), "wrong": (wrong, "wrong", 0.5)}  # a wrong result is never the best
+    times = {
+        "pick": (model, "ok", 1.5),
+        "paper": (tsm2_check.paper_params(8), "skipped", 3.0),
+        "best": (other, "ok", 1.2),
+        "wrong": (wrong, "wrong", 0.5),
+    }  # a wrong result is never the best
     db = tmp_path / "t.sqlite"
     write_db(db, 8, times, cublas_ms=1.3)
     result = tsm2_check.compare(*load(db), devices())
@@ -141,8 +169,10 @@ def test_cli_where_filter_is_a_valid_config_filter() -> None:
     assert res.exit_code == 0, res.output
     expr = res.output.strip().splitlines()[-1]
     assert expr.count("(T1 == ") == 4  # two picks, two paper configurations
-    cfg = parse_config("name: t\nspaces:\n  - {space: tsm2, where: \"" + expr + "\"}\npoints:\n  - {precisions: [fp64], "
-                       "sizes: {triples: [[20480, 2, 20480]]}, batch: 1}\n")
+    cfg = parse_config(
+        'name: t\nspaces:\n  - {space: tsm2, where: "' + expr + '"}\npoints:\n  - {precisions: [fp64], '
+        "sizes: {triples: [[20480, 2, 20480]]}, batch: 1}\n"
+    )
     assert cfg.spaces[0].where == expr
     bad = CliRunner().invoke(app, ["model", "tsm2-where", "--n", "2,x"])
     assert bad.exit_code == 2 and "--n" in bad.output

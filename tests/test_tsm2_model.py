@@ -1,4 +1,5 @@
 """The TSM2/ISM2 analytical model (autotune/tsm2_model.py) against the paper's own figures and its logic."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,8 +11,17 @@ from autotune.problems.gemm import tsm2_model as tm
 
 
 def device(bandwidth: float, peak: float, **kw) -> tm.ModelDevice:
-    base = dict(name="dev", bandwidth=bandwidth, peak_flops=peak, sm_count=132, regs_per_sm=65536,
-                smem_per_sm=228 * 1024, max_threads_per_sm=2048, max_threads_per_block=1024, clock_hz=1.98e9)
+    base = dict(
+        name="dev",
+        bandwidth=bandwidth,
+        peak_flops=peak,
+        sm_count=132,
+        regs_per_sm=65536,
+        smem_per_sm=228 * 1024,
+        max_threads_per_sm=2048,
+        max_threads_per_block=1024,
+        clock_hz=1.98e9,
+    )
     base.update(kw)
     return tm.ModelDevice(**base)
 

@@ -2,6 +2,7 @@
 to a summary and a dispatch table through the command line, with the replay backend answering from what the
 H100 recorded (examples/PROVENANCE.md): sweep, resume, report, lookup. The same sweep runs for real on the GPU
 tier (tests/gpu/test_user_kernels.py)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -18,8 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 @pytest.mark.parametrize("name", ["transpose", "softmax"])
@@ -59,12 +66,21 @@ def test_installed_package_sweeps_reports_and_emits_outside_the_checkout(tmp_pat
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
     import sysconfig  # the packages of the Python running the tests (itself maybe a venv), not autotune's source
-    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+
+    site = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     parent = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     Path(site, "_test_parent_env.pth").write_text("\n".join(sorted(parent)) + "\n")
-    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
-                          str(ROOT)], capture_output=True, text=True, timeout=300)
+    pip = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert pip.returncode == 0, pip.stderr
     work = tmp_path / "work"
     shutil.copytree(ROOT / "examples" / "transpose", work / "transpose", ignore=shutil.ignore_patterns("results"))
@@ -75,12 +91,23 @@ def test_installed_package_sweeps_reports_and_emits_outside_the_checkout(tmp_pat
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([exe, *args], capture_output=True, text=True, cwd=work, env=env, timeout=300)
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import autotune; print(autotune.__file__)"],
-                           capture_output=True, text=True, cwd=work, env=env)
+
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import autotune; print(autotune.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+    )
     assert str(venv) in where.stdout, where.stdout + where.stderr  # the installed copy, not the checkout
     installed = Path(where.stdout.strip()).parent
-    for data in ("_builtin/spaces/gemm_batched_simt.yaml", "_builtin/kernels_src/gemm_batched.cuh",
-                 "store/alembic/env.py", "store/alembic/script.py.mako", "store/alembic/versions/0002_problem_kinds.py"):
+    for data in (
+        "_builtin/spaces/gemm_batched_simt.yaml",
+        "_builtin/kernels_src/gemm_batched.cuh",
+        "store/alembic/env.py",
+        "store/alembic/script.py.mako",
+        "store/alembic/versions/0002_problem_kinds.py",
+    ):
         assert (installed / data).is_file(), data  # package data: built-ins and the schema migrations
     r = run("space", "show", "gemm_batched_simt", "--device", "H100")
     assert r.returncode == 0 and "funnel" in r.stdout.lower(), r.stdout + r.stderr
@@ -102,6 +129,7 @@ def test_report_uses_the_recorded_space_and_warns_when_the_work_tree_differs(tmp
     assert cli(user, "sweep", "sweep.yaml", "--replay", str(recorded), "--db", str(db), "--quiet").returncode == 0
     from autotune.space.spec import STORED
     from autotune.store.spaces import use_stored_spaces
+
     assert use_stored_spaces(f"sqlite:///{db}") == {}  # the work tree holds the version measured
     space = user / "space.yaml"
     space.write_text(space.read_text().replace("name: transpose_kernel", "name: transpose_kernel_v2"))
@@ -110,6 +138,7 @@ def test_report_uses_the_recorded_space_and_warns_when_the_work_tree_differs(tmp
         stored = use_stored_spaces(f"sqlite:///{db}")
     assert set(stored) == {"transpose_tiled"}
     from autotune.space.spec import load_space
+
     old = load_space("transpose_tiled")  # by name: the recorded version, with the recorded kernel source
     assert old.kernel.template == "transpose_kernel"
     assert "edited after the sweep" not in old.kernel.source_path.read_text()

@@ -2,6 +2,7 @@
 (`__constant__` symbols set from the host), an instance-aware `check:`, and `kernel: semantics: kerneltuner`
 (Kernel Tuner's implicit block-size restriction and loop_unroll_factor_* parameters). The data run on NumPy
 (CuPy on the GPU: tests/gpu/test_user_vocab_gpu.py)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -63,7 +64,8 @@ def space(tmp_path: Path, problem: str, kernel_extra: str = "", parameters: str 
     (tmp_path / "check.py").write_text(CHECK)
     (tmp_path / "ref.py").write_text("def ref(a, s):\n    return {'y': a['x'] * a['filt'].sum()}\n")
     (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* y, const float* x, int n) {}\n')
-    (tmp_path / "space.yaml").write_text(textwrap.dedent("""\
+    (tmp_path / "space.yaml").write_text(
+        textwrap.dedent("""\
         name: vocab
         problem:
         {problem}
@@ -76,8 +78,12 @@ def space(tmp_path: Path, problem: str, kernel_extra: str = "", parameters: str 
         parameters:
           bs: [32, 64]
           {parameters}
-        """).format(problem=textwrap.indent(textwrap.dedent(problem), "  "),
-                    kernel_extra=textwrap.indent(kernel_extra, "  "), parameters=parameters))
+        """).format(
+            problem=textwrap.indent(textwrap.dedent(problem), "  "),
+            kernel_extra=textwrap.indent(kernel_extra, "  "),
+            parameters=parameters,
+        )
+    )
     return tmp_path / "space.yaml"
 
 
@@ -112,8 +118,12 @@ def test_buffers_and_constants_from_a_function(tmp_path: Path) -> None:
     assert consts["scale"].flags.c_contiguous
     ref = d.reference()  # the reference reads the constant by name
     assert np.allclose(ref["y"], 15 * d.sets[0]["x"])
-    assert kind.describe()["constants"][0] == {"name": "filt", "dtype": "float32", "shape": ["5"],
-                                               "init": {"function": str((tmp_path / "gen.py").resolve()) + ":filt"}}
+    assert kind.describe()["constants"][0] == {
+        "name": "filt",
+        "dtype": "float32",
+        "shape": ["5"],
+        "init": {"function": str((tmp_path / "gen.py").resolve()) + ":filt"},
+    }
 
 
 def test_a_function_of_the_wrong_shape_names_file_and_line(tmp_path: Path) -> None:
@@ -124,16 +134,19 @@ def test_a_function_of_the_wrong_shape_names_file_and_line(tmp_path: Path) -> No
     assert "gen.py:wrong_shape returned an array of shape [9]" in err.value.message and "[8]" in err.value.message
 
 
-@pytest.mark.parametrize("change, line, message", [
-    (("gen.py:make", "gen.py make"), 7, "must be file.py:function"),
-    (("{function: gen.py:make}", "{function: gen.py:make, seed: 3}"), 7, "`init:` as a mapping is {function"),
-    (("gen.py:make", "nothere.py:make"), 7, "no file"),
-    (("{name: scale, dtype: T", "{name: x, dtype: T"), 11, "constant name 'x' is used twice"),
-    (("shape: [5]", "shape: [20000]"), 10, "constant 'filt' is 80,000 bytes"),
-    (("dtype: float32, shape: [5]", "dtype: float33, shape: [5]"), 10, "unknown dtype 'float33'"),
-    (("{name: filt, dtype: float32, shape: [5],", "{name: filt, shape: [5],"), 10, "each constant is"),
-    (("reference: ref.py:ref", "tolerance: {fp32: 1e-5}"), 3, "missing `reference:` (or `check:`)"),
-])
+@pytest.mark.parametrize(
+    "change, line, message",
+    [
+        (("gen.py:make", "gen.py make"), 7, "must be file.py:function"),
+        (("{function: gen.py:make}", "{function: gen.py:make, seed: 3}"), 7, "`init:` as a mapping is {function"),
+        (("gen.py:make", "nothere.py:make"), 7, "no file"),
+        (("{name: scale, dtype: T", "{name: x, dtype: T"), 11, "constant name 'x' is used twice"),
+        (("shape: [5]", "shape: [20000]"), 10, "constant 'filt' is 80,000 bytes"),
+        (("dtype: float32, shape: [5]", "dtype: float33, shape: [5]"), 10, "unknown dtype 'float33'"),
+        (("{name: filt, dtype: float32, shape: [5],", "{name: filt, shape: [5],"), 10, "each constant is"),
+        (("reference: ref.py:ref", "tolerance: {fp32: 1e-5}"), 3, "missing `reference:` (or `check:`)"),
+    ],
+)
 def test_bad_vocabulary_names_file_and_line(tmp_path: Path, change: tuple[str, str], line: int, message: str) -> None:
     with pytest.raises(SpaceError) as err:
         load_space(space(tmp_path, PROBLEM.replace(*change)))
@@ -149,8 +162,11 @@ def test_an_init_function_outside_the_folder_tree_is_refused(tmp_path: Path) -> 
     path = space(folder, PROBLEM.replace("gen.py:make", "../elsewhere/gen.py:make"))
     with pytest.raises(SpaceError) as err:
         load_space(path)
-    assert "problem: argument 'x' init: function:" in err.value.message and "outside the space file's folder" in \
-        err.value.message and err.value.line == 7
+    assert (
+        "problem: argument 'x' init: function:" in err.value.message
+        and "outside the space file's folder" in err.value.message
+        and err.value.line == 7
+    )
 
 
 CHECKED = PROBLEM.replace("reference: ref.py:ref", "check: check.py:partial_sums")
@@ -178,10 +194,13 @@ def test_an_instance_aware_check_decides_without_a_reference(tmp_path: Path) -> 
 
 
 def test_a_check_with_a_reference_gets_the_expected_outputs(tmp_path: Path) -> None:
-    (tmp_path / "check2.py").write_text("def close(outputs, expected, params, sizes):\n"
-                                        "    return bool(abs(outputs['y'] - expected['y']).max() < 1e-3)\n")
-    kind = load_space(space(tmp_path, PROBLEM.replace("reference: ref.py:ref",
-                                                      "reference: ref.py:ref\ncheck: check2.py:close"))).kind
+    (tmp_path / "check2.py").write_text(
+        "def close(outputs, expected, params, sizes):\n"
+        "    return bool(abs(outputs['y'] - expected['y']).max() < 1e-3)\n"
+    )
+    kind = load_space(
+        space(tmp_path, PROBLEM.replace("reference: ref.py:ref", "reference: ref.py:ref\ncheck: check2.py:close"))
+    ).kind
     d = data(kind)
     ref = d.reference()
     d.prepare_verify()
@@ -192,8 +211,9 @@ def test_a_check_with_a_reference_gets_the_expected_outputs(tmp_path: Path) -> N
     assert d.verify(ref).ok is False  # the plain comparison still works on its own
 
 
-@pytest.mark.parametrize("fn, message", [("boom", "check.py:boom raised at vocab:fp32:-:8: KeyError"),
-                                         ("odd", "check.py:odd returned int")])
+@pytest.mark.parametrize(
+    "fn, message", [("boom", "check.py:boom raised at vocab:fp32:-:8: KeyError"), ("odd", "check.py:odd returned int")]
+)
 def test_a_check_that_raises_is_the_problems_fault(tmp_path: Path, fn: str, message: str) -> None:
     kind = load_space(space(tmp_path, CHECKED.replace("partial_sums", fn))).kind
     d = data(kind)
@@ -263,21 +283,34 @@ extern "C" __global__ void k(float* y, const float* x, int n) {
 def test_an_unroll_parameter_compiles_as_kernel_tuner_compiles_it(tmp_path: Path, factor: str) -> None:
     (tmp_path / "k.cu").write_text(UNROLL_KERNEL)
     defines = (("loop_unroll_factor_0", factor),)
-    as_define = CompileRequest(tmp_path / "k.cu", ("k",), 90, options=("-std=c++17", f"-Dloop_unroll_factor_0={factor}"),
-                               defines=defines, compiler="nvcc")
+    as_define = CompileRequest(
+        tmp_path / "k.cu",
+        ("k",),
+        90,
+        options=("-std=c++17", f"-Dloop_unroll_factor_0={factor}"),
+        defines=defines,
+        compiler="nvcc",
+    )
     (ck,) = compile_batch(as_define, tmp_path / "c1")
     assert not ck.ok and "loop_unroll_factor_0" in ck.log  # a #pragma unroll argument is not macro-expanded
-    kt = CompileRequest(tmp_path / "k.cu", ("k",), 90, options=("-std=c++17",), defines=defines, compiler="nvcc",
-                        unroll=defines)
+    kt = CompileRequest(
+        tmp_path / "k.cu", ("k",), 90, options=("-std=c++17",), defines=defines, compiler="nvcc", unroll=defines
+    )
     (ck,) = compile_batch(kt, tmp_path / "c2")
     assert ck.ok, ck.log
     assert (tmp_path / "k.cu").read_text() == UNROLL_KERNEL  # the user's file is unchanged
 
 
 def test_imported_kerneltuner_spaces_say_how_to_get_its_semantics() -> None:
-    cache = KTCache(device_name="A100", kernel_name="vector_add", problem_size=(100,),
-                    tune_params_keys=("block_size_x",), tune_params={"block_size_x": [32, 64]}, objective="time",
-                    records=(KTRecord({"block_size_x": 32}, "ok", 1.0),))
+    cache = KTCache(
+        device_name="A100",
+        kernel_name="vector_add",
+        problem_size=(100,),
+        tune_params_keys=("block_size_x",),
+        tune_params={"block_size_x": [32, 64]},
+        objective="time",
+        records=(KTRecord({"block_size_x": 32}, "ok", 1.0),),
+    )
     text = space_yaml(cache, "vector_add")
     assert "#   semantics: kerneltuner\n" in text and "#   block: [block_size_x, 1, 1]\n" in text
     evil = space_yaml(dataclasses.replace(cache, kernel_name="x\nkernel: {}"), "v")

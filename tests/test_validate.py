@@ -1,6 +1,7 @@
 """`autotune validate TABLE` end to end without a GPU: a table made from part of the recorded H100 sweep
 (results/default: square fp64/fp32 sizes 4, 12, 24 kept, 8, 16, 32 held out) is validated at the held-out sizes
 with the replay backend answering from the full recording; then again from the validation database alone."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ HELD_OUT = (8, 16, 32)
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +48,30 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
         c.execute(f"DELETE FROM test_points WHERE id IN ({ids})")
     r = cli(work, "emit", str(tuning), "--format", "json", "-o", "table.json")
     assert r.returncode == 0, r.stderr
-    (work / "points.csv").write_text("precision,shape,m,n,k\n" + "".join(
-        f"{p},NN,{s},{s},{s}\n" for p in ("fp64", "fp32") for s in HELD_OUT))
+    (work / "points.csv").write_text(
+        "precision,shape,m,n,k\n" + "".join(f"{p},NN,{s},{s},{s}\n" for p in ("fp64", "fp32") for s in HELD_OUT)
+    )
     return work
 
 
 @pytest.fixture(scope="module")
 def validated(tuned: Path) -> Path:
-    r = cli(tuned, "validate", "table.json", "--db", "tuning.sqlite", "--points", "points.csv", "--pool-bk", "3",
-            "--replay", str(RECORDED), "--out", "out1", "--quiet")
+    r = cli(
+        tuned,
+        "validate",
+        "table.json",
+        "--db",
+        "tuning.sqlite",
+        "--points",
+        "points.csv",
+        "--pool-bk",
+        "3",
+        "--replay",
+        str(RECORDED),
+        "--out",
+        "out1",
+        "--quiet",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "all" in r.stdout and "median" in r.stdout  # the summary table comes last
     return tuned / "out1"
@@ -62,9 +79,15 @@ def validated(tuned: Path) -> Path:
 
 def test_validation_csv_against_the_table_and_the_recording(tuned: Path, validated: Path) -> None:
     text = (validated / "validation.csv").read_text()
-    assert text.splitlines()[0] == ",".join(v.csv_columns(GEMM)) == ("kind,precision,shape,m,n,k,batch,table_choice,"
-                                                                   "table_ms,best_choice,best_ms,best_roofline_frac,"
-                                                                   "baseline_ms,loss_vs_best,speedup_vs_baseline")
+    assert (
+        text.splitlines()[0]
+        == ",".join(v.csv_columns(GEMM))
+        == (
+            "kind,precision,shape,m,n,k,batch,table_choice,"
+            "table_ms,best_choice,best_ms,best_roofline_frac,"
+            "baseline_ms,loss_vs_best,speedup_vs_baseline"
+        )
+    )
     frame = pd.read_csv(validated / "validation.csv", keep_default_na=False, na_values=[""])
     assert len(frame) == 6 and set(frame["m"]) == set(HELD_OUT)
     assert (frame["kind"] == "gemm").all()
@@ -74,8 +97,9 @@ def test_validation_csv_against_the_table_and_the_recording(tuned: Path, validat
         assert r.batch == rec[(rec.precision == r.precision) & (rec.m == r.m)].batch.item()
     table = v.read_table(tuned / "table.json")
     for r in frame.itertuples():
-        assert r.table_choice == table.answer(gemm_point(r.precision, r.shape, int(r.m), int(r.n), int(r.k),
-                                                         int(r.batch)))
+        assert r.table_choice == table.answer(
+            gemm_point(r.precision, r.shape, int(r.m), int(r.n), int(r.k), int(r.batch))
+        )
     loss = frame["loss_vs_best"].dropna()
     assert len(loss) >= 4 and (loss >= 0).all() and (loss < 1).all()
     known = frame.dropna(subset=["table_ms", "best_ms"])
@@ -91,9 +115,11 @@ def test_validation_csv_against_the_table_and_the_recording(tuned: Path, validat
             if r.best_choice == "library":
                 assert r.best_ms == pytest.approx(r.baseline_ms)
                 continue
-            (ms,) = c.execute("SELECT m.median_ms FROM measurements m JOIN test_points p ON p.id = m.point_id "
-                              "WHERE m.instance_id = ? AND p.precision = ? AND p.m = ? AND m.status = 'ok'",
-                              (r.best_choice, r.precision, int(r.m))).fetchone()
+            (ms,) = c.execute(
+                "SELECT m.median_ms FROM measurements m JOIN test_points p ON p.id = m.point_id "
+                "WHERE m.instance_id = ? AND p.precision = ? AND p.m = ? AND m.status = 'ok'",
+                (r.best_choice, r.precision, int(r.m)),
+            ).fetchone()
             assert ms == pytest.approx(r.best_ms, rel=1e-8)
             assert math.isnan(r.baseline_ms) or r.best_ms <= r.baseline_ms
     # the measuring was a sweep of the candidates where they are valid
@@ -110,8 +136,22 @@ def test_validation_csv_against_the_table_and_the_recording(tuned: Path, validat
 
 
 def test_rerun_from_the_validation_database_is_byte_identical(tuned: Path, validated: Path) -> None:
-    r = cli(tuned, "validate", "table.json", "--db", "tuning.sqlite", "--points", "points.csv", "--pool-bk", "3",
-            "--replay", str(validated / "validation.sqlite"), "--out", "out2", "--quiet")
+    r = cli(
+        tuned,
+        "validate",
+        "table.json",
+        "--db",
+        "tuning.sqlite",
+        "--points",
+        "points.csv",
+        "--pool-bk",
+        "3",
+        "--replay",
+        str(validated / "validation.sqlite"),
+        "--out",
+        "out2",
+        "--quiet",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tuned / "out2" / "validation.csv").read_bytes() == (validated / "validation.csv").read_bytes()
 
@@ -137,12 +177,19 @@ def test_random_problems_are_held_out_seeded_and_split_over_the_groups(tuned: Pa
 
         def point(self, precision: str, shape: str, sizes: dict[str, int]):
             return gemm_point(precision, shape, sizes["m"], sizes["n"], sizes["k"], 10)
+
     w = v.random_points(table, GEMM, 4, 0, rule, Workload())
     assert all(100 <= p.m <= 200 and 1 <= p.n <= 3 and p.k == 7 and p.batch == 10 for p in w)
     assert all(p.batch != 10 for p in v.random_points(table, GEMM, 4, 0, rule, Workload(), rule_given=True))
     with pytest.raises(v.UserError, match="cannot draw"):  # 4..24 has fewer than 100,000 free problems... per group
-        v.random_points(table, GEMM, 4, 0, rule, type("W", (), {"bounds": lambda s, p, sh: {
-            "m": (4, 4), "n": (4, 4), "k": (4, 4)}})())
+        v.random_points(
+            table,
+            GEMM,
+            4,
+            0,
+            rule,
+            type("W", (), {"bounds": lambda s, p, sh: {"m": (4, 4), "n": (4, 4), "k": (4, 4)}})(),
+        )
 
 
 def test_batch_rule_given_and_parsed(tuned: Path) -> None:
@@ -160,6 +207,7 @@ def test_batch_rule_given_and_parsed(tuned: Path) -> None:
 
 def invoke(cwd: Path, *args: str):
     import os
+
     here = os.getcwd()
     os.chdir(cwd)
     try:
@@ -173,9 +221,12 @@ def test_errors_name_the_file_and_line(tuned: Path, tmp_path: Path) -> None:
     assert r.exit_code == 2 and "no dispatch table nope.json" in r.output and "Traceback" not in r.output
     (tmp_path / "bad.csv").write_text("precision,shape,m,n,k\nfp32,NN,8,8,8\nfp32,NN,8,x,8\n")
     r = invoke(tuned, "validate", "table.json", "--points", str(tmp_path / "bad.csv"))
-    assert r.exit_code == 2 and f"{tmp_path / 'bad.csv'}:3:" in r.output and "size n = 'x' is not an integer" in r.output
-    (tmp_path / "bad.yaml").write_text("- {precision: fp32, shape: NN, m: 8, n: 8, k: 8}\n"
-                                       "- {precision: fp8, shape: NN, m: 8, n: 8, k: 8}\n")
+    assert (
+        r.exit_code == 2 and f"{tmp_path / 'bad.csv'}:3:" in r.output and "size n = 'x' is not an integer" in r.output
+    )
+    (tmp_path / "bad.yaml").write_text(
+        "- {precision: fp32, shape: NN, m: 8, n: 8, k: 8}\n- {precision: fp8, shape: NN, m: 8, n: 8, k: 8}\n"
+    )
     r = invoke(tuned, "validate", "table.json", "--points", str(tmp_path / "bad.yaml"))
     assert r.exit_code == 2 and f"{tmp_path / 'bad.yaml'}:2:" in r.output and "fp8" in r.output
     r = invoke(tuned, "validate", "table.json")
@@ -202,8 +253,20 @@ def test_the_generic_kernel_is_measured_where_the_table_answers_with_it(tuned: P
     if data.get("model"):  # nor a predicted one (structure "model", which leave-one-out may choose)
         data["model"]["library"] = {}
     (tuned / "naive.json").write_text(json.dumps(data))
-    r = cli(tuned, "validate", "naive.json", "--points", "points.csv", "--pool-bk", "0", "--replay", str(RECORDED),
-            "--out", "out_naive", "--quiet")
+    r = cli(
+        tuned,
+        "validate",
+        "naive.json",
+        "--points",
+        "points.csv",
+        "--pool-bk",
+        "0",
+        "--replay",
+        str(RECORDED),
+        "--out",
+        "out_naive",
+        "--quiet",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     frame = pd.read_csv(tuned / "out_naive" / "validation.csv", keep_default_na=False, na_values=[""])
     assert (frame["table_choice"] == "generic").all()
@@ -222,7 +285,8 @@ def test_spaces_resolve_by_name_else_by_the_recorded_file(tmp_path: Path) -> Non
         v.space_refs(["gone"], {"gone": str(tmp_path / "gone.yaml")})
     stencil = Path(__file__).resolve().parents[1] / "examples" / "stencil" / "space.yaml"
     assert v.space_refs(["convolution_5x5"], {"convolution_5x5": "/elsewhere/space.yaml"}, [stencil]) == {
-        "convolution_5x5": str(stencil)}  # --space wins over a recorded file that is gone
+        "convolution_5x5": str(stencil)
+    }  # --space wins over a recorded file that is gone
 
 
 def test_points_files_csv_and_yaml(tmp_path: Path) -> None:
@@ -230,12 +294,16 @@ def test_points_files_csv_and_yaml(tmp_path: Path) -> None:
 
     def batch(precision: str, m: int, n: int, k: int) -> int:
         return batch_for_bytes(1000, precision, m, n, k)
-    (tmp_path / "p.csv").write_text("m,n,k,precision,shape,batch\n# a comment\n24,20,7,fp32,NT,5\n3,4,5,fp64,NN,\n"
-                                    "24,20,7,fp32,NT,5\n")
+
+    (tmp_path / "p.csv").write_text(
+        "m,n,k,precision,shape,batch\n# a comment\n24,20,7,fp32,NT,5\n3,4,5,fp64,NN,\n24,20,7,fp32,NT,5\n"
+    )
     got = v.read_points(tmp_path / "p.csv", GEMM, rule)
     assert got == [gemm_point("fp32", "NT", 24, 20, 7, 5), gemm_point("fp64", "NN", 3, 4, 5, batch("fp64", 3, 4, 5))]
-    (tmp_path / "p.yaml").write_text("- {precision: fp16, shape: TT, m: 24, n: 20, k: 7}\n"
-                                     "- {precision: fp32, shape: NN, m: 2, n: 2, k: 2, batch: 3}\n")
+    (tmp_path / "p.yaml").write_text(
+        "- {precision: fp16, shape: TT, m: 24, n: 20, k: 7}\n"
+        "- {precision: fp32, shape: NN, m: 2, n: 2, k: 2, batch: 3}\n"
+    )
     got = v.read_points(tmp_path / "p.yaml", GEMM, rule)
     assert got == [gemm_point("fp16", "TT", 24, 20, 7, batch("fp16", 24, 20, 7)), gemm_point("fp32", "NN", 2, 2, 2, 3)]
     (tmp_path / "short.csv").write_text("precision,shape,m,n,k\nfp32,NN,8,8\n")

@@ -2,6 +2,7 @@
 an example's recorded H100 sweep is validated at the recording's own points (the replay backend answers from
 it), with one CSV column per size of the kind; plus the held-out problems of such a kind and the candidates a
 sweep can measure."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,9 @@ EXAMPLES = ROOT / "examples"
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +47,25 @@ def stencil(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_validate(work: Path, out: str, replay: Path, *extra: str) -> Path:
-    r = cli(work, "validate", "rep/dispatch.json", "--db", "recording.sqlite", "--points", "points.csv",
-            "--space", str(EXAMPLES / "stencil" / "space.yaml"), "--pool-bk", "3", "--replay", str(replay),
-            "--out", out, "--quiet", *extra)
+    r = cli(
+        work,
+        "validate",
+        "rep/dispatch.json",
+        "--db",
+        "recording.sqlite",
+        "--points",
+        "points.csv",
+        "--space",
+        str(EXAMPLES / "stencil" / "space.yaml"),
+        "--pool-bk",
+        "3",
+        "--replay",
+        str(replay),
+        "--out",
+        out,
+        "--quiet",
+        *extra,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "convolution5x5" in r.stdout and "all" in r.stdout
     return work / out
@@ -56,8 +74,10 @@ def run_validate(work: Path, out: str, replay: Path, *extra: str) -> Path:
 def test_stencil_table_validated_at_the_recorded_points(stencil: Path) -> None:
     out = run_validate(stencil, "out1", stencil / "recording.sqlite")
     header = (out / "validation.csv").read_text().splitlines()[0]
-    assert header == ("kind,precision,shape,ny,nx,table_choice,table_ms,best_choice,best_ms,best_roofline_frac,"
-                      "baseline_ms,loss_vs_best,speedup_vs_baseline")
+    assert header == (
+        "kind,precision,shape,ny,nx,table_choice,table_ms,best_choice,best_ms,best_roofline_frac,"
+        "baseline_ms,loss_vs_best,speedup_vs_baseline"
+    )
     frame = pd.read_csv(out / "validation.csv", keep_default_na=False, na_values=[""])
     want = pd.read_csv(stencil / "points.csv")
     assert frame[["ny", "nx"]].values.tolist() == want.values.tolist()
@@ -104,8 +124,10 @@ def test_stencil_random_problems_within_the_tuned_range(stencil: Path) -> None:
         assert all(bounds[n][0] <= p.dims[n] <= bounds[n][1] for n in ("ny", "nx"))
         assert ("fp32", "", p.dims["ny"], p.dims["nx"]) not in tuned
     (stencil / "p.yaml").write_text("- {ny: 100, nx: 200}\n- {precision: fp32, ny: 7, nx: 9}\n")
-    assert [p.dims for p in v.read_points(stencil / "p.yaml", kind, rule)] == [{"ny": 100, "nx": 200},
-                                                                                {"ny": 7, "nx": 9}]
+    assert [p.dims for p in v.read_points(stencil / "p.yaml", kind, rule)] == [
+        {"ny": 100, "nx": 200},
+        {"ny": 7, "nx": 9},
+    ]
     (stencil / "bad.csv").write_text("ny,nx,m\n1,2,3\n")
     with pytest.raises(v.UserError, match="bad.csv:1: CSV header ny,nx,m: unknown columns m"):
         v.read_points(stencil / "bad.csv", kind, rule)
@@ -118,9 +140,11 @@ def test_a_family_that_accepts_no_held_out_problem_is_left_out() -> None:
     """tsm2 takes only N <= 16 and batch 1; gemm_batched_simt takes any GEMM: at 64x64x64 problems the tsm2
     instances are left out (the sweep would refuse them as 'not in the space'), so is an fp64 instance at fp32
     problems; nothing measurable at all is a UserError."""
-    cands = v.Candidates({"gemm_batched_simt": ("a", "b"), "tsm2": ("t",)},
-                         {"gemm_batched_simt": "gemm_batched_simt", "tsm2": "tsm2"},
-                         precisions={"a": frozenset({"fp32"}), "b": frozenset({"fp64"}), "t": frozenset({"fp32"})})
+    cands = v.Candidates(
+        {"gemm_batched_simt": ("a", "b"), "tsm2": ("t",)},
+        {"gemm_batched_simt": "gemm_batched_simt", "tsm2": "tsm2"},
+        precisions={"a": frozenset({"fp32"}), "b": frozenset({"fp64"}), "t": frozenset({"fp32"})},
+    )
     big = [gemm_point("fp32", "NN", 64, 64, 64, 10)]
     kept = v.measurable(cands, big)
     assert kept.by_space == {"gemm_batched_simt": ("a",)} and set(kept.refs) == {"gemm_batched_simt"}

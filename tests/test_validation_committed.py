@@ -1,6 +1,7 @@
 """The committed H100 validations replay: `autotune validate` on the recorded validation database (the replay
 backend) reproduces the committed validation.csv byte for byte, and the figures the README and PROVENANCE quote
 come out of it."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -27,11 +28,36 @@ def test_validation_replays_byte_for_byte(name, tmp_path):
     tuning = _unzip(d / f"{name}.sqlite.xz", tmp_path / "tuning.sqlite")
     recorded = _unzip(d / "validation" / "validation.sqlite.xz", tmp_path / "recorded.sqlite")
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "autotune", "validate", str(d / "dispatch.json"), "--db", str(tuning),
-                        "--random", "200", "--seed", "1", "--workload", f"configs/workloads/{TABLES[name]}.yaml",
-                        "--pool-bk", "3", "--out", str(out), "--replay", f"sqlite:///{recorded}",
-                        "--validation-db", f"sqlite:///{tmp_path / 'v.sqlite'}", "--quiet"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autotune",
+            "validate",
+            str(d / "dispatch.json"),
+            "--db",
+            str(tuning),
+            "--random",
+            "200",
+            "--seed",
+            "1",
+            "--workload",
+            f"configs/workloads/{TABLES[name]}.yaml",
+            "--pool-bk",
+            "3",
+            "--out",
+            str(out),
+            "--replay",
+            f"sqlite:///{recorded}",
+            "--validation-db",
+            f"sqlite:///{tmp_path / 'v.sqlite'}",
+            "--quiet",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert (out / "validation.csv").read_bytes() == (d / "validation" / "validation.csv").read_bytes()
     frame = pd.read_csv(out / "validation.csv")
@@ -49,11 +75,36 @@ def test_example_validation_replays_byte_for_byte(name, tmp_path):
         pytest.skip(f"no committed validation for examples/{name}")
     recorded = _unzip(d / "validation" / "validation.sqlite.xz", tmp_path / "recorded.sqlite")
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "autotune", "validate", str(d / "dispatch.json"),
-                        "--db", str(d / f"{name}_h100.sqlite.xz"), "--random", "200", "--seed", "1", "--pool-bk", "3",
-                        "--space", str(ROOT / "examples" / name / "space.yaml"), "--out", str(out),
-                        "--replay", f"sqlite:///{recorded}", "--validation-db", f"sqlite:///{tmp_path / 'v.sqlite'}",
-                        "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autotune",
+            "validate",
+            str(d / "dispatch.json"),
+            "--db",
+            str(d / f"{name}_h100.sqlite.xz"),
+            "--random",
+            "200",
+            "--seed",
+            "1",
+            "--pool-bk",
+            "3",
+            "--space",
+            str(ROOT / "examples" / name / "space.yaml"),
+            "--out",
+            str(out),
+            "--replay",
+            f"sqlite:///{recorded}",
+            "--validation-db",
+            f"sqlite:///{tmp_path / 'v.sqlite'}",
+            "--quiet",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert (out / "validation.csv").read_bytes() == (d / "validation" / "validation.csv").read_bytes()
     frame = pd.read_csv(out / "validation.csv")

@@ -1,4 +1,5 @@
 """Winners: pivoting, BK, TOL boundary, tie rule, failures; and the leave-one-out loss."""
+
 from __future__ import annotations
 
 import math
@@ -8,8 +9,7 @@ import pandas as pd
 import pytest
 
 from autotune.dispatch.loo import leave_one_out
-from autotune.analysis.winners import (Criteria, instance_points, perf_matrix, winners,
-                              winners_frame, with_point_key)
+from autotune.analysis.winners import Criteria, instance_points, perf_matrix, winners, winners_frame, with_point_key
 from autotune.problems.gemm.synthetic import synthetic_measurements
 
 
@@ -17,10 +17,21 @@ def frame(times: dict[tuple[str, int], float | None], spread: float = 0.0, batch
     """Rows from {(instance, square size): median ms or None (failed)}; fp64 NN."""
     rows = []
     for (iid, s), ms in times.items():
-        rows.append({"instance_id": iid, "precision": "fp64", "shape": "NN", "m": s, "n": s, "k": s, "batch": batch,
-                     "status": "ok" if ms is not None else "wrong", "median_ms": ms,
-                     "p20_ms": None if ms is None else ms * (1 - spread),
-                     "p80_ms": None if ms is None else ms * (1 + spread)})
+        rows.append(
+            {
+                "instance_id": iid,
+                "precision": "fp64",
+                "shape": "NN",
+                "m": s,
+                "n": s,
+                "k": s,
+                "batch": batch,
+                "status": "ok" if ms is not None else "wrong",
+                "median_ms": ms,
+                "p20_ms": None if ms is None else ms * (1 - spread),
+                "p80_ms": None if ms is None else ms * (1 + spread),
+            }
+        )
     return with_point_key(pd.DataFrame(rows))
 
 
@@ -110,8 +121,7 @@ def test_synthetic_sweep_is_deterministic_and_recorded_like():
 def test_leave_one_out_uses_the_table_built_without_the_point():
     # a is best at 8 and 32; b only at 16 where a is 25% slower. Holding out 16, the table built from
     # {8, 32} is {a}, so the held-out loss at 16 is a's measured loss there: 1 - 1.0 / 1.25 = 0.2.
-    df = frame({("a", 8): 1.0, ("a", 16): 1.25, ("a", 32): 1.0,
-                ("b", 8): 2.0, ("b", 16): 1.0, ("b", 32): 2.0})
+    df = frame({("a", 8): 1.0, ("a", 16): 1.25, ("a", 32): 1.0, ("b", 8): 2.0, ("b", 16): 1.0, ("b", 32): 2.0})
     res = leave_one_out(perf_matrix(df), Criteria(bk=10, tol=0.0), "exact")
     row = res.frame.set_index("m").loc[16]
     assert row["instance_id"] == "a" and row["interior"]

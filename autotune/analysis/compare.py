@@ -20,6 +20,7 @@ The best group at a point has the smallest time, ties to the first group; `<grou
 group's time / that time (>= 1). The best is an ok time unless `space` or `where` left out every
 instance faster than the skipped ones (then the best group's `skipped` flag says so).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,6 +42,7 @@ def parameter_columns(frame: pd.DataFrame) -> dict[str, str]:
     """Parameter name -> column of a measurements frame, for the parameters some row has a value of
     (a parameter named like a fixed column, e.g. `k`, is the column `param_k`)."""
     from autotune.store.store import MEASUREMENT_COLUMNS  # SQLAlchemy: not at the command line's start
+
     out = {}
     for col in frame.columns:
         if col in MEASUREMENT_COLUMNS or not frame[col].notna().any():
@@ -61,8 +63,14 @@ def library_label(layout: Layout) -> str:
     return kind.baseline_name if kind is not None and kind.baseline_name else "baseline"
 
 
-def compare(frame: pd.DataFrame, by: str, space: str | None = None, where: str | None = None,
-            library: pd.DataFrame | None = None, layout: Layout | None = None) -> pd.DataFrame:
+def compare(
+    frame: pd.DataFrame,
+    by: str,
+    space: str | None = None,
+    where: str | None = None,
+    library: pd.DataFrame | None = None,
+    layout: Layout | None = None,
+) -> pd.DataFrame:
     """One row per test point: the best time of each group of instances, the best group, slowdowns.
 
     `frame`: measurements of one GPU and one problem kind (`layout`: its sizes; default Layout.infer). `by`: a
@@ -84,8 +92,10 @@ def compare(frame: pd.DataFrame, by: str, space: str | None = None, where: str |
     if space is not None:
         spaces = sorted(str(s) for s in df["space"].dropna().unique())
         if space not in spaces:
-            raise UserError(f"--space: no measurements of space {space!r}",
-                            hint=f"spaces measured on this GPU: {', '.join(spaces) or 'none'}")
+            raise UserError(
+                f"--space: no measurements of space {space!r}",
+                hint=f"spaces measured on this GPU: {', '.join(spaces) or 'none'}",
+            )
         df = df[df["space"] == space]
     params = parameter_columns(df)
     if by == BY_SPACE:
@@ -94,8 +104,10 @@ def compare(frame: pd.DataFrame, by: str, space: str | None = None, where: str |
         col = params[by]
     else:
         of = f" of space {space!r}" if space else ""
-        raise UserError(f"--by: no parameter {by!r} in the measured instances{of}",
-                        hint=f"name one of: {', '.join(sorted(params)) or '(none)'}, or `--by space`")
+        raise UserError(
+            f"--by: no parameter {by!r} in the measured instances{of}",
+            hint=f"name one of: {', '.join(sorted(params)) or '(none)'}, or `--by space`",
+        )
     if where:
         df = df[_where(df, where, params)]
     median = pd.to_numeric(df["median_ms"], errors="coerce")
@@ -103,9 +115,11 @@ def compare(frame: pd.DataFrame, by: str, space: str | None = None, where: str |
     if timed.empty:
         filters = " ".join(f"{k} {v!r}" for k, v in (("--space", space), ("--where", where)) if v)
         with_by = "" if by == BY_SPACE else f" with the parameter {by}"
-        raise UserError(f"no verified (ok or skipped) measurement of an instance{with_by}"
-                        + (f" matching {filters}" if filters else ""),
-                        hint="check --space, --where and --device, or sweep those instances first")
+        raise UserError(
+            f"no verified (ok or skipped) measurement of an instance{with_by}"
+            + (f" matching {filters}" if filters else ""),
+            hint="check --space, --where and --device, or sweep those instances first",
+        )
     values = sorted(timed[col].unique(), key=_value_order)
     label = {v: f"{by}={_text(v)}" for v in values}
     labels = list(dict.fromkeys(label.values()))
@@ -153,13 +167,20 @@ def summarize(result: pd.DataFrame, layout: Layout | None = None) -> pd.DataFram
         slow = result[g + SLOWDOWN].to_numpy(float)
         timed = np.isfinite(slow)
         wins = (result["best"] == g).to_numpy()
-        rows.append({"group": g, "best_at": int(wins.sum()), "points": int(timed.sum()),
-                     "skipped_points": int(result.loc[timed, g + SKIPPED].sum()),
-                     "geomean_slowdown": float(np.exp(np.log(slow[timed]).mean())) if timed.any() else math.nan,
-                     "worst_slowdown": float(slow[timed].max()) if timed.any() else math.nan,
-                     "wins": win_ranges(result, wins, sizes)})
-    return pd.DataFrame(rows, columns=["group", "best_at", "points", "skipped_points", "geomean_slowdown",
-                                       "worst_slowdown", "wins"])
+        rows.append(
+            {
+                "group": g,
+                "best_at": int(wins.sum()),
+                "points": int(timed.sum()),
+                "skipped_points": int(result.loc[timed, g + SKIPPED].sum()),
+                "geomean_slowdown": float(np.exp(np.log(slow[timed]).mean())) if timed.any() else math.nan,
+                "worst_slowdown": float(slow[timed].max()) if timed.any() else math.nan,
+                "wins": win_ranges(result, wins, sizes),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["group", "best_at", "points", "skipped_points", "geomean_slowdown", "worst_slowdown", "wins"]
+    )
 
 
 def size_labels(result: pd.DataFrame, layout: Layout) -> list[str]:
@@ -167,8 +188,10 @@ def size_labels(result: pd.DataFrame, layout: Layout) -> list[str]:
     several values of it for one table size."""
     table, ties = list(layout.table_sizes), list(layout.tie_sizes)
     shown = [t for t in ties if result.duplicated(["precision", "shape", *table], keep=False).any()]
-    return ["x".join(str(v) for v in row[:len(table)]) + "".join(f" {n}={v}" for n, v in zip(shown, row[len(table):]))
-            for row in result[table + shown].itertuples(index=False)]
+    return [
+        "x".join(str(v) for v in row[: len(table)]) + "".join(f" {n}={v}" for n, v in zip(shown, row[len(table) :]))
+        for row in result[table + shown].itertuples(index=False)
+    ]
 
 
 def win_ranges(result: pd.DataFrame, wins: np.ndarray, sizes: list[str]) -> str:

@@ -16,6 +16,7 @@ Two methods, on the `accepted` relation of `winners.Winners` (BK winner and with
   skipped when too large (`secondary` says what was done).
 Every point is served by the fastest kernel of the set measured there (its "assigned" instance).
 """
+
 from __future__ import annotations
 
 import time
@@ -98,6 +99,7 @@ def _highs():
     """scipy's HiGHS interface, imported on first use (it costs a third of a second at start-up)."""
     from scipy import sparse
     from scipy.optimize import Bounds, LinearConstraint, milp
+
     return sparse, Bounds, LinearConstraint, milp
 
 
@@ -115,9 +117,13 @@ def min_cover(a: np.ndarray, time_limit_s: float) -> tuple[np.ndarray, bool]:
     if sub.shape[1] == 1 or sub.all(axis=0).any():
         return cols[[int(np.argmax(sub.all(axis=0)))]], True
     sparse, Bounds, LinearConstraint, milp = _highs()
-    res = milp(c=np.ones(sub.shape[1]), integrality=np.ones(sub.shape[1]), bounds=Bounds(0, 1),
-               constraints=LinearConstraint(sparse.csr_matrix(sub.astype(np.float64)), lb=1, ub=np.inf),
-               options={"time_limit": max(0.1, time_limit_s), "disp": False})
+    res = milp(
+        c=np.ones(sub.shape[1]),
+        integrality=np.ones(sub.shape[1]),
+        bounds=Bounds(0, 1),
+        constraints=LinearConstraint(sparse.csr_matrix(sub.astype(np.float64)), lb=1, ub=np.inf),
+        options={"time_limit": max(0.1, time_limit_s), "disp": False},
+    )
     if res.x is None:  # no incumbent in time: fall back to greedy so callers still get a cover
         return cols[_greedy_cols(sub, np.zeros(sub.shape))], False
     chosen = cols[np.flatnonzero(res.x > 0.5)]
@@ -156,8 +162,9 @@ def _assign(w: Winners, rows: np.ndarray, chosen: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(med).any(axis=1), best, -1)
 
 
-def _worst_then_mean(a: np.ndarray, loss: np.ndarray, k: int, deadline: float,
-                     weight: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
+def _worst_then_mean(
+    a: np.ndarray, loss: np.ndarray, k: int, deadline: float, weight: np.ndarray | None = None
+) -> tuple[np.ndarray | None, str]:
     """Among covers of size k, lowest worst loss, then lowest (weighted) mean loss. None when nothing better
     found."""
     sparse, Bounds, LinearConstraint, milp = _highs()
@@ -186,21 +193,29 @@ def _worst_then_mean(a: np.ndarray, loss: np.ndarray, k: int, deadline: float,
     nx, ny = len(used), len(r)
     obj = np.concatenate([np.zeros(nx), loss[r, c] * (1.0 if weight is None else np.asarray(weight, float)[r])])
     one = sparse.csr_matrix((np.ones(ny), (r, nx + np.arange(ny))), shape=(a.shape[0], nx + ny))
-    link = sparse.csr_matrix((np.concatenate([np.ones(ny), -np.ones(ny)]),
-                              (np.tile(np.arange(ny), 2), np.concatenate([nx + np.arange(ny), ci]))),
-                             shape=(ny, nx + ny))
+    link = sparse.csr_matrix(
+        (
+            np.concatenate([np.ones(ny), -np.ones(ny)]),
+            (np.tile(np.arange(ny), 2), np.concatenate([nx + np.arange(ny), ci])),
+        ),
+        shape=(ny, nx + ny),
+    )
     count = sparse.csr_matrix((np.ones(nx), (np.zeros(nx, dtype=int), np.arange(nx))), shape=(1, nx + ny))
-    res = milp(c=obj, integrality=np.concatenate([np.ones(nx), np.zeros(ny)]), bounds=Bounds(0, 1),
-               constraints=[LinearConstraint(one, 1, 1), LinearConstraint(link, -np.inf, 0),
-                            LinearConstraint(count, 0, k)],
-               options={"time_limit": max(0.1, deadline - time.perf_counter()), "disp": False})
+    res = milp(
+        c=obj,
+        integrality=np.concatenate([np.ones(nx), np.zeros(ny)]),
+        bounds=Bounds(0, 1),
+        constraints=[LinearConstraint(one, 1, 1), LinearConstraint(link, -np.inf, 0), LinearConstraint(count, 0, k)],
+        options={"time_limit": max(0.1, deadline - time.perf_counter()), "disp": False},
+    )
     if res.x is None:
         return best_cols, "worst"
     return used[res.x[:nx] > 0.5], "worst+mean" if res.status == 0 else "worst"
 
 
-def select(w: Winners, method: str, time_limit_s: float = 60.0, secondary: bool = True,
-           weights: np.ndarray | None = None) -> Selection:
+def select(
+    w: Winners, method: str, time_limit_s: float = 60.0, secondary: bool = True, weights: np.ndarray | None = None
+) -> Selection:
     """Reduce the kernel set with `method` ("greedy" or "exact"); see the module docstring. `weights` (per
     point row, e.g. how often a workload runs problems nearest to each point) make the mean-loss stages
     weighted: the kernel count and the worst loss per point come first either way."""
@@ -242,8 +257,17 @@ def select(w: Winners, method: str, time_limit_s: float = 60.0, secondary: bool 
     else:
         second = "none" if not stages or "none" in stages else ("worst" if "worst" in stages else "worst+mean")
         second = second if secondary else "none"
-    return Selection(method, w.criteria, tuple(kernels), assigned, point_loss, optimal, second,
-                     time.perf_counter() - start, uncovered)
+    return Selection(
+        method,
+        w.criteria,
+        tuple(kernels),
+        assigned,
+        point_loss,
+        optimal,
+        second,
+        time.perf_counter() - start,
+        uncovered,
+    )
 
 
 def selection_frame(w: Winners, sel: Selection) -> pd.DataFrame:
@@ -254,4 +278,7 @@ def selection_frame(w: Winners, sel: Selection) -> pd.DataFrame:
     return w.matrix.points.assign(
         instance_id=np.where(ok, w.matrix.instances[col] if len(w.matrix.instances) else "", ""),
         ms=np.where(ok, w.matrix.median[rows, col] if w.matrix.median.size else np.nan, np.nan),
-        best_ms=w.best_ms, loss=sel.loss, method=sel.method)
+        best_ms=w.best_ms,
+        loss=sel.loss,
+        method=sel.method,
+    )

@@ -26,6 +26,7 @@ Definitions (the seed's tensor-core paper, section "Testing and Evaluation", Tab
   always reported from medians. Without the spread rule (the default) the guarantee is exact.
 - duplicates (the same instance measured twice at the same point): the median of each column.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -55,8 +56,14 @@ class Layout:
 
     @classmethod
     def of(cls, kind: Any) -> "Layout":
-        return cls(kind.name, tuple(kind.size_names), tuple(kind.table_sizes()), tuple(kind.precisions),
-                   tuple(kind.shapes), kind)
+        return cls(
+            kind.name,
+            tuple(kind.size_names),
+            tuple(kind.table_sizes()),
+            tuple(kind.precisions),
+            tuple(kind.shapes),
+            kind,
+        )
 
     @classmethod
     def infer(cls, frame: pd.DataFrame) -> "Layout":
@@ -65,8 +72,11 @@ class Layout:
         cols = list(frame.columns)
         if "shape" not in cols or "status" not in cols or cols.index("status") < cols.index("shape"):
             raise ValueError("cannot tell the size columns: expected them between `shape` and `status`")
-        sizes = tuple(c for c in cols[cols.index("shape") + 1:cols.index("status")]
-                      if c != "point_key" and frame[c].notna().all())
+        sizes = tuple(
+            c
+            for c in cols[cols.index("shape") + 1 : cols.index("status")]
+            if c != "point_key" and frame[c].notna().all()
+        )
         kind = builtin_kind(sizes)
         if kind is not None:
             return cls.of(kind)
@@ -88,8 +98,11 @@ class Layout:
         value = dict(zip(self.sizes, sizes))
         ties = self.tie_sizes
         short = len({n[0] for n in ties}) == len(ties)
-        return (f"{precision}:{shape}:" + "x".join(str(int(value[n])) for n in self.table_sizes)
-                + "".join(f":{n[0] if short else n}{int(value[n])}" for n in ties))
+        return (
+            f"{precision}:{shape}:"
+            + "x".join(str(int(value[n])) for n in self.table_sizes)
+            + "".join(f":{n[0] if short else n}{int(value[n])}" for n in ties)
+        )
 
     def order(self, column: str, values: pd.Series) -> pd.Series:
         """Rank of each precision or shape in the kind's order (unknown ones last)."""
@@ -100,6 +113,7 @@ class Layout:
 def builtin_kind(sizes: Sequence[str]) -> Any:
     """The built-in problem kind whose size names are `sizes` (None when none is)."""
     from autotune.problems.registry import BUILT_IN
+
     return next((k for k in BUILT_IN.values() if tuple(k.size_names) == tuple(sizes)), None)
 
 
@@ -130,9 +144,14 @@ class PerfMatrix:
     def take_points(self, rows: np.ndarray) -> "PerfMatrix":
         """A matrix with only the given point rows (same instance columns)."""
         rows = np.asarray(rows)
-        return PerfMatrix(self.layout, self.points.iloc[rows].reset_index(drop=True), self.instances,
-                          self.median[rows], self.p20[rows], self.p80[rows])
-
+        return PerfMatrix(
+            self.layout,
+            self.points.iloc[rows].reset_index(drop=True),
+            self.instances,
+            self.median[rows],
+            self.p20[rows],
+            self.p80[rows],
+        )
 
     @property
     def sizes(self) -> np.ndarray:
@@ -156,8 +175,7 @@ def with_point_key(df: pd.DataFrame, layout: Layout | None = None) -> pd.DataFra
 
 def sort_points(points: pd.DataFrame, layout: Layout, then: list[str] | None = None) -> pd.DataFrame:
     """Rows in the canonical point order: precision and shape in the kind's order, the sizes, then `then`."""
-    points = points.assign(_p=layout.order("precision", points["precision"]),
-                           _s=layout.order("shape", points["shape"]))
+    points = points.assign(_p=layout.order("precision", points["precision"]), _s=layout.order("shape", points["shape"]))
     points = points.sort_values(["_p", "_s", "precision", "shape", *layout.sizes, *(then or [])])
     return points.drop(columns=["_p", "_s"]).reset_index(drop=True)
 
@@ -171,14 +189,18 @@ def perf_matrix(df: pd.DataFrame, layout: Layout | None = None) -> PerfMatrix:
         df = with_point_key(df, layout)
     missing = [c for c in ("instance_id", *point_columns, *RESULT_COLUMNS) if c not in df.columns]
     if missing:
-        raise ValueError(f"measurements lack the columns {missing}; expected instance_id, point_key, "
-                         f"{', '.join(layout.columns)}, {', '.join(RESULT_COLUMNS)}")
+        raise ValueError(
+            f"measurements lack the columns {missing}; expected instance_id, point_key, "
+            f"{', '.join(layout.columns)}, {', '.join(RESULT_COLUMNS)}"
+        )
     points = sort_points(df.loc[:, point_columns].drop_duplicates("point_key"), layout, ["point_key"])
     for col in layout.sizes:
         points[col] = points[col].astype(np.int64)
     med = pd.to_numeric(df["median_ms"], errors="coerce")
-    ok = df.loc[df["status"].astype(str).isin(TIMED_STATUSES) & np.isfinite(med) & (med > 0),
-                ["instance_id", "point_key", "median_ms", "p20_ms", "p80_ms"]].copy()
+    ok = df.loc[
+        df["status"].astype(str).isin(TIMED_STATUSES) & np.isfinite(med) & (med > 0),
+        ["instance_id", "point_key", "median_ms", "p20_ms", "p80_ms"],
+    ].copy()
     for col in ("median_ms", "p20_ms", "p80_ms"):
         ok[col] = pd.to_numeric(ok[col], errors="coerce").astype(float)
     ok["p20_ms"] = ok["p20_ms"].fillna(ok["median_ms"])
@@ -232,8 +254,15 @@ class Winners:
     def take_points(self, rows: np.ndarray) -> "Winners":
         """Winners of a subset of points: every quantity is per point, so slicing equals recomputing."""
         rows = np.asarray(rows)
-        return Winners(self.matrix.take_points(rows), self.criteria, self.best_ms[rows], self.loss[rows],
-                       self.rank[rows], self.tied[rows], self.accepted[rows])
+        return Winners(
+            self.matrix.take_points(rows),
+            self.criteria,
+            self.best_ms[rows],
+            self.loss[rows],
+            self.rank[rows],
+            self.tied[rows],
+            self.accepted[rows],
+        )
 
 
 def _ranks(median: np.ndarray, p80: np.ndarray) -> np.ndarray:
@@ -275,10 +304,16 @@ def winners_frame(w: Winners) -> pd.DataFrame:
     bk = w.criteria.bk if w.criteria.bk is not None else w.matrix.median.shape[1]
     rows, cols = np.nonzero((w.rank >= 1) & (w.rank <= bk))
     pts = w.matrix.points.iloc[rows].reset_index(drop=True)
-    out = pts.assign(rank=w.rank[rows, cols], instance_id=w.matrix.instances[cols],
-                     median_ms=w.matrix.median[rows, cols], p20_ms=w.matrix.p20[rows, cols],
-                     p80_ms=w.matrix.p80[rows, cols], loss=w.loss[rows, cols],
-                     tied=w.tied[rows, cols], accepted=w.accepted[rows, cols])
+    out = pts.assign(
+        rank=w.rank[rows, cols],
+        instance_id=w.matrix.instances[cols],
+        median_ms=w.matrix.median[rows, cols],
+        p20_ms=w.matrix.p20[rows, cols],
+        p80_ms=w.matrix.p80[rows, cols],
+        loss=w.loss[rows, cols],
+        tied=w.tied[rows, cols],
+        accepted=w.accepted[rows, cols],
+    )
     return out.sort_values(["precision", "shape", *w.matrix.layout.sizes, "rank"], kind="stable").reset_index(drop=True)
 
 
@@ -286,9 +321,16 @@ def instance_points(w: Winners) -> pd.DataFrame:
     """Per kernel (instance, precision, shape): the points where it is accepted, most frequent first."""
     rows, cols = np.nonzero(w.accepted)
     pts = w.matrix.points.iloc[rows]
-    frame = pd.DataFrame({"instance_id": w.matrix.instances[cols], "precision": pts["precision"].to_numpy(),
-                          "shape": pts["shape"].to_numpy(), "point_key": pts["point_key"].to_numpy(),
-                          "loss": w.loss[rows, cols]})
+    frame = pd.DataFrame(
+        {
+            "instance_id": w.matrix.instances[cols],
+            "precision": pts["precision"].to_numpy(),
+            "shape": pts["shape"].to_numpy(),
+            "point_key": pts["point_key"].to_numpy(),
+            "loss": w.loss[rows, cols],
+        }
+    )
     out = frame.groupby(["instance_id", "precision", "shape"], as_index=False).agg(
-        points=("point_key", "size"), mean_loss=("loss", "mean"), point_keys=("point_key", ";".join))
+        points=("point_key", "size"), mean_loss=("loss", "mean"), point_keys=("point_key", ";".join)
+    )
     return out.sort_values(["points", "mean_loss", "instance_id"], ascending=[False, True, True]).reset_index(drop=True)

@@ -1,4 +1,5 @@
 """`autotune active`: active tuning (issue 32 item 2). The loop is cli/active_loop.py; here: options and printing."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,40 +11,93 @@ from rich.console import Console
 out = Console()
 
 
-def active(db: Annotated[str, typer.Argument(metavar="TUNING_DB", help="The tuning database (SQLite path or URL); "
-                                             "the added points are measured into it.")],
-           config: Annotated[Path, typer.Option("--config", help="The tuning sweep config: its spaces and instances "
-                                                "are measured at the added points.")],
-           out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder for every round's table, held-out problems, "
-                                                 "validation and active.json.")] = Path("active"),
-           workload: Annotated[Optional[Path], typer.Option("--workload", help="Held-out problems are drawn within "
-                                                            "its bounds (and weight the table's tuned points).")] = None,
-           rounds: Annotated[int, typer.Option("--rounds", min=1, help="At most this many rounds.")] = 3,
-           add: Annotated[int, typer.Option("--add", min=0, help="Held-out problems with the largest measured loss "
-                                            "added as tuned points after each round.")] = 20,
-           heldout: Annotated[int, typer.Option("--heldout", min=1, help="Fresh held-out problems per round "
-                                                "(never tuned, never of an earlier round).")] = 200,
-           seed: Annotated[int, typer.Option("--seed", help="Seed of the held-out draws (round r: seed + r).")] = 1000,
-           budget_s: Annotated[Optional[float], typer.Option("--budget-s", help="Start no new round after this "
-                                                             "many seconds.")] = None,
-           structure: Annotated[str, typer.Option("--structure", help="The tables' structure (as `autotune report "
-                                                  "--structure`; model: the selection model).")] = "model",
-           tol: Annotated[float, typer.Option("--tol", help="The tables' TOL and the loss counted as within.")] = 0.1,
-           pool_bk: Annotated[int, typer.Option("--pool-bk", help="As `autotune validate --pool-bk`.")] = 3,
-           repetitions: Annotated[int, typer.Option("--repetitions", min=1, help="Timed repetitions.")] = 20,
-           include_dir: Annotated[Optional[Path], typer.Option("--include-dir", help="Name kernel sources relative "
-                                                               "to this directory.")] = None,
-           replay: Annotated[Optional[str], typer.Option("--replay", help="Take every measurement from this recorded "
-                                                         "database instead of a GPU.")] = None,
-           points: Annotated[Optional[Path], typer.Option("--points", help="Draw the held-out problems from this "
-                                                          "points file instead of at random.")] = None) -> None:
+def active(
+    db: Annotated[
+        str,
+        typer.Argument(
+            metavar="TUNING_DB", help="The tuning database (SQLite path or URL); the added points are measured into it."
+        ),
+    ],
+    config: Annotated[
+        Path,
+        typer.Option(
+            "--config", help="The tuning sweep config: its spaces and instances are measured at the added points."
+        ),
+    ],
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Folder for every round's table, held-out problems, validation and active.json."
+        ),
+    ] = Path("active"),
+    workload: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--workload", help="Held-out problems are drawn within its bounds (and weight the table's tuned points)."
+        ),
+    ] = None,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="At most this many rounds.")] = 3,
+    add: Annotated[
+        int,
+        typer.Option(
+            "--add",
+            min=0,
+            help="Held-out problems with the largest measured loss added as tuned points after each round.",
+        ),
+    ] = 20,
+    heldout: Annotated[
+        int,
+        typer.Option(
+            "--heldout", min=1, help="Fresh held-out problems per round (never tuned, never of an earlier round)."
+        ),
+    ] = 200,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the held-out draws (round r: seed + r).")] = 1000,
+    budget_s: Annotated[
+        Optional[float], typer.Option("--budget-s", help="Start no new round after this many seconds.")
+    ] = None,
+    structure: Annotated[
+        str,
+        typer.Option(
+            "--structure", help="The tables' structure (as `autotune report --structure`; model: the selection model)."
+        ),
+    ] = "model",
+    tol: Annotated[float, typer.Option("--tol", help="The tables' TOL and the loss counted as within.")] = 0.1,
+    pool_bk: Annotated[int, typer.Option("--pool-bk", help="As `autotune validate --pool-bk`.")] = 3,
+    repetitions: Annotated[int, typer.Option("--repetitions", min=1, help="Timed repetitions.")] = 20,
+    include_dir: Annotated[
+        Optional[Path], typer.Option("--include-dir", help="Name kernel sources relative to this directory.")
+    ] = None,
+    replay: Annotated[
+        Optional[str],
+        typer.Option("--replay", help="Take every measurement from this recorded database instead of a GPU."),
+    ] = None,
+    points: Annotated[
+        Optional[Path],
+        typer.Option("--points", help="Draw the held-out problems from this points file instead of at random."),
+    ] = None,
+) -> None:
     """Validate the table at fresh held-out problems, add the worst of them as tuned points, rebuild; repeat until
     at least 95% of the answers are within TOL of the best, the worst within 15% and none below 0.97x the library,
     or --rounds / --budget-s end. Each round's figures are on problems the table was not built from."""
     from autotune.cli.active_loop import ActiveOptions, active_tuning
-    opts = ActiveOptions(tuning_db=db, config=config, out_dir=out_dir, workload=workload, rounds=rounds, add=add,
-                         heldout=heldout, seed=seed, budget_s=budget_s, structure=structure, tol=tol,
-                         pool_bk=pool_bk, repetitions=repetitions, include_dir=include_dir, replay=replay,
-                         points=points)
+
+    opts = ActiveOptions(
+        tuning_db=db,
+        config=config,
+        out_dir=out_dir,
+        workload=workload,
+        rounds=rounds,
+        add=add,
+        heldout=heldout,
+        seed=seed,
+        budget_s=budget_s,
+        structure=structure,
+        tol=tol,
+        pool_bk=pool_bk,
+        repetitions=repetitions,
+        include_dir=include_dir,
+        replay=replay,
+        points=points,
+    )
     done = active_tuning(opts, say=out.print)
     out.print(f"wrote {out_dir / 'active.json'} ({len(done)} rounds)")

@@ -17,6 +17,7 @@ Each round writes ROUND/dispatch.json, ROUND/validation/ (validation.csv, valida
 ROUND/add_sweep.yaml under `out_dir`; `active.json` holds every round's figures. With `replay` the measuring comes
 from a recorded database (the replay backend; CPU tests).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,14 @@ class Round:
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"round": self.number, "tuned_points": self.tuned_points, "kernels": self.kernels,
-                "figures": self.figures.as_dict(), "added": self.added, "seconds": round(self.seconds, 1)}
+        return {
+            "round": self.number,
+            "tuned_points": self.tuned_points,
+            "kernels": self.kernels,
+            "figures": self.figures.as_dict(),
+            "added": self.added,
+            "seconds": round(self.seconds, 1),
+        }
 
 
 @dataclass(frozen=True)
@@ -71,10 +78,10 @@ def build_round_table(opts: ActiveOptions, path: Path) -> Any:
     """The table of the tuning database as it is now, saved at `path`."""
     from autotune.cli.analyze import _build, load
     from autotune.analysis.winners import Criteria
+
     loaded = load(opts.tuning_db, None, None)
     criteria = Criteria(bk=opts.bk if opts.bk > 0 else None, tol=opts.tol)
-    built = _build(loaded, criteria, "exact", None, "", None, opts.structure,
-                   opts.workload, opts.include_dir)
+    built = _build(loaded, criteria, "exact", None, "", None, opts.structure, opts.workload, opts.include_dir)
     built.table.save(path)
     return built.table
 
@@ -83,6 +90,7 @@ def draw_points(opts: ActiveOptions, table_path: Path, round_no: int, exclude: s
     """A points file of this round's fresh held-out problems (none tuned, none of an earlier round)."""
     from autotune.dispatch import validate as v
     from autotune.dispatch.validate_points import derived_rule
+
     table = v.read_table(table_path)
     kind = v.table_kind(table, [])
     rule = derived_rule(table, kind, None)
@@ -90,27 +98,35 @@ def draw_points(opts: ActiveOptions, table_path: Path, round_no: int, exclude: s
     if opts.points is not None:
         pool = v.read_points(opts.points, kind, rule)
         import random
+
         rng = random.Random(opts.seed + round_no)
-        fresh = [p for p in pool if _key(p) not in exclude and
-                 (p.precision, p.shape, *(dict(p.sizes)[n] for n in kind.table_sizes())) not in tuned]
+        fresh = [
+            p
+            for p in pool
+            if _key(p) not in exclude
+            and (p.precision, p.shape, *(dict(p.sizes)[n] for n in kind.table_sizes())) not in tuned
+        ]
         rng.shuffle(fresh)
-        chosen = fresh[:opts.heldout]
+        chosen = fresh[: opts.heldout]
     else:
         from autotune.cli.validate import _workload
+
         workload = _workload(opts.workload, kind, [])
         chosen, seed = [], opts.seed + 7919 * round_no
         while len(chosen) < opts.heldout:
             drawn = v.random_points(table, kind, opts.heldout, seed, rule, workload)
             chosen += [p for p in drawn if _key(p) not in exclude and p not in chosen]
             seed += 1
-        chosen = chosen[:opts.heldout]
+        chosen = chosen[: opts.heldout]
     if not chosen:
         raise UserError("no fresh held-out problems left to draw", hint="give a larger --points pool or fewer rounds")
     out = opts.out_dir / f"round{round_no}" / "heldout.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     names = list(kind.size_names)
-    pd.DataFrame([{"precision": p.precision, "shape": p.shape, **dict(p.sizes)} for p in chosen],
-                 columns=["precision", "shape", *names]).to_csv(out, index=False)
+    pd.DataFrame(
+        [{"precision": p.precision, "shape": p.shape, **dict(p.sizes)} for p in chosen],
+        columns=["precision", "shape", *names],
+    ).to_csv(out, index=False)
     return out
 
 
@@ -121,10 +137,25 @@ def _key(p: Any) -> tuple:
 def validate_round(opts: ActiveOptions, table_path: Path, points: Path, folder: Path) -> None:
     """`autotune validate` of the round's table at its held-out problems (measured, or replayed)."""
     from autotune.cli.validate import validate
-    validate(table_path, db=opts.tuning_db, points=points, max_problems=None, random_n=None, seed=0, workload=None,
-             space=None, pool_bk=opts.pool_bk, out_dir=folder,
-             database=f"sqlite:///{(folder / 'validation.sqlite').resolve()}", replay=opts.replay,
-             repetitions=opts.repetitions, batch_bytes=None, tol=opts.tol, quiet=True)
+
+    validate(
+        table_path,
+        db=opts.tuning_db,
+        points=points,
+        max_problems=None,
+        random_n=None,
+        seed=0,
+        workload=None,
+        space=None,
+        pool_bk=opts.pool_bk,
+        out_dir=folder,
+        database=f"sqlite:///{(folder / 'validation.sqlite').resolve()}",
+        replay=opts.replay,
+        repetitions=opts.repetitions,
+        batch_bytes=None,
+        tol=opts.tol,
+        quiet=True,
+    )
 
 
 def worst_problems(folder: Path, count: int) -> list[dict[str, Any]]:
@@ -140,6 +171,7 @@ def add_points(opts: ActiveOptions, problems: Sequence[dict[str, Any]], folder: 
     from autotune.cli.sweep import run_config
     from autotune.store.engine import database_url
     from autotune.sweep.config import load_config
+
     doc = yaml.safe_load(opts.config.read_text())
     groups = []
     for r in problems:
@@ -151,11 +183,18 @@ def add_points(opts: ActiveOptions, problems: Sequence[dict[str, Any]], folder: 
     doc["spaces"] = _entries_for(opts, doc.get("spaces") or [], problems, kind)
     if not doc["spaces"]:
         raise UserError(f"no space of {opts.config} has an instance for the added problems' precisions and sizes")
-    doc.update({"name": f"{doc.get('name', 'tuning')}_active_{folder.name}", "points": groups,
-                "database": database_url(opts.tuning_db, write=True)})
+    doc.update(
+        {
+            "name": f"{doc.get('name', 'tuning')}_active_{folder.name}",
+            "points": groups,
+            "database": database_url(opts.tuning_db, write=True),
+        }
+    )
     path = folder / "add_sweep.yaml"
-    path.write_text("# written by `autotune active`: the tuning config's spaces at the problems added this round\n"
-                    + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120))
+    path.write_text(
+        "# written by `autotune active`: the tuning config's spaces at the problems added this round\n"
+        + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
+    )
     summary = run_config(load_config(path), opts.replay, quiet=True)
     if summary.status == "interrupted":
         raise UserError("the sweep of the added points was interrupted", hint="run `autotune active` again")
@@ -169,12 +208,19 @@ def _entries_for(opts: ActiveOptions, entries: list, problems: Sequence[dict[str
     from autotune.space.spec import load_space
     from autotune.store.engine import database_url
     from autotune.store.store import Store
+
     with Store.open(database_url(opts.tuning_db), create=False, readonly=True) as store:
         frame = store.measurements()
     precisions = {str(r["precision"]) for r in problems}
     known = set(frame.loc[frame["precision"].astype(str).isin(precisions), "instance_id"].astype(str))
-    points = [kind.point(str(r["precision"]), r["shape"] if isinstance(r.get("shape"), str) else "",
-                         {n: int(r[n]) for n in kind.size_names}) for r in problems]
+    points = [
+        kind.point(
+            str(r["precision"]),
+            r["shape"] if isinstance(r.get("shape"), str) else "",
+            {n: int(r[n]) for n in kind.size_names},
+        )
+        for r in problems
+    ]
     out = []
     for entry in entries:
         ref = entry.get("space") if isinstance(entry, dict) else entry
@@ -200,6 +246,7 @@ def _entries_for(opts: ActiveOptions, entries: list, problems: Sequence[dict[str
 def active_tuning(opts: ActiveOptions, say: Callable[[str], None] = print) -> list[Round]:
     """The loop of the module docstring; returns every round (also written to OUT/active.json)."""
     from autotune.dispatch import validate as v
+
     if opts.rounds < 1 or opts.add < 0 or opts.heldout < 1:
         raise UserError("--rounds and --heldout must be at least 1 and --add at least 0")
     opts.out_dir.mkdir(parents=True, exist_ok=True)
@@ -225,12 +272,22 @@ def active_tuning(opts: ActiveOptions, say: Callable[[str], None] = print) -> li
             rnd.seconds = time.monotonic() - t0
             say("targets met" if figs.meets_targets else "budget spent" if over else "rounds spent")
             break
-        rnd.added = [{"precision": str(p["precision"]), "shape": p["shape"] if isinstance(p["shape"], str) else "",
-                      **{n: int(p[n]) for n in kind.size_names}, "loss_vs_best": float(p["loss_vs_best"])}
-                     for p in worst_problems(folder / "validation", opts.add)]
+        rnd.added = [
+            {
+                "precision": str(p["precision"]),
+                "shape": p["shape"] if isinstance(p["shape"], str) else "",
+                **{n: int(p[n]) for n in kind.size_names},
+                "loss_vs_best": float(p["loss_vs_best"]),
+            }
+            for p in worst_problems(folder / "validation", opts.add)
+        ]
         add_points(opts, rnd.added, folder, kind)
         rnd.seconds = time.monotonic() - t0
-        say(f"round {r}: added {len(rnd.added)} tuned points (largest measured loss "
-            f"{100 * max(p['loss_vs_best'] for p in rnd.added):.1f}%)" if rnd.added else f"round {r}: nothing to add")
+        say(
+            f"round {r}: added {len(rnd.added)} tuned points (largest measured loss "
+            f"{100 * max(p['loss_vs_best'] for p in rnd.added):.1f}%)"
+            if rnd.added
+            else f"round {r}: nothing to add"
+        )
     (opts.out_dir / "active.json").write_text(json.dumps([x.as_dict() for x in rounds], indent=1, default=str) + "\n")
     return rounds

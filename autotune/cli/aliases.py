@@ -5,6 +5,7 @@ database is `--db` (`sweep --db`, `query --db`, `validate --db`, `import kernelt
 writes beside another is `--NAME-db` (`validate --validation-db`). A file written is `--out`/`-o`, a GPU `--device`/`-d`,
 a precision `--precision`/`-p`. tests/test_cli_vocabulary.py walks every command to keep it so.
 """
+
 from __future__ import annotations
 
 import warnings

@@ -4,6 +4,7 @@ Side effects (database, files, printing) live here; the analysis is winners/setc
 SOURCE is a results database (a path to an SQLite file or an SQLAlchemy URL) or a measurements CSV
 with the columns of winners.REQUIRED_COLUMNS (point_key optional); `emit` also takes a dispatch.json.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from autotune.dispatch.build import (Built, KernelInfoSource, build, generic_kernel, include_hint, rename_sources,  # noqa: F401
-                                     info_source, kernel_info)
+from autotune.dispatch.build import (  # noqa: F401 - names re-exported for callers of autotune.cli.analyze
+    Built,
+    KernelInfoSource,
+    build,
+    generic_kernel,
+    include_hint,
+    rename_sources,
+    info_source,
+    kernel_info,
+)
 from autotune.dispatch.table import GenericKernel, Provenance, Structure, library_times, load_table
 from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
 from autotune.errors import UserError
@@ -54,6 +63,7 @@ class Loaded:
 
 def source_url(source: str) -> str:
     from autotune.store.engine import database_url
+
     return database_url(source)
 
 
@@ -61,6 +71,7 @@ def kind_object(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]):
     """The problem kind of a database's measurements: from a recorded space of that kind (store/spaces.py points
     the space loader at the recorded versions), else the built-in kind of that name, else None."""
     from autotune.space.spec import load_space
+
     for space_name in dict.fromkeys(frame["space"].dropna().astype(str)) if "space" in frame.columns else ():
         try:
             kind = load_space(space_name).kind
@@ -69,6 +80,7 @@ def kind_object(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]):
         if kind.name == name:
             return kind
     from autotune.problems.registry import BUILT_IN
+
     kind = BUILT_IN.get(name)
     return kind if kind is not None and tuple(kind.size_names) == tuple(sizes) else None
 
@@ -87,6 +99,7 @@ def kinds_in(source: str) -> dict[str, tuple[str, ...]]:
         layout = Layout.infer(frame)
         return {layout.kind or "": layout.sizes}
     from autotune.store.store import Store
+
     with Store.open(source_url(source), create=False, readonly=True) as store:
         return store.kind_sizes()
 
@@ -96,16 +109,19 @@ def one_kind(source: str, kind: str | None) -> str | None:
     kinds = kinds_in(source)
     if kind is not None:
         if kind not in kinds:
-            raise UserError(f"--kind {kind}: no such problem kind in {source}",
-                            hint=f"kinds measured there: {', '.join(kinds) or 'none'}")
+            raise UserError(
+                f"--kind {kind}: no such problem kind in {source}",
+                hint=f"kinds measured there: {', '.join(kinds) or 'none'}",
+            )
         return kind
     if len(kinds) > 1:
         raise UserError(f"{source} holds several problem kinds ({', '.join(kinds)}): pick one with --kind")
     return next(iter(kinds), None)
 
 
-def load(source: str, device: str | None, space: str | None, recorded_spaces: bool = True,
-         kind: str | None = None) -> Loaded:
+def load(
+    source: str, device: str | None, space: str | None, recorded_spaces: bool = True, kind: str | None = None
+) -> Loaded:
     """Measurements, library times and provenance of one problem kind (`kind`, default: the only one) from a
     database or a CSV file."""
     if source.endswith(".csv"):
@@ -119,11 +135,14 @@ def load(source: str, device: str | None, space: str | None, recorded_spaces: bo
         return Loaded(frame, Layout.infer(frame), None, Provenance(device=name), None)
     from autotune.store.query import run_query
     from autotune.store.store import Store
+
     url = source_url(source)
     if recorded_spaces:  # the kernels as measured, not as the work tree holds them now
         from autotune.store.spaces import use_stored_spaces
+
         use_stored_spaces(url)
     from autotune.dispatch import validity
+
     validity._load.cache_clear()  # spaces are cached by name there
     validity._instance_validity.cache_clear()
     kind = one_kind(source, kind)
@@ -134,7 +153,9 @@ def load(source: str, device: str | None, space: str | None, recorded_spaces: bo
             frame = frame[frame["kind"] == kind]
         devices = sorted(frame["device"].unique()) if len(frame) else []
         if len(devices) > 1:
-            raise UserError(f"{source} holds measurements of several GPUs ({', '.join(devices)}): pick one with --device")
+            raise UserError(
+                f"{source} holds measurements of several GPUs ({', '.join(devices)}): pick one with --device"
+            )
         if not devices:
             raise UserError(f"no measurements in {source} for device={device!r} space={space!r} kind={kind!r}")
         info = store.device_info(store.device_id(devices[0]))
@@ -145,13 +166,27 @@ def load(source: str, device: str | None, space: str | None, recorded_spaces: bo
     _require_verified(frame, source)
     sweeps = sorted(int(s) for s in frame["sweep_id"].unique())
     sw = run_query(url, f"SELECT * FROM sweeps WHERE id IN ({', '.join(map(str, sweeps))})")
-    prov = Provenance(device=info.name, sweep_ids=tuple(str(s) for s in sweeps),
-                      device_info={"name": info.name, "uuid": info.uuid, "cc": info.cc, "sm_count": info.sm_count,
-                                   "sm_clock_mhz": info.sm_clock_mhz, "mem_clock_mhz": info.mem_clock_mhz,
-                                   "copy_bandwidth": info.copy_bandwidth},
-                      software={"driver": info.driver, "cuda_runtime": info.cuda_runtime, "nvrtc": info.nvrtc,
-                                "cupy": info.cupy, "autotune": _version()},
-                      scalars=_scalars(sw, layout))
+    prov = Provenance(
+        device=info.name,
+        sweep_ids=tuple(str(s) for s in sweeps),
+        device_info={
+            "name": info.name,
+            "uuid": info.uuid,
+            "cc": info.cc,
+            "sm_count": info.sm_count,
+            "sm_clock_mhz": info.sm_clock_mhz,
+            "mem_clock_mhz": info.mem_clock_mhz,
+            "copy_bandwidth": info.copy_bandwidth,
+        },
+        software={
+            "driver": info.driver,
+            "cuda_runtime": info.cuda_runtime,
+            "nvrtc": info.nvrtc,
+            "cupy": info.cupy,
+            "autotune": _version(),
+        },
+        scalars=_scalars(sw, layout),
+    )
     bandwidth = float(sw["copy_bandwidth"].median()) if len(sw) else info.copy_bandwidth
     return Loaded(frame, layout, baseline, prov, bandwidth)
 
@@ -162,7 +197,7 @@ def other_sizes(frame: pd.DataFrame, layout: Layout) -> list[str]:
     cols = list(frame.columns)
     if "shape" not in cols or "status" not in cols:
         return []
-    between = cols[cols.index("shape") + 1:cols.index("status")]
+    between = cols[cols.index("shape") + 1 : cols.index("status")]
     return [c for c in between if c not in layout.sizes and c != "sizes" and frame[c].isna().all()]
 
 
@@ -170,12 +205,16 @@ def _scalars(sweeps: pd.DataFrame, layout: Layout) -> dict[str, float]:
     """The kind's scalars the sweeps ran with (a `scalars` JSON column, or one column per scalar); where sweeps
     differ, a scalar that is nonzero in any of them counts (bytes moved read it)."""
     import json
+
     kind = layout.kind_object
     names = list(kind.scalar_defaults) if kind is not None else []
     out: dict[str, float] = {}
     for row in sweeps.to_dict("records"):
-        given = json.loads(row["scalars"]) if isinstance(row.get("scalars"), str) else \
-            {n: row[n] for n in names if n in row and row[n] is not None}
+        given = (
+            json.loads(row["scalars"])
+            if isinstance(row.get("scalars"), str)
+            else {n: row[n] for n in names if n in row and row[n] is not None}
+        )
         for n, v in given.items():
             if n in names and (n not in out or float(v) != 0.0):
                 out[n] = float(v)
@@ -187,14 +226,17 @@ def _require_verified(frame: pd.DataFrame, source: str) -> None:
     if "status" not in frame.columns or (frame["status"] == "ok").any():
         return
     kinds = ", ".join(f"{k}: {v:,}" for k, v in frame["status"].value_counts().sort_index().items()) or "none"
-    raise UserError(f"nothing verified to analyze in {source}: {len(frame):,} measurements, none with status ok "
-                    f"({kinds})", hint="look at the failures first (`autotune query` with docs/queries.md's 'Failures by "
-                                       "kind' recipe), fix the kernels or the config, and sweep again")
+    raise UserError(
+        f"nothing verified to analyze in {source}: {len(frame):,} measurements, none with status ok ({kinds})",
+        hint="look at the failures first (`autotune query` with docs/queries.md's 'Failures by "
+        "kind' recipe), fix the kernels or the config, and sweep again",
+    )
 
 
 def _version() -> str:
     """The version every dispatch.json records: the package's one version (autotune.__version__)."""
     from autotune import __version__
+
     return __version__
 
 
@@ -207,6 +249,7 @@ def _floats(text: str) -> list[float]:
 
 def _fallback(text: str | None) -> str | None:
     from autotune.dispatch.runtime import FALLBACKS
+
     if text is not None and text not in FALLBACKS:
         raise UserError(f"--fallback must be one of {', '.join(sorted(FALLBACKS))}, got {text!r}")
     return text
@@ -217,6 +260,7 @@ def _modes(text: str) -> tuple[str, ...] | None:
     if not text.startswith("auto:"):
         return None
     from autotune.dispatch.table import MODES
+
     modes = tuple(m for m in text[5:].split(",") if m)
     if not modes or set(modes) - set(MODES):
         raise UserError(f"--structure {text}: the modes after auto: must be among {', '.join(MODES)}")
@@ -236,9 +280,11 @@ def _structure(text: str) -> Structure | None:
             return Structure(mode, margin, reach)
     except ValueError:
         pass
-    raise UserError(f"--structure must be auto, auto:MODE[,MODE] or MODE[:MARGIN[:REACH]] with MODE regions, "
-                    f"nearest, cost or model "
-                    f"(e.g. cost:0.05:1), MARGIN and REACH >= 0; got {text!r}")
+    raise UserError(
+        f"--structure must be auto, auto:MODE[,MODE] or MODE[:MARGIN[:REACH]] with MODE regions, "
+        f"nearest, cost or model "
+        f"(e.g. cost:0.05:1), MARGIN and REACH >= 0; got {text!r}"
+    )
 
 
 def _weights(path: Path | None):
@@ -247,6 +293,7 @@ def _weights(path: Path | None):
         return None
     from autotune.sweep.workload import point_weights_frame
     from autotune.sweep.workload_files import load_workload
+
     workload = load_workload(path)
     return lambda points: point_weights_frame(workload, points)
 
@@ -262,109 +309,210 @@ def _bks(text: str) -> list[int | None]:
 
 
 Source = Annotated[str, typer.Argument(help="Results database (SQLite path or URL) or a measurements CSV.")]
-EmitSource = Annotated[str, typer.Argument(help="Results database (SQLite path or URL), a measurements CSV, "
-                                                "or a dispatch.json.")]
+EmitSource = Annotated[
+    str, typer.Argument(help="Results database (SQLite path or URL), a measurements CSV, or a dispatch.json.")
+]
 DeviceOpt = Annotated[Optional[str], typer.Option("--device", "-d", help="GPU name or UUID in the database.")]
 SpaceOpt = Annotated[Optional[str], typer.Option("--space", help="Only this space's instances.")]
 BkOpt = Annotated[int, typer.Option("--bk", help="Best instances kept per test point (0: all).")]
 TolOpt = Annotated[float, typer.Option("--tol", help="Accepted loss against the best (0.05 = 5%).")]
 MethodOpt = Annotated[str, typer.Option("--method", help=f"Kernel-set reduction: {' or '.join(METHODS)}.")]
-SpreadOpt = Annotated[bool, typer.Option("--spread-ties", help="Count instances whose p20..p80 overlaps the best's as tied.")]
-ValidityOpt = Annotated[Optional[Path], typer.Option(
-    "--validity", help='JSON {instance_id or space: [{"m_multiple_of": 8}, {"max_k": 256}]}.')]
-GenericOpt = Annotated[str, typer.Option("--generic", help="Parameters NAME=VALUE,... of the kind's generic kernel instance "
-                                                           "(its generic_space; default: the kind's generic_params).")]
-KindOpt = Annotated[Optional[str], typer.Option("--kind", help="The problem kind to analyze, when the database "
-                                                               "holds several.")]
-IncludeOpt = Annotated[Optional[Path], typer.Option(
-    "--include-dir", help="Name kernel sources relative to this directory (the -I a compiler gets); default: each "
-                          "source's file name, the header saying which -I to pass.")]
-StructureOpt = Annotated[str, typer.Option(
-    "--structure", help="How the table answers problems it was not tuned on: auto (the structure with the smallest "
-                        "measured leave-one-out loss: regions, nearest point or cost, library margin 0, 5, 10 or "
-                        "20%, cost reach 0.5, 1 or 2; model, the selection model, margin 0, 5 or 10%), "
-                        "auto:MODE[,MODE] (auto among those modes, e.g. auto:model), or MODE[:MARGIN[:REACH]] "
-                        "(e.g. nearest:0.1, cost:0.05:1, model:0.05).")]
-WorkloadOpt = Annotated[Optional[Path], typer.Option(
-    "--workload", help="Workload file (YAML or CSV, `autotune workload show`): each tuned point is weighted by the "
-                       "workload problems nearest to it; the mean losses the analyzer minimises are weighted.")]
-FallbackOpt = Annotated[Optional[str], typer.Option(
-    "--fallback", help="Answer where no kernel of the table is valid: library (the kind's baseline, index -2), naive "
-                       "(the kind's generic kernel, -1) or none (-4); default: the library, else the generic kernel, "
-                       "else none.")]
+SpreadOpt = Annotated[
+    bool, typer.Option("--spread-ties", help="Count instances whose p20..p80 overlaps the best's as tied.")
+]
+ValidityOpt = Annotated[
+    Optional[Path],
+    typer.Option("--validity", help='JSON {instance_id or space: [{"m_multiple_of": 8}, {"max_k": 256}]}.'),
+]
+GenericOpt = Annotated[
+    str,
+    typer.Option(
+        "--generic",
+        help="Parameters NAME=VALUE,... of the kind's generic kernel instance "
+        "(its generic_space; default: the kind's generic_params).",
+    ),
+]
+KindOpt = Annotated[
+    Optional[str], typer.Option("--kind", help="The problem kind to analyze, when the database holds several.")
+]
+IncludeOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--include-dir",
+        help="Name kernel sources relative to this directory (the -I a compiler gets); default: each "
+        "source's file name, the header saying which -I to pass.",
+    ),
+]
+StructureOpt = Annotated[
+    str,
+    typer.Option(
+        "--structure",
+        help="How the table answers problems it was not tuned on: auto (the structure with the smallest "
+        "measured leave-one-out loss: regions, nearest point or cost, library margin 0, 5, 10 or "
+        "20%, cost reach 0.5, 1 or 2; model, the selection model, margin 0, 5 or 10%), "
+        "auto:MODE[,MODE] (auto among those modes, e.g. auto:model), or MODE[:MARGIN[:REACH]] "
+        "(e.g. nearest:0.1, cost:0.05:1, model:0.05).",
+    ),
+]
+WorkloadOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--workload",
+        help="Workload file (YAML or CSV, `autotune workload show`): each tuned point is weighted by the "
+        "workload problems nearest to it; the mean losses the analyzer minimises are weighted.",
+    ),
+]
+FallbackOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--fallback",
+        help="Answer where no kernel of the table is valid: library (the kind's baseline, index -2), naive "
+        "(the kind's generic kernel, -1) or none (-4); default: the library, else the generic kernel, "
+        "else none.",
+    ),
+]
 
 
-def analyze(source: Source, device: DeviceOpt = None, space: SpaceOpt = None,
-            bks: Annotated[str, typer.Option("--bks", help="BK values, comma-separated (0: all).")] = "10",
-            tols: Annotated[str, typer.Option("--tols", help="TOL values, comma-separated.")] = "0,0.05,0.1,0.15",
-            spread_ties: SpreadOpt = False,
-            loo: Annotated[bool, typer.Option("--loo/--no-loo", help="Leave-one-out loss per row.")] = True,
-            out_dir: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write tol_table.csv and winners.csv here.")] = None,
-            validity: ValidityOpt = None, fallback: FallbackOpt = None, kind: KindOpt = None,
-            ) -> None:
+def analyze(
+    source: Source,
+    device: DeviceOpt = None,
+    space: SpaceOpt = None,
+    bks: Annotated[str, typer.Option("--bks", help="BK values, comma-separated (0: all).")] = "10",
+    tols: Annotated[str, typer.Option("--tols", help="TOL values, comma-separated.")] = "0,0.05,0.1,0.15",
+    spread_ties: SpreadOpt = False,
+    loo: Annotated[bool, typer.Option("--loo/--no-loo", help="Leave-one-out loss per row.")] = True,
+    out_dir: Annotated[
+        Optional[Path], typer.Option("--out", "-o", help="Write tol_table.csv and winners.csv here.")
+    ] = None,
+    validity: ValidityOpt = None,
+    fallback: FallbackOpt = None,
+    kind: KindOpt = None,
+) -> None:
     """The number of kernels against TOL for both methods, with worst, mean and leave-one-out loss (Table I).
 
     With --out, also writes tol_table.csv and the BK winners per test point (winners.csv, at the first BK
     and TOL). A database with no verified measurement exits with code 2."""
     loaded = load(source, device, space, kind=kind)
     matrix = perf_matrix(loaded.frame, loaded.layout)
-    frame = tol_table(matrix, _bks(bks), _floats(tols), METHODS, loo=loo, spread_ties=spread_ties,
-                      kernel_info=info_source(loaded, validity),
-                      library_ms=library_times(matrix.points, loaded.baseline, matrix.layout),
-                      fallback=_fallback(fallback), generic=_generic_space(matrix.layout))
-    table = Table(title=f"kernels against TOL on {loaded.provenance.device}: {len(matrix.points)} test points, "
-                        f"{len(matrix.instances)} instances")
+    frame = tol_table(
+        matrix,
+        _bks(bks),
+        _floats(tols),
+        METHODS,
+        loo=loo,
+        spread_ties=spread_ties,
+        kernel_info=info_source(loaded, validity),
+        library_ms=library_times(matrix.points, loaded.baseline, matrix.layout),
+        fallback=_fallback(fallback),
+        generic=_generic_space(matrix.layout),
+    )
+    table = Table(
+        title=f"kernels against TOL on {loaded.provenance.device}: {len(matrix.points)} test points, "
+        f"{len(matrix.instances)} instances"
+    )
     for col in ("method", "BK", "TOL", "kernels", "worst loss", "mean loss", "LOO worst", "optimal"):
         table.add_column(col, justify="left" if col == "method" else "right")
     pct = lambda x: "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"  # noqa: E731
     for r in frame.itertuples():
-        table.add_row(r.method, str(r.bk or "all"), pct(r.tol), str(r.kernels), pct(r.worst_loss), pct(r.mean_loss),
-                      (pct(r.loo_worst_loss) or "-") + (f" ({r.loo_measured} measured)" if r.loo_failures else ""),
-                      "proven" if r.optimal else "-")
+        table.add_row(
+            r.method,
+            str(r.bk or "all"),
+            pct(r.tol),
+            str(r.kernels),
+            pct(r.worst_loss),
+            pct(r.mean_loss),
+            (pct(r.loo_worst_loss) or "-") + (f" ({r.loo_measured} measured)" if r.loo_failures else ""),
+            "proven" if r.optimal else "-",
+        )
     out.print(table)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(out_dir / "tol_table.csv", index=False, float_format="%.6g",
-                     columns=list(TOL_TABLE_COLUMNS))
+        frame.to_csv(out_dir / "tol_table.csv", index=False, float_format="%.6g", columns=list(TOL_TABLE_COLUMNS))
         w = winners(matrix, Criteria(bk=_bks(bks)[0], tol=_floats(tols)[0], spread_ties=spread_ties))
         winners_frame(w).to_csv(out_dir / "winners.csv", index=False, float_format="%.6g")
         out.print(f"wrote {out_dir / 'tol_table.csv'} and {out_dir / 'winners.csv'}")
 
 
-def emit(source: EmitSource, fmt: Annotated[Format, typer.Option("--format", "-f", help="Output kind.")] = Format.json,
-         output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
-         device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
-         method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
-         generic: GenericOpt = "", fallback: FallbackOpt = None,
-         structure: StructureOpt = "auto", workload: WorkloadOpt = None, kind: KindOpt = None,
-         include_dir: IncludeOpt = None) -> None:
+def emit(
+    source: EmitSource,
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output kind.")] = Format.json,
+    output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
+    device: DeviceOpt = None,
+    space: SpaceOpt = None,
+    bk: BkOpt = 10,
+    tol: TolOpt = 0.05,
+    method: MethodOpt = "exact",
+    spread_ties: SpreadOpt = False,
+    validity: ValidityOpt = None,
+    generic: GenericOpt = "",
+    fallback: FallbackOpt = None,
+    structure: StructureOpt = "auto",
+    workload: WorkloadOpt = None,
+    kind: KindOpt = None,
+    include_dir: IncludeOpt = None,
+) -> None:
     """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV."""
     if source.endswith(".json"):
         table = load_table(source)
         rename_sources(table.data, include_dir)  # no absolute path of the machine that wrote it
     else:
         criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
-        table = _build(load(source, device, space, kind=kind), criteria, method, validity, generic, fallback,
-                       structure, workload, include_dir).table
-    text = {Format.json: lambda: table.to_json() + "\n", Format.cpp: lambda: emit_cpp(table),
-            Format.python: lambda: emit_python(table), Format.csv: lambda: emit_csv(table)}[fmt]()
+        table = _build(
+            load(source, device, space, kind=kind),
+            criteria,
+            method,
+            validity,
+            generic,
+            fallback,
+            structure,
+            workload,
+            include_dir,
+        ).table
+    text = {
+        Format.json: lambda: table.to_json() + "\n",
+        Format.cpp: lambda: emit_cpp(table),
+        Format.python: lambda: emit_python(table),
+        Format.csv: lambda: emit_csv(table),
+    }[fmt]()
     if output is None:
         typer.echo(text, nl=False)
     else:
         from autotune.outfiles import write_file
+
         write_file(output, text, make_folders=True)
         p = table.provenance
-        out.print(f"wrote {output}: {p['kernels']} kernels, {p['points']} points, worst loss "
-                  f"{100 * (p['worst_loss'] or 0):.2f}% (TOL {100 * p['tol']:g}%, {p['method']})"
-                  + (f"; the library answers {p['library_points']} points" if p.get("library_points") else ""))
+        out.print(
+            f"wrote {output}: {p['kernels']} kernels, {p['points']} points, worst loss "
+            f"{100 * (p['worst_loss'] or 0):.2f}% (TOL {100 * p['tol']:g}%, {p['method']})"
+            + (f"; the library answers {p['library_points']} points" if p.get("library_points") else "")
+        )
 
 
-def _build(loaded: Loaded, criteria: Criteria, method: str, validity: Path | None, generic: str,
-           fallback: str | None, structure: str, workload: Path | None, include_dir: Path | None) -> Built:
+def _build(
+    loaded: Loaded,
+    criteria: Criteria,
+    method: str,
+    validity: Path | None,
+    generic: str,
+    fallback: str | None,
+    structure: str,
+    workload: Path | None,
+    include_dir: Path | None,
+) -> Built:
     """build() with the command line's checks: a fallback the kind cannot give is a UserError."""
     try:
-        built = build(loaded, criteria, method, validity, generic, _fallback(fallback), _structure(structure),
-                      _weights(workload), include_dir, _modes(structure))
+        built = build(
+            loaded,
+            criteria,
+            method,
+            validity,
+            generic,
+            _fallback(fallback),
+            _structure(structure),
+            _weights(workload),
+            include_dir,
+            _modes(structure),
+        )
     except ValueError as exc:
         if "fallback" in str(exc):
             raise UserError(f"--fallback: {exc}") from None
@@ -379,9 +527,11 @@ def _build(loaded: Loaded, criteria: Criteria, method: str, validity: Path | Non
 def _sources(loaded: Loaded, built: Built) -> list[str]:
     """The kernel source paths as the space files (recorded versions) name them."""
     from autotune.space.spec import load_space
+
     out = []
-    for space_name in dict.fromkeys([k["space"] for k in built.table.kernels]
-                                    + [(built.table.data.get("generic") or {}).get("space")]):
+    for space_name in dict.fromkeys(
+        [k["space"] for k in built.table.kernels] + [(built.table.data.get("generic") or {}).get("space")]
+    ):
         try:
             out.append(str(load_space(space_name).kernel.source_path))
         except Exception:  # noqa: BLE001 - no space file: nothing to include
@@ -389,37 +539,83 @@ def _sources(loaded: Loaded, built: Built) -> list[str]:
     return out
 
 
-def report(source: Source, out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory for the files.")] = Path("report"),
-           device: DeviceOpt = None, space: SpaceOpt = None, bk: BkOpt = 10, tol: TolOpt = 0.05,
-           method: MethodOpt = "exact", spread_ties: SpreadOpt = False, validity: ValidityOpt = None,
-           generic: GenericOpt = "",
-           tols: Annotated[str, typer.Option("--tols", help="TOL values for tol_table.csv.")] = "0,0.05,0.1,0.15",
-           fallback: FallbackOpt = None, structure: StructureOpt = "auto", workload: WorkloadOpt = None,
-           kind: KindOpt = None, include_dir: IncludeOpt = None) -> None:
+def report(
+    source: Source,
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory for the files.")] = Path("report"),
+    device: DeviceOpt = None,
+    space: SpaceOpt = None,
+    bk: BkOpt = 10,
+    tol: TolOpt = 0.05,
+    method: MethodOpt = "exact",
+    spread_ties: SpreadOpt = False,
+    validity: ValidityOpt = None,
+    generic: GenericOpt = "",
+    tols: Annotated[str, typer.Option("--tols", help="TOL values for tol_table.csv.")] = "0,0.05,0.1,0.15",
+    fallback: FallbackOpt = None,
+    structure: StructureOpt = "auto",
+    workload: WorkloadOpt = None,
+    kind: KindOpt = None,
+    include_dir: IncludeOpt = None,
+) -> None:
     """Write summary.csv, tol_table.csv, structures.csv, dispatch.json/.cuh/.py and the PNG plots into --out, for
     every problem kind of the database (in --out/KIND/ when it holds several kinds; --kind picks one)."""
     kinds = [kind] if kind is not None or source.endswith(".csv") else list(kinds_in(source))
     if not source.endswith(".csv"):
         from autotune.store.spaces import use_stored_spaces
+
         use_stored_spaces(source_url(source))  # the kernels as measured (warns when the work tree differs)
     from autotune.outfiles import staged_folder
+
     with staged_folder(out_dir) as stage:  # every file of every kind, or none (a failure leaves --out as it was)
         written: list[Path] = []
         for name in kinds or [None]:
             folder = name if len(kinds) > 1 and name else ""
-            written += [out_dir / p.relative_to(stage) for p in
-                        _report_kind(source, stage / folder, name, device, space, bk, tol, method, spread_ties,
-                                     validity, generic, tols, fallback, structure, workload, include_dir)]
+            written += [
+                out_dir / p.relative_to(stage)
+                for p in _report_kind(
+                    source,
+                    stage / folder,
+                    name,
+                    device,
+                    space,
+                    bk,
+                    tol,
+                    method,
+                    spread_ties,
+                    validity,
+                    generic,
+                    tols,
+                    fallback,
+                    structure,
+                    workload,
+                    include_dir,
+                )
+            ]
     for path in written:
         out.print(f"wrote {path}")
 
 
-def _report_kind(source: str, out_dir: Path, kind: str | None, device: str | None, space: str | None, bk: int,
-                 tol: float, method: str, spread_ties: bool, validity: Path | None, generic: str, tols: str,
-                 fallback: str | None, structure: str, workload: Path | None,
-                 include_dir: Path | None) -> list[Path]:
+def _report_kind(
+    source: str,
+    out_dir: Path,
+    kind: str | None,
+    device: str | None,
+    space: str | None,
+    bk: int,
+    tol: float,
+    method: str,
+    spread_ties: bool,
+    validity: Path | None,
+    generic: str,
+    tols: str,
+    fallback: str | None,
+    structure: str,
+    workload: Path | None,
+    include_dir: Path | None,
+) -> list[Path]:
     """One kind's report files into `out_dir` (made if missing); returns the paths written."""
     from autotune.dispatch.report import write_report
+
     out_dir.mkdir(parents=True, exist_ok=True)
     loaded = load(source, device, space, recorded_spaces=False, kind=kind)  # applied by report
     criteria = Criteria(bk=bk if bk > 0 else None, tol=tol, spread_ties=spread_ties)
@@ -427,15 +623,33 @@ def _report_kind(source: str, out_dir: Path, kind: str | None, device: str | Non
     table, w = built.table, built.winners
     fallback = table.data["fallback"]
     chosen = Structure(**table.provenance["structure"])
-    frame = tol_table(w.matrix, [criteria.bk], _floats(tols), METHODS, spread_ties=spread_ties,
-                      kernel_info=built.info, library_ms=built.library_ms, fallback=fallback, generic=built.generic,
-                      structure=chosen)
+    frame = tol_table(
+        w.matrix,
+        [criteria.bk],
+        _floats(tols),
+        METHODS,
+        spread_ties=spread_ties,
+        kernel_info=built.info,
+        library_ms=built.library_ms,
+        fallback=fallback,
+        generic=built.generic,
+        structure=chosen,
+    )
     held = built.held  # computed while choosing the structure; else now
     if held is None:
-        held = leave_one_out(w.matrix, criteria, method, kernel_info=built.info, library_ms=built.library_ms,
-                             fallback=fallback, generic=built.generic, structure=chosen)
-    written = write_report(out_dir, table, w.matrix, frame, loaded.baseline, loaded.bandwidth, loaded.scalars,
-                           held.frame)
+        held = leave_one_out(
+            w.matrix,
+            criteria,
+            method,
+            kernel_info=built.info,
+            library_ms=built.library_ms,
+            fallback=fallback,
+            generic=built.generic,
+            structure=chosen,
+        )
+    written = write_report(
+        out_dir, table, w.matrix, frame, loaded.baseline, loaded.bandwidth, loaded.scalars, held.frame
+    )
     written.append(table.save(out_dir / "dispatch.json"))
     (out_dir / "dispatch.cuh").write_text(emit_cpp(table))
     (out_dir / "dispatch.py").write_text(emit_python(table))
@@ -449,12 +663,16 @@ def _report_kind(source: str, out_dir: Path, kind: str | None, device: str | Non
         written.append(out_dir / "sharing.csv")
     if kind is not None:
         out.print(f"problem kind {kind}: sizes {', '.join(loaded.layout.sizes)}")
-    out.print(f"structure: {chosen.mode}, library margin {100 * chosen.library_margin:g}%"
-              + (f", reach {chosen.reach:g}" if chosen.mode == "cost" else "")
-              + (" (smallest measured leave-one-out loss)" if built.structures is not None else ""))
+    out.print(
+        f"structure: {chosen.mode}, library margin {100 * chosen.library_margin:g}%"
+        + (f", reach {chosen.reach:g}" if chosen.mode == "cost" else "")
+        + (" (smallest measured leave-one-out loss)" if built.structures is not None else "")
+    )
     loo_text = "not measured" if math.isnan(held.worst_loss) else f"{100 * held.worst_loss:.2f}%"
-    out.print(f"leave-one-out worst loss {loo_text} ({held.measured_text} held-out answers measured; in sample "
-              f"{100 * (table.provenance['worst_loss'] or 0):.2f}%)")
+    out.print(
+        f"leave-one-out worst loss {loo_text} ({held.measured_text} held-out answers measured; in sample "
+        f"{100 * (table.provenance['worst_loss'] or 0):.2f}%)"
+    )
     return written
 
 
@@ -464,4 +682,5 @@ def register(app: typer.Typer) -> None:
     app.command()(emit)
     app.command()(report)
     from autotune.cli.compare import compare
+
     app.command()(compare)

@@ -2,6 +2,7 @@
 
 Side effects (database, printing) live here; the comparison is analysis/compare.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,10 +50,14 @@ def load_gpu(source: str, device: str | None, kind: str | None = None) -> GpuRes
     (name or UUID), by default the GPU with the most measurements in the database."""
     from autotune.store.query import run_query
     from autotune.store.store import Store
+
     url = source_url(source)
     with Store.open(url, create=False, readonly=True) as store:
-        counts = run_query(url, "SELECT d.uuid, COUNT(*) AS n FROM measurements m JOIN devices d ON d.id = m.device_id "
-                                "GROUP BY d.uuid ORDER BY n DESC, d.uuid")
+        counts = run_query(
+            url,
+            "SELECT d.uuid, COUNT(*) AS n FROM measurements m JOIN devices d ON d.id = m.device_id "
+            "GROUP BY d.uuid ORDER BY n DESC, d.uuid",
+        )
         if counts.empty:
             raise UserError(f"no measurements in {source}", hint="run `autotune sweep CONFIG` into it first")
         device_id = store.device_id(str(counts["uuid"][0]) if device is None else device)
@@ -69,19 +74,33 @@ def load_gpu(source: str, device: str | None, kind: str | None = None) -> GpuRes
     return GpuResults(frame, library, layout, info, len(counts))
 
 
-def compare(source: Annotated[str, typer.Argument(help="Results database (SQLite path or URL).")],
-            by: Annotated[str, typer.Option("--by", help="Parameter whose values form the groups (e.g. NSG, RUNG), "
-                                                         "or `space` for one group per space.")],
-            space: SpaceOpt = None,
-            where: Annotated[Optional[str], typer.Option(
-                "--where", help="Only instances whose parameters satisfy EXPR (space-file expression language), "
-                                "e.g. 'BLK_M >= 16 and DIM_X in [8, 16]'.")] = None,
-            device: Annotated[Optional[str], typer.Option(
-                "--device", "-d", help="GPU name or UUID in the database (default: the GPU with the most "
-                                       "measurements).")] = None,
-            csv: Annotated[Optional[Path], typer.Option("--csv", help="Also write the full table to this CSV file.")] = None,
-            markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table instead.")] = False,
-            kind: KindOpt = None) -> None:
+def compare(
+    source: Annotated[str, typer.Argument(help="Results database (SQLite path or URL).")],
+    by: Annotated[
+        str,
+        typer.Option(
+            "--by", help="Parameter whose values form the groups (e.g. NSG, RUNG), or `space` for one group per space."
+        ),
+    ],
+    space: SpaceOpt = None,
+    where: Annotated[
+        Optional[str],
+        typer.Option(
+            "--where",
+            help="Only instances whose parameters satisfy EXPR (space-file expression language), "
+            "e.g. 'BLK_M >= 16 and DIM_X in [8, 16]'.",
+        ),
+    ] = None,
+    device: Annotated[
+        Optional[str],
+        typer.Option(
+            "--device", "-d", help="GPU name or UUID in the database (default: the GPU with the most measurements)."
+        ),
+    ] = None,
+    csv: Annotated[Optional[Path], typer.Option("--csv", help="Also write the full table to this CSV file.")] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table instead.")] = False,
+    kind: KindOpt = None,
+) -> None:
     """What each design choice buys: per test point, the best verified time of each group of instances.
 
     A group is the instances sharing one value of the parameter --by (or one space). Each row is a test \
@@ -103,8 +122,12 @@ mean slowdown, and the sizes where it wins.
     if csv is not None:
         csv.parent.mkdir(parents=True, exist_ok=True)
         result.to_csv(csv, index=False, float_format="%.6g")
-    title = (f"best ms per {by} (slowdown vs the best) on {gpu.device}" + (f", space {space}" if space else "")
-             + (f", where {where}" if where else "") + f": {len(result)} test points")
+    title = (
+        f"best ms per {by} (slowdown vs the best) on {gpu.device}"
+        + (f", space {space}" if space else "")
+        + (f", where {where}" if where else "")
+        + f": {len(result)} test points"
+    )
     notes = _compare_notes(result, summary, gpu, by)
     if markdown:
         typer.echo(_markdown(title, _compare_rows(result), notes))
@@ -142,9 +165,18 @@ def _compare_rows(result: pd.DataFrame) -> list[list[str]]:
             mark = SKIP_MARK if r[g + comparing.SKIPPED] else ""
             cells.append(num(r[g], ".4g", f"{mark} ({num(r[g + comparing.SLOWDOWN], '.2f', 'x')})"))
         best = r["best"] + (SKIP_MARK if r["best"] and r[r["best"] + comparing.SKIPPED] else "") or "-"
-        rows.append([r["precision"], r["shape"], "x".join(str(r[n]) for n in layout.table_sizes),
-                     *(str(r[n]) for n in ties), *cells, best,
-                     num(r[f"{lib}_ms"], ".4g"), num(r[f"speedup_vs_{lib}"], ".2f", "x")])
+        rows.append(
+            [
+                r["precision"],
+                r["shape"],
+                "x".join(str(r[n]) for n in layout.table_sizes),
+                *(str(r[n]) for n in ties),
+                *cells,
+                best,
+                num(r[f"{lib}_ms"], ".4g"),
+                num(r[f"speedup_vs_{lib}"], ".2f", "x"),
+            ]
+        )
     return rows
 
 
@@ -152,30 +184,39 @@ def _compare_notes(result: pd.DataFrame, summary: pd.DataFrame, gpu: GpuResults,
     lines = []
     for s in summary.itertuples():
         skipped = f", {s.skipped_points} of them {SKIP_MARK}" if s.skipped_points else ""
-        lines.append(f"{s.group}: best at {s.best_at}/{len(result)} points, geomean slowdown {s.geomean_slowdown:.2f}x "
-                     f"(worst {s.worst_slowdown:.2f}x, over {s.points} points{skipped})"
-                     + (f"; wins at {s.wins}" if s.wins else ""))
+        lines.append(
+            f"{s.group}: best at {s.best_at}/{len(result)} points, geomean slowdown {s.geomean_slowdown:.2f}x "
+            f"(worst {s.worst_slowdown:.2f}x, over {s.points} points{skipped})"
+            + (f"; wins at {s.wins}" if s.wins else "")
+        )
     lib = result.attrs["library"]
     cb = result[f"speedup_vs_{lib}"].dropna()
     if len(cb):
-        lines.append(f"{lib}: measured at {len(cb)} points; the best group is faster at {int((cb > 1).sum())}, "
-                     f"geomean speedup {math.exp(np.log(cb).mean()):.2f}x ({lib} ms / best ms)")
+        lines.append(
+            f"{lib}: measured at {len(cb)} points; the best group is faster at {int((cb > 1).sum())}, "
+            f"geomean speedup {math.exp(np.log(cb).mean()):.2f}x ({lib} ms / best ms)"
+        )
     if result.attrs.get("without_by"):
         lines.append(f"left out: {result.attrs['without_by']} instances without the parameter {by}")
     if any(summary["skipped_points"]):
-        lines.append(f"{SKIP_MARK} the group's fastest measurement here was stopped early ('skipped'): the median of its "
-                     "first repetitions, an estimate known to be more than TOL slower than the best the sweep saw")
+        lines.append(
+            f"{SKIP_MARK} the group's fastest measurement here was stopped early ('skipped'): the median of its "
+            "first repetitions, an estimate known to be more than TOL slower than the best the sweep saw"
+        )
     if gpu.gpus > 1:
-        lines.append(f"GPU {gpu.device} ({gpu.uuid}), one of {gpu.gpus} in the database; --device NAME_OR_UUID "
-                     "picks another")
+        lines.append(
+            f"GPU {gpu.device} ({gpu.uuid}), one of {gpu.gpus} in the database; --device NAME_OR_UUID picks another"
+        )
     return lines
 
 
 def _markdown(title: str, rows: list[list[str]], notes: list[str]) -> str:
     head, *body = rows
-    lines = [f"**{title}**", "", "| " + " | ".join(head) + " |",
-             "|" + "|".join("---" if c in ("precision", "shape", "best") else "---:" for c in head) + "|"]
+    lines = [
+        f"**{title}**",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" if c in ("precision", "shape", "best") else "---:" for c in head) + "|",
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in body]
     return "\n".join(lines + [""] + [f"- {n}" for n in notes])
-
-

@@ -1,4 +1,5 @@
 """The `autotune` command line. Printing, environment and exit codes live here, nowhere else."""
+
 from __future__ import annotations
 
 import sys
@@ -53,16 +54,22 @@ class _Commands(TyperGroup):
                 if exc.filename is None:
                     raise
                 where = _shown(f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 else ""))
-                sys.stderr.write(f"error: cannot use {where}: {exc.strerror or exc}\n"
-                                 "    what to do: give a path whose folder exists and that you may write "
-                                 "(or read), and run the command again\n")
+                sys.stderr.write(
+                    f"error: cannot use {where}: {exc.strerror or exc}\n"
+                    "    what to do: give a path whose folder exists and that you may write "
+                    "(or read), and run the command again\n"
+                )
                 sys.exit(2)
 
 
 app = typer.Typer(
-    cls=_Commands, help="Autotune GPU kernels: explore tuning spaces, sweep them on a GPU into SQLite, "
-         "analyze the results into dispatch tables.",
-    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+    cls=_Commands,
+    help="Autotune GPU kernels: explore tuning spaces, sweep them on a GPU into SQLite, "
+    "analyze the results into dispatch tables.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 app.add_typer(space_cli.app, name="space")
 app.add_typer(model_cli.app, name="model")
 app.add_typer(interop.import_app, name="import")
@@ -72,14 +79,20 @@ err = Console(stderr=True)
 
 
 @app.callback()
-def _options(allow_path: list[Path] = typer.Option(
-        [], "--allow-path", metavar="DIR", help="Let space files name kernel sources and Python files (reference:, "
-        "file.py:Class) under DIR, outside their own folder (repeatable; or AUTOTUNE_ALLOW_PATHS=DIR:DIR)."),
-             ) -> None:
+def _options(
+    allow_path: list[Path] = typer.Option(
+        [],
+        "--allow-path",
+        metavar="DIR",
+        help="Let space files name kernel sources and Python files (reference:, "
+        "file.py:Class) under DIR, outside their own folder (repeatable; or AUTOTUNE_ALLOW_PATHS=DIR:DIR).",
+    ),
+) -> None:
     """Autotune GPU kernels: explore tuning spaces, sweep them on a GPU into SQLite, analyze the results into
     dispatch tables."""
     if allow_path:
         from autotune.problems.allowed_paths import allow
+
         allow(allow_path)
 
 
@@ -87,14 +100,23 @@ def _options(allow_path: list[Path] = typer.Option(
 def devices() -> None:
     """List the device profiles usable with --device (and the GPU of this machine, if any)."""
     from autotune.devices import PROFILES, detect_gpu
+
     table = Table(title="device profiles")
     for col in ("profile", "name", "cc", "SMs", "smem/block (opt-in)", "smem/SM", "L2", "bandwidth"):
         table.add_column(col)
     gpu = detect_gpu()
     rows = list(PROFILES.items()) + ([("(this GPU)", gpu)] if gpu else [])
     for key, d in rows:
-        table.add_row(key, d.name, str(d.cc), str(d.sm_count), f"{d.max_smem_per_block // 1024} KB",
-                      f"{d.max_smem_per_sm // 1024} KB", f"{d.l2_bytes / 2**20:g} MB", f"{d.mem_bandwidth / 1e12:.2f} TB/s")
+        table.add_row(
+            key,
+            d.name,
+            str(d.cc),
+            str(d.sm_count),
+            f"{d.max_smem_per_block // 1024} KB",
+            f"{d.max_smem_per_sm // 1024} KB",
+            f"{d.l2_bytes / 2**20:g} MB",
+            f"{d.mem_bandwidth / 1e12:.2f} TB/s",
+        )
     Console().print(table)
 
 

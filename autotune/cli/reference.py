@@ -4,6 +4,7 @@
 usage, its help and a table of its arguments and options (hidden aliases left out). The documentation build calls
 it (docs/hooks/cli_reference.py), and tests walk the same commands to check the option vocabulary.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -18,11 +19,13 @@ Command = Any  # typer's command classes (it carries its own copy of click): duc
 def root_command() -> Command:
     """The click command behind `autotune` (the Typer app with every sub-app registered)."""
     from autotune.cli.main import app
+
     return typer.main.get_command(app)
 
 
-def commands(command: Command | None = None,
-             path: tuple[str, ...] = ("autotune",)) -> Iterator[tuple[tuple[str, ...], Command]]:
+def commands(
+    command: Command | None = None, path: tuple[str, ...] = ("autotune",)
+) -> Iterator[tuple[tuple[str, ...], Command]]:
     """Every command reachable from `command` (default: `autotune`), groups included, as (words, command), in
     the order `autotune --help` lists them."""
     command = command or root_command()

@@ -1,4 +1,5 @@
 """`autotune space ...`: explore a space file without a GPU (show, list, export)."""
+
 from __future__ import annotations
 
 import json
@@ -17,40 +18,79 @@ from autotune.devices import PROFILES, get_device
 from autotune.space.generator import Generated, generate, where
 from autotune.space.spec import load_space
 
-app = typer.Typer(help="Explore a tuning space: the funnel of constraints, the surviving instances, exports.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Explore a tuning space: the funnel of constraints, the surviving instances, exports.", no_args_is_help=True
+)
 out = Console()
 
 SpaceArg = Annotated[str, typer.Argument(help="Space file (spaces/NAME.yaml) or a space name under spaces/.")]
-DeviceOpt = Annotated[Optional[str], typer.Option(
-    "--device", "-d", help=f"Device profile ({', '.join(PROFILES)}). Default: the GPU of this machine, else H100.")]
-PrecisionOpt = Annotated[Optional[str], typer.Option(
-    "--precision", "-p", help="fp64, fp32 or fp16 (sets elem_bytes). Default: the space's first precision.")]
+DeviceOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--device", "-d", help=f"Device profile ({', '.join(PROFILES)}). Default: the GPU of this machine, else H100."
+    ),
+]
+PrecisionOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--precision", "-p", help="fp64, fp32 or fp16 (sets elem_bytes). Default: the space's first precision."
+    ),
+]
 NoSoftOpt = Annotated[bool, typer.Option("--no-soft", help="Switch off every soft constraint.")]
-SoftOffOpt = Annotated[Optional[list[str]], typer.Option(
-    "--soft-off", help="Switch off one soft constraint by name (repeatable).")]
-MaxRawOpt = Annotated[Optional[int], typer.Option(
-    "--max-raw", help="Stop when building a space expands more partial combinations than this (default 10^10, or "
-                 "AUTOTUNE_MAX_RAW); a larger raw space builds if its constraints prune early.")]
-MaxSurvivorsOpt = Annotated[Optional[int], typer.Option(
-    "--max-survivors", help="Stop when more instances than this pass the hard constraints "
-                            "(default 10^8, or AUTOTUNE_MAX_SURVIVORS).")]
+SoftOffOpt = Annotated[
+    Optional[list[str]], typer.Option("--soft-off", help="Switch off one soft constraint by name (repeatable).")
+]
+MaxRawOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-raw",
+        help="Stop when building a space expands more partial combinations than this (default 10^10, or "
+        "AUTOTUNE_MAX_RAW); a larger raw space builds if its constraints prune early.",
+    ),
+]
+MaxSurvivorsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-survivors",
+        help="Stop when more instances than this pass the hard constraints (default 10^8, or AUTOTUNE_MAX_SURVIVORS).",
+    ),
+]
 
 
-def _generate(space: str, device: str | None, precision: str | None, no_soft: bool,
-              soft_off: list[str] | None, max_raw: int | None = None, max_survivors: int | None = None) -> Generated:
-    return generate(load_space(space), get_device(device), precision, soft=not no_soft, soft_off=soft_off or (),
-                    max_raw=max_raw, max_survivors=max_survivors)
+def _generate(
+    space: str,
+    device: str | None,
+    precision: str | None,
+    no_soft: bool,
+    soft_off: list[str] | None,
+    max_raw: int | None = None,
+    max_survivors: int | None = None,
+) -> Generated:
+    return generate(
+        load_space(space),
+        get_device(device),
+        precision,
+        soft=not no_soft,
+        soft_off=soft_off or (),
+        max_raw=max_raw,
+        max_survivors=max_survivors,
+    )
 
 
 @app.command()
-def show(space: SpaceArg, device: DeviceOpt = None, precision: PrecisionOpt = None, no_soft: NoSoftOpt = False,
-         soft_off: SoftOffOpt = None, max_raw: MaxRawOpt = None, max_survivors: MaxSurvivorsOpt = None) -> None:
+def show(
+    space: SpaceArg,
+    device: DeviceOpt = None,
+    precision: PrecisionOpt = None,
+    no_soft: NoSoftOpt = False,
+    soft_off: SoftOffOpt = None,
+    max_raw: MaxRawOpt = None,
+    max_survivors: MaxSurvivorsOpt = None,
+) -> None:
     """Print the funnel (raw -> after each hard -> after each soft constraint) and value counts."""
     g = _generate(space, device, precision, no_soft, soft_off, max_raw, max_survivors)
     out.print(f"[bold]{g.space.name}[/bold]: {g.space.description}")
-    out.print(f"device: {g.device.name} ({g.device.source}), precision: {g.precision}, "
-              f"generated in {g.seconds:.3f} s")
+    out.print(f"device: {g.device.name} ({g.device.source}), precision: {g.precision}, generated in {g.seconds:.3f} s")
     table = Table(title="funnel")
     for col in ("step", "kind", "remaining", "removed", "reason"):
         table.add_column(col, justify="right" if col in ("remaining", "removed") else "left")
@@ -104,12 +144,21 @@ def _sample(rows: np.ndarray, sample: int | None, seed: int) -> np.ndarray:
 
 
 @app.command("list")
-def list_(space: SpaceArg, limit: Annotated[int, typer.Option(help="Print at most this many rows (0: all).")] = 20,
-          where_expr: Annotated[Optional[str], typer.Option("--where", help="Keep rows where EXPR holds, e.g. 'BLK_M >= 32'.")] = None,
-          sample: Annotated[Optional[int], typer.Option(help="Random sample of N instances.")] = None,
-          seed: Annotated[int, typer.Option(help="Seed of --sample.")] = 0,
-          device: DeviceOpt = None, precision: PrecisionOpt = None, no_soft: NoSoftOpt = False,
-          soft_off: SoftOffOpt = None, max_raw: MaxRawOpt = None, max_survivors: MaxSurvivorsOpt = None) -> None:
+def list_(
+    space: SpaceArg,
+    limit: Annotated[int, typer.Option(help="Print at most this many rows (0: all).")] = 20,
+    where_expr: Annotated[
+        Optional[str], typer.Option("--where", help="Keep rows where EXPR holds, e.g. 'BLK_M >= 32'.")
+    ] = None,
+    sample: Annotated[Optional[int], typer.Option(help="Random sample of N instances.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of --sample.")] = 0,
+    device: DeviceOpt = None,
+    precision: PrecisionOpt = None,
+    no_soft: NoSoftOpt = False,
+    soft_off: SoftOffOpt = None,
+    max_raw: MaxRawOpt = None,
+    max_survivors: MaxSurvivorsOpt = None,
+) -> None:
     """List surviving instances with their stable IDs."""
     g = _generate(space, device, precision, no_soft, soft_off, max_raw, max_survivors)
     matching = _matching(g, where_expr)
@@ -128,16 +177,24 @@ class Format(str, Enum):
 
 
 @app.command()
-def export(space: SpaceArg, format: Annotated[Format, typer.Option("--format", "-f", help="csv or json.")] = Format.csv,
-           output: Annotated[Optional[Path], typer.Option("--out", "-o", help="File to write (default: stdout).")] = None,
-           output_old: Annotated[Optional[Path], typer.Option("--output", hidden=True, help="Old name of --out.")] = None,
-           where_expr: Annotated[Optional[str], typer.Option("--where", help="Keep rows where EXPR holds.")] = None,
-           device: DeviceOpt = None, precision: PrecisionOpt = None, no_soft: NoSoftOpt = False,
-           soft_off: SoftOffOpt = None, max_raw: MaxRawOpt = None, max_survivors: MaxSurvivorsOpt = None) -> None:
+def export(
+    space: SpaceArg,
+    format: Annotated[Format, typer.Option("--format", "-f", help="csv or json.")] = Format.csv,
+    output: Annotated[Optional[Path], typer.Option("--out", "-o", help="File to write (default: stdout).")] = None,
+    output_old: Annotated[Optional[Path], typer.Option("--output", hidden=True, help="Old name of --out.")] = None,
+    where_expr: Annotated[Optional[str], typer.Option("--where", help="Keep rows where EXPR holds.")] = None,
+    device: DeviceOpt = None,
+    precision: PrecisionOpt = None,
+    no_soft: NoSoftOpt = False,
+    soft_off: SoftOffOpt = None,
+    max_raw: MaxRawOpt = None,
+    max_survivors: MaxSurvivorsOpt = None,
+) -> None:
     """Write every surviving instance (id, name, parameters, derived quantities) as CSV or JSON."""
     output = renamed(output, output_old, "--out", "--output")
     if output:
         from autotune.outfiles import check_writable
+
         check_writable([output])  # before generating: a path that cannot be written fails at once
     g = _generate(space, device, precision, no_soft, soft_off, max_raw, max_survivors)
     rows = _matching(g, where_expr)
@@ -146,11 +203,22 @@ def export(space: SpaceArg, format: Annotated[Format, typer.Option("--format", "
     if format is Format.csv:
         text = frame.to_csv(index=False)
     else:
-        text = json.dumps({"space": g.space.name, "device": g.device.name, "precision": g.precision,
-                           "soft": list(g.soft_applied), "instances": json.loads(frame.to_json(orient="records"))},
-                          indent=1) + "\n"
+        text = (
+            json.dumps(
+                {
+                    "space": g.space.name,
+                    "device": g.device.name,
+                    "precision": g.precision,
+                    "soft": list(g.soft_applied),
+                    "instances": json.loads(frame.to_json(orient="records")),
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     if output:
         from autotune.outfiles import write_file
+
         write_file(output, text)
         out.print(f"wrote {len(frame):,} instances to {output}", style="dim", highlight=False)
     else:
@@ -158,15 +226,24 @@ def export(space: SpaceArg, format: Annotated[Format, typer.Option("--format", "
 
 
 @app.command()
-def diff(a: Annotated[str, typer.Argument(metavar="A", help="The old space (file or built-in name).")],
-         b: Annotated[str, typer.Argument(metavar="B", help="The new space (file or built-in name).")],
-         device: DeviceOpt = None, precision: PrecisionOpt = None,
-         no_counts: Annotated[bool, typer.Option("--no-counts", help="Compare the files only; do not generate "
-                                                                     "both spaces to compare their counts.")] = False,
-         max_raw: MaxRawOpt = None, max_survivors: MaxSurvivorsOpt = None) -> None:
+def diff(
+    a: Annotated[str, typer.Argument(metavar="A", help="The old space (file or built-in name).")],
+    b: Annotated[str, typer.Argument(metavar="B", help="The new space (file or built-in name).")],
+    device: DeviceOpt = None,
+    precision: PrecisionOpt = None,
+    no_counts: Annotated[
+        bool,
+        typer.Option(
+            "--no-counts", help="Compare the files only; do not generate both spaces to compare their counts."
+        ),
+    ] = False,
+    max_raw: MaxRawOpt = None,
+    max_survivors: MaxSurvivorsOpt = None,
+) -> None:
     """What changed between two versions of a space: parameters, derived quantities, constraints, kernel binding,
     and the counts (raw, after the hard constraints, after all, each funnel step). Exit code 1 when they differ."""
     from autotune.explore.diff import add_counts, diff_spaces
+
     sa, sb = load_space(a), load_space(b)
     d = diff_spaces(sa, sb)
     if not no_counts:

@@ -1,4 +1,5 @@
 """`autotune sweep CONFIG` (the main job) and `autotune query SQL`."""
+
 from __future__ import annotations
 
 import contextlib
@@ -12,8 +13,15 @@ from typing import Annotated, Any, Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from autotune.cli.aliases import renamed
@@ -43,8 +51,16 @@ class BarReporter:
         if self.quiet:
             return
         self.stop()  # a second phase (sharing) starts a new bar
-        self.progress = Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err)
+        self.progress = Progress(
+            TextColumn("[bold]sweep"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=err,
+        )
         self.progress.start()
         self.task = self.progress.add_task("sweep", total=total_pairs - already_done, info="")
 
@@ -79,22 +95,88 @@ class BarReporter:
             self.progress = None
 
 
-def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME.yaml).")],
-          database: Annotated[Optional[str], typer.Option("--db", help="Database URL or SQLite path; overrides the config's `database`.")] = None,
-          database_old: Annotated[Optional[str], typer.Option("--database", hidden=True, help="Old name of --db.")] = None,
-          strategy: Annotated[Optional[str], typer.Option(help="Search strategy: brute (every instance), random (a seeded sample), tpe (Optuna's TPE), hybrid (a surrogate model plus local search around the best instances), gp (Optuna's Gaussian process; needs torch), cmaes (needs the cmaes package), auto (brute when --budget covers the space, else hybrid; says which and why), an installed one or module:Class. tpe, hybrid, gp, cmaes and auto search each test point on its own and keep an Optuna study per point in the sweep's database. Overrides the config's `strategy:`.")] = None,
-          budget: Annotated[Optional[int], typer.Option(min=1, help="Evaluations per test point (the config's `strategy: {budget: N}`; the top-level `budget:` is a time budget). Any strategy given a per-point budget, patience or roofline tolerance searches each point on its own.")] = None,
-          patience: Annotated[Optional[int], typer.Option(min=1, help="Stop a test point after this many evaluations without a better time (`strategy: {patience: K}`).")] = None,
-          roofline_tol: Annotated[Optional[float], typer.Option(min=0.0, max=0.999, help="Stop a test point once its best time is within this fraction of its kind's roofline time (0.05: 95% of the roofline; `strategy: {roofline_tol: F}`).")] = None,
-          transfer: Annotated[Optional[int], typer.Option(min=0, help="Start each test point from this many best instances of the nearest point searched before (model-based strategies; `strategy: {transfer: K}`).")] = None,
-          max_instances: Annotated[Optional[int], typer.Option(help="Measure at most this many instances per space. Overrides the config's top-level max_instances (a space entry's own max_instances still applies).")] = None,
-          seed: Annotated[Optional[int], typer.Option(help="Seed of the random and model-based strategies. Overrides the config.")] = None,
-          replay: Annotated[Optional[str], typer.Option(help="Take measurements from this recorded database URL instead of a GPU.")] = None,
-          resume: Annotated[Optional[str], typer.Option(help="What a resumed sweep skips: gpu (pairs measured on this very GPU) or model (pairs measured on any GPU of the same name, SM count and compute capability: for clusters and lent machines where each run lands on another card). Overrides the config's `resume`.")] = None,
-          gpus: Annotated[Optional[str], typer.Option("--gpus", help="Measure on several GPUs of this machine at once: `all`, a number N (the first N visible) or a list of GPU indices (0,2). Starts a local Dask cluster, one worker per GPU (needs `pip install autotune\\[dask]`); with --replay, N replaying workers. One writer: results come back to this process. See docs/scale-out.md.")] = None,
-          scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Address of a running Dask scheduler (tcp://host:8786) whose workers each see one GPU (several nodes; a SLURM example in docs/scale-out.md). Results come back to this process, the only writer to the database.")] = None,
-          quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar; a line every 30 s (for logs).")] = False,
-          early_stop: Annotated[bool, typer.Option("--early-stop/--no-early-stop", help="Stop timing an instance after a few repetitions once it is provably slower than the best / (1 - tol) (status skipped). --no-early-stop times every instance fully: complete recorded spaces, e.g. to benchmark search strategies on.")] = True) -> None:
+def sweep(
+    config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME.yaml).")],
+    database: Annotated[
+        Optional[str], typer.Option("--db", help="Database URL or SQLite path; overrides the config's `database`.")
+    ] = None,
+    database_old: Annotated[Optional[str], typer.Option("--database", hidden=True, help="Old name of --db.")] = None,
+    strategy: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Search strategy: brute (every instance), random (a seeded sample), tpe (Optuna's TPE), hybrid (a surrogate model plus local search around the best instances), gp (Optuna's Gaussian process; needs torch), cmaes (needs the cmaes package), auto (brute when --budget covers the space, else hybrid; says which and why), an installed one or module:Class. tpe, hybrid, gp, cmaes and auto search each test point on its own and keep an Optuna study per point in the sweep's database. Overrides the config's `strategy:`."
+        ),
+    ] = None,
+    budget: Annotated[
+        Optional[int],
+        typer.Option(
+            min=1,
+            help="Evaluations per test point (the config's `strategy: {budget: N}`; the top-level `budget:` is a time budget). Any strategy given a per-point budget, patience or roofline tolerance searches each point on its own.",
+        ),
+    ] = None,
+    patience: Annotated[
+        Optional[int],
+        typer.Option(
+            min=1,
+            help="Stop a test point after this many evaluations without a better time (`strategy: {patience: K}`).",
+        ),
+    ] = None,
+    roofline_tol: Annotated[
+        Optional[float],
+        typer.Option(
+            min=0.0,
+            max=0.999,
+            help="Stop a test point once its best time is within this fraction of its kind's roofline time (0.05: 95% of the roofline; `strategy: {roofline_tol: F}`).",
+        ),
+    ] = None,
+    transfer: Annotated[
+        Optional[int],
+        typer.Option(
+            min=0,
+            help="Start each test point from this many best instances of the nearest point searched before (model-based strategies; `strategy: {transfer: K}`).",
+        ),
+    ] = None,
+    max_instances: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Measure at most this many instances per space. Overrides the config's top-level max_instances (a space entry's own max_instances still applies)."
+        ),
+    ] = None,
+    seed: Annotated[
+        Optional[int], typer.Option(help="Seed of the random and model-based strategies. Overrides the config.")
+    ] = None,
+    replay: Annotated[
+        Optional[str], typer.Option(help="Take measurements from this recorded database URL instead of a GPU.")
+    ] = None,
+    resume: Annotated[
+        Optional[str],
+        typer.Option(
+            help="What a resumed sweep skips: gpu (pairs measured on this very GPU) or model (pairs measured on any GPU of the same name, SM count and compute capability: for clusters and lent machines where each run lands on another card). Overrides the config's `resume`."
+        ),
+    ] = None,
+    gpus: Annotated[
+        Optional[str],
+        typer.Option(
+            "--gpus",
+            help="Measure on several GPUs of this machine at once: `all`, a number N (the first N visible) or a list of GPU indices (0,2). Starts a local Dask cluster, one worker per GPU (needs `pip install autotune\\[dask]`); with --replay, N replaying workers. One writer: results come back to this process. See docs/scale-out.md.",
+        ),
+    ] = None,
+    scheduler: Annotated[
+        Optional[str],
+        typer.Option(
+            "--scheduler",
+            help="Address of a running Dask scheduler (tcp://host:8786) whose workers each see one GPU (several nodes; a SLURM example in docs/scale-out.md). Results come back to this process, the only writer to the database.",
+        ),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar; a line every 30 s (for logs).")] = False,
+    early_stop: Annotated[
+        bool,
+        typer.Option(
+            "--early-stop/--no-early-stop",
+            help="Stop timing an instance after a few repetitions once it is provably slower than the best / (1 - tol) (status skipped). --no-early-stop times every instance fully: complete recorded spaces, e.g. to benchmark search strategies on.",
+        ),
+    ] = True,
+) -> None:
     """Compile, verify and time every instance of the config's spaces on its test points.
 
     Results go to the config's database (default results/<config name>.sqlite). Running the same
@@ -110,11 +192,14 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
     cfg = load_config(config)
     if resume is not None and resume not in ("gpu", "model"):
         raise UserError(f"--resume must be gpu or model, got {resume!r}")
-    overrides: dict[str, Any] = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume)
+    overrides: dict[str, Any] = dict(
+        database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume
+    )
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
     search: dict[str, Any] = dict(budget=budget, patience=patience, roofline_tol=roofline_tol, transfer=transfer)
-    cfg = dataclasses.replace(cfg, search=dataclasses.replace(cfg.search, **{k: v for k, v in search.items()
-                                                                            if v is not None}))
+    cfg = dataclasses.replace(
+        cfg, search=dataclasses.replace(cfg.search, **{k: v for k, v in search.items() if v is not None})
+    )
     if gpus is not None and scheduler is not None:
         raise UserError("give --gpus (a local cluster) or --scheduler (an existing one), not both")
     summary = run_config(cfg, replay, quiet, early_stop, gpus=gpus, scheduler=scheduler)
@@ -123,8 +208,15 @@ def sweep(config: Annotated[str, typer.Argument(help="Sweep config (configs/NAME
         raise typer.Exit(130)
 
 
-def run_config(cfg, replay: str | None, quiet: bool, early_stop: bool = True, *,  # type: ignore[no-untyped-def]
-               gpus: str | None = None, scheduler: str | None = None):
+def run_config(
+    cfg,
+    replay: str | None,
+    quiet: bool,
+    early_stop: bool = True,
+    *,  # type: ignore[no-untyped-def]
+    gpus: str | None = None,
+    scheduler: str | None = None,
+):
     """Run (or resume) a loaded sweep config on the GPU or, with `replay`, from a recorded database, with the live
     bar; returns the runner's SweepSummary. `early_stop=False` times every instance fully (no TOL early stop).
     `gpus` / `scheduler`: on several GPUs through Dask (`autotune.sweep.backends.dask_backend`).
@@ -135,6 +227,7 @@ def run_config(cfg, replay: str | None, quiet: bool, early_stop: bool = True, *,
     from autotune.store.store import Store
 
     from autotune.store.engine import refuse_gz
+
     refuse_gz(cfg.database)  # the database is written: never into the decompressed copy of a .gz
     reporter = BarReporter(quiet)
     backend = None
@@ -163,14 +256,21 @@ def _dask_backend(replay: str | None, tol: float | None, gpus: str | None, sched
     measures with a GPU backend, or with `replay` a replay of that database."""
     from autotune.sweep.backends.dask_backend import DaskBackend, gpu_list, require_distributed
     from autotune.sweep.backends.dask_executors import GpuExecutor, ReplayExecutor
+
     require_distributed()
     devices = gpu_list(gpus, replay=replay is not None) if gpus is not None else None
     import os
+
     delay = float(os.environ.get("AUTOTUNE_REPLAY_DELAY", 0) or 0)  # read here: a remote worker has its own environment
-    executor = (ReplayExecutor(replay, delay_s=delay) if replay
-                else GpuExecutor(tol=tol, per_host=len(devices) if devices else 1))
+    executor = (
+        ReplayExecutor(replay, delay_s=delay)
+        if replay
+        else GpuExecutor(tol=tol, per_host=len(devices) if devices else 1)
+    )
     # on a cluster with compile workers (`dask worker --resources compile=1`), chunks compile ahead on them
-    return DaskBackend(executor, devices=devices, scheduler=scheduler, compile_ahead=None if scheduler and not replay else False)
+    return DaskBackend(
+        executor, devices=devices, scheduler=scheduler, compile_ahead=None if scheduler and not replay else False
+    )
 
 
 def print_rates(backend) -> None:  # type: ignore[no-untyped-def]
@@ -191,6 +291,7 @@ def database_failure(url: str, exc: Exception) -> UserError:
     from sqlalchemy.engine import make_url
 
     from autotune.store.engine import StoreError, database_url, sqlite_path
+
     text = str(getattr(exc, "orig", None) or exc).strip()
     reason = text.splitlines()[0] if text else type(exc).__name__
     url = database_url(url)
@@ -198,18 +299,27 @@ def database_failure(url: str, exc: Exception) -> UserError:
     again = "then run the same command again: the measurements recorded so far are kept and not measured again"
     low = reason.lower()
     if "full" in low or "no space left" in low:  # SQLite: database or disk is full; PostgreSQL: could not extend file
-        return StoreError(f"database full: cannot write {where} ({reason})",
-                          hint=f"free space on its disk (or set another `database:`), {again}")
+        return StoreError(
+            f"database full: cannot write {where} ({reason})",
+            hint=f"free space on its disk (or set another `database:`), {again}",
+        )
     if "readonly" in low.replace(" ", "").replace("-", ""):
-        return StoreError(f"database read-only: cannot write {where} ({reason})",
-                          hint=f"make the file, its folder and its file system writable, {again}")
+        return StoreError(
+            f"database read-only: cannot write {where} ({reason})",
+            hint=f"make the file, its folder and its file system writable, {again}",
+        )
     from autotune.store.retry import RETRY_ENV, DatabaseGone
+
     if isinstance(exc, DatabaseGone) and not exc.locked:
-        return StoreError(f"database failed during the sweep: {where} ({reason})",
-                          hint=f"start the database server or make it reachable (or give it longer: {RETRY_ENV}="
-                               f"seconds to wait, now {exc.limit_s:g}), {again}")
-    return StoreError(f"database failed during the sweep: {where} ({reason})",
-                      hint=f"check that the database (for PostgreSQL, its server) is reachable, {again}")
+        return StoreError(
+            f"database failed during the sweep: {where} ({reason})",
+            hint=f"start the database server or make it reachable (or give it longer: {RETRY_ENV}="
+            f"seconds to wait, now {exc.limit_s:g}), {again}",
+        )
+    return StoreError(
+        f"database failed during the sweep: {where} ({reason})",
+        hint=f"check that the database (for PostgreSQL, its server) is reachable, {again}",
+    )
 
 
 @contextlib.contextmanager
@@ -217,8 +327,10 @@ def sigterm_as_interrupt() -> Iterator[None]:
     """Within the block SIGTERM (kill, a batch scheduler, systemd) stops like Ctrl-C: KeyboardInterrupt, so
     the runner records in-flight work as interrupted, the lock is released and the workers are ended.
     The previous handler is restored afterwards (outside the main thread nothing changes)."""
+
     def interrupt(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
+
     try:
         previous = signal.signal(signal.SIGTERM, interrupt)
     except ValueError:  # not the main thread: signals cannot be handled here
@@ -233,10 +345,15 @@ def sigterm_as_interrupt() -> Iterator[None]:
 def _backend(replay: str | None, tol: float | None):
     if replay:
         from autotune.sweep.backends.replay import ReplayBackend
+
         return ReplayBackend(replay)
     from autotune.sweep.backends.local import gpu_backend
-    return gpu_backend(tol=tol, hint="run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or "
-                                     ".[cuda13]), or pass --replay DB to replay a recorded sweep")
+
+    return gpu_backend(
+        tol=tol,
+        hint="run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or "
+        ".[cuda13]), or pass --replay DB to replay a recorded sweep",
+    )
 
 
 def print_summary(summary, database: str) -> None:
@@ -265,23 +382,42 @@ class OutFormat(str, Enum):
     csv = "csv"
 
 
-def query(sql: Annotated[str, typer.Argument(help="One SQL statement that only reads (SELECT, WITH, PRAGMA table_info): "
-                                              "the connection is read-only and writes, ATTACH, VACUUM and PRAGMA "
-                                              "assignments are refused.")],
-          db: Annotated[Optional[str], typer.Option("--db", help="Database URL or SQLite path, e.g. "
-                                                    "results/default/default.sqlite.xz (packed and gzipped files are "
-                                                    "read through a decompressed copy). Default: "
-                                                    "results/default.sqlite when it exists (the default sweep's "
-                                                    "database), else results/default.sqlite.xz or .gz.")] = None,
-          format: Annotated[OutFormat, typer.Option("--format", "-f", help="table or csv.")] = OutFormat.table,
-          timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Cancel the statement after this many "
-                                                 "seconds (exit 2).")] = 60.0,
-          max_rows: Annotated[int, typer.Option("--max-rows", min=1, help="Print at most this many rows (a note on "
-                                                "stderr says when more were left).")] = 100_000) -> None:
+def query(
+    sql: Annotated[
+        str,
+        typer.Argument(
+            help="One SQL statement that only reads (SELECT, WITH, PRAGMA table_info): "
+            "the connection is read-only and writes, ATTACH, VACUUM and PRAGMA "
+            "assignments are refused."
+        ),
+    ],
+    db: Annotated[
+        Optional[str],
+        typer.Option(
+            "--db",
+            help="Database URL or SQLite path, e.g. "
+            "results/default/default.sqlite.xz (packed and gzipped files are "
+            "read through a decompressed copy). Default: "
+            "results/default.sqlite when it exists (the default sweep's "
+            "database), else results/default.sqlite.xz or .gz.",
+        ),
+    ] = None,
+    format: Annotated[OutFormat, typer.Option("--format", "-f", help="table or csv.")] = OutFormat.table,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.001, help="Cancel the statement after this many seconds (exit 2).")
+    ] = 60.0,
+    max_rows: Annotated[
+        int,
+        typer.Option(
+            "--max-rows", min=1, help="Print at most this many rows (a note on stderr says when more were left)."
+        ),
+    ] = 100_000,
+) -> None:
     """Run one read-only SQL statement on a results database; print a plain-text table or CSV.
 
     A refused or failing statement exits with code 2 and changes nothing (no file is created)."""
     from autotune.store.query import run_query
+
     frame = run_query(db or _default_db(), sql, timeout=timeout, max_rows=max_rows)
     if frame.attrs.get("truncated"):
         sys.stderr.write(f"note: printed the first {max_rows:,} rows; more were left (--max-rows N prints more)\n")
@@ -291,8 +427,9 @@ def query(sql: Annotated[str, typer.Argument(help="One SQL statement that only r
         if len(frame):
             sys.stdout.write(frame.to_string(index=False) + "\n")
         else:
-            sys.stdout.write("".join(f"{c}  " for c in frame.columns).rstrip() + ("\n" if len(frame.columns) else "")
-                             + "(no rows)\n")
+            sys.stdout.write(
+                "".join(f"{c}  " for c in frame.columns).rstrip() + ("\n" if len(frame.columns) else "") + "(no rows)\n"
+            )
 
 
 def _default_db() -> str:
@@ -303,32 +440,44 @@ def _default_db() -> str:
 
     from autotune.paths import RESULTS_DIR
     from autotune.store.engine import database_url
-    for candidate in (Path("results/default.sqlite"), RESULTS_DIR / "default.sqlite",
-                      Path("results/default.sqlite.xz"), RESULTS_DIR / "default.sqlite.xz",
-                      Path("results/default.sqlite.gz"), RESULTS_DIR / "default.sqlite.gz"):
+
+    for candidate in (
+        Path("results/default.sqlite"),
+        RESULTS_DIR / "default.sqlite",
+        Path("results/default.sqlite.xz"),
+        RESULTS_DIR / "default.sqlite.xz",
+        Path("results/default.sqlite.gz"),
+        RESULTS_DIR / "default.sqlite.gz",
+    ):
         if candidate.is_file():
             return database_url(str(candidate))
-    found = sorted([*RESULTS_DIR.glob("**/*.sqlite"), *RESULTS_DIR.glob("**/*.sqlite.xz"),
-                    *RESULTS_DIR.glob("**/*.sqlite.gz")])
+    found = sorted(
+        [*RESULTS_DIR.glob("**/*.sqlite"), *RESULTS_DIR.glob("**/*.sqlite.xz"), *RESULTS_DIR.glob("**/*.sqlite.gz")]
+    )
     listed = ", ".join(str(f.relative_to(Path.cwd()) if f.is_relative_to(Path.cwd()) else f) for f in found[:5])
     more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
-    raise UserError("no --db given and no results/default.sqlite (the default sweep has not run here)",
-                    hint=f"pass --db PATH_OR_URL, e.g. --db {listed.split(', ')[0]}; databases under results/: "
-                         f"{listed}{more}" if found else "pass --db PATH_OR_URL of a sweep's database "
-                         "(a config's `database:`, default results/<config name>.sqlite)")
+    raise UserError(
+        "no --db given and no results/default.sqlite (the default sweep has not run here)",
+        hint=f"pass --db PATH_OR_URL, e.g. --db {listed.split(', ')[0]}; databases under results/: {listed}{more}"
+        if found
+        else "pass --db PATH_OR_URL of a sweep's database "
+        "(a config's `database:`, default results/<config name>.sqlite)",
+    )
 
 
 db_app = typer.Typer(help="Maintain results databases.", no_args_is_help=True)
 
 
 @db_app.command()
-def upgrade(url: Annotated[str, typer.Argument(help="Database URL or SQLite file, e.g. results/default.sqlite.")],
-            sql: Annotated[bool, typer.Option("--sql", help="Print the SQL the upgrade would run; change nothing.")] = False,
-            ) -> None:
+def upgrade(
+    url: Annotated[str, typer.Argument(help="Database URL or SQLite file, e.g. results/default.sqlite.")],
+    sql: Annotated[bool, typer.Option("--sql", help="Print the SQL the upgrade would run; change nothing.")] = False,
+) -> None:
     """Migrate a results database to this autotune's schema (Alembic, to the head revision), in place and in
     one transaction (back the file up first)."""
     from autotune.store.migrate import head, upgrade as do_upgrade
     from autotune.store.engine import database_url
+
     done = do_upgrade(database_url(url, write=not sql), sql=sql)  # --sql only reads: a .gz is fine there
     if done.sql is not None:
         typer.echo(done.sql, nl=False)
@@ -342,9 +491,12 @@ def upgrade(url: Annotated[str, typer.Argument(help="Database URL or SQLite file
 
 
 @db_app.command()
-def pack(source: Annotated[Path, typer.Argument(help="A plain SQLite results file, e.g. results/my_run.sqlite.")],
-         out_file: Annotated[Optional[Path], typer.Option("--out", "-o", help="The packed file to write (default: "
-                                                          "SOURCE.xz).")] = None) -> None:
+def pack(
+    source: Annotated[Path, typer.Argument(help="A plain SQLite results file, e.g. results/my_run.sqlite.")],
+    out_file: Annotated[
+        Optional[Path], typer.Option("--out", "-o", help="The packed file to write (default: SOURCE.xz).")
+    ] = None,
+) -> None:
     """Write a results database small enough to commit: xz-compressed, without what its other data determines
     (indexes; a measurement's median, p20, p80, min and max where they are the statistics of its own times), every
     value kept bit for bit. Every command that reads a database reads the .sqlite.xz as it is; `db unpack` gives the
@@ -361,13 +513,16 @@ def pack(source: Annotated[Path, typer.Argument(help="A plain SQLite results fil
     check_writable([target])
     done = do_pack(source, target)
     rows = ", ".join(f"{n:,} {t} rows" for t, n in done["packed_rows"].items())
-    out.print(f"wrote {target}: {done['bytes_out']:,} bytes from {done['bytes_in']:,} ({rows} stored as their "
-              "times only)")
+    out.print(
+        f"wrote {target}: {done['bytes_out']:,} bytes from {done['bytes_in']:,} ({rows} stored as their times only)"
+    )
 
 
 @db_app.command()
-def unpack(source: Annotated[Path, typer.Argument(help="A packed database (.sqlite.xz).")],
-           out_file: Annotated[Path, typer.Option("--out", "-o", help="The plain SQLite file to write.")]) -> None:
+def unpack(
+    source: Annotated[Path, typer.Argument(help="A packed database (.sqlite.xz).")],
+    out_file: Annotated[Path, typer.Option("--out", "-o", help="The plain SQLite file to write.")],
+) -> None:
     """Write the plain SQLite database a packed .sqlite.xz file stands for (to sweep into it, or open it with any
     SQLite tool)."""
     from autotune.outfiles import check_writable

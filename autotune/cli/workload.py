@@ -1,4 +1,5 @@
 """`autotune workload ...`: the problems an application runs -> a sweep config of tuned points (show, config)."""
+
 from __future__ import annotations
 
 import os
@@ -13,19 +14,37 @@ from rich.table import Table
 
 from autotune.errors import UserError
 
-app = typer.Typer(help="Workloads: the problems an application runs, with weights -> the test points to tune "
-                       "(a sweep config) and their weights.", no_args_is_help=True)
+app = typer.Typer(
+    help="Workloads: the problems an application runs, with weights -> the test points to tune "
+    "(a sweep config) and their weights.",
+    no_args_is_help=True,
+)
 out = Console()
 
-WorkloadArg = Annotated[str, typer.Argument(help="Workload file: YAML (configs/workloads/*.yaml) or CSV with the "
-                                                 "header precision,shape,<the kind's sizes>,weight.")]
-KindSpaceOpt = Annotated[Optional[str], typer.Option(
-    "--kind-space", help="CSV workloads of a kind that is not built in: the space file whose `problem:` defines "
-                         "the kind.")]
+WorkloadArg = Annotated[
+    str,
+    typer.Argument(
+        help="Workload file: YAML (configs/workloads/*.yaml) or CSV with the "
+        "header precision,shape,<the kind's sizes>,weight."
+    ),
+]
+KindSpaceOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--kind-space",
+        help="CSV workloads of a kind that is not built in: the space file whose `problem:` defines the kind.",
+    ),
+]
 
-MaxProblemsOpt = Annotated[Optional[int], typer.Option(
-    "--max-problems", min=1, help="Refuse a workload of more problems (counted before they are built; default "
-                                  "200,000 or AUTOTUNE_MAX_PROBLEMS).")]
+MaxProblemsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-problems",
+        min=1,
+        help="Refuse a workload of more problems (counted before they are built; default "
+        "200,000 or AUTOTUNE_MAX_PROBLEMS).",
+    ),
+]
 
 
 def _fmt(x: float) -> str:
@@ -52,34 +71,61 @@ def show(workload: WorkloadArg, kind_space: KindSpaceOpt = None, max_problems: M
 
 @app.command()
 def config(
-        workload: WorkloadArg,
-        space: Annotated[list[str], typer.Option(help="A space to sweep: a name under spaces/ or a space file "
-                                                      "(repeatable).")],
-        out_path: Annotated[Path, typer.Option("--out", "-o", help="Write the sweep config here.")],
-        points: Annotated[int, typer.Option(help="Tuned points per (precision, shape) group (all problems when "
-                                                 "the group has no more).", min=1)] = 24,
-        include_config: Annotated[Optional[str], typer.Option(help="Also tune this sweep config's points (they "
-                                                                   "count toward --points).")] = None,
-        pool: Annotated[Optional[str], typer.Option(help="Measure only the instances that were among the "
-                                                         "--pool-bk fastest at a point of this results database.")]
-        = None,
-        pool_bk: Annotated[int, typer.Option(help="With --pool: how many fastest instances per point.", min=1)] = 10,
-        share: Annotated[Optional[int], typer.Option(help="After the main phase, measure each of the BK best "
-                                                          "instances at a point at up to N more points it is valid "
-                                                          "for, nearest first.", min=0)] = None,
-        measure_valid: Annotated[bool, typer.Option("--measure-valid", help="Measure each instance wherever its "
-                                                    "space's kernel.valid holds, not only where it serves.")] = False,
-        name: Annotated[Optional[str], typer.Option(help="The sweep's name (default: the output file's name).")]
-        = None,
-        repetitions: Annotated[int, typer.Option(help="Timed repetitions per (instance, point).", min=1)] = 20,
-        bk: Annotated[int, typer.Option(help="Analyzer: best instances kept per point.", min=1)] = 10,
-        tol: Annotated[float, typer.Option(help="Analyzer: accepted loss against the best (0.05 = 5%).",
-                                           min=0.0, max=0.999)] = 0.05,
-        kind_space: KindSpaceOpt = None, max_problems: MaxProblemsOpt = None,
-        max_pairs: Annotated[Optional[int], typer.Option("--max-pairs", min=1, help="Refuse to write a sweep of "
-                             "more (instance, point) pairs (default 1,000,000 or AUTOTUNE_MAX_PAIRS).")] = None,
-        force: Annotated[bool, typer.Option("--force", help="Write the sweep whatever its pair count.")] = False,
-        ) -> None:
+    workload: WorkloadArg,
+    space: Annotated[
+        list[str], typer.Option(help="A space to sweep: a name under spaces/ or a space file (repeatable).")
+    ],
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Write the sweep config here.")],
+    points: Annotated[
+        int,
+        typer.Option(
+            help="Tuned points per (precision, shape) group (all problems when the group has no more).", min=1
+        ),
+    ] = 24,
+    include_config: Annotated[
+        Optional[str], typer.Option(help="Also tune this sweep config's points (they count toward --points).")
+    ] = None,
+    pool: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Measure only the instances that were among the --pool-bk fastest at a point of this results database."
+        ),
+    ] = None,
+    pool_bk: Annotated[int, typer.Option(help="With --pool: how many fastest instances per point.", min=1)] = 10,
+    share: Annotated[
+        Optional[int],
+        typer.Option(
+            help="After the main phase, measure each of the BK best "
+            "instances at a point at up to N more points it is valid "
+            "for, nearest first.",
+            min=0,
+        ),
+    ] = None,
+    measure_valid: Annotated[
+        bool,
+        typer.Option(
+            "--measure-valid",
+            help="Measure each instance wherever its space's kernel.valid holds, not only where it serves.",
+        ),
+    ] = False,
+    name: Annotated[Optional[str], typer.Option(help="The sweep's name (default: the output file's name).")] = None,
+    repetitions: Annotated[int, typer.Option(help="Timed repetitions per (instance, point).", min=1)] = 20,
+    bk: Annotated[int, typer.Option(help="Analyzer: best instances kept per point.", min=1)] = 10,
+    tol: Annotated[
+        float, typer.Option(help="Analyzer: accepted loss against the best (0.05 = 5%).", min=0.0, max=0.999)
+    ] = 0.05,
+    kind_space: KindSpaceOpt = None,
+    max_problems: MaxProblemsOpt = None,
+    max_pairs: Annotated[
+        Optional[int],
+        typer.Option(
+            "--max-pairs",
+            min=1,
+            help="Refuse to write a sweep of more (instance, point) pairs (default 1,000,000 or AUTOTUNE_MAX_PAIRS).",
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Write the sweep whatever its pair count.")] = False,
+) -> None:
     """Choose the points to tune for a workload and write a sweep config measuring them.
 
     Prints the tuned points per group and the largest log2 distance (the sum over the kind's table sizes of
@@ -111,19 +157,42 @@ def config(
         found = pool_from_db(pool, pool_bk)
         by_space = {e: found[n] for e, n in names.items() if n in found}
         for e in entries:
-            out.print(f"pool: {e}: {len(by_space[e])} instances" if e in by_space
-                      else f"pool: {e}: not in {pool}; every instance is measured", highlight=False)
+            out.print(
+                f"pool: {e}: {len(by_space[e])} instances"
+                if e in by_space
+                else f"pool: {e}: not in {pool}; every instance is measured",
+                highlight=False,
+            )
     sweep_name = name or out_path.stem
-    command = shlex.join(["autotune", "workload", *sys.argv[sys.argv.index("config"):]]) \
-        if "config" in sys.argv else "autotune workload config"
-    text = sweep_config_text(wl, tuned, entries, sweep_name, share=share, measure_valid=measure_valid,
-                             pool=by_space, repetitions=repetitions, tol=tol, bk=bk, command=command)
+    command = (
+        shlex.join(["autotune", "workload", *sys.argv[sys.argv.index("config") :]])
+        if "config" in sys.argv
+        else "autotune workload config"
+    )
+    text = sweep_config_text(
+        wl,
+        tuned,
+        entries,
+        sweep_name,
+        share=share,
+        measure_valid=measure_valid,
+        pool=by_space,
+        repetitions=repetitions,
+        tol=tol,
+        bk=bk,
+        command=command,
+    )
     table = Table(title=f"{len(tuned)} tuned points for {len(wl.problems):,} problems")
     for col in ("precision", "shape", "problems", "tuned", "largest log2 distance"):
         table.add_column(col)
     for (prec, shape), (n, worst) in coverage(wl, tuned).items():
-        table.add_row(prec, shape or "-", f"{len(wl.groups[(prec, shape)].points):,}", str(n),
-                      "-" if worst is None else f"{worst:.3f}")
+        table.add_row(
+            prec,
+            shape or "-",
+            f"{len(wl.groups[(prec, shape)].points):,}",
+            str(n),
+            "-" if worst is None else f"{worst:.3f}",
+        )
     out.print(table)
     _check_pairs(text, out_path, max_pairs, force)
     write_file(out_path, text, make_folders=True)
@@ -141,7 +210,9 @@ def _check_pairs(text: str, out_path: Path, max_pairs: int | None, force: bool) 
     cap = limit(max_pairs, PAIRS_ENV, MAX_PAIRS)
     out.print(f"planned: {pairs:,} (instance, point) pairs (the main phase; --share adds more)", highlight=False)
     if pairs > cap and not force:
-        raise UserError(f"the sweep plans {pairs:,} (instance, point) pairs, above the limit of {cap:,}; "
-                        f"{out_path} was not written",
-                        hint="restrict the instances (--pool DB --pool-bk B), drop --measure-valid or lower --points, "
-                             f"or write it anyway: --force, or raise the limit: --max-pairs {pairs} or {PAIRS_ENV}=N")
+        raise UserError(
+            f"the sweep plans {pairs:,} (instance, point) pairs, above the limit of {cap:,}; "
+            f"{out_path} was not written",
+            hint="restrict the instances (--pool DB --pool-bk B), drop --measure-valid or lower --points, "
+            f"or write it anyway: --force, or raise the limit: --max-pairs {pairs} or {PAIRS_ENV}=N",
+        )

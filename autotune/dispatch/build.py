@@ -2,6 +2,7 @@
 defines, validity predicates, sources relative to an include directory) for any instance, the kind's generic
 kernel, the kernel set, the structure chosen by held-out loss, the table. No I/O but reading space files
 (cli/analyze.py loads the measurements)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,15 @@ from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners
 from autotune.dispatch.model import tiles_of
 from autotune.dispatch.loo import LooResult, choose_structure
-from autotune.dispatch.table import (DispatchTable, GenericKernel, KernelInfo, Structure, build_table,
-                                     kind_library, library_times)
+from autotune.dispatch.table import (
+    DispatchTable,
+    GenericKernel,
+    KernelInfo,
+    Structure,
+    build_table,
+    kind_library,
+    library_times,
+)
 
 DEFAULT = Structure()  # regions, no library margin
 
@@ -30,8 +38,14 @@ class KernelInfoSource(Mapping):
     from the space files and validity predicates derived from the space's `valid` (else `serves`) / `problems.where`
     (dispatch/validity.py) plus the user's --validity entries. Leave-one-out asks for many kernels."""
 
-    def __init__(self, frame: pd.DataFrame, validity: dict[str, list[dict[str, int]]] | None = None,
-                 derive: bool = True, layout: Layout | None = None, include_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        frame: pd.DataFrame,
+        validity: dict[str, list[dict[str, int]]] | None = None,
+        derive: bool = True,
+        layout: Layout | None = None,
+        include_dir: Path | None = None,
+    ) -> None:
         self.frame = frame
         self.layout = layout or Layout.infer(frame)
         self.validity = validity or {}
@@ -40,8 +54,10 @@ class KernelInfoSource(Mapping):
         self.rows = frame.drop_duplicates("instance_id").set_index("instance_id")
         timed = frame[frame["status"].astype(str).isin(("ok", "skipped"))] if "status" in frame.columns else frame
         sizes = list(self.layout.sizes)
-        self.measured = {key: g[sizes].drop_duplicates().to_numpy(dtype=np.int64)[:64]
-                         for key, g in timed.groupby(["instance_id", "precision", "shape"])}
+        self.measured = {
+            key: g[sizes].drop_duplicates().to_numpy(dtype=np.int64)[:64]
+            for key, g in timed.groupby(["instance_id", "precision", "shape"])
+        }
         self.cache: dict[tuple[str, str, str], KernelInfo] = {}
 
     def __getitem__(self, key: tuple[str, str, str]) -> KernelInfo:
@@ -61,18 +77,23 @@ class KernelInfoSource(Mapping):
     def _make(self, iid: str, precision: str, shape: str) -> KernelInfo:
         from autotune.dispatch.validity import instance_validity
         from autotune.space.spec import load_space
+
         rows = self.rows
         row = rows.loc[iid] if iid in rows.index else None
         space_name = str(row["space"]) if row is not None and "space" in rows.columns else ""
-        user = tuple((k, int(v)) for pred in self.validity.get(iid, self.validity.get(space_name, []))
-                     for k, v in pred.items())
+        user = tuple(
+            (k, int(v)) for pred in self.validity.get(iid, self.validity.get(space_name, [])) for k, v in pred.items()
+        )
         name = str(row["instance"]) if row is not None and "instance" in rows.columns else iid
         try:
             space = load_space(space_name)
         except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
             if space_name or self.derive:
-                warnings.warn(f"no space file for {iid} ({space_name or 'unknown space'}): {exc}; "
-                              "the table uses it only at its tuned points", stacklevel=2)
+                warnings.warn(
+                    f"no space file for {iid} ({space_name or 'unknown space'}): {exc}; "
+                    "the table uses it only at its tuned points",
+                    stacklevel=2,
+                )
             return KernelInfo(space=space_name, name=name, valid=user, tuned_only=self.derive)
         params = {}
         for p in space.param_names:  # an instance measured before a parameter existed lacks its column
@@ -96,20 +117,28 @@ class KernelInfoSource(Mapping):
         derived: tuple[tuple[str, int], ...] | None = ()
         if self.derive:
             try:
-                derived = instance_validity(space_name, params, precision,
-                                            [tuple(int(x) for x in h) for h in hints])
+                derived = instance_validity(space_name, params, precision, [tuple(int(x) for x in h) for h in hints])
             except Exception:  # noqa: BLE001 - e.g. an expression reads a parameter this instance lacks
                 derived = None
             if derived is None:
-                warnings.warn(f"{iid} ({space_name}): no one-key predicates reproduce its valid/where expression; "
-                              "the table uses it only at its tuned points", stacklevel=2)
+                warnings.warn(
+                    f"{iid} ({space_name}): no one-key predicates reproduce its valid/where expression; "
+                    "the table uses it only at its tuned points",
+                    stacklevel=2,
+                )
         cpp = getattr(space.kind, "cpp_parameters", None)
-        return KernelInfo(space=space_name, name=name, template=template,
-                          parameters=cpp(space.kernel.convention, precision) if cpp else None,
-                          source=source_name(space.kernel.source_path, self.include_dir),
-                          convention=space.kernel.convention, valid=tuple(dict.fromkeys(user + (derived or ()))),
-                          tuned_only=derived is None, defines=defines,
-                          tiles=tuple(zip(self.layout.table_sizes, tiles_of(params, self.layout.table_sizes))))
+        return KernelInfo(
+            space=space_name,
+            name=name,
+            template=template,
+            parameters=cpp(space.kernel.convention, precision) if cpp else None,
+            source=source_name(space.kernel.source_path, self.include_dir),
+            convention=space.kernel.convention,
+            valid=tuple(dict.fromkeys(user + (derived or ()))),
+            tuned_only=derived is None,
+            defines=defines,
+            tiles=tuple(zip(self.layout.table_sizes, tiles_of(params, self.layout.table_sizes))),
+        )
 
 
 def source_name(source: Any, include_dir: Path | None) -> str | None:
@@ -158,9 +187,13 @@ def include_hint(sources: Any, include_dir: Path | None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def kernel_info(frame: pd.DataFrame, kernels: tuple[tuple[str, str, str], ...] = (),
-                validity: dict[str, list[dict[str, int]]] | None = None, layout: Layout | None = None,
-                include_dir: Path | None = None) -> KernelInfoSource:
+def kernel_info(
+    frame: pd.DataFrame,
+    kernels: tuple[tuple[str, str, str], ...] = (),
+    validity: dict[str, list[dict[str, int]]] | None = None,
+    layout: Layout | None = None,
+    include_dir: Path | None = None,
+) -> KernelInfoSource:
     """Name expressions and validity from the space files (needs the `space` and parameter columns of the
     store's frame); `kernels` are made now, any other on first use."""
     info = KernelInfoSource(frame, validity, layout=layout, include_dir=include_dir)
@@ -175,6 +208,7 @@ def generic_kernel(kind: Any, params_text: str, include_dir: Path | None = None)
     if kind is None or not getattr(kind, "generic_space", None):
         return None
     from autotune.space.spec import load_space
+
     try:
         space = load_space(kind.generic_space)
         text = params_text or getattr(kind, "generic_params", "")  # the kind's own unless --generic says
@@ -182,11 +216,17 @@ def generic_kernel(kind: Any, params_text: str, include_dir: Path | None = None)
         problems = space.kernel.problems
         cpp = getattr(kind, "cpp_parameters", None)
         keys = [(p, s) for p in problems.precisions for s in problems.shapes]
-        return GenericKernel(space=space.name, source=source_name(space.kernel.source_path, include_dir),
-                             convention=space.kernel.convention,
-                             templates=tuple((f"{p}:{s}", space.template_name(params, p, s)) for p, s in keys),
-                             parameters=tuple((f"{p}:{s}", cpp(space.kernel.convention, p)) for p, s in keys
-                                              if cpp is not None and cpp(space.kernel.convention, p)))
+        return GenericKernel(
+            space=space.name,
+            source=source_name(space.kernel.source_path, include_dir),
+            convention=space.kernel.convention,
+            templates=tuple((f"{p}:{s}", space.template_name(params, p, s)) for p, s in keys),
+            parameters=tuple(
+                (f"{p}:{s}", cpp(space.kernel.convention, p))
+                for p, s in keys
+                if cpp is not None and cpp(space.kernel.convention, p)
+            ),
+        )
     except Exception as exc:  # noqa: BLE001 - the table still names the generic kernel's space
         warnings.warn(f"generic kernel {kind.generic_space} without name expressions: {exc}", stacklevel=2)
         return GenericKernel(space=kind.generic_space)
@@ -215,14 +255,26 @@ def info_source(loaded: Any, validity_path: Path | None, include_dir: Path | Non
     validity = json.loads(validity_path.read_text()) if validity_path else {}
     if "space" in loaded.frame.columns:
         return KernelInfoSource(loaded.frame, validity, layout=loaded.layout, include_dir=include_dir)
-    return {k: KernelInfo(space="", name=k[0], valid=tuple((a, int(b)) for pred in validity.get(k[0], [])
-                                                           for a, b in pred.items()))
-            for k in loaded.frame[["instance_id", "precision", "shape"]].drop_duplicates().itertuples(index=False)}
+    return {
+        k: KernelInfo(
+            space="", name=k[0], valid=tuple((a, int(b)) for pred in validity.get(k[0], []) for a, b in pred.items())
+        )
+        for k in loaded.frame[["instance_id", "precision", "shape"]].drop_duplicates().itertuples(index=False)
+    }
 
 
-def build(loaded: Any, criteria: Criteria, method: str, validity_path: Path | None,
-          generic_params: str, fallback: str | None = None, structure: Structure | None = DEFAULT,
-          weights: Any = None, include_dir: Path | None = None, modes: tuple[str, ...] | None = None) -> Built:
+def build(
+    loaded: Any,
+    criteria: Criteria,
+    method: str,
+    validity_path: Path | None,
+    generic_params: str,
+    fallback: str | None = None,
+    structure: Structure | None = DEFAULT,
+    weights: Any = None,
+    include_dir: Path | None = None,
+    modes: tuple[str, ...] | None = None,
+) -> Built:
     """The table of `loaded` (cli.analyze.Loaded: one kind's frame, layout, baseline times, provenance).
     `fallback` None: the library, else the generic kernel, else none (table.default_fallback). `structure` None:
     the one with the smallest measured held-out loss (among the structures of `modes`, None: all) (dispatch.loo.choose_structure; Built.structures has every
@@ -238,10 +290,28 @@ def build(loaded: Any, criteria: Criteria, method: str, validity_path: Path | No
     trials = held = None
     if structure is None:
         from autotune.dispatch.table import STRUCTURES
+
         tried = tuple(s for s in STRUCTURES if modes is None or s.mode in modes)
-        structure, trials, held = choose_structure(matrix, criteria, method, kernel_info=info, library_ms=library_ms,
-                                                   fallback=fallback, generic=generic, weights=wts,
-                                                   structures=tried)
-    table = build_table(w, sel, loaded.provenance, info, generic, library_ms=library_ms,
-                        library=kind_library(matrix.layout, library_ms), fallback=fallback, structure=structure)
+        structure, trials, held = choose_structure(
+            matrix,
+            criteria,
+            method,
+            kernel_info=info,
+            library_ms=library_ms,
+            fallback=fallback,
+            generic=generic,
+            weights=wts,
+            structures=tried,
+        )
+    table = build_table(
+        w,
+        sel,
+        loaded.provenance,
+        info,
+        generic,
+        library_ms=library_ms,
+        library=kind_library(matrix.layout, library_ms),
+        fallback=fallback,
+        structure=structure,
+    )
     return Built(table, w, info, library_ms, trials, wts, held, generic)

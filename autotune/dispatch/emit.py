@@ -10,6 +10,7 @@ which -I to pass). No CUDA code is generated. The Python module is the table as 
 lookup rules from autotune.dispatch.runtime; its `lookup`/`lookup_index` take the sizes in the kind's order (and no precision or
 shape for a kind with one precision and no variants).
 """
+
 from __future__ import annotations
 
 import csv
@@ -20,12 +21,56 @@ import pprint
 import re
 
 from autotune.dispatch.table import DispatchTable
-from autotune.dispatch.runtime import (FALLBACKS, GENERIC, INVALID, LIBRARY, MAX_SIZE, MODEL_ALIGN, MODEL_SATURATE,
-                                      NO_LIMIT, NONE, RUNTIME_VERSION, model_count, model_margin, validity_bounds)
+from autotune.dispatch.runtime import (
+    FALLBACKS,
+    GENERIC,
+    INVALID,
+    LIBRARY,
+    MAX_SIZE,
+    MODEL_ALIGN,
+    MODEL_SATURATE,
+    NO_LIMIT,
+    NONE,
+    RUNTIME_VERSION,
+    model_count,
+    model_margin,
+    validity_bounds,
+)
 
-CPP_RESERVED = {"precision", "shape", "d", "l", "i", "j", "p", "device", "auto", "int", "long", "double", "float",
-                "char", "bool", "const", "return", "register", "new", "delete", "class", "this", "template",
-                "namespace", "operator", "default", "case", "switch", "union", "signed", "unsigned", "short"}
+CPP_RESERVED = {
+    "precision",
+    "shape",
+    "d",
+    "l",
+    "i",
+    "j",
+    "p",
+    "device",
+    "auto",
+    "int",
+    "long",
+    "double",
+    "float",
+    "char",
+    "bool",
+    "const",
+    "return",
+    "register",
+    "new",
+    "delete",
+    "class",
+    "this",
+    "template",
+    "namespace",
+    "operator",
+    "default",
+    "case",
+    "switch",
+    "union",
+    "signed",
+    "unsigned",
+    "short",
+}
 
 
 def _c_string(text: str | None) -> str:
@@ -50,8 +95,9 @@ def size_parameters(table: DispatchTable) -> list[str]:
     """The lookup's parameter names for the sizes: the size names, where they are identifiers usable in C++ and
     Python, else size0, size1, ..."""
     names = list(table.size_names)
-    ok = all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) and n not in CPP_RESERVED and not keyword.iskeyword(n)
-             for n in names) and len(set(names)) == len(names)
+    ok = all(
+        re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) and n not in CPP_RESERVED and not keyword.iskeyword(n) for n in names
+    ) and len(set(names)) == len(names)
     return names if ok else [f"size{i}" for i in range(len(names))]
 
 
@@ -90,8 +136,10 @@ def _include_note(table: DispatchTable) -> str:
     dirs = prov.get("include_dir") or prov.get("include_dirs") or []
     dirs = [dirs] if isinstance(dirs, str) else list(dirs)
     where = " ".join(f"-I{d}" for d in dirs) if dirs else "-I<the directory of each source>"
-    return (f"// Kernel sources are named relative to the include directory: compile with {where}\n"
-            "// (`autotune report/emit --include-dir DIR` names them relative to DIR).\n")
+    return (
+        f"// Kernel sources are named relative to the include directory: compile with {where}\n"
+        "// (`autotune report/emit --include-dir DIR` names them relative to DIR).\n"
+    )
 
 
 def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
@@ -113,12 +161,14 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
         w(f"//   {key}: {json.dumps(prov.get(key))}\n")
     params = size_parameters(table)
     call = ", ".join(params) if simple_call(table) else "precision, shape, " + ", ".join(params)
-    w("// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by\n"
-      "// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).\n"
-      f"// lookup({call}) returns an index into kKernels (>= 0), GENERIC (-1: the kind's generic kernel),\n"
-      f"// LIBRARY (-2: call the library, {library or 'none in this table'}), NONE (-4: nothing in the table may serve\n"
-      "// the problem: run your own code) or INVALID (-3: precision or shape out of range, or a size outside\n"
-      "// 1..2^31-1; Python raises ValueError for the same inputs).\n")
+    w(
+        "// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by\n"
+        "// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).\n"
+        f"// lookup({call}) returns an index into kKernels (>= 0), GENERIC (-1: the kind's generic kernel),\n"
+        f"// LIBRARY (-2: call the library, {library or 'none in this table'}), NONE (-4: nothing in the table may serve\n"
+        "// the problem: run your own code) or INVALID (-3: precision or shape out of range, or a size outside\n"
+        "// 1..2^31-1; Python raises ValueError for the same inputs).\n"
+    )
     w(_include_note(table))
     w("#pragma once\n\n")
     w(f"namespace {namespace} {{\n\n")
@@ -132,8 +182,10 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     w(f"inline constexpr int NONE = {NONE};  // no kernel of the table is valid, and no library or generic kernel\n")
     w(f"inline constexpr long long kMaxSize = {_ll(MAX_SIZE)};\n")
     w(f"inline constexpr const char* kLibrary = {_c_string(library)};\n")
-    w(f"inline constexpr int kFallback = {FALLBACKS[d.get('fallback', 'library')]};"
-      "  // the answer where nothing in the table is valid\n")
+    w(
+        f"inline constexpr int kFallback = {FALLBACKS[d.get('fallback', 'library')]};"
+        "  // the answer where nothing in the table is valid\n"
+    )
     w(f"inline constexpr int kNumSizes = {nsz};  // {', '.join(names)}\n")
     w(f"inline constexpr int kNumTableSizes = {ntab};\n")
     w(f"inline constexpr int kNumTieSizes = {len(tie)};\n")
@@ -141,29 +193,36 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     w(f"inline constexpr int kTieDims[{max(1, len(tie))}] = {{{', '.join(map(str, tie)) or '0'}}};\n")
     w(f"inline constexpr int kNumPrecisions = {len(precisions)};\n")
     w(f"inline constexpr int kNumShapes = {len(shapes)};\n")
-    w("enum Precision : int { " + ", ".join(f"k{_identifier(p).capitalize()} = {i}" for i, p in enumerate(precisions))
-      + " };\n")
+    w(
+        "enum Precision : int { "
+        + ", ".join(f"k{_identifier(p).capitalize()} = {i}" for i, p in enumerate(precisions))
+        + " };\n"
+    )
     if all(re.fullmatch(r"[A-Za-z0-9_]+", s) for s in shapes):
         w("enum Shape : int { " + ", ".join(f"k{_identifier(s)} = {i}" for i, s in enumerate(shapes)) + " };\n")
     else:
         w(f"// shapes (variants) by index: {json.dumps(shapes)}\n")
     w("\n")
-    w(f"struct Kernel {{ const char* instance_id; const char* name; const char* template_name; const char* source; "
-      f"const char* defines; int precision; int shape; long long mult[{nsz}]; long long lo[{nsz}]; "
-      f"long long hi[{nsz}]; bool tuned_only; }};\n"
-      f"struct Point {{ int precision; int shape; long long dims[{nsz}]; int ranked_begin; int ranked_count; "
-      "int near_begin; int near_count; int costs_begin; int costs_count; };\n"
-      f"struct Region {{ int precision; int shape; long long lo[{ntab}]; long long hi[{ntab}]; int kernel; }};\n\n")
+    w(
+        f"struct Kernel {{ const char* instance_id; const char* name; const char* template_name; const char* source; "
+        f"const char* defines; int precision; int shape; long long mult[{nsz}]; long long lo[{nsz}]; "
+        f"long long hi[{nsz}]; bool tuned_only; }};\n"
+        f"struct Point {{ int precision; int shape; long long dims[{nsz}]; int ranked_begin; int ranked_count; "
+        "int near_begin; int near_count; int costs_begin; int costs_count; };\n"
+        f"struct Region {{ int precision; int shape; long long lo[{ntab}]; long long hi[{ntab}]; int kernel; }};\n\n"
+    )
     w(f"inline constexpr int kNumKernels = {len(kernels)};\n")
     w("// defines: the -D flags of a kernel tuned by preprocessor defines (empty for a template kernel)\n")
     w(f"inline constexpr Kernel kKernels[{max(1, len(kernels))}] = {{\n")
     for k in kernels:
         mult, lo, hi = validity_bounds(k.get("valid", []), names)
         defines = " ".join(f"-D{n}={v}" for n, v in (k.get("defines") or {}).items())
-        w(f"  {{{_c_string(k['instance_id'])}, {_c_string(k.get('name'))}, {_c_string(k.get('template'))}, "
-          f"{_c_string(k.get('source'))}, {_c_string(defines)}, "
-          f"{precisions.index(k['precision'])}, {shapes.index(k['shape'])}, {_arr(mult)}, {_arr(lo)}, {_arr(hi)}, "
-          f"{'true' if k.get('tuned_only') else 'false'}}},\n")
+        w(
+            f"  {{{_c_string(k['instance_id'])}, {_c_string(k.get('name'))}, {_c_string(k.get('template'))}, "
+            f"{_c_string(k.get('source'))}, {_c_string(defines)}, "
+            f"{precisions.index(k['precision'])}, {shapes.index(k['shape'])}, {_arr(mult)}, {_arr(lo)}, {_arr(hi)}, "
+            f"{'true' if k.get('tuned_only') else 'false'}}},\n"
+        )
     if not kernels:
         w(f'  {{"", "", "", "", "", 0, 0, {_arr([1] * nsz)}, {_arr([1] * nsz)}, {_arr([0] * nsz)}, false}},\n')
     w("};\n\n")
@@ -173,10 +232,12 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     w(f"inline constexpr int kNumPoints = {len(points)};\n")
     w(f"inline constexpr Point kPoints[{max(1, len(points))}] = {{\n")
     for p in points:
-        w(f"  {{{precisions.index(p['precision'])}, {shapes.index(p['shape'])}, "
-          f"{_arr(p['sizes'][n] for n in names)}, {len(ranked)}, {len(p['ranked'])}, "
-          f"{len(near_list)}, {len(p.get('near', p['ranked']))}, {len(costs)}, {len(p.get('costs', []))}}},"
-          f"  // {p['point_key']}\n")
+        w(
+            f"  {{{precisions.index(p['precision'])}, {shapes.index(p['shape'])}, "
+            f"{_arr(p['sizes'][n] for n in names)}, {len(ranked)}, {len(p['ranked'])}, "
+            f"{len(near_list)}, {len(p.get('near', p['ranked']))}, {len(costs)}, {len(p.get('costs', []))}}},"
+            f"  // {p['point_key']}\n"
+        )
         ranked += p["ranked"]
         near_list += p.get("near", p["ranked"])
         costs += p.get("costs", [])
@@ -185,42 +246,58 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     w("};\n")
     w(f"inline constexpr int kRanked[{max(1, len(ranked))}] = {{{', '.join(map(str, ranked or [0]))}}};\n")
     w(f"inline constexpr int kNear[{max(1, len(near_list))}] = {{{', '.join(map(str, near_list or [0]))}}};\n")
-    w(f"inline constexpr int kCostAnswer[{max(1, len(costs))}] = "
-      f"{{{', '.join(str(int(a)) for a, _ in costs) or '0'}}};\n")
-    w(f"inline constexpr long long kCost[{max(1, len(costs))}] = "
-      f"{{{', '.join(_ll(int(c)) for _, c in costs) or '0'}}};\n")
+    w(
+        f"inline constexpr int kCostAnswer[{max(1, len(costs))}] = "
+        f"{{{', '.join(str(int(a)) for a, _ in costs) or '0'}}};\n"
+    )
+    w(
+        f"inline constexpr long long kCost[{max(1, len(costs))}] = "
+        f"{{{', '.join(_ll(int(c)) for _, c in costs) or '0'}}};\n"
+    )
     st = d.get("structure") or {}
-    w(f"inline constexpr bool kCostMode = {'true' if st.get('mode') == 'cost' else 'false'};"
-      "  // structure mode: answers off the tuned points by cost (rule 4')\n")
+    w(
+        f"inline constexpr bool kCostMode = {'true' if st.get('mode') == 'cost' else 'false'};"
+        "  // structure mode: answers off the tuned points by cost (rule 4')\n"
+    )
     w(f"inline constexpr long long kMarginPermille = {int(round(1000 * float(st.get('library_margin', 0.0))))};\n")
-    w(f"inline constexpr long long kReach = {int(round(float(st.get('reach', 1.0)) * 65536))};"
-      "  // log2 distance, 16 fractional bits\n\n")
+    w(
+        f"inline constexpr long long kReach = {int(round(float(st.get('reach', 1.0)) * 65536))};"
+        "  // log2 distance, 16 fractional bits\n\n"
+    )
     _emit_model(w, table, names, table_sizes, precisions, shapes)
     w(f"inline constexpr int kNumRegions = {len(regions)};\n")
     w(f"inline constexpr Region kRegions[{max(1, len(regions))}] = {{\n")
     for r in regions:
-        w(f"  {{{precisions.index(r['precision'])}, {shapes.index(r['shape'])}, "
-          f"{_arr(r['bounds'][n][0] for n in table_sizes)}, {_arr(r['bounds'][n][1] for n in table_sizes)}, "
-          f"{int(r['kernel'])}}},\n")
+        w(
+            f"  {{{precisions.index(r['precision'])}, {shapes.index(r['shape'])}, "
+            f"{_arr(r['bounds'][n][0] for n in table_sizes)}, {_arr(r['bounds'][n][1] for n in table_sizes)}, "
+            f"{int(r['kernel'])}}},\n"
+        )
     if not regions:
         w(f"  {{-1, -1, {_arr([0] * ntab)}, {_arr([0] * ntab)}, -1}},\n")
     w("};\n\n")
     w(_CPP_LOOKUP.replace("NO_LIMIT", _ll(NO_LIMIT)))
     args = ", ".join(f"long long {n}" for n in params)
-    w("// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2), NONE (-4) or INVALID (-3).\n"
-      f"constexpr int lookup(int precision, int shape, {args}) {{\n"
-      f"  const long long d[kNumSizes] = {{{', '.join(params)}}};\n"
-      "  return lookup_sizes(precision, shape, d);\n}\n\n")
+    w(
+        "// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2), NONE (-4) or INVALID (-3).\n"
+        f"constexpr int lookup(int precision, int shape, {args}) {{\n"
+        f"  const long long d[kNumSizes] = {{{', '.join(params)}}};\n"
+        "  return lookup_sizes(precision, shape, d);\n}\n\n"
+    )
     if simple_call(table):
-        w(f"// The kind has one precision ({precisions[0]}) and no variants: the sizes alone.\n"
-          f"constexpr int lookup({args}) {{ return lookup(0, 0, {', '.join(params)}); }}\n\n")
+        w(
+            f"// The kind has one precision ({precisions[0]}) and no variants: the sizes alone.\n"
+            f"constexpr int lookup({args}) {{ return lookup(0, 0, {', '.join(params)}); }}\n\n"
+        )
     w(_CPP_DEVICE)
     w(f"}}  // namespace {namespace}\n")
     sources, inst = _instantiations(table)
     if inst:
-        w("\n// Explicit instantiations: define AUTOTUNE_DISPATCH_INSTANTIATE in exactly one .cu file compiled\n"
-          "// with nvcc -std=c++17 and the include directory above; kKernels names each kernel's template.\n"
-          "#if defined(__CUDACC__) && defined(AUTOTUNE_DISPATCH_INSTANTIATE)\n")
+        w(
+            "\n// Explicit instantiations: define AUTOTUNE_DISPATCH_INSTANTIATE in exactly one .cu file compiled\n"
+            "// with nvcc -std=c++17 and the include directory above; kKernels names each kernel's template.\n"
+            "#if defined(__CUDACC__) && defined(AUTOTUNE_DISPATCH_INSTANTIATE)\n"
+        )
         for src in sources:
             w(f'#include "{src}"\n')
         w("\n".join(inst) + "\n#endif\n")
@@ -426,15 +503,21 @@ def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisi
     ntab = max(1, len(table_sizes))
     kernels = d["kernels"]
     per = list(model.get("kernels") or [None] * len(kernels))
-    w(f"inline constexpr bool kModelMode = {'true' if st.get('mode') == 'model' else 'false'};"
-      "  // structure mode: answers off the tuned points by the selection model (rule 4'')\n")
+    w(
+        f"inline constexpr bool kModelMode = {'true' if st.get('mode') == 'model' else 'false'};"
+        "  // structure mode: answers off the tuned points by the selection model (rule 4'')\n"
+    )
     w(f"inline constexpr int kModelFeatures = {nf};\n")
     w(f"inline constexpr long long kModelAlign = {MODEL_ALIGN};\n")
     w(f"inline constexpr long long kModelSaturate = {_ll(MODEL_SATURATE)};\n")
-    w(f"inline constexpr long long kModelMargin = {_ll(model_margin(float(st.get('library_margin', 0.0))))};"
-      "  // log2(1 + library margin), 32 fractional bits\n")
-    w(f"inline constexpr bool kModelHas[{max(1, len(kernels))}] = "
-      f"{{{', '.join('true' if m else 'false' for m in per) or 'false'}}};\n")
+    w(
+        f"inline constexpr long long kModelMargin = {_ll(model_margin(float(st.get('library_margin', 0.0))))};"
+        "  // log2(1 + library margin), 32 fractional bits\n"
+    )
+    w(
+        f"inline constexpr bool kModelHas[{max(1, len(kernels))}] = "
+        f"{{{', '.join('true' if m else 'false' for m in per) or 'false'}}};\n"
+    )
     w(f"inline constexpr long long kModelTiles[{max(1, len(kernels))}][{ntab}] = {{\n")
     for m in per or [None]:
         w(f"  {_arr((m or {}).get('tiles') or [1] * ntab)},\n")
@@ -445,8 +528,10 @@ def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisi
     w("};\n")
     groups = [f"{p}:{s}" for p in precisions for s in shapes]
     lib = model.get("library") or {}
-    w(f"inline constexpr bool kModelLibraryHas[{len(groups)}] = "
-      f"{{{', '.join('true' if g in lib else 'false' for g in groups)}}};  // per precision * kNumShapes + shape\n")
+    w(
+        f"inline constexpr bool kModelLibraryHas[{len(groups)}] = "
+        f"{{{', '.join('true' if g in lib else 'false' for g in groups)}}};  // per precision * kNumShapes + shape\n"
+    )
     w(f"inline constexpr long long kModelLibrary[{len(groups)}][{nf}] = {{\n")
     for g in groups:
         w(f"  {_arr(lib.get(g) or [0] * nf)},  // {g}\n")
@@ -463,44 +548,58 @@ def emit_python(table: DispatchTable) -> str:
     simple = simple_call(table)
     lead = "" if simple else "precision: str, shape: str, "
     sizes = ", ".join(f"{n}: int" for n in params)
-    key = (f"{table.precisions[0]!r}, ''" if simple else "precision, shape")
+    key = f"{table.precisions[0]!r}, ''" if simple else "precision, shape"
     call = ("" if simple else "precision, shape, ") + ", ".join(params)
-    head = (f'"""Dispatch table generated by `autotune emit --format python`. Do not edit.\n\n'
-            f"Problem kind {table.kind!r}, sizes {', '.join(table.size_names)}. Tuned on {prov.get('device')!r}; "
-            f"method {prov.get('method')}, BK {prov.get('bk')}, TOL {prov.get('tol')}, "
-            f"{prov.get('kernels')} kernels, worst loss {prov.get('worst_loss')}.\n"
-            f"Use: lookup({call}, device=None) -> kernel record ({{'library': name, ...}}: call the library;\n"
-            "generic=True: the generic kernel; none=True: nothing in the table may serve it);\n"
-            f"lookup_index({call}, device=None) -> int (-1 generic, -2 library, -4 none).\n"
-            'Invalid input (unknown precision or shape, sizes that are not integers in 1..2**31-1) raises ValueError.\n'
-            'The lookup rules are autotune.dispatch.runtime (the autotune package must be importable).\n"""\n'
-            "from __future__ import annotations\n\n"
-            "from autotune.dispatch.runtime import (GENERIC, INVALID, LIBRARY, MAX_SIZE, NONE,  # noqa: F401\n"
-            "                                      RUNTIME_VERSION, Lookup)\n\n"
-            f"WRITTEN_FOR_RUNTIME = {RUNTIME_VERSION}\n"
-            "if RUNTIME_VERSION != WRITTEN_FOR_RUNTIME:\n"
-            "    raise ImportError(f'this dispatch module was written for autotune.dispatch.runtime version '\n"
-            "                      f'{WRITTEN_FOR_RUNTIME}; the installed one is {RUNTIME_VERSION}: write it again with '\n"
-            "                      '`autotune emit dispatch.json --format python`')\n")
-    tail = ("\n# ---- the table ----\n"
-            f"TABLE = {pprint.pformat(table.data, width=110, sort_dicts=False)}\n\n"
-            "_LOOKUP = Lookup(TABLE)\n"
-            "KERNELS = TABLE['kernels']\n"
-            "TUNED_DEVICE = TABLE['provenance']['device']\n\n\n"
-            f"def lookup_index({lead}{sizes}, device: str | None = None) -> int:\n"
-            '    """Index into KERNELS, GENERIC (-1), LIBRARY (-2) or NONE (-4); warns when `device` is not TUNED_DEVICE."""\n'
-            "    _LOOKUP.check_device(device)\n"
-            f"    return _LOOKUP.index({key}, ({', '.join(params)},))\n\n\n"
-            f"def lookup({lead}{sizes}, device: str | None = None) -> dict:\n"
-            '    """The kernel record (instance_id, name, template, ...); library=NAME: call the library."""\n'
-            f"    return _LOOKUP.kernel(lookup_index({call}, device=device), {key})\n")
+    head = (
+        f'"""Dispatch table generated by `autotune emit --format python`. Do not edit.\n\n'
+        f"Problem kind {table.kind!r}, sizes {', '.join(table.size_names)}. Tuned on {prov.get('device')!r}; "
+        f"method {prov.get('method')}, BK {prov.get('bk')}, TOL {prov.get('tol')}, "
+        f"{prov.get('kernels')} kernels, worst loss {prov.get('worst_loss')}.\n"
+        f"Use: lookup({call}, device=None) -> kernel record ({{'library': name, ...}}: call the library;\n"
+        "generic=True: the generic kernel; none=True: nothing in the table may serve it);\n"
+        f"lookup_index({call}, device=None) -> int (-1 generic, -2 library, -4 none).\n"
+        "Invalid input (unknown precision or shape, sizes that are not integers in 1..2**31-1) raises ValueError.\n"
+        'The lookup rules are autotune.dispatch.runtime (the autotune package must be importable).\n"""\n'
+        "from __future__ import annotations\n\n"
+        "from autotune.dispatch.runtime import (GENERIC, INVALID, LIBRARY, MAX_SIZE, NONE,  # noqa: F401\n"
+        "                                      RUNTIME_VERSION, Lookup)\n\n"
+        f"WRITTEN_FOR_RUNTIME = {RUNTIME_VERSION}\n"
+        "if RUNTIME_VERSION != WRITTEN_FOR_RUNTIME:\n"
+        "    raise ImportError(f'this dispatch module was written for autotune.dispatch.runtime version '\n"
+        "                      f'{WRITTEN_FOR_RUNTIME}; the installed one is {RUNTIME_VERSION}: write it again with '\n"
+        "                      '`autotune emit dispatch.json --format python`')\n"
+    )
+    tail = (
+        "\n# ---- the table ----\n"
+        f"TABLE = {pprint.pformat(table.data, width=110, sort_dicts=False)}\n\n"
+        "_LOOKUP = Lookup(TABLE)\n"
+        "KERNELS = TABLE['kernels']\n"
+        "TUNED_DEVICE = TABLE['provenance']['device']\n\n\n"
+        f"def lookup_index({lead}{sizes}, device: str | None = None) -> int:\n"
+        '    """Index into KERNELS, GENERIC (-1), LIBRARY (-2) or NONE (-4); warns when `device` is not TUNED_DEVICE."""\n'
+        "    _LOOKUP.check_device(device)\n"
+        f"    return _LOOKUP.index({key}, ({', '.join(params)},))\n\n\n"
+        f"def lookup({lead}{sizes}, device: str | None = None) -> dict:\n"
+        '    """The kernel record (instance_id, name, template, ...); library=NAME: call the library."""\n'
+        f"    return _LOOKUP.kernel(lookup_index({call}, device=device), {key})\n"
+    )
     return head + tail
 
 
 def csv_columns(table: DispatchTable) -> tuple[str, ...]:
     """precision, shape, the kind's sizes, kernel, instance_id, name, template, ms, best_ms, loss."""
-    return ("precision", "shape", *table.size_names, "kernel", "instance_id", "name", "template", "ms", "best_ms",
-            "loss")
+    return (
+        "precision",
+        "shape",
+        *table.size_names,
+        "kernel",
+        "instance_id",
+        "name",
+        "template",
+        "ms",
+        "best_ms",
+        "loss",
+    )
 
 
 def emit_csv(table: DispatchTable) -> str:
@@ -513,7 +612,18 @@ def emit_csv(table: DispatchTable) -> str:
     library = table.library or "library"
     for p in table.data["points"]:
         k = kernels[p["kernel"]] if p["kernel"] >= 0 else {"instance_id": library}
-        writer.writerow([p["precision"], p["shape"], *(p["sizes"][n] for n in table.size_names), p["kernel"],
-                         k["instance_id"], k.get("name") or "", k.get("template") or "",
-                         num(p["ms"]), num(p["best_ms"]), num(p["loss"])])
+        writer.writerow(
+            [
+                p["precision"],
+                p["shape"],
+                *(p["sizes"][n] for n in table.size_names),
+                p["kernel"],
+                k["instance_id"],
+                k.get("name") or "",
+                k.get("template") or "",
+                num(p["ms"]),
+                num(p["best_ms"]),
+                num(p["loss"]),
+            ]
+        )
     return buf.getvalue()

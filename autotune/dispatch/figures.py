@@ -2,6 +2,7 @@
 of answers within TOL of the best of all candidates and the library, the worst loss, the answers below 0.97x the
 library's speed, the same for the oracle (the best of the table's own kernels and the library at each problem),
 and the kernels per tuned size. Used by `scripts/bench_tables.py` and active tuning (cli/active_loop.py)."""
+
 from __future__ import annotations
 
 import math
@@ -42,12 +43,14 @@ class Figures:
 
     def line(self, name: str) -> str:
         pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
-        return (f"{name}: {self.problems} held-out problems; within {pct(self.tol)} of the best {pct(self.within)}, "
-                f"worst {pct(self.worst)}, median {pct(self.median)}, below {SLOW_VS_BASELINE}x library "
-                f"{self.below_library}, not measured {self.not_measured} | oracle (table kernels + library) within "
-                f"{pct(self.oracle_within)}, worst {pct(self.oracle_worst)} | {self.kernels} kernels for "
-                f"{self.tuned_points} tuned points ({self.kernels_per_tuned:.2f} per tuned size) | targets "
-                f"{'met' if self.meets_targets else 'NOT met'}")
+        return (
+            f"{name}: {self.problems} held-out problems; within {pct(self.tol)} of the best {pct(self.within)}, "
+            f"worst {pct(self.worst)}, median {pct(self.median)}, below {SLOW_VS_BASELINE}x library "
+            f"{self.below_library}, not measured {self.not_measured} | oracle (table kernels + library) within "
+            f"{pct(self.oracle_within)}, worst {pct(self.oracle_worst)} | {self.kernels} kernels for "
+            f"{self.tuned_points} tuned points ({self.kernels_per_tuned:.2f} per tuned size) | targets "
+            f"{'met' if self.meets_targets else 'NOT met'}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "kernels_per_tuned": self.kernels_per_tuned, "meets_targets": self.meets_targets}
@@ -61,8 +64,12 @@ def losses(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return loss, speed
 
 
-def oracle_losses(frame: pd.DataFrame, kernel_ids: set[str], times: dict[tuple, dict[str, tuple[float, float]]],
-                  size_names: tuple[str, ...]) -> np.ndarray:
+def oracle_losses(
+    frame: pd.DataFrame,
+    kernel_ids: set[str],
+    times: dict[tuple, dict[str, tuple[float, float]]],
+    size_names: tuple[str, ...],
+) -> np.ndarray:
     """Per row: the loss of the best of the table's own kernels and the library against the best of everything."""
     out = []
     for r in frame.to_dict("records"):
@@ -75,27 +82,37 @@ def oracle_losses(frame: pd.DataFrame, kernel_ids: set[str], times: dict[tuple, 
     return np.asarray(out, dtype=float)
 
 
-def figures(frame: pd.DataFrame, oracle: np.ndarray, kernels: int, tuned_points: int, tol: float = TARGET_TOL) -> Figures:
+def figures(
+    frame: pd.DataFrame, oracle: np.ndarray, kernels: int, tuned_points: int, tol: float = TARGET_TOL
+) -> Figures:
     loss, speed = losses(frame)
     known = loss[np.isfinite(loss)]
     ok_oracle = oracle[np.isfinite(oracle)]
-    return Figures(problems=len(frame), within=float((known <= tol + 1e-12).sum() / max(1, len(frame))),
-                   worst=float(known.max()) if len(known) else math.nan,
-                   median=float(np.median(known)) if len(known) else math.nan,
-                   mean=float(known.mean()) if len(known) else math.nan,
-                   below_library=int((speed < SLOW_VS_BASELINE).sum()), not_measured=int(len(frame) - len(known)),
-                   oracle_within=float((ok_oracle <= tol + 1e-12).sum() / max(1, len(frame))),
-                   oracle_worst=float(ok_oracle.max()) if len(ok_oracle) else math.nan,
-                   kernels=kernels, tuned_points=tuned_points, tol=tol)
+    return Figures(
+        problems=len(frame),
+        within=float((known <= tol + 1e-12).sum() / max(1, len(frame))),
+        worst=float(known.max()) if len(known) else math.nan,
+        median=float(np.median(known)) if len(known) else math.nan,
+        mean=float(known.mean()) if len(known) else math.nan,
+        below_library=int((speed < SLOW_VS_BASELINE).sum()),
+        not_measured=int(len(frame) - len(known)),
+        oracle_within=float((ok_oracle <= tol + 1e-12).sum() / max(1, len(frame))),
+        oracle_worst=float(ok_oracle.max()) if len(ok_oracle) else math.nan,
+        kernels=kernels,
+        tuned_points=tuned_points,
+        tol=tol,
+    )
 
 
-def validated_figures(table_path: str | Path, validation_dir: str | Path, database: str | None = None,
-                      tol: float = TARGET_TOL) -> Figures:
+def validated_figures(
+    table_path: str | Path, validation_dir: str | Path, database: str | None = None, tol: float = TARGET_TOL
+) -> Figures:
     """The figures of `autotune validate`'s output folder (validation.csv and, by default, validation.sqlite there)
     for the table at `table_path`."""
     from autotune.dispatch.validate import measured
     from autotune.dispatch.validate_table import read_table, table_kind
     from autotune.store.engine import database_url
+
     table = read_table(Path(table_path))
     kind = table_kind(table, [])
     folder = Path(validation_dir)

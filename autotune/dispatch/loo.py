@@ -11,6 +11,7 @@ points inside the box of the remaining tuned sizes (between tuned ones): `worst_
 measured interior points when there are any interior points, otherwise over all measured points
 (extrapolation); `measured` / `total` count the points of that set.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,16 +46,25 @@ class LooResult:
         return f"{self.measured}/{self.total}"
 
 
-def leave_one_out(matrix: PerfMatrix, criteria: Criteria, method: str, *,
-                  kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-                  library_ms: np.ndarray | None = None, fallback: str | None = None,
-                  generic: GenericKernel | None = None, secondary: bool = False, time_limit_s: float = 10.0,
-                  structure: Structure = Structure()) -> LooResult:
+def leave_one_out(
+    matrix: PerfMatrix,
+    criteria: Criteria,
+    method: str,
+    *,
+    kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
+    library_ms: np.ndarray | None = None,
+    fallback: str | None = None,
+    generic: GenericKernel | None = None,
+    secondary: bool = False,
+    time_limit_s: float = 10.0,
+    structure: Structure = Structure(),
+) -> LooResult:
     """Held-out loss at every point (see the module docstring). `library_ms`: the library's time per point
     row (NaN: not measured). secondary=False skips the exact method's worst/mean tie-breaks for speed (the
     kernel count is the same)."""
-    frames = _held_out(matrix, criteria, method, kernel_info, library_ms, fallback, secondary, time_limit_s,
-                       (structure,), generic)
+    frames = _held_out(
+        matrix, criteria, method, kernel_info, library_ms, fallback, secondary, time_limit_s, (structure,), generic
+    )
     return _result(frames[structure])
 
 
@@ -63,14 +73,27 @@ def _result(frame: pd.DataFrame) -> LooResult:
         return LooResult(frame, math.nan, math.nan, 0, 0)
     pick = frame[frame["interior"]] if frame["interior"].any() else frame
     known = pick["loss"][pick["measured"]]
-    return LooResult(frame, float(known.max()) if len(known) else math.nan,
-                     float(known.mean()) if len(known) else math.nan, int(len(known)), int(len(pick)))
+    return LooResult(
+        frame,
+        float(known.max()) if len(known) else math.nan,
+        float(known.mean()) if len(known) else math.nan,
+        int(len(known)),
+        int(len(pick)),
+    )
 
 
-def _held_out(matrix: PerfMatrix, criteria: Criteria, method: str,
-              kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None, library_ms: np.ndarray | None,
-              fallback: str, secondary: bool, time_limit_s: float,
-              structures: Sequence[Structure], generic: GenericKernel | None = None) -> dict[Structure, pd.DataFrame]:
+def _held_out(
+    matrix: PerfMatrix,
+    criteria: Criteria,
+    method: str,
+    kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None,
+    library_ms: np.ndarray | None,
+    fallback: str,
+    secondary: bool,
+    time_limit_s: float,
+    structures: Sequence[Structure],
+    generic: GenericKernel | None = None,
+) -> dict[Structure, pd.DataFrame]:
     """One frame of held-out answers per structure; the kernel set of each held-out run is shared by all."""
     full = winners(matrix, criteria)
     lib = np.full(len(matrix.points), np.nan) if library_ms is None else np.asarray(library_ms, dtype=float)
@@ -91,12 +114,27 @@ def _held_out(matrix: PerfMatrix, criteria: Criteria, method: str,
             sel = select(w, method, time_limit_s=time_limit_s, secondary=secondary)
             pt = matrix.points.iloc[p]
             for structure in structures:
-                table = build_table(w, sel, Provenance(device="leave-one-out"), kernel_info, library_ms=lib[rest],
-                                    generic=generic, fallback=fallback, structure=structure)
-                choice = table.record(table.lookup_index(precision, shape, *(int(x) for x in all_dims[p])),
-                                      precision, shape)
-                rec = {**pt.to_dict(), "interior": interior, "instance_id": choice.get("instance_id"),
-                       "answer": None, "loss": math.nan, "measured": False}
+                table = build_table(
+                    w,
+                    sel,
+                    Provenance(device="leave-one-out"),
+                    kernel_info,
+                    library_ms=lib[rest],
+                    generic=generic,
+                    fallback=fallback,
+                    structure=structure,
+                )
+                choice = table.record(
+                    table.lookup_index(precision, shape, *(int(x) for x in all_dims[p])), precision, shape
+                )
+                rec = {
+                    **pt.to_dict(),
+                    "interior": interior,
+                    "instance_id": choice.get("instance_id"),
+                    "answer": None,
+                    "loss": math.nan,
+                    "measured": False,
+                }
                 if choice.get("library"):
                     rec["answer"] = "library"
                     if np.isfinite(lib[p]):
@@ -109,29 +147,41 @@ def _held_out(matrix: PerfMatrix, criteria: Criteria, method: str,
                     rec["answer"] = "kernel"
                     iid = rec["instance_id"]
                     col = np.searchsorted(matrix.instances, iid) if iid is not None else -1
-                    if 0 <= col < len(matrix.instances) and matrix.instances[col] == iid \
-                            and np.isfinite(matrix.median[p, col]):
+                    if (
+                        0 <= col < len(matrix.instances)
+                        and matrix.instances[col] == iid
+                        and np.isfinite(matrix.median[p, col])
+                    ):
                         rec["loss"] = float(max(0.0, 1.0 - ref[p] / matrix.median[p, col]))
                         rec["measured"] = True
                 records[structure].append(rec)
     return {s: pd.DataFrame.from_records(r) for s, r in records.items()}
 
 
-def choose_structure(matrix: PerfMatrix, criteria: Criteria, method: str, *,
-                     kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-                     library_ms: np.ndarray | None = None, fallback: str | None = None,
-                     generic: GenericKernel | None = None, weights: np.ndarray | None = None,
-                     structures: Sequence[Structure] = STRUCTURES,
-                     time_limit_s: float = 10.0) -> tuple[Structure, pd.DataFrame, LooResult]:
+def choose_structure(
+    matrix: PerfMatrix,
+    criteria: Criteria,
+    method: str,
+    *,
+    kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
+    library_ms: np.ndarray | None = None,
+    fallback: str | None = None,
+    generic: GenericKernel | None = None,
+    weights: np.ndarray | None = None,
+    structures: Sequence[Structure] = STRUCTURES,
+    time_limit_s: float = 10.0,
+) -> tuple[Structure, pd.DataFrame, LooResult]:
     """The structure (mode, library margin, reach) with the smallest measured held-out loss: weighted mean
     over the held-out points where every structure's answer was measured, then worst, then the order of
     `structures` (the default structure first). Returns it, one row per structure (structure, mean_loss,
     worst_loss, measured, total, chosen), and its leave-one-out result (what `leave_one_out` gives for it)."""
-    frames = _held_out(matrix, criteria, method, kernel_info, library_ms, fallback, False, time_limit_s,
-                       structures, generic)
+    frames = _held_out(
+        matrix, criteria, method, kernel_info, library_ms, fallback, False, time_limit_s, structures, generic
+    )
     keys = matrix.points["point_key"]
-    weight = pd.Series(np.ones(len(keys)) if weights is None else np.asarray(weights, dtype=float),
-                       index=keys.to_numpy())
+    weight = pd.Series(
+        np.ones(len(keys)) if weights is None else np.asarray(weights, dtype=float), index=keys.to_numpy()
+    )
     common = None
     for frame in frames.values():
         known = set(frame["point_key"][frame["measured"]]) if not frame.empty else set()
@@ -142,10 +192,19 @@ def choose_structure(matrix: PerfMatrix, criteria: Criteria, method: str, *,
         wts = weight.reindex(got["point_key"]).fillna(0.0).to_numpy() if len(got) else np.zeros(0)
         loss = got["loss"].to_numpy(dtype=float) if len(got) else np.zeros(0)
         mean = float((wts * loss).sum() / wts.sum()) if wts.sum() > 0 else math.nan
-        rows.append({"mode": structure.mode, "library_margin": structure.library_margin, "reach": structure.reach,
-                     "mean_loss": mean, "worst_loss": float(loss.max()) if len(loss) else math.nan,
-                     "compared": len(got), "measured": int(frame["measured"].sum()) if not frame.empty else 0,
-                     "total": len(frame), "order": order})
+        rows.append(
+            {
+                "mode": structure.mode,
+                "library_margin": structure.library_margin,
+                "reach": structure.reach,
+                "mean_loss": mean,
+                "worst_loss": float(loss.max()) if len(loss) else math.nan,
+                "compared": len(got),
+                "measured": int(frame["measured"].sum()) if not frame.empty else 0,
+                "total": len(frame),
+                "order": order,
+            }
+        )
     table = pd.DataFrame(rows)
     ranked = table.assign(_m=table["mean_loss"].fillna(np.inf), _w=table["worst_loss"].fillna(np.inf))
     best = int(ranked.sort_values(["_m", "_w", "order"]).iloc[0]["order"])
@@ -154,11 +213,21 @@ def choose_structure(matrix: PerfMatrix, criteria: Criteria, method: str, *,
     return chosen, table.drop(columns=["order"]), _result(frames[chosen])
 
 
-def tol_table(matrix: PerfMatrix, bks: Sequence[int | None], tols: Sequence[float],
-              methods: Sequence[str] = ("greedy", "exact"), *, loo: bool = True, spread_ties: bool = False,
-              time_limit_s: float = 60.0, kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-              library_ms: np.ndarray | None = None, fallback: str | None = None,
-              generic: GenericKernel | None = None, structure: Structure = Structure()) -> pd.DataFrame:
+def tol_table(
+    matrix: PerfMatrix,
+    bks: Sequence[int | None],
+    tols: Sequence[float],
+    methods: Sequence[str] = ("greedy", "exact"),
+    *,
+    loo: bool = True,
+    spread_ties: bool = False,
+    time_limit_s: float = 60.0,
+    kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
+    library_ms: np.ndarray | None = None,
+    fallback: str | None = None,
+    generic: GenericKernel | None = None,
+    structure: Structure = Structure(),
+) -> pd.DataFrame:
     """Kernels, worst and mean loss (in sample) and leave-one-out worst loss per (method, BK, TOL).
 
     The first columns are TOL_TABLE_COLUMNS (what tol_table.csv holds: `loo_worst_loss` is empty where no
@@ -172,13 +241,35 @@ def tol_table(matrix: PerfMatrix, bks: Sequence[int | None], tols: Sequence[floa
             w = winners(matrix, criteria)
             for method in methods:
                 sel = select(w, method, time_limit_s=time_limit_s)
-                held = leave_one_out(matrix, criteria, method, kernel_info=kernel_info, library_ms=library_ms,
-                                     generic=generic, fallback=fallback, structure=structure) if loo else None
-                rows.append({"method": method, "bk": bk if bk is not None else 0, "tol": tol,
-                             "kernels": sel.n_kernels, "worst_loss": sel.worst_loss, "mean_loss": sel.mean_loss,
-                             "loo_worst_loss": held.worst_loss if held else math.nan,
-                             "loo_measured": held.measured_text if held else "",
-                             "loo_mean_loss": held.mean_loss if held else math.nan,
-                             "loo_failures": held.failures if held else 0,
-                             "optimal": sel.optimal, "secondary": sel.secondary, "solve_s": sel.solve_s})
+                held = (
+                    leave_one_out(
+                        matrix,
+                        criteria,
+                        method,
+                        kernel_info=kernel_info,
+                        library_ms=library_ms,
+                        generic=generic,
+                        fallback=fallback,
+                        structure=structure,
+                    )
+                    if loo
+                    else None
+                )
+                rows.append(
+                    {
+                        "method": method,
+                        "bk": bk if bk is not None else 0,
+                        "tol": tol,
+                        "kernels": sel.n_kernels,
+                        "worst_loss": sel.worst_loss,
+                        "mean_loss": sel.mean_loss,
+                        "loo_worst_loss": held.worst_loss if held else math.nan,
+                        "loo_measured": held.measured_text if held else "",
+                        "loo_mean_loss": held.mean_loss if held else math.nan,
+                        "loo_failures": held.failures if held else 0,
+                        "optimal": sel.optimal,
+                        "secondary": sel.secondary,
+                        "solve_s": sel.solve_s,
+                    }
+                )
     return pd.DataFrame.from_records(rows)

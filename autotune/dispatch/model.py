@@ -16,6 +16,7 @@ A kernel measured at fewer than MIN_POINTS tuned points of its group gets no mod
 points). Whether the model beats the table's other structures is decided by leave-one-out on the tuning points
 (dispatch/loo.py: the model is refitted without the held-out point).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -79,9 +80,14 @@ def fit(features: np.ndarray, ms: np.ndarray, ridge: float = RIDGE) -> list[int]
     return [int(round(c * (1 << FX_BITS))) for c in coef]
 
 
-def fit_table_model(sizes: np.ndarray, groups: Sequence[tuple[tuple[str, str], np.ndarray]],
-                    kernels: Sequence[tuple[int, tuple[str, str], tuple[int, ...]]], median: np.ndarray,
-                    library_ms: np.ndarray, table_dims: Sequence[int]) -> dict:
+def fit_table_model(
+    sizes: np.ndarray,
+    groups: Sequence[tuple[tuple[str, str], np.ndarray]],
+    kernels: Sequence[tuple[int, tuple[str, str], tuple[int, ...]]],
+    median: np.ndarray,
+    library_ms: np.ndarray,
+    table_dims: Sequence[int],
+) -> dict:
     """The table's `model` object: {"align", "features", "kernels": [{"tiles", "coef"} or None per table kernel],
     "library": {"precision:shape": coef}}.
 

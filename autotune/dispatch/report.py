@@ -8,6 +8,7 @@ problem kind.
 - loss_per_point.png: the table's loss at each tuned point, with TOL, and the leave-one-out loss.
 Roofline time = the kind's bytes moved (`ProblemKind.bytes_moved` with the sweeps' scalars) / bandwidth.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,7 +25,7 @@ from autotune.dispatch.loo import TOL_TABLE_COLUMNS
 def library_label(layout: Layout) -> str:
     """The library's name in column names: the kind's baseline_name, else "baseline"."""
     kind = layout.kind_object
-    return (kind.baseline_name if kind is not None and kind.baseline_name else "baseline")
+    return kind.baseline_name if kind is not None and kind.baseline_name else "baseline"
 
 
 def summary_columns(layout: Layout) -> tuple[str, ...]:
@@ -50,8 +51,12 @@ def roofline_ms(points: pd.DataFrame, bandwidth: float, layout: Layout, scalars:
     return _per_point(points, layout, "bytes", scalars) / bandwidth * 1e3
 
 
-def summary_frame(matrix: PerfMatrix, library: pd.DataFrame | None, bandwidth: float | None,
-                  scalars: Mapping[str, float] | None = None) -> pd.DataFrame:
+def summary_frame(
+    matrix: PerfMatrix,
+    library: pd.DataFrame | None,
+    bandwidth: float | None,
+    scalars: Mapping[str, float] | None = None,
+) -> pd.DataFrame:
     """One row per test point: the best verified instance, its time, roofline fraction and the library comparison.
 
     `library` has the point columns and `median_ms` (status ok only); missing values stay empty. A point
@@ -82,8 +87,10 @@ def summary_frame(matrix: PerfMatrix, library: pd.DataFrame | None, bandwidth: f
 
 def pyplot():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -93,14 +100,25 @@ def _size(frame: pd.DataFrame, layout: Layout) -> np.ndarray:
     return np.exp(logs.mean(axis=1)) if len(frame) else np.zeros(0)
 
 
-def plot_perf(summary: pd.DataFrame, table: DispatchTable, bandwidth: float | None, layout: Layout,
-              scalars: Mapping[str, float], path: Path) -> Path:
+def plot_perf(
+    summary: pd.DataFrame,
+    table: DispatchTable,
+    bandwidth: float | None,
+    layout: Layout,
+    scalars: Mapping[str, float],
+    path: Path,
+) -> Path:
     plt = pyplot()
     groups = list(summary.groupby(["precision", "shape"], sort=False))
     fig, axes = plt.subplots(len(groups) or 1, 1, figsize=(8, 3.6 * max(1, len(groups))), squeeze=False)
     point = list(layout.columns)
-    best = pd.DataFrame([{"precision": p["precision"], "shape": p["shape"], **p["sizes"], "best_ms": p["best_ms"]}
-                         for p in table.data["points"]], columns=point + ["best_ms"])
+    best = pd.DataFrame(
+        [
+            {"precision": p["precision"], "shape": p["shape"], **p["sizes"], "best_ms": p["best_ms"]}
+            for p in table.data["points"]
+        ],
+        columns=point + ["best_ms"],
+    )
     lib = library_label(layout)
     flops_known = bool(np.nan_to_num(_per_point(summary.iloc[:1], layout, "flops", scalars)).sum() > 0)
     work, unit = ("flops", "GFLOP/s") if flops_known else ("bytes", "GB/s")
@@ -109,11 +127,20 @@ def plot_perf(summary: pd.DataFrame, table: DispatchTable, bandwidth: float | No
         x = _size(g, layout)
         amount = _per_point(g, layout, work, scalars)
         b = best.merge(g[point], on=point).sort_values(list(layout.sizes))
-        ax.plot(_size(b, layout), _per_point(b, layout, work, scalars) / (b["best_ms"].to_numpy(float) * 1e6), "k:",
-                label="best measured instance")
+        ax.plot(
+            _size(b, layout),
+            _per_point(b, layout, work, scalars) / (b["best_ms"].to_numpy(float) * 1e6),
+            "k:",
+            label="best measured instance",
+        )
         for inst, h in g.groupby("instance"):
-            ax.plot(_size(h, layout), _per_point(h, layout, work, scalars) / (h["ms"].to_numpy(float) * 1e6), "o", ms=4,
-                    label=f"table: {inst}")
+            ax.plot(
+                _size(h, layout),
+                _per_point(h, layout, work, scalars) / (h["ms"].to_numpy(float) * 1e6),
+                "o",
+                ms=4,
+                label=f"table: {inst}",
+            )
         if g[f"{lib}_ms"].notna().any():
             ax.plot(x, amount / (g[f"{lib}_ms"].to_numpy(float) * 1e6), "s-", ms=3, color="gray", label=lib)
         if bandwidth:
@@ -136,8 +163,12 @@ def plot_kernels_vs_tol(tol_frame: pd.DataFrame, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 4))
     for (method, bk), g in tol_frame.groupby(["method", "bk"]):
         g = g.sort_values("tol")
-        ax.plot(100 * g["tol"], g["kernels"], "o-" if method == "exact" else "s--",
-                label=f"{method}, BK={bk if bk else 'all'}")
+        ax.plot(
+            100 * g["tol"],
+            g["kernels"],
+            "o-" if method == "exact" else "s--",
+            label=f"{method}, BK={bk if bk else 'all'}",
+        )
     ax.set_xlabel("TOL (%)")
     ax.set_ylabel("kernels to compile")
     ax.set_title("kernels against TOL (Table I)")
@@ -171,9 +202,16 @@ def plot_loss(table: DispatchTable, loo: pd.DataFrame | None, path: Path) -> Pat
     return path
 
 
-def write_report(out_dir: Path, table: DispatchTable, matrix: PerfMatrix, tol_frame: pd.DataFrame | None,
-                 library: pd.DataFrame | None, bandwidth: float | None, scalars: Mapping[str, float] | None = None,
-                 loo: pd.DataFrame | None = None) -> list[Path]:
+def write_report(
+    out_dir: Path,
+    table: DispatchTable,
+    matrix: PerfMatrix,
+    tol_frame: pd.DataFrame | None,
+    library: pd.DataFrame | None,
+    bandwidth: float | None,
+    scalars: Mapping[str, float] | None = None,
+    loo: pd.DataFrame | None = None,
+) -> list[Path]:
     """Write summary.csv, tol_table.csv (when given) and the PNG plots; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     scalars = scalars or {}

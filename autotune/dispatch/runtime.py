@@ -46,6 +46,7 @@ A kernel is valid where all its predicates hold; predicates are one-key objects 
 {"<size>_multiple_of": 8}, {"min_<size>": 2}, {"max_<size>": 256}. A kernel marked `tuned_only` is
 valid nowhere but at the tuned points where it was measured (rule 2). The library is valid everywhere.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -54,7 +55,7 @@ from typing import Any, Mapping, Sequence
 
 RUNTIME_VERSION = 2  # 1: copied verbatim into generated modules; 2: imported, with the selection model (rule 4'')
 FX_BITS = 16
-NO_LIMIT = (1 << 62)
+NO_LIMIT = 1 << 62
 MAX_SIZE = (1 << 31) - 1  # sizes are C ints in most kernels' calling conventions
 GENERIC, LIBRARY, INVALID, NONE = -1, -2, -3, -4
 MODEL_ALIGN = 8  # model feature: each table size rounded up to a multiple of this
@@ -62,8 +63,9 @@ MODEL_SATURATE = 1 << 62  # the sum of pairwise products saturates here (C++ lon
 FALLBACKS = {"library": LIBRARY, "naive": GENERIC, "generic": GENERIC, "none": NONE}
 
 
-def check_problem(precision: object, shape: object, sizes: Any, names: Sequence[str],
-                  precisions: Sequence[str], shapes: Sequence[str]) -> tuple[int, ...]:
+def check_problem(
+    precision: object, shape: object, sizes: Any, names: Sequence[str], precisions: Sequence[str], shapes: Sequence[str]
+) -> tuple[int, ...]:
     """The problem's sizes as ints in the order of `names`, or ValueError for anything the C++ lookup answers
     INVALID (-3). `sizes`: a mapping {name: value} with exactly `names`, or a sequence in that order."""
     if not isinstance(precision, str) or precision not in precisions:
@@ -139,6 +141,7 @@ def model_time(coef: Sequence[int], features: Sequence[int]) -> int:
 def model_margin(library_margin: float) -> int:
     """log2(1 + library_margin) in the units of `model_time` (what a kernel's price is raised by)."""
     import math
+
     return int(round(math.log2(1.0 + float(library_margin)) * (1 << (2 * FX_BITS))))
 
 
@@ -160,8 +163,10 @@ def validity_bounds(valid: list[dict[str, int]], names: Sequence[str]) -> tuple[
             elif key.startswith("max_") and key[4:] in names:
                 hi[names.index(key[4:])] = min(hi[names.index(key[4:])], value)
             else:
-                raise ValueError(f"unknown validity predicate {key!r}: use <size>_multiple_of, min_<size>, max_<size> "
-                                 f"with a size of {', '.join(names)}")
+                raise ValueError(
+                    f"unknown validity predicate {key!r}: use <size>_multiple_of, min_<size>, max_<size> "
+                    f"with a size of {', '.join(names)}"
+                )
     return mult, lo, hi
 
 
@@ -191,17 +196,21 @@ class Lookup:
             dims = tuple(int(p["sizes"][n]) for n in self.names)
             logs = tuple(ilog2_fx(d) for d in dims)
             self.points.setdefault((p["precision"], p["shape"]), []).append(
-                (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"]))))
+                (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"])))
+            )
             self.costs.setdefault((p["precision"], p["shape"]), []).append(
-                {int(a): int(c) for a, c in p.get("costs", [])})
+                {int(a): int(c) for a, c in p.get("costs", [])}
+            )
         self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
         for r in table["regions"]:
             lo = [int(r["bounds"][n][0]) for n in table["table_sizes"]]
             hi = [int(r["bounds"][n][1]) for n in table["table_sizes"]]
             self.regions.setdefault((r["precision"], r["shape"]), []).append((lo, hi, int(r["kernel"])))
         model = table.get("model") or {}
-        self.model_kernels = [(list(m["tiles"]), list(m["coef"])) if m else None
-                              for m in (model.get("kernels") or [None] * len(self.kernels))]
+        self.model_kernels = [
+            (list(m["tiles"]), list(m["coef"])) if m else None
+            for m in (model.get("kernels") or [None] * len(self.kernels))
+        ]
         self.model_library = {key: list(c) for key, c in (model.get("library") or {}).items()}
         self.model_margin = model_margin(float(structure.get("library_margin", 0.0)))
         self.device = str(table.get("provenance", {}).get("device", ""))
@@ -226,13 +235,18 @@ class Lookup:
             return True
         if device not in self._warned:
             self._warned.add(device)
-            warnings.warn(f"dispatch table was tuned on {self.device!r} but is used on {device!r}: "
-                          "its choices and loss bounds may not hold; re-tune on this GPU", stacklevel=3)
+            warnings.warn(
+                f"dispatch table was tuned on {self.device!r} but is used on {device!r}: "
+                "its choices and loss bounds may not hold; re-tune on this GPU",
+                stacklevel=3,
+            )
         return False
 
     def _distance(self, logs: Sequence[int], plogs: Sequence[int]) -> tuple[int, int]:
-        return (sum(abs(logs[d] - plogs[d]) for d in self.near_dims),
-                sum(abs(logs[d] - plogs[d]) for d in self.tie_dims))
+        return (
+            sum(abs(logs[d] - plogs[d]) for d in self.near_dims),
+            sum(abs(logs[d] - plogs[d]) for d in self.tie_dims),
+        )
 
     def index(self, precision: str, shape: str, sizes: Any) -> int:
         """Answer for a problem (see the module docstring): a kernel index, GENERIC (-1), LIBRARY (-2) or NONE
@@ -299,8 +313,9 @@ class Lookup:
         for answer in [LIBRARY] + list(range(len(self.kernels))):
             if not self.valid(answer, dims):
                 continue
-            near = min((keys[i] + (c[answer],) for i, c in enumerate(self.costs.get(group, [])) if answer in c),
-                       default=None)
+            near = min(
+                (keys[i] + (c[answer],) for i, c in enumerate(self.costs.get(group, [])) if answer in c), default=None
+            )
             if near is None or near[0] > limit:
                 continue
             price = near[3] * (1000 if answer == LIBRARY else 1000 + self.margin)
@@ -315,11 +330,30 @@ class Lookup:
         if index >= 0:
             return self.kernels[index]
         if index == LIBRARY:
-            return {**self.library, "library": self.library.get("name"), "instance_id": None,
-                    "precision": precision, "shape": shape, "template": None, "generic": False}
+            return {
+                **self.library,
+                "library": self.library.get("name"),
+                "instance_id": None,
+                "precision": precision,
+                "shape": shape,
+                "template": None,
+                "generic": False,
+            }
         if index == NONE:
-            return {"none": True, "instance_id": None, "precision": precision, "shape": shape, "template": None,
-                    "generic": False}
+            return {
+                "none": True,
+                "instance_id": None,
+                "precision": precision,
+                "shape": shape,
+                "template": None,
+                "generic": False,
+            }
         templates = self.generic.get("templates", {})
-        return {**self.generic, "instance_id": None, "precision": precision, "shape": shape,
-                "template": templates.get(f"{precision}:{shape}"), "generic": True}
+        return {
+            **self.generic,
+            "instance_id": None,
+            "precision": precision,
+            "shape": shape,
+            "template": templates.get(f"{precision}:{shape}"),
+            "generic": True,
+        }

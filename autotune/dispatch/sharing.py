@@ -5,6 +5,7 @@ A sweep with `share: N` measures the BK best instances of each point also at nea
 `serves` expression: what a sweep without sharing measures); `kernels_with_and_without_sharing` selects the kernel
 set at each TOL from all measurements and from the home measurements only, so the report shows what sharing buys.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -43,8 +44,10 @@ def home_mask(frame: pd.DataFrame) -> np.ndarray:
                     v = first[col]
                     params[p] = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
             try:
-                env = {**expr_values(space, params, str(precision)),
-                       **expr_env(space.kind, [group[n].to_numpy(dtype=np.int64) for n in space.kind.size_names])}
+                env = {
+                    **expr_values(space, params, str(precision)),
+                    **expr_env(space.kind, [group[n].to_numpy(dtype=np.int64) for n in space.kind.size_names]),
+                }
                 ok = np.broadcast_to(np.asarray(space.eval(space.kernel.serves, env), dtype=bool), (len(group),))
             except Exception:  # noqa: BLE001 - an expression this instance cannot evaluate: keep it as home
                 continue
@@ -52,8 +55,9 @@ def home_mask(frame: pd.DataFrame) -> np.ndarray:
     return home
 
 
-def kernels_with_and_without_sharing(frame: pd.DataFrame, criteria: Criteria, tols: Sequence[float],
-                                     method: str, layout: Layout | None = None) -> pd.DataFrame | None:
+def kernels_with_and_without_sharing(
+    frame: pd.DataFrame, criteria: Criteria, tols: Sequence[float], method: str, layout: Layout | None = None
+) -> pd.DataFrame | None:
     """One row per TOL: points, kernels (all measurements), kernels_home (only where the instances' spaces serve
     the points), uncovered_home (points no home measurement verified), and the worst and mean loss of each set's
     answers against the best of all measurements (worst_loss, mean_loss, worst_loss_home, mean_loss_home: fewer
@@ -68,12 +72,23 @@ def kernels_with_and_without_sharing(frame: pd.DataFrame, criteria: Criteria, to
         wa, wb = winners(full, c), winners(own, c)
         a, b = select(wa, method, secondary=False), select(wb, method, secondary=False)
         best = pd.Series(wa.best_ms, index=full.points["point_key"].to_numpy())
-        got = pd.Series([own.median[r, col] if col >= 0 else np.nan for r, col in enumerate(b.assigned)],
-                        index=own.points["point_key"].to_numpy())
+        got = pd.Series(
+            [own.median[r, col] if col >= 0 else np.nan for r, col in enumerate(b.assigned)],
+            index=own.points["point_key"].to_numpy(),
+        )
         home_loss = (1.0 - best.reindex(got.index) / got).clip(lower=0.0)
-        rows.append({"tol": tol, "points": len(full.points), "kernels": a.n_kernels, "kernels_home": b.n_kernels,
-                     "uncovered_home": len(b.uncovered) + len(full.points) - len(own.points),
-                     "worst_loss": a.worst_loss, "mean_loss": a.mean_loss,
-                     "worst_loss_home": float(home_loss.max()), "mean_loss_home": float(home_loss.mean()),
-                     "shared_measurements": int((~home).sum())})
+        rows.append(
+            {
+                "tol": tol,
+                "points": len(full.points),
+                "kernels": a.n_kernels,
+                "kernels_home": b.n_kernels,
+                "uncovered_home": len(b.uncovered) + len(full.points) - len(own.points),
+                "worst_loss": a.worst_loss,
+                "mean_loss": a.mean_loss,
+                "worst_loss_home": float(home_loss.max()),
+                "mean_loss_home": float(home_loss.mean()),
+                "shared_measurements": int((~home).sum()),
+            }
+        )
     return pd.DataFrame(rows)

@@ -60,6 +60,7 @@ Python API (what `autotune validate` and other readers use):
   -2, {"generic": True, ...} for -1, {"none": True, ...} for -4); `table.answer(precision, shape, sizes)`: both;
 - `table.save(path)`, `table.to_json()`.
 """
+
 from __future__ import annotations
 
 import json
@@ -138,9 +139,11 @@ class Structure:
 
 
 MODES = ("regions", "nearest", "cost", "model")
-STRUCTURES = (tuple(Structure(m, margin) for m in ("regions", "nearest") for margin in (0.0, 0.05, 0.1, 0.2))
-              + tuple(Structure("cost", margin, reach) for reach in (0.5, 1.0, 2.0) for margin in (0.0, 0.05, 0.1, 0.2))
-              + tuple(Structure("model", margin) for margin in (0.0, 0.05, 0.1)))
+STRUCTURES = (
+    tuple(Structure(m, margin) for m in ("regions", "nearest") for margin in (0.0, 0.05, 0.1, 0.2))
+    + tuple(Structure("cost", margin, reach) for reach in (0.5, 1.0, 2.0) for margin in (0.0, 0.05, 0.1, 0.2))
+    + tuple(Structure("model", margin) for margin in (0.0, 0.05, 0.1))
+)
 COST_SCALE = 1e18  # costs are integers: median ms per byte moved times this
 
 
@@ -198,7 +201,9 @@ def library_times(points: pd.DataFrame, library: pd.DataFrame | None, layout: La
     return pd.to_numeric(merged["median_ms"], errors="coerce").to_numpy(dtype=float)
 
 
-def _regions(xyz: np.ndarray, answer: np.ndarray, good: Mapping[int, np.ndarray]) -> list[tuple[list[int], list[int], int]]:
+def _regions(
+    xyz: np.ndarray, answer: np.ndarray, good: Mapping[int, np.ndarray]
+) -> list[tuple[list[int], list[int], int]]:
     """Grow boxes around each point's answer while every measured point inside stays good for it.
 
     `xyz` the table sizes of all points of one group (a point where everything failed blocks every region);
@@ -235,15 +240,22 @@ def _bytes(layout: Layout, scalars: Mapping[str, float]):
     if kind is None:
         return lambda precision, shape, dims: 1
     full = kind.own_scalars(scalars)
-    return lambda precision, shape, dims: max(1, int(kind.bytes_moved(
-        kind.point(precision, shape, dict(zip(layout.sizes, dims))), full)))
+    return lambda precision, shape, dims: max(
+        1, int(kind.bytes_moved(kind.point(precision, shape, dict(zip(layout.sizes, dims))), full))
+    )
 
 
-def build_table(w: Winners, sel: Selection, provenance: Provenance,
-                kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-                generic: GenericKernel | None = None, library_ms: np.ndarray | None = None,
-                library: str | None = "", fallback: str | None = None,
-                structure: Structure = Structure()) -> "DispatchTable":
+def build_table(
+    w: Winners,
+    sel: Selection,
+    provenance: Provenance,
+    kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
+    generic: GenericKernel | None = None,
+    library_ms: np.ndarray | None = None,
+    library: str | None = "",
+    fallback: str | None = None,
+    structure: Structure = Structure(),
+) -> "DispatchTable":
     """Make the canonical table from winners and a selection (same Winners the selection came from).
 
     The kind and its sizes come from `w.matrix.layout`. `library_ms`: the library's time per point row of
@@ -272,14 +284,29 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
         ki = info.get((iid, precision, shape)) or KernelInfo(space="", name=iid)
         valid = [{key: int(value)} for key, value in ki.valid]
         validity_bounds(valid, names)  # reject unknown predicates now, not at lookup time
-        kernel_rows.append({"instance_id": iid, "precision": precision, "shape": shape, "space": ki.space,
-                            "name": ki.name, "template": ki.template, "source": ki.source,
-                            "convention": ki.convention, "parameters": ki.parameters,
-                            "defines": {str(k): v for k, v in ki.defines}, "valid": valid,
-                            "tuned_only": bool(ki.tuned_only)})
-    head = {"kind": layout.kind, "size_names": names, "table_sizes": list(layout.table_sizes),
-            "precisions": list(layout.precisions or dict.fromkeys(w.matrix.points["precision"])),
-            "shapes": list(layout.shapes or dict.fromkeys(w.matrix.points["shape"]))}
+        kernel_rows.append(
+            {
+                "instance_id": iid,
+                "precision": precision,
+                "shape": shape,
+                "space": ki.space,
+                "name": ki.name,
+                "template": ki.template,
+                "source": ki.source,
+                "convention": ki.convention,
+                "parameters": ki.parameters,
+                "defines": {str(k): v for k, v in ki.defines},
+                "valid": valid,
+                "tuned_only": bool(ki.tuned_only),
+            }
+        )
+    head = {
+        "kind": layout.kind,
+        "size_names": names,
+        "table_sizes": list(layout.table_sizes),
+        "precisions": list(layout.precisions or dict.fromkeys(w.matrix.points["precision"])),
+        "shapes": list(layout.shapes or dict.fromkeys(w.matrix.points["shape"])),
+    }
     probe = Lookup({**head, "kernels": kernel_rows, "points": [], "regions": []})
     bytes_of = _bytes(layout, provenance.scalars)
     points, regions = [], []
@@ -319,55 +346,97 @@ def build_table(w: Winners, sel: Selection, provenance: Provenance,
                 t = lib[r] if first == LIBRARY else times[first]
                 answer_loss.append(float(max(0.0, 1.0 - w.best_ms[r] / t)))
             assigned = int(sel.assigned[r])
-            points.append({"point_key": str(keys[r]), "precision": precision, "shape": shape,
-                           "sizes": dict(zip(names, dims)),
-                           "kernel": group_kernels[assigned] if assigned >= 0 else LIBRARY,
-                           "ranked": ranked, "near": near, "costs": costs,
-                           "ms": float(w.matrix.median[r, assigned]) if assigned >= 0 else float(lib[r]),
-                           "best_ms": float(w.best_ms[r]) if np.isfinite(w.best_ms[r]) else None,
-                           "loss": float(max(0.0, sel.loss[r])) if assigned >= 0 else None,
-                           "library_ms": float(lib[r]) if np.isfinite(lib[r]) else None})
+            points.append(
+                {
+                    "point_key": str(keys[r]),
+                    "precision": precision,
+                    "shape": shape,
+                    "sizes": dict(zip(names, dims)),
+                    "kernel": group_kernels[assigned] if assigned >= 0 else LIBRARY,
+                    "ranked": ranked,
+                    "near": near,
+                    "costs": costs,
+                    "ms": float(w.matrix.median[r, assigned]) if assigned >= 0 else float(lib[r]),
+                    "best_ms": float(w.best_ms[r]) if np.isfinite(w.best_ms[r]) else None,
+                    "loss": float(max(0.0, sel.loss[r])) if assigned >= 0 else None,
+                    "library_ms": float(lib[r]) if np.isfinite(lib[r]) else None,
+                }
+            )
         if not structure.regions:
             continue
         ref = np.fmin(w.best_ms[all_rows], lib[all_rows])  # best of the measured instances and the library
         with np.errstate(invalid="ignore"):
-            good = {kern: np.nan_to_num(w.matrix.median[all_rows, c], nan=np.inf) * (1.0 - tol)
-                    <= ref * (1.0 + 1e-12) for c, kern in group_kernels.items()}
+            good = {
+                kern: np.nan_to_num(w.matrix.median[all_rows, c], nan=np.inf) * (1.0 - tol) <= ref * (1.0 + 1e-12)
+                for c, kern in group_kernels.items()
+            }
             good[LIBRARY] = np.nan_to_num(lib[all_rows], nan=np.inf) * (1.0 - tol) <= ref * (1.0 + 1e-12)
         for lo, hi, kern in _regions(xyz, np.array(answers, dtype=object), good):
-            regions.append({"precision": precision, "shape": shape,
-                            "bounds": {n: [a, b] for n, a, b in zip(layout.table_sizes, lo, hi)},
-                            "kernel": int(kern)})
+            regions.append(
+                {
+                    "precision": precision,
+                    "shape": shape,
+                    "bounds": {n: [a, b] for n, a, b in zip(layout.table_sizes, lo, hi)},
+                    "kernel": int(kern),
+                }
+            )
     finite = sel.loss[np.isfinite(sel.loss)]
-    prov = {"device": provenance.device, "device_info": dict(provenance.device_info),
-            "software": dict(provenance.software), "sweep_ids": list(provenance.sweep_ids),
-            "scalars": dict(provenance.scalars), "include_dir": provenance.include_dir,
-            "bk": w.criteria.bk, "tol": w.criteria.tol, "spread_ties": w.criteria.spread_ties,
-            "method": sel.method, "optimal": sel.optimal, "secondary": sel.secondary,
-            "kernels": len(kernels), "points": len(points),
-            "worst_loss": float(max(0.0, finite.max())) if len(finite) else None,
-            "mean_loss": float(max(0.0, finite.mean())) if len(finite) else None,
-            "library_points": sum(1 for p in points if p["ranked"] and p["ranked"][0] == LIBRARY),
-            "answer_worst_loss": float(max(answer_loss)) if answer_loss else None,
-            "answer_mean_loss": float(np.mean(answer_loss)) if answer_loss else None,
-            "uncovered": list(sel.uncovered), "structure": structure.describe(),
-            "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    data = {"format": FORMAT, "version": VERSION, **head, "provenance": prov, "kernels": kernel_rows,
-            "library": {"name": library} if library else None, "fallback": fallback,
-            "generic": None if generic is None else {"space": generic.space, "source": generic.source,
-                                                     "convention": generic.convention,
-                                                     "templates": dict(generic.templates),
-                                                     "parameters": dict(generic.parameters)},
-            "points": points, "regions": regions, "structure": structure.describe()}
+    prov = {
+        "device": provenance.device,
+        "device_info": dict(provenance.device_info),
+        "software": dict(provenance.software),
+        "sweep_ids": list(provenance.sweep_ids),
+        "scalars": dict(provenance.scalars),
+        "include_dir": provenance.include_dir,
+        "bk": w.criteria.bk,
+        "tol": w.criteria.tol,
+        "spread_ties": w.criteria.spread_ties,
+        "method": sel.method,
+        "optimal": sel.optimal,
+        "secondary": sel.secondary,
+        "kernels": len(kernels),
+        "points": len(points),
+        "worst_loss": float(max(0.0, finite.max())) if len(finite) else None,
+        "mean_loss": float(max(0.0, finite.mean())) if len(finite) else None,
+        "library_points": sum(1 for p in points if p["ranked"] and p["ranked"][0] == LIBRARY),
+        "answer_worst_loss": float(max(answer_loss)) if answer_loss else None,
+        "answer_mean_loss": float(np.mean(answer_loss)) if answer_loss else None,
+        "uncovered": list(sel.uncovered),
+        "structure": structure.describe(),
+        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    data = {
+        "format": FORMAT,
+        "version": VERSION,
+        **head,
+        "provenance": prov,
+        "kernels": kernel_rows,
+        "library": {"name": library} if library else None,
+        "fallback": fallback,
+        "generic": None
+        if generic is None
+        else {
+            "space": generic.space,
+            "source": generic.source,
+            "convention": generic.convention,
+            "templates": dict(generic.templates),
+            "parameters": dict(generic.parameters),
+        },
+        "points": points,
+        "regions": regions,
+        "structure": structure.describe(),
+    }
     if structure.mode == "model":
         data["model"] = _model(w, kernels, info, col_of, lib, layout)
     return DispatchTable(data)
 
 
-def _model(w: Winners, kernels: list, info: Mapping, col_of: Mapping[str, int], lib: np.ndarray,
-           layout: Layout) -> dict:
+def _model(
+    w: Winners, kernels: list, info: Mapping, col_of: Mapping[str, int], lib: np.ndarray, layout: Layout
+) -> dict:
     """The selection model of the table's kernels and the library, fitted on the tuned points (model.py)."""
     from autotune.dispatch.model import fit_table_model
+
     names = list(layout.sizes)
     table_dims = [names.index(n) for n in layout.table_sizes]
     specs = []
@@ -387,22 +456,40 @@ def upgrade(data: dict) -> dict:
         return data
     kind = builtin_kind(LEGACY_SIZES)
     out = {k: v for k, v in data.items() if k not in ("points", "regions")}
-    out.update({"version": VERSION, "kind": kind.name if kind else "", "size_names": list(LEGACY_SIZES),
-                "table_sizes": list(LEGACY_TABLE_SIZES), "precisions": list(kind.precisions if kind else ()),
-                "shapes": list(kind.shapes if kind else ()), "upgraded_from": version})
+    out.update(
+        {
+            "version": VERSION,
+            "kind": kind.name if kind else "",
+            "size_names": list(LEGACY_SIZES),
+            "table_sizes": list(LEGACY_TABLE_SIZES),
+            "precisions": list(kind.precisions if kind else ()),
+            "shapes": list(kind.shapes if kind else ()),
+            "upgraded_from": version,
+        }
+    )
     out["fallback"] = data.get("fallback", "naive" if version < 2 else "library")
     out["library"] = data.get("library") or {"name": kind.baseline_name if kind else None}
     out["generic"] = dict(data.get("generic") or {})
     params = getattr(kind, "cpp_parameters", None)
     if params is not None:  # the C++ parameter lists version 2 headers took from a table of calling conventions
         out["kernels"] = [{**k, "parameters": params(k.get("convention"), k["precision"])} for k in data["kernels"]]
-        out["generic"]["parameters"] = {key: params(out["generic"].get("convention"), key.split(":")[0])
-                                        for key in out["generic"].get("templates", {})}
-    out["points"] = [{**{k: v for k, v in p.items() if k not in LEGACY_SIZES},
-                      "sizes": {n: int(p[n]) for n in LEGACY_SIZES}} for p in data["points"]]
-    out["regions"] = [{"precision": r["precision"], "shape": r["shape"],
-                       "bounds": {n: list(r[n]) for n in LEGACY_TABLE_SIZES}, "kernel": r["kernel"]}
-                      for r in data["regions"]]
+        out["generic"]["parameters"] = {
+            key: params(out["generic"].get("convention"), key.split(":")[0])
+            for key in out["generic"].get("templates", {})
+        }
+    out["points"] = [
+        {**{k: v for k, v in p.items() if k not in LEGACY_SIZES}, "sizes": {n: int(p[n]) for n in LEGACY_SIZES}}
+        for p in data["points"]
+    ]
+    out["regions"] = [
+        {
+            "precision": r["precision"],
+            "shape": r["shape"],
+            "bounds": {n: list(r[n]) for n in LEGACY_TABLE_SIZES},
+            "kernel": r["kernel"],
+        }
+        for r in data["regions"]
+    ]
     return out
 
 
@@ -414,8 +501,10 @@ class DispatchTable:
         if data.get("format") != FORMAT:
             raise ValueError(f"not a dispatch table (format {data.get('format')!r}, expected {FORMAT!r})")
         if data.get("version") not in VERSIONS:
-            raise ValueError(f"dispatch table version {data.get('version')} is not supported (expected {VERSION}); "
-                             "re-run `autotune emit --format json` with this version of autotune")
+            raise ValueError(
+                f"dispatch table version {data.get('version')} is not supported (expected {VERSION}); "
+                "re-run `autotune emit --format json` with this version of autotune"
+            )
         self.version_read = int(data["version"])
         self.data = upgrade(data)
         self._lookup = Lookup(self.data)
@@ -483,14 +572,20 @@ def load_table(path: str | Path) -> DispatchTable:
     except json.JSONDecodeError as exc:
         raise UserError(f"not valid JSON: {exc.msg}", file=path, line=exc.lineno, hint=hint) from None
     if isinstance(data, dict) and data.get("format") == RETIRED_FORMAT:
-        raise UserError(f"a table of the retired per-kind format ({RETIRED_FORMAT})", file=path,
-                        hint="write it again with `autotune report DATABASE`: every kind has the one table format now")
+        raise UserError(
+            f"a table of the retired per-kind format ({RETIRED_FORMAT})",
+            file=path,
+            hint="write it again with `autotune report DATABASE`: every kind has the one table format now",
+        )
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UserError(f"not a dispatch table (format {FORMAT!r} expected)", file=path, hint=hint)
     if data.get("version") not in VERSIONS:
-        raise UserError(f"dispatch table version {data.get('version')!r}; this autotune reads versions "
-                        f"{', '.join(map(str, VERSIONS))}", file=path, hint="write it again with this autotune's "
-                        "`autotune report`, or upgrade autotune")
+        raise UserError(
+            f"dispatch table version {data.get('version')!r}; this autotune reads versions "
+            f"{', '.join(map(str, VERSIONS))}",
+            file=path,
+            hint="write it again with this autotune's `autotune report`, or upgrade autotune",
+        )
     problem = _dangling(data)
     if problem:
         raise UserError(problem, file=path, hint="write the table again with `autotune report` or `autotune emit`")
@@ -512,8 +607,12 @@ def _dangling(data: dict) -> str | None:
         return isinstance(i, int) and not isinstance(i, bool) and not (0 <= i < n or i in special)
 
     for p in data.get("points") or []:
-        answers = [p.get("kernel"), *(p.get("ranked") or []), *(p.get("near") or []),
-                   *(c[0] for c in (p.get("costs") or []) if isinstance(c, list) and c)]
+        answers = [
+            p.get("kernel"),
+            *(p.get("ranked") or []),
+            *(p.get("near") or []),
+            *(c[0] for c in (p.get("costs") or []) if isinstance(c, list) and c),
+        ]
         if any(bad(a) for a in answers):
             return f"a point names a kernel the table does not list ({n} kernels): {p.get('point_key', p)}"
     for r in data.get("regions") or []:
@@ -522,5 +621,20 @@ def _dangling(data: dict) -> str | None:
     return None
 
 
-__all__ = ["COST_SCALE", "DispatchTable", "FORMAT", "GENERIC", "GenericKernel", "KernelInfo", "LIBRARY", "NONE",
-           "Provenance", "STRUCTURES", "Structure", "VERSION", "build_table", "library_times", "load_table"]
+__all__ = [
+    "COST_SCALE",
+    "DispatchTable",
+    "FORMAT",
+    "GENERIC",
+    "GenericKernel",
+    "KernelInfo",
+    "LIBRARY",
+    "NONE",
+    "Provenance",
+    "STRUCTURES",
+    "Structure",
+    "VERSION",
+    "build_table",
+    "library_times",
+    "load_table",
+]

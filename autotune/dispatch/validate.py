@@ -18,6 +18,7 @@ Steps, each a function:
 - `validation_frame` -> validation.csv (`csv_columns`: one column per size of the kind), `summarize` -> the
   summary, `plot` -> validation.png.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,21 +30,61 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from autotune.dispatch.validate_points import (DerivedRule, derived_rule, groups, parse_budget, random_points,
-                                               read_points, table_bounds, tuned_keys)
+from autotune.dispatch.validate_points import (
+    DerivedRule,
+    derived_rule,
+    groups,
+    parse_budget,
+    random_points,
+    read_points,
+    table_bounds,
+    tuned_keys,
+)
 from autotune.dispatch.validate_table import GENERIC, LIBRARY, ValidatedTable, read_table, table_kind
 from autotune.errors import UserError
 from autotune.problems.base import ProblemKind
 from autotune.vocab import TestPoint
 
-__all__ = ["CSV_HEAD", "CSV_TAIL", "Candidates", "recorded_paths", "DerivedRule", "GENERIC", "LIBRARY", "UserError", "candidates",
-           "csv_columns", "derived_rule", "groups", "measurable", "parse_budget", "plot", "random_points",
-           "read_points", "read_table", "space_refs", "summarize", "table_bounds", "table_kind", "to_csv",
-           "tuned_keys", "validation_config", "validation_frame"]
+__all__ = [
+    "CSV_HEAD",
+    "CSV_TAIL",
+    "Candidates",
+    "recorded_paths",
+    "DerivedRule",
+    "GENERIC",
+    "LIBRARY",
+    "UserError",
+    "candidates",
+    "csv_columns",
+    "derived_rule",
+    "groups",
+    "measurable",
+    "parse_budget",
+    "plot",
+    "random_points",
+    "read_points",
+    "read_table",
+    "space_refs",
+    "summarize",
+    "table_bounds",
+    "table_kind",
+    "to_csv",
+    "tuned_keys",
+    "validation_config",
+    "validation_frame",
+]
 
 CSV_HEAD = ("kind", "precision", "shape")  # then one column per size of the kind
-CSV_TAIL = ("table_choice", "table_ms", "best_choice", "best_ms", "best_roofline_frac", "baseline_ms",
-            "loss_vs_best", "speedup_vs_baseline")
+CSV_TAIL = (
+    "table_choice",
+    "table_ms",
+    "best_choice",
+    "best_ms",
+    "best_roofline_frac",
+    "baseline_ms",
+    "loss_vs_best",
+    "speedup_vs_baseline",
+)
 SLOW_VS_BASELINE = 0.97  # an answer below 0.97x the baseline's speed counts as slower than the baseline
 
 
@@ -73,6 +114,7 @@ def recorded_paths(tuning_url: str | None) -> dict[str, str]:
     if tuning_url is None:
         return {}
     from autotune.store.query import run_query
+
     rows = run_query(tuning_url, "SELECT name, yaml_path FROM spaces ORDER BY id")
     return {str(r.name): str(r.yaml_path) for r in rows.itertuples()}
 
@@ -82,6 +124,7 @@ def space_refs(names: Iterable[str], recorded: Mapping[str, str], given: Sequenc
     tuning database recorded. Raises UserError."""
     from autotune import paths
     from autotune.space.spec import load_space
+
     files = {load_space(p).name: str(Path(p).resolve()) for p in given}
     out = {}
     for name in names:
@@ -95,10 +138,12 @@ def space_refs(names: Iterable[str], recorded: Mapping[str, str], given: Sequenc
         if path and Path(path).is_file():
             out[name] = str(Path(path).resolve())
             continue
-        raise UserError(f"no space file for space {name!r}: not under {paths.SPACES_DIR}"
-                        + (f" and its recorded file {path} is gone" if path else ", and no tuning database records it"),
-                        hint="pass --space FILE (the space file), or --db TUNING_DB (the database the table was "
-                             "made from), or restore the space file")
+        raise UserError(
+            f"no space file for space {name!r}: not under {paths.SPACES_DIR}"
+            + (f" and its recorded file {path} is gone" if path else ", and no tuning database records it"),
+            hint="pass --space FILE (the space file), or --db TUNING_DB (the database the table was "
+            "made from), or restore the space file",
+        )
     return out
 
 
@@ -107,18 +152,22 @@ def space_ref(name: str, recorded: Mapping[str, str]) -> str:
     return space_refs([name], recorded)[name]
 
 
-def pool(tuning_url: str, device: str | None, kind: ProblemKind, table_groups: Iterable[tuple[str, str]],
-         pool_bk: int) -> pd.DataFrame:
+def pool(
+    tuning_url: str, device: str | None, kind: ProblemKind, table_groups: Iterable[tuple[str, str]], pool_bk: int
+) -> pd.DataFrame:
     """The `pool_bk` fastest verified instances (by median, then id) at every tuned point of `kind` in the tuning
     database for the given groups, on `device` (a name or uuid; None: the only one). Columns instance_id, space,
     precision."""
     from autotune.store.store import Store
+
     with Store.open(tuning_url, create=False, readonly=True) as store:
         frame = store.measurements(device=device)
     frame = frame[frame["kind"] == kind.name]
     if len(frame) == 0:
-        raise UserError(f"no {kind.name} measurements in {tuning_url}" + (f" on {device}" if device else ""),
-                        hint="--db names the database the table was made from (the table's device must be in it)")
+        raise UserError(
+            f"no {kind.name} measurements in {tuning_url}" + (f" on {device}" if device else ""),
+            hint="--db names the database the table was made from (the table's device must be in it)",
+        )
     wanted = set(table_groups)
     ok = frame[(frame["status"] == "ok") & frame["median_ms"].notna()]
     ok = ok[[(p, s) in wanted for p, s in zip(ok["precision"], ok["shape"])]]
@@ -136,6 +185,7 @@ def generic_instance(table: ValidatedTable, kind: ProblemKind) -> tuple[str, str
     from autotune.devices import get_device
     from autotune.space.generator import generate
     from autotune.space.spec import load_space
+
     generic = table.data.get("generic") or {}
     templates = generic.get("templates") or {}
     if kind.generic_space is None or not templates:
@@ -151,8 +201,14 @@ def generic_instance(table: ValidatedTable, kind: ProblemKind) -> tuple[str, str
     return (space.name, match[0]) if match else None
 
 
-def candidates(table: ValidatedTable, kind: ProblemKind, tuning_url: str | None, pool_bk: int = 1,
-               generic: bool = False, spaces: Sequence[Path] = ()) -> Candidates:
+def candidates(
+    table: ValidatedTable,
+    kind: ProblemKind,
+    tuning_url: str | None,
+    pool_bk: int = 1,
+    generic: bool = False,
+    spaces: Sequence[Path] = (),
+) -> Candidates:
     """The table's kernels plus, with a tuning database, its `pool_bk` fastest instances per tuned point; with
     `generic` (and a kind that has one), the table's generic kernel."""
     by_space: dict[str, set[str]] = {}
@@ -171,6 +227,7 @@ def candidates(table: ValidatedTable, kind: ProblemKind, tuning_url: str | None,
     if tuning_url is not None:
         device = table.provenance.get("device") or None
         from autotune.store.query import run_query
+
         names = set(run_query(tuning_url, "SELECT name FROM devices")["name"].astype(str))
         if device not in names:
             device = None  # a database of one GPU whose name differs; Store.device_id refuses several
@@ -178,8 +235,12 @@ def candidates(table: ValidatedTable, kind: ProblemKind, tuning_url: str | None,
             by_space.setdefault(str(r.space), set()).add(str(r.instance_id))
             precisions.setdefault(str(r.instance_id), set()).add(str(r.precision))
     refs = space_refs(by_space, recorded_paths(tuning_url), spaces)
-    return Candidates({name: tuple(sorted(ids)) for name, ids in sorted(by_space.items())}, refs, generic_id,
-                      {i: frozenset(p) for i, p in precisions.items()})
+    return Candidates(
+        {name: tuple(sorted(ids)) for name, ids in sorted(by_space.items())},
+        refs,
+        generic_id,
+        {i: frozenset(p) for i, p in precisions.items()},
+    )
 
 
 def measurable(cands: Candidates, points: Sequence[TestPoint]) -> Candidates:
@@ -188,6 +249,7 @@ def measurable(cands: Candidates, points: Sequence[TestPoint]) -> Candidates:
     so that instance is left out there, and a space left with none is dropped. Raises UserError when nothing
     remains."""
     from autotune.space.spec import load_space
+
     by_space = {}
     for name, ids in cands.by_space.items():
         space = load_space(cands.refs[name])
@@ -196,8 +258,10 @@ def measurable(cands: Candidates, points: Sequence[TestPoint]) -> Candidates:
         if keep:
             by_space[name] = keep
     if not by_space:
-        raise UserError("no candidate instance can be measured at any held-out problem: their spaces accept none "
-                        "of them", hint="check the problems' precisions and sizes against the spaces' `problems:`")
+        raise UserError(
+            "no candidate instance can be measured at any held-out problem: their spaces accept none of them",
+            hint="check the problems' precisions and sizes against the spaces' `problems:`",
+        )
     return replace(cands, by_space=by_space, refs={n: cands.refs[n] for n in by_space})
 
 
@@ -211,19 +275,32 @@ def point_group(p: TestPoint) -> dict[str, Any]:
     return group
 
 
-def validation_config(points: Sequence[TestPoint], cands: Candidates, database: str, repetitions: int = 20,
-                      tol: float = 0.05, name: str = "validate") -> str:
+def validation_config(
+    points: Sequence[TestPoint],
+    cands: Candidates,
+    database: str,
+    repetitions: int = 20,
+    tol: float = 0.05,
+    name: str = "validate",
+) -> str:
     """The sweep config (YAML text) measuring every candidate where it is valid, at every held-out problem; run
     again on the same database, it measures only what is missing (on any GPU of the same model)."""
-    spaces = [{"space": cands.refs[s], "instances": list(ids), "measure": "valid"}
-              for s, ids in cands.by_space.items()]
-    doc = {"name": name, "description": "autotune validate: held-out problems of a dispatch table",
-           "spaces": spaces, "points": [point_group(p) for p in points], "database": database,
-           "repetitions": int(repetitions), "strategy": "brute", "tol": float(tol),
-           # a table serves a GPU model: a validation stopped part-way goes on on any card of that model
-           "resume": "model"}
-    return "# written by `autotune validate`; `autotune sweep` on this file measures the same pairs\n" + \
-        yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
+    spaces = [{"space": cands.refs[s], "instances": list(ids), "measure": "valid"} for s, ids in cands.by_space.items()]
+    doc = {
+        "name": name,
+        "description": "autotune validate: held-out problems of a dispatch table",
+        "spaces": spaces,
+        "points": [point_group(p) for p in points],
+        "database": database,
+        "repetitions": int(repetitions),
+        "strategy": "brute",
+        "tol": float(tol),
+        # a table serves a GPU model: a validation stopped part-way goes on on any card of that model
+        "resume": "model",
+    }
+    return "# written by `autotune validate`; `autotune sweep` on this file measures the same pairs\n" + yaml.safe_dump(
+        doc, sort_keys=False, default_flow_style=None, width=120
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the results
@@ -231,11 +308,13 @@ def _frac(x: Any) -> float:
     return float(x) if x is not None and not pd.isna(x) else math.nan
 
 
-def measured(url: str, kind: ProblemKind, device: str | None = None
-             ) -> tuple[dict[tuple, dict[str, tuple[float, float]]], dict[tuple, tuple[float, float]]]:
+def measured(
+    url: str, kind: ProblemKind, device: str | None = None
+) -> tuple[dict[tuple, dict[str, tuple[float, float]]], dict[tuple, tuple[float, float]]]:
     """From the validation database, on one device: per point key (precision, shape, sizes...) the verified
     instances' (median_ms, roofline_frac) by instance id, and the baseline's."""
     from autotune.store.store import Store
+
     with Store.open(url, create=False, readonly=True) as store:
         inst, base = store.measurements(device=device), store.baselines(device=device)
     point = ["precision", "shape", *kind.size_names]
@@ -245,16 +324,25 @@ def measured(url: str, kind: ProblemKind, device: str | None = None
 
     def key(r: Mapping[str, Any]) -> tuple:
         return (str(r["precision"]), str(r["shape"] or ""), *(int(r[n]) for n in kind.size_names))
+
     times: dict[tuple, dict[str, tuple[float, float]]] = {}
     for r in rows(inst)[["instance_id", *point, "median_ms", "roofline_frac"]].to_dict("records"):
         times.setdefault(key(r), {})[str(r["instance_id"])] = (float(r["median_ms"]), _frac(r["roofline_frac"]))
-    baseline = {key(r): (float(r["median_ms"]), _frac(r["roofline_frac"]))
-                for r in rows(base)[[*point, "median_ms", "roofline_frac"]].to_dict("records")}
+    baseline = {
+        key(r): (float(r["median_ms"]), _frac(r["roofline_frac"]))
+        for r in rows(base)[[*point, "median_ms", "roofline_frac"]].to_dict("records")
+    }
     return times, baseline
 
 
-def validation_frame(table: ValidatedTable, kind: ProblemKind, points: Sequence[TestPoint], cands: Candidates,
-                     url: str, device: str | None = None) -> pd.DataFrame:
+def validation_frame(
+    table: ValidatedTable,
+    kind: ProblemKind,
+    points: Sequence[TestPoint],
+    cands: Candidates,
+    url: str,
+    device: str | None = None,
+) -> pd.DataFrame:
     """One row per held-out problem (`csv_columns(kind)`), in the order of `points`."""
     times, baseline = measured(url, kind, device)
     ids = cands.ids
@@ -273,10 +361,22 @@ def validation_frame(table: ValidatedTable, kind: ProblemKind, points: Sequence[
             best_choice, best_ms, best_rf = LIBRARY, base_ms, base_rf
         loss = max(0.0, 1.0 - best_ms / table_ms) if math.isfinite(table_ms) and math.isfinite(best_ms) else math.nan
         speedup = base_ms / table_ms if math.isfinite(table_ms) and math.isfinite(base_ms) else math.nan
-        rows.append({"kind": p.kind, "precision": p.precision, "shape": p.shape, **p.dims, "table_choice": choice_,
-                     "table_ms": table_ms, "best_choice": best_choice, "best_ms": best_ms,
-                     "best_roofline_frac": best_rf, "baseline_ms": base_ms, "loss_vs_best": loss,
-                     "speedup_vs_baseline": speedup})
+        rows.append(
+            {
+                "kind": p.kind,
+                "precision": p.precision,
+                "shape": p.shape,
+                **p.dims,
+                "table_choice": choice_,
+                "table_ms": table_ms,
+                "best_choice": best_choice,
+                "best_ms": best_ms,
+                "best_roofline_frac": best_rf,
+                "baseline_ms": base_ms,
+                "loss_vs_best": loss,
+                "speedup_vs_baseline": speedup,
+            }
+        )
     return pd.DataFrame(rows, columns=csv_columns(kind))
 
 
@@ -292,15 +392,21 @@ def summarize(frame: pd.DataFrame, tol: float = 0.05) -> list[dict[str, Any]]:
     """Per (precision, shape) group and overall ("all"): problems, measured answers, median and worst loss against
     the best, problems within TOL, problems where the answer is < 0.97x the baseline's speed, answers not
     measured."""
+
     def one(label: str, f: pd.DataFrame) -> dict[str, Any]:
         loss = pd.to_numeric(f["loss_vs_best"], errors="coerce").dropna()
         speed = pd.to_numeric(f["speedup_vs_baseline"], errors="coerce")
-        return {"group": label, "problems": len(f), "measured": len(loss),
-                "median_loss": float(loss.median()) if len(loss) else None,
-                "worst_loss": float(loss.max()) if len(loss) else None,
-                "within_tol": int((loss <= tol + 1e-12).sum()),
-                "slower_than_baseline": int((speed < SLOW_VS_BASELINE).sum()),
-                "not_measured": int(pd.to_numeric(f["table_ms"], errors="coerce").isna().sum())}
+        return {
+            "group": label,
+            "problems": len(f),
+            "measured": len(loss),
+            "median_loss": float(loss.median()) if len(loss) else None,
+            "worst_loss": float(loss.max()) if len(loss) else None,
+            "within_tol": int((loss <= tol + 1e-12).sum()),
+            "slower_than_baseline": int((speed < SLOW_VS_BASELINE).sum()),
+            "not_measured": int(pd.to_numeric(f["table_ms"], errors="coerce").isna().sum()),
+        }
+
     out = [one(f"{p} {s}".strip(), g) for (p, s), g in frame.groupby(["precision", "shape"], sort=False)]
     return out + [one("all", frame)]
 
@@ -309,6 +415,7 @@ def plot(frame: pd.DataFrame, kind: ProblemKind, path: str | Path) -> Path:
     """validation.png: loss against the best and speedup over the baseline, against the product of the kind's
     table sizes (GEMM: M*N*K; log), per precision."""
     from autotune.dispatch.report import pyplot
+
     plt = pyplot()
     path = Path(path)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -321,8 +428,13 @@ def plot(frame: pd.DataFrame, kind: ProblemKind, path: str | Path) -> Path:
             y = pd.to_numeric(g[col], errors="coerce")
             known = y.notna().to_numpy()
             if known.any():
-                ax.scatter(size[g.index.to_numpy()][known], y[known], marker=markers.get(str(precision), "x"),
-                           label=str(precision), alpha=0.7)
+                ax.scatter(
+                    size[g.index.to_numpy()][known],
+                    y[known],
+                    marker=markers.get(str(precision), "x"),
+                    label=str(precision),
+                    alpha=0.7,
+                )
         if ax.collections:
             ax.set_xscale("log")
         else:

@@ -9,6 +9,7 @@
   `--batch-bytes`, else the one the tuned points were made with, `kind.infer_budget`, else one value per
   derived size shared by every tuned point, else 500MB).
 """
+
 from __future__ import annotations
 
 import random
@@ -59,6 +60,7 @@ class DerivedRule:
 def parse_budget(text: str) -> int:
     """`--batch-bytes 500MB` (any size a sweep config's `{bytes: ...}` takes). Raises UserError."""
     from autotune.sweep.config import Reader, parse_bytes
+
     return parse_bytes(Reader(Path("--batch-bytes")), yaml.compose(yaml.safe_dump(text)))
 
 
@@ -82,8 +84,14 @@ def groups(table: ValidatedTable, kind: ProblemKind) -> list[tuple[str, str]]:
     """The table's (precision, shape) groups, in the kind's precision and shape order."""
     seen = {(p["precision"], p["shape"]) for p in table.points}
     seen |= {(k["precision"], k["shape"]) for k in table.kernels if "precision" in k and "shape" in k}
-    return sorted(seen, key=lambda g: (kind.precisions.index(g[0]) if g[0] in kind.precisions else 99,
-                                      kind.shapes.index(g[1]) if g[1] in kind.shapes else 99, g))
+    return sorted(
+        seen,
+        key=lambda g: (
+            kind.precisions.index(g[0]) if g[0] in kind.precisions else 99,
+            kind.shapes.index(g[1]) if g[1] in kind.shapes else 99,
+            g,
+        ),
+    )
 
 
 def tuned_keys(table: ValidatedTable, kind: ProblemKind) -> set[tuple]:
@@ -115,8 +123,15 @@ def table_bounds(table: ValidatedTable, kind: ProblemKind, precision: str, shape
     return {d: (min(int(p[d]) for p in pts), max(int(p[d]) for p in pts)) for d in _drawn(kind)}
 
 
-def random_points(table: ValidatedTable, kind: ProblemKind, count: int, seed: int, rule: DerivedRule,
-                  workload: WorkloadBounds | None = None, rule_given: bool = False) -> list[TestPoint]:
+def random_points(
+    table: ValidatedTable,
+    kind: ProblemKind,
+    count: int,
+    seed: int,
+    rule: DerivedRule,
+    workload: WorkloadBounds | None = None,
+    rule_given: bool = False,
+) -> list[TestPoint]:
     """`count` problems split evenly over the table's groups (the first groups take the remainder), each size drawn
     uniformly and independently (integers, in the kind's size order) within the workload's bounds, or without a
     workload within the tuned points' min..max; tuned points and repeats are drawn again. The derived sizes are
@@ -138,16 +153,20 @@ def random_points(table: ValidatedTable, kind: ProblemKind, count: int, seed: in
             bounds.update(workload.bounds(precision, shape))
         names = [n for n in _drawn(kind) if n in bounds]
         if len(names) < len(_drawn(kind)):
-            raise UserError(f"no ranges to draw {precision} {shape} problems from",
-                            hint="pass --workload FILE (its bounds), or use --points FILE")
+            raise UserError(
+                f"no ranges to draw {precision} {shape} problems from",
+                hint="pass --workload FILE (its bounds), or use --points FILE",
+            )
         seen: set[TestPoint] = set()
         draws = 0
         while len(seen) < want:
             draws += 1
             if draws > MAX_DRAWS * want:
-                raise UserError(f"cannot draw {want} {precision} {shape} problems that are not tuned points within "
-                                + ", ".join(f"{d} {bounds[d][0]}..{bounds[d][1]}" for d in names),
-                                hint="ask for fewer (--random N) or give wider ranges (--workload)")
+                raise UserError(
+                    f"cannot draw {want} {precision} {shape} problems that are not tuned points within "
+                    + ", ".join(f"{d} {bounds[d][0]}..{bounds[d][1]}" for d in names),
+                    hint="ask for fewer (--random N) or give wider ranges (--workload)",
+                )
             sizes = {s: rng.randint(int(bounds[s][0]), int(bounds[s][1])) for s in names}
             if (precision, shape, *(sizes[n] for n in kind.table_sizes())) in tuned:
                 continue

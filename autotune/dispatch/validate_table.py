@@ -6,6 +6,7 @@ It reads the `DispatchTable` API of format version 3 (`table.kind`, `table.size_
 kernel, -2 the library, -4 none); `load_table` upgrades tables of versions 1 and 2 on load. Tables of the retired
 per-kind format are refused by load_table with a hint to write them again.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,17 +54,27 @@ def read_table(path: Path) -> ValidatedTable:
     from autotune.dispatch.table import load_table
 
     if not path.is_file():
-        raise UserError(f"no dispatch table {path}",
-                        hint="give a dispatch.json written by `autotune report` or `autotune emit --format json`")
+        raise UserError(
+            f"no dispatch table {path}",
+            hint="give a dispatch.json written by `autotune report` or `autotune emit --format json`",
+        )
     return _v3(load_table(path))  # checked; version 1 and 2 upgraded, the retired per-kind format refused
 
 
 def _v3(table: Any) -> ValidatedTable:
     data = table.data
-    points = tuple({"precision": p["precision"], "shape": p["shape"], "sizes": dict(p["sizes"])}
-                   for p in data["points"])
-    return ValidatedTable(data, str(table.kind), tuple(table.size_names), points, tuple(data["kernels"]),
-                          table.provenance, lambda p: table.lookup(p.precision, p.shape, dict(p.sizes)))
+    points = tuple(
+        {"precision": p["precision"], "shape": p["shape"], "sizes": dict(p["sizes"])} for p in data["points"]
+    )
+    return ValidatedTable(
+        data,
+        str(table.kind),
+        tuple(table.size_names),
+        points,
+        tuple(data["kernels"]),
+        table.provenance,
+        lambda p: table.lookup(p.precision, p.shape, dict(p.sizes)),
+    )
 
 
 def table_kind(table: ValidatedTable, space_files: Sequence[Path]) -> ProblemKind:
@@ -77,9 +88,13 @@ def table_kind(table: ValidatedTable, space_files: Sequence[Path]) -> ProblemKin
         kind = load_space(path).kind
         if kind.name == table.kind_name:
             if tuple(kind.size_names) != table.size_names:
-                raise UserError(f"the space {path} defines {kind.name} with the sizes {', '.join(kind.size_names)}; "
-                                f"the table has {', '.join(table.size_names)}",
-                                hint="give the space file the table was made from (--space FILE)")
+                raise UserError(
+                    f"the space {path} defines {kind.name} with the sizes {', '.join(kind.size_names)}; "
+                    f"the table has {', '.join(table.size_names)}",
+                    hint="give the space file the table was made from (--space FILE)",
+                )
             return kind
-    raise UserError(f"the table's kind {table.kind_name!r} is not built in and no space file defines it",
-                    hint="pass --space FILE (the space file whose `problem:` defines it), or --db TUNING_DB")
+    raise UserError(
+        f"the table's kind {table.kind_name!r} is not built in and no space file defines it",
+        hint="pass --space FILE (the space file whose `problem:` defines it), or --db TUNING_DB",
+    )

@@ -18,6 +18,7 @@ the kind's sizes (`ProblemKind.size_names`; the expressions read them under the 
 Where any step fails, `derive` returns None and the caller restricts the kernel to its tuned points
 (`tuned_only`). Deterministic: fixed seeds.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,6 +37,7 @@ def expr_values(space: Any, params: Mapping[str, Any], precision: str) -> dict[s
     """Like Space.values, but a derived quantity that cannot be evaluated (an instance recorded before one of
     its parameters existed) is left out: an expression that reads it fails, the others still work."""
     from autotune.devices import get_device
+
     env = {**space.context(precision, get_device(None)), **params}
     for name, located in space.derived:
         try:
@@ -54,7 +56,7 @@ def _env_names(kind: Any) -> tuple[tuple[str, int], ...] | None:
     if 2 * n > len(primes):
         return None
     probes = []
-    for values in (primes[:n], primes[n:2 * n]):
+    for values in (primes[:n], primes[n : 2 * n]):
         point = kind.point(kind.precisions[0], kind.shapes[0], dict(zip(kind.size_names, values)))
         probes.append((values, kind.env(point)))
     out = []
@@ -96,6 +98,7 @@ def space_predicate(space: Any, params: Mapping[str, Any], precision: str) -> Pr
         if valid is not None:
             out &= np.broadcast_to(np.asarray(space.eval(valid, {**base, **env}), dtype=bool), shape)
         return out
+
     return pred
 
 
@@ -124,8 +127,13 @@ def _product(axes: list[np.ndarray]) -> np.ndarray:
     return np.stack([g.ravel() for g in np.meshgrid(*axes, indexing="ij")], axis=1)
 
 
-def _witness(pred: Predicate, hints: Iterable[Sequence[int]], values: Iterable[int], tie: Sequence[bool],
-             rng: np.random.Generator) -> np.ndarray | None:
+def _witness(
+    pred: Predicate,
+    hints: Iterable[Sequence[int]],
+    values: Iterable[int],
+    tie: Sequence[bool],
+    rng: np.random.Generator,
+) -> np.ndarray | None:
     d = len(tie)
     hints = np.asarray(list(hints), dtype=np.int64).reshape(-1, d)
     if len(hints):
@@ -146,8 +154,14 @@ def _witness(pred: Predicate, hints: Iterable[Sequence[int]], values: Iterable[i
     return grid[np.argmax(ok)] if ok.any() else None
 
 
-def derive(pred: Predicate, names: Sequence[str], hints: Iterable[Sequence[int]] = (), values: Iterable[int] = (),
-           seed: int = 0, tie_sizes: Sequence[str] = ()) -> tuple[tuple[str, int], ...] | None:
+def derive(
+    pred: Predicate,
+    names: Sequence[str],
+    hints: Iterable[Sequence[int]] = (),
+    values: Iterable[int] = (),
+    seed: int = 0,
+    tie_sizes: Sequence[str] = (),
+) -> tuple[tuple[str, int], ...] | None:
     """One-key predicates over the sizes `names` equal to `pred` (see the module docstring); None when they cannot
     express it.
 
@@ -193,8 +207,11 @@ def derive(pred: Predicate, names: Sequence[str], hints: Iterable[Sequence[int]]
     rng = np.random.default_rng(seed)
     n = len(names)
     crit_axes = [np.array(sorted(c), dtype=np.int64) for c in crit]
-    check = [_product(crit_axes) if math.prod(len(a) for a in crit_axes) <= MAX_GRID
-             else np.stack([rng.choice(a, MAX_GRID) for a in crit_axes], axis=1)]
+    check = [
+        _product(crit_axes)
+        if math.prod(len(a) for a in crit_axes) <= MAX_GRID
+        else np.stack([rng.choice(a, MAX_GRID) for a in crit_axes], axis=1)
+    ]
     big = np.exp(rng.uniform(0, math.log(PROBE_MAX), (20000, n))).astype(np.int64)
     bat = np.exp(rng.uniform(0, math.log(2**24), (20000, n))).astype(np.int64)
     check.append(np.maximum(np.where(tie, bat, big), 1))
@@ -211,11 +228,13 @@ def derive(pred: Predicate, names: Sequence[str], hints: Iterable[Sequence[int]]
 @lru_cache(maxsize=None)
 def _load(space_name: str) -> Any:
     from autotune.space.spec import load_space
+
     return load_space(space_name)
 
 
-def instance_validity(space_name: str, params: Mapping[str, Any], precision: str,
-                      hints: Iterable[Sequence[int]] = ()) -> tuple[tuple[str, int], ...] | None:
+def instance_validity(
+    space_name: str, params: Mapping[str, Any], precision: str, hints: Iterable[Sequence[int]] = ()
+) -> tuple[tuple[str, int], ...] | None:
     """Predicates of one instance of a space file (None: not expressible, restrict it to its tuned points).
     `hints`: problems where it was measured, sizes in the kind's order."""
     return _instance_validity(space_name, tuple(sorted(params.items())), precision, tuple(map(tuple, hints)))
@@ -231,6 +250,9 @@ def _instance_validity(space_name: str, params: tuple, precision: str, hints: tu
         return () if space.kernel is None or precision in space.kernel.problems.precisions else never
     if _env_names(kind) is None:
         return None
-    values = [int(v) for v in expr_values(space, p, precision).values()
-              if isinstance(v, (int, np.integer)) and not isinstance(v, bool)]
+    values = [
+        int(v)
+        for v in expr_values(space, p, precision).values()
+        if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+    ]
     return derive(space_predicate(space, p, precision), kind.size_names, hints, values, tie_sizes=kind.tie_sizes())

@@ -5,6 +5,7 @@ row); for a database of 10^6 measurements the explorer reads the three tables ap
 models, and joins them with integer codes in pandas: measurements (point, instance, status, times, figures),
 instances (space, parameters: parsed once per instance) and test points (sizes through `frames.size_columns`).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,13 +35,24 @@ class Results:
     size_names: list[str]
 
 
-MEASURED = ("point_id", "instance_id", "device_id", "sweep_id", "status", "median_ms", "gflops", "roofline_frac",
-            "compile_s", "reps")
+MEASURED = (
+    "point_id",
+    "instance_id",
+    "device_id",
+    "sweep_id",
+    "status",
+    "median_ms",
+    "gflops",
+    "roofline_frac",
+    "compile_s",
+    "reps",
+)
 
 
 def load(source: str) -> Results:
     """Read the database at `source` (a path, a packed `.sqlite.xz`, a `.sqlite.gz`, or a URL) read-only."""
     from autotune.store.engine import database_url
+
     url = database_url(source)
     with Store.open(url, create=False, readonly=True) as store:
         with store.engine.connect() as conn:
@@ -53,17 +65,21 @@ def load(source: str) -> Results:
             inst_rows = conn.execute(select(i.id, i.space, i.name, i.params)).all()
             p = Point
             point_rows = conn.execute(select(p.id, p.kind, p.precision, p.shape, p.sizes)).all()
-            devices = pd.DataFrame(conn.execute(select(Device.id, Device.name, Device.uuid)).all(),
-                                   columns=["id", "name", "uuid"]).set_index("id")
+            devices = pd.DataFrame(
+                conn.execute(select(Device.id, Device.name, Device.uuid)).all(), columns=["id", "name", "uuid"]
+            ).set_index("id")
             s = Sweep
-            sweeps = pd.DataFrame(conn.execute(select(s.id, s.config_name, s.started_at, s.finished_at, s.status,
-                                                      s.device_id)).all(),
-                                  columns=["id", "config_name", "started_at", "finished_at", "status", "device_id"])
+            sweeps = pd.DataFrame(
+                conn.execute(select(s.id, s.config_name, s.started_at, s.finished_at, s.status, s.device_id)).all(),
+                columns=["id", "config_name", "started_at", "finished_at", "status", "device_id"],
+            )
             b = BaselineRow
-            base = pd.DataFrame(conn.execute(select(b.point_id, b.device_id, b.library, b.status, b.median_ms,
-                                                    b.roofline_frac, b.gflops)).all(),
-                                columns=["point_id", "device_id", "library", "status", "median_ms", "roofline_frac",
-                                         "gflops"])
+            base = pd.DataFrame(
+                conn.execute(
+                    select(b.point_id, b.device_id, b.library, b.status, b.median_ms, b.roofline_frac, b.gflops)
+                ).all(),
+                columns=["point_id", "device_id", "library", "status", "median_ms", "roofline_frac", "gflops"],
+            )
     instances = pd.DataFrame([(r[0], r[1], r[2]) for r in inst_rows], columns=["id", "space", "name"]).set_index("id")
     params: dict[str, pd.DataFrame] = {}
     by_space: dict[str, list] = {}

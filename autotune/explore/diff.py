@@ -4,6 +4,7 @@ Compares the parameters (values added and removed), the derived quantities, the 
 removed, expression or reason changed) and the kernel binding, then, unless told not to, the counts: raw
 combinations, after the hard constraints, after all constraints, and each funnel step of either version.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

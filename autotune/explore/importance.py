@@ -6,6 +6,7 @@ time at that point), so measurements at different sizes compare. Optuna's evalua
 PED-ANOVA (numpy only) always; fANOVA and mean decrease in impurity where scikit-learn is installed (they need it).
 A space with more than `MAX_TRIALS` measurements is evaluated on a seeded uniform sample of them, and says so.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,12 @@ def evaluators() -> dict[str, object]:
     """Optuna's evaluators usable here: PED-ANOVA, and fANOVA / MDI when scikit-learn is installed."""
     import importlib.util
 
-    from optuna.importance import (FanovaImportanceEvaluator, MeanDecreaseImpurityImportanceEvaluator,
-                                   PedAnovaImportanceEvaluator)
+    from optuna.importance import (
+        FanovaImportanceEvaluator,
+        MeanDecreaseImpurityImportanceEvaluator,
+        PedAnovaImportanceEvaluator,
+    )
+
     out: dict[str, object] = {"PED-ANOVA": PedAnovaImportanceEvaluator()}
     if importlib.util.find_spec("sklearn") is not None:
         out["fANOVA"] = FanovaImportanceEvaluator(seed=0)
@@ -45,6 +50,7 @@ def study_of(params: pd.DataFrame, values: np.ndarray):  # type: ignore[no-untyp
     categorical. Integer distributions also keep Optuna's per-trial compatibility checks cheap."""
     import optuna
     from optuna.distributions import CategoricalDistribution, IntDistribution
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     dists: dict = {}
     params = params.copy()
@@ -58,8 +64,10 @@ def study_of(params: pd.DataFrame, values: np.ndarray):  # type: ignore[no-untyp
             dists[c] = CategoricalDistribution(values_c)
     study = optuna.create_study(direction="minimize")
     records = params.to_dict("records")
-    trials = [optuna.trial.create_trial(params={k: _plain(v) for k, v in rec.items()}, distributions=dists,
-                                        value=float(v)) for rec, v in zip(records, values)]
+    trials = [
+        optuna.trial.create_trial(params={k: _plain(v) for k, v in rec.items()}, distributions=dists, value=float(v))
+        for rec, v in zip(records, values)
+    ]
     study.add_trials(trials)
     return study
 
@@ -78,6 +86,7 @@ def importances(params: pd.DataFrame, slowdown: np.ndarray, seed: int = 0) -> li
         return []
     study = study_of(params[varying], values)
     import optuna
+
     out = []
     for name, ev in evaluators().items():
         with warnings.catch_warnings():

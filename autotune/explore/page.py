@@ -13,6 +13,7 @@ the field matches every value (an importance chart per space is not cut by a tes
 plotly.js itself (`plotly.offline.get_plotlyjs()`), so it opens without a network; `window.autotuneExplore`
 exposes what the browser tests read (charts drawn, points shown, the filters).
 """
+
 from __future__ import annotations
 
 import html
@@ -33,8 +34,11 @@ def require_plotly() -> Any:
         import plotly
     except ImportError:
         from autotune.errors import UserError
-        raise UserError("`autotune explore` needs the plotly package, which is not installed",
-                        hint="pip install 'autotune[explore]' (or: pip install plotly), then run the command again") from None
+
+        raise UserError(
+            "`autotune explore` needs the plotly package, which is not installed",
+            hint="pip install 'autotune[explore]' (or: pip install plotly), then run the command again",
+        ) from None
     return plotly
 
 
@@ -99,11 +103,16 @@ class Page:
         """The whole page as one HTML string."""
         plotly = require_plotly()
         from plotly.offline import get_plotlyjs
+
         options = {f: sorted({g[f] for g in self.groups if f in g}, key=_natural) for f in FILTER_FIELDS}
         fields = [f for f in FILTER_FIELDS if len(options[f]) > 1]  # a field with one value filters nothing
-        payload = {"groups": self.groups, "fields": fields,
-                   "figures": [{"key": f.key, "data": f.spec.get("data", []), "layout": f.spec.get("layout", {})}
-                               for f in self.figures]}
+        payload = {
+            "groups": self.groups,
+            "fields": fields,
+            "figures": [
+                {"key": f.key, "data": f.spec.get("data", []), "layout": f.spec.get("layout", {})} for f in self.figures
+            ],
+        }
         body = [f"<h1>{html.escape(self.title)}</h1>"]
         if self.subtitle:
             body.append(f"<p class='sub'>{html.escape(self.subtitle)}</p>")
@@ -112,13 +121,19 @@ class Page:
         if fields:
             body.append("<div id='filters'><b>Filters</b> ")
             for f in fields:
-                opts = "".join(f"<option value='{html.escape(v, quote=True)}'>{html.escape(v)}</option>"
-                               for v in options[f])
-                body.append(f"<label>{f} <select data-field='{f}' id='filter-{f}'><option value=''>all "
-                            f"({len(options[f])})</option>{opts}</select></label> ")
+                opts = "".join(
+                    f"<option value='{html.escape(v, quote=True)}'>{html.escape(v)}</option>" for v in options[f]
+                )
+                body.append(
+                    f"<label>{f} <select data-field='{f}' id='filter-{f}'><option value=''>all "
+                    f"({len(options[f])})</option>{opts}</select></label> "
+                )
             body.append("<button id='filter-reset'>reset</button> <span id='filter-status'></span></div>")
-        body.append("<nav>" + " · ".join(f"<a href='#s{i}'>{html.escape(s.title)}</a>"
-                                          for i, s in enumerate(self.sections)) + "</nav>")
+        body.append(
+            "<nav>"
+            + " · ".join(f"<a href='#s{i}'>{html.escape(s.title)}</a>" for i, s in enumerate(self.sections))
+            + "</nav>"
+        )
         for i, s in enumerate(self.sections):
             body.append(f"<section id='s{i}'><h2>{html.escape(s.title)}</h2>")
             if s.intro:
@@ -132,19 +147,22 @@ class Page:
                 body.append(f"<div class='chart' id='fig-{fig.key}' style='height:{fig.height}px'></div></div>")
             body.append("</section>")
         data = _dumps(payload).replace("</", "<\\/")
-        return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-                f"<meta name='generator' content='autotune explore (plotly {plotly.__version__})'>"
-                f"<title>{html.escape(self.title)}</title><style>{CSS}</style>"
-                f"<script>{get_plotlyjs()}</script></head><body>{''.join(body)}"
-                f"<script id='explore-data' type='application/json'>{data}</script>"
-                f"<script>{JS}</script></body></html>\n")
+        return (
+            f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='generator' content='autotune explore (plotly {plotly.__version__})'>"
+            f"<title>{html.escape(self.title)}</title><style>{CSS}</style>"
+            f"<script>{get_plotlyjs()}</script></head><body>{''.join(body)}"
+            f"<script id='explore-data' type='application/json'>{data}</script>"
+            f"<script>{JS}</script></body></html>\n"
+        )
 
 
 def table_html(rows: Iterable[dict], columns: list[str]) -> str:
     """A small HTML table (text cells escaped)."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r.get(c)))}</td>" for c in columns) + "</tr>"
-                   for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_cell(r.get(c)))}</td>" for c in columns) + "</tr>" for r in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -160,6 +178,7 @@ def _cell(v: Any) -> str:
 
 def _natural(v: str) -> tuple:
     import re
+
     return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", v))
 
 
@@ -196,6 +215,7 @@ def _typed(spec: dict) -> np.ndarray:
     """A plotly typed-array spec ({dtype, bdata, shape}) as the numpy array it was made from; the page's filters
     cut plain arrays."""
     import base64
+
     arr = np.frombuffer(base64.b64decode(spec["bdata"]), dtype=np.dtype(spec["dtype"]))
     shape = spec.get("shape")
     if shape:

@@ -7,6 +7,7 @@ table and index of the schema. It is what `autotune sweep` with the replay backe
 (each pair answered from the recording), without running the runner 10^6 times. The result says what it is in its
 schema_meta (`replicated_from`, `copies`). Not for results/: for tests and benchmarks only.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -26,6 +27,7 @@ def replicate(source: str, target: Path, copies: int, size: str = "batch", keep_
     if path is None:
         raise ValueError(f"{source} is not an SQLite database")
     from autotune.store.migrate import readable_copy
+
     src = sqlite_path(readable_copy(url, path))  # an older schema: its migrated copy
     if src is None:  # readable_copy returns an SQLite URL of a file (the original or its copy); never expected
         raise ValueError(f"{source}: no SQLite file to copy")
@@ -46,18 +48,31 @@ def replicate(source: str, target: Path, copies: int, size: str = "batch", keep_
         path = f"$.{size}"
         for j in range(1, copies + 1):
             o = j * OFFSET
-            con.execute(f"INSERT INTO test_points (id, kind, precision, shape, sizes) SELECT id + :o, kind, precision, "
-                        f"shape, json_set(sizes, '{path}', json_extract(sizes, '{path}') + :j) FROM test_points "
-                        f"WHERE id < {OFFSET}", {"o": o, "j": j})
-            con.execute("INSERT INTO point_sizes (point_id, name, value) SELECT point_id + :o, name, "
-                        "CASE WHEN name = :s THEN value + :j ELSE value END FROM point_sizes "
-                        f"WHERE point_id < {OFFSET}", {"o": o, "j": j, "s": size})
-            con.execute(f"INSERT INTO measurements ({', '.join(cols)}) SELECT {mcopy} FROM measurements "
-                        f"WHERE point_id < {OFFSET}", {"o": o})
-            con.execute(f"INSERT INTO baselines ({', '.join(bcols)}) SELECT {bcopy} FROM baselines "
-                        f"WHERE point_id < {OFFSET}", {"o": o})
-        con.execute("INSERT OR REPLACE INTO schema_meta (key, value) VALUES ('replicated_from', :s), ('copies', :c)",
-                    {"s": Path(source).name, "c": str(copies)})
+            con.execute(
+                f"INSERT INTO test_points (id, kind, precision, shape, sizes) SELECT id + :o, kind, precision, "
+                f"shape, json_set(sizes, '{path}', json_extract(sizes, '{path}') + :j) FROM test_points "
+                f"WHERE id < {OFFSET}",
+                {"o": o, "j": j},
+            )
+            con.execute(
+                "INSERT INTO point_sizes (point_id, name, value) SELECT point_id + :o, name, "
+                "CASE WHEN name = :s THEN value + :j ELSE value END FROM point_sizes "
+                f"WHERE point_id < {OFFSET}",
+                {"o": o, "j": j, "s": size},
+            )
+            con.execute(
+                f"INSERT INTO measurements ({', '.join(cols)}) SELECT {mcopy} FROM measurements "
+                f"WHERE point_id < {OFFSET}",
+                {"o": o},
+            )
+            con.execute(
+                f"INSERT INTO baselines ({', '.join(bcols)}) SELECT {bcopy} FROM baselines WHERE point_id < {OFFSET}",
+                {"o": o},
+            )
+        con.execute(
+            "INSERT OR REPLACE INTO schema_meta (key, value) VALUES ('replicated_from', :s), ('copies', :c)",
+            {"s": Path(source).name, "c": str(copies)},
+        )
         con.commit()
         con.execute("VACUUM")
         return int(con.execute("SELECT COUNT(*) FROM measurements").fetchone()[0])

@@ -3,6 +3,7 @@
 TARGET is a space (a space file or a built-in space name), a results database (a `.sqlite`, a packed `.sqlite.xz`, a `.sqlite.gz` or a
 database URL), a dispatch table (`dispatch.json`), or a results folder (its database and its table, in one page).
 """
+
 from __future__ import annotations
 
 import time
@@ -26,8 +27,16 @@ def _is_db(text: str) -> bool:
     return "://" in text or text.endswith(DB_SUFFIXES)
 
 
-def build(target: str, *, device: str | None = None, precision: str | None = None, top: int = 3,
-          no_soft: bool = False, soft_off: tuple[str, ...] = (), seed: int = 0) -> Built:
+def build(
+    target: str,
+    *,
+    device: str | None = None,
+    precision: str | None = None,
+    top: int = 3,
+    no_soft: bool = False,
+    soft_off: tuple[str, ...] = (),
+    seed: int = 0,
+) -> Built:
     require_plotly()
     start = time.perf_counter()
     path = Path(target)
@@ -35,11 +44,14 @@ def build(target: str, *, device: str | None = None, precision: str | None = Non
         return Built(_results_page(target, top, seed), "results", time.perf_counter() - start)
     if path.is_dir():
         from autotune.explore.tables import add_table, find_table
+
         dbs = sorted(p for p in path.iterdir() if p.name.endswith(DB_SUFFIXES))
         has_table = (path / "dispatch.json").is_file()
         if not dbs and not has_table:
-            raise UserError(f"{target} holds no results database (*.sqlite, *.sqlite.xz, *.sqlite.gz) and no dispatch.json",
-                            hint="give a results folder, a database, a dispatch.json or a space")
+            raise UserError(
+                f"{target} holds no results database (*.sqlite, *.sqlite.xz, *.sqlite.gz) and no dispatch.json",
+                hint="give a results folder, a database, a dispatch.json or a space",
+            )
         page = Page(f"autotune explore: {path.name}", str(path))
         for db in dbs[:1]:
             _add_results(page, str(db), top, seed)
@@ -49,6 +61,7 @@ def build(target: str, *, device: str | None = None, precision: str | None = Non
         return Built(page, what, time.perf_counter() - start)
     if path.name.endswith(".json"):
         from autotune.explore.tables import add_table, find_table
+
         page = Page(f"autotune explore: {path.parent.name}/{path.name}", str(path))
         if not path.is_file():
             raise UserError(f"no file {target}", hint="give a dispatch.json written by `autotune analyze`")
@@ -57,6 +70,7 @@ def build(target: str, *, device: str | None = None, precision: str | None = Non
     from autotune.devices import get_device
     from autotune.explore.spaces import add_space, explore_space
     from autotune.space.spec import load_space
+
     space = load_space(target)
     e = explore_space(space, get_device(device), precision, soft_off=soft_off, no_soft=no_soft, seed=seed)
     page = Page(f"autotune explore: space {space.name}", target)
@@ -73,4 +87,5 @@ def _results_page(source: str, top: int, seed: int) -> Page:
 def _add_results(page: Page, source: str, top: int, seed: int) -> None:
     from autotune.explore.data import load
     from autotune.explore.results import add_results
+
     add_results(page, load(source), top=top, seed=seed)

@@ -9,6 +9,7 @@ Charts: the funnel; each parameter's values raw, after the hard constraints and 
 fraction of raw combinations that survive, after the hard constraints, after all, and for each constraint on its
 own (a seeded sample of `RAW_SAMPLE` raw combinations: what that constraint alone removes).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -37,10 +38,18 @@ class Explored:
     seconds: float
 
 
-def explore_space(space: Space, device: DeviceLimits, precision: str | None = None, soft_off: tuple[str, ...] = (),
-                  no_soft: bool = False, seed: int = 0, max_raw: int | None = None,
-                  max_survivors: int | None = None) -> Explored:
+def explore_space(
+    space: Space,
+    device: DeviceLimits,
+    precision: str | None = None,
+    soft_off: tuple[str, ...] = (),
+    no_soft: bool = False,
+    seed: int = 0,
+    max_raw: int | None = None,
+    max_survivors: int | None = None,
+) -> Explored:
     import time
+
     start = time.perf_counter()
     hard = generate(space, device, precision, soft=False, max_raw=max_raw, max_survivors=max_survivors)
     n = hard.count
@@ -62,45 +71,85 @@ def explore_space(space: Space, device: DeviceLimits, precision: str | None = No
 
 def _subset(g: Generated, rows: np.ndarray) -> Generated:
     codes = {k: v[rows] for k, v in g.codes.items()}
-    return Generated(g.space, g.device, g.precision, g.soft_applied, codes,
-                     [FunnelStep("raw", "rows", "", len(rows), 0)], 0.0)
+    return Generated(
+        g.space, g.device, g.precision, g.soft_applied, codes, [FunnelStep("raw", "rows", "", len(rows), 0)], 0.0
+    )
 
 
 def add_space(page: Page, e: Explored, seed: int = 0) -> None:
     import plotly.graph_objects as go
+
     space, hard = e.space, e.hard
     raw = e.funnel[0].remaining
     final = e.funnel[-1].remaining
-    sample_note = (f"The soft constraints were evaluated on a seeded uniform sample of {len(e.rows):,} of the "
-                   f"{hard.count:,} hard survivors: their counts are estimates." if e.sampled else "")
+    sample_note = (
+        f"The soft constraints were evaluated on a seeded uniform sample of {len(e.rows):,} of the "
+        f"{hard.count:,} hard survivors: their counts are estimates."
+        if e.sampled
+        else ""
+    )
     page.notes.append(f"{space.name}: {space.description}")
-    page.notes.append(f"device {hard.device.name}, precision {hard.precision}: {raw:,} raw combinations, "
-                      f"{hard.count:,} after the hard constraints, {final:,} after the soft ones"
-                      + (" (estimated)" if e.sampled else "") + f"; explored in {e.seconds:.1f} s.")
+    page.notes.append(
+        f"device {hard.device.name}, precision {hard.precision}: {raw:,} raw combinations, "
+        f"{hard.count:,} after the hard constraints, {final:,} after the soft ones"
+        + (" (estimated)" if e.sampled else "")
+        + f"; explored in {e.seconds:.1f} s."
+    )
     if sample_note:
         page.notes.append(sample_note)
     group = page.group(space=space.name, precision=hard.precision)
 
-    s = page.section("Funnel", "Raw combinations, then what remains after each hard constraint (in the order the "
-                     "generator applies them) and each soft constraint (file order).")
+    s = page.section(
+        "Funnel",
+        "Raw combinations, then what remains after each hard constraint (in the order the "
+        "generator applies them) and each soft constraint (file order).",
+    )
     colors = {"raw": "#7f7f7f", "hard": "#d62728", "soft": "#ff7f0e"}
     labels = [f"{f.name} ({f.kind})" if f.kind != "raw" else f.name for f in e.funnel]
-    fig = go.Figure(go.Bar(
-        y=labels, x=[max(f.remaining, 1) for f in e.funnel], orientation="h",
-        marker=dict(color=[colors[f.kind] for f in e.funnel]),
-        text=[f"{f.remaining:,}" + (f" (-{f.removed:,})" if f.kind != "raw" else "") for f in e.funnel],
-        textposition="auto", customdata=[f.reason for f in e.funnel],
-        hovertemplate="%{y}<br>%{text}<br>%{customdata}<extra></extra>", meta={"g": group}))
-    fig.update_layout(xaxis=dict(type="log", title="remaining combinations (log)"), yaxis=dict(autorange="reversed", automargin=True))
-    page.add(s, "funnel", "Funnel: remaining after each constraint", fig, note=sample_note,
-             height=max(260, 60 + 30 * len(e.funnel)))
-    s.html = table_html([dict(step=f.name, kind=f.kind, remaining=f.remaining, removed=f.removed if f.kind != "raw"
-                              else None, line=f.line, reason=f.reason) for f in e.funnel],
-                        ["step", "kind", "remaining", "removed", "line", "reason"])
+    fig = go.Figure(
+        go.Bar(
+            y=labels,
+            x=[max(f.remaining, 1) for f in e.funnel],
+            orientation="h",
+            marker=dict(color=[colors[f.kind] for f in e.funnel]),
+            text=[f"{f.remaining:,}" + (f" (-{f.removed:,})" if f.kind != "raw" else "") for f in e.funnel],
+            textposition="auto",
+            customdata=[f.reason for f in e.funnel],
+            hovertemplate="%{y}<br>%{text}<br>%{customdata}<extra></extra>",
+            meta={"g": group},
+        )
+    )
+    fig.update_layout(
+        xaxis=dict(type="log", title="remaining combinations (log)"), yaxis=dict(autorange="reversed", automargin=True)
+    )
+    page.add(
+        s,
+        "funnel",
+        "Funnel: remaining after each constraint",
+        fig,
+        note=sample_note,
+        height=max(260, 60 + 30 * len(e.funnel)),
+    )
+    s.html = table_html(
+        [
+            dict(
+                step=f.name,
+                kind=f.kind,
+                remaining=f.remaining,
+                removed=f.removed if f.kind != "raw" else None,
+                line=f.line,
+                reason=f.reason,
+            )
+            for f in e.funnel
+        ],
+        ["step", "kind", "remaining", "removed", "line", "reason"],
+    )
 
-    s = page.section("Parameter values before and after",
-                     "How many combinations hold each value: raw (every value equally), after the hard constraints, "
-                     "after all constraints (log scale).")
+    s = page.section(
+        "Parameter values before and after",
+        "How many combinations hold each value: raw (every value equally), after the hard constraints, "
+        "after all constraints (log scale).",
+    )
     final_rows = e.rows[e.keep]
     scale = hard.count / len(e.rows) if e.sampled and len(e.rows) else 1.0
     for p in space.parameters:
@@ -108,24 +157,41 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
         n = len(p.values)
         after_hard = np.bincount(hard.codes[p.name], minlength=n)
         after_all = np.bincount(hard.codes[p.name][final_rows], minlength=n) * scale
-        fig = go.Figure([
-            go.Bar(x=labels, y=[raw / n] * n, name="raw", marker=dict(color=colors["raw"]), meta={"g": group}),
-            go.Bar(x=labels, y=after_hard, name="after hard", marker=dict(color=colors["hard"]), meta={"g": group}),
-            go.Bar(x=labels, y=after_all, name="after all" + (" (estimated)" if e.sampled else ""),
-                   marker=dict(color=colors["soft"]), meta={"g": group})])
-        fig.update_layout(barmode="group", yaxis=dict(type="log", title="combinations"),
-                          xaxis=dict(type="category", title=p.name), legend=dict(orientation="h"))
+        fig = go.Figure(
+            [
+                go.Bar(x=labels, y=[raw / n] * n, name="raw", marker=dict(color=colors["raw"]), meta={"g": group}),
+                go.Bar(x=labels, y=after_hard, name="after hard", marker=dict(color=colors["hard"]), meta={"g": group}),
+                go.Bar(
+                    x=labels,
+                    y=after_all,
+                    name="after all" + (" (estimated)" if e.sampled else ""),
+                    marker=dict(color=colors["soft"]),
+                    meta={"g": group},
+                ),
+            ]
+        )
+        fig.update_layout(
+            barmode="group",
+            yaxis=dict(type="log", title="combinations"),
+            xaxis=dict(type="category", title=p.name),
+            legend=dict(orientation="h"),
+        )
         page.add(s, f"values-{p.name}", f"{p.name} ({n} values)", fig, height=280)
 
-    s = page.section("Two-parameter maps",
-                     "The fraction of the raw combinations holding each pair of values that survive: after the hard "
-                     "constraints, after all of them, and under each constraint on its own (menu above each map; "
-                     f"a constraint on its own is drawn from a seeded sample of {RAW_SAMPLE:,} raw combinations). "
-                     "Pairs are those of parameters that share a constraint.")
-    raw_codes = {p.name: np.random.default_rng(seed + i).integers(0, len(p.values), RAW_SAMPLE)
-                 for i, p in enumerate(space.parameters)}
-    raw_g = Generated(space, hard.device, hard.precision, (), raw_codes, [FunnelStep("raw", "sample", "", RAW_SAMPLE, 0)],
-                      0.0)
+    s = page.section(
+        "Two-parameter maps",
+        "The fraction of the raw combinations holding each pair of values that survive: after the hard "
+        "constraints, after all of them, and under each constraint on its own (menu above each map; "
+        f"a constraint on its own is drawn from a seeded sample of {RAW_SAMPLE:,} raw combinations). "
+        "Pairs are those of parameters that share a constraint.",
+    )
+    raw_codes = {
+        p.name: np.random.default_rng(seed + i).integers(0, len(p.values), RAW_SAMPLE)
+        for i, p in enumerate(space.parameters)
+    }
+    raw_g = Generated(
+        space, hard.device, hard.precision, (), raw_codes, [FunnelStep("raw", "sample", "", RAW_SAMPLE, 0)], 0.0
+    )
     alone = {}
     for c in (*space.hard, *space.soft):
         try:
@@ -137,22 +203,43 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
         pb = next(p for p in space.parameters if p.name == b)
         na, nb = len(pa.values), len(pb.values)
         cell_raw = raw / (na * nb)
-        zs = [("after hard", _grid(hard.codes[a], hard.codes[b], na, nb) / cell_raw),
-              ("after all" + (" (estimated)" if e.sampled else ""),
-               _grid(hard.codes[a][final_rows], hard.codes[b][final_rows], na, nb) * scale / cell_raw)]
+        zs = [
+            ("after hard", _grid(hard.codes[a], hard.codes[b], na, nb) / cell_raw),
+            (
+                "after all" + (" (estimated)" if e.sampled else ""),
+                _grid(hard.codes[a][final_rows], hard.codes[b][final_rows], na, nb) * scale / cell_raw,
+            ),
+        ]
         drawn = np.maximum(_grid(raw_codes[a], raw_codes[b], na, nb), 1)
         for c, kept in alone.items():
             if {a, b} & param_deps(space, c.expr.names):
                 zs.append((f"{c.name} alone ({c.kind})", _grid(raw_codes[a][kept], raw_codes[b][kept], na, nb) / drawn))
-        fig = go.Figure(go.Heatmap(z=zs[0][1], x=[str(v) for v in pb.values], y=[str(v) for v in pa.values],
-                                   zmin=0, colorscale="Viridis", colorbar=dict(title="kept"),
-                                   hovertemplate=f"{a}=%{{y}} {b}=%{{x}}<br>kept %{{z:.3g}}<extra></extra>",
-                                   meta={"g": group}))
+        fig = go.Figure(
+            go.Heatmap(
+                z=zs[0][1],
+                x=[str(v) for v in pb.values],
+                y=[str(v) for v in pa.values],
+                zmin=0,
+                colorscale="Viridis",
+                colorbar=dict(title="kept"),
+                hovertemplate=f"{a}=%{{y}} {b}=%{{x}}<br>kept %{{z:.3g}}<extra></extra>",
+                meta={"g": group},
+            )
+        )
         fig.update_layout(
-            xaxis=dict(title=b, type="category"), yaxis=dict(title=a, type="category"),
-            updatemenus=[dict(buttons=[dict(label=label, method="restyle", args=[{"z": [z]}]) for label, z in zs],
-                              x=0, y=1.18, xanchor="left", yanchor="top")],
-            margin=dict(l=60, r=20, t=60, b=50))
+            xaxis=dict(title=b, type="category"),
+            yaxis=dict(title=a, type="category"),
+            updatemenus=[
+                dict(
+                    buttons=[dict(label=label, method="restyle", args=[{"z": [z]}]) for label, z in zs],
+                    x=0,
+                    y=1.18,
+                    xanchor="left",
+                    yanchor="top",
+                )
+            ],
+            margin=dict(l=60, r=20, t=60, b=50),
+        )
         page.add(s, f"map-{a}-{b}", f"{a} x {b}", fig, height=380)
 
 

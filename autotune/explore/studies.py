@@ -14,6 +14,7 @@ parameters are the instance's, as categorical distributions over the values meas
 attributes hold instance_id, status, error, gflops and roofline_frac. Studies that the search strategies stored in
 the sweep database itself (`autotune.sweep.strategies.optuna_search`) are in its Optuna tables and open as they are.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,6 +32,7 @@ def studies(r: Results, storage: Any, per: str = "point") -> list[str]:
     import optuna
     from optuna.distributions import BaseDistribution, CategoricalDistribution
     from optuna.trial import TrialState
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if per not in ("point", "sweep"):
         raise ValueError(f"per must be 'point' or 'sweep', not {per!r}")
@@ -52,18 +54,31 @@ def studies(r: Results, storage: Any, per: str = "point") -> list[str]:
         params = r.params[space].reindex(sub["instance_id"].to_numpy())
         dists: dict[str, BaseDistribution] = {
             c: CategoricalDistribution(sorted(set(params[c].dropna().tolist()), key=_order))
-            for c in params.columns if params[c].notna().all()}
+            for c in params.columns
+            if params[c].notna().all()
+        }
         trials = []
         for rec, row in zip(params[list(dists)].to_dict("records"), sub.itertuples()):
             status = str(row.status)
             value = row.median_ms if per == "point" else row.slowdown
             ok = status == "ok" and value is not None and not math.isnan(value)
             state = TrialState.COMPLETE if ok else TrialState.PRUNED if status == "skipped" else TrialState.FAIL
-            attrs = {"instance_id": row.instance_id, "status": status, "median_ms": _num(row.median_ms),
-                     "gflops": _num(row.gflops), "roofline_frac": _num(row.roofline_frac)}
-            trials.append(optuna.trial.create_trial(
-                params={k: _plain(v) for k, v in rec.items()}, distributions=dists,
-                value=float(value) if ok else None, state=state, user_attrs=attrs))
+            attrs = {
+                "instance_id": row.instance_id,
+                "status": status,
+                "median_ms": _num(row.median_ms),
+                "gflops": _num(row.gflops),
+                "roofline_frac": _num(row.roofline_frac),
+            }
+            trials.append(
+                optuna.trial.create_trial(
+                    params={k: _plain(v) for k, v in rec.items()},
+                    distributions=dists,
+                    value=float(value) if ok else None,
+                    state=state,
+                    user_attrs=attrs,
+                )
+            )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             study = optuna.create_study(storage=storage, study_name=name, direction="minimize", load_if_exists=True)

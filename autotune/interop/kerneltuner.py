@@ -38,6 +38,7 @@ writes the closed form exactly as Kernel Tuner's ``close_cache`` leaves it, so K
 it to append.  :func:`write_t4` writes the T4 results JSON of ``kernel_tuner/file_utils.py``
 (``get_t4_results``/``store_output_file``, schema ``kernel_tuner/schema/T4/1.0.0/results-schema.json``).
 """
+
 from __future__ import annotations
 
 import json
@@ -126,11 +127,21 @@ class CacheLimitError(CacheFormatError):
     """The file is larger than ``max_bytes`` (checked before it is read) or holds more than ``max_entries``
     entries (counted while parsing): ``what`` is "bytes" or "entries", ``count`` the number found (at least)."""
 
-    def __init__(self, path: str | os.PathLike[str], what: Literal["bytes", "entries"], count: int, cap: int,
-                 *, line: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        what: Literal["bytes", "entries"],
+        count: int,
+        cap: int,
+        *,
+        line: int | None = None,
+    ) -> None:
         self.what, self.count, self.cap = what, count, cap
-        text = (f"the file holds {count:,} bytes, above the limit of {cap:,}" if what == "bytes" else
-                f"the cache holds more than {cap:,} entries, the limit")
+        text = (
+            f"the file holds {count:,} bytes, above the limit of {cap:,}"
+            if what == "bytes"
+            else f"the cache holds more than {cap:,} entries, the limit"
+        )
         super().__init__(path, text, line=line)
 
 
@@ -200,8 +211,9 @@ def _line_of(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
 
-def read_cache(path: str | os.PathLike[str], *, max_bytes: int | None = None,
-               max_entries: int | None = None) -> KTCache:
+def read_cache(
+    path: str | os.PathLike[str], *, max_bytes: int | None = None, max_entries: int | None = None
+) -> KTCache:
     """Read a Kernel Tuner cache file, closed or left open by a stopped run.
 
     A last entry cut short (a run killed while writing) is dropped with a :class:`KTCacheWarning`;
@@ -266,8 +278,9 @@ def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, An
     if i >= n:
         raise CacheFormatError(path, "the file is empty; not a Kernel Tuner cache file")
     if text[i] != "{":
-        raise CacheFormatError(path, "does not start with a JSON object ('{'); not a Kernel Tuner cache file",
-                               line=_line_of(text, i))
+        raise CacheFormatError(
+            path, "does not start with a JSON object ('{'); not a Kernel Tuner cache file", line=_line_of(text, i)
+        )
     i += 1
     header: dict[str, Any] = {}
     entries: list[tuple[str, Any]] = []
@@ -285,8 +298,9 @@ def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, An
             break
         if not first:
             if text[i] != ",":
-                raise CacheFormatError(path, f"expected ',' or '}}' between top-level keys, found {text[i]!r}",
-                                       line=_line_of(text, i))
+                raise CacheFormatError(
+                    path, f"expected ',' or '}}' between top-level keys, found {text[i]!r}", line=_line_of(text, i)
+                )
             i = _WS.match(text, i + 1).end()
             if i >= n:
                 break
@@ -298,12 +312,12 @@ def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, An
             break
         if key == "cache":
             if saw_cache:
-                raise CacheFormatError(path, "two \"cache\" keys", line=_line_of(text, i))
+                raise CacheFormatError(path, 'two "cache" keys', line=_line_of(text, i))
             saw_cache = True
             if i >= n:
                 break
             if text[i] != "{":
-                raise CacheFormatError(path, "\"cache\" is not a JSON object", line=_line_of(text, i))
+                raise CacheFormatError(path, '"cache" is not a JSON object', line=_line_of(text, i))
             i, closed, dropped = _parse_entries(text, i + 1, n, path, entries, max_entries)
             if not closed:
                 break
@@ -311,8 +325,9 @@ def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, An
         try:
             value, i = _DECODER.raw_decode(text, i)
         except json.JSONDecodeError as e:
-            raise CacheFormatError(path, f"invalid or cut-short JSON in the header value of {key!r}: {e.msg}",
-                                   line=e.lineno) from e
+            raise CacheFormatError(
+                path, f"invalid or cut-short JSON in the header value of {key!r}: {e.msg}", line=e.lineno
+            ) from e
         header[key] = value
     if i < n:
         rest = _WS.match(text, i).end()
@@ -320,8 +335,8 @@ def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, An
             raise CacheFormatError(path, "text after the end of the JSON object", line=_line_of(text, rest))
     if not saw_cache:
         if "tune_params_keys" in header:
-            raise CacheFormatError(path, "the file ends before its \"cache\" object (or has none)")
-        _not_a_cache(header, path, "it has no \"cache\" object")
+            raise CacheFormatError(path, 'the file ends before its "cache" object (or has none)')
+        _not_a_cache(header, path, 'it has no "cache" object')
     return header, entries, terminated, dropped
 
 
@@ -345,8 +360,9 @@ def _colon(text: str, i: int, n: int, path: Path) -> int:
     return _WS.match(text, i + 1).end()
 
 
-def _parse_entries(text: str, i: int, n: int, path: Path, entries: list[tuple[str, Any]],
-                   max_entries: int | None) -> tuple[int, bool, int]:
+def _parse_entries(
+    text: str, i: int, n: int, path: Path, entries: list[tuple[str, Any]], max_entries: int | None
+) -> tuple[int, bool, int]:
     """Parse ``"key": {...}`` members of the cache object from ``i``; return (pos, closed, dropped)."""
     match_ws = _WS.match
     raw_decode = _DECODER.raw_decode
@@ -360,8 +376,9 @@ def _parse_entries(text: str, i: int, n: int, path: Path, entries: list[tuple[st
             return i + 1, True, 0
         if not first:
             if c != ",":
-                raise CacheFormatError(path, f"expected ',' or '}}' after a cache entry, found {c!r}",
-                                       line=_line_of(text, i))
+                raise CacheFormatError(
+                    path, f"expected ',' or '}}' after a cache entry, found {c!r}", line=_line_of(text, i)
+                )
             i = match_ws(text, i + 1).end()
             if i >= n:
                 return i, False, 0  # the trailing comma of an open cache
@@ -381,11 +398,14 @@ def _parse_entries(text: str, i: int, n: int, path: Path, entries: list[tuple[st
             return n, False, 1
         except json.JSONDecodeError as e:
             # Cut short: the decoder stopped on the last line, at text that more text could complete.
-            tail = text[e.pos:]
+            tail = text[e.pos :]
             if "\n" not in tail and ("Unterminated" in e.msg or _could_continue(tail)):
                 return n, False, 1
-            raise CacheFormatError(path, f"invalid JSON in the cache entry starting on line "
-                                         f"{_line_of(text, start)}: {e.msg}", line=e.lineno) from e
+            raise CacheFormatError(
+                path,
+                f"invalid JSON in the cache entry starting on line {_line_of(text, start)}: {e.msg}",
+                line=e.lineno,
+            ) from e
         entries.append((key, value))
 
 
@@ -408,25 +428,26 @@ def _not_a_cache(header: Mapping[str, Any], path: Path, why: str) -> None:
     raise CacheFormatError(path, f"not a Kernel Tuner cache file: {why}")
 
 
-def _build(header: dict[str, Any], entries: list[tuple[str, Any]], terminated: bool, dropped: int,
-           path: Path) -> KTCache:
+def _build(
+    header: dict[str, Any], entries: list[tuple[str, Any]], terminated: bool, dropped: int, path: Path
+) -> KTCache:
     missing = [k for k in _REQUIRED if k != "cache" and k not in header]
     if missing:
         _not_a_cache(header, path, "missing header key(s) " + ", ".join(repr(k) for k in missing))
     keys = header["tune_params_keys"]
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-        raise CacheFormatError(path, "\"tune_params_keys\" is not a list of strings")
+        raise CacheFormatError(path, '"tune_params_keys" is not a list of strings')
     keys_t = tuple(keys)
     tune_params = header.get("tune_params", {})
     if not isinstance(tune_params, dict):
-        raise CacheFormatError(path, "\"tune_params\" is not a JSON object")
+        raise CacheFormatError(path, '"tune_params" is not a JSON object')
     objective_raw = header.get("objective", "time")
     if isinstance(objective_raw, list):
         objective: str | tuple[str, ...] = tuple(str(o) for o in objective_raw)
     elif isinstance(objective_raw, str):
         objective = objective_raw
     else:
-        raise CacheFormatError(path, f"\"objective\" is neither a string nor a list: {objective_raw!r}")
+        raise CacheFormatError(path, f'"objective" is neither a string nor a list: {objective_raw!r}')
     objective_keys = (objective,) if isinstance(objective, str) else objective
     problem_size = header.get("problem_size")
     if isinstance(problem_size, list):
@@ -442,11 +463,19 @@ def _build(header: dict[str, Any], entries: list[tuple[str, Any]], terminated: b
             renamed += 1
         by_key[key] = record  # json.loads semantics: a repeated key keeps its first place, last value
     if renamed:
-        warnings.warn(f"{path}: {renamed} cache key(s) differ from ','.join(str(value)) of their parameters; "
-                      "write_cache will write the recomputed keys", KTCacheWarning, stacklevel=3)
+        warnings.warn(
+            f"{path}: {renamed} cache key(s) differ from ','.join(str(value)) of their parameters; "
+            "write_cache will write the recomputed keys",
+            KTCacheWarning,
+            stacklevel=3,
+        )
     if dropped:
-        warnings.warn(f"{path}: the last cache entry was cut short (the run was stopped while writing it); "
-                      f"dropped {dropped} entry, kept {len(by_key)}", KTCacheWarning, stacklevel=3)
+        warnings.warn(
+            f"{path}: the last cache entry was cut short (the run was stopped while writing it); "
+            f"dropped {dropped} entry, kept {len(by_key)}",
+            KTCacheWarning,
+            stacklevel=3,
+        )
     header_extra = {k: v for k, v in header.items() if k not in _HEADER_KEYS}
     return KTCache(
         device_name=str(header["device_name"]),
@@ -466,8 +495,14 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _record(key: str, entry: dict[str, Any], keys: tuple[str, ...], tune_params: Mapping[str, Any],
-            objective_keys: tuple[str, ...], path: Path) -> KTRecord:
+def _record(
+    key: str,
+    entry: dict[str, Any],
+    keys: tuple[str, ...],
+    tune_params: Mapping[str, Any],
+    objective_keys: tuple[str, ...],
+    path: Path,
+) -> KTRecord:
     try:
         params = {k: entry[k] for k in keys}
     except KeyError:
@@ -513,12 +548,15 @@ def _record(key: str, entry: dict[str, Any], keys: tuple[str, ...], tune_params:
     return KTRecord(params=params, status=status, time_ms=time_ms, times_ms=times_ms, extra=extra)
 
 
-def _params_from_key(key: str, entry: Mapping[str, Any], keys: tuple[str, ...], tune_params: Mapping[str, Any],
-                     path: Path) -> dict[str, Any]:
+def _params_from_key(
+    key: str, entry: Mapping[str, Any], keys: tuple[str, ...], tune_params: Mapping[str, Any], path: Path
+) -> dict[str, Any]:
     parts = key.split(",")
     if len(parts) != len(keys):
-        raise CacheFormatError(path, f"cache entry {key!r} lacks parameter values and its key does not have "
-                                     f"{len(keys)} comma-separated values")
+        raise CacheFormatError(
+            path,
+            f"cache entry {key!r} lacks parameter values and its key does not have {len(keys)} comma-separated values",
+        )
     params = {}
     for k, part in zip(keys, parts, strict=True):
         if k in entry:
@@ -529,12 +567,14 @@ def _params_from_key(key: str, entry: Mapping[str, Any], keys: tuple[str, ...], 
                 params[k] = v
                 break
         else:
-            raise CacheFormatError(path, f"cache entry {key!r} lacks {k!r} and {part!r} is not among its "
-                                         "tune_params values")
+            raise CacheFormatError(
+                path, f"cache entry {key!r} lacks {k!r} and {part!r} is not among its tune_params values"
+            )
     return params
 
 
 # ------------------------------------------------------------------------------------------------ writing
+
 
 def _json_default(obj: Any) -> Any:
     """numpy scalars and arrays (duck-typed: this module does not import numpy), tuples are lists already."""
@@ -551,8 +591,10 @@ def _dumps(obj: Any, **kw: Any) -> str:
 
 def _entry(record: KTRecord, cache: KTCache, error_style: str) -> dict[str, Any]:
     if set(record.params) != set(cache.tune_params_keys):
-        raise ValueError(f"record parameters {sorted(record.params)} are not the cache's tune_params_keys "
-                         f"{list(cache.tune_params_keys)}")
+        raise ValueError(
+            f"record parameters {sorted(record.params)} are not the cache's tune_params_keys "
+            f"{list(cache.tune_params_keys)}"
+        )
     out: dict[str, Any] = {k: record.params[k] for k in cache.tune_params_keys}
     if record.status == "ok":
         if record.time_ms is not None:
@@ -589,8 +631,9 @@ def _header(cache: KTCache) -> dict[str, Any]:
     return h
 
 
-def cache_text(cache: KTCache, *, error_style: Literal["both", "objective", "__error__"] = "both",
-               terminated: bool = True) -> str:
+def cache_text(
+    cache: KTCache, *, error_style: Literal["both", "objective", "__error__"] = "both", terminated: bool = True
+) -> str:
     """The text :func:`write_cache` writes."""
     if error_style not in ("both", "objective", "__error__"):
         raise ValueError(f"error_style must be 'both', 'objective' or '__error__', not {error_style!r}")
@@ -612,8 +655,13 @@ def cache_text(cache: KTCache, *, error_style: Literal["both", "objective", "__e
     return text
 
 
-def write_cache(cache: KTCache, path: str | os.PathLike[str], *,
-                error_style: Literal["both", "objective", "__error__"] = "both", terminated: bool = True) -> None:
+def write_cache(
+    cache: KTCache,
+    path: str | os.PathLike[str],
+    *,
+    error_style: Literal["both", "objective", "__error__"] = "both",
+    terminated: bool = True,
+) -> None:
     """Write ``cache`` as a Kernel Tuner cache file.
 
     The layout is the one Kernel Tuner produces: ``process_cache``'s header, one ``store_cache`` line per

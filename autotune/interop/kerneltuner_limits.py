@@ -1,6 +1,7 @@
 """Limits an imported Kernel Tuner cache is checked against before the work: its file size (checked before the file
 is read) and its number of entries (counted while parsing, before any is built or stored). Each is a command-line
 knob of `autotune import kerneltuner` with an environment default, named in the error."""
+
 from __future__ import annotations
 
 from autotune.interop.kerneltuner import CacheLimitError
@@ -28,10 +29,14 @@ def limit_hint(exc: CacheLimitError) -> str:
 
 def size_hint(size: int) -> str:
     mb = -(-size // 2**20)
-    return (f"import a smaller cache, or raise the limit: --max-cache-mb {mb} (autotune import kerneltuner) or "
-            f"{CACHE_MB_ENV}={mb}")
+    return (
+        f"import a smaller cache, or raise the limit: --max-cache-mb {mb} (autotune import kerneltuner) or "
+        f"{CACHE_MB_ENV}={mb}"
+    )
 
 
 def entries_hint(count: int) -> str:
-    return (f"import a smaller cache, or raise the limit: --max-entries {count} (autotune import kerneltuner) or "
-            f"{CACHE_ENTRIES_ENV}={count}")
+    return (
+        f"import a smaller cache, or raise the limit: --max-entries {count} (autotune import kerneltuner) or "
+        f"{CACHE_ENTRIES_ENV}={count}"
+    )

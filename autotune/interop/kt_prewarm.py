@@ -8,6 +8,7 @@ CuPy is installed, and not with AUTOTUNE_PREWARM=0. `take(device)` hands the sta
 the interpreter exits. Its timeline (`GpuBackend.timeline`) counts from the import, and says so (`prewarmed_s`: how
 long before the call the backend was started).
 """
+
 from __future__ import annotations
 
 import atexit

@@ -8,6 +8,7 @@ installed, else the same names as strings). A configuration stopped early (slowe
 of the repetitions it ran. A configuration a replay never recorded is left out; one replayed from a Kernel Tuner cache keeps the cache's
 timings and timestamp.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,13 @@ from autotune.store.schema import Device, InstanceRow, MeasurementRow, Point
 from autotune.store.store import Store
 from autotune.vocab import DeviceInfo, Status, TestPoint
 
-MARKERS = {Status.COMPILE_ERROR: "CompilationFailedConfig", Status.LAUNCH_ERROR: "RuntimeFailedConfig",
-           Status.WRONG: "RuntimeFailedConfig", Status.TIMEOUT: "RuntimeFailedConfig",
-           Status.CRASHED: "RuntimeFailedConfig"}
+MARKERS = {
+    Status.COMPILE_ERROR: "CompilationFailedConfig",
+    Status.LAUNCH_ERROR: "RuntimeFailedConfig",
+    Status.WRONG: "RuntimeFailedConfig",
+    Status.TIMEOUT: "RuntimeFailedConfig",
+    Status.CRASHED: "RuntimeFailedConfig",
+}
 TIMINGS = ("compile_time", "verification_time", "benchmark_time", "timestamp")
 NOT_RECORDED = "not recorded"  # autotune.sweep.backends.replay.NOT_RECORDED (a replay of a partial cache)
 
@@ -31,20 +36,24 @@ def kt_marker(name: str) -> Any:
     """Kernel Tuner's failure marker `name` (an `ErrorConfig` where Kernel Tuner is importable, else the string)."""
     try:
         from kernel_tuner import util
+
         return getattr(util, name)()
     except (ImportError, AttributeError):
         return name
 
 
-def collect_results(store: Store, space: Space, point: TestPoint, device_uuid: str,
-                    keys: list[str]) -> list[dict[str, Any]]:
+def collect_results(
+    store: Store, space: Space, point: TestPoint, device_uuid: str, keys: list[str]
+) -> list[dict[str, Any]]:
     with store.session() as s:
-        rows = s.execute(select(MeasurementRow, InstanceRow.params, Point)
-                         .join(InstanceRow, InstanceRow.id == MeasurementRow.instance_id)
-                         .join(Point, Point.id == MeasurementRow.point_id)
-                         .join(Device, Device.id == MeasurementRow.device_id)
-                         .where(InstanceRow.space == space.name, Device.uuid == device_uuid)
-                         .order_by(MeasurementRow.id)).all()
+        rows = s.execute(
+            select(MeasurementRow, InstanceRow.params, Point)
+            .join(InstanceRow, InstanceRow.id == MeasurementRow.instance_id)
+            .join(Point, Point.id == MeasurementRow.point_id)
+            .join(Device, Device.id == MeasurementRow.device_id)
+            .where(InstanceRow.space == space.name, Device.uuid == device_uuid)
+            .order_by(MeasurementRow.id)
+        ).all()
     out = []
     for m, params, p in rows:
         if p.point() != point:
@@ -72,12 +81,22 @@ def collect_results(store: Store, space: Space, point: TestPoint, device_uuid: s
     return out
 
 
-def environment(info: DeviceInfo, iterations: int, compiler_options: list[str],
-                results: list[dict[str, Any]]) -> dict[str, Any]:
+def environment(
+    info: DeviceInfo, iterations: int, compiler_options: list[str], results: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Kernel Tuner's env keys (cupy backend) from the sweep's device, with the totals of `get_total_timings`."""
-    return {"device_name": info.name, "uuid": info.uuid, "compute_capability": str(info.cc),
-            "cuda_version": info.cuda_runtime, "driver": info.driver, "nvrtc": info.nvrtc, "cupy": info.cupy,
-            "iterations": iterations, "compiler_options": list(compiler_options),
-            "total_compile_time": sum(r["compile_time"] for r in results),
-            "total_verification_time": 0, "total_benchmark_time": sum(r["benchmark_time"] for r in results),
-            "total_strategy_time": 0}
+    return {
+        "device_name": info.name,
+        "uuid": info.uuid,
+        "compute_capability": str(info.cc),
+        "cuda_version": info.cuda_runtime,
+        "driver": info.driver,
+        "nvrtc": info.nvrtc,
+        "cupy": info.cupy,
+        "iterations": iterations,
+        "compiler_options": list(compiler_options),
+        "total_compile_time": sum(r["compile_time"] for r in results),
+        "total_verification_time": 0,
+        "total_benchmark_time": sum(r["benchmark_time"] for r in results),
+        "total_strategy_time": 0,
+    }

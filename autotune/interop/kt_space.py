@@ -24,6 +24,7 @@ expected arrays with the relative L2 tolerance that numpy.allclose implies at mo
 1e-5: looser than Kernel Tuner's per-element test), no answer a reference returning the initial arrays with an
 infinite tolerance (only NaN/Inf outputs fail), and `verify=` is refused.
 """
+
 from __future__ import annotations
 
 import functools
@@ -78,14 +79,18 @@ def space_supports(section: str, key: str) -> bool:
     (`check:`, `constants:`, `semantics:`) are used only where they exist."""
     from autotune.space.spec import load_space
 
-    samples = {("problem", "check"): "check: ref.py:check", ("kernel", "semantics"): "semantics: kerneltuner",
-               ("problem", "constants"): "constants: [{name: c, dtype: float32, shape: [1], init: zeros}]"}
+    samples = {
+        ("problem", "check"): "check: ref.py:check",
+        ("kernel", "semantics"): "semantics: kerneltuner",
+        ("problem", "constants"): "constants: [{name: c, dtype: float32, shape: [1], init: zeros}]",
+    }
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "k.cu").write_text("__global__ void k(float *y) {}\n")
         (folder / "ref.py").write_text("def ref(a, s):\n    return a['y']\ndef check(o, e, p, s):\n    return True\n")
         extra = samples[(section, key)]
-        (folder / "s.yaml").write_text(textwrap.dedent(f"""\
+        (folder / "s.yaml").write_text(
+            textwrap.dedent(f"""\
             name: probe
             problem:
               name: probe
@@ -93,16 +98,17 @@ def space_supports(section: str, key: str) -> bool:
               arguments: [{{name: y, buffer: float32, shape: [n], output: true}}]
               reference: ref.py:ref
               bytes: 4 * n
-              {extra if section == 'problem' else ''}
+              {extra if section == "problem" else ""}
             kernel:
               source: k.cu
               name: k
               block: [32]
               grid: [1]
-              {extra if section == 'kernel' else ''}
+              {extra if section == "kernel" else ""}
             parameters:
               p: [1]
-            """))
+            """)
+        )
         try:
             load_space(folder / "s.yaml")
         except SpaceError as exc:
@@ -117,12 +123,16 @@ def _expr(text: str, known: set[str], what: str) -> str:
     try:
         e = parse(text)
     except ExprError as exc:
-        raise UserError(f"tune_kernel: {what} {text!r}: {exc.message}",
-                        hint=exc.hint or "write it with + - * / // % **, comparisons, and/or/not, min/max/ceil/floor") from None
+        raise UserError(
+            f"tune_kernel: {what} {text!r}: {exc.message}",
+            hint=exc.hint or "write it with + - * / // % **, comparisons, and/or/not, min/max/ceil/floor",
+        ) from None
     unknown = sorted(e.names - known)
     if unknown:
-        raise UserError(f"tune_kernel: {what} {text!r} reads {unknown[0]!r}, which is not a tunable parameter",
-                        hint=f"parameters: {', '.join(sorted(known))}")
+        raise UserError(
+            f"tune_kernel: {what} {text!r} reads {unknown[0]!r}, which is not a tunable parameter",
+            hint=f"parameters: {', '.join(sorted(known))}",
+        )
     return e.text
 
 
@@ -132,8 +142,12 @@ def argument_names(kernel_name: str, source: str, count: int) -> list[str]:
     if m:
         names = [re.findall(r"[A-Za-z_][A-Za-z0-9_]*", p.split("=")[0].strip())[-1:] for p in m.group(1).split(",")]
         flat = [n[0] for n in names if n]
-        if (len(flat) == count == len(names) and len(set(flat)) == count and all(_IDENT.match(n) for n in flat)
-                and not set(flat) & set(SIZE_NAMES)):
+        if (
+            len(flat) == count == len(names)
+            and len(set(flat)) == count
+            and all(_IDENT.match(n) for n in flat)
+            and not set(flat) & set(SIZE_NAMES)
+        ):
             return flat
     return [f"arg{i}" for i in range(count)]
 
@@ -155,8 +169,10 @@ def _grid(p: KTProblem, params: set[str], block_names: list[str]) -> dict[str, s
         if div is None:
             parts = [block_names[i]] if block_names[i] in params else []
         else:
-            parts = [str(int(d)) if not isinstance(d, str) else f"floor({_expr(d, params, f'grid_div_{axis} entry')})"
-                     for d in div]
+            parts = [
+                str(int(d)) if not isinstance(d, str) else f"floor({_expr(d, params, f'grid_div_{axis} entry')})"
+                for d in div
+            ]
         out[f"grid_size_{axis}"] = f"ceil(({size_text}) / ({' * '.join(parts) or '1'}))"
     return out
 
@@ -176,8 +192,10 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
     arrays, args, outputs = {}, [], []
     answer = p.answer
     if answer is not None and len(answer) != len(p.arguments):
-        raise UserError(f"tune_kernel: answer has {len(answer)} entries, arguments {len(p.arguments)}",
-                        hint="give one entry per argument, None where it is not checked")
+        raise UserError(
+            f"tune_kernel: answer has {len(answer)} entries, arguments {len(p.arguments)}",
+            hint="give one entry per argument, None where it is not checked",
+        )
     # without an answer every array is an output the kernel may write; with one, only those it checks (Kernel Tuner's
     # `should_sync`: also for verify=, which then sees None for the others; a reduction's 3.2 GB input is never
     # read back)
@@ -185,50 +203,77 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
     for i, (name, a) in enumerate(zip(names, p.arguments)):
         if isinstance(a, np.ndarray):
             if a.ndim == 0 or a.size == 0:
-                raise UserError(f"tune_kernel: argument {i} ({name}) is an empty or 0-d array",
-                                hint="pass a NumPy scalar (numpy.int32(n)) or a non-empty array")
+                raise UserError(
+                    f"tune_kernel: argument {i} ({name}) is an empty or 0-d array",
+                    hint="pass a NumPy scalar (numpy.int32(n)) or a non-empty array",
+                )
             dtype = _dtype(a, f"argument {i} ({name})")
             arrays[name] = np.ascontiguousarray(a)
             out = all_out or answer[i] is not None  # type: ignore[index]
-            args.append({"name": name, "buffer": dtype, "shape": list(a.shape),
-                         "init": {"file": f"args/{name}.npy"}, **({"output": True} if out else {})})
+            args.append(
+                {
+                    "name": name,
+                    "buffer": dtype,
+                    "shape": list(a.shape),
+                    "init": {"file": f"args/{name}.npy"},
+                    **({"output": True} if out else {}),
+                }
+            )
             if out:
                 outputs.append(name)
         elif isinstance(a, np.generic):
             dtype = _dtype(a, f"argument {i} ({name})")
             args.append({"name": name, "scalar": dtype, "value": a.item()})
             if answer is not None and answer[i] is not None:
-                raise UserError(f"tune_kernel: answer[{i}] checks the scalar argument {name}",
-                                hint="a scalar is never an output: put None there")
+                raise UserError(
+                    f"tune_kernel: answer[{i}] checks the scalar argument {name}",
+                    hint="a scalar is never an output: put None there",
+                )
         else:
-            raise UserError(f"tune_kernel: argument {i} ({name}) is a {type(a).__name__}",
-                            hint="pass NumPy arrays and NumPy scalars (numpy.int32(n), numpy.float32(x)), "
-                                 "as Kernel Tuner requires")
+            raise UserError(
+                f"tune_kernel: argument {i} ({name}) is a {type(a).__name__}",
+                hint="pass NumPy arrays and NumPy scalars (numpy.int32(n), numpy.float32(x)), as Kernel Tuner requires",
+            )
     if not outputs:
-        raise UserError("tune_kernel: no argument is checked: answer has only None entries (or no arrays are given)",
-                        hint="give the expected array of an output in answer, or answer=None")
+        raise UserError(
+            "tune_kernel: no argument is checked: answer has only None entries (or no arrays are given)",
+            hint="give the expected array of an output in answer, or answer=None",
+        )
     for sym, a in p.cmem_args.items():
         arrays[f"cmem_{sym}"] = np.ascontiguousarray(np.asarray(a))
     (folder / "args").mkdir(exist_ok=True)
     for key, a in arrays.items():
         np.save(folder / "args" / f"{key}.npy", a, allow_pickle=False)
-    expected = {n: np.asarray(e) for n, e, a in zip(names, answer or [], p.arguments)
-                if e is not None and isinstance(a, np.ndarray)}
+    expected = {
+        n: np.asarray(e)
+        for n, e, a in zip(names, answer or [], p.arguments)
+        if e is not None and isinstance(a, np.ndarray)
+    }
     for n, e in expected.items():  # a verify= function compares as it likes (Kernel Tuner's reduction: a sum)
         if e.size != arrays[n].size and p.verify is None:
-            raise UserError(f"tune_kernel: the answer for {n} has {e.size} elements, the argument {arrays[n].size}",
-                            hint="give the expected output with the argument's size")
+            raise UserError(
+                f"tune_kernel: the answer for {n} has {e.size} elements, the argument {arrays[n].size}",
+                hint="give the expected output with the argument's size",
+            )
     if expected:
-        np.savez(folder / "expected.npz", **{n: e if p.verify is not None else e.reshape(arrays[n].shape)
-                                             for n, e in expected.items()})
+        np.savez(
+            folder / "expected.npz",
+            **{n: e if p.verify is not None else e.reshape(arrays[n].shape) for n, e in expected.items()},
+        )
     if p.verify is not None:
         import cloudpickle  # refused earlier where missing
 
         (folder / "verify.pkl").write_bytes(cloudpickle.dumps(p.verify))
-    (folder / "kt_check.py").write_text(CHECK_MODULE.format(
-        names=names, outputs=outputs, atol=repr(float(p.atol)), verify=p.verify is not None,
-        scalars={a["name"]: (a["scalar"], a["value"]) for a in args if "scalar" in a},
-        answer=[e is not None for e in answer] if answer is not None else None))
+    (folder / "kt_check.py").write_text(
+        CHECK_MODULE.format(
+            names=names,
+            outputs=outputs,
+            atol=repr(float(p.atol)),
+            verify=p.verify is not None,
+            scalars={a["name"]: (a["scalar"], a["value"]) for a in args if "scalar" in a},
+            answer=[e is not None for e in answer] if answer is not None else None,
+        )
+    )
 
     name = re.sub(r"\W", "_", p.kernel_name)
     name = name if re.match(r"^[A-Za-z]", name) else f"k_{name}"
@@ -241,9 +286,15 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
         problem["tolerance"] = {"fp32": _implied_tolerance(expected, p.atol) if expected else float("inf")}
     problem["bytes"] = str(sum(int(a.nbytes) for a in arrays.values() if a is not None) or 1)
     if p.cmem_args:
-        problem["constants"] = [{"name": sym, "dtype": _dtype(np.asarray(a), f"cmem_args[{sym!r}]"),
-                                 "shape": list(np.asarray(a).shape) or [1],
-                                 "init": {"file": f"args/cmem_{sym}.npy"}} for sym, a in p.cmem_args.items()]
+        problem["constants"] = [
+            {
+                "name": sym,
+                "dtype": _dtype(np.asarray(a), f"cmem_args[{sym!r}]"),
+                "shape": list(np.asarray(a).shape) or [1],
+                "init": {"file": f"args/cmem_{sym}.npy"},
+            }
+            for sym, a in p.cmem_args.items()
+        ]
 
     block_names = list(p.block_size_names)
     derived: dict[str, str] = {}
@@ -262,33 +313,58 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
                 raise UserError(f"tune_kernel: defines key {k!r} is not an identifier")
             if k in params:  # a parameter is defined as its value
                 if str(v) != k:
-                    raise UserError(f"tune_kernel: defines[{k!r}] = {v!r} redefines a tunable parameter",
-                                    hint=f"write defines[{k!r}] = {k!r} (its value) or rename the define")
+                    raise UserError(
+                        f"tune_kernel: defines[{k!r}] = {v!r} redefines a tunable parameter",
+                        hint=f"write defines[{k!r}] = {k!r} (its value) or rename the define",
+                    )
             elif k in derived and str(v) == k:  # grid_size_x, a block size: as Kernel Tuner computes it
                 pass
             else:
                 if callable(v):
-                    raise UserError(f"tune_kernel: defines[{k!r}] is a function", hint="give an expression of the "
-                                    "tunable parameters as a string (or a number)")
+                    raise UserError(
+                        f"tune_kernel: defines[{k!r}] is a function",
+                        hint="give an expression of the tunable parameters as a string (or a number)",
+                    )
                 derived[k] = _expr(str(v), params | set(derived) - {k}, f"defines[{k!r}]")
             defines.append(k)
-    kernel: dict[str, Any] = {"source": source, "name": p.kernel_name, "defines": defines,
-                              "block": block_names, "grid": [f"grid_size_{a}" for a in AXES],
-                              "shared_bytes": (_expr(str(p.smem_size), params, "smem_args['size']")
-                                               if p.smem_size is not None else 0)}
+    kernel: dict[str, Any] = {
+        "source": source,
+        "name": p.kernel_name,
+        "defines": defines,
+        "block": block_names,
+        "grid": [f"grid_size_{a}" for a in AXES],
+        "shared_bytes": (_expr(str(p.smem_size), params, "smem_args['size']") if p.smem_size is not None else 0),
+    }
     if p.compiler:
         kernel["compiler"] = p.compiler
     if p.compiler_options:
         kernel["compiler_options"] = list(p.compiler_options)
     if space_supports("kernel", "semantics"):
         kernel["semantics"] = "kerneltuner"
-    hard = [{"name": f"kt_restriction_{i}", "expr": _expr(r, params | set(derived), "restriction"),
-             "reason": "a restriction given to tune_kernel"} for i, r in enumerate(p.restrictions)]
-    hard.append({"name": "kt_max_threads", "expr": " * ".join(block_names) + " <= max_threads_per_block",
-                 "reason": "Kernel Tuner's implicit restriction: a block has at most the device's threads"})
-    doc = {"name": name, "description": f"generated by autotune.kernel_tuner.tune_kernel for {p.kernel_name}",
-           "problem": problem, "kernel": kernel,
-           "parameters": {k: list(v) for k, v in p.tune_params.items()}, "derived": derived, "hard": hard}
+    hard = [
+        {
+            "name": f"kt_restriction_{i}",
+            "expr": _expr(r, params | set(derived), "restriction"),
+            "reason": "a restriction given to tune_kernel",
+        }
+        for i, r in enumerate(p.restrictions)
+    ]
+    hard.append(
+        {
+            "name": "kt_max_threads",
+            "expr": " * ".join(block_names) + " <= max_threads_per_block",
+            "reason": "Kernel Tuner's implicit restriction: a block has at most the device's threads",
+        }
+    )
+    doc = {
+        "name": name,
+        "description": f"generated by autotune.kernel_tuner.tune_kernel for {p.kernel_name}",
+        "problem": problem,
+        "kernel": kernel,
+        "parameters": {k: list(v) for k, v in p.tune_params.items()},
+        "derived": derived,
+        "hard": hard,
+    }
     space_file = folder / "space.yaml"
     space_file.write_text(yaml.safe_dump(doc, sort_keys=False, width=120, default_flow_style=None))
     return space_file, sizes

@@ -13,6 +13,7 @@ The test point is of kind `kerneltuner`, with the sizes `size_x, size_y, size_z`
 `kerneltuner.write_cache` writes a file Kernel Tuner's reader and simulation mode accept, and `write_t4` its
 T4 results file).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,7 @@ from pathlib import Path
 import yaml
 
 from autotune.errors import UserError
-from autotune.interop.kerneltuner import (CacheFormatError, CacheLimitError, KTCache, KTRecord, config_key,
-                                         read_cache)
+from autotune.interop.kerneltuner import CacheFormatError, CacheLimitError, KTCache, KTRecord, config_key, read_cache
 from autotune.interop.kerneltuner_limits import limit_hint, max_cache_bytes, max_cache_entries
 from autotune.outfiles import write_file
 from autotune.space.instance import Instance
@@ -37,11 +37,23 @@ from autotune.vocab import MAX_SIZE, DeviceInfo, Measurement, Status, TestPoint
 
 KIND = "kerneltuner"
 SIZE_NAMES = ("size_x", "size_y", "size_z")
-TO_STATUS = {"ok": Status.OK, "compile_error": Status.COMPILE_ERROR, "launch_error": Status.LAUNCH_ERROR,
-             "invalid": Status.LAUNCH_ERROR, "wrong": Status.WRONG, "error": Status.CRASHED}
-FROM_STATUS = {Status.OK: "ok", Status.SKIPPED: "ok", Status.COMPILE_ERROR: "compile_error",
-               Status.LAUNCH_ERROR: "launch_error", Status.WRONG: "wrong", Status.TIMEOUT: "error",
-               Status.CRASHED: "error"}
+TO_STATUS = {
+    "ok": Status.OK,
+    "compile_error": Status.COMPILE_ERROR,
+    "launch_error": Status.LAUNCH_ERROR,
+    "invalid": Status.LAUNCH_ERROR,
+    "wrong": Status.WRONG,
+    "error": Status.CRASHED,
+}
+FROM_STATUS = {
+    Status.OK: "ok",
+    Status.SKIPPED: "ok",
+    Status.COMPILE_ERROR: "compile_error",
+    Status.LAUNCH_ERROR: "launch_error",
+    Status.WRONG: "wrong",
+    Status.TIMEOUT: "error",
+    Status.CRASHED: "error",
+}
 MARK = "kerneltuner:"  # error text prefix that keeps Kernel Tuner's own status through a round trip
 
 
@@ -63,13 +75,16 @@ def _problem_sizes(cache: KTCache, path: Path) -> tuple[int, ...]:
     ps = cache.problem_size
     sizes = ps if isinstance(ps, (tuple, list)) else (ps,)
     ok = 1 <= len(sizes) <= len(SIZE_NAMES) and all(
-        isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= MAX_SIZE for s in sizes)
+        isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= MAX_SIZE for s in sizes
+    )
     if not ok:
         shown = json.dumps(list(ps) if isinstance(ps, tuple) else ps, default=str)[:80]
-        raise UserError(f"the cache's problem_size {shown} is not 1 to 3 positive integers: the test point of its "
-                        "measurements is unknown", file=path,
-                        hint="set \"problem_size\" in the cache's header to the sizes the kernel was tuned at, "
-                             "e.g. [4096, 4096]")
+        raise UserError(
+            f"the cache's problem_size {shown} is not 1 to 3 positive integers: the test point of its "
+            "measurements is unknown",
+            file=path,
+            hint='set "problem_size" in the cache\'s header to the sizes the kernel was tuned at, e.g. [4096, 4096]',
+        )
     return tuple(int(s) for s in sizes)
 
 
@@ -97,10 +112,14 @@ def time_problem(r: KTRecord) -> str | None:
 
 def space_yaml(cache: KTCache, name: str) -> str:
     """A space file for the cache's tuning parameters (no constraints: the cache only recorded what it tried)."""
-    doc = {"name": name, "description": f"imported from a Kernel Tuner cache of {cache.kernel_name} on "
-                                        f"{cache.device_name}",
-           "parameters": {k: list(cache.tune_params.get(k) or sorted({r.params[k] for r in cache.records}, key=str))
-                          for k in cache.tune_params_keys}}
+    doc = {
+        "name": name,
+        "description": f"imported from a Kernel Tuner cache of {cache.kernel_name} on {cache.device_name}",
+        "parameters": {
+            k: list(cache.tune_params.get(k) or sorted({r.params[k] for r in cache.records}, key=str))
+            for k in cache.tune_params_keys
+        },
+    }
     block = [k for k in ("block_size_x", "block_size_y", "block_size_z") if k in cache.tune_params_keys]
     block_text = ", ".join(block + ["1"] * (3 - len(block)))
     return yaml.safe_dump(doc, sort_keys=False) + (
@@ -111,7 +130,8 @@ def space_yaml(cache: KTCache, name: str) -> str:
         f"#   name: {cache.kernel_name if re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', str(cache.kernel_name)) else 'KERNEL'}\n"
         "#   semantics: kerneltuner\n"
         f"#   block: [{block_text}]\n"
-        "#   grid: [...]\n")
+        "#   grid: [...]\n"
+    )
 
 
 def _point(space: Space, precision: str, sizes: tuple[int, ...]) -> TestPoint:
@@ -123,18 +143,25 @@ def _point(space: Space, precision: str, sizes: tuple[int, ...]) -> TestPoint:
             return space.kind.point(precision, "", dict(zip(names, sizes)))
         except ValueError:
             pass
-    return TestPoint(KIND, precision, "", tuple(zip(SIZE_NAMES[:len(sizes)], sizes)))
+    return TestPoint(KIND, precision, "", tuple(zip(SIZE_NAMES[: len(sizes)], sizes)))
 
 
-def import_cache(path: Path, store: Store, space: Space | None = None, space_out: Path | None = None,
-                 precision: str = "fp32", *, max_mb: int | None = None, max_entries: int | None = None) -> Imported:
+def import_cache(
+    path: Path,
+    store: Store,
+    space: Space | None = None,
+    space_out: Path | None = None,
+    precision: str = "fp32",
+    *,
+    max_mb: int | None = None,
+    max_entries: int | None = None,
+) -> Imported:
     try:
         cache = read_cache(path, max_bytes=max_cache_bytes(max_mb), max_entries=max_cache_entries(max_entries))
     except CacheLimitError as exc:
         raise UserError(str(exc), hint=limit_hint(exc)) from None
     except (CacheFormatError, OSError) as exc:
-        raise UserError(str(exc), hint="give a cache file that Kernel Tuner wrote (cache=... in tune_kernel)") \
-            from None
+        raise UserError(str(exc), hint="give a cache file that Kernel Tuner wrote (cache=... in tune_kernel)") from None
     if space is None:
         name = "".join(c if c.isalnum() else "_" for c in cache.kernel_name) or "kernel"
         space_out = space_out or path.with_suffix(".space.yaml")
@@ -142,41 +169,80 @@ def import_cache(path: Path, store: Store, space: Space | None = None, space_out
         space = load_space(space_out)
     missing = [k for k in cache.tune_params_keys if k not in space.param_names]
     if missing:
-        raise UserError(f"{path}: the cache's parameters {', '.join(missing)} are not parameters of space "
-                        f"{space.name}", hint="give the space the kernel was tuned with, or none to create one")
+        raise UserError(
+            f"{path}: the cache's parameters {', '.join(missing)} are not parameters of space {space.name}",
+            hint="give the space the kernel was tuned with, or none to create one",
+        )
     sizes = _problem_sizes(cache, path)
     point = _point(space, precision, sizes)
     kind = point.kind
-    info = DeviceInfo(name=cache.device_name, uuid=f"{MARK}{cache.device_name}", sm_count=0, cc=0,
-                      sm_clock_mhz=None, mem_clock_mhz=None, l2_bytes=0, copy_bandwidth=0.0, driver="",
-                      cuda_runtime="", nvrtc="", cupy="")
+    info = DeviceInfo(
+        name=cache.device_name,
+        uuid=f"{MARK}{cache.device_name}",
+        sm_count=0,
+        cc=0,
+        sm_clock_mhz=None,
+        mem_clock_mhz=None,
+        l2_bytes=0,
+        copy_bandwidth=0.0,
+        driver="",
+        cuda_runtime="",
+        nvrtc="",
+        cupy="",
+    )
     device_id = store.upsert_device(info)
     software_id = store.upsert_software(info, "kerneltuner-import", None)
-    header = {"device_name": cache.device_name, "kernel_name": cache.kernel_name, "problem_size": cache.problem_size,
-              "tune_params_keys": list(cache.tune_params_keys), "objective": cache.objective,
-              **cache.header_extra}
-    sweep_id = store.begin_sweep(SweepStart(f"import:{path.name}", json.dumps(header, default=str), device_id,
-                                            software_id, info, {}, 0))
+    header = {
+        "device_name": cache.device_name,
+        "kernel_name": cache.kernel_name,
+        "problem_size": cache.problem_size,
+        "tune_params_keys": list(cache.tune_params_keys),
+        "objective": cache.objective,
+        **cache.header_extra,
+    }
+    sweep_id = store.begin_sweep(
+        SweepStart(f"import:{path.name}", json.dumps(header, default=str), device_id, software_id, info, {}, 0)
+    )
     status = "failed"
     try:
-        space_id = store.upsert_space(SpaceRecord(
-            name=space.name, yaml_path=str(space.path), yaml_text=space.path.read_text(),
-            source_path=space.kernel.source if space.kernel else "", kind=kind,
-            source_text=space.kernel.source_path.read_text() if space.kernel else ""))
+        space_id = store.upsert_space(
+            SpaceRecord(
+                name=space.name,
+                yaml_path=str(space.path),
+                yaml_text=space.path.read_text(),
+                source_path=space.kernel.source if space.kernel else "",
+                kind=kind,
+                source_text=space.kernel.source_path.read_text() if space.kernel else "",
+            )
+        )
         instances = [Instance.of(space.name, {k: r.params[k] for k in cache.tune_params_keys}) for r in cache.records]
         store.upsert_instances(instances)
         done = store.done_pairs(device_id)
-        rows = [_measurement(inst, point, r) for inst, r in zip(instances, cache.records) if (inst.id, point) not in done]
+        rows = [
+            _measurement(inst, point, r) for inst, r in zip(instances, cache.records) if (inst.id, point) not in done
+        ]
         for start in range(0, len(rows), 1000):
-            store.record(sweep_id, space_id, rows[start:start + 1000])
+            store.record(sweep_id, space_id, rows[start : start + 1000])
         status = "done"
     finally:
         store.finish_sweep(sweep_id, status)
-    rejected = tuple((config_key(r.params, cache.tune_params_keys), why) for r in cache.records
-                     if (why := time_problem(r)) is not None)
+    rejected = tuple(
+        (config_key(r.params, cache.tune_params_keys), why)
+        for r in cache.records
+        if (why := time_problem(r)) is not None
+    )
     failures = sum(r.status != "ok" for r in cache.records) + len(rejected)
-    return Imported(sweep_id, space.name, space_out, point, len(cache.records), failures, cache.dropped_entries,
-                    rejected, len(instances) - len(rows))
+    return Imported(
+        sweep_id,
+        space.name,
+        space_out,
+        point,
+        len(cache.records),
+        failures,
+        cache.dropped_entries,
+        rejected,
+        len(instances) - len(rows),
+    )
 
 
 def _measurement(inst: Instance, point: TestPoint, r: KTRecord) -> Measurement:
@@ -185,11 +251,18 @@ def _measurement(inst: Instance, point: TestPoint, r: KTRecord) -> Measurement:
         extra = {**r.extra, **({"time": r.time_ms} if r.time_ms is not None else {})}
         if r.times_ms:
             extra["times"] = list(r.times_ms)
-        return Measurement(inst.id, point, Status.CRASHED, error=f"{MARK}error: {why}",
-                           log=json.dumps(extra, default=str))
+        return Measurement(
+            inst.id, point, Status.CRASHED, error=f"{MARK}error: {why}", log=json.dumps(extra, default=str)
+        )
     status = TO_STATUS[r.status]
-    m = Measurement(inst.id, point, status, reps=len(r.times_ms), times_ms=list(r.times_ms),
-                    log=json.dumps(r.extra, default=str) if r.extra else None)
+    m = Measurement(
+        inst.id,
+        point,
+        status,
+        reps=len(r.times_ms),
+        times_ms=list(r.times_ms),
+        log=json.dumps(r.extra, default=str) if r.extra else None,
+    )
     if status == Status.OK:
         times = sorted(r.times_ms) if r.times_ms else [r.time_ms]
         m.median_ms = r.time_ms
@@ -208,20 +281,27 @@ def export_cache(store: Store, space: str, device: str | None = None, point: str
 
     device_id = store.device_id(device)
     with store.session() as s:
-        spaces = s.execute(select(SpaceVersion.yaml_text).where(SpaceVersion.name == space)
-                           .order_by(SpaceVersion.id.desc())).scalars().all()
+        spaces = (
+            s.execute(select(SpaceVersion.yaml_text).where(SpaceVersion.name == space).order_by(SpaceVersion.id.desc()))
+            .scalars()
+            .all()
+        )
         if not spaces:
             raise UserError(f"no space {space!r} in {shown(store.url)}", hint="name a space that was swept into it")
-        rows = s.execute(select(MeasurementRow, InstanceRow.params, Point)
-                         .join(InstanceRow, InstanceRow.id == MeasurementRow.instance_id)
-                         .join(Point, Point.id == MeasurementRow.point_id)
-                         .where(InstanceRow.space == space, MeasurementRow.device_id == device_id)
-                         .order_by(MeasurementRow.id)).all()
+        rows = s.execute(
+            select(MeasurementRow, InstanceRow.params, Point)
+            .join(InstanceRow, InstanceRow.id == MeasurementRow.instance_id)
+            .join(Point, Point.id == MeasurementRow.point_id)
+            .where(InstanceRow.space == space, MeasurementRow.device_id == device_id)
+            .order_by(MeasurementRow.id)
+        ).all()
         device_name = s.get(Device, device_id).name  # type: ignore[union-attr]
     points = sorted({p.point().key for _, _, p in rows})
     if point is None and len(points) > 1:
-        raise UserError(f"space {space} was measured at {len(points)} test points; a cache holds one",
-                        hint=f"add --point with one of: {', '.join(points[:8])}")
+        raise UserError(
+            f"space {space} was measured at {len(points)} test points; a cache holds one",
+            hint=f"add --point with one of: {', '.join(points[:8])}",
+        )
     key = point or (points[0] if points else None)
     if key not in points:
         raise UserError(f"no measurements of {space} at {key}", hint=f"points: {', '.join(points[:8]) or 'none'}")
@@ -236,20 +316,33 @@ def export_cache(store: Store, space: str, device: str | None = None, point: str
         params = json.loads(params) if isinstance(params, str) else params
         extra = json.loads(m.log) if m.log and m.log.startswith("{") else {}
         st = Status(m.status)
-        kt = m.error[len(MARK):].split(":", 1)[0] if (m.error or "").startswith(MARK) else FROM_STATUS[st]
+        kt = m.error[len(MARK) :].split(":", 1)[0] if (m.error or "").startswith(MARK) else FROM_STATUS[st]
         kt = kt if kt in TO_STATUS else FROM_STATUS[st]
         ok = kt == "ok" and _positive(m.median_ms)
         kt = "error" if kt == "ok" and not ok else kt  # a stored ok without a usable time (older databases)
-        records.append(KTRecord({k: params[k] for k in keys}, kt if not ok else "ok", m.median_ms if ok else None,
-                                tuple(m.times_ms or ()) if ok else (), extra))
+        records.append(
+            KTRecord(
+                {k: params[k] for k in keys},
+                kt if not ok else "ok",
+                m.median_ms if ok else None,
+                tuple(m.times_ms or ()) if ok else (),
+                extra,
+            )
+        )
         header = {"problem_size": tuple(v for _, v in tp.sizes)}
     kernel_name = (doc.get("kernel") or {}).get("name") or (doc.get("kernel") or {}).get("template") or space
     if "description" in doc and str(doc["description"]).startswith("imported from a Kernel Tuner cache of "):
         kernel_name = str(doc["description"]).split(" of ", 1)[1].rsplit(" on ", 1)[0]
     sizes = header.get("problem_size", ())
-    return KTCache(device_name=device_name.removeprefix(MARK), kernel_name=kernel_name,
-                   problem_size=sizes if len(sizes) != 1 else sizes[0], tune_params_keys=keys,
-                   tune_params=tune_params, objective="time", records=tuple(records))
+    return KTCache(
+        device_name=device_name.removeprefix(MARK),
+        kernel_name=kernel_name,
+        problem_size=sizes if len(sizes) != 1 else sizes[0],
+        tune_params_keys=keys,
+        tune_params=tune_params,
+        objective="time",
+        records=tuple(records),
+    )
 
 
 def keys_and_times(cache: KTCache) -> dict[str, tuple[str, float | None]]:

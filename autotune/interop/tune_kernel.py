@@ -29,6 +29,7 @@ Extra keywords (after Kernel Tuner's): `space_dir` keeps the generated folder th
 AUTOTUNE_KEEP_SPACE=DIR), `database` a results database URL to record into (default: one inside the folder),
 `early_stop`.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -64,12 +65,18 @@ def _source(kernel_source: Any) -> tuple[str | None, Path | None]:
         if len(kernel_source) != 1:
             raise _refuse("a list of source files (host code tuning)", "pass the kernel's file or code alone")
         kernel_source = kernel_source[0]
-    if isinstance(kernel_source, Path) or (isinstance(kernel_source, str) and "\n" not in kernel_source
-                                           and Path(kernel_source).suffix and Path(kernel_source).is_file()):
+    if isinstance(kernel_source, Path) or (
+        isinstance(kernel_source, str)
+        and "\n" not in kernel_source
+        and Path(kernel_source).suffix
+        and Path(kernel_source).is_file()
+    ):
         return None, Path(kernel_source)
     if not isinstance(kernel_source, str):
-        raise UserError(f"tune_kernel: kernel_source is a {type(kernel_source).__name__}",
-                        hint="pass the code as a string or a file name")
+        raise UserError(
+            f"tune_kernel: kernel_source is a {type(kernel_source).__name__}",
+            hint="pass the code as a string or a file name",
+        )
     return kernel_source, None
 
 
@@ -84,8 +91,10 @@ def _problem_size(problem_size: Any) -> tuple[int | str, ...]:
         elif isinstance(s, str):
             out.append(s)
         else:
-            raise UserError(f"tune_kernel: problem_size entry {s!r} is neither a positive integer nor a string",
-                            hint="e.g. problem_size=(4096, 4096) or problem_size='num_blocks'")
+            raise UserError(
+                f"tune_kernel: problem_size entry {s!r} is neither a positive integer nor a string",
+                hint="e.g. problem_size=(4096, 4096) or problem_size='num_blocks'",
+            )
     if not 1 <= len(out) <= 3:
         raise UserError(f"tune_kernel: problem_size has {len(out)} dimensions", hint="give 1 to 3")
     return tuple(out)
@@ -97,8 +106,11 @@ def _grid_div(div: Any, axis: str) -> list[int | str] | None:
     items = div if isinstance(div, (list, tuple)) else [div]
     for d in items:
         if callable(d):
-            raise _refuse(f"a grid_div_{axis} function", "write the divisor as a string expression of the parameters, "
-                          "e.g. grid_div_x=['block_size_x * tile_size_x']")
+            raise _refuse(
+                f"a grid_div_{axis} function",
+                "write the divisor as a string expression of the parameters, "
+                "e.g. grid_div_x=['block_size_x * tile_size_x']",
+            )
         if not isinstance(d, (str, int, np.integer)) or isinstance(d, bool):
             raise UserError(f"tune_kernel: grid_div_{axis} entry {d!r} is not an int or a string")
     return list(items)
@@ -108,17 +120,23 @@ def _restrictions(restrictions: Any) -> list[str]:
     if restrictions is None:
         return []
     if callable(restrictions):
-        raise _refuse("a restrictions function", "give the restrictions as a list of strings, e.g. "
-                      "['block_size_x * block_size_y <= 1024'] (a function cannot be evaluated over the space)")
+        raise _refuse(
+            "a restrictions function",
+            "give the restrictions as a list of strings, e.g. "
+            "['block_size_x * block_size_y <= 1024'] (a function cannot be evaluated over the space)",
+        )
     items = [restrictions] if isinstance(restrictions, str) else list(restrictions)
     if not all(isinstance(r, str) for r in items):
-        raise _refuse("a restriction that is not a string (a function or a Constraint object)",
-                      "write each restriction as a boolean expression string")
+        raise _refuse(
+            "a restriction that is not a string (a function or a Constraint object)",
+            "write each restriction as a boolean expression string",
+        )
     return items
 
 
-def _strategy(strategy: str | None, options: Mapping[str, Any] | None, space_size: int | None,
-              elapsed_s: float = 0.0) -> dict[str, Any]:
+def _strategy(
+    strategy: str | None, options: Mapping[str, Any] | None, space_size: int | None, elapsed_s: float = 0.0
+) -> dict[str, Any]:
     """Kernel Tuner's strategy name and options -> the sweep config's `strategy:` and `budget:`. `time_limit` counts
     from the call's start, as Kernel Tuner's does: the sweep's budget is what is left after `elapsed_s`."""
     options = dict(options or {})
@@ -137,22 +155,49 @@ def _strategy(strategy: str | None, options: Mapping[str, Any] | None, space_siz
     return out
 
 
-def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, arguments: list[Any],
-                tune_params: Mapping[str, list[Any]], grid_div_x: Any = None, grid_div_y: Any = None,
-                grid_div_z: Any = None, restrictions: Any = None, answer: list[Any] | None = None, atol: float = 1e-6,
-                verify: Callable[..., Any] | None = None, verbose: bool = False, lang: str | None = None,
-                device: int = 0, platform: int = 0, smem_args: dict[str, Any] | None = None,
-                cmem_args: dict[str, Any] | None = None, texmem_args: dict[str, Any] | None = None,
-                compiler: str | None = None, compiler_options: list[str] | None = None,
-                defines: dict[str, Any] | None = None, log: int | None = None, iterations: int = 7,
-                block_size_names: list[str] | None = None, quiet: bool = False, strategy: str | None = None,
-                strategy_options: dict[str, Any] | None = None, cache: str | os.PathLike[str] | None = None,
-                metrics: dict[str, Any] | None = None, simulation_mode: bool | None = False,
-                parallel: bool | int | None = None, observers: list[Any] | None = None,
-                objective: str | None = None, objective_higher_is_better: bool | None = None,
-                objectives: dict[str, bool] | None = None, seed: int | None = None, *,
-                space_dir: str | os.PathLike[str] | None = None, database: str | None = None,
-                early_stop: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def tune_kernel(
+    kernel_name: str,
+    kernel_source: Any,
+    problem_size: Any,
+    arguments: list[Any],
+    tune_params: Mapping[str, list[Any]],
+    grid_div_x: Any = None,
+    grid_div_y: Any = None,
+    grid_div_z: Any = None,
+    restrictions: Any = None,
+    answer: list[Any] | None = None,
+    atol: float = 1e-6,
+    verify: Callable[..., Any] | None = None,
+    verbose: bool = False,
+    lang: str | None = None,
+    device: int = 0,
+    platform: int = 0,
+    smem_args: dict[str, Any] | None = None,
+    cmem_args: dict[str, Any] | None = None,
+    texmem_args: dict[str, Any] | None = None,
+    compiler: str | None = None,
+    compiler_options: list[str] | None = None,
+    defines: dict[str, Any] | None = None,
+    log: int | None = None,
+    iterations: int = 7,
+    block_size_names: list[str] | None = None,
+    quiet: bool = False,
+    strategy: str | None = None,
+    strategy_options: dict[str, Any] | None = None,
+    cache: str | os.PathLike[str] | None = None,
+    metrics: dict[str, Any] | None = None,
+    simulation_mode: bool | None = False,
+    parallel: bool | int | None = None,
+    observers: list[Any] | None = None,
+    objective: str | None = None,
+    objective_higher_is_better: bool | None = None,
+    objectives: dict[str, bool] | None = None,
+    seed: int | None = None,
+    *,
+    space_dir: str | os.PathLike[str] | None = None,
+    database: str | None = None,
+    early_stop: bool = True,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Tune `kernel_name` like Kernel Tuner 1.5's tune_kernel; see the module docstring and docs/kerneltuner.md.
 
     `parallel` is accepted and has no effect (compiles always run in parallel); `platform` too (OpenCL only in
@@ -173,42 +218,76 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     if compiler not in (None, "nvcc", "nvrtc"):
         raise _refuse(f"compiler={compiler!r}", "use compiler='nvcc' (or None: NVRTC)")
     if cmem_args and not space_supports("problem", "constants"):
-        raise _refuse("cmem_args (constant memory) in this autotune version", "update autotune (space key `constants:`)")
+        raise _refuse(
+            "cmem_args (constant memory) in this autotune version", "update autotune (space key `constants:`)"
+        )
     if verify is not None:
         if not space_supports("problem", "check"):
             raise _refuse("verify= in this autotune version", "update autotune (space key `check:`), or give answer=")
         try:
             import cloudpickle  # noqa: F401
         except ImportError:
-            raise _refuse("verify= without cloudpickle",
-                          "pip install cloudpickle (the check runs in the GPU worker)") from None
+            raise _refuse(
+                "verify= without cloudpickle", "pip install cloudpickle (the check runs in the GPU worker)"
+            ) from None
     objective_name = _objective(objective, objective_higher_is_better, objectives, metrics)
     _strategy(strategy, strategy_options, None)  # refused here, before any process starts
     if isinstance(defines, dict) and any(callable(v) for v in defines.values()):
         raise _refuse("a defines function", "give an expression of the tunable parameters as a string")
-    names = tuple((list(block_size_names or []) + ["block_size_x", "block_size_y", "block_size_z"][
-        len(block_size_names or []):])[:3])
+    names = tuple(
+        (
+            list(block_size_names or [])
+            + ["block_size_x", "block_size_y", "block_size_z"][len(block_size_names or []) :]
+        )[:3]
+    )
     params = {str(k): list(v) for k, v in tune_params.items()}
     unroll = [k for k in params if "loop_unroll_factor" in k]
     if unroll and not space_supports("kernel", "semantics"):
-        raise _refuse(f"the parameter {unroll[0]!r} in this autotune version (Kernel Tuner passes loop_unroll_factor_* "
-                      "as constexpr ints and removes `#pragma unroll NAME` where it is 0)",
-                      "update autotune (space key `kernel: semantics: kerneltuner`), or rename the parameter and "
-                      "write the pragma with a #define")
+        raise _refuse(
+            f"the parameter {unroll[0]!r} in this autotune version (Kernel Tuner passes loop_unroll_factor_* "
+            "as constexpr ints and removes `#pragma unroll NAME` where it is 0)",
+            "update autotune (space key `kernel: semantics: kerneltuner`), or rename the parameter and "
+            "write the pragma with a #define",
+        )
     source_text, source_file = _source(kernel_source)
-    problem = KTProblem(kernel_name=kernel_name, source_text=source_text, source_file=source_file,
-                        problem_size=_problem_size(problem_size), arguments=list(arguments), tune_params=params,
-                        grid_div=(_grid_div(grid_div_x, "x"), _grid_div(grid_div_y, "y"), _grid_div(grid_div_z, "z")),
-                        block_size_names=names, restrictions=_restrictions(restrictions), answer=answer,
-                        atol=float(atol), verify=verify, smem_size=(smem_args or {}).get("size"),
-                        cmem_args=dict(cmem_args or {}), compiler=compiler if compiler == "nvcc" else None,
-                        compiler_options=list(compiler_options or []), defines=defines)
+    problem = KTProblem(
+        kernel_name=kernel_name,
+        source_text=source_text,
+        source_file=source_file,
+        problem_size=_problem_size(problem_size),
+        arguments=list(arguments),
+        tune_params=params,
+        grid_div=(_grid_div(grid_div_x, "x"), _grid_div(grid_div_y, "y"), _grid_div(grid_div_z, "z")),
+        block_size_names=names,
+        restrictions=_restrictions(restrictions),
+        answer=answer,
+        atol=float(atol),
+        verify=verify,
+        smem_size=(smem_args or {}).get("size"),
+        cmem_args=dict(cmem_args or {}),
+        compiler=compiler if compiler == "nvcc" else None,
+        compiler_options=list(compiler_options or []),
+        defines=defines,
+    )
     keep = space_dir or os.environ.get(KEEP_ENV)
     folder = Path(keep).resolve() if keep else Path(tempfile.mkdtemp(prefix=f"kt_{kernel_name}_"))
     try:
-        results, env = _run(problem, folder, start, cache=cache, simulation=bool(simulation_mode), iterations=iterations,
-                            strategy=strategy, strategy_options=strategy_options, seed=seed, device=device,
-                            database=database, early_stop=early_stop, quiet=quiet, verbose=verbose)
+        results, env = _run(
+            problem,
+            folder,
+            start,
+            cache=cache,
+            simulation=bool(simulation_mode),
+            iterations=iterations,
+            strategy=strategy,
+            strategy_options=strategy_options,
+            seed=seed,
+            device=device,
+            database=database,
+            early_stop=early_stop,
+            quiet=quiet,
+            verbose=verbose,
+        )
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
@@ -218,7 +297,8 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         shown = {k: env["best_config"][k] for k in [*params, objective_name] if k in env["best_config"]}
         print(f"best performing configuration: {', '.join(f'{k}={v}' for k, v in shown.items())}")
     env["total_framework_time"] = 1000 * (time.perf_counter() - start) - sum(
-        r.get("compile_time", 0) + r.get("benchmark_time", 0) for r in results)
+        r.get("compile_time", 0) + r.get("benchmark_time", 0) for r in results
+    )
     env["autotune"]["space_dir"] = str(folder) if keep else None
     return results, env
 
@@ -254,12 +334,15 @@ def _best(results: list[dict[str, Any]], objective: str, higher: bool) -> dict[s
     return (max if higher else min)(ok, key=lambda r: r[objective]) if ok else None
 
 
-_GPU_HINT = ("run on a machine with an NVIDIA GPU and CuPy, or replay a cache: "
-             "tune_kernel(..., cache='file.json', simulation_mode=True)")
+_GPU_HINT = (
+    "run on a machine with an NVIDIA GPU and CuPy, or replay a cache: "
+    "tune_kernel(..., cache='file.json', simulation_mode=True)"
+)
 
 
 def _gpu_backend(device: int, tol: float | None) -> Any:
     from autotune.sweep.backends.local import gpu_backend
+
     return gpu_backend(device=device, tol=tol, hint=_GPU_HINT)
 
 
@@ -282,16 +365,35 @@ class _Reporter:
             print(f"tune_kernel: {text}")
 
 
-def _run(problem: KTProblem, folder: Path, call_start: float, *, cache: Any, simulation: bool, iterations: int, strategy: str | None,
-         strategy_options: Mapping[str, Any] | None, seed: int | None, device: int, database: str | None,
-         early_stop: bool, quiet: bool, verbose: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _run(
+    problem: KTProblem,
+    folder: Path,
+    call_start: float,
+    *,
+    cache: Any,
+    simulation: bool,
+    iterations: int,
+    strategy: str | None,
+    strategy_options: Mapping[str, Any] | None,
+    seed: int | None,
+    device: int,
+    database: str | None,
+    early_stop: bool,
+    quiet: bool,
+    verbose: bool,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     cache_path = None if cache is None else Path(str(cache) if str(cache).endswith(".json") else f"{cache}.json")
     if simulation and (cache_path is None or not cache_path.is_file()):
-        raise UserError("tune_kernel: simulation_mode replays a cache file; none was found",
-                        hint=f"give cache= the file a run wrote{f' ({cache_path} does not exist)' if cache_path else ''}")
+        raise UserError(
+            "tune_kernel: simulation_mode replays a cache file; none was found",
+            hint=f"give cache= the file a run wrote{f' ({cache_path} does not exist)' if cache_path else ''}",
+        )
     if not simulation and cache_path is not None and cache_path.exists():
-        raise _refuse(f"continuing the existing cache {cache_path}", "replay it with simulation_mode=True, or give "
-                      "a new file name (autotune keeps its own results database: database=...)")
+        raise _refuse(
+            f"continuing the existing cache {cache_path}",
+            "replay it with simulation_mode=True, or give "
+            "a new file name (autotune keeps its own results database: database=...)",
+        )
     # the GPU backend first: its compile processes and GPU worker start (CuPy's import, the device's context and
     # description) while the space folder is written and planned (issue 31: the first measurement within 3 s)
     backend: Any = None
@@ -302,13 +404,27 @@ def _run(problem: KTProblem, folder: Path, call_start: float, *, cache: Any, sim
         backend, prewarmed_s = kt_prewarm.take(device)  # started at `import autotune.kernel_tuner`
         if backend is None:
             from autotune.sweep.backends.local import GpuBackend
+
             backend = GpuBackend(device=device)
         backend.start()
     try:
-        results, env = _sweep(problem, folder, backend, device, call_start, cache_path=cache_path,
-                              simulation=simulation, iterations=iterations, strategy=strategy,
-                              strategy_options=strategy_options, seed=seed, database=database,
-                              early_stop=early_stop, quiet=quiet, verbose=verbose)
+        results, env = _sweep(
+            problem,
+            folder,
+            backend,
+            device,
+            call_start,
+            cache_path=cache_path,
+            simulation=simulation,
+            iterations=iterations,
+            strategy=strategy,
+            strategy_options=strategy_options,
+            seed=seed,
+            database=database,
+            early_stop=early_stop,
+            quiet=quiet,
+            verbose=verbose,
+        )
         env["autotune"]["prewarmed_s"] = None if prewarmed_s is None else round(prewarmed_s, 3)
         return results, env
     finally:
@@ -316,10 +432,24 @@ def _run(problem: KTProblem, folder: Path, call_start: float, *, cache: Any, sim
             backend.close()
 
 
-def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, call_start: float, *, cache_path: Path | None, simulation: bool,
-           iterations: int, strategy: str | None, strategy_options: Mapping[str, Any] | None, seed: int | None,
-           database: str | None, early_stop: bool, quiet: bool,
-           verbose: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _sweep(
+    problem: KTProblem,
+    folder: Path,
+    backend: Any,
+    device: int,
+    call_start: float,
+    *,
+    cache_path: Path | None,
+    simulation: bool,
+    iterations: int,
+    strategy: str | None,
+    strategy_options: Mapping[str, Any] | None,
+    seed: int | None,
+    database: str | None,
+    early_stop: bool,
+    quiet: bool,
+    verbose: bool,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from autotune.interop.kerneltuner import write_cache
     from autotune.interop.kt_store import export_cache, import_cache
     from autotune.space.spec import load_space
@@ -338,10 +468,15 @@ def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, call_sta
     space = load_space(space_file)
     phase("space_loaded")
     url = database or f"sqlite:///{folder / 'results.sqlite'}"
-    config = {"name": space.name, "spaces": [{"space": "space.yaml", "max_instances": "all"}],
-              "points": [{"kind": space.kind.name, "precisions": ["fp32"], "sizes": sizes}], "database": url,
-              "repetitions": int(iterations), "seed": int(seed or 0),
-              **_strategy(strategy, strategy_options, None, time.perf_counter() - call_start)}
+    config = {
+        "name": space.name,
+        "spaces": [{"space": "space.yaml", "max_instances": "all"}],
+        "points": [{"kind": space.kind.name, "precisions": ["fp32"], "sizes": sizes}],
+        "database": url,
+        "repetitions": int(iterations),
+        "seed": int(seed or 0),
+        **_strategy(strategy, strategy_options, None, time.perf_counter() - call_start),
+    }
     (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     cfg = load_config(folder / "sweep.yaml")
     reporter = _Reporter(quiet, verbose)
@@ -350,6 +485,7 @@ def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, call_sta
         phase("store_open")
         if simulation:
             from autotune.sweep.backends.replay import ReplayBackend
+
             import_cache(cache_path, store, space)  # type: ignore[arg-type]
             backend = ReplayBackend(url)
         else:
@@ -370,10 +506,18 @@ def _sweep(problem: KTProblem, folder: Path, backend: Any, device: int, call_sta
         if cache_path is not None and not simulation:
             write_cache(export_cache(store, space.name, device=info.uuid, point=point.key), cache_path)
     env = environment(info, iterations, problem.compiler_options, results)
-    env["autotune"] = {"database": url, "sweep_id": summary.sweep_id, "status": summary.status,
-                       "space": space.name, "point": point.key, "planned": reporter.planned,
-                       "sweep_s": summary.seconds, "first_measurement_s": summary.first_measurement_s,
-                       "startup": dict(getattr(backend, "timeline", {})), "phases": phases}
+    env["autotune"] = {
+        "database": url,
+        "sweep_id": summary.sweep_id,
+        "status": summary.status,
+        "space": space.name,
+        "point": point.key,
+        "planned": reporter.planned,
+        "sweep_s": summary.seconds,
+        "first_measurement_s": summary.first_measurement_s,
+        "startup": dict(getattr(backend, "timeline", {})),
+        "phases": phases,
+    }
     return results, env
 
 

@@ -8,6 +8,7 @@ separated by the path separator, `:` on Linux), which the command line's option 
 and Python callers read. The space file cannot allow anything itself: it is the input being checked. `#include`s
 inside a kernel are resolved by the compiler and are not restricted.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,7 +54,10 @@ def checked(file: Path, space_file: Path, key: str, given: str, line: int | None
     if any(resolved.is_relative_to(root) for root in roots(space_file)):
         return resolved
     folder = space_file.parent.resolve()
-    raise SpaceError(f"`{key}` {given!r} resolves to {resolved}, outside the space file's folder {folder}",
-                     file=space_file, line=line,
-                     hint=f"move the file under {folder}, or allow its folder: autotune --allow-path "
-                          f"{resolved.parent} COMMAND ... (or {ALLOW_ENV}={resolved.parent})")
+    raise SpaceError(
+        f"`{key}` {given!r} resolves to {resolved}, outside the space file's folder {folder}",
+        file=space_file,
+        line=line,
+        hint=f"move the file under {folder}, or allow its folder: autotune --allow-path "
+        f"{resolved.parent} COMMAND ... (or {ALLOW_ENV}={resolved.parent})",
+    )

@@ -16,6 +16,7 @@ Built-in kinds (`autotune.problems.gemm`) and the kinds users declare in a space
 `autotune.problems` entry-point group; docs/kinds.md) implement this same class; the runner, the store and the
 analyzer see nothing else. `autotune.testing.kinds` checks a kind against this contract.
 """
+
 from __future__ import annotations
 
 import math
@@ -132,9 +133,11 @@ class ProblemKind(ABC):
         missing = [n for n in self.size_names if n not in sizes]
         extra = [n for n in sizes if n not in self.size_names]
         if missing or extra:
-            raise ValueError(f"{self.name}: a test point has the sizes {', '.join(self.size_names)}"
-                             + (f"; missing {', '.join(missing)}" if missing else "")
-                             + (f"; unknown {', '.join(extra)}" if extra else ""))
+            raise ValueError(
+                f"{self.name}: a test point has the sizes {', '.join(self.size_names)}"
+                + (f"; missing {', '.join(missing)}" if missing else "")
+                + (f"; unknown {', '.join(extra)}" if extra else "")
+            )
         return TestPoint(self.name, precision, shape, tuple((n, _as_size(n, sizes[n])) for n in self.size_names))
 
     def env(self, point: TestPoint) -> dict[str, int]:
@@ -228,8 +231,13 @@ class ProblemKind(ABC):
         cls = type(self)
         file = origin(cls)  # a class from a user's file: its file name, not the per-path module name
         where = Path(file).name if file else cls.__module__
-        return {"name": self.name, "class": f"{where}:{cls.__qualname__}",
-                "size_names": list(self.size_names), "precisions": list(self.precisions), "shapes": list(self.shapes)}
+        return {
+            "name": self.name,
+            "class": f"{where}:{cls.__qualname__}",
+            "size_names": list(self.size_names),
+            "precisions": list(self.precisions),
+            "shapes": list(self.shapes),
+        }
 
 
 def _as_size(name: str, value: Any) -> int:
@@ -247,8 +255,11 @@ def int32_limit(point: TestPoint) -> SizeLimit | None:
     """The first size of `point` above 2^31 - 1 (what `ProblemKind.check_limits` refuses by default), or None."""
     for name, value in point.sizes:
         if value > INT32_MAX:
-            return (name, f"{name} = {value:,} is above 2^31 - 1, the largest size a kernel takes (int)",
-                    "use sizes below 2,147,483,648")
+            return (
+                name,
+                f"{name} = {value:,} is above 2^31 - 1, the largest size a kernel takes (int)",
+                "use sizes below 2,147,483,648",
+            )
     return None
 
 

@@ -30,6 +30,7 @@ The whole vocabulary, with Python kinds: docs/kinds.md.
 `load_declared` checks the section (every mistake: file, line, what to do); `DeclaredKind` implements
 `autotune.problems.base.ProblemKind`; its GPU side is `autotune.problems.declared_data`.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -47,10 +48,27 @@ from autotune.problems.base import ProblemKind, Scalars
 from autotune.vocab import TestPoint
 from autotune.yamlfile import line_of
 
-DTYPES = {"float64": 8, "float32": 4, "float16": 2, "int64": 8, "int32": 4, "uint32": 4, "int16": 2, "int8": 1,
-          "uint8": 1}
-PRECISION_DTYPES = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "int64": "int64", "int32": "int32",
-                    "int16": "int16", "int8": "int8", "uint8": "uint8"}
+DTYPES = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "int64": 8,
+    "int32": 4,
+    "uint32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+}
+PRECISION_DTYPES = {
+    "fp64": "float64",
+    "fp32": "float32",
+    "fp16": "float16",
+    "int64": "int64",
+    "int32": "int32",
+    "int16": "int16",
+    "int8": "int8",
+    "uint8": "uint8",
+}
 INITS = ("random", "zeros", "ones")
 DEFAULT_TOLERANCE = {"fp64": 1e-12, "fp32": 1e-5, "fp16": 1e-2}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -94,9 +112,13 @@ class FileInit:
         """SpaceError naming the space file and line when the stored shape is not `shape` (the buffer's)."""
         got = self.shape()
         if got != tuple(shape):
-            raise SpaceError(f"problem: `init: {{file: {self.text}}}` holds an array of shape {list(got)}; the buffer's "
-                             f"shape {where} is {list(shape)}", file=self.space_file, line=self.line,
-                             hint="save an array of the buffer's shape, or fix the buffer's `shape:`")
+            raise SpaceError(
+                f"problem: `init: {{file: {self.text}}}` holds an array of shape {list(got)}; the buffer's "
+                f"shape {where} is {list(shape)}",
+                file=self.space_file,
+                line=self.line,
+                hint="save an array of the buffer's shape, or fix the buffer's `shape:`",
+            )
 
     def load(self, shape: tuple[int, ...], where: str) -> Any:
         """The array (NumPy), after `check`; a `.npy` file is mapped read-only (no copy in host memory: a GB-sized
@@ -110,7 +132,9 @@ class FileInit:
             return data[self.key]
 
 
-Init = str | Expr | InitFunction | FileInit  # random | zeros | ones | an expression of the sizes and i | a function | a file
+Init = (
+    str | Expr | InitFunction | FileInit
+)  # random | zeros | ones | an expression of the sizes and i | a function | a file
 
 
 @functools.lru_cache(maxsize=64)
@@ -123,6 +147,7 @@ def _stored_shape(path: str, key: str | None, _mtime: int) -> tuple[int, ...]:
         version = np.lib.format.read_magic(f)
         reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         return tuple(int(d) for d in reader(f)[0])
+
     if key is None:
         with open(path, "rb") as f:
             return header(f)
@@ -195,17 +220,24 @@ class DeclaredKind(ProblemKind):
 
     def count_error(self, what: str, expr: Expr, value: float, point: TestPoint) -> SpaceError:
         need = "a positive number" if what == "bytes" else "a finite number >= 0"
-        return SpaceError(f"problem: `{what}:` is {value} at {point.key}; it must be {need}",
-                          file=self.source or None, line=self.lines[what == "flops"], expr=expr.text,
-                          hint="fix the expression (it counts the work of one problem, from its sizes)")
+        return SpaceError(
+            f"problem: `{what}:` is {value} at {point.key}; it must be {need}",
+            file=self.source or None,
+            line=self.lines[what == "flops"],
+            expr=expr.text,
+            hint="fix the expression (it counts the work of one problem, from its sizes)",
+        )
 
     def buffer_shape(self, arg: Argument, point: TestPoint) -> tuple[int, ...]:
         """A buffer's shape at `point`; SpaceError when a dimension is negative (checked before a sweep)."""
         shape = tuple(as_int(evaluate(e, point.dims)) for e in arg.shape)
         if any(d < 0 for d in shape):
-            raise SpaceError(f"problem: buffer `{arg.name}` has shape {list(shape)} at {point.key}: a dimension is "
-                             "negative", file=self.source or None, expr=", ".join(e.text for e in arg.shape),
-                             hint="fix the buffer's `shape:` (expressions of the sizes), or leave that point out")
+            raise SpaceError(
+                f"problem: buffer `{arg.name}` has shape {list(shape)} at {point.key}: a dimension is negative",
+                file=self.source or None,
+                expr=", ".join(e.text for e in arg.shape),
+                hint="fix the buffer's `shape:` (expressions of the sizes), or leave that point out",
+            )
         if isinstance(arg.init, FileInit):
             arg.init.check(shape, f"{arg.name!r} at {point.key}")
         return shape
@@ -230,16 +262,30 @@ class DeclaredKind(ProblemKind):
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
-        out.update(arguments=[{"name": a.name, "dtype": a.dtype, "shape": [e.text for e in a.shape],
-                               "value": a.value.text if a.value is not None else None,
-                               "init": init_text(a.init), "output": a.output,
-                               **({"inout": True} if a.inout else {})}
-                              for a in self.arguments],
-                   reference=self.reference_fn, tolerance=dict(self.tolerance), bytes=self.bytes_expr.text,
-                   flops=self.flops_expr.text if self.flops_expr is not None else None, baseline=self.baseline_fn)
+        out.update(
+            arguments=[
+                {
+                    "name": a.name,
+                    "dtype": a.dtype,
+                    "shape": [e.text for e in a.shape],
+                    "value": a.value.text if a.value is not None else None,
+                    "init": init_text(a.init),
+                    "output": a.output,
+                    **({"inout": True} if a.inout else {}),
+                }
+                for a in self.arguments
+            ],
+            reference=self.reference_fn,
+            tolerance=dict(self.tolerance),
+            bytes=self.bytes_expr.text,
+            flops=self.flops_expr.text if self.flops_expr is not None else None,
+            baseline=self.baseline_fn,
+        )
         if self.constants:
-            out["constants"] = [{"name": c.name, "dtype": c.dtype, "shape": [e.text for e in c.shape],
-                                 "init": init_text(c.init)} for c in self.constants]
+            out["constants"] = [
+                {"name": c.name, "dtype": c.dtype, "shape": [e.text for e in c.shape], "init": init_text(c.init)}
+                for c in self.constants
+            ]
         if self.check_fn is not None:
             out["check"] = self.check_fn
         return out
@@ -265,17 +311,30 @@ class _Reader:
         unknown = sorted(e.names - known)
         if unknown:
             close = difflib.get_close_matches(unknown[0], sorted(known), n=3)
-            raise self.fail(f"{what}: unknown name {unknown[0]!r}", line,
-                            f"did you mean {', '.join(close)}?" if close else f"names here: {', '.join(sorted(known))}",
-                            e.text)
+            raise self.fail(
+                f"{what}: unknown name {unknown[0]!r}",
+                line,
+                f"did you mean {', '.join(close)}?" if close else f"names here: {', '.join(sorted(known))}",
+                e.text,
+            )
         return e
 
     def read(self, d: Any, line: int | None) -> DeclaredKind:
-        allowed = {"name", "sizes", "precisions", "arguments", "reference", "tolerance", "bytes", "flops", "baseline",
-                   "constants", "check"}
+        allowed = {
+            "name",
+            "sizes",
+            "precisions",
+            "arguments",
+            "reference",
+            "tolerance",
+            "bytes",
+            "flops",
+            "baseline",
+            "constants",
+            "check",
+        }
         if not isinstance(d, dict):
-            raise self.fail("must be a kind name, module:Class, file.py:Class, or a mapping", line,
-                            "see docs/kinds.md")
+            raise self.fail("must be a kind name, module:Class, file.py:Class, or a mapping", line, "see docs/kinds.md")
         for key in d:
             if key not in allowed:
                 raise self.fail(f"unknown key {key!r}", line_of(d, key) or line, f"keys: {', '.join(sorted(allowed))}")
@@ -283,15 +342,22 @@ class _Reader:
             if key not in d:
                 raise self.fail(f"missing `{key}:`", line, "see docs/kinds.md")
         if "reference" not in d and "check" not in d:
-            raise self.fail("missing `reference:` (or `check:`)", line,
-                            "give reference: file.py:function (the expected outputs), check: file.py:function (a "
-                            "function that decides), or both; see docs/kinds.md")
+            raise self.fail(
+                "missing `reference:` (or `check:`)",
+                line,
+                "give reference: file.py:function (the expected outputs), check: file.py:function (a "
+                "function that decides), or both; see docs/kinds.md",
+            )
         name = d["name"]
         if not isinstance(name, str) or not _IDENT.match(name):
             raise self.fail("`name:` must be an identifier", line_of(d, "name"), "e.g. name: transpose")
         sizes = d["sizes"]
-        if (not isinstance(sizes, list) or not sizes
-                or not all(isinstance(s, str) and _IDENT.match(s) for s in sizes) or len(set(sizes)) != len(sizes)):
+        if (
+            not isinstance(sizes, list)
+            or not sizes
+            or not all(isinstance(s, str) and _IDENT.match(s) for s in sizes)
+            or len(set(sizes)) != len(sizes)
+        ):
             raise self.fail("`sizes:` must be a list of distinct identifiers", line_of(d, "sizes"), "e.g. [rows, cols]")
         precisions = d.get("precisions", ["fp32"])
         if not isinstance(precisions, list) or not precisions or any(p not in PRECISION_DTYPES for p in precisions):
@@ -305,29 +371,47 @@ class _Reader:
         except (TypeError, ValueError):
             tol = None
         if tol is None or not all(v >= 0 for v in tol.values()):
-            raise self.fail("`tolerance:` maps precisions to non-negative numbers", line_of(d, "tolerance"),
-                            "e.g. {fp32: 1e-5, fp16: 1e-2}")
+            raise self.fail(
+                "`tolerance:` maps precisions to non-negative numbers",
+                line_of(d, "tolerance"),
+                "e.g. {fp32: 1e-5, fp16: 1e-2}",
+            )
         flops = self.expr(d["flops"], line_of(d, "flops"), known, "flops") if "flops" in d else None
         nbytes = self.expr(d["bytes"], line_of(d, "bytes"), known, "bytes")
         for what, e, least in (("bytes", nbytes, 1), ("flops", flops, 0)):
             value = evaluate(e, {}) if e is not None and not e.names else None  # a constant: check it now
             if value is not None and not (math.isfinite(float(value)) and float(value) >= least):
-                raise self.fail(f"`{what}:` is {value}; it must be {'positive' if least else 'a number >= 0'}",
-                                line_of(d, what), "it counts the work of one problem, from its sizes", e.text)
+                raise self.fail(
+                    f"`{what}:` is {value}; it must be {'positive' if least else 'a number >= 0'}",
+                    line_of(d, what),
+                    "it counts the work of one problem, from its sizes",
+                    e.text,
+                )
         return DeclaredKind(
-            name=name, size_names=tuple(sizes), precisions=tuple(precisions), arguments=args,
-            reference_fn=self.function(d["reference"], line_of(d, "reference"), "reference") if "reference" in d else None,
+            name=name,
+            size_names=tuple(sizes),
+            precisions=tuple(precisions),
+            arguments=args,
+            reference_fn=self.function(d["reference"], line_of(d, "reference"), "reference")
+            if "reference" in d
+            else None,
             check_fn=self.function(d["check"], line_of(d, "check"), "check") if "check" in d else None,
             constants=constants,
             tolerance=tuple((str(k), float(v)) for k, v in tol.items()),
-            bytes_expr=nbytes, flops_expr=flops,
+            bytes_expr=nbytes,
+            flops_expr=flops,
             baseline_fn=self.function(d["baseline"], line_of(d, "baseline"), "baseline") if "baseline" in d else None,
-            source=str(self.path), lines=(line_of(d, "bytes"), line_of(d, "flops")))
+            source=str(self.path),
+            lines=(line_of(d, "bytes"), line_of(d, "flops")),
+        )
 
     def function(self, text: Any, line: int | None, what: str) -> str:
         if not isinstance(text, str) or text.count(":") != 1:
-            raise self.fail(f"`{what}:` must be file.py:function or module:function", line,
-                            "e.g. reference.py:transpose (relative to the space file)")
+            raise self.fail(
+                f"`{what}:` must be file.py:function or module:function",
+                line,
+                "e.g. reference.py:transpose (relative to the space file)",
+            )
         target, fn = text.split(":")
         if not _IDENT.match(fn):
             raise self.fail(f"`{what}:` {fn!r} is not a function name", line)
@@ -340,40 +424,64 @@ class _Reader:
 
     def arguments(self, items: Any, line: int | None, sizes: set[str]) -> tuple[Argument, ...]:
         if not isinstance(items, list) or not items:
-            raise self.fail("`arguments:` must be a non-empty list, in the kernel's order", line,
-                            "e.g. - {name: out, buffer: T, shape: [rows, cols], output: true}")
+            raise self.fail(
+                "`arguments:` must be a non-empty list, in the kernel's order",
+                line,
+                "e.g. - {name: out, buffer: T, shape: [rows, cols], output: true}",
+            )
         out: list[Argument] = []
         for i, a in enumerate(items):
             at = line_of(items, i) or line
             if not isinstance(a, dict) or "name" not in a or (("buffer" in a) == ("scalar" in a)):
-                raise self.fail("each argument needs `name` and either `buffer: DTYPE` or `scalar: DTYPE`", at,
-                                "e.g. {name: n, scalar: int32, value: rows * cols}")
+                raise self.fail(
+                    "each argument needs `name` and either `buffer: DTYPE` or `scalar: DTYPE`",
+                    at,
+                    "e.g. {name: n, scalar: int32, value: rows * cols}",
+                )
             extra = set(a) - {"name", "buffer", "scalar", "shape", "value", "init", "output"}
             if extra:
-                raise self.fail(f"argument {a['name']!r}: unknown key {sorted(extra)[0]!r}", at,
-                                "keys: name, buffer or scalar, shape, value, init, output")
+                raise self.fail(
+                    f"argument {a['name']!r}: unknown key {sorted(extra)[0]!r}",
+                    at,
+                    "keys: name, buffer or scalar, shape, value, init, output",
+                )
             dtype = a.get("buffer", a.get("scalar"))
             if dtype != "T" and dtype not in DTYPES:
-                raise self.fail(f"argument {a['name']!r}: unknown dtype {dtype!r}", at,
-                                f"one of T (the precision), {', '.join(DTYPES)}")
+                raise self.fail(
+                    f"argument {a['name']!r}: unknown dtype {dtype!r}",
+                    at,
+                    f"one of T (the precision), {', '.join(DTYPES)}",
+                )
             if any(x.name == a["name"] for x in out):
                 raise self.fail(f"argument name {a['name']!r} is used twice", at)
             if "buffer" in a:
                 shape = a.get("shape")
                 shape = shape if isinstance(shape, list) else [shape] if shape is not None else None
                 if not shape:
-                    raise self.fail(f"buffer {a['name']!r} needs `shape:` (a list of size expressions)", at,
-                                    "e.g. shape: [rows, cols]")
+                    raise self.fail(
+                        f"buffer {a['name']!r} needs `shape:` (a list of size expressions)",
+                        at,
+                        "e.g. shape: [rows, cols]",
+                    )
                 output = bool(a.get("output", False))
                 init = self.init(a.get("init", "random"), at, sizes, f"argument {a['name']!r}")
-                out.append(Argument(a["name"], dtype, tuple(self.expr(s, at, sizes, f"argument {a['name']!r} shape")
-                                                            for s in shape),
-                                    init=init, output=output, inout=output and "init" in a, line=at))
+                out.append(
+                    Argument(
+                        a["name"],
+                        dtype,
+                        tuple(self.expr(s, at, sizes, f"argument {a['name']!r} shape") for s in shape),
+                        init=init,
+                        output=output,
+                        inout=output and "init" in a,
+                        line=at,
+                    )
+                )
             else:
                 if "value" not in a:
                     raise self.fail(f"scalar {a['name']!r} needs `value:` (an expression of the sizes)", at)
-                out.append(Argument(a["name"], dtype, value=self.expr(a["value"], at, sizes,
-                                                                      f"argument {a['name']!r} value")))
+                out.append(
+                    Argument(a["name"], dtype, value=self.expr(a["value"], at, sizes, f"argument {a['name']!r} value"))
+                )
         if not any(x.output for x in out):
             raise self.fail("no argument is marked `output: true`", line, "mark the buffers the kernel writes")
         for x in out:  # a constant shape is checked against the file now; one of the sizes at each point
@@ -387,50 +495,78 @@ class _Reader:
             return self.file_init(given, at, what)
         if isinstance(given, dict):
             if set(given) != {"function"}:
-                raise self.fail(f"{what}: `init:` as a mapping is {{function: file.py:make}} or {{file: data.npy}}", at,
-                                "make(name, sizes, precision, seed) returns a NumPy array of the declared shape")
+                raise self.fail(
+                    f"{what}: `init:` as a mapping is {{function: file.py:make}} or {{file: data.npy}}",
+                    at,
+                    "make(name, sizes, precision, seed) returns a NumPy array of the declared shape",
+                )
             return InitFunction(self.function(given["function"], at, f"{what} init: function"))
         if given in INITS:
             return str(given)
         return self.expr(given, at, sizes | {"i"}, f"{what} init")
 
-    def constants(self, items: Any, line: int | None, sizes: set[str], args: tuple[Argument, ...]) -> tuple[Argument, ...]:
+    def constants(
+        self, items: Any, line: int | None, sizes: set[str], args: tuple[Argument, ...]
+    ) -> tuple[Argument, ...]:
         """`constants:`: {name: SYMBOL, dtype: DTYPE, shape: [expr, ...], init: FORM} each, copied into the kernel
         module's `__constant__` SYMBOL before an instance runs at a point."""
         if not isinstance(items, list):
-            raise self.fail("`constants:` must be a list of {name, dtype, shape, init}", line,
-                            "e.g. - {name: filt, dtype: float32, shape: [25], init: {function: gen.py:filt}}")
+            raise self.fail(
+                "`constants:` must be a list of {name, dtype, shape, init}",
+                line,
+                "e.g. - {name: filt, dtype: float32, shape: [25], init: {function: gen.py:filt}}",
+            )
         out: list[Argument] = []
         for i, c in enumerate(items):
             at = line_of(items, i) or line
-            if not isinstance(c, dict) or not {"name", "dtype", "shape"} <= set(c) or set(c) - {"name", "dtype", "shape",
-                                                                                                "init"}:
-                raise self.fail("each constant is {name: SYMBOL, dtype: DTYPE, shape: [...], init: FORM}", at,
-                                "e.g. {name: filt, dtype: float32, shape: [25], init: random} (init: default random)")
+            if (
+                not isinstance(c, dict)
+                or not {"name", "dtype", "shape"} <= set(c)
+                or set(c) - {"name", "dtype", "shape", "init"}
+            ):
+                raise self.fail(
+                    "each constant is {name: SYMBOL, dtype: DTYPE, shape: [...], init: FORM}",
+                    at,
+                    "e.g. {name: filt, dtype: float32, shape: [25], init: random} (init: default random)",
+                )
             name = c["name"]
             if not isinstance(name, str) or not _IDENT.match(name):
-                raise self.fail(f"constant {name!r}: `name:` must be the kernel's __constant__ symbol (an identifier)",
-                                at)
+                raise self.fail(
+                    f"constant {name!r}: `name:` must be the kernel's __constant__ symbol (an identifier)", at
+                )
             if any(x.name == name for x in (*args, *out)):
-                raise self.fail(f"constant name {name!r} is used twice (arguments and constants share one namespace)",
-                                at, "the reference and the check receive both by name")
+                raise self.fail(
+                    f"constant name {name!r} is used twice (arguments and constants share one namespace)",
+                    at,
+                    "the reference and the check receive both by name",
+                )
             if c["dtype"] != "T" and c["dtype"] not in DTYPES:
-                raise self.fail(f"constant {name!r}: unknown dtype {c['dtype']!r}", at,
-                                f"one of T (the precision), {', '.join(DTYPES)}")
+                raise self.fail(
+                    f"constant {name!r}: unknown dtype {c['dtype']!r}",
+                    at,
+                    f"one of T (the precision), {', '.join(DTYPES)}",
+                )
             shape = c["shape"] if isinstance(c["shape"], list) else [c["shape"]]
             if not shape:
                 raise self.fail(f"constant {name!r}: `shape:` is empty", at, "e.g. shape: [25]")
             exprs = tuple(self.expr(s, at, sizes, f"constant {name!r} shape") for s in shape)
-            const = Argument(name, c["dtype"], exprs, init=self.init(c.get("init", "random"), at, sizes,
-                                                                     f"constant {name!r}"), line=at)
+            const = Argument(
+                name,
+                c["dtype"],
+                exprs,
+                init=self.init(c.get("init", "random"), at, sizes, f"constant {name!r}"),
+                line=at,
+            )
             if not any(e.names for e in exprs) and c["dtype"] != "T":
                 nbytes = math.prod(as_int(evaluate(e, {})) for e in exprs) * DTYPES[c["dtype"]]
                 if nbytes > CONSTANT_MEMORY_BYTES:
-                    raise self.fail(f"constant {name!r} is {nbytes:,} bytes; constant memory holds "
-                                    f"{CONSTANT_MEMORY_BYTES:,}", at, "make it smaller, or pass it as a buffer")
+                    raise self.fail(
+                        f"constant {name!r} is {nbytes:,} bytes; constant memory holds {CONSTANT_MEMORY_BYTES:,}",
+                        at,
+                        "make it smaller, or pass it as a buffer",
+                    )
             out.append(const)
         return tuple(out)
-
 
     def file_init(self, d: dict, line: int | None, what: str) -> FileInit:
         """`init: {file: data.npy}` or `{file: data.npz, key: NAME}`: the file exists in the space's folder tree and
@@ -447,13 +583,17 @@ class _Reader:
         if resolved.suffix not in (".npy", ".npz"):
             raise self.fail(f"{what}: {given!r} is not a .npy or .npz file", line, "save it with numpy.save/savez")
         if is_npz != (key is not None) or (key is not None and not isinstance(key, str)):
-            raise self.fail(f"{what}: " + ("a .npz file needs `key:` (the array's name)" if is_npz
-                                           else "`key:` goes with a .npz file only"), line)
+            raise self.fail(
+                f"{what}: "
+                + ("a .npz file needs `key:` (the array's name)" if is_npz else "`key:` goes with a .npz file only"),
+                line,
+            )
         init = FileInit(str(resolved), key, given, str(self.path), line)
         try:
             init.shape()
         except KeyError:
             import zipfile
+
             with zipfile.ZipFile(resolved) as z:
                 keys = [n.removesuffix(".npy") for n in z.namelist()]
             raise self.fail(f"{what}: {given} has no array {key!r}", line, f"keys: {', '.join(keys)}") from None

@@ -15,6 +15,7 @@ arrays (CuPy) and the sizes and returns the expected outputs; the error of an ou
 correctness instead of the tolerance (`verify_instance`: it receives host copies, the instance's parameters and
 the sizes).
 """
+
 from __future__ import annotations
 
 import math
@@ -105,10 +106,12 @@ class DeclaredData(ProblemData):
                 if a.is_buffer:
                     arrays[a.name] = self._fill(cp, rng, a)
             self.sets.append(arrays)
-        self.initial = {a.name: self.sets[0][a.name].copy() for a in kind.arguments
-                        if a.is_buffer and a.inout}
-        self.scalars = {a.name: np.dtype(a.numpy_dtype(point.precision)).type(evaluate(a.value, self.sizes))
-                        for a in kind.arguments if not a.is_buffer and a.value is not None}
+        self.initial = {a.name: self.sets[0][a.name].copy() for a in kind.arguments if a.is_buffer and a.inout}
+        self.scalars = {
+            a.name: np.dtype(a.numpy_dtype(point.precision)).type(evaluate(a.value, self.sizes))
+            for a in kind.arguments
+            if not a.is_buffer and a.value is not None
+        }
         self.host_constants = self._constants(np.random.default_rng(seed + 1))
         self.constant_arrays = {n: cp.asarray(v) for n, v in self.host_constants.items()}  # for reference, check
         self._made.clear()  # host copies of the functions' arrays are not kept
@@ -118,9 +121,13 @@ class DeclaredData(ProblemData):
         out = {c.name: np.ascontiguousarray(self._fill(np, rng, c)) for c in self.kind.constants}
         total = sum(v.nbytes for v in out.values())
         if total > CONSTANT_MEMORY_BYTES:
-            raise SpaceError(f"problem: the constants take {total:,} bytes at {self.point.key}; constant memory holds "
-                             f"{CONSTANT_MEMORY_BYTES:,}", file=self.kind.source or None,
-                             line=self.kind.constants[0].line, hint="make them smaller, or pass them as buffers")
+            raise SpaceError(
+                f"problem: the constants take {total:,} bytes at {self.point.key}; constant memory holds "
+                f"{CONSTANT_MEMORY_BYTES:,}",
+                file=self.kind.source or None,
+                line=self.kind.constants[0].line,
+                hint="make them smaller, or pass them as buffers",
+            )
         return out
 
     def constants(self) -> Mapping[str, np.ndarray]:
@@ -128,8 +135,11 @@ class DeclaredData(ProblemData):
 
     @classmethod
     def build(cls, kind: DeclaredKind, point: TestPoint, l2_bytes: int, seed: int) -> "DeclaredData":
-        one = sum(math.prod(kind.buffer_shape(a, point)) * DTYPES[a.numpy_dtype(point.precision)]
-                  for a in kind.arguments if a.is_buffer)
+        one = sum(
+            math.prod(kind.buffer_shape(a, point)) * DTYPES[a.numpy_dtype(point.precision)]
+            for a in kind.arguments
+            if a.is_buffer
+        )
         return cls(kind, point, rotation_copies(one, l2_bytes), seed)
 
     def _fill(self, cp: Any, rng: Any, a: Argument) -> Any:
@@ -138,9 +148,11 @@ class DeclaredData(ProblemData):
         n = math.prod(shape)
         if isinstance(a.init, (FileInit, InitFunction)):  # host data: made (read) once per point, shape checked
             if a.name not in self._made:  # (SpaceError naming the space file), cast to the dtype
-                self._made[a.name] = (np.asarray(a.init.load(shape, f"{a.name!r} at {self.point.key}"))
-                                      .astype(dtype, copy=False)
-                                      if isinstance(a.init, FileInit) else self._from_function(a, shape, dtype))
+                self._made[a.name] = (
+                    np.asarray(a.init.load(shape, f"{a.name!r} at {self.point.key}")).astype(dtype, copy=False)
+                    if isinstance(a.init, FileInit)
+                    else self._from_function(a, shape, dtype)
+                )
             return cp.array(self._made[a.name])  # a copy for every set
         if not isinstance(a.init, str):
             values = evaluate(a.init, {**self.sizes, "i": np.arange(n, dtype=np.int64)})  # on the host
@@ -159,15 +171,19 @@ class DeclaredData(ProblemData):
         got = _host(load_function(spec)(a.name, dict(self.sizes), self.point.precision, self.seed))
         arr = np.asarray(got)
         if arr.shape != shape:
-            raise SpaceError(f"problem: {a.name!r}: {spec.rsplit('/', 1)[-1]} returned an array of shape "
-                             f"{list(arr.shape)} at {self.point.key}; the declared shape there is {list(shape)}",
-                             file=self.kind.source or None, line=a.line,
-                             hint="return a NumPy array of the declared shape (it is cast to the dtype)")
+            raise SpaceError(
+                f"problem: {a.name!r}: {spec.rsplit('/', 1)[-1]} returned an array of shape "
+                f"{list(arr.shape)} at {self.point.key}; the declared shape there is {list(shape)}",
+                file=self.kind.source or None,
+                line=a.line,
+                hint="return a NumPy array of the declared shape (it is cast to the dtype)",
+            )
         return arr.astype(np.dtype(str(dtype)), copy=False)
 
     def nbytes(self) -> int:
         return sum(x.nbytes for arrays in self.sets for x in arrays.values()) + sum(
-            x.nbytes for x in self.initial.values())
+            x.nbytes for x in self.initial.values()
+        )
 
     def args(self, copy: int) -> tuple[Any, ...]:
         arrays = self.sets[copy]
@@ -189,10 +205,12 @@ class DeclaredData(ProblemData):
     def _inputs(self) -> dict[str, Any]:
         """Copy 0's arguments as the kernel sees them before it runs (outputs it reads: copies of their initial
         values, so the reference function cannot change them)."""
+
         def value(a: Argument) -> Any:
             if not a.is_buffer:
                 return self.scalars[a.name]
             return self.initial[a.name].copy() if a.name in self.initial else self.sets[0][a.name]
+
         return {**{a.name: value(a) for a in self.kind.arguments}, **self.constant_arrays}
 
     def reference(self) -> Any:
@@ -203,8 +221,10 @@ class DeclaredData(ProblemData):
         outs = self.outputs()
         if not isinstance(got, dict):
             if len(outs) != 1:
-                raise ValueError(f"{self.kind.reference_fn} returned one array; the problem has {len(outs)} outputs "
-                                 "(return a dict: name -> array)")
+                raise ValueError(
+                    f"{self.kind.reference_fn} returned one array; the problem has {len(outs)} outputs "
+                    "(return a dict: name -> array)"
+                )
             got = {outs[0].name: got}
         cp = self.xp
         missing = [a.name for a in outs if a.name not in got]
@@ -246,8 +266,10 @@ class DeclaredData(ProblemData):
             return CheckVerdict(False, math.inf, 0, 0.0, note=f"{_name(spec)} returned False")
         if isinstance(got, str):
             return CheckVerdict(False, math.inf, 0, 0.0, note=f"{_name(spec)}: {got}"[:300])
-        raise CheckError(f"{spec} returned {type(got).__name__} at {self.point.key}; return True or None (right), "
-                         "False or a message (wrong)")
+        raise CheckError(
+            f"{spec} returned {type(got).__name__} at {self.point.key}; return True or None (right), "
+            "False or a message (wrong)"
+        )
 
     def baseline(self) -> Callable[[int], None] | None:
         if self.kind.baseline_fn is None:
@@ -258,6 +280,7 @@ class DeclaredData(ProblemData):
         def launch(r: int) -> None:
             arrays = self.sets[r % self.copies]
             fn({**arrays, **self.scalars}, sizes)
+
         return launch
 
 

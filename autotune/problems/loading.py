@@ -8,6 +8,7 @@ this class", and unpickling re-imports the file the same way in whichever proces
 class from an importable module (`module:Class`, `module:object`, entry points) pickle as usual: a spawned process
 starts with its parent's `sys.path`.
 """
+
 from __future__ import annotations
 
 import copyreg

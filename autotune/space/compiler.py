@@ -5,6 +5,7 @@
 Either way the sweep loads one cubin (or PTX) per compile and looks kernels up by their lowered name, so flags
 that change what is produced, or where, are refused here rather than failing every instance later.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -72,7 +73,7 @@ def check_compiler(value: Any) -> str | None:
 def check_options(value: Any) -> tuple[tuple[str, ...], str | None]:
     """(the options, None) or ((), the error message) for a `compiler_options:` value."""
     if not isinstance(value, list) or not all(isinstance(x, str) and x.strip() for x in value):
-        return (), "kernel.compiler_options must be a list of flags (strings), e.g. [\"-O3\", \"--use_fast_math\"]"
+        return (), 'kernel.compiler_options must be a list of flags (strings), e.g. ["-O3", "--use_fast_math"]'
     for opt in value:
         why = refused_option(opt)
         if why is not None:

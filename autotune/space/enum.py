@@ -15,6 +15,7 @@ it decides, and splitting again. Parameters no constraint reads are never bound 
 Both passes count the partial combinations they expand; above `max_raw` they stop with an error that names the knob
 and says how far they got (`LimitReached`).
 """
+
 from __future__ import annotations
 
 import ast
@@ -75,9 +76,17 @@ def segment_sum(parent: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
 class Enumerator:
     """One space, one evaluation context (device and precision), one expansion budget."""
 
-    def __init__(self, space: Space, context: Mapping[str, Any], deps: Callable[[Iterable[str]], frozenset[str]],
-                 check: Callable[[Constraint, Mapping[str, Any], int], np.ndarray], max_raw: int,
-                 raw: int, enforce: bool, chunk: int = CHUNK) -> None:
+    def __init__(
+        self,
+        space: Space,
+        context: Mapping[str, Any],
+        deps: Callable[[Iterable[str]], frozenset[str]],
+        check: Callable[[Constraint, Mapping[str, Any], int], np.ndarray],
+        max_raw: int,
+        raw: int,
+        enforce: bool,
+        chunk: int = CHUNK,
+    ) -> None:
         self.space, self.context = space, context
         self.check = check
         self.domains = {p.name: np.array(p.values) for p in space.parameters}
@@ -198,20 +207,26 @@ class Enumerator:
         total = self.expanded + (need or 0)
         if self.enforce and total > self.max_raw:
             names = ", ".join(bound) if bound else "none"
-            got = (f"{self.where} had bound {names} ({len(bound)} of {len(self.sizes)} parameters) and kept {kept:,} "
-                   f"rows of its last block, {self.expanded:,} partial combinations expanded in all"
-                   + (f", and would expand at least {need:.3g} more" if need else ""))
-            raise LimitReached(self.space.error(
-                f"the space has {self.raw:.3g} raw combinations, above the limit of {self.max_raw:.3g} combinations "
-                f"to expand: {got}",
-                hint="add hard constraints that read the parameters bound first, narrow the largest parameters, or "
-                     "raise the limit: --max-raw N (autotune space) or AUTOTUNE_MAX_RAW=N (every command); "
-                     "generation time grows with the number of combinations expanded"))
+            got = (
+                f"{self.where} had bound {names} ({len(bound)} of {len(self.sizes)} parameters) and kept {kept:,} "
+                f"rows of its last block, {self.expanded:,} partial combinations expanded in all"
+                + (f", and would expand at least {need:.3g} more" if need else "")
+            )
+            raise LimitReached(
+                self.space.error(
+                    f"the space has {self.raw:.3g} raw combinations, above the limit of {self.max_raw:.3g} combinations "
+                    f"to expand: {got}",
+                    hint="add hard constraints that read the parameters bound first, narrow the largest parameters, or "
+                    "raise the limit: --max-raw N (autotune space) or AUTOTUNE_MAX_RAW=N (every command); "
+                    "generation time grows with the number of combinations expanded",
+                )
+            )
 
     # ---- binding order --------------------------------------------------------------------------------------
 
-    def order(self, cons: Sequence[Con], params: Sequence[str] | None = None,
-              bound: frozenset[str] = frozenset()) -> list[str]:
+    def order(
+        self, cons: Sequence[Con], params: Sequence[str] | None = None, bound: frozenset[str] = frozenset()
+    ) -> list[str]:
         """Greedy: bind next the parameter that decides the most constraints, then the one read by the most
         undecided constraints, then the smallest domain, then file order."""
         todo = list(params if params is not None else self.sizes)
@@ -219,11 +234,13 @@ class Enumerator:
         done_set = set(bound)
         out: list[str] = []
         while todo:
+
             def score(p: str) -> tuple:
                 grown = done_set | {p}
                 done = sum(1 for d in deps if not d <= done_set and d <= grown)
                 involved = sum(1 for d in deps if p in d and not d <= done_set)
                 return (-done, -involved, self.sizes[p], self.file_pos[p])
+
             nxt = min(todo, key=score)
             out.append(nxt)
             todo.remove(nxt)
@@ -251,14 +268,16 @@ class Enumerator:
 
     # ---- evaluation -----------------------------------------------------------------------------------------
 
-    def _filter(self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int,
-                extra: list[np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], int, list[np.ndarray]]:
+    def _filter(
+        self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int, extra: list[np.ndarray] | None = None
+    ) -> tuple[dict[str, np.ndarray], int, list[np.ndarray]]:
         """Apply `cons` (in rank order) to the rows; returns the kept rows (and `extra` arrays filtered alike)."""
         codes, m, pos = self._select(cons, codes, m)
         return codes, m, [a if pos is None else a[pos] for a in (extra or [])]
 
-    def _select(self, cons: Sequence[Con], codes: dict[str, np.ndarray],
-                m: int) -> tuple[dict[str, np.ndarray], int, np.ndarray | None]:
+    def _select(
+        self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int
+    ) -> tuple[dict[str, np.ndarray], int, np.ndarray | None]:
         """Apply `cons` (in rank order) to the rows: the kept rows and their positions (None: every row kept).
         Tabulated verdicts are combined and the rows filtered once; a constraint evaluated from its expression
         sees only the rows that passed the ones before it."""
@@ -272,6 +291,7 @@ class Enumerator:
                 codes = {q: a[idx] for q, a in codes.items()}
                 pos = idx if pos is None else pos[idx]
                 m = len(idx)
+
         for con in sorted(cons, key=lambda c: c.rank):
             tab = self.table(con, m)
             if tab is not None:
@@ -290,13 +310,15 @@ class Enumerator:
             take(mask)
         return codes, m, pos
 
-    def apply(self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int) -> tuple[dict[str, np.ndarray], int, list]:
+    def apply(
+        self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int
+    ) -> tuple[dict[str, np.ndarray], int, list]:
         """Filter whole rows by `cons`, in blocks of at most `chunk` rows."""
         if m <= self.chunk:
             return self._filter(cons, codes, m)
         keep = np.zeros(m, dtype=bool)
         for lo in range(0, m, self.chunk):
-            part = {q: a[lo:lo + self.chunk] for q, a in codes.items()}
+            part = {q: a[lo : lo + self.chunk] for q, a in codes.items()}
             n = len(next(iter(part.values())))
             _, _, (idx,) = self._filter(cons, part, n, [np.arange(lo, lo + n)])
             keep[idx] = True
@@ -305,15 +327,22 @@ class Enumerator:
 
     # ---- survivors ------------------------------------------------------------------------------------------
 
-    def survivors(self, cons: Sequence[Con], order: Sequence[str], max_survivors: int,
-                  too_many: Callable[[int], SpaceError], total: int | None = None) -> dict[str, np.ndarray]:
+    def survivors(
+        self,
+        cons: Sequence[Con],
+        order: Sequence[str],
+        max_survivors: int,
+        too_many: Callable[[int], SpaceError],
+        total: int | None = None,
+    ) -> dict[str, np.ndarray]:
         """Codes of every parameter for the rows that pass `cons`, in binding-order lexicographic order; written into
         arrays of `total` rows where the count is known, else gathered in blocks and joined."""
         self.where = "enumeration"
         if total is not None and total > max_survivors:
             raise LimitReached(too_many(max_survivors))
         out: dict[str, np.ndarray] | None = (
-            {p: np.empty(total, dtype=code_dtype(self.sizes[p])) for p in order} if total is not None else None)
+            {p: np.empty(total, dtype=code_dtype(self.sizes[p])) for p in order} if total is not None else None
+        )
         pieces: list[dict[str, np.ndarray]] = []
         at_step: list[list[Con]] = [[] for _ in order]
         pos = {p: i for i, p in enumerate(order)}
@@ -343,7 +372,7 @@ class Enumerator:
             for lo in range(0, n, per):
                 hi = min(n, lo + per)
                 m = (hi - lo) * d
-                self.spend(m, order[:i + 1], 0, None)
+                self.spend(m, order[: i + 1], 0, None)
                 parent: np.ndarray | None = None
                 if at_step[i]:
                     # only the columns the constraints read are expanded; the kept rows gather the others
@@ -353,8 +382,14 @@ class Enumerator:
                     if not m:
                         continue
                     # int32 division is several times faster than int64; take() wants intp indices
-                    parent = ((pos.astype(np.int32) // np.int32(d) if pos is not None
-                               else np.repeat(np.arange(hi - lo, dtype=np.int32), d)) + np.int32(lo)).astype(np.intp)
+                    parent = (
+                        (
+                            pos.astype(np.int32) // np.int32(d)
+                            if pos is not None
+                            else np.repeat(np.arange(hi - lo, dtype=np.int32), d)
+                        )
+                        + np.int32(lo)
+                    ).astype(np.intp)
                     others = [q for q in codes if q not in new]
                 else:
                     new = {p: np.tile(self._arange[p], hi - lo)}
@@ -362,20 +397,22 @@ class Enumerator:
                 if i == last and out is not None:
                     at = emit(m)
                     for q, a in new.items():
-                        out[q][at:at + m] = a
+                        out[q][at : at + m] = a
                     for q in others:
                         if parent is None:
-                            out[q][at:at + m].reshape(hi - lo, d)[:] = codes[q][lo:hi, None]
+                            out[q][at : at + m].reshape(hi - lo, d)[:] = codes[q][lo:hi, None]
                         else:
-                            np.take(codes[q], parent, out=out[q][at:at + m], mode="clip")
+                            np.take(codes[q], parent, out=out[q][at : at + m], mode="clip")
                     continue
                 for q in others:
-                    new[q] = np.take(codes[q], parent, mode="clip") if parent is not None else np.repeat(codes[q][lo:hi], d)
+                    new[q] = (
+                        np.take(codes[q], parent, mode="clip") if parent is not None else np.repeat(codes[q][lo:hi], d)
+                    )
                 if i == last:
                     emit(m)
                     pieces.append(new)
                     continue
-                self.spend(0, order[:i + 1], m, m * certain[i + 1])
+                self.spend(0, order[: i + 1], m, m * certain[i + 1])
                 expand(new, m, i + 1)
 
         expand({}, 1, 0)
@@ -423,6 +460,7 @@ class Enumerator:
                 parent[x] = parent[parent[x]]
                 x = parent[x]
             return x
+
         for con in cons:
             ps = [p for p in con.deps if p in free]
             for q in ps[1:]:
@@ -466,8 +504,7 @@ class Enumerator:
     def _count_group(self, rows: dict[str, np.ndarray], m: int, cons: list[Con], params: list[str]) -> np.ndarray:
         """Per row: completions of `params` (connected through `cons`) that pass `cons`; remembered across the
         funnel's prefixes, which share most groups."""
-        key = (frozenset(c.key for c in cons), tuple(sorted(rows)),
-               b"".join(rows[q].tobytes() for q in sorted(rows)))
+        key = (frozenset(c.key for c in cons), tuple(sorted(rows)), b"".join(rows[q].tobytes() for q in sorted(rows)))
         hit = self.memo.get(key)
         if hit is None:
             hit = self.memo[key] = self._count_group_new(rows, m, cons, params)

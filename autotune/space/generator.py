@@ -9,6 +9,7 @@ constraint by constraint would leave.
 them; soft constraints afterwards on every hard survivor): the tests compare the two, and `generate` falls back to it
 when evaluating a constraint earlier than it would raises an error.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,22 +28,23 @@ from autotune.vocab import TestPoint
 from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly
 from autotune.space.spec import Constraint, Space
 
-CHUNK = 1 << 20           # rows per vectorized block
+CHUNK = 1 << 20  # rows per vectorized block
 # Limits checked during generation, so a huge space is refused with a message instead of running for hours or
 # exhausting memory: MAX_RAW bounds the partial combinations enumeration expands (generate_reference: the raw product),
 # MAX_SURVIVORS the instances kept. Raised per call (`--max-raw`, `--max-survivors` of `autotune space ...`) or for
 # every command through the environment (AUTOTUNE_MAX_RAW, AUTOTUNE_MAX_SURVIVORS).
 MAX_RAW = 10**10
-MAX_SURVIVORS = 10**8     # survivors are kept in memory as integer codes (and as a frame by `space list`)
-FULL_RAW = 1 << 12        # spaces up to this many raw combinations: the full product, filtered in funnel order
-REFERENCE_RAW = 1 << 16   # up to this many: generate_reference (planning and counting would not pay off)
-COUNT_BUDGET = 1 << 22    # rows a count made only to plan enumeration may expand
-SORT_COST = 4             # rows expanded that cost about as much as sorting one survivor into file order
-SMALL = 1 << 18           # a funnel prefix that leaves at most this many is enumerated, the rest filters it in turn
+MAX_SURVIVORS = 10**8  # survivors are kept in memory as integer codes (and as a frame by `space list`)
+FULL_RAW = 1 << 12  # spaces up to this many raw combinations: the full product, filtered in funnel order
+REFERENCE_RAW = 1 << 16  # up to this many: generate_reference (planning and counting would not pay off)
+COUNT_BUDGET = 1 << 22  # rows a count made only to plan enumeration may expand
+SORT_COST = 4  # rows expanded that cost about as much as sorting one survivor into file order
+SMALL = 1 << 18  # a funnel prefix that leaves at most this many is enumerated, the rest filters it in turn
 
 
 def _limit(given: int | None, env: str, default: int) -> int:
     import os
+
     if given is not None:
         return int(given)
     try:
@@ -163,10 +165,12 @@ def binding_order(space: Space, constraints: tuple[Constraint, ...]) -> list[str
     bound: set[str] = set()
     order: list[str] = []
     while len(order) < len(sizes):
+
         def score(p: str) -> tuple:
             done = sum(1 for d in deps if d and not d <= bound and d <= bound | {p})
             involved = sum(1 for d in deps if p in d and not d <= bound)
             return (-done, -involved, sizes[p], file_pos[p])
+
         nxt = min((p for p in sizes if p not in bound), key=score)
         order.append(nxt)
         bound.add(nxt)
@@ -179,21 +183,29 @@ def _check(space: Space, c: Constraint, env: Mapping[str, Any], n: int) -> np.nd
         if result.dtype.kind in "iuf":
             result = result != 0
         else:
-            raise space.error(f"{c.kind} constraint {c.name!r} does not give true/false", c.line, c.expr.text,
-                              "write a comparison, e.g. `threads <= 512`")
+            raise space.error(
+                f"{c.kind} constraint {c.name!r} does not give true/false",
+                c.line,
+                c.expr.text,
+                "write a comparison, e.g. `threads <= 512`",
+            )
     return np.broadcast_to(result, (n,))
 
 
 def _checked_args(space: Space, precision: str | None, soft_off: Iterable[str]) -> tuple[str, tuple[str, ...]]:
     precision = precision or (space.kernel.problems.precisions[0] if space.kernel else "fp64")
     if space.kernel and precision not in space.kernel.problems.precisions:
-        raise space.error(f"this space does not support precision {precision!r}",
-                          hint=f"choose from {', '.join(space.kernel.problems.precisions)}")
+        raise space.error(
+            f"this space does not support precision {precision!r}",
+            hint=f"choose from {', '.join(space.kernel.problems.precisions)}",
+        )
     soft_off = tuple(soft_off)
     unknown = [n for n in soft_off if n not in {c.name for c in space.soft}]
     if unknown:
-        raise space.error(f"no soft constraint named {unknown[0]!r}",
-                          hint=f"soft constraints: {', '.join(c.name for c in space.soft) or 'none'}")
+        raise space.error(
+            f"no soft constraint named {unknown[0]!r}",
+            hint=f"soft constraints: {', '.join(c.name for c in space.soft) or 'none'}",
+        )
     return precision, soft_off
 
 
@@ -240,8 +252,15 @@ def file_order(space: Space, codes: dict[str, np.ndarray], sizes: Mapping[str, i
     return out
 
 
-def generate(space: Space, device: DeviceLimits, precision: str | None = None, soft: bool = True,
-             soft_off: Iterable[str] = (), max_raw: int | None = None, max_survivors: int | None = None) -> Generated:
+def generate(
+    space: Space,
+    device: DeviceLimits,
+    precision: str | None = None,
+    soft: bool = True,
+    soft_off: Iterable[str] = (),
+    max_raw: int | None = None,
+    max_survivors: int | None = None,
+) -> Generated:
     """Enumerate the valid instances of `space` for `device` and `precision` (default: its first).
 
     Every applied constraint, hard or soft, prunes as soon as the parameters it reads are bound
@@ -262,18 +281,28 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
     which = "hard and soft" if applied_soft else "hard"
 
     def too_many(n: int, which: str = which) -> SpaceError:
-        return space.error(f"more than {n:,} instances pass the {which} constraints "
-                           f"(raw {raw:,}); stopped before running out of memory",
-                           hint="add hard constraints or narrow the parameters, or raise the limit: "
-                                "--max-survivors N (autotune space) or AUTOTUNE_MAX_SURVIVORS=N (every command)")
+        return space.error(
+            f"more than {n:,} instances pass the {which} constraints "
+            f"(raw {raw:,}); stopped before running out of memory",
+            hint="add hard constraints or narrow the parameters, or raise the limit: "
+            "--max-survivors N (autotune space) or AUTOTUNE_MAX_SURVIVORS=N (every command)",
+        )
+
     if raw <= FULL_RAW and raw <= limit_raw:
         return _full_product(space, device, precision, applied_soft, ranked, context, limit_survivors, too_many, start)
     if raw <= REFERENCE_RAW:
         return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
     cons = [Con(c, param_deps(space, c.expr.names), i) for i, c in enumerate(ranked)]
-    engine = Enumerator(space, context, lambda names: param_deps(space, names),
-                        lambda c, env, n: _check(space, c, env, n), limit_raw, raw,
-                        enforce=raw > limit_raw, chunk=CHUNK)
+    engine = Enumerator(
+        space,
+        context,
+        lambda names: param_deps(space, names),
+        lambda c, env, n: _check(space, c, env, n),
+        limit_raw,
+        raw,
+        enforce=raw > limit_raw,
+        chunk=CHUNK,
+    )
     try:
         parts = engine.prepare(cons, lambda names: param_deps(space, names))
         # the funnel's counts, prefix by prefix, until one prefix leaves few enough rows to enumerate them and
@@ -305,7 +334,7 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
         count = len(codes[order[0]])
         if upto == len(cons) - 1:
             remaining.append(count)
-        for con in cons[upto + 1:]:
+        for con in cons[upto + 1 :]:
             if count:
                 codes, count, _ = engine.apply([c for c in parts if c.rank == con.rank], codes, count)
             remaining.append(count)
@@ -325,9 +354,17 @@ def generate(space: Space, device: DeviceLimits, precision: str | None = None, s
     return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
 
 
-def _full_product(space: Space, device: DeviceLimits, precision: str, applied_soft: tuple[str, ...],
-                  ranked: list[Constraint], context: Mapping[str, Any], limit_survivors: int, too_many: Any,
-                  start: float) -> Generated:
+def _full_product(
+    space: Space,
+    device: DeviceLimits,
+    precision: str,
+    applied_soft: tuple[str, ...],
+    ranked: list[Constraint],
+    context: Mapping[str, Any],
+    limit_survivors: int,
+    too_many: Any,
+    start: float,
+) -> Generated:
     """A small space: every combination, in file order, filtered by the constraints in funnel order. Each constraint
     sees the combinations that passed the ones before it, so it meets exactly the values the reference path gives
     it (the reference's partial combinations at that step are these combinations' projections)."""
@@ -369,9 +406,15 @@ def _full_product(space: Space, device: DeviceLimits, precision: str, applied_so
     return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
 
 
-def generate_reference(space: Space, device: DeviceLimits, precision: str | None = None, soft: bool = True,
-                       soft_off: Iterable[str] = (), max_raw: int | None = None,
-                       max_survivors: int | None = None) -> Generated:
+def generate_reference(
+    space: Space,
+    device: DeviceLimits,
+    precision: str | None = None,
+    soft: bool = True,
+    soft_off: Iterable[str] = (),
+    max_raw: int | None = None,
+    max_survivors: int | None = None,
+) -> Generated:
     """The generator before issue 37 (hard constraints while enumerating, soft ones on every hard survivor),
     kept as the reference that tests compare `generate` against and as its fallback when evaluating a
     constraint earlier than this path does raises an error. Refuses a space of more than `max_raw` raw
@@ -381,17 +424,19 @@ def generate_reference(space: Space, device: DeviceLimits, precision: str | None
     context = space.context(precision, device)
     order = binding_order(space, space.hard)
     sizes = {p.name: len(p.values) for p in space.parameters}
-    rest = [math.prod(sizes[p] for p in order[i + 1:]) for i in range(len(order))]
+    rest = [math.prod(sizes[p] for p in order[i + 1 :]) for i in range(len(order))]
     raw = math.prod(sizes.values())
     max_raw = _limit(max_raw, "AUTOTUNE_MAX_RAW", MAX_RAW)
     max_survivors = _limit(max_survivors, "AUTOTUNE_MAX_SURVIVORS", MAX_SURVIVORS)
     if raw > max_raw:
         biggest = sorted(space.parameters, key=lambda p: -len(p.values))[:3]
-        raise space.error(f"the space has {raw:.3g} raw combinations, above the limit of {max_raw:.3g}",
-                          hint="narrow the largest parameters (" + ", ".join(f"{p.name}: {len(p.values):,} values"
-                                                                            for p in biggest)
-                          + f") or raise the limit: --max-raw {raw} (autotune space) or AUTOTUNE_MAX_RAW={raw} "
-                          "(every command); generation time grows with the raw count")
+        raise space.error(
+            f"the space has {raw:.3g} raw combinations, above the limit of {max_raw:.3g}",
+            hint="narrow the largest parameters ("
+            + ", ".join(f"{p.name}: {len(p.values):,} values" for p in biggest)
+            + f") or raise the limit: --max-raw {raw} (autotune space) or AUTOTUNE_MAX_RAW={raw} "
+            "(every command); generation time grows with the raw count",
+        )
     kept_rows = [0]
 
     # which hard constraints become checkable after binding order[i] (constants go at step 0)
@@ -409,10 +454,12 @@ def generate_reference(space: Space, device: DeviceLimits, precision: str | None
             pieces.append(codes)
             kept_rows[0] += n
             if kept_rows[0] > max_survivors:
-                raise space.error(f"more than {max_survivors:,} instances pass the hard constraints "
-                                  f"(raw {raw:,}); stopped before running out of memory",
-                                  hint="add hard constraints or narrow the parameters, or raise the limit: "
-                                       "--max-survivors N (autotune space) or AUTOTUNE_MAX_SURVIVORS=N (every command)")
+                raise space.error(
+                    f"more than {max_survivors:,} instances pass the hard constraints "
+                    f"(raw {raw:,}); stopped before running out of memory",
+                    hint="add hard constraints or narrow the parameters, or raise the limit: "
+                    "--max-survivors N (autotune space) or AUTOTUNE_MAX_SURVIVORS=N (every command)",
+                )
             return
         p, d = order[i], sizes[order[i]]
         rows_per_piece = max(1, CHUNK // d)
@@ -434,8 +481,11 @@ def generate_reference(space: Space, device: DeviceLimits, precision: str | None
                 expand(new, m, i + 1)
 
     expand({}, 1, 0)
-    codes = ({p: np.concatenate([pc[p] for pc in pieces]) for p in order} if pieces
-             else {p: np.zeros(0, dtype=_code_dtype(sizes[p])) for p in order})
+    codes = (
+        {p: np.concatenate([pc[p] for pc in pieces]) for p in order}
+        if pieces
+        else {p: np.zeros(0, dtype=_code_dtype(sizes[p])) for p in order}
+    )
     pieces.clear()  # keep one copy of the survivors, not two
     funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
     for c in applied_order:
@@ -449,8 +499,8 @@ def generate_reference(space: Space, device: DeviceLimits, precision: str | None
         n = len(next(iter(codes.values())))
         keep = np.ones(n, dtype=bool)
         for lo in range(0, n, CHUNK):
-            part = {q: arr[lo:lo + CHUNK] for q, arr in codes.items()}
-            keep[lo:lo + CHUNK] = _check(space, c, _Env(space, context, part), len(part[order[0]]))
+            part = {q: arr[lo : lo + CHUNK] for q, arr in codes.items()}
+            keep[lo : lo + CHUNK] = _check(space, c, _Env(space, context, part), len(part[order[0]]))
         codes = {q: arr[keep] for q, arr in codes.items()}
         remaining = int(keep.sum())
         funnel.append(FunnelStep("soft", c.name, c.reason, remaining, funnel[-1].remaining - remaining, c.line))
@@ -488,7 +538,9 @@ def _rows(generated: Generated, point: TestPoint, expr: Any) -> np.ndarray:
 def where(generated: Generated, text: str, label: str = "--where") -> np.ndarray:
     """Rows of `generated` for which the user's expression holds (`space list --where`, a config's `where:`)."""
     from autotune.expr import where_rows
+
     space = generated.space
     env = _Env(space, space.context(generated.precision, generated.device), generated.codes)
-    return where_rows(text, env, generated.count, SpaceError, f"{', '.join(space.param_names)} and derived quantities",
-                      label)
+    return where_rows(
+        text, env, generated.count, SpaceError, f"{', '.join(space.param_names)} and derived quantities", label
+    )

@@ -3,6 +3,7 @@
 The ID is derived from the space name and the parameter values only, so it is identical across
 runs, machines and orderings of the space file. The procedural name is for people and C++ code.
 """
+
 from __future__ import annotations
 
 import hashlib

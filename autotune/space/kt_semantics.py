@@ -11,6 +11,7 @@ Kernel Tuner 1.x (github.com/KernelTuner/kernel_tuner):
   compiler then decides). Here: `split_unroll` takes them out of the -D options, `unrolled_source` edits the
   program text the compiler sees (`autotune.sweep.compile`); the file on disk is unchanged.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,7 +21,9 @@ UNROLL = "loop_unroll_factor"  # Kernel Tuner: `if "loop_unroll_factor" in k` (a
 CONSTRAINT_NAME = "kerneltuner_block_threads"
 
 
-def split_unroll(defines: tuple[tuple[str, str], ...]) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+def split_unroll(
+    defines: tuple[tuple[str, str], ...],
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
     """(the defines passed as -D, the loop-unroll factors) of one instance under Kernel Tuner's semantics."""
     plain = tuple((k, v) for k, v in defines if UNROLL not in k)
     unroll = tuple((k, v) for k, v in defines if UNROLL in k)
@@ -33,8 +36,9 @@ def unrolled_source(text: str, unroll: tuple[tuple[str, str], ...]) -> str:
     prefix = ""
     for name, value in unroll:
         if str(value) == "0":
-            pattern = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+unroll[ \t]+" + re.escape(name) + r"\b[^\n]*$",
-                                 re.MULTILINE)
+            pattern = re.compile(
+                r"^[ \t]*#[ \t]*pragma[ \t]+unroll[ \t]+" + re.escape(name) + r"\b[^\n]*$", re.MULTILINE
+            )
             text = pattern.sub("", text)
         else:
             prefix += f"constexpr int {name} = {value};\n"

@@ -4,6 +4,7 @@ A space names a kernel family's tuning parameters, derived quantities, hard and 
 and its binding to a C++ template (see docs/space-files.md). Everything is checked when the
 file is loaded: a mistake is reported with the file, the line, the expression and what to do.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -27,9 +28,17 @@ from autotune.yamlfile import LineDict, line_of, load_yaml
 
 CONTEXT_NAMES = ("elem_bytes", "acc_bytes")
 DEVICE_NAMES = tuple(PROFILES["H100"].names())
-CPP_TYPES = {"fp64": ("double", "double"), "fp32": ("float", "float"), "fp16": ("__half", "float"),
-             "bf16": ("__nv_bfloat16", "float"), "int64": ("long long", "long long"), "int32": ("int", "int"),
-             "int16": ("short", "int"), "int8": ("signed char", "int"), "uint8": ("unsigned char", "int")}
+CPP_TYPES = {
+    "fp64": ("double", "double"),
+    "fp32": ("float", "float"),
+    "fp16": ("__half", "float"),
+    "bf16": ("__nv_bfloat16", "float"),
+    "int64": ("long long", "long long"),
+    "int32": ("int", "int"),
+    "int16": ("short", "int"),
+    "int8": ("signed char", "int"),
+    "uint8": ("unsigned char", "int"),
+}
 TYPE_SYMBOLS = ("T", "S", "TRANS_A", "TRANS_B")
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
@@ -120,8 +129,9 @@ class Space:
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.parameters)
 
-    def error(self, message: str, line: int | None = None, expr: str | None = None,
-              hint: str | None = None) -> SpaceError:
+    def error(
+        self, message: str, line: int | None = None, expr: str | None = None, hint: str | None = None
+    ) -> SpaceError:
         return SpaceError(message, file=self.path, line=line, expr=expr, hint=hint)
 
     def eval(self, located: Located | Constraint, env: Mapping[str, Any], mask: Any = None) -> Any:
@@ -145,7 +155,9 @@ class Space:
 
     def _binding(self) -> KernelBinding:
         if self.kernel is None:
-            raise self.error("this space has no `kernel:` section", hint="add the binding to a kernel (docs/space-files.md)")
+            raise self.error(
+                "this space has no `kernel:` section", hint="add the binding to a kernel (docs/space-files.md)"
+            )
         return self.kernel
 
     def template_name(self, params: Mapping[str, Any], precision: str, shape: str) -> str:
@@ -178,6 +190,7 @@ class Space:
         def ints(items: tuple[Located, ...]) -> tuple[int, int, int]:
             out = [as_int(self.eval(x, env)) for x in items]
             return (out + [1, 1, 1])[:3]  # type: ignore[return-value]
+
         return Geometry(ints(binding.grid), ints(binding.block), as_int(self.eval(binding.shared_bytes, env)))
 
     def serves(self, params: Mapping[str, Any], point: TestPoint) -> bool:
@@ -270,10 +283,13 @@ class _Builder:
             close = difflib.get_close_matches(unknown[0], sorted(known), n=3)
             hint = f"did you mean {', '.join(close)}?" if close else "define it under `parameters:` or `derived:`"
             if unknown[0] in self.kind.expr_names():
-                hint = (f"problem sizes ({', '.join(self.kind.expr_names())}) exist only in kernel.grid/block/"
-                        "shared_bytes/serves/problems.where")
-            raise self.fail(f"{what}: unknown name {unknown[0]!r}; this expression can never be evaluated",
-                            line, e.text, hint)
+                hint = (
+                    f"problem sizes ({', '.join(self.kind.expr_names())}) exist only in kernel.grid/block/"
+                    "shared_bytes/serves/problems.where"
+                )
+            raise self.fail(
+                f"{what}: unknown name {unknown[0]!r}; this expression can never be evaluated", line, e.text, hint
+            )
         return e
 
     def build(self) -> Space:
@@ -281,11 +297,16 @@ class _Builder:
         allowed = {"name", "description", "problem", "kernel", "parameters", "derived", "hard", "soft"}
         for key in d:
             if key not in allowed:
-                raise self.fail(f"unknown section {key!r}", line_of(d, key), hint=f"sections: {', '.join(sorted(allowed))}")
+                raise self.fail(
+                    f"unknown section {key!r}", line_of(d, key), hint=f"sections: {', '.join(sorted(allowed))}"
+                )
         name = d.get("name")
         if not isinstance(name, str) or not _IDENT.match(name):
-            raise self.fail("`name:` must be an identifier (letters, digits, _)", line_of(d, "name") or 1,
-                            hint="e.g. name: gemm_batched_simt")
+            raise self.fail(
+                "`name:` must be an identifier (letters, digits, _)",
+                line_of(d, "name") or 1,
+                hint="e.g. name: gemm_batched_simt",
+            )
         if "problem" in d:
             self.kind = resolve(d["problem"], self.path, line_of(d, "problem"))
         params = self.parameters(d.get("parameters"))
@@ -301,20 +322,33 @@ class _Builder:
         kernel = self.kernel(d["kernel"], known) if "kernel" in d else None
         if kernel is not None and kernel.semantics == "kerneltuner":
             hard += self.implicit_block_limit(kernel, known, names)
-        return Space(name=name, description=str(d.get("description", "")), path=self.path, parameters=params,
-                     derived=derived, hard=hard, soft=soft, kernel=kernel, kind=self.kind)
+        return Space(
+            name=name,
+            description=str(d.get("description", "")),
+            path=self.path,
+            parameters=params,
+            derived=derived,
+            hard=hard,
+            soft=soft,
+            kernel=kernel,
+            kind=self.kind,
+        )
 
     def parameters(self, section: Any) -> tuple[Parameter, ...]:
         if not isinstance(section, dict) or not section:
-            raise self.fail("`parameters:` must be a non-empty mapping of name: values", line_of(self.data, "parameters"),
-                            hint="e.g. BLK_M: [16, 32, 64]")
+            raise self.fail(
+                "`parameters:` must be a non-empty mapping of name: values",
+                line_of(self.data, "parameters"),
+                hint="e.g. BLK_M: [16, 32, 64]",
+            )
         out = []
         for name, spec in section.items():
             line = line_of(section, name)
             reserved = TYPE_SYMBOLS + self.kind.expr_names()
             if not isinstance(name, str) or not _IDENT.match(name) or name in reserved:
-                raise self.fail(f"bad parameter name {name!r}", line,
-                                hint=f"use an identifier other than {', '.join(reserved)}")
+                raise self.fail(
+                    f"bad parameter name {name!r}", line, hint=f"use an identifier other than {', '.join(reserved)}"
+                )
             if name in DEVICE_NAMES or name in CONTEXT_NAMES:
                 raise self.fail(f"parameter {name!r} hides a device or precision name", line, hint="rename it")
             values = self.domain(spec, line)
@@ -322,7 +356,9 @@ class _Builder:
                 raise self.fail(f"parameter {name!r} lists a value twice", line, hint="remove the duplicate")
             kinds = {isinstance(v, str) for v in values}
             if len(kinds) > 1 or any(isinstance(v, bool) for v in values):
-                raise self.fail(f"parameter {name!r} mixes strings and numbers", line, hint="use one type per parameter")
+                raise self.fail(
+                    f"parameter {name!r} mixes strings and numbers", line, hint="use one type per parameter"
+                )
             out.append(Parameter(name, values, line))
         return tuple(out)
 
@@ -336,20 +372,34 @@ class _Builder:
         elif isinstance(spec, dict) and set(spec) <= {"start", "stop", "step"} and {"start", "stop"} <= set(spec):
             start, stop, step = spec["start"], spec["stop"], spec.get("step", 1)
             if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, step)) or step <= 0:
-                raise self.fail("a range needs integer start, stop and a positive step", line,
-                                hint="e.g. {start: 16, stop: 128, step: 16} (stop is included)")
+                raise self.fail(
+                    "a range needs integer start, stop and a positive step",
+                    line,
+                    hint="e.g. {start: 16, stop: 128, step: 16} (stop is included)",
+                )
             if len(range(start, stop + 1, step)) > 1 << 24:  # checked before building the tuple
-                raise self.fail(f"the range has {len(range(start, stop + 1, step)):,} values, more than "
-                                f"{1 << 24:,} (2^24) per parameter", line, hint="use a larger step or a narrower range")
+                raise self.fail(
+                    f"the range has {len(range(start, stop + 1, step)):,} values, more than "
+                    f"{1 << 24:,} (2^24) per parameter",
+                    line,
+                    hint="use a larger step or a narrower range",
+                )
             values = tuple(range(start, stop + 1, step))
         elif isinstance(spec, dict) and set(spec) == {"pow2"}:
             bounds = spec["pow2"]
-            if (not isinstance(bounds, list) or len(bounds) != 2 or not all(isinstance(b, int) and b >= 1 for b in bounds)):
+            if (
+                not isinstance(bounds, list)
+                or len(bounds) != 2
+                or not all(isinstance(b, int) and b >= 1 for b in bounds)
+            ):
                 raise self.fail("pow2 needs [low, high] with integers >= 1", line, hint="e.g. {pow2: [8, 128]}")
             values = tuple(1 << e for e in range(64) if bounds[0] <= (1 << e) <= bounds[1])
         else:
-            raise self.fail("a parameter is a list, a {start, stop, step} range, {pow2: [lo, hi]} or {values: [...]}",
-                            line, hint="see docs/space-files.md")
+            raise self.fail(
+                "a parameter is a list, a {start, stop, step} range, {pow2: [lo, hi]} or {values: [...]}",
+                line,
+                hint="see docs/space-files.md",
+            )
         if not values:
             raise self.fail("parameter has no values", line, hint="widen the range")
         if not all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in values):
@@ -363,8 +413,12 @@ class _Builder:
         everything = known | set(section)
         for name, text in section.items():
             line = line_of(section, name)
-            if (not isinstance(name, str) or not _IDENT.match(name) or name in known
-                    or name in TYPE_SYMBOLS + self.kind.expr_names()):
+            if (
+                not isinstance(name, str)
+                or not _IDENT.match(name)
+                or name in known
+                or name in TYPE_SYMBOLS + self.kind.expr_names()
+            ):
                 raise self.fail(f"bad or clashing derived name {name!r}", line, hint="pick a new identifier")
             pending[name] = (self.expr(text, line, everything, f"derived {name!r}"), line)
         ordered: list[tuple[str, Located]] = []
@@ -373,8 +427,12 @@ class _Builder:
             progress = [n for n, (e, _) in pending.items() if e.names <= ready]
             if not progress:
                 name, (e, line) = next(iter(pending.items()))
-                raise self.fail(f"derived quantities depend on each other in a cycle ({', '.join(pending)})",
-                                line, e.text, "break the cycle")
+                raise self.fail(
+                    f"derived quantities depend on each other in a cycle ({', '.join(pending)})",
+                    line,
+                    e.text,
+                    "break the cycle",
+                )
             for n in progress:
                 e, line = pending.pop(n)
                 ordered.append((n, Located(e, line)))
@@ -387,12 +445,23 @@ class _Builder:
         out = []
         for i, item in enumerate(section):
             line = line_of(section, i)
-            if not isinstance(item, dict) or set(item) - {"name", "expr", "reason"} or "expr" not in item or "name" not in item:
-                raise self.fail(f"each {kind} constraint needs `name`, `expr` and a one-line `reason`", line,
-                                hint='e.g. - {name: max_threads, expr: "threads <= max_threads_per_block", reason: ...}')
+            if (
+                not isinstance(item, dict)
+                or set(item) - {"name", "expr", "reason"}
+                or "expr" not in item
+                or "name" not in item
+            ):
+                raise self.fail(
+                    f"each {kind} constraint needs `name`, `expr` and a one-line `reason`",
+                    line,
+                    hint='e.g. - {name: max_threads, expr: "threads <= max_threads_per_block", reason: ...}',
+                )
             if not isinstance(item.get("reason"), str) or not item["reason"].strip():
-                raise self.fail(f"{kind} constraint {item['name']!r} has no `reason`", line,
-                                hint="say in one line why the constraint exists")
+                raise self.fail(
+                    f"{kind} constraint {item['name']!r} has no `reason`",
+                    line,
+                    hint="say in one line why the constraint exists",
+                )
             e = self.expr(item["expr"], line_of(item, "expr"), known, f"{kind} constraint {item['name']!r}")
             out.append(Constraint(str(item["name"]), kind, e, item["reason"].strip(), line_of(item, "expr")))
         return tuple(out)
@@ -402,19 +471,43 @@ class _Builder:
         need = {"source", "block", "grid"}
         if not isinstance(k, dict) or need - set(k) or ("template" in k) == ("name" in k):
             missing = sorted(need - set(k)) if isinstance(k, dict) else sorted(need)
-            what = f"misses {', '.join(missing)}" if missing else "needs either `template:` (a C++ function template, " \
+            what = (
+                f"misses {', '.join(missing)}"
+                if missing
+                else "needs either `template:` (a C++ function template, "
                 "with template_args) or `name:` (a plain __global__ function)"
+            )
             raise self.fail(f"`kernel:` {what}", line, hint="see docs/own-kernel.md")
-        allowed = {"source", "template", "template_args", "name", "defines", "convention", "block", "grid",
-                   "shared_bytes", "problems", "serves", "valid", "compiler", "compiler_options", "semantics"}
+        allowed = {
+            "source",
+            "template",
+            "template_args",
+            "name",
+            "defines",
+            "convention",
+            "block",
+            "grid",
+            "shared_bytes",
+            "problems",
+            "serves",
+            "valid",
+            "compiler",
+            "compiler_options",
+            "semantics",
+        }
         for key in k:
             if key not in allowed:
-                raise self.fail(f"kernel: unknown key {key!r}", line_of(k, key), hint=f"keys: {', '.join(sorted(allowed))}")
+                raise self.fail(
+                    f"kernel: unknown key {key!r}", line_of(k, key), hint=f"keys: {', '.join(sorted(allowed))}"
+                )
         source = self.source(k["source"], line_of(k, "source"))
         convention = k.get("convention", self.kind.conventions[0])
         if convention not in self.kind.conventions:
-            raise self.fail(f"unknown convention {convention!r} for the {self.kind.name} kind", line_of(k, "convention"),
-                            hint=f"one of {', '.join(self.kind.conventions)}")
+            raise self.fail(
+                f"unknown convention {convention!r} for the {self.kind.name} kind",
+                line_of(k, "convention"),
+                hint=f"one of {', '.join(self.kind.conventions)}",
+            )
         plain = "name" in k
         args = k.get("template_args", [])
         if plain and args:
@@ -423,47 +516,84 @@ class _Builder:
             raise self.fail("template_args must be a list of names", line_of(k, "template_args") or line)
         for a in args:
             if a not in known and a not in TYPE_SYMBOLS:
-                raise self.fail(f"template argument {a!r} is neither a parameter, a derived name nor one of "
-                                f"{', '.join(TYPE_SYMBOLS)}", line_of(k, "template_args"))
+                raise self.fail(
+                    f"template argument {a!r} is neither a parameter, a derived name nor one of "
+                    f"{', '.join(TYPE_SYMBOLS)}",
+                    line_of(k, "template_args"),
+                )
         geo_known = known | set(self.kind.expr_names())
         defines = k.get("defines", [p.name for p in self.parameters(self.data.get("parameters"))] if plain else [])
         if not isinstance(defines, list) or not all(isinstance(x, str) for x in defines):
             raise self.fail("kernel.defines must be a list of names", line_of(k, "defines"))
         for x in defines:
             if x not in geo_known and x not in ("T", "S"):
-                raise self.fail(f"kernel.defines: {x!r} is not a parameter, derived name, size, T or S",
-                                line_of(k, "defines"), hint=f"names: {', '.join(sorted(geo_known - set(DEVICE_NAMES)))}")
+                raise self.fail(
+                    f"kernel.defines: {x!r} is not a parameter, derived name, size, T or S",
+                    line_of(k, "defines"),
+                    hint=f"names: {', '.join(sorted(geo_known - set(DEVICE_NAMES)))}",
+                )
 
         def triple(key: str) -> tuple[Located, ...]:
             items = k[key]
             if not isinstance(items, list) or not 1 <= len(items) <= 3:
                 raise self.fail(f"kernel.{key} must be a list of 1 to 3 expressions", line_of(k, key))
-            return tuple(Located(self.expr(x, line_of(items, i), geo_known, f"kernel.{key}"), line_of(items, i))
-                         for i, x in enumerate(items))
-        shared = Located(self.expr(k.get("shared_bytes", 0), line_of(k, "shared_bytes"), geo_known,
-                                   "kernel.shared_bytes"), line_of(k, "shared_bytes"))
-        serves, valid = (Located(self.expr(k[key], line_of(k, key), geo_known, f"kernel.{key}"), line_of(k, key))
-                         if key in k else None for key in ("serves", "valid"))
+            return tuple(
+                Located(self.expr(x, line_of(items, i), geo_known, f"kernel.{key}"), line_of(items, i))
+                for i, x in enumerate(items)
+            )
+
+        shared = Located(
+            self.expr(k.get("shared_bytes", 0), line_of(k, "shared_bytes"), geo_known, "kernel.shared_bytes"),
+            line_of(k, "shared_bytes"),
+        )
+        serves, valid = (
+            Located(self.expr(k[key], line_of(k, key), geo_known, f"kernel.{key}"), line_of(k, key))
+            if key in k
+            else None
+            for key in ("serves", "valid")
+        )
         name = k["name"] if plain else k["template"]
         if not isinstance(name, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_:]*$", name):
-            raise self.fail(f"kernel function name {name!r} is not a C++ name", line_of(k, "name" if plain else "template"))
+            raise self.fail(
+                f"kernel function name {name!r} is not a C++ name", line_of(k, "name" if plain else "template")
+            )
         compiler = k.get("compiler", "nvrtc")
         if (bad := check_compiler(compiler)) is not None:
             raise self.fail(bad, line_of(k, "compiler"), hint="nvcc compiles what NVRTC rejects (e.g. <cub/cub.cuh>)")
         options, bad = check_options(k.get("compiler_options", []))
         if bad is not None:
-            raise self.fail(bad, line_of(k, "compiler_options"), hint="remove it: the sweep chooses the output, its "
-                            "kind and the GPU architecture (docs/kinds.md, `compiler_options:`)")
+            raise self.fail(
+                bad,
+                line_of(k, "compiler_options"),
+                hint="remove it: the sweep chooses the output, its "
+                "kind and the GPU architecture (docs/kinds.md, `compiler_options:`)",
+            )
         semantics = k.get("semantics", "native")
         if semantics not in kt_semantics.SEMANTICS:
-            raise self.fail(f"kernel.semantics: {semantics!r} is not one of {', '.join(kt_semantics.SEMANTICS)}",
-                            line_of(k, "semantics"), hint="kerneltuner: Kernel Tuner's implicit block-size "
-                            "restriction and loop_unroll_factor_* parameters (docs/kinds.md)")
-        return KernelBinding(source=str(k["source"]), template=name, template_args=tuple(args),
-                             convention=convention, block=triple("block"), grid=triple("grid"),
-                             shared_bytes=shared, problems=self.problems(k.get("problems") or {}, line),
-                             serves=serves, valid=valid, path=source, defines=tuple(defines), plain=plain,
-                             compiler=compiler, compiler_options=options, semantics=semantics)
+            raise self.fail(
+                f"kernel.semantics: {semantics!r} is not one of {', '.join(kt_semantics.SEMANTICS)}",
+                line_of(k, "semantics"),
+                hint="kerneltuner: Kernel Tuner's implicit block-size "
+                "restriction and loop_unroll_factor_* parameters (docs/kinds.md)",
+            )
+        return KernelBinding(
+            source=str(k["source"]),
+            template=name,
+            template_args=tuple(args),
+            convention=convention,
+            block=triple("block"),
+            grid=triple("grid"),
+            shared_bytes=shared,
+            problems=self.problems(k.get("problems") or {}, line),
+            serves=serves,
+            valid=valid,
+            path=source,
+            defines=tuple(defines),
+            plain=plain,
+            compiler=compiler,
+            compiler_options=options,
+            semantics=semantics,
+        )
 
     def implicit_block_limit(self, kernel: KernelBinding, known: set[str], names: list[str]) -> tuple[Constraint, ...]:
         """`semantics: kerneltuner`: Kernel Tuner's implicit hard constraint, block threads <= the device's maximum
@@ -473,23 +603,36 @@ class _Builder:
             return ()
         at = line_of(self.data["kernel"], "semantics")
         if kt_semantics.CONSTRAINT_NAME in names:
-            raise self.fail(f"constraint name {kt_semantics.CONSTRAINT_NAME!r} is the one `semantics: kerneltuner` "
-                            "adds", at, hint="rename your constraint")
+            raise self.fail(
+                f"constraint name {kt_semantics.CONSTRAINT_NAME!r} is the one `semantics: kerneltuner` adds",
+                at,
+                hint="rename your constraint",
+            )
         text = kt_semantics.implicit_constraint(tuple(b.expr.text for b in kernel.block))
-        return (Constraint(kt_semantics.CONSTRAINT_NAME, "hard", self.expr(text, at, known, "kernel.semantics"),
-                           "Kernel Tuner's implicit restriction: a block has at most the device's maximum threads "
-                           "(semantics: kerneltuner)", at),)
+        return (
+            Constraint(
+                kt_semantics.CONSTRAINT_NAME,
+                "hard",
+                self.expr(text, at, known, "kernel.semantics"),
+                "Kernel Tuner's implicit restriction: a block has at most the device's maximum threads "
+                "(semantics: kerneltuner)",
+                at,
+            ),
+        )
 
     def source(self, given: Any, line: int | None) -> Path:
         """The kernel file: absolute, relative to the space file, or (built-in spaces) under kernels_src/."""
         if not isinstance(given, str) or not given:
             raise self.fail("kernel.source must be a file name", line)
         p = Path(given).expanduser()
-        for candidate in ([p] if p.is_absolute() else [self.path.parent / p, paths.KERNELS_DIR / p]):
+        for candidate in [p] if p.is_absolute() else [self.path.parent / p, paths.KERNELS_DIR / p]:
             if candidate.is_file():
                 return allowed_paths.checked(candidate, self.path, "kernel: source:", given, line)
-        raise self.fail(f"kernel source {given!r} not found", line,
-                        hint=f"give a path relative to the space file ({self.path.parent}) or an absolute path")
+        raise self.fail(
+            f"kernel source {given!r} not found",
+            line,
+            hint=f"give a path relative to the space file ({self.path.parent}) or an absolute path",
+        )
 
     def problems(self, p: Any, line: int | None) -> Problems:
         if not isinstance(p, dict):
@@ -499,13 +642,21 @@ class _Builder:
                 raise self.fail(f"kernel.problems.{key} must be a list", line_of(p, key), hint="e.g. [fp32, fp64]")
         precisions = tuple(p.get("precisions", self.kind.precisions))
         shapes = tuple(p.get("shapes", self.kind.shapes))
-        for value, allowed, key in ((precisions, self.kind.precisions, "precisions"), (shapes, self.kind.shapes, "shapes")):
+        for value, allowed, key in (
+            (precisions, self.kind.precisions, "precisions"),
+            (shapes, self.kind.shapes, "shapes"),
+        ):
             bad = [v for v in value if v not in allowed]
             if bad or not value:
-                raise self.fail(f"kernel.problems.{key}: {bad or 'empty'}", line_of(p, key),
-                                hint=f"choose from {', '.join(allowed)}")
+                raise self.fail(
+                    f"kernel.problems.{key}: {bad or 'empty'}",
+                    line_of(p, key),
+                    hint=f"choose from {', '.join(allowed)}",
+                )
         where = None
         if "where" in p:
-            where = Located(self.expr(p["where"], line_of(p, "where"), set(self.kind.expr_names()), "problems.where"),
-                            line_of(p, "where"))
+            where = Located(
+                self.expr(p["where"], line_of(p, "where"), set(self.kind.expr_names()), "problems.where"),
+                line_of(p, "where"),
+            )
         return Problems(precisions, shapes, where)

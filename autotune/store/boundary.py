@@ -1,6 +1,7 @@
 """What may enter the store as `ok`: a measurement whose status is ok must carry a finite, positive median and
 finite, non-negative repetition times and percentiles; anything else is stored as `crashed` with the reason, so no
 path (a GPU backend, replay, an import, a third-party executor) puts a bad number in as a good one."""
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,10 @@ def _why_not_ok(m: Measurement) -> str | None:
     if not (_time(m.median_ms) and m.median_ms > 0):
         return f"median time {m.median_ms!r} ms is not a positive finite number"
     named = [("a repetition's", t) for t in m.times_ms] + [
-        (name, v) for name, v in (("p20", m.p20_ms), ("p80", m.p80_ms), ("min", m.min_ms), ("max", m.max_ms))
-        if v is not None]
+        (name, v)
+        for name, v in (("p20", m.p20_ms), ("p80", m.p80_ms), ("min", m.min_ms), ("max", m.max_ms))
+        if v is not None
+    ]
     bad = next(((name, v) for name, v in named if not _time(v)), None)
     return f"{bad[0]} time {bad[1]!r} ms is not a finite number >= 0" if bad else None
 

@@ -7,6 +7,7 @@ PostgreSQL: a transaction-scoped advisory lock), so exactly one process creates 
 others find them afterwards. DDL is transactional in both, so nobody ever sees half a schema. A new database is
 created at the newest schema and stamped with the head Alembic revision in the same transaction.
 """
+
 from __future__ import annotations
 
 from sqlalchemy import inspect, insert

@@ -6,6 +6,7 @@ through a decompressed copy in a cache private to the user, verified before each
 are in `autotune.store.schema`; this module imports nothing else of the store but `packing` (so the store has no
 import cycle).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,7 +32,6 @@ class SchemaVersionError(StoreError):
 
 class SweepLockedError(StoreError):
     """Another live sweep holds the database."""
-
 
 
 def sqlite_path(url: str) -> str | None:
@@ -66,12 +66,15 @@ def refuse_gz(text: str) -> None:
     """Raise StoreError when `text` names a gzipped database: writes must never go to its decompressed copy."""
     path = gz_path(text)
     if path is not None and path.suffix == ".xz":
-        raise StoreError(f"{XZ_READ_ONLY} ({path})",
-                         hint=f"autotune db unpack {path} --out {path.with_suffix('')} and name the .sqlite file, or give "
-                              "a new database file")
+        raise StoreError(
+            f"{XZ_READ_ONLY} ({path})",
+            hint=f"autotune db unpack {path} --out {path.with_suffix('')} and name the .sqlite file, or give "
+            "a new database file",
+        )
     if path is not None:
-        raise StoreError(f"{GZ_READ_ONLY} ({path})",
-                         hint=f"gunzip -k {path} and name the .sqlite file, or give a new database file")
+        raise StoreError(
+            f"{GZ_READ_ONLY} ({path})", hint=f"gunzip -k {path} and name the .sqlite file, or give a new database file"
+        )
 
 
 def gz_cache_dir() -> Path:
@@ -88,11 +91,15 @@ def gz_cache_dir() -> Path:
         folder.mkdir(mode=0o700, exist_ok=True)
         info = os.lstat(folder)
     except OSError as exc:
-        raise StoreError(f"cannot use the cache of decompressed databases {folder}: {exc.strerror}",
-                         hint="set TMPDIR to a folder of your own") from None
+        raise StoreError(
+            f"cannot use the cache of decompressed databases {folder}: {exc.strerror}",
+            hint="set TMPDIR to a folder of your own",
+        ) from None
     if not st.S_ISDIR(info.st_mode) or (hasattr(os, "getuid") and info.st_uid != uid):
-        raise StoreError(f"the cache of decompressed databases {folder} is not a folder of this user's own",
-                         hint=f"remove {folder}, or set TMPDIR to a folder of your own")
+        raise StoreError(
+            f"the cache of decompressed databases {folder} is not a folder of this user's own",
+            hint=f"remove {folder}, or set TMPDIR to a folder of your own",
+        )
     if st.S_IMODE(info.st_mode) & 0o077:
         os.chmod(folder, 0o700)
     return folder
@@ -187,8 +194,9 @@ def gunzipped(path: Path) -> Path:
     try:
         stat = path.stat()
     except OSError as exc:
-        raise StoreError(f"no gzipped SQLite database at {path} ({exc.strerror})",
-                         hint="give the results database of a sweep") from None
+        raise StoreError(
+            f"no gzipped SQLite database at {path} ({exc.strerror})", hint="give the results database of a sweep"
+        ) from None
     key = (str(path), stat.st_mtime_ns, stat.st_size)
     cached = _GUNZIPPED.get(key)
     if cached is not None and verified_copy(cached):
@@ -199,7 +207,7 @@ def gunzipped(path: Path) -> Path:
         tmp = folder / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         xz = path.suffix == ".xz"
         try:
-            with (lzma.open(path, "rb") if xz else gzip.open(path, "rb")) as src, tmp.open("wb") as dst:
+            with lzma.open(path, "rb") if xz else gzip.open(path, "rb") as src, tmp.open("wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
             if xz:
                 restore(tmp)
@@ -207,8 +215,9 @@ def gunzipped(path: Path) -> Path:
         except (OSError, EOFError, gzip.BadGzipFile, lzma.LZMAError, sqlite3.DatabaseError) as exc:
             tmp.unlink(missing_ok=True)
             what = "an xz-compressed (`autotune db pack`)" if xz else "a gzip of an"
-            raise StoreError(f"cannot decompress {path}: {exc}",
-                             hint=f"check that the file is complete, {what} SQLite database") from None
+            raise StoreError(
+                f"cannot decompress {path}: {exc}", hint=f"check that the file is complete, {what} SQLite database"
+            ) from None
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -229,11 +238,14 @@ def database_url(text: str, *, write: bool = False) -> str:
     if "://" not in text:
         return f"sqlite:///{Path(text).expanduser().resolve()}"
     from sqlalchemy.exc import ArgumentError
+
     try:
         make_url(text)
     except ArgumentError:
-        raise StoreError(f"not a database URL: {text!r}",
-                         hint="write a file path, sqlite:///path.sqlite or postgresql+psycopg://user@host/db") from None
+        raise StoreError(
+            f"not a database URL: {text!r}",
+            hint="write a file path, sqlite:///path.sqlite or postgresql+psycopg://user@host/db",
+        ) from None
     return text
 
 
@@ -265,8 +277,9 @@ def make_engine(url: str, readonly: bool = False) -> Engine:
             if path is None:
                 raise StoreError(f"cannot open {url} read-only", hint="give the path of an SQLite file")
             uri = readonly_uri(path)  # leaves no -wal/-shm files beside the database
-            engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=30,
-                                                                             check_same_thread=False))
+            engine = create_engine(
+                "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
+            )
         else:
             engine = create_engine(u, connect_args={"timeout": 30})
 
@@ -281,13 +294,16 @@ def make_engine(url: str, readonly: bool = False) -> Engine:
                 retry_locked(lambda: cur.execute("PRAGMA journal_mode = WAL"))
                 cur.execute("PRAGMA synchronous = NORMAL")
             cur.close()
+
         return engine
     connect_args = {"options": "-c default_transaction_read_only=on"} if readonly else {}
     try:
         return create_engine(u, pool_pre_ping=True, connect_args=connect_args)
     except ImportError as exc:  # the URL names a database driver that is not installed
-        raise StoreError(f"no driver for {u.drivername}: {exc}",
-                         hint="for PostgreSQL: pip install -e .[postgres] and a URL postgresql+psycopg://...") from None
+        raise StoreError(
+            f"no driver for {u.drivername}: {exc}",
+            hint="for PostgreSQL: pip install -e .[postgres] and a URL postgresql+psycopg://...",
+        ) from None
 
 
 def retry_locked(run: Callable[[], object], seconds: float = 30.0) -> None:

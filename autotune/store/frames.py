@@ -4,6 +4,7 @@ A frame of a GEMM database has the columns m, n, k, batch after `shape`; a stenc
 several kinds has the size names of each (in the order the rows bring them), empty where a row's kind has no such
 size. The sizes come from each point's canonical `sizes` JSON (parsed once per distinct point).
 """
+
 from __future__ import annotations
 
 import json
@@ -14,21 +15,63 @@ from sqlalchemy.engine import Engine
 
 from autotune.store.schema import BaselineRow, Device, InstanceRow, MeasurementRow, Point
 
-RESULT_COLUMNS = ("status", "median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms", "reps", "gflops", "gbs",
-                  "roofline_frac", "max_rel_err", "registers", "shared_bytes", "local_bytes", "compile_s",
-                  "l2_protection", "error", "sweep_id")
+RESULT_COLUMNS = (
+    "status",
+    "median_ms",
+    "p20_ms",
+    "p80_ms",
+    "min_ms",
+    "max_ms",
+    "reps",
+    "gflops",
+    "gbs",
+    "roofline_frac",
+    "max_rel_err",
+    "registers",
+    "shared_bytes",
+    "local_bytes",
+    "compile_s",
+    "l2_protection",
+    "error",
+    "sweep_id",
+)
 # the fixed columns of Store.measurements(); the size columns of the kinds present come after `shape`, and a
 # parameter named like any column (fixed or size) becomes param_NAME
 MEASUREMENT_COLUMNS = ("device", "space", "instance_id", "instance", "kind", "precision", "shape", *RESULT_COLUMNS)
-BASELINE_COLUMNS = ("device", "kind", "precision", "shape", "library", "status", "median_ms", "p20_ms", "p80_ms",
-                    "roofline_frac", "gflops", "gbs", "error")
+BASELINE_COLUMNS = (
+    "device",
+    "kind",
+    "precision",
+    "shape",
+    "library",
+    "status",
+    "median_ms",
+    "p20_ms",
+    "p80_ms",
+    "roofline_frac",
+    "gflops",
+    "gbs",
+    "error",
+)
 
 
 def measurements(engine: Engine, device: str | None = None, space: str | None = None) -> pd.DataFrame:
     """See `Store.measurements`."""
     m, p, i, d = MeasurementRow, Point, InstanceRow, Device
-    cols = [d.name.label("device"), i.space, m.instance_id, i.name.label("instance"), p.kind, p.precision,
-            p.shape, p.sizes] + [getattr(m, c) for c in RESULT_COLUMNS] + [i.params]
+    cols = (
+        [
+            d.name.label("device"),
+            i.space,
+            m.instance_id,
+            i.name.label("instance"),
+            p.kind,
+            p.precision,
+            p.shape,
+            p.sizes,
+        ]
+        + [getattr(m, c) for c in RESULT_COLUMNS]
+        + [i.params]
+    )
     q = select(*cols).join(p, p.id == m.point_id).join(i, i.id == m.instance_id).join(d, d.id == m.device_id)
     if device is not None:
         q = q.where((d.name == device) | (d.uuid == device))
@@ -45,8 +88,22 @@ def measurements(engine: Engine, device: str | None = None, space: str | None = 
 def baselines(engine: Engine, device: str | None = None) -> pd.DataFrame:
     """See `Store.baselines`."""
     b, p, d = BaselineRow, Point, Device
-    cols = [d.name.label("device"), p.kind, p.precision, p.shape, p.sizes, b.library, b.status, b.median_ms,
-            b.p20_ms, b.p80_ms, b.roofline_frac, b.gflops, b.gbs, b.error]
+    cols = [
+        d.name.label("device"),
+        p.kind,
+        p.precision,
+        p.shape,
+        p.sizes,
+        b.library,
+        b.status,
+        b.median_ms,
+        b.p20_ms,
+        b.p80_ms,
+        b.roofline_frac,
+        b.gflops,
+        b.gbs,
+        b.error,
+    ]
     q = select(*cols).join(p, p.id == b.point_id).join(d, d.id == b.device_id)
     if device is not None:
         q = q.where((d.name == device) | (d.uuid == device))

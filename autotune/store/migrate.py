@@ -11,6 +11,7 @@ Alembic still says "newer" instead of misreading a migrated database. The check 
 compares the revision with the package's head, like Optuna's `_VersionManager.check_table_schema_compatibility`:
 equal is current, a revision the package knows is older (run `autotune db upgrade`), anything else newer.
 """
+
 from __future__ import annotations
 
 import io
@@ -24,8 +25,16 @@ from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from autotune.store.engine import (SchemaVersionError, StoreError, gz_origin, make_engine, publish_copy,
-                                    readonly_uri, remember_gz_copy, verified_copy)
+from autotune.store.engine import (
+    SchemaVersionError,
+    StoreError,
+    gz_origin,
+    make_engine,
+    publish_copy,
+    readonly_uri,
+    remember_gz_copy,
+    verified_copy,
+)
 from autotune.store.version import SCHEMA_VERSION
 
 VERSION_TABLE = "autotune_alembic_version"
@@ -113,13 +122,16 @@ def check(version: DatabaseVersion, url: str) -> None:
     """Raise SchemaVersionError unless the database is at the package's head revision."""
     ours = f"schema version {SCHEMA_VERSION}, revision {head()}"
     if version.state == "newer":
-        raise SchemaVersionError(f"database {version.describe()} is newer than this autotune's ({ours})",
-                                 hint="upgrade autotune (pip install -U autotune) or use another database")
+        raise SchemaVersionError(
+            f"database {version.describe()} is newer than this autotune's ({ours})",
+            hint="upgrade autotune (pip install -U autotune) or use another database",
+        )
     if version.state == "older":
         raise SchemaVersionError(
             f"database {version.describe()} is older than this autotune's ({ours})",
             hint=f"run `autotune db upgrade {make_url(url).render_as_string()}` to migrate it in place "
-                 "(back the file up first)")
+            "(back the file up first)",
+        )
 
 
 def stamp_head(conn: Connection) -> None:
@@ -129,8 +141,12 @@ def stamp_head(conn: Connection) -> None:
     0.8-0.9 s (2-core host); tests/test_migrations.py checks it matches Alembic's own stamp."""
     from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table
 
-    table = Table(VERSION_TABLE, MetaData(), Column("version_num", String(32), nullable=False),
-                  PrimaryKeyConstraint("version_num", name=f"{VERSION_TABLE}_pkc"))
+    table = Table(
+        VERSION_TABLE,
+        MetaData(),
+        Column("version_num", String(32), nullable=False),
+        PrimaryKeyConstraint("version_num", name=f"{VERSION_TABLE}_pkc"),
+    )
     table.create(conn, checkfirst=True)
     conn.execute(table.delete())
     conn.execute(table.insert().values(version_num=head_fast()))
@@ -171,6 +187,7 @@ def upgrade(url: str, sql: bool = False) -> Upgrade:
 
     engine = make_engine(url, readonly=sql and make_url(url).get_backend_name() == "sqlite")
     if engine.dialect.name == "sqlite" and not sql:
+
         @event.listens_for(engine, "connect")
         def _migrating(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
             dbapi_conn.execute("PRAGMA foreign_keys = OFF")  # rebuilding a table must not cascade
@@ -179,6 +196,7 @@ def upgrade(url: str, sql: bool = False) -> Upgrade:
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock for the whole upgrade
+
     try:
         with engine.connect() as conn:
             with conn.begin():
@@ -186,13 +204,18 @@ def upgrade(url: str, sql: bool = False) -> Upgrade:
                     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_LOCK_KEY})")
                 before = database_version(conn)
                 if before is None:
-                    raise StoreError(f"{make_url(url).render_as_string()} is not an autotune results database "
-                                     "(no schema_meta table)", hint="give the URL of a sweep's database")
+                    raise StoreError(
+                        f"{make_url(url).render_as_string()} is not an autotune results database "
+                        "(no schema_meta table)",
+                        hint="give the URL of a sweep's database",
+                    )
                 if before.state == "newer":
                     check(before, url)
                 if before.effective is None:
-                    raise SchemaVersionError(f"no migration from schema version {before.schema_version}",
-                                             hint="export what you need with `autotune query` and start a new database")
+                    raise SchemaVersionError(
+                        f"no migration from schema version {before.schema_version}",
+                        hint="export what you need with `autotune query` and start a new database",
+                    )
                 if sql:
                     out = io.StringIO()
                     cfg = alembic_config(url=url, output=out)
@@ -202,8 +225,10 @@ def upgrade(url: str, sql: bool = False) -> Upgrade:
                     return Upgrade(before, None, out.getvalue())
                 if before.revision is None:
                     from alembic.runtime.migration import MigrationContext
+
                     MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).stamp(
-                        _scripts(), before.effective)
+                        _scripts(), before.effective
+                    )
                 command.upgrade(alembic_config(connection=conn), "head")
                 after = database_version(conn)
             if conn.dialect.name == "sqlite":
@@ -215,8 +240,18 @@ def upgrade(url: str, sql: bool = False) -> Upgrade:
         engine.dispose()
 
 
-__all__ = ["VERSION_TABLE", "DatabaseVersion", "Upgrade", "check", "database_version", "head", "revisions",
-           "revision_of", "stamp_head", "upgrade"]
+__all__ = [
+    "VERSION_TABLE",
+    "DatabaseVersion",
+    "Upgrade",
+    "check",
+    "database_version",
+    "head",
+    "revisions",
+    "revision_of",
+    "stamp_head",
+    "upgrade",
+]
 
 
 _MIGRATED: dict[tuple[str, float, int], str] = {}
@@ -245,7 +280,7 @@ def readable_copy(url: str, path: str) -> str:
 
     stat = Path(path).stat()
     key = (str(Path(path).resolve()), stat.st_mtime, stat.st_size)
-    if key in _MIGRATED and (gz_origin(path) is None or verified_copy(Path(_MIGRATED[key][len("sqlite:///"):]))):
+    if key in _MIGRATED and (gz_origin(path) is None or verified_copy(Path(_MIGRATED[key][len("sqlite:///") :]))):
         return _MIGRATED[key]
     meta = _meta_version(path)
     if meta is None or meta >= SCHEMA_VERSION:  # current, newer or not autotune's: read as it is
@@ -269,12 +304,21 @@ def readable_copy(url: str, path: str) -> str:
             return url
         _migrated_copy(path, copy, shared=origin is not None)
     _MIGRATED[key] = f"sqlite:///{copy}"  # a temporary copy lives until the process ends (the OS cleans it)
-    plain = (f"`autotune db unpack {origin} --out {origin.with_suffix('')}`" if origin is not None and
-             origin.suffix == ".xz" else f"`gunzip -k {origin}`")
-    fix = (f"`autotune db upgrade {path}` to migrate the file in place" if origin is None else
-           f"{plain} and `autotune db upgrade` on the result to migrate a plain copy")
-    warnings.warn(f"{origin or path} has schema version {meta} (this autotune writes {SCHEMA_VERSION}); reading a "
-                  f"migrated copy. Run {fix}.", stacklevel=3)
+    plain = (
+        f"`autotune db unpack {origin} --out {origin.with_suffix('')}`"
+        if origin is not None and origin.suffix == ".xz"
+        else f"`gunzip -k {origin}`"
+    )
+    fix = (
+        f"`autotune db upgrade {path}` to migrate the file in place"
+        if origin is None
+        else f"{plain} and `autotune db upgrade` on the result to migrate a plain copy"
+    )
+    warnings.warn(
+        f"{origin or path} has schema version {meta} (this autotune writes {SCHEMA_VERSION}); reading a "
+        f"migrated copy. Run {fix}.",
+        stacklevel=3,
+    )
     return _MIGRATED[key]
 
 

@@ -13,6 +13,7 @@ original database's schema and content); `unpack` recomputes that digest on what
 whose digest differs (a different NumPy that computes percentiles otherwise would be caught here, never read).
 Measured on the committed databases: see docs/results.md.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -58,26 +59,36 @@ def encode_times(text: str) -> str | None:
 
 
 def decode_times(encoded: str) -> str:
-    ns = encoded[len(PREFIX):].split(",")
+    ns = encoded[len(PREFIX) :].split(",")
     return json.dumps([float(np.float32(int(n) / 1e6)) for n in ns])
 
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
-    return [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
-                                       "'sqlite_%' AND name != ? ORDER BY name", (TABLE,))]
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+            "'sqlite_%' AND name != ? ORDER BY name",
+            (TABLE,),
+        )
+    ]
 
 
 def digest(conn: sqlite3.Connection) -> str:
     """SHA-256 of the schema (tables, views, indexes) and of the rows of every table (as a set: VACUUM may renumber
     the rowids a table has no column for), floats bit for bit."""
     h = hashlib.sha256()
-    for row in conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name != ? AND sql IS NOT NULL "
-                            "ORDER BY type, name", (TABLE,)):
+    for row in conn.execute(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name != ? AND sql IS NOT NULL ORDER BY type, name",
+        (TABLE,),
+    ):
         h.update(repr(row).encode())
     for table in _tables(conn):
         h.update(f"\0table {table}\0".encode())
-        rows = sorted(repr([v.hex() if isinstance(v, float) else v for v in row])
-                      for row in conn.execute(f'SELECT * FROM "{table}"'))  # VACUUM may renumber hidden rowids
+        rows = sorted(
+            repr([v.hex() if isinstance(v, float) else v for v in row])
+            for row in conn.execute(f'SELECT * FROM "{table}"')
+        )  # VACUUM may renumber hidden rowids
         for row in rows:
             h.update(row.encode())
     return h.hexdigest()
@@ -90,8 +101,9 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
 def _pack_rows(conn: sqlite3.Connection, table: str) -> int:
     if not {"times_ms", "reps", *STATS} <= _columns(conn, table):
         return 0
-    rows = conn.execute(f'SELECT rowid, times_ms, reps, {", ".join(STATS)} FROM "{table}" '
-                        "WHERE times_ms IS NOT NULL").fetchall()
+    rows = conn.execute(
+        f'SELECT rowid, times_ms, reps, {", ".join(STATS)} FROM "{table}" WHERE times_ms IS NOT NULL'
+    ).fetchall()
     packed = []
     for rowid, text, reps, *stats in rows:
         encoded = encode_times(text) if isinstance(text, str) else None
@@ -101,8 +113,9 @@ def _pack_rows(conn: sqlite3.Connection, table: str) -> int:
         if reps != len(values) or tuple(stats) != summarize(values):
             continue
         packed.append((encoded, rowid))
-    conn.executemany(f'UPDATE "{table}" SET times_ms = ?, {", ".join(f"{s} = NULL" for s in STATS)} '
-                     "WHERE rowid = ?", packed)
+    conn.executemany(
+        f'UPDATE "{table}" SET times_ms = ?, {", ".join(f"{s} = NULL" for s in STATS)} WHERE rowid = ?', packed
+    )
     return len(packed)
 
 
@@ -115,14 +128,21 @@ def pack(src: Path, dst: Path) -> dict[str, Any]:
         conn = sqlite3.connect(work, isolation_level=None)
         conn.execute("PRAGMA journal_mode = DELETE")
         before = digest(conn)
-        indexes = [r[0] for r in conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
-                                              "ORDER BY name")]
+        indexes = [
+            r[0]
+            for r in conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name"
+            )
+        ]
         conn.execute("BEGIN")
         conn.execute(f'CREATE TABLE "{TABLE}" (key TEXT PRIMARY KEY, value TEXT NOT NULL)')
-        conn.executemany(f'INSERT INTO "{TABLE}" VALUES (?, ?)', [("format", FORMAT), ("digest", before),
-                                                                   ("indexes", json.dumps(indexes))])
-        for name in [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT "
-                                                "NULL")]:
+        conn.executemany(
+            f'INSERT INTO "{TABLE}" VALUES (?, ?)',
+            [("format", FORMAT), ("digest", before), ("indexes", json.dumps(indexes))],
+        )
+        for name in [
+            r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        ]:
             conn.execute(f'DROP INDEX "{name}"')
         packed = {t: _pack_rows(conn, t) for t in TIMED if t in _tables(conn)}
         conn.execute("COMMIT")
@@ -143,7 +163,9 @@ def pack(src: Path, dst: Path) -> dict[str, Any]:
 
 
 def is_packed(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)).fetchone() is not None
+    return (
+        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)).fetchone() is not None
+    )
 
 
 def restore(path: Path) -> None:
@@ -154,28 +176,34 @@ def restore(path: Path) -> None:
             return
         meta = dict(conn.execute(f'SELECT key, value FROM "{TABLE}"').fetchall())
         if meta.get("format") != FORMAT:
-            raise UserError(f"{path}: packed with format {meta.get('format')!r}; this autotune reads format {FORMAT}",
-                            hint="install a newer autotune")
+            raise UserError(
+                f"{path}: packed with format {meta.get('format')!r}; this autotune reads format {FORMAT}",
+                hint="install a newer autotune",
+            )
         conn.execute("BEGIN")
         for table in TIMED:
             if table not in _tables(conn) or "times_ms" not in _columns(conn, table):
                 continue
-            rows = conn.execute(f'SELECT rowid, times_ms FROM "{table}" WHERE times_ms LIKE ?',
-                                (PREFIX + "%",)).fetchall()
+            rows = conn.execute(
+                f'SELECT rowid, times_ms FROM "{table}" WHERE times_ms LIKE ?', (PREFIX + "%",)
+            ).fetchall()
             updates = []
             for rowid, encoded in rows:
                 text = decode_times(encoded)
                 updates.append((text, *summarize(json.loads(text)), rowid))
-            conn.executemany(f'UPDATE "{table}" SET times_ms = ?, {", ".join(f"{s} = ?" for s in STATS)} '
-                             "WHERE rowid = ?", updates)
+            conn.executemany(
+                f'UPDATE "{table}" SET times_ms = ?, {", ".join(f"{s} = ?" for s in STATS)} WHERE rowid = ?', updates
+            )
         for sql in json.loads(meta["indexes"]):
             conn.execute(sql)
         conn.execute(f'DROP TABLE "{TABLE}"')
         if digest(conn) != meta["digest"]:
             conn.execute("ROLLBACK")
-            raise UserError(f"{path}: the database rebuilt from the packed file differs from the one packed",
-                            hint="the file is damaged, or this NumPy computes percentiles differently from the "
-                                 "one that packed it; report it with `python -c 'import numpy; print(numpy.__version__)'`")
+            raise UserError(
+                f"{path}: the database rebuilt from the packed file differs from the one packed",
+                hint="the file is damaged, or this NumPy computes percentiles differently from the "
+                "one that packed it; report it with `python -c 'import numpy; print(numpy.__version__)'`",
+            )
         conn.execute("COMMIT")
     finally:
         conn.close()

@@ -5,6 +5,7 @@
 transactions or writes: `autotune.store.readonly`), PostgreSQL with `default_transaction_read_only` plus `SET TRANSACTION READ ONLY`,
 and one statement per call (a second statement after `;` is refused), so DELETE, DROP or UPDATE fail.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,11 @@ class Recipe:
 
     def fill(self, text: str, kind: str, sizes: Sequence[str]) -> str:
         cols = list(size_columns(sizes).values())
-        return (text.replace("{points}", view_name(kind)).replace("{p_sizes}", ", ".join(f"p.{c}" for c in cols))
-                .replace("{sizes}", ", ".join(cols)))
+        return (
+            text.replace("{points}", view_name(kind))
+            .replace("{p_sizes}", ", ".join(f"p.{c}" for c in cols))
+            .replace("{sizes}", ", ".join(cols))
+        )
 
     def sql(self, kind: str, sizes: Sequence[str]) -> str:
         """The recipe for the test points of `kind` (size names in the kind's order)."""
@@ -70,19 +74,27 @@ WHERE m.status = 'ok')"""
 
 _POINT = "device, space, precision, shape, {sizes}"
 
-RECIPES = {r.name: r for r in (
-    Recipe("best_per_point", "The fastest correct instance of each space at each test point, on each device.",
-           f"""{_RANKED}
+RECIPES = {
+    r.name: r
+    for r in (
+        Recipe(
+            "best_per_point",
+            "The fastest correct instance of each space at each test point, on each device.",
+            f"""{_RANKED}
 SELECT d.name AS device, r.space, p.precision, p.shape, {{p_sizes}}, r.instance_id, r.instance, r.median_ms,
        r.gflops, r.gbs, r.roofline_frac
 FROM ranked r
 JOIN {{points}} p ON p.id = r.point_id
 JOIN devices d ON d.id = r.device_id
-WHERE r.place = 1""", _POINT),
-    Recipe("distance_from_best", "How far each instance is from the best of its space at each point "
-           "(slowdown = time / best time; loss = 1 - best / time, the figure TOL bounds). "
-           "For one instance, add `WHERE ok.instance_id = '...'` before ORDER BY.",
-           """WITH ok AS (
+WHERE r.place = 1""",
+            _POINT,
+        ),
+        Recipe(
+            "distance_from_best",
+            "How far each instance is from the best of its space at each point "
+            "(slowdown = time / best time; loss = 1 - best / time, the figure TOL bounds). "
+            "For one instance, add `WHERE ok.instance_id = '...'` before ORDER BY.",
+            """WITH ok AS (
 SELECT m.device_id, m.point_id, i.space, m.instance_id, i.name AS instance, m.median_ms,
        MIN(m.median_ms) OVER (PARTITION BY m.device_id, i.space, m.point_id) AS best_ms,
        RANK() OVER (PARTITION BY m.device_id, i.space, m.point_id ORDER BY m.median_ms) AS place
@@ -93,17 +105,25 @@ SELECT d.name AS device, ok.space, p.precision, p.shape, {p_sizes}, ok.instance_
        ok.place
 FROM ok
 JOIN {points} p ON p.id = ok.point_id
-JOIN devices d ON d.id = ok.device_id""", f"{_POINT}, place, instance_id"),
-    Recipe("failures_by_kind", "How many measurements failed, by space and kind of failure, with one example message.",
-           """SELECT d.name AS device, i.space, m.status, COUNT(*) AS count, MIN(m.error) AS example_error
+JOIN devices d ON d.id = ok.device_id""",
+            f"{_POINT}, place, instance_id",
+        ),
+        Recipe(
+            "failures_by_kind",
+            "How many measurements failed, by space and kind of failure, with one example message.",
+            """SELECT d.name AS device, i.space, m.status, COUNT(*) AS count, MIN(m.error) AS example_error
 FROM measurements m
 JOIN instances i ON i.id = m.instance_id
 JOIN devices d ON d.id = m.device_id
 WHERE m.status <> 'ok'
-GROUP BY d.name, i.space, m.status""", "device, space, count DESC, status"),
-    Recipe("baseline_speedup", "The best instance of each space against the kind's baseline library on the same "
-           "GPU (GEMM: cuBLAS; speedup = baseline time / best time).",
-           f"""{_RANKED}
+GROUP BY d.name, i.space, m.status""",
+            "device, space, count DESC, status",
+        ),
+        Recipe(
+            "baseline_speedup",
+            "The best instance of each space against the kind's baseline library on the same "
+            "GPU (GEMM: cuBLAS; speedup = baseline time / best time).",
+            f"""{_RANKED}
 SELECT d.name AS device, r.space, p.precision, p.shape, {{p_sizes}}, r.instance, r.median_ms AS best_ms, b.library,
        b.median_ms AS baseline_ms, b.median_ms / r.median_ms AS speedup, r.roofline_frac,
        b.roofline_frac AS baseline_roofline_frac
@@ -111,18 +131,25 @@ FROM ranked r
 JOIN baselines b ON b.device_id = r.device_id AND b.point_id = r.point_id AND b.status = 'ok'
 JOIN {{points}} p ON p.id = r.point_id
 JOIN devices d ON d.id = r.device_id
-WHERE r.place = 1""", _POINT),
-    Recipe("best_by_parameter", "The best time at each point for each value of one parameter (here DIM_X), "
-           "through the instance_params table.",
-           """SELECT i.space, p.precision, p.shape, {p_sizes}, ip.int_value AS dim_x,
+WHERE r.place = 1""",
+            _POINT,
+        ),
+        Recipe(
+            "best_by_parameter",
+            "The best time at each point for each value of one parameter (here DIM_X), "
+            "through the instance_params table.",
+            """SELECT i.space, p.precision, p.shape, {p_sizes}, ip.int_value AS dim_x,
        MIN(m.median_ms) AS best_ms, COUNT(*) AS instances
 FROM measurements m
 JOIN instances i ON i.id = m.instance_id
 JOIN instance_params ip ON ip.instance_id = m.instance_id AND ip.name = 'DIM_X'
 JOIN {points} p ON p.id = m.point_id
 WHERE m.status = 'ok'
-GROUP BY i.space, p.precision, p.shape, {p_sizes}, ip.int_value""", "space, precision, shape, {sizes}, dim_x"),
-)}
+GROUP BY i.space, p.precision, p.shape, {p_sizes}, ip.int_value""",
+            "space, precision, shape, {sizes}, dim_x",
+        ),
+    )
+}
 
 
 def run_query(url: str, sql: str, *, timeout: float = TIMEOUT_S, max_rows: int | None = None) -> pd.DataFrame:
@@ -183,6 +210,7 @@ def _recipe(url: str, name: str, **filters: str | None) -> pd.DataFrame:
         frames = [one(conn, kind, sizes) for kind, sizes in kind_sizes(conn).items()]
         frames = [f for f in frames if len(f)] or frames[:1]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
     return _read(url, run)
 
 
@@ -213,6 +241,7 @@ def _db_errors() -> tuple[type[Exception], ...]:
     errors: list[type[Exception]] = [SQLAlchemyError, sqlite3.Error]
     try:
         import psycopg
+
         errors.append(psycopg.Error)
     except ImportError:  # PostgreSQL support not installed
         pass
@@ -221,6 +250,7 @@ def _db_errors() -> tuple[type[Exception], ...]:
 
 def _views(url: str) -> str:
     from autotune.store.views import view_columns
+
     engine = make_engine(url, readonly=True)
     try:
         with engine.connect() as conn:
@@ -238,7 +268,8 @@ def _time_limit(conn: Connection, timeout: float) -> None:
         return
     deadline = time.monotonic() + timeout
     conn.connection.driver_connection.set_progress_handler(  # type: ignore[union-attr]
-        lambda: int(time.monotonic() > deadline), 10_000)
+        lambda: int(time.monotonic() > deadline), 10_000
+    )
 
 
 def _timed_out(reason: str) -> bool:
@@ -252,10 +283,14 @@ def _read(url: str, work: Callable[[Connection], pd.DataFrame], timeout: float |
     shown = make_url(url).render_as_string()
     path = sqlite_path(url)
     if make_url(url).get_backend_name() == "sqlite" and not os.path.isfile(path or ""):
-        raise QueryError(f"no SQLite database at {shown}", hint="give the database URL of a sweep "
-                         "(configs say it under `database:`; the default is results/<config name>.sqlite)")
+        raise QueryError(
+            f"no SQLite database at {shown}",
+            hint="give the database URL of a sweep "
+            "(configs say it under `database:`; the default is results/<config name>.sqlite)",
+        )
     if path is not None:
         from autotune.store.migrate import readable_copy
+
         url = readable_copy(url, path)  # an older schema: its migrated copy (the file is never written)
     engine = make_engine(url, readonly=True)
     try:
@@ -271,14 +306,20 @@ def _read(url: str, work: Callable[[Connection], pd.DataFrame], timeout: float |
     except _db_errors() as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         if timeout is not None and _timed_out(reason):
-            raise QueryError(f"query on {shown} stopped after the time limit of {timeout:g} s",
-                             hint=f"add a LIMIT or a narrower WHERE, or raise the limit: {TIMEOUT_KNOB}") from None
-        hint = ("`autotune query` is read-only: open the database with a SQL client to change it"
-                if ("read" in reason.lower() and "only" in reason.lower()) or "authoriz" in reason.lower()
-                else "run one SELECT statement; docs/schema.md lists the tables and columns")
+            raise QueryError(
+                f"query on {shown} stopped after the time limit of {timeout:g} s",
+                hint=f"add a LIMIT or a narrower WHERE, or raise the limit: {TIMEOUT_KNOB}",
+            ) from None
+        hint = (
+            "`autotune query` is read-only: open the database with a SQL client to change it"
+            if ("read" in reason.lower() and "only" in reason.lower()) or "authoriz" in reason.lower()
+            else "run one SELECT statement; docs/schema.md lists the tables and columns"
+        )
         if PREFIX in reason and ("no such table" in reason or "does not exist" in reason):
-            hint = (f"a database has one {PREFIX}<kind> view per problem kind it holds; this one has: "
-                    f"{_views(url) or 'none (no test points yet)'}")
+            hint = (
+                f"a database has one {PREFIX}<kind> view per problem kind it holds; this one has: "
+                f"{_views(url) or 'none (no test points yet)'}"
+            )
         raise QueryError(f"query failed on {shown}: {reason}", hint=hint) from exc
     finally:
         engine.dispose()

@@ -5,6 +5,7 @@ creates x.db), `VACUUM INTO 'y.db'` (creates y.db) or `PRAGMA writable_schema = 
 authorizer about every action while it prepares a statement; anything not on the list below is
 denied, so the statement fails before it runs ("not authorized") and no file is touched.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -12,18 +13,46 @@ import sqlite3
 from typing import Any, Iterator
 
 # pragmas that only read; those taking an argument take a table or index name, never a new setting
-READ_PRAGMAS_WITH_ARG = frozenset({
-    "table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list",
-    "foreign_key_check", "integrity_check", "quick_check", "table_list",
-})
-READ_PRAGMAS = READ_PRAGMAS_WITH_ARG | frozenset({
-    "database_list", "collation_list", "compile_options", "function_list", "module_list", "pragma_list",
-    "encoding", "page_count", "page_size", "freelist_count", "schema_version", "user_version",
-    "application_id", "journal_mode", "foreign_keys", "query_only", "busy_timeout", "data_version",
-})
+READ_PRAGMAS_WITH_ARG = frozenset(
+    {
+        "table_info",
+        "table_xinfo",
+        "index_list",
+        "index_info",
+        "index_xinfo",
+        "foreign_key_list",
+        "foreign_key_check",
+        "integrity_check",
+        "quick_check",
+        "table_list",
+    }
+)
+READ_PRAGMAS = READ_PRAGMAS_WITH_ARG | frozenset(
+    {
+        "database_list",
+        "collation_list",
+        "compile_options",
+        "function_list",
+        "module_list",
+        "pragma_list",
+        "encoding",
+        "page_count",
+        "page_size",
+        "freelist_count",
+        "schema_version",
+        "user_version",
+        "application_id",
+        "journal_mode",
+        "foreign_keys",
+        "query_only",
+        "busy_timeout",
+        "data_version",
+    }
+)
 
-_ALLOWED = frozenset(getattr(sqlite3, name) for name in ("SQLITE_SELECT", "SQLITE_READ", "SQLITE_FUNCTION",
-                                                         "SQLITE_RECURSIVE"))
+_ALLOWED = frozenset(
+    getattr(sqlite3, name) for name in ("SQLITE_SELECT", "SQLITE_READ", "SQLITE_FUNCTION", "SQLITE_RECURSIVE")
+)
 
 
 def read_only_authorizer(action: int, arg1: Any, arg2: Any, _db: Any, _trigger: Any) -> int:

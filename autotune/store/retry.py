@@ -12,6 +12,7 @@ SQLite's "database is locked" (another writer held the file past the 30 s busy t
 most LOCKED_RETRY_S. Every other error (a full disk, a read-only file, a constraint) is raised at once.
 The transactions themselves must be safe to run twice: a commit whose reply was lost may have been applied.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,9 +49,11 @@ def retry_limit() -> float:
     except ValueError:
         value = -1.0
     if not (value >= 0 and value != float("inf")):
-        raise StoreError(f"{RETRY_ENV}={text!r} is not a number of seconds",
-                         hint=f"set {RETRY_ENV} to how long a sweep may wait for a lost database (default "
-                              f"{DEFAULT_RETRY_S:.0f}; 0 stops at the first lost connection)")
+        raise StoreError(
+            f"{RETRY_ENV}={text!r} is not a number of seconds",
+            hint=f"set {RETRY_ENV} to how long a sweep may wait for a lost database (default "
+            f"{DEFAULT_RETRY_S:.0f}; 0 stops at the first lost connection)",
+        )
     return value
 
 
@@ -102,8 +105,14 @@ class Retrier:
     """Runs transactions, riding out outages (see the module). `notify` gets the warning lines; `limit_s` (default:
     `retry_limit()`, read once) bounds each outage; `rng`, `sleep` and `clock` are for tests."""
 
-    def __init__(self, notify: Callable[[str], None], limit_s: float | None = None, rng: random.Random | None = None,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        notify: Callable[[str], None],
+        limit_s: float | None = None,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.notify = notify
         self.limit_s = retry_limit() if limit_s is None else limit_s
         self._rng = rng or random.Random()
@@ -136,8 +145,10 @@ class Retrier:
                 self._since, self._waits = now, backoff(self._rng)
                 self.outages += 1
                 what = "lost the database connection" if why == "lost" else "the database is locked"
-                self.notify(f"warning: {what} ({_reason(exc)}); retrying for up to {limit:g} s "
-                            f"({RETRY_ENV if why == 'lost' else 'locked SQLite file'})")
+                self.notify(
+                    f"warning: {what} ({_reason(exc)}); retrying for up to {limit:g} s "
+                    f"({RETRY_ENV if why == 'lost' else 'locked SQLite file'})"
+                )
             waited = now - self._since
             left = limit - waited
             wait = next(self._waits)

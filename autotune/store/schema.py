@@ -6,6 +6,7 @@ names its library (`baselines.library`). Per-kind SQL views (`points_<kind>`) ar
 engines, URLs and gzipped files in `autotune.store.engine`; the operations in `autotune.store.store`. docs/schema.md's
 "Results database" section documents every table and column.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +15,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import ClassVar, Mapping
 
-from sqlalchemy import (JSON, BigInteger, CheckConstraint, DateTime, Float, ForeignKey, Index, Integer, String,
-                        Table, Text, UniqueConstraint)
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from autotune.problems.registry import default_kind
@@ -104,6 +117,7 @@ class InstanceParam(Base):
 class Point(Base):
     """A test point: its kind, precision, variant and sizes (canonical JSON, the kind's order), unique together.
     Each size is also a `point_sizes` row, so SQL filters on sizes by name (or through the kind's view)."""
+
     __tablename__ = "test_points"
     __table_args__ = (UniqueConstraint("kind", "precision", "shape", "sizes", name="uq_test_points_kind_sizes"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -113,8 +127,9 @@ class Point(Base):
     sizes: Mapped[str] = mapped_column(Text)
 
     def point(self) -> TestPoint:
-        return TestPoint(self.kind, self.precision, self.shape,
-                         tuple((name, int(v)) for name, v in json.loads(self.sizes).items()))
+        return TestPoint(
+            self.kind, self.precision, self.shape, tuple((name, int(v)) for name, v in json.loads(self.sizes).items())
+        )
 
     @staticmethod
     def columns(point: TestPoint) -> dict:
@@ -124,6 +139,7 @@ class Point(Base):
 
 class PointSize(Base):
     """One size of a test point, by name (GEMM: m, n, k, batch; a stencil: nx, ny)."""
+
     __tablename__ = "point_sizes"
     __table_args__ = (Index("ix_point_sizes_name_value", "name", "value"),)
     point_id: Mapped[int] = mapped_column(ForeignKey("test_points.id", ondelete="CASCADE"), primary_key=True)
@@ -186,9 +202,11 @@ class _Timed:
 
 class MeasurementRow(_Timed, Base):
     __tablename__ = "measurements"
-    __table_args__ = (UniqueConstraint("instance_id", "point_id", "device_id", name="uq_measurement_pair"),
-                      CheckConstraint(f"status IN {STATUSES!r}", name="ck_measurement_status"),
-                      Index("ix_measurements_point_status", "point_id", "status", "median_ms"))
+    __table_args__ = (
+        UniqueConstraint("instance_id", "point_id", "device_id", name="uq_measurement_pair"),
+        CheckConstraint(f"status IN {STATUSES!r}", name="ck_measurement_status"),
+        Index("ix_measurements_point_status", "point_id", "status", "median_ms"),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"), index=True)
     instance_id: Mapped[str] = mapped_column(ForeignKey("instances.id"), index=True)
@@ -215,6 +233,7 @@ class Inflight(Base):
 
 class BaselineRow(_Timed, Base):
     """A point's baseline time on a device: the kind's library (its `baseline_name`, e.g. cublas), one per point."""
+
     __tablename__ = "baselines"
     __table_args__ = (UniqueConstraint("device_id", "point_id", name="uq_baselines_point"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

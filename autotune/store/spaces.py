@@ -15,6 +15,7 @@ last, when the checkout in use holds no copy (as when the database sits in the t
 nowhere, the recorded text is used; its `file.py:name` references (a Python kind, a reference, a baseline) then
 resolve beside the recorded path, the only place left.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -97,8 +98,10 @@ def use_stored_spaces(url: str) -> dict[str, Path]:
             spec.STORED[name] = work.resolve()  # by name, also when it lives outside spaces/
             continue
         if work is not None:
-            warnings.warn(f"space {name}: {work} differs from the version measured in this database; "
-                          "using the recorded version", stacklevel=2)
+            warnings.warn(
+                f"space {name}: {work} differs from the version measured in this database; using the recorded version",
+                stacklevel=2,
+            )
         target = folder / name
         target.mkdir()
         doc = yaml.safe_load(r.yaml_text)
@@ -117,11 +120,13 @@ def use_stored_spaces(url: str) -> dict[str, Path]:
 def _python_files(problem: object, folder: Path) -> object:
     """`file.py:name` references of a problem (a Python kind, a reference, a baseline) made absolute, so the recorded
     space still finds the user's files beside the original space file."""
+
     def absolute(text: object) -> object:
         if isinstance(text, str) and ":" in text and text.split(":")[0].endswith(".py"):
             target, name = text.rsplit(":", 1)
             return f"{(folder / target).resolve()}:{name}" if not Path(target).is_absolute() else text
         return text
+
     if isinstance(problem, dict):
         return {k: absolute(v) if k in ("reference", "baseline") else v for k, v in problem.items()}
     return absolute(problem)

@@ -6,6 +6,7 @@ are unique per (instance, test point, device), so a resumed sweep never measures
 The tables are in `autotune.store.schema`, URLs and engines in `autotune.store.engine`, the per-kind point views
 in `autotune.store.views`, the DataFrame reads in `autotune.store.frames`.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,13 +29,37 @@ from sqlalchemy.orm import Session, sessionmaker
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.store import frames, views
 from autotune.store.boundary import checked
-from autotune.store.engine import (SchemaVersionError, StoreError, SweepLockedError, database_url, make_engine,
-                                   sqlite_path)
+from autotune.store.engine import (
+    SchemaVersionError,
+    StoreError,
+    SweepLockedError,
+    database_url,
+    make_engine,
+    sqlite_path,
+)
 from autotune.store.frames import MEASUREMENT_COLUMNS
 from autotune.store.retry import Retrier
-from autotune.store.schema import (SCHEMA_VERSION, BaselineRow, Device, Inflight, InstanceParam, InstanceRow,
-                                   MeasurementRow, Point, PointSize, SchemaMeta, Software, SpaceRecord, SpaceVersion,
-                                   Sweep, SweepLock, SweepStart, figures, now, sizes_json)
+from autotune.store.schema import (
+    SCHEMA_VERSION,
+    BaselineRow,
+    Device,
+    Inflight,
+    InstanceParam,
+    InstanceRow,
+    MeasurementRow,
+    Point,
+    PointSize,
+    SchemaMeta,
+    Software,
+    SpaceRecord,
+    SpaceVersion,
+    Sweep,
+    SweepLock,
+    SweepStart,
+    figures,
+    now,
+    sizes_json,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.space.instance import Instance
@@ -74,13 +99,16 @@ class Store:
         url = database_url(url, write=not readonly)  # a gzipped database is only read (through its copy)
         path = sqlite_path(url)
         if path is not None and readonly and not Path(path).is_file():
-            raise StoreError(f"no SQLite database at {path}",
-                             hint="give the results database of a sweep (a config names it under `database:`; "
-                                  "the default is results/<config name>.sqlite)")
+            raise StoreError(
+                f"no SQLite database at {path}",
+                hint="give the results database of a sweep (a config names it under `database:`; "
+                "the default is results/<config name>.sqlite)",
+            )
         if path is not None and create and not readonly:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         if path is not None and readonly:
             from autotune.store.migrate import readable_copy
+
             url = readable_copy(url, path)
         engine = make_engine(url, readonly=readonly)
         store = cls(url, engine)
@@ -88,8 +116,9 @@ class Store:
             store._check_schema(create=create and not readonly)
             if not readonly:  # fail now, not at the first measurement, when the database is read-only
                 with store.session() as s:
-                    s.execute(update(SchemaMeta).where(SchemaMeta.key == "schema_version")
-                              .values(value=SchemaMeta.value))
+                    s.execute(
+                        update(SchemaMeta).where(SchemaMeta.key == "schema_version").values(value=SchemaMeta.value)
+                    )
                     views.ensure_views(s.connection())  # a database upgraded offline (--sql) gets its kinds' views
         except StoreError:
             engine.dispose()
@@ -97,8 +126,11 @@ class Store:
         except SQLAlchemyError as exc:
             engine.dispose()
             reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
-            hint = ("check that the server is running and the URL, user and password are right"
-                    if path is None else "check that the directory exists and that you may write the file")
+            hint = (
+                "check that the server is running and the URL, user and password are right"
+                if path is None
+                else "check that the directory exists and that you may write the file"
+            )
             if "readonly" in reason.replace(" ", "").lower() or "read-only" in reason:
                 hint = "open a database you may write to (set `database:` in the config)"
             raise StoreError(f"cannot open database {make_url(url).render_as_string()}: {reason}", hint=hint) from exc
@@ -136,9 +168,11 @@ class Store:
         """`work(session)` in one transaction, run again from the start when a lost connection (a PostgreSQL
         restart) or a locked SQLite file cuts it, after a back-off, until the outage outlasts AUTOTUNE_DB_RETRY_S
         (`autotune.store.retry`). `work` must be safe to run twice: a commit whose reply was lost may have landed."""
+
         def once() -> T:
             with self._sessions.begin() as s:
                 return work(s)
+
         return self.retrier.run(once)
 
     def _check_schema(self, create: bool) -> None:
@@ -147,11 +181,14 @@ class Store:
         tables = set(inspect(self.engine).get_table_names())
         if "schema_meta" not in tables:
             if tables:
-                raise SchemaVersionError(f"{self.url} is not an autotune results database (tables: "
-                                         f"{', '.join(sorted(tables)[:5])})", hint="give another database URL")
+                raise SchemaVersionError(
+                    f"{self.url} is not an autotune results database (tables: {', '.join(sorted(tables)[:5])})",
+                    hint="give another database URL",
+                )
             if not create:
                 raise StoreError(f"{self.url} holds no results yet", hint="run a sweep into it first")
             from autotune.store.create import create_schema  # race-safe: another process may be creating it
+
             if create_schema(self.engine):
                 return
         with self.engine.connect() as conn:
@@ -164,6 +201,7 @@ class Store:
     def upsert_device(self, info: DeviceInfo) -> int:
         """The id of the device with `info.uuid`, created or refreshed (clocks, bandwidth: last seen)."""
         self._devices.pop(info.uuid, None)
+
         def work(s: Session) -> int:
             row = s.scalars(select(Device).where(Device.uuid == info.uuid)).first()
             if row is None:
@@ -174,12 +212,20 @@ class Store:
             row.copy_bandwidth = info.copy_bandwidth
             s.flush()
             return row.id
+
         return self.transact(work)
 
     def upsert_software(self, info: DeviceInfo, autotune_version: str, git_commit: str | None) -> int:
         """The id of this exact software stack (driver, CUDA runtime, NVRTC, CuPy, autotune, commit)."""
-        key = dict(driver=info.driver, cuda_runtime=info.cuda_runtime, nvrtc=info.nvrtc, cupy=info.cupy,
-                   autotune_version=autotune_version, git_commit=git_commit or "")
+        key = dict(
+            driver=info.driver,
+            cuda_runtime=info.cuda_runtime,
+            nvrtc=info.nvrtc,
+            cupy=info.cupy,
+            autotune_version=autotune_version,
+            git_commit=git_commit or "",
+        )
+
         def work(s: Session) -> int:
             row = s.scalars(select(Software).filter_by(**key)).first()
             if row is None:
@@ -187,21 +233,33 @@ class Store:
                 s.add(row)
                 s.flush()
             return row.id
+
         return self.transact(work)
 
     def upsert_space(self, rec: SpaceRecord) -> int:
         """The id of this version of a space (same name, YAML text and kernel source text)."""
+
         def work(s: Session) -> int:
-            row = s.scalars(select(SpaceVersion).filter_by(
-                name=rec.name, yaml_hash=rec.yaml_hash, source_hash=rec.source_hash)).first()
+            row = s.scalars(
+                select(SpaceVersion).filter_by(name=rec.name, yaml_hash=rec.yaml_hash, source_hash=rec.source_hash)
+            ).first()
             if row is None:
-                row = SpaceVersion(name=rec.name, yaml_path=rec.yaml_path, yaml_hash=rec.yaml_hash,
-                                   source_path=rec.source_path, source_hash=rec.source_hash, yaml_text=rec.yaml_text,
-                                   kind=rec.kind, source_text=rec.source_text, headers=rec.headers,
-                                   problem=rec.problem)
+                row = SpaceVersion(
+                    name=rec.name,
+                    yaml_path=rec.yaml_path,
+                    yaml_hash=rec.yaml_hash,
+                    source_path=rec.source_path,
+                    source_hash=rec.source_hash,
+                    yaml_text=rec.yaml_text,
+                    kind=rec.kind,
+                    source_text=rec.source_text,
+                    headers=rec.headers,
+                    problem=rec.problem,
+                )
                 s.add(row)
                 s.flush()
             return row.id
+
         return self.transact(work)
 
     def upsert_instances(self, instances: Iterable["Instance"]) -> int:
@@ -212,14 +270,19 @@ class Store:
         def work(s: Session) -> int:
             todo, ids = dict(given), list(given)
             for start in range(0, len(ids), 500):
-                for known in s.scalars(select(InstanceRow.id).where(InstanceRow.id.in_(ids[start:start + 500]))):
+                for known in s.scalars(select(InstanceRow.id).where(InstanceRow.id.in_(ids[start : start + 500]))):
                     todo.pop(known)
             if todo:
-                s.execute(insert(InstanceRow.__table__), [dict(id=i.id, space=i.space, name=i.name, params=dict(i.params))
-                                                for i in todo.values()])
-                s.execute(insert(InstanceParam.__table__), [_param_row(i.id, name, value)
-                                                  for i in todo.values() for name, value in i.params])
+                s.execute(
+                    insert(InstanceRow.__table__),
+                    [dict(id=i.id, space=i.space, name=i.name, params=dict(i.params)) for i in todo.values()],
+                )
+                s.execute(
+                    insert(InstanceParam.__table__),
+                    [_param_row(i.id, name, value) for i in todo.values() for name, value in i.params],
+                )
             return len(todo)
+
         return self.transact(work)
 
     def upsert_points(self, points: Iterable[TestPoint]) -> dict[TestPoint, int]:
@@ -233,8 +296,9 @@ class Store:
         def work(s: Session) -> dict[TestPoint, int]:  # the caches are filled once it committed
             found = {}
             for p in wanted:
-                row = s.scalars(select(Point).filter_by(kind=p.kind, precision=p.precision, shape=p.shape,
-                                                        sizes=sizes_json(p))).first()
+                row = s.scalars(
+                    select(Point).filter_by(kind=p.kind, precision=p.precision, shape=p.shape, sizes=sizes_json(p))
+                ).first()
                 if row is None:
                     row = Point(**Point.columns(p))
                     s.add(row)
@@ -245,6 +309,7 @@ class Store:
             if kinds:
                 views.ensure_views(s.connection(), kinds)
             return found
+
         self._points.update(self.transact(work))
         self._viewed |= kinds
         return dict(self._points)
@@ -270,15 +335,22 @@ class Store:
                         f"another sweep (id {held.sweep_id}, pid {held.pid} on {held.host}) is writing to "
                         f"{self.url}; its last heartbeat was {age:.0f} s ago",
                         hint="wait for it to finish or stop it (Ctrl-C); a crashed sweep's lock expires "
-                             f"{stale_s:.0f} s after its last heartbeat")
+                        f"{stale_s:.0f} s after its last heartbeat",
+                    )
                 if held.sweep_id is not None:  # its sweep died without finishing
-                    s.execute(update(Sweep).where(Sweep.id == held.sweep_id, Sweep.status == "running")
-                              .values(status="died"))
-                taken = s.execute(update(SweepLock).where(SweepLock.id == 1, SweepLock.token == held.token)
-                                  .values(token=token, host=host, pid=pid, acquired_at=t, heartbeat_at=t))
+                    s.execute(
+                        update(Sweep).where(Sweep.id == held.sweep_id, Sweep.status == "running").values(status="died")
+                    )
+                taken = s.execute(
+                    update(SweepLock)
+                    .where(SweepLock.id == 1, SweepLock.token == held.token)
+                    .values(token=token, host=host, pid=pid, acquired_at=t, heartbeat_at=t)
+                )
                 if taken.rowcount != 1:  # type: ignore[attr-defined]
-                    raise SweepLockedError(f"another sweep took {self.url} at the same moment",
-                                           hint="run one sweep per database")
+                    raise SweepLockedError(
+                        f"another sweep took {self.url} at the same moment", hint="run one sweep per database"
+                    )
+
         self.transact(take)
         self._lock_token = token  # from here on, close() releases the lock
         d = start.device
@@ -287,14 +359,26 @@ class Store:
             lock = s.get(SweepLock, 1)
             if lock is not None and lock.token == token and lock.sweep_id is not None:
                 return s.get_one(Sweep, lock.sweep_id)  # an earlier run of this transaction committed it
-            sweep = Sweep(config_name=start.config_name, config_text=start.config_text, started_at=t,
-                          status="running", device_id=start.device_id, software_id=start.software_id,
-                          scalars=dict(start.scalars), reps=start.reps, sm_clock_mhz=d.sm_clock_mhz,
-                          mem_clock_mhz=d.mem_clock_mhz, copy_bandwidth=d.copy_bandwidth, host=host, pid=pid)
+            sweep = Sweep(
+                config_name=start.config_name,
+                config_text=start.config_text,
+                started_at=t,
+                status="running",
+                device_id=start.device_id,
+                software_id=start.software_id,
+                scalars=dict(start.scalars),
+                reps=start.reps,
+                sm_clock_mhz=d.sm_clock_mhz,
+                mem_clock_mhz=d.mem_clock_mhz,
+                copy_bandwidth=d.copy_bandwidth,
+                host=host,
+                pid=pid,
+            )
             s.add(sweep)
             s.flush()
             s.execute(update(SweepLock).where(SweepLock.token == token).values(sweep_id=sweep.id))
             return sweep
+
         sweep = self.transact(record_start)
         self._sweeps[sweep.id] = sweep
         return sweep.id
@@ -310,8 +394,10 @@ class Store:
         res = s.execute(update(SweepLock).where(SweepLock.token == self._lock_token).values(heartbeat_at=now()))
         if res.rowcount != 1:  # type: ignore[attr-defined]
             self._lock_token = None
-            raise SweepLockedError(f"the sweep lock on {self.url} was taken over by another sweep",
-                                   hint="this sweep stopped after a heartbeat gap; resume it when the other ends")
+            raise SweepLockedError(
+                f"the sweep lock on {self.url} was taken over by another sweep",
+                hint="this sweep stopped after a heartbeat gap; resume it when the other ends",
+            )
         self._beaten_at = time.monotonic()
 
     def finish_sweep(self, sweep_id: int, status: str) -> None:
@@ -322,6 +408,7 @@ class Store:
             s.execute(update(Sweep).where(Sweep.id == sweep_id).values(status=status, finished_at=now()))
             if token is not None:
                 s.execute(delete(SweepLock).where(SweepLock.token == token))
+
         self.transact(work)
         self._lock_token = None
 
@@ -336,28 +423,43 @@ class Store:
         def work(s: Session) -> None:  # Core statements (the ORM's merge cost ~2 ms more per measurement)
             s.execute(table.delete().where(*(table.c[k] == v for k, v in key.items())))
             s.execute(insert(table).values(**key, sweep_id=sweep_id, space_id=space_id, started_at=now()))
+
         self.transact(work)
 
     def clear_inflight(self, sweep_id: int) -> int:
         """Forget the in-flight notes of `sweep_id` (after Ctrl-C the pairs were not at fault, so a resume
         measures them again); returns how many there were."""
-        return self.transact(lambda s: int(s.execute(delete(Inflight).where(Inflight.sweep_id == sweep_id))
-                                           .rowcount))  # type: ignore[attr-defined]
+        return self.transact(lambda s: int(s.execute(delete(Inflight).where(Inflight.sweep_id == sweep_id)).rowcount))  # type: ignore[attr-defined]
 
     def recover_inflight(self, device_id: int) -> list[tuple[str, TestPoint]]:
         """Record every pair left in flight on `device_id` (by a sweep that died) as `crashed`; returns them."""
+
         def work(s: Session) -> list[tuple[str, TestPoint]]:
             out = []
-            rows = s.execute(select(Inflight, Point).join(Point, Point.id == Inflight.point_id)
-                             .where(Inflight.device_id == device_id)).all()
+            rows = s.execute(
+                select(Inflight, Point)
+                .join(Point, Point.id == Inflight.point_id)
+                .where(Inflight.device_id == device_id)
+            ).all()
             for fl, pt in rows:
                 out.append((fl.instance_id, pt.point()))
-                s.add(MeasurementRow(sweep_id=fl.sweep_id, instance_id=fl.instance_id, point_id=fl.point_id,
-                                     device_id=device_id, space_id=fl.space_id, status=Status.CRASHED.value,
-                                     reps=0, times_ms=[], measured_at=now(),
-                                     error="the sweep died while measuring this pair (found in flight on resume)"))
+                s.add(
+                    MeasurementRow(
+                        sweep_id=fl.sweep_id,
+                        instance_id=fl.instance_id,
+                        point_id=fl.point_id,
+                        device_id=device_id,
+                        space_id=fl.space_id,
+                        status=Status.CRASHED.value,
+                        reps=0,
+                        times_ms=[],
+                        measured_at=now(),
+                        error="the sweep died while measuring this pair (found in flight on resume)",
+                    )
+                )
                 s.delete(fl)
             return out
+
         return self.transact(work)
 
     def record(self, sweep_id: int, space_id: int, measurements: Sequence[Measurement]) -> None:
@@ -371,15 +473,33 @@ class Store:
         try:
             rows, done = [], []
             for m in measurements:
-                device_id, bandwidth = self._device_of(m.device) if m.device else (sweep.device_id,
-                                                                                   sweep.copy_bandwidth)
+                device_id, bandwidth = (
+                    self._device_of(m.device) if m.device else (sweep.device_id, sweep.copy_bandwidth)
+                )
                 f = figures(*_work(m, sweep.scalars), m.median_ms if m.status == Status.OK else None, bandwidth)
-                rows.append(dict(
-                    sweep_id=sweep_id, instance_id=m.instance_id, point_id=ids[m.point], device_id=device_id,
-                    space_id=space_id, status=Status(m.status).value, **_timings(m), gflops=f.gflops, gbs=f.gbs,
-                    roofline_frac=f.roofline_frac, max_rel_err=m.max_rel_err, registers=m.registers,
-                    shared_bytes=m.shared_bytes, local_bytes=m.local_bytes, compile_s=m.compile_s,
-                    l2_protection=m.l2_protection, error=m.error, log=m.log, measured_at=now()))
+                rows.append(
+                    dict(
+                        sweep_id=sweep_id,
+                        instance_id=m.instance_id,
+                        point_id=ids[m.point],
+                        device_id=device_id,
+                        space_id=space_id,
+                        status=Status(m.status).value,
+                        **_timings(m),
+                        gflops=f.gflops,
+                        gbs=f.gbs,
+                        roofline_frac=f.roofline_frac,
+                        max_rel_err=m.max_rel_err,
+                        registers=m.registers,
+                        shared_bytes=m.shared_bytes,
+                        local_bytes=m.local_bytes,
+                        compile_s=m.compile_s,
+                        l2_protection=m.l2_protection,
+                        error=m.error,
+                        log=m.log,
+                        measured_at=now(),
+                    )
+                )
                 done.append(dict(iid=m.instance_id, pid=ids[m.point], did=device_id))
             if not rows:
                 return
@@ -394,13 +514,21 @@ class Store:
                 todo = rows if runs == 1 else _not_recorded(s, sweep_id, rows)
                 if todo:
                     s.execute(insert(MeasurementRow.__table__), todo)
-                s.execute(inflight.delete().where(inflight.c.instance_id == bindparam("iid"),
-                                                  inflight.c.point_id == bindparam("pid"),
-                                                  inflight.c.device_id == bindparam("did")), done)
+                s.execute(
+                    inflight.delete().where(
+                        inflight.c.instance_id == bindparam("iid"),
+                        inflight.c.point_id == bindparam("pid"),
+                        inflight.c.device_id == bindparam("did"),
+                    ),
+                    done,
+                )
+
             self.transact(work)
         except IntegrityError as exc:
-            raise StoreError(f"cannot record measurements: {str(exc.orig).splitlines()[0]}",
-                             hint="a pair was measured twice (consult done_pairs) or its instance was not upserted") from exc
+            raise StoreError(
+                f"cannot record measurements: {str(exc.orig).splitlines()[0]}",
+                hint="a pair was measured twice (consult done_pairs) or its instance was not upserted",
+            ) from exc
 
     def record_baseline(self, sweep_id: int, m: Measurement) -> None:
         """Store (or replace) the baseline time of `m.point` on the sweep's device; `m.instance_id` names the library
@@ -414,60 +542,102 @@ class Store:
         def work(s: Session) -> None:  # delete, then insert: the same row however often it runs
             self._beat(s)
             s.execute(delete(b).where(b.device_id == sweep.device_id, b.point_id == pid))
-            s.add(b(device_id=sweep.device_id, point_id=pid, sweep_id=sweep_id, library=m.instance_id,
-                    status=Status(m.status).value, **_timings(m), gflops=f.gflops, gbs=f.gbs,
-                    roofline_frac=f.roofline_frac, l2_protection=m.l2_protection, error=m.error, measured_at=now()))
+            s.add(
+                b(
+                    device_id=sweep.device_id,
+                    point_id=pid,
+                    sweep_id=sweep_id,
+                    library=m.instance_id,
+                    status=Status(m.status).value,
+                    **_timings(m),
+                    gflops=f.gflops,
+                    gbs=f.gbs,
+                    roofline_frac=f.roofline_frac,
+                    l2_protection=m.l2_protection,
+                    error=m.error,
+                    measured_at=now(),
+                )
+            )
+
         self.transact(work)
 
     # ---- reads ----
 
     def done_pairs(self, device_id: int) -> set[tuple[str, TestPoint]]:
         """Every (instance id, point) already measured on the device, whatever its status (crashed included)."""
-        q = (select(MeasurementRow.instance_id, Point).join(Point, Point.id == MeasurementRow.point_id)
-             .where(MeasurementRow.device_id == device_id))
+        q = (
+            select(MeasurementRow.instance_id, Point)
+            .join(Point, Point.id == MeasurementRow.point_id)
+            .where(MeasurementRow.device_id == device_id)
+        )
         return self.transact(lambda s: {(iid, p.point()) for iid, p in s.execute(q)})
 
     def best_times(self, device: str) -> dict[TestPoint, tuple[str, float]]:
         """The fastest verified (instance id, median ms) at each test point on one device (name or uuid)."""
         m, p, d = MeasurementRow, Point, Device
-        q = (select(p, m.instance_id, m.median_ms).join(m, m.point_id == p.id).join(d, d.id == m.device_id)
-             .where(m.status == Status.OK.value, (d.name == device) | (d.uuid == device))
-             .order_by(m.median_ms, m.instance_id))
+        q = (
+            select(p, m.instance_id, m.median_ms)
+            .join(m, m.point_id == p.id)
+            .join(d, d.id == m.device_id)
+            .where(m.status == Status.OK.value, (d.name == device) | (d.uuid == device))
+            .order_by(m.median_ms, m.instance_id)
+        )
+
         def work(s: Session) -> dict[TestPoint, tuple[str, float]]:
             out: dict[TestPoint, tuple[str, float]] = {}
             for row, iid, ms in s.execute(q):
                 out.setdefault(row.point(), (iid, float(ms)))
             return out
+
         return self.transact(work)
 
     def ranked_instances(self, device: str) -> dict[TestPoint, list[str]]:
         """Per test point, the instance ids verified there on one device (name or uuid), fastest first (median,
         then id)."""
         m, p, d = MeasurementRow, Point, Device
-        q = (select(p, m.instance_id).join(m, m.point_id == p.id).join(d, d.id == m.device_id)
-             .where(m.status == Status.OK.value, (d.name == device) | (d.uuid == device))
-             .order_by(m.median_ms, m.instance_id))
+        q = (
+            select(p, m.instance_id)
+            .join(m, m.point_id == p.id)
+            .join(d, d.id == m.device_id)
+            .where(m.status == Status.OK.value, (d.name == device) | (d.uuid == device))
+            .order_by(m.median_ms, m.instance_id)
+        )
+
         def work(s: Session) -> dict[TestPoint, list[str]]:
             out: dict[TestPoint, list[str]] = {}
             for row, iid in s.execute(q):
                 out.setdefault(row.point(), []).append(iid)
             return out
+
         return self.transact(work)
 
     def baseline_times(self, device_id: int) -> dict[TestPoint, float]:
         """The verified baseline (library) median (ms) of each test point that has one on the device."""
         b = BaselineRow
-        q = select(Point, b.median_ms).join(b, b.point_id == Point.id).where(b.device_id == device_id,
-                                                                             b.status == Status.OK.value)
+        q = (
+            select(Point, b.median_ms)
+            .join(b, b.point_id == Point.id)
+            .where(b.device_id == device_id, b.status == Status.OK.value)
+        )
         return self.transact(lambda s: {p.point(): ms for p, ms in s.execute(q)})
 
     def same_model(self, device_id: int) -> list[int]:
         """The device and every other recorded GPU of the same name, SM count and compute capability (its id
         first): what `resume: model` treats as one."""
+
         def work(s: Session) -> list[int]:
             me = s.get_one(Device, device_id)
-            return list(s.scalars(select(Device.id).where(Device.name == me.name, Device.sm_count == me.sm_count,
-                                                          Device.cc == me.cc, Device.id != device_id)))
+            return list(
+                s.scalars(
+                    select(Device.id).where(
+                        Device.name == me.name,
+                        Device.sm_count == me.sm_count,
+                        Device.cc == me.cc,
+                        Device.id != device_id,
+                    )
+                )
+            )
+
         return [device_id, *sorted(self.transact(work))]
 
     def device_id(self, device: str | None = None) -> int:
@@ -477,22 +647,38 @@ class Store:
         found = [d for d in rows if device is None or device in (d.uuid, d.name)]
         if len(found) != 1:
             names = ", ".join(f"{d.name} ({d.uuid})" for d in rows) or "none"
-            raise StoreError(f"{'no' if not found else 'more than one'} device matches {device or 'any'} in {self.url}",
-                             hint=f"name one of the recorded devices: {names}")
+            raise StoreError(
+                f"{'no' if not found else 'more than one'} device matches {device or 'any'} in {self.url}",
+                hint=f"name one of the recorded devices: {names}",
+            )
         return found[0].id
 
     def device_info(self, device_id: int) -> DeviceInfo:
         """The device and the software of its latest sweep, as the runner recorded them."""
         with self.session() as s:
             d = s.get(Device, device_id)
-            sw = s.scalars(select(Software).join(Sweep, Sweep.software_id == Software.id)
-                           .where(Sweep.device_id == device_id).order_by(Sweep.id.desc())).first()
+            sw = s.scalars(
+                select(Software)
+                .join(Sweep, Sweep.software_id == Software.id)
+                .where(Sweep.device_id == device_id)
+                .order_by(Sweep.id.desc())
+            ).first()
         if d is None:
             raise StoreError(f"no device {device_id} in {self.url}")
-        return DeviceInfo(name=d.name, uuid=d.uuid, sm_count=d.sm_count, cc=d.cc, sm_clock_mhz=d.sm_clock_mhz,
-                          mem_clock_mhz=d.mem_clock_mhz, l2_bytes=d.l2_bytes, copy_bandwidth=d.copy_bandwidth,
-                          driver=sw.driver if sw else "", cuda_runtime=sw.cuda_runtime if sw else "",
-                          nvrtc=sw.nvrtc if sw else "", cupy=sw.cupy if sw else "")
+        return DeviceInfo(
+            name=d.name,
+            uuid=d.uuid,
+            sm_count=d.sm_count,
+            cc=d.cc,
+            sm_clock_mhz=d.sm_clock_mhz,
+            mem_clock_mhz=d.mem_clock_mhz,
+            l2_bytes=d.l2_bytes,
+            copy_bandwidth=d.copy_bandwidth,
+            driver=sw.driver if sw else "",
+            cuda_runtime=sw.cuda_runtime if sw else "",
+            nvrtc=sw.nvrtc if sw else "",
+            cupy=sw.cupy if sw else "",
+        )
 
     def measurements(self, device: str | None = None, space: str | None = None) -> pd.DataFrame:
         """Every measurement (without `times_ms` and `log`) joined with its device name, test point (one column per
@@ -517,8 +703,10 @@ class Store:
         if uuid not in self._devices:
             row = self.transact(lambda s: s.scalars(select(Device).where(Device.uuid == uuid)).first())
             if row is None:
-                raise StoreError(f"cannot record a measurement of device {uuid}: no such device in {self.url}",
-                                 hint="the runner records each executor's devices (upsert_device) before measuring")
+                raise StoreError(
+                    f"cannot record a measurement of device {uuid}: no such device in {self.url}",
+                    hint="the runner records each executor's devices (upsert_device) before measuring",
+                )
             self._devices[uuid] = (row.id, row.copy_bandwidth)
         return self._devices[uuid]
 
@@ -537,8 +725,11 @@ def _not_recorded(s: Session, sweep_id: int, rows: list[dict]) -> list[dict]:
     Rows carry their own device (a sweep over several GPUs records each measurement on the GPU that took it)."""
     m = MeasurementRow
     ids = sorted({r["instance_id"] for r in rows})
-    have = set(s.execute(select(m.instance_id, m.point_id, m.device_id).where(
-        m.sweep_id == sweep_id, m.instance_id.in_(ids))).tuples())
+    have = set(
+        s.execute(
+            select(m.instance_id, m.point_id, m.device_id).where(m.sweep_id == sweep_id, m.instance_id.in_(ids))
+        ).tuples()
+    )
     return [r for r in rows if (r["instance_id"], r["point_id"], r["device_id"]) not in have]
 
 
@@ -557,14 +748,23 @@ def _work(m: Measurement, scalars: Mapping[str, float] | None) -> tuple[float | 
         flops, nbytes = kind.flops(m.point), kind.bytes_moved(m.point, kind.own_scalars(scalars))
     for what, v in (("flops", flops), ("bytes moved", nbytes)):
         if v is not None and not (math.isfinite(v) and v >= 0):
-            raise StoreError(f"the kind {m.point.kind} counts {v!r} {what} at {m.point.key}",
-                             hint=f"its {what} must be a finite number >= 0 (fix the kind's formula)")
+            raise StoreError(
+                f"the kind {m.point.kind} counts {v!r} {what} at {m.point.key}",
+                hint=f"its {what} must be a finite number >= 0 (fix the kind's formula)",
+            )
     return flops, nbytes
 
 
 def _timings(m: Measurement) -> dict:
-    return dict(median_ms=m.median_ms, p20_ms=m.p20_ms, p80_ms=m.p80_ms, min_ms=m.min_ms, max_ms=m.max_ms,
-                reps=m.reps, times_ms=list(m.times_ms))
+    return dict(
+        median_ms=m.median_ms,
+        p20_ms=m.p20_ms,
+        p80_ms=m.p80_ms,
+        min_ms=m.min_ms,
+        max_ms=m.max_ms,
+        reps=m.reps,
+        times_ms=list(m.times_ms),
+    )
 
 
 def _param_row(instance_id: str, name: str, value: int | float | str) -> dict:
@@ -593,5 +793,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-__all__ = ["LOCK_STALE_S", "MEASUREMENT_COLUMNS", "SCHEMA_VERSION", "Store", "StoreError", "SchemaVersionError", "SweepLockedError",
-           "SpaceRecord", "SweepStart"]
+__all__ = [
+    "LOCK_STALE_S",
+    "MEASUREMENT_COLUMNS",
+    "SCHEMA_VERSION",
+    "Store",
+    "StoreError",
+    "SchemaVersionError",
+    "SweepLockedError",
+    "SpaceRecord",
+    "SweepStart",
+]

@@ -14,6 +14,7 @@ so two kinds never share a view. A size column named like a fixed column (id, pr
 `size_<name>`. The store makes a kind's view when it first records a point of the kind (and remakes it when a
 later point brings a new size name); revision 0003 makes the views of the kinds already in a database.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -64,12 +65,20 @@ def view_sql(kind: str, sizes: Sequence[str], optional: Iterable[str] = ()) -> s
     `optional` (that some points lack) are LEFT JOINs, after the others."""
     cols = size_columns(sizes)
     optional = set(optional)
-    select = ", ".join(["p.id", "p.precision", "p.shape", *(f"s{i}.value AS {col}" for i, col in enumerate(cols.values()))])
-    joins = [f"{'LEFT JOIN' if name in optional else 'JOIN'} point_sizes s{i} ON s{i}.point_id = p.id "
-             f"AND s{i}.name = {_literal(name)}" for i, name in enumerate(cols)]
+    select = ", ".join(
+        ["p.id", "p.precision", "p.shape", *(f"s{i}.value AS {col}" for i, col in enumerate(cols.values()))]
+    )
+    joins = [
+        f"{'LEFT JOIN' if name in optional else 'JOIN'} point_sizes s{i} ON s{i}.point_id = p.id "
+        f"AND s{i}.name = {_literal(name)}"
+        for i, name in enumerate(cols)
+    ]
     joins.sort(key=lambda j: j.startswith("LEFT"))  # stable: inner joins first, each group in the kind's order
-    return (f"CREATE VIEW {view_name(kind)} AS\nSELECT {select}\nFROM test_points p\n" + "".join(j + "\n" for j in joins)
-            + f"WHERE p.kind = {_literal(kind)}")
+    return (
+        f"CREATE VIEW {view_name(kind)} AS\nSELECT {select}\nFROM test_points p\n"
+        + "".join(j + "\n" for j in joins)
+        + f"WHERE p.kind = {_literal(kind)}"
+    )
 
 
 def kind_layouts(conn: Connection) -> dict[str, tuple[tuple[str, ...], frozenset[str]]]:
@@ -93,8 +102,11 @@ def kind_sizes(conn: Connection) -> dict[str, tuple[str, ...]]:
 def view_columns(conn: Connection) -> dict[str, tuple[str, ...]]:
     """The point views in the database and their columns."""
     insp = inspect(conn)
-    return {name: tuple(c["name"] for c in insp.get_columns(name))
-            for name in insp.get_view_names() if name.startswith(PREFIX)}
+    return {
+        name: tuple(c["name"] for c in insp.get_columns(name))
+        for name in insp.get_view_names()
+        if name.startswith(PREFIX)
+    }
 
 
 def ensure_views(conn: Connection, kinds: Iterable[str] | None = None) -> list[str]:

@@ -18,6 +18,7 @@ included headers and cannot be shared by compile processes that hold no CUDA con
 A request with `compiler="nvcc"` goes through the toolkit's nvcc instead (`autotune.sweep.nvcc`): the same
 cache, keyed also by the compiler and nvcc's version, the same cubin loaded the same way.
 """
+
 from __future__ import annotations
 
 import functools
@@ -46,6 +47,8 @@ def resource_failure(log: str) -> bool:
     """Whether a compile log says the kernel needs more static shared memory than a block may have (a limit that
     does not depend on the optimization level: a fast build finds it as the full build would)."""
     return RESOURCE_ERROR in log
+
+
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
 
 
@@ -144,8 +147,10 @@ def with_time_limit(fn: Callable[[], Any], timeout_s: float | None, what: str) -
     try:
         if not parent.poll(timeout_s):
             proc.kill()
-            raise CompileTimeout(f"{TIMEOUT_ERROR}: {what} ran past {timeout_s:g} s and was killed "
-                                 f"(the limit: ${COMPILE_TIMEOUT_ENV}, or GpuBackend(compile_timeout_s=...))")
+            raise CompileTimeout(
+                f"{TIMEOUT_ERROR}: {what} ran past {timeout_s:g} s and was killed "
+                f"(the limit: ${COMPILE_TIMEOUT_ENV}, or GpuBackend(compile_timeout_s=...))"
+            )
         try:
             kind, payload = parent.recv()
         except EOFError:
@@ -189,8 +194,15 @@ def source_digest(text: str, headers: dict[str, str]) -> str:
     return h.hexdigest()
 
 
-def cache_key(digest: str, options: tuple[str, ...], arch: int, nvrtc_version: tuple[int, int],
-              cuda_include: str, name_expression: str, compiler: str = "nvrtc") -> str:
+def cache_key(
+    digest: str,
+    options: tuple[str, ...],
+    arch: int,
+    nvrtc_version: tuple[int, int],
+    cuda_include: str,
+    name_expression: str,
+    compiler: str = "nvrtc",
+) -> str:
     """The cache key of one instance; include paths are left out (they only say where files are). `compiler`:
     "nvrtc", or nvcc's identity (`nvcc.nvcc_identity`: its release and path)."""
     opts = [o for o in options if not o.startswith(("--include-path=", "-I"))]
@@ -205,7 +217,7 @@ def option_include_dirs(options: tuple[str, ...]) -> tuple[Path, ...]:
     for o in options:
         for prefix in ("--include-path=", "-I"):
             if o.startswith(prefix) and len(o) > len(prefix):
-                out.append(Path(o[len(prefix):]))
+                out.append(Path(o[len(prefix) :]))
                 break
     return tuple(out)
 
@@ -243,20 +255,27 @@ def warm_compile_process() -> None:
         pass
 
 
-WARM_ENV = "AUTOTUNE_COMPILE_WARM"  # 1: one trivial NVRTC compile in each compile process (scripts/bench_compile_fork.py)
+WARM_ENV = (
+    "AUTOTUNE_COMPILE_WARM"  # 1: one trivial NVRTC compile in each compile process (scripts/bench_compile_fork.py)
+)
 
 
 def warm_nvrtc() -> None:
     """One trivial NVRTC compile in this process, so that the compiles forked from it for their time limit
     (`with_time_limit`) inherit NVRTC's loaded built-ins rather than each loading them again. Off by default
     (AUTOTUNE_COMPILE_WARM=1) until scripts/bench_compile_fork.py has measured it on a GPU host."""
-    nvrtc_compile('extern "C" __global__ void autotune_warm(float *x) { x[threadIdx.x] = 0.f; }', "warm.cu", (),
-                  DEFAULT_OPTIONS, "ptx")
+    nvrtc_compile(
+        'extern "C" __global__ void autotune_warm(float *x) { x[threadIdx.x] = 0.f; }',
+        "warm.cu",
+        (),
+        DEFAULT_OPTIONS,
+        "ptx",
+    )
 
 
 def batches(items: list, size: int) -> list[list]:
     size = max(1, size)
-    return [items[i:i + size] for i in range(0, len(items), size)]
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 # -------------------------------------------------------------------------------------- disk cache
@@ -279,8 +298,17 @@ class CompileCache:
             blob = self.root / "blobs" / blob.name
             if not blob.is_file():
                 return None
-        return CompiledKernel(entry["name_expression"], entry["ok"], key, entry["lowered_name"], blob,
-                              entry["binary_kind"], entry["log"], entry["compile_s"], cached=True)
+        return CompiledKernel(
+            entry["name_expression"],
+            entry["ok"],
+            key,
+            entry["lowered_name"],
+            blob,
+            entry["binary_kind"],
+            entry["log"],
+            entry["compile_s"],
+            cached=True,
+        )
 
     def put_blob(self, data: bytes, kind: str) -> Path:
         path = self.root / "blobs" / f"{hashlib.sha256(data).hexdigest()}.{kind}"
@@ -306,6 +334,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
 # ------------------------------------------------------------------------------------------- NVRTC
 def _nvrtc():
     import cupy  # noqa: F401 - sets up the CUDA library search (wheels) before the bindings load
+
     try:
         from cupy_backends.cuda.libs import nvrtc
     except ImportError:  # pragma: no cover - older CuPy layouts
@@ -322,12 +351,14 @@ def cuda_include_dir() -> str:
     candidates = [os.environ.get("CUDA_PATH", ""), os.environ.get("CUDA_HOME", "")]
     try:
         import cupy
+
         candidates.append(cupy.cuda.get_cuda_path() or "")
     except Exception:  # noqa: BLE001 - any failure just skips this candidate
         pass
     dirs = [str(Path(c) / "include") for c in candidates if c]
     try:  # CUDA headers shipped as wheels (nvidia-cuda-runtime), as CuPy itself finds them
         from cupy import _environment
+
         dirs += list(_environment._get_include_dir_from_conda_or_wheel(*nvrtc_version()))
     except Exception:  # noqa: BLE001
         pass
@@ -346,8 +377,9 @@ def _toolkit_includes(cuda_inc: str) -> list[str]:
     return [cuda_inc] + ([str(cccl)] if cccl.is_dir() else [])
 
 
-def nvrtc_compile(text: str, filename: str, name_expressions: tuple[str, ...], options: tuple[str, ...],
-                  binary_kind: str) -> tuple[bytes, dict[str, str], str]:
+def nvrtc_compile(
+    text: str, filename: str, name_expressions: tuple[str, ...], options: tuple[str, ...], binary_kind: str
+) -> tuple[bytes, dict[str, str], str]:
     """One NVRTC call: (binary, {name expression: lowered name}, log). Raises CompileFailed."""
     nvrtc = _nvrtc()
     prog = nvrtc.createProgram(text, filename, (), ())
@@ -385,8 +417,9 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
 
         tool = nvcc.find_nvcc()
         if tool is None:
-            raise CompileFailed("error: nvcc not found (the space asks for `compiler: nvcc`): install the CUDA "
-                                "toolkit or set CUDA_PATH")
+            raise CompileFailed(
+                "error: nvcc not found (the space asks for `compiler: nvcc`): install the CUDA toolkit or set CUDA_PATH"
+            )
         kind, arch_opt, identity = "cubin", f"-arch=sm_{request.arch}", nvcc.nvcc_identity(tool)
         version, cuda_inc = (0, 0), str(Path(tool).resolve().parent.parent / "include")
         nvcc_options = (*request.options, *[f"-I{d}" for d in search])
@@ -394,13 +427,15 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
         def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
             try:
                 if not request.unroll:
-                    return nvcc.nvcc_compile(tool, request.source, group, nvcc_options, request.arch,
-                                             timeout_s=request.timeout_s)
+                    return nvcc.nvcc_compile(
+                        tool, request.source, group, nvcc_options, request.arch, timeout_s=request.timeout_s
+                    )
                 with tempfile.TemporaryDirectory(prefix="autotune-kt-") as tmp:  # the edited text, includes as before
                     edited = Path(tmp) / request.source.name
                     edited.write_text(text)
-                    return nvcc.nvcc_compile(tool, edited, group, nvcc_options, request.arch,
-                                             timeout_s=request.timeout_s)
+                    return nvcc.nvcc_compile(
+                        tool, edited, group, nvcc_options, request.arch, timeout_s=request.timeout_s
+                    )
             except nvcc.NvccTimeout as exc:
                 raise CompileTimeout(f"{TIMEOUT_ERROR}: {exc.log}") from None
             except nvcc.NvccFailed as exc:
@@ -409,14 +444,24 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
         version, cuda_inc, identity = nvrtc_version(), cuda_include_dir(), "nvrtc"
         supported = tuple(getattr(_nvrtc(), "getSupportedArchs", lambda: ())())
         arch_opt, kind = arch_option(request.arch, supported)
-        options = (*request.options, *[f"--include-path={d}" for d in search],
-                   *[f"--include-path={d}" for d in _toolkit_includes(cuda_inc)], arch_opt)
+        options = (
+            *request.options,
+            *[f"--include-path={d}" for d in search],
+            *[f"--include-path={d}" for d in _toolkit_includes(cuda_inc)],
+            arch_opt,
+        )
 
         def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
-            return with_time_limit(lambda: nvrtc_compile(text, request.source.name, group, options, kind),
-                                   request.timeout_s, f"NVRTC compiling {len(group)} instance(s) of {request.source.name}")
-    keys = {n: cache_key(digest, request.options + (arch_opt,), request.arch, version, cuda_inc, n, identity)
-            for n in request.name_expressions}
+            return with_time_limit(
+                lambda: nvrtc_compile(text, request.source.name, group, options, kind),
+                request.timeout_s,
+                f"NVRTC compiling {len(group)} instance(s) of {request.source.name}",
+            )
+
+    keys = {
+        n: cache_key(digest, request.options + (arch_opt,), request.arch, version, cuda_inc, n, identity)
+        for n in request.name_expressions
+    }
     done = {n: hit for n in keys if (hit := cache.lookup(keys[n])) is not None}
     misses = tuple(n for n in request.name_expressions if n not in done)
     # NVRTC: learn a resource limit cheaply first (not where the build is already the fast one)
@@ -425,12 +470,16 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
         for n in misses:
             t0 = time.perf_counter()
             try:
-                with_time_limit(functools.partial(nvrtc_compile, text, request.source.name, (n,), fast, kind),
-                                request.timeout_s, f"NVRTC's fast build of {request.source.name}")
+                with_time_limit(
+                    functools.partial(nvrtc_compile, text, request.source.name, (n,), fast, kind),
+                    request.timeout_s,
+                    f"NVRTC's fast build of {request.source.name}",
+                )
             except CompileFailed as exc:
                 if not isinstance(exc, CompileTimeout) and resource_failure(exc.log):
-                    done[n] = CompiledKernel(n, False, keys[n], None, None, None, f"{PRECHECK_NOTE}\n{exc.log}",
-                                             time.perf_counter() - t0)
+                    done[n] = CompiledKernel(
+                        n, False, keys[n], None, None, None, f"{PRECHECK_NOTE}\n{exc.log}", time.perf_counter() - t0
+                    )
                     cache.store(done[n])  # deterministic, as the full build's failure would be
         misses = tuple(n for n in misses if n not in done)
     groups = [misses] if misses else []
@@ -457,8 +506,9 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
     return [done[n] for n in request.name_expressions]
 
 
-def compile_all(requests: list[CompileRequest], cache_dir: Path,
-                workers: int | None = None) -> dict[str, CompiledKernel]:
+def compile_all(
+    requests: list[CompileRequest], cache_dir: Path, workers: int | None = None
+) -> dict[str, CompiledKernel]:
     """Every request's instances through `compile_batch` in a process pool (spawn), {name expression: result};
     for harnesses that compile a set of instances up front (the sweep streams through `GpuBackend`)."""
     import multiprocessing as mp

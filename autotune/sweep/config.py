@@ -3,6 +3,7 @@
 Every mistake is a ConfigError naming the file, the line and what to do. The format is documented in
 docs/sweep-configs.md; configs/default.yaml is the example the tutorial (docs/tutorial.md) runs.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -24,15 +25,42 @@ from autotune.sweep.workload import SizeRule
 from autotune.vocab import TestPoint
 from autotune.paths import SPACES_DIR
 
-TOP_KEYS = ("name", "description", "spaces", "points", "scalars", "alpha", "beta", "database", "repetitions",
-            "budget", "bk", "tol", "strategy", "max_instances", "seed", "share", "resume", "stop_after_failures")
+TOP_KEYS = (
+    "name",
+    "description",
+    "spaces",
+    "points",
+    "scalars",
+    "alpha",
+    "beta",
+    "database",
+    "repetitions",
+    "budget",
+    "bk",
+    "tol",
+    "strategy",
+    "max_instances",
+    "seed",
+    "share",
+    "resume",
+    "stop_after_failures",
+)
 SCALAR_SHORTHANDS = ("alpha", "beta")  # top-level keys that set a scalar of that name (GEMM configs write them)
 STRATEGY_KEYS = ("name", "budget", "patience", "roofline_tol", "transfer", "studies", *SAMPLER_KEYS)
 SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances", "instances", "measure", "share")
 MEASURE_RULES = ("serves", "valid")
 POINT_KEYS = ("kind", "precisions", "shapes", "sizes")
-UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
-         "tib": 2**40}
+UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
 
 
@@ -74,7 +102,9 @@ class SweepConfig:
     bk: int = 10
     tol: float = 0.05
     description: str = ""
-    strategy: str = "brute"  # search strategy (autotune.sweep.strategies): brute, random, tpe, hybrid, gp, cmaes, auto, ...
+    strategy: str = (
+        "brute"  # search strategy (autotune.sweep.strategies): brute, random, tpe, hybrid, gp, cmaes, auto, ...
+    )
     search: SearchOptions = SearchOptions()  # the `strategy:` mapping's per-point options (budget, patience, ...)
     max_instances: int | None = None  # measure at most this many instances per space
     seed: int = 0  # seed of the random strategy
@@ -89,8 +119,11 @@ def load_config(path: str | Path) -> SweepConfig:
     p = Path(path)
     if not p.is_file():
         known = ", ".join(sorted(c.stem for c in p.parent.glob("*.yaml"))) if p.parent.is_dir() else ""
-        raise ConfigError(f"no config file {p}", file=p,
-                          hint=f"give the path of a YAML sweep config{f' (in {p.parent}: {known})' if known else ''}")
+        raise ConfigError(
+            f"no config file {p}",
+            file=p,
+            hint=f"give the path of a YAML sweep config{f' (in {p.parent}: {known})' if known else ''}",
+        )
     return parse_config(p.read_text(), file=p.resolve())
 
 
@@ -101,8 +134,12 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=file,
-                          line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)") from None
+        raise ConfigError(
+            f"not valid YAML: {getattr(exc, 'problem', exc)}",
+            file=file,
+            line=mark.line + 1 if mark else None,
+            hint="fix the YAML syntax (indentation, colons)",
+        ) from None
     if root is None:  # an empty file (or only comments)
         raise ConfigError("the config is empty", file=file, hint="start from configs/default.yaml")
     if not isinstance(root, MappingNode):
@@ -114,8 +151,11 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     path = Path(file) if file != "<config>" else None
     name = r.string(top["name"]) if "name" in top else (path.stem if path else "sweep")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise r.error(top.get("name", root), f"config name {name!r} cannot be a file name",
-                      "use letters, digits, '_', '-' and '.'")
+        raise r.error(
+            top.get("name", root),
+            f"config name {name!r} cannot be a file name",
+            "use letters, digits, '_', '-' and '.'",
+        )
     points_node = top["points"]
     groups = points_node.value if isinstance(points_node, SequenceNode) else [points_node]
     spaces = tuple(_space(r, n) for n in r.sequence(top["spaces"], "spaces"))
@@ -124,20 +164,28 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     budget = top.get("budget")
     strategy, search = _strategy(r, top["strategy"]) if "strategy" in top else ("brute", SearchOptions())
     return SweepConfig(
-        name=name, path=path, text=text, spaces=spaces,
-        points=points, scalars=_scalars(r, top, kinds),
-        database=_database(r, top["database"]) if "database" in top else f"sqlite:///{Path.cwd() / 'results' / name}.sqlite",
+        name=name,
+        path=path,
+        text=text,
+        spaces=spaces,
+        points=points,
+        scalars=_scalars(r, top, kinds),
+        database=_database(r, top["database"])
+        if "database" in top
+        else f"sqlite:///{Path.cwd() / 'results' / name}.sqlite",
         repetitions=r.integer(top["repetitions"], 1) if "repetitions" in top else 20,
         budget_s=_duration(r, budget) if budget is not None and r.value(budget) is not None else None,
         bk=r.integer(top["bk"], 1) if "bk" in top else 10,
         tol=_tol(r, top["tol"]) if "tol" in top else 0.05,
         description=r.string(top["description"]) if "description" in top else "",
-        strategy=strategy, search=search,
+        strategy=strategy,
+        search=search,
         max_instances=r.integer(top["max_instances"], 1) if "max_instances" in top else None,
         seed=r.integer(top["seed"], 0) if "seed" in top else 0,
         share=r.integer(top["share"], 0) if "share" in top else 0,
         resume=_resume(r, top["resume"]) if "resume" in top else "gpu",
-        stop_after_failures=r.integer(top["stop_after_failures"], 0) if "stop_after_failures" in top else 8)
+        stop_after_failures=r.integer(top["stop_after_failures"], 0) if "stop_after_failures" in top else 8,
+    )
 
 
 class Reader:
@@ -160,10 +208,15 @@ class Reader:
         for key_node, value_node in node.value:
             key = str(self.value(key_node))
             if key not in allowed:
-                close = difflib.get_close_matches(key, list(allowed), n=1) or \
-                    [a for a in allowed if key.startswith(a) or a.startswith(key)][:1]
-                raise self.error(key_node, f"unknown key `{key}` in {what}",
-                                 f"did you mean `{close[0]}`?" if close else f"allowed keys: {', '.join(allowed)}")
+                close = (
+                    difflib.get_close_matches(key, list(allowed), n=1)
+                    or [a for a in allowed if key.startswith(a) or a.startswith(key)][:1]
+                )
+                raise self.error(
+                    key_node,
+                    f"unknown key `{key}` in {what}",
+                    f"did you mean `{close[0]}`?" if close else f"allowed keys: {', '.join(allowed)}",
+                )
             if key in out:
                 raise self.error(key_node, f"`{key}` appears twice in {what}", "keep one of them")
             out[key] = value_node
@@ -186,12 +239,24 @@ class Reader:
         return str(self.typed(node, lambda v: isinstance(v, (str, int, float)), "a string", "write a plain word"))
 
     def number(self, node: Node) -> float:
-        return float(self.typed(node, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-                                and math.isfinite(v), "a number", "write a finite number such as 1.0"))
+        return float(
+            self.typed(
+                node,
+                lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+                "a number",
+                "write a finite number such as 1.0",
+            )
+        )
 
     def integer(self, node: Node, minimum: int) -> int:
-        return int(self.typed(node, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
-                              f"an integer >= {minimum}", f"write a whole number >= {minimum}"))
+        return int(
+            self.typed(
+                node,
+                lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
+                f"an integer >= {minimum}",
+                f"write a whole number >= {minimum}",
+            )
+        )
 
     def choices(self, node: Node, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
         out = []
@@ -210,8 +275,11 @@ def _space(r: Reader, node: Node) -> SpaceRef:
             raise r.error(node, "a space entry needs `space:`", "write `- space: NAME_OR_PATH`")
         ref_node = m["space"]
         device = r.string(m["device"]) if "device" in m else None
-        soft = r.typed(m["soft"], lambda v: isinstance(v, bool), "true or false", "write soft: false") \
-            if "soft" in m else True
+        soft = (
+            r.typed(m["soft"], lambda v: isinstance(v, bool), "true or false", "write soft: false")
+            if "soft" in m
+            else True
+        )
         soft_off = tuple(r.string(n) for n in r.sequence(m["soft_off"], "soft_off")) if "soft_off" in m else ()
         where = r.string(m["where"]) if "where" in m else None
         limit = None
@@ -220,33 +288,52 @@ def _space(r: Reader, node: Node) -> SpaceRef:
         instances = None
         if "instances" in m:
             instances = tuple(r.string(n) for n in r.sequence(m["instances"], "instances"))
-            bad = next((n for n, i in zip(m["instances"].value, instances) if not re.fullmatch(r"[0-9a-f]{16}", i)),
-                       None)
+            bad = next(
+                (n for n, i in zip(m["instances"].value, instances) if not re.fullmatch(r"[0-9a-f]{16}", i)), None
+            )
             if bad is not None or not instances:
-                raise r.error(bad or m["instances"], "instances: a list of instance ids (16 hex digits)",
-                              "copy them from `autotune space list` or the database's instances table")
+                raise r.error(
+                    bad or m["instances"],
+                    "instances: a list of instance ids (16 hex digits)",
+                    "copy them from `autotune space list` or the database's instances table",
+                )
         measure = r.string(m["measure"]) if "measure" in m else "serves"
         if measure not in MEASURE_RULES:
-            raise r.error(m["measure"], f"measure: {measure!r} is not a rule",
-                          "write measure: serves (where the kernel's `serves` holds) or measure: valid")
+            raise r.error(
+                m["measure"],
+                f"measure: {measure!r} is not a rule",
+                "write measure: serves (where the kernel's `serves` holds) or measure: valid",
+            )
         share = r.integer(m["share"], 0) if "share" in m else None
         if where is not None:
             from autotune.expr import ExprError, parse
+
             try:
                 parse(where)
             except ExprError as exc:
-                raise r.error(m["where"], f"where: {exc.message}", exc.hint or "write e.g. where: \"NSG >= 2\"") from None
+                raise r.error(m["where"], f"where: {exc.message}", exc.hint or 'write e.g. where: "NSG >= 2"') from None
     else:
         ref_node, device, soft, soft_off, where, limit = node, None, True, (), None, None
         instances, measure, share = None, "serves", None
     ref = r.string(ref_node)
     if device is not None:
         from autotune.devices import PROFILES
+
         if device.lower() not in {k.lower() for k in PROFILES}:
             raise r.error(m["device"], f"unknown device profile {device!r}", f"use one of {', '.join(PROFILES)}")
-    return SpaceRef(ref=ref, path=space_path(r, ref_node, ref), device=device, soft=bool(soft), soft_off=soft_off,
-                    where=where, max_instances=limit, line=node.start_mark.line + 1, instances=instances,
-                    measure=measure, share=share)
+    return SpaceRef(
+        ref=ref,
+        path=space_path(r, ref_node, ref),
+        device=device,
+        soft=bool(soft),
+        soft_off=soft_off,
+        where=where,
+        max_instances=limit,
+        line=node.start_mark.line + 1,
+        instances=instances,
+        measure=measure,
+        share=share,
+    )
 
 
 def space_path(r: Reader, node: Node, ref: str) -> Path:
@@ -259,8 +346,11 @@ def space_path(r: Reader, node: Node, ref: str) -> Path:
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in SPACES_DIR.glob("*.yaml"))) or "none"
         close = difflib.get_close_matches(ref, known.split(", "), n=1)
-        raise r.error(node, f"unknown space {ref!r}", f"did you mean {close[0]!r}?" if close
-                      else f"known spaces (in {SPACES_DIR}): {known}")
+        raise r.error(
+            node,
+            f"unknown space {ref!r}",
+            f"did you mean {close[0]!r}?" if close else f"known spaces (in {SPACES_DIR}): {known}",
+        )
     return path
 
 
@@ -293,11 +383,15 @@ def _points(r: Reader, node: Node, kinds: _Kinds) -> list[TestPoint]:
     kind = _group_kind(r, node, m, available)
     for key in m:
         if key not in POINT_KEYS and key not in kind.derived_sizes:
-            raise r.error(m[key], f"the {kind.name} kind has no size {key} to derive",
-                          f"give its sizes under `sizes:`: {', '.join(kind.size_names)}")
+            raise r.error(
+                m[key],
+                f"the {kind.name} kind has no size {key} to derive",
+                f"give its sizes under `sizes:`: {', '.join(kind.size_names)}",
+            )
     if "sizes" not in m:
-        raise r.error(node, "test points need `sizes:`",
-                      f"write sizes: {{{', '.join(f'{s}: ...' for s in kind.size_names)}}}")
+        raise r.error(
+            node, "test points need `sizes:`", f"write sizes: {{{', '.join(f'{s}: ...' for s in kind.size_names)}}}"
+        )
     precisions = r.choices(m["precisions"], kind.precisions, "precisions") if "precisions" in m else kind.precisions[:1]
     shapes = r.choices(m["shapes"], kind.shapes, "shapes") if "shapes" in m else kind.shapes[:1]
     combos, given = _size_combos(r, m["sizes"], kind)
@@ -305,10 +399,16 @@ def _points(r: Reader, node: Node, kinds: _Kinds) -> list[TestPoint]:
     if missing:
         derive = [s for s in missing if s in kind.derived_sizes]
         if derive and len(derive) == len(missing):
-            raise r.error(node, f"test points need `{derive[0]}:`",
-                          f"write {derive[0]}: 1000 or {derive[0]}: {{bytes: 100MB}} (see docs/sweep-configs.md)")
-        raise r.error(m["sizes"], f"sizes of {kind.name} miss {', '.join(missing)}",
-                      kind.size_forms_help or f"give every size: {', '.join(kind.size_names)}")
+            raise r.error(
+                node,
+                f"test points need `{derive[0]}:`",
+                f"write {derive[0]}: 1000 or {derive[0]}: {{bytes: 100MB}} (see docs/sweep-configs.md)",
+            )
+        raise r.error(
+            m["sizes"],
+            f"sizes of {kind.name} miss {', '.join(missing)}",
+            kind.size_forms_help or f"give every size: {', '.join(kind.size_names)}",
+        )
     rule = size_rule(r, m, kind, SizeRule())  # `NAME: N` or `NAME: {bytes: SIZE}` of each derived size
     out = []
     for prec in precisions:
@@ -332,13 +432,19 @@ def _group_kind(r: Reader, node: Node, m: dict[str, Node], available: dict[str, 
     if "kind" in m:
         name = r.string(m["kind"])
         if name not in available:
-            raise r.error(m["kind"], f"no space of this config solves the problem kind {name!r}",
-                          f"kinds of its spaces: {', '.join(available) or 'none'}")
+            raise r.error(
+                m["kind"],
+                f"no space of this config solves the problem kind {name!r}",
+                f"kinds of its spaces: {', '.join(available) or 'none'}",
+            )
         return available[name]
     if len(available) == 1:
         return next(iter(available.values()))
-    raise r.error(node, "say which problem kind these points are (`kind:`)",
-                  f"kinds of this config's spaces: {', '.join(available)}")
+    raise r.error(
+        node,
+        "say which problem kind these points are (`kind:`)",
+        f"kinds of this config's spaces: {', '.join(available)}",
+    )
 
 
 def _size_combos(r: Reader, node: Node, kind: ProblemKind) -> tuple[list[dict[str, int]], dict[str, Node]]:
@@ -352,15 +458,21 @@ def _size_combos(r: Reader, node: Node, kind: ProblemKind) -> tuple[list[dict[st
         names = kind.tied_sizes.get(key) or kind.tuple_sizes.get(key) or (key,)
         twice = [n for n in names if n in given]
         if twice:
-            raise r.error(node, f"cannot read sizes: {', '.join(twice)} given twice",
-                          kind.size_forms_help or f"give each size once: {', '.join(kind.size_names)}")
+            raise r.error(
+                node,
+                f"cannot read sizes: {', '.join(twice)} given twice",
+                kind.size_forms_help or f"give each size once: {', '.join(kind.size_names)}",
+            )
         given.update((n, value) for n in names)
         if key in kind.tuple_sizes:
             rows = []
             for item in r.sequence(value, key):
                 if not (isinstance(item, SequenceNode) and len(item.value) == len(names)):
-                    raise r.error(item, f"an element of {key} is [{', '.join(names)}]",
-                                  f"write e.g. [{', '.join('8' for _ in names)}]")
+                    raise r.error(
+                        item,
+                        f"an element of {key} is [{', '.join(names)}]",
+                        f"write e.g. [{', '.join('8' for _ in names)}]",
+                    )
                 rows.append(dict(zip(names, (r.integer(x, 1) for x in item.value))))
             lists.append(rows)
         else:
@@ -408,8 +520,11 @@ def size_list(r: Reader, node: Node) -> list[int]:
             if b < a:
                 raise r.error(node, f"empty range {a}..{b}", f"`{last}` must be >= `{first}`")
             return list(range(a, b + 1, step))
-    raise r.error(node, f"cannot read a size range from keys {', '.join(m)}",
-                  "write {start: 8, stop: 64, step: 8}, {from: 2, to: 32, step: 2} or {pow2: [2, 128]} (inclusive)")
+    raise r.error(
+        node,
+        f"cannot read a size range from keys {', '.join(m)}",
+        "write {start: 8, stop: 64, step: 8}, {from: 2, to: 32, step: 2} or {pow2: [2, 128]} (inclusive)",
+    )
 
 
 def parse_bytes(r: Reader, node: Node) -> int:
@@ -439,8 +554,11 @@ def _duration(r: Reader, node: Node) -> float:
 def _resume(r: Reader, node: Node) -> str:
     value = r.string(node)
     if value not in ("gpu", "model"):
-        raise r.error(node, f"resume: {value!r} is not a rule", "write resume: gpu (skip pairs measured on this GPU) or "
-                                                                "resume: model (on any GPU of the same model)")
+        raise r.error(
+            node,
+            f"resume: {value!r} is not a rule",
+            "write resume: gpu (skip pairs measured on this GPU) or resume: model (on any GPU of the same model)",
+        )
     return value
 
 
@@ -455,22 +573,33 @@ def _strategy(r: Reader, node: Node) -> tuple[str, SearchOptions]:
         raise r.error(node, "a strategy mapping needs `name:`", "write e.g. strategy: {name: tpe, budget: 100}")
     name = r.string(m["name"])
     if not known_strategy(name):
-        raise r.error(m["name"], f"unknown strategy {name!r}", f"choose one of {', '.join(strategy_names())}, "
-                                                                "or give module:Class")
+        raise r.error(
+            m["name"],
+            f"unknown strategy {name!r}",
+            f"choose one of {', '.join(strategy_names())}, or give module:Class",
+        )
     tol = None
     if "roofline_tol" in m:
         tol = r.number(m["roofline_tol"])
         if not 0 <= tol < 1:
-            raise r.error(m["roofline_tol"], f"roofline_tol {tol} is outside [0, 1)",
-                          "0.05 stops a point once its best time is within 5% of the roofline time")
+            raise r.error(
+                m["roofline_tol"],
+                f"roofline_tol {tol} is outside [0, 1)",
+                "0.05 stops a point once its best time is within 5% of the roofline time",
+            )
     studies = r.string(m["studies"]) if "studies" in m else "database"
     if studies not in STUDY_STORES:
-        raise r.error(m["studies"], f"studies: {studies!r} is not a place", "write studies: database or studies: memory")
+        raise r.error(
+            m["studies"], f"studies: {studies!r} is not a place", "write studies: database or studies: memory"
+        )
     return name, SearchOptions(
         budget=r.integer(m["budget"], 1) if "budget" in m else None,
-        patience=r.integer(m["patience"], 1) if "patience" in m else None, roofline_tol=tol,
-        transfer=r.integer(m["transfer"], 0) if "transfer" in m else 0, studies=studies,
-        sampler=tuple((k, r.integer(m[k], 1 if k == "batch" else 0)) for k in SAMPLER_KEYS if k in m))
+        patience=r.integer(m["patience"], 1) if "patience" in m else None,
+        roofline_tol=tol,
+        transfer=r.integer(m["transfer"], 0) if "transfer" in m else 0,
+        studies=studies,
+        sampler=tuple((k, r.integer(m[k], 1 if k == "batch" else 0)) for k in SAMPLER_KEYS if k in m),
+    )
 
 
 def _scalars(r: Reader, top: dict[str, Node], kinds: _Kinds) -> dict[str, float]:
@@ -483,8 +612,10 @@ def _scalars(r: Reader, top: dict[str, Node], kinds: _Kinds) -> dict[str, float]
         for name, value in kind.scalar_defaults.items():
             defaults.setdefault(name, float(value))
             owners.setdefault(name, []).append(kind.name)
-    known = "; ".join(f"{n} ({', '.join(k)})" for n, k in owners.items()) or \
-        f"none: {', '.join(kinds.all()) or 'its kinds'} declare no scalars"
+    known = (
+        "; ".join(f"{n} ({', '.join(k)})" for n, k in owners.items())
+        or f"none: {', '.join(kinds.all()) or 'its kinds'} declare no scalars"
+    )
     out = dict(defaults)
     given: set[str] = set()
     if "scalars" in top:
@@ -494,8 +625,11 @@ def _scalars(r: Reader, top: dict[str, Node], kinds: _Kinds) -> dict[str, float]
                 key = str(r.value(key_node))
                 if key not in defaults:
                     close = difflib.get_close_matches(key, list(defaults), n=1)
-                    raise r.error(key_node, f"unknown scalar `{key}`: no kind of this config has it",
-                                  (f"did you mean `{close[0]}`? " if close else "") + f"the kinds' scalars: {known}")
+                    raise r.error(
+                        key_node,
+                        f"unknown scalar `{key}`: no kind of this config has it",
+                        (f"did you mean `{close[0]}`? " if close else "") + f"the kinds' scalars: {known}",
+                    )
         for name, value_node in r.mapping(node, tuple(defaults), "scalars").items():
             out[name] = r.number(value_node)
             given.add(name)
@@ -503,8 +637,11 @@ def _scalars(r: Reader, top: dict[str, Node], kinds: _Kinds) -> dict[str, float]
         if name not in top:
             continue
         if name not in defaults:
-            raise r.error(top[name], f"`{name}:` sets a scalar no kind of this config has",
-                          f"remove it (the kinds' scalars: {known})")
+            raise r.error(
+                top[name],
+                f"`{name}:` sets a scalar no kind of this config has",
+                f"remove it (the kinds' scalars: {known})",
+            )
         if name in given:
             raise r.error(top[name], f"`{name}` is given twice (top level and under `scalars:`)", "keep one of them")
         out[name] = r.number(top[name])
@@ -524,11 +661,12 @@ def _database(r: Reader, node: Node) -> str:
     if "://" in db:
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
+
         try:
             make_url(db)
         except (ArgumentError, ValueError) as exc:
-            raise r.error(node, f"not a database URL: {exc}", "write sqlite:///path.sqlite or "
-                          "postgresql+psycopg://user@host/db") from exc
+            raise r.error(
+                node, f"not a database URL: {exc}", "write sqlite:///path.sqlite or postgresql+psycopg://user@host/db"
+            ) from exc
         return db
     return f"sqlite:///{Path(db).expanduser().resolve()}"
-

@@ -10,6 +10,7 @@ away), the space stops with one line saying why, and the sweep goes on with the 
 Resource limits (too much shared memory, too many registers or threads, out of memory) are instance-dependent
 by nature: such a failure, a success, or any other status ends the streak for good, and the space runs to the end.
 """
+
 from __future__ import annotations
 
 import re
@@ -24,9 +25,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 DEFAULT_LIMIT = 8  # `stop_after_failures:` of a sweep config (0: never stop)
 
-_RESOURCE = re.compile(r"too much shared|too many (resources|registers|threads)|uses too much|out of memory|"
-                       r"OUT_OF_RESOURCES|exceeds? (the )?(maximum|limit)|shared data|local memory|stack size",
-                       re.IGNORECASE)
+_RESOURCE = re.compile(
+    r"too much shared|too many (resources|registers|threads)|uses too much|out of memory|"
+    r"OUT_OF_RESOURCES|exceeds? (the )?(maximum|limit)|shared data|local memory|stack size",
+    re.IGNORECASE,
+)
 _MANGLED = re.compile(r"\b_Z\w+")
 _TEMPLATE = re.compile(r"\b[A-Za-z_][\w:]*<[^<>\"']*(<[^<>\"']*>[^<>\"']*)*>")
 _PATH = re.compile(r"(/[\w.+-]+)+/")
@@ -78,8 +81,7 @@ class FailureStreak:
         return self.count >= self.limit
 
     def add_measurements(self, ms: Sequence[Measurement]) -> bool:
-        return self.add(instance_signature(ms), ms[0].error if ms else None,
-                        Status(ms[0].status).value if ms else "")
+        return self.add(instance_signature(ms), ms[0].error if ms else None, Status(ms[0].status).value if ms else "")
 
     @property
     def stopped(self) -> bool:
@@ -88,9 +90,11 @@ class FailureStreak:
     def message(self, space: str, again: bool = False) -> str:
         what = "compile error" if self.status == Status.COMPILE_ERROR.value else "launch error"
         when = " (as in an earlier run of this sweep)" if again else ""
-        return (f"space {space}: stopped{when}: its first {self.count} instances all failed with the same {what}: "
-                f"{self.example[:200]}; the rest of the space is not measured (fix the kernel or the space and run "
-                f"again; `stop_after_failures: 0` in the sweep config measures every instance anyway)")
+        return (
+            f"space {space}: stopped{when}: its first {self.count} instances all failed with the same {what}: "
+            f"{self.example[:200]}; the rest of the space is not measured (fix the kernel or the space and run "
+            f"again; `stop_after_failures: 0` in the sweep config measures every instance anyway)"
+        )
 
 
 def earlier_streak(store: "Store", space: str, finished: set[str], limit: int) -> FailureStreak:

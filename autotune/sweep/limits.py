@@ -3,6 +3,7 @@ fit the GPU's memory. Used by the config loader (sizes, at load time, with file:
 (memory, before the first allocation). What a point may be and what it needs is its kind's
 (`ProblemKind.check_limits`, `ProblemKind.device_bytes`); this module finds the memory cap and reports.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,7 @@ from autotune.vocab import TestPoint
 MAX_BYTES = 10**15  # `batch: {bytes: ...}` above 1 PB is a typo, not a working set
 MEMORY_ENV = "AUTOTUNE_GPU_MEMORY"  # bytes one test point may use (e.g. 40GB); overrides the GPU's memory
 # memory of GPUs whose name does not say it (bytes); "H100 80GB HBM3", "A100-SXM4-40GB" say it
-KNOWN_MEMORY = {"H200": 141 * 10**9, "H100": 80 * 10**9, "K40": 12 * 2**30, "V100": 16 * 2**30,
-                "A100": 40 * 2**30}
+KNOWN_MEMORY = {"H200": 141 * 10**9, "H100": 80 * 10**9, "K40": 12 * 2**30, "V100": 16 * 2**30, "A100": 40 * 2**30}
 USABLE = 0.9  # share of the GPU's memory one point may take (the context, cuBLAS and the kernel need some)
 
 
@@ -41,8 +41,18 @@ def point_bytes(point: TestPoint, kind: ProblemKind | None = None, scalars: Scal
 
 def parse_bytes(text: str) -> int:
     """`80GB`, `40GiB`, `1.5e10` -> bytes (ValueError otherwise)."""
-    units = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-             "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+    units = {
+        "": 1,
+        "b": 1,
+        "kb": 10**3,
+        "mb": 10**6,
+        "gb": 10**9,
+        "tb": 10**12,
+        "kib": 2**10,
+        "mib": 2**20,
+        "gib": 2**30,
+        "tib": 2**40,
+    }
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([kmgt]i?b|b)?\s*", text, flags=re.IGNORECASE)
     if not match:
         raise ValueError(f"cannot read a size in bytes from {text!r}")
@@ -76,8 +86,13 @@ def memory_cap(device_name: str, free_bytes: int | None = None) -> tuple[int | N
     return int(total * USABLE), f"{USABLE:.0%} of {device_name}'s {total / 1e9:.0f} GB"
 
 
-def check_points_fit(points: Iterable[TestPoint], device_name: str, free_bytes: int | None = None,
-                     kinds: Mapping[str, ProblemKind] | None = None, scalars: Scalars | None = None) -> None:
+def check_points_fit(
+    points: Iterable[TestPoint],
+    device_name: str,
+    free_bytes: int | None = None,
+    kinds: Mapping[str, ProblemKind] | None = None,
+    scalars: Scalars | None = None,
+) -> None:
     """Raise UserError, before anything is allocated, when a test point's buffers exceed the memory cap
     (`kinds`: the points' kinds by name; `scalars`: the run's scalars)."""
     cap, source = memory_cap(device_name, free_bytes)
@@ -87,10 +102,13 @@ def check_points_fit(points: Iterable[TestPoint], device_name: str, free_bytes: 
 
     def need(p: TestPoint) -> int:
         return point_bytes(p, kinds.get(p.kind), scalars)
+
     too_big = sorted({p for p in points if need(p) > cap}, key=need, reverse=True)
     if too_big:
         shown = "; ".join(f"{p.key} needs {need(p) / 1e9:,.1f} GB" for p in too_big[:3])
         more = f" (and {len(too_big) - 3} more)" if len(too_big) > 3 else ""
-        raise UserError(f"{len(too_big)} test point(s) do not fit in {cap / 1e9:,.1f} GB ({source}): {shown}{more}",
-                        hint=f"lower the sizes (or a batch count) in the config, or set "
-                             f"{MEMORY_ENV}=BYTES if the GPU has more memory")
+        raise UserError(
+            f"{len(too_big)} test point(s) do not fit in {cap / 1e9:,.1f} GB ({source}): {shown}{more}",
+            hint=f"lower the sizes (or a batch count) in the config, or set "
+            f"{MEMORY_ENV}=BYTES if the GPU has more memory",
+        )

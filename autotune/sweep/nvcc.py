@@ -12,6 +12,7 @@ ELF symbol and relocation tables (`ref_targets`, pure Python) gives each name ex
 name, for templates, C++ names and extern "C" names alike, with no demangler and no intermediate files kept.
 The cubin is then cached and loaded exactly like NVRTC's (`autotune.sweep.compile`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -61,8 +62,14 @@ def wrapper_text(source: Path, name_expressions: tuple[str, ...]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def nvcc_compile(nvcc: str, source: Path, name_expressions: tuple[str, ...], options: tuple[str, ...],
-                 arch: int, timeout_s: float | None = None) -> tuple[bytes, dict[str, str], str]:
+def nvcc_compile(
+    nvcc: str,
+    source: Path,
+    name_expressions: tuple[str, ...],
+    options: tuple[str, ...],
+    arch: int,
+    timeout_s: float | None = None,
+) -> tuple[bytes, dict[str, str], str]:
     """One nvcc call: (cubin, {name expression: lowered name}, log). Raises NvccFailed with nvcc's output, or
     NvccTimeout when it ran past `timeout_s` (nvcc is killed; a cicc or ptxas it started ends on its own).
 
@@ -73,8 +80,9 @@ def nvcc_compile(nvcc: str, source: Path, name_expressions: tuple[str, ...], opt
         wrapper.write_text(wrapper_text(source, name_expressions))
         cmd = [nvcc, "-cubin", f"-arch=sm_{arch}", *options, "-o", str(out), str(wrapper)]
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False,
-                                  timeout=timeout_s)
+            proc = subprocess.run(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False, timeout=timeout_s
+            )
         except subprocess.TimeoutExpired:
             raise NvccTimeout(f"nvcc ran past {timeout_s:g} s and was killed") from None
         log = proc.stdout
@@ -98,7 +106,7 @@ def _sections(data: bytes) -> list[tuple[int, int, int, int, int, int]]:
     """(name offset, type, offset, size, link, info) of every section of a 64-bit little-endian ELF file."""
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         raise ValueError("not a 64-bit little-endian ELF file (a cubin)")
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     out = []
     for i in range(shnum):
@@ -115,7 +123,7 @@ def _symbols(data: bytes, sections: list, symtab: int) -> list[tuple[str, int, i
     for pos in range(off, off + size, 24):
         st_name, st_info, _other, shndx, value, _size = struct.unpack_from("<IBBHQQ", data, pos)
         end = data.index(b"\0", strtab + st_name)
-        out.append((data[strtab + st_name:end].decode(), st_info & 0xF, shndx, value))
+        out.append((data[strtab + st_name : end].decode(), st_info & 0xF, shndx, value))
     return out
 
 

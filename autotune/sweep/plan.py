@@ -1,5 +1,6 @@
 """The sweep's plan: which instances of each space are measured at which test points (hard and soft constraints, the
 config's `where:`, `serves:`, a space's own points), before anything runs (`autotune.sweep.runner`)."""
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,11 @@ class SpacePlan:
         own = self.work[inst]
 
         def gap(q: TestPoint) -> float:
-            return min((self.space.kind.distance(q, h) for h in own if (h.precision, h.shape) == (q.precision, q.shape)),
-                       default=math.inf)
+            return min(
+                (self.space.kind.distance(q, h) for h in own if (h.precision, h.shape) == (q.precision, q.shape)),
+                default=math.inf,
+            )
+
         ranked = sorted(((gap(q), i, q) for i, q in enumerate(self.extra.get(inst, ()))), key=lambda t: t[:2])
         return tuple(q for d, _, q in ranked if math.isfinite(d))
 
@@ -74,8 +78,11 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
     for ref in cfg.spaces:
         space = load_space(ref.path)
         if space.kernel is None:
-            raise UserError(f"space {space.name} has no kernel binding and cannot be swept", file=ref.path,
-                            hint="add a `kernel:` section (docs/space-files.md)")
+            raise UserError(
+                f"space {space.name} has no kernel binding and cannot be swept",
+                file=ref.path,
+                hint="add a `kernel:` section (docs/space-files.md)",
+            )
         share = cfg.share if ref.share is None else ref.share
         work: dict[Instance, list[TestPoint]] = {}
         valid: dict[Instance, list[TestPoint]] = {}
@@ -104,23 +111,41 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
                     valid.setdefault(instances[row], []).append(p)
         if ref.instances is not None and set(ref.instances) - found:
             missing = sorted(set(ref.instances) - found)
-            raise UserError(f"space {space.name}: {len(missing)} of the named instances are not in the space "
-                            f"(after its hard constraints and `where:`), e.g. {missing[0]}", file=cfg.path,
-                            line=ref.line, hint="check the ids with `autotune space list` (the space file may "
-                                                "have changed since they were recorded); `soft: false` in the entry "
-                                                "reaches instances the soft constraints drop")
+            raise UserError(
+                f"space {space.name}: {len(missing)} of the named instances are not in the space "
+                f"(after its hard constraints and `where:`), e.g. {missing[0]}",
+                file=cfg.path,
+                line=ref.line,
+                hint="check the ids with `autotune space list` (the space file may "
+                "have changed since they were recorded); `soft: false` in the entry "
+                "reaches instances the soft constraints drop",
+            )
         if not work and ref.instances is not None:
             continue  # named instances valid at none of these points (e.g. `autotune validate`): nothing to do
         if not work:
-            raise UserError(f"space {space.name} accepts none of the config's test points", file=cfg.path,
-                            hint=f"it accepts precisions {', '.join(space.kernel.problems.precisions)} and "
-                                 f"shapes {', '.join(space.kernel.problems.shapes)}")
+            raise UserError(
+                f"space {space.name} accepts none of the config's test points",
+                file=cfg.path,
+                hint=f"it accepts precisions {', '.join(space.kernel.problems.precisions)} and "
+                f"shapes {', '.join(space.kernel.problems.shapes)}",
+            )
         extra = {i: tuple(q for q in pts if q not in set(work[i])) for i, pts in valid.items() if i in work}
-        plans.append(SpacePlan(space, {i: tuple(p) for i, p in work.items()}, counts, ref.max_instances, share,
-                               {i: pts for i, pts in extra.items() if pts}))
+        plans.append(
+            SpacePlan(
+                space,
+                {i: tuple(p) for i, p in work.items()},
+                counts,
+                ref.max_instances,
+                share,
+                {i: pts for i, pts in extra.items() if pts},
+            )
+        )
     if not plans:
-        raise UserError("none of the named instances is valid at any of the config's test points", file=cfg.path,
-                        hint="check the points' sizes against the spaces' `problems.where` and `valid`")
+        raise UserError(
+            "none of the named instances is valid at any of the config's test points",
+            file=cfg.path,
+            hint="check the points' sizes against the spaces' `problems.where` and `valid`",
+        )
     return plans
 
 

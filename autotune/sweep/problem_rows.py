@@ -12,6 +12,7 @@ is one `UserError` (or the caller's subclass) naming the file, the first bad lin
 lines (CSV) or entries (YAML) than the problem limit (`workload_limits.max_problems`) is refused before it is
 parsed. The checks run per column over the whole file (C-level string work), so a million rows take seconds.
 """
+
 from __future__ import annotations
 
 import csv
@@ -41,8 +42,9 @@ def read_text(path: Path, error: Error = UserError) -> str:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise error(f"cannot read the file: {exc.strerror}", file=path, hint="check the path and its permissions") \
-            from None
+        raise error(
+            f"cannot read the file: {exc.strerror}", file=path, hint="check the path and its permissions"
+        ) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -62,8 +64,11 @@ class Columns:
     def of(cls, kind: ProblemKind) -> Columns:
         shaped = ("shape",) if kind.shapes != ("",) else ()
         given = tuple(n for n in kind.size_names if n not in kind.derived_sizes)
-        return cls(kind, ("precision", *shaped, *kind.size_names, "weight"),
-                   ("precision",) * (len(kind.precisions) > 1) + given)
+        return cls(
+            kind,
+            ("precision", *shaped, *kind.size_names, "weight"),
+            ("precision",) * (len(kind.precisions) > 1) + given,
+        )
 
     @property
     def header_hint(self) -> str:
@@ -83,8 +88,9 @@ class Rows:
     head_line: int = 1  # the header's line
 
 
-def read_problems(path: str | Path, kind: ProblemKind, rule: SizeRule, *, limit: int | None = None,
-                  error: Error = UserError) -> list[tuple[TestPoint, float]]:
+def read_problems(
+    path: str | Path, kind: ProblemKind, rule: SizeRule, *, limit: int | None = None, error: Error = UserError
+) -> list[tuple[TestPoint, float]]:
     """The distinct problems of a CSV file (or, for .yaml/.yml, a YAML list), in file order, each with the sum of
     its rows' weights; derived sizes a row leaves out follow `rule`. `limit` (default: `max_problems()`) caps
     the rows, checked before the file is parsed."""
@@ -100,8 +106,12 @@ def read_problems(path: str | Path, kind: ProblemKind, rule: SizeRule, *, limit:
             raise _as(error, problems_error(count, cap, p, cap + 2, "the lines of the CSV give up to"))
         rows = _csv_rows(p, read_text(p, error), cols, error)
     if not rows.lines:
-        raise error("the file lists no problems", file=p, line=rows.head_line,
-                    hint="add problems: one row each under the header (or one `- {...}` entry each in YAML)")
+        raise error(
+            "the file lists no problems",
+            file=p,
+            line=rows.head_line,
+            hint="add problems: one row each under the header (or one `- {...}` entry each in YAML)",
+        )
     return _points(rows, cols, rule, error)
 
 
@@ -118,10 +128,17 @@ def _csv_rows(p: Path, text: str, cols: Columns, error: Error) -> Rows:
     missing = [c for c in cols.required if c not in header]
     twice = sorted({h for h in header if header.count(h) > 1})
     if unknown or missing or twice:
-        what = [f"unknown columns {', '.join(unknown)}"] * bool(unknown) + [f"missing {', '.join(missing)}"] * bool(
-            missing) + [f"a column appears twice ({', '.join(twice)})"] * bool(twice)
-        raise error(f"CSV header {_show(','.join(header), 200)}: {_show('; '.join(what), 200)}", file=p,
-                    line=head_line, hint=cols.header_hint)
+        what = (
+            [f"unknown columns {', '.join(unknown)}"] * bool(unknown)
+            + [f"missing {', '.join(missing)}"] * bool(missing)
+            + [f"a column appears twice ({', '.join(twice)})"] * bool(twice)
+        )
+        raise error(
+            f"CSV header {_show(','.join(header), 200)}: {_show('; '.join(what), 200)}",
+            file=p,
+            line=head_line,
+            hint=cols.header_hint,
+        )
     width = len(header)
     if isinstance(cells, list):  # rows as lists of cells (quoted CSV)
         if (i := next((i for i, r in enumerate(cells) if len(r) != width), -1)) >= 0:
@@ -137,8 +154,12 @@ def _csv_rows(p: Path, text: str, cols: Columns, error: Error) -> Rows:
 
 
 def _width(p: Path, header: list[str], count: int, line: int, error: Error) -> UserError:
-    return error(f"{count} cells, the header has {len(header)}", file=p, line=line,
-                 hint=f"write {','.join(header)} (a blank cell is an optional value left out)")
+    return error(
+        f"{count} cells, the header has {len(header)}",
+        file=p,
+        line=line,
+        hint=f"write {','.join(header)} (a blank cell is an optional value left out)",
+    )
 
 
 @dataclass(frozen=True)
@@ -184,8 +205,9 @@ def _quoted_records(p: Path, text: str, error: Error) -> Records:
             rows.append(row)
             lines.append(reader.line_num)
     except csv.Error as exc:
-        raise error(f"not a CSV row: {exc}", file=p, line=reader.line_num, hint="fix the quoting of that line") \
-            from None
+        raise error(
+            f"not a CSV row: {exc}", file=p, line=reader.line_num, hint="fix the quoting of that line"
+        ) from None
     return header, head_line, lines, rows
 
 
@@ -197,14 +219,17 @@ def _yaml_rows(p: Path, cols: Columns, cap: int, error: Error) -> Rows:
         raise error("the YAML nests too deeply", file=p, hint="write a flat list of problems") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise error(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", file=p,
-                    line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)") from None
+        raise error(
+            f"not valid YAML: {getattr(exc, 'problem', None) or exc}",
+            file=p,
+            line=mark.line + 1 if mark else None,
+            hint="fix the YAML syntax (indentation, colons)",
+        ) from None
     example = "{" + ", ".join(f"{c}: ..." for c in cols.required) + "}"
     if not isinstance(root, yaml.SequenceNode):
         raise error("a YAML problems file is a list of problems", file=p, line=1, hint=f"write `- {example}` lines")
     if len(root.value) > cap:
-        raise _as(error, problems_error(len(root.value), cap, p, root.value[cap].start_mark.line + 1,
-                                        "the list holds"))
+        raise _as(error, problems_error(len(root.value), cap, p, root.value[cap].start_mark.line + 1, "the list holds"))
     constructor = yaml.constructor.SafeConstructor()
     lines: list[int] = []
     cells: dict[str, list[str]] = {c: [] for c in cols.allowed}
@@ -224,8 +249,12 @@ def _yaml_rows(p: Path, cols: Columns, cap: int, error: Error) -> Rows:
             try:
                 value = constructor.construct_object(value_node)
             except yaml.YAMLError as exc:
-                raise error(f"cannot read {key}: {getattr(exc, 'problem', None) or exc}", file=p, line=line,
-                            hint="write a number or a word") from None
+                raise error(
+                    f"cannot read {key}: {getattr(exc, 'problem', None) or exc}",
+                    file=p,
+                    line=line,
+                    hint="write a number or a word",
+                ) from None
             row[key] = "" if value is None else str(value).strip()
         lines.append(node.start_mark.line + 1)
         for c in cols.allowed:
@@ -275,8 +304,11 @@ def _sizes(name: str, col: list[str], required: bool) -> tuple[list[int | None],
         if not values[i]:
             return [], (i, f"size {name} = {col[i]!r} is not an integer >= 1", "write whole numbers >= 1")
         shown = f"{values[i]:,}" if len(col[i]) < 19 else _show(col[i])
-        return [], (i, f"size {name} = {shown} is above 2^31 - 1, the largest size a kernel takes (int)",
-                    "use sizes below 2,147,483,648")
+        return [], (
+            i,
+            f"size {name} = {shown} is above 2^31 - 1, the largest size a kernel takes (int)",
+            "use sizes below 2,147,483,648",
+        )
     return values, None
 
 
@@ -310,8 +342,9 @@ def _points(rows: Rows, cols: Columns, rule: SizeRule, error: Error) -> list[tup
     precs = cells.get("precision", [""] * n)
     shapes = cells.get("shape", [""] * n)
     for name, col, allowed, default in (
-            ("precision", precs, kind.precisions, kind.precisions[0] if "precision" not in cols.required else None),
-            ("shape", shapes, kind.shapes, kind.shapes[0])):
+        ("precision", precs, kind.precisions, kind.precisions[0] if "precision" not in cols.required else None),
+        ("shape", shapes, kind.shapes, kind.shapes[0]),
+    ):
         if (b := _bad_choice(name, col, allowed, default)) is not None:
             bad.append(b)
     sizes: dict[str, list[int | None]] = {}
@@ -337,8 +370,9 @@ def _points(rows: Rows, cols: Columns, rule: SizeRule, error: Error) -> list[tup
         prec, shape = key[0] or first_prec, key[1] or first_shape
         try:
             if None in key:  # a derived size left out: the rule fills it, the kind checks the result
-                point = kind.point(prec, shape, rule.fill(kind, prec, shape, {
-                    n: v for n, v in zip(names, key[2:]) if v is not None}))
+                point = kind.point(
+                    prec, shape, rule.fill(kind, prec, shape, {n: v for n, v in zip(names, key[2:]) if v is not None})
+                )
             else:  # names, precision, shape and sizes checked above: no need for kind.point's checks
                 point = TestPoint(kind.name, prec, shape, tuple(zip(names, key[2:])))
         except ValueError as exc:

@@ -6,6 +6,7 @@ that took the whole process down) is recorded as `crashed` first, so the instanc
 sweep is not re-run. Each measurement is committed as soon as it is known: `kill -9` loses at most
 the measurement in flight.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -70,11 +71,13 @@ class SweepSummary:
 def git_commit() -> str | None:
     """The project's commit; AUTOTUNE_GIT_COMMIT names it where the tree was copied without .git."""
     import os
+
     if os.environ.get("AUTOTUNE_GIT_COMMIT"):
         return os.environ["AUTOTUNE_GIT_COMMIT"]
     try:
-        out = subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=5)
+        out = subprocess.run(
+            ["git", "-C", str(paths.ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
         return out.stdout.strip() or None if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -88,9 +91,16 @@ def space_record(space: Space) -> SpaceRecord:
     source = space.kernel.source_path
     text = source.read_text()
     headers = local_headers(text, (source.parent, paths.KERNELS_DIR))
-    return SpaceRecord(name=space.name, yaml_path=str(space.path), yaml_text=space.path.read_text(),
-                       source_path=space.kernel.source, source_text=text, kind=space.kind.name, headers=headers,
-                       problem=space.kind.describe())
+    return SpaceRecord(
+        name=space.name,
+        yaml_path=str(space.path),
+        yaml_text=space.path.read_text(),
+        source_path=space.kernel.source,
+        source_text=text,
+        kind=space.kind.name,
+        headers=headers,
+        problem=space.kind.describe(),
+    )
 
 
 def kind_scalars(kind: ProblemKind, cfg: SweepConfig) -> dict[str, float]:
@@ -111,8 +121,13 @@ def _failed(job_instance: Instance, point: TestPoint, error: str) -> Measurement
     return Measurement(job_instance.id, point, Status.LAUNCH_ERROR, error=error)
 
 
-def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
-              limits: Callable[[str | None], DeviceLimits] = get_device) -> SweepSummary:
+def run_sweep(
+    cfg: SweepConfig,
+    store: Store,
+    backend: Backend,
+    reporter: Reporter,
+    limits: Callable[[str | None], DeviceLimits] = get_device,
+) -> SweepSummary:
     """Run (or resume) the sweep `cfg` into `store`. Ctrl-C ends it cleanly with status `interrupted`."""
     start = time.monotonic()
     if cfg.budget_s is not None and hasattr(backend, "deadline"):  # a GPU backend cancels its compiles then
@@ -123,9 +138,14 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
     plans = plan_sweep(cfg, limits)
     info: DeviceInfo = backend.device_info()
     from autotune.sweep.limits import check_points_fit  # before anything is allocated (or recorded)
-    check_points_fit([p for plan in plans for pts in plan.work.values() for p in pts], info.name,
-                     free_bytes=info.free_bytes, kinds={plan.space.kind.name: plan.space.kind for plan in plans},
-                     scalars=cfg.scalars)
+
+    check_points_fit(
+        [p for plan in plans for pts in plan.work.values() for p in pts],
+        info.name,
+        free_bytes=info.free_bytes,
+        kinds={plan.space.kind.name: plan.space.kind for plan in plans},
+        scalars=cfg.scalars,
+    )
     store.notify = reporter.note  # a lost database connection is retried: its warning lines join the sweep's notes
     device_id = store.upsert_device(info)
     # an executor of several GPUs (Dask) names them all (`devices()`): each measurement is recorded on its own GPU
@@ -134,29 +154,46 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
     if hasattr(backend, "on_device"):  # a GPU that joins mid-sweep is recorded before its measurements
         backend.on_device = store.upsert_device  # type: ignore[attr-defined]
     software_id = store.upsert_software(info, __version__, git_commit())
-    sweep_id = store.begin_sweep(SweepStart(config_name=cfg.name, config_text=cfg.text, device_id=device_id,
-                                            software_id=software_id, device=info, scalars=cfg.scalars,
-                                            reps=cfg.repetitions))
+    sweep_id = store.begin_sweep(
+        SweepStart(
+            config_name=cfg.name,
+            config_text=cfg.text,
+            device_id=device_id,
+            software_id=software_id,
+            device=info,
+            scalars=cfg.scalars,
+            reps=cfg.repetitions,
+        )
+    )
     summary = SweepSummary(sweep_id, "running", 0.0, started=start)
     status, db_failed = "failed", False
     try:
-        siblings = list(dict.fromkeys(d for i in device_ids for d in (store.same_model(i) if cfg.resume == "model"
-                                                                        else [i])))
+        siblings = list(
+            dict.fromkeys(d for i in device_ids for d in (store.same_model(i) if cfg.resume == "model" else [i]))
+        )
         summary.recovered = [pair for d in siblings for pair in store.recover_inflight(d)]
         for pair in summary.recovered:
             reporter.note(f"recorded as crashed (in flight when the last sweep died): {pair[0]} at {pair[1].key}")
         done = set().union(*(store.done_pairs(d) for d in siblings))
         if len(siblings) > len(device_ids):
-            reporter.note(f"resume: model: pairs measured on {len(siblings) - len(device_ids)} other GPU(s) of this model are skipped")
+            reporter.note(
+                f"resume: model: pairs measured on {len(siblings) - len(device_ids)} other GPU(s) of this model are skipped"
+            )
         points = sorted({p for plan in plans for pts in plan.work.values() for p in pts})
         store.upsert_points(points)
         device_key = info.name if len(siblings) > 1 else info.uuid  # the GPUs whose times count here
         _seed_best(store, backend, cfg, device_key, summary, {plan.space.kind.name: plan.space.kind for plan in plans})
-        total = sum(plan.point_pairs(cfg.search.budget if cfg.search.budget is not None else plan.limit(cfg))
-                    if per_point(cfg) else plan.expected_pairs(plan.limit(cfg)) for plan in plans)
+        total = sum(
+            plan.point_pairs(cfg.search.budget if cfg.search.budget is not None else plan.limit(cfg))
+            if per_point(cfg)
+            else plan.expected_pairs(plan.limit(cfg))
+            for plan in plans
+        )
         # (a new database has nothing done: no instance's id (a hash, ~40 us each) is computed for a 30,000-instance
         # space before the first measurement)
-        already = sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done) if done else 0
+        already = (
+            sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done) if done else 0
+        )
         summary.skipped_done = already
         reporter.start(total, already)
         summary.baseline = store.baseline_times(device_id)
@@ -193,8 +230,9 @@ def run_sweep(cfg: SweepConfig, store: Store, backend: Backend, reporter: Report
     return summary
 
 
-def share_plans(plans: Sequence[SpacePlan], ranked: dict[TestPoint, list[str]], bk: int,
-                done: set[tuple[str, TestPoint]]) -> list[SpacePlan]:
+def share_plans(
+    plans: Sequence[SpacePlan], ranked: dict[TestPoint, list[str]], bk: int, done: set[tuple[str, TestPoint]]
+) -> list[SpacePlan]:
     """The sharing phase's work: each instance among the `bk` fastest verified at a point it was measured on in
     the main phase is measured at up to `plan.share` more points where it is valid, nearest first; pairs already
     in the database count toward the budget (an instance's points do not change when a sweep resumes)."""
@@ -206,7 +244,7 @@ def share_plans(plans: Sequence[SpacePlan], ranked: dict[TestPoint, list[str]], 
         for inst in plan.extra:
             if not any(inst.id in ranked.get(p, [])[:bk] for p in plan.work[inst]):
                 continue
-            todo = tuple(q for q in plan.shared_points(inst)[:plan.share] if (inst.id, q) not in done)
+            todo = tuple(q for q in plan.shared_points(inst)[: plan.share] if (inst.id, q) not in done)
             if todo:
                 work[inst] = todo
         if work:
@@ -214,17 +252,28 @@ def share_plans(plans: Sequence[SpacePlan], ranked: dict[TestPoint, list[str]], 
     return out
 
 
-def _share_phase(plans: Sequence[SpacePlan], cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
-                 summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int, start: float,
-                 device: str) -> str:
+def _share_phase(
+    plans: Sequence[SpacePlan],
+    cfg: SweepConfig,
+    store: Store,
+    backend: Backend,
+    reporter: Reporter,
+    summary: SweepSummary,
+    done: set[tuple[str, TestPoint]],
+    sweep_id: int,
+    start: float,
+    device: str,
+) -> str:
     """Measure the BK-best instances at nearby valid points (SweepConfig.share); "budget" if time ran out.
     `device`: the uuid (or, with resume: model, the name) whose measurements rank the instances."""
     shared = share_plans(plans, store.ranked_instances(device), cfg.bk, done)
     pairs = sum(p.pairs for p in shared)
     if not pairs:
         return "done"
-    reporter.note(f"sharing: {pairs:,} more pairs (the {cfg.bk} best instances of each point at up to "
-                  f"{max(p.share for p in plans)} nearby points where they are valid)")
+    reporter.note(
+        f"sharing: {pairs:,} more pairs (the {cfg.bk} best instances of each point at up to "
+        f"{max(p.share for p in plans)} nearby points where they are valid)"
+    )
     reporter.start(pairs, 0)
     brute = dataclasses.replace(cfg, strategy="brute")
     for plan in shared:
@@ -233,8 +282,14 @@ def _share_phase(plans: Sequence[SpacePlan], cfg: SweepConfig, store: Store, bac
     return "done"
 
 
-def _seed_best(store: Store, backend: Backend, cfg: SweepConfig, device_uuid: str, summary: SweepSummary,
-               kinds: dict[str, ProblemKind]) -> None:
+def _seed_best(
+    store: Store,
+    backend: Backend,
+    cfg: SweepConfig,
+    device_uuid: str,
+    summary: SweepSummary,
+    kinds: dict[str, ProblemKind],
+) -> None:
     """Best verified times already in the database on this GPU (a resumed sweep) feed the early-stop rule;
     another GPU's times must not: on a slower GPU they would stop every instance early. Points of kinds this
     config does not sweep are left out."""
@@ -245,8 +300,17 @@ def _seed_best(store: Store, backend: Backend, cfg: SweepConfig, device_uuid: st
             seed(p, kind_scalars(kinds[p.kind], cfg), ms)
 
 
-def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
-                 summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int, start: float) -> bool:
+def _sweep_space(
+    plan: SpacePlan,
+    cfg: SweepConfig,
+    store: Store,
+    backend: Backend,
+    reporter: Reporter,
+    summary: SweepSummary,
+    done: set[tuple[str, TestPoint]],
+    sweep_id: int,
+    start: float,
+) -> bool:
     """Measure one space's remaining pairs; False when the time budget ran out. A model-based strategy, or a
     per-point option (cfg.search), searches each test point on its own (`_search_points`)."""
     space = plan.space
@@ -260,8 +324,9 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
         return True
     if per_point(cfg):
         return _search_points(plan, cfg, store, backend, reporter, summary, done, sweep_id, start, space_id, streak)
-    todo = ({i: tuple(p for p in pts if (i.id, p) not in done) for i, pts in plan.work.items()} if done
-            else dict(plan.work))
+    todo = (
+        {i: tuple(p for p in pts if (i.id, p) not in done) for i, pts in plan.work.items()} if done else dict(plan.work)
+    )
     # the strategy sees every instance, so a random sample is the same one when a sweep resumes
     strategy = make_strategy(cfg.strategy, list(todo), plan.limit(cfg), cfg.seed)
     while True:
@@ -270,8 +335,25 @@ def _sweep_space(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backe
         proposed = strategy.ask(ASK_BATCH)
         if not proposed:
             return True
-        if _measure(space, space_id, todo, proposed, strategy, cfg, store, backend, reporter, summary, done,
-                    sweep_id, start, streak) is None:
+        if (
+            _measure(
+                space,
+                space_id,
+                todo,
+                proposed,
+                strategy,
+                cfg,
+                store,
+                backend,
+                reporter,
+                summary,
+                done,
+                sweep_id,
+                start,
+                streak,
+            )
+            is None
+        ):
             return not _out_of_time(cfg, start, reporter)
         if streak.stopped:
             return True
@@ -289,9 +371,19 @@ def _out_of_time(cfg: SweepConfig, start: float, reporter: Reporter) -> bool:
     return False
 
 
-def _search_points(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
-                   summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int, start: float,
-                   space_id: int, streak: FailureStreak) -> bool:
+def _search_points(
+    plan: SpacePlan,
+    cfg: SweepConfig,
+    store: Store,
+    backend: Backend,
+    reporter: Reporter,
+    summary: SweepSummary,
+    done: set[tuple[str, TestPoint]],
+    sweep_id: int,
+    start: float,
+    space_id: int,
+    streak: FailureStreak,
+) -> bool:
     """One strategy per test point (base.py: "Per point"), over the instances serving it, each measured at that
     point only, until the strategy is done or the point's StopRule says so; False when the time budget ran out."""
     from autotune.sweep.strategies.options import StopRule, roofline_ms
@@ -308,8 +400,10 @@ def _search_points(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Bac
         budget = opts.budget if opts.budget is not None else plan.limit(cfg)
         options: dict = {}
         if model_based:
-            options = dict(opts.sampler_options(), start=_transfer(store, backend, space, point, searched, instances,
-                                                                   opts.transfer))
+            options = dict(
+                opts.sampler_options(),
+                start=_transfer(store, backend, space, point, searched, instances, opts.transfer),
+            )
             width = getattr(backend, "parallelism", None)  # an executor of several GPUs: asks that keep each busy
             if width is not None and "batch" not in options:
                 options["batch"] = max(4, 2 * width())
@@ -320,8 +414,11 @@ def _search_points(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Bac
         if getattr(strategy, "reason", None) and point == points[0]:
             reporter.note(f"{space.name}: {strategy.reason}")  # type: ignore[attr-defined]
         best = summary.best.get(point)
-        stop = StopRule(opts, roofline_ms(space.kind.bytes_moved(point, kind_scalars(space.kind, cfg)), bandwidth),
-                        best[1] if best else None)
+        stop = StopRule(
+            opts,
+            roofline_ms(space.kind.bytes_moved(point, kind_scalars(space.kind, cfg)), bandwidth),
+            best[1] if best else None,
+        )
         searched.append(point)
         while not stop.done:
             if _out_of_time(cfg, start, reporter):
@@ -329,8 +426,22 @@ def _search_points(plan: SpacePlan, cfg: SweepConfig, store: Store, backend: Bac
             proposed = strategy.ask(stop.batch(ASK_BATCH))
             if not proposed:
                 break
-            results = _measure(space, space_id, todo, proposed, strategy, cfg, store, backend, reporter, summary,
-                               done, sweep_id, start, streak)
+            results = _measure(
+                space,
+                space_id,
+                todo,
+                proposed,
+                strategy,
+                cfg,
+                store,
+                backend,
+                reporter,
+                summary,
+                done,
+                sweep_id,
+                start,
+                streak,
+            )
             if results is None:
                 return not _out_of_time(cfg, start, reporter)
             if streak.stopped:
@@ -347,8 +458,15 @@ def study_name(cfg: SweepConfig, space: str, point: TestPoint, device_uuid: str)
     return f"autotune:{cfg.name}:{space}:{point.key}:{device_uuid}"
 
 
-def _transfer(store: Store, backend: Backend, space: Space, point: TestPoint, searched: Sequence[TestPoint],
-              instances: Sequence[Instance], k: int) -> list[Instance]:
+def _transfer(
+    store: Store,
+    backend: Backend,
+    space: Space,
+    point: TestPoint,
+    searched: Sequence[TestPoint],
+    instances: Sequence[Instance],
+    k: int,
+) -> list[Instance]:
     """The `k` best instances (verified, on this GPU) of the nearest point searched before of the same precision
     and variant, among `instances` (those serving `point`)."""
     near = [q for q in searched if (q.precision, q.shape, q.kind) == (point.precision, point.shape, point.kind)]
@@ -360,10 +478,22 @@ def _transfer(store: Store, backend: Backend, space: Space, point: TestPoint, se
     return [by_id[iid] for iid in ranked.get(q, []) if iid in by_id][:k]
 
 
-def _measure(space: Space, space_id: int, todo: dict[Instance, tuple[TestPoint, ...]], proposed: list[Instance],
-             strategy: Strategy, cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter,
-             summary: SweepSummary, done: set[tuple[str, TestPoint]], sweep_id: int,
-             start: float, streak: FailureStreak) -> dict[Instance, list[Measurement]] | None:
+def _measure(
+    space: Space,
+    space_id: int,
+    todo: dict[Instance, tuple[TestPoint, ...]],
+    proposed: list[Instance],
+    strategy: Strategy,
+    cfg: SweepConfig,
+    store: Store,
+    backend: Backend,
+    reporter: Reporter,
+    summary: SweepSummary,
+    done: set[tuple[str, TestPoint]],
+    sweep_id: int,
+    start: float,
+    streak: FailureStreak,
+) -> dict[Instance, list[Measurement]] | None:
     """Measure the proposed instances at their `todo` points, record and tell each; what each measured (None
     when the time budget ran out mid-batch: the rest stays unmeasured and the next run resumes there). When the
     first instances all failed alike (`streak`), it says so and returns at once: `streak.stopped` is then True
@@ -391,8 +521,9 @@ def _measure(space: Space, space_id: int, todo: dict[Instance, tuple[TestPoint, 
         jobs.append(Job(space, inst, todo[inst], kind_scalars(space.kind, cfg), cfg.repetitions))
     by_id = {j.instance.id: j.instance for j in jobs}
     measurements = backend.run(jobs)  # a GPU backend starts compiling here ...
-    _baseline(space.kind, sorted({p for j in jobs for p in j.points}), cfg, store, backend, summary,
-              sweep_id)  # ... meanwhile
+    _baseline(
+        space.kind, sorted({p for j in jobs for p in j.points}), cfg, store, backend, summary, sweep_id
+    )  # ... meanwhile
     try:
         for m in measurements:
             store.record(sweep_id, space_id, [_annotate(m, space.kind, cfg)])
@@ -418,8 +549,15 @@ def _close(measurements: object) -> None:
         close()
 
 
-def _baseline(kind: ProblemKind, points: Sequence[TestPoint], cfg: SweepConfig, store: Store, backend: Backend,
-              summary: SweepSummary, sweep_id: int) -> None:
+def _baseline(
+    kind: ProblemKind,
+    points: Sequence[TestPoint],
+    cfg: SweepConfig,
+    store: Store,
+    backend: Backend,
+    summary: SweepSummary,
+    sweep_id: int,
+) -> None:
     """The kind's baseline (cuBLAS for GEMM) at each point that has none on this GPU yet, measured just before
     the point's first instance (while the backend compiles), so a budget-limited sweep never times it at points
     it skips. Kinds without a baseline are skipped."""

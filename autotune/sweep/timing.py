@@ -17,6 +17,7 @@ to only gets stricter later; and a stop needs all 5 first repetitions, its faste
 more than 20% above that bound, i.e. five launches in a row 20% slower than the instance's own median,
 while repetitions of one kernel on an idle GPU spread by a few percent (p80/p20 is stored to check).
 """
+
 from __future__ import annotations
 
 import math
@@ -77,7 +78,7 @@ def should_stop(first_times_ms: list[float], plan: TimingPlan) -> bool:
     """The early-stop rule of the module docstring."""
     if plan.best_ms is None or plan.tol is None or len(first_times_ms) < plan.early_reps:
         return False
-    return min(first_times_ms[:plan.early_reps]) > stop_bound(plan.best_ms, plan.tol, plan.safety)
+    return min(first_times_ms[: plan.early_reps]) > stop_bound(plan.best_ms, plan.tol, plan.safety)
 
 
 def warmup_count(est_ms: float) -> int:
@@ -153,6 +154,7 @@ def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20) -> float:
 
     def copy() -> None:
         dst.data.copy_from_device_async(src.data, src.nbytes)
+
     times = [timer.time_once(copy) for _ in range(reps)]
     return 2 * nbytes / (summarize(times).median_ms * 1e-3)
 
@@ -190,11 +192,21 @@ def read_device_info(device: int, props: dict) -> DeviceInfo:
         except Exception:  # noqa: BLE001
             pass
     major, minor = nvrtc_version()
-    return DeviceInfo(name=name, uuid=uuid, sm_count=int(p["multiProcessorCount"]),
-                      cc=int(p["major"]) * 10 + int(p["minor"]), sm_clock_mhz=sm_clock, mem_clock_mhz=mem_clock,
-                      l2_bytes=int(p["l2CacheSize"]), copy_bandwidth=bandwidth, driver=driver,
-                      cuda_runtime=_version(rt.runtimeGetVersion()), nvrtc=f"{major}.{minor}", cupy=cp.__version__,
-                      free_bytes=int(rt.memGetInfo()[0]))
+    return DeviceInfo(
+        name=name,
+        uuid=uuid,
+        sm_count=int(p["multiProcessorCount"]),
+        cc=int(p["major"]) * 10 + int(p["minor"]),
+        sm_clock_mhz=sm_clock,
+        mem_clock_mhz=mem_clock,
+        l2_bytes=int(p["l2CacheSize"]),
+        copy_bandwidth=bandwidth,
+        driver=driver,
+        cuda_runtime=_version(rt.runtimeGetVersion()),
+        nvrtc=f"{major}.{minor}",
+        cupy=cp.__version__,
+        free_bytes=int(rt.memGetInfo()[0]),
+    )
 
 
 def _version(v: int) -> str:

@@ -7,6 +7,7 @@ grouped by (precision, shape). Distances are the dispatch tables' |log2 a/b| sum
 may leave out (`ProblemKind.derived_sizes`, GEMM: batch) follow a `SizeRule`: a fixed value, else the kind's
 `derive_sizes` from a byte budget.
 """
+
 from __future__ import annotations
 
 import json
@@ -82,8 +83,10 @@ class Workload:
     def bounds(self, precision: str, shape: str) -> dict[str, tuple[int, int]]:
         """Per table size, the (min, max) over the group's problems (ValueError for a group it lacks)."""
         if (precision, shape) not in self.ranges:
-            raise ValueError(f"the workload has no {precision} {shape or '-'} problems; groups: "
-                             + ", ".join(f"{p} {s or '-'}" for p, s in self.ranges))
+            raise ValueError(
+                f"the workload has no {precision} {shape or '-'} problems; groups: "
+                + ", ".join(f"{p} {s or '-'}" for p, s in self.ranges)
+            )
         return dict(self.ranges[(precision, shape)])
 
     def point(self, precision: str, shape: str, sizes: Mapping[str, int]) -> TestPoint:
@@ -100,8 +103,9 @@ class Workload:
         for key, items in by.items():
             items.sort(key=lambda pw: (tuple(pw[0].dims[n] for n in names), tuple(v for _, v in pw[0].sizes)))
             pts = [p for p, _ in items]
-            out[key] = _Arrays(pts, _coords(pts, names), _coords(pts, self.tie_sizes),
-                               np.array([w for _, w in items], float))
+            out[key] = _Arrays(
+                pts, _coords(pts, names), _coords(pts, self.tie_sizes), np.array([w for _, w in items], float)
+            )
         return out
 
 
@@ -141,8 +145,11 @@ def choose_points(workload: Workload, per_group: int, include: Sequence[TestPoin
             continue
         mind = _l1(g.x, _coords(mine, workload.table_sizes)).min(axis=1) if mine else np.full(len(g.points), np.inf)
         picks: list[int] = []
-        firsts = [_best(-np.abs(g.x - g.x.min(0)).sum(1), g.w), _best(-np.abs(g.x - g.x.max(0)).sum(1), g.w),
-                  int(np.argmax(g.w))]
+        firsts = [
+            _best(-np.abs(g.x - g.x.min(0)).sum(1), g.w),
+            _best(-np.abs(g.x - g.x.max(0)).sum(1), g.w),
+            int(np.argmax(g.w)),
+        ]
         while len(mine) + len(picks) < per_group:
             first = bool(firsts)
             i = firsts.pop(0) if first else _best(mind, g.w)
@@ -157,8 +164,9 @@ def choose_points(workload: Workload, per_group: int, include: Sequence[TestPoin
     return out + [p for p in include if p not in seen]
 
 
-def _nearest(workload: Workload, tuned: Sequence[TestPoint]) -> dict[Group, tuple[list[TestPoint], np.ndarray,
-                                                                                   np.ndarray]]:
+def _nearest(
+    workload: Workload, tuned: Sequence[TestPoint]
+) -> dict[Group, tuple[list[TestPoint], np.ndarray, np.ndarray]]:
     """Per workload group with a tuned point: (its tuned points, each problem's nearest one, the distance)."""
     out = {}
     for key, g in workload.groups.items():
@@ -168,11 +176,11 @@ def _nearest(workload: Workload, tuned: Sequence[TestPoint]) -> dict[Group, tupl
         tx, ttie = _coords(mine, workload.table_sizes), _coords(mine, workload.tie_sizes)
         idx, dist = np.empty(len(g.points), int), np.empty(len(g.points))
         for a in range(0, len(g.points), 4096):
-            d = _l1(g.x[a:a + 4096], tx)
+            d = _l1(g.x[a : a + 4096], tx)
             dmin = d.min(axis=1)
-            tie = _l1(g.tie[a:a + 4096], ttie)  # ties: nearer tie sizes, then the earlier point
+            tie = _l1(g.tie[a : a + 4096], ttie)  # ties: nearer tie sizes, then the earlier point
             tie[d > dmin[:, None] + EPS] = np.inf
-            idx[a:a + 4096], dist[a:a + 4096] = tie.argmin(axis=1), dmin
+            idx[a : a + 4096], dist[a : a + 4096] = tie.argmin(axis=1), dmin
         out[key] = (mine, idx, dist)
     return out
 
@@ -198,8 +206,9 @@ def coverage(workload: Workload, tuned: Sequence[TestPoint]) -> dict[Group, tupl
     """Per workload group: how many tuned points, and the largest log2 distance from a problem to its
     nearest tuned point (None: the group has no tuned point)."""
     near = _nearest(workload, tuned)
-    return {key: (len(near[key][0]), float(near[key][2].max())) if key in near else (0, None)
-            for key in workload.groups}
+    return {
+        key: (len(near[key][0]), float(near[key][2].max())) if key in near else (0, None) for key in workload.groups
+    }
 
 
 def point_weights_frame(workload: Workload, points: pd.DataFrame) -> np.ndarray:
@@ -226,20 +235,35 @@ def point_group_yaml(p: TestPoint) -> str:
     return f"{{kind: {q(p.kind)}, precisions: [{q(p.precision)}]{shapes}, sizes: {{{sizes}}}}}"
 
 
-def sweep_config_text(workload: Workload, tuned: Sequence[TestPoint], spaces: Sequence[str], name: str, *,
-                      share: int | None = None, measure_valid: bool = False,
-                      pool: Mapping[str, Sequence[str]] | None = None, repetitions: int = 20, tol: float = 0.05,
-                      bk: int = 10, command: str = "autotune workload config") -> str:
+def sweep_config_text(
+    workload: Workload,
+    tuned: Sequence[TestPoint],
+    spaces: Sequence[str],
+    name: str,
+    *,
+    share: int | None = None,
+    measure_valid: bool = False,
+    pool: Mapping[str, Sequence[str]] | None = None,
+    repetitions: int = 20,
+    tol: float = 0.05,
+    bk: int = 10,
+    command: str = "autotune workload config",
+) -> str:
     """The YAML of a sweep config measuring `tuned` with `spaces` (names or paths as the config should say
     them). `pool[space]`: measure only these instance ids; `measure_valid`: each instance wherever its
     `kernel.valid` holds; `share`: after the main phase, the BK best also at up to N more valid points."""
     q = json.dumps
-    lines = [f"# Generated from the workload {workload.path} by:", f"#   {command}",
-             f"# {len(tuned)} tuned points for {len(workload.problems):,} workload problems.", f"name: {q(name)}",
-             "spaces:"]
+    lines = [
+        f"# Generated from the workload {workload.path} by:",
+        f"#   {command}",
+        f"# {len(tuned)} tuned points for {len(workload.problems):,} workload problems.",
+        f"name: {q(name)}",
+        "spaces:",
+    ]
     for s in spaces:
-        extra = (f", instances: [{', '.join(map(q, pool[s]))}]" if pool and s in pool else "") \
-            + (", measure: valid" if measure_valid else "")
+        extra = (f", instances: [{', '.join(map(q, pool[s]))}]" if pool and s in pool else "") + (
+            ", measure: valid" if measure_valid else ""
+        )
         lines.append(f"  - {{space: {q(s)}{extra}}}")
     if share is not None:
         lines.append(f"share: {int(share)}")
@@ -254,9 +278,10 @@ def pool_from_db(url: str, bk: int) -> dict[str, list[str]]:
     database (ranked by median, then instance id, per device and point)."""
     from autotune.store.engine import database_url
     from autotune.store.store import Store
+
     with Store.open(database_url(url), create=False, readonly=True) as store:
         f = store.measurements()
-    point = list(f.columns[f.columns.get_loc("kind"):f.columns.get_loc("status")])
+    point = list(f.columns[f.columns.get_loc("kind") : f.columns.get_loc("status")])
     f = f[(f["status"] == "ok") & np.isfinite(pd.to_numeric(f["median_ms"], errors="coerce"))]
     f = f.assign(_key=f[["device", *point]].astype(str).agg("|".join, axis=1))
     best = f.sort_values(["median_ms", "instance_id"]).groupby("_key", sort=False).head(bk)

@@ -12,6 +12,7 @@ CSV: the header `precision,shape,<size names>,weight` (shape, derived sizes and 
 names the space file of a kind that is not built in), read by `autotune.sweep.problem_rows` (the reader of
 `validate --points` too): UTF-8 with or without a BOM, sizes 1..2^31-1, rows counted before they are read.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -43,8 +44,11 @@ def load_workload(path: str | Path, *, space: str | Path | None = None, limit: i
     its problems are built: ranges are counted from their bounds, a CSV by its lines."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"no workload file {p}", file=p, hint="give the path of a workload YAML or CSV file "
-                          "(examples: configs/workloads/)")
+        raise ConfigError(
+            f"no workload file {p}",
+            file=p,
+            hint="give the path of a workload YAML or CSV file (examples: configs/workloads/)",
+        )
     cap = max_problems(limit)
     if p.suffix.lower() == ".csv":
         return _load_csv(p, space, cap)
@@ -68,8 +72,9 @@ class _Collect:
         self.kind, self.rule = kind, rule
         self.weights: dict[TestPoint, float] = {}
 
-    def add(self, prec: str, shape: str, sizes: dict[str, int], rule: SizeRule | None, weight: float,
-            fail: Fail) -> None:
+    def add(
+        self, prec: str, shape: str, sizes: dict[str, int], rule: SizeRule | None, weight: float, fail: Fail
+    ) -> None:
         try:
             point = self.kind.point(prec, shape, (rule or self.rule).fill(self.kind, prec, shape, sizes))
         except ValueError as exc:
@@ -86,8 +91,9 @@ class _Collect:
         for p in self.weights:
             sizes.setdefault((p.precision, p.shape), []).append(p.sizes)
         at = [(n, self.kind.size_names.index(n)) for n in self.kind.table_sizes()]
-        ranges = {g: {n: (min(s[i][1] for s in ss), max(s[i][1] for s in ss)) for n, i in at}
-                  for g, ss in sizes.items()}
+        ranges = {
+            g: {n: (min(s[i][1] for s in ss), max(s[i][1] for s in ss)) for n, i in at} for g, ss in sizes.items()
+        }
         return Workload(path, self.kind.name, self.kind, tuple(self.weights.items()), ranges, self.rule, space)
 
 
@@ -100,12 +106,19 @@ def _load_yaml(p: Path, cap: int) -> Workload:
         raise ConfigError("the YAML nests too deeply", file=p, hint="write problems: and ranges: lists") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=p,
-                          line=mark.line + 1 if mark else None, hint="fix the YAML syntax (indentation, colons)") from None
+        raise ConfigError(
+            f"not valid YAML: {getattr(exc, 'problem', exc)}",
+            file=p,
+            line=mark.line + 1 if mark else None,
+            hint="fix the YAML syntax (indentation, colons)",
+        ) from None
     if not isinstance(root, MappingNode):
-        raise ConfigError("a workload is a mapping with `problems:` and/or `ranges:`", file=p,
-                          line=root.start_mark.line + 1 if root is not None else None,
-                          hint="start from configs/workloads/fp16_h100.yaml")
+        raise ConfigError(
+            "a workload is a mapping with `problems:` and/or `ranges:`",
+            file=p,
+            line=root.start_mark.line + 1 if root is not None else None,
+            hint="start from configs/workloads/fp16_h100.yaml",
+        )
     heads = {str(r.value(k)): v for k, v in root.value if isinstance(k, ScalarNode)}
     kind, space = _yaml_kind(r, heads)
     top = r.mapping(root, TOP_KEYS + kind.derived_sizes, f"{kind.name} workload")
@@ -117,12 +130,16 @@ def _load_yaml(p: Path, cap: int) -> Workload:
     for node in r.sequence(top["problems"], "problems") if "problems" in top else []:
         allowed = ("precision", *(("shape",) if shaped else ()), *kind.size_names, "weight")
         m = r.mapping(node, allowed, "problem")
-        need = [n for n in given if n not in m] + ([] if "precision" in m or len(kind.precisions) == 1
-                                                   else ["precision"])
+        need = [n for n in given if n not in m] + (
+            [] if "precision" in m or len(kind.precisions) == 1 else ["precision"]
+        )
         if need:
-            optional = ", ".join(["shape", "weight", *kind.derived_sizes] if shaped else ["weight", *kind.derived_sizes])
-            raise r.error(node, f"the problem misses {', '.join(need)}", f"write {{{', '.join(allowed)}}} "
-                          f"({optional} optional)")
+            optional = ", ".join(
+                ["shape", "weight", *kind.derived_sizes] if shaped else ["weight", *kind.derived_sizes]
+            )
+            raise r.error(
+                node, f"the problem misses {', '.join(need)}", f"write {{{', '.join(allowed)}}} ({optional} optional)"
+            )
         prec = _choice(r, m["precision"], kind.precisions, "precision") if "precision" in m else kind.precisions[0]
         shape = _choice(r, m["shape"], kind.shapes, "shape") if "shape" in m else kind.shapes[0]
         sizes = {n: r.integer(m[n], 1) for n in given}
@@ -131,18 +148,24 @@ def _load_yaml(p: Path, cap: int) -> Workload:
     for node in r.sequence(top["ranges"], "ranges") if "ranges" in top else []:
         m = r.mapping(node, RANGE_KEYS + kind.derived_sizes, "range")
         if "sizes" not in m or ("precisions" not in m and len(kind.precisions) > 1):
-            raise r.error(node, "a range needs `precisions:` and `sizes:`", "write {precisions: [...], shapes: "
-                          f"[...], sizes: {{{', '.join(f'{n}: S' for n in given)}}}, weight: 1}}")
+            raise r.error(
+                node,
+                "a range needs `precisions:` and `sizes:`",
+                "write {precisions: [...], shapes: "
+                f"[...], sizes: {{{', '.join(f'{n}: S' for n in given)}}}, weight: 1}}",
+            )
         precs = r.choices(m["precisions"], kind.precisions, "precisions") if "precisions" in m else kind.precisions
         shapes = r.choices(m["shapes"], kind.shapes, "shapes") if "shapes" in m else kind.shapes[:1]
         sizes_node = r.mapping(m["sizes"], given, "sizes")
         if missing := [n for n in given if n not in sizes_node]:
-            raise r.error(m["sizes"], f"the range's sizes miss {', '.join(missing)}",
-                          f"give every size: {', '.join(given)}")
+            raise r.error(
+                m["sizes"], f"the range's sizes miss {', '.join(missing)}", f"give every size: {', '.join(given)}"
+            )
         count = len(precs) * len(shapes) * math.prod(_size_count(r, sizes_node[n]) for n in given)
         if len(c.weights) + count > cap:
-            raise problems_error(len(c.weights) + count, cap, p, node.start_mark.line + 1,
-                                 "with this range the workload has")
+            raise problems_error(
+                len(c.weights) + count, cap, p, node.start_mark.line + 1, "with this range the workload has"
+            )
         lists = [size_list(r, sizes_node[n]) for n in given]
         rule = size_rule(r, m, kind, c.rule) if any(n in m for n in kind.derived_sizes) else None
         weight = _weight(r, m)
@@ -156,20 +179,25 @@ def _yaml_kind(r: Reader, top: dict[str, Node]) -> tuple[ProblemKind, Path | Non
     name = r.string(top["kind"]) if "kind" in top else None
     if "space" in top:
         from autotune.space.spec import load_space
+
         path = space_path(r, top["space"], r.string(top["space"]))
         kind = load_space(path).kind
         if name is not None and name != kind.name:
-            raise r.error(top["kind"], f"the space {path.name} solves {kind.name!r}, not {name!r}",
-                          f"write kind: {kind.name}, or name the space that defines {name!r}")
+            raise r.error(
+                top["kind"],
+                f"the space {path.name} solves {kind.name!r}, not {name!r}",
+                f"write kind: {kind.name}, or name the space that defines {name!r}",
+            )
         return kind, path
     if name is None:
         return default_kind(), None
     if name in BUILT_IN:
         return BUILT_IN[name], None
-    raise r.error(top["kind"], f"the kind {name!r} is not built in", "name the space file whose `problem:` "
-                  "section defines it: `space: path/to/space.yaml`")
-
-
+    raise r.error(
+        top["kind"],
+        f"the kind {name!r} is not built in",
+        "name the space file whose `problem:` section defines it: `space: path/to/space.yaml`",
+    )
 
 
 def _size_count(r: Reader, node: Node) -> int:
@@ -206,6 +234,7 @@ def _load_csv(p: Path, space: str | Path | None, cap: int) -> Workload:
     kind, space_file = default_kind(), None
     if space is not None:
         from autotune.space.spec import find_space, load_space
+
         space_file = find_space(space)
         kind = load_space(space_file).kind
     c = _Collect(kind, SizeRule(budget_bytes=DEFAULT_BUDGET_BYTES))

@@ -2,6 +2,7 @@
 counted from their bounds, CSV files by their lines, `validate --points` files too) and how many (instance, point)
 pairs a sweep config written for it may plan. Each limit is a command-line knob with an environment default, named
 in the error."""
+
 from __future__ import annotations
 
 import math
@@ -37,9 +38,13 @@ def max_problems(given: int | None = None) -> int:
 
 
 def problems_error(count: int, cap: int, file: Path, line: int | None, what: str) -> ConfigError:
-    return ConfigError(f"{what} {count:,} problems, above the limit of {cap:,}", file=file, line=line,
-                       hint="narrow the ranges (a larger step, pow2) or sample the problems, or raise the limit: "
-                            + PROBLEMS_KNOB.replace("N", str(count), 1))
+    return ConfigError(
+        f"{what} {count:,} problems, above the limit of {cap:,}",
+        file=file,
+        line=line,
+        hint="narrow the ranges (a larger step, pow2) or sample the problems, or raise the limit: "
+        + PROBLEMS_KNOB.replace("N", str(count), 1),
+    )
 
 
 def range_count(bounds: list[tuple[int, int, int]]) -> int:

@@ -14,6 +14,7 @@ Each `test_*` method checks one clause of the contract in `Backend`'s docstring.
 on the CPU (the replay backend over a committed database: tests/test_backend_conformance.py) and on a GPU (the
 local backend: tests/gpu/test_backend_conformance_gpu.py).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -79,8 +80,10 @@ class BackendConformance:
         got = list(backend.run(jobs))
         seen = Counter((m.instance_id, m.point) for m in got)
         want = pairs_of(jobs)
-        assert seen == want, (f"missing {sorted(k[0] for k in want - seen)[:5]}, "
-                              f"unexpected or repeated {sorted(k[0] for k in seen - want)[:5]}")
+        assert seen == want, (
+            f"missing {sorted(k[0] for k in want - seen)[:5]}, "
+            f"unexpected or repeated {sorted(k[0] for k in seen - want)[:5]}"
+        )
 
     def test_statuses_are_valid(self, backend: Backend) -> None:
         for m in backend.run(self.jobs()):

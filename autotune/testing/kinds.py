@@ -25,6 +25,7 @@ answers there as it does here (the GPU worker is such a process). `KindGpuTests`
 
 `roundtrip` is the spawned-process check, usable alone.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,9 @@ from autotune.problems.base import ProblemData, ProblemKind, Verdict
 from autotune.vocab import TestPoint
 
 SPAWN_TIMEOUT_S = 180.0
-Probe = tuple[Any, str, str, Mapping[str, int]]  # (kind, or (spec, space file) to resolve there; precision, shape, sizes)
+Probe = tuple[
+    Any, str, str, Mapping[str, int]
+]  # (kind, or (spec, space file) to resolve there; precision, shape, sizes)
 
 
 def roundtrip(probes: Sequence[Probe], timeout_s: float = SPAWN_TIMEOUT_S) -> list[dict[str, Any]]:
@@ -82,9 +85,16 @@ def _probe(conn: Any, payload: bytes) -> None:
 
                 kind = resolve(kind[0], Path(kind[1]), None)
             point = kind.point(precision, shape, sizes)
-            out.append({"point": point, "bytes_moved": kind.bytes_moved(point, kind.scalars()),
-                        "flops": kind.flops(point), "describe": kind.describe(), "scalars": kind.scalars(),
-                        "class": f"{type(kind).__qualname__}"})
+            out.append(
+                {
+                    "point": point,
+                    "bytes_moved": kind.bytes_moved(point, kind.scalars()),
+                    "flops": kind.flops(point),
+                    "describe": kind.describe(),
+                    "scalars": kind.scalars(),
+                    "class": f"{type(kind).__qualname__}",
+                }
+            )
         conn.send(("ok", out))
     except BaseException:  # noqa: BLE001 - everything goes back to the parent
         conn.send(("error", traceback.format_exc()))
@@ -115,8 +125,12 @@ class KindFixtures:
 
     @pytest.fixture
     def points(self, kind: ProblemKind, sample_sizes: list[Mapping[str, int]]) -> list[TestPoint]:
-        return [kind.point(precision, shape, sizes) for precision in kind.precisions for shape in kind.shapes
-                for sizes in sample_sizes]
+        return [
+            kind.point(precision, shape, sizes)
+            for precision in kind.precisions
+            for shape in kind.shapes
+            for sizes in sample_sizes
+        ]
 
 
 class KindTests(KindFixtures):
@@ -143,12 +157,14 @@ class KindTests(KindFixtures):
         sizes = dict(sample_sizes[0])
         precision, shape = kind.precisions[0], kind.shapes[0]
         bad: list[tuple[str, str, dict]] = [
-            ("not_a_precision", shape, sizes), (precision, shape + "?", sizes),
+            ("not_a_precision", shape, sizes),
+            (precision, shape + "?", sizes),
             (precision, shape, {n: v for n, v in sizes.items() if n != kind.size_names[-1]}),
             (precision, shape, {**sizes, "not_a_size_of_this_kind": 8}),
             (precision, shape, {**sizes, kind.size_names[0]: 1.5}),
             (precision, shape, {**sizes, kind.size_names[0]: "8"}),
-            (precision, shape, {**sizes, kind.size_names[0]: True})]
+            (precision, shape, {**sizes, kind.size_names[0]: True}),
+        ]
         for case in bad:
             with pytest.raises(ValueError):
                 kind.point(*case)
@@ -234,8 +250,9 @@ class KindGpuTests(KindFixtures):
             first, last = data.args(0), data.args(data.copies - 1)
             assert isinstance(first, tuple) and len(first) == len(last) > 0
 
-    def test_baseline_passes_verification(self, kind: ProblemKind, points: list[TestPoint], l2_bytes: int,
-                                          cupy: Any) -> None:
+    def test_baseline_passes_verification(
+        self, kind: ProblemKind, points: list[TestPoint], l2_bytes: int, cupy: Any
+    ) -> None:
         for p in points[:2]:
             data = kind.allocate(p, kind.conventions[0], kind.scalars(), l2_bytes, seed=1)
             launch = data.baseline()

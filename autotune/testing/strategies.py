@@ -11,6 +11,7 @@ Each `test_*` method checks one clause of the contract in `Strategy`'s docstring
 the runner does (`drive`) over instances of a made-up space and measurements made up from them (some of
 them failures). Override `instances` or `results` to drive it over your own.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -40,11 +41,26 @@ def made_up_results(instance: Instance, point: TestPoint = POINT) -> list[Measur
         status = FAILURES[(h >> 2) % len(FAILURES)]
         return [Measurement(instance.id, point, status, error=f"made up {status.value}")]
     ms = 0.01 + (h % 1000) / 1e4
-    return [Measurement(instance.id, point, Status.OK, median_ms=ms, p20_ms=ms, p80_ms=ms, min_ms=ms, max_ms=ms,
-                        reps=3, times_ms=[ms] * 3, max_rel_err=0.0)]
+    return [
+        Measurement(
+            instance.id,
+            point,
+            Status.OK,
+            median_ms=ms,
+            p20_ms=ms,
+            p80_ms=ms,
+            min_ms=ms,
+            max_ms=ms,
+            reps=3,
+            times_ms=[ms] * 3,
+            max_rel_err=0.0,
+        )
+    ]
 
 
-def drive(strategy: Strategy, n: int, results: Callable[[Instance], list[Measurement]], max_rounds: int) -> list[list[Instance]]:
+def drive(
+    strategy: Strategy, n: int, results: Callable[[Instance], list[Measurement]], max_rounds: int
+) -> list[list[Instance]]:
     """Ask/tell like the runner until `ask` returns an empty list; the batches asked, in order. Fails when the
     strategy is still proposing after `max_rounds` asks."""
     batches: list[list[Instance]] = []

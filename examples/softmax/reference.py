@@ -1,13 +1,16 @@
 """Reference and CuPy baseline of examples/softmax (see space.yaml)."""
+
 from __future__ import annotations
 
 
 def _array_module(x):
     try:
         import cupy
+
         return cupy.get_array_module(x)
     except ImportError:
         import numpy
+
         return numpy
 
 

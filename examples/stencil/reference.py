@@ -1,4 +1,5 @@
 """Reference and CuPy baseline of examples/stencil (see space.yaml and convolution.cu)."""
+
 from __future__ import annotations
 
 RADIUS = 2
@@ -12,7 +13,7 @@ def _convolve(inp, ny, nx, dtype=None):
     acc = None
     for dy in range(WIDTH):
         for dx in range(WIDTH):
-            window = inp[dy:dy + ny, dx:dx + nx]
+            window = inp[dy : dy + ny, dx : dx + nx]
             if dtype is not None:
                 window = window.astype(dtype)
             term = window * WEIGHTS[dy][dx]
@@ -39,4 +40,4 @@ def cupy_convolution(arrays, sizes):
     inp = arrays["inp"]
     weights = cupy.asarray(WEIGHTS, dtype=inp.dtype)
     full = ndimage.correlate(inp, weights, mode="constant")
-    arrays["out"][...] = full[RADIUS:RADIUS + ny, RADIUS:RADIUS + nx]
+    arrays["out"][...] = full[RADIUS : RADIUS + ny, RADIUS : RADIUS + nx]

@@ -1,4 +1,5 @@
 """Reference and CuPy baseline of examples/transpose (see space.yaml)."""
+
 from __future__ import annotations
 
 

@@ -3,6 +3,7 @@
 Uses the distribution's `chromium` and `chromedriver` (Debian: apt-get install chromium chromium-driver; CI installs
 them with scripts/ci_chromium.sh). Where they or selenium are missing the tests skip, except under CI (CI=true),
 where that is a failure: the browser tests must run there."""
+
 from __future__ import annotations
 
 import os
@@ -42,10 +43,18 @@ def browser() -> Iterator[Any]:
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
+
     options = Options()
     options.binary_location = _which(CHROMIUM)  # type: ignore[assignment]
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,900", "--hide-scrollbars", "--enable-unsafe-swiftshader"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        "--hide-scrollbars",
+        "--enable-unsafe-swiftshader",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     # the distribution's driver: Selenium Manager would try to download one
@@ -90,15 +99,19 @@ class Report:
         """Choose option `index` (0: all) of a filter; returns its value once the charts are redrawn."""
         value = self.driver.execute_script(
             f"const s = document.getElementById('filter-{field}'); s.selectedIndex = {index};"
-            "s.dispatchEvent(new Event('change')); return s.value;")
+            "s.dispatchEvent(new Event('change')); return s.value;"
+        )
         self.wait("window.autotuneExplore.ready")
         return value
 
     def screenshot(self, key: str, out: Path, width: int = 900) -> None:
         """A PNG of one chart (its heading included)."""
         el = self.driver.find_element("id", f"fig-{key}").find_element("xpath", "..")
-        self.driver.execute_script("window.scrollTo(0, arguments[0].getBoundingClientRect().top + window.scrollY"
-                                   " - ((document.getElementById('filters') || {}).offsetHeight || 0) - 20);", el)
+        self.driver.execute_script(
+            "window.scrollTo(0, arguments[0].getBoundingClientRect().top + window.scrollY"
+            " - ((document.getElementById('filters') || {}).offsetHeight || 0) - 20);",
+            el,
+        )
         time.sleep(0.3)
         el.screenshot(str(out))
 

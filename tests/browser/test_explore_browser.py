@@ -2,6 +2,7 @@
 drawn, a filter changes what is shown, and the page opens with its first charts drawn in under 3 s.
 
 Set AUTOTUNE_EXPLORE_SHOTS=DIR to also write the screenshots docs/explore.md shows (docs/img/explore_*.png)."""
+
 from __future__ import annotations
 
 import os
@@ -41,7 +42,8 @@ def _all_drawn(report) -> None:  # type: ignore[no-untyped-def]
     empty = report.driver.execute_script(
         "return [...document.querySelectorAll('.chart')].filter(el => !el.querySelector('.main-svg')"
         " || !(el.querySelector('.trace, .scatterlayer .point, .bars path, .heatmaplayer image, .parcoords, .box')"
-        " || (el._fullData && el._fullData.length))).map(el => el.id);")
+        " || (el._fullData && el._fullData.length))).map(el => el.id);"
+    )
     assert empty == []
 
 
@@ -53,8 +55,10 @@ def test_results_report_opens_draws_and_filters(open_report, results_html: Path)
     assert report.errors() == []
     before = report.state(".points")
     shown_before = dict(report.state(".shown"))
-    drawn = ("return document.getElementById('fig-roofline').data"
-             ".reduce((s, t) => s + (t.visible === false ? 0 : t.y.length), 0);")
+    drawn = (
+        "return document.getElementById('fig-roofline').data"
+        ".reduce((s, t) => s + (t.visible === false ? 0 : t.y.length), 0);"
+    )
     markers = report.driver.execute_script(drawn)
     value = report.select("precision", 1)
     assert value in ("fp32", "fp64")
@@ -73,9 +77,14 @@ def test_results_report_opens_draws_and_filters(open_report, results_html: Path)
     assert report.state(".points") == before
     assert report.errors() == []
     if SHOTS:
-        for key, name in (("roofline", "roofline"), ("param-gemm_batched_simt", "param"),
-                          ("parcoords-gemm_batched_simt", "parcoords"), ("importance-gemm_tiny_simt-gemm-fp64", "importance"),
-                          ("wins-fp64-NN", "wins"), ("validation", "validation")):
+        for key, name in (
+            ("roofline", "roofline"),
+            ("param-gemm_batched_simt", "param"),
+            ("parcoords-gemm_batched_simt", "parcoords"),
+            ("importance-gemm_tiny_simt-gemm-fp64", "importance"),
+            ("wins-fp64-NN", "wins"),
+            ("validation", "validation"),
+        ):
             report.screenshot(key, Path(SHOTS) / f"explore_{name}.png")
         report.select("precision", 1)
         report.screenshot("roofline", Path(SHOTS) / "explore_roofline_filtered.png")

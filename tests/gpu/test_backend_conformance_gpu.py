@@ -1,6 +1,7 @@
 """GPU tier: the executor conformance suite (autotune.testing.backends) on the local GPU backend, with GEMM
 (gemm_naive, cuBLAS as the baseline) and a kind declared in a space file (the stencil example and its CuPy
 baseline). Skipped where CuPy sees no GPU (tests/conftest.py)."""
+
 from __future__ import annotations
 
 import tempfile

@@ -1,6 +1,7 @@
 """GPU tier: the Dask executor on 2 real GPUs (one worker process per GPU, each a GpuBackend): the conformance
 suite, and a small sweep whose measurements are spread over both GPUs, each recorded on its own. Skipped with
 fewer than 2 GPUs or without `distributed`."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -97,10 +98,16 @@ def test_a_sweep_over_two_gpus_records_each_measurement_on_its_gpu() -> None:
     assert summary.status == "done" and len(frame) == summary.measured > 0
     with Store.open(url, create=False, readonly=True) as store, store.engine.connect() as conn:
         from sqlalchemy import text
-        n, distinct = conn.execute(text("select count(*), count(distinct instance_id || '@' || point_id) from "
-                                        "measurements")).one()
-        used = {u for (u,) in conn.execute(text("select distinct d.uuid from measurements m join devices d on "
-                                                "d.id = m.device_id"))}
+
+        n, distinct = conn.execute(
+            text("select count(*), count(distinct instance_id || '@' || point_id) from measurements")
+        ).one()
+        used = {
+            u
+            for (u,) in conn.execute(
+                text("select distinct d.uuid from measurements m join devices d on d.id = m.device_id")
+            )
+        }
     assert n == distinct == len(frame)  # nothing measured twice
     assert used == uuids and len(uuids) == 2  # both GPUs measured, each measurement recorded on its own
 
@@ -113,8 +120,13 @@ def test_compiles_ahead_on_cpu_workers_and_the_gpus_only_time(tmp_path: Path) ->
     cache = str(tmp_path / "cache")
     with local_cluster(visible_gpus()[:2], compile_workers=2) as ahead:
         ahead.wait_for_workers(4, timeout=120)
-        backend = DaskBackend(GpuExecutor(per_host=2, cache_dir=cache), cluster=ahead, chunk_jobs=4,
-                              compile_ahead=True, compile_cache=cache)
+        backend = DaskBackend(
+            GpuExecutor(per_host=2, cache_dir=cache),
+            cluster=ahead,
+            chunk_jobs=4,
+            compile_ahead=True,
+            compile_cache=cache,
+        )
         try:
             with Store.open(url) as store:
                 summary = run_sweep(cfg, store, backend, Count())

@@ -8,6 +8,7 @@ poisoned with NaN, unpacked leading dimensions with NaN padding (reads reach C, 
 65,535 and a capped grid (the grid-stride loop). Cases and checking code live in scripts/check_hgemm.py, the
 device harness that also times the kernels.
 """
+
 from __future__ import annotations
 
 import pytest

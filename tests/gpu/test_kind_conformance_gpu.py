@@ -1,5 +1,6 @@
 """GPU tier: the GEMM kind and the three examples' kinds pass the GPU half of the kind conformance suite
 (allocate, args, reference, verify, baseline: autotune.testing.kinds.KindGpuTests)."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -2,6 +2,7 @@
 swept with `compiler: nvcc` through the real GpuBackend (cubins built by nvcc, loaded by the GPU worker, verified
 and timed); the same space under NVRTC fails to compile in every instance, and the sweep stops the space after the
 first few, saying why once. Needs nvcc besides the GPU."""
+
 from __future__ import annotations
 
 import shutil
@@ -43,13 +44,17 @@ def user_space(tmp_path: Path, compiler: str | None) -> Path:
 
 
 def sweep(tmp_path: Path, space: Path, extra: str = "") -> tuple[Store, object, list[str]]:
-    cfg = parse_config(textwrap.dedent(f"""\
+    cfg = parse_config(
+        textwrap.dedent(f"""\
         name: cub
         spaces: [{space}]
         points: [{{sizes: {{n: [1000, 100003, 4000000]}}}}]
         repetitions: 5
-        database: sqlite:///{tmp_path / 'db.sqlite'}
-        """) + extra, file=tmp_path / "cub.yaml")
+        database: sqlite:///{tmp_path / "db.sqlite"}
+        """)
+        + extra,
+        file=tmp_path / "cub.yaml",
+    )
     store = Store.open(cfg.database)
     notes = Notes()
     with GpuBackend(cache_dir=tmp_path / "cache") as backend:

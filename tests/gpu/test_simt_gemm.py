@@ -10,6 +10,7 @@ largest reference element: fp64 1e-12, fp32 1e-5, fp16 (fp32 accumulation) 1e-2.
 The cases and the checking code live in scripts/check_simt.py (the device-side harness prints the same checks
 as a table); this module runs each case as one test.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -4,6 +4,7 @@ A first `tune_kernel` call warms the machine (CuPy's import and its kernel cache
 Python's modules); a second call in a fresh compile cache then has its first measurement within 3 s of the call
 (the facade's space folder and plan, the worker pool, the GPU worker's start, the first compile, the data, the
 verified launch all included). The backend's start-up timeline says where the time went."""
+
 from __future__ import annotations
 
 import time
@@ -33,8 +34,16 @@ def _call(tmp: Path, block_sizes: list[int]) -> tuple[float, list[dict], dict]:
     a, b = rng.standard_normal(size).astype(np.float32), rng.standard_normal(size).astype(np.float32)
     args = [np.zeros_like(b), a, b, np.int32(size)]
     start = time.time()
-    results, env = tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": block_sizes},
-                               answer=[a + b, None, None, None], quiet=True, space_dir=tmp)
+    results, env = tune_kernel(
+        "vector_add",
+        VECTOR_ADD,
+        size,
+        args,
+        {"block_size_x": block_sizes},
+        answer=[a + b, None, None, None],
+        quiet=True,
+        space_dir=tmp,
+    )
     return start, results, env
 
 
@@ -56,8 +65,10 @@ def test_first_measurement_within_3_s_on_a_warm_machine(tmp_path: Path, monkeypa
     assert all(e in timeline for e in EVENTS), timeline
     assert timeline["first_measured"] >= timeline["first_compiled"]
     since_call = _first(results) - start
-    print(f"first measurement {since_call:.2f} s after the call (sweep: {auto['first_measurement_s']:.2f} s); "
-          f"backend start-up {timeline}")
+    print(
+        f"first measurement {since_call:.2f} s after the call (sweep: {auto['first_measurement_s']:.2f} s); "
+        f"backend start-up {timeline}"
+    )
     assert 0 < auto["first_measurement_s"] <= since_call
     assert since_call <= 3.0, (since_call, timeline)
 
@@ -85,17 +96,33 @@ def test_the_backend_started_at_import_is_ready_at_the_call(tmp_path: Path) -> N
     import subprocess
     import sys
 
-    env = dict(os.environ, AUTOTUNE_COMPILE_CACHE=str(tmp_path / "compile"), AUTOTUNE_PREWARM="1",
-               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", PREWARMED_SCRIPT, VECTOR_ADD], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=tmp_path)
+    env = dict(
+        os.environ,
+        AUTOTUNE_COMPILE_CACHE=str(tmp_path / "compile"),
+        AUTOTUNE_PREWARM="1",
+        PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", PREWARMED_SCRIPT, VECTOR_ADD],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     auto = out["auto"]
-    first = min(datetime.fromisoformat(s) if datetime.fromisoformat(s).tzinfo else
-                datetime.fromisoformat(s).replace(tzinfo=timezone.utc) for s in out["stamps"]).timestamp()
-    print(f"prewarmed {auto['prewarmed_s']} s before the call; first measurement {first - out['start']:.2f} s after "
-          f"it; phases {auto['phases']}; backend {auto['startup']}")
+    first = min(
+        datetime.fromisoformat(s)
+        if datetime.fromisoformat(s).tzinfo
+        else datetime.fromisoformat(s).replace(tzinfo=timezone.utc)
+        for s in out["stamps"]
+    ).timestamp()
+    print(
+        f"prewarmed {auto['prewarmed_s']} s before the call; first measurement {first - out['start']:.2f} s after "
+        f"it; phases {auto['phases']}; backend {auto['startup']}"
+    )
     assert auto["prewarmed_s"] is not None and auto["prewarmed_s"] >= 4.0
     assert auto["phases"]["backend_ready"] <= auto["phases"]["store_open"] + 0.5  # no wait for the worker
     assert first - out["start"] <= 3.0

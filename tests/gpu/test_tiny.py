@@ -11,6 +11,7 @@ x 40 (above 32: the slow path); batch = 70,001. Per-matrix relative error (Frobe
 The cases and the checking code live in scripts/check_tiny.py (the device-side harness prints the same checks as a
 table, then timings); this module runs each case as one test.
 """
+
 from __future__ import annotations
 
 import pytest

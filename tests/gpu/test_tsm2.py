@@ -1,5 +1,6 @@
 """TSM2 and ISM2 against a float64 reference on the GPU (CuPy): every shape, sizes the tiles do not divide,
 alpha and beta other than 0 and 1, leading dimensions larger than the matrices, NaN-poisoned C for beta = 0."""
+
 from __future__ import annotations
 
 import itertools
@@ -26,9 +27,17 @@ SHAPES = {"NN": (0, 0), "NT": (0, 1), "TN": (1, 0), "TT": (1, 1)}
 
 # (T1, T2, T3, KS, RPT, BPF, AST): paper configuration, k-split, rows per thread, T3 == T1, T2 not a power of
 # two, both B prefetch modes, cp.async pipelines of A
-TSM2 = [(128, 4, 4, 1, 1, 1, 0), (64, 16, 8, 4, 1, 0, 0), (32, 8, 4, 8, 2, 1, 0), (32, 3, 32, 2, 1, 0, 0),
-        (64, 2, 2, 2, 4, 0, 0), (128, 16, 4, 2, 1, 1, 0), (64, 16, 8, 2, 1, 0, 3), (32, 7, 4, 4, 2, 0, 4),
-        (32, 3, 32, 2, 1, 0, 2)]
+TSM2 = [
+    (128, 4, 4, 1, 1, 1, 0),
+    (64, 16, 8, 4, 1, 0, 0),
+    (32, 8, 4, 8, 2, 1, 0),
+    (32, 3, 32, 2, 1, 0, 0),
+    (64, 2, 2, 2, 4, 0, 0),
+    (128, 16, 4, 2, 1, 1, 0),
+    (64, 16, 8, 2, 1, 0, 3),
+    (32, 7, 4, 4, 2, 0, 4),
+    (32, 3, 32, 2, 1, 0, 2),
+]
 # (T1, T2, T3, TCF)
 ISM2 = [(128, 8, 8, 1), (64, 16, 4, 4), (32, 5, 2, 64)]
 
@@ -43,8 +52,11 @@ def _names(kernel: str, configs: list[tuple[int, ...]]) -> list[str]:
 @pytest.fixture(scope="module")
 def module():
     names = _names("tsm2", TSM2) + _names("ism2", ISM2)
-    mod = cp.RawModule(code=(KERNELS_DIR / "tsm2.cuh").read_text(),
-                       options=("-std=c++17", f"--include-path={KERNELS_DIR}"), name_expressions=names)
+    mod = cp.RawModule(
+        code=(KERNELS_DIR / "tsm2.cuh").read_text(),
+        options=("-std=c++17", f"--include-path={KERNELS_DIR}"),
+        name_expressions=names,
+    )
     mod.compile()
     return mod
 
@@ -55,8 +67,19 @@ def _operand(rng, rows: int, cols: int, ld: int, dt):
     return full, full[:rows]
 
 
-def _run(module, kernel: str, cfg: tuple[int, ...], prec: str, shape: str, m: int, n: int, k: int,
-         alpha: float, beta: float, seed: int = 0) -> tuple[float, bool]:
+def _run(
+    module,
+    kernel: str,
+    cfg: tuple[int, ...],
+    prec: str,
+    shape: str,
+    m: int,
+    n: int,
+    k: int,
+    alpha: float,
+    beta: float,
+    seed: int = 0,
+) -> tuple[float, bool]:
     rng = np.random.default_rng(seed)
     dt = DTYPE[prec]
     ta, tb = SHAPES[shape]
@@ -83,8 +106,27 @@ def _run(module, kernel: str, cfg: tuple[int, ...], prec: str, shape: str, m: in
     grid = (-(-m // per_block), 1, 1)
     block = (t1, cfg[3], 1) if kernel == "tsm2" else (t1, 1, 1)
     i32, i64 = np.int32, np.int64
-    fn(grid, block, (i32(m), i32(n), i32(k), dt(alpha), A_full, i32(lda), i64(0), B_full, i32(ldb), i64(0),
-                     dt(beta), C_full, i32(ldc), i64(0), i32(1)))
+    fn(
+        grid,
+        block,
+        (
+            i32(m),
+            i32(n),
+            i32(k),
+            dt(alpha),
+            A_full,
+            i32(lda),
+            i64(0),
+            B_full,
+            i32(ldb),
+            i64(0),
+            dt(beta),
+            C_full,
+            i32(ldc),
+            i64(0),
+            i32(1),
+        ),
+    )
     cp.cuda.Device().synchronize()
     C = C_full[:m].astype(cp.float64)
     untouched = bool(cp.all(C_full[m:] == pad_before))

@@ -2,6 +2,7 @@
 GPU backend: the README's vector_add, and Kernel Tuner's own matmul example (tests/data/kerneltuner/matmul.cu,
 copied from Kernel Tuner's examples/cuda with attribution) with its grid divisors, restriction and metric, verified
 against numpy.dot. The best configuration must be a correct one and every result shaped as Kernel Tuner's."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,8 +22,16 @@ __global__ void vector_add(float *c, float *a, float *b, int n) {
     }
 }
 """
-KT_KEYS = {"time", "times", "compile_time", "verification_time", "benchmark_time", "strategy_time", "framework_time",
-           "timestamp"}
+KT_KEYS = {
+    "time",
+    "times",
+    "compile_time",
+    "verification_time",
+    "benchmark_time",
+    "strategy_time",
+    "framework_time",
+    "timestamp",
+}
 
 
 def test_vector_add(tmp_path: Path) -> None:
@@ -31,8 +40,16 @@ def test_vector_add(tmp_path: Path) -> None:
     a, b = rng.standard_normal(size).astype(np.float32), rng.standard_normal(size).astype(np.float32)
     args = [np.zeros_like(b), a, b, np.int32(size)]
     tune_params = {"block_size_x": [128 + 64 * i for i in range(15)]}
-    results, env = tune_kernel("vector_add", VECTOR_ADD, size, args, tune_params, answer=[a + b, None, None, None],
-                               cache=str(tmp_path / "vector_add"), quiet=True)
+    results, env = tune_kernel(
+        "vector_add",
+        VECTOR_ADD,
+        size,
+        args,
+        tune_params,
+        answer=[a + b, None, None, None],
+        cache=str(tmp_path / "vector_add"),
+        quiet=True,
+    )
     assert sorted(r["block_size_x"] for r in results) == tune_params["block_size_x"]
     assert all(KT_KEYS <= set(r) and r["time"] > 0 and len(r["times"]) >= 5 for r in results), results[:2]
     best = env["best_config"]
@@ -47,18 +64,39 @@ def test_kernel_tuners_matmul_example() -> None:
     A = rng.standard_normal(problem_size).astype(np.float32)
     B = rng.standard_normal(problem_size).astype(np.float32)
     C = np.zeros_like(A)
-    tune_params = {"block_size_x": [16 * 2 ** i for i in range(3)], "block_size_y": [2 ** i for i in range(6)],
-                   "tile_size_x": [2 ** i for i in range(4)], "tile_size_y": [2 ** i for i in range(4)]}
-    metrics = {"GFLOP/s": lambda p: (2 * 4096 ** 3 / 1e9) / (p["time"] / 1e3)}
-    results, env = tune_kernel("matmul_kernel", str(DATA / "matmul.cu"), problem_size, [C, A, B], tune_params,
-                               grid_div_y=["block_size_y", "tile_size_y"], grid_div_x=["block_size_x", "tile_size_x"],
-                               restrictions=["block_size_x==block_size_y*tile_size_y"], iterations=32,
-                               metrics=metrics, answer=[A @ B, None, None], atol=1e-2, quiet=True)
-    expected = [p for p in ({"block_size_x": bx, "block_size_y": by, "tile_size_x": tx, "tile_size_y": ty}
-                            for bx in tune_params["block_size_x"] for by in tune_params["block_size_y"]
-                            for tx in tune_params["tile_size_x"] for ty in tune_params["tile_size_y"])
-                if p["block_size_x"] == p["block_size_y"] * p["tile_size_y"]
-                and p["block_size_x"] * p["block_size_y"] <= 1024]
+    tune_params = {
+        "block_size_x": [16 * 2**i for i in range(3)],
+        "block_size_y": [2**i for i in range(6)],
+        "tile_size_x": [2**i for i in range(4)],
+        "tile_size_y": [2**i for i in range(4)],
+    }
+    metrics = {"GFLOP/s": lambda p: (2 * 4096**3 / 1e9) / (p["time"] / 1e3)}
+    results, env = tune_kernel(
+        "matmul_kernel",
+        str(DATA / "matmul.cu"),
+        problem_size,
+        [C, A, B],
+        tune_params,
+        grid_div_y=["block_size_y", "tile_size_y"],
+        grid_div_x=["block_size_x", "tile_size_x"],
+        restrictions=["block_size_x==block_size_y*tile_size_y"],
+        iterations=32,
+        metrics=metrics,
+        answer=[A @ B, None, None],
+        atol=1e-2,
+        quiet=True,
+    )
+    expected = [
+        p
+        for p in (
+            {"block_size_x": bx, "block_size_y": by, "tile_size_x": tx, "tile_size_y": ty}
+            for bx in tune_params["block_size_x"]
+            for by in tune_params["block_size_y"]
+            for tx in tune_params["tile_size_x"]
+            for ty in tune_params["tile_size_y"]
+        )
+        if p["block_size_x"] == p["block_size_y"] * p["tile_size_y"] and p["block_size_x"] * p["block_size_y"] <= 1024
+    ]
     assert len(results) == len(expected)
     ok = [r for r in results if "__error__" not in r]
     assert len(ok) >= len(expected) // 2, [r for r in results if "__error__" in r][:3]

@@ -5,6 +5,7 @@ made, a kernel name the source lacks) are not data about an instance: the sweep 
 culprit, records nothing for the pair and leaves nothing in flight, so the same command measures everything once
 the user fixed it. A kernel's own faults (an out-of-bounds write) are data: that instance is a `launch_error`, the
 worker is replaced and the next instance is measured."""
+
 from __future__ import annotations
 
 import re
@@ -45,24 +46,49 @@ def rows(store: Store, sql: str) -> list[tuple]:
 
 
 PROBLEM_FAULTS = {
-    "reference raises": ("reference.py", 'return {"out": arrays["inp"].T.copy()}',
-                         'raise RuntimeError("boom in the reference")', r"reference\.py:transpose failed.*boom"),
-    "reference wrong size": ("reference.py", 'return {"out": arrays["inp"].T.copy()}',
-                             'return {"out": arrays["inp"][:3]}', r"reference\.py:transpose failed.*reshape"),
-    "reference not an array": ("reference.py", 'return {"out": arrays["inp"].T.copy()}',
-                               'return {"out": "not an array"}', r"reference\.py:transpose failed"),
-    "reference forgets an output": ("reference.py", 'return {"out": arrays["inp"].T.copy()}',
-                                    'return {"output": arrays["inp"].T.copy()}', r"returned no out"),
-    "buffer shape negative": ("space.yaml", "shape: [cols, rows], output: true", "shape: [cols, rows - 100], output: true",
-                              r"buffers could not be made|negative|shape"),
-    "kernel name missing": ("space.yaml", "name: transpose_kernel", "name: transpose_kernel_renamed",
-                            r"no kernel named 'transpose_kernel_renamed'"),
+    "reference raises": (
+        "reference.py",
+        'return {"out": arrays["inp"].T.copy()}',
+        'raise RuntimeError("boom in the reference")',
+        r"reference\.py:transpose failed.*boom",
+    ),
+    "reference wrong size": (
+        "reference.py",
+        'return {"out": arrays["inp"].T.copy()}',
+        'return {"out": arrays["inp"][:3]}',
+        r"reference\.py:transpose failed.*reshape",
+    ),
+    "reference not an array": (
+        "reference.py",
+        'return {"out": arrays["inp"].T.copy()}',
+        'return {"out": "not an array"}',
+        r"reference\.py:transpose failed",
+    ),
+    "reference forgets an output": (
+        "reference.py",
+        'return {"out": arrays["inp"].T.copy()}',
+        'return {"output": arrays["inp"].T.copy()}',
+        r"returned no out",
+    ),
+    "buffer shape negative": (
+        "space.yaml",
+        "shape: [cols, rows], output: true",
+        "shape: [cols, rows - 100], output: true",
+        r"buffers could not be made|negative|shape",
+    ),
+    "kernel name missing": (
+        "space.yaml",
+        "name: transpose_kernel",
+        "name: transpose_kernel_renamed",
+        r"no kernel named 'transpose_kernel_renamed'",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(PROBLEM_FAULTS))
-def test_a_problem_fault_stops_the_sweep_records_nothing_and_resumes_once_fixed(tmp_path: Path, user: Path,
-                                                                                case: str) -> None:
+def test_a_problem_fault_stops_the_sweep_records_nothing_and_resumes_once_fixed(
+    tmp_path: Path, user: Path, case: str
+) -> None:
     file, old, new, words = PROBLEM_FAULTS[case]
     original = (user / file).read_text()
     edit(user / file, old, new)
@@ -88,12 +114,14 @@ def test_a_huge_buffer_is_refused_or_fails_as_the_problems_fault(tmp_path: Path,
     assert rows(store, "SELECT COUNT(*) FROM measurements") == [(0,)]
 
 
-def test_an_out_of_bounds_write_is_one_instances_launch_error_and_the_sweep_goes_on(tmp_path: Path,
-                                                                                     user: Path) -> None:
+def test_an_out_of_bounds_write_is_one_instances_launch_error_and_the_sweep_goes_on(tmp_path: Path, user: Path) -> None:
     """Instances with TILE_DIM 64 write far past `out` (an illegal address: a poisoned context); the others are ok."""
-    edit(user / "transpose.cu", "__shared__ float tile[TILE_DIM][TILE_DIM + PAD];",
-         "__shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n"
-         "#if TILE_DIM == 64\n    if (threadIdx.x == 0) out[(1ll << 40) + blockIdx.x] = 1.0f;\n#endif")
+    edit(
+        user / "transpose.cu",
+        "__shared__ float tile[TILE_DIM][TILE_DIM + PAD];",
+        "__shared__ float tile[TILE_DIM][TILE_DIM + PAD];\n"
+        "#if TILE_DIM == 64\n    if (threadIdx.x == 0) out[(1ll << 40) + blockIdx.x] = 1.0f;\n#endif",
+    )
     store = sweep(tmp_path, user, max_instances=52)
     frame = store.measurements()
     by_tile: dict[int, set[str]] = {}

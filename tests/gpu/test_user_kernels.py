@@ -1,6 +1,7 @@
 """GPU tier: kernels written the Kernel Tuner way (`#define` parameters, plain `__global__` functions, extern "C"
 or C++ names, CUB, `__constant__` memory, in their own folder) swept unchanged through the real GpuBackend;
 a wrong kernel is caught by the declared reference; the declared baseline is timed."""
+
 from __future__ import annotations
 
 import shutil
@@ -19,11 +20,14 @@ def sweep(tmp_path: Path, space: Path, points: str, max_instances: int = 12) -> 
     return gpu_sweep(tmp_path, space, points, max_instances)
 
 
-@pytest.mark.parametrize("name, points", [
-    ("transpose", "[{sizes: {rows: [64, 333], cols: [96, 1001]}}]"),
-    ("stencil", "[{sizes: {ny: [64, 101], nx: [128, 77]}}]"),
-    ("softmax", "[{sizes: {rows: [3, 100], cols: [5, 1000, 1027]}}]"),
-])
+@pytest.mark.parametrize(
+    "name, points",
+    [
+        ("transpose", "[{sizes: {rows: [64, 333], cols: [96, 1001]}}]"),
+        ("stencil", "[{sizes: {ny: [64, 101], nx: [128, 77]}}]"),
+        ("softmax", "[{sizes: {rows: [3, 100], cols: [5, 1000, 1027]}}]"),
+    ],
+)
 def test_example_kernels_sweep_unchanged(tmp_path: Path, name: str, points: str) -> None:
     folder = tmp_path / name  # the user's own folder, outside the checkout
     shutil.copytree(EXAMPLES / name, folder)

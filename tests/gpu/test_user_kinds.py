@@ -3,6 +3,7 @@ every form a space file names it (`file.py:Class`, `file.py:object`, `module:Cla
 point): every measurement and the baseline are verified and timed (`ok`), none `crashed`. An in-place output
 declared with `init: random` keeps its initial values before the verified launch: the kernel and the baseline are
 `ok`, not `wrong`."""
+
 from __future__ import annotations
 
 import importlib
@@ -73,8 +74,10 @@ KIND = textwrap.dedent("""\
 
     BUILT = Triple(3)
     """)
-KERNEL = ('extern "C" __global__ void triple(float* y, const float* x, int n) {\n'
-          '    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = 3.0f * x[i];\n}\n')
+KERNEL = (
+    'extern "C" __global__ void triple(float* y, const float* x, int n) {\n'
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = 3.0f * x[i];\n}\n"
+)
 SPACE = textwrap.dedent("""\
     name: triple_{tag}
     problem: {problem}
@@ -99,10 +102,12 @@ def assert_all_ok(store: Store, instances: int, points: int) -> None:
     assert len(base) == points and set(base.status) == {"ok"}, base[["status", "error"]]
 
 
-@pytest.mark.parametrize("problem", ["kinds.py:Triple", "kinds.py:BUILT", "user_kinds:Triple", "user_kinds:BUILT",
-                                     "triple_ep"])
-def test_a_python_kind_outside_the_checkout_reaches_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                               problem: str) -> None:
+@pytest.mark.parametrize(
+    "problem", ["kinds.py:Triple", "kinds.py:BUILT", "user_kinds:Triple", "user_kinds:BUILT", "triple_ep"]
+)
+def test_a_python_kind_outside_the_checkout_reaches_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, problem: str
+) -> None:
     user = tmp_path / "user"  # the user's own folder, outside the checkout
     user.mkdir()
     (user / "kinds.py").write_text(KIND)
@@ -147,11 +152,14 @@ INPLACE = textwrap.dedent("""\
 def test_an_in_place_output_with_random_init_is_verified(tmp_path: Path) -> None:
     user = tmp_path / "user"
     user.mkdir()
-    (user / "double.cu").write_text('extern "C" __global__ void double_in_place(float* y, int n) {\n'
-                                    '    int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
-                                    '    if (i < n) y[i] = 2.0f * y[i];\n}\n')
-    (user / "ref.py").write_text("def double(a, s):\n    return {'y': 2 * a['y']}\n\n"
-                                 "def cupy_double(a, s):\n    a['y'] *= 2\n")
+    (user / "double.cu").write_text(
+        'extern "C" __global__ void double_in_place(float* y, int n) {\n'
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) y[i] = 2.0f * y[i];\n}\n"
+    )
+    (user / "ref.py").write_text(
+        "def double(a, s):\n    return {'y': 2 * a['y']}\n\ndef cupy_double(a, s):\n    a['y'] *= 2\n"
+    )
     (user / "space.yaml").write_text(INPLACE)
     store = sweep(tmp_path, user / "space.yaml", "[{kind: inplace_double, sizes: {n: [1000, 100000]}}]")
     assert_all_ok(store, instances=2, points=2)
@@ -165,10 +173,15 @@ def test_declared_data_on_cupy_resets_in_place_outputs_and_poisons_the_others(tm
     user = tmp_path / "user"
     user.mkdir()
     (user / "double.cu").write_text("")
-    (user / "ref.py").write_text("def double(a, s):\n    return {'y': 2 * a['y'], 'z': a['y']}\n\n"
-                                 "def cupy_double(a, s):\n    a['y'] *= 2\n")
-    (user / "space.yaml").write_text(INPLACE.replace(
-        "    - {name: n, scalar", "    - {name: z, buffer: float32, shape: [n], output: true}\n    - {name: n, scalar"))
+    (user / "ref.py").write_text(
+        "def double(a, s):\n    return {'y': 2 * a['y'], 'z': a['y']}\n\ndef cupy_double(a, s):\n    a['y'] *= 2\n"
+    )
+    (user / "space.yaml").write_text(
+        INPLACE.replace(
+            "    - {name: n, scalar",
+            "    - {name: z, buffer: float32, shape: [n], output: true}\n    - {name: n, scalar",
+        )
+    )
     kind = load_space(user / "space.yaml").kind
     data = DeclaredData(kind, kind.point("fp32", "", {"n": 4096}), copies=2, seed=1)
     initial = data.sets[0]["y"].copy()

@@ -8,6 +8,7 @@
 - a reduction whose number of partial sums is a tuning parameter, checked by an instance-aware `check:` (no
   reference), with Kernel Tuner's `loop_unroll_factor_0` compiled by NVRTC; instances that drop a partial sum are
   `wrong` with the check's message."""
+
 from __future__ import annotations
 
 import re
@@ -114,8 +115,9 @@ def test_a_constant_filter_set_from_the_host_and_kerneltuner_pruning(tmp_path: P
 
 
 def test_without_constants_the_filter_stays_zero_and_every_instance_is_wrong(tmp_path: Path) -> None:
-    text = CONV_SPACE.replace("  constants:\n    - {name: filt, dtype: float32, shape: [25], init: {function: "
-                              "gen.py:taps}}\n", "")
+    text = CONV_SPACE.replace(
+        "  constants:\n    - {name: filt, dtype: float32, shape: [25], init: {function: gen.py:taps}}\n", ""
+    )
     assert "constants:" not in text
     store = gpu_sweep(tmp_path, conv_space(tmp_path / "user", text), "[{sizes: {ny: 64, nx: 128}}]")
     frame = store.measurements()
@@ -202,8 +204,12 @@ def test_an_instance_aware_check_of_a_reduction_with_unrolled_loops(tmp_path: Pa
     assert len(frame) == 24 * 2, frame[["instance", "status", "error"]]
     for blocks, drop, status, error in zip(frame.num_blocks, frame.drop_last, frame.status, frame.error):
         if drop == 1 and blocks > 1:  # the check saw this instance's number of partial sums
-            assert status == "wrong" and re.match(rf"check\.py:partial_sums: {blocks} partial sums add to", error), \
-                (blocks, drop, status, error)
+            assert status == "wrong" and re.match(rf"check\.py:partial_sums: {blocks} partial sums add to", error), (
+                blocks,
+                drop,
+                status,
+                error,
+            )
         else:
             assert status in ("ok", "skipped"), (blocks, drop, status, error)
     assert set(frame.loop_unroll_factor_0) == {0, 4}

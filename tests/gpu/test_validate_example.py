@@ -1,6 +1,7 @@
 """GPU tier: `autotune validate --random 5` on an example kind (the stencil's convolution5x5): a table made by
 `autotune report` from the committed H100 recording, validated at 5 problems drawn within its tuned range and
 measured on this GPU, with the kind's baseline as the library answer."""
+
 from __future__ import annotations
 
 import os
@@ -20,16 +21,35 @@ EXAMPLE = ROOT / "examples" / "stencil"
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=1200, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd, timeout=1200, env=env
+    )
 
 
 def test_validate_random_on_the_gpu(tmp_path: Path) -> None:
     rec = gunzip_to(EXAMPLE / "results" / "stencil_h100.sqlite.xz", tmp_path / "recording.sqlite")
     r = cli(tmp_path, "report", str(rec), "--out", "rep")
     assert r.returncode == 0, r.stdout + r.stderr
-    r = cli(tmp_path, "validate", "rep/dispatch.json", "--db", str(rec), "--random", "5", "--seed", "0",
-            "--space", str(EXAMPLE / "space.yaml"), "--pool-bk", "1", "--repetitions", "5", "--out", "out", "--quiet")
+    r = cli(
+        tmp_path,
+        "validate",
+        "rep/dispatch.json",
+        "--db",
+        str(rec),
+        "--random",
+        "5",
+        "--seed",
+        "0",
+        "--space",
+        str(EXAMPLE / "space.yaml"),
+        "--pool-bk",
+        "1",
+        "--repetitions",
+        "5",
+        "--out",
+        "out",
+        "--quiet",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     print(r.stdout)
     frame = pd.read_csv(tmp_path / "out" / "validation.csv", keep_default_na=False, na_values=[""])

@@ -1,6 +1,7 @@
 """GPU tier: a real sweep of gemm_naive instances through GpuBackend, and failures that must not stop it.
 
 Skipped where CuPy sees no GPU (tests/conftest.py)."""
+
 from __future__ import annotations
 
 import math
@@ -37,10 +38,19 @@ def variant(template: str, point: TestPoint, block=(16, 8, 1), extra: str = "") 
     return Variant(point, name, grid, block)
 
 
-def make_task(name: str, template: str, point: TestPoint, source: Path = FAULTY, convention: str = "strided",
-              extra: str = "", beta: float = 0.0, block=(16, 8, 1)) -> KernelTask:
-    return KernelTask(name, source, convention, (variant(template, point, block, extra),), GEMM,
-                      GEMM.scalars({"beta": beta}), reps=10)
+def make_task(
+    name: str,
+    template: str,
+    point: TestPoint,
+    source: Path = FAULTY,
+    convention: str = "strided",
+    extra: str = "",
+    beta: float = 0.0,
+    block=(16, 8, 1),
+) -> KernelTask:
+    return KernelTask(
+        name, source, convention, (variant(template, point, block, extra),), GEMM, GEMM.scalars({"beta": beta}), reps=10
+    )
 
 
 P32 = gemm_point("fp32", "NN", 37, 29, 16, 64)
@@ -56,14 +66,26 @@ def in_task_order(backend: GpuBackend, tasks: list[KernelTask]) -> list:
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory):
     cache = tmp_path_factory.mktemp("compile-cache")
-    with GpuBackend(cache_dir=cache, compile_workers=4, compile_batch_size=4, timeout_s=20,
-                    include_dirs=(paths.KERNELS_DIR, TEST_KERNELS)) as b:
+    with GpuBackend(
+        cache_dir=cache,
+        compile_workers=4,
+        compile_batch_size=4,
+        timeout_s=20,
+        include_dirs=(paths.KERNELS_DIR, TEST_KERNELS),
+    ) as b:
         yield b
 
 
 def naive(point: TestPoint, bx: int = 16, by: int = 8, beta: float = 0.0, block=None) -> KernelTask:
-    return make_task(f"naive{bx}x{by}", "autotune::gemm_naive", point, paths.KERNELS_DIR / "gemm_naive.cuh",
-                     extra=f", {bx}, {by}", beta=beta, block=block or (bx, by, 1))
+    return make_task(
+        f"naive{bx}x{by}",
+        "autotune::gemm_naive",
+        point,
+        paths.KERNELS_DIR / "gemm_naive.cuh",
+        extra=f", {bx}, {by}",
+        beta=beta,
+        block=block or (bx, by, 1),
+    )
 
 
 def test_device_info(backend):
@@ -76,8 +98,11 @@ def test_device_info(backend):
 def test_naive_sweep_through_space_jobs(backend):
     space = load_space("gemm_naive")
     instances = [Instance.of("gemm_naive", {"BLOCK_X": x, "BLOCK_Y": y}) for x, y in ((16, 8), (32, 4), (8, 8))]
-    points = (gemm_point("fp64", "TT", 33, 17, 9, 100), gemm_point("fp32", "NT", 64, 64, 32, 500),
-              gemm_point("fp16", "TN", 8, 8, 8, 70_000))  # batch > 65,535: the grid-stride loop
+    points = (
+        gemm_point("fp64", "TT", 33, 17, 9, 100),
+        gemm_point("fp32", "NT", 64, 64, 32, 500),
+        gemm_point("fp16", "TN", 8, 8, 8, 70_000),
+    )  # batch > 65,535: the grid-stride loop
     jobs = [Job(space, inst, points, GEMM.scalars({"beta": 0.5}), 12) for inst in instances]
     got = list(backend.run(jobs))
     assert len(got) == len(instances) * len(points)
@@ -117,8 +142,7 @@ def test_wrong_kernel_is_caught(backend):
 
 
 def test_compile_error_is_recorded_with_its_log(backend):
-    got = in_task_order(backend, [make_task("broken", "autotune_test::gemm_broken", P32),
-                                           naive(P32, 8, 4)])
+    got = in_task_order(backend, [make_task("broken", "autotune_test::gemm_broken", P32), naive(P32, 8, 4)])
     assert got[0].status == Status.COMPILE_ERROR and "never compiles" in got[0].log and "error" in got[0].error
     assert got[1].status == Status.OK, (got[1].error, got[1].log)
 
@@ -133,9 +157,12 @@ def test_block_beyond_launch_bounds_is_a_resource_failure_without_restart(backen
     assert ok.status == Status.OK
 
 
-@pytest.mark.parametrize("convention,template", [("ptr_array", "autotune_test::gemm_ptr"),
-                                                 ("vbatched", "autotune_test::gemm_vbatched")])
-@pytest.mark.parametrize("point", [gemm_point("fp16", "TT", 19, 23, 8, 300), gemm_point("fp64", "NT", 8, 8, 40, 70_000)])
+@pytest.mark.parametrize(
+    "convention,template", [("ptr_array", "autotune_test::gemm_ptr"), ("vbatched", "autotune_test::gemm_vbatched")]
+)
+@pytest.mark.parametrize(
+    "point", [gemm_point("fp16", "TT", 19, 23, 8, 300), gemm_point("fp64", "NT", 8, 8, 40, 70_000)]
+)
 def test_pointer_conventions(backend, convention, template, point):
     task = make_task(convention, template, point, TEST_KERNELS / "conventions.cuh", convention, beta=-1.5)
     (m,) = backend.run_tasks([task])

@@ -1,6 +1,7 @@
 """The committed results databases are packed (results/NAME/NAME.sqlite.xz, `autotune db pack`: xz, every value
 kept). Commands read them as they are (autotune.store.engine.database_url decompresses once into a shared read-only
 cache); tests that open them with sqlite3 or need a file to write use these helpers."""
+
 from __future__ import annotations
 
 import gzip

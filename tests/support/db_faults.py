@@ -10,6 +10,7 @@ Once AFTER measurements have been written to the SQLite file DB_PATH, the connec
   already open, and root ignores it.)
 Everything else is the real command: `autotune.cli.main.main` with the arguments after `--`.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,6 +50,7 @@ def main() -> None:
     assert sep == "--", "usage: python -m tests.support.db_faults FAULT AFTER DB_PATH -- ARGS..."
     inject(fault, int(after), db_path)
     from autotune.cli.main import main as autotune_main
+
     sys.argv = ["autotune", *args]
     autotune_main()
 

@@ -13,6 +13,7 @@ request of the whole run (counted in `trace`, so across replaced workers) misbeh
 - `slow`: it reports the verified launch's time (est 10 ms) at once, then answers after 1.5 s.
 Any other request is answered at once: measurements `ok` at 1 ms, the baseline at 2 ms.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,20 @@ from typing import Any
 
 from autotune.vocab import DeviceInfo, Measurement, Status
 
-INFO = DeviceInfo(name="Fake GPU", uuid="GPU-fake-0001", sm_count=132, cc=90, sm_clock_mhz=1980, mem_clock_mhz=2619,
-                  l2_bytes=50 * 2**20, copy_bandwidth=3e12, driver="0", cuda_runtime="0", nvrtc="0", cupy="0")
+INFO = DeviceInfo(
+    name="Fake GPU",
+    uuid="GPU-fake-0001",
+    sm_count=132,
+    cc=90,
+    sm_clock_mhz=1980,
+    mem_clock_mhz=2619,
+    l2_bytes=50 * 2**20,
+    copy_bandwidth=3e12,
+    driver="0",
+    cuda_runtime="0",
+    nvrtc="0",
+    cupy="0",
+)
 CUDA_FAULT = "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"
 
 
@@ -63,6 +76,22 @@ def fake_gpu_main(conn: Any, device: int, *, faults: dict[int, str], trace: str)
             conn.send(("progress", 10.0))
             time.sleep(1.5)
         ms = 1.0 if kind == "measure" else 2.0
-        conn.send(("result", Measurement(ident, point, Status.OK, median_ms=ms, p20_ms=ms, p80_ms=ms, min_ms=ms,
-                                         max_ms=ms, reps=3, times_ms=[ms] * 3, max_rel_err=0.0,
-                                         l2_protection="none")))
+        conn.send(
+            (
+                "result",
+                Measurement(
+                    ident,
+                    point,
+                    Status.OK,
+                    median_ms=ms,
+                    p20_ms=ms,
+                    p80_ms=ms,
+                    min_ms=ms,
+                    max_ms=ms,
+                    reps=3,
+                    times_ms=[ms] * 3,
+                    max_rel_err=0.0,
+                    l2_protection="none",
+                ),
+            )
+        )

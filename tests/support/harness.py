@@ -1,5 +1,6 @@
 """Helpers the tests share: the device harnesses of scripts/*.py (load_script), the `autotune` command run as a user
 runs it (run_cli), and where Kernel Tuner lives for interop and benchmark tests (KT_PYTHON)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -29,5 +30,11 @@ KT_PYTHON = Path(os.environ.get("AUTOTUNE_KT_PYTHON", "/tmp/ktvenv/bin/python"))
 
 def run_cli(*args: str, cwd: Path | str = ROOT, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
     """`python -m autotune ARGS` in a subprocess from `cwd`, with this checkout first on the path and `env` added."""
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT), **env), timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
+        timeout=timeout,
+    )

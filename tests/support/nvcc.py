@@ -1,4 +1,5 @@
 """Compile-only checks of the kernel families with nvcc for sm_90 (no GPU needed)."""
+
 from __future__ import annotations
 
 import subprocess

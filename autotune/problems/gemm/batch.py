@@ -4,6 +4,7 @@ budget (`batch: {bytes: 500MB}` in sweep configs and workloads, `--batch-bytes` 
 `GemmKind.derive_sizes` and `GemmKind.infer_budget` (the kind hooks that keep workloads and validation
 kind-neutral) call these functions.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,7 @@ def infer_batch_bytes(points: Iterable[TestPoint]) -> int | None:
     if not seen or lo >= hi:
         return None
     for digits in range(int(math.log10(hi)) + 1, -1, -1):
-        unit = 10 ** digits
+        unit = 10**digits
         x = (lo // unit + 1) * unit  # the smallest multiple of unit above lo
         if x <= hi:
             return int(x)

@@ -1,4 +1,5 @@
 """GEMM's baseline: cuBLAS (cublasGemmStridedBatchedEx) on the same data, timed like any kernel."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -28,8 +29,29 @@ def cublas_launcher(data: Any, alpha: float, beta: float) -> Callable[[int], Non
         a, b = data.matrices(copy)
         c = data.c_copy(copy)
         cublas.gemmStridedBatchedEx(
-            handle, ta, tb, p.m, p.n, p.k, al.ctypes.data,
-            a.data.ptr, typ, lay.lda, lay.stride_a, b.data.ptr, typ, lay.ldb, lay.stride_b,
-            be.ctypes.data, c.data.ptr, typ, lay.ldc, lay.stride_c, p.batch, comp, -1)
+            handle,
+            ta,
+            tb,
+            p.m,
+            p.n,
+            p.k,
+            al.ctypes.data,
+            a.data.ptr,
+            typ,
+            lay.lda,
+            lay.stride_a,
+            b.data.ptr,
+            typ,
+            lay.ldb,
+            lay.stride_b,
+            be.ctypes.data,
+            c.data.ptr,
+            typ,
+            lay.ldc,
+            lay.stride_c,
+            p.batch,
+            comp,
+            -1,
+        )
 
     return launch

@@ -7,6 +7,7 @@ the data holds `copies` independent sets laid one after another, and timed launc
 so that every launch reads from device memory rather than from L2 (copies * working set >= 3 * L2).
 `layout` and `rotation_copies` are pure; `ProblemData` allocates (CuPy is imported only there).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -74,8 +75,9 @@ class ProblemData(_ProblemData):
     """`copies` random instances of one test point on the GPU, plus pointer/size arrays per convention.
     `alpha` and `beta` are the sweep's scalars: `args(copy)` passes them, the reference uses them."""
 
-    def __init__(self, point: TestPoint, convention: str, copies: int, seed: int = 0,
-                 alpha: float = 1.0, beta: float = 0.0) -> None:
+    def __init__(
+        self, point: TestPoint, convention: str, copies: int, seed: int = 0, alpha: float = 1.0, beta: float = 0.0
+    ) -> None:
         import cupy as cp
 
         if convention not in CONVENTIONS:
@@ -109,8 +111,7 @@ class ProblemData(_ProblemData):
             self.ptrs.append((pa.astype(cp.uint64), pb.astype(cp.uint64), pc.astype(cp.uint64)))
         if self.convention == "vbatched":
             p = self.point
-            self.sizes = tuple(cp.full(batch, v, dtype=cp.int32)
-                               for v in (p.m, p.n, p.k, lay.lda, lay.ldb, lay.ldc))
+            self.sizes = tuple(cp.full(batch, v, dtype=cp.int32) for v in (p.m, p.n, p.k, lay.lda, lay.ldb, lay.ldc))
 
     def nbytes(self) -> int:
         total = self.a.nbytes + self.b.nbytes + self.c.nbytes + self.c_init.nbytes
@@ -120,24 +121,41 @@ class ProblemData(_ProblemData):
     def c_copy(self, copy: int) -> Any:
         """C of one copy (the whole batch, flat), a view."""
         ec = self.lay.elements()[2]
-        return self.c[copy * ec:(copy + 1) * ec]
+        return self.c[copy * ec : (copy + 1) * ec]
 
     def matrices(self, copy: int) -> tuple[Any, Any]:
         """(A, B) of one copy as flat views."""
         ea, eb, _ = self.lay.elements()
-        return self.a[copy * ea:(copy + 1) * ea], self.b[copy * eb:(copy + 1) * eb]
+        return self.a[copy * ea : (copy + 1) * ea], self.b[copy * eb : (copy + 1) * eb]
 
     def args(self, copy: int) -> tuple[Any, ...]:
         """The kernel argument tuple of the convention for one copy of the data."""
         p, lay, alpha, beta = self.point, self.lay, self.alpha, self.beta
         if self.convention == "strided":
             a, b = self.matrices(copy)
-            return strided_args(p.precision, p.m, p.n, p.k, alpha, a, lay.lda, lay.stride_a, b, lay.ldb,
-                                lay.stride_b, beta, self.c_copy(copy), lay.ldc, lay.stride_c, p.batch)
+            return strided_args(
+                p.precision,
+                p.m,
+                p.n,
+                p.k,
+                alpha,
+                a,
+                lay.lda,
+                lay.stride_a,
+                b,
+                lay.ldb,
+                lay.stride_b,
+                beta,
+                self.c_copy(copy),
+                lay.ldc,
+                lay.stride_c,
+                p.batch,
+            )
         pa, pb, pc = self.ptrs[copy]
         if self.convention == "ptr_array":
-            return ptr_array_args(p.precision, p.m, p.n, p.k, alpha, pa, lay.lda, pb, lay.ldb, beta, pc, lay.ldc,
-                                  p.batch)
+            return ptr_array_args(
+                p.precision, p.m, p.n, p.k, alpha, pa, lay.lda, pb, lay.ldb, beta, pc, lay.ldc, p.batch
+            )
         return vbatched_args(p.precision, self.sizes, alpha, pa, pb, beta, pc, p.batch, (p.m, p.n, p.k))
 
     # ------------------------------------------------------------------ verification and baseline
@@ -167,32 +185,89 @@ class ProblemData(_ProblemData):
 # ------------------------------------------------------------------------- argument tuples (pure)
 def _scalar(precision: str) -> Any:
     import numpy as np
+
     return np.dtype(SCALARS[precision]).type
 
 
-def strided_args(precision: str, m: int, n: int, k: int, alpha: float, a: Any, lda: int, stride_a: int, b: Any,
-                 ldb: int, stride_b: int, beta: float, c: Any, ldc: int, stride_c: int, batch: int) -> tuple[Any, ...]:
+def strided_args(
+    precision: str,
+    m: int,
+    n: int,
+    k: int,
+    alpha: float,
+    a: Any,
+    lda: int,
+    stride_a: int,
+    b: Any,
+    ldb: int,
+    stride_b: int,
+    beta: float,
+    c: Any,
+    ldc: int,
+    stride_c: int,
+    batch: int,
+) -> tuple[Any, ...]:
     """(M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch) as the strided
     convention's kernels take them (int32 sizes, int64 strides, scalars of the precision's compute type)."""
     import numpy as np
+
     s, i32, i64 = _scalar(precision), np.int32, np.int64
-    return (i32(m), i32(n), i32(k), s(alpha), a, i32(lda), i64(stride_a), b, i32(ldb), i64(stride_b), s(beta),
-            c, i32(ldc), i64(stride_c), i32(batch))
+    return (
+        i32(m),
+        i32(n),
+        i32(k),
+        s(alpha),
+        a,
+        i32(lda),
+        i64(stride_a),
+        b,
+        i32(ldb),
+        i64(stride_b),
+        s(beta),
+        c,
+        i32(ldc),
+        i64(stride_c),
+        i32(batch),
+    )
 
 
-def ptr_array_args(precision: str, m: int, n: int, k: int, alpha: float, pa: Any, lda: int, pb: Any, ldb: int,
-                   beta: float, pc: Any, ldc: int, batch: int) -> tuple[Any, ...]:
+def ptr_array_args(
+    precision: str,
+    m: int,
+    n: int,
+    k: int,
+    alpha: float,
+    pa: Any,
+    lda: int,
+    pb: Any,
+    ldb: int,
+    beta: float,
+    pc: Any,
+    ldc: int,
+    batch: int,
+) -> tuple[Any, ...]:
     """(M, N, K, alpha, A[], lda, B[], ldb, beta, C[], ldc, batch): the pointer-array convention."""
     import numpy as np
+
     s, i32 = _scalar(precision), np.int32
     return (i32(m), i32(n), i32(k), s(alpha), pa, i32(lda), pb, i32(ldb), s(beta), pc, i32(ldc), i32(batch))
 
 
-def vbatched_args(precision: str, sizes: tuple[Any, ...], alpha: float, pa: Any, pb: Any, beta: float, pc: Any,
-                  batch: int, maxima: tuple[int, int, int]) -> tuple[Any, ...]:
+def vbatched_args(
+    precision: str,
+    sizes: tuple[Any, ...],
+    alpha: float,
+    pa: Any,
+    pb: Any,
+    beta: float,
+    pc: Any,
+    batch: int,
+    maxima: tuple[int, int, int],
+) -> tuple[Any, ...]:
     """(m[], n[], k[], alpha, A[], lda[], B[], ldb[], beta, C[], ldc[], batch, max M, max N, max K): the vbatched
     convention; `sizes` = the device arrays (m, n, k, lda, ldb, ldc)."""
     import numpy as np
+
     s, i32 = _scalar(precision), np.int32
     m, n, k, lda, ldb, ldc = sizes
     return (m, n, k, s(alpha), pa, lda, pb, ldb, s(beta), pc, ldc, i32(batch), *(i32(v) for v in maxima))

@@ -7,6 +7,7 @@ compete at the same points and one dispatch table can choose among them. The con
 Space expressions read the sizes as M, N, K and batch. The baseline is cuBLAS (strided batched, fp16 with
 fp32 accumulation).
 """
+
 from __future__ import annotations
 
 from types import MappingProxyType
@@ -26,7 +27,7 @@ CPP_PARAMETERS = {  # parameter lists of the calling conventions (shared contrac
     "strided": "int, int, int, S, const T*, int, long long, const T*, int, long long, S, T*, int, long long, int",
     "ptr_array": "int, int, int, S, const T* const*, int, const T* const*, int, S, T* const*, int, int",
     "vbatched": "const int*, const int*, const int*, S, const T* const*, const int*, const T* const*, "
-                "const int*, S, T* const*, const int*, int, int, int, int",
+    "const int*, S, T* const*, const int*, int, int, int, int",
 }
 
 
@@ -44,8 +45,10 @@ class GemmKind(ProblemKind):
     derived_sizes = ("batch",)  # a problem without a batch takes the batch rule (problems/gemm/batch.py)
     tied_sizes = MappingProxyType({"square": ("m", "n", "k"), "mn": ("m", "n")})
     tuple_sizes = MappingProxyType({"triples": ("m", "n", "k")})
-    size_forms_help = ("use one of: `square: S`; `mn: S, k: S` (M = N varying, fixed K); `m: S, n: S, k: S` "
-                       "(all combinations); `triples: [[m, n, k], ...]`")
+    size_forms_help = (
+        "use one of: `square: S`; `mn: S, k: S` (M = N varying, fixed K); `m: S, n: S, k: S` "
+        "(all combinations); `triples: [[m, n, k], ...]`"
+    )
 
     def table_sizes(self) -> tuple[str, ...]:
         return ("m", "n", "k")  # the batch count only breaks ties
@@ -102,8 +105,14 @@ class GemmKind(ProblemKind):
         from autotune.problems.gemm.data import ProblemData, layout
 
         copies = rotation_copies(layout(point).working_set(convention), l2_bytes)
-        return ProblemData(point, convention, copies, seed=seed, alpha=float(scalars.get("alpha", 1.0)),
-                           beta=float(scalars.get("beta", 0.0)))
+        return ProblemData(
+            point,
+            convention,
+            copies,
+            seed=seed,
+            alpha=float(scalars.get("alpha", 1.0)),
+            beta=float(scalars.get("beta", 0.0)),
+        )
 
 
 GEMM = GemmKind()

@@ -5,6 +5,7 @@ from what the GPU worker allocates for it (data.py, verify.py): A, B and C of th
 copy of C, the float64 reference of C, float32 scratch for the random inputs, and the reference's chunk working
 memory. L2 rotation copies only matter for small points and are left out (they add at most 3x the L2 cache).
 """
+
 from __future__ import annotations
 
 from autotune.problems.base import INT32_MAX, Scalars, SizeLimit
@@ -18,11 +19,17 @@ def check_limits(point: TestPoint) -> SizeLimit | None:
     for name in ("m", "n", "k"):
         value = getattr(point, name)
         if value > INT32_MAX:
-            return (name, f"{name.upper()} = {value:,} is above 2^31 - 1, the largest size a kernel takes (int)",
-                    "use sizes below 2,147,483,648")
+            return (
+                name,
+                f"{name.upper()} = {value:,} is above 2^31 - 1, the largest size a kernel takes (int)",
+                "use sizes below 2,147,483,648",
+            )
     if point.batch > INT32_MAX:
-        return ("batch", f"batch {point.batch:,} at {point.m}x{point.n}x{point.k} is above 2^31 - 1 (kernels take "
-                         "an int batch)", "give a smaller batch or fewer bytes")
+        return (
+            "batch",
+            f"batch {point.batch:,} at {point.m}x{point.n}x{point.k} is above 2^31 - 1 (kernels take an int batch)",
+            "give a smaller batch or fewer bytes",
+        )
     return None
 
 

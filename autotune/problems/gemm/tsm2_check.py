@@ -14,6 +14,7 @@ Which times count: `ok` and `skipped` measurements (verified; a skipped one was 
 its first repetitions were more than TOL slower than the best, see autotune/analysis/compare.py); a time that
 comes from a skipped measurement is flagged, since it is an estimate from fewer repetitions.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,9 +32,29 @@ SPACE = "tsm2"
 PARAMS = ("T1", "T2", "T3", "KS", "RPT", "BPF", "AST")
 PAPER_KERNEL = {"RPT": 1, "BPF": 1, "AST": 0}  # what the model does not choose: the paper's kernel
 FLAG = "\u2020"  # marks a time from an early-stopped measurement
-COLUMNS = ["precision", "m", "n", "k", "bound", "t2_threshold", "pick", "predicted_ms", "pick_ms", "pick_skipped",
-           "pick_frac", "paper", "paper_ms", "paper_skipped", "best", "best_ms", "best_frac", "pick_vs_best",
-           "paper_vs_best", "cublas_ms", "best_vs_cublas"]
+COLUMNS = [
+    "precision",
+    "m",
+    "n",
+    "k",
+    "bound",
+    "t2_threshold",
+    "pick",
+    "predicted_ms",
+    "pick_ms",
+    "pick_skipped",
+    "pick_frac",
+    "paper",
+    "paper_ms",
+    "paper_skipped",
+    "best",
+    "best_ms",
+    "best_frac",
+    "pick_vs_best",
+    "paper_vs_best",
+    "cublas_ms",
+    "best_vs_cublas",
+]
 
 
 def pick_params(choice: Tsm2Choice) -> dict[str, int]:
@@ -62,8 +83,9 @@ def parse_label(text: str) -> dict[str, int]:
     return {k: int(v) for k, v in (item.split("=") for item in text.split())}
 
 
-def model_device(limits: DeviceLimits, precision: str, bandwidth: float, clock_hz: float,
-                 sm_count: int | None = None) -> ModelDevice:
+def model_device(
+    limits: DeviceLimits, precision: str, bandwidth: float, clock_hz: float, sm_count: int | None = None
+) -> ModelDevice:
     """The model's device: the profile's per-SM limits with the measured bandwidth, clock and SM count."""
     dev = ModelDevice.from_limits(limits, precision, clock_hz=clock_hz, bandwidth=bandwidth)
     if sm_count is None or sm_count == dev.sm_count:
@@ -100,8 +122,10 @@ def compare(frame: pd.DataFrame, cublas: pd.DataFrame, devices: Mapping[str, Mod
     missing = [c for c in PARAMS if c not in frame.columns]
     rows = frame[(frame["space"] == SPACE) & frame["status"].isin(["ok", "skipped"])] if not missing else frame[:0]
     if rows.empty:
-        raise UserError("no verified measurements of the tsm2 space in this database",
-                        hint="sweep a config with `spaces: [tsm2]`, e.g. configs/tsm2_h100.yaml")
+        raise UserError(
+            "no verified measurements of the tsm2 space in this database",
+            hint="sweep a config with `spaces: [tsm2]`, e.g. configs/tsm2_h100.yaml",
+        )
     out = []
     for (prec, m, n, k), at in rows.groupby(["precision", "m", "n", "k"], sort=True):
         if prec not in devices:
@@ -116,14 +140,29 @@ def compare(frame: pd.DataFrame, cublas: pd.DataFrame, devices: Mapping[str, Mod
         cb = cublas[(cublas["precision"] == prec) & (cublas["m"] == m) & (cublas["n"] == n) & (cublas["k"] == k)]
         cublas_ms = float(cb["cublas_ms"].min()) if not cb.empty else math.nan
         best_ms = float(best["median_ms"])
-        out.append({
-            "precision": prec, "m": int(m), "n": int(n), "k": int(k), "bound": choice.bound,
-            "t2_threshold": choice.t2_threshold, "pick": label(pick), "predicted_ms": choice.predicted_time_s * 1e3,
-            "pick_ms": pick_ms, "pick_skipped": pick_skipped, "pick_frac": pick_frac,
-            "paper": label(paper), "paper_ms": paper_ms, "paper_skipped": paper_skipped,
-            "best": label(best_params), "best_ms": best_ms,
-            "best_frac": float(best["roofline_frac"]) if best["status"] == "ok" else math.nan,
-            "pick_vs_best": pick_ms / best_ms, "paper_vs_best": paper_ms / best_ms,
-            "cublas_ms": cublas_ms, "best_vs_cublas": cublas_ms / best_ms,
-        })
+        out.append(
+            {
+                "precision": prec,
+                "m": int(m),
+                "n": int(n),
+                "k": int(k),
+                "bound": choice.bound,
+                "t2_threshold": choice.t2_threshold,
+                "pick": label(pick),
+                "predicted_ms": choice.predicted_time_s * 1e3,
+                "pick_ms": pick_ms,
+                "pick_skipped": pick_skipped,
+                "pick_frac": pick_frac,
+                "paper": label(paper),
+                "paper_ms": paper_ms,
+                "paper_skipped": paper_skipped,
+                "best": label(best_params),
+                "best_ms": best_ms,
+                "best_frac": float(best["roofline_frac"]) if best["status"] == "ok" else math.nan,
+                "pick_vs_best": pick_ms / best_ms,
+                "paper_vs_best": paper_ms / best_ms,
+                "cublas_ms": cublas_ms,
+                "best_vs_cublas": cublas_ms / best_ms,
+            }
+        )
     return pd.DataFrame(out, columns=COLUMNS)

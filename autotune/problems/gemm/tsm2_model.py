@@ -29,6 +29,7 @@ SM (the paper launches m threads, which on a large GPU can be far fewer than the
 "latency-bound" case its Section 5.1 describes); and ISM2's tcf, which the paper finds by profiling,
 predicted here as the largest power of two that still launches `ism2_waves` full waves.
 """
+
 from __future__ import annotations
 
 import math
@@ -261,7 +262,8 @@ def choose_tsm2(
     t1s = tuple(t for t in t1_candidates if t % est.t3 == 0)
     ks = pick_ks(dev, m, est.occupancy, 128 if 128 in t1s else t1s[0], est.t2, precision)
     fitting = tuple(
-        t for t in t1s
+        t
+        for t in t1s
         if t * ks <= dev.max_threads_per_block and t * ks * est.t2 * elem_bytes(precision) <= dev.smem_per_block
     )
     t1 = pick_t1(dev, est.occupancy, ks, fitting or t1s)

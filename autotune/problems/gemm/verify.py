@@ -11,6 +11,7 @@ accumulation: the output's rounding to fp16 alone is ~5e-4). The reference runs 
 inputs upcast to float64, so input rounding is no error. Accumulation error grows about like sqrt(K):
 the tolerance is multiplied by max(1, sqrt(K / 1024)), which leaves it unchanged for K <= 1024.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,7 +47,7 @@ def poison(data: ProblemData, copy: int, beta: float) -> None:
 
 def _stored(flat: Any, batch: int, rows: int, cols: int, ld: int) -> Any:
     """(batch, rows, cols) view of a column-major batch stored with leading dimension ld."""
-    return flat[:batch * ld * cols].reshape(batch, cols, ld).transpose(0, 2, 1)[:, :rows, :]
+    return flat[: batch * ld * cols].reshape(batch, cols, ld).transpose(0, 2, 1)[:, :rows, :]
 
 
 def reference_chunks(data: ProblemData, alpha: float, beta: float) -> list[tuple[int, int, Any]]:
@@ -84,8 +85,10 @@ def matrix_errors(got: Any, ref: Any) -> tuple[float, int]:
     """(max over the batch of ||got_b - ref_b||_F / ||ref_b||_F, count of non-finite elements of got) for
     (batch, m, n) arrays (NumPy or CuPy); inf where a matrix holds a non-finite element."""
     import numpy as np
+
     try:
         import cupy as xp_gpu
+
         xp = xp_gpu.get_array_module(got)
     except ImportError:  # pragma: no cover - NumPy-only callers
         xp = np

@@ -5,6 +5,7 @@
 A Dask executor comes next, beside them. Implementations are imported by name where they are used (a GPU
 backend imports nothing of CuPy in the parent process).
 """
+
 from autotune.sweep.backends.base import Backend, Job
 
 __all__ = ["Backend", "Job"]

@@ -6,6 +6,7 @@ how: it hands a batch of jobs to `run`, records each Measurement as it arrives, 
 baseline at the batch's points in between (`autotune.sweep.runner`). Any backend, built-in or third-party,
 checks itself against `autotune.testing.backends`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -18,6 +18,7 @@ Guarantees (docs/scale-out.md):
 The local cluster is plain `distributed` (a `SpecCluster` of one `Nanny` per GPU, each with its own
 `CUDA_VISIBLE_DEVICES`), not dask-cuda: see docs/scale-out.md for why.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,8 +48,9 @@ def require_distributed() -> Any:
     try:
         import distributed
     except ImportError:
-        raise UserError("--gpus and --scheduler need Dask's `distributed` package, which is not installed",
-                        hint=INSTALL_HINT) from None
+        raise UserError(
+            "--gpus and --scheduler need Dask's `distributed` package, which is not installed", hint=INSTALL_HINT
+        ) from None
     return distributed
 
 
@@ -78,15 +80,19 @@ def gpu_list(gpus: str, replay: bool = False) -> list[str]:
     found = visible_gpus()
     if text == "all":
         if not found:
-            raise UserError("--gpus all: no GPU found (CUDA_VISIBLE_DEVICES is empty or nvidia-smi lists none)",
-                            hint="run on a machine with NVIDIA GPUs, or pass --scheduler ADDRESS of a Dask cluster")
+            raise UserError(
+                "--gpus all: no GPU found (CUDA_VISIBLE_DEVICES is empty or nvidia-smi lists none)",
+                hint="run on a machine with NVIDIA GPUs, or pass --scheduler ADDRESS of a Dask cluster",
+            )
         return found
     if "," in text:
         return [d.strip() for d in gpus.split(",") if d.strip()]
     n = _count(gpus)
     if found and n > len(found):
-        raise UserError(f"--gpus {n}: only {len(found)} GPU(s) visible ({', '.join(found)})",
-                        hint=f"pass --gpus all or a number up to {len(found)}")
+        raise UserError(
+            f"--gpus {n}: only {len(found)} GPU(s) visible ({', '.join(found)})",
+            hint=f"pass --gpus all or a number up to {len(found)}",
+        )
     return (found or [str(i) for i in range(n)])[:n]
 
 
@@ -94,8 +100,9 @@ def _count(gpus: str) -> int:
     try:
         n = int(gpus)
     except ValueError:
-        raise UserError(f"--gpus must be `all`, a number of GPUs or a comma-separated list of GPU indices, got "
-                        f"{gpus!r}") from None
+        raise UserError(
+            f"--gpus must be `all`, a number of GPUs or a comma-separated list of GPU indices, got {gpus!r}"
+        ) from None
     if n < 1:
         raise UserError(f"--gpus must be at least 1, got {n}")
     return n
@@ -110,20 +117,42 @@ def local_cluster(devices: Sequence[str], *, compile_workers: int = 0, silence: 
 
     distributed = require_distributed()
     import dask
+
     # a GPU executor starts processes of its own (compile pool, GPU process): Dask's workers must not be daemonic
     dask.config.set({"distributed.worker.daemon": False})
-    scheduler = {"cls": distributed.Scheduler, "options": {"host": "127.0.0.1", "port": 0, "dashboard": False,
-                                                           "dashboard_address": None}}
-    workers = {f"gpu{i}": {"cls": distributed.Nanny, "options": {
-        "host": "127.0.0.1", "nthreads": 1, "memory_limit": 0, "env": {"CUDA_VISIBLE_DEVICES": str(dev)},
-        "resources": {"GPU": 1}, "silence_logs": logging.ERROR if silence else False}}
-        for i, dev in enumerate(devices)}
+    scheduler = {
+        "cls": distributed.Scheduler,
+        "options": {"host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": None},
+    }
+    workers = {
+        f"gpu{i}": {
+            "cls": distributed.Nanny,
+            "options": {
+                "host": "127.0.0.1",
+                "nthreads": 1,
+                "memory_limit": 0,
+                "env": {"CUDA_VISIBLE_DEVICES": str(dev)},
+                "resources": {"GPU": 1},
+                "silence_logs": logging.ERROR if silence else False,
+            },
+        }
+        for i, dev in enumerate(devices)
+    }
     for i in range(compile_workers):
-        workers[f"compile{i}"] = {"cls": distributed.Nanny, "options": {
-            "host": "127.0.0.1", "nthreads": 1, "memory_limit": 0, "env": {"CUDA_VISIBLE_DEVICES": ""},
-            "resources": {"compile": 1}, "silence_logs": logging.ERROR if silence else False}}
-    return distributed.SpecCluster(workers=workers, scheduler=scheduler,
-                                   silence_logs=logging.ERROR if silence else False, name="autotune")
+        workers[f"compile{i}"] = {
+            "cls": distributed.Nanny,
+            "options": {
+                "host": "127.0.0.1",
+                "nthreads": 1,
+                "memory_limit": 0,
+                "env": {"CUDA_VISIBLE_DEVICES": ""},
+                "resources": {"compile": 1},
+                "silence_logs": logging.ERROR if silence else False,
+            },
+        }
+    return distributed.SpecCluster(
+        workers=workers, scheduler=scheduler, silence_logs=logging.ERROR if silence else False, name="autotune"
+    )
 
 
 @dataclass
@@ -152,9 +181,18 @@ class DaskBackend:
     (resource `compile`) into the shared compile cache `compile_cache` before a GPU worker (resource `GPU`) takes
     it; None: when the cluster has compile workers."""
 
-    def __init__(self, executor: Any, *, devices: Sequence[str] | None = None, scheduler: str | None = None,
-                 chunk_jobs: int | None = None, cluster: Any = None, compile_workers: int = 0,
-                 compile_ahead: bool | None = False, compile_cache: str | None = None) -> None:
+    def __init__(
+        self,
+        executor: Any,
+        *,
+        devices: Sequence[str] | None = None,
+        scheduler: str | None = None,
+        chunk_jobs: int | None = None,
+        cluster: Any = None,
+        compile_workers: int = 0,
+        compile_ahead: bool | None = False,
+        compile_cache: str | None = None,
+    ) -> None:
         if (devices is None) == (scheduler is None) and cluster is None:
             raise ValueError("give exactly one of devices (a local cluster) and scheduler (an address)")
         self.executor, self.devices_wanted, self.scheduler = executor, list(devices or []), scheduler
@@ -180,15 +218,18 @@ class DaskBackend:
             return
         distributed = require_distributed()
         from autotune.sweep.backends.dask_worker import ExecutorPlugin
+
         if self._cluster is None and self.scheduler is None:
             self._cluster = local_cluster(self.devices_wanted, compile_workers=self.compile_workers)
         try:
             target = self._cluster if self._cluster is not None else self.scheduler
             self._client = distributed.Client(target, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except (OSError, TimeoutError) as exc:
-            raise UserError(f"cannot reach the Dask scheduler at {self.scheduler}: {exc}",
-                            hint="start it (`dask scheduler`, or the SLURM job of docs/scale-out.md) and pass the "
-                                 "address it prints, e.g. --scheduler tcp://node01:8786") from None
+            raise UserError(
+                f"cannot reach the Dask scheduler at {self.scheduler}: {exc}",
+                hint="start it (`dask scheduler`, or the SLURM job of docs/scale-out.md) and pass the "
+                "address it prints, e.g. --scheduler tcp://node01:8786",
+            ) from None
         plugin = ExecutorPlugin(self.executor)
         register = getattr(self._client, "register_plugin", None) or self._client.register_worker_plugin
         register(plugin, name=plugin.name)
@@ -204,8 +245,9 @@ class DaskBackend:
         try:
             self.client.wait_for_workers(want, timeout=CONNECT_TIMEOUT_S)
         except TimeoutError:
-            raise RuntimeError(f"the Dask cluster has fewer than {want} worker(s) after {CONNECT_TIMEOUT_S:.0f} s"
-                               ) from None
+            raise RuntimeError(
+                f"the Dask cluster has fewer than {want} worker(s) after {CONNECT_TIMEOUT_S:.0f} s"
+            ) from None
         self._complete = True
         return len(self._gpu_workers())
 
@@ -266,12 +308,22 @@ class DaskBackend:
         of the sweep's model are named by address (several GPU models), a restarted worker has a new address: the
         baseline is submitted again, to the workers of that model there are then (any GPU worker if none)."""
         from autotune.sweep.backends.dask_worker import worker_baseline
+
         self.device_info()
         while True:
             where = self._baseline_workers()
-            fut = self.client.submit(worker_baseline, kind, point, dict(scalars), reps, workers=where,
-                                     allow_other_workers=False, resources=self._gpu_resource(), pure=False,
-                                     priority=100)  # before the chunks queued there
+            fut = self.client.submit(
+                worker_baseline,
+                kind,
+                point,
+                dict(scalars),
+                reps,
+                workers=where,
+                allow_other_workers=False,
+                resources=self._gpu_resource(),
+                pure=False,
+                priority=100,
+            )  # before the chunks queued there
             done, gone = threading.Event(), False
             fut.add_done_callback(lambda _, done=done: done.set())
             while where is not None and not done.wait(BASELINE_CHECK_S):
@@ -307,22 +359,27 @@ class DaskBackend:
         if not jobs:
             return iter(())
         from autotune.sweep.backends.dask_worker import run_chunk
+
         size = self.chunk_jobs or max(1, math.ceil(len(jobs) / (CHUNKS_PER_WORKER * max(1, self.workers()))))
-        chunks = [list(jobs[i:i + size]) for i in range(0, len(jobs), size)]
+        chunks = [list(jobs[i : i + size]) for i in range(0, len(jobs), size)]
         left = self._left()
         if not self._ahead():  # (where workers declare GPU, chunks go only to them: never to a compile worker)
             gpu = self._gpu_resource()
-            futures = {self.client.submit(run_chunk, chunk, left, self._seeds(chunk), resources=gpu, pure=False): chunk
-                       for chunk in chunks}
+            futures = {
+                self.client.submit(run_chunk, chunk, left, self._seeds(chunk), resources=gpu, pure=False): chunk
+                for chunk in chunks
+            }
             return self._collect(futures)
         from autotune.sweep.backends.dask_worker import precompile
+
         archs = sorted({d.cc for d in self.devices()})
         cache = self.compile_cache or str(_default_cache())
         futures = {}
         for chunk in chunks:  # a chunk becomes ready for a GPU once a compile worker has put its kernels in the cache
             ahead = self.client.submit(precompile, chunk, archs, cache, resources={"compile": 1}, pure=False)
-            futures[self.client.submit(run_chunk, chunk, left, self._seeds(chunk), ahead, resources={"GPU": 1},
-                                       pure=False)] = chunk
+            futures[
+                self.client.submit(run_chunk, chunk, left, self._seeds(chunk), ahead, resources={"GPU": 1}, pure=False)
+            ] = chunk
         return self._collect(futures)
 
     def _gpu_resource(self) -> dict[str, float] | None:
@@ -333,17 +390,21 @@ class DaskBackend:
     def _ahead(self) -> bool:
         """Whether chunks compile ahead on compile workers (see `compile_ahead`)."""
         from autotune.sweep.backends.dask_worker import is_compile_worker
+
         resources = [w.get("resources") or {} for w in self._scheduler_workers().values()]
         have = any(is_compile_worker(r) for r in resources)
         if self.compile_ahead is False or (self.compile_ahead is None and not have):
             return False
         if not have:
-            raise UserError("compile ahead asks for compile workers, and the cluster has none",
-                            hint="start CPU workers with `dask worker ADDRESS --resources compile=1`")
+            raise UserError(
+                "compile ahead asks for compile workers, and the cluster has none",
+                hint="start CPU workers with `dask worker ADDRESS --resources compile=1`",
+            )
         if not any("GPU" in r for r in resources):
-            raise UserError("the cluster has compile workers, and no worker declares the resource GPU",
-                            hint="start each GPU worker with `--resources GPU=1`, so chunks never run on a CPU "
-                                 "worker")
+            raise UserError(
+                "the cluster has compile workers, and no worker declares the resource GPU",
+                hint="start each GPU worker with `--resources GPU=1`, so chunks never run on a CPU worker",
+            )
         return True
 
     def _tell_best(self, model: str, point: TestPoint, scalars: Scalars, ms: float) -> None:
@@ -389,21 +450,34 @@ class DaskBackend:
         except UserError:
             raise  # the problem's own code failed (GpuBackend): the sweep stops, nothing recorded for the pair
         except distributed.KilledWorker as exc:
-            return [Measurement(iid, p, Status.CRASHED, error=f"its Dask worker died each time it ran "
-                                f"(distributed.scheduler.allowed-failures); {_why(exc)}") for iid, p in want]
+            return [
+                Measurement(
+                    iid,
+                    p,
+                    Status.CRASHED,
+                    error=f"its Dask worker died each time it ran "
+                    f"(distributed.scheduler.allowed-failures); {_why(exc)}",
+                )
+                for iid, p in want
+            ]
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - the executor raised, the scheduler went away, the chunk was
             # cancelled: not the kernels' doing, so nothing is recorded (the resumed sweep measures them); the sweep
             # stops as a one-GPU sweep does when its executor raises
-            raise RuntimeError(f"a chunk of {len(want)} pairs failed on the Dask cluster ({_why(exc)}); nothing was "
-                               "recorded for it: run the same command again to resume") from exc
+            raise RuntimeError(
+                f"a chunk of {len(want)} pairs failed on the Dask cluster ({_why(exc)}); nothing was "
+                "recorded for it: run the same command again to resume"
+            ) from exc
         self._learn(res.worker, res.device)
         if res.precompiled is not None:
             self.compiled.append(res.precompiled)
         rate = self._rates.setdefault(res.worker, GpuRate(res.worker, res.device.name))
-        rate.pairs, rate.seconds, rate.chunks = rate.pairs + len(res.measurements), rate.seconds + res.seconds, \
-            rate.chunks + 1
+        rate.pairs, rate.seconds, rate.chunks = (
+            rate.pairs + len(res.measurements),
+            rate.seconds + res.seconds,
+            rate.chunks + 1,
+        )
         got = {(m.instance_id, m.point): m for m in res.measurements if (m.instance_id, m.point) in set(want)}
         scalars = {job.instance.id: job.scalars for job in chunk}
         for m in got.values():
@@ -412,8 +486,13 @@ class DaskBackend:
         if len(got) < len(want) and self._left() != 0.0:  # past the deadline the executor may stop early
             for iid, p in want:
                 if (iid, p) not in got:
-                    got[(iid, p)] = Measurement(iid, p, Status.CRASHED, error="the worker's executor returned no "
-                                                "measurement for it", device=res.device.uuid)
+                    got[(iid, p)] = Measurement(
+                        iid,
+                        p,
+                        Status.CRASHED,
+                        error="the worker's executor returned no measurement for it",
+                        device=res.device.uuid,
+                    )
         return list(got.values())
 
     def _learn(self, worker: str, info: DeviceInfo) -> None:
@@ -429,10 +508,12 @@ class DaskBackend:
     def _discover(self) -> None:
         """Ask every worker for its GPU (in its thread pool: a GPU start-up takes seconds)."""
         from autotune.sweep.backends.dask_worker import worker_device
+
         self.workers()
         addresses = list(self._gpu_workers())
-        futs = [self.client.submit(worker_device, workers=[a], allow_other_workers=False, pure=False)
-                for a in addresses]
+        futs = [
+            self.client.submit(worker_device, workers=[a], allow_other_workers=False, pure=False) for a in addresses
+        ]
         try:
             for name, info in self.client.gather(futs):
                 self._infos[name] = info
@@ -451,8 +532,12 @@ class DaskBackend:
     def _gpu_workers(self) -> dict[str, str]:
         """Address -> name of the workers that measure (all but compile workers)."""
         from autotune.sweep.backends.dask_worker import is_compile_worker
-        return {a: str(w.get("name", a)) for a, w in self._scheduler_workers().items()
-                if not is_compile_worker(w.get("resources") or {})}
+
+        return {
+            a: str(w.get("name", a))
+            for a, w in self._scheduler_workers().items()
+            if not is_compile_worker(w.get("resources") or {})
+        }
 
     def _addresses(self) -> dict[str, DeviceInfo]:
         """Worker address -> its GPU, for the workers whose GPU is known."""
@@ -464,16 +549,19 @@ class DaskBackend:
 
 def _default_cache() -> Any:
     from autotune.sweep.backends.local import DEFAULT_CACHE_DIR
+
     return DEFAULT_CACHE_DIR
 
 
 def _new_info(client: Any) -> bool:
     import inspect
+
     return "n_workers" in inspect.signature(client.scheduler_info).parameters
 
 
 def _plugin_name() -> str:
     from autotune.sweep.backends.dask_worker import PLUGIN_NAME
+
     return PLUGIN_NAME
 
 

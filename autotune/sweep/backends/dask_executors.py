@@ -8,6 +8,7 @@ worker calls it once with its name and keeps the executor (a `Backend`) for the 
   each worker its own GPU uuid (and, with `models`, its own GPU name), so the per-GPU bookkeeping is testable
   without GPUs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,10 +39,15 @@ class GpuExecutor:
         from pathlib import Path
 
         from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend
+
         env = os.environ.get("AUTOTUNE_COMPILE_WORKERS")
         n = self.compile_workers or (int(env) if env else max(1, (os.cpu_count() or 2) // max(1, self.per_host) - 1))
-        return GpuBackend(device=0, tol=self.tol, compile_workers=n,
-                          cache_dir=Path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR)
+        return GpuBackend(
+            device=0,
+            tol=self.tol,
+            compile_workers=n,
+            cache_dir=Path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR,
+        )
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class ReplayExecutor:
 
     def __call__(self, worker_name: str) -> Backend:
         from autotune.sweep.backends.replay import ReplayBackend
+
         backend = ReplayBackend(self.url, self.device, self.delay_s)
         if not self.relabel:
             return backend

@@ -5,6 +5,7 @@ Every task runs in the worker's thread pool (never on its event loop, so a GPU s
 stall the worker's heartbeats) and holds the executor's lock: an executor measures one chunk at a time even on a
 worker started with several threads. Workers never touch the database: they return Measurements to the client.
 """
+
 from __future__ import annotations
 
 import threading
@@ -34,6 +35,7 @@ class ExecutorPlugin(WorkerPlugin):
         if is_compile_worker(worker_resources(worker)):
             return  # a CPU worker that only compiles ahead (`precompile`): no executor, no GPU
         import multiprocessing
+
         me = multiprocessing.current_process()
         if me.daemon:  # a worker started with distributed.worker.daemon true (the default of `dask worker`): a GPU
             # executor starts its own processes, which a daemonic process may not; the plugin's teardown (the
@@ -81,6 +83,7 @@ def precompile(jobs: Sequence[Job], archs: Sequence[int], cache_dir: str) -> Pre
 
     from autotune.sweep.backends.local import GpuBackend, task_of
     from autotune.sweep.compile import compile_batch
+
     start, n = time.monotonic(), 0
     try:
         name = str(get_worker().name)
@@ -113,8 +116,9 @@ def _executor() -> tuple[Any, threading.Lock, str]:
     executor = getattr(worker, "_autotune_executor", None)  # both set by ExecutorPlugin.setup, together
     lock = getattr(worker, "_autotune_lock", None)
     if executor is None or lock is None:
-        raise RuntimeError(f"Dask worker {worker.name} has no autotune executor (the {PLUGIN_NAME} plugin did not "
-                           "run there)")
+        raise RuntimeError(
+            f"Dask worker {worker.name} has no autotune executor (the {PLUGIN_NAME} plugin did not run there)"
+        )
     return executor, lock, str(worker.name)
 
 
@@ -125,9 +129,12 @@ def worker_device() -> tuple[str, DeviceInfo]:
         return name, executor.device_info()
 
 
-def run_chunk(jobs: Sequence[Job], seconds_left: float | None,
-              seeds: Sequence[tuple[str, TestPoint, Scalars, float]] = (),
-              precompiled: Precompiled | None = None) -> ChunkResult:
+def run_chunk(
+    jobs: Sequence[Job],
+    seconds_left: float | None,
+    seeds: Sequence[tuple[str, TestPoint, Scalars, float]] = (),
+    precompiled: Precompiled | None = None,
+) -> ChunkResult:
     """Measure every pair of `jobs` with this worker's executor; each Measurement names the worker's GPU
     (`Measurement.device`). `seconds_left`: the sweep's time budget left (the executor stops there). `seeds`:
     (GPU name, point, scalars, best ms) known so far on any worker; those of this worker's GPU model feed its

@@ -6,6 +6,7 @@ new one. It keeps loaded modules, problem data (built by each point's problem ki
 A point's constants (`ProblemData.constants`: a declared kind's `constants:`) are copied into the loaded module's
 `__constant__` symbols before an instance of that module runs on that point's data, once per (module, data).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -101,14 +102,21 @@ class _GpuState:
             except cp.cuda.memory.OutOfMemoryError as exc:
                 self.drop_caches()
                 if attempt:
-                    return Measurement(ident, point, Status.LAUNCH_ERROR, error=f"out of memory: {exc}"[:300],
-                                       log=traceback.format_exc()), False
+                    return Measurement(
+                        ident,
+                        point,
+                        Status.LAUNCH_ERROR,
+                        error=f"out of memory: {exc}"[:300],
+                        log=traceback.format_exc(),
+                    ), False
             except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
-                return Measurement(ident, point, Status.LAUNCH_ERROR, error=str(exc)[:300],
-                                   log=traceback.format_exc()), True
+                return Measurement(
+                    ident, point, Status.LAUNCH_ERROR, error=str(exc)[:300], log=traceback.format_exc()
+                ), True
             except Exception as exc:  # noqa: BLE001 - unknown state: report and let the parent replace us
-                return Measurement(ident, point, Status.CRASHED, error=f"{type(exc).__name__}: {exc}"[:300],
-                                   log=traceback.format_exc()), True
+                return Measurement(
+                    ident, point, Status.CRASHED, error=f"{type(exc).__name__}: {exc}"[:300], log=traceback.format_exc()
+                ), True
         raise AssertionError("unreachable")
 
     def prepare(self, kind: ProblemKind, point: TestPoint, convention: str, scalars: Scalars) -> tuple[Any, bool]:
@@ -144,11 +152,15 @@ class _GpuState:
             except self.cp.cuda.memory.OutOfMemoryError as exc:
                 if self.data:
                     raise  # the caches hold memory: dropped and tried once more by `handle`
-                raise ProblemFault(f"the {kind.name} problem's buffers at {point.key} do not fit in the GPU's free "
-                                   f"memory: {exc}"[:400]) from None
+                raise ProblemFault(
+                    f"the {kind.name} problem's buffers at {point.key} do not fit in the GPU's free memory: {exc}"[:400]
+                ) from None
             except Exception as exc:  # noqa: BLE001 - the kind's own code: reported as the problem's fault
-                raise ProblemFault(f"the {kind.name} problem's buffers could not be made at {point.key}: "
-                                   f"{type(exc).__name__}: {exc}"[:400]) from None
+                raise ProblemFault(
+                    f"the {kind.name} problem's buffers could not be made at {point.key}: {type(exc).__name__}: {exc}"[
+                        :400
+                    ]
+                ) from None
             self.data[key] = [data, 0, {}]
             self.serials[key] = next(self._serial)
             self._evict(keep=key)
@@ -192,10 +204,10 @@ class _GpuState:
             if copy not in args:
                 args[copy] = data.args(copy)
             kernel(args[copy])
+
         return launch
 
-    def _verified_time(self, key: tuple, run_copy0: Callable[[], None],
-                       params: Mapping[str, Any]) -> tuple[float, Any]:
+    def _verified_time(self, key: tuple, run_copy0: Callable[[], None], params: Mapping[str, Any]) -> tuple[float, Any]:
         ref = self.reference(key)
         data = self.data[key][0]
         data.prepare_verify()
@@ -219,12 +231,16 @@ class _GpuState:
             except self.cp.cuda.driver.CUDADriverError as exc:
                 if "NOT_FOUND" not in str(exc):
                     raise
-                raise ProblemFault(f"the compiled kernel has no __constant__ symbol {name!r} (problem: constants:); "
-                                   f"declare `__constant__ ... {name}[...]` at file scope, outside any namespace, "
-                                   f"and use it in the kernel ({exc})") from None
+                raise ProblemFault(
+                    f"the compiled kernel has no __constant__ symbol {name!r} (problem: constants:); "
+                    f"declare `__constant__ ... {name}[...]` at file scope, outside any namespace, "
+                    f"and use it in the kernel ({exc})"
+                ) from None
             if size is not None and host.nbytes > size:
-                raise ProblemFault(f"constant {name!r} holds {host.nbytes:,} bytes; the kernel's __constant__ symbol "
-                                   f"{name} has {size:,} (problem: constants: shape and dtype)")
+                raise ProblemFault(
+                    f"constant {name!r} holds {host.nbytes:,} bytes; the kernel's __constant__ symbol "
+                    f"{name} has {size:,} (problem: constants: shape and dtype)"
+                )
             self.cp.cuda.runtime.memcpy(ptr, host.ctypes.data, host.nbytes, 1)  # 1: cudaMemcpyHostToDevice
         self.constants_in[blob] = stamp
 
@@ -242,9 +258,13 @@ class _GpuState:
         m.shared_bytes += v.shared_bytes
         threads, max_threads = v.block[0] * v.block[1] * v.block[2], int(attr(0, func.ptr))
         if threads > max_threads:
-            m.status, m.error = Status.LAUNCH_ERROR, (
-                f"resource limit: block of {threads} threads > {max_threads} this function allows "
-                f"({m.registers} registers per thread)")
+            m.status, m.error = (
+                Status.LAUNCH_ERROR,
+                (
+                    f"resource limit: block of {threads} threads > {max_threads} this function allows "
+                    f"({m.registers} registers per thread)"
+                ),
+            )
             return m
         allow_dynamic_shared(func, v.shared_bytes)
         key, entry = self.problem(req.kind, v.point, req.convention, req.scalars)
@@ -261,15 +281,22 @@ class _GpuState:
         conn.send(("progress", est))
         return self._timed(m, entry, self._launcher(entry, kernel), est, req.plan, l2_protection(entry[0].copies))
 
-    def _timed(self, m: Measurement, entry: list, launch: Callable[[int], None], est: float, plan: TimingPlan,
-               protection: str) -> Measurement:
+    def _timed(
+        self, m: Measurement, entry: list, launch: Callable[[int], None], est: float, plan: TimingPlan, protection: str
+    ) -> Measurement:
         from autotune.sweep.timing import summarize
 
         times, stopped = self.timer.measure(launch, est, plan)
         s = summarize(times)
         m.status = Status.SKIPPED if stopped else Status.OK
         m.median_ms, m.p20_ms, m.p80_ms, m.min_ms, m.max_ms, m.reps = (
-            s.median_ms, s.p20_ms, s.p80_ms, s.min_ms, s.max_ms, s.reps)
+            s.median_ms,
+            s.p20_ms,
+            s.p80_ms,
+            s.min_ms,
+            s.max_ms,
+            s.reps,
+        )
         m.times_ms, m.l2_protection = times, protection
         return m
 
@@ -291,6 +318,7 @@ class _GpuState:
         def rotating(r: int) -> None:
             entry[1] += 1
             launch(entry[1])
+
         return self._timed(m, entry, rotating, est, TimingPlan(reps), l2_protection(entry[0].copies))
 
     def device_info(self) -> DeviceInfo:
@@ -340,8 +368,7 @@ def allow_dynamic_shared(func: Any, shared_bytes: int) -> None:
         import cupy as cp
 
         drv = cp.cuda.driver
-        drv.funcSetAttribute(func.ptr, getattr(drv, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
-                             shared_bytes)
+        drv.funcSetAttribute(func.ptr, getattr(drv, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8), shared_bytes)
 
 
 def _nbytes(value: Any) -> int:

@@ -24,6 +24,7 @@ The parent (the runner's process) never touches the GPU. It
 
 The GPU worker keeps loaded modules, problem data (launch.ProblemData) and references between requests.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -37,8 +38,14 @@ from typing import Any, Callable, Iterator, Sequence
 
 from autotune import paths
 from autotune.sweep.timing import TimingPlan
-from autotune.sweep.compile import (DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches, compile_batch,
-                                    warm_compile_process)
+from autotune.sweep.compile import (
+    DEFAULT_OPTIONS,
+    CompiledKernel,
+    CompileRequest,
+    batches,
+    compile_batch,
+    warm_compile_process,
+)
 from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, resource_failure, screen_options
 from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
@@ -68,21 +75,50 @@ def task_of(job: Job) -> KernelTask:
     variants = []
     for p in job.points:
         g = space.geometry(params, p)
-        variants.append(Variant(p, space.template_name(params, p.precision, p.shape),
-                                tuple(g.grid), tuple(g.block), int(g.shared_bytes), space.defines(params, p)))
-    return KernelTask(job.instance.id, space.kernel.source_path, space.kernel.convention, tuple(variants),
-                      space.kind, dict(job.scalars), job.reps, space.kernel.compiler, space.kernel.compiler_options,
-                      dict(params), space.kernel.semantics)
+        variants.append(
+            Variant(
+                p,
+                space.template_name(params, p.precision, p.shape),
+                tuple(g.grid),
+                tuple(g.block),
+                int(g.shared_bytes),
+                space.defines(params, p),
+            )
+        )
+    return KernelTask(
+        job.instance.id,
+        space.kernel.source_path,
+        space.kernel.convention,
+        tuple(variants),
+        space.kind,
+        dict(job.scalars),
+        job.reps,
+        space.kernel.compiler,
+        space.kernel.compiler_options,
+        dict(params),
+        space.kernel.semantics,
+    )
 
 
 class GpuBackend:
     """`autotune.sweep.backends.base.Backend` on the local GPU (see the module docstring)."""
 
-    def __init__(self, *, device: int = 0, cache_dir: Path | None = None, compile_workers: int | None = None,
-                 compile_batch_size: int = 1, tol: float | None = None, timeout_s: float = 30.0,
-                 timeout_factor: float = 10.0, before_measure: Callable[[str, TestPoint], None] | None = None,
-                 include_dirs: tuple[Path, ...] = (paths.KERNELS_DIR,), options: tuple[str, ...] = DEFAULT_OPTIONS,
-                 arch: int | None = None, compile_timeout_s: float | None | str = "env") -> None:
+    def __init__(
+        self,
+        *,
+        device: int = 0,
+        cache_dir: Path | None = None,
+        compile_workers: int | None = None,
+        compile_batch_size: int = 1,
+        tol: float | None = None,
+        timeout_s: float = 30.0,
+        timeout_factor: float = 10.0,
+        before_measure: Callable[[str, TestPoint], None] | None = None,
+        include_dirs: tuple[Path, ...] = (paths.KERNELS_DIR,),
+        options: tuple[str, ...] = DEFAULT_OPTIONS,
+        arch: int | None = None,
+        compile_timeout_s: float | None | str = "env",
+    ) -> None:
         self.device = device
         self.cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR  # (read now: tests set it)
         self.compile_workers = compile_workers or max(1, (os.cpu_count() or 2) - 1)
@@ -138,8 +174,10 @@ class GpuBackend:
             self._wait_ready()
         except RuntimeError as exc:
             lines = [ln for ln in str(exc).splitlines() if ln.strip()]
-            raise UserError(f"no GPU available to CuPy ({lines[-1].strip() if lines else exc})",
-                            hint=hint or "run on a machine with an NVIDIA GPU and CuPy") from None
+            raise UserError(
+                f"no GPU available to CuPy ({lines[-1].strip() if lines else exc})",
+                hint=hint or "run on a machine with an NVIDIA GPU and CuPy",
+            ) from None
 
     def _spawn(self) -> None:
         parent, child = self._ctx.Pipe()
@@ -196,7 +234,10 @@ class GpuBackend:
             if left <= 0:
                 self._kill()
                 self.restarts += 1
-                return "timeout", f"no answer within the watchdog's deadline ({self.timeout_s:.0f} s or more); worker killed"
+                return (
+                    "timeout",
+                    f"no answer within the watchdog's deadline ({self.timeout_s:.0f} s or more); worker killed",
+                )
             try:
                 ready = self._conn.poll(min(left, 0.5))
                 if not ready and self._proc.is_alive():
@@ -246,8 +287,13 @@ class GpuBackend:
         def refill() -> None:
             while todo and len(inflight) < window:
                 i, chunk = todo.pop()
-                inflight[i] = (chunk, [(r, self._compile_pool().submit(compile_batch, r, self.cache_dir))
-                                       for r in self._requests(chunk, arch)])
+                inflight[i] = (
+                    chunk,
+                    [
+                        (r, self._compile_pool().submit(compile_batch, r, self.cache_dir))
+                        for r in self._requests(chunk, arch)
+                    ],
+                )
 
         refill()
         self._mark("first_submit")
@@ -266,8 +312,11 @@ class GpuBackend:
             raise problem_error(payload)
         self._mark("prepared")
 
-    def _drain(self, inflight: dict[int, tuple[list[KernelTask], list[tuple[CompileRequest, Future]]]],
-               refill: Callable[[], None]) -> Iterator[Measurement]:
+    def _drain(
+        self,
+        inflight: dict[int, tuple[list[KernelTask], list[tuple[CompileRequest, Future]]]],
+        refill: Callable[[], None],
+    ) -> Iterator[Measurement]:
         ready: dict[TestPoint, list[tuple[KernelTask, Variant, CompiledKernel]]] = {}
         current: TestPoint | None = None
 
@@ -279,7 +328,8 @@ class GpuBackend:
                 for task in chunk:
                     for v in task.variants:
                         ready.setdefault(v.point, []).append(
-                            (task, v, compiled[(*self._request_key(task, v), v.name_expression)]))
+                            (task, v, compiled[(*self._request_key(task, v), v.name_expression)])
+                        )
             refill()
 
         def left() -> float | None:
@@ -291,8 +341,11 @@ class GpuBackend:
                 if left() == 0.0:
                     return
                 if not ready:
-                    wait([f for _, reqs in inflight.values() for _, f in reqs], timeout=left(),
-                         return_when=FIRST_COMPLETED)
+                    wait(
+                        [f for _, reqs in inflight.values() for _, f in reqs],
+                        timeout=left(),
+                        return_when=FIRST_COMPLETED,
+                    )
                     continue
                 current = next_point(ready, current)
                 for task, v, ck in ready.pop(current):
@@ -309,14 +362,19 @@ class GpuBackend:
 
     def baseline(self, problem: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
         """The kind's baseline on the same data as the kernels, verified and timed the same way."""
-        kind, payload = self._call(("baseline", problem, point, dict(scalars), reps),
-                                   lambda est: est * (reps + 50) / 1e3)
+        kind, payload = self._call(
+            ("baseline", problem, point, dict(scalars), reps), lambda est: est * (reps + 50) / 1e3
+        )
         if kind == "result" and isinstance(payload, ProblemFault):
             raise problem_error(payload)
         if kind == "result":
             return payload
-        return Measurement(problem.baseline_name or "baseline", point,
-                           Status.TIMEOUT if kind == "timeout" else Status.CRASHED, error=payload)
+        return Measurement(
+            problem.baseline_name or "baseline",
+            point,
+            Status.TIMEOUT if kind == "timeout" else Status.CRASHED,
+            error=payload,
+        )
 
     def close(self) -> None:
         if self._conn is not None and self._proc is not None and self._proc.is_alive():
@@ -360,8 +418,9 @@ class GpuBackend:
     # ---------------------------------------------------------------------------------- internals
     def _compile_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.compile_workers, mp_context=self._ctx,
-                                             initializer=warm_compile_process)
+            self._pool = ProcessPoolExecutor(
+                self.compile_workers, mp_context=self._ctx, initializer=warm_compile_process
+            )
         return self._pool
 
     def _requests(self, chunk: list[KernelTask], arch: int) -> list[CompileRequest]:
@@ -370,14 +429,28 @@ class GpuBackend:
         names: dict[tuple, dict[str, None]] = {}
         for task in chunk:
             if task.compiler == "nvcc" and find_nvcc() is None:
-                raise UserError(f"{task.source}: the space asks for `compiler: nvcc`, and nvcc is not found",
-                                hint="install the CUDA toolkit (or set CUDA_PATH to it), or use `compiler: nvrtc`; "
-                                     "nothing was recorded")
+                raise UserError(
+                    f"{task.source}: the space asks for `compiler: nvcc`, and nvcc is not found",
+                    hint="install the CUDA toolkit (or set CUDA_PATH to it), or use `compiler: nvrtc`; "
+                    "nothing was recorded",
+                )
             for v in task.variants:
                 names.setdefault(self._request_key(task, v), {})[v.name_expression] = None
-        return [CompileRequest(src, tuple(n), arch, self.include_dirs, options, defines, compiler, unroll,
-                               self.compile_timeout_s, src in self.precheck_sources)  # type: ignore[arg-type]
-                for (src, defines, compiler, options, unroll), n in names.items()]
+        return [
+            CompileRequest(
+                src,
+                tuple(n),
+                arch,
+                self.include_dirs,
+                options,
+                defines,
+                compiler,
+                unroll,
+                self.compile_timeout_s,  # type: ignore[arg-type]
+                src in self.precheck_sources,
+            )
+            for (src, defines, compiler, options, unroll), n in names.items()
+        ]
 
     def _request_key(self, task: KernelTask, v: Variant) -> tuple:
         """What instances compiled together share: kernel file, defines, compiler and all its options (the
@@ -398,26 +471,43 @@ class GpuBackend:
                 if self._pool is not None:
                     self._pool.shutdown(wait=False, cancel_futures=True)
                     self._pool = None
-            out.update({(req.source, req.defines, req.compiler, req.options, req.unroll, ck.name_expression): ck
-                        for ck in results})
+            out.update(
+                {
+                    (req.source, req.defines, req.compiler, req.options, req.unroll, ck.name_expression): ck
+                    for ck in results
+                }
+            )
             if self.precheck and any(not ck.ok and resource_failure(ck.log) for ck in results):
                 self.precheck_sources.add(req.source)
         return out
 
     def _measure(self, task: KernelTask, v: Variant, ck: CompiledKernel) -> Measurement:
         if not ck.ok and f'identifier "{v.name_expression}" is undefined' in ck.log:
-            raise UserError(f"{task.source} has no kernel named {v.name_expression!r} (NVRTC: identifier is undefined)",
-                            hint="correct the space's `kernel: name:` (or the source), and run the same command "
-                                 "again (nothing was recorded)")
+            raise UserError(
+                f"{task.source} has no kernel named {v.name_expression!r} (NVRTC: identifier is undefined)",
+                hint="correct the space's `kernel: name:` (or the source), and run the same command "
+                "again (nothing was recorded)",
+            )
         if not ck.ok:
             lines = ck.log.strip().splitlines() or ["compile error"]
             first = next((ln for ln in lines if "error" in ln), lines[-1])
-            return Measurement(task.instance_id, v.point, Status.COMPILE_ERROR, error=first[:300], log=ck.log,
-                               compile_s=ck.compile_s)
+            return Measurement(
+                task.instance_id, v.point, Status.COMPILE_ERROR, error=first[:300], log=ck.log, compile_s=ck.compile_s
+            )
         key = (v.point, scalars_key(task.scalars))
         plan = TimingPlan(task.reps, self._best.get(key), self.tol)
-        req = MeasureRequest(task.instance_id, v, task.convention, task.kind, str(ck.blob), ck.lowered_name,
-                             dict(task.scalars), plan, ck.compile_s, dict(task.params))
+        req = MeasureRequest(
+            task.instance_id,
+            v,
+            task.convention,
+            task.kind,
+            str(ck.blob),
+            ck.lowered_name,
+            dict(task.scalars),
+            plan,
+            ck.compile_s,
+            dict(task.params),
+        )
         if self.before_measure is not None:
             self.before_measure(task.instance_id, v.point)
         kind, payload = self._call(("measure", req), lambda est: est * (task.reps + 50) / 1e3)
@@ -435,19 +525,24 @@ class GpuBackend:
 
 def problem_error(fault: ProblemFault) -> UserError:
     """What the sweep stops with when the problem's own code failed on the GPU (nothing is recorded for the pair)."""
-    return UserError(str(fault), hint="fix the problem's reference, buffer shapes or kernel name and run the same "
-                                      "command again (nothing was recorded for this pair)")
+    return UserError(
+        str(fault),
+        hint="fix the problem's reference, buffer shapes or kernel name and run the same "
+        "command again (nothing was recorded for this pair)",
+    )
 
 
 def gpu_backend(*, device: int = 0, tol: float | None = None, hint: str = "") -> "GpuBackend":
     """A GpuBackend on `device`, after checking that CuPy sees a GPU: else one UserError (`hint`: what to do)."""
     try:
         from cupy.cuda import runtime
+
         if runtime.getDeviceCount() < 1:
             raise RuntimeError("no CUDA device")
     except Exception as exc:  # noqa: BLE001 - any failure here means: no usable GPU
         first = str(exc).splitlines()[0] if str(exc) else ""
-        raise UserError(f"no GPU available to CuPy ({type(exc).__name__}{': ' + first if first else ''})",
-                        hint=hint or "run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or "
-                                     ".[cuda13])") from None
+        raise UserError(
+            f"no GPU available to CuPy ({type(exc).__name__}{': ' + first if first else ''})",
+            hint=hint or "run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or .[cuda13])",
+        ) from None
     return GpuBackend(device=device, tol=tol)

@@ -1,5 +1,6 @@
 """What the sweep backend sends to a GPU worker: one compiled variant of an instance, its launch geometry and
 its timing plan. Plain values, so the parent and the worker process share them without importing each other."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

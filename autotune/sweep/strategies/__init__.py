@@ -5,6 +5,7 @@
 A strategy's module is imported only when a sweep chooses it, so an optional dependency (Optuna for a
 model-based sampler) costs nothing to the others.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -26,8 +27,15 @@ STRATEGIES: dict[str, str] = {
     "auto": "autotune.sweep.strategies.auto:Auto",
 }
 
-__all__ = ["ENTRY_POINT_GROUP", "STRATEGIES", "Strategy", "make_strategy", "strategy_class", "strategy_names",
-           "known_strategy"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "STRATEGIES",
+    "Strategy",
+    "make_strategy",
+    "strategy_class",
+    "strategy_names",
+    "known_strategy",
+]
 
 
 def strategy_names() -> dict[str, str]:
@@ -48,22 +56,29 @@ def strategy_class(name: str) -> type:
     its class cannot be found, or it has no ask/tell."""
     target = STRATEGIES.get(name) or strategy_names().get(name) or (name if ":" in name else None)
     if target is None:
-        raise UserError(f"unknown search strategy {name!r}",
-                        hint=f"choose one of {', '.join(strategy_names())}, or give module:Class")
+        raise UserError(
+            f"unknown search strategy {name!r}",
+            hint=f"choose one of {', '.join(strategy_names())}, or give module:Class",
+        )
     module, _, cls_name = target.partition(":")
     try:
         cls = getattr(importlib.import_module(module), cls_name)
     except (ImportError, AttributeError) as exc:
-        raise UserError(f"cannot load search strategy {name!r} ({target}): {exc}",
-                        hint="check the module is installed and defines the class") from None
+        raise UserError(
+            f"cannot load search strategy {name!r} ({target}): {exc}",
+            hint="check the module is installed and defines the class",
+        ) from None
     if not all(callable(getattr(cls, m, None)) for m in ("ask", "tell")):
-        raise UserError(f"search strategy {name!r} ({target}) has no ask/tell",
-                        hint="subclass autotune.sweep.strategies.base.Strategy")
+        raise UserError(
+            f"search strategy {name!r} ({target}) has no ask/tell",
+            hint="subclass autotune.sweep.strategies.base.Strategy",
+        )
     return cls
 
 
-def make_strategy(name: str, instances: Sequence[Instance], budget: int | None = None, seed: int = 0,
-                  **options: Any) -> Strategy:
+def make_strategy(
+    name: str, instances: Sequence[Instance], budget: int | None = None, seed: int = 0, **options: Any
+) -> Strategy:
     """The strategy `name`, constructed as `cls(instances, budget, seed, **options)` (options only when given:
     the model-based strategies take them, `Strategy.model_based`). UserError as `strategy_class`."""
     return strategy_class(name)(instances, budget, seed, **options)

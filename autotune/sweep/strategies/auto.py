@@ -11,6 +11,7 @@ Rules, in order:
 `tpe`, `gp` and `cmaes` are never picked: `tpe` trailed on the earlier benchmark (convolution, batched GEMM), and
 `gp` and `cmaes` were not benchmarked (they need torch / the cmaes package; name them to use them).
 """
+
 from __future__ import annotations
 
 from typing import Any, ClassVar, Sequence
@@ -28,8 +29,10 @@ def pick(n: int, budget: int | None) -> tuple[type[Strategy], str]:
         return BruteForce, f"auto: brute (no budget: every one of the {n:,} instances)"
     if budget >= n:
         return BruteForce, f"auto: brute (the budget of {budget:,} covers all {n:,} instances)"
-    return HybridSearch, (f"auto: hybrid ({n:,} instances, budget {budget:,} = {budget / n:.1%} of the space: "
-                          "surrogate model + local search around the best instances; docs/search.md)")
+    return HybridSearch, (
+        f"auto: hybrid ({n:,} instances, budget {budget:,} = {budget / n:.1%} of the space: "
+        "surrogate model + local search around the best instances; docs/search.md)"
+    )
 
 
 class Auto(Strategy):
@@ -37,11 +40,13 @@ class Auto(Strategy):
 
     model_based: ClassVar[bool] = True
 
-    def __init__(self, instances: Sequence[Instance], budget: int | None = None, seed: int = 0,
-                 **options: Any) -> None:
+    def __init__(self, instances: Sequence[Instance], budget: int | None = None, seed: int = 0, **options: Any) -> None:
         cls, self.reason = pick(len(instances), budget)
-        self.chosen: Strategy = cls(instances, budget, seed, **options) if getattr(cls, "model_based", False) \
+        self.chosen: Strategy = (
+            cls(instances, budget, seed, **options)
+            if getattr(cls, "model_based", False)
             else cls(instances, budget, seed)
+        )
 
     def ask(self, n: int) -> list[Instance]:
         return self.chosen.ask(n)

@@ -31,6 +31,7 @@ Built-ins: `brute` (`BruteForce`), `random` (`RandomSample`), `hybrid` (`hybrid.
 cmaes package) (`optuna_search`), `auto` (`auto.Auto`), loaded by name from
 `autotune.sweep.strategies.STRATEGIES` or the `autotune.strategies` entry-point group.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod

@@ -1,4 +1,5 @@
 """`brute`: every instance, in the order the space generates them (at most `budget` of them)."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -17,7 +18,7 @@ class BruteForce(Strategy):
 
     def ask(self, n: int) -> list[Instance]:
         check_n(n)
-        out = self._todo[self._next:self._next + n]
+        out = self._todo[self._next : self._next + n]
         self._next += len(out)
         return out
 

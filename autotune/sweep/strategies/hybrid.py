@@ -24,6 +24,7 @@ instances (tests/test_strategy_hybrid.py; `scripts/bench_search.py --proposal-co
 interface, so `HybridSearch` keeps every property of the Optuna strategies (studies in the sweep's database,
 resume, transfer, batches, failed trials).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -61,32 +62,54 @@ def codes_of(valid: ValidSet) -> np.ndarray:
     x = valid._x
     if x.shape[1] == 0:
         return np.zeros((len(valid), 0), np.int32)
-    return np.stack([np.unique(x[:, j], return_inverse=True)[1].reshape(-1) for j in range(x.shape[1])],
-                    axis=1).astype(np.int32)
+    return np.stack([np.unique(x[:, j], return_inverse=True)[1].reshape(-1) for j in range(x.shape[1])], axis=1).astype(
+        np.int32
+    )
 
 
 class HybridModel:
     """The `hybrid` algorithm on an (instances x parameters) code matrix. `propose(free)` returns a free row;
     `observe(row, log_time | None)` tells a result (None: failed)."""
 
-    def __init__(self, codes: np.ndarray, seed: int = 0, *, startup: int = STARTUP, explore: float = EXPLORE,
-                 glob: float = GLOBAL, radius: int = RADIUS, pool: int = POOL, ridge: float = RIDGE,
-                 basins: int = BASINS) -> None:
+    def __init__(
+        self,
+        codes: np.ndarray,
+        seed: int = 0,
+        *,
+        startup: int = STARTUP,
+        explore: float = EXPLORE,
+        glob: float = GLOBAL,
+        radius: int = RADIUS,
+        pool: int = POOL,
+        ridge: float = RIDGE,
+        basins: int = BASINS,
+    ) -> None:
         self.codes = np.ascontiguousarray(codes, dtype=np.int32)
         n, p = self.codes.shape
         self.rng = np.random.default_rng(seed)
-        self.startup, self.explore, self.glob, self.radius, self.pool, self.ridge, self.basins = \
-            startup, explore, glob, radius, pool, ridge, basins
+        self.startup, self.explore, self.glob, self.radius, self.pool, self.ridge, self.basins = (
+            startup,
+            explore,
+            glob,
+            radius,
+            pool,
+            ridge,
+            basins,
+        )
         self.card = [int(self.codes[:, j].max()) + 1 if n else 1 for j in range(p)]
         # pair features on coarser levels: a parameter of many values (29 block sizes) is cut into PAIR_LEVELS
         # runs of neighbouring values, so that a pair has at most PAIR_LEVELS^2 features
-        self.level = [np.arange(c, dtype=np.int64) if c <= PAIR_LEVELS else np.arange(c, dtype=np.int64) * PAIR_LEVELS // c
-                      for c in self.card]
+        self.level = [
+            np.arange(c, dtype=np.int64) if c <= PAIR_LEVELS else np.arange(c, dtype=np.int64) * PAIR_LEVELS // c
+            for c in self.card
+        ]
         self.lcard = [int(lv.max()) + 1 if len(lv) else 1 for lv in self.level]
         # main effects on at most MAIN_LEVELS runs of neighbouring values per parameter (a parameter of thousands of
         # values would otherwise make thousands of features)
-        self.mlevel = [np.arange(c, dtype=np.int64) if c <= MAIN_LEVELS else
-                       np.arange(c, dtype=np.int64) * MAIN_LEVELS // c for c in self.card]
+        self.mlevel = [
+            np.arange(c, dtype=np.int64) if c <= MAIN_LEVELS else np.arange(c, dtype=np.int64) * MAIN_LEVELS // c
+            for c in self.card
+        ]
         self.mcard = [int(lv.max()) + 1 if len(lv) else 1 for lv in self.mlevel]
         # feature layout: one-hot per (parameter, level), then per pair of parameters one-hot per (level, level)
         self.main_off = np.cumsum([0] + self.mcard[:-1]).astype(np.int64) if p else np.zeros(0, np.int64)
@@ -144,8 +167,7 @@ class HybridModel:
             x |= tmp
             shift *= 2
         x &= self._low[None, :]
-        bits = np.bitwise_count(x) if hasattr(np, "bitwise_count") else \
-            _POPCOUNT[x.view(np.uint8)].reshape(len(x), -1)
+        bits = np.bitwise_count(x) if hasattr(np, "bitwise_count") else _POPCOUNT[x.view(np.uint8)].reshape(len(x), -1)
         return bits.sum(axis=1, dtype=np.int64)
 
     # ------------------------------------------------------------------ the surrogate
@@ -307,9 +329,21 @@ class HybridSearch(OptunaSearch):
 
     name = "hybrid"
 
-    def __init__(self, instances: Sequence[Any], budget: int | None = None, seed: int = 0, *,
-                 explore: float = EXPLORE, glob: float = GLOBAL, radius: int = RADIUS, pool: int = POOL,
-                 ridge: float = RIDGE, basins: int = BASINS, startup: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        instances: Sequence[Any],
+        budget: int | None = None,
+        seed: int = 0,
+        *,
+        explore: float = EXPLORE,
+        glob: float = GLOBAL,
+        radius: int = RADIUS,
+        pool: int = POOL,
+        ridge: float = RIDGE,
+        basins: int = BASINS,
+        startup: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._options = dict(explore=explore, glob=glob, radius=radius, pool=pool, ridge=ridge, basins=basins)
         super().__init__(instances, budget, seed, startup=STARTUP if startup is None else startup, **kwargs)
 

@@ -13,6 +13,7 @@ strategy:
   startup: 10                # random proposals before the model (default: budget / 5, 3..10)
 ```
 """
+
 from __future__ import annotations
 
 import math
@@ -53,8 +54,9 @@ class StopRule:
 
     def __init__(self, options: SearchOptions, roofline_ms: float | None, best_ms: float | None = None) -> None:
         self.patience = options.patience
-        self.target_ms = roofline_ms / (1 - options.roofline_tol) if roofline_ms and options.roofline_tol is not None \
-            else None
+        self.target_ms = (
+            roofline_ms / (1 - options.roofline_tol) if roofline_ms and options.roofline_tol is not None else None
+        )
         self.best_ms = best_ms if best_ms is not None else math.inf
         self.since_best = 0
         self.reason: str | None = None

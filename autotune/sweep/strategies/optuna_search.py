@@ -17,6 +17,7 @@ A study in a database (`study=(url, name)`) is loaded if it exists: its trials c
 never proposed again (a resumed sweep continues its study); trials left running by a sweep that died are
 marked FAIL. `start` instances (transfer from neighbouring points) are enqueued first.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -122,15 +123,20 @@ class ValidTPESampler(optuna.samplers.TPESampler):
 
     def _column(self, name: str, dist: Any) -> np.ndarray:
         if name not in self._internal:
-            self._internal[name] = np.array([dist.to_internal_repr(self.valid.params(r)[name])
-                                             for r in range(len(self.valid))], dtype=float)
+            self._internal[name] = np.array(
+                [dist.to_internal_repr(self.valid.params(r)[name]) for r in range(len(self.valid))], dtype=float
+            )
         return self._internal[name]
 
     def _sample(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict[str, Any]:
         from optuna.samplers._tpe.sampler import _split_trials, default_gamma
+
         states = [TrialState.COMPLETE, TrialState.PRUNED] + ([TrialState.RUNNING] if self._constant_liar else [])
-        trials = [t for t in study._get_trials(deepcopy=False, states=states, use_cache=not self._constant_liar)
-                  if t.number != trial.number]
+        trials = [
+            t
+            for t in study._get_trials(deepcopy=False, states=states, use_cache=not self._constant_liar)
+            if t.number != trial.number
+        ]
         n = sum(t.state != TrialState.RUNNING for t in trials)
         below, above = _split_trials(study, trials, (self._gamma or default_gamma)(n))
         mpe_below = self._build_parzen_estimator(study, search_space, below, handle_below=True)
@@ -160,14 +166,26 @@ class OptunaSearch(Strategy):
     name: ClassVar[str] = "optuna"
     needs: ClassVar[tuple[str, ...]] = ()  # Python packages the sampler imports
 
-    def __init__(self, instances: Sequence[Instance], budget: int | None = None, seed: int = 0, *,
-                 study: tuple[str, str] | None = None, start: Sequence[Instance] = (), batch: int = 4,
-                 startup: int | None = None, candidates: int = CANDIDATES, ei: int = 24,
-                 explore: float = EXPLORE) -> None:
+    def __init__(
+        self,
+        instances: Sequence[Instance],
+        budget: int | None = None,
+        seed: int = 0,
+        *,
+        study: tuple[str, str] | None = None,
+        start: Sequence[Instance] = (),
+        batch: int = 4,
+        startup: int | None = None,
+        candidates: int = CANDIDATES,
+        ei: int = 24,
+        explore: float = EXPLORE,
+    ) -> None:
         missing = [p for p in self.needs if importlib.util.find_spec(p) is None]
         if missing:
-            raise UserError(f"the {self.name} strategy needs the Python package(s) {', '.join(missing)}",
-                            hint=f"pip install {' '.join(missing)}, or use --strategy tpe")
+            raise UserError(
+                f"the {self.name} strategy needs the Python package(s) {', '.join(missing)}",
+                hint=f"pip install {' '.join(missing)}, or use --strategy tpe",
+            )
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
         self.valid = ValidSet(instances)
@@ -181,8 +199,13 @@ class OptunaSearch(Strategy):
             warnings.simplefilter("ignore")  # Optuna's ExperimentalWarning
             self.sampler = OnValidSet(self.sampler(seed, n_startup), self.valid)
             storage = optuna.storages.RDBStorage(study[0]) if study else None
-            self.study = optuna.create_study(storage=storage, study_name=study[1] if study else None,
-                                             sampler=self.sampler, direction="minimize", load_if_exists=True)
+            self.study = optuna.create_study(
+                storage=storage,
+                study_name=study[1] if study else None,
+                sampler=self.sampler,
+                direction="minimize",
+                load_if_exists=True,
+            )
         self.spent = 0
         self._queued = 0  # WAITING trials (enqueued instances, already taken from the valid set)
         self.pending: dict[Instance, optuna.Trial] = {}
@@ -258,10 +281,24 @@ class TPESearch(OptunaSearch):
 
     def sampler(self, seed: int, n_startup: int) -> BaseSampler:
         if self.candidates and tpe_internals():
-            return ValidTPESampler(self.valid, self.candidates, self.explore, seed=seed, n_startup_trials=n_startup,
-                                   n_ei_candidates=self.ei, constant_liar=True, warn_independent_sampling=False)
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup, multivariate=True, n_ei_candidates=self.ei,
-                                          constant_liar=True, warn_independent_sampling=False)
+            return ValidTPESampler(
+                self.valid,
+                self.candidates,
+                self.explore,
+                seed=seed,
+                n_startup_trials=n_startup,
+                n_ei_candidates=self.ei,
+                constant_liar=True,
+                warn_independent_sampling=False,
+            )
+        return optuna.samplers.TPESampler(
+            seed=seed,
+            n_startup_trials=n_startup,
+            multivariate=True,
+            n_ei_candidates=self.ei,
+            constant_liar=True,
+            warn_independent_sampling=False,
+        )
 
 
 class GPSearch(OptunaSearch):
@@ -271,8 +308,9 @@ class GPSearch(OptunaSearch):
     needs = ("torch", "scipy")
 
     def sampler(self, seed: int, n_startup: int) -> BaseSampler:
-        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=n_startup, deterministic_objective=False,
-                                         warn_independent_sampling=False)
+        return optuna.samplers.GPSampler(
+            seed=seed, n_startup_trials=n_startup, deterministic_objective=False, warn_independent_sampling=False
+        )
 
 
 class CmaEsSearch(OptunaSearch):

@@ -1,5 +1,6 @@
 """`random`: a seeded sample of `budget` instances drawn without replacement (all of them, shuffled, without
 a budget). A resumed sweep with the same seed draws the same sample."""
+
 from __future__ import annotations
 
 from typing import Sequence

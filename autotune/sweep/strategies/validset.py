@@ -10,6 +10,7 @@ categorical parameter, 1 when the values differ. Ties go to the instance given f
 One proposal costs a few vectorized passes over an (instances x parameters) float32 matrix: about 10 ms for
 10^6 instances of 6 parameters.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,11 @@ class ValidSet:
                 lo, hi = min(distinct), max(distinct)
                 log = lo > 0 and hi >= 4 * lo
                 ints = all(isinstance(v, int) for v in distinct)
-                self.distributions[name] = IntDistribution(int(lo), int(hi), log=log) if ints else \
-                    FloatDistribution(float(lo), float(hi), log=log)
+                self.distributions[name] = (
+                    IntDistribution(int(lo), int(hi), log=log)
+                    if ints
+                    else FloatDistribution(float(lo), float(hi), log=log)
+                )
                 f = math.log if log else float
                 span = (f(hi) - f(lo)) or 1.0
                 self._coord[name] = (f(lo), span, log)

@@ -9,6 +9,7 @@ The header comes from ``kernel_tuner.util.process_cache``, each configuration fr
 ``kernel_tuner.util.store_cache`` (fed the dicts Kernel Tuner's sequential runner feeds it) and the closed
 file from ``kernel_tuner.util.close_cache``.  Timings are synthetic but deterministic.
 """
+
 from __future__ import annotations
 
 import random
@@ -66,8 +67,13 @@ def write(path: Path, legacy: bool, n: int | None = None) -> None:
     cache = util.process_cache(str(path), kernel_options, tuning_options, runner)
     rng = random.Random(20260302)
     keys = list(TUNE_PARAMS)
-    elements = [(x, y, t, lay) for x in TUNE_PARAMS["block_size_x"] for y in TUNE_PARAMS["block_size_y"]
-                for t in TUNE_PARAMS["tile_size_x"] for lay in TUNE_PARAMS["layout"]]
+    elements = [
+        (x, y, t, lay)
+        for x in TUNE_PARAMS["block_size_x"]
+        for y in TUNE_PARAMS["block_size_y"]
+        for t in TUNE_PARAMS["tile_size_x"]
+        for lay in TUNE_PARAMS["layout"]
+    ]
     rng.shuffle(elements)  # a strategy visits the space in its own order
     for i, element in enumerate(elements[:n]):
         x_int = ",".join([str(v) for v in element])  # the runners' key

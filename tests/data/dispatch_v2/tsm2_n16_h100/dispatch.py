@@ -5,6 +5,7 @@ Use: lookup(precision, shape, m, n, k, batch, device=None) -> kernel record ({"l
 call the library; generic=True: the naive kernel); lookup_index(...) -> int (-1 naive, -2 library).
 Invalid input (unknown precision or shape, sizes that are not integers in 1..2**31-1) raises ValueError.
 """
+
 from __future__ import annotations
 
 # ---- dispatch/runtime.py (verbatim) ----
@@ -15,14 +16,15 @@ PRECISIONS = ("fp64", "fp32", "fp16")
 SHAPES = ("NN", "NT", "TN", "TT")
 DIMS = ("m", "n", "k", "batch")
 FX_BITS = 16
-NO_LIMIT = (1 << 62)
+NO_LIMIT = 1 << 62
 MAX_SIZE = (1 << 31) - 1  # sizes and batch are C ints in the kernels' calling conventions
 GENERIC, LIBRARY, INVALID = -1, -2, -3
 FALLBACKS = {"library": LIBRARY, "naive": GENERIC}
 
 
-def check_problem(precision: object, shape: object, m: object, n: object, k: object,
-                  batch: object) -> tuple[int, int, int, int]:
+def check_problem(
+    precision: object, shape: object, m: object, n: object, k: object, batch: object
+) -> tuple[int, int, int, int]:
     """The problem's sizes as ints, or ValueError for anything the C++ lookup answers INVALID (-3)."""
     if not isinstance(precision, str) or precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {list(PRECISIONS)}")
@@ -94,9 +96,11 @@ class Lookup:
             dims = (int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"]))
             logs = tuple(ilog2_fx(d) for d in dims)
             self.points.setdefault((p["precision"], p["shape"]), []).append(
-                (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"]))))
+                (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"])))
+            )
             self.costs.setdefault((p["precision"], p["shape"]), []).append(
-                {int(a): int(c) for a, c in p.get("costs", [])})
+                {int(a): int(c) for a, c in p.get("costs", [])}
+            )
         self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
         for r in table["regions"]:
             lo = [int(r["m"][0]), int(r["n"][0]), int(r["k"][0])]
@@ -120,8 +124,11 @@ class Lookup:
             return True
         if device not in self._warned:
             self._warned.add(device)
-            warnings.warn(f"dispatch table was tuned on {self.device!r} but is used on {device!r}: "
-                          "its choices and loss bounds may not hold; re-tune on this GPU", stacklevel=3)
+            warnings.warn(
+                f"dispatch table was tuned on {self.device!r} but is used on {device!r}: "
+                "its choices and loss bounds may not hold; re-tune on this GPU",
+                stacklevel=3,
+            )
         return False
 
     def index(self, precision: str, shape: str, m: int, n: int, k: int, batch: int) -> int:
@@ -156,15 +163,18 @@ class Lookup:
         points = self.points.get(group, [])
         if not points:
             return self.fallback
-        keys = [(sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
-                for order, (_, plogs, _, _) in enumerate(points)]
+        keys = [
+            (sum(abs(logs[d] - plogs[d]) for d in range(3)), abs(logs[3] - plogs[3]), order)
+            for order, (_, plogs, _, _) in enumerate(points)
+        ]
         limit = min(k[0] for k in keys) + self.reach
         best, best_key = self.fallback, None
         for answer in [LIBRARY] + list(range(len(self.kernels))):
             if not self.valid(answer, dims):
                 continue
-            near = min((keys[i] + (c[answer],) for i, c in enumerate(self.costs.get(group, [])) if answer in c),
-                       default=None)
+            near = min(
+                (keys[i] + (c[answer],) for i, c in enumerate(self.costs.get(group, [])) if answer in c), default=None
+            )
             if near is None or near[0] > limit:
                 continue
             price = near[3] * (1000 if answer == LIBRARY else 1000 + self.margin)
@@ -179,122 +189,159 @@ class Lookup:
         if index >= 0:
             return self.kernels[index]
         if index == LIBRARY:
-            return {**self.library, "library": self.library.get("name", "cublas"), "instance_id": None,
-                    "precision": precision, "shape": shape, "template": None, "generic": False}
+            return {
+                **self.library,
+                "library": self.library.get("name", "cublas"),
+                "instance_id": None,
+                "precision": precision,
+                "shape": shape,
+                "template": None,
+                "generic": False,
+            }
         templates = self.generic.get("templates", {})
-        return {**self.generic, "instance_id": None, "precision": precision, "shape": shape,
-                "template": templates.get(f"{precision}:{shape}"), "generic": True}
+        return {
+            **self.generic,
+            "instance_id": None,
+            "precision": precision,
+            "shape": shape,
+            "template": templates.get(f"{precision}:{shape}"),
+            "generic": True,
+        }
+
 
 # ---- the table ----
-TABLE = {'format': 'autotune-dispatch',
- 'version': 2,
- 'provenance': {'device': 'NVIDIA H100 80GB HBM3',
-                'device_info': {'name': 'NVIDIA H100 80GB HBM3',
-                                'uuid': 'GPU-a2cbba77-b0bd-ff3a-c27c-04738e64d49a',
-                                'cc': 90,
-                                'sm_count': 132,
-                                'sm_clock_mhz': 1980,
-                                'mem_clock_mhz': 2619,
-                                'copy_bandwidth': 2987728510728.399},
-                'software': {'driver': '580.159.04 (CUDA 13.0)',
-                             'cuda_runtime': '13.2',
-                             'nvrtc': '13.0',
-                             'cupy': '14.2.0',
-                             'autotune': '0.1.0'},
-                'sweep_ids': ['1'],
-                'bk': 10,
-                'tol': 0.05,
-                'spread_ties': False,
-                'method': 'exact',
-                'optimal': True,
-                'secondary': 'worst+mean',
-                'kernels': 2,
-                'points': 2,
-                'worst_loss': 0.0,
-                'mean_loss': 0.0,
-                'library_points': 1,
-                'answer_worst_loss': 0.0,
-                'answer_mean_loss': 0.0,
-                'uncovered': [],
-                'structure': {'mode': 'regions', 'library_margin': 0.0, 'reach': 1.0},
-                'created_utc': '2026-11-25T07:38:15+00:00'},
- 'kernels': [{'instance_id': 'efcd5769251f4449',
-              'precision': 'fp64',
-              'shape': 'NN',
-              'space': 'tsm2',
-              'name': 'tsm2_T132_T216_T34_KS4_RPT2_BPF0_AST0',
-              'template': 'autotune::tsm2<double, 0, 0, 32, 16, 4, 4, 2, 0, 0>',
-              'source': 'tsm2.cuh',
-              'convention': 'strided',
-              'valid': [{'max_n': 16}, {'max_batch': 1}],
-              'tuned_only': False},
-             {'instance_id': 'e036b7ba8ee557df',
-              'precision': 'fp32',
-              'shape': 'NN',
-              'space': 'tsm2',
-              'name': 'tsm2_T132_T216_T316_KS4_RPT2_BPF1_AST0',
-              'template': 'autotune::tsm2<float, 0, 0, 32, 16, 16, 4, 2, 1, 0>',
-              'source': 'tsm2.cuh',
-              'convention': 'strided',
-              'valid': [{'max_n': 16}, {'max_batch': 1}],
-              'tuned_only': False}],
- 'library': {'name': 'cublas'},
- 'fallback': 'library',
- 'generic': {'space': 'gemm_naive',
-             'source': 'gemm_naive.cuh',
-             'convention': 'strided',
-             'templates': {'fp32:NN': 'autotune::gemm_naive<float, float, 0, 0, 32, 4>',
-                           'fp32:NT': 'autotune::gemm_naive<float, float, 0, 1, 32, 4>',
-                           'fp32:TN': 'autotune::gemm_naive<float, float, 1, 0, 32, 4>',
-                           'fp32:TT': 'autotune::gemm_naive<float, float, 1, 1, 32, 4>',
-                           'fp64:NN': 'autotune::gemm_naive<double, double, 0, 0, 32, 4>',
-                           'fp64:NT': 'autotune::gemm_naive<double, double, 0, 1, 32, 4>',
-                           'fp64:TN': 'autotune::gemm_naive<double, double, 1, 0, 32, 4>',
-                           'fp64:TT': 'autotune::gemm_naive<double, double, 1, 1, 32, 4>',
-                           'fp16:NN': 'autotune::gemm_naive<__half, float, 0, 0, 32, 4>',
-                           'fp16:NT': 'autotune::gemm_naive<__half, float, 0, 1, 32, 4>',
-                           'fp16:TN': 'autotune::gemm_naive<__half, float, 1, 0, 32, 4>',
-                           'fp16:TT': 'autotune::gemm_naive<__half, float, 1, 1, 32, 4>'}},
- 'points': [{'point_key': 'fp64:NN:20480x16x20480:b1',
-             'precision': 'fp64',
-             'shape': 'NN',
-             'm': 20480,
-             'n': 16,
-             'k': 20480,
-             'batch': 1,
-             'kernel': 0,
-             'ranked': [-2, 0],
-             'near': [-2, 0],
-             'costs': [[-2, 350514150], [0, 405683836]],
-             'ms': 1.3633760213851929,
-             'best_ms': 1.3633760213851929,
-             'loss': 0.0,
-             'library_ms': 1.1779680252075195},
-            {'point_key': 'fp32:NN:20480x16x20480:b1',
-             'precision': 'fp32',
-             'shape': 'NN',
-             'm': 20480,
-             'n': 16,
-             'k': 20480,
-             'batch': 1,
-             'kernel': 1,
-             'ranked': [1, -2],
-             'near': [1, -2],
-             'costs': [[-2, 412058724], [1, 410601883]],
-             'ms': 0.68995201587677,
-             'best_ms': 0.68995201587677,
-             'loss': 0.0,
-             'library_ms': 0.6924000084400177}],
- 'regions': [],
- 'structure': {'mode': 'regions', 'library_margin': 0.0, 'reach': 1.0}}
+TABLE = {
+    "format": "autotune-dispatch",
+    "version": 2,
+    "provenance": {
+        "device": "NVIDIA H100 80GB HBM3",
+        "device_info": {
+            "name": "NVIDIA H100 80GB HBM3",
+            "uuid": "GPU-a2cbba77-b0bd-ff3a-c27c-04738e64d49a",
+            "cc": 90,
+            "sm_count": 132,
+            "sm_clock_mhz": 1980,
+            "mem_clock_mhz": 2619,
+            "copy_bandwidth": 2987728510728.399,
+        },
+        "software": {
+            "driver": "580.159.04 (CUDA 13.0)",
+            "cuda_runtime": "13.2",
+            "nvrtc": "13.0",
+            "cupy": "14.2.0",
+            "autotune": "0.1.0",
+        },
+        "sweep_ids": ["1"],
+        "bk": 10,
+        "tol": 0.05,
+        "spread_ties": False,
+        "method": "exact",
+        "optimal": True,
+        "secondary": "worst+mean",
+        "kernels": 2,
+        "points": 2,
+        "worst_loss": 0.0,
+        "mean_loss": 0.0,
+        "library_points": 1,
+        "answer_worst_loss": 0.0,
+        "answer_mean_loss": 0.0,
+        "uncovered": [],
+        "structure": {"mode": "regions", "library_margin": 0.0, "reach": 1.0},
+        "created_utc": "2026-11-25T07:38:15+00:00",
+    },
+    "kernels": [
+        {
+            "instance_id": "efcd5769251f4449",
+            "precision": "fp64",
+            "shape": "NN",
+            "space": "tsm2",
+            "name": "tsm2_T132_T216_T34_KS4_RPT2_BPF0_AST0",
+            "template": "autotune::tsm2<double, 0, 0, 32, 16, 4, 4, 2, 0, 0>",
+            "source": "tsm2.cuh",
+            "convention": "strided",
+            "valid": [{"max_n": 16}, {"max_batch": 1}],
+            "tuned_only": False,
+        },
+        {
+            "instance_id": "e036b7ba8ee557df",
+            "precision": "fp32",
+            "shape": "NN",
+            "space": "tsm2",
+            "name": "tsm2_T132_T216_T316_KS4_RPT2_BPF1_AST0",
+            "template": "autotune::tsm2<float, 0, 0, 32, 16, 16, 4, 2, 1, 0>",
+            "source": "tsm2.cuh",
+            "convention": "strided",
+            "valid": [{"max_n": 16}, {"max_batch": 1}],
+            "tuned_only": False,
+        },
+    ],
+    "library": {"name": "cublas"},
+    "fallback": "library",
+    "generic": {
+        "space": "gemm_naive",
+        "source": "gemm_naive.cuh",
+        "convention": "strided",
+        "templates": {
+            "fp32:NN": "autotune::gemm_naive<float, float, 0, 0, 32, 4>",
+            "fp32:NT": "autotune::gemm_naive<float, float, 0, 1, 32, 4>",
+            "fp32:TN": "autotune::gemm_naive<float, float, 1, 0, 32, 4>",
+            "fp32:TT": "autotune::gemm_naive<float, float, 1, 1, 32, 4>",
+            "fp64:NN": "autotune::gemm_naive<double, double, 0, 0, 32, 4>",
+            "fp64:NT": "autotune::gemm_naive<double, double, 0, 1, 32, 4>",
+            "fp64:TN": "autotune::gemm_naive<double, double, 1, 0, 32, 4>",
+            "fp64:TT": "autotune::gemm_naive<double, double, 1, 1, 32, 4>",
+            "fp16:NN": "autotune::gemm_naive<__half, float, 0, 0, 32, 4>",
+            "fp16:NT": "autotune::gemm_naive<__half, float, 0, 1, 32, 4>",
+            "fp16:TN": "autotune::gemm_naive<__half, float, 1, 0, 32, 4>",
+            "fp16:TT": "autotune::gemm_naive<__half, float, 1, 1, 32, 4>",
+        },
+    },
+    "points": [
+        {
+            "point_key": "fp64:NN:20480x16x20480:b1",
+            "precision": "fp64",
+            "shape": "NN",
+            "m": 20480,
+            "n": 16,
+            "k": 20480,
+            "batch": 1,
+            "kernel": 0,
+            "ranked": [-2, 0],
+            "near": [-2, 0],
+            "costs": [[-2, 350514150], [0, 405683836]],
+            "ms": 1.3633760213851929,
+            "best_ms": 1.3633760213851929,
+            "loss": 0.0,
+            "library_ms": 1.1779680252075195,
+        },
+        {
+            "point_key": "fp32:NN:20480x16x20480:b1",
+            "precision": "fp32",
+            "shape": "NN",
+            "m": 20480,
+            "n": 16,
+            "k": 20480,
+            "batch": 1,
+            "kernel": 1,
+            "ranked": [1, -2],
+            "near": [1, -2],
+            "costs": [[-2, 412058724], [1, 410601883]],
+            "ms": 0.68995201587677,
+            "best_ms": 0.68995201587677,
+            "loss": 0.0,
+            "library_ms": 0.6924000084400177,
+        },
+    ],
+    "regions": [],
+    "structure": {"mode": "regions", "library_margin": 0.0, "reach": 1.0},
+}
 
 _LOOKUP = Lookup(TABLE)
-KERNELS = TABLE['kernels']
-TUNED_DEVICE = TABLE['provenance']['device']
+KERNELS = TABLE["kernels"]
+TUNED_DEVICE = TABLE["provenance"]["device"]
 
 
-def lookup_index(precision: str, shape: str, m: int, n: int, k: int, batch: int,
-                 device: str | None = None) -> int:
+def lookup_index(precision: str, shape: str, m: int, n: int, k: int, batch: int, device: str | None = None) -> int:
     """Index into KERNELS, GENERIC (-1) or LIBRARY (-2); warns when `device` is not TUNED_DEVICE."""
     _LOOKUP.check_device(device)
     return _LOOKUP.index(precision, shape, m, n, k, batch)
