@@ -15,7 +15,6 @@ from autotune.devices import PROFILES, profile
 app = typer.Typer(
     help="The TSM2/ISM2 analytical model (seed 001): its picks, and its picks against a sweep.", no_args_is_help=True
 )
-out = Console()
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", help=f"Device profile for the per-SM limits ({', '.join(PROFILES)}).")
@@ -52,6 +51,7 @@ def tsm2_where(
 
     Example: autotune model tsm2-where --m 20480 --n 2,4,8,16 --bandwidth 2.99e12
     """
+    out = Console()  # made per call: it reads the terminal width (COLUMNS) when it is made
     from autotune.problems.gemm import tsm2_check
     from autotune.errors import UserError
     from autotune.problems.gemm.tsm2_model import choose_tsm2
@@ -94,6 +94,7 @@ def tsm2(
 
     Example: autotune model tsm2 results/tsm2_h100/tsm2_h100.sqlite.xz
     """
+    out = Console()  # made per call: it reads the terminal width (COLUMNS) when it is made
     from autotune.problems.gemm import tsm2_check
     from autotune.cli.compare import load_gpu
 
