@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -232,10 +233,18 @@ def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path
     try:
         got = list(backend.run(jobs))  # the replay has none of them: `skipped`, not recorded
         arch = backend.device_info().cc
+        names = backend._worker_names()
+        threads = {names[a]: n for a, n in backend.client.run(threading.active_count).items()}
     finally:
         backend.close()
     assert len(got) == len(jobs) == 2
     assert [p.error for p in backend.compiled] == [None, None] and {p.worker for p in backend.compiled} == {"compile0"}
+    assert [p.failed for p in backend.compiled] == [0, 0]
+    # the condition that crashed NVRTC on a GPU host: the compile worker's own process is multithreaded, so a compile
+    # forked from it (compile.with_time_limit) may die; its compiles ran in single-threaded spawned processes instead
+    assert threads["compile0"] > 1 and len({p.worker_pid for p in backend.compiled}) == 1
+    for p in backend.compiled:
+        assert p.processes and p.worker_pid not in p.processes and p.threads == 1
     for request in GpuBackend(cache_dir=cache)._requests([task_of(j) for j in jobs], arch):
         assert all(ck.ok and ck.cached for ck in compile_batch(request, cache))
 

@@ -112,7 +112,8 @@ def local_cluster(devices: Sequence[str], *, compile_workers: int = 0, silence: 
     """A cluster on this host: a scheduler and one worker process (a Nanny, which restarts it if it dies) per
     entry of `devices`, named gpu0, gpu1, ..., each with one thread, the resource GPU=1 and CUDA_VISIBLE_DEVICES=its
     entry, no memory limit (the Nanny would otherwise kill a worker holding a large float64 reference), no
-    dashboard; and `compile_workers` CPU workers (compile0, ...; resource compile=1, no GPU) that compile ahead."""
+    dashboard; and `compile_workers` CPU workers (compile0, ...; resource compile=1, no GPU) that compile ahead, each
+    in a pool of the host's cores / `compile_workers` processes ($AUTOTUNE_COMPILE_WORKERS overrides)."""
     import logging
 
     distributed = require_distributed()
@@ -138,6 +139,7 @@ def local_cluster(devices: Sequence[str], *, compile_workers: int = 0, silence: 
         }
         for i, dev in enumerate(devices)
     }
+    share = str(max(1, (os.cpu_count() or 1) // max(1, compile_workers)))  # compile processes of each (its pool)
     for i in range(compile_workers):
         workers[f"compile{i}"] = {
             "cls": distributed.Nanny,
@@ -145,7 +147,10 @@ def local_cluster(devices: Sequence[str], *, compile_workers: int = 0, silence: 
                 "host": "127.0.0.1",
                 "nthreads": 1,
                 "memory_limit": 0,
-                "env": {"CUDA_VISIBLE_DEVICES": ""},
+                "env": {
+                    "CUDA_VISIBLE_DEVICES": "",
+                    "AUTOTUNE_COMPILE_WORKERS": os.environ.get("AUTOTUNE_COMPILE_WORKERS", share),
+                },
                 "resources": {"compile": 1},
                 "silence_logs": logging.ERROR if silence else False,
             },
