@@ -269,6 +269,32 @@ def test_two_workers_record_the_same_rows_as_one_process(recorded: str, tmp_path
     assert {d for _, _, d in b} == devices  # both GPUs measured, each measurement recorded on its own
 
 
+class CountingBaselines(DaskBackend):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked: list[list[TestPoint]] = []  # the points of each baseline task submitted
+
+    def _submit_baselines(self, kind: ProblemKind, points: list[TestPoint], scalars: Scalars, reps: int) -> Any:
+        self.asked.append(list(points))
+        return super()._submit_baselines(kind, points, scalars, reps)
+
+
+def test_a_batchs_baselines_are_one_task_and_a_resumed_sweep_asks_none(recorded: str, tmp_path: Path) -> None:
+    """The runner asks for the baseline of each of the batch's 3 points in turn: ONE task measures all three (one
+    round trip to a GPU instead of three), each recorded as the replayed one; resumed, nothing is asked again."""
+    url = f"sqlite:///{tmp_path / 'base.sqlite'}"
+    for run in range(2):
+        backend = CountingBaselines(ReplayExecutor(recorded, relabel=True), cluster=cluster(), chunk_jobs=8)
+        try:
+            assert sweep(url, backend).status == "done"
+        finally:
+            backend.close()
+        assert [len(a) for a in backend.asked] == ([3] if run == 0 else [])
+    with sqlite3.connect(tmp_path / "base.sqlite") as c:
+        got = c.execute("select count(*), count(distinct point_id), sum(status = 'ok') from baselines").fetchone()
+    assert got == (3, 3, 3)
+
+
 def test_best_times_seed_only_workers_of_the_same_gpu_model() -> None:
     """A best time (a resumed sweep's, or one measured on a worker) feeds the early stop of the workers of that GPU
     model only: on a slower model it would stop every instance early."""

@@ -212,6 +212,10 @@ class DaskBackend:
         self._rates: dict[str, GpuRate] = {}
         self._primary: DeviceInfo | None = None
         self._best: dict[tuple[str, TestPoint, tuple], float] = {}  # (GPU name, point, scalars key) -> best ms
+        # baselines: (kind, scalars key, reps) -> the points of the last run's jobs; (kind, scalars key, reps, point)
+        # -> (the future measuring it with others, its index there)
+        self._batch_points: dict[tuple, list[TestPoint]] = {}
+        self._baselines: dict[tuple, tuple[Any, int]] = {}
         self._closed = False
         self._complete = False  # every local worker has been seen once (later, one is enough: a dead one restarts)
 
@@ -307,20 +311,49 @@ class DaskBackend:
         """The kind's baseline, measured on a GPU of the sweep's device's model (the first that is free: it waits
         for the chunk running there); recorded as the sweep's device's.
 
+        Asked for one point, it measures in ONE task the baselines of every point of the last `run`'s jobs that it
+        has not measured yet (the runner asks for them one after the other, each only where it has none): one
+        round trip to the GPU instead of one per point, during which the GPU would idle and the client could not
+        record the chunks that came back. The runner's next asks find them done. Where the runner has some of them
+        already (a resumed sweep), those are measured once more and never recorded.
+
         Its restrictions are hard (never `allow_other_workers`): Dask lets a task with loose restrictions go to ANY
         worker, resources included, so work stealing handed a queued baseline to the idle compile worker, which
         lacks the resource GPU (the worker failed with `KeyError: 'GPU'` and left the cluster). Where the workers
         of the sweep's model are named by address (several GPU models), a restarted worker has a new address: the
         baseline is submitted again, to the workers of that model there are then (any GPU worker if none)."""
-        from autotune.sweep.backends.dask_worker import worker_baseline
-
         self.device_info()
+        key = (kind.name, scalars_key(scalars), reps)
+        if (*key, point) not in self._baselines:
+            todo = [point] + [
+                q for q in self._batch_points.get(key, ()) if q != point and (*key, q) not in self._baselines
+            ]
+            fut = self._submit_baselines(kind, todo, scalars, reps)
+            for i, q in enumerate(todo):
+                self._baselines[(*key, q)] = (fut, i)
+        fut, i = self._baselines[(*key, point)]
+        try:
+            m = fut.result()[i]
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failure is a Measurement, never an exception
+            for k in [k for k, (f, _) in self._baselines.items() if f is fut]:
+                del self._baselines[k]  # asked again, each is measured again
+            return Measurement(kind.baseline_name or "baseline", point, Status.CRASHED, error=_why(exc))
+        m.device = None  # recorded as the sweep's device's baseline (the first worker's)
+        return m
+
+    def _submit_baselines(self, kind: ProblemKind, points: list[TestPoint], scalars: Scalars, reps: int) -> Any:
+        """One task measuring the baselines of `points` (before the chunks queued on its worker); a finished (or
+        failed) future, resubmitted while named workers disappear (see `baseline`)."""
+        from autotune.sweep.backends.dask_worker import worker_baselines
+
         while True:
             where = self._baseline_workers()
             fut = self.client.submit(
-                worker_baseline,
+                worker_baselines,
                 kind,
-                point,
+                points,
                 dict(scalars),
                 reps,
                 workers=where,
@@ -337,15 +370,7 @@ class DaskBackend:
                     fut.cancel()
                     break
             if not gone:
-                break
-        try:
-            m = fut.result()
-        except UserError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a failure is a Measurement, never an exception
-            return Measurement(kind.baseline_name or "baseline", point, Status.CRASHED, error=_why(exc))
-        m.device = None  # recorded as the sweep's device's baseline (the first worker's)
-        return m
+                return fut
 
     def _baseline_workers(self) -> list[str] | None:
         """Addresses of the measuring workers of the sweep's GPU model, or None where any measuring worker will do
@@ -365,6 +390,12 @@ class DaskBackend:
             return iter(())
         from autotune.sweep.backends.dask_worker import run_chunk
 
+        self._batch_points.clear()
+        for job in jobs:
+            if job.space.kind.baseline_name is not None:
+                key = (job.space.kind.name, scalars_key(job.scalars), job.reps)
+                self._batch_points.setdefault(key, []).extend(p for p in job.points)
+        self._batch_points = {k: list(dict.fromkeys(v)) for k, v in self._batch_points.items()}
         size = self.chunk_jobs or max(1, math.ceil(len(jobs) / (CHUNKS_PER_WORKER * max(1, self.workers()))))
         chunks = [list(jobs[i : i + size]) for i in range(0, len(jobs), size)]
         left = self._left()

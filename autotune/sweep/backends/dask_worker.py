@@ -1,5 +1,5 @@
 """The worker side of the Dask executor: the plugin that builds each worker's executor once, and the tasks the
-client submits (`run_chunk`, `worker_device`, `worker_baseline`).
+client submits (`precompile`, `run_chunk`, `worker_device`, `worker_baselines`).
 
 Every task runs in the worker's thread pool (never on its event loop, so a GPU start-up of many seconds does not
 stall the worker's heartbeats) and holds the executor's lock: an executor measures one chunk at a time even on a
@@ -183,12 +183,17 @@ def run_chunk(
         return ChunkResult(name, info, time.monotonic() - start, out, precompiled)
 
 
-def worker_baseline(kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
+def worker_baselines(kind: ProblemKind, points: Sequence[TestPoint], scalars: Scalars, reps: int) -> list[Measurement]:
+    """The kind's baseline at each point, in order, on this worker's GPU (one task for a batch's points)."""
     executor, lock, _ = _executor()
     with lock:
-        m = executor.baseline(kind, point, scalars, reps)
-        m.device = executor.device_info().uuid
-        return m
+        uuid = executor.device_info().uuid
+        out = []
+        for point in points:
+            m = executor.baseline(kind, point, scalars, reps)
+            m.device = uuid
+            out.append(m)
+        return out
 
 
 def executor_attribute(attr: str, dask_worker: Any = None) -> Any:
