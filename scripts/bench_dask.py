@@ -9,7 +9,7 @@ and that start is printed apart. `--warm` first runs the single-process sweep on
 variant finds its kernels in the compile cache (timing-bound: the executor's own overhead). `--repeat N` runs the
 variants N times, alternating (one process, dask 1, ..., one process, dask 1, ...), so that a drift of the machine
 hits every variant alike; the summary gives each variant's median and its overhead against the single process, the
-median of the N paired ratios.
+median of the N paired ratios (for the whole measured time, and for the sweep row's start to finish alone).
 
 Each run's line splits its wall time: `results` (the runner waiting for the executor's measurements), `baselines`
 (waiting for the kind's baselines), `client` (the rest: recording, the strategy, planning); and, for Dask, `busy`
@@ -25,6 +25,7 @@ import sqlite3
 import statistics
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -121,7 +122,7 @@ def _single(args: argparse.Namespace) -> Any:
     return gpu_backend(tol=None)
 
 
-def _dask(args: argparse.Namespace, workers: int) -> Any:
+def _dask(args: argparse.Namespace, workers: int, chunks: int | None = None) -> Any:
     from autotune.sweep.backends.dask_backend import DaskBackend, gpu_list
     from autotune.sweep.backends.dask_executors import GpuExecutor
 
@@ -130,7 +131,8 @@ def _dask(args: argparse.Namespace, workers: int) -> Any:
         if args.replay
         else GpuExecutor(per_host=workers)
     )
-    return DaskBackend(executor, devices=gpu_list(str(workers), replay=args.replay is not None))
+    extra = {} if chunks is None else {"chunks_per_worker": chunks}
+    return DaskBackend(executor, devices=gpu_list(str(workers), replay=args.replay is not None), **extra)
 
 
 def run_variant(name: str, cfg: Any, backend: Any, out: Path) -> dict:
@@ -149,15 +151,18 @@ def run_variant(name: str, cfg: Any, backend: Any, out: Path) -> dict:
             start()
         backend.device_info()
         started = time.monotonic() - t0
-        t1 = time.monotonic()
+        t1, wall1 = time.monotonic(), time.time()
         with Store.open(cfg.database) as store:
             summary = run_sweep(cfg, store, timed, _Quiet())
-        seconds = time.monotonic() - t1
+        seconds, wall2 = time.monotonic() - t1, time.time()
         rates = getattr(backend, "rates", list)()
     finally:
         backend.close()
     with sqlite3.connect(db) as c:
         pairs, configs = c.execute("select count(*), count(distinct instance_id) from measurements").fetchone()
+        began, ended = c.execute("select started_at, finished_at from sweeps order by id desc").fetchone()
+        first = c.execute("select min(measured_at) from measurements").fetchone()[0]
+    began_s, ended_s, first_s = (datetime.fromisoformat(t).timestamp() for t in (began, ended, first))
     return dict(
         name=name,
         status=summary.status,
@@ -173,6 +178,10 @@ def run_variant(name: str, cfg: Any, backend: Any, out: Path) -> dict:
         busy_s=sum(r.seconds for r in rates) if rates else None,
         chunks=sum(r.chunks for r in rates) if rates else None,
         rates=[f"{r.worker} {r.pairs} pairs {r.per_s:.1f}/s" for r in rates],
+        sweep_row_s=ended_s - began_s,  # the sweep row's start to finish (what `scripts/scaling_model.py` reads)
+        before_row_s=began_s - wall1,  # Store.open and run_sweep's start (planning, devices) before the row
+        to_first_s=first_s - began_s,  # the row's start to the first measurement recorded
+        after_row_s=wall2 - ended_s,
     )
 
 
@@ -181,11 +190,14 @@ def summarize(results: list[dict]) -> list[dict]:
     median over repeats of seconds / the single process's seconds of the same repeat (None without it)."""
     names = list(dict.fromkeys(r["name"] for r in results))
     single = [r["seconds"] for r in results if r["name"] == "one process"]
+    single_row = [r["sweep_row_s"] for r in results if r["name"] == "one process"]
     rows = []
     for name in names:
         runs = [r for r in results if r["name"] == name]
         secs = [r["seconds"] for r in runs]
         ratios = [s / b for s, b in zip(secs, single)] if single else []
+        row_secs = [r["sweep_row_s"] for r in runs]
+        row_ratios = [s / b for s, b in zip(row_secs, single_row)] if single_row else []
         rows.append(
             dict(
                 name=name,
@@ -196,6 +208,8 @@ def summarize(results: list[dict]) -> list[dict]:
                 pairs=runs[0]["pairs"],
                 pairs_s=statistics.median(r["pairs_s"] for r in runs),
                 vs_single=statistics.median(ratios) if ratios else None,
+                row_s=statistics.median(row_secs),
+                row_vs_single=statistics.median(row_ratios) if row_ratios else None,
             )
         )
     return rows
@@ -207,7 +221,12 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     )
     ap.add_argument("config", help="sweep config (configs/NAME.yaml)")
     ap.add_argument("--max-instances", type=int, default=None, help="instances per space (the config's otherwise)")
-    ap.add_argument("--workers", default="1,2", help="Dask variants: comma-separated worker (GPU) counts")
+    ap.add_argument(
+        "--workers",
+        default="1,2",
+        help="Dask variants: comma-separated worker (GPU) counts; N:K gives each worker K chunks of each batch "
+        "(default 2)",
+    )
     ap.add_argument("--no-single", action="store_true", help="skip the single-process variant")
     ap.add_argument("--warm", action="store_true", help="run the single-process sweep once first, unreported")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each variant, alternating (default 3)")
@@ -227,15 +246,21 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     if args.warm:
         run_variant("warm", cfg, _single(args), out)
     variants: list[tuple[str, Any]] = [] if args.no_single else [("one process", lambda: _single(args))]
-    for n in (int(w) for w in args.workers.split(",") if w.strip()):
-        variants.append((f"dask {n}", lambda n=n: _dask(args, n)))
+    for spec in (w.strip() for w in args.workers.split(",") if w.strip()):
+        n, _, k = spec.partition(":")
+        chunks = int(k) if k else None
+        variants.append((f"dask {spec}", lambda n=int(n), chunks=chunks: _dask(args, n, chunks)))
     results = []
     for rep in range(max(1, args.repeat)):
         for name, make in variants:
             r = run_variant(name.replace(" ", "_"), cfg, make(), out)
             r["name"], r["repeat"] = name, rep
             results.append(r)
-            split = f"results {r['results_s']:.2f} s, baselines {r['baseline_s']:.2f} s, client {r['client_s']:.2f} s"
+            split = (
+                f"before the sweep row {r['before_row_s']:.2f} s, row {r['sweep_row_s']:.2f} s (first measurement "
+                f"at {r['to_first_s']:.2f} s), after {r['after_row_s']:.2f} s; results {r['results_s']:.2f} s, "
+                f"baselines {r['baseline_s']:.2f} s, client {r['client_s']:.2f} s"
+            )
             if r["busy_s"] is not None:
                 split += f", workers busy {r['busy_s']:.2f} s in {r['chunks']} chunks"
             print(
@@ -245,12 +270,16 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
                 flush=True,
             )
     rows = summarize(results)
-    print(f"\n{'variant':<12} {'runs':>4} {'pairs':>6} {'median s':>9} {'min..max s':>13} {'pairs/s':>8} {'vs one':>7}")
+    print(
+        f"\n{'variant':<12} {'runs':>4} {'pairs':>6} {'median s':>9} {'min..max s':>13} {'pairs/s':>8} {'vs one':>7} "
+        f"{'row s':>6} {'row vs one':>10}"
+    )
     for row in rows:
         vs = f"{row['vs_single']:.3f}" if row["vs_single"] is not None else "-"
+        row_vs = f"{row['row_vs_single']:.3f}" if row["row_vs_single"] is not None else "-"
         print(
             f"{row['name']:<12} {row['runs']:>4} {row['pairs']:>6} {row['median_s']:>9.2f} "
-            f"{row['min_s']:>6.2f}..{row['max_s']:<6.2f} {row['pairs_s']:>8.2f} {vs:>7}"
+            f"{row['min_s']:>6.2f}..{row['max_s']:<6.2f} {row['pairs_s']:>8.2f} {vs:>7} {row['row_s']:>6.2f} {row_vs:>10}"
         )
     if args.json:
         Path(args.json).write_text(json.dumps({"runs": results, "summary": rows}, indent=1))

@@ -181,7 +181,7 @@ class DaskBackend:
     `executor`: a factory from `dask_executors` (what each worker measures with). Exactly one of `devices` (start
     a local cluster, one worker per entry: a CUDA_VISIBLE_DEVICES value) and `scheduler` (the address of a running
     scheduler whose workers each see one GPU). `chunk_jobs`: jobs per task (default: a batch split into
-    `CHUNKS_PER_WORKER` chunks per worker). `cluster`: an already running cluster object to use instead.
+    `chunks_per_worker` chunks per worker, default `CHUNKS_PER_WORKER`). `cluster`: an already running cluster object to use instead.
     `compile_workers`: CPU workers the local cluster adds. `compile_ahead`: compile each chunk on a compile worker
     (resource `compile`) into the shared compile cache `compile_cache` before a GPU worker (resource `GPU`) takes
     it; None: when the cluster has compile workers."""
@@ -193,6 +193,7 @@ class DaskBackend:
         devices: Sequence[str] | None = None,
         scheduler: str | None = None,
         chunk_jobs: int | None = None,
+        chunks_per_worker: int = CHUNKS_PER_WORKER,
         cluster: Any = None,
         compile_workers: int = 0,
         compile_ahead: bool | None = False,
@@ -202,6 +203,7 @@ class DaskBackend:
             raise ValueError("give exactly one of devices (a local cluster) and scheduler (an address)")
         self.executor, self.devices_wanted, self.scheduler = executor, list(devices or []), scheduler
         self.chunk_jobs, self.compile_workers, self.compile_ahead = chunk_jobs, compile_workers, compile_ahead
+        self.chunks_per_worker = max(1, chunks_per_worker)
         self.compile_cache = compile_cache
         self.compiled: list[Any] = []  # dask_worker.Precompiled of each chunk compiled ahead
         self.deadline: float | None = None  # time.monotonic(): chunks get the time left; results past it are dropped
@@ -396,7 +398,7 @@ class DaskBackend:
                 key = (job.space.kind.name, scalars_key(job.scalars), job.reps)
                 self._batch_points.setdefault(key, []).extend(p for p in job.points)
         self._batch_points = {k: list(dict.fromkeys(v)) for k, v in self._batch_points.items()}
-        size = self.chunk_jobs or max(1, math.ceil(len(jobs) / (CHUNKS_PER_WORKER * max(1, self.workers()))))
+        size = self.chunk_jobs or max(1, math.ceil(len(jobs) / (self.chunks_per_worker * max(1, self.workers()))))
         chunks = [list(jobs[i : i + size]) for i in range(0, len(jobs), size)]
         left = self._left()
         if not self._ahead():  # (where workers declare GPU, chunks go only to them: never to a compile worker)
