@@ -79,19 +79,30 @@ class Prediction:
 
 
 def predict(split: Split, cluster: Cluster) -> Prediction:
-    """The wall time of `split` on `cluster` (module docstring)."""
+    """The wall time of `split` on `cluster` (module docstring). A cold sweep (compile seconds above 0) also waits
+    for its pipeline to fill: one kernel's compile before the first timing (one process), before each chunk's first
+    timing where each GPU worker compiles its own chunks (no compile nodes: every chunk starts its compile pipeline
+    anew), or the first chunk's compile on a compile node's cores (compiling ahead: later chunks compile while
+    earlier ones are timed)."""
     compile_s = split.compile_cpu_s / cluster.compile_cores
     record_s = split.pairs * split.record_s_per_pair
+    kernel_s = split.compile_cpu_s / split.kernels if split.kernels and split.compile_cpu_s > 0 else 0.0
     if not cluster.dask:
         gpu_s = split.pairs * split.gpu_s_per_pair
         stages = {"compile": compile_s, "gpu": gpu_s + record_s}
         bound = max(stages, key=lambda k: stages[k])
-        return Prediction(split.start_s + stages[bound], compile_s, gpu_s, record_s, bound)
-    gpu_s = (split.pairs * split.gpu_s_per_pair + cluster.chunks * split.chunk_s) / cluster.gpus
+        return Prediction(split.start_s + kernel_s + stages[bound], compile_s, gpu_s, record_s, bound)
+    chunks = max(1, cluster.chunks)
+    per_chunk = split.chunk_s + (kernel_s if cluster.compile_nodes == 0 else 0.0)
+    gpu_s = (split.pairs * split.gpu_s_per_pair + chunks * per_chunk) / cluster.gpus
     stages = {"compile": compile_s, "gpu": gpu_s, "record": record_s}
     bound = max(stages, key=lambda k: stages[k])
-    drain = record_s / max(1, cluster.chunks)  # the last chunk's records come after the GPUs are done
-    return Prediction(split.start_s + stages[bound] + drain, compile_s, gpu_s, record_s, bound)
+    drain = record_s / chunks  # the last chunk's records come after the GPUs are done
+    fill = 0.0
+    if cluster.compile_nodes > 0 and kernel_s > 0:
+        chunk_kernels = max(1.0, split.kernels / chunks)
+        fill = chunk_kernels * kernel_s / min(float(cluster.node_cores), chunk_kernels)
+    return Prediction(split.start_s + fill + stages[bound] + drain, compile_s, gpu_s, record_s, bound)
 
 
 def fit_gpu_s_per_pair(wall_s: float, start_s: float, pairs: int, record_s_per_pair: float) -> float:
