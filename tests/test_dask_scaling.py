@@ -28,8 +28,13 @@ def test_gpus_divide_the_timing_until_the_single_writer_caps_it() -> None:
 
 
 def test_compile_nodes_set_the_pace_of_a_cold_sweep() -> None:
-    cold = replace(SPLIT, compile_cpu_s=1000.0)
+    cold = replace(SPLIT, kernels=1000, compile_cpu_s=1000.0)  # 1 s a kernel
     assert predict(cold, Cluster(gpus=8)).bound == "compile"
+    # each chunk a GPU worker compiles itself waits for its first kernel: 16 chunks x 1 s over 8 GPUs
+    warm, cluster = replace(cold, compile_cpu_s=0.0), Cluster(gpus=8)
+    assert predict(cold, cluster).gpu_s - predict(warm, cluster).gpu_s == pytest.approx(16 * 1.0 / 8)
+    # one process: one kernel's compile before the first timing
+    assert predict(cold, Cluster(dask=False)).wall_s == pytest.approx(1.0 + 1.0 + 1000 / 15)
     one_node, eight = predict(cold, Cluster(gpus=8, compile_nodes=1)), predict(cold, Cluster(gpus=8, compile_nodes=8))
     assert one_node.compile_s == pytest.approx(8 * eight.compile_s)
 
