@@ -516,7 +516,8 @@ class DaskBackend:
             rate.seconds + res.seconds,
             rate.chunks + 1,
         )
-        got = {(m.instance_id, m.point): m for m in res.measurements if (m.instance_id, m.point) in set(want)}
+        wanted = set(want)
+        got = {(m.instance_id, m.point): m for m in res.measurements if (m.instance_id, m.point) in wanted}
         scalars = {job.instance.id: job.scalars for job in chunk}
         for m in got.values():
             if m.status == Status.OK and m.median_ms is not None:
