@@ -14,7 +14,10 @@ errors are cached too (they are deterministic). Files are written to a temporary
 so a killed sweep leaves no half-written entry. CuPy's own kernel cache is not used: it does not hash
 included headers and cannot be shared by compile processes that hold no CUDA context.
 
-`compile_batch` runs in a process pool (spawn) and never touches the GPU: the architecture is given.
+`compile_batch` runs in a process pool (spawn) and never touches the GPU: the architecture is given. In the
+sweep's pool (`autotune.sweep.compile_pool`) NVRTC runs in the compile process itself and the parent kills a call
+past its time limit; called anywhere else (another pool, a script), a request with a time limit compiles in a forked
+child of the calling process (`with_time_limit`: ~70 ms more per compile).
 A request with `compiler="nvcc"` goes through the toolkit's nvcc instead (`autotune.sweep.nvcc`): the same
 cache, keyed also by the compiler and nvcc's version, the same cubin loaded the same way.
 """
@@ -36,6 +39,7 @@ from typing import Any, Callable
 DEFAULT_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 COMPILE_TIMEOUT_ENV = "AUTOTUNE_COMPILE_TIMEOUT"  # seconds one compiler call may take (0 or "off": no limit)
 DEFAULT_COMPILE_TIMEOUT_S = 600.0
+SUPERVISED_ENV = "AUTOTUNE_COMPILE_SUPERVISED"  # "1" in a `compile_pool` worker: its parent enforces the time limit
 TIMEOUT_ERROR = "error: compile timeout"  # the first line of a timed-out instance's log (recorded, never cached)
 SCREEN_ENV = "AUTOTUNE_COMPILE_SCREEN"  # a screening build's options (issue 31 item 5: measured, off by default)
 SCREEN_DEFAULT = ("--Ofast-compile=max",)  # NVRTC and nvcc >= 12.8: trade the code's speed for compile time
@@ -131,11 +135,17 @@ def _in_child(conn: Any, fn: Callable[[], Any]) -> None:
         os._exit(0)
 
 
+def supervised() -> bool:
+    """Whether this process is a `compile_pool` worker, whose parent kills a call past its time limit."""
+    return os.environ.get(SUPERVISED_ENV) == "1"
+
+
 def with_time_limit(fn: Callable[[], Any], timeout_s: float | None, what: str) -> Any:
     """fn() in a forked child of this (compile) process, killed after `timeout_s`: a hung or slow compiler call
     costs at most that, and the other instances go on. The child stays in this process's group (so a budget's
-    end, which kills the group, takes it too). Raises CompileTimeout, or CompileFailed as fn() would."""
-    if timeout_s is None:
+    end, which kills the group, takes it too). Raises CompileTimeout, or CompileFailed as fn() would.
+    In a `compile_pool` worker (`supervised`) fn() runs here: the pool's parent enforces the limit."""
+    if timeout_s is None or supervised():
         return fn()
     import multiprocessing as mp
 
@@ -249,21 +259,20 @@ def warm_compile_process() -> None:
     os.setpgrp()
     try:
         nvrtc_version()
-        if os.environ.get(WARM_ENV, "0").strip() == "1":
+        if os.environ.get(WARM_ENV, "1" if supervised() else "0").strip() == "1":
             warm_nvrtc()
     except Exception:  # noqa: BLE001 - a missing NVRTC is reported by the first compile, with its message
         pass
 
 
-WARM_ENV = (
-    "AUTOTUNE_COMPILE_WARM"  # 1: one trivial NVRTC compile in each compile process (scripts/bench_compile_fork.py)
-)
+# one trivial NVRTC compile when a compile process starts: on by default in `compile_pool` workers, 0: never
+WARM_ENV = "AUTOTUNE_COMPILE_WARM"
 
 
 def warm_nvrtc() -> None:
-    """One trivial NVRTC compile in this process, so that the compiles forked from it for their time limit
-    (`with_time_limit`) inherit NVRTC's loaded built-ins rather than each loading them again. Off by default
-    (AUTOTUNE_COMPILE_WARM=1) until scripts/bench_compile_fork.py has measured it on a GPU host."""
+    """One trivial NVRTC compile in this process while the sweep starts: a process's first NVRTC compile loads its
+    built-ins (on an H100 host the first in-process compile took 65-110 ms, the next 17-24 ms:
+    scripts/bench_compile_fork.py), off the first real compile's path. Forked compiles did not inherit the gain."""
     nvrtc_compile(
         'extern "C" __global__ void autotune_warm(float *x) { x[threadIdx.x] = 0.f; }',
         "warm.cu",
