@@ -256,10 +256,8 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
                 hint="give the expected output with the argument's size",
             )
     if expected:
-        np.savez(
-            folder / "expected.npz",
-            **{n: e if p.verify is not None else e.reshape(arrays[n].shape) for n, e in expected.items()},
-        )
+        shaped = {n: e if p.verify is not None else e.reshape(arrays[n].shape) for n, e in expected.items()}
+        np.savez(folder / "expected.npz", **shaped)  # type: ignore[arg-type]  # numpy's stub types **kwds badly
     if p.verify is not None:
         import cloudpickle  # refused earlier where missing
 

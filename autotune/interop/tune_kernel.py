@@ -234,12 +234,9 @@ def tune_kernel(
     _strategy(strategy, strategy_options, None)  # refused here, before any process starts
     if isinstance(defines, dict) and any(callable(v) for v in defines.values()):
         raise _refuse("a defines function", "give an expression of the tunable parameters as a string")
-    names = tuple(
-        (
-            list(block_size_names or [])
-            + ["block_size_x", "block_size_y", "block_size_z"][len(block_size_names or []) :]
-        )[:3]
-    )
+    given = list(block_size_names or [])
+    bx, by, bz = (given + ["block_size_x", "block_size_y", "block_size_z"][len(given) :])[:3]
+    names = (bx, by, bz)
     params = {str(k): list(v) for k, v in tune_params.items()}
     unroll = [k for k in params if "loop_unroll_factor" in k]
     if unroll and not space_supports("kernel", "semantics"):

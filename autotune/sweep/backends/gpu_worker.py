@@ -95,7 +95,8 @@ class _GpuState:
             try:
                 if kind == "measure":
                     return self.measure(message[1], conn), False
-                return self.baseline(*message[1:], conn), False
+                _, problem, at, scalars, reps = message
+                return self.baseline(problem, at, scalars, reps, conn), False
             except ProblemFault as exc:
                 self.drop_caches()
                 return exc, False
@@ -357,7 +358,7 @@ class LoadedKernels:
 
     def get_function(self, name_expression: str) -> Any:
         ck = self.kernels[name_expression]
-        if not ck.ok:
+        if not ck.ok or ck.lowered_name is None:
             raise RuntimeError(f"{name_expression} did not compile: {ck.log[-2000:]}")
         return self.function(str(ck.blob), ck.lowered_name)
 
