@@ -351,10 +351,18 @@ def _nvrtc():
     return nvrtc
 
 
+@functools.cache
 def nvrtc_version() -> tuple[int, int]:
     return tuple(_nvrtc().getVersion())  # type: ignore[return-value]
 
 
+@functools.cache
+def nvrtc_archs() -> tuple[int, ...]:
+    """The architectures this NVRTC compiles cubins for (empty where it cannot tell)."""
+    return tuple(getattr(_nvrtc(), "getSupportedArchs", lambda: ())())
+
+
+@functools.cache
 def cuda_include_dir() -> str:
     """The CUDA header folder NVRTC needs for <cuda_fp16.h>, or "" when none is found."""
     candidates = [os.environ.get("CUDA_PATH", ""), os.environ.get("CUDA_HOME", "")]
@@ -451,8 +459,7 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
                 raise CompileFailed(exc.log) from None
     else:
         version, cuda_inc, identity = nvrtc_version(), cuda_include_dir(), "nvrtc"
-        supported = tuple(getattr(_nvrtc(), "getSupportedArchs", lambda: ())())
-        arch_opt, kind = arch_option(request.arch, supported)
+        arch_opt, kind = arch_option(request.arch, nvrtc_archs())
         options = (
             *request.options,
             *[f"--include-path={d}" for d in search],
