@@ -423,10 +423,13 @@ def _run(
             verbose=verbose,
         )
         env["autotune"]["prewarmed_s"] = None if prewarmed_s is None else round(prewarmed_s, 3)
+        if backend is not None:
+            backend.close()
+            env["autotune"]["phases"]["backend_closed"] = round(time.perf_counter() - call_start, 3)
         return results, env
     finally:
         if backend is not None:
-            backend.close()
+            backend.close()  # (idempotent)
 
 
 def _sweep(
@@ -500,6 +503,7 @@ def _sweep(
                 backend.close()
         point = cfg.points[0]
         results = collect_results(store, space, point, info.uuid, list(problem.tune_params))
+        phase("results_collected")
         if cache_path is not None and not simulation:
             write_cache(export_cache(store, space.name, device=info.uuid, point=point.key), cache_path)
     env = environment(info, iterations, problem.compiler_options, results)

@@ -251,12 +251,21 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+NICE_ENV = "AUTOTUNE_COMPILE_NICE"  # the compile processes' niceness increment (default 5; 0: none)
+
+
 def warm_compile_process() -> None:
     """Pool initializer: ignore Ctrl-C (`ignore_sigint`), lead a process group of its own (so that a sweep whose
-    budget ran out kills it with the nvcc, cicc and ptxas it waits on: `GpuBackend.cancel_compiles`) and load
+    budget ran out kills it with the nvcc, cicc and ptxas it waits on: `GpuBackend.cancel_compiles`), run at a
+    lower priority (a compile process yields its core to the user's script while it prepares its data, and to the
+    sweep's own process and GPU worker, which keep the GPU busy: $AUTOTUNE_COMPILE_NICE, default 5) and load
     NVRTC's bindings now, while the GPU worker starts, rather than on the first compile the sweep waits for."""
     ignore_sigint()
     os.setpgrp()
+    try:
+        os.nice(int(os.environ.get(NICE_ENV, "5") or 0))
+    except (OSError, ValueError):  # not permitted, or not a number: normal priority
+        pass
     try:
         nvrtc_version()
         if os.environ.get(WARM_ENV, "1" if supervised() else "0").strip() == "1":

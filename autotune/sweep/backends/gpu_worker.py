@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 import traceback
 import zlib
 from collections import OrderedDict
@@ -28,12 +29,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def gpu_main(conn: Any, device: int) -> None:
     ignore_sigint()  # Ctrl-C is the parent's: it finishes or abandons the request in flight, then stops us
+    stamps = {"started": time.monotonic()}  # sent with "ready": where the worker's start went (GpuBackend.timeline)
     try:
         import cupy as cp
 
+        stamps["cupy_imported"] = time.monotonic()
         cp.cuda.Device(device).use()
         state = _GpuState(cp, device)
-        conn.send(("ready", None))
+        stamps["context"] = time.monotonic()
+        conn.send(("ready", stamps))
     except BaseException:  # noqa: BLE001 - report anything, the parent decides
         conn.send(("error", traceback.format_exc()))
         return

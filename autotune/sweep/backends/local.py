@@ -208,6 +208,9 @@ class GpuBackend:
             raise RuntimeError(f"the GPU worker could not start: {payload}")
         self._ready = True
         self._mark("worker_ready")
+        if isinstance(payload, dict) and self._t0 is not None:  # the worker's own stamps (time.monotonic, system-wide)
+            for event, at in payload.items():
+                self.timeline.setdefault(f"worker.{event}", round(at - self._t0, 3))
 
     def _exit_code(self) -> int | None:
         """The exit code of a worker whose pipe closed: its pipe closes a moment before the process can be
@@ -381,9 +384,9 @@ class GpuBackend:
 
     def close(self) -> None:
         if self._conn is not None and self._proc is not None and self._proc.is_alive():
-            try:
+            try:  # a second for a clean exit, then killed (the driver frees a killed process's context)
                 self._conn.send(("stop",))
-                self._proc.join(10)
+                self._proc.join(1.0)
             except (OSError, BrokenPipeError):
                 pass
         self._kill()
