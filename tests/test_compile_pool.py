@@ -106,3 +106,33 @@ def test_only_an_unsupervised_process_forks_a_compile_for_its_time_limit(monkeyp
     assert with_time_limit(os.getpid, 30, "x") != os.getpid()  # a forked child (another pool, a script)
     monkeypatch.setenv(SUPERVISED_ENV, "1")
     assert with_time_limit(os.getpid, 30, "x") == os.getpid()  # in a pool worker: here, the parent keeps the time
+
+
+def test_the_pools_processes_do_not_rerun_the_users_script(tmp_path: Path) -> None:
+    """A script (here without a main guard, as some Kernel Tuner scripts are) that starts the pool: its top-level
+    code runs once, not once more in every spawned process (multiprocessing's spawn would re-import __main__)."""
+    import subprocess
+    import sys
+
+    from autotune.paths import ROOT
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        "import os, pathlib, multiprocessing as mp\n"
+        f"pathlib.Path({str(marks)!r}, str(os.getpid())).touch()\n"
+        "from autotune.sweep.compile_pool import CompilePool\n"
+        "pool = CompilePool(2, mp.get_context('spawn'))\n"
+        "print(sorted(pool.submit(os.getpid).result(timeout=120) for _ in range(2)))\n"
+        "pool.shutdown()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 0, out.stderr
+    assert len(list(marks.iterdir())) == 1, out  # the script's own process only

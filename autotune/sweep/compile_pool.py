@@ -27,6 +27,36 @@ from typing import Any, Callable
 from autotune.sweep.compile import COMPILE_TIMEOUT_ENV, SUPERVISED_ENV, TIMEOUT_ERROR, CompileFailed, CompileTimeout
 
 
+_START_LOCK = threading.Lock()
+
+
+def start_process(proc: Any) -> None:
+    """`proc.start()` for a spawned autotune process, without the child re-running the user's main script:
+    multiprocessing's spawn imports `__main__` in every child (so that functions defined there unpickle), which runs
+    a Kernel Tuner script's top-level code (its imports: Kernel Tuner, pandas, ...; its data, where not guarded by
+    `if __name__ == "__main__"`) once per compile process and GPU worker, all at once while the script prepares its
+    data. autotune's processes run autotune's functions only, so they need none of it."""
+    from multiprocessing import spawn
+
+    if getattr(proc, "_start_method", None) != "spawn":  # fork/forkserver: nothing is re-imported per process
+        proc.start()
+        return
+    original = spawn.get_preparation_data
+
+    def without_main(name: str) -> dict:
+        data = original(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    with _START_LOCK:
+        spawn.get_preparation_data = without_main  # type: ignore[assignment]
+        try:
+            proc.start()
+        finally:
+            spawn.get_preparation_data = original  # type: ignore[assignment]
+
+
 def _serve(conn: Connection, initializer: Callable[[], None] | None) -> None:
     """A worker: run each (fn, args) received, send back ("ok", result) or ("error", exception)."""
     os.environ[SUPERVISED_ENV] = "1"  # compile_batch: the time limit is the parent's
@@ -65,7 +95,7 @@ class _Worker:
     def __init__(self, ctx: Any, initializer: Callable[[], None] | None) -> None:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(child, initializer), daemon=True)
-        self.proc.start()
+        start_process(self.proc)
         child.close()
         self.job: tuple[Future, float | None, str, float | None] | None = None  # (future, deadline, what, limit)
 

@@ -48,7 +48,7 @@ from autotune.sweep.compile import (
     compile_batch,
     warm_compile_process,
 )
-from autotune.sweep.compile_pool import CompilePool
+from autotune.sweep.compile_pool import CompilePool, start_process
 from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, resource_failure, screen_options
 from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
@@ -188,7 +188,7 @@ class GpuBackend:
     def _spawn(self) -> None:
         parent, child = self._ctx.Pipe()
         self._proc = self._ctx.Process(target=gpu_main, args=(child, self.device), daemon=True)
-        self._proc.start()
+        start_process(self._proc)
         child.close()
         self._conn, self._ready = parent, False
 
