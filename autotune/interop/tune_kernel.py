@@ -493,6 +493,11 @@ def _sweep(
                 backend = _gpu_backend(device, None)
             backend.ready(_GPU_HINT)
             backend.tol = cfg.tol if early_stop else None
+            ahead = getattr(backend, "prepare_ahead", None)
+            if ahead is not None and space.kernel is not None:  # the point's data while the sweep plans
+                from autotune.sweep.runner import kind_scalars
+
+                ahead(space.kind, cfg.points[0], space.kernel.convention, kind_scalars(space.kind, cfg))
         phase("backend_ready")
         try:
             summary = run_sweep(cfg, store, backend, reporter)

@@ -151,6 +151,7 @@ class GpuBackend:
         self._info: DeviceInfo | None = None
         self._best: dict[tuple[TestPoint, tuple[tuple[str, float], ...]], float] = {}  # (point, scalars_key)
         self._t0: float | None = None  # time.monotonic() at `start`
+        self._ahead: tuple | None = None  # (point, convention, scalars key) of a `prepare_ahead` not yet answered
         # start-up, seconds after `start`: worker_ready, device_info, first_submit, prepared, first_compiled,
         # first_measured (issue 31: the first measurement within 3 s of the sweep's start on a warm machine)
         self.timeline: dict[str, float] = {}
@@ -221,6 +222,7 @@ class GpuBackend:
         return self._proc.exitcode
 
     def _kill(self) -> None:
+        self._ahead = None  # a dead worker answers nothing
         if self._proc is not None:
             if self._proc.is_alive():
                 self._proc.kill()
@@ -230,13 +232,33 @@ class GpuBackend:
         self._proc = self._conn = None
         self._ready = False
 
+    def prepare_ahead(self, kind: ProblemKind, point: TestPoint, convention: str, scalars: Scalars) -> None:
+        """Have the GPU worker build this point's data and reference now, without waiting for its answer (a caller
+        that knows the first point before the sweep plans: `tune_kernel`); the first `run` takes the answer."""
+        if self._ahead is not None:
+            return
+        self.device_info()  # asked first (the worker described the GPU when it started): the sweep's plan needs it
+        self._conn.send(("prepare", kind, point, convention, dict(scalars)))
+        self._ahead = (point, convention, scalars_key(scalars))
+
+    def _take_ahead(self) -> tuple[tuple, tuple[str, Any]] | None:
+        """The answer to `prepare_ahead`'s request (its key, the answer), or None when none is pending."""
+        if self._ahead is None:
+            return None
+        key, self._ahead = self._ahead, None
+        return key, self._reply(None)
+
     def _call(self, message: tuple, expected: Callable[[float], float] | None = None) -> tuple[str, Any]:
         """Send one request; ("result", payload) or ("timeout"|"crashed", reason)."""
+        self._take_ahead()  # (a data build asked for ahead and not taken: its answer comes first)
         if self._proc is None:
             self._spawn()
         if not self._ready:
             self._wait_ready()
         self._conn.send(message)
+        return self._reply(expected)
+
+    def _reply(self, expected: Callable[[float], float] | None) -> tuple[str, Any]:
         deadline = time.monotonic() + self.timeout_s
         while True:
             left = deadline - time.monotonic()
@@ -312,7 +334,11 @@ class GpuBackend:
         awaited here: the compiles run meanwhile). The problem's own fault stops the sweep as a measurement's
         would; a timeout or crash is left to the measurement that needs the data."""
         v = task.variants[0]
-        kind, payload = self._call(("prepare", task.kind, v.point, task.convention, dict(task.scalars)))
+        ahead = self._take_ahead()
+        if ahead is not None and ahead[0] == (v.point, task.convention, scalars_key(task.scalars)):
+            kind, payload = ahead[1]
+        else:
+            kind, payload = self._call(("prepare", task.kind, v.point, task.convention, dict(task.scalars)))
         if kind == "result" and isinstance(payload, ProblemFault):
             self.cancel_compiles()
             raise problem_error(payload)
