@@ -80,6 +80,10 @@ class HostArrays(Mapping):
             self._host[name] = _host(self._arrays[name])
         return self._host[name]
 
+    def device(self, name: str) -> Any:
+        """The array as the GPU holds it (no copy): for a check that compares on the device (kt_space's)."""
+        return self._arrays[name]
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._arrays)
 
@@ -92,7 +96,9 @@ class DeclaredData(ProblemData):
 
     def __init__(self, kind: DeclaredKind, point: TestPoint, copies: int, seed: int, xp: Any = None) -> None:
         if xp is None:
-            import cupy as xp
+            import cupy
+
+            xp = cupy
         cp = self.xp = xp  # CuPy on the GPU; NumPy works too (tests on machines without a GPU)
         self.kind, self.point, self.copies = kind, point, copies
         self.sizes = point.dims
