@@ -17,7 +17,7 @@ from autotune.store.store import Store
 keys = ("a", "b", "c", "d")
 vals = {"a": list(range(50)), "b": list(range(50)), "c": list(range(5)), "d": list(range(4))}
 recs = tuple(
-    KTRecord(dict(zip(keys, combo)), "ok", 1.0 + i * 1e-6, (1.0, 1.1), {"compile_time": 3.0})
+    KTRecord(dict(zip(keys, combo, strict=True)), "ok", 1.0 + i * 1e-6, (1.0, 1.1), {"compile_time": 3.0})
     for i, combo in enumerate(itertools.product(*vals.values()))
 )
 tmp = Path(tempfile.mkdtemp())

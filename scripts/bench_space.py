@@ -273,7 +273,7 @@ def as_function(names: list[str], text: str) -> Callable[..., bool]:
     code = compile(text, "<restriction>", "eval")
 
     def restriction(*values: Any) -> bool:
-        return bool(eval(code, {"__builtins__": SAFE_BUILTINS}, dict(zip(names, values))))
+        return bool(eval(code, {"__builtins__": SAFE_BUILTINS}, dict(zip(names, values, strict=True))))
 
     return restriction
 
@@ -312,9 +312,9 @@ def kt_difference(space: Space, generated: Any, kt_list: list[tuple]) -> dict[st
     theirs = set(kt_list)
     names = list(space.param_names)
     return {
-        "only_ours": [dict(zip(names, r)) for r in sorted(ours - theirs)[:3]],
+        "only_ours": [dict(zip(names, r, strict=True)) for r in sorted(ours - theirs)[:3]],
         "n_only_ours": len(ours - theirs),
-        "only_kt": [dict(zip(names, r)) for r in sorted(theirs - ours)[:3]],
+        "only_kt": [dict(zip(names, r, strict=True)) for r in sorted(theirs - ours)[:3]],
         "n_only_kt": len(theirs - ours),
     }
 
@@ -365,8 +365,8 @@ def bench_space(
     r.ours_soft_s, r.ours_soft, r.times["ours_soft"] = best_of(repeat, ours(True), cpu=r.times["ours_soft_cpu"])
     kt = translate(space, device, precision)
     r.translation = {
-        "hard": dict(zip(kt.names_hard, kt.hard)),
-        "soft": dict(zip(kt.names_soft, kt.soft)),
+        "hard": dict(zip(kt.names_hard, kt.hard, strict=True)),
+        "soft": dict(zip(kt.names_soft, kt.soft, strict=True)),
         "dropped_constant_true": list(kt.dropped),
         "python_eval_check": check_translation(space, kt, device, precision, samples),
     }
@@ -654,7 +654,10 @@ def table(results: list[SpaceResult], synthetic: dict[str, dict[str, Any] | None
         )
     text = [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in text) for i in range(len(head))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in text]
+    lines = [
+        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        for row in text
+    ]
     return "\n".join(
         lines
         + [

@@ -144,7 +144,7 @@ def kt_setup(space: Space, point: TestPoint, instances: Sequence[Instance]) -> K
     symbols = {"T": t, "S": s, "TRANS_A": str(int(point.shape[0] == "T")), "TRANS_B": str(int(point.shape[1] == "T"))}
     extra = [a for a in kb.template_args if a not in symbols and a not in params]
     block_names = []
-    for axis, loc in zip("xyz", kb.block):
+    for axis, loc in zip("xyz", kb.block, strict=True):
         text = loc.expr.text.strip()
         block_names.append(text if text in params else f"kt_block_{axis}")
     extra += [b for b in block_names if b not in params and b not in extra]
@@ -199,7 +199,7 @@ def check_with_kernel_tuner(setup: KTSetup, max_threads: int = 1024) -> dict[str
     wrong = [
         k
         for k, name in setup.names.items()
-        if replace_param_occurrences(setup.kernel_name, dict(zip(order, k))) != name
+        if replace_param_occurrences(setup.kernel_name, dict(zip(order, k, strict=True))) != name
     ]
     return {
         "size": ss.size,
@@ -370,7 +370,7 @@ def run_ours(cfg_text: str, workdir: Path, backend: Any, ask_batch: int | None =
                 "compile_s": m.compile_s,
                 "median_ms": m.median_ms,
             }
-            for t, m in zip(clock.times, clock.results)
+            for t, m in zip(clock.times, clock.results, strict=True)
         ],
         "errors": [
             f"{m.instance_id}: {m.status.value}: {m.error}"
@@ -466,7 +466,7 @@ def kt_child(spec_path: Path) -> None:
     setup = kt_setup(space, point, [Instance.of(space.name, d) for d in spec["instances"]])
     order = list(setup.tune_params)
     for key, name in setup.names.items():
-        got = replace_param_occurrences(setup.kernel_name, dict(zip(order, key)))
+        got = replace_param_occurrences(setup.kernel_name, dict(zip(order, key, strict=True)))
         if got != name:
             raise SystemExit(f"Kernel Tuner would compile {got}, we compile {name}")
     args, ci, ref = kt_problem(point, spec["alpha"], spec["beta"], spec["seed"])

@@ -133,7 +133,10 @@ def measured_rows(tmp_path: Path) -> dict[tuple[str, str], tuple[str, str | None
     with Store.open(f"sqlite:///{tmp_path}/faults.sqlite", create=False) as s:
         frame = s.measurements()
     keys = [f"gemm:{r.precision}:{r.shape}:{r.m}x{r.n}x{r.k}x{r.batch}" for r in frame.itertuples()]
-    return {(iid, key): (st, err) for iid, key, st, err in zip(frame.instance_id, keys, frame.status, frame.error)}
+    return {
+        (iid, key): (st, err)
+        for iid, key, st, err in zip(frame.instance_id, keys, frame.status, frame.error, strict=True)
+    }
 
 
 def gone(pid: int) -> bool:

@@ -171,7 +171,7 @@ def _brute(space):
     """Funnel by filtering the full product in reporting order, with numpy over all 336,000 combinations."""
     names = space.param_names
     grids = np.meshgrid(*[np.array(p.values) for p in space.parameters], indexing="ij")
-    v = {n: g.ravel() for n, g in zip(names, grids)}
+    v = {n: g.ravel() for n, g in zip(names, grids, strict=True)}
     ab = v["A"] * v["B"]
     tests = {
         "every_parameter": v["A"] + v["B"] + v["C"] + v["D"] + v["E"] < 80,

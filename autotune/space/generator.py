@@ -99,11 +99,17 @@ class Generated:
     def ids(self, rows: Iterable[int] | None = None) -> list[str]:
         """Stable IDs of the instances at `rows` (all rows by default)."""
         frame = self.frame if rows is None else self.frame.iloc[list(rows)]
-        return [instance_id(self.space.name, dict(zip(frame.columns, row))) for row in frame.itertuples(index=False)]
+        return [
+            instance_id(self.space.name, dict(zip(frame.columns, row, strict=True)))
+            for row in frame.itertuples(index=False)
+        ]
 
     def instances(self) -> list[Instance]:
         frame = self.frame
-        return [Instance.of(self.space.name, dict(zip(frame.columns, row))) for row in frame.itertuples(index=False)]
+        return [
+            Instance.of(self.space.name, dict(zip(frame.columns, row, strict=True)))
+            for row in frame.itertuples(index=False)
+        ]
 
 
 _DOMAINS: dict[int, tuple[tuple, np.ndarray]] = {}  # id(values) -> (values, array): built once per parameter
@@ -347,7 +353,8 @@ def generate(
             raise
         return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
     funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
-    for con, left in zip(cons, remaining):
+    # strict=False: without constraints remaining holds one count (the survivors, all raw rows) and cons none
+    for con, left in zip(cons, remaining, strict=False):
         funnel.append(FunnelStep(con.c.kind, con.c.name, con.c.reason, left, funnel[-1].remaining - left, con.c.line))
     if count and order != list(space.param_names):
         codes = file_order(space, codes, sizes)
@@ -372,7 +379,7 @@ def _full_product(
     raw = math.prod(sizes)
     codes: dict[str, np.ndarray] = {}
     inner = raw
-    for p, d in zip(space.parameters, sizes):
+    for p, d in zip(space.parameters, sizes, strict=True):
         inner //= d
         codes[p.name] = np.tile(np.repeat(np.arange(d, dtype=_code_dtype(d)), inner), raw // (inner * d))
     funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]

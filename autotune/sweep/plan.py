@@ -99,7 +99,7 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
             if named:
                 wanted = set(ref.instances or ())
                 chosen = np.array([i.id in wanted for i in instances], dtype=bool)
-                found |= {i.id for i, c in zip(instances, chosen) if c}
+                found |= {i.id for i, c in zip(instances, chosen, strict=True) if c}
                 kept &= chosen
             counts[precision] = int(kept.sum())
             for p in points:

@@ -171,7 +171,7 @@ def _load_yaml(p: Path, cap: int) -> Workload:
         weight = _weight(r, m)
         fail: Fail = lambda msg, hint, n=node: r.error(n, msg, hint)  # noqa: E731
         for prec, shape, combo in itertools.product(precs, shapes, itertools.product(*lists)):
-            c.add(prec, shape, dict(zip(given, combo)), rule, weight, fail)
+            c.add(prec, shape, dict(zip(given, combo, strict=True)), rule, weight, fail)
     return c.workload(p, space, lambda msg, hint: r.error(root, msg, hint))
 
 

@@ -125,7 +125,7 @@ def test_an_out_of_bounds_write_is_one_instances_launch_error_and_the_sweep_goes
     store = sweep(tmp_path, user, max_instances=52)
     frame = store.measurements()
     by_tile: dict[int, set[str]] = {}
-    for tile, status, error in zip(frame.TILE_DIM, frame.status, frame.error):
+    for tile, status, error in zip(frame.TILE_DIM, frame.status, frame.error, strict=True):
         by_tile.setdefault(int(tile), set()).add(status if status != "skipped" else "ok")
         if int(tile) == 64:
             assert status == "launch_error" and "illegal" in (error or "").lower(), (tile, status, error)
