@@ -92,7 +92,9 @@ class DeclaredData(ProblemData):
 
     def __init__(self, kind: DeclaredKind, point: TestPoint, copies: int, seed: int, xp: Any = None) -> None:
         if xp is None:
-            import cupy as xp
+            import cupy
+
+            xp = cupy
         cp = self.xp = xp  # CuPy on the GPU; NumPy works too (tests on machines without a GPU)
         self.kind, self.point, self.copies = kind, point, copies
         self.sizes = point.dims

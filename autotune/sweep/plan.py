@@ -104,10 +104,10 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
             counts[precision] = int(kept.sum())
             for p in points:
                 ok = valid_rows(g, p) & kept if share > 0 or ref.measure == "valid" else None
-                measured = ok if ref.measure == "valid" else serving(g, p) & kept
+                measured = ok if ok is not None and ref.measure == "valid" else serving(g, p) & kept
                 for row in np.flatnonzero(measured):
                     work.setdefault(instances[row], []).append(p)
-                for row in np.flatnonzero(ok) if share > 0 else ():
+                for row in np.flatnonzero(ok) if ok is not None and share > 0 else ():
                     valid.setdefault(instances[row], []).append(p)
         if ref.instances is not None and set(ref.instances) - found:
             missing = sorted(set(ref.instances) - found)

@@ -266,7 +266,7 @@ def _yaml_rows(p: Path, cols: Columns, cap: int, error: Error) -> Rows:
 
 def _scalar(node: yaml.Node) -> str:
     """A key as written (a scalar's text; any other node is shown by its kind)."""
-    return str(node.value) if isinstance(node, yaml.ScalarNode) else f"<{node.id}>"
+    return str(node.value) if isinstance(node, yaml.ScalarNode) else f"<{getattr(node, 'id', 'node')}>"
 
 
 # ------------------------------------------------------------------------------------------------ checks
@@ -299,9 +299,14 @@ def _sizes(name: str, col: list[str], required: bool) -> tuple[list[int | None],
         i = next(i for i, v in enumerate(col) if v and not re.fullmatch(r"[0-9]+", v))
         return [], (i, f"size {name} = {_show(col[i])!r} is not an integer >= 1", "write whole numbers >= 1")
     as_int = int if max(map(len, filled), default=0) < 19 else _int  # long digit strings: no int() of 10^6 digits
-    values = [as_int(v) if v else None for v in col] if blank is not None else list(map(as_int, col))
-    numbers = [v for v in values if v is not None] if blank is not None else values
-    if numbers and (min(numbers) < 1 or max(numbers) > INT32_MAX):  # type: ignore[type-var]
+    values: list[int | None]
+    if blank is not None:
+        values = [as_int(v) if v else None for v in col]
+        numbers = [v for v in values if v is not None]
+    else:
+        numbers = list(map(as_int, col))
+        values = list(numbers)
+    if numbers and (min(numbers) < 1 or max(numbers) > INT32_MAX):
         i = next(i for i, v in enumerate(values) if v is not None and not 1 <= v <= INT32_MAX)
         if not values[i]:
             return [], (i, f"size {name} = {col[i]!r} is not an integer >= 1", "write whole numbers >= 1")
