@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: importing a 50,000-entry Kernel Tuner cache into a new SQLite results database (issue 14: under
+"""Benchmark: importing a 50,000-entry Kernel Tuner cache into a new SQLite results database (target: under
 10 s). Writes the cache with autotune.interop.kerneltuner.write_cache (Kernel Tuner's exact layout), then times
 `import_cache` (reading, the space written from tune_params, instances, measurements). No GPU needed.
 

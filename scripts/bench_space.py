@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: build time of our space generator against Kernel Tuner's `Searchspace` (issue 2, "Performance").
+"""Benchmark: build time of our space generator against Kernel Tuner's `Searchspace`.
 
 For every spaces/*.yaml (except the synthetic one) it
   1. builds the space with `autotune.space.generator.generate` (hard constraints only, and hard + soft), best of N;
@@ -11,7 +11,7 @@ For every spaces/*.yaml (except the synthetic one) it
   3. builds spaces/synthetic_1e9.yaml (10^9 raw combinations) and spaces/synthetic_1e12.yaml (10^12 raw, about
      10^6 survivors), hard constraints only and hard + soft, each in a fresh subprocess, and reports the time and
      the peak RSS (getrusage ru_maxrss) of that process; for 10^9 also the tracemalloc peak, in another subprocess;
-  4. checks the targets of issue 37 (faster than Kernel Tuner on every space, soft constraints on and off;
+  4. checks the performance targets the generator was built to (faster than Kernel Tuner on every space, soft constraints on and off;
      gemm_tiny_simt with soft constraints in <= 0.1 s; 10^9 in < 1 s and < 1 GB; 10^12 in < 10 s and < 2 GB);
   5. prints a table and writes results/bench/space_build.json with the machine's description and provenance
      (commit, date, command, --note).
@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SYNTHETIC = ROOT / "spaces" / "synthetic_1e9.yaml"
 SYNTHETIC_1E12 = ROOT / "spaces" / "synthetic_1e12.yaml"
-# issue 37's targets: seconds and MiB of peak RSS per synthetic space (every build), seconds for gemm_tiny_simt soft
+# the generator's targets: seconds and MiB of peak RSS per synthetic space (every build), seconds for gemm_tiny_simt soft
 TARGETS = {"synthetic_1e9": (1.0, 1024), "synthetic_1e12": (10.0, 2048)}
 TINY_SOFT_S = 0.1
 SAFE_BUILTINS = {"min": min, "max": max, "abs": abs, "__import__": __import__}
@@ -535,7 +535,7 @@ def _fmt(x: Any) -> str:
 
 
 def targets(results: list[SpaceResult], synthetic: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
-    """Issue 37's performance targets, each with what was measured and whether it was met."""
+    """The generator's performance targets (see the module docstring, item 4), each with what was measured and whether it was met."""
     out: list[dict[str, Any]] = []
     for r in results:
         for key in ("hard", "soft"):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: sweep throughput against Kernel Tuner 1.5 on the same GPU (issue 3, "Performance").
+"""Benchmark: sweep throughput against Kernel Tuner 1.5 on the same GPU (targets: TARGET_RATIO and TARGET_MINUTES below).
 
 One run, one GPU, one space (a name under spaces/ or any space YAML; --kernel swaps in another kernel file),
 one test point (default fp32 NN 32x32x32, batch 20,000, alpha 1, beta 0):
@@ -56,7 +56,7 @@ from autotune.sweep.strategies import make_strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SEED_SCALE = (5000, 15)  # instances x test points of a seed-scale sweep (issue 3)
+SEED_SCALE = (5000, 15)  # instances x test points of a seed-scale sweep (the size the targets are stated for)
 TARGET_RATIO, TARGET_MINUTES = 10.0, 30.0
 PROJ_SIZES = (2, 30, 2)  # square sizes start, stop, step: 15 test points
 CPP_SYMBOLS = ("T", "S", "TRANS_A", "TRANS_B")
@@ -247,7 +247,7 @@ REQUIRED = ("ours_configs_per_s", "kernel_tuner_configs_per_s", "gpu", "space", 
 
 
 def check_report(report: dict[str, Any]) -> list[str]:
-    """Problems with a report (empty: it has the fields issue 3 asks for, with consistent values)."""
+    """Problems with a report (empty: it has every REQUIRED field, with consistent values)."""
     bad = [f"missing {k}" for k in REQUIRED if k not in report]
     for k in ("ours_configs_per_s", "kernel_tuner_configs_per_s"):
         v = report.get(k)

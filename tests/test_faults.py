@@ -1,4 +1,4 @@
-"""Issue 16, item 5: faults injected into a running sweep. Each test asserts no traceback, no hang, no loss.
+"""Faults injected into a running sweep. Each test asserts no traceback, no hang, no loss.
 
 1-3. The GPU backend's worker dies, hangs or reports a CUDA error: the real `GpuBackend` supervision (spawn,
      watchdog, kill, restart) runs against a fake worker that speaks the real pipe protocol

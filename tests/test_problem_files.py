@@ -1,4 +1,4 @@
-"""Issue 30: a kind's problems in a CSV (or YAML list) are read by one reader (autotune/sweep/problem_rows.py) for
+"""A kind's problems in a CSV (or YAML list) are read by one reader (autotune/sweep/problem_rows.py) for
 `autotune workload` and `autotune validate --points`: UTF-8 with or without a BOM, CRLF, sizes 1..2^31-1 checked
 at read, a row limit checked before reading, every mistake one UserError naming the file and line.
 

@@ -1,4 +1,4 @@
-"""Prune-while-enumerate (autotune/space/enum.py, issue 37): the same instances and the same funnel as the reference
+"""Prune-while-enumerate (autotune/space/enum.py): the same instances and the same funnel as the reference
 path (the generator before it, kept as `generate_reference`) on every space in spaces/ and on random spaces; the
 funnel stays exact when constraints are applied in another order; raw sizes far above the product limit build when
 little is expanded; the limit error says how far enumeration got."""

@@ -422,7 +422,7 @@ def generate_reference(
     max_raw: int | None = None,
     max_survivors: int | None = None,
 ) -> Generated:
-    """The generator before issue 37 (hard constraints while enumerating, soft ones on every hard survivor),
+    """The generator before prune-while-enumerate (hard constraints while enumerating, soft ones on every hard survivor),
     kept as the reference that tests compare `generate` against and as its fallback when evaluating a
     constraint earlier than this path does raises an error. Refuses a space of more than `max_raw` raw
     combinations before any work."""

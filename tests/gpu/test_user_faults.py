@@ -1,4 +1,4 @@
-"""GPU tier, issue 30 item 5: what a user's problem does wrong on the GPU, through the real GpuBackend.
+"""GPU tier: what a user's problem does wrong on the GPU, through the real GpuBackend.
 
 The problem's own faults (a reference that raises or returns what the outputs cannot hold, buffers that cannot be
 made, a kernel name the source lacks) are not data about an instance: the sweep stops with one error naming the

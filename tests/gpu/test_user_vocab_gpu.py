@@ -1,4 +1,4 @@
-"""GPU tier, issue 31 item 2: the problem vocabulary through the real GpuBackend.
+"""GPU tier: the problem vocabulary through the real GpuBackend.
 
 - a 2D convolution whose filter is a `__constant__` array with no initializer, set from the host by `constants:`
   (its values from `init: {function:}`, like the input image): every instance is right; the same space without
