@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from autotune.cli.consoles import stdout
 from autotune.errors import UserError
 
 app = typer.Typer(
@@ -19,7 +19,6 @@ app = typer.Typer(
     "(a sweep config) and their weights.",
     no_args_is_help=True,
 )
-out = Console()
 
 WorkloadArg = Annotated[
     str,
@@ -66,7 +65,7 @@ def show(workload: WorkloadArg, kind_space: KindSpaceOpt = None, max_problems: M
             values = [p.dims[name] for p in g.points]
             lo_hi.append(f"{min(values)}..{max(values)}")
         table.add_row(prec, shape or "-", f"{len(g.points):,}", _fmt(float(g.w.sum())), *lo_hi)
-    out.print(table)
+    stdout().print(table)
 
 
 @app.command()
@@ -157,7 +156,7 @@ def config(
         found = pool_from_db(pool, pool_bk)
         by_space = {e: found[n] for e, n in names.items() if n in found}
         for e in entries:
-            out.print(
+            stdout().print(
                 f"pool: {e}: {len(by_space[e])} instances"
                 if e in by_space
                 else f"pool: {e}: not in {pool}; every instance is measured",
@@ -193,10 +192,10 @@ def config(
             str(n),
             "-" if worst is None else f"{worst:.3f}",
         )
-    out.print(table)
+    stdout().print(table)
     _check_pairs(text, out_path, max_pairs, force)
     write_file(out_path, text, make_folders=True)
-    out.print(f"wrote {out_path}", highlight=False)
+    stdout().print(f"wrote {out_path}", highlight=False)
 
 
 def _check_pairs(text: str, out_path: Path, max_pairs: int | None, force: bool) -> None:
@@ -208,7 +207,7 @@ def _check_pairs(text: str, out_path: Path, max_pairs: int | None, force: bool) 
     cfg = parse_config(text, file=out_path.resolve())
     pairs = sum(plan.expected_pairs(plan.limit(cfg)) for plan in plan_sweep(cfg))
     cap = limit(max_pairs, PAIRS_ENV, MAX_PAIRS)
-    out.print(f"planned: {pairs:,} (instance, point) pairs (the main phase; --share adds more)", highlight=False)
+    stdout().print(f"planned: {pairs:,} (instance, point) pairs (the main phase; --share adds more)", highlight=False)
     if pairs > cap and not force:
         raise UserError(
             f"the sweep plans {pairs:,} (instance, point) pairs, above the limit of {cap:,}; "
