@@ -11,8 +11,11 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from autotune.cli.aliases import renamed
 from autotune.cli.consoles import stdout
 from autotune.errors import UserError
+
+DEFAULT_TUNED_POINTS = 24  # per (precision, shape) group
 
 app = typer.Typer(
     help="Workloads: the problems an application runs, with weights -> the test points to tune "
@@ -75,14 +78,20 @@ def config(
         list[str], typer.Option(help="A space to sweep: a name under spaces/ or a space file (repeatable).")
     ],
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Write the sweep config here.")],
-    points: Annotated[
-        int,
+    tuned_points: Annotated[
+        Optional[int],
         typer.Option(
-            help="Tuned points per (precision, shape) group (all problems when the group has no more).", min=1
+            "--tuned-points",
+            help="How many tuned points per (precision, shape) group (all problems when the group has no more)."
+            " [default: 24]",
+            min=1,
         ),
-    ] = 24,
+    ] = None,
+    tuned_points_old: Annotated[
+        Optional[int], typer.Option("--points", hidden=True, min=1, help="Old name of --tuned-points.")
+    ] = None,
     include_config: Annotated[
-        Optional[str], typer.Option(help="Also tune this sweep config's points (they count toward --points).")
+        Optional[str], typer.Option(help="Also tune this sweep config's points (they count toward --tuned-points).")
     ] = None,
     pool: Annotated[
         Optional[str],
@@ -139,7 +148,8 @@ def config(
     check_writable([out_path], make_folders=True)  # before the work: a path that cannot be written fails at once
     wl = load_workload(workload, space=kind_space, limit=max_problems)
     include = load_config(include_config).points if include_config else ()
-    tuned = choose_points(wl, points, include)
+    count = renamed(tuned_points, tuned_points_old, "--tuned-points", "--points")
+    tuned = choose_points(wl, DEFAULT_TUNED_POINTS if count is None else count, include)
     folder = out_path.resolve().parent
     entries = []  # as the config should say them: names, absolute paths, or paths relative to its folder
     names = {}
@@ -212,6 +222,6 @@ def _check_pairs(text: str, out_path: Path, max_pairs: int | None, force: bool) 
         raise UserError(
             f"the sweep plans {pairs:,} (instance, point) pairs, above the limit of {cap:,}; "
             f"{out_path} was not written",
-            hint="restrict the instances (--pool DB --pool-bk B), drop --measure-valid or lower --points, "
+            hint="restrict the instances (--pool DB --pool-bk B), drop --measure-valid or lower --tuned-points, "
             f"or write it anyway: --force, or raise the limit: --max-pairs {pairs} or {PAIRS_ENV}=N",
         )
