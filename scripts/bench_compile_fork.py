@@ -4,9 +4,11 @@ Kernel Tuner's for the same kernels on an H200, e.g. its stencil example 202 ms 
 
 Compiles one Kernel Tuner example kernel (tests/data/kt_public/, with its first configuration's #defines) N times
 each way, every way in a fresh process: `inproc` (NVRTC in the process itself), `fork_cold` (each compile in a
-forked child, `compile.with_time_limit`, as the sweep does for its compile timeout, from a process that never
-compiled), `fork_warm` (the same after `compile.warm_nvrtc()`: AUTOTUNE_COMPILE_WARM=1). Prints the median and
-min ms per way, and writes them as JSON (--out). GPU host only (NVRTC from CuPy):
+forked child, `compile.with_time_limit`, as the sweep did for its compile timeout until the compile pool, from a
+process that never compiled), `fork_warm` (the same after `compile.warm_nvrtc()`), `pool` (the sweep's path now:
+`compile_batch` with a 600 s limit submitted to a one-process `compile_pool.CompilePool`, which compiles in its
+process and enforces the limit from the parent; timed from submit to result, a fresh cache each time). Prints the
+median and min ms per way, and writes them as JSON (--out). NVRTC from CuPy; without a GPU give --arch (e.g. 90):
   python3 scripts/bench_compile_fork.py --out $OUT/compile_fork.json
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -40,16 +43,18 @@ KERNELS = {
 }
 
 
-def one_way(way: str, kernel: str, n: int) -> list[float]:
+def one_way(way: str, kernel: str, n: int, arch: int | None = None) -> list[float]:
     sys.path.insert(0, str(ROOT))
     from autotune.sweep import compile as c
 
+    if way == "pool":
+        return pool_way(kernel, n, arch or _arch())
     file, name, defines = KERNELS[kernel]
     text = (
         "".join(f"#define {k} {v}\n" for k, v in defines.items()) + (ROOT / "tests/data/kt_public" / file).read_text()
     )
     nvrtc = c._nvrtc()
-    arch_opt, kind = c.arch_option(_arch(), tuple(nvrtc.getSupportedArchs()))
+    arch_opt, kind = c.arch_option(arch or _arch(), tuple(nvrtc.getSupportedArchs()))
     options = (*c.DEFAULT_OPTIONS, arch_opt)
     if way == "fork_warm":
         c.warm_nvrtc()
@@ -64,6 +69,34 @@ def one_way(way: str, kernel: str, n: int) -> list[float]:
     return out
 
 
+def pool_way(kernel: str, n: int, arch: int) -> list[float]:
+    import multiprocessing as mp
+    import tempfile
+
+    from autotune.sweep.compile import CompileRequest, compile_batch, warm_compile_process
+    from autotune.sweep.compile_pool import CompilePool
+
+    file, name, defines = KERNELS[kernel]
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / file
+        src.write_text((ROOT / "tests/data/kt_public" / file).read_text())
+        options = ("-std=c++17", *(f"-D{k}={v}" for k, v in defines.items()))
+        pool = CompilePool(1, mp.get_context("spawn"), initializer=warm_compile_process)
+        try:
+            pool.submit(os.getpid).result(timeout=120)  # started (and warmed) before the first timed compile
+            for i in range(n):
+                req = CompileRequest(src, (name,), arch, options=options, timeout_s=600.0)
+                t0 = time.perf_counter()
+                (ck,) = pool.submit(compile_batch, req, Path(tmp) / f"cache{i}", timeout_s=602.0).result()
+                out.append(1000 * (time.perf_counter() - t0))
+                if not ck.ok:
+                    raise RuntimeError(ck.log)
+        finally:
+            pool.shutdown()
+    return out
+
+
 def _arch() -> int:
     import cupy
 
@@ -74,16 +107,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--arch", type=int, help="compute capability as an integer (default: GPU 0's)")
+    ap.add_argument("--ways", default="inproc,fork_cold,fork_warm,pool", help="comma-separated ways to measure")
     ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(one_way(a.one[0], a.one[1], a.n)))
+        print(json.dumps(one_way(a.one[0], a.one[1], a.n, a.arch)))
         return 0
     report = {}
     for kernel in KERNELS:
-        for way in ("inproc", "fork_cold", "fork_warm"):
+        for way in a.ways.split(","):
+            arch = ["--arch", str(a.arch)] if a.arch else []
             proc = subprocess.run(
-                [sys.executable, __file__, "--n", str(a.n), "--one", way, kernel],
+                [sys.executable, __file__, "--n", str(a.n), *arch, "--one", way, kernel],
                 capture_output=True,
                 text=True,
                 timeout=300,

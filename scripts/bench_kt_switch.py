@@ -224,8 +224,8 @@ def switched_kernel_tuner() -> Any:
     """The script's `kernel_tuner` after the one-import switch (`import autotune.kernel_tuner as kernel_tuner`,
     imported where the script imports it, so its GPU backend starts while the script prepares its data:
     `autotune.interop.kt_prewarm`), for a script that also uses Kernel Tuner's other names (`run_kernel` for a
-    reference, `kernel_tuner.util`): those still come from Kernel Tuner, imported only when the script uses them
-    (its own cost then, on both sides). Installed as sys.modules["kernel_tuner"]; the child replaces tune_kernel."""
+    reference: autotune.kernel_tuner's, which imports Kernel Tuner's at its first call; `kernel_tuner.util`): those
+    still come from Kernel Tuner, imported only when the script uses them (its own cost then, on both sides). Installed as sys.modules["kernel_tuner"]; the child replaces tune_kernel."""
     import importlib
     import importlib.util
     import types
@@ -236,6 +236,8 @@ def switched_kernel_tuner() -> Any:
     module = types.ModuleType("kernel_tuner", "autotune.kernel_tuner, with Kernel Tuner's other names on demand")
     if real is not None and real.submodule_search_locations:
         module.__path__ = list(real.submodule_search_locations)  # `from kernel_tuner.util import ...` still works
+
+    module.run_kernel = autotune.kernel_tuner.run_kernel  # type: ignore[attr-defined]  # Kernel Tuner's, at a call
 
     def __getattr__(name: str) -> Any:
         if name.startswith("__") or real is None:

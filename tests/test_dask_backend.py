@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -232,10 +233,18 @@ def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path
     try:
         got = list(backend.run(jobs))  # the replay has none of them: `skipped`, not recorded
         arch = backend.device_info().cc
+        names = backend._worker_names()
+        threads = {names[a]: n for a, n in backend.client.run(threading.active_count).items()}
     finally:
         backend.close()
     assert len(got) == len(jobs) == 2
     assert [p.error for p in backend.compiled] == [None, None] and {p.worker for p in backend.compiled} == {"compile0"}
+    assert [p.failed for p in backend.compiled] == [0, 0]
+    # the condition that crashed NVRTC on a GPU host: the compile worker's own process is multithreaded, so a compile
+    # forked from it (compile.with_time_limit) may die; its compiles ran in single-threaded spawned processes instead
+    assert threads["compile0"] > 1 and len({p.worker_pid for p in backend.compiled}) == 1
+    for p in backend.compiled:
+        assert p.processes and p.worker_pid not in p.processes and p.threads == 1
     for request in GpuBackend(cache_dir=cache)._requests([task_of(j) for j in jobs], arch):
         assert all(ck.ok and ck.cached for ck in compile_batch(request, cache))
 
@@ -258,6 +267,32 @@ def test_two_workers_record_the_same_rows_as_one_process(recorded: str, tmp_path
     a, b = rows(one), rows(two)
     assert len(a) == 156 and Counter((i, p) for i, p, _ in b) == Counter((i, p) for i, p, _ in a)
     assert {d for _, _, d in b} == devices  # both GPUs measured, each measurement recorded on its own
+
+
+class CountingBaselines(DaskBackend):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked: list[list[TestPoint]] = []  # the points of each baseline task submitted
+
+    def _submit_baselines(self, kind: ProblemKind, points: list[TestPoint], scalars: Scalars, reps: int) -> Any:
+        self.asked.append(list(points))
+        return super()._submit_baselines(kind, points, scalars, reps)
+
+
+def test_a_batchs_baselines_are_one_task_and_a_resumed_sweep_asks_none(recorded: str, tmp_path: Path) -> None:
+    """The runner asks for the baseline of each of the batch's 3 points in turn: ONE task measures all three (one
+    round trip to a GPU instead of three), each recorded as the replayed one; resumed, nothing is asked again."""
+    url = f"sqlite:///{tmp_path / 'base.sqlite'}"
+    for run in range(2):
+        backend = CountingBaselines(ReplayExecutor(recorded, relabel=True), cluster=cluster(), chunk_jobs=8)
+        try:
+            assert sweep(url, backend).status == "done"
+        finally:
+            backend.close()
+        assert [len(a) for a in backend.asked] == ([3] if run == 0 else [])
+    with sqlite3.connect(tmp_path / "base.sqlite") as c:
+        got = c.execute("select count(*), count(distinct point_id), sum(status = 'ok') from baselines").fetchone()
+    assert got == (3, 3, 3)
 
 
 def test_best_times_seed_only_workers_of_the_same_gpu_model() -> None:

@@ -465,3 +465,28 @@ def test_time_limit_counts_from_the_calls_start_as_kernel_tuners() -> None:
         "strategy": {"name": "random", "budget": 9},
         "budget": "1.000s",
     }  # at least a second is left
+
+
+def test_run_kernel_is_kernel_tuners_imported_only_at_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`from autotune.kernel_tuner import tune_kernel, run_kernel` (a script that imported both from Kernel Tuner)
+    does not import Kernel Tuner; calling run_kernel does, and says what to do where it is not installed."""
+    import importlib.util
+    import os
+    import sys
+
+    code = "import sys; from autotune.kernel_tuner import run_kernel, tune_kernel; print('kernel_tuner' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "AUTOTUNE_PREWARM": "0"},
+        check=True,
+    )
+    assert out.stdout.strip() == "False", out
+    if importlib.util.find_spec("kernel_tuner") is None:
+        from autotune.kernel_tuner import run_kernel
+
+        with pytest.raises(UserError, match="run_kernel is Kernel Tuner's own") as err:
+            run_kernel("k", "__global__ void k() {}", 1, [], {})
+        assert "pip install kernel_tuner" in str(err.value.hint)

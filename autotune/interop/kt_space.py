@@ -258,10 +258,8 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
                 hint="give the expected output with the argument's size",
             )
     if expected:
-        np.savez(
-            folder / "expected.npz",
-            **{n: e if p.verify is not None else e.reshape(arrays[n].shape) for n, e in expected.items()},
-        )
+        shaped = {n: e if p.verify is not None else e.reshape(arrays[n].shape) for n, e in expected.items()}
+        np.savez(folder / "expected.npz", **shaped)  # type: ignore[arg-type]  # numpy's stub types **kwds badly
     if p.verify is not None:
         import cloudpickle  # refused earlier where missing
 
@@ -399,11 +397,35 @@ def _host(x):
     return x.get() if hasattr(x, "get") else np.asarray(x)
 
 
+_CACHE = {{}}  # read once per process (the GPU worker checks every configuration against the same answers)
+
+
 def _expected():
-    if not (HERE / "expected.npz").is_file():
-        return {{}}
-    with np.load(HERE / "expected.npz") as data:
-        return {{k: data[k] for k in data.files}}
+    if "host" not in _CACHE:
+        if not (HERE / "expected.npz").is_file():
+            _CACHE["host"] = {{}}
+        else:
+            with np.load(HERE / "expected.npz") as data:
+                _CACHE["host"] = {{k: data[k] for k in data.files}}
+    return _CACHE["host"]
+
+
+def _has_nan(n, e):
+    if ("nan", n) not in _CACHE:
+        _CACHE[("nan", n)] = bool(np.isnan(e).any()) if e.dtype.kind == "f" else False
+    return _CACHE[("nan", n)]
+
+
+def _same_on_device(n, e, raw):
+    """numpy.allclose(e, raw) computed where `raw` lives (a CuPy array: the answer uploaded once); None: no GPU array.
+    A 4096x4096 output is checked in about a millisecond instead of a copy to the host and NumPy's pass."""
+    if not hasattr(raw, "get") or getattr(raw, "size", -1) != e.size:
+        return None
+    import cupy
+
+    if ("dev", n) not in _CACHE:
+        _CACHE[("dev", n)] = cupy.asarray(e.ravel())
+    return bool(cupy.allclose(_CACHE[("dev", n)], raw.ravel(), atol=ATOL, equal_nan=_has_nan(n, e)))
 
 
 def reference(arrays, sizes):
@@ -430,10 +452,13 @@ def check(outputs, expected, params, sizes):
         except TypeError:
             ok = verify(answer, result)
         return bool(ok) or "verify= returned False"
+    device = getattr(outputs, "device", None)  # HostArrays: the array as the GPU holds it, without a copy
     for n, e in answers.items():
+        if device is not None and _same_on_device(n, e, device(n)):
+            continue
         got = _host(outputs[n]).ravel()
         e = e.ravel()
-        nan = np.isnan(e).any() if e.dtype.kind == "f" else False
+        nan = _has_nan(n, e)
         if not np.allclose(e, got, atol=ATOL, equal_nan=bool(nan)):
             bad = int(np.sum(~np.isclose(e, got, atol=ATOL, equal_nan=bool(nan))))
             return f"{{n}}: {{bad}} of {{e.size}} elements differ from the answer by more than atol={{ATOL}} (+1e-5 relative)"

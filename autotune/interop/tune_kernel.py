@@ -234,12 +234,9 @@ def tune_kernel(
     _strategy(strategy, strategy_options, None)  # refused here, before any process starts
     if isinstance(defines, dict) and any(callable(v) for v in defines.values()):
         raise _refuse("a defines function", "give an expression of the tunable parameters as a string")
-    names = tuple(
-        (
-            list(block_size_names or [])
-            + ["block_size_x", "block_size_y", "block_size_z"][len(block_size_names or []) :]
-        )[:3]
-    )
+    given = list(block_size_names or [])
+    bx, by, bz = (given + ["block_size_x", "block_size_y", "block_size_z"][len(given) :])[:3]
+    names = (bx, by, bz)
     params = {str(k): list(v) for k, v in tune_params.items()}
     unroll = [k for k in params if "loop_unroll_factor" in k]
     if unroll and not space_supports("kernel", "semantics"):
@@ -426,10 +423,13 @@ def _run(
             verbose=verbose,
         )
         env["autotune"]["prewarmed_s"] = None if prewarmed_s is None else round(prewarmed_s, 3)
+        if backend is not None:
+            backend.close()
+            env["autotune"]["phases"]["backend_closed"] = round(time.perf_counter() - call_start, 3)
         return results, env
     finally:
         if backend is not None:
-            backend.close()
+            backend.close()  # (idempotent)
 
 
 def _sweep(
@@ -493,6 +493,11 @@ def _sweep(
                 backend = _gpu_backend(device, None)
             backend.ready(_GPU_HINT)
             backend.tol = cfg.tol if early_stop else None
+            ahead = getattr(backend, "prepare_ahead", None)
+            if ahead is not None and space.kernel is not None:  # the point's data while the sweep plans
+                from autotune.sweep.runner import kind_scalars
+
+                ahead(space.kind, cfg.points[0], space.kernel.convention, kind_scalars(space.kind, cfg))
         phase("backend_ready")
         try:
             summary = run_sweep(cfg, store, backend, reporter)
@@ -503,6 +508,7 @@ def _sweep(
                 backend.close()
         point = cfg.points[0]
         results = collect_results(store, space, point, info.uuid, list(problem.tune_params))
+        phase("results_collected")
         if cache_path is not None and not simulation:
             write_cache(export_cache(store, space.name, device=info.uuid, point=point.key), cache_path)
     env = environment(info, iterations, problem.compiler_options, results)

@@ -23,7 +23,7 @@ import pandas as pd
 
 from autotune.devices import DeviceLimits
 from autotune.errors import SpaceError
-from autotune.space.instance import Instance, instance_id
+from autotune.space.instance import Instance, _plain, instance_id
 from autotune.vocab import TestPoint
 from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly
 from autotune.space.spec import Constraint, Space
@@ -105,11 +105,22 @@ class Generated:
         ]
 
     def instances(self) -> list[Instance]:
-        frame = self.frame
-        return [
-            Instance.of(self.space.name, dict(zip(frame.columns, row, strict=True)))
-            for row in frame.itertuples(index=False)
-        ]
+        """Every row as an Instance (the values as `Instance.of` makes them), column by column: a 29,920-row space
+        in a fraction of the row-by-row time (planning is on the path to the first measurement)."""
+        frame, space = self.frame, self.space.name
+        names = [str(c) for c in frame.columns]
+        columns = [_plain_column(frame[c]) for c in frame.columns]
+        return [Instance(space, tuple(zip(names, row, strict=True))) for row in zip(*columns, strict=True)]
+
+
+def _plain_column(column: Any) -> list:
+    """A column's values as `instance._plain` makes them: Python scalars, integral floats as ints."""
+    kind = getattr(column.dtype, "kind", "O")
+    if kind in "iub":
+        return column.tolist()
+    if kind == "f":
+        return [int(v) if v.is_integer() else v for v in column.tolist()]
+    return [_plain(v) for v in column.tolist()]
 
 
 _DOMAINS: dict[int, tuple[tuple, np.ndarray]] = {}  # id(values) -> (values, array): built once per parameter

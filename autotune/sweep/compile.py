@@ -14,7 +14,10 @@ errors are cached too (they are deterministic). Files are written to a temporary
 so a killed sweep leaves no half-written entry. CuPy's own kernel cache is not used: it does not hash
 included headers and cannot be shared by compile processes that hold no CUDA context.
 
-`compile_batch` runs in a process pool (spawn) and never touches the GPU: the architecture is given.
+`compile_batch` runs in a process pool (spawn) and never touches the GPU: the architecture is given. In the
+sweep's pool (`autotune.sweep.compile_pool`) NVRTC runs in the compile process itself and the parent kills a call
+past its time limit; called anywhere else (another pool, a script), a request with a time limit compiles in a forked
+child of the calling process (`with_time_limit`: ~70 ms more per compile).
 A request with `compiler="nvcc"` goes through the toolkit's nvcc instead (`autotune.sweep.nvcc`): the same
 cache, keyed also by the compiler and nvcc's version, the same cubin loaded the same way.
 """
@@ -36,6 +39,7 @@ from typing import Any, Callable
 DEFAULT_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 COMPILE_TIMEOUT_ENV = "AUTOTUNE_COMPILE_TIMEOUT"  # seconds one compiler call may take (0 or "off": no limit)
 DEFAULT_COMPILE_TIMEOUT_S = 600.0
+SUPERVISED_ENV = "AUTOTUNE_COMPILE_SUPERVISED"  # "1" in a `compile_pool` worker: its parent enforces the time limit
 TIMEOUT_ERROR = "error: compile timeout"  # the first line of a timed-out instance's log (recorded, never cached)
 SCREEN_ENV = "AUTOTUNE_COMPILE_SCREEN"  # a screening build's options (issue 31 item 5: measured, off by default)
 SCREEN_DEFAULT = ("--Ofast-compile=max",)  # NVRTC and nvcc >= 12.8: trade the code's speed for compile time
@@ -131,11 +135,17 @@ def _in_child(conn: Any, fn: Callable[[], Any]) -> None:
         os._exit(0)
 
 
+def supervised() -> bool:
+    """Whether this process is a `compile_pool` worker, whose parent kills a call past its time limit."""
+    return os.environ.get(SUPERVISED_ENV) == "1"
+
+
 def with_time_limit(fn: Callable[[], Any], timeout_s: float | None, what: str) -> Any:
     """fn() in a forked child of this (compile) process, killed after `timeout_s`: a hung or slow compiler call
     costs at most that, and the other instances go on. The child stays in this process's group (so a budget's
-    end, which kills the group, takes it too). Raises CompileTimeout, or CompileFailed as fn() would."""
-    if timeout_s is None:
+    end, which kills the group, takes it too). Raises CompileTimeout, or CompileFailed as fn() would.
+    In a `compile_pool` worker (`supervised`) fn() runs here: the pool's parent enforces the limit."""
+    if timeout_s is None or supervised():
         return fn()
     import multiprocessing as mp
 
@@ -241,29 +251,37 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+NICE_ENV = "AUTOTUNE_COMPILE_NICE"  # the compile processes' niceness increment (default 5; 0: none)
+
+
 def warm_compile_process() -> None:
     """Pool initializer: ignore Ctrl-C (`ignore_sigint`), lead a process group of its own (so that a sweep whose
-    budget ran out kills it with the nvcc, cicc and ptxas it waits on: `GpuBackend.cancel_compiles`) and load
+    budget ran out kills it with the nvcc, cicc and ptxas it waits on: `GpuBackend.cancel_compiles`), run at a
+    lower priority (a compile process yields its core to the user's script while it prepares its data, and to the
+    sweep's own process and GPU worker, which keep the GPU busy: $AUTOTUNE_COMPILE_NICE, default 5) and load
     NVRTC's bindings now, while the GPU worker starts, rather than on the first compile the sweep waits for."""
     ignore_sigint()
     os.setpgrp()
     try:
+        os.nice(int(os.environ.get(NICE_ENV, "5") or 0))
+    except (OSError, ValueError):  # not permitted, or not a number: normal priority
+        pass
+    try:
         nvrtc_version()
-        if os.environ.get(WARM_ENV, "0").strip() == "1":
+        if os.environ.get(WARM_ENV, "1" if supervised() else "0").strip() == "1":
             warm_nvrtc()
     except Exception:  # noqa: BLE001 - a missing NVRTC is reported by the first compile, with its message
         pass
 
 
-WARM_ENV = (
-    "AUTOTUNE_COMPILE_WARM"  # 1: one trivial NVRTC compile in each compile process (scripts/bench_compile_fork.py)
-)
+# one trivial NVRTC compile when a compile process starts: on by default in `compile_pool` workers, 0: never
+WARM_ENV = "AUTOTUNE_COMPILE_WARM"
 
 
 def warm_nvrtc() -> None:
-    """One trivial NVRTC compile in this process, so that the compiles forked from it for their time limit
-    (`with_time_limit`) inherit NVRTC's loaded built-ins rather than each loading them again. Off by default
-    (AUTOTUNE_COMPILE_WARM=1) until scripts/bench_compile_fork.py has measured it on a GPU host."""
+    """One trivial NVRTC compile in this process while the sweep starts: a process's first NVRTC compile loads its
+    built-ins (on an H100 host the first in-process compile took 65-110 ms, the next 17-24 ms:
+    scripts/bench_compile_fork.py), off the first real compile's path. Forked compiles did not inherit the gain."""
     nvrtc_compile(
         'extern "C" __global__ void autotune_warm(float *x) { x[threadIdx.x] = 0.f; }',
         "warm.cu",
@@ -342,10 +360,18 @@ def _nvrtc():
     return nvrtc
 
 
+@functools.cache
 def nvrtc_version() -> tuple[int, int]:
     return tuple(_nvrtc().getVersion())  # type: ignore[return-value]
 
 
+@functools.cache
+def nvrtc_archs() -> tuple[int, ...]:
+    """The architectures this NVRTC compiles cubins for (empty where it cannot tell)."""
+    return tuple(getattr(_nvrtc(), "getSupportedArchs", lambda: ())())
+
+
+@functools.cache
 def cuda_include_dir() -> str:
     """The CUDA header folder NVRTC needs for <cuda_fp16.h>, or "" when none is found."""
     candidates = [os.environ.get("CUDA_PATH", ""), os.environ.get("CUDA_HOME", "")]
@@ -442,8 +468,7 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
                 raise CompileFailed(exc.log) from None
     else:
         version, cuda_inc, identity = nvrtc_version(), cuda_include_dir(), "nvrtc"
-        supported = tuple(getattr(_nvrtc(), "getSupportedArchs", lambda: ())())
-        arch_opt, kind = arch_option(request.arch, supported)
+        arch_opt, kind = arch_option(request.arch, nvrtc_archs())
         options = (
             *request.options,
             *[f"--include-path={d}" for d in search],

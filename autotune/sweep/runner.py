@@ -396,7 +396,9 @@ def _search_points(
     searched: list[TestPoint] = []
     for point in points:
         instances = [i for i, pts in plan.work.items() if point in pts]
-        todo = {i: (() if (i.id, point) in done else (point,)) for i in instances}
+        todo: dict[Instance, tuple[TestPoint, ...]] = {
+            i: (() if (i.id, point) in done else (point,)) for i in instances
+        }
         budget = opts.budget if opts.budget is not None else plan.limit(cfg)
         options: dict = {}
         if model_based:
@@ -503,7 +505,8 @@ def _measure(
     for inst in proposed:
         if not todo[inst]:  # measured by an earlier run of this sweep
             strategy.tell(inst, [])
-    jobs, results = [], {i.id: [] for i in asked}
+    jobs: list[Job] = []
+    results: dict[str, list[Measurement]] = {i.id: [] for i in asked}
     out: dict[Instance, list[Measurement]] = {}
     for inst in asked:
         bad = _bind_error(space, inst, todo[inst])

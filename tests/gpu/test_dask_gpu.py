@@ -136,5 +136,7 @@ def test_compiles_ahead_on_cpu_workers_and_the_gpus_only_time(tmp_path: Path) ->
     assert summary.status == "done" and len(frame) == summary.measured > 0
     assert backend.compiled and all(p.error is None for p in backend.compiled)
     assert {p.worker for p in backend.compiled} <= {"compile0", "compile1"}
+    # compiled in the compile workers' spawned pools, never in a (multithreaded) Dask worker process
+    assert all(p.processes and p.worker_pid not in p.processes for p in backend.compiled), backend.compiled
     errors = frame.loc[frame["status"] != "ok", "error"].astype(str).unique()[:3]
     assert (frame["status"] == "ok").sum() > 0, f"nothing measured ok; first errors: {list(errors)}"

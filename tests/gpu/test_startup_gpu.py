@@ -64,6 +64,9 @@ def test_first_measurement_within_3_s_on_a_warm_machine(tmp_path: Path, monkeypa
     timeline = auto["startup"]
     assert all(e in timeline for e in EVENTS), timeline
     assert timeline["first_measured"] >= timeline["first_compiled"]
+    # the worker's own stamps: its CuPy import and CUDA context come before the parent saw it ready
+    assert timeline["worker.started"] <= timeline["worker.cupy_imported"] <= timeline["worker.context"], timeline
+    assert timeline["worker.context"] <= timeline["worker_ready"] + 0.05, timeline
     since_call = _first(results) - start
     print(
         f"first measurement {since_call:.2f} s after the call (sweep: {auto['first_measurement_s']:.2f} s); "

@@ -24,8 +24,18 @@ def load_script(name: str) -> ModuleType:
     return module
 
 
-# a Python that has Kernel Tuner installed (its tests skip where there is none): AUTOTUNE_KT_PYTHON, else this default
-KT_PYTHON = Path(os.environ.get("AUTOTUNE_KT_PYTHON", "/tmp/ktvenv/bin/python"))
+def kt_python() -> Path:
+    """A Python that has Kernel Tuner installed (its tests skip where there is none): $AUTOTUNE_KT_PYTHON; else this
+    interpreter where it can import kernel_tuner; else `.venv-kt/bin/python` in this checkout (git ignores it:
+    `python3 -m venv .venv-kt && .venv-kt/bin/pip install kernel_tuner==1.5.0 -e .`)."""
+    if os.environ.get("AUTOTUNE_KT_PYTHON"):
+        return Path(os.environ["AUTOTUNE_KT_PYTHON"])
+    if importlib.util.find_spec("kernel_tuner") is not None:
+        return Path(sys.executable)
+    return ROOT / ".venv-kt" / "bin" / "python"
+
+
+KT_PYTHON = kt_python()
 
 
 def run_cli(*args: str, cwd: Path | str = ROOT, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:

@@ -112,7 +112,8 @@ def local_cluster(devices: Sequence[str], *, compile_workers: int = 0, silence: 
     """A cluster on this host: a scheduler and one worker process (a Nanny, which restarts it if it dies) per
     entry of `devices`, named gpu0, gpu1, ..., each with one thread, the resource GPU=1 and CUDA_VISIBLE_DEVICES=its
     entry, no memory limit (the Nanny would otherwise kill a worker holding a large float64 reference), no
-    dashboard; and `compile_workers` CPU workers (compile0, ...; resource compile=1, no GPU) that compile ahead."""
+    dashboard; and `compile_workers` CPU workers (compile0, ...; resource compile=1, no GPU) that compile ahead, each
+    in a pool of the host's cores / `compile_workers` processes ($AUTOTUNE_COMPILE_WORKERS overrides)."""
     import logging
 
     distributed = require_distributed()
@@ -138,6 +139,7 @@ def local_cluster(devices: Sequence[str], *, compile_workers: int = 0, silence: 
         }
         for i, dev in enumerate(devices)
     }
+    share = str(max(1, (os.cpu_count() or 1) // max(1, compile_workers)))  # compile processes of each (its pool)
     for i in range(compile_workers):
         workers[f"compile{i}"] = {
             "cls": distributed.Nanny,
@@ -145,7 +147,10 @@ def local_cluster(devices: Sequence[str], *, compile_workers: int = 0, silence: 
                 "host": "127.0.0.1",
                 "nthreads": 1,
                 "memory_limit": 0,
-                "env": {"CUDA_VISIBLE_DEVICES": ""},
+                "env": {
+                    "CUDA_VISIBLE_DEVICES": "",
+                    "AUTOTUNE_COMPILE_WORKERS": os.environ.get("AUTOTUNE_COMPILE_WORKERS", share),
+                },
                 "resources": {"compile": 1},
                 "silence_logs": logging.ERROR if silence else False,
             },
@@ -176,7 +181,7 @@ class DaskBackend:
     `executor`: a factory from `dask_executors` (what each worker measures with). Exactly one of `devices` (start
     a local cluster, one worker per entry: a CUDA_VISIBLE_DEVICES value) and `scheduler` (the address of a running
     scheduler whose workers each see one GPU). `chunk_jobs`: jobs per task (default: a batch split into
-    `CHUNKS_PER_WORKER` chunks per worker). `cluster`: an already running cluster object to use instead.
+    `chunks_per_worker` chunks per worker, default `CHUNKS_PER_WORKER`). `cluster`: an already running cluster object to use instead.
     `compile_workers`: CPU workers the local cluster adds. `compile_ahead`: compile each chunk on a compile worker
     (resource `compile`) into the shared compile cache `compile_cache` before a GPU worker (resource `GPU`) takes
     it; None: when the cluster has compile workers."""
@@ -188,6 +193,7 @@ class DaskBackend:
         devices: Sequence[str] | None = None,
         scheduler: str | None = None,
         chunk_jobs: int | None = None,
+        chunks_per_worker: int = CHUNKS_PER_WORKER,
         cluster: Any = None,
         compile_workers: int = 0,
         compile_ahead: bool | None = False,
@@ -197,6 +203,7 @@ class DaskBackend:
             raise ValueError("give exactly one of devices (a local cluster) and scheduler (an address)")
         self.executor, self.devices_wanted, self.scheduler = executor, list(devices or []), scheduler
         self.chunk_jobs, self.compile_workers, self.compile_ahead = chunk_jobs, compile_workers, compile_ahead
+        self.chunks_per_worker = max(1, chunks_per_worker)
         self.compile_cache = compile_cache
         self.compiled: list[Any] = []  # dask_worker.Precompiled of each chunk compiled ahead
         self.deadline: float | None = None  # time.monotonic(): chunks get the time left; results past it are dropped
@@ -207,6 +214,10 @@ class DaskBackend:
         self._rates: dict[str, GpuRate] = {}
         self._primary: DeviceInfo | None = None
         self._best: dict[tuple[str, TestPoint, tuple], float] = {}  # (GPU name, point, scalars key) -> best ms
+        # baselines: (kind, scalars key, reps) -> the points of the last run's jobs; (kind, scalars key, reps, point)
+        # -> (the future measuring it with others, its index there)
+        self._batch_points: dict[tuple, list[TestPoint]] = {}
+        self._baselines: dict[tuple, tuple[Any, int]] = {}
         self._closed = False
         self._complete = False  # every local worker has been seen once (later, one is enough: a dead one restarts)
 
@@ -302,20 +313,49 @@ class DaskBackend:
         """The kind's baseline, measured on a GPU of the sweep's device's model (the first that is free: it waits
         for the chunk running there); recorded as the sweep's device's.
 
+        Asked for one point, it measures in ONE task the baselines of every point of the last `run`'s jobs that it
+        has not measured yet (the runner asks for them one after the other, each only where it has none): one
+        round trip to the GPU instead of one per point, during which the GPU would idle and the client could not
+        record the chunks that came back. The runner's next asks find them done. Where the runner has some of them
+        already (a resumed sweep), those are measured once more and never recorded.
+
         Its restrictions are hard (never `allow_other_workers`): Dask lets a task with loose restrictions go to ANY
         worker, resources included, so work stealing handed a queued baseline to the idle compile worker, which
         lacks the resource GPU (the worker failed with `KeyError: 'GPU'` and left the cluster). Where the workers
         of the sweep's model are named by address (several GPU models), a restarted worker has a new address: the
         baseline is submitted again, to the workers of that model there are then (any GPU worker if none)."""
-        from autotune.sweep.backends.dask_worker import worker_baseline
-
         self.device_info()
+        key = (kind.name, scalars_key(scalars), reps)
+        if (*key, point) not in self._baselines:
+            todo = [point] + [
+                q for q in self._batch_points.get(key, ()) if q != point and (*key, q) not in self._baselines
+            ]
+            fut = self._submit_baselines(kind, todo, scalars, reps)
+            for i, q in enumerate(todo):
+                self._baselines[(*key, q)] = (fut, i)
+        fut, i = self._baselines[(*key, point)]
+        try:
+            m = fut.result()[i]
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failure is a Measurement, never an exception
+            for k in [k for k, (f, _) in self._baselines.items() if f is fut]:
+                del self._baselines[k]  # asked again, each is measured again
+            return Measurement(kind.baseline_name or "baseline", point, Status.CRASHED, error=_why(exc))
+        m.device = None  # recorded as the sweep's device's baseline (the first worker's)
+        return m
+
+    def _submit_baselines(self, kind: ProblemKind, points: list[TestPoint], scalars: Scalars, reps: int) -> Any:
+        """One task measuring the baselines of `points` (before the chunks queued on its worker); a finished (or
+        failed) future, resubmitted while named workers disappear (see `baseline`)."""
+        from autotune.sweep.backends.dask_worker import worker_baselines
+
         while True:
             where = self._baseline_workers()
             fut = self.client.submit(
-                worker_baseline,
+                worker_baselines,
                 kind,
-                point,
+                points,
                 dict(scalars),
                 reps,
                 workers=where,
@@ -332,15 +372,7 @@ class DaskBackend:
                     fut.cancel()
                     break
             if not gone:
-                break
-        try:
-            m = fut.result()
-        except UserError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a failure is a Measurement, never an exception
-            return Measurement(kind.baseline_name or "baseline", point, Status.CRASHED, error=_why(exc))
-        m.device = None  # recorded as the sweep's device's baseline (the first worker's)
-        return m
+                return fut
 
     def _baseline_workers(self) -> list[str] | None:
         """Addresses of the measuring workers of the sweep's GPU model, or None where any measuring worker will do
@@ -360,7 +392,13 @@ class DaskBackend:
             return iter(())
         from autotune.sweep.backends.dask_worker import run_chunk
 
-        size = self.chunk_jobs or max(1, math.ceil(len(jobs) / (CHUNKS_PER_WORKER * max(1, self.workers()))))
+        self._batch_points.clear()
+        for job in jobs:
+            if job.space.kind.baseline_name is not None:
+                key = (job.space.kind.name, scalars_key(job.scalars), job.reps)
+                self._batch_points.setdefault(key, []).extend(p for p in job.points)
+        self._batch_points = {k: list(dict.fromkeys(v)) for k, v in self._batch_points.items()}
+        size = self.chunk_jobs or max(1, math.ceil(len(jobs) / (self.chunks_per_worker * max(1, self.workers()))))
         chunks = [list(jobs[i : i + size]) for i in range(0, len(jobs), size)]
         left = self._left()
         if not self._ahead():  # (where workers declare GPU, chunks go only to them: never to a compile worker)
@@ -478,7 +516,8 @@ class DaskBackend:
             rate.seconds + res.seconds,
             rate.chunks + 1,
         )
-        got = {(m.instance_id, m.point): m for m in res.measurements if (m.instance_id, m.point) in set(want)}
+        wanted = set(want)
+        got = {(m.instance_id, m.point): m for m in res.measurements if (m.instance_id, m.point) in wanted}
         scalars = {job.instance.id: job.scalars for job in chunk}
         for m in got.values():
             if m.status == Status.OK and m.median_ms is not None:

@@ -1,5 +1,5 @@
 """The worker side of the Dask executor: the plugin that builds each worker's executor once, and the tasks the
-client submits (`run_chunk`, `worker_device`, `worker_baseline`).
+client submits (`precompile`, `run_chunk`, `worker_device`, `worker_baselines`).
 
 Every task runs in the worker's thread pool (never on its event loop, so a GPU start-up of many seconds does not
 stall the worker's heartbeats) and holds the executor's lock: an executor measures one chunk at a time even on a
@@ -32,15 +32,20 @@ class ExecutorPlugin(WorkerPlugin):
         self.factory = factory
 
     def setup(self, worker: Any) -> None:
-        if is_compile_worker(worker_resources(worker)):
-            return  # a CPU worker that only compiles ahead (`precompile`): no executor, no GPU
         import multiprocessing
 
         me = multiprocessing.current_process()
         if me.daemon:  # a worker started with distributed.worker.daemon true (the default of `dask worker`): a GPU
-            # executor starts its own processes, which a daemonic process may not; the plugin's teardown (the
-            # executor's close) ends them
+            # executor (or a compile worker's pool) starts its own processes, which a daemonic process may not; the
+            # plugin's teardown (the executor's close, the pool's) ends them
             me._config["daemon"] = False  # type: ignore[attr-defined]
+        resources = worker_resources(worker)
+        if is_compile_worker(resources):  # a CPU worker that only compiles ahead (`precompile`): no executor, no
+            # GPU; its compiles run in a pool of spawned processes, never in this (multithreaded) one
+            from autotune.sweep.backends.dask_compile import CompilePool, pool_size
+
+            worker._autotune_compile_pool = CompilePool(pool_size(resources))
+            return
         executor = self.factory(str(worker.name))
         start = getattr(executor, "start", None)
         if start is not None:  # a GPU executor starts its compile pool and GPU process now
@@ -49,6 +54,10 @@ class ExecutorPlugin(WorkerPlugin):
         worker._autotune_lock = threading.Lock()
 
     def teardown(self, worker: Any) -> None:
+        pool = getattr(worker, "_autotune_compile_pool", None)
+        if pool is not None:
+            worker._autotune_compile_pool = None
+            pool.close()
         executor = getattr(worker, "_autotune_executor", None)
         if executor is not None:
             worker._autotune_executor = None
@@ -72,32 +81,48 @@ class Precompiled:
     worker: str
     kernels: int
     seconds: float
-    error: str | None = None
+    error: str | None = None  # the compile ahead itself failed (the pool broke, ...): the GPU worker compiles
+    failed: int = 0  # kernels that did not compile (their errors are in the cache, as the GPU worker would find)
+    worker_pid: int = 0  # the Dask worker's process
+    processes: tuple[int, ...] = ()  # the pool processes that compiled (never the worker's own)
+    threads: int = 0  # the most threads a compiling process had at its call (1: forking it is safe)
 
 
 def precompile(jobs: Sequence[Job], archs: Sequence[int], cache_dir: str) -> Precompiled:
     """Compile every kernel the jobs need, for each compute capability in `archs`, into the content-addressed
     compile cache at `cache_dir` (shared with the GPU workers), exactly as their GpuBackend would request them; the
-    GPU worker then finds each one in the cache. Never raises: a failure leaves the compile to the GPU worker."""
+    GPU worker then finds each one in the cache. The compiles run in the compile worker's pool of spawned processes
+    (`dask_compile.CompilePool`), never in the worker's own multithreaded process. Never raises: a failure leaves
+    the compile to the GPU worker."""
+    import os
     from pathlib import Path
 
+    from autotune.sweep.backends.dask_compile import CompilePool, pool_size
     from autotune.sweep.backends.local import GpuBackend, task_of
-    from autotune.sweep.compile import compile_batch
 
-    start, n = time.monotonic(), 0
+    start, n, failed, pids, threads = time.monotonic(), 0, 0, set(), 0
     try:
-        name = str(get_worker().name)
+        worker = get_worker()
+        name = str(worker.name)
     except ValueError:
-        name = "?"
+        worker, name = None, "?"
+    pool = getattr(worker, "_autotune_compile_pool", None)
+    own = pool is None  # called outside a compile worker (a test, a worker without the plugin): a pool of its own
+    if pool is None:
+        pool = CompilePool(pool_size(worker_resources(worker) if worker is not None else {}))
     try:
         builder = GpuBackend(cache_dir=Path(cache_dir), compile_workers=1)  # never started: its request builder only
         tasks = [task_of(job) for job in jobs]
-        for arch in archs:
-            for request in builder._requests(tasks, arch):
-                n += len(compile_batch(request, Path(cache_dir)))
+        requests = [r for arch in archs for r in builder._requests(tasks, arch)]
+        results, pids, threads = pool.compile(requests, cache_dir)
+        n = sum(len(r) for r in results)
+        failed = sum(1 for r in results for ck in r if not ck.ok)
     except Exception as exc:  # noqa: BLE001 - the GPU worker compiles what is missing
-        return Precompiled(name, n, time.monotonic() - start, f"{type(exc).__name__}: {exc}"[:300])
-    return Precompiled(name, n, time.monotonic() - start)
+        return Precompiled(name, n, time.monotonic() - start, f"{type(exc).__name__}: {exc}"[:300], failed, os.getpid())
+    finally:
+        if own:
+            pool.close()
+    return Precompiled(name, n, time.monotonic() - start, None, failed, os.getpid(), tuple(sorted(pids)), threads)
 
 
 @dataclass
@@ -158,12 +183,17 @@ def run_chunk(
         return ChunkResult(name, info, time.monotonic() - start, out, precompiled)
 
 
-def worker_baseline(kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int) -> Measurement:
+def worker_baselines(kind: ProblemKind, points: Sequence[TestPoint], scalars: Scalars, reps: int) -> list[Measurement]:
+    """The kind's baseline at each point, in order, on this worker's GPU (one task for a batch's points)."""
     executor, lock, _ = _executor()
     with lock:
-        m = executor.baseline(kind, point, scalars, reps)
-        m.device = executor.device_info().uuid
-        return m
+        uuid = executor.device_info().uuid
+        out = []
+        for point in points:
+            m = executor.baseline(kind, point, scalars, reps)
+            m.device = uuid
+            out.append(m)
+        return out
 
 
 def executor_attribute(attr: str, dask_worker: Any = None) -> Any:

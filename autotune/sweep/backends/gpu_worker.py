@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 import traceback
 import zlib
 from collections import OrderedDict
@@ -28,12 +29,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def gpu_main(conn: Any, device: int) -> None:
     ignore_sigint()  # Ctrl-C is the parent's: it finishes or abandons the request in flight, then stops us
+    stamps = {"started": time.monotonic()}  # sent with "ready": where the worker's start went (GpuBackend.timeline)
     try:
         import cupy as cp
 
+        stamps["cupy_imported"] = time.monotonic()
         cp.cuda.Device(device).use()
         state = _GpuState(cp, device)
-        conn.send(("ready", None))
+        stamps["context"] = time.monotonic()
+        conn.send(("ready", stamps))
     except BaseException:  # noqa: BLE001 - report anything, the parent decides
         conn.send(("error", traceback.format_exc()))
         return
@@ -95,7 +99,8 @@ class _GpuState:
             try:
                 if kind == "measure":
                     return self.measure(message[1], conn), False
-                return self.baseline(*message[1:], conn), False
+                _, problem, at, scalars, reps = message
+                return self.baseline(problem, at, scalars, reps, conn), False
             except ProblemFault as exc:
                 self.drop_caches()
                 return exc, False
@@ -357,7 +362,7 @@ class LoadedKernels:
 
     def get_function(self, name_expression: str) -> Any:
         ck = self.kernels[name_expression]
-        if not ck.ok:
+        if not ck.ok or ck.lowered_name is None:
             raise RuntimeError(f"{name_expression} did not compile: {ck.log[-2000:]}")
         return self.function(str(ck.blob), ck.lowered_name)
 

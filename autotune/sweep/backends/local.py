@@ -3,9 +3,10 @@
 The parent (the runner's process) never touches the GPU. It
 - starts its compile pool and the GPU worker together (`start`, called by the runner before it plans),
   so CuPy's import in every process overlaps the planning and the GPU's start;
-- compiles instances ahead in a `ProcessPoolExecutor` (spawn; `compile.compile_batch`: NVRTC, or nvcc for a
-  space's `compiler: nvcc`), stops at its `deadline` (the config's budget) killing what still compiles
-  (`cancel_compiles`), keeping
+- compiles instances ahead in a `compile_pool.CompilePool` (spawn; `compile.compile_batch`: NVRTC in the compile
+  process itself, or nvcc for a space's `compiler: nvcc`; a call past the compile time limit has its process killed
+  and replaced, its instances recorded as compile timeouts, never cached), stops at its `deadline` (the config's
+  budget) killing what still compiles (`cancel_compiles`), keeping
   2 x workers compile calls in flight from the moment `run` is called (refilled after every measurement, so no
   core waits while the GPU works through a long list); the GPU measures what has compiled
   (never waiting on a slow compile while other work is ready), one test point at a time (`next_point`).
@@ -32,7 +33,7 @@ import os
 import signal
 import time
 import traceback
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -41,11 +42,13 @@ from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import (
     DEFAULT_OPTIONS,
     CompiledKernel,
+    CompileFailed,
     CompileRequest,
     batches,
     compile_batch,
     warm_compile_process,
 )
+from autotune.sweep.compile_pool import CompilePool, start_process
 from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, resource_failure, screen_options
 from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
@@ -72,31 +75,36 @@ def next_point(ready: dict[TestPoint, list], current: TestPoint | None) -> TestP
 def task_of(job: Job) -> KernelTask:
     """Bind a runner Job (space + instance + points) to name expressions and geometry."""
     space, params = job.space, job.instance.param_dict
+    kernel = space.kernel
+    if kernel is None:
+        raise UserError(f"space {space.name!r} has no kernel to compile", hint="give the space a `kernel:` section")
     variants = []
     for p in job.points:
         g = space.geometry(params, p)
+        gx, gy, gz = g.grid
+        bx, by, bz = g.block
         variants.append(
             Variant(
                 p,
                 space.template_name(params, p.precision, p.shape),
-                tuple(g.grid),
-                tuple(g.block),
+                (int(gx), int(gy), int(gz)),
+                (int(bx), int(by), int(bz)),
                 int(g.shared_bytes),
                 space.defines(params, p),
             )
         )
     return KernelTask(
         job.instance.id,
-        space.kernel.source_path,
-        space.kernel.convention,
+        kernel.source_path,
+        kernel.convention,
         tuple(variants),
         space.kind,
         dict(job.scalars),
         job.reps,
-        space.kernel.compiler,
-        space.kernel.compiler_options,
+        kernel.compiler,
+        kernel.compiler_options,
         dict(params),
-        space.kernel.semantics,
+        kernel.semantics,
     )
 
 
@@ -139,10 +147,11 @@ class GpuBackend:
         self._proc: Any = None
         self._conn: Any = None
         self._ready = False
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: CompilePool | Executor | None = None
         self._info: DeviceInfo | None = None
         self._best: dict[tuple[TestPoint, tuple[tuple[str, float], ...]], float] = {}  # (point, scalars_key)
         self._t0: float | None = None  # time.monotonic() at `start`
+        self._ahead: tuple | None = None  # (point, convention, scalars key) of a `prepare_ahead` not yet answered
         # start-up, seconds after `start`: worker_ready, device_info, first_submit, prepared, first_compiled,
         # first_measured (issue 31: the first measurement within 3 s of the sweep's start on a warm machine)
         self.timeline: dict[str, float] = {}
@@ -157,9 +166,7 @@ class GpuBackend:
         if self._t0 is None:
             self._t0 = time.monotonic()
         if self._pool is None:
-            pool = self._compile_pool()
-            for _ in range(self.compile_workers):  # spawns every process now; each imports NVRTC's bindings
-                pool.submit(os.getpid)
+            self._compile_pool()  # spawns every process now; each loads NVRTC and compiles once (warm_nvrtc)
         if self._proc is None:
             self._spawn()
 
@@ -182,7 +189,7 @@ class GpuBackend:
     def _spawn(self) -> None:
         parent, child = self._ctx.Pipe()
         self._proc = self._ctx.Process(target=gpu_main, args=(child, self.device), daemon=True)
-        self._proc.start()
+        start_process(self._proc)
         child.close()
         self._conn, self._ready = parent, False
 
@@ -202,6 +209,9 @@ class GpuBackend:
             raise RuntimeError(f"the GPU worker could not start: {payload}")
         self._ready = True
         self._mark("worker_ready")
+        if isinstance(payload, dict) and self._t0 is not None:  # the worker's own stamps (time.monotonic, system-wide)
+            for event, at in payload.items():
+                self.timeline.setdefault(f"worker.{event}", round(at - self._t0, 3))
 
     def _exit_code(self) -> int | None:
         """The exit code of a worker whose pipe closed: its pipe closes a moment before the process can be
@@ -212,6 +222,7 @@ class GpuBackend:
         return self._proc.exitcode
 
     def _kill(self) -> None:
+        self._ahead = None  # a dead worker answers nothing
         if self._proc is not None:
             if self._proc.is_alive():
                 self._proc.kill()
@@ -221,13 +232,33 @@ class GpuBackend:
         self._proc = self._conn = None
         self._ready = False
 
+    def prepare_ahead(self, kind: ProblemKind, point: TestPoint, convention: str, scalars: Scalars) -> None:
+        """Have the GPU worker build this point's data and reference now, without waiting for its answer (a caller
+        that knows the first point before the sweep plans: `tune_kernel`); the first `run` takes the answer."""
+        if self._ahead is not None:
+            return
+        self.device_info()  # asked first (the worker described the GPU when it started): the sweep's plan needs it
+        self._conn.send(("prepare", kind, point, convention, dict(scalars)))
+        self._ahead = (point, convention, scalars_key(scalars))
+
+    def _take_ahead(self) -> tuple[tuple, tuple[str, Any]] | None:
+        """The answer to `prepare_ahead`'s request (its key, the answer), or None when none is pending."""
+        if self._ahead is None:
+            return None
+        key, self._ahead = self._ahead, None
+        return key, self._reply(None)
+
     def _call(self, message: tuple, expected: Callable[[float], float] | None = None) -> tuple[str, Any]:
         """Send one request; ("result", payload) or ("timeout"|"crashed", reason)."""
+        self._take_ahead()  # (a data build asked for ahead and not taken: its answer comes first)
         if self._proc is None:
             self._spawn()
         if not self._ready:
             self._wait_ready()
         self._conn.send(message)
+        return self._reply(expected)
+
+    def _reply(self, expected: Callable[[float], float] | None) -> tuple[str, Any]:
         deadline = time.monotonic() + self.timeout_s
         while True:
             left = deadline - time.monotonic()
@@ -289,10 +320,7 @@ class GpuBackend:
                 i, chunk = todo.pop()
                 inflight[i] = (
                     chunk,
-                    [
-                        (r, self._compile_pool().submit(compile_batch, r, self.cache_dir))
-                        for r in self._requests(chunk, arch)
-                    ],
+                    [(r, self._submit(r)) for r in self._requests(chunk, arch)],
                 )
 
         refill()
@@ -306,7 +334,11 @@ class GpuBackend:
         awaited here: the compiles run meanwhile). The problem's own fault stops the sweep as a measurement's
         would; a timeout or crash is left to the measurement that needs the data."""
         v = task.variants[0]
-        kind, payload = self._call(("prepare", task.kind, v.point, task.convention, dict(task.scalars)))
+        ahead = self._take_ahead()
+        if ahead is not None and ahead[0] == (v.point, task.convention, scalars_key(task.scalars)):
+            kind, payload = ahead[1]
+        else:
+            kind, payload = self._call(("prepare", task.kind, v.point, task.convention, dict(task.scalars)))
         if kind == "result" and isinstance(payload, ProblemFault):
             self.cancel_compiles()
             raise problem_error(payload)
@@ -378,9 +410,9 @@ class GpuBackend:
 
     def close(self) -> None:
         if self._conn is not None and self._proc is not None and self._proc.is_alive():
-            try:
+            try:  # a second for a clean exit, then killed (the driver frees a killed process's context)
                 self._conn.send(("stop",))
-                self._proc.join(10)
+                self._proc.join(1.0)
             except (OSError, BrokenPipeError):
                 pass
         self._kill()
@@ -393,6 +425,9 @@ class GpuBackend:
         (a `budget: 150` sweep ran 183 s)."""
         pool, self._pool = self._pool, None
         if pool is None:
+            return
+        if isinstance(pool, CompilePool):
+            self.cancelled += pool.shutdown(kill=True)
             return
         procs = list((getattr(pool, "_processes", None) or {}).values())  # CPython keeps them here (3.8-3.14)
         busy = sum(1 for f in getattr(pool, "_pending_work_items", {}).values() if f.future.running())
@@ -416,12 +451,29 @@ class GpuBackend:
         self.close()
 
     # ---------------------------------------------------------------------------------- internals
-    def _compile_pool(self) -> ProcessPoolExecutor:
+    def _compile_pool(self) -> CompilePool | Executor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                self.compile_workers, mp_context=self._ctx, initializer=warm_compile_process
-            )
+            self._pool = CompilePool(self.compile_workers, self._ctx, initializer=warm_compile_process)
         return self._pool
+
+    def _submit(self, request: CompileRequest) -> Future:
+        """`compile_batch(request)` in the pool; in a CompilePool under the compile time limit, per compiler call the
+        request may make (a precheck's fast build, a failed batch's instances one by one), plus 2 s to start."""
+        pool = self._compile_pool()
+        if not isinstance(pool, CompilePool):  # a test's stand-in executor
+            return pool.submit(compile_batch, request, self.cache_dir)
+        limit = None
+        if request.timeout_s is not None:
+            n = len(request.name_expressions)
+            calls = (1 if n == 1 else n + 1) * (2 if request.precheck else 1)
+            limit = request.timeout_s * calls + 2.0
+        return pool.submit(
+            compile_batch,
+            request,
+            self.cache_dir,
+            timeout_s=limit,
+            what=f"compiling {len(request.name_expressions)} instance(s) of {request.source.name}",
+        )
 
     def _requests(self, chunk: list[KernelTask], arch: int) -> list[CompileRequest]:
         """One request per (kernel file, defines, compiler, its options): instances that differ only in template
@@ -465,10 +517,12 @@ class GpuBackend:
         for req, fut in pending:
             try:
                 results = fut.result()
+            except CompileFailed as exc:  # killed past its time limit, or its process died: recorded, not cached
+                results = [CompiledKernel(n, False, "", None, None, None, exc.log, 0.0) for n in req.name_expressions]
             except Exception:  # noqa: BLE001 - a broken pool or NVRTC crash becomes a recorded failure
                 log = traceback.format_exc()
                 results = [CompiledKernel(n, False, "", None, None, None, log, 0.0) for n in req.name_expressions]
-                if self._pool is not None:
+                if self._pool is not None and not isinstance(self._pool, CompilePool):
                     self._pool.shutdown(wait=False, cancel_futures=True)
                     self._pool = None
             out.update(
@@ -488,7 +542,7 @@ class GpuBackend:
                 hint="correct the space's `kernel: name:` (or the source), and run the same command "
                 "again (nothing was recorded)",
             )
-        if not ck.ok:
+        if not ck.ok or ck.lowered_name is None:
             lines = ck.log.strip().splitlines() or ["compile error"]
             first = next((ln for ln in lines if "error" in ln), lines[-1])
             return Measurement(

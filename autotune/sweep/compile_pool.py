@@ -1,0 +1,268 @@
+"""The compile processes of `GpuBackend`: a pool whose parent enforces each call's time limit by killing its worker.
+
+NVRTC runs in the worker process itself (no process per compile: forking a child for each compile's time limit cost
+~70 ms per NVRTC compile on an H100 host, measured by scripts/bench_compile_fork.py: stencil 17 ms in process against
+86-93 ms forked). The time limit is the parent's: a call still running at its deadline has its worker killed (with
+the process group it leads: nvcc, cicc, ptxas) and replaced, and its future fails with `CompileTimeout`. A worker that
+dies (a signal, a crash in the compiler) fails its call's future with `CompileFailed` and is replaced too. Neither
+writes to the compile cache (the worker stores only what a compile call finished: deterministic compiler failures
+are cached, a killed call never is).
+
+The futures are `concurrent.futures.Future`s: `wait`, `done`, `cancel` (of a call not yet started) work as with a
+`ProcessPoolExecutor`; `cancel_all` kills every worker (a budget's end: `GpuBackend.cancel_compiles`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import traceback
+from collections import deque
+from concurrent.futures import Future
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable
+
+from autotune.sweep.compile import COMPILE_TIMEOUT_ENV, SUPERVISED_ENV, TIMEOUT_ERROR, CompileFailed, CompileTimeout
+
+
+_START_LOCK = threading.Lock()
+
+
+def start_process(proc: Any) -> None:
+    """`proc.start()` for a spawned autotune process, without the child re-running the user's main script:
+    multiprocessing's spawn imports `__main__` in every child (so that functions defined there unpickle), which runs
+    a Kernel Tuner script's top-level code (its imports: Kernel Tuner, pandas, ...; its data, where not guarded by
+    `if __name__ == "__main__"`) once per compile process and GPU worker, all at once while the script prepares its
+    data. autotune's processes run autotune's functions only, so they need none of it."""
+    from multiprocessing import spawn
+
+    if getattr(proc, "_start_method", None) != "spawn":  # fork/forkserver: nothing is re-imported per process
+        proc.start()
+        return
+    original = spawn.get_preparation_data
+
+    def without_main(name: str) -> dict:
+        data = original(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    with _START_LOCK:
+        spawn.get_preparation_data = without_main  # type: ignore[assignment]
+        try:
+            proc.start()
+        finally:
+            spawn.get_preparation_data = original  # type: ignore[assignment]
+
+
+def _serve(conn: Connection, initializer: Callable[[], None] | None) -> None:
+    """A worker: run each (fn, args) received, send back ("ok", result) or ("error", exception)."""
+    os.environ[SUPERVISED_ENV] = "1"  # compile_batch: the time limit is the parent's
+    if initializer is not None:
+        initializer()
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        fn, args = message
+        try:
+            reply: tuple = ("ok", fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - the caller's future gets it
+            reply = ("error", _portable(exc))
+        try:
+            conn.send(reply)
+        except (OSError, ValueError):
+            return
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """The exception, or (when it cannot be pickled) a CompileFailed with its traceback."""
+    import pickle
+
+    try:
+        pickle.dumps(exc)
+        return exc
+    except Exception:  # noqa: BLE001
+        return CompileFailed("".join(traceback.format_exception(exc)))
+
+
+class _Worker:
+    def __init__(self, ctx: Any, initializer: Callable[[], None] | None) -> None:
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, initializer), daemon=True)
+        start_process(self.proc)
+        child.close()
+        self.job: tuple[Future, float | None, str, float | None] | None = None  # (future, deadline, what, limit)
+
+    def kill(self) -> None:
+        try:
+            if os.getpgid(self.proc.pid) == self.proc.pid:  # `warm_compile_process` made it a group leader
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            else:
+                self.proc.kill()
+        except (OSError, ValueError):  # already gone
+            pass
+        self.proc.join(5)
+        self.conn.close()
+
+
+class CompilePool:
+    """`workers` processes (started now, from `ctx`, each running `initializer` first); `submit` queues a call."""
+
+    def __init__(self, workers: int, ctx: Any, initializer: Callable[[], None] | None = None) -> None:
+        self._ctx, self._initializer = ctx, initializer
+        self._lock = threading.Lock()
+        self._queue: deque[tuple[Future, Callable, tuple, float | None, str]] = deque()
+        self._workers = [_Worker(ctx, initializer) for _ in range(max(1, workers))]
+        self._wake_r, self._wake_w = ctx.Pipe(duplex=False)
+        self._closed = False
+        self.killed = 0  # calls killed at their deadline
+        self._thread = threading.Thread(target=self._loop, name="autotune-compile-pool", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------------------------------- API
+    def submit(self, fn: Callable, *args: Any, timeout_s: float | None = None, what: str = "a compile call") -> Future:
+        """Run fn(*args) in a worker; past `timeout_s` seconds after it started there, the worker is killed and the
+        future fails with CompileTimeout."""
+        fut: Future = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the compile pool was shut down")
+            self._queue.append((fut, fn, args, timeout_s, what))
+        self._wake()
+        return fut
+
+    def busy(self) -> int:
+        """Calls running now."""
+        with self._lock:
+            return sum(1 for w in self._workers if w.job is not None)
+
+    def pids(self) -> list[int]:
+        return [w.proc.pid for w in self._workers]
+
+    def shutdown(self, kill: bool = True) -> int:
+        """Stop the pool: queued calls are cancelled; running ones are killed (kill=True) or left to finish and
+        their workers stopped after. Returns how many calls were running."""
+        with self._lock:
+            if self._closed:
+                return 0
+            self._closed = True
+            queued = list(self._queue)
+            self._queue.clear()
+            workers = list(self._workers)
+        for fut, *_ in queued:
+            fut.cancel()
+        self._wake()
+        self._thread.join(10)
+        busy = 0
+        for w in workers:
+            if w.job is not None:
+                busy += 1
+                if not w.job[0].cancel():
+                    _fail(w.job[0], CompileFailed("error: compile cancelled (the sweep stopped)"))
+            if kill or w.job is not None:
+                w.kill()
+            else:
+                try:
+                    w.conn.send(None)
+                except OSError:
+                    pass
+                w.proc.join(5)
+                w.conn.close()
+        return busy
+
+    # ------------------------------------------------------------------------------------ internals
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send_bytes(b"w")
+        except OSError:
+            pass
+
+    def _dispatch(self) -> None:
+        with self._lock:
+            for w in self._workers:
+                while w.job is None and self._queue:
+                    fut, fn, args, timeout_s, what = self._queue.popleft()
+                    if not fut.set_running_or_notify_cancel():
+                        continue
+                    try:
+                        w.conn.send((fn, args))
+                    except Exception as exc:  # noqa: BLE001 - an unpicklable call, or a worker gone
+                        _fail(fut, CompileFailed(f"error: could not hand {what} to a compile process: {exc}"))
+                        continue
+                    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+                    w.job = (fut, deadline, what, timeout_s)
+
+    def _replace(self, w: _Worker) -> None:
+        w.kill()
+        with self._lock:
+            i = self._workers.index(w)
+            self._workers[i] = _Worker(self._ctx, self._initializer)
+
+    def _loop(self) -> None:
+        try:
+            self._serve_calls()
+        except BaseException:  # noqa: BLE001 - never leave a future waiting on a dead dispatcher
+            log = f"error: the compile pool's dispatcher failed\n{traceback.format_exc()}"
+            with self._lock:
+                self._closed = True
+                jobs = [w.job[0] for w in self._workers if w.job is not None] + [q[0] for q in self._queue]
+                self._queue.clear()
+            for fut in jobs:
+                _fail(fut, CompileFailed(log))
+
+    def _serve_calls(self) -> None:
+        while not self._closed:
+            self._dispatch()
+            now = time.monotonic()
+            deadlines = [w.job[1] for w in self._workers if w.job is not None and w.job[1] is not None]
+            timeout = None if not deadlines else max(0.0, min(deadlines) - now)
+            busy = [w for w in self._workers if w.job is not None]
+            ready = wait([self._wake_r, *(w.conn for w in busy)], timeout)
+            if self._closed:
+                return
+            if self._wake_r in ready:
+                while self._wake_r.poll():
+                    self._wake_r.recv_bytes()
+            for w in busy:
+                if w.conn not in ready or w.job is None:
+                    continue
+                fut = w.job[0]
+                try:
+                    kind, payload = w.conn.recv()
+                except (EOFError, OSError):
+                    w.proc.join(5)
+                    what = w.job[2]
+                    w.job = None
+                    _fail(fut, CompileFailed(f"error: {what} died (exit code {w.proc.exitcode})"))
+                    self._replace(w)
+                    continue
+                w.job = None
+                if kind == "ok":
+                    fut.set_result(payload)
+                else:
+                    _fail(fut, payload)
+            now = time.monotonic()
+            for w in list(self._workers):
+                if w.job is not None and w.job[1] is not None and now >= w.job[1]:
+                    fut, _, what, limit = w.job
+                    w.job = None
+                    self.killed += 1
+                    self._replace(w)
+                    _fail(
+                        fut,
+                        CompileTimeout(
+                            f"{TIMEOUT_ERROR}: {what} ran past {limit:g} s and was killed "
+                            f"(the limit: ${COMPILE_TIMEOUT_ENV}, or GpuBackend(compile_timeout_s=...))"
+                        ),
+                    )
+
+
+def _fail(fut: Future, exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)

@@ -1,0 +1,32 @@
+"""Calls for tests/test_compile_pool.py, importable by the pool's spawned processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+from autotune.sweep.compile import CompileFailed
+
+
+def pid_after(seconds: float) -> int:
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def sleep_then(seconds: float, value: Any) -> Any:
+    time.sleep(seconds)
+    return value
+
+
+def env_of(name: str) -> str | None:
+    return os.environ.get(name)
+
+
+def fail(log: str) -> None:
+    raise CompileFailed(log)
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)

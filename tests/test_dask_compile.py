@@ -1,0 +1,49 @@
+"""The compile worker's pool (`dask_compile.CompilePool`): compiles run in spawned single-threaded processes, and a
+pool that breaks caches nothing, says so, and is replaced for the next call. Real nvcc compiles where nvcc exists."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from autotune.sweep.backends.dask_compile import CompilePool, PoolFailed, pool_size
+from autotune.sweep.compile import CompileRequest
+from autotune.sweep.nvcc import find_nvcc
+
+
+class _DiesWhenUnpickled:
+    """Kills the pool process that receives it (as a segfault or the OOM killer would), outside any compile."""
+
+    def __reduce__(self) -> tuple:
+        return (os._exit, (9,))
+
+
+def _request(tmp_path: Path) -> CompileRequest:
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }\n')
+    return CompileRequest(tmp_path / "k.cu", ("k",), 80, compiler="nvcc", timeout_s=120)
+
+
+def test_pool_size_reads_the_env_then_the_resource_then_the_cores() -> None:
+    assert pool_size({"compile": 1}, {"AUTOTUNE_COMPILE_WORKERS": "3"}) == 3
+    assert pool_size({"compile": 8}, {}) == 8
+    assert pool_size({"compile": 1}, {}) == (os.cpu_count() or 1)
+    with pytest.raises(ValueError, match="AUTOTUNE_COMPILE_WORKERS"):
+        pool_size({}, {"AUTOTUNE_COMPILE_WORKERS": "many"})
+
+
+def test_a_broken_pool_caches_nothing_and_is_replaced(tmp_path: Path) -> None:
+    pool = CompilePool(1)
+    cache = tmp_path / "cache"
+    try:
+        with pytest.raises(PoolFailed, match="nothing was cached"):
+            pool.compile([_DiesWhenUnpickled()], str(cache))
+        assert pool.replaced == 1 and not cache.exists()
+        if find_nvcc() is None:
+            pytest.skip("nvcc not found: the replaced pool's compile is not tried")
+        (results,), pids, threads = pool.compile([_request(tmp_path)], str(cache))
+        assert [ck.ok for ck in results] == [True], results[0].log
+        assert os.getpid() not in pids and threads == 1
+    finally:
+        pool.close()
