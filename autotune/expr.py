@@ -164,7 +164,7 @@ def _check_node(node: ast.AST, names: set[str]) -> None:
         elif not isinstance(value, (float, str)):
             raise ExprError(f"literal {value!r} is not allowed", "use numbers or strings")
     elif isinstance(node, ast.Compare):
-        for op, right in zip(node.ops, node.comparators):
+        for op, right in zip(node.ops, node.comparators, strict=True):
             if isinstance(op, (ast.In, ast.NotIn)) and not isinstance(right, (ast.List, ast.Tuple)):
                 raise ExprError(
                     "`in` needs a literal list on its right, e.g. `x in [1, 2, 4]`",
@@ -288,7 +288,7 @@ def _binop(node: ast.BinOp, env: Mapping[str, Any], mask: np.ndarray | None) -> 
 def _compare(node: ast.Compare, env: Mapping[str, Any], mask: np.ndarray | None) -> Any:
     left = _eval(node.left, env, mask)
     result: Any = True
-    for op, right_node in zip(node.ops, node.comparators):
+    for op, right_node in zip(node.ops, node.comparators, strict=True):
         right = _eval(right_node, env, mask)
         if isinstance(op, (ast.In, ast.NotIn)):
             # `right` is the evaluated literal list (checked at parse time); compared item by item, since an item

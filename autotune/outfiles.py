@@ -66,7 +66,7 @@ def write_files(files: Mapping[Path, Content], *, make_folders: bool = False) ->
     check_writable(targets, make_folders=make_folders)
     temps: dict[Path, str] = {}
     try:
-        for path, content in zip(targets, files.values()):
+        for path, content in zip(targets, files.values(), strict=True):
             folder = path.parent if str(path.parent) else Path(".")
             try:
                 if make_folders:

@@ -76,7 +76,7 @@ def load_yaml(path: Path, error: type[UserError] = UserError) -> LineDict:
             line=mark.line + 1 if mark else None,
             hint="fix the indentation or quoting at that line",
         ) from None
-    if not isinstance(data, dict):
+    if not isinstance(data, LineDict):  # the loader makes every mapping a LineDict
         raise error(
             "the file must be a YAML mapping (key: value lines)",
             file=path,

@@ -74,7 +74,7 @@ def instances(space: dict, precision: str = "fp32") -> tuple[int, list[dict], li
     raw, hard, soft = 0, [], []
     for combo in itertools.product(*grids):
         raw += 1
-        env = dict(H100, elem_bytes=ELEM_BYTES[precision], **dict(zip(names, combo)))
+        env = dict(H100, elem_bytes=ELEM_BYTES[precision], **dict(zip(names, combo, strict=True)))
         for k, e in (space.get("derived") or {}).items():
             env[k] = _eval(e, env)
         if all(_eval(c["expr"], env) for c in space.get("hard") or []):
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(compile_one, src, p, Path(tmp), f"u{i}") for i, (_, src, p) in enumerate(jobs)]
-        for (label, _, _), fut in zip(jobs, futures):
+        for (label, _, _), fut in zip(jobs, futures, strict=True):
             ok, log, secs = fut.result()
             print(f"  {'ok  ' if ok else 'FAIL'} {secs:5.1f}s {label}")
             if not ok:

@@ -195,9 +195,9 @@ def summarize(results: list[dict]) -> list[dict]:
     for name in names:
         runs = [r for r in results if r["name"] == name]
         secs = [r["seconds"] for r in runs]
-        ratios = [s / b for s, b in zip(secs, single)] if single else []
+        ratios = [s / b for s, b in zip(secs, single, strict=False)] if single else []  # a cut-short run: rounds made
         row_secs = [r["sweep_row_s"] for r in runs]
-        row_ratios = [s / b for s, b in zip(row_secs, single_row)] if single_row else []
+        row_ratios = [s / b for s, b in zip(row_secs, single_row, strict=False)] if single_row else []  # (same)
         rows.append(
             dict(
                 name=name,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: does generality cost sweep throughput? (issue 14, "Performance")
+"""Benchmark: does generality cost sweep throughput? (target: configs/s before and after within 5%)
 
 Runs the same GEMM sweep with two source trees of autotune (e.g. the commit before the problem-kind redesign,
 exported with `git archive`, and the working tree), alternating A B A B ... in one run on one GPU, each run in a

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: importing a 50,000-entry Kernel Tuner cache into a new SQLite results database (issue 14: under
+"""Benchmark: importing a 50,000-entry Kernel Tuner cache into a new SQLite results database (target: under
 10 s). Writes the cache with autotune.interop.kerneltuner.write_cache (Kernel Tuner's exact layout), then times
 `import_cache` (reading, the space written from tune_params, instances, measurements). No GPU needed.
 
@@ -17,7 +17,7 @@ from autotune.store.store import Store
 keys = ("a", "b", "c", "d")
 vals = {"a": list(range(50)), "b": list(range(50)), "c": list(range(5)), "d": list(range(4))}
 recs = tuple(
-    KTRecord(dict(zip(keys, combo)), "ok", 1.0 + i * 1e-6, (1.0, 1.1), {"compile_time": 3.0})
+    KTRecord(dict(zip(keys, combo, strict=True)), "ok", 1.0 + i * 1e-6, (1.0, 1.1), {"compile_time": 3.0})
     for i, combo in enumerate(itertools.product(*vals.values()))
 )
 tmp = Path(tempfile.mkdtemp())

@@ -252,7 +252,7 @@ def main() -> None:
     by_label = {p.label: p for p in pairs}
     for (tool, strategy, label), ts in traces.items():
         p = by_label[label]
-        for seed, tr in zip(seeds[(tool, strategy, label)], ts):
+        for seed, tr in zip(seeds[(tool, strategy, label)], ts, strict=True):
             for b in budgets(len(p.instances)):
                 best = float(tr[min(b, len(tr)) - 1]) if len(tr) else math.inf
                 rows.append(
@@ -291,7 +291,7 @@ def proposal_cost(n: int, strategies: list[str], told: int = 300, timed: int = 4
     ]
     point = TestPoint("synthetic", "fp32", "", (("n", 1),))
     bowl = ((codes - (np.array(cards) - 1) / 3) ** 2).sum(axis=1) * 0.01 + rng.random(len(codes)) * 0.05 + 1.0
-    ms = {i.id: float(v) for i, v in zip(insts, bowl)}
+    ms = {i.id: float(v) for i, v in zip(insts, bowl, strict=True)}
     print(f"{len(insts):,} instances built in {time.process_time() - t:.1f} s CPU", file=sys.stderr)
     out = {}
     for name in strategies:
@@ -325,7 +325,7 @@ def save_traces(path: Path, traces: dict, seeds: dict) -> None:
     arrays = {
         f"{tool}|{strategy}|{label}|{seed}": tr.astype(np.float32)
         for (tool, strategy, label), ts in traces.items()
-        for seed, tr in zip(seeds[(tool, strategy, label)], ts)
+        for seed, tr in zip(seeds[(tool, strategy, label)], ts, strict=True)
     }
     np.savez_compressed(path, **arrays)
 
@@ -542,7 +542,7 @@ def plot(traces: dict, pairs: list[Pair], path: Path) -> None:
     nrow = math.ceil(len(pairs) / cols)
     fig, axes = plt.subplots(nrow, cols, figsize=(5.5 * cols, 3.6 * nrow), squeeze=False)
     keys = sorted({(t, s) for t, s, _ in traces})
-    for ax, p in zip(axes.flat, pairs):
+    for ax, p in zip(axes.flat, pairs, strict=False):  # the grid's last row may have more axes than pairs are left
         for i, (tool, strategy) in enumerate(keys):
             ts = traces.get((tool, strategy, p.label))
             if not ts:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: build time of our space generator against Kernel Tuner's `Searchspace` (issue 2, "Performance").
+"""Benchmark: build time of our space generator against Kernel Tuner's `Searchspace`.
 
 For every spaces/*.yaml (except the synthetic one) it
   1. builds the space with `autotune.space.generator.generate` (hard constraints only, and hard + soft), best of N;
@@ -11,7 +11,7 @@ For every spaces/*.yaml (except the synthetic one) it
   3. builds spaces/synthetic_1e9.yaml (10^9 raw combinations) and spaces/synthetic_1e12.yaml (10^12 raw, about
      10^6 survivors), hard constraints only and hard + soft, each in a fresh subprocess, and reports the time and
      the peak RSS (getrusage ru_maxrss) of that process; for 10^9 also the tracemalloc peak, in another subprocess;
-  4. checks the targets of issue 37 (faster than Kernel Tuner on every space, soft constraints on and off;
+  4. checks the performance targets the generator was built to (faster than Kernel Tuner on every space, soft constraints on and off;
      gemm_tiny_simt with soft constraints in <= 0.1 s; 10^9 in < 1 s and < 1 GB; 10^12 in < 10 s and < 2 GB);
   5. prints a table and writes results/bench/space_build.json with the machine's description and provenance
      (commit, date, command, --note).
@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SYNTHETIC = ROOT / "spaces" / "synthetic_1e9.yaml"
 SYNTHETIC_1E12 = ROOT / "spaces" / "synthetic_1e12.yaml"
-# issue 37's targets: seconds and MiB of peak RSS per synthetic space (every build), seconds for gemm_tiny_simt soft
+# the generator's targets: seconds and MiB of peak RSS per synthetic space (every build), seconds for gemm_tiny_simt soft
 TARGETS = {"synthetic_1e9": (1.0, 1024), "synthetic_1e12": (10.0, 2048)}
 TINY_SOFT_S = 0.1
 SAFE_BUILTINS = {"min": min, "max": max, "abs": abs, "__import__": __import__}
@@ -273,7 +273,7 @@ def as_function(names: list[str], text: str) -> Callable[..., bool]:
     code = compile(text, "<restriction>", "eval")
 
     def restriction(*values: Any) -> bool:
-        return bool(eval(code, {"__builtins__": SAFE_BUILTINS}, dict(zip(names, values))))
+        return bool(eval(code, {"__builtins__": SAFE_BUILTINS}, dict(zip(names, values, strict=True))))
 
     return restriction
 
@@ -312,9 +312,9 @@ def kt_difference(space: Space, generated: Any, kt_list: list[tuple]) -> dict[st
     theirs = set(kt_list)
     names = list(space.param_names)
     return {
-        "only_ours": [dict(zip(names, r)) for r in sorted(ours - theirs)[:3]],
+        "only_ours": [dict(zip(names, r, strict=True)) for r in sorted(ours - theirs)[:3]],
         "n_only_ours": len(ours - theirs),
-        "only_kt": [dict(zip(names, r)) for r in sorted(theirs - ours)[:3]],
+        "only_kt": [dict(zip(names, r, strict=True)) for r in sorted(theirs - ours)[:3]],
         "n_only_kt": len(theirs - ours),
     }
 
@@ -365,8 +365,8 @@ def bench_space(
     r.ours_soft_s, r.ours_soft, r.times["ours_soft"] = best_of(repeat, ours(True), cpu=r.times["ours_soft_cpu"])
     kt = translate(space, device, precision)
     r.translation = {
-        "hard": dict(zip(kt.names_hard, kt.hard)),
-        "soft": dict(zip(kt.names_soft, kt.soft)),
+        "hard": dict(zip(kt.names_hard, kt.hard, strict=True)),
+        "soft": dict(zip(kt.names_soft, kt.soft, strict=True)),
         "dropped_constant_true": list(kt.dropped),
         "python_eval_check": check_translation(space, kt, device, precision, samples),
     }
@@ -535,7 +535,7 @@ def _fmt(x: Any) -> str:
 
 
 def targets(results: list[SpaceResult], synthetic: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
-    """Issue 37's performance targets, each with what was measured and whether it was met."""
+    """The generator's performance targets (see the module docstring, item 4), each with what was measured and whether it was met."""
     out: list[dict[str, Any]] = []
     for r in results:
         for key in ("hard", "soft"):
@@ -654,7 +654,10 @@ def table(results: list[SpaceResult], synthetic: dict[str, dict[str, Any] | None
         )
     text = [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in text) for i in range(len(head))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in text]
+    lines = [
+        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        for row in text
+    ]
     return "\n".join(
         lines
         + [

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: sweep throughput against Kernel Tuner 1.5 on the same GPU (issue 3, "Performance").
+"""Benchmark: sweep throughput against Kernel Tuner 1.5 on the same GPU (targets: TARGET_RATIO and TARGET_MINUTES below).
 
 One run, one GPU, one space (a name under spaces/ or any space YAML; --kernel swaps in another kernel file),
 one test point (default fp32 NN 32x32x32, batch 20,000, alpha 1, beta 0):
@@ -56,7 +56,7 @@ from autotune.sweep.strategies import make_strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SEED_SCALE = (5000, 15)  # instances x test points of a seed-scale sweep (issue 3)
+SEED_SCALE = (5000, 15)  # instances x test points of a seed-scale sweep (the size the targets are stated for)
 TARGET_RATIO, TARGET_MINUTES = 10.0, 30.0
 PROJ_SIZES = (2, 30, 2)  # square sizes start, stop, step: 15 test points
 CPP_SYMBOLS = ("T", "S", "TRANS_A", "TRANS_B")
@@ -144,7 +144,7 @@ def kt_setup(space: Space, point: TestPoint, instances: Sequence[Instance]) -> K
     symbols = {"T": t, "S": s, "TRANS_A": str(int(point.shape[0] == "T")), "TRANS_B": str(int(point.shape[1] == "T"))}
     extra = [a for a in kb.template_args if a not in symbols and a not in params]
     block_names = []
-    for axis, loc in zip("xyz", kb.block):
+    for axis, loc in zip("xyz", kb.block, strict=True):
         text = loc.expr.text.strip()
         block_names.append(text if text in params else f"kt_block_{axis}")
     extra += [b for b in block_names if b not in params and b not in extra]
@@ -199,7 +199,7 @@ def check_with_kernel_tuner(setup: KTSetup, max_threads: int = 1024) -> dict[str
     wrong = [
         k
         for k, name in setup.names.items()
-        if replace_param_occurrences(setup.kernel_name, dict(zip(order, k))) != name
+        if replace_param_occurrences(setup.kernel_name, dict(zip(order, k, strict=True))) != name
     ]
     return {
         "size": ss.size,
@@ -247,7 +247,7 @@ REQUIRED = ("ours_configs_per_s", "kernel_tuner_configs_per_s", "gpu", "space", 
 
 
 def check_report(report: dict[str, Any]) -> list[str]:
-    """Problems with a report (empty: it has the fields issue 3 asks for, with consistent values)."""
+    """Problems with a report (empty: it has every REQUIRED field, with consistent values)."""
     bad = [f"missing {k}" for k in REQUIRED if k not in report]
     for k in ("ours_configs_per_s", "kernel_tuner_configs_per_s"):
         v = report.get(k)
@@ -370,7 +370,7 @@ def run_ours(cfg_text: str, workdir: Path, backend: Any, ask_batch: int | None =
                 "compile_s": m.compile_s,
                 "median_ms": m.median_ms,
             }
-            for t, m in zip(clock.times, clock.results)
+            for t, m in zip(clock.times, clock.results, strict=True)
         ],
         "errors": [
             f"{m.instance_id}: {m.status.value}: {m.error}"
@@ -466,7 +466,7 @@ def kt_child(spec_path: Path) -> None:
     setup = kt_setup(space, point, [Instance.of(space.name, d) for d in spec["instances"]])
     order = list(setup.tune_params)
     for key, name in setup.names.items():
-        got = replace_param_occurrences(setup.kernel_name, dict(zip(order, key)))
+        got = replace_param_occurrences(setup.kernel_name, dict(zip(order, key, strict=True)))
         if got != name:
             raise SystemExit(f"Kernel Tuner would compile {got}, we compile {name}")
     args, ci, ref = kt_problem(point, spec["alpha"], spec["beta"], spec["seed"])

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.pairs) % 2:
         parser.error("give TABLE VALIDATION_DIR pairs")
     out = {}
-    for table, folder in zip(args.pairs[::2], args.pairs[1::2]):
+    for table, folder in zip(args.pairs[::2], args.pairs[1::2], strict=True):
         try:
             figs = validated_figures(table, folder, tol=args.tol)
         except Exception as exc:  # noqa: BLE001 - a missing validation is reported, the others still printed

@@ -58,7 +58,7 @@ class Kernel:
         names = [a for a in _space(self.family).kernel.template_args if a not in ("TRANS_A", "TRANS_B")]
         if len(names) != len(self.args):
             raise ValueError(f"{self.label}: {len(self.args)} arguments for {self.family}'s {names}")
-        return dict(zip(names, self.args))
+        return dict(zip(names, self.args, strict=True))
 
     def geometry(self, m: int, n: int, k: int, batch: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """(grid, block) from spaces/<family>.yaml, as the runner launches it (H100 profile where the GPU is none)."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15's H100 runs (workload-driven tables, sharing, validation), each phase resumable: run a phase again to go
+# The H100 runs of workload-driven tables (tables, sharing, validation), each phase resumable: run a phase again to go
 # on where it stopped (on any H100: --resume model). Databases go to $RUNS (default runs/); every sweep is stopped
 # cleanly (SIGTERM) after SECONDS.
 #   bash scripts/h100_tables.sh small|fp16|square-share SECONDS

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 32 on one H100 (about 7 minutes, at most 9.5: every phase has a timeout): the fp32/fp64 model table
+# The model tables' GPU runs on one H100 (about 7 minutes, at most 9.5: every phase has a timeout): the fp32/fp64 model table
 # (results/small_tables_h100/model/dispatch.json, built on a CPU from the committed sweep) validated at 200 fresh
 # random held-out problems (seed 3202); then the fp16 table tuned again over every residue of the sizes
 # (configs/fp16_model_h100.yaml, 100 points), built with the selection model (library margin chosen by

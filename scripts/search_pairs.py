@@ -133,7 +133,7 @@ def pairs_of_database(
             continue
         instances = [Instance.of(space, params) for _, _, params in got.values()]
         recorded = {}
-        for inst, (iid, (status, median, _)) in zip(instances, got.items()):
+        for inst, (iid, (status, median, _)) in zip(instances, got.items(), strict=True):
             if inst.id != iid:
                 raise ValueError(f"{db}: instance {iid} of {space} does not rebuild from its parameters")
             recorded[iid] = Measurement(iid, point, Status(status), median_ms=median)

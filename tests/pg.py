@@ -157,7 +157,7 @@ def record_sample(store: "Store", uuid_: str = "GPU-test-0001", finish: bool = T
                 )
             )
     store.record(sweep, space_id, ms)
-    for p, t in zip(points(), (2.0, 5.0)):
+    for p, t in zip(points(), (2.0, 5.0), strict=True):
         store.record_baseline(
             sweep, Measurement("cublas", p, Status.OK, median_ms=t, reps=5, times_ms=[t] * 5, l2_protection="rotate:4")
         )

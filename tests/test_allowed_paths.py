@@ -1,4 +1,4 @@
-"""A space file names files only in its own folder tree (issue 30, part 4): its kernel `source:` (copied into the
+"""A space file names files only in its own folder tree: its kernel `source:` (copied into the
 results database), a declared kind's `reference:`/`baseline:` file and a `problem: file.py:Class` kind (both
 executed). `/etc/passwd`, `../x.cu`, a link leading out: refused with one line naming the space file, the key and the
 path, unless the user allows the folder (`autotune --allow-path DIR`, AUTOTUNE_ALLOW_PATHS). Built-in spaces and the

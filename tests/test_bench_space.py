@@ -70,7 +70,7 @@ def _brute_force(space, texts):
     codes = [compile(t, "<t>", "eval") for t in texts]
     names = space.param_names
     return sum(
-        all(eval(c, {"__builtins__": bench.SAFE_BUILTINS}, dict(zip(names, combo))) for c in codes)
+        all(eval(c, {"__builtins__": bench.SAFE_BUILTINS}, dict(zip(names, combo, strict=True))) for c in codes)
         for combo in itertools.product(*(p.values for p in space.parameters))
     )
 

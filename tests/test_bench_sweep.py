@@ -64,7 +64,7 @@ def test_kernel_tuner_translation(tmp_path, space, point):
     assert set(setup.ids.values()) == {i.id for i in chosen}
     for inst in chosen:  # Kernel Tuner's substitution of kernel_name gives our name expression, same geometry
         key = next(k for k, v in setup.ids.items() if v == inst.id)
-        params = dict(zip(order, key))
+        params = dict(zip(order, key, strict=True))
         assert bench.substitute(setup.kernel_name, params) == sp.template_name(inst.param_dict, p.precision, p.shape)
         g = sp.geometry(inst.param_dict, p)
         assert setup.grid[key] == tuple(g.grid)
@@ -72,7 +72,7 @@ def test_kernel_tuner_translation(tmp_path, space, point):
     # the restrictions hold for every selected configuration and reject configurations outside the set
     rows = set(setup.names)
     for key in rows:
-        assert all(eval(r, {}, dict(zip(order, key))) for r in setup.restrictions)
+        assert all(eval(r, {}, dict(zip(order, key, strict=True))) for r in setup.restrictions)
     rng = random.Random(0)
     outside = 0
     for key in list(rows)[:10]:
@@ -81,7 +81,7 @@ def test_kernel_tuner_translation(tmp_path, space, point):
             alt = key[:i] + (rng.choice(setup.tune_params[order[i]]),) + key[i + 1 :]
             if alt not in rows:
                 outside += 1
-                assert not all(eval(r, {}, dict(zip(order, alt))) for r in setup.restrictions)
+                assert not all(eval(r, {}, dict(zip(order, alt, strict=True))) for r in setup.restrictions)
     assert outside > 0 or len(rows) == 1
 
 
@@ -100,7 +100,7 @@ def test_membership_is_exact_on_a_small_product():
     accepted = [
         c
         for c in itertools.product(*tune_params.values())
-        if all(eval(r, {}, dict(zip(names, c))) for r in restrictions)
+        if all(eval(r, {}, dict(zip(names, c, strict=True))) for r in restrictions)
     ]
     assert sorted(accepted) == sorted(rows)
 

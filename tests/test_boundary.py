@@ -1,4 +1,4 @@
-"""Every number that enters the results database is checked at the boundary (issue 30, part 1): Kernel Tuner
+"""Every number that enters the results database is checked at the boundary: Kernel Tuner
 imports with hostile times and problem sizes, measurements written through the store's API, and a declared
 kind's `bytes:`/`flops:`. Real SQLite files, the real command line; no mocks."""
 

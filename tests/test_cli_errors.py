@@ -1,4 +1,4 @@
-"""One error path for the command line (issue 30, part 3): an output path that cannot be written is one line
+"""One error path for the command line: an output path that cannot be written is one line
 naming the file, exit 2, no traceback; warnings print as one readable line, without Python's source lines."""
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def test_a_broken_dispatch_table_is_one_line(tmp_path: Path, edit, words: str) -
 
 
 def test_report_writes_every_file_or_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 30: `report --out` wrote file by file, so a failure half-way left a half-written report (mixing old and
+    """`report --out` once wrote file by file, so a failure half-way left a half-written report (mixing old and
     new files). Now every file lands at the end: a failure leaves --out as it was, and no staging folder stays."""
     from typer.testing import CliRunner
 

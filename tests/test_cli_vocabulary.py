@@ -4,6 +4,8 @@ reference lists every visible option."""
 
 from __future__ import annotations
 
+import enum
+import typing
 from collections import defaultdict
 
 import pytest
@@ -16,7 +18,12 @@ from autotune.cli.reference import commands, markdown
 SHORT = {"--out": "-o", "--device": "-d", "--precision": "-p", "--format": "-f", "--quiet": "-q"}
 # names that must not appear: the same thing has another name (old names may exist only as hidden aliases)
 FORBIDDEN = {"--database": "--db", "--output": "--out", "--dir": "--out", "--gpu": "--device", "--file": "--out"}
-HIDDEN_ALIASES = {("sweep", "--database"), ("validate", "--database"), ("space export", "--output")}
+HIDDEN_ALIASES = {
+    ("sweep", "--database"),
+    ("validate", "--database"),
+    ("space export", "--output"),
+    ("workload config", "--points"),
+}
 
 
 def _options():
@@ -56,6 +63,38 @@ def test_a_short_letter_means_one_option() -> None:
         for short in (n for n in param.opts if len(n) == 2):
             meaning[short].add(longs[0])
     assert {k: v for k, v in meaning.items() if len(v) > 1} == {}
+
+
+def _value_kind(param) -> str:
+    """What an option takes: a flag, a number, a choice or text (a path or a string; a list of them, repeated)."""
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    if annotation is None:  # a Typer that keeps the click type instead
+        return {"boolean": "flag", "integer": "number", "float": "number", "choice": "choice"}.get(
+            getattr(getattr(param, "type", None), "name", ""), "text"
+        )
+    for arg in typing.get_args(annotation) or (annotation,):  # Optional[X] / list[X] -> X
+        if arg is not type(None):
+            annotation = arg
+            break
+    if isinstance(annotation, type) and issubclass(annotation, bool):
+        return "flag"
+    if isinstance(annotation, type) and issubclass(annotation, (int, float)):
+        return "number"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return "choice"
+    return "text"
+
+
+def test_one_name_takes_one_kind_of_value() -> None:
+    """The same option name takes the same kind of value in every command (`--points` was a count in `workload
+    config` and a file of problems in `validate`)."""
+    kinds: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for where, param in _options():
+        if not param.hidden:
+            for name in param.opts:
+                kinds[name][_value_kind(param)].append(where)
+    assert _value_kind(next(p for w, p in _options() if w == "validate" and "--points" in p.opts)) == "text"
+    assert {n: dict(k) for n, k in kinds.items() if len(k) > 1} == {}
 
 
 def test_every_database_option_is_db() -> None:
@@ -114,6 +153,25 @@ def test_the_old_name_still_works_and_warns(tmp_path, old: str, new: str) -> Non
     )
     assert r.exit_code == 0, r.output
     assert (tmp_path / "i.csv").read_text().startswith("id,")
+
+
+def test_workload_config_points_is_the_old_name_of_tuned_points(tmp_path) -> None:
+    """`workload config --points N` still works, warns that it is now --tuned-points, and both at once (different)
+    are refused."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    args = ["workload", "config", str(root / "configs/workloads/small_h100.yaml"), "--space", "gemm_tiny_simt"]
+    runner = CliRunner()
+    old = runner.invoke(app, [*args, "--points", "2", "--out", str(tmp_path / "old" / "c.yaml")])
+    assert old.exit_code == 0, old.output
+    assert "--points is now --tuned-points" in old.output
+    new = runner.invoke(app, [*args, "--tuned-points", "2", "--out", str(tmp_path / "new" / "c.yaml")])
+    assert new.exit_code == 0, new.output
+    body = [(tmp_path / f / "c.yaml").read_text().split("\n", 3)[3] for f in ("old", "new")]  # after the header
+    assert body[0] == body[1] and "4 tuned points" in (tmp_path / "new" / "c.yaml").read_text()
+    both = runner.invoke(app, [*args, "--tuned-points", "2", "--points", "3", "--out", str(tmp_path / "b.yaml")])
+    assert both.exit_code == 2 and "old name" in both.output
 
 
 def test_the_reference_lists_every_visible_option() -> None:

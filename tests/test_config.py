@@ -38,7 +38,7 @@ def test_default_config_loads() -> None:
 
 @needs_space
 def test_default_database_is_under_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 30: a sweep run from a user's own folder writes results/<name>.sqlite there, as the README says, not
+    """A sweep run from a user's own folder writes results/<name>.sqlite there, as the README says, not
     into the checkout of an editable install."""
     monkeypatch.chdir(tmp_path)
     c = load_config(CONFIGS_DIR / "default.yaml")

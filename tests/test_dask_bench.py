@@ -57,6 +57,6 @@ def test_the_variants_alternate_and_measure_the_same_pairs(
         assert r["results_s"] + r["baseline_s"] + r["client_s"] == pytest.approx(r["seconds"])
         assert 0 < r["sweep_row_s"] < r["seconds"] and r["baseline_s"] >= 0.03  # 3 points x 10 ms
     rows = {row["name"]: row for row in bench.summarize(runs)}  # type: ignore[attr-defined]
-    ratios = [d["seconds"] / o["seconds"] for o, d in zip(runs[::2], runs[1::2])]
+    ratios = [d["seconds"] / o["seconds"] for o, d in zip(runs[::2], runs[1::2], strict=True)]
     assert rows["dask 1:1"]["vs_single"] == pytest.approx(sum(ratios) / 2)  # the median of two
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("dask 1:1")

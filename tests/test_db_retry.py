@@ -1,4 +1,4 @@
-"""Issue 30, item 5: the store rides out a lost database connection (autotune.store.retry).
+"""The store rides out a lost database connection (autotune.store.retry).
 
 The back-off schedule and the give-up rule run on a recorded clock (deterministic); which errors count as an outage
 is checked on the drivers' own exception classes; the re-run transactions are checked on a real SQLite file whose

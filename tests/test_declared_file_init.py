@@ -1,4 +1,4 @@
-"""`init: {file: data.npy}` / `init: {file: data.npz, key: NAME}`: host data for a declared buffer (issue 31). The
+"""`init: {file: data.npy}` / `init: {file: data.npz, key: NAME}`: host data for a declared buffer. The
 file lies in the space's folder tree, its array has the buffer's shape at the point and is cast to the buffer's
 dtype; every mistake is a SpaceError naming the space file and line. Data on NumPy (CuPy on the GPU)."""
 

@@ -89,7 +89,7 @@ def _serving(loaded, table, queries, answers) -> list[tuple]:
     tuned = {(p["precision"], p["shape"], *_dims(p)): p["ranked"] for p in table.data["points"]}
     preds: dict[int, object] = {}
     bad = []
-    for q, a in zip(queries, answers):
+    for q, a in zip(queries, answers, strict=True):
         if a < 0 or a in tuned.get(q, ()):
             continue
         kern = table.data["kernels"][a]

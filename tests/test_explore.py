@@ -83,7 +83,7 @@ def test_results_groups_match_the_database(results_page: tuple[str, dict]) -> No
     best = [t for t in roofline["data"] if t["name"].endswith("(best)")]
     ok = r.measurements[r.measurements["status"] == "ok"]
     spaces = r.instances["space"].reindex(ok["instance_id"]).to_numpy()
-    assert sum(len(t["y"]) for t in best) == len(set(zip(spaces, ok["point_id"])))
+    assert sum(len(t["y"]) for t in best) == len(set(zip(spaces, ok["point_id"], strict=True)))
 
 
 def test_importance_ranks_parameters() -> None:

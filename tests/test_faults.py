@@ -1,4 +1,4 @@
-"""Issue 16, item 5: faults injected into a running sweep. Each test asserts no traceback, no hang, no loss.
+"""Faults injected into a running sweep. Each test asserts no traceback, no hang, no loss.
 
 1-3. The GPU backend's worker dies, hangs or reports a CUDA error: the real `GpuBackend` supervision (spawn,
      watchdog, kill, restart) runs against a fake worker that speaks the real pipe protocol
@@ -133,7 +133,10 @@ def measured_rows(tmp_path: Path) -> dict[tuple[str, str], tuple[str, str | None
     with Store.open(f"sqlite:///{tmp_path}/faults.sqlite", create=False) as s:
         frame = s.measurements()
     keys = [f"gemm:{r.precision}:{r.shape}:{r.m}x{r.n}x{r.k}x{r.batch}" for r in frame.itertuples()]
-    return {(iid, key): (st, err) for iid, key, st, err in zip(frame.instance_id, keys, frame.status, frame.error)}
+    return {
+        (iid, key): (st, err)
+        for iid, key, st, err in zip(frame.instance_id, keys, frame.status, frame.error, strict=True)
+    }
 
 
 def gone(pid: int) -> bool:

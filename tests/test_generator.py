@@ -79,10 +79,10 @@ def test_generator_equals_brute_force(case, chunk):
         finally:
             generator.CHUNK = old
     names = list(domains)
-    rows = [dict(zip(names, combo)) for combo in itertools.product(*domains.values())]
-    hard_fns = dict(zip([f"h{i}" for i in range(len(hard))], _oracle(hard)))
+    rows = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*domains.values())]
+    hard_fns = dict(zip([f"h{i}" for i in range(len(hard))], _oracle(hard), strict=True))
     hard_fns["uses_derived"] = lambda row: 2 * row["P0"] >= 2
-    soft_fns = dict(zip([f"s{i}" for i in range(len(soft))], _oracle(soft)))
+    soft_fns = dict(zip([f"s{i}" for i in range(len(soft))], _oracle(soft), strict=True))
     # funnel: each step's count equals filtering the full product by every step up to it
     assert g.funnel[0].remaining == len(rows)
     alive = rows

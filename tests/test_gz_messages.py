@@ -1,5 +1,5 @@
 """Errors about a compressed database (gzipped .gz, packed .xz) name the user's file, never the private decompressed (or migrated) copy read
-for it (issue 30: `error: no space 'transpose' in sqlite:////tmp/autotune-gz-0/2ca9...sqlite`)."""
+for it (it once said `error: no space 'transpose' in sqlite:////tmp/autotune-gz-0/2ca9...sqlite`)."""
 
 from __future__ import annotations
 

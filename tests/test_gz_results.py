@@ -1,4 +1,4 @@
-"""Issue 15: gzipped results databases (`*.sqlite.gz`) are read transparently and never written.
+"""Gzipped results databases (`*.sqlite.gz`) are read transparently and never written.
 
 Real files and real processes: a gzipped copy of the committed default database gives the same report, emit
 and query output as the plain file; sweeping into (or upgrading) a .gz is refused with exit 2 and leaves it

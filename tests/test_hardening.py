@@ -1,4 +1,4 @@
-"""Issue 16: bad input, faults and signals never crash, hang or lose data (real files, real processes)."""
+"""Bad input, faults and signals never crash, hang or lose data (real files, real processes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 30, part 2: limits checked before work for every input that scales, the knob named in the error."""
+"""Limits checked before work for every input that scales, the knob named in the error."""
 
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ def test_spaces_keep_every_rung_and_paper_soft_constraints() -> None:
     f = wmma.frame
     assert ((f.BLK_M % 16 == 0) & (f.BLK_M <= 128) & (f.BLK_K <= 128)).all()
     assert set(f["NSG"]) == {1, 2, 3, 4}
-    assert set(zip(f.TC_M, f.TC_N)) == {(16, 16), (32, 8), (8, 32)}
+    assert set(zip(f.TC_M, f.TC_N, strict=True)) == {(16, 16), (32, 8), (8, 32)}
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")

@@ -1,4 +1,4 @@
-"""Limits before work for an imported Kernel Tuner cache (issue 30, part 2): a file above the size limit is refused
+"""Limits before work for an imported Kernel Tuner cache: a file above the size limit is refused
 before it is read, a cache of more entries than the entry limit before any is stored; each error names its knob
 (`--max-cache-mb` / AUTOTUNE_MAX_CACHE_MB, `--max-entries` / AUTOTUNE_MAX_CACHE_ENTRIES), and nothing is written."""
 

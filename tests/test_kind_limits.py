@@ -60,7 +60,7 @@ def test_a_config_size_above_int32_is_refused_at_its_line() -> None:
 
 
 def test_a_declared_kind_counts_its_buffers_and_refuses_a_negative_shape(tmp_path) -> None:
-    """Issue 30: a buffer of 64 x 96 x 10^11 floats was allocated (and every instance recorded as out of memory); a
+    """A buffer of 64 x 96 x 10^11 floats was allocated (and every instance recorded as out of memory); a
     negative dimension failed on the GPU. Both are refused before the sweep records anything."""
     import shutil
 

@@ -81,7 +81,7 @@ def test_every_form_pickles_into_a_spawned_process(outside: Path, monkeypatch: p
     kinds = {spec: resolve(spec, space, 2) for spec in forms}
     assert type(kinds["kinds_file.py:Scale"]).__module__.startswith("_autotune_file_kinds_file_")
     there = roundtrip([(k, "fp32", "", {"n": 10}) for k in kinds.values()])
-    for (spec, factor), kind, got in zip(forms.items(), kinds.values(), there):
+    for (spec, factor), kind, got in zip(forms.items(), kinds.values(), there, strict=True):
         p = kind.point("fp32", "", {"n": 10})
         assert got["point"] == p and got["bytes_moved"] == factor * 10 * 4 == kind.bytes_moved(p, {}), spec
         assert got["describe"] == kind.describe(), spec

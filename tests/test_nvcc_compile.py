@@ -1,4 +1,4 @@
-"""`kernel: compiler: nvcc` (issue 31, item 3): real nvcc compiles of a CUB kernel that NVRTC rejects, to sm_90
+"""`kernel: compiler: nvcc`: real nvcc compiles of a CUB kernel that NVRTC rejects, to sm_90
 cubins, with the lowered names read from the cubin (templates, C++ and extern "C" names), the compile cache
 keyed by the compiler, and errors pinned on the instance that caused them. No GPU needed."""
 

@@ -39,6 +39,18 @@ def test_the_packing_statistics_are_the_runners() -> None:
         assert packing.summarize(times) == (s.median_ms, s.p20_ms, s.p80_ms, s.min_ms, s.max_ms)
 
 
+def test_the_packing_figures_are_the_stores() -> None:
+    from autotune.store.schema import figures
+
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        flops, nbytes = (float(x) if rng.random() > 0.2 else None for x in rng.integers(0, 10**12, 2))
+        median = float(np.float32(rng.uniform(-0.1, 3.0))) if rng.random() > 0.1 else None
+        bandwidth = float(rng.choice([0.0, rng.uniform(1e11, 4e12)]))
+        f = figures(flops, nbytes, median, bandwidth)
+        assert packing.figures(flops, nbytes, median, bandwidth) == (f.gflops, f.gbs, f.roofline_frac)
+
+
 def test_times_as_nanoseconds_come_back_character_for_character() -> None:
     text = json.dumps([float(np.float32(0.182144)), float(np.float32(0.181856)), float(np.float32(1.5e-3))])
     encoded = packing.encode_times(text)
@@ -54,6 +66,7 @@ def test_a_committed_database_round_trips_exactly(tmp_path: Path) -> None:
         ok = conn.execute("SELECT COUNT(*) FROM measurements WHERE status = 'ok'").fetchone()[0]
     done = packing.pack(plain, tmp_path / "again.sqlite.xz")
     assert done["packed_rows"]["measurements"] > ok > 0
+    assert done["figures_left_out"] >= ok  # every timed measurement's GFLOP/s, GB/s and roofline fraction
     assert done["bytes_out"] < DEFAULT.stat().st_size * 1.05
     back = tmp_path / "back.sqlite"
     packing.unpack(tmp_path / "again.sqlite.xz", back)
@@ -64,6 +77,39 @@ def test_a_committed_database_round_trips_exactly(tmp_path: Path) -> None:
             r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
         }
     assert "ix_measurements_point_status" in indexes
+
+
+def test_figures_that_their_work_does_not_give_back_are_kept(tmp_path: Path) -> None:
+    """A measurement whose GFLOP/s is one ulp off what its (sweep, device, point) work gives: the figures of that
+    (sweep, device, point) stay in the packed file, and the database still comes back bit for bit."""
+    plain = gunzip_to(DEFAULT, tmp_path / "plain.sqlite")
+    with sqlite3.connect(plain) as conn:
+        rowid, gflops = conn.execute("SELECT rowid, gflops FROM measurements WHERE gflops > 0 LIMIT 1").fetchone()
+        conn.execute("UPDATE measurements SET gflops = ? WHERE rowid = ?", (float(np.nextafter(gflops, 0)), rowid))
+        want = packing.digest(conn)
+    done = packing.pack(plain, tmp_path / "p.sqlite.xz")
+    work = tmp_path / "w.sqlite"
+    work.write_bytes(lzma.decompress((tmp_path / "p.sqlite.xz").read_bytes()))
+    with sqlite3.connect(work) as conn:
+        kept = conn.execute("SELECT gflops FROM measurements WHERE rowid = ?", (rowid,)).fetchone()[0]
+        assert kept == float(np.nextafter(gflops, 0)) and done["figures_left_out"] > 0
+    packing.unpack(tmp_path / "p.sqlite.xz", tmp_path / "back.sqlite")
+    with sqlite3.connect(tmp_path / "back.sqlite") as conn:
+        assert packing.digest(conn) == want
+
+
+def test_a_file_of_packing_format_1_still_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Format 1 (before the work table: every figure kept) is read as it was written."""
+    plain = gunzip_to(DEFAULT, tmp_path / "plain.sqlite")
+    with sqlite3.connect(plain) as conn:
+        want = packing.digest(conn)
+    monkeypatch.setattr(packing, "_pack_figures", lambda conn: 0)
+    monkeypatch.setattr(packing, "FORMAT", "1")
+    packing.pack(plain, tmp_path / "v1.sqlite.xz")
+    monkeypatch.undo()
+    packing.unpack(tmp_path / "v1.sqlite.xz", tmp_path / "back.sqlite")
+    with sqlite3.connect(tmp_path / "back.sqlite") as conn:
+        assert packing.digest(conn) == want
 
 
 def test_a_damaged_packed_file_is_refused(tmp_path: Path) -> None:

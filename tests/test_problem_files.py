@@ -1,4 +1,4 @@
-"""Issue 30: a kind's problems in a CSV (or YAML list) are read by one reader (autotune/sweep/problem_rows.py) for
+"""A kind's problems in a CSV (or YAML list) are read by one reader (autotune/sweep/problem_rows.py) for
 `autotune workload` and `autotune validate --points`: UTF-8 with or without a BOM, CRLF, sizes 1..2^31-1 checked
 at read, a row limit checked before reading, every mistake one UserError naming the file and line.
 
@@ -220,7 +220,7 @@ def reference(data: bytes, limit: int, rule: SizeRule) -> list | None:
     for r in body:
         if len(r) != len(head):
             return None
-        c = dict(zip(head, r))
+        c = dict(zip(head, r, strict=True))
         if c["precision"] not in GEMM.precisions or c.get("shape", "NN") not in GEMM.shapes + ("",):
             return None
         sizes = {}
@@ -264,7 +264,7 @@ def test_hostile_csv_files_parse_as_the_reference_or_fail_cleanly(tmp_path: Path
         assert want is not None, f"{what}: read {got} where the reference finds a mistake"
         assert [p for p, _ in got] == [p for p, _ in want], what
         if what == "workload":  # duplicates add their weights
-            assert all(math.isclose(a, b) for (_, a), (_, b) in zip(got, want)), (got, want)
+            assert all(math.isclose(a, b) for (_, a), (_, b) in zip(got, want, strict=True)), (got, want)
 
 
 YAML_VALUES = st.one_of(

@@ -185,5 +185,5 @@ def test_a_missing_kind_view_names_the_views_there(recorded: str) -> None:
 def test_best_by_parameter_uses_instance_params(recorded: str) -> None:
     frame = run_query(recorded, _sql("best_by_parameter"))
     fp64 = frame[frame.precision == "fp64"]
-    assert dict(zip(fp64.dim_x, fp64.best_ms)) == {8: 3.0, 16: 1.0, 32: 2.0}
+    assert dict(zip(fp64.dim_x, fp64.best_ms, strict=True)) == {8: 3.0, 16: 1.0, 32: 2.0}
     assert len(points()) == frame.groupby(["precision", "m"]).ngroups

@@ -89,7 +89,7 @@ def test_exact_never_needs_more_kernels_than_greedy_on_the_recording():
         loo=False,
     )
     for (bk, tol), g in table.groupby(["bk", "tol"]):
-        k = dict(zip(g.method, g.kernels))
+        k = dict(zip(g.method, g.kernels, strict=True))
         assert k["exact"] <= k["greedy"], (bk, tol, k)
         assert (g.worst_loss <= tol + 1e-12).all()
 

@@ -1,9 +1,10 @@
 """The repository stays small and portable: the tracked tree is under 20 MB, no committed file names a path of the
-machine that made it, every committed database is packed (and reads back: the packing checks its digest), and the
+machine that made it (nor does any value inside a committed database), every committed database is packed (and reads back: the packing checks its digest), and the
 files the documentation and code name exist."""
 
 from __future__ import annotations
 
+import lzma
 import re
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ SCRATCH = re.compile(r"(?<![\w.$])/tmp/")
 # files allowed to name such a path, and why
 ALLOWED = {
     "tests/test_repository.py": "defines the patterns",
+    "scripts/relative_result_paths.py": "rewrites such paths out of the committed databases",
 }
 
 
@@ -63,6 +65,19 @@ def test_no_committed_file_names_a_machine_path() -> None:
             if MACHINE.search(line) or (output and not rel.endswith(".md") and SCRATCH.search(line)):
                 found.append(f"{rel}:{n}: {line.strip()[:120]}")
     assert not found, "machine paths in committed files:\n" + "\n".join(found[:40])
+
+
+def test_no_committed_database_holds_a_machine_path() -> None:
+    """Inside the packed databases too (space files, `reference:` files, sweep configs' `database:` URLs are
+    recorded relative to the repository: scripts/relative_result_paths.py). The decompressed bytes are searched
+    as they are, without opening the database: a text value of SQLite is stored as its bytes."""
+    pattern = re.compile(rb"(?<![\w.$])(/work/|/root/|/home/[a-z_][\w-]*/|/Users/[A-Za-z]|/tmp/)[^\0\n\"']{0,80}")
+    found = []
+    for path in _tracked():
+        if path.name.endswith(".sqlite.xz"):
+            data = lzma.decompress(path.read_bytes())
+            found += [f"{path.relative_to(ROOT)}: {m.group(0)[:100]!r}" for m in pattern.finditer(data)][:3]
+    assert not found, "machine paths inside committed databases:\n" + "\n".join(found[:40])
 
 
 def test_committed_databases_are_packed() -> None:

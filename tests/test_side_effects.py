@@ -1,4 +1,4 @@
-"""Issue 30, "Trust and side effects": caches that cannot be tampered with, sources kept to the space's folder, nothing
+"""Trust and side effects: caches that cannot be tampered with, sources kept to the space's folder, nothing
 half-written by a failed import, no files left by read-only commands, exports with the user's umask, results under
 the current directory. Real files, real SQLite, real processes; we may run as root, so no test relies on file
 permissions being enforced."""

@@ -1,4 +1,4 @@
-"""Prune-while-enumerate (autotune/space/enum.py, issue 37): the same instances and the same funnel as the reference
+"""Prune-while-enumerate (autotune/space/enum.py): the same instances and the same funnel as the reference
 path (the generator before it, kept as `generate_reference`) on every space in spaces/ and on random spaces; the
 funnel stays exact when constraints are applied in another order; raw sizes far above the product limit build when
 little is expanded; the limit error says how far enumeration got."""
@@ -171,7 +171,7 @@ def _brute(space):
     """Funnel by filtering the full product in reporting order, with numpy over all 336,000 combinations."""
     names = space.param_names
     grids = np.meshgrid(*[np.array(p.values) for p in space.parameters], indexing="ij")
-    v = {n: g.ravel() for n, g in zip(names, grids)}
+    v = {n: g.ravel() for n, g in zip(names, grids, strict=True)}
     ab = v["A"] * v["B"]
     tests = {
         "every_parameter": v["A"] + v["B"] + v["C"] + v["D"] + v["E"] < 80,

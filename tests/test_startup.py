@@ -1,4 +1,4 @@
-"""Start-up (issue 31, item 6): the sweep records and says how long after its start the first measurement came."""
+"""Start-up: the sweep records and says how long after its start the first measurement came."""
 
 import time
 

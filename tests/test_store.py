@@ -311,7 +311,7 @@ def _record_kind(store: Store, points: list[TestPoint], scalars: dict, library: 
         [
             Measurement(i.id, p, Status.OK, median_ms=t, reps=5, times_ms=[t] * 5, flops=1e9, bytes_moved=10**9)
             for p in points
-            for i, t in zip(insts, (1.0, 2.0))
+            for i, t in zip(insts, (1.0, 2.0), strict=True)
         ],
     )
     if library is not None:
@@ -347,7 +347,7 @@ def test_a_kind_other_than_gemm_round_trips(db_url: str) -> None:
         "nx",
     ]
     assert not {"m", "n", "k", "batch"} & set(frame.columns)  # no all-empty GEMM columns
-    assert sorted(zip(frame.ny, frame.nx)) == [(4000, 3001)] * 2 + [(4096, 4096)] * 2
+    assert sorted(zip(frame.ny, frame.nx, strict=True)) == [(4000, 3001)] * 2 + [(4096, 4096)] * 2
     assert frame.gbs.tolist() == pytest.approx([1000.0, 500.0] * 2)  # the work the measurements carried
     assert list(base.columns[:7]) == ["device", "kind", "precision", "shape", "ny", "nx", "library"]
     assert set(base.library) == {"cufft"} and list(base.median_ms) == [4.0, 4.0]

@@ -1,4 +1,4 @@
-"""Issue 31, item 4: a space whose first instances all fail alike stops early (once, said once, and said again
+"""A space whose first instances all fail alike stops early (once, said once, and said again
 on resume), and a budget ends the sweep on time, killing the compiles in flight (their pairs are measured on
 resume). The real GpuBackend against the fake GPU worker (tests/support/fake_gpu_worker.py); compiles are stubs."""
 

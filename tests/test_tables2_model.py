@@ -33,7 +33,7 @@ def true_ms(tile: tuple[int, int, int] | None, m: int, n: int, k: int, batch: in
     larger fixed cost per problem."""
     if tile is None:
         return batch * (3.0e-6 + 0.5e-12 * m * n * k + 1.0e-11 * (m * k + k * n + m * n))
-    pm, pn, pk = (-(-s // t) * t for s, t in zip((m, n, k), tile))
+    pm, pn, pk = (-(-s // t) * t for s, t in zip((m, n, k), tile, strict=True))
     tiles = -(-m // tile[0]) * -(-n // tile[1])
     return batch * (1.0e-6 + 1.0e-12 * pm * pn * pk + 2.0e-7 * tiles / (tile[0] * tile[1]) ** 0.25)
 
@@ -72,13 +72,13 @@ def build(structure: Structure, frame: pd.DataFrame, lib: np.ndarray):
     w = winners(perf_matrix(frame), Criteria(bk=None, tol=0.0))
     sel = select(w, "exact")
     info = {
-        (f"k{j}", "fp32", "NN"): KernelInfo(space="syn", name=f"k{j}", tiles=tuple(zip("mnk", tile)))
+        (f"k{j}", "fp32", "NN"): KernelInfo(space="syn", name=f"k{j}", tiles=tuple(zip("mnk", tile, strict=True)))
         for j, tile in enumerate(TILES)
     }
     order = {p: i for i, p in enumerate(w.matrix.points["point_key"])}
     keys = frame.drop_duplicates("point_key")["point_key"].tolist()
     lib_rows = np.full(len(order), np.nan)
-    for key, t in zip(keys, lib):
+    for key, t in zip(keys, lib, strict=True):
         lib_rows[order[key]] = t
     return (
         w,

@@ -157,7 +157,9 @@ def test_cli_on_the_recorded_h100_sweep(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["model", "tsm2", str(RECORDED), "--csv", str(out)], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     table = pd.read_csv(out)
-    assert sorted(zip(table["precision"], table["n"])) == [(p, n) for p in ("fp32", "fp64") for n in (2, 4, 8, 16)]
+    assert sorted(zip(table["precision"], table["n"], strict=True)) == [
+        (p, n) for p in ("fp32", "fp64") for n in (2, 4, 8, 16)
+    ]
     # the sweep measured every pick (configs/tsm2_h100.yaml carries the filter), and nothing beats the best
     assert table["pick_ms"].notna().all() and table["paper_ms"].notna().all()
     assert (table["pick_vs_best"] >= 1).all() and (table["paper_vs_best"] >= 1).all()

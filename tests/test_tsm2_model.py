@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import pytest
@@ -72,9 +73,9 @@ def test_registers_and_occupancy_follow_paper_formula() -> None:
 def test_occupancy_decreases_and_memory_concurrency_saturates_with_t3() -> None:
     d = device(2.98e12, 66.9e12)
     occs = [tm.occupancy(d, 16, t3, "fp32") for t3 in (1, 2, 4, 8, 16, 32)]
-    assert all(a >= b for a, b in zip(occs, occs[1:]))
+    assert all(a >= b for a, b in itertools.pairwise(occs))
     utils = [tm.estimate(d, 16, t3, "fp32").util_mem for t3 in (1, 2, 4, 8)]
-    assert all(a <= b for a, b in zip(utils, utils[1:]))
+    assert all(a <= b for a, b in itertools.pairwise(utils))
     assert utils[0] < 1.0 and utils[-1] == 1.0
     # Little's law: bytes needed in flight per SM = latency * bandwidth / SMs
     assert tm.bytes_in_flight_needed(d) == pytest.approx(600e-9 * 2.98e12 / 132)
@@ -125,7 +126,7 @@ def test_compute_bound_choice_respects_threshold() -> None:
 def test_ism2_tcf_grows_with_m_and_is_power_of_two() -> None:
     d = device(2.98e12, 66.9e12)
     tcfs = [tm.choose_ism2(d, m, 8, 8, "fp32").tcf for m in (10**4, 10**5, 10**6, 10**7, 10**8)]
-    assert all(a <= b for a, b in zip(tcfs, tcfs[1:]))
+    assert all(a <= b for a, b in itertools.pairwise(tcfs))
     assert tcfs[0] == 1 and tcfs[-1] > 1
     assert all(t & (t - 1) == 0 for t in tcfs)
     ch = tm.choose_ism2(d, 10**7, 8, 8, "fp32")

@@ -302,7 +302,7 @@ def test_simulation_mode_replays_a_cache_with_kernel_tuners_result_shape(tmp_pat
         )
         assert out.returncode == 0, out.stderr[-2000:]
         kt = json.loads(out.stdout.strip().splitlines()[-1])
-        for ours, theirs in zip(results, kt["keys"]):
+        for ours, theirs in zip(results, kt["keys"], strict=True):
             assert set(theirs) - {"time"} <= set(ours), (theirs, sorted(ours))  # a failure: time holds the marker
         assert "best_config" in env and "device_name" in env
 

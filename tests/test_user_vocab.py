@@ -1,4 +1,4 @@
-"""Issue 31, item 2, on the CPU: buffers and constants from a user's function (`init: {function: ...}`), `constants:`
+"""On the CPU: buffers and constants from a user's function (`init: {function: ...}`), `constants:`
 (`__constant__` symbols set from the host), an instance-aware `check:`, and `kernel: semantics: kerneltuner`
 (Kernel Tuner's implicit block-size restriction and loop_unroll_factor_* parameters). The data run on NumPy
 (CuPy on the GPU: tests/gpu/test_user_vocab_gpu.py)."""

@@ -369,7 +369,7 @@ def test_cli_show_and_config(tmp_path) -> None:
             "gemm_batched_simt",
             "--space",
             str(ROOT / "spaces" / "gemm_small_simt.yaml"),
-            "--points",
+            "--tuned-points",
             "4",
             "--out",
             str(out),
@@ -445,7 +445,7 @@ def test_example_kinds_workloads_show_and_config(tmp_path, example, kind) -> Non
     assert kind in r.output and "1024..16384" in r.output and "1024..8192" in r.output and "40" in r.output
     out = tmp_path / "gen.yaml"
     r = CliRunner().invoke(
-        app, ["workload", "config", str(wl), "--space", str(space), "--points", "5", "--out", str(out)]
+        app, ["workload", "config", str(wl), "--space", str(space), "--tuned-points", "5", "--out", str(out)]
     )
     assert r.exit_code == 0, r.output
     cfg = sweep_config.load_config(out)

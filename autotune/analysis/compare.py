@@ -189,7 +189,8 @@ def size_labels(result: pd.DataFrame, layout: Layout) -> list[str]:
     table, ties = list(layout.table_sizes), list(layout.tie_sizes)
     shown = [t for t in ties if result.duplicated(["precision", "shape", *table], keep=False).any()]
     return [
-        "x".join(str(v) for v in row[: len(table)]) + "".join(f" {n}={v}" for n, v in zip(shown, row[len(table) :]))
+        "x".join(str(v) for v in row[: len(table)])
+        + "".join(f" {n}={v}" for n, v in zip(shown, row[len(table) :], strict=True))
         for row in result[table + shown].itertuples(index=False)
     ]
 
@@ -198,7 +199,7 @@ def win_ranges(result: pd.DataFrame, wins: np.ndarray, sizes: list[str]) -> str:
     """The rows where `wins` holds, as runs of consecutive rows per (precision, shape):
     'fp64 NN 4x4x4..8x8x8, 32x32x32'."""
     parts = []
-    keys = list(zip(result["precision"], result["shape"]))
+    keys = list(zip(result["precision"], result["shape"], strict=True))
     for key in dict.fromkeys(keys):
         rows = [i for i, k in enumerate(keys) if k == key]
         runs: list[list[int]] = []

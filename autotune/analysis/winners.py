@@ -95,7 +95,7 @@ class Layout:
     def key(self, precision: str, shape: str, sizes: Sequence[int]) -> str:
         """A point's key: 'fp64:NN:32x32x32:b1000' (precision, shape, the table sizes joined by x, then each tie
         size after a colon, named by its first letter when those are unique, else by its name)."""
-        value = dict(zip(self.sizes, sizes))
+        value = dict(zip(self.sizes, sizes, strict=True))
         ties = self.tie_sizes
         short = len({n[0] for n in ties}) == len(ties)
         return (
@@ -135,7 +135,7 @@ class PerfMatrix:
     @property
     def groups(self) -> list[tuple[tuple[str, str], np.ndarray]]:
         """(precision, shape) -> row indices; a kernel is one instance compiled for one group."""
-        keys = list(zip(self.points["precision"], self.points["shape"]))
+        keys = list(zip(self.points["precision"], self.points["shape"], strict=True))
         out: dict[tuple[str, str], list[int]] = {}
         for row, key in enumerate(keys):
             out.setdefault(key, []).append(row)

@@ -7,12 +7,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
+from autotune.cli.consoles import stdout
 from autotune.errors import UserError
-
-out = Console()
-err = Console(stderr=True)
 
 
 def explore(
@@ -53,7 +50,7 @@ def explore(
     )
     text = built.page.render()
     write_file(out_path, text)
-    out.print(
+    stdout().print(
         f"wrote {out_path} ({len(text.encode()) / 1e6:.1f} MB, {len(built.page.figures)} charts, "
         f"{built.what}) in {built.seconds:.1f} s",
         highlight=False,
@@ -114,12 +111,12 @@ def dashboard(
         _fast_sqlite(target)
     results = load(database)
     names = studies(results, target, per=per)
-    out.print(f"{len(names)} studies from {database}" + (f" in {url}" if url else " (in memory)"), highlight=False)
+    stdout().print(f"{len(names)} studies from {database}" + (f" in {url}" if url else " (in memory)"), highlight=False)
     if no_serve:
         return
     from optuna_dashboard import run_server
 
-    out.print(f"optuna-dashboard at http://{host}:{port}/ (Ctrl-C stops it)", highlight=False)
+    stdout().print(f"optuna-dashboard at http://{host}:{port}/ (Ctrl-C stops it)", highlight=False)
     run_server(target, host=host, port=port)
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
+
+from autotune.cli.consoles import stdout
 
 import_app = typer.Typer(help="Bring results of other tuners into a results database.", no_args_is_help=True)
 export_app = typer.Typer(help="Write results in other tuners' formats.", no_args_is_help=True)
-out = Console()
 
 
 @import_app.command("kerneltuner")
@@ -78,24 +78,24 @@ def import_kerneltuner(
             path.unlink(missing_ok=True)
         raise
     if got.space_file is not None:
-        out.print(f"space written to {got.space_file}")
+        stdout().print(f"space written to {got.space_file}")
     if got.dropped_entries:
-        out.print("the cache was cut off mid-entry: its last, partial configuration was dropped")
+        stdout().print("the cache was cut off mid-entry: its last, partial configuration was dropped")
     if got.rejected:
-        out.print(
+        stdout().print(
             f"{len(got.rejected)} configuration(s) recorded as failed, not ok: their time is not a positive "
             "finite number of ms",
             markup=False,
         )
         for key, why in got.rejected[:10]:
-            out.print(f"  {key}: {why}", markup=False, highlight=False)
+            stdout().print(f"  {key}: {why}", markup=False, highlight=False)
         if len(got.rejected) > 10:
-            out.print(f"  ... and {len(got.rejected) - 10} more", markup=False)
+            stdout().print(f"  ... and {len(got.rejected) - 10} more", markup=False)
     if got.skipped:
-        out.print(
+        stdout().print(
             f"skipped {got.skipped} configuration(s) already in the database at this point on this device", markup=False
         )
-    out.print(
+    stdout().print(
         f"imported {got.records} configurations ({got.failures} failed) of space {got.space} at "
         f"{got.point.key} into {db} (sweep {got.sweep_id})"
     )
@@ -129,4 +129,4 @@ def export_kerneltuner(
     if t4 is not None:
         texts[t4] = t4_text(cache)
     write_files(texts)  # both or neither
-    out.print(f"wrote {len(cache.records)} configurations to {out_file}" + (f" and {t4}" if t4 else ""))
+    stdout().print(f"wrote {len(cache.records)} configurations to {out_file}" + (f" and {t4}" if t4 else ""))

@@ -7,10 +7,10 @@ import warnings
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
+from autotune.cli.consoles import stdout, stderr
 from autotune.cli import analyze as analyze_cli
 from autotune.cli import explore as explore_cli
 from autotune.cli import model as model_cli
@@ -75,7 +75,6 @@ app.add_typer(model_cli.app, name="model")
 app.add_typer(interop.import_app, name="import")
 app.add_typer(interop.export_app, name="export")
 app.add_typer(workload_cli.app, name="workload")
-err = Console(stderr=True)
 
 
 @app.callback()
@@ -117,7 +116,7 @@ def devices() -> None:
             f"{d.l2_bytes / 2**20:g} MB",
             f"{d.mem_bandwidth / 1e12:.2f} TB/s",
         )
-    Console().print(table)
+    stdout().print(table)
 
 
 analyze_cli.register(app)
@@ -130,5 +129,5 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        err.print("interrupted")
+        stderr().print("interrupted")
         sys.exit(130)

@@ -145,7 +145,7 @@ def tsm2(
             ms(r.cublas_ms),
             ratio(r.best_vs_cublas),
         )
-    bounds = sorted(set(zip(result["precision"], result["bound"], result["t2_threshold"].round(1))))
+    bounds = sorted(set(zip(result["precision"], result["bound"], result["t2_threshold"].round(1), strict=True)))
     out.print("model: " + "; ".join(f"{p} {b}-bound for every n here (t2* = {t})" for p, b, t in bounds))
     out.print(table)
     if result["pick_ms"].isna().any():

@@ -10,9 +10,9 @@ from typing import Annotated, Optional
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from autotune.cli.consoles import stdout
 from autotune.cli.aliases import renamed
 from autotune.devices import PROFILES, get_device
 from autotune.space.generator import Generated, generate, where
@@ -21,7 +21,6 @@ from autotune.space.spec import load_space
 app = typer.Typer(
     help="Explore a tuning space: the funnel of constraints, the surviving instances, exports.", no_args_is_help=True
 )
-out = Console()
 
 SpaceArg = Annotated[str, typer.Argument(help="Space file (spaces/NAME.yaml) or a space name under spaces/.")]
 DeviceOpt = Annotated[
@@ -89,29 +88,31 @@ def show(
 ) -> None:
     """Print the funnel (raw -> after each hard -> after each soft constraint) and value counts."""
     g = _generate(space, device, precision, no_soft, soft_off, max_raw, max_survivors)
-    out.print(f"[bold]{g.space.name}[/bold]: {g.space.description}")
-    out.print(f"device: {g.device.name} ({g.device.source}), precision: {g.precision}, generated in {g.seconds:.3f} s")
+    stdout().print(f"[bold]{g.space.name}[/bold]: {g.space.description}")
+    stdout().print(
+        f"device: {g.device.name} ({g.device.source}), precision: {g.precision}, generated in {g.seconds:.3f} s"
+    )
     table = Table(title="funnel")
     for col in ("step", "kind", "remaining", "removed", "reason"):
         table.add_column(col, justify="right" if col in ("remaining", "removed") else "left")
     for f in g.funnel:
         table.add_row(f.name, f.kind, f"{f.remaining:,}", f"{f.removed:,}" if f.kind != "raw" else "", f.reason)
-    out.print(table)
+    stdout().print(table)
     pruning = [f for f in g.funnel if f.kind != "raw"]
     if pruning:
         top = max(pruning, key=lambda f: f.removed)
-        out.print(f"pruned most: {top.name} ({top.kind}, removed {top.removed:,})")
+        stdout().print(f"pruned most: {top.name} ({top.kind}, removed {top.removed:,})")
     skipped = [c.name for c in g.space.soft if c.name not in g.soft_applied]
     if skipped:
-        out.print(f"soft constraints switched off: {', '.join(skipped)}")
-    out.print(f"[bold]{g.count:,} instances[/bold]")
+        stdout().print(f"soft constraints switched off: {', '.join(skipped)}")
+    stdout().print(f"[bold]{g.count:,} instances[/bold]")
     if g.count:
         counts = Table(title="value counts among survivors")
         counts.add_column("parameter")
         counts.add_column("value: count")
         for name in g.space.param_names:
             counts.add_row(name, value_counts_text(g, name))
-        out.print(counts)
+        stdout().print(counts)
 
 
 SHOWN_VALUES = 20
@@ -166,9 +167,9 @@ def list_(
     shown = rows if limit <= 0 else rows[:limit]
     frame = g.frame.iloc[shown]
     frame = frame.assign(id=g.ids(shown))[["id", *frame.columns]]
-    out.print(frame.to_string(index=False))
+    stdout().print(frame.to_string(index=False))
     sampled = f", a sample of {len(rows):,}" if sample is not None and len(rows) < len(matching) else ""
-    out.print(f"{len(shown):,} shown; {len(matching):,} match{sampled} ({g.count:,} in the space)")
+    stdout().print(f"{len(shown):,} shown; {len(matching):,} match{sampled} ({g.count:,} in the space)")
 
 
 class Format(str, Enum):
@@ -220,7 +221,7 @@ def export(
         from autotune.outfiles import write_file
 
         write_file(output, text)
-        out.print(f"wrote {len(frame):,} instances to {output}", style="dim", highlight=False)
+        stdout().print(f"wrote {len(frame):,} instances to {output}", style="dim", highlight=False)
     else:
         sys.stdout.write(text)
 
@@ -251,16 +252,16 @@ def diff(
         ga = generate(sa, dev, precision, max_raw=max_raw, max_survivors=max_survivors)
         gb = generate(sb, dev, precision, max_raw=max_raw, max_survivors=max_survivors)
         add_counts(d, ga.funnel, gb.funnel)
-    out.print(f"[bold]{a}[/bold] -> [bold]{b}[/bold]")
+    stdout().print(f"[bold]{a}[/bold] -> [bold]{b}[/bold]")
     if d.lines:
         table = Table(title="definition")
         for col in ("section", "what", "change"):
             table.add_column(col)
         for row in d.lines:
             table.add_row(*row)
-        out.print(table)
+        stdout().print(table)
     else:
-        out.print("same parameters, derived quantities, constraints and kernel binding")
+        stdout().print("same parameters, derived quantities, constraints and kernel binding")
     if d.counts:
         table = Table(title=f"counts ({ga.device.name}, {ga.precision})")
         for col in ("step", "A", "B", "change"):
@@ -268,6 +269,6 @@ def diff(
         for step, x, y in d.counts:
             change = "" if x is None or y is None or x == y else f"{y - x:+,}"
             table.add_row(step, "" if x is None else f"{x:,}", "" if y is None else f"{y:,}", change)
-        out.print(table)
+        stdout().print(table)
     if not d.same:
         raise typer.Exit(1)

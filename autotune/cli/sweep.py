@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Any, Iterator, Optional
 
 import typer
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -24,12 +23,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from autotune.cli.consoles import stdout, stderr
 from autotune.cli.aliases import renamed
 from autotune.errors import UserError
 from autotune.vocab import Measurement, Status
-
-out = Console()
-err = Console(stderr=True)
 
 
 class BarReporter:
@@ -47,7 +44,7 @@ class BarReporter:
 
     def start(self, total_pairs: int, already_done: int) -> None:
         msg = f"{total_pairs:,} (instance, test point) pairs; {already_done:,} already in the database"
-        err.print(msg, highlight=False)
+        stderr().print(msg, highlight=False)
         if self.quiet:
             return
         self.stop()  # a second phase (sharing) starts a new bar
@@ -59,7 +56,7 @@ class BarReporter:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
-            console=err,
+            console=stderr(),
         )
         self.progress.start()
         self.task = self.progress.add_task("sweep", total=total_pairs - already_done, info="")
@@ -75,7 +72,7 @@ class BarReporter:
             self.progress.update(self.task, advance=1, info=info)
         elif time.monotonic() - self.last_line > 30:  # quiet: one line every 30 s for logs
             self.last_line = time.monotonic()
-            err.print(f"{self.count:,} measured; {info}", highlight=False)
+            stderr().print(f"{self.count:,} measured; {info}", highlight=False)
 
     def _per_gpu(self) -> str:
         """Each GPU's pairs/s so far (a Dask sweep), refreshed at most once a second."""
@@ -87,7 +84,7 @@ class BarReporter:
         return self._rates_text
 
     def note(self, text: str) -> None:
-        (self.progress.console if self.progress else err).print(text, highlight=False)
+        (self.progress.console if self.progress else stderr()).print(text, highlight=False)
 
     def stop(self) -> None:
         if self.progress is not None:
@@ -283,7 +280,7 @@ def print_rates(backend) -> None:  # type: ignore[no-untyped-def]
         table.add_column(col)
     for r in rates():
         table.add_row(r.worker, r.device, f"{r.pairs:,}", f"{r.seconds:.1f}", f"{r.per_s:.2f}")
-    err.print(table)
+    stderr().print(table)
 
 
 def database_failure(url: str, exc: Exception) -> UserError:
@@ -363,9 +360,9 @@ def print_summary(summary, database: str) -> None:
     for k, v in sorted(summary.counts.items()):
         table.add_row(k, f"{v:,}")
     table.add_row("already in the database", f"{summary.skipped_done:,}")
-    out.print(table)
+    stdout().print(table)
     if summary.measured and summary.seconds > 0:
-        out.print(f"throughput: {summary.measured / summary.seconds:.2f} measurements/s")
+        stdout().print(f"throughput: {summary.measured / summary.seconds:.2f} measurements/s")
     if summary.best:
         best = Table(title="best so far per test point")
         for col in ("point", "instance", "ms", "baseline ms", "speedup"):
@@ -373,8 +370,8 @@ def print_summary(summary, database: str) -> None:
         for p, (iid, ms) in sorted(summary.best.items()):
             cb = summary.baseline.get(p)
             best.add_row(p.key, iid, f"{ms:.5f}", f"{cb:.5f}" if cb else "", f"{cb / ms:.2f}x" if cb else "")
-        out.print(best)
-    out.print(f"results: {database}")
+        stdout().print(best)
+    stdout().print(f"results: {database}")
 
 
 class OutFormat(str, Enum):
@@ -485,9 +482,9 @@ def upgrade(
     assert done.after is not None
     if done.before.effective == done.after.effective:
         stamped = ", now recorded in autotune_alembic_version" if done.before.revision is None else ""
-        out.print(f"already at {done.after.describe()} (head {head()}{stamped})")
+        stdout().print(f"already at {done.after.describe()} (head {head()}{stamped})")
     else:
-        out.print(f"{done.before.describe()} -> {done.after.describe()}")
+        stdout().print(f"{done.before.describe()} -> {done.after.describe()}")
 
 
 @db_app.command()
@@ -513,7 +510,7 @@ def pack(
     check_writable([target])
     done = do_pack(source, target)
     rows = ", ".join(f"{n:,} {t} rows" for t, n in done["packed_rows"].items())
-    out.print(
+    stdout().print(
         f"wrote {target}: {done['bytes_out']:,} bytes from {done['bytes_in']:,} ({rows} stored as their times only)"
     )
 
@@ -532,7 +529,7 @@ def unpack(
     if out_file.exists():
         raise UserError(f"{out_file} exists", hint="give a new file name")
     do_unpack(source, out_file)
-    out.print(f"wrote {out_file}")
+    stdout().print(f"wrote {out_file}")
 
 
 def register(app: typer.Typer) -> None:

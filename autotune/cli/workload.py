@@ -9,17 +9,19 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from autotune.cli.aliases import renamed
+from autotune.cli.consoles import stdout
 from autotune.errors import UserError
+
+DEFAULT_TUNED_POINTS = 24  # per (precision, shape) group
 
 app = typer.Typer(
     help="Workloads: the problems an application runs, with weights -> the test points to tune "
     "(a sweep config) and their weights.",
     no_args_is_help=True,
 )
-out = Console()
 
 WorkloadArg = Annotated[
     str,
@@ -66,7 +68,7 @@ def show(workload: WorkloadArg, kind_space: KindSpaceOpt = None, max_problems: M
             values = [p.dims[name] for p in g.points]
             lo_hi.append(f"{min(values)}..{max(values)}")
         table.add_row(prec, shape or "-", f"{len(g.points):,}", _fmt(float(g.w.sum())), *lo_hi)
-    out.print(table)
+    stdout().print(table)
 
 
 @app.command()
@@ -76,14 +78,20 @@ def config(
         list[str], typer.Option(help="A space to sweep: a name under spaces/ or a space file (repeatable).")
     ],
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Write the sweep config here.")],
-    points: Annotated[
-        int,
+    tuned_points: Annotated[
+        Optional[int],
         typer.Option(
-            help="Tuned points per (precision, shape) group (all problems when the group has no more).", min=1
+            "--tuned-points",
+            help="How many tuned points per (precision, shape) group (all problems when the group has no more)."
+            " [default: 24]",
+            min=1,
         ),
-    ] = 24,
+    ] = None,
+    tuned_points_old: Annotated[
+        Optional[int], typer.Option("--points", hidden=True, min=1, help="Old name of --tuned-points.")
+    ] = None,
     include_config: Annotated[
-        Optional[str], typer.Option(help="Also tune this sweep config's points (they count toward --points).")
+        Optional[str], typer.Option(help="Also tune this sweep config's points (they count toward --tuned-points).")
     ] = None,
     pool: Annotated[
         Optional[str],
@@ -140,7 +148,8 @@ def config(
     check_writable([out_path], make_folders=True)  # before the work: a path that cannot be written fails at once
     wl = load_workload(workload, space=kind_space, limit=max_problems)
     include = load_config(include_config).points if include_config else ()
-    tuned = choose_points(wl, points, include)
+    count = renamed(tuned_points, tuned_points_old, "--tuned-points", "--points")
+    tuned = choose_points(wl, DEFAULT_TUNED_POINTS if count is None else count, include)
     folder = out_path.resolve().parent
     entries = []  # as the config should say them: names, absolute paths, or paths relative to its folder
     names = {}
@@ -157,7 +166,7 @@ def config(
         found = pool_from_db(pool, pool_bk)
         by_space = {e: found[n] for e, n in names.items() if n in found}
         for e in entries:
-            out.print(
+            stdout().print(
                 f"pool: {e}: {len(by_space[e])} instances"
                 if e in by_space
                 else f"pool: {e}: not in {pool}; every instance is measured",
@@ -193,10 +202,10 @@ def config(
             str(n),
             "-" if worst is None else f"{worst:.3f}",
         )
-    out.print(table)
+    stdout().print(table)
     _check_pairs(text, out_path, max_pairs, force)
     write_file(out_path, text, make_folders=True)
-    out.print(f"wrote {out_path}", highlight=False)
+    stdout().print(f"wrote {out_path}", highlight=False)
 
 
 def _check_pairs(text: str, out_path: Path, max_pairs: int | None, force: bool) -> None:
@@ -208,11 +217,11 @@ def _check_pairs(text: str, out_path: Path, max_pairs: int | None, force: bool) 
     cfg = parse_config(text, file=out_path.resolve())
     pairs = sum(plan.expected_pairs(plan.limit(cfg)) for plan in plan_sweep(cfg))
     cap = limit(max_pairs, PAIRS_ENV, MAX_PAIRS)
-    out.print(f"planned: {pairs:,} (instance, point) pairs (the main phase; --share adds more)", highlight=False)
+    stdout().print(f"planned: {pairs:,} (instance, point) pairs (the main phase; --share adds more)", highlight=False)
     if pairs > cap and not force:
         raise UserError(
             f"the sweep plans {pairs:,} (instance, point) pairs, above the limit of {cap:,}; "
             f"{out_path} was not written",
-            hint="restrict the instances (--pool DB --pool-bk B), drop --measure-valid or lower --points, "
+            hint="restrict the instances (--pool DB --pool-bk B), drop --measure-valid or lower --tuned-points, "
             f"or write it anyway: --force, or raise the limit: --max-pairs {pairs} or {PAIRS_ENV}=N",
         )

@@ -110,7 +110,9 @@ class KernelInfoSource(Mapping):
         defines: tuple[tuple[str, Any], ...] = ()
         if len(hints):
             try:  # defines are the same at every point of an instance unless they read the sizes
-                point = space.kind.point(precision, shape, dict(zip(self.layout.sizes, (int(x) for x in hints[0]))))
+                point = space.kind.point(
+                    precision, shape, dict(zip(self.layout.sizes, (int(x) for x in hints[0]), strict=True))
+                )
                 defines = tuple(space.defines(params, point))
             except Exception:  # noqa: BLE001 - a table without defines is still a table
                 defines = ()
@@ -137,7 +139,7 @@ class KernelInfoSource(Mapping):
             valid=tuple(dict.fromkeys(user + (derived or ()))),
             tuned_only=derived is None,
             defines=defines,
-            tiles=tuple(zip(self.layout.table_sizes, tiles_of(params, self.layout.table_sizes))),
+            tiles=tuple(zip(self.layout.table_sizes, tiles_of(params, self.layout.table_sizes), strict=True)),
         )
 
 

@@ -41,7 +41,7 @@ def _per_point(points: pd.DataFrame, layout: Layout, what: str, scalars: Mapping
     full = kind.own_scalars(scalars)
     out = []
     for row in points[list(layout.columns)].itertuples(index=False):
-        point = kind.point(row[0], row[1], {n: int(v) for n, v in zip(layout.sizes, row[2:])})
+        point = kind.point(row[0], row[1], {n: int(v) for n, v in zip(layout.sizes, row[2:], strict=True)})
         out.append(float(kind.bytes_moved(point, full)) if what == "bytes" else float(kind.flops(point)))
     return np.asarray(out, dtype=float)
 
@@ -122,7 +122,7 @@ def plot_perf(
     lib = library_label(layout)
     flops_known = bool(np.nan_to_num(_per_point(summary.iloc[:1], layout, "flops", scalars)).sum() > 0)
     work, unit = ("flops", "GFLOP/s") if flops_known else ("bytes", "GB/s")
-    for ax, ((precision, shape), g) in zip(axes[:, 0], groups):
+    for ax, ((precision, shape), g) in zip(axes[:, 0], groups, strict=True):
         g = g.sort_values(list(layout.sizes))
         x = _size(g, layout)
         amount = _per_point(g, layout, work, scalars)

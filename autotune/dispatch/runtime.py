@@ -81,7 +81,7 @@ def check_problem(
         if len(values) != len(names):
             raise ValueError(f"expected {len(names)} sizes ({', '.join(names)}), got {len(values)}")
     out = []
-    for name, value in zip(names, values):
+    for name, value in zip(names, values, strict=True):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
         if not 1 <= int(value) <= MAX_SIZE:
@@ -113,8 +113,8 @@ def model_features(dims: Sequence[int], table_dims: Sequence[int], tiles: Sequen
     out = [1 << FX_BITS]
     out += [ilog2_fx(d) for d in dims]
     out += [ilog2_fx(-(-dims[j] // MODEL_ALIGN) * MODEL_ALIGN) for j in table_dims]
-    out += [ilog2_fx(-(-dims[j] // t) * t) for j, t in zip(table_dims, tiles)]
-    out += [ilog2_fx(-(-dims[j] // t)) for j, t in zip(table_dims, tiles)]
+    out += [ilog2_fx(-(-dims[j] // t) * t) for j, t in zip(table_dims, tiles, strict=True)]
+    out += [ilog2_fx(-(-dims[j] // t)) for j, t in zip(table_dims, tiles, strict=True)]
     out += [(1 << FX_BITS) if dims[j] % MODEL_ALIGN == 0 else 0 for j in table_dims]
     out += [(1 << FX_BITS) if dims[j] % 2 == 0 else 0 for j in table_dims]
     pairs = 0
@@ -135,7 +135,7 @@ def model_count(num_sizes: int, num_table_sizes: int) -> int:
 
 def model_time(coef: Sequence[int], features: Sequence[int]) -> int:
     """Predicted log2 time (32 fractional bits): the sum of coefficients (16 fractional bits) times features."""
-    return sum(int(c) * int(x) for c, x in zip(coef, features))
+    return sum(int(c) * int(x) for c, x in zip(coef, features, strict=True))
 
 
 def model_margin(library_margin: float) -> int:

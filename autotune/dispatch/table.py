@@ -241,7 +241,7 @@ def _bytes(layout: Layout, scalars: Mapping[str, float]):
         return lambda precision, shape, dims: 1
     full = kind.own_scalars(scalars)
     return lambda precision, shape, dims: max(
-        1, int(kind.bytes_moved(kind.point(precision, shape, dict(zip(layout.sizes, dims))), full))
+        1, int(kind.bytes_moved(kind.point(precision, shape, dict(zip(layout.sizes, dims, strict=True))), full))
     )
 
 
@@ -351,7 +351,7 @@ def build_table(
                     "point_key": str(keys[r]),
                     "precision": precision,
                     "shape": shape,
-                    "sizes": dict(zip(names, dims)),
+                    "sizes": dict(zip(names, dims, strict=True)),
                     "kernel": group_kernels[assigned] if assigned >= 0 else LIBRARY,
                     "ranked": ranked,
                     "near": near,
@@ -376,7 +376,7 @@ def build_table(
                 {
                     "precision": precision,
                     "shape": shape,
-                    "bounds": {n: [a, b] for n, a, b in zip(layout.table_sizes, lo, hi)},
+                    "bounds": {n: [a, b] for n, a, b in zip(layout.table_sizes, lo, hi, strict=True)},
                     "kernel": int(kern),
                 }
             )

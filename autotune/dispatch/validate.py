@@ -170,7 +170,7 @@ def pool(
         )
     wanted = set(table_groups)
     ok = frame[(frame["status"] == "ok") & frame["median_ms"].notna()]
-    ok = ok[[(p, s) in wanted for p, s in zip(ok["precision"], ok["shape"])]]
+    ok = ok[[(p, s) in wanted for p, s in zip(ok["precision"], ok["shape"], strict=True)]]
     if pool_bk <= 0 or len(ok) == 0:
         return pd.DataFrame(columns=["instance_id", "space", "precision"])
     point = ["precision", "shape", *kind.size_names]

@@ -57,7 +57,7 @@ def _env_names(kind: Any) -> tuple[tuple[str, int], ...] | None:
         return None
     probes = []
     for values in (primes[:n], primes[n : 2 * n]):
-        point = kind.point(kind.precisions[0], kind.shapes[0], dict(zip(kind.size_names, values)))
+        point = kind.point(kind.precisions[0], kind.shapes[0], dict(zip(kind.size_names, values, strict=True)))
         probes.append((values, kind.env(point)))
     out = []
     for name in probes[0][1]:

@@ -66,7 +66,7 @@ def study_of(params: pd.DataFrame, values: np.ndarray):  # type: ignore[no-untyp
     records = params.to_dict("records")
     trials = [
         optuna.trial.create_trial(params={k: _plain(v) for k, v in rec.items()}, distributions=dists, value=float(v))
-        for rec, v in zip(records, values)
+        for rec, v in zip(records, values, strict=True)
     ]
     study.add_trials(trials)
     return study

@@ -79,7 +79,7 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
                 text=keys(b["point_id"]) + "<br>" + r.instances.loc[b["instance_id"], "name"].to_numpy(),
                 customdata=b["median_ms"].to_numpy(),
                 hovertemplate="%{text}<br>%{customdata:.4g} ms, roofline %{y:.3f}<extra></extra>",
-                meta={"g": [point_groups[(d, p, space)] for d, p in zip(b["device_id"], b["point_id"])]},
+                meta={"g": [point_groups[(d, p, space)] for d, p in zip(b["device_id"], b["point_id"], strict=True)]},
             )
         )
     base = r.baselines[(r.baselines["status"] == "ok") & r.baselines["point_id"].isin(pts.index)]
@@ -95,7 +95,9 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
                 marker=dict(color="black", symbol="x", size=6),
                 customdata=base["median_ms"].to_numpy(),
                 hovertemplate="%{text}<br>baseline %{customdata:.4g} ms, roofline %{y:.3f}<extra></extra>",
-                meta={"g": [point_groups[(d, p, None)] for d, p in zip(base["device_id"], base["point_id"])]},
+                meta={
+                    "g": [point_groups[(d, p, None)] for d, p in zip(base["device_id"], base["point_id"], strict=True)]
+                },
             )
         )
     fig.update_layout(
@@ -127,7 +129,11 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
                 text=keys(joined["point_id"]) + "<br>" + r.instances.loc[joined["instance_id"], "name"].to_numpy(),
                 hovertemplate="%{text}<br>speedup %{y:.3g}x<extra></extra>",
                 name="speedup",
-                meta={"g": [point_groups[(d, p, None)] for d, p in zip(joined["device_id"], joined["point_id"])]},
+                meta={
+                    "g": [
+                        point_groups[(d, p, None)] for d, p in zip(joined["device_id"], joined["point_id"], strict=True)
+                    ]
+                },
             )
         )
         fig.update_layout(
@@ -183,7 +189,11 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
                     name=name,
                     boxpoints=False,
                     marker=dict(size=3, color=PALETTE[0]),
-                    meta={"g": [point_groups[(d, p, space)] for d, p in zip(agg["device_id"], agg["point_id"])]},
+                    meta={
+                        "g": [
+                            point_groups[(d, p, space)] for d, p in zip(agg["device_id"], agg["point_id"], strict=True)
+                        ]
+                    },
                 )
             else:  # many points: the boxes' statistics per (device, kind, precision, shape) group and value
                 agg = agg.assign(
@@ -213,7 +223,7 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
                                 space=space,
                             )
                             for d, k, pr, sh in zip(
-                                stats["device_id"], stats["kind"], stats["precision"], stats["shape"]
+                                stats["device_id"], stats["kind"], stats["precision"], stats["shape"], strict=True
                             )
                         ]
                     },
@@ -275,7 +285,12 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
             go.Parcoords(
                 dimensions=dims,
                 line=dict(color=slow, colorscale="Viridis", showscale=False, cmin=0, cmax=max(float(slow.max()), 1e-6)),
-                meta={"g": [point_groups[(d, p, space)] for d, p in zip(ranked["device_id"], ranked["point_id"])]},
+                meta={
+                    "g": [
+                        point_groups[(d, p, space)]
+                        for d, p in zip(ranked["device_id"], ranked["point_id"], strict=True)
+                    ]
+                },
             )
         )
         fig.update_layout(margin=dict(l=60, r=60, t=50, b=30))
@@ -353,7 +368,7 @@ def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
         .reset_index()
     )
     per = per.assign(rank=order.reindex(per["point_id"]).to_numpy()).sort_values("rank")
-    groups = [point_groups[(d, p, None)] for d, p in zip(per["device_id"], per["point_id"])]
+    groups = [point_groups[(d, p, None)] for d, p in zip(per["device_id"], per["point_id"], strict=True)]
     x, text = xs(per["point_id"]), keys(per["point_id"])
     kind = (lambda **k: go.Scattergl(mode="markers", marker=dict(size=3), **k)) if large else go.Bar
     fig = go.Figure(
@@ -439,7 +454,7 @@ def _outcomes(page: Page, s, r: Results, go) -> None:  # type: ignore[no-untyped
                 y=c["n"].to_numpy(),
                 name=status,
                 marker=dict(color="#2ca02c" if status == "ok" else PALETTE[(i + 1) % len(PALETTE)]),
-                meta={"g": [page.group(space=sp, kind=k) for sp, k in zip(c["space"], c["kind"])]},
+                meta={"g": [page.group(space=sp, kind=k) for sp, k in zip(c["space"], c["kind"], strict=True)]},
             )
         )
     fig.update_layout(barmode="stack", yaxis=dict(title="measurements"), legend=dict(orientation="h"))
@@ -451,8 +466,8 @@ def _point_groups(page: Page, r: Results, ok: pd.DataFrame) -> dict:
     out: dict = {}
     dev = r.devices["name"].to_dict()
     spaces = sorted(r.params) + [None]
-    pairs = set(zip(r.measurements["device_id"].tolist(), r.measurements["point_id"].tolist())) | set(
-        zip(r.baselines["device_id"].tolist(), r.baselines["point_id"].tolist())
+    pairs = set(zip(r.measurements["device_id"].tolist(), r.measurements["point_id"].tolist(), strict=True)) | set(
+        zip(r.baselines["device_id"].tolist(), r.baselines["point_id"].tolist(), strict=True)
     )
     multi = len(dev) > 1
     rows = r.points[["kind", "precision", "shape", "key"]].to_dict("index")

@@ -58,7 +58,7 @@ def studies(r: Results, storage: Any, per: str = "point") -> list[str]:
             if params[c].notna().all()
         }
         trials = []
-        for rec, row in zip(params[list(dists)].to_dict("records"), sub.itertuples()):
+        for rec, row in zip(params[list(dists)].to_dict("records"), sub.itertuples(), strict=True):
             status = str(row.status)
             value = row.median_ms if per == "point" else row.slowdown
             ok = status == "ok" and value is not None and not math.isnan(value)

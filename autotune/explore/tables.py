@@ -239,7 +239,10 @@ def add_table(page: Page, files: TableFiles) -> None:
                     name=f"{precision} {shape}",
                     marker=dict(color=PALETTE[i % len(PALETTE)]),
                     text=[
-                        f"table {a}, best {b}" for a, b in zip(sub.get("table_choice", ""), sub.get("best_choice", ""))
+                        f"table {a}, best {b}"
+                        for a, b in zip(
+                            sub.get("table_choice", ""), sub.get("best_choice", ""), strict=False
+                        )  # a missing column: no hover text
                     ],
                     hovertemplate="%{x}<br>loss %{y:.3g}<br>%{text}<extra></extra>",
                     meta={"g": [page.group(kind=kind, precision=precision, shape=shape, point=k) for k in ks]},

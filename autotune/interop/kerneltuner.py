@@ -49,9 +49,9 @@ import tempfile
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # typeshed omits it; CPython defines it
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 __all__ = [
     "STATUSES",
@@ -200,6 +200,14 @@ def config_key(params: Mapping[str, Any], keys: Iterable[str] | None = None) -> 
 # ------------------------------------------------------------------------------------------------ reading
 
 _WS = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_ws(text: str, i: int) -> int:
+    """The position of the first non-whitespace character at or after i (len(text) when none is left)."""
+    m = _WS.match(text, i)
+    return m.end() if m else i  # the pattern matches the empty string: m is never None
+
+
 _DECODER = json.JSONDecoder()
 
 
@@ -274,7 +282,7 @@ def _unxz(raw: bytes, path: Path, max_bytes: int | None) -> bytes:
 def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, Any], list[tuple[str, Any]], bool, int]:
     """Split the (right-stripped) text into header members and (key, entry) pairs, tolerating an open end."""
     n = len(text)
-    i = _WS.match(text, 0).end()
+    i = _skip_ws(text, 0)
     if i >= n:
         raise CacheFormatError(path, "the file is empty; not a Kernel Tuner cache file")
     if text[i] != "{":
@@ -289,7 +297,7 @@ def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, An
     dropped = 0
     first = True
     while True:
-        i = _WS.match(text, i).end()
+        i = _skip_ws(text, i)
         if i >= n:
             break  # root object left open
         if text[i] == "}":
@@ -301,7 +309,7 @@ def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, An
                 raise CacheFormatError(
                     path, f"expected ',' or '}}' between top-level keys, found {text[i]!r}", line=_line_of(text, i)
                 )
-            i = _WS.match(text, i + 1).end()
+            i = _skip_ws(text, i + 1)
             if i >= n:
                 break
         first = False
@@ -330,7 +338,7 @@ def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, An
             ) from e
         header[key] = value
     if i < n:
-        rest = _WS.match(text, i).end()
+        rest = _skip_ws(text, i)
         if rest < n:
             raise CacheFormatError(path, "text after the end of the JSON object", line=_line_of(text, rest))
     if not saw_cache:
@@ -352,23 +360,23 @@ def _string(text: str, i: int, path: Path) -> tuple[str, int]:
 
 
 def _colon(text: str, i: int, n: int, path: Path) -> int:
-    i = _WS.match(text, i).end()
+    i = _skip_ws(text, i)
     if i >= n:
         raise _Truncated
     if text[i] != ":":
         raise CacheFormatError(path, f"expected ':' after a key, found {text[i]!r}", line=_line_of(text, i))
-    return _WS.match(text, i + 1).end()
+    return _skip_ws(text, i + 1)
 
 
 def _parse_entries(
     text: str, i: int, n: int, path: Path, entries: list[tuple[str, Any]], max_entries: int | None
 ) -> tuple[int, bool, int]:
     """Parse ``"key": {...}`` members of the cache object from ``i``; return (pos, closed, dropped)."""
-    match_ws = _WS.match
+    skip_ws = _skip_ws
     raw_decode = _DECODER.raw_decode
     first = True
     while True:
-        i = match_ws(text, i).end()
+        i = skip_ws(text, i)
         if i >= n:
             return i, False, 0
         c = text[i]
@@ -379,7 +387,7 @@ def _parse_entries(
                 raise CacheFormatError(
                     path, f"expected ',' or '}}' after a cache entry, found {c!r}", line=_line_of(text, i)
                 )
-            i = match_ws(text, i + 1).end()
+            i = skip_ws(text, i + 1)
             if i >= n:
                 return i, False, 0  # the trailing comma of an open cache
             if text[i] == "}":  # ",}" is not JSON, but it means the same thing
@@ -491,7 +499,7 @@ def _build(
     )
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -531,9 +539,10 @@ def _record(
         time_ms = float(t)
     times_ms: tuple[float, ...] = ()
     ts = entry.get("times")
-    times_ok = isinstance(ts, list) and all(_is_number(x) for x in ts)
-    if times_ok:
-        times_ms = tuple(float(x) for x in ts)
+    valid_ts = ts if isinstance(ts, list) and all(_is_number(x) for x in ts) else None
+    times_ok = valid_ts is not None
+    if valid_ts is not None:
+        times_ms = tuple(float(x) for x in valid_ts)
     extra = {}
     for k, v in entry.items():
         if k in params or k in (STATUS_KEY, ERROR_KEY):

@@ -200,7 +200,7 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
     # `should_sync`: also for verify=, which then sees None for the others; a reduction's 3.2 GB input is never
     # read back)
     all_out = answer is None
-    for i, (name, a) in enumerate(zip(names, p.arguments)):
+    for i, (name, a) in enumerate(zip(names, p.arguments, strict=True)):
         if isinstance(a, np.ndarray):
             if a.ndim == 0 or a.size == 0:
                 raise UserError(
@@ -246,7 +246,9 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
         np.save(folder / "args" / f"{key}.npy", a, allow_pickle=False)
     expected = {
         n: np.asarray(e)
-        for n, e, a in zip(names, answer or [], p.arguments)
+        for n, e, a in zip(
+            names, answer or [], p.arguments, strict=False
+        )  # answer=None: none (else its length was checked)
         if e is not None and isinstance(a, np.ndarray)
     }
     for n, e in expected.items():  # a verify= function compares as it likes (Kernel Tuner's reduction: a sum)

@@ -140,10 +140,10 @@ def _point(space: Space, precision: str, sizes: tuple[int, ...]) -> TestPoint:
     names = space.kind.size_names
     if len(sizes) == len(names):
         try:
-            return space.kind.point(precision, "", dict(zip(names, sizes)))
+            return space.kind.point(precision, "", dict(zip(names, sizes, strict=True)))
         except ValueError:
             pass
-    return TestPoint(KIND, precision, "", tuple(zip(SIZE_NAMES[: len(sizes)], sizes)))
+    return TestPoint(KIND, precision, "", tuple(zip(SIZE_NAMES[: len(sizes)], sizes, strict=True)))
 
 
 def import_cache(
@@ -219,7 +219,9 @@ def import_cache(
         store.upsert_instances(instances)
         done = store.done_pairs(device_id)
         rows = [
-            _measurement(inst, point, r) for inst, r in zip(instances, cache.records) if (inst.id, point) not in done
+            _measurement(inst, point, r)
+            for inst, r in zip(instances, cache.records, strict=True)
+            if (inst.id, point) not in done
         ]
         for start in range(0, len(rows), 1000):
             store.record(sweep_id, space_id, rows[start : start + 1000])

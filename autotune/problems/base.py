@@ -205,7 +205,7 @@ class ProblemKind(ABC):
 
     def distance(self, a: TestPoint, b: TestPoint) -> float:
         """How far apart two points of one precision and variant are: the sum of |log2 ratio| of the sizes."""
-        return sum(abs(math.log2(x / y)) for (_, x), (_, y) in zip(a.sizes, b.sizes))
+        return sum(abs(math.log2(x / y)) for (_, x), (_, y) in zip(a.sizes, b.sizes, strict=True))
 
     # ------------------------------------------------------------------ limits checked before any work
     def check_limits(self, point: TestPoint) -> SizeLimit | None:

@@ -151,8 +151,8 @@ def _stored_shape(path: str, key: str | None, _mtime: int) -> tuple[int, ...]:
     if key is None:
         with open(path, "rb") as f:
             return header(f)
-    with zipfile.ZipFile(path) as z, z.open(f"{key}.npy") as f:
-        return header(f)
+    with zipfile.ZipFile(path) as z, z.open(f"{key}.npy") as member:
+        return header(member)
 
 
 @dataclass(frozen=True)
@@ -379,7 +379,9 @@ class _Reader:
         flops = self.expr(d["flops"], line_of(d, "flops"), known, "flops") if "flops" in d else None
         nbytes = self.expr(d["bytes"], line_of(d, "bytes"), known, "bytes")
         for what, e, least in (("bytes", nbytes, 1), ("flops", flops, 0)):
-            value = evaluate(e, {}) if e is not None and not e.names else None  # a constant: check it now
+            if e is None or e.names:
+                continue  # only a constant can be checked before the sizes are known
+            value = evaluate(e, {})
             if value is not None and not (math.isfinite(float(value)) and float(value) >= least):
                 raise self.fail(
                     f"`{what}:` is {value}; it must be {'positive' if least else 'a number >= 0'}",

@@ -94,7 +94,7 @@ def _reduce(obj: Any) -> Any:
     where = origin(cls)
     if where is None:
         return rv
-    if func is copyreg.__newobj__ and args and args[0] is cls:
+    if func is copyreg.__newobj__ and args and args[0] is cls:  # type: ignore[attr-defined]  # typeshed omits it
         return (_rebuild, (where, cls.__qualname__, tuple(args[1:]), False), *rest)
     if func is cls:  # a class whose __reduce__ calls itself
         return (_rebuild, (where, cls.__qualname__, tuple(args), True), *rest)

@@ -119,7 +119,9 @@ class Enumerator:
             stride *= self.sizes[q]
         strides.reverse()
         codes = {}
-        for q, st in zip(names, strides):  # code of q: repeated st times, the whole repeated (stride / st / size) times
+        for q, st in zip(
+            names, strides, strict=True
+        ):  # code of q: repeated st times, the whole repeated (stride / st / size) times
             d = self.sizes[q]
             codes[q] = np.tile(np.repeat(self._arange[q], st), stride // (st * d))
         return tuple(strides), codes, stride
@@ -129,7 +131,7 @@ class Enumerator:
         key = codes[names[0]].astype(np.int32)
         if strides[0] != 1:
             key *= np.int32(strides[0])
-        for q, st in zip(names[1:], strides[1:]):
+        for q, st in zip(names[1:], strides[1:], strict=True):
             key += codes[q].astype(np.int32) * np.int32(st) if st != 1 else codes[q]
         return key
 

@@ -99,15 +99,18 @@ class Generated:
     def ids(self, rows: Iterable[int] | None = None) -> list[str]:
         """Stable IDs of the instances at `rows` (all rows by default)."""
         frame = self.frame if rows is None else self.frame.iloc[list(rows)]
-        return [instance_id(self.space.name, dict(zip(frame.columns, row))) for row in frame.itertuples(index=False)]
+        return [
+            instance_id(self.space.name, dict(zip(frame.columns, row, strict=True)))
+            for row in frame.itertuples(index=False)
+        ]
 
     def instances(self) -> list[Instance]:
         """Every row as an Instance (the values as `Instance.of` makes them), column by column: a 29,920-row space
-        in a fraction of the row-by-row time (issue 31: planning is on the path to the first measurement)."""
+        in a fraction of the row-by-row time (planning is on the path to the first measurement)."""
         frame, space = self.frame, self.space.name
         names = [str(c) for c in frame.columns]
         columns = [_plain_column(frame[c]) for c in frame.columns]
-        return [Instance(space, tuple(zip(names, row))) for row in zip(*columns)]
+        return [Instance(space, tuple(zip(names, row, strict=True))) for row in zip(*columns, strict=True)]
 
 
 def _plain_column(column: Any) -> list:
@@ -361,7 +364,8 @@ def generate(
             raise
         return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
     funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
-    for con, left in zip(cons, remaining):
+    # strict=False: without constraints remaining holds one count (the survivors, all raw rows) and cons none
+    for con, left in zip(cons, remaining, strict=False):
         funnel.append(FunnelStep(con.c.kind, con.c.name, con.c.reason, left, funnel[-1].remaining - left, con.c.line))
     if count and order != list(space.param_names):
         codes = file_order(space, codes, sizes)
@@ -386,7 +390,7 @@ def _full_product(
     raw = math.prod(sizes)
     codes: dict[str, np.ndarray] = {}
     inner = raw
-    for p, d in zip(space.parameters, sizes):
+    for p, d in zip(space.parameters, sizes, strict=True):
         inner //= d
         codes[p.name] = np.tile(np.repeat(np.arange(d, dtype=_code_dtype(d)), inner), raw // (inner * d))
     funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
@@ -429,7 +433,7 @@ def generate_reference(
     max_raw: int | None = None,
     max_survivors: int | None = None,
 ) -> Generated:
-    """The generator before issue 37 (hard constraints while enumerating, soft ones on every hard survivor),
+    """The generator before prune-while-enumerate (hard constraints while enumerating, soft ones on every hard survivor),
     kept as the reference that tests compare `generate` against and as its fallback when evaluating a
     constraint earlier than this path does raises an error. Refuses a space of more than `max_raw` raw
     combinations before any work."""

@@ -108,7 +108,8 @@ def baselines(engine: Engine, device: str | None = None) -> pd.DataFrame:
     if device is not None:
         q = q.where((d.name == device) | (d.uuid == device))
     with engine.connect() as conn:
-        frame = pd.DataFrame(conn.execute(q.order_by(b.id)).mappings().all(), columns=[x.key for x in cols])
+        result = conn.execute(q.order_by(b.id))
+        frame = pd.DataFrame(result.mappings().all(), columns=list(result.keys()))
     return size_columns(frame)
 
 

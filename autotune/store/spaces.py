@@ -72,9 +72,12 @@ def _database_folder(url: str) -> Path | None:
         u = make_url(url) if "://" in url else None
     except Exception:  # noqa: BLE001 - not a URL: a bare path
         u = None
-    if u is not None and (not u.drivername.startswith("sqlite") or not u.database or u.database == ":memory:"):
+    if u is None:
+        path = Path(url).resolve()
+    elif not u.drivername.startswith("sqlite") or not u.database or u.database == ":memory:":
         return None
-    path = Path(u.database if u is not None else url).resolve()
+    else:
+        path = Path(u.database).resolve()
     try:
         from autotune.store.engine import gz_origin
     except ImportError:  # pragma: no cover - moved with the engine code

@@ -586,7 +586,8 @@ class Store:
         def work(s: Session) -> dict[TestPoint, tuple[str, float]]:
             out: dict[TestPoint, tuple[str, float]] = {}
             for row, iid, ms in s.execute(q):
-                out.setdefault(row.point(), (iid, float(ms)))
+                if ms is not None:  # (always so where the status is ok; the column is nullable for failures)
+                    out.setdefault(row.point(), (iid, float(ms)))
             return out
 
         return self.transact(work)
@@ -619,7 +620,7 @@ class Store:
             .join(b, b.point_id == Point.id)
             .where(b.device_id == device_id, b.status == Status.OK.value)
         )
-        return self.transact(lambda s: {p.point(): ms for p, ms in s.execute(q)})
+        return self.transact(lambda s: {p.point(): ms for p, ms in s.execute(q) if ms is not None})  # (ok: never None)
 
     def same_model(self, device_id: int) -> list[int]:
         """The device and every other recorded GPU of the same name, SM count and compute capability (its id

@@ -289,7 +289,12 @@ def _space(r: Reader, node: Node) -> SpaceRef:
         if "instances" in m:
             instances = tuple(r.string(n) for n in r.sequence(m["instances"], "instances"))
             bad = next(
-                (n for n, i in zip(m["instances"].value, instances) if not re.fullmatch(r"[0-9a-f]{16}", i)), None
+                (
+                    n
+                    for n, i in zip(m["instances"].value, instances, strict=True)
+                    if not re.fullmatch(r"[0-9a-f]{16}", i)
+                ),
+                None,
             )
             if bad is not None or not instances:
                 raise r.error(
@@ -473,7 +478,7 @@ def _size_combos(r: Reader, node: Node, kind: ProblemKind) -> tuple[list[dict[st
                         f"an element of {key} is [{', '.join(names)}]",
                         f"write e.g. [{', '.join('8' for _ in names)}]",
                     )
-                rows.append(dict(zip(names, (r.integer(x, 1) for x in item.value))))
+                rows.append(dict(zip(names, (r.integer(x, 1) for x in item.value), strict=True)))
             lists.append(rows)
         else:
             lists.append([{n: v for n in names} for v in size_list(r, value)])

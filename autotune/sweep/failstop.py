@@ -107,6 +107,6 @@ def earlier_streak(store: "Store", space: str, finished: set[str], limit: int) -
     frame = frame[frame.instance_id.isin(finished)]
     for _, rows in frame.groupby("instance_id", sort=False):
         errors = [e if isinstance(e, str) else None for e in rows.error]
-        sigs = {signature(str(st), e) for st, e in zip(rows.status, errors)}
+        sigs = {signature(str(st), e) for st, e in zip(rows.status, errors, strict=True)}
         streak.add(sigs.pop() if len(sigs) == 1 else None, errors[0], str(rows.status.iloc[0]))
     return streak

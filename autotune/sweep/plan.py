@@ -99,15 +99,15 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
             if named:
                 wanted = set(ref.instances or ())
                 chosen = np.array([i.id in wanted for i in instances], dtype=bool)
-                found |= {i.id for i, c in zip(instances, chosen) if c}
+                found |= {i.id for i, c in zip(instances, chosen, strict=True) if c}
                 kept &= chosen
             counts[precision] = int(kept.sum())
             for p in points:
                 ok = valid_rows(g, p) & kept if share > 0 or ref.measure == "valid" else None
-                measured = ok if ref.measure == "valid" else serving(g, p) & kept
+                measured = ok if ok is not None and ref.measure == "valid" else serving(g, p) & kept
                 for row in np.flatnonzero(measured):
                     work.setdefault(instances[row], []).append(p)
-                for row in np.flatnonzero(ok) if share > 0 else ():
+                for row in np.flatnonzero(ok) if ok is not None and share > 0 else ():
                     valid.setdefault(instances[row], []).append(p)
         if ref.instances is not None and set(ref.instances) - found:
             missing = sorted(set(ref.instances) - found)

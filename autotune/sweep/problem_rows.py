@@ -143,14 +143,16 @@ def _csv_rows(p: Path, text: str, cols: Columns, error: Error) -> Rows:
     if isinstance(cells, list):  # rows as lists of cells (quoted CSV)
         if (i := next((i for i, r in enumerate(cells) if len(r) != width), -1)) >= 0:
             raise _width(p, header, len(cells[i]), lines[i], error)
-        columns = [list(c) for c in zip(*cells)] if cells else [[] for _ in header]
+        columns = [list(c) for c in zip(*cells, strict=True)] if cells else [[] for _ in header]
     else:  # rows as lines of text with no quotes: cells are what lies between commas
         counts = [t.count(",") for t in cells.rows]
         if (i := next((i for i, c in enumerate(counts) if c != width - 1), -1)) >= 0:
             raise _width(p, header, counts[i] + 1, lines[i], error)
         flat = ",".join(cells.rows).split(",") if cells.rows else []
         columns = [flat[j::width] for j in range(width)]
-    return Rows(p, tuple(header), lines, {h: list(map(str.strip, c)) for h, c in zip(header, columns)}, head_line)
+    return Rows(
+        p, tuple(header), lines, {h: list(map(str.strip, c)) for h, c in zip(header, columns, strict=True)}, head_line
+    )
 
 
 def _width(p: Path, header: list[str], count: int, line: int, error: Error) -> UserError:
@@ -264,7 +266,7 @@ def _yaml_rows(p: Path, cols: Columns, cap: int, error: Error) -> Rows:
 
 def _scalar(node: yaml.Node) -> str:
     """A key as written (a scalar's text; any other node is shown by its kind)."""
-    return str(node.value) if isinstance(node, yaml.ScalarNode) else f"<{node.id}>"
+    return str(node.value) if isinstance(node, yaml.ScalarNode) else f"<{getattr(node, 'id', 'node')}>"
 
 
 # ------------------------------------------------------------------------------------------------ checks
@@ -297,9 +299,14 @@ def _sizes(name: str, col: list[str], required: bool) -> tuple[list[int | None],
         i = next(i for i, v in enumerate(col) if v and not re.fullmatch(r"[0-9]+", v))
         return [], (i, f"size {name} = {_show(col[i])!r} is not an integer >= 1", "write whole numbers >= 1")
     as_int = int if max(map(len, filled), default=0) < 19 else _int  # long digit strings: no int() of 10^6 digits
-    values = [as_int(v) if v else None for v in col] if blank is not None else list(map(as_int, col))
-    numbers = [v for v in values if v is not None] if blank is not None else values
-    if numbers and (min(numbers) < 1 or max(numbers) > INT32_MAX):  # type: ignore[type-var]
+    values: list[int | None]
+    if blank is not None:
+        values = [as_int(v) if v else None for v in col]
+        numbers = [v for v in values if v is not None]
+    else:
+        numbers = list(map(as_int, col))
+        values = list(numbers)
+    if numbers and (min(numbers) < 1 or max(numbers) > INT32_MAX):
         i = next(i for i, v in enumerate(values) if v is not None and not 1 <= v <= INT32_MAX)
         if not values[i]:
             return [], (i, f"size {name} = {col[i]!r} is not an integer >= 1", "write whole numbers >= 1")
@@ -359,7 +366,7 @@ def _points(rows: Rows, cols: Columns, rule: SizeRule, error: Error) -> list[tup
     # distinct rows first (logs repeat problems), then points (a derived size given or derived may coincide)
     first_prec, first_shape = kind.precisions[0], kind.shapes[0]
     distinct: dict[tuple, list] = {}
-    for i, key in enumerate(zip(precs, shapes, *sizes.values())):
+    for i, key in enumerate(zip(precs, shapes, *sizes.values(), strict=True)):
         if (seen := distinct.get(key)) is None:
             distinct[key] = [i, weights[i]]
         else:
@@ -371,10 +378,12 @@ def _points(rows: Rows, cols: Columns, rule: SizeRule, error: Error) -> list[tup
         try:
             if None in key:  # a derived size left out: the rule fills it, the kind checks the result
                 point = kind.point(
-                    prec, shape, rule.fill(kind, prec, shape, {n: v for n, v in zip(names, key[2:]) if v is not None})
+                    prec,
+                    shape,
+                    rule.fill(kind, prec, shape, {n: v for n, v in zip(names, key[2:], strict=True) if v is not None}),
                 )
             else:  # names, precision, shape and sizes checked above: no need for kind.point's checks
-                point = TestPoint(kind.name, prec, shape, tuple(zip(names, key[2:])))
+                point = TestPoint(kind.name, prec, shape, tuple(zip(names, key[2:], strict=True)))
         except ValueError as exc:
             raise error(str(exc), file=rows.file, line=rows.lines[i], hint="fix the sizes") from None
         if (seen := out.get(point)) is None:

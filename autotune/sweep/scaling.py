@@ -20,6 +20,7 @@ the compile cores and by the single writer: at most gpu / record, whatever P.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 
@@ -123,7 +124,7 @@ def record_s_per_pair(times_s: list[float]) -> float:
     """The client's seconds per recorded pair, from the recording times of a Dask sweep's measurements (sorted or
     not): the median gap between consecutive records within a chunk's burst (gaps over 50 ms are between chunks)."""
     t = sorted(times_s)
-    gaps = sorted(b - a for a, b in zip(t, t[1:]) if 0 <= b - a < 0.05)
+    gaps = sorted(b - a for a, b in itertools.pairwise(t) if 0 <= b - a < 0.05)
     return gaps[len(gaps) // 2] if gaps else 0.0
 
 

@@ -197,7 +197,7 @@ def weights(workload: Workload, tuned: Sequence[TestPoint]) -> tuple[dict[TestPo
             unassigned += float(g.w.sum())
             continue
         mine, idx, _ = near[key]
-        for p, w in zip(mine, np.bincount(idx, weights=g.w, minlength=len(mine))):
+        for p, w in zip(mine, np.bincount(idx, weights=g.w, minlength=len(mine)), strict=True):
             out[p] += float(w)
     return out, unassigned
 

@@ -15,6 +15,7 @@ names the space file of a kind that is not built in), read by `autotune.sweep.pr
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from pathlib import Path
@@ -144,7 +145,7 @@ def _load_yaml(p: Path, cap: int) -> Workload:
         shape = _choice(r, m["shape"], kind.shapes, "shape") if "shape" in m else kind.shapes[0]
         sizes = {n: r.integer(m[n], 1) for n in given}
         rule = size_rule(r, m, kind, c.rule) if any(n in m for n in kind.derived_sizes) else None
-        c.add(prec, shape, sizes, rule, _weight(r, m), lambda msg, hint, n=node: r.error(n, msg, hint))
+        c.add(prec, shape, sizes, rule, _weight(r, m), functools.partial(r.error, node))
     for node in r.sequence(top["ranges"], "ranges") if "ranges" in top else []:
         m = r.mapping(node, RANGE_KEYS + kind.derived_sizes, "range")
         if "sizes" not in m or ("precisions" not in m and len(kind.precisions) > 1):
@@ -169,9 +170,9 @@ def _load_yaml(p: Path, cap: int) -> Workload:
         lists = [size_list(r, sizes_node[n]) for n in given]
         rule = size_rule(r, m, kind, c.rule) if any(n in m for n in kind.derived_sizes) else None
         weight = _weight(r, m)
-        fail: Fail = lambda msg, hint, n=node: r.error(n, msg, hint)  # noqa: E731
+        fail: Fail = functools.partial(r.error, node)
         for prec, shape, combo in itertools.product(precs, shapes, itertools.product(*lists)):
-            c.add(prec, shape, dict(zip(given, combo)), rule, weight, fail)
+            c.add(prec, shape, dict(zip(given, combo, strict=True)), rule, weight, fail)
     return c.workload(p, space, lambda msg, hint: r.error(root, msg, hint))
 
 

@@ -120,11 +120,11 @@ class KindFixtures:
         return kind
 
     @pytest.fixture
-    def sample_sizes(self, kind: ProblemKind) -> list[Mapping[str, int]]:
+    def sample_sizes(self, kind: ProblemKind) -> Sequence[Mapping[str, int]]:
         return default_sizes(kind)
 
     @pytest.fixture
-    def points(self, kind: ProblemKind, sample_sizes: list[Mapping[str, int]]) -> list[TestPoint]:
+    def points(self, kind: ProblemKind, sample_sizes: Sequence[Mapping[str, int]]) -> list[TestPoint]:
         return [
             kind.point(precision, shape, sizes)
             for precision in kind.precisions
@@ -145,7 +145,7 @@ class KindTests(KindFixtures):
         assert kind.baseline_name is None or isinstance(kind.baseline_name, str)
         assert kind.generic_space is None or isinstance(kind.generic_space, str)
 
-    def test_point_accepts_its_sizes(self, kind: ProblemKind, sample_sizes: list[Mapping[str, int]]) -> None:
+    def test_point_accepts_its_sizes(self, kind: ProblemKind, sample_sizes: Sequence[Mapping[str, int]]) -> None:
         for sizes in sample_sizes:
             p = kind.point(kind.precisions[0], kind.shapes[0], sizes)
             assert isinstance(p, TestPoint) and p.kind == kind.name
@@ -153,7 +153,7 @@ class KindTests(KindFixtures):
             assert tuple(n for n, _ in p.sizes) == kind.size_names
             assert p.dims == {n: int(sizes[n]) for n in kind.size_names}
 
-    def test_point_refuses_what_is_not_its(self, kind: ProblemKind, sample_sizes: list[Mapping[str, int]]) -> None:
+    def test_point_refuses_what_is_not_its(self, kind: ProblemKind, sample_sizes: Sequence[Mapping[str, int]]) -> None:
         sizes = dict(sample_sizes[0])
         precision, shape = kind.precisions[0], kind.shapes[0]
         bad: list[tuple[str, str, dict]] = [

@@ -1,4 +1,4 @@
-"""GPU tier (issue 31, items 3 and 4): a kernel that includes <cub/cub.cuh> and reduces with cub::BlockReduce is
+"""GPU tier: a kernel that includes <cub/cub.cuh> and reduces with cub::BlockReduce is
 swept with `compiler: nvcc` through the real GpuBackend (cubins built by nvcc, loaded by the GPU worker, verified
 and timed); the same space under NVRTC fails to compile in every instance, and the sweep stops the space after the
 first few, saying why once. Needs nvcc besides the GPU."""

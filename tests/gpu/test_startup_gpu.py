@@ -1,4 +1,4 @@
-"""GPU tier (issue 31 item 6): the first measurement within 3 s of the sweep's start on a warm machine.
+"""GPU tier: the first measurement within 3 s of the sweep's start on a warm machine.
 
 A first `tune_kernel` call warms the machine (CuPy's import and its kernel cache, the driver, the disk cache of
 Python's modules); a second call in a fresh compile cache then has its first measurement within 3 s of the call

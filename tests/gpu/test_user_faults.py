@@ -1,4 +1,4 @@
-"""GPU tier, issue 30 item 5: what a user's problem does wrong on the GPU, through the real GpuBackend.
+"""GPU tier: what a user's problem does wrong on the GPU, through the real GpuBackend.
 
 The problem's own faults (a reference that raises or returns what the outputs cannot hold, buffers that cannot be
 made, a kernel name the source lacks) are not data about an instance: the sweep stops with one error naming the
@@ -125,7 +125,7 @@ def test_an_out_of_bounds_write_is_one_instances_launch_error_and_the_sweep_goes
     store = sweep(tmp_path, user, max_instances=52)
     frame = store.measurements()
     by_tile: dict[int, set[str]] = {}
-    for tile, status, error in zip(frame.TILE_DIM, frame.status, frame.error):
+    for tile, status, error in zip(frame.TILE_DIM, frame.status, frame.error, strict=True):
         by_tile.setdefault(int(tile), set()).add(status if status != "skipped" else "ok")
         if int(tile) == 64:
             assert status == "launch_error" and "illegal" in (error or "").lower(), (tile, status, error)

@@ -1,4 +1,4 @@
-"""GPU tier, issue 31 item 2: the problem vocabulary through the real GpuBackend.
+"""GPU tier: the problem vocabulary through the real GpuBackend.
 
 - a 2D convolution whose filter is a `__constant__` array with no initializer, set from the host by `constants:`
   (its values from `init: {function:}`, like the input image): every instance is right; the same space without
@@ -202,7 +202,7 @@ def test_an_instance_aware_check_of_a_reduction_with_unrolled_loops(tmp_path: Pa
     store = gpu_sweep(tmp_path, folder / "space.yaml", "[{sizes: {n: [100000, 4097]}}]")
     frame = store.measurements()
     assert len(frame) == 24 * 2, frame[["instance", "status", "error"]]
-    for blocks, drop, status, error in zip(frame.num_blocks, frame.drop_last, frame.status, frame.error):
+    for blocks, drop, status, error in zip(frame.num_blocks, frame.drop_last, frame.status, frame.error, strict=True):
         if drop == 1 and blocks > 1:  # the check saw this instance's number of partial sums
             assert status == "wrong" and re.match(rf"check\.py:partial_sums: {blocks} partial sums add to", error), (
                 blocks,

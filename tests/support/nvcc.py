@@ -19,6 +19,6 @@ def assert_all_compile(units: list[Path]) -> None:
     """Compile the translation units two at a time (CI has 2 cores) and check each produced an object."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(compile_object, units))
-    for cu, r in zip(units, results):
+    for cu, r in zip(units, results, strict=True):
         assert r.returncode == 0, f"nvcc failed on {cu.name}:\n{r.stderr[-4000:]}"
         assert cu.with_suffix(".o").stat().st_size > 0

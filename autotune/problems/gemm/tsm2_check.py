@@ -1,4 +1,4 @@
-"""The TSM2 analytical model against a sweep (issue 4: "compare the model's pick with the sweep's best").
+"""The TSM2 analytical model against a sweep (does the model pick what the sweep found best?).
 
 Pure: the model's picks as parameter dictionaries of the `tsm2` space, the where-filter that makes a
 sweep config measure them, and, from one GPU's measurements frame (`Store.measurements`) and cuBLAS

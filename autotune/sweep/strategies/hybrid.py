@@ -174,7 +174,7 @@ class HybridModel:
     def _features(self, rows: np.ndarray) -> np.ndarray:
         c = self.codes[rows].astype(np.int64)
         cols = [(self.mlevel[j][c[:, j]] + self.main_off[j])[:, None] for j in range(c.shape[1])]
-        for (a, b), off in zip(self.pairs, self.pair_off):
+        for (a, b), off in zip(self.pairs, self.pair_off, strict=True):
             cols.append((off + self.level[a][c[:, a]] * self.lcard[b] + self.level[b][c[:, b]])[:, None])
         return np.concatenate(cols, axis=1) if cols else np.zeros((len(c), 0), np.int64)
 

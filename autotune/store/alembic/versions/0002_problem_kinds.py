@@ -59,7 +59,8 @@ def _alter_test_points() -> None:
     if context.is_offline_mode():
         old = [PG_OLD_UNIQUE]
     else:
-        old = [u["name"] for u in sa.inspect(op.get_bind()).get_unique_constraints("test_points")]
+        found = sa.inspect(op.get_bind()).get_unique_constraints("test_points")
+        old = [u["name"] for u in found if u["name"] is not None]  # (PostgreSQL names every constraint)
     for name in old:
         op.drop_constraint(name, "test_points", type_="unique")
     op.add_column("test_points", sa.Column("kind", sa.String(64), nullable=False, server_default="gemm"))

@@ -31,7 +31,7 @@ def check_problem(
     if not isinstance(shape, str) or shape not in SHAPES:
         raise ValueError(f"unknown shape {shape!r}; expected one of {list(SHAPES)}")
     dims = []
-    for name, value in zip(DIMS, (m, n, k, batch)):
+    for name, value in zip(DIMS, (m, n, k, batch), strict=True):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
         if not 1 <= int(value) <= MAX_SIZE:
