@@ -315,11 +315,13 @@ def measured(
     instances' (median_ms, roofline_frac) by instance id, and the baseline's. `device` (a uuid or name) stands
     for every recorded card of its model (a validation that went on on another card); where two cards measured
     the same pair, the first recorded card's wins, as a replay of the database answers (`ReplayBackend`). Cards
-    of other models are never mixed in. None: every recorded card."""
+    of other models are never mixed in. None: every recorded card, which must be of one model."""
     from autotune.store.store import Store
 
     with Store.open(url, create=False, readonly=True) as store:
-        cards = [None] if device is None else model_cards(store, device)
+        cards = model_cards(store, device)
+        if not cards:
+            return {}, {}
         inst = pd.concat([store.measurements(device=c) for c in cards], ignore_index=True)
         base = pd.concat([store.baselines(device=c) for c in cards], ignore_index=True)
     point = ["precision", "shape", *kind.size_names]
@@ -341,11 +343,17 @@ def measured(
     return times, baseline
 
 
-def model_cards(store: Any, device: str) -> list[str]:
+def model_cards(store: Any, device: str | None) -> list[str]:
     """The uuids of every recorded card of `device`'s GPU model (name, SM count, compute capability), first
-    recorded first; `device` is a uuid or a name (of one model)."""
+    recorded first; `device` is a uuid or a name (of one model); None: the one model recorded (StoreError for
+    several)."""
+    from autotune.store.schema import Device
     from autotune.sweep.backends.replay import replayed_devices
 
+    if device is None:
+        with store.session() as s:
+            if s.query(Device.id).first() is None:
+                return []
     first = replayed_devices(store, device)[0]
     return [store.device_info(i).uuid for i in sorted(store.same_model(first))]
 
