@@ -81,8 +81,8 @@ def kind_object(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]):
             return kind
     from autotune.problems.registry import BUILT_IN
 
-    kind = BUILT_IN.get(name)
-    return kind if kind is not None and tuple(kind.size_names) == tuple(sizes) else None
+    builtin = BUILT_IN.get(name)
+    return builtin if builtin is not None and tuple(builtin.size_names) == tuple(sizes) else None
 
 
 def kind_layout(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]) -> Layout:
@@ -146,6 +146,8 @@ def load(
     validity._load.cache_clear()  # spaces are cached by name there
     validity._instance_validity.cache_clear()
     kind = one_kind(source, kind)
+    if kind is None:
+        raise UserError(f"no measurements in {source}", hint="run `autotune sweep CONFIG` into it first")
     with Store.open(url, create=False, readonly=True) as store:
         sizes = store.kind_sizes().get(kind, ())
         frame = store.measurements(device=device, space=space)
@@ -533,9 +535,11 @@ def _sources(loaded: Loaded, built: Built) -> list[str]:
         [k["space"] for k in built.table.kernels] + [(built.table.data.get("generic") or {}).get("space")]
     ):
         try:
-            out.append(str(load_space(space_name).kernel.source_path))
+            kernel = load_space(space_name).kernel
         except Exception:  # noqa: BLE001 - no space file: nothing to include
             continue
+        if kernel is not None:
+            out.append(str(kernel.source_path))
     return out
 
 
