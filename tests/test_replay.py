@@ -85,12 +85,17 @@ def test_replayed_sweep_records_into_a_new_database(sqlite_url: str, tmp_path) -
     assert original.sort_values(key).reset_index(drop=True).equals(replayed.sort_values(key).reset_index(drop=True))
 
 
-def test_several_devices_need_a_choice(sqlite_url: str) -> None:
+def test_several_cards_of_one_model_replay_as_one_and_can_be_chosen(sqlite_url: str) -> None:
+    """Two cards of one model replay as the first recorded card (several models: tests/test_validate_cards.py)."""
     with Store.open(sqlite_url) as store:
         record_sample(store, uuid_="GPU-a")
         record_sample(store, uuid_="GPU-b")
-    with pytest.raises(StoreError, match="more than one device"):
-        ReplayBackend(sqlite_url)
+    both = ReplayBackend(sqlite_url)
+    assert both.device_info().uuid == "GPU-a"
+    assert all(m.status != Status.SKIPPED for m in both.run(jobs()))
+    both.close()
+    with pytest.raises(StoreError, match="no device matches GPU-c"):
+        ReplayBackend(sqlite_url, device="GPU-c")
     backend = ReplayBackend(sqlite_url, device="GPU-b")
     assert backend.device_info().uuid == "GPU-b"
     assert all(m.status != Status.SKIPPED for m in backend.run(jobs()))

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import pandas as pd
 import typer
@@ -81,8 +81,8 @@ def kind_object(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]):
             return kind
     from autotune.problems.registry import BUILT_IN
 
-    kind = BUILT_IN.get(name)
-    return kind if kind is not None and tuple(kind.size_names) == tuple(sizes) else None
+    builtin = BUILT_IN.get(name)
+    return builtin if builtin is not None and tuple(builtin.size_names) == tuple(sizes) else None
 
 
 def kind_layout(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]) -> Layout:
@@ -119,6 +119,21 @@ def one_kind(source: str, kind: str | None) -> str | None:
     return next(iter(kinds), None)
 
 
+def one_model_cards(store: Any, device: str | None, name: str) -> list[str]:
+    """The uuids of the cards whose measurements count: `device` when it is one card's uuid, else every card of
+    the GPU model named `name`, first recorded first."""
+    from autotune.dispatch.validate import model_cards
+
+    cards = model_cards(store, name)
+    return [device] if device is not None and device in cards else cards
+
+
+def first_card_rows(frames: list[pd.DataFrame], keys: list[str]) -> pd.DataFrame:
+    """The frames (one per card, first recorded card first) as one, each (keys...) once: the first card's row."""
+    frame = pd.concat(frames, ignore_index=True)
+    return frame.drop_duplicates(subset=[k for k in keys if k in frame.columns], keep="first").reset_index(drop=True)
+
+
 def load(
     source: str, device: str | None, space: str | None, recorded_spaces: bool = True, kind: str | None = None
 ) -> Loaded:
@@ -146,6 +161,8 @@ def load(
     validity._load.cache_clear()  # spaces are cached by name there
     validity._instance_validity.cache_clear()
     kind = one_kind(source, kind)
+    if kind is None:
+        raise UserError(f"no measurements in {source}", hint="run `autotune sweep CONFIG` into it first")
     with Store.open(url, create=False, readonly=True) as store:
         sizes = store.kind_sizes().get(kind, ())
         frame = store.measurements(device=device, space=space)
@@ -158,8 +175,15 @@ def load(
             )
         if not devices:
             raise UserError(f"no measurements in {source} for device={device!r} space={space!r} kind={kind!r}")
-        info = store.device_info(store.device_id(devices[0]))
-        baseline = store.baselines(device=devices[0])
+        # the cards of one GPU model count as one GPU (a sweep that went on on another card): where two cards
+        # measured the same pair, the first recorded card's measurement counts (as `--replay` answers)
+        cards = one_model_cards(store, device, devices[0])
+        info = store.device_info(store.device_id(cards[0]))
+        point = ["kind", "precision", "shape", *sizes]
+        if len(cards) > 1:
+            frame = first_card_rows([store.measurements(device=c, space=space) for c in cards], ["instance_id", *point])
+            frame = frame[frame["kind"] == kind] if "kind" in frame.columns else frame
+        baseline = first_card_rows([store.baselines(device=c) for c in cards], point)
     layout = kind_layout(kind, frame, tuple(sizes))
     frame = frame.drop(columns=[c for c in frame.columns if c in other_sizes(frame, layout)])
     baseline = baseline[(baseline["kind"] == kind) & (baseline["status"] == "ok")] if len(baseline) else None
@@ -533,9 +557,11 @@ def _sources(loaded: Loaded, built: Built) -> list[str]:
         [k["space"] for k in built.table.kernels] + [(built.table.data.get("generic") or {}).get("space")]
     ):
         try:
-            out.append(str(load_space(space_name).kernel.source_path))
+            kernel = load_space(space_name).kernel
         except Exception:  # noqa: BLE001 - no space file: nothing to include
             continue
+        if kernel is not None:
+            out.append(str(kernel.source_path))
     return out
 
 

@@ -65,6 +65,8 @@ def load_gpu(source: str, device: str | None, kind: str | None = None) -> GpuRes
         frame = store.measurements(device=info.uuid)
         library = store.baselines(device=info.uuid)
         kind = one_kind(source, kind)
+        if kind is None:
+            raise UserError(f"no measurements in {source}", hint="run `autotune sweep CONFIG` into it first")
         sizes = store.kind_sizes().get(kind, ())
     if "kind" in frame.columns:
         frame = frame[frame["kind"] == kind]

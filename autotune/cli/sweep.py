@@ -213,9 +213,11 @@ def run_config(
     *,  # type: ignore[no-untyped-def]
     gpus: str | None = None,
     scheduler: str | None = None,
+    replay_device: str | None = None,
 ):
-    """Run (or resume) a loaded sweep config on the GPU or, with `replay`, from a recorded database, with the live
-    bar; returns the runner's SweepSummary. `early_stop=False` times every instance fully (no TOL early stop).
+    """Run (or resume) a loaded sweep config on the GPU or, with `replay`, from a recorded database (the cards of
+    one GPU model, or the model or card `replay_device` names), with the live bar; returns the runner's
+    SweepSummary. `early_stop=False` times every instance fully (no TOL early stop).
     `gpus` / `scheduler`: on several GPUs through Dask (`autotune.sweep.backends.dask_backend`).
     `autotune sweep` and `autotune validate` both run their sweeps here."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -233,7 +235,7 @@ def run_config(
             if gpus is not None or scheduler is not None:
                 backend = _dask_backend(replay, cfg.tol if early_stop else None, gpus, scheduler)
             else:
-                backend = _backend(replay, cfg.tol if early_stop else None)
+                backend = _backend(replay, cfg.tol if early_stop else None, replay_device)
             reporter.rates = getattr(backend, "rates", None)
             with Store.open(cfg.database) as store:
                 summary = run_sweep(cfg, store, backend, reporter)
@@ -339,11 +341,11 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _backend(replay: str | None, tol: float | None):
+def _backend(replay: str | None, tol: float | None, replay_device: str | None = None):
     if replay:
         from autotune.sweep.backends.replay import ReplayBackend
 
-        return ReplayBackend(replay)
+        return ReplayBackend(replay, replay_device)
     from autotune.sweep.backends.local import gpu_backend
 
     return gpu_backend(

@@ -115,6 +115,15 @@ def validate(
     replay: Annotated[
         Optional[str], typer.Option("--replay", help="Take measurements from this recorded database instead of a GPU.")
     ] = None,
+    replay_device: Annotated[
+        Optional[str],
+        typer.Option(
+            "--replay-device",
+            help="With --replay: the GPU model (its name) or card (its uuid) to replay, for a database that holds "
+            "several models (default: every card, which must be of one model; several cards of one model replay "
+            "as one GPU).",
+        ),
+    ] = None,
     repetitions: Annotated[int, typer.Option("--repetitions", min=1, help="Timed repetitions.")] = 20,
     batch_bytes: Annotated[
         Optional[str],
@@ -181,7 +190,9 @@ def validate(
         f"{len(cands.by_space)} spaces; derived sizes: {rule.describe(kind)}; sweep config {config_path}"
     )
     cfg = load_config(config_path)
-    summary = run_config(cfg, replay, quiet, early_stop=False)
+    if replay_device is not None and replay is None:
+        raise UserError("--replay-device names a GPU of the --replay database: give --replay too")
+    summary = run_config(cfg, replay, quiet, early_stop=False, replay_device=replay_device)
     print_summary(summary, cfg.database) if not quiet else None
     if summary.status == "interrupted":
         raise typer.Exit(130)

@@ -98,7 +98,7 @@ class KernelInfoSource(Mapping):
         params = {}
         for p in space.param_names:  # an instance measured before a parameter existed lacks its column
             col = p if p in rows.columns else f"param_{p}"
-            if col in rows.columns and not pd.isna(row[col]):
+            if row is not None and col in rows.columns and not pd.isna(row[col]):
                 v = row[col]
                 params[p] = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
         template = None
@@ -129,13 +129,14 @@ class KernelInfoSource(Mapping):
                     stacklevel=2,
                 )
         cpp = getattr(space.kind, "cpp_parameters", None)
+        kernel = kernel_of(space)
         return KernelInfo(
             space=space_name,
             name=name,
             template=template,
-            parameters=cpp(space.kernel.convention, precision) if cpp else None,
-            source=source_name(space.kernel.source_path, self.include_dir),
-            convention=space.kernel.convention,
+            parameters=cpp(kernel.convention, precision) if cpp else None,
+            source=source_name(kernel.source_path, self.include_dir),
+            convention=kernel.convention,
             valid=tuple(dict.fromkeys(user + (derived or ()))),
             tuned_only=derived is None,
             defines=defines,
@@ -215,18 +216,19 @@ def generic_kernel(kind: Any, params_text: str, include_dir: Path | None = None)
         space = load_space(kind.generic_space)
         text = params_text or getattr(kind, "generic_params", "")  # the kind's own unless --generic says
         params = {k.strip(): int(v) for k, v in (kv.split("=") for kv in text.split(",") if kv.strip())}
-        problems = space.kernel.problems
+        kernel = kernel_of(space)
+        problems = kernel.problems
         cpp = getattr(kind, "cpp_parameters", None)
         keys = [(p, s) for p in problems.precisions for s in problems.shapes]
         return GenericKernel(
             space=space.name,
-            source=source_name(space.kernel.source_path, include_dir),
-            convention=space.kernel.convention,
+            source=source_name(kernel.source_path, include_dir),
+            convention=kernel.convention,
             templates=tuple((f"{p}:{s}", space.template_name(params, p, s)) for p, s in keys),
             parameters=tuple(
-                (f"{p}:{s}", cpp(space.kernel.convention, p))
+                (f"{p}:{s}", cpp(kernel.convention, p))
                 for p, s in keys
-                if cpp is not None and cpp(space.kernel.convention, p)
+                if cpp is not None and cpp(kernel.convention, p)
             ),
         )
     except Exception as exc:  # noqa: BLE001 - the table still names the generic kernel's space
@@ -317,3 +319,15 @@ def build(
         structure=structure,
     )
     return Built(table, w, info, library_ms, trials, wts, held, generic)
+
+
+def kernel_of(space: Any) -> Any:
+    """The space's `kernel:` binding (a table names its kernels' sources from it). Raises UserError without one."""
+    from autotune.errors import UserError
+
+    if space.kernel is None:
+        raise UserError(
+            f"the space {space.name!r} has no `kernel:` section: a table cannot name its kernels' sources",
+            hint="give the space file its kernel (source, name, launch), or build the table from another space",
+        )
+    return space.kernel

@@ -105,19 +105,27 @@ def figures(
 
 
 def validated_figures(
-    table_path: str | Path, validation_dir: str | Path, database: str | None = None, tol: float = TARGET_TOL
+    table_path: str | Path,
+    validation_dir: str | Path,
+    database: str | None = None,
+    tol: float = TARGET_TOL,
+    spaces: tuple[Path, ...] = (),
 ) -> Figures:
-    """The figures of `autotune validate`'s output folder (validation.csv and, by default, validation.sqlite there)
-    for the table at `table_path`."""
+    """The figures of `autotune validate`'s output folder (validation.csv and, by default, validation.sqlite or
+    the committed validation.sqlite.xz there)
+    for the table at `table_path`; `spaces`: space files defining a kind that is not built in."""
     from autotune.dispatch.validate import measured
     from autotune.dispatch.validate_table import read_table, table_kind
     from autotune.store.engine import database_url
 
     table = read_table(Path(table_path))
-    kind = table_kind(table, [])
+    kind = table_kind(table, list(spaces))
     folder = Path(validation_dir)
     frame = pd.read_csv(folder / "validation.csv", keep_default_na=False, na_values=[""])
-    url = database_url(database or str(folder / "validation.sqlite"))
+    if database is None:  # the validation's own database, or its committed packed copy
+        plain = folder / "validation.sqlite"
+        database = str(plain if plain.exists() or not (folder / "validation.sqlite.xz").exists() else f"{plain}.xz")
+    url = database_url(database)
     times, _ = measured(url, kind)
     ids = {str(k["instance_id"]) for k in table.kernels}
     oracle = oracle_losses(frame, ids, times, tuple(kind.size_names))

@@ -88,7 +88,7 @@ def _held_out(
     method: str,
     kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None,
     library_ms: np.ndarray | None,
-    fallback: str,
+    fallback: str | None,
     secondary: bool,
     time_limit_s: float,
     structures: Sequence[Structure],

@@ -268,12 +268,12 @@ class Lookup:
             return self._cheapest(group, dims, logs)
         best, best_key = self.fallback, None
         for order, (_, plogs, _, near_list) in enumerate(points):
-            kern = next((c for c in near_list if self.valid(c, dims)), None)
-            if kern is None:
+            found = next((c for c in near_list if self.valid(c, dims)), None)
+            if found is None:
                 continue
             key = self._distance(logs, plogs) + (order,)
             if best_key is None or key < best_key:
-                best, best_key = kern, key
+                best, best_key = found, key
         return best
 
     def predicted_times(self, precision: str, shape: str, dims: tuple[int, ...]) -> dict[int, int]:

@@ -398,7 +398,7 @@ def build_table(
         "points": len(points),
         "worst_loss": float(max(0.0, finite.max())) if len(finite) else None,
         "mean_loss": float(max(0.0, finite.mean())) if len(finite) else None,
-        "library_points": sum(1 for p in points if p["ranked"] and p["ranked"][0] == LIBRARY),
+        "library_points": sum(1 for p in points if _library_first(p["ranked"])),
         "answer_worst_loss": float(max(answer_loss)) if answer_loss else None,
         "answer_mean_loss": float(np.mean(answer_loss)) if answer_loss else None,
         "uncovered": list(sel.uncovered),
@@ -638,3 +638,8 @@ __all__ = [
     "library_times",
     "load_table",
 ]
+
+
+def _library_first(ranked: Any) -> bool:
+    """A tuned point's ranked answers start with the library."""
+    return bool(ranked) and ranked[0] == LIBRARY

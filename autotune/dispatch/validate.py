@@ -311,12 +311,19 @@ def _frac(x: Any) -> float:
 def measured(
     url: str, kind: ProblemKind, device: str | None = None
 ) -> tuple[dict[tuple, dict[str, tuple[float, float]]], dict[tuple, tuple[float, float]]]:
-    """From the validation database, on one device: per point key (precision, shape, sizes...) the verified
-    instances' (median_ms, roofline_frac) by instance id, and the baseline's."""
+    """From the validation database, on one GPU model: per point key (precision, shape, sizes...) the verified
+    instances' (median_ms, roofline_frac) by instance id, and the baseline's. `device` (a uuid or name) stands
+    for every recorded card of its model (a validation that went on on another card); where two cards measured
+    the same pair, the first recorded card's wins, as a replay of the database answers (`ReplayBackend`). Cards
+    of other models are never mixed in. None: every recorded card, which must be of one model."""
     from autotune.store.store import Store
 
     with Store.open(url, create=False, readonly=True) as store:
-        inst, base = store.measurements(device=device), store.baselines(device=device)
+        cards = model_cards(store, device)
+        if not cards:
+            return {}, {}
+        inst = pd.concat([store.measurements(device=c) for c in cards], ignore_index=True)
+        base = pd.concat([store.baselines(device=c) for c in cards], ignore_index=True)
     point = ["precision", "shape", *kind.size_names]
 
     def rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -327,12 +334,28 @@ def measured(
 
     times: dict[tuple, dict[str, tuple[float, float]]] = {}
     for r in rows(inst)[["instance_id", *point, "median_ms", "roofline_frac"]].to_dict("records"):
-        times.setdefault(key(r), {})[str(r["instance_id"])] = (float(r["median_ms"]), _frac(r["roofline_frac"]))
-    baseline = {
-        key(r): (float(r["median_ms"]), _frac(r["roofline_frac"]))
-        for r in rows(base)[[*point, "median_ms", "roofline_frac"]].to_dict("records")
-    }
+        times.setdefault(key(r), {}).setdefault(
+            str(r["instance_id"]), (float(r["median_ms"]), _frac(r["roofline_frac"]))
+        )
+    baseline: dict[tuple, tuple[float, float]] = {}
+    for r in rows(base)[[*point, "median_ms", "roofline_frac"]].to_dict("records"):
+        baseline.setdefault(key(r), (float(r["median_ms"]), _frac(r["roofline_frac"])))
     return times, baseline
+
+
+def model_cards(store: Any, device: str | None) -> list[str]:
+    """The uuids of every recorded card of `device`'s GPU model (name, SM count, compute capability), first
+    recorded first; `device` is a uuid or a name (of one model); None: the one model recorded (StoreError for
+    several)."""
+    from autotune.store.schema import Device
+    from autotune.sweep.backends.replay import replayed_devices
+
+    if device is None:
+        with store.session() as s:
+            if s.query(Device.id).first() is None:
+                return []
+    first = replayed_devices(store, device)[0]
+    return [store.device_info(i).uuid for i in sorted(store.same_model(first))]
 
 
 def validation_frame(

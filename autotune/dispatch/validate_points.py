@@ -61,7 +61,10 @@ def parse_budget(text: str) -> int:
     """`--batch-bytes 500MB` (any size a sweep config's `{bytes: ...}` takes). Raises UserError."""
     from autotune.sweep.config import Reader, parse_bytes
 
-    return parse_bytes(Reader(Path("--batch-bytes")), yaml.compose(yaml.safe_dump(text)))
+    node = yaml.compose(yaml.safe_dump(text))
+    if node is None:
+        raise UserError(f"--batch-bytes {text!r}: give a size, e.g. 500MB")
+    return parse_bytes(Reader(Path("--batch-bytes")), node)
 
 
 def derived_rule(table: ValidatedTable, kind: ProblemKind, given: str | None) -> DerivedRule:

@@ -3,6 +3,11 @@
 The runner, resume and search strategies then run end to end without a GPU, on real recorded data:
 each (instance, test point) gets the measurement recorded for it on the chosen device, failures
 included; a pair the database never saw comes back as Status.SKIPPED with error "not recorded".
+
+A database may hold several cards of one GPU model (a sweep that went on on another card, `resume: model`): they
+replay as one device, the first recorded card's (its DeviceInfo). Where two cards measured the same pair, the
+verified measurement of the first recorded card (lowest device id) wins, then any of the first card.
+Cards of different models are refused unless `device` names one model (its name) or one card (its uuid).
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ NOT_RECORDED = "not recorded"
 
 
 class ReplayBackend:
-    """Replays the measurements of one device of the database at `url` (opened read-only).
+    """Replays the measurements of one GPU model of the database at `url` (opened read-only).
 
-    `device` is a device name or UUID; None picks the only device (StoreError when there are several)."""
+    `device` is a device name (every card of that model) or UUID (that card only); None: every recorded card,
+    which must all be of one model (StoreError otherwise)."""
 
     def __init__(self, url: str, device: str | None = None, delay_s: float | None = None) -> None:
         import os
@@ -35,7 +41,8 @@ class ReplayBackend:
         # seconds per measurement (AUTOTUNE_REPLAY_DELAY): a GPU's pace, for tests of interrupts and demos
         self.delay_s = float(os.environ.get("AUTOTUNE_REPLAY_DELAY", 0) or 0) if delay_s is None else delay_s
         self._store = Store.open(url, readonly=True)
-        self._device_id = self._store.device_id(device)
+        self._device_ids = replayed_devices(self._store, device)
+        self._device_id = self._device_ids[0]
         self._info = self._store.device_info(self._device_id)
 
     def device_info(self) -> DeviceInfo:
@@ -58,17 +65,18 @@ class ReplayBackend:
         """The recorded baseline time of `point` on the device (scalars and reps are those of the recording)."""
         name = kind.baseline_name or "baseline"
         with self._store.session() as s:
-            row = s.scalars(
+            rows = s.scalars(
                 select(BaselineRow)
                 .join(Point, Point.id == BaselineRow.point_id)
                 .where(
-                    BaselineRow.device_id == self._device_id,
+                    BaselineRow.device_id.in_(self._device_ids),
                     Point.kind == point.kind,
                     Point.precision == point.precision,
                     Point.shape == point.shape,
                     Point.sizes == sizes_json(point),
                 )
-            ).first()
+            ).all()
+            row = min(rows, key=_preference, default=None)
             if row is None:
                 return Measurement(name, point, Status.SKIPPED, error=NOT_RECORDED)
             return Measurement(
@@ -98,11 +106,11 @@ class ReplayBackend:
                     select(MeasurementRow, Point)
                     .join(Point, Point.id == MeasurementRow.point_id)
                     .where(
-                        MeasurementRow.device_id == self._device_id,
+                        MeasurementRow.device_id.in_(self._device_ids),
                         MeasurementRow.instance_id.in_(ids[start : start + 500]),
                     )
                 ).all()
-                for m, p in rows:
+                for m, p in sorted(rows, key=lambda mp: _preference(mp[0]), reverse=True):  # the preferred last
                     point = p.point()
                     out[(m.instance_id, point)] = Measurement(
                         m.instance_id,
@@ -125,3 +133,33 @@ class ReplayBackend:
                         l2_protection=m.l2_protection,
                     )
         return out
+
+
+def _preference(row: MeasurementRow | BaselineRow) -> tuple[bool, int]:
+    """Sort key of one pair's rows on several cards of a model: verified first, then the first recorded card."""
+    return (row.status != Status.OK.value, row.device_id)
+
+
+def replayed_devices(store: Store, device: str | None) -> list[int]:
+    """The ids (ascending) of the recorded cards a replay answers from: those whose name or uuid is `device`
+    (None: all), which must be of one GPU model (name, SM count, compute capability). Raises StoreError."""
+    from autotune.store.engine import StoreError
+    from autotune.store.schema import Device
+
+    with store.session() as s:
+        rows = sorted(s.scalars(select(Device)).all(), key=lambda d: d.id)
+    found = [d for d in rows if device is None or device in (d.uuid, d.name)]
+    listed = ", ".join(f"{d.name} ({d.uuid})" for d in rows) or "none"
+    if not found:
+        raise StoreError(
+            f"no device matches {device} in {store.url}", hint=f"name one of the recorded devices: {listed}"
+        )
+    models = sorted({(d.name, d.sm_count, d.cc) for d in found})
+    if len(models) > 1:
+        raise StoreError(
+            f"{store.url} holds measurements of {len(models)} GPU models ("
+            + "; ".join(f"{n}, {sm} SMs, cc {cc}" for n, sm, cc in models)
+            + "): a replay answers as one GPU",
+            hint=f"name the model (its name) or a card (its uuid) to replay (validate: --replay-device): {listed}",
+        )
+    return [d.id for d in found]

@@ -1,0 +1,54 @@
+"""The committed validations of the selection-model tables (issue 32) replay byte for byte: `autotune validate
+--replay` on the committed validation database (measured on two H100 cards of one model, as committed) re-derives
+validation.csv and the figures of validation_summary.json exactly, with the arguments the PROVENANCE names."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.committed import gunzip_to
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+# table folder -> the arguments of its validation (scripts/model_tables_h100.sh, scripts/softmax_model_h100.sh)
+GEMM_ARGS = ["--pool-bk", "3", "--repetitions", "10", "--random", "200"]
+MODELS = {
+    "small_tables_h100/model": [
+        *("--db", str(RESULTS / "small_tables_h100" / "small_tables_h100.sqlite.xz"), "--seed", "3202"),
+        *("--workload", "configs/workloads/small_h100.yaml", *GEMM_ARGS),
+    ],
+    "fp16_model_h100": [
+        *("--db", str(RESULTS / "fp16_model_h100" / "fp16_model_h100.sqlite.xz"), "--seed", "3201"),
+        *("--workload", "configs/workloads/fp16_h100.yaml", *GEMM_ARGS),
+    ],
+    # a kind other than GEMM (committed once scripts/softmax_model_h100.sh has run on a GPU)
+    "softmax_model_h100": [
+        *("--db", str(RESULTS / "softmax_model_h100" / "softmax_model_h100.sqlite.xz"), "--seed", "3203"),
+        *("--random", "200", "--pool-bk", "1", "--repetitions", "10"),
+        *("--space", str(ROOT / "examples" / "softmax" / "space.yaml")),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_validation_replays_byte_for_byte(name: str, tmp_path: Path) -> None:
+    d = RESULTS / name
+    if not (d / "validation" / "validation.sqlite.xz").is_file():
+        pytest.skip(f"no committed validation in results/{name}")
+    recorded = gunzip_to(d / "validation" / "validation.sqlite.xz", tmp_path / "recorded.sqlite")
+    out = tmp_path / "out"
+    args = ["validate", str(d / "dispatch.json"), *MODELS[name]]
+    args += ["--out", str(out), "--replay", f"sqlite:///{recorded}", "--quiet"]
+    r = subprocess.run([sys.executable, "-m", "autotune", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert (out / "validation.csv").read_bytes() == (d / "validation" / "validation.csv").read_bytes()
+    mine = json.loads((out / "validation_summary.json").read_text())
+    committed = json.loads((d / "validation" / "validation_summary.json").read_text())
+    assert mine["summary"] == committed["summary"]
+    assert mine["provenance"]["candidates"] == committed["provenance"]["candidates"]
+    assert mine["summary"][-1]["problems"] == 200 and mine["summary"][-1]["not_measured"] == 0
