@@ -251,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
             if case in KT_CASES:
                 call_args, call_kw = capture_call(case, work)
 
-                def once(case: str = case, work: Path = work) -> dict[str, Any]:
+                def once(
+                    case: str = case, work: Path = work, call_args: tuple = call_args, call_kw: dict = call_kw
+                ) -> dict[str, Any]:
                     return run_kt(case, call_args, call_kw, work)
             else:
 
