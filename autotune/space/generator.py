@@ -12,6 +12,7 @@ when evaluating a constraint earlier than it would raises an error.
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from dataclasses import dataclass, field
@@ -112,7 +113,13 @@ class Generated:
         for p in self.space.parameters:
             pairs = [(p.name, v) for v in _plain_column(pd.Series(_domain(self.space, p.name)))]
             columns.append([pairs[c] for c in self.codes[p.name].tolist()])
-        return [Instance(space, row) for row in zip(*columns)]
+        collect = gc.isenabled()
+        gc.disable()  # tens of thousands of new objects and no cycle among them: no collection passes meanwhile
+        try:
+            return [Instance(space, row) for row in zip(*columns)]
+        finally:
+            if collect:
+                gc.enable()
 
 
 def _plain_column(column: Any) -> list:

@@ -190,7 +190,11 @@ def _add_rows(
     rows = rows[np.lexsort((rows, first))]
     patterns, which = np.unique(table[:, rows].T, axis=0, return_inverse=True)
     shared = [tuple(points[j] for j in np.flatnonzero(pattern)) for pattern in patterns]
-    for row, k in zip(rows.tolist(), np.asarray(which).reshape(-1).tolist()):
+    which = np.asarray(which).reshape(-1).tolist()
+    if not out:  # (the first precision: every instance is new)
+        out.update(zip([instances[row] for row in rows.tolist()], [shared[k] for k in which]))
+        return
+    for row, k in zip(rows.tolist(), which):
         inst = instances[row]
         have = out.get(inst)
         if have is None:
