@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -174,7 +174,7 @@ def _add_rows(
     out: dict[Instance, list[TestPoint] | tuple[TestPoint, ...]],
     instances: list[Instance],
     points: list[TestPoint],
-    masks: list[np.ndarray],
+    masks: list[Any],
 ) -> None:
     """For each point in order, append it to the instances of the rows its mask holds, adding new instances in that
     order (a point's rows, then the next point's new rows): what a loop over points and rows does, with one dict
@@ -190,11 +190,11 @@ def _add_rows(
     rows = rows[np.lexsort((rows, first))]
     patterns, which = np.unique(table[:, rows].T, axis=0, return_inverse=True)
     shared = [tuple(points[j] for j in np.flatnonzero(pattern)) for pattern in patterns]
-    which = np.asarray(which).reshape(-1).tolist()
+    kinds: list[int] = np.asarray(which).reshape(-1).tolist()
     if not out:  # (the first precision: every instance is new)
-        out.update(zip([instances[row] for row in rows.tolist()], [shared[k] for k in which]))
+        out.update(zip([instances[row] for row in rows.tolist()], [shared[k] for k in kinds]))
         return
-    for row, k in zip(rows.tolist(), which):
+    for row, k in zip(rows.tolist(), kinds):
         inst = instances[row]
         have = out.get(inst)
         if have is None:
