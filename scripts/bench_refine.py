@@ -34,7 +34,7 @@ DEFAULT = [
 def main(argv: list[str]) -> int:
     warnings.simplefilter("ignore")
     args = argv or DEFAULT
-    for folder, tuning in zip(args[::2], args[1::2]):
+    for folder, tuning in zip(args[::2], args[1::2], strict=True):
         table = json.load(open(f"{folder}/dispatch.json"))
         frame = pd.read_csv(f"{folder}/validation/validation.csv", keep_default_na=False, na_values=[""])
         url = database_url(f"{folder}/validation/validation.sqlite.xz")

@@ -52,7 +52,7 @@ def test_refined_answers_are_never_slower_and_are_cached(setup) -> None:  # type
     cache = work / "choices.json"
     refine = Refiner(table, backend_timer(backend, table, GEMM, str(TUNING), reps=10), top=3, cache_file=cache)
     within = {"table": 0, "refined": 0}
-    for (precision, shape, sizes), row in zip(problems(frame), frame.to_dict("records")):
+    for (precision, shape, sizes), row in zip(problems(frame), frame.to_dict("records"), strict=True):
         key = (precision, shape, *(sizes[n] for n in GEMM.size_names))
         chosen = refine.index(precision, shape, sizes)
         table_answer = refine.lookup.index(precision, shape, sizes)

@@ -84,7 +84,7 @@ class Refiner:
         if self.tuned(precision, shape, dims) or answer == NONE:
             return answer  # measured there already / nothing may serve it
         start = time.perf_counter()
-        named = dict(zip(self.lookup.names, dims))
+        named = dict(zip(self.lookup.names, dims, strict=True))
         times: dict[int, float | None] = {}
         for cand in self.candidates(precision, shape, dims):
             t0 = time.perf_counter()

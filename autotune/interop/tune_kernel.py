@@ -404,24 +404,27 @@ def _run(
 
             backend = GpuBackend(device=device)
         backend.start()
+    from autotune.space.spec import reusing_spaces
+
     try:
-        results, env = _sweep(
-            problem,
-            folder,
-            backend,
-            device,
-            call_start,
-            cache_path=cache_path,
-            simulation=simulation,
-            iterations=iterations,
-            strategy=strategy,
-            strategy_options=strategy_options,
-            seed=seed,
-            database=database,
-            early_stop=early_stop,
-            quiet=quiet,
-            verbose=verbose,
-        )
+        with reusing_spaces():  # the space file is built once, not at each of its loads
+            results, env = _sweep(
+                problem,
+                folder,
+                backend,
+                device,
+                call_start,
+                cache_path=cache_path,
+                simulation=simulation,
+                iterations=iterations,
+                strategy=strategy,
+                strategy_options=strategy_options,
+                seed=seed,
+                database=database,
+                early_stop=early_stop,
+                quiet=quiet,
+                verbose=verbose,
+            )
         env["autotune"]["prewarmed_s"] = None if prewarmed_s is None else round(prewarmed_s, 3)
         if backend is not None:
             backend.close()

@@ -41,6 +41,18 @@ class Instance:
     def of(cls, space: str, params: Mapping[str, Any]) -> "Instance":
         return cls(space, tuple((k, _plain(v)) for k, v in params.items()))
 
+    def __hash__(self) -> int:
+        # computed once per object: a plan's dicts hash each instance once per test point it serves
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.space, self.params))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict[str, Any]:
+        # str hashes differ between processes: the cached hash stays in this one
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @cached_property
     def id(self) -> str:
         return instance_id(self.space, dict(self.params))

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from autotune import paths
 from autotune.devices import PROFILES, DeviceLimits, get_device
@@ -20,6 +23,7 @@ from autotune.errors import SpaceError
 from autotune.expr import Expr, ExprError, as_int, evaluate, parse
 from autotune.problems.base import ProblemKind
 from autotune.problems import allowed_paths
+from autotune.problems.allowed_paths import ALLOW_ENV
 from autotune.space.compiler import check_compiler, check_options
 from autotune.space import kt_semantics
 from autotune.problems.registry import DEFAULT_KIND, resolve
@@ -41,6 +45,10 @@ CPP_TYPES = {
 }
 TYPE_SYMBOLS = ("T", "S", "TRANS_A", "TRANS_B")
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_MISSING = object()
+MEMO_SIZE = (
+    1 << 17
+)  # bound of a Space's binding memo (entries: an instance's names, name, geometry, defines at a point)
 
 
 @dataclass(frozen=True)
@@ -160,11 +168,37 @@ class Space:
             )
         return self.kernel
 
+    def __getstate__(self) -> dict[str, Any]:
+        # the binding memo stays in this process (a Job's space is sent to compile processes and workers)
+        return {k: v for k, v in self.__dict__.items() if k != "_memo"}
+
+    def _memoized(self, key: tuple, make: Any) -> Any:
+        """`make()`, computed once per key (an instance's parameters with a point or precision): the runner binds
+        each instance before submitting it and the backend binds it again (name, geometry, defines), each from
+        the same evaluated names. Bounded: cleared past MEMO_SIZE entries. Errors are not memoized."""
+        memo = self.__dict__.get("_memo")
+        if memo is None or len(memo) > MEMO_SIZE:
+            memo = {}
+            object.__setattr__(self, "_memo", memo)
+        try:
+            value = memo.get(key, _MISSING)
+        except TypeError:  # an unhashable parameter value: nothing to share
+            return make()
+        if value is _MISSING:
+            value = memo[key] = make()
+        return value
+
     def template_name(self, params: Mapping[str, Any], precision: str, shape: str) -> str:
         """The NVRTC name expression of this instance for one precision and shape (a plain function's name)."""
         binding = self._binding()
         if binding.plain:
             return binding.template
+        return self._memoized(
+            ("name", tuple(params.items()), precision, shape), lambda: self._template_name(params, precision, shape)
+        )
+
+    def _template_name(self, params: Mapping[str, Any], precision: str, shape: str) -> str:
+        binding = self._binding()
         env = self.values(params, precision)
         symbols = _type_symbols(precision, shape)
         tokens = [symbols[a] if a in symbols else str(as_int(env[a])) for a in binding.template_args]
@@ -176,16 +210,31 @@ class Space:
         binding = self._binding()
         if not binding.defines:
             return ()
-        env = {**self._problem_env(params, point), **_type_symbols(point.precision, point.shape)}
+        return self._memoized(("defines", tuple(params.items()), point), lambda: self._defines(params, point))
+
+    def _defines(self, params: Mapping[str, Any], point: TestPoint) -> tuple[tuple[str, str], ...]:
+        binding = self._binding()
+        env = {**self._shared_env(params, point), **_type_symbols(point.precision, point.shape)}
         return tuple((name, _token(env[name])) for name in binding.defines)
 
     def _problem_env(self, params: Mapping[str, Any], point: TestPoint) -> dict[str, Any]:
         """One instance's names (parameters, derived, device, precision) with the problem's sizes."""
         return {**self.values(params, point.precision), **self.kind.env(point)}
 
+    def _shared_env(self, params: Mapping[str, Any], point: TestPoint) -> Mapping[str, Any]:
+        """`_problem_env` for geometry and defines (read only): the derived names, which never read the problem's
+        sizes, are evaluated once per (parameters, precision), not once per point."""
+        base = self._memoized(
+            ("values", tuple(params.items()), point.precision), lambda: self.values(params, point.precision)
+        )
+        return {**base, **self.kind.env(point)}
+
     def geometry(self, params: Mapping[str, Any], point: TestPoint) -> Geometry:
+        return self._memoized(("geometry", tuple(params.items()), point), lambda: self._geometry(params, point))
+
+    def _geometry(self, params: Mapping[str, Any], point: TestPoint) -> Geometry:
         binding = self._binding()
-        env = self._problem_env(params, point)
+        env = self._shared_env(params, point)
 
         def ints(items: tuple[Located, ...]) -> tuple[int, int, int]:
             out = [as_int(self.eval(x, env)) for x in items]
@@ -258,9 +307,34 @@ def find_space(name_or_path: str | Path) -> Path:
     raise SpaceError(f"no space named {name_or_path!r}", hint=f"give a file path or one of: {', '.join(known)}")
 
 
+_REUSE: ContextVar[dict[tuple, Space] | None] = ContextVar("autotune_reuse_spaces", default=None)
+
+
+@contextmanager
+def reusing_spaces() -> Iterator[None]:
+    """Within this block, `load_space` builds each space file once: a file with the same path, the same bytes and
+    the same allowed paths (AUTOTUNE_ALLOW_PATHS) gives the Space built the first time (a `tune_kernel` call loads
+    its space in several places: the folder's check, the config, the plan). Nested blocks share the outer one's."""
+    token = _REUSE.set({}) if _REUSE.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _REUSE.reset(token)
+
+
 def load_space(name_or_path: str | Path) -> Space:
     path = find_space(name_or_path)
-    return _Builder(path, load_yaml(path, SpaceError)).build()
+    reuse = _REUSE.get()
+    if reuse is None:
+        return _Builder(path, load_yaml(path, SpaceError)).build()
+    try:
+        key = (str(path.resolve()), hashlib.sha256(path.read_bytes()).hexdigest(), os.environ.get(ALLOW_ENV))
+    except OSError:  # load_yaml says what is wrong with the file
+        return _Builder(path, load_yaml(path, SpaceError)).build()
+    if key not in reuse:
+        reuse[key] = _Builder(path, load_yaml(path, SpaceError)).build()
+    return reuse[key]
 
 
 class _Builder:

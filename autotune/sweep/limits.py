@@ -100,10 +100,14 @@ def check_points_fit(
         return
     kinds = kinds or {}
 
-    def need(p: TestPoint) -> int:
-        return point_bytes(p, kinds.get(p.kind), scalars)
+    needs: dict[TestPoint, int] = {}  # each distinct point once: a plan lists a point once per instance
 
-    too_big = sorted({p for p in points if need(p) > cap}, key=need, reverse=True)
+    def need(p: TestPoint) -> int:
+        if p not in needs:
+            needs[p] = point_bytes(p, kinds.get(p.kind), scalars)
+        return needs[p]
+
+    too_big = sorted({p for p in set(points) if need(p) > cap}, key=need, reverse=True)
     if too_big:
         shown = "; ".join(f"{p.key} needs {need(p) / 1e9:,.1f} GB" for p in too_big[:3])
         more = f" (and {len(too_big) - 3} more)" if len(too_big) > 3 else ""

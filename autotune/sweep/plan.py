@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -56,9 +56,28 @@ class SpacePlan:
     def pairs(self) -> int:
         return sum(len(p) for p in self.work.values())
 
+    def _point_lists(self) -> list[tuple[tuple[TestPoint, ...], int]]:
+        """The work's distinct point tuples (plan_sweep shares one among the instances with the same points) and
+        how many instances hold each: what counting over points needs, without hashing every pair."""
+        seen: dict[int, list] = {}
+        for pts in self.work.values():
+            entry = seen.get(id(pts))
+            if entry is None:
+                seen[id(pts)] = [pts, 1]
+            else:
+                entry[1] += 1
+        return [(pts, n) for pts, n in seen.values()]
+
+    def points(self) -> list[TestPoint]:
+        """The distinct test points the plan measures, sorted."""
+        return sorted({p for pts, _ in self._point_lists() for p in pts})
+
     def point_pairs(self, budget: int | None) -> int:
         """Pairs a per-point search of at most `budget` evaluations per point measures (at most)."""
-        per = Counter(p for pts in self.work.values() for p in pts)
+        per: Counter[TestPoint] = Counter()
+        for pts, n in self._point_lists():
+            for p in pts:
+                per[p] += n
         return sum(n if budget is None else min(n, budget) for n in per.values())
 
     def expected_pairs(self, max_instances: int | None) -> int:
@@ -84,8 +103,8 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
                 hint="add a `kernel:` section (docs/space-files.md)",
             )
         share = cfg.share if ref.share is None else ref.share
-        work: dict[Instance, list[TestPoint]] = {}
-        valid: dict[Instance, list[TestPoint]] = {}
+        work: dict[Instance, list[TestPoint] | tuple[TestPoint, ...]] = {}
+        valid: dict[Instance, list[TestPoint] | tuple[TestPoint, ...]] = {}
         counts = {}
         found: set[str] = set()
         for precision in dict.fromkeys(p.precision for p in cfg.points):
@@ -102,13 +121,15 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
                 found |= {i.id for i, c in zip(instances, chosen, strict=True) if c}
                 kept &= chosen
             counts[precision] = int(kept.sum())
+            oks, measures = [], []
             for p in points:
                 ok = valid_rows(g, p) & kept if share > 0 or ref.measure == "valid" else None
-                measured = ok if ok is not None and ref.measure == "valid" else serving(g, p) & kept
-                for row in np.flatnonzero(measured):
-                    work.setdefault(instances[row], []).append(p)
-                for row in np.flatnonzero(ok) if ok is not None and share > 0 else ():
-                    valid.setdefault(instances[row], []).append(p)
+                measures.append(ok if ok is not None and ref.measure == "valid" else serving(g, p) & kept)
+                if share > 0:
+                    oks.append(ok)
+            _add_rows(work, instances, points, measures)
+            if share > 0:
+                _add_rows(valid, instances, points, oks)
         if ref.instances is not None and set(ref.instances) - found:
             missing = sorted(set(ref.instances) - found)
             raise UserError(
@@ -133,7 +154,7 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
         plans.append(
             SpacePlan(
                 space,
-                {i: tuple(p) for i, p in work.items()},
+                {i: p if isinstance(p, tuple) else tuple(p) for i, p in work.items()},
                 counts,
                 ref.max_instances,
                 share,
@@ -147,6 +168,39 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
             hint="check the points' sizes against the spaces' `problems.where` and `valid`",
         )
     return plans
+
+
+def _add_rows(
+    out: dict[Instance, list[TestPoint] | tuple[TestPoint, ...]],
+    instances: list[Instance],
+    points: list[TestPoint],
+    masks: list[Any],
+) -> None:
+    """For each point in order, append it to the instances of the rows its mask holds, adding new instances in that
+    order (a point's rows, then the next point's new rows): what a loop over points and rows does, with one dict
+    operation per instance instead of one per (instance, point) pair. Rows with the same set of points share one
+    tuple of them (until another precision's points are appended to an instance's)."""
+    if not masks:
+        return
+    table = np.stack([np.asarray(m, dtype=bool) for m in masks])  # points x rows
+    rows = np.flatnonzero(table.any(axis=0))
+    if not rows.size:
+        return
+    first = table[:, rows].argmax(axis=0)  # the first point of each row: the order rows join the dict in
+    rows = rows[np.lexsort((rows, first))]
+    patterns, which = np.unique(table[:, rows].T, axis=0, return_inverse=True)
+    shared = [tuple(points[j] for j in np.flatnonzero(pattern)) for pattern in patterns]
+    kinds: list[int] = np.asarray(which).reshape(-1).tolist()
+    if not out:  # (the first precision: every instance is new)
+        out.update(zip([instances[row] for row in rows.tolist()], [shared[k] for k in kinds], strict=True))
+        return
+    for row, k in zip(rows.tolist(), kinds, strict=True):
+        inst = instances[row]
+        have = out.get(inst)
+        if have is None:
+            out[inst] = shared[k]
+        else:
+            out[inst] = [*have, *shared[k]]
 
 
 def _kept(g: Generated, text: str | None, cfg: SweepConfig, line: int | None) -> np.ndarray:

@@ -140,7 +140,7 @@ def run_sweep(
     from autotune.sweep.limits import check_points_fit  # before anything is allocated (or recorded)
 
     check_points_fit(
-        [p for plan in plans for pts in plan.work.values() for p in pts],
+        [p for plan in plans for p in plan.points()],
         info.name,
         free_bytes=info.free_bytes,
         kinds={plan.space.kind.name: plan.space.kind for plan in plans},
@@ -179,7 +179,7 @@ def run_sweep(
             reporter.note(
                 f"resume: model: pairs measured on {len(siblings) - len(device_ids)} other GPU(s) of this model are skipped"
             )
-        points = sorted({p for plan in plans for pts in plan.work.values() for p in pts})
+        points = sorted({p for plan in plans for p in plan.points()})
         store.upsert_points(points)
         device_key = info.name if len(siblings) > 1 else info.uuid  # the GPUs whose times count here
         _seed_best(store, backend, cfg, device_key, summary, {plan.space.kind.name: plan.space.kind for plan in plans})
