@@ -55,7 +55,9 @@ def _reference_work(cfg, ref, space):
         assert ref.instances is None  # (the configs used here name no instances)
         kept = _kept(g, ref.where, cfg, ref.line)  # (unchanged: the entry's `where:`)
         frame = g.frame
-        instances = [Instance.of(space.name, dict(zip(frame.columns, row, strict=True))) for row in frame.itertuples(index=False)]
+        instances = [
+            Instance.of(space.name, dict(zip(frame.columns, row, strict=True))) for row in frame.itertuples(index=False)
+        ]
         for p in points:
             ok = valid_rows(g, p) & kept if share > 0 or ref.measure == "valid" else None
             measured = ok if ref.measure == "valid" else serving(g, p) & kept
@@ -99,7 +101,9 @@ def test_instances_hold_the_frames_plain_values(tmp_path):
     space = load_space(f)
     g = generate(space, get_device("H100"), "fp32")
     frame = g.frame
-    reference = [Instance.of(space.name, dict(zip(frame.columns, row, strict=True))) for row in frame.itertuples(index=False)]
+    reference = [
+        Instance.of(space.name, dict(zip(frame.columns, row, strict=True))) for row in frame.itertuples(index=False)
+    ]
     got = g.instances()
     assert got == reference
     assert [i.params for i in got] == [i.params for i in reference]
