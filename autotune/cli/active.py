@@ -1,4 +1,4 @@
-"""`autotune active`: active tuning (issue 32 item 2). The loop is cli/active_loop.py; here: options and printing."""
+"""`autotune active`: active tuning. The loop is cli/active_loop.py; here: options and printing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Active tuning (issue 32 item 2): measure where the table loses most, add those problems as tuned points,
+"""Active tuning: measure where the table loses most, add those problems as tuned points,
 rebuild, repeat.
 
 Round r (0, 1, ...):

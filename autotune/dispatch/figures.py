@@ -1,4 +1,4 @@
-"""Issue 32's figures of a validated table: from validation.csv, the validation database and the table, the share
+"""The figures of a validated table: from validation.csv, the validation database and the table, the share
 of answers within TOL of the best of all candidates and the library, the worst loss, the answers below 0.97x the
 library's speed, the same for the oracle (the best of the table's own kernels and the library at each problem),
 and the kernels per tuned size. Used by `scripts/bench_tables.py` and active tuning (cli/active_loop.py)."""
@@ -15,7 +15,7 @@ import pandas as pd
 
 from autotune.dispatch.validate import SLOW_VS_BASELINE
 
-TARGET_WITHIN, TARGET_WORST, TARGET_TOL = 0.95, 0.15, 0.10  # issue 32 "Performance"
+TARGET_WITHIN, TARGET_WORST, TARGET_TOL = 0.95, 0.15, 0.10  # the targets: 95% within 10%, the worst within 15%, TOL 10%
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Runtime refinement of a dispatch table (issue 32 item 3, optional, off unless asked for): at a problem the table
+"""Runtime refinement of a dispatch table (optional, off unless asked for): at a problem the table
 was not tuned on, time its few best-predicted answers and the library once, keep the fastest, and answer from that
 choice after. Standard library only, like `runtime` (a generated module can use it).
 

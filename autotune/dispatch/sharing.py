@@ -1,4 +1,4 @@
-"""Kernels against TOL with and without sharing (issue 15, item 5).
+"""Kernels against TOL with and without sharing.
 
 A sweep with `share: N` measures the BK best instances of each point also at nearby points where they are valid
 (sweep/runner.py). `home_mask` tells which measurements were at points the instance's space assigns to it (its

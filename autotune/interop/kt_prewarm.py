@@ -1,6 +1,6 @@
 """Start the GPU backend when `autotune.kernel_tuner` is imported, so a Kernel Tuner script's own preparation (its
 data, its answer: often seconds) overlaps the start of the compile processes and the GPU worker (Python, CuPy, the
-device's context and description), and `tune_kernel` finds them ready (issue 31, item 6).
+device's context and description), and `tune_kernel` finds them ready.
 
 Only in a main process (a spawned child re-imports the script: it must not start processes of its own), only where
 CuPy is installed, and not with AUTOTUNE_PREWARM=0. `take(device)` hands the started backend to the first

@@ -18,7 +18,7 @@
 
 Verification follows Kernel Tuner's: `answer` -> numpy.allclose(expected, output, atol=atol) per array that is not
 None (rtol 1e-5, NaNs equal where the answer has NaNs); `verify=` -> verify(answer, outputs, atol=atol) on the host;
-neither -> no check. Where the space format has the problem key `check:` (the agreed interface of issue 31), a
+neither -> no check. Where the space format has the problem key `check:` (the format's check function), a
 generated `check:` does exactly that. Without it (an older autotune), `answer` becomes a `reference:` returning the
 expected arrays with the relative L2 tolerance that numpy.allclose implies at most (atol * sqrt(n) / ||answer|| +
 1e-5: looser than Kernel Tuner's per-element test), no answer a reference returning the initial arrays with an
@@ -75,7 +75,7 @@ class KTProblem:
 
 @functools.lru_cache(maxsize=None)
 def space_supports(section: str, key: str) -> bool:
-    """Whether this autotune's space format knows `key` in `section` ("problem" or "kernel"): the keys issue 31 adds
+    """Whether this autotune's space format knows `key` in `section` ("problem" or "kernel"): the keys newer space formats add
     (`check:`, `constants:`, `semantics:`) are used only where they exist."""
     from autotune.space.spec import load_space
 

@@ -17,7 +17,7 @@ docs/kerneltuner.md; in short:
   (Optuna TPE where the space is large). `strategy_options`: `max_fevals` -> the evaluations per point (budget),
   `time_limit` -> the sweep's time budget, `fraction` (random_sample) -> max_fevals = fraction * space size.
 * A configuration that fails verification is recorded as `RuntimeFailedConfig` with the tuning going on (Kernel
-  Tuner raises and stops). When the first configurations all fail alike, the sweep stops that space (issue 31).
+  Tuner raises and stops). When the first configurations all fail alike, the sweep stops that space.
 * `cache`: the results are written as a Kernel Tuner cache file when the run ends; an existing file is replayed with
   `simulation_mode=True` and refused otherwise (continuing a Kernel Tuner cache is not supported).
 * Refused (UserError): a callable kernel source, problem_size, grid divisor or restriction; a list of source files;
@@ -392,7 +392,7 @@ def _run(
             "a new file name (autotune keeps its own results database: database=...)",
         )
     # the GPU backend first: its compile processes and GPU worker start (CuPy's import, the device's context and
-    # description) while the space folder is written and planned (issue 31: the first measurement within 3 s)
+    # description) while the space folder is written and planned (the target: the first measurement within 3 s)
     backend: Any = None
     prewarmed_s: float | None = None
     if not simulation and importlib.util.find_spec("cupy") is not None:  # else: _sweep says why, after the arguments

@@ -1,4 +1,4 @@
-"""Systematic failures stop a space early (issue 31, item 4).
+"""Systematic failures stop a space early.
 
 When the first instances of a space all fail with the same compile or launch error (a header NVRTC cannot
 compile, a kernel name the source lacks, a launch that always faults), measuring the rest of the space only

@@ -61,7 +61,7 @@ class SweepSummary:
     best: dict[TestPoint, tuple[str, float]] = field(default_factory=dict)  # point -> (instance id, ms)
     baseline: dict[TestPoint, float] = field(default_factory=dict)  # point -> the kind's baseline median (ms)
     started: float = field(default_factory=time.monotonic)  # time.monotonic() when run_sweep was called
-    first_measurement_s: float | None = None  # seconds from `started` to the first measurement taken (issue 31)
+    first_measurement_s: float | None = None  # seconds from `started` to the first measurement taken
 
     @property
     def measured(self) -> int:

@@ -1,4 +1,4 @@
-"""A scaling model of a sweep over P GPUs and K compile nodes (issue 34, item 7). Pure: numbers in, numbers out.
+"""A scaling model of a sweep over P GPUs and K compile nodes. Pure: numbers in, numbers out.
 
 A sweep is a pipeline of three stages that overlap: compiling (CPU cores), timing (GPUs) and recording (the client,
 the only database writer). Each stage's total work comes from a sweep database (`Split`, read by

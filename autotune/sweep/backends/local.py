@@ -153,7 +153,7 @@ class GpuBackend:
         self._t0: float | None = None  # time.monotonic() at `start`
         self._ahead: tuple | None = None  # (point, convention, scalars key) of a `prepare_ahead` not yet answered
         # start-up, seconds after `start`: worker_ready, device_info, first_submit, prepared, first_compiled,
-        # first_measured (issue 31: the first measurement within 3 s of the sweep's start on a warm machine)
+        # first_measured (the target: the first measurement within 3 s of the sweep's start on a warm machine)
         self.timeline: dict[str, float] = {}
 
     def _mark(self, event: str) -> None:
