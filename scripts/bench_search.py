@@ -155,6 +155,18 @@ def main() -> None:
         "*.csv with a *.traces.npz beside it under these folders) into --out, its plot and summary, "
         "instead of running anything",
     )
+    ap.add_argument(
+        "--scores-from",
+        action="append",
+        default=[],
+        help="with --merge: a summary.md of an earlier merge whose scores stand for the strategies whose traces "
+        "this merge lacks (rows merged from a CSV without its .traces.npz)",
+    )
+    ap.add_argument(
+        "--one-seed",
+        default="brute",
+        help="with --merge: strategies that do not depend on the seed (every seed the same run): seed 0 kept only",
+    )
     ap.add_argument("--kt-python", default=KT_PYTHON)
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "search.csv"))
     ap.add_argument("--no-plot", action="store_true")
@@ -222,20 +234,23 @@ def main() -> None:
         else {}
     )
     seeds: dict[tuple[str, str, str], list[int]] = {}  # (tool, strategy, pair label) -> the seed of each trace
-    for p in pairs:
-        bs = budgets(len(p.instances))
-        for strategy in filter(None, args.strategies.split(",")):
-            t = time.monotonic()
-            for seed in range(args.first_seed, args.first_seed + args.seeds):
-                if args.deadline and time.time() > args.deadline:
-                    print(f"  {p.label} {strategy}: deadline reached before seed {seed}", file=sys.stderr)
-                    break
+    t0 = time.monotonic()
+    # seed by seed over every pair, so that a run cut by --deadline has the same seeds on every pair
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        if args.deadline and time.time() > args.deadline:
+            print(f"  deadline reached before seed {seed}: seeds {args.first_seed}-{seed - 1} run", file=sys.stderr)
+            break
+        for p in pairs:
+            bs = budgets(len(p.instances))
+            for strategy in filter(None, args.strategies.split(",")):
+                t = time.monotonic()
                 traces.setdefault(("autotune", strategy, p.label), []).append(
                     replay(p, strategy, bs[-1], seed, options)
                 )
                 seeds.setdefault(("autotune", strategy, p.label), []).append(seed)
-            timings[f"autotune {strategy} {p.label}"] = time.monotonic() - t
-            print(f"  {p.label} {strategy}: {time.monotonic() - t:.1f} s", file=sys.stderr, flush=True)
+                key = f"autotune {strategy} {p.label}"
+                timings[key] = timings.get(key, 0.0) + time.monotonic() - t
+        print(f"  seed {seed} done ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
     for p in pairs:
         if p.label not in kt_jobs:
             continue
@@ -337,9 +352,12 @@ def merge(args: argparse.Namespace) -> None:
     traces: dict[tuple[str, str, str], dict[int, np.ndarray]] = {}
     timings: dict[str, float] = {}
     files = sorted(f for d in args.merge for f in Path(d).rglob("*.csv"))
+    one_seed = set(filter(None, args.one_seed.split(",")))
     for f in files:
         with f.open(newline="") as fh:
             for r in csv.DictReader(fh):
+                if r["strategy"] in one_seed and int(r["seed"]) != 0:
+                    continue
                 key = (r["tool"], r["strategy"], r["space"], r["point"], r["device"], int(r["seed"]), int(r["evals"]))
                 rows[key] = (
                     r["tool"],
@@ -359,6 +377,8 @@ def merge(args: argparse.Namespace) -> None:
                 for name in z.files:
                     tool, strategy, rest = name.split("|", 2)
                     label, seed = rest.rsplit("|", 1)
+                    if strategy in one_seed and int(seed) != 0:
+                        continue
                     traces.setdefault((tool, strategy, label), {})[int(seed)] = z[name].astype(float)
         tj = f.with_suffix(".timings.json")
         if tj.exists():
@@ -366,7 +386,11 @@ def merge(args: argparse.Namespace) -> None:
                 timings[k] = timings.get(k, 0.0) + v
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    body = [COLUMNS] + sorted(rows.values(), key=lambda r: (r[0], r[1], r[2], r[9], r[3], r[4], r[6]))
+    # times to 7 significant digits (a relative rounding under 1e-7; our medians are float32) for a smaller file
+    body = [COLUMNS] + [
+        (*r[:7], f"{r[7]:.7g}", f"{r[8]:.7g}", r[9])
+        for r in sorted(rows.values(), key=lambda r: (r[0], r[1], r[2], r[9], r[3], r[4], r[6]))
+    ]
     import io
 
     buf = io.StringIO()
@@ -390,6 +414,10 @@ def merge(args: argparse.Namespace) -> None:
         },
         pairs,
     )
+    for f in args.scores_from:  # strategies whose traces this merge lacks: their score from an earlier summary
+        for (tool, strategy), sc in scores_of_summary(Path(f)).items():
+            if (tool, strategy) not in scores and any(r[0] == tool and r[1] == strategy for r in rowlist):
+                scores[(tool, strategy)] = sc
     text = summary(rowlist, scores, counts(rowlist))
     print(text)
     stem.with_suffix(".summary.md").write_text(text + "\n")
@@ -409,6 +437,19 @@ def merge(args: argparse.Namespace) -> None:
     if not args.no_plot:
         plot(ordered, [pairs[k] for k in sorted(pairs)], stem.with_suffix(".png"))
     print(f"wrote {out}, {stem.with_suffix('.summary.md')}" + ("" if args.no_plot else f", {stem.with_suffix('.png')}"))
+
+
+def scores_of_summary(path: Path) -> dict[tuple[str, str], float]:
+    """(tool, strategy) -> score, read off a summary table written by --merge (`| tool | strategy | ... | score |`)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 3 and cells[0] in ("autotune", "kerneltuner"):
+            try:
+                out[(cells[0], cells[1])] = float(cells[2 + len(FRACTIONS)])
+            except ValueError:
+                continue
+    return out
 
 
 def verdict(rows: list[tuple]) -> str:
@@ -570,6 +611,11 @@ def plot(traces: dict, pairs: list[Pair], path: Path) -> None:
     axes.flat[0].legend(fontsize=5, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
+    plt.close(fig)
+    from PIL import Image  # matplotlib's own dependency
+
+    with Image.open(path) as im:  # a 64-colour palette: a third of the file, the lines unchanged to the eye
+        im.convert("RGB").quantize(64).save(path, optimize=True)
 
 
 if __name__ == "__main__":

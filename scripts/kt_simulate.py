@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import lzma
 import os
 import random
 import sys
@@ -43,7 +44,7 @@ FAILED = ("InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig", "Er
 
 
 def load(path: str) -> dict:
-    opener = gzip.open if path.endswith(".gz") else open
+    opener = gzip.open if path.endswith(".gz") else lzma.open if path.endswith(".xz") else open
     with opener(path, "rt") as f:
         text = f.read().rstrip()
     if not text.endswith("}\n}") and not text.endswith("}}"):  # an unterminated cache: close it as Kernel Tuner does

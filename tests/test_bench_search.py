@@ -218,3 +218,17 @@ def test_jobs_with_a_deadline_merge_into_one_csv_plot_and_provenance(tmp_path: P
     assert text.startswith("# head\n") and text.endswith("tail\n") and "old" not in text
     assert "| autotune | hybrid |" in text and "test host" in text and "1 pairs, 4 seeds" in text
     assert (tmp_path / "res" / "search.png").exists() and (tmp_path / "res" / "search.summary.md").exists()
+
+
+def test_merge_reads_scores_back_from_an_earlier_summary(tmp_path: Path) -> None:
+    """--scores-from: the score column of a summary written by --merge, per (tool, strategy); '-' is no score."""
+    import bench_search
+
+    table = bench_search.summary(
+        [("kerneltuner", "pso", "s", "p", 0, 100, b, 1.5, 1.0, "d") for b in (1, 2, 5, 10, 20)],
+        {("kerneltuner", "pso"): 0.113},
+        {("kerneltuner", "pso"): "1 pairs, 1 seeds"},
+    )
+    path = tmp_path / "summary.md"
+    path.write_text(table + "\n| autotune | tpe | 0.1 / 0.2 | - | - | - | - | - | 22 pairs, 10 seeds |\n")
+    assert bench_search.scores_of_summary(path) == {("kerneltuner", "pso"): 0.113}

@@ -9,8 +9,9 @@ good instances (convolution, batched GEMM). `hybrid` does both, and only ever pr
     neighbouring values), refitted as results come in. It is failure-aware: a failed instance is learned as the
     slowest time seen so far, so regions that fail look slow and are avoided (the study records the trial FAIL);
   - per proposal, one of three moves (seeded): with probability `explore` (0.1) a random free instance; with
-    probability `glob` (0.5) the free instance the surrogate predicts fastest (over every free instance, or a random
-    `pool` of them on large spaces); otherwise a local move: the free instance the surrogate predicts fastest among
+    probability `glob` (0.5) the free instance the surrogate predicts fastest less a bonus for what it has seen
+    little (`optimism`, 1.0: a lower confidence bound over every free instance, or a random `pool` of them on
+    large spaces); otherwise a local move: the free instance the surrogate predicts fastest among
     the neighbours of an incumbent in the valid set's graph (instances that differ from it in at most `radius` (1)
     parameters), the incumbent being the best instance measured, or the next best when the neighbourhoods of the
     better ones are exhausted;
@@ -48,6 +49,7 @@ RADIUS = 1
 POOL = 20_000  # free instances the global move scores at most (a random sample of them on larger spaces)
 RIDGE = 1.0
 BASINS = 1  # local moves around the best of up to this many basins (1: around the best instance only)
+OPTIMISM = 1.0  # the global move's bonus (log time) for instances whose features the model has seen little
 MAX_PAIR_FEATURES = 2_000  # above this many pair features, main effects only (large spaces of many values)
 PAIR_LEVELS = 8  # a parameter's values are cut into at most this many runs for the pair features
 MAIN_LEVELS = 64  # ... and into at most this many for its main effect
@@ -83,7 +85,9 @@ class HybridModel:
         pool: int = POOL,
         ridge: float = RIDGE,
         basins: int = BASINS,
+        optimism: float = OPTIMISM,
     ) -> None:
+        self.optimism = optimism
         self.codes = np.ascontiguousarray(codes, dtype=np.int32)
         n, p = self.codes.shape
         self.rng = np.random.default_rng(seed)
@@ -224,8 +228,16 @@ class HybridModel:
         return self.b0 + self.w[self.features(rows)].sum(axis=1)
 
     # ------------------------------------------------------------------ proposals
-    def _best(self, rows: np.ndarray) -> int:
-        pred = self.predict(rows)
+    def _best(self, rows: np.ndarray, optimism: float = 0.0) -> int:
+        """The row of `rows` the surrogate predicts fastest; with `optimism`, the prediction less `optimism` x the
+        mean over the row's features of 1 / sqrt(1 + the number of results that had the feature): a lower
+        confidence bound, so that values and pairs of values the results have seen little get tried (an optimum
+        whose neighbours are slow, in a region the first results missed, is otherwise never proposed)."""
+        if optimism:
+            f = self.features(rows)
+            pred = self.predict(rows) - optimism * (1.0 / np.sqrt(1.0 + np.diag(self.gram)))[f].mean(axis=1)
+        else:
+            pred = self.predict(rows)
         return int(rows[int(np.argmin(pred))])
 
     def incumbents(self) -> list[int]:
@@ -241,7 +253,7 @@ class HybridModel:
             return int(self.rng.choice(idx))
         self.fit()
         if u < self.explore + self.glob:
-            return self._best(self._sample(idx))
+            return self._best(self._sample(idx), self.optimism)
         order = [r for _, r in self.ranked]
         if self.basins > 1:  # local search around the best of another basin now and then (a trap has many good rows)
             reps = self._representatives()
@@ -341,10 +353,13 @@ class HybridSearch(OptunaSearch):
         pool: int = POOL,
         ridge: float = RIDGE,
         basins: int = BASINS,
+        optimism: float = OPTIMISM,
         startup: int | None = None,
         **kwargs: Any,
     ) -> None:
-        self._options = dict(explore=explore, glob=glob, radius=radius, pool=pool, ridge=ridge, basins=basins)
+        self._options = dict(
+            explore=explore, glob=glob, radius=radius, pool=pool, ridge=ridge, basins=basins, optimism=optimism
+        )
         super().__init__(instances, budget, seed, startup=STARTUP if startup is None else startup, **kwargs)
 
     def sampler(self, seed: int, n_startup: int) -> BaseSampler:

@@ -197,12 +197,12 @@ class OptunaSearch(Strategy):
         n_startup = startup if startup is not None else STARTUP
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Optuna's ExperimentalWarning
-            self.sampler = OnValidSet(self.sampler(seed, n_startup), self.valid)
+            self.on_valid = OnValidSet(self.sampler(seed, n_startup), self.valid)
             storage = optuna.storages.RDBStorage(study[0]) if study else None
             self.study = optuna.create_study(
                 storage=storage,
                 study_name=study[1] if study else None,
-                sampler=self.sampler,
+                sampler=self.on_valid,
                 direction="minimize",
                 load_if_exists=True,
             )
@@ -240,12 +240,12 @@ class OptunaSearch(Strategy):
             return []
         out: list[Instance] = []
         while len(out) < min(n, self.batch) and self.spent < self.budget and (self.valid.left or self._queued):
-            self.sampler.last_row = None
+            self.on_valid.last_row = None
             trial = self.study.ask(self.valid.distributions)
             iid = trial.user_attrs.get("instance_id")
             if iid is not None:
                 self._queued -= 1
-            row = self.valid.row_of(iid) if iid is not None else self.sampler.last_row
+            row = self.valid.row_of(iid) if iid is not None else self.on_valid.last_row
             if row is None and iid is None and self.valid.left:  # nothing varies (one instance): no sampling
                 row = int(self.valid.free.argmax())
                 self.valid.take(row)

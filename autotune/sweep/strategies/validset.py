@@ -38,11 +38,11 @@ class ValidSet:
             distinct = list(dict.fromkeys(values))
             if len(distinct) < 2:
                 continue  # a constant: nothing to search
-            numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in distinct)
-            if numeric:
-                lo, hi = min(distinct), max(distinct)
+            nums: list[int | float] = [v for v in distinct if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if len(nums) == len(distinct):  # numeric
+                lo, hi = min(nums), max(nums)
                 log = lo > 0 and hi >= 4 * lo
-                ints = all(isinstance(v, int) for v in distinct)
+                ints = all(isinstance(v, int) for v in nums)
                 self.distributions[name] = (
                     IntDistribution(int(lo), int(hi), log=log)
                     if ints
