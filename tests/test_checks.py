@@ -6,12 +6,9 @@ as errors. Each runs the real tool; where it is not installed the test skips, un
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
-import warnings
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -48,54 +45,10 @@ def test_the_tree_is_formatted() -> None:
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
 
 
-MYPY_BASELINE = ROOT / "tests" / "data" / "mypy_baseline.txt"
-
-
-def _mypy_errors(text: str) -> list[str]:
-    """`path: message [code]` per error (no line numbers, so that edits elsewhere in a file do not move them)."""
-    found = []
-    for line in text.splitlines():
-        m = re.match(r"^(?P<path>[^:]+):\d+(?::\d+)?: error: (?P<msg>.*)$", line)
-        if m:
-            found.append(f"{m['path']}: {m['msg']}")
-    return sorted(found)
-
-
-def _baseline() -> Counter[str]:
-    """The listed errors of tests/data/mypy_baseline.txt; none when the file is absent or lists none."""
-    if not MYPY_BASELINE.exists():
-        return Counter()
-    return Counter(line for line in MYPY_BASELINE.read_text().splitlines() if line and not line.startswith("#"))
-
-
-def test_mypy_finds_no_new_error() -> None:
-    """mypy on the package (configuration: pyproject.toml [tool.mypy]). The errors it found when the check was
-    introduced, in modules other helpers were changing at the time, are listed in tests/data/mypy_baseline.txt:
-    a new error fails this test; a fixed one is reported so that its line is deleted (the list only shrinks).
-    Once the list is empty (or the file deleted) this is a plain check: mypy exits 0."""
+def test_mypy_is_clean() -> None:
+    """mypy on the package (configuration: pyproject.toml [tool.mypy]) finds no error; no error is excused."""
     out = _run([_tool("mypy"), "--no-incremental", "--cache-dir", os.devnull])
-    assert "error:" in out.stdout or out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    baseline = _baseline()
-    now = Counter(_mypy_errors(out.stdout))
-    new = now - baseline
-    assert not new, "new mypy errors:\n" + "\n".join(sorted(new.elements()))
-    if not baseline:
-        assert out.returncode == 0, "mypy is not clean:\n" + out.stdout[-3000:] + out.stderr[-3000:]
-    fixed = baseline - now
-    if fixed:
-        warnings.warn(
-            f"{sum(fixed.values())} errors of tests/data/mypy_baseline.txt are fixed: delete their lines", stacklevel=1
-        )
-
-
-def test_an_absent_or_empty_baseline_lists_no_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no baseline left, the mypy test above requires a clean run (no error is excused)."""
-    monkeypatch.setattr(sys.modules[__name__], "MYPY_BASELINE", tmp_path / "absent.txt")
-    assert _baseline() == Counter()
-    (tmp_path / "absent.txt").write_text("# comments only\n\n")
-    assert _baseline() == Counter()
-    (tmp_path / "absent.txt").write_text("# c\na.py: msg  [code]\n")
-    assert _baseline() == Counter({"a.py: msg  [code]": 1})
+    assert out.returncode == 0, "mypy is not clean:\n" + out.stdout[-3000:] + out.stderr[-3000:]
 
 
 def test_the_documentation_builds_strict(tmp_path: Path) -> None:
