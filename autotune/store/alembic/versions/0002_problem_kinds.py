@@ -11,6 +11,7 @@ while Alembic runs, see autotune.store.migrate); PostgreSQL alters it in place.
 Revision ID: 0002
 Revises: 0001
 """
+
 import sqlalchemy as sa
 from alembic import context, op
 
@@ -48,9 +49,12 @@ def _rebuild_test_points() -> None:
         sa.Column("shape", sa.String(16), nullable=False),
         sa.Column("sizes", sa.Text, nullable=False),
         *(sa.Column(c, sa.BigInteger) for c in ("m", "n", "k", "batch")),
-        sa.UniqueConstraint("kind", "precision", "shape", "sizes", name="uq_test_points_kind_sizes"))
-    op.execute("INSERT INTO test_points_v2 (id, kind, precision, shape, sizes, m, n, k, batch) "
-               f"SELECT id, 'gemm', precision, shape, {SIZES}, m, n, k, batch FROM test_points")
+        sa.UniqueConstraint("kind", "precision", "shape", "sizes", name="uq_test_points_kind_sizes"),
+    )
+    op.execute(
+        "INSERT INTO test_points_v2 (id, kind, precision, shape, sizes, m, n, k, batch) "
+        f"SELECT id, 'gemm', precision, shape, {SIZES}, m, n, k, batch FROM test_points"
+    )
     op.drop_table("test_points")
     op.rename_table("test_points_v2", "test_points")
 

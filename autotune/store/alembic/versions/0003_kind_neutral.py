@@ -21,6 +21,7 @@ The definitions (tables and the view SQL) are frozen copies: later revisions cha
 Revision ID: 0003
 Revises: 0002
 """
+
 import hashlib
 import json
 import re
@@ -35,49 +36,86 @@ depends_on = None
 SCHEMA_VERSION = 3
 
 GEMM_SIZES = ("m", "n", "k", "batch")  # the only kind before this revision had these columns
-PG_SIZES = ("INSERT INTO point_sizes (point_id, name, value) "
-            "SELECT p.id, j.key, CAST(j.value AS BIGINT) FROM test_points p, json_each_text(CAST(p.sizes AS json)) j")
-SQLITE_SIZES = ("INSERT INTO point_sizes (point_id, name, value) "
-                "SELECT p.id, j.key, j.value FROM test_points p, json_each(p.sizes) j")
+PG_SIZES = (
+    "INSERT INTO point_sizes (point_id, name, value) "
+    "SELECT p.id, j.key, CAST(j.value AS BIGINT) FROM test_points p, json_each_text(CAST(p.sizes AS json)) j"
+)
+SQLITE_SIZES = (
+    "INSERT INTO point_sizes (point_id, name, value) "
+    "SELECT p.id, j.key, j.value FROM test_points p, json_each(p.sizes) j"
+)
 
 
 def _timed() -> list[sa.Column]:
     """The columns of one timed result (kernel measurements and baseline times)."""
-    return [sa.Column("status", sa.String(16), nullable=False),
-            *(sa.Column(c, sa.Float) for c in ("median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms")),
-            sa.Column("reps", sa.Integer, nullable=False),
-            sa.Column("times_ms", sa.JSON, nullable=False),
-            *(sa.Column(c, sa.Float) for c in ("gflops", "gbs", "roofline_frac")),
-            sa.Column("l2_protection", sa.String(32)),
-            sa.Column("error", sa.Text),
-            sa.Column("measured_at", sa.DateTime(timezone=True), nullable=False)]
+    return [
+        sa.Column("status", sa.String(16), nullable=False),
+        *(sa.Column(c, sa.Float) for c in ("median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms")),
+        sa.Column("reps", sa.Integer, nullable=False),
+        sa.Column("times_ms", sa.JSON, nullable=False),
+        *(sa.Column(c, sa.Float) for c in ("gflops", "gbs", "roofline_frac")),
+        sa.Column("l2_protection", sa.String(32)),
+        sa.Column("error", sa.Text),
+        sa.Column("measured_at", sa.DateTime(timezone=True), nullable=False),
+    ]
 
 
-TIMED = ("status", "median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms", "reps", "times_ms", "gflops", "gbs",
-         "roofline_frac", "l2_protection", "error", "measured_at")
-SWEEP_KEEP = ("id", "config_name", "config_text", "started_at", "finished_at", "status", "device_id", "software_id",
-              "reps", "sm_clock_mhz", "mem_clock_mhz", "copy_bandwidth", "host", "pid")
+TIMED = (
+    "status",
+    "median_ms",
+    "p20_ms",
+    "p80_ms",
+    "min_ms",
+    "max_ms",
+    "reps",
+    "times_ms",
+    "gflops",
+    "gbs",
+    "roofline_frac",
+    "l2_protection",
+    "error",
+    "measured_at",
+)
+SWEEP_KEEP = (
+    "id",
+    "config_name",
+    "config_text",
+    "started_at",
+    "finished_at",
+    "status",
+    "device_id",
+    "software_id",
+    "reps",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "copy_bandwidth",
+    "host",
+    "pid",
+)
 
 
 def _sweep_columns(*scalars: sa.Column) -> list[sa.Column]:
-    return [sa.Column("id", sa.Integer, primary_key=True),
-            sa.Column("config_name", sa.String(128), nullable=False),
-            sa.Column("config_text", sa.Text, nullable=False),
-            sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
-            sa.Column("finished_at", sa.DateTime(timezone=True)),
-            sa.Column("status", sa.String(16), nullable=False),
-            sa.Column("device_id", sa.Integer, sa.ForeignKey("devices.id"), nullable=False),
-            sa.Column("software_id", sa.Integer, sa.ForeignKey("software.id"), nullable=False),
-            *scalars,
-            sa.Column("reps", sa.Integer, nullable=False),
-            sa.Column("sm_clock_mhz", sa.Integer),
-            sa.Column("mem_clock_mhz", sa.Integer),
-            sa.Column("copy_bandwidth", sa.Float, nullable=False),
-            sa.Column("host", sa.String(256), nullable=False),
-            sa.Column("pid", sa.Integer, nullable=False)]
+    return [
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("config_name", sa.String(128), nullable=False),
+        sa.Column("config_text", sa.Text, nullable=False),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("finished_at", sa.DateTime(timezone=True)),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("device_id", sa.Integer, sa.ForeignKey("devices.id"), nullable=False),
+        sa.Column("software_id", sa.Integer, sa.ForeignKey("software.id"), nullable=False),
+        *scalars,
+        sa.Column("reps", sa.Integer, nullable=False),
+        sa.Column("sm_clock_mhz", sa.Integer),
+        sa.Column("mem_clock_mhz", sa.Integer),
+        sa.Column("copy_bandwidth", sa.Float, nullable=False),
+        sa.Column("host", sa.String(256), nullable=False),
+        sa.Column("pid", sa.Integer, nullable=False),
+    ]
 
 
 # ---- the point views, as autotune.store.views made them at this revision (frozen copy) ----
+
 
 def _sql_name(name: str) -> str:
     safe = re.sub(r"[^a-z0-9_]", "_", name.lower())
@@ -93,14 +131,22 @@ def _literal(value: str) -> str:
 
 
 def _view_sql(kind: str, sizes: tuple, optional: frozenset) -> str:
-    cols = {name: (f"size_{_sql_name(name)}" if _sql_name(name) in ("id", "precision", "shape") else _sql_name(name))
-            for name in sizes}
+    cols = {
+        name: (f"size_{_sql_name(name)}" if _sql_name(name) in ("id", "precision", "shape") else _sql_name(name))
+        for name in sizes
+    }
     select = ", ".join(["p.id", "p.precision", "p.shape", *(f"s{i}.value AS {c}" for i, c in enumerate(cols.values()))])
-    joins = [f"{'LEFT JOIN' if name in optional else 'JOIN'} point_sizes s{i} ON s{i}.point_id = p.id "
-             f"AND s{i}.name = {_literal(name)}" for i, name in enumerate(cols)]
+    joins = [
+        f"{'LEFT JOIN' if name in optional else 'JOIN'} point_sizes s{i} ON s{i}.point_id = p.id "
+        f"AND s{i}.name = {_literal(name)}"
+        for i, name in enumerate(cols)
+    ]
     joins.sort(key=lambda j: j.startswith("LEFT"))
-    return (f"CREATE VIEW points_{_sql_name(kind)} AS\nSELECT {select}\nFROM test_points p\n" + "".join(j + "\n" for j in joins)
-            + f"WHERE p.kind = {_literal(kind)}")
+    return (
+        f"CREATE VIEW points_{_sql_name(kind)} AS\nSELECT {select}\nFROM test_points p\n"
+        + "".join(j + "\n" for j in joins)
+        + f"WHERE p.kind = {_literal(kind)}"
+    )
 
 
 def _kinds() -> dict[str, tuple]:
@@ -127,13 +173,15 @@ def _drop_views() -> None:
 
 # ---- upgrade ----
 
+
 def upgrade() -> None:
     sqlite = op.get_context().dialect.name == "sqlite"
     op.create_table(
         "point_sizes",
         sa.Column("point_id", sa.Integer, sa.ForeignKey("test_points.id", ondelete="CASCADE"), primary_key=True),
         sa.Column("name", sa.String(64), primary_key=True),
-        sa.Column("value", sa.BigInteger, nullable=False))
+        sa.Column("value", sa.BigInteger, nullable=False),
+    )
     op.execute(SQLITE_SIZES if sqlite else PG_SIZES)
     op.create_index("ix_point_sizes_name_value", "point_sizes", ["name", "value"])
     if sqlite:
@@ -155,24 +203,30 @@ def _sqlite_upgrade() -> None:
         sa.Column("precision", sa.String(8), nullable=False),
         sa.Column("shape", sa.String(16), nullable=False),
         sa.Column("sizes", sa.Text, nullable=False),
-        sa.UniqueConstraint("kind", "precision", "shape", "sizes", name="uq_test_points_kind_sizes"))
-    op.execute("INSERT INTO test_points_v3 (id, kind, precision, shape, sizes) "
-               "SELECT id, kind, precision, shape, sizes FROM test_points")
+        sa.UniqueConstraint("kind", "precision", "shape", "sizes", name="uq_test_points_kind_sizes"),
+    )
+    op.execute(
+        "INSERT INTO test_points_v3 (id, kind, precision, shape, sizes) "
+        "SELECT id, kind, precision, shape, sizes FROM test_points"
+    )
     op.drop_table("test_points")
     op.rename_table("test_points_v3", "test_points")
     op.create_index("ix_test_points_kind", "test_points", ["kind"])
 
     op.create_table("sweeps_v3", *_sweep_columns(sa.Column("scalars", sa.JSON, nullable=False)))
     keep = ", ".join(SWEEP_KEEP)
-    op.execute(f"INSERT INTO sweeps_v3 ({keep}, scalars) "
-               f"SELECT {keep}, json_object('alpha', alpha, 'beta', beta) FROM sweeps")
+    op.execute(
+        f"INSERT INTO sweeps_v3 ({keep}, scalars) SELECT {keep}, json_object('alpha', alpha, 'beta', beta) FROM sweeps"
+    )
     op.drop_table("sweeps")
     op.rename_table("sweeps_v3", "sweeps")
 
     _create_baselines("baselines")
     timed = ", ".join(TIMED)
-    op.execute(f"INSERT INTO baselines (id, device_id, point_id, sweep_id, library, {timed}) "
-               f"SELECT id, device_id, point_id, sweep_id, 'cublas', {timed} FROM cublas")
+    op.execute(
+        f"INSERT INTO baselines (id, device_id, point_id, sweep_id, library, {timed}) "
+        f"SELECT id, device_id, point_id, sweep_id, 'cublas', {timed} FROM cublas"
+    )
     op.drop_table("cublas")
 
 
@@ -185,7 +239,8 @@ def _create_baselines(name: str) -> None:
         sa.Column("sweep_id", sa.Integer, sa.ForeignKey("sweeps.id"), nullable=False),
         sa.Column("library", sa.String(64), nullable=False),
         *_timed(),
-        sa.UniqueConstraint("device_id", "point_id", name="uq_baselines_point"))
+        sa.UniqueConstraint("device_id", "point_id", name="uq_baselines_point"),
+    )
 
 
 def _pg_upgrade() -> None:
@@ -210,6 +265,7 @@ def _pg_upgrade() -> None:
 
 # ---- downgrade (to 0002) ----
 
+
 def downgrade() -> None:
     sqlite = op.get_context().dialect.name == "sqlite"
     _drop_views()
@@ -224,8 +280,10 @@ def downgrade() -> None:
 
 
 def _gemm_size(col: str) -> str:
-    return (f"(SELECT s.value FROM point_sizes s WHERE s.point_id = test_points.id AND s.name = '{col}' "
-            "AND test_points.kind = 'gemm')")
+    return (
+        f"(SELECT s.value FROM point_sizes s WHERE s.point_id = test_points.id AND s.name = '{col}' "
+        "AND test_points.kind = 'gemm')"
+    )
 
 
 def _sqlite_downgrade() -> None:
@@ -238,20 +296,27 @@ def _sqlite_downgrade() -> None:
         sa.Column("shape", sa.String(16), nullable=False),
         sa.Column("sizes", sa.Text, nullable=False),
         *(sa.Column(c, sa.BigInteger) for c in GEMM_SIZES),
-        sa.UniqueConstraint("kind", "precision", "shape", "sizes", name="uq_test_points_kind_sizes"))
+        sa.UniqueConstraint("kind", "precision", "shape", "sizes", name="uq_test_points_kind_sizes"),
+    )
     sizes = ", ".join(_gemm_size(c) for c in GEMM_SIZES)
-    op.execute(f"INSERT INTO test_points_v2 (id, kind, precision, shape, sizes, {', '.join(GEMM_SIZES)}) "
-               f"SELECT id, kind, precision, shape, sizes, {sizes} FROM test_points")
+    op.execute(
+        f"INSERT INTO test_points_v2 (id, kind, precision, shape, sizes, {', '.join(GEMM_SIZES)}) "
+        f"SELECT id, kind, precision, shape, sizes, {sizes} FROM test_points"
+    )
     op.drop_table("test_points")
     op.rename_table("test_points_v2", "test_points")
     op.create_index("ix_test_points_kind", "test_points", ["kind"])
 
-    op.create_table("sweeps_v2", *_sweep_columns(sa.Column("alpha", sa.Float, nullable=False),
-                                                 sa.Column("beta", sa.Float, nullable=False)))
+    op.create_table(
+        "sweeps_v2",
+        *_sweep_columns(sa.Column("alpha", sa.Float, nullable=False), sa.Column("beta", sa.Float, nullable=False)),
+    )
     keep = ", ".join(SWEEP_KEEP)
-    op.execute(f"INSERT INTO sweeps_v2 ({keep}, alpha, beta) SELECT {keep}, "
-               "COALESCE(json_extract(scalars, '$.alpha'), 1.0), COALESCE(json_extract(scalars, '$.beta'), 0.0) "
-               "FROM sweeps")
+    op.execute(
+        f"INSERT INTO sweeps_v2 ({keep}, alpha, beta) SELECT {keep}, "
+        "COALESCE(json_extract(scalars, '$.alpha'), 1.0), COALESCE(json_extract(scalars, '$.beta'), 0.0) "
+        "FROM sweeps"
+    )
     op.drop_table("sweeps")
     op.rename_table("sweeps_v2", "sweeps")
 
@@ -262,10 +327,13 @@ def _sqlite_downgrade() -> None:
         sa.Column("point_id", sa.Integer, sa.ForeignKey("test_points.id"), nullable=False),
         sa.Column("sweep_id", sa.Integer, sa.ForeignKey("sweeps.id"), nullable=False),
         *_timed(),
-        sa.UniqueConstraint("device_id", "point_id", name="uq_cublas_point"))
+        sa.UniqueConstraint("device_id", "point_id", name="uq_cublas_point"),
+    )
     timed = ", ".join(TIMED)
-    op.execute(f"INSERT INTO cublas (id, device_id, point_id, sweep_id, {timed}) "
-               f"SELECT id, device_id, point_id, sweep_id, {timed} FROM baselines")
+    op.execute(
+        f"INSERT INTO cublas (id, device_id, point_id, sweep_id, {timed}) "
+        f"SELECT id, device_id, point_id, sweep_id, {timed} FROM baselines"
+    )
     op.drop_table("baselines")
 
 
@@ -277,8 +345,10 @@ def _pg_downgrade() -> None:
 
     op.add_column("sweeps", sa.Column("alpha", sa.Float))
     op.add_column("sweeps", sa.Column("beta", sa.Float))
-    op.execute("UPDATE sweeps SET alpha = COALESCE(CAST(scalars ->> 'alpha' AS double precision), 1.0), "
-               "beta = COALESCE(CAST(scalars ->> 'beta' AS double precision), 0.0)")
+    op.execute(
+        "UPDATE sweeps SET alpha = COALESCE(CAST(scalars ->> 'alpha' AS double precision), 1.0), "
+        "beta = COALESCE(CAST(scalars ->> 'beta' AS double precision), 0.0)"
+    )
     op.alter_column("sweeps", "alpha", existing_type=sa.Float, nullable=False)
     op.alter_column("sweeps", "beta", existing_type=sa.Float, nullable=False)
     op.drop_column("sweeps", "scalars")
