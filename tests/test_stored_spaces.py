@@ -113,3 +113,18 @@ def test_every_differing_space_is_written_apart_from_the_checkout(tmp_path: Path
     assert set(taken) == {"transpose_tiled", "convolution_5x5"}
     for file in taken.values():
         assert tmp_path not in file.parents and load_space(file).kernel is not None
+
+
+def test_a_committed_database_copied_elsewhere_finds_its_spaces_in_the_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Committed results record space files relative to the repository (no machine paths): a copy of such a
+    database in another folder, read from another directory, still uses the example's files of the checkout."""
+    from tests.support.committed import gunzip_to
+
+    monkeypatch.chdir(tmp_path)
+    rec = gunzip_to(
+        paths.PACKAGE.parent / "examples" / "stencil" / "results" / "stencil_h100.sqlite.xz", tmp_path / "r.sqlite"
+    )
+    assert use_stored_spaces(f"sqlite:///{rec}") == {}
+    assert spec.STORED["convolution_5x5"] == (paths.PACKAGE.parent / "examples" / "stencil" / "space.yaml").resolve()

@@ -42,6 +42,10 @@ def _work_tree_file(name: str, yaml_path: str, url: str) -> Path | None:
         for candidate in _rerooted(recorded, root):
             if candidate != recorded and candidate.is_file():
                 return candidate
+    if not recorded.is_absolute() and paths.IN_CHECKOUT:  # committed results record paths relative to the repository
+        in_checkout = paths.PACKAGE.parent / recorded
+        if in_checkout.is_file():
+            return in_checkout
     return recorded if recorded.is_absolute() and recorded.is_file() else None  # no copy in the checkout in use
 
 
