@@ -16,7 +16,7 @@ if [ "${AUTOTUNE_TEST_WORKERS:-2}" != 0 ] && .venv/bin/python -c "import xdist" 
     workers=(-n "${AUTOTUNE_TEST_WORKERS:-2}" --dist loadgroup)
 fi
 set +e
-.venv/bin/python -m pytest "${workers[@]}" "$@"
+.venv/bin/python -m pytest --durations=25 "${workers[@]}" "$@"  # the slowest tests listed: CI time is watched
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
