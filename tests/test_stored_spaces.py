@@ -128,3 +128,31 @@ def test_a_committed_database_copied_elsewhere_finds_its_spaces_in_the_checkout(
     )
     assert use_stored_spaces(f"sqlite:///{rec}") == {}
     assert spec.STORED["convolution_5x5"] == (paths.PACKAGE.parent / "examples" / "stencil" / "space.yaml").resolve()
+
+
+def test_report_of_a_database_whose_space_files_are_gone_still_writes_the_table(tmp_path: Path) -> None:
+    """A recorded space whose files cannot be found anywhere: `report` warns and writes the table and its plots (the
+    work per point is unknown, so the performance plot says so instead of failing on a log scale of zeros)."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    from tests.support.committed import gunzip_to
+
+    rec = gunzip_to(
+        paths.PACKAGE.parent / "examples" / "stencil" / "results" / "stencil_h100.sqlite.xz", tmp_path / "r.sqlite"
+    )
+    with sqlite3.connect(rec) as db:
+        db.execute(
+            "update spaces set yaml_path = 'gone/space.yaml', "
+            "problem = replace(problem, 'examples/stencil/reference.py', 'gone/reference.py')"
+        )
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "report", str(rec), "--out", str(tmp_path / "rep")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "no space file" in out.stderr
+    assert (tmp_path / "rep" / "dispatch.json").is_file() and (tmp_path / "rep" / "perf_vs_size.png").is_file()

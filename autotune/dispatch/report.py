@@ -146,7 +146,17 @@ def plot_perf(
         if bandwidth:
             ax.plot(x, amount / (roofline_ms(g, bandwidth, layout, scalars) * 1e6), "r--", label="bandwidth roofline")
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        if any((np.asarray(line.get_ydata(), float) > 0).any() for line in ax.get_lines()):
+            ax.set_yscale("log")
+        else:  # the kind's work is unknown here (e.g. its space file could not be loaded): nothing to scale
+            ax.text(
+                0.5,
+                0.5,
+                f"{unit} unknown: the kind's work could not be computed",
+                ha="center",
+                transform=ax.transAxes,
+                fontsize=8,
+            )
         ax.set_xlabel(f"size (geometric mean of {', '.join(layout.table_sizes)})")
         ax.set_ylabel(unit)
         ax.set_title(f"{precision} {shape} on {table.provenance.get('device')}")
