@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import json
 import math
 import os
@@ -58,8 +59,13 @@ KT_STRATEGIES = (
     "diff_evo",
     "mls",
 )
-# a Python with Kernel Tuner 1.5 installed (pip install kernel_tuner==1.5.0 in a venv of its own)
-KT_PYTHON = os.environ.get("AUTOTUNE_KT_PYTHON", "/tmp/ktvenv/bin/python")
+# a Python with Kernel Tuner 1.5 installed: $AUTOTUNE_KT_PYTHON, else this interpreter where it has kernel_tuner,
+# else .venv-kt/ in the checkout (`python3 -m venv .venv-kt && .venv-kt/bin/pip install kernel_tuner==1.5.0`)
+KT_PYTHON = os.environ.get("AUTOTUNE_KT_PYTHON") or (
+    sys.executable
+    if importlib.util.find_spec("kernel_tuner") is not None
+    else str(Path(__file__).resolve().parents[1] / ".venv-kt" / "bin" / "python")
+)
 ASK = 256  # what the runner asks for; a model-based strategy returns its batch
 COLUMNS = ["tool", "strategy", "space", "point", "seed", "space_size", "evals", "best_ms", "true_best_ms", "device"]
 

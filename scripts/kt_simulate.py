@@ -1,6 +1,6 @@
 """Kernel Tuner's strategies in its simulation mode on one complete cache (issue 33's benchmark).
 
-Runs under Kernel Tuner's own interpreter (e.g. /tmp/ktvenv/bin/python; this file imports nothing of autotune):
+Runs under Kernel Tuner's own interpreter (e.g. .venv-kt/bin/python; this file imports nothing of autotune):
 
     python kt_simulate.py CACHE.json[.gz] --strategies genetic_algorithm,pso --seeds 0-9 --max-fevals 326 --out T.json
 

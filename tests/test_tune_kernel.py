@@ -1,7 +1,7 @@
 """Kernel Tuner's tune_kernel on our engine (issue 31 item 1), without a GPU: the generated space folder of
 Kernel Tuner-style calls loads and passes `autotune space show`; unsupported arguments are refused with one clear
 error; results of a replayed cache (simulation_mode) have Kernel Tuner's shape (compared with Kernel Tuner 1.5
-itself where /tmp/ktvenv has it). The real GPU path: tests/gpu/test_tune_kernel_gpu.py."""
+itself where AUTOTUNE_KT_PYTHON or .venv-kt has it). The real GPU path: tests/gpu/test_tune_kernel_gpu.py."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Run once by hand in a throwaway environment that has Kernel Tuner (the tests do not need it)::
 
-    python3 -m venv /tmp/ktvenv && /tmp/ktvenv/bin/pip install kernel_tuner
-    /tmp/ktvenv/bin/python tests/data/kerneltuner/generate_fixtures.py
+    python3 -m venv .venv-kt && .venv-kt/bin/pip install kernel_tuner
+    .venv-kt/bin/python tests/data/kerneltuner/generate_fixtures.py
 
 The header comes from ``kernel_tuner.util.process_cache``, each configuration from
 ``kernel_tuner.util.store_cache`` (fed the dicts Kernel Tuner's sequential runner feeds it) and the closed
