@@ -266,3 +266,24 @@ class CompilePool:
 def _fail(fut: Future, exc: BaseException) -> None:
     if not fut.done():
         fut.set_exception(exc)
+
+
+def kill_executor(pool: Any) -> int:
+    """Stop a concurrent.futures process pool now, killing what it runs (a compile process started by
+    `compile.warm_compile_process` leads its own process group: nvcc, cicc and ptxas go with it); returns how many
+    calls were running."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # CPython keeps them here (3.8-3.14)
+    busy = sum(1 for f in getattr(pool, "_pending_work_items", {}).values() if f.future.running())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        try:
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+        except (OSError, ValueError):  # already gone
+            pass
+    deadline = time.monotonic() + 5
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    return busy

@@ -16,13 +16,13 @@ worker compiles whatever is missing itself.
 from __future__ import annotations
 
 import os
-import signal
 import threading
-import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Sequence
+
+from autotune.sweep.compile_pool import kill_executor
 
 POOL_ENV = "AUTOTUNE_COMPILE_WORKERS"  # compile processes of one compile worker (else: its `compile` resource when
 # above 1, else the host's cores)
@@ -93,28 +93,10 @@ class CompilePool:
             if self._pool is broken:
                 self._pool = None
                 self.replaced += 1
-        _shutdown(broken)
+        kill_executor(broken)
 
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            _shutdown(pool)
-
-
-def _shutdown(pool: ProcessPoolExecutor) -> None:
-    """Stop the pool now, killing what it compiles (each compile process leads its own process group,
-    `warm_compile_process`: nvcc, cicc and ptxas go with it)."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())  # CPython keeps them here (3.8-3.14)
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in procs:
-        try:
-            if os.getpgid(proc.pid) == proc.pid:
-                os.killpg(proc.pid, signal.SIGKILL)
-            else:
-                proc.kill()
-        except (OSError, ValueError):  # already gone
-            pass
-    deadline = time.monotonic() + 5
-    for proc in procs:
-        proc.join(max(0.0, deadline - time.monotonic()))
+            kill_executor(pool)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import signal
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
@@ -48,7 +47,7 @@ from autotune.sweep.compile import (
     compile_batch,
     warm_compile_process,
 )
-from autotune.sweep.compile_pool import CompilePool, start_process
+from autotune.sweep.compile_pool import CompilePool, kill_executor, start_process
 from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, resource_failure, screen_options
 from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
@@ -429,20 +428,7 @@ class GpuBackend:
         if isinstance(pool, CompilePool):
             self.cancelled += pool.shutdown(kill=True)
             return
-        procs = list((getattr(pool, "_processes", None) or {}).values())  # CPython keeps them here (3.8-3.14)
-        busy = sum(1 for f in getattr(pool, "_pending_work_items", {}).values() if f.future.running())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in procs:
-            try:
-                if os.getpgid(proc.pid) == proc.pid:  # `warm_compile_process` made it a group leader
-                    os.killpg(proc.pid, signal.SIGKILL)
-                else:
-                    proc.kill()
-            except (OSError, ValueError):  # already gone
-                pass
-        for proc in procs:
-            proc.join(5)
-        self.cancelled += busy
+        self.cancelled += kill_executor(pool)  # a test's stand-in executor
 
     def __enter__(self) -> "GpuBackend":
         return self
