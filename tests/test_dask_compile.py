@@ -1,5 +1,5 @@
 """The compile worker's pool (`dask_compile.CompilePool`): compiles run in spawned single-threaded processes, and a
-pool that breaks caches nothing, says so, and is replaced for the next call. Real nvcc compiles where nvcc exists."""
+compile process that dies caches nothing, says so, and is replaced for the next call. Real nvcc compiles where nvcc exists."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ from autotune.sweep.nvcc import find_nvcc
 
 
 class _DiesWhenUnpickled:
-    """Kills the pool process that receives it (as a segfault or the OOM killer would), outside any compile."""
+    """A request that kills the pool process receiving it (as a segfault or the OOM killer would), outside any
+    compile."""
+
+    timeout_s, name_expressions, source = None, ("k",), Path("dies.cu")
 
     def __reduce__(self) -> tuple:
         return (os._exit, (9,))
@@ -33,7 +36,7 @@ def test_pool_size_reads_the_env_then_the_resource_then_the_cores() -> None:
         pool_size({}, {"AUTOTUNE_COMPILE_WORKERS": "many"})
 
 
-def test_a_broken_pool_caches_nothing_and_is_replaced(tmp_path: Path) -> None:
+def test_a_dead_compile_process_caches_nothing_and_is_replaced(tmp_path: Path) -> None:
     pool = CompilePool(1)
     cache = tmp_path / "cache"
     try:

@@ -263,6 +263,22 @@ class CompilePool:
                     )
 
 
+def request_limit(request: Any) -> float | None:
+    """The time limit of one `compile_batch(request)` call in a pool: the compile time limit per compiler call the
+    request may make (a precheck's fast build, a failed batch's instances one by one), plus 2 s to start; None
+    without a limit."""
+    if request.timeout_s is None:
+        return None
+    n = len(request.name_expressions)
+    calls = (1 if n == 1 else n + 1) * (2 if request.precheck else 1)
+    return float(request.timeout_s * calls + 2.0)
+
+
+def request_what(request: Any) -> str:
+    """How a pool's errors name one `compile_batch(request)` call."""
+    return f"compiling {len(request.name_expressions)} instance(s) of {request.source.name}"
+
+
 def _fail(fut: Future, exc: BaseException) -> None:
     if not fut.done():
         fut.set_exception(exc)

@@ -1,6 +1,7 @@
-"""GPU tier: the Dask executor on 2 real GPUs (one worker process per GPU, each a GpuBackend): the conformance
-suite, and a small sweep whose measurements are spread over both GPUs, each recorded on its own. Skipped with
-fewer than 2 GPUs or without `distributed`."""
+"""GPU tier: the Dask executor on real GPUs (one worker process per GPU, each a GpuBackend): the conformance suite
+and a small sweep whose measurements are spread over both GPUs, each recorded on its own (skipped with fewer than 2
+GPUs), and compiling ahead on CPU compile workers (every GPU there is, one at least). Skipped without
+`distributed`."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from autotune.testing.backends import BackendConformance  # noqa: E402
 from autotune.vocab import Measurement, Status, TestPoint  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(len(visible_gpus()) < 2, reason="needs 2 GPUs")]
+pytestmark = [pytest.mark.gpu]
+two_gpus = pytest.mark.skipif(len(visible_gpus()) < 2, reason="needs 2 GPUs")
 _CLUSTER: list[Any] = []
 
 
@@ -44,6 +46,7 @@ def _close_cluster() -> Any:
         _CLUSTER.pop().close()
 
 
+@two_gpus
 class TestDaskGemm(BackendConformance):
     space = load_space("gemm_naive")
     points = (gemm_point("fp32", "NT", 64, 48, 32, 300), gemm_point("fp64", "TN", 33, 17, 9, 100))
@@ -84,6 +87,7 @@ class Count:
         pass
 
 
+@two_gpus
 def test_a_sweep_over_two_gpus_records_each_measurement_on_its_gpu() -> None:
     url = f"sqlite:///{Path(tempfile.mkdtemp(prefix='autotune-dask-')) / 'two.sqlite'}"
     cfg = dataclasses.replace(load_config(ROOT / "examples" / "transpose" / "sweep.yaml"), database=url)
@@ -112,16 +116,18 @@ def test_a_sweep_over_two_gpus_records_each_measurement_on_its_gpu() -> None:
     assert used == uuids and len(uuids) == 2  # both GPUs measured, each measurement recorded on its own
 
 
+@pytest.mark.skipif(not visible_gpus(), reason="needs a GPU")
 def test_compiles_ahead_on_cpu_workers_and_the_gpus_only_time(tmp_path: Path) -> None:
-    """2 GPU workers and 2 compile workers: each chunk compiles on a compile worker into a fresh shared cache, then
-    a GPU worker measures it, finding every kernel in the cache."""
+    """A GPU worker per GPU (2 at most) and 2 compile workers: each chunk compiles on a compile worker into a fresh
+    shared cache, then a GPU worker measures it, finding every kernel in the cache."""
     url = f"sqlite:///{tmp_path / 'ahead.sqlite'}"
     cfg = dataclasses.replace(load_config(ROOT / "examples" / "transpose" / "sweep.yaml"), database=url)
     cache = str(tmp_path / "cache")
-    with local_cluster(visible_gpus()[:2], compile_workers=2) as ahead:
-        ahead.wait_for_workers(4, timeout=120)
+    gpus = visible_gpus()[:2]
+    with local_cluster(gpus, compile_workers=2) as ahead:
+        ahead.wait_for_workers(len(gpus) + 2, timeout=120)
         backend = DaskBackend(
-            GpuExecutor(per_host=2, cache_dir=cache),
+            GpuExecutor(per_host=len(gpus), cache_dir=cache),
             cluster=ahead,
             chunk_jobs=4,
             compile_ahead=True,

@@ -47,7 +47,7 @@ from autotune.sweep.compile import (
     compile_batch,
     warm_compile_process,
 )
-from autotune.sweep.compile_pool import CompilePool, kill_executor, start_process
+from autotune.sweep.compile_pool import CompilePool, kill_executor, request_limit, request_what, start_process
 from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, resource_failure, screen_options
 from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
@@ -443,22 +443,13 @@ class GpuBackend:
         return self._pool
 
     def _submit(self, request: CompileRequest) -> Future:
-        """`compile_batch(request)` in the pool; in a CompilePool under the compile time limit, per compiler call the
-        request may make (a precheck's fast build, a failed batch's instances one by one), plus 2 s to start."""
+        """`compile_batch(request)` in the pool; in a CompilePool under the request's time limit
+        (`compile_pool.request_limit`)."""
         pool = self._compile_pool()
         if not isinstance(pool, CompilePool):  # a test's stand-in executor
             return pool.submit(compile_batch, request, self.cache_dir)
-        limit = None
-        if request.timeout_s is not None:
-            n = len(request.name_expressions)
-            calls = (1 if n == 1 else n + 1) * (2 if request.precheck else 1)
-            limit = request.timeout_s * calls + 2.0
         return pool.submit(
-            compile_batch,
-            request,
-            self.cache_dir,
-            timeout_s=limit,
-            what=f"compiling {len(request.name_expressions)} instance(s) of {request.source.name}",
+            compile_batch, request, self.cache_dir, timeout_s=request_limit(request), what=request_what(request)
         )
 
     def _requests(self, chunk: list[KernelTask], arch: int) -> list[CompileRequest]:
