@@ -183,23 +183,25 @@ def sweep(
     """
     import dataclasses
 
+    from autotune.space.spec import reusing_spaces
     from autotune.sweep.config import load_config
 
     database = renamed(database, database_old, "--db", "--database")
-    cfg = load_config(config)
-    if resume is not None and resume not in ("gpu", "model"):
-        raise UserError(f"--resume must be gpu or model, got {resume!r}")
-    overrides: dict[str, Any] = dict(
-        database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume
-    )
-    cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
-    search: dict[str, Any] = dict(budget=budget, patience=patience, roofline_tol=roofline_tol, transfer=transfer)
-    cfg = dataclasses.replace(
-        cfg, search=dataclasses.replace(cfg.search, **{k: v for k, v in search.items() if v is not None})
-    )
-    if gpus is not None and scheduler is not None:
-        raise UserError("give --gpus (a local cluster) or --scheduler (an existing one), not both")
-    summary = run_config(cfg, replay, quiet, early_stop, gpus=gpus, scheduler=scheduler)
+    with reusing_spaces():  # each space file is built once, not at each of its loads (config, plan, runner)
+        cfg = load_config(config)
+        if resume is not None and resume not in ("gpu", "model"):
+            raise UserError(f"--resume must be gpu or model, got {resume!r}")
+        overrides: dict[str, Any] = dict(
+            database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume
+        )
+        cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+        search: dict[str, Any] = dict(budget=budget, patience=patience, roofline_tol=roofline_tol, transfer=transfer)
+        cfg = dataclasses.replace(
+            cfg, search=dataclasses.replace(cfg.search, **{k: v for k, v in search.items() if v is not None})
+        )
+        if gpus is not None and scheduler is not None:
+            raise UserError("give --gpus (a local cluster) or --scheduler (an existing one), not both")
+        summary = run_config(cfg, replay, quiet, early_stop, gpus=gpus, scheduler=scheduler)
     print_summary(summary, cfg.database)
     if summary.status == "interrupted":
         raise typer.Exit(130)
