@@ -87,7 +87,7 @@ def data(seed: int = 1) -> tuple[list[np.ndarray], dict[str, np.ndarray], list]:
 
 
 def done_counts(url: str) -> tuple[int, Counter, float | None]:
-    """(configurations recorded, failures by their first words, the best time in ms) in the database."""
+    """(configurations recorded, those not ok by status and first words of the error, the best time in ms)."""
     from autotune.store.query import run_query
 
     if not Path(url.removeprefix("sqlite:///")).exists():
@@ -96,7 +96,9 @@ def done_counts(url: str) -> tuple[int, Counter, float | None]:
     n, fails, best = 0, Counter[str](), None
     for status, error, median in rows.itertuples(index=False):
         n += 1
-        if status != "ok":
+        if status == "skipped":  # timed, then stopped early: slower than the best by more than TOL
+            fails["skipped (stopped early: slower than the best)"] += 1
+        elif status != "ok":
             fails[f"{status}: {' '.join(str(error or '').split()[:6])}"] += 1
         elif median is not None and (best is None or median < best):
             best = float(median)
@@ -140,7 +142,7 @@ def one_call(url: str, limit_s: float, log: Path) -> None:
     with log.open("a", newline="") as f:
         w = csv.writer(f)
         if new:
-            w.writerow(["commit", "gpu", "cores", "call_s", "done_before", "done_after", "failed", "best_ms"])
+            w.writerow(["commit", "gpu", "cores", "call_s", "done_before", "done_after", "not_ok", "best_ms"])
         w.writerow([commit, gpu, os.cpu_count(), f"{seconds:.1f}", before, after, sum(fails.values()), best])
     print(f"call: {seconds:.1f} s, configurations {before} -> {after} of {space_size()}, best {best} ms")
 
@@ -151,7 +153,7 @@ def report(url: str, log: Path) -> None:
     calls = list(csv.DictReader(log.open())) if log.exists() else []
     spent = sum(float(c["call_s"]) for c in calls)
     new = sum(int(c["done_after"]) - int(c["done_before"]) for c in calls)
-    print(f"space: {total} configurations; recorded {n} ({sum(fails.values())} failed); best {best} ms")
+    print(f"space: {total} configurations; recorded {n} ({sum(fails.values())} not ok); best {best} ms")
     for reason, k in fails.most_common(8):
         print(f"  {k:5d}  {reason}")
     print(f"calls: {len(calls)}, {spent:.0f} s summed, {new} configurations measured in them")
