@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Issue 31's compile-bound space, tuned over all of it and resumable across calls: Kernel Tuner's 2D convolution
 (tests/data/kt_public/convolution.cu, unchanged) over the parameters of the convolution.py example in Kernel Tuner's
-examples (cuda folder), with its filter fixed at 17x17 (block_size_x 16..128 step 16, block_size_y 1..32 in powers of 2, tile_size_x and
-tile_size_y 1..8, use_padding and read_only 0/1, its restriction "use_padding==0 or block_size_x % 32 != 0", plus
+examples (cuda folder), with its filter fixed at 17x17 (block_size_x 16..128 step 16, block_size_y 1..32 in powers
+of 2, tile_size_x and tile_size_y 1..8, use_padding and read_only 0/1, its restriction "use_padding==0 or block_size_x % 32 != 0", plus
 Kernel Tuner's implicit one: at most 1024 threads a block): 7,296 configurations, each one NVRTC compile of seconds
 (fully unrolled 17x17 filter loops over tiles of up to 8x8), a third of them over the 48 KB of static shared memory.
 
