@@ -12,7 +12,7 @@
 #       3203's problems, replayed); seed 3303;
 #   (c) fp32/fp64 (results/small_tables_h100/model): the 20 worst of seed 3202 added to the 240 tuned points;
 #       selection model, margin 0; seed 3302.
-# Writes everything into $R (default $OUT/tables2_h100, else runs/tables2_h100): per table the tuning database and
+# Writes everything into $R (default runs/tables2_h100 in the checkout): per table the tuning database and
 # the validation database (packed .xz), active/round0/{dispatch.json,heldout.csv,validation/}, figures.txt;
 # PROVENANCE.md and log.txt at the top; packed into $OUT/tables2_h100.tar.gz.
 # TABLES="fp16 softmax small" (the default) names the tables to run, in that order.
@@ -20,7 +20,7 @@
 # this script on a CPU: the fresh problems are then "not measured").
 #   bash scripts/tables2_h100.sh
 set -uo pipefail
-R=${R:-${OUT:-runs}/tables2_h100}; mkdir -p "$R"
+R=${R:-runs/tables2_h100}; mkdir -p "$R"; R=$(cd "$R" && pwd)
 py=${PYTHON:-python3}
 TABLES=${TABLES:-fp16 softmax small}
 want() { [[ " $TABLES " == *" $1 "* ]]; }
@@ -121,8 +121,9 @@ wall=$(( $(date -u +%s) - start ))
     echo "## $t"; echo '```'; cat "$R/$t/figures.txt" 2>/dev/null || echo "no figures (see $t/active.txt)"; echo '```'
     [ -f "$R/$t/active/seed/added.json" ] && "$py" -c 'import json, sys
 a = json.load(open(sys.argv[1]))
+worst = 100 * max([p["loss_vs_best"] for p in a] or [0])
 print(f"Tuned points added from the earlier validation (spent problems): {len(a)}, largest loss there "
-      f"{100 * max([p["loss_vs_best"] for p in a] or [0]):.1f}% (active/seed/added.json).")' "$R/$t/active/seed/added.json"
+      f"{worst:.1f}% (active/seed/added.json).")' "$R/$t/active/seed/added.json"
     echo
   done
   echo "Log:"; echo '```'; cat "$R/log.txt"; echo '```'
