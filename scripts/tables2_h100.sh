@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 32, second pass, on one H100 (at most 9 minutes: every phase has a timeout; run it again to resume).
+# Issue 32, second pass, on one H100 (about 8.5 minutes, at most 9.5: every phase has a timeout; run it again
+# with the unpacked tar in runs/tables2_h100 to resume).
 # Each table is tuned further where the committed validation lost (`autotune active --seed-from`: the worst
 # problems of that validation, already spent as held-out problems, become tuned points), rebuilt, and validated at
 # 200 FRESH random held-out problems (seeds 3301, 3302, 3303: never used before) against every table kernel, the
@@ -62,7 +63,7 @@ active() {  # NAME DB SECONDS EARLIER_VALIDATION ARGS...
   local r0="$R/$t/active/round0"
   if [ -f "$r0/dispatch.json" ] && [ -f "$r0/validation/validation.sqlite" ] && [ ! -f "$r0/validation/validation.csv" ]; then
     at "$t: validation cut short: validation.csv from what it measured"
-    timeout 60 "$py" -m autotune validate "$r0/dispatch.json" --db "$R/$t/$d.sqlite" --points "$r0/heldout.csv" \
+    timeout 30 "$py" -m autotune validate "$r0/dispatch.json" --db "$R/$t/$d.sqlite" --points "$r0/heldout.csv" \
       --out "$r0/validation" --replay "$r0/validation/validation.sqlite" -q "${VALARGS[@]}" >> "$R/$t/active.txt" 2>&1
   fi
   [ -f "$r0/validation/validation.csv" ] && "$py" scripts/bench_tables.py "${SPACEARG[@]}" \
