@@ -75,6 +75,22 @@ def active(
         Optional[Path],
         typer.Option("--points", help="Draw the held-out problems from this points file instead of at random."),
     ] = None,
+    space: Annotated[
+        Optional[list[Path]],
+        typer.Option(
+            "--space",
+            help="A space file of the table's kernels (repeatable; a kind declared in a space file needs it where "
+            "the tuning database recorded a path that is gone).",
+        ),
+    ] = None,
+    seed_from: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--seed-from",
+            help="An earlier validation folder (validation.csv): its --add problems with the largest measured loss "
+            "become tuned points before round 0 (no new validation is measured for them).",
+        ),
+    ] = None,
 ) -> None:
     """Validate the table at fresh held-out problems, add the worst of them as tuned points, rebuild; repeat until
     at least 95% of the answers are within TOL of the best, the worst within 15% and none below 0.97x the library,
@@ -98,6 +114,8 @@ def active(
         include_dir=include_dir,
         replay=replay,
         points=points,
+        seed_from=seed_from,
+        spaces=tuple(space or ()),
     )
     done = active_tuning(opts, say=out.print)
     out.print(f"wrote {out_dir / 'active.json'} ({len(done)} rounds)")

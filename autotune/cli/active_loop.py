@@ -20,6 +20,7 @@ from a recorded database (the replay backend; CPU tests).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -72,6 +73,8 @@ class ActiveOptions:
     include_dir: Path | None = None
     replay: str | None = None  # take every measurement from this recorded database (no GPU)
     points: Path | None = None  # draw held-out problems from this points file instead of at random (tests)
+    seed_from: Path | None = None  # an earlier validation folder: its `add` worst problems are tuned before round 0
+    spaces: tuple[Path, ...] = ()  # space files of the table's kernels (else those the tuning database recorded)
 
 
 def build_round_table(opts: ActiveOptions, path: Path) -> Any:
@@ -86,13 +89,34 @@ def build_round_table(opts: ActiveOptions, path: Path) -> Any:
     return built.table
 
 
+def table_kind_of(opts: ActiveOptions, table_path: Path) -> Any:
+    """The kind of the table at `table_path`: built in, or declared by a space file the tuning database recorded
+    (as `autotune validate --db` finds it)."""
+    from autotune.dispatch import validate as v
+
+    table = v.read_table(table_path)
+    return v.table_kind(table, list(table_spaces(opts, table_path)))
+
+
+def table_spaces(opts: ActiveOptions, table_path: Path) -> tuple[Path, ...]:
+    """The space files the tuning database recorded for the table's kernels (a declared kind needs them)."""
+    from autotune.dispatch import validate as v
+    from autotune.store.engine import database_url
+
+    table = v.read_table(table_path)
+    kernel_spaces = dict.fromkeys(str(k.get("space") or "") for k in table.kernels)
+    recorded = v.recorded_paths(database_url(opts.tuning_db))
+    refs = v.space_refs(kernel_spaces, recorded, list(opts.spaces)) if table.kernels else {}
+    return (*opts.spaces, *(Path(r) for r in refs.values()))
+
+
 def draw_points(opts: ActiveOptions, table_path: Path, round_no: int, exclude: set[tuple]) -> Path:
     """A points file of this round's fresh held-out problems (none tuned, none of an earlier round)."""
     from autotune.dispatch import validate as v
     from autotune.dispatch.validate_points import derived_rule
 
     table = v.read_table(table_path)
-    kind = v.table_kind(table, [])
+    kind = table_kind_of(opts, table_path)
     rule = derived_rule(table, kind, None)
     tuned = v.tuned_keys(table, kind)
     if opts.points is not None:
@@ -123,9 +147,10 @@ def draw_points(opts: ActiveOptions, table_path: Path, round_no: int, exclude: s
     out = opts.out_dir / f"round{round_no}" / "heldout.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     names = list(kind.size_names)
+    shaped = any(p.shape for p in chosen)  # a kind without shapes takes no shape column
     pd.DataFrame(
         [{"precision": p.precision, "shape": p.shape, **dict(p.sizes)} for p in chosen],
-        columns=["precision", "shape", *names],
+        columns=["precision", *(["shape"] if shaped else []), *names],
     ).to_csv(out, index=False)
     return out
 
@@ -146,7 +171,7 @@ def validate_round(opts: ActiveOptions, table_path: Path, points: Path, folder: 
         random_n=None,
         seed=0,
         workload=None,
-        space=None,
+        space=list(opts.spaces) or None,
         pool_bk=opts.pool_bk,
         out_dir=folder,
         database=f"sqlite:///{(folder / 'validation.sqlite').resolve()}",
@@ -223,6 +248,7 @@ def _entries_for(opts: ActiveOptions, entries: list, problems: Sequence[dict[str
     ]
     out = []
     for entry in entries:
+        entry = _resolved(entry, opts.config.parent)
         ref = entry.get("space") if isinstance(entry, dict) else entry
         if not isinstance(ref, (str, Path)):  # no space named (Path() would raise): the sweep reports it
             out.append(entry)
@@ -243,6 +269,61 @@ def _entries_for(opts: ActiveOptions, entries: list, problems: Sequence[dict[str
     return out
 
 
+def seed_earlier(opts: ActiveOptions, say: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Round "-1" from an earlier validation (`opts.seed_from`, a folder with validation.csv, measured before on
+    problems now spent): its `add` problems with the largest measured loss are swept into the tuning database
+    (OUT/seed/add_sweep.yaml), so round 0 starts from them without measuring a validation again. The held-out
+    draws of the rounds that follow use their own seeds: report only figures of fresh seeds."""
+
+    folder = Path(opts.seed_from or ".")
+    if not (folder / "validation.csv").is_file():
+        raise UserError(
+            f"--seed-from {folder}: no validation.csv there", hint="name the folder `autotune validate --out` wrote"
+        )
+    out = opts.out_dir / "seed"
+    out.mkdir(parents=True, exist_ok=True)
+    table_path = out / "dispatch.json"  # only for the kind and its sizes: the cheapest structure will do
+    build_round_table(dataclasses.replace(opts, structure="nearest"), table_path)
+    kind = table_kind_of(opts, table_path)
+    missing = [n for n in kind.size_names if n not in pd.read_csv(folder / "validation.csv", nrows=0).columns]
+    if missing:
+        raise UserError(f"--seed-from {folder}/validation.csv has no column {', '.join(missing)} of {kind.name}")
+    added: list[dict[str, Any]] = []
+    losses: list[float] = []
+    for p in worst_problems(folder, opts.add):
+        losses.append(float(p["loss_vs_best"]))
+        shape = p.get("shape")
+        added.append(
+            {
+                "precision": str(p["precision"]),
+                "shape": shape if isinstance(shape, str) else "",
+                **{n: int(p[n]) for n in kind.size_names},
+                "loss_vs_best": losses[-1],
+            }
+        )
+    if added:
+        add_points(opts, added, out, kind)
+    (out / "added.json").write_text(json.dumps(added, indent=1) + "\n")
+    say(
+        f"seeded from {folder}: added {len(added)} tuned points (largest measured loss {100 * max(losses):.1f}%)"
+        if added
+        else f"seeded from {folder}: nothing to add"
+    )
+    return added
+
+
+def _resolved(entry: Any, base: Path) -> Any:
+    """A config's space entry with a space file named relative to the config made absolute (the added points'
+    sweep config is written elsewhere)."""
+    ref = entry.get("space") if isinstance(entry, dict) else entry
+    if not isinstance(ref, str) or not ref.endswith((".yaml", ".yml")) or Path(ref).is_absolute():
+        return entry
+    path = (base / ref).resolve()
+    if not path.is_file():
+        return entry
+    return {**entry, "space": str(path)} if isinstance(entry, dict) else str(path)
+
+
 def active_tuning(opts: ActiveOptions, say: Callable[[str], None] = print) -> list[Round]:
     """The loop of the module docstring; returns every round (also written to OUT/active.json)."""
     from autotune.dispatch import validate as v
@@ -253,6 +334,8 @@ def active_tuning(opts: ActiveOptions, say: Callable[[str], None] = print) -> li
     start = time.monotonic()
     rounds: list[Round] = []
     seen: set[tuple] = set()
+    if opts.seed_from is not None:
+        seed_earlier(opts, say)
     for r in range(opts.rounds):
         t0 = time.monotonic()
         folder = opts.out_dir / f"round{r}"
@@ -260,10 +343,10 @@ def active_tuning(opts: ActiveOptions, say: Callable[[str], None] = print) -> li
         table_path = folder / "dispatch.json"
         table = build_round_table(opts, table_path)
         points = draw_points(opts, table_path, r, seen)
-        kind = v.table_kind(v.read_table(table_path), [])
+        kind = table_kind_of(opts, table_path)
         seen |= {_key(p) for p in v.read_points(points, kind, v.derived_rule(v.read_table(table_path), kind, None))}
         validate_round(opts, table_path, points, folder / "validation")
-        figs = validated_figures(table_path, folder / "validation", tol=opts.tol)
+        figs = validated_figures(table_path, folder / "validation", tol=opts.tol, spaces=table_spaces(opts, table_path))
         rnd = Round(r, len(table.points), len(table.kernels), figs)
         rounds.append(rnd)
         say(figs.line(f"round {r}"))
