@@ -3,7 +3,8 @@
 The same signature and return value as Kernel Tuner 1.5's (`kernel_tuner/interface.py`): a list of result dicts
 (the parameters, `time` in ms, `times`, `compile_time`, `verification_time`, `benchmark_time`, `strategy_time`,
 `framework_time`, `timestamp`; a failure has `__error__`: Kernel Tuner's `CompilationFailedConfig`,
-`RuntimeFailedConfig` or `InvalidConfig`, its own classes where Kernel Tuner is installed) and an env dict
+`RuntimeFailedConfig` or `InvalidConfig`, its own classes where the script imported
+`kernel_tuner.util`) and an env dict
 (`device_name`, `iterations`, `compiler_options`, `uuid`, `compute_capability`, `best_config`, the `total_*_time`s,
 and `autotune`: where the space folder and the results database are).
 
@@ -41,14 +42,18 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import yaml
 
 from autotune.errors import UserError
-from autotune.interop.kt_results import collect_results, environment
-from autotune.interop.kt_space import KTProblem, space_supports, write_space_folder
+
+if TYPE_CHECKING:  # pragma: no cover
+    from autotune.interop.kt_space import KTProblem
+
+# The rest is imported by the call, not by `import autotune.kernel_tuner`: a script's own set-up (and a spawned process
+# that re-imports the script) does not load the results database's SQLAlchemy, YAML or the space machinery; guarded
+# by tests/test_kt_import.py.
 
 KEEP_ENV = "AUTOTUNE_KEEP_SPACE"
 LANGS = (None, "CUDA", "CUPY", "NVCUDA")
@@ -203,6 +208,8 @@ def tune_kernel(
     `parallel` is accepted and has no effect (compiles always run in parallel); `platform` too (OpenCL only in
     Kernel Tuner). Returns (results, env) shaped as Kernel Tuner's."""
     start = time.perf_counter()
+    from autotune.interop.kt_space import KTProblem, space_supports
+
     if log:
         logging.basicConfig(filename=kernel_name + datetime.now().strftime("%Y%m%d-%H:%M:%S") + ".log", level=log)
     if lang is not None and str(lang).upper() not in LANGS:
@@ -453,7 +460,11 @@ def _sweep(
     quiet: bool,
     verbose: bool,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    import yaml
+
     from autotune.interop.kerneltuner import write_cache
+    from autotune.interop.kt_results import collect_results, environment
+    from autotune.interop.kt_space import write_space_folder
     from autotune.interop.kt_store import export_cache, import_cache
     from autotune.space.spec import load_space
     from autotune.store.store import Store

@@ -43,3 +43,39 @@ def test_the_generated_check_compares_on_the_device(tmp_path: Path) -> None:
     wrong[7] += 0.01
     assert "1 of 1048576 elements differ" in module.check(HostArrays({"c": wrong}), None, {}, {})
     assert np.array_equal(module._CACHE[("dev", "c")].get(), answer[0])
+
+
+def test_the_workers_prepare_warms_the_check_before_the_first_measurement(tmp_path: Path) -> None:
+    """The GPU worker's `prepare` (while the first instances compile) runs the generated check's `warm`: the answer
+    is on the device and CuPy's comparison kernels compiled before any configuration is checked."""
+    import cupy
+
+    from autotune.problems.loading import load_attribute
+    from autotune.space.spec import load_space
+    from autotune.sweep.backends.gpu_worker import _GpuState
+    from autotune.vocab import TestPoint
+
+    n = 1 << 20
+    args, answer = _vector_add(n)
+    space_file, sizes = write_space_folder(
+        _problem(
+            kernel_name="vector_add",
+            source_text=VECTOR_ADD,
+            source_file=None,
+            problem_size=(n,),
+            arguments=args,
+            tune_params={"block_size_x": [32]},
+            answer=answer,
+            atol=1e-3,
+        ),
+        tmp_path,
+    )
+    kind = load_space(space_file).kind
+    point = TestPoint(kind.name, "fp32", "", tuple(sizes.items()))
+    state = _GpuState(cupy, 0)
+    result, fatal = state.prepare(kind, point, kind.conventions[0], {})
+    assert result is None and fatal is False
+    check = load_attribute(f"{kind.check_fn.rsplit(':', 1)[0]}:check")
+    cache = check.__globals__["_CACHE"]
+    assert isinstance(cache.get(("dev", "c")), cupy.ndarray)  # uploaded by warm, before any check ran
+    assert np.array_equal(cache[("dev", "c")].get(), answer[0])

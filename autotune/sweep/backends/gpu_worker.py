@@ -131,6 +131,7 @@ class _GpuState:
         try:
             key, _ = self.problem(kind, point, convention, scalars)
             self.reference(key)
+            self.warm_verify(key)
         except ProblemFault as exc:
             self.drop_caches()
             return exc, False
@@ -139,6 +140,31 @@ class _GpuState:
         except Exception:  # noqa: BLE001 - out of memory and the like: the measurement that needs it reports it
             self.drop_caches()
         return None, False
+
+    def warm_verify(self, key: tuple) -> None:
+        """Run the point's verification once now, on its outputs as `prepare_verify` leaves them (the verdict is
+        thrown away): CuPy compiles the kernels it uses (the outputs' fill, the comparison) at their first use, and
+        from a fresh kernel cache that was at the first measurement, behind the compile pool that holds every core
+        (a convolution's first measurement came 5.3 s after its first compiled instance on an H100 host). A check
+        function (`check:`) runs only through its module's `warm(outputs)`, where it has one (tune_kernel's
+        generated check: its comparison on the device); a failure here is left to the measurement that meets it."""
+        data = self.data[key][0]
+        try:
+            data.prepare_verify()
+            spec = getattr(getattr(data, "kind", None), "check_fn", None)
+            if spec is None:
+                data.verify_instance(self.refs.get(key), {})
+                return
+            from autotune.problems.declared_data import HostArrays
+            from autotune.problems.loading import load_attribute
+
+            warm = load_attribute(f"{spec.rsplit(':', 1)[0]}:warm")
+            if callable(warm):
+                warm(HostArrays({**data.sets[0], **data.scalars, **data.host_constants}))
+        except (self.cp.cuda.driver.CUDADriverError, self.cp.cuda.runtime.CUDARuntimeError):
+            raise  # the context may be poisoned: `prepare` has the parent start a new worker
+        except Exception:  # noqa: BLE001 - only a head start (no warm(), a check that needs a run's outputs)
+            pass
 
     def drop_caches(self) -> None:
         self.data.clear()
