@@ -33,11 +33,13 @@ AUTOTUNE_KEEP_SPACE=DIR), `database` a results database URL to record into (defa
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -275,6 +277,11 @@ def tune_kernel(
     )
     keep = space_dir or os.environ.get(KEEP_ENV)
     folder = Path(keep).resolve() if keep else Path(tempfile.mkdtemp(prefix=f"kt_{kernel_name}_"))
+    # after the results are in: the backend's close (the GPU worker's exit, the compile processes killed: 0.3-0.5 s
+    # on an H100 host) and the folder's removal run in a thread once the call has returned (`_clean_up`)
+    cleanup: list[Callable[[], object]] = []
+    if not keep:
+        cleanup.append(functools.partial(shutil.rmtree, folder, ignore_errors=True))
     try:
         results, env = _run(
             problem,
@@ -291,10 +298,12 @@ def tune_kernel(
             early_stop=early_stop,
             quiet=quiet,
             verbose=verbose,
+            cleanup=cleanup,
         )
-    finally:
-        if not keep:
-            shutil.rmtree(folder, ignore_errors=True)
+    except BaseException:
+        _clean_up(cleanup, wait=True)  # a failed call cleans up before its error propagates
+        raise
+    _clean_up(cleanup, wait=False)
     _metrics(results, metrics)
     env["best_config"] = _best(results, objective_name, bool(objective_higher_is_better))
     if not quiet and env["best_config"]:
@@ -385,6 +394,7 @@ def _run(
     early_stop: bool,
     quiet: bool,
     verbose: bool,
+    cleanup: list[Callable[[], object]],
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     cache_path = None if cache is None else Path(str(cache) if str(cache).endswith(".json") else f"{cache}.json")
     if simulation and (cache_path is None or not cache_path.is_file()):
@@ -433,13 +443,37 @@ def _run(
                 verbose=verbose,
             )
         env["autotune"]["prewarmed_s"] = None if prewarmed_s is None else round(prewarmed_s, 3)
-        if backend is not None:
-            backend.close()
-            env["autotune"]["phases"]["backend_closed"] = round(time.perf_counter() - call_start, 3)
+        if backend is not None:  # closed once the call has returned (tune_kernel's clean-up)
+            cleanup.insert(0, backend.close)
+            backend = None
         return results, env
     finally:
-        if backend is not None:
-            backend.close()  # (idempotent)
+        if backend is not None:  # the call failed: closed before its error propagates
+            backend.close()
+
+
+CLEANUP_THREAD = "autotune-tune_kernel-cleanup"
+
+
+def _clean_up(steps: list[Callable[[], object]], wait: bool) -> None:
+    """Run the call's clean-up steps in order, each failure ignored (closing and removing are best effort, as
+    before). wait=False: in a thread the interpreter waits for at exit (not a daemon: the GPU worker still exits
+    cleanly and the folder is still removed), so the call returns as soon as its results are in, as Kernel Tuner's
+    returns without tearing anything down."""
+
+    def run() -> None:
+        for step in steps:
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+
+    if not steps:
+        return
+    if wait:
+        run()
+        return
+    threading.Thread(target=run, name=CLEANUP_THREAD).start()
 
 
 def _sweep(
