@@ -419,7 +419,7 @@ def _run(
         if backend is None:
             from autotune.sweep.backends.local import GpuBackend
 
-            backend = GpuBackend(device=device)
+            backend = GpuBackend(device=device, warm_checks=True)
         backend.start()
     from autotune.space.spec import reusing_spaces
 

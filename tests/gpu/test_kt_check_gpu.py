@@ -79,3 +79,21 @@ def test_the_workers_prepare_warms_the_check_before_the_first_measurement(tmp_pa
     cache = check.__globals__["_CACHE"]
     assert isinstance(cache.get(("dev", "c")), cupy.ndarray)  # uploaded by warm, before any check ran
     assert np.array_equal(cache[("dev", "c")].get(), answer[0])
+
+
+def test_the_idle_worker_compiles_cupys_comparison_kernels_into_a_fresh_cache(tmp_path: Path) -> None:
+    """`warm_comparisons` (the GPU worker's thread when tune_kernel starts it) leaves CuPy's kernels for the
+    generated check in the kernel cache: a fresh cache is no longer empty after it."""
+    import os
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cupy"
+    code = "import cupy\nfrom autotune.sweep.backends.gpu_worker import warm_comparisons\nwarm_comparisons(cupy)\n"
+    root = Path(__file__).resolve().parents[2]
+    env = dict(
+        os.environ, CUPY_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert cache.is_dir() and any(cache.iterdir()), "no CuPy kernel compiled"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 import time
 import traceback
 import zlib
@@ -27,7 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from autotune.sweep.backends.tasks import MeasureRequest
 
 
-def gpu_main(conn: Any, device: int) -> None:
+def gpu_main(conn: Any, device: int, warm: bool = False) -> None:
+    """The worker's loop; `warm`: compile CuPy's comparison kernels in a thread meanwhile (`warm_comparisons`)."""
     ignore_sigint()  # Ctrl-C is the parent's: it finishes or abandons the request in flight, then stops us
     stamps = {"started": time.monotonic()}  # sent with "ready": where the worker's start went (GpuBackend.timeline)
     try:
@@ -45,6 +47,8 @@ def gpu_main(conn: Any, device: int) -> None:
         state.info = state.device_info()
     except Exception:  # noqa: BLE001 - asked again (and reported) when the parent needs it
         state.info = None
+    if warm:
+        threading.Thread(target=warm_comparisons, args=(cp,), name="autotune-warm", daemon=True).start()
     while True:
         try:
             message = conn.recv()
@@ -57,6 +61,22 @@ def gpu_main(conn: Any, device: int) -> None:
         if fatal:  # the context is poisoned: leave without running CUDA destructors
             conn.close()
             os._exit(3)
+
+
+def warm_comparisons(cp: Any) -> None:
+    """Compile the CuPy kernels tune_kernel's generated check runs on 1-D float32 and float64 outputs
+    (`cupy.allclose`, and the NaN fill of an output before its verified launch), in a thread of a worker that is
+    waiting for its first request (a Kernel Tuner script still preparing its data): CuPy compiles a kernel at its
+    first use, and from a fresh kernel cache that was at the first configuration's check (NVRTC runs without the
+    GIL, so requests are answered meanwhile; a kernel needed before it is ready is compiled by the request as
+    before). Failures are ignored: only a head start."""
+    try:
+        for dtype in (cp.float32, cp.float64):
+            a = cp.zeros(8, dtype)
+            a.fill(float("nan"))
+            bool(cp.allclose(a, a, atol=1e-6, equal_nan=False))
+    except Exception:  # noqa: BLE001 - only a head start
+        pass
 
 
 class ProblemFault(Exception):
@@ -126,12 +146,17 @@ class _GpuState:
 
     def prepare(self, kind: ProblemKind, point: TestPoint, convention: str, scalars: Scalars) -> tuple[Any, bool]:
         """Build a point's data and reference before its first instance has compiled (the parent asks while its
-        compile pool works), so the first measurement does not wait for them. (None | ProblemFault, fatal)."""
+        compile pool works), so the first measurement does not wait for them. (stamps | ProblemFault, fatal):
+        the stamps (time.monotonic) of its steps, for the parent's start-up timeline."""
         cp = self.cp
+        stamps: dict[str, float] = {}
         try:
             key, _ = self.problem(kind, point, convention, scalars)
+            stamps["prepare_data"] = time.monotonic()
             self.reference(key)
+            stamps["prepare_reference"] = time.monotonic()
             self.warm_verify(key)
+            stamps["prepare_warm"] = time.monotonic()
         except ProblemFault as exc:
             self.drop_caches()
             return exc, False
@@ -139,7 +164,7 @@ class _GpuState:
             return None, True  # the context may be poisoned: the parent starts a new worker
         except Exception:  # noqa: BLE001 - out of memory and the like: the measurement that needs it reports it
             self.drop_caches()
-        return None, False
+        return stamps, False
 
     def warm_verify(self, key: tuple) -> None:
         """Run the point's verification once now, on its outputs as `prepare_verify` leaves them (the verdict is

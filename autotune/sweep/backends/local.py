@@ -125,8 +125,11 @@ class GpuBackend:
         options: tuple[str, ...] = DEFAULT_OPTIONS,
         arch: int | None = None,
         compile_timeout_s: float | None | str = "env",
+        warm_checks: bool = False,
     ) -> None:
         self.device = device
+        # the GPU worker compiles CuPy's comparison kernels while idle (gpu_worker.warm_comparisons: tune_kernel's)
+        self.warm_checks = warm_checks
         self.cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR  # (read now: tests set it)
         self.compile_workers = compile_workers or max(1, (os.cpu_count() or 2) - 1)
         self.compile_batch_size, self.tol = compile_batch_size, tol
@@ -187,7 +190,12 @@ class GpuBackend:
 
     def _spawn(self) -> None:
         parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=gpu_main, args=(child, self.device), daemon=True)
+        self._proc = self._ctx.Process(
+            target=gpu_main,
+            args=(child, self.device),
+            kwargs={"warm": True} if self.warm_checks else {},
+            daemon=True,
+        )
         start_process(self._proc)
         child.close()
         self._conn, self._ready = parent, False
@@ -342,6 +350,9 @@ class GpuBackend:
             self.cancel_compiles()
             raise problem_error(payload)
         self._mark("prepared")
+        if kind == "result" and isinstance(payload, dict) and self._t0 is not None:  # the worker's own steps
+            for event, at in payload.items():
+                self.timeline.setdefault(f"worker.{event}", round(at - self._t0, 3))
 
     def _drain(
         self,
