@@ -113,3 +113,14 @@ def test_the_generated_checks_warm_is_a_no_op_without_device_arrays(tmp_path: Pa
     assert module.warm(outputs) is None and not any(k[0] == "dev" for k in module._CACHE if isinstance(k, tuple))
     assert module.check(HostArrays({"c": a + a}), None, {}, {}) is True
     assert "64 of 64 elements differ" in module.check(outputs, None, {}, {})
+
+
+def test_limits_the_gpu_worker_read_are_this_processs_without_cupy() -> None:
+    """`devices.know_gpu` (GpuBackend.device_limits: the GPU worker's reading) makes `get_device()` answer them:
+    planning and every instance's geometry then import no CuPy in the script's process."""
+    got = _python(
+        "import json, sys, dataclasses\nfrom autotune.devices import PROFILES, get_device, know_gpu\n"
+        "gpu = dataclasses.replace(next(iter(PROFILES.values())), name='worker-read GPU', source='gpu')\n"
+        "know_gpu(gpu)\nprint(json.dumps([get_device(None).name, get_device(None) is gpu, 'cupy' in sys.modules]))"
+    )
+    assert got == ["worker-read GPU", True, False]

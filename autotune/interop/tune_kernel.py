@@ -540,6 +540,9 @@ def _sweep(
             if backend is None:  # no CuPy: the same error as `autotune sweep`
                 backend = _gpu_backend(device, None)
             backend.ready(_GPU_HINT)
+            read = getattr(backend, "device_limits", None)  # the worker's: this process then imports no CuPy
+            if read is not None:  # (asked before prepare_ahead: it would wait behind the data)
+                read()
             backend.tol = cfg.tol if early_stop else None
             ahead = getattr(backend, "prepare_ahead", None)
             if ahead is not None and space.kernel is not None:  # the point's data while the sweep plans

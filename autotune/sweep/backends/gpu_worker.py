@@ -112,6 +112,10 @@ class _GpuState:
             return self.info, False
         if kind == "prepare":
             return self.prepare(*message[1:])
+        if kind == "device_limits":  # the planning limits, read here: the parent then needs no CuPy of its own
+            from autotune.devices import _read_gpu
+
+            return _read_gpu(self.device), False
         point = message[1].variant.point if kind == "measure" else message[2]
         ident = message[1].instance_id if kind == "measure" else (message[1].baseline_name or "baseline")
         cp = self.cp

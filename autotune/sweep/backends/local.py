@@ -57,6 +57,7 @@ from autotune.sweep.backends.gpu_worker import ProblemFault, gpu_main
 from autotune.sweep.backends.tasks import KernelTask, MeasureRequest, Variant
 from autotune.problems.base import ProblemKind, Scalars, scalars_key
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+from autotune.devices import DeviceLimits, know_gpu
 
 COMPILE_CACHE_ENV = "AUTOTUNE_COMPILE_CACHE"  # a compile cache folder other than the default (a benchmark's fresh one)
 DEFAULT_CACHE_DIR = Path(os.environ.get(COMPILE_CACHE_ENV) or paths.CACHE_DIR / "compile")
@@ -151,6 +152,7 @@ class GpuBackend:
         self._ready = False
         self._pool: CompilePool | Executor | None = None
         self._info: DeviceInfo | None = None
+        self._limits: DeviceLimits | None | bool = None  # False: the worker could not read them
         self._best: dict[tuple[TestPoint, tuple[tuple[str, float], ...]], float] = {}  # (point, scalars_key)
         self._t0: float | None = None  # time.monotonic() at `start`
         self._ahead: tuple | None = None  # (point, convention, scalars key) of a `prepare_ahead` not yet answered
@@ -304,6 +306,20 @@ class GpuBackend:
             self._info = payload
             self._mark("device_info")
         return self._info
+
+    def device_limits(self) -> DeviceLimits | None:
+        """The GPU's limits (`autotune.devices.detect_gpu`: planning, and every instance's geometry and defines),
+        read by the GPU worker, which has CuPy and the device already; on device 0 they become this process's
+        (`devices.know_gpu`), so it neither imports CuPy nor initializes CUDA to plan (`get_device` did both: ~0.3 s
+        of a 31-configuration tune_kernel call on an H100 host). None where the worker cannot read them (then
+        this process reads them itself, as before). tune_kernel asks once the worker is ready and before
+        `prepare_ahead` (a request waits behind the data build asked ahead)."""
+        if self._limits is None:
+            kind, payload = self._call(("device_limits",))
+            self._limits = payload if kind == "result" and isinstance(payload, DeviceLimits) else False
+            if isinstance(self._limits, DeviceLimits) and self.device == 0:
+                know_gpu(self._limits)
+        return self._limits if isinstance(self._limits, DeviceLimits) else None
 
     def run(self, jobs: Sequence[Job]) -> Iterator[Measurement]:
         return self.run_tasks([task_of(j) for j in jobs])
