@@ -38,25 +38,6 @@ from autotune.sweep.plan import SpacePlan, plan_sweep
 # Instances handed to the backend at once: enough that its compile pool (one NVRTC call per couple of
 # instances, every core busy) stays ahead of the GPU; the pipeline drains once per batch.
 ASK_BATCH = 256
-# A strategy whose order does not depend on results (brute, random: `fixed_order`) is asked for twice as many
-# instances each batch after the first, up to this: each drain cost 0.18-0.27 s per 256 instances of a
-# 29,920-instance space on an H100 host (10% of its sweep); the first batch stays ASK_BATCH (the first measurement
-# as early), the same instances are measured in the same order.
-MAX_ASK_BATCH = 4096
-
-
-def fixed_order(strategy: Strategy) -> bool:
-    """Whether the strategy's asks ignore what it was told (the built-in brute and random: a list walked in order),
-    so that how many it is asked at a time changes nothing but the batches."""
-    from autotune.sweep.strategies.brute import BruteForce
-
-    cls = type(strategy)
-    return isinstance(strategy, BruteForce) and cls.ask is BruteForce.ask and cls.tell is BruteForce.tell
-
-
-def next_ask(strategy: Strategy, n: int) -> int:
-    """The size of the batch after one of `n` instances (see MAX_ASK_BATCH)."""
-    return min(2 * n, max(n, MAX_ASK_BATCH)) if fixed_order(strategy) else n
 
 
 class Reporter(Protocol):
@@ -348,14 +329,12 @@ def _sweep_space(
     )
     # the strategy sees every instance, so a random sample is the same one when a sweep resumes
     strategy = make_strategy(cfg.strategy, list(todo), plan.limit(cfg), cfg.seed)
-    ask = ASK_BATCH
     while True:
         if _out_of_time(cfg, start, reporter):
             return False
-        proposed = strategy.ask(ask)
+        proposed = strategy.ask(ASK_BATCH)
         if not proposed:
             return True
-        ask = next_ask(strategy, ask)
         if (
             _measure(
                 space,
