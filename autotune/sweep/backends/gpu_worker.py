@@ -48,7 +48,8 @@ def gpu_main(conn: Any, device: int, warm: bool = False) -> None:
     except Exception:  # noqa: BLE001 - asked again (and reported) when the parent needs it
         state.info = None
     if warm:
-        threading.Thread(target=warm_comparisons, args=(cp,), name="autotune-warm", daemon=True).start()
+        state.warming = threading.Thread(target=warm_comparisons, args=(cp,), name="autotune-warm", daemon=True)
+        state.warming.start()
     while True:
         try:
             message = conn.recv()
@@ -92,6 +93,7 @@ class _GpuState:
 
         self.cp, self.device = cp, device
         self.info: DeviceInfo | None = None  # described once, right after the start (gpu_main)
+        self.warming: threading.Thread | None = None  # warm_comparisons, joined before anything is timed
         self.props = cp.cuda.runtime.getDeviceProperties(device)
         self.l2_bytes = int(self.props["l2CacheSize"])
         self.timer = Timer()
@@ -116,6 +118,9 @@ class _GpuState:
             from autotune.devices import _read_gpu
 
             return _read_gpu(self.device), False
+        if self.warming is not None:  # nothing of it runs while a kernel is timed
+            self.warming.join()
+            self.warming = None
         point = message[1].variant.point if kind == "measure" else message[2]
         ident = message[1].instance_id if kind == "measure" else (message[1].baseline_name or "baseline")
         cp = self.cp
