@@ -97,3 +97,42 @@ def test_the_idle_worker_compiles_cupys_comparison_kernels_into_a_fresh_cache(tm
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert cache.is_dir() and any(cache.iterdir()), "no CuPy kernel compiled"
+
+
+CONSTANT_SCALE = """
+__constant__ float scale[4];
+__global__ void scaled_add(float *c, const float *a, const float *b, int n) {
+    int i = blockIdx.x * block_size_x + threadIdx.x;
+    if (i < n) c[i] = scale[i % 4] * (a[i] + b[i]);
+}
+"""
+
+
+def test_run_kernel_with_cupy_runs_here_and_matches_kernel_tuners(tmp_path: Path) -> None:
+    """`autotune.kernel_tuner.run_kernel(..., lang="cupy")` runs the kernel once in this process (constant memory
+    set, every argument returned, inputs unchanged) without importing Kernel Tuner; where Kernel Tuner is
+    installed, its own run_kernel returns the same arrays."""
+    import importlib.util
+    import sys
+
+    from autotune.kernel_tuner import run_kernel
+
+    n = 10_000
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    scale = np.array([1, 2, 3, 4], np.float32)
+    args = [np.zeros(n, np.float32), a, b, np.int32(n)]
+    had = "kernel_tuner" in sys.modules
+    got = run_kernel(
+        "scaled_add", CONSTANT_SCALE, n, args, {"block_size_x": 128}, cmem_args={"scale": scale}, lang="cupy"
+    )
+    assert ("kernel_tuner" in sys.modules) == had  # not imported by the call
+    assert np.allclose(got[0], scale[np.arange(n) % 4] * (a + b)) and got[3] == np.int32(n)
+    assert np.array_equal(got[1], a) and np.array_equal(args[0], np.zeros(n, np.float32))  # the inputs as given
+    if importlib.util.find_spec("kernel_tuner") is not None:
+        from kernel_tuner import run_kernel as kt_run_kernel
+
+        theirs = kt_run_kernel(
+            "scaled_add", CONSTANT_SCALE, n, args, {"block_size_x": 128}, cmem_args={"scale": scale}, lang="cupy"
+        )
+        assert all(np.array_equal(x, y) for x, y in zip(got[:3], theirs[:3], strict=True))
