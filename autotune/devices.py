@@ -145,9 +145,24 @@ def profile(name: str) -> DeviceLimits:
     )
 
 
-@functools.lru_cache(maxsize=None)
+_KNOWN: dict[int, DeviceLimits] = {}  # limits another process read (`know_gpu`)
+
+
+def know_gpu(limits: DeviceLimits, ordinal: int = 0) -> None:
+    """Take `limits` as GPU `ordinal`'s from now on in this process: read by a process that has CuPy and the device
+    already (the GPU worker, `GpuBackend.device_limits`), so this one neither imports CuPy nor initializes CUDA."""
+    _KNOWN[ordinal] = limits
+
+
 def detect_gpu(ordinal: int = 0) -> DeviceLimits | None:
-    """Limits read from the real GPU through CuPy, or None where there is no CuPy or no GPU (read once)."""
+    """Limits read from the real GPU through CuPy (or given by `know_gpu`), or None where there is no CuPy or no
+    GPU (read once)."""
+    known = _KNOWN.get(ordinal)
+    return known if known is not None else _read_gpu(ordinal)
+
+
+@functools.lru_cache(maxsize=None)
+def _read_gpu(ordinal: int) -> DeviceLimits | None:
     try:
         import cupy  # noqa: F401  (heavy import, only here)
         from cupy.cuda import runtime

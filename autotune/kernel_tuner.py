@@ -4,8 +4,9 @@
     from autotune.kernel_tuner import tune_kernel       # was: from kernel_tuner import tune_kernel
 
 `tune_kernel` takes Kernel Tuner 1.5's arguments and returns its (results, env); what differs or is refused:
-docs/kerneltuner.md and `autotune.interop.tune_kernel`. `run_kernel` is Kernel Tuner's own, imported at its first
-call (a script that imports it beside tune_kernel and never calls it does not pay Kernel Tuner's import). Importing
+docs/kerneltuner.md and `autotune.interop.tune_kernel`. `run_kernel` with `lang="cupy"` runs here (Kernel
+Tuner's CuPy backend's steps, `autotune.interop.kt_run`); another is Kernel Tuner's own, imported at that call (a
+script that imports it beside tune_kernel and never calls it does not pay Kernel Tuner's import). Importing
 this module on a machine with CuPy starts the GPU backend in the background (`autotune.interop.kt_prewarm`).
 """
 
@@ -19,8 +20,50 @@ from autotune.interop.tune_kernel import tune_kernel  # noqa: E402
 
 
 def run_kernel(*args: Any, **kwargs: Any) -> Any:
-    """Kernel Tuner's `run_kernel` (one configuration run once, its arguments returned after the run), imported now:
-    a reference computed on the GPU, as Kernel Tuner scripts do. Needs Kernel Tuner installed."""
+    """Kernel Tuner's `run_kernel` (one configuration run once, its arguments returned after the run): a reference
+    computed on the GPU, as Kernel Tuner scripts do. With `lang="cupy"` and plain arguments it runs here, as Kernel
+    Tuner's CuPy backend does, without importing Kernel Tuner (`autotune.interop.kt_run`); any other call is Kernel
+    Tuner's own, imported now (then Kernel Tuner must be installed)."""
+    import inspect
+
+    from autotune.interop import kt_run
+
+    try:
+        call = inspect.signature(_kt_signature).bind(*args, **kwargs)
+    except TypeError:
+        call = None
+    if call is not None:
+        a = {**{k: p.default for k, p in inspect.signature(_kt_signature).parameters.items()}, **call.arguments}
+        grid_div = (a["grid_div_x"], a["grid_div_y"], a["grid_div_z"])
+        if kt_run.supported(
+            a["kernel_source"],
+            a["problem_size"],
+            a["arguments"],
+            a["params"],
+            grid_div,
+            a["lang"],
+            a["smem_args"],
+            a["cmem_args"],
+            a["texmem_args"],
+            a["compiler_options"],
+            a["defines"],
+            a["block_size_names"],
+            a["log"],
+        ):
+            return kt_run.run(
+                a["kernel_name"],
+                a["kernel_source"],
+                a["problem_size"],
+                a["arguments"],
+                a["params"],
+                grid_div,
+                device=a["device"],
+                smem_args=a["smem_args"],
+                cmem_args=a["cmem_args"],
+                compiler_options=a["compiler_options"],
+                defines=a["defines"],
+                block_size_names=a["block_size_names"],
+            )
     try:
         from kernel_tuner.interface import run_kernel as kt_run_kernel
     except ImportError as exc:
@@ -31,6 +74,31 @@ def run_kernel(*args: Any, **kwargs: Any) -> Any:
             hint="pip install kernel_tuner==1.5.0, or compute the reference with NumPy",
         ) from None
     return kt_run_kernel(*args, **kwargs)
+
+
+def _kt_signature(
+    kernel_name: Any,
+    kernel_source: Any,
+    problem_size: Any,
+    arguments: Any,
+    params: Any,
+    grid_div_x: Any = None,
+    grid_div_y: Any = None,
+    grid_div_z: Any = None,
+    lang: Any = None,
+    device: Any = 0,
+    platform: Any = 0,
+    smem_args: Any = None,
+    cmem_args: Any = None,
+    texmem_args: Any = None,
+    compiler: Any = None,
+    compiler_options: Any = None,
+    defines: Any = None,
+    block_size_names: Any = None,
+    quiet: Any = False,
+    log: Any = None,
+) -> None:
+    """Kernel Tuner 1.5's `run_kernel` signature (kernel_tuner/interface.py), to read a call's arguments."""
 
 
 __all__ = ["run_kernel", "tune_kernel"]

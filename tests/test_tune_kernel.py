@@ -490,3 +490,32 @@ def test_run_kernel_is_kernel_tuners_imported_only_at_a_call(monkeypatch: pytest
         with pytest.raises(UserError, match="run_kernel is Kernel Tuner's own") as err:
             run_kernel("k", "__global__ void k() {}", 1, [], {})
         assert "pip install kernel_tuner" in str(err.value.hint)
+
+
+def test_the_call_returns_before_its_clean_up_and_the_folder_goes(tmp_path: Path) -> None:
+    """The generated folder (and a backend) are cleaned up in a thread once the call has returned; the thread is
+    not a daemon (the interpreter waits for it), and the folder is gone once it ends."""
+    import threading
+
+    from autotune.interop.tune_kernel import CLEANUP_THREAD
+
+    args, answer = _vector_add()
+    _cache(tmp_path / "cache.json", 10_000)
+    results, env = tune_kernel(
+        "vector_add",
+        VECTOR_ADD,
+        10_000,
+        args,
+        {"block_size_x": [128, 256, 512]},
+        answer=answer,
+        cache=str(tmp_path / "cache.json"),
+        simulation_mode=True,
+        quiet=True,
+    )
+    folder = Path(env["autotune"]["database"].removeprefix("sqlite:///")).parent
+    assert len(results) == 3 and env["autotune"]["space_dir"] is None
+    threads = [t for t in threading.enumerate() if t.name == CLEANUP_THREAD]
+    assert all(not t.daemon for t in threads)
+    for t in threads:
+        t.join(30)
+    assert folder.name.startswith("kt_vector_add_") and not folder.exists()

@@ -37,7 +37,7 @@ def start(device: int = 0) -> bool:
     try:
         from autotune.sweep.backends.local import GpuBackend
 
-        backend = GpuBackend(device=device)
+        backend = GpuBackend(device=device, warm_checks=True)
         backend.start()
     except Exception:  # noqa: BLE001 - only a head start: tune_kernel starts (and reports) its own
         return False

@@ -3,7 +3,8 @@
 The same signature and return value as Kernel Tuner 1.5's (`kernel_tuner/interface.py`): a list of result dicts
 (the parameters, `time` in ms, `times`, `compile_time`, `verification_time`, `benchmark_time`, `strategy_time`,
 `framework_time`, `timestamp`; a failure has `__error__`: Kernel Tuner's `CompilationFailedConfig`,
-`RuntimeFailedConfig` or `InvalidConfig`, its own classes where Kernel Tuner is installed) and an env dict
+`RuntimeFailedConfig` or `InvalidConfig`, its own classes where the script imported
+`kernel_tuner.util`) and an env dict
 (`device_name`, `iterations`, `compiler_options`, `uuid`, `compute_capability`, `best_config`, the `total_*_time`s,
 and `autotune`: where the space folder and the results database are).
 
@@ -32,23 +33,29 @@ AUTOTUNE_KEEP_SPACE=DIR), `database` a results database URL to record into (defa
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import yaml
 
 from autotune.errors import UserError
-from autotune.interop.kt_results import collect_results, environment
-from autotune.interop.kt_space import KTProblem, space_supports, write_space_folder
+
+if TYPE_CHECKING:  # pragma: no cover
+    from autotune.interop.kt_space import KTProblem
+
+# The rest is imported by the call, not by `import autotune.kernel_tuner`: a script's own set-up (and a spawned process
+# that re-imports the script) does not load the results database's SQLAlchemy, YAML or the space machinery; guarded
+# by tests/test_kt_import.py.
 
 KEEP_ENV = "AUTOTUNE_KEEP_SPACE"
 LANGS = (None, "CUDA", "CUPY", "NVCUDA")
@@ -203,6 +210,8 @@ def tune_kernel(
     `parallel` is accepted and has no effect (compiles always run in parallel); `platform` too (OpenCL only in
     Kernel Tuner). Returns (results, env) shaped as Kernel Tuner's."""
     start = time.perf_counter()
+    from autotune.interop.kt_space import KTProblem, space_supports
+
     if log:
         logging.basicConfig(filename=kernel_name + datetime.now().strftime("%Y%m%d-%H:%M:%S") + ".log", level=log)
     if lang is not None and str(lang).upper() not in LANGS:
@@ -268,6 +277,11 @@ def tune_kernel(
     )
     keep = space_dir or os.environ.get(KEEP_ENV)
     folder = Path(keep).resolve() if keep else Path(tempfile.mkdtemp(prefix=f"kt_{kernel_name}_"))
+    # after the results are in: the backend's close (the GPU worker's exit, the compile processes killed: 0.3-0.5 s
+    # on an H100 host) and the folder's removal run in a thread once the call has returned (`_clean_up`)
+    cleanup: list[Callable[[], object]] = []
+    if not keep:
+        cleanup.append(functools.partial(shutil.rmtree, folder, ignore_errors=True))
     try:
         results, env = _run(
             problem,
@@ -284,10 +298,12 @@ def tune_kernel(
             early_stop=early_stop,
             quiet=quiet,
             verbose=verbose,
+            cleanup=cleanup,
         )
-    finally:
-        if not keep:
-            shutil.rmtree(folder, ignore_errors=True)
+    except BaseException:
+        _clean_up(cleanup, wait=True)  # a failed call cleans up before its error propagates
+        raise
+    _clean_up(cleanup, wait=False)
     _metrics(results, metrics)
     env["best_config"] = _best(results, objective_name, bool(objective_higher_is_better))
     if not quiet and env["best_config"]:
@@ -378,6 +394,7 @@ def _run(
     early_stop: bool,
     quiet: bool,
     verbose: bool,
+    cleanup: list[Callable[[], object]],
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     cache_path = None if cache is None else Path(str(cache) if str(cache).endswith(".json") else f"{cache}.json")
     if simulation and (cache_path is None or not cache_path.is_file()):
@@ -402,7 +419,7 @@ def _run(
         if backend is None:
             from autotune.sweep.backends.local import GpuBackend
 
-            backend = GpuBackend(device=device)
+            backend = GpuBackend(device=device, warm_checks=True)
         backend.start()
     from autotune.space.spec import reusing_spaces
 
@@ -426,13 +443,37 @@ def _run(
                 verbose=verbose,
             )
         env["autotune"]["prewarmed_s"] = None if prewarmed_s is None else round(prewarmed_s, 3)
-        if backend is not None:
-            backend.close()
-            env["autotune"]["phases"]["backend_closed"] = round(time.perf_counter() - call_start, 3)
+        if backend is not None:  # closed once the call has returned (tune_kernel's clean-up)
+            cleanup.insert(0, backend.close)
+            backend = None
         return results, env
     finally:
-        if backend is not None:
-            backend.close()  # (idempotent)
+        if backend is not None:  # the call failed: closed before its error propagates
+            backend.close()
+
+
+CLEANUP_THREAD = "autotune-tune_kernel-cleanup"
+
+
+def _clean_up(steps: list[Callable[[], object]], wait: bool) -> None:
+    """Run the call's clean-up steps in order, each failure ignored (closing and removing are best effort, as
+    before). wait=False: in a thread the interpreter waits for at exit (not a daemon: the GPU worker still exits
+    cleanly and the folder is still removed), so the call returns as soon as its results are in, as Kernel Tuner's
+    returns without tearing anything down."""
+
+    def run() -> None:
+        for step in steps:
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+
+    if not steps:
+        return
+    if wait:
+        run()
+        return
+    threading.Thread(target=run, name=CLEANUP_THREAD).start()
 
 
 def _sweep(
@@ -453,7 +494,11 @@ def _sweep(
     quiet: bool,
     verbose: bool,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    import yaml
+
     from autotune.interop.kerneltuner import write_cache
+    from autotune.interop.kt_results import collect_results, environment
+    from autotune.interop.kt_space import write_space_folder
     from autotune.interop.kt_store import export_cache, import_cache
     from autotune.space.spec import load_space
     from autotune.store.store import Store
@@ -495,6 +540,9 @@ def _sweep(
             if backend is None:  # no CuPy: the same error as `autotune sweep`
                 backend = _gpu_backend(device, None)
             backend.ready(_GPU_HINT)
+            read = getattr(backend, "device_limits", None)  # the worker's: this process then imports no CuPy
+            if read is not None:  # (asked before prepare_ahead: it would wait behind the data)
+                read()
             backend.tol = cfg.tol if early_stop else None
             ahead = getattr(backend, "prepare_ahead", None)
             if ahead is not None and space.kernel is not None:  # the point's data while the sweep plans

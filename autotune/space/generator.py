@@ -17,10 +17,9 @@ import math
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
-import pandas as pd
 
 from autotune.devices import DeviceLimits
 from autotune.errors import SpaceError
@@ -28,6 +27,9 @@ from autotune.space.instance import Instance, _plain, instance_id
 from autotune.vocab import TestPoint
 from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly
 from autotune.space.spec import Constraint, Space
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made: planning a sweep (instances) never needs it
+    import pandas as pd
 
 CHUNK = 1 << 20  # rows per vectorized block
 # Limits checked during generation, so a huge space is refused with a message instead of running for hours or
@@ -87,6 +89,8 @@ class Generated:
     @cached_property
     def frame(self) -> pd.DataFrame:
         """One row per instance, one column per parameter, in file order."""
+        import pandas as pd
+
         return pd.DataFrame({p.name: self.column(p.name) for p in self.space.parameters})
 
     def with_derived(self) -> pd.DataFrame:
@@ -114,7 +118,7 @@ class Generated:
         space = self.space.name
         columns = []
         for p in self.space.parameters:
-            pairs = [(p.name, v) for v in _plain_column(pd.Series(_domain(self.space, p.name)))]
+            pairs = [(p.name, v) for v in _plain_column(_domain(self.space, p.name))]
             columns.append([pairs[c] for c in self.codes[p.name].tolist()])
         collect = gc.isenabled()
         gc.disable()  # tens of thousands of new objects and no cycle among them: no collection passes meanwhile

@@ -8,12 +8,15 @@ size. The sizes come from each point's canonical `sizes` JSON (parsed once per d
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from autotune.store.schema import BaselineRow, Device, InstanceRow, MeasurementRow, Point
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made: a sweep (the store's import) never needs it
+    import pandas as pd
 
 RESULT_COLUMNS = (
     "status",
@@ -57,6 +60,8 @@ BASELINE_COLUMNS = (
 
 def measurements(engine: Engine, device: str | None = None, space: str | None = None) -> pd.DataFrame:
     """See `Store.measurements`."""
+    import pandas as pd
+
     m, p, i, d = MeasurementRow, Point, InstanceRow, Device
     cols = (
         [
@@ -87,6 +92,8 @@ def measurements(engine: Engine, device: str | None = None, space: str | None = 
 
 def baselines(engine: Engine, device: str | None = None) -> pd.DataFrame:
     """See `Store.baselines`."""
+    import pandas as pd
+
     b, p, d = BaselineRow, Point, Device
     cols = [
         d.name.label("device"),

@@ -20,7 +20,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-import pandas as pd
 from sqlalchemy import bindparam, delete, insert, inspect, select, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -62,6 +61,8 @@ from autotune.store.schema import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # (only in annotations: autotune.store.frames imports it where a frame is made)
+
     from autotune.space.instance import Instance
 
 RECORD_BEAT_S = 1.0  # `record` refreshes the heartbeat (and checks the lock is still its) at most this often

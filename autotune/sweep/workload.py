@@ -15,12 +15,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from autotune.problems.base import ProblemKind
 from autotune.vocab import TestPoint
+
+if TYPE_CHECKING:  # pandas is imported where a frame is read: a sweep's config (SizeRule) never needs it
+    import pandas as pd
 
 DEFAULT_BUDGET_BYTES = 500 * 10**6  # `batch: {bytes: 500MB}` for GEMM
 EPS = 1e-9  # distances closer than this are ties
@@ -215,6 +218,8 @@ def point_weights_frame(workload: Workload, points: pd.DataFrame) -> np.ndarray:
     """The weight of each row of a frame of tuned points (columns precision, shape and the kind's sizes; a
     `kind` column, when present, gives rows of other kinds weight 0). Rows without a derived size (GEMM:
     batch) take the workload's rule."""
+    import pandas as pd
+
     rows: list[TestPoint | None] = []
     for rec in points.to_dict("records"):
         if rec.get("kind", workload.kind) != workload.kind:
@@ -276,6 +281,8 @@ def sweep_config_text(
 def pool_from_db(url: str, bk: int) -> dict[str, list[str]]:
     """Per space, the instances among the `bk` fastest verified ('ok') ones at any test point of a results
     database (ranked by median, then instance id, per device and point)."""
+    import pandas as pd
+
     from autotune.store.engine import database_url
     from autotune.store.store import Store
 

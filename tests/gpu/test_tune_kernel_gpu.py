@@ -103,3 +103,48 @@ def test_kernel_tuners_matmul_example() -> None:
     best = env["best_config"]
     assert best["time"] == min(r["time"] for r in ok) and best["GFLOP/s"] > 0
     assert best["block_size_x"] == best["block_size_y"] * best["tile_size_y"]
+
+
+SWITCHED_SCRIPT = """
+import json, sys
+import numpy as np
+import autotune.kernel_tuner as kernel_tuner
+size = 1 << 20
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal(size).astype(np.float32), rng.standard_normal(size).astype(np.float32)
+results, env = kernel_tuner.tune_kernel("vector_add", sys.argv[1], size, [np.zeros_like(b), a, b, np.int32(size)],
+                                        {"block_size_x": [128, 256]}, answer=[a + b, None, None, None], quiet=True)
+print(json.dumps({"cupy": "cupy" in sys.modules, "ok": [r.get("time") is not None for r in results],
+                  "startup": env["autotune"]["startup"]}))
+"""
+
+
+def test_the_scripts_process_never_imports_cupy(tmp_path: Path) -> None:
+    """A switched script's own process plans with the limits the GPU worker read (`GpuBackend.device_limits`) and
+    never imports CuPy (nor initializes CUDA); the worker's prepare reports its steps, the warm-up of the check
+    included."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(
+        os.environ,
+        AUTOTUNE_COMPILE_CACHE=str(tmp_path / "compile"),
+        AUTOTUNE_PREWARM="1",
+        PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", SWITCHED_SCRIPT, VECTOR_ADD],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["ok"] == [True, True]
+    assert out["cupy"] is False
+    assert {"worker.prepare_data", "worker.prepare_warm"} <= set(out["startup"]), out["startup"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 import time
 import traceback
 import zlib
@@ -27,7 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from autotune.sweep.backends.tasks import MeasureRequest
 
 
-def gpu_main(conn: Any, device: int) -> None:
+def gpu_main(conn: Any, device: int, warm: bool = False) -> None:
+    """The worker's loop; `warm`: compile CuPy's comparison kernels in a thread meanwhile (`warm_comparisons`)."""
     ignore_sigint()  # Ctrl-C is the parent's: it finishes or abandons the request in flight, then stops us
     stamps = {"started": time.monotonic()}  # sent with "ready": where the worker's start went (GpuBackend.timeline)
     try:
@@ -45,6 +47,9 @@ def gpu_main(conn: Any, device: int) -> None:
         state.info = state.device_info()
     except Exception:  # noqa: BLE001 - asked again (and reported) when the parent needs it
         state.info = None
+    if warm:
+        state.warming = threading.Thread(target=warm_comparisons, args=(cp,), name="autotune-warm", daemon=True)
+        state.warming.start()
     while True:
         try:
             message = conn.recv()
@@ -57,6 +62,22 @@ def gpu_main(conn: Any, device: int) -> None:
         if fatal:  # the context is poisoned: leave without running CUDA destructors
             conn.close()
             os._exit(3)
+
+
+def warm_comparisons(cp: Any) -> None:
+    """Compile the CuPy kernels tune_kernel's generated check runs on 1-D float32 and float64 outputs
+    (`cupy.allclose`, and the NaN fill of an output before its verified launch), in a thread of a worker that is
+    waiting for its first request (a Kernel Tuner script still preparing its data): CuPy compiles a kernel at its
+    first use, and from a fresh kernel cache that was at the first configuration's check (NVRTC runs without the
+    GIL, so requests are answered meanwhile; a kernel needed before it is ready is compiled by the request as
+    before). Failures are ignored: only a head start."""
+    try:
+        for dtype in (cp.float32, cp.float64):
+            a = cp.zeros(8, dtype)
+            a.fill(float("nan"))
+            bool(cp.allclose(a, a, atol=1e-6, equal_nan=False))
+    except Exception:  # noqa: BLE001 - only a head start
+        pass
 
 
 class ProblemFault(Exception):
@@ -72,6 +93,7 @@ class _GpuState:
 
         self.cp, self.device = cp, device
         self.info: DeviceInfo | None = None  # described once, right after the start (gpu_main)
+        self.warming: threading.Thread | None = None  # warm_comparisons, joined before anything is timed
         self.props = cp.cuda.runtime.getDeviceProperties(device)
         self.l2_bytes = int(self.props["l2CacheSize"])
         self.timer = Timer()
@@ -92,6 +114,13 @@ class _GpuState:
             return self.info, False
         if kind == "prepare":
             return self.prepare(*message[1:])
+        if kind == "device_limits":  # the planning limits, read here: the parent then needs no CuPy of its own
+            from autotune.devices import _read_gpu
+
+            return _read_gpu(self.device), False
+        if self.warming is not None:  # nothing of it runs while a kernel is timed
+            self.warming.join()
+            self.warming = None
         point = message[1].variant.point if kind == "measure" else message[2]
         ident = message[1].instance_id if kind == "measure" else (message[1].baseline_name or "baseline")
         cp = self.cp
@@ -126,11 +155,17 @@ class _GpuState:
 
     def prepare(self, kind: ProblemKind, point: TestPoint, convention: str, scalars: Scalars) -> tuple[Any, bool]:
         """Build a point's data and reference before its first instance has compiled (the parent asks while its
-        compile pool works), so the first measurement does not wait for them. (None | ProblemFault, fatal)."""
+        compile pool works), so the first measurement does not wait for them. (stamps | ProblemFault, fatal):
+        the stamps (time.monotonic) of its steps, for the parent's start-up timeline."""
         cp = self.cp
+        stamps: dict[str, float] = {}
         try:
             key, _ = self.problem(kind, point, convention, scalars)
+            stamps["prepare_data"] = time.monotonic()
             self.reference(key)
+            stamps["prepare_reference"] = time.monotonic()
+            self.warm_verify(key)
+            stamps["prepare_warm"] = time.monotonic()
         except ProblemFault as exc:
             self.drop_caches()
             return exc, False
@@ -138,7 +173,32 @@ class _GpuState:
             return None, True  # the context may be poisoned: the parent starts a new worker
         except Exception:  # noqa: BLE001 - out of memory and the like: the measurement that needs it reports it
             self.drop_caches()
-        return None, False
+        return stamps, False
+
+    def warm_verify(self, key: tuple) -> None:
+        """Run the point's verification once now, on its outputs as `prepare_verify` leaves them (the verdict is
+        thrown away): CuPy compiles the kernels it uses (the outputs' fill, the comparison) at their first use, and
+        from a fresh kernel cache that was at the first measurement, behind the compile pool that holds every core
+        (a convolution's first measurement came 5.3 s after its first compiled instance on an H100 host). A check
+        function (`check:`) runs only through its module's `warm(outputs)`, where it has one (tune_kernel's
+        generated check: its comparison on the device); a failure here is left to the measurement that meets it."""
+        data = self.data[key][0]
+        try:
+            data.prepare_verify()
+            spec = getattr(getattr(data, "kind", None), "check_fn", None)
+            if spec is None:
+                data.verify_instance(self.refs.get(key), {})
+                return
+            from autotune.problems.declared_data import HostArrays
+            from autotune.problems.loading import load_attribute
+
+            warm = load_attribute(f"{spec.rsplit(':', 1)[0]}:warm")
+            if callable(warm):
+                warm(HostArrays({**data.sets[0], **data.scalars, **data.host_constants}))
+        except (self.cp.cuda.driver.CUDADriverError, self.cp.cuda.runtime.CUDARuntimeError):
+            raise  # the context may be poisoned: `prepare` has the parent start a new worker
+        except Exception:  # noqa: BLE001 - only a head start (no warm(), a check that needs a run's outputs)
+            pass
 
     def drop_caches(self) -> None:
         self.data.clear()

@@ -57,6 +57,7 @@ from autotune.sweep.backends.gpu_worker import ProblemFault, gpu_main
 from autotune.sweep.backends.tasks import KernelTask, MeasureRequest, Variant
 from autotune.problems.base import ProblemKind, Scalars, scalars_key
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+from autotune.devices import DeviceLimits, know_gpu
 
 COMPILE_CACHE_ENV = "AUTOTUNE_COMPILE_CACHE"  # a compile cache folder other than the default (a benchmark's fresh one)
 DEFAULT_CACHE_DIR = Path(os.environ.get(COMPILE_CACHE_ENV) or paths.CACHE_DIR / "compile")
@@ -125,8 +126,11 @@ class GpuBackend:
         options: tuple[str, ...] = DEFAULT_OPTIONS,
         arch: int | None = None,
         compile_timeout_s: float | None | str = "env",
+        warm_checks: bool = False,
     ) -> None:
         self.device = device
+        # the GPU worker compiles CuPy's comparison kernels while idle (gpu_worker.warm_comparisons: tune_kernel's)
+        self.warm_checks = warm_checks
         self.cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR  # (read now: tests set it)
         self.compile_workers = compile_workers or max(1, (os.cpu_count() or 2) - 1)
         self.compile_batch_size, self.tol = compile_batch_size, tol
@@ -148,6 +152,7 @@ class GpuBackend:
         self._ready = False
         self._pool: CompilePool | Executor | None = None
         self._info: DeviceInfo | None = None
+        self._limits: DeviceLimits | None | bool = None  # False: the worker could not read them
         self._best: dict[tuple[TestPoint, tuple[tuple[str, float], ...]], float] = {}  # (point, scalars_key)
         self._t0: float | None = None  # time.monotonic() at `start`
         self._ahead: tuple | None = None  # (point, convention, scalars key) of a `prepare_ahead` not yet answered
@@ -187,7 +192,12 @@ class GpuBackend:
 
     def _spawn(self) -> None:
         parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=gpu_main, args=(child, self.device), daemon=True)
+        self._proc = self._ctx.Process(
+            target=gpu_main,
+            args=(child, self.device),
+            kwargs={"warm": True} if self.warm_checks else {},
+            daemon=True,
+        )
         start_process(self._proc)
         child.close()
         self._conn, self._ready = parent, False
@@ -297,6 +307,20 @@ class GpuBackend:
             self._mark("device_info")
         return self._info
 
+    def device_limits(self) -> DeviceLimits | None:
+        """The GPU's limits (`autotune.devices.detect_gpu`: planning, and every instance's geometry and defines),
+        read by the GPU worker, which has CuPy and the device already; on device 0 they become this process's
+        (`devices.know_gpu`), so it neither imports CuPy nor initializes CUDA to plan (`get_device` did both: ~0.3 s
+        of a 31-configuration tune_kernel call on an H100 host). None where the worker cannot read them (then
+        this process reads them itself, as before). tune_kernel asks once the worker is ready and before
+        `prepare_ahead` (a request waits behind the data build asked ahead)."""
+        if self._limits is None:
+            kind, payload = self._call(("device_limits",))
+            self._limits = payload if kind == "result" and isinstance(payload, DeviceLimits) else False
+            if isinstance(self._limits, DeviceLimits) and self.device == 0:
+                know_gpu(self._limits)
+        return self._limits if isinstance(self._limits, DeviceLimits) else None
+
     def run(self, jobs: Sequence[Job]) -> Iterator[Measurement]:
         return self.run_tasks([task_of(j) for j in jobs])
 
@@ -342,6 +366,9 @@ class GpuBackend:
             self.cancel_compiles()
             raise problem_error(payload)
         self._mark("prepared")
+        if kind == "result" and isinstance(payload, dict) and self._t0 is not None:  # the worker's own steps
+            for event, at in payload.items():
+                self.timeline.setdefault(f"worker.{event}", round(at - self._t0, 3))
 
     def _drain(
         self,
