@@ -73,8 +73,9 @@ def test_the_workers_prepare_warms_the_check_before_the_first_measurement(tmp_pa
     kind = load_space(space_file).kind
     point = TestPoint(kind.name, "fp32", "", tuple(sizes.items()))
     state = _GpuState(cupy, 0)
-    result, fatal = state.prepare(kind, point, kind.conventions[0], {})
-    assert result is None and fatal is False
+    stamps, fatal = state.prepare(kind, point, kind.conventions[0], {})
+    assert fatal is False and isinstance(stamps, dict), stamps  # a ProblemFault would say what failed
+    assert stamps["prepare_data"] <= stamps["prepare_reference"] <= stamps["prepare_warm"]
     check = load_attribute(f"{kind.check_fn.rsplit(':', 1)[0]}:check")
     cache = check.__globals__["_CACHE"]
     assert isinstance(cache.get(("dev", "c")), cupy.ndarray)  # uploaded by warm, before any check ran
