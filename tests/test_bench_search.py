@@ -71,7 +71,7 @@ def test_bench_search_end_to_end_writes_every_budget(tmp_path: Path) -> None:
     cache = tiny_cache(tmp_path / "tiny_T1.json")
     out = tmp_path / "search.csv"
     kt = (
-        ["--kt-seeds", "2", "--kt-strategies", "random_sample,greedy_ils"]
+        ["--kt-seeds", "2", "--kt-strategies", "random_sample,greedy_ils", "--kt-python", str(KT_PYTHON)]
         if KT_PYTHON.exists()
         else ["--kt-seeds", "0"]
     )
