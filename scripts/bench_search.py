@@ -45,10 +45,10 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from search_pairs import DEFAULT_SOURCES, ROOT, Pair, discover_complete, load_sources, temp_work  # noqa: E402
+from search_pairs import replay as search_replay  # noqa: E402
 from search_score import pair_score, score  # noqa: E402
 
 from autotune.sweep.strategies import make_strategy, strategy_class  # noqa: E402
-from autotune.vocab import Status  # noqa: E402
 
 FRACTIONS = [0.01, 0.02, 0.05, 0.10, 0.20]
 STRATEGIES = ("hybrid", "tpe", "random")
@@ -71,7 +71,6 @@ KT_PYTHON = os.environ.get("AUTOTUNE_KT_PYTHON") or (
     if importlib.util.find_spec("kernel_tuner") is not None
     else str(Path(__file__).resolve().parents[1] / ".venv-kt" / "bin" / "python")
 )
-ASK = 256  # what the runner asks for; a model-based strategy returns its batch
 COLUMNS = ["tool", "strategy", "space", "point", "seed", "space_size", "evals", "best_ms", "true_best_ms", "device"]
 
 
@@ -80,18 +79,8 @@ def budgets(n: int) -> list[int]:
 
 
 def replay(pair: Pair, strategy: str, budget: int, seed: int, options: dict) -> np.ndarray:
-    """Best valid time after each evaluation (inf before the first)."""
-    opts = {"study": None, **options} if getattr(strategy_class(strategy), "model_based", False) else {}
-    s = make_strategy(strategy, pair.instances, budget, seed, **opts)
-    best, out = math.inf, []
-    while asked := s.ask(ASK):
-        for inst in asked:
-            m = pair.recorded[inst.id]
-            s.tell(inst, [m])
-            if m.status == Status.OK and m.median_ms is not None:
-                best = min(best, m.median_ms)
-            out.append(best)
-    return np.array(out)
+    """Best valid time after each evaluation (inf before the first): search_pairs.replay's trace."""
+    return search_replay(pair, strategy, budget, seed, options).trace
 
 
 def best_so_far(times: list) -> np.ndarray:
@@ -305,7 +294,7 @@ def proposal_cost(n: int, strategies: list[str], told: int = 300, timed: int = 4
     """CPU time per proposal (ask + tell of one instance) of each strategy on a synthetic space of `n` valid
     instances of 6 parameters (times of a smooth bowl), after `told` results; printed and returned as JSON."""
     from autotune.space.instance import Instance
-    from autotune.vocab import Measurement, TestPoint
+    from autotune.vocab import Measurement, Status, TestPoint
 
     rng = np.random.default_rng(0)
     cards = (8, 8, 6, 5, 4, 4, 3, 3, 2, 2)  # a product of 1,105,920 combinations
