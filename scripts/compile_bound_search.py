@@ -218,7 +218,10 @@ def spawn(mode: str, work: Path, seed: int, budget: int, cap: float, simulate: s
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", mode, "--work", str(work), "--seed", str(seed)]
     cmd += ["--budget", str(budget), "--seed-cap", str(cap)] + (["--simulate-cache", simulate] if simulate else [])
     with (work / "child.log").open("w") as log:
-        rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=cap + 150).returncode
+        try:
+            rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=cap + 150).returncode
+        except subprocess.TimeoutExpired:  # ours ends itself at its time limit; this is only the watchdog
+            rc = -9
     shutil.rmtree(cache, ignore_errors=True)  # compile caches are large and not results
     out = json.loads((work / "run.json").read_text()) if (work / "run.json").exists() else {}
     out.update(returncode=rc, process_wall_s=time.time() - start)
@@ -380,9 +383,11 @@ def main() -> None:
         sweeps.append(run)
         sweep_s += run["process_wall_s"]
         (out / f"sweep_{len(sweeps) - 1}.json").write_text(json.dumps(run, default=str))
+        shutil.copy(work / f"sweep_{len(sweeps) - 1}" / "child.log", out / f"sweep_{len(sweeps) - 1}.log")
         sweep_times = {key(r["params"]): r["time"] for r in run.get("results", []) if r["time"] is not None}
         measured = len(run.get("results", []))
-        complete = measured >= SPACE_SIZE or run.get("autotune", {}).get("status") == "completed"
+        status = run.get("autotune", {}).get("status")
+        complete = measured >= SPACE_SIZE or status == "done"  # "budget": cut by its time limit, resumed next
         print(
             f"sweep run {len(sweeps)}: {measured} configurations recorded, status "
             f"{run.get('autotune', {}).get('status')}, {run['process_wall_s']:.0f} s",
@@ -422,6 +427,7 @@ def main() -> None:
         shutil.rmtree(wd, ignore_errors=True)
         run = spawn("search", wd, seed, args.budget, args.seed_cap, simulate)
         (out / f"search_{seed}.json").write_text(json.dumps(run, default=str))
+        shutil.copy(wd / "child.log", out / f"search_{seed}.log")
         res = run.get("results", [])
         ok = [r["time"] for r in res if r["time"] is not None]
         in_sweep = [sweep_times[key(r["params"])] for r in res if key(r["params"]) in sweep_times]
