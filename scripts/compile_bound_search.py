@@ -13,7 +13,7 @@ AUTOTUNE_COMPILE_CACHE):
   (a) sweep: the whole space (`strategy=None`: brute), recorded in WORK/sweep.sqlite with a time limit; a run cut
       by its limit is resumed from that database by the next (the same command again on a warm machine, or within
       this run while --sweep-cap allows). Its best verified time is "the whole space's best".
-  (b) search, per seed 0, 1, ... while the time left allows: `strategy="genetic_algorithm"` (any Kernel Tuner
+  (b) search, per seed 0, 1, ... while the time left allows (a seed done by an earlier call with this WORK is kept): `strategy="genetic_algorithm"` (any Kernel Tuner
       strategy name is our `auto`, which picks `hybrid` since the budget is below the space's size) with
       `strategy_options={"max_fevals": --budget, "time_limit": --seed-cap}` and `seed=`, on a fresh database and a
       fresh compile cache. Recorded per seed: the evaluations (failures included, in the order recorded) and the
@@ -32,7 +32,7 @@ its search learns nothing: the facade's simulation imports the cache into the se
 sweep tells every proposal "measured earlier" (a FAIL trial) and `hybrid` searches blind (its proposals are read
 from the study's trials); only a GPU run measures the strategy.
 
-    python scripts/compile_bound_search.py --out OUT --work WORK [--total 510] [--sweep-cap 330] [--seed-cap 90]
+    python scripts/compile_bound_search.py --out OUT --work WORK [--total 510] [--sweep-cap 330] [--seed-cap 45]
     python scripts/compile_bound_search.py --simulate --out /tmp/cb --work /tmp/cbw --total 120
 """
 
@@ -350,7 +350,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path, help="work folder; WORK/sweep.sqlite is the whole-space sweep (resumed)")
     ap.add_argument("--total", type=float, default=510.0, help="seconds for the whole run (no run starts past it)")
     ap.add_argument("--sweep-cap", type=float, default=330.0, help="seconds for the whole-space sweep at most")
-    ap.add_argument("--seed-cap", type=float, default=90.0, help="time limit of one search (tune_kernel time_limit)")
+    ap.add_argument("--seed-cap", type=float, default=45.0, help="time limit of one search (tune_kernel time_limit)")
     ap.add_argument("--budget", type=int, default=108, help="evaluations of one search (max_fevals; 108 = 10%%)")
     ap.add_argument("--seeds", type=int, default=10, help="search seeds at most (as time allows)")
     ap.add_argument("--simulate", action="store_true", help="no GPU: the replay backend on a synthetic cache")
@@ -421,11 +421,16 @@ def main() -> None:
     # (b) the search, seed by seed, each in a fresh process with a fresh compile cache and database
     rows = []
     for seed in range(args.seeds):
-        if left() < args.seed_cap + 40:
-            break
         wd = work / f"search_{seed}"
-        shutil.rmtree(wd, ignore_errors=True)
-        run = spawn("search", wd, seed, args.budget, args.seed_cap, simulate)
+        kept = wd / "result.json"  # a seed finished by an earlier call of this run's WORK is kept, not run again
+        if kept.exists() and json.loads(kept.read_text()).get("results"):
+            run = json.loads(kept.read_text())
+        else:
+            if left() < args.seed_cap + 25:
+                break
+            shutil.rmtree(wd, ignore_errors=True)
+            run = spawn("search", wd, seed, args.budget, args.seed_cap, simulate)
+            kept.write_text(json.dumps(run, default=str))
         (out / f"search_{seed}.json").write_text(json.dumps(run, default=str))
         shutil.copy(wd / "child.log", out / f"search_{seed}.log")
         res = run.get("results", [])

@@ -5,14 +5,15 @@
 # convolution example through autotune.kernel_tuner.tune_kernel (at most SWEEP_CAP s; resumed from
 # $CB_WORK/sweep.sqlite by a second call on the same warm machine if cut), then (b) the search (auto -> hybrid,
 # 108 evaluations, SEED_CAP s each) seed by seed on a fresh compile cache and database while the TOTAL allows.
+# The same command again on the same warm machine resumes: the sweep from its database, the seeds after those done.
 #
-#   bash scripts/compile_bound_search_h100.sh [TOTAL=500] [SWEEP_CAP=330] [SEED_CAP=60] [SEEDS=5]
+#   bash scripts/compile_bound_search_h100.sh [TOTAL=510] [SWEEP_CAP=330] [SEED_CAP=45] [SEEDS=6]
 #
 # CB_SIMULATE=1 runs it without a GPU (--simulate: the replay backend on a synthetic cache) to check the plumbing.
 # Writes $OUT/compile_bound_search.tar (CSV, per-run JSON, sweep.json, host.txt, PROVENANCE.md, the sweep's
 # database packed with `autotune db pack` when it works, else gzipped) and prints the provenance table last.
 set -uo pipefail
-total=${1:-500}; sweep_cap=${2:-330}; seed_cap=${3:-60}; seeds=${4:-5}
+total=${1:-510}; sweep_cap=${2:-330}; seed_cap=${3:-45}; seeds=${4:-6}
 out=${OUT:?set OUT to the folder that comes back}
 work=${CB_WORK:-/tmp/compile_bound}
 here=$(cd "$(dirname "$0")/.." && pwd)

@@ -43,15 +43,22 @@ def test_the_synthetic_space_is_the_scripts_1080_configurations(tmp_path: Path) 
 
 def test_simulated_run_sweeps_the_space_then_searches_seed_by_seed(tmp_path: Path) -> None:
     out, work = tmp_path / "out", tmp_path / "work"
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "compile_bound_search.py"), "--simulate", "--out", str(out)]
-        + ["--work", str(work), "--total", "170", "--seed-cap", "20", "--seeds", "2", "--budget", "40"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": "1"},
-    )
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+
+    def run(seeds: int, folder: Path) -> None:
+        res = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "compile_bound_search.py"), "--simulate", "--out", str(folder)]
+            + ["--work", str(work), "--total", "170", "--seed-cap", "20", "--seeds", str(seeds), "--budget", "40"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": "1"},
+        )
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+
+    run(1, tmp_path / "first")
+    run(2, out)  # the same WORK again: the sweep resumes (nothing left), seed 0 is kept, seed 1 runs
+    first = json.loads((tmp_path / "first" / "search_0.json").read_text())
+    assert json.loads((out / "search_0.json").read_text())["results"] == first["results"]
     sweep = json.loads((out / "sweep.json").read_text())
     assert sweep["complete"] and sweep["recorded"] == 1080 and sweep["verified"] < 1080  # failures recorded too
     rows = list(csv.DictReader((out / "compile_bound_search.csv").open()))
