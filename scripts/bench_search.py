@@ -37,13 +37,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
+# one BLAS thread: the replays solve small systems, where BLAS's threads only spin against each other and the
+# Kernel Tuner process beside them (a 20x slower solve seen on a shared 2-core machine); set before numpy loads
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
-from search_pairs import DEFAULT_SOURCES, ROOT, Pair, discover_complete, load_sources, temp_work
-from search_score import pair_score, score
+import numpy as np  # noqa: E402
 
-from autotune.sweep.strategies import make_strategy, strategy_class
-from autotune.vocab import Status
+from search_pairs import DEFAULT_SOURCES, ROOT, Pair, discover_complete, load_sources, temp_work  # noqa: E402
+from search_pairs import replay as search_replay  # noqa: E402
+from search_score import pair_score, score  # noqa: E402
+
+from autotune.sweep.strategies import make_strategy, strategy_class  # noqa: E402
 
 FRACTIONS = [0.01, 0.02, 0.05, 0.10, 0.20]
 STRATEGIES = ("hybrid", "tpe", "random")
@@ -66,7 +71,6 @@ KT_PYTHON = os.environ.get("AUTOTUNE_KT_PYTHON") or (
     if importlib.util.find_spec("kernel_tuner") is not None
     else str(Path(__file__).resolve().parents[1] / ".venv-kt" / "bin" / "python")
 )
-ASK = 256  # what the runner asks for; a model-based strategy returns its batch
 COLUMNS = ["tool", "strategy", "space", "point", "seed", "space_size", "evals", "best_ms", "true_best_ms", "device"]
 
 
@@ -75,50 +79,46 @@ def budgets(n: int) -> list[int]:
 
 
 def replay(pair: Pair, strategy: str, budget: int, seed: int, options: dict) -> np.ndarray:
-    """Best valid time after each evaluation (inf before the first)."""
-    opts = {"study": None, **options} if getattr(strategy_class(strategy), "model_based", False) else {}
-    s = make_strategy(strategy, pair.instances, budget, seed, **opts)
-    best, out = math.inf, []
-    while asked := s.ask(ASK):
-        for inst in asked:
-            m = pair.recorded[inst.id]
-            s.tell(inst, [m])
-            if m.status == Status.OK and m.median_ms is not None:
-                best = min(best, m.median_ms)
-            out.append(best)
-    return np.array(out)
+    """Best valid time after each evaluation (inf before the first): search_pairs.replay's trace."""
+    return search_replay(pair, strategy, budget, seed, options).trace
 
 
 def best_so_far(times: list) -> np.ndarray:
     return np.minimum.accumulate(np.array([math.inf if t is None else t for t in times], dtype=float))
 
 
-def run_kt(pair: Pair, work: Path, strategies: list[str], seeds: range, python: str, deadline: float = 0.0) -> dict:
-    cache = pair.kt_cache(work)
-    out = work / f"kt_{abs(hash(pair.label))}.json"
+def run_kt(
+    pairs: list[Pair], work: Path, strategies: list[str], seeds: range, python: str, deadline: float = 0.0
+) -> dict:
+    """Kernel Tuner's strategies on every pair's cache, in one process (scripts/kt_simulate.py), seed by seed over
+    the pairs: {pair label: kt_simulate's output for it, with "wall_s": the process's wall time shared by size}."""
+    caches = [str(p.kt_cache(work)) for p in pairs]
+    out = work / "kt_runs.json"
     t = time.monotonic()
     subprocess.run(
         [
             python,
             str(Path(__file__).with_name("kt_simulate.py")),
-            str(cache),
+            *caches,
             "--strategies",
             ",".join(strategies),
             "--seeds",
             f"{seeds.start}-{seeds.stop - 1}",
             "--max-fevals",
-            str(budgets(len(pair.instances))[-1]),
+            ",".join(str(budgets(len(p.instances))[-1]) for p in pairs),
             "--deadline",
             str(deadline),
             "--out",
             str(out),
         ],
         check=True,
-        stderr=subprocess.DEVNULL,
     )
+    wall = time.monotonic() - t
     got = json.loads(out.read_text())
-    got["wall_s"] = time.monotonic() - t
-    return got
+    per = got["caches"] if "caches" in got else [got]
+    spent = [sum(r["wall_s"] for runs in g["runs"].values() for r in runs.values()) for g in per]
+    total = sum(spent) or 1.0
+    return {p.label: {**g, "wall_s": wall * s / total} for p, g, s in zip(pairs, per, spent, strict=True)}
 
 
 def main() -> None:
@@ -229,15 +229,10 @@ def main() -> None:
     timings: dict[str, float] = {}
     pool = ThreadPoolExecutor(1)  # Kernel Tuner runs in its own process beside our replays
     kt_seeds = range(args.kt_first_seed, args.kt_first_seed + args.kt_seeds)
-    kt_jobs = (
-        {
-            p.label: pool.submit(
-                run_kt, p, work, args.kt_strategies.split(","), kt_seeds, args.kt_python, args.deadline
-            )
-            for p in pairs
-        }
+    kt_job = (
+        pool.submit(run_kt, pairs, work, args.kt_strategies.split(","), kt_seeds, args.kt_python, args.deadline)
         if args.kt_seeds > 0
-        else {}
+        else None
     )
     seeds: dict[tuple[str, str, str], list[int]] = {}  # (tool, strategy, pair label) -> the seed of each trace
     t0 = time.monotonic()
@@ -257,10 +252,11 @@ def main() -> None:
                 key = f"autotune {strategy} {p.label}"
                 timings[key] = timings.get(key, 0.0) + time.monotonic() - t
         print(f"  seed {seed} done ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+    kt_results = kt_job.result() if kt_job is not None else {}
     for p in pairs:
-        if p.label not in kt_jobs:
+        if p.label not in kt_results:
             continue
-        got = kt_jobs[p.label].result()
+        got = kt_results[p.label]
         timings[f"kerneltuner (all strategies) {p.label}"] = got["wall_s"]
         for strategy, why in got["failed"].items():
             print(f"  kerneltuner {strategy} failed on {p.label}: {why}", file=sys.stderr)
@@ -298,7 +294,7 @@ def proposal_cost(n: int, strategies: list[str], told: int = 300, timed: int = 4
     """CPU time per proposal (ask + tell of one instance) of each strategy on a synthetic space of `n` valid
     instances of 6 parameters (times of a smooth bowl), after `told` results; printed and returned as JSON."""
     from autotune.space.instance import Instance
-    from autotune.vocab import Measurement, TestPoint
+    from autotune.vocab import Measurement, Status, TestPoint
 
     rng = np.random.default_rng(0)
     cards = (8, 8, 6, 5, 4, 4, 3, 3, 2, 2)  # a product of 1,105,920 combinations

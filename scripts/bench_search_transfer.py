@@ -22,13 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from search_pairs import Pair, load_sources, temp_work
-
-from autotune.sweep.strategies import make_strategy
-from autotune.vocab import Status
+from search_pairs import Pair, load_sources, replay, temp_work
 
 SOURCES = ("results/complete_h100/complete_h100.sqlite.xz", "results/complete_conv_h200/complete_conv_h200.sqlite.xz")
-ASK = 256
 
 
 def size_of(pair: Pair) -> float:
@@ -38,21 +34,11 @@ def size_of(pair: Pair) -> float:
 
 
 def search(pair: Pair, strategy: str, seed: int, limit: int, start: list, tol: float | None) -> tuple[int, list]:
-    """Replay `strategy` on `pair`: (evaluations until within `tol` of the true best, or limit + 1; the instances
-    measured, fastest verified first)."""
-    s = make_strategy(strategy, pair.instances, limit, seed, study=None, start=start)
-    best, n, seen = math.inf, 0, []
-    while asked := s.ask(ASK):
-        for inst in asked:
-            m = pair.recorded[inst.id]
-            s.tell(inst, [m])
-            n += 1
-            if m.status == Status.OK and m.median_ms is not None:
-                best = min(best, m.median_ms)
-                seen.append((m.median_ms, inst))
-            if tol is not None and best <= pair.true_best * (1 + tol):
-                return n, [i for _, i in sorted(seen, key=lambda x: x[0])]
-    return limit + 1, [i for _, i in sorted(seen, key=lambda x: x[0])]
+    """Replay `strategy` on `pair` (search_pairs.replay): (evaluations until within `tol` of the true best, or
+    limit + 1; the instances measured, fastest verified first)."""
+    r = replay(pair, strategy, limit, seed, start=start, until_ms=None if tol is None else pair.true_best * (1 + tol))
+    reached = tol is not None and len(r.trace) and r.trace[-1] <= pair.true_best * (1 + tol)
+    return (len(r.trace) if reached else limit + 1), r.ranked()
 
 
 def main() -> None:

@@ -11,6 +11,8 @@ Two kinds of source:
     imported (`autotune import kerneltuner`, `interop.kt_store.import_cache`) into a temporary database; the
     universe is every configuration in the cache, Kernel Tuner's failed configurations (InvalidConfig,
     CompilationFailedConfig, RuntimeFailedConfig) being failures.
+`replay` runs a strategy on a pair as the runner's per-point search drives it (scripts/bench_search.py and
+scripts/bench_search_transfer.py both use it).
 `discover_complete` keeps the older rule (a pair is complete when every instance the *current* space file
 generates for the point was measured at it) for databases swept without a `where:`.
 Each pair also knows a Kernel Tuner cache of itself (`kt_cache`): the hub file as it is, or for a database pair
@@ -22,11 +24,13 @@ from __future__ import annotations
 import gzip
 import json
 import lzma
+import math
 import shutil
 import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -36,6 +40,8 @@ from autotune.store.store import Store
 from autotune.vocab import Measurement, Status, TestPoint
 
 ROOT = Path(__file__).resolve().parent.parent
+
+ASK = 256  # what the runner asks a strategy for per round; a model-based strategy returns its batch (4)
 
 DEFAULT_SOURCES = (
     "results/complete_h100/complete_h100.sqlite.xz",
@@ -86,6 +92,55 @@ class Pair:
             with Store.open(self.db, readonly=True) as store:
                 write_cache(export_cache(store, self.space, self.device, self.point.key), path)
         return path
+
+
+@dataclass
+class Replayed:
+    """One replay: the best verified time after each evaluation (inf before the first) and the verified instances
+    with their times, in the order measured."""
+
+    trace: np.ndarray
+    measured: list[tuple[float, Instance]]
+
+    def ranked(self) -> list[Instance]:
+        """The verified instances, fastest first."""
+        return [i for _, i in sorted(self.measured, key=lambda x: x[0])]
+
+
+def replay(
+    pair: Pair,
+    strategy: str,
+    budget: int,
+    seed: int,
+    options: dict[str, Any] | None = None,
+    *,
+    start: Sequence[Instance] = (),
+    until_ms: float | None = None,
+) -> Replayed:
+    """Replay `strategy` on `pair` (ask ASK, tell each proposal its recorded measurement; failures are failures) for
+    `budget` evaluations, or until the best verified time is at most `until_ms`. A model-based strategy gets an
+    in-memory study, `options` and `start` (instances enqueued first: transfer); the others take neither."""
+    from autotune.sweep.strategies import make_strategy, strategy_class
+
+    if getattr(strategy_class(strategy), "model_based", False):
+        opts: dict[str, Any] = {"study": None, **(options or {}), **({"start": list(start)} if start else {})}
+    elif options or start:
+        raise SystemExit(f"error: the {strategy} strategy takes no options and no start instances")
+    else:
+        opts = {}
+    s = make_strategy(strategy, pair.instances, budget, seed, **opts)
+    best, trace, measured = math.inf, [], []
+    while asked := s.ask(ASK):
+        for inst in asked:
+            m = pair.recorded[inst.id]
+            s.tell(inst, [m])
+            if m.status == Status.OK and m.median_ms is not None:
+                best = min(best, m.median_ms)
+                measured.append((m.median_ms, inst))
+            trace.append(best)
+            if until_ms is not None and best <= until_ms:
+                return Replayed(np.array(trace), measured)
+    return Replayed(np.array(trace), measured)
 
 
 def _rel(path: Path) -> str:

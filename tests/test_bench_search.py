@@ -71,7 +71,7 @@ def test_bench_search_end_to_end_writes_every_budget(tmp_path: Path) -> None:
     cache = tiny_cache(tmp_path / "tiny_T1.json")
     out = tmp_path / "search.csv"
     kt = (
-        ["--kt-seeds", "2", "--kt-strategies", "random_sample,greedy_ils"]
+        ["--kt-seeds", "2", "--kt-strategies", "random_sample,greedy_ils", "--kt-python", str(KT_PYTHON)]
         if KT_PYTHON.exists()
         else ["--kt-seeds", "0"]
     )
@@ -232,3 +232,51 @@ def test_merge_reads_scores_back_from_an_earlier_summary(tmp_path: Path) -> None
     path = tmp_path / "summary.md"
     path.write_text(table + "\n| autotune | tpe | 0.1 / 0.2 | - | - | - | - | - | 22 pairs, 10 seeds |\n")
     assert bench_search.scores_of_summary(path) == {("kerneltuner", "pso"): 0.113}
+
+
+def test_replay_stops_at_the_target_and_is_a_prefix_of_the_full_run(tmp_path: Path) -> None:
+    """search_pairs.replay, shared by bench_search.py and bench_search_transfer.py: `until_ms` cuts the same run."""
+    (p,) = search_pairs.load_sources([str(tiny_cache(tmp_path / "tiny_T1.json"))], tmp_path)
+    full = search_pairs.replay(p, "hybrid", 60, 3)
+    assert len(full.trace) == 60 and full.trace[-1] == pytest.approx(p.true_best)  # the whole space: its best
+    assert len(full.measured) == 57  # the three failures are not verified instances
+    target = p.true_best * 1.05
+    cut = search_pairs.replay(p, "hybrid", 60, 3, until_ms=target)
+    n = int(np.argmax(full.trace <= target)) + 1  # the first evaluation within 5%
+    assert len(cut.trace) == n and np.array_equal(cut.trace, full.trace[:n])
+    ranked = full.ranked()
+    assert [m for m, _ in sorted(full.measured, key=lambda x: x[0])][0] == pytest.approx(p.true_best)
+    started = search_pairs.replay(p, "hybrid", 5, 3, start=ranked[:2])  # transfer: the start instances first
+    assert started.trace[0] == pytest.approx(p.true_best)
+    with pytest.raises(SystemExit, match="takes no options"):
+        search_pairs.replay(p, "random", 5, 0, start=ranked[:1])
+
+
+@pytest.mark.skipif(not KT_PYTHON.exists(), reason="needs Kernel Tuner (AUTOTUNE_KT_PYTHON or .venv-kt)")
+def test_kt_fast_mode_changes_no_decision(tmp_path: Path) -> None:
+    """kt_simulate.py --fast (cache parsed once, no eager debug formatting) against Kernel Tuner untouched: the same
+    configurations in the same order for every strategy and seed, on two caches in one process (diff_evo is left
+    out: its Latin hypercube start is not reproducible from the seed either way)."""
+    caches = [str(tiny_cache(tmp_path / "a_T1.json")), str(tiny_cache(tmp_path / "b_T2.json", failed=7))]
+    strategies = "genetic_algorithm,simulated_annealing,pso,firefly_algorithm,greedy_ils,mls,basinhopping"
+    got = {}
+    for mode in ("--fast", "--no-fast"):
+        out = tmp_path / f"{mode}.json"
+        res = subprocess.run(
+            [str(KT_PYTHON), str(ROOT / "scripts" / "kt_simulate.py"), *caches, "--strategies", strategies]
+            + ["--seeds", "0-1", "--max-fevals", "20,30", mode, "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert res.returncode == 0, res.stderr[-2000:]
+        got[mode] = json.loads(out.read_text())["caches"]
+    fast, slow = got["--fast"], got["--no-fast"]
+    assert len(fast[0]["patched"]) == 2 and slow[0]["patched"] == []
+    assert [c["max_fevals"] for c in fast] == [20, 30]
+    for f, s in zip(fast, slow, strict=True):
+        assert not f["failed"] and set(f["runs"]) == set(strategies.split(","))
+        for strategy, runs in f["runs"].items():
+            for seed, run in runs.items():
+                assert run["order"] == s["runs"][strategy][seed]["order"], (strategy, seed)
+                assert len(run["order"]) <= f["max_fevals"]
