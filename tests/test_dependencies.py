@@ -17,7 +17,7 @@ DISTRIBUTION = {"yaml": "pyyaml", "cupy": "cupy-cuda12x", "cupy_backends": "cupy
 # imports the code guards with try/except ImportError and goes on without (module: why it is not declared)
 GUARDED = {
     "pynvml": "sweep/timing.py reads the GPU clocks when NVML's bindings are installed (nvidia-ml-py)",
-    "kernel_tuner": "interop/kt_results.py uses Kernel Tuner's failure markers when Kernel Tuner is installed",
+    "kernel_tuner": "kernel_tuner.py hands run_kernel calls it does not run itself to Kernel Tuner when installed",
     "cloudpickle": "interop/tune_kernel.py refuses verify= with what to install when it is missing",
 }
 
