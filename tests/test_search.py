@@ -246,3 +246,35 @@ def test_patience_stops_a_point_early(recorded: str, tmp_path: Path) -> None:
         backend.close()
     stops = [n for n in reporter.notes if "patience" in n]
     assert len(stops) == 3 and len(m) < 3 * 52
+
+
+def test_a_search_learns_what_earlier_runs_measured(recorded: str, tmp_path: Path) -> None:
+    """On a database where every pair is measured already (a resumed sweep, or Kernel Tuner's simulation mode on an
+    imported cache), a model-based search is told each proposal's recorded result: its trials complete with the
+    recorded medians instead of failing, and nothing is measured again."""
+    copy = tmp_path / "copy.sqlite"
+    copy.write_bytes(Path(recorded.removeprefix("sqlite:///")).read_bytes())
+    url = f"sqlite:///{copy}"
+    from autotune.store.migrate import upgrade
+
+    upgrade(url)  # the committed recording is an older schema: a sweep writes only to the current one
+    cfg = dataclasses.replace(
+        load_config(TRANSPOSE / "sweep.yaml"), database=url, strategy="tpe", seed=3, search=SearchOptions(budget=6)
+    )
+    backend = ReplayBackend(recorded)
+    uuid = backend.device_info().uuid
+    try:
+        with Store.open(url) as store:
+            before = store.measurements(uuid)
+            run_sweep(cfg, store, backend, Quiet())
+            after = store.measurements(uuid)
+    finally:
+        backend.close()
+    assert len(after) == len(before)  # nothing measured twice
+    study = optuna.load_study(storage=url, study_name=study_name(cfg, "transpose_tiled", cfg.points[0], uuid))
+    assert len(study.trials) == 6
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials), [t.state for t in study.trials]
+    sizes = dict(cfg.points[0].sizes)
+    at_point = before[(before["rows"] == sizes["rows"]) & (before["cols"] == sizes["cols"])]
+    assert len(at_point) > 6
+    assert {round(t.value, 9) for t in study.trials} <= set(at_point["median_ms"].round(9))

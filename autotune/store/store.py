@@ -573,6 +573,21 @@ class Store:
         )
         return self.transact(lambda s: {(iid, p.point()) for iid, p in s.execute(q)})
 
+    def recorded_at(self, sweep_id: int, point: TestPoint, same_model: bool = False) -> dict[str, list[Measurement]]:
+        """What is recorded at `point` on the sweep's GPU (with `same_model`, on every GPU of its model), by
+        instance id, as Measurements of status and median: what a search is told of an instance it proposes that
+        an earlier run measured (a resumed sweep, or Kernel Tuner's simulation mode on an imported cache)."""
+        device_id = self._sweep(sweep_id).device_id
+        devices = self.same_model(device_id) if same_model else [device_id]
+        pid = self.upsert_points([point])[point]
+        q = select(MeasurementRow.instance_id, MeasurementRow.status, MeasurementRow.median_ms).where(
+            MeasurementRow.point_id == pid, MeasurementRow.device_id.in_(devices)
+        )
+        out: dict[str, list[Measurement]] = {}
+        for iid, status, median in self.transact(lambda s: s.execute(q).all()):
+            out.setdefault(iid, []).append(Measurement(iid, point, Status(status), median_ms=median))
+        return out
+
     def best_times(self, device: str) -> dict[TestPoint, tuple[str, float]]:
         """The fastest verified (instance id, median ms) at each test point on one device (name or uuid)."""
         m, p, d = MeasurementRow, Point, Device

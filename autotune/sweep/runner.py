@@ -15,7 +15,7 @@ import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -399,6 +399,7 @@ def _search_points(
         todo: dict[Instance, tuple[TestPoint, ...]] = {
             i: (() if (i.id, point) in done else (point,)) for i in instances
         }
+        recorded = store.recorded_at(sweep_id, point, cfg.resume == "model") if not all(todo.values()) else {}
         budget = opts.budget if opts.budget is not None else plan.limit(cfg)
         options: dict = {}
         if model_based:
@@ -443,6 +444,7 @@ def _search_points(
                 sweep_id,
                 start,
                 streak,
+                recorded,
             )
             if results is None:
                 return not _out_of_time(cfg, start, reporter)
@@ -495,16 +497,18 @@ def _measure(
     sweep_id: int,
     start: float,
     streak: FailureStreak,
+    recorded: Mapping[str, list[Measurement]] | None = None,
 ) -> dict[Instance, list[Measurement]] | None:
-    """Measure the proposed instances at their `todo` points, record and tell each; what each measured (None
+    """Measure the proposed instances at their `todo` points, record and tell each (one with no point to measure is
+    told what `recorded` holds of it: measured by an earlier run); what each measured (None
     when the time budget ran out mid-batch: the rest stays unmeasured and the next run resumes there). When the
     first instances all failed alike (`streak`), it says so and returns at once: `streak.stopped` is then True
     and the batch's other pairs stay unmeasured (their compiles are cancelled)."""
     asked = [i for i in proposed if todo[i]]
     store.upsert_instances(asked)  # only what is measured: a sampled sweep stores its sample
     for inst in proposed:
-        if not todo[inst]:  # measured by an earlier run of this sweep
-            strategy.tell(inst, [])
+        if not todo[inst]:  # measured by an earlier run of this sweep: the search learns its recorded result
+            strategy.tell(inst, list((recorded or {}).get(inst.id, ())))
     jobs: list[Job] = []
     results: dict[str, list[Measurement]] = {i.id: [] for i in asked}
     out: dict[Instance, list[Measurement]] = {}
