@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import os
 import subprocess
 import sys
@@ -57,7 +58,9 @@ def tune_params() -> dict[str, list[int]]:
 RESTRICTIONS = ["use_padding==0 or block_size_x % 32 != 0", "block_size_x*block_size_y<=1024"]
 
 
+@functools.cache
 def space_size() -> int:
+    """The configurations left after the restrictions (computed once)."""
     import itertools
 
     p = tune_params()

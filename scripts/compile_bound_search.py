@@ -33,7 +33,7 @@ sweep tells every proposal "measured earlier" (a FAIL trial) and `hybrid` search
 from the study's trials); only a GPU run measures the strategy.
 
     python scripts/compile_bound_search.py --out OUT --work WORK [--total 510] [--sweep-cap 330] [--seed-cap 45]
-    python scripts/compile_bound_search.py --simulate --out /tmp/cb --work /tmp/cbw --total 120
+    python scripts/compile_bound_search.py --simulate --out runs/cb --work runs/cbw --total 120
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@
 set -uo pipefail
 total=${1:-510}; sweep_cap=${2:-330}; seed_cap=${3:-45}; seeds=${4:-6}
 out=${OUT:?set OUT to the folder that comes back}
-work=${CB_WORK:-/tmp/compile_bound}
+work=${CB_WORK:-${TMPDIR:-/tmp}/compile_bound}
 here=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-python3}
 res="$out/compile_bound"

@@ -6,6 +6,7 @@ itself where AUTOTUNE_KT_PYTHON or .venv-kt has it). The real GPU path: tests/gp
 from __future__ import annotations
 
 import json
+from typing import Any
 import subprocess
 from pathlib import Path
 
@@ -266,10 +267,11 @@ def _cache(path: Path, n: int) -> None:
     )
 
 
-def test_simulation_mode_replays_a_cache_with_kernel_tuners_result_shape(tmp_path: Path) -> None:
+def _simulate(tmp_path: Path, **kwargs: Any) -> tuple[list[dict], dict]:
+    """tune_kernel replaying a 3-configuration cache of vector_add (`_cache`) in simulation mode."""
     args, answer = _vector_add()
     _cache(tmp_path / "cache.json", 10_000)
-    results, env = tune_kernel(
+    return tune_kernel(
         "vector_add",
         VECTOR_ADD,
         10_000,
@@ -279,8 +281,12 @@ def test_simulation_mode_replays_a_cache_with_kernel_tuners_result_shape(tmp_pat
         cache=str(tmp_path / "cache.json"),
         simulation_mode=True,
         quiet=True,
-        space_dir=tmp_path / "space",
+        **kwargs,
     )
+
+
+def test_simulation_mode_replays_a_cache_with_kernel_tuners_result_shape(tmp_path: Path) -> None:
+    results, env = _simulate(tmp_path, space_dir=tmp_path / "space")
     assert [r["block_size_x"] for r in results] == [128, 256, 512]
     assert [r.get("time") for r in results] == [0.5, 0.3, None]
     assert results[0]["times"] == [0.5, 0.4, 0.6] and results[0]["compile_time"] == 100.0
@@ -499,19 +505,7 @@ def test_the_call_returns_before_its_clean_up_and_the_folder_goes(tmp_path: Path
 
     from autotune.interop.tune_kernel import CLEANUP_THREAD
 
-    args, answer = _vector_add()
-    _cache(tmp_path / "cache.json", 10_000)
-    results, env = tune_kernel(
-        "vector_add",
-        VECTOR_ADD,
-        10_000,
-        args,
-        {"block_size_x": [128, 256, 512]},
-        answer=answer,
-        cache=str(tmp_path / "cache.json"),
-        simulation_mode=True,
-        quiet=True,
-    )
+    results, env = _simulate(tmp_path)
     folder = Path(env["autotune"]["database"].removeprefix("sqlite:///")).parent
     assert len(results) == 3 and env["autotune"]["space_dir"] is None
     threads = [t for t in threading.enumerate() if t.name == CLEANUP_THREAD]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from autotune.kernel_tuner import tune_kernel
+from tests.support.switched_script import run_switched
 
 pytestmark = pytest.mark.gpu
 VECTOR_ADD = """
@@ -94,27 +95,7 @@ print(json.dumps({"start": start, "stamps": [r["timestamp"] for r in results], "
 def test_the_backend_started_at_import_is_ready_at_the_call(tmp_path: Path) -> None:
     """`import autotune.kernel_tuner` starts the GPU worker and compile processes; a call 4 s later takes them
     (prewarmed_s) and measures first within 3 s of the call, in a fresh process (a script's own start)."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    env = dict(
-        os.environ,
-        AUTOTUNE_COMPILE_CACHE=str(tmp_path / "compile"),
-        AUTOTUNE_PREWARM="1",
-        PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", PREWARMED_SCRIPT, VECTOR_ADD],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_switched(PREWARMED_SCRIPT, VECTOR_ADD, tmp_path=tmp_path)
     auto = out["auto"]
     first = min(
         datetime.fromisoformat(s)

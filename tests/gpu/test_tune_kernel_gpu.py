@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from autotune.kernel_tuner import tune_kernel
+from tests.support.switched_script import run_switched
 
 pytestmark = pytest.mark.gpu
 DATA = Path(__file__).resolve().parents[1] / "data" / "kerneltuner"
@@ -123,28 +124,7 @@ def test_the_scripts_process_never_imports_cupy(tmp_path: Path) -> None:
     """A switched script's own process plans with the limits the GPU worker read (`GpuBackend.device_limits`) and
     never imports CuPy (nor initializes CUDA); the worker's prepare reports its steps, the warm-up of the check
     included."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    env = dict(
-        os.environ,
-        AUTOTUNE_COMPILE_CACHE=str(tmp_path / "compile"),
-        AUTOTUNE_PREWARM="1",
-        PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", SWITCHED_SCRIPT, VECTOR_ADD],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_switched(SWITCHED_SCRIPT, VECTOR_ADD, tmp_path=tmp_path)
     assert out["ok"] == [True, True]
     assert out["cupy"] is False
     assert {"worker.prepare_data", "worker.prepare_warm"} <= set(out["startup"]), out["startup"]
