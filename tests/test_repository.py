@@ -1,4 +1,4 @@
-"""The repository stays small and portable: the tracked tree is under 20 MB, no committed file names a path of the
+"""The repository stays small and portable: the tracked tree is under 24 MB, no committed file names a path of the
 machine that made it (nor does any value inside a committed database), every committed database is packed (and reads back: the packing checks its digest), and the
 files the documentation and code name exist."""
 
@@ -14,7 +14,9 @@ import pytest
 
 from autotune.paths import ROOT
 
-LIMIT_BYTES = 20_000_000
+# the device tool sends at most 64 MiB: the tree, plus the wheelhouses a GPU run carries (.whl-kt, 22 MB), plus a
+# resumed run's database, with room to spare
+LIMIT_BYTES = 24_000_000
 # a developer's or a lent machine's folders; /tmp/ only in committed outputs (results), where it was a run's scratch
 MACHINE = re.compile(r"(?<![\w.$])(/work/|/root/|/home/[a-z_][\w-]*/|/Users/[A-Za-z])")
 SCRATCH = re.compile(r"(?<![\w.$])/tmp/")
