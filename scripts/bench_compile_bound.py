@@ -95,7 +95,11 @@ def done_counts(url: str) -> tuple[int, Counter, float | None]:
 
     if not Path(url.removeprefix("sqlite:///")).exists():
         return 0, Counter(), None
-    rows = run_query(url, "SELECT status, error, median_ms FROM measurements")
+    rows = run_query(  # each configuration once (its latest measurement: a call on another card of the model skips it)
+        url,
+        "SELECT status, error, median_ms FROM measurements WHERE id IN "
+        "(SELECT max(id) FROM measurements GROUP BY instance_id, point_id)",
+    )
     n, fails, best = 0, Counter[str](), None
     for status, error, median in rows.itertuples(index=False):
         n += 1

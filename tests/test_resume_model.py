@@ -60,3 +60,30 @@ def test_resume_on_another_card_of_the_same_model(tmp_path, resume):
 def test_bad_resume_rule_is_an_error(tmp_path):
     with pytest.raises(UserError, match="resume: 'card' is not a rule"):
         config(tmp_path, "card")
+
+
+def test_kernel_tuners_results_take_every_card_of_the_model_once(tmp_path):
+    """tune_kernel resumes with `resume: model` (as Kernel Tuner's cache, on any device of the same name): its
+    returned results hold what the earlier card measured too, each configuration once, the later card's first."""
+    from autotune.interop.kt_results import collect_results
+    from autotune.space.spec import load_space
+
+    cfg = config(tmp_path, "model")
+    with Store.open(cfg.database) as store:
+        run_sweep(cfg, store, OtherCard("GPU-card-a", interrupt_at=15), Quiet())
+    with Store.open(cfg.database) as store:
+        run_sweep(cfg, store, OtherCard("GPU-card-b"), Quiet())
+    space = load_space(tmp_path / "bounded_test.yaml")
+    keys = ["BM", "BLOCK_X", "BLOCK_Y"]
+    with Store.open(cfg.database, create=False, readonly=True) as store:
+        a, b = (store.device_id(u) for u in ("GPU-card-a", "GPU-card-b"))
+        on = {d: {p for _, p in store.done_pairs(d)} for d in (a, b)}
+        point = next(p for p in cfg.points if p in on[a] and p in on[b])  # measured in part on each card
+        both = collect_results(store, space, point, "GPU-card-b", keys, same_model=True)
+        only_b = collect_results(store, space, point, "GPU-card-b", keys)
+        on_a = {i for i, p in store.done_pairs(a) if p == point}
+        on_b = {i for i, p in store.done_pairs(b) if p == point}
+    assert on_a and on_b and not on_a & on_b
+    assert len(both) == len(on_a | on_b)
+    assert len({tuple(r[k] for k in keys) for r in both}) == len(both)  # each configuration once
+    assert len(only_b) == len(on_b) < len(both)

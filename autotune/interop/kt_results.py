@@ -44,20 +44,32 @@ def kt_marker(name: str) -> Any:
 
 
 def collect_results(
-    store: Store, space: Space, point: TestPoint, device_uuid: str, keys: list[str]
+    store: Store, space: Space, point: TestPoint, device_uuid: str, keys: list[str], *, same_model: bool = False
 ) -> list[dict[str, Any]]:
+    """Kernel Tuner's `results` at `point` from the GPU `device_uuid`; with `same_model`, also from every other
+    recorded GPU of its model (what a call resumed on another card of a cluster or lent pool skipped, as Kernel
+    Tuner's cache resumes on any device of the same name), each configuration once, this GPU's measurement first."""
+    with store.session() as s:
+        me = s.scalars(select(Device.id).where(Device.uuid == device_uuid)).one()
+    devices = store.same_model(me) if same_model else [me]
     with store.session() as s:
         rows = s.execute(
             select(MeasurementRow, InstanceRow.params, Point)
             .join(InstanceRow, InstanceRow.id == MeasurementRow.instance_id)
             .join(Point, Point.id == MeasurementRow.point_id)
-            .join(Device, Device.id == MeasurementRow.device_id)
-            .where(InstanceRow.space == space.name, Device.uuid == device_uuid)
+            .where(InstanceRow.space == space.name, MeasurementRow.device_id.in_(devices))
             .order_by(MeasurementRow.id)
         ).all()
+    rank = {d: i for i, d in enumerate(devices)}
+    chosen: dict[str, Any] = {}  # instance id -> its measurement on the most preferred GPU
+    for m, _, p in rows:
+        held = chosen.get(m.instance_id)
+        if p.point() == point and (held is None or rank[m.device_id] < rank[held.device_id]):
+            chosen[m.instance_id] = m
+    keep = {id(m) for m in chosen.values()}
     out = []
-    for m, params, p in rows:
-        if p.point() != point:
+    for m, params, _ in rows:
+        if id(m) not in keep:
             continue
         status = Status(m.status)
         times = [float(t) for t in (m.times_ms or [])]

@@ -523,6 +523,7 @@ def _sweep(
         "database": url,
         "repetitions": int(iterations),
         "seed": int(seed or 0),
+        "resume": "model",  # as Kernel Tuner's cache: a call resumed on another card of the same model goes on
         **_strategy(strategy, strategy_options, None, time.perf_counter() - call_start),
     }
     (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -558,7 +559,7 @@ def _sweep(
             if simulation:
                 backend.close()
         point = cfg.points[0]
-        results = collect_results(store, space, point, info.uuid, list(problem.tune_params))
+        results = collect_results(store, space, point, info.uuid, list(problem.tune_params), same_model=True)
         phase("results_collected")
         if cache_path is not None and not simulation:
             write_cache(export_cache(store, space.name, device=info.uuid, point=point.key), cache_path)
