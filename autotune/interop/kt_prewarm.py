@@ -11,7 +11,9 @@ long before the call the backend was started).
 With the backend, a thread imports what the call itself imports (`CALL_MODULES`: the space machinery, SQLAlchemy's
 store, the runner; 1.6 s inside a stencil call on an H100 host while the compile processes started), so that the
 script's own preparation overlaps it too; a call that comes first waits on Python's import lock of the module the
-thread is loading, never loads it twice.
+thread is loading, never loads it twice. The thread competes for the GIL with a script that imports heavy Python
+modules itself meanwhile (Kernel Tuner's reduction example imports `kernel_tuner.util`); AUTOTUNE_PREWARM_IMPORTS=0
+turns the thread alone off.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 from typing import Any
 
 ENV = "AUTOTUNE_PREWARM"
+IMPORTS_ENV = "AUTOTUNE_PREWARM_IMPORTS"  # "0": no import thread (the backend is still pre-started)
 CALL_MODULES = (  # what tune_kernel's call imports (autotune.interop.tune_kernel._run): loaded by `_import_call`
     "yaml",
     "autotune.store.store",
@@ -61,7 +64,8 @@ def start(device: int = 0) -> bool:
         return False
     _backend, _started_at = backend, time.perf_counter()
     atexit.register(_close)
-    threading.Thread(target=_import_call, name="autotune-prewarm-imports", daemon=True).start()
+    if os.environ.get(IMPORTS_ENV, "1").strip().lower() not in ("0", "off", "no", "false"):
+        threading.Thread(target=_import_call, name="autotune-prewarm-imports", daemon=True).start()
     return True
 
 
@@ -97,4 +101,4 @@ def _close() -> None:
             pass
 
 
-__all__ = ["CALL_MODULES", "ENV", "enabled", "start", "take"]
+__all__ = ["CALL_MODULES", "ENV", "IMPORTS_ENV", "enabled", "start", "take"]
