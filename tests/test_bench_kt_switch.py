@@ -87,3 +87,25 @@ def test_dry_run_builds_the_same_space_as_kernel_tuner(tmp_path: Path) -> None:
 def test_help_explains_the_benchmark() -> None:
     out = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "--dry-run" in out.stdout and "--compile-modes" in out.stdout
+
+
+def test_the_same_work_figure_times_kernel_tuners_configurations_on_both_sides() -> None:
+    """ratio_same_work: Kernel Tuner's process seconds to its last configuration over ours to the same ones (a side
+    that went further into a space is not charged for the configurations the other never reached)."""
+    from datetime import datetime, timezone
+
+    def stamped(side: str, done_at: dict[int, float], spawn: float) -> bench.Run:
+        r = _run(side, {b: 1.0 for b in done_at}, wall=30.0)
+        for x in r.results:
+            x["timestamp"] = datetime.fromtimestamp(spawn + done_at[x["params"]["b"]], timezone.utc).isoformat()
+        r.spawn_epoch = spawn
+        return r
+
+    kt = stamped("kt", {32: 10.0, 64: 20.0}, spawn=1000.0)
+    ours = stamped("ours", {32: 3.0, 64: 4.0, 128: 9.0}, spawn=5000.0)
+    assert bench.done_by(kt, {(("b", 32.0),), (("b", 64.0),)}) == pytest.approx(20.0)
+    row, _ = bench.compare("k", kt, ours)
+    assert row["kt_set_kt_s"] == pytest.approx(20.0) and row["kt_set_ours_s"] == pytest.approx(4.0)
+    assert row["ratio_same_work"] == pytest.approx(5.0)
+    missing = stamped("ours", {32: 3.0}, spawn=5000.0)  # ours never measured 64: no figure
+    assert bench.compare("k", kt, missing)[0]["ratio_same_work"] is None

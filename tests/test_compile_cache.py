@@ -12,7 +12,16 @@ import pytest
 
 from autotune.problems.gemm import gemm_point
 from autotune import paths
-from autotune.sweep.timing import TimingPlan, chunk_sizes, should_stop, stop_bound, summarize, warmup_count
+from autotune.sweep.timing import (
+    Timer,
+    TimingPlan,
+    chunk_sizes,
+    fast_stop,
+    should_stop,
+    stop_bound,
+    summarize,
+    warmup_count,
+)
 from autotune.sweep.compile import (
     CompileCache,
     CompiledKernel,
@@ -250,3 +259,42 @@ def test_pool_processes_ignore_ctrl_c():
         time.sleep(0.3)
         os.kill(pid, signal.SIGINT)
         assert fut.result(timeout=30) == "finished"
+
+
+class _CountingTimer(Timer):
+    """Timer.measure's protocol over launches whose times are given (the GPU's events are not needed for it)."""
+
+    def __init__(self, rep_ms: float) -> None:
+        self.rep_ms, self.launches, self.timed = rep_ms, 0, 0
+
+    def run_chunk(self, launch, first, n, est_ms):  # type: ignore[no-untyped-def]
+        for i in range(n):
+            launch(first + i)
+        self.timed += n
+        return [self.rep_ms] * n
+
+
+def _measure(rep_ms: float, est_ms: float, plan: TimingPlan) -> tuple[_CountingTimer, list[float], bool]:
+    t = _CountingTimer(rep_ms)
+
+    def launch(r: int) -> None:
+        t.launches += 1
+
+    times, stopped = t.measure(launch, est_ms, plan)
+    return t, times, stopped
+
+
+def test_a_clearly_slow_instance_stops_after_two_launches():
+    plan = TimingPlan(reps=7, best_ms=26.0, tol=0.05)
+    bound = stop_bound(26.0, 0.05)
+    assert fast_stop(291.0, plan) and not fast_stop(1.4 * bound, plan)
+    t, times, stopped = _measure(291.0, 291.0, plan)
+    assert stopped and t.launches == 2 and len(times) == 2  # no warm-up, two repetitions (was 2 + 5)
+    # the same verified launch, but the repetitions are within the bound: timed fully, never dropped
+    t, times, stopped = _measure(bound * 0.99, 291.0, plan)
+    assert not stopped and len(times) == 7 and t.launches == 7
+    # below the fast factor: the usual protocol (2 warm-ups, 5 repetitions, then the rule)
+    t, times, stopped = _measure(1.3 * bound, 1.3 * bound, plan)
+    assert stopped and t.launches == 2 + 5 and len(times) == 5
+    assert not fast_stop(291.0, TimingPlan(reps=7, best_ms=26.0))  # no TOL: never
+    assert not fast_stop(291.0, TimingPlan(reps=2, best_ms=26.0, tol=0.05))  # too few repetitions asked

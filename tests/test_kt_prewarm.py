@@ -35,3 +35,25 @@ def test_take_hands_the_started_backend_to_its_device_once(monkeypatch) -> None:
     monkeypatch.setattr(kt_prewarm, "_started_at", time.perf_counter())
     assert kt_prewarm.take(0) == (None, None)  # another device's is closed, not handed over
     assert kt_prewarm._backend is None
+
+
+def test_the_prewarm_thread_imports_what_the_call_imports() -> None:
+    """CALL_MODULES (imported by a thread of `start`, beside the backend) holds every module tune_kernel's sweep call
+    imports in its body, so the call finds them loaded; and importing them all works."""
+    import ast
+    import importlib
+    import inspect
+
+    from autotune.interop import tune_kernel
+
+    imported: set[str] = set()
+    for fn in (tune_kernel._run, tune_kernel._sweep):
+        tree = ast.parse(inspect.getsource(fn))
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    started = {"autotune.interop", "autotune.sweep.backends.local", "importlib"}  # loaded by `start` itself
+    started.add("autotune.sweep.backends.replay")  # simulation mode only: no backend is prewarmed then
+    missing = imported - set(kt_prewarm.CALL_MODULES) - started
+    assert "autotune.sweep.runner" in imported and not missing, missing
+    for name in kt_prewarm.CALL_MODULES:
+        importlib.import_module(name)

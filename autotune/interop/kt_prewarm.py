@@ -7,18 +7,39 @@ CuPy is installed, and not with AUTOTUNE_PREWARM=0. `take(device)` hands the sta
 `tune_kernel` call on that device (a later call, or another device, starts its own); one never taken is closed when
 the interpreter exits. Its timeline (`GpuBackend.timeline`) counts from the import, and says so (`prewarmed_s`: how
 long before the call the backend was started).
+
+With the backend, a thread imports what the call itself imports (`CALL_MODULES`: the space machinery, SQLAlchemy's
+store, the runner; 1.6 s inside a stencil call on an H100 host while the compile processes started), so that the
+script's own preparation overlaps it too; a call that comes first waits on Python's import lock of the module the
+thread is loading, never loads it twice. The thread competes for the GIL with a script that imports heavy Python
+modules itself meanwhile (Kernel Tuner's reduction example imports `kernel_tuner.util`); AUTOTUNE_PREWARM_IMPORTS=0
+turns the thread alone off.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib
 import importlib.util
 import multiprocessing as mp
 import os
+import threading
 import time
 from typing import Any
 
 ENV = "AUTOTUNE_PREWARM"
+IMPORTS_ENV = "AUTOTUNE_PREWARM_IMPORTS"  # "0": no import thread (the backend is still pre-started)
+CALL_MODULES = (  # what tune_kernel's call imports (autotune.interop.tune_kernel._run): loaded by `_import_call`
+    "yaml",
+    "autotune.store.store",
+    "autotune.space.spec",
+    "autotune.sweep.config",
+    "autotune.sweep.runner",
+    "autotune.interop.kerneltuner",
+    "autotune.interop.kt_results",
+    "autotune.interop.kt_space",
+    "autotune.interop.kt_store",
+)
 _backend: Any = None
 _started_at: float | None = None
 
@@ -43,7 +64,18 @@ def start(device: int = 0) -> bool:
         return False
     _backend, _started_at = backend, time.perf_counter()
     atexit.register(_close)
+    if os.environ.get(IMPORTS_ENV, "1").strip().lower() not in ("0", "off", "no", "false"):
+        threading.Thread(target=_import_call, name="autotune-prewarm-imports", daemon=True).start()
     return True
+
+
+def _import_call() -> None:
+    """Import CALL_MODULES (a thread of `start`); a failure is left to the call, which imports them again."""
+    for name in CALL_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - only a head start
+            return
 
 
 def take(device: int) -> tuple[Any, float | None]:
@@ -69,4 +101,4 @@ def _close() -> None:
             pass
 
 
-__all__ = ["ENV", "enabled", "start", "take"]
+__all__ = ["CALL_MODULES", "ENV", "IMPORTS_ENV", "enabled", "start", "take"]

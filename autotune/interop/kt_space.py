@@ -417,21 +417,24 @@ def _has_nan(n, e):
 
 
 def _same_on_device(n, e, raw):
-    """numpy.allclose(e, raw) computed where `raw` lives (a CuPy array: the answer uploaded once); None: no GPU array.
-    A 4096x4096 output is checked in about a millisecond instead of a copy to the host and NumPy's pass."""
+    """numpy.allclose(e, raw) computed where `raw` lives (a CuPy array: the answer uploaded once); None: no GPU array
+    (or a dtype the device comparison does not know). A 4096x4096 output is checked in about a millisecond instead
+    of a copy to the host and NumPy's pass."""
     if not hasattr(raw, "get") or getattr(raw, "size", -1) != e.size:
         return None
     import cupy
 
+    from autotune.sweep.backends.device_compare import allclose  # no CuPy JIT kernel: nothing to wait for at the start
+
     if ("dev", n) not in _CACHE:
         _CACHE[("dev", n)] = cupy.asarray(e.ravel())
-    return bool(cupy.allclose(_CACHE[("dev", n)], raw.ravel(), atol=ATOL, equal_nan=_has_nan(n, e)))
+    return allclose(_CACHE[("dev", n)], raw.ravel(), ATOL, equal_nan=_has_nan(n, e))
 
 
 def warm(outputs):
     """Called by the GPU worker while the first instances compile (outputs as before a verified launch): the
-    comparison on the device runs once, so CuPy compiles its kernels and the answers are uploaded now rather than
-    at the first configuration's check."""
+    comparison on the device runs once, so its kernel is loaded and the answers are uploaded now rather than at the
+    first configuration's check."""
     device = getattr(outputs, "device", None)
     if VERIFY or device is None:
         return

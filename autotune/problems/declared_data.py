@@ -113,6 +113,7 @@ class DeclaredData(ProblemData):
                     arrays[a.name] = self._fill(cp, rng, a)
             self.sets.append(arrays)
         self.initial = {a.name: self.sets[0][a.name].copy() for a in kind.arguments if a.is_buffer and a.inout}
+        self._sentinels: dict[str, Any] = {}  # integer outputs filled with INT_SENTINEL (prepare_verify, GPU)
         self.scalars = {
             a.name: np.dtype(a.numpy_dtype(point.precision)).type(evaluate(a.value, self.sizes))
             for a in kind.arguments
@@ -187,8 +188,10 @@ class DeclaredData(ProblemData):
         return arr.astype(np.dtype(str(dtype)), copy=False)
 
     def nbytes(self) -> int:
-        return sum(x.nbytes for arrays in self.sets for x in arrays.values()) + sum(
-            x.nbytes for x in self.initial.values()
+        return (
+            sum(x.nbytes for arrays in self.sets for x in arrays.values())
+            + sum(x.nbytes for x in self.initial.values())
+            + sum(x.nbytes for x in self._sentinels.values())
         )
 
     def args(self, copy: int) -> tuple[Any, ...]:
@@ -199,12 +202,29 @@ class DeclaredData(ProblemData):
         return [a for a in self.kind.arguments if a.is_buffer and a.output]
 
     def prepare_verify(self) -> None:
+        """Copy 0's outputs as before the verified launch: their initial values, else NaN (floats) or INT_SENTINEL.
+        On the GPU a copy and the NaN fill are a memcpy and a memset (bytes 0xFF: a NaN in every float width), not
+        CuPy kernels, which a fresh CuPy cache compiles at their first use (seconds, while the compile pool holds
+        every core)."""
         for a in self.outputs():
             x = self.sets[0][a.name]
+            raw: Any = getattr(x, "data", None)  # CuPy: a MemoryPointer
+            flat = bool(x.flags.c_contiguous) and hasattr(raw, "memset_async")
             if a.name in self.initial:
-                x[...] = self.initial[a.name]
+                src = self.initial[a.name]
+                if flat and src.flags.c_contiguous and src.dtype == x.dtype and src.size == x.size:
+                    raw.copy_from_device_async(src.data, x.nbytes)
+                else:
+                    x[...] = src
             elif x.dtype.kind == "f":
-                x.fill(float("nan"))
+                if flat:
+                    raw.memset_async(0xFF, x.nbytes)
+                else:
+                    x.fill(float("nan"))
+            elif flat:  # the sentinel uploaded once (no CuPy kernel), then copied
+                if a.name not in self._sentinels:
+                    self._sentinels[a.name] = self.xp.asarray(np.full(x.shape, INT_SENTINEL, dtype=str(x.dtype)))
+                raw.copy_from_device_async(self._sentinels[a.name].data, x.nbytes)
             else:
                 x.fill(INT_SENTINEL)
 

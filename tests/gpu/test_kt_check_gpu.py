@@ -1,6 +1,6 @@
 """GPU tier (issue 31): the check generated for Kernel Tuner's `answer` compares on the GPU (numpy.allclose's rule,
-cupy.allclose) when the worker hands it device arrays, the answer uploaded once; a wrong output still gets the
-host's message naming how many elements differ."""
+autotune.sweep.backends.device_compare, no CuPy JIT kernel) when the worker hands it device arrays, the answer
+uploaded once; a wrong output still gets the host's message naming how many elements differ."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_the_generated_check_compares_on_the_device(tmp_path: Path) -> None:
 
 def test_the_workers_prepare_warms_the_check_before_the_first_measurement(tmp_path: Path) -> None:
     """The GPU worker's `prepare` (while the first instances compile) runs the generated check's `warm`: the answer
-    is on the device and CuPy's comparison kernels compiled before any configuration is checked."""
+    is on the device and the comparison kernel loaded before any configuration is checked."""
     import cupy
 
     from autotune.problems.loading import load_attribute
@@ -82,22 +82,105 @@ def test_the_workers_prepare_warms_the_check_before_the_first_measurement(tmp_pa
     assert np.array_equal(cache[("dev", "c")].get(), answer[0])
 
 
-def test_the_idle_worker_compiles_cupys_comparison_kernels_into_a_fresh_cache(tmp_path: Path) -> None:
-    """`warm_comparisons` (the GPU worker's thread when tune_kernel starts it) leaves CuPy's kernels for the
-    generated check in the kernel cache: a fresh cache is no longer empty after it."""
+FRESH_CACHE_CHECK = """
+import sys
+from pathlib import Path
+
+import cupy
+import numpy as np
+
+from autotune.interop.kt_space import write_space_folder
+from autotune.problems.declared_data import HostArrays
+from autotune.problems.loading import load_attribute
+from autotune.space.spec import load_space
+from autotune.sweep.backends.gpu_worker import _GpuState, warm_comparisons
+from autotune.vocab import TestPoint
+from tests.test_tune_kernel import VECTOR_ADD, _problem, _vector_add
+
+warm_comparisons(cupy)  # as the worker tune_kernel starts does
+folder = Path(sys.argv[1])
+n = 1 << 20
+args, answer = _vector_add(n)
+space_file, sizes = write_space_folder(
+    _problem(kernel_name="vector_add", source_text=VECTOR_ADD, source_file=None, problem_size=(n,), arguments=args,
+             tune_params={"block_size_x": [32]}, answer=answer, atol=1e-3),
+    folder,
+)
+kind = load_space(space_file).kind
+point = TestPoint(kind.name, "fp32", "", tuple(sizes.items()))
+state = _GpuState(cupy, 0)
+stamps, fatal = state.prepare(kind, point, kind.conventions[0], {})
+assert fatal is False and isinstance(stamps, dict), stamps
+data = state.data[next(iter(state.data))][0]
+out = data.sets[0]["c"]
+if "c" in data.initial:  # an output with data (Kernel Tuner's arrays): reset to its values, by a memcpy
+    assert np.array_equal(out.get(), data.initial["c"].get())
+    del data.initial["c"]
+    data.prepare_verify()
+assert bool(np.isnan(out.get()).all())  # an output alone: NaN everywhere, by a memset
+check = load_attribute(f"{kind.check_fn.rsplit(':', 1)[0]}:check")
+assert check(HostArrays({"c": cupy.asarray(answer[0] + 5e-4)}), None, {}, {}) is True
+wrong = answer[0].copy()
+wrong[7] += 0.01  # on the host: CuPy's add would be a JIT kernel of its own
+assert "1 of 1048576 elements differ" in check(HostArrays({"c": cupy.asarray(wrong)}), None, {}, {})
+print("prepare_warm_s", stamps["prepare_warm"] - stamps["prepare_reference"])
+"""
+
+
+def test_the_check_compiles_no_cupy_kernel_into_a_fresh_cache(tmp_path: Path) -> None:
+    """The generated check and the verified launch's preparation (prepare, the outputs' NaN fill, the comparison on
+    the device, right and wrong outputs) leave a fresh CuPy kernel cache empty: no CuPy JIT kernel at the start of a
+    call (from a fresh cache CuPy's allclose and fill kernels took 4.4 s while the compile pool held every core)."""
     import os
     import subprocess
     import sys
 
     cache = tmp_path / "cupy"
-    code = "import cupy\nfrom autotune.sweep.backends.gpu_worker import warm_comparisons\nwarm_comparisons(cupy)\n"
     root = Path(__file__).resolve().parents[2]
     env = dict(
         os.environ, CUPY_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    (tmp_path / "space").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", FRESH_CACHE_CHECK, str(tmp_path / "space")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=root,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert cache.is_dir() and any(cache.iterdir()), "no CuPy kernel compiled"
+    compiled = sorted(p.name for p in cache.rglob("*") if p.is_file()) if cache.is_dir() else []
+    assert not compiled, compiled[:10]
+    print(proc.stdout.strip())
+
+
+@pytest.mark.parametrize(
+    ("te", "tg"), [("float32", "float32"), ("float64", "float64"), ("float64", "float32"), ("int32", "int32")]
+)
+def test_the_device_comparison_is_numpys_allclose(te: str, tg: str) -> None:
+    """device_compare.allclose agrees with numpy.allclose element by element: within and beyond atol + rtol*|got|,
+    infinities, NaNs with and without equal_nan."""
+    import cupy
+
+    from autotune.sweep.backends.device_compare import allclose
+
+    rng = np.random.default_rng(5)
+    e = (rng.standard_normal(4096) * 100).astype(te)
+    noise = rng.standard_normal(4096) * (1e-3 if te.startswith("float") else 2)
+    g = (e.astype(np.float64) + noise).astype(tg)
+    if te.startswith("float") and tg.startswith("float"):
+        e[:6] = [np.nan, np.inf, -np.inf, np.nan, 1.0, np.inf]
+        g[:6] = [np.nan, np.inf, np.inf, 1.0, np.inf, np.inf]
+    for atol in (1e-4, 1e-3, 5e-3, 1.0, 3.0):
+        for equal_nan in (False, True):
+            for i in range(0, 4096, 97):  # single elements: every case decided alone
+                want = bool(np.allclose(e[i : i + 1], g[i : i + 1], atol=atol, equal_nan=equal_nan))
+                got = allclose(cupy.asarray(e[i : i + 1]), cupy.asarray(g[i : i + 1]), atol, equal_nan=equal_nan)
+                assert got is want, (te, tg, i, e[i], g[i], atol, equal_nan)
+            want = bool(np.allclose(e[6:], g[6:], atol=atol))
+            assert allclose(cupy.asarray(e[6:]), cupy.asarray(g[6:]), atol) is want
+    assert allclose(cupy.zeros(3, cupy.float16), cupy.zeros(3, cupy.float16), 1e-3) is None  # left to the host
 
 
 CONSTANT_SCALE = """

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 import time
 import traceback
 import zlib
@@ -29,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def gpu_main(conn: Any, device: int, warm: bool = False) -> None:
-    """The worker's loop; `warm`: compile CuPy's comparison kernels in a thread meanwhile (`warm_comparisons`)."""
+    """The worker's loop; `warm`: compile the device comparison in a thread meanwhile (`warm_comparisons`)."""
     ignore_sigint()  # Ctrl-C is the parent's: it finishes or abandons the request in flight, then stops us
     stamps = {"started": time.monotonic()}  # sent with "ready": where the worker's start went (GpuBackend.timeline)
     try:
@@ -48,8 +47,7 @@ def gpu_main(conn: Any, device: int, warm: bool = False) -> None:
     except Exception:  # noqa: BLE001 - asked again (and reported) when the parent needs it
         state.info = None
     if warm:
-        state.warming = threading.Thread(target=warm_comparisons, args=(cp,), name="autotune-warm", daemon=True)
-        state.warming.start()
+        warm_comparisons(cp)
     while True:
         try:
             message = conn.recv()
@@ -65,17 +63,16 @@ def gpu_main(conn: Any, device: int, warm: bool = False) -> None:
 
 
 def warm_comparisons(cp: Any) -> None:
-    """Compile the CuPy kernels tune_kernel's generated check runs on 1-D float32 and float64 outputs
-    (`cupy.allclose`, and the NaN fill of an output before its verified launch), in a thread of a worker that is
-    waiting for its first request (a Kernel Tuner script still preparing its data): CuPy compiles a kernel at its
-    first use, and from a fresh kernel cache that was at the first configuration's check (NVRTC runs without the
-    GIL, so requests are answered meanwhile; a kernel needed before it is ready is compiled by the request as
-    before). Failures are ignored: only a head start."""
+    """Compile the device comparison tune_kernel's generated check uses on float32 and float64 outputs
+    (`device_compare`: one header-free NVRTC compile each, in a thread; NVRTC only, no GPU work, so it may run while
+    kernels are timed) while the worker waits for its first request (a Kernel Tuner script still preparing its
+    data). It replaced CuPy's `allclose`, whose JIT kernels took 4.4 s to compile from a fresh kernel cache while
+    the compile pool held every core (the first measurement waited for them). Failures are ignored: the check
+    compiles what it needs itself, or compares on the host."""
     try:
-        for dtype in (cp.float32, cp.float64):
-            a = cp.zeros(8, dtype)
-            a.fill(float("nan"))
-            bool(cp.allclose(a, a, atol=1e-6, equal_nan=False))
+        from autotune.sweep.backends.device_compare import start_compiles
+
+        start_compiles()
     except Exception:  # noqa: BLE001 - only a head start
         pass
 
@@ -93,7 +90,6 @@ class _GpuState:
 
         self.cp, self.device = cp, device
         self.info: DeviceInfo | None = None  # described once, right after the start (gpu_main)
-        self.warming: threading.Thread | None = None  # warm_comparisons, joined before anything is timed
         self.props = cp.cuda.runtime.getDeviceProperties(device)
         self.l2_bytes = int(self.props["l2CacheSize"])
         self.timer = Timer()
@@ -118,9 +114,6 @@ class _GpuState:
             from autotune.devices import _read_gpu
 
             return _read_gpu(self.device), False
-        if self.warming is not None:  # nothing of it runs while a kernel is timed
-            self.warming.join()
-            self.warming = None
         point = message[1].variant.point if kind == "measure" else message[2]
         ident = message[1].instance_id if kind == "measure" else (message[1].baseline_name or "baseline")
         cp = self.cp
