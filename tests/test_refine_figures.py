@@ -86,3 +86,25 @@ def test_replay_of_the_committed_table_reproduces_its_validation() -> None:
     frame = pd.read_csv(ROOT / "results/tables2_h100/small/active/round0/validation/validation.csv")
     loss = frame["loss_vs_best"].to_numpy()
     assert np.isclose((loss <= 0.1 + 1e-12).mean(), 0.975) and np.isclose(loss.max(), 0.158, atol=5e-4)
+
+
+T4 = ROOT / "results" / "tables4_h100"
+
+
+@pytest.mark.parametrize("table", ["fp16", "small", "softmax"])
+def test_committed_tables4_figures_replay(table: str) -> None:
+    """results/tables4_h100: both columns of figures.json (static, refined top 2 and 3) come out the same from the
+    committed validation (the table is results/tables2_h100's round 0, not copied)."""
+    folder = T4 / table / "validation"
+    if not (folder / "validation.sqlite.xz").is_file():
+        pytest.skip(f"results/tables4_h100/{table} is not committed")
+    path = ROOT / "results" / "tables2_h100" / table / "active" / "round0" / "dispatch.json"
+    spaces = (ROOT / "examples" / "softmax" / "space.yaml",) if table == "softmax" else ()
+    committed = json.loads((T4 / table / "figures.json").read_text())
+    key = f"{table}/dispatch.json"
+    static = validated_figures(path, folder, spaces=spaces).as_dict()
+    assert static == pytest.approx(committed[key], nan_ok=True)
+    for top in (2, 3):
+        figs, calls = refined_figures(path, folder, top, spaces=spaces)
+        mine = {**figs.as_dict(), "refine_top": top, "timer_calls_per_problem": calls}
+        assert mine == pytest.approx(committed[f"{key}#refine{top}"], nan_ok=True)
