@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -66,15 +66,19 @@ def losses(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def oracle_losses(
     frame: pd.DataFrame,
-    kernel_ids: set[str],
+    kernel_ids: set[str] | Mapping[tuple[str, str], set[str]],
     times: dict[tuple, dict[str, tuple[float, float]]],
     size_names: tuple[str, ...],
 ) -> np.ndarray:
-    """Per row: the loss of the best of the table's own kernels and the library against the best of everything."""
+    """Per row: the loss of the best of the table's own kernels and the library against the best of everything.
+    `kernel_ids`: the table's instance ids per (precision, shape) group (an instance the table holds for fp32 only
+    is no answer of an fp64 problem, though the validation may have measured it there as a candidate), or one set
+    for every group."""
     out = []
     for r in frame.to_dict("records"):
         key = (str(r["precision"]), "" if pd.isna(r["shape"]) else str(r["shape"]), *(int(r[n]) for n in size_names))
-        own = [t for i, (t, _) in times.get(key, {}).items() if i in kernel_ids]
+        ids = kernel_ids if isinstance(kernel_ids, set) else kernel_ids.get((key[0], key[1]), set())
+        own = [t for i, (t, _) in times.get(key, {}).items() if i in ids]
         base = float(r["baseline_ms"]) if not pd.isna(r["baseline_ms"]) else math.inf
         best = float(r["best_ms"]) if not pd.isna(r["best_ms"]) else math.nan
         oracle = min(own + [base])
@@ -127,7 +131,9 @@ def validated_figures(
         database = str(plain if plain.exists() or not (folder / "validation.sqlite.xz").exists() else f"{plain}.xz")
     url = database_url(database)
     times, _ = measured(url, kind)
-    ids = {str(k["instance_id"]) for k in table.kernels}
+    ids: dict[tuple[str, str], set[str]] = {}
+    for k in table.kernels:
+        ids.setdefault((str(k["precision"]), str(k["shape"] or "")), set()).add(str(k["instance_id"]))
     oracle = oracle_losses(frame, ids, times, tuple(kind.size_names))
     return figures(frame, oracle, len(table.kernels), len(table.points), tol)
 
