@@ -77,7 +77,7 @@ def oracle_losses(
     out = []
     for r in frame.to_dict("records"):
         key = (str(r["precision"]), "" if pd.isna(r["shape"]) else str(r["shape"]), *(int(r[n]) for n in size_names))
-        ids = kernel_ids if isinstance(kernel_ids, set) else kernel_ids.get((key[0], key[1]), set())
+        ids = kernel_ids if isinstance(kernel_ids, set) else kernel_ids.get((str(key[0]), str(key[1])), set())
         own = [t for i, (t, _) in times.get(key, {}).items() if i in ids]
         base = float(r["baseline_ms"]) if not pd.isna(r["baseline_ms"]) else math.inf
         best = float(r["best_ms"]) if not pd.isna(r["best_ms"]) else math.nan
