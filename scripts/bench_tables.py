@@ -3,7 +3,11 @@ VALIDATION_DIR` of TABLE), the share of answers within TOL of the best of all ca
 loss, the answers below 0.97x the library, the oracle (the table's own kernels and the library) beside it, and the
 kernels per tuned size. Writes the figures as JSON with --json FILE.
 
-    python3 scripts/bench_tables.py [--tol 0.1] [--json figures.json] [--space FILE] TABLE VALIDATION_DIR [TABLE VALIDATION_DIR ...]
+With --refine K (repeatable) a second line per table gives the figures with runtime refinement on (dispatch/refine.py:
+the K best-predicted kernels and the library timed once at each new problem), replayed from the validation's own
+medians (figures.refined_figures); the static figures stay the first line, unchanged.
+
+    python3 scripts/bench_tables.py [--tol 0.1] [--json figures.json] [--space FILE] [--refine K] TABLE VALIDATION_DIR [TABLE VALIDATION_DIR ...]
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from autotune.dispatch.figures import validated_figures
+from autotune.dispatch.figures import refined_figures, validated_figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +27,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None)
     parser.add_argument(
         "--space", action="append", default=[], help="space file of a kind that is not built in (repeatable)"
+    )
+    parser.add_argument(
+        "--refine",
+        type=int,
+        action="append",
+        default=[],
+        metavar="K",
+        help="also the figures with runtime refinement of the K best-predicted kernels and the library (repeatable)",
     )
     args = parser.parse_args(argv)
     if len(args.pairs) % 2:
@@ -36,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(figs.line(table))
         out[table] = figs.as_dict()
+        for top in args.refine:
+            spaces = tuple(map(Path, args.space))
+            refined, calls = refined_figures(table, folder, top, tol=args.tol, spaces=spaces)
+            name = f"{table} [refined: top {top} + library timed at each new problem, replayed from the validation]"
+            print(f"{refined.line(name)} | timer calls {calls:.2f} per problem")
+            out[f"{table}#refine{top}"] = {**refined.as_dict(), "refine_top": top, "timer_calls_per_problem": calls}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

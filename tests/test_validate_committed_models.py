@@ -53,6 +53,20 @@ for _t, (_db, _args) in TABLES2.items():
     _r0 = T2 / _t / "active" / "round0"
     MODELS[f"tables2_h100/{_t}/active/round0"] = [*("--db", str(_db), "--points", str(_r0 / "heldout.csv"), *_args)]
 
+# scripts/tables4_h100.sh's output (results/tables4_h100/TABLE/validation): the committed tables2 tables (round 0,
+# not copied) validated at fresh random seeds 3401-3403 against their tuning databases
+TABLE_OF: dict[str, Path] = {}
+T4 = RESULTS / "tables4_h100"
+TABLES4 = {
+    "fp16": ("3401", ["--workload", "configs/workloads/fp16_h100.yaml"]),
+    "small": ("3402", ["--workload", "configs/workloads/small_h100.yaml"]),
+    "softmax": ("3403", []),
+}
+for _t, (_seed, _extra) in TABLES4.items():
+    _db, _args = TABLES2[_t]
+    MODELS[f"tables4_h100/{_t}"] = [*("--db", str(_db), "--random", "200", "--seed", _seed, *_extra, *_args)]
+    TABLE_OF[f"tables4_h100/{_t}"] = T2 / _t / "active" / "round0" / "dispatch.json"
+
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_model_validation_replays_byte_for_byte(name: str, tmp_path: Path) -> None:
@@ -61,7 +75,7 @@ def test_model_validation_replays_byte_for_byte(name: str, tmp_path: Path) -> No
         pytest.skip(f"no committed validation in results/{name}")
     recorded = gunzip_to(d / "validation" / "validation.sqlite.xz", tmp_path / "recorded.sqlite")
     out = tmp_path / "out"
-    args = ["validate", str(d / "dispatch.json"), *MODELS[name]]
+    args = ["validate", str(TABLE_OF.get(name, d / "dispatch.json")), *MODELS[name]]
     args += ["--out", str(out), "--replay", f"sqlite:///{recorded}", "--quiet"]
     r = subprocess.run([sys.executable, "-m", "autotune", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -71,5 +85,7 @@ def test_model_validation_replays_byte_for_byte(name: str, tmp_path: Path) -> No
     assert mine["summary"] == committed["summary"]
     assert mine["provenance"]["candidates"] == committed["provenance"]["candidates"]
     assert mine["summary"][-1]["problems"] == 200
-    if not name.startswith("tables2_h100/"):  # a tables2 validation cut by its time limit says so in its figures
+    if not name.startswith(
+        ("tables2_h100/", "tables4_h100/")
+    ):  # a tables2 validation cut by its time limit says so in its figures
         assert mine["summary"][-1]["not_measured"] == 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -66,15 +66,19 @@ def losses(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def oracle_losses(
     frame: pd.DataFrame,
-    kernel_ids: set[str],
+    kernel_ids: set[str] | Mapping[tuple[str, str], set[str]],
     times: dict[tuple, dict[str, tuple[float, float]]],
     size_names: tuple[str, ...],
 ) -> np.ndarray:
-    """Per row: the loss of the best of the table's own kernels and the library against the best of everything."""
+    """Per row: the loss of the best of the table's own kernels and the library against the best of everything.
+    `kernel_ids`: the table's instance ids per (precision, shape) group (an instance the table holds for fp32 only
+    is no answer of an fp64 problem, though the validation may have measured it there as a candidate), or one set
+    for every group."""
     out = []
     for r in frame.to_dict("records"):
         key = (str(r["precision"]), "" if pd.isna(r["shape"]) else str(r["shape"]), *(int(r[n]) for n in size_names))
-        own = [t for i, (t, _) in times.get(key, {}).items() if i in kernel_ids]
+        ids = kernel_ids if isinstance(kernel_ids, set) else kernel_ids.get((str(key[0]), str(key[1])), set())
+        own = [t for i, (t, _) in times.get(key, {}).items() if i in ids]
         base = float(r["baseline_ms"]) if not pd.isna(r["baseline_ms"]) else math.inf
         best = float(r["best_ms"]) if not pd.isna(r["best_ms"]) else math.nan
         oracle = min(own + [base])
@@ -127,6 +131,80 @@ def validated_figures(
         database = str(plain if plain.exists() or not (folder / "validation.sqlite.xz").exists() else f"{plain}.xz")
     url = database_url(database)
     times, _ = measured(url, kind)
-    ids = {str(k["instance_id"]) for k in table.kernels}
+    ids: dict[tuple[str, str], set[str]] = {}
+    for k in table.kernels:
+        ids.setdefault((str(k["precision"]), str(k["shape"] or "")), set()).add(str(k["instance_id"]))
     oracle = oracle_losses(frame, ids, times, tuple(kind.size_names))
     return figures(frame, oracle, len(table.kernels), len(table.points), tol)
+
+
+def refined_frame(
+    table_path: str | Path,
+    validation_dir: str | Path,
+    top: int,
+    database: str | None = None,
+    spaces: tuple[Path, ...] = (),
+) -> tuple[pd.DataFrame, int]:
+    """validation.csv as runtime refinement (dispatch/refine.py, `top` predicted kernels and the library) would have
+    answered it, and the timer calls it made. Replayed from the validation's own measurements: the timer of an
+    answer at a problem returns the validation's median there (None where it was not measured), so this is what
+    refinement chooses when its one timing agrees with the validation's median. The columns table_choice, table_ms,
+    loss_vs_best and speedup_vs_baseline are the refined answer's; best_ms and baseline_ms are unchanged."""
+    from autotune.dispatch.refine import Refiner
+    from autotune.dispatch.runtime import LIBRARY as LIBRARY_INDEX
+    from autotune.dispatch.validate import LIBRARY, measured
+    from autotune.dispatch.validate_table import read_table, table_kind
+    from autotune.store.engine import database_url
+
+    table = read_table(Path(table_path))
+    kind = table_kind(table, list(spaces))
+    folder = Path(validation_dir)
+    frame = pd.read_csv(folder / "validation.csv", keep_default_na=False, na_values=[""])
+    if database is None:
+        plain = folder / "validation.sqlite"
+        database = str(plain if plain.exists() or not (folder / "validation.sqlite.xz").exists() else f"{plain}.xz")
+    times, baseline = measured(database_url(database), kind)
+    ids = [str(k["instance_id"]) for k in table.kernels]
+    names = tuple(kind.size_names)
+
+    def timer(answer: int, precision: str, shape: str, sizes: dict) -> float | None:
+        key = (precision, shape, *(int(sizes[n]) for n in names))
+        if answer == LIBRARY_INDEX:
+            return baseline.get(key, (None, None))[0]
+        return times.get(key, {}).get(ids[answer], (None, None))[0] if 0 <= answer < len(ids) else None
+
+    refine = Refiner(dict(table.data), timer, top=top)
+    out = frame.copy()
+    choice, ms = [], []
+    for r in frame.to_dict("records"):
+        shape = "" if pd.isna(r["shape"]) else str(r["shape"])
+        sizes = {n: int(r[n]) for n in names}
+        a = refine.index(str(r["precision"]), shape, sizes)
+        t = timer(a, str(r["precision"]), shape, sizes)
+        choice.append(LIBRARY if a == LIBRARY_INDEX else ids[a] if a >= 0 else str(a))
+        ms.append(math.nan if t is None else float(t))
+    out["table_choice"] = choice
+    out["table_ms"] = ms
+    best = pd.to_numeric(out["best_ms"], errors="coerce").to_numpy(dtype=float)
+    base = pd.to_numeric(out["baseline_ms"], errors="coerce").to_numpy(dtype=float)
+    t_ms = np.asarray(ms, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["loss_vs_best"] = np.maximum(0.0, 1.0 - best / t_ms)
+        out["speedup_vs_baseline"] = base / t_ms
+    return out, refine.stats.calls
+
+
+def refined_figures(
+    table_path: str | Path,
+    validation_dir: str | Path,
+    top: int,
+    database: str | None = None,
+    tol: float = TARGET_TOL,
+    spaces: tuple[Path, ...] = (),
+) -> tuple[Figures, float]:
+    """The figures of `refined_frame` (the oracle column as in `validated_figures`) and the timer calls per problem."""
+    frame, calls = refined_frame(table_path, validation_dir, top, database, spaces)
+    static = validated_figures(table_path, validation_dir, database, tol, spaces)
+    figs = figures(frame, np.zeros(0), static.kernels, static.tuned_points, tol)
+    figs = Figures(**{**asdict(figs), "oracle_within": static.oracle_within, "oracle_worst": static.oracle_worst})
+    return figs, calls / max(1, len(frame))
