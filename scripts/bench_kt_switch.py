@@ -627,7 +627,7 @@ def provenance(python: str) -> dict[str, Any]:
     versions = cmd([python, "-c", probe])
     return {
         "command": " ".join(sys.argv),
-        "git_commit": cmd(["git", "-C", str(ROOT), "rev-parse", "HEAD"]) or os.environ.get("AUTOTUNE_GIT_COMMIT"),
+        "git_commit": os.environ.get("AUTOTUNE_GIT_COMMIT") or cmd(["git", "-C", str(ROOT), "rev-parse", "HEAD"]),
         "python": platform.python_version(),
         "host_cpus": os.cpu_count(),
         "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
