@@ -138,7 +138,10 @@ def test_the_check_compiles_no_cupy_kernel_into_a_fresh_cache(tmp_path: Path) ->
     cache = tmp_path / "cupy"
     root = Path(__file__).resolve().parents[2]
     env = dict(
-        os.environ, CUPY_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
+        os.environ,
+        CUPY_CACHE_DIR=str(cache),
+        CUPY_CACHE_SAVE_CUDA_SOURCE="1",  # a failure names the kernel CuPy compiled
+        PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
     )
     (tmp_path / "space").mkdir()
     proc = subprocess.run(
@@ -151,7 +154,8 @@ def test_the_check_compiles_no_cupy_kernel_into_a_fresh_cache(tmp_path: Path) ->
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     compiled = sorted(p.name for p in cache.rglob("*") if p.is_file()) if cache.is_dir() else []
-    assert not compiled, compiled[:10]
+    sources = [p.read_text(errors="replace")[:400] for p in cache.rglob("*.cu")] if cache.is_dir() else []
+    assert not compiled, (compiled[:10], sources[:3])
     print(proc.stdout.strip())
 
 
