@@ -112,7 +112,7 @@ class DeclaredData(ProblemData):
                 if a.is_buffer:
                     arrays[a.name] = self._fill(cp, rng, a)
             self.sets.append(arrays)
-        self.initial = {a.name: self.sets[0][a.name].copy() for a in kind.arguments if a.is_buffer and a.inout}
+        self.initial = {a.name: _copy(self.sets[0][a.name]) for a in kind.arguments if a.is_buffer and a.inout}
         self._sentinels: dict[str, Any] = {}  # integer outputs filled with INT_SENTINEL (prepare_verify, GPU)
         self.scalars = {
             a.name: np.dtype(a.numpy_dtype(point.precision)).type(evaluate(a.value, self.sizes))
@@ -235,7 +235,7 @@ class DeclaredData(ProblemData):
         def value(a: Argument) -> Any:
             if not a.is_buffer:
                 return self.scalars[a.name]
-            return self.initial[a.name].copy() if a.name in self.initial else self.sets[0][a.name]
+            return _copy(self.initial[a.name]) if a.name in self.initial else self.sets[0][a.name]
 
         return {**{a.name: value(a) for a in self.kind.arguments}, **self.constant_arrays}
 
@@ -313,3 +313,16 @@ class DeclaredData(ProblemData):
 def _name(spec: str) -> str:
     """`/abs/path/check.py:fn` -> `check.py:fn`."""
     return spec.rsplit("/", 1)[-1]
+
+
+def _copy(x: Any) -> Any:
+    """A copy of an array; of a contiguous CuPy array by a device memcpy, not CuPy's `copy()`, whose elementwise
+    kernel a fresh CuPy cache compiles at its first use (about a second, while the compile pool holds every core)."""
+    raw: Any = getattr(x, "data", None)
+    if not (bool(x.flags.c_contiguous) and hasattr(raw, "copy_from_device_async")):
+        return x.copy()
+    import cupy as cp
+
+    y = cp.empty_like(x)
+    y.data.copy_from_device_async(raw, x.nbytes)
+    return y
