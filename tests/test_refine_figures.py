@@ -108,3 +108,30 @@ def test_committed_tables4_figures_replay(table: str) -> None:
         figs, calls = refined_figures(path, folder, top, spaces=spaces)
         mine = {**figs.as_dict(), "refine_top": top, "timer_calls_per_problem": calls}
         assert mine == pytest.approx(committed[f"{key}#refine{top}"], nan_ok=True)
+
+
+def test_committed_small_active_round_figures_replay() -> None:
+    """results/tables4_h100/small_active: the rebuilt fp32/fp64 table (read from its committed dispatch.json.xz)
+    gives figures.json's static and refined figures from its committed validation at seed 3502."""
+    r0 = T4 / "small_active" / "active" / "round0"
+    if not (r0 / "validation" / "validation.sqlite.xz").is_file():
+        pytest.skip("results/tables4_h100/small_active is not committed")
+    committed = json.loads((T4 / "small_active" / "figures.json").read_text())
+    key = "active/round0/dispatch.json"
+    static = validated_figures(r0 / "dispatch.json.xz", r0 / "validation")
+    assert static.as_dict() == pytest.approx(committed[key], nan_ok=True)
+    assert static.meets_targets  # 99.0% within 10%, worst 13.0%, none below 0.97x the library
+    for top in (2, 3):
+        figs, calls = refined_figures(r0 / "dispatch.json.xz", r0 / "validation", top)
+        mine = {**figs.as_dict(), "refine_top": top, "timer_calls_per_problem": calls}
+        assert mine == pytest.approx(committed[f"{key}#refine{top}"], nan_ok=True)
+
+
+def test_a_table_file_named_xz_must_be_xz(tmp_path: Path) -> None:
+    from autotune.dispatch.table import load_table
+    from autotune.errors import UserError
+
+    bad = tmp_path / "dispatch.json.xz"
+    bad.write_text("{}")
+    with pytest.raises(UserError, match="not an xz file"):
+        load_table(bad)

@@ -67,6 +67,15 @@ for _t, (_seed, _extra) in TABLES4.items():
     MODELS[f"tables4_h100/{_t}"] = [*("--db", str(_db), "--random", "200", "--seed", _seed, *_extra, *_args)]
     TABLE_OF[f"tables4_h100/{_t}"] = T2 / _t / "active" / "round0" / "dispatch.json"
 
+# scripts/tables4_small_h100.sh's output: one active round of the fp32/fp64 table from seed 3402's 15 worst problems
+# (its grown tuning database kept beside, the table packed as dispatch.json.xz), validated at fresh seed 3502
+_SA = "tables4_h100/small_active/active/round0"
+MODELS[_SA] = [
+    *("--db", str(T4 / "small_active" / "small_tables_h100.sqlite.xz")),
+    *("--points", str(RESULTS / _SA / "heldout.csv"), "--pool-bk", "3", "--repetitions", "10"),
+]
+TABLE_OF[_SA] = RESULTS / _SA / "dispatch.json.xz"
+
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_model_validation_replays_byte_for_byte(name: str, tmp_path: Path) -> None:

@@ -560,13 +560,21 @@ class DispatchTable:
 
 
 def load_table(path: str | Path) -> DispatchTable:
-    """The table in a dispatch.json, checked: a JSON object of this format whose points and regions name only
-    kernels it lists (or the library, the generic kernel, none). Raises UserError naming the file."""
+    """The table in a dispatch.json (or an xz-compressed dispatch.json.xz, as committed results keep large ones),
+    checked: a JSON object of this format whose points and regions name only kernels it lists (or the library, the
+    generic kernel, none). Raises UserError naming the file."""
+    import lzma
+
     from autotune.errors import UserError
 
     hint = "give a dispatch.json written by `autotune report` or `autotune emit --format json`"
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+        raw = Path(path).read_bytes()
+        if str(path).endswith(".xz"):
+            raw = lzma.decompress(raw)
+        data = json.loads(raw.decode("utf-8-sig"))
+    except lzma.LZMAError as exc:
+        raise UserError(f"not an xz file: {exc}", file=path, hint=hint) from None
     except UnicodeDecodeError:
         raise UserError("not a UTF-8 text file", file=path, hint=hint) from None
     except json.JSONDecodeError as exc:
