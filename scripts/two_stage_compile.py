@@ -41,9 +41,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNEL = ROOT / "tests" / "data" / "kt_public" / "convolution.cu"
-FILTER = (17, 17)
-IMAGE = (4096, 4096)
+FILTER = (17, 17)  # the filter of scripts/bench_compile_bound.py, whose kernel, image and data this script uses
 KEYS = ("filter_width", "filter_height", "block_size_x", "block_size_y", "tile_size_x", "tile_size_y")
 KEYS += ("use_padding", "read_only")
 TOPS = (5, 10, 20)
@@ -64,28 +62,14 @@ def tune_params() -> dict[str, list[int]]:
     }
 
 
-def data(seed: int = 1) -> tuple[list[np.ndarray], dict[str, np.ndarray], list]:
-    """The arguments, the constant memory and the answer (CuPy sums, as scripts/bench_compile_bound.py)."""
-    import cupy as cp
-
-    rng = np.random.default_rng(seed)
-    border = (FILTER[0] // 2 * 2, FILTER[1] // 2 * 2)
-    inp = rng.standard_normal((IMAGE[1] + border[1], IMAGE[0] + border[0]), dtype=np.float32)
-    filt = rng.standard_normal(FILTER[0] * FILTER[1], dtype=np.float32)
-    d_in, d_f = cp.asarray(inp), cp.asarray(filt).reshape(FILTER[1], FILTER[0])
-    out = cp.zeros((IMAGE[1], IMAGE[0]), dtype=cp.float32)
-    for i in range(FILTER[1]):
-        for j in range(FILTER[0]):
-            out += d_in[i : i + IMAGE[1], j : j + IMAGE[0]] * d_f[i, j]
-    answer = [cp.asnumpy(out).ravel(), None, None]
-    args = [np.zeros(IMAGE[0] * IMAGE[1], dtype=np.float32), inp.ravel(), filt]
-    return args, {"d_filter": filt}, answer
-
-
 def run_stage(stage: str, work: Path, limit_s: float) -> None:
     """One stage in this process (started by `main` with the stage's environment): its results as JSON."""
+    from bench_compile_bound import FILTER as BENCH_FILTER  # (a sibling script: run as a file, scripts/ is on the path)
+    from bench_compile_bound import IMAGE, KERNEL, data
+
     from autotune.kernel_tuner import tune_kernel
 
+    assert FILTER == BENCH_FILTER, (FILTER, BENCH_FILTER)
     args, cmem, answer = data()
     start = time.perf_counter()
     results, _ = tune_kernel(
