@@ -13,15 +13,13 @@ set -uo pipefail
 R=${R:-${OUT:-runs}/softmax_model_h100}; mkdir -p "$R"
 py=${PYTHON:-python3}
 rp=(); [ -n "${REPLAY:-}" ] && rp=(--replay "$REPLAY")
-at() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$R/log.txt"; }
+. "$(dirname "$0")/gpu_run_lib.sh"  # at, run_start, relative_paths, provenance_head
 pack() {
   rm -f "$R/softmax_model_h100.sqlite" "$R/validation/validation.sqlite"
   [ -n "${OUT:-}" ] && tar -C "$R" -czf "$OUT/softmax_model_h100.tar.gz" . && echo "packed $OUT/softmax_model_h100.tar.gz"
 }
 trap pack EXIT
-start=$(date -u +%s)
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem --format=csv > "$R/gpu.csv" 2>&1
-git rev-parse HEAD > "$R/commit.txt" 2>/dev/null || echo "no git metadata" > "$R/commit.txt"
+run_start
 DB="$R/softmax_model_h100.sqlite"
 at "sweep: 102 instances x 21 points (stops cleanly after 70 s)"
 timeout -s TERM 70 "$py" -m autotune sweep configs/softmax_model_h100.yaml --database "sqlite:///$DB" -q "${rp[@]}"
@@ -44,12 +42,8 @@ done
 rel() { sed -i -e "s#sqlite:///$R/##g" -e "s#$R/##g" -e "s#$PWD/##g" "$@" 2>/dev/null; }
 rel "$R/validation/validate_sweep.yaml" "$R/validation/validation_summary.json" "$R/figures.txt" "$R/figures.json" "$R/report.txt"
 rm -f "$R"/report/*.png "$R/report/dispatch.py" "$R/report/dispatch.cuh"  # `autotune emit dispatch.json` remakes them
-wall=$(( $(date -u +%s) - start ))
 {
-  echo "# softmax_model_h100: the softmax example's table between tuned points (issue 32, a kind other than GEMM)"
-  echo
-  echo "Measured by \`bash scripts/softmax_model_h100.sh\` (commit $(cat "$R/commit.txt")), $(date -u +%F), ${wall} s wall."
-  echo "GPU: $(tail -n +2 "$R/gpu.csv" | head -1)${REPLAY:+ (REPLAY: nothing measured, a check of the script)}"
+  provenance_head "softmax_model_h100: the softmax example's table between tuned points (issue 32, a kind other than GEMM)"
   echo
   echo "- sweep: configs/softmax_model_h100.yaml (102 instances of examples/softmax/space.yaml x 21 points, 10"
   echo "  repetitions, early stop at TOL) -> softmax_model_h100.sqlite.xz"

@@ -25,7 +25,7 @@ R=${R:-runs/tables2_h100}; mkdir -p "$R"; R=$(cd "$R" && pwd)
 py=${PYTHON:-python3}
 TABLES=${TABLES:-fp16 softmax small}
 want() { [[ " $TABLES " == *" $1 "* ]]; }
-at() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$R/log.txt"; }
+. "$(dirname "$0")/gpu_run_lib.sh"  # at, run_start, relative_paths, provenance_head
 pack() {
   for t in fp16 softmax small; do
     for f in "$R/$t"/*.sqlite "$R/$t"/active/round0/validation/validation.sqlite; do
@@ -35,9 +35,7 @@ pack() {
   [ -n "${OUT:-}" ] && tar -C "$R" -czf "$OUT/tables2_h100.tar.gz" . && echo "packed $OUT/tables2_h100.tar.gz"
 }
 trap pack EXIT
-start=$(date -u +%s)
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem --format=csv > "$R/gpu.csv" 2>&1
-git rev-parse HEAD > "$R/commit.txt" 2>/dev/null || echo "no git metadata" > "$R/commit.txt"
+run_start
 
 # a tuning database to extend: the committed one, or this run's (resumed from its packed copy)
 db() {
@@ -103,15 +101,9 @@ active small small_tables_h100 140 results/small_tables_h100/model/validation --
   --include-dir kernels_src
 fi
 
-# the files name paths of this machine: name them relative to the output folder and the checkout
-find "$R" \( -name '*.yaml' -o -name '*.json' -o -name '*.txt' -o -name '*.csv' \) -print0 |
-  xargs -0 -r sed -i -e "s#sqlite:///$R/##g" -e "s#$R/##g" -e "s#$PWD/##g"
-wall=$(( $(date -u +%s) - start ))
+relative_paths
 {
-  echo "# tables2_h100: issue 32's three tables tuned further where they lost, rebuilt, validated at fresh seeds"
-  echo
-  echo "Measured by \`bash scripts/tables2_h100.sh\` (commit $(cat "$R/commit.txt")), $(date -u +%F), ${wall} s wall."
-  echo "GPU: $(tail -n +2 "$R/gpu.csv" | head -1)${REPLAY:+ (REPLAY: nothing measured, a check of the script)}"
+  provenance_head "tables2_h100: issue 32's three tables tuned further where they lost, rebuilt, validated at fresh seeds"
   echo
   echo "Per table: \`autotune active TUNING_DB --seed-from EARLIER_VALIDATION --add N --rounds 1 --heldout 200"
   echo "--seed SEED ...\` (the commands are in log.txt and the script); the figures (scripts/bench_tables.py) are"

@@ -22,7 +22,7 @@ R=${R:-runs/tables4_h100}; mkdir -p "$R"; R=$(cd "$R" && pwd)
 py=${PYTHON:-python3}
 TABLES=${TABLES:-fp16 small softmax}
 want() { [[ " $TABLES " == *" $1 "* ]]; }
-at() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$R/log.txt"; }
+. "$(dirname "$0")/gpu_run_lib.sh"  # at, run_start, relative_paths, provenance_head
 pack() {
   for t in fp16 small softmax; do
     f="$R/$t/validation/validation.sqlite"
@@ -32,9 +32,7 @@ pack() {
   [ -n "${OUT:-}" ] && tar -C "$R" -czf "$OUT/tables4_h100.tar.gz" . && echo "packed $OUT/tables4_h100.tar.gz"
 }
 trap pack EXIT
-start=$(date -u +%s)
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem --format=csv > "$R/gpu.csv" 2>&1
-git rev-parse HEAD > "$R/commit.txt" 2>/dev/null || echo "no git metadata" > "$R/commit.txt"
+run_start
 
 # one table: validate the committed table at fresh problems under a timeout; a validation cut short is written
 # from what it measured (validate --replay of its own database)
@@ -67,15 +65,9 @@ want small && validate small $T2/small/active/round0/dispatch.json results/small
 want softmax && validate softmax $T2/softmax/active/round0/dispatch.json $T2/softmax/softmax_model_h100.sqlite.xz 75 \
   $T2/softmax/active/round0/validation 3403 --pool-bk 1 --space examples/softmax/space.yaml
 
-# the files name paths of this machine: name them relative to the output folder and the checkout
-find "$R" \( -name '*.yaml' -o -name '*.json' -o -name '*.txt' -o -name '*.csv' \) -print0 |
-  xargs -0 -r sed -i -e "s#sqlite:///$R/##g" -e "s#$R/##g" -e "s#$PWD/##g"
-wall=$(( $(date -u +%s) - start ))
+relative_paths
 {
-  echo "# tables4_h100: issue 32's three tables validated at fresh seeds, static and with runtime refinement"
-  echo
-  echo "Measured by \`bash scripts/tables4_h100.sh\` (commit $(cat "$R/commit.txt")), $(date -u +%F), ${wall} s wall."
-  echo "GPU: $(tail -n +2 "$R/gpu.csv" | head -1)${REPLAY:+ (REPLAY: nothing measured, a check of the script)}"
+  provenance_head "tables4_h100: issue 32's three tables validated at fresh seeds, static and with runtime refinement"
   echo
   echo "Per table: the committed table of results/tables2_h100 (*/active/round0/dispatch.json, copied here as"
   echo "*/dispatch.json), validated by \`autotune validate TABLE --db TUNING_DB --random 200 --seed SEED\` (the"

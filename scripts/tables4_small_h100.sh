@@ -13,7 +13,7 @@
 set -uo pipefail
 R=${R:-runs/tables4_small_h100}; mkdir -p "$R"; R=$(cd "$R" && pwd)
 py=${PYTHON:-python3}
-at() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$R/log.txt"; }
+. "$(dirname "$0")/gpu_run_lib.sh"  # at, run_start, relative_paths, provenance_head
 pack() {
   for f in "$R"/small_tables_h100.sqlite "$R"/active/round0/validation/validation.sqlite; do
     [ -f "$f" ] && "$py" -m autotune db pack "$f" -o "$f.xz" > /dev/null && rm -f "$f"
@@ -21,9 +21,7 @@ pack() {
   [ -n "${OUT:-}" ] && tar -C "$R" -czf "$OUT/tables4_small_h100.tar.gz" . && echo "packed $OUT/tables4_small_h100.tar.gz"
 }
 trap pack EXIT
-start=$(date -u +%s)
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem --format=csv > "$R/gpu.csv" 2>&1
-echo "${AUTOTUNE_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo 'no git metadata')}" > "$R/commit.txt"
+run_start
 [ -f "$R/small_tables_h100.sqlite" ] || "$py" -m autotune db unpack results/small_tables_h100/small_tables_h100.sqlite.xz \
   -o "$R/small_tables_h100.sqlite" > /dev/null
 earlier=results/tables4_h100/small/validation
@@ -42,14 +40,9 @@ if [ -f "$r0/dispatch.json" ] && [ -f "$r0/validation/validation.sqlite" ] && [ 
 fi
 [ -f "$r0/validation/validation.csv" ] && "$py" scripts/bench_tables.py --refine 2 --refine 3 --json "$R/figures.json" \
   "$r0/dispatch.json" "$r0/validation" | tee "$R/figures.txt" | tee -a "$R/log.txt"
-find "$R" \( -name '*.yaml' -o -name '*.json' -o -name '*.txt' -o -name '*.csv' \) -print0 |
-  xargs -0 -r sed -i -e "s#sqlite:///$R/##g" -e "s#$R/##g" -e "s#$PWD/##g"
-wall=$(( $(date -u +%s) - start ))
+relative_paths
 {
-  echo "# tables4_small_h100: the fp32/fp64 table tuned where seed 3402 lost, rebuilt, validated at seed 3502"
-  echo
-  echo "Measured by \`bash scripts/tables4_small_h100.sh\` (commit $(cat "$R/commit.txt")), $(date -u +%F), ${wall} s wall."
-  echo "GPU: $(tail -n +2 "$R/gpu.csv" | head -1)${REPLAY:+ (REPLAY: nothing measured, a check of the script)}"
+  provenance_head "tables4_small_h100: the fp32/fp64 table tuned where seed 3402 lost, rebuilt, validated at seed 3502"
   echo
   echo '```'; cat "$R/figures.txt" 2>/dev/null || echo "no figures (see active.txt)"; echo '```'
   echo; echo "Log:"; echo '```'; cat "$R/log.txt"; echo '```'

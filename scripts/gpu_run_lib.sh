@@ -1,0 +1,23 @@
+# Sourced by the scripts that measure committed results on a GPU (scripts/*_h100.sh), after they set R (the run's
+# folder): what every such run records the same way.
+#   at MESSAGE...       a timestamped line in $R/log.txt (and on stdout)
+#   run_start           the start time, the GPU ($R/gpu.csv) and the commit ($R/commit.txt: AUTOTUNE_GIT_COMMIT
+#                       first, since a copy sent to a lent machine may carry stale git metadata)
+#   relative_paths      the run's text files name its folder and the checkout relatively (no machine paths)
+#   provenance_head T   PROVENANCE.md's first lines: title T, the command, commit, date, wall time, GPU
+at() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$R/log.txt"; }
+run_start() {
+  start=$(date -u +%s)
+  nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem --format=csv > "$R/gpu.csv" 2>&1
+  echo "${AUTOTUNE_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo 'no git metadata')}" > "$R/commit.txt"
+}
+relative_paths() {
+  find "$R" \( -name '*.yaml' -o -name '*.json' -o -name '*.txt' -o -name '*.csv' \) -print0 |
+    xargs -0 -r sed -i -e "s#sqlite:///$R/##g" -e "s#$R/##g" -e "s#$PWD/##g"
+}
+provenance_head() {
+  echo "# $1"
+  echo
+  echo "Measured by \`bash scripts/$(basename "$0")\` (commit $(cat "$R/commit.txt")), $(date -u +%F), $(( $(date -u +%s) - start )) s wall."
+  echo "GPU: $(tail -n +2 "$R/gpu.csv" | head -1)${REPLAY:+ (REPLAY: nothing measured, a check of the script)}"
+}
