@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import select
 
 from autotune.space.spec import Space
-from autotune.store.schema import Device, InstanceRow, MeasurementRow, Point
+from autotune.store.schema import InstanceRow, MeasurementRow, Point
 from autotune.store.store import Store
 from autotune.vocab import DeviceInfo, Status, TestPoint
 
@@ -49,8 +49,7 @@ def collect_results(
     """Kernel Tuner's `results` at `point` from the GPU `device_uuid`; with `same_model`, also from every other
     recorded GPU of its model (what a call resumed on another card of a cluster or lent pool skipped, as Kernel
     Tuner's cache resumes on any device of the same name), each configuration once, this GPU's measurement first."""
-    with store.session() as s:
-        me = s.scalars(select(Device.id).where(Device.uuid == device_uuid)).one()
+    me = store.device_id(device_uuid)
     devices = store.same_model(me) if same_model else [me]
     with store.session() as s:
         rows = s.execute(
