@@ -75,12 +75,12 @@ def _arch() -> tuple[str, str]:
 
 
 def _compile(pair: tuple[str, str], arch: tuple[str, str]) -> bytes | None:
-    from autotune.sweep.compile import CompileFailed, nvrtc_compile
+    from autotune.sweep.compile import nvrtc_compile
 
     try:
         binary, _, _ = nvrtc_compile(source(*pair), "autotune_allclose.cu", (), (arch[0], "--fmad=false"), arch[1])
         return binary
-    except (CompileFailed, Exception):  # noqa: BLE001 - the caller compares on the host
+    except Exception:  # noqa: BLE001 - any failure (CompileFailed included): the caller compares on the host
         return None
 
 
