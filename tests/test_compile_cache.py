@@ -290,9 +290,12 @@ def test_a_clearly_slow_instance_stops_after_two_launches():
     assert fast_stop(291.0, plan) and not fast_stop(1.4 * bound, plan)
     t, times, stopped = _measure(291.0, 291.0, plan)
     assert stopped and t.launches == 2 and len(times) == 2  # no warm-up, two repetitions (was 2 + 5)
-    # the same verified launch, but the repetitions are within the bound: timed fully, never dropped
+    # the same verified launch, but the repetitions are within the bound: the two count as warm-up, then timed fully
     t, times, stopped = _measure(bound * 0.99, 291.0, plan)
-    assert not stopped and len(times) == 7 and t.launches == 7
+    assert not stopped and len(times) == 7 and t.launches == 2 + 7
+    # unwarmed repetitions above the bound but not 1.5x above it never decide alone: the usual rule on 5 decides
+    t, times, stopped = _measure(1.3 * bound, 291.0, plan)
+    assert stopped and len(times) == 5 and t.launches == 2 + 5
     # below the fast factor: the usual protocol (2 warm-ups, 5 repetitions, then the rule)
     t, times, stopped = _measure(1.3 * bound, 1.3 * bound, plan)
     assert stopped and t.launches == 2 + 5 and len(times) == 5

@@ -52,7 +52,8 @@ def test_vector_add(tmp_path: Path) -> None:
         quiet=True,
     )
     assert sorted(r["block_size_x"] for r in results) == tune_params["block_size_x"]
-    assert all(KT_KEYS <= set(r) and r["time"] > 0 and len(r["times"]) >= 5 for r in results), results[:2]
+    odd = [r for r in results if not (KT_KEYS <= set(r) and r["time"] > 0 and len(r["times"]) >= 5)]
+    assert not odd, odd  # block sizes within 10% of each other: none stopped early on its unwarmed launches
     best = env["best_config"]
     assert best["time"] == min(r["time"] for r in results) and "__error__" not in best
     assert env["device_name"] and env["iterations"] == 7
