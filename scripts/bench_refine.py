@@ -1,62 +1,154 @@
-"""Issue 32 item 3: what runtime refinement would answer at a committed validation's held-out problems, replayed on
-a CPU: the table's `Refiner` (top 1, 2, 3, 5 kernels and the library) times its candidates with the replay backend
-over the committed validation database (the times the validation measured on the GPU), and the answers are scored
-against the best of all candidates as validation.csv is. A replay, not a GPU run: the timer returns exactly the
-measurements the answers are scored on (a GPU timing each candidate once adds noise).
+"""Issue 32 item 3: runtime refinement at a committed validation's held-out problems, scored as validation.csv is
+(against the best of all candidates the validation measured there, by the validation's medians).
 
-    python3 scripts/bench_refine.py [FOLDER TUNING_DB ...]   (default: the two committed model tables)
+- Default (a replay, any machine): refinement's timer answers with the validation's own medians, so this is what
+  refinement chooses when each of its timings agrees with the validation (`figures.refined_frame`).
+- `--gpu` (on a GPU): refinement times its candidates for real, as a deployed table would (the GPU backend: compile,
+  verify, `--reps` timed repetitions, the median; `refine_timer.backend_timer`), chooses by those timings, and the
+  choice is scored by the validation's medians. It also prints what a first call at a new problem cost (seconds
+  of timing per problem; the first problem of a table also compiles its kernels) and how often the timed choice
+  equals the replayed one.
+
+    python3 scripts/bench_refine.py                       # the two committed model tables, replayed
+    python3 scripts/bench_refine.py --gpu --top 2 --out DIR [--space FILE] TABLE VALIDATION_DIR TUNING_DB [...]
+
+TABLE: a dispatch.json; VALIDATION_DIR: `autotune validate`'s output folder (validation.csv and validation.sqlite
+or its packed .xz); TUNING_DB: the database the table was made from (its kernels' spaces and parameters).
+--out writes per table and K `refined_<name>_top<K>.csv` (every problem: refined choice, its time and loss, the
+replayed choice, the seconds its first call spent timing) and `refine.json` (the figures).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+import time
 import warnings
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from autotune.dispatch import validate as v
-from autotune.dispatch.refine import Refiner
-from autotune.dispatch.refine_timer import backend_timer
-from autotune.dispatch.runtime import LIBRARY
-from autotune.problems.gemm import GEMM
-from autotune.store.engine import database_url
-from autotune.sweep.backends.replay import ReplayBackend
+from autotune.dispatch.figures import refined_frame, scored_refined, validated_figures
+from autotune.dispatch.validate_table import read_table, table_kind
 
 DEFAULT = [
-    "results/small_tables_h100/model",
+    "results/small_tables_h100/model/dispatch.json",
+    "results/small_tables_h100/model/validation",
     "results/small_tables_h100/small_tables_h100.sqlite.xz",
-    "results/fp16_model_h100",
+    "results/fp16_model_h100/dispatch.json",
+    "results/fp16_model_h100/validation",
     "results/fp16_model_h100/fp16_model_h100.sqlite.xz",
 ]
 
 
+class CostingTimer:
+    """A refinement timer that records, per problem, the seconds and calls spent timing there."""
+
+    def __init__(self, timer, names: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+        self.timer, self.names = timer, names
+        self.seconds: dict[tuple, float] = {}
+        self.calls: dict[tuple, int] = {}
+
+    def key(self, precision: str, shape: str, sizes: dict) -> tuple:
+        return (str(precision), shape if isinstance(shape, str) else "", *(int(sizes[n]) for n in self.names))
+
+    def __call__(self, answer: int, precision: str, shape: str, sizes: dict) -> float | None:
+        k = self.key(precision, shape, sizes)
+        t0 = time.perf_counter()
+        try:
+            return self.timer(answer, precision, shape, sizes)
+        finally:
+            self.seconds[k] = self.seconds.get(k, 0.0) + time.perf_counter() - t0
+            self.calls[k] = self.calls.get(k, 0) + 1
+
+
 def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("triples", nargs="*", metavar="TABLE VALIDATION_DIR TUNING_DB", help="default: the model tables")
+    ap.add_argument("--gpu", action="store_true", help="time the candidates on this machine's GPU (else a replay)")
+    ap.add_argument("--top", type=int, action="append", help="kernels timed besides the library (repeatable)")
+    ap.add_argument("--reps", type=int, default=10, help="timed repetitions per candidate with --gpu (default 10)")
+    ap.add_argument("--space", action="append", default=[], help="a space file defining a kind that is not built in")
+    ap.add_argument("--tol", type=float, default=0.1, help="the loss counted as within (default 0.1)")
+    ap.add_argument("--out", help="folder for the per-problem CSVs and refine.json")
+    args = ap.parse_args(argv)
+    triples = args.triples or DEFAULT
+    if len(triples) % 3:
+        ap.error(f"give TABLE VALIDATION_DIR TUNING_DB triples; got {len(triples)} paths")
+    tops = args.top or ([2] if args.gpu else [1, 2, 3, 5])
+    spaces = tuple(Path(s) for s in args.space)
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     warnings.simplefilter("ignore")
-    args = argv or DEFAULT
-    for folder, tuning in zip(args[::2], args[1::2], strict=True):
-        table = json.load(open(f"{folder}/dispatch.json"))
-        frame = pd.read_csv(f"{folder}/validation/validation.csv", keep_default_na=False, na_values=[""])
-        url = database_url(f"{folder}/validation/validation.sqlite.xz")
-        backend = ReplayBackend(url)
-        times, base = v.measured(url, GEMM)
-        for top in (1, 2, 3, 5):
-            refine = Refiner(table, backend_timer(backend, table, GEMM, tuning, reps=10), top=top)
-            losses, below = [], 0
-            for row in frame.to_dict("records"):
-                sizes = {n: int(row[n]) for n in GEMM.size_names}
-                key = (row["precision"], row["shape"], *(sizes[n] for n in GEMM.size_names))
-                a = refine.index(row["precision"], row["shape"], sizes)
-                t = base[key][0] if a == LIBRARY else times[key][table["kernels"][a]["instance_id"]][0]
-                losses.append(max(0.0, 1 - row["best_ms"] / t))
-                below += base[key][0] / t < 0.97
-            s = pd.Series(losses)
-            print(
-                f"{folder} top {top}: within 10% {100 * (s <= 0.1 + 1e-12).mean():.1f}%, worst {100 * s.max():.1f}%, "
-                f"median {100 * s.median():.2f}%, below 0.97x library {below}, timer calls {refine.stats.calls} "
-                f"({refine.stats.calls / len(frame):.2f} per problem)"
-            )
-        backend.close()
+    backend = None
+    if args.gpu:
+        from autotune.sweep.backends.local import gpu_backend
+
+        backend = gpu_backend()
+    summary: dict[str, dict] = {}
+    try:
+        for table_path, folder, tuning in zip(triples[::3], triples[1::3], triples[2::3], strict=True):
+            table = read_table(Path(table_path))
+            kind = table_kind(table, list(spaces))
+            names = tuple(kind.size_names)
+            static = validated_figures(table_path, folder, tol=args.tol, spaces=spaces)
+            print(static.line(f"{table_path} [static]"))
+            replayed: dict[int, pd.DataFrame] = {}
+            for top in tops:
+                replayed[top], calls = refined_frame(table_path, folder, top, spaces=spaces)
+                figs, per = scored_refined(replayed[top], calls, static, args.tol)
+                label = f"{table_path} [refined, top {top} + library, replayed from the validation's medians]"
+                print(f"{figs.line(label)} | timer calls {per:.2f} per problem")
+                summary[f"{table_path}#replay{top}"] = {**figs.as_dict(), "top": top, "timer_calls_per_problem": per}
+            if backend is None:
+                continue
+            from autotune.dispatch.refine_timer import backend_timer
+
+            gpu = backend_timer(backend, dict(table.data), kind, tuning, reps=args.reps)
+            for top in tops:
+                chooser = CostingTimer(gpu, names)
+                t0 = time.perf_counter()
+                frame, calls = refined_frame(table_path, folder, top, spaces=spaces, chooser=chooser)
+                wall = time.perf_counter() - t0
+                figs, per = scored_refined(frame, calls, static, args.tol)
+                keys = [chooser.key(r["precision"], r["shape"], r) for r in frame.to_dict("records")]
+                cost = np.array([chooser.seconds.get(k, 0.0) for k in keys])
+                frame["replayed_choice"] = replayed[top]["table_choice"].to_numpy()
+                frame["first_call_s"] = cost
+                agree = int((frame["table_choice"] == frame["replayed_choice"]).sum())
+                timed = cost[cost > 0]
+                label = f"{table_path} [refined, top {top} + library, timed on this GPU, scored by the validation]"
+                print(f"{figs.line(label)} | timer calls {per:.2f} per problem")
+                print(
+                    f"  first call at a new problem: median {np.median(timed):.3f} s, p90 "
+                    f"{np.percentile(timed, 90):.3f} s, max {timed.max():.3f} s (the first: {cost[0]:.3f} s, with "
+                    f"compiles); {wall:.1f} s for {len(frame)} problems; timed choice = replayed choice at {agree} "
+                    f"of {len(frame)}"
+                )
+                summary[f"{table_path}#gpu{top}"] = {
+                    **figs.as_dict(),
+                    "top": top,
+                    "timer_calls_per_problem": per,
+                    "first_call_s_median": float(np.median(timed)),
+                    "first_call_s_p90": float(np.percentile(timed, 90)),
+                    "first_call_s_max": float(timed.max()),
+                    "first_call_s_first": float(cost[0]),
+                    "wall_s": wall,
+                    "agree_with_replay": agree,
+                    "problems": len(frame),
+                    "reps": args.reps,
+                }
+                if out is not None:
+                    name = "_".join(Path(table_path).parent.parts[-3:]) or "table"
+                    frame.to_csv(out / f"refined_{name}_top{top}.csv", index=False, float_format="%.6g")
+    finally:
+        if backend is not None:
+            backend.close()
+    if out is not None:
+        (out / "refine.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     return 0
 
 

@@ -135,3 +135,33 @@ def test_a_table_file_named_xz_must_be_xz(tmp_path: Path) -> None:
     bad.write_text("{}")
     with pytest.raises(UserError, match="not an xz file"):
         load_table(bad)
+
+
+def test_a_chooser_decides_and_the_validation_scores(fp16) -> None:  # type: ignore[no-untyped-def]
+    """refined_frame(chooser=...): the choice follows the chooser's timings (here one that always finds the library
+    fastest), the loss is the validation's for that choice (the library's loss in validation.csv)."""
+    from autotune.dispatch.runtime import LIBRARY as LIBRARY_INDEX
+
+    def library_first(answer: int, precision: str, shape: str, sizes: dict) -> float:
+        return 1.0 if answer == LIBRARY_INDEX else 2.0
+
+    chosen, calls = refined_frame(R0 / "dispatch.json", R0 / "validation", top=2, chooser=library_first)
+    assert calls == fp16[1] and set(chosen["table_choice"]) == {"library"}
+    lib = 1.0 - chosen["best_ms"].to_numpy() / chosen["baseline_ms"].to_numpy()
+    assert np.allclose(chosen["loss_vs_best"].to_numpy(), np.maximum(0.0, lib))
+
+
+def test_bench_refine_replays_a_table_and_writes_nothing_without_out(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "scripts/bench_refine.py", "--top", "2", str(R0 / "dispatch.json"), str(R0 / "validation"),
+         str(ROOT / "results/tables2_h100/fp16/fp16_model_h100.sqlite.xz")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 2 and "[static]" in lines[0] and "within 10.0% of the best 79.5%" in lines[0]
+    assert "replayed" in lines[1] and "within 10.0% of the best 100.0%" in lines[1]
+    bad = subprocess.run(
+        [sys.executable, "scripts/bench_refine.py", "a", "b"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and "triples" in bad.stderr

@@ -144,12 +144,15 @@ def refined_frame(
     top: int,
     database: str | None = None,
     spaces: tuple[Path, ...] = (),
+    chooser: Any = None,
 ) -> tuple[pd.DataFrame, int]:
     """validation.csv as runtime refinement (dispatch/refine.py, `top` predicted kernels and the library) would have
-    answered it, and the timer calls it made. Replayed from the validation's own measurements: the timer of an
-    answer at a problem returns the validation's median there (None where it was not measured), so this is what
-    refinement chooses when its one timing agrees with the validation's median. The columns table_choice, table_ms,
-    loss_vs_best and speedup_vs_baseline are the refined answer's; best_ms and baseline_ms are unchanged."""
+    answered it, and the timer calls it made. By default replayed from the validation's own measurements: the timer of
+    an answer at a problem returns the validation's median there (None where it was not measured), so this is what
+    refinement chooses when its one timing agrees with the validation's median. With `chooser` (a `refine.Timer`, a
+    GPU backend's say) refinement chooses by that timer's measurements, and the choice is scored by the validation's
+    medians as every answer is. The columns table_choice, table_ms, loss_vs_best and speedup_vs_baseline are the
+    refined answer's; best_ms and baseline_ms are unchanged."""
     from autotune.dispatch.refine import Refiner
     from autotune.dispatch.runtime import LIBRARY as LIBRARY_INDEX
     from autotune.dispatch.validate import LIBRARY, measured
@@ -173,7 +176,7 @@ def refined_frame(
             return baseline.get(key, (None, None))[0]
         return times.get(key, {}).get(ids[answer], (None, None))[0] if 0 <= answer < len(ids) else None
 
-    refine = Refiner(dict(table.data), timer, top=top)
+    refine = Refiner(dict(table.data), timer if chooser is None else chooser, top=top)
     out = frame.copy()
     choice, ms = [], []
     for r in frame.to_dict("records"):
@@ -201,10 +204,15 @@ def refined_figures(
     database: str | None = None,
     tol: float = TARGET_TOL,
     spaces: tuple[Path, ...] = (),
+    chooser: Any = None,
 ) -> tuple[Figures, float]:
     """The figures of `refined_frame` (the oracle column as in `validated_figures`) and the timer calls per problem."""
-    frame, calls = refined_frame(table_path, validation_dir, top, database, spaces)
-    static = validated_figures(table_path, validation_dir, database, tol, spaces)
+    frame, calls = refined_frame(table_path, validation_dir, top, database, spaces, chooser)
+    return scored_refined(frame, calls, validated_figures(table_path, validation_dir, database, tol, spaces), tol)
+
+
+def scored_refined(frame: pd.DataFrame, calls: int, static: Figures, tol: float = TARGET_TOL) -> tuple[Figures, float]:
+    """The figures of a `refined_frame` (its oracle column that of the static figures) and timer calls per problem."""
     figs = figures(frame, np.zeros(0), static.kernels, static.tuned_points, tol)
     figs = Figures(**{**asdict(figs), "oracle_within": static.oracle_within, "oracle_worst": static.oracle_worst})
     return figs, calls / max(1, len(frame))
