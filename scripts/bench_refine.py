@@ -107,7 +107,7 @@ def main(argv: list[str]) -> int:
                 continue
             from autotune.dispatch.refine_timer import backend_timer
 
-            gpu = backend_timer(backend, dict(table.data), kind, tuning, reps=args.reps)
+            gpu = backend_timer(backend, dict(table.data), kind, tuning, reps=args.reps, space_files=spaces)
             for top in tops:
                 chooser = CostingTimer(gpu, names)
                 t0 = time.perf_counter()

@@ -165,3 +165,18 @@ def test_bench_refine_replays_a_table_and_writes_nothing_without_out(tmp_path: P
         [sys.executable, "scripts/bench_refine.py", "a", "b"], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert bad.returncode == 2 and "triples" in bad.stderr
+
+
+def test_recorded_instances_of_a_user_space_need_its_file() -> None:
+    """refine_timer.recorded_instances finds a user kernel's instances (softmax) through the space file given;
+    without it the space's name alone is unknown (the GPU run of bench_refine.py --gpu on softmax failed so)."""
+    from autotune.dispatch.refine_timer import recorded_instances
+    from autotune.errors import UserError
+
+    table = json.loads((ROOT / "results/tables2_h100/softmax/active/round0/dispatch.json").read_text())
+    ids = [str(k["instance_id"]) for k in table["kernels"]]
+    db = str(ROOT / "results/tables2_h100/softmax/softmax_model_h100.sqlite.xz")
+    with pytest.raises(UserError, match="softmax_rows"):
+        recorded_instances(db, ids)
+    found = recorded_instances(db, ids, (ROOT / "examples/softmax/space.yaml",))
+    assert sorted(found) == sorted(set(ids)) and all(s.name == "softmax_rows" for s, _ in found.values())

@@ -6,6 +6,7 @@ LIBRARY is the kind's baseline (its library); a failed or unrecorded measurement
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Optional
 
 from autotune.dispatch.runtime import LIBRARY
@@ -13,11 +14,18 @@ from autotune.dispatch.refine import Timer
 
 
 def backend_timer(
-    backend: Any, table: dict, kind: Any, instances_db: str, reps: int = 10, scalars: dict | None = None
+    backend: Any,
+    table: dict,
+    kind: Any,
+    instances_db: str,
+    reps: int = 10,
+    scalars: dict | None = None,
+    space_files: tuple[Path, ...] = (),
 ) -> Timer:
     """timer(answer, precision, shape, sizes) -> median ms or None, measured by `backend` (a sweep Backend:
     `run(jobs)` and `baseline(kind, point, scalars, reps)`). `instances_db`: a results database that recorded the
-    table's kernels (the tuning database: each instance's space and parameters)."""
+    table's kernels (the tuning database: each instance's space and parameters); `space_files`: the files of spaces
+    that are not built in (a user kernel's space.yaml)."""
     from autotune.sweep.backends.base import Job
     from autotune.vocab import Status
 
@@ -27,7 +35,7 @@ def backend_timer(
     if start is not None:
         start()  # a GPU backend starts its worker and compile pool
     backend.device_info()
-    found = recorded_instances(instances_db, [str(k["instance_id"]) for k in kernels])
+    found = recorded_instances(instances_db, [str(k["instance_id"]) for k in kernels], space_files)
 
     def timer(answer: int, precision: str, shape: str, sizes: dict) -> Optional[float]:
         point = kind.point(precision, shape, sizes)
@@ -43,9 +51,10 @@ def backend_timer(
     return timer
 
 
-def recorded_instances(url: str, ids: list[str]) -> dict[str, tuple[Any, Any]]:
-    """{instance id: (space, Instance)} from the database's recorded instances (space by name, parameters as
-    recorded; the id is checked). Raises UserError for an id it lacks."""
+def recorded_instances(url: str, ids: list[str], space_files: tuple[Path, ...] = ()) -> dict[str, tuple[Any, Any]]:
+    """{instance id: (space, Instance)} from the database's recorded instances (space by name: one of
+    `space_files` or a built-in one; parameters as recorded; the id is checked). Raises UserError for an id it
+    lacks."""
     from autotune.errors import UserError
     from autotune.space.instance import Instance
     from autotune.space.spec import load_space
@@ -58,9 +67,13 @@ def recorded_instances(url: str, ids: list[str]) -> dict[str, tuple[Any, Any]]:
     rows = run_query(url, f"SELECT id, space, params FROM instances WHERE id IN ({quoted})")
     out: dict[str, tuple[Any, Any]] = {}
     spaces: dict[str, Any] = {}
+    for f in space_files:
+        given = load_space(str(f))
+        spaces[given.name] = given
     for r in rows.to_dict("records"):
         params = json.loads(r["params"]) if isinstance(r["params"], str) else dict(r["params"])
-        space = spaces.setdefault(str(r["space"]), load_space(str(r["space"])))
+        name = str(r["space"])
+        space = spaces[name] if name in spaces else spaces.setdefault(name, load_space(name))
         order = [n for n in space.param_names if n in params] + [n for n in params if n not in space.param_names]
         instance = Instance.of(space.name, {n: params[n] for n in order})
         if instance.id == r["id"]:
