@@ -113,43 +113,91 @@ def main(argv: list[str]) -> int:
                 t0 = time.perf_counter()
                 frame, calls = refined_frame(table_path, folder, top, spaces=spaces, chooser=chooser)
                 wall = time.perf_counter() - t0
-                figs, per = scored_refined(frame, calls, static, args.tol)
                 keys = [chooser.key(r["precision"], r["shape"], r) for r in frame.to_dict("records")]
-                cost = np.array([chooser.seconds.get(k, 0.0) for k in keys])
                 frame["replayed_choice"] = replayed[top]["table_choice"].to_numpy()
-                frame["first_call_s"] = cost
-                agree = int((frame["table_choice"] == frame["replayed_choice"]).sum())
-                timed = cost[cost > 0]
-                label = f"{table_path} [refined, top {top} + library, timed on this GPU, scored by the validation]"
-                print(f"{figs.line(label)} | timer calls {per:.2f} per problem")
-                print(
-                    f"  first call at a new problem: median {np.median(timed):.3f} s, p90 "
-                    f"{np.percentile(timed, 90):.3f} s, max {timed.max():.3f} s (the first: {cost[0]:.3f} s, with "
-                    f"compiles); {wall:.1f} s for {len(frame)} problems; timed choice = replayed choice at {agree} "
-                    f"of {len(frame)}"
-                )
-                summary[f"{table_path}#gpu{top}"] = {
-                    **figs.as_dict(),
-                    "top": top,
-                    "timer_calls_per_problem": per,
-                    "first_call_s_median": float(np.median(timed)),
-                    "first_call_s_p90": float(np.percentile(timed, 90)),
-                    "first_call_s_max": float(timed.max()),
-                    "first_call_s_first": float(cost[0]),
-                    "wall_s": wall,
-                    "agree_with_replay": agree,
-                    "problems": len(frame),
-                    "reps": args.reps,
-                }
+                frame["first_call_s"] = [chooser.seconds.get(k, 0.0) for k in keys]
+                summary[f"{table_path}#gpu{top}"] = report(table_path, frame, calls, static, top, args.tol, wall)
+                summary[f"{table_path}#gpu{top}"]["reps"] = args.reps
                 if out is not None:
-                    name = "_".join(Path(table_path).parent.parts[-3:]) or "table"
-                    frame.to_csv(out / f"refined_{name}_top{top}.csv", index=False, float_format="%.6g")
+                    frame.to_csv(out / csv_name(table_path, top), index=False, float_format="%.6g")
     finally:
         if backend is not None:
             backend.close()
     if out is not None:
-        (out / "refine.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+        merge_json(out / "refine.json", summary)
     return 0
+
+
+def csv_name(table_path: str, top: int) -> str:
+    return f"refined_{'_'.join(Path(table_path).parent.parts[-3:]) or 'table'}_top{top}.csv"
+
+
+def report(table_path: str, frame: pd.DataFrame, calls: int, static, top: int, tol: float, wall: float | None) -> dict:  # type: ignore[no-untyped-def]
+    """Print the figures of a GPU-timed refinement (frame: refined_frame's with first_call_s and replayed_choice)
+    and return its refine.json entry."""
+    figs, per = scored_refined(frame, calls, static, tol)
+    cost = frame["first_call_s"].to_numpy(dtype=float)
+    timed = cost[cost > 0]
+    agree = int((frame["table_choice"] == frame["replayed_choice"]).sum())
+    label = f"{table_path} [refined, top {top} + library, timed on this GPU, scored by the validation]"
+    print(f"{figs.line(label)} | timer calls {per:.2f} per problem")
+    print(
+        f"  first call at a new problem: median {np.median(timed):.3f} s, p90 {np.percentile(timed, 90):.3f} s, "
+        f"max {timed.max():.3f} s (the first: {cost[0]:.3f} s, with compiles); "
+        f"{'' if wall is None else f'{wall:.1f} s for '}{len(frame)} problems; "
+        f"timed choice = replayed choice at {agree} of {len(frame)}"
+    )
+    return {
+        **figs.as_dict(),
+        "top": top,
+        "timer_calls_per_problem": per,
+        "first_call_s_median": float(np.median(timed)),
+        "first_call_s_p90": float(np.percentile(timed, 90)),
+        "first_call_s_max": float(timed.max()),
+        "first_call_s_first": float(cost[0]),
+        "wall_s": wall,
+        "agree_with_replay": agree,
+        "problems": len(frame),
+    }
+
+
+def committed_choices(csv: Path, table: dict, names: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    """A refinement timer that makes the choices a GPU run wrote into `csv` (refined_*.csv) again: 1 for the
+    answer chosen there, 2 for every other candidate (the candidates are deterministic), so that refined_frame
+    scores exactly those choices by the validation's medians."""
+    from autotune.dispatch.runtime import LIBRARY
+
+    ids = [str(k["instance_id"]) for k in table["kernels"]]
+    frame = pd.read_csv(csv, keep_default_na=False, na_values=[""], dtype={"table_choice": str})
+    chosen = {}
+    for r in frame.to_dict("records"):
+        shape = r["shape"] if isinstance(r["shape"], str) else ""
+        chosen[(str(r["precision"]), shape, *(int(r[n]) for n in names))] = str(r["table_choice"])
+
+    def timer(answer: int, precision: str, shape: str, sizes: dict) -> float:
+        name = "library" if answer == LIBRARY else ids[answer] if 0 <= answer < len(ids) else str(answer)
+        return 1.0 if chosen[(precision, shape, *(int(sizes[n]) for n in names))] == name else 2.0
+
+    return timer, frame
+
+
+def rescore(csv: Path, table_path: str, folder: str, top: int, spaces: tuple[Path, ...] = (), tol: float = 0.1):  # type: ignore[no-untyped-def]
+    """A committed GPU run's choices (csv) scored again by the validation: (refine.json entry without the run's
+    wall time, the frame)."""
+    table = read_table(Path(table_path))
+    kind = table_kind(table, list(spaces))
+    timer, committed = committed_choices(csv, dict(table.data), tuple(kind.size_names))
+    frame, calls = refined_frame(table_path, folder, top, spaces=spaces, chooser=timer)
+    frame["replayed_choice"] = committed["replayed_choice"].to_numpy()
+    frame["first_call_s"] = committed["first_call_s"].to_numpy()
+    static = validated_figures(table_path, folder, tol=tol, spaces=spaces)
+    return report(table_path, frame, calls, static, top, tol, None), frame
+
+
+def merge_json(path: Path, summary: dict) -> None:
+    """refine.json gets these entries; those of other tables already there stay."""
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    path.write_text(json.dumps({**old, **summary}, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

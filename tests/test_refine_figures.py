@@ -180,3 +180,36 @@ def test_recorded_instances_of_a_user_space_need_its_file() -> None:
         recorded_instances(db, ids)
     found = recorded_instances(db, ids, (ROOT / "examples/softmax/space.yaml",))
     assert sorted(found) == sorted(set(ids)) and all(s.name == "softmax_rows" for s, _ in found.values())
+
+
+RG = T4 / "refine_gpu"
+
+
+def _gpu_entries() -> list[str]:
+    doc = RG / "refine.json"
+    return sorted(k for k in json.loads(doc.read_text()) if "#gpu" in k) if doc.is_file() else []
+
+
+@pytest.mark.parametrize("entry", _gpu_entries())
+def test_committed_gpu_refinement_rescored_from_its_choices(entry: str) -> None:
+    """results/tables4_h100/refine_gpu: the choices refinement made timing its candidates on an H100 (committed per
+    problem in refined_*.csv) give refine.json's figures again when scored by the committed validation."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_refine
+
+    table, top = entry.rsplit("#gpu", 1)
+    folder = {  # the validation each table was refined at (seeds 3401, 3403, 3502)
+        "results/tables2_h100/fp16/active/round0/dispatch.json": T4 / "fp16" / "validation",
+        "results/tables2_h100/softmax/active/round0/dispatch.json": T4 / "softmax" / "validation",
+        "results/tables4_h100/small_active/active/round0/dispatch.json.xz": T4
+        / "small_active/active/round0/validation",
+    }[table]
+    spaces = (ROOT / "examples/softmax/space.yaml",) if "softmax" in table else ()
+    csv = RG / bench_refine.csv_name(table, int(top))
+    mine, frame = bench_refine.rescore(csv, str(ROOT / table), str(folder), int(top), spaces)
+    committed = json.loads((RG / "refine.json").read_text())[entry]
+    run_only = {"wall_s", "reps"} | {k for k in committed if k.startswith("first_call_s")}  # rounded in the CSV
+    assert {k: v for k, v in mine.items() if k not in run_only} == pytest.approx(
+        {k: v for k, v in committed.items() if k not in run_only}, nan_ok=True
+    )
+    assert len(frame) == committed["problems"] == 200
