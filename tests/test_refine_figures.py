@@ -185,31 +185,54 @@ def test_recorded_instances_of_a_user_space_need_its_file() -> None:
 RG = T4 / "refine_gpu"
 
 
-def _gpu_entries() -> list[str]:
-    doc = RG / "refine.json"
-    return sorted(k for k in json.loads(doc.read_text()) if "#gpu" in k) if doc.is_file() else []
+S3603 = T4 / "softmax_3603"
+VALIDATIONS = {  # the validation each table was refined at (seeds 3401, 3403, 3502)
+    "results/tables2_h100/fp16/active/round0/dispatch.json": T4 / "fp16" / "validation",
+    "results/tables2_h100/softmax/active/round0/dispatch.json": T4 / "softmax" / "validation",
+    "results/tables4_h100/small_active/active/round0/dispatch.json.xz": T4 / "small_active/active/round0/validation",
+}
 
 
-@pytest.mark.parametrize("entry", _gpu_entries())
-def test_committed_gpu_refinement_rescored_from_its_choices(entry: str) -> None:
-    """results/tables4_h100/refine_gpu: the choices refinement made timing its candidates on an H100 (committed per
-    problem in refined_*.csv) give refine.json's figures again when scored by the committed validation."""
+def _gpu_entries() -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for run in (RG, S3603):
+        doc = run / "refine.json"
+        out += [(run.name, k) for k in json.loads(doc.read_text()) if "#gpu" in k] if doc.is_file() else []
+    return sorted(out)
+
+
+@pytest.mark.parametrize(("run", "entry"), _gpu_entries())
+def test_committed_gpu_refinement_rescored_from_its_choices(run: str, entry: str) -> None:
+    """results/tables4_h100/refine_gpu and softmax_3603 (seed 3603): the choices refinement made timing its
+    candidates on an H100 (committed per problem in refined_*.csv) give refine.json's figures again when scored by
+    the committed validation."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import bench_refine
 
     table, top = entry.rsplit("#gpu", 1)
-    folder = {  # the validation each table was refined at (seeds 3401, 3403, 3502)
-        "results/tables2_h100/fp16/active/round0/dispatch.json": T4 / "fp16" / "validation",
-        "results/tables2_h100/softmax/active/round0/dispatch.json": T4 / "softmax" / "validation",
-        "results/tables4_h100/small_active/active/round0/dispatch.json.xz": T4
-        / "small_active/active/round0/validation",
-    }[table]
+    folder = S3603 / "validation" if run == S3603.name else VALIDATIONS[table]
     spaces = (ROOT / "examples/softmax/space.yaml",) if "softmax" in table else ()
-    csv = RG / bench_refine.csv_name(table, int(top))
+    csv = T4 / run / bench_refine.csv_name(table, int(top))
     mine, frame = bench_refine.rescore(csv, str(ROOT / table), str(folder), int(top), spaces)
-    committed = json.loads((RG / "refine.json").read_text())[entry]
+    committed = json.loads((T4 / run / "refine.json").read_text())[entry]
     run_only = {"wall_s", "reps"} | {k for k in committed if k.startswith("first_call_s")}  # rounded in the CSV
     assert {k: v for k, v in mine.items() if k not in run_only} == pytest.approx(
         {k: v for k, v in committed.items() if k not in run_only}, nan_ok=True
     )
     assert len(frame) == committed["problems"] == 200
+
+
+def test_committed_softmax_3603_figures_replay() -> None:
+    """results/tables4_h100/softmax_3603 (the softmax table validated after the timing fix): figures.json's static
+    and replayed-refinement figures come out the same from the committed validation."""
+    folder = S3603 / "validation"
+    if not (folder / "validation.sqlite.xz").is_file():
+        pytest.skip("results/tables4_h100/softmax_3603 is not committed")
+    path = "results/tables2_h100/softmax/active/round0/dispatch.json"
+    spaces = (ROOT / "examples" / "softmax" / "space.yaml",)
+    committed = json.loads((S3603 / "figures.json").read_text())
+    static = validated_figures(ROOT / path, folder, spaces=spaces).as_dict()
+    assert static == pytest.approx(committed[path], nan_ok=True)
+    figs, calls = refined_figures(ROOT / path, folder, 2, spaces=spaces)
+    mine = {**figs.as_dict(), "refine_top": 2, "timer_calls_per_problem": calls}
+    assert mine == pytest.approx(committed[f"{path}#refine2"], nan_ok=True)

@@ -9,8 +9,9 @@ Protocol for one (instance, test point), after the verified launch:
    back and not the Python launch overhead. The spin is sized for `ENQUEUE_US` of host time per launch; when
    the host took longer to enqueue the chunk than the spin lasted (a Python baseline such as PyTorch's, a
    loaded CPU), the GPU may have waited for the host inside an event pair, and the chunk is timed again behind
-   a spin sized from the measured enqueue time (up to `SPIN_TRIES` times). Without this a 0.024 ms PyTorch
-   softmax measured 0.040-0.049 ms at some problems of a run: its host call, not its kernel;
+   a spin sized from the measured enqueue time (up to `SPIN_TRIES` times). Without this PyTorch's softmax
+   measured 0.041 ms at 9,126 x 729 where its kernel takes 0.022 ms (a CUDA graph of its calls): its host call
+   was timed (results/tables4_h100/softmax_3603/graph_check.md);
 4. statistics: median, p20, p80, min, max of the repetitions (`summarize`).
 
 Early stop (status SKIPPED): after the first `EARLY_REPS` (5) repetitions, an instance stops when the
