@@ -269,3 +269,31 @@ def test_the_gpu_measures_the_point_with_most_compiled_work_and_stays_on_a_tie()
     assert next_point({a: [1, 2], b: [1, 2]}, b) == b
     assert next_point({a: [1, 2], b: [1, 2]}, a) == a
     assert next_point({a: [1], b: [1, 2]}, a) == b
+
+
+@pytest.mark.parametrize(("strategy", "expected"), [("brute", [4, 16, 64]), ("hybrid", None)])
+def test_a_streaming_strategy_is_asked_ever_larger_batches(tmp_path, monkeypatch, strategy, expected):
+    """Brute force (Strategy.streams) is asked 4, 16, 64 ... (ASK_BATCH here 4, growth 4): fewer batch ends, where
+    the compile pool drains its slowest compiles while cores idle. An adaptive strategy keeps the fixed batch."""
+    import autotune.sweep.runner as runner
+
+    asks: list[int] = []
+    real = runner.make_strategy
+
+    def recording(*args, **kwargs):  # the real strategy; only its ask sizes are noted
+        made = real(*args, **kwargs)
+        ask = made.ask
+        made.ask = lambda n: (asks.append(n), ask(n))[1]  # type: ignore[method-assign]
+        return made
+
+    monkeypatch.setattr(runner, "make_strategy", recording)
+    monkeypatch.setattr(runner, "ASK_BATCH", 4)
+    cfg = config(tmp_path, f"sqlite:///{tmp_path}/r.sqlite")
+    cfg = parse_config(cfg.text + f"strategy: {strategy}\n", file=tmp_path / "t.yaml")
+    with Store.open(cfg.database) as store:
+        summary = run_sweep(cfg, store, FormulaBackend(), Quiet())
+    assert summary.status == "done" and pairs(cfg.database).instance_id.nunique() == 15
+    if expected is not None:
+        assert asks == expected
+    else:  # searched per point: never more than the fixed batch
+        assert asks and all(n <= 4 for n in asks), asks

@@ -38,6 +38,7 @@ from autotune.sweep.plan import SpacePlan, plan_sweep
 # Instances handed to the backend at once: enough that its compile pool (one NVRTC call per couple of
 # instances, every core busy) stays ahead of the GPU; the pipeline drains once per batch.
 ASK_BATCH = 256
+STREAM_GROWTH = 4  # a streaming strategy's next batch: 4x the last (256, 1,024, 4,096, ...)
 
 
 class Reporter(Protocol):
@@ -329,10 +330,13 @@ def _sweep_space(
     )
     # the strategy sees every instance, so a random sample is the same one when a sweep resumes
     strategy = make_strategy(cfg.strategy, list(todo), plan.limit(cfg), cfg.seed)
+    ask = ASK_BATCH
     while True:
         if _out_of_time(cfg, start, reporter):
             return False
-        proposed = strategy.ask(ASK_BATCH)
+        proposed = strategy.ask(ask)
+        if strategy.streams:  # larger batches, fewer pauses while a batch's last compiles finish (Strategy.streams)
+            ask *= STREAM_GROWTH
         if not proposed:
             return True
         if (

@@ -130,6 +130,18 @@ class StrategyConformance:
             again = self.run_all(self.make(budget=10, seed=seed), 3)
             assert first == again, f"two runs with seed {seed} and the same results proposed differently"
 
+    def test_a_streaming_strategy_ignores_what_it_is_told(self) -> None:
+        """`Strategy.streams` promises proposals that never depend on results: the runner asks for growing batches
+        and may ask before it told. Asked all at once, untold, such a strategy proposes what it proposes in
+        batches of 3 with every result told."""
+        for seed in self.seeds:
+            s = self.make(budget=20, seed=seed)
+            if not getattr(s, "streams", False):
+                return
+            told = [i for b in self.run_all(s, 3) for i in b]
+            untold = self.make(budget=20, seed=seed).ask(len(self.instances()) + 1)
+            assert untold == told, f"seed {seed}: streams is set, but the proposals changed with what it was told"
+
     def test_tell_accepts_failures_and_empty_results(self) -> None:
         s = self.make()
         asked = s.ask(len(FAILURES) + 2)

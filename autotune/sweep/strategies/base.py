@@ -54,9 +54,13 @@ class Strategy(ABC):
             give the same proposals.
     A strategy keeps what it needs of `instances`; it must not modify the sequence.
     `model_based`: True for a strategy searched per test point that takes the keyword options above.
+    `streams`: True for a strategy whose proposals never depend on what it is told (brute force, a random
+    sample): the runner then asks for ever larger batches (ASK_BATCH, 4x, 16x, ...), so that compiles stream
+    without the pause at the end of each batch (where the pool drains its slowest compiles while cores idle).
     """
 
     model_based: ClassVar[bool] = False
+    streams: ClassVar[bool] = False
 
     @abstractmethod
     def __init__(self, instances: Sequence[Instance], budget: int | None = None, seed: int = 0) -> None:

@@ -12,6 +12,8 @@ from autotune.vocab import Measurement
 class BruteForce(Strategy):
     """Every instance, in the order given (the first `budget` without a random order)."""
 
+    streams = True  # nothing told changes what comes next
+
     def __init__(self, instances: Sequence[Instance], budget: int | None = None, seed: int = 0) -> None:
         self._todo = list(instances)[:budget] if budget is not None else list(instances)
         self._next = 0
