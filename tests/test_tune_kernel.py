@@ -464,7 +464,7 @@ def test_cmem_args_and_verify_use_the_vocabulary_keys_where_they_exist(tmp_path:
 
 
 def test_time_limit_counts_from_the_calls_start_as_kernel_tuners() -> None:
-    from autotune.interop.tune_kernel import _strategy
+    from autotune.interop.kt_args import read_strategy as _strategy
 
     assert _strategy(None, {"time_limit": 40}, None, 2.5) == {"strategy": "brute", "budget": "37.500s"}
     assert _strategy("random_sample", {"time_limit": 3, "max_fevals": 9}, None, 5.0) == {

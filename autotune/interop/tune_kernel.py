@@ -46,9 +46,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from autotune.errors import UserError
+from autotune.interop.kt_args import (
+    LANGS,
+    read_grid_div,
+    read_problem_size,
+    read_restrictions,
+    read_source,
+    read_strategy,
+)
+from autotune.interop.kt_args import refuse as _refuse
 
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.interop.kt_space import KTProblem
@@ -58,108 +65,6 @@ if TYPE_CHECKING:  # pragma: no cover
 # by tests/test_kt_import.py.
 
 KEEP_ENV = "AUTOTUNE_KEEP_SPACE"
-LANGS = (None, "CUDA", "CUPY", "NVCUDA")
-
-
-def _refuse(what: str, hint: str) -> UserError:
-    return UserError(f"tune_kernel: {what} is not supported by autotune's tune_kernel", hint=hint)
-
-
-def _source(kernel_source: Any) -> tuple[str | None, Path | None]:
-    if callable(kernel_source):
-        raise _refuse("a kernel_source function (code generation)", "pass the generated code as a string")
-    if isinstance(kernel_source, (list, tuple)):
-        if len(kernel_source) != 1:
-            raise _refuse("a list of source files (host code tuning)", "pass the kernel's file or code alone")
-        kernel_source = kernel_source[0]
-    if isinstance(kernel_source, Path) or (
-        isinstance(kernel_source, str)
-        and "\n" not in kernel_source
-        and Path(kernel_source).suffix
-        and Path(kernel_source).is_file()
-    ):
-        return None, Path(kernel_source)
-    if not isinstance(kernel_source, str):
-        raise UserError(
-            f"tune_kernel: kernel_source is a {type(kernel_source).__name__}",
-            hint="pass the code as a string or a file name",
-        )
-    return kernel_source, None
-
-
-def _problem_size(problem_size: Any) -> tuple[int | str, ...]:
-    if callable(problem_size):
-        raise _refuse("a problem_size function", "give integers, or strings: expressions of the tunable parameters")
-    sizes = problem_size if isinstance(problem_size, (tuple, list)) else (problem_size,)
-    out: list[int | str] = []
-    for s in sizes:
-        if isinstance(s, (int, np.integer)) and not isinstance(s, bool) and int(s) >= 1:
-            out.append(int(s))
-        elif isinstance(s, str):
-            out.append(s)
-        else:
-            raise UserError(
-                f"tune_kernel: problem_size entry {s!r} is neither a positive integer nor a string",
-                hint="e.g. problem_size=(4096, 4096) or problem_size='num_blocks'",
-            )
-    if not 1 <= len(out) <= 3:
-        raise UserError(f"tune_kernel: problem_size has {len(out)} dimensions", hint="give 1 to 3")
-    return tuple(out)
-
-
-def _grid_div(div: Any, axis: str) -> list[int | str] | None:
-    if div is None:
-        return None
-    items = div if isinstance(div, (list, tuple)) else [div]
-    for d in items:
-        if callable(d):
-            raise _refuse(
-                f"a grid_div_{axis} function",
-                "write the divisor as a string expression of the parameters, "
-                "e.g. grid_div_x=['block_size_x * tile_size_x']",
-            )
-        if not isinstance(d, (str, int, np.integer)) or isinstance(d, bool):
-            raise UserError(f"tune_kernel: grid_div_{axis} entry {d!r} is not an int or a string")
-    return list(items)
-
-
-def _restrictions(restrictions: Any) -> list[str]:
-    if restrictions is None:
-        return []
-    if callable(restrictions):
-        raise _refuse(
-            "a restrictions function",
-            "give the restrictions as a list of strings, e.g. "
-            "['block_size_x * block_size_y <= 1024'] (a function cannot be evaluated over the space)",
-        )
-    items = [restrictions] if isinstance(restrictions, str) else list(restrictions)
-    if not all(isinstance(r, str) for r in items):
-        raise _refuse(
-            "a restriction that is not a string (a function or a Constraint object)",
-            "write each restriction as a boolean expression string",
-        )
-    return items
-
-
-def _strategy(
-    strategy: str | None, options: Mapping[str, Any] | None, space_size: int | None, elapsed_s: float = 0.0
-) -> dict[str, Any]:
-    """Kernel Tuner's strategy name and options -> the sweep config's `strategy:` and `budget:`. `time_limit` counts
-    from the call's start, as Kernel Tuner's does: the sweep's budget is what is left after `elapsed_s`."""
-    options = dict(options or {})
-    if strategy is not None and not isinstance(strategy, str):
-        raise _refuse("a user-defined strategy object", "give a Kernel Tuner strategy name")
-    name = {None: "brute", "brute_force": "brute", "random_sample": "random"}.get(strategy, "auto")
-    out: dict[str, Any] = {}
-    fevals = options.get("max_fevals")
-    if fevals is None and "fraction" in options and space_size:
-        fevals = max(1, int(float(options["fraction"]) * space_size))
-    if fevals is None and name == "auto":
-        fevals = 100  # Kernel Tuner's optimizing strategies default to 100 evaluations
-    out["strategy"] = {"name": name, "budget": int(fevals)} if fevals is not None else name
-    if options.get("time_limit") is not None:
-        out["budget"] = f"{max(1.0, float(options['time_limit']) - elapsed_s):.3f}s"
-    return out
 
 
 def tune_kernel(
@@ -240,7 +145,7 @@ def tune_kernel(
                 "verify= without cloudpickle", "pip install cloudpickle (the check runs in the GPU worker)"
             ) from None
     objective_name = _objective(objective, objective_higher_is_better, objectives, metrics)
-    _strategy(strategy, strategy_options, None)  # refused here, before any process starts
+    read_strategy(strategy, strategy_options, None)  # refused here, before any process starts
     if isinstance(defines, dict) and any(callable(v) for v in defines.values()):
         raise _refuse("a defines function", "give an expression of the tunable parameters as a string")
     given = list(block_size_names or [])
@@ -255,17 +160,17 @@ def tune_kernel(
             "update autotune (space key `kernel: semantics: kerneltuner`), or rename the parameter and "
             "write the pragma with a #define",
         )
-    source_text, source_file = _source(kernel_source)
+    source_text, source_file = read_source(kernel_source)
     problem = KTProblem(
         kernel_name=kernel_name,
         source_text=source_text,
         source_file=source_file,
-        problem_size=_problem_size(problem_size),
+        problem_size=read_problem_size(problem_size),
         arguments=list(arguments),
         tune_params=params,
-        grid_div=(_grid_div(grid_div_x, "x"), _grid_div(grid_div_y, "y"), _grid_div(grid_div_z, "z")),
+        grid_div=(read_grid_div(grid_div_x, "x"), read_grid_div(grid_div_y, "y"), read_grid_div(grid_div_z, "z")),
         block_size_names=names,
-        restrictions=_restrictions(restrictions),
+        restrictions=read_restrictions(restrictions),
         answer=answer,
         atol=float(atol),
         verify=verify,
@@ -524,7 +429,7 @@ def _sweep(
         "repetitions": int(iterations),
         "seed": int(seed or 0),
         "resume": "model",  # as Kernel Tuner's cache: a call resumed on another card of the same model goes on
-        **_strategy(strategy, strategy_options, None, time.perf_counter() - call_start),
+        **read_strategy(strategy, strategy_options, None, time.perf_counter() - call_start),
     }
     (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     cfg = load_config(folder / "sweep.yaml")

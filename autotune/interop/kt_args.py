@@ -1,0 +1,116 @@
+"""Kernel Tuner's `tune_kernel` arguments read into autotune's terms (`autotune.interop.tune_kernel`): the kernel
+source, problem size, grid divisors, restrictions and strategy, each checked, with a UserError that says what to give
+instead for what autotune does not take. Light: imported by `import autotune.kernel_tuner`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from autotune.errors import UserError
+
+LANGS = (None, "CUDA", "CUPY", "NVCUDA")
+
+
+def refuse(what: str, hint: str) -> UserError:
+    return UserError(f"tune_kernel: {what} is not supported by autotune's tune_kernel", hint=hint)
+
+
+def read_source(kernel_source: Any) -> tuple[str | None, Path | None]:
+    if callable(kernel_source):
+        raise refuse("a kernel_source function (code generation)", "pass the generated code as a string")
+    if isinstance(kernel_source, (list, tuple)):
+        if len(kernel_source) != 1:
+            raise refuse("a list of source files (host code tuning)", "pass the kernel's file or code alone")
+        kernel_source = kernel_source[0]
+    if isinstance(kernel_source, Path) or (
+        isinstance(kernel_source, str)
+        and "\n" not in kernel_source
+        and Path(kernel_source).suffix
+        and Path(kernel_source).is_file()
+    ):
+        return None, Path(kernel_source)
+    if not isinstance(kernel_source, str):
+        raise UserError(
+            f"tune_kernel: kernel_source is a {type(kernel_source).__name__}",
+            hint="pass the code as a string or a file name",
+        )
+    return kernel_source, None
+
+
+def read_problem_size(problem_size: Any) -> tuple[int | str, ...]:
+    if callable(problem_size):
+        raise refuse("a problem_size function", "give integers, or strings: expressions of the tunable parameters")
+    sizes = problem_size if isinstance(problem_size, (tuple, list)) else (problem_size,)
+    out: list[int | str] = []
+    for s in sizes:
+        if isinstance(s, (int, np.integer)) and not isinstance(s, bool) and int(s) >= 1:
+            out.append(int(s))
+        elif isinstance(s, str):
+            out.append(s)
+        else:
+            raise UserError(
+                f"tune_kernel: problem_size entry {s!r} is neither a positive integer nor a string",
+                hint="e.g. problem_size=(4096, 4096) or problem_size='num_blocks'",
+            )
+    if not 1 <= len(out) <= 3:
+        raise UserError(f"tune_kernel: problem_size has {len(out)} dimensions", hint="give 1 to 3")
+    return tuple(out)
+
+
+def read_grid_div(div: Any, axis: str) -> list[int | str] | None:
+    if div is None:
+        return None
+    items = div if isinstance(div, (list, tuple)) else [div]
+    for d in items:
+        if callable(d):
+            raise refuse(
+                f"a grid_div_{axis} function",
+                "write the divisor as a string expression of the parameters, "
+                "e.g. grid_div_x=['block_size_x * tile_size_x']",
+            )
+        if not isinstance(d, (str, int, np.integer)) or isinstance(d, bool):
+            raise UserError(f"tune_kernel: grid_div_{axis} entry {d!r} is not an int or a string")
+    return list(items)
+
+
+def read_restrictions(restrictions: Any) -> list[str]:
+    if restrictions is None:
+        return []
+    if callable(restrictions):
+        raise refuse(
+            "a restrictions function",
+            "give the restrictions as a list of strings, e.g. "
+            "['block_size_x * block_size_y <= 1024'] (a function cannot be evaluated over the space)",
+        )
+    items = [restrictions] if isinstance(restrictions, str) else list(restrictions)
+    if not all(isinstance(r, str) for r in items):
+        raise refuse(
+            "a restriction that is not a string (a function or a Constraint object)",
+            "write each restriction as a boolean expression string",
+        )
+    return items
+
+
+def read_strategy(
+    strategy: str | None, options: Mapping[str, Any] | None, space_size: int | None, elapsed_s: float = 0.0
+) -> dict[str, Any]:
+    """Kernel Tuner's strategy name and options -> the sweep config's `strategy:` and `budget:`. `time_limit` counts
+    from the call's start, as Kernel Tuner's does: the sweep's budget is what is left after `elapsed_s`."""
+    options = dict(options or {})
+    if strategy is not None and not isinstance(strategy, str):
+        raise refuse("a user-defined strategy object", "give a Kernel Tuner strategy name")
+    name = {None: "brute", "brute_force": "brute", "random_sample": "random"}.get(strategy, "auto")
+    out: dict[str, Any] = {}
+    fevals = options.get("max_fevals")
+    if fevals is None and "fraction" in options and space_size:
+        fevals = max(1, int(float(options["fraction"]) * space_size))
+    if fevals is None and name == "auto":
+        fevals = 100  # Kernel Tuner's optimizing strategies default to 100 evaluations
+    out["strategy"] = {"name": name, "budget": int(fevals)} if fevals is not None else name
+    if options.get("time_limit") is not None:
+        out["budget"] = f"{max(1.0, float(options['time_limit']) - elapsed_s):.3f}s"
+    return out
