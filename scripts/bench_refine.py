@@ -68,6 +68,12 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("triples", nargs="*", metavar="TABLE VALIDATION_DIR TUNING_DB", help="default: the model tables")
     ap.add_argument("--gpu", action="store_true", help="time the candidates on this machine's GPU (else a replay)")
+    ap.add_argument(
+        "--timer-replay",
+        metavar="DB",
+        help="as --gpu, but the candidates' times come from the recorded database DB (the replay backend): a check of "
+        "the --gpu path on any machine",
+    )
     ap.add_argument("--top", type=int, action="append", help="kernels timed besides the library (repeatable)")
     ap.add_argument("--reps", type=int, default=10, help="timed repetitions per candidate with --gpu (default 10)")
     ap.add_argument("--space", action="append", default=[], help="a space file defining a kind that is not built in")
@@ -77,14 +83,20 @@ def main(argv: list[str]) -> int:
     triples = args.triples or DEFAULT
     if len(triples) % 3:
         ap.error(f"give TABLE VALIDATION_DIR TUNING_DB triples; got {len(triples)} paths")
-    tops = args.top or ([2] if args.gpu else [1, 2, 3, 5])
+    timed = args.gpu or args.timer_replay is not None
+    tops = args.top or ([2] if timed else [1, 2, 3, 5])
     spaces = tuple(Path(s) for s in args.space)
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     warnings.simplefilter("ignore")
     backend = None
-    if args.gpu:
+    if args.timer_replay is not None:
+        from autotune.store.engine import database_url
+        from autotune.sweep.backends.replay import ReplayBackend
+
+        backend = ReplayBackend(database_url(args.timer_replay))
+    elif args.gpu:
         from autotune.sweep.backends.local import gpu_backend
 
         backend = gpu_backend()
@@ -116,8 +128,10 @@ def main(argv: list[str]) -> int:
                 keys = [chooser.key(r["precision"], r["shape"], r) for r in frame.to_dict("records")]
                 frame["replayed_choice"] = replayed[top]["table_choice"].to_numpy()
                 frame["first_call_s"] = [chooser.seconds.get(k, 0.0) for k in keys]
-                summary[f"{table_path}#gpu{top}"] = report(table_path, frame, calls, static, top, args.tol, wall)
-                summary[f"{table_path}#gpu{top}"]["reps"] = args.reps
+                tag = "gpu" if args.timer_replay is None else "timer-replay"
+                how = "on this GPU" if args.timer_replay is None else f"by the replay of {args.timer_replay}"
+                summary[f"{table_path}#{tag}{top}"] = report(table_path, frame, calls, static, top, args.tol, wall, how)
+                summary[f"{table_path}#{tag}{top}"]["reps"] = args.reps
                 if out is not None:
                     frame.to_csv(out / csv_name(table_path, top), index=False, float_format="%.6g")
     finally:
@@ -132,14 +146,23 @@ def csv_name(table_path: str, top: int) -> str:
     return f"refined_{'_'.join(Path(table_path).parent.parts[-3:]) or 'table'}_top{top}.csv"
 
 
-def report(table_path: str, frame: pd.DataFrame, calls: int, static, top: int, tol: float, wall: float | None) -> dict:  # type: ignore[no-untyped-def]
+def report(  # type: ignore[no-untyped-def]
+    table_path: str,
+    frame: pd.DataFrame,
+    calls: int,
+    static,
+    top: int,
+    tol: float,
+    wall: float | None,
+    how: str = "on this GPU",
+) -> dict:
     """Print the figures of a GPU-timed refinement (frame: refined_frame's with first_call_s and replayed_choice)
     and return its refine.json entry."""
     figs, per = scored_refined(frame, calls, static, tol)
     cost = frame["first_call_s"].to_numpy(dtype=float)
     timed = cost[cost > 0]
     agree = int((frame["table_choice"] == frame["replayed_choice"]).sum())
-    label = f"{table_path} [refined, top {top} + library, timed on this GPU, scored by the validation]"
+    label = f"{table_path} [refined, top {top} + library, timed {how}, scored by the validation]"
     print(f"{figs.line(label)} | timer calls {per:.2f} per problem")
     print(
         f"  first call at a new problem: median {np.median(timed):.3f} s, p90 {np.percentile(timed, 90):.3f} s, "

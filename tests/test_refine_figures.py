@@ -236,3 +236,31 @@ def test_committed_softmax_3603_figures_replay() -> None:
     figs, calls = refined_figures(ROOT / path, folder, 2, spaces=spaces)
     mine = {**figs.as_dict(), "refine_top": 2, "timer_calls_per_problem": calls}
     assert mine == pytest.approx(committed[f"{path}#refine2"], nan_ok=True)
+
+
+def test_bench_refine_timed_path_with_a_replayed_timer(tmp_path: Path) -> None:
+    """bench_refine.py's --gpu path (CostingTimer, backend_timer, report, CSV, refine.json merge) with the replay
+    backend as the timer: timing from the validation's own database, refinement chooses as the replay does (every
+    choice agrees) and rescore() of the written CSV gives the same figures; a second table merges into refine.json."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_refine
+
+    folder = T4 / "softmax" / "validation"
+    table = "results/tables2_h100/softmax/active/round0/dispatch.json"
+    tuning = "results/tables2_h100/softmax/softmax_model_h100.sqlite.xz"
+    out = tmp_path / "refine"
+    args = ["--timer-replay", str(folder / "validation.sqlite.xz"), "--top", "2", "--out", str(out)]
+    args += ["--space", "examples/softmax/space.yaml", table, str(folder), tuning]
+    r = subprocess.run(
+        [sys.executable, "scripts/bench_refine.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "timed by the replay of" in r.stdout and "replayed choice at 200 of 200" in r.stdout
+    doc = json.loads((out / "refine.json").read_text())
+    entry = doc[f"{table}#timer-replay2"]
+    assert entry["agree_with_replay"] == 200 and entry["within"] == 1.0 and entry["first_call_s_median"] > 0
+    csv = out / bench_refine.csv_name(table, 2)
+    again, _ = bench_refine.rescore(csv, str(ROOT / table), str(folder), 2, (ROOT / "examples/softmax/space.yaml",))
+    assert again["within"] == entry["within"] and again["worst"] == pytest.approx(entry["worst"])
+    bench_refine.merge_json(out / "refine.json", {"another#gpu2": {"within": 0.5}})
+    assert set(json.loads((out / "refine.json").read_text())) == set(doc) | {"another#gpu2"}
