@@ -112,21 +112,24 @@ def done_counts(url: str) -> tuple[int, Counter, float | None]:
     return n, fails, best
 
 
-def one_call(url: str, limit_s: float, log: Path) -> None:
+def tune(
+    inputs: tuple, params: dict[str, list[int]], url: str, limit_s: float, restrictions: list[str] | None = None
+) -> list[dict]:
+    """One `tune_kernel` call of the convolution (the one-import switch) on `inputs` (`data()`, built before the
+    call is timed) over `params`, into the database `url`, for at most `limit_s` seconds: Kernel Tuner's result
+    dicts (also scripts/two_stage_compile.py's stages)."""
     from autotune.kernel_tuner import tune_kernel
 
-    before, _, _ = done_counts(url)
-    args, cmem, answer = data()
-    start = time.perf_counter()
-    tune_kernel(
+    args, cmem, answer = inputs
+    results, _ = tune_kernel(
         "convolution_kernel",
         KERNEL.read_text(),
         IMAGE,
         args,
-        tune_params(),
+        params,
         grid_div_x=["block_size_x", "tile_size_x"],
         grid_div_y=["block_size_y", "tile_size_y"],
-        restrictions=RESTRICTIONS,
+        restrictions=restrictions,
         cmem_args=cmem,
         answer=answer,
         atol=1e-3,
@@ -134,6 +137,14 @@ def one_call(url: str, limit_s: float, log: Path) -> None:
         database=url,
         quiet=True,
     )
+    return results
+
+
+def one_call(url: str, limit_s: float, log: Path) -> None:
+    before, _, _ = done_counts(url)
+    inputs = data()
+    start = time.perf_counter()
+    tune(inputs, tune_params(), url, limit_s, RESTRICTIONS)
     seconds = time.perf_counter() - start
     after, fails, best = done_counts(url)
     gpu = subprocess.run(

@@ -65,28 +65,12 @@ def tune_params() -> dict[str, list[int]]:
 def run_stage(stage: str, work: Path, limit_s: float) -> None:
     """One stage in this process (started by `main` with the stage's environment): its results as JSON."""
     from bench_compile_bound import FILTER as BENCH_FILTER  # (a sibling script: run as a file, scripts/ is on the path)
-    from bench_compile_bound import IMAGE, KERNEL, data
-
-    from autotune.kernel_tuner import tune_kernel
+    from bench_compile_bound import data, tune
 
     assert FILTER == BENCH_FILTER, (FILTER, BENCH_FILTER)
-    args, cmem, answer = data()
+    inputs = data()
     start = time.perf_counter()
-    results, _ = tune_kernel(
-        "convolution_kernel",
-        KERNEL.read_text(),
-        IMAGE,
-        args,
-        tune_params(),
-        grid_div_x=["block_size_x", "tile_size_x"],
-        grid_div_y=["block_size_y", "tile_size_y"],
-        cmem_args=cmem,
-        answer=answer,
-        atol=1e-3,
-        strategy_options={"time_limit": limit_s},
-        database=f"sqlite:///{work / (stage + '.sqlite')}",
-        quiet=True,
-    )
+    results = tune(inputs, tune_params(), f"sqlite:///{work / (stage + '.sqlite')}", limit_s)
     wall = time.perf_counter() - start
     rows = [
         {
