@@ -43,27 +43,6 @@ DEFAULT = [
 ]
 
 
-class CostingTimer:
-    """A refinement timer that records, per problem, the seconds and calls spent timing there."""
-
-    def __init__(self, timer, names: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
-        self.timer, self.names = timer, names
-        self.seconds: dict[tuple, float] = {}
-        self.calls: dict[tuple, int] = {}
-
-    def key(self, precision: str, shape: str, sizes: dict) -> tuple:
-        return (str(precision), shape if isinstance(shape, str) else "", *(int(sizes[n]) for n in self.names))
-
-    def __call__(self, answer: int, precision: str, shape: str, sizes: dict) -> float | None:
-        k = self.key(precision, shape, sizes)
-        t0 = time.perf_counter()
-        try:
-            return self.timer(answer, precision, shape, sizes)
-        finally:
-            self.seconds[k] = self.seconds.get(k, 0.0) + time.perf_counter() - t0
-            self.calls[k] = self.calls.get(k, 0) + 1
-
-
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("triples", nargs="*", metavar="TABLE VALIDATION_DIR TUNING_DB", help="default: the model tables")
@@ -105,7 +84,6 @@ def main(argv: list[str]) -> int:
         for table_path, folder, tuning in zip(triples[::3], triples[1::3], triples[2::3], strict=True):
             table = read_table(Path(table_path))
             kind = table_kind(table, list(spaces))
-            names = tuple(kind.size_names)
             static = validated_figures(table_path, folder, tol=args.tol, spaces=spaces)
             print(static.line(f"{table_path} [static]"))
             replayed: dict[int, pd.DataFrame] = {}
@@ -121,13 +99,10 @@ def main(argv: list[str]) -> int:
 
             gpu = backend_timer(backend, dict(table.data), kind, tuning, reps=args.reps, space_files=spaces)
             for top in tops:
-                chooser = CostingTimer(gpu, names)
                 t0 = time.perf_counter()
-                frame, calls = refined_frame(table_path, folder, top, spaces=spaces, chooser=chooser)
+                frame, calls = refined_frame(table_path, folder, top, spaces=spaces, chooser=gpu)
                 wall = time.perf_counter() - t0
-                keys = [chooser.key(r["precision"], r["shape"], r) for r in frame.to_dict("records")]
                 frame["replayed_choice"] = replayed[top]["table_choice"].to_numpy()
-                frame["first_call_s"] = [chooser.seconds.get(k, 0.0) for k in keys]
                 tag = "gpu" if args.timer_replay is None else "timer-replay"
                 how = "on this GPU" if args.timer_replay is None else f"by the replay of {args.timer_replay}"
                 summary[f"{table_path}#{tag}{top}"] = report(table_path, frame, calls, static, top, args.tol, wall, how)

@@ -239,7 +239,7 @@ def test_committed_softmax_3603_figures_replay() -> None:
 
 
 def test_bench_refine_timed_path_with_a_replayed_timer(tmp_path: Path) -> None:
-    """bench_refine.py's --gpu path (CostingTimer, backend_timer, report, CSV, refine.json merge) with the replay
+    """bench_refine.py's --gpu path (backend_timer, first-call seconds, report, CSV, refine.json merge) with the replay
     backend as the timer: timing from the validation's own database, refinement chooses as the replay does (every
     choice agrees) and rescore() of the written CSV gives the same figures; a second table merges into refine.json."""
     sys.path.insert(0, str(ROOT / "scripts"))
