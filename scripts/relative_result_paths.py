@@ -36,6 +36,9 @@ from autotune.paths import ROOT
 from autotune.store.packing import pack, unpack
 
 CHECKOUT = re.compile(r"(?<![\w.$])/(?:work/main|work/wt/[\w-]+)/")
+# tune_kernel's generated space folder (tempfile.mkdtemp(prefix=f"kt_{kernel_name}_"), removed after the call) becomes
+# its name without the random part: the space itself is recorded in the database (spaces.yaml_text)
+KT_SCRATCH = re.compile(r"(?<![\w.$])/tmp/(kt_\w+?)_[a-z0-9_]{8}/")
 URL = re.compile(r"^(database:\s*)sqlite:///(/[^\s#]+\.sqlite)\s*$", re.M)
 MACHINE = re.compile(r"(?<![\w.$])/(?:work|root|tmp|home)/")
 REWRITTEN = {"spaces": ("yaml_path", "problem", "yaml_text", "yaml_hash"), "sweeps": ("config_text",)}
@@ -44,7 +47,7 @@ NOTE = ("Format: /work/notes/problem_spec.md (issue 14).", "Format: docs/kinds.m
 
 
 def relative(text: str) -> str:
-    return CHECKOUT.sub("", text)
+    return KT_SCRATCH.sub(r"\1/", CHECKOUT.sub("", text))
 
 
 def config_text(text: str, committed: str) -> str:
