@@ -262,5 +262,9 @@ def test_bench_refine_timed_path_with_a_replayed_timer(tmp_path: Path) -> None:
     csv = out / bench_refine.csv_name(table, 2)
     again, _ = bench_refine.rescore(csv, str(ROOT / table), str(folder), 2, (ROOT / "examples/softmax/space.yaml",))
     assert again["within"] == entry["within"] and again["worst"] == pytest.approx(entry["worst"])
+    frame = pd.read_csv(csv, keep_default_na=False)
+    for choice, timed in zip(frame["table_choice"], frame["timed_ms"], strict=True):
+        measured = {k: float(v) for k, v in (p.split("=") for p in timed.split(";")) if v}
+        assert len(measured) >= 2 and choice == min(measured, key=measured.__getitem__)  # the timer's fastest
     bench_refine.merge_json(out / "refine.json", {"another#gpu2": {"within": 0.5}})
     assert set(json.loads((out / "refine.json").read_text())) == set(doc) | {"another#gpu2"}

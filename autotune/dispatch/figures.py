@@ -152,8 +152,8 @@ def refined_frame(
     refinement chooses when its one timing agrees with the validation's median. With `chooser` (a `refine.Timer`, a
     GPU backend's say) refinement chooses by that timer's measurements, and the choice is scored by the validation's
     medians as every answer is. The columns table_choice, table_ms, loss_vs_best and speedup_vs_baseline are the
-    refined answer's; first_call_s is what its timer took there (Refiner.stats); best_ms and baseline_ms are
-    unchanged."""
+    refined answer's; first_call_s is what its timer took there (Refiner.stats), timed_ms what it measured
+    (`answer=ms;...`, the library as "library"); best_ms and baseline_ms are unchanged."""
     from autotune.dispatch.refine import Refiner
     from autotune.dispatch.runtime import LIBRARY as LIBRARY_INDEX
     from autotune.dispatch.validate import LIBRARY, measured
@@ -179,19 +179,26 @@ def refined_frame(
 
     refine = Refiner(dict(table.data), timer if chooser is None else chooser, top=top)
     out = frame.copy()
-    choice, ms, spent = [], [], []
+    choice, ms, spent, timed = [], [], [], []
+
+    def name(answer: int) -> str:
+        return LIBRARY if answer == LIBRARY_INDEX else ids[answer] if 0 <= answer < len(ids) else str(answer)
+
     for r in frame.to_dict("records"):
         shape = "" if pd.isna(r["shape"]) else str(r["shape"])
         sizes = {n: int(r[n]) for n in names}
-        before = refine.stats.seconds
+        before, seen = refine.stats.seconds, len(refine.choices)
         a = refine.index(str(r["precision"]), shape, sizes)
         spent.append(refine.stats.seconds - before)
+        made = list(refine.choices.values())[-1]["times"] if len(refine.choices) > seen else {}
+        timed.append(";".join(f"{name(int(c))}={'' if t is None else f'{t:.6g}'}" for c, t in made.items()))
         t = timer(a, str(r["precision"]), shape, sizes)
-        choice.append(LIBRARY if a == LIBRARY_INDEX else ids[a] if a >= 0 else str(a))
+        choice.append(name(a))
         ms.append(math.nan if t is None else float(t))
     out["table_choice"] = choice
     out["table_ms"] = ms
     out["first_call_s"] = spent  # seconds the timer took at this problem's first call (0: answered untimed)
+    out["timed_ms"] = timed  # what the timer measured there: answer=ms;... (empty: answered untimed)
     best = pd.to_numeric(out["best_ms"], errors="coerce").to_numpy(dtype=float)
     base = pd.to_numeric(out["baseline_ms"], errors="coerce").to_numpy(dtype=float)
     t_ms = np.asarray(ms, dtype=float)
