@@ -17,6 +17,8 @@ def load_script(name: str) -> ModuleType:
     """Import scripts/NAME.py as module NAME (once; its import needs no GPU)."""
     if name in sys.modules:
         return sys.modules[name]
+    if str(ROOT / "scripts") not in sys.path:  # the scripts import one another (check_tiny imports check_simt)
+        sys.path.insert(0, str(ROOT / "scripts"))
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
