@@ -193,33 +193,77 @@ VALIDATIONS = {  # the validation each table was refined at (seeds 3401, 3403, 3
 }
 
 
+T5 = ROOT / "results" / "tables5_h100"
+T5_TABLE = "results/tables5_h100/softmax/active/round0/dispatch.json"
+# GPU-timed refinement runs: (the folder of refine.json and refined_*.csv, the validation that scores them, how the
+# run named the table -> the table, the CSV's name)
+GPU_RUNS = {
+    "refine_gpu": (RG, None, {}),
+    "softmax_3603": (S3603, S3603 / "validation", {}),
+    # tables5_softmax_h100.sh named the table relative to its run folder runs/tables5_softmax_h100
+    "tables5_softmax": (
+        T5 / "softmax" / "refine",
+        T5 / "softmax" / "active" / "round0" / "validation",
+        {"active/round0/dispatch.json": (T5_TABLE, "refined_tables5_softmax_h100_active_round0_top{top}.csv")},
+    ),
+    "tables5_revalidate_3703": (T5 / "revalidate_3703" / "refine", T5 / "revalidate_3703" / "validation", {}),
+}
+
+
 def _gpu_entries() -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
-    for run in (RG, S3603):
+    for name, (run, _, _) in GPU_RUNS.items():
         doc = run / "refine.json"
-        out += [(run.name, k) for k in json.loads(doc.read_text()) if "#gpu" in k] if doc.is_file() else []
+        out += [(name, k) for k in json.loads(doc.read_text()) if "#gpu" in k] if doc.is_file() else []
     return sorted(out)
 
 
 @pytest.mark.parametrize(("run", "entry"), _gpu_entries())
 def test_committed_gpu_refinement_rescored_from_its_choices(run: str, entry: str) -> None:
-    """results/tables4_h100/refine_gpu and softmax_3603 (seed 3603): the choices refinement made timing its
-    candidates on an H100 (committed per problem in refined_*.csv) give refine.json's figures again when scored by
-    the committed validation."""
+    """results/tables4_h100/refine_gpu, softmax_3603 (seed 3603) and the tables5 softmax runs (seed 3703): the
+    choices refinement made timing its candidates on an H100 (committed per problem in refined_*.csv) give
+    refine.json's figures again when scored by the committed validation."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import bench_refine
 
-    table, top = entry.rsplit("#gpu", 1)
-    folder = S3603 / "validation" if run == S3603.name else VALIDATIONS[table]
+    folder_of, validation, renamed = GPU_RUNS[run]
+    named, top = entry.rsplit("#gpu", 1)
+    table, csv_pattern = renamed.get(named, (named, None))
+    folder = validation if validation is not None else VALIDATIONS[table]
     spaces = (ROOT / "examples/softmax/space.yaml",) if "softmax" in table else ()
-    csv = T4 / run / bench_refine.csv_name(table, int(top))
+    csv = folder_of / (csv_pattern.format(top=top) if csv_pattern else bench_refine.csv_name(table, int(top)))
     mine, frame = bench_refine.rescore(csv, str(ROOT / table), str(folder), int(top), spaces)
-    committed = json.loads((T4 / run / "refine.json").read_text())[entry]
+    committed = json.loads((folder_of / "refine.json").read_text())[entry]
     run_only = {"wall_s", "reps"} | {k for k in committed if k.startswith("first_call_s")}  # rounded in the CSV
     assert {k: v for k, v in mine.items() if k not in run_only} == pytest.approx(
         {k: v for k, v in committed.items() if k not in run_only}, nan_ok=True
     )
     assert len(frame) == committed["problems"] == 200
+
+
+@pytest.mark.parametrize(
+    ("figures", "validation", "key"),
+    [
+        (
+            T5 / "softmax" / "figures.json",
+            T5 / "softmax" / "active" / "round0" / "validation",
+            "active/round0/dispatch.json",
+        ),
+        (T5 / "revalidate_3703" / "figures.json", T5 / "revalidate_3703" / "validation", T5_TABLE),
+    ],
+    ids=["tables5_softmax", "tables5_revalidate_3703"],
+)
+def test_committed_tables5_figures_replay(figures: Path, validation: Path, key: str) -> None:
+    """results/tables5_h100 (the softmax table tuned after the timing fix, validated at seed 3703, then validated
+    again with unsteady repetitions timed again): figures.json's static and replayed-refinement figures come out
+    the same from the committed validation."""
+    spaces = (ROOT / "examples" / "softmax" / "space.yaml",)
+    committed = json.loads(figures.read_text())
+    static = validated_figures(ROOT / T5_TABLE, validation, spaces=spaces).as_dict()
+    assert static == pytest.approx(committed[key], nan_ok=True)
+    figs, calls = refined_figures(ROOT / T5_TABLE, validation, 2, spaces=spaces)
+    mine = {**figs.as_dict(), "refine_top": 2, "timer_calls_per_problem": calls}
+    assert mine == pytest.approx(committed[f"{key}#refine2"], nan_ok=True)
 
 
 def test_committed_softmax_3603_figures_replay() -> None:
