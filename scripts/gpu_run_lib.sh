@@ -5,6 +5,8 @@
 #                       first, since a copy sent to a lent machine may carry stale git metadata)
 #   relative_paths      the run's text files name its folder and the checkout relatively (no machine paths)
 #   provenance_head T   PROVENANCE.md's first lines: title T, the command, commit, date, wall time, GPU
+#   write_provenance T STEPS FILES...   $R/PROVENANCE.md: the head (title T), the paragraph STEPS, the FILES that
+#                       exist in a code block, the log; the run's folder and the checkout named relatively
 at() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$R/log.txt"; }
 run_start() {
   start=$(date -u +%s)
@@ -20,4 +22,17 @@ provenance_head() {
   echo
   echo "Measured by \`bash scripts/$(basename "$0")\` (commit $(cat "$R/commit.txt")), $(date -u +%F), $(( $(date -u +%s) - start )) s wall."
   echo "GPU: $(tail -n +2 "$R/gpu.csv" | head -1)${REPLAY:+ (REPLAY: nothing measured, a check of the script)}"
+}
+write_provenance() {
+  local title=$1 steps=$2; shift 2
+  {
+    provenance_head "$title"
+    echo
+    echo "$steps" | fold -s -w 116 | sed 's/ *$//'
+    echo
+    echo '```'; cat "$@" 2>/dev/null; echo '```'
+    echo
+    echo "Log:"; echo '```'; cat "$R/log.txt"; echo '```'
+  } > "$R/PROVENANCE.md"
+  sed -i -e "s#$R/##g" -e "s#$PWD/##g" "$R/PROVENANCE.md"
 }

@@ -39,15 +39,8 @@ if [ -f "$R/validation/validation.csv" ]; then
   fi
 fi
 relative_paths
-{
-  provenance_head "tables5_revalidate_h100: the softmax table of results/tables5_h100/softmax validated again (seed 3703)"
-  echo
-  echo "Steps: \`autotune validate\` of $T at the same 200 held-out problems, with unsteady repetitions timed"
-  echo "again; the figures (scripts/bench_tables.py); refinement timed on this GPU (scripts/bench_refine.py --gpu)."
-  echo "Targets: >= 95% within 10% of the best, worst <= 15%, none below 0.97x PyTorch."
-  echo
-  echo '```'; cat "$R/figures.txt" "$R/refine.txt" 2>/dev/null; echo '```'
-  echo
-  echo "Log:"; echo '```'; cat "$R/log.txt"; echo '```'
-} > "$R/PROVENANCE.md"
-sed -i -e "s#$R/##g" -e "s#$PWD/##g" "$R/PROVENANCE.md"
+write_provenance "tables5_revalidate_h100: the softmax table of results/tables5_h100/softmax validated again (seed 3703)" \
+  "Steps: \`autotune validate\` of $T at the same 200 held-out problems, with unsteady repetitions timed again; the \
+figures (scripts/bench_tables.py); refinement timed on this GPU (scripts/bench_refine.py --gpu). Targets: >= 95% \
+within 10% of the best, worst <= 15%, none below 0.97x PyTorch." \
+  "$R/figures.txt" "$R/refine.txt"

@@ -59,16 +59,9 @@ if [ -f "$R0/validation/validation.csv" ]; then
 fi
 
 relative_paths
-{
-  provenance_head "tables5_softmax_h100: the softmax table tuned again after the timing fix, validated at seed 3703"
-  echo
-  echo "Steps (the script's header says why): a fresh sweep of configs/tables2_softmax_h100.yaml; \`autotune active"
-  echo "--seed-from results/tables4_h100/softmax_3603/validation --add 10 --rounds 1 --heldout 200 --seed 3703\`; the"
-  echo "figures (scripts/bench_tables.py) at the 200 fresh problems of round 0; refinement timed on this GPU"
-  echo "(scripts/bench_refine.py --gpu). Targets: >= 95% within 10% of the best, worst <= 15%, none below 0.97x PyTorch."
-  echo
-  echo '```'; cat "$R/figures.txt" "$R/refine.txt" 2>/dev/null; echo '```'
-  echo
-  echo "Log:"; echo '```'; cat "$R/log.txt"; echo '```'
-} > "$R/PROVENANCE.md"
-sed -i -e "s#$R/##g" -e "s#$PWD/##g" "$R/PROVENANCE.md"
+write_provenance "tables5_softmax_h100: the softmax table tuned again after the timing fix, validated at seed 3703" \
+  "Steps (the script's header says why): a fresh sweep of configs/tables2_softmax_h100.yaml; \`autotune active \
+--seed-from results/tables4_h100/softmax_3603/validation --add 10 --rounds 1 --heldout 200 --seed 3703\`; the \
+figures (scripts/bench_tables.py) at the 200 fresh problems of round 0; refinement timed on this GPU \
+(scripts/bench_refine.py --gpu). Targets: >= 95% within 10% of the best, worst <= 15%, none below 0.97x PyTorch." \
+  "$R/figures.txt" "$R/refine.txt"
