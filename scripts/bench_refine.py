@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from autotune.dispatch.figures import refined_frame, scored_refined, validated_figures
+from autotune.dispatch.figures import answer_name, refined_frame, scored_refined, validated_figures
 from autotune.dispatch.validate_table import read_table, table_kind
 
 DEFAULT = [
@@ -163,8 +163,6 @@ def committed_choices(csv: Path, table: dict, names: tuple[str, ...]):  # type: 
     """A refinement timer that makes the choices a GPU run wrote into `csv` (refined_*.csv) again: 1 for the
     answer chosen there, 2 for every other candidate (the candidates are deterministic), so that refined_frame
     scores exactly those choices by the validation's medians."""
-    from autotune.dispatch.runtime import LIBRARY
-
     ids = [str(k["instance_id"]) for k in table["kernels"]]
     frame = pd.read_csv(csv, keep_default_na=False, na_values=[""], dtype={"table_choice": str})
     chosen = {}
@@ -173,8 +171,7 @@ def committed_choices(csv: Path, table: dict, names: tuple[str, ...]):  # type: 
         chosen[(str(r["precision"]), shape, *(int(r[n]) for n in names))] = str(r["table_choice"])
 
     def timer(answer: int, precision: str, shape: str, sizes: dict) -> float:
-        name = "library" if answer == LIBRARY else ids[answer] if 0 <= answer < len(ids) else str(answer)
-        return 1.0 if chosen[(precision, shape, *(int(sizes[n]) for n in names))] == name else 2.0
+        return 1.0 if chosen[(precision, shape, *(int(sizes[n]) for n in names))] == answer_name(answer, ids) else 2.0
 
     return timer, frame
 

@@ -138,6 +138,15 @@ def validated_figures(
     return figures(frame, oracle, len(table.kernels), len(table.points), tol)
 
 
+def answer_name(answer: int, ids: list[str]) -> str:
+    """How validation.csv names a table answer: "library", a kernel's instance id (`ids`: the table's kernels in
+    order), else the index (GENERIC, NONE)."""
+    from autotune.dispatch.runtime import LIBRARY as LIBRARY_INDEX
+    from autotune.dispatch.validate import LIBRARY
+
+    return LIBRARY if answer == LIBRARY_INDEX else ids[answer] if 0 <= answer < len(ids) else str(answer)
+
+
 def refined_frame(
     table_path: str | Path,
     validation_dir: str | Path,
@@ -156,7 +165,7 @@ def refined_frame(
     (`answer=ms;...`, the library as "library"); best_ms and baseline_ms are unchanged."""
     from autotune.dispatch.refine import Refiner
     from autotune.dispatch.runtime import LIBRARY as LIBRARY_INDEX
-    from autotune.dispatch.validate import LIBRARY, measured
+    from autotune.dispatch.validate import measured
     from autotune.dispatch.validate_table import read_table, table_kind
     from autotune.store.engine import database_url
 
@@ -180,20 +189,16 @@ def refined_frame(
     refine = Refiner(dict(table.data), timer if chooser is None else chooser, top=top)
     out = frame.copy()
     choice, ms, spent, timed = [], [], [], []
-
-    def name(answer: int) -> str:
-        return LIBRARY if answer == LIBRARY_INDEX else ids[answer] if 0 <= answer < len(ids) else str(answer)
-
     for r in frame.to_dict("records"):
         shape = "" if pd.isna(r["shape"]) else str(r["shape"])
         sizes = {n: int(r[n]) for n in names}
         before, seen = refine.stats.seconds, len(refine.choices)
         a = refine.index(str(r["precision"]), shape, sizes)
         spent.append(refine.stats.seconds - before)
-        made = list(refine.choices.values())[-1]["times"] if len(refine.choices) > seen else {}
-        timed.append(";".join(f"{name(int(c))}={'' if t is None else f'{t:.6g}'}" for c, t in made.items()))
+        made = next(reversed(refine.choices.values()))["times"] if len(refine.choices) > seen else {}
+        timed.append(";".join(f"{answer_name(int(c), ids)}={'' if t is None else f'{t:.6g}'}" for c, t in made.items()))
         t = timer(a, str(r["precision"]), shape, sizes)
-        choice.append(name(a))
+        choice.append(answer_name(a, ids))
         ms.append(math.nan if t is None else float(t))
     out["table_choice"] = choice
     out["table_ms"] = ms

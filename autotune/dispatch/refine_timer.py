@@ -73,7 +73,9 @@ def recorded_instances(url: str, ids: list[str], space_files: tuple[Path, ...] =
     for r in rows.to_dict("records"):
         params = json.loads(r["params"]) if isinstance(r["params"], str) else dict(r["params"])
         name = str(r["space"])
-        space = spaces[name] if name in spaces else spaces.setdefault(name, load_space(name))
+        if name not in spaces:  # a built-in space, loaded once
+            spaces[name] = load_space(name)
+        space = spaces[name]
         order = [n for n in space.param_names if n in params] + [n for n in params if n not in space.param_names]
         instance = Instance.of(space.name, {n: params[n] for n in order})
         if instance.id == r["id"]:
