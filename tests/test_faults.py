@@ -403,6 +403,18 @@ def need_pg_ctl() -> None:
         pytest.skip("AUTOTUNE_TEST_PG_DIR (printed by scripts/ci_postgres.sh) is not set: no pg_ctl to restart with")
 
 
+@pytest.fixture
+def pg_ctl_alone():  # type: ignore[no-untyped-def]
+    """Hold an exclusive lock beside the test server for the whole test: the tests that restart or stop the one
+    server never overlap (under pytest-xdist a stop by one was counted as an outage by the other)."""
+    import fcntl
+
+    need_pg_ctl()
+    with (Path(os.environ["AUTOTUNE_TEST_PG_DIR"]) / "pg_ctl.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def no_duplicates(url: str) -> None:
     """Each (instance, point, device) once, one sweep row per run, nothing left in flight."""
     assert query(url, "select count(*) - count(distinct (instance_id, point_id, device_id)) from measurements") == [
@@ -415,7 +427,7 @@ RESTARTS = 3
 
 
 def test_postgres_restarts_mid_statement_and_the_sweep_reconnects(
-    fresh_pg_url: str, clean_run: dict[tuple[str, str], str]
+    pg_ctl_alone: None, fresh_pg_url: str, clean_run: dict[tuple[str, str], str]
 ) -> None:
     """The server crashes and comes back (pg_ctl restart -m immediate) three times while a measurement is being
     inserted: each time the sweep warns once, waits, reconnects, re-runs the cut transaction, and finishes with
@@ -451,7 +463,7 @@ def test_postgres_restarts_mid_statement_and_the_sweep_reconnects(
 
 
 def test_postgres_down_past_the_retry_limit_stops_then_resumes(
-    fresh_pg_url: str, clean_run: dict[tuple[str, str], str]
+    pg_ctl_alone: None, fresh_pg_url: str, clean_run: dict[tuple[str, str], str]
 ) -> None:
     """With AUTOTUNE_DB_RETRY_S=3 a server that stays down stops the sweep after about 3 s with the clear error
     naming the knob (exit 2, no traceback); once the server is back, the same command finishes the sweep and
