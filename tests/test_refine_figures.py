@@ -167,11 +167,15 @@ def test_bench_refine_replays_a_table_and_writes_nothing_without_out(tmp_path: P
     assert bad.returncode == 2 and "triples" in bad.stderr
 
 
-def test_recorded_instances_of_a_user_space_need_its_file() -> None:
+def test_recorded_instances_of_a_user_space_need_its_file(monkeypatch: pytest.MonkeyPatch) -> None:
     """refine_timer.recorded_instances finds a user kernel's instances (softmax) through the space file given;
     without it the space's name alone is unknown (the GPU run of bench_refine.py --gpu on softmax failed so)."""
     from autotune.dispatch.refine_timer import recorded_instances
     from autotune.errors import UserError
+    from autotune.space import spec
+
+    # as in a fresh process: no spaces left registered by a database another test analyzed in this one
+    monkeypatch.setattr(spec, "STORED", {})
 
     table = json.loads((ROOT / "results/tables2_h100/softmax/active/round0/dispatch.json").read_text())
     ids = [str(k["instance_id"]) for k in table["kernels"]]
