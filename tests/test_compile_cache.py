@@ -13,9 +13,12 @@ import pytest
 from autotune.problems.gemm import gemm_point
 from autotune import paths
 from autotune.sweep.timing import (
+    ALONE_FACTOR,
+    ALONE_MIN_MS,
     Timer,
     TimingPlan,
     chunk_sizes,
+    alone_stop,
     fast_stop,
     should_stop,
     stop_bound,
@@ -285,8 +288,9 @@ def _measure(rep_ms: float, est_ms: float, plan: TimingPlan) -> tuple[_CountingT
 
 
 def test_a_clearly_slow_instance_stops_after_two_launches():
-    plan = TimingPlan(reps=7, best_ms=26.0, tol=0.05)
-    bound = stop_bound(26.0, 0.05)
+    plan = TimingPlan(reps=7, best_ms=80.0, tol=0.05)  # 291 ms: 2.9x the bound, below the verified-launch stop
+    bound = stop_bound(80.0, 0.05)
+    assert not alone_stop(291.0, plan)
     assert fast_stop(291.0, plan) and not fast_stop(1.4 * bound, plan)
     t, times, stopped = _measure(291.0, 291.0, plan)
     assert stopped and t.launches == 2 and len(times) == 2  # no warm-up, two repetitions (was 2 + 5)
@@ -301,3 +305,22 @@ def test_a_clearly_slow_instance_stops_after_two_launches():
     assert stopped and t.launches == 2 + 5 and len(times) == 5
     assert not fast_stop(291.0, TimingPlan(reps=7, best_ms=26.0))  # no TOL: never
     assert not fast_stop(291.0, TimingPlan(reps=2, best_ms=26.0, tol=0.05))  # too few repetitions asked
+
+
+def test_a_long_launch_far_above_the_bound_stops_on_the_verified_launch_alone():
+    plan = TimingPlan(reps=7, best_ms=26.0, tol=0.05)  # a reduction's 291-ms configuration where the best took 26
+    bound = stop_bound(26.0, 0.05)
+    assert alone_stop(291.0, plan)
+    t, times, stopped = _measure(291.0, 291.0, plan)
+    assert stopped and times == [291.0] and t.launches == 0  # the verified launch's time is the record
+    # just below ALONE_FACTOR times the bound: two repetitions decide (the rule above)
+    t, times, stopped = _measure(0.99 * ALONE_FACTOR * bound, 0.99 * ALONE_FACTOR * bound, plan)
+    assert stopped and t.launches == 2
+    # a short kernel never stops on one launch, however far above the bound (a lazy module load, an idle GPU's
+    # clocks: fractions of a millisecond that a short launch cannot absorb)
+    small = TimingPlan(reps=7, best_ms=0.1, tol=0.05)
+    assert not alone_stop(0.99 * ALONE_MIN_MS, small) and alone_stop(ALONE_MIN_MS, small)
+    t, times, stopped = _measure(0.1, 4.0, small)  # 4 ms verified, then repetitions at the best: timed fully
+    assert not stopped and len(times) == 7
+    assert not alone_stop(291.0, TimingPlan(reps=7, best_ms=26.0))  # no TOL: never
+    assert not alone_stop(291.0, TimingPlan(reps=2, best_ms=26.0, tol=0.05))  # too few repetitions asked

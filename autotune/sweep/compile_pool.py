@@ -28,6 +28,19 @@ from autotune.sweep.compile import COMPILE_TIMEOUT_ENV, SUPERVISED_ENV, TIMEOUT_
 
 
 _START_LOCK = threading.Lock()
+POOL_ENV = "AUTOTUNE_COMPILE_WORKERS"  # compile processes of a GPU backend or a compile worker (else its default)
+
+
+def env_workers(env: dict[str, str] | None = None) -> int | None:
+    """$AUTOTUNE_COMPILE_WORKERS as a number of compile processes (at least 1), None when unset; a ValueError that
+    names the variable for anything else."""
+    text = (env if env is not None else os.environ).get(POOL_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return max(1, int(text))
+    except ValueError:
+        raise ValueError(f"{POOL_ENV}={text!r} is not a number of compile processes") from None
 
 
 def start_process(proc: Any) -> None:

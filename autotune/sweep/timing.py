@@ -33,6 +33,14 @@ more than 1.5 times the bound. A kernel of 291 ms where the best had 26 ms then 
 reduction's first configurations spent 10 s of a 20-s call this way on an H100). Otherwise those two launches count
 as warm-up and the usual protocol follows: unwarmed launches (clocks ramping up after a pause for compiles, say) are
 never judged by the plain bound.
+
+The clearest stop uses no repetition at all: when the verified launch took at least `ALONE_MIN_MS` (5 ms) and more
+than `ALONE_FACTOR` (3) times the bound, i.e. 3.6 / (1 - TOL) times the best, the instance stops on that one time.
+What makes a first launch slower than the kernel's own repetitions (a lazily loaded module, clocks ramping up after
+an idle GPU, a cold L2 and TLB) costs well under a millisecond each, far from 3.6 times a kernel of 5 ms or more. A
+reduction's first configurations on an H100 (26-291 ms a launch, where the best so far took 1-2 ms) then cost one
+launch each instead of three (results/bench/kt_switch_h100_kt4.csv's 281 configurations: 15.2 s of GPU time
+replayed under the old rules, 10.0 s under this one).
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ EARLY_REPS = 5
 SAFETY = 1.2
 FAST_FACTOR = 1.5  # the verified launch above FAST_FACTOR * the stop bound: judged on FAST_REPS, no warm-up
 FAST_REPS = 2
+ALONE_FACTOR = 3.0  # the verified launch above ALONE_FACTOR * the stop bound (and >= ALONE_MIN_MS): stop on it alone
+ALONE_MIN_MS = 5.0
 SPIN_BELOW_MS = 1.0  # a verified launch shorter than this: the chunk is queued behind a spin (item 3)
 ENQUEUE_US = 60.0  # host cost of one event pair + launch assumed at first, for sizing the spin
 SPIN_TRIES = 3
@@ -110,6 +120,14 @@ def fast_stop(est_ms: float, plan: TimingPlan) -> bool:
     if plan.best_ms is None or plan.tol is None or plan.reps <= FAST_REPS:
         return False
     return est_ms > FAST_FACTOR * stop_bound(plan.best_ms, plan.tol, plan.safety)
+
+
+def alone_stop(est_ms: float, plan: TimingPlan) -> bool:
+    """Whether the verified launch (`est_ms`) alone stops the instance (module docstring): a long launch far above
+    the bound."""
+    if plan.best_ms is None or plan.tol is None or plan.reps <= FAST_REPS:
+        return False
+    return est_ms >= ALONE_MIN_MS and est_ms > ALONE_FACTOR * stop_bound(plan.best_ms, plan.tol, plan.safety)
 
 
 def spread(times_ms: list[float]) -> float:
@@ -187,6 +205,8 @@ class Timer:
 
     def measure(self, launch: Callable[[int], None], est_ms: float, plan: TimingPlan) -> tuple[list[float], bool]:
         """(every repetition's time, stopped early?) after warm-up."""
+        if alone_stop(est_ms, plan):  # far slower on its verified launch: that one time decides
+            return [est_ms], True
         times: list[float] = []
         first = 0
         if fast_stop(est_ms, plan):  # clearly slow: FAST_REPS repetitions without warm-up decide

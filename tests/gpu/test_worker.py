@@ -14,7 +14,7 @@ from autotune import paths
 from autotune.sweep.compile import CompileRequest, compile_batch
 from autotune.space.instance import Instance
 from autotune.vocab import Status, TestPoint
-from autotune.sweep.timing import FAST_REPS
+from autotune.sweep.timing import ALONE_MIN_MS, FAST_REPS
 from autotune.sweep.backends.base import Job
 from autotune.space.spec import load_space
 from autotune.problems.gemm.verify import tolerance
@@ -185,6 +185,18 @@ def test_early_stop_skips_a_hopeless_instance(backend):
         backend.tol = None
     # the verified launch alone is far above the bound: judged on timing.FAST_REPS repetitions, no warm-up
     assert m.status == Status.SKIPPED and m.reps == FAST_REPS and math.isfinite(m.median_ms)
+
+
+def test_a_long_hopeless_launch_stops_on_the_verified_launch_alone(backend):
+    point = gemm_point("fp32", "NN", 256, 256, 256, 2000)  # the naive kernel: tens of ms a launch on an H100
+    backend.tol = 0.05
+    backend.seed_best(point, GEMM.scalars(), 1e-3)
+    try:
+        (m,) = backend.run_tasks([naive(point)])
+    finally:
+        backend.tol = None
+    assert m.status == Status.SKIPPED and m.reps == 1 and m.median_ms >= ALONE_MIN_MS, (m.median_ms, m.reps)
+    assert m.times_ms == [m.median_ms]
 
 
 def test_compile_cache_recompiles_nothing(tmp_path, backend):

@@ -23,10 +23,7 @@ from typing import Any, Sequence
 
 from autotune.sweep.compile import CompileFailed, CompileTimeout
 from autotune.sweep.compile_pool import CompilePool as SupervisedPool
-from autotune.sweep.compile_pool import request_limit, request_what
-
-POOL_ENV = "AUTOTUNE_COMPILE_WORKERS"  # compile processes of one compile worker (else: its `compile` resource when
-# above 1, else the host's cores)
+from autotune.sweep.compile_pool import env_workers, request_limit, request_what
 
 
 class PoolFailed(RuntimeError):
@@ -45,12 +42,9 @@ def compile_in_pool(request: Any, cache_dir: str) -> tuple[list[Any], int, int]:
 def pool_size(resources: dict[str, float], env: dict[str, str] | None = None) -> int:
     """Compile processes for a compile worker: $AUTOTUNE_COMPILE_WORKERS, else its `compile` resource when above 1
     (`--resources compile=16`), else the host's cores."""
-    text = (env if env is not None else os.environ).get(POOL_ENV, "").strip()
-    if text:
-        try:
-            return max(1, int(text))
-        except ValueError:
-            raise ValueError(f"{POOL_ENV}={text!r} is not a number of compile processes") from None
+    given = env_workers(env)
+    if given is not None:
+        return given
     declared = int(resources.get("compile", 0) or 0)
     return declared if declared > 1 else max(1, os.cpu_count() or 1)
 

@@ -40,8 +40,9 @@ class GpuExecutor:
 
         from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend
 
-        env = os.environ.get("AUTOTUNE_COMPILE_WORKERS")
-        n = self.compile_workers or (int(env) if env else max(1, (os.cpu_count() or 2) // max(1, self.per_host) - 1))
+        from autotune.sweep.compile_pool import env_workers
+
+        n = self.compile_workers or env_workers() or max(1, (os.cpu_count() or 2) // max(1, self.per_host) - 1)
         return GpuBackend(
             device=0,
             tol=self.tol,

@@ -47,7 +47,14 @@ from autotune.sweep.compile import (
     compile_batch,
     warm_compile_process,
 )
-from autotune.sweep.compile_pool import CompilePool, kill_executor, request_limit, request_what, start_process
+from autotune.sweep.compile_pool import (
+    CompilePool,
+    env_workers,
+    kill_executor,
+    request_limit,
+    request_what,
+    start_process,
+)
 from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, resource_failure, screen_options
 from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
@@ -132,7 +139,8 @@ class GpuBackend:
         # the GPU worker compiles CuPy's comparison kernels while idle (gpu_worker.warm_comparisons: tune_kernel's)
         self.warm_checks = warm_checks
         self.cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR  # (read now: tests set it)
-        self.compile_workers = compile_workers or max(1, (os.cpu_count() or 2) - 1)
+        # compile processes: as given, else $AUTOTUNE_COMPILE_WORKERS, else the host's cores less one (the GPU worker's)
+        self.compile_workers = compile_workers or env_workers() or max(1, (os.cpu_count() or 2) - 1)
         self.compile_batch_size, self.tol = compile_batch_size, tol
         self.timeout_s, self.timeout_factor = timeout_s, timeout_factor
         self.before_measure, self.include_dirs, self.arch = before_measure, include_dirs, arch
