@@ -120,9 +120,10 @@ class FirstCallDone(BaseException):
 
 
 # ------------------------------------------------------------------------------------------------ child
-def child(side: str, case: Case, work: Path, cap: float) -> None:
+def child(side: str, case: Case, work: Path, cap: float, order: str = "script") -> None:
     """Run the case's script in this process with kernel_tuner.tune_kernel replaced (see the module docstring).
-    Writes work/call.json (the call's start and end, epoch seconds) and work/child.json (the results)."""
+    Writes work/call.json (the call's start and end, epoch seconds) and work/child.json (the results). `order`
+    "random": the call's strategy is random_sample over the whole space (`random_order`)."""
     import importlib.util
 
     meta: dict[str, Any] = {"side": side, "case": case.name, "child_start": time.time()}
@@ -148,6 +149,8 @@ def child(side: str, case: Case, work: Path, cap: float) -> None:
             dry_sizes(kernel_name, kernel_source, problem_size, arguments, tune_params, kw, work)
             raise FirstCallDone
         mark(call_start=time.time(), kernel_name=kernel_name)
+        if order == "random":
+            kw.update(random_order(kw))
         if side == "kt":
             if kw.get("lang") is None:
                 kw["lang"] = "cupy"
@@ -376,7 +379,15 @@ def kt_cache_results(path: Path, keys: list[str] | None) -> tuple[list[str], lis
     return list(cache.tune_params_keys), out
 
 
-def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir: Path) -> Run:
+def random_order(kw: dict[str, Any]) -> dict[str, Any]:
+    """`--order random`: both tools' `random_sample` strategy with `fraction` 1.0, i.e. the whole space in a random
+    order (Kernel Tuner: numpy's unseeded sample; ours: seed 0). A capped brute-force run measures each tool over
+    the space's first configurations in enumeration order, which need not cost what the rest costs (the convolution's
+    first tiles are its smallest: the cheapest to compile); a random order measures each over the whole space."""
+    return {"strategy": "random_sample", "strategy_options": {**(kw.get("strategy_options") or {}), "fraction": 1.0}}
+
+
+def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir: Path, order: str = "script") -> Run:
     work = Path(tempfile.mkdtemp(prefix=f"{case.name}_{side}_", dir=base))
     env = dict(
         os.environ,
@@ -389,7 +400,8 @@ def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir
     log = open(log_dir / f"{case.name}_{side}.log", "w")
     t_spawn = time.time()
     proc = subprocess.Popen(
-        [python, str(Path(__file__).resolve()), "--child", side, case.name, str(work), "--cap", str(cap)],
+        [python, str(Path(__file__).resolve()), "--child", side, case.name, str(work), "--cap", str(cap)]
+        + ["--order", order],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
@@ -688,11 +700,18 @@ def main(argv: list[str] | None = None) -> int:
         "started: imports, the script's set-up, the call's phases, the GPU backend's start-up, the first "
         "measurement); it is in kt_switch.json (runs -> timeline) either way",
     )
+    ap.add_argument(
+        "--order",
+        choices=("script", "random"),
+        default="script",
+        help="script (default): each script's call as written (brute force, in enumeration order); random: both "
+        "sides with strategy='random_sample', fraction 1.0 (the whole space in a random order; see random_order)",
+    )
     ap.add_argument("--child", nargs=3, metavar=("SIDE", "CASE", "WORK"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
         side, name, work = a.child
-        child(side, CASES[name], Path(work), a.cap)
+        child(side, CASES[name], Path(work), a.cap, a.order)
         return 0
     names = [n.strip() for n in a.cases.split(",") if n.strip()]
     sides = {x.strip() for x in a.sides.split(",") if x.strip()}
@@ -705,7 +724,13 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="kt_switch_"))
     if a.dry_run:
         return dry_run(a.python, names, base, a.out)
-    report: dict[str, Any] = {"provenance": provenance(a.python), "cap_s": a.cap, "cases": {}, "rows": []}
+    report: dict[str, Any] = {
+        "provenance": provenance(a.python),
+        "cap_s": a.cap,
+        "order": a.order,
+        "cases": {},
+        "rows": [],
+    }
     rows, same_all = [], []
     for i, name in enumerate(names):
         case = CASES[name]
@@ -713,7 +738,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = {side: Run(name, side, error="not run (--sides)") for side in SIDES}
         for side in order:
             print(f"[{time.strftime('%H:%M:%S')}] {name}: {side} ...", flush=True)
-            runs[side] = run_side(a.python, case, side, a.cap, base, a.out)
+            runs[side] = run_side(a.python, case, side, a.cap, base, a.out, a.order)
             r = runs[side]
             print(
                 f"    {r.configs} configs ({r.ok} ok) in {r.process_wall_s or 0:.1f} s process wall"
@@ -727,10 +752,11 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         row, same = compare(name, runs["kt"], runs["ours"])
+        row["order"] = a.order
         if a.compile_modes:
             os.environ["AUTOTUNE_COMPILE_SCREEN"] = "1"
             try:
-                screened = run_side(a.python, case, "ours", a.cap, base, a.out)
+                screened = run_side(a.python, case, "ours", a.cap, base, a.out, a.order)
             finally:
                 os.environ.pop("AUTOTUNE_COMPILE_SCREEN", None)
             row.update(screening(runs["ours"], screened))

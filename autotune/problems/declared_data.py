@@ -30,7 +30,6 @@ from autotune.expr import as_int, evaluate
 from autotune.problems.base import ProblemData, Verdict, judge, rotation_copies
 from autotune.problems.declared import CONSTANT_MEMORY_BYTES, DTYPES, Argument, DeclaredKind, FileInit, InitFunction
 from autotune.problems.loading import load_attribute
-from autotune.problems.upload import to_device
 from autotune.vocab import TestPoint
 
 INT_SENTINEL = -7
@@ -161,8 +160,7 @@ class DeclaredData(ProblemData):
                     if isinstance(a.init, FileInit)
                     else self._from_function(a, shape, dtype)
                 )
-            host = self._made[a.name]  # a copy for every set; a large one through pinned buffers (upload.py)
-            return np.array(host) if cp is np else to_device(cp, host)
+            return cp.array(self._made[a.name])  # a copy for every set
         if not isinstance(a.init, str):
             values = evaluate(a.init, {**self.sizes, "i": np.arange(n, dtype=np.int64)})  # on the host
             return cp.asarray(np.broadcast_to(np.asarray(values), (n,))).astype(dtype).reshape(shape)

@@ -60,7 +60,8 @@ from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
 from autotune.space.kt_semantics import split_unroll
 from autotune.errors import UserError
-from autotune.sweep.backends.gpu_worker import ProblemFault, gpu_main
+from autotune.sweep.backends.gpu_worker import ProblemFault
+from autotune.sweep.gpu_entry import gpu_main
 from autotune.sweep.backends.tasks import KernelTask, MeasureRequest, Variant
 from autotune.problems.base import ProblemKind, Scalars, scalars_key
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
@@ -177,10 +178,10 @@ class GpuBackend:
         """Start the compile processes and the GPU worker without waiting for either (idempotent)."""
         if self._t0 is None:
             self._t0 = time.monotonic()
+        if self._proc is None:  # first: its start (CuPy, the context, the description) is the longest
+            self._spawn()
         if self._pool is None:
             self._compile_pool()  # spawns every process now; each loads NVRTC and compiles once (warm_nvrtc)
-        if self._proc is None:
-            self._spawn()
 
     def ready(self, hint: str = "") -> None:
         """Wait until the GPU worker has started (`start` spawned it): a worker that cannot start (no GPU, CuPy
