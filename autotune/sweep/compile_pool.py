@@ -8,6 +8,10 @@ dies (a signal, a crash in the compiler) fails its call's future with `CompileFa
 writes to the compile cache (the worker stores only what a compile call finished: deterministic compiler failures
 are cached, a killed call never is).
 
+A pool may start with fewer processes than it may have (`initial`: the GPU backend starts 4 beside its GPU worker,
+whose start they would slow) and start the rest once a call has waited `GROW_AFTER_S` in its queue: a small space's
+light compiles never need them, a compile-bound space has them all a fraction of a second after its first compiles.
+
 The futures are `concurrent.futures.Future`s: `wait`, `done`, `cancel` (of a call not yet started) work as with a
 `ProcessPoolExecutor`; `cancel_all` kills every worker (a budget's end: `GpuBackend.cancel_compiles`).
 """
@@ -28,6 +32,7 @@ from autotune.sweep.compile import COMPILE_TIMEOUT_ENV, SUPERVISED_ENV, TIMEOUT_
 
 
 _START_LOCK = threading.Lock()
+GROW_AFTER_S = 0.2  # a pool started with fewer than its processes starts the rest once a call waited this long
 POOL_ENV = "AUTOTUNE_COMPILE_WORKERS"  # compile processes of a GPU backend or a compile worker (else its default)
 
 
@@ -125,13 +130,20 @@ class _Worker:
 
 
 class CompilePool:
-    """`workers` processes (started now, from `ctx`, each running `initializer` first); `submit` queues a call."""
+    """Up to `workers` processes (from `ctx`, each running `initializer` first); `submit` queues a call. `initial`
+    of them start now (default: all); the others when a call has waited GROW_AFTER_S in the queue (`grow`)."""
 
-    def __init__(self, workers: int, ctx: Any, initializer: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, workers: int, ctx: Any, initializer: Callable[[], None] | None = None, initial: int | None = None
+    ) -> None:
         self._ctx, self._initializer = ctx, initializer
+        self.size = max(1, workers)
         self._lock = threading.Lock()
-        self._queue: deque[tuple[Future, Callable, tuple, float | None, str]] = deque()
-        self._workers = [_Worker(ctx, initializer) for _ in range(max(1, workers))]
+        self._grow_lock = threading.Lock()
+        # (future, fn, args, time limit, what, time.monotonic() at submit)
+        self._queue: deque[tuple[Future, Callable, tuple, float | None, str, float]] = deque()
+        first = self.size if initial is None else max(1, min(initial, self.size))
+        self._workers = [_Worker(ctx, initializer) for _ in range(first)]
         self._wake_r, self._wake_w = ctx.Pipe(duplex=False)
         self._closed = False
         self.killed = 0  # calls killed at their deadline
@@ -146,9 +158,28 @@ class CompilePool:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the compile pool was shut down")
-            self._queue.append((fut, fn, args, timeout_s, what))
+            self._queue.append((fut, fn, args, timeout_s, what, time.monotonic()))
         self._wake()
         return fut
+
+    def grow(self) -> int:
+        """Start the processes not started yet (up to `workers`); returns how many were started."""
+        with self._grow_lock:
+            with self._lock:
+                missing = 0 if self._closed else self.size - len(self._workers)
+            if missing <= 0:
+                return 0
+            new = [_Worker(self._ctx, self._initializer) for _ in range(missing)]  # outside the lock: spawning
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._workers.extend(new)
+            if closed:
+                for w in new:
+                    w.kill()
+                return 0
+        self._wake()
+        return len(new)
 
     def busy(self) -> int:
         """Calls running now."""
@@ -200,7 +231,7 @@ class CompilePool:
         with self._lock:
             for w in self._workers:
                 while w.job is None and self._queue:
-                    fut, fn, args, timeout_s, what = self._queue.popleft()
+                    fut, fn, args, timeout_s, what, _ = self._queue.popleft()
                     if not fut.set_running_or_notify_cancel():
                         continue
                     try:
@@ -229,11 +260,26 @@ class CompilePool:
             for fut in jobs:
                 _fail(fut, CompileFailed(log))
 
+    def _grow_when_waiting(self, now: float) -> float | None:
+        """Grow (in a thread) once the oldest queued call has waited GROW_AFTER_S; else when to look again."""
+        with self._lock:
+            if len(self._workers) >= self.size or not self._queue:
+                return None
+            waited = now - self._queue[0][5]
+        if waited < GROW_AFTER_S:
+            return now + GROW_AFTER_S - waited
+        if not self._grow_lock.locked():
+            threading.Thread(target=self.grow, name="autotune-compile-pool-grow", daemon=True).start()
+        return None
+
     def _serve_calls(self) -> None:
         while not self._closed:
             self._dispatch()
             now = time.monotonic()
             deadlines = [w.job[1] for w in self._workers if w.job is not None and w.job[1] is not None]
+            look = self._grow_when_waiting(now)
+            if look is not None:
+                deadlines.append(look)
             timeout = None if not deadlines else max(0.0, min(deadlines) - now)
             busy = [w for w in self._workers if w.job is not None]
             ready = wait([self._wake_r, *(w.conn for w in busy)], timeout)

@@ -27,20 +27,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from autotune.sweep.backends.tasks import MeasureRequest
 
 
-def gpu_main(conn: Any, device: int, warm: bool = False, stamps: dict[str, float] | None = None) -> None:
-    """The worker's loop; `warm`: compile the device comparison in a thread meanwhile (`warm_comparisons`).
-    `stamps`: the entry's (`autotune.sweep.gpu_entry`, which made the context already)."""
+def gpu_main(conn: Any, device: int, warm: bool = False) -> None:
+    """The worker's loop; `warm`: compile the device comparison in a thread meanwhile (`warm_comparisons`)."""
     ignore_sigint()  # Ctrl-C is the parent's: it finishes or abandons the request in flight, then stops us
-    # sent with "ready": where the worker's start went (GpuBackend.timeline)
-    stamps = dict(stamps) if stamps else {"started": time.monotonic()}
+    stamps = {"started": time.monotonic()}  # sent with "ready": where the worker's start went (GpuBackend.timeline)
     try:
         import cupy as cp
 
-        stamps.setdefault("cupy_imported", time.monotonic())
+        stamps["cupy_imported"] = time.monotonic()
         cp.cuda.Device(device).use()
         state = _GpuState(cp, device)
-        stamps.setdefault("context", time.monotonic())
-        stamps["state"] = time.monotonic()
+        stamps["context"] = time.monotonic()
         conn.send(("ready", stamps))
     except BaseException:  # noqa: BLE001 - report anything, the parent decides
         conn.send(("error", traceback.format_exc()))

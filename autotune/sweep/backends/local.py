@@ -60,8 +60,7 @@ from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
 from autotune.space.kt_semantics import split_unroll
 from autotune.errors import UserError
-from autotune.sweep.backends.gpu_worker import ProblemFault
-from autotune.sweep.gpu_entry import gpu_main
+from autotune.sweep.backends.gpu_worker import ProblemFault, gpu_main
 from autotune.sweep.backends.tasks import KernelTask, MeasureRequest, Variant
 from autotune.problems.base import ProblemKind, Scalars, scalars_key
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
@@ -70,6 +69,12 @@ from autotune.devices import DeviceLimits, know_gpu
 COMPILE_CACHE_ENV = "AUTOTUNE_COMPILE_CACHE"  # a compile cache folder other than the default (a benchmark's fresh one)
 DEFAULT_CACHE_DIR = Path(os.environ.get(COMPILE_CACHE_ENV) or paths.CACHE_DIR / "compile")
 STARTUP_TIMEOUT_S = 180.0
+# compile processes started with the GPU worker; the pool grows to `compile_workers` once a compile waits in its
+# queue (compile_pool.GROW_AFTER_S). All 15 at once on a 16-core H100 host delayed the worker's start by about 0.5 s
+# (spawned, CuPy imported, context made: 1.5 s with 4 compile processes, 2.1 s with 15; Kernel Tuner's stencil
+# example, whose whole process took 2.1 s against 2.6 s: results/bench/PROVENANCE.md), where a small space's light
+# compiles kept 2 to 4 of them busy.
+STARTING_COMPILE_WORKERS = 4
 
 
 def next_point(ready: dict[TestPoint, list], current: TestPoint | None) -> TestPoint:
@@ -180,8 +185,8 @@ class GpuBackend:
             self._t0 = time.monotonic()
         if self._proc is None:  # first: its start (CuPy, the context, the description) is the longest
             self._spawn()
-        if self._pool is None:
-            self._compile_pool()  # spawns every process now; each loads NVRTC and compiles once (warm_nvrtc)
+        if self._pool is None:  # STARTING_COMPILE_WORKERS now (each loads NVRTC and compiles once: warm_nvrtc), the
+            self._compile_pool()  # rest when compiles queue up (compile_pool.GROW_AFTER_S)
 
     def ready(self, hint: str = "") -> None:
         """Wait until the GPU worker has started (`start` spawned it): a worker that cannot start (no GPU, CuPy
@@ -475,7 +480,9 @@ class GpuBackend:
     # ---------------------------------------------------------------------------------- internals
     def _compile_pool(self) -> CompilePool | Executor:
         if self._pool is None:
-            self._pool = CompilePool(self.compile_workers, self._ctx, initializer=warm_compile_process)
+            self._pool = CompilePool(
+                self.compile_workers, self._ctx, initializer=warm_compile_process, initial=STARTING_COMPILE_WORKERS
+            )
         return self._pool
 
     def _submit(self, request: CompileRequest) -> Future:
