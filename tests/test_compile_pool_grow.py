@@ -47,3 +47,23 @@ def test_a_pool_shut_down_does_not_grow():
     pool = CompilePool(3, mp.get_context("spawn"), initial=1)
     pool.shutdown()
     assert pool.grow() == 0
+
+
+def test_the_gpu_backend_starts_its_worker_and_4_compile_processes_and_the_rest_once_the_worker_is_ready(
+    tmp_path, monkeypatch
+):
+    import functools
+
+    from autotune.sweep.backends import local
+    from tests.support.fake_gpu_worker import fake_gpu_main
+
+    monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
+    with local.GpuBackend(cache_dir=tmp_path / "cache", compile_workers=7) as backend:
+        backend.start()
+        assert backend._proc is not None
+        assert len(backend._pool.pids()) == local.STARTING_COMPILE_WORKERS  # type: ignore[union-attr]
+        backend.ready()
+        deadline = time.monotonic() + 30
+        while len(backend._pool.pids()) < 7 and time.monotonic() < deadline:  # type: ignore[union-attr]
+            time.sleep(0.05)
+        assert len(backend._pool.pids()) == 7  # type: ignore[union-attr]

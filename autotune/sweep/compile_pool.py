@@ -9,8 +9,8 @@ writes to the compile cache (the worker stores only what a compile call finished
 are cached, a killed call never is).
 
 A pool may start with fewer processes than it may have (`initial`: the GPU backend starts 4 beside its GPU worker,
-whose start they would slow) and start the rest once a call has waited `GROW_AFTER_S` in its queue: a small space's
-light compiles never need them, a compile-bound space has them all a fraction of a second after its first compiles.
+whose start they would slow, and calls `grow` once that worker is ready) and starts the rest once a call has waited
+`GROW_AFTER_S` in its queue.
 
 The futures are `concurrent.futures.Future`s: `wait`, `done`, `cancel` (of a call not yet started) work as with a
 `ProcessPoolExecutor`; `cancel_all` kills every worker (a budget's end: `GpuBackend.cancel_compiles`).

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import threading
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
@@ -69,8 +70,8 @@ from autotune.devices import DeviceLimits, know_gpu
 COMPILE_CACHE_ENV = "AUTOTUNE_COMPILE_CACHE"  # a compile cache folder other than the default (a benchmark's fresh one)
 DEFAULT_CACHE_DIR = Path(os.environ.get(COMPILE_CACHE_ENV) or paths.CACHE_DIR / "compile")
 STARTUP_TIMEOUT_S = 180.0
-# compile processes started with the GPU worker; the pool grows to `compile_workers` once a compile waits in its
-# queue (compile_pool.GROW_AFTER_S). All 15 at once on a 16-core H100 host delayed the worker's start by about 0.5 s
+# compile processes started with the GPU worker; the pool grows to `compile_workers` once the worker is ready or a
+# compile has waited in its queue (compile_pool.GROW_AFTER_S), whichever comes first. All 15 at once on a 16-core H100 host delayed the worker's start by about 0.5 s
 # (spawned, CuPy imported, context made: 1.5 s with 4 compile processes, 2.1 s with 15; Kernel Tuner's stencil
 # example, whose whole process took 2.1 s against 2.6 s: results/bench/PROVENANCE.md), where a small space's light
 # compiles kept 2 to 4 of them busy.
@@ -232,6 +233,8 @@ class GpuBackend:
             raise RuntimeError(f"the GPU worker could not start: {payload}")
         self._ready = True
         self._mark("worker_ready")
+        if isinstance(self._pool, CompilePool):  # the worker's start is over: the rest of the compile processes
+            threading.Thread(target=self._pool.grow, name="autotune-compile-pool-grow", daemon=True).start()
         if isinstance(payload, dict) and self._t0 is not None:  # the worker's own stamps (time.monotonic, system-wide)
             for event, at in payload.items():
                 self.timeline.setdefault(f"worker.{event}", round(at - self._t0, 3))
