@@ -71,10 +71,10 @@ COMPILE_CACHE_ENV = "AUTOTUNE_COMPILE_CACHE"  # a compile cache folder other tha
 DEFAULT_CACHE_DIR = Path(os.environ.get(COMPILE_CACHE_ENV) or paths.CACHE_DIR / "compile")
 STARTUP_TIMEOUT_S = 180.0
 # compile processes started with the GPU worker; the pool grows to `compile_workers` once the worker is ready or a
-# compile has waited in its queue (compile_pool.GROW_AFTER_S), whichever comes first. All 15 at once on a 16-core H100 host delayed the worker's start by about 0.5 s
-# (spawned, CuPy imported, context made: 1.5 s with 4 compile processes, 2.1 s with 15; Kernel Tuner's stencil
-# example, whose whole process took 2.1 s against 2.6 s: results/bench/PROVENANCE.md), where a small space's light
-# compiles kept 2 to 4 of them busy.
+# compile has waited in its queue (compile_pool.GROW_AFTER_S), whichever comes first. All 15 started at once on a
+# 16-core H100 host slowed the worker's start (spawned, CuPy imported, context made: ready 2.1 s after the process
+# start with 15, 1.5 s with 4; Kernel Tuner's stencil example, whose whole process took 2.6 s against 2.1 s:
+# results/bench/PROVENANCE.md, kt_switch_h100_kt5), where a small space's light compiles kept 2 to 4 of them busy.
 STARTING_COMPILE_WORKERS = 4
 
 
