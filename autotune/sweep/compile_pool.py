@@ -181,6 +181,11 @@ class CompilePool:
         self._wake()
         return len(new)
 
+    def grow_soon(self) -> None:
+        """`grow` in a thread of its own (spawning takes the caller's time), unless one is already growing."""
+        if len(self._workers) < self.size and not self._grow_lock.locked():
+            threading.Thread(target=self.grow, name="autotune-compile-pool-grow", daemon=True).start()
+
     def busy(self) -> int:
         """Calls running now."""
         with self._lock:
@@ -262,14 +267,15 @@ class CompilePool:
 
     def _grow_when_waiting(self, now: float) -> float | None:
         """Grow (in a thread) once the oldest queued call has waited GROW_AFTER_S; else when to look again."""
+        if len(self._workers) >= self.size:  # grown (or started whole): nothing to lock for on every loop
+            return None
         with self._lock:
             if len(self._workers) >= self.size or not self._queue:
                 return None
             waited = now - self._queue[0][5]
         if waited < GROW_AFTER_S:
             return now + GROW_AFTER_S - waited
-        if not self._grow_lock.locked():
-            threading.Thread(target=self.grow, name="autotune-compile-pool-grow", daemon=True).start()
+        self.grow_soon()
         return None
 
     def _serve_calls(self) -> None:

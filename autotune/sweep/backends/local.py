@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import threading
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
@@ -234,7 +233,7 @@ class GpuBackend:
         self._ready = True
         self._mark("worker_ready")
         if isinstance(self._pool, CompilePool):  # the worker's start is over: the rest of the compile processes
-            threading.Thread(target=self._pool.grow, name="autotune-compile-pool-grow", daemon=True).start()
+            self._pool.grow_soon()
         if isinstance(payload, dict) and self._t0 is not None:  # the worker's own stamps (time.monotonic, system-wide)
             for event, at in payload.items():
                 self.timeline.setdefault(f"worker.{event}", round(at - self._t0, 3))
