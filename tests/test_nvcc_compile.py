@@ -214,14 +214,14 @@ def test_a_sweep_compiles_with_nvcc_in_the_real_compile_pool(tmp_path: Path, mon
 
     seen = tmp_path / "seen.txt"
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
-    real_measure = local.GpuBackend._measure
+    real_start = local.GpuBackend._start  # where each compiled pair is sent to the GPU worker
 
-    def measure(self, task, v, ck):  # type: ignore[no-untyped-def]
+    def start(self, task, v, ck):  # type: ignore[no-untyped-def]
         with seen.open("a") as f:
             f.write(f"{ck.ok} {ck.binary_kind} {ck.lowered_name} {ck.blob}\n")
-        return real_measure(self, task, v, ck)
+        return real_start(self, task, v, ck)
 
-    monkeypatch.setattr(local.GpuBackend, "_measure", measure)
+    monkeypatch.setattr(local.GpuBackend, "_start", start)
     cfg = parse_config(
         textwrap.dedent(f"""\
         name: cub

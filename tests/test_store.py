@@ -256,6 +256,47 @@ def test_kill_9_loses_only_the_pair_in_flight(db_url: str) -> None:
     assert len(crashed) == 1 and "in flight" in crashed.iloc[0].error and crashed.iloc[0]["shape"] == "TT"
 
 
+def test_kill_9_with_a_pipelined_pair_records_only_the_running_one_as_crashed(db_url: str) -> None:
+    """A pipelined backend (GpuBackend.pipeline) marks the next pair before the running one answered: after a kill,
+    the earlier note was the pair running (crashed), the later one was queued behind it (measured on resume)."""
+    point = gemm_point("fp64", "TT", 8, 8, 8, 100)
+    queued = "time.sleep(0.01)\nstore.mark_inflight(rec.sweep_id, rec.space_id, instances()[1].id, {point!r})\n"
+    code = KILLED_SWEEP.replace("os.kill(", queued.format(point=point) + "os.kill(").replace(
+        "import os,", "import time, os,"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code.format(tests=str(ROOT / "tests"), url=db_url, point=point))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    with Store.open(db_url) as store:
+        info = device_info()
+        dev = store.upsert_device(info)
+        sw = store.upsert_software(info, "0.1.0", "abc123")
+        store.begin_sweep(SweepStart("resume", "", dev, sw, info, {"alpha": 1.0, "beta": 0.0}, 5))
+        assert _scalar(db_url, "SELECT count(*) FROM inflight") == 2
+        assert store.recover_inflight(dev) == [(instances()[0].id, point)]
+        assert _scalar(db_url, "SELECT count(*) FROM inflight") == 0
+        done = store.done_pairs(dev)
+        assert (instances()[0].id, point) in done and (instances()[1].id, point) not in done
+
+
+def test_an_abandoned_pair_loses_its_note_and_only_its_own(db_url: str) -> None:
+    point = gemm_point("fp64", "NT", 8, 8, 8, 100)
+    with Store.open(db_url) as store:
+        rec = record_sample(store, finish=False)
+        store.mark_inflight(rec.sweep_id, rec.space_id, instances()[0].id, point)
+        store.mark_inflight(rec.sweep_id, rec.space_id, instances()[1].id, point)
+        store.unmark_inflight(rec.sweep_id, instances()[1].id, point)
+        store.unmark_inflight(rec.sweep_id, instances()[1].id, point)  # again: nothing left to forget, no error
+        assert store.recover_inflight(rec.device_id) == [(instances()[0].id, point)]
+        assert (instances()[1].id, point) not in store.done_pairs(rec.device_id)
+
+
 def test_bad_status_is_refused_by_the_schema(db_url: str) -> None:
     with Store.open(db_url) as store:
         record_sample(store)

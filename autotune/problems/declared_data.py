@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -30,6 +31,7 @@ from autotune.expr import as_int, evaluate
 from autotune.problems.base import ProblemData, Verdict, judge, rotation_copies
 from autotune.problems.declared import CONSTANT_MEMORY_BYTES, DTYPES, Argument, DeclaredKind, FileInit, InitFunction
 from autotune.problems.loading import load_attribute
+from autotune.problems.npy_upload import upload_npy
 from autotune.vocab import TestPoint
 
 INT_SENTINEL = -7
@@ -105,6 +107,7 @@ class DeclaredData(ProblemData):
         rng = cp.random.default_rng(seed)
         self.seed = seed
         self._made: dict[str, np.ndarray] = {}  # host data of init functions and files, made once per point
+        self._device: dict[str, Any] = {}  # large .npy files read straight to the GPU (npy_upload), once per point
         self.sets: list[dict[str, Any]] = []
         for _ in range(copies):
             arrays = {}
@@ -122,6 +125,7 @@ class DeclaredData(ProblemData):
         self.host_constants = self._constants(np.random.default_rng(seed + 1))
         self.constant_arrays = {n: cp.asarray(v) for n, v in self.host_constants.items()}  # for reference, check
         self._made.clear()  # host copies of the functions' arrays are not kept
+        self._device.clear()  # (the first set holds it)
 
     def _constants(self, rng: Any) -> dict[str, np.ndarray]:
         """The `constants:` at this point, on the host (what the GPU worker copies into `__constant__` symbols)."""
@@ -154,6 +158,14 @@ class DeclaredData(ProblemData):
         shape = _shape(a, self.sizes)
         n = math.prod(shape)
         if isinstance(a.init, (FileInit, InitFunction)):  # host data: made (read) once per point, shape checked
+            if a.name in self._device:  # a large .npy already read to the GPU: the next set copies it there
+                return self._device[a.name].copy()
+            if isinstance(a.init, FileInit) and a.init.key is None and cp is not np:
+                a.init.check(shape, f"{a.name!r} at {self.point.key}")
+                direct = upload_npy(cp, Path(a.init.path), dtype, shape)  # None: small, or needs numpy's reader
+                if direct is not None:
+                    self._device[a.name] = direct
+                    return direct
             if a.name not in self._made:  # (SpaceError naming the space file), cast to the dtype
                 self._made[a.name] = (
                     np.asarray(a.init.load(shape, f"{a.name!r} at {self.point.key}")).astype(dtype, copy=False)

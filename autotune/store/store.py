@@ -427,13 +427,25 @@ class Store:
 
         self.transact(work)
 
+    def unmark_inflight(self, sweep_id: int, instance_id: str, point: TestPoint) -> None:
+        """Forget the in-flight note of one pair: sent to the GPU but abandoned unmeasured (the sweep stopped taking
+        results; a resumed sweep measures it)."""
+        sweep = self._sweep(sweep_id)
+        pid = self.upsert_points([point])[point]
+        table = Inflight.__table__
+        key = dict(instance_id=instance_id, point_id=pid, device_id=sweep.device_id)
+        self.transact(lambda s: s.execute(table.delete().where(*(table.c[k] == v for k, v in key.items()))))
+
     def clear_inflight(self, sweep_id: int) -> int:
         """Forget the in-flight notes of `sweep_id` (after Ctrl-C the pairs were not at fault, so a resume
         measures them again); returns how many there were."""
         return self.transact(lambda s: int(s.execute(delete(Inflight).where(Inflight.sweep_id == sweep_id)).rowcount))  # type: ignore[attr-defined]
 
     def recover_inflight(self, device_id: int) -> list[tuple[str, TestPoint]]:
-        """Record every pair left in flight on `device_id` (by a sweep that died) as `crashed`; returns them."""
+        """Record the pair left in flight on `device_id` (by a sweep that died) as `crashed`; returns it. A GPU runs
+        one pair at a time, and a pipelined backend (`GpuBackend.pipeline`) marks the next pair before the running
+        one has answered: only the earliest note of a device was running, the later ones were queued behind it
+        (their notes go; a resumed sweep measures them). Notes of the same instant all count as running."""
 
         def work(s: Session) -> list[tuple[str, TestPoint]]:
             out = []
@@ -442,7 +454,11 @@ class Store:
                 .join(Point, Point.id == Inflight.point_id)
                 .where(Inflight.device_id == device_id)
             ).all()
+            first = min((_utc(fl.started_at) for fl, _ in rows), default=None)
             for fl, pt in rows:
+                if _utc(fl.started_at) != first:  # queued behind the running one: not at fault
+                    s.delete(fl)
+                    continue
                 out.append((fl.instance_id, pt.point()))
                 s.add(
                     MeasurementRow(

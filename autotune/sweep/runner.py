@@ -318,6 +318,8 @@ def _sweep_space(
     space_id = store.upsert_space(space_record(space))
     if hasattr(backend, "before_measure"):
         backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)  # type: ignore[attr-defined]
+    if hasattr(backend, "after_abandon"):  # a pipelined backend's pair sent but not measured: its note goes
+        backend.after_abandon = lambda iid, p: store.unmark_inflight(sweep_id, iid, p)  # type: ignore[attr-defined]
     finished = {i.id for i, pts in plan.work.items() if all((i.id, p) in done for p in pts)} if done else set()
     streak = earlier_streak(store, space.name, finished, cfg.stop_after_failures)
     if streak.stopped:

@@ -56,6 +56,10 @@ class Backend(Protocol):
     Optional attribute `before_measure: Callable[[instance_id, point], None] | None`: when a backend has it,
     the runner sets it and the backend calls it just before each pair is measured (the runner marks the pair
     in flight, so a measurement that kills the sweep is never re-run blindly).
+    Optional attribute `after_abandon: Callable[[instance_id, point], None] | None`: a backend that sends a pair
+    to its device before the runner has taken the previous result (a pipeline) calls it for a pair it named to
+    `before_measure` and will not yield, because the runner stopped taking results (a budget, a stopped space,
+    an error); the runner removes the pair's in-flight note, and a resumed sweep measures it.
     Optional attribute `deadline: float | None` (a `time.monotonic()` value): when a backend has it, the runner
     sets it from the config's `budget:`; past it, `run` may end without yielding the remaining pairs (the runner
     records nothing for them, so a resumed sweep measures them) and should stop work in progress (compiles).
