@@ -232,9 +232,8 @@ class Timer:
         return steadiest(rounds), False
 
 
-def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20, warm: Callable[[], None] | None = None) -> float:
-    """Bytes/s (read + write) of a device-to-device copy of `nbytes`: median of `reps` timed copies; `warm` is
-    called once the GPU has copied (its clocks are up)."""
+def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20) -> float:
+    """Bytes/s (read + write) of a device-to-device copy of `nbytes`: median of `reps` timed copies."""
     import cupy as cp
 
     src = cp.empty(nbytes // 4, dtype=cp.float32)
@@ -247,92 +246,47 @@ def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20, warm: Callable[[], Non
     timer = Timer()
     for _ in range(3):
         copy()
-    if warm is not None:
-        cp.cuda.get_current_stream().synchronize()
-        warm()
+
     times = [timer.time_once(copy) for _ in range(reps)]
     return 2 * nbytes / (summarize(times).median_ms * 1e-3)
 
 
-@dataclass
-class _HostSide:
-    """What `read_device_info` asks NVML and NVRTC (no GPU work), in a thread while the GPU's copy is timed."""
-
-    sm_clock: int | None = None
-    mem_clock: int | None = None
-    uuid: str | None = None
-    driver: str | None = None
-    nvrtc: tuple[int, int] = (0, 0)
-    error: BaseException | None = None  # NVRTC's version could not be read: raised by read_device_info
-
-
-def _host_side(device: int, pci_bus_id: str, awake: Any, out: _HostSide) -> None:
-    """NVML's clocks (read once `awake` is set: the GPU copies then, at its working clocks), UUID and driver
-    version, and NVRTC's version, into `out`. NVML is optional (ImportError, no driver library: left None)."""
-    from autotune.sweep.compile import nvrtc_version
-
-    try:
-        import pynvml as nv
-
-        nv.nvmlInit()
-        handle = nv.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
-        uuid = nv.nvmlDeviceGetUUID(handle)
-        out.uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
-        dv = nv.nvmlSystemGetDriverVersion()
-        out.driver = dv.decode() if isinstance(dv, bytes) else dv
-        out.nvrtc = nvrtc_version()  # (meanwhile: the GPU's copy wakes it up)
-        awake.wait(10.0)
-        out.sm_clock = int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
-        out.mem_clock = int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM))
-    except Exception:  # noqa: BLE001 - NVML is optional; the caller falls back to the runtime's max clocks
-        pass
-    if out.nvrtc == (0, 0):
-        try:
-            out.nvrtc = nvrtc_version()
-        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
-            out.error = exc
-
-
 def read_device_info(device: int, props: dict) -> DeviceInfo:
     """The GPU and software stack: name, UUID, SMs, clocks now (NVML, else the runtime's maxima), L2,
-    measured copy bandwidth, driver / runtime / NVRTC / CuPy versions. NVML and NVRTC are asked in a thread
-    while the copy is timed (importing pynvml, loading NVRTC and NVML took 0.1-0.26 s of a fresh H100 host's
-    description, the copy 0.07-0.09 s; devprof, this change's note); the clocks are read after the GPU has copied."""
-    import threading
-
+    measured copy bandwidth, driver / runtime / NVRTC / CuPy versions."""
     import cupy as cp
 
+    from autotune.sweep.compile import nvrtc_version
+
     rt, p = cp.cuda.runtime, props
-    host, awake = _HostSide(), threading.Event()
-    thread = threading.Thread(
-        target=_host_side, args=(device, rt.deviceGetPCIBusId(device), awake, host), name="device-info", daemon=True
-    )
-    thread.start()
-    try:
-        bandwidth = copy_bandwidth(warm=awake.set)
-    finally:
-        awake.set()
-        thread.join()
-    if host.error is not None:
-        raise host.error
+    bandwidth = copy_bandwidth()  # first, so that the clocks below are read with the GPU awake
     name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
     raw_uuid = p.get("uuid", b"")
     h = raw_uuid.hex() if isinstance(raw_uuid, bytes) else str(raw_uuid)
     uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}" if len(h) == 32 else h
+    sm_clock = mem_clock = None
     driver = _version(rt.driverGetVersion())
-    sm_clock, mem_clock = host.sm_clock, host.mem_clock
-    if host.driver is not None:
-        driver = f"{host.driver} (CUDA {driver})"
-    if sm_clock is None:  # no NVML: the runtime's max clocks
+    try:
+        import pynvml as nv
+
+        nv.nvmlInit()
+        handle = nv.nvmlDeviceGetHandleByPciBusId(rt.deviceGetPCIBusId(device))
+        sm_clock = int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
+        mem_clock = int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM))
+        uuid = nv.nvmlDeviceGetUUID(handle)
+        uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+        dv = nv.nvmlSystemGetDriverVersion()
+        driver = f"{dv.decode() if isinstance(dv, bytes) else dv} (CUDA {driver})"
+    except Exception:  # noqa: BLE001 - NVML is optional; fall back to the runtime's max clocks
         try:
             sm_clock = rt.deviceGetAttribute(rt.cudaDevAttrClockRate, device) // 1000
             mem_clock = rt.deviceGetAttribute(rt.cudaDevAttrMemoryClockRate, device) // 1000
         except Exception:  # noqa: BLE001
             pass
-    major, minor = host.nvrtc
+    major, minor = nvrtc_version()
     return DeviceInfo(
         name=name,
-        uuid=host.uuid or uuid,
+        uuid=uuid,
         sm_count=int(p["multiProcessorCount"]),
         cc=int(p["major"]) * 10 + int(p["minor"]),
         sm_clock_mhz=sm_clock,
