@@ -1,11 +1,11 @@
 """A large `.npy` file's array straight to the GPU: read (`os.preadv`) into pinned host buffers by a few threads and
 copied from there asynchronously, two buffers per thread so that reading and copying overlap.
 
-Why: `cupy.array` of the file mapped by `numpy.load(mmap_mode="r")` copied from pageable memory through the
-mapping's page faults; the 3.2 GB input of Kernel Tuner's reduction example took 2.2-3.1 s that way inside the GPU
-worker on an H100 host, the whole time before its first measurement (devprof's upload benchmark: see this change's
-note and results/bench/PROVENANCE.md). Files below `MIN_BYTES`, Fortran-ordered arrays, another dtype than the
-buffer's, or anything numpy's header reader refuses take the plain path (the caller's `numpy.load`).
+Why: `cupy.array` of the file mapped by `numpy.load(mmap_mode="r")` copies from pageable memory through the
+mapping's page faults. The 3.2 GB input of Kernel Tuner's reduction example took 2.6-2.9 s that way on an H100 host,
+against 0.35-0.38 s here (scripts/bench_npy_upload.py, results/bench/PROVENANCE.md); inside tune_kernel's GPU worker
+that was 2.2-3.1 s before the first measurement. Files below `MIN_BYTES`, Fortran-ordered arrays, another dtype than
+the buffer's, or anything numpy's header reader refuses take the plain path (the caller's `numpy.load`).
 """
 
 from __future__ import annotations
