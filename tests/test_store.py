@@ -228,9 +228,9 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def test_kill_9_loses_only_the_pair_in_flight(db_url: str) -> None:
-    point = gemm_point("fp64", "TT", 8, 8, 8, 100)
-    code = KILLED_SWEEP.format(tests=str(ROOT / "tests"), url=db_url, point=point)
+def _killed_then_resumed(db_url: str, code: str) -> tuple[Store, int]:
+    """Run `code` (a sweep's process that marks pairs in flight, then kills itself with SIGKILL), then open the
+    database as a resuming sweep would (the dead pid's lock is free at once): (the open store, its device id)."""
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         cwd=ROOT,
@@ -240,13 +240,18 @@ def test_kill_9_loses_only_the_pair_in_flight(db_url: str) -> None:
         timeout=120,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    with Store.open(db_url) as store:
-        info = device_info()
-        dev = store.upsert_device(info)
-        sw = store.upsert_software(info, "0.1.0", "abc123")
-        store.begin_sweep(
-            SweepStart("resume", "", dev, sw, info, {"alpha": 1.0, "beta": 0.0}, 5)
-        )  # dead pid: lock free at once
+    store = Store.open(db_url)
+    info = device_info()
+    dev = store.upsert_device(info)
+    sw = store.upsert_software(info, "0.1.0", "abc123")
+    store.begin_sweep(SweepStart("resume", "", dev, sw, info, {"alpha": 1.0, "beta": 0.0}, 5))
+    return store, dev
+
+
+def test_kill_9_loses_only_the_pair_in_flight(db_url: str) -> None:
+    point = gemm_point("fp64", "TT", 8, 8, 8, 100)
+    store, dev = _killed_then_resumed(db_url, KILLED_SWEEP.format(tests=str(ROOT / "tests"), url=db_url, point=point))
+    with store:
         assert store.recover_inflight(dev) == [(instances()[0].id, point)]
         assert store.recover_inflight(dev) == []
         done = store.done_pairs(dev)
@@ -264,20 +269,8 @@ def test_kill_9_with_a_pipelined_pair_records_only_the_running_one_as_crashed(db
     code = KILLED_SWEEP.replace("os.kill(", queued.format(point=point) + "os.kill(").replace(
         "import os,", "import time, os,"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code.format(tests=str(ROOT / "tests"), url=db_url, point=point))],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=120,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
-    with Store.open(db_url) as store:
-        info = device_info()
-        dev = store.upsert_device(info)
-        sw = store.upsert_software(info, "0.1.0", "abc123")
-        store.begin_sweep(SweepStart("resume", "", dev, sw, info, {"alpha": 1.0, "beta": 0.0}, 5))
+    store, dev = _killed_then_resumed(db_url, code.format(tests=str(ROOT / "tests"), url=db_url, point=point))
+    with store:
         assert _scalar(db_url, "SELECT count(*) FROM inflight") == 2
         assert store.recover_inflight(dev) == [(instances()[0].id, point)]
         assert _scalar(db_url, "SELECT count(*) FROM inflight") == 0
