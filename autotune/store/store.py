@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-from sqlalchemy import bindparam, delete, insert, inspect, select, update
+from sqlalchemy import Delete, bindparam, delete, insert, inspect, select, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -416,25 +416,26 @@ class Store:
     def mark_inflight(self, sweep_id: int, space_id: int, instance_id: str, point: TestPoint) -> None:
         """Note that (instance, point) is being measured now; `record` clears it. If the process dies,
         `recover_inflight` turns the note into a `crashed` measurement so that pair is never re-run."""
-        sweep = self._sweep(sweep_id)
-        pid = self.upsert_points([point])[point]
-        table = Inflight.__table__
-        key = dict(instance_id=instance_id, point_id=pid, device_id=sweep.device_id)
+        key, forget = self._inflight_note(sweep_id, instance_id, point)
 
         def work(s: Session) -> None:  # Core statements (the ORM's merge cost ~2 ms more per measurement)
-            s.execute(table.delete().where(*(table.c[k] == v for k, v in key.items())))
-            s.execute(insert(table).values(**key, sweep_id=sweep_id, space_id=space_id, started_at=now()))
+            s.execute(forget)
+            s.execute(insert(Inflight.__table__).values(**key, sweep_id=sweep_id, space_id=space_id, started_at=now()))
 
         self.transact(work)
 
     def unmark_inflight(self, sweep_id: int, instance_id: str, point: TestPoint) -> None:
         """Forget the in-flight note of one pair: sent to the GPU but abandoned unmeasured (the sweep stopped taking
         results; a resumed sweep measures it)."""
-        sweep = self._sweep(sweep_id)
+        _, forget = self._inflight_note(sweep_id, instance_id, point)
+        self.transact(lambda s: s.execute(forget))
+
+    def _inflight_note(self, sweep_id: int, instance_id: str, point: TestPoint) -> tuple[dict, Delete]:
+        """(the key columns of a pair's in-flight note on the sweep's device, the statement deleting that note)."""
         pid = self.upsert_points([point])[point]
         table = Inflight.__table__
-        key = dict(instance_id=instance_id, point_id=pid, device_id=sweep.device_id)
-        self.transact(lambda s: s.execute(table.delete().where(*(table.c[k] == v for k, v in key.items()))))
+        key = dict(instance_id=instance_id, point_id=pid, device_id=self._sweep(sweep_id).device_id)
+        return key, table.delete().where(*(table.c[k] == v for k, v in key.items()))
 
     def clear_inflight(self, sweep_id: int) -> int:
         """Forget the in-flight notes of `sweep_id` (after Ctrl-C the pairs were not at fault, so a resume

@@ -2,9 +2,9 @@
 set to a folder, each process (the run's, its GPU worker, its compile processes) profiles itself with cProfile from
 its start and writes DIR/p<pid>.prof at its exit. On Python 3.12, cProfile sees every thread of a process.
 
-    AUTOTUNE_DEVPROF=/tmp/prof PYTHONPATH=scripts/pyprofile:$PWD \\
-        python3 scripts/bench_kt_switch.py --out /tmp/kt --cases reduction --sides ours --cap 20
-    python3 scripts/pyprofile/summary.py /tmp/prof
+    AUTOTUNE_DEVPROF=runs/prof PYTHONPATH=scripts/pyprofile:$PWD \\
+        python3 scripts/bench_kt_switch.py --out runs/kt --cases reduction --sides ours --cap 20
+    python3 scripts/pyprofile/summary.py runs/prof
 
 Replaces any other sitecustomize for that run. A process killed (SIGKILL, os._exit) writes nothing."""
 
