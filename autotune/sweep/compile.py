@@ -29,12 +29,13 @@ import hashlib
 import json
 import os
 import re
-import signal
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from autotune.sweep.spawning import ignore_sigint
 
 DEFAULT_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 COMPILE_TIMEOUT_ENV = "AUTOTUNE_COMPILE_TIMEOUT"  # seconds one compiler call may take (0 or "off": no limit)
@@ -242,14 +243,6 @@ def arch_option(arch: int, supported: tuple[int, ...]) -> tuple[str, str]:
     if not older:
         raise ValueError(f"NVRTC supports no architecture <= sm_{arch} (it knows {supported})")
     return f"-arch=compute_{max(older)}", "ptx"
-
-
-def ignore_sigint() -> None:
-    """Pool initializer: Ctrl-C belongs to the sweep's main process, which stops the pool itself.
-
-    Without it every compile process receives the terminal's SIGINT too, prints a traceback and can
-    leave the pool's shutdown waiting on a broken queue."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 NICE_ENV = "AUTOTUNE_COMPILE_NICE"  # the compile processes' niceness increment (default 5; 0: none)

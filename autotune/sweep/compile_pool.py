@@ -9,8 +9,14 @@ writes to the compile cache (the worker stores only what a compile call finished
 are cached, a killed call never is).
 
 A pool may start with fewer processes than it may have (`initial`: the GPU backend starts 4 beside its GPU worker,
-whose start they would slow, and calls `grow` once that worker is ready) and starts the rest once a call has waited
-`GROW_AFTER_S` in its queue.
+whose start they would slow) and starts the rest once a call has waited `GROW_AFTER_S` in its queue (or when asked:
+`grow`).
+
+A call goes only to a process that said it is ready (its initializer done: NVRTC loaded, one warm-up compile). Handed
+to processes still starting, the last 11 of Kernel Tuner's stencil example's 31 compiles (17-74 ms each) waited
+0.3 s for the 11 processes the pool had just grown by, while the 4 started first sat idle (kt_switch_h100_kt6).
+A process that dies while starting is dropped; with none left, the queued calls fail with its exit code; once as many
+have died starting as the pool may have, it grows no more (it runs on those that started).
 
 The futures are `concurrent.futures.Future`s: `wait`, `done`, `cancel` (of a call not yet started) work as with a
 `ProcessPoolExecutor`; `cancel_all` kills every worker (a budget's end: `GpuBackend.cancel_compiles`).
@@ -29,9 +35,9 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
 from autotune.sweep.compile import COMPILE_TIMEOUT_ENV, SUPERVISED_ENV, TIMEOUT_ERROR, CompileFailed, CompileTimeout
+from autotune.sweep.spawning import start_process
 
 
-_START_LOCK = threading.Lock()
 GROW_AFTER_S = 0.2  # a pool started with fewer than its processes starts the rest once a call waited this long
 POOL_ENV = "AUTOTUNE_COMPILE_WORKERS"  # compile processes of a GPU backend or a compile worker (else its default)
 
@@ -48,38 +54,15 @@ def env_workers(env: dict[str, str] | None = None) -> int | None:
         raise ValueError(f"{POOL_ENV}={text!r} is not a number of compile processes") from None
 
 
-def start_process(proc: Any) -> None:
-    """`proc.start()` for a spawned autotune process, without the child re-running the user's main script:
-    multiprocessing's spawn imports `__main__` in every child (so that functions defined there unpickle), which runs
-    a Kernel Tuner script's top-level code (its imports: Kernel Tuner, pandas, ...; its data, where not guarded by
-    `if __name__ == "__main__"`) once per compile process and GPU worker, all at once while the script prepares its
-    data. autotune's processes run autotune's functions only, so they need none of it."""
-    from multiprocessing import spawn
-
-    if getattr(proc, "_start_method", None) != "spawn":  # fork/forkserver: nothing is re-imported per process
-        proc.start()
-        return
-    original = spawn.get_preparation_data
-
-    def without_main(name: str) -> dict:
-        data = original(name)
-        data.pop("init_main_from_path", None)
-        data.pop("init_main_from_name", None)
-        return data
-
-    with _START_LOCK:
-        spawn.get_preparation_data = without_main  # type: ignore[assignment]
-        try:
-            proc.start()
-        finally:
-            spawn.get_preparation_data = original  # type: ignore[assignment]
-
-
 def _serve(conn: Connection, initializer: Callable[[], None] | None) -> None:
     """A worker: run each (fn, args) received, send back ("ok", result) or ("error", exception)."""
     os.environ[SUPERVISED_ENV] = "1"  # compile_batch: the time limit is the parent's
     if initializer is not None:
         initializer()
+    try:
+        conn.send(("ready", None))  # calls come only now (CompilePool._dispatch)
+    except (OSError, ValueError):
+        return
     while True:
         try:
             message = conn.recv()
@@ -115,6 +98,7 @@ class _Worker:
         self.proc = ctx.Process(target=_serve, args=(child, initializer), daemon=True)
         start_process(self.proc)
         child.close()
+        self.ready = False  # its initializer done (it sent "ready"): only then is it handed calls
         self.job: tuple[Future, float | None, str, float | None] | None = None  # (future, deadline, what, limit)
 
     def kill(self) -> None:
@@ -147,6 +131,7 @@ class CompilePool:
         self._wake_r, self._wake_w = ctx.Pipe(duplex=False)
         self._closed = False
         self.killed = 0  # calls killed at their deadline
+        self.start_deaths = 0  # processes that died before they were ready
         self._thread = threading.Thread(target=self._loop, name="autotune-compile-pool", daemon=True)
         self._thread.start()
 
@@ -235,7 +220,7 @@ class CompilePool:
     def _dispatch(self) -> None:
         with self._lock:
             for w in self._workers:
-                while w.job is None and self._queue:
+                while w.ready and w.job is None and self._queue:
                     fut, fn, args, timeout_s, what, _ = self._queue.popleft()
                     if not fut.set_running_or_notify_cancel():
                         continue
@@ -246,6 +231,28 @@ class CompilePool:
                         continue
                     deadline = None if timeout_s is None else time.monotonic() + timeout_s
                     w.job = (fut, deadline, what, timeout_s)
+
+    def _started(self, w: _Worker) -> None:
+        """A starting process spoke: ready, or dead. A dead one is dropped, not replaced; with none left, every
+        queued call fails with its exit code (nothing could run them)."""
+        try:
+            kind, _ = w.conn.recv()
+            w.ready = kind == "ready"
+            if w.ready:
+                return
+        except (EOFError, OSError, ValueError):
+            pass
+        w.kill()
+        with self._lock:
+            if w in self._workers:
+                self._workers.remove(w)
+            self.start_deaths += 1
+            queued = [] if self._workers else list(self._queue)
+            if not self._workers:
+                self._queue.clear()
+        for fut, *_ in queued:
+            if fut.set_running_or_notify_cancel():
+                _fail(fut, CompileFailed(f"error: compile processes die while starting (exit code {w.proc.exitcode})"))
 
     def _replace(self, w: _Worker) -> None:
         w.kill()
@@ -272,6 +279,8 @@ class CompilePool:
         with self._lock:
             if len(self._workers) >= self.size or not self._queue:
                 return None
+            if self._workers and self.start_deaths >= self.size:  # new ones keep dying: run on those that started
+                return None
             waited = now - self._queue[0][5]
         if waited < GROW_AFTER_S:
             return now + GROW_AFTER_S - waited
@@ -288,12 +297,16 @@ class CompilePool:
                 deadlines.append(look)
             timeout = None if not deadlines else max(0.0, min(deadlines) - now)
             busy = [w for w in self._workers if w.job is not None]
-            ready = wait([self._wake_r, *(w.conn for w in busy)], timeout)
+            starting = [w for w in self._workers if not w.ready]
+            ready = wait([self._wake_r, *(w.conn for w in busy + starting)], timeout)
             if self._closed:
                 return
             if self._wake_r in ready:
                 while self._wake_r.poll():
                     self._wake_r.recv_bytes()
+            for w in starting:
+                if w.conn in ready:
+                    self._started(w)
             for w in busy:
                 if w.conn not in ready or w.job is None:
                     continue

@@ -251,15 +251,18 @@ def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20) -> float:
     return 2 * nbytes / (summarize(times).median_ms * 1e-3)
 
 
-def read_device_info(device: int, props: dict) -> DeviceInfo:
+def read_device_info(device: int, props: dict, stamps: dict[str, float] | None = None) -> DeviceInfo:
     """The GPU and software stack: name, UUID, SMs, clocks now (NVML, else the runtime's maxima), L2,
-    measured copy bandwidth, driver / runtime / NVRTC / CuPy versions."""
+    measured copy bandwidth, driver / runtime / NVRTC / CuPy versions. `stamps` gets the time.monotonic() after
+    each part (describe_copy, describe_nvml, describe_nvrtc: the GPU worker's start-up timeline)."""
     import cupy as cp
 
     from autotune.sweep.compile import nvrtc_version
 
+    stamps = {} if stamps is None else stamps
     rt, p = cp.cuda.runtime, props
     bandwidth = copy_bandwidth()  # first, so that the clocks below are read with the GPU awake
+    stamps["describe_copy"] = time.monotonic()
     name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
     raw_uuid = p.get("uuid", b"")
     h = raw_uuid.hex() if isinstance(raw_uuid, bytes) else str(raw_uuid)
@@ -283,7 +286,9 @@ def read_device_info(device: int, props: dict) -> DeviceInfo:
             mem_clock = rt.deviceGetAttribute(rt.cudaDevAttrMemoryClockRate, device) // 1000
         except Exception:  # noqa: BLE001
             pass
+    stamps["describe_nvml"] = time.monotonic()
     major, minor = nvrtc_version()
+    stamps["describe_nvrtc"] = time.monotonic()
     return DeviceInfo(
         name=name,
         uuid=uuid,

@@ -1,4 +1,4 @@
-"""A stand-in for `autotune.sweep.backends.gpu_worker.gpu_main` where there is no GPU (tests/test_faults.py).
+"""A stand-in for `autotune.sweep.backends.gpu_entry.gpu_main` where there is no GPU (tests/test_faults.py).
 
 It speaks the real worker's pipe protocol (("ready", None) at start; device_info, measure, baseline and
 stop requests; ("progress", est) and ("result" | "fatal", payload) answers), so the parent's supervision

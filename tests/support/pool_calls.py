@@ -30,3 +30,15 @@ def fail(log: str) -> None:
 
 def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def slow_start_if(marker: str, seconds: float) -> None:
+    """A pool initializer: a process started while `marker` exists takes `seconds` to become ready."""
+    if os.path.exists(marker):
+        time.sleep(seconds)
+
+
+def die_at_start_if(marker: str) -> None:
+    """A pool initializer: a process started while `marker` exists dies before it is ready."""
+    if os.path.exists(marker):
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,6 +1,7 @@
 """The GPU worker process: loads compiled kernels, verifies and times them, reports back over a pipe.
 
-It runs in a child process started by `autotune.sweep.backends.local.GpuBackend` (spawn), so a kernel that faults,
+Its entry is `gpu_entry.gpu_main` (a light module, spawned before the rest of the engine is imported). It runs in a
+child process started by `autotune.sweep.backends.local.GpuBackend` (spawn), so a kernel that faults,
 hangs or exhausts memory takes down only this process; the parent records the failure and starts a
 new one. It keeps loaded modules, problem data (built by each point's problem kind) and references between requests.
 A point's constants (`ProblemData.constants`: a declared kind's `constants:`) are copied into the loaded module's
@@ -10,7 +11,6 @@ A point's constants (`ProblemData.constants`: a declared kind's `constants:`) ar
 from __future__ import annotations
 
 import itertools
-import os
 import time
 import traceback
 import zlib
@@ -18,48 +18,13 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.sweep.timing import TimingPlan
-from autotune.sweep.compile import CompiledKernel, ignore_sigint
+from autotune.sweep.compile import CompiledKernel
 from autotune.problems.base import ProblemKind, Scalars, l2_protection, scalars_key
 from autotune.problems.declared_data import CheckError
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.sweep.backends.tasks import MeasureRequest
-
-
-def gpu_main(conn: Any, device: int, warm: bool = False) -> None:
-    """The worker's loop; `warm`: compile the device comparison in a thread meanwhile (`warm_comparisons`)."""
-    ignore_sigint()  # Ctrl-C is the parent's: it finishes or abandons the request in flight, then stops us
-    stamps = {"started": time.monotonic()}  # sent with "ready": where the worker's start went (GpuBackend.timeline)
-    try:
-        import cupy as cp
-
-        stamps["cupy_imported"] = time.monotonic()
-        cp.cuda.Device(device).use()
-        state = _GpuState(cp, device)
-        stamps["context"] = time.monotonic()
-        conn.send(("ready", stamps))
-    except BaseException:  # noqa: BLE001 - report anything, the parent decides
-        conn.send(("error", traceback.format_exc()))
-        return
-    try:  # described now, while the parent still plans (the sweep asks for it first): not on its critical path
-        state.info = state.device_info()
-    except Exception:  # noqa: BLE001 - asked again (and reported) when the parent needs it
-        state.info = None
-    if warm:
-        warm_comparisons(cp)
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:
-            return
-        if message[0] == "stop":
-            return
-        result, fatal = state.handle(message, conn)
-        conn.send(("fatal" if fatal else "result", result))
-        if fatal:  # the context is poisoned: leave without running CUDA destructors
-            conn.close()
-            os._exit(3)
 
 
 def warm_comparisons(cp: Any) -> None:
@@ -90,6 +55,7 @@ class _GpuState:
 
         self.cp, self.device = cp, device
         self.info: DeviceInfo | None = None  # described once, right after the start (gpu_main)
+        self.stamps: dict[str, float] = {}  # start-up steps after "ready", sent with the first `prepare` answer
         self.props = cp.cuda.runtime.getDeviceProperties(device)
         self.l2_bytes = int(self.props["l2CacheSize"])
         self.timer = Timer()
@@ -151,7 +117,7 @@ class _GpuState:
         compile pool works), so the first measurement does not wait for them. (stamps | ProblemFault, fatal):
         the stamps (time.monotonic) of its steps, for the parent's start-up timeline."""
         cp = self.cp
-        stamps: dict[str, float] = {}
+        stamps, self.stamps = self.stamps, {}
         try:
             key, _ = self.problem(kind, point, convention, scalars)
             stamps["prepare_data"] = time.monotonic()
@@ -382,7 +348,7 @@ class _GpuState:
     def device_info(self) -> DeviceInfo:
         from autotune.sweep.timing import read_device_info
 
-        return read_device_info(self.device, self.props)
+        return read_device_info(self.device, self.props, self.stamps)
 
 
 def global_symbol(module: Any, name: str) -> tuple[int, int | None]:

@@ -62,14 +62,14 @@ from autotune.sweep.compile_pool import (
     kill_executor,
     request_limit,
     request_what,
-    start_process,
 )
 from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, resource_failure, screen_options
 from autotune.sweep.backends.base import Job
 from autotune.sweep.nvcc import find_nvcc
 from autotune.space.kt_semantics import split_unroll
 from autotune.errors import UserError
-from autotune.sweep.backends.gpu_worker import ProblemFault, gpu_main
+from autotune.sweep.backends.gpu_entry import gpu_main, spawn_worker
+from autotune.sweep.backends.gpu_worker import ProblemFault
 from autotune.sweep.backends.tasks import KernelTask, MeasureRequest, Variant
 from autotune.problems.base import ProblemKind, Scalars, scalars_key
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
@@ -78,11 +78,12 @@ from autotune.devices import DeviceLimits, know_gpu
 COMPILE_CACHE_ENV = "AUTOTUNE_COMPILE_CACHE"  # a compile cache folder other than the default (a benchmark's fresh one)
 DEFAULT_CACHE_DIR = Path(os.environ.get(COMPILE_CACHE_ENV) or paths.CACHE_DIR / "compile")
 STARTUP_TIMEOUT_S = 180.0
-# compile processes started with the GPU worker; the pool grows to `compile_workers` once the worker is ready or a
-# compile has waited in its queue (compile_pool.GROW_AFTER_S), whichever comes first. All 15 started at once on a
-# 16-core H100 host slowed the worker's start (spawned, CuPy imported, context made: ready 2.1 s after the process
-# start with 15, 1.5 s with 4; Kernel Tuner's stencil example, whose whole process took 2.6 s against 2.1 s:
-# results/bench/PROVENANCE.md, kt_switch_h100_kt5), where a small space's light compiles kept 2 to 4 of them busy.
+# compile processes started with the GPU worker; the pool grows to `compile_workers` once a compile has waited in its
+# queue (compile_pool.GROW_AFTER_S). All 15 started at once on a 16-core H100 host slowed the worker's start (ready
+# 2.1 s after the process start with 15, 1.5 s with 4: results/bench/PROVENANCE.md, kt_switch_h100_kt5), where a small
+# space's light compiles kept 2 to 4 of them busy. Growing when the worker was ready slowed the 4 compile processes'
+# compiles while the 11 new ones started (Kernel Tuner's zeromean example: 240-340 ms each, against 13-26 ms; its
+# whole process 2.33-3.04 s against 1.78-1.93 s without: 3 runs each, H100, kt7 in results/bench/PROVENANCE.md).
 STARTING_COMPILE_WORKERS = 4
 
 
@@ -215,6 +216,7 @@ class GpuBackend:
             self._spawn()
         if self._pool is None:  # STARTING_COMPILE_WORKERS now (each loads NVRTC and compiles once: warm_nvrtc), the
             self._compile_pool()  # rest when compiles queue up (compile_pool.GROW_AFTER_S)
+            self._mark("pool_spawned")
 
     def ready(self, hint: str = "") -> None:
         """Wait until the GPU worker has started (`start` spawned it): a worker that cannot start (no GPU, CuPy
@@ -233,16 +235,20 @@ class GpuBackend:
             ) from None
 
     def _spawn(self) -> None:
-        parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(
-            target=gpu_main,
-            args=(child, self.device),
-            kwargs={"warm": True} if self.warm_checks else {},
-            daemon=True,
-        )
-        start_process(self._proc)
-        child.close()
-        self._conn, self._ready = parent, False
+        self._proc, self._conn = spawn_worker(self._ctx, self.device, self.warm_checks, gpu_main)
+        self._ready = False
+        self._mark("worker_spawned")
+
+    def adopt_worker(self, proc: Any, conn: Any, spawned_at: float) -> None:
+        """Take a GPU worker started by `gpu_entry.spawn_worker` for this backend's device (at time.monotonic()
+        `spawned_at`: the timeline counts from it) as this backend's, before `start`: `kt_prewarm` spawns it before it
+        imports this module."""
+        if self._proc is not None:
+            raise RuntimeError("this backend has a GPU worker already")
+        self._t0 = spawned_at
+        self.timeline["worker_spawned"] = 0.0
+        self._mark("worker_adopted")
+        self._proc, self._conn, self._ready = proc, conn, False
 
     def _wait_ready(self) -> None:
         parent = self._conn
@@ -260,8 +266,6 @@ class GpuBackend:
             raise RuntimeError(f"the GPU worker could not start: {payload}")
         self._ready = True
         self._mark("worker_ready")
-        if isinstance(self._pool, CompilePool):  # the worker's start is over: the rest of the compile processes
-            self._pool.grow_soon()
         if isinstance(payload, dict) and self._t0 is not None:  # the worker's own stamps (time.monotonic, system-wide)
             for event, at in payload.items():
                 self.timeline.setdefault(f"worker.{event}", round(at - self._t0, 3))
