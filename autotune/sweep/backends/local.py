@@ -310,12 +310,17 @@ class GpuBackend:
         """Send one request; ("result", payload) or ("timeout"|"crashed", reason)."""
         self._settle()  # (the pipeline's request was sent first: its answer comes first)
         if self._send(message) is None:  # the worker had died between requests: a new one takes it
-            code = self._exit_code()
-            self._kill()
-            self.restarts += 1
+            reason = self._lost()
             if self._send(message) is None:
-                return "crashed", f"GPU worker process died (exit code {code})"
+                return "crashed", reason
         return self._reply(expected)
+
+    def _lost(self) -> str:
+        """Reap a worker whose pipe closed (it died) and count the restart; the reason to record."""
+        code = self._exit_code()
+        self._kill()
+        self.restarts += 1
+        return f"GPU worker process died (exit code {code})"
 
     def _send(self, message: tuple) -> int | None:
         """Send one request without reading its answer (answers come in the order the requests were sent); the
@@ -362,10 +367,7 @@ class GpuBackend:
                     continue
                 kind, payload = self._conn.recv()
             except (EOFError, OSError):
-                code = self._exit_code()
-                self._kill()
-                self.restarts += 1
-                return "crashed", f"GPU worker process died (exit code {code})"
+                return "crashed", self._lost()
             if kind == "progress":
                 extra = expected(payload) if expected else 0.0
                 deadline = time.monotonic() + max(self.timeout_s, self.timeout_factor * extra)
