@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""How far a capped, compile-bound case of `scripts/bench_kt_switch.py` could go on its host: an upper bound on our
+configurations and on the ratio, from that run's own compile times (issue 31: the convolution's 10x).
+
+For each case where our call stopped at the cap (not every configuration measured) and recorded compile times:
+
+  span       from our first compile submitted to the sweep's end (`backend.first_submit` .. `call.sweep_done`)
+  capacity   compile processes x span (the processes: the host's cores less one, as GpuBackend's default, or --workers)
+  compiled   the sum of the compile times of the configurations measured (`compile_ms`)
+  busy       compiled / capacity
+  bound      configurations measured + (capacity - compiled) / the mean compile time of the last --tail measured
+  ratio max  the benchmark's ratio (configurations per second of process wall, ours over Kernel Tuner's) had ours
+             measured `bound` configurations in the same process wall
+  needed     the configurations the case's target ratio needs in that process wall
+
+The bound assumes every compile process busy from the first submit to the end and the configurations after the last
+measured costing at least what the last --tail did: true where compile cost grows along the enumeration order (the
+convolution's tiles), so no scheduling of these compiles measures more within the cap on that host. It counts compiles
+only: a case far from busy (the reduction: its GPU is the bottleneck) is bounded by its measurements, not by this.
+
+    python3 scripts/kt_switch_bound.py results/bench/kt_switch_h100_kt7.json.xz [--workers N] [--tail 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def load(path: Path) -> dict[str, Any]:
+    raw = path.read_bytes()
+    if path.suffix == ".xz":
+        raw = lzma.decompress(raw)
+    data = json.loads(raw)
+    if not isinstance(data, dict) or "cases" not in data:
+        raise SystemExit(f"{path}: not a bench_kt_switch.py JSON (no `cases`)")
+    return data
+
+
+def bound(case: dict[str, Any], workers: int, tail: int) -> dict[str, Any] | None:
+    """The bound of one case (the module docstring), or None where ours was not stopped by the cap, or its run lacks
+    the timeline or compile times it needs."""
+    runs, results = case.get("runs") or {}, case.get("results") or {}
+    ours, kt = runs.get("ours"), runs.get("kt")
+    if not ours or not kt or not kt.get("configs") or not kt.get("process_wall_s"):
+        return None
+    if ours.get("space_size") is not None and ours.get("configs", 0) >= ours["space_size"]:
+        return None  # every configuration measured: nothing to bound
+    times = [r["compile_ms"] / 1e3 for r in results.get("ours") or [] if isinstance(r.get("compile_ms"), (int, float))]
+    timeline = ours.get("timeline") or {}
+    first, end = timeline.get("backend.first_submit"), timeline.get("call.sweep_done")
+    if not times or first is None or end is None or end <= first:
+        return None
+    span = end - first
+    capacity, compiled = workers * span, sum(times)
+    last = statistics.fmean(times[-tail:])
+    n = len(times)
+    most = n + max(0.0, capacity - compiled) / last
+    wall = ours["process_wall_s"]
+    kt_rate = kt["configs"] / kt["process_wall_s"]
+    target = 10.0 if (ours.get("space_size") or 0) > 500 else 3.0
+    return {
+        "measured": n,
+        "span_s": span,
+        "compiled_s": compiled,
+        "busy": compiled / capacity,
+        "last_mean_s": last,
+        "bound": most,
+        "ratio": n / wall / kt_rate,
+        "ratio_max": most / wall / kt_rate,
+        "target": target,
+        "needed": target * kt_rate * wall,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("json", type=Path, help="kt_switch.json of bench_kt_switch.py (or its .xz)")
+    ap.add_argument("--workers", type=int, help="compile processes (default: the run's host_cpus less one)")
+    ap.add_argument("--tail", type=int, default=10, help="the last N compile times the rest is assumed to cost")
+    a = ap.parse_args(argv)
+    data = load(a.json)
+    workers = a.workers or max(1, int((data.get("provenance") or {}).get("host_cpus") or 2) - 1)
+    rows = [(name, b) for name, case in data["cases"].items() if (b := bound(case, workers, max(1, a.tail)))]
+    if not rows:
+        print(f"{a.json}: no case of ours stopped at the cap with compile times")
+        return 0
+    print(f"{a.json} ({workers} compile processes, the rest costing the mean of the last {a.tail})")
+    head = f"{'case':<12}{'measured':>9}{'span s':>8}{'compiled s':>11}{'busy':>6}{'last s':>8}"
+    print(head + f"{'bound':>7}{'ratio':>7}{'max':>7}{'target':>7}{'needed':>8}")
+    for name, b in rows:
+        print(
+            f"{name:<12}{b['measured']:>9}{b['span_s']:>8.1f}{b['compiled_s']:>11.1f}{b['busy']:>6.2f}"
+            f"{b['last_mean_s']:>8.2f}{b['bound']:>7.0f}{b['ratio']:>7.1f}{b['ratio_max']:>7.1f}{b['target']:>7.0f}"
+            f"{b['needed']:>8.0f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
