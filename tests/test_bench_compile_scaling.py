@@ -1,0 +1,53 @@
+"""scripts/bench_compile_scaling.py's pure parts: the sample spaces (the sizes the benchmarks report), a seeded
+sample, and the slowdown and effective parallelism from known compile times. The compiles themselves run on the
+GPU machine (the script's own run, cited in results/bench/PROVENANCE.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("bench_compile_scaling", ROOT / "scripts" / "bench_compile_scaling.py")
+assert _spec is not None and _spec.loader is not None
+scaling = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(scaling)
+
+
+def test_the_sample_spaces_have_the_benchmarks_sizes() -> None:
+    bench, whole = scaling.space("bench"), scaling.space("whole")
+    assert len(bench) == 1080 and len(whole) == 7296  # bench_kt_switch's convolution; bench_compile_bound's space
+    assert all(c["block_size_x"] * c["block_size_y"] <= 1024 for c in bench + whole)
+    assert all(c["use_padding"] == 0 or c["block_size_x"] % 32 != 0 for c in whole)
+    with pytest.raises(SystemExit, match="bench or whole"):
+        scaling.space("other")
+
+
+def test_a_sample_is_seeded_and_distinct() -> None:
+    bench = scaling.space("bench")
+    a, b, c = scaling.sample(bench, 24, 0), scaling.sample(bench, 24, 0), scaling.sample(bench, 24, 1)
+    assert a == b and a != c
+    assert len({tuple(sorted(x.items())) for x in a}) == 24
+    with pytest.raises(SystemExit, match="between 1 and"):
+        scaling.sample(bench, 1081, 0)
+
+
+def test_slowdown_and_effective_parallelism() -> None:
+    times = {1: [1.0, 2.0, 3.0, None], 4: [2.0, 3.0, 3.0, 9.0], 8: [None, 4.0, 6.0, 1.0]}
+    rows = {r["procs"]: r for r in scaling.summarize(times, {1: 6.5, 4: 4.0, 8: 7.0})}
+    assert rows[1]["slowdown"] == 1.0 and rows[1]["effective"] == 1.0
+    # P=4 against P=1 on the instances timed at both (the first three): 8 s over 6 s
+    assert rows[4]["slowdown"] == pytest.approx(1.333, abs=1e-3) and rows[4]["effective"] == pytest.approx(3.0)
+    assert rows[4]["compile_s"] == 17.0 and rows[4]["instances"] == 4
+    # P=8: the second and third only, 10 s over 5 s
+    assert rows[8]["slowdown"] == 2.0 and rows[8]["effective"] == 4.0
+    assert scaling.summarize({8: [1.0]}, {8: 1.0})[0]["effective"] is None  # no P=1 to compare with
+
+
+def test_the_requests_carry_each_configuration_as_defines() -> None:
+    config = scaling.space("bench")[0]
+    (req,) = scaling.requests([config], 90)
+    assert req.source == scaling.KERNEL and req.name_expressions == (scaling.NAME,) and req.arch == 90
+    assert {f"-D{k}={v}" for k, v in config.items()} <= set(req.options) and not req.precheck
