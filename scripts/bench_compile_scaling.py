@@ -149,7 +149,7 @@ def ours(reqs: list[Any], procs: int) -> tuple[list[float | None], float, int]:
                 failed += not ck.ok
             return out, time.perf_counter() - t0, failed
         finally:
-            pool.close()
+            pool.shutdown()
 
 
 def kt_way(configs: list[dict[str, int]]) -> list[float]:
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     failed: dict[int, int] = {}
     for p in procs:
         times[p], walls[p], failed[p] = ours(reqs, p)
-        print(f"P={p}: {walls[p]:.1f} s wall, {failed[p]} failed", file=sys.stderr, flush=True)
+        print(f"P={p}: {walls[p]:.1f} s wall, {failed[p]} failed, {json.dumps(times[p])}", file=sys.stderr, flush=True)
     rows = summarize(times, walls)
     kt_times = kt_way(configs[: a.kt]) if a.kt > 0 else []
     kt_over_ours = None

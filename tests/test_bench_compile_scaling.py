@@ -51,3 +51,18 @@ def test_the_requests_carry_each_configuration_as_defines() -> None:
     (req,) = scaling.requests([config], 90)
     assert req.source == scaling.KERNEL and req.name_expressions == (scaling.NAME,) and req.arch == 90
     assert {f"-D{k}={v}" for k, v in config.items()} <= set(req.options) and not req.precheck
+
+
+def test_the_pool_path_runs_and_closes_without_a_compiler() -> None:
+    """`ours` through a real CompilePool (spawned processes): without NVRTC here every request fails, recorded as
+    a failure with no time, and the pool shuts down (the GPU machine runs the compiles)."""
+    pytest.importorskip("multiprocessing")
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("NVRTC present: the GPU machine's run covers the compiles")
+    reqs = scaling.requests(scaling.space("bench")[:2], 90)
+    times, wall, failed = scaling.ours(reqs, 2)
+    assert times == [None, None] and failed == 2 and wall > 0
