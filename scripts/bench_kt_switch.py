@@ -393,6 +393,7 @@ def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir
         os.environ,
         CUPY_CACHE_DIR=str(work / "cupy_cache"),
         AUTOTUNE_COMPILE_CACHE=str(work / "compile"),
+        CUDA_CACHE_PATH=str(work / "cuda_cache"),  # the driver's compute cache: NVRTC's and CuPy's ptxas step hit it
         PYTHONUNBUFFERED="1",
         PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     )
@@ -468,6 +469,7 @@ def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir
         run.best_time_ms, run.best_config = float(best["time"]), best["params"]
     shutil.rmtree(work / "cupy_cache", ignore_errors=True)
     shutil.rmtree(work / "compile", ignore_errors=True)
+    shutil.rmtree(work / "cuda_cache", ignore_errors=True)
     return run
 
 
