@@ -116,14 +116,14 @@ def summarize(times: dict[int, list[float | None]], walls: dict[int, float]) -> 
     return rows
 
 
-def requests(configs: list[dict[str, int]], arch: int) -> list[Any]:
-    """One CompileRequest per configuration: the kernel file, its parameters as -D options (as `tune_kernel` does)."""
+def requests(configs: list[dict[str, int]], arch: int, options: tuple[str, ...] | None = None) -> list[Any]:
+    """One CompileRequest per configuration: the kernel file, `options` (default: the sweep's own), then its
+    parameters as -D options (as `tune_kernel` does)."""
     from autotune.sweep.compile import DEFAULT_OPTIONS, CompileRequest
 
+    base = DEFAULT_OPTIONS if options is None else options
     return [
-        CompileRequest(
-            KERNEL, (NAME,), arch, options=(*DEFAULT_OPTIONS, *(f"-D{k}={v}" for k, v in c.items())), timeout_s=None
-        )
+        CompileRequest(KERNEL, (NAME,), arch, options=(*base, *(f"-D{k}={v}" for k, v in c.items())), timeout_s=None)
         for c in configs
     ]
 
@@ -221,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--procs", default="1,15", help="process counts, comma-separated; 1 is always run (default 1,15)")
     ap.add_argument("--kt", type=int, default=0, help="also compile the first N Kernel Tuner's way (needs a GPU)")
     ap.add_argument("--arch", type=int, default=None, help="compute capability, e.g. 90 (default: the GPU's)")
+    ap.add_argument(
+        "--options",
+        default=None,
+        help="compiler options instead of the sweep's (-std=c++17), e.g. --options=--std=c++11",
+    )
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     ap.add_argument("--dry-run", action="store_true", help="print the sample and its requests; compile nothing")
     a = ap.parse_args(argv)
@@ -231,16 +236,17 @@ def main(argv: list[str] | None = None) -> int:
     if procs[0] < 1:
         raise SystemExit(f"--procs {a.procs!r}: every count at least 1")
     configs = sample(space(a.space), a.sample, a.seed)
+    opts = None if a.options is None else tuple(a.options.split())
     os.environ["CUDA_CACHE_PATH"] = tempfile.mkdtemp(prefix="autotune-scaling-cuda-")  # before CUDA starts here
     if a.dry_run:
-        for c, r in zip(configs, requests(configs, a.arch or 90), strict=True):
+        for c, r in zip(configs, requests(configs, a.arch or 90, opts), strict=True):
             print(json.dumps(c), " ".join(r.options))
         return 0
     if a.arch is None:
         import cupy
 
         a.arch = int(cupy.cuda.Device(0).compute_capability)  # "90" for sm_90
-    reqs = requests(configs, a.arch)
+    reqs = requests(configs, a.arch, opts)
     times: dict[int, list[float | None]] = {}
     walls: dict[int, float] = {}
     failed: dict[int, int] = {}
@@ -260,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         "when_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": {**host(), "python": platform.python_version()},
         "arch": a.arch,
+        "options": list(reqs[0].options[: len(reqs[0].options) - len(configs[0])]),
         "space": a.space,
         "configs": configs,
         "times": {str(p): t for p, t in times.items()},

@@ -66,3 +66,10 @@ def test_the_pool_path_runs_and_closes_without_a_compiler() -> None:
     reqs = scaling.requests(scaling.space("bench")[:2], 90)
     times, wall, failed = scaling.ours(reqs, 2)
     assert times == [None, None] and failed == 2 and wall > 0
+
+
+def test_options_replace_the_sweeps_own() -> None:
+    config = scaling.space("bench")[0]
+    (req,) = scaling.requests([config], 90, ("--std=c++11",))
+    assert req.options[0] == "--std=c++11" and "-std=c++17" not in req.options
+    assert req.options[1:] == tuple(f"-D{k}={v}" for k, v in config.items())
