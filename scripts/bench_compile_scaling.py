@@ -17,6 +17,8 @@ For each P it prints:
   compile s    the sum of the instances' compile times (NVRTC's own wall in the compile process)
   slowdown     the sum of compile times at P over the sum at P=1 (the same instances): what running P at once costs
                each compile (the cores' shared caches, memory bandwidth and clock)
+  ratio med    the median over those instances of each one's compile time at P over its time at P=1 (the sums are
+               ruled by the longest compiles, which run mostly alone at the end whatever P is: read both)
   effective    P / slowdown: compiles at once, in effect, with every process busy. A compile-bound sweep on this
                host measures at most `effective` times the configurations per second of one compile at a time
                (Kernel Tuner), when each of its compiles costs what ours does alone (the `kt/ours` column: Kernel
@@ -58,20 +60,13 @@ NAME = "convolution_kernel"
 
 def space(which: str) -> list[dict[str, int]]:
     """The configurations of a sample space (the module docstring), in Kernel Tuner's enumeration order."""
+    sys.path.insert(0, str(ROOT / "scripts"))  # the sibling scripts that define these spaces
     if which == "bench":
-        params: dict[str, list[int]] = {
-            "filter_width": [17],
-            "filter_height": [17],
-            "block_size_x": [16 * i for i in range(1, 9)],
-            "block_size_y": [2**i for i in range(1, 6)],
-            "tile_size_x": [2**i for i in range(3)],
-            "tile_size_y": [2**i for i in range(3)],
-            "use_padding": [0, 1],
-            "read_only": [0, 1],
-        }
+        import two_stage_compile as bench  # type: ignore[import-not-found]
+
+        params: dict[str, list[int]] = bench.tune_params()
         keep = [lambda c: c["block_size_x"] * c["block_size_y"] <= 1024]
     elif which == "whole":
-        sys.path.insert(0, str(ROOT / "scripts"))
         import bench_compile_bound as whole  # type: ignore[import-not-found]
 
         params = whole.tune_params()
@@ -105,6 +100,7 @@ def summarize(times: dict[int, list[float | None]], walls: dict[int, float]) -> 
             "compile_s": round(sum(got), 2),
             "median_s": round(statistics.median(got), 3) if got else None,
             "slowdown": None,
+            "ratio_median": None,
             "effective": None,
         }
         if base is not None:
@@ -112,6 +108,7 @@ def summarize(times: dict[int, list[float | None]], walls: dict[int, float]) -> 
             if pairs and sum(b for _, b in pairs) > 0:
                 slow = sum(a for a, _ in pairs) / sum(b for _, b in pairs)
                 row["slowdown"], row["effective"] = round(slow, 3), round(p / slow, 2)
+                row["ratio_median"] = round(statistics.median(a / b for a, b in pairs if b > 0), 3)
         rows.append(row)
     return rows
 
@@ -133,11 +130,11 @@ def ours(reqs: list[Any], procs: int) -> tuple[list[float | None], float, int]:
     seconds per request, None where it has none; the wall from the first submit; failures)."""
     import multiprocessing as mp
 
-    from autotune.sweep.compile import compile_batch, warm_compile_process
+    from autotune.sweep.compile import cold_cache_env, compile_batch, warm_compile_process
     from autotune.sweep.compile_pool import CompilePool
 
     with tempfile.TemporaryDirectory(prefix="autotune-scaling-") as cache:
-        os.environ["CUDA_CACHE_PATH"] = str(Path(cache) / "cuda")  # the pool's processes: a cold compute cache
+        os.environ.update(cold_cache_env(Path(cache)))  # the pool's processes: every cache cold
         pool = CompilePool(procs, mp.get_context("spawn"), initializer=warm_compile_process)
         try:
             t0 = time.perf_counter()
@@ -201,16 +198,33 @@ def host() -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]], kt_over_ours: float | None) -> str:
-    head = f"{'procs':>5} {'n':>4} {'wall s':>8} {'compile s':>10} {'median s':>9} {'slowdown':>9} {'effective':>9}"
+    head = (
+        f"{'procs':>5} {'n':>4} {'wall s':>8} {'compile s':>10} {'median s':>9} {'slowdown':>9} {'ratio med':>9} "
+        f"{'effective':>9}"
+    )
     lines = [head]
     for r in rows:
         lines.append(
             f"{r['procs']:>5} {r['instances']:>4} {r['wall_s']:>8.2f} {r['compile_s']:>10.2f} "
-            f"{r['median_s'] if r['median_s'] is not None else '':>9} {r['slowdown'] or '':>9} {r['effective'] or '':>9}"
+            f"{r['median_s'] if r['median_s'] is not None else '':>9} {r['slowdown'] or '':>9} "
+            f"{r.get('ratio_median') or '':>9} {r['effective'] or '':>9}"
         )
     if kt_over_ours is not None:
         lines.append(f"kt/ours (P=1, the same instances): {kt_over_ours:.3f}")
     return "\n".join(lines)
+
+
+def report(path: Path) -> int:
+    """The table of a saved run, recomputed from its compile times (a run saved before a column existed gets it)."""
+    import lzma
+
+    raw = path.read_bytes()
+    saved = json.loads(lzma.decompress(raw) if path.suffix == ".xz" else raw)
+    times = {int(p): t for p, t in saved["times"].items()}
+    walls = {r["procs"]: r["wall_s"] for r in saved["rows"]}
+    print(json.dumps({k: saved.get(k) for k in ("commit", "when_utc", "host", "space", "options")}))
+    print(table(summarize(times, walls), saved.get("kt_over_ours")))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,7 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     ap.add_argument("--dry-run", action="store_true", help="print the sample and its requests; compile nothing")
+    ap.add_argument("--report", type=Path, default=None, help="print the table of a saved run (its --out, or .xz)")
     a = ap.parse_args(argv)
+    if a.report is not None:
+        return report(a.report)
     try:
         procs = sorted({1, *(int(p) for p in a.procs.split(",") if p.strip())})
     except ValueError:

@@ -71,6 +71,7 @@ def run_once(tree: Path, space: str, instances: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="autotune-generality-") as tmp:
         path = os.pathsep.join(x for x in (str(tree.resolve()), os.environ.get("PYTHONPATH", "")) if x)
         env = {**os.environ, "PYTHONPATH": path, "CUPY_CACHE_DIR": str(Path(tmp) / "cupy")}
+        env["CUDA_CACHE_PATH"] = str(Path(tmp) / "cuda")  # the driver's compute cache (NVRTC's ptxas step): cold
         out = subprocess.run(
             [sys.executable, "-c", CHILD, space, str(instances), tmp],
             env=env,

@@ -12,8 +12,9 @@ process that imports the script and calls its tuning function with `kernel_tuner
              (the sweep's time budget) and `database=` a file in the run's folder.
 Nothing else of the call changes. A run whose call outlasts --cap seconds is stopped: Kernel Tuner's process is
 killed at CAP after the call started (its cache keeps what it finished); ours ends itself by its budget (and is
-killed at CAP + 120 s if it does not). Every run has a fresh compile cache (CUPY_CACHE_DIR, AUTOTUNE_COMPILE_CACHE)
-and a fresh working folder; the order of the two sides alternates from case to case.
+killed at CAP + 120 s if it does not). Every run has fresh compile caches (CUPY_CACHE_DIR, AUTOTUNE_COMPILE_CACHE,
+and the driver's compute cache, CUDA_CACHE_PATH, where NVRTC's ptxas step and CuPy's JIT keep their output) and a
+fresh working folder; the order of the two sides alternates from case to case.
 
 Reported per case and side (CSV + JSON under --out, a table last): configurations measured (failures included, as
 Kernel Tuner counts them) and those that passed; process wall (from the process's start to the call's return or
@@ -389,11 +390,12 @@ def random_order(kw: dict[str, Any]) -> dict[str, Any]:
 
 def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir: Path, order: str = "script") -> Run:
     work = Path(tempfile.mkdtemp(prefix=f"{case.name}_{side}_", dir=base))
+    sys.path.insert(0, str(ROOT))
+    from autotune.sweep.compile import cold_cache_env
+
     env = dict(
         os.environ,
-        CUPY_CACHE_DIR=str(work / "cupy_cache"),
-        AUTOTUNE_COMPILE_CACHE=str(work / "compile"),
-        CUDA_CACHE_PATH=str(work / "cuda_cache"),  # the driver's compute cache: NVRTC's and CuPy's ptxas step hit it
+        **cold_cache_env(work / "caches"),  # ours, CuPy's and the CUDA driver's compute cache, all fresh
         PYTHONUNBUFFERED="1",
         PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     )
@@ -467,9 +469,7 @@ def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir
     if ok:
         best = min(ok, key=lambda r: r["time"])
         run.best_time_ms, run.best_config = float(best["time"]), best["params"]
-    shutil.rmtree(work / "cupy_cache", ignore_errors=True)
-    shutil.rmtree(work / "compile", ignore_errors=True)
-    shutil.rmtree(work / "cuda_cache", ignore_errors=True)
+    shutil.rmtree(work / "caches", ignore_errors=True)
     return run
 
 

@@ -48,6 +48,7 @@ from typing import Any, Sequence
 
 from autotune.problems.gemm import gemm_point
 from autotune import __version__, paths
+from autotune.sweep.compile import cold_cache_env
 from autotune.sweep.config import SweepConfig, parse_config
 from autotune.space.instance import Instance
 from autotune.vocab import Measurement, Status, TestPoint
@@ -583,7 +584,7 @@ def run_kt(spec: dict[str, Any], workdir: Path, timeout_s: float, log_dir: Path)
     spec_path = workdir / "kt_spec.json"
     spec.update(result=str(workdir / "kt_result.json"), progress=str(log_dir / "kt_progress.txt"))
     spec_path.write_text(json.dumps(spec))
-    env = {**os.environ, "CUPY_CACHE_DIR": str(workdir / "kt-cupy-cache")}
+    env = {**os.environ, **cold_cache_env(workdir / "kt-caches")}
     t0 = time.perf_counter()
     with open(log_dir / "kernel_tuner.log", "w") as log:
         try:
@@ -908,7 +909,7 @@ def main(argv: list[str] | None = None) -> int:
         d = workdir / label  # a fresh database, compile cache and CuPy cache for every run
         d.mkdir(parents=True, exist_ok=True)
         text = sweep_yaml(space_path, points, f"sqlite:///{d / 'ours.sqlite'}", a.reps, n, a.seed, a.alpha, a.beta)
-        os.environ["CUPY_CACHE_DIR"] = str(d / "cupy-cache")  # fresh; inherited by the worker processes
+        os.environ.update(cold_cache_env(d / "caches"))  # fresh; inherited by the worker processes
         extra = {"compile_batch_size": compile_batch} if compile_batch else {}
         res = run_ours(text, d, GpuBackend(tol=tol, cache_dir=d / "compile-cache", **extra), ask)
         res["label"] = label

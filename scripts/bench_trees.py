@@ -38,6 +38,7 @@ def one_run(tree: Path, config: str, max_instances: int, workdir: Path) -> dict:
         os.environ,
         PYTHONPATH=os.pathsep.join(filter(None, [str(tree.resolve()), os.environ.get("PYTHONPATH")])),
         CUPY_CACHE_DIR=str(workdir / "cupy"),
+        CUDA_CACHE_PATH=str(workdir / "cuda"),  # the driver's compute cache (NVRTC's ptxas step): cold for each tree
         PYTHONUNBUFFERED="1",
     )
     cmd = [

@@ -54,6 +54,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from autotune.sweep.compile import cold_cache_env  # noqa: E402 - the repository's own package, by path
+
 CASE_DIR = ROOT / "tests" / "data" / "kt_public"
 SCRIPT, ENTRY, FILES = "convolution_correct.py", "tune", ("convolution.cu",)
 SPACE_SIZE = 1080  # the script's tune_params with at most 1,024 threads per block
@@ -210,8 +213,7 @@ def spawn(mode: str, work: Path, seed: int, budget: int, cap: float, simulate: s
     start = time.time()
     env = {
         **os.environ,
-        "CUPY_CACHE_DIR": str(cache / "cupy"),
-        "AUTOTUNE_COMPILE_CACHE": str(cache / "autotune"),
+        **cold_cache_env(cache),  # ours, CuPy's and the CUDA driver's compute cache
         "CB_PROCESS_START": repr(start),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])),
     }

@@ -41,6 +41,9 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from autotune.sweep.compile import cold_cache_env  # noqa: E402 - the repository's own package, by path
+
 FILTER = (17, 17)  # the filter of scripts/bench_compile_bound.py, whose kernel, image and data this script uses
 KEYS = ("filter_width", "filter_height", "block_size_x", "block_size_y", "tile_size_x", "tile_size_y")
 KEYS += ("use_padding", "read_only")
@@ -225,8 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             env = {
                 **os.environ,
                 "AUTOTUNE_COMPILE_SCREEN": screen,
-                "AUTOTUNE_COMPILE_CACHE": str(work / f"cache_{stage}"),
-                "CUPY_CACHE_DIR": str(work / f"cupy_{stage}"),
+                **cold_cache_env(work / f"caches_{stage}"),  # ours, CuPy's and the CUDA driver's compute cache
             }
             cmd = [sys.executable, str(Path(__file__).resolve()), "--stage", stage, "--out", str(work)]
             cmd += ["--fast-limit", str(a.fast_limit), "--full-limit", str(a.full_limit)]

@@ -73,3 +73,28 @@ def test_options_replace_the_sweeps_own() -> None:
     (req,) = scaling.requests([config], 90, ("--std=c++11",))
     assert req.options[0] == "--std=c++11" and "-std=c++17" not in req.options
     assert req.options[1:] == tuple(f"-D{k}={v}" for k, v in config.items())
+
+
+def test_the_median_ratio_and_the_report_of_the_committed_run(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = {r["procs"]: r for r in scaling.summarize({1: [1.0, 2.0, 4.0], 2: [2.0, 2.0, 2.0]}, {1: 7.0, 2: 4.0})}
+    assert rows[2]["ratio_median"] == 1.0 and rows[2]["slowdown"] == pytest.approx(6 / 7, abs=1e-3)
+    assert scaling.main(["--report", str(ROOT / "results" / "bench" / "compile_scaling_h100.json.xz")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "ratio med" in out[1] and [line.split()[0] for line in out[2:7]] == ["1", "8", "15", "16", "20"]
+    assert out[-1].startswith("kt/ours")
+    import json
+    import lzma
+
+    saved = json.loads(lzma.decompress((ROOT / "results" / "bench" / "compile_scaling_h100.json.xz").read_bytes()))
+    assert scaling.sample(scaling.space("bench"), 24, 0) == saved["configs"]  # the sample the run compiled, again
+
+
+def test_cold_cache_env_names_every_compile_cache(tmp_path: Path) -> None:
+    """A benchmark's cold compiles: autotune's compile cache, CuPy's and the CUDA driver's compute cache (where
+    NVRTC's ptxas step is served again: 2.70 s cold, 0.21 s again on an H100 host), each under the folder given."""
+    from autotune.sweep.backends.local import DEFAULT_CACHE_DIR  # noqa: F401 - the backend reads the same variable
+    from autotune.sweep.compile import COMPILE_CACHE_ENV, cold_cache_env
+
+    env = cold_cache_env(tmp_path)
+    assert set(env) == {COMPILE_CACHE_ENV, "CUPY_CACHE_DIR", "CUDA_CACHE_PATH"}
+    assert len(set(env.values())) == 3 and all(Path(v).parent == tmp_path for v in env.values())

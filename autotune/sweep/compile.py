@@ -38,6 +38,11 @@ from typing import Any, Callable
 from autotune.sweep.spawning import ignore_sigint
 
 DEFAULT_OPTIONS: tuple[str, ...] = ("-std=c++17",)
+COMPILE_CACHE_ENV = "AUTOTUNE_COMPILE_CACHE"  # a compile cache folder other than the default (a benchmark's fresh one)
+# the CUDA driver's compute cache: NVRTC's cubin step (ptxas) and the driver's JIT of PTX keep their output there, so
+# a program compiled before on the machine compiles again in a tenth of the time (2.70 s, then 0.21 s, on an H100
+# host with CUDA 13: results/bench/PROVENANCE.md)
+COMPUTE_CACHE_ENV = "CUDA_CACHE_PATH"
 COMPILE_TIMEOUT_ENV = "AUTOTUNE_COMPILE_TIMEOUT"  # seconds one compiler call may take (0 or "off": no limit)
 DEFAULT_COMPILE_TIMEOUT_S = 600.0
 SUPERVISED_ENV = "AUTOTUNE_COMPILE_SUPERVISED"  # "1" in a `compile_pool` worker: its parent enforces the time limit
@@ -97,6 +102,16 @@ class CompileFailed(Exception):
 
 class CompileTimeout(CompileFailed):
     """The compiler call ran past its time limit and was killed (not deterministic: never cached)."""
+
+
+def cold_cache_env(folder: Path) -> dict[str, str]:
+    """Environment for a process whose compiles must all be cold (a benchmark): a fresh autotune compile cache, CuPy
+    kernel cache and CUDA compute cache under `folder` (each made on first use)."""
+    return {
+        COMPILE_CACHE_ENV: str(folder / "autotune"),
+        "CUPY_CACHE_DIR": str(folder / "cupy"),
+        COMPUTE_CACHE_ENV: str(folder / "cuda"),
+    }
 
 
 def compile_timeout_s(value: str | None = None) -> float | None:

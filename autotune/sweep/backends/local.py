@@ -48,6 +48,7 @@ from typing import Any, Callable, Iterator, Sequence
 from autotune import paths
 from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile import (
+    COMPILE_CACHE_ENV,
     DEFAULT_OPTIONS,
     CompiledKernel,
     CompileFailed,
@@ -75,7 +76,6 @@ from autotune.problems.base import ProblemKind, Scalars, scalars_key
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.devices import DeviceLimits, know_gpu
 
-COMPILE_CACHE_ENV = "AUTOTUNE_COMPILE_CACHE"  # a compile cache folder other than the default (a benchmark's fresh one)
 DEFAULT_CACHE_DIR = Path(os.environ.get(COMPILE_CACHE_ENV) or paths.CACHE_DIR / "compile")
 STARTUP_TIMEOUT_S = 180.0
 # compile processes started with the GPU worker; the pool grows to `compile_workers` once a compile has waited in its
