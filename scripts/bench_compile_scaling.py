@@ -36,6 +36,11 @@ threads a block); `whole`, the issue's 7,296 (scripts/bench_compile_bound.py: ti
 
     python3 scripts/bench_compile_scaling.py --sample 24 --procs 1,8,15,16,24 --kt 8 --out $OUT/scaling.json
     python3 scripts/bench_compile_scaling.py --dry-run        # here: the sample and the requests, nothing compiled
+    python3 scripts/bench_compile_scaling.py --twins          # here: configurations whose code is another's (cpp)
+
+`--twins` preprocesses the kernel with each configuration's defines (the C preprocessor, `cpp -P`: the kernel includes
+no header) and counts the distinct programs: a configuration whose preprocessed text (whitespace folded) equals an
+earlier one's in the enumeration order compiles the same program, and need not be compiled again.
 """
 
 from __future__ import annotations
@@ -173,6 +178,26 @@ def kt_way(configs: list[dict[str, int]]) -> list[float]:
     return out
 
 
+def twins(configs: list[dict[str, int]], cpp: str = "cpp") -> list[bool]:
+    """For each configuration, in order: whether its preprocessed kernel (the `--twins` docstring) equals an earlier
+    configuration's."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    if shutil.which(cpp) is None:
+        raise SystemExit(f"--twins needs the C preprocessor ({cpp}): install cpp (GCC) or pass another with --cpp")
+    text, seen, out = KERNEL.read_text(), set(), []
+    for c in configs:
+        done = subprocess.run(
+            [cpp, "-P", *(f"-D{k}={v}" for k, v in c.items())], input=text, capture_output=True, text=True, check=True
+        )
+        key = hashlib.sha256(" ".join(done.stdout.split()).encode()).hexdigest()
+        out.append(key in seen)
+        seen.add(key)
+    return out
+
+
 def host() -> dict[str, Any]:
     """Cores as the OS and /proc/cpuinfo count them, and the CPU model."""
     cores: set[tuple[str, str]] = set()
@@ -242,10 +267,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     ap.add_argument("--dry-run", action="store_true", help="print the sample and its requests; compile nothing")
+    ap.add_argument("--twins", action="store_true", help="count configurations compiling another's program; no GPU")
+    ap.add_argument("--prefix", default="14,18,88", help="--twins: also count within these first N (default 14,18,88)")
+    ap.add_argument("--cpp", default="cpp", help="--twins: the C preprocessor (default cpp)")
     ap.add_argument("--report", type=Path, default=None, help="print the table of a saved run (its --out, or .xz)")
     a = ap.parse_args(argv)
     if a.report is not None:
         return report(a.report)
+    if a.twins:
+        every = space(a.space)
+        flags = twins(every, a.cpp)
+        print(
+            f"{a.space}: {len(every)} configurations, {len(every) - sum(flags)} distinct programs, {sum(flags)} twins"
+        )
+        for n in (int(x) for x in a.prefix.split(",") if x.strip()):
+            print(f"  twins among the first {n} in enumeration order: {sum(flags[:n])}")
+        return 0
     try:
         procs = sorted({1, *(int(p) for p in a.procs.split(",") if p.strip())})
     except ValueError:

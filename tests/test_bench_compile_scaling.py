@@ -98,3 +98,20 @@ def test_cold_cache_env_names_every_compile_cache(tmp_path: Path) -> None:
     env = cold_cache_env(tmp_path)
     assert set(env) == {COMPILE_CACHE_ENV, "CUPY_CACHE_DIR", "CUDA_CACHE_PATH"}
     assert len(set(env.values())) == 3 and all(Path(v).parent == tmp_path for v in env.values())
+
+
+@pytest.mark.skipif(__import__("shutil").which("cpp") is None, reason="no C preprocessor (cpp) here")
+def test_twins_are_configurations_compiling_the_same_program() -> None:
+    """use_padding=1 inserts no padding where block_size_x is a multiple of 32: the same program as use_padding=0;
+    with block_size_x 16 and tile 1 it pads, so a different one; a differing tile is always different."""
+    base = {"filter_width": 17, "filter_height": 17, "block_size_y": 2, "tile_size_y": 1, "read_only": 0}
+    configs = [
+        {**base, "block_size_x": 32, "tile_size_x": 1, "use_padding": 0},
+        {**base, "block_size_x": 32, "tile_size_x": 1, "use_padding": 1},  # twin of the first
+        {**base, "block_size_x": 16, "tile_size_x": 1, "use_padding": 0},
+        {**base, "block_size_x": 16, "tile_size_x": 1, "use_padding": 1},  # padded: its own program
+        {**base, "block_size_x": 32, "tile_size_x": 2, "use_padding": 0},
+    ]
+    assert scaling.twins(configs) == [False, True, False, False, False]
+    with pytest.raises(SystemExit, match="C preprocessor"):
+        scaling.twins(configs[:1], cpp="no-such-cpp-here")
