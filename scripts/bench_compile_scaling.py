@@ -135,15 +135,18 @@ def ours(reqs: list[Any], procs: int) -> tuple[list[float | None], float, int]:
     seconds per request, None where it has none; the wall from the first submit; failures)."""
     import multiprocessing as mp
 
-    from autotune.sweep.compile import cold_cache_env, compile_batch, warm_compile_process
+    from autotune.sweep.compile import COMPILE_CACHE_ENV, cold_cache_env, compile_batch, warm_compile_process
     from autotune.sweep.compile_pool import CompilePool
 
-    with tempfile.TemporaryDirectory(prefix="autotune-scaling-") as cache:
-        os.environ.update(cold_cache_env(Path(cache)))  # the pool's processes: every cache cold
+    with tempfile.TemporaryDirectory(prefix="autotune-scaling-") as tmp:
+        env = cold_cache_env(Path(tmp))
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)  # the pool's processes inherit it as they spawn: every cache cold
         pool = CompilePool(procs, mp.get_context("spawn"), initializer=warm_compile_process)
         try:
             t0 = time.perf_counter()
-            futures = [pool.submit(compile_batch, r, Path(cache), what="a scaling compile") for r in reqs]
+            cache = Path(env[COMPILE_CACHE_ENV])
+            futures = [pool.submit(compile_batch, r, cache, what="a scaling compile") for r in reqs]
             out: list[float | None] = []
             failed = 0
             for f in futures:
@@ -158,12 +161,16 @@ def ours(reqs: list[Any], procs: int) -> tuple[list[float | None], float, int]:
             return out, time.perf_counter() - t0, failed
         finally:
             pool.shutdown()
+            for k, v in saved.items():  # this process's own caches again (Kernel Tuner's way compiles here)
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 def kt_way(configs: list[dict[str, int]]) -> list[float]:
     """Seconds per configuration, compiled one at a time as Kernel Tuner 1.5's CuPy backend does (the docstring)."""
-    os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="autotune-scaling-cupy-")
-    import cupy  # CUDA started in `main` under its own fresh CUDA_CACHE_PATH, used by nothing else
+    import cupy  # CUDA started in `main` under this process's own fresh caches (`cold_cache_env`), used by nothing else
 
     source = KERNEL.read_text()
     out = []
@@ -291,11 +298,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--procs {a.procs!r}: every count at least 1")
     configs = sample(space(a.space), a.sample, a.seed)
     opts = None if a.options is None else tuple(a.options.split())
-    os.environ["CUDA_CACHE_PATH"] = tempfile.mkdtemp(prefix="autotune-scaling-cuda-")  # before CUDA starts here
     if a.dry_run:
         for c, r in zip(configs, requests(configs, a.arch or 90, opts), strict=True):
             print(json.dumps(c), " ".join(r.options))
         return 0
+    from autotune.sweep.compile import cold_cache_env
+
+    os.environ.update(cold_cache_env(Path(tempfile.mkdtemp(prefix="autotune-scaling-"))))  # before CUDA starts here
     if a.arch is None:
         import cupy
 

@@ -48,7 +48,7 @@ from typing import Any, Sequence
 
 from autotune.problems.gemm import gemm_point
 from autotune import __version__, paths
-from autotune.sweep.compile import cold_cache_env
+from autotune.sweep.compile import COMPILE_CACHE_ENV, cold_cache_env
 from autotune.sweep.config import SweepConfig, parse_config
 from autotune.space.instance import Instance
 from autotune.vocab import Measurement, Status, TestPoint
@@ -909,9 +909,10 @@ def main(argv: list[str] | None = None) -> int:
         d = workdir / label  # a fresh database, compile cache and CuPy cache for every run
         d.mkdir(parents=True, exist_ok=True)
         text = sweep_yaml(space_path, points, f"sqlite:///{d / 'ours.sqlite'}", a.reps, n, a.seed, a.alpha, a.beta)
-        os.environ.update(cold_cache_env(d / "caches"))  # fresh; inherited by the worker processes
+        caches = cold_cache_env(d / "caches")
+        os.environ.update(caches)  # fresh; inherited by the worker processes
         extra = {"compile_batch_size": compile_batch} if compile_batch else {}
-        res = run_ours(text, d, GpuBackend(tol=tol, cache_dir=d / "compile-cache", **extra), ask)
+        res = run_ours(text, d, GpuBackend(tol=tol, cache_dir=Path(caches[COMPILE_CACHE_ENV]), **extra), ask)
         res["label"] = label
         runs[label] = res  # one file for all runs: the device returns a limited number of files from $OUT
         (log_dir / "ours_runs.json").write_text(json.dumps(runs, indent=1, default=str))

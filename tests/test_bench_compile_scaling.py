@@ -63,9 +63,13 @@ def test_the_pool_path_runs_and_closes_without_a_compiler() -> None:
         pass
     else:
         pytest.skip("NVRTC present: the GPU machine's run covers the compiles")
+    import os
+
     reqs = scaling.requests(scaling.space("bench")[:2], 90)
+    before = {k: os.environ.get(k) for k in ("CUDA_CACHE_PATH", "CUPY_CACHE_DIR", "AUTOTUNE_COMPILE_CACHE")}
     times, wall, failed = scaling.ours(reqs, 2)
     assert times == [None, None] and failed == 2 and wall > 0
+    assert {k: os.environ.get(k) for k in before} == before  # the pool's cold caches were this call's only
 
 
 def test_options_replace_the_sweeps_own() -> None:
