@@ -83,6 +83,9 @@ def test_the_backend_records_a_compile_past_its_limit_and_caches_nothing(
     pids.mkdir()
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
     monkeypatch.setattr(local, "compile_batch", functools.partial(slow_compile, str(blob), str(pids)))
+    monkeypatch.setattr(
+        local, "compile_batch_deferring", functools.partial(slow_compile, str(blob), str(pids))
+    )  # the pool's call
     cfg = gpu_config(tmp_path)
     t0 = time.monotonic()
     with local.GpuBackend(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache", compile_timeout_s=0.5) as b:

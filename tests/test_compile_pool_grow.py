@@ -22,6 +22,14 @@ def _pid_after(seconds: float) -> int:
     return os.getpid()
 
 
+def _started(pool: CompilePool) -> None:
+    """Wait until the pool's first processes are ready: on a loaded host a start can take longer than GROW_AFTER_S,
+    and a first call that waited that long would grow the pool by itself."""
+    deadline = time.monotonic() + 60
+    while not all(w.ready for w in pool._workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_a_pool_grows_when_calls_wait_and_its_new_processes_run_them():
     pool = CompilePool(4, mp.get_context("spawn"), initial=1)
     try:
@@ -40,6 +48,7 @@ def test_a_pool_grows_when_calls_wait_and_its_new_processes_run_them():
 def test_a_pool_whose_calls_never_wait_does_not_grow():
     pool = CompilePool(4, mp.get_context("spawn"), initial=2)
     try:
+        _started(pool)
         for _ in range(3):
             assert pool.submit(_pid_after, 0.0).result(timeout=60) in pool.pids()
             time.sleep(GROW_AFTER_S)
@@ -62,6 +71,7 @@ def test_calls_wait_for_a_ready_process_rather_than_go_to_one_still_starting(tmp
         4, mp.get_context("spawn"), initializer=functools.partial(slow_start_if, str(marker), 20.0), initial=1
     )
     try:
+        _started(pool)
         first = pool.submit(pid_after, 0.0).result(timeout=60)  # the first process is ready
         marker.touch()
         assert pool.grow() == 3  # these three take 20 s to be ready

@@ -113,6 +113,7 @@ def fake_gpu_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, faults: dict
     trace = tmp_path / "trace.txt"
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults=faults, trace=str(trace)))
     monkeypatch.setattr(local, "compile_batch", functools.partial(stub_compile, blob))
+    monkeypatch.setattr(local, "compile_batch_deferring", functools.partial(stub_compile, blob))  # the pool's call
     cfg = gpu_config(tmp_path)
     backend = StubCompiles(compile_workers=2, timeout_s=timeout_s, cache_dir=tmp_path / "cache")
     try:

@@ -52,6 +52,7 @@ def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, faults: dict[int, str
     trace = tmp_path / "trace.txt"
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults=faults, trace=str(trace)))
     monkeypatch.setattr(local, "compile_batch", functools.partial(stub_compile, blob))
+    monkeypatch.setattr(local, "compile_batch_deferring", functools.partial(stub_compile, blob))  # the pool's call
     events: list[tuple[str, str, str]] = []
     cfg = cfg or gpu_config(tmp_path)
     backend = Logged(events, compile_workers=2, timeout_s=5.0, cache_dir=tmp_path / "cache", pipeline=pipeline)

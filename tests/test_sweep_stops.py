@@ -103,6 +103,7 @@ def test_a_streak_stops_at_its_limit_and_zero_never_stops() -> None:
 def stop_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compile_fn, limit: int):  # type: ignore[no-untyped-def]
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
     monkeypatch.setattr(local, "compile_batch", compile_fn)
+    monkeypatch.setattr(local, "compile_batch_deferring", compile_fn)  # the pool's call
     cfg = dataclasses.replace(gpu_config(tmp_path), stop_after_failures=limit)
     notes = Notes()
     with StubCompiles(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache") as backend:
@@ -163,6 +164,9 @@ def test_a_budget_ends_the_sweep_on_time_and_kills_the_compiles_in_flight(
     pids.mkdir()
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
     monkeypatch.setattr(local, "compile_batch", functools.partial(slow_compile, str(blob), str(pids)))
+    monkeypatch.setattr(
+        local, "compile_batch_deferring", functools.partial(slow_compile, str(blob), str(pids))
+    )  # the pool's call
     budget = 8.0
     cfg = dataclasses.replace(gpu_config(tmp_path), budget_s=budget)
     t0 = time.monotonic()
@@ -181,6 +185,7 @@ def test_a_budget_ends_the_sweep_on_time_and_kills_the_compiles_in_flight(
     assert 0 < len(recorded) < PAIRS and {st for st, _ in recorded.values()} == {"ok"}
     # resumed with fast compiles: the pairs whose compiles were killed are measured now, nothing twice
     monkeypatch.setattr(local, "compile_batch", functools.partial(stub_compile, blob))
+    monkeypatch.setattr(local, "compile_batch_deferring", functools.partial(stub_compile, blob))  # the pool's call
     with local.GpuBackend(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache") as backend:
         with Store.open(cfg.database) as store:
             resumed = run_sweep(dataclasses.replace(cfg, budget_s=None), store, backend, Notes())

@@ -18,6 +18,10 @@ to processes still starting, the last 11 of Kernel Tuner's stencil example's 31 
 A process that dies while starting is dropped; with none left, the queued calls fail with its exit code; once as many
 have died starting as the pool may have, it grows no more (it runs on those that started).
 
+A call may answer `twins.Later(fn, args, after_s)` ("not now": a twin of its program compiles in another process):
+the pool runs `fn(*args)` for the same future once `after_s` has passed, ahead of the queue, and its process takes
+the next call meanwhile.
+
 The futures are `concurrent.futures.Future`s: `wait`, `done`, `cancel` (of a call not yet started) work as with a
 `ProcessPoolExecutor`; `cancel_all` kills every worker (a budget's end: `GpuBackend.cancel_compiles`).
 """
@@ -36,6 +40,7 @@ from typing import Any, Callable
 
 from autotune.sweep.compile import COMPILE_TIMEOUT_ENV, SUPERVISED_ENV, TIMEOUT_ERROR, CompileFailed, CompileTimeout
 from autotune.sweep.spawning import start_process
+from autotune.sweep.twins import Later
 
 
 GROW_AFTER_S = 0.2  # a pool started with fewer than its processes starts the rest once a call waited this long
@@ -126,6 +131,7 @@ class CompilePool:
         self._grow_lock = threading.Lock()
         # (future, fn, args, time limit, what, time.monotonic() at submit)
         self._queue: deque[tuple[Future, Callable, tuple, float | None, str, float]] = deque()
+        self._later: list[tuple[float, Future, Callable, tuple, float | None, str]] = []  # (due, future, fn, ...)
         first = self.size if initial is None else max(1, min(initial, self.size))
         self._workers = [_Worker(ctx, initializer) for _ in range(first)]
         self._wake_r, self._wake_w = ctx.Pipe(duplex=False)
@@ -186,11 +192,13 @@ class CompilePool:
             if self._closed:
                 return 0
             self._closed = True
-            queued = list(self._queue)
+            queued = [q[0] for q in self._queue] + [q[1] for q in self._later]
             self._queue.clear()
+            self._later.clear()
             workers = list(self._workers)
-        for fut, *_ in queued:
-            fut.cancel()
+        for fut in queued:
+            if not fut.cancel():  # asked again later (`Later`): running already
+                _fail(fut, CompileFailed("error: compile cancelled (the sweep stopped)"))
         self._wake()
         self._thread.join(10)
         busy = 0
@@ -222,7 +230,7 @@ class CompilePool:
             for w in self._workers:
                 while w.ready and w.job is None and self._queue:
                     fut, fn, args, timeout_s, what, _ = self._queue.popleft()
-                    if not fut.set_running_or_notify_cancel():
+                    if not _take(fut):
                         continue
                     try:
                         w.conn.send((fn, args))
@@ -251,7 +259,7 @@ class CompilePool:
             if not self._workers:
                 self._queue.clear()
         for fut, *_ in queued:
-            if fut.set_running_or_notify_cancel():
+            if _take(fut):
                 _fail(fut, CompileFailed(f"error: compile processes die while starting (exit code {w.proc.exitcode})"))
 
     def _replace(self, w: _Worker) -> None:
@@ -268,7 +276,9 @@ class CompilePool:
             with self._lock:
                 self._closed = True
                 jobs = [w.job[0] for w in self._workers if w.job is not None] + [q[0] for q in self._queue]
+                jobs += [q[1] for q in self._later]
                 self._queue.clear()
+                self._later.clear()
             for fut in jobs:
                 _fail(fut, CompileFailed(log))
 
@@ -287,11 +297,23 @@ class CompilePool:
         self.grow_soon()
         return None
 
+    def _requeue_due(self, now: float) -> float | None:
+        """Put the `Later` calls now due at the head of the queue; returns when the next one is due."""
+        with self._lock:
+            due = [q for q in self._later if q[0] <= now]
+            self._later = [q for q in self._later if q[0] > now]
+            for _, fut, fn, args, timeout_s, what in sorted(due, key=lambda q: q[0], reverse=True):
+                self._queue.appendleft((fut, fn, args, timeout_s, what, now))
+            return min((q[0] for q in self._later), default=None)
+
     def _serve_calls(self) -> None:
         while not self._closed:
+            next_due = self._requeue_due(time.monotonic())
             self._dispatch()
             now = time.monotonic()
             deadlines = [w.job[1] for w in self._workers if w.job is not None and w.job[1] is not None]
+            if next_due is not None:
+                deadlines.append(next_due)
             look = self._grow_when_waiting(now)
             if look is not None:
                 deadlines.append(look)
@@ -320,8 +342,14 @@ class CompilePool:
                     _fail(fut, CompileFailed(f"error: {what} died (exit code {w.proc.exitcode})"))
                     self._replace(w)
                     continue
+                _, _, what, limit = w.job
                 w.job = None
-                if kind == "ok":
+                if kind == "ok" and isinstance(payload, Later):
+                    with self._lock:
+                        self._later.append(
+                            (time.monotonic() + payload.after_s, fut, payload.fn, payload.args, limit, what)
+                        )
+                elif kind == "ok":
                     fut.set_result(payload)
                 else:
                     _fail(fut, payload)
@@ -355,6 +383,11 @@ def request_limit(request: Any) -> float | None:
 def request_what(request: Any) -> str:
     """How a pool's errors name one `compile_batch(request)` call."""
     return f"compiling {len(request.name_expressions)} instance(s) of {request.source.name}"
+
+
+def _take(fut: Future) -> bool:
+    """Mark a queued call's future running; False when it was cancelled. One asked again (`Later`) runs already."""
+    return fut.running() or fut.set_running_or_notify_cancel()
 
 
 def _fail(fut: Future, exc: BaseException) -> None:

@@ -55,6 +55,7 @@ from autotune.sweep.compile import (
     CompileRequest,
     batches,
     compile_batch,
+    compile_batch_deferring,
     warm_compile_process,
 )
 from autotune.sweep.compile_pool import (
@@ -576,8 +577,12 @@ class GpuBackend:
         pool = self._compile_pool()
         if not isinstance(pool, CompilePool):  # a test's stand-in executor
             return pool.submit(compile_batch, request, self.cache_dir)
-        return pool.submit(
-            compile_batch, request, self.cache_dir, timeout_s=request_limit(request), what=request_what(request)
+        return pool.submit(  # a twin of a program compiling elsewhere is asked again later (`twins.Later`)
+            compile_batch_deferring,
+            request,
+            self.cache_dir,
+            timeout_s=request_limit(request),
+            what=request_what(request),
         )
 
     def _requests(self, chunk: list[KernelTask], arch: int) -> list[CompileRequest]:
