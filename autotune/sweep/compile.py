@@ -509,18 +509,15 @@ def compile_batch(
     done = {n: hit for n in keys if (hit := cache.lookup(keys[n])) is not None}
     misses = tuple(n for n in request.name_expressions if n not in done)
     claimed: str | None = None
-    if misses and request.compiler != "nvcc" and kind == "cubin":  # a twin's outcome, or the right to compile
+    if misses and request.compiler != "nvcc":  # a twin compiling elsewhere is waited for (`autotune.sweep.twins`)
         from autotune.sweep.twins import Later
 
-        step = _twin_step(request, cache, text, digest, misses, options, keys, version, twin, defer, wait_s)
+        step = _twin_step(request, cache.root, text, digest, misses, options, twin, defer, wait_s)
         if isinstance(step, Later):
             return step
-        if isinstance(step, dict):
-            done.update(step)
-            misses = ()
-        else:
-            claimed = step
+        claimed = step
     try:
+        t0 = time.perf_counter()
         # NVRTC: learn a resource limit cheaply first (not where the build is already the fast one)
         if (
             request.precheck
@@ -528,13 +525,17 @@ def compile_batch(
             and misses
             and not set(SCREEN_DEFAULT) <= set(request.options)
         ):
-            misses = _precheck(request, text, misses, options, kind, keys, cache, done, claimed, digest)
-        _compile_misses(run, misses, keys, kind, cache, done, claimed, digest)
+            misses = _precheck(request, text, misses, options, kind, keys, cache, done)
+        _compile_misses(run, misses, keys, kind, cache, done)
+        if claimed is not None:
+            from autotune.sweep.twins import POLICY
+
+            POLICY.compiled(digest, time.perf_counter() - t0)
     finally:
         if claimed is not None:
-            from autotune.sweep.twins import TwinRegistry
+            from autotune.sweep.twins import TwinLocks
 
-            TwinRegistry(cache.root / "twins").release(claimed)
+            TwinLocks(cache.root / "twins").release(claimed)
     return [done[n] for n in request.name_expressions]
 
 
@@ -547,11 +548,9 @@ def _precheck(
     keys: dict[str, str],
     cache: CompileCache,
     done: dict[str, CompiledKernel],
-    claimed: str | None,
-    digest: str,
 ) -> tuple[str, ...]:
     """A fast build of each miss (`--Ofast-compile=max`): one over a resource limit is recorded failed without its
-    full build (a claimed twin key shares that). Returns the misses left for the full build."""
+    full build. Returns the misses left for the full build."""
     fast = (*options[:-1], *SCREEN_DEFAULT, options[-1])
     for n in misses:
         t0 = time.perf_counter()
@@ -566,8 +565,6 @@ def _precheck(
                 log = f"{PRECHECK_NOTE}\n{exc.log}"
                 done[n] = CompiledKernel(n, False, keys[n], None, None, None, log, time.perf_counter() - t0)
                 cache.store(done[n])  # deterministic, as the full build's failure would be
-                if claimed is not None and len(misses) == 1:
-                    _share_outcome(cache, claimed, {"ok": False, "log": log})
     return tuple(n for n in misses if n not in done)
 
 
@@ -587,13 +584,9 @@ def _compile_misses(
     kind: str,
     cache: CompileCache,
     done: dict[str, CompiledKernel],
-    claimed: str | None,
-    digest: str,
 ) -> None:
-    """Compile the misses in one call (split one by one when it fails); a claimed twin key gets the outcome of
-    that one call (a split call's is not shared: its instances' outcomes differ)."""
+    """Compile the misses in one call; when it fails, each alone (an error pinned on its instance)."""
     groups = [misses] if misses else []
-    first = True
     while groups:
         group = groups.pop()
         t0 = time.perf_counter()
@@ -602,123 +595,55 @@ def _compile_misses(
         except CompileFailed as exc:
             if len(group) > 1 and not isinstance(exc, CompileTimeout):
                 groups.extend((n,) for n in group)
-                first = False
                 continue
             share = (time.perf_counter() - t0) / len(group)
             for n in group:
                 done[n] = CompiledKernel(n, False, keys[n], None, None, None, exc.log, share)
                 if not isinstance(exc, CompileTimeout):  # a timeout may not recur (a loaded machine): not cached
                     cache.store(done[n])
-            if claimed is not None and first and not isinstance(exc, CompileTimeout):
-                _full_compile_took(digest, time.perf_counter() - t0)
-                _share_outcome(cache, claimed, {"ok": False, "log": exc.log})
-            first = False
             continue
         share = (time.perf_counter() - t0) / len(group)
         blob = cache.put_blob(binary, kind)
         for n in group:
             done[n] = CompiledKernel(n, True, keys[n], mapping[n], blob, kind, log, share)
             cache.store(done[n])
-        if claimed is not None and first:
-            _full_compile_took(digest, time.perf_counter() - t0)
-            _share_outcome(
-                cache, claimed, {"ok": True, "blob": blob.name, "kind": kind, "lowered": mapping, "log": log}
-            )
-        first = False
-
-
-def _share_outcome(cache: CompileCache, key: str, outcome: dict) -> None:
-    from autotune.sweep.twins import TwinRegistry
-
-    try:
-        TwinRegistry(cache.root / "twins").publish(key, outcome)
-    except OSError:  # an unwritable cache shares nothing; the compile itself stands
-        pass
-
-
-def _full_compile_took(digest: str, seconds: float) -> None:
-    from autotune.sweep.twins import POLICY
-
-    POLICY.compiled(digest, seconds)
 
 
 def _twin_step(
     request: CompileRequest,
-    cache: CompileCache,
+    cache_root: Path,
     text: str,
     digest: str,
     misses: tuple[str, ...],
     options: tuple[str, ...],
-    keys: dict[str, str],
-    version: tuple[int, int],
     twin: str | None,
     defer: bool,
     wait_s: float | None,
 ) -> Any:
-    """Before the full compile of `misses` (`autotune.sweep.twins`): their results from a twin's outcome (a dict),
-    `twins.Later` (a twin compiles elsewhere and `defer`), the twin key this process claimed (compile and share),
-    or None (compile as ever: not looked for, or the front-end pass failed, which the full compile reports)."""
+    """Before NVRTC compiles `misses` (`autotune.sweep.twins`): the twin key this process now holds (compile, then
+    release it), `twins.Later` (its twin compiles elsewhere and `defer`), or None (not looked for, or no key)."""
     from autotune.sweep import twins as tw
 
-    t0 = time.perf_counter()
-    registry = tw.TwinRegistry(cache.root / "twins")
+    locks = tw.TwinLocks(cache_root / "twins")
     if twin is None:
-        if (
-            not tw.enabled()
-            or not tw.may_have_twins(request.options, bool(request.unroll))
-            or not tw.POLICY.wants(digest)
-        ):
+        if not (tw.enabled() and tw.may_have_twins(request.options, bool(request.unroll)) and tw.POLICY.wants(digest)):
             return None
-        ptx_options = (*options[:-1], f"-arch=compute_{request.arch}")
-        try:
-            ptx, lowered, _ = with_time_limit(
-                functools.partial(nvrtc_compile, text, request.source.name, misses, ptx_options, "ptx"),
-                request.timeout_s,
-                f"NVRTC's front-end pass over {request.source.name}",
-            )
-        except CompileFailed:
-            tw.POLICY.passed(digest, time.perf_counter() - t0, twin=False)
+        t0 = time.perf_counter()
+        twin = tw.twin_key(text, misses, options[:-1], request.arch)
+        if twin is None:
+            tw.POLICY.looked(digest, time.perf_counter() - t0, twin=False)
             return None
-        twin = tw.twin_key(ptx, lowered, options[:-1], options[-1], version)
-        if registry.outcome(twin) is None and registry.claim(twin):
-            tw.POLICY.passed(digest, time.perf_counter() - t0, twin=False)
+        claimed = locks.claim(twin)
+        tw.POLICY.looked(digest, time.perf_counter() - t0, twin=not claimed)
+        if claimed:
             return twin
-        tw.POLICY.passed(digest, time.perf_counter() - t0, twin=True)
     wait = tw.FIRST_WAIT_S if wait_s is None else wait_s
-    while True:
-        known = registry.outcome(twin)
-        if known is not None:
-            results = _from_outcome(known, misses, keys, cache, time.perf_counter() - t0)
-            if results is not None:
-                return results
-        if registry.claim(twin):
-            return twin
+    while not locks.claim(twin):
         if defer:
-            return tw.Later(_compile_batch_again, (request, cache.root, twin, min(2 * wait, tw.MAX_WAIT_S)), wait)
+            return tw.Later(_compile_batch_again, (request, cache_root, twin, min(2 * wait, tw.MAX_WAIT_S)), wait)
         time.sleep(wait)
         wait = min(2 * wait, tw.MAX_WAIT_S)
-
-
-def _from_outcome(
-    outcome: dict, misses: tuple[str, ...], keys: dict[str, str], cache: CompileCache, seconds: float
-) -> dict[str, CompiledKernel] | None:
-    """The misses' results from a twin's shared outcome (stored in the cache as their own), or None when it does
-    not serve them (its blob is gone, or a name it does not have)."""
-    share = seconds / len(misses)
-    if not outcome.get("ok"):
-        out = {n: CompiledKernel(n, False, keys[n], None, None, None, outcome.get("log", ""), share) for n in misses}
-    else:
-        blob = cache.root / "blobs" / str(outcome.get("blob"))
-        lowered = outcome.get("lowered") or {}
-        if not blob.is_file() or any(n not in lowered for n in misses):
-            return None
-        kind = outcome.get("kind", "cubin")
-        out = {
-            n: CompiledKernel(n, True, keys[n], lowered[n], blob, kind, outcome.get("log", ""), share) for n in misses
-        }
-    for ck in out.values():
-        cache.store(ck)
-    return out
+    return twin
 
 
 def compile_all(

@@ -1,43 +1,49 @@
-"""Compile each distinct program once: configurations whose defines give the same code share one full compile.
+"""Compile each distinct program once at a time: a configuration whose defines seem to give the same program as one
+compiling now waits for it, then compiles in a tenth of the time.
 
 Many tuning parameters change nothing in some corner of a space: a padding switch where the tile needs no padding,
 an unroll factor above the loop's trip count. Kernel Tuner's 2D convolution compiles the same program for 450 of its
-1,080 configurations (`scripts/bench_compile_scaling.py --twins`); in the order Kernel Tuner enumerates them the
-twins come next to each other, so they compile at the same time in different processes and neither is served by the
-driver's compute cache (which keeps ptxas's output for a program compiled *before*).
+1,080 configurations (`scripts/bench_compile_scaling.py --twins`). NVRTC (CUDA 13, through the driver's compute
+cache) compiles a program it compiled before in 13-24 ms in the same process and about 0.2 s in another, against
+1.2-8.6 s the first time (results/bench/PROVENANCE.md), but only once that first compile has finished: in the order
+Kernel Tuner enumerates them the twins come next to each other, so they compiled at the same time, each in full.
 
-How (NVRTC, cubin output): a front-end pass to PTX (NVRTC with `-arch=compute_XX`; on the convolution about a
-tenth of a full compile, whose rest is ptxas) gives the program's code. Its hash, with the name expressions' lowered
-names, the options that are not macro definitions or include folders, the architecture option and the NVRTC
-version, is the program's *twin key*. Under `<compile cache>/twins/`:
+How: before an NVRTC compile whose options define macros, the C preprocessor (`cpp -P`, with the request's macros,
+include folders and NVRTC's own predefined macros) gives the program text; its hash, with the name expressions,
+the options that are not macros or include folders and the architecture, is the *twin key*. A compile holds
+`<compile cache>/twins/<key>.lock` (`pid host time`) while it runs; a configuration that finds the lock held by a
+live process waits until it is released, then compiles as usual (NVRTC's cache serves it). In a `compile_pool`
+worker it does not wait in its process: its call answers `Later` and the pool asks again after a while, so the
+process compiles something else meanwhile. A lock whose process is gone (a compile killed at its time limit, a
+killed sweep) is taken over.
 
-- `<key>.json`: the outcome of the full compile of that program (the cubin blob it wrote, the lowered names, the
-  log; or the deterministic failure), read by any later twin instead of compiling;
-- `<key>.lock`: the full compile of that program is running (`pid host` of its process); a twin that finds it waits
-  for the outcome. In a `compile_pool` worker it does not wait in its process: its call answers `Later` and the pool
-  runs it again after a while, so the process compiles something else meanwhile. A lock whose process is gone (a
-  compile killed at its time limit, a killed sweep) is taken over.
-
-The front-end pass is spent only where it pays: per source and per compile process, it stops once a pass costs more
-than `MAX_PASS_SHARE` of a full compile, or after `GIVE_UP_AFTER` passes without a twin (`TwinPolicy`).
+The key only orders compiles; it never hands one configuration another's binary, so a preprocessor that differs
+from NVRTC's (GCC's, here) costs at most a wait, never a wrong kernel. Without `cpp`, or where it fails on the
+source, nothing waits. Per source and per compile process, looking stops once the preprocessor costs more than
+`MAX_PASS_SHARE` of a full compile, or after `GIVE_UP_AFTER` looks without a twin (`TwinPolicy`).
+`AUTOTUNE_COMPILE_TWINS=0` turns it off.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import shutil
 import socket
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-TWINS_ENV = "AUTOTUNE_COMPILE_TWINS"  # "0": never look for twins (every configuration compiles in full)
-MAX_PASS_SHARE = 0.25  # a front-end pass costing more than this share of a full compile is not worth its twins
-GIVE_UP_AFTER = 24  # passes of one source in one process that found no twin: stop looking there
+TWINS_ENV = "AUTOTUNE_COMPILE_TWINS"  # "0": never look for twins
+MAX_PASS_SHARE = 0.25  # a preprocessor run costing more than this share of a full compile is not worth its twins
+GIVE_UP_AFTER = 24  # looks at one source in one process that found no twin: stop looking there
 FIRST_WAIT_S = 0.25  # a twin whose program compiles elsewhere looks again after this, doubling up to MAX_WAIT_S
-MAX_WAIT_S = 2.0
+MAX_WAIT_S = 1.0
+CPP_TIMEOUT_S = 20.0
 _MACRO_OPTIONS = ("-D", "--define-macro", "-U", "--undefine-macro", "-I", "--include-path")
 
 
@@ -57,24 +63,56 @@ def enabled(env: dict[str, str] | None = None) -> bool:
 
 def may_have_twins(options: tuple[str, ...], edited: bool) -> bool:
     """Only macro definitions (or Kernel Tuner's unroll edits of the text) can make two configurations one program:
-    template instances differ in their lowered names, so a request without either is never looked up."""
+    template instances differ in their names, so a request without either is never looked up."""
     return edited or any(o.startswith(("-D", "--define-macro")) for o in options)
 
 
-def twin_key(ptx: bytes, lowered: dict[str, str], options: tuple[str, ...], arch_option: str, version: Any) -> str:
-    """The key of the program a front-end pass produced: its PTX, lowered names, the options besides macro
-    definitions and include folders (those only change the text, whose effect the PTX already shows), the
-    architecture option the full compile uses and the compiler's version."""
-    h = hashlib.sha256(ptx)
+@functools.cache
+def find_cpp() -> str | None:
+    return shutil.which("cpp")
+
+
+def _macro_args(options: tuple[str, ...]) -> list[str]:
+    """The options' macro definitions and include folders, as the C preprocessor's arguments."""
+    out = []
+    for o in options:
+        for long, short in (("--define-macro=", "-D"), ("--undefine-macro=", "-U"), ("--include-path=", "-I")):
+            if o.startswith(long):
+                o = short + o[len(long) :]
+        if o.startswith(("-D", "-U", "-I")):
+            out.append(o)
+    return out
+
+
+def twin_key(text: str, names: tuple[str, ...], options: tuple[str, ...], arch: int) -> str | None:
+    """The key of the program `text` is under `options` (the module docstring), or None without a preprocessor or
+    where it fails. `options` are the compile's own: macros, include folders, then the rest."""
+    cpp = find_cpp()
+    if cpp is None:
+        return None
+    predefined = ["-D__CUDACC__", "-D__CUDACC_RTC__", "-D__NVCC__", f"-D__CUDA_ARCH__={arch * 10}"]
+    try:
+        done = subprocess.run(
+            [cpp, "-P", "-x", "c++", *predefined, *_macro_args(options)],
+            input=text,
+            capture_output=True,
+            text=True,
+            timeout=CPP_TIMEOUT_S,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    h = hashlib.sha256(" ".join(done.stdout.split()).encode())
     rest = [o for o in options if not o.startswith(_MACRO_OPTIONS)]
-    h.update(json.dumps([sorted(lowered.items()), rest, arch_option, list(version)]).encode())
+    h.update(json.dumps([list(names), rest, arch]).encode())
     return h.hexdigest()
 
 
 @dataclass
 class _SourceStats:
-    passes: int = 0
-    pass_s: float = 0.0
+    looks: int = 0
+    look_s: float = 0.0
     found: int = 0
     fulls: int = 0
     full_s: float = 0.0
@@ -90,15 +128,15 @@ class TwinPolicy:
         s = self.stats.get(digest)
         if s is None:
             return True
-        if s.found == 0 and s.passes >= GIVE_UP_AFTER:
+        if s.found == 0 and s.looks >= GIVE_UP_AFTER:
             return False
-        if s.fulls and s.passes and s.pass_s / s.passes > MAX_PASS_SHARE * (s.full_s / s.fulls):
+        if s.fulls and s.looks and s.look_s / s.looks > MAX_PASS_SHARE * (s.full_s / s.fulls):
             return False
         return True
 
-    def passed(self, digest: str, seconds: float, twin: bool) -> None:
+    def looked(self, digest: str, seconds: float, twin: bool) -> None:
         s = self.stats.setdefault(digest, _SourceStats())
-        s.passes, s.pass_s, s.found = s.passes + 1, s.pass_s + seconds, s.found + int(twin)
+        s.looks, s.look_s, s.found = s.looks + 1, s.look_s + seconds, s.found + int(twin)
 
     def compiled(self, digest: str, seconds: float) -> None:
         s = self.stats.setdefault(digest, _SourceStats())
@@ -108,30 +146,19 @@ class TwinPolicy:
 POLICY = TwinPolicy()  # this process's (a compile process lives for a whole sweep)
 
 
-class TwinRegistry:
-    """`<root>/<key>.json` outcomes and `<key>.lock` claims (the module docstring)."""
+class TwinLocks:
+    """`<root>/<key[:2]>/<key>.lock`: the program of that key is compiling (the module docstring)."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
 
-    def _path(self, key: str, suffix: str) -> Path:
-        return self.root / key[:2] / f"{key}{suffix}"
-
-    def outcome(self, key: str) -> dict | None:
-        try:
-            return json.loads(self._path(key, ".json").read_text())
-        except (OSError, ValueError):
-            return None
-
-    def publish(self, key: str, outcome: dict) -> None:
-        from autotune.sweep.compile import _atomic_write
-
-        _atomic_write(self._path(key, ".json"), json.dumps(outcome).encode())
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.lock"
 
     def claim(self, key: str) -> bool:
         """Take the program's compile: True when this process holds its lock now (taken from a dead holder if need
-        be), False when a live process holds it. An unwritable folder claims (nothing is shared, nothing lost)."""
-        path = self._path(key, ".lock")
+        be), False when a live process holds it. An unwritable folder claims (nothing waits)."""
+        path = self._path(key)
         for _ in range(2):
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,9 +166,10 @@ class TwinRegistry:
             except FileExistsError:
                 if self.holder_alive(key):
                     return False
+                aside = path.with_suffix(f".stale-{os.getpid()}")
                 try:  # a dead holder's lock: move it aside (one taker wins the rename) and try again
-                    os.replace(path, path.with_suffix(f".stale-{os.getpid()}"))
-                    os.unlink(path.with_suffix(f".stale-{os.getpid()}"))
+                    os.replace(path, aside)
+                    os.unlink(aside)
                 except OSError:
                     pass
                 continue
@@ -156,7 +184,7 @@ class TwinRegistry:
         """Whether the lock's process still runs: by its pid on this host; on another host (a shared folder) until
         the lock is `stale_after_s` old."""
         try:
-            pid, host, at = self._path(key, ".lock").read_text().split()
+            pid, host, at = self._path(key).read_text().split()
         except (OSError, ValueError):
             return False
         if host != socket.gethostname():
@@ -171,7 +199,7 @@ class TwinRegistry:
 
     def release(self, key: str) -> None:
         try:
-            path = self._path(key, ".lock")
+            path = self._path(key)
             if path.read_text().split()[0] == str(os.getpid()):
                 path.unlink()
         except (OSError, IndexError):

@@ -1,16 +1,23 @@
-"""GPU tier (`autotune.sweep.twins`): configurations whose defines give the same program compile it once, with the
-real NVRTC. The transpose example gains a parameter its code never reads (three values): a sweep of its 12
-configurations through the real GpuBackend verifies all 12 and compiles 4 programs in full; compile_batch called
-one configuration after another serves the twin from the first's cubin."""
+"""GPU tier (`autotune.sweep.twins`): a configuration whose defines give the program of one compiling now waits for it,
+with the real NVRTC. The transpose example gains a parameter its code never reads (three values): a sweep of its 12
+configurations (4 programs) through the real GpuBackend verifies all 12 and leaves no lock; compile_batch defers a
+twin while its program's lock is held by a live process, compiles it once released, and NVRTC serves it faster
+than the first compile."""
 
 from __future__ import annotations
 
 import shutil
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from autotune.sweep import compile as comp
 from autotune.sweep.compile import CompileRequest, compile_batch
+from autotune.sweep.twins import Later, twin_key
 from tests.support.gpu_sweep import gpu_sweep
 
 pytestmark = pytest.mark.gpu
@@ -42,26 +49,37 @@ def test_a_sweep_compiles_each_distinct_program_once(tmp_path: Path) -> None:
     store = gpu_sweep(tmp_path, twin_space(tmp_path), "[{sizes: {rows: 333, cols: 1001}}]")
     frame = store.measurements()
     assert len(frame) == 12 and set(frame.status) == {"ok"}, frame[["instance", "status", "error"]]
-    outcomes = list((tmp_path / "cache" / "twins").glob("*/*.json"))
-    assert len(outcomes) == 4  # block_size_y x PAD: the programs compiled in full
+    assert (tmp_path / "cache" / "twins").is_dir()  # keys were taken
     assert not list((tmp_path / "cache" / "twins").glob("*/*.lock"))  # every claim released
-    assert len(list((tmp_path / "cache" / "blobs").glob("*.cubin"))) == 4
 
 
-def test_a_twin_gets_the_first_compiles_cubin(tmp_path: Path) -> None:
+def test_a_twin_waits_for_its_programs_compile_and_nvrtc_serves_it(tmp_path: Path) -> None:
     space = twin_space(tmp_path)
     src = space.parent / "transpose.cu"
 
     def request(unused: int, pad: int) -> CompileRequest:
         defines = {"block_size_x": 32, "block_size_y": 8, "TILE_DIM": 32, "PAD": pad, "UNUSED": unused}
-        return CompileRequest(
-            src, ("transpose_kernel",), 90, options=("-std=c++17", *(f"-D{k}={v}" for k, v in defines.items()))
-        )
+        options = ("-std=c++17", *(f"-D{k}={v}" for k, v in defines.items()))
+        return CompileRequest(src, ("transpose_kernel",), 90, options=options)
 
     cache = tmp_path / "cache"
     (first,) = compile_batch(request(0, 1), cache)
-    (twin,) = compile_batch(request(2, 1), cache)
+    (lock_dir,) = (cache / "twins").iterdir()  # the first two characters of the program's key
+    assert not list(lock_dir.iterdir())  # its lock released
+    includes = (src.parent, *map(Path, comp._toolkit_includes(comp.cuda_include_dir())))
+    options = (*request(2, 1).options, *(f"--include-path={d}" for d in includes))
+    key = twin_key(src.read_text(), ("transpose_kernel",), options, 90)
+    assert key is not None and key[:2] == lock_dir.name
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (lock_dir / f"{key}.lock").write_text(f"{holder.pid} {socket.gethostname()} {time.time()}")
+        later = compile_batch(request(2, 1), cache, defer=True)  # a twin, while "another process" compiles it
+        assert isinstance(later, Later)
+    finally:
+        holder.kill()
+        holder.wait()
+    (twin,) = later.fn(*later.args)
     (other,) = compile_batch(request(0, 0), cache)
-    assert first.ok and twin.ok and other.ok and not twin.cached
-    assert twin.blob == first.blob and twin.lowered_name == first.lowered_name and other.blob != first.blob
-    assert twin.compile_s < first.compile_s, (twin.compile_s, first.compile_s)
+    assert first.ok and twin.ok and other.ok and not twin.cached and not list(lock_dir.iterdir())
+    assert twin.lowered_name == first.lowered_name
+    assert twin.compile_s < first.compile_s, (twin.compile_s, first.compile_s)  # NVRTC's own cache
