@@ -58,6 +58,10 @@ def test_no_key_without_a_preprocessor_or_where_it_fails(monkeypatch: pytest.Mon
     assert key(0, 32) is None
 
 
+def test_looking_is_off_unless_asked() -> None:
+    assert not twins.enabled({}) and not twins.enabled({twins.TWINS_ENV: "0"}) and twins.enabled({twins.TWINS_ENV: "1"})
+
+
 def test_only_macros_or_edits_can_make_twins() -> None:
     assert twins.may_have_twins(("-std=c++17", "-DA=1"), False)
     assert twins.may_have_twins(("--define-macro=A=1",), False) and twins.may_have_twins((), True)
@@ -170,7 +174,7 @@ def standin(monkeypatch: pytest.MonkeyPatch) -> StandIn:
     monkeypatch.setattr(comp, "nvrtc_archs", lambda: (90,))
     monkeypatch.setattr(comp, "cuda_include_dir", lambda: "")
     monkeypatch.setattr(twins, "POLICY", TwinPolicy())
-    monkeypatch.delenv(twins.TWINS_ENV, raising=False)
+    monkeypatch.setenv(twins.TWINS_ENV, "1")
     return s
 
 
@@ -241,6 +245,43 @@ def test_twins_off_or_no_macros_never_look(
     assert not (tmp_path / "a" / "twins").exists()
     compile_batch(request(src, 0, 32), tmp_path / "b")
     assert (tmp_path / "b" / "twins").is_dir()
-    monkeypatch.setenv(twins.TWINS_ENV, "0")
+    monkeypatch.delenv(twins.TWINS_ENV)  # the default: off
     compile_batch(request(src, 0, 32), tmp_path / "c")
     assert not (tmp_path / "c" / "twins").exists() and len(standin.calls) == 3
+
+
+@needs_cpp
+def test_twins_of_a_finished_program_compile_side_by_side_in_the_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twelve configurations of one program (UNUSED changes nothing) through the sweep's pool of 4 processes, each
+    build 0.3 s: the first compiles alone, the others wait for it, then compile 4 at a time (about 1.3 s in all;
+    one after the other they took 12 x 0.3 s and more)."""
+    import functools
+
+    from autotune.sweep.compile import compile_batch_deferring
+    from tests.support.pool_calls import install_standin_compiler
+
+    src = tmp_path / "kernel.cu"
+    src.write_text(KERNEL)
+    monkeypatch.setenv(twins.TWINS_ENV, "1")  # (the pool's processes inherit it)
+    pool = CompilePool(4, mp.get_context("spawn"), initializer=functools.partial(install_standin_compiler, 0.3))
+    try:
+        deadline = time.monotonic() + 60
+        while not all(w.ready for w in pool._workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        reqs = [
+            CompileRequest(src, ("k",), 90, options=("-std=c++17", "-DPAD=0", "-DTILE=32", f"-DUNUSED={i}"))
+            for i in range(12)
+        ]
+        t0 = time.monotonic()
+        results = [
+            f.result(timeout=60) for f in [pool.submit(compile_batch_deferring, r, tmp_path / "c") for r in reqs]
+        ]
+        took = time.monotonic() - t0
+    finally:
+        pool.shutdown()
+    assert all(ck.ok for (ck,) in results)
+    assert took < 3.0, took
+    locks = list((tmp_path / "c" / "twins").glob("*/*"))
+    assert [p.suffix for p in locks] == [".done"]  # one program, done; no lock left

@@ -528,11 +528,12 @@ def compile_batch(
             misses = _precheck(request, text, misses, options, kind, keys, cache, done)
         _compile_misses(run, misses, keys, kind, cache, done)
         if claimed is not None:
-            from autotune.sweep.twins import POLICY
+            from autotune.sweep.twins import POLICY, TwinLocks
 
             POLICY.compiled(digest, time.perf_counter() - t0)
+            TwinLocks(cache.root / "twins").finish(claimed)  # its twins compile now, side by side
     finally:
-        if claimed is not None:
+        if claimed is not None:  # (an exception: released, not done; a twin waiting takes the compile over)
             from autotune.sweep.twins import TwinLocks
 
             TwinLocks(cache.root / "twins").release(claimed)
@@ -621,7 +622,8 @@ def _twin_step(
     wait_s: float | None,
 ) -> Any:
     """Before NVRTC compiles `misses` (`autotune.sweep.twins`): the twin key this process now holds (compile, then
-    release it), `twins.Later` (its twin compiles elsewhere and `defer`), or None (not looked for, or no key)."""
+    finish it), `twins.Later` (its program's first compile runs elsewhere and `defer`), or None (compile now: not
+    looked for, no key, or the program's first compile is done)."""
     from autotune.sweep import twins as tw
 
     locks = tw.TwinLocks(cache_root / "twins")
@@ -633,17 +635,23 @@ def _twin_step(
         if twin is None:
             tw.POLICY.looked(digest, time.perf_counter() - t0, twin=False)
             return None
+        if locks.done(twin):
+            tw.POLICY.looked(digest, time.perf_counter() - t0, twin=True)
+            return None
         claimed = locks.claim(twin)
         tw.POLICY.looked(digest, time.perf_counter() - t0, twin=not claimed)
         if claimed:
             return twin
     wait = tw.FIRST_WAIT_S if wait_s is None else wait_s
-    while not locks.claim(twin):
+    while True:
+        if locks.done(twin):
+            return None
+        if locks.claim(twin):  # (its first compile was killed: this one takes it over)
+            return twin
         if defer:
             return tw.Later(_compile_batch_again, (request, cache_root, twin, min(2 * wait, tw.MAX_WAIT_S)), wait)
         time.sleep(wait)
         wait = min(2 * wait, tw.MAX_WAIT_S)
-    return twin
 
 
 def compile_all(

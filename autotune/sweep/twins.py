@@ -10,9 +10,10 @@ Kernel Tuner enumerates them the twins come next to each other, so they compiled
 
 How: before an NVRTC compile whose options define macros, the C preprocessor (`cpp -P`, with the request's macros,
 include folders and NVRTC's own predefined macros) gives the program text; its hash, with the name expressions,
-the options that are not macros or include folders and the architecture, is the *twin key*. A compile holds
-`<compile cache>/twins/<key>.lock` (`pid host time`) while it runs; a configuration that finds the lock held by a
-live process waits until it is released, then compiles as usual (NVRTC's cache serves it). In a `compile_pool`
+the options that are not macros or include folders and the architecture, is the *twin key*. The first compile of a
+key holds `<compile cache>/twins/<key>.lock` (`pid host time`) while it runs and leaves `<key>.done` when it ends; a
+configuration that finds the lock held by a live process waits until the program is done, then compiles as usual
+(NVRTC's cache serves it); once it is done, its twins compile at once, side by side, without a lock. In a `compile_pool`
 worker it does not wait in its process: its call answers `Later` and the pool asks again after a while, so the
 process compiles something else meanwhile. A lock whose process is gone (a compile killed at its time limit, a
 killed sweep) is taken over.
@@ -21,7 +22,7 @@ The key only orders compiles; it never hands one configuration another's binary,
 from NVRTC's (GCC's, here) costs at most a wait, never a wrong kernel. Without `cpp`, or where it fails on the
 source, nothing waits. Per source and per compile process, looking stops once the preprocessor costs more than
 `MAX_PASS_SHARE` of a full compile, or after `GIVE_UP_AFTER` looks without a twin (`TwinPolicy`).
-`AUTOTUNE_COMPILE_TWINS=0` turns it off.
+`AUTOTUNE_COMPILE_TWINS=1` turns it on (off by default for now: `enabled`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-TWINS_ENV = "AUTOTUNE_COMPILE_TWINS"  # "0": never look for twins
+TWINS_ENV = "AUTOTUNE_COMPILE_TWINS"  # "1": look for twins (off by default: `enabled`)
 MAX_PASS_SHARE = 0.25  # a preprocessor run costing more than this share of a full compile is not worth its twins
 GIVE_UP_AFTER = 24  # looks at one source in one process that found no twin: stop looking there
 FIRST_WAIT_S = 0.25  # a twin whose program compiles elsewhere looks again after this, doubling up to MAX_WAIT_S
@@ -58,7 +59,8 @@ class Later:
 
 
 def enabled(env: dict[str, str] | None = None) -> bool:
-    return (env if env is not None else os.environ).get(TWINS_ENV, "1").strip().lower() not in ("0", "off", "no")
+    """$AUTOTUNE_COMPILE_TWINS is "1" (off by default until the GPU test tier has run with it on: CHANGELOG)."""
+    return (env if env is not None else os.environ).get(TWINS_ENV, "0").strip().lower() in ("1", "on", "yes")
 
 
 def may_have_twins(options: tuple[str, ...], edited: bool) -> bool:
@@ -196,6 +198,18 @@ class TwinLocks:
         except (PermissionError, ValueError):
             return True
         return True
+
+    def done(self, key: str) -> bool:
+        """Whether the key's first compile has ended (its twins need not wait)."""
+        return self._path(key).with_suffix(".done").exists()
+
+    def finish(self, key: str) -> None:
+        """The key's first compile ended (whatever its outcome): mark it done, then release its lock."""
+        try:
+            self._path(key).with_suffix(".done").touch()
+        except OSError:
+            pass
+        self.release(key)
 
     def release(self, key: str) -> None:
         try:

@@ -45,12 +45,20 @@ def twin_space(tmp_path: Path) -> Path:
     return space
 
 
+@pytest.fixture(autouse=True)
+def twins_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.sweep import twins
+
+    monkeypatch.setenv(twins.TWINS_ENV, "1")  # (off by default; the compile processes inherit it)
+
+
 def test_a_sweep_compiles_each_distinct_program_once(tmp_path: Path) -> None:
     store = gpu_sweep(tmp_path, twin_space(tmp_path), "[{sizes: {rows: 333, cols: 1001}}]")
     frame = store.measurements()
     assert len(frame) == 12 and set(frame.status) == {"ok"}, frame[["instance", "status", "error"]]
     assert (tmp_path / "cache" / "twins").is_dir()  # keys were taken
     assert not list((tmp_path / "cache" / "twins").glob("*/*.lock"))  # every claim released
+    assert len(list((tmp_path / "cache" / "twins").glob("*/*.done"))) == 4  # block_size_y x PAD: 4 programs
 
 
 def test_a_twin_waits_for_its_programs_compile_and_nvrtc_serves_it(

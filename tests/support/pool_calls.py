@@ -56,3 +56,20 @@ def later_then(counter: str, times: int, value: Any) -> Any:
     if calls <= times:
         return Later(later_then, (counter, times, value), 0.2)
     return value, calls
+
+
+def install_standin_compiler(seconds: float) -> None:
+    """A pool initializer: this process's NVRTC is a stand-in whose every build takes `seconds` (tests of the
+    compile flow without NVRTC: tests/test_compile_twins.py)."""
+    from autotune.sweep import compile as comp
+
+    os.environ["AUTOTUNE_COMPILE_SUPERVISED"] = "1"
+
+    def build(text: str, filename: str, names: tuple, options: tuple, kind: str) -> tuple:
+        time.sleep(seconds)
+        return b"cubin:" + repr(sorted(options)).encode(), {n: f"_lowered_{n}" for n in names}, ""
+
+    comp.nvrtc_compile = build  # type: ignore[assignment]
+    comp.nvrtc_version = lambda: (13, 0)  # type: ignore[assignment]
+    comp.nvrtc_archs = lambda: (90,)  # type: ignore[assignment]
+    comp.cuda_include_dir = lambda: ""  # type: ignore[assignment]
