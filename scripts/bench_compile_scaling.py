@@ -38,9 +38,9 @@ threads a block); `whole`, the issue's 7,296 (scripts/bench_compile_bound.py: ti
     python3 scripts/bench_compile_scaling.py --dry-run        # here: the sample and the requests, nothing compiled
     python3 scripts/bench_compile_scaling.py --twins          # here: configurations whose code is another's (cpp)
 
-`--twins` preprocesses the kernel with each configuration's defines (the C preprocessor, `cpp -P`: the kernel includes
-no header) and counts the distinct programs: a configuration whose preprocessed text (whitespace folded) equals an
-earlier one's in the enumeration order compiles the same program, and need not be compiled again.
+`--twins` keys each configuration's program as the sweep does with `AUTOTUNE_COMPILE_TWINS=1`
+(`autotune.sweep.twins.twin_key`: the C preprocessor, `cpp -P`, with its defines) and counts the distinct programs: a
+configuration whose key equals an earlier one's in the enumeration order compiles the same program.
 """
 
 from __future__ import annotations
@@ -186,20 +186,21 @@ def kt_way(configs: list[dict[str, int]]) -> list[float]:
 
 
 def twins(configs: list[dict[str, int]], cpp: str = "cpp") -> list[bool]:
-    """For each configuration, in order: whether its preprocessed kernel (the `--twins` docstring) equals an earlier
-    configuration's."""
-    import hashlib
+    """For each configuration, in order: whether its program (the sweep's own twin key, `autotune.sweep.twins`: the
+    preprocessed kernel, its name, the sweep's options, sm_90) equals an earlier configuration's."""
     import shutil
-    import subprocess
 
-    if shutil.which(cpp) is None:
+    from autotune.sweep.compile import DEFAULT_OPTIONS
+    from autotune.sweep.twins import twin_key
+
+    found = shutil.which(cpp)
+    if found is None:
         raise SystemExit(f"--twins needs the C preprocessor ({cpp}): install cpp (GCC) or pass another with --cpp")
     text, seen, out = KERNEL.read_text(), set(), []
     for c in configs:
-        done = subprocess.run(
-            [cpp, "-P", *(f"-D{k}={v}" for k, v in c.items())], input=text, capture_output=True, text=True, check=True
-        )
-        key = hashlib.sha256(" ".join(done.stdout.split()).encode()).hexdigest()
+        key = twin_key(text, (NAME,), (*DEFAULT_OPTIONS, *(f"-D{k}={v}" for k, v in c.items())), 90, cpp=found)
+        if key is None:
+            raise SystemExit(f"{cpp} failed on {KERNEL} with {c}")
         out.append(key in seen)
         seen.add(key)
     return out

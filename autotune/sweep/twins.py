@@ -86,10 +86,13 @@ def _macro_args(options: tuple[str, ...]) -> list[str]:
     return out
 
 
-def twin_key(text: str, names: tuple[str, ...], options: tuple[str, ...], arch: int) -> str | None:
+def twin_key(
+    text: str, names: tuple[str, ...], options: tuple[str, ...], arch: int, cpp: str | None = None
+) -> str | None:
     """The key of the program `text` is under `options` (the module docstring), or None without a preprocessor or
-    where it fails. `options` are the compile's own: macros, include folders, then the rest."""
-    cpp = find_cpp()
+    where it fails. `options` are the compile's own: macros, include folders, then the rest. `cpp`: the
+    preprocessor (default: `cpp` on the PATH)."""
+    cpp = cpp or find_cpp()
     if cpp is None:
         return None
     predefined = ["-D__CUDACC__", "-D__CUDACC_RTC__", "-D__NVCC__", f"-D__CUDA_ARCH__={arch * 10}"]
