@@ -53,7 +53,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES_DIR = ROOT / "tests" / "data" / "kt_public"
@@ -649,7 +649,13 @@ def provenance(python: str) -> dict[str, Any]:
         "nvidia_smi": cmd(
             ["nvidia-smi", "--query-gpu=name,uuid,driver_version,clocks.max.sm", "--format=csv,noheader"]
         ),
+        "autotune_env": settings(os.environ),  # the switches the runs inherit (AUTOTUNE_COMPILE_TWINS, ...)
     }
+
+
+def settings(env: Mapping[str, str]) -> dict[str, str]:
+    """The AUTOTUNE_* variables set for the runs, besides the commit (which `git_commit` records)."""
+    return {k: env[k] for k in sorted(env) if k.startswith("AUTOTUNE_") and k != "AUTOTUNE_GIT_COMMIT"}
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:

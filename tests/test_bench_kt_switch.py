@@ -109,3 +109,8 @@ def test_the_same_work_figure_times_kernel_tuners_configurations_on_both_sides()
     assert row["ratio_same_work"] == pytest.approx(5.0)
     missing = stamped("ours", {32: 3.0}, spawn=5000.0)  # ours never measured 64: no figure
     assert bench.compare("k", kt, missing)[0]["ratio_same_work"] is None
+
+
+def test_the_provenance_names_the_autotune_switches_the_runs_inherit() -> None:
+    env = {"AUTOTUNE_COMPILE_TWINS": "1", "AUTOTUNE_GIT_COMMIT": "abc", "PATH": "/bin", "AUTOTUNE_COMPILE_NICE": "0"}
+    assert bench.settings(env) == {"AUTOTUNE_COMPILE_NICE": "0", "AUTOTUNE_COMPILE_TWINS": "1"}
