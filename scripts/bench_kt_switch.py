@@ -345,9 +345,32 @@ class Run:
     # call, ours: the call's phases (`tune_kernel`'s env["autotune"]["phases"]) and the GPU backend's start-up
     # (`GpuBackend.timeline`, from the import where it was pre-started), the first measurement, the call's end
     timeline: dict[str, float] = field(default_factory=dict)
+    # ours: what each compile process did (`CompilePool.profile`, seconds after the spawn): calls [sent, answered,
+    # pid, outcome], starts [pid, spawned, ready]; scripts/kt_switch_bound.py splits the processes' time with it
+    compile_profile: dict[str, list] = field(default_factory=dict)
     error: str | None = None
     results: list[dict[str, Any]] = field(default_factory=list)
     spawn_epoch: float | None = None  # when the parent started the child (epoch seconds)
+
+
+def read_compile_profile(path: Path, offset: float) -> dict[str, list]:
+    """The compile pools' profiles `GpuBackend` appended to `path` (one JSON line each, seconds after the backend's
+    start), merged and moved by `offset` (the backend's start, in seconds after the spawn); empty without the file."""
+    out: dict[str, list] = {"calls": [], "starts": []}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        try:
+            pool = json.loads(line)
+        except ValueError:
+            continue
+        out["calls"] += [[round(a + offset, 3), round(b + offset, 3), pid, what] for a, b, pid, what in pool["calls"]]
+        out["starts"] += [
+            [pid, round(a + offset, 3), None if b is None else round(b + offset, 3)] for pid, a, b in pool["starts"]
+        ]
+    return out
 
 
 def _epoch(ts: Any) -> float | None:
@@ -398,6 +421,7 @@ def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir
         **cold_cache_env(work / "caches"),  # ours, CuPy's and the CUDA driver's compute cache, all fresh
         PYTHONUNBUFFERED="1",
         PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        AUTOTUNE_COMPILE_PROFILE=str(work / "compile_profile.jsonl"),  # (ours: `GpuBackend` appends its pool's)
     )
     run = Run(case.name, side)
     log = open(log_dir / f"{case.name}_{side}.log", "w")
@@ -449,6 +473,7 @@ def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir
         run.timeline.update({f"call.{k}": round(call + v, 3) for k, v in (auto.get("phases") or {}).items()})
         backend0 = call - (auto.get("prewarmed_s") or 0.0)
         run.timeline.update({f"backend.{k}": round(backend0 + v, 3) for k, v in (auto.get("startup") or {}).items()})
+        run.compile_profile = read_compile_profile(work / "compile_profile.jsonl", backend0)
     if "call_start" in meta:
         end = meta.get("call_end", t_end)
         run.process_wall_s, run.call_wall_s = end - t_spawn, end - meta["call_start"]

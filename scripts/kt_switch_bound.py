@@ -13,6 +13,12 @@ For each case where our call stopped at the cap (not every configuration measure
              measured `bound` configurations in the same process wall
   needed     the configurations the case's target ratio needs in that process wall
 
+Where the run recorded what each compile process did (`runs.ours.compile_profile`, bench_kt_switch.py since
+this change), a second table splits the capacity over the same span: `absent` (processes not started yet:
+the pool grows from 4), `starting` (spawned, not ready), `compiling` (calls answered: compiled or failed),
+`deferred` (calls that answered "later": a twin waiting, `autotune.sweep.twins`), `cut` (compiles killed at the end
+or past their limit, or dead), `idle` (ready, no call).
+
 The bound assumes every compile process busy from the first submit to the end and the configurations after the last
 measured costing at least what the last --tail did: true where compile cost grows along the enumeration order (the
 convolution's tiles), so no scheduling of these compiles measures more within the cap on that host. It counts compiles
@@ -78,6 +84,29 @@ def bound(case: dict[str, Any], workers: int, tail: int) -> dict[str, Any] | Non
     }
 
 
+def split(case: dict[str, Any], workers: int) -> dict[str, float] | None:
+    """The shares of the capacity (the module docstring), or None without a compile profile or a span."""
+    ours = (case.get("runs") or {}).get("ours") or {}
+    profile, timeline = ours.get("compile_profile") or {}, ours.get("timeline") or {}
+    first, end = timeline.get("backend.first_submit"), timeline.get("call.sweep_done")
+    if not profile.get("starts") or first is None or end is None or end <= first:
+        return None
+
+    def overlap(a: float, b: float) -> float:
+        return max(0.0, min(b, end) - max(a, first))
+
+    capacity = workers * (end - first)
+    gone = {pid: b for a, b, pid, what in profile.get("calls", []) if what in ("killed", "died")}
+    alive = sum(overlap(spawned, gone.get(pid, end)) for pid, spawned, _ in profile["starts"])
+    starting = sum(overlap(spawned, end if ready is None else ready) for _, spawned, ready in profile["starts"])
+    shares = {"absent": capacity - alive, "starting": starting, "compiling": 0.0, "deferred": 0.0, "cut": 0.0}
+    for a, b, _, what in profile.get("calls", []):
+        key = {"ok": "compiling", "error": "compiling", "later": "deferred"}.get(what, "cut")
+        shares[key] += overlap(a, b)
+    shares["idle"] = max(0.0, capacity - sum(shares.values()))
+    return {k: v / capacity for k, v in shares.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", type=Path, help="kt_switch.json of bench_kt_switch.py (or its .xz)")
@@ -99,6 +128,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{b['last_mean_s']:>8.2f}{b['bound']:>7.0f}{b['ratio']:>7.1f}{b['ratio_max']:>7.1f}{b['target']:>7.0f}"
             f"{b['needed']:>8.0f}"
         )
+    shares = [(name, sh) for name, case in data["cases"].items() if (sh := split(case, workers))]
+    if shares:
+        print("\nthe compile processes' time over the same span (shares of the capacity):")
+        keys = ["absent", "starting", "compiling", "deferred", "cut", "idle"]
+        print(f"{'case':<12}" + "".join(f"{k:>10}" for k in keys))
+        for name, sh in shares:
+            print(f"{name:<12}" + "".join(f"{sh[k]:>10.2f}" for k in keys))
     return 0
 
 

@@ -86,6 +86,7 @@ def test_the_backend_records_a_compile_past_its_limit_and_caches_nothing(
     monkeypatch.setattr(
         local, "compile_batch_deferring", functools.partial(slow_compile, str(blob), str(pids))
     )  # the pool's call
+    monkeypatch.setenv("AUTOTUNE_COMPILE_PROFILE", str(tmp_path / "profile.jsonl"))
     cfg = gpu_config(tmp_path)
     t0 = time.monotonic()
     with local.GpuBackend(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache", compile_timeout_s=0.5) as b:
@@ -100,6 +101,12 @@ def test_the_backend_records_a_compile_past_its_limit_and_caches_nothing(
     assert all(dead(int(p.name)) for p in pids.iterdir())  # the hung compiles' children went with them
     errors = {err for st, err in rows.values() if st == "compile_error"}
     assert errors and all(e.startswith(TIMEOUT_ERROR) and "ran past 3.5 s" in e for e in errors), errors
+    import json
+
+    (profile,) = [json.loads(line) for line in (tmp_path / "profile.jsonl").read_text().splitlines()]
+    outcomes = [what for *_, what in profile["calls"]]
+    assert outcomes.count("killed") == killed and "ok" in outcomes  # what the backend's pool did, written at close
+    assert all(0 <= a <= b for a, b, *_ in profile["calls"]) and len(profile["starts"]) == 2 + killed  # replaced
 
 
 def test_only_an_unsupervised_process_forks_a_compile_for_its_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,3 +146,28 @@ def test_the_pools_processes_do_not_rerun_the_users_script(tmp_path: Path) -> No
     )
     assert out.returncode == 0, out.stderr
     assert len(list(marks.iterdir())) == 1, out  # the script's own process only
+
+
+def test_the_profile_says_what_each_process_did(tmp_path: Path) -> None:
+    from tests.support.pool_calls import later_then
+
+    t0 = time.monotonic()
+    p = CompilePool(2, mp.get_context("spawn"))
+    try:
+        assert p.submit(sleep_then, 0.2, 1, timeout_s=30).result(timeout=60) == 1
+        with pytest.raises(CompileFailed):
+            p.submit(fail, "error: x").result(timeout=60)
+        assert p.submit(later_then, str(tmp_path / "n"), 1, "v", timeout_s=30).result(timeout=60) == ("v", 2)
+        with pytest.raises(CompileTimeout):
+            p.submit(sleep_then, 60, 0, timeout_s=0.5).result(timeout=60)
+        running = p.submit(sleep_then, 60, 0)
+        time.sleep(1.0)
+    finally:
+        p.shutdown()
+    assert running.done()
+    prof = p.profile(t0)
+    outcomes = [what for *_, what in prof["calls"]]
+    assert outcomes == ["ok", "error", "later", "ok", "killed", "cancelled"], outcomes
+    assert all(0 <= a <= b for a, b, *_ in prof["calls"])
+    assert prof["calls"][0][1] - prof["calls"][0][0] >= 0.2  # the first call's 0.2 s
+    assert len(prof["starts"]) == 3 and all(0 <= s <= r for _, s, r in prof["starts"][:2])  # two, one replaced

@@ -63,3 +63,27 @@ def test_the_committed_kt7_convolution_cannot_reach_10x_on_its_host(capsys, tmp_
     (tmp_path / "other.json").write_text("{}")
     with pytest.raises(SystemExit, match="not a bench_kt_switch.py JSON"):
         load(tmp_path / "other.json")
+
+
+def test_the_split_of_the_compile_processes_time() -> None:
+    """Two processes over the span 1..11 s (capacity 20 s): A ready at 1.5 s, B spawned at 3 s (the pool grew), ready
+    at 4 s; A compiles 1.5-5.5 (ok) and 6-11.5 (cancelled at the end: cut to 11), B waits 4-4.5 (later), compiles
+    5-9 (error) and 9-10 (killed: B is gone from 10 s, its replacement never ready)."""
+    case = _case([1000], space=1000)
+    case["runs"]["ours"]["compile_profile"] = {
+        "starts": [[1, 0.5, 1.5], [2, 3.0, 4.0], [3, 10.0, None]],  # 3: B's replacement, never ready
+        "calls": [
+            [1.5, 5.5, 1, "ok"],
+            [6.0, 11.5, 1, "cancelled"],
+            [4.0, 4.5, 2, "later"],
+            [5.0, 9.0, 2, "error"],
+            [9.0, 10.0, 2, "killed"],
+        ],
+    }
+    sh = _module.split(case, workers=2)
+    assert sh is not None
+    # absent: B before 3 s (2 s); starting: A 1-1.5, B 3-4, its replacement 10-11; compiling 4 + 4; deferred 0.5;
+    # cut 5 + 1; idle: A 5.5-6, B 4.5-5 -> 1.0
+    expected = {"absent": 2.0, "starting": 2.5, "compiling": 8.0, "deferred": 0.5, "cut": 6.0, "idle": 1.0}
+    assert sh == pytest.approx({k: v / 20 for k, v in expected.items()})
+    assert _module.split(_case([1000], space=1000), workers=2) is None  # no profile: no split

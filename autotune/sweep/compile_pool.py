@@ -44,6 +44,7 @@ from autotune.sweep.twins import Later
 
 
 GROW_AFTER_S = 0.2  # a pool started with fewer than its processes starts the rest once a call waited this long
+PROFILE_ENV = "AUTOTUNE_COMPILE_PROFILE"  # a file `GpuBackend` appends each pool's `profile` to (a benchmark's)
 POOL_ENV = "AUTOTUNE_COMPILE_WORKERS"  # compile processes of a GPU backend or a compile worker (else its default)
 
 
@@ -104,6 +105,9 @@ class _Worker:
         start_process(self.proc)
         child.close()
         self.ready = False  # its initializer done (it sent "ready"): only then is it handed calls
+        self.spawned_at = time.monotonic()  # (time.monotonic(), as every stamp here: `CompilePool.profile`)
+        self.ready_at: float | None = None
+        self.started_at = 0.0  # when its current call was sent
         self.job: tuple[Future, float | None, str, float | None] | None = None  # (future, deadline, what, limit)
 
     def kill(self) -> None:
@@ -138,6 +142,9 @@ class CompilePool:
         self._closed = False
         self.killed = 0  # calls killed at their deadline
         self.start_deaths = 0  # processes that died before they were ready
+        # what each process did (`profile`): its calls (sent, answered, pid, outcome); every process started
+        self.spans: list[tuple[float, float, int, str]] = []
+        self._every = list(self._workers)
         self._thread = threading.Thread(target=self._loop, name="autotune-compile-pool", daemon=True)
         self._thread.start()
 
@@ -165,6 +172,7 @@ class CompilePool:
                 closed = self._closed
                 if not closed:
                     self._workers.extend(new)
+                    self._every.extend(new)
             if closed:
                 for w in new:
                     w.kill()
@@ -205,6 +213,7 @@ class CompilePool:
         for w in workers:
             if w.job is not None:
                 busy += 1
+                self._span(w, "cancelled")
                 if not w.job[0].cancel():
                     _fail(w.job[0], CompileFailed("error: compile cancelled (the sweep stopped)"))
             if kill or w.job is not None:
@@ -218,7 +227,26 @@ class CompilePool:
                 w.conn.close()
         return busy
 
+    def profile(self, t0: float) -> dict[str, list]:
+        """What the processes did, in seconds after `t0` (a time.monotonic()): `calls` [sent, answered, pid,
+        outcome] (ok, error, later: asked again, killed: past its limit, died, cancelled: at shutdown) and `starts`
+        [pid, spawned, ready: None when it never was] of every process the pool started (scripts/kt_switch_bound.py
+        splits the processes' time with them)."""
+        with self._lock:
+            spans, every = list(self.spans), list(self._every)
+        return {
+            "calls": [[round(a - t0, 3), round(b - t0, 3), pid, what] for a, b, pid, what in spans],
+            "starts": [
+                [w.proc.pid, round(w.spawned_at - t0, 3), None if w.ready_at is None else round(w.ready_at - t0, 3)]
+                for w in every
+            ],
+        }
+
     # ------------------------------------------------------------------------------------ internals
+    def _span(self, w: _Worker, outcome: str) -> None:
+        with self._lock:
+            self.spans.append((w.started_at, time.monotonic(), w.proc.pid, outcome))
+
     def _wake(self) -> None:
         try:
             self._wake_w.send_bytes(b"w")
@@ -237,7 +265,8 @@ class CompilePool:
                     except Exception as exc:  # noqa: BLE001 - an unpicklable call, or a worker gone
                         _fail(fut, CompileFailed(f"error: could not hand {what} to a compile process: {exc}"))
                         continue
-                    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+                    w.started_at = time.monotonic()
+                    deadline = None if timeout_s is None else w.started_at + timeout_s
                     w.job = (fut, deadline, what, timeout_s)
 
     def _started(self, w: _Worker) -> None:
@@ -247,6 +276,7 @@ class CompilePool:
             kind, _ = w.conn.recv()
             w.ready = kind == "ready"
             if w.ready:
+                w.ready_at = time.monotonic()
                 return
         except (EOFError, OSError, ValueError):
             pass
@@ -267,6 +297,7 @@ class CompilePool:
         with self._lock:
             i = self._workers.index(w)
             self._workers[i] = _Worker(self._ctx, self._initializer)
+            self._every.append(self._workers[i])
 
     def _loop(self) -> None:
         try:
@@ -338,11 +369,13 @@ class CompilePool:
                 except (EOFError, OSError):
                     w.proc.join(5)
                     what = w.job[2]
+                    self._span(w, "died")
                     w.job = None
                     _fail(fut, CompileFailed(f"error: {what} died (exit code {w.proc.exitcode})"))
                     self._replace(w)
                     continue
                 _, _, what, limit = w.job
+                self._span(w, "later" if isinstance(payload, Later) else kind)
                 w.job = None
                 if kind == "ok" and isinstance(payload, Later):
                     with self._lock:
@@ -357,6 +390,7 @@ class CompilePool:
             for w in list(self._workers):
                 if w.job is not None and w.job[1] is not None and now >= w.job[1]:
                     fut, _, what, limit = w.job
+                    self._span(w, "killed")
                     w.job = None
                     self.killed += 1
                     self._replace(w)

@@ -36,6 +36,7 @@ The GPU worker keeps loaded modules, problem data (launch.ProblemData) and refer
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import time
@@ -59,6 +60,7 @@ from autotune.sweep.compile import (
     warm_compile_process,
 )
 from autotune.sweep.compile_pool import (
+    PROFILE_ENV,
     CompilePool,
     env_workers,
     kill_executor,
@@ -554,8 +556,21 @@ class GpuBackend:
             return
         if isinstance(pool, CompilePool):
             self.cancelled += pool.shutdown(kill=True)
+            self._write_profile(pool)
             return
         self.cancelled += kill_executor(pool)  # a test's stand-in executor
+
+    def _write_profile(self, pool: CompilePool) -> None:
+        """$AUTOTUNE_COMPILE_PROFILE names a file: append the pool's `profile` to it (one JSON line per pool, seconds
+        after this backend's start; scripts/bench_kt_switch.py --profile reads it). Never fails the sweep."""
+        path = os.environ.get(PROFILE_ENV, "").strip()
+        if not path or self._t0 is None:
+            return
+        try:
+            with open(path, "a") as f:
+                f.write(json.dumps(pool.profile(self._t0)) + "\n")
+        except OSError:
+            pass
 
     def __enter__(self) -> "GpuBackend":
         return self
