@@ -86,6 +86,8 @@ def test_the_policy_stops_looking_where_no_twin_comes_or_the_look_costs_too_much
     p.compiled("d", 0.02)
     p.looked("d", 0.01, twin=True)
     assert not p.wants("d")  # a look costs half a full compile
+    p.no_key("e")
+    assert not p.wants("e")  # the preprocessor failed on it
     assert p.wants("never seen")
 
 
@@ -285,3 +287,17 @@ def test_twins_of_a_finished_program_compile_side_by_side_in_the_pool(
     assert took < 3.0, took
     locks = list((tmp_path / "c" / "twins").glob("*/*"))
     assert [p.suffix for p in locks] == [".done"]  # one program, done; no lock left
+
+
+@needs_cpp
+def test_a_source_the_preprocessor_fails_on_is_not_looked_at_again(
+    standin: StandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "kernel.cu"
+    src.write_text('#include "only_nvrtc_finds_this.h"\n' + KERNEL)
+    looks: list[str | None] = []
+    real = twins.twin_key
+    monkeypatch.setattr(twins, "twin_key", lambda *a, **k: looks.append(real(*a, **k)) or looks[-1])
+    compile_batch(request(src, 0, 32), tmp_path / "c")
+    compile_batch(request(src, 1, 32), tmp_path / "c")
+    assert looks == [None] and len(standin.calls) == 2  # one failed look, then none; both compiled

@@ -634,6 +634,7 @@ def _twin_step(
         twin = tw.twin_key(text, misses, options[:-1], request.arch)
         if twin is None:
             tw.POLICY.looked(digest, time.perf_counter() - t0, twin=False)
+            tw.POLICY.no_key(digest)
             return None
         if locks.done(twin):
             tw.POLICY.looked(digest, time.perf_counter() - t0, twin=True)

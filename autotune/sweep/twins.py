@@ -21,7 +21,7 @@ killed sweep) is taken over.
 The key only orders compiles; it never hands one configuration another's binary, so a preprocessor that differs
 from NVRTC's (GCC's, here) costs at most a wait, never a wrong kernel. Without `cpp`, or where it fails on the
 source, nothing waits. Per source and per compile process, looking stops once the preprocessor costs more than
-`MAX_PASS_SHARE` of a full compile, or after `GIVE_UP_AFTER` looks without a twin (`TwinPolicy`).
+`MAX_PASS_SHARE` of a full compile, after `GIVE_UP_AFTER` looks without a twin, or once it fails (`TwinPolicy`).
 `AUTOTUNE_COMPILE_TWINS=1` turns it on (off by default for now: `enabled`).
 """
 
@@ -121,6 +121,7 @@ class _SourceStats:
     found: int = 0
     fulls: int = 0
     full_s: float = 0.0
+    keyless: bool = False
 
 
 @dataclass
@@ -133,6 +134,8 @@ class TwinPolicy:
         s = self.stats.get(digest)
         if s is None:
             return True
+        if s.keyless:  # the preprocessor failed on it: it would again (its includes, its syntax)
+            return False
         if s.found == 0 and s.looks >= GIVE_UP_AFTER:
             return False
         if s.fulls and s.looks and s.look_s / s.looks > MAX_PASS_SHARE * (s.full_s / s.fulls):
@@ -142,6 +145,9 @@ class TwinPolicy:
     def looked(self, digest: str, seconds: float, twin: bool) -> None:
         s = self.stats.setdefault(digest, _SourceStats())
         s.looks, s.look_s, s.found = s.looks + 1, s.look_s + seconds, s.found + int(twin)
+
+    def no_key(self, digest: str) -> None:
+        self.stats.setdefault(digest, _SourceStats()).keyless = True
 
     def compiled(self, digest: str, seconds: float) -> None:
         s = self.stats.setdefault(digest, _SourceStats())
