@@ -18,7 +18,7 @@ import pytest
 
 from autotune.sweep import compile as comp
 from autotune.sweep import twins
-from autotune.sweep.compile import CompileFailed, CompileRequest, compile_batch
+from autotune.sweep.compile import CompileFailed, CompileRequest, compile_batch, compile_batch_deferring
 from autotune.sweep.compile_pool import CompilePool
 from autotune.sweep.twins import Later, TwinLocks, TwinPolicy, twin_key
 from tests.support.pool_calls import later_then, sleep_then
@@ -207,11 +207,11 @@ def test_a_twin_waits_for_its_program_compiling_elsewhere_then_compiles(
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         hold(locks, k, holder.pid)  # PAD=0 TILE=32 compiles in another process
-        later = compile_batch(request(src, 1, 32), cache, defer=True)  # its twin
+        later = compile_batch_deferring(request(src, 1, 32), cache)  # its twin
         assert isinstance(later, Later) and later.after_s == twins.FIRST_WAIT_S and later.args[2] == k
         again = later.fn(*later.args)
         assert isinstance(again, Later) and again.after_s == 2 * twins.FIRST_WAIT_S
-        (other,) = compile_batch(request(src, 1, 16), cache, defer=True)  # another program: no wait
+        (other,) = compile_batch_deferring(request(src, 1, 16), cache)  # another program: no wait
         assert other.ok and standin.calls == ["PAD=1,TILE=16"]
     finally:
         holder.kill()
@@ -261,7 +261,6 @@ def test_twins_of_a_finished_program_compile_side_by_side_in_the_pool(
     one after the other they took 12 x 0.3 s and more)."""
     import functools
 
-    from autotune.sweep.compile import compile_batch_deferring
     from tests.support.pool_calls import install_standin_compiler
 
     src = tmp_path / "kernel.cu"

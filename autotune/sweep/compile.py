@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from autotune.sweep import twins as tw
 from autotune.sweep.spawning import ignore_sigint
 
 DEFAULT_OPTIONS: tuple[str, ...] = ("-std=c++17",)
@@ -433,22 +434,34 @@ def nvrtc_compile(
         nvrtc.destroyProgram(prog)
 
 
-def compile_batch(
-    request: CompileRequest,
-    cache_dir: Path,
-    *,
-    defer: bool = False,
-    twin: str | None = None,
-    wait_s: float | None = None,
-) -> Any:
+def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKernel]:
     """Compile (or fetch from the cache) every name expression of the request; one result each, in order.
 
     Misses are compiled in one NVRTC call; if that call fails, each miss is compiled alone so that an
-    error is pinned on the instance that caused it and the others still compile. A program that another
-    configuration compiles too is compiled once (`autotune.sweep.twins`): a twin whose program is compiling in
-    another process waits for it here, or with `defer` answers `twins.Later` (a `compile_pool` call: the pool asks
-    again later; `twin` and `wait_s` are that later call's).
+    error is pinned on the instance that caused it and the others still compile. With `AUTOTUNE_COMPILE_TWINS=1`
+    (`autotune.sweep.twins`) a configuration whose program another process is compiling right now waits here for
+    that compile to end, then compiles (NVRTC serves it); `compile_batch_deferring` answers `twins.Later` instead.
     """
+    out = _compile_batch(request, cache_dir, defer=False, twin=None, wait_s=None)
+    assert not isinstance(out, tw.Later)  # (only a deferring call answers later)
+    return out
+
+
+def compile_batch_deferring(request: CompileRequest, cache_dir: Path) -> list[CompiledKernel] | tw.Later:
+    """`compile_batch` for a `compile_pool` call: a twin whose program compiles elsewhere answers `twins.Later`
+    (the pool asks again after a while; its process takes other work meanwhile)."""
+    return _compile_batch(request, cache_dir, defer=True, twin=None, wait_s=None)
+
+
+def _compile_batch_again(
+    request: CompileRequest, cache_dir: Path, twin: str, wait_s: float
+) -> list[CompiledKernel] | tw.Later:
+    return _compile_batch(request, cache_dir, defer=True, twin=twin, wait_s=wait_s)
+
+
+def _compile_batch(
+    request: CompileRequest, cache_dir: Path, defer: bool, twin: str | None, wait_s: float | None
+) -> list[CompiledKernel] | tw.Later:
     cache = CompileCache(cache_dir)
     text = request.source.read_text()
     if request.unroll:  # `semantics: kerneltuner`: the text the compiler sees (the cache key follows it)
@@ -510,10 +523,8 @@ def compile_batch(
     misses = tuple(n for n in request.name_expressions if n not in done)
     claimed: str | None = None
     if misses and request.compiler != "nvcc":  # a twin compiling elsewhere is waited for (`autotune.sweep.twins`)
-        from autotune.sweep.twins import Later
-
         step = _twin_step(request, cache.root, text, digest, misses, options, twin, defer, wait_s)
-        if isinstance(step, Later):
+        if isinstance(step, tw.Later):
             return step
         claimed = step
     try:
@@ -528,15 +539,11 @@ def compile_batch(
             misses = _precheck(request, text, misses, options, kind, keys, cache, done)
         _compile_misses(run, misses, keys, kind, cache, done)
         if claimed is not None:
-            from autotune.sweep.twins import POLICY, TwinLocks
-
-            POLICY.compiled(digest, time.perf_counter() - t0)
-            TwinLocks(cache.root / "twins").finish(claimed)  # its twins compile now, side by side
+            tw.POLICY.compiled(digest, time.perf_counter() - t0)
+            tw.TwinLocks(cache.root / "twins").finish(claimed)  # its twins compile now, side by side
     finally:
         if claimed is not None:  # (an exception: released, not done; a twin waiting takes the compile over)
-            from autotune.sweep.twins import TwinLocks
-
-            TwinLocks(cache.root / "twins").release(claimed)
+            tw.TwinLocks(cache.root / "twins").release(claimed)
     return [done[n] for n in request.name_expressions]
 
 
@@ -567,15 +574,6 @@ def _precheck(
                 done[n] = CompiledKernel(n, False, keys[n], None, None, None, log, time.perf_counter() - t0)
                 cache.store(done[n])  # deterministic, as the full build's failure would be
     return tuple(n for n in misses if n not in done)
-
-
-def compile_batch_deferring(request: CompileRequest, cache_dir: Path) -> Any:
-    """`compile_batch` for a `compile_pool` call: a twin compiling elsewhere answers `twins.Later`."""
-    return compile_batch(request, cache_dir, defer=True)
-
-
-def _compile_batch_again(request: CompileRequest, cache_dir: Path, twin: str, wait_s: float) -> Any:
-    return compile_batch(request, cache_dir, defer=True, twin=twin, wait_s=wait_s)
 
 
 def _compile_misses(
@@ -620,12 +618,10 @@ def _twin_step(
     twin: str | None,
     defer: bool,
     wait_s: float | None,
-) -> Any:
+) -> str | tw.Later | None:
     """Before NVRTC compiles `misses` (`autotune.sweep.twins`): the twin key this process now holds (compile, then
     finish it), `twins.Later` (its program's first compile runs elsewhere and `defer`), or None (compile now: not
     looked for, no key, or the program's first compile is done)."""
-    from autotune.sweep import twins as tw
-
     locks = tw.TwinLocks(cache_root / "twins")
     if twin is None:
         if not (tw.enabled() and tw.may_have_twins(request.options, bool(request.unroll)) and tw.POLICY.wants(digest)):

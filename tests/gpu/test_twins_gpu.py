@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from autotune.sweep import compile as comp
-from autotune.sweep.compile import CompileRequest, compile_batch
+from autotune.sweep.compile import CompileRequest, compile_batch, compile_batch_deferring
 from autotune.sweep.twins import Later, twin_key
 from tests.support.gpu_sweep import gpu_sweep
 
@@ -88,7 +88,7 @@ def test_a_twin_waits_for_its_programs_compile_and_nvrtc_serves_it(
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         (lock_dir / f"{key}.lock").write_text(f"{holder.pid} {socket.gethostname()} {time.time()}")
-        later = compile_batch(request(2, 1), cache, defer=True)  # a twin, while "another process" compiles it
+        later = compile_batch_deferring(request(2, 1), cache)  # a twin, while "another process" compiles it
         assert isinstance(later, Later)
     finally:
         holder.kill()
