@@ -5,7 +5,8 @@ configurations and on the ratio, from that run's own compile times (issue 31: th
 For each case where our call stopped at the cap (not every configuration measured) and recorded compile times:
 
   span       from our first compile submitted to the sweep's end (`backend.first_submit` .. `call.sweep_done`)
-  capacity   compile processes x span (the processes: the host's cores less one, as GpuBackend's default, or --workers)
+  capacity   compile processes x span (the processes: the run's AUTOTUNE_COMPILE_WORKERS, else the host's cores less
+             one, as GpuBackend's default, or --workers)
   compiled   the sum of the compile times of the configurations measured (`compile_ms`)
   busy       compiled / capacity
   bound      configurations measured + (capacity - compiled) / the mean compile time of the last --tail measured
@@ -107,14 +108,27 @@ def split(case: dict[str, Any], workers: int) -> dict[str, float] | None:
     return {k: v / capacity for k, v in shares.items()}
 
 
+def run_workers(provenance: dict[str, Any]) -> int:
+    """The run's compile processes: its AUTOTUNE_COMPILE_WORKERS (the switches bench_kt_switch.py records), else
+    GpuBackend's default, the host's cores less one."""
+    given = str((provenance.get("autotune_env") or {}).get("AUTOTUNE_COMPILE_WORKERS") or "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    return max(1, int(provenance.get("host_cpus") or 2) - 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", type=Path, help="kt_switch.json of bench_kt_switch.py (or its .xz)")
-    ap.add_argument("--workers", type=int, help="compile processes (default: the run's host_cpus less one)")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        help="compile processes (default: the run's AUTOTUNE_COMPILE_WORKERS, else host_cpus - 1)",
+    )
     ap.add_argument("--tail", type=int, default=10, help="the last N compile times the rest is assumed to cost")
     a = ap.parse_args(argv)
     data = load(a.json)
-    workers = a.workers or max(1, int((data.get("provenance") or {}).get("host_cpus") or 2) - 1)
+    workers = a.workers or run_workers(data.get("provenance") or {})
     rows = [(name, b) for name, case in data["cases"].items() if (b := bound(case, workers, max(1, a.tail)))]
     if not rows:
         print(f"{a.json}: no case of ours stopped at the cap with compile times")

@@ -87,3 +87,11 @@ def test_the_split_of_the_compile_processes_time() -> None:
     expected = {"absent": 2.0, "starting": 2.5, "compiling": 8.0, "deferred": 0.5, "cut": 6.0, "idle": 1.0}
     assert sh == pytest.approx({k: v / 20 for k, v in expected.items()})
     assert _module.split(_case([1000], space=1000), workers=2) is None  # no profile: no split
+
+
+def test_the_runs_own_compile_processes_count() -> None:
+    run_workers = _module.run_workers
+    assert run_workers({"host_cpus": 16}) == 15  # GpuBackend's default
+    assert run_workers({"host_cpus": 16, "autotune_env": {"AUTOTUNE_COMPILE_WORKERS": "24"}}) == 24
+    assert run_workers({"host_cpus": 16, "autotune_env": {"AUTOTUNE_COMPILE_WORKERS": "x"}}) == 15
+    assert run_workers({}) == 1
