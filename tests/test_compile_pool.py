@@ -148,9 +148,17 @@ def test_the_pools_processes_do_not_rerun_the_users_script(tmp_path: Path) -> No
     assert len(list(marks.iterdir())) == 1, out  # the script's own process only
 
 
-def test_the_profile_says_what_each_process_did(tmp_path: Path) -> None:
+def test_the_profile_says_what_each_process_did(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.support.pool_calls import later_then
 
+    monkeypatch.delenv("AUTOTUNE_COMPILE_PROFILE", raising=False)
+    quiet = CompilePool(1, mp.get_context("spawn"))
+    try:
+        assert quiet.submit(sleep_then, 0, 1).result(timeout=60) == 1
+        assert quiet.profile(0.0) == {"calls": [], "starts": []}  # nothing kept unless asked
+    finally:
+        quiet.shutdown()
+    monkeypatch.setenv("AUTOTUNE_COMPILE_PROFILE", str(tmp_path / "p.jsonl"))
     t0 = time.monotonic()
     p = CompilePool(2, mp.get_context("spawn"))
     try:

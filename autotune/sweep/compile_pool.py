@@ -142,9 +142,11 @@ class CompilePool:
         self._closed = False
         self.killed = 0  # calls killed at their deadline
         self.start_deaths = 0  # processes that died before they were ready
-        # what each process did (`profile`): its calls (sent, answered, pid, outcome); every process started
+        # what each process did (`profile`), kept only where $AUTOTUNE_COMPILE_PROFILE asks for it (an overnight
+        # sweep's million compiles need not be remembered): calls (sent, answered, pid, outcome); every process
+        self.recording = bool(os.environ.get(PROFILE_ENV, "").strip())
         self.spans: list[tuple[float, float, int, str]] = []
-        self._every = list(self._workers)
+        self._every = list(self._workers) if self.recording else []
         self._thread = threading.Thread(target=self._loop, name="autotune-compile-pool", daemon=True)
         self._thread.start()
 
@@ -172,7 +174,8 @@ class CompilePool:
                 closed = self._closed
                 if not closed:
                     self._workers.extend(new)
-                    self._every.extend(new)
+                    if self.recording:
+                        self._every.extend(new)
             if closed:
                 for w in new:
                     w.kill()
@@ -228,7 +231,8 @@ class CompilePool:
         return busy
 
     def profile(self, t0: float) -> dict[str, list]:
-        """What the processes did, in seconds after `t0` (a time.monotonic()): `calls` [sent, answered, pid,
+        """What the processes did (empty unless $AUTOTUNE_COMPILE_PROFILE was set when the pool was made), in seconds
+        after `t0` (a time.monotonic()): `calls` [sent, answered, pid,
         outcome] (ok, error, later: asked again, killed: past its limit, died, cancelled: at shutdown) and `starts`
         [pid, spawned, ready: None when it never was] of every process the pool started (scripts/kt_switch_bound.py
         splits the processes' time with them)."""
@@ -244,6 +248,8 @@ class CompilePool:
 
     # ------------------------------------------------------------------------------------ internals
     def _span(self, w: _Worker, outcome: str) -> None:
+        if not self.recording:
+            return
         with self._lock:
             self.spans.append((w.started_at, time.monotonic(), w.proc.pid, outcome))
 
@@ -297,7 +303,8 @@ class CompilePool:
         with self._lock:
             i = self._workers.index(w)
             self._workers[i] = _Worker(self._ctx, self._initializer)
-            self._every.append(self._workers[i])
+            if self.recording:
+                self._every.append(self._workers[i])
 
     def _loop(self) -> None:
         try:
