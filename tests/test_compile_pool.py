@@ -75,17 +75,14 @@ def test_the_backend_records_a_compile_past_its_limit_and_caches_nothing(
     from autotune.sweep.runner import run_sweep
     from tests.support.fake_gpu_worker import fake_gpu_main
     from tests.support.slow_compile import slow_compile
-    from tests.test_faults import PAIRS, gpu_config, measured_rows
+    from tests.test_faults import PAIRS, gpu_config, measured_rows, use_compiles
     from tests.test_sweep_stops import Notes, dead
 
     blob, pids = tmp_path / "kernel.cubin", tmp_path / "pids"
     blob.write_bytes(b"\0" * 16)
     pids.mkdir()
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
-    monkeypatch.setattr(local, "compile_batch", functools.partial(slow_compile, str(blob), str(pids)))
-    monkeypatch.setattr(
-        local, "compile_batch_deferring", functools.partial(slow_compile, str(blob), str(pids))
-    )  # the pool's call
+    use_compiles(monkeypatch, functools.partial(slow_compile, str(blob), str(pids)))
     monkeypatch.setenv("AUTOTUNE_COMPILE_PROFILE", str(tmp_path / "profile.jsonl"))
     cfg = gpu_config(tmp_path)
     t0 = time.monotonic()

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from typing import Any
 import sqlalchemy as sa
 
 from autotune.paths import ROOT
@@ -99,6 +100,13 @@ class StubCompiles(GpuBackend):
         return self._pool
 
 
+def use_compiles(monkeypatch: pytest.MonkeyPatch, fn: Any) -> None:
+    """The backend compiles with `fn`: both names it calls (`compile_batch` in a stand-in executor,
+    `compile_batch_deferring` in its CompilePool)."""
+    monkeypatch.setattr(local, "compile_batch", fn)
+    monkeypatch.setattr(local, "compile_batch_deferring", fn)
+
+
 def stub_compile(blob: Path, req: CompileRequest, cache_dir: Path) -> list[CompiledKernel]:
     return [
         CompiledKernel(name, True, f"key{i}", f"lowered_{i}", blob, "cubin", "", 0.01)
@@ -112,8 +120,7 @@ def fake_gpu_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, faults: dict
     blob.write_bytes(b"\0" * 16)
     trace = tmp_path / "trace.txt"
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults=faults, trace=str(trace)))
-    monkeypatch.setattr(local, "compile_batch", functools.partial(stub_compile, blob))
-    monkeypatch.setattr(local, "compile_batch_deferring", functools.partial(stub_compile, blob))  # the pool's call
+    use_compiles(monkeypatch, functools.partial(stub_compile, blob))
     cfg = gpu_config(tmp_path)
     backend = StubCompiles(compile_workers=2, timeout_s=timeout_s, cache_dir=tmp_path / "cache")
     try:

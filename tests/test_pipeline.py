@@ -20,7 +20,7 @@ from autotune.sweep.config import parse_config
 from autotune.sweep.runner import run_sweep
 from autotune.vocab import Measurement
 from tests.support.fake_gpu_worker import fake_gpu_main
-from tests.test_faults import PAIRS, Quiet, StubCompiles, gpu_config, measured_rows, rows, stub_compile
+from tests.test_faults import PAIRS, Quiet, StubCompiles, gpu_config, measured_rows, rows, stub_compile, use_compiles
 
 
 class Logged(StubCompiles):
@@ -51,8 +51,7 @@ def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, faults: dict[int, str
     blob.write_bytes(b"\0" * 16)
     trace = tmp_path / "trace.txt"
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults=faults, trace=str(trace)))
-    monkeypatch.setattr(local, "compile_batch", functools.partial(stub_compile, blob))
-    monkeypatch.setattr(local, "compile_batch_deferring", functools.partial(stub_compile, blob))  # the pool's call
+    use_compiles(monkeypatch, functools.partial(stub_compile, blob))
     events: list[tuple[str, str, str]] = []
     cfg = cfg or gpu_config(tmp_path)
     backend = Logged(events, compile_workers=2, timeout_s=5.0, cache_dir=tmp_path / "cache", pipeline=pipeline)

@@ -20,7 +20,7 @@ from autotune.sweep.compile import CompiledKernel, CompileRequest
 from autotune.sweep.runner import run_sweep
 from tests.support.fake_gpu_worker import fake_gpu_main
 from tests.support.slow_compile import slow_compile
-from tests.test_faults import PAIRS, StubCompiles, gpu_config, gone, measured_rows, stub_compile
+from tests.test_faults import PAIRS, StubCompiles, gpu_config, gone, measured_rows, stub_compile, use_compiles
 
 HOST_ERROR = (
     "{path}(1): catastrophic error: A function explicitly marked as a __host__ function is not allowed in "
@@ -102,8 +102,7 @@ def test_a_streak_stops_at_its_limit_and_zero_never_stops() -> None:
 
 def stop_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compile_fn, limit: int):  # type: ignore[no-untyped-def]
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
-    monkeypatch.setattr(local, "compile_batch", compile_fn)
-    monkeypatch.setattr(local, "compile_batch_deferring", compile_fn)  # the pool's call
+    use_compiles(monkeypatch, compile_fn)
     cfg = dataclasses.replace(gpu_config(tmp_path), stop_after_failures=limit)
     notes = Notes()
     with StubCompiles(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache") as backend:
@@ -163,10 +162,7 @@ def test_a_budget_ends_the_sweep_on_time_and_kills_the_compiles_in_flight(
     blob.write_bytes(b"\0" * 16)
     pids.mkdir()
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
-    monkeypatch.setattr(local, "compile_batch", functools.partial(slow_compile, str(blob), str(pids)))
-    monkeypatch.setattr(
-        local, "compile_batch_deferring", functools.partial(slow_compile, str(blob), str(pids))
-    )  # the pool's call
+    use_compiles(monkeypatch, functools.partial(slow_compile, str(blob), str(pids)))
     budget = 8.0
     cfg = dataclasses.replace(gpu_config(tmp_path), budget_s=budget)
     t0 = time.monotonic()
@@ -184,8 +180,7 @@ def test_a_budget_ends_the_sweep_on_time_and_kills_the_compiles_in_flight(
     recorded = measured_rows(tmp_path)
     assert 0 < len(recorded) < PAIRS and {st for st, _ in recorded.values()} == {"ok"}
     # resumed with fast compiles: the pairs whose compiles were killed are measured now, nothing twice
-    monkeypatch.setattr(local, "compile_batch", functools.partial(stub_compile, blob))
-    monkeypatch.setattr(local, "compile_batch_deferring", functools.partial(stub_compile, blob))  # the pool's call
+    use_compiles(monkeypatch, functools.partial(stub_compile, blob))
     with local.GpuBackend(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache") as backend:
         with Store.open(cfg.database) as store:
             resumed = run_sweep(dataclasses.replace(cfg, budget_s=None), store, backend, Notes())

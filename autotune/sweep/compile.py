@@ -523,7 +523,18 @@ def _compile_batch(
     misses = tuple(n for n in request.name_expressions if n not in done)
     claimed: str | None = None
     if misses and request.compiler != "nvcc":  # a twin compiling elsewhere is waited for (`autotune.sweep.twins`)
-        step = _twin_step(request, cache.root, text, digest, misses, options, twin, defer, wait_s)
+        step = tw.take_turn(
+            cache.root / "twins",
+            text,
+            digest,
+            misses,
+            options[:-1],  # (its macros and include folders; the architecture goes in as a number)
+            request.arch,
+            bool(request.unroll),
+            twin=twin,
+            again=(_compile_batch_again, (request, cache.root)) if defer else None,
+            wait_s=wait_s,
+        )
         if isinstance(step, tw.Later):
             return step
         claimed = step
@@ -606,49 +617,6 @@ def _compile_misses(
         for n in group:
             done[n] = CompiledKernel(n, True, keys[n], mapping[n], blob, kind, log, share)
             cache.store(done[n])
-
-
-def _twin_step(
-    request: CompileRequest,
-    cache_root: Path,
-    text: str,
-    digest: str,
-    misses: tuple[str, ...],
-    options: tuple[str, ...],
-    twin: str | None,
-    defer: bool,
-    wait_s: float | None,
-) -> str | tw.Later | None:
-    """Before NVRTC compiles `misses` (`autotune.sweep.twins`): the twin key this process now holds (compile, then
-    finish it), `twins.Later` (its program's first compile runs elsewhere and `defer`), or None (compile now: not
-    looked for, no key, or the program's first compile is done)."""
-    locks = tw.TwinLocks(cache_root / "twins")
-    if twin is None:
-        if not (tw.enabled() and tw.may_have_twins(request.options, bool(request.unroll)) and tw.POLICY.wants(digest)):
-            return None
-        t0 = time.perf_counter()
-        twin = tw.twin_key(text, misses, options[:-1], request.arch)
-        if twin is None:
-            tw.POLICY.looked(digest, time.perf_counter() - t0, twin=False)
-            tw.POLICY.no_key(digest)
-            return None
-        if locks.done(twin):
-            tw.POLICY.looked(digest, time.perf_counter() - t0, twin=True)
-            return None
-        claimed = locks.claim(twin)
-        tw.POLICY.looked(digest, time.perf_counter() - t0, twin=not claimed)
-        if claimed:
-            return twin
-    wait = tw.FIRST_WAIT_S if wait_s is None else wait_s
-    while True:
-        if locks.done(twin):
-            return None
-        if locks.claim(twin):  # (its first compile was killed: this one takes it over)
-            return twin
-        if defer:
-            return tw.Later(_compile_batch_again, (request, cache_root, twin, min(2 * wait, tw.MAX_WAIT_S)), wait)
-        time.sleep(wait)
-        wait = min(2 * wait, tw.MAX_WAIT_S)
 
 
 def compile_all(

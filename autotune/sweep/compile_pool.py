@@ -337,6 +337,8 @@ class CompilePool:
 
     def _requeue_due(self, now: float) -> float | None:
         """Put the `Later` calls now due at the head of the queue; returns when the next one is due."""
+        if not self._later:  # (the dispatcher's every turn: no lock taken when nothing waits)
+            return None
         with self._lock:
             due = [q for q in self._later if q[0] <= now]
             self._later = [q for q in self._later if q[0] > now]

@@ -227,3 +227,50 @@ class TwinLocks:
                 path.unlink()
         except (OSError, IndexError):
             pass
+
+
+def take_turn(
+    root: Path,
+    text: str,
+    digest: str,
+    names: tuple[str, ...],
+    options: tuple[str, ...],
+    arch: int,
+    edited: bool,
+    *,
+    twin: str | None,
+    again: tuple[Callable[..., Any], tuple] | None,
+    wait_s: float | None,
+) -> str | Later | None:
+    """Before a compile of `names` (the module docstring; locks under `root`): the twin key this process now holds
+    (compile, then `TwinLocks.finish` it), or None (compile now: not looked for, no key, or the program's first
+    compile is done). Its program's first compile running elsewhere, it waits here, or with `again` (fn, its first
+    arguments) answers `Later(fn, (*arguments, key, next wait), wait)`. `twin`, `wait_s`: such a later call's."""
+    locks = TwinLocks(root)
+    if twin is None:
+        if not (enabled() and may_have_twins(options, edited) and POLICY.wants(digest)):
+            return None
+        t0 = time.perf_counter()
+        twin = twin_key(text, names, options, arch)
+        if twin is None:
+            POLICY.looked(digest, time.perf_counter() - t0, twin=False)
+            POLICY.no_key(digest)
+            return None
+        if locks.done(twin):
+            POLICY.looked(digest, time.perf_counter() - t0, twin=True)
+            return None
+        claimed = locks.claim(twin)
+        POLICY.looked(digest, time.perf_counter() - t0, twin=not claimed)
+        if claimed:
+            return twin
+    wait = FIRST_WAIT_S if wait_s is None else wait_s
+    while True:
+        if locks.done(twin):
+            return None
+        if locks.claim(twin):  # (its first compile was killed: this one takes it over)
+            return twin
+        if again is not None:
+            fn, first = again
+            return Later(fn, (*first, twin, min(2 * wait, MAX_WAIT_S)), wait)
+        time.sleep(wait)
+        wait = min(2 * wait, MAX_WAIT_S)

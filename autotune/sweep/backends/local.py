@@ -564,7 +564,7 @@ class GpuBackend:
         """$AUTOTUNE_COMPILE_PROFILE names a file: append the pool's `profile` to it (one JSON line per pool, seconds
         after this backend's start; scripts/bench_kt_switch.py --profile reads it). Never fails the sweep."""
         path = os.environ.get(PROFILE_ENV, "").strip()
-        if not path or self._t0 is None:
+        if not path or not pool.recording or self._t0 is None:
             return
         try:
             with open(path, "a") as f:
