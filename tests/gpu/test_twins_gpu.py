@@ -1,8 +1,8 @@
 """GPU tier (`autotune.sweep.twins`): a configuration whose defines give the program of one compiling now waits for it,
 with the real NVRTC. The transpose example gains a parameter its code never reads (three values): a sweep of its 12
 configurations (4 programs) through the real GpuBackend verifies all 12 and leaves no lock; compile_batch defers a
-twin while its program's lock is held by a live process, compiles it once released, and NVRTC serves it faster
-than the first compile."""
+twin while its program's lock is held by a live process; the first compile takes over a dead holder's lock and marks
+the program done; the twin then compiles without a lock, and NVRTC serves it faster than the first compile."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def twin_space(tmp_path: Path) -> Path:
 def twins_on(monkeypatch: pytest.MonkeyPatch) -> None:
     from autotune.sweep import twins
 
-    monkeypatch.setenv(twins.TWINS_ENV, "1")  # (off by default; the compile processes inherit it)
+    monkeypatch.setenv(twins.TWINS_ENV, "1")  # (the default, whatever the caller's environment says; inherited)
 
 
 def test_a_sweep_compiles_each_distinct_program_once(tmp_path: Path) -> None:
@@ -76,25 +76,30 @@ def test_a_twin_waits_for_its_programs_compile_and_nvrtc_serves_it(
         return CompileRequest(src, ("transpose_kernel",), 90, options=options)
 
     cache = tmp_path / "cache"
-    (first,) = compile_batch(request(0, 1), cache)
-    (lock_dir,) = (cache / "twins").iterdir()  # the first two characters of the program's key
-    assert not list(lock_dir.iterdir())  # its lock released
     includes = (src.parent, *map(Path, comp._toolkit_includes(comp.cuda_include_dir())))
     options = (*request(2, 1).options, *(f"--include-path={d}" for d in includes))
     key = twin_key(src.read_text(), ("transpose_kernel",), options, 90)
-    assert key is not None and key[:2] == lock_dir.name
-    # a transpose compiles in about as long as cpp takes in this (large) process: the policy would stop looking
-    monkeypatch.setattr(twins, "POLICY", twins.TwinPolicy())
+    assert key is not None
+    lock_dir = cache / "twins" / key[:2]
+    lock_dir.mkdir(parents=True)
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
+    try:  # "another process" compiles the program: a twin of it is deferred (so the key above is the compile's)
         (lock_dir / f"{key}.lock").write_text(f"{holder.pid} {socket.gethostname()} {time.time()}")
-        later = compile_batch_deferring(request(2, 1), cache)  # a twin, while "another process" compiles it
+        later = compile_batch_deferring(request(2, 1), cache)
         assert isinstance(later, Later)
     finally:
         holder.kill()
         holder.wait()
-    (twin,) = later.fn(*later.args)
-    (other,) = compile_batch(request(0, 0), cache)
-    assert first.ok and twin.ok and other.ok and not twin.cached and not list(lock_dir.iterdir())
+    # a transpose compiles in about as long as cpp takes in this (large) process: the policy could stop looking
+    monkeypatch.setattr(twins, "POLICY", twins.TwinPolicy())
+    (first,) = compile_batch(request(0, 1), cache)  # takes over the dead holder's lock, compiles, marks it done
+    assert (lock_dir / f"{key}.done").exists() and not list(lock_dir.glob("*.lock"))
+    monkeypatch.setattr(twins, "POLICY", twins.TwinPolicy())
+    (twin,) = later.fn(*later.args)  # done now: compiles at once, without a lock
+    monkeypatch.setattr(twins, "POLICY", twins.TwinPolicy())
+    (other,) = compile_batch(request(0, 0), cache)  # another program
+    assert first.ok and twin.ok and other.ok and not twin.cached
+    assert not list((cache / "twins").glob("*/*.lock"))  # every lock released
+    assert len(list((cache / "twins").glob("*/*.done"))) == 2  # two programs
     assert twin.lowered_name == first.lowered_name
     assert twin.compile_s < first.compile_s, (twin.compile_s, first.compile_s)  # NVRTC's own cache
