@@ -58,8 +58,9 @@ def test_no_key_without_a_preprocessor_or_where_it_fails(monkeypatch: pytest.Mon
     assert key(0, 32) is None
 
 
-def test_looking_is_off_unless_asked() -> None:
-    assert not twins.enabled({}) and not twins.enabled({twins.TWINS_ENV: "0"}) and twins.enabled({twins.TWINS_ENV: "1"})
+def test_looking_is_on_unless_turned_off() -> None:
+    assert twins.enabled({}) and twins.enabled({twins.TWINS_ENV: "1"}) and twins.enabled({twins.TWINS_ENV: " On"})
+    assert not any(twins.enabled({twins.TWINS_ENV: v}) for v in ("0", "off", "No", "false"))
 
 
 def test_only_macros_or_edits_can_make_twins() -> None:
@@ -247,9 +248,12 @@ def test_twins_off_or_no_macros_never_look(
     assert not (tmp_path / "a" / "twins").exists()
     compile_batch(request(src, 0, 32), tmp_path / "b")
     assert (tmp_path / "b" / "twins").is_dir()
-    monkeypatch.delenv(twins.TWINS_ENV)  # the default: off
+    monkeypatch.setenv(twins.TWINS_ENV, "0")  # turned off
     compile_batch(request(src, 0, 32), tmp_path / "c")
     assert not (tmp_path / "c" / "twins").exists() and len(standin.calls) == 3
+    monkeypatch.delenv(twins.TWINS_ENV)  # the default: on
+    compile_batch(request(src, 0, 32), tmp_path / "d")
+    assert (tmp_path / "d" / "twins").is_dir() and len(standin.calls) == 4
 
 
 @needs_cpp

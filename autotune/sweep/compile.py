@@ -438,8 +438,8 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
     """Compile (or fetch from the cache) every name expression of the request; one result each, in order.
 
     Misses are compiled in one NVRTC call; if that call fails, each miss is compiled alone so that an
-    error is pinned on the instance that caused it and the others still compile. With `AUTOTUNE_COMPILE_TWINS=1`
-    (`autotune.sweep.twins`) a configuration whose program another process is compiling right now waits here for
+    error is pinned on the instance that caused it and the others still compile. Unless `AUTOTUNE_COMPILE_TWINS=0`
+    (`autotune.sweep.twins`), a configuration whose program another process is compiling right now waits here for
     that compile to end, then compiles (NVRTC serves it); `compile_batch_deferring` answers `twins.Later` instead.
     """
     out = _compile_batch(request, cache_dir, defer=False, twin=None, wait_s=None)

@@ -22,7 +22,8 @@ The key only orders compiles; it never hands one configuration another's binary,
 from NVRTC's (GCC's, here) costs at most a wait, never a wrong kernel. Without `cpp`, or where it fails on the
 source, nothing waits. Per source and per compile process, looking stops once the preprocessor costs more than
 `MAX_PASS_SHARE` of a full compile, after `GIVE_UP_AFTER` looks without a twin, or once it fails (`TwinPolicy`).
-`AUTOTUNE_COMPILE_TWINS=1` turns it on (off by default for now: `enabled`).
+On by default since the GPU test tier passed with it on (H200, 2026-11-28: CHANGELOG); `AUTOTUNE_COMPILE_TWINS=0`
+turns it off (`enabled`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-TWINS_ENV = "AUTOTUNE_COMPILE_TWINS"  # "1": look for twins (off by default: `enabled`)
+TWINS_ENV = "AUTOTUNE_COMPILE_TWINS"  # "0": never look for twins (on by default: `enabled`)
 MAX_PASS_SHARE = 0.25  # a preprocessor run costing more than this share of a full compile is not worth its twins
 GIVE_UP_AFTER = 24  # looks at one source in one process that found no twin: stop looking there
 FIRST_WAIT_S = 0.25  # a twin whose program compiles elsewhere looks again after this, doubling up to MAX_WAIT_S
@@ -59,8 +60,9 @@ class Later:
 
 
 def enabled(env: dict[str, str] | None = None) -> bool:
-    """$AUTOTUNE_COMPILE_TWINS is "1" (off by default until the GPU test tier has run with it on: CHANGELOG)."""
-    return (env if env is not None else os.environ).get(TWINS_ENV, "0").strip().lower() in ("1", "on", "yes")
+    """Unless $AUTOTUNE_COMPILE_TWINS is "0" (or "off", "no", "false"): on by default."""
+    value = (env if env is not None else os.environ).get(TWINS_ENV, "1").strip().lower()
+    return value not in ("0", "off", "no", "false")
 
 
 def may_have_twins(options: tuple[str, ...], edited: bool) -> bool:
