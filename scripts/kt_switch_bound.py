@@ -26,6 +26,9 @@ convolution's tiles), so no scheduling of these compiles measures more within th
 only: a case far from busy (the reduction: its GPU is the bottleneck) is bounded by its measurements, not by this.
 
     python3 scripts/kt_switch_bound.py results/bench/kt_switch_h100_kt7.json.xz [--workers N] [--tail 10]
+
+A run of ours alone (`bench_kt_switch.py --sides ours`, a variant measured beside a full run on the same machine)
+takes Kernel Tuner's run of each case from that full run's JSON: `--kt-from FULL.json`.
 """
 
 from __future__ import annotations
@@ -108,6 +111,18 @@ def split(case: dict[str, Any], workers: int) -> dict[str, float] | None:
     return {k: v / capacity for k, v in shares.items()}
 
 
+def borrow_kt(data: dict[str, Any], other: dict[str, Any]) -> int:
+    """Give each case of `data` that has no Kernel Tuner run `other`'s run of the same case (in place); how many."""
+    n = 0
+    for name, case in data["cases"].items():
+        runs = case.setdefault("runs", {})
+        theirs = ((other.get("cases") or {}).get(name) or {}).get("runs", {}).get("kt")
+        if not (runs.get("kt") or {}).get("configs") and theirs and theirs.get("configs"):
+            runs["kt"] = theirs
+            n += 1
+    return n
+
+
 def run_workers(provenance: dict[str, Any]) -> int:
     """The run's compile processes: its AUTOTUNE_COMPILE_WORKERS (the switches bench_kt_switch.py records), else
     GpuBackend's default, the host's cores less one."""
@@ -126,8 +141,15 @@ def main(argv: list[str] | None = None) -> int:
         help="compile processes (default: the run's AUTOTUNE_COMPILE_WORKERS, else host_cpus - 1)",
     )
     ap.add_argument("--tail", type=int, default=10, help="the last N compile times the rest is assumed to cost")
+    ap.add_argument(
+        "--kt-from",
+        type=Path,
+        help="a full run's kt_switch.json whose Kernel Tuner runs stand in where this one has none (--sides ours)",
+    )
     a = ap.parse_args(argv)
     data = load(a.json)
+    if a.kt_from is not None:
+        print(f"Kernel Tuner's run of {borrow_kt(data, load(a.kt_from))} case(s) from {a.kt_from}")
     workers = a.workers or run_workers(data.get("provenance") or {})
     rows = [(name, b) for name, case in data["cases"].items() if (b := bound(case, workers, max(1, a.tail)))]
     if not rows:

@@ -95,3 +95,17 @@ def test_the_runs_own_compile_processes_count() -> None:
     assert run_workers({"host_cpus": 16, "autotune_env": {"AUTOTUNE_COMPILE_WORKERS": "24"}}) == 24
     assert run_workers({"host_cpus": 16, "autotune_env": {"AUTOTUNE_COMPILE_WORKERS": "x"}}) == 15
     assert run_workers({}) == 1
+
+
+def test_a_run_of_ours_alone_is_bounded_against_kernel_tuners_run_beside_it(capsys) -> None:
+    """The committed H200 pair: the full run (twins off) and ours alone with twins on, one machine, one call."""
+    full = ROOT / "results/bench/kt_switch_h200_kt10_convolution.json.xz"
+    alone = ROOT / "results/bench/kt_switch_h200_kt10_twins_convolution_ours.json.xz"
+    assert main([str(alone)]) == 0 and "no case of ours" in capsys.readouterr().out
+    assert main([str(alone), "--kt-from", str(full)]) == 0
+    out = capsys.readouterr().out
+    assert "Kernel Tuner's run of 1 case(s)" in out and "convolution" in out and "deferred" in out
+    data, other = load(alone), load(full)
+    assert _module.borrow_kt(data, other) == 1 and _module.borrow_kt(data, other) == 0  # only where none
+    b = bound(data["cases"]["convolution"], workers=15, tail=10)
+    assert b is not None and b["measured"] == 111 and b["ratio"] <= b["ratio_max"]
