@@ -17,6 +17,20 @@ import pytest
 os.environ.setdefault("AUTOTUNE_PREWARM", "0")
 
 
+@pytest.fixture(autouse=True)
+def _work_tree_spaces():
+    """Each test starts and ends with the loader on the work tree's spaces: a test that analyzes a committed database
+    points it at that database's recorded versions (`autotune.space.spec.STORED`, process-global), which must not
+    reach the next test in the same process (an older hgemm_flat_tc without CDIRECT did, under xdist)."""
+    from autotune.space import spec
+
+    before = dict(spec.STORED)
+    spec.STORED.clear()
+    yield
+    spec.STORED.clear()
+    spec.STORED.update(before)
+
+
 def _have_gpu() -> bool:
     try:
         import cupy

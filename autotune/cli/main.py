@@ -89,6 +89,11 @@ def _options(
 ) -> None:
     """Autotune GPU kernels: explore tuning spaces, sweep them on a GPU into SQLite, analyze the results into
     dispatch tables."""
+    from autotune.space import spec
+
+    # every command starts from the work tree's spaces: an earlier command in this process (the CLI called in-process,
+    # the explorer) may have pointed the loader at a database's recorded versions (autotune.store.spaces)
+    spec.STORED.clear()
     if allow_path:
         from autotune.problems.allowed_paths import allow
 
