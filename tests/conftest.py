@@ -7,6 +7,7 @@ that worker too, so that two of its sweeps never compete for the cores); and the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 
@@ -17,18 +18,29 @@ import pytest
 os.environ.setdefault("AUTOTUNE_PREWARM", "0")
 
 
-@pytest.fixture(autouse=True)
-def _work_tree_spaces():
-    """Each test starts and ends with the loader on the work tree's spaces: a test that analyzes a committed database
-    points it at that database's recorded versions (`autotune.space.spec.STORED`, process-global), which must not
-    reach the next test in the same process (an older hgemm_flat_tc without CDIRECT did, under xdist)."""
+@contextlib.contextmanager
+def _spaces_restored():
     from autotune.space import spec
 
     before = dict(spec.STORED)
-    spec.STORED.clear()
     yield
     spec.STORED.clear()
     spec.STORED.update(before)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_leaves_the_spaces():
+    """The spaces a database recorded (`autotune.space.spec.STORED`, process-global, set by an in-process `analyze`
+    or `report`) stay with the module or test that pointed the loader at them: a later test in the same process
+    must load the work tree's (an older hgemm_flat_tc without CDIRECT reached an nvcc test under xdist)."""
+    with _spaces_restored():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _test_leaves_the_spaces():
+    with _spaces_restored():
+        yield
 
 
 def _have_gpu() -> bool:

@@ -155,11 +155,7 @@ def load(
     if recorded_spaces:  # the kernels as measured, not as the work tree holds them now
         from autotune.store.spaces import use_stored_spaces
 
-        use_stored_spaces(url)
-    from autotune.dispatch import validity
-
-    validity._load.cache_clear()  # spaces are cached by name there
-    validity._instance_validity.cache_clear()
+        use_stored_spaces(url)  # (dispatch.validity's caches follow: keyed by the file a name resolves to)
     kind = one_kind(source, kind)
     if kind is None:
         raise UserError(f"no measurements in {source}", hint="run `autotune sweep CONFIG` into it first")

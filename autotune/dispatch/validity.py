@@ -225,11 +225,25 @@ def derive(
     return tuple(valid)
 
 
-@lru_cache(maxsize=None)
+def _file_key(space_name: str) -> tuple[str, int]:
+    """The file a space name resolves to now (the work tree's, or a database's recorded version while that database
+    is analyzed: `spec.find_space`) and its modification time: what the caches below are keyed by, so a name that
+    resolves elsewhere, or a file edited since, is loaded again."""
+    from autotune.space.spec import find_space
+
+    path = find_space(space_name).resolve()
+    return str(path), path.stat().st_mtime_ns
+
+
 def _load(space_name: str) -> Any:
+    return _load_file(_file_key(space_name))
+
+
+@lru_cache(maxsize=None)
+def _load_file(key: tuple[str, int]) -> Any:
     from autotune.space.spec import load_space
 
-    return load_space(space_name)
+    return load_space(key[0])
 
 
 def instance_validity(
@@ -237,12 +251,13 @@ def instance_validity(
 ) -> tuple[tuple[str, int], ...] | None:
     """Predicates of one instance of a space file (None: not expressible, restrict it to its tuned points).
     `hints`: problems where it was measured, sizes in the kind's order."""
-    return _instance_validity(space_name, tuple(sorted(params.items())), precision, tuple(map(tuple, hints)))
+    key = _file_key(space_name)
+    return _instance_validity(key, tuple(sorted(params.items())), precision, tuple(map(tuple, hints)))
 
 
 @lru_cache(maxsize=None)
-def _instance_validity(space_name: str, params: tuple, precision: str, hints: tuple) -> tuple | None:
-    space = _load(space_name)
+def _instance_validity(key: tuple[str, int], params: tuple, precision: str, hints: tuple) -> tuple | None:
+    space = _load_file(key)
     p = dict(params)
     kind = space.kind
     never = ((f"max_{kind.size_names[0]}", 0),)
