@@ -1,0 +1,113 @@
+"""One reader of numbers that come from outside: environment variables, Kernel Tuner caches, results databases,
+packed files, command-line text.
+
+Such a number is checked here before anything uses it: a bool is not a number, text is at most `MAX_TEXT`
+characters (a 400-digit time is refused before Python converts it), the value is finite (no `nan`, `inf`,
+`1e999`), whole where a count is asked for, and within the bounds the caller gives. Anything else is a
+`UserError` that names where the value came from and what to write instead; `off` words (`0`, `off`, ...) are the
+caller's way of saying "no limit" and give None.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from autotune.errors import UserError
+
+MAX_TEXT = 64  # characters of a number written as text: more is not a number a user meant
+MAX_WHOLE = 2**63 - 1  # a count beyond a signed 64-bit integer is not a count
+
+
+def _describe(lo: float | None, hi: float | None, integer: bool) -> str:
+    kind = "a whole number" if integer else "a number"
+    if lo is not None and hi is not None:
+        return f"{kind} from {lo:g} to {hi:g}"
+    if lo is not None:
+        return f"{kind} of at least {lo:g}"
+    if hi is not None:
+        return f"{kind} of at most {hi:g}"
+    return kind
+
+
+def number(
+    value: object,
+    *,
+    name: str,
+    integer: bool = False,
+    lo: float | None = None,
+    hi: float | None = None,
+    off: tuple[str, ...] = (),
+    example: str | None = None,
+) -> float:
+    """`value` (an int, a float or its text) as a finite number within [lo, hi] (an int when `integer`); UserError
+    naming `name` (where the value came from: `AUTOTUNE_MAX_RAW`, `cache.json: "time"`) otherwise. Text in `off`
+    (compared lower-case) is not accepted here: see `number_or_off`."""
+    shown = repr(value)
+    if len(shown) > MAX_TEXT:
+        shown = f"{shown[:20]}... ({len(shown)} characters)"
+    want = _describe(lo, hi, integer)
+    hint = (
+        f"write {want}" + (f", e.g. {example}" if example else "") + (f" (or {'/'.join(off)} for none)" if off else "")
+    )
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise UserError(f"{name} = {shown} is not {want}", hint=hint)
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or len(text) > MAX_TEXT:
+            raise UserError(f"{name} = {shown} is not {want}", hint=hint)
+        try:
+            parsed: float = int(text) if integer and text.lstrip("+-").isdigit() else float(text)
+        except ValueError:
+            raise UserError(f"{name} = {shown} is not {want}", hint=hint) from None
+    else:
+        if isinstance(value, int) and abs(value) > MAX_WHOLE:
+            raise UserError(f"{name} = {shown} is not {want}", hint=hint)
+        parsed = value
+    if isinstance(parsed, float) and not math.isfinite(parsed):
+        raise UserError(f"{name} = {shown} is not {want}", hint=hint)
+    if integer:
+        if isinstance(parsed, float):
+            if not parsed.is_integer() or abs(parsed) > MAX_WHOLE:
+                raise UserError(f"{name} = {shown} is not {want}", hint=hint)
+            parsed = int(parsed)
+        elif abs(parsed) > MAX_WHOLE:
+            raise UserError(f"{name} = {shown} is not {want}", hint=hint)
+    if (lo is not None and parsed < lo) or (hi is not None and parsed > hi):
+        raise UserError(f"{name} = {shown} is not {want}", hint=hint)
+    return parsed
+
+
+def number_or_off(
+    value: object,
+    *,
+    name: str,
+    off: tuple[str, ...] = ("0", "off", "none", "no", "false"),
+    integer: bool = False,
+    lo: float | None = None,
+    hi: float | None = None,
+    example: str | None = None,
+) -> float | None:
+    """Like `number`, but text in `off` (any case) gives None: the caller's "no limit"."""
+    if isinstance(value, str) and value.strip().lower() in off:
+        return None
+    return number(value, name=name, integer=integer, lo=lo, hi=hi, off=off, example=example)
+
+
+def env_number(
+    env: str,
+    default: float | None,
+    *,
+    integer: bool = False,
+    lo: float | None = None,
+    hi: float | None = None,
+    off: tuple[str, ...] = (),
+    example: str | None = None,
+) -> float | None:
+    """The environment variable `env` read by `number` (`number_or_off` when `off` words are given); `default`
+    when it is unset or empty."""
+    text = os.environ.get(env, "")
+    if not text.strip():
+        return default
+    if off:
+        return number_or_off(text, name=env, off=off, integer=integer, lo=lo, hi=hi, example=example)
+    return number(text, name=env, integer=integer, lo=lo, hi=hi, example=example)
