@@ -25,7 +25,10 @@ def _record_every_status(url: str) -> None:
     with Store.open(url) as store:
         rec = record_sample(store, finish=False)
         outcomes = [s for s in Status if s is not Status.OK]
-        more = [Instance.of(SPACE, {"DIM_X": 4 * (i + 1), "DIM_Y": 2, "SCALE": 0.5, "ALG": "a"}) for i in range(len(outcomes))]
+        more = [
+            Instance.of(SPACE, {"DIM_X": 4 * (i + 1), "DIM_Y": 2, "SCALE": 0.5, "ALG": "a"})
+            for i in range(len(outcomes))
+        ]
         store.upsert_instances(more)
         ms = [
             Measurement(inst.id, points()[0], status, median_ms=9.0 if status is Status.SKIPPED else None, error=None)
