@@ -226,3 +226,20 @@ def test_readme_first_sweep_in_a_fresh_copy(tmp_path: Path) -> None:
     ).stdout.strip()
     installed = {p.name.split("-")[0].lower() for p in Path(site).glob("*.dist-info")}
     assert "autotune" in installed and not installed & {"pytest", "mkdocs", "hypothesis", "ruff", "mypy"}, installed
+
+
+def test_setup_refuses_an_old_python_in_one_line(tmp_path: Path) -> None:
+    """setup.sh on a Python older than 3.11 says so and how to choose another, before it creates anything."""
+    shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
+    shutil.copy2(ROOT / "pyproject.toml", tmp_path)
+    old = tmp_path / "python3.10"
+    old.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "Python 3.10.12"; exit 0; }\nexit 1\n')
+    old.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run(
+        ["bash", "scripts/setup.sh"], cwd=tmp_path, env={**env, "PYTHON": str(old)}, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and not (tmp_path / ".venv").exists(), done
+    assert done.stderr.strip().split("\n") == [
+        f"error: autotune needs Python 3.11 or newer; {old} is Python 3.10.12: run with PYTHON=python3.11 (or newer)"
+    ]
