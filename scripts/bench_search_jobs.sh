@@ -15,10 +15,11 @@
 # running 60 s later is killed (its seeds are lost, the others are kept). Every job writes NAME.csv, NAME.traces.npz,
 # NAME.timings.json and NAME.log under OUT_DIR/jobs; at the end they are packed into OUT_DIR/search_jobs.tar and
 # the folder is removed. Merge: python scripts/bench_search.py --merge DIR --out results/bench/search.csv.gz
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -uo pipefail
 out=${1:?OUT_DIR}; par=${2:-16}; seconds=${3:-440}; seeds=${4:-30}
 here=$(cd "$(dirname "$0")/.." && pwd)
-py=${PYTHON:-python3}
+source "$(dirname "$0")/python.sh"  # $py: the checkout's .venv, or $PYTHON
 deadline=$(( $(date +%s) + seconds ))
 mkdir -p "$out/jobs"
 pairs=()
@@ -60,7 +61,7 @@ xargs -P "$par" -I{} bash -c '
     ktrest) args=(--strategies "" --kt-seeds "$n" --kt-first-seed "$first"
                   --kt-strategies basinhopping,mls,diff_evo,greedy_ils,dual_annealing) ;;
   esac
-  cd "$here" && timeout $(( deadline + 60 - $(date +%s) )) $py scripts/bench_search.py --source "$src" --pairs "$pair" \
+  cd "$here" && timeout $(( deadline + 60 - $(date +%s) )) "$py" scripts/bench_search.py --source "$src" --pairs "$pair" \
     --min-size 1000 --no-plot --deadline "$deadline" "${args[@]}" --out "$out/jobs/$name.csv" \
     > "$out/jobs/$name.log" 2>&1 || echo "job $kind $pair seeds $first: exit $?" >&2' < "$out/jobs/list.txt"
 tar -cf "$out/search_jobs.tar" -C "$out" jobs && rm -rf "$out/jobs"

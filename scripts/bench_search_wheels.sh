@@ -5,6 +5,7 @@
 #   bash scripts/bench_search_wheels.sh [DEST=.whl-kt] [PYVER=3.12]
 # On the target: python3 -m pip install --no-index --no-deps --target /tmp/kt DEST/*.whl, and run Kernel Tuner as
 #   PYTHONPATH=/tmp/kt python3 (AUTOTUNE_KT_PYTHON names a script that does so).
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -euo pipefail
 DEST=${1:-.whl-kt}
 PYVER=${2:-3.12}

@@ -7,6 +7,7 @@
 # the device documentation), for scripts/bench_kt_switch.py (about 10 MB more).
 # On the target: pip install --no-index --find-links DEST autotune's deps, or
 #   python3 -m pip install --no-index --no-deps --target /tmp/site DEST/*.whl; export PYTHONPATH=/tmp/site
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -euo pipefail
 KT=0
 if [[ "${1:-}" == "--with-kerneltuner" ]]; then KT=1; shift; fi

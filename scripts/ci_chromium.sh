@@ -2,6 +2,7 @@
 # Install headless Chromium and its WebDriver from the distribution's packages for the browser tests
 # (tests/browser/), unless they are already there. Debian: chromium + chromium-driver (Ubuntu's chromium is a snap:
 # there, install Google Chrome and a matching chromedriver by hand). Needs root and apt-get; progress on stderr.
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -euo pipefail
 log() { echo "ci_chromium: $*" >&2; }
 if command -v chromedriver >/dev/null 2>&1 && { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }; then

@@ -10,21 +10,24 @@
 #   bash scripts/compile_bound_search_h100.sh [TOTAL=510] [SWEEP_CAP=330] [SEED_CAP=45] [SEEDS=6]
 #
 # CB_SIMULATE=1 runs it without a GPU (--simulate: the replay backend on a synthetic cache) to check the plumbing.
-# Writes $OUT/compile_bound_search.tar (CSV, per-run JSON, sweep.json, host.txt, PROVENANCE.md, the sweep's
+# Writes $OUT/compile_bound_search.tar (OUT default: runs/compile_bound_search) (CSV, per-run JSON, sweep.json, host.txt, PROVENANCE.md, the sweep's
 # database packed with `autotune db pack` when it works, else gzipped) and prints the provenance table last.
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -uo pipefail
 total=${1:-510}; sweep_cap=${2:-330}; seed_cap=${3:-45}; seeds=${4:-6}
-out=${OUT:?set OUT to the folder that comes back}
 work=${CB_WORK:-${TMPDIR:-/tmp}/compile_bound}
 here=$(cd "$(dirname "$0")/.." && pwd)
-py=${PYTHON:-python3}
+source "$(dirname "$0")/python.sh"  # $py: the checkout's .venv, or $PYTHON
+. "$(dirname "$0")/gpu_run_lib.sh"  # need_gpu
+[ -n "${CB_SIMULATE:-}" ] || need_gpu CB_SIMULATE=1
+out=${OUT:-runs/compile_bound_search}; mkdir -p "$out"; out=$(cd "$out" && pwd)
 res="$out/compile_bound"
 mkdir -p "$res" "$work"
-cd "$here" && $py scripts/compile_bound_search.py --out "$res" --work "$work" --total "$total" \
+cd "$here" && "$py" scripts/compile_bound_search.py --out "$res" --work "$work" --total "$total" \
   --sweep-cap "$sweep_cap" --seed-cap "$seed_cap" --budget 108 --seeds "$seeds" ${CB_SIMULATE:+--simulate} 2>&1 | tee "$res/run.log"
 rc=${PIPESTATUS[0]}
 if [[ -f "$work/sweep.sqlite" ]]; then
-  $py -m autotune db pack "$work/sweep.sqlite" -o "$res/sweep.sqlite.xz" >/dev/null 2>&1 \
+  "$py" -m autotune db pack "$work/sweep.sqlite" -o "$res/sweep.sqlite.xz" >/dev/null 2>&1 \
     || gzip -c "$work/sweep.sqlite" > "$res/sweep.sqlite.gz"
 fi
 tar -C "$out" -cf "$out/compile_bound_search.tar" compile_bound && rm -rf "$res"

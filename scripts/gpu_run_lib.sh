@@ -5,8 +5,15 @@
 #                       first, since a copy sent to a lent machine may carry stale git metadata)
 #   relative_paths      the run's text files name its folder and the checkout relatively (no machine paths)
 #   provenance_head T   PROVENANCE.md's first lines: title T, the command, commit, date, wall time, GPU
+#   need_gpu CPU_CHECK  stop with one line (exit 2) unless CuPy sees a GPU; CPU_CHECK says how to check the script
+#                       on a CPU instead (e.g. REPLAY=1)
 #   write_provenance T STEPS FILES...   $R/PROVENANCE.md: the head (title T), the paragraph STEPS, the FILES that
 #                       exist in a code block, the log; the run's folder and the checkout named relatively
+need_gpu() {
+  "$py" -c "import cupy, sys; sys.exit(cupy.cuda.runtime.getDeviceCount() == 0)" >/dev/null 2>&1 && return 0
+  echo "error: $(basename "$0") measures on a GPU and CuPy sees none here; on a CPU, $1 bash scripts/$(basename "$0") checks the script" >&2
+  exit 2
+}
 at() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$R/log.txt"; }
 run_start() {
   start=$(date -u +%s)

@@ -4,10 +4,11 @@
 # cleanly (SIGTERM) after SECONDS.
 #   bash scripts/h100_tables.sh small|fp16|square-share SECONDS
 #   bash scripts/h100_tables.sh validate-small|validate-fp16 SECONDS
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -uo pipefail
 phase=${1:?phase}; secs=${2:-300}
 RUNS=${RUNS:-runs}; mkdir -p "$RUNS"
-py=${PYTHON:-python3}
+source "$(dirname "$0")/python.sh"  # $py: the checkout's .venv, or $PYTHON
 run() { echo "== $phase: $* (stops after ${secs}s)"; timeout -s TERM "$secs" "$py" -m autotune "$@"; echo "== exit $?"; }
 case $phase in
   small|fp16) run sweep "configs/${phase}_tables_h100.yaml" --db "sqlite:///$RUNS/${phase}_tables_h100.sqlite" \

@@ -7,9 +7,10 @@
 # Figures by scripts/bench_tables.py. Everything lands in $R (default $OUT/model_tables, else runs/model_tables)
 # and is packed into $OUT/model_tables_h100.tar.gz.
 #   bash scripts/model_tables_h100.sh
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -uo pipefail
 R=${R:-${OUT:-runs}/model_tables}; mkdir -p "$R/fp16" "$R/small"
-py=${PYTHON:-python3}
+source "$(dirname "$0")/python.sh"  # $py: the checkout's .venv, or $PYTHON
 at() { echo "== $(date -u +%H:%M:%S) $*"; }
 pack() { [ -n "${OUT:-}" ] && tar -C "$R" -czf "$OUT/model_tables_h100.tar.gz" . && at "packed $OUT/model_tables_h100.tar.gz"; }
 trap pack EXIT

@@ -5,7 +5,15 @@
 # scripts/build_wheelhouse.sh in .whl/ is used instead of the package index.
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
-    "$PY" -m venv --system-site-packages .venv
+    "$PY" -c "import sys; sys.exit(sys.version_info < (3, 11))" 2>/dev/null || {
+        echo "error: autotune needs Python 3.11 or newer; $PY is $("$PY" --version 2>&1 | head -1): run with PYTHON=python3.11 (or newer)" >&2
+        exit 1
+    }
+    "$PY" -m venv --system-site-packages .venv || {
+        rm -rf .venv
+        echo "error: $PY cannot create a virtual environment (Debian and Ubuntu: apt install python3-venv)" >&2
+        exit 1
+    }
     parent=$("$PY" -c "import sysconfig; p = sysconfig.get_paths(); print(p['purelib']); print(p['platlib'])" | sort -u)
     venv_site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
     echo "$parent" > "$venv_site/_autotune_parent_env.pth"

@@ -9,11 +9,13 @@
 # $OUT/softmax_model_h100, else runs/softmax_model_h100), packed into $OUT/softmax_model_h100.tar.gz.
 # REPLAY=DB (a recorded database) replays instead of measuring: a check of this script on a CPU.
 #   bash scripts/softmax_model_h100.sh
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -uo pipefail
 R=${R:-${OUT:-runs}/softmax_model_h100}; mkdir -p "$R"
-py=${PYTHON:-python3}
+source "$(dirname "$0")/python.sh"  # $py: the checkout's .venv, or $PYTHON
 rp=(); [ -n "${REPLAY:-}" ] && rp=(--replay "$REPLAY")
 . "$(dirname "$0")/gpu_run_lib.sh"  # at, run_start, relative_paths, provenance_head
+[ -n "${REPLAY:-}" ] || need_gpu REPLAY=DB
 pack() {
   rm -f "$R/softmax_model_h100.sqlite" "$R/validation/validation.sqlite"
   [ -n "${OUT:-}" ] && tar -C "$R" -czf "$OUT/softmax_model_h100.tar.gz" . && echo "packed $OUT/softmax_model_h100.tar.gz"

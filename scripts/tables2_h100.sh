@@ -20,12 +20,14 @@
 # REPLAY=1 replays every measurement from the committed validation databases instead of measuring (a check of
 # this script on a CPU: the fresh problems are then "not measured").
 #   bash scripts/tables2_h100.sh
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -uo pipefail
 R=${R:-runs/tables2_h100}; mkdir -p "$R"; R=$(cd "$R" && pwd)
-py=${PYTHON:-python3}
+source "$(dirname "$0")/python.sh"  # $py: the checkout's .venv, or $PYTHON
 TABLES=${TABLES:-fp16 softmax small}
 want() { [[ " $TABLES " == *" $1 "* ]]; }
 . "$(dirname "$0")/gpu_run_lib.sh"  # at, run_start, relative_paths, provenance_head
+[ -n "${REPLAY:-}" ] || need_gpu REPLAY=1
 pack() {
   for t in fp16 softmax small; do
     for f in "$R/$t"/*.sqlite "$R/$t"/active/round0/validation/validation.sqlite; do

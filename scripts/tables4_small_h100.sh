@@ -10,10 +10,12 @@
 # PROVENANCE.md, gpu.csv, commit.txt, log.txt; packed into $OUT/tables4_small_h100.tar.gz.
 # REPLAY=1 replays from the seed-3402 validation instead of measuring (a CPU check of the script).
 #   bash scripts/tables4_small_h100.sh
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -uo pipefail
 R=${R:-runs/tables4_small_h100}; mkdir -p "$R"; R=$(cd "$R" && pwd)
-py=${PYTHON:-python3}
+source "$(dirname "$0")/python.sh"  # $py: the checkout's .venv, or $PYTHON
 . "$(dirname "$0")/gpu_run_lib.sh"  # at, run_start, relative_paths, provenance_head
+[ -n "${REPLAY:-}" ] || need_gpu REPLAY=1
 pack() {
   for f in "$R"/small_tables_h100.sqlite "$R"/active/round0/validation/validation.sqlite; do
     [ -f "$f" ] && "$py" -m autotune db pack "$f" -o "$f.xz" > /dev/null && rm -f "$f"

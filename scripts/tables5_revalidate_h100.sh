@@ -8,10 +8,12 @@
 # commit.txt, log.txt, PROVENANCE.md; packed into $OUT/tables5_revalidate_h100.tar.gz.
 # REPLAY=1 replays the measurements from the committed validation (a check of this script on a CPU; refine/ skipped).
 #   bash scripts/tables5_revalidate_h100.sh
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -uo pipefail
 R=${R:-runs/tables5_revalidate_h100}; mkdir -p "$R"; R=$(cd "$R" && pwd)
-py=${PYTHON:-python3}
+source "$(dirname "$0")/python.sh"  # $py: the checkout's .venv, or $PYTHON
 . "$(dirname "$0")/gpu_run_lib.sh"  # at, run_start, relative_paths, provenance_head
+[ -n "${REPLAY:-}" ] || need_gpu REPLAY=1
 S=results/tables5_h100/softmax
 T="$S/active/round0/dispatch.json"
 SPACE=(--space examples/softmax/space.yaml)

@@ -14,10 +14,12 @@
 # $OUT/tables5_softmax_h100.tar.gz. REPLAY=1 replays the measurements from the committed databases (a check of
 # this script on a CPU: the fresh problems are then "not measured", and refine/ is skipped).
 #   bash scripts/tables5_softmax_h100.sh
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -uo pipefail
 R=${R:-runs/tables5_softmax_h100}; mkdir -p "$R"; R=$(cd "$R" && pwd)
-py=${PYTHON:-python3}
+source "$(dirname "$0")/python.sh"  # $py: the checkout's .venv, or $PYTHON
 . "$(dirname "$0")/gpu_run_lib.sh"  # at, run_start, relative_paths, provenance_head
+[ -n "${REPLAY:-}" ] || need_gpu REPLAY=1
 DB="$R/softmax_model_h100.sqlite"
 R0="$R/active/round0"
 SPACE=(--space examples/softmax/space.yaml)

@@ -1,31 +1,55 @@
 #!/usr/bin/env bash
-# README's "Bring your own kernel" walk-through, run as a user would: a kernel and its problem kind in a folder
-# outside the checkout, swept on this machine's GPU, reported as a dispatch table (JSON, Python, C++ header),
-# the header compiled with g++ and nvcc, and the table validated at problems no sweep tuned.
-#   bash scripts/walkthrough.sh [WORKDIR] [RANDOM_PROBLEMS=40]
-# Needs a GPU (CuPy) and nvcc. Prints each command before it runs it; exits non-zero at the first failure.
+# docs/own-kernel.md's walk-through, run as a user would: a kernel and its problem kind in a folder outside the
+# checkout, swept, reported as a dispatch table (JSON, Python, C++ header), the header compiled with g++ (and nvcc
+# where it is), and the table validated at problems no sweep tuned.
+#   bash scripts/walkthrough.sh [--replay] [WORKDIR] [RANDOM_PROBLEMS=40]
+# On a GPU it measures. Without one (or with --replay) the same commands replay the H100 measurements committed in
+# examples/transpose/results/ (`--replay`: the sweep's and the validation's recordings; at most 200 problems).
+# Uses the checkout's .venv (set up by scripts/setup.sh when missing). Prints each command before it runs it;
+# exits non-zero at the first failure.
+source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -euo pipefail
+replay=""
+if [ "${1:-}" = --replay ]; then replay=1; shift; fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-W=${1:-$(mktemp -d /tmp/autotune-walk.XXXXXX)}
+source "$ROOT/scripts/python.sh"  # $py: the checkout's .venv
+W=${1:-$(mktemp -d -t autotune-walk.XXXXXX)}
 N=${2:-40}
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-at() { echo "+ autotune $*"; python3 -m autotune "$@"; }
+if [ -z "$replay" ] && ! "$py" -c "import cupy, sys; sys.exit(cupy.cuda.runtime.getDeviceCount() == 0)" 2>/dev/null; then
+    echo "no GPU visible to CuPy: replaying the H100 measurements of examples/transpose/results/ (on a GPU the same commands measure)"
+    replay=1
+fi
+recorded="$ROOT/examples/transpose/results"
+sweep_replay=() validate_replay=()
+if [ -n "$replay" ]; then
+    if [ "$N" -gt 200 ]; then
+        echo "error: the recording holds 200 held-out problems; give RANDOM_PROBLEMS <= 200 (or measure on a GPU)" >&2
+        exit 2
+    fi
+    sweep_replay=(--replay "$recorded/transpose_h100.sqlite.xz")
+    validate_replay=(--replay "$recorded/validation/validation.sqlite.xz")
+fi
+at() { echo "+ autotune $*"; "$py" -m autotune "$@"; }
 
 mkdir -p "$W/my_kernels"
 cp "$ROOT"/examples/transpose/{transpose.cu,space.yaml,reference.py} "$W/my_kernels/"
+# the test points of examples/transpose/sweep.yaml (what its recording holds)
 cat > "$W/my_kernels/sweep.yaml" <<'EOF'
 name: transpose_walk
 spaces: [space.yaml]
-points: [{sizes: {rows: [1024, 4000, 8192], cols: [1024, 3001, 8192]}}]
-repetitions: 10
+points: [{sizes: {rows: 4096, cols: 4096}}, {sizes: {rows: 8192, cols: 8192}}, {sizes: {rows: 4000, cols: 3001}}]
+repetitions: 20
 EOF
 cd "$W"
 echo "walk-through in $W (outside the checkout $ROOT)"
 at space show my_kernels/space.yaml
-at sweep my_kernels/sweep.yaml -q   # results go to results/transpose_walk.sqlite under the current folder
+# results go to results/transpose_walk.sqlite under the current folder
+at sweep my_kernels/sweep.yaml -q "${sweep_replay[@]}"
 test -f results/transpose_walk.sqlite
 at report results/transpose_walk.sqlite --out report --include-dir my_kernels
-python3 - <<'EOF'
+echo "+ python: from dispatch import KERNELS, lookup_index"
+"$py" - <<'EOF'
 import sys
 sys.path.insert(0, "report")
 from dispatch import KERNELS, lookup_index
@@ -44,9 +68,17 @@ int main() {
 }
 EOF
 cp app.cu app.cpp
-echo "+ g++ -std=c++17 -I report -I my_kernels app.cpp"; g++ -std=c++17 -I report -I my_kernels app.cpp -o app_gxx && ./app_gxx
-echo "+ nvcc -std=c++17 -I report -I my_kernels app.cu"; nvcc -std=c++17 -I report -I my_kernels app.cu -o app_nvcc && ./app_nvcc
-at validate report/dispatch.json --db results/transpose_walk.sqlite --random "$N" --seed 1 --out validation
+for cxx in g++ nvcc; do
+    if ! command -v "$cxx" >/dev/null 2>&1; then
+        echo "($cxx is not on the PATH: the header is not compiled with it)"
+        continue
+    fi
+    src=app.cpp; [ "$cxx" = nvcc ] && src=app.cu
+    echo "+ $cxx -std=c++17 -I report -I my_kernels $src"
+    "$cxx" -std=c++17 -I report -I my_kernels "$src" -o "app_$cxx" && "./app_$cxx"
+done
+at validate report/dispatch.json --db results/transpose_walk.sqlite --random "$N" --seed 1 --out validation -q \
+    "${validate_replay[@]}"
 ls results report validation
 head -5 validation/validation.csv
 echo "walk-through done: $W"

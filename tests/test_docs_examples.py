@@ -4,8 +4,9 @@ One test per page; its blocks share a scratch folder that stands for the checkou
 into it, so examples read the committed files and write only there), and `/tmp/` in an example is that page's own
 scratch folder. What each language means:
 - `bash`: run with `set -e`, `.venv/bin/autotune`/`.venv/bin/python` being this interpreter; the lines
-  `bash scripts/test.sh ...` and `bash scripts/run.sh` are the set-up commands (this test already runs inside what
-  they set up, and run.sh is the GPU sweep), so they are left out;
+  `bash scripts/setup.sh`, `bash scripts/test.sh ...` and `bash scripts/run.sh` are the set-up commands (this test
+  already runs inside what they set up, and run.sh is the GPU sweep), so they are left out (tests/test_docs_scripts.py
+  runs them, and the README's first sweep with its setup.sh as written);
 - `python`: run as a script; `yaml`: parsed, and loaded as a sweep config when it has `spaces:` and `points:`;
   `toml`: parsed; `sql`: run read-only on the committed `results/default/default.sqlite.xz` (a GEMM database);
   `cpp`/`c++`: compiled and run with g++ when it has a `main` (else syntax-checked);
@@ -14,7 +15,10 @@ A comment on the line before a fence changes that: `<!-- docs-test: gpu -->` run
 a GPU and AUTOTUNE_DOCS_GPU=1 is set (some are sweeps of many minutes; the tests in tests/gpu/ cover the same
 paths), `<!-- docs-test: nvcc -->` compiles it with nvcc where
 nvcc is, `<!-- docs-test: compile (why) -->` only parses it (an example that names the reader's own package),
-`<!-- docs-test: skip (why) -->` never runs it (installs from the network).
+`<!-- docs-test: skip (why) -->` never runs it (installs from the network), and `<!-- docs-test: output -->` before a
+`text` block makes it the standard output the page's previous bash or python block must print (trailing spaces aside).
+
+The scripts the pages name run in tests/test_docs_scripts.py.
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w+-]*)\s*$")
-MARKER = re.compile(r"<!--\s*docs-test:\s*(?P<mode>gpu|nvcc|compile|skip)\b[^>]*-->")
-SETUP_LINES = re.compile(r"^\s*bash scripts/(test|run)\.sh\b")
+MARKER = re.compile(r"<!--\s*docs-test:\s*(?P<mode>gpu|nvcc|compile|skip|output)\b[^>]*-->")
+SETUP_LINES = re.compile(r"^\s*bash scripts/(test|run|setup)\.sh\b")
 
 
 @dataclass
@@ -44,7 +48,7 @@ class Block:
     line: int
     lang: str
     text: str
-    mode: str  # run, gpu, nvcc, compile, skip
+    mode: str  # run, gpu, nvcc, compile, skip, output
 
 
 def blocks(page: Path) -> list[Block]:
@@ -112,15 +116,21 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _run(cmd: list[str], cwd: Path, env: dict[str, str], block: Block) -> None:
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], block: Block) -> str:
     out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, (
         f"{block.page.relative_to(ROOT)}:{block.line} ({block.lang}) failed:\n"
         f"{block.text}\n--- stdout\n{out.stdout[-3000:]}\n--- stderr\n{out.stderr[-3000:]}"
     )
+    return out.stdout
 
 
-def run_block(block: Block, work: Path, scratch: Path, env: dict[str, str]) -> None:
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.strip("\n").split("\n")]
+
+
+def run_block(block: Block, work: Path, scratch: Path, env: dict[str, str]) -> str | None:
+    """Run one block; its standard output where it has one (bash, python)."""
     text = block.text.replace("/tmp/", f"{scratch}/")
     lang = block.lang
     if block.mode == "compile":
@@ -133,10 +143,10 @@ def run_block(block: Block, work: Path, scratch: Path, env: dict[str, str]) -> N
         kept = [ln for ln in text.split("\n") if not SETUP_LINES.match(ln)]
         script = "\n".join(kept).replace(".venv/bin/autotune", "autotune").replace(".venv/bin/python", sys.executable)
         script = re.sub(r"^(\s*)python3? ", rf"\1{sys.executable} ", script, flags=re.M)
-        _run(["bash", "-euo", "pipefail", "-c", script], work, env, block)
+        return _run(["bash", "-euo", "pipefail", "-c", script], work, env, block)
     elif lang == "python":
         (scratch / "example.py").write_text(text)
-        _run([sys.executable, str(scratch / "example.py")], work, env, block)
+        return _run([sys.executable, str(scratch / "example.py")], work, env, block)
     elif lang == "yaml":
         data = yaml.safe_load(text)
         if isinstance(data, dict) and "spaces" in data and "points" in data:
@@ -170,6 +180,7 @@ def run_block(block: Block, work: Path, scratch: Path, env: dict[str, str]) -> N
             _run(["g++", "-std=c++17", "-fsyntax-only", str(source)], work, env, block)
     elif lang:
         pytest.fail(f"{block.page.relative_to(ROOT)}:{block.line}: no rule for ```{lang} blocks in this test")
+    return None
 
 
 def test_every_example_has_a_rule() -> None:
@@ -181,7 +192,7 @@ def test_every_example_has_a_rule() -> None:
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_examples_run_as_written(page: Path, tmp_path: Path) -> None:
-    todo = [b for b in blocks(page) if b.lang and b.lang != "text"]
+    todo = [b for b in blocks(page) if b.lang and (b.lang != "text" or b.mode == "output")]
     if not todo:
         pytest.skip("no code examples")
     work, env = _scratch(tmp_path), _env(tmp_path)
@@ -190,14 +201,24 @@ def test_examples_run_as_written(page: Path, tmp_path: Path) -> None:
     if any(b.lang in ("cpp", "c++") and b.mode == "run" for b in todo) and shutil.which("g++") is None:
         pytest.skip("g++ is not installed")
     left_out = []
+    printed: str | None = None  # the standard output of the last block run
     for block in todo:
         if (
             block.mode == "skip"
             or (block.mode == "gpu" and not _gpu())
             or (block.mode == "nvcc" and shutil.which("nvcc") is None)
+            or (block.mode == "output" and printed is None)
         ):
             left_out.append(f"{block.line} ({block.mode})")
+            printed = None
             continue
-        run_block(block, work, scratch, env)
+        if block.mode == "output":
+            assert printed is not None and _lines(printed) == _lines(block.text), (
+                f"{block.page.relative_to(ROOT)}:{block.line}: the block before printed\n{printed}\n"
+                f"not what the page shows:\n{block.text}"
+            )
+            printed = None
+            continue
+        printed = run_block(block, work, scratch, env)
     if left_out and len(left_out) == len(todo):
         pytest.skip(f"every example here needs what this machine lacks: {', '.join(left_out)}")

@@ -23,6 +23,7 @@ from autotune.errors import UserError
 from autotune.store.readonly import guard_reads
 from autotune.store.engine import database_url, make_engine, sqlite_path
 from autotune.store.views import PREFIX, kind_sizes, size_columns, view_name
+from autotune.vocab import Status
 
 
 class QueryError(UserError):
@@ -74,6 +75,10 @@ WHERE m.status = 'ok')"""
 
 _POINT = "device, space, precision, shape, {sizes}"
 
+# what the failures recipe counts: a measurement that did not give a verified time. `skipped` is not among them (an
+# instance stopped early, provably slower than the best by more than TOL: its few times are kept).
+FAILED = (Status.COMPILE_ERROR, Status.LAUNCH_ERROR, Status.WRONG, Status.TIMEOUT, Status.CRASHED)
+
 RECIPES = {
     r.name: r
     for r in (
@@ -110,12 +115,13 @@ JOIN devices d ON d.id = ok.device_id""",
         ),
         Recipe(
             "failures_by_kind",
-            "How many measurements failed, by space and kind of failure, with one example message.",
-            """SELECT d.name AS device, i.space, m.status, COUNT(*) AS count, MIN(m.error) AS example_error
+            "How many measurements failed, by space and kind of failure, with one example message "
+            "(early stops, `skipped`, are not failures).",
+            f"""SELECT d.name AS device, i.space, m.status, COUNT(*) AS count, MIN(m.error) AS example_error
 FROM measurements m
 JOIN instances i ON i.id = m.instance_id
 JOIN devices d ON d.id = m.device_id
-WHERE m.status <> 'ok'
+WHERE m.status IN ({", ".join(f"'{s.value}'" for s in FAILED)})
 GROUP BY d.name, i.space, m.status""",
             "device, space, count DESC, status",
         ),
@@ -178,7 +184,8 @@ def distance_from_best(url: str, instance_id: str, device: str | None = None) ->
 
 
 def failures_by_kind(url: str, device: str | None = None, space: str | None = None) -> pd.DataFrame:
-    """Failure counts by (device, space, status), with one example error message each."""
+    """Failure counts by (device, space, status), with one example error message each: compile_error,
+    launch_error, wrong, timeout and crashed (`FAILED`), not `skipped` (stopped early)."""
     return _recipe(url, "failures_by_kind", device=device, space=space)
 
 
