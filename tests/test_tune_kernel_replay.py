@@ -75,7 +75,7 @@ def _replay(cache: Path, **kw: Any) -> tuple[list[dict[str, Any]], dict[str, Any
         ),
         (
             {"problem_size": 20_000},
-            r"Cannot load cache which contains results for different problem_size, cache: \[10000\], requested: \[20000\]",
+            r"Cannot load cache which contains results for different problem_size, cache: 10000, requested: 20000",
         ),
         ({"problem_size": (N, 2)}, "different problem_size"),
         (
@@ -164,3 +164,66 @@ def test_metrics_are_computed_on_the_replay(tmp_path: Path) -> None:
     )
     ok = {r["block_size_x"]: r for r in results if "time" in r}
     assert ok[256]["GB/s"] == pytest.approx(0.12 / 0.3) and ok[128]["x2"] == 1.0
+
+
+KT_SCRIPT = """
+import json, sys, warnings
+import numpy as np
+from kernel_tuner import tune_kernel
+warnings.simplefilter("ignore")
+src = sys.argv[2]
+a = np.ones(10000, np.float32)
+out = []
+for kw in json.loads(sys.argv[3]):
+    call = dict(kernel_name="vector_add", kernel_source=src, problem_size=10000, arguments=[a, a, a, np.int32(10000)],
+                tune_params={"block_size_x": [128, 256, 512]}, cache=sys.argv[1], simulation_mode=True, quiet=True)
+    call.update(kw)
+    try:
+        res, env = tune_kernel(**call)
+        out.append(["ok", sorted(r["block_size_x"] for r in res), env["best_config"]["block_size_x"]])
+    except Exception as e:
+        out.append([type(e).__name__, str(e.args[0])])
+print(json.dumps(out))
+"""
+
+
+def test_refusals_and_replays_match_kernel_tuner_15(tmp_path: Path) -> None:
+    """The same calls in simulation mode under Kernel Tuner 1.5 itself (where AUTOTUNE_KT_PYTHON or .venv-kt has it:
+    its simulation mode needs no GPU): the same refusals (type and words) and the same configurations and best."""
+    import json
+    import subprocess
+
+    from tests.support.harness import KT_PYTHON
+
+    if not KT_PYTHON.is_file():
+        pytest.skip("needs Kernel Tuner 1.5 (AUTOTUNE_KT_PYTHON or .venv-kt)")
+    cases: list[dict[str, Any]] = [
+        {},
+        {"problem_size": 20_000},
+        {"tune_params": {"block_size_x": [128, 512]}},
+        {"restrictions": ["block_size_x != 256"]},
+        {"parallel": True},
+        {"metrics": ["GFLOP/s"]},
+        {"block_size_names": "bx"},
+        {"objectives": ["time"]},
+    ]
+    cache = _cache(tmp_path / "c.json")
+    script = tmp_path / "kt.py"
+    script.write_text(KT_SCRIPT)
+    out = subprocess.run(
+        [str(KT_PYTHON), str(script), str(cache), VECTOR_ADD, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    theirs = json.loads(out.stdout.strip().splitlines()[-1])
+    for kw, kt in zip(cases, theirs, strict=True):
+        try:
+            results, env = _replay(cache, **kw)
+        except UserError as exc:
+            assert kt[0] == type(exc).__mro__[2].__name__ == "ValueError", (kw, kt, exc)
+            assert exc.message.removeprefix("tune_kernel: ")[:45] == kt[1][:45], (kw, kt, exc.message)
+            continue
+        assert kt[0] == "ok", (kw, kt)
+        assert sorted(r["block_size_x"] for r in results) == kt[1] and env["best_config"]["block_size_x"] == kt[2]

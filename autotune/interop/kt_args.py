@@ -82,38 +82,26 @@ def read_source(kernel_source: Any) -> tuple[str | None, Path | None]:
 
 
 def read_problem_size(problem_size: Any) -> tuple[int | str, ...]:
+    """problem_size (its types checked: `kt_checks`) as 1 to 3 ints and strings; a function is refused."""
     if callable(problem_size):
         raise refuse("a problem_size function", "give integers, or strings: expressions of the tunable parameters")
+    if isinstance(problem_size, np.ndarray):
+        problem_size = problem_size.tolist()
     sizes = problem_size if isinstance(problem_size, (tuple, list)) else (problem_size,)
-    out: list[int | str] = []
-    for s in sizes:
-        if isinstance(s, (int, np.integer)) and not isinstance(s, bool) and int(s) >= 1:
-            out.append(int(s))
-        elif isinstance(s, str):
-            out.append(s)
-        else:
-            raise UserError(
-                f"tune_kernel: problem_size entry {s!r} is neither a positive integer nor a string",
-                hint="e.g. problem_size=(4096, 4096) or problem_size='num_blocks'",
-            )
-    if not 1 <= len(out) <= 3:
-        raise UserError(f"tune_kernel: problem_size has {len(out)} dimensions", hint="give 1 to 3")
-    return tuple(out)
+    return tuple(s if isinstance(s, str) else int(s) for s in sizes)
 
 
 def read_grid_div(div: Any, axis: str) -> list[int | str] | None:
+    """A grid divisor (its types checked: `kt_checks`) as a list; a function is refused."""
     if div is None:
         return None
     items = div if isinstance(div, (list, tuple)) else [div]
-    for d in items:
-        if callable(d):
-            raise refuse(
-                f"a grid_div_{axis} function",
-                "write the divisor as a string expression of the parameters, "
-                "e.g. grid_div_x=['block_size_x * tile_size_x']",
-            )
-        if not isinstance(d, (str, int, np.integer)) or isinstance(d, bool):
-            raise UserError(f"tune_kernel: grid_div_{axis} entry {d!r} is not an int or a string")
+    if any(callable(d) for d in items):
+        raise refuse(
+            f"a grid_div_{axis} function",
+            "write the divisor as a string expression of the parameters, "
+            "e.g. grid_div_x=['block_size_x * tile_size_x']",
+        )
     return list(items)
 
 

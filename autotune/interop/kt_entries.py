@@ -122,10 +122,10 @@ def check_call(cache: KTCache, path: Path, kernel_name: str, problem_size: Any, 
             hint="give the cache of this kernel, or the kernel_name the cache was written for",
         )
     if cache.problem_size is not None and not _same_sizes(cache.problem_size, problem_size):
-        shown = json.dumps(_sizes(cache.problem_size), default=str)[:80]
+        shown = json.dumps(cache.problem_size, default=str)[:80]  # as the cache has it, as Kernel Tuner shows it
         raise KTValueError(
             "Cannot load cache which contains results for different problem_size, "
-            f"cache: {shown}, requested: {json.dumps(_sizes(problem_size), default=str)}",
+            f"cache: {shown}, requested: {str(problem_size)[:80]}",
             file=path,
             hint="give the problem_size the cache was tuned at, or the cache of this problem size",
         )
