@@ -166,6 +166,20 @@ def test_metrics_are_computed_on_the_replay(tmp_path: Path) -> None:
     assert ok[256]["GB/s"] == pytest.approx(0.12 / 0.3) and ok[128]["x2"] == 1.0
 
 
+def test_a_tampered_log_in_the_database_gives_no_number_that_is_not_one(tmp_path: Path) -> None:
+    """A database is data: Kernel Tuner's fields a replay returns from a measurement's log are taken only where they
+    are numbers of ms (a string compile_time there was a TypeError at the end of tune_kernel)."""
+    db = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    cache = _cache(tmp_path / "c.json")
+    _replay(cache, database=db)
+    with sqlite3.connect(tmp_path / "db.sqlite") as con:
+        con.execute("""UPDATE measurements SET log = '{"compile_time": "abc", "time": 1e999, "timestamp": 5}'""")
+    results, env = _replay(cache, database=db)  # the same cache again: recorded already, read back from the log
+    assert all(isinstance(r["compile_time"], float) for r in results) and isinstance(env["total_compile_time"], float)
+    ok = {r["block_size_x"]: r["time"] for r in results if "time" in r}
+    assert ok == {128: 0.5, 256: 0.3}  # the medians of times: the log's infinite time is not taken
+
+
 KT_SCRIPT = """
 import json, sys, warnings
 import numpy as np

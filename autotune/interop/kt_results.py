@@ -12,16 +12,18 @@ timings and timestamp.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from typing import Any
 
 from sqlalchemy import select
 
+from autotune.errors import UserError
+from autotune.interop.kt_entries import MAX_TIME_MS
 from autotune.space.instance import Instance
 from autotune.space.spec import Space
 from autotune.store.schema import InstanceRow, MeasurementRow, Point
 from autotune.store.store import Store
+from autotune.untrusted import number
 from autotune.vocab import DeviceInfo, Status, TestPoint
 
 MARKERS = {
@@ -31,7 +33,7 @@ MARKERS = {
     Status.TIMEOUT: "RuntimeFailedConfig",
     Status.CRASHED: "RuntimeFailedConfig",
 }
-TIMINGS = ("compile_time", "verification_time", "benchmark_time", "timestamp")
+TIMINGS = ("compile_time", "verification_time", "benchmark_time")
 NOT_RECORDED = "not recorded"  # autotune.sweep.backends.replay.NOT_RECORDED (a replay of a partial cache)
 
 
@@ -101,15 +103,25 @@ def collect_results(
         r["timestamp"] = str(m.measured_at)
         if (m.log or "").startswith("{"):  # replayed from a Kernel Tuner cache: its own fields, as recorded
             recorded = json.loads(m.log)
-            r.update({k: v for k, v in recorded.items() if k in TIMINGS})
-            if "time" in r and _number(recorded.get("time")):  # Kernel Tuner's time (the mean), as it recorded it
+            # (a database is data: only numbers of ms, and a timestamp's text, are taken from it)
+            r.update({k: float(v) for k, v in recorded.items() if k in TIMINGS and _ms(v)})
+            if isinstance(recorded.get("timestamp"), str):
+                r["timestamp"] = recorded["timestamp"][:64]
+            if "time" in r and _ms(recorded.get("time")):  # Kernel Tuner's time (the mean), as it recorded it
                 r["time"] = float(recorded["time"])
         out.append(r)
     return out
 
 
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+def _ms(v: Any) -> bool:
+    """Whether `v` (read from a measurement's log) is a number of ms (autotune.untrusted.number's judgement)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        number(v, name="ms", lo=0, hi=MAX_TIME_MS)
+    except UserError:
+        return False
+    return True
 
 
 def environment(
