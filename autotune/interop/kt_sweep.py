@@ -57,7 +57,7 @@ class _Reporter:
 
 
 class StoppedRun(Exception):
-    """The sweep stopped the call's space on a systematic failure (`_stopped`)."""
+    """The sweep stopped the call's space on a systematic failure (`stopped`)."""
 
     def __init__(self, stop: Stopped) -> None:
         super().__init__(stop.example)
@@ -82,6 +82,8 @@ def run_attempt(
     verbose: bool,
     cleanup: list[Callable[[], object]],
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One attempt of the call into `folder`: (results, env) as Kernel Tuner's; StoppedRun where the sweep stopped on
+    a systematic failure. `replayed`: simulation mode's cache (checked against the call already)."""
     simulation = replayed is not None
     # the GPU backend first: its compile processes and GPU worker start (CuPy's import, the device's context and
     # description) while the space folder is written and planned (the target: the first measurement within 3 s)
@@ -213,13 +215,13 @@ def _sweep(
             if simulation:
                 backend.close()
         point = cfg.points[0]
-        if not simulation:
+        planned = planned if planned is not None else _planned(cfg)
+        keys = list(problem.tune_params)
+        results = collect_results(store, space, point, info.uuid, keys, same_model=True, planned=planned)
+        if not simulation and all("__error__" in r for r in results):  # nothing measured: a systematic failure?
             stop = stopped(store, space.name, point, info.uuid, cfg.stop_after_failures, problem.kernel_name)
             if stop is not None:
                 raise StoppedRun(stop)
-            planned = _planned(cfg)
-        keys = list(problem.tune_params)
-        results = collect_results(store, space, point, info.uuid, keys, same_model=True, planned=planned)
         phase("results_collected")
         if cache_path is not None and not simulation:  # the call's problem_size, as Kernel Tuner's header has it
             exported = export_cache(store, space.name, device=info.uuid, point=point.key)

@@ -230,7 +230,7 @@ def tune_kernel(
     try:  # the results stay in their database until they are returned: a metric that fails leaves them there
         _metrics(results, metrics)
     except Exception as exc:
-        _clean_up(cleanup, wait=True)
+        _clean_up(cleanup + (remove if database else []), wait=True)  # the folder goes only if it holds no results
         raise UserError(
             f"tune_kernel: a metric failed on the results: {type(exc).__name__}: {exc}",
             hint=f"fix the metric; the results are kept in {env['autotune']['database']}",
