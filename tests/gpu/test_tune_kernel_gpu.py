@@ -134,13 +134,13 @@ def test_the_scripts_process_never_imports_cupy(tmp_path: Path) -> None:
 CUB_SUM = """
 #include <cub/cub.cuh>
 
-extern "C" __global__ void block_sum(const float *in, float *out, int n) {
+extern "C" __global__ void block_sum(const float *inp, float *out, int n) {
     typedef cub::BlockReduce<float, block_size_x> Reduce;
     __shared__ typename Reduce::TempStorage temp;
     float v = 0.0f;
     for (int i = 0; i < items; i++) {
         int idx = (blockIdx.x * items + i) * block_size_x + threadIdx.x;
-        v += idx < n ? in[idx] : 0.0f;
+        v += idx < n ? inp[idx] : 0.0f;
     }
     float total = Reduce(temp).Sum(v);
     if (threadIdx.x == 0) atomicAdd(out, total);
