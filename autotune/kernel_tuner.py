@@ -23,47 +23,43 @@ def run_kernel(*args: Any, **kwargs: Any) -> Any:
     """Kernel Tuner's `run_kernel` (one configuration run once, its arguments returned after the run): a reference
     computed on the GPU, as Kernel Tuner scripts do. With `lang="cupy"` and plain arguments it runs here, as Kernel
     Tuner's CuPy backend does, without importing Kernel Tuner (`autotune.interop.kt_run`); any other call is Kernel
-    Tuner's own, imported now (then Kernel Tuner must be installed)."""
-    import inspect
-
+    Tuner's own, imported now (then Kernel Tuner must be installed). Either way the arguments' types are checked
+    first (`autotune.interop.kt_checks`): a wrong one is one error, before anything is compiled."""
     from autotune.interop import kt_run
+    from autotune.interop.kt_checks import bind, check_run_call
 
-    try:
-        call = inspect.signature(_kt_signature).bind(*args, **kwargs)
-    except TypeError:
-        call = None
-    if call is not None:
-        a = {**{k: p.default for k, p in inspect.signature(_kt_signature).parameters.items()}, **call.arguments}
-        grid_div = (a["grid_div_x"], a["grid_div_y"], a["grid_div_z"])
-        if kt_run.supported(
+    a = bind(_kt_signature, args, kwargs, "run_kernel")
+    check_run_call(a)  # wrong types: one error, before anything is compiled (either way)
+    grid_div = (a["grid_div_x"], a["grid_div_y"], a["grid_div_z"])
+    if kt_run.supported(
+        a["kernel_source"],
+        a["problem_size"],
+        a["arguments"],
+        a["params"],
+        grid_div,
+        a["lang"],
+        a["smem_args"],
+        a["cmem_args"],
+        a["texmem_args"],
+        a["compiler_options"],
+        a["defines"],
+        a["block_size_names"],
+        a["log"],
+    ):
+        return kt_run.run(
+            a["kernel_name"],
             a["kernel_source"],
             a["problem_size"],
             a["arguments"],
             a["params"],
             grid_div,
-            a["lang"],
-            a["smem_args"],
-            a["cmem_args"],
-            a["texmem_args"],
-            a["compiler_options"],
-            a["defines"],
-            a["block_size_names"],
-            a["log"],
-        ):
-            return kt_run.run(
-                a["kernel_name"],
-                a["kernel_source"],
-                a["problem_size"],
-                a["arguments"],
-                a["params"],
-                grid_div,
-                device=a["device"],
-                smem_args=a["smem_args"],
-                cmem_args=a["cmem_args"],
-                compiler_options=a["compiler_options"],
-                defines=a["defines"],
-                block_size_names=a["block_size_names"],
-            )
+            device=a["device"],
+            smem_args=a["smem_args"],
+            cmem_args=a["cmem_args"],
+            compiler_options=a["compiler_options"],
+            defines=a["defines"],
+            block_size_names=a["block_size_names"],
+        )
     try:
         from kernel_tuner.interface import run_kernel as kt_run_kernel
     except ImportError as exc:

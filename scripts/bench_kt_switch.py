@@ -282,9 +282,10 @@ def dry_sizes(
         counted["ours"] = sum(plan.pairs for plan in plans)
         raise Planned
 
+    import autotune.interop.kt_sweep as attempt
     import autotune.interop.tune_kernel as facade
 
-    saved_run, saved_backend = runner.run_sweep, facade._gpu_backend
+    saved_run, saved_backend = runner.run_sweep, attempt._gpu_backend
     runner.run_sweep = plan_only  # type: ignore[assignment]
 
     class NoBackend:
@@ -296,7 +297,7 @@ def dry_sizes(
         def close(self) -> None:
             pass
 
-    facade._gpu_backend = lambda device, tol: NoBackend()  # type: ignore[assignment]
+    attempt._gpu_backend = lambda device, tol: NoBackend()  # type: ignore[assignment]
     t0 = time.perf_counter()
     try:
         facade.tune_kernel(
@@ -310,7 +311,7 @@ def dry_sizes(
     except Planned:
         pass
     finally:
-        runner.run_sweep, facade._gpu_backend = saved_run, saved_backend
+        runner.run_sweep, attempt._gpu_backend = saved_run, saved_backend
     counted["ours_plan_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     counted["kt"] = Searchspace(dict(tune_params), kw.get("restrictions"), MAX_THREADS).size

@@ -179,15 +179,16 @@ class _Plans:
 
 def run_kt(name: str, args: tuple, kw: dict[str, Any], work: Path) -> dict[str, Any]:
     """One tune_kernel call up to its first submission: seconds from the call and its phases."""
+    import autotune.interop.kt_sweep as attempt
     import autotune.interop.tune_kernel as facade
 
     backend = StopAtSubmit()
-    saved = facade._gpu_backend
-    facade._gpu_backend = lambda device, tol: backend  # type: ignore[assignment]
+    saved = attempt._gpu_backend
+    attempt._gpu_backend = lambda device, tol: backend  # type: ignore[assignment]
     folder = work / "space"
     shutil.rmtree(folder, ignore_errors=True)
     phases: dict[str, float] = {}
-    orig_sweep = facade._sweep
+    orig_sweep = attempt._sweep
 
     def sweep(*a: Any, **k: Any) -> Any:
         try:
@@ -195,7 +196,7 @@ def run_kt(name: str, args: tuple, kw: dict[str, Any], work: Path) -> dict[str, 
         finally:
             phases["call_start"] = a[4]
 
-    facade._sweep = sweep  # type: ignore[assignment]
+    attempt._sweep = sweep  # type: ignore[assignment]
     t0 = time.perf_counter()
     try:
         with _Plans() as plans:
@@ -203,7 +204,7 @@ def run_kt(name: str, args: tuple, kw: dict[str, Any], work: Path) -> dict[str, 
     except FirstSubmit:
         pass
     finally:
-        facade._gpu_backend, facade._sweep = saved, orig_sweep  # type: ignore[assignment]
+        attempt._gpu_backend, attempt._sweep = saved, orig_sweep  # type: ignore[assignment]
     assert backend.submitted_at is not None, f"{name}: no batch was submitted"
     return {"first_submit_s": backend.submitted_at - t0, "batch": backend.first_batch, "plans": plans.plans}
 

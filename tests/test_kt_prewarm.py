@@ -44,10 +44,10 @@ def test_the_prewarm_thread_imports_what_the_call_imports() -> None:
     import importlib
     import inspect
 
-    from autotune.interop import tune_kernel
+    from autotune.interop import kt_sweep, tune_kernel
 
     imported: set[str] = set()
-    for fn in (tune_kernel._run, tune_kernel._sweep):
+    for fn in (tune_kernel._attempts, kt_sweep.run_attempt, kt_sweep._sweep, kt_sweep._planned, kt_sweep.stopped):
         tree = ast.parse(inspect.getsource(fn))
         imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

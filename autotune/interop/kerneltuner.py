@@ -330,12 +330,20 @@ def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, An
             if not closed:
                 break
             continue
+        start = i
         try:
             value, i = _DECODER.raw_decode(text, i)
         except json.JSONDecodeError as e:
             raise CacheFormatError(
                 path, f"invalid or cut-short JSON in the header value of {key!r}: {e.msg}", line=e.lineno
             ) from e
+        except (RecursionError, ValueError) as e:  # nested past the decoder's depth, or an integer of 4,300+ digits
+            raise CacheFormatError(
+                path,
+                f"the header value of {_short(key)} is not a Kernel Tuner value: {_why(e)}",
+                line=_line_of(text, start),
+            ) from None
+        _shallow(value, path, f"the header value of {_short(key)}", text, start, i)
         header[key] = value
     if i < n:
         rest = _skip_ws(text, i)
@@ -414,7 +422,48 @@ def _parse_entries(
                 f"invalid JSON in the cache entry starting on line {_line_of(text, start)}: {e.msg}",
                 line=e.lineno,
             ) from e
+        except (RecursionError, ValueError) as e:  # nested past the decoder's depth, or an integer of 4,300+ digits
+            raise CacheFormatError(
+                path, f"cache entry {_short(key)} is not a Kernel Tuner entry: {_why(e)}", line=_line_of(text, start)
+            ) from None
+        _shallow(value, path, f"cache entry {_short(key)}", text, start, i)
         entries.append((key, value))
+
+
+MAX_DEPTH = 16  # lists and objects inside one header value or cache entry: Kernel Tuner writes 2 at most
+
+
+def _short(key: str) -> str:
+    return repr(key) if len(key) <= 60 else f"{key[:40]!r}... ({len(key)} characters)"
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, RecursionError):
+        return f"it is nested more than {MAX_DEPTH} lists or objects deep"
+    return str(e).split(";")[0]  # "Exceeds the limit (4300 digits) for integer string conversion: ..."
+
+
+def _shallow(value: Any, path: Path, what: str, text: str, start: int, end: int) -> None:
+    """Refuse a value (read from text[start:end]) nested more than MAX_DEPTH deep, checked without recursion: nothing
+    later walks it deeper. A value of at most MAX_DEPTH opening brackets is not walked (a usual entry has 2)."""
+    if text.count("[", start, end) + text.count("{", start, end) <= MAX_DEPTH:
+        return
+    level: list[Any] = [value]
+    for _ in range(MAX_DEPTH + 1):
+        level = [
+            v
+            for x in level
+            if isinstance(x, (list, dict))
+            for v in (x.values() if isinstance(x, dict) else x)
+            if isinstance(v, (list, dict))
+        ]
+        if not level:
+            return
+    raise CacheFormatError(
+        path,
+        f"{what} is not a Kernel Tuner value: it is nested more than {MAX_DEPTH} lists or objects deep",
+        line=_line_of(text, start),
+    )
 
 
 def _could_continue(tail: str) -> bool:
@@ -442,6 +491,9 @@ def _build(
     missing = [k for k in _REQUIRED if k != "cache" and k not in header]
     if missing:
         _not_a_cache(header, path, "missing header key(s) " + ", ".join(repr(k) for k in missing))
+    for name in ("device_name", "kernel_name"):
+        if not isinstance(header[name], str):
+            raise CacheFormatError(path, f'"{name}" is not a string: {_dumps(header[name])[:60]}')
     keys = header["tune_params_keys"]
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
         raise CacheFormatError(path, '"tune_params_keys" is not a list of strings')
@@ -449,6 +501,9 @@ def _build(
     tune_params = header.get("tune_params", {})
     if not isinstance(tune_params, dict):
         raise CacheFormatError(path, '"tune_params" is not a JSON object')
+    for name, values in tune_params.items():
+        if not isinstance(values, list):
+            raise CacheFormatError(path, f'"tune_params" {_short(name)} is not a list of values: {_dumps(values)[:60]}')
     objective_raw = header.get("objective", "time")
     if isinstance(objective_raw, list):
         objective: str | tuple[str, ...] = tuple(str(o) for o in objective_raw)
@@ -503,6 +558,17 @@ def _is_number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _as_float(v: Any) -> float | None:
+    """A JSON number as a float; None for anything else, an integer too large for a float included (whether the
+    value is a usable time is the importer's to judge: `autotune.interop.kt_store`)."""
+    if not _is_number(v):
+        return None
+    try:
+        return float(v)
+    except OverflowError:
+        return None
+
+
 def _record(
     key: str,
     entry: dict[str, Any],
@@ -535,14 +601,14 @@ def _record(
                     break
     time_ms: float | None = None
     t = entry.get("time")
-    if status == "ok" and _is_number(t):
-        time_ms = float(t)
+    if status == "ok":
+        time_ms = _as_float(t)  # None: not a number a float holds (a 400-digit integer): kept as written, below
     times_ms: tuple[float, ...] = ()
     ts = entry.get("times")
-    valid_ts = ts if isinstance(ts, list) and all(_is_number(x) for x in ts) else None
-    times_ok = valid_ts is not None
-    if valid_ts is not None:
-        times_ms = tuple(float(x) for x in valid_ts)
+    floats = [_as_float(x) for x in ts] if isinstance(ts, list) else None
+    times_ok = floats is not None and all(x is not None for x in floats)
+    if floats is not None and times_ok:
+        times_ms = tuple(x for x in floats if x is not None)
     extra = {}
     for k, v in entry.items():
         if k in params or k in (STATUS_KEY, ERROR_KEY):
@@ -715,9 +781,10 @@ def _measurement_value(v: Any) -> bool:
     """Whether the T4 schema accepts ``v`` as a measurement value (number, string or array)."""
     if isinstance(v, bool):
         return False
-    if isinstance(v, float):
-        return math.isfinite(v)
-    return isinstance(v, (int, str, list))
+    if isinstance(v, (int, float)):
+        f = _as_float(v)
+        return f is not None and math.isfinite(f)
+    return isinstance(v, (str, list))
 
 
 def t4_results(cache: KTCache, *, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -743,7 +810,8 @@ def t4_results(cache: KTCache, *, metadata: Mapping[str, Any] | None = None) -> 
         times: dict[str, Any] = {}
         for t4, src in _T4_TIMES:
             v = r.extra.get(src)
-            if _is_number(v) and math.isfinite(v):
+            f = _as_float(v)
+            if f is not None and math.isfinite(f):
                 times[t4] = v
         times["runtimes"] = list(r.times_ms)
         out["times"] = times

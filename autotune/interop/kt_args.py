@@ -4,8 +4,9 @@ instead for what autotune does not take. Light: imported by `import autotune.ker
 
 from __future__ import annotations
 
-from pathlib import Path
+import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,45 @@ import numpy as np
 from autotune.errors import UserError
 
 LANGS = (None, "CUDA", "CUPY", "NVCUDA")
+# Kernel Tuner 1.5's strategy names (kernel_tuner/interface.py `strategy_map`)
+KT_STRATEGIES = (
+    "brute_force",
+    "random_sample",
+    "minimize",
+    "basinhopping",
+    "diff_evo",
+    "genetic_algorithm",
+    "greedy_mls",
+    "ordered_greedy_mls",
+    "greedy_ils",
+    "dual_annealing",
+    "mls",
+    "pso",
+    "simulated_annealing",
+    "skopt",
+    "firefly_algorithm",
+    "bayes_opt",
+    "pyatf_strategies",
+    "hybrid_vndx",
+    "adaptive_tabu_greywolf",
+    "nsga2",
+    "nsga3",
+)
+# the numeric keys of a result dict a metric expression may read besides the parameters and earlier metrics
+RESULT_KEYS = ("time", "compile_time", "verification_time", "benchmark_time", "strategy_time", "framework_time")
+
+
+class KTValueError(UserError, ValueError):
+    """A mistake Kernel Tuner raises a ValueError for."""
+
+
+class KTTypeError(UserError, TypeError):
+    """A mistake Kernel Tuner raises a TypeError for."""
+
+
+def shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({type(value).__name__})"
 
 
 def refuse(what: str, hint: str) -> UserError:
@@ -42,38 +82,26 @@ def read_source(kernel_source: Any) -> tuple[str | None, Path | None]:
 
 
 def read_problem_size(problem_size: Any) -> tuple[int | str, ...]:
+    """problem_size (its types checked: `kt_checks`) as 1 to 3 ints and strings; a function is refused."""
     if callable(problem_size):
         raise refuse("a problem_size function", "give integers, or strings: expressions of the tunable parameters")
+    if isinstance(problem_size, np.ndarray):
+        problem_size = problem_size.tolist()
     sizes = problem_size if isinstance(problem_size, (tuple, list)) else (problem_size,)
-    out: list[int | str] = []
-    for s in sizes:
-        if isinstance(s, (int, np.integer)) and not isinstance(s, bool) and int(s) >= 1:
-            out.append(int(s))
-        elif isinstance(s, str):
-            out.append(s)
-        else:
-            raise UserError(
-                f"tune_kernel: problem_size entry {s!r} is neither a positive integer nor a string",
-                hint="e.g. problem_size=(4096, 4096) or problem_size='num_blocks'",
-            )
-    if not 1 <= len(out) <= 3:
-        raise UserError(f"tune_kernel: problem_size has {len(out)} dimensions", hint="give 1 to 3")
-    return tuple(out)
+    return tuple(s if isinstance(s, str) else int(s) for s in sizes)
 
 
 def read_grid_div(div: Any, axis: str) -> list[int | str] | None:
+    """A grid divisor (its types checked: `kt_checks`) as a list; a function is refused."""
     if div is None:
         return None
     items = div if isinstance(div, (list, tuple)) else [div]
-    for d in items:
-        if callable(d):
-            raise refuse(
-                f"a grid_div_{axis} function",
-                "write the divisor as a string expression of the parameters, "
-                "e.g. grid_div_x=['block_size_x * tile_size_x']",
-            )
-        if not isinstance(d, (str, int, np.integer)) or isinstance(d, bool):
-            raise UserError(f"tune_kernel: grid_div_{axis} entry {d!r} is not an int or a string")
+    if any(callable(d) for d in items):
+        raise refuse(
+            f"a grid_div_{axis} function",
+            "write the divisor as a string expression of the parameters, "
+            "e.g. grid_div_x=['block_size_x * tile_size_x']",
+        )
     return list(items)
 
 
@@ -114,3 +142,74 @@ def read_strategy(
     if options.get("time_limit") is not None:
         out["budget"] = f"{max(1.0, float(options['time_limit']) - elapsed_s):.3f}s"
     return out
+
+
+def check_strategy(strategy: Any, options: Any) -> None:
+    if strategy is not None and isinstance(strategy, str) and strategy not in KT_STRATEGIES:
+        raise KTValueError(
+            f"tune_kernel: Unknown strategy {strategy}, must be one of: {', '.join(KT_STRATEGIES)}",
+            hint="give one of those names (or leave strategy out: brute force)",
+        )
+    if options is None:
+        return
+    if not isinstance(options, Mapping):
+        raise UserError(
+            f"tune_kernel: strategy_options={shown(options)} is not a dict",
+            hint="e.g. strategy_options={'max_fevals': 100}",
+        )
+    if options.get("max_fevals") is not None:
+        v = options["max_fevals"]
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or int(v) <= 0:  # Kernel Tuner's words
+            raise KTValueError(f"tune_kernel: max_fevals must be greater than zero (got {shown(v)})", hint="e.g. 100")
+    if options.get("time_limit") is not None:
+        v = options["time_limit"]
+        ok = isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))
+        if not ok or not math.isfinite(float(v)) or float(v) <= 0:
+            raise KTValueError(
+                f"tune_kernel: time_limit must be greater than zero (got {shown(v)})", hint="seconds, e.g. 60"
+            )
+    if options.get("fraction") is not None:
+        v = options["fraction"]
+        ok = isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))
+        if not ok or not 0 < float(v) <= 1:
+            raise KTValueError(
+                f"tune_kernel: strategy_options fraction={shown(v)} is not a fraction in (0, 1]", hint="e.g. 0.1"
+            )
+
+
+def check_metrics(metrics: Any, params: list[str]) -> None:
+    """Kernel Tuner's rules for `metrics` (its words), and each string metric parsed against the names it may read
+    (the parameters, the result's numeric keys, the metrics before it), before anything runs."""
+    if metrics is None:
+        return
+    if not isinstance(metrics, dict):
+        raise KTValueError(
+            "tune_kernel: metrics should be a dictionary to preserve order and support composability",
+            hint="e.g. metrics={'GFLOP/s': lambda p: 2 * n**3 / 1e9 / (p['time'] / 1e3)}",
+        )
+    from autotune.expr import ExprError, parse
+
+    known = set(params) | set(RESULT_KEYS)
+    for name, m in metrics.items():
+        if not isinstance(name, str):
+            raise KTValueError(f"tune_kernel: metric name {shown(name)} is not a string", hint="name it with a string")
+        if isinstance(m, str):
+            try:
+                unknown = sorted(parse(m).names - known)
+            except ExprError as exc:
+                raise UserError(
+                    f"tune_kernel: metric {name!r} = {m!r}: {exc.message}",
+                    hint=exc.hint or "write it with + - * / // % **, min/max/ceil/floor, or give a function",
+                ) from None
+            if unknown:
+                raise UserError(
+                    f"tune_kernel: metric {name!r} = {m!r} reads {unknown[0]!r}, which is neither a tunable parameter, "
+                    "a result key nor an earlier metric",
+                    hint=f"it may read: {', '.join(sorted(known))}",
+                )
+        elif not callable(m):
+            raise KTValueError(
+                f"tune_kernel: metric dicts values should be strings or callable (metric {name!r} is {shown(m)})",
+                hint="give a string expression of the result's keys or a function of the result dict",
+            )
+        known.add(name)

@@ -32,16 +32,21 @@ from typing import Any
 
 ENV = "AUTOTUNE_PREWARM"
 IMPORTS_ENV = "AUTOTUNE_PREWARM_IMPORTS"  # "0": no import thread (the backend is still pre-started)
-CALL_MODULES = (  # what tune_kernel's call imports (autotune.interop.tune_kernel._run): loaded by `_import_call`
+CALL_MODULES = (  # what tune_kernel's call imports (autotune.interop.kt_sweep): loaded by `_import_call`
     "yaml",
     "autotune.store.store",
     "autotune.space.spec",
     "autotune.sweep.config",
     "autotune.sweep.runner",
+    "autotune.sweep.plan",
+    "autotune.sweep.failstop",
+    "autotune.sweep.nvcc",
     "autotune.interop.kerneltuner",
+    "autotune.interop.kt_failure",
     "autotune.interop.kt_results",
     "autotune.interop.kt_space",
     "autotune.interop.kt_store",
+    "autotune.interop.kt_sweep",
 )
 _backend: Any = None
 _started_at: float | None = None

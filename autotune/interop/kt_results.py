@@ -1,7 +1,7 @@
 """A sweep's measurements at one point as Kernel Tuner's result dicts and env (`autotune.interop.tune_kernel`).
 
-One dict per measured configuration, in the order measured: the parameters, then `time` (ms: the median of
-`times`), `times`, `compile_time` (ms), `verification_time`, `benchmark_time` (ms: the sum of the timed launches),
+One dict per measured configuration of the call's space, in the order measured: the parameters, then `time` (ms:
+the median of `times`; replayed from a Kernel Tuner cache, the cache's own `time`, its mean), `times`, `compile_time` (ms), `verification_time`, `benchmark_time` (ms: the sum of the timed launches),
 `strategy_time`, `framework_time` (0: not measured per configuration), `timestamp` (UTC). A failure keeps the
 parameters, the times and `__error__`: Kernel Tuner's marker (its own `ErrorConfig` classes where the script imported
 `kernel_tuner.util`, else the same names as strings). A configuration stopped early (slower than the best) keeps the times
@@ -17,9 +17,13 @@ from typing import Any
 
 from sqlalchemy import select
 
+from autotune.errors import UserError
+from autotune.interop.kt_entries import MAX_TIME_MS
+from autotune.space.instance import Instance
 from autotune.space.spec import Space
 from autotune.store.schema import InstanceRow, MeasurementRow, Point
 from autotune.store.store import Store
+from autotune.untrusted import number
 from autotune.vocab import DeviceInfo, Status, TestPoint
 
 MARKERS = {
@@ -29,7 +33,7 @@ MARKERS = {
     Status.TIMEOUT: "RuntimeFailedConfig",
     Status.CRASHED: "RuntimeFailedConfig",
 }
-TIMINGS = ("compile_time", "verification_time", "benchmark_time", "timestamp")
+TIMINGS = ("compile_time", "verification_time", "benchmark_time")
 NOT_RECORDED = "not recorded"  # autotune.sweep.backends.replay.NOT_RECORDED (a replay of a partial cache)
 
 
@@ -44,11 +48,20 @@ def kt_marker(name: str) -> Any:
 
 
 def collect_results(
-    store: Store, space: Space, point: TestPoint, device_uuid: str, keys: list[str], *, same_model: bool = False
+    store: Store,
+    space: Space,
+    point: TestPoint,
+    device_uuid: str,
+    keys: list[str],
+    *,
+    same_model: bool = False,
+    planned: set[Instance] | None = None,
 ) -> list[dict[str, Any]]:
     """Kernel Tuner's `results` at `point` from the GPU `device_uuid`; with `same_model`, also from every other
     recorded GPU of its model (what a call resumed on another card of a cluster or lent pool skipped, as Kernel
-    Tuner's cache resumes on any device of the same name), each configuration once, this GPU's measurement first."""
+    Tuner's cache resumes on any device of the same name), each configuration once, this GPU's measurement first.
+    `planned`: the configurations of the call's space (its tune_params values and restrictions); another recorded in
+    the database (an earlier call's, with other values) is never returned."""
     me = store.device_id(device_uuid)
     devices = store.same_model(me) if same_model else [me]
     with store.session() as s:
@@ -68,7 +81,9 @@ def collect_results(
     keep = {id(m) for m in chosen.values()}
     out = []
     for m, params, _ in rows:
-        if id(m) not in keep:
+        if id(m) not in keep or any(k not in params for k in keys):
+            continue
+        if planned is not None and Instance.of(space.name, {k: params[k] for k in keys}) not in planned:
             continue
         status = Status(m.status)
         times = [float(t) for t in (m.times_ms or [])]
@@ -88,9 +103,25 @@ def collect_results(
         r["timestamp"] = str(m.measured_at)
         if (m.log or "").startswith("{"):  # replayed from a Kernel Tuner cache: its own fields, as recorded
             recorded = json.loads(m.log)
-            r.update({k: v for k, v in recorded.items() if k in TIMINGS})
+            # (a database is data: only numbers of ms, and a timestamp's text, are taken from it)
+            r.update({k: float(v) for k, v in recorded.items() if k in TIMINGS and _ms(v)})
+            if isinstance(recorded.get("timestamp"), str):
+                r["timestamp"] = recorded["timestamp"][:64]
+            if "time" in r and _ms(recorded.get("time")):  # Kernel Tuner's time (the mean), as it recorded it
+                r["time"] = float(recorded["time"])
         out.append(r)
     return out
+
+
+def _ms(v: Any) -> bool:
+    """Whether `v` (read from a measurement's log) is a number of ms (autotune.untrusted.number's judgement)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        number(v, name="ms", lo=0, hi=MAX_TIME_MS)
+    except UserError:
+        return False
+    return True
 
 
 def environment(

@@ -277,6 +277,8 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
 
     name = re.sub(r"\W", "_", p.kernel_name)
     name = name if re.match(r"^[A-Za-z]", name) else f"k_{name}"
+    if p.compiler == "nvcc":  # another space than NVRTC's: a database of one does not resume the other's instances
+        name = f"{name}_nvcc"
     sizes = {SIZE_NAMES[i]: (s if isinstance(s, int) else 1) for i, s in enumerate(p.problem_size)}
     problem: dict[str, Any] = {"name": f"kt_{name}", "sizes": list(sizes), "precisions": ["fp32"], "arguments": args}
     if has_check:  # the check decides (it reads the answers itself): no reference, expected is None

@@ -1,15 +1,18 @@
 """Kernel Tuner caches <-> the results database.
 
 `import_cache`: one Kernel Tuner cache (a kernel on one device at one problem size) becomes a sweep of a results
-database: every configuration an instance (parameters as in the cache's `tune_params_keys`), its time the
-measurement's median (Kernel Tuner's `time` objective, kept exactly), its `times` the repetitions, failures as
-failures (Kernel Tuner's own failure word kept in `error`, so an export writes it back), other recorded fields
-(compile_time, metrics, timestamp) in the measurement's `log` as JSON. Without a space file, a space is written
+database: every configuration an instance (parameters as in the cache's `tune_params_keys`), its `times` the
+repetitions and the measurement's median, p20, p80, min and max theirs (Kernel Tuner's `time` is their mean: it is
+kept exactly in the measurement's `log`, not as the median; a cache without `times` has only `time`, which then
+stands for the median), failures as failures (Kernel Tuner's own failure word kept in `error`, so an export writes
+it back), other recorded fields (compile_time, metrics, timestamp) in the `log` as JSON. Every number is judged
+before anything is stored (`autotune.interop.kt_entries`). Without a space file, a space is written
 from the cache's `tune_params` (parameters only, no kernel binding: the cache does not say how to launch it).
 The test point is of kind `kerneltuner`, with the sizes `size_x, size_y, size_z` of Kernel Tuner's problem_size
 (or a point of the given space's kind, when the kind accepts those sizes: `ProblemKind.point`).
 
-`export_cache`: one space's measurements at one test point on one device as a `KTCache` (then
+`export_cache`: one space's measurements at one test point on one device as a `KTCache` (an imported entry's
+`time` as the cache had it, a measurement of ours its median; then
 `kerneltuner.write_cache` writes a file Kernel Tuner's reader and simulation mode accept, and `write_t4` its
 T4 results file).
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,12 +31,14 @@ import yaml
 from autotune.errors import UserError
 from autotune.interop.kerneltuner import CacheFormatError, CacheLimitError, KTCache, KTRecord, config_key, read_cache
 from autotune.interop.kerneltuner_limits import limit_hint, max_cache_bytes, max_cache_entries
+from autotune.interop.kt_entries import check_entries, time_problem
 from autotune.outfiles import write_file
 from autotune.space.instance import Instance
 from autotune.space.spec import Space, load_space
 from autotune.store.schema import SpaceRecord, SweepStart
 from autotune.store.engine import shown
 from autotune.store.store import Store
+from autotune.sweep.timing import summarize
 from autotune.vocab import MAX_SIZE, DeviceInfo, Measurement, Status, TestPoint
 
 KIND = "kerneltuner"
@@ -68,6 +74,7 @@ class Imported:
     dropped_entries: int  # a truncated last entry of an unterminated cache
     rejected: tuple[tuple[str, str], ...] = ()  # (config key, why): ok in the cache, stored as failures
     skipped: int = 0  # configurations already measured at this point on this device (an earlier import)
+    excluded: int = 0  # configurations `keep` left out (outside tune_kernel's space)
 
 
 def _problem_sizes(cache: KTCache, path: Path) -> tuple[int, ...]:
@@ -90,24 +97,6 @@ def _problem_sizes(cache: KTCache, path: Path) -> tuple[int, ...]:
 
 def _positive(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-
-
-def time_problem(r: KTRecord) -> str | None:
-    """Why an ok record's time cannot be stored as a measurement (None: it can): Kernel Tuner's `time` must be
-    a positive finite number of ms, and `times`, where present, a list of them."""
-    if r.status != "ok":
-        return None
-    if r.time_ms is None:
-        raw = r.extra.get("time", None)
-        return "no time" if "time" not in r.extra else f"time is {json.dumps(raw, default=str)[:40]}"
-    if not _positive(r.time_ms):
-        return f"time is {json.dumps(r.time_ms)}"
-    if "times" in r.extra:
-        return f"times is {json.dumps(r.extra['times'], default=str)[:40]}, not a list of numbers"
-    bad = [t for t in r.times_ms if not (math.isfinite(t) and t >= 0)]
-    if bad:
-        return f"times holds {json.dumps(bad[0])}"
-    return None
 
 
 def space_yaml(cache: KTCache, name: str) -> str:
@@ -146,6 +135,19 @@ def _point(space: Space, precision: str, sizes: tuple[int, ...]) -> TestPoint:
     return TestPoint(KIND, precision, "", tuple(zip(SIZE_NAMES[: len(sizes)], sizes, strict=True)))
 
 
+def load_cache(path: Path, *, max_mb: int | None = None, max_entries: int | None = None) -> KTCache:
+    """The cache at `path`, read within the limits and judged entry by entry (`kt_entries.check_entries`): one
+    UserError naming the file (and the entry) for anything that is not a Kernel Tuner cache."""
+    try:
+        cache = read_cache(path, max_bytes=max_cache_bytes(max_mb), max_entries=max_cache_entries(max_entries))
+    except CacheLimitError as exc:
+        raise UserError(str(exc), hint=limit_hint(exc)) from None
+    except (CacheFormatError, OSError) as exc:
+        raise UserError(str(exc), hint="give a cache file that Kernel Tuner wrote (cache=... in tune_kernel)") from None
+    check_entries(cache, path)
+    return cache
+
+
 def import_cache(
     path: Path,
     store: Store,
@@ -156,14 +158,29 @@ def import_cache(
     max_mb: int | None = None,
     max_entries: int | None = None,
 ) -> Imported:
-    try:
-        cache = read_cache(path, max_bytes=max_cache_bytes(max_mb), max_entries=max_cache_entries(max_entries))
-    except CacheLimitError as exc:
-        raise UserError(str(exc), hint=limit_hint(exc)) from None
-    except (CacheFormatError, OSError) as exc:
-        raise UserError(str(exc), hint="give a cache file that Kernel Tuner wrote (cache=... in tune_kernel)") from None
+    """`load_cache`, then `store_cache` (see the module docstring)."""
+    return store_cache(
+        load_cache(path, max_mb=max_mb, max_entries=max_entries), path, store, space, space_out, precision
+    )
+
+
+def store_cache(
+    cache: KTCache,
+    path: Path,
+    store: Store,
+    space: Space | None = None,
+    space_out: Path | None = None,
+    precision: str = "fp32",
+    *,
+    sizes: dict[str, int] | None = None,
+    keep: Callable[[Instance], bool] | None = None,
+) -> Imported:
+    """`cache` (read from `path`) stored as one sweep. `sizes`: the test point's sizes (default: the cache's
+    problem_size); `keep`: which configurations are stored (default: all; tune_kernel's simulation mode keeps those
+    of the call's space: its tune_params values and restrictions)."""
     if space is None:
-        name = "".join(c if c.isalnum() else "_" for c in cache.kernel_name) or "kernel"
+        name = "".join(c if c.isalnum() else "_" for c in cache.kernel_name)[:64] or "kernel"
+        name = name if name[0].isalpha() else f"k_{name}"
         space_out = space_out or path.with_suffix(".space.yaml")
         write_file(space_out, space_yaml(cache, name))
         space = load_space(space_out)
@@ -173,8 +190,11 @@ def import_cache(
             f"{path}: the cache's parameters {', '.join(missing)} are not parameters of space {space.name}",
             hint="give the space the kernel was tuned with, or none to create one",
         )
-    sizes = _problem_sizes(cache, path)
-    point = _point(space, precision, sizes)
+    point = (
+        _point(space, precision, _problem_sizes(cache, path))
+        if sizes is None
+        else space.kind.point(precision, "", sizes)
+    )
     kind = point.kind
     info = DeviceInfo(
         name=cache.device_name,
@@ -204,6 +224,12 @@ def import_cache(
         SweepStart(f"import:{path.name}", json.dumps(header, default=str), device_id, software_id, info, {}, 0)
     )
     status = "failed"
+    records = cache.records
+    instances = [Instance.of(space.name, {k: r.params[k] for k in cache.tune_params_keys}) for r in records]
+    if keep is not None:
+        kept = [keep(inst) for inst in instances]
+        records = tuple(r for r, k in zip(records, kept, strict=True) if k)
+        instances = [inst for inst, k in zip(instances, kept, strict=True) if k]
     try:
         space_id = store.upsert_space(
             SpaceRecord(
@@ -215,12 +241,11 @@ def import_cache(
                 source_text=space.kernel.source_path.read_text() if space.kernel else "",
             )
         )
-        instances = [Instance.of(space.name, {k: r.params[k] for k in cache.tune_params_keys}) for r in cache.records]
         store.upsert_instances(instances)
         done = store.done_pairs(device_id)
         rows = [
             _measurement(inst, point, r)
-            for inst, r in zip(instances, cache.records, strict=True)
+            for inst, r in zip(instances, records, strict=True)
             if (inst.id, point) not in done
         ]
         for start in range(0, len(rows), 1000):
@@ -229,25 +254,27 @@ def import_cache(
     finally:
         store.finish_sweep(sweep_id, status)
     rejected = tuple(
-        (config_key(r.params, cache.tune_params_keys), why)
-        for r in cache.records
-        if (why := time_problem(r)) is not None
+        (config_key(r.params, cache.tune_params_keys), why) for r in records if (why := time_problem(r)) is not None
     )
-    failures = sum(r.status != "ok" for r in cache.records) + len(rejected)
+    failures = sum(r.status != "ok" for r in records) + len(rejected)
     return Imported(
         sweep_id,
         space.name,
         space_out,
         point,
-        len(cache.records),
+        len(records),
         failures,
         cache.dropped_entries,
         rejected,
         len(instances) - len(rows),
+        len(cache.records) - len(records),
     )
 
 
 def _measurement(inst: Instance, point: TestPoint, r: KTRecord) -> Measurement:
+    """An ok record: its median and statistics those of `times` (Kernel Tuner's `time` is their mean, kept in the
+    log as `time` for an export and a replay); without `times`, `time` is the only figure and stands for the median.
+    Anything else: a failure with Kernel Tuner's word."""
     why = time_problem(r)
     if why is not None:  # not a time: a failure (Kernel Tuner's "error"), its number kept in the log
         extra = {**r.extra, **({"time": r.time_ms} if r.time_ms is not None else {})}
@@ -257,18 +284,27 @@ def _measurement(inst: Instance, point: TestPoint, r: KTRecord) -> Measurement:
             inst.id, point, Status.CRASHED, error=f"{MARK}error: {why}", log=json.dumps(extra, default=str)
         )
     status = TO_STATUS[r.status]
+    ok = status == Status.OK
+    extra = {"time": r.time_ms, **r.extra} if ok else r.extra
     m = Measurement(
         inst.id,
         point,
         status,
         reps=len(r.times_ms),
         times_ms=list(r.times_ms),
-        log=json.dumps(r.extra, default=str) if r.extra else None,
+        log=json.dumps(extra, default=str) if extra else None,
     )
-    if status == Status.OK:
-        times = sorted(r.times_ms) if r.times_ms else [r.time_ms]
-        m.median_ms = r.time_ms
-        m.min_ms, m.max_ms = times[0], times[-1]
+    if ok and r.times_ms:
+        stats = summarize(list(r.times_ms))
+        m.median_ms, m.p20_ms, m.p80_ms, m.min_ms, m.max_ms = (
+            stats.median_ms,
+            stats.p20_ms,
+            stats.p80_ms,
+            stats.min_ms,
+            stats.max_ms,
+        )
+    elif ok:
+        m.median_ms = m.min_ms = m.max_ms = r.time_ms
     else:
         m.error = f"{MARK}{r.status}"
     return m
@@ -322,11 +358,13 @@ def export_cache(store: Store, space: str, device: str | None = None, point: str
         kt = kt if kt in TO_STATUS else FROM_STATUS[st]
         ok = kt == "ok" and _positive(m.median_ms)
         kt = "error" if kt == "ok" and not ok else kt  # a stored ok without a usable time (older databases)
+        # an imported cache's own `time` (Kernel Tuner's mean of `times`) goes back as it was; else the median
+        recorded = extra.pop("time", None) if ok else None
         records.append(
             KTRecord(
                 {k: params[k] for k in keys},
                 kt if not ok else "ok",
-                m.median_ms if ok else None,
+                (recorded if _positive(recorded) else m.median_ms) if ok else None,
                 tuple(m.times_ms or ()) if ok else (),
                 extra,
             )

@@ -8,36 +8,42 @@ The same signature and return value as Kernel Tuner 1.5's (`kernel_tuner/interfa
 (`device_name`, `iterations`, `compiler_options`, `uuid`, `compute_capability`, `best_config`, the `total_*_time`s,
 and `autotune`: where the space folder and the results database are).
 
-The call is written as a space folder (`autotune.interop.kt_space`) and run as a sweep (`run_sweep`, the GPU backend,
-or in `simulation_mode` a replay of the `cache` file). Differences from Kernel Tuner, argument by argument, are in
+Every argument is checked first (`autotune.interop.kt_checks`: a wrong one is one error, before anything is written or
+started). The call is written as a space folder (`autotune.interop.kt_space`, in `autotune.interop.kt_folder`'s
+folder) and run as a sweep (`autotune.interop.kt_sweep`: `run_sweep`, the GPU backend, or in `simulation_mode` a
+replay of the `cache` file). Differences from Kernel Tuner, argument by argument, are in
 docs/kerneltuner.md; in short:
 
-* `time` is the median of the repetitions (Kernel Tuner: their mean); `iterations` is the repetitions. An instance
+* `time` is the median of the repetitions (Kernel Tuner: their mean; a replayed cache's own `time` in simulation
+  mode); `iterations` is the repetitions. An instance
   clearly slower than the best so far stops after 5 repetitions (`early_stop=False` times every one fully).
 * `strategy`: None/"brute_force" -> brute; "random_sample" -> random; any other Kernel Tuner strategy -> our `auto`
   (Optuna TPE where the space is large). `strategy_options`: `max_fevals` -> the evaluations per point (budget),
   `time_limit` -> the sweep's time budget, `fraction` (random_sample) -> max_fevals = fraction * space size.
 * A configuration that fails verification is recorded as `RuntimeFailedConfig` with the tuning going on (Kernel
-  Tuner raises and stops). When the first configurations all fail alike, the sweep stops that space.
+  Tuner raises and stops). When the first configurations all fail alike, the sweep stops, and the call retries
+  with nvcc (NVRTC's compile errors, nvcc found) or raises with the reason (`autotune.interop.kt_failure`).
 * `cache`: the results are written as a Kernel Tuner cache file when the run ends; an existing file is replayed with
-  `simulation_mode=True` and refused otherwise (continuing a Kernel Tuner cache is not supported).
+  `simulation_mode=True` (checked against the call first, as Kernel Tuner checks it: `kt_entries.check_call`; only
+  the configurations of the call's space) and refused otherwise (continuing a Kernel Tuner cache is not supported).
 * Refused (UserError): a callable kernel source, problem_size, grid divisor or restriction; a list of source files;
   languages other than CUDA/CuPy/nvcuda; `texmem_args`; `observers`; `smem_args` other than `size`; objectives other
   than `time` or a metric; `verify=`, `cmem_args` and `loop_unroll_factor_*` parameters where this autotune has no
   `check:` / `constants:` / `kernel: semantics:` space key.
 
-Extra keywords (after Kernel Tuner's): `space_dir` keeps the generated folder there (so does the environment variable
-AUTOTUNE_KEEP_SPACE=DIR), `database` a results database URL to record into (default: one inside the folder),
+Extra keywords (after Kernel Tuner's): `space_dir` keeps the generated folder there, the call's alone (so does the
+environment variable AUTOTUNE_KEEP_SPACE=DIR), `database` a results database URL to record into (default: one inside the folder),
 `early_stop`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import importlib.util
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -56,8 +62,11 @@ from autotune.interop.kt_args import (
     read_strategy,
 )
 from autotune.interop.kt_args import refuse as _refuse
+from autotune.interop.kt_checks import check_tune_call
+from autotune.interop.kt_folder import claim, safe_name
 
 if TYPE_CHECKING:  # pragma: no cover
+    from autotune.interop.kerneltuner import KTCache
     from autotune.interop.kt_space import KTProblem
 
 # The rest is imported by the call, not by `import autotune.kernel_tuner`: a script's own set-up (and a spawned process
@@ -114,7 +123,9 @@ def tune_kernel(
 
     `parallel` is accepted and has no effect (compiles always run in parallel); `platform` too (OpenCL only in
     Kernel Tuner). Returns (results, env) shaped as Kernel Tuner's."""
+    call = dict(locals())  # every argument, as given: checked before anything is written or started
     start = time.perf_counter()
+    check_tune_call(call)
     from autotune.interop.kt_space import KTProblem, space_supports
 
     if log:
@@ -180,36 +191,51 @@ def tune_kernel(
         compiler_options=list(compiler_options or []),
         defines=defines,
     )
+    simulation = bool(simulation_mode)
+    cache_path = None if not cache else Path(str(cache) if str(cache).endswith(".json") else f"{cache}.json")
+    replayed = _replayed(cache_path, problem, problem_size) if simulation else None
+    if not simulation and cache_path is not None and cache_path.exists():
+        raise _refuse(
+            f"continuing the existing cache {cache_path}",
+            "replay it with simulation_mode=True, or give "
+            "a new file name (autotune keeps its own results database: database=...)",
+        )
     keep = space_dir or os.environ.get(KEEP_ENV)
-    folder = Path(keep).resolve() if keep else Path(tempfile.mkdtemp(prefix=f"kt_{kernel_name}_"))
+    folder = (
+        claim(Path(keep), database is None) if keep else Path(tempfile.mkdtemp(prefix=f"kt_{safe_name(kernel_name)}_"))
+    )
     # after the results are in: the backend's close (the GPU worker's exit, the compile processes killed: 0.3-0.5 s
     # on an H100 host) and the folder's removal run in a thread once the call has returned (`_clean_up`)
-    cleanup: list[Callable[[], object]] = []
-    if not keep:
-        cleanup.append(functools.partial(shutil.rmtree, folder, ignore_errors=True))
+    cleanup: list[Callable[[], object]] = []  # the backend's close, once the results are in
+    remove: list[Callable[[], object]] = [] if keep else [functools.partial(shutil.rmtree, folder, ignore_errors=True)]
+    options = dict(
+        cache_path=cache_path,
+        replayed=replayed,
+        iterations=iterations,
+        strategy=strategy,
+        strategy_options=strategy_options,
+        seed=seed,
+        device=device,
+        database=database,
+        early_stop=early_stop,
+        quiet=quiet,
+        verbose=verbose,
+        cleanup=cleanup,
+    )
     try:
-        results, env = _run(
-            problem,
-            folder,
-            start,
-            cache=cache,
-            simulation=bool(simulation_mode),
-            iterations=iterations,
-            strategy=strategy,
-            strategy_options=strategy_options,
-            seed=seed,
-            device=device,
-            database=database,
-            early_stop=early_stop,
-            quiet=quiet,
-            verbose=verbose,
-            cleanup=cleanup,
-        )
+        results, env, used = _attempts(problem, compiler, folder, start, options)
     except BaseException:
-        _clean_up(cleanup, wait=True)  # a failed call cleans up before its error propagates
+        _clean_up(cleanup + remove, wait=True)  # a failed call cleans up before its error propagates
         raise
-    _clean_up(cleanup, wait=False)
-    _metrics(results, metrics)
+    try:  # the results stay in their database until they are returned: a metric that fails leaves them there
+        _metrics(results, metrics)
+    except Exception as exc:
+        _clean_up(cleanup + (remove if database else []), wait=True)  # the folder goes only if it holds no results
+        raise UserError(
+            f"tune_kernel: a metric failed on the results: {type(exc).__name__}: {exc}",
+            hint=f"fix the metric; the results are kept in {env['autotune']['database']}",
+        ) from exc
+    _clean_up(cleanup + remove, wait=False)
     env["best_config"] = _best(results, objective_name, bool(objective_higher_is_better))
     if not quiet and env["best_config"]:
         shown = {k: env["best_config"][k] for k in [*params, objective_name] if k in env["best_config"]}
@@ -217,8 +243,49 @@ def tune_kernel(
     env["total_framework_time"] = 1000 * (time.perf_counter() - start) - sum(
         r.get("compile_time", 0) + r.get("benchmark_time", 0) for r in results
     )
-    env["autotune"]["space_dir"] = str(folder) if keep else None
+    env["autotune"]["space_dir"] = str(used) if keep else None
     return results, env
+
+
+def _attempts(
+    problem: KTProblem, compiler: str | None, folder: Path, start: float, options: dict[str, Any]
+) -> tuple[list[dict[str, Any]], dict[str, Any], Path]:
+    """The call run as asked; once more with nvcc where NVRTC failed systematically and nvcc is there
+    (`autotune.interop.kt_failure`); (results, env, the folder used)."""
+    from autotune.interop.kt_failure import decide
+    from autotune.interop.kt_sweep import StoppedRun, run_attempt
+    from autotune.sweep.nvcc import find_nvcc
+
+    try:
+        results, env = run_attempt(problem, folder, start, **options)
+        return results, env, folder
+    except StoppedRun as stopped:
+        decision = decide(stopped.stop, compiler, find_nvcc())
+        if not decision.retry_with_nvcc:
+            raise decision.error() from None
+    print(decision.line, file=sys.stderr, flush=True)  # at any `quiet`: the call is not what was asked
+    retry = dataclasses.replace(problem, compiler="nvcc")
+    try:
+        results, env = run_attempt(retry, folder / "nvcc", start, **options)
+    except StoppedRun as stopped:
+        raise decide(stopped.stop, "nvcc", find_nvcc()).error() from None
+    return results, env, folder / "nvcc"
+
+
+def _replayed(path: Path | None, problem: KTProblem, problem_size: Any) -> KTCache:
+    """The cache simulation mode replays, read and checked against the call as Kernel Tuner checks it (another
+    kernel, problem size or tunable parameters refused, in its words), before anything is written or started."""
+    from autotune.interop.kt_entries import check_call
+    from autotune.interop.kt_store import load_cache
+
+    if path is None or not path.is_file():
+        raise UserError(
+            "tune_kernel: simulation_mode replays a cache file; none was found",
+            hint=f"give cache= the file a run wrote{f' ({path} does not exist)' if path else ''}",
+        )
+    cache = load_cache(path)
+    check_call(cache, path, problem.kernel_name, problem_size, list(problem.tune_params))
+    return cache
 
 
 def _objective(objective: Any, higher: Any, objectives: Any, metrics: Any) -> str:
@@ -252,111 +319,6 @@ def _best(results: list[dict[str, Any]], objective: str, higher: bool) -> dict[s
     return (max if higher else min)(ok, key=lambda r: r[objective]) if ok else None
 
 
-_GPU_HINT = (
-    "run on a machine with an NVIDIA GPU and CuPy, or replay a cache: "
-    "tune_kernel(..., cache='file.json', simulation_mode=True)"
-)
-
-
-def _gpu_backend(device: int, tol: float | None) -> Any:
-    from autotune.sweep.backends.local import gpu_backend
-
-    return gpu_backend(device=device, tol=tol, hint=_GPU_HINT)
-
-
-class _Reporter:
-    def __init__(self, quiet: bool, verbose: bool) -> None:
-        self.quiet, self.verbose = quiet, verbose
-        self.planned: int | None = None  # the configurations the sweep set out to measure
-
-    def start(self, total_pairs: int, already_done: int) -> None:
-        self.planned = total_pairs if self.planned is None else self.planned
-        if self.verbose:
-            print(f"tune_kernel: {total_pairs} configurations to measure")
-
-    def measured(self, m: Any, best_ms: float | None) -> None:
-        if self.verbose and m.error:
-            print(f"tune_kernel: {m.instance_id}: {m.status.value}: {m.error}")
-
-    def note(self, text: str) -> None:
-        if not self.quiet:
-            print(f"tune_kernel: {text}")
-
-
-def _run(
-    problem: KTProblem,
-    folder: Path,
-    call_start: float,
-    *,
-    cache: Any,
-    simulation: bool,
-    iterations: int,
-    strategy: str | None,
-    strategy_options: Mapping[str, Any] | None,
-    seed: int | None,
-    device: int,
-    database: str | None,
-    early_stop: bool,
-    quiet: bool,
-    verbose: bool,
-    cleanup: list[Callable[[], object]],
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    cache_path = None if cache is None else Path(str(cache) if str(cache).endswith(".json") else f"{cache}.json")
-    if simulation and (cache_path is None or not cache_path.is_file()):
-        raise UserError(
-            "tune_kernel: simulation_mode replays a cache file; none was found",
-            hint=f"give cache= the file a run wrote{f' ({cache_path} does not exist)' if cache_path else ''}",
-        )
-    if not simulation and cache_path is not None and cache_path.exists():
-        raise _refuse(
-            f"continuing the existing cache {cache_path}",
-            "replay it with simulation_mode=True, or give "
-            "a new file name (autotune keeps its own results database: database=...)",
-        )
-    # the GPU backend first: its compile processes and GPU worker start (CuPy's import, the device's context and
-    # description) while the space folder is written and planned (the target: the first measurement within 3 s)
-    backend: Any = None
-    prewarmed_s: float | None = None
-    if not simulation and importlib.util.find_spec("cupy") is not None:  # else: _sweep says why, after the arguments
-        from autotune.interop import kt_prewarm
-
-        backend, prewarmed_s = kt_prewarm.take(device)  # started at `import autotune.kernel_tuner`
-        if backend is None:
-            from autotune.sweep.backends.local import GpuBackend
-
-            backend = GpuBackend(device=device, warm_checks=True)
-        backend.start()
-    from autotune.space.spec import reusing_spaces
-
-    try:
-        with reusing_spaces():  # the space file is built once, not at each of its loads
-            results, env = _sweep(
-                problem,
-                folder,
-                backend,
-                device,
-                call_start,
-                cache_path=cache_path,
-                simulation=simulation,
-                iterations=iterations,
-                strategy=strategy,
-                strategy_options=strategy_options,
-                seed=seed,
-                database=database,
-                early_stop=early_stop,
-                quiet=quiet,
-                verbose=verbose,
-            )
-        env["autotune"]["prewarmed_s"] = None if prewarmed_s is None else round(prewarmed_s, 3)
-        if backend is not None:  # closed once the call has returned (tune_kernel's clean-up)
-            cleanup.insert(0, backend.close)
-            backend = None
-        return results, env
-    finally:
-        if backend is not None:  # the call failed: closed before its error propagates
-            backend.close()
-
-
 CLEANUP_THREAD = "autotune-tune_kernel-cleanup"
 
 
@@ -379,109 +341,6 @@ def _clean_up(steps: list[Callable[[], object]], wait: bool) -> None:
         run()
         return
     threading.Thread(target=run, name=CLEANUP_THREAD).start()
-
-
-def _sweep(
-    problem: KTProblem,
-    folder: Path,
-    backend: Any,
-    device: int,
-    call_start: float,
-    *,
-    cache_path: Path | None,
-    simulation: bool,
-    iterations: int,
-    strategy: str | None,
-    strategy_options: Mapping[str, Any] | None,
-    seed: int | None,
-    database: str | None,
-    early_stop: bool,
-    quiet: bool,
-    verbose: bool,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    import yaml
-
-    from autotune.interop.kerneltuner import write_cache
-    from autotune.interop.kt_results import collect_results, environment
-    from autotune.interop.kt_space import write_space_folder
-    from autotune.interop.kt_store import export_cache, import_cache
-    from autotune.space.spec import load_space
-    from autotune.store.store import Store
-    from autotune.sweep.config import load_config
-    from autotune.sweep.runner import run_sweep
-
-    phases: dict[str, float] = {}  # seconds after the call's start: where the call's start-up went (--profile)
-
-    def phase(name: str) -> None:
-        phases[name] = round(time.perf_counter() - call_start, 3)
-
-    phase("imported")
-    space_file, sizes = write_space_folder(problem, folder)
-    phase("folder_written")
-    space = load_space(space_file)
-    phase("space_loaded")
-    url = database or f"sqlite:///{folder / 'results.sqlite'}"
-    config = {
-        "name": space.name,
-        "spaces": [{"space": "space.yaml", "max_instances": "all"}],
-        "points": [{"kind": space.kind.name, "precisions": ["fp32"], "sizes": sizes}],
-        "database": url,
-        "repetitions": int(iterations),
-        "seed": int(seed or 0),
-        "resume": "model",  # as Kernel Tuner's cache: a call resumed on another card of the same model goes on
-        **read_strategy(strategy, strategy_options, None, time.perf_counter() - call_start),
-    }
-    (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    cfg = load_config(folder / "sweep.yaml")
-    reporter = _Reporter(quiet, verbose)
-    phase("config_loaded")
-    with Store.open(url) as store:
-        phase("store_open")
-        if simulation:
-            from autotune.sweep.backends.replay import ReplayBackend
-
-            import_cache(cache_path, store, space)  # type: ignore[arg-type]
-            backend = ReplayBackend(url)
-        else:
-            if backend is None:  # no CuPy: the same error as `autotune sweep`
-                backend = _gpu_backend(device, None)
-            backend.ready(_GPU_HINT)
-            read = getattr(backend, "device_limits", None)  # the worker's: this process then imports no CuPy
-            if read is not None:  # (asked before prepare_ahead: it would wait behind the data)
-                read()
-            backend.tol = cfg.tol if early_stop else None
-            ahead = getattr(backend, "prepare_ahead", None)
-            if ahead is not None and space.kernel is not None:  # the point's data while the sweep plans
-                from autotune.sweep.runner import kind_scalars
-
-                ahead(space.kind, cfg.points[0], space.kernel.convention, kind_scalars(space.kind, cfg))
-        phase("backend_ready")
-        try:
-            summary = run_sweep(cfg, store, backend, reporter)
-            phase("sweep_done")
-            info = backend.device_info()
-        finally:
-            if simulation:
-                backend.close()
-        point = cfg.points[0]
-        results = collect_results(store, space, point, info.uuid, list(problem.tune_params), same_model=True)
-        phase("results_collected")
-        if cache_path is not None and not simulation:
-            write_cache(export_cache(store, space.name, device=info.uuid, point=point.key), cache_path)
-    env = environment(info, iterations, problem.compiler_options, results)
-    env["autotune"] = {
-        "database": url,
-        "sweep_id": summary.sweep_id,
-        "status": summary.status,
-        "space": space.name,
-        "point": point.key,
-        "planned": reporter.planned,
-        "sweep_s": summary.seconds,
-        "first_measurement_s": summary.first_measurement_s,
-        "startup": dict(getattr(backend, "timeline", {})),
-        "phases": phases,
-    }
-    return results, env
 
 
 __all__ = ["KEEP_ENV", "tune_kernel"]

@@ -129,3 +129,58 @@ def test_the_scripts_process_never_imports_cupy(tmp_path: Path) -> None:
     assert out["ok"] == [True, True]
     assert out["cupy"] is False
     assert {"worker.prepare_data", "worker.prepare_warm"} <= set(out["startup"]), out["startup"]
+
+
+CUB_SUM = """
+#include <cub/cub.cuh>
+
+extern "C" __global__ void block_sum(const float *inp, float *out, int n) {
+    typedef cub::BlockReduce<float, block_size_x> Reduce;
+    __shared__ typename Reduce::TempStorage temp;
+    float v = 0.0f;
+    for (int i = 0; i < items; i++) {
+        int idx = (blockIdx.x * items + i) * block_size_x + threadIdx.x;
+        v += idx < n ? inp[idx] : 0.0f;
+    }
+    float total = Reduce(temp).Sum(v);
+    if (threadIdx.x == 0) atomicAdd(out, total);
+}
+"""
+
+
+def _cub_call(**kw: object) -> tuple[list[dict], dict]:
+    n = 1 << 20
+    x = (np.arange(n) % 3).astype(np.float32)  # small integers: the float sum is exact
+    return tune_kernel(
+        "block_sum",
+        CUB_SUM,
+        n,
+        [x, np.zeros(1, np.float32), np.int32(n)],
+        {"block_size_x": [64, 128, 256, 512, 1024], "items": [1, 2, 4]},
+        grid_div_x=["block_size_x", "items"],
+        answer=[None, np.array([x.sum()], np.float32), None],
+        quiet=True,
+        **kw,
+    )
+
+
+@pytest.mark.nvcc
+def test_a_kernel_nvrtc_cannot_compile_is_retried_with_nvcc_and_said_at_quiet(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """issue 53: `#include <cub/cub.cuh>` under NVRTC stopped after 8 identical failures without a word at quiet=True;
+    with nvcc there, the call says why on stderr and runs again with compiler='nvcc'."""
+    results, env = _cub_call()
+    err = capsys.readouterr().err
+    assert "compiling with nvcc" in err and "block_sum" in err, err
+    ok = [r for r in results if "__error__" not in r]
+    assert len(results) == 15 and ok and env["autotune"]["space"].endswith("_nvcc"), results
+    assert "__error__" not in env["best_config"] and env["best_config"]["time"] > 0
+
+
+def test_a_systematic_failure_under_nvrtc_asked_by_name_is_raised_with_its_reason() -> None:
+    from autotune.interop.kt_failure import SystematicFailure
+
+    with pytest.raises(SystematicFailure, match="the same compile error under NVRTC") as err:
+        _cub_call(compiler="nvrtc")
+    assert "compiler='nvcc'" in str(err.value.hint)

@@ -1,0 +1,264 @@
+"""One attempt of a `tune_kernel` call (`autotune.interop.tune_kernel`): its space folder written
+(`autotune.interop.kt_space`), swept on the GPU backend or, in simulation mode, on a replay of the call's cache
+(imported first: only the configurations of the call's space), and its results collected as Kernel Tuner's
+(`autotune.interop.kt_results`). A sweep that stopped on a systematic failure raises `StoppedRun` (the caller
+decides: `autotune.interop.kt_failure`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autotune.interop.kt_args import read_strategy
+from autotune.interop.kt_failure import Stopped
+
+if TYPE_CHECKING:  # pragma: no cover
+    from autotune.interop.kerneltuner import KTCache
+    from autotune.interop.kt_space import KTProblem
+    from autotune.space.instance import Instance
+    from autotune.store.store import Store
+    from autotune.sweep.config import SweepConfig
+    from autotune.vocab import TestPoint
+
+
+_GPU_HINT = (
+    "run on a machine with an NVIDIA GPU and CuPy, or replay a cache: "
+    "tune_kernel(..., cache='file.json', simulation_mode=True)"
+)
+
+
+def _gpu_backend(device: int, tol: float | None) -> Any:
+    from autotune.sweep.backends.local import gpu_backend
+
+    return gpu_backend(device=device, tol=tol, hint=_GPU_HINT)
+
+
+class _Reporter:
+    def __init__(self, quiet: bool, verbose: bool) -> None:
+        self.quiet, self.verbose = quiet, verbose
+        self.planned: int | None = None  # the configurations the sweep set out to measure
+
+    def start(self, total_pairs: int, already_done: int) -> None:
+        self.planned = total_pairs if self.planned is None else self.planned
+        if self.verbose:
+            print(f"tune_kernel: {total_pairs} configurations to measure")
+
+    def measured(self, m: Any, best_ms: float | None) -> None:
+        if self.verbose and m.error:
+            print(f"tune_kernel: {m.instance_id}: {m.status.value}: {m.error}")
+
+    def note(self, text: str) -> None:
+        if not self.quiet:
+            print(f"tune_kernel: {text}")
+
+
+class StoppedRun(Exception):
+    """The sweep stopped the call's space on a systematic failure (`stopped`)."""
+
+    def __init__(self, stop: Stopped) -> None:
+        super().__init__(stop.example)
+        self.stop = stop
+
+
+def run_attempt(
+    problem: KTProblem,
+    folder: Path,
+    call_start: float,
+    *,
+    cache_path: Path | None,
+    replayed: KTCache | None,
+    iterations: int,
+    strategy: str | None,
+    strategy_options: Mapping[str, Any] | None,
+    seed: int | None,
+    device: int,
+    database: str | None,
+    early_stop: bool,
+    quiet: bool,
+    verbose: bool,
+    cleanup: list[Callable[[], object]],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One attempt of the call into `folder`: (results, env) as Kernel Tuner's; StoppedRun where the sweep stopped on
+    a systematic failure. `replayed`: simulation mode's cache (checked against the call already)."""
+    simulation = replayed is not None
+    # the GPU backend first: its compile processes and GPU worker start (CuPy's import, the device's context and
+    # description) while the space folder is written and planned (the target: the first measurement within 3 s)
+    backend: Any = None
+    prewarmed_s: float | None = None
+    if not simulation and importlib.util.find_spec("cupy") is not None:  # else: _sweep says why, after the arguments
+        from autotune.interop import kt_prewarm
+
+        backend, prewarmed_s = kt_prewarm.take(device)  # started at `import autotune.kernel_tuner`
+        if backend is None:
+            from autotune.sweep.backends.local import GpuBackend
+
+            backend = GpuBackend(device=device, warm_checks=True)
+        backend.start()
+    from autotune.space.spec import reusing_spaces
+
+    try:
+        with reusing_spaces():  # the space file is built once, not at each of its loads
+            results, env = _sweep(
+                problem,
+                folder,
+                backend,
+                device,
+                call_start,
+                cache_path=cache_path,
+                replayed=replayed,
+                iterations=iterations,
+                strategy=strategy,
+                strategy_options=strategy_options,
+                seed=seed,
+                database=database,
+                early_stop=early_stop,
+                quiet=quiet,
+                verbose=verbose,
+            )
+        env["autotune"]["prewarmed_s"] = None if prewarmed_s is None else round(prewarmed_s, 3)
+        if backend is not None:  # closed once the call has returned (tune_kernel's clean-up)
+            cleanup.insert(0, backend.close)
+            backend = None
+        return results, env
+    finally:
+        if backend is not None:  # the call failed: closed before its error propagates
+            backend.close()
+
+
+def _sweep(
+    problem: KTProblem,
+    folder: Path,
+    backend: Any,
+    device: int,
+    call_start: float,
+    *,
+    cache_path: Path | None,
+    replayed: KTCache | None,
+    iterations: int,
+    strategy: str | None,
+    strategy_options: Mapping[str, Any] | None,
+    seed: int | None,
+    database: str | None,
+    early_stop: bool,
+    quiet: bool,
+    verbose: bool,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    import yaml
+
+    from autotune.interop.kerneltuner import write_cache
+    from autotune.interop.kt_results import collect_results, environment
+    from autotune.interop.kt_space import write_space_folder
+    from autotune.interop.kt_store import export_cache, store_cache
+    from autotune.space.spec import load_space
+    from autotune.store.store import Store
+    from autotune.sweep.config import load_config
+    from autotune.sweep.runner import run_sweep
+
+    phases: dict[str, float] = {}  # seconds after the call's start: where the call's start-up went (--profile)
+
+    def phase(name: str) -> None:
+        phases[name] = round(time.perf_counter() - call_start, 3)
+
+    phase("imported")
+    space_file, sizes = write_space_folder(problem, folder)
+    phase("folder_written")
+    space = load_space(space_file)
+    phase("space_loaded")
+    url = database or f"sqlite:///{folder / 'results.sqlite'}"
+    config = {
+        "name": space.name,
+        "spaces": [{"space": "space.yaml", "max_instances": "all"}],
+        "points": [{"kind": space.kind.name, "precisions": ["fp32"], "sizes": sizes}],
+        "database": url,
+        "repetitions": int(iterations),
+        "seed": int(seed or 0),
+        "resume": "model",  # as Kernel Tuner's cache: a call resumed on another card of the same model goes on
+        **read_strategy(strategy, strategy_options, None, time.perf_counter() - call_start),
+    }
+    (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    cfg = load_config(folder / "sweep.yaml")
+    reporter = _Reporter(quiet, verbose)
+    phase("config_loaded")
+    simulation = replayed is not None
+    planned: set[Instance] | None = None
+    with Store.open(url) as store:
+        phase("store_open")
+        if replayed is not None:
+            from autotune.sweep.backends.replay import ReplayBackend
+
+            planned = _planned(cfg)  # the cache's configurations outside the call's space are not even stored
+            store_cache(replayed, cache_path, store, space, sizes=sizes, keep=planned.__contains__)  # type: ignore[arg-type]
+            backend = ReplayBackend(url)
+        else:
+            if backend is None:  # no CuPy: the same error as `autotune sweep`
+                backend = _gpu_backend(device, None)
+            backend.ready(_GPU_HINT)
+            read = getattr(backend, "device_limits", None)  # the worker's: this process then imports no CuPy
+            if read is not None:  # (asked before prepare_ahead: it would wait behind the data)
+                read()
+            backend.tol = cfg.tol if early_stop else None
+            ahead = getattr(backend, "prepare_ahead", None)
+            if ahead is not None and space.kernel is not None:  # the point's data while the sweep plans
+                from autotune.sweep.runner import kind_scalars
+
+                ahead(space.kind, cfg.points[0], space.kernel.convention, kind_scalars(space.kind, cfg))
+        phase("backend_ready")
+        try:
+            summary = run_sweep(cfg, store, backend, reporter)
+            phase("sweep_done")
+            info = backend.device_info()
+        finally:
+            if simulation:
+                backend.close()
+        point = cfg.points[0]
+        planned = planned if planned is not None else _planned(cfg)
+        keys = list(problem.tune_params)
+        results = collect_results(store, space, point, info.uuid, keys, same_model=True, planned=planned)
+        if not simulation and all("__error__" in r for r in results):  # nothing measured: a systematic failure?
+            stop = stopped(store, space.name, point, info.uuid, cfg.stop_after_failures, problem.kernel_name)
+            if stop is not None:
+                raise StoppedRun(stop)
+        phase("results_collected")
+        if cache_path is not None and not simulation:  # the call's problem_size, as Kernel Tuner's header has it
+            exported = export_cache(store, space.name, device=info.uuid, point=point.key)
+            write_cache(dataclasses.replace(exported, problem_size=problem.problem_size), cache_path)
+    env = environment(info, iterations, problem.compiler_options, results)
+    env["autotune"] = {
+        "database": url,
+        "sweep_id": summary.sweep_id,
+        "status": summary.status,
+        "space": space.name,
+        "point": point.key,
+        "planned": reporter.planned,
+        "sweep_s": summary.seconds,
+        "first_measurement_s": summary.first_measurement_s,
+        "startup": dict(getattr(backend, "timeline", {})),
+        "phases": phases,
+    }
+    return results, env
+
+
+def _planned(cfg: SweepConfig) -> set[Instance]:
+    """The configurations of the call's space: its tune_params values that its restrictions (and Kernel Tuner's
+    implicit block-size one) keep, as the sweep plans them."""
+    from autotune.sweep.plan import plan_sweep
+
+    return {inst for plan in plan_sweep(cfg) for inst in plan.work}
+
+
+def stopped(
+    store: Store, space: str, point: TestPoint, device_uuid: str, limit: int, kernel_name: str
+) -> Stopped | None:
+    """The systematic failure the sweep stopped the space on (`autotune.sweep.failstop`), or None: read back from
+    the database, so a call resumed on a database that stopped before says it too."""
+    from autotune.sweep.failstop import earlier_streak
+
+    measured = {iid for iid, p in store.done_pairs(store.device_id(device_uuid)) if p == point}
+    streak = earlier_streak(store, space, measured, limit)
+    if not streak.stopped:
+        return None
+    return Stopped(kernel_name, streak.status, streak.example, streak.count)
