@@ -14,6 +14,9 @@
 # $OUT/tables5_softmax_h100.tar.gz. REPLAY=1 replays the measurements from the committed databases (a check of
 # this script on a CPU: the fresh problems are then "not measured", and refine/ is skipped).
 #   bash scripts/tables5_softmax_h100.sh
+# Inputs of this run were retired from the tree since (docs/results.md: the validation and tuning databases it
+# reads from results/fp16_model_h100, softmax_model_h100, tables2_h100 or tables4_h100): bring one back with
+# `git show 760dea1161c8:PATH > PATH` (that commit's files are in an older packed format every command reads).
 set -uo pipefail
 R=${R:-runs/tables5_softmax_h100}; mkdir -p "$R"; R=$(cd "$R" && pwd)
 py=${PYTHON:-python3}
