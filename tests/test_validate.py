@@ -116,7 +116,7 @@ def test_validation_csv_against_the_table_and_the_recording(tuned: Path, validat
                 assert r.best_ms == pytest.approx(r.baseline_ms)
                 continue
             (ms,) = c.execute(
-                "SELECT m.median_ms FROM measurements m JOIN test_points p ON p.id = m.point_id "
+                "SELECT m.median_ms FROM measurements m JOIN points_gemm p ON p.id = m.point_id "
                 "WHERE m.instance_id = ? AND p.precision = ? AND p.m = ? AND m.status = 'ok'",
                 (r.best_choice, r.precision, int(r.m)),
             ).fetchone()
