@@ -9,7 +9,7 @@
   of timing per problem; the first problem of a table also compiles its kernels) and how often the timed choice
   equals the replayed one.
 
-    python3 scripts/bench_refine.py                       # the two committed model tables, replayed
+    python3 scripts/bench_refine.py                       # the fp32/fp64 model table and tables2 fp16, replayed
     python3 scripts/bench_refine.py --gpu --top 2 --out DIR [--space FILE] TABLE VALIDATION_DIR TUNING_DB [...]
 
 TABLE: a dispatch.json; VALIDATION_DIR: `autotune validate`'s output folder (validation.csv and validation.sqlite
@@ -37,15 +37,21 @@ DEFAULT = [
     "results/small_tables_h100/model/dispatch.json",
     "results/small_tables_h100/model/validation",
     "results/small_tables_h100/small_tables_h100.sqlite.xz",
-    "results/fp16_model_h100/dispatch.json",
-    "results/fp16_model_h100/validation",
-    "results/fp16_model_h100/fp16_model_h100.sqlite.xz",
+    # the fp16 table of tables2 at its seed-3401 validation (fp16_model_h100's databases were retired: docs/results.md)
+    "results/tables2_h100/fp16/active/round0/dispatch.json",
+    "results/tables4_h100/fp16/validation",
+    "results/tables2_h100/fp16/fp16_model_h100.sqlite.xz",
 ]
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("triples", nargs="*", metavar="TABLE VALIDATION_DIR TUNING_DB", help="default: the model tables")
+    ap.add_argument(
+        "triples",
+        nargs="*",
+        metavar="TABLE VALIDATION_DIR TUNING_DB",
+        help="default: the fp32/fp64 model table and the fp16 table of tables2",
+    )
     ap.add_argument("--gpu", action="store_true", help="time the candidates on this machine's GPU (else a replay)")
     ap.add_argument(
         "--timer-replay",

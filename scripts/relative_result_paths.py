@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Rewrite the machine paths recorded inside committed results databases as paths relative to the repository.
 
-For each packed database named (default: every committed one, `results/**/*.sqlite.xz` and
-`examples/*/results/**/*.sqlite.xz`): unpack it (`autotune.store.packing.unpack`), rewrite
+For each compressed database named (default: every committed one, `results/**/*.sqlite.xz` and
+`examples/*/results/**/*.sqlite.xz`, each xz of a plain SQLite file): unpack it (`autotune.store.packing.unpack`), rewrite
 in SQL the text columns that recorded where the sweep ran -- `spaces.yaml_path` (the space file), the `reference:`
 and `baseline:` files in `spaces.problem`, and the `database:` URL in `sweeps.config_text`; and in the recorded
 text of the examples' space files (`spaces.yaml_text`, with its `yaml_hash`) the comment that named a note outside
@@ -12,8 +12,8 @@ original, the rewritten columns left out: a measurement that would change stops 
 
   python scripts/relative_result_paths.py            # every committed database
   python scripts/relative_result_paths.py --check    # only report what would change
-  python scripts/relative_result_paths.py --repack   # also pack again those without machine paths (this
-                                                     # autotune's packing format), where that is smaller
+  python scripts/relative_result_paths.py --repack   # also pack again those without machine paths, where
+                                                     # that is smaller
 
 A checkout path (`/work/main/`, `/work/wt/NAME/`) becomes the repository root, so a built-in
 space reads `spaces/NAME.yaml`; a sweep's `database:` URL (a scratch folder of the GPU machine) becomes the
@@ -113,7 +113,7 @@ def left(conn: sqlite3.Connection) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="*", type=Path, help="packed databases (default: every results/**/*.sqlite.xz)")
+    ap.add_argument("files", nargs="*", type=Path, help=".sqlite.xz databases (default: every committed one)")
     ap.add_argument("--check", action="store_true", help="report only; write nothing")
     ap.add_argument("--repack", action="store_true", help="pack every file again where that is smaller")
     args = ap.parse_args()
@@ -143,7 +143,7 @@ def main() -> int:
             if (changed or args.repack) and not args.check:
                 size = packed.stat().st_size
                 again = Path(tmp) / "again.sqlite.xz"
-                pack(after, again)  # checks its own round trip
+                pack(after, again)  # checks that it decompresses to the database
                 if changed or again.stat().st_size < size:
                     shutil.copyfile(again, packed)
                 print(f"{committed}: {changed} values rewritten; {size:,} -> {packed.stat().st_size:,} bytes")

@@ -23,6 +23,10 @@ Rules (float re-implementations for study; the table's own lookup is integer-onl
                    the library timed once at each new problem, the fastest kept (replayed from the validation's medians)
 
     python3 scripts/tables4_replay.py [--tables fp16,small,softmax] [--rules table,model:0.1@T,...]
+
+Its inputs, the validations of the model tables (fp16_model_h100, softmax_model_h100) and the round-0 validations of
+tables2_h100, were retired from the tree (docs/results.md): run it in a checkout of the commit that still has them,
+RETIRED_AT (`git worktree add ../at-retired RETIRED_AT`); here it says so and stops.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from autotune.dispatch.validate_table import read_table, table_kind
 from autotune.store.engine import database_url
 
 ROOT = Path(__file__).resolve().parents[1]
+RETIRED_AT = "760dea1161c8"  # the last commit with every validation database this script reads
 R = ROOT / "results"
 T2 = R / "tables2_h100"
 SOFTMAX_SPACE = ROOT / "examples" / "softmax" / "space.yaml"
@@ -270,6 +275,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tables", default=",".join(TABLES))
     parser.add_argument("--rules", default=DEFAULT_RULES)
     args = parser.parse_args(argv)
+    missing = [
+        folder / "validation.sqlite.xz"
+        for name in args.tables.split(",")
+        for _, folder in TABLES[name][1]
+        if not (folder / "validation.sqlite.xz").is_file()
+    ]
+    if missing:
+        print(
+            f"error: {missing[0].relative_to(ROOT)} (and {len(missing) - 1} more) was retired from the tree; "
+            f"run this script in a checkout of commit {RETIRED_AT}, which has them",
+            file=sys.stderr,
+        )
+        return 2
     for name in args.tables.split(","):
         dev = load(name)
         print(f"## {name}: {len(dev.raw['kernels'])} kernels, {len(dev.tuned)} tuned points")

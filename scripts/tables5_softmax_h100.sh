@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Issue 32, the softmax table tuned again after the timing fix (commit 35426d6), on one H100 (about 5 minutes, at
+# Inputs of this run were retired from the tree since (docs/results.md: the validation and tuning databases it
+# reads from results/fp16_model_h100, softmax_model_h100, tables2_h100 or tables4_h100): bring one back with
+# `git show 760dea1161c8:PATH > PATH` (that commit's files are in an older packed format every command reads).
 # most 6.5: every phase has a timeout).
 # The committed softmax table (results/tables2_h100/softmax) learned where PyTorch serves from PyTorch times that
 # were at some problems its host call, not its kernel (results/tables4_h100/softmax_3603/PROVENANCE.md). Here:

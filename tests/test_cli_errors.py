@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.committed import plain_bytes
 
 from autotune.paths import ROOT
 from tests.support.harness import run_cli as cli
+from tests.support.old_schema import older_copy
 
 EXAMPLE_DB = ROOT / "examples" / "transpose" / "results" / "transpose_h100.sqlite.xz"
 
@@ -100,8 +100,7 @@ KT_CACHE = """{
 
 def test_a_warning_is_one_readable_line(tmp_path: Path) -> None:
     """An older database read through a migrated copy warns; the warning is one `warning: ...` line."""
-    db = tmp_path / "old.sqlite"
-    db.write_bytes(plain_bytes(EXAMPLE_DB))
+    db = older_copy(EXAMPLE_DB, tmp_path / "old.sqlite", 2)
     r = cli("query", "SELECT COUNT(*) AS n FROM measurements", "--db", str(db), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     warned = [line for line in r.stderr.splitlines() if "migrated copy" in line]

@@ -4,6 +4,7 @@ for it (it once said `error: no space 'transpose' in sqlite:////tmp/autotune-gz-
 from __future__ import annotations
 
 import gzip
+import lzma
 import shutil
 from pathlib import Path
 
@@ -11,8 +12,9 @@ import pytest
 
 from autotune.paths import ROOT
 from tests.support.harness import run_cli as cli
+from tests.support.old_schema import older_copy
 
-EXAMPLE_DB = ROOT / "examples" / "transpose" / "results" / "transpose_h100.sqlite.xz"  # packed (autotune db pack)
+EXAMPLE_DB = ROOT / "examples" / "transpose" / "results" / "transpose_h100.sqlite.xz"  # xz of the plain database
 
 
 @pytest.fixture
@@ -42,8 +44,9 @@ def current_gz(tmp_path: Path) -> Path:
 def test_an_error_about_a_gz_database_names_the_gz(tmp_path: Path, current_gz: Path, which: str, args: tuple) -> None:
     db = current_gz
     if which.startswith("example"):
-        db = tmp_path / "theirs.sqlite.xz"  # a packed file: its messages name it the same way
-        shutil.copyfile(EXAMPLE_DB, db)
+        db = tmp_path / "theirs.sqlite.xz"  # an .xz of an older schema: read through a decompressed, migrated copy
+        old = older_copy(EXAMPLE_DB, tmp_path / "old" / "theirs.sqlite", 2)
+        db.write_bytes(lzma.compress(old.read_bytes(), format=lzma.FORMAT_XZ))
     r = cli(*(a.format(db=db) for a in args), cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]

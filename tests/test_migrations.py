@@ -19,16 +19,16 @@ from pg import db_url, fresh_pg_url, points, record_sample, sqlite_url
 from typer.testing import CliRunner
 
 from autotune.cli.main import app
+from autotune.paths import ROOT
 from autotune.store.migrate import VERSION_TABLE, alembic_config, head, revisions, upgrade
 from autotune.store.schema import SCHEMA_VERSION, Base
 from autotune.store.store import SchemaVersionError, Store, StoreError
 from tests.support.committed import committed_databases, example_databases, gunzip_to
+from tests.support.old_schema import older_copy
 
 FIXTURES = (db_url, fresh_pg_url, sqlite_url)  # pytest finds these fixtures by name in this module
-COMMITTED = sorted(
-    committed_databases(), key=lambda p: p.stat().st_size
-)  # results/**/*.sqlite.gz, smallest (schema 1) first
-EXAMPLES = example_databases()  # examples/*/results/*.sqlite.gz: schema 2, kinds other than GEMM
+COMMITTED = sorted(committed_databases(), key=lambda p: p.stat().st_size)  # results/**/*.sqlite.xz, smallest first
+EXAMPLES = example_databases()  # examples/*/results/*.sqlite.xz: kinds other than GEMM
 OPTUNA_REVISION = "v3.2.0.a"  # what Optuna's RDB storage keeps in its own alembic_version table
 
 
@@ -184,25 +184,29 @@ def _views(url: str) -> dict[str, list[str]]:
         engine.dispose()
 
 
+def _folder(src: Path) -> str:
+    """A folder name of its own for the copy of a committed database (several are validation/validation.sqlite.xz)."""
+    return src.parent.relative_to(ROOT).as_posix().replace("/", "_") if src.suffix == ".xz" else "older"
+
+
 def test_committed_databases_migrate_and_report_the_same(tmp_path: Path) -> None:
-    """Every committed results/**/*.sqlite.gz and examples/*/results/*.sqlite.gz migrates on a (decompressed) copy
-    (intact, at head, same rows, sizes, scalars and baselines, views per kind, open for writing); the three smallest
-    of results/ then report the summary.csv committed next to them."""
+    """Every committed results/**/*.sqlite.xz and examples/*/results/*.sqlite.xz is at head (an upgrade changes nothing:
+    intact, same rows, sizes, scalars and baselines, views per kind, open for writing); copies of the smallest ones
+    made older (schema 1 for GEMM, 2 for another kind: tests/support/old_schema.py) migrate back to the same rows; the
+    three smallest of results/ report the summary.csv committed next to them."""
     assert len(COMMITTED) >= 3 and len(EXAMPLES) >= 3
     t0 = time.monotonic()
-    for src in [*COMMITTED, *EXAMPLES]:
-        copy = _copy(src, tmp_path / src.parent.name)
+    older = [
+        (older_copy(COMMITTED[0], tmp_path / "older" / "v1.sqlite", 1), COMMITTED[0], (1, None)),
+        (older_copy(EXAMPLES[0], tmp_path / "older" / "v2.sqlite", 2), EXAMPLES[0], (2, "0002")),
+    ]
+    for src in [*COMMITTED, *EXAMPLES, *(old for old, _, _ in older)]:
+        copy = _copy(src, tmp_path / _folder(src)) if src.suffix == ".xz" else src
         url = f"sqlite:///{copy}"
         before = _snapshot(url)
         done = upgrade(url)
-        # the sweeps committed before Alembic are schema 1; later ones (results/fp16_tables_h100, examples) schema 2;
-        # those recorded since schema 3 (results/complete_h100) are at head already (the upgrade changes nothing)
-        assert (done.before.schema_version, done.before.revision) in {
-            (1, None),
-            (2, None),
-            (2, "0002"),
-            (SCHEMA_VERSION, head()),
-        }, src
+        want = next((state for old, _, state in older if old == src), (SCHEMA_VERSION, head()))
+        assert (done.before.schema_version, done.before.revision) == want, src
         assert (done.after.schema_version, done.after.revision) == (SCHEMA_VERSION, head()), src
         assert _rows(url, "PRAGMA integrity_check") == [("ok",)], src
         assert _rows(url, "PRAGMA foreign_key_check") == [], src
@@ -211,22 +215,27 @@ def test_committed_databases_migrate_and_report_the_same(tmp_path: Path) -> None
         assert "cublas" not in _tables(url)
         _check_kind_neutral(url, before, src)
         Store.open(url, create=False).close()  # current: opens for writing
+    for old, committed, _ in older:  # migrated back: the committed database's rows
+        again = _copy(committed, tmp_path / "again" / _folder(committed))
+        assert _snapshot(f"sqlite:///{old}") == _snapshot(f"sqlite:///{again}"), committed
+        for table in ("measurements", "baselines", "point_sizes", "instances"):
+            sql = f"SELECT * FROM {table} ORDER BY 1, 2, 3"
+            assert _rows(f"sqlite:///{old}", sql) == _rows(f"sqlite:///{again}", sql), (committed, table)
     migrate_s = time.monotonic() - t0
     for src in COMMITTED[:3]:
-        out = tmp_path / f"report_{src.parent.name}"
-        plain = tmp_path / src.parent.name / src.name.removesuffix(".gz").removesuffix(".xz")
+        out = tmp_path / f"report_{_folder(src)}"
+        plain = tmp_path / _folder(src) / src.name.removesuffix(".gz").removesuffix(".xz")
         r = CliRunner().invoke(app, ["report", str(plain), "--out", str(out)])
         assert r.exit_code == 0, r.output
         committed = src.parent / "summary.csv"
         if committed.is_file():
             assert (out / "summary.csv").read_text() == committed.read_text(), src
-        else:  # no committed report: the same rows as reading the original through the migrated temporary copy
-            ro = tmp_path / f"report_ro_{src.parent.name}"
-            with pytest.warns(UserWarning, match="migrated copy"):
-                r = CliRunner().invoke(app, ["report", str(src), "--out", str(ro)])
+        else:  # no committed report: the same rows as reading the committed file itself
+            ro = tmp_path / f"report_ro_{_folder(src)}"
+            r = CliRunner().invoke(app, ["report", str(src), "--out", str(ro)])
             assert r.exit_code == 0, r.output
             pd.testing.assert_frame_equal(pd.read_csv(out / "summary.csv"), pd.read_csv(ro / "summary.csv"))
-    assert migrate_s < 90, f"migrating {len(COMMITTED) + len(EXAMPLES)} databases took {migrate_s:.0f} s"
+    assert migrate_s < 90, f"migrating {len(COMMITTED) + len(EXAMPLES) + 2} databases took {migrate_s:.0f} s"
 
 
 def test_downgrade_of_0003_restores_schema_2(tmp_path: Path) -> None:
@@ -234,9 +243,9 @@ def test_downgrade_of_0003_restores_schema_2(tmp_path: Path) -> None:
     database and a database of another kind; upgrading again gives the same schema-3 data."""
     from alembic import command
 
-    gemm = next(p for p in COMMITTED if p.parent.name == "fp16_tables_h100")
+    gemm = next(p for p in COMMITTED if p.parent.name == "square_share_h100")  # committed at schema 2 before
     for src in (gemm, EXAMPLES[0]):
-        url = f"sqlite:///{_copy(src, tmp_path / src.parent.name)}"
+        url = f"sqlite:///{older_copy(src, tmp_path / src.parent.name / 'v2.sqlite', 2)}"
         v2 = _snapshot(url)
         tables = {t: _dict_rows(url, t) for t in ("test_points", "sweeps", "cublas")}
         upgrade(url)
@@ -255,7 +264,7 @@ def test_downgrade_of_0003_restores_schema_2(tmp_path: Path) -> None:
 
 
 def test_read_only_open_of_a_v1_file_reads_a_migrated_copy(tmp_path: Path) -> None:
-    src = _copy(COMMITTED[0], tmp_path)
+    src = older_copy(COMMITTED[0], tmp_path / "v1.sqlite", 1)
     before = _digest(src)
     with pytest.warns(UserWarning, match="autotune db upgrade"):
         store = Store.open(str(src), readonly=True)
@@ -270,8 +279,8 @@ def test_read_only_open_of_a_v1_file_reads_a_migrated_copy(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("made", ["committed", "pre_alembic", "alembic_0001"])
 def test_v1_database_opened_for_writing_says_upgrade_and_is_untouched(tmp_path: Path, made: str) -> None:
-    if made == "committed":
-        path = _copy(COMMITTED[0], tmp_path)
+    if made == "committed":  # a committed database as schema 1 wrote it
+        path = older_copy(COMMITTED[0], tmp_path / "v1.sqlite", 1)
     else:
         path = tmp_path / "v1.sqlite"
         _make_v1(f"sqlite:///{path}", pre_alembic=made == "pre_alembic")

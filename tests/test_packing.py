@@ -1,13 +1,16 @@
-"""Packed results databases (`autotune db pack`, autotune/store/packing.py): smaller, and read back exactly.
+"""`autotune db pack` / `db unpack` (autotune/store/packing.py): a .sqlite.xz is xz of the plain database, nothing else,
+and a file an older autotune packed (autotune/store/legacy_pack.py) still reads, exactly.
 
-Real SQLite files and the real command line: a committed database unpacked, packed again and unpacked gives the
-same schema and rows, floats bit for bit; every command reads the .sqlite.xz as it is; a damaged file is refused;
-the statistics the packing recomputes are the runner's."""
+Real SQLite files, the real `xz` command and the real command line: a committed database unpacked and packed again
+is what `xz -dc` gives back, every row and index; the older format's fixture (tests/data/, the transpose example as
+the older `db pack` wrote it) rebuilds to the committed database's rows, checks its digest and refuses a damaged
+file; the statistics and figures it recomputes are the runner's and the store's."""
 
 from __future__ import annotations
 
 import json
 import lzma
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -18,11 +21,13 @@ import pytest
 
 from autotune.errors import UserError
 from autotune.paths import ROOT
-from autotune.store import packing
+from autotune.store import legacy_pack, packing
 from autotune.sweep.timing import summarize
-from tests.support.committed import committed, committed_databases, example_databases, gunzip_to, read_only
+from tests.support.committed import committed, gunzip_to
 
 DEFAULT = committed("default")
+LEGACY = ROOT / "tests" / "data" / "legacy_packed_transpose_h100.xz"  # examples/transpose as packed before plain xz
+TRANSPOSE = ROOT / "examples" / "transpose" / "results" / "transpose_h100.sqlite.xz"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -31,15 +36,32 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_packing_statistics_are_the_runners() -> None:
+def _rows(path: Path, table: str, columns: str = "*") -> list[str]:
+    with sqlite3.connect(path) as conn:
+        rows = sorted(
+            repr([v.hex() if isinstance(v, float) else v for v in r])
+            for r in conn.execute(f'SELECT {columns} FROM "{table}"')
+        )
+    conn.close()
+    return rows
+
+
+def _schema(path: Path) -> list[tuple]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+    conn.close()
+    return rows
+
+
+def test_the_legacy_statistics_are_the_runners() -> None:
     rng = np.random.default_rng(0)
     for n in (1, 2, 5, 20, 33):
         times = [float(np.float32(x)) for x in rng.uniform(0.01, 3.0, n)]
         s = summarize(times)
-        assert packing.summarize(times) == (s.median_ms, s.p20_ms, s.p80_ms, s.min_ms, s.max_ms)
+        assert legacy_pack.summarize(times) == (s.median_ms, s.p20_ms, s.p80_ms, s.min_ms, s.max_ms)
 
 
-def test_the_packing_figures_are_the_stores() -> None:
+def test_the_legacy_figures_are_the_stores() -> None:
     from autotune.store.schema import figures
 
     rng = np.random.default_rng(1)
@@ -48,95 +70,75 @@ def test_the_packing_figures_are_the_stores() -> None:
         median = float(np.float32(rng.uniform(-0.1, 3.0))) if rng.random() > 0.1 else None
         bandwidth = float(rng.choice([0.0, rng.uniform(1e11, 4e12)]))
         f = figures(flops, nbytes, median, bandwidth)
-        assert packing.figures(flops, nbytes, median, bandwidth) == (f.gflops, f.gbs, f.roofline_frac)
+        assert legacy_pack.figures(flops, nbytes, median, bandwidth) == (f.gflops, f.gbs, f.roofline_frac)
 
 
-def test_times_as_nanoseconds_come_back_character_for_character() -> None:
+def test_legacy_nanoseconds_read_back_and_a_bad_one_is_refused() -> None:
     text = json.dumps([float(np.float32(0.182144)), float(np.float32(0.181856)), float(np.float32(1.5e-3))])
-    encoded = packing.encode_times(text)
-    assert encoded == "ns:182144,181856,1500" and packing.decode_times(encoded) == text
-    assert packing.encode_times(json.dumps([0.1234567891234])) is None  # not a float32 of whole ns: kept as is
-    assert packing.encode_times("[1, 2]") is None and packing.encode_times("not json") is None
+    assert legacy_pack.decode_times("ns:182144,181856,1500") == text
+    with pytest.raises(UserError, match="row 7: times_ms"):
+        legacy_pack.decode_times("ns:182144," + "9" * 400, "measurements row 7: times_ms")
 
 
-def test_a_committed_database_round_trips_exactly(tmp_path: Path) -> None:
+@pytest.mark.skipif(shutil.which("xz") is None, reason="needs the xz command")
+def test_pack_writes_xz_of_the_plain_database(tmp_path: Path) -> None:
+    """pack = VACUUM + xz: `xz -dc` gives a database with every table, row and index of the source."""
     plain = gunzip_to(DEFAULT, tmp_path / "plain.sqlite")
-    with sqlite3.connect(plain) as conn:
-        want = packing.digest(conn)
-        ok = conn.execute("SELECT COUNT(*) FROM measurements WHERE status = 'ok'").fetchone()[0]
     done = packing.pack(plain, tmp_path / "again.sqlite.xz")
-    assert done["packed_rows"]["measurements"] > ok > 0
-    assert done["figures_left_out"] >= ok  # every timed measurement's GFLOP/s, GB/s and roofline fraction
-    assert done["bytes_out"] < DEFAULT.stat().st_size * 1.05
+    assert done["bytes_out"] == (tmp_path / "again.sqlite.xz").stat().st_size < done["bytes_plain"] / 4
     back = tmp_path / "back.sqlite"
-    packing.unpack(tmp_path / "again.sqlite.xz", back)
+    with back.open("wb") as out:
+        subprocess.run(["xz", "-dc", str(tmp_path / "again.sqlite.xz")], stdout=out, check=True)
+    assert back.stat().st_size == done["bytes_plain"] and back.read_bytes()[:16] == b"SQLite format 3\x00"
+    assert _schema(back) == _schema(plain)
+    for table in ("measurements", "baselines", "test_points", "point_sizes", "sweeps", "spaces", "instances"):
+        assert _rows(back, table) == _rows(plain, table), table
+    assert "ix_measurements_point_status" in {name for _, name, _ in _schema(back)}
     with sqlite3.connect(back) as conn:
-        assert packing.digest(conn) == want
-        assert not packing.is_packed(conn)
-        indexes = {
-            r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
-        }
-    assert "ix_measurements_point_status" in indexes
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)  # one file: no -wal needed beside it
+    conn.close()
 
 
-def test_figures_that_their_work_does_not_give_back_are_kept(tmp_path: Path) -> None:
-    """A measurement whose GFLOP/s is one ulp off what its (sweep, device, point) work gives: the figures of that
-    (sweep, device, point) stay in the packed file, and the database still comes back bit for bit."""
-    plain = gunzip_to(DEFAULT, tmp_path / "plain.sqlite")
-    with sqlite3.connect(plain) as conn:
-        rowid, gflops = conn.execute("SELECT rowid, gflops FROM measurements WHERE gflops > 0 LIMIT 1").fetchone()
-        conn.execute("UPDATE measurements SET gflops = ? WHERE rowid = ?", (float(np.nextafter(gflops, 0)), rowid))
-        want = packing.digest(conn)
-    done = packing.pack(plain, tmp_path / "p.sqlite.xz")
+def test_a_legacy_packed_file_rebuilds_to_the_committed_rows(tmp_path: Path) -> None:
+    """The older format (times as ns:, statistics and figures left out, indexes dropped) rebuilds, digest-checked, to
+    the database committed since as plain xz (the same rows; the committed one is migrated to the current schema)."""
+    out = tmp_path / "legacy.sqlite"
+    packing.unpack(LEGACY, out)
+    with sqlite3.connect(out) as conn:
+        assert not legacy_pack.is_packed(conn)
+        assert conn.execute("SELECT COUNT(*) FROM measurements WHERE times_ms LIKE 'ns:%'").fetchone() == (0,)
+    conn.close()
+    now = gunzip_to(TRANSPOSE, tmp_path / "now.sqlite")
+    assert _rows(out, "measurements") == _rows(now, "measurements")
+    timed = "id, device_id, point_id, status, median_ms, p20_ms, p80_ms, min_ms, max_ms, reps, times_ms"
+    assert _rows(out, "cublas", timed) == _rows(now, "baselines", timed)  # schema 2's cublas is schema 3's baselines
+
+
+def test_a_damaged_legacy_file_is_refused(tmp_path: Path) -> None:
     work = tmp_path / "w.sqlite"
-    work.write_bytes(lzma.decompress((tmp_path / "p.sqlite.xz").read_bytes()))
-    with sqlite3.connect(work) as conn:
-        kept = conn.execute("SELECT gflops FROM measurements WHERE rowid = ?", (rowid,)).fetchone()[0]
-        assert kept == float(np.nextafter(gflops, 0)) and done["figures_left_out"] > 0
-    packing.unpack(tmp_path / "p.sqlite.xz", tmp_path / "back.sqlite")
-    with sqlite3.connect(tmp_path / "back.sqlite") as conn:
-        assert packing.digest(conn) == want
-
-
-def test_a_file_of_packing_format_1_still_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Format 1 (before the work table: every figure kept) is read as it was written."""
-    plain = gunzip_to(DEFAULT, tmp_path / "plain.sqlite")
-    with sqlite3.connect(plain) as conn:
-        want = packing.digest(conn)
-    monkeypatch.setattr(packing, "_pack_figures", lambda conn: 0)
-    monkeypatch.setattr(packing, "FORMAT", "1")
-    packing.pack(plain, tmp_path / "v1.sqlite.xz")
-    monkeypatch.undo()
-    packing.unpack(tmp_path / "v1.sqlite.xz", tmp_path / "back.sqlite")
-    with sqlite3.connect(tmp_path / "back.sqlite") as conn:
-        assert packing.digest(conn) == want
-
-
-def test_a_damaged_packed_file_is_refused(tmp_path: Path) -> None:
-    plain = gunzip_to(DEFAULT, tmp_path / "plain.sqlite")
-    packed = tmp_path / "p.sqlite.xz"
-    packing.pack(plain, packed)
-    work = tmp_path / "w.sqlite"
-    work.write_bytes(lzma.decompress(packed.read_bytes()))
+    work.write_bytes(lzma.decompress(LEGACY.read_bytes()))
     with sqlite3.connect(work) as conn:  # one repetition one nanosecond off
         rowid, times = conn.execute(
             "SELECT rowid, times_ms FROM measurements WHERE times_ms LIKE 'ns:%' LIMIT 1"
         ).fetchone()
         first, rest = times[3:].split(",", 1)
         conn.execute("UPDATE measurements SET times_ms = ? WHERE rowid = ?", (f"ns:{int(first) + 32},{rest}", rowid))
+    conn.close()
     damaged = tmp_path / "damaged.sqlite.xz"
     damaged.write_bytes(lzma.compress(work.read_bytes()))
     with pytest.raises(UserError, match="differs from the one packed"):
         packing.unpack(damaged, tmp_path / "out.sqlite")
+    assert not (tmp_path / "out.sqlite").exists()
     r = _cli("query", "SELECT COUNT(*) FROM measurements", "--db", str(damaged))
     assert r.returncode == 2 and "differs from the one packed" in r.stderr and "Traceback" not in r.stderr
+    assert str(damaged) in r.stderr
 
 
 def test_db_pack_and_unpack_on_the_command_line(tmp_path: Path) -> None:
     plain = gunzip_to(DEFAULT, tmp_path / "plain.sqlite")
     r = _cli("db", "pack", str(plain), "--out", str(tmp_path / "d.sqlite.xz"))
     assert r.returncode == 0, r.stderr
-    assert "measurements rows" in r.stdout
+    assert "xz of the" in " ".join(r.stdout.split())
     sql = "SELECT status, COUNT(*) AS n, SUM(median_ms) AS s FROM measurements GROUP BY status ORDER BY status"
     a = _cli("query", sql, "--db", str(plain), "--format", "csv")
     b = _cli("query", sql, "--db", str(tmp_path / "d.sqlite.xz"), "--format", "csv")
@@ -145,14 +147,6 @@ def test_db_pack_and_unpack_on_the_command_line(tmp_path: Path) -> None:
     assert refused.returncode == 2 and "autotune db unpack" in refused.stderr
     r = _cli("db", "unpack", str(tmp_path / "d.sqlite.xz"), "--out", str(tmp_path / "u.sqlite"))
     assert r.returncode == 0, r.stderr
-    with sqlite3.connect(plain) as x, sqlite3.connect(tmp_path / "u.sqlite") as y:
-        assert packing.digest(x) == packing.digest(y)
-
-
-def test_every_committed_database_reads_back() -> None:
-    """Each committed .sqlite.xz rebuilds with the digest it was packed with (read_only raises otherwise)."""
-    files = [*committed_databases(), *example_databases()]
-    assert len(files) >= 20
-    for packed in files:
-        with sqlite3.connect(f"file:{read_only(packed)}?mode=ro", uri=True) as conn:
-            assert conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] > 0, packed
+    assert (tmp_path / "u.sqlite").read_bytes() == lzma.decompress((tmp_path / "d.sqlite.xz").read_bytes())
+    for table in ("measurements", "baselines", "sweeps"):
+        assert _rows(plain, table) == _rows(tmp_path / "u.sqlite", table)

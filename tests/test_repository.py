@@ -1,6 +1,7 @@
-"""The repository stays small and portable: the tracked tree is under 24 MB, no committed file names a path of the
-machine that made it (nor does any value inside a committed database), every committed database is packed (and reads back: the packing checks its digest), and the
-files the documentation and code name exist."""
+"""The repository stays small and portable: the tracked tree is under 30 MB, no committed file names a path of the
+machine that made it (nor does any value inside a committed database), every committed database is xz of a plain
+SQLite file (tests/test_committed_plain.py reads each with `xz -dc` and sqlite3), and the files the documentation and
+code name exist."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import pytest
 
 from autotune.paths import ROOT
 
-# the device tool sends at most 64 MiB (67.1 MB): the tree, plus the wheelhouses a GPU run carries (.whl-kt 22 MB,
-# .whl-dask 3.9 MB), plus a resumed run's database, with room to spare (24.5 + 25.9 leaves 16.7 MB)
-LIMIT_BYTES = 24_500_000
+# the device tool sends at most 64 MiB (67.1 MB): the tree, plus the wheelhouses a GPU run carries (~26 MB: .whl-kt
+# 22 MB, .whl-dask 3.9 MB), plus a resumed run's database, with room to spare (30 + 26 leaves 11 MB). The committed
+# databases are plain SQLite under xz (17.8 MB of the tree's 29.3 MB when the limit was set; superseded ones retired)
+LIMIT_BYTES = 30_000_000
 # a developer's or a lent machine's folders; /tmp/ only in committed outputs (results), where it was a run's scratch
 MACHINE = re.compile(r"(?<![\w.$])(/work/|/root/|/home/[a-z_][\w-]*/|/Users/[A-Za-z])")
 SCRATCH = re.compile(r"(?<![\w.$])/tmp/")
@@ -44,7 +46,7 @@ def _text(path: Path) -> str | None:
         return None
 
 
-def test_the_tracked_tree_is_under_20_mb() -> None:
+def test_the_tracked_tree_is_under_30_mb() -> None:
     files = _tracked()
     total = sum(f.stat().st_size for f in files)
     largest = sorted(files, key=lambda f: -f.stat().st_size)[:5]
@@ -70,7 +72,7 @@ def test_no_committed_file_names_a_machine_path() -> None:
 
 
 def test_no_committed_database_holds_a_machine_path() -> None:
-    """Inside the packed databases too (space files, `reference:` files, sweep configs' `database:` URLs are
+    """Inside the committed databases too (space files, `reference:` files, sweep configs' `database:` URLs are
     recorded relative to the repository: scripts/relative_result_paths.py). The decompressed bytes are searched
     as they are, without opening the database: a text value of SQLite is stored as its bytes."""
     pattern = re.compile(rb"(?<![\w.$])(/work/|/root/|/home/[a-z_][\w-]*/|/Users/[A-Za-z]|/tmp/)[^\0\n\"']{0,80}")
@@ -83,7 +85,8 @@ def test_no_committed_database_holds_a_machine_path() -> None:
 
 
 def test_committed_databases_are_packed() -> None:
-    """Results are committed as `autotune db pack` writes them (.sqlite.xz), not as plain or gzipped files."""
+    """Results are committed as `autotune db pack` writes them (.sqlite.xz: xz of the plain database), not as plain or
+    gzipped files."""
     rels = [p.relative_to(ROOT).as_posix() for p in _tracked()]
     assert not [r for r in rels if r.endswith((".sqlite", ".sqlite.gz", ".db"))]
     assert len([r for r in rels if r.endswith(".sqlite.xz")]) >= 20

@@ -17,8 +17,9 @@ import pytest
 
 from autotune.paths import ROOT
 from tests.support.committed import committed, read_only
+from tests.support.old_schema import older_copy
 
-RECORDED = committed("default")  # results/default/default.sqlite.gz (or the plain file)
+RECORDED = committed("default")  # results/default/default.sqlite.xz
 
 
 def cli(
@@ -41,10 +42,12 @@ def _plain_bytes() -> bytes:
 
 @pytest.fixture
 def gz(tmp_path: Path) -> tuple[Path, Path]:
-    """(a gzipped copy of the committed default database, the TMPDIR of the commands)."""
+    """(a gzipped copy of the committed default database at schema 2, read through a decompressed and a migrated
+    copy, the TMPDIR of the commands)."""
     path = tmp_path / "gz" / "default.sqlite.gz"
+    old = older_copy(RECORDED, tmp_path / "old" / "default.sqlite", 2)
     path.parent.mkdir()
-    path.write_bytes(gzip.compress(_plain_bytes(), compresslevel=1, mtime=0))
+    path.write_bytes(gzip.compress(old.read_bytes(), compresslevel=1, mtime=0))
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     return path, tmpdir
@@ -74,8 +77,8 @@ def test_an_edited_decompressed_or_migrated_copy_is_not_reused(gz: tuple[Path, P
     first = cli("query", COUNT, "--db", str(path), tmpdir=tmpdir)
     assert first.returncode == 0, first.stderr
     copies = sorted(tmpdir.glob("autotune-gz*/*.sqlite"))  # whatever the folder is called
-    assert copies, "no cached copy was made"
-    for copy in copies:  # the decompressed copy, and the migrated copy beside it (the committed file is older)
+    assert len(copies) == 2, "no decompressed and migrated copies were made"
+    for copy in copies:  # the decompressed copy, and the migrated copy beside it (the file is older)
         _tamper(copy)
         again = cli("query", COUNT, "--db", str(path), tmpdir=tmpdir)
         assert again.returncode == 0, again.stderr

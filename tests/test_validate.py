@@ -92,7 +92,7 @@ def test_validation_csv_against_the_table_and_the_recording(tuned: Path, validat
     assert len(frame) == 6 and set(frame["m"]) == set(HELD_OUT)
     assert (frame["kind"] == "gemm").all()
     # the batches follow the tuned points' rule (100 MB), as the recording's own points did
-    rec = pd.read_sql("SELECT precision, m, batch FROM test_points", sqlite3.connect(read_only(RECORDED)))
+    rec = pd.read_sql("SELECT precision, m, batch FROM points_gemm", sqlite3.connect(read_only(RECORDED)))
     for r in frame.itertuples():
         assert r.batch == rec[(rec.precision == r.precision) & (rec.m == r.m)].batch.item()
     table = v.read_table(tuned / "table.json")
@@ -116,7 +116,7 @@ def test_validation_csv_against_the_table_and_the_recording(tuned: Path, validat
                 assert r.best_ms == pytest.approx(r.baseline_ms)
                 continue
             (ms,) = c.execute(
-                "SELECT m.median_ms FROM measurements m JOIN test_points p ON p.id = m.point_id "
+                "SELECT m.median_ms FROM measurements m JOIN points_gemm p ON p.id = m.point_id "
                 "WHERE m.instance_id = ? AND p.precision = ? AND p.m = ? AND m.status = 'ok'",
                 (r.best_choice, r.precision, int(r.m)),
             ).fetchone()

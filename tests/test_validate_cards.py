@@ -1,8 +1,9 @@
 """`autotune validate` on a validation database that holds several cards of one GPU model (issue 32): the committed
-fp16 H100 validation was measured on two H100s (the second card went on where the first stopped, `resume: model`).
+fp32/fp64 H100 validation was measured on two H100s (the second card went on where the first stopped, `resume: model`).
 The replay backend answers from both cards as one GPU, `validate` reads both cards' measurements (the first card's
 where both measured a pair) on either card, and a database of two different models is refused unless the model is
-named. Real SQLite files throughout (the committed recording and a copy with the second card renamed)."""
+named. Real SQLite files throughout (the committed recording, results/small_tables_h100/model/validation, and a copy
+with the second card renamed; this ran on results/fp16_model_h100's, whose databases were retired: docs/results.md)."""
 
 from __future__ import annotations
 
@@ -23,14 +24,14 @@ from autotune.sweep.backends.replay import ReplayBackend, replayed_devices
 from tests.support.committed import gunzip_to
 
 ROOT = Path(__file__).resolve().parents[1]
-FP16 = ROOT / "results" / "fp16_model_h100"
+SMALL = ROOT / "results" / "small_tables_h100"
 FIRST, SECOND = "GPU-e0e363fd-7f7e-859b-bb30-f4481c4de359", "GPU-ca331fe3-957e-8f12-43a6-cbad3084ad8d"
 
 
 @pytest.fixture(scope="module")
 def two_cards(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("cards")
-    return gunzip_to(FP16 / "validation" / "validation.sqlite.xz", work / "validation.sqlite")
+    return gunzip_to(SMALL / "model" / "validation" / "validation.sqlite.xz", work / "validation.sqlite")
 
 
 def test_the_recording_holds_two_cards_of_one_model(two_cards: Path) -> None:
@@ -101,9 +102,9 @@ def test_validate_cli_refuses_two_models_and_names_the_option(two_cards: Path, t
     shutil.copy(two_cards, mixed)
     with sqlite3.connect(mixed) as db:
         db.execute("UPDATE devices SET name = 'NVIDIA H200' WHERE id = 2")
-    (tmp_path / "p.csv").write_text("precision,shape,m,n,k\nfp16,NN,64,64,64\n")
-    args = [sys.executable, "-m", "autotune", "validate", str(FP16 / "dispatch.json"), "--points", "p.csv"]
-    args += ["--db", str(FP16 / "fp16_model_h100.sqlite.xz"), "--out", "o", "-q", "--replay", f"sqlite:///{mixed}"]
+    (tmp_path / "p.csv").write_text("precision,shape,m,n,k\nfp64,NN,16,16,16\n")
+    args = [sys.executable, "-m", "autotune", "validate", str(SMALL / "model" / "dispatch.json"), "--points", "p.csv"]
+    args += ["--db", str(SMALL / "small_tables_h100.sqlite.xz"), "--out", "o", "-q", "--replay", f"sqlite:///{mixed}"]
     r = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r.returncode != 0 and "GPU models" in r.stdout + r.stderr and "--replay-device" in r.stdout + r.stderr
     r = subprocess.run(args + ["--replay-device", "NVIDIA H200"], capture_output=True, text=True, cwd=tmp_path)

@@ -328,9 +328,8 @@ def test_sweep_config_with_the_new_runner_keys_parses(tmp_path) -> None:
     assert cfg.spaces[0].measure == "valid" and cfg.spaces[0].instances == ("00000000000000a1", "00000000000000b2")
 
 
-@pytest.mark.filterwarnings("ignore:.*schema version")  # schema 1: read through a migrated copy
 def test_pool_from_a_results_database() -> None:
-    db = committed("square_h100")  # gzipped: read through its decompressed copy
+    db = committed("square_h100")  # .sqlite.xz: read through its decompressed copy
     pool = pool_from_db(str(db), 1)
     from autotune.store.store import Store
 

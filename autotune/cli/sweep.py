@@ -495,13 +495,13 @@ def upgrade(
 def pack(
     source: Annotated[Path, typer.Argument(help="A plain SQLite results file, e.g. results/my_run.sqlite.")],
     out_file: Annotated[
-        Optional[Path], typer.Option("--out", "-o", help="The packed file to write (default: SOURCE.xz).")
+        Optional[Path], typer.Option("--out", "-o", help="The .sqlite.xz file to write (default: SOURCE.xz).")
     ] = None,
 ) -> None:
-    """Write a results database small enough to commit: xz-compressed, without what its other data determines
-    (indexes; a measurement's median, p20, p80, min and max where they are the statistics of its own times), every
-    value kept bit for bit. Every command that reads a database reads the .sqlite.xz as it is; `db unpack` gives the
-    plain file back. The file is checked by unpacking it before it is written."""
+    """Write a results database small enough to commit: xz of the plain SQLite file (after VACUUM), nothing else.
+    `xz -dc FILE.sqlite.xz > FILE.sqlite` (or `autotune db unpack`) gives the database back, every value as the runner
+    wrote it; every command that reads a database reads the .sqlite.xz as it is. The file is checked by decompressing
+    it before it takes its name."""
     from autotune.outfiles import check_writable
     from autotune.store.engine import StoreError
     from autotune.store.packing import pack as do_pack
@@ -513,26 +513,28 @@ def pack(
         raise UserError(f"--out {target}: a packed database's name ends in .sqlite.xz", hint=f"e.g. --out {target}.xz")
     check_writable([target])
     done = do_pack(source, target)
-    rows = ", ".join(f"{n:,} {t} rows" for t, n in done["packed_rows"].items())
     stdout().print(
-        f"wrote {target}: {done['bytes_out']:,} bytes from {done['bytes_in']:,} ({rows} stored as their times only)"
+        f"wrote {target}: {done['bytes_out']:,} bytes, xz of the {done['bytes_plain']:,}-byte SQLite database "
+        f"({source}: {done['bytes_in']:,} bytes)"
     )
 
 
 @db_app.command()
 def unpack(
-    source: Annotated[Path, typer.Argument(help="A packed database (.sqlite.xz).")],
+    source: Annotated[Path, typer.Argument(help="A compressed database (.sqlite.xz, or .sqlite.gz).")],
     out_file: Annotated[Path, typer.Option("--out", "-o", help="The plain SQLite file to write.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace OUT if it exists (only once the new file is complete).")
+    ] = False,
 ) -> None:
-    """Write the plain SQLite database a packed .sqlite.xz file stands for (to sweep into it, or open it with any
-    SQLite tool)."""
+    """Write the plain SQLite database a .sqlite.xz (or .sqlite.gz) file holds, to sweep into it or open it with any
+    SQLite tool (`xz -dc` gives the same file; a file packed by an older autotune is rebuilt here). The output appears
+    only once it is complete and checked: a failure leaves no file, and an existing file as it was."""
     from autotune.outfiles import check_writable
     from autotune.store.packing import unpack as do_unpack
 
     check_writable([out_file])
-    if out_file.exists():
-        raise UserError(f"{out_file} exists", hint="give a new file name")
-    do_unpack(source, out_file)
+    do_unpack(source, out_file, replace=force)
     stdout().print(f"wrote {out_file}")
 
 

@@ -1,15 +1,16 @@
 """Where a results database lives: URLs, engines, and read-only copies of compressed SQLite files.
 
 SQLite (WAL mode, busy timeout) by default, PostgreSQL through a URL. A compressed SQLite file (`*.sqlite.xz`, as the
-committed results are, written by `autotune db pack` (`autotune.store.packing`), or a gzipped `*.sqlite.gz`) is read
-through a decompressed copy in a cache private to the user, verified before each reuse, and never written. The tables
-are in `autotune.store.schema`; this module imports nothing else of the store but `packing` (so the store has no
-import cycle).
+committed results are: xz of the plain database, written by `autotune db pack`; or a gzipped `*.sqlite.gz`) is read
+through a decompressed copy in a cache private to the user (bounded in size, least recently read copies deleted
+first), verified before each reuse, and never written. The tables are in `autotune.store.schema`; this module
+imports nothing else of the store at its top (`gunzipped` imports `decompress` and `legacy_pack` when it runs).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -179,23 +180,23 @@ def shown(text: str) -> str:
 
 
 def gunzipped(path: Path) -> Path:
-    """The decompressed copy of the compressed database `path` (`.gz`, or a packed `.xz` rebuilt by
-    `packing.restore`): gz_cache_dir()/<sha256 of the file's bytes>.sqlite, made under a temporary name and renamed
-    (so concurrent readers never see a partial file), and reused while the file's bytes are the same and the copy
-    is still the one written (`verified_copy`; else it is made again). Raises StoreError when the file is missing
-    or not what its name says."""
-    import gzip
-    import lzma
+    """The decompressed copy of the compressed database `path` (`.sqlite.xz` or `.sqlite.gz`; a file packed by an
+    older autotune is rebuilt by `legacy_pack.restore`): gz_cache_dir()/<sha256 of the file's bytes>.sqlite, made
+    under a temporary name and renamed (so concurrent readers never see a partial file), and reused while the file's
+    bytes are the same and the copy is still the one written (`verified_copy`; else it is made again). Decompressing
+    is bounded (`autotune.store.decompress`: size limit, SQLite header first); the cache is pruned to its bound
+    (`prune_cache`) after each new copy. Raises StoreError (UserError for a damaged older packed file) when the file
+    is missing or not what its name says; a failure leaves nothing in the cache."""
     import os
-    import shutil
 
-    from autotune.store.packing import restore
+    from autotune.store.decompress import decompress_database
+    from autotune.store.legacy_pack import restore
 
     try:
         stat = path.stat()
     except OSError as exc:
         raise StoreError(
-            f"no gzipped SQLite database at {path} ({exc.strerror})", hint="give the results database of a sweep"
+            f"no compressed SQLite database at {path} ({exc.strerror})", hint="give the results database of a sweep"
         ) from None
     key = (str(path), stat.st_mtime_ns, stat.st_size)
     cached = _GUNZIPPED.get(key)
@@ -203,27 +204,99 @@ def gunzipped(path: Path) -> Path:
         return cached
     folder = gz_cache_dir()
     target = folder / f"{_file_digest(path)}.sqlite"
-    if not verified_copy(target):
+    if verified_copy(target):
+        _touch(target)
+    else:
         tmp = folder / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-        xz = path.suffix == ".xz"
         try:
-            with lzma.open(path, "rb") if xz else gzip.open(path, "rb") as src, tmp.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            if xz:
-                restore(tmp)
+            decompress_database(path, tmp)
+            restore(tmp, shown_as=path)
             publish_copy(tmp, target)
-        except (OSError, EOFError, gzip.BadGzipFile, lzma.LZMAError, sqlite3.DatabaseError) as exc:
-            tmp.unlink(missing_ok=True)
-            what = "an xz-compressed (`autotune db pack`)" if xz else "a gzip of an"
+        except sqlite3.DatabaseError as exc:
             raise StoreError(
-                f"cannot decompress {path}: {exc}", hint=f"check that the file is complete, {what} SQLite database"
+                f"cannot read the database compressed in {path}: {exc}", hint="copy or download the file again"
             ) from None
-        except BaseException:
+        finally:
             tmp.unlink(missing_ok=True)
-            raise
+        prune_cache(folder, keep=target)
     _GUNZIPPED[key] = target
     remember_gz_copy(target, path)
     return target
+
+
+CACHE_ENTRY = re.compile(r"^\.?([0-9a-f]{64})\.")  # <sha256>.sqlite, its migrated copies, sidecars, temporary files
+STALE_TMP_S = 24 * 3600  # a temporary file this old was left by a process that died while writing it
+
+
+def cache_bound() -> int:
+    """The most bytes the cache of decompressed copies keeps: twice the size limit of one copy
+    (AUTOTUNE_MAX_UNPACKED_MB; 1 GB by default, 1 GB too when that limit is off)."""
+    from autotune.store.decompress import max_unpacked_bytes
+
+    limit = max_unpacked_bytes()
+    return 2 * limit if limit is not None else 2**30
+
+
+def _touch(copy: Path) -> None:
+    """Mark `copy` as read now (its sidecar's time), for `prune_cache`'s least-recently-read order."""
+    import os
+
+    try:
+        os.utime(_sidecar(copy))
+    except OSError:
+        pass
+
+
+def prune_cache(folder: Path, keep: Path) -> None:
+    """Delete the least recently read copies in `folder` (each database's decompressed copy with its migrated copies
+    and sidecars, as one) until the folder holds at most `cache_bound()` bytes; never `keep`'s. Temporary files of
+    writers that died long ago go too. A copy another process is reading stays readable to it (its file is open)."""
+    import time
+
+    groups: dict[str, list[Path]] = {}
+    now = time.time()
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        m = CACHE_ENTRY.match(entry.name)
+        if m is None:
+            continue
+        try:
+            info = entry.lstat()
+        except OSError:
+            continue
+        if entry.name.endswith(".tmp"):
+            if now - info.st_mtime > STALE_TMP_S:
+                entry.unlink(missing_ok=True)
+            continue
+        groups.setdefault(m.group(1), []).append(entry)
+
+    def stamp(files: list[Path]) -> tuple[float, int]:
+        times, size = [], 0
+        for f in files:
+            try:
+                info = f.lstat()
+            except OSError:
+                continue
+            times.append(info.st_mtime)
+            size += info.st_size
+        return max(times, default=0.0), size
+
+    kept = CACHE_ENTRY.match(keep.name)
+    sized = sorted((stamp(files), digest, files) for digest, files in groups.items())
+    total = sum(size for (_, size), _, _ in sized)
+    bound = cache_bound()
+    for (_, size), digest, files in sized:  # the least recently read first
+        if total <= bound:
+            break
+        if kept is not None and digest == kept.group(1):
+            continue
+        for f in files:
+            f.unlink(missing_ok=True)
+            _VERIFIED.pop(str(f), None)
+        total -= size
 
 
 def database_url(text: str, *, write: bool = False) -> str:

@@ -30,6 +30,7 @@ from autotune.store.engine import (
     StoreError,
     gz_origin,
     make_engine,
+    prune_cache,
     publish_copy,
     readonly_uri,
     remember_gz_copy,
@@ -255,6 +256,7 @@ __all__ = [
 
 
 _MIGRATED: dict[tuple[str, float, int], str] = {}
+_SCRATCH: list[tuple[int, Path]] = []  # (the process that made it, the folder of its migrated copies of plain files)
 
 
 @lru_cache(maxsize=1)
@@ -268,14 +270,58 @@ def _scripts_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+def _scratch() -> Path:
+    """This process's folder of migrated copies of plain files (<tempdir>/autotune-migrated-*), made on first use and
+    removed when the process exits (by the process that made it, not by a forked child)."""
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    if not _SCRATCH or _SCRATCH[0][0] != os.getpid():
+        folder = Path(tempfile.mkdtemp(prefix="autotune-migrated-"))
+        _SCRATCH[:] = [(os.getpid(), folder)]
+
+        def remove(pid: int = os.getpid(), folder: Path = folder) -> None:
+            if os.getpid() == pid:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        atexit.register(remove)
+    return _SCRATCH[0][1]
+
+
+def _shown(path: Path) -> str:
+    """`path` as a message names it: relative to the current folder when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def migration_note(path: Path, schema_version: int) -> str:
+    """The one line said when the user's database `path` (a plain file, or a compressed one read through a copy) of an
+    older schema is read through a migrated copy: what it reads, and the one command that migrates the file."""
+    name = _shown(path)
+    if path.name.endswith((".xz", ".gz")):
+        plain = name.removesuffix(".xz").removesuffix(".gz")
+        plain = plain if plain.endswith((".sqlite", ".db")) else plain + ".sqlite"
+        first = f"autotune db unpack {name} --out {plain}" if path.suffix == ".xz" else f"gunzip -k {name}"
+        command = f"{first} && autotune db upgrade {plain}"
+    else:
+        command = f"autotune db upgrade {name}"
+    return (
+        f"{name}: schema version {schema_version}, read through a migrated copy (unchanged); to migrate it: {command}"
+    )
+
+
 def readable_copy(url: str, path: str) -> str:
     """Reading an SQLite file of an older schema: the URL of a copy upgraded to the head revision (the file itself is
-    never written; `autotune db upgrade` migrates it in place). The copy of a plain file lives in a temporary folder
-    for this process; that of a gzipped file's decompressed copy (content-addressed, see `engine.gunzipped`) is kept
-    beside it in the user's private cache (verified before reuse like it) under a name with this schema version and a digest of the revisions, so later
-    processes read it at once, without loading Alembic. Other files: `url` unchanged (Store.open then reports what is
-    wrong, newer schemas included)."""
-    import tempfile
+    never written; `autotune db upgrade` migrates it in place), with one warning (`migration_note`). The copy of a
+    plain file lives in this process's scratch folder, removed at exit (`_scratch`); that of a compressed file's
+    decompressed copy (content-addressed, see `engine.gunzipped`) is kept beside it in the user's private cache
+    (verified before reuse like it, pruned with it) under a name with this schema version and a digest of the
+    revisions, so later processes read it at once, without loading Alembic. Other files: `url` unchanged (Store.open
+    then reports what is wrong, newer schemas included)."""
     import warnings
 
     stat = Path(path).stat()
@@ -290,7 +336,7 @@ def readable_copy(url: str, path: str) -> str:
         copy = Path(path).with_name(f"{Path(path).stem}.s{SCHEMA_VERSION}-{_scripts_digest()}.sqlite")
         remember_gz_copy(copy, origin)  # messages about the migrated copy name the user's .gz
     else:
-        copy = Path(tempfile.mkdtemp(prefix="autotune-migrated-")) / Path(path).name
+        copy = _scratch() / f"{len(_MIGRATED)}-{Path(path).name}"
     if not (verified_copy(copy) if origin is not None else copy.is_file()):
         engine = make_engine(url, readonly=True)
         try:
@@ -303,22 +349,8 @@ def readable_copy(url: str, path: str) -> str:
         if version is None or version.state != "older" or version.effective is None:
             return url
         _migrated_copy(path, copy, shared=origin is not None)
-    _MIGRATED[key] = f"sqlite:///{copy}"  # a temporary copy lives until the process ends (the OS cleans it)
-    plain = (
-        f"`autotune db unpack {origin} --out {origin.with_suffix('')}`"
-        if origin is not None and origin.suffix == ".xz"
-        else f"`gunzip -k {origin}`"
-    )
-    fix = (
-        f"`autotune db upgrade {path}` to migrate the file in place"
-        if origin is None
-        else f"{plain} and `autotune db upgrade` on the result to migrate a plain copy"
-    )
-    warnings.warn(
-        f"{origin or path} has schema version {meta} (this autotune writes {SCHEMA_VERSION}); reading a "
-        f"migrated copy. Run {fix}.",
-        stacklevel=3,
-    )
+    _MIGRATED[key] = f"sqlite:///{copy}"
+    warnings.warn(migration_note(origin or Path(path), meta), stacklevel=3)
     return _MIGRATED[key]
 
 
@@ -360,6 +392,7 @@ def _migrated_copy(path: str, copy: Path, shared: bool) -> None:
             finally:
                 done.close()
             publish_copy(tmp, copy)  # read-only, with the SHA-256 that `verified_copy` checks before reuse
+            prune_cache(copy.parent, keep=copy)
         else:
             os.replace(tmp, copy)
     finally:

@@ -1,6 +1,6 @@
-"""The committed results databases are packed (results/NAME/NAME.sqlite.xz, `autotune db pack`: xz, every value
-kept). Commands read them as they are (autotune.store.engine.database_url decompresses once into a shared read-only
-cache); tests that open them with sqlite3 or need a file to write use these helpers."""
+"""The committed results databases are xz of plain SQLite files at the current schema (results/NAME/NAME.sqlite.xz,
+`autotune db pack`). Commands read them as they are (autotune.store.engine.database_url decompresses once into a shared
+read-only cache); tests that open them with sqlite3 or need a file to write use these helpers."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ SUFFIX = ".sqlite.xz"
 
 
 def committed(name: str) -> Path:
-    """results/NAME/NAME.sqlite.xz (the packed database of the committed sweep NAME)."""
+    """results/NAME/NAME.sqlite.xz (the database of the committed sweep NAME)."""
     return RESULTS / name / f"{name}{SUFFIX}"
 
 
@@ -37,8 +37,7 @@ def read_only(packed: Path) -> Path:
 
 
 def gunzip_to(packed: Path, dest: Path) -> Path:
-    """A plain, writable copy of the packed (.xz) or gzipped (.gz) database `packed` at `dest` (its folder is
-    created)."""
+    """A plain, writable copy of the compressed (.xz or .gz) database `packed` at `dest` (its folder is created)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     if packed.suffix == ".xz":
         unpack(packed, dest)

@@ -12,18 +12,24 @@ Cards of different models are refused unless `device` names one model (its name)
 
 from __future__ import annotations
 
+import functools
+import json
 import time
 from typing import Callable, Iterator, Sequence
 
-from sqlalchemy import select
+from sqlalchemy import Text, select, type_coerce
+from sqlalchemy.orm import defer
 
+from autotune.errors import UserError
 from autotune.problems.base import ProblemKind, Scalars
 from autotune.sweep.backends.base import Job
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.store.schema import BaselineRow, MeasurementRow, Point, sizes_json
 from autotune.store.store import Store
+from autotune.untrusted import number, numbers
 
 NOT_RECORDED = "not recorded"
+STATS = ("median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms")
 
 
 class ReplayBackend:
@@ -65,8 +71,9 @@ class ReplayBackend:
         """The recorded baseline time of `point` on the device (scalars and reps are those of the recording)."""
         name = kind.baseline_name or "baseline"
         with self._store.session() as s:
-            rows = s.scalars(
-                select(BaselineRow)
+            found = s.execute(
+                select(BaselineRow, type_coerce(BaselineRow.times_ms, Text))
+                .options(defer(BaselineRow.times_ms))
                 .join(Point, Point.id == BaselineRow.point_id)
                 .where(
                     BaselineRow.device_id.in_(self._device_ids),
@@ -76,20 +83,15 @@ class ReplayBackend:
                     Point.sizes == sizes_json(point),
                 )
             ).all()
-            row = min(rows, key=_preference, default=None)
-            if row is None:
+            pick = min(found, key=lambda rt: _preference(rt[0]), default=None)
+            if pick is None:
                 return Measurement(name, point, Status.SKIPPED, error=NOT_RECORDED)
+            row, times = pick
             return Measurement(
                 name,
                 point,
                 Status(row.status),
-                median_ms=row.median_ms,
-                p20_ms=row.p20_ms,
-                p80_ms=row.p80_ms,
-                min_ms=row.min_ms,
-                max_ms=row.max_ms,
-                reps=row.reps,
-                times_ms=list(row.times_ms or []),
+                **self._timing(f"baselines row {row.id}", row, times),
                 error=row.error,
                 l2_protection=row.l2_protection,
             )
@@ -97,32 +99,66 @@ class ReplayBackend:
     def close(self) -> None:
         self._store.close()
 
+    @functools.cached_property
+    def _label(self) -> str:
+        """The database as messages name it: the user's file (a compressed one's, not its decompressed copy)."""
+        from autotune.store.engine import shown, sqlite_path
+
+        try:
+            return shown(sqlite_path(self._store.url) or self.url)
+        except Exception:  # noqa: BLE001 - a URL SQLAlchemy cannot parse: name it as given
+            return shown(self.url)
+
+    def _timing(self, where: str, row: MeasurementRow | BaselineRow, times: object) -> dict:
+        """The recorded times and their statistics of one row, each number read by `autotune.untrusted.number`
+        (a time is finite and not negative, reps a count); UserError naming the database and the row otherwise."""
+        name = f"{self._label}: {where}"
+        hint = (
+            "the recording is damaged at that row: measure the pair again, or replay another database (a "
+            ".sqlite.xz packed by an older autotune and decompressed with plain xz holds `ns:` times: read the "
+            ".sqlite.xz itself, or `autotune db unpack` it)"
+        )
+        try:
+            parsed = json.loads(times) if isinstance(times, str) else times
+        except ValueError:
+            parsed = None
+        if parsed is not None and not isinstance(parsed, list):
+            parsed = None
+        if parsed is None and times is not None:
+            shown_text = str(times)[:40]
+            raise UserError(f"{name}: times_ms is not a JSON list of times ({shown_text!r})", hint=hint)
+        try:
+            values = numbers(parsed or [], name=f"{name}: times_ms", lo=0)
+            stats = {
+                c: None if getattr(row, c) is None else number(getattr(row, c), name=f"{name}: {c}", lo=0)
+                for c in STATS
+            }
+            reps = int(number(row.reps, name=f"{name}: reps", integer=True, lo=0))
+        except UserError as exc:
+            raise UserError(exc.message, hint=hint) from None
+        return {**stats, "reps": reps, "times_ms": values}
+
     def _recorded(self, instance_ids: list[str]) -> dict[tuple[str, TestPoint], Measurement]:
         out: dict[tuple[str, TestPoint], Measurement] = {}
         ids = list(dict.fromkeys(instance_ids))
         with self._store.session() as s:
             for start in range(0, len(ids), 500):
                 rows = s.execute(
-                    select(MeasurementRow, Point)
+                    select(MeasurementRow, Point, type_coerce(MeasurementRow.times_ms, Text))
+                    .options(defer(MeasurementRow.times_ms))
                     .join(Point, Point.id == MeasurementRow.point_id)
                     .where(
                         MeasurementRow.device_id.in_(self._device_ids),
                         MeasurementRow.instance_id.in_(ids[start : start + 500]),
                     )
                 ).all()
-                for m, p in sorted(rows, key=lambda mp: _preference(mp[0]), reverse=True):  # the preferred last
+                for m, p, times in sorted(rows, key=lambda mp: _preference(mp[0]), reverse=True):  # preferred last
                     point = p.point()
                     out[(m.instance_id, point)] = Measurement(
                         m.instance_id,
                         point,
                         Status(m.status),
-                        median_ms=m.median_ms,
-                        p20_ms=m.p20_ms,
-                        p80_ms=m.p80_ms,
-                        min_ms=m.min_ms,
-                        max_ms=m.max_ms,
-                        reps=m.reps,
-                        times_ms=list(m.times_ms or []),
+                        **self._timing(f"measurements row {m.id}", m, times),
                         error=m.error,
                         log=m.log,
                         max_rel_err=m.max_rel_err,
