@@ -161,7 +161,7 @@ def sweep(
         Optional[str],
         typer.Option(
             "--scheduler",
-            help="Address of a running Dask scheduler (tcp://host:8786) whose workers each see one GPU (several nodes; a SLURM example in docs/scale-out.md). Results come back to this process, the only writer to the database.",
+            help="Address of a running Dask scheduler (tcp://host:8786 or host:8786; tls://, ucx://, ws://, wss://) whose workers each see one GPU (several nodes; a SLURM example in docs/scale-out.md). Reaching it and its first worker may take AUTOTUNE_SCHEDULER_TIMEOUT seconds (default 30). Results come back to this process, the only writer to the database.",
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar; a line every 30 s (for logs).")] = False,

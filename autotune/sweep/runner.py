@@ -222,6 +222,8 @@ def run_sweep(
         db_failed = forget = True
         raise
     finally:
+        if status == "failed" and stopping.requested():  # failed of the stop (a worker the same SIGTERM ended)
+            status, forget = "interrupted", True
         summary.status = status
         summary.seconds = time.monotonic() - start
         # one transaction, which no signal cuts halfway (a second Ctrl-C, SIGTERM after SIGINT): the sweep's status
