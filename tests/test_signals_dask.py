@@ -201,3 +201,45 @@ def test_sigterm_mid_sweep_on_a_local_cluster(recording: Path, tmp_path: Path) -
     assert rows(db, "select count(*) from measurements where status = 'crashed'") == [(0,)]
     with sqlite3.connect(db) as c:
         assert c.execute("select count(*) from measurements").fetchone()[0] > 0
+
+
+def test_a_worker_that_closes_mid_chunk_leaves_its_pairs_to_another(tmp_path: Path) -> None:
+    """A worker retired mid-chunk ends its chunk at the next pair (`ChunkResult.closing`); what it left is measured by
+    the other worker (the client sends the pairs a partial chunk left; a chunk whose worker left before answering
+    runs again there): every pair once, none `crashed`."""
+    from distributed import LocalCluster
+
+    from autotune.space.spec import load_space
+    from autotune.sweep.backends.dask_backend import DaskBackend
+    from autotune.sweep.backends.dask_executors import ReplayExecutor
+    from autotune.paths import ROOT
+    from autotune.vocab import Status
+    from tests.test_backend_conformance import STENCIL_DB, recorded_jobs
+
+    jobs = recorded_jobs(STENCIL_DB, load_space(ROOT / "examples" / "stencil" / "space.yaml"), "fp32", 6)
+    want = {(j.instance.id, p) for j in jobs for p in j.points}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        backend = DaskBackend(ReplayExecutor(str(STENCIL_DB), delay_s=0.1), cluster=cluster, chunk_jobs=len(jobs))
+        closed: list[str] = []
+
+        def close_the_busy_worker() -> None:  # once its chunk has measured a few pairs (0.1 s each)
+            end = time.monotonic() + 60
+            while not closed and time.monotonic() < end:
+                busy = [a for a, ws in cluster.scheduler.workers.items() if ws.processing]
+                if busy:
+                    time.sleep(0.5)
+                    closed.append(busy[0])
+                    cluster.loop.add_callback(cluster.scheduler.retire_workers, workers=[busy[0]])
+                time.sleep(0.02)
+
+        try:
+            results = backend.run(jobs)  # one chunk, on one worker
+            closer = threading.Thread(target=close_the_busy_worker, daemon=True)
+            closer.start()
+            got = list(results)
+            closer.join(10)
+        finally:
+            backend.close()
+    assert closed
+    assert sorted((m.instance_id, m.point) for m in got) == sorted(want)  # every pair once
+    assert not [m for m in got if m.status == Status.CRASHED]
