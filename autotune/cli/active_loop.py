@@ -222,7 +222,7 @@ def add_points(opts: ActiveOptions, problems: Sequence[dict[str, Any]], folder: 
     )
     summary = run_config(load_config(path), opts.replay, quiet=True)
     if summary.status == "interrupted":
-        raise UserError("the sweep of the added points was interrupted", hint="run `autotune active` again")
+        raise KeyboardInterrupt  # a stop (Ctrl-C, SIGTERM), not a mistake: `interrupted`, exit code 130
     return path
 
 

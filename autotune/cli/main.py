@@ -20,6 +20,7 @@ from autotune.cli import workload as workload_cli
 from autotune.cli import validate as validate_cli
 from autotune.cli import interop
 from autotune.errors import UserError
+from autotune import stopping
 
 
 FILE_ERRORS = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
@@ -40,13 +41,16 @@ def _shown(text: str) -> str:
 class _Commands(TyperGroup):
     """Reports a UserError as `error: ...` plus what to do, and a file that cannot be read or written as `error:
     cannot ... FILE: reason`, exit code 2, no traceback (under typer's CliRunner too, since it happens inside the
-    command group); warnings print as one `warning: ...` line."""
+    command group); a stop by Ctrl-C or SIGTERM (`autotune.stopping`) as `interrupted`, exit code 130; warnings print
+    as one `warning: ...` line."""
 
     def invoke(self, ctx):  # type: ignore[no-untyped-def]
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning
             try:
-                return super().invoke(ctx)
+                done = super().invoke(ctx)
+                stopping.check()  # a command that let a stop end it quietly (optuna-dashboard's server does)
+                return done
             except UserError as exc:
                 sys.stderr.write(f"error: {_shown(str(exc))}\n")
                 sys.exit(2)
@@ -60,6 +64,9 @@ class _Commands(TyperGroup):
                     "(or read), and run the command again\n"
                 )
                 sys.exit(2)
+            except KeyboardInterrupt:  # (typer would exit 130 without a word)
+                stderr().print("interrupted")
+                sys.exit(130)
 
 
 app = typer.Typer(
@@ -131,6 +138,7 @@ explore_cli.register(app)
 
 
 def main() -> None:
+    stopping.install(process=True)  # SIGINT and SIGTERM stop every command alike, a second signal never cuts the stop
     try:
         app()
     except KeyboardInterrupt:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
 import time
 from collections import Counter
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.progress import (
@@ -25,6 +23,7 @@ from rich.table import Table
 
 from autotune.cli.consoles import stdout, stderr
 from autotune.cli.aliases import renamed
+from autotune import stopping
 from autotune.errors import UserError
 from autotune.vocab import Measurement, Status
 
@@ -162,7 +161,7 @@ def sweep(
         Optional[str],
         typer.Option(
             "--scheduler",
-            help="Address of a running Dask scheduler (tcp://host:8786) whose workers each see one GPU (several nodes; a SLURM example in docs/scale-out.md). Results come back to this process, the only writer to the database.",
+            help="Address of a running Dask scheduler (tcp://host:8786 or host:8786; tls://, ucx://, ws://, wss://) whose workers each see one GPU (several nodes; a SLURM example in docs/scale-out.md). Reaching it and its first worker may take AUTOTUNE_SCHEDULER_TIMEOUT seconds (default 30). Results come back to this process, the only writer to the database.",
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar; a line every 30 s (for logs).")] = False,
@@ -201,6 +200,10 @@ def sweep(
         )
         if gpus is not None and scheduler is not None:
             raise UserError("give --gpus (a local cluster) or --scheduler (an existing one), not both")
+        if scheduler is not None:  # its form, before anything connects (the connect is bounded: DaskBackend.start)
+            from autotune.sweep.backends.dask_backend import scheduler_address
+
+            scheduler = scheduler_address(scheduler)
         summary = run_config(cfg, replay, quiet, early_stop, gpus=gpus, scheduler=scheduler)
     print_summary(summary, cfg.database)
     if summary.status == "interrupted":
@@ -233,7 +236,7 @@ def run_config(
     reporter = BarReporter(quiet)
     backend = None
     try:
-        with sigterm_as_interrupt():
+        with stopping.handling():  # (the command line's `main` has them already; an in-process call gets them here)
             if gpus is not None or scheduler is not None:
                 backend = _dask_backend(replay, cfg.tol if early_stop else None, gpus, scheduler)
             else:
@@ -260,9 +263,9 @@ def _dask_backend(replay: str | None, tol: float | None, gpus: str | None, sched
 
     require_distributed()
     devices = gpu_list(gpus, replay=replay is not None) if gpus is not None else None
-    import os
+    from autotune.sweep.backends.replay import replay_delay_s
 
-    delay = float(os.environ.get("AUTOTUNE_REPLAY_DELAY", 0) or 0)  # read here: a remote worker has its own environment
+    delay = replay_delay_s()  # read here: a remote worker has its own environment
     executor = (
         ReplayExecutor(replay, delay_s=delay)
         if replay
@@ -323,26 +326,6 @@ def database_failure(url: str, exc: Exception) -> UserError:
     )
 
 
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block SIGTERM (kill, a batch scheduler, systemd) stops like Ctrl-C: KeyboardInterrupt, so
-    the runner records in-flight work as interrupted, the lock is released and the workers are ended.
-    The previous handler is restored afterwards (outside the main thread nothing changes)."""
-
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread: signals cannot be handled here
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _backend(replay: str | None, tol: float | None, replay_device: str | None = None):
     if replay:
         from autotune.sweep.backends.replay import ReplayBackend
@@ -363,8 +346,11 @@ def print_summary(summary, database: str) -> None:
     table.add_column("measurements", justify="right")
     for k, v in sorted(summary.counts.items()):
         table.add_row(k, f"{v:,}")
+    if summary.not_recorded:
+        table.add_row("not_recorded", f"{summary.not_recorded:,}")
     table.add_row("already in the database", f"{summary.skipped_done:,}")
     stdout().print(table)
+    print_lacking(summary)
     if summary.measured and summary.seconds > 0:
         stdout().print(f"throughput: {summary.measured / summary.seconds:.2f} measurements/s")
     if summary.best:
@@ -376,6 +362,25 @@ def print_summary(summary, database: str) -> None:
             best.add_row(p.key, iid, f"{ms:.5f}", f"{cb:.5f}" if cb else "", f"{cb / ms:.2f}x" if cb else "")
         stdout().print(best)
     stdout().print(f"results: {database}")
+
+
+def print_lacking(summary) -> None:  # type: ignore[no-untyped-def]
+    """What a replay's recording lacked: pairs left out of the plan (never proposed: no strategy spent an evaluation
+    on them), and pairs asked and answered `not_recorded`. Neither kind is stored."""
+    if summary.left_out:
+        stdout().print(
+            f"not in the recording: {summary.left_out:,} of the {summary.planned:,} (instance, test point) pairs "
+            "this sweep plans were left out (never proposed, not stored); the search chose among the "
+            f"{summary.planned - summary.left_out:,} the recording holds. Replay a complete recording (a sweep "
+            "with --no-early-stop and no max_instances) to search every instance.",
+            highlight=False,
+        )
+    if summary.not_recorded:
+        stdout().print(
+            f"not_recorded: {summary.not_recorded:,} pairs asked are not in the recording (not stored; each cost its "
+            "strategy an evaluation)",
+            highlight=False,
+        )
 
 
 class OutFormat(str, Enum):

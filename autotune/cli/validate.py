@@ -195,7 +195,7 @@ def validate(
     summary = run_config(cfg, replay, quiet, early_stop=False, replay_device=replay_device)
     print_summary(summary, cfg.database) if not quiet else None
     if summary.status == "interrupted":
-        raise typer.Exit(130)
+        raise KeyboardInterrupt  # the stop goes on: `interrupted`, exit code 130 (autotune.cli.main)
     device = _device_of_sweep(url, summary.sweep_id)
     frame = v.validation_frame(table, kind, problems, cands, url, device)
     csv_path = v.to_csv(frame, out_dir / "validation.csv")

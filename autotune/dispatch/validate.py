@@ -327,6 +327,8 @@ def measured(
     point = ["precision", "shape", *kind.size_names]
 
     def rows(frame: pd.DataFrame) -> pd.DataFrame:
+        if not {"kind", *point} <= set(frame.columns):  # nothing recorded (a replay lacking every pair stores none)
+            return pd.DataFrame(columns=["kind", "instance_id", *point, "median_ms", "roofline_frac"])
         return frame[(frame["kind"] == kind.name) & (frame["status"] == "ok") & frame["median_ms"].notna()]
 
     def key(r: Mapping[str, Any]) -> tuple:

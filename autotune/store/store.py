@@ -401,11 +401,15 @@ class Store:
             )
         self._beaten_at = time.monotonic()
 
-    def finish_sweep(self, sweep_id: int, status: str) -> None:
-        """Mark the sweep finished ("done", "interrupted" or "failed") and release the lock."""
+    def finish_sweep(self, sweep_id: int, status: str, forget_inflight: bool = False) -> None:
+        """Mark the sweep finished ("done", "interrupted" or "failed") and release the lock; with `forget_inflight`, in
+        the same transaction, forget its in-flight notes (`clear_inflight`: the pairs were not at fault, a resume
+        measures them), so that no stop leaves a status without the notes cleared, or the reverse."""
         token = self._lock_token
 
         def work(s: Session) -> None:
+            if forget_inflight:
+                s.execute(delete(Inflight).where(Inflight.sweep_id == sweep_id))
             s.execute(update(Sweep).where(Sweep.id == sweep_id).values(status=status, finished_at=now()))
             if token is not None:
                 s.execute(delete(SweepLock).where(SweepLock.token == token))

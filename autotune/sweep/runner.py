@@ -9,7 +9,6 @@ the measurement in flight.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import subprocess
 import time
@@ -19,14 +18,14 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from autotune import __version__, paths
+from autotune import __version__, paths, stopping
 from autotune.sweep.config import ALL_INSTANCES, SweepConfig
 from autotune.devices import DeviceLimits, get_device
 from autotune.errors import UserError
 from autotune.problems.base import ProblemKind
 from autotune.space.instance import Instance
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
-from autotune.sweep.backends.base import Backend, Job
+from autotune.sweep.backends.base import Backend, Job, not_recorded
 from autotune.store.schema import SpaceRecord, SweepStart
 from autotune.space.spec import Space
 from autotune.store.engine import database_url
@@ -63,6 +62,11 @@ class SweepSummary:
     baseline: dict[TestPoint, float] = field(default_factory=dict)  # point -> the kind's baseline median (ms)
     started: float = field(default_factory=time.monotonic)  # time.monotonic() when run_sweep was called
     first_measurement_s: float | None = None  # seconds from `started` to the first measurement taken
+    # a replay's recording: the pairs of the plan it lacks, left out (`Backend.recorded_pairs`), of those planned; and
+    # pairs asked that it answered `not_recorded` (a backend that does not name its pairs). Neither is stored.
+    left_out: int = 0
+    planned: int = 0
+    not_recorded: int = 0
 
     @property
     def measured(self) -> int:
@@ -167,7 +171,7 @@ def run_sweep(
         )
     )
     summary = SweepSummary(sweep_id, "running", 0.0, started=start)
-    status, db_failed = "failed", False
+    status, db_failed, forget = "failed", False, False
     try:
         siblings = list(
             dict.fromkeys(d for i in device_ids for d in (store.same_model(i) if cfg.resume == "model" else [i]))
@@ -184,6 +188,7 @@ def run_sweep(
         store.upsert_points(points)
         device_key = info.name if len(siblings) > 1 else info.uuid  # the GPUs whose times count here
         _seed_best(store, backend, cfg, device_key, summary, {plan.space.kind.name: plan.space.kind for plan in plans})
+        plans = recorded_only(plans, backend, reporter, summary)
         total = sum(
             plan.point_pairs(cfg.search.budget if cfg.search.budget is not None else plan.limit(cfg))
             if per_point(cfg)
@@ -206,29 +211,60 @@ def run_sweep(
         if finished == "done" and any(plan.share for plan in plans):
             finished = _share_phase(plans, cfg, store, backend, reporter, summary, done, sweep_id, start, device_key)
         status = finished  # (an exception leaves the sweep `failed`)
-    except KeyboardInterrupt:
-        status = "interrupted"
-        store.clear_inflight(sweep_id)  # Ctrl-C is not the kernel's fault: those pairs are measured on resume
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (autotune.stopping): not the kernel's fault, measured on resume
+        status, forget = "interrupted", True
     except UserError:
-        store.clear_inflight(sweep_id)  # the problem's fault (its reference, buffers, kernel name), not the pair's
+        forget = True  # the problem's fault (its reference, buffers, kernel name), not the pair's
         raise
     except SQLAlchemyError:
-        db_failed = True
-        # the database failed (disk full, read-only, server gone), not the kernel in flight: free its pair for the
-        # resume if the database still takes a delete (if not, the resume records it as crashed)
-        with contextlib.suppress(SQLAlchemyError):
-            store.clear_inflight(sweep_id)
+        # the database failed (disk full, read-only, server gone), not the kernel in flight: its pair is freed for
+        # the resume if the database still takes a write (if not, the resume records it as crashed)
+        db_failed = forget = True
         raise
     finally:
+        if status == "failed" and stopping.requested():  # failed of the stop (a worker the same SIGTERM ended)
+            status, forget = "interrupted", True
         summary.status = status
         summary.seconds = time.monotonic() - start
-        try:
-            store.finish_sweep(sweep_id, status)
-        except SQLAlchemyError:
-            if not db_failed:
-                raise
-            # the sweep stays `running`; the next sweep on this database finds its lock stale and marks it `died`
+        # one transaction, which no signal cuts halfway (a second Ctrl-C, SIGTERM after SIGINT): the sweep's status
+        # and, unless the sweep died of a kernel, its in-flight notes forgotten
+        with stopping.deferred():
+            try:
+                store.finish_sweep(sweep_id, status, forget_inflight=forget)
+            except SQLAlchemyError:
+                if not db_failed:
+                    raise
+                # the sweep stays `running`; the next sweep on this database finds its lock stale and marks it `died`
     return summary
+
+
+def recorded_only(
+    plans: Sequence[SpacePlan], backend: Backend, reporter: Reporter, summary: SweepSummary
+) -> list[SpacePlan]:
+    """The plans with only the pairs the backend can measure, where it names them (`Backend.recorded_pairs`: a
+    replay's recording), so no strategy spends its budget on a pair that cannot be measured; each space that loses
+    pairs says how many, and they count as `not_recorded` in the summary."""
+    named = getattr(backend, "recorded_pairs", None)
+    held = named() if named is not None else None
+    if held is None:
+        return list(plans)
+    out = []
+    for plan in plans:
+        summary.planned += plan.pairs
+        work = {}
+        for inst, pts in plan.work.items():
+            kept = tuple(p for p in pts if (inst.id, p) in held)
+            if kept:
+                work[inst] = kept
+        lacking = plan.pairs - sum(len(pts) for pts in work.values())
+        if lacking:
+            reporter.note(
+                f"{plan.space.name}: the recording lacks {lacking:,} of its {plan.pairs:,} (instance, test point) "
+                f"pairs: left out, the sweep measures among the {plan.pairs - lacking:,} it holds"
+            )
+            summary.left_out += lacking
+        out.append(dataclasses.replace(plan, work=work))
+    return out
 
 
 def share_plans(
@@ -517,6 +553,7 @@ def _measure(
             strategy.tell(inst, list((recorded or {}).get(inst.id, ())))
     jobs: list[Job] = []
     results: dict[str, list[Measurement]] = {i.id: [] for i in asked}
+    answered: Counter[str] = Counter()  # pairs of each instance the backend answered (measured or not recorded)
     out: dict[Instance, list[Measurement]] = {}
     for inst in asked:
         bad = _bind_error(space, inst, todo[inst])
@@ -539,11 +576,18 @@ def _measure(
     )  # ... meanwhile
     try:
         for m in measurements:
-            store.record(sweep_id, space_id, [_annotate(m, space.kind, cfg)])
-            done.add((m.instance_id, m.point))
-            _account(m, summary, reporter)
-            results[m.instance_id].append(m)
-            if len(results[m.instance_id]) == len(todo[by_id[m.instance_id]]):
+            stopping.check()  # after a stop was asked, a failure (a GPU worker ended by the same SIGTERM) is not the pair's
+            answered[m.instance_id] += 1
+            if not_recorded(m):  # a replay's recording lacks it: no measurement, nothing stored or told
+                summary.not_recorded += 1
+                best = summary.best.get(m.point)
+                reporter.measured(m, best[1] if best else None)
+            else:
+                store.record(sweep_id, space_id, [_annotate(m, space.kind, cfg)])
+                done.add((m.instance_id, m.point))
+                _account(m, summary, reporter)
+                results[m.instance_id].append(m)
+            if answered[m.instance_id] == len(todo[by_id[m.instance_id]]):
                 strategy.tell(by_id[m.instance_id], results[m.instance_id])
                 out[by_id[m.instance_id]] = results[m.instance_id]
                 if streak.add_measurements(results[m.instance_id]):

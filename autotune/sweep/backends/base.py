@@ -15,7 +15,7 @@ from typing import Callable, Iterator, Mapping, Protocol, Sequence
 from autotune.problems.base import ProblemKind, Scalars
 from autotune.space.instance import Instance
 from autotune.space.spec import Space
-from autotune.vocab import DeviceInfo, Measurement, TestPoint
+from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,8 @@ class Backend(Protocol):
     `run(jobs) -> Iterator[Measurement]`: exactly one Measurement per (job.instance, point) pair of `jobs`,
         in any order, `instance_id` = the job's instance id and `point` one of the job's points. A failure is
         a Measurement with a failure status (`Status.COMPILE_ERROR`, `LAUNCH_ERROR`, `WRONG`, `TIMEOUT`,
-        `CRASHED`; `SKIPPED` for an early stop or a pair a replay never recorded), never an exception. Work
+        `CRASHED`; `SKIPPED` for an early stop), never an exception; a pair a replay's recording lacks is
+        `SKIPPED` with the error `NOT_RECORDED` and no time (`not_recorded`: no measurement, never stored). Work
         may start when `run` is called (before the first `next`), so a backend can compile while the runner
         asks for baselines. An empty `jobs` yields nothing.
     `baseline(kind, point, scalars, reps) -> Measurement`: the kind's baseline (`kind.baseline_name`, cuBLAS
@@ -63,6 +64,9 @@ class Backend(Protocol):
     Optional attribute `deadline: float | None` (a `time.monotonic()` value): when a backend has it, the runner
     sets it from the config's `budget:`; past it, `run` may end without yielding the remaining pairs (the runner
     records nothing for them, so a resumed sweep measures them) and should stop work in progress (compiles).
+    Optional method `recorded_pairs() -> set[(instance_id, point)] | None`: a backend that can measure only some
+    pairs (a replay: those its recording holds) names them; the runner then plans only those (strategies never
+    spend their budget on pairs that cannot be measured) and says how many it left out. None: every pair.
     """
 
     def device_info(self) -> DeviceInfo: ...
@@ -75,3 +79,11 @@ class Backend(Protocol):
 
 
 BeforeMeasure = Callable[[str, TestPoint], None]
+
+NOT_RECORDED = "not recorded"  # the error of a replay's answer for a pair its recording lacks
+
+
+def not_recorded(m: Measurement) -> bool:
+    """Whether `m` is a replay's answer for a pair its recording lacks: no measurement at all (the runner stores
+    none and counts it as `not_recorded`), unlike a recorded early stop (`skipped`, with the times it took)."""
+    return m.status == Status.SKIPPED and m.median_ms is None and m.error == NOT_RECORDED

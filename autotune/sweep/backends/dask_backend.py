@@ -25,6 +25,7 @@ import dataclasses
 import math
 import os
 import queue
+import re
 import shutil
 import subprocess
 import threading
@@ -33,12 +34,21 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from autotune.errors import UserError
+from autotune.untrusted import env_number, number
 from autotune.problems.base import ProblemKind, Scalars, scalars_key
 from autotune.sweep.backends.base import Job
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 
 INSTALL_HINT = "pip install 'autotune[dask]'  (or: pip install distributed)"
-CONNECT_TIMEOUT_S = 60.0  # to reach a --scheduler, and for the workers of a cluster to appear
+CONNECT_TIMEOUT_S = 60.0  # for the workers of a local cluster (--gpus) to appear
+SCHEDULER_TIMEOUT_ENV = "AUTOTUNE_SCHEDULER_TIMEOUT"  # seconds to reach a --scheduler, and to see its first worker
+SCHEDULER_TIMEOUT_S = 30.0
+CLOSE_TIMEOUT_S = 3.0  # for the client's close (a stop waits for it)
+SCHEMES = ("tcp", "tls", "ucx", "ws", "wss")  # Dask's schemes a scheduler in another process listens on
+SCHEDULER_HINT = (
+    "pass the address a running `dask scheduler` prints, e.g. --scheduler tcp://node01:8786 (or node01:8786; "
+    "schemes: " + ", ".join(f"{s}://" for s in SCHEMES) + "); the SLURM job of docs/scale-out.md starts one"
+)
 BASELINE_CHECK_S = 5.0  # how often a baseline waiting for named workers checks that they are still there
 CHUNKS_PER_WORKER = 2  # chunks each worker gets of one batch: enough to balance, few enough to keep chunks long
 
@@ -106,6 +116,98 @@ def _count(gpus: str) -> int:
     if n < 1:
         raise UserError(f"--gpus must be at least 1, got {n}")
     return n
+
+
+def scheduler_address(text: str) -> str:
+    """`--scheduler TEXT` as the Dask address to connect to: SCHEME://HOST:PORT with a scheme of `SCHEMES`, or
+    HOST:PORT (tcp://, Dask's default). Anything else (an empty text, file:///..., an http:// URL, a path, no port) is
+    a UserError before anything connects."""
+    given = text.strip()
+    if not given:
+        raise UserError("--scheduler is empty: it takes the address of a Dask scheduler", hint=SCHEDULER_HINT)
+    scheme, sep, rest = given.partition("://")
+    if not sep:
+        scheme, rest = "tcp", given
+    scheme = scheme.lower()
+    if scheme == "inproc":
+        raise UserError(
+            f"--scheduler {given}: an inproc:// scheduler lives inside another Python process, which a command "
+            "cannot reach",
+            hint=SCHEDULER_HINT,
+        )
+    if scheme not in SCHEMES:
+        raise UserError(f"--scheduler {given}: {scheme}:// is not a Dask scheduler's scheme", hint=SCHEDULER_HINT)
+    if rest.startswith("["):  # [IPv6]:port
+        host, close, port = rest[1:].partition("]")
+        port = port[1:] if close and port.startswith(":") else ""
+        shown = f"[{host}]"
+    else:
+        host, _, port = rest.rpartition(":")
+        shown = host
+    if not host or not port or any(c in "/?#@[]" or c.isspace() for c in host) or (":" in host and shown == host):
+        raise UserError(
+            f"--scheduler {given} is not HOST:PORT"
+            + (" (an IPv6 host goes in brackets: [::1]:8786)" if ":" in host else ""),
+            hint=SCHEDULER_HINT,
+        )
+    at = number(port, name=f"--scheduler {given}: the port", integer=True, lo=1, hi=65535, example="8786")
+    return f"{scheme}://{shown}:{int(at)}"
+
+
+def scheduler_timeout_s() -> float:
+    """Seconds to reach a --scheduler and to see its first worker ($AUTOTUNE_SCHEDULER_TIMEOUT, default 30)."""
+    got = env_number(SCHEDULER_TIMEOUT_ENV, SCHEDULER_TIMEOUT_S, lo=0.1, hi=86400.0, example="30")
+    assert got is not None
+    return got
+
+
+def identify_scheduler(address: str, timeout_s: float) -> dict:
+    """Ask what answers at `address` (Dask's `identity` call) within `timeout_s`, and check that it is a scheduler:
+    a service that accepts and says nothing (or an HTTP server) would otherwise hold `distributed.Client` forever,
+    since Dask bounds the connection, not the handshake after it. In a thread of its own (with its own event loop),
+    so the main thread takes a stop (Ctrl-C, SIGTERM) at once. A UserError when nothing (or not a scheduler)
+    answers."""
+    import asyncio
+
+    answer: list[Any] = []
+
+    async def ask() -> Any:
+        from distributed.comm import connect
+        from distributed.security import Security
+
+        comm = await connect(address, timeout=timeout_s, **Security().get_connection_args("client"))
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    def run() -> None:
+        try:
+            answer.append(asyncio.run(asyncio.wait_for(ask(), timeout_s + 1.0)))  # (Dask's own error first)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            answer.append(exc)
+
+    thread = threading.Thread(target=run, name="autotune-scheduler-probe", daemon=True)
+    thread.start()
+    thread.join(timeout_s + 5.0)  # (its own wait_for ends it before)
+    got = answer[0] if answer else TimeoutError()
+    knob = f"{SCHEDULER_TIMEOUT_ENV}={timeout_s:g} s"
+    if isinstance(got, (TimeoutError, asyncio.TimeoutError)):
+        raise UserError(
+            f"no Dask scheduler answered at {address} within {knob}",
+            hint=f"{SCHEDULER_HINT}; a slow network: set {SCHEDULER_TIMEOUT_ENV} to more seconds",
+        )
+    if isinstance(got, BaseException):
+        cause = f" ({re.sub(r'in <[^>]*>: ', '', _why(got.__cause__))})" if got.__cause__ is not None else ""
+        raise UserError(
+            f"cannot reach a Dask scheduler at {address} within {knob}: {_why(got)}{cause}", hint=SCHEDULER_HINT
+        )
+    kind = got.get("type") if isinstance(got, dict) else None
+    if kind != "Scheduler":
+        what = f"a Dask {kind}" if isinstance(kind, str) and kind.isidentifier() else "not a Dask scheduler"
+        raise UserError(f"{address} answers, and is {what}, not a scheduler", hint=SCHEDULER_HINT)
+    return got
 
 
 def local_cluster(devices: Sequence[str], *, compile_workers: int = 0, silence: bool = True) -> Any:
@@ -232,14 +334,18 @@ class DaskBackend:
 
         if self._cluster is None and self.scheduler is None:
             self._cluster = local_cluster(self.devices_wanted, compile_workers=self.compile_workers)
+        timeout = CONNECT_TIMEOUT_S
+        if self._cluster is None:  # a scheduler elsewhere: what answers there first, bounded (identify_scheduler)
+            timeout = scheduler_timeout_s()
+            identify_scheduler(self.scheduler, timeout)  # type: ignore[arg-type]
         try:
             target = self._cluster if self._cluster is not None else self.scheduler
-            self._client = distributed.Client(target, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+            self._client = distributed.Client(target, timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise UserError(
-                f"cannot reach the Dask scheduler at {self.scheduler}: {exc}",
-                hint="start it (`dask scheduler`, or the SLURM job of docs/scale-out.md) and pass the "
-                "address it prints, e.g. --scheduler tcp://node01:8786",
+                f"cannot reach the Dask scheduler at {self.scheduler} within {SCHEDULER_TIMEOUT_ENV}={timeout:g} s: "
+                f"{exc}",
+                hint=SCHEDULER_HINT,
             ) from None
         plugin = ExecutorPlugin(self.executor)
         register = getattr(self._client, "register_plugin", None) or self._client.register_worker_plugin
@@ -253,12 +359,17 @@ class DaskBackend:
     def workers(self) -> int:
         """Workers (GPUs) the cluster has now, after waiting for the local ones (or, for a scheduler, for one)."""
         want = len(self.devices_wanted) + self.compile_workers if self._own_cluster and not self._complete else 1
+        timeout = scheduler_timeout_s() if self.scheduler is not None else CONNECT_TIMEOUT_S
         try:
-            self.client.wait_for_workers(want, timeout=CONNECT_TIMEOUT_S)
+            self.client.wait_for_workers(want, timeout=timeout)
         except TimeoutError:
-            raise RuntimeError(
-                f"the Dask cluster has fewer than {want} worker(s) after {CONNECT_TIMEOUT_S:.0f} s"
-            ) from None
+            if self.scheduler is not None:
+                raise UserError(
+                    f"the Dask scheduler at {self.scheduler} has no worker after {SCHEDULER_TIMEOUT_ENV}={timeout:g} s",
+                    hint=f"start one per GPU (`dask worker {self.scheduler} --nthreads 1 --resources GPU=1`, see "
+                    "docs/scale-out.md), or give them longer",
+                ) from None
+            raise RuntimeError(f"the Dask cluster has fewer than {want} worker(s) after {timeout:.0f} s") from None
         self._complete = True
         return len(self._gpu_workers())
 
@@ -277,7 +388,10 @@ class DaskBackend:
                     self._client.unregister_worker_plugin(_plugin_name())
             except Exception:  # noqa: BLE001 - closing: a worker already gone is fine
                 pass
-            self._client.close()
+            try:  # bounded: a stop (Ctrl-C, SIGTERM) waits for this, and a scheduler gone must not hold it
+                self._client.close(timeout=CLOSE_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - closing: a scheduler already gone is fine
+                pass
         if self._own_cluster and self._cluster is not None:
             self._cluster.close()
 
@@ -296,6 +410,12 @@ class DaskBackend:
         """Each distinct GPU of the cluster's workers (by uuid), the runner records them all."""
         self.device_info()
         return list({i.uuid: i for i in self._infos.values()}.values())
+
+    def recorded_pairs(self) -> set[tuple[str, TestPoint]] | None:
+        """The pairs the workers' executor can measure, where it names them (a replay: its recording's), else None
+        (`Backend.recorded_pairs`)."""
+        named = getattr(self.executor, "recorded_pairs", None)
+        return named() if named is not None else None
 
     def rates(self) -> list[GpuRate]:
         """Per worker (GPU): pairs measured and the time its chunks took, in this process."""
@@ -469,7 +589,16 @@ class DaskBackend:
                     return  # the budget ran out: the rest stays unmeasured (the resumed sweep measures it)
                 chunk = pending.pop(fut, None)
                 if chunk is not None:
-                    for m in self._results(fut, chunk):
+                    measured, rest = self._results(fut, chunk)
+                    if rest:  # left by a worker that closed mid-chunk: another worker measures them
+                        from autotune.sweep.backends.dask_worker import run_chunk
+
+                        again = self.client.submit(
+                            run_chunk, rest, self._left(), self._seeds(rest), resources=self._gpu_resource(), pure=False
+                        )
+                        pending[again] = rest
+                        again.add_done_callback(finished.put)
+                    for m in measured:
                         key = (m.instance_id, m.point)
                         if key not in seen:
                             seen.add(key)
@@ -478,9 +607,11 @@ class DaskBackend:
             if pending:  # ended early (budget, a space stopped, Ctrl-C): queued chunks are dropped
                 self.client.cancel(list(pending))
 
-    def _results(self, fut: Any, chunk: list[Job]) -> list[Measurement]:
-        """The chunk's measurements: exactly its pairs (a missing pair `crashed`), or all `crashed` when the
-        chunk killed every worker that ran it. Any other failure stops the sweep (RuntimeError) recording nothing."""
+    def _results(self, fut: Any, chunk: list[Job]) -> tuple[list[Measurement], list[Job]]:
+        """(the chunk's measurements, the jobs of the pairs left to measure). The measurements are exactly its pairs
+        (a missing pair `crashed`), or all `crashed` when the chunk killed every worker that ran it; or, from a
+        worker that began to close mid-chunk, those it measured, the rest left (never `crashed`: they were not at
+        fault). Any other failure stops the sweep (RuntimeError) recording nothing."""
         distributed = require_distributed()
         want = [(job.instance.id, p) for job in chunk for p in job.points]
         try:
@@ -497,7 +628,7 @@ class DaskBackend:
                     f"(distributed.scheduler.allowed-failures); {_why(exc)}",
                 )
                 for iid, p in want
-            ]
+            ], []
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - the executor raised, the scheduler went away, the chunk was
@@ -522,6 +653,12 @@ class DaskBackend:
         for m in got.values():
             if m.status == Status.OK and m.median_ms is not None:
                 self._tell_best(res.device.name, m.point, scalars[m.instance_id], m.median_ms)
+        if res.closing:
+            left = [
+                dataclasses.replace(j, points=tuple(p for p in j.points if (j.instance.id, p) not in got))
+                for j in chunk
+            ]
+            return list(got.values()), [j for j in left if j.points]
         if len(got) < len(want) and self._left() != 0.0:  # past the deadline the executor may stop early
             for iid, p in want:
                 if (iid, p) not in got:
@@ -532,7 +669,7 @@ class DaskBackend:
                         error="the worker's executor returned no measurement for it",
                         device=res.device.uuid,
                     )
-        return list(got.values())
+        return list(got.values()), []
 
     def _learn(self, worker: str, info: DeviceInfo) -> None:
         """A worker that joined after the start (a replacement, a new node): its GPU is recorded before its

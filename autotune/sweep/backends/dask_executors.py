@@ -73,6 +73,16 @@ class ReplayExecutor:
         name = dict(self.models).get(worker_name, info.name)
         return Relabelled(backend, dataclasses.replace(info, name=name, uuid=f"{info.uuid}-{worker_name}"))
 
+    def recorded_pairs(self) -> set[tuple[str, TestPoint]]:
+        """The pairs the recording holds (`Backend.recorded_pairs`), read by the client."""
+        from autotune.sweep.backends.replay import ReplayBackend
+
+        backend = ReplayBackend(self.url, self.device, 0.0)
+        try:
+            return backend.recorded_pairs()
+        finally:
+            backend.close()
+
 
 class Relabelled:
     """An executor that reports another DeviceInfo than its inner one (tests of several GPUs without GPUs)."""

@@ -134,6 +134,7 @@ class ChunkResult:
     seconds: float  # wall time the chunk took on the worker
     measurements: list[Measurement] = field(default_factory=list)
     precompiled: Precompiled | None = None  # the compile worker's part, when compiles ran ahead
+    closing: bool = False  # the worker began to close mid-chunk: `measurements` lacks the pairs it never measured
 
 
 def _executor() -> tuple[Any, threading.Lock, str]:
@@ -176,11 +177,30 @@ def run_chunk(
                 if model == info.name:
                     seed(point, scalars, ms)
         start = time.monotonic()
-        out = []
-        for m in executor.run(list(jobs)):
-            m.device = info.uuid
-            out.append(m)
-        return ChunkResult(name, info, time.monotonic() - start, out, precompiled)
+        out, closing = [], False
+        measurements = executor.run(list(jobs))
+        try:
+            for m in measurements:
+                m.device = info.uuid
+                out.append(m)
+                closing = _closing()
+                if closing:  # the worker stops (a stopping client's cluster, a retired node): its close waits for no
+                    break  # more; the client sends the pairs left elsewhere, or drops them when it stops itself
+        finally:
+            close = getattr(measurements, "close", None)
+            if close is not None:  # (a GPU executor cancels its compiles for the pairs left)
+                close()
+        return ChunkResult(name, info, time.monotonic() - start, out, precompiled, closing)
+
+
+def _closing() -> bool:
+    """Whether this chunk's Dask worker is closing (its Nanny, the cluster or the scheduler stops it)."""
+    from distributed.core import Status
+
+    try:
+        return get_worker().status in (Status.closing, Status.closing_gracefully, Status.closed)
+    except ValueError:  # not in a worker (a test calls the task directly)
+        return False
 
 
 def worker_baselines(kind: ProblemKind, points: Sequence[TestPoint], scalars: Scalars, reps: int) -> list[Measurement]:

@@ -2,7 +2,9 @@
 
 The runner, resume and search strategies then run end to end without a GPU, on real recorded data:
 each (instance, test point) gets the measurement recorded for it on the chosen device, failures
-included; a pair the database never saw comes back as Status.SKIPPED with error "not recorded".
+included; a pair the database never saw comes back as Status.SKIPPED with error "not recorded" and no time
+(`base.not_recorded`: the runner stores none of them), and `recorded_pairs` names the pairs it holds, so the runner
+plans only those.
 
 A database may hold several cards of one GPU model (a sweep that went on on another card, `resume: model`): they
 replay as one device, the first recorded card's (its DeviceInfo). Where two cards measured the same pair, the
@@ -22,14 +24,14 @@ from sqlalchemy.orm import defer
 
 from autotune.errors import UserError
 from autotune.problems.base import ProblemKind, Scalars
-from autotune.sweep.backends.base import Job
+from autotune.sweep.backends.base import NOT_RECORDED, Job
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.store.schema import BaselineRow, MeasurementRow, Point, sizes_json
 from autotune.store.store import Store
 from autotune.untrusted import number, numbers
 
-NOT_RECORDED = "not recorded"
 STATS = ("median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms")
+REPLAY_DELAY_ENV = "AUTOTUNE_REPLAY_DELAY"
 
 
 class ReplayBackend:
@@ -39,13 +41,11 @@ class ReplayBackend:
     which must all be of one model (StoreError otherwise)."""
 
     def __init__(self, url: str, device: str | None = None, delay_s: float | None = None) -> None:
-        import os
-
         self.url = url
         # like the GPU backend: the runner sets this to mark each pair in flight before it is measured
         self.before_measure: Callable[[str, TestPoint], None] | None = None
         # seconds per measurement (AUTOTUNE_REPLAY_DELAY): a GPU's pace, for tests of interrupts and demos
-        self.delay_s = float(os.environ.get("AUTOTUNE_REPLAY_DELAY", 0) or 0) if delay_s is None else delay_s
+        self.delay_s = replay_delay_s() if delay_s is None else delay_s
         self._store = Store.open(url, readonly=True)
         self._device_ids = replayed_devices(self._store, device)
         self._device_id = self._device_ids[0]
@@ -53,6 +53,17 @@ class ReplayBackend:
 
     def device_info(self) -> DeviceInfo:
         return self._info
+
+    def recorded_pairs(self) -> set[tuple[str, TestPoint]]:
+        """Every (instance id, point) the replayed cards hold a measurement of (`Backend.recorded_pairs`)."""
+        with self._store.session() as s:
+            points = {p.id: p.point() for p in s.scalars(select(Point))}
+            rows = s.execute(
+                select(MeasurementRow.instance_id, MeasurementRow.point_id)
+                .where(MeasurementRow.device_id.in_(self._device_ids))
+                .distinct()
+            )
+            return {(iid, points[pid]) for iid, pid in rows}
 
     def run(self, jobs: Sequence[Job]) -> Iterator[Measurement]:
         """Exactly one Measurement per (job.instance, point), in job order."""
@@ -169,6 +180,14 @@ class ReplayBackend:
                         l2_protection=m.l2_protection,
                     )
         return out
+
+
+def replay_delay_s() -> float:
+    """Seconds a replay waits per measurement ($AUTOTUNE_REPLAY_DELAY, default 0): a GPU's pace for demos and tests
+    of interrupts."""
+    from autotune.untrusted import env_number
+
+    return env_number(REPLAY_DELAY_ENV, 0.0, lo=0.0, hi=3600.0, example="0.05") or 0.0
 
 
 def _preference(row: MeasurementRow | BaselineRow) -> tuple[bool, int]:
