@@ -486,8 +486,14 @@ def analyze(
 
 def emit(
     source: EmitSource,
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output kind.")] = Format.json,
-    output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
+    fmt: Annotated[
+        Optional[Format],
+        typer.Option("--format", "-f", help="Output kind (default: from the --out extension, else json)."),
+    ] = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--out", "-o", help="Output file (default: stdout); .json, .cuh/.h/.hpp, .py or .csv."),
+    ] = None,
     device: DeviceOpt = None,
     space: SpaceOpt = None,
     bk: BkOpt = 10,
@@ -502,7 +508,11 @@ def emit(
     kind: KindOpt = None,
     include_dir: IncludeOpt = None,
 ) -> None:
-    """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV."""
+    """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV (the format of --out's
+    extension unless --format says otherwise)."""
+    from autotune.cli.outformat import output_format
+
+    fmt = Format(output_format(output, fmt.value if fmt else None, [f.value for f in Format], Format.json.value))
     if source.endswith(".json"):
         table = load_table(source)
         rename_sources(table.data, include_dir)  # no absolute path of the machine that wrote it
