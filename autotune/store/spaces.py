@@ -12,17 +12,18 @@ recorded (another clone, another machine): a built-in space in the running packa
 the recorded path re-rooted under the database's folder or one of its parents (nearest first:
 `/a/clone1/examples/t/space.yaml` recorded, a database in `/a/clone2/results/` finds
 `/a/clone2/examples/t/space.yaml`), then likewise under the current directory (a link leading out of the folder it
-was re-rooted under does not count); a path relative to the repository in a checkout. A recorded path with `..` is
-not looked up.
+was re-rooted under does not count); a path relative to the repository in a checkout; last, the recorded path
+itself where it lies under one of those folders (a database in the tree it was swept in). A recorded path with `..`
+is not looked up, nor a space name that is not a plain file name among the built-in spaces.
 
 A database is data: nothing it holds decides where a file is written or which code runs. The Python a recorded
 version names (a `problem: file.py:Class` or `module:Class` kind, `reference:`/`check:`/`baseline:` and `init:`
-functions) is taken only from the folder of the work tree's copy of that space or a folder the user allowed
-(`--allow-path`, AUTOTUNE_ALLOW_PATHS), a module only when the work tree's copy names the same one. A function found
-nowhere else is replaced by one that refuses to run (`allowed_paths.not_run`; analysis never calls them) with one
-warning; a Python kind found nowhere else, or a recorded version that breaks a rule of `recorded_files`, leaves the
-space out with one warning line saying why (and how to allow it): the analysis goes on with its measurements, the
-table using its kernels only at their tuned points.
+functions) is taken only from a folder the user allowed (`--allow-path`, AUTOTUNE_ALLOW_PATHS) or from the folder of
+the work tree's copy of that space where that copy names the same reference (a module too only then). A function
+found nowhere else is replaced by one that refuses to run (`allowed_paths.not_run`; analysis never calls them) with
+one warning; a Python kind found nowhere else, or a recorded version that breaks a rule of `recorded_files`, leaves
+the space out with one warning line saying why (and how to allow it): the analysis goes on with its measurements,
+the table using its kernels only at their tuned points.
 """
 
 from __future__ import annotations
