@@ -372,7 +372,11 @@ def _source(written: dict[PurePosixPath, bytes], r: Recorded, trusted: tuple[Pat
                 raise Refused(f"a recorded header named {include!r} like another of its files")
             written[path] = files.checked_text(text, f"the recorded header {include!r}")
         return str(own)
-    for candidate in [*(folder / given for folder in trusted), paths.KERNELS_DIR / given]:
+    try:
+        named = files.checked_name(given, "its kernel source")  # looked up inside those folders only
+    except Refused:
+        return given
+    for candidate in [*(folder / named for folder in trusted), paths.KERNELS_DIR / named]:
         if candidate.is_file():
             return str(candidate.resolve())
     return given
