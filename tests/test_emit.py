@@ -240,7 +240,7 @@ def test_report_summary_and_files(table, tmp_path):
     }
     assert (tmp_path / "tol_table.csv").read_text().splitlines()[
         0
-    ] == "method,bk,tol,kernels,worst_loss,mean_loss,loo_worst_loss,loo_measured"
+    ] == "method,bk,tol,kernels,worst_loss,mean_loss,loo_worst_loss,loo_measured,loo_structure"
     assert all(p.stat().st_size > 0 for p in written)
 
 

@@ -31,7 +31,7 @@ from autotune.dispatch.build import (  # noqa: F401 - names re-exported for call
 from autotune.dispatch.table import GenericKernel, Provenance, Structure, library_times, load_table
 from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
 from autotune.errors import UserError
-from autotune.dispatch.loo import TOL_TABLE_COLUMNS, leave_one_out, tol_table
+from autotune.dispatch.loo import TOL_TABLE_COLUMNS, describe, leave_one_out, tol_table
 from autotune.dispatch.sharing import kernels_with_and_without_sharing
 from autotune.analysis.setcover import METHODS
 from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners, winners_frame
@@ -328,6 +328,7 @@ def _bks(text: str) -> list[int | None]:
     return [None if x <= 0 else int(x) for x in _floats(text)]
 
 
+DEFAULT_TOL, DEFAULT_METHOD = 0.05, "exact"  # emit's and report's --tol and --method
 Source = Annotated[str, typer.Argument(help="Results database (SQLite path or URL) or a measurements CSV.")]
 EmitSource = Annotated[
     str, typer.Argument(help="Results database (SQLite path or URL), a measurements CSV, or a dispatch.json.")
@@ -407,13 +408,37 @@ def analyze(
     validity: ValidityOpt = None,
     fallback: FallbackOpt = None,
     kind: KindOpt = None,
+    structure: StructureOpt = "auto",
 ) -> None:
     """The number of kernels against TOL for both methods, with worst, mean and leave-one-out loss (Table I).
 
-    With --out, also writes tol_table.csv and the BK winners per test point (winners.csv, at the first BK
-    and TOL). A database with no verified measurement exits with code 2."""
+    The leave-one-out loss is that of the tables of one structure, named in the `LOO structure` column: --structure
+    as `emit` and `report` read it; auto (the default), the one they choose with their defaults (exact, TOL 0.05,
+    here at the first of --bks), so that the row of those settings is the figure `report` prints. With --out, also
+    writes tol_table.csv and the BK winners per test point (winners.csv, at the first BK and TOL). A database with
+    no verified measurement exits with code 2."""
     loaded = load(source, device, space, kind=kind)
     matrix = perf_matrix(loaded.frame, loaded.layout)
+    info = info_source(loaded, validity)
+    library_ms = library_times(matrix.points, loaded.baseline, matrix.layout)
+    generic = _generic_space(matrix.layout)
+    chosen = _structure(structure)
+    auto = chosen is None
+    if auto and loo:  # as emit/report choose it with their defaults
+        from autotune.dispatch.loo import choose_structure
+        from autotune.dispatch.table import STRUCTURES
+
+        modes = _modes(structure)
+        chosen, _, _ = choose_structure(
+            matrix,
+            Criteria(bk=_bks(bks)[0], tol=DEFAULT_TOL, spread_ties=spread_ties),
+            DEFAULT_METHOD,
+            kernel_info=info,
+            library_ms=library_ms,
+            fallback=_fallback(fallback),
+            generic=generic,
+            structures=tuple(s for s in STRUCTURES if modes is None or s.mode in modes),
+        )
     frame = tol_table(
         matrix,
         _bks(bks),
@@ -421,10 +446,11 @@ def analyze(
         METHODS,
         loo=loo,
         spread_ties=spread_ties,
-        kernel_info=info_source(loaded, validity),
-        library_ms=library_times(matrix.points, loaded.baseline, matrix.layout),
+        kernel_info=info,
+        library_ms=library_ms,
         fallback=_fallback(fallback),
-        generic=_generic_space(matrix.layout),
+        generic=generic,
+        structure=chosen or Structure(),
     )
     table = Table(
         title=f"kernels against TOL on {loaded.provenance.device}: {len(matrix.points)} test points, "
@@ -445,6 +471,11 @@ def analyze(
             "proven" if r.optimal else "-",
         )
     out.print(table)
+    if loo and chosen is not None:
+        out.print(
+            f"LOO worst: the leave-one-out worst loss of the {describe(chosen)} tables"
+            + (f" (chosen as report/emit choose it: {DEFAULT_METHOD}, TOL {100 * DEFAULT_TOL:g}%)" if auto else "")
+        )
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         frame.to_csv(out_dir / "tol_table.csv", index=False, float_format="%.6g", columns=list(TOL_TABLE_COLUMNS))
@@ -455,13 +486,19 @@ def analyze(
 
 def emit(
     source: EmitSource,
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output kind.")] = Format.json,
-    output: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output file (default: stdout).")] = None,
+    fmt: Annotated[
+        Optional[Format],
+        typer.Option("--format", "-f", help="Output kind (default: from the --out extension, else json)."),
+    ] = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--out", "-o", help="Output file (default: stdout); .json, .cuh/.h/.hpp, .py or .csv."),
+    ] = None,
     device: DeviceOpt = None,
     space: SpaceOpt = None,
     bk: BkOpt = 10,
-    tol: TolOpt = 0.05,
-    method: MethodOpt = "exact",
+    tol: TolOpt = DEFAULT_TOL,
+    method: MethodOpt = DEFAULT_METHOD,
     spread_ties: SpreadOpt = False,
     validity: ValidityOpt = None,
     generic: GenericOpt = "",
@@ -471,7 +508,11 @@ def emit(
     kind: KindOpt = None,
     include_dir: IncludeOpt = None,
 ) -> None:
-    """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV."""
+    """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV (the format of --out's
+    extension unless --format says otherwise)."""
+    from autotune.cli.outformat import output_format
+
+    fmt = Format(output_format(output, fmt.value if fmt else None, [f.value for f in Format], Format.json.value))
     if source.endswith(".json"):
         table = load_table(source)
         rename_sources(table.data, include_dir)  # no absolute path of the machine that wrote it
@@ -567,8 +608,8 @@ def report(
     device: DeviceOpt = None,
     space: SpaceOpt = None,
     bk: BkOpt = 10,
-    tol: TolOpt = 0.05,
-    method: MethodOpt = "exact",
+    tol: TolOpt = DEFAULT_TOL,
+    method: MethodOpt = DEFAULT_METHOD,
     spread_ties: SpreadOpt = False,
     validity: ValidityOpt = None,
     generic: GenericOpt = "",
@@ -692,7 +733,8 @@ def _report_kind(
     )
     loo_text = "not measured" if math.isnan(held.worst_loss) else f"{100 * held.worst_loss:.2f}%"
     out.print(
-        f"leave-one-out worst loss {loo_text} ({held.measured_text} held-out answers measured; in sample "
+        f"leave-one-out worst loss {loo_text} of the {describe(chosen)} table ({method}, BK {bk or 'all'}, "
+        f"TOL {100 * tol:g}%; {held.measured_text} held-out answers measured; in sample "
         f"{100 * (table.provenance['worst_loss'] or 0):.2f}%)"
     )
     return written

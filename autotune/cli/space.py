@@ -180,7 +180,10 @@ class Format(str, Enum):
 @app.command()
 def export(
     space: SpaceArg,
-    format: Annotated[Format, typer.Option("--format", "-f", help="csv or json.")] = Format.csv,
+    format: Annotated[
+        Optional[Format],
+        typer.Option("--format", "-f", help="csv or json (default: from the --out extension, else csv)."),
+    ] = None,
     output: Annotated[Optional[Path], typer.Option("--out", "-o", help="File to write (default: stdout).")] = None,
     output_old: Annotated[Optional[Path], typer.Option("--output", hidden=True, help="Old name of --out.")] = None,
     where_expr: Annotated[Optional[str], typer.Option("--where", help="Keep rows where EXPR holds.")] = None,
@@ -192,7 +195,10 @@ def export(
     max_survivors: MaxSurvivorsOpt = None,
 ) -> None:
     """Write every surviving instance (id, name, parameters, derived quantities) as CSV or JSON."""
+    from autotune.cli.outformat import output_format
+
     output = renamed(output, output_old, "--out", "--output")
+    format = Format(output_format(output, format.value if format else None, ["csv", "json"], "csv"))
     if output:
         from autotune.outfiles import check_writable
 

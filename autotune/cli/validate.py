@@ -151,6 +151,7 @@ def validate(
     same.
     """
     from autotune.dispatch import validate as v
+    from autotune.dispatch.given_paths import recorded_name
     from autotune.store.engine import database_url
     from autotune.sweep.config import load_config
     from autotune.sweep.runner import git_commit
@@ -202,19 +203,19 @@ def validate(
     png = v.plot(frame, kind, out_dir / "validation.png")
     figures = v.summarize(frame, tol)
     prov = table.provenance
-    info = {
-        "table": str(table_path.resolve()),
+    info = {  # the user's files, never a temporary copy; relative to the repository inside it (given_paths)
+        "table": recorded_name(table_path),
         "kind": kind.name,
         "table_device": prov.get("device"),
         "table_tol": prov.get("tol"),
-        "tuning_database": tuning,
-        "validation_database": url,
-        "replay": replay,
+        "tuning_database": recorded_name(db),
+        "validation_database": recorded_name(url),
+        "replay": recorded_name(replay),
         "device": device,
-        "points_file": str(points.resolve()) if points is not None else None,
+        "points_file": recorded_name(points),
         "random": random_n,
         "seed": seed if random_n is not None else None,
-        "workload": str(workload) if workload is not None else None,
+        "workload": recorded_name(workload),
         "problems": len(problems),
         "derived_sizes": rule.provenance(),
         "library": kind.baseline_name,

@@ -76,7 +76,7 @@ class KernelInfoSource(Mapping):
 
     def _make(self, iid: str, precision: str, shape: str) -> KernelInfo:
         from autotune.dispatch.validity import instance_validity
-        from autotune.space.spec import load_space
+        from autotune.space.spec import RefusedSpace, load_space
 
         rows = self.rows
         row = rows.loc[iid] if iid in rows.index else None
@@ -88,7 +88,7 @@ class KernelInfoSource(Mapping):
         try:
             space = load_space(space_name)
         except Exception as exc:  # noqa: BLE001 - a table without a name expression is still a table
-            if space_name or self.derive:
+            if (space_name or self.derive) and not isinstance(exc, RefusedSpace):  # (that one said why already)
                 warnings.warn(
                     f"no space file for {iid} ({space_name or 'unknown space'}): {exc}; "
                     "the table uses it only at its tuned points",

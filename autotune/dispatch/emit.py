@@ -6,9 +6,9 @@ plus (in one translation unit that defines AUTOTUNE_DISPATCH_INSTANTIATE, compil
 instantiations of the template kernels whose C++ parameter lists the table records. A kernel tuned by
 preprocessor defines is named by its source, function and `-D` flags (kKernelDefines): compile one copy per
 kernel. Kernel sources are named relative to an include directory (`#include "name.cu"`; the header says
-which -I to pass). No CUDA code is generated. The Python module is the table as a literal that imports its
-lookup rules from autotune.dispatch.runtime; its `lookup`/`lookup_index` take the sizes in the kind's order (and no precision or
-shape for a kind with one precision and no variants).
+which -I to pass). No CUDA code is generated. The Python module is standalone (the Python standard library only):
+the table as a literal and a copy of the lookup rules of autotune.dispatch.runtime; its `lookup`/`lookup_index` take
+the sizes in the kind's order (and no precision or shape for a kind with one precision and no variants).
 """
 
 from __future__ import annotations
@@ -538,11 +538,24 @@ def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisi
     w("};\n\n")
 
 
+def runtime_source() -> str:
+    """The code of autotune.dispatch.runtime (standard library only) without its module docstring and `from
+    __future__` line: what a generated Python module carries as its lookup rules."""
+    from pathlib import Path
+
+    from autotune.dispatch import runtime
+
+    text = Path(runtime.__file__).read_text()
+    head, future, code = text.partition("from __future__ import annotations\n")
+    if not future or "\nimport autotune" in code or "\nfrom autotune" in code:
+        raise RuntimeError("autotune/dispatch/runtime.py must stay standard library only, after its __future__ line")
+    return code.strip() + "\n"
+
+
 def emit_python(table: DispatchTable) -> str:
-    """A Python module with the same answers as the C++ lookup: the table as a literal and the lookup rules
-    imported from the installed package (`autotune.dispatch.runtime`, standard library only), so a fix to the
-    rules reaches every generated module; a module made by an autotune whose runtime reads tables differently
-    says so when it is imported (RUNTIME_VERSION)."""
+    """A standalone Python module (the standard library only) with the same answers as the C++ lookup: the table
+    as a literal and a copy of the lookup rules of `autotune.dispatch.runtime` (RUNTIME_VERSION), so it runs where
+    autotune is not installed; a fix to the rules reaches it when it is written again (`autotune emit`)."""
     prov = table.provenance
     params = size_parameters(table)
     simple = simple_call(table)
@@ -559,18 +572,14 @@ def emit_python(table: DispatchTable) -> str:
         "generic=True: the generic kernel; none=True: nothing in the table may serve it);\n"
         f"lookup_index({call}, device=None) -> int (-1 generic, -2 library, -4 none).\n"
         "Invalid input (unknown precision or shape, sizes that are not integers in 1..2**31-1) raises ValueError.\n"
-        'The lookup rules are autotune.dispatch.runtime (the autotune package must be importable).\n"""\n'
+        "Standalone: the Python standard library only. The lookup rules below are a copy of\n"
+        f"autotune.dispatch.runtime (RUNTIME_VERSION {RUNTIME_VERSION}); write the module again to take a newer one.\n"
+        '"""\n'
         "from __future__ import annotations\n\n"
-        "from autotune.dispatch.runtime import (GENERIC, INVALID, LIBRARY, MAX_SIZE, NONE,  # noqa: F401\n"
-        "                                      RUNTIME_VERSION, Lookup)\n\n"
-        f"WRITTEN_FOR_RUNTIME = {RUNTIME_VERSION}\n"
-        "if RUNTIME_VERSION != WRITTEN_FOR_RUNTIME:\n"
-        "    raise ImportError(f'this dispatch module was written for autotune.dispatch.runtime version '\n"
-        "                      f'{WRITTEN_FOR_RUNTIME}; the installed one is {RUNTIME_VERSION}: write it again with '\n"
-        "                      '`autotune emit dispatch.json --format python`')\n"
+        "# ---- the lookup rules: a copy of autotune/dispatch/runtime.py ----\n"
     )
     tail = (
-        "\n# ---- the table ----\n"
+        "\n\n# ---- the table ----\n"
         f"TABLE = {pprint.pformat(table.data, width=110, sort_dicts=False)}\n\n"
         "_LOOKUP = Lookup(TABLE)\n"
         "KERNELS = TABLE['kernels']\n"
@@ -583,7 +592,7 @@ def emit_python(table: DispatchTable) -> str:
         '    """The kernel record (instance_id, name, template, ...); library=NAME: call the library."""\n'
         f"    return _LOOKUP.kernel(lookup_index({call}, device=device), {key})\n"
     )
-    return head + tail
+    return head + runtime_source() + tail
 
 
 def csv_columns(table: DispatchTable) -> tuple[str, ...]:

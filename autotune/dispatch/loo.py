@@ -25,7 +25,24 @@ from autotune.dispatch.table import STRUCTURES, GenericKernel, KernelInfo, Prove
 from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, PerfMatrix, winners
 
-TOL_TABLE_COLUMNS = ("method", "bk", "tol", "kernels", "worst_loss", "mean_loss", "loo_worst_loss", "loo_measured")
+TOL_TABLE_COLUMNS = (
+    "method",
+    "bk",
+    "tol",
+    "kernels",
+    "worst_loss",
+    "mean_loss",
+    "loo_worst_loss",
+    "loo_measured",
+    "loo_structure",
+)
+
+
+def describe(structure: Structure) -> str:
+    """A structure as the commands print it: `model, library margin 10%` (`, reach 1` for cost)."""
+    return f"{structure.mode}, library margin {100 * structure.library_margin:g}%" + (
+        f", reach {structure.reach:g}" if structure.mode == "cost" else ""
+    )
 
 
 @dataclass(frozen=True)
@@ -228,11 +245,13 @@ def tol_table(
     generic: GenericKernel | None = None,
     structure: Structure = Structure(),
 ) -> pd.DataFrame:
-    """Kernels, worst and mean loss (in sample) and leave-one-out worst loss per (method, BK, TOL).
+    """Kernels, worst and mean loss (in sample) and leave-one-out worst loss of the tables of `structure` per
+    (method, BK, TOL).
 
     The first columns are TOL_TABLE_COLUMNS (what tol_table.csv holds: `loo_worst_loss` is empty where no
-    held-out answer was measured, `loo_measured` = measured / held-out points); `loo_mean_loss`,
-    `loo_failures` (held-out answers without a time), `optimal`, `secondary` and `solve_s` follow.
+    held-out answer was measured, `loo_measured` = measured / held-out points, `loo_structure` the structure the
+    leave-one-out figure is of); `loo_mean_loss`, `loo_failures` (held-out answers without a time), `optimal`,
+    `secondary` and `solve_s` follow.
     """
     rows = []
     for bk in bks:
@@ -265,6 +284,7 @@ def tol_table(
                         "mean_loss": sel.mean_loss,
                         "loo_worst_loss": held.worst_loss if held else math.nan,
                         "loo_measured": held.measured_text if held else "",
+                        "loo_structure": describe(structure) if held else "",
                         "loo_mean_loss": held.mean_loss if held else math.nan,
                         "loo_failures": held.failures if held else 0,
                         "optimal": sel.optimal,

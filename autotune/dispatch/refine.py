@@ -13,7 +13,14 @@ there; an exception counts as None. The candidates at a problem: the table's own
 table predicts (model tables: by predicted time; other structures: the ranked list of the nearest tuned point),
 `top` kernels in all, and the library where the table has one. At a tuned point the table's answer was measured
 already: it is returned untimed. The choice is cached in memory and, with `cache_file`, in a JSON file (written
-atomically after each new choice, read at start; a file written for another table is ignored with a warning).
+atomically after each new choice, read at start).
+
+A cache file is data: one written for another table (its digest), one that is not a refinement cache, or one over
+MAX_CACHE_BYTES is ignored with one warning. Each cached answer is checked before it is served: an index this table
+holds (a whole number, not a bool or text), at a problem the table was not tuned on, and an answer the table may give
+there: a kernel of that precision and shape valid at those sizes, the library where the table has one, or the
+table's own answer. One that is not (an fp64 kernel for an fp32 problem, an index past the kernels) is ignored, with
+one warning for the file, and that problem is refined again.
 
 The first call at an unseen problem costs the timer's calls (`stats`: calls, seconds); the GPU test
 (tests/gpu/test_refine_gpu.py) measures it with the GPU backend's timer (`refine_timer.backend_timer`).
@@ -34,6 +41,7 @@ from autotune.dispatch.runtime import LIBRARY, NONE, Lookup
 
 Timer = Callable[[int, str, str, dict], Optional[float]]
 CACHE_FORMAT = "autotune-refine-cache"
+MAX_CACHE_BYTES = 64 << 20  # a cache file larger than this is not read
 
 
 def table_digest(table: dict) -> str:
@@ -67,6 +75,8 @@ class Refiner:
         self.digest = table_digest(table)
         self.cache_file = Path(cache_file) if cache_file is not None else None
         self.choices: dict[str, dict[str, Any]] = {}
+        self.checked: set[str] = set()  # keys of choices checked to be answers of this table (the file's are not yet)
+        self.warned = False  # the cache file held an answer of another table (said once)
         self.stats = Stats()
         if self.cache_file is not None and self.cache_file.is_file():
             self._read()
@@ -77,7 +87,7 @@ class Refiner:
         dims = self.lookup.check(precision, shape, sizes)
         key = self.key(precision, shape, dims)
         hit = self.choices.get(key)
-        if hit is not None:
+        if hit is not None and (key in self.checked or self._admissible(key, hit, precision, shape, dims)):
             self.stats.hits += 1
             return int(hit["answer"])
         answer = self.lookup.index(precision, shape, dims)
@@ -98,6 +108,7 @@ class Refiner:
         timed = {a: t for a, t in times.items() if t is not None}
         chosen = min(timed, key=lambda a: (timed[a], a != answer, a)) if timed else answer
         self.choices[key] = {"answer": chosen, "table": answer, "times": {str(a): t for a, t in times.items()}}
+        self.checked.add(key)
         self.stats.refined += 1
         self.stats.first_call_s.append(time.perf_counter() - start)
         if self.cache_file is not None:
@@ -136,22 +147,64 @@ class Refiner:
     def key(precision: str, shape: str, dims: tuple[int, ...]) -> str:
         return f"{precision}:{shape}:" + "x".join(map(str, dims))
 
+    def _admissible(self, key: str, hit: Any, precision: str, shape: str, dims: tuple[int, ...]) -> bool:
+        """Whether a cached choice read from the file is an answer this table may give at the problem (see the
+        module docstring); one that is not is dropped (one warning per file) and the problem refined again."""
+        from autotune.errors import UserError
+        from autotune.untrusted import number
+
+        lookup = self.lookup
+        raw = hit.get("answer") if isinstance(hit, dict) else None
+        try:  # a whole number as written by _write: not a bool, a fraction or text
+            answer = int(number(raw, name="answer", integer=True)) if isinstance(raw, int) else None
+        except UserError:
+            answer = None
+        if answer is None or self.tuned(precision, shape, dims):
+            ok = False  # at a tuned point the table's answer was measured: nothing is cached there
+        elif answer >= 0:
+            record = lookup.kernels[answer] if answer < len(lookup.kernels) else {}
+            ok = record.get("precision") == precision and record.get("shape") == shape and lookup.valid(answer, dims)
+        else:
+            ok = answer == LIBRARY and bool(lookup.library)
+        if ok or (answer is not None and answer == lookup.index(precision, shape, dims)):
+            self.checked.add(key)
+            self.choices[key] = {**hit, "answer": answer} if isinstance(hit, dict) else {"answer": answer}
+            return True
+        del self.choices[key]
+        if not self.warned:
+            self.warned = True
+            warnings.warn(
+                f"{self.cache_file}: the cached answer {str(hit)[:80]!r} at {key} is not one this table gives there "
+                "(another precision or shape, a kernel not valid there or not in the table): ignored, with any other "
+                "such answer in the file; the problem is refined again",
+                stacklevel=3,
+            )
+        return False
+
     # ------------------------------------------------------------------------------------------------ cache file
     def _read(self) -> None:
         assert self.cache_file is not None
         try:
+            if self.cache_file.stat().st_size > MAX_CACHE_BYTES:
+                raise ValueError(f"over {MAX_CACHE_BYTES >> 20} MiB")
             doc = json.loads(self.cache_file.read_text())
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             warnings.warn(f"{self.cache_file}: not a refinement cache ({exc}); starting empty", stacklevel=3)
             return
-        if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or doc.get("table") != self.digest:
+        choices = doc.get("choices") if isinstance(doc, dict) else None
+        if (
+            not isinstance(doc, dict)
+            or doc.get("format") != CACHE_FORMAT
+            or doc.get("table") != self.digest
+            or not isinstance(choices, dict)
+        ):
             warnings.warn(
                 f"{self.cache_file} was written for another table (or is not a refinement cache): ignored; "
                 "it is rewritten at the next refined problem",
                 stacklevel=3,
             )
             return
-        self.choices = {str(k): dict(v) for k, v in (doc.get("choices") or {}).items()}
+        self.choices = {str(k): v for k, v in choices.items()}  # each checked when first served (_admissible)
 
     def _write(self) -> None:
         assert self.cache_file is not None

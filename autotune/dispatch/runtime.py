@@ -1,8 +1,9 @@
 """Dispatch-table lookup, standard library only.
 
-Every generated Python lookup module (emit.py) imports `Lookup` from here (RUNTIME_VERSION: the table
-layout this code reads; a module written for another version refuses to import), so the package and the
-generated module answer with the same code; the C++ header (emit.py) implements the same rules
+Every generated Python lookup module (emit.py) carries a copy of this module's code after its `__future__` line
+(RUNTIME_VERSION: the table layout this code reads), so the package and the generated module answer with the same
+code and the module needs nothing but the standard library: keep it so (no autotune or third-party import here).
+The C++ header (emit.py) implements the same rules
 with integer arithmetic only, so both agree bit for bit.
 
 A table (JSON version 3) answers problems of one problem kind: a precision (one of the table's
@@ -53,7 +54,7 @@ import numbers
 import warnings
 from typing import Any, Mapping, Sequence
 
-RUNTIME_VERSION = 2  # 1: copied verbatim into generated modules; 2: imported, with the selection model (rule 4'')
+RUNTIME_VERSION = 3  # 1: copied into generated modules; 2: imported, with the selection model (rule 4''); 3: copied
 FX_BITS = 16
 NO_LIMIT = 1 << 62
 MAX_SIZE = (1 << 31) - 1  # sizes are C ints in most kernels' calling conventions

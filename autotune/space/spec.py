@@ -291,6 +291,20 @@ def _token(value: Any) -> str:
 # space name -> file: the versions a results database recorded (autotune.store.spaces), which take precedence over
 # spaces/ while that database is analyzed
 STORED: dict[str, Path] = {}
+_REFUSED: dict[Path, str] = {}  # a STORED entry that stands for a recorded version refused -> why
+
+
+class RefusedSpace(SpaceError):
+    """A space whose version recorded in the database being analyzed was refused (autotune.store.spaces warned
+    once, saying why): it does not load."""
+
+
+def refuse(reason: str) -> Path:
+    """A STORED entry for a recorded space version that was refused (autotune.store.spaces): loading it by name
+    raises RefusedSpace(reason) instead of reading the work tree's file of that name."""
+    entry = Path(f"<refused recorded space {len(_REFUSED)}>")
+    _REFUSED[entry] = reason
+    return entry
 
 
 def find_space(name_or_path: str | Path) -> Path:
@@ -299,7 +313,10 @@ def find_space(name_or_path: str | Path) -> Path:
     if p.suffix in (".yaml", ".yml") or p.exists():
         return p
     if str(name_or_path) in STORED:
-        return STORED[str(name_or_path)]
+        found = STORED[str(name_or_path)]
+        if found in _REFUSED:
+            raise RefusedSpace(_REFUSED[found])
+        return found
     candidate = paths.SPACES_DIR / f"{name_or_path}.yaml"
     if candidate.exists():
         return candidate
