@@ -35,6 +35,7 @@ from autotune.dispatch.loo import TOL_TABLE_COLUMNS, leave_one_out, tol_table
 from autotune.dispatch.sharing import kernels_with_and_without_sharing
 from autotune.analysis.setcover import METHODS
 from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners, winners_frame
+from autotune.cli.tol import fraction, tol_callback, tols_callback
 
 out = Console()
 
@@ -295,7 +296,8 @@ def _structure(text: str) -> Structure | None:
         return None
     mode, *rest = text.split(":")
     try:
-        margin, reach = (float(rest[0]) if rest else 0.0), (float(rest[1]) if len(rest) > 1 else 1.0)
+        margin = fraction(rest[0], f"--structure {text}: MARGIN") if rest else 0.0
+        reach = float(rest[1]) if len(rest) > 1 else 1.0
         if margin >= 0 and reach >= 0 and len(rest) <= 2:
             return Structure(mode, margin, reach)
     except ValueError:
@@ -305,6 +307,12 @@ def _structure(text: str) -> Structure | None:
         f"nearest, cost or model "
         f"(e.g. cost:0.05:1), MARGIN and REACH >= 0; got {text!r}"
     )
+
+
+def _checked_structure(text: str) -> str:
+    """--structure's callback: the text checked before any database is read."""
+    _structure(text)
+    return text
 
 
 def _weights(path: Path | None):
@@ -335,7 +343,9 @@ EmitSource = Annotated[
 DeviceOpt = Annotated[Optional[str], typer.Option("--device", "-d", help="GPU name or UUID in the database.")]
 SpaceOpt = Annotated[Optional[str], typer.Option("--space", help="Only this space's instances.")]
 BkOpt = Annotated[int, typer.Option("--bk", help="Best instances kept per test point (0: all).")]
-TolOpt = Annotated[float, typer.Option("--tol", help="Accepted loss against the best (0.05 = 5%).")]
+TolOpt = Annotated[
+    float, typer.Option("--tol", callback=tol_callback, help="Accepted loss against the best (0.05 = 5%).")
+]
 MethodOpt = Annotated[str, typer.Option("--method", help=f"Kernel-set reduction: {' or '.join(METHODS)}.")]
 SpreadOpt = Annotated[
     bool, typer.Option("--spread-ties", help="Count instances whose p20..p80 overlaps the best's as tied.")
@@ -367,6 +377,7 @@ StructureOpt = Annotated[
     str,
     typer.Option(
         "--structure",
+        callback=_checked_structure,
         help="How the table answers problems it was not tuned on: auto (the structure with the smallest "
         "measured leave-one-out loss: regions, nearest point or cost, library margin 0, 5, 10 or "
         "20%, cost reach 0.5, 1 or 2; model, the selection model, margin 0, 5 or 10%), "
@@ -398,7 +409,9 @@ def analyze(
     device: DeviceOpt = None,
     space: SpaceOpt = None,
     bks: Annotated[str, typer.Option("--bks", help="BK values, comma-separated (0: all).")] = "10",
-    tols: Annotated[str, typer.Option("--tols", help="TOL values, comma-separated.")] = "0,0.05,0.1,0.15",
+    tols: Annotated[
+        str, typer.Option("--tols", callback=tols_callback, help="TOL values, comma-separated.")
+    ] = "0,0.05,0.1,0.15",
     spread_ties: SpreadOpt = False,
     loo: Annotated[bool, typer.Option("--loo/--no-loo", help="Leave-one-out loss per row.")] = True,
     out_dir: Annotated[
@@ -572,7 +585,9 @@ def report(
     spread_ties: SpreadOpt = False,
     validity: ValidityOpt = None,
     generic: GenericOpt = "",
-    tols: Annotated[str, typer.Option("--tols", help="TOL values for tol_table.csv.")] = "0,0.05,0.1,0.15",
+    tols: Annotated[
+        str, typer.Option("--tols", callback=tols_callback, help="TOL values for tol_table.csv.")
+    ] = "0,0.05,0.1,0.15",
     fallback: FallbackOpt = None,
     structure: StructureOpt = "auto",
     workload: WorkloadOpt = None,

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from autotune.cli.consoles import stdout, stderr
 from autotune.cli.aliases import renamed
+from autotune.cli.tol import tol_callback
 from autotune.errors import UserError
 from autotune.vocab import Measurement, Status
 
@@ -121,8 +122,7 @@ def sweep(
     roofline_tol: Annotated[
         Optional[float],
         typer.Option(
-            min=0.0,
-            max=0.999,
+            callback=tol_callback,
             help="Stop a test point once its best time is within this fraction of its kind's roofline time (0.05: 95% of the roofline; `strategy: {roofline_tol: F}`).",
         ),
     ] = None,
