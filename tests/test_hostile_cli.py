@@ -49,3 +49,70 @@ def test_a_tol_given_as_a_percent_is_one_line(tmp_path: Path, args: tuple[str, .
     r = run_cli(*(a.format(tmp=tmp_path) for a in args), cwd=tmp_path)
     one_line(r, "TOL is a fraction: 0.05 = 5%")
     assert not list(tmp_path.iterdir()), "the option is checked before anything is written"
+
+
+# ------------------------------------------------------------------------------ files that are not what goes there
+def _files(tmp: Path) -> dict[str, Path]:
+    """Hostile inputs: random bytes, NUL bytes, YAML nested 20,000 deep (flow and block), parameter values past
+    64-bit arithmetic (a range stop of 10^20, .inf), each in a space file that is otherwise fine."""
+    import random
+
+    space = (ROOT / "spaces" / "gemm_naive.yaml").read_text()
+    out = {
+        "binary": bytes(random.Random(0).randrange(256) for _ in range(3000)),
+        "nul": b"name: x\ndescription: y\x00\n",
+        "deep_flow": ("a: " + "[" * 20_000 + "]" * 20_000 + "\n").encode(),
+        "deep_block": ("a:\n" + "".join("  " * i + "b:\n" for i in range(1, 3000)) + "  " * 3000 + "c: 1\n").encode(),
+        "range_1e20": space.replace(
+            "BLOCK_Y: [1, 2, 4, 8, 16]", "BLOCK_Y: {start: 1, stop: 100000000000000000000, step: 10000000000000}"
+        ).encode(),
+        "stop_1e20": space.replace(
+            "BLOCK_Y: [1, 2, 4, 8, 16]", "BLOCK_Y: {start: 99999999999999999990, stop: 100000000000000000000}"
+        ).encode(),
+        "inf": space.replace("BLOCK_Y: [1, 2, 4, 8, 16]", "BLOCK_Y: [1, .inf]").encode(),
+    }
+    paths = {}
+    for name, data in out.items():
+        paths[name] = tmp / f"{name}.yaml"
+        paths[name].write_bytes(data)
+    return paths
+
+
+HOSTILE_FILES = [
+    ("binary", "not a text file"),
+    ("nul", "NUL bytes"),
+    ("deep_flow", "nests deeper than"),
+    ("deep_block", "nests deeper than"),
+    ("range_1e20", "is not a number from -2**62 to 2**62"),
+    ("stop_1e20", "is not a number from -2**62 to 2**62"),
+    ("inf", "is not a number from -2**62 to 2**62"),
+]
+SPACE_COMMANDS = [("space", "show", "{f}"), ("space", "diff", "{f}", "gemm_naive"), ("explore", "{f}", "-o", "x.html")]
+
+
+@pytest.mark.parametrize("command", SPACE_COMMANDS, ids=lambda c: " ".join(c[:2]))
+@pytest.mark.parametrize("name, words", HOSTILE_FILES)
+def test_a_hostile_space_file_is_one_line_with_its_line(tmp_path: Path, command: tuple, name: str, words: str) -> None:
+    if command[0] == "explore":
+        pytest.importorskip("plotly")
+    f = _files(tmp_path)[name]
+    r = run_cli("--allow-path", str(ROOT / "kernels_src"), *(a.format(f=f) for a in command), cwd=tmp_path, timeout=120)
+    line = one_line(r, words)
+    assert f"{f.name}:" in line, line  # the file and the line
+
+
+@pytest.mark.parametrize("name", ["binary", "nul", "deep_flow", "deep_block"])
+@pytest.mark.parametrize("command", [("sweep", "{f}"), ("workload", "show", "{f}")], ids=lambda c: c[0])
+def test_a_hostile_config_or_workload_is_one_line(tmp_path: Path, command: tuple, name: str) -> None:
+    f = _files(tmp_path)[name]
+    r = run_cli(*(a.format(f=f) for a in command), cwd=tmp_path, timeout=120)
+    assert f"{f.name}:" in one_line(r)
+
+
+def test_a_database_where_the_sweep_config_goes_is_one_line(tmp_path: Path) -> None:
+    r = run_cli("sweep", str(EXAMPLE_DB), cwd=tmp_path)
+    line = one_line(r, "xz-compressed", "--db or --replay")
+    assert f"{EXAMPLE_DB.name}:1:" in line
+    plain = tmp_path / "r.sqlite"
+    plain.write_bytes(b"SQLite format 3\x00" + bytes(4080))
+    assert "an SQLite database" in one_line(run_cli("sweep", str(plain), cwd=tmp_path))

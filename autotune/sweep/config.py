@@ -24,6 +24,7 @@ from autotune.sweep.strategies.options import SAMPLER_KEYS, STUDY_STORES, Search
 from autotune.sweep.workload import SizeRule
 from autotune.vocab import TestPoint
 from autotune.paths import SPACES_DIR
+from autotune.yamlfile import compose, read_text
 
 TOP_KEYS = (
     "name",
@@ -124,22 +125,14 @@ def load_config(path: str | Path) -> SweepConfig:
             file=p,
             hint=f"give the path of a YAML sweep config{f' (in {p.parent}: {known})' if known else ''}",
         )
-    return parse_config(p.read_text(), file=p.resolve())
+    hint = "give the sweep's YAML config (configs/NAME.yaml) here; a results database goes in --db or --replay"
+    return parse_config(read_text(p, ConfigError, hint=hint), file=p.resolve())
 
 
 def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     """Check a sweep config given as YAML text; relative space paths resolve against the file's folder."""
     r = Reader(Path(file))
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(
-            f"not valid YAML: {getattr(exc, 'problem', exc)}",
-            file=file,
-            line=mark.line + 1 if mark else None,
-            hint="fix the YAML syntax (indentation, colons)",
-        ) from None
+    root = compose(text, file, ConfigError)
     if root is None:  # an empty file (or only comments)
         raise ConfigError("the config is empty", file=file, hint="start from configs/default.yaml")
     if not isinstance(root, MappingNode):
