@@ -43,30 +43,56 @@ BINARY = (  # the start of files people give where a text file goes, and what th
 )
 
 
+HEAD = 8192  # bytes looked at to tell a binary file
+
+
+def binary_kind(head: bytes) -> str | None:
+    """What a file that starts with `head` is when it is not text (a known format, else "a binary file": NUL bytes or
+    more than 1% control bytes, which no text in any encoding has); None when it may be text."""
+    for magic, what in BINARY:
+        if head.startswith(magic):
+            return what
+    if b"\x00" in head:
+        return "a binary file (it holds NUL bytes)"
+    if sum(b < 0x20 and b not in b"\t\n\r\f\x1b" for b in head) > len(head) // 100:
+        return "a binary file"
+    return None
+
+
+def check_text_file(path: str | Path, error: type[UserError] = UserError, *, hint: str | None = None) -> None:
+    """An `error` naming the file when its first bytes say it is not text (a database, an archive, a binary file);
+    for readers that parse the file themselves (pandas' CSV reader). A file that cannot be opened passes: its
+    reader says why."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(HEAD)
+    except OSError:
+        return
+    kind = binary_kind(head)
+    if kind is not None:
+        raise error(f"not a text file: this is {kind}", file=path, line=1, hint=hint or BINARY_HINT)
+
+
 def read_text(path: Path, error: type[UserError] = UserError, *, hint: str | None = None) -> str:
     """The file as text: UTF-8 with or without a BOM (dropped). A file that cannot be read, a binary file (a
     database, an archive, NUL bytes) or bytes that are not UTF-8 are one `error` naming the file and the line of the
-    first bad byte; `hint` says what belongs here (default: save the file as UTF-8)."""
+    first bad byte; `hint` says what belongs here (default: a text file, or save the file as UTF-8)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise error(
             f"cannot read the file: {exc.strerror}", file=path, hint="check the path and its permissions"
         ) from None
-    for magic, what in BINARY:
-        if data.startswith(magic):
-            raise error(f"not a text file: this is {what}", file=path, line=1, hint=hint or BINARY_HINT)
+    kind = binary_kind(data[:HEAD])
+    if kind is not None:
+        line = data.count(b"\n", 0, max(0, data.find(b"\x00"))) + 1  # the first NUL's line (else 1)
+        raise error(f"not a text file: this is {kind}", file=path, line=line, hint=hint or BINARY_HINT)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        head = data[:8192]
-        binary = sum(b < 0x20 and b not in b"\t\n\r\f" for b in head) > len(head) // 100  # not text in another code
         raise error(
-            f"not a text file: byte 0x{data[exc.start]:02x} is not UTF-8",
-            file=path,
-            line=line,
-            hint=hint or (BINARY_HINT if binary else UTF8_HINT),
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x}", file=path, line=line, hint=hint or UTF8_HINT
         ) from None
     nul = text.find("\x00")
     if nul >= 0:

@@ -59,7 +59,7 @@ def _files(tmp: Path) -> dict[str, Path]:
 
     space = (ROOT / "spaces" / "gemm_naive.yaml").read_text()
     out = {
-        "binary": bytes(random.Random(0).randrange(256) for _ in range(3000)),
+        "binary": random.Random(0).randbytes(3000),
         "nul": b"name: x\ndescription: y\x00\n",
         "deep_flow": ("a: " + "[" * 20_000 + "]" * 20_000 + "\n").encode(),
         "deep_block": ("a:\n" + "".join("  " * i + "b:\n" for i in range(1, 3000)) + "  " * 3000 + "c: 1\n").encode(),
@@ -116,3 +116,27 @@ def test_a_database_where_the_sweep_config_goes_is_one_line(tmp_path: Path) -> N
     plain = tmp_path / "r.sqlite"
     plain.write_bytes(b"SQLite format 3\x00" + bytes(4080))
     assert "an SQLite database" in one_line(run_cli("sweep", str(plain), cwd=tmp_path))
+
+
+# ---------------------------------------------------------------------------- a CSV that is not a measurements table
+CSVS = [
+    (b"a,b\n1,2\n", 1, "no column instance_id"),
+    (bytes(range(256)) * 4, 1, "not a text file"),
+    ("é,ü\n1,2\n".encode("latin-1"), None, "not UTF-8"),
+    (b"", None, "not a measurements CSV"),
+    (
+        b"instance_id,precision,shape,m,status,median_ms,p20_ms,p80_ms\nx,fp32,NN,64,ok,1,1,1\nx,fp32,NN,abc,ok,1,1,1\n",
+        3,
+        "size m = 'abc'",
+    ),
+    (b"instance_id,precision,shape,status,m,median_ms,p20_ms,p80_ms\nx,fp32,NN,ok,3,1,1,1\n", 1, "no size columns"),
+]
+
+
+@pytest.mark.parametrize("command", ["analyze", "report", "emit"])
+@pytest.mark.parametrize("data, line, words", CSVS, ids=range(len(CSVS)))
+def test_a_csv_that_is_not_measurements_is_one_line(tmp_path: Path, command: str, data: bytes, line, words) -> None:
+    f = tmp_path / "m.csv"
+    f.write_bytes(data)
+    error = one_line(run_cli(command, str(f), cwd=tmp_path), words)
+    assert f"m.csv{f':{line}' if line else ''}: " in error, error

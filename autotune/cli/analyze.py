@@ -2,7 +2,7 @@
 
 Side effects (database, files, printing) live here; the analysis is winners/setcover/dispatch/emit/report.
 SOURCE is a results database (a path to an SQLite file or an SQLAlchemy URL) or a measurements CSV
-with the columns of winners.REQUIRED_COLUMNS (point_key optional); `emit` also takes a dispatch.json.
+with the columns of Store.measurements() (autotune.cli.measurements_csv; point_key optional); `emit` also takes a dispatch.json.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from autotune.dispatch.loo import TOL_TABLE_COLUMNS, leave_one_out, tol_table
 from autotune.dispatch.sharing import kernels_with_and_without_sharing
 from autotune.analysis.setcover import METHODS
 from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners, winners_frame
+from autotune.cli.measurements_csv import read_measurements_csv
 from autotune.cli.tol import fraction, tol_callback, tols_callback
 
 out = Console()
@@ -96,7 +97,7 @@ def kind_layout(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]) -> Layou
 def kinds_in(source: str) -> dict[str, tuple[str, ...]]:
     """The problem kinds measured in a database (or CSV) and their size names."""
     if source.endswith(".csv"):
-        frame = pd.read_csv(source, nrows=50)
+        frame = read_measurements_csv(source, nrows=50)
         layout = Layout.infer(frame)
         return {layout.kind or "": layout.sizes}
     from autotune.store.store import Store
@@ -141,7 +142,7 @@ def load(
     """Measurements, library times and provenance of one problem kind (`kind`, default: the only one) from a
     database or a CSV file."""
     if source.endswith(".csv"):
-        frame = pd.read_csv(source)
+        frame = read_measurements_csv(source)
         if device is not None and "device" in frame.columns:
             frame = frame[frame["device"] == device]
         if space is not None and "space" in frame.columns:
