@@ -140,3 +140,27 @@ def test_a_csv_that_is_not_measurements_is_one_line(tmp_path: Path, command: str
     f.write_bytes(data)
     error = one_line(run_cli(command, str(f), cwd=tmp_path), words)
     assert f"m.csv{f':{line}' if line else ''}: " in error, error
+
+
+# ------------------------------------------------------------------------------------- explore: a huge value range
+def test_explore_draws_a_huge_range_in_bins_and_the_bound_is_a_knob(tmp_path: Path) -> None:
+    """A parameter of 2^16 values: every chart draws at most AUTOTUNE_EXPLORE_MAX_VALUES bars (default 200) of
+    binned neighbouring values (2^24 values took 9.2 GB and died: one label per value, maps of 4 x 2^24 cells)."""
+    pytest.importorskip("plotly")
+    space = tmp_path / "wide.yaml"
+    space.write_text(
+        (ROOT / "spaces" / "gemm_naive.yaml")
+        .read_text()
+        .replace("BLOCK_Y: [1, 2, 4, 8, 16]", "BLOCK_Y: {start: 1, stop: 65536}")
+    )
+    allow = ("--allow-path", str(ROOT / "kernels_src"))
+    r = run_cli(*allow, "explore", str(space), "-o", "wide.html", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    page = (tmp_path / "wide.html").read_text()
+    assert '"65273..65536"' in page and '"40000"' not in page  # 200 bins of 328 values, not 65,536 labels
+    assert "BLOCK_Y (65,536 values in bins of 328)" in page
+    r = run_cli(*allow, "explore", str(space), "-o", "few.html", cwd=tmp_path, AUTOTUNE_EXPLORE_MAX_VALUES="16")
+    assert r.returncode == 0 and '"61441..65536"' in (tmp_path / "few.html").read_text()
+    for bad in ("abc", "1e999", "-5", "nan", "1"):
+        r = run_cli(*allow, "explore", str(space), "-o", "x.html", cwd=tmp_path, AUTOTUNE_EXPLORE_MAX_VALUES=bad)
+        one_line(r, "AUTOTUNE_EXPLORE_MAX_VALUES")
