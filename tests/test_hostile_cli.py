@@ -164,3 +164,21 @@ def test_explore_draws_a_huge_range_in_bins_and_the_bound_is_a_knob(tmp_path: Pa
     for bad in ("abc", "1e999", "-5", "nan", "1"):
         r = run_cli(*allow, "explore", str(space), "-o", "x.html", cwd=tmp_path, AUTOTUNE_EXPLORE_MAX_VALUES=bad)
         one_line(r, "AUTOTUNE_EXPLORE_MAX_VALUES")
+
+
+# ------------------------------------------------------------------------------ a table point of size <= 0 (tampered)
+@pytest.mark.parametrize("size", [0, -5, 2.5, "64", True, 10**30])
+@pytest.mark.parametrize("command", ["validate", "emit"])
+def test_a_table_point_that_is_not_a_size_is_one_line(tmp_path: Path, command: str, size: object) -> None:
+    import json
+
+    data = json.loads(EXAMPLE_TABLE.read_text())
+    data["points"][0]["sizes"]["rows"] = size
+    table = tmp_path / "dispatch.json"
+    table.write_text(json.dumps(data))
+    args = {
+        "validate": ("--random", "3", "--space", str(EXAMPLE / "space.yaml"), "-o", str(tmp_path / "v")),
+        "emit": ("-f", "cpp"),
+    }[command]
+    r = run_cli(command, str(table), *args, cwd=tmp_path)
+    assert "size rows" in one_line(r, "dispatch.json: point", "whole number of at least 1")
