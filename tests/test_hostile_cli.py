@@ -182,3 +182,27 @@ def test_a_table_point_that_is_not_a_size_is_one_line(tmp_path: Path, command: s
     }[command]
     r = run_cli(command, str(table), *args, cwd=tmp_path)
     assert "size rows" in one_line(r, "dispatch.json: point", "whole number of at least 1")
+
+
+# ---------------------------------------------------------------------------------------------- --gpus 99999
+@pytest.mark.parametrize(
+    "gpus, words",
+    [
+        ("99999", "at most 64 workers"),
+        ("65", "at most 64 workers"),
+        ("0,1,0", "GPU 0 listed twice"),
+        (",".join(map(str, range(100))), "100 GPUs listed"),
+        ("1e999", "--gpus must be"),
+        ("x" * 500, "--gpus must be"),
+    ],
+)
+@pytest.mark.parametrize("replay", [True, False])
+def test_gpus_is_bounded_before_any_worker_starts(tmp_path: Path, gpus: str, words: str, replay: bool) -> None:
+    """--gpus 99999 started 99,999 worker processes (with --replay, or where no GPU is visible)."""
+    pytest.importorskip("distributed")
+    if replay and "," in gpus:
+        words = "--gpus must be"  # a replay takes a number of workers, not a list of GPUs
+    args = ("--replay", str(EXAMPLE_DB)) if replay else ()
+    r = run_cli("sweep", str(ROOT / "configs" / "default.yaml"), "--gpus", gpus, *args, cwd=tmp_path, timeout=60)
+    one_line(r, words)
+    assert not (tmp_path / "results").exists()
