@@ -206,3 +206,67 @@ def test_gpus_is_bounded_before_any_worker_starts(tmp_path: Path, gpus: str, wor
     r = run_cli("sweep", str(ROOT / "configs" / "default.yaml"), "--gpus", gpus, *args, cwd=tmp_path, timeout=60)
     one_line(r, words)
     assert not (tmp_path / "results").exists()
+
+
+# ------------------------------------------------------------------------------------------- environment knobs
+CONFIG = str(ROOT / "configs" / "default.yaml")
+RECORDED = str(ROOT / "results" / "default" / "default.sqlite.xz")
+WORKLOAD = str(ROOT / "configs" / "workloads" / "small_h100.yaml")
+# every numeric AUTOTUNE_* knob, and a real command that reads it on a machine without a GPU
+KNOBS = {
+    "AUTOTUNE_MAX_RAW": ("space", "show", "gemm_naive"),
+    "AUTOTUNE_MAX_SURVIVORS": ("space", "show", "gemm_naive"),
+    "AUTOTUNE_MAX_PROBLEMS": ("workload", "show", WORKLOAD),
+    "AUTOTUNE_MAX_PAIRS": ("workload", "config", WORKLOAD, "--space", "gemm_naive", "--out", "s.yaml"),
+    "AUTOTUNE_MAX_CACHE_MB": ("import", "kerneltuner", "{cache}", "--db", "k.sqlite"),
+    "AUTOTUNE_MAX_CACHE_ENTRIES": ("import", "kerneltuner", "{cache}", "--db", "k.sqlite"),
+    "AUTOTUNE_GPU_MEMORY": ("sweep", CONFIG, "--replay", RECORDED, "--db", "r.sqlite", "--quiet"),
+    "AUTOTUNE_REPLAY_DELAY": ("sweep", CONFIG, "--replay", RECORDED, "--db", "r.sqlite", "--quiet"),
+    "AUTOTUNE_DB_RETRY_S": ("sweep", CONFIG, "--replay", RECORDED, "--db", "r.sqlite", "--quiet"),
+    "AUTOTUNE_EXPLORE_MAX_VALUES": ("explore", "gemm_naive", "-o", "e.html"),
+}
+
+
+@pytest.mark.parametrize("value", ["abc", "1e999", "-1", "nan"])
+@pytest.mark.parametrize("knob", list(KNOBS))
+def test_a_bad_environment_knob_is_one_line_naming_it(tmp_path: Path, knob: str, value: str) -> None:
+    """AUTOTUNE_MAX_RAW=1e999 was an OverflowError, =abc the default without a word; each knob is read by
+    autotune.untrusted now."""
+    if knob == "AUTOTUNE_EXPLORE_MAX_VALUES":
+        pytest.importorskip("plotly")
+    (tmp_path / "cache.json").write_text("{}")
+    args = [a.format(cache=tmp_path / "cache.json") for a in KNOBS[knob]]
+    r = run_cli(*args, cwd=tmp_path, **{knob: value})
+    one_line(r, knob)
+
+
+# the compile knobs are read where the GPU backend and its compile pool start (no GPU here: called as the sweep does)
+COMPILE_KNOBS = {
+    "AUTOTUNE_COMPILE_TIMEOUT": "from autotune.sweep.backends.local import GpuBackend; GpuBackend(cache_dir='c')",
+    "AUTOTUNE_COMPILE_WORKERS": "from autotune.sweep.backends.local import GpuBackend; GpuBackend(cache_dir='c')",
+    "AUTOTUNE_COMPILE_NICE": "import multiprocessing as mp; from autotune.sweep.compile_pool import CompilePool; "
+    "CompilePool(1, mp.get_context('spawn'))",
+}
+
+
+@pytest.mark.parametrize("value", ["abc", "1e999", "-1", "nan"])
+@pytest.mark.parametrize("knob", list(COMPILE_KNOBS))
+def test_a_bad_compile_knob_is_a_user_error_naming_it(tmp_path: Path, knob: str, value: str) -> None:
+    """A negative or NaN AUTOTUNE_COMPILE_TIMEOUT meant no limit; AUTOTUNE_COMPILE_WORKERS=-1 meant 1 and
+    AUTOTUNE_COMPILE_NICE=abc normal priority, without a word."""
+    import os
+    import sys
+
+    code = (
+        f"from autotune.errors import UserError\ntry:\n    {COMPILE_KNOBS[knob]}\nexcept UserError as e:\n    print(e)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{knob: value})
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith(f"{knob} = '{value}' is not"), (r.stdout, r.stderr[-2000:])
+
+
+def test_only_the_off_words_mean_no_compile_limit() -> None:
+    from autotune.sweep.compile import compile_timeout_s
+
+    assert [compile_timeout_s(w) for w in ("0", "off", "OFF", " none ", "no", "false")] == [None] * 6
+    assert compile_timeout_s("1.5") == 1.5 and compile_timeout_s("") == 600.0

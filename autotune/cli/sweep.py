@@ -260,9 +260,9 @@ def _dask_backend(replay: str | None, tol: float | None, gpus: str | None, sched
 
     require_distributed()
     devices = gpu_list(gpus, replay=replay is not None) if gpus is not None else None
-    import os
+    from autotune.sweep.backends.replay import replay_delay
 
-    delay = float(os.environ.get("AUTOTUNE_REPLAY_DELAY", 0) or 0)  # read here: a remote worker has its own environment
+    delay = replay_delay()  # read here: a remote worker has its own environment
     executor = (
         ReplayExecutor(replay, delay_s=delay)
         if replay

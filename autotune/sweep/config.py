@@ -17,9 +17,9 @@ from typing import Any, Callable, Iterable
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, UserError
 from autotune.problems.base import ProblemKind
-from autotune.sweep.limits import MAX_BYTES
+from autotune.sweep import limits
 from autotune.sweep.strategies.options import SAMPLER_KEYS, STUDY_STORES, SearchOptions
 from autotune.sweep.workload import SizeRule
 from autotune.vocab import TestPoint
@@ -51,17 +51,6 @@ STRATEGY_KEYS = ("name", "budget", "patience", "roofline_tol", "transfer", "stud
 SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances", "instances", "measure", "share")
 MEASURE_RULES = ("serves", "valid")
 POINT_KEYS = ("kind", "precisions", "shapes", "sizes")
-UNITS = {
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
 DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
 
 
@@ -526,16 +515,10 @@ def size_list(r: Reader, node: Node) -> list[int]:
 
 
 def parse_bytes(r: Reader, node: Node) -> int:
-    v = r.value(node)
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_BYTES:
-        return int(v)
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([KMGT]i?B|B)?\s*", str(v), flags=re.IGNORECASE)
-    if not match:
-        raise r.error(node, f"cannot read a size in bytes from {v!r}", "write e.g. 100MB, 1.5GB, 512MiB or 100000000")
-    value = float(match.group(1)) * UNITS[(match.group(2) or "b").lower()]
-    if not 0 < value <= MAX_BYTES:  # 0MB would silently give batch 1; 1e400B would overflow
-        raise r.error(node, f"batch bytes {v!r} must be above 0 and at most 1 PB", "write e.g. 100MB or 1.5GB")
-    return int(value)
+    try:
+        return limits.parse_bytes(r.value(node), "batch bytes")
+    except UserError as exc:
+        raise r.error(node, exc.message, exc.hint or "") from None
 
 
 def _duration(r: Reader, node: Node) -> float:

@@ -26,6 +26,17 @@ from autotune.store.store import Store
 NOT_RECORDED = "not recorded"
 
 
+DELAY_ENV = "AUTOTUNE_REPLAY_DELAY"
+
+
+def replay_delay() -> float:
+    """$AUTOTUNE_REPLAY_DELAY: seconds a replay waits per measurement (a GPU's pace, for tests of interrupts and
+    demos), from 0 to 60, default 0; read by autotune.untrusted."""
+    from autotune.untrusted import env_number
+
+    return float(env_number(DELAY_ENV, 0.0, lo=0.0, hi=60.0, example="0.05") or 0.0)
+
+
 class ReplayBackend:
     """Replays the measurements of one GPU model of the database at `url` (opened read-only).
 
@@ -33,13 +44,11 @@ class ReplayBackend:
     which must all be of one model (StoreError otherwise)."""
 
     def __init__(self, url: str, device: str | None = None, delay_s: float | None = None) -> None:
-        import os
-
         self.url = url
         # like the GPU backend: the runner sets this to mark each pair in flight before it is measured
         self.before_measure: Callable[[str, TestPoint], None] | None = None
         # seconds per measurement (AUTOTUNE_REPLAY_DELAY): a GPU's pace, for tests of interrupts and demos
-        self.delay_s = float(os.environ.get("AUTOTUNE_REPLAY_DELAY", 0) or 0) if delay_s is None else delay_s
+        self.delay_s = replay_delay() if delay_s is None else delay_s
         self._store = Store.open(url, readonly=True)
         self._device_ids = replayed_devices(self._store, device)
         self._device_id = self._device_ids[0]
