@@ -270,3 +270,40 @@ def test_only_the_off_words_mean_no_compile_limit() -> None:
 
     assert [compile_timeout_s(w) for w in ("0", "off", "OFF", " none ", "no", "false")] == [None] * 6
     assert compile_timeout_s("1.5") == 1.5 and compile_timeout_s("") == 600.0
+
+
+# ------------------------------------------------------------------------------- explorer page: data in a <script>
+HOSTILE_STRINGS = ["<!--<script>", "</script><script>alert(1)</script>", "x' onload='y", "a\u2028b\u2029 & c"]
+
+
+def hostile_space(tmp: Path) -> Path:
+    """gemm_naive with a description and a string parameter whose values would end or swallow a <script>."""
+    import json
+
+    text = (ROOT / "spaces" / "gemm_naive.yaml").read_text()
+    values = ", ".join(json.dumps(v) for v in HOSTILE_STRINGS)
+    text = text.replace("description: One thread", "description: <!--<script> One thread")
+    text = text.replace("  BLOCK_Y: [1, 2, 4, 8, 16]\n", f"  BLOCK_Y: [1, 2, 4, 8, 16]\n  TAG: [{values}]\n")
+    path = tmp / "hostile.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_data_strings_cannot_end_or_swallow_the_explorer_script(tmp_path: Path) -> None:
+    """`<!--<script>` in a data string put the HTML tokenizer in the script's double-escaped state: the page's own
+    </script> no longer ended the data element and the code after it was swallowed (a blank page). Inside the data
+    element there is now no `<!--` and no `</script`, and the JSON still holds every string as it was."""
+    import json
+    import re
+
+    pytest.importorskip("plotly")
+    space = hostile_space(tmp_path)
+    r = run_cli("--allow-path", str(ROOT / "kernels_src"), "explore", str(space), "-o", "h.html", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    page = (tmp_path / "h.html").read_text()
+    start = page.index("<script id='explore-data' type='application/json'>")
+    data = page[start:].split(">", 1)[1].split("</script>", 1)[0]
+    assert "<!--" not in data and not re.search("</script", data, re.I) and "<" not in data and "\u2028" not in data
+    assert page.endswith("</script></body></html>\n") and page.count("<script") == 3
+    labels = {v for fig in json.loads(data)["figures"] for trace in fig["data"] for v in trace.get("x") or []}
+    assert set(HOSTILE_STRINGS) <= labels  # the strings as they were, escaped only for the script
