@@ -62,3 +62,11 @@ def test_a_point_prepared_ahead_is_taken_by_the_first_run(tmp_path, monkeypatch)
         backend._prepare(task(other))  # type: ignore[arg-type]  # another point: asked again
         prepares = [ln for ln in trace.read_text().splitlines() if ln.split()[1] == "prepare"]
         assert [ln.split()[3] for ln in prepares[1:]] == [first.key, other.key], prepares
+
+
+def test_version_prints_the_package_version() -> None:
+    from autotune import __version__
+    from tests.support.harness import run_cli
+
+    r = run_cli("--version")
+    assert r.returncode == 0 and r.stdout == f"autotune {__version__}\n", (r.stdout, r.stderr)

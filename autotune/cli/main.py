@@ -77,8 +77,20 @@ app.add_typer(interop.export_app, name="export")
 app.add_typer(workload_cli.app, name="workload")
 
 
+def _version(value: bool) -> None:
+    """--version: print autotune's version (autotune.__version__) and stop."""
+    if value:
+        from autotune import __version__
+
+        typer.echo(f"autotune {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _options(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_version, help="Print autotune's version and exit."
+    ),
     allow_path: list[Path] = typer.Option(
         [],
         "--allow-path",
