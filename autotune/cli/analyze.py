@@ -11,32 +11,43 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import pandas as pd
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from autotune.dispatch.build import (  # noqa: F401 - names re-exported for callers of autotune.cli.analyze
-    Built,
-    KernelInfoSource,
-    build,
-    generic_kernel,
-    include_hint,
-    rename_sources,
-    info_source,
-    kernel_info,
-)
-from autotune.dispatch.table import GenericKernel, Provenance, Structure, library_times, load_table
-from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
 from autotune.errors import UserError
-from autotune.dispatch.loo import TOL_TABLE_COLUMNS, leave_one_out, tol_table
-from autotune.dispatch.sharing import kernels_with_and_without_sharing
-from autotune.analysis.setcover import METHODS
-from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners, winners_frame
 from autotune.cli.measurements_csv import read_measurements_csv
 from autotune.cli.tol import fraction, tol_callback, tols_callback
+from autotune.vocab import METHODS
+
+if TYPE_CHECKING:  # imported where used: `autotune --help` does not load pandas (tests/test_startup.py)
+    import pandas as pd
+
+    from autotune.analysis.winners import Criteria, Layout
+    from autotune.dispatch.build import Built
+    from autotune.dispatch.table import GenericKernel, Provenance, Structure
+
+# the dispatch builder's names, re-exported for callers of autotune.cli.analyze (loaded on first use)
+_BUILD_NAMES = (
+    "Built",
+    "KernelInfoSource",
+    "build",
+    "generic_kernel",
+    "include_hint",
+    "rename_sources",
+    "info_source",
+    "kernel_info",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _BUILD_NAMES:
+        from autotune.dispatch import build as building
+
+        return getattr(building, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 out = Console()
 
@@ -88,6 +99,8 @@ def kind_object(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]):
 
 
 def kind_layout(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]) -> Layout:
+    from autotune.analysis.winners import Layout
+
     kind = kind_object(name, frame, sizes)
     if kind is not None:
         return Layout.of(kind)
@@ -96,6 +109,8 @@ def kind_layout(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]) -> Layou
 
 def kinds_in(source: str) -> dict[str, tuple[str, ...]]:
     """The problem kinds measured in a database (or CSV) and their size names."""
+    from autotune.analysis.winners import Layout
+
     if source.endswith(".csv"):
         frame = read_measurements_csv(source, nrows=50)
         layout = Layout.infer(frame)
@@ -132,6 +147,8 @@ def one_model_cards(store: Any, device: str | None, name: str) -> list[str]:
 
 def first_card_rows(frames: list[pd.DataFrame], keys: list[str]) -> pd.DataFrame:
     """The frames (one per card, first recorded card first) as one, each (keys...) once: the first card's row."""
+    import pandas as pd
+
     frame = pd.concat(frames, ignore_index=True)
     return frame.drop_duplicates(subset=[k for k in keys if k in frame.columns], keep="first").reset_index(drop=True)
 
@@ -141,6 +158,9 @@ def load(
 ) -> Loaded:
     """Measurements, library times and provenance of one problem kind (`kind`, default: the only one) from a
     database or a CSV file."""
+    from autotune.analysis.winners import Layout
+    from autotune.dispatch.table import Provenance
+
     if source.endswith(".csv"):
         frame = read_measurements_csv(source)
         if device is not None and "device" in frame.columns:
@@ -292,6 +312,8 @@ def _modes(text: str) -> tuple[str, ...] | None:
 def _structure(text: str) -> Structure | None:
     """--structure: None for auto (chosen by held-out loss; auto:MODE[,MODE] among those modes);
     MODE[:MARGIN[:REACH]] otherwise."""
+    from autotune.dispatch.table import Structure
+
     if text == "auto" or text.startswith("auto:"):
         _modes(text)
         return None
@@ -329,6 +351,8 @@ def _weights(path: Path | None):
 
 def _generic_space(layout: Layout) -> GenericKernel | None:
     """The kind's generic kernel without name expressions (leave-one-out only needs to know it exists)."""
+    from autotune.dispatch.table import GenericKernel
+
     kind = layout.kind_object
     return GenericKernel(space=kind.generic_space) if kind is not None and kind.generic_space else None
 
@@ -426,6 +450,13 @@ def analyze(
 
     With --out, also writes tol_table.csv and the BK winners per test point (winners.csv, at the first BK
     and TOL). A database with no verified measurement exits with code 2."""
+    from rich.table import Table
+
+    from autotune.analysis.winners import Criteria, perf_matrix, winners, winners_frame
+    from autotune.dispatch.build import info_source
+    from autotune.dispatch.loo import TOL_TABLE_COLUMNS, tol_table
+    from autotune.dispatch.table import library_times
+
     loaded = load(source, device, space, kind=kind)
     matrix = perf_matrix(loaded.frame, loaded.layout)
     frame = tol_table(
@@ -486,6 +517,11 @@ def emit(
     include_dir: IncludeOpt = None,
 ) -> None:
     """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV."""
+    from autotune.analysis.winners import Criteria
+    from autotune.dispatch.build import rename_sources
+    from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
+    from autotune.dispatch.table import load_table
+
     if source.endswith(".json"):
         table = load_table(source)
         rename_sources(table.data, include_dir)  # no absolute path of the machine that wrote it
@@ -534,6 +570,8 @@ def _build(
     include_dir: Path | None,
 ) -> Built:
     """build() with the command line's checks: a fallback the kind cannot give is a UserError."""
+    from autotune.dispatch.build import build, include_hint
+
     try:
         built = build(
             loaded,
@@ -652,6 +690,12 @@ def _report_kind(
     include_dir: Path | None,
 ) -> list[Path]:
     """One kind's report files into `out_dir` (made if missing); returns the paths written."""
+    from autotune.analysis.winners import Criteria
+    from autotune.dispatch.emit import emit_cpp, emit_python
+    from autotune.dispatch.loo import leave_one_out, tol_table
+    from autotune.dispatch.sharing import kernels_with_and_without_sharing
+    from autotune.dispatch.table import Structure
+
     from autotune.dispatch.report import write_report
 
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -101,11 +101,12 @@ def _options(
 ) -> None:
     """Autotune GPU kernels: explore tuning spaces, sweep them on a GPU into SQLite, analyze the results into
     dispatch tables."""
-    from autotune.space import spec
-
     # every command starts from the work tree's spaces: an earlier command in this process (the CLI called in-process,
-    # the explorer) may have pointed the loader at a database's recorded versions (autotune.store.spaces)
-    spec.STORED.clear()
+    # the explorer) may have pointed the loader at a database's recorded versions (autotune.store.spaces); a loader
+    # not imported yet holds none (and help need not import it: numpy, YAML)
+    spec = sys.modules.get("autotune.space.spec")
+    if spec is not None:
+        spec.STORED.clear()
     if allow_path:
         from autotune.problems.allowed_paths import allow
 
