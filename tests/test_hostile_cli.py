@@ -51,6 +51,21 @@ def test_a_tol_given_as_a_percent_is_one_line(tmp_path: Path, args: tuple[str, .
     assert not list(tmp_path.iterdir()), "the option is checked before anything is written"
 
 
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("emit", str(EXAMPLE_DB), "--method", "foo"), "--method foo: no such kernel-set reduction"),
+        (("report", str(EXAMPLE_DB), "--method", "optimal", "-o", "{tmp}/rep"), "no such kernel-set reduction"),
+        (("analyze", str(EXAMPLE_DB), "--bks", "1e999"), "--bks = '1e999' is not a whole number"),
+        (("analyze", str(EXAMPLE_DB), "--bks", "10,-1"), "--bks = '-1' is not a whole number"),
+    ],
+)
+def test_a_method_or_bk_that_is_not_one_is_one_line(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
+    """--method foo was a ValueError traceback after the database was read, --bks 1e999 an OverflowError."""
+    one_line(run_cli(*(a.format(tmp=tmp_path) for a in args), cwd=tmp_path), words)
+    assert not list(tmp_path.iterdir())
+
+
 # ------------------------------------------------------------------------------ files that are not what goes there
 def _files(tmp: Path) -> dict[str, Path]:
     """Hostile inputs: random bytes, NUL bytes, YAML nested 20,000 deep (flow and block), parameter values past

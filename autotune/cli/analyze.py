@@ -358,7 +358,28 @@ def _generic_space(layout: Layout) -> GenericKernel | None:
 
 
 def _bks(text: str) -> list[int | None]:
-    return [None if x <= 0 else int(x) for x in _floats(text)]
+    """--bks: whole numbers (0: all), read by autotune.untrusted (1e999 was an OverflowError traceback)."""
+    from autotune.untrusted import number
+
+    bks = [int(number(x, name="--bks", integer=True, lo=0, example="10,0")) for x in text.split(",") if x.strip()]
+    if not bks:
+        raise UserError(f"--bks {text!r}: no BK value", hint="write e.g. --bks 10 or --bks 5,10,0 (0: all)")
+    return [bk or None for bk in bks]
+
+
+def _checked_bks(text: str) -> str:
+    """--bks' callback: checked before any database is read."""
+    _bks(text)
+    return text
+
+
+def _checked_method(method: str) -> str:
+    """--method's callback: a kernel-set reduction by name (an unknown one was a ValueError traceback)."""
+    if method not in METHODS:
+        raise UserError(
+            f"--method {method[:60]}: no such kernel-set reduction", hint=f"write --method {' or '.join(METHODS)}"
+        )
+    return method
 
 
 Source = Annotated[str, typer.Argument(help="Results database (SQLite path or URL) or a measurements CSV.")]
@@ -371,7 +392,9 @@ BkOpt = Annotated[int, typer.Option("--bk", help="Best instances kept per test p
 TolOpt = Annotated[
     float, typer.Option("--tol", callback=tol_callback, help="Accepted loss against the best (0.05 = 5%).")
 ]
-MethodOpt = Annotated[str, typer.Option("--method", help=f"Kernel-set reduction: {' or '.join(METHODS)}.")]
+MethodOpt = Annotated[
+    str, typer.Option("--method", callback=_checked_method, help=f"Kernel-set reduction: {' or '.join(METHODS)}.")
+]
 SpreadOpt = Annotated[
     bool, typer.Option("--spread-ties", help="Count instances whose p20..p80 overlaps the best's as tied.")
 ]
@@ -433,7 +456,9 @@ def analyze(
     source: Source,
     device: DeviceOpt = None,
     space: SpaceOpt = None,
-    bks: Annotated[str, typer.Option("--bks", help="BK values, comma-separated (0: all).")] = "10",
+    bks: Annotated[
+        str, typer.Option("--bks", callback=_checked_bks, help="BK values, comma-separated (0: all).")
+    ] = "10",
     tols: Annotated[
         str, typer.Option("--tols", callback=tols_callback, help="TOL values, comma-separated.")
     ] = "0,0.05,0.1,0.15",
