@@ -226,7 +226,13 @@ def _typed(spec: dict) -> np.ndarray:
 
 # JSON inside a <script> element: "<!--<script>" in any string would put the parser in the script's double-escaped
 # state, where our own </script> no longer ends the element and the page's code is swallowed (a blank page)
-SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+SCRIPT_ESCAPES: dict[str, str | int | None] = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
 
 
 def script_json(text: str) -> str:

@@ -196,13 +196,15 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
             + "."
         )
     for p in space.parameters:
-        b = bins[p.name]
-        labels, n = b.labels, len(p.values)
-        after_hard = b.count(hard.codes[p.name])
-        after_all = b.count(hard.codes[p.name][final_rows]) * scale
+        pbins = bins[p.name]
+        labels, n = pbins.labels, len(p.values)
+        after_hard = pbins.count(hard.codes[p.name])
+        after_all = pbins.count(hard.codes[p.name][final_rows]) * scale
         fig = go.Figure(
             [
-                go.Bar(x=labels, y=raw / n * b.sizes, name="raw", marker=dict(color=colors["raw"]), meta={"g": group}),
+                go.Bar(
+                    x=labels, y=raw / n * pbins.sizes, name="raw", marker=dict(color=colors["raw"]), meta={"g": group}
+                ),
                 go.Bar(x=labels, y=after_hard, name="after hard", marker=dict(color=colors["hard"]), meta={"g": group}),
                 go.Bar(
                     x=labels,
@@ -219,7 +221,7 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
             xaxis=dict(type="category", title=p.name),
             legend=dict(orientation="h"),
         )
-        shown = f"{n:,} values" + (f" in bins of {b.width:,}" if b.width > 1 else "")
+        shown = f"{n:,} values" + (f" in bins of {pbins.width:,}" if pbins.width > 1 else "")
         page.add(s, f"values-{p.name}", f"{p.name} ({shown})", fig, height=280)
 
     s = page.section(
