@@ -322,3 +322,14 @@ def test_data_strings_cannot_end_or_swallow_the_explorer_script(tmp_path: Path) 
     assert page.endswith("</script></body></html>\n") and page.count("<script") == 3
     labels = {v for fig in json.loads(data)["figures"] for trace in fig["data"] for v in trace.get("x") or []}
     assert set(HOSTILE_STRINGS) <= labels  # the strings as they were, escaped only for the script
+
+
+def test_explore_reads_a_database_by_its_content_not_its_name(tmp_path: Path) -> None:
+    """A results database named results.bin went to the space loader (by its name) and was refused as binary."""
+    pytest.importorskip("plotly")
+    from autotune.store.store import Store
+
+    with Store.open(f"sqlite:///{tmp_path / 'results.bin'}"):
+        pass
+    r = run_cli("explore", str(tmp_path / "results.bin"), "-o", "x.html", cwd=tmp_path)
+    assert r.returncode == 0 and "results)" in r.stdout, r.stderr[-2000:]
