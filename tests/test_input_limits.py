@@ -100,6 +100,9 @@ def test_query_bounds_the_bytes_it_prints(tmp_path: Path, fmt: str) -> None:
     r = run_cli("query", "--db", url, "-f", fmt, "--max-rows", "1000", "--max-bytes", "50000", many, cwd=tmp_path)
     assert r.returncode == 0 and 40_000 < len(r.stdout.encode()) <= 50_000, (len(r.stdout), r.stderr)
     assert "more rows left out" in r.stderr
+    nulls = RECURSIVE.replace("SELECT * FROM c", "SELECT x, NULL AS y FROM c LIMIT 30")  # no length: not "too long"
+    r = run_cli("query", "--db", url, "-f", fmt, nulls, cwd=tmp_path)
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 31 and "note" not in r.stderr, r.stderr
     r = run_cli("query", "--db", url, "-f", fmt, "SELECT 1 AS a, 'x' AS b", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.split() == (["a", "b", "1", "x"] if fmt == "table" else ["a,b", "1,x"])
     assert "note" not in r.stderr

@@ -12,15 +12,16 @@ from autotune.errors import UserError
 if TYPE_CHECKING:
     import pandas as pd
 
-REQUIRED = ("instance_id", "precision", "shape", "status", "median_ms", "p20_ms", "p80_ms")
+REQUIRED = ("instance_id", "precision", "shape", "status", "median_ms")  # p20_ms, p80_ms: the median where absent
 HINT = (
     "give a results database, or a CSV of its measurements (`Store.open(URL).measurements().to_csv(FILE)`: "
-    "instance_id, precision, shape, the sizes, status, median_ms, p20_ms, p80_ms, ...; docs/queries.md)"
+    "instance_id, precision, shape, the sizes, status, median_ms, ...; docs/queries.md)"
 )
 
 
 def read_measurements_csv(source: str, nrows: int | None = None) -> pd.DataFrame:
-    """The CSV's rows (the first `nrows`), checked to be measurements of one kind's sizes."""
+    """The CSV's rows (the first `nrows`), checked to be measurements of one kind's sizes (where any is verified:
+    a CSV of failures only is the caller's "nothing verified to analyze")."""
     import pandas as pd
 
     from autotune.analysis.winners import Layout
@@ -41,6 +42,11 @@ def read_measurements_csv(source: str, nrows: int | None = None) -> pd.DataFrame
             line=1,
             hint=HINT,
         )
+    for spread in ("p20_ms", "p80_ms"):
+        if spread not in frame.columns:
+            frame[spread] = frame["median_ms"]  # (at the end: not between `shape` and `status`, the sizes)
+    if not (frame["status"].astype(str) == "ok").any():
+        return frame  # nothing verified: the caller says so, with the failure counts
     try:
         layout = Layout.infer(frame)
     except ValueError as exc:

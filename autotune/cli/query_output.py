@@ -33,7 +33,8 @@ def fit(frame: pd.DataFrame, max_bytes: int, padded: bool) -> Fitted:
     # a row of values each at most its share fits (a padded table: and a header line as wide)
     cap = max(16, max_bytes // (columns * (2 if padded else 1)) - 2)
     text = frame.astype(str)
-    lengths = np.column_stack([text[c].str.len().to_numpy() for c in text.columns])
+    # (a missing value has no length: as wide as its "None"/"NaN")
+    lengths = np.column_stack([text[c].str.len().fillna(4).to_numpy(dtype=np.int64) for c in text.columns])
     long = lengths > cap
     cut = int(long.sum())
     if cut:
