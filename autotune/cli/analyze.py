@@ -1,8 +1,9 @@
 """`autotune analyze | emit | report`: from a results database to Table I, dispatch code and plots.
 
 Side effects (database, files, printing) live here; the analysis is winners/setcover/dispatch/emit/report.
-SOURCE is a results database (a path to an SQLite file or an SQLAlchemy URL) or a measurements CSV
-with the columns of Store.measurements() (autotune.cli.measurements_csv; point_key optional); `emit` also takes a dispatch.json.
+SOURCE is a results database (a path to an SQLite file or an SQLAlchemy URL) or a measurements CSV with the
+columns of Store.measurements() (autotune.cli.measurements_csv; point_key optional); `emit` also takes a
+dispatch.json.
 """
 
 from __future__ import annotations
