@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 # every precision a test point may have: its element size in bytes
 ELEM_BYTES = {"fp64": 8, "fp32": 4, "fp16": 2, "bf16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1}
 MAX_SIZE = 1 << 62
+METHODS = ("greedy", "exact")  # the kernel-set reductions (autotune.analysis.setcover), named by `--method`
 
 
 class Status(str, enum.Enum):

@@ -143,9 +143,9 @@ def test_report_writes_every_file_or_none(tmp_path: Path, monkeypatch: pytest.Mo
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(report_module, "emit_python", broken, raising=False)
-    import autotune.cli.analyze as analyze
+    import autotune.dispatch.emit as emit_module  # cli/analyze imports it where used
 
-    monkeypatch.setattr(analyze, "emit_python", broken)
+    monkeypatch.setattr(emit_module, "emit_python", broken)
     r = CliRunner().invoke(app, ["report", str(EXAMPLE_DB), "--out", str(out)])
     assert r.exit_code != 0
     assert sorted(p.name for p in out.iterdir()) == ["summary.csv"] and (out / "summary.csv").read_text() == "old\n"

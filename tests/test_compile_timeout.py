@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.errors import UserError
 from autotune.sweep.compile import (
     TIMEOUT_ERROR,
     CompileFailed,
@@ -51,8 +52,9 @@ def test_the_limit_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("AUTOTUNE_COMPILE_TIMEOUT", "45")
     assert compile_timeout_s() == 45.0
     assert compile_timeout_s("off") is None and compile_timeout_s("0") is None
-    with pytest.raises(ValueError, match="AUTOTUNE_COMPILE_TIMEOUT='soon' is not a number"):
-        compile_timeout_s("soon")
+    for bad in ("soon", "-1", "nan", "inf", "1e999"):  # "-1" and "nan" meant no limit before
+        with pytest.raises(UserError, match=f"AUTOTUNE_COMPILE_TIMEOUT = '{bad}' is not a number"):
+            compile_timeout_s(bad)
 
 
 @pytest.mark.nvcc

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.errors import UserError
 from autotune.sweep.backends.dask_compile import CompilePool, PoolFailed, pool_size
 from autotune.sweep.compile import CompileRequest
 from autotune.sweep.nvcc import find_nvcc
@@ -32,8 +33,9 @@ def test_pool_size_reads_the_env_then_the_resource_then_the_cores() -> None:
     assert pool_size({"compile": 1}, {"AUTOTUNE_COMPILE_WORKERS": "3"}) == 3
     assert pool_size({"compile": 8}, {}) == 8
     assert pool_size({"compile": 1}, {}) == (os.cpu_count() or 1)
-    with pytest.raises(ValueError, match="AUTOTUNE_COMPILE_WORKERS"):
-        pool_size({}, {"AUTOTUNE_COMPILE_WORKERS": "many"})
+    for bad in ("many", "0", "-2", "1e999", "nan"):  # "0" and "-2" were 1 before; "1e999" an OverflowError
+        with pytest.raises(UserError, match="AUTOTUNE_COMPILE_WORKERS"):
+            pool_size({}, {"AUTOTUNE_COMPILE_WORKERS": bad})
 
 
 def test_a_dead_compile_process_caches_nothing_and_is_replaced(tmp_path: Path) -> None:

@@ -84,6 +84,30 @@ def test_query_prints_at_most_max_rows(tmp_path: Path) -> None:
     assert "--max-rows" in r.output
 
 
+@pytest.mark.parametrize("fmt", ["table", "csv"])
+def test_query_bounds_the_bytes_it_prints(tmp_path: Path, fmt: str) -> None:
+    """--max-rows did not bound bytes: one 20 MB value (or a table padding every row to it) was printed whole."""
+    from tests.support.harness import run_cli
+
+    url = _empty_db(tmp_path)
+    huge = "SELECT 1 AS id, hex(randomblob(10000000)) AS blob UNION ALL SELECT 2, 'small'"
+    r = run_cli("query", "--db", url, "-f", fmt, "--max-bytes", "100000", huge, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.encode()) <= 100_000 and r.stdout.endswith("\n"), len(r.stdout)
+    assert "…" in r.stdout and "small" in r.stdout, r.stdout[-200:]  # the long value cut, the next row kept
+    assert "1 values cut" in r.stderr and "--max-bytes" in r.stderr
+    many = RECURSIVE.replace("SELECT * FROM c", "SELECT x, hex(zeroblob(1000)) AS y FROM c")  # 2,000 bytes a row
+    r = run_cli("query", "--db", url, "-f", fmt, "--max-rows", "1000", "--max-bytes", "50000", many, cwd=tmp_path)
+    assert r.returncode == 0 and 40_000 < len(r.stdout.encode()) <= 50_000, (len(r.stdout), r.stderr)
+    assert "more rows left out" in r.stderr
+    nulls = RECURSIVE.replace("SELECT * FROM c", "SELECT x, NULL AS y FROM c LIMIT 30")  # no length: not "too long"
+    r = run_cli("query", "--db", url, "-f", fmt, nulls, cwd=tmp_path)
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 31 and "note" not in r.stderr, r.stderr
+    r = run_cli("query", "--db", url, "-f", fmt, "SELECT 1 AS a, 'x' AS b", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.split() == (["a", "b", "1", "x"] if fmt == "table" else ["a,b", "1,x"])
+    assert "note" not in r.stderr
+
+
 def test_workload_config_refuses_too_many_pairs(tmp_path: Path) -> None:
     wl = tmp_path / "w.yaml"
     wl.write_text("ranges:\n  - precisions: [fp32]\n    sizes: {m: [8, 16], n: [8], k: [8]}\n")

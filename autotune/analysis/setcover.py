@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from autotune.analysis.winners import Criteria, Winners
+from autotune.vocab import METHODS
 
-METHODS = ("greedy", "exact")
 MEAN_STAGE_MAX_PAIRS = 200_000  # above this many (point, kernel) pairs the mean-loss stage is skipped
 
 

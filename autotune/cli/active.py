@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from autotune.cli.tol import tol_callback
+
 out = Console()
 
 
@@ -61,7 +63,9 @@ def active(
             "--structure", help="The tables' structure (as `autotune report --structure`; model: the selection model)."
         ),
     ] = "model",
-    tol: Annotated[float, typer.Option("--tol", help="The tables' TOL and the loss counted as within.")] = 0.1,
+    tol: Annotated[
+        float, typer.Option("--tol", callback=tol_callback, help="The tables' TOL and the loss counted as within.")
+    ] = 0.1,
     pool_bk: Annotated[int, typer.Option("--pool-bk", help="As `autotune validate --pool-bk`.")] = 3,
     repetitions: Annotated[int, typer.Option("--repetitions", min=1, help="Timed repetitions.")] = 20,
     include_dir: Annotated[

@@ -1,8 +1,9 @@
 """`autotune analyze | emit | report`: from a results database to Table I, dispatch code and plots.
 
 Side effects (database, files, printing) live here; the analysis is winners/setcover/dispatch/emit/report.
-SOURCE is a results database (a path to an SQLite file or an SQLAlchemy URL) or a measurements CSV
-with the columns of winners.REQUIRED_COLUMNS (point_key optional); `emit` also takes a dispatch.json.
+SOURCE is a results database (a path to an SQLite file or an SQLAlchemy URL) or a measurements CSV with the
+columns of Store.measurements() (autotune.cli.measurements_csv; point_key optional); `emit` also takes a
+dispatch.json.
 """
 
 from __future__ import annotations
@@ -11,30 +12,43 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import pandas as pd
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from autotune.dispatch.build import (  # noqa: F401 - names re-exported for callers of autotune.cli.analyze
-    Built,
-    KernelInfoSource,
-    build,
-    generic_kernel,
-    include_hint,
-    rename_sources,
-    info_source,
-    kernel_info,
-)
-from autotune.dispatch.table import GenericKernel, Provenance, Structure, library_times, load_table
-from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
 from autotune.errors import UserError
-from autotune.dispatch.loo import TOL_TABLE_COLUMNS, describe, leave_one_out, tol_table
-from autotune.dispatch.sharing import kernels_with_and_without_sharing
-from autotune.analysis.setcover import METHODS
-from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners, winners_frame
+from autotune.cli.measurements_csv import read_measurements_csv
+from autotune.cli.tol import fraction, tol_callback, tols_callback
+from autotune.vocab import METHODS
+
+if TYPE_CHECKING:  # imported where used: `autotune --help` does not load pandas (tests/test_startup.py)
+    import pandas as pd
+
+    from autotune.analysis.winners import Criteria, Layout
+    from autotune.dispatch.build import Built
+    from autotune.dispatch.table import GenericKernel, Provenance, Structure
+
+# the dispatch builder's names, re-exported for callers of autotune.cli.analyze (loaded on first use)
+_BUILD_NAMES = (
+    "Built",
+    "KernelInfoSource",
+    "build",
+    "generic_kernel",
+    "include_hint",
+    "rename_sources",
+    "info_source",
+    "kernel_info",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _BUILD_NAMES:
+        from autotune.dispatch import build as building
+
+        return getattr(building, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 out = Console()
 
@@ -86,6 +100,8 @@ def kind_object(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]):
 
 
 def kind_layout(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]) -> Layout:
+    from autotune.analysis.winners import Layout
+
     kind = kind_object(name, frame, sizes)
     if kind is not None:
         return Layout.of(kind)
@@ -94,8 +110,10 @@ def kind_layout(name: str, frame: pd.DataFrame, sizes: tuple[str, ...]) -> Layou
 
 def kinds_in(source: str) -> dict[str, tuple[str, ...]]:
     """The problem kinds measured in a database (or CSV) and their size names."""
+    from autotune.analysis.winners import Layout
+
     if source.endswith(".csv"):
-        frame = pd.read_csv(source, nrows=50)
+        frame = read_measurements_csv(source, nrows=50)
         layout = Layout.infer(frame)
         return {layout.kind or "": layout.sizes}
     from autotune.store.store import Store
@@ -130,6 +148,8 @@ def one_model_cards(store: Any, device: str | None, name: str) -> list[str]:
 
 def first_card_rows(frames: list[pd.DataFrame], keys: list[str]) -> pd.DataFrame:
     """The frames (one per card, first recorded card first) as one, each (keys...) once: the first card's row."""
+    import pandas as pd
+
     frame = pd.concat(frames, ignore_index=True)
     return frame.drop_duplicates(subset=[k for k in keys if k in frame.columns], keep="first").reset_index(drop=True)
 
@@ -139,8 +159,11 @@ def load(
 ) -> Loaded:
     """Measurements, library times and provenance of one problem kind (`kind`, default: the only one) from a
     database or a CSV file."""
+    from autotune.analysis.winners import Layout
+    from autotune.dispatch.table import Provenance
+
     if source.endswith(".csv"):
-        frame = pd.read_csv(source)
+        frame = read_measurements_csv(source)
         if device is not None and "device" in frame.columns:
             frame = frame[frame["device"] == device]
         if space is not None and "space" in frame.columns:
@@ -290,12 +313,15 @@ def _modes(text: str) -> tuple[str, ...] | None:
 def _structure(text: str) -> Structure | None:
     """--structure: None for auto (chosen by held-out loss; auto:MODE[,MODE] among those modes);
     MODE[:MARGIN[:REACH]] otherwise."""
+    from autotune.dispatch.table import Structure
+
     if text == "auto" or text.startswith("auto:"):
         _modes(text)
         return None
     mode, *rest = text.split(":")
     try:
-        margin, reach = (float(rest[0]) if rest else 0.0), (float(rest[1]) if len(rest) > 1 else 1.0)
+        margin = fraction(rest[0], f"--structure {text}: MARGIN") if rest else 0.0
+        reach = float(rest[1]) if len(rest) > 1 else 1.0
         if margin >= 0 and reach >= 0 and len(rest) <= 2:
             return Structure(mode, margin, reach)
     except ValueError:
@@ -305,6 +331,12 @@ def _structure(text: str) -> Structure | None:
         f"nearest, cost or model "
         f"(e.g. cost:0.05:1), MARGIN and REACH >= 0; got {text!r}"
     )
+
+
+def _checked_structure(text: str) -> str:
+    """--structure's callback: the text checked before any database is read."""
+    _structure(text)
+    return text
 
 
 def _weights(path: Path | None):
@@ -320,12 +352,35 @@ def _weights(path: Path | None):
 
 def _generic_space(layout: Layout) -> GenericKernel | None:
     """The kind's generic kernel without name expressions (leave-one-out only needs to know it exists)."""
+    from autotune.dispatch.table import GenericKernel
+
     kind = layout.kind_object
     return GenericKernel(space=kind.generic_space) if kind is not None and kind.generic_space else None
 
 
 def _bks(text: str) -> list[int | None]:
-    return [None if x <= 0 else int(x) for x in _floats(text)]
+    """--bks: whole numbers (0: all), read by autotune.untrusted (1e999 was an OverflowError traceback)."""
+    from autotune.untrusted import number
+
+    bks = [int(number(x, name="--bks", integer=True, lo=0, example="10,0")) for x in text.split(",") if x.strip()]
+    if not bks:
+        raise UserError(f"--bks {text!r}: no BK value", hint="write e.g. --bks 10 or --bks 5,10,0 (0: all)")
+    return [bk or None for bk in bks]
+
+
+def _checked_bks(text: str) -> str:
+    """--bks' callback: checked before any database is read."""
+    _bks(text)
+    return text
+
+
+def _checked_method(method: str) -> str:
+    """--method's callback: a kernel-set reduction by name (an unknown one was a ValueError traceback)."""
+    if method not in METHODS:
+        raise UserError(
+            f"--method {method[:60]}: no such kernel-set reduction", hint=f"write --method {' or '.join(METHODS)}"
+        )
+    return method
 
 
 DEFAULT_TOL, DEFAULT_METHOD = 0.05, "exact"  # emit's and report's --tol and --method
@@ -336,8 +391,12 @@ EmitSource = Annotated[
 DeviceOpt = Annotated[Optional[str], typer.Option("--device", "-d", help="GPU name or UUID in the database.")]
 SpaceOpt = Annotated[Optional[str], typer.Option("--space", help="Only this space's instances.")]
 BkOpt = Annotated[int, typer.Option("--bk", help="Best instances kept per test point (0: all).")]
-TolOpt = Annotated[float, typer.Option("--tol", help="Accepted loss against the best (0.05 = 5%).")]
-MethodOpt = Annotated[str, typer.Option("--method", help=f"Kernel-set reduction: {' or '.join(METHODS)}.")]
+TolOpt = Annotated[
+    float, typer.Option("--tol", callback=tol_callback, help="Accepted loss against the best (0.05 = 5%).")
+]
+MethodOpt = Annotated[
+    str, typer.Option("--method", callback=_checked_method, help=f"Kernel-set reduction: {' or '.join(METHODS)}.")
+]
 SpreadOpt = Annotated[
     bool, typer.Option("--spread-ties", help="Count instances whose p20..p80 overlaps the best's as tied.")
 ]
@@ -368,6 +427,7 @@ StructureOpt = Annotated[
     str,
     typer.Option(
         "--structure",
+        callback=_checked_structure,
         help="How the table answers problems it was not tuned on: auto (the structure with the smallest "
         "measured leave-one-out loss: regions, nearest point or cost, library margin 0, 5, 10 or "
         "20%, cost reach 0.5, 1 or 2; model, the selection model, margin 0, 5 or 10%), "
@@ -398,8 +458,12 @@ def analyze(
     source: Source,
     device: DeviceOpt = None,
     space: SpaceOpt = None,
-    bks: Annotated[str, typer.Option("--bks", help="BK values, comma-separated (0: all).")] = "10",
-    tols: Annotated[str, typer.Option("--tols", help="TOL values, comma-separated.")] = "0,0.05,0.1,0.15",
+    bks: Annotated[
+        str, typer.Option("--bks", callback=_checked_bks, help="BK values, comma-separated (0: all).")
+    ] = "10",
+    tols: Annotated[
+        str, typer.Option("--tols", callback=tols_callback, help="TOL values, comma-separated.")
+    ] = "0,0.05,0.1,0.15",
     spread_ties: SpreadOpt = False,
     loo: Annotated[bool, typer.Option("--loo/--no-loo", help="Leave-one-out loss per row.")] = True,
     out_dir: Annotated[
@@ -417,6 +481,13 @@ def analyze(
     here at the first of --bks), so that the row of those settings is the figure `report` prints. With --out, also
     writes tol_table.csv and the BK winners per test point (winners.csv, at the first BK and TOL). A database with
     no verified measurement exits with code 2."""
+    from rich.table import Table
+
+    from autotune.analysis.winners import Criteria, perf_matrix, winners, winners_frame
+    from autotune.dispatch.build import info_source
+    from autotune.dispatch.loo import TOL_TABLE_COLUMNS, describe, tol_table
+    from autotune.dispatch.table import library_times
+
     loaded = load(source, device, space, kind=kind)
     matrix = perf_matrix(loaded.frame, loaded.layout)
     info = info_source(loaded, validity)
@@ -510,6 +581,11 @@ def emit(
 ) -> None:
     """Write the dispatch table as JSON (canonical), a C++ header, a Python module or CSV (the format of --out's
     extension unless --format says otherwise)."""
+    from autotune.analysis.winners import Criteria
+    from autotune.dispatch.build import rename_sources
+    from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
+    from autotune.dispatch.table import load_table
+
     from autotune.cli.outformat import output_format
 
     fmt = Format(output_format(output, fmt.value if fmt else None, [f.value for f in Format], Format.json.value))
@@ -561,6 +637,8 @@ def _build(
     include_dir: Path | None,
 ) -> Built:
     """build() with the command line's checks: a fallback the kind cannot give is a UserError."""
+    from autotune.dispatch.build import build, include_hint
+
     try:
         built = build(
             loaded,
@@ -613,7 +691,9 @@ def report(
     spread_ties: SpreadOpt = False,
     validity: ValidityOpt = None,
     generic: GenericOpt = "",
-    tols: Annotated[str, typer.Option("--tols", help="TOL values for tol_table.csv.")] = "0,0.05,0.1,0.15",
+    tols: Annotated[
+        str, typer.Option("--tols", callback=tols_callback, help="TOL values for tol_table.csv.")
+    ] = "0,0.05,0.1,0.15",
     fallback: FallbackOpt = None,
     structure: StructureOpt = "auto",
     workload: WorkloadOpt = None,
@@ -677,6 +757,12 @@ def _report_kind(
     include_dir: Path | None,
 ) -> list[Path]:
     """One kind's report files into `out_dir` (made if missing); returns the paths written."""
+    from autotune.analysis.winners import Criteria
+    from autotune.dispatch.emit import emit_cpp, emit_python
+    from autotune.dispatch.loo import describe, leave_one_out, tol_table
+    from autotune.dispatch.sharing import kernels_with_and_without_sharing
+    from autotune.dispatch.table import Structure
+
     from autotune.dispatch.report import write_report
 
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -10,19 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
-import numpy as np
-import pandas as pd
 import typer
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from autotune.analysis import compare as comparing
-from autotune.analysis.winners import Layout
 from autotune.cli.analyze import KindOpt, SpaceOpt, kind_layout, one_kind, other_sizes, source_url
 from autotune.errors import UserError
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (pandas, numpy: imported where used, not by `autotune --help`)
+    import pandas as pd
+
+    from autotune.analysis.winners import Layout
     from autotune.vocab import DeviceInfo
 
 out = Console()
@@ -114,6 +113,8 @@ mean slowdown, and the sizes where it wins.
 
     Example: autotune compare results/default/default.sqlite.xz --by NSG --where "DIM_X * DIM_Y >= 64"
     """
+    from autotune.analysis import compare as comparing
+
     gpu = load_gpu(source, device, kind)
     try:
         result = comparing.compare(gpu.frame, by, space, where, gpu.library, gpu.layout)
@@ -156,6 +157,10 @@ SKIP_MARK = "\u2020"  # dagger: the time comes from a skipped (early-stopped) me
 
 def _compare_rows(result: pd.DataFrame) -> list[list[str]]:
     """Header and cells of the printed table: each group's 'ms (slowdown)'."""
+    import pandas as pd
+
+    from autotune.analysis import compare as comparing
+
     labels = comparing.groups(result)
     layout, lib = result.attrs["layout"], result.attrs["library"]
     ties = list(layout.tie_sizes)
@@ -183,6 +188,8 @@ def _compare_rows(result: pd.DataFrame) -> list[list[str]]:
 
 
 def _compare_notes(result: pd.DataFrame, summary: pd.DataFrame, gpu: GpuResults, by: str) -> list[str]:
+    import numpy as np
+
     lines = []
     for s in summary.itertuples():
         skipped = f", {s.skipped_points} of them {SKIP_MARK}" if s.skipped_points else ""

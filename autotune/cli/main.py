@@ -84,8 +84,20 @@ app.add_typer(interop.export_app, name="export")
 app.add_typer(workload_cli.app, name="workload")
 
 
+def _version(value: bool) -> None:
+    """--version: print autotune's version (autotune.__version__) and stop."""
+    if value:
+        from autotune import __version__
+
+        typer.echo(f"autotune {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _options(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_version, help="Print autotune's version and exit."
+    ),
     allow_path: list[Path] = typer.Option(
         [],
         "--allow-path",
@@ -96,11 +108,12 @@ def _options(
 ) -> None:
     """Autotune GPU kernels: explore tuning spaces, sweep them on a GPU into SQLite, analyze the results into
     dispatch tables."""
-    from autotune.space import spec
-
     # every command starts from the work tree's spaces: an earlier command in this process (the CLI called in-process,
-    # the explorer) may have pointed the loader at a database's recorded versions (autotune.store.spaces)
-    spec.STORED.clear()
+    # the explorer) may have pointed the loader at a database's recorded versions (autotune.store.spaces); a loader
+    # not imported yet holds none (and help need not import it: numpy, YAML)
+    spec = sys.modules.get("autotune.space.spec")
+    if spec is not None:
+        spec.STORED.clear()
     if allow_path:
         from autotune.problems.allowed_paths import allow
 

@@ -6,17 +6,18 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
-import numpy as np
 import typer
-from rich.table import Table
 
 from autotune.cli.consoles import stdout
 from autotune.cli.aliases import renamed
 from autotune.devices import PROFILES, get_device
-from autotune.space.generator import Generated, generate, where
-from autotune.space.spec import load_space
+
+if TYPE_CHECKING:  # numpy and the generator are imported where used: `autotune --help` does not load them
+    import numpy as np
+
+    from autotune.space.generator import Generated
 
 app = typer.Typer(
     help="Explore a tuning space: the funnel of constraints, the surviving instances, exports.", no_args_is_help=True
@@ -65,6 +66,9 @@ def _generate(
     max_raw: int | None = None,
     max_survivors: int | None = None,
 ) -> Generated:
+    from autotune.space.generator import generate
+    from autotune.space.spec import load_space
+
     return generate(
         load_space(space),
         get_device(device),
@@ -87,6 +91,8 @@ def show(
     max_survivors: MaxSurvivorsOpt = None,
 ) -> None:
     """Print the funnel (raw -> after each hard -> after each soft constraint) and value counts."""
+    from rich.table import Table
+
     g = _generate(space, device, precision, no_soft, soft_off, max_raw, max_survivors)
     stdout().print(f"[bold]{g.space.name}[/bold]: {g.space.description}")
     stdout().print(
@@ -121,6 +127,8 @@ SHOWN_VALUES = 20
 def value_counts_text(g: Generated, name: str, shown: int = SHOWN_VALUES) -> str:
     """`value: count` pairs among the survivors, in value order; with more than `shown` distinct values,
     the `shown` most frequent ones and `… N more values` (counted from the integer codes: no frame)."""
+    import numpy as np
+
     values = next(p.values for p in g.space.parameters if p.name == name)
     counts = np.bincount(g.codes[name], minlength=len(values))
     present = np.flatnonzero(counts)
@@ -134,11 +142,17 @@ def value_counts_text(g: Generated, name: str, shown: int = SHOWN_VALUES) -> str
 
 
 def _matching(g: Generated, where_expr: str | None) -> np.ndarray:
+    import numpy as np
+
+    from autotune.space.generator import where
+
     rows = np.arange(g.count)
     return rows[where(g, where_expr)] if where_expr else rows
 
 
 def _sample(rows: np.ndarray, sample: int | None, seed: int) -> np.ndarray:
+    import numpy as np
+
     if sample is None or sample >= len(rows):
         return rows
     return np.sort(np.random.default_rng(seed).choice(rows, size=sample, replace=False))
@@ -249,7 +263,11 @@ def diff(
 ) -> None:
     """What changed between two versions of a space: parameters, derived quantities, constraints, kernel binding,
     and the counts (raw, after the hard constraints, after all, each funnel step). Exit code 1 when they differ."""
+    from rich.table import Table
+
     from autotune.explore.diff import add_counts, diff_spaces
+    from autotune.space.generator import generate
+    from autotune.space.spec import load_space
 
     sa, sb = load_space(a), load_space(b)
     d = diff_spaces(sa, sb)

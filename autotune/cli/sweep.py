@@ -24,6 +24,7 @@ from rich.table import Table
 from autotune.cli.consoles import stdout, stderr
 from autotune.cli.aliases import renamed
 from autotune import stopping
+from autotune.cli.tol import tol_callback
 from autotune.errors import UserError
 from autotune.vocab import Measurement, Status
 
@@ -120,8 +121,7 @@ def sweep(
     roofline_tol: Annotated[
         Optional[float],
         typer.Option(
-            min=0.0,
-            max=0.999,
+            callback=tol_callback,
             help="Stop a test point once its best time is within this fraction of its kind's roofline time (0.05: 95% of the roofline; `strategy: {roofline_tol: F}`).",
         ),
     ] = None,
@@ -418,24 +418,40 @@ def query(
             "--max-rows", min=1, help="Print at most this many rows (a note on stderr says when more were left)."
         ),
     ] = 100_000,
+    max_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-bytes",
+            min=1,
+            help="Print at most about this many bytes: longer values are cut (ending in …) and the rows that do not "
+            "fit are left out (a note on stderr says so).",
+        ),
+    ] = 100_000_000,
 ) -> None:
     """Run one read-only SQL statement on a results database; print a plain-text table or CSV.
 
     A refused or failing statement exits with code 2 and changes nothing (no file is created)."""
+    from autotune.cli.query_output import clipped, fit
     from autotune.store.query import run_query
 
     frame = run_query(db or _default_db(), sql, timeout=timeout, max_rows=max_rows)
     if frame.attrs.get("truncated"):
         sys.stderr.write(f"note: printed the first {max_rows:,} rows; more were left (--max-rows N prints more)\n")
+    fitted = fit(frame, max_bytes, padded=format is not OutFormat.csv)
+    frame = fitted.frame
     if format is OutFormat.csv:
-        sys.stdout.write(frame.to_csv(index=False))
-    else:  # plain text, never wrapped to the terminal's (or a pipe's 80-column) width
-        if len(frame):
-            sys.stdout.write(frame.to_string(index=False) + "\n")
-        else:
-            sys.stdout.write(
-                "".join(f"{c}  " for c in frame.columns).rstrip() + ("\n" if len(frame.columns) else "") + "(no rows)\n"
-            )
+        text = frame.to_csv(index=False)
+    elif len(frame):  # plain text, never wrapped to the terminal's (or a pipe's 80-column) width
+        text = frame.to_string(index=False) + "\n"
+    else:
+        text = "".join(f"{c}  " for c in frame.columns).rstrip() + ("\n" if len(frame.columns) else "") + "(no rows)\n"
+    text, clip = clipped(text, max_bytes)
+    sys.stdout.write(text)
+    if fitted.values_cut or fitted.rows_left or clip:
+        left = [f"{fitted.values_cut:,} values cut at {fitted.cut_at:,} characters"] * bool(fitted.values_cut)
+        left += [f"{fitted.rows_left:,} more rows left out"] * bool(fitted.rows_left)
+        left += ["the output cut"] * clip
+        sys.stderr.write(f"note: printed at most {max_bytes:,} bytes: {'; '.join(left)} (--max-bytes N prints more)\n")
 
 
 def _default_db() -> str:

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autotune.cli.aliases import renamed
+from autotune.cli.tol import fraction, tol_callback
 from autotune.errors import UserError
 
 out = Console()
@@ -137,7 +138,11 @@ def validate(
     ] = None,
     tol: Annotated[
         Optional[float],
-        typer.Option("--tol", help="Loss counted as within tolerance in the summary (default: the table's TOL)."),
+        typer.Option(
+            "--tol",
+            callback=tol_callback,
+            help="Loss counted as within tolerance in the summary (default: the table's TOL).",
+        ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live bar.")] = False,
 ) -> None:
@@ -164,9 +169,7 @@ def validate(
             "give the held-out problems: --points FILE or --random N (one of them)",
             hint="e.g. --random 100 --seed 0 (drawn within --workload's bounds or the table's tuned ranges)",
         )
-    tol = float(table.provenance.get("tol", 0.05) if tol is None else tol)
-    if not 0 <= tol < 1:
-        raise UserError(f"--tol {tol} is outside [0, 1)")
+    tol = fraction(table.provenance.get("tol", 0.05), f"{table_path}: provenance tol") if tol is None else tol
     tuning = database_url(db) if db else None
     spaces = list(space or [])
     kernel_spaces = dict.fromkeys(str(k.get("space") or "") for k in table.kernels)

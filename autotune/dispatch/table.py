@@ -598,9 +598,38 @@ def load_table(path: str | Path) -> DispatchTable:
     if problem:
         raise UserError(problem, file=path, hint="write the table again with `autotune report` or `autotune emit`")
     try:
-        return DispatchTable(data)
+        table = DispatchTable(data)
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"not a readable dispatch table: {exc!r}", file=path, hint=hint) from None
+    problem = _bad_sizes(table.data)  # version 3 (an older table's sizes as upgraded)
+    if problem:
+        raise UserError(problem, file=path, hint="write the table again with `autotune report` or `autotune emit`")
+    return table
+
+
+def _bad_sizes(data: dict) -> str | None:
+    """What in a table's points is not a problem size (each a whole number of at least 1), if anything: a table
+    is data, and `validate` builds test points from it."""
+    from autotune import untrusted
+    from autotune.errors import UserError
+
+    points = data.get("points") or []
+    if not isinstance(points, list):
+        return "the table's `points` is not a list"
+    for p in points:
+        sizes = p.get("sizes") if isinstance(p, dict) else None
+        if not isinstance(sizes, dict):
+            return f"a point has no `sizes` mapping: {str(p)[:80]}"
+        for name, value in sizes.items():
+            try:  # a number in JSON, not its text
+                ok = not isinstance(value, str) and bool(untrusted.number(value, name=name, integer=True, lo=1))
+            except UserError:
+                ok = False
+            if not ok:
+                return (
+                    f"point {p.get('point_key')}: size {name} = {repr(value)[:40]} is not a whole number of at least 1"
+                )
+    return None
 
 
 def _dangling(data: dict) -> str | None:

@@ -144,9 +144,10 @@ class Page:
                 body.append(f"<div class='fig'><h3>{html.escape(fig.title)}</h3>")
                 if fig.note:
                     body.append(f"<p class='note'>{html.escape(fig.note)}</p>")
-                body.append(f"<div class='chart' id='fig-{fig.key}' style='height:{fig.height}px'></div></div>")
+                key = html.escape(fig.key, quote=True)  # a space or point name from a database is data
+                body.append(f"<div class='chart' id='fig-{key}' style='height:{fig.height}px'></div></div>")
             body.append("</section>")
-        data = _dumps(payload).replace("</", "<\\/")
+        data = script_json(_dumps(payload))
         return (
             f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='generator' content='autotune explore (plotly {plotly.__version__})'>"
@@ -221,6 +222,23 @@ def _typed(spec: dict) -> np.ndarray:
     if shape:
         arr = arr.reshape([int(x) for x in str(shape).split(",")] if isinstance(shape, str) else shape)
     return arr.astype(float) if arr.dtype.kind == "f" else arr
+
+
+# JSON inside a <script> element: "<!--<script>" in any string would put the parser in the script's double-escaped
+# state, where our own </script> no longer ends the element and the page's code is swallowed (a blank page)
+SCRIPT_ESCAPES: dict[str, str | int | None] = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+
+def script_json(text: str) -> str:
+    """JSON text safe inside a <script> element whatever its strings hold: <, >, & and the line separators U+2028
+    and U+2029 as \\u escapes (they occur only inside JSON strings, where the escape means the same character)."""
+    return text.translate(str.maketrans(SCRIPT_ESCAPES))
 
 
 def _dumps(obj: Any) -> str:

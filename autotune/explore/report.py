@@ -24,7 +24,14 @@ class Built:
 
 
 def _is_db(text: str) -> bool:
-    return "://" in text or text.endswith(DB_SUFFIXES)
+    """A database URL, a file named like a database, or a file that is an SQLite database whatever its name."""
+    if "://" in text or text.endswith(DB_SUFFIXES):
+        return True
+    try:
+        with open(text, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def build(

@@ -7,7 +7,9 @@ constraints says so (the soft steps of the funnel are then estimates: the sample
 
 Charts: the funnel; each parameter's values raw, after the hard constraints and after all; two-parameter maps of the
 fraction of raw combinations that survive, after the hard constraints, after all, and for each constraint on its
-own (a seeded sample of `RAW_SAMPLE` raw combinations: what that constraint alone removes).
+own (a seeded sample of `RAW_SAMPLE` raw combinations: what that constraint alone removes). A parameter of more
+than `max_values()` values (AUTOTUNE_EXPLORE_MAX_VALUES, default 200) is drawn in bins of neighbouring values, so a
+range of 2^24 values makes a page of the usual size (it took 9.2 GB and died drawing every value).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autotune.devices import DeviceLimits
+from autotune.untrusted import env_number
 from autotune.explore.page import Page, table_html
 from autotune.space.generator import FunnelStep, Generated, generate, param_deps, where
 from autotune.space.spec import Space
@@ -25,6 +28,37 @@ from autotune.space.spec import Space
 SAMPLE = 1_000_000  # hard survivors above this: the soft constraints are evaluated on a sample
 RAW_SAMPLE = 50_000  # raw combinations drawn for the maps of each constraint on its own
 MAX_PAIRS = 12
+MAX_VALUES = 200  # values of one parameter drawn one by one; more are drawn in bins of neighbouring values
+MAX_VALUES_ENV = "AUTOTUNE_EXPLORE_MAX_VALUES"
+
+
+def max_values() -> int:
+    """Bars (and map rows or columns) one parameter gets at most: $AUTOTUNE_EXPLORE_MAX_VALUES, default 200."""
+    return int(env_number(MAX_VALUES_ENV, MAX_VALUES, integer=True, lo=2, hi=100_000, example="500") or MAX_VALUES)
+
+
+@dataclass(frozen=True)
+class Bins:
+    """A parameter's values as drawn: one bar per value, or above `max_values()` one per bin of `width` neighbouring
+    values (in the space file's order)."""
+
+    labels: list[str]
+    width: int
+    sizes: np.ndarray  # values in each bin
+
+    @classmethod
+    def of(cls, values: tuple, limit: int) -> Bins:
+        n = len(values)
+        width = -(-n // limit)
+        starts = range(0, n, width)
+        labels = [str(values[i]) if width == 1 else f"{values[i]}..{values[min(n, i + width) - 1]}" for i in starts]
+        return cls(labels, width, np.array([min(width, n - i) for i in starts], dtype=float))
+
+    def codes(self, codes: np.ndarray) -> np.ndarray:
+        return codes // self.width if self.width > 1 else codes
+
+    def count(self, codes: np.ndarray) -> np.ndarray:
+        return np.bincount(self.codes(codes), minlength=len(self.labels))
 
 
 @dataclass
@@ -152,14 +186,25 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
     )
     final_rows = e.rows[e.keep]
     scale = hard.count / len(e.rows) if e.sampled and len(e.rows) else 1.0
+    limit = max_values()
+    bins = {p.name: Bins.of(p.values, limit) for p in space.parameters}
+    binned = [f"{p.name} ({len(p.values):,} values)" for p in space.parameters if bins[p.name].width > 1]
+    if binned:
+        page.notes.append(
+            f"Drawn in bins of neighbouring values (at most {limit} per parameter, {MAX_VALUES_ENV}): "
+            + ", ".join(binned)
+            + "."
+        )
     for p in space.parameters:
-        labels = [str(v) for v in p.values]
-        n = len(p.values)
-        after_hard = np.bincount(hard.codes[p.name], minlength=n)
-        after_all = np.bincount(hard.codes[p.name][final_rows], minlength=n) * scale
+        pbins = bins[p.name]
+        labels, n = pbins.labels, len(p.values)
+        after_hard = pbins.count(hard.codes[p.name])
+        after_all = pbins.count(hard.codes[p.name][final_rows]) * scale
         fig = go.Figure(
             [
-                go.Bar(x=labels, y=[raw / n] * n, name="raw", marker=dict(color=colors["raw"]), meta={"g": group}),
+                go.Bar(
+                    x=labels, y=raw / n * pbins.sizes, name="raw", marker=dict(color=colors["raw"]), meta={"g": group}
+                ),
                 go.Bar(x=labels, y=after_hard, name="after hard", marker=dict(color=colors["hard"]), meta={"g": group}),
                 go.Bar(
                     x=labels,
@@ -176,7 +221,8 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
             xaxis=dict(type="category", title=p.name),
             legend=dict(orientation="h"),
         )
-        page.add(s, f"values-{p.name}", f"{p.name} ({n} values)", fig, height=280)
+        shown = f"{n:,} values" + (f" in bins of {pbins.width:,}" if pbins.width > 1 else "")
+        page.add(s, f"values-{p.name}", f"{p.name} ({shown})", fig, height=280)
 
     s = page.section(
         "Two-parameter maps",
@@ -199,26 +245,28 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
         except Exception:  # noqa: BLE001 - a constraint that cannot be evaluated alone is left out of the menus
             continue
     for a, b in pairs(space):
-        pa = next(p for p in space.parameters if p.name == a)
-        pb = next(p for p in space.parameters if p.name == b)
-        na, nb = len(pa.values), len(pb.values)
-        cell_raw = raw / (na * nb)
+        ba, bb = bins[a], bins[b]
+        n_raw = len(next(p for p in space.parameters if p.name == a).values) * len(
+            next(p for p in space.parameters if p.name == b).values
+        )
+        cell_raw = raw / n_raw * np.outer(ba.sizes, bb.sizes)  # raw combinations in each cell
+
         zs = [
-            ("after hard", _grid(hard.codes[a], hard.codes[b], na, nb) / cell_raw),
+            ("after hard", _grid(ba, bb, hard.codes[a], hard.codes[b]) / cell_raw),
             (
                 "after all" + (" (estimated)" if e.sampled else ""),
-                _grid(hard.codes[a][final_rows], hard.codes[b][final_rows], na, nb) * scale / cell_raw,
+                _grid(ba, bb, hard.codes[a][final_rows], hard.codes[b][final_rows]) * scale / cell_raw,
             ),
         ]
-        drawn = np.maximum(_grid(raw_codes[a], raw_codes[b], na, nb), 1)
+        drawn = np.maximum(_grid(ba, bb, raw_codes[a], raw_codes[b]), 1)
         for c, kept in alone.items():
             if {a, b} & param_deps(space, c.expr.names):
-                zs.append((f"{c.name} alone ({c.kind})", _grid(raw_codes[a][kept], raw_codes[b][kept], na, nb) / drawn))
+                zs.append((f"{c.name} alone ({c.kind})", _grid(ba, bb, raw_codes[a][kept], raw_codes[b][kept]) / drawn))
         fig = go.Figure(
             go.Heatmap(
                 z=zs[0][1],
-                x=[str(v) for v in pb.values],
-                y=[str(v) for v in pa.values],
+                x=bb.labels,
+                y=ba.labels,
                 zmin=0,
                 colorscale="Viridis",
                 colorbar=dict(title="kept"),
@@ -243,8 +291,11 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
         page.add(s, f"map-{a}-{b}", f"{a} x {b}", fig, height=380)
 
 
-def _grid(a: np.ndarray, b: np.ndarray, na: int, nb: int) -> np.ndarray:
-    return np.bincount(a.astype(np.int64) * nb + b.astype(np.int64), minlength=na * nb).reshape(na, nb).astype(float)
+def _grid(ba: Bins, bb: Bins, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Combinations in each (bin of a, bin of b) cell, of the codes `a` and `b` of one set of rows."""
+    na, nb = len(ba.labels), len(bb.labels)
+    cells = ba.codes(a).astype(np.int64) * nb + bb.codes(b).astype(np.int64)
+    return np.bincount(cells, minlength=na * nb).reshape(na, nb).astype(float)
 
 
 def pairs(space: Space, limit: int = MAX_PAIRS) -> list[tuple[str, str]]:

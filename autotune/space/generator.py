@@ -46,14 +46,13 @@ SMALL = 1 << 18  # a funnel prefix that leaves at most this many is enumerated, 
 
 
 def _limit(given: int | None, env: str, default: int) -> int:
-    import os
+    """`given` (a caller's max_raw or max_survivors), else the environment variable `env`, else `default`: a whole
+    number of at least 1, read by autotune.untrusted (a bad value is one error naming its source)."""
+    from autotune.untrusted import env_number, number
 
     if given is not None:
-        return int(given)
-    try:
-        return int(float(os.environ.get(env, default)))
-    except ValueError:
-        return default
+        return int(number(given, name=env.removeprefix("AUTOTUNE_").lower(), integer=True, lo=1))
+    return int(env_number(env, default, integer=True, lo=1, example=str(default)) or default)
 
 
 @dataclass(frozen=True)

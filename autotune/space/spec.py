@@ -20,7 +20,7 @@ from typing import Any, Iterator, Mapping
 from autotune import paths
 from autotune.devices import PROFILES, DeviceLimits, get_device
 from autotune.errors import SpaceError
-from autotune.expr import Expr, ExprError, as_int, evaluate, parse
+from autotune.expr import MAX_INT_LITERAL, Expr, ExprError, as_int, evaluate, parse
 from autotune.problems.base import ProblemKind
 from autotune.problems import allowed_paths
 from autotune.problems.allowed_paths import ALLOW_ENV
@@ -495,6 +495,13 @@ class _Builder:
             raise self.fail("parameter has no values", line, hint="widen the range")
         if not all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in values):
             raise self.fail("parameter values must be numbers or strings", line)
+        big = next((v for v in values if not isinstance(v, str) and not abs(v) <= MAX_INT_LITERAL), None)
+        if big is not None:  # beyond 64-bit arithmetic (a range stop of 10^20, .inf, .nan)
+            raise self.fail(
+                f"parameter value {big!r} is not a number from -2**62 to 2**62 (what constraints compute with)",
+                line,
+                hint="give values a kernel can take",
+            )
         return values
 
     def derived(self, section: Any, known: set[str]) -> tuple[tuple[str, Located], ...]:

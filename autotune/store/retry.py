@@ -15,7 +15,6 @@ The transactions themselves must be safe to run twice: a commit whose reply was 
 
 from __future__ import annotations
 
-import os
 import random
 import sqlite3
 import threading
@@ -24,12 +23,15 @@ from typing import Callable, Iterator, TypeVar
 
 from sqlalchemy.exc import DBAPIError, DisconnectionError, SQLAlchemyError
 
+from autotune import untrusted
+from autotune.errors import UserError
 from autotune.store.engine import StoreError
 
 T = TypeVar("T")
 
 RETRY_ENV = "AUTOTUNE_DB_RETRY_S"
 DEFAULT_RETRY_S = 120.0
+MAX_RETRY_S = 7 * 86400.0  # a week: longer is a typo
 LOCKED_RETRY_S = 30.0  # SQLite "database is locked": at most this long, on top of its own busy timeout
 BASE_S, CAP_S = 0.25, 8.0  # the first wait, and the longest
 
@@ -41,20 +43,14 @@ _GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
 def retry_limit() -> float:
     """How long (seconds) a sweep waits for a lost database to come back: AUTOTUNE_DB_RETRY_S, default 120.
     Raises StoreError when the variable is not a number >= 0."""
-    text = os.environ.get(RETRY_ENV, "").strip()
-    if not text:
-        return DEFAULT_RETRY_S
     try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not (value >= 0 and value != float("inf")):
+        return float(untrusted.env_number(RETRY_ENV, DEFAULT_RETRY_S, lo=0.0, hi=MAX_RETRY_S) or 0.0)
+    except UserError as exc:
         raise StoreError(
-            f"{RETRY_ENV}={text!r} is not a number of seconds",
+            exc.message,
             hint=f"set {RETRY_ENV} to how long a sweep may wait for a lost database (default "
             f"{DEFAULT_RETRY_S:.0f}; 0 stops at the first lost connection)",
-        )
-    return value
+        ) from None
 
 
 def transient(exc: BaseException) -> str | None:

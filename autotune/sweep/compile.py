@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from autotune import untrusted
+from autotune.errors import UserError
 from autotune.sweep import twins as tw
 from autotune.sweep.spawning import ignore_sigint
 
@@ -115,18 +117,20 @@ def cold_cache_env(folder: Path) -> dict[str, str]:
     }
 
 
+MAX_COMPILE_TIMEOUT_S = 10**6  # a longer limit is a typo (and past what a thread's wait takes); "off" is no limit
+OFF = ("0", "off", "none", "no", "false")  # the words that mean "no limit", and only they
+
+
 def compile_timeout_s(value: str | None = None) -> float | None:
-    """The compile time limit: `value`, else $AUTOTUNE_COMPILE_TIMEOUT, else 600 s; 0, "off" or "none": none."""
-    text = (value if value is not None else os.environ.get(COMPILE_TIMEOUT_ENV, "")).strip().lower()
-    if not text:
+    """The compile time limit: `value`, else $AUTOTUNE_COMPILE_TIMEOUT, else 600 s; 0, "off" or "none": none. A
+    negative, NaN or non-numeric value is a UserError naming the variable (read by autotune.untrusted): it meant no
+    limit before."""
+    text = value if value is not None else os.environ.get(COMPILE_TIMEOUT_ENV, "")
+    if not text.strip():
         return DEFAULT_COMPILE_TIMEOUT_S
-    if text in ("0", "off", "none"):
-        return None
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise ValueError(f"{COMPILE_TIMEOUT_ENV}={text!r} is not a number of seconds (or 0/off)") from None
-    return seconds if seconds > 0 else None
+    return untrusted.number_or_off(
+        text, name=COMPILE_TIMEOUT_ENV, off=OFF, lo=0.001, hi=MAX_COMPILE_TIMEOUT_S, example="600"
+    )
 
 
 def screen_options(value: str | None = None) -> tuple[str, ...]:
@@ -264,6 +268,11 @@ def arch_option(arch: int, supported: tuple[int, ...]) -> tuple[str, str]:
 NICE_ENV = "AUTOTUNE_COMPILE_NICE"  # the compile processes' niceness increment (default 5; 0: none)
 
 
+def compile_nice() -> int:
+    """$AUTOTUNE_COMPILE_NICE: a whole number from 0 to 19 (default 5), read by autotune.untrusted."""
+    return int(untrusted.env_number(NICE_ENV, 5, integer=True, lo=0, hi=19) or 0)
+
+
 def warm_compile_process() -> None:
     """Pool initializer: ignore Ctrl-C (`ignore_sigint`), lead a process group of its own (so that a sweep whose
     budget ran out kills it with the nvcc, cicc and ptxas it waits on: `GpuBackend.cancel_compiles`), run at a
@@ -273,8 +282,8 @@ def warm_compile_process() -> None:
     ignore_sigint()
     os.setpgrp()
     try:
-        os.nice(int(os.environ.get(NICE_ENV, "5") or 0))
-    except (OSError, ValueError):  # not permitted, or not a number: normal priority
+        os.nice(compile_nice())
+    except (OSError, UserError):  # not permitted (a bad value was refused by the pool that started this process)
         pass
     try:
         nvrtc_version()
@@ -629,6 +638,7 @@ def compile_all(
 
     out: dict[str, CompiledKernel] = {}
     workers = max(1, min(len(requests), workers or (os.cpu_count() or 2) - 1))
+    compile_nice()  # a bad $AUTOTUNE_COMPILE_NICE is one error here
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=warm_compile_process) as pool:
         for results in pool.map(compile_batch, requests, [Path(cache_dir)] * len(requests)):
             out.update({ck.name_expression: ck for ck in results})

@@ -38,7 +38,15 @@ from concurrent.futures import Future
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
-from autotune.sweep.compile import COMPILE_TIMEOUT_ENV, SUPERVISED_ENV, TIMEOUT_ERROR, CompileFailed, CompileTimeout
+from autotune import untrusted
+from autotune.sweep.compile import (
+    COMPILE_TIMEOUT_ENV,
+    SUPERVISED_ENV,
+    TIMEOUT_ERROR,
+    CompileFailed,
+    CompileTimeout,
+    compile_nice,
+)
 from autotune.sweep.spawning import start_process
 from autotune.sweep.twins import Later
 
@@ -48,16 +56,16 @@ PROFILE_ENV = "AUTOTUNE_COMPILE_PROFILE"  # a file `GpuBackend` appends each poo
 POOL_ENV = "AUTOTUNE_COMPILE_WORKERS"  # compile processes of a GPU backend or a compile worker (else its default)
 
 
+MAX_POOL = 1024  # compile processes of one pool: more is a typo, not a machine
+
+
 def env_workers(env: dict[str, str] | None = None) -> int | None:
-    """$AUTOTUNE_COMPILE_WORKERS as a number of compile processes (at least 1), None when unset; a ValueError that
-    names the variable for anything else."""
+    """$AUTOTUNE_COMPILE_WORKERS (in `env`, default os.environ) as a number of compile processes from 1 to MAX_POOL,
+    None when unset; a UserError that names the variable for anything else (read by autotune.untrusted)."""
     text = (env if env is not None else os.environ).get(POOL_ENV, "").strip()
     if not text:
         return None
-    try:
-        return max(1, int(text))
-    except ValueError:
-        raise ValueError(f"{POOL_ENV}={text!r} is not a number of compile processes") from None
+    return int(untrusted.number(text, name=POOL_ENV, integer=True, lo=1, hi=MAX_POOL, example="8"))
 
 
 def _serve(conn: Connection, initializer: Callable[[], None] | None) -> None:
@@ -130,6 +138,7 @@ class CompilePool:
         self, workers: int, ctx: Any, initializer: Callable[[], None] | None = None, initial: int | None = None
     ) -> None:
         self._ctx, self._initializer = ctx, initializer
+        compile_nice()  # its processes read $AUTOTUNE_COMPILE_NICE: a bad value is one error here, not dead processes
         self.size = max(1, workers)
         self._lock = threading.Lock()
         self._grow_lock = threading.Lock()

@@ -17,13 +17,14 @@ from typing import Any, Callable, Iterable
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, UserError
 from autotune.problems.base import ProblemKind
-from autotune.sweep.limits import MAX_BYTES
+from autotune.sweep import limits
 from autotune.sweep.strategies.options import SAMPLER_KEYS, STUDY_STORES, SearchOptions
 from autotune.sweep.workload import SizeRule
 from autotune.vocab import TestPoint
 from autotune.paths import SPACES_DIR
+from autotune.yamlfile import compose, read_text
 
 TOP_KEYS = (
     "name",
@@ -50,17 +51,6 @@ STRATEGY_KEYS = ("name", "budget", "patience", "roofline_tol", "transfer", "stud
 SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances", "instances", "measure", "share")
 MEASURE_RULES = ("serves", "valid")
 POINT_KEYS = ("kind", "precisions", "shapes", "sizes")
-UNITS = {
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
 DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
 
 
@@ -124,22 +114,14 @@ def load_config(path: str | Path) -> SweepConfig:
             file=p,
             hint=f"give the path of a YAML sweep config{f' (in {p.parent}: {known})' if known else ''}",
         )
-    return parse_config(p.read_text(), file=p.resolve())
+    hint = "give the sweep's YAML config (configs/NAME.yaml) here; a results database goes in --db or --replay"
+    return parse_config(read_text(p, ConfigError, hint=hint), file=p.resolve())
 
 
 def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     """Check a sweep config given as YAML text; relative space paths resolve against the file's folder."""
     r = Reader(Path(file))
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(
-            f"not valid YAML: {getattr(exc, 'problem', exc)}",
-            file=file,
-            line=mark.line + 1 if mark else None,
-            hint="fix the YAML syntax (indentation, colons)",
-        ) from None
+    root = compose(text, file, ConfigError)
     if root is None:  # an empty file (or only comments)
         raise ConfigError("the config is empty", file=file, hint="start from configs/default.yaml")
     if not isinstance(root, MappingNode):
@@ -533,16 +515,10 @@ def size_list(r: Reader, node: Node) -> list[int]:
 
 
 def parse_bytes(r: Reader, node: Node) -> int:
-    v = r.value(node)
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_BYTES:
-        return int(v)
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([KMGT]i?B|B)?\s*", str(v), flags=re.IGNORECASE)
-    if not match:
-        raise r.error(node, f"cannot read a size in bytes from {v!r}", "write e.g. 100MB, 1.5GB, 512MiB or 100000000")
-    value = float(match.group(1)) * UNITS[(match.group(2) or "b").lower()]
-    if not 0 < value <= MAX_BYTES:  # 0MB would silently give batch 1; 1e400B would overflow
-        raise r.error(node, f"batch bytes {v!r} must be above 0 and at most 1 PB", "write e.g. 100MB or 1.5GB")
-    return int(value)
+    try:
+        return limits.parse_bytes(r.value(node), "batch bytes")
+    except UserError as exc:
+        raise r.error(node, exc.message, exc.hint or "") from None
 
 
 def _duration(r: Reader, node: Node) -> float:

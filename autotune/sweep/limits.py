@@ -11,6 +11,7 @@ import os
 import re
 from typing import Iterable, Mapping
 
+from autotune import untrusted
 from autotune.errors import UserError
 from autotune.problems.base import ProblemKind, Scalars, SizeLimit, int32_limit
 from autotune.problems.registry import BUILT_IN
@@ -39,27 +40,38 @@ def point_bytes(point: TestPoint, kind: ProblemKind | None = None, scalars: Scal
     return kind.device_bytes(point, kind.own_scalars(scalars))
 
 
-def parse_bytes(text: str) -> int:
-    """`80GB`, `40GiB`, `1.5e10` -> bytes (ValueError otherwise)."""
-    units = {
-        "": 1,
-        "b": 1,
-        "kb": 10**3,
-        "mb": 10**6,
-        "gb": 10**9,
-        "tb": 10**12,
-        "kib": 2**10,
-        "mib": 2**20,
-        "gib": 2**30,
-        "tib": 2**40,
-    }
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([kmgt]i?b|b)?\s*", text, flags=re.IGNORECASE)
-    if not match:
-        raise ValueError(f"cannot read a size in bytes from {text!r}")
-    value = float(match.group(1)) * units[(match.group(2) or "").lower()]
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{text!r} is not a positive size")
-    return int(value)
+UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+SIZE = re.compile(r"\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([kmgt]i?b|b)?\s*", flags=re.IGNORECASE)
+SIZE_HINT = "write e.g. 100MB, 1.5GB, 512MiB or 100000000"
+
+
+def parse_bytes(value: object, name: str) -> int:
+    """`80GB`, `40GiB`, `1.5e10` or a number -> bytes, from 1 to MAX_BYTES; the number read by autotune.untrusted.
+    Anything else is one UserError naming `name` (where the value came from: `AUTOTUNE_GPU_MEMORY`, `batch bytes`)."""
+    if isinstance(value, str):
+        match = SIZE.fullmatch(value)
+        if not match:
+            raise UserError(f"{name}: cannot read a size in bytes from {value[:64]!r}", hint=SIZE_HINT)
+        given, unit = match.group(1), UNITS[(match.group(2) or "b").lower()]
+    else:
+        given, unit = value, 1
+    try:
+        size = untrusted.number(given, name=name) * unit
+    except UserError:
+        size = math.inf
+    if not 0 < size <= MAX_BYTES:  # 0MB would silently give batch 1; 1e400B would overflow
+        raise UserError(f"{name} {value!r} must be above 0 and at most 1 PB", hint=SIZE_HINT)
+    return int(size)
 
 
 def gpu_memory(device_name: str) -> int | None:
@@ -73,11 +85,9 @@ def gpu_memory(device_name: str) -> int | None:
 def memory_cap(device_name: str, free_bytes: int | None = None) -> tuple[int | None, str]:
     """(bytes one point may use, where that figure comes from): AUTOTUNE_GPU_MEMORY when set, else the
     GPU's free memory when known, else USABLE x its total memory (by name), else (None, ...): no check."""
-    if os.environ.get(MEMORY_ENV):
-        try:
-            return parse_bytes(os.environ[MEMORY_ENV]), f"{MEMORY_ENV}={os.environ[MEMORY_ENV]}"
-        except ValueError as exc:
-            raise UserError(f"{MEMORY_ENV}: {exc}", hint=f"write e.g. {MEMORY_ENV}=40GB") from None
+    given = os.environ.get(MEMORY_ENV, "").strip()
+    if given:
+        return parse_bytes(given, MEMORY_ENV), f"{MEMORY_ENV}={given}"
     if free_bytes is not None:
         return int(free_bytes), f"free memory of {device_name}"
     total = gpu_memory(device_name)

@@ -31,25 +31,10 @@ from autotune.sweep.limits import point_limit_error
 from autotune.sweep.workload import SizeRule
 from autotune.sweep.workload_limits import csv_rows, max_problems, problems_error
 from autotune.vocab import TestPoint
+from autotune.yamlfile import compose, read_text
 
 DIGITS = re.compile(r"[0-9]+(?:\n[0-9]+)*")  # a column of whole numbers, joined by newlines
-UTF8_HINT = "save the file as UTF-8 (for example `iconv -f latin1 -t utf-8 FILE > NEW`)"
 Error = type[UserError]
-
-
-def read_text(path: Path, error: Error = UserError) -> str:
-    """The file as text: UTF-8 with or without a BOM (dropped); anything else is one error at the bad byte's line."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise error(
-            f"cannot read the file: {exc.strerror}", file=path, hint="check the path and its permissions"
-        ) from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise error(f"byte 0x{data[exc.start]:02x} is not UTF-8 text", file=path, line=line, hint=UTF8_HINT) from None
 
 
 @dataclass(frozen=True)
@@ -214,19 +199,7 @@ def _quoted_records(p: Path, text: str, error: Error) -> Records:
 
 
 def _yaml_rows(p: Path, cols: Columns, cap: int, error: Error) -> Rows:
-    text = read_text(p, error)
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except RecursionError:
-        raise error("the YAML nests too deeply", file=p, hint="write a flat list of problems") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise error(
-            f"not valid YAML: {getattr(exc, 'problem', None) or exc}",
-            file=p,
-            line=mark.line + 1 if mark else None,
-            hint="fix the YAML syntax (indentation, colons)",
-        ) from None
+    root = compose(read_text(p, error), p, error)
     example = "{" + ", ".join(f"{c}: ..." for c in cols.required) + "}"
     if not isinstance(root, yaml.SequenceNode):
         raise error("a YAML problems file is a list of problems", file=p, line=1, hint=f"write `- {example}` lines")

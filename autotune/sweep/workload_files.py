@@ -21,7 +21,6 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence
 
-import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from autotune.errors import ConfigError
@@ -30,9 +29,10 @@ from autotune.problems.registry import BUILT_IN
 from autotune.sweep.config import Reader, size_list, size_rule, space_path
 from autotune.sweep.limits import point_limit_error
 from autotune.sweep.workload import DEFAULT_BUDGET_BYTES, Group, SizeRule, Workload
-from autotune.sweep.problem_rows import read_problems, read_text
+from autotune.sweep.problem_rows import read_problems
 from autotune.sweep.workload_limits import max_problems, problems_error, range_count
 from autotune.vocab import TestPoint
+from autotune.yamlfile import compose, read_text
 
 TOP_KEYS = ("kind", "space", "problems", "ranges")  # and the kind's derived sizes
 RANGE_KEYS = ("precisions", "shapes", "sizes", "weight")  # and the kind's derived sizes
@@ -101,18 +101,7 @@ class _Collect:
 # ---------------------------------------------------------------------------------------------- YAML
 def _load_yaml(p: Path, cap: int) -> Workload:
     r = Reader(p.resolve())
-    try:
-        root = yaml.compose(read_text(p, ConfigError), Loader=yaml.SafeLoader)
-    except RecursionError:
-        raise ConfigError("the YAML nests too deeply", file=p, hint="write problems: and ranges: lists") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(
-            f"not valid YAML: {getattr(exc, 'problem', exc)}",
-            file=p,
-            line=mark.line + 1 if mark else None,
-            hint="fix the YAML syntax (indentation, colons)",
-        ) from None
+    root = compose(read_text(p, ConfigError), p, ConfigError)
     if not isinstance(root, MappingNode):
         raise ConfigError(
             "a workload is a mapping with `problems:` and/or `ranges:`",

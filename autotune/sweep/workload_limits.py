@@ -6,10 +6,10 @@ in the error."""
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
-from autotune.errors import ConfigError, UserError
+from autotune import untrusted
+from autotune.errors import ConfigError
 
 MAX_PROBLEMS = 200_000  # problems of one workload (the examples hold 59,582 and 54,872); ~30 s to read as a CSV
 MAX_PAIRS = 1_000_000  # (instance, point) pairs `workload config` writes without --force
@@ -18,19 +18,11 @@ PROBLEMS_KNOB = f"--max-problems N (autotune workload, autotune validate) or {PR
 
 
 def limit(given: int | None, env: str, default: int) -> int:
-    """`given`, else the environment variable `env`, else `default`."""
+    """`given`, else the environment variable `env`, else `default`: a whole number of at least 1 (read by
+    autotune.untrusted: a bad value is one error naming the variable)."""
     if given is not None:
-        return given
-    text = os.environ.get(env)
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise UserError(f"{env}={text!r} is not a whole number", hint=f"write e.g. {env}={default}") from None
-    if value < 1:
-        raise UserError(f"{env}={value} is not at least 1", hint=f"write e.g. {env}={default}")
-    return value
+        return int(untrusted.number(given, name=env, integer=True, lo=1))
+    return int(untrusted.env_number(env, default, integer=True, lo=1, example=str(default)) or default)
 
 
 def max_problems(given: int | None = None) -> int:

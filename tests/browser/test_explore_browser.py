@@ -102,3 +102,18 @@ def test_space_report_opens_and_draws(open_report, space_html: Path) -> None:
     if SHOTS:
         for key, name in (("funnel", "funnel"), ("map-DIM_X-BLK_M", "map")):
             report.screenshot(key, Path(SHOTS) / f"explore_space_{name}.png")
+
+
+def test_a_space_with_script_like_strings_opens_and_draws(open_report, tmp_path: Path) -> None:
+    """`<!--<script>` and `</script>` in data strings (here a parameter's values and the description) left a blank
+    page: the data element swallowed the page's code."""
+    from tests.test_hostile_cli import hostile_space
+
+    out = tmp_path / "hostile.html"
+    done = run_cli(
+        "--allow-path", str(ROOT / "kernels_src"), "explore", str(hostile_space(tmp_path)), "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    report = open_report(out)
+    _all_drawn(report)
+    assert report.errors() == []

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
+from autotune import untrusted
 from autotune.errors import UserError
 from autotune.untrusted import env_number, number
 from autotune.problems.base import ProblemKind, Scalars, scalars_key
@@ -50,6 +51,7 @@ SCHEDULER_HINT = (
     "schemes: " + ", ".join(f"{s}://" for s in SCHEMES) + "); the SLURM job of docs/scale-out.md starts one"
 )
 BASELINE_CHECK_S = 5.0  # how often a baseline waiting for named workers checks that they are still there
+MAX_LOCAL_WORKERS = 64  # GPU workers of a local cluster (one process each; the largest nodes hold 16 GPUs)
 CHUNKS_PER_WORKER = 2  # chunks each worker gets of one batch: enough to balance, few enough to keep chunks long
 
 
@@ -96,7 +98,14 @@ def gpu_list(gpus: str, replay: bool = False) -> list[str]:
             )
         return found
     if "," in text:
-        return [d.strip() for d in gpus.split(",") if d.strip()]
+        listed = [d.strip() for d in gpus.split(",") if d.strip()]
+        twice = next((d for d in listed if listed.count(d) > 1), None)
+        if twice is not None or len(listed) > MAX_LOCAL_WORKERS:
+            raise UserError(
+                f"--gpus {gpus[:60]}: " + (f"GPU {twice} listed twice" if twice else f"{len(listed):,} GPUs listed"),
+                hint=f"list each GPU of this machine once (at most {MAX_LOCAL_WORKERS}), or pass --gpus all",
+            )
+        return listed
     n = _count(gpus)
     if found and n > len(found):
         raise UserError(
@@ -107,14 +116,20 @@ def gpu_list(gpus: str, replay: bool = False) -> list[str]:
 
 
 def _count(gpus: str) -> int:
+    """--gpus N: a whole number of workers from 1 to MAX_LOCAL_WORKERS (99,999 started 99,999 processes)."""
     try:
-        n = int(gpus)
-    except ValueError:
+        n = int(untrusted.number(gpus, name="--gpus", integer=True))
+    except UserError:
         raise UserError(
-            f"--gpus must be `all`, a number of GPUs or a comma-separated list of GPU indices, got {gpus!r}"
+            f"--gpus must be `all`, a number of GPUs or a comma-separated list of GPU indices, got {gpus[:60]!r}"
         ) from None
     if n < 1:
         raise UserError(f"--gpus must be at least 1, got {n}")
+    if n > MAX_LOCAL_WORKERS:
+        raise UserError(
+            f"--gpus {n:,}: a local cluster has at most {MAX_LOCAL_WORKERS} workers (one per GPU of this machine)",
+            hint="pass --gpus all or the number of GPUs this machine has; several machines: --scheduler ADDRESS",
+        )
     return n
 
 

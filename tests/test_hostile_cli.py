@@ -1,0 +1,335 @@
+"""Common mistakes and hostile inputs on the real command line (`python -m autotune ...` in a subprocess): each is
+one `error:` line with what to do, exit code 2, no traceback, and nothing unbounded (memory, workers, bytes)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from autotune.paths import ROOT
+from tests.support.harness import run_cli
+
+EXAMPLE = ROOT / "examples" / "transpose"
+EXAMPLE_DB = EXAMPLE / "results" / "transpose_h100.sqlite.xz"
+EXAMPLE_TABLE = EXAMPLE / "results" / "dispatch.json"
+
+
+def one_line(r: subprocess.CompletedProcess, *words: str) -> str:
+    """The `error:` line of a command that failed as a user mistake (exit 2, no traceback), checked for `words`."""
+    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1, r.stderr[-3000:]
+    for word in words:
+        assert word in r.stderr, (word, r.stderr[-3000:])
+    return errors[0]
+
+
+# ------------------------------------------------------------------------------------------------ TOL as a percent
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("report", str(EXAMPLE_DB), "--tol", "5", "-o", "{tmp}/rep"),
+        ("emit", str(EXAMPLE_DB), "--tol", "5"),
+        ("emit", str(EXAMPLE_DB), "--tol", "nan"),
+        ("emit", str(EXAMPLE_DB), "--tol", "-0.1"),
+        ("emit", str(EXAMPLE_DB), "--tol", "1"),
+        ("emit", str(EXAMPLE_DB), "--structure", "cost:5"),
+        ("analyze", str(EXAMPLE_DB), "--tols", "0,5"),
+        ("analyze", str(EXAMPLE_DB), "--tols", "0,nan"),
+        ("report", str(EXAMPLE_DB), "--tols", "0,0.05,10", "-o", "{tmp}/rep"),
+        ("validate", str(EXAMPLE_TABLE), "--tol", "10", "--random", "3", "-o", "{tmp}/val"),
+        ("active", str(EXAMPLE_DB), "--tol", "10", "-o", "{tmp}/act"),
+        ("sweep", str(ROOT / "configs" / "default.yaml"), "--roofline-tol", "5", "--replay", str(EXAMPLE_DB)),
+    ],
+)
+def test_a_tol_given_as_a_percent_is_one_line(tmp_path: Path, args: tuple[str, ...]) -> None:
+    r = run_cli(*(a.format(tmp=tmp_path) for a in args), cwd=tmp_path)
+    one_line(r, "TOL is a fraction: 0.05 = 5%")
+    assert not list(tmp_path.iterdir()), "the option is checked before anything is written"
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("emit", str(EXAMPLE_DB), "--method", "foo"), "--method foo: no such kernel-set reduction"),
+        (("report", str(EXAMPLE_DB), "--method", "optimal", "-o", "{tmp}/rep"), "no such kernel-set reduction"),
+        (("analyze", str(EXAMPLE_DB), "--bks", "1e999"), "--bks = '1e999' is not a whole number"),
+        (("analyze", str(EXAMPLE_DB), "--bks", "10,-1"), "--bks = '-1' is not a whole number"),
+    ],
+)
+def test_a_method_or_bk_that_is_not_one_is_one_line(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
+    """--method foo was a ValueError traceback after the database was read, --bks 1e999 an OverflowError."""
+    one_line(run_cli(*(a.format(tmp=tmp_path) for a in args), cwd=tmp_path), words)
+    assert not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------------------ files that are not what goes there
+def _files(tmp: Path) -> dict[str, Path]:
+    """Hostile inputs: random bytes, NUL bytes, YAML nested 20,000 deep (flow and block), parameter values past
+    64-bit arithmetic (a range stop of 10^20, .inf), each in a space file that is otherwise fine."""
+    import random
+
+    space = (ROOT / "spaces" / "gemm_naive.yaml").read_text()
+    out = {
+        "binary": random.Random(0).randbytes(3000),
+        "nul": b"name: x\ndescription: y\x00\n",
+        "deep_flow": ("a: " + "[" * 20_000 + "]" * 20_000 + "\n").encode(),
+        "deep_block": ("a:\n" + "".join("  " * i + "b:\n" for i in range(1, 3000)) + "  " * 3000 + "c: 1\n").encode(),
+        "range_1e20": space.replace(
+            "BLOCK_Y: [1, 2, 4, 8, 16]", "BLOCK_Y: {start: 1, stop: 100000000000000000000, step: 10000000000000}"
+        ).encode(),
+        "stop_1e20": space.replace(
+            "BLOCK_Y: [1, 2, 4, 8, 16]", "BLOCK_Y: {start: 99999999999999999990, stop: 100000000000000000000}"
+        ).encode(),
+        "inf": space.replace("BLOCK_Y: [1, 2, 4, 8, 16]", "BLOCK_Y: [1, .inf]").encode(),
+    }
+    paths = {}
+    for name, data in out.items():
+        paths[name] = tmp / f"{name}.yaml"
+        paths[name].write_bytes(data)
+    return paths
+
+
+HOSTILE_FILES = [
+    ("binary", "not a text file"),
+    ("nul", "NUL bytes"),
+    ("deep_flow", "nests deeper than"),
+    ("deep_block", "nests deeper than"),
+    ("range_1e20", "is not a number from -2**62 to 2**62"),
+    ("stop_1e20", "is not a number from -2**62 to 2**62"),
+    ("inf", "is not a number from -2**62 to 2**62"),
+]
+SPACE_COMMANDS = [("space", "show", "{f}"), ("space", "diff", "{f}", "gemm_naive"), ("explore", "{f}", "-o", "x.html")]
+
+
+@pytest.mark.parametrize("command", SPACE_COMMANDS, ids=lambda c: " ".join(c[:2]))
+@pytest.mark.parametrize("name, words", HOSTILE_FILES)
+def test_a_hostile_space_file_is_one_line_with_its_line(tmp_path: Path, command: tuple, name: str, words: str) -> None:
+    if command[0] == "explore":
+        pytest.importorskip("plotly")
+    f = _files(tmp_path)[name]
+    r = run_cli("--allow-path", str(ROOT / "kernels_src"), *(a.format(f=f) for a in command), cwd=tmp_path, timeout=120)
+    line = one_line(r, words)
+    assert f"{f.name}:" in line, line  # the file and the line
+
+
+@pytest.mark.parametrize("name", ["binary", "nul", "deep_flow", "deep_block"])
+@pytest.mark.parametrize("command", [("sweep", "{f}"), ("workload", "show", "{f}")], ids=lambda c: c[0])
+def test_a_hostile_config_or_workload_is_one_line(tmp_path: Path, command: tuple, name: str) -> None:
+    f = _files(tmp_path)[name]
+    r = run_cli(*(a.format(f=f) for a in command), cwd=tmp_path, timeout=120)
+    assert f"{f.name}:" in one_line(r)
+
+
+def test_a_database_where_the_sweep_config_goes_is_one_line(tmp_path: Path) -> None:
+    r = run_cli("sweep", str(EXAMPLE_DB), cwd=tmp_path)
+    line = one_line(r, "xz-compressed", "--db or --replay")
+    assert f"{EXAMPLE_DB.name}:1:" in line
+    plain = tmp_path / "r.sqlite"
+    plain.write_bytes(b"SQLite format 3\x00" + bytes(4080))
+    assert "an SQLite database" in one_line(run_cli("sweep", str(plain), cwd=tmp_path))
+
+
+# ---------------------------------------------------------------------------- a CSV that is not a measurements table
+CSVS = [
+    (b"a,b\n1,2\n", 1, "no column instance_id"),
+    (bytes(range(256)) * 4, 1, "not a text file"),
+    ("é,ü\n1,2\n".encode("latin-1"), None, "not UTF-8"),
+    (b"", None, "not a measurements CSV"),
+    (
+        b"instance_id,precision,shape,m,status,median_ms,p20_ms,p80_ms\nx,fp32,NN,64,ok,1,1,1\nx,fp32,NN,abc,ok,1,1,1\n",
+        3,
+        "size m = 'abc'",
+    ),
+    (b"instance_id,precision,shape,status,m,median_ms,p20_ms,p80_ms\nx,fp32,NN,ok,3,1,1,1\n", 1, "no size columns"),
+]
+
+
+@pytest.mark.parametrize("command", ["analyze", "report", "emit"])
+@pytest.mark.parametrize("data, line, words", CSVS, ids=range(len(CSVS)))
+def test_a_csv_that_is_not_measurements_is_one_line(tmp_path: Path, command: str, data: bytes, line, words) -> None:
+    f = tmp_path / "m.csv"
+    f.write_bytes(data)
+    error = one_line(run_cli(command, str(f), cwd=tmp_path), words)
+    assert f"m.csv{f':{line}' if line else ''}: " in error, error
+
+
+# ------------------------------------------------------------------------------------- explore: a huge value range
+def test_explore_draws_a_huge_range_in_bins_and_the_bound_is_a_knob(tmp_path: Path) -> None:
+    """A parameter of 2^16 values: every chart draws at most AUTOTUNE_EXPLORE_MAX_VALUES bars (default 200) of
+    binned neighbouring values (2^24 values took 9.2 GB and died: one label per value, maps of 4 x 2^24 cells)."""
+    pytest.importorskip("plotly")
+    space = tmp_path / "wide.yaml"
+    space.write_text(
+        (ROOT / "spaces" / "gemm_naive.yaml")
+        .read_text()
+        .replace("BLOCK_Y: [1, 2, 4, 8, 16]", "BLOCK_Y: {start: 1, stop: 65536}")
+    )
+    allow = ("--allow-path", str(ROOT / "kernels_src"))
+    r = run_cli(*allow, "explore", str(space), "-o", "wide.html", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    page = (tmp_path / "wide.html").read_text()
+    assert '"65273..65536"' in page and '"40000"' not in page  # 200 bins of 328 values, not 65,536 labels
+    assert "BLOCK_Y (65,536 values in bins of 328)" in page
+    r = run_cli(*allow, "explore", str(space), "-o", "few.html", cwd=tmp_path, AUTOTUNE_EXPLORE_MAX_VALUES="16")
+    assert r.returncode == 0 and '"61441..65536"' in (tmp_path / "few.html").read_text()
+    for bad in ("abc", "1e999", "-5", "nan", "1"):
+        r = run_cli(*allow, "explore", str(space), "-o", "x.html", cwd=tmp_path, AUTOTUNE_EXPLORE_MAX_VALUES=bad)
+        one_line(r, "AUTOTUNE_EXPLORE_MAX_VALUES")
+
+
+# ------------------------------------------------------------------------------ a table point of size <= 0 (tampered)
+@pytest.mark.parametrize("size", [0, -5, 2.5, "64", True, 10**30])
+@pytest.mark.parametrize("command", ["validate", "emit"])
+def test_a_table_point_that_is_not_a_size_is_one_line(tmp_path: Path, command: str, size: object) -> None:
+    import json
+
+    data = json.loads(EXAMPLE_TABLE.read_text())
+    data["points"][0]["sizes"]["rows"] = size
+    table = tmp_path / "dispatch.json"
+    table.write_text(json.dumps(data))
+    args = {
+        "validate": ("--random", "3", "--space", str(EXAMPLE / "space.yaml"), "-o", str(tmp_path / "v")),
+        "emit": ("-f", "cpp"),
+    }[command]
+    r = run_cli(command, str(table), *args, cwd=tmp_path)
+    assert "size rows" in one_line(r, "dispatch.json: point", "whole number of at least 1")
+
+
+# ---------------------------------------------------------------------------------------------- --gpus 99999
+@pytest.mark.parametrize(
+    "gpus, words",
+    [
+        ("99999", "at most 64 workers"),
+        ("65", "at most 64 workers"),
+        ("0,1,0", "GPU 0 listed twice"),
+        (",".join(map(str, range(100))), "100 GPUs listed"),
+        ("1e999", "--gpus must be"),
+        ("x" * 500, "--gpus must be"),
+    ],
+)
+@pytest.mark.parametrize("replay", [True, False])
+def test_gpus_is_bounded_before_any_worker_starts(tmp_path: Path, gpus: str, words: str, replay: bool) -> None:
+    """--gpus 99999 started 99,999 worker processes (with --replay, or where no GPU is visible)."""
+    pytest.importorskip("distributed")
+    if replay and "," in gpus:
+        words = "--gpus must be"  # a replay takes a number of workers, not a list of GPUs
+    args = ("--replay", str(EXAMPLE_DB)) if replay else ()
+    r = run_cli("sweep", str(ROOT / "configs" / "default.yaml"), "--gpus", gpus, *args, cwd=tmp_path, timeout=60)
+    one_line(r, words)
+    assert not (tmp_path / "results").exists()
+
+
+# ------------------------------------------------------------------------------------------- environment knobs
+CONFIG = str(ROOT / "configs" / "default.yaml")
+RECORDED = str(ROOT / "results" / "default" / "default.sqlite.xz")
+WORKLOAD = str(ROOT / "configs" / "workloads" / "small_h100.yaml")
+# every numeric AUTOTUNE_* knob, and a real command that reads it on a machine without a GPU
+KNOBS = {
+    "AUTOTUNE_MAX_RAW": ("space", "show", "gemm_naive"),
+    "AUTOTUNE_MAX_SURVIVORS": ("space", "show", "gemm_naive"),
+    "AUTOTUNE_MAX_PROBLEMS": ("workload", "show", WORKLOAD),
+    "AUTOTUNE_MAX_PAIRS": ("workload", "config", WORKLOAD, "--space", "gemm_naive", "--out", "s.yaml"),
+    "AUTOTUNE_MAX_CACHE_MB": ("import", "kerneltuner", "{cache}", "--db", "k.sqlite"),
+    "AUTOTUNE_MAX_CACHE_ENTRIES": ("import", "kerneltuner", "{cache}", "--db", "k.sqlite"),
+    "AUTOTUNE_GPU_MEMORY": ("sweep", CONFIG, "--replay", RECORDED, "--db", "r.sqlite", "--quiet"),
+    "AUTOTUNE_REPLAY_DELAY": ("sweep", CONFIG, "--replay", RECORDED, "--db", "r.sqlite", "--quiet"),
+    "AUTOTUNE_DB_RETRY_S": ("sweep", CONFIG, "--replay", RECORDED, "--db", "r.sqlite", "--quiet"),
+    "AUTOTUNE_EXPLORE_MAX_VALUES": ("explore", "gemm_naive", "-o", "e.html"),
+}
+
+
+@pytest.mark.parametrize("value", ["abc", "1e999", "-1", "nan"])
+@pytest.mark.parametrize("knob", list(KNOBS))
+def test_a_bad_environment_knob_is_one_line_naming_it(tmp_path: Path, knob: str, value: str) -> None:
+    """AUTOTUNE_MAX_RAW=1e999 was an OverflowError, =abc the default without a word; each knob is read by
+    autotune.untrusted now."""
+    if knob == "AUTOTUNE_EXPLORE_MAX_VALUES":
+        pytest.importorskip("plotly")
+    (tmp_path / "cache.json").write_text("{}")
+    args = [a.format(cache=tmp_path / "cache.json") for a in KNOBS[knob]]
+    r = run_cli(*args, cwd=tmp_path, **{knob: value})
+    one_line(r, knob)
+
+
+# the compile knobs are read where the GPU backend and its compile pool start (no GPU here: called as the sweep does)
+COMPILE_KNOBS = {
+    "AUTOTUNE_COMPILE_TIMEOUT": "from autotune.sweep.backends.local import GpuBackend; GpuBackend(cache_dir='c')",
+    "AUTOTUNE_COMPILE_WORKERS": "from autotune.sweep.backends.local import GpuBackend; GpuBackend(cache_dir='c')",
+    "AUTOTUNE_COMPILE_NICE": "import multiprocessing as mp; from autotune.sweep.compile_pool import CompilePool; "
+    "CompilePool(1, mp.get_context('spawn'))",
+}
+
+
+@pytest.mark.parametrize("value", ["abc", "1e999", "-1", "nan"])
+@pytest.mark.parametrize("knob", list(COMPILE_KNOBS))
+def test_a_bad_compile_knob_is_a_user_error_naming_it(tmp_path: Path, knob: str, value: str) -> None:
+    """A negative or NaN AUTOTUNE_COMPILE_TIMEOUT meant no limit; AUTOTUNE_COMPILE_WORKERS=-1 meant 1 and
+    AUTOTUNE_COMPILE_NICE=abc normal priority, without a word."""
+    import os
+    import sys
+
+    code = (
+        f"from autotune.errors import UserError\ntry:\n    {COMPILE_KNOBS[knob]}\nexcept UserError as e:\n    print(e)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{knob: value})
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith(f"{knob} = '{value}' is not"), (r.stdout, r.stderr[-2000:])
+
+
+def test_only_the_off_words_mean_no_compile_limit() -> None:
+    from autotune.sweep.compile import compile_timeout_s
+
+    assert [compile_timeout_s(w) for w in ("0", "off", "OFF", " none ", "no", "false")] == [None] * 6
+    assert compile_timeout_s("1.5") == 1.5 and compile_timeout_s("") == 600.0
+
+
+# ------------------------------------------------------------------------------- explorer page: data in a <script>
+HOSTILE_STRINGS = ["<!--<script>", "</script><script>alert(1)</script>", "x' onload='y", "a\u2028b\u2029 & c"]
+
+
+def hostile_space(tmp: Path) -> Path:
+    """gemm_naive with a description and a string parameter whose values would end or swallow a <script>."""
+    import json
+
+    text = (ROOT / "spaces" / "gemm_naive.yaml").read_text()
+    values = ", ".join(json.dumps(v) for v in HOSTILE_STRINGS)
+    text = text.replace("description: One thread", "description: <!--<script> One thread")
+    text = text.replace("  BLOCK_Y: [1, 2, 4, 8, 16]\n", f"  BLOCK_Y: [1, 2, 4, 8, 16]\n  TAG: [{values}]\n")
+    path = tmp / "hostile.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_data_strings_cannot_end_or_swallow_the_explorer_script(tmp_path: Path) -> None:
+    """`<!--<script>` in a data string put the HTML tokenizer in the script's double-escaped state: the page's own
+    </script> no longer ended the data element and the code after it was swallowed (a blank page). Inside the data
+    element there is now no `<!--` and no `</script`, and the JSON still holds every string as it was."""
+    import json
+    import re
+
+    pytest.importorskip("plotly")
+    space = hostile_space(tmp_path)
+    r = run_cli("--allow-path", str(ROOT / "kernels_src"), "explore", str(space), "-o", "h.html", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    page = (tmp_path / "h.html").read_text()
+    start = page.index("<script id='explore-data' type='application/json'>")
+    data = page[start:].split(">", 1)[1].split("</script>", 1)[0]
+    assert "<!--" not in data and not re.search("</script", data, re.I) and "<" not in data and "\u2028" not in data
+    assert page.endswith("</script></body></html>\n") and page.count("<script") == 3
+    labels = {v for fig in json.loads(data)["figures"] for trace in fig["data"] for v in trace.get("x") or []}
+    assert set(HOSTILE_STRINGS) <= labels  # the strings as they were, escaped only for the script
+
+
+def test_explore_reads_a_database_by_its_content_not_its_name(tmp_path: Path) -> None:
+    """A results database named results.bin went to the space loader (by its name) and was refused as binary."""
+    pytest.importorskip("plotly")
+    from autotune.store.store import Store
+
+    with Store.open(f"sqlite:///{tmp_path / 'results.bin'}"):
+        pass
+    r = run_cli("explore", str(tmp_path / "results.bin"), "-o", "x.html", cwd=tmp_path)
+    assert r.returncode == 0 and "results)" in r.stdout, r.stderr[-2000:]
