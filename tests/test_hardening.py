@@ -371,7 +371,7 @@ def test_run_sh_skips_the_install_when_nothing_changed(tmp_path: Path) -> None:
     import shutil as sh
 
     (tmp_path / "scripts").mkdir()
-    for name in ("run.sh", "setup_venv.sh"):
+    for name in ("run.sh", "setup.sh", "setup_venv.sh", "help.sh"):
         sh.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
     sh.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     bin_dir = tmp_path / ".venv" / "bin"

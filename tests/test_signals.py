@@ -208,7 +208,7 @@ def _long_commands(
     points = points_csv(tmp / "points.csv")
     return {
         "analyze": (["analyze", str(BIG)], {}, after(2.0)),
-        "explore": (["explore", str(BIG), "-o", str(tmp / "report.html")], {}, after(2.0)),
+        "explore": (["explore", str(BIG), "-o", str(tmp / "report.html")], {}, after(1.0)),
         "import": (
             ["import", "kerneltuner", str(kt_cache(tmp / "cache.json", 20_000)), "--db", str(tmp / "imported.sqlite")],
             {},

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.committed import committed, gunzip_to
+from tests.support.committed import RESULTS, gunzip_to
 
 ROOT = Path(__file__).resolve().parent.parent
-SOFTMAX = committed("softmax_model_h100")  # at the current schema: read without a migrated copy
+SOFTMAX = RESULTS / "tables5_h100" / "softmax" / "softmax_model_h100.sqlite.xz"  # the softmax table's tuning database
 CACHE = f"autotune-gz-{os.getuid()}"
 
 

@@ -486,7 +486,7 @@ def analyze(
     from autotune.analysis.winners import Criteria, perf_matrix, winners, winners_frame
     from autotune.dispatch.build import info_source
     from autotune.dispatch.loo import TOL_TABLE_COLUMNS, describe, tol_table
-    from autotune.dispatch.table import library_times
+    from autotune.dispatch.table import Structure, library_times
 
     loaded = load(source, device, space, kind=kind)
     matrix = perf_matrix(loaded.frame, loaded.layout)

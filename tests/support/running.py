@@ -65,6 +65,10 @@ class Running:
     def stop(self, first: int, second: int | None = None, gap_s: float = 0.0) -> float:
         """Send `first` (and `second`, `gap_s` later); the seconds until the process ended."""
         assert self.proc.poll() is None, "the command ended before it could be stopped: " + "".join(self.err)[-2000:]
+        end = time.monotonic() + 60  # a loaded machine may take seconds to start Python: stop a command, not its start
+        while not catches(self.proc.pid, first) and self.proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.02)
+        assert self.proc.poll() is None, "the command ended before it could be stopped: " + "".join(self.err)[-2000:]
         sent = time.monotonic()
         os.kill(self.proc.pid, first)
         if second is not None:
@@ -114,3 +118,14 @@ def rows(db: Path, sql: str) -> list[tuple]:
 
 def sweep_args(recording: Path, db: Path, *more: str) -> list[str]:
     return ["sweep", "configs/default.yaml", "--replay", str(recording), "--db", str(db), "--quiet", *more]
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether process `pid` has a handler for `sig` installed (Linux: /proc/PID/status, SigCgt); True where that
+    cannot be read."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    line = next((x for x in status.splitlines() if x.startswith("SigCgt:")), None)
+    return line is None or bool(int(line.split()[1], 16) >> (sig - 1) & 1)
