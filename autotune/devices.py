@@ -161,6 +161,16 @@ def detect_gpu(ordinal: int = 0) -> DeviceLimits | None:
     return known if known is not None else _read_gpu(ordinal)
 
 
+def no_gpu_reason(ordinal: int = 0) -> str | None:
+    """Why this process cannot measure on GPU `ordinal` (CuPy missing, or CuPy sees no such GPU), or None when it
+    can: what a script that measures says in its one error line on a machine without a GPU."""
+    try:
+        import cupy  # noqa: F401  (heavy import, only here)
+    except ImportError:
+        return "CuPy is not installed (pip install -e '.[cuda13]', or '.[cuda12]' with a CUDA 12 driver)"
+    return None if detect_gpu(ordinal) is not None else "CuPy sees no GPU"
+
+
 @functools.lru_cache(maxsize=None)
 def _read_gpu(ordinal: int) -> DeviceLimits | None:
     try:

@@ -303,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
         for c, r in zip(configs, requests(configs, a.arch or 90, opts), strict=True):
             print(json.dumps(c), " ".join(r.options))
         return 0
+    from autotune.devices import no_gpu_reason
+
+    if (why := no_gpu_reason()) is not None:
+        raise SystemExit(f"error: {Path(__file__).name} measures on a GPU and {why}")
     from autotune.sweep.compile import cold_cache_env
 
     os.environ.update(cold_cache_env(Path(tempfile.mkdtemp(prefix="autotune-scaling-"))))  # before CUDA starts here

@@ -54,6 +54,7 @@ from autotune.space.instance import Instance
 from autotune.vocab import Measurement, Status, TestPoint
 from autotune.space.spec import Space, load_space
 from autotune.sweep.strategies import make_strategy
+from autotune.devices import no_gpu_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -884,6 +885,8 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             print("kernel_tuner not importable here: translation not checked against it")
         return 0
+    if (why := no_gpu_reason()) is not None:
+        raise SystemExit(f"error: {Path(__file__).name} measures on a GPU and {why}")
     from autotune.sweep.backends.local import GpuBackend
 
     bench = Bench(

@@ -31,6 +31,7 @@ from autotune.sweep.compile import CompileRequest, compile_all, cuda_include_dir
 from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend
 from autotune.sweep.backends.gpu_worker import LoadedKernels, allow_dynamic_shared
 from autotune.vocab import Status
+from autotune.devices import no_gpu_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels_src"
@@ -364,6 +365,8 @@ def main() -> int:
     )
     ap.add_argument("--batch-sweep", default="8,32", help="sizes for the batch-count study ('' to skip)")
     a = ap.parse_args()
+    if (why := no_gpu_reason()) is not None:
+        raise SystemExit(f"error: {Path(__file__).name} measures on a GPU and {why}")
     import cupy as cp
 
     out = Path(a.out)

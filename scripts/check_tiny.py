@@ -41,6 +41,7 @@ from autotune.problems.gemm import gemm_point
 from autotune.problems.gemm.data import strided_args
 from autotune.problems.gemm.verify import reference_batch
 from autotune.space.spec import load_space
+from autotune.devices import no_gpu_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -346,6 +347,8 @@ def main() -> int:
         print(f"{len(cases)} correctness cases, {len(timed)} timed cases, {len(names)} kernels to compile")
         return 0
 
+    if (why := no_gpu_reason()) is not None:
+        raise SystemExit(f"error: {Path(__file__).name} measures on a GPU and {why}")
     import cupy as cp
 
     t0 = time.perf_counter()

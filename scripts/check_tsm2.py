@@ -36,6 +36,7 @@ from autotune.sweep.compile import CompileRequest, compile_all
 from autotune.sweep.backends.local import DEFAULT_CACHE_DIR
 from autotune.sweep.backends.gpu_worker import LoadedKernels
 from autotune.sweep.timing import Timer, TimingPlan, copy_bandwidth, summarize
+from autotune.devices import no_gpu_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -230,6 +231,8 @@ def main() -> int:
     ap.add_argument("--deadline-s", type=float, default=240.0)
     ap.add_argument("--jobs", type=int, default=14)
     args = ap.parse_args()
+    if (why := no_gpu_reason()) is not None:
+        raise SystemExit(f"error: {Path(__file__).name} measures on a GPU and {why}")
     import cupy as cp
 
     t_start = time.time()

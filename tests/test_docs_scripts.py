@@ -34,12 +34,11 @@ def documented_scripts() -> list[str]:
 class ScriptRun:
     """One run of a script on a CPU: a bash command in a scratch checkout (`{out}`: an empty scratch folder) and a
     text its output holds. `needs_gpu`: the script only measures, so without a
-    GPU it must stop with one `error:` line and no traceback. `fails_today`: why it does not yet (a strict xfail)."""
+    GPU it must stop with one `error:` line and no traceback."""
 
     command: str
     expect: str
     needs_gpu: bool = False
-    fails_today: str = ""
 
 
 def _help(name: str, expect: str = "usage:") -> ScriptRun:
@@ -47,7 +46,6 @@ def _help(name: str, expect: str = "usage:") -> ScriptRun:
     return ScriptRun(f"{runner}scripts/{name} --help", expect)
 
 
-_NO_CUPY = "a traceback (ModuleNotFoundError: cupy) without a GPU; not this part's file to change"
 # every documented shell script, and the Python scripts that do more here than --help (the rest: --help)
 SCRIPTS: dict[str, list[ScriptRun]] = {
     "setup.sh": [ScriptRun("bash scripts/setup.sh && .venv/bin/autotune --help", "Usage:")],
@@ -85,7 +83,7 @@ SCRIPTS: dict[str, list[ScriptRun]] = {
         )
     ],
     **{
-        name: [_help(name), ScriptRun(f"{PY} scripts/{name} {args}", "error:", needs_gpu=True, fails_today=_NO_CUPY)]
+        name: [_help(name), ScriptRun(f"{PY} scripts/{name} {args}", "error:", needs_gpu=True)]
         for name, args in (
             ("check_tsm2.py", "--out {out}/tsm2"),
             ("check_hgemm.py", "--out {out}/hgemm"),
@@ -139,7 +137,6 @@ SCRIPT_RUNS = [
         run,
         id=f"{name}[{i}]",
         marks=[
-            *([pytest.mark.xfail(strict=True, reason=run.fails_today)] if run.fails_today else []),
             *([pytest.mark.slow] if name in SLOW_SCRIPTS and i == 0 else []),
         ],
     )
