@@ -153,7 +153,7 @@ __device__ __forceinline__ void copy_async(__half* tile, const Operand& o, long 
   const int cpc = (o.sr + 14) >> 3;  // cdiv(7 + sr, 8)
   const int step = THREADS / cpc;
   const int first = t / cpc, q = t - first * cpc;
-  if (first >= step) return;  // a left-over thread
+  if (first >= step || o.sr == 0) return;  // a left-over thread; K = 0 (nothing of B or A is read)
   const int total = np * o.sc;
 #pragma unroll 2
   for (int col = first; col < total; col += step) {
@@ -170,7 +170,7 @@ __device__ __forceinline__ void copy_async(__half* tile, const Operand& o, long 
 // before it is issued; the caller arrives once per thread afterwards.
 template <int TILE, int LD, int THREADS>
 __device__ __forceinline__ void copy_bulk(__half* tile, const Operand& o, long long p0, int np, int t, barrier_t* bar) {
-  const int total = np * o.sc;
+  const int total = o.sr ? np * o.sc : 0;  // K = 0: nothing is read
   for (int col = t; col < total; col += THREADS) {
     const int p = o.cols(col);
     const int c = col - p * o.sc;
