@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Device harness for the tensor-core HGEMM families (hgemm_wmma, hgemm_small_tc, hgemm_mma, hgemm_flat_tc).
+"""Device harness for the tensor-core HGEMM families (hgemm_wmma, hgemm_small_tc, hgemm_mma, hgemm_flat_tc,
+hgemm_stream).
 
 Compiles a few instances of each family with the runner's compiler (autotune.sweep.compile, on-disk cache), checks
 them against the package's float64 reference (NaN-poisoned C, alpha/beta not 0/1, every n from 1 to 33, rectangular
@@ -46,7 +47,7 @@ def _space(family: str):
 class Kernel:
     """One instance: family, template arguments (without TRANS_A/TRANS_B) and its launch geometry."""
 
-    family: str  # hgemm_wmma | hgemm_small_tc | hgemm_mma | hgemm_flat_tc
+    family: str  # hgemm_wmma | hgemm_small_tc | hgemm_mma | hgemm_flat_tc | hgemm_stream
     args: tuple[int, ...]
     label: str
 
@@ -67,7 +68,7 @@ class Kernel:
         return tuple(g.grid), tuple(g.block)
 
     def shared_bytes(self) -> int:
-        """Dynamic shared memory from the space (hgemm_flat_tc's smem_bytes; 0 for the others)."""
+        """Dynamic shared memory from the space (hgemm_flat_tc's and hgemm_stream's smem_bytes; 0 for the others)."""
         return _geometry(self, 1, 1, 1, 1).shared_bytes
 
     def fits(self, n: int) -> bool:
@@ -99,7 +100,8 @@ def _geometry(kern: Kernel, m: int, n: int, k: int, batch: int):
     return _space(kern.family).geometry(kern.params(), gemm_point("fp16", "NN", m, n, k, batch))
 
 
-W, S, R, F = "hgemm_wmma", "hgemm_small_tc", "hgemm_mma", "hgemm_flat_tc"
+W, S, R, F, X = "hgemm_wmma", "hgemm_small_tc", "hgemm_mma", "hgemm_flat_tc", "hgemm_stream"
+BOUNDED = (F, X)  # families whose instances serve sizes up to compile-time bounds (flat_cases)
 KERNELS_UNDER_TEST = [
     # WMMA (TC_M, TC_N, TC_K, BLK_M, BLK_N, BLK_K, DIM_X, DIM_Y, NSG)
     Kernel(W, (16, 16, 16, 16, 16, 16, 16, 2, 1), "wmma16_nsg1"),
@@ -147,6 +149,14 @@ KERNELS_UNDER_TEST = [
     Kernel(F, (40, 40, 40, 1, 2, 4, 2, 1, 1), "flat40_cdirect"),  # C straight to global memory
     Kernel(F, (72, 72, 72, 1, 1, 8, 1, 2, 1), "flat72_w8s2_cd"),
     Kernel(F, (128, 128, 128, 2, 4, 8, 1, 1, 1), "flat128_2x4_cd"),
+    # streaming ring of slots (BM, BN, BK, WM, WN, NWARPS, PPB, STAGES, BULK); the first runs n = 1..40
+    Kernel(X, (40, 40, 40, 1, 1, 4, 2, 4, 0), "stream40_p2s4"),
+    Kernel(X, (40, 40, 40, 1, 1, 4, 2, 4, 1), "stream40_bulk"),  # cp.async.bulk per column + mbarrier
+    Kernel(X, (64, 64, 64, 2, 2, 4, 1, 4, 0), "stream64_2x2s4"),
+    Kernel(X, (72, 72, 72, 1, 1, 8, 1, 4, 0), "stream72_w8s4"),
+    Kernel(X, (96, 96, 96, 2, 2, 8, 1, 5, 1), "stream96_bulk"),
+    Kernel(X, (128, 128, 128, 2, 4, 8, 1, 3, 0), "stream128_2x4"),
+    Kernel(X, (128, 128, 128, 2, 2, 16, 1, 3, 1), "stream128_w16_bulk"),
 ]
 
 
@@ -248,7 +258,7 @@ def SHAPES_OF(kern: Kernel) -> tuple[str, ...]:  # noqa: N802 - the first instan
 
 def correctness_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, float, int | None]]:
     """(problem, alpha, beta, grid cap). `full`: every n from 1 to 33 in NN and NT."""
-    if kern.family == F:
+    if kern.family in BOUNDED:
         return flat_cases(kern, full)
     cases = []
     small = kern.family == S
@@ -274,9 +284,10 @@ def correctness_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, fl
 
 
 def flat_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, float, int | None]]:
-    """hgemm_flat_tc: the sizes its bound b serves (b - 7 .. b; `full`: every n from 1 to b) in NN and NT, odd
-    rectangular sizes within the bound in the four shapes (the first instance) or NN/NT, unpacked layouts, a
-    batch above 65,535, a capped grid (several groups per block), and sizes above the bound (the slow path)."""
+    """hgemm_flat_tc and hgemm_stream: the sizes the bound b serves (b - 7 .. b; `full`: every n from 1 to b) in NN
+    and NT, odd rectangular sizes within the bound in the four shapes (the first instance) or NN/NT, unpacked layouts,
+    a batch above 65,535, a capped grid (several groups per block: hgemm_stream's ring of slots wraps), and sizes
+    above the bound (the slow path)."""
     b = kern.bound()
     cases = []
     for n in range(1, b + 1) if full else range(max(1, b - 7), b + 1):
@@ -360,7 +371,7 @@ def main() -> int:
     ap.add_argument("--full", action="store_true", help="every n from 1 to 33 for every instance")
     ap.add_argument(
         "--families",
-        default="hgemm_wmma,hgemm_small_tc,hgemm_mma,hgemm_flat_tc",
+        default="hgemm_wmma,hgemm_small_tc,hgemm_mma,hgemm_flat_tc,hgemm_stream",
         help="families to compile, check and time (comma-separated)",
     )
     ap.add_argument("--batch-sweep", default="8,32", help="sizes for the batch-count study ('' to skip)")
@@ -381,7 +392,7 @@ def main() -> int:
     )
 
     mods, fails, log = {}, [], []
-    for fam in [f for f in (W, S, R, F) if f in a.families.split(",")]:
+    for fam in [f for f in (W, S, R, F, X) if f in a.families.split(",")]:
         names = sorted({k.name(s) for k in KERNELS_UNDER_TEST if k.family == fam for s in SHAPES_OF(k)})
         t0 = time.time()
         try:
@@ -475,7 +486,7 @@ def main() -> int:
     for k, cub, by_fam in rect:
         cells = "  ".join(f"{f[6:]}: {t.label} {t.ms:.4f} ({t.frac:.2f})" for f, t in by_fam.items())
         print(f"K={k:>2}  cuBLAS {cub:.4f}  {cells}")
-    fams = [W, S, R, F]
+    fams = [W, S, R, F, X]
     print(
         f"\nsquare NN, alpha=1 beta=0, copy bw {bw / 1e12:.2f} TB/s, reps {a.reps}, median; frac = roofline fraction;"
         f" cuBLAS = {lib}"

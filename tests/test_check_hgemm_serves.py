@@ -1,5 +1,5 @@
 """scripts/check_hgemm.py asks the space files which sizes an instance serves (no restated rule): the flat
-kernel's instances serve n^3 exactly where n <= BM < n + 8, the families without `serves:` every size, and
+and streaming kernels' instances serve n^3 exactly where n <= BM < n + 8, the families without `serves:` every size, and
 Space.serves agrees with the generator's vectorised `serving` on whole spaces."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ harness = load_script("check_hgemm")
 
 @pytest.mark.parametrize("kern", harness.KERNELS_UNDER_TEST, ids=[k.label for k in harness.KERNELS_UNDER_TEST])
 def test_harness_sizes_come_from_the_space(kern) -> None:
-    if kern.family == harness.F:
+    if kern.family in harness.BOUNDED:
         bm = kern.params()["BM"]
         assert [n for n in range(1, 140) if kern.fits(n)] == [n for n in range(1, 140) if n <= bm < n + 8]
         assert kern.bound() == bm
@@ -27,7 +27,8 @@ def test_harness_sizes_come_from_the_space(kern) -> None:
 
 
 @pytest.mark.parametrize(
-    "space_name,precision", [("hgemm_flat_tc", "fp16"), ("gemm_tiny_simt", "fp32"), ("hgemm_mma", "fp16")]
+    "space_name,precision",
+    [("hgemm_flat_tc", "fp16"), ("hgemm_stream", "fp16"), ("gemm_tiny_simt", "fp32"), ("hgemm_mma", "fp16")],
 )
 def test_space_serves_matches_the_generator(space_name: str, precision: str) -> None:
     space = load_space(space_name)

@@ -1,6 +1,7 @@
 """Compile-only check of the tensor-core HGEMM families for sm_90 with nvcc (no GPU needed).
 
-One translation unit per family (hgemm_wmma, hgemm_small_tc, hgemm_mma, hgemm_flat_tc) includes the kernel source and takes the
+One translation unit per family (hgemm_wmma, hgemm_small_tc, hgemm_mma, hgemm_flat_tc, hgemm_stream) includes the kernel
+source and takes the
 address of hand-picked instances (every tensor-core shape, every ladder rung, several problems per block) and of the
 first and last instances of the generated space, for the four shapes; taking the address instantiates the
 template, so a static_assert the space's hard constraints let through fails here. Name expressions come from the
@@ -42,6 +43,12 @@ HAND_PICKED = {
         dict(BM=8, BN=8, BK=8, WM=1, WN=1, NWARPS=2, PPB=16, STAGES=1, CDIRECT=0),
         dict(BM=40, BN=24, BK=72, WM=1, WN=1, NWARPS=4, PPB=2, STAGES=2, CDIRECT=1),  # rectangular bounds
         dict(BM=128, BN=128, BK=128, WM=2, WN=4, NWARPS=8, PPB=1, STAGES=1, CDIRECT=0),  # the largest
+    ],
+    "hgemm_stream": [
+        dict(BM=40, BN=40, BK=40, WM=1, WN=1, NWARPS=4, PPB=2, STAGES=4, BULK=0),
+        dict(BM=40, BN=24, BK=72, WM=1, WN=2, NWARPS=4, PPB=1, STAGES=3, BULK=1),  # rectangular bounds, bulk copies
+        dict(BM=128, BN=128, BK=128, WM=2, WN=4, NWARPS=8, PPB=1, STAGES=3, BULK=1),  # the largest
+        dict(BM=96, BN=96, BK=96, WM=2, WN=2, NWARPS=16, PPB=1, STAGES=2, BULK=0),
     ],
 }
 
@@ -97,25 +104,27 @@ def test_spaces_keep_every_rung_and_paper_soft_constraints() -> None:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
-def test_flat_tc_shared_memory_formula_matches_the_kernel(tmp_path: Path) -> None:
+@pytest.mark.parametrize("space_name", ["hgemm_flat_tc", "hgemm_stream"])
+def test_shared_memory_formula_matches_the_kernel(space_name: str, tmp_path: Path) -> None:
     """The space's smem_bytes (the launch's dynamic shared memory) is what the kernel needs in its largest shape:
-    hgemm_flat_tc_smem_bytes<...>() of every shape is at most smem_bytes and the largest equals it, checked by
-    static_assert for the hand-picked and sampled instances (the kernel traps when launched with less)."""
-    space = load_space("hgemm_flat_tc")
+    <family>_smem_bytes<...>() of every shape is at most smem_bytes and the largest equals it, checked by
+    static_assert for the hand-picked and sampled instances (the kernels trap when launched with less)."""
+    space = load_space(space_name)
     dev = get_device("H100")
     asserts = [
         "constexpr int largest(std::initializer_list<int> v) { int m = 0; for (int x : v) m = x > m ? x : m; "
         "return m; }"
     ]
-    for p in _params("hgemm_flat_tc"):
+    for p in _params(space_name):
         smem = int(space.values(p, "fp16", dev)["smem_bytes"])
         need = []
         for s in SHAPES:
             args = space.template_name(p, "fp16", s).split("<", 1)[1].rstrip(">")
-            need.append(f"autotune::hgemm_flat_tc_smem_bytes<{args}>()")
+            need.append(f"autotune::{space_name}_smem_bytes<{args}>()")
             asserts.append(f'static_assert({need[-1]} <= {smem}, "{s} {p}");')
         asserts.append(f'static_assert(largest({{{", ".join(need)}}}) == {smem}, "largest shape {p}");')
-    cu = tmp_path / "flat_smem.cu"
-    cu.write_text('#include <initializer_list>\n#include "hgemm_flat_tc.cuh"\n' + "\n".join(asserts) + "\n")
+    cu = tmp_path / f"{space_name}_smem.cu"
+    source = Path(space.kernel.source).name
+    cu.write_text(f'#include <initializer_list>\n#include "{source}"\n' + "\n".join(asserts) + "\n")
     r = compile_object(cu)
     assert r.returncode == 0, r.stderr + r.stdout

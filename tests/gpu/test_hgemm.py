@@ -1,4 +1,5 @@
-"""GPU tier: the tensor-core HGEMM families (hgemm_wmma, hgemm_small_tc, hgemm_mma, hgemm_flat_tc) against float64 references.
+"""GPU tier: the tensor-core HGEMM families (hgemm_wmma, hgemm_small_tc, hgemm_mma, hgemm_flat_tc, hgemm_stream)
+against float64 references.
 
 The reference is cupy.matmul on the float64 upcast of the same fp16 inputs; tolerance 1e-2 relative to the norm
 of the reference (fp16 inputs, fp32 accumulation). The first instance of each variant (each family; each ladder
@@ -39,7 +40,7 @@ def modules():
     except cp.cuda.runtime.CUDARuntimeError:
         pytest.skip("no CUDA device")
     mods = {}
-    for fam in (harness.W, harness.S, harness.R, harness.F):
+    for fam in (harness.W, harness.S, harness.R, harness.F, harness.X):
         names = sorted({k.name(s) for k in KERNELS if k.family == fam for s in harness.SHAPES_OF(k)})
         mods[fam] = harness.compile_family(fam, names)
     return mods
@@ -47,7 +48,7 @@ def modules():
 
 def test_cases_cover_the_brief() -> None:
     """Every variant gets n = 1..33; rectangular shapes, alpha/beta not 0/1, NaN-poisoned C, batch > 65,535."""
-    assert {v[0] for v in FIRST} == {harness.W, harness.S, harness.R, harness.F}
+    assert {v[0] for v in FIRST} == {harness.W, harness.S, harness.R, harness.F, harness.X}
     assert {v[1] for v in FIRST if v[0] == harness.R} == {1, 2, 3, 4}
     for kern in FIRST.values():
         cases = harness.correctness_cases(kern, full=True)
