@@ -130,8 +130,8 @@ def test_a_connect_that_gets_no_scheduler_is_bounded(service: str, request: pyte
         identify_scheduler(address, 1.0)
     assert time.monotonic() - start < 10
     assert f"at {address} within AUTOTUNE_SCHEDULER_TIMEOUT=1 s" in caught.value.message
-    if service == "closed":
-        assert "Connection refused" in caught.value.message
+    if service == "closed":  # Dask retries a refused connect until its timeout: a loaded machine says "Timed out"
+        assert "Connection refused" in caught.value.message or "Timed out" in caught.value.message
 
 
 def test_the_command_line_gives_up_on_a_silent_service(silent_server: str, recording: Path, tmp_path: Path) -> None:
