@@ -229,11 +229,12 @@ class Launcher:
         key = (name, inst.smem())
         if key not in self._occ:
             fn = self.fns[name]
+            ptr = fn.kernel.ptr  # a RawKernel's driver function (CuPy 14: the RawKernel itself has no ptr)
             drv = self.cp.cuda.driver
             if inst.smem() > 48 * 1024:
                 attr = getattr(drv, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8)
-                drv.funcSetAttribute(fn.ptr, attr, inst.smem())
-            self._occ[key] = drv.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, inst.threads, inst.smem())
+                drv.funcSetAttribute(ptr, attr, inst.smem())
+            self._occ[key] = drv.occupancyMaxActiveBlocksPerMultiprocessor(ptr, inst.threads, inst.smem())
         return self._occ[key]
 
     def grid(self, name: str, inst: Inst, batch: int, cap: int | None = None) -> int:

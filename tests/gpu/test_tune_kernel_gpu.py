@@ -131,6 +131,8 @@ def test_the_scripts_process_never_imports_cupy(tmp_path: Path) -> None:
     assert {"worker.prepare_data", "worker.prepare_warm"} <= set(out["startup"]), out["startup"]
 
 
+# `sum_items`, not `items`: a tunable parameter is a #define before the includes (as in Kernel Tuner), and CUB
+# names a variable `items` (warp_exchange_smem.cuh: "expected a ')'" under nvcc too; seen on an H100)
 CUB_SUM = """
 #include <cub/cub.cuh>
 
@@ -138,8 +140,8 @@ extern "C" __global__ void block_sum(const float *inp, float *out, int n) {
     typedef cub::BlockReduce<float, block_size_x> Reduce;
     __shared__ typename Reduce::TempStorage temp;
     float v = 0.0f;
-    for (int i = 0; i < items; i++) {
-        int idx = (blockIdx.x * items + i) * block_size_x + threadIdx.x;
+    for (int i = 0; i < sum_items; i++) {
+        int idx = (blockIdx.x * sum_items + i) * block_size_x + threadIdx.x;
         v += idx < n ? inp[idx] : 0.0f;
     }
     float total = Reduce(temp).Sum(v);
@@ -156,8 +158,8 @@ def _cub_call(**kw: object) -> tuple[list[dict], dict]:
         CUB_SUM,
         n,
         [x, np.zeros(1, np.float32), np.int32(n)],
-        {"block_size_x": [64, 128, 256, 512, 1024], "items": [1, 2, 4]},
-        grid_div_x=["block_size_x", "items"],
+        {"block_size_x": [64, 128, 256, 512, 1024], "sum_items": [1, 2, 4]},
+        grid_div_x=["block_size_x", "sum_items"],
         answer=[None, np.array([x.sum()], np.float32), None],
         quiet=True,
         **kw,
