@@ -147,6 +147,19 @@ def compose(text: str, path: Path | str, error: type[UserError] = UserError) -> 
         ) from None
 
 
+class TooDeep(yaml.YAMLError):
+    """YAML nested deeper than `MAX_DEPTH`."""
+
+
+def safe_load(text: str) -> Any:
+    """`yaml.safe_load` with the nesting bounded (`MAX_DEPTH`): for YAML text read from a database or a file that is
+    not a space or config (no line numbers kept); too deep a nesting is a `yaml.YAMLError`, as a syntax error is."""
+    try:
+        return yaml.load(text, Loader=_NodeLoader)  # noqa: S506 - safe loader subclass
+    except UserError as exc:
+        raise TooDeep(f"{exc.message} (line {exc.line})") from None
+
+
 class _Loader(DepthBounded, yaml.SafeLoader):
     pass
 

@@ -300,3 +300,30 @@ def test_the_commands_neither_write_nor_run_what_a_database_names(tmp_path: Path
     if command == "report":
         allowed = cli(tmp_path, "--allow-path", str(pwn), command, str(db), "--out", str(tmp_path / "rep2"))
         assert marker.exists(), allowed.stderr[-2000:]  # the user allowed the folder: its Python is run
+
+
+def test_a_deep_recorded_space_file_is_one_error_when_exported_as_a_kernel_tuner_cache(tmp_path: Path) -> None:
+    """`autotune export kerneltuner` reads the recorded space file too: nested 20,000 deep it is one UserError (the
+    bounded loader), not a RecursionError from PyYAML's composer."""
+    from autotune.errors import UserError
+    from autotune.interop.kt_store import export_cache
+    from autotune.store.store import Store
+
+    db = hostile(tmp_path, yaml_text="a: " + "[" * 20_000 + "]" * 20_000)
+    start = time.monotonic()
+    with Store.open(str(db), readonly=True) as store, pytest.raises(UserError, match="nests deeper than 100 levels"):
+        export_cache(store, NAME, point="transpose:fp32:-:4096x4096")
+    assert time.monotonic() - start < 30
+
+
+def test_the_bounded_loader_reads_what_safe_load_reads_and_stops_at_its_depth() -> None:
+    import yaml
+
+    from autotune import yamlfile
+
+    text = "name: x\nparameters: {A: [1, 2], B: [[3], {c: 4}]}\n"
+    assert yamlfile.safe_load(text) == yaml.safe_load(text)
+    at_bound = "[" * (yamlfile.MAX_DEPTH - 1) + "]" * (yamlfile.MAX_DEPTH - 1)
+    assert yamlfile.safe_load(at_bound) == yaml.safe_load(at_bound)
+    with pytest.raises(yamlfile.TooDeep, match="line 1"):
+        yamlfile.safe_load("[" * (yamlfile.MAX_DEPTH + 1) + "]" * (yamlfile.MAX_DEPTH + 1))

@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 import yaml
 
+from autotune import yamlfile
 from autotune.dispatch.figures import Figures, validated_figures
 from autotune.errors import UserError
 
@@ -197,7 +198,7 @@ def add_points(opts: ActiveOptions, problems: Sequence[dict[str, Any]], folder: 
     from autotune.store.engine import database_url
     from autotune.sweep.config import load_config
 
-    doc = yaml.safe_load(opts.config.read_text())
+    doc = yamlfile.safe_load(opts.config.read_text())
     groups = []
     for r in problems:
         group: dict[str, Any] = {"kind": kind.name, "precisions": [str(r["precision"])]}

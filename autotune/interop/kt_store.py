@@ -34,6 +34,7 @@ from autotune.interop.kerneltuner_limits import limit_hint, max_cache_bytes, max
 from autotune.interop.kt_entries import check_entries, time_problem
 from autotune.outfiles import write_file
 from autotune.space.instance import Instance
+from autotune import yamlfile
 from autotune.space.spec import Space, load_space
 from autotune.store.schema import SpaceRecord, SweepStart
 from autotune.store.engine import shown
@@ -343,7 +344,12 @@ def export_cache(store: Store, space: str, device: str | None = None, point: str
     key = point or (points[0] if points else None)
     if key not in points:
         raise UserError(f"no measurements of {space} at {key}", hint=f"points: {', '.join(points[:8]) or 'none'}")
-    doc = yaml.safe_load(spaces[0])
+    try:
+        doc = yamlfile.safe_load(spaces[0])
+    except yaml.YAMLError as exc:
+        raise UserError(f"the recorded space file of {space} is not YAML it can read: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UserError(f"the recorded space file of {space} is not a mapping")
     tune_params = {k: list(v) if isinstance(v, list) else v for k, v in (doc.get("parameters") or {}).items()}
     keys = tuple(tune_params)
     records, header = [], {}

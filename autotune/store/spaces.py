@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 from sqlalchemy import select
 
-from autotune import paths
+from autotune import paths, yamlfile
 from autotune.problems import allowed_paths
 from autotune.space import spec
 from autotune.store import recorded_files as files
@@ -216,13 +216,13 @@ def _stored(name: str, r: Recorded, url: str, budget: files.Budget) -> tuple[Pat
 def _document(text: str) -> dict:
     """The recorded space file as a mapping, or Refused (not YAML, not a mapping, nested too deep)."""
     try:
-        doc = yaml.safe_load(text)
+        doc = yamlfile.safe_load(text)
+    except (yamlfile.TooDeep, RecursionError):
+        raise Refused("its space file is nested too deep") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise Refused(f"its space file is not valid YAML{where}") from None
-    except RecursionError:
-        raise Refused("its space file is nested too deep") from None
     if not isinstance(doc, dict):
         raise Refused(f"its space file is not a mapping (a {type(doc).__name__})")
     return doc
@@ -234,7 +234,7 @@ def _names(work: Path | None) -> set[str]:
     if work is None:
         return set()
     try:
-        doc = yaml.safe_load(work.read_text())
+        doc = yamlfile.safe_load(work.read_text())
     except (yaml.YAMLError, RecursionError, OSError, UnicodeDecodeError):
         return set()
     out: set[str] = set()
@@ -324,7 +324,7 @@ def _reference(text: str, beside: Path | None, trusted: tuple[Path, ...], known:
 def _same_yaml(work: Path, doc: dict) -> bool:
     """The same space: equal documents (a comment edited since the sweep changes nothing)."""
     try:
-        return yaml.safe_load(work.read_text()) == doc
+        return yamlfile.safe_load(work.read_text()) == doc
     except (yaml.YAMLError, RecursionError, OSError, UnicodeDecodeError):
         return False
 
