@@ -34,10 +34,7 @@
 //   WM, WN      warp tile: WM x WN blocks of 16 x 16 of C (WM * WN * 8 fp32 accumulators per thread)
 //   NWARPS      warps per block
 //   PPB         problems per group
-//   STAGES      0, 1 or 2 flat buffers of A and B (2: the next group's copy is in flight during the repack too;
-//               0: no flat buffers: step 2 reads the packed group straight from global memory, the same 16-byte
-//               chunks and 32-bit words, into the padded tiles; less shared memory per block, so more blocks per
-//               SM hide the load latency that a block no longer overlaps with its own math)
+//   STAGES      1 or 2 flat buffers of A and B (2: the next group's copy is in flight during the repack too)
 //   CDIRECT     0: C goes out through the flat shared copy (step 4); 1: each warp writes its fp16 C elements
 //               straight to global memory (no flat C: less shared memory per block, more blocks per SM)
 // Launch: block (32 * NWARPS, 1, 1); grid (g, 1, 1) for any g >= 1; dynamic shared memory
@@ -143,17 +140,9 @@ struct ChunkMap {
 // funnel shift per word); halves past the column's end are zeroed (they land in the tile's padding, which must
 // stay zero for K). When every column starts on a 16-byte boundary it is a plain 16-byte copy.
 // The flat kernel at 64^3 was issue-bound on the element-pair repack (ncu, results/profiles_h100).
-// GLOBAL: `flat` is the 16-byte aligned global address below the group's first element (STAGES == 0): the same reads,
-// through the read-only data cache, unrolled further (their latency is not hidden by a copy in flight).
-template <bool GLOBAL, typename T> __device__ __forceinline__ T load(const T* p) {
-  if constexpr (GLOBAL) return __ldg(p);
-  else return *p;
-}
-
-template <int TILE, int LD, bool GLOBAL = false>
+template <int TILE, int LD>
 __device__ __forceinline__ void repack_flat(__half* tile, const __half* flat, int mis, int sr, int sc, int np,
                                             FastDiv cols, const ChunkMap& m) {
-  constexpr int UNROLL = GLOBAL ? 4 : 2;
   if (m.q0 >= m.step) return;  // a left-over thread
   const int total = np * sc;     // columns over the group: q = p * sc + c
   const uint4* const f4 = reinterpret_cast<const uint4*>(flat);
@@ -161,7 +150,7 @@ __device__ __forceinline__ void repack_flat(__half* tile, const __half* flat, in
 #pragma unroll 4
     for (int q = m.q0; q < total; q += m.step) {
       const int p = cols(q);
-      const uint4 v = load<GLOBAL>(f4 + ((q * sr + m.r) >> 3));
+      const uint4 v = f4[(q * sr + m.r) >> 3];
       st_shared_v4(tile + p * TILE + (q - p * sc) * LD + m.r, v.x, v.y, v.z, v.w);
     }
     return;
@@ -171,7 +160,7 @@ __device__ __forceinline__ void repack_flat(__half* tile, const __half* flat, in
   // Only words holding halves of the column are read (never past the copied range).
   const unsigned* const f1 = reinterpret_cast<const unsigned*>(flat);
   const int ds = m.step * sr;
-#pragma unroll UNROLL
+#pragma unroll 2
   for (int q = m.q0, s = mis + m.q0 * sr + m.r; q < total; q += m.step, s += ds) {
     const int p = cols(q);
     const int odd = s & 1;
@@ -179,7 +168,7 @@ __device__ __forceinline__ void repack_flat(__half* tile, const __half* flat, in
     const int words = (odd + m.n + 1) >> 1;  // 1 .. 5
     unsigned w[5];
 #pragma unroll
-    for (int i = 0; i < 5; ++i) w[i] = i < words ? load<GLOBAL>(x + i) : 0u;
+    for (int i = 0; i < 5; ++i) w[i] = i < words ? x[i] : 0u;
     unsigned o[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) o[i] = __funnelshift_r(w[i], w[i + 1], odd * 16) & m.mask[i];
@@ -219,7 +208,6 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
   auto flat_a = [&](int stage) { return flat0 + stage * 8 * (G::QA + G::QB); };
   auto flat_b = [&](int stage) { return flat0 + stage * 8 * (G::QA + G::QB) + 8 * G::QA; };
   auto issue = [&](long long grp, int stage) {
-    if constexpr (STAGES == 0) return;  // no flat buffers: the repack reads global memory
     const long long p0 = grp * PPB;
     const int np = static_cast<int>(min((long long)PPB, (long long)batch - p0));
     if (packA) copy_flat(flat_a(stage), A + p0 * MK, np * MK);
@@ -251,17 +239,11 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
     __syncthreads();  // this group's flat copies have landed; the previous group's C is stored
 
     // Repack (or gather) every problem of the group into its padded tiles.
-    if (packA && STAGES == 0)
-      repack_flat<G::A_TILE, G::A_LD, true>(tileA, A + p0 * MK - misalign(A + p0 * MK), misalign(A + p0 * MK), ar, ac,
-                                            np, colsA, cmA);
-    else if (packA)
+    if (packA)
       repack_flat<G::A_TILE, G::A_LD>(tileA, flat_a(stage), misalign(A + p0 * MK), ar, ac, np, colsA, cmA);
     else
       repack<G::A_TILE, G::A_LD, THREADS>(tileA, A + p0 * strideA, strideA, ar, ac, lda, np, hpA, colsA, t);
-    if (packB && STAGES == 0)
-      repack_flat<G::B_TILE, G::B_LD, true>(tileB, B + p0 * KN - misalign(B + p0 * KN), misalign(B + p0 * KN), br, bc,
-                                            np, colsB, cmB);
-    else if (packB)
+    if (packB)
       repack_flat<G::B_TILE, G::B_LD>(tileB, flat_b(stage), misalign(B + p0 * KN), br, bc, np, colsB, cmB);
     else
       repack<G::B_TILE, G::B_LD, THREADS>(tileB, B + p0 * strideB, strideB, br, bc, ldb, np, hpB, colsB, t);

@@ -145,11 +145,6 @@ KERNELS_UNDER_TEST = [
     Kernel(F, (72, 72, 72, 1, 1, 8, 1, 2, 0), "flat72_w8s2"),
     Kernel(F, (96, 96, 96, 2, 2, 8, 1, 2, 0), "flat96_2x2s2"),
     Kernel(F, (128, 128, 128, 2, 4, 8, 1, 1, 0), "flat128_2x4"),
-    # STAGES = 0: no flat buffers, the repack reads the packed group straight from global memory
-    Kernel(F, (8, 8, 8, 1, 1, 2, 16, 0, 0), "flat8_p16s0"),
-    Kernel(F, (40, 40, 40, 1, 1, 4, 2, 0, 0), "flat40_p2s0"),
-    Kernel(F, (64, 64, 64, 4, 1, 8, 2, 0, 0), "flat64_4x1p2s0"),
-    Kernel(F, (120, 120, 120, 2, 4, 8, 1, 0, 1), "flat120_2x4s0cd"),
     Kernel(F, (128, 128, 128, 4, 2, 8, 1, 1, 0), "flat128_4x2"),
     Kernel(F, (40, 40, 40, 1, 2, 4, 2, 1, 1), "flat40_cdirect"),  # C straight to global memory
     Kernel(F, (72, 72, 72, 1, 1, 8, 1, 2, 1), "flat72_w8s2_cd"),

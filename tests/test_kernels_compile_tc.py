@@ -43,8 +43,6 @@ HAND_PICKED = {
         dict(BM=8, BN=8, BK=8, WM=1, WN=1, NWARPS=2, PPB=16, STAGES=1, CDIRECT=0),
         dict(BM=40, BN=24, BK=72, WM=1, WN=1, NWARPS=4, PPB=2, STAGES=2, CDIRECT=1),  # rectangular bounds
         dict(BM=128, BN=128, BK=128, WM=2, WN=4, NWARPS=8, PPB=1, STAGES=1, CDIRECT=0),  # the largest
-        dict(BM=120, BN=120, BK=120, WM=2, WN=4, NWARPS=8, PPB=1, STAGES=0, CDIRECT=1),  # no flat buffers
-        dict(BM=40, BN=24, BK=72, WM=1, WN=1, NWARPS=4, PPB=4, STAGES=0, CDIRECT=0),
     ],
     "hgemm_stream": [
         dict(BM=40, BN=40, BK=40, WM=1, WN=1, NWARPS=4, PPB=2, STAGES=4, BULK=0),
