@@ -74,6 +74,13 @@ SCRIPTS: dict[str, list[ScriptRun]] = {
             "tables5_revalidate_h100.sh",
         )
     },
+    "bench_lookup.py": [
+        _help("bench_lookup.py"),
+        ScriptRun(
+            f"{PY} scripts/bench_lookup.py --queries 500 results/tsm2_h100/dispatch.json --out {{out}}/lookup.json",
+            "agree on every query: True",
+        ),
+    ],
     "bench_kt_import.py": [ScriptRun(f"TMPDIR={{out}} {PY} scripts/bench_kt_import.py", "records imported")],
     "pyprofile": [
         ScriptRun(

@@ -30,6 +30,7 @@ from autotune.dispatch.runtime import (
     MODEL_ALIGN,
     MODEL_SATURATE,
     NO_LIMIT,
+    ilog2_fx,
     NONE,
     RUNTIME_VERSION,
     model_count,
@@ -207,7 +208,8 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
         f"struct Kernel {{ const char* instance_id; const char* name; const char* template_name; const char* source; "
         f"const char* defines; int precision; int shape; long long mult[{nsz}]; long long lo[{nsz}]; "
         f"long long hi[{nsz}]; bool tuned_only; }};\n"
-        f"struct Point {{ int precision; int shape; long long dims[{nsz}]; int ranked_begin; int ranked_count; "
+        f"struct Point {{ int precision; int shape; long long dims[{nsz}]; long long logs[{nsz}]; "
+        "int ranked_begin; int ranked_count; "
         "int near_begin; int near_count; int costs_begin; int costs_count; };\n"
         f"struct Region {{ int precision; int shape; long long lo[{ntab}]; long long hi[{ntab}]; int kernel; }};\n\n"
     )
@@ -234,7 +236,8 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     for p in points:
         w(
             f"  {{{precisions.index(p['precision'])}, {shapes.index(p['shape'])}, "
-            f"{_arr(p['sizes'][n] for n in names)}, {len(ranked)}, {len(p['ranked'])}, "
+            f"{_arr(p['sizes'][n] for n in names)}, {_arr(ilog2_fx(int(p['sizes'][n])) for n in names)}, "
+            f"{len(ranked)}, {len(p['ranked'])}, "
             f"{len(near_list)}, {len(p.get('near', p['ranked']))}, {len(costs)}, {len(p.get('costs', []))}}},"
             f"  // {p['point_key']}\n"
         )
@@ -242,8 +245,9 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
         near_list += p.get("near", p["ranked"])
         costs += p.get("costs", [])
     if not points:
-        w(f"  {{-1, -1, {_arr([0] * nsz)}, 0, 0, 0, 0, 0, 0}},\n")
+        w(f"  {{-1, -1, {_arr([0] * nsz)}, {_arr([0] * nsz)}, 0, 0, 0, 0, 0, 0}},\n")
     w("};\n")
+    _emit_groups(w, table, precisions, shapes)
     w(f"inline constexpr int kRanked[{max(1, len(ranked))}] = {{{', '.join(map(str, ranked or [0]))}}};\n")
     w(f"inline constexpr int kNear[{max(1, len(near_list))}] = {{{', '.join(map(str, near_list or [0]))}}};\n")
     w(
@@ -290,7 +294,9 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
             f"constexpr int lookup({args}) {{ return lookup(0, 0, {', '.join(params)}); }}\n\n"
         )
     w(_CPP_DEVICE)
+    w(_CPP_CANDIDATES)
     w(f"}}  // namespace {namespace}\n")
+    w(_CPP_REFINE.replace("NAMESPACE", namespace))
     sources, inst = _instantiations(table)
     if inst:
         w(
@@ -305,7 +311,7 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
 
 
 _CPP_LOOKUP = """\
-constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, integers only
+constexpr long long ilog2_loop(long long x) {  // floor(log2(x) * 2^16), x >= 1, integers only
   int n = 0;
   for (long long t = x; t > 1; t >>= 1) ++n;
   unsigned long long y = n <= 30 ? static_cast<unsigned long long>(x) << (30 - n)
@@ -317,6 +323,15 @@ constexpr long long ilog2_fx(long long x) {  // floor(log2(x) * 2^16), x >= 1, i
   }
   return r;
 }
+
+struct SmallLogs { long long v[4096]; };
+constexpr SmallLogs small_logs() {
+  SmallLogs s{};
+  for (int x = 1; x < 4096; ++x) s.v[x] = ilog2_loop(x);
+  return s;
+}
+inline constexpr SmallLogs kSmallLogs = small_logs();  // ilog2_loop of 1..4095, computed by the compiler
+constexpr long long ilog2_fx(long long x) { return x < 4096 ? kSmallLogs.v[x] : ilog2_loop(x); }
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
 
@@ -346,61 +361,63 @@ constexpr int first_valid(const Point& p, const long long (&d)[kNumSizes], bool 
 // Log-ratio distance between a problem (logs l) and a tuned point over the table sizes (tie: the tie sizes).
 constexpr long long distance(const long long (&l)[kNumSizes], const Point& p) {
   long long dist = 0;
-  for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(l[kTableDims[j]], ilog2_fx(p.dims[kTableDims[j]]));
+  for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(l[kTableDims[j]], p.logs[kTableDims[j]]);
   return dist;
 }
 constexpr long long tie_distance(const long long (&l)[kNumSizes], const Point& p) {
   long long dist = 0;
-  for (int j = 0; j < kNumTieSizes; ++j) dist += absdiff(l[kTieDims[j]], ilog2_fx(p.dims[kTieDims[j]]));
+  for (int j = 0; j < kNumTieSizes; ++j) dist += absdiff(l[kTieDims[j]], p.logs[kTieDims[j]]);
   return dist;
 }
 
 // Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
 // measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
-constexpr int cheapest(int precision, int shape, const long long (&d)[kNumSizes], const long long (&l)[kNumSizes]) {
+constexpr int cheapest(int group, const long long (&d)[kNumSizes], const long long (&l)[kNumSizes]) {
+  const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
+  if (begin == end) return kFallback;
   long long dmin = -1;
-  for (int i = 0; i < kNumPoints; ++i) {
-    const Point& p = kPoints[i];
-    if (p.precision != precision || p.shape != shape) continue;
-    const long long dist = distance(l, p);
+  long long dists[kNumPoints > 0 ? kNumPoints : 1] = {};
+  for (int g = begin; g < end; ++g) {
+    const long long dist = dists[g - begin] = distance(l, kPoints[kGroupPoints[g]]);
     if (dmin < 0 || dist < dmin) dmin = dist;
   }
-  if (dmin < 0) return kFallback;
+  // per answer (index + 2: the library first), its nearest measurement within reach: distance, tie, cost
+  bool found[kNumKernels + 2] = {};
+  long long nd[kNumKernels + 2] = {}, nb[kNumKernels + 2] = {}, nc[kNumKernels + 2] = {};
+  for (int g = begin; g < end; ++g) {
+    const Point& p = kPoints[kGroupPoints[g]];
+    const long long dist = dists[g - begin];
+    if (dist > dmin + kReach) continue;  // an answer measured only farther does not compete
+    const long long db = tie_distance(l, p);
+    for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
+      const int a = kCostAnswer[j];
+      if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
+      const int s = a + 2;
+      if (!found[s] || dist < nd[s] || (dist == nd[s] && db < nb[s])) { found[s] = true; nd[s] = dist; nb[s] = db; nc[s] = kCost[j]; }
+    }
+  }
   int best = INVALID;
   long long best_price = 0, best_dist = 0;
   for (int a = LIBRARY; a < kNumKernels; ++a) {
-    if (a == GENERIC || !valid(a, d)) continue;
-    bool found = false;
-    long long nd = 0, nb = 0, nc = 0;
-    for (int i = 0; i < kNumPoints; ++i) {
-      const Point& p = kPoints[i];
-      if (p.precision != precision || p.shape != shape) continue;
-      for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
-        if (kCostAnswer[j] != a) continue;
-        const long long dist = distance(l, p);
-        const long long db = tie_distance(l, p);
-        if (!found || dist < nd || (dist == nd && db < nb)) { found = true; nd = dist; nb = db; nc = kCost[j]; }
-      }
-    }
-    if (!found || nd > dmin + kReach) continue;
-    const long long price = nc * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
-    if (best == INVALID || price < best_price || (price == best_price && nd < best_dist)) {
-      best = a; best_price = price; best_dist = nd;
+    if (a == GENERIC || !found[a + 2] || !valid(a, d)) continue;
+    const long long price = nc[a + 2] * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
+    if (best == INVALID || price < best_price || (price == best_price && nd[a + 2] < best_dist)) {
+      best = a; best_price = price; best_dist = nd[a + 2];
     }
   }
   return best == INVALID ? kFallback : best;
 }
 
-// Model mode (rule 4''): the selection model's features of a problem for a kernel with tiles t over the table
-// sizes (runtime.model_features), and its predicted log2 time (32 fractional bits) for coefficients c.
-constexpr long long model_time(const long long* c, const long long (&d)[kNumSizes], const long long* t) {
-  long long x[kModelFeatures] = {};
+// Model mode (rule 4''): the selection model's features of a problem (runtime.model_features): x holds those that
+// do not depend on a kernel's tiles (the padded sizes and tile counts left 0); model_time adds those of tiles t
+// over the table sizes and returns the predicted log2 time (32 fractional bits) for coefficients c.
+constexpr int kModelTiled = 1 + kNumSizes + kNumTableSizes;  // the first padded-size feature
+constexpr void model_shared(const long long (&d)[kNumSizes], long long (&x)[kModelFeatures]) {
   int f = 0;
   x[f++] = 1LL << 16;
   for (int j = 0; j < kNumSizes; ++j) x[f++] = ilog2_fx(d[j]);
   for (int j = 0; j < kNumTableSizes; ++j) x[f++] = ilog2_fx((d[kTableDims[j]] + kModelAlign - 1) / kModelAlign * kModelAlign);
-  for (int j = 0; j < kNumTableSizes; ++j) x[f++] = ilog2_fx((d[kTableDims[j]] + t[j] - 1) / t[j] * t[j]);
-  for (int j = 0; j < kNumTableSizes; ++j) x[f++] = ilog2_fx((d[kTableDims[j]] + t[j] - 1) / t[j]);
+  f += 2 * kNumTableSizes;
   for (int j = 0; j < kNumTableSizes; ++j) x[f++] = d[kTableDims[j]] % kModelAlign == 0 ? (1LL << 16) : 0;
   for (int j = 0; j < kNumTableSizes; ++j) x[f++] = d[kTableDims[j]] % 2 == 0 ? (1LL << 16) : 0;
   long long pairs = kNumTableSizes == 1 ? d[kTableDims[0]] : 0;
@@ -410,8 +427,16 @@ constexpr long long model_time(const long long* c, const long long (&d)[kNumSize
       pairs = pairs > kModelSaturate - term ? kModelSaturate : pairs + term;
     }
   x[f++] = ilog2_fx(pairs < 1 ? 1 : pairs);
+}
+constexpr long long model_time(const long long* c, const long long (&d)[kNumSizes], const long long (&x)[kModelFeatures],
+                               const long long* t) {
   long long sum = 0;
-  for (int i = 0; i < kModelFeatures; ++i) sum += c[i] * x[i];
+  for (int i = 0; i < kModelTiled; ++i) sum += c[i] * x[i];
+  for (int i = kModelTiled + 2 * kNumTableSizes; i < kModelFeatures; ++i) sum += c[i] * x[i];
+  for (int j = 0; j < kNumTableSizes; ++j) {
+    const long long count = (d[kTableDims[j]] + t[j] - 1) / t[j];
+    sum += c[kModelTiled + j] * ilog2_fx(count * t[j]) + c[kModelTiled + kNumTableSizes + j] * ilog2_fx(count);
+  }
   return sum;
 }
 
@@ -419,15 +444,18 @@ constexpr int predicted(int precision, int shape, const long long (&d)[kNumSizes
   int best = INVALID;
   long long best_price = 0;
   const int group = precision * kNumShapes + shape;
+  long long x[kModelFeatures] = {};
+  model_shared(d, x);
   if (kModelLibraryHas[group]) {
     long long ones[kNumTableSizes > 0 ? kNumTableSizes : 1] = {};
     for (int j = 0; j < kNumTableSizes; ++j) ones[j] = 1;
     best = LIBRARY;
-    best_price = model_time(kModelLibrary[group], d, ones);
+    best_price = model_time(kModelLibrary[group], d, x, ones);
   }
-  for (int i = 0; i < kNumKernels; ++i) {
-    if (!kModelHas[i] || kKernels[i].precision != precision || kKernels[i].shape != shape || !valid(i, d)) continue;
-    const long long price = model_time(kModelCoef[i], d, kModelTiles[i]) + kModelMargin;
+  for (int g = kGroupKernelBegin[group]; g < kGroupKernelBegin[group + 1]; ++g) {
+    const int i = kGroupKernels[g];
+    if (!kModelHas[i] || !valid(i, d)) continue;
+    const long long price = model_time(kModelCoef[i], d, x, kModelTiles[i]) + kModelMargin;
     if (best == INVALID || price < best_price) { best = i; best_price = price; }
   }
   return best == INVALID ? kFallback : best;
@@ -438,11 +466,11 @@ constexpr int lookup_sizes(int precision, int shape, const long long (&d)[kNumSi
   if (precision < 0 || precision >= kNumPrecisions || shape < 0 || shape >= kNumShapes) return INVALID;
   for (int j = 0; j < kNumSizes; ++j)
     if (d[j] < 1 || d[j] > kMaxSize) return INVALID;
-  for (int i = 0; i < kNumPoints; ++i) {
-    const Point& p = kPoints[i];
-    if (p.precision != precision || p.shape != shape) continue;
+  const int group = precision * kNumShapes + shape;
+  for (int g = kGroupPointBegin[group]; g < kGroupPointBegin[group + 1]; ++g) {
+    const Point& p = kPoints[kGroupPoints[g]];
     bool same = true;
-    for (int j = 0; j < kNumSizes; ++j) same = same && p.dims[j] == d[j];
+    for (int j = 0; j < kNumSizes && same; ++j) same = p.dims[j] == d[j];
     if (same) {
       const int kern = first_valid(p, d, true);
       return kern == INVALID ? kFallback : kern;
@@ -459,15 +487,15 @@ constexpr int lookup_sizes(int precision, int shape, const long long (&d)[kNumSi
   if (kModelMode) return predicted(precision, shape, d);
   long long l[kNumSizes] = {};
   for (int j = 0; j < kNumSizes; ++j) l[j] = ilog2_fx(d[j]);
-  if (kCostMode) return cheapest(precision, shape, d, l);
+  if (kCostMode) return cheapest(group, d, l);
   int best = INVALID;
   long long best_d = 0, best_b = 0;
-  for (int i = 0; i < kNumPoints; ++i) {
-    const Point& p = kPoints[i];
-    if (p.precision != precision || p.shape != shape) continue;
+  for (int g = kGroupPointBegin[group]; g < kGroupPointBegin[group + 1]; ++g) {
+    const Point& p = kPoints[kGroupPoints[g]];
+    const long long dist = distance(l, p);
+    if (best != INVALID && dist > best_d) continue;  // farther than the best so far: it cannot win
     const int kern = first_valid(p, d);
     if (kern == INVALID) continue;
-    const long long dist = distance(l, p);
     const long long db = tie_distance(l, p);
     if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
       best = kern; best_d = dist; best_b = db;
@@ -492,6 +520,175 @@ constexpr bool same_device(const char* device) {
 }
 
 """
+
+
+_CPP_CANDIDATES = """\
+// Whether d is a tuned point of its group (where the table's answer was measured: refinement keeps it).
+constexpr bool tuned_point(int precision, int shape, const long long (&d)[kNumSizes]) {
+  const int group = precision * kNumShapes + shape;
+  for (int g = kGroupPointBegin[group]; g < kGroupPointBegin[group + 1]; ++g) {
+    bool same = true;
+    for (int j = 0; j < kNumSizes && same; ++j) same = kPoints[kGroupPoints[g]].dims[j] == d[j];
+    if (same) return true;
+  }
+  return false;
+}
+
+// The answers refinement times at a problem (autotune/dispatch/onsite.py, candidates): the table's answer, its next
+// best valid kernels (model tables: by predicted time; others: the ranked list of the nearest tuned point), `top`
+// in all, then LIBRARY where `library` and the table has one (or where it is the answer). Returns how many.
+constexpr int candidates(int precision, int shape, const long long (&d)[kNumSizes], int top, bool library,
+                         int (&out)[kNumKernels + 2]) {
+  const int answer = lookup_sizes(precision, shape, d);
+  if (answer == INVALID) return 0;
+  int order[kNumKernels + 1] = {};
+  int n = 0;
+  order[n++] = answer;
+  const int group = precision * kNumShapes + shape;
+  if (kModelMode) {
+    long long x[kModelFeatures] = {};
+    model_shared(d, x);
+    long long t[kNumKernels + 1] = {};
+    for (int g = kGroupKernelBegin[group]; g < kGroupKernelBegin[group + 1]; ++g) {
+      const int i = kGroupKernels[g];
+      if (!kModelHas[i] || !valid(i, d)) continue;
+      const long long price = model_time(kModelCoef[i], d, x, kModelTiles[i]);
+      int at = n;  // insertion by (predicted time, index), after the table's answer
+      while (at > 1 && t[at - 1] > price) { order[at] = order[at - 1]; t[at] = t[at - 1]; --at; }
+      order[at] = i; t[at] = price; ++n;
+    }
+  } else {
+    long long l[kNumSizes] = {};
+    for (int j = 0; j < kNumSizes; ++j) l[j] = ilog2_fx(d[j]);
+    int best = -1;
+    long long best_d = 0, best_b = 0;
+    for (int g = kGroupPointBegin[group]; g < kGroupPointBegin[group + 1]; ++g) {
+      const Point& p = kPoints[kGroupPoints[g]];
+      const long long dist = distance(l, p), db = tie_distance(l, p);
+      if (best < 0 || dist < best_d || (dist == best_d && db < best_b)) { best = kGroupPoints[g]; best_d = dist; best_b = db; }
+    }
+    if (best >= 0)
+      for (int j = 0; j < kPoints[best].ranked_count && n < kNumKernels + 1; ++j) {
+        const int a = kRanked[kPoints[best].ranked_begin + j];
+        if (a >= 0 && valid(a, d)) order[n++] = a;
+      }
+  }
+  int count = 0;
+  for (int i = 0; i < n && count < top; ++i) {
+    bool seen = order[i] == LIBRARY;
+    for (int j = 0; j < count && !seen; ++j) seen = out[j] == order[i];
+    if (!seen) out[count++] = order[i];
+  }
+  if ((library && kLibrary[0] != '\\0') || answer == LIBRARY) out[count++] = LIBRARY;
+  return count;
+}
+
+"""
+
+_CPP_REFINE = """
+// Refinement where the application runs (off unless AUTOTUNE_DISPATCH_REFINE is defined; CUDA runtime, nvcc):
+//   autotune_dispatch::Refiner refiner(/*top=*/3);   // one per process; thread-safe
+//   int answer = refiner.choose(precision, shape, d, stream, [&](int a) { launch_mine(a, args..., stream); });
+// At a problem's first call it runs each candidate once untimed, then `reps` times between two CUDA events
+// recorded in `stream`, keeps the fastest (one that throws or leaves a CUDA error is not chosen) and caches it per
+// (precision, shape, sizes); later calls answer from the cache. At a tuned point the table's answer is kept
+// untimed. run(answer) must launch `answer` (a kernel index, LIBRARY, GENERIC) in `stream` and be repeatable.
+#if defined(AUTOTUNE_DISPATCH_REFINE)
+#include <cuda_runtime.h>
+#include <array>
+#include <map>
+#include <mutex>
+
+namespace NAMESPACE {
+
+class Refiner {
+ public:
+  explicit Refiner(int top = 3, int reps = 3, bool library = true) : top_(top), reps_(reps), library_(library) {}
+
+  template <class Run>
+  int choose(int precision, int shape, const long long (&d)[kNumSizes], cudaStream_t stream, Run&& run) {
+    std::array<long long, kNumSizes + 2> key{};
+    key[0] = precision;
+    key[1] = shape;
+    for (int j = 0; j < kNumSizes; ++j) key[2 + j] = d[j];
+    std::lock_guard<std::mutex> hold(mutex_);  // first calls are timed one at a time (timings must not overlap)
+    const auto hit = choices_.find(key);
+    if (hit != choices_.end()) return hit->second;
+    int answer = lookup_sizes(precision, shape, d);
+    if (answer == INVALID) return answer;
+    if (answer != NONE && !tuned_point(precision, shape, d)) {
+      int cand[kNumKernels + 2] = {};
+      const int n = candidates(precision, shape, d, top_, library_, cand);
+      const int table = answer;
+      float best = -1.0f;
+      for (int i = 0; i < n; ++i) {
+        const float ms = time_one(cand[i], stream, run);
+        if (ms > 0.0f && (best < 0.0f || ms < best || (ms == best && cand[i] == table))) { best = ms; answer = cand[i]; }
+      }
+      ++timed_;
+    }
+    choices_.emplace(key, answer);
+    return answer;
+  }
+
+  // Problems timed so far (a cached answer times nothing).
+  int timed() const { std::lock_guard<std::mutex> hold(mutex_); return timed_; }
+
+ private:
+  template <class Run>
+  float time_one(int answer, cudaStream_t stream, Run& run) {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    float ms = -1.0f;
+    if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) return ms;
+    try {
+      (void)cudaGetLastError();
+      run(answer);  // untimed: loads the kernel, warms caches
+      cudaEventRecord(start, stream);
+      for (int r = 0; r < reps_; ++r) run(answer);
+      cudaEventRecord(stop, stream);
+      if (cudaEventSynchronize(stop) == cudaSuccess && cudaGetLastError() == cudaSuccess &&
+          cudaEventElapsedTime(&ms, start, stop) == cudaSuccess)
+        ms /= float(reps_);
+      else
+        ms = -1.0f;
+    } catch (...) {
+      ms = -1.0f;  // an answer that cannot run here is not chosen
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return ms;
+  }
+
+  int top_, reps_;
+  bool library_;
+  int timed_ = 0;
+  mutable std::mutex mutex_;
+  std::map<std::array<long long, kNumSizes + 2>, int> choices_;
+};
+
+}  // namespace NAMESPACE
+#endif
+"""
+
+
+def _emit_groups(w, table: DispatchTable, precisions: list, shapes: list) -> None:
+    """Per (precision, shape) group (precision * kNumShapes + shape), its points and its kernels, in table order:
+    the lookup visits only the problem's group."""
+    d = table.data
+    groups = [(p, s) for p in precisions for s in shapes]
+    for name, items in (("Point", d["points"]), ("Kernel", d["kernels"])):
+        order: list[int] = []
+        begin: list[int] = []
+        for g in groups:
+            begin.append(len(order))
+            order += [i for i, x in enumerate(items) if (x["precision"], x["shape"]) == g]
+        w(
+            f"inline constexpr int kGroup{name}s[{max(1, len(order))}] = {{{', '.join(map(str, order or [0]))}}};"
+            f"  // {name.lower()} indices by group\n"
+        )
+        w(
+            f"inline constexpr int kGroup{name}Begin[{len(groups) + 1}] = {{{', '.join(map(str, begin + [len(order)]))}}};\n"
+        )
 
 
 def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisions: list, shapes: list) -> None:
@@ -538,17 +735,19 @@ def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisi
     w("};\n\n")
 
 
-def runtime_source() -> str:
-    """The code of autotune.dispatch.runtime (standard library only) without its module docstring and `from
-    __future__` line: what a generated Python module carries as its lookup rules."""
+def runtime_source(name: str = "runtime") -> str:
+    """The code of autotune.dispatch.runtime (or onsite: refinement where the application runs), standard library
+    only, without its module docstring, its `from __future__` line and its import of runtime: what a generated
+    Python module carries."""
     from pathlib import Path
 
-    from autotune.dispatch import runtime
+    from autotune.dispatch import onsite, runtime
 
-    text = Path(runtime.__file__).read_text()
+    text = Path(str({"runtime": runtime, "onsite": onsite}[name].__file__)).read_text()
     head, future, code = text.partition("from __future__ import annotations\n")
+    code = re.sub(r"^from autotune\.dispatch\.runtime import [^\n]*\n", "", code, flags=re.M)
     if not future or "\nimport autotune" in code or "\nfrom autotune" in code:
-        raise RuntimeError("autotune/dispatch/runtime.py must stay standard library only, after its __future__ line")
+        raise RuntimeError(f"autotune/dispatch/{name}.py must stay standard library only, after its __future__ line")
     return code.strip() + "\n"
 
 
@@ -572,11 +771,17 @@ def emit_python(table: DispatchTable) -> str:
         "generic=True: the generic kernel; none=True: nothing in the table may serve it);\n"
         f"lookup_index({call}, device=None) -> int (-1 generic, -2 library, -4 none).\n"
         "Invalid input (unknown precision or shape, sizes that are not integers in 1..2**31-1) raises ValueError.\n"
+        "refiner(top=3).index(precision, shape, sizes, run) -> int: the same, refined at a problem's first call by\n"
+        "timing the candidates with run(answer) in the caller's stream (CUDA events, CuPy); off unless used.\n"
         "Standalone: the Python standard library only. The lookup rules below are a copy of\n"
         f"autotune.dispatch.runtime (RUNTIME_VERSION {RUNTIME_VERSION}); write the module again to take a newer one.\n"
         '"""\n'
         "from __future__ import annotations\n\n"
         "# ---- the lookup rules: a copy of autotune/dispatch/runtime.py ----\n"
+    )
+    onsite = (
+        "\n\n# ---- refinement where the application runs: a copy of autotune/dispatch/onsite.py ----\n"
+        + runtime_source("onsite")
     )
     tail = (
         "\n\n# ---- the table ----\n"
@@ -590,9 +795,13 @@ def emit_python(table: DispatchTable) -> str:
         f"    return _LOOKUP.index({key}, ({', '.join(params)},))\n\n\n"
         f"def lookup({lead}{sizes}, device: str | None = None) -> dict:\n"
         '    """The kernel record (instance_id, name, template, ...); library=NAME: call the library."""\n'
-        f"    return _LOOKUP.kernel(lookup_index({call}, device=device), {key})\n"
+        f"    return _LOOKUP.kernel(lookup_index({call}, device=device), {key})\n\n\n"
+        "def refiner(top: int = 3, reps: int = 3, library: bool = True, timer: EventTimer = cupy_events) -> Refiner:\n"
+        '    """Refinement at each problem\'s first call (off unless used): refiner().index(precision, shape, sizes, run)\n'
+        '    times the candidates with `run(answer)` in the caller\'s stream (CUDA events; CuPy) and caches the choice."""\n'
+        "    return Refiner(_LOOKUP, top=top, reps=reps, library=library, timer=timer)\n"
     )
-    return head + runtime_source() + tail
+    return head + runtime_source() + onsite + tail
 
 
 def csv_columns(table: DispatchTable) -> tuple[str, ...]:

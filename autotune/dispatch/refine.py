@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from autotune.dispatch.onsite import candidates
 from autotune.dispatch.runtime import LIBRARY, NONE, Lookup
 
 Timer = Callable[[int, str, str, dict], Optional[float]]
@@ -120,28 +121,11 @@ class Refiner:
         return self.lookup.kernel(self.index(precision, shape, sizes), precision, shape)
 
     def candidates(self, precision: str, shape: str, dims: tuple[int, ...]) -> list[int]:
-        """The answers timed at an unseen problem: the table's answer first, then its next best valid kernels
-        (`top` kernels in all), then the library."""
-        answer = self.lookup.index(precision, shape, dims)
-        ordered: list[int] = [answer]
-        if self.lookup.mode == "model":
-            predicted = self.lookup.predicted_times(precision, shape, dims)
-            ordered += sorted((a for a in predicted if a >= 0), key=lambda a: (predicted[a], a))
-        else:
-            for _, _, ranked, _ in self._nearest(precision, shape, dims):
-                ordered += [a for a in ranked if a >= 0 and self.lookup.valid(a, dims)]
-        kernels = [a for a in dict.fromkeys(ordered) if a != LIBRARY][: self.top]
-        return [*kernels, *([LIBRARY] if self.library or answer == LIBRARY else [])]
+        """The answers timed at an unseen problem (`onsite.candidates`, as the generated module times them)."""
+        return candidates(self.lookup, precision, shape, dims, self.top, self.library)
 
     def tuned(self, precision: str, shape: str, dims: tuple[int, ...]) -> bool:
         return any(p[0] == dims for p in self.lookup.points.get((precision, shape), []))
-
-    def _nearest(self, precision: str, shape: str, dims: tuple[int, ...]) -> list[tuple]:
-        from autotune.dispatch.runtime import ilog2_fx
-
-        logs = [ilog2_fx(d) for d in dims]
-        points = self.lookup.points.get((precision, shape), [])
-        return sorted(points, key=lambda p: self.lookup._distance(logs, p[1]))[:1]
 
     @staticmethod
     def key(precision: str, shape: str, dims: tuple[int, ...]) -> str:

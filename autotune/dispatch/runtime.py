@@ -50,8 +50,10 @@ valid nowhere but at the tuned points where it was measured (rule 2). The librar
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
+from operator import le, mul, sub
 from typing import Any, Mapping, Sequence
 
 RUNTIME_VERSION = 3  # 1: copied into generated modules; 2: imported, with the selection model (rule 4''); 3: copied
@@ -91,8 +93,8 @@ def check_problem(
     return tuple(out)
 
 
-def ilog2_fx(x: int) -> int:
-    """floor(log2(x) * 2**16) computed on integers (x >= 1), identical in Python and C++."""
+def _ilog2_loop(x: int) -> int:
+    """floor(log2(x) * 2**16) computed on integers (x >= 1): the definition, identical in the C++ header."""
     n = x.bit_length() - 1
     y = x << (30 - n) if n <= 30 else x >> (n - 30)  # mantissa in [2**30, 2**31)
     r = n << FX_BITS
@@ -104,6 +106,27 @@ def ilog2_fx(x: int) -> int:
     return r
 
 
+def ilog2_fx(x: int) -> int:
+    """`_ilog2_loop(x)` (floor(log2(x) * 2**16) on integers, as the C++ header computes it), 10 times faster: the
+    loop's truncations move its result off floor(2**16 * log2(x)) only where that is within 3e-4 of an integer,
+    so a float log2 farther than 0.01 from one gives the same integer, and the loop answers the rest
+    (tests/test_lookup_speed.py compares both on every x up to 2**17 and on random x up to 2**62)."""
+    if not x & (x - 1):
+        return (x.bit_length() - 1) << FX_BITS  # a power of two: what the loop gives
+    v = math.log2(x) * (1 << FX_BITS)
+    f = math.floor(v)
+    return f if 0.01 < v - f < 0.99 else _ilog2_loop(x)
+
+
+_SMALL_LOGS = [0, *(_ilog2_loop(x) for x in range(1, 1 << 12))]  # ilog2_fx(x) for x < 4096, by index
+
+
+def _logs(values: Sequence[int]) -> list[int]:
+    """ilog2_fx of each value."""
+    small, n = _SMALL_LOGS, len(_SMALL_LOGS)
+    return [small[v] if v < n else ilog2_fx(v) for v in values]
+
+
 def model_features(dims: Sequence[int], table_dims: Sequence[int], tiles: Sequence[int]) -> list[int]:
     """The selection model's features of a problem for a kernel whose tiles over the table sizes are `tiles` (1
     for the library), each a fixed-point log2 (`ilog2_fx`, 16 fractional bits): 1 (the intercept), every size,
@@ -111,19 +134,29 @@ def model_features(dims: Sequence[int], table_dims: Sequence[int], tiles: Sequen
     table size is a multiple of MODEL_ALIGN (else 0), 1 where it is even (else 0), and the sum of
     the pairwise products of the table sizes (the size itself for a kind with one table size; saturated at
     MODEL_SATURATE). Integers only, identical in the C++ header."""
-    out = [1 << FX_BITS]
-    out += [ilog2_fx(d) for d in dims]
-    out += [ilog2_fx(-(-dims[j] // MODEL_ALIGN) * MODEL_ALIGN) for j in table_dims]
-    out += [ilog2_fx(-(-dims[j] // t) * t) for j, t in zip(table_dims, tiles, strict=True)]
-    out += [ilog2_fx(-(-dims[j] // t)) for j, t in zip(table_dims, tiles, strict=True)]
-    out += [(1 << FX_BITS) if dims[j] % MODEL_ALIGN == 0 else 0 for j in table_dims]
-    out += [(1 << FX_BITS) if dims[j] % 2 == 0 else 0 for j in table_dims]
-    pairs = 0
-    if len(table_dims) == 1:
-        pairs = dims[table_dims[0]]
-    for a in range(len(table_dims)):
-        for b in range(a + 1, len(table_dims)):
-            term = dims[table_dims[a]] * dims[table_dims[b]]
+    table = [dims[j] for j in table_dims]
+    return _model_head(dims, table) + _model_tiled(table, tiles) + _model_tail(table)
+
+
+def _model_head(dims: Sequence[int], table: Sequence[int]) -> list[int]:
+    """The intercept, every size and every table size rounded up to MODEL_ALIGN (model_features)."""
+    return [1 << FX_BITS, *_logs(dims), *_logs([-(-x // MODEL_ALIGN) * MODEL_ALIGN for x in table])]
+
+
+def _model_tiled(table: Sequence[int], tiles: Sequence[int]) -> list[int]:
+    """Every table size padded to the kernel's tile, then its tile count (model_features)."""
+    counts = [-(-x // t) for x, t in zip(table, tiles, strict=True)]
+    return _logs([c * t for c, t in zip(counts, tiles, strict=True)] + counts)
+
+
+def _model_tail(table: Sequence[int]) -> list[int]:
+    """Whether each table size is a multiple of MODEL_ALIGN, whether it is even, and the pairs (model_features)."""
+    out = [(1 << FX_BITS) if x % MODEL_ALIGN == 0 else 0 for x in table]
+    out += [(1 << FX_BITS) if x % 2 == 0 else 0 for x in table]
+    pairs = table[0] if len(table) == 1 else 0
+    for a in range(len(table)):
+        for b in range(a + 1, len(table)):
+            term = table[a] * table[b]
             pairs = MODEL_SATURATE if pairs > MODEL_SATURATE - term else pairs + term
     out.append(ilog2_fx(max(1, pairs)))
     return out
@@ -141,8 +174,6 @@ def model_time(coef: Sequence[int], features: Sequence[int]) -> int:
 
 def model_margin(library_margin: float) -> int:
     """log2(1 + library_margin) in the units of `model_time` (what a kernel's price is raised by)."""
-    import math
-
     return int(round(math.log2(1.0 + float(library_margin)) * (1 << (2 * FX_BITS))))
 
 
@@ -171,6 +202,48 @@ def validity_bounds(valid: list[dict[str, int]], names: Sequence[str]) -> tuple[
     return mult, lo, hi
 
 
+class _Packed:
+    """The selection models of one group's answers evaluated at once, exactly: `model_time` of answer i is lane i
+    (`width` bits, offset by `bias`) of one integer, the sum over the features of each feature times the integer
+    whose lanes are the answers' coefficients of that feature (Python integers have no overflow; a lane holds any
+    sum its coefficients can give, so lanes never spill into each other)."""
+
+    def __init__(self, entries: list[tuple[int, tuple[int, ...], list[int]]], nsizes: int, ntab: int) -> None:
+        head = 1 + nsizes + ntab  # model_features: head, then padded and count per table size, then the tail
+        bound = max(sum(abs(int(c)) for c in coef) for _, _, coef in entries) << 23  # every feature < 2**23
+        self.width = bound.bit_length() + 2
+        self.bias = 1 << (self.width - 1)
+        self.mask = (1 << self.width) - 1
+        self.answers = [answer for answer, _, _ in entries]
+        lanes = [self.width * lane for lane in range(len(entries))]
+        shared = [f for f in range(len(entries[0][2])) if not head <= f < head + 2 * ntab]
+        self.shared = [sum(int(coef[f]) << at for (_, _, coef), at in zip(entries, lanes, strict=True)) for f in shared]
+        self.start = sum(self.bias << at for at in lanes)
+        # per table size and tile: the lanes' coefficients of the padded size and of the tile count
+        self.tiled: list[tuple[int, int, int, int]] = []
+        for j in range(ntab):
+            for tile in sorted({tiles[j] for _, tiles, _ in entries}):
+                pad = cnt = 0
+                for (_, tiles, coef), at in zip(entries, lanes, strict=True):
+                    if tiles[j] == tile:
+                        pad += int(coef[head + j]) << at
+                        cnt += int(coef[head + ntab + j]) << at
+                self.tiled.append((j, int(tile), pad, cnt))
+
+    def value(self, shared: list[int], table: list[int]) -> int:
+        """The packed model times at a problem: `shared` its features that do not depend on tiles (head and tail
+        of model_features), `table` its table sizes."""
+        small, n = _SMALL_LOGS, len(_SMALL_LOGS)
+        v = self.start + sum(map(mul, self.shared, shared))
+        for j, tile, pad, cnt in self.tiled:
+            count = -(-table[j] // tile)
+            padded = count * tile
+            v += pad * (small[padded] if padded < n else ilog2_fx(padded)) + cnt * (
+                small[count] if count < n else ilog2_fx(count)
+            )
+        return v
+
+
 class Lookup:
     """A prepared table (the JSON object of dispatch.py, version 3) answering `index` and `kernel`."""
 
@@ -185,6 +258,17 @@ class Lookup:
         self.generic = table.get("generic") or {}
         self.bounds = [validity_bounds(k.get("valid", []), self.names) for k in self.kernels]
         self.tuned_only = [bool(k.get("tuned_only", False)) for k in self.kernels]
+        # per kernel, the sizes its predicates constrain: (size, multiple, min, max); None: tuned_only
+        self._checks: list[tuple[tuple[int, int, int, int], ...] | None] = [
+            None
+            if only
+            else tuple(
+                (d, mult[d], lo[d], hi[d])
+                for d in range(len(self.names))
+                if mult[d] != 1 or lo[d] > 1 or hi[d] < MAX_SIZE
+            )
+            for only, (mult, lo, hi) in zip(self.tuned_only, self.bounds, strict=True)
+        ]
         self.library = table.get("library") or {}
         self.fallback = FALLBACKS[table.get("fallback", "library")]
         self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int], list[int]]]] = {}
@@ -193,15 +277,30 @@ class Lookup:
         self.mode = str(structure.get("mode", "regions"))
         self.margin = int(round(1000 * float(structure.get("library_margin", 0.0))))  # per mille
         self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
+        self.exact: dict[tuple[str, str], dict[tuple[int, ...], list[int]]] = {}  # tuned point -> ranked (rule 2)
         for p in table["points"]:
             dims = tuple(int(p["sizes"][n]) for n in self.names)
             logs = tuple(ilog2_fx(d) for d in dims)
             self.points.setdefault((p["precision"], p["shape"]), []).append(
                 (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"])))
             )
+            self.exact.setdefault((p["precision"], p["shape"]), {}).setdefault(dims, list(p["ranked"]))
             self.costs.setdefault((p["precision"], p["shape"]), []).append(
                 {int(a): int(c) for a, c in p.get("costs", [])}
             )
+        # cost mode, per group and point: {answer: (cost, point order)} for the kernels and the library it measured
+        self._measured = {
+            group: [
+                {a: (c, order) for a, c in costs.items() if a == LIBRARY or 0 <= a < len(self.kernels)}
+                for order, costs in enumerate(per_point)
+            ]
+            for group, per_point in self.costs.items()
+        }
+        # per group, each point's logs of the table sizes (distances)
+        self._near_logs = {
+            group: [tuple(plogs[d] for d in self.near_dims) for _, plogs, _, _ in points]
+            for group, points in self.points.items()
+        }
         self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
         for r in table["regions"]:
             lo = [int(r["bounds"][n][0]) for n in table["table_sizes"]]
@@ -213,22 +312,48 @@ class Lookup:
             for m in (model.get("kernels") or [None] * len(self.kernels))
         ]
         self.model_library = {key: list(c) for key, c in (model.get("library") or {}).items()}
+        # model mode, per group: the library's and each modelled kernel's coefficients split as the features are
+        # (model_features: those of the problem alone, those of its tiles, the flags and pairs after them)
+        ntab = len(self.near_dims)
+        entries: dict[tuple[str, str], list[tuple[int, tuple[int, ...], list[int]]]] = {}
+        for key, c in self.model_library.items():
+            precision, _, shape = key.partition(":")
+            entries.setdefault((precision, shape), []).append((LIBRARY, (1,) * ntab, c))
+        for i, (kern, m) in enumerate(zip(self.kernels, self.model_kernels, strict=False)):
+            if m is not None:
+                group = (kern.get("precision"), kern.get("shape"))
+                entries.setdefault(group, []).append((i, tuple(m[0]), m[1]))  # type: ignore[arg-type]
+        self._model = {group: _Packed(e, len(self.names), ntab) for group, e in entries.items()}
         self.model_margin = model_margin(float(structure.get("library_margin", 0.0)))
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
 
     def check(self, precision: object, shape: object, sizes: Any) -> tuple[int, ...]:
         """The problem's sizes as ints in the table's order (ValueError for invalid input)."""
+        if (
+            type(sizes) is tuple
+            and len(sizes) == len(self.names)
+            and all(type(v) is int and 1 <= v <= MAX_SIZE for v in sizes)
+            and precision in self.precisions
+            and shape in self.shapes
+            and type(precision) is str
+            and type(shape) is str
+        ):
+            return sizes  # the common call, checked without building anything
         return check_problem(precision, shape, sizes, self.names, self.precisions, self.shapes)
 
     def valid(self, kernel: int, dims: tuple[int, ...], tuned: bool = False) -> bool:
         """Whether an answer may serve `dims` (`tuned`: at a tuned point that measured it)."""
         if kernel == LIBRARY or tuned:
             return True
-        if self.tuned_only[kernel]:
+        checks = self._checks[kernel]
+        if checks is None:
             return False
-        mult, lo, hi = self.bounds[kernel]
-        return all(dims[d] % mult[d] == 0 and lo[d] <= dims[d] <= hi[d] for d in range(len(dims)))
+        for d, mult, lo, hi in checks:
+            x = dims[d]
+            if x % mult or x < lo or x > hi:
+                return False
+        return True
 
     def check_device(self, device: str | None) -> bool:
         """True when `device` is the GPU the table was tuned on (or unknown); warns once otherwise."""
@@ -243,10 +368,32 @@ class Lookup:
             )
         return False
 
+    def _distances(self, group: tuple[str, str], logs: Sequence[int]) -> list[int]:
+        """The log-ratio distance over the table sizes from a problem (its `logs`) to every tuned point of its
+        group (one expression for up to 3 table sizes, the common case)."""
+        near = [logs[d] for d in self.near_dims]
+        rows = self._near_logs[group]
+        if len(near) == 3:
+            a, b, c = near
+            return [
+                (a - x if a > x else x - a) + (b - y if b > y else y - b) + (c - z if c > z else z - c)
+                for x, y, z in rows
+            ]
+        if len(near) == 2:
+            a, b = near
+            return [(a - x if a > x else x - a) + (b - y if b > y else y - b) for x, y in rows]
+        return [sum(map(abs, map(sub, near, row))) for row in rows]
+
+    def _tie(self, group: tuple[str, str], logs: Sequence[int], order: int) -> int:
+        """The log-ratio distance over the tie sizes from a problem to the group's tuned point `order`."""
+        plogs = self.points[group][order][1]
+        return sum(abs(logs[d] - plogs[d]) for d in self.tie_dims)
+
     def _distance(self, logs: Sequence[int], plogs: Sequence[int]) -> tuple[int, int]:
+        near, tie = self.near_dims, self.tie_dims
         return (
-            sum(abs(logs[d] - plogs[d]) for d in self.near_dims),
-            sum(abs(logs[d] - plogs[d]) for d in self.tie_dims),
+            sum(map(abs, map(sub, [logs[d] for d in near], [plogs[d] for d in near]))),
+            sum(map(abs, map(sub, [logs[d] for d in tie], [plogs[d] for d in tie]))),
         )
 
     def index(self, precision: str, shape: str, sizes: Any) -> int:
@@ -254,41 +401,64 @@ class Lookup:
         (-4). `sizes`: {name: value} or the values in the table's size order."""
         dims = self.check(precision, shape, sizes)
         group = (precision, shape)
+        ranked = self.exact.get(group, {}).get(dims)
+        if ranked is not None:
+            return ranked[0] if ranked else self.fallback  # measured here: every ranked entry is valid (rule 2)
         points = self.points.get(group, [])
-        for pdims, _, ranked, _ in points:
-            if pdims == dims:
-                return next((c for c in ranked if self.valid(c, dims, tuned=True)), self.fallback)
         if self.mode == "model":
             return self._predicted(precision, shape, dims)
         near = [dims[d] for d in self.near_dims]
         for lo, hi, kern in self.regions.get(group, []):
-            if all(lo[j] <= near[j] <= hi[j] for j in range(len(near))) and self.valid(kern, dims):
+            if all(map(le, lo, near)) and all(map(le, near, hi)) and self.valid(kern, dims):
                 return kern
-        logs = [ilog2_fx(d) for d in dims]
+        if not points:
+            return self.fallback
+        logs = _logs(dims)
         if self.mode == "cost":
             return self._cheapest(group, dims, logs)
+        dist = self._distances(group, logs)
         best, best_key = self.fallback, None
-        for order, (_, plogs, _, near_list) in enumerate(points):
-            found = next((c for c in near_list if self.valid(c, dims)), None)
-            if found is None:
-                continue
-            key = self._distance(logs, plogs) + (order,)
-            if best_key is None or key < best_key:
-                best, best_key = found, key
+        seen: dict[int, bool] = {}  # validity of each answer at this problem, computed once
+        nearest = min(dist)
+        # the nearest points first: one of them answers unless none has a valid entry; then every point
+        for candidates in ([i for i, x in enumerate(dist) if x == nearest], range(len(points))):
+            for order in candidates:
+                if best_key is not None and dist[order] > best_key[0]:
+                    continue  # farther than the best so far: it cannot win
+                found = None
+                for c in points[order][3]:
+                    ok = seen.get(c)
+                    if ok is None:
+                        ok = seen[c] = self.valid(c, dims)
+                    if ok:
+                        found = c
+                        break
+                if found is None:
+                    continue
+                key = (dist[order], self._tie(group, logs, order), order)
+                if best_key is None or key < best_key:
+                    best, best_key = found, key
+            if best_key is not None:
+                break
         return best
 
     def predicted_times(self, precision: str, shape: str, dims: tuple[int, ...]) -> dict[int, int]:
         """Model mode: {answer: predicted log2 time (32 fractional bits)} for every valid kernel of the group that
-        has a model and the library where the group has its model (no margin applied)."""
+        has a model and the library where the group has its model (no margin applied): `model_time` over
+        `model_features`, the features a problem shares across kernels computed once."""
         out: dict[int, int] = {}
-        lib = self.model_library.get(f"{precision}:{shape}")
-        if lib is not None:
-            out[LIBRARY] = model_time(lib, model_features(dims, self.near_dims, [1] * len(self.near_dims)))
-        for i, kern in enumerate(self.kernels):
-            m = self.model_kernels[i] if i < len(self.model_kernels) else None
-            if m is None or kern.get("precision") != precision or kern.get("shape") != shape or not self.valid(i, dims):
-                continue
-            out[i] = model_time(m[1], model_features(dims, self.near_dims, m[0]))
+        packed = self._model.get((precision, shape))
+        if packed is None:
+            return out
+        table = [dims[j] for j in self.near_dims]
+        value = packed.value(_model_head(dims, table) + _model_tail(table), table)
+        width, mask, bias = packed.width, packed.mask, packed.bias
+        for lane, answer in enumerate(packed.answers):
+            if answer >= 0:
+                checks = self._checks[answer]
+                if checks is None or (checks and not self.valid(answer, dims)):
+                    continue
+            out[answer] = ((value >> (width * lane)) & mask) - bias
         return out
 
     def _predicted(self, precision: str, shape: str, dims: tuple[int, ...]) -> int:
@@ -305,24 +475,20 @@ class Lookup:
         measured (distance, then the tie sizes' distance, then table order); answers measured within `reach` of
         the nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
         ties: the nearer measurement, then the library, then the smaller index)."""
-        points = self.points.get(group, [])
-        if not points:
-            return self.fallback
-        keys = [self._distance(logs, plogs) + (order,) for order, (_, plogs, _, _) in enumerate(points)]
-        limit = min(k[0] for k in keys) + self.reach
-        best, best_key = self.fallback, None
-        for answer in [LIBRARY] + list(range(len(self.kernels))):
-            if not self.valid(answer, dims):
-                continue
-            near = min(
-                (keys[i] + (c[answer],) for i, c in enumerate(self.costs.get(group, [])) if answer in c), default=None
-            )
-            if near is None or near[0] > limit:
-                continue
-            price = near[3] * (1000 if answer == LIBRARY else 1000 + self.margin)
-            key = (price, near[0], 0 if answer == LIBRARY else 1, answer)
-            if best_key is None or key < best_key:
-                best, best_key = answer, key
+        dist = self._distances(group, logs)
+        limit = min(dist) + self.reach
+        within = sorted((dist[i], self._tie(group, logs, i), i) for i in range(len(dist)) if dist[i] <= limit)
+        nearest: dict[int, tuple[int, int]] = {}  # answer -> (its cost, the order of its nearest measurement)
+        measured = self._measured[group]
+        for _, _, order in reversed(within):  # an answer measured farther is overwritten by a nearer measurement
+            nearest.update(measured[order])
+        kernel_price = 1000 + self.margin
+        ranked = [
+            (cost * (1000 if a == LIBRARY else kernel_price), dist[order], a != LIBRARY, a)
+            for a, (cost, order) in nearest.items()
+            if a == LIBRARY or self.valid(a, dims)
+        ]
+        best = min(ranked)[3] if ranked else self.fallback
         return best
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
