@@ -1,5 +1,11 @@
-"""Common mistakes and hostile inputs on the real command line (`python -m autotune ...` in a subprocess): each is
-one `error:` line with what to do, exit code 2, no traceback, and nothing unbounded (memory, workers, bytes)."""
+"""Common mistakes and hostile inputs on the command line: each is one `error:` line with what to do, exit code 2, no
+traceback, and nothing unbounded (memory, workers, bytes).
+
+Most cases run the command in this process (typer's CliRunner: the same command group, exit code and standard error,
+without a second of Python start-up each); a few run `python -m autotune ...` as a real process (`real=True`): the
+sweeps that would start workers, YAML nested 20,000 deep (a recursion in C would take the interpreter down), and one
+of each kind of case, so that what only a process shows (a traceback printed outside the command, the exit code of
+the interpreter) is still checked."""
 
 from __future__ import annotations
 
@@ -9,11 +15,18 @@ from pathlib import Path
 import pytest
 
 from autotune.paths import ROOT
-from tests.support.harness import run_cli
+from tests.support.harness import invoke_cli, run_cli
 
 EXAMPLE = ROOT / "examples" / "transpose"
 EXAMPLE_DB = EXAMPLE / "results" / "transpose_h100.sqlite.xz"
 EXAMPLE_TABLE = EXAMPLE / "results" / "dispatch.json"
+
+
+def cli(*args: str, real: bool = False, cwd: Path | str = ROOT, timeout: float = 300, **env: str):
+    """The command line `autotune ARGS` from `cwd` with `env` added: in this process, or (`real`) as a process."""
+    if real:
+        return run_cli(*args, cwd=cwd, timeout=timeout, **env)
+    return invoke_cli(*args, cwd=cwd, **env)
 
 
 def one_line(r: subprocess.CompletedProcess, *words: str) -> str:
@@ -46,7 +59,7 @@ def one_line(r: subprocess.CompletedProcess, *words: str) -> str:
     ],
 )
 def test_a_tol_given_as_a_percent_is_one_line(tmp_path: Path, args: tuple[str, ...]) -> None:
-    r = run_cli(*(a.format(tmp=tmp_path) for a in args), cwd=tmp_path)
+    r = cli(*(a.format(tmp=tmp_path) for a in args), real=args[0] == "sweep", cwd=tmp_path)
     one_line(r, "TOL is a fraction: 0.05 = 5%")
     assert not list(tmp_path.iterdir()), "the option is checked before anything is written"
 
@@ -62,7 +75,7 @@ def test_a_tol_given_as_a_percent_is_one_line(tmp_path: Path, args: tuple[str, .
 )
 def test_a_method_or_bk_that_is_not_one_is_one_line(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
     """--method foo was a ValueError traceback after the database was read, --bks 1e999 an OverflowError."""
-    one_line(run_cli(*(a.format(tmp=tmp_path) for a in args), cwd=tmp_path), words)
+    one_line(cli(*(a.format(tmp=tmp_path) for a in args), cwd=tmp_path), words)
     assert not list(tmp_path.iterdir())
 
 
@@ -111,7 +124,8 @@ def test_a_hostile_space_file_is_one_line_with_its_line(tmp_path: Path, command:
     if command[0] == "explore":
         pytest.importorskip("plotly")
     f = _files(tmp_path)[name]
-    r = run_cli("--allow-path", str(ROOT / "kernels_src"), *(a.format(f=f) for a in command), cwd=tmp_path, timeout=120)
+    args = ("--allow-path", str(ROOT / "kernels_src"), *(a.format(f=f) for a in command))
+    r = cli(*args, real=name.startswith("deep_"), cwd=tmp_path, timeout=120)
     line = one_line(r, words)
     assert f"{f.name}:" in line, line  # the file and the line
 
@@ -120,17 +134,17 @@ def test_a_hostile_space_file_is_one_line_with_its_line(tmp_path: Path, command:
 @pytest.mark.parametrize("command", [("sweep", "{f}"), ("workload", "show", "{f}")], ids=lambda c: c[0])
 def test_a_hostile_config_or_workload_is_one_line(tmp_path: Path, command: tuple, name: str) -> None:
     f = _files(tmp_path)[name]
-    r = run_cli(*(a.format(f=f) for a in command), cwd=tmp_path, timeout=120)
+    r = cli(*(a.format(f=f) for a in command), real=name.startswith("deep_"), cwd=tmp_path, timeout=120)
     assert f"{f.name}:" in one_line(r)
 
 
 def test_a_database_where_the_sweep_config_goes_is_one_line(tmp_path: Path) -> None:
-    r = run_cli("sweep", str(EXAMPLE_DB), cwd=tmp_path)
+    r = cli("sweep", str(EXAMPLE_DB), real=True, cwd=tmp_path)
     line = one_line(r, "xz-compressed", "--db or --replay")
     assert f"{EXAMPLE_DB.name}:1:" in line
     plain = tmp_path / "r.sqlite"
     plain.write_bytes(b"SQLite format 3\x00" + bytes(4080))
-    assert "an SQLite database" in one_line(run_cli("sweep", str(plain), cwd=tmp_path))
+    assert "an SQLite database" in one_line(cli("sweep", str(plain), cwd=tmp_path))
 
 
 # ---------------------------------------------------------------------------- a CSV that is not a measurements table
@@ -153,7 +167,7 @@ CSVS = [
 def test_a_csv_that_is_not_measurements_is_one_line(tmp_path: Path, command: str, data: bytes, line, words) -> None:
     f = tmp_path / "m.csv"
     f.write_bytes(data)
-    error = one_line(run_cli(command, str(f), cwd=tmp_path), words)
+    error = one_line(cli(command, str(f), real=command == "report" and data == CSVS[0][0], cwd=tmp_path), words)
     assert f"m.csv{f':{line}' if line else ''}: " in error, error
 
 
@@ -169,15 +183,15 @@ def test_explore_draws_a_huge_range_in_bins_and_the_bound_is_a_knob(tmp_path: Pa
         .replace("BLOCK_Y: [1, 2, 4, 8, 16]", "BLOCK_Y: {start: 1, stop: 65536}")
     )
     allow = ("--allow-path", str(ROOT / "kernels_src"))
-    r = run_cli(*allow, "explore", str(space), "-o", "wide.html", cwd=tmp_path)
+    r = cli(*allow, "explore", str(space), "-o", "wide.html", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     page = (tmp_path / "wide.html").read_text()
     assert '"65273..65536"' in page and '"40000"' not in page  # 200 bins of 328 values, not 65,536 labels
     assert "BLOCK_Y (65,536 values in bins of 328)" in page
-    r = run_cli(*allow, "explore", str(space), "-o", "few.html", cwd=tmp_path, AUTOTUNE_EXPLORE_MAX_VALUES="16")
+    r = cli(*allow, "explore", str(space), "-o", "few.html", cwd=tmp_path, AUTOTUNE_EXPLORE_MAX_VALUES="16")
     assert r.returncode == 0 and '"61441..65536"' in (tmp_path / "few.html").read_text()
     for bad in ("abc", "1e999", "-5", "nan", "1"):
-        r = run_cli(*allow, "explore", str(space), "-o", "x.html", cwd=tmp_path, AUTOTUNE_EXPLORE_MAX_VALUES=bad)
+        r = cli(*allow, "explore", str(space), "-o", "x.html", cwd=tmp_path, AUTOTUNE_EXPLORE_MAX_VALUES=bad)
         one_line(r, "AUTOTUNE_EXPLORE_MAX_VALUES")
 
 
@@ -195,7 +209,7 @@ def test_a_table_point_that_is_not_a_size_is_one_line(tmp_path: Path, command: s
         "validate": ("--random", "3", "--space", str(EXAMPLE / "space.yaml"), "-o", str(tmp_path / "v")),
         "emit": ("-f", "cpp"),
     }[command]
-    r = run_cli(command, str(table), *args, cwd=tmp_path)
+    r = cli(command, str(table), *args, real=command == "emit" and size == 0, cwd=tmp_path)
     assert "size rows" in one_line(r, "dispatch.json: point", "whole number of at least 1")
 
 
@@ -218,7 +232,8 @@ def test_gpus_is_bounded_before_any_worker_starts(tmp_path: Path, gpus: str, wor
     if replay and "," in gpus:
         words = "--gpus must be"  # a replay takes a number of workers, not a list of GPUs
     args = ("--replay", str(EXAMPLE_DB)) if replay else ()
-    r = run_cli("sweep", str(ROOT / "configs" / "default.yaml"), "--gpus", gpus, *args, cwd=tmp_path, timeout=60)
+    config = str(ROOT / "configs" / "default.yaml")
+    r = cli("sweep", config, "--gpus", gpus, *args, real=gpus == "99999", cwd=tmp_path, timeout=60)
     one_line(r, words)
     assert not (tmp_path / "results").exists()
 
@@ -251,7 +266,7 @@ def test_a_bad_environment_knob_is_one_line_naming_it(tmp_path: Path, knob: str,
         pytest.importorskip("plotly")
     (tmp_path / "cache.json").write_text("{}")
     args = [a.format(cache=tmp_path / "cache.json") for a in KNOBS[knob]]
-    r = run_cli(*args, cwd=tmp_path, **{knob: value})
+    r = cli(*args, real=value == "abc" and knob == "AUTOTUNE_MAX_RAW", cwd=tmp_path, **{knob: value})
     one_line(r, knob)
 
 
@@ -266,18 +281,33 @@ COMPILE_KNOBS = {
 
 @pytest.mark.parametrize("value", ["abc", "1e999", "-1", "nan"])
 @pytest.mark.parametrize("knob", list(COMPILE_KNOBS))
-def test_a_bad_compile_knob_is_a_user_error_naming_it(tmp_path: Path, knob: str, value: str) -> None:
+def test_a_bad_compile_knob_is_a_user_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, knob: str, value: str
+) -> None:
     """A negative or NaN AUTOTUNE_COMPILE_TIMEOUT meant no limit; AUTOTUNE_COMPILE_WORKERS=-1 meant 1 and
-    AUTOTUNE_COMPILE_NICE=abc normal priority, without a word."""
+    AUTOTUNE_COMPILE_NICE=abc normal priority, without a word. Called in this process; `abc` in a fresh process too
+    (the knob read where a process starts its backend, nothing read before)."""
     import os
     import sys
 
-    code = (
-        f"from autotune.errors import UserError\ntry:\n    {COMPILE_KNOBS[knob]}\nexcept UserError as e:\n    print(e)"
-    )
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **{knob: value})
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
-    assert r.returncode == 0 and r.stdout.startswith(f"{knob} = '{value}' is not"), (r.stdout, r.stderr[-2000:])
+    from autotune.errors import UserError
+
+    if value == "abc":
+        code = (
+            f"from autotune.errors import UserError\ntry:\n    {COMPILE_KNOBS[knob]}\n"
+            "except UserError as e:\n    print(e)"
+        )
+        env = dict(os.environ, PYTHONPATH=str(ROOT), **{knob: value})
+        r = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60
+        )
+        assert r.returncode == 0 and r.stdout.startswith(f"{knob} = '{value}' is not"), (r.stdout, r.stderr[-2000:])
+        return
+    monkeypatch.setenv(knob, value)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError) as raised:
+        exec(COMPILE_KNOBS[knob], {})
+    assert str(raised.value).startswith(f"{knob} = '{value}' is not"), str(raised.value)
 
 
 def test_only_the_off_words_mean_no_compile_limit() -> None:
@@ -313,7 +343,7 @@ def test_data_strings_cannot_end_or_swallow_the_explorer_script(tmp_path: Path) 
 
     pytest.importorskip("plotly")
     space = hostile_space(tmp_path)
-    r = run_cli("--allow-path", str(ROOT / "kernels_src"), "explore", str(space), "-o", "h.html", cwd=tmp_path)
+    r = cli("--allow-path", str(ROOT / "kernels_src"), "explore", str(space), "-o", "h.html", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     page = (tmp_path / "h.html").read_text()
     start = page.index("<script id='explore-data' type='application/json'>")
@@ -331,5 +361,5 @@ def test_explore_reads_a_database_by_its_content_not_its_name(tmp_path: Path) ->
 
     with Store.open(f"sqlite:///{tmp_path / 'results.bin'}"):
         pass
-    r = run_cli("explore", str(tmp_path / "results.bin"), "-o", "x.html", cwd=tmp_path)
+    r = cli("explore", str(tmp_path / "results.bin"), "-o", "x.html", cwd=tmp_path)
     assert r.returncode == 0 and "results)" in r.stdout, r.stderr[-2000:]

@@ -1,10 +1,13 @@
 """Compile-only check of the SIMT GEMM families for sm_90 with nvcc (runs wherever nvcc is, no GPU needed).
 
-For each precision, one translation unit includes both kernel sources and instantiates, for every shape,
-hand-picked instances (ragged reading layouts, several problems per block, non-power-of-two bounds) and
-instances drawn from the generated spaces, so that a space whose hard constraints let through an instance the
-kernel rejects (static_assert) fails here. Name expressions come from the space files (Space.template_name),
-exactly what NVRTC compiles at run time.
+For each precision, one translation unit includes both kernel sources and instantiates hand-picked instances
+(ragged reading layouts, several problems per block, non-power-of-two bounds) and instances drawn from the generated
+spaces, so that a space whose hard constraints let through an instance the kernel rejects (static_assert) fails
+here. Each instance compiles in one of the four shapes, the shapes taking turns (another shape in each precision, and
+for gemm_batched's ptr_array entry point), the one of each family with the most shared memory in all four
+(tests/support/nvcc.py, one_shape_each: the shape changes indexing only; about a quarter of the nvcc time of every
+instance in every shape, which the GPU tier compiles). Name expressions come from the space files
+(Space.template_name), exactly what NVRTC compiles at run time.
 """
 
 from __future__ import annotations
@@ -17,12 +20,11 @@ import pytest
 from autotune.devices import get_device
 from autotune.space.generator import generate
 from autotune.space.spec import load_space
-from tests.support.nvcc import assert_all_compile, compile_object
+from tests.support.nvcc import assert_all_compile, compile_object, one_shape_each
 
 pytestmark = pytest.mark.nvcc
 
 PRECISIONS = ("fp64", "fp32", "fp16")
-SHAPES = ("NN", "NT", "TN", "TT")
 SPACES = ("gemm_batched_simt", "gemm_vbatched_simt", "gemm_small_simt")
 
 HAND_PICKED = {
@@ -51,13 +53,16 @@ def _sampled(space_name: str, precision: str, count: int = 2) -> list[dict]:
 
 def _names(precision: str) -> list[str]:
     names = []
+    start = PRECISIONS.index(precision)
     for space_name in SPACES:
         space = load_space(space_name)
-        for params in HAND_PICKED[space_name] + _sampled(space_name, precision):
-            for shape in SHAPES:
-                names.append(space.template_name(params, precision, shape))
-                if space_name == "gemm_batched_simt":  # the ptr_array entry point shares the template arguments
-                    names.append(names[-1].replace("autotune::gemm_batched<", "autotune::gemm_batched_ptr<", 1))
+        instances = HAND_PICKED[space_name] + _sampled(space_name, precision)
+        for params, shape in one_shape_each(space, instances, precision, start):
+            names.append(space.template_name(params, precision, shape))
+        if space_name == "gemm_batched_simt":  # the ptr_array entry point shares the template arguments
+            for params, shape in one_shape_each(space, instances, precision, start + 1):
+                name = space.template_name(params, precision, shape)
+                names.append(name.replace("autotune::gemm_batched<", "autotune::gemm_batched_ptr<", 1))
     return names
 
 
@@ -71,6 +76,7 @@ def test_simt_families_compile_for_sm90(tmp_path: Path) -> None:
     units = []
     for precision in PRECISIONS:
         names = _names(precision)
+        assert {tuple(n.split(", ")[1:3]) for n in names} == {("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")}
         cu = tmp_path / f"simt_{precision}.cu"
         cu.write_text(_translation_unit(sorted(set(names))))
         units.append(cu)

@@ -50,3 +50,30 @@ def run_cli(*args: str, cwd: Path | str = ROOT, timeout: float = 300, **env: str
         env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
         timeout=timeout,
     )
+
+
+def invoke_cli(*args: str, cwd: Path | str = ROOT, **env: str) -> subprocess.CompletedProcess:
+    """`autotune ARGS` run in this process through typer's CliRunner, from `cwd`, with `env` added: what `run_cli`
+    returns (exit code, standard output, standard error), without the ~1 s start of a Python process. The command's
+    changes to the environment (`--allow-path`) and the working folder are undone afterwards. For what only a real
+    process shows (a signal's exit code, a traceback printed outside the command, import time, a crash of the
+    interpreter), use `run_cli`."""
+    from unittest import mock
+
+    from typer.testing import CliRunner
+
+    from autotune.cli.main import app
+
+    before = os.getcwd()
+    with mock.patch.dict(os.environ, env):
+        try:
+            os.chdir(cwd)
+            r = CliRunner().invoke(app, list(args))
+        finally:
+            os.chdir(before)
+    stderr = r.stderr
+    if r.exception is not None and not isinstance(r.exception, SystemExit):  # what a process would print
+        import traceback
+
+        stderr += "".join(traceback.format_exception(r.exception))
+    return subprocess.CompletedProcess(["autotune", *args], r.exit_code, r.stdout, stderr)

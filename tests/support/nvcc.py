@@ -8,6 +8,8 @@ from pathlib import Path
 
 from autotune.paths import KERNELS_DIR
 
+SHAPES = ("NN", "NT", "TN", "TT")
+
 
 def compile_object(cu: Path, timeout: float = 170) -> subprocess.CompletedProcess:
     """`nvcc -std=c++17 -arch=sm_90 -I kernels_src -c cu -o cu.o`."""
@@ -22,3 +24,22 @@ def assert_all_compile(units: list[Path]) -> None:
     for cu, r in zip(units, results, strict=True):
         assert r.returncode == 0, f"nvcc failed on {cu.name}:\n{r.stderr[-4000:]}"
         assert cu.with_suffix(".o").stat().st_size > 0
+
+
+def one_shape_each(space, instances: list[dict], precision: str, start: int = 0) -> list[tuple[dict, str]]:
+    """(instance, shape) pairs that compile every instance once, not in all four shapes: instance i in shape
+    (start + i) % 4, so that the shapes take turns (a family of four instances or more sees every shape; another
+    `start` per precision gives an instance other shapes in other precisions), and the instance that needs the most
+    shared memory (the space's smem_bytes: the resource a kernel's static_assert or ptxas refuses first) in every
+    shape. What the shape changes in a kernel is its indexing (and which operand tiles are transposed), the same
+    code for every instance; the GPU tier (tests/gpu) compiles and runs every instance in every shape."""
+    from autotune.devices import get_device
+
+    dev = get_device("H100")
+    smem = [int(space.values(p, precision, dev)["smem_bytes"]) for p in instances]
+    largest = smem.index(max(smem))
+    pairs = []
+    for i, p in enumerate(instances):
+        shapes = SHAPES if i == largest else (SHAPES[(start + i) % len(SHAPES)],)
+        pairs += [(p, s) for s in shapes]
+    return pairs
