@@ -77,7 +77,7 @@ def test_report_of_a_gzipped_database_is_the_same(dbs: tuple[Path, Path, Path], 
     assert len(_cached(tmpdir)) == 1
 
 
-@pytest.mark.parametrize("fmt", ["json", "cpp", "python", "csv"])
+@pytest.mark.parametrize("fmt", ["json", "python"])  # the formats render one table: the read path is what differs
 def test_emit_of_a_gzipped_database_is_the_same(dbs: tuple[Path, Path, Path], fmt: str) -> None:
     plain, gz, tmpdir = dbs
     a = cli("emit", str(plain), "--format", fmt, tmpdir=tmpdir)
@@ -97,7 +97,7 @@ def test_query_and_analyze_of_a_gzipped_database_are_the_same(dbs: tuple[Path, P
     assert a.returncode == 0 and b.returncode == 0, (a.stderr, b.stderr)
     assert a.stdout == b.stdout and len(a.stdout.splitlines()) > 1
     for name, db in (("plain", plain), ("gz", gz)):
-        r = cli("analyze", str(db), "--out", str(tmp_path / f"analyze_{name}"), tmpdir=tmpdir)
+        r = cli("analyze", str(db), "--structure", "regions", "--out", str(tmp_path / f"analyze_{name}"), tmpdir=tmpdir)
         assert r.returncode == 0, r.stderr
     for f in ("tol_table.csv", "winners.csv"):
         assert (tmp_path / "analyze_plain" / f).read_text() == (tmp_path / "analyze_gz" / f).read_text(), f
