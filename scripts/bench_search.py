@@ -322,7 +322,10 @@ def report_pairs(rows: list[tuple], stem: Path, no_plot: bool) -> None:
     print(text)
     if not no_plot:
         search_report.plot(table, stem.with_suffix(".pairs.png"))
-    print(f"wrote {stem.with_suffix('.pairs.csv')}, {stem.with_suffix('.pairs.md')}" + ("" if no_plot else f", {stem.with_suffix('.pairs.png')}"))
+    print(
+        f"wrote {stem.with_suffix('.pairs.csv')}, {stem.with_suffix('.pairs.md')}"
+        + ("" if no_plot else f", {stem.with_suffix('.pairs.png')}")
+    )
 
 
 def proposal_cost(n: int, strategies: list[str], told: int = 300, timed: int = 40) -> None:
