@@ -391,7 +391,7 @@ def merge(args: argparse.Namespace) -> None:
     rows: dict[tuple, tuple] = {}
     traces: dict[tuple[str, str, str], dict[int, np.ndarray]] = {}
     timings: dict[str, float] = {}
-    files = sorted(f for d in args.merge for f in Path(d).rglob("*.csv"))
+    files = sorted(f for d in args.merge for f in Path(d).rglob("*.csv") if not f.name.endswith(".pairs.csv"))
     one_seed = set(filter(None, args.one_seed.split(",")))
     for f in files:
         with f.open(newline="") as fh:
