@@ -172,7 +172,8 @@ def main() -> None:
     ap.add_argument(
         "--one-seed",
         default="brute",
-        help="with --merge: strategies that do not depend on the seed (every seed the same run): seed 0 kept only",
+        help="with --merge or --per-pair: strategies that do not depend on the seed (every seed the same run): "
+        "seed 0 kept only",
     )
     ap.add_argument(
         "--per-pair",
@@ -214,9 +215,13 @@ def main() -> None:
         merge(args)
         return
     if args.per_pair:
-        rows = search_report.read_rows(Path(args.per_pair[0]))
-        for f in args.per_pair[1:]:
-            rows, replaced, changed = search_report.overlay(rows, search_report.read_rows(Path(f)))
+        one_seed = set(filter(None, args.one_seed.split(",")))
+        runs = [
+            [r for r in search_report.read_rows(Path(f)) if r[1] not in one_seed or r[4] == 0] for f in args.per_pair
+        ]
+        rows = runs[0]
+        for f, later in zip(args.per_pair[1:], runs[1:], strict=True):
+            rows, replaced, changed = search_report.overlay(rows, later)
             print(f"{f}: {replaced} rows replace earlier ones, {changed} of them with another best_ms")
         report_pairs(rows, stem_of(Path(args.out)), args.no_plot)
         return

@@ -39,8 +39,13 @@ PAIR_COLUMNS = [
 NOTHING = 9.99  # a run without a valid result: counted as 999% over the best
 
 
+def _g7(text: str) -> float:
+    return float(f"{float(text):.7g}")
+
+
 def read_rows(path: Path) -> list[tuple]:
-    """bench_search.py's CSV (plain or .gz) as typed row tuples."""
+    """bench_search.py's CSV (plain or .gz) as typed row tuples; times to 7 significant digits, as a merged CSV
+    holds them, so that a run's rows and a merged file's tie where they are the same measurement."""
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", newline="") as fh:  # type: ignore[operator]
         return [
@@ -52,8 +57,8 @@ def read_rows(path: Path) -> list[tuple]:
                 int(r["seed"]),
                 int(r["space_size"]),
                 int(r["evals"]),
-                float(r["best_ms"]),
-                float(r["true_best_ms"]),
+                _g7(r["best_ms"]),
+                _g7(r["true_best_ms"]),
                 r["device"],
             )
             for r in csv.DictReader(fh)
