@@ -179,7 +179,7 @@ def main() -> None:
         "--per-pair",
         nargs="+",
         metavar="CSV",
-        help="write the per-pair figures (--out's stem + .pairs.csv, .pairs.md, .pairs.png) of these CSVs (plain or "
+        help="write the per-pair figures (--out's stem + .pairs.csv or, for a .gz --out, .pairs.csv.gz; .pairs.md, .pairs.png) of these CSVs (plain or "
         ".gz; a later file's rows replace an earlier one's for the same strategy, pair, seed and budget, and how many "
         "changed is printed) instead of running anything",
     )
@@ -223,7 +223,7 @@ def main() -> None:
         for f, later in zip(args.per_pair[1:], runs[1:], strict=True):
             rows, replaced, changed = search_report.overlay(rows, later)
             print(f"{f}: {replaced} rows replace earlier ones, {changed} of them with another best_ms")
-        report_pairs(rows, stem_of(Path(args.out)), args.no_plot)
+        report_pairs(rows, stem_of(Path(args.out)), args.no_plot, gz=args.out.endswith(".gz"))
         return
     if args.deadline and time.time() > args.deadline:
         print("deadline passed before the start: nothing run", file=sys.stderr)
@@ -317,18 +317,20 @@ def stem_of(out: Path) -> Path:
     return out.with_name(out.name.removesuffix(".gz").removesuffix(".csv"))
 
 
-def report_pairs(rows: list[tuple], stem: Path, no_plot: bool) -> None:
-    """Every (space, point) pair on its own (scripts/search_report.py): STEM.pairs.csv, STEM.pairs.md (printed: the
-    worst pair of each strategy at each budget) and, unless no_plot, STEM.pairs.png."""
+def report_pairs(rows: list[tuple], stem: Path, no_plot: bool, gz: bool = False) -> None:
+    """Every (space, point) pair on its own (scripts/search_report.py): STEM.pairs.csv (.csv.gz with `gz`, as the
+    rows' CSV is), STEM.pairs.md (printed: the worst pair of each strategy at each budget) and, unless no_plot,
+    STEM.pairs.png."""
     table = search_report.per_pair(rows, FRACTIONS)
-    search_report.write_csv(stem.with_suffix(".pairs.csv"), table)
+    csv_path = stem.with_suffix(".pairs.csv.gz" if gz else ".pairs.csv")
+    search_report.write_csv(csv_path, table)
     text = search_report.markdown(table)
     stem.with_suffix(".pairs.md").write_text(text + "\n")
     print(text)
     if not no_plot:
         search_report.plot(table, stem.with_suffix(".pairs.png"))
     print(
-        f"wrote {stem.with_suffix('.pairs.csv')}, {stem.with_suffix('.pairs.md')}"
+        f"wrote {csv_path}, {stem.with_suffix('.pairs.md')}"
         + ("" if no_plot else f", {stem.with_suffix('.pairs.png')}")
     )
 
@@ -396,7 +398,7 @@ def merge(args: argparse.Namespace) -> None:
     rows: dict[tuple, tuple] = {}
     traces: dict[tuple[str, str, str], dict[int, np.ndarray]] = {}
     timings: dict[str, float] = {}
-    files = sorted(f for d in args.merge for f in Path(d).rglob("*.csv") if not f.name.endswith(".pairs.csv"))
+    files = sorted(f for d in args.merge for f in Path(d).rglob("*.csv") if ".pairs." not in f.name)
     one_seed = set(filter(None, args.one_seed.split(",")))
     for f in files:
         with f.open(newline="") as fh:
@@ -466,7 +468,7 @@ def merge(args: argparse.Namespace) -> None:
     text = summary(rowlist, scores, counts(rowlist))
     print(text)
     stem.with_suffix(".summary.md").write_text(text + "\n")
-    report_pairs(rowlist, stem, args.no_plot)
+    report_pairs(rowlist, stem, args.no_plot, gz=out.name.endswith(".gz"))
     stem.with_suffix(".timings.json").write_text(json.dumps(timings, indent=1, sort_keys=True))
     logs = sorted(f for d in args.merge for f in Path(d).rglob("*.log"))
     stem.with_suffix(".log").write_text("".join(f"== {f.name}\n{f.read_text(errors='replace')}" for f in logs))

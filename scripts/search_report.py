@@ -139,12 +139,17 @@ def pair_name(r: dict) -> str:
 
 
 def write_csv(path: Path, table: list[dict]) -> None:
+    """The per-pair records as CSV (PAIR_COLUMNS; figures to 4 decimals), gzipped where the name ends in .gz."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(PAIR_COLUMNS)
     for r in table:
         w.writerow([f"{r[c]:.4f}" if c in ("median", "p90", "worst") else r[c] for c in PAIR_COLUMNS])
-    path.write_text(buf.getvalue())
+    if path.name.endswith(".gz"):
+        with gzip.GzipFile(path, "wb", mtime=0) as gz:  # mtime 0: the same rows, the same bytes
+            gz.write(buf.getvalue().encode())
+    else:
+        path.write_text(buf.getvalue())
 
 
 def worst_pairs(table: list[dict], min_size: int = 0) -> list[dict]:
