@@ -16,6 +16,9 @@ good instances (convolution, batched GEMM). `hybrid` does both, and only ever pr
     parameters), the incumbent being the best instance measured, or the next best when the neighbourhoods of the
     better ones are exhausted;
   - `startup` (8) random free instances first (the surrogate needs a few points).
+  - off by default (`stall` 0): after `stall` results without a better best, a share `cross` of the local moves
+    become a genetic algorithm's crossover of two of the ELITE fastest instances (measured on development and
+    held-out pairs: results/bench/SEARCH_PROVENANCE.md, "A portfolio move"; not adopted).
 Nothing depends on the budget but the stop, so the first N proposals of a long run are those of a run of N
 (anytime). A proposal costs a few vectorized passes over the instances' codes packed into uint64 words (Hamming
 distances by bit operations) and the surrogate's prediction on the candidates: under 50 ms of CPU on 10^6 valid
