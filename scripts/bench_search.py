@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 from search_pairs import DEFAULT_SOURCES, ROOT, Pair, discover_complete, load_sources, temp_work  # noqa: E402
 from search_pairs import replay as search_replay  # noqa: E402
 from search_score import pair_score, score  # noqa: E402
+import search_report  # noqa: E402
 
 from autotune.sweep.strategies import make_strategy, strategy_class  # noqa: E402
 
@@ -171,7 +172,16 @@ def main() -> None:
     ap.add_argument(
         "--one-seed",
         default="brute",
-        help="with --merge: strategies that do not depend on the seed (every seed the same run): seed 0 kept only",
+        help="with --merge or --per-pair: strategies that do not depend on the seed (every seed the same run): "
+        "seed 0 kept only",
+    )
+    ap.add_argument(
+        "--per-pair",
+        nargs="+",
+        metavar="CSV",
+        help="write the per-pair figures (--out's stem + .pairs.csv or, for a .gz --out, .pairs.csv.gz; .pairs.md, .pairs.png) of these CSVs (plain or "
+        ".gz; a later file's rows replace an earlier one's for the same strategy, pair, seed and budget, and how many "
+        "changed is printed) instead of running anything",
     )
     ap.add_argument("--kt-python", default=KT_PYTHON)
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "search.csv"))
@@ -203,6 +213,17 @@ def main() -> None:
     FRACTIONS[:] = [float(f) for f in args.fractions.split(",")]
     if args.merge:
         merge(args)
+        return
+    if args.per_pair:
+        one_seed = set(filter(None, args.one_seed.split(",")))
+        runs = [
+            [r for r in search_report.read_rows(Path(f)) if r[1] not in one_seed or r[4] == 0] for f in args.per_pair
+        ]
+        rows = runs[0]
+        for f, later in zip(args.per_pair[1:], runs[1:], strict=True):
+            rows, replaced, changed = search_report.overlay(rows, later)
+            print(f"{f}: {replaced} rows replace earlier ones, {changed} of them with another best_ms")
+        report_pairs(rows, stem_of(Path(args.out)), args.no_plot, gz=args.out.endswith(".gz"))
         return
     if args.deadline and time.time() > args.deadline:
         print("deadline passed before the start: nothing run", file=sys.stderr)
@@ -285,9 +306,33 @@ def main() -> None:
     scores = methodology_scores(traces, by_label)
     print(summary(rows, scores))
     (out.with_suffix(".timings.json")).write_text(json.dumps(timings, indent=1))
+    report_pairs(rows, stem_of(out), args.no_plot)
     if not args.no_plot:
         plot(traces, pairs, out.with_suffix(".png"))
     print(f"wrote {out}" + ("" if args.no_plot else f" and {out.with_suffix('.png')}"))
+
+
+def stem_of(out: Path) -> Path:
+    """search.csv.gz and search.csv -> search (the other outputs' stem)."""
+    return out.with_name(out.name.removesuffix(".gz").removesuffix(".csv"))
+
+
+def report_pairs(rows: list[tuple], stem: Path, no_plot: bool, gz: bool = False) -> None:
+    """Every (space, point) pair on its own (scripts/search_report.py): STEM.pairs.csv (.csv.gz with `gz`, as the
+    rows' CSV is), STEM.pairs.md (printed: the worst pair of each strategy at each budget) and, unless no_plot,
+    STEM.pairs.png."""
+    table = search_report.per_pair(rows, FRACTIONS)
+    csv_path = stem.with_suffix(".pairs.csv.gz" if gz else ".pairs.csv")
+    search_report.write_csv(csv_path, table)
+    text = search_report.markdown(table)
+    stem.with_suffix(".pairs.md").write_text(text + "\n")
+    print(text)
+    if not no_plot:
+        search_report.plot(table, stem.with_suffix(".pairs.png"))
+    print(
+        f"wrote {csv_path}, {stem.with_suffix('.pairs.md')}"
+        + ("" if no_plot else f", {stem.with_suffix('.pairs.png')}")
+    )
 
 
 def proposal_cost(n: int, strategies: list[str], told: int = 300, timed: int = 40) -> None:
@@ -353,7 +398,7 @@ def merge(args: argparse.Namespace) -> None:
     rows: dict[tuple, tuple] = {}
     traces: dict[tuple[str, str, str], dict[int, np.ndarray]] = {}
     timings: dict[str, float] = {}
-    files = sorted(f for d in args.merge for f in Path(d).rglob("*.csv"))
+    files = sorted(f for d in args.merge for f in Path(d).rglob("*.csv") if ".pairs." not in f.name)
     one_seed = set(filter(None, args.one_seed.split(",")))
     for f in files:
         with f.open(newline="") as fh:
@@ -423,6 +468,7 @@ def merge(args: argparse.Namespace) -> None:
     text = summary(rowlist, scores, counts(rowlist))
     print(text)
     stem.with_suffix(".summary.md").write_text(text + "\n")
+    report_pairs(rowlist, stem, args.no_plot, gz=out.name.endswith(".gz"))
     stem.with_suffix(".timings.json").write_text(json.dumps(timings, indent=1, sort_keys=True))
     logs = sorted(f for d in args.merge for f in Path(d).rglob("*.log"))
     stem.with_suffix(".log").write_text("".join(f"== {f.name}\n{f.read_text(errors='replace')}" for f in logs))

@@ -105,6 +105,10 @@ def test_bench_search_end_to_end_writes_every_budget(tmp_path: Path) -> None:
     assert {(r["strategy"], r["evals"]) for r in ours} == {(s, e) for s in ("tpe", "random") for e in ("6", "30")}
     assert all(float(r["best_ms"]) >= float(r["true_best_ms"]) for r in rows)
     assert "| autotune | tpe |" in res.stdout
+    pairs = list(csv.DictReader((tmp_path / "search.pairs.csv").open()))  # every pair on its own too
+    assert {(r["strategy"], r["evals"], r["seeds"]) for r in pairs if r["tool"] == "autotune"} == {
+        (s, e, "2") for s in ("tpe", "random") for e in ("6", "30")
+    }
     if KT_PYTHON.exists():
         assert {r["strategy"] for r in rows if r["tool"] == "kerneltuner"} == {"random_sample", "greedy_ils"}
 
@@ -280,3 +284,68 @@ def test_kt_fast_mode_changes_no_decision(tmp_path: Path) -> None:
             for seed, run in runs.items():
                 assert run["order"] == s["runs"][strategy][seed]["order"], (strategy, seed)
                 assert len(run["order"]) <= f["max_fevals"]
+
+
+def test_per_pair_figures_rank_the_strategies_and_name_the_worst_pair(tmp_path: Path) -> None:
+    """search_report: per pair and budget, median / p90 over seeds and the rank among the pair's strategies (equal
+    figures share a rank); the worst pair is the one with the highest p90, which pooling over pairs hides."""
+    import search_report
+
+    rows = []
+    for seed in range(10):  # pair A (100 instances): s1 always 0, s2 0.1; pair B: s1 0.5 in one seed of ten, s2 0.2
+        rows += [
+            ("autotune", "s1", "A", "p", seed, 100, 5, 1.0, 1.0, "d"),
+            ("kt", "s2", "A", "p", seed, 100, 5, 1.1, 1.0, "d"),
+        ]
+        rows += [
+            ("autotune", "s1", "B", "p", seed, 200, 10, 3.0 if seed == 9 else 2.0, 2.0, "d"),
+            ("kt", "s2", "B", "p", seed, 200, 10, 2.4, 2.0, "d"),
+            ("autotune", "s3", "B", "p", seed, 200, 10, 2.4, 2.0, "d"),
+        ]
+    rows.append(("autotune", "s1", "A", "p", 0, 100, 7, 1.0, 1.0, "d"))  # 7 evaluations: no budget of the list
+    table = search_report.per_pair(rows, [0.05])
+    got = {
+        (r["space"], r["strategy"]): (r["seeds"], round(r["median"], 4), round(r["p90"], 4), r["rank"]) for r in table
+    }
+    assert got == {
+        ("A", "s1"): (10, 0.0, 0.0, 1),
+        ("A", "s2"): (10, 0.1, 0.1, 2),
+        ("B", "s1"): (10, 0.0, 0.05, 1),  # p90 between the 9th and 10th seed: 0.05
+        ("B", "s2"): (10, 0.2, 0.2, 2),
+        ("B", "s3"): (10, 0.2, 0.2, 2),  # the same figures: the same rank
+    }
+    (s1,) = [s for s in search_report.worst_pairs(table) if s["strategy"] == "s1"]
+    assert s1["worst"]["space"] == "B" and s1["pairs"] == 2 and s1["first"] == 2
+    merged, replaced, changed = search_report.overlay(
+        rows, [("kt", "s2", "A", "p", 0, 100, 5, 1.1, 1.0, "d"), ("kt", "s2", "A", "p", 1, 100, 5, 1.3, 1.0, "d")]
+    )
+    assert (len(merged), replaced, changed) == (len(rows), 2, 1)
+    out = tmp_path / "run" / "search.csv"
+    out.parent.mkdir()
+    with out.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(
+            ["tool", "strategy", "space", "point", "seed", "space_size", "evals", "best_ms", "true_best_ms", "device"]
+        )
+        w.writerows(rows)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_search.py"),
+            "--per-pair",
+            str(out),
+            "--fractions",
+            "0.05",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    written = list(csv.DictReader((tmp_path / "run" / "search.pairs.csv").open()))
+    assert len(written) == 5 and {r["rank"] for r in written if r["space"] == "B" and r["strategy"] != "s1"} == {"2"}
+    assert "| 5% | autotune | s1 | 2 |" in res.stdout and "B d p: 0.0000 / 0.0500" in res.stdout
+    assert (tmp_path / "run" / "search.pairs.png").stat().st_size > 1000

@@ -146,7 +146,9 @@ def test_kernel_tuners_failure_words_are_failures(tmp_path: Path, word: str, sta
     assert got[0] == status and got[1] is None and got[2].startswith("kerneltuner:")
 
 
-@pytest.mark.parametrize("size", ["callable", None, [0], [-4], ["a"], [1, 2, 3, 4], True, [2.5], [], 1 << 63])
+@pytest.mark.parametrize(
+    "size", [None, [0], [-4], [""], ["x" * 300], [1, 2, 3, 4], True, [2.5], [], 1 << 63, [["num_blocks"]]]
+)
 def test_an_unreadable_problem_size_is_refused(tmp_path: Path, size: Any) -> None:
     db = tmp_path / "kt.sqlite"
     with pytest.raises(UserError) as err:
@@ -163,7 +165,7 @@ def test_the_cli_says_what_it_recorded_as_failed(tmp_path: Path) -> None:
     assert "32: time is -1.0" in r.stdout and '128: time is "fast"' in r.stdout
     again = cli("import", "kerneltuner", str(cache), "--db", str(tmp_path / "kt.sqlite"))
     assert "skipped 3 configuration(s) already in the database" in again.stdout
-    bad = kt_cache(tmp_path / "d.json", {32: 1.0}, problem_size="callable")
+    bad = kt_cache(tmp_path / "d.json", {32: 1.0}, problem_size=[0])
     r = cli("import", "kerneltuner", str(bad), "--db", str(tmp_path / "kt.sqlite"))
     assert r.returncode == 2 and "problem_size" in r.stderr and "Traceback" not in r.stderr
 

@@ -155,3 +155,33 @@ class TestHybridBasins(StrategyConformance):
     @staticmethod
     def factory(instances: Sequence[Instance], budget: int | None, seed: int):  # type: ignore[no-untyped-def]
         return HybridSearch(instances, budget, seed, basins=3, startup=2)
+
+
+def test_a_stalled_search_breeds_crossovers_of_its_best_instances() -> None:
+    """`stall`/`cross`: once the best has not improved for `stall` results, local moves become crossovers of the
+    fastest instances (each parameter from one parent, one mutated), where a local move around the best would
+    change one parameter only; off (stall 0) the proposals are the default's, draw for draw."""
+    codes = np.indices((4, 4, 4, 4)).reshape(4, -1).T.astype(np.int16)
+    a, b = 0, len(codes) - 1  # parents (0, 0, 0, 0) and (3, 3, 3, 3)
+
+    def proposals(**opts: float) -> list[np.ndarray]:
+        m = HybridModel(codes, seed=5, startup=0, explore=0.0, glob=0.0, **opts)  # type: ignore[arg-type]
+        m.observe(a, 0.0)
+        m.observe(b, 1.0)  # not better: one result without a better best
+        free = np.ones(len(codes), bool)
+        free[[a, b]] = False
+        out = []
+        for _ in range(12):  # as many as the best has neighbours: a local search stays around it
+            r = m.propose(free)
+            assert free[r]
+            free[r] = False
+            out.append(codes[r])
+        return out
+
+    local = proposals()
+    assert all(int((c != 0).sum()) == 1 for c in local)  # the best's neighbours
+    assert [c.tolist() for c in proposals(stall=0, cross=1.0)] == [c.tolist() for c in local]
+    bred = proposals(stall=1, cross=1.0)
+    # a parent's value in all but the mutated parameter, and one more where that child was taken (the nearest free)
+    assert all(int(((c != 0) & (c != 3)).sum()) <= 2 for c in bred)
+    assert sum(int((c == 3).sum()) >= 2 for c in bred) >= 4  # mixes of both parents, which no local move makes

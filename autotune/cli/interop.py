@@ -91,6 +91,12 @@ def import_kerneltuner(
             stdout().print(f"  {key}: {why}", markup=False, highlight=False)
         if len(got.rejected) > 10:
             stdout().print(f"  ... and {len(got.rejected) - 10} more", markup=False)
+    if got.named_sizes:
+        stdout().print(
+            f"problem_size {', '.join(got.named_sizes)}: an expression of the tunable parameters (the grid follows "
+            "the configuration); the test point has size 1 on that axis",
+            markup=False,
+        )
     if got.skipped:
         stdout().print(
             f"skipped {got.skipped} configuration(s) already in the database at this point on this device", markup=False

@@ -5,7 +5,7 @@ Every number an entry holds is read by `autotune.untrusted.number` (one reader o
 value, `time`, each of `times`, and Kernel Tuner's timings (`compile_time`, `verification_time`, `benchmark_time`,
 `strategy_time`, `framework_time`). A `time` that is not a positive finite number of ms below `MAX_TIME_MS`, or
 `times` that are not such numbers, make that entry a failure with its reason (`time_problem`: the import lists
-them, the value as the cache writes it); any other number that is not one, or a parameter value that is not a number or a short string, is one
+them, the value as the cache writes it); any other number that is not one, or a parameter value that is not a number, a boolean or a short string, is one
 UserError naming the file, the entry and the field (`check_entries`), before anything is stored.
 
 `check_call` is Kernel Tuner's `process_cache` check (`kernel_tuner/util.py`), with its words: a cache of another
@@ -75,11 +75,11 @@ def check_entries(cache: KTCache, path: Path) -> None:
         key = config_key(r.params, cache.tune_params_keys)
         shown = repr(key) if len(key) <= 60 else f"{key[:40]!r}..."
         for name, v in r.params.items():
-            if isinstance(v, str) and len(v) <= MAX_PARAM_TEXT:
-                continue
+            if (isinstance(v, str) and len(v) <= MAX_PARAM_TEXT) or isinstance(v, bool):
+                continue  # a boolean is stored as its text ("True": kt_store.text_params)
             if not _judged(v, -(2**63 - 1), 2**63 - 1):
                 raise UserError(
-                    f"cache entry {shown}: {name} is {_json(v)}: a parameter value is a number or a short string",
+                    f"cache entry {shown}: {name} is {_json(v)}: a parameter value is a number, a boolean or a short string",
                     file=path,
                     hint="give the cache a tune_kernel call wrote, or correct the entry",
                 )

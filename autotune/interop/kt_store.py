@@ -25,13 +25,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from autotune.errors import UserError
 from autotune.interop.kerneltuner import CacheFormatError, CacheLimitError, KTCache, KTRecord, config_key, read_cache
 from autotune.interop.kerneltuner_limits import limit_hint, max_cache_bytes, max_cache_entries
-from autotune.interop.kt_entries import check_entries, time_problem
+from autotune.interop.kt_entries import MAX_PARAM_TEXT, check_entries, time_problem
 from autotune.outfiles import write_file
 from autotune.space.instance import Instance
 from autotune import yamlfile
@@ -76,24 +77,47 @@ class Imported:
     rejected: tuple[tuple[str, str], ...] = ()  # (config key, why): ok in the cache, stored as failures
     skipped: int = 0  # configurations already measured at this point on this device (an earlier import)
     excluded: int = 0  # configurations `keep` left out (outside tune_kernel's space)
+    named_sizes: tuple[str, ...] = ()  # problem_size entries that are expressions (their axis's size is 1)
 
 
-def _problem_sizes(cache: KTCache, path: Path) -> tuple[int, ...]:
-    """Kernel Tuner's problem_size as 1 to 3 sizes; refuses (never guesses) one it cannot read."""
+def _problem_sizes(cache: KTCache, path: Path) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Kernel Tuner's problem_size as 1 to 3 sizes, and its entries that are strings. A string entry is an
+    expression of the tunable parameters (Kernel Tuner writes `"num_blocks"` where the grid is a tuning parameter;
+    `"callable"` for a function): the grid follows the configuration, the problem's own size is not in the cache, so
+    that axis's size is 1 (as tune_kernel's space folder has it). Refuses (never guesses) anything else."""
     ps = cache.problem_size
     sizes = ps if isinstance(ps, (tuple, list)) else (ps,)
     ok = 1 <= len(sizes) <= len(SIZE_NAMES) and all(
-        isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= MAX_SIZE for s in sizes
+        (isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= MAX_SIZE)
+        or (isinstance(s, str) and 0 < len(s.strip()) <= MAX_PARAM_TEXT)
+        for s in sizes
     )
     if not ok:
         shown = json.dumps(list(ps) if isinstance(ps, tuple) else ps, default=str)[:80]
         raise UserError(
-            f"the cache's problem_size {shown} is not 1 to 3 positive integers: the test point of its "
+            f"the cache's problem_size {shown} is not 1 to 3 positive integers or expressions: the test point of its "
             "measurements is unknown",
             file=path,
             hint='set "problem_size" in the cache\'s header to the sizes the kernel was tuned at, e.g. [4096, 4096]',
         )
-    return tuple(int(s) for s in sizes)
+    return tuple(s if isinstance(s, int) else 1 for s in sizes), tuple(s for s in sizes if isinstance(s, str))
+
+
+def text_params(cache: KTCache) -> frozenset[str]:
+    """The tunable parameters with a value that is not a number (a string, a boolean) in `tune_params` or an entry:
+    a space file holds numbers or strings, one type per parameter, so every value of these is stored as the text
+    Kernel Tuner's cache key writes for it (`str(value)`: True -> "True"); the configuration keys stay the same."""
+    out = set()
+    for k in cache.tune_params_keys:
+        values = [*(cache.tune_params.get(k) or ()), *(r.params[k] for r in cache.records)]
+        if any(isinstance(v, (str, bool)) for v in values):
+            out.add(k)
+    return frozenset(out)
+
+
+def space_value(value: Any, text: bool) -> Any:
+    """A cache's parameter value as the space holds it (`text_params`)."""
+    return value if not text or isinstance(value, str) else str(value)
 
 
 def _positive(v: object) -> bool:
@@ -102,13 +126,15 @@ def _positive(v: object) -> bool:
 
 def space_yaml(cache: KTCache, name: str) -> str:
     """A space file for the cache's tuning parameters (no constraints: the cache only recorded what it tried)."""
+    text = text_params(cache)
+    params = {}
+    for k in cache.tune_params_keys:
+        values = cache.tune_params.get(k) or sorted({r.params[k] for r in cache.records}, key=str)
+        params[k] = list(dict.fromkeys(space_value(v, k in text) for v in values))
     doc = {
         "name": name,
         "description": f"imported from a Kernel Tuner cache of {cache.kernel_name} on {cache.device_name}",
-        "parameters": {
-            k: list(cache.tune_params.get(k) or sorted({r.params[k] for r in cache.records}, key=str))
-            for k in cache.tune_params_keys
-        },
+        "parameters": params,
     }
     block = [k for k in ("block_size_x", "block_size_y", "block_size_z") if k in cache.tune_params_keys]
     block_text = ", ".join(block + ["1"] * (3 - len(block)))
@@ -191,11 +217,12 @@ def store_cache(
             f"{path}: the cache's parameters {', '.join(missing)} are not parameters of space {space.name}",
             hint="give the space the kernel was tuned with, or none to create one",
         )
-    point = (
-        _point(space, precision, _problem_sizes(cache, path))
-        if sizes is None
-        else space.kind.point(precision, "", sizes)
-    )
+    named: tuple[str, ...] = ()
+    if sizes is None:
+        numbers, named = _problem_sizes(cache, path)
+        point = _point(space, precision, numbers)
+    else:
+        point = space.kind.point(precision, "", sizes)
     kind = point.kind
     info = DeviceInfo(
         name=cache.device_name,
@@ -226,7 +253,11 @@ def store_cache(
     )
     status = "failed"
     records = cache.records
-    instances = [Instance.of(space.name, {k: r.params[k] for k in cache.tune_params_keys}) for r in records]
+    text = text_params(cache)
+    instances = [
+        Instance.of(space.name, {k: space_value(r.params[k], k in text) for k in cache.tune_params_keys})
+        for r in records
+    ]
     if keep is not None:
         kept = [keep(inst) for inst in instances]
         records = tuple(r for r, k in zip(records, kept, strict=True) if k)
@@ -269,6 +300,7 @@ def store_cache(
         rejected,
         len(instances) - len(rows),
         len(cache.records) - len(records),
+        named,
     )
 
 
@@ -352,11 +384,12 @@ def export_cache(store: Store, space: str, device: str | None = None, point: str
         raise UserError(f"the recorded space file of {space} is not a mapping")
     tune_params = {k: list(v) if isinstance(v, list) else v for k, v in (doc.get("parameters") or {}).items()}
     keys = tuple(tune_params)
-    records, header = [], {}
+    records, header, sweeps = [], {}, set()
     for m, params, p in rows:
         tp = p.point()
         if tp.key != key:
             continue
+        sweeps.add(m.sweep_id)
         params = json.loads(params) if isinstance(params, str) else params
         extra = json.loads(m.log) if m.log and m.log.startswith("{") else {}
         st = Status(m.status)
@@ -380,15 +413,40 @@ def export_cache(store: Store, space: str, device: str | None = None, point: str
     if "description" in doc and str(doc["description"]).startswith("imported from a Kernel Tuner cache of "):
         kernel_name = str(doc["description"]).split(" of ", 1)[1].rsplit(" on ", 1)[0]
     sizes = header.get("problem_size", ())
+    problem_size = _imported_expression(store, sweeps) or (sizes if len(sizes) != 1 else sizes[0])
     return KTCache(
         device_name=device_name.removeprefix(MARK),
         kernel_name=kernel_name,
-        problem_size=sizes if len(sizes) != 1 else sizes[0],
+        problem_size=problem_size,
         tune_params_keys=keys,
         tune_params=tune_params,
         objective="time",
         records=tuple(records),
     )
+
+
+def _imported_expression(store: Store, sweeps: set[int]) -> tuple[Any, ...] | str | None:
+    """The problem_size of the imported caches these measurements came from, where it held an expression (a
+    string entry: the point has size 1 there) and every one of them had the same; else None (the point's sizes)."""
+    from sqlalchemy import select
+
+    from autotune.store.schema import Sweep
+
+    with store.session() as s:
+        texts = s.execute(select(Sweep.config_name, Sweep.config_text).where(Sweep.id.in_(sorted(sweeps)))).all()
+    found: set[str | None] = set()
+    for name, text in texts:
+        try:
+            ps = json.loads(text).get("problem_size") if name.startswith("import:") else None
+        except (ValueError, AttributeError):
+            ps = None
+        entries = ps if isinstance(ps, list) else [ps]
+        found.add(json.dumps(ps) if any(isinstance(e, str) for e in entries) else None)
+    chosen = found.pop() if len(found) == 1 else None
+    if chosen is None:
+        return None
+    ps = json.loads(chosen)
+    return tuple(ps) if isinstance(ps, list) else ps
 
 
 def keys_and_times(cache: KTCache) -> dict[str, tuple[str, float | None]]:

@@ -16,6 +16,9 @@ good instances (convolution, batched GEMM). `hybrid` does both, and only ever pr
     parameters), the incumbent being the best instance measured, or the next best when the neighbourhoods of the
     better ones are exhausted;
   - `startup` (8) random free instances first (the surrogate needs a few points).
+  - off by default (`stall` 0): after `stall` results without a better best, a share `cross` of the local moves
+    become a genetic algorithm's crossover of two of the ELITE fastest instances (measured on development and
+    held-out pairs: results/bench/SEARCH_PROVENANCE.md, "A portfolio move"; not adopted).
 Nothing depends on the budget but the stop, so the first N proposals of a long run are those of a run of N
 (anytime). A proposal costs a few vectorized passes over the instances' codes packed into uint64 words (Hamming
 distances by bit operations) and the surrogate's prediction on the candidates: under 50 ms of CPU on 10^6 valid
@@ -50,6 +53,9 @@ POOL = 20_000  # free instances the global move scores at most (a random sample 
 RIDGE = 1.0
 BASINS = 1  # local moves around the best of up to this many basins (1: around the best instance only)
 OPTIMISM = 1.0  # the global move's bonus (log time) for instances whose features the model has seen little
+STALL = 0  # after this many results without a better best (0: never), some local moves become crossovers
+CROSS = 0.5  # ... this share of them: a child of two of the best instances, as a genetic algorithm breeds one
+ELITE = 8  # the parents are drawn from this many fastest instances
 MAX_PAIR_FEATURES = 2_000  # above this many pair features, main effects only (large spaces of many values)
 PAIR_LEVELS = 8  # a parameter's values are cut into at most this many runs for the pair features
 MAIN_LEVELS = 64  # ... and into at most this many for its main effect
@@ -86,8 +92,12 @@ class HybridModel:
         ridge: float = RIDGE,
         basins: int = BASINS,
         optimism: float = OPTIMISM,
+        stall: int = STALL,
+        cross: float = CROSS,
     ) -> None:
         self.optimism = optimism
+        self.stall, self.cross = stall, cross
+        self._since_best = 0  # results told since the best verified time last improved
         self.codes = np.ascontiguousarray(codes, dtype=np.int32)
         n, p = self.codes.shape
         self.rng = np.random.default_rng(seed)
@@ -197,7 +207,10 @@ class HybridModel:
             self.ok_sum[f] += log_time
             self.ok_total += log_time
             self.worst = max(self.worst, log_time)
+            better = not self.ranked or log_time < self.ranked[0][0]
             bisect.insort(self.ranked, (log_time, int(row)))
+            self._since_best = -1 if better else self._since_best
+        self._since_best += 1
         self.rows.append(int(row))
         self.y.append(log_time)
 
@@ -254,6 +267,8 @@ class HybridModel:
         self.fit()
         if u < self.explore + self.glob:
             return self._best(self._sample(idx), self.optimism)
+        if self.stall and self._since_best >= self.stall and ok >= 2 and self.rng.random() < self.cross:
+            return self._crossover(idx)
         order = [r for _, r in self.ranked]
         if self.basins > 1:  # local search around the best of another basin now and then (a trap has many good rows)
             reps = self._representatives()
@@ -268,6 +283,21 @@ class HybridModel:
                 return self._best(near)
             self._exhausted.add(inc)
         return self._best(self._sample(idx))
+
+    def _crossover(self, idx: np.ndarray) -> int:
+        """A genetic algorithm's child of two parents drawn from the ELITE fastest instances: each parameter's
+        value from either parent, one parameter mutated to a random value; proposed as the free row nearest to it
+        (fewest differing parameters), the surrogate's fastest among those (the best's basin is left when the best
+        has not improved for `stall` results)."""
+        top = [r for _, r in self.ranked[:ELITE]]
+        a, b = self.rng.choice(len(top), 2, replace=False)
+        pa, pb = self.codes[top[int(a)]], self.codes[top[int(b)]]
+        child = np.where(self.rng.random(len(pa)) < 0.5, pa, pb)
+        j = int(self.rng.integers(len(child)))
+        child[j] = int(self.rng.integers(self.card[j]))
+        cand = self._sample(idx)
+        d = (self.codes[cand] != child).sum(axis=1)
+        return self._best(cand[d == d.min()])
 
     def _representatives(self) -> list[int]:
         """The best verified row, then the best rows at least `spread` parameters away from every one kept before
@@ -354,11 +384,21 @@ class HybridSearch(OptunaSearch):
         ridge: float = RIDGE,
         basins: int = BASINS,
         optimism: float = OPTIMISM,
+        stall: int = STALL,
+        cross: float = CROSS,
         startup: int | None = None,
         **kwargs: Any,
     ) -> None:
         self._options = dict(
-            explore=explore, glob=glob, radius=radius, pool=pool, ridge=ridge, basins=basins, optimism=optimism
+            explore=explore,
+            glob=glob,
+            radius=radius,
+            pool=pool,
+            ridge=ridge,
+            basins=basins,
+            optimism=optimism,
+            stall=stall,
+            cross=cross,
         )
         super().__init__(instances, budget, seed, startup=STARTUP if startup is None else startup, **kwargs)
 
