@@ -493,6 +493,10 @@ def upgrade(data: dict) -> dict:
     return out
 
 
+class BadSizes(ValueError):
+    """A table point's size is not a problem size (a whole number of at least 1)."""
+
+
 class DispatchTable:
     """The JSON object plus lookups (see the module docstring). `data` is exactly what `to_json` writes (version 3,
     whatever version was read)."""
@@ -507,6 +511,9 @@ class DispatchTable:
             )
         self.version_read = int(data["version"])
         self.data = upgrade(data)
+        problem = _bad_sizes(self.data)  # before the lookup reads the points (their logs): a table is data
+        if problem:
+            raise BadSizes(problem)
         self._lookup = Lookup(self.data)
 
     kind = property(lambda self: str(self.data["kind"]))
@@ -598,13 +605,13 @@ def load_table(path: str | Path) -> DispatchTable:
     if problem:
         raise UserError(problem, file=path, hint="write the table again with `autotune report` or `autotune emit`")
     try:
-        table = DispatchTable(data)
+        return DispatchTable(data)
+    except BadSizes as exc:  # version 3 (an older table's sizes as upgraded)
+        raise UserError(
+            str(exc), file=path, hint="write the table again with `autotune report` or `autotune emit`"
+        ) from None
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"not a readable dispatch table: {exc!r}", file=path, hint=hint) from None
-    problem = _bad_sizes(table.data)  # version 3 (an older table's sizes as upgraded)
-    if problem:
-        raise UserError(problem, file=path, hint="write the table again with `autotune report` or `autotune emit`")
-    return table
 
 
 def _bad_sizes(data: dict) -> str | None:
