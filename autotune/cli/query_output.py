@@ -34,15 +34,16 @@ def fit(frame: pd.DataFrame, max_bytes: int, padded: bool) -> Fitted:
     cap = max(16, max_bytes // (columns * (2 if padded else 1)) - 2)
     text = frame.astype(str)
     # (a missing value has no length: as wide as its "None"/"NaN")
-    lengths = np.column_stack([text[c].str.len().fillna(4).to_numpy(dtype=np.int64) for c in text.columns])
+    # by position: SQL may name two columns alike (`SELECT p.n, COUNT(*) n`), and text[name] is then a frame
+    lengths = np.column_stack([text.iloc[:, i].str.len().fillna(4).to_numpy(dtype=np.int64) for i in range(columns)])
     long = lengths > cap
     cut = int(long.sum())
     if cut:
         frame = frame.astype(object).copy()
-        for i, c in enumerate(frame.columns):
+        for i in range(columns):
             rows = np.flatnonzero(long[:, i])
             if len(rows):
-                frame.iloc[rows, i] = [text[c].iloc[r][: cap - 1] + CUT for r in rows]
+                frame.iloc[rows, i] = [text.iloc[r, i][: cap - 1] + CUT for r in rows]
         lengths = np.minimum(lengths, cap)
     header = np.array([len(str(c)) for c in frame.columns])
     if padded:  # every line as wide as the widest values so far, two spaces between columns
