@@ -406,18 +406,7 @@ def merge(args: argparse.Namespace) -> None:
                 if r["strategy"] in one_seed and int(r["seed"]) != 0:
                     continue
                 key = (r["tool"], r["strategy"], r["space"], r["point"], r["device"], int(r["seed"]), int(r["evals"]))
-                rows[key] = (
-                    r["tool"],
-                    r["strategy"],
-                    r["space"],
-                    r["point"],
-                    int(r["seed"]),
-                    int(r["space_size"]),
-                    int(r["evals"]),
-                    float(r["best_ms"]),
-                    float(r["true_best_ms"]),
-                    r["device"],
-                )
+                rows[key] = search_report.parse_row(r)
         tr = f.with_suffix(".traces.npz")
         if tr.exists():
             with np.load(tr) as z:

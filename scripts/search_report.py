@@ -43,26 +43,29 @@ def _g7(text: str) -> float:
     return float(f"{float(text):.7g}")
 
 
+def parse_row(r: dict, number=float) -> tuple:
+    """One row of bench_search.py's CSV as a typed tuple (tool, strategy, space, point, seed, space_size, evals,
+    best_ms, true_best_ms, device); `number` reads the two times."""
+    return (
+        r["tool"],
+        r["strategy"],
+        r["space"],
+        r["point"],
+        int(r["seed"]),
+        int(r["space_size"]),
+        int(r["evals"]),
+        number(r["best_ms"]),
+        number(r["true_best_ms"]),
+        r["device"],
+    )
+
+
 def read_rows(path: Path) -> list[tuple]:
     """bench_search.py's CSV (plain or .gz) as typed row tuples; times to 7 significant digits, as a merged CSV
     holds them, so that a run's rows and a merged file's tie where they are the same measurement."""
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", newline="") as fh:  # type: ignore[operator]
-        return [
-            (
-                r["tool"],
-                r["strategy"],
-                r["space"],
-                r["point"],
-                int(r["seed"]),
-                int(r["space_size"]),
-                int(r["evals"]),
-                _g7(r["best_ms"]),
-                _g7(r["true_best_ms"]),
-                r["device"],
-            )
-            for r in csv.DictReader(fh)
-        ]
+        return [parse_row(r, _g7) for r in csv.DictReader(fh)]
 
 
 def overlay(base: list[tuple], newer: list[tuple]) -> tuple[list[tuple], int, int]:
