@@ -91,7 +91,7 @@ class _Attempts:
         self.calls: list[tuple[str | None, Path]] = []
         self.nvcc_fails = nvcc_fails
 
-    def __call__(self, problem: Any, folder: Path, start: float, **options: Any) -> Any:
+    def __call__(self, problem: Any, folder: Path, start: float, call: Any, cleanup: Any) -> Any:
         self.calls.append((problem.compiler, folder))
         if problem.compiler is None or self.nvcc_fails:
             raise kt_sweep.StoppedRun(Stopped(problem.kernel_name, "compile_error", JIT, 8))

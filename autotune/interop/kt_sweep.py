@@ -64,27 +64,29 @@ class StoppedRun(Exception):
         self.stop = stop
 
 
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """What a tune_kernel call asks of each of its attempts (its checked arguments)."""
+
+    cache_path: Path | None
+    replayed: KTCache | None  # simulation mode's cache (checked against the call already)
+    iterations: int
+    strategy: str | None
+    strategy_options: Mapping[str, Any] | None
+    seed: int | None
+    device: int
+    database: str | None
+    early_stop: bool
+    quiet: bool
+    verbose: bool
+
+
 def run_attempt(
-    problem: KTProblem,
-    folder: Path,
-    call_start: float,
-    *,
-    cache_path: Path | None,
-    replayed: KTCache | None,
-    iterations: int,
-    strategy: str | None,
-    strategy_options: Mapping[str, Any] | None,
-    seed: int | None,
-    device: int,
-    database: str | None,
-    early_stop: bool,
-    quiet: bool,
-    verbose: bool,
-    cleanup: list[Callable[[], object]],
+    problem: KTProblem, folder: Path, call_start: float, call: Attempt, cleanup: list[Callable[[], object]]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One attempt of the call into `folder`: (results, env) as Kernel Tuner's; StoppedRun where the sweep stopped on
-    a systematic failure. `replayed`: simulation mode's cache (checked against the call already)."""
-    simulation = replayed is not None
+    a systematic failure. `cleanup`: where the backend's close goes once the results are in."""
+    simulation = call.replayed is not None
     # the GPU backend first: its compile processes and GPU worker start (CuPy's import, the device's context and
     # description) while the space folder is written and planned (the target: the first measurement within 3 s)
     backend: Any = None
@@ -92,33 +94,17 @@ def run_attempt(
     if not simulation and importlib.util.find_spec("cupy") is not None:  # else: _sweep says why, after the arguments
         from autotune.interop import kt_prewarm
 
-        backend, prewarmed_s = kt_prewarm.take(device)  # started at `import autotune.kernel_tuner`
+        backend, prewarmed_s = kt_prewarm.take(call.device)  # started at `import autotune.kernel_tuner`
         if backend is None:
             from autotune.sweep.backends.local import GpuBackend
 
-            backend = GpuBackend(device=device, warm_checks=True)
+            backend = GpuBackend(device=call.device, warm_checks=True)
         backend.start()
     from autotune.space.spec import reusing_spaces
 
     try:
         with reusing_spaces():  # the space file is built once, not at each of its loads
-            results, env = _sweep(
-                problem,
-                folder,
-                backend,
-                device,
-                call_start,
-                cache_path=cache_path,
-                replayed=replayed,
-                iterations=iterations,
-                strategy=strategy,
-                strategy_options=strategy_options,
-                seed=seed,
-                database=database,
-                early_stop=early_stop,
-                quiet=quiet,
-                verbose=verbose,
-            )
+            results, env = _sweep(problem, folder, backend, call_start, call)
         env["autotune"]["prewarmed_s"] = None if prewarmed_s is None else round(prewarmed_s, 3)
         if backend is not None:  # closed once the call has returned (tune_kernel's clean-up)
             cleanup.insert(0, backend.close)
@@ -130,22 +116,7 @@ def run_attempt(
 
 
 def _sweep(
-    problem: KTProblem,
-    folder: Path,
-    backend: Any,
-    device: int,
-    call_start: float,
-    *,
-    cache_path: Path | None,
-    replayed: KTCache | None,
-    iterations: int,
-    strategy: str | None,
-    strategy_options: Mapping[str, Any] | None,
-    seed: int | None,
-    database: str | None,
-    early_stop: bool,
-    quiet: bool,
-    verbose: bool,
+    problem: KTProblem, folder: Path, backend: Any, call_start: float, call: Attempt
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import yaml
 
@@ -168,39 +139,39 @@ def _sweep(
     phase("folder_written")
     space = load_space(space_file)
     phase("space_loaded")
-    url = database or f"sqlite:///{folder / 'results.sqlite'}"
+    url = call.database or f"sqlite:///{folder / 'results.sqlite'}"
     config = {
         "name": space.name,
         "spaces": [{"space": "space.yaml", "max_instances": "all"}],
         "points": [{"kind": space.kind.name, "precisions": ["fp32"], "sizes": sizes}],
         "database": url,
-        "repetitions": int(iterations),
-        "seed": int(seed or 0),
+        "repetitions": int(call.iterations),
+        "seed": int(call.seed or 0),
         "resume": "model",  # as Kernel Tuner's cache: a call resumed on another card of the same model goes on
-        **read_strategy(strategy, strategy_options, None, time.perf_counter() - call_start),
+        **read_strategy(call.strategy, call.strategy_options, None, time.perf_counter() - call_start),
     }
     (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     cfg = load_config(folder / "sweep.yaml")
-    reporter = _Reporter(quiet, verbose)
+    reporter = _Reporter(call.quiet, call.verbose)
     phase("config_loaded")
-    simulation = replayed is not None
+    simulation = call.replayed is not None
     planned: set[Instance] | None = None
     with Store.open(url) as store:
         phase("store_open")
-        if replayed is not None:
+        if call.replayed is not None:
             from autotune.sweep.backends.replay import ReplayBackend
 
             planned = _planned(cfg)  # the cache's configurations outside the call's space are not even stored
-            store_cache(replayed, cache_path, store, space, sizes=sizes, keep=planned.__contains__)  # type: ignore[arg-type]
+            store_cache(call.replayed, call.cache_path, store, space, sizes=sizes, keep=planned.__contains__)  # type: ignore[arg-type]
             backend = ReplayBackend(url)
         else:
             if backend is None:  # no CuPy: the same error as `autotune sweep`
-                backend = _gpu_backend(device, None)
+                backend = _gpu_backend(call.device, None)
             backend.ready(_GPU_HINT)
             read = getattr(backend, "device_limits", None)  # the worker's: this process then imports no CuPy
             if read is not None:  # (asked before prepare_ahead: it would wait behind the data)
                 read()
-            backend.tol = cfg.tol if early_stop else None
+            backend.tol = cfg.tol if call.early_stop else None
             ahead = getattr(backend, "prepare_ahead", None)
             if ahead is not None and space.kernel is not None:  # the point's data while the sweep plans
                 from autotune.sweep.runner import kind_scalars
@@ -223,10 +194,10 @@ def _sweep(
             if stop is not None:
                 raise StoppedRun(stop)
         phase("results_collected")
-        if cache_path is not None and not simulation:  # the call's problem_size, as Kernel Tuner's header has it
+        if call.cache_path is not None and not simulation:  # the call's problem_size, as Kernel Tuner's header has it
             exported = export_cache(store, space.name, device=info.uuid, point=point.key)
-            write_cache(dataclasses.replace(exported, problem_size=problem.problem_size), cache_path)
-    env = environment(info, iterations, problem.compiler_options, results)
+            write_cache(dataclasses.replace(exported, problem_size=problem.problem_size), call.cache_path)
+    env = environment(info, call.iterations, problem.compiler_options, results)
     env["autotune"] = {
         "database": url,
         "sweep_id": summary.sweep_id,

@@ -67,6 +67,7 @@ from autotune.interop.kt_folder import claim, safe_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.interop.kerneltuner import KTCache
+    from autotune.interop.kt_sweep import Attempt
     from autotune.interop.kt_space import KTProblem
 
 # The rest is imported by the call, not by `import autotune.kernel_tuner`: a script's own set-up (and a spawned process
@@ -208,22 +209,13 @@ def tune_kernel(
     # on an H100 host) and the folder's removal run in a thread once the call has returned (`_clean_up`)
     cleanup: list[Callable[[], object]] = []  # the backend's close, once the results are in
     remove: list[Callable[[], object]] = [] if keep else [functools.partial(shutil.rmtree, folder, ignore_errors=True)]
-    options = dict(
-        cache_path=cache_path,
-        replayed=replayed,
-        iterations=iterations,
-        strategy=strategy,
-        strategy_options=strategy_options,
-        seed=seed,
-        device=device,
-        database=database,
-        early_stop=early_stop,
-        quiet=quiet,
-        verbose=verbose,
-        cleanup=cleanup,
+    from autotune.interop.kt_sweep import Attempt
+
+    attempt = Attempt(
+        cache_path, replayed, iterations, strategy, strategy_options, seed, device, database, early_stop, quiet, verbose
     )
     try:
-        results, env, used = _attempts(problem, compiler, folder, start, options)
+        results, env, used = _attempts(problem, compiler, folder, start, attempt, cleanup)
     except BaseException:
         _clean_up(cleanup + remove, wait=True)  # a failed call cleans up before its error propagates
         raise
@@ -248,7 +240,12 @@ def tune_kernel(
 
 
 def _attempts(
-    problem: KTProblem, compiler: str | None, folder: Path, start: float, options: dict[str, Any]
+    problem: KTProblem,
+    compiler: str | None,
+    folder: Path,
+    start: float,
+    call: Attempt,
+    cleanup: list[Callable[[], object]],
 ) -> tuple[list[dict[str, Any]], dict[str, Any], Path]:
     """The call run as asked; once more with nvcc where NVRTC failed systematically and nvcc is there
     (`autotune.interop.kt_failure`); (results, env, the folder used)."""
@@ -257,7 +254,7 @@ def _attempts(
     from autotune.sweep.nvcc import find_nvcc
 
     try:
-        results, env = run_attempt(problem, folder, start, **options)
+        results, env = run_attempt(problem, folder, start, call, cleanup)
         return results, env, folder
     except StoppedRun as stopped:
         decision = decide(stopped.stop, compiler, find_nvcc())
@@ -266,7 +263,7 @@ def _attempts(
     print(decision.line, file=sys.stderr, flush=True)  # at any `quiet`: the call is not what was asked
     retry = dataclasses.replace(problem, compiler="nvcc")
     try:
-        results, env = run_attempt(retry, folder / "nvcc", start, **options)
+        results, env = run_attempt(retry, folder / "nvcc", start, call, cleanup)
     except StoppedRun as stopped:
         raise decide(stopped.stop, "nvcc", find_nvcc()).error() from None
     return results, env, folder / "nvcc"
