@@ -217,7 +217,7 @@ def _document(text: str) -> dict:
     """The recorded space file as a mapping, or Refused (not YAML, not a mapping, nested too deep)."""
     try:
         doc = yamlfile.safe_load(text)
-    except (yamlfile.TooDeep, RecursionError):
+    except yamlfile.TooDeep:
         raise Refused("its space file is nested too deep") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -235,7 +235,7 @@ def _names(work: Path | None) -> set[str]:
         return set()
     try:
         doc = yamlfile.safe_load(work.read_text())
-    except (yaml.YAMLError, RecursionError, OSError, UnicodeDecodeError):
+    except (yaml.YAMLError, OSError, UnicodeDecodeError):  # too deep is a YAMLError (yamlfile)
         return set()
     out: set[str] = set()
     todo = [doc]
@@ -325,7 +325,7 @@ def _same_yaml(work: Path, doc: dict) -> bool:
     """The same space: equal documents (a comment edited since the sweep changes nothing)."""
     try:
         return yamlfile.safe_load(work.read_text()) == doc
-    except (yaml.YAMLError, RecursionError, OSError, UnicodeDecodeError):
+    except (yaml.YAMLError, OSError, UnicodeDecodeError):
         return False
 
 
