@@ -212,7 +212,17 @@ def tune_kernel(
     from autotune.interop.kt_sweep import Attempt
 
     attempt = Attempt(
-        cache_path, replayed, iterations, strategy, strategy_options, seed, device, database, early_stop, quiet, verbose
+        cache_path=cache_path,
+        replayed=replayed,
+        iterations=iterations,
+        strategy=strategy,
+        strategy_options=strategy_options,
+        seed=seed,
+        device=device,
+        database=database,
+        early_stop=early_stop,
+        quiet=quiet,
+        verbose=verbose,
     )
     try:
         results, env, used = _attempts(problem, compiler, folder, start, attempt, cleanup)
