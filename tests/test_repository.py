@@ -1,4 +1,4 @@
-"""The repository stays small and portable: the tracked tree is under 30 MB, no committed file names a path of the
+"""The repository stays small and portable: the tracked tree is under 38 MB, no committed file names a path of the
 machine that made it (nor does any value inside a committed database), every committed database is xz of a plain
 SQLite file (tests/test_committed_plain.py reads each with `xz -dc` and sqlite3), and the files the documentation and
 code name exist."""
@@ -17,8 +17,10 @@ from autotune.paths import ROOT
 
 # the device tool sends at most 64 MiB (67.1 MB): the tree, plus the wheelhouses a GPU run carries (~26 MB: .whl-kt
 # 22 MB, .whl-dask 3.9 MB), plus a resumed run's database, with room to spare (30 + 26 leaves 11 MB). The committed
-# databases are plain SQLite under xz (17.8 MB of the tree's 29.3 MB when the limit was set; superseded ones retired)
-LIMIT_BYTES = 30_000_000
+# databases are plain SQLite under xz (17.8 MB of the tree's 29.3 MB when the limit was set; superseded ones retired).
+# Raised from 30 to 38 MB for the first whole seed experiment (results/seed_repro/hgemm_table1, 6.3 MB: 93,600
+# measurements): the tree (~36.6 MB) plus the 12 MB wheelhouse a GPU run carries now leaves ~18 MB for a database
+LIMIT_BYTES = 38_000_000
 # a developer's or a lent machine's folders; /tmp/ only in committed outputs (results), where it was a run's scratch
 MACHINE = re.compile(r"(?<![\w.$])(/work/|/root/|/home/[a-z_][\w-]*/|/Users/[A-Za-z])")
 SCRATCH = re.compile(r"(?<![\w.$])/tmp/")
@@ -46,7 +48,7 @@ def _text(path: Path) -> str | None:
         return None
 
 
-def test_the_tracked_tree_is_under_30_mb() -> None:
+def test_the_tracked_tree_is_under_the_limit() -> None:
     files = _tracked()
     total = sum(f.stat().st_size for f in files)
     largest = sorted(files, key=lambda f: -f.stat().st_size)[:5]
