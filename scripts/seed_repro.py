@@ -101,9 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         "SELECT s.id AS sweep, s.started_at, s.finished_at, s.status AS ended, m.status, COUNT(*) AS n "
         "FROM sweeps s JOIN measurements m ON m.sweep_id = s.id GROUP BY s.id, m.status ORDER BY s.id, m.status",
     )
-    sweeps["wall_s"] = (
-        pd.to_datetime(sweeps["finished_at"]) - pd.to_datetime(sweeps["started_at"])
-    ).dt.total_seconds()
+    sweeps["wall_s"] = (pd.to_datetime(sweeps["finished_at"]) - pd.to_datetime(sweeps["started_at"])).dt.total_seconds()
 
     args.out.mkdir(parents=True, exist_ok=True)
     table1.to_csv(args.out / "table1.csv", index=False)
@@ -120,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n### {name}\n")
         print(_markdown(shown))
     per_run = sweeps.groupby("sweep").agg(wall_s=("wall_s", "first"), n=("n", "sum"))
-    print(f"\nwhole experiment: {int(per_run['n'].sum()):,} pairs in {per_run['wall_s'].sum():.1f} s of sweep time "
-          f"over {len(per_run)} run(s), {per_run['n'].sum() / per_run['wall_s'].sum():.1f} pairs/s")
+    print(
+        f"\nwhole experiment: {int(per_run['n'].sum()):,} pairs in {per_run['wall_s'].sum():.1f} s of sweep time "
+        f"over {len(per_run)} run(s), {per_run['n'].sum() / per_run['wall_s'].sum():.1f} pairs/s"
+    )
     return 0
 
 
