@@ -47,7 +47,7 @@ def _space(family: str):
 class Kernel:
     """One instance: family, template arguments (without TRANS_A/TRANS_B) and its launch geometry."""
 
-    family: str  # hgemm_wmma | hgemm_small_tc | hgemm_mma | hgemm_flat_tc | hgemm_stream
+    family: str  # hgemm_wmma | hgemm_small_tc | hgemm_mma | hgemm_flat_tc | hgemm_stream | hgemm_ring_tc
     args: tuple[int, ...]
     label: str
 
@@ -315,6 +315,71 @@ def check_kernel(kern: Kernel, mod, full: bool, rng, cp) -> tuple[float, list[st
     """Run every correctness case of `kern`; returns the worst relative error and the failing cases."""
     worst, bad = 0.0, []
     for p, alpha, beta, cap in correctness_cases(kern, full):
+        err = rel_error(mod.get_function(kern.name(p.shape)), kern, p, alpha, beta, rng, cp, cap)
+        worst = max(worst, err)
+        if not err <= TOL:
+            bad.append(f"{p} a={alpha} b={beta} cap={cap}: {err:.3g}")
+    return worst, bad
+
+
+# K-sliced ring straight into padded tiles, aligned sizes only (BM, BN, KS, WM, WN, NWARPS, STAGES, VEC, CDIRECT); the
+# first runs every shape. Its own GPU test (tests/gpu/test_hgemm_ring.py) and cases (ring_cases).
+G = "hgemm_ring_tc"
+RING_KERNELS = [
+    Kernel(G, (128, 128, 32, 2, 4, 8, 3, 16, 0), "ring128_k32s3"),
+    Kernel(G, (128, 128, 32, 2, 4, 8, 4, 16, 1), "ring128_k32s4_cd"),
+    Kernel(G, (120, 120, 64, 4, 2, 8, 2, 16, 0), "ring120_k64s2"),
+    Kernel(G, (104, 104, 32, 2, 2, 8, 3, 16, 0), "ring104_2x2"),  # 112 x 128 tiles for 104: three items pad
+    Kernel(G, (96, 96, 32, 3, 2, 6, 3, 16, 0), "ring96_3x2w6"),
+    Kernel(G, (64, 64, 16, 1, 1, 8, 4, 16, 0), "ring64_k16_ipw2"),  # 16 warp tiles on 8 warps
+    Kernel(G, (48, 48, 16, 1, 3, 6, 2, 8, 0), "ring48_v8"),  # 8-byte copies
+    Kernel(G, (120, 120, 32, 2, 4, 8, 3, 4, 0), "ring120_v4"),  # 4-byte copies: even sizes
+    Kernel(G, (40, 40, 32, 1, 1, 4, 3, 4, 1), "ring40_v4_cd"),  # a warp with 5 tiles, 4-byte copies, direct C
+]
+
+
+def ring_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, float, int | None]]:
+    """hgemm_ring_tc: aligned sizes (multiples of e = VEC / 2) up to the bound b in NN and NT (`full`: every aligned
+    n from b - 40, else the three largest), K that is not a multiple of the slice or of 16 and K far above the
+    bound (many slices), rectangles in the four shapes (the first instance) or NN/NT, an unpacked layout whose
+    leading dimension stays aligned (the fast path, NaN in the gaps) and one that does not (the per-element path),
+    unaligned and above-bound sizes (the per-element path), beta != 0 (element stores reading C), beta == 0 with C
+    poisoned (the 16-byte store path), capped grids (a block's ring runs across many problems) and a batch above
+    65,535."""
+    b, e = kern.bound(), kern.params()["VEC"] // 2
+    ks = kern.params()["KS"]
+    sq = [n for n in range(e, b + 1, e)]
+    sq = [n for n in sq if n >= b - 40] if full else sq[-3:]
+    cases = []
+    for n in sq:
+        for shape in ("NN", "NT"):
+            cases.append((Problem(n, n, n, 3, shape), 1.5, -0.75 if n % 16 else 0.0, None))
+    kodd = ((ks + 16 + e) // e) * e  # one slice and a part, not a multiple of 16 where e < 16
+    rect = [(b, b - 2 * e, kodd), (b - 3 * e, b, e), (e, b - e, 2 * b + 2 * e), (2 * e, e, 3 * e)]
+    for m, n, k in rect:
+        for shape in SHAPES_OF_RING(kern):
+            cases.append((Problem(m, n, k, 5, shape), -0.5, 0.0, None))
+            cases.append((Problem(m, n, k, 4, shape), 1.25, 0.5, None))
+        cases.append((Problem(m, n, k, 4, "NN", pad=8), 1.25, 0.0, None))  # unpacked, aligned: fast path
+        cases.append((Problem(m, n, k, 4, "NT", pad=3), 1.25, 0.5, None))  # unpacked, unaligned: per element
+    cases.append((Problem(b - 1, b - 1, b - 1, 3, "NN"), 1.0, 0.0, None))  # unaligned size: per element
+    cases.append((Problem(b, b, b + 3, 3, "NT"), 1.0, 0.0, None))  # unaligned K only: per element
+    cases.append((Problem(b + e, b, b, 3, "NN"), 0.75, 0.5, None))  # above the bound: per element
+    cases.append((Problem(4 * e, 4 * e, 4 * e, 70_000, "NT"), 1.0, 0.0, None))  # batch above 65,535
+    cases.append((Problem(b, b, b, 50, "NN"), -1.5, 0.0, 3))  # 17 problems per block through one ring
+    cases.append((Problem(b, b - e, kodd, 50, SHAPES_OF_RING(kern)[-1]), -1.25, 0.5, 2))
+    cases.append((Problem(b - e, b, 3 * ks + e, 7, "NN"), 1.0, 0.0, 1))  # one block, K of several slices
+    return cases
+
+
+def SHAPES_OF_RING(kern: Kernel) -> tuple[str, ...]:  # noqa: N802 - the first ring instance gets all four
+    return ("NN", "NT", "TN", "TT") if kern == RING_KERNELS[0] else ("NN", "NT")
+
+
+def check_ring(kern: Kernel, mod, full: bool, rng, cp) -> tuple[float, list[str]]:
+    """check_kernel over ring_cases."""
+    worst, bad = 0.0, []
+    for p, alpha, beta, cap in ring_cases(kern, full):
         err = rel_error(mod.get_function(kern.name(p.shape)), kern, p, alpha, beta, rng, cp, cap)
         worst = max(worst, err)
         if not err <= TOL:

@@ -26,21 +26,36 @@ def test_harness_sizes_come_from_the_space(kern) -> None:
         assert all(kern.fits(n) for n in (1, 33, 128)) and kern.bound() == 1 << 30
 
 
+@pytest.mark.parametrize("kern", harness.RING_KERNELS, ids=[k.label for k in harness.RING_KERNELS])
+def test_ring_harness_sizes_come_from_the_space(kern) -> None:
+    """hgemm_ring_tc serves n^3 where n <= BM < n + 8 and n is a multiple of VEC / 2 (its columns aligned)."""
+    bm, e = kern.params()["BM"], kern.params()["VEC"] // 2
+    assert [n for n in range(1, 140) if kern.fits(n)] == [n for n in range(1, 140) if n <= bm < n + 8 and n % e == 0]
+    assert kern.bound() == bm
+
+
 @pytest.mark.parametrize(
     "space_name,precision",
-    [("hgemm_flat_tc", "fp16"), ("hgemm_stream", "fp16"), ("gemm_tiny_simt", "fp32"), ("hgemm_mma", "fp16")],
+    [
+        ("hgemm_flat_tc", "fp16"),
+        ("hgemm_stream", "fp16"),
+        ("gemm_tiny_simt", "fp32"),
+        ("hgemm_mma", "fp16"),
+        ("hgemm_ring_tc", "fp16"),
+    ],
 )
 def test_space_serves_matches_the_generator(space_name: str, precision: str) -> None:
     space = load_space(space_name)
     gen = generate(space, get_device("H100"), precision)
     rng = np.random.default_rng(3)
     rows = rng.choice(gen.count, size=min(40, gen.count), replace=False)
-    for n in (2, 17, 33, 64):
+    for n in (2, 17, 33, 64, 120):
         point = gemm_point(precision, "NN", n, n, n, 1000)
         mask = serving(gen, point)
         for r in rows:
             params = {k: int(v) for k, v in gen.frame.iloc[int(r)].items()}
             assert space.serves(params, point) == bool(mask[r])
     if space.kernel.serves is not None:  # the check is not vacuous: some rows are served, some are not
-        mask = serving(gen, gemm_point(precision, "NN", 17, 17, 17, 1000))
+        n = 64 if space_name == "hgemm_ring_tc" else 17  # the ring serves aligned sizes only
+        mask = serving(gen, gemm_point(precision, "NN", n, n, n, 1000))
         assert mask.any() and not mask.all()

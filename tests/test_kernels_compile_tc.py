@@ -1,6 +1,6 @@
 """Compile-only check of the tensor-core HGEMM families for sm_90 with nvcc (no GPU needed).
 
-One translation unit per family (hgemm_wmma, hgemm_small_tc, hgemm_mma, hgemm_flat_tc, hgemm_stream) includes the kernel
+One translation unit per family (hgemm_wmma, hgemm_small_tc, hgemm_mma, hgemm_flat_tc, hgemm_stream, hgemm_ring_tc) includes the kernel
 source and takes the address of hand-picked instances (every tensor-core shape, every ladder rung, several problems per
 block) and of the first and last instances of the generated space; taking the address instantiates the template, so a
 static_assert the space's hard constraints let through fails here. Each instance compiles in one of the four shapes,
@@ -51,6 +51,10 @@ HAND_PICKED = {
         dict(BM=40, BN=24, BK=72, WM=1, WN=2, NWARPS=4, PPB=1, STAGES=3, BULK=1),  # rectangular bounds, bulk copies
         dict(BM=128, BN=128, BK=128, WM=2, WN=4, NWARPS=8, PPB=1, STAGES=3, BULK=1),  # the largest
         dict(BM=96, BN=96, BK=96, WM=2, WN=2, NWARPS=16, PPB=1, STAGES=2, BULK=0),
+    ],
+    "hgemm_ring_tc": [  # two hand-picked (with the first and last of the space: four instances, every shape once)
+        dict(BM=128, BN=128, KS=32, WM=2, WN=4, NWARPS=8, STAGES=3, VEC=16, CDIRECT=0),  # n = 97..128's candidate
+        dict(BM=96, BN=96, KS=16, WM=3, WN=2, NWARPS=6, STAGES=4, VEC=4, CDIRECT=1),  # 4-byte copies, 48-wide tiles
     ],
 }
 
@@ -108,7 +112,7 @@ def test_spaces_keep_every_rung_and_paper_soft_constraints() -> None:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
-@pytest.mark.parametrize("space_name", ["hgemm_flat_tc", "hgemm_stream"])
+@pytest.mark.parametrize("space_name", ["hgemm_flat_tc", "hgemm_stream", "hgemm_ring_tc"])
 def test_shared_memory_formula_matches_the_kernel(space_name: str, tmp_path: Path) -> None:
     """The space's smem_bytes (the launch's dynamic shared memory) is what the kernel needs in its largest shape:
     <family>_smem_bytes<...>() of every shape is at most smem_bytes and the largest equals it, checked by
