@@ -135,11 +135,11 @@ def matrix_errors(got: Any, ref: Any, ref_sq: Any = None) -> tuple[float, int]:
         diff = np.linalg.norm((got - ref).reshape(n, -1), axis=1)
         norm = np.linalg.norm(ref.reshape(n, -1), axis=1)
         rel = diff / np.maximum(norm, np.finfo(np.float64).tiny)
-        return float(np.nan_to_num(rel, nan=np.inf).max()), bad
+        return float(np.nan_to_num(rel, nan=np.inf, posinf=np.inf).max()), bad
     sq = _sq_diff()(got, ref, axis=tuple(range(1, got.ndim)))
     ref_sq = _squared_norms(ref) if ref_sq is None else ref_sq
     rel2 = sq / xp.maximum(ref_sq, np.finfo(np.float64).tiny)
-    worst = math.sqrt(float(xp.nan_to_num(rel2, nan=np.inf).max()))
+    worst = math.sqrt(float(xp.nan_to_num(rel2, nan=np.inf, posinf=np.inf).max()))
     bad = 0 if math.isfinite(worst) else int(got.size - int(xp.isfinite(got).sum()))
     return worst, bad
 
