@@ -11,7 +11,6 @@ import random
 import shutil
 import subprocess
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -34,8 +33,17 @@ def test_parse_structure_reads_neighbours():
     assert parse_structure("model:0.1").neighbours == 1
     assert Structure("cost", 0.0, 1.0, 1).describe() == {"mode": "cost", "library_margin": 0.0, "reach": 1.0}
     assert Structure("cost", 0.0, 1.0, 3).describe()["neighbours"] == 3
-    for bad in ("cost:0.05:1:0", f"cost:0:1:{MAX_NEIGHBOURS + 1}", "cost:0:1:x", "cost:0:1:2.5", "model:0.05:1:2",
-                "cost:0:1:2:3", "cost:-0.1", "cost:nan", "cost:0:-1"):
+    for bad in (
+        "cost:0.05:1:0",
+        f"cost:0:1:{MAX_NEIGHBOURS + 1}",
+        "cost:0:1:x",
+        "cost:0:1:2.5",
+        "model:0.05:1:2",
+        "cost:0:1:2:3",
+        "cost:-0.1",
+        "cost:nan",
+        "cost:0:-1",
+    ):
         with pytest.raises(ValueError):
             parse_structure(bad)
 
@@ -65,8 +73,15 @@ def sampled_db(tmp_path_factory) -> str:
     assert got.exit_code == 0, got.output
     got = runner.invoke(
         app,
-        ["sweep", str(SPENT / "validate_sweep.yaml"), "--replay", str(SPENT / "validation.sqlite.xz"),
-         "--db", str(db), "--quiet"],
+        [
+            "sweep",
+            str(SPENT / "validate_sweep.yaml"),
+            "--replay",
+            str(SPENT / "validation.sqlite.xz"),
+            "--db",
+            str(db),
+            "--quiet",
+        ],
     )
     assert got.exit_code == 0, got.output
     return str(db)
@@ -159,7 +174,9 @@ def test_python_module_and_cpp_header_agree_with_neighbours(sampled_db, tmp_path
     exe = str(tmp_path / "lookup_k")
     res = subprocess.run(
         ["g++", "-std=c++17", "-O2", "-Wall", "-Werror", "-o", exe, str(tmp_path / "main.cpp")],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     out = subprocess.run(

@@ -267,9 +267,10 @@ def rescored_frame(
     lookup = Lookup(dict(table.data))
     choice, ms = [], []
     for r in frame.to_dict("records"):
-        shape = "" if pd.isna(r["shape"]) else str(r["shape"])
-        key = (str(r["precision"]), shape, *(int(r[n]) for n in names))
-        a = lookup.index(key[0], shape, key[2:])
+        precision, shape = str(r["precision"]), "" if pd.isna(r["shape"]) else str(r["shape"])
+        dims = tuple(int(r[n]) for n in names)
+        key = (precision, shape, *dims)
+        a = lookup.index(precision, shape, dims)
         got = baseline.get(key) if a == LIBRARY_INDEX else times.get(key, {}).get(ids[a]) if 0 <= a < len(ids) else None
         choice.append(answer_name(a, ids))
         ms.append(math.nan if got is None else float(got[0]))
