@@ -81,6 +81,7 @@ SCRIPTS: dict[str, list[ScriptRun]] = {
             "agree on every query: True",
         ),
     ],
+    "tables6_eval.py": [_help("tables6_eval.py", "rescored_figures")],
     "bench_kt_import.py": [ScriptRun(f"TMPDIR={{out}} {PY} scripts/bench_kt_import.py", "records imported")],
     "pyprofile": [
         ScriptRun(

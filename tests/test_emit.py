@@ -31,8 +31,15 @@ PREDICATES = [(), (("m_multiple_of", 4),), (("max_k", 64),), (("n_multiple_of", 
 
 @pytest.fixture(
     scope="module",
-    params=[Structure(), Structure("nearest", 0.1), Structure("cost", 0.05, 1.0), Structure("cost", 0.0, 0.5)],
-    ids=lambda s: f"{s.mode}-{s.library_margin}-{s.reach}",
+    params=[
+        Structure(),
+        Structure("nearest", 0.1),
+        Structure("cost", 0.05, 1.0),
+        Structure("cost", 0.0, 0.5),
+        Structure("cost", 0.05, 1.0, 2),
+        Structure("cost", 0.0, 2.0, 3),
+    ],
+    ids=lambda s: f"{s.mode}-{s.library_margin}-{s.reach}" + (f"-k{s.neighbours}" if s.neighbours != 1 else ""),
 )
 def table(request):
     from autotune.space.spec import load_space

@@ -312,24 +312,23 @@ def _modes(text: str) -> tuple[str, ...] | None:
 
 def _structure(text: str) -> Structure | None:
     """--structure: None for auto (chosen by held-out loss; auto:MODE[,MODE] among those modes);
-    MODE[:MARGIN[:REACH]] otherwise."""
-    from autotune.dispatch.table import Structure
+    MODE[:MARGIN[:REACH[:NEIGHBOURS]]] otherwise (dispatch.table.parse_structure)."""
+    from autotune.dispatch.table import parse_structure
 
     if text == "auto" or text.startswith("auto:"):
         _modes(text)
         return None
-    mode, *rest = text.split(":")
+    margin = text.split(":")[1:2]
+    if margin:
+        fraction(margin[0], f"--structure {text}: MARGIN")  # a margin of 5 (meaning 5%) is told how to write it
     try:
-        margin = fraction(rest[0], f"--structure {text}: MARGIN") if rest else 0.0
-        reach = float(rest[1]) if len(rest) > 1 else 1.0
-        if margin >= 0 and reach >= 0 and len(rest) <= 2:
-            return Structure(mode, margin, reach)
+        return parse_structure(text)
     except ValueError:
         pass
     raise UserError(
-        f"--structure must be auto, auto:MODE[,MODE] or MODE[:MARGIN[:REACH]] with MODE regions, "
+        f"--structure must be auto, auto:MODE[,MODE] or MODE[:MARGIN[:REACH[:NEIGHBOURS]]] with MODE regions, "
         f"nearest, cost or model "
-        f"(e.g. cost:0.05:1), MARGIN and REACH >= 0; got {text!r}"
+        f"(e.g. cost:0.05:1, cost:0.05:1:2), MARGIN and REACH >= 0, NEIGHBOURS 1..16 (cost only); got {text!r}"
     )
 
 
@@ -431,8 +430,9 @@ StructureOpt = Annotated[
         help="How the table answers problems it was not tuned on: auto (the structure with the smallest "
         "measured leave-one-out loss: regions, nearest point or cost, library margin 0, 5, 10 or "
         "20%, cost reach 0.5, 1 or 2; model, the selection model, margin 0, 5 or 10%), "
-        "auto:MODE[,MODE] (auto among those modes, e.g. auto:model), or MODE[:MARGIN[:REACH]] "
-        "(e.g. nearest:0.1, cost:0.05:1, model:0.05).",
+        "auto:MODE[,MODE] (auto among those modes, e.g. auto:model), or MODE[:MARGIN[:REACH[:NEIGHBOURS]]] "
+        "(e.g. nearest:0.1, cost:0.05:1, model:0.05; cost:0.05:1:2 prices each answer by its 2 nearest "
+        "measurements).",
     ),
 ]
 WorkloadOpt = Annotated[

@@ -30,6 +30,7 @@ from autotune.dispatch.runtime import (
     MODEL_ALIGN,
     MODEL_SATURATE,
     NO_LIMIT,
+    cost_log_margin,
     ilog2_fx,
     NONE,
     RUNTIME_VERSION,
@@ -266,7 +267,17 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     w(f"inline constexpr long long kMarginPermille = {int(round(1000 * float(st.get('library_margin', 0.0))))};\n")
     w(
         f"inline constexpr long long kReach = {int(round(float(st.get('reach', 1.0)) * 65536))};"
-        "  // log2 distance, 16 fractional bits\n\n"
+        "  // log2 distance, 16 fractional bits\n"
+    )
+    w(
+        f"inline constexpr int kNeighbours = {int(st.get('neighbours', 1))};"
+        "  // cost mode: measurements each answer's price is the mean log2 cost of (1: the nearest's cost)\n"
+        f"inline constexpr long long kCostLogMargin = {cost_log_margin(float(st.get('library_margin', 0.0)))};"
+        "  // log2(1 + library margin), 16 fractional bits\n"
+    )
+    w(
+        f"inline constexpr long long kCostLog[{max(1, len(costs))}] = "
+        f"{{{', '.join(str(ilog2_fx(max(1, int(c)))) for _, c in costs) or '0'}}};  // ilog2_fx of kCost\n\n"
     )
     _emit_model(w, table, names, table_sizes, precisions, shapes)
     w(f"inline constexpr int kNumRegions = {len(regions)};\n")
@@ -408,6 +419,61 @@ constexpr int cheapest(int group, const long long (&d)[kNumSizes], const long lo
   return best == INVALID ? kFallback : best;
 }
 
+// Cost mode with kNeighbours >= 2: the answers measured within kReach of the nearest tuned point compete, each
+// priced by the mean log2 cost (kCostLog, sum / count) of its kNeighbours nearest measurements (distance, tie
+// distance, table order), kernels' raised by kCostLogMargin; the cheapest wins (ties: the library, then index).
+constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const long long (&l)[kNumSizes]) {
+  constexpr int kK = kNeighbours > 1 ? kNeighbours : 1;
+  const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
+  if (begin == end) return kFallback;
+  long long dmin = -1;
+  long long dists[kNumPoints > 0 ? kNumPoints : 1] = {};
+  for (int g = begin; g < end; ++g) {
+    const long long dist = dists[g - begin] = distance(l, kPoints[kGroupPoints[g]]);
+    if (dmin < 0 || dist < dmin) dmin = dist;
+  }
+  bool compete[kNumKernels + 2] = {};
+  int count[kNumKernels + 2] = {};
+  long long kd[kNumKernels + 2][kK] = {}, kb[kNumKernels + 2][kK] = {}, ko[kNumKernels + 2][kK] = {},
+            kc[kNumKernels + 2][kK] = {};
+  for (int g = begin; g < end; ++g) {
+    const Point& p = kPoints[kGroupPoints[g]];
+    const long long dist = dists[g - begin], db = tie_distance(l, p), order = g - begin;
+    for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
+      const int a = kCostAnswer[j];
+      if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
+      const int s = a + 2;
+      if (dist <= dmin + kReach) compete[s] = true;
+      // keep the kK nearest measurements of answer a, sorted by (distance, tie distance, order)
+      int at = count[s];
+      if (at == kK) {
+        const int last = kK - 1;
+        const bool nearer = dist < kd[s][last] || (dist == kd[s][last] && (db < kb[s][last] || (db == kb[s][last] && order < ko[s][last])));
+        if (!nearer) continue;
+        at = last;
+      } else {
+        ++count[s];
+      }
+      while (at > 0 && (dist < kd[s][at - 1] || (dist == kd[s][at - 1] && (db < kb[s][at - 1] || (db == kb[s][at - 1] && order < ko[s][at - 1]))))) {
+        kd[s][at] = kd[s][at - 1]; kb[s][at] = kb[s][at - 1]; ko[s][at] = ko[s][at - 1]; kc[s][at] = kc[s][at - 1];
+        --at;
+      }
+      kd[s][at] = dist; kb[s][at] = db; ko[s][at] = order; kc[s][at] = kCostLog[j];
+    }
+  }
+  int best = INVALID;
+  long long best_price = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    const int s = a + 2;
+    if (a == GENERIC || !compete[s] || !valid(a, d)) continue;
+    long long sum = 0;
+    for (int i = 0; i < count[s]; ++i) sum += kc[s][i];
+    const long long price = sum / count[s] + (a == LIBRARY ? 0 : kCostLogMargin);
+    if (best == INVALID || price < best_price) { best = a; best_price = price; }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
 // Model mode (rule 4''): the selection model's features of a problem (runtime.model_features): x holds those that
 // do not depend on a kernel's tiles (the padded sizes and tile counts left 0); model_time adds those of tiles t
 // over the table sizes and returns the predicted log2 time (32 fractional bits) for coefficients c.
@@ -487,7 +553,7 @@ constexpr int lookup_sizes(int precision, int shape, const long long (&d)[kNumSi
   if (kModelMode) return predicted(precision, shape, d);
   long long l[kNumSizes] = {};
   for (int j = 0; j < kNumSizes; ++j) l[j] = ilog2_fx(d[j]);
-  if (kCostMode) return cheapest(group, d, l);
+  if (kCostMode) return kNeighbours > 1 ? cheapest_mean(group, d, l) : cheapest(group, d, l);
   int best = INVALID;
   long long best_d = 0, best_b = 0;
   for (int g = kGroupPointBegin[group]; g < kGroupPointBegin[group + 1]; ++g) {

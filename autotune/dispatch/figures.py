@@ -232,3 +232,79 @@ def scored_refined(frame: pd.DataFrame, calls: int, static: Figures, tol: float 
     figs = figures(frame, np.zeros(0), static.kernels, static.tuned_points, tol)
     figs = Figures(**{**asdict(figs), "oracle_within": static.oracle_within, "oracle_worst": static.oracle_worst})
     return figs, calls / max(1, len(frame))
+
+
+def _validation_database(folder: Path, database: str | None) -> str:
+    """The validation's own database, or its committed packed copy."""
+    if database is not None:
+        return database
+    plain = folder / "validation.sqlite"
+    return str(plain if plain.exists() or not (folder / "validation.sqlite.xz").exists() else f"{plain}.xz")
+
+
+def rescored_frame(
+    table_path: str | Path, validation_dir: str | Path, database: str | None = None, spaces: tuple[Path, ...] = ()
+) -> pd.DataFrame:
+    """validation.csv as the static lookup of the table at `table_path` answers its problems, scored by that
+    validation's medians: a CPU replay of any table of the kind (one rebuilt from more measured points, or with
+    another structure) at a spent validation's problems. The columns table_choice, table_ms, loss_vs_best and
+    speedup_vs_baseline are the table's answer's (NaN where the validation did not measure it); best_ms (the best
+    of the validation's candidates and the library) and baseline_ms are unchanged. Score only a table that was not
+    built from these problems' measurements."""
+    from autotune.dispatch.runtime import LIBRARY as LIBRARY_INDEX
+    from autotune.dispatch.runtime import Lookup
+    from autotune.dispatch.validate import measured
+    from autotune.dispatch.validate_table import read_table, table_kind
+    from autotune.store.engine import database_url
+
+    table = read_table(Path(table_path))
+    kind = table_kind(table, list(spaces))
+    folder = Path(validation_dir)
+    frame = pd.read_csv(folder / "validation.csv", keep_default_na=False, na_values=[""])
+    times, baseline = measured(database_url(_validation_database(folder, database)), kind)
+    ids = [str(k["instance_id"]) for k in table.kernels]
+    names = tuple(kind.size_names)
+    lookup = Lookup(dict(table.data))
+    choice, ms = [], []
+    for r in frame.to_dict("records"):
+        precision, shape = str(r["precision"]), "" if pd.isna(r["shape"]) else str(r["shape"])
+        dims = tuple(int(r[n]) for n in names)
+        key = (precision, shape, *dims)
+        a = lookup.index(precision, shape, dims)
+        got = baseline.get(key) if a == LIBRARY_INDEX else times.get(key, {}).get(ids[a]) if 0 <= a < len(ids) else None
+        choice.append(answer_name(a, ids))
+        ms.append(math.nan if got is None else float(got[0]))
+    out = frame.copy()
+    out["table_choice"] = choice
+    out["table_ms"] = ms
+    best = pd.to_numeric(out["best_ms"], errors="coerce").to_numpy(dtype=float)
+    base = pd.to_numeric(out["baseline_ms"], errors="coerce").to_numpy(dtype=float)
+    t_ms = np.asarray(ms, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["loss_vs_best"] = np.maximum(0.0, 1.0 - best / t_ms)
+        out["speedup_vs_baseline"] = base / t_ms
+    return out
+
+
+def rescored_figures(
+    table_path: str | Path,
+    validation_dir: str | Path,
+    database: str | None = None,
+    tol: float = TARGET_TOL,
+    spaces: tuple[Path, ...] = (),
+) -> Figures:
+    """The figures of `rescored_frame` (the oracle: the table's own kernels and the library, by the validation's
+    medians)."""
+    from autotune.dispatch.validate import measured
+    from autotune.dispatch.validate_table import read_table, table_kind
+    from autotune.store.engine import database_url
+
+    frame = rescored_frame(table_path, validation_dir, database, spaces)
+    table = read_table(Path(table_path))
+    kind = table_kind(table, list(spaces))
+    times, _ = measured(database_url(_validation_database(Path(validation_dir), database)), kind)
+    ids: dict[tuple[str, str], set[str]] = {}
+    for k in table.kernels:
+        ids.setdefault((str(k["precision"]), str(k["shape"] or "")), set()).add(str(k["instance_id"]))
+    oracle = oracle_losses(frame, ids, times, tuple(kind.size_names))
+    return figures(frame, oracle, len(table.kernels), len(table.points), tol)

@@ -40,8 +40,10 @@ TOL_TABLE_COLUMNS = (
 
 def describe(structure: Structure) -> str:
     """A structure as the commands print it: `model, library margin 10%` (`, reach 1` for cost)."""
-    return f"{structure.mode}, library margin {100 * structure.library_margin:g}%" + (
-        f", reach {structure.reach:g}" if structure.mode == "cost" else ""
+    return (
+        f"{structure.mode}, library margin {100 * structure.library_margin:g}%"
+        + (f", reach {structure.reach:g}" if structure.mode == "cost" else "")
+        + (f", {structure.neighbours} neighbours" if structure.neighbours != 1 else "")
     )
 
 

@@ -37,6 +37,11 @@ Rules, for a valid problem (precision, shape, sizes):
    cost (ms per byte moved) at the tuned point nearest the problem where it was measured; answers measured
    within `reach` (fixed point, like the distances) of the nearest tuned point compete; the cheapest wins,
    kernels' costs multiplied by 1 + library_margin (per mille, integers) against the library's.
+   With `neighbours` K >= 2 in the structure, each competing answer is priced instead by the mean fixed-point
+   log2 of its cost (`ilog2_fx`, the sum divided by the count, truncated) at the K tuned points nearest the problem
+   where it was measured (nearest by distance, then the tie sizes' distance, then table order; fewer where it was
+   measured fewer times); kernels' prices raised by `log_margin` (log2(1 + library_margin), 16 fractional bits,
+   `cost_log_margin`); the cheapest wins (ties: the library, then the smaller index).
 4''. Tables of structure mode "model" replace rules 3 and 4: every valid kernel of the problem's precision and
    shape that has a fitted model, and the library where the table has its model for that group, is priced by
    its predicted time (`model_time`: a linear model of log2 time over integer features of the problem and the
@@ -177,6 +182,12 @@ def model_margin(library_margin: float) -> int:
     return int(round(math.log2(1.0 + float(library_margin)) * (1 << (2 * FX_BITS))))
 
 
+def cost_log_margin(library_margin: float) -> int:
+    """log2(1 + library_margin) with 16 fractional bits: what a kernel's mean log cost is raised by in cost mode
+    with neighbours (rule 4'; the C++ header takes this integer as written by emit)."""
+    return int(round(math.log2(1.0 + float(library_margin)) * (1 << FX_BITS)))
+
+
 def validity_bounds(valid: list[dict[str, int]], names: Sequence[str]) -> tuple[list[int], list[int], list[int]]:
     """Predicates -> (multiple_of, min, max) per size of `names`."""
     n = len(names)
@@ -277,6 +288,8 @@ class Lookup:
         self.mode = str(structure.get("mode", "regions"))
         self.margin = int(round(1000 * float(structure.get("library_margin", 0.0))))  # per mille
         self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
+        self.neighbours = int(structure.get("neighbours", 1))
+        self.log_margin = cost_log_margin(float(structure.get("library_margin", 0.0)))
         self.exact: dict[tuple[str, str], dict[tuple[int, ...], list[int]]] = {}  # tuned point -> ranked (rule 2)
         for p in table["points"]:
             dims = tuple(int(p["sizes"][n]) for n in self.names)
@@ -295,6 +308,11 @@ class Lookup:
                 for order, costs in enumerate(per_point)
             ]
             for group, per_point in self.costs.items()
+        }
+        # cost mode with neighbours, per group and point: [(answer, ilog2_fx(cost))] of the answers it measured
+        self._log_costs = {
+            group: [[(a, ilog2_fx(max(1, c))) for a, (c, _) in sorted(m.items())] for m in per_point]
+            for group, per_point in self._measured.items()
         }
         # per group, each point's logs of the table sizes (distances)
         self._near_logs = {
@@ -475,6 +493,8 @@ class Lookup:
         measured (distance, then the tie sizes' distance, then table order); answers measured within `reach` of
         the nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
         ties: the nearer measurement, then the library, then the smaller index)."""
+        if self.neighbours > 1:
+            return self._cheapest_mean(group, dims, logs)
         dist = self._distances(group, logs)
         limit = min(dist) + self.reach
         within = sorted((dist[i], self._tie(group, logs, i), i) for i in range(len(dist)) if dist[i] <= limit)
@@ -489,6 +509,43 @@ class Lookup:
             if a == LIBRARY or self.valid(a, dims)
         ]
         best = min(ranked)[3] if ranked else self.fallback
+        return best
+
+    def _cheapest_mean(self, group: tuple[str, str], dims: tuple[int, ...], logs: list[int]) -> int:
+        """Cost mode with neighbours K >= 2 (rule 4'): the answers measured within `reach` of the nearest tuned
+        point compete, each priced by the mean log2 cost of its K nearest measurements; kernels' raised by
+        `log_margin`; the cheapest wins (ties: the library, then the smaller index)."""
+        dist = self._distances(group, logs)
+        limit = min(dist) + self.reach
+        measured = self._log_costs[group]
+        competing = {a for i, x in enumerate(dist) if x <= limit for a, _ in measured[i]}
+        ok = {a for a in competing if a == LIBRARY or self.valid(a, dims)}
+        if not ok:
+            return self.fallback
+        if self.tie_dims:
+            order = sorted(range(len(dist)), key=lambda i: (dist[i], self._tie(group, logs, i), i))
+        else:
+            order = sorted(range(len(dist)), key=lambda i: (dist[i], i))
+        k = self.neighbours
+        sums: dict[int, int] = dict.fromkeys(ok, 0)
+        counts: dict[int, int] = dict.fromkeys(ok, 0)
+        full = 0
+        for i in order:
+            for a, lc in measured[i]:
+                n = counts.get(a)
+                if n is None or n >= k:
+                    continue
+                sums[a] += lc
+                counts[a] = n + 1
+                full += n + 1 == k
+            if full == len(ok):
+                break
+        best, best_key = self.fallback, None
+        for a in ok:
+            price = sums[a] // counts[a] + (0 if a == LIBRARY else self.log_margin)
+            key = (price, a != LIBRARY, a)
+            if best_key is None or key < best_key:
+                best, best_key = a, key
         return best
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:

@@ -120,25 +120,55 @@ class Structure:
     priced by its time per byte at the tuned point nearest the problem where it was measured (`costs` of each
     point), among answers measured within `reach` (log2 distance) of the nearest tuned point, and the cheapest
     answers. library_margin: a kernel goes before the library off the tuned points only when it was faster by
-    at least the factor 1 + margin (the `near` lists; in cost mode its cost times 1 + margin is compared)."""
+    at least the factor 1 + margin (the `near` lists; in cost mode its cost times 1 + margin is compared).
+    neighbours (cost mode only): with 2 or more, each competing answer is priced by the mean log2 of its cost at
+    the `neighbours` tuned points nearest the problem where it was measured (runtime.py rule 4'), so a table whose
+    points sample the problem space densely (problems measured ahead of time, at the deployment workload's
+    sizes, swept into the tuning database: docs/tables2.md)
+    follows the library's steps instead of one point's accident; 1 (the default) is the single nearest."""
 
     mode: str = "regions"
     library_margin: float = 0.0
     reach: float = 1.0
+    neighbours: int = 1
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"unknown structure mode {self.mode!r}; expected one of {MODES}")
+        if not (isinstance(self.neighbours, int) and 1 <= self.neighbours <= MAX_NEIGHBOURS):
+            raise ValueError(f"neighbours must be an integer in 1..{MAX_NEIGHBOURS}, got {self.neighbours!r}")
+        if self.neighbours > 1 and self.mode != "cost":
+            raise ValueError(f"neighbours applies to the cost mode only, not {self.mode!r}")
 
     @property
     def regions(self) -> bool:
         return self.mode == "regions"
 
     def describe(self) -> dict:
-        return {"mode": self.mode, "library_margin": self.library_margin, "reach": self.reach}
+        out: dict = {"mode": self.mode, "library_margin": self.library_margin, "reach": self.reach}
+        if self.neighbours != 1:  # absent: 1 (tables written before it existed read the same)
+            out["neighbours"] = self.neighbours
+        return out
+
+
+def parse_structure(text: str) -> Structure:
+    """MODE[:MARGIN[:REACH[:NEIGHBOURS]]] (e.g. `cost:0.05:1:2`) as a Structure; ValueError otherwise (MARGIN a
+    fraction in [0, 1), REACH >= 0, NEIGHBOURS 1..MAX_NEIGHBOURS, cost mode only)."""
+    mode, *rest = text.split(":")
+    if len(rest) > 3:
+        raise ValueError(f"too many fields in {text!r}")
+    margin = float(rest[0]) if rest else 0.0
+    reach = float(rest[1]) if len(rest) > 1 else 1.0
+    neighbours_text = rest[2].strip() if len(rest) > 2 else "1"
+    if not neighbours_text.isdigit():
+        raise ValueError(f"NEIGHBOURS must be a positive integer, got {neighbours_text!r}")
+    if not (0 <= margin < 1 and 0 <= reach < 1e6):  # also refuses nan
+        raise ValueError(f"MARGIN must be in [0, 1) and REACH >= 0, got {text!r}")
+    return Structure(mode, margin, reach, int(neighbours_text))
 
 
 MODES = ("regions", "nearest", "cost", "model")
+MAX_NEIGHBOURS = 16
 STRUCTURES = (
     tuple(Structure(m, margin) for m in ("regions", "nearest") for margin in (0.0, 0.05, 0.1, 0.2))
     + tuple(Structure("cost", margin, reach) for reach in (0.5, 1.0, 2.0) for margin in (0.0, 0.05, 0.1, 0.2))
@@ -677,6 +707,8 @@ __all__ = [
     "Provenance",
     "STRUCTURES",
     "Structure",
+    "parse_structure",
+    "MAX_NEIGHBOURS",
     "VERSION",
     "build_table",
     "library_times",
