@@ -154,7 +154,8 @@ def pairs_of_database(
     db: Path, min_size: int = 1, label: str | None = None, kt_source: str | None = None
 ) -> list[Pair]:
     """Every (device, space, point) measured in `db`; the universe of each is the instances recorded there (the
-    latest measurement of an instance measured twice)."""
+    latest measurement of an instance measured twice). A cache's pair (`kt_source`) is timed by Kernel Tuner's `time`, kept
+    in the log, as Kernel Tuner's simulation mode reads it (not the median of its `times`)."""
     from sqlalchemy import select
 
     from autotune.store.schema import Device, InstanceRow, MeasurementRow, Point
@@ -168,6 +169,7 @@ def pairs_of_database(
                         MeasurementRow.instance_id,
                         MeasurementRow.status,
                         MeasurementRow.median_ms,
+                        MeasurementRow.log,
                         InstanceRow.space,
                         InstanceRow.params,
                         Point,
@@ -179,8 +181,12 @@ def pairs_of_database(
                     .order_by(MeasurementRow.id)
                 ).all()
                 groups: dict[tuple, dict[str, tuple]] = {}
-                for iid, status, median, space, params, p, device in rows:
+                for iid, status, median, log, space, params, p, device in rows:
                     params = json.loads(params) if isinstance(params, str) else params
+                    if kt_source is not None and status == Status.OK.value and log:
+                        # a cache's own figure, Kernel Tuner's `time` (the mean of its `times`), which its simulation
+                        # mode reads too: the import's median of `times` would compare another statistic
+                        median = _kt_time(log, median)
                     groups.setdefault((device, space, p.point()), {})[iid] = (status, median, params)
     out = []
     for (device, space, point), got in groups.items():
@@ -207,6 +213,15 @@ def pairs_of_database(
             )
         )
     return out
+
+
+def _kt_time(log: str, median: float | None) -> float | None:
+    """Kernel Tuner's `time` kept in an imported measurement's log, else the median."""
+    try:
+        t = json.loads(log).get("time")
+    except (ValueError, AttributeError):
+        return median
+    return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 else median
 
 
 def pairs_of_caches(paths: list[Path], work: Path, min_size: int = 1) -> list[Pair]:

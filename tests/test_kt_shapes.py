@@ -121,3 +121,20 @@ def test_such_a_cache_is_searched_by_the_replay_path(tmp_path: Path) -> None:
         assert np.all(np.diff(got.trace[np.isfinite(got.trace)]) <= 0) and got.trace[-1] >= pair.true_best
     whole = search_pairs.replay(pair, "hybrid", len(pair.instances), seed=0)
     assert whole.trace[-1] == pytest.approx(true_best, rel=1e-9)  # the whole space: its best is found
+
+
+def test_a_cache_pair_is_timed_by_kernel_tuners_time(tmp_path: Path) -> None:
+    """The replay path reads a cache's `time` (Kernel Tuner's mean of `times`, what its simulation mode reads), not
+    the import's median of `times`: both tools are scored on one statistic (tests/data/kerneltuner: Kernel Tuner
+    1.5.0's own cache writer; there the two differ)."""
+    path = ROOT / "tests/data/kerneltuner/matmul_cache.json"
+    (pair,) = search_pairs.load_sources([str(path)], tmp_path)
+    cache = json.loads(path.read_text())["cache"]
+    want = {k: e["time"] for k, e in cache.items() if "__error__" not in e}
+    got = {
+        config_key(i.param_dict, ("block_size_x", "block_size_y", "tile_size_x", "layout")): t
+        for i, t in zip(pair.instances, pair.times, strict=True)
+        if not math.isnan(t)
+    }
+    assert got == pytest.approx(want)
+    assert any(e["time"] != pytest.approx(float(np.median(e["times"]))) for e in cache.values() if "times" in e)

@@ -185,3 +185,22 @@ def test_a_stalled_search_breeds_crossovers_of_its_best_instances() -> None:
     # a parent's value in all but the mutated parameter, and one more where that child was taken (the nearest free)
     assert all(int(((c != 0) & (c != 3)).sum()) <= 2 for c in bred)
     assert sum(int((c == 3).sum()) >= 2 for c in bred) >= 4  # mixes of both parents, which no local move makes
+
+
+def test_clip_caps_the_slow_instances_the_surrogate_learns() -> None:
+    """`clip` (off by default): log times above that quantile of the verified ones are learned as the quantile, so
+    a region of one fast instance among many very slow ones is no longer predicted slower than a uniformly
+    mediocre region (a convolution's fastest instances sit in a region whose median is 3-100x slower)."""
+    codes = np.indices((2, 10)).reshape(2, -1).T.astype(np.int32)  # region A: first code 0; region B: 1
+    times = [1.0 if (a, b) == (0, 0) else 1000.0 if a == 0 else 3.0 for a, b in codes]
+
+    def region_gap(**opts: float) -> float:
+        m = HybridModel(codes, seed=0, **opts)  # type: ignore[arg-type]
+        for row, t in enumerate(times):
+            m.observe(row, math.log(t))
+        m.fit()
+        assert m.w is not None
+        return float(m.w[m.main_off[0]] - m.w[m.main_off[0] + 1])  # region A's main effect less region B's
+
+    assert region_gap() > 1.0  # the mean: region A is far slower
+    assert region_gap(clip=0.5) < 0.0  # capped at the median: region A's fast instance makes it the better one

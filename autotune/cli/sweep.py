@@ -372,7 +372,8 @@ def print_lacking(summary) -> None:  # type: ignore[no-untyped-def]
             f"not in the recording: {summary.left_out:,} of the {summary.planned:,} (instance, test point) pairs "
             "this sweep plans were left out (never proposed, not stored); the search chose among the "
             f"{summary.planned - summary.left_out:,} the recording holds. Replay a complete recording (a sweep "
-            "with --no-early-stop and no max_instances) to search every instance.",
+            "with --no-early-stop and no max_instances) to search every instance; an imported Kernel Tuner cache "
+            "holds what Kernel Tuner ran (its restrictions kept the rest out).",
             highlight=False,
         )
     if summary.not_recorded:

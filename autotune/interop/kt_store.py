@@ -124,8 +124,10 @@ def _positive(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
-def space_yaml(cache: KTCache, name: str) -> str:
-    """A space file for the cache's tuning parameters (no constraints: the cache only recorded what it tried)."""
+def space_yaml(cache: KTCache, name: str, precision: str = "fp32", size_names: tuple[str, ...] = SIZE_NAMES) -> str:
+    """A space file for the cache's tuning parameters (no constraints: the cache only recorded what it tried), its
+    test points of the recorded kind `kerneltuner` (`autotune.problems.recorded`: `autotune sweep --replay` runs on
+    it; nothing is measured on a GPU until the space is given a kernel binding and arguments)."""
     text = text_params(cache)
     params = {}
     for k in cache.tune_params_keys:
@@ -135,6 +137,7 @@ def space_yaml(cache: KTCache, name: str) -> str:
         "name": name,
         "description": f"imported from a Kernel Tuner cache of {cache.kernel_name} on {cache.device_name}",
         "parameters": params,
+        "problem": {"name": KIND, "sizes": list(size_names), "precisions": [precision], "recorded": True},
     }
     block = [k for k in ("block_size_x", "block_size_y", "block_size_z") if k in cache.tune_params_keys]
     block_text = ", ".join(block + ["1"] * (3 - len(block)))
@@ -209,7 +212,8 @@ def store_cache(
         name = "".join(c if c.isalnum() else "_" for c in cache.kernel_name)[:64] or "kernel"
         name = name if name[0].isalpha() else f"k_{name}"
         space_out = space_out or path.with_suffix(".space.yaml")
-        write_file(space_out, space_yaml(cache, name))
+        names = SIZE_NAMES[: len(_problem_sizes(cache, path)[0])] if sizes is None else tuple(sizes)
+        write_file(space_out, space_yaml(cache, name, precision, names))
         space = load_space(space_out)
     missing = [k for k in cache.tune_params_keys if k not in space.param_names]
     if missing:

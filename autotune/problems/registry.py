@@ -22,6 +22,7 @@ from autotune.problems.base import ProblemKind
 from autotune.problems.declared import load_declared
 from autotune.problems.gemm import GEMM
 from autotune.problems.loading import NoSuchName, load_attribute
+from autotune.problems.recorded import load_recorded
 
 ENTRY_POINT_GROUP = "autotune.problems"
 BUILT_IN: dict[str, ProblemKind] = {GEMM.name: GEMM}
@@ -42,6 +43,8 @@ def installed() -> dict[str, EntryPoint]:
 def resolve(spec: Any, path: Path, line: int | None) -> ProblemKind:
     """The kind a space file at `path` names or declares (SpaceError with file and line otherwise)."""
     if isinstance(spec, dict):
+        if spec.get("recorded") is True:  # an imported cache's measurements: replay only
+            return load_recorded(spec, path, line)
         return load_declared(spec, path, line)
     if not isinstance(spec, str) or not spec:
         raise SpaceError(

@@ -258,9 +258,11 @@ class Space:
 
     def accepts(self, point: TestPoint) -> bool:
         """Whether the kernel handles this problem (precision, shape, size limits)."""
-        problems = self._binding().problems
         if point.kind != self.kind.name:
             return False
+        if self.kernel is None:  # a space of recorded measurements (an import): the kind's precisions
+            return point.precision in self.kind.precisions and point.shape in self.kind.shapes
+        problems = self._binding().problems
         if point.precision not in problems.precisions or point.shape not in problems.shapes:
             return False
         if problems.where is None:

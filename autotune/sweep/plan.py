@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from autotune.devices import DeviceLimits, get_device
+from autotune.problems.recorded import RecordedKind
 from autotune.errors import SpaceError, UserError
 from autotune.space.generator import Generated, generate, serving, valid_rows, where
 from autotune.space.instance import Instance
@@ -96,7 +97,7 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
     plans = []
     for ref in cfg.spaces:
         space = load_space(ref.path)
-        if space.kernel is None:
+        if space.kernel is None and not isinstance(space.kind, RecordedKind):  # recorded: replay only (runner)
             raise UserError(
                 f"space {space.name} has no kernel binding and cannot be swept",
                 file=ref.path,
@@ -144,11 +145,11 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
         if not work and ref.instances is not None:
             continue  # named instances valid at none of these points (e.g. `autotune validate`): nothing to do
         if not work:
+            accepted = space.kernel.problems if space.kernel is not None else space.kind  # recorded: the kind's
             raise UserError(
                 f"space {space.name} accepts none of the config's test points",
                 file=cfg.path,
-                hint=f"it accepts precisions {', '.join(space.kernel.problems.precisions)} and "
-                f"shapes {', '.join(space.kernel.problems.shapes)}",
+                hint=f"it accepts precisions {', '.join(accepted.precisions)} and shapes {', '.join(accepted.shapes)}",
             )
         extra = {i: tuple(q for q in pts if q not in set(work[i])) for i, pts in valid.items() if i in work}
         plans.append(

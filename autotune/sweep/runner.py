@@ -92,7 +92,17 @@ def space_record(space: Space) -> SpaceRecord:
     """The space's version as stored: its YAML, the kernel source and the local headers it includes, its kind."""
     from autotune.sweep.compile import local_headers
 
-    assert space.kernel is not None
+    if space.kernel is None:  # recorded measurements only (an imported cache, replayed): no source
+        return SpaceRecord(
+            name=space.name,
+            yaml_path=str(space.path),
+            yaml_text=space.path.read_text(),
+            source_path="",
+            source_text="",
+            kind=space.kind.name,
+            headers={},
+            problem=space.kind.describe(),
+        )
     source = space.kernel.source_path
     text = source.read_text()
     headers = local_headers(text, (source.parent, paths.KERNELS_DIR))
@@ -141,6 +151,16 @@ def run_sweep(
     if warm is not None:  # a GPU backend starts its processes while the spaces are generated
         warm()
     plans = plan_sweep(cfg, limits)
+    recorded = [plan.space for plan in plans if plan.space.kernel is None]
+    # only a replay (its own backend, or Dask's workers replaying) answers a space without a kernel
+    if recorded and not hasattr(getattr(backend, "executor", backend), "recorded_pairs"):
+        raise UserError(
+            f"space {recorded[0].name} holds recorded measurements only (an imported Kernel Tuner cache): it has "
+            "no kernel to measure",
+            file=recorded[0].path,
+            hint="replay it: autotune sweep CONFIG --replay DB (the database the cache was imported into); to "
+            "measure it, add a `kernel:` binding and a `problem:` section with the kernel's arguments (docs/kinds.md)",
+        )
     info: DeviceInfo = backend.device_info()
     from autotune.sweep.limits import check_points_fit  # before anything is allocated (or recorded)
 
@@ -630,6 +650,8 @@ def _baseline(
 
 def _bind_error(space: Space, inst: Instance, points: Sequence[TestPoint]) -> str | None:
     """Name expressions and launch geometry are evaluated before anything is sent to the GPU."""
+    if space.kernel is None:  # recorded measurements only (run_sweep lets such a space reach a replay alone)
+        return None
     try:
         for p in points:
             space.template_name(inst.param_dict, p.precision, p.shape)

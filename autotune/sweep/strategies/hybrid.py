@@ -18,7 +18,9 @@ good instances (convolution, batched GEMM). `hybrid` does both, and only ever pr
   - `startup` (8) random free instances first (the surrogate needs a few points).
   - off by default (`stall` 0): after `stall` results without a better best, a share `cross` of the local moves
     become a genetic algorithm's crossover of two of the ELITE fastest instances (measured on development and
-    held-out pairs: results/bench/SEARCH_PROVENANCE.md, "A portfolio move"; not adopted).
+    held-out pairs: results/bench/SEARCH_PROVENANCE.md, "A portfolio move"; not adopted);
+  - off by default (`clip` 0): the surrogate learns log times above the `clip` quantile of the verified ones as
+    that quantile (SEARCH_PROVENANCE.md, "Search II"; measured on development pairs, not adopted).
 Nothing depends on the budget but the stop, so the first N proposals of a long run are those of a run of N
 (anytime). A proposal costs a few vectorized passes over the instances' codes packed into uint64 words (Hamming
 distances by bit operations) and the surrogate's prediction on the candidates: under 50 ms of CPU on 10^6 valid
@@ -56,6 +58,7 @@ OPTIMISM = 1.0  # the global move's bonus (log time) for instances whose feature
 STALL = 0  # after this many results without a better best (0: never), some local moves become crossovers
 CROSS = 0.5  # ... this share of them: a child of two of the best instances, as a genetic algorithm breeds one
 ELITE = 8  # the parents are drawn from this many fastest instances
+CLIP = 0.0  # (0: off) the surrogate learns log times above this quantile of the verified ones as that quantile
 MAX_PAIR_FEATURES = 2_000  # above this many pair features, main effects only (large spaces of many values)
 PAIR_LEVELS = 8  # a parameter's values are cut into at most this many runs for the pair features
 MAIN_LEVELS = 64  # ... and into at most this many for its main effect
@@ -94,8 +97,10 @@ class HybridModel:
         optimism: float = OPTIMISM,
         stall: int = STALL,
         cross: float = CROSS,
+        clip: float = CLIP,
     ) -> None:
         self.optimism = optimism
+        self.clip = clip
         self.stall, self.cross = stall, cross
         self._since_best = 0  # results told since the best verified time last improved
         self.codes = np.ascontiguousarray(codes, dtype=np.int32)
@@ -222,7 +227,9 @@ class HybridModel:
             return
         fails = n - len(self.ranked)
         self.b0 = (self.ok_total + fails * self.worst) / n
-        if 2 * n < self.nf:  # dual form, cheaper while few results: (F F^T + lambda I) a = y - b0, w = F^T a
+        if self.clip:
+            self._fit_clipped()
+        elif 2 * n < self.nf:  # dual form, cheaper while few results: (F F^T + lambda I) a = y - b0, w = F^T a
             f = self.features(np.array(self.rows))
             y = np.array([self.worst if v is None else v for v in self.y]) - self.b0
             k = np.zeros((n, n))
@@ -235,6 +242,28 @@ class HybridModel:
             rhs = self.ok_sum + self.worst * self.fail_count - self.b0 * np.diag(self.gram)
             self.w = np.linalg.solve(self.gram + self.ridge * np.eye(self.nf), rhs)
         self._fitted_at = n
+
+    def _fit_clipped(self) -> None:
+        """The fit on log times capped at the `clip` quantile of the verified ones (a failure: the cap): the model
+        ranks the good part of the space and no longer averages a region's few fast instances with its many slow
+        ones (a convolution's fastest instances sit in a region whose median is 3-100x slower)."""
+        n = len(self.rows)
+        ok = np.array([v for v in self.y if v is not None])
+        cap = float(np.quantile(ok, self.clip))
+        y = np.array([cap if v is None else min(v, cap) for v in self.y])
+        self.b0 = float(y.mean())
+        f = self.features(np.array(self.rows))
+        if 2 * n < self.nf:
+            k = np.zeros((n, n))
+            for col in f.T:
+                k += col[:, None] == col[None, :]
+            a = np.linalg.solve(k + self.ridge * np.eye(n), y - self.b0)
+            self.w = np.zeros(self.nf)
+            np.add.at(self.w, f.ravel(), np.repeat(a, f.shape[1]))
+        else:
+            rhs = np.zeros(self.nf)
+            np.add.at(rhs, f.ravel(), np.repeat(y - self.b0, f.shape[1]))
+            self.w = np.linalg.solve(self.gram + self.ridge * np.eye(self.nf), rhs)
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
         assert self.w is not None
@@ -386,6 +415,7 @@ class HybridSearch(OptunaSearch):
         optimism: float = OPTIMISM,
         stall: int = STALL,
         cross: float = CROSS,
+        clip: float = CLIP,
         startup: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -399,6 +429,7 @@ class HybridSearch(OptunaSearch):
             optimism=optimism,
             stall=stall,
             cross=cross,
+            clip=clip,
         )
         super().__init__(instances, budget, seed, startup=STARTUP if startup is None else startup, **kwargs)
 
