@@ -80,12 +80,13 @@ class ActiveOptions:
 
 def build_round_table(opts: ActiveOptions, path: Path) -> Any:
     """The table of the tuning database as it is now, saved at `path`."""
-    from autotune.cli.analyze import _build, load
-    from autotune.analysis.winners import Criteria
+    from autotune.workflows.results import load_results
+    from autotune.workflows.tables import TableOptions, build_table
 
-    loaded = load(opts.tuning_db, None, None)
-    criteria = Criteria(bk=opts.bk if opts.bk > 0 else None, tol=opts.tol)
-    built = _build(loaded, criteria, "exact", None, "", None, opts.structure, opts.workload, opts.include_dir)
+    table_opts = TableOptions(
+        bk=opts.bk, tol=opts.tol, structure=opts.structure, workload=opts.workload, include_dir=opts.include_dir
+    )
+    built = build_table(load_results(opts.tuning_db, None, None), table_opts)
     built.table.save(path)
     return built.table
 

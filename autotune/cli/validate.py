@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from autotune.cli.aliases import renamed
-from autotune.cli.tol import fraction, tol_callback
+from autotune.cli.tol import tol_callback
+from autotune.untrusted import fraction
 from autotune.errors import UserError
 
 out = Console()
