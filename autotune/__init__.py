@@ -5,7 +5,7 @@ stay light:
 
     import autotune
     cfg = autotune.load_config("configs/default.yaml")
-    summary = autotune.launch_sweep(cfg, replay="results/default/default.sqlite.xz").summary
+    summary = autotune.launch_sweep(cfg, autotune.Launch(replay="results/default/default.sqlite.xz")).summary
     loaded = autotune.load_results(cfg.database)
     table = autotune.build_table(loaded, autotune.TableOptions(tol=0.05)).table
 """
