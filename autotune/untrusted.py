@@ -128,3 +128,39 @@ def numbers(values: list[object], *, name: str, lo: float | None = None, hi: flo
         else:
             out.append(number(value, name=f"{name}[{i}]", lo=lo, hi=hi))
     return out
+
+
+# TOL and the other fractions (`--tol`, `--tols`, `--roofline-tol`, a structure's MARGIN, a table's recorded tol):
+# one check and one message for all of them. The common mistake is a percent where a fraction goes (`--tol 5`).
+MESSAGE = "TOL is a fraction: 0.05 = 5%"
+
+
+def fraction(value: object, option: str) -> float:
+    """`value` (a number or its text) as a fraction in [0, 1); otherwise one UserError naming `option`."""
+    try:
+        got = number(value, name=option, lo=0.0, hi=1.0)
+        if got < 1:
+            return float(got)
+    except UserError:
+        got = None
+    shown = f"{value:g}" if isinstance(value, float) else str(value)[:MAX_TEXT]
+    percent = got if got is not None else _as_percent(value)
+    hint = (
+        f"write {percent / 100:g} for {percent:g}%"
+        if percent is not None and 1 <= percent <= 100
+        else "write a number from 0 up to (not including) 1, e.g. 0.05 for 5%"
+    )
+    raise UserError(f"{option} {shown}: {MESSAGE}", hint=hint)
+
+
+def _as_percent(value: object) -> float | None:
+    """`value` read as a number where it is one (the figure the user perhaps meant as a percent), else None."""
+    try:
+        return number(value, name="")
+    except UserError:
+        return None
+
+
+def fractions(text: str, option: str) -> list[float]:
+    """Comma-separated fractions (`--tols 0,0.05,0.1`), each checked by `fraction`."""
+    return [fraction(x, option) for x in text.split(",") if x.strip()]

@@ -30,17 +30,6 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 
-class _Quiet:
-    def start(self, total_pairs: int, already_done: int) -> None:
-        pass
-
-    def measured(self, m: Any, best_ms: float | None) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        pass
-
-
 @dataclasses.dataclass(frozen=True)
 class PacedReplay:
     """A replay executor (one per Dask worker, or the single process's backend) with a GPU's pace: `delay_s` per
@@ -139,6 +128,7 @@ def run_variant(name: str, cfg: Any, backend: Any, out: Path) -> dict:
     """Sweep `cfg` into out/NAME.sqlite with `backend` (started first, untimed); the figures of the run."""
     from autotune.store.store import Store
     from autotune.sweep.runner import run_sweep
+    from autotune.workflows.sweeps import Silent
 
     db = out / f"{name}.sqlite"
     db.unlink(missing_ok=True)
@@ -153,7 +143,7 @@ def run_variant(name: str, cfg: Any, backend: Any, out: Path) -> dict:
         started = time.monotonic() - t0
         t1, wall1 = time.monotonic(), time.time()
         with Store.open(cfg.database) as store:
-            summary = run_sweep(cfg, store, timed, _Quiet())
+            summary = run_sweep(cfg, store, timed, Silent())
         seconds, wall2 = time.monotonic() - t1, time.time()
         rates = getattr(backend, "rates", list)()
     finally:

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from autotune.analysis.setcover import select, selection_frame
     from autotune.analysis.winners import Criteria, perf_matrix, winners
-    from autotune.cli.analyze import load, source_url
+    from autotune.workflows.results import load_results as load, source_url
     from autotune.dispatch.report import _per_point
     from autotune.store.query import run_query
 

@@ -324,7 +324,7 @@ def test_best_times_seed_only_workers_of_the_same_gpu_model() -> None:
 def test_gpu_models_are_never_mixed(recorded: str, tmp_path: Path) -> None:
     """Two GPU models in one sweep: each measurement on its own model; the best times of one model never come
     from the other; the analysis refuses the mixed database unless a --device is named."""
-    from autotune.cli.analyze import load
+    from autotune import load_results
 
     url = f"sqlite:///{tmp_path / 'mixed.sqlite'}"
     backend = DaskBackend(
@@ -341,8 +341,8 @@ def test_gpu_models_are_never_mixed(recorded: str, tmp_path: Path) -> None:
             mine = set(frame[frame["device"] == model]["instance_id"])
             assert {iid for iid, _ in store.best_times(model).values()} <= mine
     with pytest.raises(UserError, match="several GPUs"):
-        load(str(tmp_path / "mixed.sqlite"), None, None, recorded_spaces=False)
-    only = load(str(tmp_path / "mixed.sqlite"), "GPU-B", None, recorded_spaces=False)
+        load_results(str(tmp_path / "mixed.sqlite"), None, None, recorded_spaces=False)
+    only = load_results(str(tmp_path / "mixed.sqlite"), "GPU-B", None, recorded_spaces=False)
     assert set(only.frame["device"]) == {"GPU-B"}
 
 

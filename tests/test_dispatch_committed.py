@@ -38,14 +38,15 @@ def _db(name: str):
 
 @pytest.fixture(scope="module", params=DATABASES)
 def built(request):
-    from autotune.cli.analyze import build, load
+    from autotune import load_results
+    from autotune.dispatch.build import build
 
     path = _db(request.param)
     if not path.exists():
         pytest.skip(f"{path} not committed")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        loaded = load(str(path), None, None)
+        loaded = load_results(str(path), None, None)
         b = build(loaded, Criteria(bk=10, tol=0.05), "exact", None, "BLOCK_X=32,BLOCK_Y=4")
     return request.param, loaded, b
 

@@ -279,7 +279,8 @@ EXAMPLES = [("stencil", "stencil_h100"), ("transpose", "transpose_h100"), ("soft
 @pytest.fixture(scope="module", params=EXAMPLES, ids=lambda e: e[0])
 def example_table(request):
     """The dispatch table of an example's committed database (a kind other than the built-in one)."""
-    from autotune.cli.analyze import build, load
+    from autotune import load_results
+    from autotune.dispatch.build import build
 
     folder, name = request.param
     path = paths.ROOT / "examples" / folder / "results" / f"{name}.sqlite.xz"
@@ -287,7 +288,7 @@ def example_table(request):
         pytest.skip(f"{path} not committed")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        loaded = load(str(path), None, None)
+        loaded = load_results(str(path), None, None)
         return build(loaded, Criteria(bk=10, tol=0.05), "exact", None, "").table
 
 

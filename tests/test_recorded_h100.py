@@ -12,7 +12,8 @@ import textwrap
 
 import pytest
 
-from autotune.cli.analyze import build, load
+from autotune import load_results
+from autotune.dispatch.build import build
 from autotune.sweep.config import load_config
 from autotune.dispatch.emit import emit_cpp, emit_python
 from autotune.dispatch.loo import tol_table
@@ -81,7 +82,7 @@ def test_replayed_sweep_reproduces_the_recording_and_resumes(tmp_path, recorded)
 
 
 def test_exact_never_needs_more_kernels_than_greedy_on_the_recording():
-    loaded = load(URL, None, None)
+    loaded = load_results(URL, None, None)
     table = tol_table(
         build(loaded, Criteria(bk=10, tol=0.05), "exact", None, "BLOCK_X=32,BLOCK_Y=4")[1].matrix,
         [5, 10, None],
@@ -96,7 +97,7 @@ def test_exact_never_needs_more_kernels_than_greedy_on_the_recording():
 
 @pytest.mark.nvcc
 def test_emitted_header_compiles_with_the_kernels_and_agrees_with_python(tmp_path):
-    loaded = load(URL, None, None)
+    loaded = load_results(URL, None, None)
     table, _ = build(loaded, Criteria(bk=10, tol=0.05), "exact", None, "BLOCK_X=32,BLOCK_Y=4")
     (tmp_path / "dispatch.cuh").write_text(emit_cpp(table))
     (tmp_path / "dispatch_gen.py").write_text(emit_python(table))

@@ -209,11 +209,12 @@ COMMITTED = paths.ROOT / "results" / "small_tables_h100" / "small_tables_h100.sq
 @pytest.fixture(scope="module")
 def committed_model_table():
     """The model table of the committed fp32/fp64 H100 sweep (real measurements)."""
-    from autotune.cli.analyze import build as build_kind, load
+    from autotune import load_results
+    from autotune.dispatch.build import build as build_kind
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        loaded = load(str(COMMITTED), None, None)
+        loaded = load_results(str(COMMITTED), None, None)
         return build_kind(loaded, Criteria(bk=10, tol=0.1), "exact", None, "", None, Structure("model", 0.05)).table
 
 
@@ -261,7 +262,7 @@ def test_a_committed_header_compiles_from_a_copy_of_the_sources_elsewhere(folder
 
 
 def test_structure_auto_among_chosen_modes():
-    from autotune.cli.analyze import _modes, _structure
+    from autotune.workflows.tables import parse_structure as _structure, structure_modes as _modes
     from autotune.errors import UserError
 
     assert _structure("auto:model") is None and _modes("auto:model") == ("model",)

@@ -49,7 +49,7 @@ def test_parse_structure_reads_neighbours():
 
 
 def test_cli_refuses_neighbours_outside_the_cost_mode():
-    from autotune.cli.analyze import _structure
+    from autotune.workflows.tables import parse_structure as _structure
     from autotune.errors import UserError
 
     assert _structure("cost:0.05:1:2") == Structure("cost", 0.05, 1.0, 2)
@@ -88,7 +88,8 @@ def sampled_db(tmp_path_factory) -> str:
 
 
 def _table(db: str, structure: Structure):
-    from autotune.cli.analyze import build, load
+    from autotune.dispatch.build import build
+    from autotune.workflows.results import load_results as load
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

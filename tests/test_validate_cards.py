@@ -114,17 +114,17 @@ def test_validate_cli_refuses_two_models_and_names_the_option(two_cards: Path, t
 
 def test_a_table_is_built_from_two_cards_of_one_model(two_cards: Path, tmp_path: Path) -> None:
     """`autotune emit` (the analyzer's load) on the two-card database: one GPU, each pair once (the first card's)."""
-    from autotune.cli.analyze import load
+    from autotune import load_results
 
     url = f"sqlite:///{two_cards}"
-    loaded = load(url, None, None, recorded_spaces=False)
+    loaded = load_results(url, None, None, recorded_spaces=False)
     key = ["instance_id", "precision", "shape", *GEMM.size_names]
     assert not loaded.frame.duplicated(subset=key).any()
     with Store.open(url, create=False, readonly=True) as store:
         both = store.measurements()
     assert len(loaded.frame) == len(both.drop_duplicates(subset=key))
     assert loaded.provenance.device_info["uuid"] == FIRST
-    one = load(url, SECOND, None, recorded_spaces=False)  # a card named by its uuid: that card only
+    one = load_results(url, SECOND, None, recorded_spaces=False)  # a card named by its uuid: that card only
     assert one.provenance.device_info["uuid"] == SECOND and len(one.frame) < len(loaded.frame)
     r = subprocess.run(
         [sys.executable, "-m", "autotune", "emit", str(two_cards), "-f", "json", "--structure", "regions"],

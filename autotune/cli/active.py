@@ -1,4 +1,4 @@
-"""`autotune active`: active tuning. The loop is cli/active_loop.py; here: options and printing."""
+"""`autotune active`: active tuning. The loop is autotune/workflows/active.py; here: options and printing."""
 
 from __future__ import annotations
 
@@ -99,7 +99,8 @@ def active(
     """Validate the table at fresh held-out problems, add the worst of them as tuned points, rebuild; repeat until
     at least 95% of the answers are within TOL of the best, the worst within 15% and none below 0.97x the library,
     or --rounds / --budget-s end. Each round's figures are on problems the table was not built from."""
-    from autotune.cli.active_loop import ActiveOptions, active_tuning
+    from autotune.cli.sweep import BarReporter
+    from autotune.workflows.active import ActiveOptions, active_tuning
 
     opts = ActiveOptions(
         tuning_db=db,
@@ -121,5 +122,5 @@ def active(
         seed_from=seed_from,
         spaces=tuple(space or ()),
     )
-    done = active_tuning(opts, say=out.print)
+    done = active_tuning(opts, say=out.print, reporter=BarReporter(quiet=True))
     out.print(f"wrote {out_dir / 'active.json'} ({len(done)} rounds)")

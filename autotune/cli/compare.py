@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from autotune.cli.analyze import KindOpt, SpaceOpt, kind_layout, one_kind, other_sizes, source_url
+from autotune.cli.options import KindOpt, SpaceOpt
+from autotune.workflows.results import kind_layout, one_kind, other_sizes, source_url
 from autotune.errors import UserError
 
 if TYPE_CHECKING:  # pragma: no cover  (pandas, numpy: imported where used, not by `autotune --help`)

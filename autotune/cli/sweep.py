@@ -7,7 +7,7 @@ import time
 from collections import Counter
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.progress import (
@@ -23,10 +23,14 @@ from rich.table import Table
 
 from autotune.cli.consoles import stdout, stderr
 from autotune.cli.aliases import renamed
-from autotune import stopping
 from autotune.cli.tol import tol_callback
 from autotune.errors import UserError
 from autotune.vocab import Measurement, Status
+from autotune.workflows.sweeps import Launch
+
+if TYPE_CHECKING:
+    from autotune.sweep.config import SweepConfig
+    from autotune.sweep.runner import SweepSummary
 
 
 class BarReporter:
@@ -39,7 +43,7 @@ class BarReporter:
         self.task: TaskID | None = None
         self.count = 0
         self.last_line = 0.0
-        self.rates = None  # an executor of several GPUs: its `rates()`, shown on the bar (run_config sets it)
+        self.rates = None  # an executor of several GPUs: its `rates()`, shown on the bar (workflows.sweeps sets it)
         self._rates_text, self._rates_at = "", 0.0
 
     def start(self, total_pairs: int, already_done: int) -> None:
@@ -204,140 +208,36 @@ def sweep(
             from autotune.sweep.backends.dask_backend import scheduler_address
 
             scheduler = scheduler_address(scheduler)
-        summary = run_config(cfg, replay, quiet, early_stop, gpus=gpus, scheduler=scheduler)
+        summary = run_launch(cfg, Launch(replay, early_stop, gpus, scheduler), quiet)
     print_summary(summary, cfg.database)
     if summary.status == "interrupted":
         raise typer.Exit(130)
 
 
-def run_config(
-    cfg,
-    replay: str | None,
-    quiet: bool,
-    early_stop: bool = True,
-    *,  # type: ignore[no-untyped-def]
-    gpus: str | None = None,
-    scheduler: str | None = None,
-    replay_device: str | None = None,
-):
-    """Run (or resume) a loaded sweep config on the GPU or, with `replay`, from a recorded database (the cards of
-    one GPU model, or the model or card `replay_device` names), with the live bar; returns the runner's
-    SweepSummary. `early_stop=False` times every instance fully (no TOL early stop).
-    `gpus` / `scheduler`: on several GPUs through Dask (`autotune.sweep.backends.dask_backend`).
-    `autotune sweep` and `autotune validate` both run their sweeps here."""
-    from sqlalchemy.exc import SQLAlchemyError
+def run_launch(cfg: SweepConfig, launch: Launch, quiet: bool) -> SweepSummary:
+    """The sweep of `cfg` launched as `launch` says (autotune.workflows.sweeps), with the live bar and, on several
+    GPUs, their rates printed after it."""
+    from autotune.workflows.sweeps import launch_sweep
 
-    from autotune.sweep.runner import run_sweep
-    from autotune.store.store import Store
-
-    from autotune.store.engine import refuse_gz
-
-    refuse_gz(cfg.database)  # the database is written: never into the decompressed copy of a .gz
     reporter = BarReporter(quiet)
-    backend = None
     try:
-        with stopping.handling():  # (the command line's `main` has them already; an in-process call gets them here)
-            if gpus is not None or scheduler is not None:
-                backend = _dask_backend(replay, cfg.tol if early_stop else None, gpus, scheduler)
-            else:
-                backend = _backend(replay, cfg.tol if early_stop else None, replay_device)
-            reporter.rates = getattr(backend, "rates", None)
-            with Store.open(cfg.database) as store:
-                summary = run_sweep(cfg, store, backend, reporter)
-        reporter.stop()
-        print_rates(backend)
-    except SQLAlchemyError as exc:
-        raise database_failure(cfg.database, exc) from None
+        done = launch_sweep(cfg, launch, reporter)
     finally:
         reporter.stop()
-        if backend is not None:
-            backend.close()
-    return summary
+    print_rates(done.rates)
+    return done.summary
 
 
-def _dask_backend(replay: str | None, tol: float | None, gpus: str | None, scheduler: str | None):  # type: ignore[no-untyped-def]
-    """The Dask executor: a local cluster of one worker per GPU (`gpus`) or the cluster at `scheduler`; each worker
-    measures with a GPU backend, or with `replay` a replay of that database."""
-    from autotune.sweep.backends.dask_backend import DaskBackend, gpu_list, require_distributed
-    from autotune.sweep.backends.dask_executors import GpuExecutor, ReplayExecutor
-
-    require_distributed()
-    devices = gpu_list(gpus, replay=replay is not None) if gpus is not None else None
-    from autotune.sweep.backends.replay import replay_delay_s
-
-    delay = replay_delay_s()  # read here: a remote worker has its own environment
-    executor = (
-        ReplayExecutor(replay, delay_s=delay)
-        if replay
-        else GpuExecutor(tol=tol, per_host=len(devices) if devices else 1)
-    )
-    # on a cluster with compile workers (`dask worker --resources compile=1`), chunks compile ahead on them
-    return DaskBackend(
-        executor, devices=devices, scheduler=scheduler, compile_ahead=None if scheduler and not replay else False
-    )
-
-
-def print_rates(backend) -> None:  # type: ignore[no-untyped-def]
+def print_rates(rates: list[Any]) -> None:
     """Per GPU (a Dask sweep): pairs measured and their rate."""
-    rates = getattr(backend, "rates", None)
-    if rates is None or not rates():
+    if not rates:
         return
     table = Table(title="per GPU")
     for col in ("worker", "GPU", "pairs", "busy s", "pairs/s"):
         table.add_column(col)
-    for r in rates():
+    for r in rates:
         table.add_row(r.worker, r.device, f"{r.pairs:,}", f"{r.seconds:.1f}", f"{r.per_s:.2f}")
     stderr().print(table)
-
-
-def database_failure(url: str, exc: Exception) -> UserError:
-    """The results database failed mid-sweep (the runner recorded what it could): full, read-only or gone."""
-    from sqlalchemy.engine import make_url
-
-    from autotune.store.engine import StoreError, database_url, sqlite_path
-
-    text = str(getattr(exc, "orig", None) or exc).strip()
-    reason = text.splitlines()[0] if text else type(exc).__name__
-    url = database_url(url)
-    where = sqlite_path(url) or make_url(url).render_as_string()
-    again = "then run the same command again: the measurements recorded so far are kept and not measured again"
-    low = reason.lower()
-    if "full" in low or "no space left" in low:  # SQLite: database or disk is full; PostgreSQL: could not extend file
-        return StoreError(
-            f"database full: cannot write {where} ({reason})",
-            hint=f"free space on its disk (or set another `database:`), {again}",
-        )
-    if "readonly" in low.replace(" ", "").replace("-", ""):
-        return StoreError(
-            f"database read-only: cannot write {where} ({reason})",
-            hint=f"make the file, its folder and its file system writable, {again}",
-        )
-    from autotune.store.retry import RETRY_ENV, DatabaseGone
-
-    if isinstance(exc, DatabaseGone) and not exc.locked:
-        return StoreError(
-            f"database failed during the sweep: {where} ({reason})",
-            hint=f"start the database server or make it reachable (or give it longer: {RETRY_ENV}="
-            f"seconds to wait, now {exc.limit_s:g}), {again}",
-        )
-    return StoreError(
-        f"database failed during the sweep: {where} ({reason})",
-        hint=f"check that the database (for PostgreSQL, its server) is reachable, {again}",
-    )
-
-
-def _backend(replay: str | None, tol: float | None, replay_device: str | None = None):
-    if replay:
-        from autotune.sweep.backends.replay import ReplayBackend
-
-        return ReplayBackend(replay, replay_device)
-    from autotune.sweep.backends.local import gpu_backend
-
-    return gpu_backend(
-        tol=tol,
-        hint="run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or "
-        ".[cuda13]), or pass --replay DB to replay a recorded sweep",
-    )
 
 
 def print_summary(summary, database: str) -> None:

@@ -1,12 +1,11 @@
 """`autotune validate TABLE`: measure a dispatch table's answers at problems it was not tuned on (any kind).
 
-The work is in autotune/dispatch/validate*.py; here: options, files, the sweep (run as `autotune sweep` runs it)
-and printing.
+The workflow is autotune/workflows/validation.py (the work in autotune/dispatch/validate*.py); here: options and
+printing.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -16,19 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from autotune.cli.aliases import renamed
-from autotune.cli.tol import fraction, tol_callback
-from autotune.errors import UserError
+from autotune.cli.tol import tol_callback
 
 out = Console()
-
-
-def _device_of_sweep(url: str, sweep_id: int) -> str:
-    from autotune.store.query import run_query
-
-    rows = run_query(
-        url, f"SELECT d.uuid FROM sweeps s JOIN devices d ON d.id = s.device_id WHERE s.id = {int(sweep_id)}"
-    )
-    return str(rows["uuid"].iloc[0])
 
 
 def _pct(x: Any) -> str:
@@ -155,102 +144,37 @@ def validate(
     VALIDATION_DB (a database that holds every measurement already) validation.csv comes out byte for byte the
     same.
     """
-    from autotune.dispatch import validate as v
-    from autotune.dispatch.given_paths import recorded_name
-    from autotune.store.engine import database_url
-    from autotune.sweep.config import load_config
-    from autotune.sweep.runner import git_commit
-    from autotune.cli.sweep import print_summary, run_config
+    from autotune.cli.sweep import BarReporter, print_summary
+    from autotune.workflows.sweeps import Launch
+    from autotune.workflows.validation import ValidationOptions, validate_table
 
-    database = renamed(database, database_old, "--validation-db", "--database")
-    table = v.read_table(table_path)
-    if (points is None) == (random_n is None):
-        raise UserError(
-            "give the held-out problems: --points FILE or --random N (one of them)",
-            hint="e.g. --random 100 --seed 0 (drawn within --workload's bounds or the table's tuned ranges)",
-        )
-    tol = fraction(table.provenance.get("tol", 0.05), f"{table_path}: provenance tol") if tol is None else tol
-    tuning = database_url(db) if db else None
-    spaces = list(space or [])
-    kernel_spaces = dict.fromkeys(str(k.get("space") or "") for k in table.kernels)
-    refs = v.space_refs(kernel_spaces, v.recorded_paths(tuning), spaces) if table.kernels else {}
-    kind = v.table_kind(table, [*spaces, *map(Path, refs.values())])
-    rule = v.derived_rule(table, kind, batch_bytes)
-    if points is not None:
-        problems = v.read_points(points, kind, rule, max_problems)
-    else:
-        assert random_n is not None
-        problems = v.random_points(
-            table, kind, random_n, seed, rule, _workload(workload, kind, spaces), rule_given=batch_bytes is not None
-        )
-    generic = kind.generic_space is not None and any(table.answer(p) == v.GENERIC for p in problems)
-    cands = v.measurable(v.candidates(table, kind, tuning, pool_bk, generic, spaces), problems)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    url = database_url(database, write=True) if database else f"sqlite:///{(out_dir / 'validation.sqlite').resolve()}"
-    config_path = out_dir / "validate_sweep.yaml"
-    config_path.write_text(v.validation_config(problems, cands, url, repetitions, tol))
-    out.print(
-        f"{len(problems)} held-out {kind.name} problems, {len(cands.ids)} candidate instances in "
-        f"{len(cands.by_space)} spaces; derived sizes: {rule.describe(kind)}; sweep config {config_path}"
+    opts = ValidationOptions(
+        table_path,
+        out_dir,
+        db=db,
+        points=points,
+        random_n=random_n,
+        seed=seed,
+        workload=workload,
+        spaces=tuple(space or ()),
+        pool_bk=pool_bk,
+        max_problems=max_problems,
+        database=renamed(database, database_old, "--validation-db", "--database"),
+        launch=Launch(replay=replay, replay_device=replay_device),
+        repetitions=repetitions,
+        batch_bytes=batch_bytes,
+        tol=tol,
     )
-    cfg = load_config(config_path)
-    if replay_device is not None and replay is None:
-        raise UserError("--replay-device names a GPU of the --replay database: give --replay too")
-    summary = run_config(cfg, replay, quiet, early_stop=False, replay_device=replay_device)
-    print_summary(summary, cfg.database) if not quiet else None
-    if summary.status == "interrupted":
+    reporter = BarReporter(quiet)
+    try:
+        done = validate_table(opts, reporter, say=out.print)
+    finally:
+        reporter.stop()
+    print_summary(done.summary, done.database) if not quiet else None
+    if done.figures is None:
         raise KeyboardInterrupt  # the stop goes on: `interrupted`, exit code 130 (autotune.cli.main)
-    device = _device_of_sweep(url, summary.sweep_id)
-    frame = v.validation_frame(table, kind, problems, cands, url, device)
-    csv_path = v.to_csv(frame, out_dir / "validation.csv")
-    png = v.plot(frame, kind, out_dir / "validation.png")
-    figures = v.summarize(frame, tol)
-    prov = table.provenance
-    info = {  # the user's files, never a temporary copy; relative to the repository inside it (given_paths)
-        "table": recorded_name(table_path),
-        "kind": kind.name,
-        "table_device": prov.get("device"),
-        "table_tol": prov.get("tol"),
-        "tuning_database": recorded_name(db),
-        "validation_database": recorded_name(url),
-        "replay": recorded_name(replay),
-        "device": device,
-        "points_file": recorded_name(points),
-        "random": random_n,
-        "seed": seed if random_n is not None else None,
-        "workload": recorded_name(workload),
-        "problems": len(problems),
-        "derived_sizes": rule.provenance(),
-        "library": kind.baseline_name,
-        "pool_bk": pool_bk,
-        "candidates": {s: list(ids) for s, ids in cands.by_space.items()},
-        "repetitions": repetitions,
-        "tol": tol,
-        "sweep_id": summary.sweep_id,
-        "sweep_status": summary.status,
-        "git_commit": git_commit(),
-    }
-    (out_dir / "validation_summary.json").write_text(
-        json.dumps({"summary": figures, "provenance": info}, indent=1, default=v.finite_or_none) + "\n"
-    )
-    _print_figures(figures, tol)
-    out.print(f"wrote {csv_path}, {png} and {out_dir / 'validation_summary.json'}")
-
-
-def _workload(path: Optional[Path], kind: Any, spaces: list[Path]) -> Any:
-    """--workload, which must be of the table's kind (a CSV workload reads the kind from --space)."""
-    if path is None:
-        return None
-    from autotune.sweep.workload_files import load_workload
-
-    space = next((p for p in spaces if path.suffix.lower() == ".csv"), None)
-    wl = load_workload(path, space=space)
-    if wl.kind != kind.name:
-        raise UserError(
-            f"the workload {path} is of the kind {wl.kind!r}; the table's is {kind.name!r}",
-            hint="give a workload of the table's kind (`space:` names its space file)",
-        )
-    return wl
+    _print_figures(done.figures, done.tol)
+    out.print(f"wrote {', '.join(map(str, done.written[:-1]))} and {done.written[-1]}")
 
 
 def _print_figures(figures: list[dict[str, Any]], tol: float) -> None:

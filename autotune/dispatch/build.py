@@ -1,7 +1,7 @@
 """Building the dispatch table of one problem kind from loaded measurements: kernel records (name expressions or
 defines, validity predicates, sources relative to an include directory) for any instance, the kind's generic
 kernel, the kernel set, the structure chosen by held-out loss, the table. No I/O but reading space files
-(cli/analyze.py loads the measurements)."""
+(workflows/results.py loads the measurements)."""
 
 from __future__ import annotations
 
@@ -279,7 +279,7 @@ def build(
     include_dir: Path | None = None,
     modes: tuple[str, ...] | None = None,
 ) -> Built:
-    """The table of `loaded` (cli.analyze.Loaded: one kind's frame, layout, baseline times, provenance).
+    """The table of `loaded` (workflows.results.Loaded: one kind's frame, layout, baseline times, provenance).
     `fallback` None: the library, else the generic kernel, else none (table.default_fallback). `structure` None:
     the one with the smallest measured held-out loss (among the structures of `modes`, None: all) (dispatch.loo.choose_structure; Built.structures has every
     trial). `weights`: a function of the matrix's points frame giving each point's weight (a workload), or None.

@@ -1,7 +1,7 @@
 """The figures of a validated table: from validation.csv, the validation database and the table, the share
 of answers within TOL of the best of all candidates and the library, the worst loss, the answers below 0.97x the
 library's speed, the same for the oracle (the best of the table's own kernels and the library at each problem),
-and the kernels per tuned size. Used by `scripts/bench_tables.py` and active tuning (cli/active_loop.py)."""
+and the kernels per tuned size. Used by `scripts/bench_tables.py` and active tuning (workflows/active.py)."""
 
 from __future__ import annotations
 

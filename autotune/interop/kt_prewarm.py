@@ -38,6 +38,7 @@ CALL_MODULES = (  # what tune_kernel's call imports (autotune.interop.kt_sweep):
     "autotune.space.spec",
     "autotune.sweep.config",
     "autotune.sweep.runner",
+    "autotune.workflows.sweeps",
     "autotune.sweep.plan",
     "autotune.sweep.failstop",
     "autotune.sweep.nvcc",

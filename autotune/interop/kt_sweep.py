@@ -127,7 +127,7 @@ def _sweep(
     from autotune.space.spec import load_space
     from autotune.store.store import Store
     from autotune.sweep.config import load_config
-    from autotune.sweep.runner import run_sweep
+    from autotune.workflows.sweeps import sweep_into
 
     phases: dict[str, float] = {}  # seconds after the call's start: where the call's start-up went (--profile)
 
@@ -179,7 +179,7 @@ def _sweep(
                 ahead(space.kind, cfg.points[0], space.kernel.convention, kind_scalars(space.kind, cfg))
         phase("backend_ready")
         try:
-            summary = run_sweep(cfg, store, backend, reporter)
+            summary = sweep_into(cfg, store, backend, reporter)
             phase("sweep_done")
             info = backend.device_info()
         finally:

@@ -10,7 +10,7 @@ and `autotune`: where the space folder and the results database are).
 
 Every argument is checked first (`autotune.interop.kt_checks`: a wrong one is one error, before anything is written or
 started). The call is written as a space folder (`autotune.interop.kt_space`, in `autotune.interop.kt_folder`'s
-folder) and run as a sweep (`autotune.interop.kt_sweep`: `run_sweep`, the GPU backend, or in `simulation_mode` a
+folder) and run as a sweep (`autotune.interop.kt_sweep`: `autotune.workflows.sweeps.sweep_into`, the GPU backend, or in `simulation_mode` a
 replay of the `cache` file). Differences from Kernel Tuner, argument by argument, are in
 docs/kerneltuner.md; in short:
 

@@ -9,14 +9,7 @@ from autotune.store.store import Store
 from autotune.sweep.backends.local import GpuBackend
 from autotune.sweep.config import parse_config
 from autotune.sweep.runner import run_sweep
-
-
-class Quiet:
-    """A reporter that prints nothing."""
-
-    def start(self, total: int, done: int) -> None: ...
-    def measured(self, m, best) -> None: ...  # noqa: ANN001
-    def note(self, text: str) -> None: ...
+from autotune.workflows.sweeps import Silent
 
 
 def gpu_sweep(
@@ -39,5 +32,5 @@ def gpu_sweep(
     )
     store = Store.open(cfg.database)
     with GpuBackend(cache_dir=tmp_path / "cache") as backend:
-        run_sweep(cfg, store, backend, Quiet())
+        run_sweep(cfg, store, backend, Silent())
     return store

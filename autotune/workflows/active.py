@@ -25,7 +25,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pandas as pd
 import yaml
@@ -33,6 +33,9 @@ import yaml
 from autotune import yamlfile
 from autotune.dispatch.figures import Figures, validated_figures
 from autotune.errors import UserError
+
+if TYPE_CHECKING:
+    from autotune.sweep.runner import Reporter
 
 
 @dataclass
@@ -80,12 +83,13 @@ class ActiveOptions:
 
 def build_round_table(opts: ActiveOptions, path: Path) -> Any:
     """The table of the tuning database as it is now, saved at `path`."""
-    from autotune.cli.analyze import _build, load
-    from autotune.analysis.winners import Criteria
+    from autotune.workflows.results import load_results
+    from autotune.workflows.tables import TableOptions, build_table
 
-    loaded = load(opts.tuning_db, None, None)
-    criteria = Criteria(bk=opts.bk if opts.bk > 0 else None, tol=opts.tol)
-    built = _build(loaded, criteria, "exact", None, "", None, opts.structure, opts.workload, opts.include_dir)
+    table_opts = TableOptions(
+        bk=opts.bk, tol=opts.tol, structure=opts.structure, workload=opts.workload, include_dir=opts.include_dir
+    )
+    built = build_table(load_results(opts.tuning_db, None, None), table_opts)
     built.table.save(path)
     return built.table
 
@@ -134,9 +138,9 @@ def draw_points(opts: ActiveOptions, table_path: Path, round_no: int, exclude: s
         rng.shuffle(fresh)
         chosen = fresh[: opts.heldout]
     else:
-        from autotune.cli.validate import _workload
+        from autotune.workflows.validation import table_workload
 
-        workload = _workload(opts.workload, kind, [])
+        workload = table_workload(opts.workload, kind, [])
         chosen, seed = [], opts.seed + 7919 * round_no
         while len(chosen) < opts.heldout:
             drawn = v.random_points(table, kind, opts.heldout, seed, rule, workload)
@@ -160,28 +164,36 @@ def _key(p: Any) -> tuple:
     return (p.precision, p.shape, *(v for _, v in p.sizes))
 
 
-def validate_round(opts: ActiveOptions, table_path: Path, points: Path, folder: Path) -> None:
-    """`autotune validate` of the round's table at its held-out problems (measured, or replayed)."""
-    from autotune.cli.validate import validate
+def validate_round(
+    opts: ActiveOptions,
+    table_path: Path,
+    points: Path,
+    folder: Path,
+    reporter: Reporter | None = None,
+    say: Callable[[str], None] = print,
+) -> None:
+    """The validation of the round's table at its held-out problems (measured, or replayed)."""
+    from autotune.workflows.sweeps import Launch
+    from autotune.workflows.validation import ValidationOptions, validate_table
 
-    validate(
-        table_path,
-        db=opts.tuning_db,
-        points=points,
-        max_problems=None,
-        random_n=None,
-        seed=0,
-        workload=None,
-        space=list(opts.spaces) or None,
-        pool_bk=opts.pool_bk,
-        out_dir=folder,
-        database=f"sqlite:///{(folder / 'validation.sqlite').resolve()}",
-        replay=opts.replay,
-        repetitions=opts.repetitions,
-        batch_bytes=None,
-        tol=opts.tol,
-        quiet=True,
+    done = validate_table(
+        ValidationOptions(
+            table_path,
+            folder,
+            db=opts.tuning_db,
+            points=points,
+            spaces=opts.spaces,
+            pool_bk=opts.pool_bk,
+            database=f"sqlite:///{(folder / 'validation.sqlite').resolve()}",
+            launch=Launch(replay=opts.replay),
+            repetitions=opts.repetitions,
+            tol=opts.tol,
+        ),
+        reporter,
+        say,
     )
+    if done.figures is None:
+        raise KeyboardInterrupt  # a stop (Ctrl-C, SIGTERM), not a mistake: `interrupted`, exit code 130
 
 
 def worst_problems(folder: Path, count: int) -> list[dict[str, Any]]:
@@ -192,9 +204,11 @@ def worst_problems(folder: Path, count: int) -> list[dict[str, Any]]:
     return top.to_dict("records")
 
 
-def add_points(opts: ActiveOptions, problems: Sequence[dict[str, Any]], folder: Path, kind: Any) -> Path:
+def add_points(
+    opts: ActiveOptions, problems: Sequence[dict[str, Any]], folder: Path, kind: Any, reporter: Reporter | None = None
+) -> Path:
     """Sweep the tuning config's spaces and instances at `problems` into the tuning database."""
-    from autotune.cli.sweep import run_config
+    from autotune.workflows.sweeps import Launch, launch_sweep
     from autotune.store.engine import database_url
     from autotune.sweep.config import load_config
 
@@ -221,7 +235,7 @@ def add_points(opts: ActiveOptions, problems: Sequence[dict[str, Any]], folder: 
         "# written by `autotune active`: the tuning config's spaces at the problems added this round\n"
         + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
     )
-    summary = run_config(load_config(path), opts.replay, quiet=True)
+    summary = launch_sweep(load_config(path), Launch(replay=opts.replay), reporter).summary
     if summary.status == "interrupted":
         raise KeyboardInterrupt  # a stop (Ctrl-C, SIGTERM), not a mistake: `interrupted`, exit code 130
     return path
@@ -270,7 +284,9 @@ def _entries_for(opts: ActiveOptions, entries: list, problems: Sequence[dict[str
     return out
 
 
-def seed_earlier(opts: ActiveOptions, say: Callable[[str], None] = print) -> list[dict[str, Any]]:
+def seed_earlier(
+    opts: ActiveOptions, say: Callable[[str], None] = print, reporter: Reporter | None = None
+) -> list[dict[str, Any]]:
     """Round "-1" from an earlier validation (`opts.seed_from`, a folder with validation.csv, measured before on
     problems now spent): its `add` problems with the largest measured loss are swept into the tuning database
     (OUT/seed/add_sweep.yaml), so round 0 starts from them without measuring a validation again. The held-out
@@ -303,7 +319,7 @@ def seed_earlier(opts: ActiveOptions, say: Callable[[str], None] = print) -> lis
             }
         )
     if added:
-        add_points(opts, added, out, kind)
+        add_points(opts, added, out, kind, reporter)
     (out / "added.json").write_text(json.dumps(added, indent=1) + "\n")
     say(
         f"seeded from {folder}: added {len(added)} tuned points (largest measured loss {100 * max(losses):.1f}%)"
@@ -325,8 +341,11 @@ def _resolved(entry: Any, base: Path) -> Any:
     return {**entry, "space": str(path)} if isinstance(entry, dict) else str(path)
 
 
-def active_tuning(opts: ActiveOptions, say: Callable[[str], None] = print) -> list[Round]:
-    """The loop of the module docstring; returns every round (also written to OUT/active.json)."""
+def active_tuning(
+    opts: ActiveOptions, say: Callable[[str], None] = print, reporter: Reporter | None = None
+) -> list[Round]:
+    """The loop of the module docstring; returns every round (also written to OUT/active.json). `reporter` hears
+    every sweep's progress (none: silent)."""
     from autotune.dispatch import validate as v
 
     if opts.rounds < 1 or opts.add < 0 or opts.heldout < 1:
@@ -336,7 +355,7 @@ def active_tuning(opts: ActiveOptions, say: Callable[[str], None] = print) -> li
     rounds: list[Round] = []
     seen: set[tuple] = set()
     if opts.seed_from is not None:
-        seed_earlier(opts, say)
+        seed_earlier(opts, say, reporter)
     for r in range(opts.rounds):
         t0 = time.monotonic()
         folder = opts.out_dir / f"round{r}"
@@ -346,7 +365,7 @@ def active_tuning(opts: ActiveOptions, say: Callable[[str], None] = print) -> li
         points = draw_points(opts, table_path, r, seen)
         kind = table_kind_of(opts, table_path)
         seen |= {_key(p) for p in v.read_points(points, kind, v.derived_rule(v.read_table(table_path), kind, None))}
-        validate_round(opts, table_path, points, folder / "validation")
+        validate_round(opts, table_path, points, folder / "validation", reporter, say)
         figs = validated_figures(table_path, folder / "validation", tol=opts.tol, spaces=table_spaces(opts, table_path))
         rnd = Round(r, len(table.points), len(table.kernels), figs)
         rounds.append(rnd)
@@ -365,7 +384,7 @@ def active_tuning(opts: ActiveOptions, say: Callable[[str], None] = print) -> li
             }
             for p in worst_problems(folder / "validation", opts.add)
         ]
-        add_points(opts, rnd.added, folder, kind)
+        add_points(opts, rnd.added, folder, kind, reporter)
         rnd.seconds = time.monotonic() - t0
         say(
             f"round {r}: added {len(rnd.added)} tuned points (largest measured loss "

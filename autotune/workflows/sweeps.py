@@ -1,0 +1,168 @@
+"""Sweep launching: a loaded sweep config measured on this machine's GPU, several GPUs (Dask), or a recorded database
+(replay), into its database. `autotune sweep`, `autotune validate`, active tuning and `tune_kernel` run their sweeps
+here; the runner itself is autotune/sweep/runner.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+
+from autotune import stopping
+from autotune.errors import UserError
+
+if TYPE_CHECKING:
+    from autotune.store.store import Store
+    from autotune.sweep.config import SweepConfig
+    from autotune.sweep.runner import Reporter, SweepSummary
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where a sweep measures: this machine's GPU (the default), a recorded database (`replay`: the cards of one GPU
+    model, or the model or card `replay_device` names), or several GPUs through Dask (`gpus`: of this machine;
+    `scheduler`: a running cluster; autotune.sweep.backends.dask_backend). `early_stop=False` times every instance
+    fully (no TOL early stop)."""
+
+    replay: str | None = None
+    early_stop: bool = True
+    gpus: str | None = None
+    scheduler: str | None = None
+    replay_device: str | None = None
+
+
+@dataclass
+class Launched:
+    summary: SweepSummary  # the runner's
+    rates: list[Any] = field(default_factory=list)  # a sweep on several GPUs: each GPU's pairs and rate
+
+
+@runtime_checkable
+class ShowsRates(Protocol):
+    """A reporter that shows each GPU's rate while a sweep on several GPUs runs (the bar of `autotune sweep`): its
+    `rates` is set to the backend's `rates` function."""
+
+    rates: Callable[[], list[Any]] | None
+
+
+class Silent:
+    """A reporter that reports nothing (a sweep launched from a script)."""
+
+    def start(self, total_pairs: int, already_done: int) -> None:
+        pass
+
+    def measured(self, m: Any, best_ms: float | None) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+
+def launch_sweep(cfg: SweepConfig, launch: Launch | None = None, reporter: Reporter | None = None) -> Launched:
+    """Run (or resume) a loaded sweep config where `launch` says, into its database; returns the runner's
+    SweepSummary and, on several GPUs, their rates. A database that fails mid-sweep is one StoreError."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from autotune.store.engine import refuse_gz
+    from autotune.store.store import Store
+
+    launch = launch or Launch()
+    refuse_gz(cfg.database)  # the database is written: never into the decompressed copy of a .gz
+    tol = cfg.tol if launch.early_stop else None
+    backend = None
+    try:
+        with stopping.handling():  # (the command line's `main` has them already; an in-process call gets them here)
+            if launch.gpus is not None or launch.scheduler is not None:
+                backend = _dask_backend(launch.replay, tol, launch.gpus, launch.scheduler)
+            else:
+                backend = _backend(launch.replay, tol, launch.replay_device)
+            with Store.open(cfg.database) as store:
+                summary = sweep_into(cfg, store, backend, reporter or Silent())
+        rates = getattr(backend, "rates", None)
+        return Launched(summary, list(rates()) if rates is not None else [])
+    except SQLAlchemyError as exc:
+        raise database_failure(cfg.database, exc) from None
+    finally:
+        if backend is not None:
+            backend.close()
+
+
+def sweep_into(cfg: SweepConfig, store: Store, backend: Any, reporter: Reporter) -> SweepSummary:
+    """The sweep of `cfg` on a started backend into an open store (`tune_kernel` reads the store before and after,
+    and keeps its backend between calls); a reporter that shows rates is given the backend's."""
+    from autotune.sweep.runner import run_sweep
+
+    if isinstance(reporter, ShowsRates):
+        reporter.rates = getattr(backend, "rates", None)
+    return run_sweep(cfg, store, backend, reporter)
+
+
+def _dask_backend(replay: str | None, tol: float | None, gpus: str | None, scheduler: str | None) -> Any:
+    """The Dask executor: a local cluster of one worker per GPU (`gpus`) or the cluster at `scheduler`; each worker
+    measures with a GPU backend, or with `replay` a replay of that database."""
+    from autotune.sweep.backends.dask_backend import DaskBackend, gpu_list, require_distributed
+    from autotune.sweep.backends.dask_executors import GpuExecutor, ReplayExecutor
+
+    require_distributed()
+    devices = gpu_list(gpus, replay=replay is not None) if gpus is not None else None
+    from autotune.sweep.backends.replay import replay_delay_s
+
+    delay = replay_delay_s()  # read here: a remote worker has its own environment
+    executor = (
+        ReplayExecutor(replay, delay_s=delay)
+        if replay
+        else GpuExecutor(tol=tol, per_host=len(devices) if devices else 1)
+    )
+    # on a cluster with compile workers (`dask worker --resources compile=1`), chunks compile ahead on them
+    return DaskBackend(
+        executor, devices=devices, scheduler=scheduler, compile_ahead=None if scheduler and not replay else False
+    )
+
+
+def _backend(replay: str | None, tol: float | None, replay_device: str | None = None) -> Any:
+    if replay:
+        from autotune.sweep.backends.replay import ReplayBackend
+
+        return ReplayBackend(replay, replay_device)
+    from autotune.sweep.backends.local import gpu_backend
+
+    return gpu_backend(
+        tol=tol,
+        hint="run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or "
+        ".[cuda13]), or pass --replay DB to replay a recorded sweep",
+    )
+
+
+def database_failure(url: str, exc: Exception) -> UserError:
+    """The results database failed mid-sweep (the runner recorded what it could): full, read-only or gone."""
+    from sqlalchemy.engine import make_url
+
+    from autotune.store.engine import StoreError, database_url, sqlite_path
+
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    reason = text.splitlines()[0] if text else type(exc).__name__
+    url = database_url(url)
+    where = sqlite_path(url) or make_url(url).render_as_string()
+    again = "then run the same command again: the measurements recorded so far are kept and not measured again"
+    low = reason.lower()
+    if "full" in low or "no space left" in low:  # SQLite: database or disk is full; PostgreSQL: could not extend file
+        return StoreError(
+            f"database full: cannot write {where} ({reason})",
+            hint=f"free space on its disk (or set another `database:`), {again}",
+        )
+    if "readonly" in low.replace(" ", "").replace("-", ""):
+        return StoreError(
+            f"database read-only: cannot write {where} ({reason})",
+            hint=f"make the file, its folder and its file system writable, {again}",
+        )
+    from autotune.store.retry import RETRY_ENV, DatabaseGone
+
+    if isinstance(exc, DatabaseGone) and not exc.locked:
+        return StoreError(
+            f"database failed during the sweep: {where} ({reason})",
+            hint=f"start the database server or make it reachable (or give it longer: {RETRY_ENV}="
+            f"seconds to wait, now {exc.limit_s:g}), {again}",
+        )
+    return StoreError(
+        f"database failed during the sweep: {where} ({reason})",
+        hint=f"check that the database (for PostgreSQL, its server) is reachable, {again}",
+    )
