@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.harness import load_script
+from tests.support.harness import cupy_with_a_device, load_script
 
 pytestmark = pytest.mark.gpu
 
@@ -33,12 +33,7 @@ for _k in KERNELS:
 
 @pytest.fixture(scope="module")
 def modules():
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no CUDA device")
-    except cp.cuda.runtime.CUDARuntimeError:
-        pytest.skip("no CUDA device")
+    cupy_with_a_device()
     mods = {}
     for fam in (harness.W, harness.S, harness.R, harness.F, harness.X):
         names = sorted({k.name(s) for k in KERNELS if k.family == fam for s in harness.SHAPES_OF(k)})

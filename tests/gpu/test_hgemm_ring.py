@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.harness import load_script
+from tests.support.harness import cupy_with_a_device, load_script
 
 pytestmark = pytest.mark.gpu
 
@@ -22,12 +22,7 @@ KERNELS = harness.RING_KERNELS
 
 @pytest.fixture(scope="module")
 def module():
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no CUDA device")
-    except cp.cuda.runtime.CUDARuntimeError:
-        pytest.skip("no CUDA device")
+    cupy_with_a_device()
     names = sorted({k.name(s) for k in KERNELS for s in harness.SHAPES_OF_RING(k)})
     return harness.compile_family(harness.G, names)
 

@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.support.harness import cupy_with_a_device
+
 from autotune.dispatch.emit import emit_cpp, emit_python
 from autotune.dispatch.refine_timer import recorded_instances
 from autotune.dispatch.table import load_table
@@ -57,13 +59,7 @@ def geometry(table: dict, asked: list[tuple[int, int, int, int]]) -> list[dict[i
 
 @pytest.fixture(scope="module")
 def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no CUDA device")
-    except cupy.cuda.runtime.CUDARuntimeError:
-        pytest.skip("no CUDA device")
-    return cupy
+    return cupy_with_a_device()
 
 
 def launcher(d, module, kernels: list, geo: dict, sizes: tuple, arrays: tuple, calls: list):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.harness import load_script
+from tests.support.harness import cupy_with_a_device, load_script
 
 pytestmark = pytest.mark.gpu
 
@@ -25,12 +25,7 @@ CASES = harness.correctness_cases()
 
 @pytest.fixture(scope="module")
 def modules():
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no CUDA device")
-    except cp.cuda.runtime.CUDARuntimeError:
-        pytest.skip("no CUDA device")
+    cupy_with_a_device()
     return harness.compile_modules(CASES)
 
 

@@ -26,6 +26,19 @@ def load_script(name: str) -> ModuleType:
     return module
 
 
+def cupy_with_a_device() -> ModuleType:
+    """CuPy, where it sees a CUDA device; the calling test or fixture is skipped otherwise."""
+    import pytest
+
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no CUDA device")
+    except cp.cuda.runtime.CUDARuntimeError:
+        pytest.skip("no CUDA device")
+    return cp
+
+
 def kt_python() -> Path:
     """A Python that has Kernel Tuner installed (its tests skip where there is none): $AUTOTUNE_KT_PYTHON; else this
     interpreter where it can import kernel_tuner; else `.venv-kt/bin/python` in this checkout (git ignores it:
