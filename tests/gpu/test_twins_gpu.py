@@ -105,4 +105,5 @@ def test_a_twin_waits_for_its_programs_compile_and_nvrtc_serves_it(
     assert not list((cache / "twins").glob("*/*.lock"))  # every lock released
     assert len(list((cache / "twins").glob("*/*.done"))) == 2  # two programs
     assert twin.lowered_name == first.lowered_name
-    assert twin.compile_s < first.compile_s, (twin.compile_s, first.compile_s)  # NVRTC's own cache
+    # (no timing assertion: a transpose compiles cold in ~20 ms, so first vs twin was noise: 20 ms vs 23 ms on an H100
+    # whose tier ran two halves at once)
