@@ -136,7 +136,7 @@ def test_the_lookup_prices_by_the_mean_of_the_k_nearest(sampled_db, k, margin, r
     raw = table.data
     assert raw["structure"]["neighbours"] == k and len(raw["points"]) >= 250
     lookup = Lookup(raw)
-    queries = _queries(table, 250)
+    queries = _queries(table, 600)
     got = [lookup.index("fp32", "", q) for q in queries]
     assert got == [brute_force(raw, q, k, margin, reach) for q in queries]
     assert LIBRARY in got and len(set(got)) >= 3
