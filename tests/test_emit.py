@@ -36,8 +36,7 @@ PREDICATES = [(), (("m_multiple_of", 4),), (("max_k", 64),), (("n_multiple_of", 
         Structure("nearest", 0.1),
         Structure("cost", 0.05, 1.0),
         Structure("cost", 0.0, 0.5),
-        Structure("cost", 0.05, 1.0, 2),
-        Structure("cost", 0.0, 2.0, 3),
+        Structure("cost", 0.0, 2.0, 3),  # neighbours (K = 2 is tests/test_tables6_neighbours.py's)
     ],
     ids=lambda s: f"{s.mode}-{s.library_margin}-{s.reach}" + (f"-k{s.neighbours}" if s.neighbours != 1 else ""),
 )
