@@ -118,19 +118,23 @@ def validated_figures(
     """The figures of `autotune validate`'s output folder (validation.csv and, by default, validation.sqlite or
     the committed validation.sqlite.xz there)
     for the table at `table_path`; `spaces`: space files defining a kind that is not built in."""
+    folder = Path(validation_dir)
+    frame = pd.read_csv(folder / "validation.csv", keep_default_na=False, na_values=[""])
+    return _table_figures(frame, table_path, _validation_database(folder, database), tol, spaces)
+
+
+def _table_figures(
+    frame: pd.DataFrame, table_path: str | Path, database: str, tol: float, spaces: tuple[Path, ...]
+) -> Figures:
+    """`figures` of a table's answers in `frame`, with the oracle (the table's own kernels and the library) read
+    from the validation database."""
     from autotune.dispatch.validate import measured
     from autotune.dispatch.validate_table import read_table, table_kind
     from autotune.store.engine import database_url
 
     table = read_table(Path(table_path))
     kind = table_kind(table, list(spaces))
-    folder = Path(validation_dir)
-    frame = pd.read_csv(folder / "validation.csv", keep_default_na=False, na_values=[""])
-    if database is None:  # the validation's own database, or its committed packed copy
-        plain = folder / "validation.sqlite"
-        database = str(plain if plain.exists() or not (folder / "validation.sqlite.xz").exists() else f"{plain}.xz")
-    url = database_url(database)
-    times, _ = measured(url, kind)
+    times, _ = measured(database_url(database), kind)
     ids: dict[tuple[str, str], set[str]] = {}
     for k in table.kernels:
         ids.setdefault((str(k["precision"]), str(k["shape"] or "")), set()).add(str(k["instance_id"]))
@@ -295,16 +299,5 @@ def rescored_figures(
 ) -> Figures:
     """The figures of `rescored_frame` (the oracle: the table's own kernels and the library, by the validation's
     medians)."""
-    from autotune.dispatch.validate import measured
-    from autotune.dispatch.validate_table import read_table, table_kind
-    from autotune.store.engine import database_url
-
     frame = rescored_frame(table_path, validation_dir, database, spaces)
-    table = read_table(Path(table_path))
-    kind = table_kind(table, list(spaces))
-    times, _ = measured(database_url(_validation_database(Path(validation_dir), database)), kind)
-    ids: dict[tuple[str, str], set[str]] = {}
-    for k in table.kernels:
-        ids.setdefault((str(k["precision"]), str(k["shape"] or "")), set()).add(str(k["instance_id"]))
-    oracle = oracle_losses(frame, ids, times, tuple(kind.size_names))
-    return figures(frame, oracle, len(table.kernels), len(table.points), tol)
+    return _table_figures(frame, table_path, _validation_database(Path(validation_dir), database), tol, spaces)
