@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from autotune import untrusted
+from autotune import stopping, untrusted
 from autotune.errors import UserError
 from autotune.untrusted import env_number, number
 from autotune.problems.base import ProblemKind, Scalars, scalars_key
@@ -355,7 +355,10 @@ class DaskBackend:
             identify_scheduler(self.scheduler, timeout)  # type: ignore[arg-type]
         try:
             target = self._cluster if self._cluster is not None else self.scheduler
-            self._client = distributed.Client(target, timeout=timeout, set_as_default=False)
+            # a stop waits for the constructor (bounded by `timeout`; the scheduler has answered already): one that
+            # cut it left a client nobody could close, whose `__del__` hung the process at its exit (`_abandon`)
+            with stopping.deferred():
+                self._client = distributed.Client(target, timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise UserError(
                 f"cannot reach the Dask scheduler at {self.scheduler} within {SCHEDULER_TIMEOUT_ENV}={timeout:g} s: "
@@ -403,10 +406,7 @@ class DaskBackend:
                     self._client.unregister_worker_plugin(_plugin_name())
             except Exception:  # noqa: BLE001 - closing: a worker already gone is fine
                 pass
-            try:  # bounded: a stop (Ctrl-C, SIGTERM) waits for this, and a scheduler gone must not hold it
-                self._client.close(timeout=CLOSE_TIMEOUT_S)
-            except Exception:  # noqa: BLE001 - closing: a scheduler already gone is fine
-                pass
+            _abandon(self._client)  # bounded: a stop (Ctrl-C, SIGTERM) waits for this, a scheduler gone must not hold it
         if self._own_cluster and self._cluster is not None:
             self._cluster.close()
 
@@ -748,6 +748,18 @@ def _new_info(client: Any) -> bool:
     import inspect
 
     return "n_workers" in inspect.signature(client.scheduler_info).parameters
+
+
+def _abandon(client: Any) -> None:
+    """Close a client now, while its event loop runs, bounded, and mark it closed whatever happened: one whose close
+    (or constructor) a stop (Ctrl-C, SIGTERM) cut short was otherwise closed again by its `__del__` at the
+    interpreter's exit, on a loop already stopped, and the process hung after `interrupted` (seen in CI, 60 s)."""
+    try:
+        client.close(timeout=CLOSE_TIMEOUT_S)
+    except BaseException:  # noqa: BLE001 - closing: a scheduler gone or a second stop is fine
+        pass
+    finally:
+        client.status = "closed"  # (its `__del__` closes nothing)
 
 
 def _plugin_name() -> str:
