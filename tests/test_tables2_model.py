@@ -23,6 +23,7 @@ from autotune.dispatch.loo import choose_structure
 from autotune.dispatch.model import tiles_of
 from autotune.dispatch.runtime import LIBRARY, MAX_SIZE, RUNTIME_VERSION, model_count, model_features
 from autotune.dispatch.table import STRUCTURES, KernelInfo, Provenance, Structure, build_table
+from tests.support.nvcc import CHECK_FLAGS
 
 TILES = [(8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 32), (16, 64, 16), (64, 16, 64), (128, 128, 32)]
 SIZES = (2, 3, 5, 8, 12, 16, 21, 32, 40, 57, 64, 77, 100, 128, 150, 192, 231, 256)
@@ -252,7 +253,7 @@ def test_a_committed_header_compiles_from_a_copy_of_the_sources_elsewhere(folder
         "int main() { return autotune_dispatch::kNumKernels > 0 ? 0 : 1; }\n"
     )
     res = subprocess.run(
-        ["nvcc", "-std=c++17", "-arch=sm_90", "-I", str(elsewhere), "-c", "main.cu", "-o", "main.o"],
+        ["nvcc", "-std=c++17", "-arch=sm_90", *CHECK_FLAGS, "-I", str(elsewhere), "-c", "main.cu", "-o", "main.o"],
         cwd=work,
         capture_output=True,
         text=True,
