@@ -168,15 +168,14 @@ def _sweep(
             if backend is None:  # no CuPy: the same error as `autotune sweep`
                 backend = _gpu_backend(call.device, None)
             backend.ready(_GPU_HINT)
-            read = getattr(backend, "device_limits", None)  # the worker's: this process then imports no CuPy
-            if read is not None:  # (asked before prepare_ahead: it would wait behind the data)
-                read()
+            # the worker's limits: this process then imports no CuPy (asked before prepare_ahead: it would wait
+            # behind the data)
+            backend.device_limits()
             backend.tol = cfg.tol if call.early_stop else None
-            ahead = getattr(backend, "prepare_ahead", None)
-            if ahead is not None and space.kernel is not None:  # the point's data while the sweep plans
+            if space.kernel is not None:  # the point's data while the sweep plans
                 from autotune.sweep.runner import kind_scalars
 
-                ahead(space.kind, cfg.points[0], space.kernel.convention, kind_scalars(space.kind, cfg))
+                backend.prepare_ahead(space.kind, cfg.points[0], space.kernel.convention, kind_scalars(space.kind, cfg))
         phase("backend_ready")
         try:
             summary = sweep_into(cfg, store, backend, reporter)
@@ -207,7 +206,7 @@ def _sweep(
         "planned": reporter.planned,
         "sweep_s": summary.seconds,
         "first_measurement_s": summary.first_measurement_s,
-        "startup": dict(getattr(backend, "timeline", {})),
+        "startup": dict(backend.timeline),
         "phases": phases,
     }
     return results, env

@@ -145,15 +145,15 @@ def run_sweep(
 ) -> SweepSummary:
     """Run (or resume) the sweep `cfg` into `store`. Ctrl-C ends it cleanly with status `interrupted`."""
     start = time.monotonic()
-    if cfg.budget_s is not None and hasattr(backend, "deadline"):  # a GPU backend cancels its compiles then
-        backend.deadline = start + cfg.budget_s  # type: ignore[attr-defined]
-    warm = getattr(backend, "start", None)
-    if warm is not None:  # a GPU backend starts its processes while the spaces are generated
-        warm()
+    if cfg.budget_s is not None:  # a GPU backend cancels its compiles then
+        backend.deadline = start + cfg.budget_s
+    backend.start()  # a GPU backend starts its processes while the spaces are generated
     plans = plan_sweep(cfg, limits)
     recorded = [plan.space for plan in plans if plan.space.kernel is None]
-    # only a replay (its own backend, or Dask's workers replaying) answers a space without a kernel
-    if recorded and not hasattr(getattr(backend, "executor", backend), "recorded_pairs"):
+    held = backend.recorded_pairs()
+    # only a replay (its own backend, or Dask's workers replaying), which names its pairs, answers a space without a
+    # kernel
+    if recorded and held is None:
         raise UserError(
             f"space {recorded[0].name} holds recorded measurements only (an imported Kernel Tuner cache): it has "
             "no kernel to measure",
@@ -174,10 +174,8 @@ def run_sweep(
     store.notify = reporter.note  # a lost database connection is retried: its warning lines join the sweep's notes
     device_id = store.upsert_device(info)
     # an executor of several GPUs (Dask) names them all (`devices()`): each measurement is recorded on its own GPU
-    many = getattr(backend, "devices", None)
-    device_ids = list(dict.fromkeys([device_id, *(store.upsert_device(d) for d in (many() if many else []))]))
-    if hasattr(backend, "on_device"):  # a GPU that joins mid-sweep is recorded before its measurements
-        backend.on_device = store.upsert_device  # type: ignore[attr-defined]
+    device_ids = list(dict.fromkeys([device_id, *(store.upsert_device(d) for d in backend.devices())]))
+    backend.on_device = store.upsert_device  # a GPU that joins mid-sweep is recorded before its measurements
     software_id = store.upsert_software(info, __version__, git_commit())
     sweep_id = store.begin_sweep(
         SweepStart(
@@ -208,7 +206,7 @@ def run_sweep(
         store.upsert_points(points)
         device_key = info.name if len(siblings) > 1 else info.uuid  # the GPUs whose times count here
         _seed_best(store, backend, cfg, device_key, summary, {plan.space.kind.name: plan.space.kind for plan in plans})
-        plans = recorded_only(plans, backend, reporter, summary)
+        plans = recorded_only(plans, held, reporter, summary)
         total = sum(
             plan.point_pairs(cfg.search.budget if cfg.search.budget is not None else plan.limit(cfg))
             if per_point(cfg)
@@ -259,13 +257,11 @@ def run_sweep(
 
 
 def recorded_only(
-    plans: Sequence[SpacePlan], backend: Backend, reporter: Reporter, summary: SweepSummary
+    plans: Sequence[SpacePlan], held: set[tuple[str, TestPoint]] | None, reporter: Reporter, summary: SweepSummary
 ) -> list[SpacePlan]:
-    """The plans with only the pairs the backend can measure, where it names them (`Backend.recorded_pairs`: a
-    replay's recording), so no strategy spends its budget on a pair that cannot be measured; each space that loses
+    """The plans with only the pairs `held`, the backend can measure, where it names them (`Backend.recorded_pairs`:
+    a replay's recording), so no strategy spends its budget on a pair that cannot be measured; each space that loses
     pairs says how many, and they count as `not_recorded` in the summary."""
-    named = getattr(backend, "recorded_pairs", None)
-    held = named() if named is not None else None
     if held is None:
         return list(plans)
     out = []
@@ -350,11 +346,10 @@ def _seed_best(
     """Best verified times already in the database on this GPU (a resumed sweep) feed the early-stop rule;
     another GPU's times must not: on a slower GPU they would stop every instance early. Points of kinds this
     config does not sweep are left out."""
-    seed = getattr(backend, "seed_best", None)
     for p, (iid, ms) in store.best_times(device_uuid).items():
         summary.best[p] = (iid, ms)
-        if seed is not None and p.kind in kinds:
-            seed(p, kind_scalars(kinds[p.kind], cfg), ms)
+        if p.kind in kinds:
+            backend.seed_best(p, kind_scalars(kinds[p.kind], cfg), ms)
 
 
 def _sweep_space(
@@ -372,10 +367,9 @@ def _sweep_space(
     per-point option (cfg.search), searches each test point on its own (`_search_points`)."""
     space = plan.space
     space_id = store.upsert_space(space_record(space))
-    if hasattr(backend, "before_measure"):
-        backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)  # type: ignore[attr-defined]
-    if hasattr(backend, "after_abandon"):  # a pipelined backend's pair sent but not measured: its note goes
-        backend.after_abandon = lambda iid, p: store.unmark_inflight(sweep_id, iid, p)  # type: ignore[attr-defined]
+    backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)
+    # a pipelined backend's pair sent but not measured: its note goes
+    backend.after_abandon = lambda iid, p: store.unmark_inflight(sweep_id, iid, p)
     finished = {i.id for i, pts in plan.work.items() if all((i.id, p) in done for p in pts)} if done else set()
     streak = earlier_streak(store, space.name, finished, cfg.stop_after_failures)
     if streak.stopped:
@@ -469,9 +463,9 @@ def _search_points(
                 opts.sampler_options(),
                 start=_transfer(store, backend, space, point, searched, instances, opts.transfer),
             )
-            width = getattr(backend, "parallelism", None)  # an executor of several GPUs: asks that keep each busy
+            width = backend.parallelism()  # an executor of several GPUs: asks that keep each busy
             if width is not None and "batch" not in options:
-                options["batch"] = max(4, 2 * width())
+                options["batch"] = max(4, 2 * width)
             if opts.studies == "database":
                 name = study_name(cfg, space.name, point, backend.device_info().uuid)
                 options["study"] = (database_url(store.url, write=True), name)

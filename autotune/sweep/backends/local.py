@@ -68,7 +68,7 @@ from autotune.sweep.compile_pool import (
     request_what,
 )
 from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, resource_failure, screen_options
-from autotune.sweep.backends.base import Job
+from autotune.sweep.backends.base import Backend, Job
 from autotune.sweep.nvcc import find_nvcc
 from autotune.space.kt_semantics import split_unroll
 from autotune.errors import UserError
@@ -146,7 +146,7 @@ class _Sent:
     answer: tuple[str, Any] | None = None  # read early (`_settle`), when another request needed the pipe
 
 
-class GpuBackend:
+class GpuBackend(Backend):
     """`autotune.sweep.backends.base.Backend` on the local GPU (see the module docstring)."""
 
     def __init__(
