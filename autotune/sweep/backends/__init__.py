@@ -16,8 +16,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
-from autotune.errors import UserError
-
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.sweep.backends.base import Backend, Job
 
@@ -50,6 +48,10 @@ def backend_names() -> dict[str, str]:
 def backend_factory(name: str) -> Callable[..., Any]:
     """The class or function registered as `name` (or given as "module:callable"), imported only now. UserError when
     the name or its target cannot be found."""
+    from autotune.errors import (
+        UserError,
+    )  # (here: the GPU worker's entry imports this package, the standard library only)
+
     target = BACKENDS.get(name) or backend_names().get(name) or (name if ":" in name else None)
     if target is None:
         raise UserError(
@@ -75,6 +77,7 @@ def make_backend(name: str, **options: Any) -> Backend:
     """The backend `name`, built as `factory(**options)` (the built-ins: `gpu` takes `tol`, `device`, `hint`; `replay`
     takes `url`, `device`; `dask` takes `replay`, `tol`, `gpus`, `scheduler`). UserError as `backend_factory`, or when
     what it builds is not a `Backend`."""
+    from autotune.errors import UserError
     from autotune.sweep.backends.base import Backend
 
     built = backend_factory(name)(**options)
