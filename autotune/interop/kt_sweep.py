@@ -223,9 +223,9 @@ def _planned(cfg: SweepConfig) -> set[Instance]:
 def stopped(
     store: Store, space: str, point: TestPoint, device_uuid: str, limit: int, kernel_name: str
 ) -> Stopped | None:
-    """The systematic failure the sweep stopped the space on (`autotune.sweep.failstop`), or None: read back from
+    """The systematic failure the sweep stopped the space on (`autotune.sweep.compile.failstop`), or None: read back from
     the database, so a call resumed on a database that stopped before says it too."""
-    from autotune.sweep.failstop import earlier_streak
+    from autotune.sweep.compile.failstop import earlier_streak
 
     measured = {iid for iid, p in store.done_pairs(store.device_id(device_uuid)) if p == point}
     streak = earlier_streak(store, space, measured, limit)

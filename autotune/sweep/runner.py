@@ -31,7 +31,7 @@ from autotune.space.spec import Space
 from autotune.store.engine import database_url
 from autotune.store.store import Store
 from autotune.sweep.strategies import Strategy, make_strategy, strategy_class
-from autotune.sweep.failstop import FailureStreak, earlier_streak
+from autotune.sweep.compile.failstop import FailureStreak, earlier_streak
 from autotune.sweep.plan import SpacePlan, plan_sweep
 
 # Instances handed to the backend at once: enough that its compile pool (one NVRTC call per couple of
@@ -140,7 +140,7 @@ def git_commit() -> str | None:
 
 def space_record(space: Space) -> SpaceRecord:
     """The space's version as stored: its YAML, the kernel source and the local headers it includes, its kind."""
-    from autotune.sweep.compile import local_headers
+    from autotune.sweep.compile.nvrtc import local_headers
 
     if space.kernel is None:  # recorded measurements only (an imported cache, replayed): no source
         return SpaceRecord(

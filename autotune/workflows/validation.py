@@ -157,7 +157,7 @@ def table_workload(path: Path | None, kind: Any, spaces: list[Path]) -> Any:
     """--workload, which must be of the table's kind (a CSV workload reads the kind from --space)."""
     if path is None:
         return None
-    from autotune.sweep.workload_files import load_workload
+    from autotune.sweep.workloads.workload_files import load_workload
 
     space = next((p for p in spaces if path.suffix.lower() == ".csv"), None)
     wl = load_workload(path, space=space)

@@ -41,7 +41,7 @@ class GpuExecutor:
 
         from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend
 
-        from autotune.sweep.compile_pool import env_workers
+        from autotune.sweep.compile.compile_pool import env_workers
 
         n = self.compile_workers or env_workers() or max(1, (os.cpu_count() or 2) // max(1, self.per_host) - 1)
         return GpuBackend(
