@@ -14,7 +14,7 @@ import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Protocol, Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -33,6 +33,9 @@ from autotune.store.store import Store
 from autotune.sweep.strategies import Strategy, make_strategy, strategy_class
 from autotune.sweep.compile.failstop import FailureStreak, earlier_streak
 from autotune.sweep.plan import SpacePlan, plan_sweep
+
+if TYPE_CHECKING:
+    from autotune.sweep.strategies.options import StopRule
 
 # Instances handed to the backend at once: enough that its compile pool (one NVRTC call per couple of
 # instances, every core busy) stays ahead of the GPU; the pipeline drains once per batch.
@@ -407,19 +410,46 @@ def _sweep_space(run: Run, plan: SpacePlan) -> bool:
     )
     # the strategy sees every instance, so a random sample is the same one when a sweep resumes
     strategy = make_strategy(cfg.strategy, list(todo), plan.limit(cfg), cfg.seed)
+    return _search(run, at, todo, strategy, _growing(strategy)) is not False
+
+
+def _growing(strategy: Strategy) -> Iterator[int]:
+    """ASK_BATCH instances at a time; a streaming strategy's batches grow (fewer pauses while a batch's last compiles
+    finish, `Strategy.streams`)."""
     ask = ASK_BATCH
     while True:
+        yield ask
+        if strategy.streams:
+            ask *= STREAM_GROWTH
+
+
+def _search(
+    run: Run,
+    at: SpaceAt,
+    todo: dict[Instance, tuple[TestPoint, ...]],
+    strategy: Strategy,
+    sizes: Iterator[int],
+    recorded: Mapping[str, list[Measurement]] | None = None,
+    told: Callable[[list[Measurement]], None] | None = None,
+) -> bool | None:
+    """Ask `strategy` for batches of the next of `sizes` instances and measure them (`_measure`), until it proposes
+    none or `sizes` ends (None); False when the time budget ran out, True when the space stopped on a failure
+    streak. `told` sees each instance's measurements (a per-point StopRule)."""
+    for size in sizes:
         if run.out_of_time():
             return False
-        proposed = strategy.ask(ask)
-        if strategy.streams:  # larger batches, fewer pauses while a batch's last compiles finish (Strategy.streams)
-            ask *= STREAM_GROWTH
+        proposed = strategy.ask(size)
         if not proposed:
-            return True
-        if _measure(run, at, todo, proposed, strategy) is None:
+            return None
+        results = _measure(run, at, todo, proposed, strategy, recorded)
+        if results is None:
             return not run.out_of_time()
         if at.streak.stopped:
             return True
+        if told is not None:
+            for ms in results.values():
+                told(ms)
+    return None
 
 
 def per_point(cfg: SweepConfig) -> bool:
@@ -468,22 +498,18 @@ def _search_points(run: Run, plan: SpacePlan, at: SpaceAt) -> bool:
             best[1] if best else None,
         )
         searched.append(point)
-        while not stop.done:
-            if run.out_of_time():
-                return False
-            proposed = strategy.ask(stop.batch(ASK_BATCH))
-            if not proposed:
-                break
-            results = _measure(run, at, todo, proposed, strategy, recorded)
-            if results is None:
-                return not run.out_of_time()
-            if at.streak.stopped:
-                return True
-            for ms in results.values():
-                stop.tell(ms)
+        ended = _search(run, at, todo, strategy, _batches(stop), recorded, stop.tell)
+        if ended is not None:  # out of time (False) or the space stopped (True)
+            return ended
         if stop.reason:
             reporter.note(f"{space.name} at {point.key}: stopped, {stop.reason}")
     return True
+
+
+def _batches(stop: StopRule) -> Iterator[int]:
+    """A per-point search's batch sizes, until its StopRule says it is done."""
+    while not stop.done:
+        yield stop.batch(ASK_BATCH)
 
 
 def study_name(cfg: SweepConfig, space: str, point: TestPoint, device_uuid: str) -> str:
