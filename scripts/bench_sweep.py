@@ -990,7 +990,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _git() -> str | None:
-    from autotune.sweep.runner import git_commit
+    from autotune.sweep.provenance import git_commit
 
     return git_commit()
 

@@ -10,7 +10,6 @@ the measurement in flight.
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Protocol, Sequenc
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from autotune import __version__, paths, stopping
+from autotune import __version__, stopping
 from autotune.sweep.config import ALL_INSTANCES, SweepConfig
 from autotune.devices import DeviceLimits, get_device
 from autotune.errors import UserError
@@ -26,13 +25,14 @@ from autotune.problems.base import ProblemKind
 from autotune.space.instance import Instance
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.sweep.backends.base import Backend, Job, not_recorded
-from autotune.store.schema import SpaceRecord, SweepStart
+from autotune.store.schema import SweepStart
 from autotune.space.spec import Space
 from autotune.store.engine import database_url
 from autotune.store.store import Store
 from autotune.sweep.strategies import Strategy, make_strategy, strategy_class
 from autotune.sweep.compile.failstop import FailureStreak, earlier_streak
 from autotune.sweep.plan import SpacePlan, plan_sweep
+from autotune.sweep.provenance import git_commit, space_record
 
 if TYPE_CHECKING:
     from autotune.sweep.strategies.options import StopRule
@@ -124,51 +124,6 @@ class SpaceAt:
     space: Space
     space_id: int
     streak: FailureStreak
-
-
-def git_commit() -> str | None:
-    """The project's commit; AUTOTUNE_GIT_COMMIT names it where the tree was copied without .git."""
-    import os
-
-    if os.environ.get("AUTOTUNE_GIT_COMMIT"):
-        return os.environ["AUTOTUNE_GIT_COMMIT"]
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(paths.ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
-        )
-        return out.stdout.strip() or None if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def space_record(space: Space) -> SpaceRecord:
-    """The space's version as stored: its YAML, the kernel source and the local headers it includes, its kind."""
-    from autotune.sweep.compile.nvrtc import local_headers
-
-    if space.kernel is None:  # recorded measurements only (an imported cache, replayed): no source
-        return SpaceRecord(
-            name=space.name,
-            yaml_path=str(space.path),
-            yaml_text=space.path.read_text(),
-            source_path="",
-            source_text="",
-            kind=space.kind.name,
-            headers={},
-            problem=space.kind.describe(),
-        )
-    source = space.kernel.source_path
-    text = source.read_text()
-    headers = local_headers(text, (source.parent, paths.KERNELS_DIR))
-    return SpaceRecord(
-        name=space.name,
-        yaml_path=str(space.path),
-        yaml_text=space.path.read_text(),
-        source_path=space.kernel.source,
-        source_text=text,
-        kind=space.kind.name,
-        headers=headers,
-        problem=space.kind.describe(),
-    )
 
 
 def kind_scalars(kind: ProblemKind, cfg: SweepConfig) -> dict[str, float]:

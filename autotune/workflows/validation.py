@@ -124,7 +124,7 @@ def _provenance(
     """validation_summary.json's provenance: the user's files, never a temporary copy; relative to the repository
     inside it (given_paths). The caller fills what the None values hold a place for."""
     from autotune.dispatch.given_paths import recorded_name
-    from autotune.sweep.runner import git_commit
+    from autotune.sweep.provenance import git_commit
 
     prov = table.provenance
     return {
