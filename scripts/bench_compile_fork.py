@@ -45,7 +45,7 @@ KERNELS = {
 
 def one_way(way: str, kernel: str, n: int, arch: int | None = None) -> list[float]:
     sys.path.insert(0, str(ROOT))
-    from autotune.sweep import compile as c
+    from autotune.sweep.compile import nvrtc as c
 
     if way == "pool":
         return pool_way(kernel, n, arch or _arch())
@@ -73,8 +73,8 @@ def pool_way(kernel: str, n: int, arch: int) -> list[float]:
     import multiprocessing as mp
     import tempfile
 
-    from autotune.sweep.compile import CompileRequest, compile_batch, warm_compile_process
-    from autotune.sweep.compile_pool import CompilePool
+    from autotune.sweep.compile.nvrtc import CompileRequest, compile_batch, warm_compile_process
+    from autotune.sweep.compile.compile_pool import CompilePool
 
     file, name, defines = KERNELS[kernel]
     out = []

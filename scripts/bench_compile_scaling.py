@@ -39,7 +39,7 @@ threads a block); `whole`, the issue's 7,296 (scripts/bench_compile_bound.py: ti
     python3 scripts/bench_compile_scaling.py --twins          # here: configurations whose code is another's (cpp)
 
 `--twins` keys each configuration's program as the sweep does with `AUTOTUNE_COMPILE_TWINS=1`
-(`autotune.sweep.twins.twin_key`: the C preprocessor, `cpp -P`, with its defines) and counts the distinct programs: a
+(`autotune.sweep.compile.twins.twin_key`: the C preprocessor, `cpp -P`, with its defines) and counts the distinct programs: a
 configuration whose key equals an earlier one's in the enumeration order compiles the same program.
 """
 
@@ -121,7 +121,7 @@ def summarize(times: dict[int, list[float | None]], walls: dict[int, float]) -> 
 def requests(configs: list[dict[str, int]], arch: int, options: tuple[str, ...] | None = None) -> list[Any]:
     """One CompileRequest per configuration: the kernel file, `options` (default: the sweep's own), then its
     parameters as -D options (as `tune_kernel` does)."""
-    from autotune.sweep.compile import DEFAULT_OPTIONS, CompileRequest
+    from autotune.sweep.compile.nvrtc import DEFAULT_OPTIONS, CompileRequest
 
     base = DEFAULT_OPTIONS if options is None else options
     return [
@@ -135,8 +135,8 @@ def ours(reqs: list[Any], procs: int) -> tuple[list[float | None], float, int]:
     seconds per request, None where it has none; the wall from the first submit; failures)."""
     import multiprocessing as mp
 
-    from autotune.sweep.compile import COMPILE_CACHE_ENV, cold_cache_env, compile_batch, warm_compile_process
-    from autotune.sweep.compile_pool import CompilePool
+    from autotune.sweep.compile.nvrtc import COMPILE_CACHE_ENV, cold_cache_env, compile_batch, warm_compile_process
+    from autotune.sweep.compile.compile_pool import CompilePool
 
     with tempfile.TemporaryDirectory(prefix="autotune-scaling-") as tmp:
         env = cold_cache_env(Path(tmp))
@@ -186,12 +186,12 @@ def kt_way(configs: list[dict[str, int]]) -> list[float]:
 
 
 def twins(configs: list[dict[str, int]], cpp: str = "cpp") -> list[bool]:
-    """For each configuration, in order: whether its program (the sweep's own twin key, `autotune.sweep.twins`: the
+    """For each configuration, in order: whether its program (the sweep's own twin key, `autotune.sweep.compile.twins`: the
     preprocessed kernel, its name, the sweep's options, sm_90) equals an earlier configuration's."""
     import shutil
 
-    from autotune.sweep.compile import DEFAULT_OPTIONS
-    from autotune.sweep.twins import twin_key
+    from autotune.sweep.compile.nvrtc import DEFAULT_OPTIONS
+    from autotune.sweep.compile.twins import twin_key
 
     found = shutil.which(cpp)
     if found is None:
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if (why := no_gpu_reason()) is not None:
         raise SystemExit(f"error: {Path(__file__).name} measures on a GPU and {why}")
-    from autotune.sweep.compile import cold_cache_env
+    from autotune.sweep.compile.nvrtc import cold_cache_env
 
     os.environ.update(cold_cache_env(Path(tempfile.mkdtemp(prefix="autotune-scaling-"))))  # before CUDA starts here
     if a.arch is None:

@@ -415,7 +415,7 @@ def random_order(kw: dict[str, Any]) -> dict[str, Any]:
 def run_side(python: str, case: Case, side: str, cap: float, base: Path, log_dir: Path, order: str = "script") -> Run:
     work = Path(tempfile.mkdtemp(prefix=f"{case.name}_{side}_", dir=base))
     sys.path.insert(0, str(ROOT))
-    from autotune.sweep.compile import cold_cache_env
+    from autotune.sweep.compile.nvrtc import cold_cache_env
 
     env = dict(
         os.environ,

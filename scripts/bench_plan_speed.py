@@ -95,53 +95,57 @@ def capture_call(name: str, work: Path) -> tuple[tuple, dict[str, Any]]:
     return got["args"], got["kw"]
 
 
-class StopAtSubmit:
-    """A GPU backend's start-up, up to the first compile submission: binds each job as GpuBackend.run does."""
+def stop_at_submit() -> Any:
+    """A backend that stops at the first compile submission (`StopAtSubmit`); its class is made at the first call, so
+    that the base class (the space machinery, NumPy) is imported within the timed call, as a real sweep imports it."""
+    from autotune.sweep.backends.base import Backend
 
-    tol = None
+    class StopAtSubmit(Backend):
+        """A GPU backend's start-up, up to the first compile submission: binds each job as GpuBackend.run does."""
 
-    def __init__(self) -> None:
-        self.submitted_at: float | None = None
-        self.first_batch: list[tuple[str, tuple]] = []
+        tol = None
 
-    def start(self) -> None:
-        pass
+        def __init__(self) -> None:
+            self.submitted_at: float | None = None
+            self.first_batch: list[tuple[str, tuple]] = []
 
-    def ready(self, hint: str = "") -> None:
-        pass
+        def ready(self, hint: str = "") -> None:
+            pass
 
-    def device_info(self) -> Any:
-        from autotune.vocab import DeviceInfo
+        def device_info(self) -> Any:
+            from autotune.vocab import DeviceInfo
 
-        return DeviceInfo(
-            name="NVIDIA H100 80GB HBM3",
-            uuid="GPU-bench-plan",
-            sm_count=132,
-            cc=90,
-            sm_clock_mhz=None,
-            mem_clock_mhz=None,
-            l2_bytes=50 << 20,
-            copy_bandwidth=3e12,
-            driver="0",
-            cuda_runtime="0",
-            nvrtc="0",
-            cupy="0",
-            free_bytes=80 << 30,
-        )
+            return DeviceInfo(
+                name="NVIDIA H100 80GB HBM3",
+                uuid="GPU-bench-plan",
+                sm_count=132,
+                cc=90,
+                sm_clock_mhz=None,
+                mem_clock_mhz=None,
+                l2_bytes=50 << 20,
+                copy_bandwidth=3e12,
+                driver="0",
+                cuda_runtime="0",
+                nvrtc="0",
+                cupy="0",
+                free_bytes=80 << 30,
+            )
 
-    def run(self, jobs: Sequence[Any]) -> Any:
-        from autotune.sweep.backends.local import task_of
+        def run(self, jobs: Sequence[Any]) -> Any:
+            from autotune.sweep.backends.local import task_of
 
-        tasks = [task_of(j) for j in jobs]
-        self.submitted_at = time.perf_counter()
-        self.first_batch = [(t.instance_id, tuple(v.defines for v in t.variants)) for t in tasks]
-        raise FirstSubmit
+            tasks = [task_of(j) for j in jobs]
+            self.submitted_at = time.perf_counter()
+            self.first_batch = [(t.instance_id, tuple(v.defines for v in t.variants)) for t in tasks]
+            raise FirstSubmit
 
-    def baseline(self, *a: Any) -> Any:
-        raise AssertionError("not reached")
+        def baseline(self, *a: Any) -> Any:
+            raise AssertionError("not reached")
 
-    def close(self) -> None:
-        pass
+        def close(self) -> None:
+            pass
+
+    return StopAtSubmit()
 
 
 def plan_digest(plans: Sequence[Any]) -> str:
@@ -182,7 +186,6 @@ def run_kt(name: str, args: tuple, kw: dict[str, Any], work: Path) -> dict[str, 
     import autotune.interop.kt_sweep as attempt
     import autotune.interop.tune_kernel as facade
 
-    backend = StopAtSubmit()
     saved = attempt._gpu_backend
     attempt._gpu_backend = lambda device, tol: backend  # type: ignore[assignment]
     folder = work / "space"
@@ -198,6 +201,7 @@ def run_kt(name: str, args: tuple, kw: dict[str, Any], work: Path) -> dict[str, 
 
     attempt._sweep = sweep  # type: ignore[assignment]
     t0 = time.perf_counter()
+    backend = stop_at_submit()  # (within the timed call: its base class's imports are the call's)
     try:
         with _Plans() as plans:
             facade.tune_kernel(*args, **{**kw, "quiet": True, "verbose": False}, space_dir=str(folder))
@@ -224,7 +228,7 @@ def run_config(path: str, work: Path) -> dict[str, Any]:
 
     db = work / "bench.sqlite"
     db.unlink(missing_ok=True)
-    backend = StopAtSubmit()
+    backend = stop_at_submit()
     t0 = time.perf_counter()
     cfg = load_config(path)
     with Store.open(f"sqlite:///{db}") as store, _Plans() as plans:

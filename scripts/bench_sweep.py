@@ -48,7 +48,7 @@ from typing import Any, Sequence
 
 from autotune.problems.gemm import gemm_point
 from autotune import __version__, paths
-from autotune.sweep.compile import COMPILE_CACHE_ENV, cold_cache_env
+from autotune.sweep.compile.nvrtc import COMPILE_CACHE_ENV, cold_cache_env
 from autotune.sweep.config import SweepConfig, parse_config
 from autotune.space.instance import Instance
 from autotune.vocab import Measurement, Status, TestPoint
@@ -990,7 +990,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _git() -> str | None:
-    from autotune.sweep.runner import git_commit
+    from autotune.sweep.provenance import git_commit
 
     return git_commit()
 

@@ -2,7 +2,7 @@
 """Device harness for the tensor-core HGEMM families (hgemm_wmma, hgemm_small_tc, hgemm_mma, hgemm_flat_tc,
 hgemm_stream).
 
-Compiles a few instances of each family with the runner's compiler (autotune.sweep.compile, on-disk cache), checks
+Compiles a few instances of each family with the runner's compiler (autotune.sweep.compile.nvrtc, on-disk cache), checks
 them against the package's float64 reference (NaN-poisoned C, alpha/beta not 0/1, every n from 1 to 33, rectangular
 and unpacked shapes, batch > 65,535), then measures them at square sizes through GpuBackend (the sweep's
 verification and timing) next to its cuBLAS baseline and prints roofline fractions.
@@ -28,7 +28,7 @@ from autotune.problems.gemm.verify import matrix_errors, reference_batch
 from autotune.space.instance import Instance
 from autotune.space.spec import load_space
 from autotune.sweep.backends.base import Job
-from autotune.sweep.compile import CompileRequest, compile_all, cuda_include_dir
+from autotune.sweep.compile.nvrtc import CompileRequest, compile_all, cuda_include_dir
 from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend
 from autotune.sweep.backends.gpu_worker import LoadedKernels, allow_dynamic_shared
 from autotune.vocab import Status

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Device-side check of the SIMT GEMM kernels (kernels_src/gemm_batched.cuh, kernels_src/gemm_small.cuh).
 
-Compiles a few instances of every family with the runner's compiler (autotune.sweep.compile, name expressions
+Compiles a few instances of every family with the runner's compiler (autotune.sweep.compile.nvrtc, name expressions
 from the space files), runs them on problems chosen to break a kernel (sizes the tile does not divide, leading
 dimensions above the matrix with NaN in the padding, alpha and beta other than 0 and 1, NaN-poisoned C when
 beta == 0, batch counts above 65,535, uniform and Gaussian vbatched sizes), compares with the package's float64
@@ -158,10 +158,10 @@ class Outcome:
 
 def compile_modules(cases: list) -> dict[str, object]:
     """{source file: LoadedKernels} holding every name expression the cases need, compiled one per NVRTC call in
-    a process pool through the runner's compiler and on-disk cache (autotune.sweep.compile)."""
+    a process pool through the runner's compiler and on-disk cache (autotune.sweep.compile.nvrtc)."""
     import cupy as cp
 
-    from autotune.sweep.compile import CompileRequest, compile_all
+    from autotune.sweep.compile.nvrtc import CompileRequest, compile_all
     from autotune.sweep.backends.local import DEFAULT_CACHE_DIR
     from autotune.sweep.backends.gpu_worker import LoadedKernels
 

@@ -4,7 +4,7 @@
     python3 scripts/check_tsm2.py --out DIR [--m 20480] [--reps 30] [--deadline-s 240]
 
 1. Measures the copy bandwidth (1 GiB device-to-device copy, read + write bytes, median of 20).
-2. Compiles a set of TSM2 instances per (precision, n) with the runner's compiler (autotune.sweep.compile): the
+2. Compiles a set of TSM2 instances per (precision, n) with the runner's compiler (autotune.sweep.compile.nvrtc): the
    paper's configuration (t1 = 128, t2 = n, t3 = 4), the analytical model's pick
    (autotune/problems/gemm/tsm2_model.py) and a small grid over T1, KS, T3, RPT.
 3. Checks every instance on a small problem the tiles do not divide (alpha, beta not 0/1, lda > m,
@@ -32,7 +32,7 @@ import numpy as np
 from autotune.problems.gemm.data import strided_args
 from autotune.problems.gemm.tsm2_model import ModelDevice, choose_ism2, choose_tsm2
 from autotune.problems.gemm.verify import matrix_errors, reference_batch
-from autotune.sweep.compile import CompileRequest, compile_all
+from autotune.sweep.compile.nvrtc import CompileRequest, compile_all
 from autotune.sweep.backends.local import DEFAULT_CACHE_DIR
 from autotune.sweep.backends.gpu_worker import LoadedKernels
 from autotune.sweep.timing import Timer, TimingPlan, copy_bandwidth, summarize

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from autotune.problems.gemm import GEMM, gemm_point
 from autotune import paths
-from autotune.sweep.compile import CompileCache, CompileRequest, compile_batch
+from autotune.sweep.compile.nvrtc import CompileCache, CompileRequest, compile_batch
 from autotune.devices import get_device
 from autotune.space.generator import generate
 from autotune.vocab import Measurement

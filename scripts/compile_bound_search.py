@@ -55,7 +55,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from autotune.sweep.compile import cold_cache_env  # noqa: E402 - the repository's own package, by path
+from autotune.sweep.compile.nvrtc import cold_cache_env  # noqa: E402 - the repository's own package, by path
 
 CASE_DIR = ROOT / "tests" / "data" / "kt_public"
 SCRIPT, ENTRY, FILES = "convolution_correct.py", "tune", ("convolution.cu",)

@@ -17,7 +17,7 @@ For each case where our call stopped at the cap (not every configuration measure
 Where the run recorded what each compile process did (`runs.ours.compile_profile`, bench_kt_switch.py since
 this change), a second table splits the capacity over the same span: `absent` (processes not started yet:
 the pool grows from 4), `starting` (spawned, not ready), `compiling` (calls answered: compiled or failed),
-`deferred` (calls that answered "later": a twin waiting, `autotune.sweep.twins`), `cut` (compiles killed at the end
+`deferred` (calls that answered "later": a twin waiting, `autotune.sweep.compile.twins`), `cut` (compiles killed at the end
 or past their limit, or dead), `idle` (ready, no call).
 
 The bound assumes every compile process busy from the first submit to the end and the configurations after the last

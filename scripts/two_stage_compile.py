@@ -11,7 +11,7 @@ CuPy as in scripts/bench_compile_bound.py (atol 1e-3).
 Two stages, each `autotune.kernel_tuner.tune_kernel` over the whole space in a fresh process with a fresh compile
 cache and database (a stage stops at --fast-limit / --full-limit seconds; the report says how much it covered):
 
-* fast: every instance built with AUTOTUNE_COMPILE_SCREEN=1 (NVRTC `--Ofast-compile=max`, autotune/sweep/compile.py
+* fast: every instance built with AUTOTUNE_COMPILE_SCREEN=1 (NVRTC `--Ofast-compile=max`, autotune/sweep/compile/nvrtc.py
   SCREEN_DEFAULT), compiled, verified and timed;
 * full: every instance built as a sweep builds it by default.
 
@@ -42,7 +42,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from autotune.sweep.compile import cold_cache_env  # noqa: E402 - the repository's own package, by path
+from autotune.sweep.compile.nvrtc import cold_cache_env  # noqa: E402 - the repository's own package, by path
 
 FILTER = (17, 17)  # the filter of scripts/bench_compile_bound.py, whose kernel, image and data this script uses
 KEYS = ("filter_width", "filter_height", "block_size_x", "block_size_y", "tile_size_x", "tile_size_y")

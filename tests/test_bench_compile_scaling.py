@@ -97,7 +97,7 @@ def test_cold_cache_env_names_every_compile_cache(tmp_path: Path) -> None:
     """A benchmark's cold compiles: autotune's compile cache, CuPy's and the CUDA driver's compute cache (where
     NVRTC's ptxas step is served again: 2.70 s cold, 0.21 s again on an H100 host), each under the folder given."""
     from autotune.sweep.backends.local import DEFAULT_CACHE_DIR  # noqa: F401 - the backend reads the same variable
-    from autotune.sweep.compile import COMPILE_CACHE_ENV, cold_cache_env
+    from autotune.sweep.compile.nvrtc import COMPILE_CACHE_ENV, cold_cache_env
 
     env = cold_cache_env(tmp_path)
     assert set(env) == {COMPILE_CACHE_ENV, "CUPY_CACHE_DIR", "CUDA_CACHE_PATH"}

@@ -25,7 +25,7 @@ from autotune.sweep.timing import (
     summarize,
     warmup_count,
 )
-from autotune.sweep.compile import (
+from autotune.sweep.compile.nvrtc import (
     CompileCache,
     CompiledKernel,
     arch_option,
@@ -254,7 +254,7 @@ def test_pool_processes_ignore_ctrl_c():
     import time
     from concurrent.futures import ProcessPoolExecutor
 
-    from autotune.sweep.compile import ignore_sigint
+    from autotune.sweep.compile.nvrtc import ignore_sigint
 
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=ignore_sigint) as pool:
         pid = pool.submit(_pid).result(timeout=60)  # the initializer has run in this process

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.sweep.compile import SUPERVISED_ENV, TIMEOUT_ERROR, CompileFailed, CompileTimeout, supervised
-from autotune.sweep.compile_pool import CompilePool
+from autotune.sweep.compile.nvrtc import SUPERVISED_ENV, TIMEOUT_ERROR, CompileFailed, CompileTimeout, supervised
+from autotune.sweep.compile.compile_pool import CompilePool
 from tests.support.pool_calls import die, env_of, fail, pid_after, sleep_then
 
 
@@ -107,7 +107,7 @@ def test_the_backend_records_a_compile_past_its_limit_and_caches_nothing(
 
 
 def test_only_an_unsupervised_process_forks_a_compile_for_its_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    from autotune.sweep.compile import with_time_limit
+    from autotune.sweep.compile.nvrtc import with_time_limit
 
     monkeypatch.delenv(SUPERVISED_ENV, raising=False)
     assert with_time_limit(os.getpid, 30, "x") != os.getpid()  # a forked child (another pool, a script)
@@ -129,7 +129,7 @@ def test_the_pools_processes_do_not_rerun_the_users_script(tmp_path: Path) -> No
     script.write_text(
         "import os, pathlib, multiprocessing as mp\n"
         f"pathlib.Path({str(marks)!r}, str(os.getpid())).touch()\n"
-        "from autotune.sweep.compile_pool import CompilePool\n"
+        "from autotune.sweep.compile.compile_pool import CompilePool\n"
         "pool = CompilePool(2, mp.get_context('spawn'))\n"
         "print(sorted(pool.submit(os.getpid).result(timeout=120) for _ in range(2)))\n"
         "pool.shutdown()\n"

@@ -1,5 +1,5 @@
 """A compile pool that starts with fewer processes than it may have starts the rest once a call waits in its queue
-(autotune/sweep/compile_pool.py, `initial`, GROW_AFTER_S), and never when its calls do not wait; calls go only to
+(autotune/sweep/compile/compile_pool.py, `initial`, GROW_AFTER_S), and never when its calls do not wait; calls go only to
 processes that are ready, and processes that die while starting neither hold calls nor respawn forever."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import functools
 
 import pytest
 
-from autotune.sweep.compile import CompileFailed
-from autotune.sweep.compile_pool import GROW_AFTER_S, CompilePool
+from autotune.sweep.compile.nvrtc import CompileFailed
+from autotune.sweep.compile.compile_pool import GROW_AFTER_S, CompilePool
 from tests.support.pool_calls import die_at_start_if, pid_after, slow_start_if
 
 

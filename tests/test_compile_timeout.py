@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autotune.errors import UserError
-from autotune.sweep.compile import (
+from autotune.sweep.compile.nvrtc import (
     TIMEOUT_ERROR,
     CompileFailed,
     CompileTimeout,
@@ -69,7 +69,7 @@ def test_an_nvcc_compile_past_its_limit_is_recorded_and_not_cached(tmp_path: Pat
 
 def test_screening_options_are_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     from autotune.sweep.backends.local import GpuBackend
-    from autotune.sweep.compile import DEFAULT_OPTIONS, screen_options
+    from autotune.sweep.compile.nvrtc import DEFAULT_OPTIONS, screen_options
 
     monkeypatch.delenv("AUTOTUNE_COMPILE_SCREEN", raising=False)
     assert screen_options() == () and GpuBackend().options == DEFAULT_OPTIONS
@@ -82,7 +82,7 @@ def test_a_shared_memory_failure_turns_the_precheck_on_for_its_kernel_file(tmp_p
     from concurrent.futures import Future
 
     from autotune.sweep.backends.local import GpuBackend
-    from autotune.sweep.compile import CompiledKernel, CompileRequest, resource_failure
+    from autotune.sweep.compile.nvrtc import CompiledKernel, CompileRequest, resource_failure
 
     log = "ptxas error   : Entry function '_Z3bigILi20000EEvPf' uses too much shared data (0x13880 bytes, 0xc000 max)"
     assert resource_failure(log) and not resource_failure("error: identifier x is undefined")

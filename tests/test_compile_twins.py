@@ -1,4 +1,4 @@
-"""Compile each distinct program once at a time (`autotune.sweep.twins`): a configuration whose defines give the
+"""Compile each distinct program once at a time (`autotune.sweep.compile.twins`): a configuration whose defines give the
 program of one compiling now waits for it. Here without NVRTC: the key with the real C preprocessor, the policy, the
 locks with real processes, the compile pool's `Later`, and `compile_batch`'s flow with a stand-in compiler
 (tests/gpu/test_twins_gpu.py runs the real NVRTC in a sweep)."""
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from autotune.sweep import compile as comp
-from autotune.sweep import twins
-from autotune.sweep.compile import CompileFailed, CompileRequest, compile_batch, compile_batch_deferring
-from autotune.sweep.compile_pool import CompilePool
-from autotune.sweep.twins import Later, TwinLocks, TwinPolicy, twin_key
+from autotune.sweep.compile import nvrtc as comp
+from autotune.sweep.compile import twins
+from autotune.sweep.compile.nvrtc import CompileFailed, CompileRequest, compile_batch, compile_batch_deferring
+from autotune.sweep.compile.compile_pool import CompilePool
+from autotune.sweep.compile.twins import Later, TwinLocks, TwinPolicy, twin_key
 from tests.support.pool_calls import later_then, sleep_then
 
 needs_cpp = pytest.mark.skipif(twins.find_cpp() is None, reason="no C preprocessor (cpp) here")

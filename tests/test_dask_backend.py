@@ -212,7 +212,7 @@ def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path
     from autotune.space.generator import generate
     from autotune.space.spec import load_space
     from autotune.sweep.backends.local import GpuBackend, task_of
-    from autotune.sweep.compile import compile_batch
+    from autotune.sweep.compile.nvrtc import compile_batch
     from tests.test_nvcc_compile import SPACE
 
     (tmp_path / "fill.cu").write_text(

@@ -10,8 +10,8 @@ import pytest
 
 from autotune.errors import UserError
 from autotune.sweep.backends.dask_compile import CompilePool, PoolFailed, pool_size
-from autotune.sweep.compile import CompileRequest
-from autotune.sweep.nvcc import find_nvcc
+from autotune.sweep.compile.nvrtc import CompileRequest
+from autotune.sweep.compile.nvcc import find_nvcc
 
 
 class _DiesWhenUnpickled:

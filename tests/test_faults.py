@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from autotune.paths import ROOT
 from autotune.store.store import Store
 from autotune.sweep.backends import local
-from autotune.sweep.compile import CompiledKernel, CompileRequest
+from autotune.sweep.compile.nvrtc import CompiledKernel, CompileRequest
 from autotune.sweep.config import parse_config
 from autotune.sweep.backends.local import GpuBackend
 from autotune.sweep.runner import run_sweep

@@ -19,10 +19,10 @@ from tests.support.fake_gpu_worker import INFO, fake_gpu_main
 
 def test_the_entry_imports_the_standard_library_alone() -> None:
     code = (
-        "import sys, autotune.sweep.backends.gpu_entry, autotune.sweep.spawning\n"
+        "import sys, autotune.sweep.backends.gpu_entry, autotune.sweep.compile.spawning\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'cupy', 'yaml', 'sqlalchemy')"
         " or m.startswith('autotune.') and m not in ('autotune.sweep', 'autotune.sweep.backends',"
-        " 'autotune.sweep.backends.gpu_entry', 'autotune.sweep.spawning')))"
+        " 'autotune.sweep.backends.gpu_entry', 'autotune.sweep.compile', 'autotune.sweep.compile.spawning')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out

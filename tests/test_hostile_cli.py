@@ -274,7 +274,7 @@ def test_a_bad_environment_knob_is_one_line_naming_it(tmp_path: Path, knob: str,
 COMPILE_KNOBS = {
     "AUTOTUNE_COMPILE_TIMEOUT": "from autotune.sweep.backends.local import GpuBackend; GpuBackend(cache_dir='c')",
     "AUTOTUNE_COMPILE_WORKERS": "from autotune.sweep.backends.local import GpuBackend; GpuBackend(cache_dir='c')",
-    "AUTOTUNE_COMPILE_NICE": "import multiprocessing as mp; from autotune.sweep.compile_pool import CompilePool; "
+    "AUTOTUNE_COMPILE_NICE": "import multiprocessing as mp; from autotune.sweep.compile.compile_pool import CompilePool; "
     "CompilePool(1, mp.get_context('spawn'))",
 }
 
@@ -311,7 +311,7 @@ def test_a_bad_compile_knob_is_a_user_error_naming_it(
 
 
 def test_only_the_off_words_mean_no_compile_limit() -> None:
-    from autotune.sweep.compile import compile_timeout_s
+    from autotune.sweep.compile.nvrtc import compile_timeout_s
 
     assert [compile_timeout_s(w) for w in ("0", "off", "OFF", " none ", "no", "false")] == [None] * 6
     assert compile_timeout_s("1.5") == 1.5 and compile_timeout_s("") == 600.0

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from autotune.cli.main import app
 from autotune.errors import ConfigError
-from autotune.sweep.workload_files import load_workload
+from autotune.sweep.workloads.workload_files import load_workload
 
 FIVE_RANGES = """kind: gemm
 ranges:

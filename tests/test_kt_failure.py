@@ -103,7 +103,7 @@ def test_nvrtcs_systematic_failure_is_retried_with_nvcc_and_said_at_quiet(
 ) -> None:
     attempts = _Attempts()
     monkeypatch.setattr(kt_sweep, "run_attempt", attempts)
-    monkeypatch.setattr("autotune.sweep.nvcc.find_nvcc", lambda: NVCC)
+    monkeypatch.setattr("autotune.sweep.compile.nvcc.find_nvcc", lambda: NVCC)
     results, env = _call(tmp_path)
     space = (tmp_path / "space").resolve()
     assert attempts.calls == [(None, space), ("nvcc", space / "nvcc")]
@@ -116,7 +116,7 @@ def test_without_nvcc_the_failure_is_raised_with_how_to_ask_for_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(kt_sweep, "run_attempt", _Attempts())
-    monkeypatch.setattr("autotune.sweep.nvcc.find_nvcc", lambda: None)
+    monkeypatch.setattr("autotune.sweep.compile.nvcc.find_nvcc", lambda: None)
     with pytest.raises(SystematicFailure, match="JIT mode") as err:
         _call(tmp_path)
     assert "compiler='nvcc'" in str(err.value.hint) and "nvcc was not found" in str(err.value.hint)
@@ -124,7 +124,7 @@ def test_without_nvcc_the_failure_is_raised_with_how_to_ask_for_it(
 
 def test_when_nvcc_fails_too_its_failure_is_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kt_sweep, "run_attempt", _Attempts(nvcc_fails=True))
-    monkeypatch.setattr("autotune.sweep.nvcc.find_nvcc", lambda: NVCC)
+    monkeypatch.setattr("autotune.sweep.compile.nvcc.find_nvcc", lambda: NVCC)
     with pytest.raises(SystematicFailure, match="under nvcc"):
         _call(tmp_path)
 

@@ -77,7 +77,9 @@ def test_measuring_such_a_space_on_a_gpu_is_one_error_saying_what_to_do(tmp_path
     config = tmp_path / "sweep.yaml"
     config.write_text("spaces: [matmul.space.yaml]\npoints:\n  - sizes: {size_x: 4096, size_y: 4096}\n")
 
-    class Gpu:  # a backend that measures (no recording of its own): run_sweep refuses before it is used
+    from tests.support.formula_backend import FormulaBackend
+
+    class Gpu(FormulaBackend):  # a backend that measures (no recording of its own): run_sweep refuses before it is used
         def device_info(self):  # pragma: no cover - never reached
             raise AssertionError("the GPU was asked")
 

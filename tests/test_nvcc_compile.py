@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.sweep.compile import CompileRequest, cache_key, compile_batch, option_include_dirs
-from autotune.sweep.nvcc import elf_symbols, ref_targets, wrapper_text
+from autotune.sweep.compile.nvrtc import CompileRequest, cache_key, compile_batch, option_include_dirs
+from autotune.sweep.compile.nvcc import elf_symbols, ref_targets, wrapper_text
 
 CUB_SPACE = Path(__file__).parent / "data" / "cub_space"
 FLOAT = "autotune_test::block_sum<float, 128>"
@@ -89,7 +89,7 @@ def test_ref_targets_rejects_what_is_not_a_cubin() -> None:
 
 @pytest.mark.nvcc
 def test_nvcc_is_found() -> None:
-    from autotune.sweep.nvcc import find_nvcc, nvcc_identity
+    from autotune.sweep.compile.nvcc import find_nvcc, nvcc_identity
 
     tool = find_nvcc()
     assert tool is not None and shutil.which("nvcc") is not None

@@ -1,4 +1,4 @@
-"""A kind's problems in a CSV (or YAML list) are read by one reader (autotune/sweep/problem_rows.py) for
+"""A kind's problems in a CSV (or YAML list) are read by one reader (autotune/sweep/workloads/problem_rows.py) for
 `autotune workload` and `autotune validate --points`: UTF-8 with or without a BOM, CRLF, sizes 1..2^31-1 checked
 at read, a row limit checked before reading, every mistake one UserError naming the file and line.
 
@@ -26,8 +26,8 @@ from autotune.dispatch.validate_points import DerivedRule, read_points
 from autotune.errors import UserError
 from autotune.problems.base import INT32_MAX
 from autotune.problems.gemm import GEMM
-from autotune.sweep.workload import SizeRule
-from autotune.sweep.workload_files import load_workload
+from autotune.sweep.workloads.workload import SizeRule
+from autotune.sweep.workloads.workload_files import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 TRANSPOSE = ROOT / "examples" / "transpose"

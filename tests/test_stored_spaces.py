@@ -14,7 +14,7 @@ from autotune.space import spec
 from autotune.space.spec import load_space
 from autotune.store.spaces import use_stored_spaces
 from autotune.store.store import Store
-from autotune.sweep.runner import space_record
+from autotune.sweep.provenance import space_record
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from autotune.store.store import Store
-from autotune.sweep import failstop
+from autotune.sweep.compile import failstop
 from autotune.sweep.backends import local
-from autotune.sweep.compile import CompiledKernel, CompileRequest
+from autotune.sweep.compile.nvrtc import CompiledKernel, CompileRequest
 from autotune.sweep.runner import run_sweep
 from tests.support.fake_gpu_worker import fake_gpu_main
 from tests.support.slow_compile import slow_compile

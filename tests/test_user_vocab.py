@@ -23,7 +23,7 @@ from autotune.space.kt_semantics import split_unroll, unrolled_source
 from autotune.space.spec import load_space
 from autotune.sweep.backends.local import GpuBackend
 from autotune.sweep.backends.tasks import KernelTask, Variant
-from autotune.sweep.compile import CompileRequest, compile_batch
+from autotune.sweep.compile.nvrtc import CompileRequest, compile_batch
 
 GEN = """\
 import numpy as np

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from autotune.cli.main import app
 from autotune.dispatch import validate as v
 from autotune.problems.gemm.batch import batch_for_bytes
-from autotune.sweep.workload import SizeRule
+from autotune.sweep.workloads.workload import SizeRule
 from autotune.problems.gemm import GEMM, gemm_point
 from tests.support.committed import committed, gunzip_to, read_only
 
@@ -171,7 +171,7 @@ def test_random_problems_are_held_out_seeded_and_split_over_the_groups(tuned: Pa
     assert len(set(pts)) == len(pts)
     assert any(len({p.m, p.n, p.k}) > 1 for p in pts)  # dimensions drawn independently
 
-    class Workload:  # the autotune.sweep.workload.Workload API
+    class Workload:  # the autotune.sweep.workloads.workload.Workload API
         def bounds(self, precision: str, shape: str) -> dict[str, tuple[int, int]]:
             return {"m": (100, 200), "n": (1, 3), "k": (7, 7)}
 

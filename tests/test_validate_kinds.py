@@ -19,7 +19,7 @@ from autotune.dispatch import validate as v
 from autotune.problems.gemm import GEMM, gemm_point
 from autotune.space.spec import load_space
 from autotune.store.store import Store
-from autotune.sweep.workload import SizeRule
+from autotune.sweep.workloads.workload import SizeRule
 from tests.support.committed import gunzip_to
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Workloads (autotune/sweep/workload.py and workload_files.py, `autotune workload`): parsing YAML and CSV with file:line errors, choosing
+"""Workloads (autotune/sweep/workloads/workload.py and workload_files.py, `autotune workload`): parsing YAML and CSV with file:line errors, choosing
 the tuned points, weights per tuned point, the generated sweep config, and the instance pool of a database."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from autotune.paths import CONFIGS_DIR, ROOT
 from autotune.problems.gemm import gemm_point
 from autotune.problems.gemm.batch import batch_for_bytes
 from autotune.sweep.config import parse_config
-from autotune.sweep.workload import (
+from autotune.sweep.workloads.workload import (
     choose_points,
     coverage,
     point_weights_frame,
@@ -26,7 +26,7 @@ from autotune.sweep.workload import (
     sweep_config_text,
     weights,
 )
-from autotune.sweep.workload_files import load_workload
+from autotune.sweep.workloads.workload_files import load_workload
 from tests.support.committed import committed
 
 YAML = """\

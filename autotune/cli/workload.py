@@ -56,7 +56,7 @@ def _fmt(x: float) -> str:
 @app.command()
 def show(workload: WorkloadArg, kind_space: KindSpaceOpt = None, max_problems: MaxProblemsOpt = None) -> None:
     """Problems per (precision, shape) group, their total weight and the range of each size."""
-    from autotune.sweep.workload_files import load_workload
+    from autotune.sweep.workloads.workload_files import load_workload
 
     wl = load_workload(workload, space=kind_space, limit=max_problems)
     table = Table(title=f"{wl.path}: {len(wl.problems):,} {wl.kind} problems, total weight {_fmt(wl.total_weight)}")
@@ -142,8 +142,8 @@ def config(
     from autotune.outfiles import check_writable, write_file
     from autotune.space.spec import find_space, load_space
     from autotune.sweep.config import load_config
-    from autotune.sweep.workload import choose_points, coverage, pool_from_db, sweep_config_text
-    from autotune.sweep.workload_files import load_workload
+    from autotune.sweep.workloads.workload import choose_points, coverage, pool_from_db, sweep_config_text
+    from autotune.sweep.workloads.workload_files import load_workload
 
     check_writable([out_path], make_folders=True)  # before the work: a path that cannot be written fails at once
     wl = load_workload(workload, space=kind_space, limit=max_problems)
@@ -212,7 +212,7 @@ def _check_pairs(text: str, out_path: Path, max_pairs: int | None, force: bool) 
     """Print the (instance, point) pairs the sweep config `text` plans; above the limit, refuse unless `force`."""
     from autotune.sweep.config import parse_config
     from autotune.sweep.plan import plan_sweep
-    from autotune.sweep.workload_limits import MAX_PAIRS, PAIRS_ENV, limit
+    from autotune.sweep.workloads.workload_limits import MAX_PAIRS, PAIRS_ENV, limit
 
     cfg = parse_config(text, file=out_path.resolve())
     pairs = sum(plan.expected_pairs(plan.limit(cfg)) for plan in plan_sweep(cfg))

@@ -31,9 +31,7 @@ def backend_timer(
 
     own = kind.scalars() if scalars is None else scalars
     kernels = table["kernels"]
-    start = getattr(backend, "start", None)
-    if start is not None:
-        start()  # a GPU backend starts its worker and compile pool
+    backend.start()  # a GPU backend starts its worker and compile pool
     backend.device_info()
     found = recorded_instances(instances_db, [str(k["instance_id"]) for k in kernels], space_files)
 

@@ -1,7 +1,7 @@
 """The held-out problems of `autotune validate`, for any problem kind.
 
 - `read_points`: a CSV file (the header of a workload CSV: precision, shape where the kind has variants, the
-  kind's sizes, weight) or a YAML list of mappings with those keys, read by `autotune.sweep.problem_rows`; sizes
+  kind's sizes, weight) or a YAML list of mappings with those keys, read by `autotune.sweep.workloads.problem_rows`; sizes
   the kind derives (`ProblemKind.derived_sizes`, GEMM: batch) may be left out;
 - `random_points`: sizes drawn uniformly (integers) within a workload's bounds, or within the table's tuned
   points' range per (precision, shape), tuned points excluded;
@@ -22,15 +22,15 @@ import yaml
 from autotune.dispatch.validate_table import ValidatedTable
 from autotune.errors import UserError
 from autotune.problems.base import ProblemKind
-from autotune.sweep.problem_rows import read_problems
-from autotune.sweep.workload import DEFAULT_BUDGET_BYTES, SizeRule
+from autotune.sweep.workloads.problem_rows import read_problems
+from autotune.sweep.workloads.workload import DEFAULT_BUDGET_BYTES, SizeRule
 from autotune.vocab import TestPoint
 
 MAX_DRAWS = 1000  # redraws per wanted problem before --random gives up (a range with too few free problems)
 
 
 class WorkloadBounds(Protocol):
-    """What --random reads of a workload (autotune.sweep.workload.Workload)."""
+    """What --random reads of a workload (autotune.sweep.workloads.workload.Workload)."""
 
     def bounds(self, precision: str, shape: str) -> dict[str, tuple[int, int]]: ...
 
@@ -109,7 +109,7 @@ def _drawn(kind: ProblemKind) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------------------------------------ points files
 def read_points(path: str | Path, kind: ProblemKind, rule: DerivedRule, limit: int | None = None) -> list[TestPoint]:
-    """Held-out problems from a CSV file or a YAML list (`autotune.sweep.problem_rows`: the header of a workload
+    """Held-out problems from a CSV file or a YAML list (`autotune.sweep.workloads.problem_rows`: the header of a workload
     CSV, a `weight` column allowed and ignored). Duplicates are kept once, in file order. More rows than `limit`
     (default: AUTOTUNE_MAX_PROBLEMS, else 200,000) are refused before the file is parsed; every mistake is a
     UserError naming the file and line."""

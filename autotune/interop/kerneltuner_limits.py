@@ -5,7 +5,7 @@ knob of `autotune import kerneltuner` with an environment default, named in the 
 from __future__ import annotations
 
 from autotune.interop.kerneltuner import CacheLimitError
-from autotune.sweep.workload_limits import limit
+from autotune.sweep.workloads.workload_limits import limit
 
 MAX_CACHE_MB = 256  # a file's size; a cache's entries take ~5x that in memory once parsed
 MAX_CACHE_ENTRIES = 500_000  # configurations of one cache (a brute-force run of a large space holds ~10^5)

@@ -1,10 +1,10 @@
-"""What `tune_kernel` does when its sweep stopped on a systematic failure (`autotune.sweep.failstop`: the first
+"""What `tune_kernel` does when its sweep stopped on a systematic failure (`autotune.sweep.compile.failstop`: the first
 configurations all failed with one compile or launch error), whatever `quiet` says.
 
 Kernel Tuner raises on a compile error that is not about resources (`core.compile_kernel`), so a script learns
 why; here the sweep records each failure and stops the space once they repeat, and then:
 
-* a compile error under NVRTC (no `compiler=` given) with nvcc there (`autotune.sweep.nvcc.find_nvcc`: CUDA_PATH,
+* a compile error under NVRTC (no `compiler=` given) with nvcc there (`autotune.sweep.compile.nvcc.find_nvcc`: CUDA_PATH,
   CUDA_HOME, the PATH, /usr/local/cuda): the call is run again with `compiler="nvcc"`, after one line on stderr
   saying why. NVRTC rejects what the toolkit's headers need from nvcc (`#include <cub/cub.cuh>`: "A function
   explicitly marked as a __host__ function is not allowed in JIT mode"); the space and its instances are then

@@ -168,15 +168,14 @@ def _sweep(
             if backend is None:  # no CuPy: the same error as `autotune sweep`
                 backend = _gpu_backend(call.device, None)
             backend.ready(_GPU_HINT)
-            read = getattr(backend, "device_limits", None)  # the worker's: this process then imports no CuPy
-            if read is not None:  # (asked before prepare_ahead: it would wait behind the data)
-                read()
+            # the worker's limits: this process then imports no CuPy (asked before prepare_ahead: it would wait
+            # behind the data)
+            backend.device_limits()
             backend.tol = cfg.tol if call.early_stop else None
-            ahead = getattr(backend, "prepare_ahead", None)
-            if ahead is not None and space.kernel is not None:  # the point's data while the sweep plans
+            if space.kernel is not None:  # the point's data while the sweep plans
                 from autotune.sweep.runner import kind_scalars
 
-                ahead(space.kind, cfg.points[0], space.kernel.convention, kind_scalars(space.kind, cfg))
+                backend.prepare_ahead(space.kind, cfg.points[0], space.kernel.convention, kind_scalars(space.kind, cfg))
         phase("backend_ready")
         try:
             summary = sweep_into(cfg, store, backend, reporter)
@@ -207,7 +206,7 @@ def _sweep(
         "planned": reporter.planned,
         "sweep_s": summary.seconds,
         "first_measurement_s": summary.first_measurement_s,
-        "startup": dict(getattr(backend, "timeline", {})),
+        "startup": dict(backend.timeline),
         "phases": phases,
     }
     return results, env
@@ -224,9 +223,9 @@ def _planned(cfg: SweepConfig) -> set[Instance]:
 def stopped(
     store: Store, space: str, point: TestPoint, device_uuid: str, limit: int, kernel_name: str
 ) -> Stopped | None:
-    """The systematic failure the sweep stopped the space on (`autotune.sweep.failstop`), or None: read back from
+    """The systematic failure the sweep stopped the space on (`autotune.sweep.compile.failstop`), or None: read back from
     the database, so a call resumed on a database that stopped before says it too."""
-    from autotune.sweep.failstop import earlier_streak
+    from autotune.sweep.compile.failstop import earlier_streak
 
     measured = {iid for iid, p in store.done_pairs(store.device_id(device_uuid)) if p == point}
     streak = earlier_streak(store, space, measured, limit)

@@ -261,7 +261,7 @@ def _attempts(
     (`autotune.interop.kt_failure`); (results, env, the folder used)."""
     from autotune.interop.kt_failure import decide
     from autotune.interop.kt_sweep import StoppedRun, run_attempt
-    from autotune.sweep.nvcc import find_nvcc
+    from autotune.sweep.compile.nvcc import find_nvcc
 
     try:
         results, env = run_attempt(problem, folder, start, call, cleanup)

@@ -9,7 +9,7 @@ Kernel Tuner 1.x (github.com/KernelTuner/kernel_tuner):
   not a `#define` (a `#pragma unroll` argument is not macro-expanded; it must be a constant expression) but a line
   `constexpr int NAME = VALUE;` before the source; VALUE 0 removes every `#pragma unroll NAME` line instead (the
   compiler then decides). Here: `split_unroll` takes them out of the -D options, `unrolled_source` edits the
-  program text the compiler sees (`autotune.sweep.compile`); the file on disk is unchanged.
+  program text the compiler sees (`autotune.sweep.compile.nvrtc`); the file on disk is unchanged.
 """
 
 from __future__ import annotations

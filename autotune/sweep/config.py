@@ -21,7 +21,7 @@ from autotune.errors import ConfigError, UserError
 from autotune.problems.base import ProblemKind
 from autotune.sweep import limits
 from autotune.sweep.strategies.options import SAMPLER_KEYS, STUDY_STORES, SearchOptions
-from autotune.sweep.workload import SizeRule
+from autotune.sweep.workloads.workload import SizeRule
 from autotune.vocab import TestPoint
 from autotune.paths import SPACES_DIR
 from autotune.yamlfile import compose, read_text

@@ -10,15 +10,14 @@ the measurement in flight.
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Protocol, Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from autotune import __version__, paths, stopping
+from autotune import __version__, stopping
 from autotune.sweep.config import ALL_INSTANCES, SweepConfig
 from autotune.devices import DeviceLimits, get_device
 from autotune.errors import UserError
@@ -26,13 +25,17 @@ from autotune.problems.base import ProblemKind
 from autotune.space.instance import Instance
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.sweep.backends.base import Backend, Job, not_recorded
-from autotune.store.schema import SpaceRecord, SweepStart
+from autotune.store.schema import SweepStart
 from autotune.space.spec import Space
 from autotune.store.engine import database_url
 from autotune.store.store import Store
 from autotune.sweep.strategies import Strategy, make_strategy, strategy_class
-from autotune.sweep.failstop import FailureStreak, earlier_streak
+from autotune.sweep.compile.failstop import FailureStreak, earlier_streak
 from autotune.sweep.plan import SpacePlan, plan_sweep
+from autotune.sweep.provenance import git_commit, space_record
+
+if TYPE_CHECKING:
+    from autotune.sweep.strategies.options import StopRule
 
 # Instances handed to the backend at once: enough that its compile pool (one NVRTC call per couple of
 # instances, every core busy) stays ahead of the GPU; the pipeline drains once per batch.
@@ -73,49 +76,54 @@ class SweepSummary:
         return sum(self.counts.values())
 
 
-def git_commit() -> str | None:
-    """The project's commit; AUTOTUNE_GIT_COMMIT names it where the tree was copied without .git."""
-    import os
+@dataclass
+class Run:
+    """One sweep in progress, what every step of the runner reads: its config, store, backend and reporter, its row
+    in the database (`sweep_id`) and its state: `summary` (what it measured, the best times, its start) and `done`,
+    the pairs already measured (by this sweep or an earlier one, on this GPU or, with `resume: model`, its model)."""
 
-    if os.environ.get("AUTOTUNE_GIT_COMMIT"):
-        return os.environ["AUTOTUNE_GIT_COMMIT"]
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(paths.ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
-        )
-        return out.stdout.strip() or None if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
+    cfg: SweepConfig
+    store: Store
+    backend: Backend
+    reporter: Reporter
+    summary: SweepSummary
+    done: set[tuple[str, TestPoint]]
+    sweep_id: int
+
+    def out_of_time(self) -> bool:
+        """Whether the config's time budget has run out (then it says so)."""
+        budget = self.cfg.budget_s
+        if budget is not None and time.monotonic() - self.summary.started > budget:
+            self.reporter.note(f"time budget of {budget:.0f} s reached; run the same command again to go on")
+            return True
+        return False
+
+    def past_budget(self) -> bool:
+        """Whether the time budget has run out, silently (checked after each measurement)."""
+        return self.cfg.budget_s is not None and time.monotonic() - self.summary.started > self.cfg.budget_s
+
+    def account(self, m: Measurement) -> None:
+        """A measurement taken: counted, the point's best updated, reported."""
+        summary = self.summary
+        if summary.first_measurement_s is None:
+            summary.first_measurement_s = time.monotonic() - summary.started
+            self.reporter.note(f"first measurement {summary.first_measurement_s:.1f} s after the sweep's start")
+        summary.counts[Status(m.status).value] += 1
+        if m.status == Status.OK and m.median_ms is not None:
+            best = summary.best.get(m.point)
+            if best is None or m.median_ms < best[1]:
+                summary.best[m.point] = (m.instance_id, m.median_ms)
+        best = summary.best.get(m.point)
+        self.reporter.measured(m, best[1] if best else None)
 
 
-def space_record(space: Space) -> SpaceRecord:
-    """The space's version as stored: its YAML, the kernel source and the local headers it includes, its kind."""
-    from autotune.sweep.compile import local_headers
+@dataclass
+class SpaceAt:
+    """One space of a run: its id in the store and the failure streak that stops it (`failstop`)."""
 
-    if space.kernel is None:  # recorded measurements only (an imported cache, replayed): no source
-        return SpaceRecord(
-            name=space.name,
-            yaml_path=str(space.path),
-            yaml_text=space.path.read_text(),
-            source_path="",
-            source_text="",
-            kind=space.kind.name,
-            headers={},
-            problem=space.kind.describe(),
-        )
-    source = space.kernel.source_path
-    text = source.read_text()
-    headers = local_headers(text, (source.parent, paths.KERNELS_DIR))
-    return SpaceRecord(
-        name=space.name,
-        yaml_path=str(space.path),
-        yaml_text=space.path.read_text(),
-        source_path=space.kernel.source,
-        source_text=text,
-        kind=space.kind.name,
-        headers=headers,
-        problem=space.kind.describe(),
-    )
+    space: Space
+    space_id: int
+    streak: FailureStreak
 
 
 def kind_scalars(kind: ProblemKind, cfg: SweepConfig) -> dict[str, float]:
@@ -145,15 +153,15 @@ def run_sweep(
 ) -> SweepSummary:
     """Run (or resume) the sweep `cfg` into `store`. Ctrl-C ends it cleanly with status `interrupted`."""
     start = time.monotonic()
-    if cfg.budget_s is not None and hasattr(backend, "deadline"):  # a GPU backend cancels its compiles then
-        backend.deadline = start + cfg.budget_s  # type: ignore[attr-defined]
-    warm = getattr(backend, "start", None)
-    if warm is not None:  # a GPU backend starts its processes while the spaces are generated
-        warm()
+    if cfg.budget_s is not None:  # a GPU backend cancels its compiles then
+        backend.deadline = start + cfg.budget_s
+    backend.start()  # a GPU backend starts its processes while the spaces are generated
     plans = plan_sweep(cfg, limits)
     recorded = [plan.space for plan in plans if plan.space.kernel is None]
-    # only a replay (its own backend, or Dask's workers replaying) answers a space without a kernel
-    if recorded and not hasattr(getattr(backend, "executor", backend), "recorded_pairs"):
+    held = backend.recorded_pairs()
+    # only a replay (its own backend, or Dask's workers replaying), which names its pairs, answers a space without a
+    # kernel
+    if recorded and held is None:
         raise UserError(
             f"space {recorded[0].name} holds recorded measurements only (an imported Kernel Tuner cache): it has "
             "no kernel to measure",
@@ -174,10 +182,8 @@ def run_sweep(
     store.notify = reporter.note  # a lost database connection is retried: its warning lines join the sweep's notes
     device_id = store.upsert_device(info)
     # an executor of several GPUs (Dask) names them all (`devices()`): each measurement is recorded on its own GPU
-    many = getattr(backend, "devices", None)
-    device_ids = list(dict.fromkeys([device_id, *(store.upsert_device(d) for d in (many() if many else []))]))
-    if hasattr(backend, "on_device"):  # a GPU that joins mid-sweep is recorded before its measurements
-        backend.on_device = store.upsert_device  # type: ignore[attr-defined]
+    device_ids = list(dict.fromkeys([device_id, *(store.upsert_device(d) for d in backend.devices())]))
+    backend.on_device = store.upsert_device  # a GPU that joins mid-sweep is recorded before its measurements
     software_id = store.upsert_software(info, __version__, git_commit())
     sweep_id = store.begin_sweep(
         SweepStart(
@@ -207,8 +213,9 @@ def run_sweep(
         points = sorted({p for plan in plans for p in plan.points()})
         store.upsert_points(points)
         device_key = info.name if len(siblings) > 1 else info.uuid  # the GPUs whose times count here
-        _seed_best(store, backend, cfg, device_key, summary, {plan.space.kind.name: plan.space.kind for plan in plans})
-        plans = recorded_only(plans, backend, reporter, summary)
+        run = Run(cfg, store, backend, reporter, summary, done, sweep_id)
+        _seed_best(run, device_key, {plan.space.kind.name: plan.space.kind for plan in plans})
+        plans = recorded_only(plans, held, reporter, summary)
         total = sum(
             plan.point_pairs(cfg.search.budget if cfg.search.budget is not None else plan.limit(cfg))
             if per_point(cfg)
@@ -225,11 +232,11 @@ def run_sweep(
         summary.baseline = store.baseline_times(device_id)
         finished = "done"
         for plan in plans:
-            if not _sweep_space(plan, cfg, store, backend, reporter, summary, done, sweep_id, start):
+            if not _sweep_space(run, plan):
                 finished = "budget"
                 break
         if finished == "done" and any(plan.share for plan in plans):
-            finished = _share_phase(plans, cfg, store, backend, reporter, summary, done, sweep_id, start, device_key)
+            finished = _share_phase(run, plans, device_key)
         status = finished  # (an exception leaves the sweep `failed`)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (autotune.stopping): not the kernel's fault, measured on resume
         status, forget = "interrupted", True
@@ -259,13 +266,11 @@ def run_sweep(
 
 
 def recorded_only(
-    plans: Sequence[SpacePlan], backend: Backend, reporter: Reporter, summary: SweepSummary
+    plans: Sequence[SpacePlan], held: set[tuple[str, TestPoint]] | None, reporter: Reporter, summary: SweepSummary
 ) -> list[SpacePlan]:
-    """The plans with only the pairs the backend can measure, where it names them (`Backend.recorded_pairs`: a
-    replay's recording), so no strategy spends its budget on a pair that cannot be measured; each space that loses
+    """The plans with only the pairs `held`, the backend can measure, where it names them (`Backend.recorded_pairs`:
+    a replay's recording), so no strategy spends its budget on a pair that cannot be measured; each space that loses
     pairs says how many, and they count as `not_recorded` in the summary."""
-    named = getattr(backend, "recorded_pairs", None)
-    held = named() if named is not None else None
     if held is None:
         return list(plans)
     out = []
@@ -309,21 +314,11 @@ def share_plans(
     return out
 
 
-def _share_phase(
-    plans: Sequence[SpacePlan],
-    cfg: SweepConfig,
-    store: Store,
-    backend: Backend,
-    reporter: Reporter,
-    summary: SweepSummary,
-    done: set[tuple[str, TestPoint]],
-    sweep_id: int,
-    start: float,
-    device: str,
-) -> str:
+def _share_phase(run: Run, plans: Sequence[SpacePlan], device: str) -> str:
     """Measure the BK-best instances at nearby valid points (SweepConfig.share); "budget" if time ran out.
     `device`: the uuid (or, with resume: model, the name) whose measurements rank the instances."""
-    shared = share_plans(plans, store.ranked_instances(device), cfg.bk, done)
+    cfg, reporter = run.cfg, run.reporter
+    shared = share_plans(plans, run.store.ranked_instances(device), cfg.bk, run.done)
     pairs = sum(p.pairs for p in shared)
     if not pairs:
         return "done"
@@ -332,93 +327,84 @@ def _share_phase(
         f"{max(p.share for p in plans)} nearby points where they are valid)"
     )
     reporter.start(pairs, 0)
-    brute = dataclasses.replace(cfg, strategy="brute")
+    brute = dataclasses.replace(run, cfg=dataclasses.replace(cfg, strategy="brute"))  # (the same state)
     for plan in shared:
-        if not _sweep_space(plan, brute, store, backend, reporter, summary, done, sweep_id, start):
+        if not _sweep_space(brute, plan):
             return "budget"
     return "done"
 
 
-def _seed_best(
-    store: Store,
-    backend: Backend,
-    cfg: SweepConfig,
-    device_uuid: str,
-    summary: SweepSummary,
-    kinds: dict[str, ProblemKind],
-) -> None:
+def _seed_best(run: Run, device_uuid: str, kinds: dict[str, ProblemKind]) -> None:
     """Best verified times already in the database on this GPU (a resumed sweep) feed the early-stop rule;
     another GPU's times must not: on a slower GPU they would stop every instance early. Points of kinds this
     config does not sweep are left out."""
-    seed = getattr(backend, "seed_best", None)
-    for p, (iid, ms) in store.best_times(device_uuid).items():
-        summary.best[p] = (iid, ms)
-        if seed is not None and p.kind in kinds:
-            seed(p, kind_scalars(kinds[p.kind], cfg), ms)
+    for p, (iid, ms) in run.store.best_times(device_uuid).items():
+        run.summary.best[p] = (iid, ms)
+        if p.kind in kinds:
+            run.backend.seed_best(p, kind_scalars(kinds[p.kind], run.cfg), ms)
 
 
-def _sweep_space(
-    plan: SpacePlan,
-    cfg: SweepConfig,
-    store: Store,
-    backend: Backend,
-    reporter: Reporter,
-    summary: SweepSummary,
-    done: set[tuple[str, TestPoint]],
-    sweep_id: int,
-    start: float,
-) -> bool:
+def _sweep_space(run: Run, plan: SpacePlan) -> bool:
     """Measure one space's remaining pairs; False when the time budget ran out. A model-based strategy, or a
     per-point option (cfg.search), searches each test point on its own (`_search_points`)."""
+    cfg, store, backend, done, sweep_id = run.cfg, run.store, run.backend, run.done, run.sweep_id
     space = plan.space
     space_id = store.upsert_space(space_record(space))
-    if hasattr(backend, "before_measure"):
-        backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)  # type: ignore[attr-defined]
-    if hasattr(backend, "after_abandon"):  # a pipelined backend's pair sent but not measured: its note goes
-        backend.after_abandon = lambda iid, p: store.unmark_inflight(sweep_id, iid, p)  # type: ignore[attr-defined]
+    backend.before_measure = lambda iid, p: store.mark_inflight(sweep_id, space_id, iid, p)
+    # a pipelined backend's pair sent but not measured: its note goes
+    backend.after_abandon = lambda iid, p: store.unmark_inflight(sweep_id, iid, p)
     finished = {i.id for i, pts in plan.work.items() if all((i.id, p) in done for p in pts)} if done else set()
-    streak = earlier_streak(store, space.name, finished, cfg.stop_after_failures)
-    if streak.stopped:
-        reporter.note(streak.message(space.name, again=True))
+    at = SpaceAt(space, space_id, earlier_streak(store, space.name, finished, cfg.stop_after_failures))
+    if at.streak.stopped:
+        run.reporter.note(at.streak.message(space.name, again=True))
         return True
     if per_point(cfg):
-        return _search_points(plan, cfg, store, backend, reporter, summary, done, sweep_id, start, space_id, streak)
+        return _search_points(run, plan, at)
     todo = (
         {i: tuple(p for p in pts if (i.id, p) not in done) for i, pts in plan.work.items()} if done else dict(plan.work)
     )
     # the strategy sees every instance, so a random sample is the same one when a sweep resumes
     strategy = make_strategy(cfg.strategy, list(todo), plan.limit(cfg), cfg.seed)
+    return _search(run, at, todo, strategy, _growing(strategy)) is not False
+
+
+def _growing(strategy: Strategy) -> Iterator[int]:
+    """ASK_BATCH instances at a time; a streaming strategy's batches grow (fewer pauses while a batch's last compiles
+    finish, `Strategy.streams`)."""
     ask = ASK_BATCH
     while True:
-        if _out_of_time(cfg, start, reporter):
-            return False
-        proposed = strategy.ask(ask)
-        if strategy.streams:  # larger batches, fewer pauses while a batch's last compiles finish (Strategy.streams)
+        yield ask
+        if strategy.streams:
             ask *= STREAM_GROWTH
+
+
+def _search(
+    run: Run,
+    at: SpaceAt,
+    todo: dict[Instance, tuple[TestPoint, ...]],
+    strategy: Strategy,
+    sizes: Iterator[int],
+    recorded: Mapping[str, list[Measurement]] | None = None,
+    told: Callable[[list[Measurement]], None] | None = None,
+) -> bool | None:
+    """Ask `strategy` for batches of the next of `sizes` instances and measure them (`_measure`), until it proposes
+    none or `sizes` ends (None); False when the time budget ran out, True when the space stopped on a failure
+    streak. `told` sees each instance's measurements (a per-point StopRule)."""
+    for size in sizes:
+        if run.out_of_time():
+            return False
+        proposed = strategy.ask(size)
         if not proposed:
+            return None
+        results = _measure(run, at, todo, proposed, strategy, recorded)
+        if results is None:
+            return not run.out_of_time()
+        if at.streak.stopped:
             return True
-        if (
-            _measure(
-                space,
-                space_id,
-                todo,
-                proposed,
-                strategy,
-                cfg,
-                store,
-                backend,
-                reporter,
-                summary,
-                done,
-                sweep_id,
-                start,
-                streak,
-            )
-            is None
-        ):
-            return not _out_of_time(cfg, start, reporter)
-        if streak.stopped:
-            return True
+        if told is not None:
+            for ms in results.values():
+                told(ms)
+    return None
 
 
 def per_point(cfg: SweepConfig) -> bool:
@@ -426,30 +412,12 @@ def per_point(cfg: SweepConfig) -> bool:
     return cfg.search.per_point or getattr(strategy_class(cfg.strategy), "model_based", False)
 
 
-def _out_of_time(cfg: SweepConfig, start: float, reporter: Reporter) -> bool:
-    if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
-        reporter.note(f"time budget of {cfg.budget_s:.0f} s reached; run the same command again to go on")
-        return True
-    return False
-
-
-def _search_points(
-    plan: SpacePlan,
-    cfg: SweepConfig,
-    store: Store,
-    backend: Backend,
-    reporter: Reporter,
-    summary: SweepSummary,
-    done: set[tuple[str, TestPoint]],
-    sweep_id: int,
-    start: float,
-    space_id: int,
-    streak: FailureStreak,
-) -> bool:
+def _search_points(run: Run, plan: SpacePlan, at: SpaceAt) -> bool:
     """One strategy per test point (base.py: "Per point"), over the instances serving it, each measured at that
     point only, until the strategy is done or the point's StopRule says so; False when the time budget ran out."""
     from autotune.sweep.strategies.options import StopRule, roofline_ms
 
+    cfg, store, backend, reporter, done = run.cfg, run.store, run.backend, run.reporter, run.done
     space, opts = plan.space, cfg.search
     model_based = getattr(strategy_class(cfg.strategy), "model_based", False)
     order = {p: i for i, p in enumerate(cfg.points)}
@@ -461,62 +429,42 @@ def _search_points(
         todo: dict[Instance, tuple[TestPoint, ...]] = {
             i: (() if (i.id, point) in done else (point,)) for i in instances
         }
-        recorded = store.recorded_at(sweep_id, point, cfg.resume == "model") if not all(todo.values()) else {}
+        recorded = store.recorded_at(run.sweep_id, point, cfg.resume == "model") if not all(todo.values()) else {}
         budget = opts.budget if opts.budget is not None else plan.limit(cfg)
         options: dict = {}
         if model_based:
             options = dict(
                 opts.sampler_options(),
-                start=_transfer(store, backend, space, point, searched, instances, opts.transfer),
+                start=_transfer(run, space, point, searched, instances, opts.transfer),
             )
-            width = getattr(backend, "parallelism", None)  # an executor of several GPUs: asks that keep each busy
+            width = backend.parallelism()  # an executor of several GPUs: asks that keep each busy
             if width is not None and "batch" not in options:
-                options["batch"] = max(4, 2 * width())
+                options["batch"] = max(4, 2 * width)
             if opts.studies == "database":
                 name = study_name(cfg, space.name, point, backend.device_info().uuid)
                 options["study"] = (database_url(store.url, write=True), name)
         strategy = make_strategy(cfg.strategy, instances, budget, cfg.seed, **options)
         if getattr(strategy, "reason", None) and point == points[0]:
             reporter.note(f"{space.name}: {strategy.reason}")  # type: ignore[attr-defined]
-        best = summary.best.get(point)
+        best = run.summary.best.get(point)
         stop = StopRule(
             opts,
             roofline_ms(space.kind.bytes_moved(point, kind_scalars(space.kind, cfg)), bandwidth),
             best[1] if best else None,
         )
         searched.append(point)
-        while not stop.done:
-            if _out_of_time(cfg, start, reporter):
-                return False
-            proposed = strategy.ask(stop.batch(ASK_BATCH))
-            if not proposed:
-                break
-            results = _measure(
-                space,
-                space_id,
-                todo,
-                proposed,
-                strategy,
-                cfg,
-                store,
-                backend,
-                reporter,
-                summary,
-                done,
-                sweep_id,
-                start,
-                streak,
-                recorded,
-            )
-            if results is None:
-                return not _out_of_time(cfg, start, reporter)
-            if streak.stopped:
-                return True
-            for ms in results.values():
-                stop.tell(ms)
+        ended = _search(run, at, todo, strategy, _batches(stop), recorded, stop.tell)
+        if ended is not None:  # out of time (False) or the space stopped (True)
+            return ended
         if stop.reason:
             reporter.note(f"{space.name} at {point.key}: stopped, {stop.reason}")
     return True
+
+
+def _batches(stop: StopRule) -> Iterator[int]:
+    """A per-point search's batch sizes, until its StopRule says it is done."""
+    while not stop.done:
+        yield stop.batch(ASK_BATCH)
 
 
 def study_name(cfg: SweepConfig, space: str, point: TestPoint, device_uuid: str) -> str:
@@ -525,8 +473,7 @@ def study_name(cfg: SweepConfig, space: str, point: TestPoint, device_uuid: str)
 
 
 def _transfer(
-    store: Store,
-    backend: Backend,
+    run: Run,
     space: Space,
     point: TestPoint,
     searched: Sequence[TestPoint],
@@ -538,34 +485,27 @@ def _transfer(
     near = [q for q in searched if (q.precision, q.shape, q.kind) == (point.precision, point.shape, point.kind)]
     if k <= 0 or not near:
         return []
-    ranked = store.ranked_instances(backend.device_info().uuid)
+    ranked = run.store.ranked_instances(run.backend.device_info().uuid)
     q = min(near, key=lambda q: space.kind.distance(point, q))
     by_id = {i.id: i for i in instances}
     return [by_id[iid] for iid in ranked.get(q, []) if iid in by_id][:k]
 
 
 def _measure(
-    space: Space,
-    space_id: int,
+    run: Run,
+    at: SpaceAt,
     todo: dict[Instance, tuple[TestPoint, ...]],
     proposed: list[Instance],
     strategy: Strategy,
-    cfg: SweepConfig,
-    store: Store,
-    backend: Backend,
-    reporter: Reporter,
-    summary: SweepSummary,
-    done: set[tuple[str, TestPoint]],
-    sweep_id: int,
-    start: float,
-    streak: FailureStreak,
     recorded: Mapping[str, list[Measurement]] | None = None,
 ) -> dict[Instance, list[Measurement]] | None:
     """Measure the proposed instances at their `todo` points, record and tell each (one with no point to measure is
     told what `recorded` holds of it: measured by an earlier run); what each measured (None
     when the time budget ran out mid-batch: the rest stays unmeasured and the next run resumes there). When the
-    first instances all failed alike (`streak`), it says so and returns at once: `streak.stopped` is then True
+    first instances all failed alike (`at.streak`), it says so and returns at once: `at.streak.stopped` is then True
     and the batch's other pairs stay unmeasured (their compiles are cancelled)."""
+    cfg, store, reporter, summary = run.cfg, run.store, run.reporter, run.summary
+    space, space_id, streak = at.space, at.space_id, at.streak
     asked = [i for i in proposed if todo[i]]
     store.upsert_instances(asked)  # only what is measured: a sampled sweep stores its sample
     for inst in proposed:
@@ -579,9 +519,9 @@ def _measure(
         bad = _bind_error(space, inst, todo[inst])
         if bad is not None:
             ms = [_annotate(_failed(inst, p, bad), space.kind, cfg) for p in todo[inst]]
-            store.record(sweep_id, space_id, ms)
+            store.record(run.sweep_id, space_id, ms)
             for m in ms:
-                _account(m, summary, reporter)
+                run.account(m)
             strategy.tell(inst, ms)
             out[inst] = ms
             if streak.add_measurements(ms):
@@ -590,10 +530,8 @@ def _measure(
             continue
         jobs.append(Job(space, inst, todo[inst], kind_scalars(space.kind, cfg), cfg.repetitions))
     by_id = {j.instance.id: j.instance for j in jobs}
-    measurements = backend.run(jobs)  # a GPU backend starts compiling here ...
-    _baseline(
-        space.kind, sorted({p for j in jobs for p in j.points}), cfg, store, backend, summary, sweep_id
-    )  # ... meanwhile
+    measurements = run.backend.run(jobs)  # a GPU backend starts compiling here ...
+    _baseline(run, space.kind, sorted({p for j in jobs for p in j.points}))  # ... meanwhile
     try:
         for m in measurements:
             stopping.check()  # after a stop was asked, a failure (a GPU worker ended by the same SIGTERM) is not the pair's
@@ -603,9 +541,9 @@ def _measure(
                 best = summary.best.get(m.point)
                 reporter.measured(m, best[1] if best else None)
             else:
-                store.record(sweep_id, space_id, [_annotate(m, space.kind, cfg)])
-                done.add((m.instance_id, m.point))
-                _account(m, summary, reporter)
+                store.record(run.sweep_id, space_id, [_annotate(m, space.kind, cfg)])
+                run.done.add((m.instance_id, m.point))
+                run.account(m)
                 results[m.instance_id].append(m)
             if answered[m.instance_id] == len(todo[by_id[m.instance_id]]):
                 strategy.tell(by_id[m.instance_id], results[m.instance_id])
@@ -613,7 +551,7 @@ def _measure(
                 if streak.add_measurements(results[m.instance_id]):
                     reporter.note(streak.message(space.name))
                     return out
-            if cfg.budget_s is not None and time.monotonic() - start > cfg.budget_s:
+            if run.past_budget():
                 return None
     finally:
         _close(measurements)  # a backend cancels what it still compiles for pairs left unmeasured
@@ -626,24 +564,17 @@ def _close(measurements: object) -> None:
         close()
 
 
-def _baseline(
-    kind: ProblemKind,
-    points: Sequence[TestPoint],
-    cfg: SweepConfig,
-    store: Store,
-    backend: Backend,
-    summary: SweepSummary,
-    sweep_id: int,
-) -> None:
+def _baseline(run: Run, kind: ProblemKind, points: Sequence[TestPoint]) -> None:
     """The kind's baseline (cuBLAS for GEMM) at each point that has none on this GPU yet, measured just before
     the point's first instance (while the backend compiles), so a budget-limited sweep never times it at points
     it skips. Kinds without a baseline are skipped."""
     if kind.baseline_name is None:
         return
+    cfg, summary = run.cfg, run.summary
     for p in points:
         if p not in summary.baseline:
-            m = _annotate(backend.baseline(kind, p, kind_scalars(kind, cfg), cfg.repetitions), kind, cfg)
-            store.record_baseline(sweep_id, m)
+            m = _annotate(run.backend.baseline(kind, p, kind_scalars(kind, cfg), cfg.repetitions), kind, cfg)
+            run.store.record_baseline(run.sweep_id, m)
             if m.status == Status.OK and m.median_ms is not None:
                 summary.baseline[p] = m.median_ms
 
@@ -660,16 +591,3 @@ def _bind_error(space: Space, inst: Instance, points: Sequence[TestPoint]) -> st
     except UserError as exc:
         return f"cannot bind instance to the kernel: {exc.message}"
     return None
-
-
-def _account(m: Measurement, summary: SweepSummary, reporter: Reporter) -> None:
-    if summary.first_measurement_s is None:
-        summary.first_measurement_s = time.monotonic() - summary.started
-        reporter.note(f"first measurement {summary.first_measurement_s:.1f} s after the sweep's start")
-    summary.counts[Status(m.status).value] += 1
-    if m.status == Status.OK and m.median_ms is not None:
-        best = summary.best.get(m.point)
-        if best is None or m.median_ms < best[1]:
-            summary.best[m.point] = (m.instance_id, m.median_ms)
-    best = summary.best.get(m.point)
-    reporter.measured(m, best[1] if best else None)

@@ -257,7 +257,7 @@ def read_device_info(device: int, props: dict, stamps: dict[str, float] | None =
     each part (describe_copy, describe_nvml, describe_nvrtc: the GPU worker's start-up timeline)."""
     import cupy as cp
 
-    from autotune.sweep.compile import nvrtc_version
+    from autotune.sweep.compile.nvrtc import nvrtc_version
 
     stamps = {} if stamps is None else stamps
     rt, p = cp.cuda.runtime, props

@@ -60,9 +60,8 @@ class BackendConformance:
     @pytest.fixture
     def backend(self) -> Iterator[Backend]:
         b = self.make_backend()
-        start = getattr(b, "start", None)
-        if start is not None:
-            start()
+        assert isinstance(b, Backend), "a backend subclasses autotune.sweep.backends.base.Backend"
+        b.start()
         try:
             yield b
         finally:
@@ -93,13 +92,16 @@ class BackendConformance:
         assert list(backend.run([])) == []
 
     def test_before_measure_marks_each_pair(self, backend: Backend) -> None:
-        if not hasattr(backend, "before_measure"):
-            pytest.skip("the backend has no before_measure hook (optional)")
+        """Every pair that reaches the device is named to `before_measure` first (none where the backend states
+        `marks_pairs = False`), and only pairs asked for."""
         marked: list[tuple[str, TestPoint]] = []
-        backend.before_measure = lambda iid, p: marked.append((iid, p))  # type: ignore[attr-defined]
+        backend.before_measure = lambda iid, p: marked.append((iid, p))
         jobs = self.jobs()
         got = list(backend.run(jobs))
         assert Counter(marked) <= pairs_of(jobs), "before_measure named a pair that was not asked for"
+        if not backend.marks_pairs:
+            assert not marked, "a backend that states marks_pairs = False called before_measure"
+            return
         failed_early = sum(1 for m in got if Status(m.status) == Status.COMPILE_ERROR)  # never reached the device
         assert len(marked) >= len(got) - failed_early, "a pair was measured without before_measure"
 
@@ -113,10 +115,8 @@ class BackendConformance:
             pytest.skip("jobs() gives one pair: nothing can be left behind it")
         marked: list[tuple[str, TestPoint]] = []
         abandoned: list[tuple[str, TestPoint]] = []
-        if hasattr(backend, "before_measure"):
-            backend.before_measure = lambda iid, p: marked.append((iid, p))  # type: ignore[attr-defined]
-        if hasattr(backend, "after_abandon"):
-            backend.after_abandon = lambda iid, p: abandoned.append((iid, p))  # type: ignore[attr-defined]
+        backend.before_measure = lambda iid, p: marked.append((iid, p))
+        backend.after_abandon = lambda iid, p: abandoned.append((iid, p))
         results = backend.run(jobs)
         first = next(iter(results))
         close = getattr(results, "close", None)
@@ -138,12 +138,21 @@ class BackendConformance:
         assert m.point == point
         assert m.instance_id == (kind.baseline_name or "baseline")
 
-    def test_seed_best_is_optional_and_quiet(self, backend: Backend) -> None:
-        seed = getattr(backend, "seed_best", None)
-        if seed is None:
-            pytest.skip("the backend has no seed_best (optional)")
+    def test_seed_best_is_quiet(self, backend: Backend) -> None:
         kind, point, scalars = self.baseline_case()
-        seed(point, scalars, 1e9)  # a best no measurement is slower than: changes nothing measured later
+        backend.seed_best(point, scalars, 1e9)  # a best no measurement is slower than: changes nothing measured later
+
+    def test_the_optional_members_answer_as_stated(self, backend: Backend) -> None:
+        """The members with defaults in `Backend` answer with the types its docstring states (a backend that
+        overrides one keeps its contract): named pairs are (instance id, point), devices are DeviceInfo, a
+        parallelism is a positive count."""
+        held = backend.recorded_pairs()
+        assert held is None or all(isinstance(i, str) and isinstance(p, TestPoint) for i, p in held)
+        assert all(isinstance(d, DeviceInfo) for d in backend.devices())
+        width = backend.parallelism()
+        assert width is None or (isinstance(width, int) and width >= 1)
+        assert isinstance(backend.rates(), list)
+        assert all(isinstance(k, str) and isinstance(v, float | int) for k, v in backend.timeline.items())
 
     def test_close_is_idempotent(self) -> None:
         b = self.make_backend()

@@ -12,6 +12,7 @@ from autotune.errors import UserError
 
 if TYPE_CHECKING:
     from autotune.store.store import Store
+    from autotune.sweep.backends.base import Backend
     from autotune.sweep.config import SweepConfig
     from autotune.sweep.runner import Reporter, SweepSummary
 
@@ -21,13 +22,17 @@ class Launch:
     """Where a sweep measures: this machine's GPU (the default), a recorded database (`replay`: the cards of one GPU
     model, or the model or card `replay_device` names), or several GPUs through Dask (`gpus`: of this machine;
     `scheduler`: a running cluster; autotune.sweep.backends.dask_backend). `early_stop=False` times every instance
-    fully (no TOL early stop)."""
+    fully (no TOL early stop). `backend`: any registered backend instead (`autotune.sweep.backends.make_backend`:
+    a name of the entry-point group `autotune.backends`, or module:callable), built with `backend_options` as its
+    keyword arguments."""
 
     replay: str | None = None
     early_stop: bool = True
     gpus: str | None = None
     scheduler: str | None = None
     replay_device: str | None = None
+    backend: str | None = None
+    backend_options: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass
@@ -71,14 +76,10 @@ def launch_sweep(cfg: SweepConfig, launch: Launch | None = None, reporter: Repor
     backend = None
     try:
         with stopping.handling():  # (the command line's `main` has them already; an in-process call gets them here)
-            if launch.gpus is not None or launch.scheduler is not None:
-                backend = _dask_backend(launch.replay, tol, launch.gpus, launch.scheduler)
-            else:
-                backend = _backend(launch.replay, tol, launch.replay_device)
+            backend = _backend(launch, tol)
             with Store.open(cfg.database) as store:
                 summary = sweep_into(cfg, store, backend, reporter or Silent())
-        rates = getattr(backend, "rates", None)
-        return Launched(summary, list(rates()) if rates is not None else [])
+        return Launched(summary, list(backend.rates()))
     except SQLAlchemyError as exc:
         raise database_failure(cfg.database, exc) from None
     finally:
@@ -86,46 +87,34 @@ def launch_sweep(cfg: SweepConfig, launch: Launch | None = None, reporter: Repor
             backend.close()
 
 
-def sweep_into(cfg: SweepConfig, store: Store, backend: Any, reporter: Reporter) -> SweepSummary:
+def sweep_into(cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter) -> SweepSummary:
     """The sweep of `cfg` on a started backend into an open store (`tune_kernel` reads the store before and after,
     and keeps its backend between calls); a reporter that shows rates is given the backend's."""
     from autotune.sweep.runner import run_sweep
 
     if isinstance(reporter, ShowsRates):
-        reporter.rates = getattr(backend, "rates", None)
+        reporter.rates = backend.rates
     return run_sweep(cfg, store, backend, reporter)
 
 
-def _dask_backend(replay: str | None, tol: float | None, gpus: str | None, scheduler: str | None) -> Any:
-    """The Dask executor: a local cluster of one worker per GPU (`gpus`) or the cluster at `scheduler`; each worker
-    measures with a GPU backend, or with `replay` a replay of that database."""
-    from autotune.sweep.backends.dask_backend import DaskBackend, gpu_list, require_distributed
-    from autotune.sweep.backends.dask_executors import GpuExecutor, ReplayExecutor
+def _backend(launch: Launch, tol: float | None) -> Backend:
+    """The backend `launch` names, from the registry (`autotune.sweep.backends.make_backend`): the one it names by
+    `backend`, else Dask when it names GPUs or a scheduler, else a replay of `launch.replay`, else this machine's GPU."""
+    from autotune.sweep.backends import make_backend
 
-    require_distributed()
-    devices = gpu_list(gpus, replay=replay is not None) if gpus is not None else None
-    from autotune.sweep.backends.replay import replay_delay_s
-
-    delay = replay_delay_s()  # read here: a remote worker has its own environment
-    executor = (
-        ReplayExecutor(replay, delay_s=delay)
-        if replay
-        else GpuExecutor(tol=tol, per_host=len(devices) if devices else 1)
-    )
-    # on a cluster with compile workers (`dask worker --resources compile=1`), chunks compile ahead on them
-    return DaskBackend(
-        executor, devices=devices, scheduler=scheduler, compile_ahead=None if scheduler and not replay else False
-    )
-
-
-def _backend(replay: str | None, tol: float | None, replay_device: str | None = None) -> Any:
-    if replay:
-        from autotune.sweep.backends.replay import ReplayBackend
-
-        return ReplayBackend(replay, replay_device)
-    from autotune.sweep.backends.local import gpu_backend
-
-    return gpu_backend(
+    if launch.backend is not None:
+        if launch.replay or launch.gpus is not None or launch.scheduler is not None:
+            raise UserError(
+                f"backend {launch.backend!r} is named, and a replay, GPUs or a scheduler too",
+                hint="name the backend alone, with its own options (backend_options)",
+            )
+        return make_backend(launch.backend, **dict(launch.backend_options))
+    if launch.gpus is not None or launch.scheduler is not None:
+        return make_backend("dask", replay=launch.replay, tol=tol, gpus=launch.gpus, scheduler=launch.scheduler)
+    if launch.replay:
+        return make_backend("replay", url=launch.replay, device=launch.replay_device)
+    return make_backend(
+        "gpu",
         tol=tol,
         hint="run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or "
         ".[cuda13]), or pass --replay DB to replay a recorded sweep",

@@ -93,8 +93,8 @@ def workload_weights(path: Path | None):
     """--workload: a function of a points frame giving each tuned point's weight (None without a workload)."""
     if path is None:
         return None
-    from autotune.sweep.workload import point_weights_frame
-    from autotune.sweep.workload_files import load_workload
+    from autotune.sweep.workloads.workload import point_weights_frame
+    from autotune.sweep.workloads.workload_files import load_workload
 
     workload = load_workload(path)
     return lambda points: point_weights_frame(workload, points)

@@ -124,7 +124,7 @@ def _provenance(
     """validation_summary.json's provenance: the user's files, never a temporary copy; relative to the repository
     inside it (given_paths). The caller fills what the None values hold a place for."""
     from autotune.dispatch.given_paths import recorded_name
-    from autotune.sweep.runner import git_commit
+    from autotune.sweep.provenance import git_commit
 
     prov = table.provenance
     return {
@@ -157,7 +157,7 @@ def table_workload(path: Path | None, kind: Any, spaces: list[Path]) -> Any:
     """--workload, which must be of the table's kind (a CSV workload reads the kind from --space)."""
     if path is None:
         return None
-    from autotune.sweep.workload_files import load_workload
+    from autotune.sweep.workloads.workload_files import load_workload
 
     space = next((p for p in spaces if path.suffix.lower() == ".csv"), None)
     wl = load_workload(path, space=space)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.sweep.compile import SCREEN_DEFAULT, TIMEOUT_ERROR, CompileRequest, compile_batch
+from autotune.sweep.compile.nvrtc import SCREEN_DEFAULT, TIMEOUT_ERROR, CompileRequest, compile_batch
 
 pytestmark = pytest.mark.gpu
 SOURCE = """
@@ -44,7 +44,7 @@ template <int N> __global__ void big(float *x) {
 
 
 def test_a_fast_build_finds_a_shared_memory_limit_before_the_full_build(tmp_path: Path) -> None:
-    from autotune.sweep.compile import PRECHECK_NOTE, resource_failure
+    from autotune.sweep.compile.nvrtc import PRECHECK_NOTE, resource_failure
 
     src = tmp_path / "big.cu"
     src.write_text(SHARED)

@@ -1,4 +1,4 @@
-"""GPU tier (`autotune.sweep.twins`): a configuration whose defines give the program of one compiling now waits for it,
+"""GPU tier (`autotune.sweep.compile.twins`): a configuration whose defines give the program of one compiling now waits for it,
 with the real NVRTC. The transpose example gains a parameter its code never reads (three values): a sweep of its 12
 configurations (4 programs) through the real GpuBackend verifies all 12 and leaves no lock; compile_batch defers a
 twin while its program's lock is held by a live process; the first compile takes over a dead holder's lock and marks
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from autotune.sweep import compile as comp
-from autotune.sweep.compile import CompileRequest, compile_batch, compile_batch_deferring
-from autotune.sweep.twins import Later, twin_key
+from autotune.sweep.compile import nvrtc as comp
+from autotune.sweep.compile.nvrtc import CompileRequest, compile_batch, compile_batch_deferring
+from autotune.sweep.compile.twins import Later, twin_key
 from tests.support.gpu_sweep import gpu_sweep
 
 pytestmark = pytest.mark.gpu
@@ -47,7 +47,7 @@ def twin_space(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def twins_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    from autotune.sweep import twins
+    from autotune.sweep.compile import twins
 
     monkeypatch.setenv(twins.TWINS_ENV, "1")  # (the default, whatever the caller's environment says; inherited)
 
@@ -64,7 +64,7 @@ def test_a_sweep_compiles_each_distinct_program_once(tmp_path: Path) -> None:
 def test_a_twin_waits_for_its_programs_compile_and_nvrtc_serves_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from autotune.sweep import twins
+    from autotune.sweep.compile import twins
 
     monkeypatch.setattr(twins, "POLICY", twins.TwinPolicy())  # (this process's own looks are not in question here)
     space = twin_space(tmp_path)

@@ -11,7 +11,7 @@ import pytest
 
 from autotune.problems.gemm import GEMM, gemm_point
 from autotune import paths
-from autotune.sweep.compile import CompileRequest, compile_batch
+from autotune.sweep.compile.nvrtc import CompileRequest, compile_batch
 from autotune.space.instance import Instance
 from autotune.vocab import Status, TestPoint
 from autotune.sweep.timing import ALONE_MIN_MS, FAST_REPS

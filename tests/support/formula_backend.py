@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import signal
 import zlib
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 from autotune.problems.base import ProblemKind, Scalars
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
-from autotune.sweep.backends.base import Job
+from autotune.sweep.backends.base import Backend, Job
 
 INFO = DeviceInfo(
     name="formula-gpu",
@@ -32,9 +32,8 @@ INFO = DeviceInfo(
 )
 
 
-class FormulaBackend:
+class FormulaBackend(Backend):
     def __init__(self, die_at: int | None = None, interrupt_at: int | None = None) -> None:
-        self.before_measure: Callable[[str, TestPoint], None] | None = None
         self.die_at, self.interrupt_at = die_at, interrupt_at
         self.calls: list[tuple[str, TestPoint]] = []
 

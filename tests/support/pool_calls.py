@@ -7,7 +7,7 @@ import signal
 import time
 from typing import Any
 
-from autotune.sweep.compile import CompileFailed
+from autotune.sweep.compile.nvrtc import CompileFailed
 
 
 def pid_after(seconds: float) -> int:
@@ -48,7 +48,7 @@ def later_then(counter: str, times: int, value: Any) -> Any:
     """A call that answers `twins.Later` (itself, again in 0.2 s) its first `times` calls, then (value, calls)."""
     from pathlib import Path
 
-    from autotune.sweep.twins import Later
+    from autotune.sweep.compile.twins import Later
 
     path = Path(counter)
     calls = int(path.read_text()) + 1 if path.exists() else 1
@@ -61,7 +61,7 @@ def later_then(counter: str, times: int, value: Any) -> Any:
 def install_standin_compiler(seconds: float) -> None:
     """A pool initializer: this process's NVRTC is a stand-in whose every build takes `seconds` (tests of the
     compile flow without NVRTC: tests/test_compile_twins.py)."""
-    from autotune.sweep import compile as comp
+    from autotune.sweep.compile import nvrtc as comp
 
     os.environ["AUTOTUNE_COMPILE_SUPERVISED"] = "1"
 

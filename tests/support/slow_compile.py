@@ -1,4 +1,4 @@
-"""A stand-in for `autotune.sweep.compile.compile_batch` in a real (spawn) compile pool (tests/test_sweep_stops.py):
+"""A stand-in for `autotune.sweep.compile.nvrtc.compile_batch` in a real (spawn) compile pool (tests/test_sweep_stops.py):
 requests whose name expressions have BLOCK_X = 8 "compile" at once; the others run `sleep 60` as a child process,
 as nvcc would, after writing its pid to `pids/` so the test can check that a budget's end killed it."""
 
@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from autotune.sweep.compile import CompiledKernel, CompileRequest
+from autotune.sweep.compile.nvrtc import CompiledKernel, CompileRequest
 
 
 def slow_compile(blob: str, pids: str, req: CompileRequest, cache_dir: Path) -> list[CompiledKernel]:

@@ -1,8 +1,11 @@
-"""Executors: where an instance is measured (`base.Backend`, `base.Job`).
+"""Executors: where an instance is measured (`base.Backend`, `base.Job`), loaded lazily by name.
 
-- `local.GpuBackend`: the local GPU, through a compile pool and a GPU worker process (`gpu_worker`, `tasks`);
-- `replay.ReplayBackend`: the measurements recorded in a results database, without a GPU.
-A Dask executor comes next, beside them. Implementations are imported by name where they are used (a GPU
+- `gpu`: `local.GpuBackend`, the local GPU, through a compile pool and a GPU worker process (`gpu_worker`, `tasks`);
+- `replay`: `replay.ReplayBackend`, the measurements recorded in a results database, without a GPU;
+- `dask`: `dask_backend.DaskBackend`, several GPUs of this machine or a cluster (`dask_executors.dask_backend`).
+`BACKENDS` maps a built-in name to "module:callable" (a class or a function that returns a `Backend`); installed
+packages add theirs in the entry-point group `autotune.backends` (name = "package.module:callable"); a launcher may
+also name "module:callable" directly (`make_backend`). A backend's module is imported only when it is chosen (a GPU
 backend imports nothing of CuPy in the parent process). `Backend` and `Job` are loaded at their first use, so that
 importing this package's light modules (`gpu_entry`: the GPU worker's entry, spawned at `autotune.kernel_tuner`'s
 import) does not import the space machinery and NumPy first.
@@ -10,10 +13,18 @@ import) does not import the space machinery and NumPy first.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.sweep.backends.base import Backend, Job
+
+ENTRY_POINT_GROUP = "autotune.backends"
+BACKENDS: dict[str, str] = {
+    "gpu": "autotune.sweep.backends.local:gpu_backend",
+    "replay": "autotune.sweep.backends.replay:ReplayBackend",
+    "dask": "autotune.sweep.backends.dask_executors:dask_backend",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -24,4 +35,61 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Backend", "Job"]
+def backend_names() -> dict[str, str]:
+    """Every backend a launcher may name: the built-ins, then installed entry points (name -> "module:callable")."""
+    from importlib.metadata import entry_points  # (not at import: the GPU worker's entry imports this package)
+
+    names = dict(BACKENDS)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        names.setdefault(ep.name, ep.value)
+    return names
+
+
+def backend_factory(name: str) -> Callable[..., Any]:
+    """The class or function registered as `name` (or given as "module:callable"), imported only now. UserError when
+    the name or its target cannot be found."""
+    from autotune.errors import (
+        UserError,
+    )  # (here: the GPU worker's entry imports this package, the standard library only)
+
+    target = BACKENDS.get(name) or backend_names().get(name) or (name if ":" in name else None)
+    if target is None:
+        raise UserError(
+            f"unknown backend {name!r}",
+            hint=f"choose one of {', '.join(backend_names())}, or give module:callable",
+        )
+    module, _, attr = target.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UserError(
+            f"cannot load backend {name!r} ({target}): {exc}",
+            hint="check the module is installed and defines it",
+        ) from None
+    if not callable(factory):
+        raise UserError(
+            f"backend {name!r} ({target}) is not callable", hint="register a Backend subclass or a function"
+        )
+    return factory
+
+
+def make_backend(name: str, **options: Any) -> Backend:
+    """The backend `name`, built as `factory(**options)` (the built-ins: `gpu` takes `tol`, `device`, `hint`; `replay`
+    takes `url`, `device`; `dask` takes `replay`, `tol`, `gpus`, `scheduler`). UserError as `backend_factory`, or when
+    what it builds is not a `Backend`."""
+    from autotune.errors import UserError
+    from autotune.sweep.backends.base import Backend
+
+    built = backend_factory(name)(**options)
+    if not isinstance(built, Backend):
+        built_close = getattr(built, "close", None)
+        if callable(built_close):
+            built_close()
+        raise UserError(
+            f"backend {name!r} built a {type(built).__name__}, not a Backend",
+            hint="subclass autotune.sweep.backends.base.Backend (its docstring states what the runner calls)",
+        )
+    return built
+
+
+__all__ = ["BACKENDS", "ENTRY_POINT_GROUP", "Backend", "Job", "backend_factory", "backend_names", "make_backend"]

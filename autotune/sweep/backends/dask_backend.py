@@ -37,7 +37,7 @@ from autotune import stopping, untrusted
 from autotune.errors import UserError
 from autotune.untrusted import env_number, number
 from autotune.problems.base import ProblemKind, Scalars, scalars_key
-from autotune.sweep.backends.base import Job
+from autotune.sweep.backends.base import Backend, Job
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 
 INSTALL_HINT = "pip install 'autotune[dask]'  (or: pip install distributed)"
@@ -292,7 +292,7 @@ class GpuRate:
         return self.pairs / self.seconds if self.seconds > 0 else 0.0
 
 
-class DaskBackend:
+class DaskBackend(Backend):
     """`autotune.sweep.backends.base.Backend` over a Dask cluster (see the module docstring).
 
     `executor`: a factory from `dask_executors` (what each worker measures with). Exactly one of `devices` (start
@@ -302,6 +302,8 @@ class DaskBackend:
     `compile_workers`: CPU workers the local cluster adds. `compile_ahead`: compile each chunk on a compile worker
     (resource `compile`) into the shared compile cache `compile_cache` before a GPU worker (resource `GPU`) takes
     it; None: when the cluster has compile workers."""
+
+    marks_pairs = False  # its workers measure and never reach the database: a dead worker's chunk is recorded crashed
 
     def __init__(
         self,
@@ -406,7 +408,8 @@ class DaskBackend:
                     self._client.unregister_worker_plugin(_plugin_name())
             except Exception:  # noqa: BLE001 - closing: a worker already gone is fine
                 pass
-            _abandon(self._client)  # bounded: a stop (Ctrl-C, SIGTERM) waits for this, a scheduler gone must not hold it
+            # bounded: a stop (Ctrl-C, SIGTERM) waits for this, a scheduler gone must not hold it
+            _abandon(self._client)
         if self._own_cluster and self._cluster is not None:
             self._cluster.close()
 

@@ -21,9 +21,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Sequence
 
-from autotune.sweep.compile import CompileFailed, CompileTimeout
-from autotune.sweep.compile_pool import CompilePool as SupervisedPool
-from autotune.sweep.compile_pool import env_workers, request_limit, request_what
+from autotune.sweep.compile.nvrtc import CompileFailed, CompileTimeout
+from autotune.sweep.compile.compile_pool import CompilePool as SupervisedPool
+from autotune.sweep.compile.compile_pool import env_workers, request_limit, request_what
 
 
 class PoolFailed(RuntimeError):
@@ -33,7 +33,7 @@ class PoolFailed(RuntimeError):
 def compile_in_pool(request: Any, cache_dir: str) -> tuple[list[Any], int, int]:
     """Runs in a pool process: `compile_batch(request, cache_dir)`, with this process's pid and its thread count at
     the call (1: a single-threaded process, where NVRTC loads safely)."""
-    from autotune.sweep.compile import compile_batch
+    from autotune.sweep.compile.nvrtc import compile_batch
 
     threads = threading.active_count()
     return compile_batch(request, Path(cache_dir)), os.getpid(), threads
@@ -61,7 +61,7 @@ class CompilePool:
     def _get(self) -> SupervisedPool:
         import multiprocessing as mp
 
-        from autotune.sweep.compile import warm_compile_process
+        from autotune.sweep.compile.nvrtc import warm_compile_process
 
         with self._lock:
             if self._pool is None:

@@ -7,6 +7,7 @@ worker calls it once with its name and keeps the executor (a `Backend`) for the 
 - `ReplayExecutor`: a `replay.ReplayBackend` over a recorded database (no GPU: tests, demos, CI); `relabel` gives
   each worker its own GPU uuid (and, with `models`, its own GPU name), so the per-GPU bookkeeping is testable
   without GPUs.
+`dask_backend` (the registered backend `dask`) chooses the factory and builds the client-side `DaskBackend`.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class GpuExecutor:
 
         from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend
 
-        from autotune.sweep.compile_pool import env_workers
+        from autotune.sweep.compile.compile_pool import env_workers
 
         n = self.compile_workers or env_workers() or max(1, (os.cpu_count() or 2) // max(1, self.per_host) - 1)
         return GpuBackend(
@@ -84,7 +85,7 @@ class ReplayExecutor:
             backend.close()
 
 
-class Relabelled:
+class Relabelled(Backend):
     """An executor that reports another DeviceInfo than its inner one (tests of several GPUs without GPUs)."""
 
     def __init__(self, inner: Any, info: DeviceInfo) -> None:
@@ -105,3 +106,26 @@ class Relabelled:
 
     def close(self) -> None:
         self.inner.close()
+
+
+def dask_backend(
+    *, replay: str | None = None, tol: float | None = None, gpus: str | None = None, scheduler: str | None = None
+) -> Backend:
+    """The Dask executor (registered as `dask`): a local cluster of one worker per GPU (`gpus`: a count or a list of
+    CUDA_VISIBLE_DEVICES values) or the cluster at `scheduler`; each worker measures with a GPU backend (`tol`: its
+    early stop), or with `replay` a replay of that database."""
+    from autotune.sweep.backends.dask_backend import DaskBackend, gpu_list, require_distributed
+    from autotune.sweep.backends.replay import replay_delay_s
+
+    require_distributed()
+    devices = gpu_list(gpus, replay=replay is not None) if gpus is not None else None
+    delay = replay_delay_s()  # read here: a remote worker has its own environment
+    executor: ExecutorFactory = (
+        ReplayExecutor(replay, delay_s=delay)
+        if replay
+        else GpuExecutor(tol=tol, per_host=len(devices) if devices else 1)
+    )
+    # on a cluster with compile workers (`dask worker --resources compile=1`), chunks compile ahead on them
+    return DaskBackend(
+        executor, devices=devices, scheduler=scheduler, compile_ahead=None if scheduler and not replay else False
+    )

@@ -47,9 +47,7 @@ class ExecutorPlugin(WorkerPlugin):
             worker._autotune_compile_pool = CompilePool(pool_size(resources))
             return
         executor = self.factory(str(worker.name))
-        start = getattr(executor, "start", None)
-        if start is not None:  # a GPU executor starts its compile pool and GPU process now
-            start()
+        executor.start()  # a GPU executor starts its compile pool and GPU process now
         worker._autotune_executor = executor
         worker._autotune_lock = threading.Lock()
 
@@ -168,14 +166,12 @@ def run_chunk(
     (Dask passes its result: the chunk runs once its kernels are in the shared cache)."""
     executor, lock, name = _executor()
     with lock:
-        if seconds_left is not None and hasattr(executor, "deadline"):
+        if seconds_left is not None:
             executor.deadline = time.monotonic() + seconds_left
         info = executor.device_info()
-        seed = getattr(executor, "seed_best", None)
-        if seed is not None:
-            for model, point, scalars, ms in seeds:
-                if model == info.name:
-                    seed(point, scalars, ms)
+        for model, point, scalars, ms in seeds:
+            if model == info.name:
+                executor.seed_best(point, scalars, ms)
         start = time.monotonic()
         out, closing = [], False
         measurements = executor.run(list(jobs))

@@ -69,13 +69,13 @@ def source(te: str, tg: str) -> str:
 def _arch() -> tuple[str, str]:
     import cupy as cp
 
-    from autotune.sweep.compile import arch_option, nvrtc_archs
+    from autotune.sweep.compile.nvrtc import arch_option, nvrtc_archs
 
     return arch_option(int(cp.cuda.Device().compute_capability), nvrtc_archs())
 
 
 def _compile(pair: tuple[str, str], arch: tuple[str, str]) -> bytes | None:
-    from autotune.sweep.compile import nvrtc_compile
+    from autotune.sweep.compile.nvrtc import nvrtc_compile
 
     try:
         binary, _, _ = nvrtc_compile(source(*pair), "autotune_allclose.cu", (), (arch[0], "--fmad=false"), arch[1])

@@ -20,7 +20,7 @@ from typing import Any
 def spawn_worker(ctx: Any, device: int, warm: bool, target: Any = None) -> tuple[Any, Any]:
     """Start `target` (default `gpu_main`) for `device` in a process of `ctx` (spawn); (the process, the parent's end
     of its pipe)."""
-    from autotune.sweep.spawning import start_process
+    from autotune.sweep.compile.spawning import start_process
 
     parent, child = ctx.Pipe()
     kwargs = {"warm": True} if warm else {}
@@ -41,7 +41,7 @@ def _start_nvml() -> None:
 
 def gpu_main(conn: Any, device: int, warm: bool = False) -> None:
     """The worker's loop; `warm`: compile the device comparison in a thread meanwhile (`warm_comparisons`)."""
-    from autotune.sweep.spawning import ignore_sigint
+    from autotune.sweep.compile.spawning import ignore_sigint
 
     ignore_sigint()  # Ctrl-C is the parent's: it finishes or abandons the request in flight, then stops us
     stamps = {"started": time.monotonic()}  # sent with "ready": where the worker's start went (GpuBackend.timeline)

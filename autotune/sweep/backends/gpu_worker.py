@@ -18,7 +18,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from autotune.sweep.timing import TimingPlan
-from autotune.sweep.compile import CompiledKernel
+from autotune.sweep.compile.nvrtc import CompiledKernel
 from autotune.problems.base import ProblemKind, Scalars, l2_protection, scalars_key
 from autotune.problems.declared_data import CheckError
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint

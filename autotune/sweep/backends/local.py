@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from autotune import paths
 from autotune.sweep.timing import TimingPlan
-from autotune.sweep.compile import (
+from autotune.sweep.compile.nvrtc import (
     COMPILE_CACHE_ENV,
     DEFAULT_OPTIONS,
     CompiledKernel,
@@ -59,7 +59,7 @@ from autotune.sweep.compile import (
     compile_batch_deferring,
     warm_compile_process,
 )
-from autotune.sweep.compile_pool import (
+from autotune.sweep.compile.compile_pool import (
     PROFILE_ENV,
     CompilePool,
     env_workers,
@@ -67,9 +67,9 @@ from autotune.sweep.compile_pool import (
     request_limit,
     request_what,
 )
-from autotune.sweep.compile import compile_timeout_s as compile_timeout_s_of, resource_failure, screen_options
-from autotune.sweep.backends.base import Job
-from autotune.sweep.nvcc import find_nvcc
+from autotune.sweep.compile.nvrtc import compile_timeout_s as compile_timeout_s_of, resource_failure, screen_options
+from autotune.sweep.backends.base import Backend, Job
+from autotune.sweep.compile.nvcc import find_nvcc
 from autotune.space.kt_semantics import split_unroll
 from autotune.errors import UserError
 from autotune.sweep.backends.gpu_entry import gpu_main, spawn_worker
@@ -146,7 +146,7 @@ class _Sent:
     answer: tuple[str, Any] | None = None  # read early (`_settle`), when another request needed the pipe
 
 
-class GpuBackend:
+class GpuBackend(Backend):
     """`autotune.sweep.backends.base.Backend` on the local GPU (see the module docstring)."""
 
     def __init__(

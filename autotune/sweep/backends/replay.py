@@ -24,7 +24,7 @@ from sqlalchemy.orm import defer
 
 from autotune.errors import UserError
 from autotune.problems.base import ProblemKind, Scalars
-from autotune.sweep.backends.base import NOT_RECORDED, Job
+from autotune.sweep.backends.base import NOT_RECORDED, Backend, Job
 from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.store.schema import BaselineRow, MeasurementRow, Point, sizes_json
 from autotune.store.store import Store
@@ -34,7 +34,7 @@ STATS = ("median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms")
 REPLAY_DELAY_ENV = "AUTOTUNE_REPLAY_DELAY"
 
 
-class ReplayBackend:
+class ReplayBackend(Backend):
     """Replays the measurements of one GPU model of the database at `url` (opened read-only).
 
     `device` is a device name (every card of that model) or UUID (that card only); None: every recorded card,

@@ -9,7 +9,7 @@ A problem lists `precision`, `shape` (kinds with variants), its sizes (derived o
 sizes' rule and `weight`.
 
 CSV: the header `precision,shape,<size names>,weight` (shape, derived sizes and weight optional; `space`
-names the space file of a kind that is not built in), read by `autotune.sweep.problem_rows` (the reader of
+names the space file of a kind that is not built in), read by `autotune.sweep.workloads.problem_rows` (the reader of
 `validate --points` too): UTF-8 with or without a BOM, sizes 1..2^31-1, rows counted before they are read.
 """
 
@@ -28,9 +28,9 @@ from autotune.problems.base import ProblemKind
 from autotune.problems.registry import BUILT_IN
 from autotune.sweep.config import Reader, size_list, size_rule, space_path
 from autotune.sweep.limits import point_limit_error
-from autotune.sweep.workload import DEFAULT_BUDGET_BYTES, Group, SizeRule, Workload
-from autotune.sweep.problem_rows import read_problems
-from autotune.sweep.workload_limits import max_problems, problems_error, range_count
+from autotune.sweep.workloads.workload import DEFAULT_BUDGET_BYTES, Group, SizeRule, Workload
+from autotune.sweep.workloads.problem_rows import read_problems
+from autotune.sweep.workloads.workload_limits import max_problems, problems_error, range_count
 from autotune.vocab import TestPoint
 from autotune.yamlfile import compose, read_text
 

@@ -28,8 +28,8 @@ import yaml
 from autotune.errors import UserError
 from autotune.problems.base import INT32_MAX, ProblemKind
 from autotune.sweep.limits import point_limit_error
-from autotune.sweep.workload import SizeRule
-from autotune.sweep.workload_limits import csv_rows, max_problems, problems_error
+from autotune.sweep.workloads.workload import SizeRule
+from autotune.sweep.workloads.workload_limits import csv_rows, max_problems, problems_error
 from autotune.vocab import TestPoint
 from autotune.yamlfile import compose, read_text
 

@@ -10,7 +10,7 @@ Taking a kernel's address instantiates it (like NVRTC's name expressions), and e
 variable whose initial value the cubin records as a relocation against the kernel's symbol: reading the cubin's
 ELF symbol and relocation tables (`ref_targets`, pure Python) gives each name expression's lowered (mangled)
 name, for templates, C++ names and extern "C" names alike, with no demangler and no intermediate files kept.
-The cubin is then cached and loaded exactly like NVRTC's (`autotune.sweep.compile`).
+The cubin is then cached and loaded exactly like NVRTC's (`autotune.sweep.compile.nvrtc`).
 """
 
 from __future__ import annotations

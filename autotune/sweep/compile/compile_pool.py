@@ -39,7 +39,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
 from autotune import untrusted
-from autotune.sweep.compile import (
+from autotune.sweep.compile.nvrtc import (
     COMPILE_TIMEOUT_ENV,
     SUPERVISED_ENV,
     TIMEOUT_ERROR,
@@ -47,8 +47,8 @@ from autotune.sweep.compile import (
     CompileTimeout,
     compile_nice,
 )
-from autotune.sweep.spawning import start_process
-from autotune.sweep.twins import Later
+from autotune.sweep.compile.spawning import start_process
+from autotune.sweep.compile.twins import Later
 
 
 GROW_AFTER_S = 0.2  # a pool started with fewer than its processes starts the rest once a call waited this long

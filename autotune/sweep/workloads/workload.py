@@ -1,7 +1,7 @@
 """Workloads: the problems an application runs, with weights -> the test points to tune, a sweep config
 measuring them, and the weight of each tuned point (for the analyzer). Any problem kind.
 
-A workload (read by `autotune.sweep.workload_files.load_workload`) is a set of distinct problems with weights,
+A workload (read by `autotune.sweep.workloads.workload_files.load_workload`) is a set of distinct problems with weights,
 grouped by (precision, shape). Distances are the dispatch tables' |log2 a/b| summed over the kind's
 `table_sizes()` (GEMM: m, n, k); its other sizes (`tie_sizes()`, GEMM: batch) only break ties. Sizes a problem
 may leave out (`ProblemKind.derived_sizes`, GEMM: batch) follow a `SizeRule`: a fixed value, else the kind's

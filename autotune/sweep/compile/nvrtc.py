@@ -15,10 +15,10 @@ so a killed sweep leaves no half-written entry. CuPy's own kernel cache is not u
 included headers and cannot be shared by compile processes that hold no CUDA context.
 
 `compile_batch` runs in a process pool (spawn) and never touches the GPU: the architecture is given. In the
-sweep's pool (`autotune.sweep.compile_pool`) NVRTC runs in the compile process itself and the parent kills a call
+sweep's pool (`autotune.sweep.compile.compile_pool`) NVRTC runs in the compile process itself and the parent kills a call
 past its time limit; called anywhere else (another pool, a script), a request with a time limit compiles in a forked
 child of the calling process (`with_time_limit`: ~70 ms more per compile).
-A request with `compiler="nvcc"` goes through the toolkit's nvcc instead (`autotune.sweep.nvcc`): the same
+A request with `compiler="nvcc"` goes through the toolkit's nvcc instead (`autotune.sweep.compile.nvcc`): the same
 cache, keyed also by the compiler and nvcc's version, the same cubin loaded the same way.
 """
 
@@ -37,8 +37,8 @@ from typing import Any, Callable
 
 from autotune import untrusted
 from autotune.errors import UserError
-from autotune.sweep import twins as tw
-from autotune.sweep.spawning import ignore_sigint
+from autotune.sweep.compile import twins as tw
+from autotune.sweep.compile.spawning import ignore_sigint
 
 DEFAULT_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 COMPILE_CACHE_ENV = "AUTOTUNE_COMPILE_CACHE"  # a compile cache folder other than the default (a benchmark's fresh one)
@@ -448,7 +448,7 @@ def compile_batch(request: CompileRequest, cache_dir: Path) -> list[CompiledKern
 
     Misses are compiled in one NVRTC call; if that call fails, each miss is compiled alone so that an
     error is pinned on the instance that caused it and the others still compile. Unless `AUTOTUNE_COMPILE_TWINS=0`
-    (`autotune.sweep.twins`), a configuration whose program another process is compiling right now waits here for
+    (`autotune.sweep.compile.twins`), a configuration whose program another process is compiling right now waits here for
     that compile to end, then compiles (NVRTC serves it); `compile_batch_deferring` answers `twins.Later` instead.
     """
     out = _compile_batch(request, cache_dir, defer=False, twin=None, wait_s=None)
@@ -480,7 +480,7 @@ def _compile_batch(
     search = (request.source.parent, *request.include_dirs)
     digest = source_digest(text, local_headers(text, (*search, *option_include_dirs(request.options))))
     if request.compiler == "nvcc":
-        from autotune.sweep import nvcc
+        from autotune.sweep.compile import nvcc
 
         tool = nvcc.find_nvcc()
         if tool is None:
@@ -531,7 +531,9 @@ def _compile_batch(
     done = {n: hit for n in keys if (hit := cache.lookup(keys[n])) is not None}
     misses = tuple(n for n in request.name_expressions if n not in done)
     claimed: str | None = None
-    if misses and request.compiler != "nvcc":  # a twin compiling elsewhere is waited for (`autotune.sweep.twins`)
+    if (
+        misses and request.compiler != "nvcc"
+    ):  # a twin compiling elsewhere is waited for (`autotune.sweep.compile.twins`)
         step = tw.take_turn(
             cache.root / "twins",
             text,
