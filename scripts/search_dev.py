@@ -74,7 +74,8 @@ def main() -> None:
         r = np.array([(r2, r5) for j, r2, r5 in got if j == i])
         m2, p2 = np.median(r[:, 0]), np.percentile(r[:, 0], 90)
         m5, p5 = np.median(r[:, 1]), np.percentile(r[:, 1], 90)
-        print(f"{label[:64]:64s} 2%: {m2:.4f} / {p2:.4f}   5%: {m5:.4f} / {p5:.4f}")
+        miss = int((r[:, 1] > 0.10).sum())
+        print(f"{label[:64]:64s} 2%: {m2:.4f} / {p2:.4f}   5%: {m5:.4f} / {p5:.4f}   {miss} of {len(r)} > 10% at 5%")
 
 
 if __name__ == "__main__":

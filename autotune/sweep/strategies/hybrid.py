@@ -61,6 +61,9 @@ ELITE = 8  # the parents are drawn from this many fastest instances
 CLIP = 0.0  # (0: off) the surrogate learns log times above this quantile of the verified ones as that quantile
 RESTART = 0  # (0: off) after this many results without a better best, a local search restarts from a random row
 PATIENCE = 8  # ... and descends from it until this many of its results in a row found nothing better in it
+FAR = 0  # (0: off) a restart starts from the one of this many random free rows farthest from the optima found
+GAP = -1  # results between the end of a restart and the next (-1: `restart`)
+MERGE = 0  # (0: off) a restart ends when its best has a measured neighbour outside it that is faster
 MAX_PAIR_FEATURES = 2_000  # above this many pair features, main effects only (large spaces of many values)
 PAIR_LEVELS = 8  # a parameter's values are cut into at most this many runs for the pair features
 MAIN_LEVELS = 64  # ... and into at most this many for its main effect
@@ -102,9 +105,15 @@ class HybridModel:
         clip: float = CLIP,
         restart: int = RESTART,
         patience: int = PATIENCE,
+        far: int = FAR,
+        merge: int = MERGE,
+        gap: int = GAP,
     ) -> None:
+        self.gap = restart if gap < 0 else gap
         self.optimism = optimism
-        self.restart, self.patience = restart, patience
+        self.restart, self.patience, self.far, self.merge = restart, patience, far, merge
+        self._optima: list[int] = []  # the best row of every restart that ended
+        self._time: dict[int, float] = {}  # log time of the rows measured in restarts and of the best ones
         self._phase: list[tuple[float, int]] | None = None  # a restart's results (log time, row), fastest first
         self._phase_idle = 0  # the restart's results in a row that did not improve on its best
         self._calm = 0  # results since the last restart ended
@@ -222,6 +231,8 @@ class HybridModel:
             self.worst = max(self.worst, log_time)
             better = not self.ranked or log_time < self.ranked[0][0]
             bisect.insort(self.ranked, (log_time, int(row)))
+            if better:
+                self._time[int(row)] = log_time
             self._since_best = -1 if better else self._since_best
         self._since_best += 1
         self._calm += 1
@@ -230,8 +241,9 @@ class HybridModel:
             self._phase_idle = 0 if gain else self._phase_idle + 1
             if log_time is not None:
                 bisect.insort(self._phase, (log_time, int(row)))
-            if self._phase_idle >= self.patience:
-                self._phase, self._calm = None, 0
+                self._time[int(row)] = log_time
+            if self._phase_idle >= self.patience or (self.merge and self._merged()):
+                self._end_phase()
         self.rows.append(int(row))
         self.y.append(log_time)
 
@@ -309,7 +321,7 @@ class HybridModel:
         u = self.rng.random()
         if len(self.rows) < self.startup or ok < 2 or not self.codes.shape[1]:
             return int(self.rng.choice(idx))
-        if self.restart and (self._phase is not None or min(self._since_best, self._calm) >= self.restart):
+        if self.restart and (self._phase is not None or (self._since_best >= self.restart and self._calm >= self.gap)):
             return self._restarted(idx, free)
         if u < self.explore:
             return int(self.rng.choice(idx))
@@ -340,14 +352,41 @@ class HybridModel:
         then the default moves go on (around the overall best, which the restart may have moved)."""
         if self._phase is None or not self._phase:
             self._phase, self._phase_idle = self._phase or [], 0
-            return int(self.rng.choice(idx))
+            return self._start(idx)
         self.fit()
         for _, inc in self._phase:
             near = np.flatnonzero((self.distance(inc) <= self.radius) & free)
             if len(near):
                 return self._best(near)
-        self._phase, self._calm = None, 0
+        self._end_phase()
         return int(self.rng.choice(idx))
+
+    def _start(self, idx: np.ndarray) -> int:
+        """A restart's first row: a random free row, or (`far`) the one of `far` of them farthest (fewest equal
+        parameters) from the overall best and every ended restart's best."""
+        if not self.far:
+            return int(self.rng.choice(idx))
+        cand = idx[self.rng.integers(0, len(idx), self.far)]
+        seen = np.array([self.ranked[0][1], *self._optima])
+        near = np.array([(self.codes[cand] == self.codes[q]).sum(axis=1) for q in seen]).max(axis=0)
+        return int(cand[int(np.argmin(near))])
+
+    def _merged(self) -> bool:
+        """The restart's best is a neighbour of a known optimum (the overall best, an ended restart's best) that
+        is faster: its descent has run into a basin searched before."""
+        if not self._phase:
+            return False
+        t, inc = self._phase[0]
+        known = [r for r in (self.ranked[0][1], *self._optima) if r != inc]
+        if not known:
+            return False
+        faster = [r for r in known if self._time[r] < t] if self.merge else []
+        return bool(faster) and bool((self.distance(inc)[faster] <= self.radius).any())
+
+    def _end_phase(self) -> None:
+        if self._phase:
+            self._optima.append(self._phase[0][1])
+        self._phase, self._calm = None, 0
 
     def _crossover(self, idx: np.ndarray) -> int:
         """A genetic algorithm's child of two parents drawn from the ELITE fastest instances: each parameter's
@@ -454,6 +493,9 @@ class HybridSearch(OptunaSearch):
         clip: float = CLIP,
         restart: int = RESTART,
         patience: int = PATIENCE,
+        far: int = FAR,
+        merge: int = MERGE,
+        gap: int = GAP,
         startup: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -470,6 +512,9 @@ class HybridSearch(OptunaSearch):
             clip=clip,
             restart=restart,
             patience=patience,
+            far=far,
+            merge=merge,
+            gap=gap,
         )
         super().__init__(instances, budget, seed, startup=STARTUP if startup is None else startup, **kwargs)
 
