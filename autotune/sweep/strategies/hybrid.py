@@ -108,7 +108,9 @@ class HybridModel:
         far: int = FAR,
         merge: int = MERGE,
         gap: int = GAP,
+        blind: int = 0,
     ) -> None:
+        self.blind = blind
         self.gap = restart if gap < 0 else gap
         self.optimism = optimism
         self.restart, self.patience, self.far, self.merge = restart, patience, far, merge
@@ -357,7 +359,7 @@ class HybridModel:
         for _, inc in self._phase:
             near = np.flatnonzero((self.distance(inc) <= self.radius) & free)
             if len(near):
-                return self._best(near)
+                return int(self.rng.choice(near)) if self.blind else self._best(near)
         self._end_phase()
         return int(self.rng.choice(idx))
 
