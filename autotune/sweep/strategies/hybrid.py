@@ -21,6 +21,10 @@ good instances (convolution, batched GEMM). `hybrid` does both, and only ever pr
     held-out pairs: results/bench/SEARCH_PROVENANCE.md, "A portfolio move"; not adopted);
   - off by default (`clip` 0): the surrogate learns log times above the `clip` quantile of the verified ones as
     that quantile (SEARCH_PROVENANCE.md, "Search II"; measured on development pairs, not adopted).
+  - off by default (`restart` 0): after `restart` results without a better best (and `restart` results after the
+    last restart), a local search starts again from a random free row and descends from it (the surrogate's
+    fastest free neighbour of the restart's best) until `patience` (24) of its results in a row found nothing
+    better, as basin hopping does (SEARCH_PROVENANCE.md, "Restarts"; measured on development pairs, not adopted).
 Nothing depends on the budget but the stop, so the first N proposals of a long run are those of a run of N
 (anytime). A proposal costs a few vectorized passes over the instances' codes packed into uint64 words (Hamming
 distances by bit operations) and the surrogate's prediction on the candidates: under 50 ms of CPU on 10^6 valid
@@ -60,10 +64,7 @@ CROSS = 0.5  # ... this share of them: a child of two of the best instances, as 
 ELITE = 8  # the parents are drawn from this many fastest instances
 CLIP = 0.0  # (0: off) the surrogate learns log times above this quantile of the verified ones as that quantile
 RESTART = 0  # (0: off) after this many results without a better best, a local search restarts from a random row
-PATIENCE = 8  # ... and descends from it until this many of its results in a row found nothing better in it
-FAR = 0  # (0: off) a restart starts from the one of this many random free rows farthest from the optima found
-GAP = -1  # results between the end of a restart and the next (-1: `restart`)
-MERGE = 0  # (0: off) a restart ends when its best has a measured neighbour outside it that is faster
+PATIENCE = 24  # ... and descends from it until this many of its results in a row found nothing better in it
 MAX_PAIR_FEATURES = 2_000  # above this many pair features, main effects only (large spaces of many values)
 PAIR_LEVELS = 8  # a parameter's values are cut into at most this many runs for the pair features
 MAIN_LEVELS = 64  # ... and into at most this many for its main effect
@@ -105,20 +106,13 @@ class HybridModel:
         clip: float = CLIP,
         restart: int = RESTART,
         patience: int = PATIENCE,
-        far: int = FAR,
-        merge: int = MERGE,
-        gap: int = GAP,
-        blind: int = 0,
     ) -> None:
-        self.blind = blind
-        self.gap = restart if gap < 0 else gap
         self.optimism = optimism
-        self.restart, self.patience, self.far, self.merge = restart, patience, far, merge
+        self.restart, self.patience = restart, patience
         self._optima: list[int] = []  # the best row of every restart that ended
-        self._time: dict[int, float] = {}  # log time of the rows measured in restarts and of the best ones
         self._phase: list[tuple[float, int]] | None = None  # a restart's results (log time, row), fastest first
         self._phase_idle = 0  # the restart's results in a row that did not improve on its best
-        self._calm = 0  # results since the last restart ended
+        self._calm = 0  # results since the last restart ended (the next waits `restart` results)
         self.clip = clip
         self.stall, self.cross = stall, cross
         self._since_best = 0  # results told since the best verified time last improved
@@ -233,8 +227,6 @@ class HybridModel:
             self.worst = max(self.worst, log_time)
             better = not self.ranked or log_time < self.ranked[0][0]
             bisect.insort(self.ranked, (log_time, int(row)))
-            if better:
-                self._time[int(row)] = log_time
             self._since_best = -1 if better else self._since_best
         self._since_best += 1
         self._calm += 1
@@ -243,8 +235,7 @@ class HybridModel:
             self._phase_idle = 0 if gain else self._phase_idle + 1
             if log_time is not None:
                 bisect.insort(self._phase, (log_time, int(row)))
-                self._time[int(row)] = log_time
-            if self._phase_idle >= self.patience or (self.merge and self._merged()):
+            if self._phase_idle >= self.patience:
                 self._end_phase()
         self.rows.append(int(row))
         self.y.append(log_time)
@@ -323,7 +314,7 @@ class HybridModel:
         u = self.rng.random()
         if len(self.rows) < self.startup or ok < 2 or not self.codes.shape[1]:
             return int(self.rng.choice(idx))
-        if self.restart and (self._phase is not None or (self._since_best >= self.restart and self._calm >= self.gap)):
+        if self.restart and (self._phase is not None or min(self._since_best, self._calm) >= self.restart):
             return self._restarted(idx, free)
         if u < self.explore:
             return int(self.rng.choice(idx))
@@ -354,36 +345,14 @@ class HybridModel:
         then the default moves go on (around the overall best, which the restart may have moved)."""
         if self._phase is None or not self._phase:
             self._phase, self._phase_idle = self._phase or [], 0
-            return self._start(idx)
+            return int(self.rng.choice(idx))
         self.fit()
         for _, inc in self._phase:
             near = np.flatnonzero((self.distance(inc) <= self.radius) & free)
             if len(near):
-                return int(self.rng.choice(near)) if self.blind else self._best(near)
+                return self._best(near)
         self._end_phase()
         return int(self.rng.choice(idx))
-
-    def _start(self, idx: np.ndarray) -> int:
-        """A restart's first row: a random free row, or (`far`) the one of `far` of them farthest (fewest equal
-        parameters) from the overall best and every ended restart's best."""
-        if not self.far:
-            return int(self.rng.choice(idx))
-        cand = idx[self.rng.integers(0, len(idx), self.far)]
-        seen = np.array([self.ranked[0][1], *self._optima])
-        near = np.array([(self.codes[cand] == self.codes[q]).sum(axis=1) for q in seen]).max(axis=0)
-        return int(cand[int(np.argmin(near))])
-
-    def _merged(self) -> bool:
-        """The restart's best is a neighbour of a known optimum (the overall best, an ended restart's best) that
-        is faster: its descent has run into a basin searched before."""
-        if not self._phase:
-            return False
-        t, inc = self._phase[0]
-        known = [r for r in (self.ranked[0][1], *self._optima) if r != inc]
-        if not known:
-            return False
-        faster = [r for r in known if self._time[r] < t] if self.merge else []
-        return bool(faster) and bool((self.distance(inc)[faster] <= self.radius).any())
 
     def _end_phase(self) -> None:
         if self._phase:
@@ -495,9 +464,6 @@ class HybridSearch(OptunaSearch):
         clip: float = CLIP,
         restart: int = RESTART,
         patience: int = PATIENCE,
-        far: int = FAR,
-        merge: int = MERGE,
-        gap: int = GAP,
         startup: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -514,9 +480,6 @@ class HybridSearch(OptunaSearch):
             clip=clip,
             restart=restart,
             patience=patience,
-            far=far,
-            merge=merge,
-            gap=gap,
         )
         super().__init__(instances, budget, seed, startup=STARTUP if startup is None else startup, **kwargs)
 
