@@ -248,3 +248,29 @@ def test_a_stalled_search_restarts_a_descent_from_elsewhere() -> None:
         assert near(phase[i], [best_so_far])  # each a neighbour of the restart's best so far
     assert ended == min(phase, key=log_time) and log_time(ended) < log_time(got[0]) - 1.0  # it descended
     assert m._phase is not None or len(m._optima) > 1 or near(got[len(phase)], [a])  # then: around the best
+
+
+def test_a_restart_in_a_batch_starts_once_and_descends_on_results() -> None:
+    """Asked for a batch (several proposals before any result is told), a restart proposes its start once, and
+    the rest of the batch are the default moves; only its own rows count as the restart's results."""
+    codes = np.indices((4, 4, 4, 4)).reshape(4, -1).T.astype(np.int32)
+    m = HybridModel(codes, seed=3, startup=0, explore=0.0, glob=0.0, restart=1, patience=6)
+    m.observe(0, 0.0)
+    m.observe(1, 9.0)
+    free = np.ones(len(codes), bool)
+    free[[0, 1]] = False
+    batch = []
+    for _ in range(4):
+        r = m.propose(free)
+        free[r] = False
+        batch.append(r)
+    start, rest = batch[0], batch[1:]
+    assert int((codes[start] != 0).sum()) >= 2 and m._asked == {start}  # the start: away from the best, once
+    assert all(int((codes[r] != 0).sum()) == 1 for r in rest)  # the others: the best's neighbours (default)
+    for r in rest:
+        m.observe(r, 5.0)
+    assert m._phase == []  # the default moves' results are not the restart's
+    m.observe(start, 4.0)
+    assert m._phase == [(4.0, start)]
+    nxt = m.propose(free)
+    assert int((codes[nxt] != codes[start]).sum()) == 1  # then it descends from its start

@@ -113,6 +113,7 @@ class HybridModel:
         self._phase: list[tuple[float, int]] | None = None  # a restart's results (log time, row), fastest first
         self._phase_idle = 0  # the restart's results in a row that did not improve on its best
         self._calm = 0  # results since the last restart ended (the next waits `restart` results)
+        self._asked: set[int] = set()  # rows the restart proposed that were not told yet (a batch asks several)
         self.clip = clip
         self.stall, self.cross = stall, cross
         self._since_best = 0  # results told since the best verified time last improved
@@ -230,7 +231,8 @@ class HybridModel:
             self._since_best = -1 if better else self._since_best
         self._since_best += 1
         self._calm += 1
-        if self._phase is not None:
+        if self._phase is not None and int(row) in self._asked:  # the restart's own results only
+            self._asked.discard(int(row))
             gain = log_time is not None and (not self._phase or log_time < self._phase[0][0])
             self._phase_idle = 0 if gain else self._phase_idle + 1
             if log_time is not None:
@@ -315,7 +317,10 @@ class HybridModel:
         if len(self.rows) < self.startup or ok < 2 or not self.codes.shape[1]:
             return int(self.rng.choice(idx))
         if self.restart and (self._phase is not None or min(self._since_best, self._calm) >= self.restart):
-            return self._restarted(idx, free)
+            got = self._restarted(idx, free)
+            if got is not None:
+                self._asked.add(got)
+                return got
         if u < self.explore:
             return int(self.rng.choice(idx))
         self.fit()
@@ -338,13 +343,17 @@ class HybridModel:
             self._exhausted.add(inc)
         return self._best(self._sample(idx))
 
-    def _restarted(self, idx: np.ndarray, free: np.ndarray) -> int:
+    def _restarted(self, idx: np.ndarray, free: np.ndarray) -> int | None:
         """A portfolio's second source (`restart`): once the best has not improved for `restart` results, a local
         search starts again from a random free row and descends (the surrogate's fastest free neighbour of the
         restart's best row) until `patience` of its results in a row found nothing better, as basin hopping does;
-        then the default moves go on (around the overall best, which the restart may have moved)."""
+        then the default moves go on (around the overall best, which the restart may have moved). None while its
+        start was asked but not told (the rest of a batch: the default moves)."""
         if self._phase is None or not self._phase:
-            self._phase, self._phase_idle = self._phase or [], 0
+            if self._phase is not None and self._asked:
+                return None
+            self._phase, self._phase_idle = [], 0
+            self._asked.clear()
             return int(self.rng.choice(idx))
         self.fit()
         for _, inc in self._phase:
@@ -358,6 +367,7 @@ class HybridModel:
         if self._phase:
             self._optima.append(self._phase[0][1])
         self._phase, self._calm = None, 0
+        self._asked.clear()
 
     def _crossover(self, idx: np.ndarray) -> int:
         """A genetic algorithm's child of two parents drawn from the ELITE fastest instances: each parameter's
