@@ -204,3 +204,73 @@ def test_clip_caps_the_slow_instances_the_surrogate_learns() -> None:
 
     assert region_gap() > 1.0  # the mean: region A is far slower
     assert region_gap(clip=0.5) < 0.0  # capped at the median: region A's fast instance makes it the better one
+
+
+def test_a_stalled_search_restarts_a_descent_from_elsewhere() -> None:
+    """`restart`/`patience`: once the best has not improved for `restart` results, a local search starts again
+    from a random free row and descends (each proposal a neighbour of the restart's best so far) until `patience`
+    of its results in a row found nothing better; then the default moves go on around the overall best. Off
+    (restart 0), the proposals are the default's, draw for draw."""
+    codes = np.indices((4, 4, 4, 4)).reshape(4, -1).T.astype(np.int32)
+    a, b = 0, 1  # (0, 0, 0, 0): the best, alone; (0, 0, 0, 1): slow
+
+    def log_time(row: int) -> float:  # a bowl around (3, 3, 3, 3), all of it slower than the best
+        return 1.0 + 0.5 * float(np.abs(codes[row] - 3).sum()) + 1e-4 * row  # (no ties)
+
+    def run(**opts: int) -> tuple[list[int], HybridModel]:
+        m = HybridModel(codes, seed=3, startup=0, explore=0.0, glob=0.0, **opts)  # type: ignore[arg-type]
+        m.observe(a, 0.0)
+        m.observe(b, 9.0)
+        free = np.ones(len(codes), bool)
+        free[[a, b]] = False
+        out = []
+        for _ in range(30):
+            r = m.propose(free)
+            assert free[r]
+            free[r] = False
+            m.observe(r, log_time(r))
+            out.append(r)
+        return out, m
+
+    def near(r: int, rows: list[int]) -> bool:
+        return any(int((codes[r] != codes[q]).sum()) <= 1 for q in rows)
+
+    default, _ = run()
+    assert run(restart=0, patience=3)[0] == default
+    assert all(near(r, [a]) for r in default[:11])  # the best's neighbours first
+    got, m = run(restart=1, patience=6)
+    assert not near(got[0], [a])  # the restart's start, away from the best
+    ended = m._optima[0]
+    k = got.index(ended)
+    phase = got[: k + 7]  # the restart: its start, its descent to its best, `patience` (6) results without better
+    for i in range(1, len(phase)):
+        best_so_far = min(phase[:i], key=log_time)
+        assert near(phase[i], [best_so_far])  # each a neighbour of the restart's best so far
+    assert ended == min(phase, key=log_time) and log_time(ended) < log_time(got[0]) - 1.0  # it descended
+    assert m._phase is not None or len(m._optima) > 1 or near(got[len(phase)], [a])  # then: around the best
+
+
+def test_a_restart_in_a_batch_starts_once_and_descends_on_results() -> None:
+    """Asked for a batch (several proposals before any result is told), a restart proposes its start once, and
+    the rest of the batch are the default moves; only its own rows count as the restart's results."""
+    codes = np.indices((4, 4, 4, 4)).reshape(4, -1).T.astype(np.int32)
+    m = HybridModel(codes, seed=3, startup=0, explore=0.0, glob=0.0, restart=1, patience=6)
+    m.observe(0, 0.0)
+    m.observe(1, 9.0)
+    free = np.ones(len(codes), bool)
+    free[[0, 1]] = False
+    batch = []
+    for _ in range(4):
+        r = m.propose(free)
+        free[r] = False
+        batch.append(r)
+    start, rest = batch[0], batch[1:]
+    assert int((codes[start] != 0).sum()) >= 2 and m._asked == {start}  # the start: away from the best, once
+    assert all(int((codes[r] != 0).sum()) == 1 for r in rest)  # the others: the best's neighbours (default)
+    for r in rest:
+        m.observe(r, 5.0)
+    assert m._phase == []  # the default moves' results are not the restart's
+    m.observe(start, 4.0)
+    assert m._phase == [(4.0, start)]
+    nxt = m.propose(free)
+    assert int((codes[nxt] != codes[start]).sum()) == 1  # then it descends from its start

@@ -21,6 +21,10 @@ good instances (convolution, batched GEMM). `hybrid` does both, and only ever pr
     held-out pairs: results/bench/SEARCH_PROVENANCE.md, "A portfolio move"; not adopted);
   - off by default (`clip` 0): the surrogate learns log times above the `clip` quantile of the verified ones as
     that quantile (SEARCH_PROVENANCE.md, "Search II"; measured on development pairs, not adopted).
+  - off by default (`restart` 0): after `restart` results without a better best (and `restart` results after the
+    last restart), a local search starts again from a random free row and descends from it (the surrogate's
+    fastest free neighbour of the restart's best) until `patience` (24) of its results in a row found nothing
+    better, as basin hopping does (SEARCH_PROVENANCE.md, "Restarts"; measured on development pairs, not adopted).
 Nothing depends on the budget but the stop, so the first N proposals of a long run are those of a run of N
 (anytime). A proposal costs a few vectorized passes over the instances' codes packed into uint64 words (Hamming
 distances by bit operations) and the surrogate's prediction on the candidates: under 50 ms of CPU on 10^6 valid
@@ -59,6 +63,8 @@ STALL = 0  # after this many results without a better best (0: never), some loca
 CROSS = 0.5  # ... this share of them: a child of two of the best instances, as a genetic algorithm breeds one
 ELITE = 8  # the parents are drawn from this many fastest instances
 CLIP = 0.0  # (0: off) the surrogate learns log times above this quantile of the verified ones as that quantile
+RESTART = 0  # (0: off) after this many results without a better best, a local search restarts from a random row
+PATIENCE = 24  # ... and descends from it until this many of its results in a row found nothing better in it
 MAX_PAIR_FEATURES = 2_000  # above this many pair features, main effects only (large spaces of many values)
 PAIR_LEVELS = 8  # a parameter's values are cut into at most this many runs for the pair features
 MAIN_LEVELS = 64  # ... and into at most this many for its main effect
@@ -98,8 +104,16 @@ class HybridModel:
         stall: int = STALL,
         cross: float = CROSS,
         clip: float = CLIP,
+        restart: int = RESTART,
+        patience: int = PATIENCE,
     ) -> None:
         self.optimism = optimism
+        self.restart, self.patience = restart, patience
+        self._optima: list[int] = []  # the best row of every restart that ended
+        self._phase: list[tuple[float, int]] | None = None  # a restart's results (log time, row), fastest first
+        self._phase_idle = 0  # the restart's results in a row that did not improve on its best
+        self._calm = 0  # results since the last restart ended (the next waits `restart` results)
+        self._asked: set[int] = set()  # rows the restart proposed that were not told yet (a batch asks several)
         self.clip = clip
         self.stall, self.cross = stall, cross
         self._since_best = 0  # results told since the best verified time last improved
@@ -216,6 +230,15 @@ class HybridModel:
             bisect.insort(self.ranked, (log_time, int(row)))
             self._since_best = -1 if better else self._since_best
         self._since_best += 1
+        self._calm += 1
+        if self._phase is not None and int(row) in self._asked:  # the restart's own results only
+            self._asked.discard(int(row))
+            gain = log_time is not None and (not self._phase or log_time < self._phase[0][0])
+            self._phase_idle = 0 if gain else self._phase_idle + 1
+            if log_time is not None:
+                bisect.insort(self._phase, (log_time, int(row)))
+            if self._phase_idle >= self.patience:
+                self._end_phase()
         self.rows.append(int(row))
         self.y.append(log_time)
 
@@ -291,7 +314,14 @@ class HybridModel:
         idx = np.flatnonzero(free)
         ok = len(self.ranked)
         u = self.rng.random()
-        if len(self.rows) < self.startup or ok < 2 or u < self.explore or not self.codes.shape[1]:
+        if len(self.rows) < self.startup or ok < 2 or not self.codes.shape[1]:
+            return int(self.rng.choice(idx))
+        if self.restart and (self._phase is not None or min(self._since_best, self._calm) >= self.restart):
+            got = self._restarted(idx, free)
+            if got is not None:
+                self._asked.add(got)
+                return got
+        if u < self.explore:
             return int(self.rng.choice(idx))
         self.fit()
         if u < self.explore + self.glob:
@@ -312,6 +342,32 @@ class HybridModel:
                 return self._best(near)
             self._exhausted.add(inc)
         return self._best(self._sample(idx))
+
+    def _restarted(self, idx: np.ndarray, free: np.ndarray) -> int | None:
+        """A portfolio's second source (`restart`): once the best has not improved for `restart` results, a local
+        search starts again from a random free row and descends (the surrogate's fastest free neighbour of the
+        restart's best row) until `patience` of its results in a row found nothing better, as basin hopping does;
+        then the default moves go on (around the overall best, which the restart may have moved). None while its
+        start was asked but not told (the rest of a batch: the default moves)."""
+        if self._phase is None or not self._phase:
+            if self._phase is not None and self._asked:
+                return None
+            self._phase, self._phase_idle = [], 0
+            self._asked.clear()
+            return int(self.rng.choice(idx))
+        self.fit()
+        for _, inc in self._phase:
+            near = np.flatnonzero((self.distance(inc) <= self.radius) & free)
+            if len(near):
+                return self._best(near)
+        self._end_phase()
+        return int(self.rng.choice(idx))
+
+    def _end_phase(self) -> None:
+        if self._phase:
+            self._optima.append(self._phase[0][1])
+        self._phase, self._calm = None, 0
+        self._asked.clear()
 
     def _crossover(self, idx: np.ndarray) -> int:
         """A genetic algorithm's child of two parents drawn from the ELITE fastest instances: each parameter's
@@ -416,6 +472,8 @@ class HybridSearch(OptunaSearch):
         stall: int = STALL,
         cross: float = CROSS,
         clip: float = CLIP,
+        restart: int = RESTART,
+        patience: int = PATIENCE,
         startup: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -430,6 +488,8 @@ class HybridSearch(OptunaSearch):
             stall=stall,
             cross=cross,
             clip=clip,
+            restart=restart,
+            patience=patience,
         )
         super().__init__(instances, budget, seed, startup=STARTUP if startup is None else startup, **kwargs)
 
