@@ -483,7 +483,7 @@ def size_rule(r: Reader, m: dict[str, Node], kind: ProblemKind, base: SizeRule) 
         if "bytes" not in spec:
             raise r.error(node, f"{name} needs `bytes:`", f"write {name}: 1000 or {name}: {{bytes: 100MB}}")
         fixed.pop(name, None)
-        budget = parse_bytes(r, spec["bytes"])
+        budget = _bytes(r, spec["bytes"])
     return SizeRule(tuple(fixed.items()), budget)
 
 
@@ -514,7 +514,8 @@ def size_list(r: Reader, node: Node) -> list[int]:
     )
 
 
-def parse_bytes(r: Reader, node: Node) -> int:
+def _bytes(r: Reader, node: Node) -> int:
+    """A `bytes:` value (`limits.parse_bytes`), its mistakes located at the node."""
     try:
         return limits.parse_bytes(r.value(node), "batch bytes")
     except UserError as exc:
