@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from autotune.vocab import DeviceInfo, Measurement, Status
+from autotune.vocab import RECORDED_AS_GIVEN, TIME_STATS, DeviceInfo, Measurement, Status
 from autotune.store import views
 from autotune.store.boundary import checked
 from autotune.store.engine import (
@@ -267,14 +267,7 @@ class Store(SweepLocking, StoreReads):
                         gflops=f.gflops,
                         gbs=f.gbs,
                         roofline_frac=f.roofline_frac,
-                        max_rel_err=m.max_rel_err,
-                        registers=m.registers,
-                        shared_bytes=m.shared_bytes,
-                        local_bytes=m.local_bytes,
-                        compile_s=m.compile_s,
-                        l2_protection=m.l2_protection,
-                        error=m.error,
-                        log=m.log,
+                        **{name: getattr(m, name) for name in RECORDED_AS_GIVEN},
                         measured_at=now(),
                     )
                 )
@@ -389,15 +382,7 @@ def _work(m: Measurement, scalars: Mapping[str, float] | None) -> tuple[float | 
 
 
 def _timings(m: Measurement) -> dict:
-    return dict(
-        median_ms=m.median_ms,
-        p20_ms=m.p20_ms,
-        p80_ms=m.p80_ms,
-        min_ms=m.min_ms,
-        max_ms=m.max_ms,
-        reps=m.reps,
-        times_ms=list(m.times_ms),
-    )
+    return {**{name: getattr(m, name) for name in TIME_STATS}, "reps": m.reps, "times_ms": list(m.times_ms)}
 
 
 def _param_row(instance_id: str, name: str, value: int | float | str) -> dict:
