@@ -64,17 +64,25 @@ constexpr long long tie_distance(const long long (&l)[kNumSizes], const Point& p
   return dist;
 }
 
+// Cost mode: the distance from a problem (logs l) to each tuned point of its group [begin, end), into dists (by
+// g - begin); returns the nearest one's.
+constexpr long long group_distances(int begin, int end, const long long (&l)[kNumSizes],
+                                    long long (&dists)[kNumPoints > 0 ? kNumPoints : 1]) {
+  long long dmin = -1;
+  for (int g = begin; g < end; ++g) {
+    const long long dist = dists[g - begin] = distance(l, kPoints[kGroupPoints[g]]);
+    if (dmin < 0 || dist < dmin) dmin = dist;
+  }
+  return dmin;
+}
+
 // Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
 // measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
 constexpr int cheapest(int group, const long long (&d)[kNumSizes], const long long (&l)[kNumSizes]) {
   const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
   if (begin == end) return kFallback;
-  long long dmin = -1;
   long long dists[kNumPoints > 0 ? kNumPoints : 1] = {};
-  for (int g = begin; g < end; ++g) {
-    const long long dist = dists[g - begin] = distance(l, kPoints[kGroupPoints[g]]);
-    if (dmin < 0 || dist < dmin) dmin = dist;
-  }
+  const long long dmin = group_distances(begin, end, l, dists);
   // per answer (index + 2: the library first), its nearest measurement within reach: distance, tie, cost
   bool found[kNumKernels + 2] = {};
   long long nd[kNumKernels + 2] = {}, nb[kNumKernels + 2] = {}, nc[kNumKernels + 2] = {};
@@ -109,12 +117,8 @@ constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const lo
   constexpr int kK = kNeighbours > 1 ? kNeighbours : 1;
   const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
   if (begin == end) return kFallback;
-  long long dmin = -1;
   long long dists[kNumPoints > 0 ? kNumPoints : 1] = {};
-  for (int g = begin; g < end; ++g) {
-    const long long dist = dists[g - begin] = distance(l, kPoints[kGroupPoints[g]]);
-    if (dmin < 0 || dist < dmin) dmin = dist;
-  }
+  const long long dmin = group_distances(begin, end, l, dists);
   bool compete[kNumKernels + 2] = {};
   int count[kNumKernels + 2] = {};
   long long kd[kNumKernels + 2][kK] = {}, kb[kNumKernels + 2][kK] = {}, ko[kNumKernels + 2][kK] = {},
