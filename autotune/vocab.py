@@ -107,6 +107,20 @@ class Measurement:
     )
 
 
+TIME_STATS = ("median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms")  # a Measurement's summary of its times_ms
+# what a measurement row holds as the Measurement gave it (besides the pair, status, TIME_STATS, reps and times)
+RECORDED_AS_GIVEN = (
+    "max_rel_err",
+    "registers",
+    "shared_bytes",
+    "local_bytes",
+    "compile_s",
+    "l2_protection",
+    "error",
+    "log",
+)
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     """What makes a number reproducible: the GPU and the software stack it ran under."""

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from autotune.analysis.setcover import select, selection_frame
     from autotune.analysis.winners import Criteria, perf_matrix, winners
     from autotune.workflows.results import load_results as load, source_url
-    from autotune.dispatch.report import _per_point
+    from autotune.dispatch.report import work_per_point
     from autotune.store.query import run_query
 
     loaded = load(args.db, None, None)
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     fig6 = lo[["point_key", "precision", "shape", *sizes]].copy()
     fig6["instance_tol0"], fig6["ms_tol0"] = lo["instance_id"].values, lo["ms"].values
     fig6["instance_high"], fig6["ms_high"] = hi["instance_id"].values, hi["ms"].values
-    flops = _per_point(fig6, loaded.layout, "flops", loaded.scalars)
+    flops = work_per_point(fig6, loaded.layout, "flops", loaded.scalars)
     fig6["gflops_tol0"] = flops / (fig6["ms_tol0"] * 1e6)
     fig6["gflops_high"] = flops / (fig6["ms_high"] * 1e6)
     fig6["drop"] = 1 - fig6["gflops_high"] / fig6["gflops_tol0"]

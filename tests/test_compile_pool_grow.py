@@ -117,6 +117,7 @@ def test_the_gpu_backend_starts_its_worker_and_4_compile_processes_and_the_rest_
     """Not when the worker is ready: 11 processes starting beside the first 4 slowed their compiles 10-15x on an
     H100 host (Kernel Tuner's zeromean example); a space whose compiles never queue never needs them."""
     from autotune.sweep.backends import local
+    from autotune.sweep.backends.local_compile import STARTING_COMPILE_WORKERS
     from tests.support.fake_gpu_worker import fake_gpu_main
 
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
@@ -124,10 +125,10 @@ def test_the_gpu_backend_starts_its_worker_and_4_compile_processes_and_the_rest_
         backend.start()
         assert backend._proc is not None
         pool = backend._pool
-        assert isinstance(pool, CompilePool) and len(pool.pids()) == local.STARTING_COMPILE_WORKERS
+        assert isinstance(pool, CompilePool) and len(pool.pids()) == STARTING_COMPILE_WORKERS
         backend.ready()
         time.sleep(1.0)
-        assert len(pool.pids()) == local.STARTING_COMPILE_WORKERS
+        assert len(pool.pids()) == STARTING_COMPILE_WORKERS
         futures = [pool.submit(pid_after, 1.0) for _ in range(16)]  # they wait: the rest start
-        assert len({f.result(timeout=60) for f in futures}) > local.STARTING_COMPILE_WORKERS
+        assert len({f.result(timeout=60) for f in futures}) > STARTING_COMPILE_WORKERS
         assert len(pool.pids()) == 7

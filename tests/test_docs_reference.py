@@ -47,7 +47,7 @@ def test_every_space_file_key_is_documented() -> None:
 
 
 def test_every_problem_key_and_init_form_is_documented() -> None:
-    keys = set().union(*_literal_sets("autotune/problems/declared.py"))
+    keys = set().union(*_literal_sets("autotune/problems/declared_file.py"))
     assert {"arguments", "tolerance", "constants", "buffer", "scalar", "init", "output"} <= keys
     assert not _missing(keys, ["kinds.md"])
     from autotune.problems.declared import INITS

@@ -30,7 +30,7 @@ import sqlalchemy as sa
 
 from autotune.paths import ROOT
 from autotune.store.store import Store
-from autotune.sweep.backends import local
+from autotune.sweep.backends import local, local_compile
 from autotune.sweep.compile.nvrtc import CompiledKernel, CompileRequest
 from autotune.sweep.config import parse_config
 from autotune.sweep.backends.local import GpuBackend
@@ -103,8 +103,8 @@ class StubCompiles(GpuBackend):
 def use_compiles(monkeypatch: pytest.MonkeyPatch, fn: Any) -> None:
     """The backend compiles with `fn`: both names it calls (`compile_batch` in a stand-in executor,
     `compile_batch_deferring` in its CompilePool)."""
-    monkeypatch.setattr(local, "compile_batch", fn)
-    monkeypatch.setattr(local, "compile_batch_deferring", fn)
+    monkeypatch.setattr(local_compile, "compile_batch", fn)
+    monkeypatch.setattr(local_compile, "compile_batch_deferring", fn)
 
 
 def stub_compile(blob: Path, req: CompileRequest, cache_dir: Path) -> list[CompiledKernel]:

@@ -408,3 +408,15 @@ def test_help_texts_match_what_commands_take() -> None:
     assert "SIGTERM" in cli("sweep", "--help").stdout
     q = cli("query", "--help").stdout
     assert "ATTACH" in q and "Default: results/default.sqlite" in " ".join(q.replace("│", " ").split())
+
+
+def test_batch_bytes_of_validate_reads_like_a_config() -> None:
+    """`autotune validate --batch-bytes` reads a size as a sweep config's `{bytes: ...}` does (one reader:
+    autotune.sweep.limits.parse_bytes), and a mistake is one UserError naming the option."""
+    from autotune.dispatch.validate import parse_budget
+    from autotune.errors import UserError
+
+    assert parse_budget("500MB") == 500 * 10**6 and parse_budget("1GiB") == 2**30 and parse_budget("1000") == 1000
+    for bad in ("0MB", "lots", "1e400B", ""):
+        with pytest.raises(UserError, match="--batch-bytes"):
+            parse_budget(bad)

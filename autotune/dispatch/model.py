@@ -8,7 +8,7 @@ log2 of the measured median time is fitted by ridge least squares (relative erro
 table sizes (bytes moved, for GEMM). A kernel's tiles come from its space parameters (`tiles_of`: for a size x,
 the parameter BX, BLK_X or TILE_X, else 1), whether each table size is a multiple of MODEL_ALIGN and whether it
 is even. The coefficients are stored as integers (16 fractional bits) and the
-lookup (runtime.py, and the C++ header emit.py writes) evaluates them with integers only, so Python and C++ give
+lookup (runtime.py, and the C++ header emit_cpp.py writes) evaluates them with integers only, so Python and C++ give
 the same answer bit for bit.
 
 A feature that is constant over a kernel's measured points (but the intercept) gets the coefficient 0.

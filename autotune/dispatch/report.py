@@ -33,7 +33,7 @@ def summary_columns(layout: Layout) -> tuple[str, ...]:
     return (*layout.columns, "instance", "ms", "roofline_frac", f"{lib}_ms", f"speedup_vs_{lib}")
 
 
-def _per_point(points: pd.DataFrame, layout: Layout, what: str, scalars: Mapping[str, float]) -> np.ndarray:
+def work_per_point(points: pd.DataFrame, layout: Layout, what: str, scalars: Mapping[str, float]) -> np.ndarray:
     """The kind's bytes moved ("bytes") or flops ("flops") per point row; NaN where the kind is unknown."""
     kind = layout.kind_object
     if kind is None or points.empty:
@@ -48,7 +48,7 @@ def _per_point(points: pd.DataFrame, layout: Layout, what: str, scalars: Mapping
 
 def roofline_ms(points: pd.DataFrame, bandwidth: float, layout: Layout, scalars: Mapping[str, float]) -> np.ndarray:
     """Fewest milliseconds the data movement allows at `bandwidth` bytes/s (read + write)."""
-    return _per_point(points, layout, "bytes", scalars) / bandwidth * 1e3
+    return work_per_point(points, layout, "bytes", scalars) / bandwidth * 1e3
 
 
 def summary_frame(
@@ -120,23 +120,23 @@ def plot_perf(
         columns=point + ["best_ms"],
     )
     lib = library_label(layout)
-    flops_known = bool(np.nan_to_num(_per_point(summary.iloc[:1], layout, "flops", scalars)).sum() > 0)
+    flops_known = bool(np.nan_to_num(work_per_point(summary.iloc[:1], layout, "flops", scalars)).sum() > 0)
     work, unit = ("flops", "GFLOP/s") if flops_known else ("bytes", "GB/s")
     for ax, ((precision, shape), g) in zip(axes[:, 0], groups, strict=True):
         g = g.sort_values(list(layout.sizes))
         x = _size(g, layout)
-        amount = _per_point(g, layout, work, scalars)
+        amount = work_per_point(g, layout, work, scalars)
         b = best.merge(g[point], on=point).sort_values(list(layout.sizes))
         ax.plot(
             _size(b, layout),
-            _per_point(b, layout, work, scalars) / (b["best_ms"].to_numpy(float) * 1e6),
+            work_per_point(b, layout, work, scalars) / (b["best_ms"].to_numpy(float) * 1e6),
             "k:",
             label="best measured instance",
         )
         for inst, h in g.groupby("instance"):
             ax.plot(
                 _size(h, layout),
-                _per_point(h, layout, work, scalars) / (h["ms"].to_numpy(float) * 1e6),
+                work_per_point(h, layout, work, scalars) / (h["ms"].to_numpy(float) * 1e6),
                 "o",
                 ms=4,
                 label=f"table: {inst}",

@@ -3,7 +3,7 @@
 Every generated Python lookup module (emit.py) carries a copy of this module's code after its `__future__` line
 (RUNTIME_VERSION: the table layout this code reads), so the package and the generated module answer with the same
 code and the module needs nothing but the standard library: keep it so (no autotune or third-party import here).
-The C++ header (emit.py) implements the same rules
+The C++ header (emit_cpp.py, cpp_text.py) implements the same rules
 with integer arithmetic only, so both agree bit for bit.
 
 A table (JSON version 3) answers problems of one problem kind: a precision (one of the table's

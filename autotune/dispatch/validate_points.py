@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
-import yaml
 
 from autotune.dispatch.validate_table import ValidatedTable
 from autotune.errors import UserError
@@ -58,13 +57,11 @@ class DerivedRule:
 
 
 def parse_budget(text: str) -> int:
-    """`--batch-bytes 500MB` (any size a sweep config's `{bytes: ...}` takes). Raises UserError."""
-    from autotune.sweep.config import Reader, parse_bytes
+    """`--batch-bytes 500MB` (any size a sweep config's `{bytes: ...}` takes: `autotune.sweep.limits.parse_bytes`).
+    Raises UserError."""
+    from autotune.sweep.limits import parse_bytes
 
-    node = yaml.compose(yaml.safe_dump(text))
-    if node is None:
-        raise UserError(f"--batch-bytes {text!r}: give a size, e.g. 500MB")
-    return parse_bytes(Reader(Path("--batch-bytes")), node)
+    return parse_bytes(text, "--batch-bytes")
 
 
 def derived_rule(table: ValidatedTable, kind: ProblemKind, given: str | None) -> DerivedRule:

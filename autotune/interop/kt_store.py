@@ -41,7 +41,7 @@ from autotune.store.schema import SpaceRecord, SweepStart
 from autotune.store.engine import shown
 from autotune.store.store import Store
 from autotune.sweep.timing import summarize
-from autotune.vocab import MAX_SIZE, DeviceInfo, Measurement, Status, TestPoint
+from autotune.vocab import MAX_SIZE, TIME_STATS, DeviceInfo, Measurement, Status, TestPoint
 
 KIND = "kerneltuner"
 SIZE_NAMES = ("size_x", "size_y", "size_z")
@@ -333,13 +333,8 @@ def _measurement(inst: Instance, point: TestPoint, r: KTRecord) -> Measurement:
     )
     if ok and r.times_ms:
         stats = summarize(list(r.times_ms))
-        m.median_ms, m.p20_ms, m.p80_ms, m.min_ms, m.max_ms = (
-            stats.median_ms,
-            stats.p20_ms,
-            stats.p80_ms,
-            stats.min_ms,
-            stats.max_ms,
-        )
+        for name in TIME_STATS:
+            setattr(m, name, getattr(stats, name))
     elif ok:
         m.median_ms = m.min_ms = m.max_ms = r.time_ms
     else:

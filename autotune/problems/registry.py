@@ -19,7 +19,7 @@ from typing import Any
 from autotune.errors import SpaceError
 from autotune.problems import allowed_paths
 from autotune.problems.base import ProblemKind
-from autotune.problems.declared import load_declared
+from autotune.problems.declared_file import load_declared
 from autotune.problems.gemm import GEMM
 from autotune.problems.loading import NoSuchName, load_attribute
 from autotune.problems.recorded import load_recorded

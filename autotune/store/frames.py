@@ -14,28 +14,19 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from autotune.store.schema import BaselineRow, Device, InstanceRow, MeasurementRow, Point
+from autotune.vocab import RECORDED_AS_GIVEN, TIME_STATS
 
 if TYPE_CHECKING:  # pandas is imported where a frame is made: a sweep (the store's import) never needs it
     import pandas as pd
 
-RESULT_COLUMNS = (
+RESULT_COLUMNS = (  # a measurement row's results: all but its log (long text, read where a row is shown)
     "status",
-    "median_ms",
-    "p20_ms",
-    "p80_ms",
-    "min_ms",
-    "max_ms",
+    *TIME_STATS,
     "reps",
     "gflops",
     "gbs",
     "roofline_frac",
-    "max_rel_err",
-    "registers",
-    "shared_bytes",
-    "local_bytes",
-    "compile_s",
-    "l2_protection",
-    "error",
+    *(name for name in RECORDED_AS_GIVEN if name != "log"),
     "sweep_id",
 )
 # the fixed columns of Store.measurements(); the size columns of the kinds present come after `shape`, and a

@@ -20,13 +20,13 @@ import numpy as np
 
 from autotune.errors import UserError
 from autotune.untrusted import number
+from autotune.vocab import TIME_STATS
 
 READS = ("1", "2")  # format 1: without the work table (the figures kept in every row)
 TABLE = "autotune_packing"
 WORK = "autotune_packing_work"  # (sweep, device, point) -> flops, bytes, bandwidth of its measurements' figures
 FIGURES = ("gflops", "gbs", "roofline_frac")
 TIMED_MEDIAN = "CASE WHEN status = 'ok' THEN median_ms END"  # the store figures only an ok measurement's time
-STATS = ("median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms")
 TIMED = ("measurements", "baselines", "cublas")  # tables with times_ms and the statistics of it (cublas: schema 1-2)
 PREFIX = "ns:"
 
@@ -169,7 +169,7 @@ def _rebuild(conn: sqlite3.Connection, meta: dict[str, str]) -> None:
             text = decode_times(encoded, f"{table} row {rowid}: times_ms")
             updates.append((text, *summarize(json.loads(text)), rowid))
         conn.executemany(
-            f'UPDATE "{table}" SET times_ms = ?, {", ".join(f"{s} = ?" for s in STATS)} WHERE rowid = ?', updates
+            f'UPDATE "{table}" SET times_ms = ?, {", ".join(f"{s} = ?" for s in TIME_STATS)} WHERE rowid = ?', updates
         )
     _restore_figures(conn)  # after the medians
     indexes = json.loads(meta["indexes"])

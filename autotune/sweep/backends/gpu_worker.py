@@ -21,7 +21,7 @@ from autotune.sweep.timing import TimingPlan
 from autotune.sweep.compile.nvrtc import CompiledKernel
 from autotune.problems.base import ProblemKind, Scalars, l2_protection, scalars_key
 from autotune.problems.declared_data import CheckError
-from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+from autotune.vocab import TIME_STATS, DeviceInfo, Measurement, Status, TestPoint
 
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.sweep.backends.tasks import MeasureRequest
@@ -313,15 +313,9 @@ class _GpuState:
         times, stopped = self.timer.measure(launch, est, plan)
         s = summarize(times)
         m.status = Status.SKIPPED if stopped else Status.OK
-        m.median_ms, m.p20_ms, m.p80_ms, m.min_ms, m.max_ms, m.reps = (
-            s.median_ms,
-            s.p20_ms,
-            s.p80_ms,
-            s.min_ms,
-            s.max_ms,
-            s.reps,
-        )
-        m.times_ms, m.l2_protection = times, protection
+        for name in TIME_STATS:
+            setattr(m, name, getattr(s, name))
+        m.reps, m.times_ms, m.l2_protection = s.reps, times, protection
         return m
 
     def baseline(self, kind: ProblemKind, point: TestPoint, scalars: Scalars, reps: int, conn: Any) -> Measurement:

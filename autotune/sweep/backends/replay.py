@@ -25,12 +25,11 @@ from sqlalchemy.orm import defer
 from autotune.errors import UserError
 from autotune.problems.base import ProblemKind, Scalars
 from autotune.sweep.backends.base import NOT_RECORDED, Backend, Job
-from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+from autotune.vocab import RECORDED_AS_GIVEN, TIME_STATS, DeviceInfo, Measurement, Status, TestPoint
 from autotune.store.schema import BaselineRow, MeasurementRow, Point, sizes_json
 from autotune.store.store import Store
 from autotune.untrusted import number, numbers
 
-STATS = ("median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms")
 REPLAY_DELAY_ENV = "AUTOTUNE_REPLAY_DELAY"
 
 
@@ -142,7 +141,7 @@ class ReplayBackend(Backend):
             values = numbers(parsed or [], name=f"{name}: times_ms", lo=0)
             stats = {
                 c: None if getattr(row, c) is None else number(getattr(row, c), name=f"{name}: {c}", lo=0)
-                for c in STATS
+                for c in TIME_STATS
             }
             reps = int(number(row.reps, name=f"{name}: reps", integer=True, lo=0))
         except UserError as exc:
@@ -170,14 +169,7 @@ class ReplayBackend(Backend):
                         point,
                         Status(m.status),
                         **self._timing(f"measurements row {m.id}", m, times),
-                        error=m.error,
-                        log=m.log,
-                        max_rel_err=m.max_rel_err,
-                        registers=m.registers,
-                        shared_bytes=m.shared_bytes,
-                        local_bytes=m.local_bytes,
-                        compile_s=m.compile_s,
-                        l2_protection=m.l2_protection,
+                        **{name: getattr(m, name) for name in RECORDED_AS_GIVEN},
                     )
         return out
 

@@ -26,7 +26,8 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from autotune.errors import ConfigError
 from autotune.problems.base import ProblemKind
 from autotune.problems.registry import BUILT_IN
-from autotune.sweep.config import Reader, size_list, size_rule, space_path
+from autotune.sweep.config import space_path
+from autotune.sweep.config_reader import Reader, size_list, size_rule
 from autotune.sweep.limits import point_limit_error
 from autotune.sweep.workloads.workload import DEFAULT_BUDGET_BYTES, Group, SizeRule, Workload
 from autotune.sweep.workloads.problem_rows import read_problems

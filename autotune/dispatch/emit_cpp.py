@@ -1,0 +1,382 @@
+"""The C++ header generated from the canonical dispatch JSON (`autotune emit --format cpp`).
+
+The header holds data tables and a constexpr lookup implementing dispatch_runtime's rules with
+integers only, for any problem kind (its sizes, table sizes, precisions and shapes come from the table),
+plus (in one translation unit that defines AUTOTUNE_DISPATCH_INSTANTIATE, compiled by nvcc) explicit
+instantiations of the template kernels whose C++ parameter lists the table records. A kernel tuned by
+preprocessor defines is named by its source, function and `-D` flags (kKernelDefines): compile one copy per
+kernel. Kernel sources are named relative to an include directory (`#include "name.cu"`; the header says
+which -I to pass). No CUDA code is generated. The C++ code after the tables is in `autotune.dispatch.cpp_text`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import keyword
+import re
+
+from autotune.dispatch import cpp_text
+from autotune.dispatch.table import DispatchTable
+from autotune.dispatch.runtime import (
+    FALLBACKS,
+    GENERIC,
+    INVALID,
+    LIBRARY,
+    MAX_SIZE,
+    MODEL_ALIGN,
+    MODEL_SATURATE,
+    NO_LIMIT,
+    cost_log_margin,
+    ilog2_fx,
+    NONE,
+    model_count,
+    model_margin,
+    validity_bounds,
+)
+
+
+CPP_RESERVED = {
+    "precision",
+    "shape",
+    "d",
+    "l",
+    "i",
+    "j",
+    "p",
+    "device",
+    "auto",
+    "int",
+    "long",
+    "double",
+    "float",
+    "char",
+    "bool",
+    "const",
+    "return",
+    "register",
+    "new",
+    "delete",
+    "class",
+    "this",
+    "template",
+    "namespace",
+    "operator",
+    "default",
+    "case",
+    "switch",
+    "union",
+    "signed",
+    "unsigned",
+    "short",
+}
+
+
+def _c_string(text: str | None) -> str:
+    return json.dumps(text or "")  # a JSON string literal is a valid C string literal for ASCII names
+
+
+def _ll(value: int) -> str:
+    return f"{int(value)}LL"
+
+
+def _arr(values) -> str:
+    return "{" + ", ".join(_ll(x) for x in values) + "}"
+
+
+def _identifier(text: str) -> str:
+    """`text` as a C++ and Python identifier part (letters, digits, underscores)."""
+    out = re.sub(r"\W", "_", text)
+    return out if out and not out[0].isdigit() else f"_{out}"
+
+
+def size_parameters(table: DispatchTable) -> list[str]:
+    """The lookup's parameter names for the sizes: the size names, where they are identifiers usable in C++ and
+    Python, else size0, size1, ..."""
+    names = list(table.size_names)
+    ok = all(
+        re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) and n not in CPP_RESERVED and not keyword.iskeyword(n) for n in names
+    ) and len(set(names)) == len(names)
+    return names if ok else [f"size{i}" for i in range(len(names))]
+
+
+def simple_call(table: DispatchTable) -> bool:
+    """One precision and no variants: the lookup takes the sizes only."""
+    return len(table.precisions) == 1 and tuple(table.shapes) == ("",)
+
+
+def instantiation(template: str, parameters: str) -> str:
+    """`template __global__ void ns::kernel<args>(params);` for one name expression and C++ parameter list."""
+    if not parameters:
+        raise ValueError(f"no C++ parameter list for {template}: the kind does not say how the kernel is called")
+    return f"template __global__ void {template}({parameters});"
+
+
+def _instantiations(table: DispatchTable) -> tuple[list[str], list[str]]:
+    sources: list[str] = []
+    lines: list[str] = []
+    for k in table.data["kernels"]:
+        if k.get("template") and k.get("parameters") and not k.get("defines"):
+            if k.get("source") and k["source"] not in sources:
+                sources.append(k["source"])
+            lines.append(instantiation(k["template"], k["parameters"]))
+    generic = table.data.get("generic") or {}
+    params = generic.get("parameters") or {}
+    for key, template in sorted((generic.get("templates") or {}).items()):
+        if params.get(key):
+            if generic.get("source") and generic["source"] not in sources:
+                sources.append(generic["source"])
+            lines.append(instantiation(template, params[key]))
+    return sources, list(dict.fromkeys(lines))  # one instantiation per name expression
+
+
+def _include_note(table: DispatchTable) -> str:
+    prov = table.provenance
+    dirs = prov.get("include_dir") or prov.get("include_dirs") or []
+    dirs = [dirs] if isinstance(dirs, str) else list(dirs)
+    where = " ".join(f"-I{d}" for d in dirs) if dirs else "-I<the directory of each source>"
+    return (
+        f"// Kernel sources are named relative to the include directory: compile with {where}\n"
+        "// (`autotune report/emit --include-dir DIR` names them relative to DIR).\n"
+    )
+
+
+def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
+    """The C++17 header: constexpr tables and `lookup`, and the kernels' explicit instantiations."""
+    d = table.data
+    prov = d["provenance"]
+    kernels, points, regions = d["kernels"], d["points"], d["regions"]
+    names, table_sizes = list(table.size_names), list(table.table_sizes)
+    nsz, ntab = len(names), len(table_sizes)
+    near = [names.index(n) for n in table_sizes]
+    tie = [i for i in range(nsz) if i not in near]
+    precisions, shapes = list(table.precisions), list(table.shapes)
+    library = table.library
+    out = io.StringIO()
+    w = out.write
+    w("// Generated by `autotune emit --format cpp` from dispatch.json. Do not edit.\n")
+    w(f"//   kind: {json.dumps(table.kind)}, sizes: {', '.join(names)} (table sizes: {', '.join(table_sizes)})\n")
+    for key in ("device", "method", "bk", "tol", "kernels", "points", "worst_loss", "mean_loss", "sweep_ids"):
+        w(f"//   {key}: {json.dumps(prov.get(key))}\n")
+    params = size_parameters(table)
+    call = ", ".join(params) if simple_call(table) else "precision, shape, " + ", ".join(params)
+    w(
+        "// Lookup rules: autotune/dispatch/runtime.py (exact point, merged region, nearest tuned point by\n"
+        "// log-ratio distance among kernels whose validity predicates hold, then the table's fallback).\n"
+        f"// lookup({call}) returns an index into kKernels (>= 0), GENERIC (-1: the kind's generic kernel),\n"
+        f"// LIBRARY (-2: call the library, {library or 'none in this table'}), NONE (-4: nothing in the table may serve\n"
+        "// the problem: run your own code) or INVALID (-3: precision or shape out of range, or a size outside\n"
+        "// 1..2^31-1; Python raises ValueError for the same inputs).\n"
+    )
+    w(_include_note(table))
+    w("#pragma once\n\n")
+    w(f"namespace {namespace} {{\n\n")
+    w(f"inline constexpr const char* kKind = {_c_string(table.kind)};\n")
+    w(f"inline constexpr const char* kTunedDevice = {_c_string(prov.get('device'))};\n")
+    w(f"inline constexpr double kTol = {float(prov.get('tol') or 0.0)!r};\n")
+    w(f"inline constexpr double kWorstLoss = {float(prov.get('worst_loss') or 0.0)!r};\n")
+    w(f"inline constexpr int GENERIC = {GENERIC};  // the kind's generic kernel (generic templates below)\n")
+    w(f"inline constexpr int LIBRARY = {LIBRARY};  // call the library: {_c_string(library)[1:-1] or 'none'}\n")
+    w(f"inline constexpr int INVALID = {INVALID};  // invalid input\n")
+    w(f"inline constexpr int NONE = {NONE};  // no kernel of the table is valid, and no library or generic kernel\n")
+    w(f"inline constexpr long long kMaxSize = {_ll(MAX_SIZE)};\n")
+    w(f"inline constexpr const char* kLibrary = {_c_string(library)};\n")
+    w(
+        f"inline constexpr int kFallback = {FALLBACKS[d.get('fallback', 'library')]};"
+        "  // the answer where nothing in the table is valid\n"
+    )
+    w(f"inline constexpr int kNumSizes = {nsz};  // {', '.join(names)}\n")
+    w(f"inline constexpr int kNumTableSizes = {ntab};\n")
+    w(f"inline constexpr int kNumTieSizes = {len(tie)};\n")
+    w(f"inline constexpr int kTableDims[{max(1, ntab)}] = {{{', '.join(map(str, near)) or '0'}}};\n")
+    w(f"inline constexpr int kTieDims[{max(1, len(tie))}] = {{{', '.join(map(str, tie)) or '0'}}};\n")
+    w(f"inline constexpr int kNumPrecisions = {len(precisions)};\n")
+    w(f"inline constexpr int kNumShapes = {len(shapes)};\n")
+    w(
+        "enum Precision : int { "
+        + ", ".join(f"k{_identifier(p).capitalize()} = {i}" for i, p in enumerate(precisions))
+        + " };\n"
+    )
+    if all(re.fullmatch(r"[A-Za-z0-9_]+", s) for s in shapes):
+        w("enum Shape : int { " + ", ".join(f"k{_identifier(s)} = {i}" for i, s in enumerate(shapes)) + " };\n")
+    else:
+        w(f"// shapes (variants) by index: {json.dumps(shapes)}\n")
+    w("\n")
+    w(
+        f"struct Kernel {{ const char* instance_id; const char* name; const char* template_name; const char* source; "
+        f"const char* defines; int precision; int shape; long long mult[{nsz}]; long long lo[{nsz}]; "
+        f"long long hi[{nsz}]; bool tuned_only; }};\n"
+        f"struct Point {{ int precision; int shape; long long dims[{nsz}]; long long logs[{nsz}]; "
+        "int ranked_begin; int ranked_count; "
+        "int near_begin; int near_count; int costs_begin; int costs_count; };\n"
+        f"struct Region {{ int precision; int shape; long long lo[{ntab}]; long long hi[{ntab}]; int kernel; }};\n\n"
+    )
+    w(f"inline constexpr int kNumKernels = {len(kernels)};\n")
+    w("// defines: the -D flags of a kernel tuned by preprocessor defines (empty for a template kernel)\n")
+    w(f"inline constexpr Kernel kKernels[{max(1, len(kernels))}] = {{\n")
+    for k in kernels:
+        mult, lo, hi = validity_bounds(k.get("valid", []), names)
+        defines = " ".join(f"-D{n}={v}" for n, v in (k.get("defines") or {}).items())
+        w(
+            f"  {{{_c_string(k['instance_id'])}, {_c_string(k.get('name'))}, {_c_string(k.get('template'))}, "
+            f"{_c_string(k.get('source'))}, {_c_string(defines)}, "
+            f"{precisions.index(k['precision'])}, {shapes.index(k['shape'])}, {_arr(mult)}, {_arr(lo)}, {_arr(hi)}, "
+            f"{'true' if k.get('tuned_only') else 'false'}}},\n"
+        )
+    if not kernels:
+        w(f'  {{"", "", "", "", "", 0, 0, {_arr([1] * nsz)}, {_arr([1] * nsz)}, {_arr([0] * nsz)}, false}},\n')
+    w("};\n\n")
+    ranked: list[int] = []
+    near_list: list[int] = []
+    costs: list[list[int]] = []
+    w(f"inline constexpr int kNumPoints = {len(points)};\n")
+    w(f"inline constexpr Point kPoints[{max(1, len(points))}] = {{\n")
+    for p in points:
+        w(
+            f"  {{{precisions.index(p['precision'])}, {shapes.index(p['shape'])}, "
+            f"{_arr(p['sizes'][n] for n in names)}, {_arr(ilog2_fx(int(p['sizes'][n])) for n in names)}, "
+            f"{len(ranked)}, {len(p['ranked'])}, "
+            f"{len(near_list)}, {len(p.get('near', p['ranked']))}, {len(costs)}, {len(p.get('costs', []))}}},"
+            f"  // {p['point_key']}\n"
+        )
+        ranked += p["ranked"]
+        near_list += p.get("near", p["ranked"])
+        costs += p.get("costs", [])
+    if not points:
+        w(f"  {{-1, -1, {_arr([0] * nsz)}, {_arr([0] * nsz)}, 0, 0, 0, 0, 0, 0}},\n")
+    w("};\n")
+    _emit_groups(w, table, precisions, shapes)
+    w(f"inline constexpr int kRanked[{max(1, len(ranked))}] = {{{', '.join(map(str, ranked or [0]))}}};\n")
+    w(f"inline constexpr int kNear[{max(1, len(near_list))}] = {{{', '.join(map(str, near_list or [0]))}}};\n")
+    w(
+        f"inline constexpr int kCostAnswer[{max(1, len(costs))}] = "
+        f"{{{', '.join(str(int(a)) for a, _ in costs) or '0'}}};\n"
+    )
+    w(
+        f"inline constexpr long long kCost[{max(1, len(costs))}] = "
+        f"{{{', '.join(_ll(int(c)) for _, c in costs) or '0'}}};\n"
+    )
+    st = d.get("structure") or {}
+    w(
+        f"inline constexpr bool kCostMode = {'true' if st.get('mode') == 'cost' else 'false'};"
+        "  // structure mode: answers off the tuned points by cost (rule 4')\n"
+    )
+    w(f"inline constexpr long long kMarginPermille = {int(round(1000 * float(st.get('library_margin', 0.0))))};\n")
+    w(
+        f"inline constexpr long long kReach = {int(round(float(st.get('reach', 1.0)) * 65536))};"
+        "  // log2 distance, 16 fractional bits\n"
+    )
+    w(
+        f"inline constexpr int kNeighbours = {int(st.get('neighbours', 1))};"
+        "  // cost mode: measurements each answer's price is the mean log2 cost of (1: the nearest's cost)\n"
+        f"inline constexpr long long kCostLogMargin = {cost_log_margin(float(st.get('library_margin', 0.0)))};"
+        "  // log2(1 + library margin), 16 fractional bits\n"
+    )
+    w(
+        f"inline constexpr long long kCostLog[{max(1, len(costs))}] = "
+        f"{{{', '.join(str(ilog2_fx(max(1, int(c)))) for _, c in costs) or '0'}}};  // ilog2_fx of kCost\n\n"
+    )
+    _emit_model(w, table, names, table_sizes, precisions, shapes)
+    w(f"inline constexpr int kNumRegions = {len(regions)};\n")
+    w(f"inline constexpr Region kRegions[{max(1, len(regions))}] = {{\n")
+    for r in regions:
+        w(
+            f"  {{{precisions.index(r['precision'])}, {shapes.index(r['shape'])}, "
+            f"{_arr(r['bounds'][n][0] for n in table_sizes)}, {_arr(r['bounds'][n][1] for n in table_sizes)}, "
+            f"{int(r['kernel'])}}},\n"
+        )
+    if not regions:
+        w(f"  {{-1, -1, {_arr([0] * ntab)}, {_arr([0] * ntab)}, -1}},\n")
+    w("};\n\n")
+    w(cpp_text.LOOKUP.replace("NO_LIMIT", _ll(NO_LIMIT)))
+    args = ", ".join(f"long long {n}" for n in params)
+    w(
+        "// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2), NONE (-4) or INVALID (-3).\n"
+        f"constexpr int lookup(int precision, int shape, {args}) {{\n"
+        f"  const long long d[kNumSizes] = {{{', '.join(params)}}};\n"
+        "  return lookup_sizes(precision, shape, d);\n}\n\n"
+    )
+    if simple_call(table):
+        w(
+            f"// The kind has one precision ({precisions[0]}) and no variants: the sizes alone.\n"
+            f"constexpr int lookup({args}) {{ return lookup(0, 0, {', '.join(params)}); }}\n\n"
+        )
+    w(cpp_text.DEVICE)
+    w(cpp_text.CANDIDATES)
+    w(f"}}  // namespace {namespace}\n")
+    w(cpp_text.REFINE.replace("NAMESPACE", namespace))
+    sources, inst = _instantiations(table)
+    if inst:
+        w(
+            "\n// Explicit instantiations: define AUTOTUNE_DISPATCH_INSTANTIATE in exactly one .cu file compiled\n"
+            "// with nvcc -std=c++17 and the include directory above; kKernels names each kernel's template.\n"
+            "#if defined(__CUDACC__) && defined(AUTOTUNE_DISPATCH_INSTANTIATE)\n"
+        )
+        for src in sources:
+            w(f'#include "{src}"\n')
+        w("\n".join(inst) + "\n#endif\n")
+    return out.getvalue()
+
+
+def _emit_groups(w, table: DispatchTable, precisions: list, shapes: list) -> None:
+    """Per (precision, shape) group (precision * kNumShapes + shape), its points and its kernels, in table order:
+    the lookup visits only the problem's group."""
+    d = table.data
+    groups = [(p, s) for p in precisions for s in shapes]
+    for name, items in (("Point", d["points"]), ("Kernel", d["kernels"])):
+        order: list[int] = []
+        begin: list[int] = []
+        for g in groups:
+            begin.append(len(order))
+            order += [i for i, x in enumerate(items) if (x["precision"], x["shape"]) == g]
+        w(
+            f"inline constexpr int kGroup{name}s[{max(1, len(order))}] = {{{', '.join(map(str, order or [0]))}}};"
+            f"  // {name.lower()} indices by group\n"
+        )
+        w(
+            f"inline constexpr int kGroup{name}Begin[{len(groups) + 1}] = {{{', '.join(map(str, begin + [len(order)]))}}};\n"
+        )
+
+
+def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisions: list, shapes: list) -> None:
+    """The selection model's arrays (structure mode "model"; zeros and kModelMode false otherwise)."""
+    d = table.data
+    model = d.get("model") or {}
+    st = d.get("structure") or {}
+    nf = model_count(len(names), len(table_sizes))
+    ntab = max(1, len(table_sizes))
+    kernels = d["kernels"]
+    per = list(model.get("kernels") or [None] * len(kernels))
+    w(
+        f"inline constexpr bool kModelMode = {'true' if st.get('mode') == 'model' else 'false'};"
+        "  // structure mode: answers off the tuned points by the selection model (rule 4'')\n"
+    )
+    w(f"inline constexpr int kModelFeatures = {nf};\n")
+    w(f"inline constexpr long long kModelAlign = {MODEL_ALIGN};\n")
+    w(f"inline constexpr long long kModelSaturate = {_ll(MODEL_SATURATE)};\n")
+    w(
+        f"inline constexpr long long kModelMargin = {_ll(model_margin(float(st.get('library_margin', 0.0))))};"
+        "  // log2(1 + library margin), 32 fractional bits\n"
+    )
+    w(
+        f"inline constexpr bool kModelHas[{max(1, len(kernels))}] = "
+        f"{{{', '.join('true' if m else 'false' for m in per) or 'false'}}};\n"
+    )
+    w(f"inline constexpr long long kModelTiles[{max(1, len(kernels))}][{ntab}] = {{\n")
+    for m in per or [None]:
+        w(f"  {_arr((m or {}).get('tiles') or [1] * ntab)},\n")
+    w("};\n")
+    w(f"inline constexpr long long kModelCoef[{max(1, len(kernels))}][{nf}] = {{\n")
+    for m in per or [None]:
+        w(f"  {_arr((m or {}).get('coef') or [0] * nf)},\n")
+    w("};\n")
+    groups = [f"{p}:{s}" for p in precisions for s in shapes]
+    lib = model.get("library") or {}
+    w(
+        f"inline constexpr bool kModelLibraryHas[{len(groups)}] = "
+        f"{{{', '.join('true' if g in lib else 'false' for g in groups)}}};  // per precision * kNumShapes + shape\n"
+    )
+    w(f"inline constexpr long long kModelLibrary[{len(groups)}][{nf}] = {{\n")
+    for g in groups:
+        w(f"  {_arr(lib.get(g) or [0] * nf)},  // {g}\n")
+    w("};\n\n")

@@ -1,0 +1,174 @@
+"""The reads of a results database that the runner and the analyzer need: what is measured, the fastest, the
+baselines, the devices; and the DataFrame reads (`autotune.store.frames`). Part of `autotune.store.store.Store`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
+from autotune.store import frames, views
+from autotune.store.base import StoreBase
+from autotune.store.engine import StoreError
+from autotune.store.schema import BaselineRow, Device, MeasurementRow, Point, Software, Sweep
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # (only in annotations: autotune.store.frames imports it where a frame is made)
+
+
+class StoreReads(StoreBase):
+    """The reads of a `Store`."""
+
+    def done_pairs(self, device_id: int) -> set[tuple[str, TestPoint]]:
+        """Every (instance id, point) already measured on the device, whatever its status (crashed included)."""
+        q = (
+            select(MeasurementRow.instance_id, Point)
+            .join(Point, Point.id == MeasurementRow.point_id)
+            .where(MeasurementRow.device_id == device_id)
+        )
+        return self.transact(lambda s: {(iid, p.point()) for iid, p in s.execute(q)})
+
+    def recorded_at(self, sweep_id: int, point: TestPoint, same_model: bool = False) -> dict[str, list[Measurement]]:
+        """What is recorded at `point` on the sweep's GPU (with `same_model`, on every GPU of its model), by
+        instance id, as Measurements of status and median: what a search is told of an instance it proposes that
+        an earlier run measured (a resumed sweep, or Kernel Tuner's simulation mode on an imported cache)."""
+        device_id = self._sweep(sweep_id).device_id
+        devices = self.same_model(device_id) if same_model else [device_id]
+        pid = self.upsert_points([point])[point]
+        q = select(MeasurementRow.instance_id, MeasurementRow.status, MeasurementRow.median_ms).where(
+            MeasurementRow.point_id == pid, MeasurementRow.device_id.in_(devices)
+        )
+        out: dict[str, list[Measurement]] = {}
+        for iid, status, median in self.transact(lambda s: s.execute(q).all()):
+            out.setdefault(iid, []).append(Measurement(iid, point, Status(status), median_ms=median))
+        return out
+
+    def best_times(self, device: str) -> dict[TestPoint, tuple[str, float]]:
+        """The fastest verified (instance id, median ms) at each test point on one device (name or uuid)."""
+        m, p, d = MeasurementRow, Point, Device
+        q = (
+            select(p, m.instance_id, m.median_ms)
+            .join(m, m.point_id == p.id)
+            .join(d, d.id == m.device_id)
+            .where(m.status == Status.OK.value, (d.name == device) | (d.uuid == device))
+            .order_by(m.median_ms, m.instance_id)
+        )
+
+        def work(s: Session) -> dict[TestPoint, tuple[str, float]]:
+            out: dict[TestPoint, tuple[str, float]] = {}
+            for row, iid, ms in s.execute(q):
+                if ms is not None:  # (always so where the status is ok; the column is nullable for failures)
+                    out.setdefault(row.point(), (iid, float(ms)))
+            return out
+
+        return self.transact(work)
+
+    def ranked_instances(self, device: str) -> dict[TestPoint, list[str]]:
+        """Per test point, the instance ids verified there on one device (name or uuid), fastest first (median,
+        then id)."""
+        m, p, d = MeasurementRow, Point, Device
+        q = (
+            select(p, m.instance_id)
+            .join(m, m.point_id == p.id)
+            .join(d, d.id == m.device_id)
+            .where(m.status == Status.OK.value, (d.name == device) | (d.uuid == device))
+            .order_by(m.median_ms, m.instance_id)
+        )
+
+        def work(s: Session) -> dict[TestPoint, list[str]]:
+            out: dict[TestPoint, list[str]] = {}
+            for row, iid in s.execute(q):
+                out.setdefault(row.point(), []).append(iid)
+            return out
+
+        return self.transact(work)
+
+    def baseline_times(self, device_id: int) -> dict[TestPoint, float]:
+        """The verified baseline (library) median (ms) of each test point that has one on the device."""
+        b = BaselineRow
+        q = (
+            select(Point, b.median_ms)
+            .join(b, b.point_id == Point.id)
+            .where(b.device_id == device_id, b.status == Status.OK.value)
+        )
+        return self.transact(lambda s: {p.point(): ms for p, ms in s.execute(q) if ms is not None})  # (ok: never None)
+
+    def same_model(self, device_id: int) -> list[int]:
+        """The device and every other recorded GPU of the same name, SM count and compute capability (its id
+        first): what `resume: model` treats as one."""
+
+        def work(s: Session) -> list[int]:
+            me = s.get_one(Device, device_id)
+            return list(
+                s.scalars(
+                    select(Device.id).where(
+                        Device.name == me.name,
+                        Device.sm_count == me.sm_count,
+                        Device.cc == me.cc,
+                        Device.id != device_id,
+                    )
+                )
+            )
+
+        return [device_id, *sorted(self.transact(work))]
+
+    def device_id(self, device: str | None = None) -> int:
+        """The id of the device whose uuid or name is `device`; None = the only device. Raises StoreError."""
+        with self.session() as s:
+            rows = s.scalars(select(Device)).all()
+        found = [d for d in rows if device is None or device in (d.uuid, d.name)]
+        if len(found) != 1:
+            names = ", ".join(f"{d.name} ({d.uuid})" for d in rows) or "none"
+            raise StoreError(
+                f"{'no' if not found else 'more than one'} device matches {device or 'any'} in {self.url}",
+                hint=f"name one of the recorded devices: {names}",
+            )
+        return found[0].id
+
+    def device_info(self, device_id: int) -> DeviceInfo:
+        """The device and the software of its latest sweep, as the runner recorded them."""
+        with self.session() as s:
+            d = s.get(Device, device_id)
+            sw = s.scalars(
+                select(Software)
+                .join(Sweep, Sweep.software_id == Software.id)
+                .where(Sweep.device_id == device_id)
+                .order_by(Sweep.id.desc())
+            ).first()
+        if d is None:
+            raise StoreError(f"no device {device_id} in {self.url}")
+        return DeviceInfo(
+            name=d.name,
+            uuid=d.uuid,
+            sm_count=d.sm_count,
+            cc=d.cc,
+            sm_clock_mhz=d.sm_clock_mhz,
+            mem_clock_mhz=d.mem_clock_mhz,
+            l2_bytes=d.l2_bytes,
+            copy_bandwidth=d.copy_bandwidth,
+            driver=sw.driver if sw else "",
+            cuda_runtime=sw.cuda_runtime if sw else "",
+            nvrtc=sw.nvrtc if sw else "",
+            cupy=sw.cupy if sw else "",
+        )
+
+    def measurements(self, device: str | None = None, space: str | None = None) -> pd.DataFrame:
+        """Every measurement (without `times_ms` and `log`) joined with its device name, test point (one column per
+        size name of the kinds present, e.g. m, n, k, batch), instance (id, name, space) and one column per
+        instance parameter; filters by device name/uuid and space name. One row per (device, instance, point).
+        Columns: `frames.MEASUREMENT_COLUMNS` with the size columns after `shape`, then the parameters."""
+        return frames.measurements(self.engine, device, space)
+
+    def kind_sizes(self) -> dict[str, tuple[str, ...]]:
+        """Each problem kind with test points in the database and its size names, in the kind's order."""
+        with self.engine.connect() as conn:
+            return views.kind_sizes(conn)
+
+    def baselines(self, device: str | None = None) -> pd.DataFrame:
+        """Every baseline time (the kind's library, e.g. cuBLAS for GEMM) joined with its device name and test
+        point, one column per size as in `measurements()`: device, kind, precision, shape, sizes..., library,
+        status, median_ms, p20_ms, p80_ms, roofline_frac, gflops, gbs, error. Filters by device name/uuid."""
+        return frames.baselines(self.engine, device)
