@@ -74,6 +74,22 @@ def read(db: str) -> dict:
     )
 
 
+def fitted(
+    one: dict, first_dask: dict | None, record_s: float | None, host_cores: int, node_cores: int
+) -> tuple[Split, Cluster]:
+    """The model's split and cluster from a one-process sweep (`read`) and, where given, the first Dask sweep of
+    the same config: the client's seconds per record (unless `record_s`) from its record times, the GPU's seconds per
+    pair from the one-process wall time, the per-chunk cost from the Dask wall time."""
+    w = record_s if record_s is not None else (record_s_per_pair(first_dask["times"]) if first_dask else 0.0)
+    t = fit_gpu_s_per_pair(one["wall_s"], one["start_s"], one["pairs"], w)
+    split = Split(one["pairs"], one["kernels"], 0.0, t, w, one["start_s"])
+    base = Cluster(host_cores=host_cores, node_cores=node_cores, batches=one["batches"])
+    if first_dask:
+        cluster = replace(base, gpus=first_dask["gpus"])
+        split = replace(split, chunk_s=fit_chunk_s(split, cluster, first_dask["wall_s"]))
+    return split, base
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="scripts/scaling_model.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -90,13 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     one = read(args.one)
     dask = [(db, read(db)) for db in args.dask]
-    w = args.record_s if args.record_s is not None else (record_s_per_pair(dask[0][1]["times"]) if dask else 0.0)
-    t = fit_gpu_s_per_pair(one["wall_s"], one["start_s"], one["pairs"], w)
-    split = Split(one["pairs"], one["kernels"], 0.0, t, w, one["start_s"])
-    base = Cluster(host_cores=args.host_cores, node_cores=args.node_cores, batches=one["batches"])
-    if dask:
-        first = dask[0][1]
-        split = replace(split, chunk_s=fit_chunk_s(split, replace(base, gpus=first["gpus"]), first["wall_s"]))
+    split, base = fitted(one, dask[0][1] if dask else None, args.record_s, args.host_cores, args.node_cores)
     print(
         f"split (from {Path(args.one).name}{', ' + Path(dask[0][0]).name if dask else ''}): {split.pairs} pairs, "
         f"{one['kernels']} kernels compiling {one['compile_cpu_s']:.1f} CPU-s when cold; GPU "

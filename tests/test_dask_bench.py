@@ -4,6 +4,7 @@ the summary pairs each Dask run with the single-process run of its repeat."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -48,6 +49,8 @@ def test_the_variants_alternate_and_measure_the_same_pairs(
             "0.01",
             "--out",
             str(tmp_path / "out"),
+            "--json",
+            str(tmp_path / "bench.json"),
         ]
     )
     assert [r["name"] for r in runs] == ["one process", "dask 1:1", "one process", "dask 1:1"]
@@ -60,3 +63,20 @@ def test_the_variants_alternate_and_measure_the_same_pairs(
     ratios = [d["seconds"] / o["seconds"] for o, d in zip(runs[::2], runs[1::2], strict=True)]
     assert rows["dask 1:1"]["vs_single"] == pytest.approx(sum(ratios) / 2)  # the median of two
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("dask 1:1")
+
+    # scripts/scaleout_report.py on that bench: the JSON and plot of issue 59 (a replay: every winner the same)
+    spec = importlib.util.spec_from_file_location("scaleout_report", ROOT / "scripts" / "scaleout_report.py")
+    assert spec is not None and spec.loader is not None
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    out, png = tmp_path / "scaleout.json", tmp_path / "scaleout.png"
+    args = [str(tmp_path / "bench.json"), "--dbs", str(tmp_path / "out"), "--kind", "replay", "--out", str(out)]
+    data = report.main([*args, "--plot", str(png)])  # type: ignore[attr-defined]
+    assert json.loads(out.read_text()) == data and png.read_bytes()[:4] == b"\x89PNG"
+    got = {r["variant"]: r for r in data["rows"]}
+    assert set(got) == {"one process", "dask 1:1"} and got["one process"]["speedup"] == 1.0
+    assert got["dask 1:1"]["speedup"] == pytest.approx(rows["dask 1:1"]["pairs_s"] / rows["one process"]["pairs_s"])
+    assert got["one process"]["predicted_speedup"] == 1.0 and got["dask 1:1"]["predicted_speedup"] > 0
+    for r in data["rows"]:
+        assert r["winners"]["points"] == r["winners"]["same_winner"] == 3, r
+        assert r["measurements"] == 156 and r["model_error"] is not None
