@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -212,7 +212,7 @@ def _regions(
     return out
 
 
-def _bytes(layout: Layout, scalars: Mapping[str, float]):
+def _bytes(layout: Layout, scalars: Mapping[str, float]) -> Callable[[str, str, tuple[int, ...]], int]:
     """Bytes moved by a point of the layout's kind (its `bytes_moved`); 1 when the kind object is unknown."""
     kind = layout.kind_object
     if kind is None:
@@ -257,6 +257,71 @@ def build_table(
     if len(lib) != len(w.best_ms):
         raise ValueError(f"library_ms has {len(lib)} values for {len(w.best_ms)} points")
     names = list(layout.sizes)
+    kernel_rows = _kernel_rows(kernels, info, names)
+    head = {
+        "kind": layout.kind,
+        "size_names": names,
+        "table_sizes": list(layout.table_sizes),
+        "precisions": list(layout.precisions or dict.fromkeys(w.matrix.points["precision"])),
+        "shapes": list(layout.shapes or dict.fromkeys(w.matrix.points["shape"])),
+    }
+    ctx = _Context(
+        w=w,
+        sel=sel,
+        lib=lib,
+        probe=Lookup({**head, "kernels": kernel_rows, "points": [], "regions": []}),
+        bytes_of=_bytes(layout, provenance.scalars),
+        names=names,
+        keys=w.matrix.points["point_key"].astype(str).to_numpy(),
+        structure=structure,
+    )
+    points: list[dict] = []
+    regions: list[dict] = []
+    answer_loss: list[float] = []
+    for (precision, shape), all_rows in w.matrix.groups:
+        group_kernels = {col_of[iid]: index[(iid, p, s)] for iid, p, s in kernels if (p, s) == (precision, shape)}
+        answers = _group_points(ctx, precision, shape, all_rows, group_kernels, points, answer_loss)
+        if structure.regions:
+            regions.extend(_group_regions(ctx, precision, shape, all_rows, group_kernels, answers))
+    data = {
+        "format": FORMAT,
+        "version": VERSION,
+        **head,
+        "provenance": _provenance_json(ctx, provenance, len(kernels), points, answer_loss),
+        "kernels": kernel_rows,
+        "library": {"name": library} if library else None,
+        "fallback": fallback,
+        "generic": _generic_json(generic),
+        "points": points,
+        "regions": regions,
+        "structure": structure.describe(),
+    }
+    if structure.mode == "model":
+        data["model"] = _model(w, kernels, info, col_of, lib, layout)
+    return DispatchTable(data)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every group of `build_table` reads: the winners, the selection, the library's times per point row,
+    a lookup over the table's kernels (their validity), the bytes a point moves, the size names, the point keys
+    and the structure."""
+
+    w: Winners
+    sel: Selection
+    lib: np.ndarray
+    probe: Lookup
+    bytes_of: Callable[[str, str, tuple[int, ...]], int]
+    names: list[str]
+    keys: np.ndarray
+    structure: Structure
+
+
+def _kernel_rows(
+    kernels: list[tuple[str, str, str]], info: Mapping[tuple[str, str, str], KernelInfo], names: list[str]
+) -> list[dict]:
+    """The table's kernel records, in the table's kernel order; a validity predicate on an unknown size is
+    rejected now, not at lookup time."""
     kernel_rows = []
     for iid, precision, shape in kernels:
         ki = info.get((iid, precision, shape)) or KernelInfo(space="", name=iid)
@@ -278,88 +343,114 @@ def build_table(
                 "tuned_only": bool(ki.tuned_only),
             }
         )
-    head = {
-        "kind": layout.kind,
-        "size_names": names,
-        "table_sizes": list(layout.table_sizes),
-        "precisions": list(layout.precisions or dict.fromkeys(w.matrix.points["precision"])),
-        "shapes": list(layout.shapes or dict.fromkeys(w.matrix.points["shape"])),
-    }
-    probe = Lookup({**head, "kernels": kernel_rows, "points": [], "regions": []})
-    bytes_of = _bytes(layout, provenance.scalars)
-    points, regions = [], []
-    answer_loss: list[float] = []
-    pts = w.matrix.points
-    all_dims = w.matrix.sizes
-    all_xyz = w.matrix.table_xyz
-    keys = pts["point_key"].astype(str).to_numpy()
-    tol = w.criteria.tol
-    for (precision, shape), all_rows in w.matrix.groups:
-        group_kernels = {col_of[iid]: index[(iid, p, s)] for iid, p, s in kernels if (p, s) == (precision, shape)}
-        cols = np.array(sorted(group_kernels), dtype=np.int64)
-        xyz = all_xyz[all_rows]
-        answers: list[int | None] = []
-        for r in all_rows:
-            med = w.matrix.median[r, cols]
-            measured = cols[np.isfinite(med)]
-            dims = tuple(int(x) for x in all_dims[r])
-            ranked = [group_kernels[int(c)] for c in sorted(measured, key=lambda c: (w.rank[r, c], c))]
-            times = {group_kernels[int(c)]: float(w.matrix.median[r, c]) for c in measured}
-            per_byte = COST_SCALE / bytes_of(precision, shape, dims)
-            costs = [[kk, int(round(t * per_byte))] for kk, t in sorted(times.items())]
-            if np.isfinite(lib[r]):
-                costs.insert(0, [LIBRARY, int(round(float(lib[r]) * per_byte))])
-            near = list(ranked)
-            if np.isfinite(lib[r]):  # the library goes before every kernel slower than it
-                at = next((j for j, kk in enumerate(ranked) if times[kk] > lib[r]), len(ranked))
-                ranked.insert(at, LIBRARY)
-                margin = 1.0 + structure.library_margin  # off the tuned point: only kernels clearly faster
-                at = next((j for j, kk in enumerate(near) if times[kk] * margin > lib[r]), len(near))
-                near.insert(at, LIBRARY)
-            first = next((c for c in ranked if probe.valid(c, dims, tuned=True)), None)
-            answers.append(first)
-            if sel.assigned[r] < 0 and not np.isfinite(lib[r]):
-                continue
-            if first is not None and np.isfinite(w.best_ms[r]):
-                t = lib[r] if first == LIBRARY else times[first]
-                answer_loss.append(float(max(0.0, 1.0 - w.best_ms[r] / t)))
-            assigned = int(sel.assigned[r])
-            points.append(
-                {
-                    "point_key": str(keys[r]),
-                    "precision": precision,
-                    "shape": shape,
-                    "sizes": dict(zip(names, dims, strict=True)),
-                    "kernel": group_kernels[assigned] if assigned >= 0 else LIBRARY,
-                    "ranked": ranked,
-                    "near": near,
-                    "costs": costs,
-                    "ms": float(w.matrix.median[r, assigned]) if assigned >= 0 else float(lib[r]),
-                    "best_ms": float(w.best_ms[r]) if np.isfinite(w.best_ms[r]) else None,
-                    "loss": float(max(0.0, sel.loss[r])) if assigned >= 0 else None,
-                    "library_ms": float(lib[r]) if np.isfinite(lib[r]) else None,
-                }
-            )
-        if not structure.regions:
+    return kernel_rows
+
+
+def _ranked(
+    ctx: _Context, r: int, cols: np.ndarray, group_kernels: Mapping[int, int]
+) -> tuple[list[int], list[int], dict[int, float]]:
+    """Point row `r`'s kernels fastest first (`ranked`, the library before every kernel slower than it), the same
+    with the library before every kernel not clearly faster than it (`near`, for points off the tuned ones), and
+    each measured kernel's median time."""
+    w, lib = ctx.w, ctx.lib
+    med = w.matrix.median[r, cols]
+    measured = cols[np.isfinite(med)]
+    ranked = [group_kernels[int(c)] for c in sorted(measured, key=lambda c: (w.rank[r, c], c))]
+    times = {group_kernels[int(c)]: float(w.matrix.median[r, c]) for c in measured}
+    near = list(ranked)
+    if np.isfinite(lib[r]):  # the library goes before every kernel slower than it
+        at = next((j for j, kk in enumerate(ranked) if times[kk] > lib[r]), len(ranked))
+        ranked.insert(at, LIBRARY)
+        margin = 1.0 + ctx.structure.library_margin  # off the tuned point: only kernels clearly faster
+        at = next((j for j, kk in enumerate(near) if times[kk] * margin > lib[r]), len(near))
+        near.insert(at, LIBRARY)
+    return ranked, near, times
+
+
+def _group_points(
+    ctx: _Context,
+    precision: str,
+    shape: str,
+    all_rows: np.ndarray,
+    group_kernels: Mapping[int, int],
+    points: list[dict],
+    answer_loss: list[float],
+) -> list[int | None]:
+    """Append one group's tuned point records to `points` and the loss of their answers to `answer_loss`;
+    return each row's answer (the first valid of its ranked kernels, None where none is)."""
+    w, sel, lib = ctx.w, ctx.sel, ctx.lib
+    cols = np.array(sorted(group_kernels), dtype=np.int64)
+    answers: list[int | None] = []
+    for r in all_rows:
+        dims = tuple(int(x) for x in w.matrix.sizes[r])
+        ranked, near, times = _ranked(ctx, r, cols, group_kernels)
+        per_byte = COST_SCALE / ctx.bytes_of(precision, shape, dims)
+        costs = [[kk, int(round(t * per_byte))] for kk, t in sorted(times.items())]
+        if np.isfinite(lib[r]):
+            costs.insert(0, [LIBRARY, int(round(float(lib[r]) * per_byte))])
+        first = next((c for c in ranked if ctx.probe.valid(c, dims, tuned=True)), None)
+        answers.append(first)
+        if sel.assigned[r] < 0 and not np.isfinite(lib[r]):
             continue
-        ref = np.fmin(w.best_ms[all_rows], lib[all_rows])  # best of the measured instances and the library
-        with np.errstate(invalid="ignore"):
-            good = {
-                kern: np.nan_to_num(w.matrix.median[all_rows, c], nan=np.inf) * (1.0 - tol) <= ref * (1.0 + 1e-12)
-                for c, kern in group_kernels.items()
+        if first is not None and np.isfinite(w.best_ms[r]):
+            t = lib[r] if first == LIBRARY else times[first]
+            answer_loss.append(float(max(0.0, 1.0 - w.best_ms[r] / t)))
+        assigned = int(sel.assigned[r])
+        points.append(
+            {
+                "point_key": str(ctx.keys[r]),
+                "precision": precision,
+                "shape": shape,
+                "sizes": dict(zip(ctx.names, dims, strict=True)),
+                "kernel": group_kernels[assigned] if assigned >= 0 else LIBRARY,
+                "ranked": ranked,
+                "near": near,
+                "costs": costs,
+                "ms": float(w.matrix.median[r, assigned]) if assigned >= 0 else float(lib[r]),
+                "best_ms": float(w.best_ms[r]) if np.isfinite(w.best_ms[r]) else None,
+                "loss": float(max(0.0, sel.loss[r])) if assigned >= 0 else None,
+                "library_ms": float(lib[r]) if np.isfinite(lib[r]) else None,
             }
-            good[LIBRARY] = np.nan_to_num(lib[all_rows], nan=np.inf) * (1.0 - tol) <= ref * (1.0 + 1e-12)
-        for lo, hi, kern in _regions(xyz, np.array(answers, dtype=object), good):
-            regions.append(
-                {
-                    "precision": precision,
-                    "shape": shape,
-                    "bounds": {n: [a, b] for n, a, b in zip(layout.table_sizes, lo, hi, strict=True)},
-                    "kernel": int(kern),
-                }
-            )
+        )
+    return answers
+
+
+def _group_regions(
+    ctx: _Context,
+    precision: str,
+    shape: str,
+    all_rows: np.ndarray,
+    group_kernels: Mapping[int, int],
+    answers: list[int | None],
+) -> list[dict]:
+    """One group's region records: boxes of table sizes around each point's answer (`_regions`)."""
+    w, lib, tol = ctx.w, ctx.lib, ctx.w.criteria.tol
+    ref = np.fmin(w.best_ms[all_rows], lib[all_rows])  # best of the measured instances and the library
+    with np.errstate(invalid="ignore"):
+        good = {
+            kern: np.nan_to_num(w.matrix.median[all_rows, c], nan=np.inf) * (1.0 - tol) <= ref * (1.0 + 1e-12)
+            for c, kern in group_kernels.items()
+        }
+        good[LIBRARY] = np.nan_to_num(lib[all_rows], nan=np.inf) * (1.0 - tol) <= ref * (1.0 + 1e-12)
+    table_sizes = w.matrix.layout.table_sizes
+    return [
+        {
+            "precision": precision,
+            "shape": shape,
+            "bounds": {n: [a, b] for n, a, b in zip(table_sizes, lo, hi, strict=True)},
+            "kernel": int(kern),
+        }
+        for lo, hi, kern in _regions(w.matrix.table_xyz[all_rows], np.array(answers, dtype=object), good)
+    ]
+
+
+def _provenance_json(
+    ctx: _Context, provenance: Provenance, kernels: int, points: list[dict], answer_loss: list[float]
+) -> dict:
+    """The table's provenance record: where it was measured, the criteria and selection, and its losses."""
+    w, sel = ctx.w, ctx.sel
     finite = sel.loss[np.isfinite(sel.loss)]
-    prov = {
+    return {
         "device": provenance.device,
         "device_info": dict(provenance.device_info),
         "software": dict(provenance.software),
@@ -372,7 +463,7 @@ def build_table(
         "method": sel.method,
         "optimal": sel.optimal,
         "secondary": sel.secondary,
-        "kernels": len(kernels),
+        "kernels": kernels,
         "points": len(points),
         "worst_loss": float(max(0.0, finite.max())) if len(finite) else None,
         "mean_loss": float(max(0.0, finite.mean())) if len(finite) else None,
@@ -380,33 +471,22 @@ def build_table(
         "answer_worst_loss": float(max(answer_loss)) if answer_loss else None,
         "answer_mean_loss": float(np.mean(answer_loss)) if answer_loss else None,
         "uncovered": list(sel.uncovered),
-        "structure": structure.describe(),
+        "structure": ctx.structure.describe(),
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    data = {
-        "format": FORMAT,
-        "version": VERSION,
-        **head,
-        "provenance": prov,
-        "kernels": kernel_rows,
-        "library": {"name": library} if library else None,
-        "fallback": fallback,
-        "generic": None
-        if generic is None
-        else {
-            "space": generic.space,
-            "source": generic.source,
-            "convention": generic.convention,
-            "templates": dict(generic.templates),
-            "parameters": dict(generic.parameters),
-        },
-        "points": points,
-        "regions": regions,
-        "structure": structure.describe(),
+
+
+def _generic_json(generic: GenericKernel | None) -> dict | None:
+    """The generic kernel's record (None: the kind has none)."""
+    if generic is None:
+        return None
+    return {
+        "space": generic.space,
+        "source": generic.source,
+        "convention": generic.convention,
+        "templates": dict(generic.templates),
+        "parameters": dict(generic.parameters),
     }
-    if structure.mode == "model":
-        data["model"] = _model(w, kernels, info, col_of, lib, layout)
-    return DispatchTable(data)
 
 
 def _model(

@@ -127,80 +127,11 @@ def tune_kernel(
     call = dict(locals())  # every argument, as given: checked before anything is written or started
     start = time.perf_counter()
     check_tune_call(call)
-    from autotune.interop.kt_space import KTProblem, space_supports
-
     if log:
         logging.basicConfig(filename=kernel_name + datetime.now().strftime("%Y%m%d-%H:%M:%S") + ".log", level=log)
-    if lang is not None and str(lang).upper() not in LANGS:
-        raise _refuse(f"lang={lang!r}", "autotune tunes CUDA kernels (lang None, 'CUDA', 'CuPy' or 'nvcuda')")
-    if texmem_args:
-        raise _refuse("texmem_args (texture memory)", "read the data through a pointer argument (__ldg)")
-    if observers:
-        raise _refuse("observers", "autotune records time, registers and shared memory; drop the observers")
-    if smem_args and set(smem_args) - {"size"}:
-        raise _refuse(f"smem_args keys {sorted(set(smem_args) - {'size'})}", "give only {'size': bytes}")
-    if smem_args and callable(smem_args.get("size")):
-        raise _refuse("a smem_args['size'] function", "give an int or a string expression of the parameters")
-    if compiler not in (None, "nvcc", "nvrtc"):
-        raise _refuse(f"compiler={compiler!r}", "use compiler='nvcc' (or None: NVRTC)")
-    if cmem_args and not space_supports("problem", "constants"):
-        raise _refuse(
-            "cmem_args (constant memory) in this autotune version", "update autotune (space key `constants:`)"
-        )
-    if verify is not None:
-        if not space_supports("problem", "check"):
-            raise _refuse("verify= in this autotune version", "update autotune (space key `check:`), or give answer=")
-        try:
-            import cloudpickle  # noqa: F401
-        except ImportError:
-            raise _refuse(
-                "verify= without cloudpickle", "pip install cloudpickle (the check runs in the GPU worker)"
-            ) from None
-    objective_name = _objective(objective, objective_higher_is_better, objectives, metrics)
-    read_strategy(strategy, strategy_options, None)  # refused here, before any process starts
-    if isinstance(defines, dict) and any(callable(v) for v in defines.values()):
-        raise _refuse("a defines function", "give an expression of the tunable parameters as a string")
-    given = list(block_size_names or [])
-    bx, by, bz = (given + ["block_size_x", "block_size_y", "block_size_z"][len(given) :])[:3]
-    names = (bx, by, bz)
-    params = {str(k): list(v) for k, v in tune_params.items()}
-    unroll = [k for k in params if "loop_unroll_factor" in k]
-    if unroll and not space_supports("kernel", "semantics"):
-        raise _refuse(
-            f"the parameter {unroll[0]!r} in this autotune version (Kernel Tuner passes loop_unroll_factor_* "
-            "as constexpr ints and removes `#pragma unroll NAME` where it is 0)",
-            "update autotune (space key `kernel: semantics: kerneltuner`), or rename the parameter and "
-            "write the pragma with a #define",
-        )
-    source_text, source_file = read_source(kernel_source)
-    problem = KTProblem(
-        kernel_name=kernel_name,
-        source_text=source_text,
-        source_file=source_file,
-        problem_size=read_problem_size(problem_size),
-        arguments=list(arguments),
-        tune_params=params,
-        grid_div=(read_grid_div(grid_div_x, "x"), read_grid_div(grid_div_y, "y"), read_grid_div(grid_div_z, "z")),
-        block_size_names=names,
-        restrictions=read_restrictions(restrictions),
-        answer=answer,
-        atol=float(atol),
-        verify=verify,
-        smem_size=(smem_args or {}).get("size"),
-        cmem_args=dict(cmem_args or {}),
-        compiler=compiler if compiler == "nvcc" else None,
-        compiler_options=list(compiler_options or []),
-        defines=defines,
-    )
-    simulation = bool(simulation_mode)
-    cache_path = None if not cache else Path(str(cache) if str(cache).endswith(".json") else f"{cache}.json")
-    replayed = _replayed(cache_path, problem, problem_size) if simulation else None
-    if not simulation and cache_path is not None and cache_path.exists():
-        raise _refuse(
-            f"continuing the existing cache {cache_path}",
-            "replay it with simulation_mode=True, or give "
-            "a new file name (autotune keeps its own results database: database=...)",
-        )
+    objective_name = _refuse_unsupported(call)
+    problem = _problem(call)
+    cache_path, replayed = _cache(call, problem)
     keep = space_dir or os.environ.get(KEEP_ENV)
     folder = (
         claim(Path(keep), database is None) if keep else Path(tempfile.mkdtemp(prefix=f"kt_{safe_name(kernel_name)}_"))
@@ -209,23 +140,8 @@ def tune_kernel(
     # on an H100 host) and the folder's removal run in a thread once the call has returned (`_clean_up`)
     cleanup: list[Callable[[], object]] = []  # the backend's close, once the results are in
     remove: list[Callable[[], object]] = [] if keep else [functools.partial(shutil.rmtree, folder, ignore_errors=True)]
-    from autotune.interop.kt_sweep import Attempt
-
-    attempt = Attempt(
-        cache_path=cache_path,
-        replayed=replayed,
-        iterations=iterations,
-        strategy=strategy,
-        strategy_options=strategy_options,
-        seed=seed,
-        device=device,
-        database=database,
-        early_stop=early_stop,
-        quiet=quiet,
-        verbose=verbose,
-    )
     try:
-        results, env, used = _attempts(problem, compiler, folder, start, attempt, cleanup)
+        results, env, used = _attempts(problem, compiler, folder, start, _attempt(call, cache_path, replayed), cleanup)
     except BaseException:
         _clean_up(cleanup + remove, wait=True)  # a failed call cleans up before its error propagates
         raise
@@ -238,15 +154,140 @@ def tune_kernel(
             hint=f"fix the metric; the results are kept in {env['autotune']['database']}",
         ) from exc
     _clean_up(cleanup + remove, wait=False)
-    env["best_config"] = _best(results, objective_name, bool(objective_higher_is_better))
-    if not quiet and env["best_config"]:
-        shown = {k: env["best_config"][k] for k in [*params, objective_name] if k in env["best_config"]}
+    _finish_env(env, results, problem, objective_name, call, start)
+    env["autotune"]["space_dir"] = str(used) if keep else None
+    return results, env
+
+
+def _refuse_unsupported(call: Mapping[str, Any]) -> str:
+    """Refuse what autotune does not do (or not in this version of its space format), in Kernel Tuner's argument
+    order; returns the objective's name."""
+    from autotune.interop.kt_space import space_supports
+
+    lang, smem_args, compiler, verify = call["lang"], call["smem_args"], call["compiler"], call["verify"]
+    if lang is not None and str(lang).upper() not in LANGS:
+        raise _refuse(f"lang={lang!r}", "autotune tunes CUDA kernels (lang None, 'CUDA', 'CuPy' or 'nvcuda')")
+    if call["texmem_args"]:
+        raise _refuse("texmem_args (texture memory)", "read the data through a pointer argument (__ldg)")
+    if call["observers"]:
+        raise _refuse("observers", "autotune records time, registers and shared memory; drop the observers")
+    if smem_args and set(smem_args) - {"size"}:
+        raise _refuse(f"smem_args keys {sorted(set(smem_args) - {'size'})}", "give only {'size': bytes}")
+    if smem_args and callable(smem_args.get("size")):
+        raise _refuse("a smem_args['size'] function", "give an int or a string expression of the parameters")
+    if compiler not in (None, "nvcc", "nvrtc"):
+        raise _refuse(f"compiler={compiler!r}", "use compiler='nvcc' (or None: NVRTC)")
+    if call["cmem_args"] and not space_supports("problem", "constants"):
+        raise _refuse(
+            "cmem_args (constant memory) in this autotune version", "update autotune (space key `constants:`)"
+        )
+    if verify is not None:
+        if not space_supports("problem", "check"):
+            raise _refuse("verify= in this autotune version", "update autotune (space key `check:`), or give answer=")
+        try:
+            import cloudpickle  # noqa: F401
+        except ImportError:
+            raise _refuse(
+                "verify= without cloudpickle", "pip install cloudpickle (the check runs in the GPU worker)"
+            ) from None
+    objective_name = _objective(
+        call["objective"], call["objective_higher_is_better"], call["objectives"], call["metrics"]
+    )
+    read_strategy(call["strategy"], call["strategy_options"], None)  # refused here, before any process starts
+    defines = call["defines"]
+    if isinstance(defines, dict) and any(callable(v) for v in defines.values()):
+        raise _refuse("a defines function", "give an expression of the tunable parameters as a string")
+    unroll = [str(k) for k in call["tune_params"] if "loop_unroll_factor" in str(k)]
+    if unroll and not space_supports("kernel", "semantics"):
+        raise _refuse(
+            f"the parameter {unroll[0]!r} in this autotune version (Kernel Tuner passes loop_unroll_factor_* "
+            "as constexpr ints and removes `#pragma unroll NAME` where it is 0)",
+            "update autotune (space key `kernel: semantics: kerneltuner`), or rename the parameter and "
+            "write the pragma with a #define",
+        )
+    return objective_name
+
+
+def _problem(call: Mapping[str, Any]) -> KTProblem:
+    """The checked call as a `KTProblem`: the block size names (Kernel Tuner's defaults where not given), the
+    source, the problem size, grid divisors and restrictions read."""
+    from autotune.interop.kt_space import KTProblem
+
+    given = list(call["block_size_names"] or [])
+    bx, by, bz = (given + ["block_size_x", "block_size_y", "block_size_z"][len(given) :])[:3]
+    source_text, source_file = read_source(call["kernel_source"])
+    compiler, smem_args = call["compiler"], call["smem_args"]
+    return KTProblem(
+        kernel_name=call["kernel_name"],
+        source_text=source_text,
+        source_file=source_file,
+        problem_size=read_problem_size(call["problem_size"]),
+        arguments=list(call["arguments"]),
+        tune_params={str(k): list(v) for k, v in call["tune_params"].items()},
+        grid_div=tuple(read_grid_div(call[f"grid_div_{axis}"], axis) for axis in ("x", "y", "z")),
+        block_size_names=(bx, by, bz),
+        restrictions=read_restrictions(call["restrictions"]),
+        answer=call["answer"],
+        atol=float(call["atol"]),
+        verify=call["verify"],
+        smem_size=(smem_args or {}).get("size"),
+        cmem_args=dict(call["cmem_args"] or {}),
+        compiler=compiler if compiler == "nvcc" else None,
+        compiler_options=list(call["compiler_options"] or []),
+        defines=call["defines"],
+    )
+
+
+def _cache(call: Mapping[str, Any], problem: KTProblem) -> tuple[Path | None, KTCache | None]:
+    """The cache file's path (`.json` added where missing) and, in simulation mode, the cache it replays; an
+    existing cache outside simulation mode is refused (continuing one is not supported)."""
+    cache, simulation = call["cache"], bool(call["simulation_mode"])
+    cache_path = None if not cache else Path(str(cache) if str(cache).endswith(".json") else f"{cache}.json")
+    replayed = _replayed(cache_path, problem, call["problem_size"]) if simulation else None
+    if not simulation and cache_path is not None and cache_path.exists():
+        raise _refuse(
+            f"continuing the existing cache {cache_path}",
+            "replay it with simulation_mode=True, or give "
+            "a new file name (autotune keeps its own results database: database=...)",
+        )
+    return cache_path, replayed
+
+
+def _attempt(call: Mapping[str, Any], cache_path: Path | None, replayed: KTCache | None) -> Attempt:
+    """How the sweep runs: the call's cache, repetitions, strategy, device, database and output."""
+    from autotune.interop.kt_sweep import Attempt
+
+    return Attempt(
+        cache_path=cache_path,
+        replayed=replayed,
+        iterations=call["iterations"],
+        strategy=call["strategy"],
+        strategy_options=call["strategy_options"],
+        seed=call["seed"],
+        device=call["device"],
+        database=call["database"],
+        early_stop=call["early_stop"],
+        quiet=call["quiet"],
+        verbose=call["verbose"],
+    )
+
+
+def _finish_env(
+    env: dict[str, Any],
+    results: list[dict[str, Any]],
+    problem: KTProblem,
+    objective_name: str,
+    call: Mapping[str, Any],
+    start: float,
+) -> None:
+    """Add the best configuration (printed unless quiet) and the framework's total time to `env`."""
+    env["best_config"] = _best(results, objective_name, bool(call["objective_higher_is_better"]))
+    if not call["quiet"] and env["best_config"]:
+        shown = {k: env["best_config"][k] for k in [*problem.tune_params, objective_name] if k in env["best_config"]}
         print(f"best performing configuration: {', '.join(f'{k}={v}' for k, v in shown.items())}")
     env["total_framework_time"] = 1000 * (time.perf_counter() - start) - sum(
         r.get("compile_time", 0) + r.get("benchmark_time", 0) for r in results
     )
-    env["autotune"]["space_dir"] = str(used) if keep else None
-    return results, env
 
 
 def _attempts(
