@@ -273,6 +273,7 @@ def build_table(
         bytes_of=_bytes(layout, provenance.scalars),
         names=names,
         keys=w.matrix.points["point_key"].astype(str).to_numpy(),
+        dims=w.matrix.sizes,
         structure=structure,
     )
     points: list[dict] = []
@@ -304,8 +305,8 @@ def build_table(
 @dataclass(frozen=True)
 class _Context:
     """What every group of `build_table` reads: the winners, the selection, the library's times per point row,
-    a lookup over the table's kernels (their validity), the bytes a point moves, the size names, the point keys
-    and the structure."""
+    a lookup over the table's kernels (their validity), the bytes a point moves, the size names, the point keys,
+    the point rows' sizes and the structure."""
 
     w: Winners
     sel: Selection
@@ -314,6 +315,7 @@ class _Context:
     bytes_of: Callable[[str, str, tuple[int, ...]], int]
     names: list[str]
     keys: np.ndarray
+    dims: np.ndarray  # every point row's sizes (`w.matrix.sizes` builds them anew at each reading: read it once)
     structure: Structure
 
 
@@ -382,7 +384,7 @@ def _group_points(
     cols = np.array(sorted(group_kernels), dtype=np.int64)
     answers: list[int | None] = []
     for r in all_rows:
-        dims = tuple(int(x) for x in w.matrix.sizes[r])
+        dims = tuple(int(x) for x in ctx.dims[r])
         ranked, near, times = _ranked(ctx, r, cols, group_kernels)
         per_byte = COST_SCALE / ctx.bytes_of(precision, shape, dims)
         costs = [[kk, int(round(t * per_byte))] for kk, t in sorted(times.items())]
