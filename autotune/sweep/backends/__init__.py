@@ -13,7 +13,6 @@ import) does not import the space machinery and NumPy first.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,39 +36,20 @@ def __getattr__(name: str) -> Any:
 
 def backend_names() -> dict[str, str]:
     """Every backend a launcher may name: the built-ins, then installed entry points (name -> "module:callable")."""
-    from importlib.metadata import entry_points  # (not at import: the GPU worker's entry imports this package)
+    from autotune.sweep.registry import registered
 
-    names = dict(BACKENDS)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        names.setdefault(ep.name, ep.value)
-    return names
+    return registered(BACKENDS, ENTRY_POINT_GROUP)
 
 
 def backend_factory(name: str) -> Callable[..., Any]:
     """The class or function registered as `name` (or given as "module:callable"), imported only now. UserError when
-    the name or its target cannot be found."""
-    from autotune.errors import (
-        UserError,
-    )  # (here: the GPU worker's entry imports this package, the standard library only)
+    the name or its target cannot be found (`autotune.sweep.registry.load`), or it is not callable."""
+    from autotune.errors import UserError
+    from autotune.sweep.registry import load
 
-    target = BACKENDS.get(name) or backend_names().get(name) or (name if ":" in name else None)
-    if target is None:
-        raise UserError(
-            f"unknown backend {name!r}",
-            hint=f"choose one of {', '.join(backend_names())}, or give module:callable",
-        )
-    module, _, attr = target.partition(":")
-    try:
-        factory = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise UserError(
-            f"cannot load backend {name!r} ({target}): {exc}",
-            hint="check the module is installed and defines it",
-        ) from None
+    factory = load(name, BACKENDS, ENTRY_POINT_GROUP, "backend", "callable")
     if not callable(factory):
-        raise UserError(
-            f"backend {name!r} ({target}) is not callable", hint="register a Backend subclass or a function"
-        )
+        raise UserError(f"backend {name!r} is not callable", hint="register a Backend subclass or a function")
     return factory
 
 

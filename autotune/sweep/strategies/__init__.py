@@ -8,12 +8,11 @@ model-based sampler) costs nothing to the others.
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
 from typing import Any, Sequence
 
 from autotune.errors import UserError
 from autotune.space.instance import Instance
+from autotune.sweep.registry import load, registered
 from autotune.sweep.strategies.base import Strategy
 
 ENTRY_POINT_GROUP = "autotune.strategies"
@@ -40,10 +39,7 @@ __all__ = [
 
 def strategy_names() -> dict[str, str]:
     """Every strategy a config may name: the built-ins, then installed entry points (name -> "module:Class")."""
-    names = dict(STRATEGIES)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        names.setdefault(ep.name, ep.value)
-    return names
+    return registered(STRATEGIES, ENTRY_POINT_GROUP)
 
 
 def known_strategy(name: str) -> bool:
@@ -53,24 +49,11 @@ def known_strategy(name: str) -> bool:
 
 def strategy_class(name: str) -> type:
     """The class registered as `name` (or given as "module:Class"), imported only now. UserError when the name or
-    its class cannot be found, or it has no ask/tell."""
-    target = STRATEGIES.get(name) or strategy_names().get(name) or (name if ":" in name else None)
-    if target is None:
-        raise UserError(
-            f"unknown search strategy {name!r}",
-            hint=f"choose one of {', '.join(strategy_names())}, or give module:Class",
-        )
-    module, _, cls_name = target.partition(":")
-    try:
-        cls = getattr(importlib.import_module(module), cls_name)
-    except (ImportError, AttributeError) as exc:
-        raise UserError(
-            f"cannot load search strategy {name!r} ({target}): {exc}",
-            hint="check the module is installed and defines the class",
-        ) from None
+    its class cannot be found (`autotune.sweep.registry.load`), or it has no ask/tell."""
+    cls = load(name, STRATEGIES, ENTRY_POINT_GROUP, "search strategy", "Class")
     if not all(callable(getattr(cls, m, None)) for m in ("ask", "tell")):
         raise UserError(
-            f"search strategy {name!r} ({target}) has no ask/tell",
+            f"search strategy {name!r} has no ask/tell",
             hint="subclass autotune.sweep.strategies.base.Strategy",
         )
     return cls
