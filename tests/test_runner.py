@@ -211,16 +211,18 @@ def test_serves_assigns_each_instance_its_own_problems(tmp_path):
 
 
 def test_time_budget_stops_inside_a_batch_and_resume_finishes(tmp_path):
+    """The budget counts from the sweep's start, setup included: it is long enough for a slow CI machine's setup
+    (0.4 s seen) and far shorter than the 90 measurements (90 x 0.04 s)."""
     import time as _time
 
     class Slow(FormulaBackend):
         def run(self, jobs):
             for m in super().run(jobs):
-                _time.sleep(0.02)
+                _time.sleep(0.04)
                 yield m
 
     db = f"sqlite:///{tmp_path}/r.sqlite"
-    cfg = dataclasses.replace(config(tmp_path, db), budget_s=0.3)
+    cfg = dataclasses.replace(config(tmp_path, db), budget_s=1.5)
     with Store.open(db) as store:
         first = run_sweep(cfg, store, Slow(), Quiet())
     assert first.status == "budget" and 0 < first.measured < 90
