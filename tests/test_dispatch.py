@@ -11,7 +11,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autotune.dispatch.table import DispatchTable, GenericKernel, KernelInfo, Provenance, build_table, load_table
+from autotune.dispatch.table import (
+    Answers,
+    DispatchTable,
+    GenericKernel,
+    KernelInfo,
+    Provenance,
+    build_table,
+    load_table,
+)
 from autotune.dispatch.runtime import ilog2_fx, validity_bounds
 from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, perf_matrix, winners, with_point_key
@@ -85,15 +93,15 @@ def test_untuned_precision_or_shape_gets_the_fallback(built):
     rec = table.answer("fp64", "TT", {"m": 16, "n": 16, "k": 16, "batch": 100})
     assert rec["library"] == table.library and rec["instance_id"] is None and not rec["generic"]
     naive = build_table(
-        w, sel, Provenance(device="x"), generic=GenericKernel(space="the_generic_space"), fallback="naive"
+        w, sel, Provenance(device="x"), Answers(generic=GenericKernel(space="the_generic_space"), fallback="naive")
     )
     assert naive.lookup_index("fp32", "NN", 16, 16, 16, 100) == -1
     rec = naive.answer("fp64", "TT", {"m": 16, "n": 16, "k": 16, "batch": 100})
     assert rec["generic"] and rec["space"] == "the_generic_space"
     with pytest.raises(ValueError, match="fallback"):
-        build_table(w, sel, Provenance(device="x"), fallback="cutlass")
+        build_table(w, sel, Provenance(device="x"), Answers(fallback="cutlass"))
     with pytest.raises(ValueError, match="generic"):  # no generic kernel: it cannot be the fallback
-        build_table(w, sel, Provenance(device="x"), fallback="naive")
+        build_table(w, sel, Provenance(device="x"), Answers(fallback="naive"))
     with pytest.raises(ValueError, match="sizes"):  # a mapping must name exactly the kind's sizes
         table.lookup("fp64", "NN", {"m": 16, "n": 16, "k": 16})
 
@@ -108,7 +116,7 @@ def test_no_library_and_no_generic_answers_none(built):
     assert table.lookup_index("fp32", "NN", 16, 16, 16, 100) == NONE
     assert table.record(NONE, "fp32", "NN")["none"]
     with pytest.raises(ValueError, match="library"):
-        build_table(w, sel, Provenance(device="x"), library=None, fallback="library")
+        build_table(w, sel, Provenance(device="x"), Answers(fallback="library"), library=None)
 
 
 def _two_point_table(valid_a=(), valid_b=(), fallback="naive", library_ms=None):
@@ -136,9 +144,7 @@ def _two_point_table(valid_a=(), valid_b=(), fallback="naive", library_ms=None):
         ("b", "fp32", "NN"): KernelInfo(space="s", name="b", valid=tuple(valid_b)),
     }
     lib = None if library_ms is None else np.asarray(library_ms, dtype=float)
-    return build_table(
-        w, sel, Provenance(device="H100"), info, GenericKernel(space="naive"), library_ms=lib, fallback=fallback
-    )
+    return build_table(w, sel, Provenance(device="H100"), Answers(info, lib, fallback, GenericKernel(space="naive")))
 
 
 def test_nearest_tuned_point_by_log_ratio():
@@ -271,7 +277,7 @@ def test_tuned_only_kernel_answers_only_at_its_tuned_points():
         ("a", "fp32", "NN"): KernelInfo(space="s", name="a", tuned_only=True),
         ("b", "fp32", "NN"): KernelInfo(space="s", name="b"),
     }
-    table = build_table(w, select(w, "exact"), Provenance(device="H100"), info)
+    table = build_table(w, select(w, "exact"), Provenance(device="H100"), Answers(kernel_info=info))
     ids = [k["instance_id"] for k in table.data["kernels"]]
     assert ids[table.lookup_index("fp32", "NN", 8, 8, 8, 10)] == "a"
     assert ids[table.lookup_index("fp32", "NN", 9, 9, 9, 10)] == "b"  # a is not valid off its tuned points

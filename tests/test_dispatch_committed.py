@@ -238,12 +238,13 @@ def test_invalid_input_is_refused_identically(built, tmp_path):
 
 def test_leave_one_out_reports_only_measured_losses(built):
     from autotune.dispatch.loo import leave_one_out
+    from autotune.dispatch.table import Answers
 
     name, loaded, b = built
     if name not in ("tc_final_h100", "square_h100"):
         pytest.skip("one fp16 and one mixed database are enough")
     w = b.winners
-    held = leave_one_out(w.matrix, w.criteria, "exact", kernel_info=b.info, library_ms=b.library_ms)
+    held = leave_one_out(w.matrix, w.criteria, "exact", answers=Answers(b.info, b.library_ms))
     f = held.frame
     assert held.total == (f["interior"].sum() if f["interior"].any() else len(f))
     assert f.loc[~f["measured"], "loss"].isna().all()

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from autotune import paths
-from autotune.dispatch.table import GenericKernel, KernelInfo, Provenance, Structure, build_table
+from autotune.dispatch.table import Answers, GenericKernel, KernelInfo, Provenance, Structure, build_table
 from autotune.dispatch.emit import csv_columns, emit_cpp, emit_csv, emit_python, instantiation
 from autotune.problems.registry import BUILT_IN
 from autotune.analysis.setcover import select
@@ -75,10 +75,7 @@ def table(request):
         w,
         sel,
         Provenance(device="NVIDIA H100 80GB HBM3"),
-        info,
-        generic,
-        library_ms=lib,
-        fallback="naive",
+        Answers(info, lib, "naive", generic),
         structure=request.param,
     )
 
@@ -235,7 +232,7 @@ def test_report_summary_and_files(table, tmp_path):
         > roofline_ms(summary.iloc[:1], 3.0e12, layout, {"beta": 0.0})[0]
     )
     df = synthetic_measurements(40, SIZES[:6], seed=4)
-    frame = tol_table(perf_matrix(df), [10], [0.0, 0.1], loo=False)
+    frame = tol_table(perf_matrix(df), [10], [0.0, 0.1], loo=None)
     written = write_report(tmp_path, table, matrix, frame, cublas, 3.0e12, {})
     assert {p.name for p in written} >= {
         "summary.csv",

@@ -87,7 +87,7 @@ def test_exact_never_needs_more_kernels_than_greedy_on_the_recording():
         build(loaded, Criteria(bk=10, tol=0.05), "exact", None, "BLOCK_X=32,BLOCK_Y=4")[1].matrix,
         [5, 10, None],
         [0.0, 0.02, 0.05, 0.1, 0.15],
-        loo=False,
+        loo=None,
     )
     for (bk, tol), g in table.groupby(["bk", "tol"]):
         k = dict(zip(g.method, g.kernels, strict=True))

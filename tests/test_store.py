@@ -314,8 +314,7 @@ def test_ctrl_c_clears_in_flight_notes_so_resume_measures_them(db_url: str) -> N
     with Store.open(db_url) as store:
         rec = record_sample(store, finish=False)
         store.mark_inflight(rec.sweep_id, rec.space_id, instances()[1].id, point)
-        assert store.clear_inflight(rec.sweep_id) == 1
-        store.finish_sweep(rec.sweep_id, "interrupted")
+        store.finish_sweep(rec.sweep_id, "interrupted", forget_inflight=True)
         assert store.recover_inflight(rec.device_id) == []
         assert (instances()[1].id, point) not in store.done_pairs(rec.device_id)
 

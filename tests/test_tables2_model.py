@@ -22,7 +22,7 @@ from autotune.dispatch.emit import emit_cpp, emit_python
 from autotune.dispatch.loo import choose_structure
 from autotune.dispatch.model import tiles_of
 from autotune.dispatch.runtime import LIBRARY, MAX_SIZE, RUNTIME_VERSION, model_count, model_features
-from autotune.dispatch.table import STRUCTURES, KernelInfo, Provenance, Structure, build_table
+from autotune.dispatch.table import STRUCTURES, Answers, KernelInfo, Provenance, Structure, build_table
 from tests.support.nvcc import CHECK_FLAGS
 
 TILES = [(8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 32), (16, 64, 16), (64, 16, 64), (128, 128, 32)]
@@ -83,7 +83,7 @@ def build(structure: Structure, frame: pd.DataFrame, lib: np.ndarray):
         lib_rows[order[key]] = t
     return (
         w,
-        build_table(w, sel, Provenance(device="syn"), info, library_ms=lib_rows, library="cublas", structure=structure),
+        build_table(w, sel, Provenance(device="syn"), Answers(info, lib_rows), library="cublas", structure=structure),
         info,
         lib_rows,
     )
@@ -129,7 +129,7 @@ def test_the_model_answers_between_tuned_points_better_than_the_nearest_point():
 def test_leave_one_out_chooses_the_model_where_it_holds_out_better():
     frame, lib, _ = measurements(points=60)
     w, _, info, lib_rows = build(Structure(), frame, lib)
-    chosen, trials, held = choose_structure(w.matrix, w.criteria, "exact", kernel_info=info, library_ms=lib_rows)
+    chosen, trials, held = choose_structure(w.matrix, w.criteria, "exact", answers=Answers(info, lib_rows))
     assert {s.mode for s in STRUCTURES} >= {"model", "regions", "cost"}
     assert chosen.mode == "model", trials.sort_values("mean_loss").head().to_string()
     assert held.measured > 0

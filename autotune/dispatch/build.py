@@ -21,6 +21,7 @@ from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners
 from autotune.dispatch.model import tiles_of
 from autotune.dispatch.loo import LooResult, choose_structure
 from autotune.dispatch.table import (
+    Answers,
     DispatchTable,
     GenericKernel,
     KernelInfo,
@@ -291,31 +292,21 @@ def build(
     info = info_source(loaded, validity_path, include_dir)
     library_ms = library_times(matrix.points, loaded.baseline, matrix.layout)
     generic = generic_kernel(matrix.layout.kind_object, generic_params, include_dir)
+    answers = Answers(info, library_ms, fallback, generic)
     trials = held = None
     if structure is None:
         from autotune.dispatch.table import STRUCTURES
 
         tried = tuple(s for s in STRUCTURES if modes is None or s.mode in modes)
         structure, trials, held = choose_structure(
-            matrix,
-            criteria,
-            method,
-            kernel_info=info,
-            library_ms=library_ms,
-            fallback=fallback,
-            generic=generic,
-            weights=wts,
-            structures=tried,
+            matrix, criteria, method, answers=answers, weights=wts, structures=tried
         )
     table = build_table(
         w,
         sel,
         loaded.provenance,
-        info,
-        generic,
-        library_ms=library_ms,
+        answers,
         library=kind_library(matrix.layout, library_ms),
-        fallback=fallback,
         structure=structure,
     )
     return Built(table, w, info, library_ms, trials, wts, held, generic)

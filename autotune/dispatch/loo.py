@@ -15,13 +15,13 @@ measured interior points when there are any interior points, otherwise over all 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from autotune.dispatch.table import STRUCTURES, GenericKernel, KernelInfo, Provenance, Structure, build_table
+from autotune.dispatch.table import STRUCTURES, Answers, Provenance, Structure, build_table
 from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, PerfMatrix, winners
 
@@ -70,20 +70,15 @@ def leave_one_out(
     criteria: Criteria,
     method: str,
     *,
-    kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-    library_ms: np.ndarray | None = None,
-    fallback: str | None = None,
-    generic: GenericKernel | None = None,
+    answers: Answers = Answers(),
     secondary: bool = False,
     time_limit_s: float = 10.0,
     structure: Structure = Structure(),
 ) -> LooResult:
-    """Held-out loss at every point (see the module docstring). `library_ms`: the library's time per point
+    """Held-out loss at every point (see the module docstring). `answers.library_ms`: the library's time per point
     row (NaN: not measured). secondary=False skips the exact method's worst/mean tie-breaks for speed (the
     kernel count is the same)."""
-    frames = _held_out(
-        matrix, criteria, method, kernel_info, library_ms, fallback, secondary, time_limit_s, (structure,), generic
-    )
+    frames = _held_out(matrix, criteria, method, answers, secondary, time_limit_s, (structure,))
     return _result(frames[structure])
 
 
@@ -105,16 +100,14 @@ def _held_out(
     matrix: PerfMatrix,
     criteria: Criteria,
     method: str,
-    kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None,
-    library_ms: np.ndarray | None,
-    fallback: str | None,
+    answers: Answers,
     secondary: bool,
     time_limit_s: float,
     structures: Sequence[Structure],
-    generic: GenericKernel | None = None,
 ) -> dict[Structure, pd.DataFrame]:
     """One frame of held-out answers per structure; the kernel set of each held-out run is shared by all."""
     full = winners(matrix, criteria)
+    library_ms = answers.library_ms
     lib = np.full(len(matrix.points), np.nan) if library_ms is None else np.asarray(library_ms, dtype=float)
     ref = np.fmin(full.best_ms, lib)  # the library counts as an answer: its time can be the best
     records: dict[Structure, list[dict]] = {s: [] for s in structures}
@@ -137,10 +130,7 @@ def _held_out(
                     w,
                     sel,
                     Provenance(device="leave-one-out"),
-                    kernel_info,
-                    library_ms=lib[rest],
-                    generic=generic,
-                    fallback=fallback,
+                    replace(answers, library_ms=lib[rest]),
                     structure=structure,
                 )
                 choice = table.record(
@@ -182,10 +172,7 @@ def choose_structure(
     criteria: Criteria,
     method: str,
     *,
-    kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-    library_ms: np.ndarray | None = None,
-    fallback: str | None = None,
-    generic: GenericKernel | None = None,
+    answers: Answers = Answers(),
     weights: np.ndarray | None = None,
     structures: Sequence[Structure] = STRUCTURES,
     time_limit_s: float = 10.0,
@@ -194,9 +181,7 @@ def choose_structure(
     over the held-out points where every structure's answer was measured, then worst, then the order of
     `structures` (the default structure first). Returns it, one row per structure (structure, mean_loss,
     worst_loss, measured, total, chosen), and its leave-one-out result (what `leave_one_out` gives for it)."""
-    frames = _held_out(
-        matrix, criteria, method, kernel_info, library_ms, fallback, False, time_limit_s, structures, generic
-    )
+    frames = _held_out(matrix, criteria, method, answers, False, time_limit_s, structures)
     keys = matrix.points["point_key"]
     weight = pd.Series(
         np.ones(len(keys)) if weights is None else np.asarray(weights, dtype=float), index=keys.to_numpy()
@@ -238,17 +223,13 @@ def tol_table(
     tols: Sequence[float],
     methods: Sequence[str] = ("greedy", "exact"),
     *,
-    loo: bool = True,
+    loo: Structure | None = Structure(),
     spread_ties: bool = False,
     time_limit_s: float = 60.0,
-    kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-    library_ms: np.ndarray | None = None,
-    fallback: str | None = None,
-    generic: GenericKernel | None = None,
-    structure: Structure = Structure(),
+    answers: Answers = Answers(),
 ) -> pd.DataFrame:
-    """Kernels, worst and mean loss (in sample) and leave-one-out worst loss of the tables of `structure` per
-    (method, BK, TOL).
+    """Kernels, worst and mean loss (in sample) and leave-one-out worst loss of the tables of structure `loo` per
+    (method, BK, TOL) (None: no leave-one-out).
 
     The first columns are TOL_TABLE_COLUMNS (what tol_table.csv holds: `loo_worst_loss` is empty where no
     held-out answer was measured, `loo_measured` = measured / held-out points, `loo_structure` the structure the
@@ -263,18 +244,7 @@ def tol_table(
             for method in methods:
                 sel = select(w, method, time_limit_s=time_limit_s)
                 held = (
-                    leave_one_out(
-                        matrix,
-                        criteria,
-                        method,
-                        kernel_info=kernel_info,
-                        library_ms=library_ms,
-                        generic=generic,
-                        fallback=fallback,
-                        structure=structure,
-                    )
-                    if loo
-                    else None
+                    leave_one_out(matrix, criteria, method, answers=answers, structure=loo) if loo is not None else None
                 )
                 rows.append(
                     {
@@ -286,7 +256,7 @@ def tol_table(
                         "mean_loss": sel.mean_loss,
                         "loo_worst_loss": held.worst_loss if held else math.nan,
                         "loo_measured": held.measured_text if held else "",
-                        "loo_structure": describe(structure) if held else "",
+                        "loo_structure": describe(loo) if held and loo is not None else "",
                         "loo_mean_loss": held.mean_loss if held else math.nan,
                         "loo_failures": held.failures if held else 0,
                         "optimal": sel.optimal,

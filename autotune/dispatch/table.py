@@ -223,25 +223,43 @@ def _bytes(layout: Layout, scalars: Mapping[str, float]) -> Callable[[str, str, 
     )
 
 
+@dataclass(frozen=True)
+class Answers:
+    """What a table may answer besides its kernels, and what it knows of its kernels (one argument for the table
+    builder, leave-one-out and the structure choice).
+
+    `kernel_info`: (instance_id, precision, shape) -> KernelInfo (None: none known). `library_ms`: the library's
+    time per point row of the matrix (NaN: not measured; None: no times; see `library_times`); where it is faster
+    than the table's kernels it is the point's answer. `fallback`: "library", "naive" or "none", the answer where
+    no kernel of the table is valid (None: `default_fallback`). `generic`: the kind's generic kernel (None: it has
+    none)."""
+
+    kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None
+    library_ms: np.ndarray | None = None
+    fallback: str | None = None
+    generic: GenericKernel | None = None
+
+
 def build_table(
     w: Winners,
     sel: Selection,
     provenance: Provenance,
-    kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None,
-    generic: GenericKernel | None = None,
-    library_ms: np.ndarray | None = None,
+    answers: Answers = Answers(),
     library: str | None = "",
-    fallback: str | None = None,
     structure: Structure = Structure(),
 ) -> "DispatchTable":
     """Make the canonical table from winners and a selection (same Winners the selection came from).
 
-    The kind and its sizes come from `w.matrix.layout`. `library_ms`: the library's time per point row of
-    `w.matrix` (NaN: not measured; see `library_times`); where it is faster than the table's kernels it is the
-    point's answer. `library`: its name ("": the kind's baseline_name; None: no library, `library_ms` is ignored).
-    `generic`: the kind's generic kernel (None: it has none). `fallback`: "library", "naive" or "none", the
-    answer where no kernel of the table is valid (None: `default_fallback`).
+    The kind and its sizes come from `w.matrix.layout`; `answers.library_ms` are per point row of `w.matrix`.
+    `library`: the library's name ("": the kind's baseline_name; None: no library, `answers.library_ms` is
+    ignored).
     """
+    kernel_info, generic, library_ms, fallback = (
+        answers.kernel_info,
+        answers.generic,
+        answers.library_ms,
+        answers.fallback,
+    )
     layout = w.matrix.layout
     if library == "":
         library = kind_library(layout, library_ms)
@@ -281,9 +299,9 @@ def build_table(
     answer_loss: list[float] = []
     for (precision, shape), all_rows in w.matrix.groups:
         group_kernels = {col_of[iid]: index[(iid, p, s)] for iid, p, s in kernels if (p, s) == (precision, shape)}
-        answers = _group_points(ctx, precision, shape, all_rows, group_kernels, points, answer_loss)
+        assigned = _group_points(ctx, precision, shape, all_rows, group_kernels, points, answer_loss)
         if structure.regions:
-            regions.extend(_group_regions(ctx, precision, shape, all_rows, group_kernels, answers))
+            regions.extend(_group_regions(ctx, precision, shape, all_rows, group_kernels, assigned))
     data = {
         "format": FORMAT,
         "version": VERSION,

@@ -147,11 +147,6 @@ def space_refs(names: Iterable[str], recorded: Mapping[str, str], given: Sequenc
     return out
 
 
-def space_ref(name: str, recorded: Mapping[str, str]) -> str:
-    """One space's file by name (see space_refs)."""
-    return space_refs([name], recorded)[name]
-
-
 def pool(
     tuning_url: str, device: str | None, kind: ProblemKind, table_groups: Iterable[tuple[str, str]], pool_bk: int
 ) -> pd.DataFrame:

@@ -115,8 +115,8 @@ class SweepLocking(StoreBase):
 
     def finish_sweep(self, sweep_id: int, status: str, forget_inflight: bool = False) -> None:
         """Mark the sweep finished ("done", "interrupted" or "failed") and release the lock; with `forget_inflight`, in
-        the same transaction, forget its in-flight notes (`clear_inflight`: the pairs were not at fault, a resume
-        measures them), so that no stop leaves a status without the notes cleared, or the reverse."""
+        the same transaction, forget its in-flight notes (the pairs were not at fault: a resume measures
+        them), so that no stop leaves a status without the notes cleared, or the reverse."""
         token = self._lock_token
 
         def work(s: Session) -> None:
@@ -152,11 +152,6 @@ class SweepLocking(StoreBase):
         table = Inflight.__table__
         key = dict(instance_id=instance_id, point_id=pid, device_id=self._sweep(sweep_id).device_id)
         return key, table.delete().where(*(table.c[k] == v for k, v in key.items()))
-
-    def clear_inflight(self, sweep_id: int) -> int:
-        """Forget the in-flight notes of `sweep_id` (after Ctrl-C the pairs were not at fault, so a resume
-        measures them again); returns how many there were."""
-        return self.transact(lambda s: int(s.execute(delete(Inflight).where(Inflight.sweep_id == sweep_id)).rowcount))  # type: ignore[attr-defined]
 
     def recover_inflight(self, device_id: int) -> list[tuple[str, TestPoint]]:
         """Record the pair left in flight on `device_id` (by a sweep that died) as `crashed`; returns it. A GPU runs

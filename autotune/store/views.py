@@ -132,11 +132,3 @@ def _complete(conn: Connection, view: str, kind: str) -> bool:
     """Whether the view has a row for every test point of its kind."""
     shown = conn.exec_driver_sql(f"SELECT COUNT(*) FROM {view}").scalar()
     return shown == conn.execute(text("SELECT COUNT(*) FROM test_points WHERE kind = :k"), {"k": kind}).scalar()
-
-
-def drop_views(conn: Connection) -> list[str]:
-    """Drop every point view (for a downgrade); returns their names."""
-    names = sorted(view_columns(conn))
-    for name in names:
-        conn.exec_driver_sql(f"DROP VIEW {name}")
-    return names

@@ -194,7 +194,7 @@ def _kind_report(
     from autotune.dispatch.loo import describe, leave_one_out, tol_table
     from autotune.dispatch.report import write_report
     from autotune.dispatch.sharing import kernels_with_and_without_sharing
-    from autotune.dispatch.table import Structure
+    from autotune.dispatch.table import Answers, Structure
 
     out_dir.mkdir(parents=True, exist_ok=True)
     criteria, method = opts.criteria, opts.method
@@ -202,30 +202,11 @@ def _kind_report(
     table, w = built.table, built.winners
     fallback = table.data["fallback"]
     chosen = Structure(**table.provenance["structure"])
-    frame = tol_table(
-        w.matrix,
-        [criteria.bk],
-        tols,
-        METHODS,
-        spread_ties=opts.spread_ties,
-        kernel_info=built.info,
-        library_ms=built.library_ms,
-        fallback=fallback,
-        generic=built.generic,
-        structure=chosen,
-    )
+    answers = Answers(built.info, built.library_ms, fallback, built.generic)
+    frame = tol_table(w.matrix, [criteria.bk], tols, METHODS, loo=chosen, spread_ties=opts.spread_ties, answers=answers)
     held = built.held  # computed while choosing the structure; else now
     if held is None:
-        held = leave_one_out(
-            w.matrix,
-            criteria,
-            method,
-            kernel_info=built.info,
-            library_ms=built.library_ms,
-            fallback=fallback,
-            generic=built.generic,
-            structure=chosen,
-        )
+        held = leave_one_out(w.matrix, criteria, method, answers=answers, structure=chosen)
     written = write_report(
         out_dir, table, w.matrix, frame, loaded.baseline, loaded.bandwidth, loaded.scalars, held.frame
     )
@@ -275,12 +256,12 @@ def kernels_against_tol(
     from autotune.analysis.winners import Criteria, perf_matrix
     from autotune.dispatch.build import info_source
     from autotune.dispatch.loo import tol_table
-    from autotune.dispatch.table import Structure, library_times
+    from autotune.dispatch.table import Answers, Structure, library_times
 
     matrix = perf_matrix(loaded.frame, loaded.layout)
     info = info_source(loaded, opts.validity)
     library_ms = library_times(matrix.points, loaded.baseline, matrix.layout)
-    generic = generic_space(matrix.layout)
+    answers = Answers(info, library_ms, check_fallback(opts.fallback), generic_space(matrix.layout))
     chosen = parse_structure(opts.structure)
     auto = chosen is None
     if auto and loo:  # as emit/report choose it with their defaults
@@ -292,10 +273,7 @@ def kernels_against_tol(
             matrix,
             Criteria(bk=bks[0], tol=DEFAULT_TOL, spread_ties=opts.spread_ties),
             DEFAULT_METHOD,
-            kernel_info=info,
-            library_ms=library_ms,
-            fallback=check_fallback(opts.fallback),
-            generic=generic,
+            answers=answers,
             structures=tuple(s for s in STRUCTURES if modes is None or s.mode in modes),
         )
     frame = tol_table(
@@ -303,13 +281,9 @@ def kernels_against_tol(
         bks,
         tols,
         METHODS,
-        loo=loo,
+        loo=(chosen or Structure()) if loo else None,
         spread_ties=opts.spread_ties,
-        kernel_info=info,
-        library_ms=library_ms,
-        fallback=check_fallback(opts.fallback),
-        generic=generic,
-        structure=chosen or Structure(),
+        answers=answers,
     )
     return TolTable(frame, matrix, chosen if loo else None, auto)
 

@@ -305,10 +305,6 @@ class HybridModel:
             pred = self.predict(rows)
         return int(rows[int(np.argmin(pred))])
 
-    def incumbents(self) -> list[int]:
-        """Measured rows by time, fastest first (failures left out)."""
-        return [r for _, r in self.ranked]
-
     def propose(self, free: np.ndarray) -> int:
         """A free row (`free`: a boolean mask over the rows with at least one True)."""
         idx = np.flatnonzero(free)
