@@ -34,34 +34,34 @@ from autotune.sweep.scaling import predict  # noqa: E402
 SINGLE = "one process"
 
 
-def winners(db: Path) -> dict[int, tuple[str, float, float]]:
-    """point id -> (instance id, median ms, spread: (p80 - p20) / median) of its fastest verified measurement."""
+Verified = dict[tuple[int, str], tuple[float, float]]  # (point id, instance id) -> (median ms, spread)
+
+
+def verified(db: Path) -> Verified:
+    """Every verified measurement's median and spread, (p80 - p20) / median, read once."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
         rows = c.execute(
             "select point_id, instance_id, median_ms, p20_ms, p80_ms from measurements "
-            "where status = 'ok' and median_ms is not null order by point_id, median_ms, instance_id"
+            "where status = 'ok' and median_ms is not null"
         ).fetchall()
+    return {
+        (p, i): (med, (p80 - p20) / med if p20 is not None and p80 is not None and med > 0 else 0.0)
+        for p, i, med, p20, p80 in rows
+    }
+
+
+def winners(measured: Verified) -> dict[int, tuple[str, float, float]]:
+    """point id -> (instance id, median ms, spread) of its fastest verified measurement (ties: the smaller id)."""
     out: dict[int, tuple[str, float, float]] = {}
-    for point, iid, med, p20, p80 in rows:
+    for (point, iid), (med, spread) in sorted(measured.items(), key=lambda kv: (kv[0][0], kv[1][0], kv[0][1])):
         if point not in out:
-            spread = (p80 - p20) / med if p20 is not None and p80 is not None and med > 0 else 0.0
             out[point] = (iid, med, spread)
     return out
 
 
-def medians(db: Path) -> dict[tuple[int, str], float]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
-        return {
-            (p, i): m
-            for p, i, m in c.execute(
-                "select point_id, instance_id, median_ms from measurements where status = 'ok' and median_ms is not null"
-            )
-        }
-
-
-def agreement(reference: Path, other: Path) -> dict[str, int]:
+def agreement(reference: Verified, other: Verified) -> dict[str, int]:
     """How many test points have the reference's winner, and of the others how many lie within its spread."""
-    ref, theirs, ref_medians = winners(reference), winners(other), medians(reference)
+    ref, theirs = winners(reference), winners(other)
     same = within = 0
     for point, (iid, med, spread) in ref.items():
         got = theirs.get(point)
@@ -69,7 +69,7 @@ def agreement(reference: Path, other: Path) -> dict[str, int]:
             continue
         if got[0] == iid:
             same += 1
-        elif (point, got[0]) in ref_medians and ref_medians[(point, got[0])] / med - 1 <= spread:
+        elif (point, got[0]) in reference and reference[(point, got[0])][0] / med - 1 <= spread:
             within += 1
     return {"points": len(ref), "same_winner": same, "other_within_spread": within}
 
@@ -90,6 +90,7 @@ def report(bench: dict, dbs: Path, kind: str, host_cores: int) -> dict[str, Any]
     dask = sorted((n for n in names if n != SINGLE), key=_gpus)
     split, base = fitted(read(str(db_of[SINGLE])), read(str(db_of[dask[0]])) if dask else None, None, host_cores, 16)
     single = next(r for r in rows if r["name"] == SINGLE)
+    reference = verified(db_of[SINGLE])
     one_pred = predict(split, replace(base, dask=False)).wall_s
     out = []
     for r in rows:
@@ -111,7 +112,7 @@ def report(bench: dict, dbs: Path, kind: str, host_cores: int) -> dict[str, Any]
                 predicted_row_s=pred,
                 predicted_speedup=one_pred / pred if pred else None,
                 model_error=pred / measured - 1 if measured else None,
-                winners=agreement(db_of[SINGLE], db_of[r["name"]]),
+                winners=agreement(reference, verified(db_of[r["name"]])),
             )
         )
     return dict(
