@@ -26,6 +26,11 @@ import numpy as np
 
 FILTER_FIELDS = ("device", "kind", "precision", "shape", "space", "point")
 DIGITS = 5  # significant digits of the floats written into the page (keeps a large report small)
+# the charts' colours: Plotly's ten, then light tints of the first eight
+PALETTE = (
+    "#1f77b4 #ff7f0e #2ca02c #d62728 #9467bd #8c564b #e377c2 #7f7f7f #bcbd22 #17becf "
+    "#aec7e8 #ffbb78 #98df8a #ff9896 #c5b0d5 #c49c94 #f7b6d2 #dbdb8d"
+).split()
 
 
 def require_plotly() -> Any:

@@ -21,7 +21,7 @@ import numpy as np
 
 from autotune.devices import DeviceLimits
 from autotune.untrusted import env_number
-from autotune.explore.page import Page, table_html
+from autotune.explore.page import Page, Section, table_html
 from autotune.space.generator import FunnelStep, Generated, generate, param_deps, where
 from autotune.space.spec import Space
 
@@ -110,11 +110,43 @@ def _subset(g: Generated, rows: np.ndarray) -> Generated:
     )
 
 
-def add_space(page: Page, e: Explored, seed: int = 0) -> None:
-    import plotly.graph_objects as go
+COLORS = {"raw": "#7f7f7f", "hard": "#d62728", "soft": "#ff7f0e"}
 
+
+@dataclass(frozen=True)
+class SpaceView:
+    """An explored space as its charts see it."""
+
+    page: Page
+    e: Explored
+    group: int  # the page group of every trace: the space and precision
+    sample_note: str  # said under each figure after the soft constraints ("" when they saw every hard survivor)
+    limit: int  # bars one parameter gets at most (`max_values()`)
+    bins: dict[str, Bins]  # parameter -> its values as drawn
+
+    @property
+    def raw(self) -> int:
+        return self.e.funnel[0].remaining
+
+    @property
+    def final_rows(self) -> np.ndarray:
+        """The rows of the hard survivors that pass every soft constraint (of the sample, when sampled)."""
+        return self.e.rows[self.e.keep]
+
+    @property
+    def scale(self) -> float:
+        """Hard survivors per row evaluated against the soft constraints."""
+        e = self.e
+        return e.hard.count / len(e.rows) if e.sampled and len(e.rows) else 1.0
+
+    @property
+    def after_all(self) -> str:
+        return "after all" + (" (estimated)" if self.e.sampled else "")
+
+
+def add_space(page: Page, e: Explored, seed: int = 0) -> None:
+    """Add the sections of an explored space to `page`: the funnel, the parameter values, the two-parameter maps."""
     space, hard = e.space, e.hard
-    raw = e.funnel[0].remaining
     final = e.funnel[-1].remaining
     sample_note = (
         f"The soft constraints were evaluated on a seeded uniform sample of {len(e.rows):,} of the "
@@ -124,7 +156,7 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
     )
     page.notes.append(f"{space.name}: {space.description}")
     page.notes.append(
-        f"device {hard.device.name}, precision {hard.precision}: {raw:,} raw combinations, "
+        f"device {hard.device.name}, precision {hard.precision}: {e.funnel[0].remaining:,} raw combinations, "
         f"{hard.count:,} after the hard constraints, {final:,} after the soft ones"
         + (" (estimated)" if e.sampled else "")
         + f"; explored in {e.seconds:.1f} s."
@@ -132,37 +164,48 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
     if sample_note:
         page.notes.append(sample_note)
     group = page.group(space=space.name, precision=hard.precision)
+    limit = max_values()
+    bins = {p.name: Bins.of(p.values, limit) for p in space.parameters}
+    view = SpaceView(page, e, group, sample_note, limit, bins)
+    _funnel(view)
+    _values(view)
+    _maps(view, seed)
 
-    s = page.section(
+
+def _funnel(view: SpaceView) -> None:
+    """The combinations that remain after each constraint: a chart and a table."""
+    import plotly.graph_objects as go
+
+    funnel = view.e.funnel
+    s = view.page.section(
         "Funnel",
         "Raw combinations, then what remains after each hard constraint (in the order the "
         "generator applies them) and each soft constraint (file order).",
     )
-    colors = {"raw": "#7f7f7f", "hard": "#d62728", "soft": "#ff7f0e"}
-    labels = [f"{f.name} ({f.kind})" if f.kind != "raw" else f.name for f in e.funnel]
+    labels = [f"{f.name} ({f.kind})" if f.kind != "raw" else f.name for f in funnel]
     fig = go.Figure(
         go.Bar(
             y=labels,
-            x=[max(f.remaining, 1) for f in e.funnel],
+            x=[max(f.remaining, 1) for f in funnel],
             orientation="h",
-            marker=dict(color=[colors[f.kind] for f in e.funnel]),
-            text=[f"{f.remaining:,}" + (f" (-{f.removed:,})" if f.kind != "raw" else "") for f in e.funnel],
+            marker=dict(color=[COLORS[f.kind] for f in funnel]),
+            text=[f"{f.remaining:,}" + (f" (-{f.removed:,})" if f.kind != "raw" else "") for f in funnel],
             textposition="auto",
-            customdata=[f.reason for f in e.funnel],
+            customdata=[f.reason for f in funnel],
             hovertemplate="%{y}<br>%{text}<br>%{customdata}<extra></extra>",
-            meta={"g": group},
+            meta={"g": view.group},
         )
     )
     fig.update_layout(
         xaxis=dict(type="log", title="remaining combinations (log)"), yaxis=dict(autorange="reversed", automargin=True)
     )
-    page.add(
+    view.page.add(
         s,
         "funnel",
         "Funnel: remaining after each constraint",
         fig,
-        note=sample_note,
-        height=max(260, 60 + 30 * len(e.funnel)),
+        note=view.sample_note,
+        height=max(260, 60 + 30 * len(funnel)),
     )
     s.html = table_html(
         [
@@ -174,44 +217,46 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
                 line=f.line,
                 reason=f.reason,
             )
-            for f in e.funnel
+            for f in funnel
         ],
         ["step", "kind", "remaining", "removed", "line", "reason"],
     )
 
-    s = page.section(
+
+def _values(view: SpaceView) -> None:
+    """How many combinations hold each value of each parameter: raw, after the hard constraints, after all."""
+    import plotly.graph_objects as go
+
+    e, group = view.e, view.group
+    s = view.page.section(
         "Parameter values before and after",
         "How many combinations hold each value: raw (every value equally), after the hard constraints, "
         "after all constraints (log scale).",
     )
-    final_rows = e.rows[e.keep]
-    scale = hard.count / len(e.rows) if e.sampled and len(e.rows) else 1.0
-    limit = max_values()
-    bins = {p.name: Bins.of(p.values, limit) for p in space.parameters}
-    binned = [f"{p.name} ({len(p.values):,} values)" for p in space.parameters if bins[p.name].width > 1]
+    binned = [f"{p.name} ({len(p.values):,} values)" for p in e.space.parameters if view.bins[p.name].width > 1]
     if binned:
-        page.notes.append(
-            f"Drawn in bins of neighbouring values (at most {limit} per parameter, {MAX_VALUES_ENV}): "
+        view.page.notes.append(
+            f"Drawn in bins of neighbouring values (at most {view.limit} per parameter, {MAX_VALUES_ENV}): "
             + ", ".join(binned)
             + "."
         )
-    for p in space.parameters:
-        pbins = bins[p.name]
+    for p in e.space.parameters:
+        pbins = view.bins[p.name]
         labels, n = pbins.labels, len(p.values)
-        after_hard = pbins.count(hard.codes[p.name])
-        after_all = pbins.count(hard.codes[p.name][final_rows]) * scale
+        after_hard = pbins.count(e.hard.codes[p.name])
+        after_all = pbins.count(e.hard.codes[p.name][view.final_rows]) * view.scale
         fig = go.Figure(
             [
                 go.Bar(
-                    x=labels, y=raw / n * pbins.sizes, name="raw", marker=dict(color=colors["raw"]), meta={"g": group}
-                ),
-                go.Bar(x=labels, y=after_hard, name="after hard", marker=dict(color=colors["hard"]), meta={"g": group}),
-                go.Bar(
                     x=labels,
-                    y=after_all,
-                    name="after all" + (" (estimated)" if e.sampled else ""),
-                    marker=dict(color=colors["soft"]),
+                    y=view.raw / n * pbins.sizes,
+                    name="raw",
+                    marker=dict(color=COLORS["raw"]),
                     meta={"g": group},
+                ),
+                go.Bar(x=labels, y=after_hard, name="after hard", marker=dict(color=COLORS["hard"]), meta={"g": group}),
+                go.Bar(
+                    x=labels, y=after_all, name=view.after_all, marker=dict(color=COLORS["soft"]), meta={"g": group}
                 ),
             ]
         )
@@ -222,9 +267,13 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
             legend=dict(orientation="h"),
         )
         shown = f"{n:,} values" + (f" in bins of {pbins.width:,}" if pbins.width > 1 else "")
-        page.add(s, f"values-{p.name}", f"{p.name} ({shown})", fig, height=280)
+        view.page.add(s, f"values-{p.name}", f"{p.name} ({shown})", fig, height=280)
 
-    s = page.section(
+
+def _maps(view: SpaceView, seed: int) -> None:
+    """For each pair of parameters that share a constraint, the fraction of raw combinations that survive."""
+    space, hard = view.e.space, view.e.hard
+    s = view.page.section(
         "Two-parameter maps",
         "The fraction of the raw combinations holding each pair of values that survive: after the hard "
         "constraints, after all of them, and under each constraint on its own (menu above each map; "
@@ -245,50 +294,65 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
         except Exception:  # noqa: BLE001 - a constraint that cannot be evaluated alone is left out of the menus
             continue
     for a, b in pairs(space):
-        ba, bb = bins[a], bins[b]
-        n_raw = len(next(p for p in space.parameters if p.name == a).values) * len(
-            next(p for p in space.parameters if p.name == b).values
-        )
-        cell_raw = raw / n_raw * np.outer(ba.sizes, bb.sizes)  # raw combinations in each cell
+        _map(view, s, (a, b), _map_layers(view, (a, b), raw_codes, alone))
 
-        zs = [
-            ("after hard", _grid(ba, bb, hard.codes[a], hard.codes[b]) / cell_raw),
-            (
-                "after all" + (" (estimated)" if e.sampled else ""),
-                _grid(ba, bb, hard.codes[a][final_rows], hard.codes[b][final_rows]) * scale / cell_raw,
-            ),
-        ]
-        drawn = np.maximum(_grid(ba, bb, raw_codes[a], raw_codes[b]), 1)
-        for c, kept in alone.items():
-            if {a, b} & param_deps(space, c.expr.names):
-                zs.append((f"{c.name} alone ({c.kind})", _grid(ba, bb, raw_codes[a][kept], raw_codes[b][kept]) / drawn))
-        fig = go.Figure(
-            go.Heatmap(
-                z=zs[0][1],
-                x=bb.labels,
-                y=ba.labels,
-                zmin=0,
-                colorscale="Viridis",
-                colorbar=dict(title="kept"),
-                hovertemplate=f"{a}=%{{y}} {b}=%{{x}}<br>kept %{{z:.3g}}<extra></extra>",
-                meta={"g": group},
+
+def _map_layers(view: SpaceView, pair: tuple[str, str], raw_codes: dict, alone: dict) -> list[tuple[str, np.ndarray]]:
+    """The map's layers, labelled: kept after the hard constraints, after all, and under each constraint alone (of
+    `alone`: constraint -> the rows of the raw sample `raw_codes` it keeps) that involves the pair."""
+    a, b = pair
+    e, final_rows = view.e, view.final_rows
+    ba, bb = view.bins[a], view.bins[b]
+    n_raw = len(next(p for p in e.space.parameters if p.name == a).values) * len(
+        next(p for p in e.space.parameters if p.name == b).values
+    )
+    cell_raw = view.raw / n_raw * np.outer(ba.sizes, bb.sizes)  # raw combinations in each cell
+    zs = [
+        ("after hard", _grid(ba, bb, e.hard.codes[a], e.hard.codes[b]) / cell_raw),
+        (
+            view.after_all,
+            _grid(ba, bb, e.hard.codes[a][final_rows], e.hard.codes[b][final_rows]) * view.scale / cell_raw,
+        ),
+    ]
+    drawn = np.maximum(_grid(ba, bb, raw_codes[a], raw_codes[b]), 1)
+    for c, kept in alone.items():
+        if {a, b} & param_deps(e.space, c.expr.names):
+            zs.append((f"{c.name} alone ({c.kind})", _grid(ba, bb, raw_codes[a][kept], raw_codes[b][kept]) / drawn))
+    return zs
+
+
+def _map(view: SpaceView, s: Section, pair: tuple[str, str], zs: list[tuple[str, np.ndarray]]) -> None:
+    """A heatmap of the first layer of `zs`, with a menu of all of them."""
+    import plotly.graph_objects as go
+
+    a, b = pair
+    fig = go.Figure(
+        go.Heatmap(
+            z=zs[0][1],
+            x=view.bins[b].labels,
+            y=view.bins[a].labels,
+            zmin=0,
+            colorscale="Viridis",
+            colorbar=dict(title="kept"),
+            hovertemplate=f"{a}=%{{y}} {b}=%{{x}}<br>kept %{{z:.3g}}<extra></extra>",
+            meta={"g": view.group},
+        )
+    )
+    fig.update_layout(
+        xaxis=dict(title=b, type="category"),
+        yaxis=dict(title=a, type="category"),
+        updatemenus=[
+            dict(
+                buttons=[dict(label=label, method="restyle", args=[{"z": [z]}]) for label, z in zs],
+                x=0,
+                y=1.18,
+                xanchor="left",
+                yanchor="top",
             )
-        )
-        fig.update_layout(
-            xaxis=dict(title=b, type="category"),
-            yaxis=dict(title=a, type="category"),
-            updatemenus=[
-                dict(
-                    buttons=[dict(label=label, method="restyle", args=[{"z": [z]}]) for label, z in zs],
-                    x=0,
-                    y=1.18,
-                    xanchor="left",
-                    yanchor="top",
-                )
-            ],
-            margin=dict(l=60, r=20, t=60, b=50),
-        )
-        page.add(s, f"map-{a}-{b}", f"{a} x {b}", fig, height=380)
+        ],
+        margin=dict(l=60, r=20, t=60, b=50),
+    )
+    view.page.add(s, f"map-{a}-{b}", f"{a} x {b}", fig, height=380)
 
 
 def _grid(ba: Bins, bb: Bins, a: np.ndarray, b: np.ndarray) -> np.ndarray:

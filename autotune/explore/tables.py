@@ -11,33 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
 from autotune.errors import UserError
-from autotune.explore.page import Page
-
-PALETTE = [
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-    "#aec7e8",
-    "#ffbb78",
-    "#98df8a",
-    "#ff9896",
-    "#c5b0d5",
-    "#c49c94",
-    "#f7b6d2",
-    "#dbdb8d",
-]
+from autotune.explore.page import PALETTE, Page, Section
 
 
 @dataclass
@@ -58,206 +38,244 @@ def find_table(path: Path) -> TableFiles:
     return TableFiles(dispatch, tol if tol.is_file() else None, val)
 
 
-def add_table(page: Page, files: TableFiles) -> None:
-    import plotly.graph_objects as go
+@dataclass(frozen=True)
+class TableView:
+    """A dispatch table as its charts see it."""
 
-    try:
-        table = json.loads(files.dispatch.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"cannot read the dispatch table {files.dispatch}: {exc}",
-            hint="give a dispatch.json written by `autotune analyze`",
-        ) from None
-    if table.get("format") != "autotune-dispatch":
-        raise UserError(
-            f"{files.dispatch} is not a dispatch table (format {table.get('format')!r})",
-            hint="give a dispatch.json written by `autotune analyze`",
-        )
-    kind = str(table.get("kind", "gemm"))
+    page: Page
+    table: dict  # dispatch.json as read
+    kind: str
+    names: dict  # kernel index -> name (-1: generic, -2: the library)
+    sizes: list[str]  # the table's sizes; the charts draw the first two
+
+    def size_columns(self, frame: pd.DataFrame) -> list[str]:
+        """The size columns of `frame`, in the table's order of size names."""
+        return [c for c in (self.table.get("size_names") or self.sizes) if c in frame.columns]
+
+    def point_keys(self, frame: pd.DataFrame, size_columns: list[str]) -> list[str]:
+        """Each row's point as the results database names it (TestPoint.key), so one point filter serves both."""
+        return [
+            f"{self.kind}:{r['precision']}:{r['shape'] or '-'}:" + "x".join(str(r[c]) for c in size_columns)
+            for r in frame.to_dict("records")
+        ]
+
+    def groups(self, precision: str, shape: str, keys: Iterable[str]) -> list[int]:
+        return [self.page.group(kind=self.kind, precision=precision, shape=shape, point=k) for k in keys]
+
+
+def add_table(page: Page, files: TableFiles) -> None:
+    """Add the sections of a dispatch table, its TOL sweep and its validation (where there are files) to `page`."""
+    table = _read(files.dispatch)
     kernels = table.get("kernels", [])
     names = {i: k.get("name", k.get("instance_id", str(i))) for i, k in enumerate(kernels)}
     lib = (table.get("library") or {}).get("name", "library")
     names.update({-1: "generic", -2: lib})
     sizes = list(table.get("table_sizes") or table.get("size_names") or [])
+    view = TableView(page, table, str(table.get("kind", "gemm")), names, sizes)
     prov = table.get("provenance", {})
     page.notes.append(
         f"{files.dispatch}: {len(kernels)} kernels over {len(table.get('points', []))} points, "
         f"TOL {prov.get('tol')}, worst loss {prov.get('worst_loss', float('nan')):.3g}, mean loss "
         f"{prov.get('mean_loss', float('nan')):.3g} ({prov.get('device', '')})"
     )
+    _wins(view)
+    if files.tol_table is not None:
+        _tol(page, files.tol_table)
+    if files.validation is not None:
+        _validation(view, files.validation)
 
-    s = page.section(
+
+def _read(path: Path) -> dict:
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"cannot read the dispatch table {path}: {exc}",
+            hint="give a dispatch.json written by `autotune analyze`",
+        ) from None
+    if table.get("format") != "autotune-dispatch":
+        raise UserError(
+            f"{path} is not a dispatch table (format {table.get('format')!r})",
+            hint="give a dispatch.json written by `autotune analyze`",
+        )
+    return table
+
+
+def _wins(view: TableView) -> None:
+    """Which kernel the table chooses at each measured point, per precision and shape, and its loss there."""
+    sizes = view.sizes
+    s = view.page.section(
         "Which kernel wins where",
         f"Each measured point at its first two table sizes ({', '.join(sizes[:2])}; the others in the "
         "hover), coloured by the kernel the table chooses, with the table's regions drawn as boxes over "
         "the same sizes (projected) in the chosen kernel's colour.",
     )
-    points = pd.DataFrame(table.get("points", []))
-    if not points.empty and len(sizes) >= 2:
-        sz = pd.DataFrame(list(points["sizes"]))
-        points = pd.concat([points.drop(columns=["sizes"]), sz], axis=1)
-        size_names = [n for n in (table.get("size_names") or sizes) if n in points.columns]
-        # the point as the results database names it (TestPoint.key), so one point filter serves both
-        points["point_key"] = [
-            f"{kind}:{r['precision']}:{r['shape'] or '-'}:" + "x".join(str(r[n]) for n in size_names)
-            for r in points.to_dict("records")
-        ]
-        for (precision, shape), sub in points.groupby(["precision", "shape"], sort=True):
-            fig = go.Figure()
-            chosen = sorted(sub["kernel"].unique())
-            color = {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(chosen)}
-            for reg in table.get("regions", []):
-                if (reg.get("precision"), reg.get("shape")) != (precision, shape) or reg.get("kernel") not in color:
-                    continue
-                (x0, x1), (y0, y1) = reg["bounds"][sizes[0]], reg["bounds"][sizes[1]]
-                fig.add_trace(
-                    go.Scatter(
-                        x=[x0 - 0.5, x1 + 0.5, x1 + 0.5, x0 - 0.5, x0 - 0.5],
-                        y=[y0 - 0.5, y0 - 0.5, y1 + 0.5, y1 + 0.5, y0 - 0.5],
-                        mode="lines",
-                        fill="toself",
-                        opacity=0.15,
-                        line=dict(color=color[reg["kernel"]], width=1),
-                        hoverinfo="skip",
-                        showlegend=False,
-                        meta={"g": page.group(kind=kind, precision=precision, shape=shape)},
-                    )
-                )
-            for k in chosen:
-                pk = sub[sub["kernel"] == k]
-                extra = [c for c in sizes[2:] + ["batch"] if c in pk.columns]
-                text = [
-                    f"{names.get(int(k), k)}<br>"
-                    + ", ".join(f"{c}={row[c]}" for c in extra)
-                    + f"<br>loss {row['loss']:.3g}"
-                    for _, row in pk.iterrows()
-                ]
-                fig.add_trace(
-                    go.Scatter(
-                        x=pk[sizes[0]].to_numpy(),
-                        y=pk[sizes[1]].to_numpy(),
-                        mode="markers",
-                        name=str(names.get(int(k), k)),
-                        marker=dict(color=color[k], size=9, line=dict(width=0.5, color="white")),
-                        text=text,
-                        hovertemplate=f"{sizes[0]}=%{{x}} {sizes[1]}=%{{y}}<br>%{{text}}<extra></extra>",
-                        meta={
-                            "g": [
-                                page.group(kind=kind, precision=precision, shape=shape, point=key)
-                                for key in pk["point_key"]
-                            ]
-                        },
-                    )
-                )
-            fig.update_layout(xaxis=dict(title=sizes[0]), yaxis=dict(title=sizes[1]), legend=dict(font=dict(size=9)))
-            page.add(s, f"wins-{precision}-{shape}", f"{precision} {shape}", fig, height=460)
+    points = pd.DataFrame(view.table.get("points", []))
+    if points.empty or len(sizes) < 2:
+        return
+    sz = pd.DataFrame(list(points["sizes"]))
+    points = pd.concat([points.drop(columns=["sizes"]), sz], axis=1)
+    points["point_key"] = view.point_keys(points, view.size_columns(points))
+    for (precision, shape), sub in points.groupby(["precision", "shape"], sort=True):
+        _wins_chart(view, s, precision, shape, sub)
+    _loss(view, s, points)
 
-        fig = go.Figure()
-        for i, ((precision, shape), sub) in enumerate(points.groupby(["precision", "shape"], sort=True)):
-            sub = sub.sort_values("loss")
-            fig.add_trace(
-                go.Scatter(
-                    x=np.arange(len(sub)),
-                    y=sub["loss"].to_numpy(),
-                    mode="markers",
-                    name=f"{precision} {shape}",
-                    marker=dict(color=PALETTE[i % len(PALETTE)]),
-                    text=sub["point_key"].to_numpy(),
-                    hovertemplate="%{text}<br>loss %{y:.3g}<extra></extra>",
-                    meta={
-                        "g": [
-                            page.group(kind=kind, precision=precision, shape=shape, point=key)
-                            for key in sub["point_key"]
-                        ]
-                    },
-                )
+
+def _wins_chart(view: TableView, s: Section, precision: str, shape: str, sub: pd.DataFrame) -> None:
+    import plotly.graph_objects as go
+
+    sizes, names = view.sizes, view.names
+    fig = go.Figure()
+    chosen = sorted(sub["kernel"].unique())
+    color = {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(chosen)}
+    for reg in view.table.get("regions", []):
+        if (reg.get("precision"), reg.get("shape")) != (precision, shape) or reg.get("kernel") not in color:
+            continue
+        (x0, x1), (y0, y1) = reg["bounds"][sizes[0]], reg["bounds"][sizes[1]]
+        fig.add_trace(
+            go.Scatter(
+                x=[x0 - 0.5, x1 + 0.5, x1 + 0.5, x0 - 0.5, x0 - 0.5],
+                y=[y0 - 0.5, y0 - 0.5, y1 + 0.5, y1 + 0.5, y0 - 0.5],
+                mode="lines",
+                fill="toself",
+                opacity=0.15,
+                line=dict(color=color[reg["kernel"]], width=1),
+                hoverinfo="skip",
+                showlegend=False,
+                meta={"g": view.page.group(kind=view.kind, precision=precision, shape=shape)},
             )
-        fig.update_layout(
-            xaxis=dict(title="measured points, by loss"),
-            yaxis=dict(title="loss of the table's choice (1 - best / chosen)"),
         )
-        page.add(s, "table-loss", "Loss of the table at the measured points", fig, height=320)
+    for k in chosen:
+        pk = sub[sub["kernel"] == k]
+        extra = [c for c in sizes[2:] + ["batch"] if c in pk.columns]
+        text = [
+            f"{names.get(int(k), k)}<br>" + ", ".join(f"{c}={row[c]}" for c in extra) + f"<br>loss {row['loss']:.3g}"
+            for _, row in pk.iterrows()
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=pk[sizes[0]].to_numpy(),
+                y=pk[sizes[1]].to_numpy(),
+                mode="markers",
+                name=str(names.get(int(k), k)),
+                marker=dict(color=color[k], size=9, line=dict(width=0.5, color="white")),
+                text=text,
+                hovertemplate=f"{sizes[0]}=%{{x}} {sizes[1]}=%{{y}}<br>%{{text}}<extra></extra>",
+                meta={"g": view.groups(precision, shape, pk["point_key"])},
+            )
+        )
+    fig.update_layout(xaxis=dict(title=sizes[0]), yaxis=dict(title=sizes[1]), legend=dict(font=dict(size=9)))
+    view.page.add(s, f"wins-{precision}-{shape}", f"{precision} {shape}", fig, height=460)
 
-    if files.tol_table is not None:
-        tol = pd.read_csv(files.tol_table)
-        s = page.section(
-            "Kernels against TOL",
-            f"From {files.tol_table}: how many kernels the table needs for each "
-            "tolerance, and what it loses (worst and mean over the measured points; leave-one-out worst "
-            "where recorded).",
+
+def _loss(view: TableView, s: Section, points: pd.DataFrame) -> None:
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for i, ((precision, shape), sub) in enumerate(points.groupby(["precision", "shape"], sort=True)):
+        sub = sub.sort_values("loss")
+        fig.add_trace(
+            go.Scatter(
+                x=np.arange(len(sub)),
+                y=sub["loss"].to_numpy(),
+                mode="markers",
+                name=f"{precision} {shape}",
+                marker=dict(color=PALETTE[i % len(PALETTE)]),
+                text=sub["point_key"].to_numpy(),
+                hovertemplate="%{text}<br>loss %{y:.3g}<extra></extra>",
+                meta={"g": view.groups(precision, shape, sub["point_key"])},
+            )
         )
-        fig = go.Figure()
-        for i, (method, sub) in enumerate(tol.groupby("method")):
+    fig.update_layout(
+        xaxis=dict(title="measured points, by loss"),
+        yaxis=dict(title="loss of the table's choice (1 - best / chosen)"),
+    )
+    view.page.add(s, "table-loss", "Loss of the table at the measured points", fig, height=320)
+
+
+def _tol(page: Page, path: Path) -> None:
+    """Kernels and losses against TOL, from the analyzer's tol_table.csv."""
+    import plotly.graph_objects as go
+
+    tol = pd.read_csv(path)
+    s = page.section(
+        "Kernels against TOL",
+        f"From {path}: how many kernels the table needs for each "
+        "tolerance, and what it loses (worst and mean over the measured points; leave-one-out worst "
+        "where recorded).",
+    )
+    fig = go.Figure()
+    for i, (method, sub) in enumerate(tol.groupby("method")):
+        fig.add_trace(
+            go.Scatter(
+                x=sub["tol"].to_numpy(),
+                y=sub["kernels"].to_numpy(),
+                mode="lines+markers",
+                name=f"kernels ({method})",
+                marker=dict(color=PALETTE[i]),
+            )
+        )
+        for j, col in enumerate(c for c in ("worst_loss", "mean_loss", "loo_worst_loss") if c in sub.columns):
             fig.add_trace(
                 go.Scatter(
                     x=sub["tol"].to_numpy(),
-                    y=sub["kernels"].to_numpy(),
+                    y=sub[col].to_numpy(),
                     mode="lines+markers",
-                    name=f"kernels ({method})",
-                    marker=dict(color=PALETTE[i]),
+                    name=f"{col} ({method})",
+                    yaxis="y2",
+                    line=dict(dash=["dot", "dash", "dashdot"][j], color=PALETTE[i]),
                 )
             )
-            for j, col in enumerate(c for c in ("worst_loss", "mean_loss", "loo_worst_loss") if c in sub.columns):
-                fig.add_trace(
-                    go.Scatter(
-                        x=sub["tol"].to_numpy(),
-                        y=sub[col].to_numpy(),
-                        mode="lines+markers",
-                        name=f"{col} ({method})",
-                        yaxis="y2",
-                        line=dict(dash=["dot", "dash", "dashdot"][j], color=PALETTE[i]),
-                    )
-                )
-        fig.update_layout(
-            xaxis=dict(title="TOL"),
-            yaxis=dict(title="kernels"),
-            yaxis2=dict(title="loss", overlaying="y", side="right"),
-            legend=dict(orientation="h", y=-0.25),
-        )
-        page.add(s, "tol", "Kernels and loss against TOL", fig, height=380)
+    fig.update_layout(
+        xaxis=dict(title="TOL"),
+        yaxis=dict(title="kernels"),
+        yaxis2=dict(title="loss", overlaying="y", side="right"),
+        legend=dict(orientation="h", y=-0.25),
+    )
+    page.add(s, "tol", "Kernels and loss against TOL", fig, height=380)
 
-    if files.validation is not None:
-        val = pd.read_csv(files.validation)
-        s = page.section(
-            "Validation on held-out problems",
-            f"From {files.validation} (`autotune validate`): at each held-out problem, the loss of the "
-            "table's choice against the best kernel measured there.",
-        )
-        size_cols = [c for c in (table.get("size_names") or sizes) if c in val.columns]
-        keys = [
-            f"{kind}:{r['precision']}:{r['shape'] or '-'}:" + "x".join(str(r[c]) for c in size_cols)
-            for r in val.to_dict("records")
-        ]
-        fig = go.Figure()
-        for i, ((precision, shape), idx) in enumerate(val.groupby(["precision", "shape"]).groups.items()):
-            sub = val.loc[idx].sort_values("loss_vs_best")
-            ks = [keys[j] for j in sub.index]
-            fig.add_trace(
-                go.Bar(
-                    x=ks,
-                    y=sub["loss_vs_best"].to_numpy(),
-                    name=f"{precision} {shape}",
-                    marker=dict(color=PALETTE[i % len(PALETTE)]),
-                    text=[
-                        f"table {a}, best {b}"
-                        for a, b in zip(
-                            sub.get("table_choice", ""), sub.get("best_choice", ""), strict=False
-                        )  # a missing column: no hover text
-                    ],
-                    hovertemplate="%{x}<br>loss %{y:.3g}<br>%{text}<extra></extra>",
-                    meta={"g": [page.group(kind=kind, precision=precision, shape=shape, point=k) for k in ks]},
-                )
+
+def _validation(view: TableView, path: Path) -> None:
+    """The loss of the table's choice at each held-out problem of `autotune validate`."""
+    import plotly.graph_objects as go
+
+    val = pd.read_csv(path)
+    s = view.page.section(
+        "Validation on held-out problems",
+        f"From {path} (`autotune validate`): at each held-out problem, the loss of the "
+        "table's choice against the best kernel measured there.",
+    )
+    keys = view.point_keys(val, view.size_columns(val))
+    fig = go.Figure()
+    for i, ((precision, shape), idx) in enumerate(val.groupby(["precision", "shape"]).groups.items()):
+        sub = val.loc[idx].sort_values("loss_vs_best")
+        ks = [keys[j] for j in sub.index]
+        fig.add_trace(
+            go.Bar(
+                x=ks,
+                y=sub["loss_vs_best"].to_numpy(),
+                name=f"{precision} {shape}",
+                marker=dict(color=PALETTE[i % len(PALETTE)]),
+                text=[
+                    f"table {a}, best {b}"
+                    for a, b in zip(
+                        sub.get("table_choice", ""), sub.get("best_choice", ""), strict=False
+                    )  # a missing column: no hover text
+                ],
+                hovertemplate="%{x}<br>loss %{y:.3g}<br>%{text}<extra></extra>",
+                meta={"g": view.groups(precision, shape, ks)},
             )
-        fig.update_layout(
-            xaxis=dict(title="held-out problem", showticklabels=len(val) <= 60),
-            yaxis=dict(title="loss vs the best measured"),
-            legend=dict(orientation="h"),
         )
-        page.add(
-            s,
-            "validation",
-            f"Loss per held-out problem ({len(val)} problems, worst "
-            f"{val['loss_vs_best'].max():.3g}, mean {val['loss_vs_best'].mean():.3g})",
-            fig,
-            height=360,
-        )
+    fig.update_layout(
+        xaxis=dict(title="held-out problem", showticklabels=len(val) <= 60),
+        yaxis=dict(title="loss vs the best measured"),
+        legend=dict(orientation="h"),
+    )
+    view.page.add(
+        s,
+        "validation",
+        f"Loss per held-out problem ({len(val)} problems, worst "
+        f"{val['loss_vs_best'].max():.3g}, mean {val['loss_vs_best'].mean():.3g})",
+        fig,
+        height=360,
+    )
