@@ -101,6 +101,26 @@ def test_importance_ranks_parameters() -> None:
     assert set(found[0].values) <= set(params.columns)
 
 
+def test_importance_order_of_tied_parameters_is_the_same_in_every_process() -> None:
+    """Parameters of equal importance are listed by name: a report rebuilt from the same database draws the same
+    chart whatever the process's string hashing (they were listed in set order, which PYTHONHASHSEED changes)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from autotune.explore.importance import Importance, ranked_names\n"
+        "values = {n: (0.5 if n == 'BM' else 0.0) for n in ['TM', 'TN', 'BN', 'BM', 'BK', 'SPLIT', 'VEC', 'PAD']}\n"
+        "print(ranked_names([Importance('PED-ANOVA', values, 10, 10)]))\n"
+    )
+    orders = {
+        subprocess.run(
+            [sys.executable, "-c", code], env={"PYTHONHASHSEED": str(seed)}, cwd=ROOT, capture_output=True, text=True
+        ).stdout
+        for seed in range(6)
+    }
+    assert orders == {"['BM', 'BK', 'BN', 'PAD', 'SPLIT', 'TM', 'TN', 'VEC']\n"}
+
+
 def test_space_page_funnel_is_the_generators() -> None:
     from autotune.devices import get_device
     from autotune.explore.page import Page

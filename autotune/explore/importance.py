@@ -27,6 +27,12 @@ class Importance:
     measured: int  # verified measurements of the space (more than trials when sampled)
 
 
+def ranked_names(found: list[Importance]) -> list[str]:
+    """Every parameter any evaluator ranked, by the first evaluator's importance, largest first (ties: by name, so
+    that the order does not depend on the process's string hashing)."""
+    return sorted({n for f in found for n in f.values}, key=lambda n: (-found[0].values.get(n, 0), n))
+
+
 def evaluators() -> dict[str, object]:
     """Optuna's evaluators usable here: PED-ANOVA, and fANOVA / MDI when scikit-learn is installed."""
     import importlib.util

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from autotune.explore.data import numeric_codes
-from autotune.explore.importance import importances
+from autotune.explore.importance import importances, ranked_names
 from autotune.explore.page import Section
 from autotune.explore.results_view import COLORS, MAX_POINTS_DETAIL, ResultsView
 
@@ -207,7 +207,7 @@ def _importance_chart(view: ResultsView, s: Section, where: tuple, sub: pd.DataF
     if not found:
         return
     fig = go.Figure()
-    names = sorted({n for f in found for n in f.values}, key=lambda n: -found[0].values.get(n, 0))
+    names = ranked_names(found)
     for i, f in enumerate(found):
         fig.add_trace(
             go.Bar(
