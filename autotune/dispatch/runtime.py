@@ -265,6 +265,22 @@ class Lookup:
         self.shapes = list(table["shapes"])
         self.near_dims = [self.names.index(n) for n in table["table_sizes"]]
         self.tie_dims = [d for d in range(len(self.names)) if d not in self.near_dims]
+        self._read_kernels(table)
+        structure = table.get("structure") or {}
+        self.mode = str(structure.get("mode", "regions"))
+        self.margin = int(round(1000 * float(structure.get("library_margin", 0.0))))  # per mille
+        self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
+        self.neighbours = int(structure.get("neighbours", 1))
+        self.log_margin = cost_log_margin(float(structure.get("library_margin", 0.0)))
+        self.model_margin = model_margin(float(structure.get("library_margin", 0.0)))
+        self._read_points(table)
+        self._read_regions(table)
+        self._read_model(table)
+        self.device = str(table.get("provenance", {}).get("device", ""))
+        self._warned: set[str] = set()
+
+    def _read_kernels(self, table: dict) -> None:
+        """The kernels, their validity bounds and checks, the library, the generic kernel and the fallback."""
         self.kernels = table["kernels"]
         self.generic = table.get("generic") or {}
         self.bounds = [validity_bounds(k.get("valid", []), self.names) for k in self.kernels]
@@ -282,14 +298,11 @@ class Lookup:
         ]
         self.library = table.get("library") or {}
         self.fallback = FALLBACKS[table.get("fallback", "library")]
+
+    def _read_points(self, table: dict) -> None:
+        """The tuned points per (precision, shape): sizes, logs, ranked and near lists, costs (rules 2, 4, 4')."""
         self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int], list[int]]]] = {}
         self.costs: dict[tuple[str, str], list[dict[int, int]]] = {}
-        structure = table.get("structure") or {}
-        self.mode = str(structure.get("mode", "regions"))
-        self.margin = int(round(1000 * float(structure.get("library_margin", 0.0))))  # per mille
-        self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
-        self.neighbours = int(structure.get("neighbours", 1))
-        self.log_margin = cost_log_margin(float(structure.get("library_margin", 0.0)))
         self.exact: dict[tuple[str, str], dict[tuple[int, ...], list[int]]] = {}  # tuned point -> ranked (rule 2)
         for p in table["points"]:
             dims = tuple(int(p["sizes"][n]) for n in self.names)
@@ -319,11 +332,17 @@ class Lookup:
             group: [tuple(plogs[d] for d in self.near_dims) for _, plogs, _, _ in points]
             for group, points in self.points.items()
         }
+
+    def _read_regions(self, table: dict) -> None:
+        """The merged regions per (precision, shape): boxes over the table sizes and their answer (rule 3)."""
         self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
         for r in table["regions"]:
             lo = [int(r["bounds"][n][0]) for n in table["table_sizes"]]
             hi = [int(r["bounds"][n][1]) for n in table["table_sizes"]]
             self.regions.setdefault((r["precision"], r["shape"]), []).append((lo, hi, int(r["kernel"])))
+
+    def _read_model(self, table: dict) -> None:
+        """The selection models (rule 4''): per kernel and per group's library, packed per group (`_Packed`)."""
         model = table.get("model") or {}
         self.model_kernels = [
             (list(m["tiles"]), list(m["coef"])) if m else None
@@ -342,9 +361,6 @@ class Lookup:
                 group = (kern.get("precision"), kern.get("shape"))
                 entries.setdefault(group, []).append((i, tuple(m[0]), m[1]))  # type: ignore[arg-type]
         self._model = {group: _Packed(e, len(self.names), ntab) for group, e in entries.items()}
-        self.model_margin = model_margin(float(structure.get("library_margin", 0.0)))
-        self.device = str(table.get("provenance", {}).get("device", ""))
-        self._warned: set[str] = set()
 
     def check(self, precision: object, shape: object, sizes: Any) -> tuple[int, ...]:
         """The problem's sizes as ints in the table's order (ValueError for invalid input)."""
