@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -212,3 +212,39 @@ def _kept(g: Generated, text: str | None, cfg: SweepConfig, line: int | None) ->
         return where(g, text, label="where")
     except SpaceError as exc:
         raise UserError(f"{g.space.name}: {exc.message}", file=cfg.path, line=line, expr=text, hint=exc.hint) from None
+
+
+def refuse_recorded_without_replay(plans: Sequence[SpacePlan], held: set[tuple[str, TestPoint]] | None) -> None:
+    """Only a replay (its own backend, or Dask's workers replaying), which names its pairs, answers a space without
+    a kernel (an imported Kernel Tuner cache): UserError otherwise."""
+    recorded = [plan.space for plan in plans if plan.space.kernel is None]
+    if recorded and held is None:
+        raise UserError(
+            f"space {recorded[0].name} holds recorded measurements only (an imported Kernel Tuner cache): it has "
+            "no kernel to measure",
+            file=recorded[0].path,
+            hint="replay it: autotune sweep CONFIG --replay DB (the database the cache was imported into); to "
+            "measure it, add a `kernel:` binding and a `problem:` section with the kernel's arguments (docs/kinds.md)",
+        )
+
+
+def share_plans(
+    plans: Sequence[SpacePlan], ranked: dict[TestPoint, list[str]], bk: int, done: set[tuple[str, TestPoint]]
+) -> list[SpacePlan]:
+    """The sharing phase's work: each instance among the `bk` fastest verified at a point it was measured on in
+    the main phase is measured at up to `plan.share` more points where it is valid, nearest first; pairs already
+    in the database count toward the budget (an instance's points do not change when a sweep resumes)."""
+    out = []
+    for plan in plans:
+        if plan.share <= 0:
+            continue
+        work = {}
+        for inst in plan.extra:
+            if not any(inst.id in ranked.get(p, [])[:bk] for p in plan.work[inst]):
+                continue
+            todo = tuple(q for q in plan.shared_points(inst)[: plan.share] if (inst.id, q) not in done)
+            if todo:
+                work[inst] = todo
+        if work:
+            out.append(SpacePlan(plan.space, work, plan.funnel_count, ALL_INSTANCES))
+    return out

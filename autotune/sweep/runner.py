@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Protocol, Sequenc
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune import __version__, stopping
-from autotune.sweep.config import ALL_INSTANCES, SweepConfig
+from autotune.sweep.config import SweepConfig
 from autotune.devices import DeviceLimits, get_device
 from autotune.errors import UserError
 from autotune.problems.base import ProblemKind
@@ -31,7 +31,7 @@ from autotune.store.engine import database_url
 from autotune.store.store import Store
 from autotune.sweep.strategies import Strategy, make_strategy, strategy_class
 from autotune.sweep.compile.failstop import FailureStreak, earlier_streak
-from autotune.sweep.plan import SpacePlan, plan_sweep
+from autotune.sweep.plan import SpacePlan, plan_sweep, refuse_recorded_without_replay, share_plans
 from autotune.sweep.provenance import git_commit, space_record
 
 if TYPE_CHECKING:
@@ -157,87 +157,23 @@ def run_sweep(
         backend.deadline = start + cfg.budget_s
     backend.start()  # a GPU backend starts its processes while the spaces are generated
     plans = plan_sweep(cfg, limits)
-    recorded = [plan.space for plan in plans if plan.space.kernel is None]
     held = backend.recorded_pairs()
-    # only a replay (its own backend, or Dask's workers replaying), which names its pairs, answers a space without a
-    # kernel
-    if recorded and held is None:
-        raise UserError(
-            f"space {recorded[0].name} holds recorded measurements only (an imported Kernel Tuner cache): it has "
-            "no kernel to measure",
-            file=recorded[0].path,
-            hint="replay it: autotune sweep CONFIG --replay DB (the database the cache was imported into); to "
-            "measure it, add a `kernel:` binding and a `problem:` section with the kernel's arguments (docs/kinds.md)",
-        )
+    refuse_recorded_without_replay(plans, held)
     info: DeviceInfo = backend.device_info()
-    from autotune.sweep.limits import check_points_fit  # before anything is allocated (or recorded)
-
-    check_points_fit(
-        [p for plan in plans for p in plan.points()],
-        info.name,
-        free_bytes=info.free_bytes,
-        kinds={plan.space.kind.name: plan.space.kind for plan in plans},
-        scalars=cfg.scalars,
-    )
-    store.notify = reporter.note  # a lost database connection is retried: its warning lines join the sweep's notes
-    device_id = store.upsert_device(info)
-    # an executor of several GPUs (Dask) names them all (`devices()`): each measurement is recorded on its own GPU
-    device_ids = list(dict.fromkeys([device_id, *(store.upsert_device(d) for d in backend.devices())]))
-    backend.on_device = store.upsert_device  # a GPU that joins mid-sweep is recorded before its measurements
-    software_id = store.upsert_software(info, __version__, git_commit())
-    sweep_id = store.begin_sweep(
-        SweepStart(
-            config_name=cfg.name,
-            config_text=cfg.text,
-            device_id=device_id,
-            software_id=software_id,
-            device=info,
-            scalars=cfg.scalars,
-            reps=cfg.repetitions,
-        )
-    )
+    sweep_id, device_ids = _begin(cfg, store, backend, reporter, plans, info)
     summary = SweepSummary(sweep_id, "running", 0.0, started=start)
     status, db_failed, forget = "failed", False, False
     try:
-        siblings = list(
-            dict.fromkeys(d for i in device_ids for d in (store.same_model(i) if cfg.resume == "model" else [i]))
-        )
-        summary.recovered = [pair for d in siblings for pair in store.recover_inflight(d)]
-        for pair in summary.recovered:
-            reporter.note(f"recorded as crashed (in flight when the last sweep died): {pair[0]} at {pair[1].key}")
-        done = set().union(*(store.done_pairs(d) for d in siblings))
-        if len(siblings) > len(device_ids):
-            reporter.note(
-                f"resume: model: pairs measured on {len(siblings) - len(device_ids)} other GPU(s) of this model are skipped"
-            )
-        points = sorted({p for plan in plans for p in plan.points()})
-        store.upsert_points(points)
+        siblings, done = _resume_state(cfg, store, reporter, summary, device_ids)
+        store.upsert_points(sorted({p for plan in plans for p in plan.points()}))
         device_key = info.name if len(siblings) > 1 else info.uuid  # the GPUs whose times count here
         run = Run(cfg, store, backend, reporter, summary, done, sweep_id)
         _seed_best(run, device_key, {plan.space.kind.name: plan.space.kind for plan in plans})
         plans = recorded_only(plans, held, reporter, summary)
-        total = sum(
-            plan.point_pairs(cfg.search.budget if cfg.search.budget is not None else plan.limit(cfg))
-            if per_point(cfg)
-            else plan.expected_pairs(plan.limit(cfg))
-            for plan in plans
-        )
-        # (a new database has nothing done: no instance's id (a hash, ~40 us each) is computed for a 30,000-instance
-        # space before the first measurement)
-        already = (
-            sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done) if done else 0
-        )
-        summary.skipped_done = already
-        reporter.start(total, already)
-        summary.baseline = store.baseline_times(device_id)
-        finished = "done"
-        for plan in plans:
-            if not _sweep_space(run, plan):
-                finished = "budget"
-                break
-        if finished == "done" and any(plan.share for plan in plans):
-            finished = _share_phase(run, plans, device_key)
-        status = finished  # (an exception leaves the sweep `failed`)
+        total, summary.skipped_done = _pair_counts(cfg, plans, done)
+        reporter.start(total, summary.skipped_done)
+        summary.baseline = store.baseline_times(device_ids[0])
+        status = _measure_plans(run, plans, device_key)  # (an exception leaves the sweep `failed`)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (autotune.stopping): not the kernel's fault, measured on resume
         status, forget = "interrupted", True
     except UserError:
@@ -265,6 +201,81 @@ def run_sweep(
     return summary
 
 
+def _begin(
+    cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter, plans: Sequence[SpacePlan], info: DeviceInfo
+) -> tuple[int, list[int]]:
+    """Check that the points fit the GPU (before anything is allocated or recorded), record the devices and the
+    software, and begin the sweep: (sweep id, device ids, this process's GPU first)."""
+    from autotune.sweep.limits import check_points_fit
+
+    check_points_fit(
+        [p for plan in plans for p in plan.points()],
+        info.name,
+        free_bytes=info.free_bytes,
+        kinds={plan.space.kind.name: plan.space.kind for plan in plans},
+        scalars=cfg.scalars,
+    )
+    store.notify = reporter.note  # a lost database connection is retried: its warning lines join the sweep's notes
+    device_id = store.upsert_device(info)
+    # an executor of several GPUs (Dask) names them all (`devices()`): each measurement is recorded on its own GPU
+    device_ids = list(dict.fromkeys([device_id, *(store.upsert_device(d) for d in backend.devices())]))
+    backend.on_device = store.upsert_device  # a GPU that joins mid-sweep is recorded before its measurements
+    software_id = store.upsert_software(info, __version__, git_commit())
+    start = SweepStart(
+        config_name=cfg.name,
+        config_text=cfg.text,
+        device_id=device_id,
+        software_id=software_id,
+        device=info,
+        scalars=cfg.scalars,
+        reps=cfg.repetitions,
+    )
+    return store.begin_sweep(start), device_ids
+
+
+def _resume_state(
+    cfg: SweepConfig, store: Store, reporter: Reporter, summary: SweepSummary, device_ids: list[int]
+) -> tuple[list[int], set[tuple[str, TestPoint]]]:
+    """The devices whose measurements count as done (`resume: model`: every GPU of the model) and the pairs done on
+    them; the pairs a dead sweep left in flight are recorded as crashed first (summary.recovered)."""
+    siblings = list(
+        dict.fromkeys(d for i in device_ids for d in (store.same_model(i) if cfg.resume == "model" else [i]))
+    )
+    summary.recovered = [pair for d in siblings for pair in store.recover_inflight(d)]
+    for pair in summary.recovered:
+        reporter.note(f"recorded as crashed (in flight when the last sweep died): {pair[0]} at {pair[1].key}")
+    done: set[tuple[str, TestPoint]] = set().union(*(store.done_pairs(d) for d in siblings))
+    if len(siblings) > len(device_ids):
+        reporter.note(
+            f"resume: model: pairs measured on {len(siblings) - len(device_ids)} other GPU(s) of this model are skipped"
+        )
+    return siblings, done
+
+
+def _pair_counts(cfg: SweepConfig, plans: Sequence[SpacePlan], done: set[tuple[str, TestPoint]]) -> tuple[int, int]:
+    """(pairs the sweep plans, pairs of them already done)."""
+    total = sum(
+        plan.point_pairs(cfg.search.budget if cfg.search.budget is not None else plan.limit(cfg))
+        if per_point(cfg)
+        else plan.expected_pairs(plan.limit(cfg))
+        for plan in plans
+    )
+    # (a new database has nothing done: no instance's id (a hash, ~40 us each) is computed for a 30,000-instance
+    # space before the first measurement)
+    already = sum(1 for plan in plans for i, pts in plan.work.items() for p in pts if (i.id, p) in done) if done else 0
+    return total, already
+
+
+def _measure_plans(run: Run, plans: Sequence[SpacePlan], device_key: str) -> str:
+    """Measure every space, then the share phase: "done", or "budget" when the time budget ran out."""
+    for plan in plans:
+        if not _sweep_space(run, plan):
+            return "budget"
+    if any(plan.share for plan in plans):
+        return _share_phase(run, plans, device_key)
+    return "done"
+
+
 def recorded_only(
     plans: Sequence[SpacePlan], held: set[tuple[str, TestPoint]] | None, reporter: Reporter, summary: SweepSummary
 ) -> list[SpacePlan]:
@@ -289,28 +300,6 @@ def recorded_only(
             )
             summary.left_out += lacking
         out.append(dataclasses.replace(plan, work=work))
-    return out
-
-
-def share_plans(
-    plans: Sequence[SpacePlan], ranked: dict[TestPoint, list[str]], bk: int, done: set[tuple[str, TestPoint]]
-) -> list[SpacePlan]:
-    """The sharing phase's work: each instance among the `bk` fastest verified at a point it was measured on in
-    the main phase is measured at up to `plan.share` more points where it is valid, nearest first; pairs already
-    in the database count toward the budget (an instance's points do not change when a sweep resumes)."""
-    out = []
-    for plan in plans:
-        if plan.share <= 0:
-            continue
-        work = {}
-        for inst in plan.extra:
-            if not any(inst.id in ranked.get(p, [])[:bk] for p in plan.work[inst]):
-                continue
-            todo = tuple(q for q in plan.shared_points(inst)[: plan.share] if (inst.id, q) not in done)
-            if todo:
-                work[inst] = todo
-        if work:
-            out.append(SpacePlan(plan.space, work, plan.funnel_count, ALL_INSTANCES))
     return out
 
 
