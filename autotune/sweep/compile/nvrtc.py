@@ -336,6 +336,74 @@ def _compile_batch_again(
     return _compile_batch(request, cache_dir, defer=True, twin=twin, wait_s=wait_s)
 
 
+@dataclass(frozen=True)
+class _Toolchain:
+    """How one request's instances are compiled: `run(names)` -> (binary, lowered names, log), and what the cache key
+    holds of the compiler."""
+
+    run: Callable[[tuple[str, ...]], tuple[bytes, dict[str, str], str]]
+    kind: str  # "cubin" or "ptx"
+    arch_opt: str
+    identity: str  # "nvrtc", or nvcc's path and version
+    version: tuple[int, int]
+    cuda_inc: str
+    options: tuple[str, ...]  # NVRTC's options, the architecture last (nvcc: the request's options)
+
+
+def _nvcc_toolchain(request: CompileRequest, text: str, search: tuple[Path, ...]) -> _Toolchain:
+    """nvcc (the space's `compiler: nvcc`), compiling the request's file (or the edited text, with the includes of
+    the file's folder) to a cubin."""
+    from autotune.sweep.compile import nvcc
+
+    tool = nvcc.find_nvcc()
+    if tool is None:
+        raise CompileFailed(
+            "error: nvcc not found (the space asks for `compiler: nvcc`): install the CUDA toolkit or set CUDA_PATH"
+        )
+    nvcc_options = (*request.options, *[f"-I{d}" for d in search])
+
+    def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
+        try:
+            if not request.unroll:
+                return nvcc.nvcc_compile(
+                    tool, request.source, group, nvcc_options, request.arch, timeout_s=request.timeout_s
+                )
+            with tempfile.TemporaryDirectory(prefix="autotune-kt-") as tmp:  # the edited text, includes as before
+                edited = Path(tmp) / request.source.name
+                edited.write_text(text)
+                return nvcc.nvcc_compile(tool, edited, group, nvcc_options, request.arch, timeout_s=request.timeout_s)
+        except nvcc.NvccTimeout as exc:
+            raise CompileTimeout(f"{TIMEOUT_ERROR}: {exc.log}") from None
+        except nvcc.NvccFailed as exc:
+            raise CompileFailed(exc.log) from None
+
+    cuda_inc = str(Path(tool).resolve().parent.parent / "include")
+    return _Toolchain(
+        run, "cubin", f"-arch=sm_{request.arch}", nvcc.nvcc_identity(tool), (0, 0), cuda_inc, request.options
+    )
+
+
+def _nvrtc_toolchain(request: CompileRequest, text: str, search: tuple[Path, ...]) -> _Toolchain:
+    """NVRTC, in this process, within the request's time limit."""
+    version, cuda_inc = nvrtc_version(), cuda_include_dir()
+    arch_opt, kind = arch_option(request.arch, nvrtc_archs())
+    options = (
+        *request.options,
+        *[f"--include-path={d}" for d in search],
+        *[f"--include-path={d}" for d in _toolkit_includes(cuda_inc)],
+        arch_opt,
+    )
+
+    def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
+        return with_time_limit(
+            lambda: nvrtc_compile(text, request.source.name, group, options, kind),
+            request.timeout_s,
+            f"NVRTC compiling {len(group)} instance(s) of {request.source.name}",
+        )
+
+    return _Toolchain(run, kind, arch_opt, "nvrtc", version, cuda_inc, options)
+
+
 def _compile_batch(
     request: CompileRequest, cache_dir: Path, defer: bool, twin: str | None, wait_s: float | None
 ) -> list[CompiledKernel] | tw.Later:
@@ -347,53 +415,12 @@ def _compile_batch(
         text = unrolled_source(text, request.unroll)
     search = (request.source.parent, *request.include_dirs)
     digest = source_digest(text, local_headers(text, (*search, *option_include_dirs(request.options))))
-    if request.compiler == "nvcc":
-        from autotune.sweep.compile import nvcc
-
-        tool = nvcc.find_nvcc()
-        if tool is None:
-            raise CompileFailed(
-                "error: nvcc not found (the space asks for `compiler: nvcc`): install the CUDA toolkit or set CUDA_PATH"
-            )
-        kind, arch_opt, identity = "cubin", f"-arch=sm_{request.arch}", nvcc.nvcc_identity(tool)
-        version, cuda_inc = (0, 0), str(Path(tool).resolve().parent.parent / "include")
-        nvcc_options = (*request.options, *[f"-I{d}" for d in search])
-
-        def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
-            try:
-                if not request.unroll:
-                    return nvcc.nvcc_compile(
-                        tool, request.source, group, nvcc_options, request.arch, timeout_s=request.timeout_s
-                    )
-                with tempfile.TemporaryDirectory(prefix="autotune-kt-") as tmp:  # the edited text, includes as before
-                    edited = Path(tmp) / request.source.name
-                    edited.write_text(text)
-                    return nvcc.nvcc_compile(
-                        tool, edited, group, nvcc_options, request.arch, timeout_s=request.timeout_s
-                    )
-            except nvcc.NvccTimeout as exc:
-                raise CompileTimeout(f"{TIMEOUT_ERROR}: {exc.log}") from None
-            except nvcc.NvccFailed as exc:
-                raise CompileFailed(exc.log) from None
-    else:
-        version, cuda_inc, identity = nvrtc_version(), cuda_include_dir(), "nvrtc"
-        arch_opt, kind = arch_option(request.arch, nvrtc_archs())
-        options = (
-            *request.options,
-            *[f"--include-path={d}" for d in search],
-            *[f"--include-path={d}" for d in _toolkit_includes(cuda_inc)],
-            arch_opt,
-        )
-
-        def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
-            return with_time_limit(
-                lambda: nvrtc_compile(text, request.source.name, group, options, kind),
-                request.timeout_s,
-                f"NVRTC compiling {len(group)} instance(s) of {request.source.name}",
-            )
-
+    chain = (_nvcc_toolchain if request.compiler == "nvcc" else _nvrtc_toolchain)(request, text, search)
+    run, kind, options = chain.run, chain.kind, chain.options
     keys = {
-        n: cache_key(digest, request.options + (arch_opt,), request.arch, version, cuda_inc, n, identity)
+        n: cache_key(
+            digest, request.options + (chain.arch_opt,), request.arch, chain.version, chain.cuda_inc, n, chain.identity
+        )
         for n in request.name_expressions
     }
     done = {n: hit for n in keys if (hit := cache.lookup(keys[n])) is not None}
