@@ -39,7 +39,7 @@ def _db(name: str):
 @pytest.fixture(scope="module", params=DATABASES)
 def built(request):
     from autotune import load_results
-    from autotune.dispatch.build import build
+    from autotune.dispatch.build import Recipe, build
 
     path = _db(request.param)
     if not path.exists():
@@ -47,7 +47,7 @@ def built(request):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loaded = load_results(str(path), None, None)
-        b = build(loaded, Criteria(bk=10, tol=0.05), "exact", None, "BLOCK_X=32,BLOCK_Y=4")
+        b = build(loaded, Recipe(Criteria(bk=10, tol=0.05), generic_params="BLOCK_X=32,BLOCK_Y=4"))
     return request.param, loaded, b
 
 

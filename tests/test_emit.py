@@ -276,7 +276,7 @@ EXAMPLES = [("stencil", "stencil_h100"), ("transpose", "transpose_h100"), ("soft
 def example_table(request):
     """The dispatch table of an example's committed database (a kind other than the built-in one)."""
     from autotune import load_results
-    from autotune.dispatch.build import build
+    from autotune.dispatch.build import Recipe, build
 
     folder, name = request.param
     path = paths.ROOT / "examples" / folder / "results" / f"{name}.sqlite.xz"
@@ -285,7 +285,7 @@ def example_table(request):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loaded = load_results(str(path), None, None)
-        return build(loaded, Criteria(bk=10, tol=0.05), "exact", None, "").table
+        return build(loaded, Recipe(Criteria(bk=10, tol=0.05))).table
 
 
 def _example_queries(table) -> list[tuple]:

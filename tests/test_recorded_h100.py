@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from autotune import load_results
-from autotune.dispatch.build import build
+from autotune.dispatch.build import Recipe, build
 from autotune.sweep.config import load_config
 from autotune.dispatch.emit import emit_cpp, emit_python
 from autotune.dispatch.loo import tol_table
@@ -84,7 +84,7 @@ def test_replayed_sweep_reproduces_the_recording_and_resumes(tmp_path, recorded)
 def test_exact_never_needs_more_kernels_than_greedy_on_the_recording():
     loaded = load_results(URL, None, None)
     table = tol_table(
-        build(loaded, Criteria(bk=10, tol=0.05), "exact", None, "BLOCK_X=32,BLOCK_Y=4")[1].matrix,
+        build(loaded, Recipe(Criteria(bk=10, tol=0.05), generic_params="BLOCK_X=32,BLOCK_Y=4"))[1].matrix,
         [5, 10, None],
         [0.0, 0.02, 0.05, 0.1, 0.15],
         loo=None,
@@ -98,7 +98,7 @@ def test_exact_never_needs_more_kernels_than_greedy_on_the_recording():
 @pytest.mark.nvcc
 def test_emitted_header_compiles_with_the_kernels_and_agrees_with_python(tmp_path):
     loaded = load_results(URL, None, None)
-    table, _ = build(loaded, Criteria(bk=10, tol=0.05), "exact", None, "BLOCK_X=32,BLOCK_Y=4")
+    table, _ = build(loaded, Recipe(Criteria(bk=10, tol=0.05), generic_params="BLOCK_X=32,BLOCK_Y=4"))
     (tmp_path / "dispatch.cuh").write_text(emit_cpp(table))
     (tmp_path / "dispatch_gen.py").write_text(emit_python(table))
     spec = importlib.util.spec_from_file_location("dispatch_gen", tmp_path / "dispatch_gen.py")

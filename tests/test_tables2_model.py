@@ -211,12 +211,13 @@ COMMITTED = paths.ROOT / "results" / "small_tables_h100" / "small_tables_h100.sq
 def committed_model_table():
     """The model table of the committed fp32/fp64 H100 sweep (real measurements)."""
     from autotune import load_results
+    from autotune.dispatch.build import Recipe
     from autotune.dispatch.build import build as build_kind
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loaded = load_results(str(COMMITTED), None, None)
-        return build_kind(loaded, Criteria(bk=10, tol=0.1), "exact", None, "", None, Structure("model", 0.05)).table
+        return build_kind(loaded, Recipe(Criteria(bk=10, tol=0.1), structure=Structure("model", 0.05))).table
 
 
 def test_python_and_cpp_agree_on_the_committed_sweeps_model_table(committed_model_table, tmp_path):

@@ -88,13 +88,13 @@ def sampled_db(tmp_path_factory) -> str:
 
 
 def _table(db: str, structure: Structure):
-    from autotune.dispatch.build import build
+    from autotune.dispatch.build import Recipe, build
     from autotune.workflows.results import load_results as load
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loaded = load(db, None, None)
-        return build(loaded, Criteria(bk=10, tol=0.1), "exact", None, "", None, structure).table
+        return build(loaded, Recipe(Criteria(bk=10, tol=0.1), structure=structure)).table
 
 
 def _queries(table, count: int = 1500, seed: int = 7) -> list[tuple[int, int]]:

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -268,47 +268,50 @@ def info_source(loaded: Any, validity_path: Path | None, include_dir: Path | Non
     }
 
 
-def build(
-    loaded: Any,
-    criteria: Criteria,
-    method: str,
-    validity_path: Path | None,
-    generic_params: str,
-    fallback: str | None = None,
-    structure: Structure | None = DEFAULT,
-    weights: Any = None,
-    include_dir: Path | None = None,
-    modes: tuple[str, ...] | None = None,
-) -> Built:
-    """The table of `loaded` (workflows.results.Loaded: one kind's frame, layout, baseline times, provenance).
-    `fallback` None: the library, else the generic kernel, else none (table.default_fallback). `structure` None:
-    the one with the smallest measured held-out loss (among the structures of `modes`, None: all) (dispatch.loo.choose_structure; Built.structures has every
-    trial). `weights`: a function of the matrix's points frame giving each point's weight (a workload), or None.
-    `include_dir`: what the kernels' sources are named relative to (None: their file names)."""
+@dataclass(frozen=True)
+class Recipe:
+    """How `build` makes a table from measurements.
+
+    `validity_path`: a JSON file of validity predicates per instance (None: from the spaces). `generic_params`: the
+    generic kernel's parameters (`A=1,B=2`). `fallback` None: the library, else the generic kernel, else none
+    (table.default_fallback). `structure` None: the one with the smallest measured held-out loss among the
+    structures of `modes` (None: all; dispatch.loo.choose_structure; Built.structures has every trial). `weights`: a
+    function of the matrix's points frame giving each point's weight (a workload), or None. `include_dir`: what the
+    kernels' sources are named relative to (None: their file names)."""
+
+    criteria: Criteria
+    method: str = "exact"
+    validity_path: Path | None = None
+    generic_params: str = ""
+    fallback: str | None = None
+    structure: Structure | None = DEFAULT
+    weights: Callable[[pd.DataFrame], Any] | None = None
+    include_dir: Path | None = None
+    modes: tuple[str, ...] | None = None
+
+
+def build(loaded: Any, recipe: Recipe) -> Built:
+    """The table of `loaded` (workflows.results.Loaded: one kind's frame, layout, baseline times, provenance), made
+    as `recipe` says."""
+    r = recipe
     matrix = perf_matrix(loaded.frame, loaded.layout)
-    w = winners(matrix, criteria)
-    wts = None if weights is None else np.asarray(weights(matrix.points), dtype=float)
-    sel = select(w, method, weights=wts)
-    info = info_source(loaded, validity_path, include_dir)
+    w = winners(matrix, r.criteria)
+    wts = None if r.weights is None else np.asarray(r.weights(matrix.points), dtype=float)
+    sel = select(w, r.method, weights=wts)
+    info = info_source(loaded, r.validity_path, r.include_dir)
     library_ms = library_times(matrix.points, loaded.baseline, matrix.layout)
-    generic = generic_kernel(matrix.layout.kind_object, generic_params, include_dir)
-    answers = Answers(info, library_ms, fallback, generic)
-    trials = held = None
+    generic = generic_kernel(matrix.layout.kind_object, r.generic_params, r.include_dir)
+    answers = Answers(info, library_ms, r.fallback, generic)
+    structure, trials, held = r.structure, None, None
     if structure is None:
         from autotune.dispatch.table import STRUCTURES
 
-        tried = tuple(s for s in STRUCTURES if modes is None or s.mode in modes)
+        tried = tuple(s for s in STRUCTURES if r.modes is None or s.mode in r.modes)
         structure, trials, held = choose_structure(
-            matrix, criteria, method, answers=answers, weights=wts, structures=tried
+            matrix, r.criteria, r.method, answers=answers, weights=wts, structures=tried
         )
-    table = build_table(
-        w,
-        sel,
-        loaded.provenance,
-        answers,
-        library=kind_library(matrix.layout, library_ms),
-        structure=structure,
-    )
+    library = kind_library(matrix.layout, library_ms)
+    table = build_table(w, sel, loaded.provenance, answers, library=library, structure=structure)
     return Built(table, w, info, library_ms, trials, wts, held, generic)
 
 

@@ -111,21 +111,21 @@ def generic_space(layout: Layout) -> GenericKernel | None:
 def build_table(loaded: Loaded, opts: TableOptions) -> Built:
     """The dispatch table of `loaded` built as `opts` say (dispatch.build.build with the options' checks: a
     fallback the kind cannot give is a UserError)."""
-    from autotune.dispatch.build import build, include_hint
+    from autotune.dispatch.build import Recipe, build, include_hint
 
+    recipe = Recipe(
+        opts.criteria,
+        opts.method,
+        opts.validity,
+        opts.generic,
+        check_fallback(opts.fallback),
+        parse_structure(opts.structure),
+        workload_weights(opts.workload),
+        opts.include_dir,
+        structure_modes(opts.structure),
+    )
     try:
-        built = build(
-            loaded,
-            opts.criteria,
-            opts.method,
-            opts.validity,
-            opts.generic,
-            check_fallback(opts.fallback),
-            parse_structure(opts.structure),
-            workload_weights(opts.workload),
-            opts.include_dir,
-            structure_modes(opts.structure),
-        )
+        built = build(loaded, recipe)
     except ValueError as exc:
         if "fallback" in str(exc):
             raise UserError(f"--fallback: {exc}") from None
