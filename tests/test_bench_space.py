@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from autotune.devices import get_device
-from autotune.space.generator import binding_order, generate, param_deps
+from autotune.space.generator import generate
+from autotune.space.orders import binding_order, param_deps
 from autotune.space.spec import load_space
 from tests.support.harness import load_script
 

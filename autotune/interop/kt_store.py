@@ -209,12 +209,7 @@ def store_cache(
     problem_size); `keep`: which configurations are stored (default: all; tune_kernel's simulation mode keeps those
     of the call's space: its tune_params values and restrictions)."""
     if space is None:
-        name = "".join(c if c.isalnum() else "_" for c in cache.kernel_name)[:64] or "kernel"
-        name = name if name[0].isalpha() else f"k_{name}"
-        space_out = space_out or path.with_suffix(".space.yaml")
-        names = SIZE_NAMES[: len(_problem_sizes(cache, path)[0])] if sizes is None else tuple(sizes)
-        write_file(space_out, space_yaml(cache, name, precision, names))
-        space = load_space(space_out)
+        space, space_out = _written_space(cache, path, space_out, precision, sizes)
     missing = [k for k in cache.tune_params_keys if k not in space.param_names]
     if missing:
         raise UserError(
@@ -227,56 +222,16 @@ def store_cache(
         point = _point(space, precision, numbers)
     else:
         point = space.kind.point(precision, "", sizes)
-    kind = point.kind
-    info = DeviceInfo(
-        name=cache.device_name,
-        uuid=f"{MARK}{cache.device_name}",
-        sm_count=0,
-        cc=0,
-        sm_clock_mhz=None,
-        mem_clock_mhz=None,
-        l2_bytes=0,
-        copy_bandwidth=0.0,
-        driver="",
-        cuda_runtime="",
-        nvrtc="",
-        cupy="",
-    )
+    info = _device_info(cache)
     device_id = store.upsert_device(info)
     software_id = store.upsert_software(info, "kerneltuner-import", None)
-    header = {
-        "device_name": cache.device_name,
-        "kernel_name": cache.kernel_name,
-        "problem_size": cache.problem_size,
-        "tune_params_keys": list(cache.tune_params_keys),
-        "objective": cache.objective,
-        **cache.header_extra,
-    }
     sweep_id = store.begin_sweep(
-        SweepStart(f"import:{path.name}", json.dumps(header, default=str), device_id, software_id, info, {}, 0)
+        SweepStart(f"import:{path.name}", json.dumps(_header(cache), default=str), device_id, software_id, info, {}, 0)
     )
     status = "failed"
-    records = cache.records
-    text = text_params(cache)
-    instances = [
-        Instance.of(space.name, {k: space_value(r.params[k], k in text) for k in cache.tune_params_keys})
-        for r in records
-    ]
-    if keep is not None:
-        kept = [keep(inst) for inst in instances]
-        records = tuple(r for r, k in zip(records, kept, strict=True) if k)
-        instances = [inst for inst, k in zip(instances, kept, strict=True) if k]
+    records, instances = _kept(cache, space, keep)
     try:
-        space_id = store.upsert_space(
-            SpaceRecord(
-                name=space.name,
-                yaml_path=str(space.path),
-                yaml_text=space.path.read_text(),
-                source_path=space.kernel.source if space.kernel else "",
-                kind=kind,
-                source_text=space.kernel.source_path.read_text() if space.kernel else "",
-            )
-        )
+        space_id = store.upsert_space(_space_record(space, point.kind))
         store.upsert_instances(instances)
         done = store.done_pairs(device_id)
         rows = [
@@ -305,6 +260,77 @@ def store_cache(
         len(instances) - len(rows),
         len(cache.records) - len(records),
         named,
+    )
+
+
+def _written_space(
+    cache: KTCache, path: Path, space_out: Path | None, precision: str, sizes: dict[str, int] | None
+) -> tuple[Space, Path]:
+    """A space made from the cache's parameters, written to `space_out` (default: beside the cache) and loaded."""
+    name = "".join(c if c.isalnum() else "_" for c in cache.kernel_name)[:64] or "kernel"
+    name = name if name[0].isalpha() else f"k_{name}"
+    space_out = space_out or path.with_suffix(".space.yaml")
+    names = SIZE_NAMES[: len(_problem_sizes(cache, path)[0])] if sizes is None else tuple(sizes)
+    write_file(space_out, space_yaml(cache, name, precision, names))
+    return load_space(space_out), space_out
+
+
+def _device_info(cache: KTCache) -> DeviceInfo:
+    """The device the cache names, marked as imported (nothing else about it is known)."""
+    return DeviceInfo(
+        name=cache.device_name,
+        uuid=f"{MARK}{cache.device_name}",
+        sm_count=0,
+        cc=0,
+        sm_clock_mhz=None,
+        mem_clock_mhz=None,
+        l2_bytes=0,
+        copy_bandwidth=0.0,
+        driver="",
+        cuda_runtime="",
+        nvrtc="",
+        cupy="",
+    )
+
+
+def _header(cache: KTCache) -> dict[str, Any]:
+    """The cache's header, kept as the import sweep's config."""
+    return {
+        "device_name": cache.device_name,
+        "kernel_name": cache.kernel_name,
+        "problem_size": cache.problem_size,
+        "tune_params_keys": list(cache.tune_params_keys),
+        "objective": cache.objective,
+        **cache.header_extra,
+    }
+
+
+def _kept(
+    cache: KTCache, space: Space, keep: Callable[[Instance], bool] | None
+) -> tuple[tuple[KTRecord, ...], list[Instance]]:
+    """The cache's records and their instances, those `keep` keeps (all without it)."""
+    records = cache.records
+    text = text_params(cache)
+    instances = [
+        Instance.of(space.name, {k: space_value(r.params[k], k in text) for k in cache.tune_params_keys})
+        for r in records
+    ]
+    if keep is not None:
+        kept = [keep(inst) for inst in instances]
+        records = tuple(r for r, k in zip(records, kept, strict=True) if k)
+        instances = [inst for inst, k in zip(instances, kept, strict=True) if k]
+    return records, instances
+
+
+def _space_record(space: Space, kind: str) -> SpaceRecord:
+    """The space as the store keeps it: its file and its kernel's source."""
+    return SpaceRecord(
+        name=space.name,
+        yaml_path=str(space.path),
+        yaml_text=space.path.read_text(),
+        source_path=space.kernel.source if space.kernel else "",
+        kind=kind,
+        source_text=space.kernel.source_path.read_text() if space.kernel else "",
     )
 
 

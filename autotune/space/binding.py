@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from autotune import paths
-from autotune.devices import DeviceLimits, get_device
+from autotune.devices import PROFILES, DeviceLimits, get_device
 from autotune.errors import SpaceError
 from autotune.expr import Expr, ExprError, as_int, evaluate
 from autotune.problems.base import ProblemKind
@@ -31,6 +31,7 @@ CPP_TYPES = {
     "uint8": ("unsigned char", "int"),
 }
 TYPE_SYMBOLS = ("T", "S", "TRANS_A", "TRANS_B")
+DEVICE_NAMES = tuple(PROFILES["H100"].names())  # the device limits an expression can read
 _MISSING = object()
 MEMO_SIZE = (
     1 << 17

@@ -17,7 +17,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from autotune.errors import SpaceError
 from autotune.space.instance import Instance, _plain, instance_id
 from autotune.vocab import TestPoint
 from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly
+from autotune.space.orders import binding_order, file_order, funnel_order, param_deps
 from autotune.space.spec import Constraint, Space
 
 if TYPE_CHECKING:  # pandas is imported where a frame is made: planning a sweep (instances) never needs it
@@ -174,41 +175,6 @@ class _Env(dict):
         return value
 
 
-def param_deps(space: Space, names: Iterable[str]) -> frozenset[str]:
-    """Parameters an expression reads, directly or through derived quantities."""
-    derived = dict(space.derived)
-    params = set(space.param_names)
-    out: set[str] = set()
-    todo = list(names)
-    while todo:
-        n = todo.pop()
-        if n in params:
-            out.add(n)
-        elif n in derived:
-            todo.extend(derived[n].expr.names)
-    return frozenset(out)
-
-
-def binding_order(space: Space, constraints: tuple[Constraint, ...]) -> list[str]:
-    """Greedy: bind next the parameter that completes the most constraints, then the smallest domain."""
-    deps = [param_deps(space, c.expr.names) for c in constraints]
-    sizes = {p.name: len(p.values) for p in space.parameters}
-    file_pos = {n: i for i, n in enumerate(space.param_names)}
-    bound: set[str] = set()
-    order: list[str] = []
-    while len(order) < len(sizes):
-
-        def score(p: str) -> tuple:
-            done = sum(1 for d in deps if d and not d <= bound and d <= bound | {p})
-            involved = sum(1 for d in deps if p in d and not d <= bound)
-            return (-done, -involved, sizes[p], file_pos[p])
-
-        nxt = min((p for p in sizes if p not in bound), key=score)
-        order.append(nxt)
-        bound.add(nxt)
-    return order
-
-
 def _check(space: Space, c: Constraint, env: Mapping[str, Any], n: int) -> np.ndarray:
     result = np.asarray(space.eval(c, env))
     if result.dtype.kind not in "b":
@@ -241,49 +207,6 @@ def _checked_args(space: Space, precision: str | None, soft_off: Iterable[str]) 
     return precision, soft_off
 
 
-def funnel_order(space: Space) -> list[Constraint]:
-    """The order the funnel reports the hard constraints in: as they become checkable while binding in
-    `binding_order(space, space.hard)` (constants first), file order within one binding step."""
-    order = binding_order(space, space.hard)
-    pos = {p: i for i, p in enumerate(order)}
-    at_step: list[list[Constraint]] = [[] for _ in order]
-    for c in space.hard:
-        at_step[max((pos[p] for p in param_deps(space, c.expr.names)), default=0)].append(c)
-    return [c for cs in at_step for c in cs]
-
-
-def file_order(space: Space, codes: dict[str, np.ndarray], sizes: Mapping[str, int]) -> dict[str, np.ndarray]:
-    """Rows sorted by their parameter codes in file order (the first parameter varies slowest): one integer key per
-    row, sorted, and the codes read back from it (sequential passes, no gather in random order)."""
-    n = len(next(iter(codes.values())))
-    if n < 2:
-        return codes
-    names = list(space.param_names)
-    raw = math.prod(sizes.values())
-    if raw >= 1 << 63:
-        idx = np.lexsort([codes[q] for q in reversed(names)])
-        return {q: codes[q][idx] for q in codes}
-    kind: type[np.unsignedinteger[Any]] = np.uint32 if raw < 1 << 32 else np.uint64
-    key: np.ndarray = np.zeros(n, dtype=kind)
-    stride = 1
-    for q in reversed(names):
-        if stride == 1:
-            key += codes[q]
-        else:
-            key += codes[q].astype(kind) * kind(stride)
-        stride *= sizes[q]
-    key.sort()
-    out = {}
-    for q in names:
-        stride //= sizes[q]
-        digit = key // kind(stride) if stride > 1 else key.copy()
-        if q != names[0]:
-            digit %= kind(sizes[q])
-        out[q] = digit.astype(codes[q].dtype)
-        del digit
-    return out
-
-
 def generate(
     space: Space,
     device: DeviceLimits,
@@ -302,32 +225,24 @@ def generate(
     `max_survivors` instances pass (defaults: MAX_RAW and MAX_SURVIVORS, or the environment's
     AUTOTUNE_MAX_RAW and AUTOTUNE_MAX_SURVIVORS)."""
     start = time.perf_counter()
-    precision, soft_off = _checked_args(space, precision, soft_off)
-    context = space.context(precision, device)
-    sizes = {p.name: len(p.values) for p in space.parameters}
-    raw = math.prod(sizes.values())
-    limit_raw = _limit(max_raw, "AUTOTUNE_MAX_RAW", MAX_RAW)
-    limit_survivors = _limit(max_survivors, "AUTOTUNE_MAX_SURVIVORS", MAX_SURVIVORS)
-    applied_soft = tuple(c.name for c in space.soft if soft and c.name not in soft_off)
-    ranked = funnel_order(space) + [c for c in space.soft if c.name in applied_soft]
-    which = "hard and soft" if applied_soft else "hard"
+    setup = _setup(space, device, precision, soft, soft_off, max_raw, max_survivors)
+    precision, sizes, raw, limit_raw = setup.precision, setup.sizes, setup.raw, setup.max_raw
+    ranked = funnel_order(space) + [c for c in space.soft if c.name in setup.applied_soft]
+    which = "hard and soft" if setup.applied_soft else "hard"
 
     def too_many(n: int, which: str = which) -> SpaceError:
-        return space.error(
-            f"more than {n:,} instances pass the {which} constraints "
-            f"(raw {raw:,}); stopped before running out of memory",
-            hint="add hard constraints or narrow the parameters, or raise the limit: "
-            "--max-survivors N (autotune space) or AUTOTUNE_MAX_SURVIVORS=N (every command)",
-        )
+        return _too_many(space, n, which, raw)
 
     if raw <= FULL_RAW and raw <= limit_raw:
-        return _full_product(space, device, precision, applied_soft, ranked, context, limit_survivors, too_many, start)
+        return _full_product(
+            space, device, precision, setup.applied_soft, ranked, setup.context, setup.max_survivors, too_many, start
+        )
     if raw <= REFERENCE_RAW:
-        return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
+        return generate_reference(space, device, precision, soft, setup.soft_off, max_raw, max_survivors)
     cons = [Con(c, param_deps(space, c.expr.names), i) for i, c in enumerate(ranked)]
     engine = Enumerator(
         space,
-        context,
+        setup.context,
         lambda names: param_deps(space, names),
         lambda c, env, n: _check(space, c, env, n),
         limit_raw,
@@ -336,40 +251,7 @@ def generate(
         chunk=CHUNK,
     )
     try:
-        parts = engine.prepare(cons, lambda names: param_deps(space, names))
-        # the funnel's counts, prefix by prefix, until one prefix leaves few enough rows to enumerate them and
-        # filter by the remaining constraints one by one (then the counts are lengths); else the survivors of all
-        remaining: list[int] = []
-        upto = len(cons) - 1
-        for k in range(len(cons) - 1):
-            remaining.append(engine.count([c for c in parts if c.rank <= k]))
-            if remaining[-1] <= SMALL:
-                upto = k
-                break
-        prefix = [c for c in parts if c.rank <= upto]
-        # how many survive the prefix: known when it stopped early, else counted unless that is costly
-        total: int | None = remaining[upto] if upto < len(cons) - 1 else None
-        if total is None:
-            try:
-                total = engine.count(prefix, budget=COUNT_BUDGET)
-            except TooCostly:
-                pass
-        # the greedy binding order, or file order when it expands about as few rows (its survivors need no sort)
-        order = engine.order(prefix)
-        if order != list(space.param_names):
-            kept = total if total is not None else remaining[-1] if remaining else raw
-            greedy = engine.expansions(prefix, order, COUNT_BUDGET)
-            in_file = engine.expansions(prefix, space.param_names, COUNT_BUDGET)
-            if greedy is not None and in_file is not None and in_file <= greedy + SORT_COST * kept:
-                order = list(space.param_names)
-        codes = engine.survivors(prefix, order, limit_survivors, too_many, total)
-        count = len(codes[order[0]])
-        if upto == len(cons) - 1:
-            remaining.append(count)
-        for con in cons[upto + 1 :]:
-            if count:
-                codes, count, _ = engine.apply([c for c in parts if c.rank == con.rank], codes, count)
-            remaining.append(count)
+        codes, count, remaining, order = _pruned(space, engine, cons, setup.max_survivors, too_many)
     except LimitReached as stop:
         raise stop.error from None
     except SpaceError:
@@ -377,14 +259,120 @@ def generate(
         # in a later-bound constraint would have prevented): build the way the reference does
         if raw > limit_raw:
             raise
-        return generate_reference(space, device, precision, soft, soft_off, max_raw, max_survivors)
-    funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
+        return generate_reference(space, device, precision, soft, setup.soft_off, max_raw, max_survivors)
+    funnel = [_raw_step(raw)]
     # strict=False: without constraints remaining holds one count (the survivors, all raw rows) and cons none
     for con, left in zip(cons, remaining, strict=False):
         funnel.append(FunnelStep(con.c.kind, con.c.name, con.c.reason, left, funnel[-1].remaining - left, con.c.line))
     if count and order != list(space.param_names):
         codes = file_order(space, codes, sizes)
-    return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
+    return Generated(space, device, precision, setup.applied_soft, codes, funnel, time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What both generators start from: the checked arguments, the expressions' context, the sizes and limits."""
+
+    precision: str
+    soft_off: tuple[str, ...]
+    context: Mapping[str, Any]
+    sizes: dict[str, int]
+    raw: int
+    max_raw: int
+    max_survivors: int
+    applied_soft: tuple[str, ...]
+
+
+def _setup(
+    space: Space,
+    device: DeviceLimits,
+    precision: str | None,
+    soft: bool,
+    soft_off: Iterable[str],
+    max_raw: int | None,
+    max_survivors: int | None,
+) -> _Setup:
+    """The generators' arguments checked, the limits read (the caller's, else the environment's, else the defaults)."""
+    precision, soft_off = _checked_args(space, precision, soft_off)
+    context = space.context(precision, device)
+    sizes = {p.name: len(p.values) for p in space.parameters}
+    return _Setup(
+        precision,
+        soft_off,
+        context,
+        sizes,
+        math.prod(sizes.values()),
+        _limit(max_raw, "AUTOTUNE_MAX_RAW", MAX_RAW),
+        _limit(max_survivors, "AUTOTUNE_MAX_SURVIVORS", MAX_SURVIVORS),
+        tuple(c.name for c in space.soft if soft and c.name not in soft_off),
+    )
+
+
+def _too_many(space: Space, n: int, which: str, raw: int) -> SpaceError:
+    """More than `n` instances pass the `which` constraints: stopped before memory runs out."""
+    return space.error(
+        f"more than {n:,} instances pass the {which} constraints (raw {raw:,}); stopped before running out of memory",
+        hint="add hard constraints or narrow the parameters, or raise the limit: "
+        "--max-survivors N (autotune space) or AUTOTUNE_MAX_SURVIVORS=N (every command)",
+    )
+
+
+def _raw_step(raw: int) -> FunnelStep:
+    """The funnel's first step: every combination."""
+    return FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)
+
+
+def _pruned(
+    space: Space, engine: Enumerator, cons: list[Con], max_survivors: int, too_many: Callable[[int], SpaceError]
+) -> tuple[dict[str, np.ndarray], int, list[int], list[str]]:
+    """Prune while enumerating: the survivors' codes, their count, the funnel's remaining count after each of
+    `cons` and the binding order the codes are in."""
+    parts = engine.prepare(cons, lambda names: param_deps(space, names))
+    remaining, upto = _prefix_counts(engine, cons, parts)
+    prefix = [c for c in parts if c.rank <= upto]
+    # how many survive the prefix: known when it stopped early, else counted unless that is costly
+    total: int | None = remaining[upto] if upto < len(cons) - 1 else None
+    if total is None:
+        try:
+            total = engine.count(prefix, budget=COUNT_BUDGET)
+        except TooCostly:
+            pass
+    kept = total if total is not None else remaining[-1] if remaining else engine.raw
+    order = _enumeration_order(space, engine, prefix, kept)
+    codes = engine.survivors(prefix, order, max_survivors, too_many, total)
+    count = len(codes[order[0]])
+    if upto == len(cons) - 1:
+        remaining.append(count)
+    for con in cons[upto + 1 :]:
+        if count:
+            codes, count, _ = engine.apply([c for c in parts if c.rank == con.rank], codes, count)
+        remaining.append(count)
+    return codes, count, remaining, order
+
+
+def _prefix_counts(engine: Enumerator, cons: list[Con], parts: list[Con]) -> tuple[list[int], int]:
+    """The funnel's counts, prefix by prefix, until one prefix leaves few enough rows to enumerate them and filter by
+    the remaining constraints one by one (then the counts are lengths): the counts and that prefix's last rank (else
+    the last constraint's, the survivors of all)."""
+    remaining: list[int] = []
+    upto = len(cons) - 1
+    for k in range(len(cons) - 1):
+        remaining.append(engine.count([c for c in parts if c.rank <= k]))
+        if remaining[-1] <= SMALL:
+            upto = k
+            break
+    return remaining, upto
+
+
+def _enumeration_order(space: Space, engine: Enumerator, prefix: list[Con], kept: int) -> list[str]:
+    """The greedy binding order, or file order when it expands about as few rows (its survivors need no sort)."""
+    order = engine.order(prefix)
+    if order != list(space.param_names):
+        greedy = engine.expansions(prefix, order, COUNT_BUDGET)
+        in_file = engine.expansions(prefix, space.param_names, COUNT_BUDGET)
+        if greedy is not None and in_file is not None and in_file <= greedy + SORT_COST * kept:
+            order = list(space.param_names)
+    return order
 
 
 def _full_product(
@@ -408,7 +396,7 @@ def _full_product(
     for p, d in zip(space.parameters, sizes, strict=True):
         inner //= d
         codes[p.name] = np.tile(np.repeat(np.arange(d, dtype=_code_dtype(d)), inner), raw // (inner * d))
-    funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
+    funnel = [_raw_step(raw)]
     try:  # one environment for every constraint (derived quantities computed once), errors checked on live rows only
         env, alive, counts = _Env(space, context, codes), np.ones(raw, dtype=bool), []
         for c in ranked:
@@ -453,31 +441,14 @@ def generate_reference(
     constraint earlier than this path does raises an error. Refuses a space of more than `max_raw` raw
     combinations before any work."""
     start = time.perf_counter()
-    precision, soft_off = _checked_args(space, precision, soft_off)
-    context = space.context(precision, device)
+    setup = _setup(space, device, precision, soft, soft_off, max_raw, max_survivors)
+    context, sizes, raw = setup.context, setup.sizes, setup.raw
     order = binding_order(space, space.hard)
-    sizes = {p.name: len(p.values) for p in space.parameters}
     rest = [math.prod(sizes[p] for p in order[i + 1 :]) for i in range(len(order))]
-    raw = math.prod(sizes.values())
-    max_raw = _limit(max_raw, "AUTOTUNE_MAX_RAW", MAX_RAW)
-    max_survivors = _limit(max_survivors, "AUTOTUNE_MAX_SURVIVORS", MAX_SURVIVORS)
-    if raw > max_raw:
-        biggest = sorted(space.parameters, key=lambda p: -len(p.values))[:3]
-        raise space.error(
-            f"the space has {raw:.3g} raw combinations, above the limit of {max_raw:.3g}",
-            hint="narrow the largest parameters ("
-            + ", ".join(f"{p.name}: {len(p.values):,} values" for p in biggest)
-            + f") or raise the limit: --max-raw {raw} (autotune space) or AUTOTUNE_MAX_RAW={raw} "
-            "(every command); generation time grows with the raw count",
-        )
+    if raw > setup.max_raw:
+        raise _too_raw(space, raw, setup.max_raw)
     kept_rows = [0]
-
-    # which hard constraints become checkable after binding order[i] (constants go at step 0)
-    at_step: list[list[Constraint]] = [[] for _ in order]
-    for c in space.hard:
-        d = param_deps(space, c.expr.names)
-        step = max((order.index(p) for p in d), default=0)
-        at_step[step].append(c)
+    at_step = _checkable_after(space, order)
     applied_order = [c for cs in at_step for c in cs]
     survivors = {c.name: 0 for c in applied_order}
     pieces: list[dict[str, np.ndarray]] = []
@@ -486,13 +457,8 @@ def generate_reference(
         if i == len(order):
             pieces.append(codes)
             kept_rows[0] += n
-            if kept_rows[0] > max_survivors:
-                raise space.error(
-                    f"more than {max_survivors:,} instances pass the hard constraints "
-                    f"(raw {raw:,}); stopped before running out of memory",
-                    hint="add hard constraints or narrow the parameters, or raise the limit: "
-                    "--max-survivors N (autotune space) or AUTOTUNE_MAX_SURVIVORS=N (every command)",
-                )
+            if kept_rows[0] > setup.max_survivors:
+                raise _too_many(space, setup.max_survivors, "hard", raw)
             return
         p, d = order[i], sizes[order[i]]
         rows_per_piece = max(1, CHUNK // d)
@@ -520,12 +486,50 @@ def generate_reference(
         else {p: np.zeros(0, dtype=_code_dtype(sizes[p])) for p in order}
     )
     pieces.clear()  # keep one copy of the survivors, not two
-    funnel = [FunnelStep("raw", "raw combinations", "product of all parameter values", raw, 0)]
+    funnel = [_raw_step(raw)]
     for c in applied_order:
         before = funnel[-1].remaining
         funnel.append(FunnelStep("hard", c.name, c.reason, survivors[c.name], before - survivors[c.name], c.line))
+    codes = _soft_filtered(space, context, codes, setup.applied_soft, funnel)
+    # file order of rows: sort by parameter codes in file order so listings are stable
+    if len(codes[order[0]]):
+        keys = [codes[p.name] for p in reversed(space.parameters)]
+        idx = np.lexsort(keys)
+        codes = {q: arr[idx] for q, arr in codes.items()}
+    return Generated(space, device, setup.precision, setup.applied_soft, codes, funnel, time.perf_counter() - start)
 
-    applied_soft = tuple(c.name for c in space.soft if soft and c.name not in soft_off)
+
+def _too_raw(space: Space, raw: int, max_raw: int) -> SpaceError:
+    """The space has more raw combinations than the reference generator may expand."""
+    biggest = sorted(space.parameters, key=lambda p: -len(p.values))[:3]
+    return space.error(
+        f"the space has {raw:.3g} raw combinations, above the limit of {max_raw:.3g}",
+        hint="narrow the largest parameters ("
+        + ", ".join(f"{p.name}: {len(p.values):,} values" for p in biggest)
+        + f") or raise the limit: --max-raw {raw} (autotune space) or AUTOTUNE_MAX_RAW={raw} "
+        "(every command); generation time grows with the raw count",
+    )
+
+
+def _checkable_after(space: Space, order: list[str]) -> list[list[Constraint]]:
+    """Which hard constraints become checkable after binding order[i] (constants go at step 0)."""
+    at_step: list[list[Constraint]] = [[] for _ in order]
+    for c in space.hard:
+        d = param_deps(space, c.expr.names)
+        step = max((order.index(p) for p in d), default=0)
+        at_step[step].append(c)
+    return at_step
+
+
+def _soft_filtered(
+    space: Space,
+    context: Mapping[str, Any],
+    codes: dict[str, np.ndarray],
+    applied_soft: tuple[str, ...],
+    funnel: list[FunnelStep],
+) -> dict[str, np.ndarray]:
+    """The rows that pass the applied soft constraints, in file order of the constraints, each appending its step to
+    `funnel`."""
     for c in space.soft:
         if c.name not in applied_soft:
             continue
@@ -533,17 +537,11 @@ def generate_reference(
         keep = np.ones(n, dtype=bool)
         for lo in range(0, n, CHUNK):
             part = {q: arr[lo : lo + CHUNK] for q, arr in codes.items()}
-            keep[lo : lo + CHUNK] = _check(space, c, _Env(space, context, part), len(part[order[0]]))
+            keep[lo : lo + CHUNK] = _check(space, c, _Env(space, context, part), len(part[next(iter(part))]))
         codes = {q: arr[keep] for q, arr in codes.items()}
         remaining = int(keep.sum())
         funnel.append(FunnelStep("soft", c.name, c.reason, remaining, funnel[-1].remaining - remaining, c.line))
-
-    # file order of rows: sort by parameter codes in file order so listings are stable
-    if len(codes[order[0]]):
-        keys = [codes[p.name] for p in reversed(space.parameters)]
-        idx = np.lexsort(keys)
-        codes = {q: arr[idx] for q, arr in codes.items()}
-    return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
+    return codes
 
 
 def serving(generated: Generated, point: TestPoint) -> np.ndarray:

@@ -16,7 +16,7 @@ from autotune.errors import SpaceError, UserError
 from autotune.space.generator import Generated, generate, serving, valid_rows, where
 from autotune.space.instance import Instance
 from autotune.space.spec import Space, load_space
-from autotune.sweep.config import ALL_INSTANCES, SweepConfig
+from autotune.sweep.config import ALL_INSTANCES, SpaceRef, SweepConfig
 from autotune.vocab import TestPoint
 
 
@@ -132,25 +132,11 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
             if share > 0:
                 _add_rows(valid, instances, points, oks)
         if ref.instances is not None and set(ref.instances) - found:
-            missing = sorted(set(ref.instances) - found)
-            raise UserError(
-                f"space {space.name}: {len(missing)} of the named instances are not in the space "
-                f"(after its hard constraints and `where:`), e.g. {missing[0]}",
-                file=cfg.path,
-                line=ref.line,
-                hint="check the ids with `autotune space list` (the space file may "
-                "have changed since they were recorded); `soft: false` in the entry "
-                "reaches instances the soft constraints drop",
-            )
+            raise _missing_instances(cfg, ref, space, sorted(set(ref.instances) - found))
         if not work and ref.instances is not None:
             continue  # named instances valid at none of these points (e.g. `autotune validate`): nothing to do
         if not work:
-            accepted = space.kernel.problems if space.kernel is not None else space.kind  # recorded: the kind's
-            raise UserError(
-                f"space {space.name} accepts none of the config's test points",
-                file=cfg.path,
-                hint=f"it accepts precisions {', '.join(accepted.precisions)} and shapes {', '.join(accepted.shapes)}",
-            )
+            raise _no_points(cfg, space)
         extra = {i: tuple(q for q in pts if q not in set(work[i])) for i, pts in valid.items() if i in work}
         plans.append(
             SpacePlan(
@@ -169,6 +155,29 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
             hint="check the points' sizes against the spaces' `problems.where` and `valid`",
         )
     return plans
+
+
+def _missing_instances(cfg: SweepConfig, ref: SpaceRef, space: Space, missing: list[str]) -> UserError:
+    """Some of the instances a space entry names are not in the space."""
+    return UserError(
+        f"space {space.name}: {len(missing)} of the named instances are not in the space "
+        f"(after its hard constraints and `where:`), e.g. {missing[0]}",
+        file=cfg.path,
+        line=ref.line,
+        hint="check the ids with `autotune space list` (the space file may "
+        "have changed since they were recorded); `soft: false` in the entry "
+        "reaches instances the soft constraints drop",
+    )
+
+
+def _no_points(cfg: SweepConfig, space: Space) -> UserError:
+    """The space accepts none of the config's test points."""
+    accepted = space.kernel.problems if space.kernel is not None else space.kind  # recorded: the kind's
+    return UserError(
+        f"space {space.name} accepts none of the config's test points",
+        file=cfg.path,
+        hint=f"it accepts precisions {', '.join(accepted.precisions)} and shapes {', '.join(accepted.shapes)}",
+    )
 
 
 def _add_rows(
