@@ -22,7 +22,8 @@ import numpy as np
 from autotune.devices import DeviceLimits
 from autotune.untrusted import env_number
 from autotune.explore.page import Page, Section, table_html
-from autotune.space.generator import FunnelStep, Generated, generate, param_deps, where
+from autotune.space.generator import FunnelStep, Generated, generate, where
+from autotune.space.orders import param_deps
 from autotune.space.spec import Space
 
 SAMPLE = 1_000_000  # hard survivors above this: the soft constraints are evaluated on a sample
