@@ -19,6 +19,7 @@ from autotune.problems.gemm import gemm_point
 from autotune.problems.gemm.batch import batch_for_bytes
 from autotune.sweep.config import parse_config
 from autotune.sweep.workloads.workload import (
+    ConfigKeys,
     choose_points,
     coverage,
     point_weights_frame,
@@ -252,7 +253,7 @@ def test_sweep_config_round_trips_through_the_config_parser(tmp_path) -> None:
     wl = load_workload(write(tmp_path, YAML))
     tuned = choose_points(wl, 5)
     text = sweep_config_text(
-        wl, tuned, ["gemm_batched_simt", "gemm_small_simt"], "wl_test", repetitions=7, tol=0.1, bk=4
+        wl, tuned, ["gemm_batched_simt", "gemm_small_simt"], "wl_test", ConfigKeys(repetitions=7, tol=0.1, bk=4)
     )
     assert text.startswith("# Generated from the workload")
     cfg = parse_config(text, tmp_path / "wl_test.yaml")
@@ -289,9 +290,7 @@ def test_sweep_config_text_writes_the_new_runner_keys(tmp_path) -> None:
         tuned,
         ["gemm_batched_simt", "gemm_small_simt"],
         "x",
-        share=4,
-        measure_valid=True,
-        pool={"gemm_batched_simt": ["a1", "b2"]},
+        ConfigKeys(share=4, measure_valid=True, pool={"gemm_batched_simt": ["a1", "b2"]}),
     )
     data = yaml.safe_load(text)
     assert data["share"] == 4
@@ -319,9 +318,7 @@ def test_sweep_config_with_the_new_runner_keys_parses(tmp_path) -> None:
         tuned,
         ["gemm_batched_simt"],
         "x",
-        share=4,
-        measure_valid=True,
-        pool={"gemm_batched_simt": ["00000000000000a1", "00000000000000b2"]},
+        ConfigKeys(share=4, measure_valid=True, pool={"gemm_batched_simt": ["00000000000000a1", "00000000000000b2"]}),
     )
     cfg = parse_config(text, tmp_path / "x.yaml")
     assert sorted(cfg.points) == sorted(tuned) and cfg.share == 4

@@ -142,7 +142,7 @@ def config(
     from autotune.outfiles import check_writable, write_file
     from autotune.space.spec import find_space, load_space
     from autotune.sweep.config import load_config
-    from autotune.sweep.workloads.workload import choose_points, coverage, pool_from_db, sweep_config_text
+    from autotune.sweep.workloads.workload import ConfigKeys, choose_points, coverage, pool_from_db, sweep_config_text
     from autotune.sweep.workloads.workload_files import load_workload
 
     check_writable([out_path], make_folders=True)  # before the work: a path that cannot be written fails at once
@@ -178,19 +178,8 @@ def config(
         if "config" in sys.argv
         else "autotune workload config"
     )
-    text = sweep_config_text(
-        wl,
-        tuned,
-        entries,
-        sweep_name,
-        share=share,
-        measure_valid=measure_valid,
-        pool=by_space,
-        repetitions=repetitions,
-        tol=tol,
-        bk=bk,
-        command=command,
-    )
+    keys = ConfigKeys(share, measure_valid, by_space, repetitions, tol, bk)
+    text = sweep_config_text(wl, tuned, entries, sweep_name, keys, command)
     table = Table(title=f"{len(tuned)} tuned points for {len(wl.problems):,} problems")
     for col in ("precision", "shape", "problems", "tuned", "largest log2 distance"):
         table.add_column(col)

@@ -240,23 +240,32 @@ def point_group_yaml(p: TestPoint) -> str:
     return f"{{kind: {q(p.kind)}, precisions: [{q(p.precision)}]{shapes}, sizes: {{{sizes}}}}}"
 
 
+@dataclass(frozen=True)
+class ConfigKeys:
+    """What a generated sweep config says besides its spaces and points. `pool[space]`: measure only these instance
+    ids; `measure_valid`: each instance wherever its `kernel.valid` holds; `share`: after the main phase, the BK
+    best also at up to N more valid points (None: no share phase)."""
+
+    share: int | None = None
+    measure_valid: bool = False
+    pool: Mapping[str, Sequence[str]] | None = None
+    repetitions: int = 20
+    tol: float = 0.05
+    bk: int = 10
+
+
 def sweep_config_text(
     workload: Workload,
     tuned: Sequence[TestPoint],
     spaces: Sequence[str],
     name: str,
-    *,
-    share: int | None = None,
-    measure_valid: bool = False,
-    pool: Mapping[str, Sequence[str]] | None = None,
-    repetitions: int = 20,
-    tol: float = 0.05,
-    bk: int = 10,
+    keys: ConfigKeys = ConfigKeys(),
     command: str = "autotune workload config",
 ) -> str:
     """The YAML of a sweep config measuring `tuned` with `spaces` (names or paths as the config should say
-    them). `pool[space]`: measure only these instance ids; `measure_valid`: each instance wherever its
-    `kernel.valid` holds; `share`: after the main phase, the BK best also at up to N more valid points."""
+    them), as `keys` say."""
+    share, measure_valid, pool = keys.share, keys.measure_valid, keys.pool
+    repetitions, tol, bk = keys.repetitions, keys.tol, keys.bk
     q = json.dumps
     lines = [
         f"# Generated from the workload {workload.path} by:",
