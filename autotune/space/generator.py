@@ -234,9 +234,7 @@ def generate(
         return _too_many(space, n, which, raw)
 
     if raw <= FULL_RAW and raw <= limit_raw:
-        return _full_product(
-            space, device, precision, setup.applied_soft, ranked, setup.context, setup.max_survivors, too_many, start
-        )
+        return _full_product(space, device, setup, ranked, too_many, start)
     if raw <= REFERENCE_RAW:
         return generate_reference(space, device, precision, soft, setup.soft_off, max_raw, max_survivors)
     cons = [Con(c, param_deps(space, c.expr.names), i) for i, c in enumerate(ranked)]
@@ -376,19 +374,13 @@ def _enumeration_order(space: Space, engine: Enumerator, prefix: list[Con], kept
 
 
 def _full_product(
-    space: Space,
-    device: DeviceLimits,
-    precision: str,
-    applied_soft: tuple[str, ...],
-    ranked: list[Constraint],
-    context: Mapping[str, Any],
-    limit_survivors: int,
-    too_many: Any,
-    start: float,
+    space: Space, device: DeviceLimits, setup: _Setup, ranked: list[Constraint], too_many: Any, start: float
 ) -> Generated:
     """A small space: every combination, in file order, filtered by the constraints in funnel order. Each constraint
     sees the combinations that passed the ones before it, so it meets exactly the values the reference path gives
     it (the reference's partial combinations at that step are these combinations' projections)."""
+    precision, applied_soft = setup.precision, setup.applied_soft
+    context, limit_survivors = setup.context, setup.max_survivors
     sizes = [len(p.values) for p in space.parameters]
     raw = math.prod(sizes)
     codes: dict[str, np.ndarray] = {}
