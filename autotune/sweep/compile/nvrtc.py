@@ -429,14 +429,11 @@ def _compile_batch(
     if (
         misses and request.compiler != "nvcc"
     ):  # a twin compiling elsewhere is waited for (`autotune.sweep.compile.twins`)
+        # (the options: its macros and include folders; the architecture goes in as a number)
+        program = tw.Program(text, digest, misses, options[:-1], request.arch, bool(request.unroll))
         step = tw.take_turn(
             cache.root / "twins",
-            text,
-            digest,
-            misses,
-            options[:-1],  # (its macros and include folders; the architecture goes in as a number)
-            request.arch,
-            bool(request.unroll),
+            program,
             twin=twin,
             again=(_compile_batch_again, (request, cache.root)) if defer else None,
             wait_s=wait_s,

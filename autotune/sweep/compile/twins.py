@@ -231,29 +231,39 @@ class TwinLocks:
             pass
 
 
+@dataclass(frozen=True)
+class Program:
+    """What one NVRTC compile is of: the source text and its digest (included headers too), the instances' name
+    expressions, the options without the architecture, the architecture, and whether the text was edited
+    (`semantics: kerneltuner`)."""
+
+    text: str
+    digest: str
+    names: tuple[str, ...]
+    options: tuple[str, ...]
+    arch: int
+    edited: bool
+
+
 def take_turn(
     root: Path,
-    text: str,
-    digest: str,
-    names: tuple[str, ...],
-    options: tuple[str, ...],
-    arch: int,
-    edited: bool,
+    program: Program,
     *,
     twin: str | None,
     again: tuple[Callable[..., Any], tuple] | None,
     wait_s: float | None,
 ) -> str | Later | None:
-    """Before a compile of `names` (the module docstring; locks under `root`): the twin key this process now holds
-    (compile, then `TwinLocks.finish` it), or None (compile now: not looked for, no key, or the program's first
+    """Before a compile of `program.names` (the module docstring; locks under `root`): the twin key this process now
+    holds (compile, then `TwinLocks.finish` it), or None (compile now: not looked for, no key, or the program's first
     compile is done). Its program's first compile running elsewhere, it waits here, or with `again` (fn, its first
     arguments) answers `Later(fn, (*arguments, key, next wait), wait)`. `twin`, `wait_s`: such a later call's."""
+    text, digest, names, options = program.text, program.digest, program.names, program.options
     locks = TwinLocks(root)
     if twin is None:
-        if not (enabled() and may_have_twins(options, edited) and POLICY.wants(digest)):
+        if not (enabled() and may_have_twins(options, program.edited) and POLICY.wants(digest)):
             return None
         t0 = time.perf_counter()
-        twin = twin_key(text, names, options, arch)
+        twin = twin_key(text, names, options, program.arch)
         if twin is None:
             POLICY.looked(digest, time.perf_counter() - t0, twin=False)
             POLICY.no_key(digest)
