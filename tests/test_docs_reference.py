@@ -9,7 +9,7 @@ import ast
 import re
 
 from autotune.paths import ROOT
-from autotune.sweep import config
+from autotune.sweep import config, config_points
 
 DOCS = ROOT / "docs"
 
@@ -41,7 +41,7 @@ def _missing(keys: set[str], pages: list[str]) -> set[str]:
 
 
 def test_every_space_file_key_is_documented() -> None:
-    keys = set().union(*_literal_sets("autotune/space/spec.py"))
+    keys = set().union(*_literal_sets("autotune/space/spec.py"), *_literal_sets("autotune/space/kernel_section.py"))
     assert {"parameters", "derived", "hard", "soft", "template_args", "compiler_options"} <= keys
     assert not _missing(keys, ["space-files.md", "own-kernel.md", "kinds.md"])
 
@@ -65,5 +65,5 @@ def test_every_problem_key_and_init_form_is_documented() -> None:
 
 
 def test_every_sweep_config_key_is_documented() -> None:
-    keys = set(config.TOP_KEYS) | set(config.SPACE_KEYS) | set(config.POINT_KEYS) | set(config.STRATEGY_KEYS)
+    keys = set(config.TOP_KEYS) | set(config.SPACE_KEYS) | set(config_points.POINT_KEYS) | set(config.STRATEGY_KEYS)
     assert not _missing(keys, ["sweep-configs.md", "sweeps.md"])

@@ -7,7 +7,6 @@ docs/sweep-configs.md; configs/default.yaml is the example the tutorial (docs/tu
 from __future__ import annotations
 
 import difflib
-import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,10 +14,9 @@ from pathlib import Path
 from yaml.nodes import MappingNode, Node, SequenceNode
 
 from autotune.errors import ConfigError
-from autotune.problems.base import ProblemKind
-from autotune.sweep.config_reader import Reader, size_list, size_rule
+from autotune.sweep.config_points import SpaceKinds, read_points
+from autotune.sweep.config_reader import Reader
 from autotune.sweep.strategies.options import SAMPLER_KEYS, STUDY_STORES, SearchOptions
-from autotune.sweep.workloads.workload import SizeRule
 from autotune.vocab import TestPoint
 from autotune.paths import SPACES_DIR
 from autotune.yamlfile import compose, read_text
@@ -47,7 +45,6 @@ SCALAR_SHORTHANDS = ("alpha", "beta")  # top-level keys that set a scalar of tha
 STRATEGY_KEYS = ("name", "budget", "patience", "roofline_tol", "transfer", "studies", *SAMPLER_KEYS)
 SPACE_KEYS = ("space", "device", "soft", "soft_off", "where", "max_instances", "instances", "measure", "share")
 MEASURE_RULES = ("serves", "valid")
-POINT_KEYS = ("kind", "precisions", "shapes", "sizes")
 DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
 
 
@@ -138,8 +135,8 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
     points_node = top["points"]
     groups = points_node.value if isinstance(points_node, SequenceNode) else [points_node]
     spaces = tuple(_space(r, n) for n in r.sequence(top["spaces"], "spaces"))
-    kinds = _Kinds(spaces)
-    points = tuple(dict.fromkeys(p for g in groups for p in _points(r, g, kinds)))
+    kinds = SpaceKinds(tuple(ref.path for ref in spaces))
+    points = tuple(dict.fromkeys(p for g in groups for p in read_points(r, g, kinds)))
     budget = top.get("budget")
     strategy, search = _strategy(r, top["strategy"]) if "strategy" in top else ("brute", SearchOptions())
     return SweepConfig(
@@ -258,133 +255,6 @@ def space_path(r: Reader, node: Node, ref: str) -> Path:
     return path
 
 
-class _Kinds:
-    """The problem kinds of the config's spaces, read from the space files when a point group needs them."""
-
-    def __init__(self, spaces: tuple[SpaceRef, ...]) -> None:
-        self.spaces = spaces
-        self._kinds: dict[str, ProblemKind] | None = None
-
-    def all(self) -> dict[str, ProblemKind]:
-        if self._kinds is None:
-            from autotune.space.spec import load_space
-
-            self._kinds = {}
-            for ref in self.spaces:
-                kind = load_space(ref.path).kind
-                self._kinds.setdefault(kind.name, kind)
-        return self._kinds
-
-
-def _points(r: Reader, node: Node, kinds: _Kinds) -> list[TestPoint]:
-    """A group of test points of any problem kind: `kind:` (default: the spaces' only kind), `precisions:`,
-    `shapes:` (the kind's variants, if it has any), `sizes:` (the kind's size names and its shorthands, e.g.
-    GEMM's `square:`; every combination), and for each size the kind may derive (GEMM: `batch:`) `NAME: N` or
-    `NAME: {bytes: SIZE}` (the kind's rule: GEMM's smallest batch whose A, B and C take SIZE)."""
-    available = kinds.all()
-    derivable = tuple(dict.fromkeys(n for k in available.values() for n in k.derived_sizes))
-    m = r.mapping(node, POINT_KEYS + tuple(n for n in derivable if n not in POINT_KEYS), "test points")
-    kind = _group_kind(r, node, m, available)
-    for key in m:
-        if key not in POINT_KEYS and key not in kind.derived_sizes:
-            raise r.error(
-                m[key],
-                f"the {kind.name} kind has no size {key} to derive",
-                f"give its sizes under `sizes:`: {', '.join(kind.size_names)}",
-            )
-    if "sizes" not in m:
-        raise r.error(
-            node, "test points need `sizes:`", f"write sizes: {{{', '.join(f'{s}: ...' for s in kind.size_names)}}}"
-        )
-    precisions = r.choices(m["precisions"], kind.precisions, "precisions") if "precisions" in m else kind.precisions[:1]
-    shapes = r.choices(m["shapes"], kind.shapes, "shapes") if "shapes" in m else kind.shapes[:1]
-    combos, given = _size_combos(r, m["sizes"], kind)
-    missing = [s for s in kind.size_names if s not in given and s not in m]
-    if missing:
-        derive = [s for s in missing if s in kind.derived_sizes]
-        if derive and len(derive) == len(missing):
-            raise r.error(
-                node,
-                f"test points need `{derive[0]}:`",
-                f"write {derive[0]}: 1000 or {derive[0]}: {{bytes: 100MB}} (see docs/sweep-configs.md)",
-            )
-        raise r.error(
-            m["sizes"],
-            f"sizes of {kind.name} miss {', '.join(missing)}",
-            kind.size_forms_help or f"give every size: {', '.join(kind.size_names)}",
-        )
-    rule = size_rule(r, m, kind, SizeRule())  # `NAME: N` or `NAME: {bytes: SIZE}` of each derived size
-    out = []
-    for prec in precisions:
-        for shape in shapes:
-            for combo in combos:
-                filled = rule.fill(kind, prec, shape, combo)  # the derived sizes the group gives
-                sizes = {n: filled[n] for n in kind.size_names if n in filled}
-                try:
-                    point = kind.point(prec, shape, sizes)
-                except ValueError as exc:
-                    raise r.error(m["sizes"], str(exc), "fix the sizes") from None
-                bad = kind.check_limits(point)  # sizes a kernel cannot take
-                if bad is not None:
-                    raise r.error(given.get(bad[0], m.get(bad[0], m["sizes"])), bad[1], bad[2])
-                out.append(point)
-    return out
-
-
-def _group_kind(r: Reader, node: Node, m: dict[str, Node], available: dict[str, ProblemKind]) -> ProblemKind:
-    """The group's `kind:`, else the only kind of the config's spaces."""
-    if "kind" in m:
-        name = r.string(m["kind"])
-        if name not in available:
-            raise r.error(
-                m["kind"],
-                f"no space of this config solves the problem kind {name!r}",
-                f"kinds of its spaces: {', '.join(available) or 'none'}",
-            )
-        return available[name]
-    if len(available) == 1:
-        return next(iter(available.values()))
-    raise r.error(
-        node,
-        "say which problem kind these points are (`kind:`)",
-        f"kinds of this config's spaces: {', '.join(available)}",
-    )
-
-
-def _size_combos(r: Reader, node: Node, kind: ProblemKind) -> tuple[list[dict[str, int]], dict[str, Node]]:
-    """Every combination of the `sizes:` entries (size names, tied and tuple shorthands), and the node that gave
-    each size."""
-    keys = (*kind.size_names, *kind.tied_sizes, *kind.tuple_sizes)
-    m = r.mapping(node, keys, f"sizes of {kind.name}")
-    given: dict[str, Node] = {}
-    lists: list[list[dict[str, int]]] = []
-    for key, value in m.items():
-        names = kind.tied_sizes.get(key) or kind.tuple_sizes.get(key) or (key,)
-        twice = [n for n in names if n in given]
-        if twice:
-            raise r.error(
-                node,
-                f"cannot read sizes: {', '.join(twice)} given twice",
-                kind.size_forms_help or f"give each size once: {', '.join(kind.size_names)}",
-            )
-        given.update((n, value) for n in names)
-        if key in kind.tuple_sizes:
-            rows = []
-            for item in r.sequence(value, key):
-                if not (isinstance(item, SequenceNode) and len(item.value) == len(names)):
-                    raise r.error(
-                        item,
-                        f"an element of {key} is [{', '.join(names)}]",
-                        f"write e.g. [{', '.join('8' for _ in names)}]",
-                    )
-                rows.append(dict(zip(names, (r.integer(x, 1) for x in item.value), strict=True)))
-            lists.append(rows)
-        else:
-            lists.append([{n: v for n in names} for v in size_list(r, value)])
-    combos = [{k: v for part in combo for k, v in part.items()} for combo in itertools.product(*lists)]
-    return combos, given
-
-
 def _duration(r: Reader, node: Node) -> float:
     v = r.value(node)
     if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
@@ -447,7 +317,7 @@ def _strategy(r: Reader, node: Node) -> tuple[str, SearchOptions]:
     )
 
 
-def _scalars(r: Reader, top: dict[str, Node], kinds: _Kinds) -> dict[str, float]:
+def _scalars(r: Reader, top: dict[str, Node], kinds: SpaceKinds) -> dict[str, float]:
     """The run's scalars: the defaults of every kind of the config's spaces, overridden by `scalars:` and by the
     top-level shorthands (`alpha:`, `beta:`) for kinds that have a scalar of that name. A name no kind of the
     config declares is an error at its line."""
