@@ -1,13 +1,11 @@
-"""Building a dispatch table from the winners and the set cover (`build_table`), with the choices it records:
-the kernels' and the generic kernel's records, the structure (regions, nearest, cost, model), the provenance.
-
-The table's JSON format, its reading and `DispatchTable` are in `autotune.dispatch.table_file`; their names are
-imported from here too.
+"""Building a dispatch table from the winners and the set cover (`build_table`). The table's JSON format, its
+reading and `DispatchTable` are in `autotune.dispatch.table_file`, the builder's inputs (kernel records, structure,
+provenance, answers) in `autotune.dispatch.inputs`; their names are imported from here too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
@@ -16,6 +14,17 @@ import pandas as pd
 
 from autotune.analysis.setcover import Selection
 from autotune.analysis.winners import Layout, Winners
+from autotune.dispatch.inputs import (
+    MAX_NEIGHBOURS,
+    MODES,
+    STRUCTURES,
+    Answers,
+    GenericKernel,
+    KernelInfo,
+    Provenance,
+    Structure,
+    parse_structure,
+)
 from autotune.dispatch.runtime import FALLBACKS, GENERIC, LIBRARY, NONE, Lookup, validity_bounds
 from autotune.dispatch.table_file import (
     FORMAT,
@@ -31,110 +40,7 @@ from autotune.dispatch.table_file import (
 )
 
 
-@dataclass(frozen=True)
-class KernelInfo:
-    """How to build one kernel: its space, procedural name, name expression or defines, source and validity."""
-
-    space: str
-    name: str
-    template: str | None = None  # NVRTC name expression (or function name) for this precision and shape
-    source: str | None = None  # kernel file, relative to the include directory
-    convention: str | None = None  # the kind's calling convention
-    valid: tuple[tuple[str, int], ...] = ()  # (("m_multiple_of", 8), ("max_k", 256))
-    tuned_only: bool = False  # the predicates could not be derived: valid only at its tuned points
-    defines: tuple[tuple[str, Any], ...] = ()  # preprocessor defines of a kernel tuned by defines
-    parameters: str | None = None  # the kernel's C++ parameter list (explicit instantiation), from the kind
-    tiles: tuple[tuple[str, int], ...] = ()  # (("m", 64), ("n", 64), ("k", 32)): its tile per table size (model)
-
-
-@dataclass(frozen=True)
-class GenericKernel:
-    """The kind's last-resort kernel (one instance of its generic space) and its name expressions."""
-
-    space: str
-    source: str | None = None
-    convention: str | None = None
-    templates: tuple[tuple[str, str], ...] = ()  # (("fp64:NN", "ns::kernel<double, ...>"), ...)
-    parameters: tuple[tuple[str, str], ...] = ()  # (("fp64:NN", "int, int, ..."), ...): C++ parameter lists
-
-
-@dataclass(frozen=True)
-class Structure:
-    """How a table answers problems it was not tuned on (chosen by measured held-out loss: dispatch/loo.py).
-
-    mode "regions": merged boxes, then the nearest tuned point's `near` list (runtime.py rules 3 and 4);
-    "nearest": the nearest tuned point's `near` list only; "model": every valid kernel and the library priced by
-    the selection model's predicted time (dispatch/model.py), fitted on the tuned points; "cost": every valid answer (kernel or library) is
-    priced by its time per byte at the tuned point nearest the problem where it was measured (`costs` of each
-    point), among answers measured within `reach` (log2 distance) of the nearest tuned point, and the cheapest
-    answers. library_margin: a kernel goes before the library off the tuned points only when it was faster by
-    at least the factor 1 + margin (the `near` lists; in cost mode its cost times 1 + margin is compared).
-    neighbours (cost mode only): with 2 or more, each competing answer is priced by the mean log2 of its cost at
-    the `neighbours` tuned points nearest the problem where it was measured (runtime.py rule 4'), so a table whose
-    points sample the problem space densely (problems measured ahead of time, at the deployment workload's
-    sizes, swept into the tuning database: docs/tables2.md)
-    follows the library's steps instead of one point's accident; 1 (the default) is the single nearest."""
-
-    mode: str = "regions"
-    library_margin: float = 0.0
-    reach: float = 1.0
-    neighbours: int = 1
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"unknown structure mode {self.mode!r}; expected one of {MODES}")
-        if not (isinstance(self.neighbours, int) and 1 <= self.neighbours <= MAX_NEIGHBOURS):
-            raise ValueError(f"neighbours must be an integer in 1..{MAX_NEIGHBOURS}, got {self.neighbours!r}")
-        if self.neighbours > 1 and self.mode != "cost":
-            raise ValueError(f"neighbours applies to the cost mode only, not {self.mode!r}")
-
-    @property
-    def regions(self) -> bool:
-        return self.mode == "regions"
-
-    def describe(self) -> dict:
-        out: dict = {"mode": self.mode, "library_margin": self.library_margin, "reach": self.reach}
-        if self.neighbours != 1:  # absent: 1 (tables written before it existed read the same)
-            out["neighbours"] = self.neighbours
-        return out
-
-
-def parse_structure(text: str) -> Structure:
-    """MODE[:MARGIN[:REACH[:NEIGHBOURS]]] (e.g. `cost:0.05:1:2`) as a Structure; ValueError otherwise (MARGIN a
-    fraction in [0, 1), REACH >= 0, NEIGHBOURS 1..MAX_NEIGHBOURS, cost mode only)."""
-    mode, *rest = text.split(":")
-    if len(rest) > 3:
-        raise ValueError(f"too many fields in {text!r}")
-    margin = float(rest[0]) if rest else 0.0
-    reach = float(rest[1]) if len(rest) > 1 else 1.0
-    neighbours_text = rest[2].strip() if len(rest) > 2 else "1"
-    if not neighbours_text.isdigit():
-        raise ValueError(f"NEIGHBOURS must be a positive integer, got {neighbours_text!r}")
-    if not (0 <= margin < 1 and 0 <= reach < 1e6):  # also refuses nan
-        raise ValueError(f"MARGIN must be in [0, 1) and REACH >= 0, got {text!r}")
-    return Structure(mode, margin, reach, int(neighbours_text))
-
-
-MODES = ("regions", "nearest", "cost", "model")
-MAX_NEIGHBOURS = 16
-STRUCTURES = (
-    tuple(Structure(m, margin) for m in ("regions", "nearest") for margin in (0.0, 0.05, 0.1, 0.2))
-    + tuple(Structure("cost", margin, reach) for reach in (0.5, 1.0, 2.0) for margin in (0.0, 0.05, 0.1, 0.2))
-    + tuple(Structure("model", margin) for margin in (0.0, 0.05, 0.1))
-)
 COST_SCALE = 1e18  # costs are integers: median ms per byte moved times this
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where the measurements came from."""
-
-    device: str
-    sweep_ids: tuple[str, ...] = ()
-    device_info: Mapping[str, Any] = field(default_factory=dict)
-    software: Mapping[str, str] = field(default_factory=dict)
-    scalars: Mapping[str, float] = field(default_factory=dict)  # the sweeps' scalars (bytes moved read them)
-    include_dir: str | None = None  # what the kernels' sources are relative to
 
 
 def default_fallback(library: str | None, generic: GenericKernel | None) -> str:
@@ -221,23 +127,6 @@ def _bytes(layout: Layout, scalars: Mapping[str, float]) -> Callable[[str, str, 
     return lambda precision, shape, dims: max(
         1, int(kind.bytes_moved(kind.point(precision, shape, dict(zip(layout.sizes, dims, strict=True))), full))
     )
-
-
-@dataclass(frozen=True)
-class Answers:
-    """What a table may answer besides its kernels, and what it knows of its kernels (one argument for the table
-    builder, leave-one-out and the structure choice).
-
-    `kernel_info`: (instance_id, precision, shape) -> KernelInfo (None: none known). `library_ms`: the library's
-    time per point row of the matrix (NaN: not measured; None: no times; see `library_times`); where it is faster
-    than the table's kernels it is the point's answer. `fallback`: "library", "naive" or "none", the answer where
-    no kernel of the table is valid (None: `default_fallback`). `generic`: the kind's generic kernel (None: it has
-    none)."""
-
-    kernel_info: Mapping[tuple[str, str, str], KernelInfo] | None = None
-    library_ms: np.ndarray | None = None
-    fallback: str | None = None
-    generic: GenericKernel | None = None
 
 
 def build_table(
@@ -531,6 +420,8 @@ def _library_first(ranked: Any) -> bool:
 
 
 __all__ = [
+    "Answers",
+    "MODES",
     "BadSizes",
     "LEGACY_SIZES",
     "LEGACY_TABLE_SIZES",
