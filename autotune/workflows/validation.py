@@ -59,6 +59,7 @@ def validate_table(
     (OUT/validate_sweep.yaml, resumable, every instance timed fully). Writes validation.csv (one column per size of
     the kind), validation.png and validation_summary.json into `out_dir`."""
     from autotune.dispatch import validate as v
+    from autotune.dispatch import validation_files as vf
     from autotune.store.engine import database_url
     from autotune.sweep.config import load_config
 
@@ -106,14 +107,14 @@ def validate_table(
         return Validated(summary, cfg.database, tol)
     device = _device_of_sweep(url, summary.sweep_id)
     frame = v.validation_frame(table, kind, problems, cands, url, device)
-    csv_path = v.to_csv(frame, out_dir / "validation.csv")
-    png = v.plot(frame, kind, out_dir / "validation.png")
-    figures = v.summarize(frame, tol)
+    csv_path = vf.to_csv(frame, out_dir / "validation.csv")
+    png = vf.plot(frame, kind, out_dir / "validation.png")
+    figures = vf.summarize(frame, tol)
     info = _provenance(opts, table, kind, url, device, summary)
     info.update(problems=len(problems), derived_sizes=rule.provenance(), tol=tol)
     info["candidates"] = {s: list(ids) for s, ids in cands.by_space.items()}
     (out_dir / "validation_summary.json").write_text(
-        json.dumps({"summary": figures, "provenance": info}, indent=1, default=v.finite_or_none) + "\n"
+        json.dumps({"summary": figures, "provenance": info}, indent=1, default=vf.finite_or_none) + "\n"
     )
     return Validated(summary, cfg.database, tol, figures, (csv_path, png, out_dir / "validation_summary.json"))
 
