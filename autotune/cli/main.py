@@ -16,6 +16,7 @@ from autotune.cli import explore as explore_cli
 from autotune.cli import model as model_cli
 from autotune.cli import space as space_cli
 from autotune.cli import sweep as sweep_cli
+from autotune.cli import database as database_cli
 from autotune.cli import workload as workload_cli
 from autotune.cli import validate as validate_cli
 from autotune.cli import interop
@@ -146,6 +147,7 @@ def devices() -> None:
 
 analyze_cli.register(app)
 sweep_cli.register(app)
+database_cli.register(app)
 validate_cli.register(app)
 explore_cli.register(app)
 
