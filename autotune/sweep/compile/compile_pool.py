@@ -35,19 +35,18 @@ import time
 import traceback
 from collections import deque
 from concurrent.futures import Future
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 from typing import Any, Callable
 
 from autotune import untrusted
 from autotune.sweep.compile.nvrtc import (
     COMPILE_TIMEOUT_ENV,
-    SUPERVISED_ENV,
     TIMEOUT_ERROR,
     CompileFailed,
     CompileTimeout,
     compile_nice,
 )
-from autotune.sweep.compile.spawning import start_process
+from autotune.sweep.compile.pool_process import PoolProcess
 from autotune.sweep.compile.twins import Later
 
 
@@ -68,68 +67,6 @@ def env_workers(env: dict[str, str] | None = None) -> int | None:
     return int(untrusted.number(text, name=POOL_ENV, integer=True, lo=1, hi=MAX_POOL, example="8"))
 
 
-def _serve(conn: Connection, initializer: Callable[[], None] | None) -> None:
-    """A worker: run each (fn, args) received, send back ("ok", result) or ("error", exception)."""
-    os.environ[SUPERVISED_ENV] = "1"  # compile_batch: the time limit is the parent's
-    if initializer is not None:
-        initializer()
-    try:
-        conn.send(("ready", None))  # calls come only now (CompilePool._dispatch)
-    except (OSError, ValueError):
-        return
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message is None:
-            return
-        fn, args = message
-        try:
-            reply: tuple = ("ok", fn(*args))
-        except BaseException as exc:  # noqa: BLE001 - the caller's future gets it
-            reply = ("error", _portable(exc))
-        try:
-            conn.send(reply)
-        except (OSError, ValueError):
-            return
-
-
-def _portable(exc: BaseException) -> BaseException:
-    """The exception, or (when it cannot be pickled) a CompileFailed with its traceback."""
-    import pickle
-
-    try:
-        pickle.dumps(exc)
-        return exc
-    except Exception:  # noqa: BLE001
-        return CompileFailed("".join(traceback.format_exception(exc)))
-
-
-class _Worker:
-    def __init__(self, ctx: Any, initializer: Callable[[], None] | None) -> None:
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, initializer), daemon=True)
-        start_process(self.proc)
-        child.close()
-        self.ready = False  # its initializer done (it sent "ready"): only then is it handed calls
-        self.spawned_at = time.monotonic()  # (time.monotonic(), as every stamp here: `CompilePool.profile`)
-        self.ready_at: float | None = None
-        self.started_at = 0.0  # when its current call was sent
-        self.job: tuple[Future, float | None, str, float | None] | None = None  # (future, deadline, what, limit)
-
-    def kill(self) -> None:
-        try:
-            if os.getpgid(self.proc.pid) == self.proc.pid:  # `warm_compile_process` made it a group leader
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            else:
-                self.proc.kill()
-        except (OSError, ValueError):  # already gone
-            pass
-        self.proc.join(5)
-        self.conn.close()
-
-
 class CompilePool:
     """Up to `workers` processes (from `ctx`, each running `initializer` first); `submit` queues a call. `initial`
     of them start now (default: all); the others when a call has waited GROW_AFTER_S in the queue (`grow`)."""
@@ -146,7 +83,7 @@ class CompilePool:
         self._queue: deque[tuple[Future, Callable, tuple, float | None, str, float]] = deque()
         self._later: list[tuple[float, Future, Callable, tuple, float | None, str]] = []  # (due, future, fn, ...)
         first = self.size if initial is None else max(1, min(initial, self.size))
-        self._workers = [_Worker(ctx, initializer) for _ in range(first)]
+        self._workers = [PoolProcess(ctx, initializer) for _ in range(first)]
         self._wake_r, self._wake_w = ctx.Pipe(duplex=False)
         self._closed = False
         self.killed = 0  # calls killed at their deadline
@@ -178,7 +115,7 @@ class CompilePool:
                 missing = 0 if self._closed else self.size - len(self._workers)
             if missing <= 0:
                 return 0
-            new = [_Worker(self._ctx, self._initializer) for _ in range(missing)]  # outside the lock: spawning
+            new = [PoolProcess(self._ctx, self._initializer) for _ in range(missing)]  # outside the lock: spawning
             with self._lock:
                 closed = self._closed
                 if not closed:
@@ -256,7 +193,7 @@ class CompilePool:
         }
 
     # ------------------------------------------------------------------------------------ internals
-    def _span(self, w: _Worker, outcome: str) -> None:
+    def _span(self, w: PoolProcess, outcome: str) -> None:
         if not self.recording:
             return
         with self._lock:
@@ -284,7 +221,7 @@ class CompilePool:
                     deadline = None if timeout_s is None else w.started_at + timeout_s
                     w.job = (fut, deadline, what, timeout_s)
 
-    def _started(self, w: _Worker) -> None:
+    def _started(self, w: PoolProcess) -> None:
         """A starting process spoke: ready, or dead. A dead one is dropped, not replaced; with none left, every
         queued call fails with its exit code (nothing could run them)."""
         try:
@@ -307,11 +244,11 @@ class CompilePool:
             if _take(fut):
                 _fail(fut, CompileFailed(f"error: compile processes die while starting (exit code {w.proc.exitcode})"))
 
-    def _replace(self, w: _Worker) -> None:
+    def _replace(self, w: PoolProcess) -> None:
         w.kill()
         with self._lock:
             i = self._workers.index(w)
-            self._workers[i] = _Worker(self._ctx, self._initializer)
+            self._workers[i] = PoolProcess(self._ctx, self._initializer)
             if self.recording:
                 self._every.append(self._workers[i])
 
