@@ -158,7 +158,7 @@ def detect_gpu(ordinal: int = 0) -> DeviceLimits | None:
     """Limits read from the real GPU through CuPy (or given by `know_gpu`), or None where there is no CuPy or no
     GPU (read once)."""
     known = _KNOWN.get(ordinal)
-    return known if known is not None else _read_gpu(ordinal)
+    return known if known is not None else read_gpu(ordinal)
 
 
 def no_gpu_reason(ordinal: int = 0) -> str | None:
@@ -172,7 +172,7 @@ def no_gpu_reason(ordinal: int = 0) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _read_gpu(ordinal: int) -> DeviceLimits | None:
+def read_gpu(ordinal: int) -> DeviceLimits | None:
     try:
         import cupy  # noqa: F401  (heavy import, only here)
         from cupy.cuda import runtime

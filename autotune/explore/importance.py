@@ -61,8 +61,8 @@ def study_of(params: pd.DataFrame, values: np.ndarray):  # type: ignore[no-untyp
     dists: dict = {}
     params = params.copy()
     for c in params.columns:
-        values_c = sorted(set(params[c].tolist()), key=_order)
-        if all(_order(v)[0] == 0 for v in values_c):
+        values_c = sorted(set(params[c].tolist()), key=value_order)
+        if all(value_order(v)[0] == 0 for v in values_c):
             rank = {v: i for i, v in enumerate(values_c)}
             params[c] = [rank[v] for v in params[c].tolist()]
             dists[c] = IntDistribution(0, max(len(values_c) - 1, 1))
@@ -71,7 +71,9 @@ def study_of(params: pd.DataFrame, values: np.ndarray):  # type: ignore[no-untyp
     study = optuna.create_study(direction="minimize")
     records = params.to_dict("records")
     trials = [
-        optuna.trial.create_trial(params={k: _plain(v) for k, v in rec.items()}, distributions=dists, value=float(v))
+        optuna.trial.create_trial(
+            params={k: python_scalar(v) for k, v in rec.items()}, distributions=dists, value=float(v)
+        )
         for rec, v in zip(records, values, strict=True)
     ]
     study.add_trials(trials)
@@ -107,11 +109,13 @@ def importances(params: pd.DataFrame, slowdown: np.ndarray, seed: int = 0) -> li
     return out
 
 
-def _plain(v: object) -> object:
+def python_scalar(v: object) -> object:
+    """A numpy scalar as the Python scalar Optuna's distributions take; anything else as it is."""
     if isinstance(v, np.generic):
         return v.item()
     return v
 
 
-def _order(v: object) -> tuple:
+def value_order(v: object) -> tuple:
+    """Numbers first, by value, then the rest by text (a parameter's values in a categorical distribution)."""
     return (0, float(v), "") if isinstance(v, (int, float, np.number)) and not isinstance(v, bool) else (1, 0.0, str(v))

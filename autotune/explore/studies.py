@@ -21,10 +21,10 @@ import math
 import warnings
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from autotune.explore.data import Results, ok_frame
+from autotune.explore.importance import python_scalar, value_order
 
 
 def studies(r: Results, storage: Any, per: str = "point") -> list[str]:
@@ -53,7 +53,7 @@ def studies(r: Results, storage: Any, per: str = "point") -> list[str]:
             name = f"sweep {sweep_id} {sweeps.get(sweep_id, '')}:{space}"
         params = r.params[space].reindex(sub["instance_id"].to_numpy())
         dists: dict[str, BaseDistribution] = {
-            c: CategoricalDistribution(sorted(set(params[c].dropna().tolist()), key=_order))
+            c: CategoricalDistribution(sorted(set(params[c].dropna().tolist()), key=value_order))
             for c in params.columns
             if params[c].notna().all()
         }
@@ -72,7 +72,7 @@ def studies(r: Results, storage: Any, per: str = "point") -> list[str]:
             }
             trials.append(
                 optuna.trial.create_trial(
-                    params={k: _plain(v) for k, v in rec.items()},
+                    params={k: python_scalar(v) for k, v in rec.items()},
                     distributions=dists,
                     value=float(value) if ok else None,
                     state=state,
@@ -95,11 +95,3 @@ def studies(r: Results, storage: Any, per: str = "point") -> list[str]:
 
 def _num(v: Any) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-
-
-def _plain(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def _order(v: Any) -> tuple:
-    return (0, float(v), "") if isinstance(v, (int, float, np.number)) and not isinstance(v, bool) else (1, 0.0, str(v))

@@ -23,7 +23,7 @@ import numpy as np
 
 from autotune.devices import DeviceLimits
 from autotune.errors import SpaceError
-from autotune.space.instance import Instance, _plain, instance_id
+from autotune.space.instance import Instance, plain_value, instance_id
 from autotune.vocab import TestPoint
 from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly
 from autotune.space.orders import binding_order, file_order, funnel_order, param_deps
@@ -113,7 +113,7 @@ class Generated:
         """Every row as an Instance (the values as `Instance.of` makes them), column by column: a 29,920-row space
         in a fraction of the row-by-row time (planning is on the path to the first measurement)."""
         # each (name, value) pair is built once per value of the parameter's domain and shared by the rows that
-        # hold it (one tuple per instance, not one per parameter as well): the values are `_plain`'s of the
+        # hold it (one tuple per instance, not one per parameter as well): the values are `plain_value`'s of the
         # domain's array, as the frame's columns hold them
         space = self.space.name
         columns = []
@@ -130,13 +130,13 @@ class Generated:
 
 
 def _plain_column(column: Any) -> list:
-    """A column's values as `instance._plain` makes them: Python scalars, integral floats as ints."""
+    """A column's values as `instance.plain_value` makes them: Python scalars, integral floats as ints."""
     kind = getattr(column.dtype, "kind", "O")
     if kind in "iub":
         return column.tolist()
     if kind == "f":
         return [int(v) if v.is_integer() else v for v in column.tolist()]
-    return [_plain(v) for v in column.tolist()]
+    return [plain_value(v) for v in column.tolist()]
 
 
 _DOMAINS: dict[int, tuple[tuple, np.ndarray]] = {}  # id(values) -> (values, array): built once per parameter

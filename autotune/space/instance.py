@@ -16,7 +16,7 @@ from typing import Any, Mapping
 ParamValue = int | float | str
 
 
-def _plain(value: Any) -> ParamValue:
+def plain_value(value: Any) -> ParamValue:
     """numpy scalars -> Python scalars, so hashing and JSON see one representation."""
     if hasattr(value, "item"):
         value = value.item()
@@ -26,7 +26,7 @@ def _plain(value: Any) -> ParamValue:
 
 
 def instance_id(space: str, params: Mapping[str, Any]) -> str:
-    canonical = json.dumps({k: _plain(v) for k, v in params.items()}, sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps({k: plain_value(v) for k, v in params.items()}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(f"{space}|{canonical}".encode()).hexdigest()[:16]
 
 
@@ -39,7 +39,7 @@ class Instance:
 
     @classmethod
     def of(cls, space: str, params: Mapping[str, Any]) -> "Instance":
-        return cls(space, tuple((k, _plain(v)) for k, v in params.items()))
+        return cls(space, tuple((k, plain_value(v)) for k, v in params.items()))
 
     def __hash__(self) -> int:
         # computed once per object: a plan's dicts hash each instance once per test point it serves

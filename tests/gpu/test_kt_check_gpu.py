@@ -52,7 +52,7 @@ def test_the_workers_prepare_warms_the_check_before_the_first_measurement(tmp_pa
 
     from autotune.problems.loading import load_attribute
     from autotune.space.spec import load_space
-    from autotune.sweep.backends.gpu_worker import _GpuState
+    from autotune.sweep.backends.gpu_worker import GpuState
     from autotune.vocab import TestPoint
 
     n = 1 << 20
@@ -72,7 +72,7 @@ def test_the_workers_prepare_warms_the_check_before_the_first_measurement(tmp_pa
     )
     kind = load_space(space_file).kind
     point = TestPoint(kind.name, "fp32", "", tuple(sizes.items()))
-    state = _GpuState(cupy, 0)
+    state = GpuState(cupy, 0)
     stamps, fatal = state.prepare(kind, point, kind.conventions[0], {})
     assert fatal is False and isinstance(stamps, dict), stamps  # a ProblemFault would say what failed
     assert stamps["prepare_data"] <= stamps["prepare_reference"] <= stamps["prepare_warm"]
@@ -93,7 +93,7 @@ from autotune.interop.kt_space import write_space_folder
 from autotune.problems.declared_data import HostArrays
 from autotune.problems.loading import load_attribute
 from autotune.space.spec import load_space
-from autotune.sweep.backends.gpu_worker import _GpuState, warm_comparisons
+from autotune.sweep.backends.gpu_worker import GpuState, warm_comparisons
 from autotune.vocab import TestPoint
 from tests.test_tune_kernel import VECTOR_ADD, _problem, _vector_add
 
@@ -108,7 +108,7 @@ space_file, sizes = write_space_folder(
 )
 kind = load_space(space_file).kind
 point = TestPoint(kind.name, "fp32", "", tuple(sizes.items()))
-state = _GpuState(cupy, 0)
+state = GpuState(cupy, 0)
 stamps, fatal = state.prepare(kind, point, kind.conventions[0], {})
 assert fatal is False and isinstance(stamps, dict), stamps
 data = state.data[next(iter(state.data))][0]

@@ -5,7 +5,7 @@ parent does.
 
 The worker's start, in order: NVML's start in a thread (pynvml's import and `nvmlInit`, ~0.1-0.2 s, which the
 device's description needs: the clocks, the UUID, the driver) beside CuPy's import and the context; "ready" (with its
-stamps); the description (`gpu_worker._GpuState.device_info`); then requests until "stop".
+stamps); the description (`gpu_worker.GpuState.device_info`); then requests until "stop".
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ def gpu_main(conn: Any, device: int, warm: bool = False) -> None:
         stamps["cupy_imported"] = time.monotonic()
         cp.cuda.Device(device).use()
         stamps["context"] = time.monotonic()
-        from autotune.sweep.backends.gpu_worker import _GpuState, warm_comparisons
+        from autotune.sweep.backends.gpu_worker import GpuState, warm_comparisons
 
-        state = _GpuState(cp, device)
+        state = GpuState(cp, device)
         stamps["engine_imported"] = time.monotonic()
         conn.send(("ready", stamps))
     except BaseException:  # noqa: BLE001 - report anything, the parent decides

@@ -49,7 +49,7 @@ class ProblemFault(Exception):
     Not data about an instance: the parent stops the sweep with this message and records nothing for the pair."""
 
 
-class _GpuState:
+class GpuState:
     def __init__(self, cp: Any, device: int) -> None:
         from autotune.sweep.timing import Timer
 
@@ -77,9 +77,9 @@ class _GpuState:
         if kind == "prepare":
             return self.prepare(*message[1:])
         if kind == "device_limits":  # the planning limits, read here: the parent then needs no CuPy of its own
-            from autotune.devices import _read_gpu
+            from autotune.devices import read_gpu
 
-            return _read_gpu(self.device), False
+            return read_gpu(self.device), False
         point = message[1].variant.point if kind == "measure" else message[2]
         ident = message[1].instance_id if kind == "measure" else (message[1].baseline_name or "baseline")
         cp = self.cp
