@@ -45,3 +45,7 @@ class SpaceError(UserError):
 
 class ConfigError(UserError):
     """A broken sweep config."""
+
+
+class StoreError(UserError):
+    """The database cannot be opened or written as asked (`autotune.store`)."""

@@ -17,7 +17,7 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-from autotune.store.engine import StoreError
+from autotune.errors import StoreError
 from autotune.untrusted import env_number
 
 SQLITE_HEADER = b"SQLite format 3\x00"

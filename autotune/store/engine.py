@@ -20,11 +20,7 @@ from urllib.parse import quote
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 
-from autotune.errors import UserError
-
-
-class StoreError(UserError):
-    """The database cannot be opened or written as asked."""
+from autotune.errors import StoreError
 
 
 class SchemaVersionError(StoreError):
