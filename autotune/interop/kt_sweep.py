@@ -121,7 +121,7 @@ def _sweep(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from autotune.interop.kerneltuner import write_cache
     from autotune.interop.kt_results import collect_results, environment
-    from autotune.interop.kt_store import export_cache
+    from autotune.interop.kt_export import export_cache
     from autotune.store.store import Store
     from autotune.workflows.sweeps import sweep_into
 
