@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_pairs  # noqa: E402
 
-from autotune.sweep.strategies.hybrid import HybridModel, codes_of  # noqa: E402
+from autotune.sweep.strategies.hybrid import HybridModel, HybridOptions, codes_of  # noqa: E402
 from autotune.sweep.strategies.validset import ValidSet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +41,7 @@ def one(job: tuple[int, int, dict, int]) -> tuple[int, float, float]:
     _, codes, times = PAIRS[i]
     n = len(times)
     b2, b5 = max(1, round(0.02 * n)), max(1, round(0.05 * n))
-    model, free, best, at2 = HybridModel(codes, seed, **opts), np.ones(n, bool), math.inf, math.inf
+    model, free, best, at2 = HybridModel(codes, seed, HybridOptions(**opts)), np.ones(n, bool), math.inf, math.inf
     k = 0
     while k < b5:  # `batch` proposals before their results are told, as the runner asks a model-based strategy
         rows = []

@@ -84,7 +84,7 @@ class Pair:
         if self.kt_source is not None:
             return Path(self.kt_source)
         from autotune.interop.kerneltuner import write_cache
-        from autotune.interop.kt_store import export_cache
+        from autotune.interop.kt_export import export_cache
 
         path = out_dir / f"{self.space}_{self.point.key.replace(':', '_')}.json"
         with warnings.catch_warnings():

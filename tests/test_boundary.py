@@ -20,7 +20,8 @@ from pg import instances, points, record_sample
 
 from autotune.errors import SpaceError, UserError
 from autotune.interop.kerneltuner import read_cache
-from autotune.interop.kt_store import export_cache, import_cache
+from autotune.interop.kt_export import export_cache
+from autotune.interop.kt_store import import_cache
 from autotune.space.spec import load_space
 from autotune.store.store import Store, StoreError
 from autotune.vocab import Measurement, Status

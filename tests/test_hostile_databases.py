@@ -306,7 +306,7 @@ def test_a_deep_recorded_space_file_is_one_error_when_exported_as_a_kernel_tuner
     """`autotune export kerneltuner` reads the recorded space file too: nested 20,000 deep it is one UserError (the
     bounded loader), not a RecursionError from PyYAML's composer."""
     from autotune.errors import UserError
-    from autotune.interop.kt_store import export_cache
+    from autotune.interop.kt_export import export_cache
     from autotune.store.store import Store
 
     db = hostile(tmp_path, yaml_text="a: " + "[" * 20_000 + "]" * 20_000)

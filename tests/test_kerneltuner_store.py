@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autotune.interop.kerneltuner import read_cache
-from autotune.interop.kt_store import keys_and_times
+from autotune.interop.kt_export import keys_and_times
 
 DATA = Path(__file__).resolve().parent / "data" / "kerneltuner"
 ROOT = Path(__file__).resolve().parent.parent

@@ -47,7 +47,10 @@ def test_the_prewarm_thread_imports_what_the_call_imports() -> None:
     from autotune.interop import kt_sweep, tune_kernel
 
     imported: set[str] = set()
-    for fn in (tune_kernel._attempts, kt_sweep.run_attempt, kt_sweep._sweep, kt_sweep._planned, kt_sweep.stopped):
+    # every function of kt_sweep (the attempt and its steps), whatever they are split into
+    steps = [f for _, f in inspect.getmembers(kt_sweep, inspect.isfunction) if f.__module__ == kt_sweep.__name__]
+    assert {"run_attempt", "_sweep", "_planned", "stopped"} <= {f.__name__ for f in steps}
+    for fn in (tune_kernel._attempts, *steps):
         tree = ast.parse(inspect.getsource(fn))
         imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

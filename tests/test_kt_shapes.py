@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from autotune.interop.kerneltuner import config_key, read_cache
-from autotune.interop.kt_store import keys_and_times
+from autotune.interop.kt_export import keys_and_times
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -221,14 +221,14 @@ def test_a_soft_constraint_on_one_parameter_is_applied_when_that_parameter_is_bo
     path.write_text(ORDERING)
     space = load_space(path)
     seen: list[tuple[int, list[str]]] = []
-    real = enum.Enumerator._select
+    real = enum.Enumerator.select
 
     def spy(self, cons, codes, m):
         if self.where == "enumeration":
             seen.append((len(codes), [c.c.name for c in cons]))
         return real(self, cons, codes, m)
 
-    monkeypatch.setattr(enum.Enumerator, "_select", spy)
+    monkeypatch.setattr(enum.Enumerator, "select", spy)
     monkeypatch.setattr(generator, "SMALL", 0)  # enumerate with every constraint (no prefix filtered afterwards)
     generate(space, H100)
     single = [bound for bound, names in seen if "single" in names]

@@ -12,7 +12,7 @@ import numpy as np
 
 from autotune.space.instance import Instance
 from autotune.sweep.strategies import make_strategy
-from autotune.sweep.strategies.hybrid import HybridModel, HybridSearch, codes_of
+from autotune.sweep.strategies.hybrid import HybridModel, HybridOptions, HybridSearch, codes_of
 from autotune.sweep.strategies.validset import ValidSet
 from autotune.testing.strategies import POINT, StrategyConformance
 from autotune.vocab import Measurement, Status
@@ -94,7 +94,7 @@ def test_hybrid_learns_where_instances_fail() -> None:
 
 def test_hybrid_proposes_only_free_valid_rows_and_counts_failures_as_slow() -> None:
     codes = np.array([[i % 4, (i // 4) % 5, i // 20] for i in range(60)], dtype=np.int16)
-    m = HybridModel(codes, seed=3, startup=2)
+    m = HybridModel(codes, seed=3, options=HybridOptions(startup=2))
     free = np.ones(len(codes), bool)
     for _ in range(60):
         r = m.propose(free)
@@ -165,7 +165,7 @@ def test_a_stalled_search_breeds_crossovers_of_its_best_instances() -> None:
     a, b = 0, len(codes) - 1  # parents (0, 0, 0, 0) and (3, 3, 3, 3)
 
     def proposals(**opts: float) -> list[np.ndarray]:
-        m = HybridModel(codes, seed=5, startup=0, explore=0.0, glob=0.0, **opts)  # type: ignore[arg-type]
+        m = HybridModel(codes, seed=5, options=HybridOptions(startup=0, explore=0.0, glob=0.0, **opts))  # type: ignore[arg-type]
         m.observe(a, 0.0)
         m.observe(b, 1.0)  # not better: one result without a better best
         free = np.ones(len(codes), bool)
@@ -195,7 +195,7 @@ def test_clip_caps_the_slow_instances_the_surrogate_learns() -> None:
     times = [1.0 if (a, b) == (0, 0) else 1000.0 if a == 0 else 3.0 for a, b in codes]
 
     def region_gap(**opts: float) -> float:
-        m = HybridModel(codes, seed=0, **opts)  # type: ignore[arg-type]
+        m = HybridModel(codes, seed=0, options=HybridOptions(**opts))  # type: ignore[arg-type]
         for row, t in enumerate(times):
             m.observe(row, math.log(t))
         m.fit()
@@ -218,7 +218,7 @@ def test_a_stalled_search_restarts_a_descent_from_elsewhere() -> None:
         return 1.0 + 0.5 * float(np.abs(codes[row] - 3).sum()) + 1e-4 * row  # (no ties)
 
     def run(**opts: int) -> tuple[list[int], HybridModel]:
-        m = HybridModel(codes, seed=3, startup=0, explore=0.0, glob=0.0, **opts)  # type: ignore[arg-type]
+        m = HybridModel(codes, seed=3, options=HybridOptions(startup=0, explore=0.0, glob=0.0, **opts))  # type: ignore[arg-type]
         m.observe(a, 0.0)
         m.observe(b, 9.0)
         free = np.ones(len(codes), bool)
@@ -254,7 +254,7 @@ def test_a_restart_in_a_batch_starts_once_and_descends_on_results() -> None:
     """Asked for a batch (several proposals before any result is told), a restart proposes its start once, and
     the rest of the batch are the default moves; only its own rows count as the restart's results."""
     codes = np.indices((4, 4, 4, 4)).reshape(4, -1).T.astype(np.int32)
-    m = HybridModel(codes, seed=3, startup=0, explore=0.0, glob=0.0, restart=1, patience=6)
+    m = HybridModel(codes, seed=3, options=HybridOptions(startup=0, explore=0.0, glob=0.0, restart=1, patience=6))
     m.observe(0, 0.0)
     m.observe(1, 9.0)
     free = np.ones(len(codes), bool)

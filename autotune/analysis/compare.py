@@ -88,28 +88,53 @@ def compare(
     layout = layout or Layout.infer(frame)
     point = list(layout.columns)
     lib = library_label(layout)
-    df = frame
-    if space is not None:
-        spaces = sorted(str(s) for s in df["space"].dropna().unique())
-        if space not in spaces:
-            raise UserError(
-                f"--space: no measurements of space {space!r}",
-                hint=f"spaces measured on this GPU: {', '.join(spaces) or 'none'}",
-            )
-        df = df[df["space"] == space]
+    df = _of_space(frame, space)
     params = parameter_columns(df)
-    if by == BY_SPACE:
-        col = "space"
-    elif by in params:
-        col = params[by]
-    else:
-        of = f" of space {space!r}" if space else ""
-        raise UserError(
-            f"--by: no parameter {by!r} in the measured instances{of}",
-            hint=f"name one of: {', '.join(sorted(params)) or '(none)'}, or `--by space`",
-        )
+    col = _group_column(by, params, space)
     if where:
         df = df[_where(df, where, params)]
+    timed = _timed(df, col, by, space, where)
+    values = sorted(timed[col].unique(), key=_value_order)
+    label = {v: f"{by}={_text(v)}" for v in values}
+    labels = list(dict.fromkeys(label.values()))
+    timed = timed.assign(_group=timed[col].map(label), median_ms=pd.to_numeric(timed["median_ms"]))
+    points = sort_points(df[point].drop_duplicates(), layout)
+    out = pd.concat([points, pd.DataFrame(_group_columns(timed, points, labels))], axis=1)
+    out = _with_library(out, points, library, layout)
+    out.attrs["library"] = lib
+    out.attrs["layout"] = layout
+    out.attrs["without_by"] = int(df.loc[df[col].isna(), "instance_id"].nunique())
+    return out
+
+
+def _of_space(frame: pd.DataFrame, space: str | None) -> pd.DataFrame:
+    """The rows of `space` (all rows: None); UserError for a space not measured."""
+    if space is None:
+        return frame
+    spaces = sorted(str(s) for s in frame["space"].dropna().unique())
+    if space not in spaces:
+        raise UserError(
+            f"--space: no measurements of space {space!r}",
+            hint=f"spaces measured on this GPU: {', '.join(spaces) or 'none'}",
+        )
+    return frame[frame["space"] == space]
+
+
+def _group_column(by: str, params: dict[str, str], space: str | None) -> str:
+    """The column whose values form the groups; UserError for a parameter no measured instance has."""
+    if by == BY_SPACE:
+        return "space"
+    if by in params:
+        return params[by]
+    of = f" of space {space!r}" if space else ""
+    raise UserError(
+        f"--by: no parameter {by!r} in the measured instances{of}",
+        hint=f"name one of: {', '.join(sorted(params)) or '(none)'}, or `--by space`",
+    )
+
+
+def _timed(df: pd.DataFrame, col: str, by: str, space: str | None, where: str | None) -> pd.DataFrame:
+    """The verified (ok or skipped) measurements with a time and a group; UserError where none is left."""
     median = pd.to_numeric(df["median_ms"], errors="coerce")
     timed = df[df["status"].isin(("ok", "skipped")) & (median > 0) & df[col].notna()]
     if timed.empty:
@@ -120,11 +145,13 @@ def compare(
             + (f" matching {filters}" if filters else ""),
             hint="check --space, --where and --device, or sweep those instances first",
         )
-    values = sorted(timed[col].unique(), key=_value_order)
-    label = {v: f"{by}={_text(v)}" for v in values}
-    labels = list(dict.fromkeys(label.values()))
-    timed = timed.assign(_group=timed[col].map(label), median_ms=pd.to_numeric(timed["median_ms"]))
-    points = sort_points(df[point].drop_duplicates(), layout)
+    return timed
+
+
+def _group_columns(timed: pd.DataFrame, points: pd.DataFrame, labels: list[str]) -> dict[str, Any]:
+    """Per point (a row of `points`): each group's time, the best group and its time, the slowdowns and the
+    skipped flags (`compare`'s columns after the point's)."""
+    point = list(points.columns)
     index = pd.MultiIndex.from_frame(points)
 
     def best_of(status: str) -> pd.DataFrame:
@@ -143,16 +170,21 @@ def compare(
     columns["best_ms"] = best_ms
     columns.update({g + SLOWDOWN: ms[:, j] / best_ms for j, g in enumerate(labels)})
     columns.update({g + SKIPPED: from_skipped[:, j] for j, g in enumerate(labels)})
-    out = pd.concat([points, pd.DataFrame(columns)], axis=1)
+    return columns
+
+
+def _with_library(
+    out: pd.DataFrame, points: pd.DataFrame, library: pd.DataFrame | None, layout: Layout
+) -> pd.DataFrame:
+    """`out` with the library's best time per point (`<lib>_ms`) and the speedup of the best group over it."""
+    point = list(layout.columns)
+    lib = library_label(layout)
     cb = pd.DataFrame(columns=point + ["median_ms"]) if library is None else library[point + ["median_ms"]]
     cb = cb.dropna(subset=list(layout.sizes)).astype({c: points[c].dtype for c in point})
     cb = cb.groupby(point, as_index=False)["median_ms"].min().rename(columns={"median_ms": f"{lib}_ms"})
     out = out.merge(cb, on=point, how="left")
     out[f"{lib}_ms"] = out[f"{lib}_ms"].astype(float)
     out[f"speedup_vs_{lib}"] = out[f"{lib}_ms"] / out["best_ms"]
-    out.attrs["library"] = lib
-    out.attrs["layout"] = layout
-    out.attrs["without_by"] = int(df.loc[df[col].isna(), "instance_id"].nunique())
     return out
 
 

@@ -123,7 +123,7 @@ def export_kerneltuner(
     """Export one space's measurements at one test point as a Kernel Tuner cache (Kernel Tuner's reader and its
     simulation mode accept it), and optionally as T4 results."""
     from autotune.interop.kerneltuner import cache_text, t4_text
-    from autotune.interop.kt_store import export_cache
+    from autotune.interop.kt_export import export_cache
     from autotune.outfiles import check_writable, write_files
     from autotune.store.store import Store
 

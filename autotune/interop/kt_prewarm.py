@@ -45,6 +45,7 @@ CALL_MODULES = (  # what tune_kernel's call imports (autotune.interop.kt_sweep):
     "autotune.interop.kerneltuner",
     "autotune.interop.kt_failure",
     "autotune.interop.kt_results",
+    "autotune.interop.kt_export",
     "autotune.interop.kt_space",
     "autotune.interop.kt_store",
     "autotune.interop.kt_sweep",

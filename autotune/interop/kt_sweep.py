@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from autotune.interop.kerneltuner import KTCache
     from autotune.interop.kt_space import KTProblem
     from autotune.space.instance import Instance
+    from autotune.space.spec import Space
     from autotune.store.store import Store
     from autotune.sweep.config import SweepConfig
     from autotune.vocab import TestPoint
@@ -118,15 +119,10 @@ def run_attempt(
 def _sweep(
     problem: KTProblem, folder: Path, backend: Any, call_start: float, call: Attempt
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    import yaml
-
     from autotune.interop.kerneltuner import write_cache
     from autotune.interop.kt_results import collect_results, environment
-    from autotune.interop.kt_space import write_space_folder
-    from autotune.interop.kt_store import export_cache, store_cache
-    from autotune.space.spec import load_space
+    from autotune.interop.kt_export import export_cache
     from autotune.store.store import Store
-    from autotune.sweep.config import load_config
     from autotune.workflows.sweeps import sweep_into
 
     phases: dict[str, float] = {}  # seconds after the call's start: where the call's start-up went (--profile)
@@ -135,23 +131,8 @@ def _sweep(
         phases[name] = round(time.perf_counter() - call_start, 3)
 
     phase("imported")
-    space_file, sizes = write_space_folder(problem, folder)
-    phase("folder_written")
-    space = load_space(space_file)
-    phase("space_loaded")
     url = call.database or f"sqlite:///{folder / 'results.sqlite'}"
-    config = {
-        "name": space.name,
-        "spaces": [{"space": "space.yaml", "max_instances": "all"}],
-        "points": [{"kind": space.kind.name, "precisions": ["fp32"], "sizes": sizes}],
-        "database": url,
-        "repetitions": int(call.iterations),
-        "seed": int(call.seed or 0),
-        "resume": "model",  # as Kernel Tuner's cache: a call resumed on another card of the same model goes on
-        **read_strategy(call.strategy, call.strategy_options, None, time.perf_counter() - call_start),
-    }
-    (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    cfg = load_config(folder / "sweep.yaml")
+    space, sizes, cfg = _configured(problem, folder, url, call, call_start, phase)
     reporter = _Reporter(call.quiet, call.verbose)
     phase("config_loaded")
     simulation = call.replayed is not None
@@ -159,23 +140,9 @@ def _sweep(
     with Store.open(url) as store:
         phase("store_open")
         if call.replayed is not None:
-            from autotune.sweep.backends.replay import ReplayBackend
-
-            planned = _planned(cfg)  # the cache's configurations outside the call's space are not even stored
-            store_cache(call.replayed, call.cache_path, store, space, sizes=sizes, keep=planned.__contains__)  # type: ignore[arg-type]
-            backend = ReplayBackend(url)
+            backend, planned = _replay_backend(call, cfg, store, space, sizes, url)
         else:
-            if backend is None:  # no CuPy: the same error as `autotune sweep`
-                backend = _gpu_backend(call.device, None)
-            backend.ready(_GPU_HINT)
-            # the worker's limits: this process then imports no CuPy (asked before prepare_ahead: it would wait
-            # behind the data)
-            backend.device_limits()
-            backend.tol = cfg.tol if call.early_stop else None
-            if space.kernel is not None:  # the point's data while the sweep plans
-                from autotune.sweep.runner import kind_scalars
-
-                backend.prepare_ahead(space.kind, cfg.points[0], space.kernel.convention, kind_scalars(space.kind, cfg))
+            backend = _gpu_ready(backend, call, cfg, space)
         phase("backend_ready")
         try:
             summary = sweep_into(cfg, store, backend, reporter)
@@ -210,6 +177,64 @@ def _sweep(
         "phases": phases,
     }
     return results, env
+
+
+def _configured(
+    problem: KTProblem, folder: Path, url: str, call: Attempt, call_start: float, phase: Callable[[str], None]
+) -> tuple[Space, dict[str, Any], SweepConfig]:
+    """The call's space folder and sweep config written into `folder` and loaded: (space, problem sizes, config)."""
+    import yaml
+
+    from autotune.interop.kt_space import write_space_folder
+    from autotune.space.spec import load_space
+    from autotune.sweep.config import load_config
+
+    space_file, sizes = write_space_folder(problem, folder)
+    phase("folder_written")
+    space = load_space(space_file)
+    phase("space_loaded")
+    config = {
+        "name": space.name,
+        "spaces": [{"space": "space.yaml", "max_instances": "all"}],
+        "points": [{"kind": space.kind.name, "precisions": ["fp32"], "sizes": sizes}],
+        "database": url,
+        "repetitions": int(call.iterations),
+        "seed": int(call.seed or 0),
+        "resume": "model",  # as Kernel Tuner's cache: a call resumed on another card of the same model goes on
+        **read_strategy(call.strategy, call.strategy_options, None, time.perf_counter() - call_start),
+    }
+    (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return space, sizes, load_config(folder / "sweep.yaml")
+
+
+def _replay_backend(
+    call: Attempt, cfg: SweepConfig, store: Store, space: Space, sizes: dict[str, Any], url: str
+) -> tuple[Any, set[Instance]]:
+    """Simulation mode: the call's cache imported into `store` (only the configurations of the call's space) and the
+    backend that replays it; (backend, the configurations planned)."""
+    from autotune.interop.kt_store import store_cache
+    from autotune.sweep.backends.replay import ReplayBackend
+
+    planned = _planned(cfg)  # the cache's configurations outside the call's space are not even stored
+    store_cache(call.replayed, call.cache_path, store, space, sizes=sizes, keep=planned.__contains__)  # type: ignore[arg-type]
+    return ReplayBackend(url), planned
+
+
+def _gpu_ready(backend: Any, call: Attempt, cfg: SweepConfig, space: Space) -> Any:
+    """The GPU backend (started by `run_attempt`, else here: no CuPy raises the same error as `autotune sweep`),
+    ready, with the call's early stop and the point's data prepared while the sweep plans."""
+    if backend is None:  # no CuPy: the same error as `autotune sweep`
+        backend = _gpu_backend(call.device, None)
+    backend.ready(_GPU_HINT)
+    # the worker's limits: this process then imports no CuPy (asked before prepare_ahead: it would wait
+    # behind the data)
+    backend.device_limits()
+    backend.tol = cfg.tol if call.early_stop else None
+    if space.kernel is not None:  # the point's data while the sweep plans
+        from autotune.sweep.runner import kind_scalars
+
+        backend.prepare_ahead(space.kind, cfg.points[0], space.kernel.convention, kind_scalars(space.kind, cfg))
+    return backend
 
 
 def _planned(cfg: SweepConfig) -> set[Instance]:

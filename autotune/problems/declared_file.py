@@ -87,6 +87,33 @@ class _Reader:
         return e
 
     def read(self, d: Any, line: int | None) -> DeclaredKind:
+        self.keys(d, line)
+        name, sizes, precisions = self.header(d, line)
+        known = set(sizes) | {"elem_bytes"}
+        args = self.arguments(d["arguments"], line_of(d, "arguments"), set(sizes))
+        constants = self.constants(d.get("constants", []), line_of(d, "constants"), set(sizes), args)
+        tol = self.tolerance(d)
+        nbytes, flops = self.work(d, known)
+        return DeclaredKind(
+            name=name,
+            size_names=tuple(sizes),
+            precisions=tuple(precisions),
+            arguments=args,
+            reference_fn=self.function(d["reference"], line_of(d, "reference"), "reference")
+            if "reference" in d
+            else None,
+            check_fn=self.function(d["check"], line_of(d, "check"), "check") if "check" in d else None,
+            constants=constants,
+            tolerance=tuple((str(k), float(v)) for k, v in tol.items()),
+            bytes_expr=nbytes,
+            flops_expr=flops,
+            baseline_fn=self.function(d["baseline"], line_of(d, "baseline"), "baseline") if "baseline" in d else None,
+            source=str(self.path),
+            lines=(line_of(d, "bytes"), line_of(d, "flops")),
+        )
+
+    def keys(self, d: Any, line: int | None) -> None:
+        """The section is a mapping of known keys holding the required ones."""
         allowed = {
             "name",
             "sizes",
@@ -115,6 +142,9 @@ class _Reader:
                 "give reference: file.py:function (the expected outputs), check: file.py:function (a "
                 "function that decides), or both; see docs/kinds.md",
             )
+
+    def header(self, d: dict, line: int | None) -> tuple[str, list[str], list[str]]:
+        """`name:`, `sizes:` and `precisions:` (default [fp32])."""
         name = d["name"]
         if not isinstance(name, str) or not _IDENT.match(name):
             raise self.fail("`name:` must be an identifier", line_of(d, "name"), "e.g. name: transpose")
@@ -129,9 +159,10 @@ class _Reader:
         precisions = d.get("precisions", ["fp32"])
         if not isinstance(precisions, list) or not precisions or any(p not in PRECISION_DTYPES for p in precisions):
             raise self.fail(f"`precisions:` must list some of {', '.join(PRECISION_DTYPES)}", line_of(d, "precisions"))
-        known = set(sizes) | {"elem_bytes"}
-        args = self.arguments(d["arguments"], line_of(d, "arguments"), set(sizes))
-        constants = self.constants(d.get("constants", []), line_of(d, "constants"), set(sizes), args)
+        return name, sizes, precisions
+
+    def tolerance(self, d: dict) -> dict[Any, float]:
+        """`tolerance:` (default none): precision -> a number >= 0."""
         tol = d.get("tolerance", {})
         try:  # YAML reads 1e-6 (no dot) as a string
             tol = {k: float(v) for k, v in tol.items()} if isinstance(tol, dict) else None
@@ -143,6 +174,10 @@ class _Reader:
                 line_of(d, "tolerance"),
                 "e.g. {fp32: 1e-5, fp16: 1e-2}",
             )
+        return tol
+
+    def work(self, d: dict, known: set[str]) -> tuple[Expr, Expr | None]:
+        """`bytes:` and `flops:` (optional) as expressions of the sizes; a constant one is checked now."""
         flops = self.expr(d["flops"], line_of(d, "flops"), known, "flops") if "flops" in d else None
         nbytes = self.expr(d["bytes"], line_of(d, "bytes"), known, "bytes")
         for what, e, least in (("bytes", nbytes, 1), ("flops", flops, 0)):
@@ -156,23 +191,7 @@ class _Reader:
                     "it counts the work of one problem, from its sizes",
                     e.text,
                 )
-        return DeclaredKind(
-            name=name,
-            size_names=tuple(sizes),
-            precisions=tuple(precisions),
-            arguments=args,
-            reference_fn=self.function(d["reference"], line_of(d, "reference"), "reference")
-            if "reference" in d
-            else None,
-            check_fn=self.function(d["check"], line_of(d, "check"), "check") if "check" in d else None,
-            constants=constants,
-            tolerance=tuple((str(k), float(v)) for k, v in tol.items()),
-            bytes_expr=nbytes,
-            flops_expr=flops,
-            baseline_fn=self.function(d["baseline"], line_of(d, "baseline"), "baseline") if "baseline" in d else None,
-            source=str(self.path),
-            lines=(line_of(d, "bytes"), line_of(d, "flops")),
-        )
+        return nbytes, flops
 
     def function(self, text: Any, line: int | None, what: str) -> str:
         if not isinstance(text, str) or text.count(":") != 1:

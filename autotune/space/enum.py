@@ -3,7 +3,7 @@
 Rows hold small integer codes (indices into each parameter's values). Parameters are bound one at a time; after
 each binding every constraint whose names (parameters, and the derived quantities they determine) are all bound is
 applied to the partial combinations, vectorized with numpy over blocks of at most `CHUNK` rows, so a partial
-combination that fails is never expanded further (`Enumerator.survivors`).
+combination that fails is never expanded further (`autotune/space/survivors.py`).
 
 The funnel reports, for a fixed reporting order c_1..c_K, how many full combinations pass c_1..c_k for every k.
 Pruning by c_j before c_1..c_{j-1} are decided would lose the combinations that pass c_1..c_k (k < j) but fail c_j,
@@ -99,7 +99,7 @@ class Enumerator:
         self.expanded = 0
         self.chunk = chunk
         self.big = raw >= 1 << 62  # counts may not fit int64: Python integers
-        self._arange: dict[str, np.ndarray] = {n: np.arange(d, dtype=code_dtype(d)) for n, d in self.sizes.items()}
+        self.value_codes: dict[str, np.ndarray] = {n: np.arange(d, dtype=code_dtype(d)) for n, d in self.sizes.items()}
         self.where = ""  # which pass is running, for the limit message
         self.tables: dict[str, tuple[tuple[str, ...], tuple[int, ...], np.ndarray] | None] = {}
         self.seen: dict[str, int] = {}  # rows each untabulated constraint was evaluated on
@@ -123,7 +123,7 @@ class Enumerator:
             names, strides, strict=True
         ):  # code of q: repeated st times, the whole repeated (stride / st / size) times
             d = self.sizes[q]
-            codes[q] = np.tile(np.repeat(self._arange[q], st), stride // (st * d))
+            codes[q] = np.tile(np.repeat(self.value_codes[q], st), stride // (st * d))
         return tuple(strides), codes, stride
 
     @staticmethod
@@ -274,10 +274,10 @@ class Enumerator:
         self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int, extra: list[np.ndarray] | None = None
     ) -> tuple[dict[str, np.ndarray], int, list[np.ndarray]]:
         """Apply `cons` (in rank order) to the rows; returns the kept rows (and `extra` arrays filtered alike)."""
-        codes, m, pos = self._select(cons, codes, m)
+        codes, m, pos = self.select(cons, codes, m)
         return codes, m, [a if pos is None else a[pos] for a in (extra or [])]
 
-    def _select(
+    def select(
         self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int
     ) -> tuple[dict[str, np.ndarray], int, np.ndarray | None]:
         """Apply `cons` (in rank order) to the rows: the kept rows and their positions (None: every row kept).
@@ -326,107 +326,6 @@ class Enumerator:
             keep[idx] = True
         kept = int(np.count_nonzero(keep))
         return {q: a[keep] for q, a in codes.items()}, kept, []
-
-    # ---- survivors ------------------------------------------------------------------------------------------
-
-    def survivors(
-        self,
-        cons: Sequence[Con],
-        order: Sequence[str],
-        max_survivors: int,
-        too_many: Callable[[int], SpaceError],
-        total: int | None = None,
-    ) -> dict[str, np.ndarray]:
-        """Codes of every parameter for the rows that pass `cons`, in binding-order lexicographic order; written into
-        arrays of `total` rows where the count is known, else gathered in blocks and joined."""
-        self.where = "enumeration"
-        if total is not None and total > max_survivors:
-            raise LimitReached(too_many(max_survivors))
-        out: dict[str, np.ndarray] | None = (
-            {p: np.empty(total, dtype=code_dtype(self.sizes[p])) for p in order} if total is not None else None
-        )
-        pieces: list[dict[str, np.ndarray]] = []
-        at_step: list[list[Con]] = [[] for _ in order]
-        pos = {p: i for i, p in enumerate(order)}
-        for con in cons:
-            at_step[max((pos[p] for p in con.deps), default=0)].append(con)
-        reads = [sorted({q for c in cs for q in c.deps} - {order[i]}) for i, cs in enumerate(at_step)]
-        # rows that will certainly be expanded below a row kept at step i, before the next constraint applies
-        certain = [1] * (len(order) + 1)
-        for i in range(len(order) - 1, -1, -1):
-            certain[i] = self.sizes[order[i]] * (1 if at_step[i] else certain[i + 1])
-        kept_total = [0]
-
-        last = len(order) - 1
-
-        def emit(n: int) -> int:
-            lo = kept_total[0]
-            kept_total[0] += n
-            if kept_total[0] > max_survivors:
-                raise LimitReached(too_many(max_survivors))
-            if out is not None and kept_total[0] > len(out[order[0]]):
-                raise AssertionError(f"enumeration found more rows than counting ({len(out[order[0]]):,})")
-            return lo
-
-        def expand(codes: dict[str, np.ndarray], n: int, i: int) -> None:
-            p, d = order[i], self.sizes[order[i]]
-            per = max(1, self.chunk // d)
-            for lo in range(0, n, per):
-                hi = min(n, lo + per)
-                m = (hi - lo) * d
-                self.spend(m, order[: i + 1], 0, None)
-                parent: np.ndarray | None = None
-                if at_step[i]:
-                    # only the columns the constraints read are expanded; the kept rows gather the others
-                    sub = {q: np.repeat(codes[q][lo:hi], d) for q in reads[i]}
-                    sub[p] = np.tile(self._arange[p], hi - lo)
-                    new, m, pos = self._select(at_step[i], sub, m)
-                    if not m:
-                        continue
-                    # int32 division is several times faster than int64; take() wants intp indices
-                    parent = (
-                        (
-                            pos.astype(np.int32) // np.int32(d)
-                            if pos is not None
-                            else np.repeat(np.arange(hi - lo, dtype=np.int32), d)
-                        )
-                        + np.int32(lo)
-                    ).astype(np.intp)
-                    others = [q for q in codes if q not in new]
-                else:
-                    new = {p: np.tile(self._arange[p], hi - lo)}
-                    others = list(codes)
-                if i == last and out is not None:
-                    at = emit(m)
-                    for q, a in new.items():
-                        out[q][at : at + m] = a
-                    for q in others:
-                        if parent is None:
-                            out[q][at : at + m].reshape(hi - lo, d)[:] = codes[q][lo:hi, None]
-                        else:
-                            np.take(codes[q], parent, out=out[q][at : at + m], mode="clip")
-                    continue
-                for q in others:
-                    new[q] = (
-                        np.take(codes[q], parent, mode="clip") if parent is not None else np.repeat(codes[q][lo:hi], d)
-                    )
-                if i == last:
-                    emit(m)
-                    pieces.append(new)
-                    continue
-                self.spend(0, order[: i + 1], m, m * certain[i + 1])
-                expand(new, m, i + 1)
-
-        expand({}, 1, 0)
-        if out is not None:
-            if kept_total[0] != len(out[order[0]]):
-                raise AssertionError(f"enumeration found {kept_total[0]:,} rows, counting {len(out[order[0]]):,}")
-            return out
-        if not pieces:
-            return {p: np.zeros(0, dtype=code_dtype(self.sizes[p])) for p in order}
-        joined = {p: np.concatenate([pc[p] for pc in pieces]) for p in order}
-        pieces.clear()
-        return joined
 
     # ---- exact counts ---------------------------------------------------------------------------------------
 
@@ -528,7 +427,7 @@ class Enumerator:
             k = hi - lo
             self.spend(k * d, sorted(now, key=self.file_pos.__getitem__), 0)
             new = {q: np.repeat(a[lo:hi], d) for q, a in rows.items()}
-            new[p] = np.tile(self._arange[p], k)
+            new[p] = np.tile(self.value_codes[p], k)
             parent = np.repeat(np.arange(k), d)
             size = k * d
             if decided:

@@ -28,6 +28,7 @@ from autotune.vocab import TestPoint
 from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly
 from autotune.space.orders import binding_order, file_order, funnel_order, param_deps
 from autotune.space.spec import Constraint, Space
+from autotune.space.survivors import survivors
 
 if TYPE_CHECKING:  # pandas is imported where a frame is made: planning a sweep (instances) never needs it
     import pandas as pd
@@ -337,7 +338,7 @@ def _pruned(
             pass
     kept = total if total is not None else remaining[-1] if remaining else engine.raw
     order = _enumeration_order(space, engine, prefix, kept)
-    codes = engine.survivors(prefix, order, max_survivors, too_many, total)
+    codes = survivors(engine, prefix, order, max_survivors, too_many, total)
     count = len(codes[order[0]])
     if upto == len(cons) - 1:
         remaining.append(count)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import dataclass, fields, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -72,6 +73,29 @@ REFIT = 10  # past the first results, the surrogate is refitted when the results
 PRECOMPUTE = 4_000_000  # feature indices kept for every instance when instances x features is at most this
 
 
+@dataclass(frozen=True)
+class HybridOptions:
+    """`hybrid`'s tuning options (the module docstring says what each does); the names are those a user passes:
+    `--option key=value` of scripts/bench_search.py and scripts/search_dev.py, keywords of `make_strategy`."""
+
+    startup: int = STARTUP
+    explore: float = EXPLORE
+    glob: float = GLOBAL
+    radius: int = RADIUS
+    pool: int = POOL
+    ridge: float = RIDGE
+    basins: int = BASINS
+    optimism: float = OPTIMISM
+    stall: int = STALL
+    cross: float = CROSS
+    clip: float = CLIP
+    restart: int = RESTART
+    patience: int = PATIENCE
+
+
+OPTION_NAMES = tuple(f.name for f in fields(HybridOptions))
+
+
 def codes_of(valid: ValidSet) -> np.ndarray:
     """Per instance and searched parameter, the index of its value among the parameter's distinct values (in
     value order for numbers, first-seen order for categories): an (instances x parameters) int32 matrix, read off
@@ -88,47 +112,51 @@ class HybridModel:
     """The `hybrid` algorithm on an (instances x parameters) code matrix. `propose(free)` returns a free row;
     `observe(row, log_time | None)` tells a result (None: failed)."""
 
-    def __init__(
-        self,
-        codes: np.ndarray,
-        seed: int = 0,
-        *,
-        startup: int = STARTUP,
-        explore: float = EXPLORE,
-        glob: float = GLOBAL,
-        radius: int = RADIUS,
-        pool: int = POOL,
-        ridge: float = RIDGE,
-        basins: int = BASINS,
-        optimism: float = OPTIMISM,
-        stall: int = STALL,
-        cross: float = CROSS,
-        clip: float = CLIP,
-        restart: int = RESTART,
-        patience: int = PATIENCE,
-    ) -> None:
-        self.optimism = optimism
-        self.restart, self.patience = restart, patience
+    def __init__(self, codes: np.ndarray, seed: int = 0, options: HybridOptions | None = None) -> None:
+        o = options if options is not None else HybridOptions()
+        self.optimism = o.optimism
+        self.restart, self.patience = o.restart, o.patience
         self._optima: list[int] = []  # the best row of every restart that ended
         self._phase: list[tuple[float, int]] | None = None  # a restart's results (log time, row), fastest first
         self._phase_idle = 0  # the restart's results in a row that did not improve on its best
         self._calm = 0  # results since the last restart ended (the next waits `restart` results)
         self._asked: set[int] = set()  # rows the restart proposed that were not told yet (a batch asks several)
-        self.clip = clip
-        self.stall, self.cross = stall, cross
+        self.clip = o.clip
+        self.stall, self.cross = o.stall, o.cross
         self._since_best = 0  # results told since the best verified time last improved
         self.codes = np.ascontiguousarray(codes, dtype=np.int32)
         n, p = self.codes.shape
         self.rng = np.random.default_rng(seed)
         self.startup, self.explore, self.glob, self.radius, self.pool, self.ridge, self.basins = (
-            startup,
-            explore,
-            glob,
-            radius,
-            pool,
-            ridge,
-            basins,
+            o.startup,
+            o.explore,
+            o.glob,
+            o.radius,
+            o.pool,
+            o.ridge,
+            o.basins,
         )
+        self._layout()
+        m = p + len(self.pairs)
+        self._all = self._features(np.arange(n)) if n * m <= PRECOMPUTE else None
+        self._pack()
+        self.rows: list[int] = []
+        self.y: list[float | None] = []
+        self.w: np.ndarray | None = None
+        self.b0 = 0.0
+        nf = self.nf
+        self.gram = np.zeros((nf, nf))  # F^T F of the told rows' one-hot features
+        self.ok_sum = np.zeros(nf)  # F^T y over the verified rows
+        self.fail_count = np.zeros(nf)  # F^T 1 over the failed rows
+        self.ok_total, self.worst = 0.0, -math.inf
+        self.ranked: list[tuple[float, int]] = []  # (log time, row) of the verified rows, fastest first
+        self._exhausted: set[int] = set()  # incumbents with no free row within the radius (free rows only go)
+        self._fitted_at = 0
+
+    def _layout(self) -> None:
+        """The surrogate's features: per parameter the runs of values of its main effect and of its pair features,
+        and where each feature block starts (`main_off`, `pair_off`; `nf` features in all)."""
+        n, p = self.codes.shape
         self.card = [int(self.codes[:, j].max()) + 1 if n else 1 for j in range(p)]
         # pair features on coarser levels: a parameter of many values (29 block sizes) is cut into PAIR_LEVELS
         # runs of neighbouring values, so that a pair has at most PAIR_LEVELS^2 features
@@ -156,20 +184,6 @@ class HybridModel:
             self.pair_off.append(nf)
             nf += self.lcard[a] * self.lcard[b]
         self.nf = nf
-        m = p + len(pairs)
-        self._all = self._features(np.arange(n)) if n * m <= PRECOMPUTE else None
-        self._pack()
-        self.rows: list[int] = []
-        self.y: list[float | None] = []
-        self.w: np.ndarray | None = None
-        self.b0 = 0.0
-        self.gram = np.zeros((nf, nf))  # F^T F of the told rows' one-hot features
-        self.ok_sum = np.zeros(nf)  # F^T y over the verified rows
-        self.fail_count = np.zeros(nf)  # F^T 1 over the failed rows
-        self.ok_total, self.worst = 0.0, -math.inf
-        self.ranked: list[tuple[float, int]] = []  # (log time, row) of the verified rows, fastest first
-        self._exhausted: set[int] = set()  # incumbents with no free row within the radius (free rows only go)
-        self._fitted_at = 0
 
     # ------------------------------------------------------------------ the neighbourhood graph
     def _pack(self) -> None:
@@ -409,9 +423,9 @@ class HybridSampler(BaseSampler):
     """`HybridModel` behind Optuna's sampler interface: it reads the study's finished trials (by their
     `instance_id`), and answers each trial with a free valid instance's parameters (`chosen_row` says which)."""
 
-    def __init__(self, valid: ValidSet, seed: int, n_startup: int, **options: Any) -> None:
+    def __init__(self, valid: ValidSet, seed: int, options: HybridOptions) -> None:
         self.valid = valid
-        self.model = HybridModel(codes_of(valid), seed, startup=n_startup, **options)
+        self.model = HybridModel(codes_of(valid), seed, options)
         self._seen: set[int] = set()
         self.chosen_row: int | None = None
         self._caught_up = False
@@ -458,39 +472,15 @@ class HybridSearch(OptunaSearch):
         budget: int | None = None,
         seed: int = 0,
         *,
-        explore: float = EXPLORE,
-        glob: float = GLOBAL,
-        radius: int = RADIUS,
-        pool: int = POOL,
-        ridge: float = RIDGE,
-        basins: int = BASINS,
-        optimism: float = OPTIMISM,
-        stall: int = STALL,
-        cross: float = CROSS,
-        clip: float = CLIP,
-        restart: int = RESTART,
-        patience: int = PATIENCE,
         startup: int | None = None,
-        **kwargs: Any,
+        **options: Any,
     ) -> None:
-        self._options = dict(
-            explore=explore,
-            glob=glob,
-            radius=radius,
-            pool=pool,
-            ridge=ridge,
-            basins=basins,
-            optimism=optimism,
-            stall=stall,
-            cross=cross,
-            clip=clip,
-            restart=restart,
-            patience=patience,
-        )
-        super().__init__(instances, budget, seed, startup=STARTUP if startup is None else startup, **kwargs)
+        """`options`: `HybridOptions`' names (but `startup`, which Optuna's strategies share) and `OptunaSearch`'s."""
+        self._options = HybridOptions(**{k: options.pop(k) for k in OPTION_NAMES if k in options})
+        super().__init__(instances, budget, seed, startup=STARTUP if startup is None else startup, **options)
 
     def sampler(self, seed: int, n_startup: int) -> BaseSampler:
-        self._hybrid = HybridSampler(self.valid, seed, n_startup, **self._options)
+        self._hybrid = HybridSampler(self.valid, seed, replace(self._options, startup=n_startup))
         return self._hybrid
 
     def tell(self, instance: Any, results: Sequence[Measurement]) -> None:
