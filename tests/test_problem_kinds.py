@@ -153,12 +153,25 @@ def test_init_expressions_and_in_place_outputs(tmp_path: Path) -> None:
         (("{name: n, scalar: int32, value: n}", "{name: n, scalar: int33, value: n}"), 8, "unknown dtype 'int33'"),
         (("output: true", "output: false"), 6, "no argument is marked `output: true`"),
         (("sizes: [n]", "sizes: n"), 4, "`sizes:` must be a list"),
+        (("bytes: 2 * n * elem_bytes", "bytes: 1 / 0"), 11, "`bytes:` cannot be computed: division by zero"),
+        (("bytes: 2 * n * elem_bytes", "bytes: 2 ** 2000"), 11, "`bytes:` cannot be computed: exponent larger"),
+        (("bytes: 2 * n * elem_bytes", "bytes: 1e308 * 10"), 11, "`bytes:` is inf; it must be positive"),
     ],
 )
 def test_bad_declarations_name_file_and_line(tmp_path: Path, change: tuple[str, str], line: int, message: str) -> None:
     with pytest.raises(SpaceError) as err:
         load_space(_declared(tmp_path, SCALE.replace(*change)))
     assert message in err.value.message and err.value.line == line and err.value.file.endswith("space.yaml")
+
+
+def test_work_that_cannot_be_computed_at_a_point_names_file_line_and_point(tmp_path: Path) -> None:
+    """`bytes:` that divides by zero at one point: a SpaceError at its line naming the point (it was a bare ExprError
+    with a traceback); the other points are counted as written."""
+    kind = load_space(_declared(tmp_path, SCALE.replace("bytes: 2 * n * elem_bytes", "bytes: 64 / (n - 8)"))).kind
+    assert kind.bytes_moved(kind.point("fp32", "", {"n": 9}), {}) == 64
+    with pytest.raises(SpaceError) as err:
+        kind.bytes_moved(kind.point("fp32", "", {"n": 8}), {})
+    assert "`bytes:` is not computable (division by zero) at" in err.value.message and err.value.line == 11
 
 
 def test_python_kind_by_module_and_class(tmp_path: Path) -> None:

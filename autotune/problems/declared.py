@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import SpaceError
-from autotune.expr import Expr, as_int, evaluate
+from autotune.expr import Expr, ExprError, as_int, evaluate
 from autotune.problems.base import ProblemKind, Scalars
 from autotune.vocab import TestPoint
 
@@ -173,7 +173,7 @@ class DeclaredKind(ProblemKind):
         return {**point.dims, "elem_bytes": point.elem_bytes}
 
     def bytes_moved(self, point: TestPoint, scalars: Scalars) -> int:
-        n = as_int(evaluate(self.bytes_expr, self.names(point)))
+        n = as_int(self._count("bytes", self.bytes_expr, point))
         if n <= 0:
             raise self.count_error("bytes", self.bytes_expr, n, point)
         return n
@@ -181,12 +181,19 @@ class DeclaredKind(ProblemKind):
     def flops(self, point: TestPoint) -> float:
         if self.flops_expr is None:
             return 0.0
-        v = float(evaluate(self.flops_expr, self.names(point)))
+        v = float(self._count("flops", self.flops_expr, point))
         if not (math.isfinite(v) and v >= 0):
             raise self.count_error("flops", self.flops_expr, v, point)
         return v
 
-    def count_error(self, what: str, expr: Expr, value: float, point: TestPoint) -> SpaceError:
+    def _count(self, what: str, expr: Expr, point: TestPoint) -> Any:
+        """`bytes:` or `flops:` at `point`; SpaceError where it cannot be computed there (a division by zero)."""
+        try:
+            return evaluate(expr, self.names(point))
+        except ExprError as exc:
+            raise self.count_error(what, expr, f"not computable ({exc})", point) from None
+
+    def count_error(self, what: str, expr: Expr, value: object, point: TestPoint) -> SpaceError:
         need = "a positive number" if what == "bytes" else "a finite number >= 0"
         return SpaceError(
             f"problem: `{what}:` is {value} at {point.key}; it must be {need}",

@@ -183,10 +183,16 @@ class _Reader:
         for what, e, least in (("bytes", nbytes, 1), ("flops", flops, 0)):
             if e is None or e.names:
                 continue  # only a constant can be checked before the sizes are known
-            value = evaluate(e, {})
-            if value is not None and not (math.isfinite(float(value)) and float(value) >= least):
+            try:
+                value = evaluate(e, {})
+                number = None if value is None else float(value)
+            except ExprError as exc:  # (1 / 0, 2 ** 2000)
                 raise self.fail(
-                    f"`{what}:` is {value}; it must be {'positive' if least else 'a number >= 0'}",
+                    f"`{what}:` cannot be computed: {exc}", line_of(d, what), "write the work of one problem", e.text
+                ) from None
+            if number is not None and not (math.isfinite(number) and number >= least):
+                raise self.fail(
+                    f"`{what}:` is {number:g}; it must be {'positive' if least else 'a number >= 0'}",
                     line_of(d, what),
                     "it counts the work of one problem, from its sizes",
                     e.text,
