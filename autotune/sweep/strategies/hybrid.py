@@ -26,11 +26,12 @@ good instances (convolution, batched GEMM). `hybrid` does both, and only ever pr
     fastest free neighbour of the restart's best) until `patience` (24) of its results in a row found nothing
     better, as basin hopping does (SEARCH_PROVENANCE.md, "Restarts"; measured on development pairs, not adopted).
   - off by default (`triples` 0, `trees` 0): higher-order interactions (SEARCH_PROVENANCE.md, "Three-way
-    interactions"; measured on development pairs, VERDICT). `triples` K adds one-hot triples of parameter values
-    (every three parameters, each cut into at most K runs of values; none above MAX_TRIPLE_FEATURES) to the ridge's
-    features; `trees` T makes the global move rank by T extremely randomized regression trees on the codes
-    (hybrid_trees.py, at most TREE_DEPTH levels, fitted with the ridge on the same results, their own seeded draws):
-    the ensemble's mean less `optimism` x its spread over the trees.
+    interactions"; measured on development pairs, not adopted: neither held on every development pair, nor reached
+    convolution_milo W6600's optimum). `triples` K adds one-hot triples of parameter values (every three
+    parameters, each cut into at most K runs of values; none above MAX_TRIPLE_FEATURES) to the ridge's features;
+    `trees` T makes the global move rank by T extremely randomized regression trees on the codes (hybrid_trees.py,
+    at most TREE_DEPTH levels, fitted with the ridge on the same results, their own seeded draws): the ensemble's
+    mean less `optimism` x its spread over the trees. Either costs more than 50 ms a proposal on 10^6 instances.
 Nothing depends on the budget but the stop, so the first N proposals of a long run are those of a run of N
 (anytime). A proposal costs a few vectorized passes over the instances' codes packed into uint64 words (Hamming
 distances by bit operations) and the surrogate's prediction on the candidates: under 50 ms of CPU on 10^6 valid
