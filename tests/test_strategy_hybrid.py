@@ -12,7 +12,6 @@ import numpy as np
 from autotune.space.instance import Instance
 from autotune.sweep.strategies import make_strategy
 from autotune.sweep.strategies.hybrid import HybridModel, HybridOptions, HybridSearch, codes_of
-from autotune.sweep.strategies.hybrid_trees import fit_forest
 from autotune.sweep.strategies.validset import ValidSet
 from autotune.testing.strategies import POINT, StrategyConformance
 from autotune.vocab import Measurement, Status
@@ -297,79 +296,3 @@ def test_a_restart_in_a_batch_starts_once_and_descends_on_results() -> None:
     assert m._phase == [(4.0, start)]
     nxt = m.propose(free)
     assert int((codes[nxt] != codes[start]).sum()) == 1  # then it descends from its start
-
-
-def _interaction_space() -> tuple[np.ndarray, list[float | None]]:
-    """288 rows of 5 parameters; log time with main effects, a pair and a three-way parity (a + d + f odd: slower),
-    and a failing corner."""
-    codes = np.indices((6, 4, 3, 2, 2)).reshape(5, -1).T.astype(np.int32)
-    times: list[float | None] = []
-    for c in codes:
-        a, b, d, e, f = (int(v) for v in c)
-        times.append(
-            None
-            if a == 5 and b == 3
-            else 0.1 * (a - 2) ** 2
-            + 0.2 * abs(b - 1)
-            + 0.3 * d * e
-            + 0.5 * ((a + d + f) % 2)
-            + 1e-3 * (a * 7 + b * 5 + d)
-        )
-    return codes, times
-
-
-def _proposals(codes: np.ndarray, times: list[float | None], seed: int, n: int, **opts: int) -> list[int]:
-    m = HybridModel(codes, seed, HybridOptions(**opts))  # type: ignore[arg-type]
-    free = np.ones(len(codes), bool)
-    got = []
-    for _ in range(n):
-        r = m.propose(free)
-        free[r] = False
-        m.observe(r, times[r])
-        got.append(r)
-    return got
-
-
-# the proposals of HybridModel on _interaction_space before `trees` and `triples` existed (main at a28c0ec)
-BEFORE_TREES = {
-    0: [147, 77, 50, 234, 279, 209, 80, 235, 145, 219, 153, 149, 213, 155, 144, 208, 1, 157, 161, 159]
-    + [111, 61, 63, 65, 49, 205, 51, 169, 73, 171, 75, 165, 69, 109, 93, 57, 117, 177, 81, 71],
-    1: [217, 273, 71, 89, 73, 118, 249, 215, 74, 61, 60, 49, 109, 63, 51, 15, 85, 102, 75, 157]
-    + [253, 65, 145, 159, 183, 69, 164, 147, 13, 205, 111, 87, 210, 171, 156, 62, 67, 116, 169, 68],
-}
-
-
-def test_trees_and_triples_off_change_nothing_and_on_are_deterministic_per_seed() -> None:
-    """`trees` and `triples` (off by default): off, the proposals are those of the model before either existed,
-    draw for draw; on, a seed gives the same proposals every time, and they differ from the default's."""
-    codes, times = _interaction_space()
-    for seed, before in BEFORE_TREES.items():
-        assert _proposals(codes, times, seed, 40) == before
-        assert _proposals(codes, times, seed, 40, trees=0, triples=0) == before
-        for opts in ({"trees": 20}, {"triples": 4}, {"trees": 20, "triples": 4}):
-            got = _proposals(codes, times, seed, 40, **opts)
-            assert got == _proposals(codes, times, seed, 40, **opts)
-            assert got != before
-            assert len(set(got)) == 40
-
-
-def test_triples_and_trees_learn_a_three_way_interaction() -> None:
-    """A log time that is the parity of three parameters has no main effect and no pair effect: the default
-    surrogate (values and pairs) cannot fit it, the one with triple features and the trees can."""
-    codes = np.indices((2, 2, 2, 3)).reshape(4, -1).T.astype(np.int32)
-    y = ((codes[:, 0] + codes[:, 1] + codes[:, 2]) % 2).astype(float)
-
-    def error(**opts: int) -> float:
-        m = HybridModel(codes, seed=0, options=HybridOptions(ridge=0.01, **opts))  # type: ignore[arg-type]
-        for row, t in enumerate(y):
-            m.observe(row, float(t))
-        m.fit()
-        return float(np.abs(m.predict(np.arange(len(codes))) - y).max())
-
-    assert error() > 0.45  # main effects and pairs: the mean, 0.5, everywhere
-    assert error(triples=2) < 0.05
-    forest = fit_forest(codes, y, trees=20, depth=8, rng=np.random.default_rng(0))
-    mean, spread = forest.predict(codes)
-    assert np.abs(mean - y).max() < 1e-9 and spread.max() < 1e-9  # every tree splits down to pure leaves
-    again = fit_forest(codes, y, trees=20, depth=8, rng=np.random.default_rng(0))
-    assert all(np.array_equal(a, b) for a, b in zip(forest.feat, again.feat, strict=True))

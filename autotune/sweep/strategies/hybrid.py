@@ -25,13 +25,6 @@ good instances (convolution, batched GEMM). `hybrid` does both, and only ever pr
     last restart), a local search starts again from a random free row and descends from it (the surrogate's
     fastest free neighbour of the restart's best) until `patience` (24) of its results in a row found nothing
     better, as basin hopping does (SEARCH_PROVENANCE.md, "Restarts"; measured on development pairs, not adopted).
-  - off by default (`triples` 0, `trees` 0): higher-order interactions (SEARCH_PROVENANCE.md, "Three-way
-    interactions"; measured on development pairs, not adopted: neither held on every development pair, nor reached
-    convolution_milo W6600's optimum). `triples` K adds one-hot triples of parameter values (every three
-    parameters, each cut into at most K runs of values; none above MAX_TRIPLE_FEATURES) to the ridge's features;
-    `trees` T makes the global move rank by T extremely randomized regression trees on the codes (hybrid_trees.py,
-    at most TREE_DEPTH levels, fitted with the ridge on the same results, their own seeded draws): the ensemble's
-    mean less `optimism` x its spread over the trees. Either costs more than 50 ms a proposal on 10^6 instances.
 Nothing depends on the budget but the stop, so the first N proposals of a long run are those of a run of N
 (anytime). A proposal costs a few vectorized passes over the instances' codes packed into uint64 words (Hamming
 distances by bit operations) and the surrogate's prediction on the candidates: under 50 ms of CPU on 10^6 valid
@@ -54,7 +47,6 @@ import optuna
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.sweep.strategies.hybrid_trees import Forest, fit_forest
 from autotune.sweep.strategies.optuna_search import OptunaSearch, objective
 from autotune.sweep.strategies.validset import ValidSet
 from autotune.vocab import Measurement
@@ -74,10 +66,6 @@ ELITE = 8  # the parents are drawn from this many fastest instances
 CLIP = 0.0  # (0: off) the surrogate learns log times above this quantile of the verified ones as that quantile
 RESTART = 0  # (0: off) after this many results without a better best, a local search restarts from a random row
 PATIENCE = 24  # ... and descends from it until this many of its results in a row found nothing better in it
-TREES = 0  # (0: off) the global move ranks by this many extremely randomized trees (mean less optimism x spread)
-TREE_DEPTH = 8  # ... each of at most this many levels
-TRIPLES = 0  # (0: off) one-hot triples of parameter values as ridge features, each parameter cut into this many runs
-MAX_TRIPLE_FEATURES = 4_000  # above this many triple features, no triples (the normal equations: nf^2 floats)
 MAX_PAIR_FEATURES = 2_000  # above this many pair features, main effects only (large spaces of many values)
 PAIR_LEVELS = 8  # a parameter's values are cut into at most this many runs for the pair features
 MAIN_LEVELS = 64  # ... and into at most this many for its main effect
@@ -103,8 +91,6 @@ class HybridOptions:
     clip: float = CLIP
     restart: int = RESTART
     patience: int = PATIENCE
-    trees: int = TREES
-    triples: int = TRIPLES
 
 
 OPTION_NAMES = tuple(f.name for f in fields(HybridOptions))
@@ -141,9 +127,6 @@ class HybridModel:
         self.codes = np.ascontiguousarray(codes, dtype=np.int32)
         n, p = self.codes.shape
         self.rng = np.random.default_rng(seed)
-        self.trees, self.triples = o.trees, o.triples
-        self._forest: Forest | None = None
-        self._tree_rng = np.random.default_rng((seed, 1))  # its own draws: the model's are the default's
         self.startup, self.explore, self.glob, self.radius, self.pool, self.ridge, self.basins = (
             o.startup,
             o.explore,
@@ -154,7 +137,7 @@ class HybridModel:
             o.basins,
         )
         self._layout()
-        m = p + len(self.pairs) + len(self.trips)
+        m = p + len(self.pairs)
         self._all = self._features(np.arange(n)) if n * m <= PRECOMPUTE else None
         self._pack()
         self.rows: list[int] = []
@@ -200,18 +183,6 @@ class HybridModel:
         for a, b in pairs:
             self.pair_off.append(nf)
             nf += self.lcard[a] * self.lcard[b]
-        # triple features (option `triples`): per three parameters one-hot per (level, level, level), on at most
-        # `triples` runs of values each
-        self.tlevel = [np.arange(c, dtype=np.int64) * min(c, self.triples) // c for c in self.card]
-        self.tcard = [int(lv.max()) + 1 if len(lv) else 1 for lv in self.tlevel]
-        trips = [(a, b, c) for a in range(p) for b in range(a + 1, p) for c in range(b + 1, p)] if self.triples else []
-        if not pairs or sum(self.tcard[a] * self.tcard[b] * self.tcard[c] for a, b, c in trips) > MAX_TRIPLE_FEATURES:
-            trips = []
-        self.trips = trips
-        self.trip_off = []
-        for a, b, c in trips:
-            self.trip_off.append(nf)
-            nf += self.tcard[a] * self.tcard[b] * self.tcard[c]
         self.nf = nf
 
     # ------------------------------------------------------------------ the neighbourhood graph
@@ -252,11 +223,6 @@ class HybridModel:
         cols = [(self.mlevel[j][c[:, j]] + self.main_off[j])[:, None] for j in range(c.shape[1])]
         for (a, b), off in zip(self.pairs, self.pair_off, strict=True):
             cols.append((off + self.level[a][c[:, a]] * self.lcard[b] + self.level[b][c[:, b]])[:, None])
-        for (a, b, d), off in zip(self.trips, self.trip_off, strict=True):
-            t = self.tlevel
-            cols.append(
-                (off + (t[a][c[:, a]] * self.tcard[b] + t[b][c[:, b]]) * self.tcard[d] + t[d][c[:, d]])[:, None]
-            )
         return np.concatenate(cols, axis=1) if cols else np.zeros((len(c), 0), np.int64)
 
     def features(self, rows: np.ndarray) -> np.ndarray:
@@ -313,9 +279,6 @@ class HybridModel:
             rhs = self.ok_sum + self.worst * self.fail_count - self.b0 * np.diag(self.gram)
             self.w = np.linalg.solve(self.gram + self.ridge * np.eye(self.nf), rhs)
         self._fitted_at = n
-        if self.trees:
-            y_all = np.array([self.worst if v is None else v for v in self.y])
-            self._forest = fit_forest(self.codes[self.rows], y_all, self.trees, TREE_DEPTH, self._tree_rng)
 
     def _fit_clipped(self) -> None:
         """The fit on log times capped at the `clip` quantile of the verified ones (a failure: the cap): the model
@@ -372,10 +335,6 @@ class HybridModel:
             return int(self.rng.choice(idx))
         self.fit()
         if u < self.explore + self.glob:
-            if self._forest is not None:
-                cand = self._sample(idx)
-                mean, spread = self._forest.predict(self.codes[cand])
-                return int(cand[int(np.argmin(mean - self.optimism * spread))])
             return self._best(self._sample(idx), self.optimism)
         if self.stall and self._since_best >= self.stall and ok >= 2 and self.rng.random() < self.cross:
             return self._crossover(idx)
