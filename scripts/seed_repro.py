@@ -139,24 +139,40 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 
 def _plot(fig6: pd.DataFrame, sizes: list[str], tol_high: float, path: Path) -> None:
+    """GFLOP/s at TOL 0, at TOL --tol-high and of the library against the size that varies most, one colour per
+    series (precision, shape and the other sizes), log x where the sizes span more than 20x; the drop below."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    x = fig6[sizes[0]].astype(int).values
+    axis = max(sizes, key=lambda s: (fig6[s].nunique(), -sizes.index(s)))
+    others = [c for c in ("precision", "shape", *sizes) if c != axis and fig6[c].nunique() > 1]
     fig, (ax, bx) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    ax.plot(x, fig6["gflops_tol0"], "o-", label="TOL 0%")
-    ax.plot(x, fig6["gflops_high"], "s--", label=f"TOL {tol_high:.0%}")
-    if "library_ms" in fig6:
-        flops = fig6["gflops_tol0"] * fig6["ms_tol0"]
-        ax.plot(x, flops / fig6["library_ms"], "^:", label="library")
+    groups = fig6.groupby(others, sort=False) if others else [((), fig6)]
+    for i, (key, g) in enumerate(groups):
+        key = key if isinstance(key, tuple) else (key,)
+        name = " ".join(f"{c}={v}" if c in sizes else str(v) for c, v in zip(others, key))
+        g = g.sort_values(axis)
+        x, colour = g[axis].astype(float).values, f"C{i % 10}"
+        ax.plot(x, g["gflops_tol0"], "o-", color=colour, label=f"{name} TOL 0%".strip())
+        ax.plot(x, g["gflops_high"], "s--", color=colour, label=f"TOL {tol_high:.0%}" if i == 0 else None)
+        if "library_ms" in g:
+            ax.plot(
+                x,
+                g["gflops_tol0"] * g["ms_tol0"] / g["library_ms"],
+                "^:",
+                color=colour,
+                label="library" if i == 0 else None,
+            )
+        bx.plot(x, 100 * g["drop"], "o-", color=colour)
+    if fig6[axis].max() > 20 * fig6[axis].min():
+        ax.set_xscale("log")
     ax.set_ylabel("GFLOP/s")
-    ax.legend()
+    ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    bx.bar(x, 100 * fig6["drop"], width=4)
-    bx.set_ylabel("drop %")
-    bx.set_xlabel(sizes[0])
+    bx.set_ylabel(f"drop % (TOL {tol_high:.0%})")
+    bx.set_xlabel(axis)
     bx.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=90)

@@ -20,7 +20,10 @@ from autotune.paths import ROOT
 # databases are plain SQLite under xz (17.8 MB of the tree's 29.3 MB when the limit was set; superseded ones retired).
 # Raised from 30 to 38 MB for the first whole seed experiment (results/seed_repro/hgemm_table1, 6.3 MB: 93,600
 # measurements): the tree (~36.6 MB) plus the 12 MB wheelhouse a GPU run carries now leaves ~18 MB for a database
-LIMIT_BYTES = 38_000_000
+# Raised to 40 MB for two more whole seed experiments (results/seed_repro/ism2 1.0 MB, wmma_worklog 0.75 MB): tree
+# ~39.5 MB + 12 MB of wheels + a resumed database still fits; Kernel Tuner's wheels (43 MB, scipy 37 of them) no
+# longer travel beside the tree: its GPU jobs need a smaller set or a tree with results/ retired first
+LIMIT_BYTES = 40_000_000
 # a developer's or a lent machine's folders; /tmp/ only in committed outputs (results), where it was a run's scratch
 MACHINE = re.compile(r"(?<![\w.$])(/work/|/root/|/home/[a-z_][\w-]*/|/Users/[A-Za-z])")
 SCRATCH = re.compile(r"(?<![\w.$])/tmp/")
