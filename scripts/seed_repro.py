@@ -5,8 +5,8 @@ Writes into --out and prints as Markdown:
 - `table1.csv`: kernels against TOL at BK (the tensor-core paper's Table I), both reduction methods, with the
   reduction against TOL 0 and the worst and mean loss;
 - `fig6.csv`: per test point, the served instance's time and GFLOP/s under the TOL 0 and the TOL --tol-high tables
-  (exact method) and the drop between them (the paper's Figure 6), and the kind's library (baseline) time and the
-  speed-up of each table over it;
+  (exact method) and the drop between them (the paper's Figure 6), the TOL 0 instance's fraction of the roofline,
+  and the kind's library (baseline) time, its roofline fraction and the speed-up of each table over it;
 - `sweep.csv`: per sweep run of the database (a resumed sweep has several), its wall time from the `sweeps` table
   and the measurements it wrote, by status.
 Figures are read from the database only (no GPU).
@@ -88,10 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     fig6["gflops_tol0"] = flops / (fig6["ms_tol0"] * 1e6)
     fig6["gflops_high"] = flops / (fig6["ms_high"] * 1e6)
     fig6["drop"] = 1 - fig6["gflops_high"] / fig6["gflops_tol0"]
+    keys = ["precision", "shape", *sizes]
+    ok = loaded.frame[loaded.frame["status"] == "ok"]
+    roof = ok.groupby([*keys, "instance_id"], as_index=False)["roofline_frac"].median()
+    fig6 = fig6.merge(
+        roof.rename(columns={"instance_id": "instance_tol0", "roofline_frac": "roofline_tol0"}),
+        on=[*keys, "instance_tol0"],
+        how="left",
+    )
     if loaded.baseline is not None and len(loaded.baseline):
-        keys = ["precision", "shape", *sizes]
-        lib = loaded.baseline.groupby(keys, as_index=False)["median_ms"].median()
-        fig6 = fig6.merge(lib.rename(columns={"median_ms": "library_ms"}), on=keys, how="left")
+        lib = loaded.baseline.groupby(keys, as_index=False)[["median_ms", "roofline_frac"]].median()
+        lib = lib.rename(columns={"median_ms": "library_ms", "roofline_frac": "library_roofline"})
+        fig6 = fig6.merge(lib, on=keys, how="left")
         fig6["speedup_tol0"] = fig6["library_ms"] / fig6["ms_tol0"]
         fig6["speedup_high"] = fig6["library_ms"] / fig6["ms_high"]
 
