@@ -160,7 +160,7 @@ def _plot(fig6: pd.DataFrame, sizes: list[str], tol_high: float, path: Path) -> 
     groups = fig6.groupby(others, sort=False) if others else [((), fig6)]
     for i, (key, g) in enumerate(groups):
         key = key if isinstance(key, tuple) else (key,)
-        name = " ".join(f"{c}={v}" if c in sizes else str(v) for c, v in zip(others, key))
+        name = " ".join(f"{c}={v}" if c in sizes else str(v) for c, v in zip(others, key, strict=True))
         g = g.sort_values(axis)
         x, colour = g[axis].astype(float).values, f"C{i % 10}"
         ax.plot(x, g["gflops_tol0"], "o-", color=colour, label=f"{name} TOL 0%".strip())
