@@ -42,6 +42,7 @@ def test_committed_h100_results_give_every_group_and_its_worst_point(tmp_path: P
         "fixed K = 8, 16, 32",
         "TSM2 (n = 2..16)",
         "ISM2 (k = n = 8, 16)",
+        "fp16 rectangles (tables6 validation)",
     }
 
 
@@ -62,7 +63,7 @@ def test_a_better_source_at_the_same_point_counts_and_other_points_do_not(tmp_pa
     assert list(points.index) == [64, 65]
     assert points.loc[64, "instance"] == "c" and points.loc[64, "source"] == "flat_s0_h200/summary.csv"
     line = next(x for x in out.stdout.splitlines() if x.startswith("| fp16 square"))
-    assert "| 2 | 0 | 0 |" in line and "0.880 at fp16 NN 64x64x64 b1000" in line  # both meet both targets
+    assert "| 2 | 0 | 0 | 0 |" in line and "0.880 at fp16 NN 64x64x64 b1000" in line  # both meet both targets
     assert "not measured on h200" in next(x for x in out.stdout.splitlines() if x.startswith("| fixed K"))
     # the seed reproductions are H100 results: never read as another GPU's
     assert "not measured on h200" in next(x for x in out.stdout.splitlines() if x.startswith("| ISM2"))
