@@ -146,16 +146,24 @@ def _markdown(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _series(fig6: pd.DataFrame, sizes: list[str]) -> tuple[str, list[str]]:
+    """The x axis (the size with the most values, the first on a tie) and the columns whose values make the
+    series: those that vary at one value of the axis (square sizes, n = k = m, are one series)."""
+    axis = max(sizes, key=lambda s: (fig6[s].nunique(), -sizes.index(s)))
+    others = [c for c in ("precision", "shape", *sizes) if c != axis and fig6.groupby(axis)[c].nunique().max() > 1]
+    return axis, others
+
+
 def _plot(fig6: pd.DataFrame, sizes: list[str], tol_high: float, path: Path) -> None:
     """GFLOP/s at TOL 0, at TOL --tol-high and of the library against the size that varies most, one colour per
-    series (precision, shape and the other sizes), log x where the sizes span more than 20x; the drop below."""
+    series (precision, shape and the other sizes where they vary independently of it), log x where the sizes span
+    more than 20x; the drop below."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    axis = max(sizes, key=lambda s: (fig6[s].nunique(), -sizes.index(s)))
-    others = [c for c in ("precision", "shape", *sizes) if c != axis and fig6[c].nunique() > 1]
+    axis, others = _series(fig6, sizes)
     fig, (ax, bx) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     groups = fig6.groupby(others, sort=False) if others else [((), fig6)]
     for i, (key, g) in enumerate(groups):

@@ -35,3 +35,23 @@ def test_seed_repro_writes_table1_fig6_and_sweeps(tmp_path) -> None:
     assert sweeps["n"].sum() == 6508 and (sweeps["wall_s"] > 0).all()
     assert (tmp_path / "fig6.png").stat().st_size > 0
     assert "whole experiment: 6,508 pairs in 372.3 s" in out.stdout
+
+
+def test_the_plot_draws_one_series_per_independent_size() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from seed_repro import _series
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    square = pd.DataFrame({"precision": "fp16", "shape": "NN", "m": [16, 24, 32], "n": [16, 24, 32], "k": [16, 24, 32]})
+    assert _series(square, ["m", "n", "k"]) == ("m", [])  # n = k = m: one series
+    tall = pd.DataFrame(
+        {
+            "precision": ["fp32"] * 4 + ["fp64"] * 4,
+            "shape": "NN",
+            "m": [10**4, 10**5, 10**4, 10**5] * 2,
+            "n": [8, 8, 16, 16] * 2,
+            "k": [8, 8, 16, 16] * 2,
+        }
+    )
+    assert _series(tall, ["m", "n", "k"]) == ("m", ["precision", "n", "k"])  # ISM2: 4 series
