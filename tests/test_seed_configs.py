@@ -25,3 +25,15 @@ def test_seed_config_loads_and_plans_every_space(path) -> None:
     for plan in plans:
         assert plan.pairs >= 1, f"{path.name}: space {plan.space.name} plans no pair"
         assert plan.limit(cfg) is None, f"{path.name}: space {plan.space.name} is not swept whole"
+
+
+@pytest.mark.parametrize("path", [p for p in SEED_CONFIGS if p.stem.endswith("_search")], ids=lambda p: p.stem)
+def test_a_searched_seed_experiment_has_its_brute_force_check_on_a_subset_of_its_points(path) -> None:
+    """Issue 56: a search strategy only where its result is checked against brute force on a subset of points."""
+    search = load_config(path)
+    check_path = path.with_name(path.stem.removesuffix("_search") + "_check.yaml")
+    assert check_path.exists(), f"{path.name} has no {check_path.name}"
+    check = load_config(check_path)
+    assert search.strategy != "brute" and check.strategy == "brute"
+    assert [s.ref for s in check.spaces] == [s.ref for s in search.spaces]
+    assert set(check.points) < set(search.points)
