@@ -6,6 +6,9 @@ the first GPU's winner on the second costs (its time there against the second GP
     python scripts/gpu_side_by_side.py H100_DB H200_DB [--a-device NAME] [--b-device NAME] [--csv OUT.csv]
 
 A and B may be one database (then name the devices, or the two GPU models with the most measurements are taken).
+The same comparison serves a search against brute force on one GPU (configs/seeds/*_search.yaml and *_check.yaml):
+A the search's database, B the brute-force sweep of some of its points; the loss is then how far the search's pick
+is from the best of every instance, on B's timings.
 "The first GPU's winner" is its fastest verified instance at the point (a TOL 0 table); where B never measured that
 instance at that point, the loss is empty and counted as "not measured on B". A `skipped` (early-stopped) time on B
 counts: it is a verified median known to be more than TOL slower than B's best, so the loss it shows is a lower
