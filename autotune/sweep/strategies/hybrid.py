@@ -113,29 +113,16 @@ class HybridModel:
     `observe(row, log_time | None)` tells a result (None: failed)."""
 
     def __init__(self, codes: np.ndarray, seed: int = 0, options: HybridOptions | None = None) -> None:
-        o = options if options is not None else HybridOptions()
-        self.optimism = o.optimism
-        self.restart, self.patience = o.restart, o.patience
+        self.options = options if options is not None else HybridOptions()
         self._optima: list[int] = []  # the best row of every restart that ended
         self._phase: list[tuple[float, int]] | None = None  # a restart's results (log time, row), fastest first
         self._phase_idle = 0  # the restart's results in a row that did not improve on its best
         self._calm = 0  # results since the last restart ended (the next waits `restart` results)
         self._asked: set[int] = set()  # rows the restart proposed that were not told yet (a batch asks several)
-        self.clip = o.clip
-        self.stall, self.cross = o.stall, o.cross
         self._since_best = 0  # results told since the best verified time last improved
         self.codes = np.ascontiguousarray(codes, dtype=np.int32)
         n, p = self.codes.shape
         self.rng = np.random.default_rng(seed)
-        self.startup, self.explore, self.glob, self.radius, self.pool, self.ridge, self.basins = (
-            o.startup,
-            o.explore,
-            o.glob,
-            o.radius,
-            o.pool,
-            o.ridge,
-            o.basins,
-        )
         self._layout()
         m = p + len(self.pairs)
         self._all = self._features(np.arange(n)) if n * m <= PRECOMPUTE else None
@@ -251,7 +238,7 @@ class HybridModel:
             self._phase_idle = 0 if gain else self._phase_idle + 1
             if log_time is not None:
                 bisect.insort(self._phase, (log_time, int(row)))
-            if self._phase_idle >= self.patience:
+            if self._phase_idle >= self.options.patience:
                 self._end_phase()
         self.rows.append(int(row))
         self.y.append(log_time)
@@ -264,7 +251,7 @@ class HybridModel:
             return
         fails = n - len(self.ranked)
         self.b0 = (self.ok_total + fails * self.worst) / n
-        if self.clip:
+        if self.options.clip:
             self._fit_clipped()
         elif 2 * n < self.nf:  # dual form, cheaper while few results: (F F^T + lambda I) a = y - b0, w = F^T a
             f = self.features(np.array(self.rows))
@@ -272,12 +259,12 @@ class HybridModel:
             k = np.zeros((n, n))
             for col in f.T:
                 k += col[:, None] == col[None, :]
-            a = np.linalg.solve(k + self.ridge * np.eye(n), y)
+            a = np.linalg.solve(k + self.options.ridge * np.eye(n), y)
             self.w = np.zeros(self.nf)
             np.add.at(self.w, f.ravel(), np.repeat(a, f.shape[1]))
         else:
             rhs = self.ok_sum + self.worst * self.fail_count - self.b0 * np.diag(self.gram)
-            self.w = np.linalg.solve(self.gram + self.ridge * np.eye(self.nf), rhs)
+            self.w = np.linalg.solve(self.gram + self.options.ridge * np.eye(self.nf), rhs)
         self._fitted_at = n
 
     def _fit_clipped(self) -> None:
@@ -286,7 +273,7 @@ class HybridModel:
         ones (a convolution's fastest instances sit in a region whose median is 3-100x slower)."""
         n = len(self.rows)
         ok = np.array([v for v in self.y if v is not None])
-        cap = float(np.quantile(ok, self.clip))
+        cap = float(np.quantile(ok, self.options.clip))
         y = np.array([cap if v is None else min(v, cap) for v in self.y])
         self.b0 = float(y.mean())
         f = self.features(np.array(self.rows))
@@ -294,13 +281,13 @@ class HybridModel:
             k = np.zeros((n, n))
             for col in f.T:
                 k += col[:, None] == col[None, :]
-            a = np.linalg.solve(k + self.ridge * np.eye(n), y - self.b0)
+            a = np.linalg.solve(k + self.options.ridge * np.eye(n), y - self.b0)
             self.w = np.zeros(self.nf)
             np.add.at(self.w, f.ravel(), np.repeat(a, f.shape[1]))
         else:
             rhs = np.zeros(self.nf)
             np.add.at(rhs, f.ravel(), np.repeat(y - self.b0, f.shape[1]))
-            self.w = np.linalg.solve(self.gram + self.ridge * np.eye(self.nf), rhs)
+            self.w = np.linalg.solve(self.gram + self.options.ridge * np.eye(self.nf), rhs)
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
         assert self.w is not None
@@ -324,22 +311,31 @@ class HybridModel:
         idx = np.flatnonzero(free)
         ok = len(self.ranked)
         u = self.rng.random()
-        if len(self.rows) < self.startup or ok < 2 or not self.codes.shape[1]:
+        if len(self.rows) < self.options.startup or ok < 2 or not self.codes.shape[1]:
             return int(self.rng.choice(idx))
-        if self.restart and (self._phase is not None or min(self._since_best, self._calm) >= self.restart):
+        if self.options.restart and (
+            self._phase is not None or min(self._since_best, self._calm) >= self.options.restart
+        ):
             got = self._restarted(idx, free)
             if got is not None:
                 self._asked.add(got)
                 return got
-        if u < self.explore:
+        if u < self.options.explore:
             return int(self.rng.choice(idx))
         self.fit()
-        if u < self.explore + self.glob:
-            return self._best(self._sample(idx), self.optimism)
-        if self.stall and self._since_best >= self.stall and ok >= 2 and self.rng.random() < self.cross:
+        if u < self.options.explore + self.options.glob:
+            return self._best(self._sample(idx), self.options.optimism)
+        if (
+            self.options.stall
+            and self._since_best >= self.options.stall
+            and ok >= 2
+            and self.rng.random() < self.options.cross
+        ):
             return self._crossover(idx)
         order = [r for _, r in self.ranked]
-        if self.basins > 1:  # local search around the best of another basin now and then (a trap has many good rows)
+        if (
+            self.options.basins > 1
+        ):  # local search around the best of another basin now and then (a trap has many good rows)
             reps = self._representatives()
             if len(reps) > 1 and self.rng.random() < 0.5:
                 pick = int(reps[int(self.rng.integers(1, len(reps)))])
@@ -347,7 +343,7 @@ class HybridModel:
         for inc in order:
             if inc in self._exhausted:
                 continue
-            near = np.flatnonzero((self.distance(inc) <= self.radius) & free)
+            near = np.flatnonzero((self.distance(inc) <= self.options.radius) & free)
             if len(near):
                 return self._best(near)
             self._exhausted.add(inc)
@@ -367,7 +363,7 @@ class HybridModel:
             return int(self.rng.choice(idx))
         self.fit()
         for _, inc in self._phase:
-            near = np.flatnonzero((self.distance(inc) <= self.radius) & free)
+            near = np.flatnonzero((self.distance(inc) <= self.options.radius) & free)
             if len(near):
                 return self._best(near)
         self._end_phase()
@@ -405,15 +401,15 @@ class HybridModel:
                 continue
             if all(int((self.codes[r] != self.codes[q]).sum()) >= spread for q in reps):
                 reps.append(r)
-                if len(reps) >= self.basins:
+                if len(reps) >= self.options.basins:
                     break
         return reps
 
     def _sample(self, idx: np.ndarray) -> np.ndarray:
         """Every free row, or about `pool` of them drawn at random on a large space."""
-        if len(idx) <= self.pool:
+        if len(idx) <= self.options.pool:
             return idx
-        return np.unique(idx[self.rng.integers(0, len(idx), self.pool)])
+        return np.unique(idx[self.rng.integers(0, len(idx), self.options.pool)])
 
 
 _POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
