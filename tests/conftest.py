@@ -51,6 +51,7 @@ ONE_WORKER = {
     "test_tables6_neighbours.py": "the committed softmax database with a validation replayed into it (about 5 s)",
     "test_dask_backend.py": "a local dask cluster and the recorded transpose sweep (about 5 s)",
     "test_validate_kinds.py": "the stencil recording and its report (about 3 s)",
+    "test_validate.py": "a replayed sweep and its table (about 2.5 s)",
 }
 
 
