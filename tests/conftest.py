@@ -3,7 +3,9 @@
 Under pytest-xdist (`-n N --dist loadgroup`, what scripts/test.sh passes), the tests that use the PostgreSQL
 server run in one worker, one after another: some restart or stop the server (tests/test_faults.py), which must
 not cut another test's connection (tests/test_faults.py, whose fake GPU workers run under 1 s watchdogs, joins
-that worker too, so that two of its sweeps never compete for the cores); and the GPU tests share one GPU."""
+that worker too, so that two of its sweeps never compete for the cores); and the GPU tests share one GPU. The modules of
+ONE_WORKER build an expensive module-scoped input (a committed database loaded and its tables built, a replayed sweep,
+a dask cluster): each keeps to one worker, which builds it once instead of once per worker."""
 
 from __future__ import annotations
 
@@ -43,6 +45,16 @@ def _test_leaves_the_spaces():
         yield
 
 
+# module -> what its module-scoped fixtures build (seconds on one core, measured in the full suite)
+ONE_WORKER = {
+    "test_dispatch_committed.py": "five committed databases loaded and their tables built (about 20 s)",
+    "test_tables6_neighbours.py": "the committed softmax database with a validation replayed into it (about 5 s)",
+    "test_dask_backend.py": "a local dask cluster and the recorded transpose sweep (about 5 s)",
+    "test_validate_kinds.py": "the stencil recording and its report (about 3 s)",
+    "test_validate.py": "a replayed sweep and its table (about 2.5 s)",
+}
+
+
 def _have_gpu() -> bool:
     try:
         import cupy
@@ -52,6 +64,7 @@ def _have_gpu() -> bool:
         return False
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups (a conftest of the arguments loads first)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     gpu = None
     nvcc = shutil.which("nvcc") is not None
@@ -64,6 +77,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("gpu"))
         if item.path.name == "test_faults.py":  # watchdogs of 1 s over spawned workers: one at a time
             item.add_marker(pytest.mark.xdist_group("postgresql"))
+        if item.path.name in ONE_WORKER and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))  # (the PostgreSQL ones stay in theirs)
         if "gpu" in item.keywords:
             if gpu is None:
                 gpu = _have_gpu()

@@ -25,9 +25,19 @@ SQUARE_DB = ROOT / "results" / "square_h100" / "square_h100.sqlite.xz"
 pytestmark = pytest.mark.filterwarnings("ignore:.*schema version")  # committed databases migrate on open
 
 
+_RECORDED: dict[tuple[str, str, str, int], tuple[Job, ...]] = {}  # recorded_jobs' answers (Jobs are frozen)
+
+
 def recorded_jobs(db: Path, space: Space, precision: str, count: int) -> list[Job]:
     """`count` instances of `space` recorded in `db`, each at its recorded points of `precision` plus one point
-    the database never saw (the backend must answer it too)."""
+    the database never saw (the backend must answer it too); read once for all the tests that ask."""
+    key = (str(db), space.name, precision, count)
+    if key not in _RECORDED:
+        _RECORDED[key] = tuple(_recorded_jobs(db, space, precision, count))
+    return list(_RECORDED[key])
+
+
+def _recorded_jobs(db: Path, space: Space, precision: str, count: int) -> list[Job]:
     with Store.open(str(db), create=False, readonly=True) as store:
         pairs = store.done_pairs(store.device_id())
     by_instance: dict[str, list[TestPoint]] = {}

@@ -37,16 +37,22 @@ def cli(
     )
 
 
+@pytest.fixture(scope="module")
+def committed_bytes() -> tuple[bytes, bytes]:
+    """The committed default database: its bytes and their `gzip -9 -n` copy (made once for the module's tests)."""
+    data = SOURCE.read_bytes() if SOURCE.is_file() else plain_bytes(SOURCE.with_name(SOURCE.name + ".xz"))
+    return data, gzip.compress(data, compresslevel=9, mtime=0)
+
+
 @pytest.fixture
-def dbs(tmp_path: Path) -> tuple[Path, Path, Path]:
+def dbs(tmp_path: Path, committed_bytes: tuple[bytes, bytes]) -> tuple[Path, Path, Path]:
     """(plain database, its `gzip -9 -n` copy, the TMPDIR of the commands) in tmp_path."""
     plain = tmp_path / "plain" / "default.sqlite"
     plain.parent.mkdir()
-    data = SOURCE.read_bytes() if SOURCE.is_file() else plain_bytes(SOURCE.with_name(SOURCE.name + ".xz"))
-    plain.write_bytes(data)
+    plain.write_bytes(committed_bytes[0])
     gz = tmp_path / "gz" / "default.sqlite.gz"
     gz.parent.mkdir()
-    gz.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+    gz.write_bytes(committed_bytes[1])
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     return plain, gz, tmpdir
@@ -77,11 +83,11 @@ def test_report_of_a_gzipped_database_is_the_same(dbs: tuple[Path, Path, Path], 
     assert len(_cached(tmpdir)) == 1
 
 
-@pytest.mark.parametrize("fmt", ["json", "python"])  # the formats render one table: the read path is what differs
-def test_emit_of_a_gzipped_database_is_the_same(dbs: tuple[Path, Path, Path], fmt: str) -> None:
+def test_emit_of_a_gzipped_database_is_the_same(dbs: tuple[Path, Path, Path]) -> None:
+    """The read path is what differs: the table as JSON (all of it; the other formats render the same table)."""
     plain, gz, tmpdir = dbs
-    a = cli("emit", str(plain), "--format", fmt, tmpdir=tmpdir)
-    b = cli("emit", f"sqlite:///{gz}", "--format", fmt, tmpdir=tmpdir)  # a URL works like a path
+    a = cli("emit", str(plain), "--format", "json", tmpdir=tmpdir)
+    b = cli("emit", f"sqlite:///{gz}", "--format", "json", tmpdir=tmpdir)  # a URL works like a path
     assert a.returncode == b.returncode == 0, b.stderr
     assert _stamp_free(a.stdout) == _stamp_free(b.stdout) and a.stdout
 

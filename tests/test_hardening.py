@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -161,6 +162,22 @@ def test_huge_space_is_refused_before_work(tmp_path: Path) -> None:
     wide.write_text("name: wide\ndescription: x\nparameters:\n  A: {start: 1, stop: 1000000000000}\n")
     r = cli("space", "show", str(wide), timeout=30)
     assert r.returncode == 2 and f"{wide}:4: the range has 1,000,000,000,000 values" in r.stderr
+
+
+def test_a_range_beyond_64_bit_arithmetic_is_refused_from_its_ends(tmp_path: Path) -> None:
+    """A range of 2^23 values (under the 2^24 cap) that ends at 2^63: its first value beyond 2^62 is found from the
+    range's ends, as quickly as that of a short range (its 8,388,608 values were built and scanned first: about 1 s,
+    2 s for a hostile file of 2^24 values)."""
+    from autotune.space.spec import SpaceError, load_space
+
+    far = tmp_path / "far.yaml"
+    far.write_text(
+        "name: far\ndescription: x\nparameters:\n  A: {start: 1, stop: 9223372036854775808, step: 1099511627776}\n"
+    )
+    t0 = time.monotonic()
+    with pytest.raises(SpaceError, match=r"value 4611686018427387905 is not a number from -2\*\*62 to 2\*\*62") as e:
+        load_space(far)
+    assert time.monotonic() - t0 < 0.5 and e.value.line == 4
 
 
 @pytest.mark.parametrize(

@@ -270,6 +270,23 @@ def test_a_bad_environment_knob_is_one_line_naming_it(tmp_path: Path, knob: str,
     one_line(r, knob)
 
 
+def test_a_bad_pairs_limit_fails_before_the_workload_is_read(tmp_path: Path) -> None:
+    """`workload config` read AUTOTUNE_MAX_PAIRS after it had loaded the workload and planned the sweep (2 s here
+    before the one line); it is read first now, like the output path: with no workload file at all it is what fails."""
+    r = cli(
+        "workload",
+        "config",
+        "missing.yaml",
+        "--space",
+        "gemm_naive",
+        "--out",
+        "s.yaml",
+        cwd=tmp_path,
+        **{"AUTOTUNE_MAX_PAIRS": "abc"},
+    )
+    one_line(r, "AUTOTUNE_MAX_PAIRS")
+
+
 # the compile knobs are read where the GPU backend and its compile pool start (no GPU here: called as the sweep does)
 COMPILE_KNOBS = {
     "AUTOTUNE_COMPILE_TIMEOUT": "from autotune.sweep.backends.local import GpuBackend; GpuBackend(cache_dir='c')",

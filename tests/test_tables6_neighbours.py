@@ -5,6 +5,7 @@ as extra measured points, against a brute-force reading of rule 4', and the C++ 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import random
@@ -87,7 +88,9 @@ def sampled_db(tmp_path_factory) -> str:
     return str(db)
 
 
+@functools.cache
 def _table(db: str, structure: Structure):
+    """The table of `structure` built from the database `db`, once (four tests read the one of two neighbours)."""
     from autotune.dispatch.build import Recipe, build
     from autotune.workflows.results import load_results as load
 
@@ -106,20 +109,29 @@ def _queries(table, count: int = 1500, seed: int = 7) -> list[tuple[int, int]]:
     return out + [(rng.randint(1, 1 << 30), rng.randint(1, 64)) for _ in range(50)]
 
 
-def brute_force(raw: dict, dims: tuple[int, ...], k: int, margin: float, reach: float) -> int:
-    """Rule 4' with neighbours read literally: every measurement of every answer, sorted."""
+def point_logs(raw: dict) -> list[tuple[list[int], dict[int, int]]]:
+    """Each tuned point of a table as brute_force reads it: its sizes as fixed-point log2, its costs by answer."""
+    names = raw["size_names"]
+    return [
+        ([ilog2_fx(int(p["sizes"][n])) for n in names], {int(a): int(c) for a, c in p["costs"]}) for p in raw["points"]
+    ]
+
+
+def brute_force(
+    raw: dict, lookup: Lookup, points: list, dims: tuple[int, ...], k: int, margin: float, reach: float
+) -> int:
+    """Rule 4' with neighbours read literally: every measurement of every answer, sorted (`lookup`: the table's, for
+    the validity of an answer only; `points`: point_logs(raw))."""
     names = raw["size_names"]
     near = [names.index(n) for n in raw["table_sizes"]]
     tie = [d for d in range(len(names)) if d not in near]
     logs = [ilog2_fx(x) for x in dims]
     rows = []
-    for order, p in enumerate(raw["points"]):
-        plogs = [ilog2_fx(int(p["sizes"][n])) for n in names]
+    for order, (plogs, costs) in enumerate(points):
         dist = sum(abs(logs[d] - plogs[d]) for d in near)
         tdist = sum(abs(logs[d] - plogs[d]) for d in tie)
-        rows.append((dist, tdist, order, {int(a): int(c) for a, c in p["costs"]}))
+        rows.append((dist, tdist, order, costs))
     limit = min(r[0] for r in rows) + int(round(reach * 65536))
-    lookup = Lookup(raw)
     competing = {a for r in rows if r[0] <= limit for a in r[3] if a == LIBRARY or 0 <= a < len(raw["kernels"])}
     prices = {}
     for a in competing:
@@ -138,7 +150,8 @@ def test_the_lookup_prices_by_the_mean_of_the_k_nearest(sampled_db, k, margin, r
     lookup = Lookup(raw)
     queries = _queries(table, 600)
     got = [lookup.index("fp32", "", q) for q in queries]
-    assert got == [brute_force(raw, q, k, margin, reach) for q in queries]
+    points = point_logs(raw)
+    assert got == [brute_force(raw, lookup, points, q, k, margin, reach) for q in queries]
     assert LIBRARY in got and len(set(got)) >= 3
 
 

@@ -144,8 +144,10 @@ def config(
     from autotune.sweep.config import load_config
     from autotune.sweep.workloads.workload import ConfigKeys, choose_points, coverage, pool_from_db, sweep_config_text
     from autotune.sweep.workloads.workload_files import load_workload
+    from autotune.sweep.workloads.workload_limits import MAX_PAIRS, PAIRS_ENV, limit
 
     check_writable([out_path], make_folders=True)  # before the work: a path that cannot be written fails at once
+    cap = limit(max_pairs, PAIRS_ENV, MAX_PAIRS)  # and a bad AUTOTUNE_MAX_PAIRS
     wl = load_workload(workload, space=kind_space, limit=max_problems)
     include = load_config(include_config).points if include_config else ()
     count = renamed(tuned_points, tuned_points_old, "--tuned-points", "--points")
@@ -192,20 +194,19 @@ def config(
             "-" if worst is None else f"{worst:.3f}",
         )
     stdout().print(table)
-    _check_pairs(text, out_path, max_pairs, force)
+    _check_pairs(text, out_path, cap, force)
     write_file(out_path, text, make_folders=True)
     stdout().print(f"wrote {out_path}", highlight=False)
 
 
-def _check_pairs(text: str, out_path: Path, max_pairs: int | None, force: bool) -> None:
-    """Print the (instance, point) pairs the sweep config `text` plans; above the limit, refuse unless `force`."""
+def _check_pairs(text: str, out_path: Path, cap: int, force: bool) -> None:
+    """Print the (instance, point) pairs the sweep config `text` plans; above `cap`, refuse unless `force`."""
     from autotune.sweep.config import parse_config
     from autotune.sweep.plan import plan_sweep
-    from autotune.sweep.workloads.workload_limits import MAX_PAIRS, PAIRS_ENV, limit
+    from autotune.sweep.workloads.workload_limits import PAIRS_ENV
 
     cfg = parse_config(text, file=out_path.resolve())
     pairs = sum(plan.expected_pairs(plan.limit(cfg)) for plan in plan_sweep(cfg))
-    cap = limit(max_pairs, PAIRS_ENV, MAX_PAIRS)
     stdout().print(f"planned: {pairs:,} (instance, point) pairs (the main phase; --share adds more)", highlight=False)
     if pairs > cap and not force:
         raise UserError(

@@ -243,14 +243,19 @@ class _Builder:
                     line,
                     hint="e.g. {start: 16, stop: 128, step: 16} (stop is included)",
                 )
-            if len(range(start, stop + 1, step)) > 1 << 24:  # checked before building the tuple
+            span = range(start, stop + 1, step)
+            if len(span) > 1 << 24:  # checked before building the tuple
                 raise self.fail(
-                    f"the range has {len(range(start, stop + 1, step)):,} values, more than "
-                    f"{1 << 24:,} (2^24) per parameter",
+                    f"the range has {len(span):,} values, more than {1 << 24:,} (2^24) per parameter",
                     line,
                     hint="use a larger step or a narrower range",
                 )
-            values = tuple(range(start, stop + 1, step))
+            if span and abs(span[0]) > MAX_INT_LITERAL:  # (refused below, as a list's first such value would be)
+                values = (span[0],)
+            elif span and span[-1] > MAX_INT_LITERAL:  # the first value beyond, found from the ends, nothing built
+                values = (span[(MAX_INT_LITERAL - start) // step + 1],)
+            else:
+                values = tuple(span)
         elif isinstance(spec, dict) and set(spec) == {"pow2"}:
             bounds = spec["pow2"]
             if (
