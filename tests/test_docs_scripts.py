@@ -57,6 +57,10 @@ SCRIPTS: dict[str, list[ScriptRun]] = {
         _help("walkthrough.sh", "--replay"),
     ],
     "build_wheelhouse.sh": [_help("build_wheelhouse.sh", "wheelhouse")],  # downloads: network
+    "gpu_tier.sh": [
+        ScriptRun("bash scripts/gpu_tier.sh {out}/tier", "CuPy sees no GPU", needs_gpu=True),
+        _help("gpu_tier.sh", "GPU test tier"),
+    ],
     "ci_chromium.sh": [_help("ci_chromium.sh", "Chromium")],  # installs with apt-get: root and network
     "bench_search_jobs.sh": [ScriptRun("bash scripts/bench_search_jobs.sh {out} 1 0 5", "packed")],  # no job starts
     "compile_bound_search_h100.sh": [
