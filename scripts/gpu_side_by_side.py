@@ -64,13 +64,15 @@ def load_side(db: str, device: str) -> Side:
     return Side(device, tuple(loaded.layout.sizes), summary, times)
 
 
+BEST = ["instance", "ms", "roofline_frac", "library_ms", "speedup"]  # a side's best at a point (summary columns)
+
+
 def side_by_side(a: Side, b: Side) -> pd.DataFrame:
     """One row per point both GPUs measured: a_* and b_* of each side's best, same_winner, a_winner_on_b_ms,
     loss_a_on_b (a_winner_on_b_ms / b_ms - 1; empty where B never timed A's winner there)."""
-    point = [c for c in a.summary.columns if c in b.summary.columns and c not in SIDE_COLUMNS]  # precision.. sizes
-    cols = ["instance", "ms", "roofline_frac", "library_ms", "speedup"]
-    both = a.summary[point + cols].merge(b.summary[point + cols], on=point, suffixes=("_a", "_b"))
-    both = both.rename(columns={f"{c}_{s}": f"{s}_{c}" for c in cols for s in "ab"})
+    point = [c for c in a.summary.columns if c in b.summary.columns and c not in BEST]  # precision, shape, sizes
+    both = a.summary[point + BEST].merge(b.summary[point + BEST], on=point, suffixes=("_a", "_b"))
+    both = both.rename(columns={f"{c}_{s}": f"{s}_{c}" for c in BEST for s in "ab"})
     both = both[both["a_instance"].astype(bool) & both["b_instance"].astype(bool)]
     on_b = b.times.rename(columns={"instance_id": "a_instance", "median_ms": "a_winner_on_b_ms"})
     both = both.merge(on_b, on=[*point, "a_instance"], how="left")
@@ -78,9 +80,6 @@ def side_by_side(a: Side, b: Side) -> pd.DataFrame:
     both["loss_a_on_b"] = both["a_winner_on_b_ms"] / both["b_ms"] - 1
     both["b_over_a_speed"] = both["a_ms"] / both["b_ms"]
     return both.reset_index(drop=True)
-
-
-SIDE_COLUMNS = {"instance", "ms", "roofline_frac", "library_ms", "speedup"}
 
 
 def _point(row: pd.Series, sizes: tuple[str, ...]) -> str:

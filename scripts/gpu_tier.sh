@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU test tier (tests/gpu/) on a GPU machine in about four minutes: its files split in two halves run at
 # once (`pytest -m gpu --dist loadfile`, 3 and 4 workers: one GPU, the files' own fixtures and processes), each half's
-# summary and failures printed last, the logs in OUT (default: a new folder under /tmp). Where the machine has no
+# summary and failures printed last, the logs in OUT (default: a new temporary folder). Where the machine has no
 # virtualenv of the project, WHEELS names a wheelhouse (scripts/build_wheelhouse.sh) installed with pip --target
 # first (a lent machine without network).
 #   bash scripts/gpu_tier.sh [OUT]          knobs: WHEELS=DIR, TIER_TIMEOUT=seconds per half (default 300)
@@ -9,14 +9,14 @@
 source "$(dirname "$0")/help.sh"  # -h, --help: the comment above
 set -u
 cd "$(dirname "$0")/.."
-OUT=${1:-$(mktemp -d /tmp/gpu_tier.XXXXXX)}
+OUT=${1:-$(mktemp -d -t gpu_tier.XXXXXX)}
 mkdir -p "$OUT"
 py=python3
 [ -x .venv/bin/python ] && py=.venv/bin/python
 if [ -n "${WHEELS:-}" ]; then
-    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/gpu_tier_site \
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$OUT/site" \
         "$WHEELS"/*.whl >/dev/null 2>&1 || { echo "error: the wheels in $WHEELS did not install" >&2; exit 1; }
-    export PYTHONPATH=/tmp/gpu_tier_site:$PWD
+    export PYTHONPATH=$OUT/site:$PWD
 fi
 "$py" -c "import cupy, sys; sys.exit(cupy.cuda.runtime.getDeviceCount() == 0)" >/dev/null 2>&1 \
     || { echo "error: gpu_tier.sh runs the GPU tests and CuPy sees no GPU here (on a CPU: bash scripts/test.sh)" >&2; exit 2; }
