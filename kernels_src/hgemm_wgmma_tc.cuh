@@ -216,7 +216,7 @@ __device__ __forceinline__ void fill(unsigned tile, const __half* src, long long
                                      const __half* safe, int t) {
   if constexpr (W >= 2) {
     constexpr int CPR = T::X / W, TOTAL = T::Y * CPR;
-#pragma unroll 4
+#pragma unroll 1  // (issued while the accumulators are live: unrolled 2 or 4, BN = 120 spilled)
     for (int q = t; q < TOTAL; q += THREADS) {
       const int y = q / CPR, x = (q - y * CPR) * W;
       int n = xlen - x;
