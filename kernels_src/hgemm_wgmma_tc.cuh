@@ -332,7 +332,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
       Mma<BN, TRANS_A == 0 ? 1 : 0, TRANS_B>::run(acc, da, db, cs > 0 || kk > 0);
     }
     wgmma_commit();
-    issue();  // into the stage the previous unit left, while the tensor cores work
+    issue();      // into the stage the previous unit left, while the tensor cores work
+    __syncwarp();  // (the copies' loops diverge; wgmma.wait_group is .aligned)
     wgmma_wait<0>();
 #pragma unroll
     for (int r = 0; r < BN / 2; ++r) fence_operand(acc[r]);
