@@ -34,11 +34,20 @@
 //    slabs xc .. xc + 7 of one y (CX >= 8, PAD = 1: SX / 16 odd), or 8 / CX rows of CX slabs (CX = 2, 4: PAD =
 //    8 / CX, SX / 16 = 8 / CX mod 8), which land in 8 different 16-byte bank groups. SPAD = 0: SX = 16 * Y,
 //    every core matrix 128-byte aligned (a fallback should the padded strides be refused on the GPU).
+//    SWZ = 1 (KS = 64): the 128-byte swizzle instead. The tile is slabs of 64 x (128 bytes) by Y rows, slab
+//    stride 128 Y; logical byte o = (x / 64) * 128 Y + 128 y + 2 (x % 64), stored at o ^ ((o >> 3) & 0x70) (the
+//    16-byte chunk index XOR the row index mod 8: Swizzle<3,4,3> on 1024-byte aligned atoms of 8 rows; the ring
+//    starts on a 1024-byte boundary). A 128-byte row is 64 K values of one M or N index (K-major; KS = 64: one
+//    slab) or 64 M or N values of one k (MN-major; X rounded up to 64). Descriptors (swizzle mode 1, base offset
+//    0): K-major LBO = 16 (unused), SBO = 1024 (8 rows of M or N), the k-step's start + 32 kk bytes inside the
+//    rows (the hardware applies the XOR to the address it forms, as CUTLASS's descriptor iterator relies on);
+//    MN-major LBO = 128 Y (the next 64 of M or N), SBO = 1024 (the next 8 k), k-step start + 2048 kk.
 // 2. Descriptors. One wgmma multiplies a 64 x 16 piece of A (warpgroup g: rows 64 g ..) by a 16 x BN piece of B
 //    (k-step kk: k = 16 kk .. 16 kk + 15, two core matrices deep). Start addresses:
 //        A MN-major: tile + 8 g * SX + 256 kk     A K-major: tile + 2 kk * SX + 1024 g
 //        B K-major:  tile + 2 kk * SX             B MN-major: tile + 256 kk
-//    Descriptor bits: [0, 14) start address >> 4, [16, 30) LBO >> 4, [32, 46) SBO >> 4, base offset 0, swizzle 0.
+//    Descriptor bits: [0, 14) start address >> 4, [16, 30) LBO >> 4, [32, 46) SBO >> 4, base offset 0, [62, 64)
+//    swizzle (0: none; 1: 128 bytes, SWZ = 1).
 // 3. Ring. As hgemm_ring_tc: a block takes problems blockIdx.x, blockIdx.x + gridDim.x, ... (PERSIST, a space
 //    parameter: a grid of resident blocks; otherwise one block per problem); unit u is slice u % KT of problem
 //    u / KT (KT = ceil(K / KS)), STAGES stages, one cp.async group per unit (committed even when empty). Each
@@ -58,6 +67,7 @@
 //   KS       K-slice: values of K per ring stage (a multiple of 16: KS / 16 wgmmas per slice)
 //   STAGES   ring stages (>= 2)
 //   SPAD     1: padded slabs (conflict-free cp.async writes); 0: unpadded, 128-byte aligned core matrices
+//   SWZ      1: the 128-byte swizzled layout (KS = 64, SPAD = 0); 0: the interleaved layout
 //   CDIRECT  0: C through shared memory and 16-byte stores; 1: element stores from the accumulators
 // Launch: block (2 * BM, 1, 1); grid (g, 1, 1) for any g >= 1; dynamic shared memory
 // hgemm_wgmma_tc_smem_bytes<...>() bytes (a launch with less traps). Compile for sm_90a (`kernel: arch_specific:
@@ -104,9 +114,9 @@ template <int N> __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
 // Shared-memory matrix descriptor, no swizzle (section 2 above).
-__device__ __forceinline__ unsigned long long descriptor(unsigned addr, unsigned lbo, unsigned sbo) {
+template <int SWZ> __device__ __forceinline__ unsigned long long descriptor(unsigned addr, unsigned lbo, unsigned sbo) {
   return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (static_cast<unsigned long long>(lbo >> 4) << 16) |
-         (static_cast<unsigned long long>(sbo >> 4) << 32);
+         (static_cast<unsigned long long>(sbo >> 4) << 32) | (static_cast<unsigned long long>(SWZ) << 62);
 }
 
 // wgmma.mma_async.sync.aligned.m64n<N>k16.f32.f16.f16 d, descA, descB, p, 1, 1, TA, TB: d (N / 2 floats a thread)
@@ -176,23 +186,32 @@ AUTOTUNE_WG_MMA(120, AUTOTUNE_WG_R60, AUTOTUNE_WG_C60, "60", "61", "62", "63", "
 AUTOTUNE_WG_MMA(128, AUTOTUNE_WG_R64, AUTOTUNE_WG_C64, "64", "65", "66", "67", "68")
 
 // ------------------------------------------------------------------------------------------- geometry
-// One operand's K-slice tile: X (contiguous in global memory) by Y halves, in CX slabs of SX bytes (section 1).
-template <int X_, int Y_, int SPAD> struct Tile {
-  static constexpr int X = X_, Y = Y_;
+// One operand's K-slice tile: X (contiguous in global memory) by Y halves (section 1). SWZ = 0: CX slabs of SX
+// bytes (8 x values each); SWZ = 1: slabs of 64 x values (X rounded up to 64), 128-byte rows, swizzled.
+template <int X_, int Y_, int SPAD, int SWZ> struct Tile {
+  static constexpr int X = SWZ ? cdiv(X_, 64) * 64 : X_, Y = Y_;  // the extent the copies fill (zeros past X_)
   static constexpr int CX = X / 8;
-  static constexpr int PAD = SPAD == 0 || CX == 1 ? 0 : (CX >= 8 ? 1 : 8 / CX);
-  static constexpr int SX = 16 * (Y + PAD);
-  static constexpr int BYTES = CX * SX;
-  static __device__ __forceinline__ unsigned offset(int x, int y) { return (x >> 3) * SX + 16 * y + 2 * (x & 7); }
+  static constexpr int PAD = SWZ || SPAD == 0 || CX == 1 ? 0 : (CX >= 8 ? 1 : 8 / CX);
+  static constexpr int SX = SWZ ? 128 * Y : 16 * (Y + PAD);  // bytes from one slab to the next
+  static constexpr int BYTES = SWZ ? (X / 64) * SX : CX * SX;
+  static __device__ __forceinline__ unsigned offset(int x, int y) {
+    if constexpr (SWZ) {
+      const unsigned o = (x >> 6) * SX + 128 * y + 2 * (x & 63);
+      return o ^ ((o >> 3) & 0x70);
+    } else {
+      return (x >> 3) * SX + 16 * y + 2 * (x & 7);
+    }
+  }
 };
 
-template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int STAGES, int SPAD, int CDIRECT> struct Geo {
+template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int STAGES, int SPAD, int SWZ, int CDIRECT> struct Geo {
   static constexpr int NWG = BM / 64, THREADS = 128 * NWG;
-  using TA = Tile<TRANS_A == 0 ? BM : KS, TRANS_A == 0 ? KS : BM, SPAD>;  // A: X = M, Y = K | X = K, Y = M
-  using TB = Tile<TRANS_B == 0 ? KS : BN, TRANS_B == 0 ? BN : KS, SPAD>;  // B: X = K, Y = N | X = N, Y = K
-  static constexpr int STAGE = TA::BYTES + TB::BYTES;                     // bytes (multiples of 16)
-  static constexpr int QC = CDIRECT ? 0 : cdiv(BM * BN + 7, 8);           // 16-byte chunks of the shared C
-  static constexpr int SMEM = STAGES * STAGE + 16 * QC;
+  using TA = Tile<TRANS_A == 0 ? BM : KS, TRANS_A == 0 ? KS : BM, SPAD, SWZ>;  // A: X = M, Y = K | X = K, Y = M
+  using TB = Tile<TRANS_B == 0 ? KS : BN, TRANS_B == 0 ? BN : KS, SPAD, SWZ>;  // B: X = K, Y = N | X = N, Y = K
+  static constexpr int STAGE = TA::BYTES + TB::BYTES;            // bytes (multiples of 16; of 1024 with SWZ)
+  static constexpr int QC = CDIRECT ? 0 : cdiv(BM * BN + 7, 8);  // 16-byte chunks of the shared C
+  static constexpr int LEAD = SWZ ? 1024 : 0;                    // room to start the ring on 1024 bytes
+  static constexpr int SMEM = STAGES * STAGE + 16 * QC + LEAD;
 };
 
 // ----------------------------------------------------------------------------------------------- copies
@@ -255,16 +274,18 @@ __device__ __forceinline__ void fill_any(int w, unsigned tile, const __half* src
 }
 
 // ------------------------------------------------------------------------------------------------- main
-template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int STAGES, int SPAD, int CDIRECT>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int STAGES, int SPAD, int SWZ, int CDIRECT>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __half* A, int lda, long long strideA,
                                     const __half* B, int ldb, long long strideB, float beta, __half* C, int ldc,
                                     long long strideC, int batch, unsigned char* smem) {
-  using G = Geo<TRANS_A, TRANS_B, BM, BN, KS, STAGES, SPAD, CDIRECT>;
+  using G = Geo<TRANS_A, TRANS_B, BM, BN, KS, STAGES, SPAD, SWZ, CDIRECT>;
   using TA = typename G::TA;
   using TB = typename G::TB;
   constexpr int THREADS = G::THREADS;
-  const unsigned ring = smem_u32(smem);
-  __half* const sC = reinterpret_cast<__half*>(smem + STAGES * G::STAGE);
+  const unsigned base = smem_u32(smem);
+  const unsigned lead = SWZ ? ((base + 1023u) & ~1023u) - base : 0u;  // swizzle atoms on 1024-byte boundaries
+  const unsigned ring = base + lead;
+  __half* const sC = reinterpret_cast<__half*>(smem + lead + STAGES * G::STAGE);
 
   const int MN = M * N;
   const bool readC = beta != 0.0f;
@@ -324,11 +345,17 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
     for (int kk = 0; kk < KS / 16; ++kk) {
       // (k-steps past K in the last slice multiply the tiles' zero padding: skipping them with a branch made ptxas
       // inject warpgroup.arrive between the wgmmas (C7519) and spill)
-      const unsigned long long da =
-          TRANS_A == 0 ? descriptor(ta + 8 * wg * TA::SX + 256 * kk, 128, TA::SX)   // MN-major: LBO 128, SBO SX
-                       : descriptor(ta + 2 * kk * TA::SX + 1024 * wg, TA::SX, 128);  // K-major: LBO SX, SBO 128
-      const unsigned long long db = TRANS_B == 0 ? descriptor(tb + 2 * kk * TB::SX, TB::SX, 128)  // K-major
-                                                 : descriptor(tb + 256 * kk, 128, TB::SX);        // MN-major
+      unsigned long long da, db;
+      if constexpr (SWZ) {  // (section 1, SWZ = 1) A MN-major: warpgroup g's 64 rows are slab g
+        da = TRANS_A == 0 ? descriptor<1>(ta + wg * TA::SX + 2048 * kk, TA::SX, 1024)  // LBO next 64 of M, SBO 8 k
+                          : descriptor<1>(ta + 32 * kk + 8192 * wg, 16, 1024);       // SBO 8 rows of M
+        db = TRANS_B == 0 ? descriptor<1>(tb + 32 * kk, 16, 1024) : descriptor<1>(tb + 2048 * kk, TB::SX, 1024);
+      } else {
+        da = TRANS_A == 0 ? descriptor<0>(ta + 8 * wg * TA::SX + 256 * kk, 128, TA::SX)   // MN-major: LBO 128, SBO SX
+                          : descriptor<0>(ta + 2 * kk * TA::SX + 1024 * wg, TA::SX, 128);  // K-major: LBO SX, SBO 128
+        db = TRANS_B == 0 ? descriptor<0>(tb + 2 * kk * TB::SX, TB::SX, 128)  // K-major
+                          : descriptor<0>(tb + 256 * kk, 128, TB::SX);        // MN-major
+      }
       Mma<BN, TRANS_A == 0 ? 1 : 0, TRANS_B>::run(acc, da, db, cs > 0 || kk > 0);
     }
     wgmma_commit();
@@ -387,13 +414,13 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
 }  // namespace wgmma_detail
 
 // Dynamic shared memory an instance needs, bytes.
-template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int STAGES, int SPAD, int CDIRECT>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int STAGES, int SPAD, int SWZ, int CDIRECT>
 __host__ __device__ constexpr int hgemm_wgmma_tc_smem_bytes() {
-  return wgmma_detail::Geo<TRANS_A, TRANS_B, BM, BN, KS, STAGES, SPAD, CDIRECT>::SMEM;
+  return wgmma_detail::Geo<TRANS_A, TRANS_B, BM, BN, KS, STAGES, SPAD, SWZ, CDIRECT>::SMEM;
 }
 
 // At least 512 resident threads per SM: registers capped at 128 per thread (the space's blocks_per_sm assumes it).
-template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int STAGES, int SPAD, int CDIRECT>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int STAGES, int SPAD, int SWZ, int CDIRECT>
 __global__ void __launch_bounds__(2 * BM, 512 / (2 * BM))
     hgemm_wgmma_tc(int M, int N, int K, float alpha, const __half* A, int lda, long long strideA, const __half* B,
                    int ldb, long long strideB, float beta, __half* C, int ldc, long long strideC, int batch) {
@@ -402,10 +429,11 @@ __global__ void __launch_bounds__(2 * BM, 512 / (2 * BM))
   static_assert(KS >= 16 && KS % 16 == 0, "KS is a multiple of 16 (wgmma's K)");
   static_assert(STAGES >= 2 && STAGES <= 8, "the ring needs at least two stages");
   static_assert(SPAD == 0 || SPAD == 1, "SPAD is 0 or 1");
+  static_assert(SWZ == 0 || (SWZ == 1 && KS == 64 && SPAD == 0), "SWZ = 1 (128-byte swizzle) takes KS = 64, SPAD = 0");
   static_assert(CDIRECT == 0 || CDIRECT == 1, "CDIRECT is 0 or 1");
-  static_assert(hgemm_wgmma_tc_smem_bytes<TRANS_A, TRANS_B, BM, BN, KS, STAGES, SPAD, CDIRECT>() <= 227 * 1024,
+  static_assert(hgemm_wgmma_tc_smem_bytes<TRANS_A, TRANS_B, BM, BN, KS, STAGES, SPAD, SWZ, CDIRECT>() <= 227 * 1024,
                 "over the 227 KB of shared memory a block may have");
-  extern __shared__ __align__(128) unsigned char wgmma_tc_smem[];
+  extern __shared__ __align__(1024) unsigned char wgmma_tc_smem[];
   if (M <= 0 || N <= 0 || batch <= 0) return;  // uniform: no thread reaches a barrier
   if (M > BM || N > BN || K < 1) {
     // Outside the fast path: one thread per element of C, straight from global memory (no barriers).
@@ -416,9 +444,9 @@ __global__ void __launch_bounds__(2 * BM, 512 / (2 * BM))
   }
   unsigned dyn;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-  if (dyn < static_cast<unsigned>(hgemm_wgmma_tc_smem_bytes<TRANS_A, TRANS_B, BM, BN, KS, STAGES, SPAD, CDIRECT>()))
+  if (dyn < static_cast<unsigned>(hgemm_wgmma_tc_smem_bytes<TRANS_A, TRANS_B, BM, BN, KS, STAGES, SPAD, SWZ, CDIRECT>()))
     __trap();  // launched with too little dynamic shared memory: fail loudly, never corrupt
-  wgmma_detail::run<TRANS_A, TRANS_B, BM, BN, KS, STAGES, SPAD, CDIRECT>(M, N, K, alpha, A, lda, strideA, B, ldb,
+  wgmma_detail::run<TRANS_A, TRANS_B, BM, BN, KS, STAGES, SPAD, SWZ, CDIRECT>(M, N, K, alpha, A, lda, strideA, B, ldb,
                                                                           strideB, beta, C, ldc, strideC, batch,
                                                                           wgmma_tc_smem);
 }

@@ -42,16 +42,19 @@ from autotune.space.spec import load_space
 ROOT = Path(__file__).resolve().parent.parent
 FAMILY = "hgemm_wgmma_tc"
 P1, P0 = (("PERSIST", 1),), (("PERSIST", 0),)
-# (BM, BN, KS, STAGES, SPAD, CDIRECT) + PERSIST; the first runs all four shapes
+# (BM, BN, KS, STAGES, SPAD, SWZ, CDIRECT) + PERSIST; the first runs all four shapes
 WGMMA_KERNELS = [
-    Kernel(FAMILY, (128, 128, 32, 3, 1, 0), "wg128_k32s3", P1),  # n = 121..128, two warpgroups
-    Kernel(FAMILY, (128, 128, 64, 4, 1, 1), "wg128_k64s4_cd_np", P0),  # direct C, one block per problem
-    Kernel(FAMILY, (128, 120, 32, 3, 1, 0), "wg120_k32s3", P1),  # n = 113..120
-    Kernel(FAMILY, (128, 104, 16, 2, 1, 0), "wg104_k16s2", P1),  # n = 97..104; K-slabs of 16 (pad 4)
-    Kernel(FAMILY, (128, 96, 32, 3, 0, 0), "wg96_nopad", P1),  # SPAD = 0: 128-byte aligned core matrices
-    Kernel(FAMILY, (64, 64, 32, 3, 1, 0), "wg64_k32s3", P1),  # one warpgroup
-    Kernel(FAMILY, (64, 48, 64, 2, 1, 1), "wg48_k64_cd_np", P0),
-    Kernel(FAMILY, (64, 24, 32, 4, 1, 0), "wg24_pad2", P1),  # N = 24: 3 slabs of N (pad 2) when N is contiguous
+    Kernel(FAMILY, (128, 128, 32, 3, 1, 0, 0), "wg128_k32s3", P1),  # n = 121..128, two warpgroups
+    Kernel(FAMILY, (128, 128, 64, 4, 1, 0, 1), "wg128_k64s4_cd_np", P0),  # direct C, one block per problem
+    Kernel(FAMILY, (128, 120, 32, 3, 1, 0, 0), "wg120_k32s3", P1),  # n = 113..120
+    Kernel(FAMILY, (128, 104, 16, 2, 1, 0, 0), "wg104_k16s2", P1),  # n = 97..104; K-slabs of 16 (pad 4)
+    Kernel(FAMILY, (128, 96, 32, 3, 0, 0, 0), "wg96_nopad", P1),  # SPAD = 0: 128-byte aligned core matrices
+    Kernel(FAMILY, (64, 64, 32, 3, 1, 0, 0), "wg64_k32s3", P1),  # one warpgroup
+    Kernel(FAMILY, (64, 48, 64, 2, 1, 0, 1), "wg48_k64_cd_np", P0),
+    Kernel(FAMILY, (64, 24, 32, 4, 1, 0, 0), "wg24_pad2", P1),  # N = 24: 3 slabs of N (pad 2) when N is contiguous
+    Kernel(FAMILY, (128, 128, 64, 3, 0, 1, 0), "wg128_swz", P1),  # 128-byte swizzle
+    Kernel(FAMILY, (128, 104, 64, 3, 0, 1, 0), "wg104_swz", P1),  # swizzle, N = 104: part of a 64-wide atom
+    Kernel(FAMILY, (64, 40, 64, 2, 0, 1, 1), "wg40_swz_cd_np", P0),  # swizzle, one warpgroup
 ]
 F, R, G = "hgemm_flat_tc", "hgemm_mma", "hgemm_ring_tc"
 OLD_BEST = [  # the best hgemm_flat_tc / hgemm_mma / hgemm_ring_tc instances at these sizes (results/ring_h100)
@@ -126,8 +129,8 @@ def candidates(sizes: list[int]) -> list[Kernel]:
     out = []
     for r in range(len(frame)):
         p = {k: int(v) for k, v in frame.iloc[r].items()}
-        args = (p["BM"], p["BN"], p["KS"], p["STAGES"], p["SPAD"], p["CDIRECT"])
-        label = "wg{}x{}_k{}s{}_p{}c{}P{}".format(*args, p["PERSIST"])
+        args = (p["BM"], p["BN"], p["KS"], p["STAGES"], p["SPAD"], p["SWZ"], p["CDIRECT"])
+        label = "wg{}x{}_k{}s{}_p{}w{}c{}P{}".format(*args, p["PERSIST"])
         kern = Kernel(FAMILY, args, label, (("PERSIST", p["PERSIST"]),))
         if any(kern.fits(n) for n in sizes):
             out.append(kern)

@@ -22,7 +22,7 @@ from autotune.sweep.compile.cache import cache_key, local_headers, source_digest
 from autotune.sweep.compile.nvcc import find_nvcc, nvcc_identity
 from autotune.sweep.compile.nvrtc import DEFAULT_OPTIONS, CompileRequest, arch_option, compile_batch, specific_target
 
-WGMMA = "autotune::hgemm_wgmma_tc<0, 0, 64, 64, 32, 3, 1, 0>"
+WGMMA = "autotune::hgemm_wgmma_tc<0, 0, 64, 64, 32, 3, 1, 0, 0>"
 SRC = paths.KERNELS_DIR / "hgemm_wgmma_tc.cuh"
 
 
@@ -59,7 +59,7 @@ def _request(space_name: str, params: dict) -> CompileRequest:
 
 
 def test_the_sweeps_requests_carry_the_target() -> None:
-    wg = dict(BM=64, BN=64, KS=32, STAGES=3, SPAD=1, CDIRECT=0, PERSIST=1)
+    wg = dict(BM=64, BN=64, KS=32, STAGES=3, SPAD=1, SWZ=0, CDIRECT=0, PERSIST=1)
     req = _request("hgemm_wgmma_tc", wg)
     assert req.arch_specific and req.name_expressions == (WGMMA,)
     ring = dict(BM=64, BN=64, KS=32, WM=2, WN=2, NWARPS=4, STAGES=3, VEC=16, CDIRECT=0)

@@ -1,7 +1,7 @@
 """Compile-only checks of hgemm_wgmma_tc (kernels_src/hgemm_wgmma_tc.cuh) for sm_90a with nvcc (no GPU needed).
 
 The family's representative instances (hand-picked: both warpgroup counts, N from 8 to 128 including the slab
-paddings 4, 2 and 1 and none, every K-slice, both C paths; and the first and last instances of the generated space)
+paddings 4, 2 and 1 and none, the 128-byte swizzle, every K-slice, both C paths; and the first and last instances of the generated space)
 compile with the optimising build the sweep uses, one translation unit, each instance in one shape (the shapes
 taking turns, the one with the most shared memory in all four: tests/support/nvcc.py, one_shape_each). ptxas -v says
 every instance became a kernel with no spills and no warpgroup.arrive injected between the wgmmas (C7519: ptxas
@@ -27,12 +27,16 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not f
 
 SPACE = "hgemm_wgmma_tc"
 HAND_PICKED = [
-    dict(BM=128, BN=128, KS=32, STAGES=3, SPAD=1, CDIRECT=0, PERSIST=1),  # n = 121..128: two warpgroups, N = 128
-    dict(BM=64, BN=64, KS=64, STAGES=4, SPAD=1, CDIRECT=1, PERSIST=0),  # one warpgroup, direct C, K-slabs of 64
-    dict(BM=128, BN=104, KS=16, STAGES=2, SPAD=1, CDIRECT=0, PERSIST=1),  # N = 104: 13 slabs; K-slabs of 16 (pad 4)
-    dict(BM=64, BN=24, KS=32, STAGES=3, SPAD=1, CDIRECT=0, PERSIST=1),  # 3 slabs of N (pad 2)
-    dict(BM=128, BN=120, KS=64, STAGES=4, SPAD=0, CDIRECT=0, PERSIST=0),  # unpadded, the largest stages
-    dict(BM=64, BN=8, KS=16, STAGES=2, SPAD=1, CDIRECT=1, PERSIST=1),  # the smallest wgmma (m64n8k16)
+    dict(BM=128, BN=128, KS=32, STAGES=3, SPAD=1, SWZ=0, CDIRECT=0, PERSIST=1),  # n = 121..128: two warpgroups, N = 128
+    dict(BM=64, BN=64, KS=64, STAGES=4, SPAD=1, SWZ=0, CDIRECT=1, PERSIST=0),  # one warpgroup, direct C, K-slabs of 64
+    dict(
+        BM=128, BN=104, KS=16, STAGES=2, SPAD=1, SWZ=0, CDIRECT=0, PERSIST=1
+    ),  # N = 104: 13 slabs; K-slabs of 16 (pad 4)
+    dict(BM=64, BN=24, KS=32, STAGES=3, SPAD=1, SWZ=0, CDIRECT=0, PERSIST=1),  # 3 slabs of N (pad 2)
+    dict(BM=128, BN=120, KS=64, STAGES=4, SPAD=0, SWZ=0, CDIRECT=0, PERSIST=0),  # unpadded, the largest stages
+    dict(BM=64, BN=8, KS=16, STAGES=2, SPAD=1, SWZ=0, CDIRECT=1, PERSIST=1),  # the smallest wgmma (m64n8k16)
+    dict(BM=128, BN=104, KS=64, STAGES=3, SPAD=0, SWZ=1, CDIRECT=0, PERSIST=1),  # 128-byte swizzle, N = 104
+    dict(BM=64, BN=64, KS=64, STAGES=2, SPAD=0, SWZ=1, CDIRECT=1, PERSIST=0),  # 128-byte swizzle, one warpgroup
 ]
 
 
@@ -102,7 +106,7 @@ def test_shared_memory_formula_matches_the_kernel(tmp_path: Path) -> None:
             args = space.template_name(p, "fp16", s).split("<", 1)[1].rstrip(">")
             need.append(f"autotune::hgemm_wgmma_tc_smem_bytes<{args}>()")
         asserts.append(f'static_assert(largest({{{", ".join(need)}}}) == {smem}, "{p}");')
-    assert len(seen) == 2 * 16 * 3 * 3 * 2 * 2  # every instance but PERSIST (the same compiled kernel)
+    assert len(seen) == 2 * 16 * 3 * 3 * 2 * 2 + 2 * 16 * 3 * 2  # every instance but PERSIST (the same kernel)
     cu = tmp_path / "wgmma_smem.cu"
     cu.write_text('#include <initializer_list>\n#include "hgemm_wgmma_tc.cuh"\n' + "\n".join(asserts) + "\n")
     r = compile_object(cu, target="sm_90a")
