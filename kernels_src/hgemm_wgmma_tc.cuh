@@ -114,7 +114,7 @@ template <int N> __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
 // Shared-memory matrix descriptor, no swizzle (section 2 above).
-template <int SWZ> __device__ __forceinline__ unsigned long long descriptor(unsigned addr, unsigned lbo, unsigned sbo) {
+template <int SWZ> __host__ __device__ __forceinline__ unsigned long long descriptor(unsigned addr, unsigned lbo, unsigned sbo) {
   return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (static_cast<unsigned long long>(lbo >> 4) << 16) |
          (static_cast<unsigned long long>(sbo >> 4) << 32) | (static_cast<unsigned long long>(SWZ) << 62);
 }
@@ -194,7 +194,7 @@ template <int X_, int Y_, int SPAD, int SWZ> struct Tile {
   static constexpr int PAD = SWZ || SPAD == 0 || CX == 1 ? 0 : (CX >= 8 ? 1 : 8 / CX);
   static constexpr int SX = SWZ ? 128 * Y : 16 * (Y + PAD);  // bytes from one slab to the next
   static constexpr int BYTES = SWZ ? (X / 64) * SX : CX * SX;
-  static __device__ __forceinline__ unsigned offset(int x, int y) {
+  static __host__ __device__ __forceinline__ unsigned offset(int x, int y) {
     if constexpr (SWZ) {
       const unsigned o = (x >> 6) * SX + 128 * y + 2 * (x & 63);
       return o ^ ((o >> 3) & 0x70);
@@ -213,6 +213,26 @@ template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int STAGES, int SPAD
   static constexpr int LEAD = SWZ ? 1024 : 0;                    // room to start the ring on 1024 bytes
   static constexpr int SMEM = STAGES * STAGE + 16 * QC + LEAD;
 };
+
+// The descriptor of warpgroup wg's 64 x 16 piece of A at k-step kk (rows 64 wg .., k = 16 kk ..) in the A tile at
+// shared address ta, and of B's 16 x BN piece in the B tile at tb (section 2; host too: the nvcc tier decodes them
+// against the tiles the copies write, tests/test_kernels_compile_wgmma.py).
+template <int TRANS_A, class TA, int SWZ>
+__host__ __device__ __forceinline__ unsigned long long a_descriptor(unsigned ta, int wg, int kk) {
+  if constexpr (SWZ)  // MN-major: warpgroup wg's 64 rows are slab wg, LBO the next 64 of M, SBO 8 k; K-major: SBO 8 rows
+    return TRANS_A == 0 ? descriptor<1>(ta + wg * TA::SX + 2048 * kk, TA::SX, 1024)
+                        : descriptor<1>(ta + 32 * kk + 8192 * wg, 16, 1024);
+  else  // MN-major: LBO 128 (next 8 k), SBO SX (next 8 of M); K-major: LBO SX (next 8 k), SBO 128 (next 8 of M)
+    return TRANS_A == 0 ? descriptor<0>(ta + 8 * wg * TA::SX + 256 * kk, 128, TA::SX)
+                        : descriptor<0>(ta + 2 * kk * TA::SX + 1024 * wg, TA::SX, 128);
+}
+template <int TRANS_B, class TB, int SWZ>
+__host__ __device__ __forceinline__ unsigned long long b_descriptor(unsigned tb, int kk) {
+  if constexpr (SWZ)
+    return TRANS_B == 0 ? descriptor<1>(tb + 32 * kk, 16, 1024) : descriptor<1>(tb + 2048 * kk, TB::SX, 1024);
+  else  // K-major: LBO SX, SBO 128; MN-major: LBO 128, SBO SX
+    return TRANS_B == 0 ? descriptor<0>(tb + 2 * kk * TB::SX, TB::SX, 128) : descriptor<0>(tb + 256 * kk, 128, TB::SX);
+}
 
 // ----------------------------------------------------------------------------------------------- copies
 // The widest W in {8, 4, 2} halves such that every stored column of every problem starts on a 2W-byte boundary
@@ -345,17 +365,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
     for (int kk = 0; kk < KS / 16; ++kk) {
       // (k-steps past K in the last slice multiply the tiles' zero padding: skipping them with a branch made ptxas
       // inject warpgroup.arrive between the wgmmas (C7519) and spill)
-      unsigned long long da, db;
-      if constexpr (SWZ) {  // (section 1, SWZ = 1) A MN-major: warpgroup g's 64 rows are slab g
-        da = TRANS_A == 0 ? descriptor<1>(ta + wg * TA::SX + 2048 * kk, TA::SX, 1024)  // LBO next 64 of M, SBO 8 k
-                          : descriptor<1>(ta + 32 * kk + 8192 * wg, 16, 1024);       // SBO 8 rows of M
-        db = TRANS_B == 0 ? descriptor<1>(tb + 32 * kk, 16, 1024) : descriptor<1>(tb + 2048 * kk, TB::SX, 1024);
-      } else {
-        da = TRANS_A == 0 ? descriptor<0>(ta + 8 * wg * TA::SX + 256 * kk, 128, TA::SX)   // MN-major: LBO 128, SBO SX
-                          : descriptor<0>(ta + 2 * kk * TA::SX + 1024 * wg, TA::SX, 128);  // K-major: LBO SX, SBO 128
-        db = TRANS_B == 0 ? descriptor<0>(tb + 2 * kk * TB::SX, TB::SX, 128)  // K-major
-                          : descriptor<0>(tb + 256 * kk, 128, TB::SX);        // MN-major
-      }
+      const unsigned long long da = a_descriptor<TRANS_A, TA, SWZ>(ta, wg, kk);
+      const unsigned long long db = b_descriptor<TRANS_B, TB, SWZ>(tb, kk);
       Mma<BN, TRANS_A == 0 ? 1 : 0, TRANS_B>::run(acc, da, db, cs > 0 || kk > 0);
     }
     wgmma_commit();

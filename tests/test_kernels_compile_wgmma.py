@@ -13,11 +13,13 @@ shape, by static_assert, for every instance of the space. The sweep's own compil
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from autotune.devices import get_device
+from autotune.paths import KERNELS_DIR
 from autotune.space.generator import generate
 from autotune.space.spec import load_space
 from tests.support.nvcc import SHAPES, compile_object, one_shape_each
@@ -111,3 +113,88 @@ def test_shared_memory_formula_matches_the_kernel(tmp_path: Path) -> None:
     cu.write_text('#include <initializer_list>\n#include "hgemm_wgmma_tc.cuh"\n' + "\n".join(asserts) + "\n")
     r = compile_object(cu, target="sm_90a")
     assert r.returncode == 0, (r.stderr + r.stdout)[-4000:]
+
+
+# wgmma's reading of an operand through a descriptor, as the PTX ISA's matrix descriptor and canonical layouts say
+# (CuTe's GmmaDescriptor: INTERLEAVE and B128 for K-major and MN-major): the byte address of element (r, k) of the
+# piece it describes (r along M or N, k < 16). A model of the hardware written apart from the kernel, which the
+# kernel's descriptors (a_descriptor, b_descriptor) and tile offsets (Tile::offset, what the copies write) must meet.
+MODEL = r"""
+static unsigned model(unsigned long long d, bool mn_major, int r, int k) {
+  const unsigned start = unsigned(d & 0x3FFF) << 4, lbo = unsigned((d >> 16) & 0x3FFF) << 4;
+  const unsigned sbo = unsigned((d >> 32) & 0x3FFF) << 4;
+  if ((d >> 49 & 7) != 0) return 1u << 30;  // base offset: never set here
+  if ((d >> 62) == 0) {  // core matrices of 8 rows x 16 bytes; LBO: the next one along K, SBO: along M or N
+    return mn_major ? start + (k / 8) * lbo + (r / 8) * sbo + (k % 8) * 16 + (r % 8) * 2   // rows are k
+                    : start + (k / 8) * lbo + (r / 8) * sbo + (r % 8) * 16 + (k % 8) * 2;  // rows are r
+  }
+  if ((d >> 62) != 1) return 1u << 30;
+  // 128-byte swizzle: 128-byte rows in atoms of 8 rows on 1024-byte boundaries, chunk (bits 4..6) XOR row (7..9).
+  // K-major: a row is 64 k of one r (LBO unused), SBO the next 8 rows; MN-major: a row is 64 r of one k, LBO the
+  // next 64 r, SBO the next 8 k.
+  const unsigned o = mn_major ? start + (r / 64) * lbo + (k / 8) * sbo + (k % 8) * 128 + (r % 64) * 2
+                              : start + (r / 8) * sbo + (r % 8) * 128 + k * 2;
+  return o ^ ((o >> 3) & 0x70);
+}
+
+template <int TA_, int TB_, int BM, int BN, int KS, int SPAD, int SWZ> int check() {
+  using G = autotune::wgmma_detail::Geo<TA_, TB_, BM, BN, KS, 2, SPAD, SWZ, 1>;
+  using TA = typename G::TA;
+  using TB = typename G::TB;
+  std::vector<int> buf(G::STAGE / 2, -1);
+  int bad = 0;
+  auto put = [&](unsigned off, int id, unsigned lo, unsigned hi) {  // what the copies write, each slot once
+    if (off % 2 || off < lo || off >= hi || buf[off / 2] != -1) ++bad; else buf[off / 2] = id;
+  };
+  for (int i = 0; i < BM; ++i)
+    for (int k = 0; k < KS; ++k) put(TA_ == 0 ? TA::offset(i, k) : TA::offset(k, i), i * KS + k, 0, TA::BYTES);
+  for (int j = 0; j < BN; ++j)
+    for (int k = 0; k < KS; ++k)
+      put(TA::BYTES + (TB_ == 0 ? TB::offset(k, j) : TB::offset(j, k)), 1000000 + j * KS + k, TA::BYTES, G::STAGE);
+  auto got = [&](unsigned a) { return a / 2 < buf.size() && a % 2 == 0 ? buf[a / 2] : -2; };
+  for (int kk = 0; kk < KS / 16; ++kk) {
+    for (int wg = 0; wg < BM / 64; ++wg) {
+      const unsigned long long d = autotune::wgmma_detail::a_descriptor<TA_, TA, SWZ>(0, wg, kk);
+      for (int r = 0; r < 64; ++r)
+        for (int k = 0; k < 16; ++k) bad += got(model(d, TA_ == 0, r, k)) != (64 * wg + r) * KS + 16 * kk + k;
+    }
+    const unsigned long long d = autotune::wgmma_detail::b_descriptor<TB_, TB, SWZ>(TA::BYTES, kk);
+    for (int j = 0; j < BN; ++j)
+      for (int k = 0; k < 16; ++k) bad += got(model(d, TB_ == 1, j, k)) != 1000000 + j * KS + 16 * kk + k;
+  }
+  if (bad) std::printf("MISMATCH <%d, %d, %d, %d, %d, %d, %d>: %d\n", TA_, TB_, BM, BN, KS, SPAD, SWZ, bad);
+  return bad;
+}
+"""
+
+
+@needs_nvcc
+def test_descriptors_read_what_the_copies_wrote(tmp_path: Path) -> None:
+    """For every tile geometry of the space (both warpgroup counts, every BN, KS, SPAD and SWZ, all four shapes), a
+    host program fills one stage as the copies do (Tile::offset: every slot written once, inside its tile) and reads
+    every warpgroup's A piece and B's piece at every k-step back through the kernel's descriptors and the model of
+    wgmma's addressing above: each element is the one the MMA needs."""
+    calls = [
+        f"bad += check<{ta}, {tb}, {bm}, {bn}, {ks}, {spad}, {swz}>();"
+        for ta in (0, 1)
+        for tb in (0, 1)
+        for bm in (64, 128)
+        for bn in range(8, 129, 8)
+        for ks in (16, 32, 64)
+        for spad, swz in ((0, 0), (1, 0), (0, 1))
+        if not swz or ks == 64
+    ]
+    assert len(calls) == 4 * 2 * 16 * 7
+    body = "\n  ".join(calls)
+    cu = tmp_path / "layout.cu"
+    cu.write_text(
+        f'#include <cstdio>\n#include <vector>\n#include "hgemm_wgmma_tc.cuh"\n{MODEL}\n'
+        f'int main() {{\n  int bad = 0;\n  {body}\n  std::printf("checked {len(calls)}, bad %d\\n", bad);\n'
+        "  return bad != 0;\n}\n"
+    )
+    exe = tmp_path / "layout"
+    cmd = ["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", f"-I{KERNELS_DIR}", "-o", str(exe), str(cu)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, (r.stderr + r.stdout)[-4000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and f"checked {len(calls)}, bad 0" in run.stdout, run.stdout[-4000:]
