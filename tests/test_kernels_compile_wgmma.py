@@ -6,7 +6,8 @@ compile with the optimising build the sweep uses, one translation unit, each ins
 taking turns, the one with the most shared memory in all four: tests/support/nvcc.py, one_shape_each). ptxas -v says
 every instance became a kernel with no spills and no warpgroup.arrive injected between the wgmmas (C7519: ptxas
 serialising them). The space's smem_bytes equals the kernel's hgemm_wgmma_tc_smem_bytes<...>() in the largest
-shape, by static_assert, for every instance of the space. The sweep's own compile of the family (NVRTC or nvcc with
+shape, by static_assert, for every instance of the space. A host program reads every tile geometry back through the
+kernel's descriptors and a model of wgmma's addressing (MODEL). The sweep's own compile of the family (NVRTC or nvcc with
 `-arch=sm_90a`) is tests/test_arch_specific.py.
 """
 
