@@ -11,8 +11,9 @@
 // C = alpha * op(A) * op(B) + beta * C, column-major, BLAS semantics, `strided` convention; fp16 A, B, C with fp32
 // alpha, beta and accumulation. Any M, N, K, batch and layout is computed correctly; beta == 0 never reads C.
 // M <= BM and N <= BN (K >= 1) take the wgmma path for every layout: each operand is copied with the widest
-// cp.async its alignment allows (16, 8 or 4 bytes; 2-byte loads and shared stores where a column may start on an
-// odd half, e.g. packed odd sizes); M > BM, N > BN or K < 1 take the one-thread-per-element path (slow).
+// cp.async its alignment allows (16, 8 or 4 bytes; where a column may start on an odd half, e.g. packed odd sizes,
+// synchronous aligned 16-byte loads shifted into place); M > BM, N > BN or K < 1 take the one-thread-per-element
+// path (slow).
 //
 // 1. Shared-memory layout of one operand's K-slice (no swizzle: wgmma's "interleaved" canonical layout).
 //    wgmma reads an operand as 8 x 8 core matrices of halves, each 8 rows of 16 contiguous bytes (128 bytes).
@@ -100,8 +101,24 @@ template <int W> __device__ __forceinline__ void cp_async_w(unsigned dst, const 
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(2 * W), "r"(2 * n)
                  : "memory");
 }
-__device__ __forceinline__ void st_shared_u16(unsigned dst, unsigned short v) {
-  asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(dst), "h"(v) : "memory");
+__device__ __forceinline__ void st_shared_v4(unsigned dst, uint4 v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+// Halves s .. s + 7 of the 16 halves in w (32-bit words, little-endian: half 2i is the low half of w[i]), s = 0..7,
+// the halves from the n-th on zeroed (n = 0..8). Selects, no indexing by s (no local memory); host too (tested).
+__host__ __device__ __forceinline__ uint4 window8(const unsigned (&w)[8], int s, int n) {
+  const int q = s >> 1;
+  unsigned v[5];
+#pragma unroll
+  for (int e = 0; e < 5; ++e) v[e] = q == 0 ? w[e] : q == 1 ? w[e + 1] : q == 2 ? w[e + 2] : w[e + 3];
+  if (s & 1) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = (v[e] >> 16) | (v[e + 1] << 16);
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) v[e] &= (2 * e < n ? 0xFFFFu : 0u) | (2 * e + 1 < n ? 0xFFFF0000u : 0u);
+  return make_uint4(v[0], v[1], v[2], v[3]);
 }
 // This thread's shared-memory writes (cp.async included) become visible to the async proxy (wgmma's reads).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
@@ -249,7 +266,8 @@ __device__ __forceinline__ int copy_width(const __half* p, int ld, long long str
 // Fill tile T (at shared address `tile`) with a slice whose element (x, y) is src[x + y * ld] for x < xlen and
 // y < ylen, zeros elsewhere. W >= 2: one cp.async of W halves per piece (consecutive threads along x: coalesced
 // reads, conflict-free writes with SPAD = 1); `safe` is a mapped, aligned address for the zero-fill copies (they
-// read nothing). W == 1: 2-byte loads, eight in flight per thread, then shared stores (synchronous).
+// read nothing). W == 1 (a column may start on an odd half): aligned 16-byte loads shifted into place, then 16-byte
+// shared stores (synchronous).
 template <class T, int W, int THREADS>
 __device__ __forceinline__ void fill(unsigned tile, const __half* src, long long ld, int xlen, int ylen,
                                      const __half* safe, int t) {
@@ -263,20 +281,33 @@ __device__ __forceinline__ void fill(unsigned tile, const __half* src, long long
       cp_async_w<W>(tile + T::offset(x, y), n > 0 ? src + y * ld + x : safe, n);
     }
   } else {
-    constexpr int TOTAL = T::X * T::Y, U = 8;
-    const unsigned short* s = reinterpret_cast<const unsigned short*>(src);
+    // 16 bytes of the tile per piece, as for W = 8, from the one or two aligned 16-byte words of global memory that
+    // hold its n valid halves (a word holding none is never read: no access past an allocation), shifted into place
+    // (window8), the rest zeroed; U pieces' loads in flight per thread, then the shared stores.
+    constexpr int CPR = T::X / 8, TOTAL = T::Y * CPR, U = 2;
 #pragma unroll 1
     for (int q0 = t; q0 < TOTAL; q0 += U * THREADS) {
-      unsigned short v[U];
+      unsigned w[U][8];
+      int sh[U], nv[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const int q = q0 + u * THREADS, y = q / T::X, x = q - y * T::X;
-        v[u] = q < TOTAL && x < xlen && y < ylen ? __ldg(s + y * ld + x) : 0;
+        const int q = q0 + u * THREADS, y = q / CPR, x = (q - y * CPR) * 8;
+        int n = xlen - x;
+        n = q < TOTAL && y < ylen ? (n < 0 ? 0 : (n > 8 ? 8 : n)) : 0;
+        const unsigned long long a = reinterpret_cast<unsigned long long>(src + y * ld + x);
+        const uint4* const lo = reinterpret_cast<const uint4*>(a & ~15ull);
+        sh[u] = static_cast<int>((a >> 1) & 7);
+        nv[u] = n;
+        const uint4 w0 = n > 0 ? __ldg(lo) : make_uint4(0, 0, 0, 0);
+        const uint4 w1 = n > 0 && sh[u] + n > 8 ? __ldg(lo + 1) : make_uint4(0, 0, 0, 0);
+        w[u][0] = w0.x, w[u][1] = w0.y, w[u][2] = w0.z, w[u][3] = w0.w;
+        w[u][4] = w1.x, w[u][5] = w1.y, w[u][6] = w1.z, w[u][7] = w1.w;
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const int q = q0 + u * THREADS, y = q / T::X, x = q - y * T::X;
-        if (q < TOTAL) st_shared_u16(tile + T::offset(x, y), v[u]);
+        const int q = q0 + u * THREADS, y = q / CPR, x = (q - y * CPR) * 8;
+        const uint4 v = window8(w[u], sh[u], nv[u]);
+        if (q < TOTAL) st_shared_v4(tile + T::offset(x, y), v);
       }
     }
   }

@@ -80,7 +80,7 @@ def wgmma_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, float, i
     """(problem, alpha, beta, grid cap). Square sizes the instance serves (`full`: all of them, else the two ends and
     one of each copy width), the brief's non-dividing sizes within the bounds, rectangles (four shapes for the first
     instance), K of one k-step, of a part slice and of many slices, unpacked layouts (aligned with NaN in the gaps:
-    16-byte copies; odd: 2-byte copies), beta != 0, capped grids, a batch above 65,535, sizes above the bounds."""
+    16-byte copies; odd: shifted 16-byte loads), beta != 0, capped grids, a batch above 65,535, sizes above the bounds."""
     p = kern.params()
     bm, bn, ks = p["BM"], p["BN"], p["KS"]
     served = [n for n in range(1, 129) if kern.fits(n)]
@@ -101,7 +101,7 @@ def wgmma_cases(kern: Kernel, full: bool) -> list[tuple[Problem, float, float, i
             cases.append((Problem(m, n, k, 5, shape), -0.5, 0.0, None))
             cases.append((Problem(m, n, k, 4, shape), 1.25, 0.5, None))
         cases.append((Problem(m, n, k, 4, "NN", pad=8), 1.25, 0.0, None))  # unpacked, aligned: 16-byte copies
-        cases.append((Problem(m, n, k, 4, "NT", pad=3), 1.25, 0.5, None))  # unpacked, odd: 2-byte copies
+        cases.append((Problem(m, n, k, 4, "NT", pad=3), 1.25, 0.5, None))  # unpacked, odd: shifted loads
         cases.append((Problem(m, n, k, 4, "NN", pad=2), 1.0, 0.0, None))  # 4-byte copies where m is even
     cases.append((Problem(8, 8, 8, 70_000, "NT"), 1.0, 0.0, None))  # batch above 65,535
     cases.append((Problem(bm, bn, bm, 50, "NN"), -1.5, 0.0, 3))  # 17 problems per block through one ring

@@ -166,6 +166,20 @@ template <int TA_, int TB_, int BM, int BN, int KS, int SPAD, int SWZ> int check
   if (bad) std::printf("MISMATCH <%d, %d, %d, %d, %d, %d, %d>: %d\n", TA_, TB_, BM, BN, KS, SPAD, SWZ, bad);
   return bad;
 }
+
+int check_window8() {  // the odd-column copies' shift: halves s .. s + n - 1 of two 16-byte words, zeros after
+  int bad = 0;
+  for (int s = 0; s < 8; ++s)
+    for (int n = 0; n <= 8; ++n) {
+      unsigned w[8];
+      for (int i = 0; i < 8; ++i) w[i] = (2u * i + 1) | (2u * i + 2) << 16;  // half h holds h + 1
+      const uint4 v = autotune::wgmma_detail::window8(w, s, n);
+      const unsigned r[4] = {v.x, v.y, v.z, v.w};
+      for (int e = 0; e < 8; ++e) bad += ((r[e / 2] >> (16 * (e % 2))) & 0xFFFF) != (e < n ? unsigned(s + e + 1) : 0u);
+    }
+  if (bad) std::printf("window8: %d wrong halves\n", bad);
+  return bad;
+}
 """
 
 
@@ -174,7 +188,8 @@ def test_descriptors_read_what_the_copies_wrote(tmp_path: Path) -> None:
     """For every tile geometry of the space (both warpgroup counts, every BN, KS, SPAD and SWZ, all four shapes), a
     host program fills one stage as the copies do (Tile::offset: every slot written once, inside its tile) and reads
     every warpgroup's A piece and B's piece at every k-step back through the kernel's descriptors and the model of
-    wgmma's addressing above: each element is the one the MMA needs."""
+    wgmma's addressing above: each element is the one the MMA needs. It also checks window8, the shift of the
+    copies for columns that start on an odd half."""
     calls = [
         f"bad += check<{ta}, {tb}, {bm}, {bn}, {ks}, {spad}, {swz}>();"
         for ta in (0, 1)
@@ -190,7 +205,7 @@ def test_descriptors_read_what_the_copies_wrote(tmp_path: Path) -> None:
     cu = tmp_path / "layout.cu"
     cu.write_text(
         f'#include <cstdio>\n#include <vector>\n#include "hgemm_wgmma_tc.cuh"\n{MODEL}\n'
-        f'int main() {{\n  int bad = 0;\n  {body}\n  std::printf("checked {len(calls)}, bad %d\\n", bad);\n'
+        f'int main() {{\n  int bad = check_window8();\n  {body}\n  std::printf("checked {len(calls)}, bad %d\\n", bad);\n'
         "  return bad != 0;\n}\n"
     )
     exe = tmp_path / "layout"
