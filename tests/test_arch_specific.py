@@ -105,3 +105,41 @@ def test_a_gpu_below_sm90_fails_each_instance_with_a_clear_log(tmp_path: Path) -
     assert all("sm_80 has no architecture-specific target" in ck.log for ck in out)
     assert out[0].key != out[1].key  # recorded per instance (and cached: it is deterministic)
     assert all(ck.cached for ck in compile_batch(req, tmp_path))
+
+
+class NvrtcStandIn:
+    """NVRTC's stand-in (no NVRTC on a CPU machine; the GPU tier compiles for real): records the options of each
+    build and answers a cubin naming them."""
+
+    def __init__(self) -> None:
+        self.options: list[tuple[str, ...]] = []
+
+    def __call__(self, text: str, filename: str, names: tuple, options: tuple, kind: str) -> tuple:
+        self.options.append(tuple(options))
+        return b"cubin:" + repr(options).encode(), {n: f"_lowered_{n}" for n in names}, ""
+
+
+def test_nvrtc_gets_sm90a_and_keys_it_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.sweep.compile import nvrtc, twins
+
+    standin = NvrtcStandIn()
+    monkeypatch.setattr(nvrtc, "nvrtc_compile", standin)
+    monkeypatch.setattr(nvrtc, "nvrtc_version", lambda: (13, 0))
+    monkeypatch.setattr(nvrtc, "nvrtc_archs", lambda: (80, 90))
+    monkeypatch.setattr(nvrtc, "cuda_include_dir", lambda: "")
+    monkeypatch.setenv(twins.TWINS_ENV, "0")
+    plain = CompileRequest(SRC, (WGMMA,), 90, (paths.KERNELS_DIR,))
+    specific = CompileRequest(SRC, (WGMMA,), 90, (paths.KERNELS_DIR,), arch_specific=True)
+    (a,) = compile_batch(plain, tmp_path)
+    (b,) = compile_batch(specific, tmp_path)
+    assert [o[-1] for o in standin.options] == ["-arch=sm_90", "-arch=sm_90a"]
+    assert standin.options[0][:-1] == standin.options[1][:-1]  # nothing else differs
+    text = SRC.read_text()
+    digest = source_digest(text, local_headers(text, (SRC.parent, paths.KERNELS_DIR)))
+    before = cache_key(digest, (*DEFAULT_OPTIONS, "-arch=sm_90"), 90, (13, 0), "", WGMMA)  # the formula of before
+    assert a.ok and b.ok and a.key == before and b.key != before
+    # a GPU this NVRTC does not know, and one below sm_90: each instance fails with the reason, nothing is built
+    for arch, why in ((100, "this NVRTC knows no sm_100"), (80, "sm_80 has no architecture-specific target")):
+        (c,) = compile_batch(CompileRequest(SRC, (WGMMA,), arch, (paths.KERNELS_DIR,), arch_specific=True), tmp_path)
+        assert not c.ok and why in c.log
+    assert len(standin.options) == 2
