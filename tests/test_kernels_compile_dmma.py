@@ -142,3 +142,19 @@ def test_space_serves_the_points_it_was_built_for() -> None:
     assert space.accepts(gemm_point("fp64", "TT", 256, 256, 999, 1))
     assert not space.accepts(gemm_point("fp64", "NN", 257, 8, 8, 1))
     assert not space.accepts(gemm_point("fp32", "NN", 8, 8, 8, 1))
+
+
+def test_committed_best_is_the_status_check_best() -> None:
+    """The SIMT instance the harness times next to the DMMA ones at each point is the committed best there, as
+    scripts/kernel_status.py reads it (same instance id, same source folder): the parameters were copied by hand."""
+    from autotune.paths import ROOT
+    from autotune.space.instance import Instance
+
+    _, points = load_script("kernel_status").status(ROOT / "results", "h100")
+    fp64 = points[(points.precision == "fp64") & (points["shape"] == "NN")]
+    for (m, n, k, batch), (space, params, source) in harness.COMMITTED_BEST.items():
+        rows = fp64[(fp64.m == m) & (fp64.n == n) & (fp64.k == k) & (fp64.batch == batch)]
+        assert len(rows), (m, n, k, batch)
+        best = rows.loc[rows["speedup"].idxmax()]  # 32^3 is in two groups (square, fixed K): the faster of the two
+        assert best["instance"] == Instance.of(space, params).id, (m, n, k, batch)
+        assert best["source"].split("/")[0] == source, (m, n, k, batch)
