@@ -159,7 +159,7 @@ __device__ __forceinline__ void run(int M, int N, int K, double alpha, const dou
     const int m0 = (tile % tiles_m) * BM, n0 = (tile / tiles_m) * BN, k0 = s * KS;
     const int mv = min(M - m0, BM), nv = min(N - n0, BN), kv = K - k0;  // valid rows, columns, K from the corner
     const long long p0 = g * PPB;
-    const int np = static_cast<int>(min((long long)PPB, batch - p0));
+    const int np = batch - p0 < PPB ? static_cast<int>(batch - p0) : PPB;  // problems of the group (last one partial)
     double* const sa = ring + slot * G::STAGE;
     double* const sb = sa + G::A_SL;
     const double* const a = A + p0 * strideA;
@@ -226,7 +226,7 @@ __device__ __forceinline__ void run(int M, int N, int K, double alpha, const dou
     const int m0 = (tile % tiles_m) * BM, n0 = (tile / tiles_m) * BN;
     const int mv = min(M - m0, BM), nv = min(N - n0, BN);
     const long long p0 = g * PPB;
-    const int np = static_cast<int>(min((long long)PPB, batch - p0));
+    const int np = batch - p0 < PPB ? static_cast<int>(batch - p0) : PPB;
     if (cs == 0) {
 #pragma unroll
       for (int q = 0; q < G::IPW; ++q)
