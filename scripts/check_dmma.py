@@ -259,8 +259,20 @@ def _ms(m) -> float:
 
 def report(bw: float, got: dict, cublas: dict, csv_path: str | None) -> None:
     print(f"\ntiming: fp64 NN, alpha=1, beta=0, packed, GpuBackend median; copy bandwidth {bw / 1e12:.3f} TB/s")
-    head = ["m", "n", "k", "batch", "cublas_ms", "roof", "simt_ms", "roof", "best_dmma", "dmma_ms", "roof"]
-    head += ["x_cublas", "x_simt"]
+    head = [
+        "m",
+        "n",
+        "k",
+        "batch",
+        "cublas_ms",
+        "cublas_roof",
+        "simt_ms",
+        "simt_roof",
+        "best_dmma",
+        "dmma_ms",
+        "dmma_roof",
+    ]
+    head += ["x_cublas", "x_simt", "verified"]  # verified: DMMA instances correct at the point / timed there
     print(" ".join(f"{h:>12}" for h in head))
     rows = []
     for (m, n, k, b), (space, params, source) in COMMITTED_BEST.items():
@@ -277,7 +289,9 @@ def report(bw: float, got: dict, cublas: dict, csv_path: str | None) -> None:
         ok = {lab: ms for lab, ms in dm.items() if ms == ms}
         best = min(ok, key=ok.get) if ok else "-"
         bms = ok.get(best, float("nan"))
+        timed = sum((kk.label, p) in got for kk in DMMA_KERNELS)
         row = [m, n, k, b, cub, roof / cub, simt, roof / simt, best, bms, roof / bms, cub / bms, simt / bms]
+        row.append(f"{len(ok)}/{timed}")
         rows.append(row + [source] + [dm[kk.label] for kk in DMMA_KERNELS])
         print(" ".join(f"{v:>12.4f}" if isinstance(v, float) else f"{v:>12}" for v in row))
     if csv_path:
