@@ -32,6 +32,11 @@
 //      cols i). So lane l loads op(B)(k0 + t, j0 + g) as P and op(A)(i0 + g, k0 + t) as Q, and holds
 //      C(i0 + 2t, j0 + g) and C(i0 + 2t + 1, j0 + g): two elements adjacent in a column of C (column-major), stored
 //      as one 16-byte store where C is 16-byte aligned (hgemm_stream does the same with half2).
+//      MMA = 1684 / 1688 (sm_90: mma.sync.m16n8k4 / m16n8k8 .f64): P is 16 x K, its rows g and g + 8 in registers
+//      p0, p1 (K = 8: p2, p3 the same rows at k + 4), Q is K x 8 (q0 at (t, g), K = 8: q1 at (t + 4, g)), D rows g
+//      (d0, d1) and g + 8 (d2, d3). So one m16n8k4 is the two m8n8k4 blocks 2c and 2c + 1 of a warp tile (rows
+//      j0 + 16c + g and j0 + 16c + 8 + g of C^T) with their fragments and accumulators unchanged, and one m16n8k8 is
+//      that pair over the k-steps k0 and k0 + 4: the loads and the layout do not depend on MMA.
 //   5. Conflict-free fragment loads. A tile row is L doubles with row stride LD = L + 4, L a multiple of 8, so
 //      LD = 4 (mod 8). An 8-byte load of a warp needs two 128-byte wavefronts at best; it gets two when each of
 //      the 16 eight-byte bank pairs (address / 8 mod 16) is hit by exactly two lanes. A warp reads 8 values of the
@@ -57,6 +62,7 @@
 //   STAGES      ring stages (>= 2): STAGES - 1 slices in flight during the math on one
 //   PPB         problems per unit (several small problems per block)
 //   VEC         bytes per cp.async: 16 (with the 8-byte fallback for unaligned operands) or 8
+//   MMA         884: mma.sync.m8n8k4 (sm_80+); 1684: m16n8k4, 1688: m16n8k8 (sm_90+, WN even)
 // Launch: block (32 * NWARPS, 1, 1); grid (g, 1, 1) for any g >= 1; dynamic shared memory
 // dgemm_dmma_tc_smem_bytes<...>() bytes (a launch with less traps).
 #pragma once
@@ -90,8 +96,27 @@ __device__ __forceinline__ void dmma(double (&d)[2], double p, double q) {
       : "d"(p), "d"(q));
 }
 
+// sm_90: d0, d1 (rows g of P) and d2, d3 (rows g + 8) += P (16 x 4, row: p0 at (g, t), p1 at (g + 8, t)) * Q (4 x 8,
+// col: q at (t, g)). The same fragments as two m8n8k4 blocks stacked along P's rows.
+__device__ __forceinline__ void dmma16k4(double (&d0)[2], double (&d1)[2], double p0, double p1, double q) {
+  asm("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+      : "+d"(d0[0]), "+d"(d0[1]), "+d"(d1[0]), "+d"(d1[1])
+      : "d"(p0), "d"(p1), "d"(q));
+}
+
+// sm_90: the same with K = 8: P (16 x 8, row) p0 (g, t), p1 (g + 8, t), p2 (g, t + 4), p3 (g + 8, t + 4); Q (8 x 8,
+// col) q0 (t, g), q1 (t + 4, g): the fragments of two m16n8k4 steps, k0 and k0 + 4.
+__device__ __forceinline__ void dmma16k8(double (&d0)[2], double (&d1)[2], double p0, double p1, double p2, double p3,
+                                         double q0, double q1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+d"(d0[0]), "+d"(d0[1]), "+d"(d1[0]), "+d"(d1[1])
+      : "d"(p0), "d"(p1), "d"(p2), "d"(p3), "d"(q0), "d"(q1));
+}
+
 // Compile-time geometry of one instance (sizes in doubles).
-template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int WM, int WN, int NWARPS, int STAGES, int PPB, int VEC>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int WM, int WN, int NWARPS, int STAGES, int PPB, int VEC,
+          int MMA>
 struct Geo {
   static constexpr int THREADS = 32 * NWARPS;
   static constexpr int MP = cdiv(BM, 8 * WM) * 8 * WM;  // padded tile: whole warp tiles
@@ -106,6 +131,7 @@ struct Geo {
   static constexpr int IM = MP / (8 * WM), IN = NP / (8 * WN);  // warp tiles per problem along M, N
   static constexpr int ITEMS = PPB * IM * IN;                    // warp tiles per unit
   static constexpr int IPW = cdiv(ITEMS, NWARPS);                // warp tiles per warp
+  static constexpr int NH = MMA == 1688 ? 2 : 1;                 // k-steps of 4 per mma
   static_assert(A_LD % 8 == 4 && B_LD % 8 == 4, "row strides of 4 mod 8 doubles: conflict-free fragment loads");
   static_assert(A_SL % 2 == 0 && B_SL % 2 == 0, "slices keep 16-byte alignment");
 };
@@ -132,11 +158,12 @@ __device__ __forceinline__ void copy_slice(double* tile, const double* src, long
   }
 }
 
-template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int WM, int WN, int NWARPS, int STAGES, int PPB, int VEC>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int WM, int WN, int NWARPS, int STAGES, int PPB, int VEC,
+          int MMA>
 __device__ __forceinline__ void run(int M, int N, int K, double alpha, const double* A, int lda, long long strideA,
                                     const double* B, int ldb, long long strideB, double beta, double* C, int ldc,
                                     long long strideC, int batch, double* ring) {
-  using G = Geo<TRANS_A, TRANS_B, BM, BN, KS, WM, WN, NWARPS, STAGES, PPB, VEC>;
+  using G = Geo<TRANS_A, TRANS_B, BM, BN, KS, WM, WN, NWARPS, STAGES, PPB, VEC, MMA>;
   constexpr int THREADS = G::THREADS;
   using addr_t = unsigned long long;
 
@@ -247,23 +274,38 @@ __device__ __forceinline__ void run(int M, int N, int K, double alpha, const dou
       const double* const ta = stage + p * G::PROB;
       const double* const tb = ta + G::A_SL;
 #pragma unroll
-      for (int k0 = 0; k0 < KS; k0 += 4) {
+      for (int k0 = 0; k0 < KS; k0 += 4 * G::NH) {
         if (k0 >= kv) break;  // k-steps past K in the last slice (uniform; the tiles hold zeros there anyway)
-        double fa[WM], fb[WN];
+        double fa[G::NH][WM], fb[G::NH][WN];  // the fragments of k-steps k0 + 4h
 #pragma unroll
-        for (int a = 0; a < WM; ++a) {  // Q: op(A)(i0 + 8a + gg, k0 + gt)
-          const int i = i0 + 8 * a + gg, k = k0 + gt;
-          fa[a] = TRANS_A == 0 ? ta[k * G::A_LD + i] : ta[i * G::A_LD + k];
+        for (int h = 0; h < G::NH; ++h) {
+#pragma unroll
+          for (int a = 0; a < WM; ++a) {  // Q: op(A)(i0 + 8a + gg, k0 + 4h + gt)
+            const int i = i0 + 8 * a + gg, k = k0 + 4 * h + gt;
+            fa[h][a] = TRANS_A == 0 ? ta[k * G::A_LD + i] : ta[i * G::A_LD + k];
+          }
+#pragma unroll
+          for (int b = 0; b < WN; ++b) {  // P: op(B)(k0 + 4h + gt, j0 + 8b + gg)
+            const int j = j0 + 8 * b + gg, k = k0 + 4 * h + gt;
+            fb[h][b] = TRANS_B == 0 ? tb[j * G::B_LD + k] : tb[k * G::B_LD + j];
+          }
         }
 #pragma unroll
-        for (int b = 0; b < WN; ++b) {  // P: op(B)(k0 + gt, j0 + 8b + gg)
-          const int j = j0 + 8 * b + gg, k = k0 + gt;
-          fb[b] = TRANS_B == 0 ? tb[j * G::B_LD + k] : tb[k * G::B_LD + j];
+        for (int a = 0; a < WM; ++a) {
+          if constexpr (MMA == 884) {  // C^T block (j0 + 8b, i0 + 8a)
+#pragma unroll
+            for (int b = 0; b < WN; ++b) dmma(acc[q][a][b], fb[0][b], fa[0][a]);
+          } else {  // blocks 2c and 2c + 1 as one 16 x 8 block of C^T: P rows j0 + 16c + gg and j0 + 16c + 8 + gg
+#pragma unroll
+            for (int c = 0; c < WN / 2; ++c) {
+              if constexpr (MMA == 1684)
+                dmma16k4(acc[q][a][2 * c], acc[q][a][2 * c + 1], fb[0][2 * c], fb[0][2 * c + 1], fa[0][a]);
+              else
+                dmma16k8(acc[q][a][2 * c], acc[q][a][2 * c + 1], fb[0][2 * c], fb[0][2 * c + 1], fb[1][2 * c],
+                         fb[1][2 * c + 1], fa[0][a], fa[1][a]);
+            }
+          }
         }
-#pragma unroll
-        for (int a = 0; a < WM; ++a)
-#pragma unroll
-          for (int b = 0; b < WN; ++b) dmma(acc[q][a][b], fb[b], fa[a]);  // C^T block (j0 + 8b, i0 + 8a)
       }
     }
 
@@ -310,14 +352,16 @@ __device__ __forceinline__ void run(int M, int N, int K, double alpha, const dou
 }  // namespace dmma_detail
 
 // Dynamic shared memory an instance needs, bytes.
-template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int WM, int WN, int NWARPS, int STAGES, int PPB, int VEC>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int WM, int WN, int NWARPS, int STAGES, int PPB, int VEC,
+          int MMA>
 __host__ __device__ constexpr int dgemm_dmma_tc_smem_bytes() {
-  return dmma_detail::Geo<TRANS_A, TRANS_B, BM, BN, KS, WM, WN, NWARPS, STAGES, PPB, VEC>::SMEM;
+  return dmma_detail::Geo<TRANS_A, TRANS_B, BM, BN, KS, WM, WN, NWARPS, STAGES, PPB, VEC, MMA>::SMEM;
 }
 
 // At least 256 resident threads per SM: up to 255 registers a thread (fp64 accumulators and fragments take two each;
 // at 128 the 64 accumulator registers of a 4 x 4 warp tile spill). The space's blocks_per_sm estimates the registers.
-template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int WM, int WN, int NWARPS, int STAGES, int PPB, int VEC>
+template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int WM, int WN, int NWARPS, int STAGES, int PPB, int VEC,
+          int MMA>
 __global__ void __launch_bounds__(32 * NWARPS, (256 / (32 * NWARPS)) > 0 ? 256 / (32 * NWARPS) : 1)
 dgemm_dmma_tc(int M, int N, int K, double alpha, const double* A, int lda, long long strideA, const double* B, int ldb,
               long long strideB, double beta, double* C, int ldc, long long strideC, int batch) {
@@ -328,6 +372,8 @@ dgemm_dmma_tc(int M, int N, int K, double alpha, const double* A, int lda, long 
   static_assert(STAGES >= 2 && STAGES <= 8, "the ring needs at least two stages");
   static_assert(PPB >= 1 && PPB <= 64, "PPB: 1 to 64 problems per unit");
   static_assert(VEC == 8 || VEC == 16, "VEC is 8 or 16 bytes");
+  static_assert(MMA == 884 || MMA == 1684 || MMA == 1688, "MMA: 884 (m8n8k4), 1684 (m16n8k4) or 1688 (m16n8k8)");
+  static_assert(MMA == 884 || WN % 2 == 0, "the m16 shapes take pairs of 8 x 8 blocks along N: WN even");
   extern __shared__ __align__(16) double dmma_tc_smem[];
   if (M <= 0 || N <= 0 || batch <= 0) return;  // uniform: no thread reaches a barrier
   if (K < 1) {  // C = beta * C: one thread per element (no barriers)
@@ -338,9 +384,9 @@ dgemm_dmma_tc(int M, int N, int K, double alpha, const double* A, int lda, long 
   }
   unsigned dyn;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-  if (dyn < static_cast<unsigned>(dgemm_dmma_tc_smem_bytes<TRANS_A, TRANS_B, BM, BN, KS, WM, WN, NWARPS, STAGES, PPB, VEC>()))
+  if (dyn < static_cast<unsigned>(dgemm_dmma_tc_smem_bytes<TRANS_A, TRANS_B, BM, BN, KS, WM, WN, NWARPS, STAGES, PPB, VEC, MMA>()))
     __trap();  // launched with too little dynamic shared memory: fail loudly, never corrupt
-  dmma_detail::run<TRANS_A, TRANS_B, BM, BN, KS, WM, WN, NWARPS, STAGES, PPB, VEC>(
+  dmma_detail::run<TRANS_A, TRANS_B, BM, BN, KS, WM, WN, NWARPS, STAGES, PPB, VEC, MMA>(
       M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch, dmma_tc_smem);
 }
 

@@ -76,19 +76,22 @@ def _k(label: str, **kw: int) -> Kernel:
     return Kernel(label, tuple(kw.items()))
 
 
-# BM, BN, KS, WM, WN, NWARPS, STAGES, PPB, VEC, PERSIST. All pass the space's hard constraints (the nvcc tier checks it
-# and compiles them without spills); d128_4x4 fails its soft ones (64 accumulators a thread: kept for coverage, the
-# largest tile).
+# BM, BN, KS, WM, WN, NWARPS, STAGES, PPB, VEC, PERSIST, MMA. All pass the space's hard constraints (the nvcc tier
+# checks it and compiles them without spills); d128_4x4 fails its soft ones (64 accumulators a thread: kept for
+# coverage, the largest tile). The last three use sm_90's m16n8k4 / m16n8k8.
 DMMA_KERNELS = [
-    _k("d64_k32", BM=64, BN=64, KS=32, WM=2, WN=2, NWARPS=4, STAGES=3, PPB=1, VEC=16, PERSIST=0),
-    _k("d64_k16_pers", BM=64, BN=64, KS=16, WM=2, WN=2, NWARPS=4, STAGES=3, PPB=1, VEC=16, PERSIST=1),
-    _k("d32_k32", BM=32, BN=32, KS=32, WM=2, WN=2, NWARPS=4, STAGES=2, PPB=1, VEC=16, PERSIST=0),
-    _k("d48_ipw3_v8", BM=48, BN=48, KS=16, WM=2, WN=2, NWARPS=4, STAGES=4, PPB=1, VEC=8, PERSIST=1),  # 9 tiles, 4 warps
-    _k("d32_p2", BM=32, BN=32, KS=32, WM=2, WN=2, NWARPS=4, STAGES=2, PPB=2, VEC=16, PERSIST=1),
-    _k("d32_p4_k16", BM=32, BN=32, KS=16, WM=2, WN=1, NWARPS=4, STAGES=3, PPB=4, VEC=16, PERSIST=1),
-    _k("d16_w1", BM=16, BN=16, KS=8, WM=2, WN=2, NWARPS=1, STAGES=2, PPB=1, VEC=16, PERSIST=1),
-    _k("d128_4x4", BM=128, BN=128, KS=16, WM=4, WN=4, NWARPS=8, STAGES=2, PPB=1, VEC=16, PERSIST=0),
-    _k("d32_p8_k8_v8", BM=32, BN=32, KS=8, WM=1, WN=1, NWARPS=8, STAGES=4, PPB=8, VEC=8, PERSIST=0),
+    _k("d64_k32", BM=64, BN=64, KS=32, WM=2, WN=2, NWARPS=4, STAGES=3, PPB=1, VEC=16, PERSIST=0, MMA=884),
+    _k("d64_k16_pers", BM=64, BN=64, KS=16, WM=2, WN=2, NWARPS=4, STAGES=3, PPB=1, VEC=16, PERSIST=1, MMA=884),
+    _k("d32_k32", BM=32, BN=32, KS=32, WM=2, WN=2, NWARPS=4, STAGES=2, PPB=1, VEC=16, PERSIST=0, MMA=884),
+    _k("d48_ipw3_v8", BM=48, BN=48, KS=16, WM=2, WN=2, NWARPS=4, STAGES=4, PPB=1, VEC=8, PERSIST=1, MMA=884),
+    _k("d32_p2", BM=32, BN=32, KS=32, WM=2, WN=2, NWARPS=4, STAGES=2, PPB=2, VEC=16, PERSIST=1, MMA=884),
+    _k("d32_p4_k16", BM=32, BN=32, KS=16, WM=2, WN=1, NWARPS=4, STAGES=3, PPB=4, VEC=16, PERSIST=1, MMA=884),
+    _k("d16_w1", BM=16, BN=16, KS=8, WM=2, WN=2, NWARPS=1, STAGES=2, PPB=1, VEC=16, PERSIST=1, MMA=884),
+    _k("d128_4x4", BM=128, BN=128, KS=16, WM=4, WN=4, NWARPS=8, STAGES=2, PPB=1, VEC=16, PERSIST=0, MMA=884),
+    _k("d32_p8_k8_v8", BM=32, BN=32, KS=8, WM=1, WN=1, NWARPS=8, STAGES=4, PPB=8, VEC=8, PERSIST=0, MMA=884),
+    _k("d64_k32_m16k8", BM=64, BN=64, KS=32, WM=2, WN=2, NWARPS=4, STAGES=3, PPB=1, VEC=16, PERSIST=1, MMA=1688),
+    _k("d48_m16k4_v8", BM=48, BN=48, KS=8, WM=1, WN=2, NWARPS=4, STAGES=3, PPB=1, VEC=8, PERSIST=0, MMA=1684),
+    _k("d32_p2_m16k8", BM=32, BN=32, KS=16, WM=2, WN=4, NWARPS=2, STAGES=3, PPB=2, VEC=16, PERSIST=1, MMA=1688),
 ]
 
 # The committed best instance at each timed point (scripts/kernel_status.py, H100): space, parameters, source.

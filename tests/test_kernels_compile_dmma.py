@@ -114,8 +114,9 @@ def test_cases_cover_the_brief() -> None:
     """Per instance: sizes that do not divide its tile or its slice, several slices, every shape, both copy widths
     (even and odd leading dimensions, a misaligned base), beta == 0 and != 0, a capped grid, a batch above 65,535
     (with a partial last group where PPB > 1); over the instances: several problems per block, one warp, 8-byte
-    copies only, both grid kinds."""
+    copies only, both grid kinds, every mma shape."""
     ps = [k.p() for k in KERNELS]
+    assert {p["MMA"] for p in ps} == {884, 1684, 1688}
     assert any(p["PPB"] > 1 for p in ps) and any(p["NWARPS"] == 1 for p in ps) and any(p["VEC"] == 8 for p in ps)
     assert {p["PERSIST"] for p in ps} == {0, 1}
     for kern in KERNELS:
@@ -158,3 +159,20 @@ def test_committed_best_is_the_status_check_best() -> None:
         best = rows.loc[rows["speedup"].idxmax()]  # 32^3 is in two groups (square, fixed K): the faster of the two
         assert best["instance"] == Instance.of(space, params).id, (m, n, k, batch)
         assert best["source"].split("/")[0] == source, (m, n, k, batch)
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_m16_shapes_need_sm90(tmp_path: Path) -> None:
+    """The space's mma_arch constraint is real: on an sm_80 profile (A100) it drops the m16n8k4 / m16n8k8 instances,
+    and ptxas refuses them for sm_80 (the same instance builds for sm_90 in the test above)."""
+    space = load_space(SPACE)
+    p = next(k.p() for k in KERNELS if k.p()["MMA"] == 1688)
+    values = space.values(p, "fp64", get_device("A100"))
+    assert not bool(space.eval(next(c for c in space.hard if c.name == "mma_arch"), values))
+    cu = tmp_path / "m16_sm80.cu"
+    name = space.template_name(p, "fp64", "NN")
+    cu.write_text(f'#include "dgemm_dmma_tc.cuh"\nconst void* k = reinterpret_cast<const void*>(&{name});\n')
+    cmd = ["nvcc", "-std=c++17", "-arch=sm_80", f"-I{KERNELS_DIR}", "-c", str(cu), "-o", str(cu.with_suffix(".o"))]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "requires .target sm_90" in r.stderr + r.stdout
