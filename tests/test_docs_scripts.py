@@ -99,6 +99,7 @@ SCRIPTS: dict[str, list[ScriptRun]] = {
             ("check_tiny.py", ""),
             ("bench_sweep.py", "--instances 2 --out {out}/sweep.json"),
             ("bench_compile_scaling.py", "--out {out}/scaling"),
+            ("check_dmma.py", "--no-timing"),
         )
     },
 }
