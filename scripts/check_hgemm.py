@@ -47,9 +47,12 @@ def _space(family: str):
 class Kernel:
     """One instance: family, template arguments (without TRANS_A/TRANS_B) and its launch geometry."""
 
-    family: str  # hgemm_wmma | hgemm_small_tc | hgemm_mma | hgemm_flat_tc | hgemm_stream | hgemm_ring_tc
+    family: (
+        str  # hgemm_wmma | hgemm_small_tc | hgemm_mma | hgemm_flat_tc | hgemm_stream | hgemm_ring_tc | hgemm_wgmma_tc
+    )
     args: tuple[int, ...]
     label: str
+    extra: tuple[tuple[str, int], ...] = ()  # parameters that are no template argument (hgemm_wgmma_tc's PERSIST)
 
     def name(self, shape: str) -> str:
         ta, tb = int(shape[0] == "T"), int(shape[1] == "T")
@@ -60,7 +63,7 @@ class Kernel:
         names = [a for a in _space(self.family).kernel.template_args if a not in ("TRANS_A", "TRANS_B")]
         if len(names) != len(self.args):
             raise ValueError(f"{self.label}: {len(self.args)} arguments for {self.family}'s {names}")
-        return dict(zip(names, self.args, strict=True))
+        return {**dict(zip(names, self.args, strict=True)), **dict(self.extra)}
 
     def geometry(self, m: int, n: int, k: int, batch: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """(grid, block) from spaces/<family>.yaml, as the runner launches it (H100 profile where the GPU is none)."""
@@ -166,7 +169,9 @@ def compile_family(family: str, names: list[str]) -> LoadedKernels:
 
     arch = int(cupy.cuda.Device().compute_capability)
     src = KERNELS / f"{family}.cuh"
-    kernels = compile_all([CompileRequest(src, (nm,), arch, (KERNELS,)) for nm in names], DEFAULT_CACHE_DIR)
+    specific = _space(family).kernel.arch_specific  # hgemm_wgmma_tc: sm_90a, as the sweep compiles it
+    requests = [CompileRequest(src, (nm,), arch, (KERNELS,), arch_specific=specific) for nm in names]
+    kernels = compile_all(requests, DEFAULT_CACHE_DIR)
     failed = [ck for ck in kernels.values() if not ck.ok]
     if failed:
         raise RuntimeError(

@@ -42,6 +42,7 @@ def test_ring_harness_sizes_come_from_the_space(kern) -> None:
         ("gemm_tiny_simt", "fp32"),
         ("hgemm_mma", "fp16"),
         ("hgemm_ring_tc", "fp16"),
+        ("hgemm_wgmma_tc", "fp16"),
     ],
 )
 def test_space_serves_matches_the_generator(space_name: str, precision: str) -> None:
@@ -56,6 +57,42 @@ def test_space_serves_matches_the_generator(space_name: str, precision: str) -> 
             params = {k: int(v) for k, v in gen.frame.iloc[int(r)].items()}
             assert space.serves(params, point) == bool(mask[r])
     if space.kernel.serves is not None:  # the check is not vacuous: some rows are served, some are not
-        n = 64 if space_name == "hgemm_ring_tc" else 17  # the ring serves aligned sizes only
+        n = 64 if space_name in ("hgemm_ring_tc", "hgemm_wgmma_tc") else 17  # the ring: aligned sizes only
         mask = serving(gen, gemm_point(precision, "NN", n, n, n, 1000))
         assert mask.any() and not mask.all()
+
+
+wgmma = load_script("check_wgmma")
+
+
+@pytest.mark.parametrize("kern", wgmma.WGMMA_KERNELS, ids=[k.label for k in wgmma.WGMMA_KERNELS])
+def test_wgmma_harness_sizes_come_from_the_space(kern) -> None:
+    """hgemm_wgmma_tc serves n^3 where n <= BM < n + 64 and n <= BN < n + 8 (every warpgroup has rows)."""
+    bm, bn = kern.params()["BM"], kern.params()["BN"]
+    assert [n for n in range(1, 140) if kern.fits(n)] == [
+        n for n in range(1, 140) if n <= bm < n + 64 and n <= bn < n + 8
+    ]
+    assert kern.bound() == min(bm, bn)
+
+
+@pytest.mark.parametrize("kern", wgmma.WGMMA_KERNELS, ids=[k.label for k in wgmma.WGMMA_KERNELS])
+def test_wgmma_cases_cover_the_brief(kern) -> None:
+    """Sizes that do not divide the tiles or the slice, every shape (the first instance), every copy width, the
+    per-element path, several problems per block, a batch above 65,535; the instances are in the space."""
+    p = kern.params()
+    space = load_space("hgemm_wgmma_tc")
+    values = space.values(p, "fp16", get_device("H100"))
+    assert all(space.eval(c, values) for c in space.hard)
+    cases = wgmma.wgmma_cases(kern, full=kern == wgmma.WGMMA_KERNELS[0])
+    shapes = {c.shape for c, *_ in cases}
+    assert shapes == ({"NN", "NT", "TN", "TT"} if kern == wgmma.WGMMA_KERNELS[0] else {"NN", "NT"})
+    inside = [c for c, *_ in cases if c.m <= p["BM"] and c.n <= p["BN"]]
+    assert any(c.m % 64 and c.n % 8 and c.k % 16 for c in inside)  # M, N, K not dividing the tiles
+    assert any(c.k > 2 * p["KS"] for c in inside) and any(c.k % p["KS"] and c.k > p["KS"] for c in inside)
+    assert {1, 7, 33} <= {c.m for c in inside}
+    lds = {(c.m + c.pad) % 8 for c in inside if c.shape == "NN"}  # A's leading dimension: the copy width
+    assert {0, 1} <= lds and lds & {2, 6} and 4 in lds | {(c.m + c.pad) % 8 for c in inside}
+    assert any(c.m > p["BM"] or c.n > p["BN"] for c, *_ in cases)  # the per-element path
+    assert any(cap for *_, cap in cases) and any(c.batch > 65_535 for c, *_ in cases)
+    assert any(b == 0.0 for _, _, b, _ in cases) and any(b not in (0.0, 1.0) for _, _, b, _ in cases)
+    assert any(c.pad and c.pad % 8 == 0 for c, *_ in cases) and any(c.pad % 2 for c, *_ in cases)

@@ -42,3 +42,22 @@ def test_tsm2_config_measures_the_model_picks_and_the_paper_configuration() -> N
         assert any(
             inst.param_dict == {**inst.param_dict, **paper} and p in pts for inst, pts in paper_plan.work.items()
         )
+
+
+def test_wgmma_config_plans_every_serving_instance_and_the_older_best() -> None:
+    """configs/wgmma_h100.yaml: every hgemm_wgmma_tc instance (H100 profile, soft constraints on) that serves one of
+    its points, each at the points it serves, and the 18 older instances it names (none missing)."""
+    from autotune.space.spec import load_space
+
+    cfg = load_config(CONFIGS_DIR / "wgmma_h100.yaml")
+    plans = {p.space.name: p for p in plan_sweep(cfg)}
+    assert {name: len(p.work) for name, p in plans.items() if name != "hgemm_wgmma_tc"} == {
+        "hgemm_flat_tc": 9,
+        "hgemm_mma": 2,
+        "hgemm_ring_tc": 7,
+    }
+    space = load_space("hgemm_wgmma_tc")
+    work = plans["hgemm_wgmma_tc"].work
+    assert work and all(space.serves(inst.param_dict, p) for inst, pts in work.items() for p in pts)
+    assert all(any(p in pts for pts in work.values()) for p in cfg.points)  # every size has wgmma candidates
+    assert {inst.param_dict["SWZ"] for inst in work} == {0, 1} and {inst.param_dict["BM"] for inst in work} == {64, 128}

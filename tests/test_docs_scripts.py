@@ -99,9 +99,11 @@ SCRIPTS: dict[str, list[ScriptRun]] = {
         for name, args in (
             ("check_tsm2.py", "--out {out}/tsm2"),
             ("check_hgemm.py", "--out {out}/hgemm"),
+            ("check_wgmma.py", "--out {out}/wgmma"),
             ("check_tiny.py", ""),
             ("bench_sweep.py", "--instances 2 --out {out}/sweep.json"),
             ("bench_compile_scaling.py", "--out {out}/scaling"),
+            ("check_dmma.py", "--no-timing"),
         )
     },
 }

@@ -94,6 +94,7 @@ class KernelBinding:
     compiler: str = "nvrtc"  # `compiler:` nvrtc or nvcc (autotune/space/compiler.py)
     compiler_options: tuple[str, ...] = ()  # `compiler_options:` extra flags for that compiler
     semantics: str = "native"  # `semantics:` native or kerneltuner (autotune/space/kt_semantics.py)
+    arch_specific: bool = False  # `arch_specific:` compile for sm_XXa (autotune.sweep.compile.nvrtc)
 
     @property
     def validity(self) -> Located | None:

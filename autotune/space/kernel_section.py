@@ -34,6 +34,7 @@ KERNEL_KEYS = {
     "compiler",
     "compiler_options",
     "semantics",
+    "arch_specific",
 }
 
 
@@ -74,6 +75,7 @@ class KernelSection:
         name = self.function_name(k, plain)
         compiler, options = self.compiler(k)
         semantics = self.semantics(k)
+        arch_specific = self.arch_specific(k)
         return KernelBinding(
             source=str(k["source"]),
             template=name,
@@ -91,6 +93,7 @@ class KernelSection:
             compiler=compiler,
             compiler_options=options,
             semantics=semantics,
+            arch_specific=arch_specific,
         )
 
     def check_keys(self, k: Any, line: int | None) -> None:
@@ -193,6 +196,18 @@ class KernelSection:
                 "kind and the GPU architecture (docs/kinds.md, `compiler_options:`)",
             )
         return compiler, options
+
+    def arch_specific(self, k: dict) -> bool:
+        """`arch_specific:` true compiles for the GPU's architecture-specific target (sm_90a on an H100), the only
+        one that has its own instructions (wgmma); default false (sm_90: code that also runs on later GPUs)."""
+        value = k.get("arch_specific", False)
+        if not isinstance(value, bool):
+            raise self.fail(
+                f"kernel.arch_specific: {value!r} is not true or false",
+                line_of(k, "arch_specific"),
+                hint="true compiles for sm_XXa (wgmma needs sm_90a); leave it out otherwise",
+            )
+        return value
 
     def semantics(self, k: dict) -> str:
         """`semantics:` native (default) or kerneltuner."""

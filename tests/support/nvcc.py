@@ -15,9 +15,14 @@ SHAPES = ("NN", "NT", "TN", "TT")
 CHECK_FLAGS = ("-Xcicc", "-O0", "-Xptxas", "-O0")
 
 
-def compile_object(cu: Path, timeout: float = 170) -> subprocess.CompletedProcess:
-    """`nvcc -std=c++17 -arch=sm_90 CHECK_FLAGS -I kernels_src -c cu -o cu.o`."""
-    cmd = ["nvcc", "-std=c++17", "-arch=sm_90", *CHECK_FLAGS, f"-I{KERNELS_DIR}", "-c", str(cu)]
+def compile_object(
+    cu: Path, timeout: float = 170, target: str = "sm_90", flags: tuple[str, ...] = CHECK_FLAGS
+) -> subprocess.CompletedProcess:
+    """`nvcc -std=c++17 -arch=sm_90 CHECK_FLAGS -I kernels_src -c cu -o cu.o`; target "sm_90a": the
+    architecture-specific target alone (`-gencode arch=compute_90a,code=sm_90a`: `-arch=sm_90a` with `-c` also embeds
+    compute_90 PTX, which ptxas checks against sm_90 and refuses wgmma in)."""
+    arch = [f"-gencode=arch=compute_{target[3:]},code={target}"] if target.endswith("a") else [f"-arch={target}"]
+    cmd = ["nvcc", "-std=c++17", *arch, *flags, f"-I{KERNELS_DIR}", "-c", str(cu)]
     cmd += ["-o", str(cu.with_suffix(".o"))]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 

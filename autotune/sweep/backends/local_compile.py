@@ -76,6 +76,7 @@ def task_of(job: Job) -> KernelTask:
         kernel.compiler_options,
         dict(params),
         kernel.semantics,
+        kernel.arch_specific,
     )
 
 
@@ -166,17 +167,19 @@ class LocalCompiles:
                 unroll,
                 self.compile_timeout_s,  # type: ignore[arg-type]
                 src in self.precheck_sources,
+                arch_specific,
             )
-            for (src, defines, compiler, options, unroll), n in names.items()
+            for (src, defines, compiler, options, unroll, arch_specific), n in names.items()
         ]
 
     def _request_key(self, task: KernelTask, v: Variant) -> tuple:
         """What instances compiled together share: kernel file, defines, compiler and all its options (the
         backend's, the space's `compiler_options:`, then one -D per define) and, under `semantics: kerneltuner`, the
-        loop-unroll factors applied to the source instead (`autotune.space.kt_semantics`)."""
+        loop-unroll factors applied to the source instead (`autotune.space.kt_semantics`), and the target
+        (`kernel: arch_specific:`)."""
         plain, unroll = split_unroll(v.defines) if task.semantics == "kerneltuner" else (v.defines, ())
         options = (*self.options, *task.compiler_options, *(f"-D{k}={val}" for k, val in plain))
-        return (task.source, v.defines, task.compiler, options, unroll)
+        return (task.source, v.defines, task.compiler, options, unroll, task.arch_specific)
 
     def _collect(self, pending: list[tuple[CompileRequest, Future]]) -> dict[tuple, CompiledKernel]:
         out = {}
@@ -193,7 +196,15 @@ class LocalCompiles:
                     self._pool = None
             out.update(
                 {
-                    (req.source, req.defines, req.compiler, req.options, req.unroll, ck.name_expression): ck
+                    (
+                        req.source,
+                        req.defines,
+                        req.compiler,
+                        req.options,
+                        req.unroll,
+                        req.arch_specific,
+                        ck.name_expression,
+                    ): ck
                     for ck in results
                 }
             )

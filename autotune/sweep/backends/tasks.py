@@ -39,6 +39,7 @@ class KernelTask:
     compiler_options: tuple[str, ...] = ()  # the space's `kernel: compiler_options:`
     params: Mapping[str, Any] = field(default_factory=dict)  # the instance's parameters (a kind's `check:` reads them)
     semantics: str = "native"  # the space's `kernel: semantics:` (kerneltuner: loop_unroll_factor_* in the source)
+    arch_specific: bool = False  # the space's `kernel: arch_specific:` (compiled for sm_XXa)
 
 
 @dataclass(frozen=True)

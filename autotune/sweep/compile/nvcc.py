@@ -69,16 +69,18 @@ def nvcc_compile(
     options: tuple[str, ...],
     arch: int,
     timeout_s: float | None = None,
+    target: str | None = None,
 ) -> tuple[bytes, dict[str, str], str]:
     """One nvcc call: (cubin, {name expression: lowered name}, log). Raises NvccFailed with nvcc's output, or
     NvccTimeout when it ran past `timeout_s` (nvcc is killed; a cicc or ptxas it started ends on its own).
+    `target`: the -arch value (default sm_<arch>; `sm_90a` for an architecture-specific space).
 
     nvcc and its children (cicc, ptxas) stay in the compile process's group, which `GpuBackend.cancel_compiles`
     kills whole when a budget ends."""
     with tempfile.TemporaryDirectory(prefix="autotune-nvcc-") as tmp:
         wrapper, out = Path(tmp) / "autotune_instances.cu", Path(tmp) / "out.cubin"
         wrapper.write_text(wrapper_text(source, name_expressions))
-        cmd = [nvcc, "-cubin", f"-arch=sm_{arch}", *options, "-o", str(out), str(wrapper)]
+        cmd = [nvcc, "-cubin", f"-arch={target or f'sm_{arch}'}", *options, "-o", str(out), str(wrapper)]
         try:
             proc = subprocess.run(
                 cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False, timeout=timeout_s

@@ -73,6 +73,7 @@ class CompileRequest:
     unroll: tuple[tuple[str, str], ...] = ()  # Kernel Tuner's loop_unroll_factor_* values (`space.kt_semantics`)
     timeout_s: float | None = None  # a compiler call running longer is killed: each instance's is a compile timeout
     precheck: bool = False  # NVRTC: a fast build first; an instance it finds over a resource limit skips the full one
+    arch_specific: bool = False  # the space's `kernel: arch_specific: true`: sm_XXa (wgmma, setmaxnreg), not sm_XX
 
 
 class CompileFailed(Exception):
@@ -175,15 +176,48 @@ def with_time_limit(fn: Callable[[], Any], timeout_s: float | None, what: str) -
 
 
 # ---------------------------------------------------------------------------------------------- pure
-def arch_option(arch: int, supported: tuple[int, ...]) -> tuple[str, str]:
+def arch_option(arch: int, supported: tuple[int, ...], specific: bool = False) -> tuple[str, str]:
     """NVRTC's architecture option and the binary it yields: a cubin when NVRTC knows this GPU,
-    else PTX for the newest architecture it knows (the driver JIT-compiles it on load)."""
+    else PTX for the newest architecture it knows (the driver JIT-compiles it on load). `specific`: the
+    architecture-specific target (`-arch=sm_90a`, `specific_target`), a cubin only: its PTX runs on that exact
+    architecture, so there is no fallback to an older one (ValueError)."""
+    if specific:
+        if supported and arch not in supported:
+            raise ValueError(
+                f"{specific_target(arch)} cannot be built: this NVRTC knows no sm_{arch} (it knows {supported}), and "
+                "architecture-specific code runs only on the architecture it was built for"
+            )
+        return f"-arch={specific_target(arch)}", "cubin"
     if not supported or arch in supported:
         return f"-arch=sm_{arch}", "cubin"
     older = [a for a in supported if a <= arch]
     if not older:
         raise ValueError(f"NVRTC supports no architecture <= sm_{arch} (it knows {supported})")
     return f"-arch=compute_{max(older)}", "ptx"
+
+
+FIRST_SPECIFIC_ARCH = 90  # sm_90a is the first architecture-specific target (wgmma, setmaxnreg); none below
+
+
+def specific_target(arch: int) -> str:
+    """The architecture-specific target of compute capability `arch` (`sm_90a` for 90): the only target whose
+    code may use that architecture's own instructions (a space's `kernel: arch_specific: true`). ValueError below
+    sm_90, which has none."""
+    if arch < FIRST_SPECIFIC_ARCH:
+        raise ValueError(
+            f"sm_{arch} has no architecture-specific target (sm_{FIRST_SPECIFIC_ARCH}a is the first): a space with "
+            "`kernel: arch_specific: true` does not run on this GPU"
+        )
+    return f"sm_{arch}a"
+
+
+def _refusing(message: str) -> Callable[[tuple[str, ...]], tuple[bytes, dict[str, str], str]]:
+    """A toolchain's `run` that fails every instance with `message` (recorded, and cached, as a compile error)."""
+
+    def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
+        raise CompileFailed(f"error: {message}")
+
+    return run
 
 
 NICE_ENV = "AUTOTUNE_COMPILE_NICE"  # the compile processes' niceness increment (default 5; 0: none)
@@ -361,17 +395,26 @@ def _nvcc_toolchain(request: CompileRequest, text: str, search: tuple[Path, ...]
             "error: nvcc not found (the space asks for `compiler: nvcc`): install the CUDA toolkit or set CUDA_PATH"
         )
     nvcc_options = (*request.options, *[f"-I{d}" for d in search])
+    target = f"sm_{request.arch}"
+    try:
+        target = specific_target(request.arch) if request.arch_specific else target
+    except ValueError as exc:
+        refusal: str | None = str(exc)
+    else:
+        refusal = None
 
     def run(group: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
         try:
             if not request.unroll:
                 return nvcc.nvcc_compile(
-                    tool, request.source, group, nvcc_options, request.arch, timeout_s=request.timeout_s
+                    tool, request.source, group, nvcc_options, request.arch, timeout_s=request.timeout_s, target=target
                 )
             with tempfile.TemporaryDirectory(prefix="autotune-kt-") as tmp:  # the edited text, includes as before
                 edited = Path(tmp) / request.source.name
                 edited.write_text(text)
-                return nvcc.nvcc_compile(tool, edited, group, nvcc_options, request.arch, timeout_s=request.timeout_s)
+                return nvcc.nvcc_compile(
+                    tool, edited, group, nvcc_options, request.arch, timeout_s=request.timeout_s, target=target
+                )
         except nvcc.NvccTimeout as exc:
             raise CompileTimeout(f"{TIMEOUT_ERROR}: {exc.log}") from None
         except nvcc.NvccFailed as exc:
@@ -379,14 +422,26 @@ def _nvcc_toolchain(request: CompileRequest, text: str, search: tuple[Path, ...]
 
     cuda_inc = str(Path(tool).resolve().parent.parent / "include")
     return _Toolchain(
-        run, "cubin", f"-arch=sm_{request.arch}", nvcc.nvcc_identity(tool), (0, 0), cuda_inc, request.options
+        run if refusal is None else _refusing(refusal),
+        "cubin",
+        f"-arch={target}",
+        nvcc.nvcc_identity(tool),
+        (0, 0),
+        cuda_inc,
+        request.options,
     )
 
 
 def _nvrtc_toolchain(request: CompileRequest, text: str, search: tuple[Path, ...]) -> _Toolchain:
     """NVRTC, in this process, within the request's time limit."""
     version, cuda_inc = nvrtc_version(), cuda_include_dir()
-    arch_opt, kind = arch_option(request.arch, nvrtc_archs())
+    try:
+        arch_opt, kind = arch_option(request.arch, nvrtc_archs(), request.arch_specific)
+    except ValueError as exc:  # an architecture-specific target this GPU or this NVRTC lacks: each instance fails
+        if not request.arch_specific:
+            raise
+        refusal = _refusing(str(exc))
+        return _Toolchain(refusal, "cubin", f"-arch=sm_{request.arch}a", "nvrtc", version, cuda_inc, request.options)
     options = (
         *request.options,
         *[f"--include-path={d}" for d in search],
@@ -430,7 +485,9 @@ def _compile_batch(
         misses and request.compiler != "nvcc"
     ):  # a twin compiling elsewhere is waited for (`autotune.sweep.compile.twins`)
         # (the options: its macros and include folders; the architecture goes in as a number)
-        program = tw.Program(text, digest, misses, options[:-1], request.arch, bool(request.unroll))
+        # (an architecture-specific target keeps its -arch=sm_XXa: the number alone does not tell it apart)
+        program_options = options if request.arch_specific else options[:-1]
+        program = tw.Program(text, digest, misses, program_options, request.arch, bool(request.unroll))
         step = tw.take_turn(
             cache.root / "twins",
             program,
