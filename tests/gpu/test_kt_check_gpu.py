@@ -11,6 +11,8 @@ import pytest
 
 from autotune.interop.kt_space import write_space_folder
 from autotune.problems.declared_data import HostArrays
+from autotune.paths import ROOT
+from tests.support.harness import checkout_env
 from tests.test_tune_kernel import VECTOR_ADD, _module, _problem, _vector_add
 
 pytestmark = pytest.mark.gpu
@@ -131,17 +133,13 @@ def test_the_check_compiles_no_cupy_kernel_into_a_fresh_cache(tmp_path: Path) ->
     """The generated check and the verified launch's preparation (prepare, the outputs' NaN fill, the comparison on
     the device, right and wrong outputs) leave a fresh CuPy kernel cache empty: no CuPy JIT kernel at the start of a
     call (from a fresh cache CuPy's allclose and fill kernels took 4.4 s while the compile pool held every core)."""
-    import os
     import subprocess
     import sys
 
     cache = tmp_path / "cupy"
-    root = Path(__file__).resolve().parents[2]
-    env = dict(
-        os.environ,
+    env = checkout_env(
         CUPY_CACHE_DIR=str(cache),
         CUPY_CACHE_SAVE_CUDA_SOURCE="1",  # a failure names the kernel CuPy compiled
-        PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
     )
     (tmp_path / "space").mkdir()
     proc = subprocess.run(
@@ -150,7 +148,7 @@ def test_the_check_compiles_no_cupy_kernel_into_a_fresh_cache(tmp_path: Path) ->
         text=True,
         env=env,
         timeout=300,
-        cwd=root,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     compiled = sorted(p.name for p in cache.rglob("*") if p.is_file()) if cache.is_dir() else []

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from autotune.paths import ROOT
+from tests.support.harness import checkout_env
 from tests.support.running import STOP_S
 
 pytestmark = pytest.mark.gpu
@@ -25,7 +26,7 @@ def _sweep(db: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "autotune", "sweep", "configs/default.yaml", "--db", str(db), "--quiet"],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=checkout_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -71,7 +72,7 @@ def test_a_real_sweep_stops_on_a_signal_and_resumes_to_the_end(how: str, tmp_pat
     resumed = subprocess.run(
         [sys.executable, "-m", "autotune", "sweep", "configs/default.yaml", "--db", str(db), "--quiet"],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=checkout_env(),
         capture_output=True,
         text=True,
         timeout=600,

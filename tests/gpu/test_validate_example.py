@@ -4,7 +4,6 @@ measured on this GPU, with the kind's baseline as the library answer."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ import pandas as pd
 import pytest
 
 from tests.support.committed import gunzip_to
+from tests.support.harness import checkout_env
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,9 +20,13 @@ EXAMPLE = ROOT / "examples" / "stencil"
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return subprocess.run(
-        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd, timeout=1200, env=env
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=1200,
+        env=checkout_env(),
     )
 
 

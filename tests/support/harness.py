@@ -53,6 +53,13 @@ def kt_python() -> Path:
 KT_PYTHON = kt_python()
 
 
+def checkout_env(**env: str) -> dict[str, str]:
+    """This process's environment for a child Python: this checkout first on PYTHONPATH (the path already set kept
+    after it: a lent GPU machine's wheels live there), `env` added."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **env}
+
+
 def run_cli(*args: str, cwd: Path | str = ROOT, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
     """`python -m autotune ARGS` in a subprocess from `cwd`, with this checkout first on the path and `env` added."""
     return subprocess.run(
@@ -60,7 +67,7 @@ def run_cli(*args: str, cwd: Path | str = ROOT, timeout: float = 300, **env: str
         capture_output=True,
         text=True,
         cwd=cwd,
-        env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
+        env=checkout_env(**env),
         timeout=timeout,
     )
 

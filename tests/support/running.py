@@ -16,6 +16,7 @@ from autotune.paths import ROOT
 from autotune.store.engine import database_url
 from autotune.store.migrate import upgrade
 from tests.support.committed import committed, gunzip_to
+from tests.support.harness import checkout_env
 
 RECORDED = committed("default")  # results/default: a random sample of 300 SIMT batched GEMM instances, H100
 STOP_S = 5.0  # every command stops within this many seconds of the signal
@@ -29,7 +30,7 @@ class Running:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "autotune", *args],
             cwd=cwd,
-            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+            env=checkout_env(**(env or {})),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
