@@ -4,11 +4,11 @@ vendor library of the best measured kernel at each point, from committed results
 
 Groups and their sources (committed result folders; each row of a source is one point of one sweep, timed against
 cuBLAS in the same run on the same GPU, so every ratio is a same-run ratio):
-- fp16 square n = 2..128 (`tc_final_h100`, the complete run; `flat_s0_h100`, `tc_flat_ppb_h100`, `tc_mma_h100` at
-  the same points);
-- fp32 / fp64 square n = 2..32 (`square_share_h100`; `simt32_h100`, `simt_h100` and the database of `square_h100`
-  at the same points);
-- fixed K = 8, 16, 32 (`fixedk_h100`);
+- fp16 square n = 2..128 (`tc_final_h100`, the complete run; `flat_s0_h100`, `tc_flat_ppb_h100`, `tc_mma_h100`,
+  `wgmma_h100` at the same points);
+- fp32 / fp64 square n = 2..32 (`square_share_h100`; `simt32_h100`, `simt_h100`, the databases of `square_h100` and
+  `dmma_h100` at the same points);
+- fixed K = 8, 16, 32 (`fixedk_h100`; `dmma_h100`, fp64 tensor cores, at three of its points);
 - TSM2 (`tsm2_h100`, `tsm2_n16_h100`) and ISM2 (`seed_repro/ism2`, its fig6.csv: the TOL 0 table's kernel);
 - fp16 rectangles: the 100 held-out problems of the latest fp16 table validation (`tables6_h100/fp16/validation`,
   its database: the best of the candidates the tables serve there, against cuBLAS).
@@ -51,16 +51,26 @@ GROUPS = (
     Group(
         "fp16 square n = 2..128",
         "tc_final_{gpu}/summary.csv",
-        ("flat_s0_{gpu}/summary.csv", "tc_flat_ppb_{gpu}/summary.csv", "tc_mma_{gpu}/summary.csv"),
+        (
+            "flat_s0_{gpu}/summary.csv",
+            "tc_flat_ppb_{gpu}/summary.csv",
+            "tc_mma_{gpu}/summary.csv",
+            "wgmma_{gpu}/wgmma_{gpu}.sqlite.xz",
+        ),
         "precision == 'fp16' and m == n == k and 2 <= m <= 128",
     ),
     Group(
         "fp32/fp64 square n = 2..32",
         "square_share_{gpu}/summary.csv",
-        ("simt32_{gpu}/summary.csv", "simt_{gpu}/summary.csv", "square_{gpu}/square_{gpu}.sqlite.xz"),
+        (
+            "simt32_{gpu}/summary.csv",
+            "simt_{gpu}/summary.csv",
+            "square_{gpu}/square_{gpu}.sqlite.xz",
+            "dmma_{gpu}/dmma_{gpu}.sqlite.xz",
+        ),
         "precision in ['fp32', 'fp64'] and m == n == k and 2 <= m <= 32",
     ),
-    Group("fixed K = 8, 16, 32", "fixedk_{gpu}/summary.csv", (), "k in [8, 16, 32]"),
+    Group("fixed K = 8, 16, 32", "fixedk_{gpu}/summary.csv", ("dmma_{gpu}/dmma_{gpu}.sqlite.xz",), "k in [8, 16, 32]"),
     Group("TSM2 (n = 2..16)", "tsm2_{gpu}/summary.csv", ("tsm2_n16_{gpu}/summary.csv",), "n <= 16"),
     Group("ISM2 (k = n = 8, 16)", "seed_repro/ism2/fig6.csv", (), "n <= 16", only="h100"),
     Group(
