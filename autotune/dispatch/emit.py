@@ -19,16 +19,16 @@ from autotune.dispatch.table import DispatchTable
 
 
 def runtime_source(name: str = "runtime") -> str:
-    """The code of autotune.dispatch.runtime (or onsite: refinement where the application runs), standard library
-    only, without its module docstring, its `from __future__` line and its import of runtime: what a generated
-    Python module carries."""
+    """The code of autotune.dispatch.runtime (or lanes: its packed integers; onsite: refinement where the application
+    runs), standard library only, without its module docstring, its `from __future__` line and its imports of the
+    others: what a generated Python module carries."""
     from pathlib import Path
 
-    from autotune.dispatch import onsite, runtime
+    from autotune.dispatch import lanes, onsite, runtime
 
-    text = Path(str({"runtime": runtime, "onsite": onsite}[name].__file__)).read_text()
+    text = Path(str({"runtime": runtime, "lanes": lanes, "onsite": onsite}[name].__file__)).read_text()
     head, future, code = text.partition("from __future__ import annotations\n")
-    code = re.sub(r"^from autotune\.dispatch\.runtime import [^\n]*\n", "", code, flags=re.M)
+    code = re.sub(r"^from autotune\.dispatch\.(runtime|lanes) import [^\n]*\n", "", code, flags=re.M)
     if not future or "\nimport autotune" in code or "\nfrom autotune" in code:
         raise RuntimeError(f"autotune/dispatch/{name}.py must stay standard library only, after its __future__ line")
     return code.strip() + "\n"
@@ -60,8 +60,9 @@ def emit_python(table: DispatchTable) -> str:
         f"autotune.dispatch.runtime (RUNTIME_VERSION {RUNTIME_VERSION}); write the module again to take a newer one.\n"
         '"""\n'
         "from __future__ import annotations\n\n"
-        "# ---- the lookup rules: a copy of autotune/dispatch/runtime.py ----\n"
+        "# ---- packed integers of the lookup: a copy of autotune/dispatch/lanes.py ----\n"
     )
+    rules = "\n\n# ---- the lookup rules: a copy of autotune/dispatch/runtime.py ----\n" + runtime_source()
     onsite = (
         "\n\n# ---- refinement where the application runs: a copy of autotune/dispatch/onsite.py ----\n"
         + runtime_source("onsite")
@@ -84,7 +85,7 @@ def emit_python(table: DispatchTable) -> str:
         '    times the candidates with `run(answer)` in the caller\'s stream (CUDA events; CuPy) and caches the choice."""\n'
         "    return Refiner(_LOOKUP, top=top, reps=reps, library=library, timer=timer)\n"
     )
-    return head + runtime_source() + onsite + tail
+    return head + runtime_source("lanes") + rules + onsite + tail
 
 
 def csv_columns(table: DispatchTable) -> tuple[str, ...]:
