@@ -75,7 +75,8 @@ def emit_python(table: DispatchTable) -> str:
         "TUNED_DEVICE = TABLE['provenance']['device']\n\n\n"
         f"def lookup_index({lead}{sizes}, device: str | None = None) -> int:\n"
         '    """Index into KERNELS, GENERIC (-1), LIBRARY (-2) or NONE (-4); warns when `device` is not TUNED_DEVICE."""\n'
-        "    _LOOKUP.check_device(device)\n"
+        "    if device is not None:\n"
+        "        _LOOKUP.check_device(device)\n"
         f"    return _LOOKUP.index({key}, ({', '.join(params)},))\n\n\n"
         f"def lookup({lead}{sizes}, device: str | None = None) -> dict:\n"
         '    """The kernel record (instance_id, name, template, ...); library=NAME: call the library."""\n'

@@ -7,6 +7,7 @@ Standard library only: every generated Python module carries a copy of this code
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
 from operator import sub
 from typing import Sequence
@@ -90,32 +91,42 @@ class Boxes:
 
 
 class Keys:
-    """The tuned points of one group ranked at a problem: one key per point, its log-ratio distance over `dims` and
-    its table order packed into one integer (`at`: the keys in table order, each distance << shift | order; sorted,
-    they run nearest first, then by table order; key & order_mask: the point; below 2**bits).
+    """The tuned points of one group ranked at a problem: one key per point, its log-ratio distance over some sizes
+    (`rows`: per point, the logs of those sizes; a problem's logs of them are given in the same order) and its table
+    order, packed into one integer (`packed`, lane i: point i's key; `at`: the keys in table order). A key is
+    distance << shift | order: sorted, they run nearest first, then by table order; key & order_mask: the point.
 
-    The distance of point i is the sum over `dims` of |a - x_i| (a: the problem's log, x_i: the point's). Below,
+    A problem's log beyond the points' range over a size is taken at its end: that moves every point's distance by
+    the same amount (relative distances and the order stay exact), and bounds the distance by the sum of the ranges,
+    which `shift` places in the top bits of a lane but its very top bit, left free for `below`; `smallest` reads the
+    lanes' top bytes first.
+
+    The distance of point i is the sum over the sizes of |a - x_i| (a: the problem's log, x_i: the point's). Below,
     above or at each x_i that is +-(a - x_i): per size, the points' distinct logs cut the axis into intervals where
     every sign is fixed, and per interval the lanes of sign(a - x_i) (`slopes`) and of -sign(a - x_i) * x_i
     (`offsets`; the first size's also hold the order) are precomputed, so a problem's keys are the sum of
     a * slope + offset over the sizes: one bisection, one product and two sums per size. Where that would take more
     than KEY_BUDGET lane positions, a loop over the points gives the same keys."""
 
-    def __init__(self, logs: Sequence[Sequence[int]], dims: Sequence[int], top: int) -> None:
-        n = self.count = len(logs)
-        self.shift = max(1, (n - 1).bit_length())
-        self.order_mask = (1 << self.shift) - 1
-        self.bits = self.shift + (len(dims) * top).bit_length()  # top: the largest log of a size
-        w = self.width = lane_width(self.bits)
-        self.dims, self.rows = list(dims), [[p[d] for d in dims] for p in logs]
-        self.axes: list[tuple[int, list[int], list[int], list[int]]] | None = []
-        if not dims or n * sum(len({p[d] for p in logs}) + 1 for d in dims) > KEY_BUDGET:
+    def __init__(self, rows: Sequence[Sequence[int]]) -> None:
+        n = self.count = len(rows)
+        self.order_mask = (1 << max(1, (n - 1).bit_length())) - 1
+        sizes = range(len(rows[0]))
+        self.low, self.high = [min(r[d] for r in rows) for d in sizes], [max(r[d] for r in rows) for d in sizes]
+        span = sum(self.high) - sum(self.low)  # the largest distance, the problem's logs taken within the range
+        w = self.width = lane_width(self.order_mask.bit_length() + span.bit_length() + 1)
+        self.shift, self.bits = w - 1 - span.bit_length(), w - 1  # every key is below 2**bits
+        self.ones = sum(1 << (w * i) for i in range(n))
+        self.guard = self.ones << (w - 1)
+        self.rows = [list(row) for row in rows]
+        self.axes: list[tuple[list[int], list[int], list[int]]] | None = []
+        if not sizes or n * sum(len({row[d] for row in rows}) + 1 for d in sizes) > KEY_BUDGET:
             self.axes = None
             return
-        for d in dims:
+        for d in sizes:
             at: dict[int, int] = {}  # log -> the lanes (1 << shift) of the points there
-            for i, p in enumerate(logs):
-                at[p[d]] = at.get(p[d], 0) + (1 << (w * i + self.shift))
+            for i, row in enumerate(rows):
+                at[row[d]] = at.get(row[d], 0) + (1 << (w * i + self.shift))
             slope, offset = -sum(at.values()), sum(x * lanes for x, lanes in at.items())  # below every point
             if not self.axes:
                 offset += sum(i << (w * i) for i in range(n))  # the points' order, in the first size's offsets
@@ -125,16 +136,41 @@ class Keys:
                 offset -= 2 * x * at[x]
                 slopes.append(slope)
                 offsets.append(offset)
-            self.axes.append((d, coords, slopes, offsets))
+            self.axes.append((coords, slopes, offsets))
+
+    def packed(self, logs: Sequence[int]) -> int:
+        """Every point's key at a problem whose sizes' logs are `logs`, lane i holding point i's."""
+        if self.axes is None:
+            logs = [lo if a < lo else hi if a > hi else a for a, lo, hi in zip(logs, self.low, self.high, strict=True)]
+            keys = [sum(map(abs, map(sub, logs, row))) << self.shift | i for i, row in enumerate(self.rows)]
+            return int.from_bytes(array("I" if self.width == 32 else "Q", keys).tobytes(), "little")
+        key = 0
+        for a, (coords, slopes, offsets) in zip(logs, self.axes, strict=True):
+            a = coords[0] if a < coords[0] else coords[-1] if a > coords[-1] else a
+            p = bisect_right(coords, a)
+            key += a * slopes[p] + offsets[p]
+        return key
 
     def at(self, logs: Sequence[int]) -> list[int]:
         """Every point's key at a problem whose sizes' logs are `logs`, in table order."""
-        if self.axes is None:
-            a, shift = [logs[d] for d in self.dims], self.shift
-            return [sum(map(abs, map(sub, a, row))) << shift | i for i, row in enumerate(self.rows)]
-        key = 0
-        for d, coords, slopes, offsets in self.axes:
-            a = logs[d]
-            p = bisect_right(coords, a)
-            key += a * slopes[p] + offsets[p]
-        return unpack(key, self.count, self.width)
+        return unpack(self.packed(logs), self.count, self.width)
+
+    def smallest(self, packed: int) -> int:
+        """The smallest of the keys `packed` holds: read from the few lanes whose top byte is the smallest (without
+        making an integer of every lane), else from all."""
+        step = self.width // 8
+        raw = packed.to_bytes(self.count * step, "big")  # the last lane first, each its top byte first
+        tops = raw[::step]
+        top = min(tops)
+        if tops.count(top) > 4:
+            return min(unpack(packed, self.count, self.width))
+        at, best = tops.find(top), packed
+        while at >= 0:
+            best = min(best, int.from_bytes(raw[at * step : at * step + step], "big"))
+            at = tops.find(top, at + 1)
+        return best
+
+    def below(self, packed: int, bound: int) -> int:
+        """How many of the keys `packed` holds are below `bound`: each lane, its top bit set, minus the bound keeps
+        that bit where the key is not below it (no lane borrows from the next)."""
+        return (self.guard & ~((packed | self.guard) - bound * self.ones)).bit_count()

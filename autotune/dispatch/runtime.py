@@ -163,12 +163,17 @@ def _model_tail(table: Sequence[int]) -> list[int]:
     C++ header adds the pairwise products one by one, saturating at MODEL_SATURATE; each is below it, so that is
     the smaller of MODEL_SATURATE and their sum."""
     one = 1 << FX_BITS
-    pairs = table[0] if len(table) == 1 else (sum(table) ** 2 - sum(map(mul, table, table))) >> 1
     return [
         *[one if x % MODEL_ALIGN == 0 else 0 for x in table],
         *[one if x % 2 == 0 else 0 for x in table],
-        ilog2_fx(max(1, min(MODEL_SATURATE, pairs))),
+        _pairs(table),
     ]
+
+
+def _pairs(table: Sequence[int]) -> int:
+    """The last feature of model_features: ilog2_fx of the saturated sum of the table sizes' pairwise products."""
+    pairs = table[0] if len(table) == 1 else (sum(table) ** 2 - sum(map(mul, table, table))) >> 1
+    return ilog2_fx(max(1, min(MODEL_SATURATE, pairs)))
 
 
 def model_count(num_sizes: int, num_table_sizes: int) -> int:
@@ -244,25 +249,39 @@ class _Packed:
         self.invalid = Invalid(
             [(() if a == LIBRARY else checks[a], self.full << at) for a, at in zip(self.answers, lanes, strict=True)]
         )
-        shared = [f for f in range(len(entries[0][2])) if not head <= f < head + 2 * ntab]
-        self.shared = [sum(int(coef[f]) << at for (_, _, coef), at in zip(entries, lanes, strict=True)) for f in shared]
-        self.start = sum((self.bias + r) << at for r, at in zip(self.raised, lanes, strict=True))
+        # per feature of model_features, the integer whose lanes are the answers' coefficients of it
+        coef = [
+            sum(int(c[f]) << at for (_, _, c), at in zip(entries, lanes, strict=True))
+            for f in range(len(entries[0][2]))
+        ]
+        tail = head + 2 * ntab
+        self.start = sum((self.bias + r) << at for r, at in zip(self.raised, lanes, strict=True)) + (coef[0] << FX_BITS)
+        self.logged = coef[1:head]  # the sizes' logs and the table sizes' rounded up
+        self.flags = [(coef[tail + j] << FX_BITS, coef[tail + ntab + j] << FX_BITS) for j in range(ntab)]
+        self.pairs = coef[tail + 2 * ntab]
         # per table size and tile: the lanes' coefficients of the padded size and of the tile count
         self.tiled: list[tuple[int, int, int, int]] = []
         for j in range(ntab):
             for tile in sorted({tiles[j] for _, tiles, _ in entries}):
                 pad = cnt = 0
-                for (_, tiles, coef), at in zip(entries, lanes, strict=True):
+                for (_, tiles, c), at in zip(entries, lanes, strict=True):
                     if tiles[j] == tile:
-                        pad += int(coef[head + j]) << at
-                        cnt += int(coef[head + ntab + j]) << at
-                self.tiled.append((j, int(tile), pad, cnt))
+                        pad += int(c[head + j]) << at
+                        cnt += int(c[head + ntab + j]) << at
+                if pad or cnt:  # a feature the fit left out (constant where it was measured) weighs 0
+                    self.tiled.append((j, int(tile), pad, cnt))
 
     def lanes(self, dims: Sequence[int], table: list[int]) -> list[int]:
         """Every answer's raised model time plus `bias` at a problem (`table`: its table sizes), all ones where the
-        answer is not valid."""
+        answer is not valid: model_features' terms, the flags added where they are 1."""
         small, n = _SMALL_LOGS, len(_SMALL_LOGS)
-        v = self.start + sum(map(mul, self.shared, _model_head(dims, table) + _model_tail(table)))
+        v = self.start + self.pairs * _pairs(table)
+        v += sum(map(mul, self.logged, _logs([*dims, *[-(-x // MODEL_ALIGN) * MODEL_ALIGN for x in table]])))
+        for x, (aligned, even) in zip(table, self.flags, strict=True):
+            if x % MODEL_ALIGN == 0:
+                v += aligned
+            if x % 2 == 0:
+                v += even
         for j, tile, pad, cnt in self.tiled:
             count = -(-table[j] // tile)
             padded = count * tile
@@ -279,6 +298,7 @@ class _Group:
     def __init__(self) -> None:
         self.exact: dict[tuple[int, ...], int] = {}
         self.near: list[list[int]] = []
+        self.near_bits: list[int] = []  # per point: its near list's kernels as bits, -1 where it holds the library
         self.logs: list[tuple[int, ...]] = []
         self.priced: list[dict[int, tuple[int, int]]] = []  # per point: {answer: (cost * price, point)}
         self.log_costs: list[list[tuple[int, int]]] = []  # per point: [(answer, ilog2_fx(cost))]
@@ -314,12 +334,11 @@ class Lookup:
         self._groups: dict[tuple[str, str], _Group] = {}
         self._read_points(table)
         self._read_model(table)
-        top = ilog2_fx(MAX_SIZE)
         for g in self._groups.values():
             g.regions = Boxes(g.boxes, self.near_dims) if g.boxes else None
-            g.keys = Keys(g.logs, self.near_dims, top) if g.logs else None
+            g.keys = Keys([[p[d] for d in self.near_dims] for p in g.logs]) if g.logs else None
             if len({tuple(p[d] for d in self.tie_dims) for p in g.logs}) > 1:
-                g.ties = Keys(g.logs, self.tie_dims, top)
+                g.ties = Keys([[p[d] for d in self.tie_dims] for p in g.logs])
         self._groups = {k: g for k, g in self._groups.items() if k[0] in self.precisions and k[1] in self.shapes}
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
@@ -368,6 +387,7 @@ class Lookup:
             g.priced.append({a: (c * price[a], len(g.logs)) for a, c in costs.items()})
             g.log_costs.append([(a, ilog2_fx(max(1, c))) for a, c in sorted(costs.items())])
             g.near.append(near)
+            g.near_bits.append(-1 if any(c < 0 for c in near) else sum(1 << c for c in set(near)))
             g.logs.append(logs)
         for r in table["regions"]:
             lo = [int(r["bounds"][n][0]) for n in table["table_sizes"]]
@@ -398,8 +418,8 @@ class Lookup:
         """The problem's sizes as ints in the table's order (ValueError for invalid input)."""
         if (
             type(sizes) is tuple
-            and len(sizes) == len(self.names)
-            and set(map(type, sizes)) == _INT
+            and len(sizes) == len(self.names) > 0
+            and _INT.issuperset(map(type, sizes))
             and 1 <= min(sizes)
             and max(sizes) <= MAX_SIZE
             and precision in self.precisions
@@ -439,22 +459,21 @@ class Lookup:
     def index(self, precision: str, shape: str, sizes: Any) -> int:
         """Answer for a problem (see the module docstring): a kernel index, GENERIC (-1), LIBRARY (-2) or NONE
         (-4). `sizes`: {name: value} or the values in the table's size order."""
+        g = self._groups.get((precision, shape)) if type(precision) is str and type(shape) is str else None
         if (
-            type(sizes) is tuple
-            and len(sizes) == len(self.names)
-            and set(map(type, sizes)) == _INT
+            g is not None
+            and type(sizes) is tuple
+            and len(sizes) == len(self.names) > 0
+            and _INT.issuperset(map(type, sizes))
             and 1 <= min(sizes)
             and max(sizes) <= MAX_SIZE
-            and type(precision) is str
-            and type(shape) is str
-            and (precision, shape) in self._groups
         ):
             dims = sizes  # the common call, checked without building anything
         else:
-            dims = self.check(precision, shape, sizes)
-            if (precision, shape) not in self._groups:
+            dims = self.check(precision, shape, sizes)  # ValueError for invalid input
+            g = self._groups.get((precision, shape))
+            if g is None:
                 return self.fallback
-        g = self._groups[(precision, shape)]
         answer = g.exact.get(dims)
         if answer is not None:
             return answer  # rule 2
@@ -476,19 +495,28 @@ class Lookup:
         keys = g.keys
         if keys is None:
             return self.fallback
-        logs, bad = _logs(dims), self._invalid.at(dims)
-        ordered = sorted(keys.at(logs))
+        logs, bad, bits, mask = (
+            _logs([dims[d] for d in self.near_dims]),
+            self._invalid.at(dims),
+            g.near_bits,
+            keys.order_mask,
+        )
+        packed = keys.packed(logs)
+        key = keys.smallest(
+            packed
+        )  # the nearest point, alone at its distance or without ties to break: the common case
+        if bits[key & mask] & ~bad and (
+            g.ties is None or keys.below(packed, ((key >> keys.shift) + 1) << keys.shift) == 1
+        ):
+            return _first_valid(g.near[key & mask], bad)  # type: ignore[return-value]
+        ordered = sorted(unpack(packed, keys.count, keys.width))
         for i, key in enumerate(ordered):
-            answer = _first_valid(g.near[key & keys.order_mask], bad)
-            if answer is None:
-                continue
+            if not bits[key & keys.order_mask] & ~bad:
+                continue  # no valid entry
             if g.ties is not None and i + 1 < len(ordered) and ordered[i + 1] >> keys.shift == key >> keys.shift:
                 tied = ordered[i : bisect_left(ordered, ((key >> keys.shift) + 1) << keys.shift)]  # as near: by ties
-                for key in _exact(g, logs, tied):
-                    answer = _first_valid(g.near[key & keys.order_mask], bad)
-                    if answer is not None:
-                        break
-            return answer
+                key = next(k for k in self._exact(g, dims, tied) if bits[k & keys.order_mask] & ~bad)
+            return _first_valid(g.near[key & keys.order_mask], bad)  # type: ignore[return-value]
         return self.fallback
 
     def nearest(self, precision: str, shape: str, dims: tuple[int, ...]) -> int | None:
@@ -497,8 +525,7 @@ class Lookup:
         g = self._groups.get((precision, shape))
         if g is None or g.keys is None:
             return None
-        logs = _logs(dims)
-        return _exact(g, logs, g.keys.at(logs))[0] & g.keys.order_mask
+        return self._exact(g, dims, g.keys.at(_logs([dims[d] for d in self.near_dims])))[0] & g.keys.order_mask
 
     def predicted_times(self, precision: str, shape: str, dims: tuple[int, ...]) -> dict[int, int]:
         """Model mode: {answer: predicted log2 time (32 fractional bits)} for every valid kernel of the group that
@@ -531,12 +558,12 @@ class Lookup:
         ties: the nearer measurement, then the library, then the smaller index)."""
         if g.keys is None:
             return self.fallback
-        logs, shift, mask = _logs(dims), g.keys.shift, g.keys.order_mask
+        logs, shift, mask = _logs([dims[d] for d in self.near_dims]), g.keys.shift, g.keys.order_mask
         keys = g.keys.at(logs)
         ordered = sorted(keys)
         near = ordered[: bisect_left(ordered, ((ordered[0] >> shift) + self.reach + 1) << shift)]
         if g.ties is not None and len({key >> shift for key in near}) < len(near):
-            near = _exact(g, logs, near)  # two as near: the tie sizes decide which is nearer
+            near = self._exact(g, dims, near)  # two as near: the tie sizes decide which is nearer
         nearest: dict[int, tuple[int, int]] = {}  # answer -> (its priced cost, its nearest measurement's point)
         for key in reversed(near):  # an answer measured farther is overwritten by a nearer measurement
             nearest.update(g.priced[key & mask])
@@ -550,10 +577,10 @@ class Lookup:
         `log_margin`; the cheapest wins (ties: the library, then the smaller index)."""
         if g.keys is None:
             return self.fallback
-        logs, mask, bad = _logs(dims), g.keys.order_mask, self._invalid.at(dims)
+        logs, mask, bad = _logs([dims[d] for d in self.near_dims]), g.keys.order_mask, self._invalid.at(dims)
         ordered = sorted(g.keys.at(logs))
         within = bisect_left(ordered, ((ordered[0] >> g.keys.shift) + self.reach + 1) << g.keys.shift)
-        ordered = _exact(g, logs, ordered)
+        ordered = self._exact(g, dims, ordered)
         ok = {a for key in ordered[:within] for a, _ in g.log_costs[key & mask] if a == LIBRARY or not bad >> a & 1}
         if not ok:
             return self.fallback
@@ -571,6 +598,15 @@ class Lookup:
             if full == len(ok):
                 break
         return min((sums[a] // counts[a] + (0 if a == LIBRARY else self.log_margin), a) for a in ok)[1]
+
+    def _exact(self, g: _Group, dims: tuple[int, ...], keys: list[int]) -> list[int]:
+        """Keys of `g.keys` in the rules' order, sorted by distance, then the tie sizes' distance (where the group's
+        points differ in them), then table order; same order bits (key & order_mask: the point)."""
+        if g.ties is None:
+            return sorted(keys)
+        ties = g.ties.at(_logs([dims[d] for d in self.tie_dims]))
+        shift, mask, bits = g.keys.shift, g.keys.order_mask, g.ties.bits  # type: ignore[union-attr]
+        return sorted([(key >> shift) << bits | ties[key & mask] for key in keys])
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
         """The kernel record for an index; the generic kernel's record for -1 (`generic: True`); the library's for
@@ -613,13 +649,3 @@ def _first_valid(answers: list[int], bad: int) -> int | None:
         if c < 0 or not bad >> c & 1:
             return c
     return None
-
-
-def _exact(g: _Group, logs: list[int], keys: list[int]) -> list[int]:
-    """Keys of `g.keys` in the rules' order, sorted by distance, then the tie sizes' distance (where the group's
-    points differ in them), then table order; same order bits (key & order_mask: the point)."""
-    assert g.keys is not None
-    if g.ties is None:
-        return sorted(keys)
-    ties, shift, mask, bits = g.ties.at(logs), g.keys.shift, g.keys.order_mask, g.ties.bits
-    return sorted([(key >> shift) << bits | ties[key & mask] for key in keys])
