@@ -170,7 +170,12 @@ class Keys:
             at = tops.find(top, at + 1)
         return best
 
-    def below(self, packed: int, bound: int) -> int:
-        """How many of the keys `packed` holds are below `bound`: each lane, its top bit set, minus the bound keeps
-        that bit where the key is not below it (no lane borrows from the next)."""
-        return (self.guard & ~((packed | self.guard) - bound * self.ones)).bit_count()
+    def below(self, packed: int, bound: int) -> list[int]:
+        """The points whose keys (`packed`) are below `bound`: each lane, its top bit set, minus the bound keeps that
+        bit where the key is not below it (no lane borrows from the next)."""
+        left, out = self.guard & ~((packed | self.guard) - bound * self.ones), []
+        while left:
+            low = left & -left
+            out.append(low.bit_length() // self.width - 1)
+            left ^= low
+        return out

@@ -59,7 +59,7 @@ import math
 import numbers
 import warnings
 from bisect import bisect_left
-from operator import mul
+from operator import mul, sub
 from typing import Any, Mapping, Sequence
 
 from autotune.dispatch.lanes import Boxes, Checks, Invalid, Keys, lane_width, unpack
@@ -495,28 +495,23 @@ class Lookup:
         keys = g.keys
         if keys is None:
             return self.fallback
-        logs, bad, bits, mask = (
-            _logs([dims[d] for d in self.near_dims]),
-            self._invalid.at(dims),
-            g.near_bits,
-            keys.order_mask,
-        )
-        packed = keys.packed(logs)
-        key = keys.smallest(
-            packed
-        )  # the nearest point, alone at its distance or without ties to break: the common case
-        if bits[key & mask] & ~bad and (
-            g.ties is None or keys.below(packed, ((key >> keys.shift) + 1) << keys.shift) == 1
-        ):
-            return _first_valid(g.near[key & mask], bad)  # type: ignore[return-value]
+        bad, bits, mask, shift = self._invalid.at(dims), g.near_bits, keys.order_mask, keys.shift
+        packed = keys.packed(_logs([dims[d] for d in self.near_dims]))
+        key = keys.smallest(packed)  # the nearest point: where it has a valid entry, the common case
+        if bits[key & mask] & ~bad:
+            near = keys.below(packed, ((key >> shift) + 1) << shift) if g.ties else [key & mask]
+            if len(near) > 1:  # as near: the tie sizes' distance, then the order decide
+                tie, rows = _logs([dims[d] for d in self.tie_dims]), g.ties.rows  # type: ignore[union-attr]
+                near = [min((sum(map(abs, map(sub, tie, rows[i]))), i) for i in near if bits[i] & ~bad)[1]]
+            return _first_valid(g.near[near[0]], bad)  # type: ignore[return-value]
         ordered = sorted(unpack(packed, keys.count, keys.width))
         for i, key in enumerate(ordered):
-            if not bits[key & keys.order_mask] & ~bad:
+            if not bits[key & mask] & ~bad:
                 continue  # no valid entry
-            if g.ties is not None and i + 1 < len(ordered) and ordered[i + 1] >> keys.shift == key >> keys.shift:
-                tied = ordered[i : bisect_left(ordered, ((key >> keys.shift) + 1) << keys.shift)]  # as near: by ties
-                key = next(k for k in self._exact(g, dims, tied) if bits[k & keys.order_mask] & ~bad)
-            return _first_valid(g.near[key & keys.order_mask], bad)  # type: ignore[return-value]
+            if g.ties is not None and i + 1 < len(ordered) and ordered[i + 1] >> shift == key >> shift:
+                tied = ordered[i : bisect_left(ordered, ((key >> shift) + 1) << shift)]  # as near: by ties
+                key = next(k for k in self._exact(g, dims, tied) if bits[k & mask] & ~bad)
+            return _first_valid(g.near[key & mask], bad)  # type: ignore[return-value]
         return self.fallback
 
     def nearest(self, precision: str, shape: str, dims: tuple[int, ...]) -> int | None:
