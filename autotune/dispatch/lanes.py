@@ -130,12 +130,15 @@ class Keys:
             slope, offset = -sum(at.values()), sum(x * lanes for x, lanes in at.items())  # below every point
             if not self.axes:
                 offset += sum(i << (w * i) for i in range(n))  # the points' order, in the first size's offsets
-            coords, slopes, offsets = sorted(at), [slope], [offset]
+            coords, slopes, offsets = sorted(at), [0], [0]
             for x in coords:  # at or above x: the points there turn to +(a - x)
                 slope += 2 * at[x]
                 offset -= 2 * x * at[x]
                 slopes.append(slope)
                 offsets.append(offset)
+            # beyond the range: as at its ends (the problem's log taken there)
+            offsets[0], offsets[-1] = coords[0] * slopes[1] + offsets[1], coords[-1] * slope + offset
+            slopes[-1] = 0
             self.axes.append((coords, slopes, offsets))
 
     def packed(self, logs: Sequence[int]) -> int:
@@ -146,7 +149,6 @@ class Keys:
             return int.from_bytes(array("I" if self.width == 32 else "Q", keys).tobytes(), "little")
         key = 0
         for a, (coords, slopes, offsets) in zip(logs, self.axes, strict=True):
-            a = coords[0] if a < coords[0] else coords[-1] if a > coords[-1] else a
             p = bisect_right(coords, a)
             key += a * slopes[p] + offsets[p]
         return key
@@ -162,7 +164,7 @@ class Keys:
         raw = packed.to_bytes(self.count * step, "big")  # the last lane first, each its top byte first
         tops = raw[::step]
         top = min(tops)
-        if tops.count(top) > 4:
+        if tops.count(top) > 4:  # many at the smallest top byte: all of them
             return min(unpack(packed, self.count, self.width))
         at, best = tops.find(top), packed
         while at >= 0:

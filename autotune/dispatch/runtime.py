@@ -499,11 +499,11 @@ class Lookup:
         packed = keys.packed(_logs([dims[d] for d in self.near_dims]))
         key = keys.smallest(packed)  # the nearest point: where it has a valid entry, the common case
         if bits[key & mask] & ~bad:
-            near = keys.below(packed, ((key >> shift) + 1) << shift) if g.ties else [key & mask]
+            point, near = key & mask, keys.below(packed, ((key >> shift) + 1) << shift) if g.ties else ()
             if len(near) > 1:  # as near: the tie sizes' distance, then the order decide
                 tie, rows = _logs([dims[d] for d in self.tie_dims]), g.ties.rows  # type: ignore[union-attr]
-                near = [min((sum(map(abs, map(sub, tie, rows[i]))), i) for i in near if bits[i] & ~bad)[1]]
-            return _first_valid(g.near[near[0]], bad)  # type: ignore[return-value]
+                point = min((sum(map(abs, map(sub, tie, rows[i]))), i) for i in near if bits[i] & ~bad)[1]
+            return _first_valid(g.near[point], bad)  # type: ignore[return-value]
         ordered = sorted(unpack(packed, keys.count, keys.width))
         for i, key in enumerate(ordered):
             if not bits[key & mask] & ~bad:
