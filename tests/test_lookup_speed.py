@@ -41,3 +41,4 @@ def test_cpp_and_python_lookups_agree_on_random_problems(tmp_path: Path, table: 
     assert report["queries"] == 3000
     assert report["agree"] == 3000
     assert report["cpp"]["p50_us"] > 0 and report["python"]["p50_us"] > 0
+    assert report["cpp"]["clock_ns"] >= 0 and report["python"]["clock_ns"] >= 0  # the clocks' own cost

@@ -120,11 +120,14 @@ def ilog2_fx(x: int) -> int:
     loop's truncations move its result off floor(2**16 * log2(x)) only where that is within 3e-4 of an integer,
     so a float log2 farther than 0.01 from one gives the same integer, and the loop answers the rest
     (tests/test_lookup_speed.py compares both on every x up to 2**17 and on random x up to 2**62)."""
-    if not x & (x - 1):
-        return (x.bit_length() - 1) << FX_BITS  # a power of two: what the loop gives
-    v = math.log2(x) * (1 << FX_BITS)
-    f = math.floor(v)
-    return f if 0.01 < v - f < 0.99 else _ilog2_loop(x)
+    v = math.log2(x) * _FX_ONE
+    f = int(v)
+    if 0.01 < v - f < 0.99:
+        return f
+    return (x.bit_length() - 1) << FX_BITS if not x & (x - 1) else _ilog2_loop(x)  # a power of two: as the loop
+
+
+_FX_ONE = float(1 << FX_BITS)
 
 
 _SMALL_LOGS = [0, *(_ilog2_loop(x) for x in range(1, 1 << 12))]  # ilog2_fx(x) for x < 4096, by index
