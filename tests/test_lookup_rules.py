@@ -5,7 +5,6 @@ at tuned points and at problems made of the sizes of different tuned points (equ
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import random
@@ -15,17 +14,8 @@ from typing import Callable
 import pytest
 
 from autotune.dispatch import lanes
-from autotune.dispatch.runtime import (
-    FALLBACKS,
-    LIBRARY,
-    MAX_SIZE,
-    Lookup,
-    cost_log_margin,
-    ilog2_fx,
-    model_features,
-    model_margin,
-    model_time,
-)
+from autotune.dispatch.features import cost_log_margin, ilog2_fx, model_features, model_margin, model_time
+from autotune.dispatch.runtime import FALLBACKS, LIBRARY, MAX_SIZE, Lookup
 
 ROOT = Path(__file__).resolve().parents[1]
 

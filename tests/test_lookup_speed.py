@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.dispatch.runtime import _ilog2_loop, ilog2_fx
+from autotune.dispatch.features import _ilog2_loop, ilog2_fx
 from tests.support.harness import load_script
 
 ROOT = Path(__file__).resolve().parents[1]

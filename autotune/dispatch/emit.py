@@ -19,16 +19,14 @@ from autotune.dispatch.table import DispatchTable
 
 
 def runtime_source(name: str = "runtime") -> str:
-    """The code of autotune.dispatch.runtime (or lanes: its packed integers; onsite: refinement where the application
-    runs), standard library only, without its module docstring, its `from __future__` line and its imports of the
-    others: what a generated Python module carries."""
+    """The code of autotune/dispatch/NAME.py (runtime: the lookup rules; lanes and features: its packed integers and
+    fixed-point features; onsite: refinement where the application runs), standard library only, without its module
+    docstring, its `from __future__` line and its imports of the others: what a generated Python module carries."""
     from pathlib import Path
 
-    from autotune.dispatch import lanes, onsite, runtime
-
-    text = Path(str({"runtime": runtime, "lanes": lanes, "onsite": onsite}[name].__file__)).read_text()
+    text = (Path(__file__).parent / f"{name}.py").read_text()
     head, future, code = text.partition("from __future__ import annotations\n")
-    code = re.sub(r"^from autotune\.dispatch\.(runtime|lanes) import [^\n]*\n", "", code, flags=re.M)
+    code = re.sub(r"^from autotune\.dispatch\.\w+ import (\([^)]*\)|[^\n]*)\n", "", code, flags=re.M)
     if not future or "\nimport autotune" in code or "\nfrom autotune" in code:
         raise RuntimeError(f"autotune/dispatch/{name}.py must stay standard library only, after its __future__ line")
     return code.strip() + "\n"
@@ -62,7 +60,12 @@ def emit_python(table: DispatchTable) -> str:
         "from __future__ import annotations\n\n"
         "# ---- packed integers of the lookup: a copy of autotune/dispatch/lanes.py ----\n"
     )
-    rules = "\n\n# ---- the lookup rules: a copy of autotune/dispatch/runtime.py ----\n" + runtime_source()
+    rules = (
+        "\n\n# ---- fixed-point logs and model features: a copy of autotune/dispatch/features.py ----\n"
+        + runtime_source("features")
+        + "\n\n# ---- the lookup rules: a copy of autotune/dispatch/runtime.py ----\n"
+        + runtime_source()
+    )
     onsite = (
         "\n\n# ---- refinement where the application runs: a copy of autotune/dispatch/onsite.py ----\n"
         + runtime_source("onsite")
