@@ -91,8 +91,9 @@ def _model_tail(table: Sequence[int]) -> list[int]:
 
 def _pairs(table: Sequence[int]) -> int:
     """The last feature of model_features: ilog2_fx of the saturated sum of the table sizes' pairwise products."""
-    pairs = table[0] if len(table) == 1 else (sum(table) ** 2 - sum(map(mul, table, table))) >> 1
-    return ilog2_fx(max(1, min(MODEL_SATURATE, pairs)))
+    s = sum(table)
+    pairs = table[0] if len(table) == 1 else (s * s - sum(map(mul, table, table))) >> 1
+    return ilog2_fx(pairs if 0 < pairs < MODEL_SATURATE else max(1, min(MODEL_SATURATE, pairs)))
 
 
 def model_count(num_sizes: int, num_table_sizes: int) -> int:
@@ -148,36 +149,40 @@ class ModelLanes:
         ]
         tail = head + 2 * ntab
         self.start = sum((self.bias + r) << at for r, at in zip(self.raised, lanes, strict=True)) + (coef[0] << FX_BITS)
-        self.logged = coef[1:head]  # the sizes' logs and the table sizes' rounded up
-        self.flags = [(coef[tail + j] << FX_BITS, coef[tail + ntab + j] << FX_BITS) for j in range(ntab)]
-        self.pairs = coef[tail + 2 * ntab]
-        # per table size and tile: the lanes' coefficients of the padded size and of the tile count
-        self.tiled: list[tuple[int, int, int, int]] = []
+        self.logged = coef[1 : 1 + nsizes]  # the sizes' logs
+        # per table size: the coefficients of its log rounded up, of its flags, and per tile of the kernels' (the
+        # padded size and the tile count; a feature the fit left out, constant where it was measured, weighs 0)
+        self.per_size: list[tuple[int, int, int, list[tuple[int, int, int]]]] = []
         for j in range(ntab):
+            tiled = []
             for tile in sorted({tiles[j] for _, tiles, _ in entries}):
                 pad = cnt = 0
                 for (_, tiles, c), at in zip(entries, lanes, strict=True):
                     if tiles[j] == tile:
                         pad += int(c[head + j]) << at
                         cnt += int(c[head + ntab + j]) << at
-                if pad or cnt:  # a feature the fit left out (constant where it was measured) weighs 0
-                    self.tiled.append((j, int(tile), pad, cnt))
+                if pad or cnt:
+                    tiled.append((int(tile), pad, cnt))
+            flags = (coef[tail + j] << FX_BITS, coef[tail + ntab + j] << FX_BITS)
+            self.per_size.append((coef[1 + nsizes + j], *flags, tiled))
+        self.pairs = coef[tail + 2 * ntab]
 
-    def lanes(self, dims: Sequence[int], table: list[int]) -> list[int]:
+    def lanes(self, dims: Sequence[int], table: Sequence[int]) -> list[int]:
         """Every answer's raised model time plus `bias` at a problem (`table`: its table sizes), all ones where the
         answer is not valid: model_features' terms, the flags added where they are 1."""
         small, n = _SMALL_LOGS, len(_SMALL_LOGS)
-        v = self.start + self.pairs * _pairs(table)
-        v += sum(map(mul, self.logged, _logs([*dims, *[-(-x // MODEL_ALIGN) * MODEL_ALIGN for x in table]])))
-        for x, (aligned, even) in zip(table, self.flags, strict=True):
+        v = self.start + self.pairs * _pairs(table) + sum(map(mul, self.logged, _logs(dims)))
+        for x, (rounded, aligned, even, tiled) in zip(table, self.per_size, strict=True):
+            r = -(-x // MODEL_ALIGN) * MODEL_ALIGN
+            v += rounded * (small[r] if r < n else ilog2_fx(r))
             if x % MODEL_ALIGN == 0:
                 v += aligned
             if x % 2 == 0:
                 v += even
-        for j, tile, pad, cnt in self.tiled:
-            count = -(-table[j] // tile)
-            padded = count * tile
-            v += pad * (small[padded] if padded < n else ilog2_fx(padded)) + cnt * (
-                small[count] if count < n else ilog2_fx(count)
-            )
+            for tile, pad, cnt in tiled:
+                count = -(-x // tile)
+                padded = count * tile
+                v += pad * (small[padded] if padded < n else ilog2_fx(padded)) + cnt * (
+                    small[count] if count < n else ilog2_fx(count)
+                )
         return unpack(v | self.invalid.at(dims), len(self.answers), self.width)
