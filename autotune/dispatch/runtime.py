@@ -324,13 +324,17 @@ class Lookup:
                 inside ^= low
         return self._rule4(g, dims)
 
+    def _logs(self, dims: tuple[int, ...]) -> list[int]:
+        """The logs of a problem's table sizes (what the points' keys rank by)."""
+        return _logs([dims[d] for d in self.near_dims])
+
     def _nearest(self, g: _Group, dims: tuple[int, ...]) -> int:
         """Rule 4: the first valid entry of the near list of the nearest tuned point that has one."""
         keys = g.keys
         if keys is None:
             return self.fallback
         bad, bits, mask, shift = self._invalid.at(dims), g.near_bits, keys.order_mask, keys.shift
-        packed = keys.packed(_logs([dims[d] for d in self.near_dims]))
+        packed = keys.packed(self._logs(dims))
         key = keys.smallest(packed)  # the nearest point: where it has a valid entry, the common case
         if bits[key & mask] & ~bad:
             point, near = key & mask, keys.below(packed, ((key >> shift) + 1) << shift) if g.ties else ()
@@ -354,7 +358,7 @@ class Lookup:
         g = self._groups.get((precision, shape))
         if g is None or g.keys is None:
             return None
-        return self._exact(g, dims, g.keys.at(_logs([dims[d] for d in self.near_dims])))[0] & g.keys.order_mask
+        return self._exact(g, dims, g.keys.at(self._logs(dims)))[0] & g.keys.order_mask
 
     def predicted_times(self, precision: str, shape: str, dims: tuple[int, ...]) -> dict[int, int]:
         """Model mode: {answer: predicted log2 time (32 fractional bits)} for every valid kernel of the group that
@@ -387,7 +391,7 @@ class Lookup:
         ties: the nearer measurement, then the library, then the smaller index)."""
         if g.keys is None:
             return self.fallback
-        logs, shift, mask = _logs([dims[d] for d in self.near_dims]), g.keys.shift, g.keys.order_mask
+        logs, shift, mask = self._logs(dims), g.keys.shift, g.keys.order_mask
         keys = g.keys.at(logs)
         ordered = sorted(keys)
         near = ordered[: bisect_left(ordered, ((ordered[0] >> shift) + self.reach + 1) << shift)]
@@ -406,7 +410,7 @@ class Lookup:
         `log_margin`; the cheapest wins (ties: the library, then the smaller index)."""
         if g.keys is None:
             return self.fallback
-        logs, mask, bad = _logs([dims[d] for d in self.near_dims]), g.keys.order_mask, self._invalid.at(dims)
+        logs, mask, bad = self._logs(dims), g.keys.order_mask, self._invalid.at(dims)
         ordered = sorted(g.keys.at(logs))
         within = bisect_left(ordered, ((ordered[0] >> g.keys.shift) + self.reach + 1) << g.keys.shift)
         ordered = self._exact(g, dims, ordered)
