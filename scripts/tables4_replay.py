@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 
 from autotune.dispatch.refine import Refiner
-from autotune.dispatch.runtime import FX_BITS, LIBRARY, Lookup, model_features
+from autotune.dispatch.features import FX_BITS, model_features
+from autotune.dispatch.runtime import LIBRARY, Lookup
 from autotune.dispatch.validate import measured
 from autotune.dispatch.validate_table import read_table, table_kind
 from autotune.store.engine import database_url

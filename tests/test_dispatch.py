@@ -20,7 +20,8 @@ from autotune.dispatch.table import (
     build_table,
     load_table,
 )
-from autotune.dispatch.runtime import ilog2_fx, validity_bounds
+from autotune.dispatch.features import ilog2_fx
+from autotune.dispatch.runtime import validity_bounds
 from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, perf_matrix, winners, with_point_key
 from autotune.problems.gemm.synthetic import synthetic_measurements

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.dispatch.runtime import _ilog2_loop, ilog2_fx
+from autotune.dispatch.features import _ilog2_loop, ilog2_fx
 from tests.support.harness import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,3 +41,4 @@ def test_cpp_and_python_lookups_agree_on_random_problems(tmp_path: Path, table: 
     assert report["queries"] == 3000
     assert report["agree"] == 3000
     assert report["cpp"]["p50_us"] > 0 and report["python"]["p50_us"] > 0
+    assert report["cpp"]["clock_ns"] >= 0 and report["python"]["clock_ns"] >= 0  # the clocks' own cost

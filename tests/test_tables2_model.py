@@ -21,7 +21,8 @@ from autotune.analysis.winners import Criteria, perf_matrix, winners
 from autotune.dispatch.emit import emit_cpp, emit_python
 from autotune.dispatch.loo import choose_structure
 from autotune.dispatch.model import tiles_of
-from autotune.dispatch.runtime import LIBRARY, MAX_SIZE, RUNTIME_VERSION, model_count, model_features
+from autotune.dispatch.features import model_count, model_features
+from autotune.dispatch.runtime import LIBRARY, MAX_SIZE, RUNTIME_VERSION
 from autotune.dispatch.table import STRUCTURES, Answers, KernelInfo, Provenance, Structure, build_table
 from tests.support.nvcc import CHECK_FLAGS
 

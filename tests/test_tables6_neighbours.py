@@ -18,7 +18,8 @@ import pytest
 from autotune import paths
 from autotune.analysis.winners import Criteria
 from autotune.dispatch.emit import emit_cpp, emit_python
-from autotune.dispatch.runtime import LIBRARY, Lookup, cost_log_margin, ilog2_fx
+from autotune.dispatch.features import cost_log_margin, ilog2_fx
+from autotune.dispatch.runtime import LIBRARY, Lookup
 from autotune.dispatch.table import MAX_NEIGHBOURS, Structure, parse_structure
 
 ROOT = paths.ROOT

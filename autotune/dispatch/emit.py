@@ -19,16 +19,14 @@ from autotune.dispatch.table import DispatchTable
 
 
 def runtime_source(name: str = "runtime") -> str:
-    """The code of autotune.dispatch.runtime (or onsite: refinement where the application runs), standard library
-    only, without its module docstring, its `from __future__` line and its import of runtime: what a generated
-    Python module carries."""
+    """The code of autotune/dispatch/NAME.py (runtime: the lookup rules; lanes and features: its packed integers and
+    fixed-point features; onsite: refinement where the application runs), standard library only, without its module
+    docstring, its `from __future__` line and its imports of the others: what a generated Python module carries."""
     from pathlib import Path
 
-    from autotune.dispatch import onsite, runtime
-
-    text = Path(str({"runtime": runtime, "onsite": onsite}[name].__file__)).read_text()
+    text = (Path(__file__).parent / f"{name}.py").read_text()
     head, future, code = text.partition("from __future__ import annotations\n")
-    code = re.sub(r"^from autotune\.dispatch\.runtime import [^\n]*\n", "", code, flags=re.M)
+    code = re.sub(r"^from autotune\.dispatch\.\w+ import (\([^)]*\)|[^\n]*)\n", "", code, flags=re.M)
     if not future or "\nimport autotune" in code or "\nfrom autotune" in code:
         raise RuntimeError(f"autotune/dispatch/{name}.py must stay standard library only, after its __future__ line")
     return code.strip() + "\n"
@@ -60,7 +58,13 @@ def emit_python(table: DispatchTable) -> str:
         f"autotune.dispatch.runtime (RUNTIME_VERSION {RUNTIME_VERSION}); write the module again to take a newer one.\n"
         '"""\n'
         "from __future__ import annotations\n\n"
-        "# ---- the lookup rules: a copy of autotune/dispatch/runtime.py ----\n"
+        "# ---- packed integers of the lookup: a copy of autotune/dispatch/lanes.py ----\n"
+    )
+    rules = (
+        "\n\n# ---- fixed-point logs and model features: a copy of autotune/dispatch/features.py ----\n"
+        + runtime_source("features")
+        + "\n\n# ---- the lookup rules: a copy of autotune/dispatch/runtime.py ----\n"
+        + runtime_source()
     )
     onsite = (
         "\n\n# ---- refinement where the application runs: a copy of autotune/dispatch/onsite.py ----\n"
@@ -74,7 +78,8 @@ def emit_python(table: DispatchTable) -> str:
         "TUNED_DEVICE = TABLE['provenance']['device']\n\n\n"
         f"def lookup_index({lead}{sizes}, device: str | None = None) -> int:\n"
         '    """Index into KERNELS, GENERIC (-1), LIBRARY (-2) or NONE (-4); warns when `device` is not TUNED_DEVICE."""\n'
-        "    _LOOKUP.check_device(device)\n"
+        "    if device is not None:\n"
+        "        _LOOKUP.check_device(device)\n"
         f"    return _LOOKUP.index({key}, ({', '.join(params)},))\n\n\n"
         f"def lookup({lead}{sizes}, device: str | None = None) -> dict:\n"
         '    """The kernel record (instance_id, name, template, ...); library=NAME: call the library."""\n'
@@ -84,7 +89,7 @@ def emit_python(table: DispatchTable) -> str:
         '    times the candidates with `run(answer)` in the caller\'s stream (CUDA events; CuPy) and caches the choice."""\n'
         "    return Refiner(_LOOKUP, top=top, reps=reps, library=library, timer=timer)\n"
     )
-    return head + runtime_source() + onsite + tail
+    return head + runtime_source("lanes") + rules + onsite + tail
 
 
 def csv_columns(table: DispatchTable) -> tuple[str, ...]:

@@ -19,22 +19,8 @@ from typing import Callable
 
 from autotune.dispatch import cpp_text
 from autotune.dispatch.table import DispatchTable
-from autotune.dispatch.runtime import (
-    FALLBACKS,
-    GENERIC,
-    INVALID,
-    LIBRARY,
-    MAX_SIZE,
-    MODEL_ALIGN,
-    MODEL_SATURATE,
-    NO_LIMIT,
-    cost_log_margin,
-    ilog2_fx,
-    NONE,
-    model_count,
-    model_margin,
-    validity_bounds,
-)
+from autotune.dispatch.features import MODEL_ALIGN, MODEL_SATURATE, cost_log_margin, ilog2_fx, model_count, model_margin
+from autotune.dispatch.runtime import FALLBACKS, GENERIC, INVALID, LIBRARY, MAX_SIZE, NO_LIMIT, NONE, validity_bounds
 
 
 CPP_RESERVED = {

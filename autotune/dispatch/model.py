@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from autotune.dispatch.runtime import FX_BITS, MODEL_ALIGN, model_count, model_features
+from autotune.dispatch.features import FX_BITS, MODEL_ALIGN, model_count, model_features
 
 MIN_POINTS = 3
 RIDGE = 1e-3  # ridge penalty on the coefficients (features in log2 units; the intercept included)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Optional
 
-from autotune.dispatch.runtime import LIBRARY, NONE, Lookup, ilog2_fx
+from autotune.dispatch.runtime import LIBRARY, NONE, Lookup
 
 Run = Callable[[int], Any]
 EventTimer = Callable[[Run, int, Any, int], Optional[float]]
@@ -38,9 +38,9 @@ def candidates(lookup: Lookup, precision: str, shape: str, dims: tuple[int, ...]
         predicted = lookup.predicted_times(precision, shape, dims)
         ordered += sorted((a for a in predicted if a >= 0), key=lambda a: (predicted[a], a))
     else:
-        logs = [ilog2_fx(d) for d in dims]
-        points = lookup.points.get((precision, shape), [])
-        for _, _, ranked, _ in sorted(points, key=lambda p: lookup._distance(logs, p[1]))[:1]:
+        nearest = lookup.nearest(precision, shape, dims)
+        if nearest is not None:
+            ranked = lookup.points[(precision, shape)][nearest][2]
             ordered += [a for a in ranked if a >= 0 and lookup.valid(a, dims)]
     kernels = [a for a in dict.fromkeys(ordered) if a != LIBRARY][:top]
     return [*kernels, *([LIBRARY] if (library and lookup.library) or answer == LIBRARY else [])]

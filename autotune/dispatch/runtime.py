@@ -55,20 +55,21 @@ valid nowhere but at the tuned points where it was measured (rule 2). The librar
 
 from __future__ import annotations
 
-import math
 import numbers
 import warnings
-from operator import le, mul, sub
+from bisect import bisect_left
+from operator import sub
 from typing import Any, Mapping, Sequence
 
+from autotune.dispatch.features import FX_BITS, ModelLanes, _logs, cost_log_margin, ilog2_fx, model_margin
+from autotune.dispatch.lanes import Boxes, Checks, Invalid, Keys, unpack
+
 RUNTIME_VERSION = 3  # 1: copied into generated modules; 2: imported, with the selection model (rule 4''); 3: copied
-FX_BITS = 16
 NO_LIMIT = 1 << 62
 MAX_SIZE = (1 << 31) - 1  # sizes are C ints in most kernels' calling conventions
 GENERIC, LIBRARY, INVALID, NONE = -1, -2, -3, -4
-MODEL_ALIGN = 8  # model feature: each table size rounded up to a multiple of this
-MODEL_SATURATE = 1 << 62  # the sum of pairwise products saturates here (C++ long long)
 FALLBACKS = {"library": LIBRARY, "naive": GENERIC, "generic": GENERIC, "none": NONE}
+_INT = {int}  # the types of a problem's sizes on the fast path of Lookup.check (not bool)
 
 
 def check_problem(
@@ -98,96 +99,6 @@ def check_problem(
     return tuple(out)
 
 
-def _ilog2_loop(x: int) -> int:
-    """floor(log2(x) * 2**16) computed on integers (x >= 1): the definition, identical in the C++ header."""
-    n = x.bit_length() - 1
-    y = x << (30 - n) if n <= 30 else x >> (n - 30)  # mantissa in [2**30, 2**31)
-    r = n << FX_BITS
-    for i in range(FX_BITS):
-        y = (y * y) >> 30
-        if y >= (1 << 31):
-            y >>= 1
-            r |= 1 << (FX_BITS - 1 - i)
-    return r
-
-
-def ilog2_fx(x: int) -> int:
-    """`_ilog2_loop(x)` (floor(log2(x) * 2**16) on integers, as the C++ header computes it), 10 times faster: the
-    loop's truncations move its result off floor(2**16 * log2(x)) only where that is within 3e-4 of an integer,
-    so a float log2 farther than 0.01 from one gives the same integer, and the loop answers the rest
-    (tests/test_lookup_speed.py compares both on every x up to 2**17 and on random x up to 2**62)."""
-    if not x & (x - 1):
-        return (x.bit_length() - 1) << FX_BITS  # a power of two: what the loop gives
-    v = math.log2(x) * (1 << FX_BITS)
-    f = math.floor(v)
-    return f if 0.01 < v - f < 0.99 else _ilog2_loop(x)
-
-
-_SMALL_LOGS = [0, *(_ilog2_loop(x) for x in range(1, 1 << 12))]  # ilog2_fx(x) for x < 4096, by index
-
-
-def _logs(values: Sequence[int]) -> list[int]:
-    """ilog2_fx of each value."""
-    small, n = _SMALL_LOGS, len(_SMALL_LOGS)
-    return [small[v] if v < n else ilog2_fx(v) for v in values]
-
-
-def model_features(dims: Sequence[int], table_dims: Sequence[int], tiles: Sequence[int]) -> list[int]:
-    """The selection model's features of a problem for a kernel whose tiles over the table sizes are `tiles` (1
-    for the library), each a fixed-point log2 (`ilog2_fx`, 16 fractional bits): 1 (the intercept), every size,
-    every table size rounded up to MODEL_ALIGN, padded to the kernel's tile, and its tile count, 1 where the
-    table size is a multiple of MODEL_ALIGN (else 0), 1 where it is even (else 0), and the sum of
-    the pairwise products of the table sizes (the size itself for a kind with one table size; saturated at
-    MODEL_SATURATE). Integers only, identical in the C++ header."""
-    table = [dims[j] for j in table_dims]
-    return _model_head(dims, table) + _model_tiled(table, tiles) + _model_tail(table)
-
-
-def _model_head(dims: Sequence[int], table: Sequence[int]) -> list[int]:
-    """The intercept, every size and every table size rounded up to MODEL_ALIGN (model_features)."""
-    return [1 << FX_BITS, *_logs(dims), *_logs([-(-x // MODEL_ALIGN) * MODEL_ALIGN for x in table])]
-
-
-def _model_tiled(table: Sequence[int], tiles: Sequence[int]) -> list[int]:
-    """Every table size padded to the kernel's tile, then its tile count (model_features)."""
-    counts = [-(-x // t) for x, t in zip(table, tiles, strict=True)]
-    return _logs([c * t for c, t in zip(counts, tiles, strict=True)] + counts)
-
-
-def _model_tail(table: Sequence[int]) -> list[int]:
-    """Whether each table size is a multiple of MODEL_ALIGN, whether it is even, and the pairs (model_features)."""
-    out = [(1 << FX_BITS) if x % MODEL_ALIGN == 0 else 0 for x in table]
-    out += [(1 << FX_BITS) if x % 2 == 0 else 0 for x in table]
-    pairs = table[0] if len(table) == 1 else 0
-    for a in range(len(table)):
-        for b in range(a + 1, len(table)):
-            term = table[a] * table[b]
-            pairs = MODEL_SATURATE if pairs > MODEL_SATURATE - term else pairs + term
-    out.append(ilog2_fx(max(1, pairs)))
-    return out
-
-
-def model_count(num_sizes: int, num_table_sizes: int) -> int:
-    """How many features `model_features` gives."""
-    return 2 + num_sizes + 5 * num_table_sizes
-
-
-def model_time(coef: Sequence[int], features: Sequence[int]) -> int:
-    """Predicted log2 time (32 fractional bits): the sum of coefficients (16 fractional bits) times features."""
-    return sum(int(c) * int(x) for c, x in zip(coef, features, strict=True))
-
-
-def model_margin(library_margin: float) -> int:
-    """log2(1 + library_margin) in the units of `model_time` (what a kernel's price is raised by)."""
-    return int(round(math.log2(1.0 + float(library_margin)) * (1 << (2 * FX_BITS))))
-
-
-def cost_log_margin(library_margin: float) -> int:
-    """log2(1 + library_margin) with 16 fractional bits: what a kernel's mean log cost is raised by in cost mode
-    with neighbours (rule 4'; the C++ header takes this integer as written by emit)."""
-    return int(round(math.log2(1.0 + float(library_margin)) * (1 << FX_BITS)))
-
-
 def validity_bounds(valid: list[dict[str, int]], names: Sequence[str]) -> tuple[list[int], list[int], list[int]]:
     """Predicates -> (multiple_of, min, max) per size of `names`."""
     n = len(names)
@@ -213,46 +124,22 @@ def validity_bounds(valid: list[dict[str, int]], names: Sequence[str]) -> tuple[
     return mult, lo, hi
 
 
-class _Packed:
-    """The selection models of one group's answers evaluated at once, exactly: `model_time` of answer i is lane i
-    (`width` bits, offset by `bias`) of one integer, the sum over the features of each feature times the integer
-    whose lanes are the answers' coefficients of that feature (Python integers have no overflow; a lane holds any
-    sum its coefficients can give, so lanes never spill into each other)."""
+class _Group:
+    """One (precision, shape) of a table, prepared: its tuned points' answers (rule 2), regions (rule 3), points'
+    keys and near lists (rule 4), priced measurements (rule 4') and packed models (rule 4'')."""
 
-    def __init__(self, entries: list[tuple[int, tuple[int, ...], list[int]]], nsizes: int, ntab: int) -> None:
-        head = 1 + nsizes + ntab  # model_features: head, then padded and count per table size, then the tail
-        bound = max(sum(abs(int(c)) for c in coef) for _, _, coef in entries) << 23  # every feature < 2**23
-        self.width = bound.bit_length() + 2
-        self.bias = 1 << (self.width - 1)
-        self.mask = (1 << self.width) - 1
-        self.answers = [answer for answer, _, _ in entries]
-        lanes = [self.width * lane for lane in range(len(entries))]
-        shared = [f for f in range(len(entries[0][2])) if not head <= f < head + 2 * ntab]
-        self.shared = [sum(int(coef[f]) << at for (_, _, coef), at in zip(entries, lanes, strict=True)) for f in shared]
-        self.start = sum(self.bias << at for at in lanes)
-        # per table size and tile: the lanes' coefficients of the padded size and of the tile count
-        self.tiled: list[tuple[int, int, int, int]] = []
-        for j in range(ntab):
-            for tile in sorted({tiles[j] for _, tiles, _ in entries}):
-                pad = cnt = 0
-                for (_, tiles, coef), at in zip(entries, lanes, strict=True):
-                    if tiles[j] == tile:
-                        pad += int(coef[head + j]) << at
-                        cnt += int(coef[head + ntab + j]) << at
-                self.tiled.append((j, int(tile), pad, cnt))
-
-    def value(self, shared: list[int], table: list[int]) -> int:
-        """The packed model times at a problem: `shared` its features that do not depend on tiles (head and tail
-        of model_features), `table` its table sizes."""
-        small, n = _SMALL_LOGS, len(_SMALL_LOGS)
-        v = self.start + sum(map(mul, self.shared, shared))
-        for j, tile, pad, cnt in self.tiled:
-            count = -(-table[j] // tile)
-            padded = count * tile
-            v += pad * (small[padded] if padded < n else ilog2_fx(padded)) + cnt * (
-                small[count] if count < n else ilog2_fx(count)
-            )
-        return v
+    def __init__(self) -> None:
+        self.exact: dict[tuple[int, ...], int] = {}
+        self.near: list[list[int]] = []
+        self.near_bits: list[int] = []  # per point: its near list's kernels as bits, -1 where it holds the library
+        self.logs: list[tuple[int, ...]] = []
+        self.priced: list[dict[int, tuple[int, int]]] = []  # per point: {answer: (cost * price, point)}
+        self.log_costs: list[list[tuple[int, int]]] = []  # per point: [(answer, ilog2_fx(cost))]
+        self.boxes: list[tuple[list[int], list[int], int]] = []
+        self.regions: Boxes | None = None
+        self.keys: Keys | None = None  # the points by distance, then order: the rules' order but among equal distances
+        self.ties: Keys | None = None  # the points by tie distance, where their tie sizes differ (`_exact`)
+        self.model: ModelLanes | None = None
 
 
 class Lookup:
@@ -273,101 +160,102 @@ class Lookup:
         self.neighbours = int(structure.get("neighbours", 1))
         self.log_margin = cost_log_margin(float(structure.get("library_margin", 0.0)))
         self.model_margin = model_margin(float(structure.get("library_margin", 0.0)))
+        self._rule4 = {
+            "model": self._predicted,
+            "cost": self._cheapest if self.neighbours <= 1 else self._cheapest_mean,
+        }.get(self.mode, self._nearest)
+        self._groups: dict[tuple[str, str], _Group] = {}
         self._read_points(table)
-        self._read_regions(table)
         self._read_model(table)
+        for g in self._groups.values():
+            g.regions = Boxes(g.boxes, self.near_dims) if g.boxes else None
+            g.keys = Keys([[p[d] for d in self.near_dims] for p in g.logs]) if g.logs else None
+            if len({tuple(p[d] for d in self.tie_dims) for p in g.logs}) > 1:
+                g.ties = Keys([[p[d] for d in self.tie_dims] for p in g.logs])
+        self._groups = {k: g for k, g in self._groups.items() if k[0] in self.precisions and k[1] in self.shapes}
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
+
+    def _group(self, precision: str, shape: str) -> _Group:
+        return self._groups.setdefault((precision, shape), _Group())
 
     def _read_kernels(self, table: dict) -> None:
         """The kernels, their validity bounds and checks, the library, the generic kernel and the fallback."""
         self.kernels = table["kernels"]
         self.generic = table.get("generic") or {}
-        self.bounds = [validity_bounds(k.get("valid", []), self.names) for k in self.kernels]
-        self.tuned_only = [bool(k.get("tuned_only", False)) for k in self.kernels]
+        bounds = [validity_bounds(k.get("valid", []), self.names) for k in self.kernels]
         # per kernel, the sizes its predicates constrain: (size, multiple, min, max); None: tuned_only
-        self._checks: list[tuple[tuple[int, int, int, int], ...] | None] = [
+        self._checks: list[Checks | None] = [
             None
-            if only
+            if k.get("tuned_only", False)
             else tuple(
                 (d, mult[d], lo[d], hi[d])
                 for d in range(len(self.names))
                 if mult[d] != 1 or lo[d] > 1 or hi[d] < MAX_SIZE
             )
-            for only, (mult, lo, hi) in zip(self.tuned_only, self.bounds, strict=True)
+            for k, (mult, lo, hi) in zip(self.kernels, bounds, strict=True)
         ]
+        self._invalid = Invalid([(c, 1 << i) for i, c in enumerate(self._checks)])  # kernel i: bit i
         self.library = table.get("library") or {}
         self.fallback = FALLBACKS[table.get("fallback", "library")]
 
     def _read_points(self, table: dict) -> None:
-        """The tuned points per (precision, shape): sizes, logs, ranked and near lists, costs (rules 2, 4, 4')."""
+        """The tuned points per (precision, shape): sizes, logs, ranked and near lists, costs (rules 2, 4, 4'), and
+        the merged regions (rule 3)."""
         self.points: dict[tuple[str, str], list[tuple[tuple[int, ...], tuple[int, ...], list[int], list[int]]]] = {}
-        self.costs: dict[tuple[str, str], list[dict[int, int]]] = {}
         self.exact: dict[tuple[str, str], dict[tuple[int, ...], list[int]]] = {}  # tuned point -> ranked (rule 2)
+        price = {LIBRARY: 1000, **{i: 1000 + self.margin for i in range(len(self.kernels))}}
         for p in table["points"]:
+            key = (p["precision"], p["shape"])
+            g = self._group(*key)
             dims = tuple(int(p["sizes"][n]) for n in self.names)
             logs = tuple(ilog2_fx(d) for d in dims)
-            self.points.setdefault((p["precision"], p["shape"]), []).append(
-                (dims, logs, list(p["ranked"]), list(p.get("near", p["ranked"])))
-            )
-            self.exact.setdefault((p["precision"], p["shape"]), {}).setdefault(dims, list(p["ranked"]))
-            self.costs.setdefault((p["precision"], p["shape"]), []).append(
-                {int(a): int(c) for a, c in p.get("costs", [])}
-            )
-        # cost mode, per group and point: {answer: (cost, point order)} for the kernels and the library it measured
-        self._measured = {
-            group: [
-                {a: (c, order) for a, c in costs.items() if a == LIBRARY or 0 <= a < len(self.kernels)}
-                for order, costs in enumerate(per_point)
-            ]
-            for group, per_point in self.costs.items()
-        }
-        # cost mode with neighbours, per group and point: [(answer, ilog2_fx(cost))] of the answers it measured
-        self._log_costs = {
-            group: [[(a, ilog2_fx(max(1, c))) for a, (c, _) in sorted(m.items())] for m in per_point]
-            for group, per_point in self._measured.items()
-        }
-        # per group, each point's logs of the table sizes (distances)
-        self._near_logs = {
-            group: [tuple(plogs[d] for d in self.near_dims) for _, plogs, _, _ in points]
-            for group, points in self.points.items()
-        }
-
-    def _read_regions(self, table: dict) -> None:
-        """The merged regions per (precision, shape): boxes over the table sizes and their answer (rule 3)."""
-        self.regions: dict[tuple[str, str], list[tuple[list[int], list[int], int]]] = {}
+            ranked, near = list(p["ranked"]), list(p.get("near", p["ranked"]))
+            self.points.setdefault(key, []).append((dims, logs, ranked, near))
+            if dims not in self.exact.setdefault(key, {}):
+                self.exact[key][dims] = ranked
+                g.exact[dims] = ranked[0] if ranked else self.fallback  # measured here: every entry is valid
+            costs = {int(a): int(c) for a, c in p.get("costs", [])}
+            costs = {a: c for a, c in costs.items() if a in price}  # the kernels and the library it measured
+            g.priced.append({a: (c * price[a], len(g.logs)) for a, c in costs.items()})
+            g.log_costs.append([(a, ilog2_fx(max(1, c))) for a, c in sorted(costs.items())])
+            g.near.append(near)
+            g.near_bits.append(-1 if any(c < 0 for c in near) else sum(1 << c for c in set(near)))
+            g.logs.append(logs)
         for r in table["regions"]:
             lo = [int(r["bounds"][n][0]) for n in table["table_sizes"]]
             hi = [int(r["bounds"][n][1]) for n in table["table_sizes"]]
-            self.regions.setdefault((r["precision"], r["shape"]), []).append((lo, hi, int(r["kernel"])))
+            self._group(r["precision"], r["shape"]).boxes.append((lo, hi, int(r["kernel"])))
 
     def _read_model(self, table: dict) -> None:
-        """The selection models (rule 4''): per kernel and per group's library, packed per group (`_Packed`)."""
+        """The selection models (rule 4''): per kernel and per group's library, packed per group (`ModelLanes`)."""
         model = table.get("model") or {}
-        self.model_kernels = [
+        kernels = [
             (list(m["tiles"]), list(m["coef"])) if m else None
             for m in (model.get("kernels") or [None] * len(self.kernels))
         ]
-        self.model_library = {key: list(c) for key, c in (model.get("library") or {}).items()}
-        # model mode, per group: the library's and each modelled kernel's coefficients split as the features are
-        # (model_features: those of the problem alone, those of its tiles, the flags and pairs after them)
         ntab = len(self.near_dims)
         entries: dict[tuple[str, str], list[tuple[int, tuple[int, ...], list[int]]]] = {}
-        for key, c in self.model_library.items():
+        for key, c in (model.get("library") or {}).items():
             precision, _, shape = key.partition(":")
-            entries.setdefault((precision, shape), []).append((LIBRARY, (1,) * ntab, c))
-        for i, (kern, m) in enumerate(zip(self.kernels, self.model_kernels, strict=False)):
+            entries.setdefault((precision, shape), []).append((LIBRARY, (1,) * ntab, list(c)))
+        for i, (kern, m) in enumerate(zip(self.kernels, kernels, strict=False)):
             if m is not None:
                 group = (kern.get("precision"), kern.get("shape"))
                 entries.setdefault(group, []).append((i, tuple(m[0]), m[1]))  # type: ignore[arg-type]
-        self._model = {group: _Packed(e, len(self.names), ntab) for group, e in entries.items()}
+        for (precision, shape), e in entries.items():
+            raised = [0 if a == LIBRARY else self.model_margin for a, _, _ in e]
+            checks = [() if a == LIBRARY else self._checks[a] for a, _, _ in e]
+            self._group(precision, shape).model = ModelLanes(e, len(self.names), ntab, raised, checks)
 
     def check(self, precision: object, shape: object, sizes: Any) -> tuple[int, ...]:
         """The problem's sizes as ints in the table's order (ValueError for invalid input)."""
         if (
             type(sizes) is tuple
-            and len(sizes) == len(self.names)
-            and all(type(v) is int and 1 <= v <= MAX_SIZE for v in sizes)
+            and len(sizes) == len(self.names) > 0
+            and _INT.issuperset(map(type, sizes))
+            and 1 <= min(sizes)
+            and max(sizes) <= MAX_SIZE
             and precision in self.precisions
             and shape in self.shapes
             and type(precision) is str
@@ -402,167 +290,156 @@ class Lookup:
             )
         return False
 
-    def _distances(self, group: tuple[str, str], logs: Sequence[int]) -> list[int]:
-        """The log-ratio distance over the table sizes from a problem (its `logs`) to every tuned point of its
-        group (one expression for up to 3 table sizes, the common case)."""
-        near = [logs[d] for d in self.near_dims]
-        rows = self._near_logs[group]
-        if len(near) == 3:
-            a, b, c = near
-            return [
-                (a - x if a > x else x - a) + (b - y if b > y else y - b) + (c - z if c > z else z - c)
-                for x, y, z in rows
-            ]
-        if len(near) == 2:
-            a, b = near
-            return [(a - x if a > x else x - a) + (b - y if b > y else y - b) for x, y in rows]
-        return [sum(map(abs, map(sub, near, row))) for row in rows]
-
-    def _tie(self, group: tuple[str, str], logs: Sequence[int], order: int) -> int:
-        """The log-ratio distance over the tie sizes from a problem to the group's tuned point `order`."""
-        plogs = self.points[group][order][1]
-        return sum(abs(logs[d] - plogs[d]) for d in self.tie_dims)
-
-    def _distance(self, logs: Sequence[int], plogs: Sequence[int]) -> tuple[int, int]:
-        near, tie = self.near_dims, self.tie_dims
-        return (
-            sum(map(abs, map(sub, [logs[d] for d in near], [plogs[d] for d in near]))),
-            sum(map(abs, map(sub, [logs[d] for d in tie], [plogs[d] for d in tie]))),
-        )
-
     def index(self, precision: str, shape: str, sizes: Any) -> int:
         """Answer for a problem (see the module docstring): a kernel index, GENERIC (-1), LIBRARY (-2) or NONE
         (-4). `sizes`: {name: value} or the values in the table's size order."""
-        dims = self.check(precision, shape, sizes)
-        group = (precision, shape)
-        ranked = self.exact.get(group, {}).get(dims)
-        if ranked is not None:
-            return ranked[0] if ranked else self.fallback  # measured here: every ranked entry is valid (rule 2)
-        points = self.points.get(group, [])
-        if self.mode == "model":
-            return self._predicted(precision, shape, dims)
-        near = [dims[d] for d in self.near_dims]
-        for lo, hi, kern in self.regions.get(group, []):
-            if all(map(le, lo, near)) and all(map(le, near, hi)) and self.valid(kern, dims):
-                return kern
-        if not points:
+        g = self._groups.get((precision, shape)) if type(precision) is str and type(shape) is str else None
+        if (
+            g is not None
+            and type(sizes) is tuple
+            and len(sizes) == len(self.names) > 0
+            and _INT.issuperset(map(type, sizes))
+            and 1 <= min(sizes)
+            and max(sizes) <= MAX_SIZE
+        ):
+            dims = sizes  # the common call, checked without building anything
+        else:
+            dims = self.check(precision, shape, sizes)  # ValueError for invalid input
+            g = self._groups.get((precision, shape))
+            if g is None:
+                return self.fallback
+        answer = g.exact.get(dims)
+        if answer is not None:
+            return answer  # rule 2
+        if g.regions is not None:  # rule 3: the first region containing the problem whose answer is valid there
+            inside, bad = g.regions.at(dims), -1
+            while inside:
+                low = inside & -inside
+                kern = g.regions.kernels[low.bit_length() - 1]
+                if kern < 0:
+                    return kern
+                bad = self._invalid.at(dims) if bad < 0 else bad
+                if not bad >> kern & 1:
+                    return kern
+                inside ^= low
+        return self._rule4(g, dims)
+
+    def _logs(self, dims: tuple[int, ...]) -> list[int]:
+        """The logs of a problem's table sizes (what the points' keys rank by)."""
+        return _logs([dims[d] for d in self.near_dims])
+
+    def _nearest(self, g: _Group, dims: tuple[int, ...]) -> int:
+        """Rule 4: the first valid entry of the near list of the nearest tuned point that has one."""
+        keys = g.keys
+        if keys is None:
             return self.fallback
-        logs = _logs(dims)
-        if self.mode == "cost":
-            return self._cheapest(group, dims, logs)
-        dist = self._distances(group, logs)
-        best, best_key = self.fallback, None
-        seen: dict[int, bool] = {}  # validity of each answer at this problem, computed once
-        nearest = min(dist)
-        # the nearest points first: one of them answers unless none has a valid entry; then every point
-        for candidates in ([i for i, x in enumerate(dist) if x == nearest], range(len(points))):
-            for order in candidates:
-                if best_key is not None and dist[order] > best_key[0]:
-                    continue  # farther than the best so far: it cannot win
-                found = None
-                for c in points[order][3]:
-                    ok = seen.get(c)
-                    if ok is None:
-                        ok = seen[c] = self.valid(c, dims)
-                    if ok:
-                        found = c
-                        break
-                if found is None:
-                    continue
-                key = (dist[order], self._tie(group, logs, order), order)
-                if best_key is None or key < best_key:
-                    best, best_key = found, key
-            if best_key is not None:
-                break
-        return best
+        bad, bits, mask, shift = self._invalid.at(dims), g.near_bits, keys.order_mask, keys.shift
+        packed = keys.packed(self._logs(dims))
+        key = keys.smallest(packed)  # the nearest point: where it has a valid entry, the common case
+        if bits[key & mask] & ~bad:
+            point, near = key & mask, keys.below(packed, ((key >> shift) + 1) << shift) if g.ties else ()
+            if len(near) > 1:  # as near: the tie sizes' distance, then the order decide
+                tie, rows = _logs([dims[d] for d in self.tie_dims]), g.ties.rows  # type: ignore[union-attr]
+                point = min((sum(map(abs, map(sub, tie, rows[i]))), i) for i in near if bits[i] & ~bad)[1]
+            return _first_valid(g.near[point], bad)  # type: ignore[return-value]
+        ordered = sorted(unpack(packed, keys.count, keys.width))
+        for i, key in enumerate(ordered):
+            if not bits[key & mask] & ~bad:
+                continue  # no valid entry
+            if g.ties is not None and i + 1 < len(ordered) and ordered[i + 1] >> shift == key >> shift:
+                tied = ordered[i : bisect_left(ordered, ((key >> shift) + 1) << shift)]  # as near: by ties
+                key = next(k for k in self._exact(g, dims, tied) if bits[k & mask] & ~bad)
+            return _first_valid(g.near[key & mask], bad)  # type: ignore[return-value]
+        return self.fallback
+
+    def nearest(self, precision: str, shape: str, dims: tuple[int, ...]) -> int | None:
+        """The position in `points[(precision, shape)]` of the tuned point nearest a problem (distance, the tie
+        sizes' distance, table order), None where the group has none."""
+        g = self._groups.get((precision, shape))
+        if g is None or g.keys is None:
+            return None
+        return self._exact(g, dims, g.keys.at(self._logs(dims)))[0] & g.keys.order_mask
 
     def predicted_times(self, precision: str, shape: str, dims: tuple[int, ...]) -> dict[int, int]:
         """Model mode: {answer: predicted log2 time (32 fractional bits)} for every valid kernel of the group that
         has a model and the library where the group has its model (no margin applied): `model_time` over
-        `model_features`, the features a problem shares across kernels computed once."""
-        out: dict[int, int] = {}
-        packed = self._model.get((precision, shape))
+        `model_features`."""
+        g = self._groups.get((precision, shape))
+        packed = g.model if g is not None else None
         if packed is None:
-            return out
-        table = [dims[j] for j in self.near_dims]
-        value = packed.value(_model_head(dims, table) + _model_tail(table), table)
-        width, mask, bias = packed.width, packed.mask, packed.bias
-        for lane, answer in enumerate(packed.answers):
-            if answer >= 0:
-                checks = self._checks[answer]
-                if checks is None or (checks and not self.valid(answer, dims)):
-                    continue
-            out[answer] = ((value >> (width * lane)) & mask) - bias
-        return out
+            return {}
+        values = packed.lanes(dims, [dims[j] for j in self.near_dims])
+        return {
+            a: v - packed.bias - r
+            for a, v, r in zip(packed.answers, values, packed.raised, strict=True)
+            if v != packed.full
+        }
 
-    def _predicted(self, precision: str, shape: str, dims: tuple[int, ...]) -> int:
-        """Model mode (rule 4''): the answer with the smallest predicted time, kernels' raised by the margin."""
-        best, best_key = self.fallback, None
-        for answer, t in self.predicted_times(precision, shape, dims).items():
-            key = (t if answer == LIBRARY else t + self.model_margin, 0 if answer == LIBRARY else 1, answer)
-            if best_key is None or key < best_key:
-                best, best_key = answer, key
-        return best
+    def _predicted(self, g: _Group, dims: tuple[int, ...]) -> int:
+        """Model mode (rule 4''): the answer with the smallest predicted time, kernels' raised by the margin (ties:
+        the library, then the smaller index: the lower lane)."""
+        if g.model is None:
+            return self.fallback
+        values = g.model.lanes(dims, [dims[j] for j in self.near_dims])
+        low = min(values)
+        return self.fallback if low == g.model.full else g.model.answers[values.index(low)]
 
-    def _cheapest(self, group: tuple[str, str], dims: tuple[int, ...], logs: list[int]) -> int:
+    def _cheapest(self, g: _Group, dims: tuple[int, ...]) -> int:
         """Cost mode (rule 4'): each valid answer's cost at the tuned point nearest the problem where it was
         measured (distance, then the tie sizes' distance, then table order); answers measured within `reach` of
         the nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
         ties: the nearer measurement, then the library, then the smaller index)."""
-        if self.neighbours > 1:
-            return self._cheapest_mean(group, dims, logs)
-        dist = self._distances(group, logs)
-        limit = min(dist) + self.reach
-        within = sorted((dist[i], self._tie(group, logs, i), i) for i in range(len(dist)) if dist[i] <= limit)
-        nearest: dict[int, tuple[int, int]] = {}  # answer -> (its cost, the order of its nearest measurement)
-        measured = self._measured[group]
-        for _, _, order in reversed(within):  # an answer measured farther is overwritten by a nearer measurement
-            nearest.update(measured[order])
-        kernel_price = 1000 + self.margin
-        ranked = [
-            (cost * (1000 if a == LIBRARY else kernel_price), dist[order], a != LIBRARY, a)
-            for a, (cost, order) in nearest.items()
-            if a == LIBRARY or self.valid(a, dims)
-        ]
-        best = min(ranked)[3] if ranked else self.fallback
-        return best
+        if g.keys is None:
+            return self.fallback
+        logs, shift, mask = self._logs(dims), g.keys.shift, g.keys.order_mask
+        keys = g.keys.at(logs)
+        ordered = sorted(keys)
+        near = ordered[: bisect_left(ordered, ((ordered[0] >> shift) + self.reach + 1) << shift)]
+        if g.ties is not None and len({key >> shift for key in near}) < len(near):
+            near = self._exact(g, dims, near)  # two as near: the tie sizes decide which is nearer
+        nearest: dict[int, tuple[int, int]] = {}  # answer -> (its priced cost, its nearest measurement's point)
+        for key in reversed(near):  # an answer measured farther is overwritten by a nearer measurement
+            nearest.update(g.priced[key & mask])
+        bad = self._invalid.at(dims)
+        ranked = [(c, keys[i] >> shift, a) for a, (c, i) in nearest.items() if a == LIBRARY or not bad >> a & 1]
+        return min(ranked)[2] if ranked else self.fallback
 
-    def _cheapest_mean(self, group: tuple[str, str], dims: tuple[int, ...], logs: list[int]) -> int:
+    def _cheapest_mean(self, g: _Group, dims: tuple[int, ...]) -> int:
         """Cost mode with neighbours K >= 2 (rule 4'): the answers measured within `reach` of the nearest tuned
         point compete, each priced by the mean log2 cost of its K nearest measurements; kernels' raised by
         `log_margin`; the cheapest wins (ties: the library, then the smaller index)."""
-        dist = self._distances(group, logs)
-        limit = min(dist) + self.reach
-        measured = self._log_costs[group]
-        competing = {a for i, x in enumerate(dist) if x <= limit for a, _ in measured[i]}
-        ok = {a for a in competing if a == LIBRARY or self.valid(a, dims)}
+        if g.keys is None:
+            return self.fallback
+        logs, mask, bad = self._logs(dims), g.keys.order_mask, self._invalid.at(dims)
+        ordered = sorted(g.keys.at(logs))
+        within = bisect_left(ordered, ((ordered[0] >> g.keys.shift) + self.reach + 1) << g.keys.shift)
+        ordered = self._exact(g, dims, ordered)
+        ok = {a for key in ordered[:within] for a, _ in g.log_costs[key & mask] if a == LIBRARY or not bad >> a & 1}
         if not ok:
             return self.fallback
-        if self.tie_dims:
-            order = sorted(range(len(dist)), key=lambda i: (dist[i], self._tie(group, logs, i), i))
-        else:
-            order = sorted(range(len(dist)), key=lambda i: (dist[i], i))
-        k = self.neighbours
         sums: dict[int, int] = dict.fromkeys(ok, 0)
         counts: dict[int, int] = dict.fromkeys(ok, 0)
         full = 0
-        for i in order:
-            for a, lc in measured[i]:
+        for key in ordered:
+            for a, lc in g.log_costs[key & mask]:
                 n = counts.get(a)
-                if n is None or n >= k:
+                if n is None or n >= self.neighbours:
                     continue
                 sums[a] += lc
                 counts[a] = n + 1
-                full += n + 1 == k
+                full += n + 1 == self.neighbours
             if full == len(ok):
                 break
-        best, best_key = self.fallback, None
-        for a in ok:
-            price = sums[a] // counts[a] + (0 if a == LIBRARY else self.log_margin)
-            key = (price, a != LIBRARY, a)
-            if best_key is None or key < best_key:
-                best, best_key = a, key
-        return best
+        return min((sums[a] // counts[a] + (0 if a == LIBRARY else self.log_margin), a) for a in ok)[1]
+
+    def _exact(self, g: _Group, dims: tuple[int, ...], keys: list[int]) -> list[int]:
+        """Keys of `g.keys` in the rules' order, sorted by distance, then the tie sizes' distance (where the group's
+        points differ in them), then table order; same order bits (key & order_mask: the point)."""
+        if g.ties is None:
+            return sorted(keys)
+        ties = g.ties.at(_logs([dims[d] for d in self.tie_dims]))
+        shift, mask, bits = g.keys.shift, g.keys.order_mask, g.ties.bits  # type: ignore[union-attr]
+        return sorted([(key >> shift) << bits | ties[key & mask] for key in keys])
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
         """The kernel record for an index; the generic kernel's record for -1 (`generic: True`); the library's for
@@ -597,3 +474,11 @@ class Lookup:
             "template": templates.get(f"{precision}:{shape}"),
             "generic": True,
         }
+
+
+def _first_valid(answers: list[int], bad: int) -> int | None:
+    """The first answer of a near list that is valid (`bad`: the kernels that are not, as bits), None if none is."""
+    for c in answers:
+        if c < 0 or not bad >> c & 1:
+            return c
+    return None

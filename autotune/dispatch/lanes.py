@@ -1,0 +1,183 @@
+"""Packed integers for the dispatch lookup (runtime.py): one Python integer holds one value per tuned point, region or
+answer, each in its own lane of bits, so a lookup runs a few big-integer operations where a loop would run Python
+code per point. Every value is exact (integers only): the answers are those of the rules, bit for bit.
+
+Standard library only: every generated Python module carries a copy of this code before runtime.py's (emit.py).
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right
+from operator import sub
+from typing import Sequence
+
+KEY_BUDGET = 1 << 19  # per group: points x positions of the precomputed distance lanes (16 bytes each) at most
+Checks = tuple[tuple[int, int, int, int], ...]  # per constrained size: (size, multiple of, min, max)
+
+
+def unpack(value: int, count: int, width: int) -> list[int]:
+    """The `count` lanes of `width` bits (`lane_width`) of a packed non-negative integer, lowest lane first."""
+    raw = value.to_bytes(count * width // 8, "little")
+    if width <= 64:
+        return memoryview(raw).cast("I" if width == 32 else "Q").tolist()
+    step = width // 8
+    return [int.from_bytes(raw[i : i + step], "little") for i in range(0, len(raw), step)]
+
+
+def lane_width(bits: int) -> int:
+    """The lane width for values of `bits` bits: 32, 64 or a multiple of 64 (what `unpack` reads)."""
+    return 32 if bits <= 32 else -(-bits // 64) * 64
+
+
+class Invalid:
+    """The answers whose validity predicates fail at a problem, as one integer: the OR of their masks (`at`). Per
+    constrained size, the distinct minima and maxima are bisected (the answers failing at a size are a suffix of
+    the minima and a prefix of the maxima), then the distinct multiples tried; an answer whose checks are None
+    (tuned_only) fails everywhere."""
+
+    def __init__(self, answers: Sequence[tuple[Checks | None, int]]) -> None:
+        self.always = 0
+        per: dict[int, tuple[dict[int, int], dict[int, int], dict[int, int]]] = {}
+        for checks, mask in answers:
+            if checks is None:
+                self.always |= mask
+                continue
+            for d, mult, lo, hi in checks:
+                mults, lows, highs = per.setdefault(d, ({}, {}, {}))
+                mults[mult] = mults.get(mult, 0) | mask
+                lows[lo] = lows.get(lo, 0) | mask
+                highs[hi] = highs.get(hi, 0) | mask
+        self.sizes: list[tuple[int, list[int], list[int], list[int], list[int], tuple[tuple[int, int], ...]]] = []
+        for d, (mults, lows, highs) in sorted(per.items()):
+            lo_keys, hi_keys = sorted(lows), sorted(highs)
+            above = [0] * (len(lo_keys) + 1)  # above[i]: the answers whose minimum is lo_keys[i] or more
+            for i in range(len(lo_keys) - 1, -1, -1):
+                above[i] = above[i + 1] | lows[lo_keys[i]]
+            below = [0]  # below[i]: the answers whose maximum is below hi_keys[i]
+            for h in hi_keys:
+                below.append(below[-1] | highs[h])
+            self.sizes.append((d, lo_keys, above, hi_keys, below, tuple((m, k) for m, k in mults.items() if m != 1)))
+
+    def at(self, dims: Sequence[int]) -> int:
+        bad = self.always
+        for d, lo_keys, above, hi_keys, below, mults in self.sizes:
+            x = dims[d]
+            bad |= above[bisect_right(lo_keys, x)] | below[bisect_left(hi_keys, x)]
+            for mult, mask in mults:
+                if x % mult:
+                    bad |= mask
+        return bad
+
+
+class Boxes:
+    """One group's merged regions (rule 3): per table size, the sorted values where a region starts or ends and, per
+    interval between two of them, the regions covering it as bits (region i of the table's order: bit i)."""
+
+    def __init__(self, boxes: Sequence[tuple[Sequence[int], Sequence[int], int]], near_dims: Sequence[int]) -> None:
+        self.kernels = [kernel for _, _, kernel in boxes]
+        self.axes: list[tuple[int, list[int], list[int]]] = []
+        for j, d in enumerate(near_dims):
+            cuts = sorted({lo[j] for lo, _, _ in boxes} | {hi[j] + 1 for _, hi, _ in boxes})
+            covering = [sum(1 << i for i, (lo, hi, _) in enumerate(boxes) if lo[j] <= c <= hi[j]) for c in cuts]
+            self.axes.append((d, cuts, [0, *covering]))  # below the first cut: none
+
+    def at(self, dims: Sequence[int]) -> int:
+        """The regions containing a problem, as bits."""
+        inside = -1
+        for d, cuts, covering in self.axes:
+            inside &= covering[bisect_right(cuts, dims[d])]
+        return inside
+
+
+class Keys:
+    """The tuned points of one group ranked at a problem: one key per point, its log-ratio distance over some sizes
+    (`rows`: per point, the logs of those sizes; a problem's logs of them are given in the same order) and its table
+    order, packed into one integer (`packed`, lane i: point i's key; `at`: the keys in table order). A key is
+    distance << shift | order: sorted, they run nearest first, then by table order; key & order_mask: the point.
+
+    A problem's log beyond the points' range over a size is taken at its end: that moves every point's distance by
+    the same amount (relative distances and the order stay exact), and bounds the distance by the sum of the ranges,
+    which `shift` places in the top bits of a lane but its very top bit, left free for `below`; `smallest` reads the
+    lanes' top bytes first.
+
+    The distance of point i is the sum over the sizes of |a - x_i| (a: the problem's log, x_i: the point's). Below,
+    above or at each x_i that is +-(a - x_i): per size, the points' distinct logs cut the axis into intervals where
+    every sign is fixed, and per interval the lanes of sign(a - x_i) (`slopes`) and of -sign(a - x_i) * x_i
+    (`offsets`; the first size's also hold the order) are precomputed, so a problem's keys are the sum of
+    a * slope + offset over the sizes: one bisection, one product and two sums per size. Where that would take more
+    than KEY_BUDGET lane positions, a loop over the points gives the same keys."""
+
+    def __init__(self, rows: Sequence[Sequence[int]]) -> None:
+        n = self.count = len(rows)
+        self.order_mask = (1 << max(1, (n - 1).bit_length())) - 1
+        sizes = range(len(rows[0]))
+        self.low, self.high = [min(r[d] for r in rows) for d in sizes], [max(r[d] for r in rows) for d in sizes]
+        span = sum(self.high) - sum(self.low)  # the largest distance, the problem's logs taken within the range
+        w = self.width = lane_width(self.order_mask.bit_length() + span.bit_length() + 1)
+        self.shift, self.bits = w - 1 - span.bit_length(), w - 1  # every key is below 2**bits
+        self.ones = sum(1 << (w * i) for i in range(n))
+        self.guard = self.ones << (w - 1)
+        self.rows = [list(row) for row in rows]
+        self.axes: list[tuple[list[int], list[int], list[int]]] | None = []
+        if not sizes or n * sum(len({row[d] for row in rows}) + 1 for d in sizes) > KEY_BUDGET:
+            self.axes = None
+            return
+        for d in sizes:
+            at: dict[int, int] = {}  # log -> the lanes (1 << shift) of the points there
+            for i, row in enumerate(rows):
+                at[row[d]] = at.get(row[d], 0) + (1 << (w * i + self.shift))
+            slope, offset = -sum(at.values()), sum(x * lanes for x, lanes in at.items())  # below every point
+            if not self.axes:
+                offset += sum(i << (w * i) for i in range(n))  # the points' order, in the first size's offsets
+            coords, slopes, offsets = sorted(at), [0], [0]
+            for x in coords:  # at or above x: the points there turn to +(a - x)
+                slope += 2 * at[x]
+                offset -= 2 * x * at[x]
+                slopes.append(slope)
+                offsets.append(offset)
+            # beyond the range: as at its ends (the problem's log taken there)
+            offsets[0], offsets[-1] = coords[0] * slopes[1] + offsets[1], coords[-1] * slope + offset
+            slopes[-1] = 0
+            self.axes.append((coords, slopes, offsets))
+
+    def packed(self, logs: Sequence[int]) -> int:
+        """Every point's key at a problem whose sizes' logs are `logs`, lane i holding point i's."""
+        if self.axes is None:
+            logs = [lo if a < lo else hi if a > hi else a for a, lo, hi in zip(logs, self.low, self.high, strict=True)]
+            keys = [sum(map(abs, map(sub, logs, row))) << self.shift | i for i, row in enumerate(self.rows)]
+            return int.from_bytes(array("I" if self.width == 32 else "Q", keys).tobytes(), "little")
+        key = 0
+        for a, (coords, slopes, offsets) in zip(logs, self.axes, strict=True):
+            p = bisect_right(coords, a)
+            key += a * slopes[p] + offsets[p]
+        return key
+
+    def at(self, logs: Sequence[int]) -> list[int]:
+        """Every point's key at a problem whose sizes' logs are `logs`, in table order."""
+        return unpack(self.packed(logs), self.count, self.width)
+
+    def smallest(self, packed: int) -> int:
+        """The smallest of the keys `packed` holds: read from the few lanes whose top byte is the smallest (without
+        making an integer of every lane), else from all."""
+        step = self.width // 8
+        raw = packed.to_bytes(self.count * step, "big")  # the last lane first, each its top byte first
+        tops = raw[::step]
+        top = min(tops)
+        if tops.count(top) > 4:  # many at the smallest top byte: all of them
+            return min(unpack(packed, self.count, self.width))
+        at, best = tops.find(top), packed
+        while at >= 0:
+            best = min(best, int.from_bytes(raw[at * step : at * step + step], "big"))
+            at = tops.find(top, at + 1)
+        return best
+
+    def below(self, packed: int, bound: int) -> list[int]:
+        """The points whose keys (`packed`) are below `bound`: each lane, its top bit set, minus the bound keeps that
+        bit where the key is not below it (no lane borrows from the next)."""
+        left, out = self.guard & ~((packed | self.guard) - bound * self.ones), []
+        while left:
+            low = left & -left
+            out.append(low.bit_length() // self.width - 1)
+            left ^= low
+        return out

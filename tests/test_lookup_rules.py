@@ -1,0 +1,200 @@
+"""The packed lookup (autotune/dispatch/lanes.py, runtime.py) answers as the rules of runtime.py's docstring written
+plainly: exact point, first valid region, nearest tuned point by (distance, tie distance, order), cost mode with one
+or K neighbours, selection model; on committed tables of every structure and variants of them, at random problems,
+at tuned points and at problems made of the sizes of different tuned points (equal distances, the tie sizes decide)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from autotune.dispatch import lanes
+from autotune.dispatch.features import cost_log_margin, ilog2_fx, model_features, model_margin, model_time
+from autotune.dispatch.runtime import FALLBACKS, LIBRARY, MAX_SIZE, Lookup
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def reference(table: dict, ok: Callable[[int, tuple[int, ...]], bool], precision: str, shape: str, dims: tuple) -> int:
+    """Rules 2-5 of runtime.py, one point at a time (`ok`: whether an answer is valid, Lookup.valid)."""
+    names, sizes = table["size_names"], table["table_sizes"]
+    near = [names.index(n) for n in sizes]
+    tie = [d for d in range(len(names)) if d not in near]
+    s = table.get("structure") or {}
+    mode, margin = s.get("mode", "regions"), float(s.get("library_margin", 0.0))
+    fallback = FALLBACKS[table.get("fallback", "library")]
+    pts = [p for p in table["points"] if (p["precision"], p["shape"]) == (precision, shape)]
+    for p in pts:
+        if tuple(p["sizes"][n] for n in names) == dims:
+            return p["ranked"][0] if p["ranked"] else fallback
+    for r in table["regions"]:
+        inside = all(r["bounds"][n][0] <= dims[d] <= r["bounds"][n][1] for n, d in zip(sizes, near, strict=True))
+        if (r["precision"], r["shape"]) == (precision, shape) and inside and ok(r["kernel"], dims):
+            return r["kernel"]
+    if mode == "model":
+        model, best = table["model"], []
+        if f"{precision}:{shape}" in model.get("library", {}):
+            coef = model["library"][f"{precision}:{shape}"]
+            best.append((model_time(coef, model_features(dims, near, [1] * len(near))), 0, LIBRARY))
+        for i, (k, m) in enumerate(zip(table["kernels"], model["kernels"], strict=True)):
+            if m and (k["precision"], k["shape"]) == (precision, shape) and ok(i, dims):
+                t = model_time(m["coef"], model_features(dims, near, m["tiles"]))
+                best.append((t + model_margin(margin), 1, i))
+        return min(best)[2] if best else fallback
+    if not pts:
+        return fallback
+    logs = [ilog2_fx(x) for x in dims]
+    dist = [sum(abs(logs[d] - ilog2_fx(p["sizes"][names[d]])) for d in near) for p in pts]
+    tied = [sum(abs(logs[d] - ilog2_fx(p["sizes"][names[d]])) for d in tie) for p in pts]
+    order = sorted(range(len(pts)), key=lambda i: (dist[i], tied[i], i))
+    if mode != "cost":
+        for i in order:
+            for c in pts[i].get("near", pts[i]["ranked"]):
+                if ok(c, dims):
+                    return c
+        return fallback
+    costs = [{a: c for a, c in p["costs"] if a == LIBRARY or 0 <= a < len(table["kernels"])} for p in pts]
+    within = [i for i in order if dist[i] <= dist[order[0]] + round(float(s.get("reach", 1.0)) * 65536)]
+    k = int(s.get("neighbours", 1))
+    if k <= 1:
+        nearest: dict[int, tuple[int, int]] = {}
+        for i in within:
+            for a, c in costs[i].items():
+                nearest.setdefault(a, (c, dist[i]))
+        permille = round(1000 * margin)
+        ranked = [
+            (c * (1000 if a == LIBRARY else 1000 + permille), d, a) for a, (c, d) in nearest.items() if ok(a, dims)
+        ]
+        return min(ranked)[2] if ranked else fallback
+    competing = {a for i in within for a in costs[i] if ok(a, dims)}
+    price = {}
+    for a in competing:
+        lc = [ilog2_fx(max(1, costs[i][a])) for i in order if a in costs[i]][:k]
+        price[a] = sum(lc) // len(lc) + (0 if a == LIBRARY else cost_log_margin(margin))
+    return min(competing, key=lambda a: (price[a], a)) if competing else fallback
+
+
+def problems(table: dict, count: int, seed: int) -> list[tuple[str, str, tuple[int, ...]]]:
+    """Random problems over each group's range and beyond, tuned points, and problems made of different tuned
+    points' sizes (often as near to two points: the tie sizes decide)."""
+    rng = random.Random(seed)
+    names, groups = table["size_names"], {}
+    for p in table["points"]:
+        groups.setdefault((p["precision"], p["shape"]), []).append(p["sizes"])
+    out = []
+    for _ in range(count):
+        (precision, shape), pts = rng.choice(sorted(groups.items()))
+        kind = rng.random()
+        if kind < 0.15:
+            sizes = [rng.choice(pts)[n] for n in names] if kind < 0.1 else [pts[0][n] for n in names]
+        else:
+            lo = {n: min(s[n] for s in pts) for n in names}
+            hi = {n: max(s[n] for s in pts) for n in names}
+            sizes = [round(math.exp(rng.uniform(math.log(lo[n]) - 1, math.log(hi[n]) + 1))) for n in names]
+        out.append((precision, shape, tuple(min(MAX_SIZE, max(1, x)) for x in sizes)))
+    return out
+
+
+def variant(path: str, **change: object) -> dict:
+    table = json.loads((ROOT / path).read_text())
+    if change.pop("tuned_only", False):
+        for i, k in enumerate(table["kernels"]):
+            k["tuned_only"] = k.get("tuned_only", False) or i % 3 == 0
+    if change.pop("no_regions", False):
+        table["regions"] = []
+    table["structure"] = {**(table.get("structure") or {}), **change}
+    return table
+
+
+TABLES = {
+    "regions": lambda: variant("results/small_tables_h100/dispatch.json"),
+    "regions, tuned_only kernels": lambda: variant("results/fp16_tables_h100/dispatch.json", tuned_only=True),
+    "nearest, points on a grid": lambda: variant("results/simt_h100/dispatch.json", no_regions=True),
+    "nearest, two sizes": lambda: variant("results/tables5_h100/softmax/active/seed/dispatch.json"),
+    "cost": lambda: variant("results/tc_final_h100/dispatch.json"),
+    "cost, reach 2": lambda: variant("results/tc_final_h100/dispatch.json", reach=2.0),
+    "cost, 3 neighbours": lambda: variant("results/tc_final_h100/dispatch.json", neighbours=3),
+    "model": lambda: variant("results/small_tables_h100/model/dispatch.json"),
+    "model, tuned_only kernels, margin": lambda: variant(
+        "results/fp16_model_h100/dispatch.json", tuned_only=True, library_margin=0.3
+    ),
+}
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_lookup_answers_as_the_rules_written_plainly(name: str) -> None:
+    table = TABLES[name]()
+    lookup = Lookup(table)
+    asked = problems(table, 400, seed=len(name))
+    assert [lookup.index(*q) for q in asked] == [reference(table, lookup.valid, *q) for q in asked]
+
+
+def test_points_beyond_the_key_budget_are_ranked_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where precomputing the distance lanes would take more than KEY_BUDGET, a loop gives the same keys."""
+    table = variant("results/simt_h100/dispatch.json", no_regions=True)
+    asked = problems(table, 400, seed=3)
+    packed = [Lookup(table).index(*q) for q in asked]
+    monkeypatch.setattr(lanes, "KEY_BUDGET", 0)
+    looped = Lookup(table)
+    assert all(g.keys is None or g.keys.axes is None for g in looped._groups.values())
+    assert [looped.index(*q) for q in asked] == packed
+
+
+@pytest.mark.parametrize("width", [32, 64, 128])
+def test_unpack_reads_every_lane(width: int) -> None:
+    rng = random.Random(width)
+    values = [rng.randrange(1 << width) for _ in range(37)] + [0, (1 << width) - 1]
+    packed = sum(v << (width * i) for i, v in enumerate(values))
+    assert lanes.unpack(packed, len(values), width) == values
+
+
+def two_points(mode: str) -> dict:
+    """A table of two tuned points as near to (128, 64, 64, b) as each other over m, n, k (log2 ratios 1 and 1),
+    told apart by batch: the first in table order (256, 64, 64, 1000), the second (64, 64, 64, 1)."""
+
+    def point(m: int, batch: int, costs: list[list[int]]) -> dict:
+        ranked = [a for a, _ in sorted(costs, key=lambda ac: ac[1])]
+        sizes = {"m": m, "n": 64, "k": 64, "batch": batch}
+        return {"precision": "fp32", "shape": "NN", "sizes": sizes, "ranked": ranked, "near": ranked, "costs": costs}
+
+    kernels = [{"precision": "fp32", "shape": "NN", "valid": []} for _ in range(2)]
+    return {
+        "size_names": ["m", "n", "k", "batch"],
+        "table_sizes": ["m", "n", "k"],
+        "precisions": ["fp32"],
+        "shapes": ["NN"],
+        "kernels": kernels,
+        "library": {"name": "cublas"},
+        "fallback": "library",
+        "regions": [],
+        "structure": {"mode": mode, "reach": 0.5},
+        "points": [point(256, 1000, [[0, 30], [1, 5]]), point(64, 1, [[0, 10], [1, 20]])],
+    }
+
+
+@pytest.mark.parametrize("mode", ["cost", "nearest"])
+def test_equally_near_points_the_tie_sizes_decide(mode: str) -> None:
+    """At batch 1 the second point is the nearer (kernel 0 cheapest there); at batch 1000 the first (kernel 1)."""
+    table = two_points(mode)
+    lookup = Lookup(table)
+    for batch, answer in ((1, 0), (2, 0), (1000, 1), (999, 1)):
+        assert lookup.index("fp32", "NN", (128, 64, 64, batch)) == answer
+        assert reference(table, lookup.valid, "fp32", "NN", (128, 64, 64, batch)) == answer
+
+
+def test_predicted_times_are_the_model_over_its_features() -> None:
+    """Model mode: the packed lanes give every valid answer's model_time over model_features, no margin."""
+    table = variant("results/fp16_model_h100/dispatch.json", tuned_only=True)
+    lookup, model = Lookup(table), table["model"]
+    near = [table["size_names"].index(n) for n in table["table_sizes"]]
+    for precision, shape, dims in problems(table, 200, seed=5):
+        want = {LIBRARY: model_time(model["library"][f"{precision}:{shape}"], model_features(dims, near, [1] * 3))}
+        for i, (k, m) in enumerate(zip(table["kernels"], model["kernels"], strict=True)):
+            if m and (k["precision"], k["shape"]) == (precision, shape) and lookup.valid(i, dims):
+                want[i] = model_time(m["coef"], model_features(dims, near, m["tiles"]))
+        assert lookup.predicted_times(precision, shape, dims) == want
