@@ -7,6 +7,7 @@ Standard library only: every generated Python module carries a copy of this code
 
 from __future__ import annotations
 
+import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from operator import sub
@@ -20,7 +21,10 @@ def unpack(value: int, count: int, width: int) -> list[int]:
     """The `count` lanes of `width` bits (`lane_width`) of a packed non-negative integer, lowest lane first."""
     raw = value.to_bytes(count * width // 8, "little")
     if width <= 64:
-        return memoryview(raw).cast("I" if width == 32 else "Q").tolist()
+        lanes = array("I" if width == 32 else "Q", raw)
+        if sys.byteorder == "big":  # the lanes were written little-endian
+            lanes.byteswap()
+        return lanes.tolist()
     step = width // 8
     return [int.from_bytes(raw[i : i + step], "little") for i in range(0, len(raw), step)]
 
