@@ -49,14 +49,12 @@ def devices_by_count(db: str) -> list[str]:
 
 
 def load_side(db: str, device: str) -> Side:
-    from autotune.analysis.winners import perf_matrix
-    from autotune.dispatch.report import summary_frame
     from autotune.workflows.results import load_results
 
     with warnings.catch_warnings():  # a space file changed since the sweep: its recorded copy is read
         warnings.simplefilter("ignore", UserWarning)
         loaded = load_results(db, device, None)
-    summary = summary_frame(perf_matrix(loaded.frame, loaded.layout), loaded.baseline, loaded.bandwidth, loaded.scalars)
+    summary = loaded.summary()
     summary = summary.rename(columns={summary.columns[-2]: "library_ms", summary.columns[-1]: "speedup"})
     point = list(loaded.layout.columns)
     verified = loaded.frame[loaded.frame["status"].isin(["ok", "skipped"])]

@@ -84,12 +84,9 @@ GROUPS = (
 
 def _summary_of_database(path: Path) -> pd.DataFrame:
     """What `autotune report` writes as summary.csv, computed from a committed results database."""
-    from autotune.analysis.winners import perf_matrix
-    from autotune.dispatch.report import summary_frame
     from autotune.workflows.results import load_results
 
-    loaded = load_results(str(path), None, None)
-    return summary_frame(perf_matrix(loaded.frame, loaded.layout), loaded.baseline, loaded.bandwidth, loaded.scalars)
+    return load_results(str(path), None, None).summary()
 
 
 def read_source(path: Path, results: Path) -> pd.DataFrame:

@@ -32,6 +32,14 @@ class Loaded:
     def scalars(self) -> dict:
         return dict(self.provenance.scalars)
 
+    def summary(self) -> pd.DataFrame:
+        """What `autotune report` writes as summary.csv: per test point the best verified instance, its time,
+        roofline fraction and the library comparison."""
+        from autotune.analysis.winners import perf_matrix
+        from autotune.dispatch.report import summary_frame
+
+        return summary_frame(perf_matrix(self.frame, self.layout), self.baseline, self.bandwidth, self.scalars)
+
 
 def source_url(source: str) -> str:
     from autotune.store.engine import database_url
