@@ -189,6 +189,7 @@ class Problem:
     batch: int
     shape: str = "NN"
     pad: int = 0  # extra leading-dimension elements (unpacked layout)
+    off: int = 0  # A, B and C start this many elements past the start of their allocations (16-byte aligned)
 
 
 @dataclass
@@ -214,7 +215,11 @@ def make_operands(p: Problem, rs, cp, poison: bool) -> Operands:
 
     def stored(rows: int, cols: int):
         ld = rows + p.pad
-        arr = rs.uniform(-1.0, 1.0, size=(p.batch, cols, ld), dtype=cp.float32).astype(cp.float16)
+        if p.off:  # a view p.off elements into its allocation: the kernel gets an unaligned pointer
+            flat = rs.uniform(-1.0, 1.0, size=p.off + p.batch * cols * ld, dtype=cp.float32).astype(cp.float16)
+            arr = flat[p.off :].reshape(p.batch, cols, ld)
+        else:
+            arr = rs.uniform(-1.0, 1.0, size=(p.batch, cols, ld), dtype=cp.float32).astype(cp.float16)
         return arr, ld, cols * ld, arr[:, :, :rows].transpose(0, 2, 1)
 
     ta, tb = p.shape[0] == "T", p.shape[1] == "T"

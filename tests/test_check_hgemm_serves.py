@@ -43,6 +43,7 @@ def test_ring_harness_sizes_come_from_the_space(kern) -> None:
         ("hgemm_mma", "fp16"),
         ("hgemm_ring_tc", "fp16"),
         ("hgemm_wgmma_tc", "fp16"),
+        ("hgemm_wgmma_flat_tc", "fp16"),
     ],
 )
 def test_space_serves_matches_the_generator(space_name: str, precision: str) -> None:
@@ -96,3 +97,44 @@ def test_wgmma_cases_cover_the_brief(kern) -> None:
     assert any(cap for *_, cap in cases) and any(c.batch > 65_535 for c, *_ in cases)
     assert any(b == 0.0 for _, _, b, _ in cases) and any(b not in (0.0, 1.0) for _, _, b, _ in cases)
     assert any(c.pad and c.pad % 8 == 0 for c, *_ in cases) and any(c.pad % 2 for c, *_ in cases)
+
+
+@pytest.mark.parametrize("kern", wgmma.FLAT_KERNELS, ids=[k.label for k in wgmma.FLAT_KERNELS])
+def test_wgmma_flat_harness_sizes_come_from_the_space(kern) -> None:
+    """hgemm_wgmma_flat_tc serves n^3 where hgemm_wgmma_tc does and n is not a multiple of 8 (where it is, packed
+    operands are 16-byte aligned and the kernel runs hgemm_wgmma_tc's own path)."""
+    bm, bn = kern.params()["BM"], kern.params()["BN"]
+    assert [n for n in range(1, 140) if kern.fits(n)] == [
+        n for n in range(1, 140) if n <= bm < n + 64 and n <= bn < n + 8 and n % 8
+    ]
+    assert kern.bound() == min(bm, bn) - 1
+
+
+@pytest.mark.parametrize("kern", wgmma.FLAT_KERNELS, ids=[k.label for k in wgmma.FLAT_KERNELS])
+def test_wgmma_flat_cases_cover_the_brief(kern) -> None:
+    """The unaligned sizes 97, 98, 106, 113, 114, 126 within the bounds, every shape (the first instance), each copy
+    mode (K within one slice and of several), mixed and full alignment, unaligned pointers, unpacked layouts, beta
+    != 0, capped grids, a batch above 65,535 with unaligned operands; the instances are in the space and serve."""
+    p = kern.params()
+    space = load_space("hgemm_wgmma_flat_tc")
+    values = space.values(p, "fp16", get_device("H100"))
+    assert all(space.eval(c, values) for c in space.hard)
+    assert any(kern.fits(n) for n in range(1, 129))
+    first = kern == wgmma.FLAT_KERNELS[0]
+    cases = wgmma.flat_cases(kern, full=first)
+    assert {c.shape for c, *_ in cases} == ({"NN", "NT", "TN", "TT"} if first else {"NN", "NT"})
+    inside = [c for c, *_ in cases if c.m <= p["BM"] and c.n <= p["BN"]]
+    brief = {n for n in (97, 98, 106, 113, 114, 126) if n <= p["BM"] and n <= p["BN"]}
+    for n in brief:
+        assert {c.shape for c in inside if c.m == c.n == c.k == n} == set(wgmma.shapes_of(kern))
+    if first:
+        assert brief == {97, 98, 106, 113, 114}
+    assert any(c.k < p["KS"] and c.k % 8 for c in inside) and any(c.k > 2 * p["KS"] and c.k % 8 for c in inside)
+    nn = [c for c in inside if c.shape == "NN" and not c.pad and not c.off]
+    assert any(c.m % 8 == 0 and c.k % 8 for c in nn) and any(c.m % 8 == 0 and c.k % 8 == 0 for c in nn)
+    nt = [c for c in inside if c.shape == "NT" and not c.pad and not c.off]
+    assert any(c.m % 8 and c.n % 8 == 0 for c in nt)  # B aligned, A not
+    assert any(c.off % 8 for c in inside) and any(c.pad % 2 for c in inside) and any(c.pad == 8 for c in inside)
+    assert any(c.m > p["BM"] or c.n > p["BN"] for c, *_ in cases)  # the per-element path
+    assert any(cap for *_, cap in cases) and any(c.batch > 65_535 and c.m % 8 for c in inside)
+    assert any(b == 0.0 for _, _, b, _ in cases) and any(b not in (0.0, 1.0) for _, _, b, _ in cases)
