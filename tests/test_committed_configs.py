@@ -61,3 +61,23 @@ def test_wgmma_config_plans_every_serving_instance_and_the_older_best() -> None:
     assert work and all(space.serves(inst.param_dict, p) for inst, pts in work.items() for p in pts)
     assert all(any(p in pts for pts in work.values()) for p in cfg.points)  # every size has wgmma candidates
     assert {inst.param_dict["SWZ"] for inst in work} == {0, 1} and {inst.param_dict["BM"] for inst in work} == {64, 128}
+
+
+def test_wgmma_flat_config_plans_the_whole_space_at_the_unaligned_losses() -> None:
+    """configs/wgmma_flat_h100.yaml: every hgemm_wgmma_flat_tc instance (H100 profile, soft constraints on) that serves
+    one of its points, each at the points it serves; the points are the 16 fp16 sizes, none a multiple of 8, among
+    the 26 where the best committed kernel was slower than cuBLAS (scripts/kernel_status.py after
+    results/wgmma_h100), and every one has candidates with both tile-set counts."""
+    from autotune.space.spec import load_space
+
+    cfg = load_config(CONFIGS_DIR / "wgmma_flat_h100.yaml")
+    (plan,) = plan_sweep(cfg)
+    space = load_space("hgemm_wgmma_flat_tc")
+    assert plan.space.name == space.name and cfg.strategy == "brute" and cfg.budget_s == 300
+    sizes = sorted(p.n for p in cfg.points)
+    assert sizes == [98, 100, 102, 106, 108, 110, 113, 114, 115, 116, 117, 118, 121, 122, 124, 126]
+    assert all(p.m == p.n == p.k and p.shape == "NN" and p.precision == "fp16" for p in cfg.points)
+    assert all(space.serves(inst.param_dict, p) for inst, pts in plan.work.items() for p in pts)
+    for p in cfg.points:
+        assert {inst.param_dict["TILES"] for inst, pts in plan.work.items() if p in pts} == {1, 2}
+    assert len(plan.work) == 364
