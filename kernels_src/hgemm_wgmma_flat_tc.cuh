@@ -59,15 +59,15 @@
 //                 epilogue of u if last slice; barrier [b].
 //      TILES = 1: repack right before use (one tile set, so larger KS or STAGES fit two blocks per SM). Iteration
 //                 u: wait_group STAGES - 1 (unit u landed); barrier [a]; repack u; fence.proxy.async; barrier [b];
-//                 cp.async of unit u + STAGES into slot u % STAGES; wgmmas of u, commit; wgmma.wait_group 0;
+//                 wgmmas of u, commit; cp.async of unit u + STAGES into slot u % STAGES; wgmma.wait_group 0;
 //                 epilogue of u if last slice.
 //    Either way every staging slot is loading while the block repacks and multiplies (STAGES - 1 to STAGES units in
 //    flight, against STAGES - 1 in hgemm_wgmma_tc), as a slot is free once its repack is done, not after its wgmmas.
 //    Why each step is safe:
 //    - Staging RAW: a unit's cp.async are one commit group; wait_group leaves STAGES - 1 younger groups pending
 //      (one group per unit, committed even when empty; TILES = 2 waits after committing unit u + STAGES, so unit
-//      u + 1 is done; TILES = 1 before committing u + STAGES, so unit u), then barrier [a] makes every thread's
-//      copies visible to the repack's loads (generic proxy both: no proxy fence needed).
+//      u + 1 is done; TILES = 1 at the top of iteration u, STAGES + u groups committed, so unit u), then barrier [a]
+//      makes every thread's copies visible to the repack's loads (generic proxy both: no proxy fence needed).
 //    - Staging WAR: slot u % STAGES is refilled only after a barrier that follows every thread's repack of unit u
 //      (TILES = 2: [b] of iteration u - 1, or the prologue's; TILES = 1: [b] of iteration u).
 //    - Tile RAW across proxies: the repack's st.shared are generic-proxy writes and wgmma reads through the async
@@ -79,7 +79,8 @@
 //    - The shared C (CDIRECT = 0) has its own region; the epilogue's barrier orders its writes and reads, and it is
 //      written again only at the next problem's last slice, two barriers later.
 //    - Every barrier is reached by all threads: the loop bounds, the last-slice test and "unit exists" are uniform.
-//    - wgmma's .aligned instructions run with converged warps: after a barrier, or after __syncwarp.
+//    - wgmma's .aligned instructions run with converged warps: wgmma.fence and the wgmmas right after a barrier,
+//      wgmma.wait_group after __syncwarp (the copies' and the repack's loops diverge).
 //
 // Tuning parameters (template arguments): hgemm_wgmma_tc's BM, BN, KS, SPAD, SWZ, CDIRECT (the tiles, the wgmma, C),
 // and
@@ -389,7 +390,6 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
       __syncthreads();              // [a] every thread's; every warpgroup's wgmmas of u - 1 are complete
       repack_next();                // unit u into the one set
       __syncthreads();              // [b] the set complete for the wgmmas; slot u % STAGES free
-      issue();                      // unit u + STAGES into it
     }
     const unsigned ta = sets + cset * F::SET, tb = ta + TA::BYTES;
 #pragma unroll
@@ -402,8 +402,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
       Mma<BN, TRANS_A == 0 ? 1 : 0, TRANS_B>::run(acc, da, db, cs > 0 || kk > 0);
     }
     wgmma_commit();
+    issue();  // unit u + STAGES into slot u % STAGES (its repack preceded barrier [b]), while the tensor cores work
     if constexpr (TILES == 2) {
-      issue();                      // unit u + STAGES into slot u % STAGES (its repack preceded barrier [b])
       cp_async_wait<STAGES - 1>();  // unit u + 1 landed (this thread's copies)
       __syncthreads();              // [a] every thread's
       repack_next();                // unit u + 1 into the other set, while the tensor cores work on u
