@@ -4,7 +4,7 @@
 // Why: hgemm_wgmma_tc copies each stored column of a K-slice straight into wgmma's canonical layout, with the widest
 // cp.async the columns' alignment allows. Where they are 16-byte aligned it reaches 0.90 of the HBM roofline on an
 // H100 (fp16 NN n = 120, 128); where they are not it falls back to 8- or 4-byte cp.async (even n not a multiple of
-// 8) or synchronous shifted loads (odd n) and drops to 0.49-0.52 (n = 113, 114), below cuBLAS (0.76 there). This
+// 8) or synchronous shifted loads (odd n) and drops to 0.49 and 0.52 (n = 113, 114; cuBLAS 0.57 and 0.76). This
 // kernel copies such operands with 16-byte cp.async whatever their alignment, into a staging buffer, and repacks
 // them into the same tiles from shared memory. It has NOT run on a GPU yet (written on a machine without one): the
 // GPU tier (tests/gpu/test_hgemm_wgmma_flat.py) and scripts/check_wgmma.py --space hgemm_wgmma_flat_tc check it.
@@ -44,12 +44,13 @@
 //    outside what this slice copied), shifts them down by head(y) + x0 mod 8 halves with selects and funnel shifts
 //    (no indexing by a runtime value: no local memory), zeroes every half past xl, and stores each piece with one
 //    16-byte st.shared at Tile::offset(x, y) (hgemm_wgmma_tc's interleaved or 128-byte swizzled layout). Rows y >=
-//    yl and pieces past xl are stored as zeros: EVERY byte of the tile is rewritten for every unit, so the padding
-//    past M, N and kl that wgmma's k-steps multiply is zero (the last slice of a problem zeroes K past kl; a
-//    previous problem's or slice's values never survive). Threads take rows fastest: eight consecutive threads
-//    read chunks R y + c of eight consecutive runs (R odd: no bank conflicts) and write 16-byte pieces 16 bytes
-//    apart (interleaved: consecutive y are consecutive 16 bytes of a slab; swizzled: one 128-byte row each, its
-//    chunk XOR y: distinct bank groups).
+//    yl and pieces past xl are stored as zeros: every element of the tile (every byte the descriptors address; the
+//    slab padding of SPAD = 1 is never read) is rewritten for every unit, so the padding past M, N and kl that
+//    wgmma's k-steps multiply is zero (the last slice of a problem zeroes K past kl; a previous problem's or
+//    slice's values never survive). Threads take rows fastest: eight consecutive threads read chunks of eight
+//    consecutive runs (runs: R y + c, R odd, no bank conflicts; flat: xl / 8 chunks apart, mostly distinct) and
+//    write 16-byte pieces 16 bytes apart (interleaved: consecutive y are consecutive 16 bytes of a slab; swizzled:
+//    one 128-byte row each, its chunk XOR y: distinct bank groups).
 // 4. Pipeline: STAGES staging slots (raw bytes, unit v in slot v % STAGES) and TILES sets of A and B tiles (unit v in
 //    set v % TILES); a space parameter, as neither is better on paper:
 //      TILES = 2: the repack of unit u + 1 runs on the CUDA cores while the tensor cores multiply unit u (a second
