@@ -105,9 +105,11 @@ def test_sm90_without_the_a_is_refused(tmp_path: Path) -> None:
 
 @needs_nvcc
 def test_shared_memory_formula_matches_the_kernel(tmp_path: Path) -> None:
-    """smem_bytes of every instance of the space (H100 profile, all soft constraints off) is the largest of the
-    kernel's hgemm_wgmma_flat_tc_smem_bytes<...>() over the four shapes (the kernel traps when launched with less);
-    the staged path's tile sets and staging slots decide it for every instance."""
+    """smem_bytes of the space's instances (H100 profile, all soft constraints off) is the largest of the kernel's
+    hgemm_wgmma_flat_tc_smem_bytes<...>() over the four shapes (the kernel traps when launched with less); the staged
+    path's tile sets and staging slots decide it for every instance. The formula is checked in Python for all 2,682
+    kernels (PERSIST aside) and against the kernel's constexpr for every fifth of them plus those with the smallest
+    and largest BN (all static_asserts of the whole set took 22 s of CI time to compile)."""
     space = load_space(SPACE)
     frame = generate(space, get_device("H100"), "fp16", soft=False).frame
     dev = get_device("H100")
@@ -116,6 +118,7 @@ def test_shared_memory_formula_matches_the_kernel(tmp_path: Path) -> None:
         "return m; }"
     ]
     seen = set()
+    extremes = {k: {int(frame[k].min()), int(frame[k].max())} for k in ("BN",)}
     for r in range(len(frame)):
         p = {k: int(v) for k, v in frame.iloc[r].items()}
         key = tuple(v for k, v in sorted(p.items()) if k != "PERSIST")
@@ -125,6 +128,8 @@ def test_shared_memory_formula_matches_the_kernel(tmp_path: Path) -> None:
         values = space.values(p, "fp16", dev)
         smem = int(values["smem_bytes"])
         assert smem == int(values["staged_smem"]) >= int(values["direct_smem"]), p
+        if len(seen) % 5 and not any(p[k] in extremes[k] for k in extremes):
+            continue
         need = []
         for s in SHAPES:
             args = space.template_name(p, "fp16", s).split("<", 1)[1].rstrip(">")
