@@ -11,9 +11,10 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from operator import sub
-from typing import Sequence
+from typing import Callable, Sequence
 
 KEY_BUDGET = 1 << 19  # per group: points x positions of the precomputed distance lanes (16 bytes each) at most
+TABLE_BUDGET = 1 << 18  # per size: points x tabulated values (`Keys`: 4 or 8 bytes each) at most
 Checks = tuple[tuple[int, int, int, int], ...]  # per constrained size: (size, multiple of, min, max)
 
 
@@ -96,41 +97,44 @@ class Boxes:
 
 class Keys:
     """The tuned points of one group ranked at a problem: one key per point, its log-ratio distance over some sizes
-    (`rows`: per point, the logs of those sizes; a problem's logs of them are given in the same order) and its table
-    order, packed into one integer (`packed`, lane i: point i's key; `at`: the keys in table order). A key is
+    (`dims`: which of a problem's sizes; `rows`: per point, the logs of those sizes, `log` of its `sizes`) and its
+    table order, packed into one integer (`packed`, lane i: point i's key; `at`: the keys in table order). A key is
     distance << shift | order: sorted, they run nearest first, then by table order; key & order_mask: the point.
 
     A problem's log beyond the points' range over a size is taken at its end: that moves every point's distance by
-    the same amount (relative distances and the order stay exact), and bounds the distance by the sum of the ranges,
-    which `shift` places in the top bits of a lane but its very top bit, left free for `below`; `smallest` reads the
-    lanes' top bytes first.
+    the same amount (relative distances and the order stay exact), and bounds the distance by the sum of the ranges;
+    a key takes the low bits of its lane, the top bit left free for `below` (and keys below 2**30 are the integers
+    Python compares and sorts fastest).
 
     The distance of point i is the sum over the sizes of |a - x_i| (a: the problem's log, x_i: the point's). Below,
     above or at each x_i that is +-(a - x_i): per size, the points' distinct logs cut the axis into intervals where
     every sign is fixed, and per interval the lanes of sign(a - x_i) (`slopes`) and of -sign(a - x_i) * x_i
     (`offsets`; the first size's also hold the order) are precomputed, so a problem's keys are the sum of
-    a * slope + offset over the sizes: one bisection, one product and two sums per size. Where that would take more
-    than KEY_BUDGET lane positions, a loop over the points gives the same keys."""
+    a * slope + offset over the sizes: one bisection, one product and two sums per size; per size whose largest
+    tuned value is small enough (TABLE_BUDGET), that term is tabulated for every value up to it (beyond it the term
+    is the last one), so the sum takes one index per size. Where that would take more than KEY_BUDGET lane
+    positions, a loop over the points gives the same keys."""
 
-    def __init__(self, rows: Sequence[Sequence[int]]) -> None:
+    def __init__(self, sizes: Sequence[Sequence[int]], dims: Sequence[int], log: Callable[[int], int]) -> None:
+        rows = self.rows = [[log(x) for x in row] for row in sizes]
         n = self.count = len(rows)
+        self.dims, self.log = list(dims), log
         self.order_mask = (1 << max(1, (n - 1).bit_length())) - 1
-        sizes = range(len(rows[0]))
-        self.low, self.high = [min(r[d] for r in rows) for d in sizes], [max(r[d] for r in rows) for d in sizes]
+        axes = range(len(dims))
+        self.low, self.high = [min(r[j] for r in rows) for j in axes], [max(r[j] for r in rows) for j in axes]
         span = sum(self.high) - sum(self.low)  # the largest distance, the problem's logs taken within the range
         w = self.width = lane_width(self.order_mask.bit_length() + span.bit_length() + 1)
-        self.shift, self.bits = w - 1 - span.bit_length(), w - 1  # every key is below 2**bits
+        self.shift, self.bits = self.order_mask.bit_length(), self.order_mask.bit_length() + span.bit_length()
         self.ones = sum(1 << (w * i) for i in range(n))
         self.guard = self.ones << (w - 1)
-        self.rows = [list(row) for row in rows]
-        self.axes: list[tuple[list[int], list[int], list[int]]] | None = []
-        if not sizes or n * sum(len({row[d] for row in rows}) + 1 for d in sizes) > KEY_BUDGET:
+        self.axes: list[tuple[int, list[int], list[int], list[int], list[int]]] | None = []
+        if not dims or n * sum(len({row[j] for row in rows}) + 1 for j in axes) > KEY_BUDGET:
             self.axes = None
             return
-        for d in sizes:
+        for j, d in enumerate(dims):
             at: dict[int, int] = {}  # log -> the lanes (1 << shift) of the points there
             for i, row in enumerate(rows):
-                at[row[d]] = at.get(row[d], 0) + (1 << (w * i + self.shift))
+                at[row[j]] = at.get(row[j], 0) + (1 << (w * i + self.shift))
             slope, offset = -sum(at.values()), sum(x * lanes for x, lanes in at.items())  # below every point
             if not self.axes:
                 offset += sum(i << (w * i) for i in range(n))  # the points' order, in the first size's offsets
@@ -143,38 +147,36 @@ class Keys:
             # beyond the range: as at its ends (the problem's log taken there)
             offsets[0], offsets[-1] = coords[0] * slopes[1] + offsets[1], coords[-1] * slope + offset
             slopes[-1] = 0
-            self.axes.append((coords, slopes, offsets))
+            top = max(row[j] for row in sizes)  # from it on, the term is offsets[-1]
+            table = []
+            if n * top <= TABLE_BUDGET:
+                for a in map(log, range(1, top + 1)):
+                    p = bisect_right(coords, a)
+                    table.append(a * slopes[p] + offsets[p])
+                table.insert(0, table[0])  # index 0: no size is 0
+            self.axes.append((d, table, coords, slopes, offsets))
 
-    def packed(self, logs: Sequence[int]) -> int:
-        """Every point's key at a problem whose sizes' logs are `logs`, lane i holding point i's."""
+    def packed(self, dims: Sequence[int]) -> int:
+        """Every point's key at a problem (all its sizes: `dims`), lane i holding point i's."""
         if self.axes is None:
+            logs = [self.log(dims[d]) for d in self.dims]
             logs = [lo if a < lo else hi if a > hi else a for a, lo, hi in zip(logs, self.low, self.high, strict=True)]
             keys = [sum(map(abs, map(sub, logs, row))) << self.shift | i for i, row in enumerate(self.rows)]
             return int.from_bytes(array("I" if self.width == 32 else "Q", keys).tobytes(), "little")
         key = 0
-        for a, (coords, slopes, offsets) in zip(logs, self.axes, strict=True):
-            p = bisect_right(coords, a)
-            key += a * slopes[p] + offsets[p]
+        for d, table, coords, slopes, offsets in self.axes:
+            x = dims[d]
+            if table:
+                key += table[x] if x < len(table) else table[-1]
+            else:
+                a = self.log(x)
+                p = bisect_right(coords, a)
+                key += a * slopes[p] + offsets[p]
         return key
 
-    def at(self, logs: Sequence[int]) -> list[int]:
-        """Every point's key at a problem whose sizes' logs are `logs`, in table order."""
-        return unpack(self.packed(logs), self.count, self.width)
-
-    def smallest(self, packed: int) -> int:
-        """The smallest of the keys `packed` holds: read from the few lanes whose top byte is the smallest (without
-        making an integer of every lane), else from all."""
-        step = self.width // 8
-        raw = packed.to_bytes(self.count * step, "big")  # the last lane first, each its top byte first
-        tops = raw[::step]
-        top = min(tops)
-        if tops.count(top) > 4:  # many at the smallest top byte: all of them
-            return min(unpack(packed, self.count, self.width))
-        at, best = tops.find(top), packed
-        while at >= 0:
-            best = min(best, int.from_bytes(raw[at * step : at * step + step], "big"))
-            at = tops.find(top, at + 1)
-        return best
+    def at(self, dims: Sequence[int]) -> list[int]:
+        """Every point's key at a problem (all its sizes: `dims`), in table order."""
+        return unpack(self.packed(dims), self.count, self.width)
 
     def below(self, packed: int, bound: int) -> list[int]:
         """The points whose keys (`packed`) are below `bound`: each lane, its top bit set, minus the bound keeps that

@@ -133,7 +133,12 @@ class _Group:
         self.near: list[list[int]] = []
         self.near_bits: list[int] = []  # per point: its near list's kernels as bits, -1 where it holds the library
         self.logs: list[tuple[int, ...]] = []
-        self.priced: list[dict[int, tuple[int, int]]] = []  # per point: {answer: (cost * price, point)}
+        self.sizes: list[tuple[int, ...]] = []  # per point: its sizes
+        self.costs: list[list[tuple[int, int, int]]] = []  # per point: (cost * price, code, bit), cheapest first
+        self.priced: list[
+            list[tuple[int, int]]
+        ] = []  # the same as (cost * price, distance 0, code) in one integer, bit
+        self.measured: list[int] = []  # per point: the bits of the answers it priced
         self.log_costs: list[list[tuple[int, int]]] = []  # per point: [(answer, ilog2_fx(cost))]
         self.boxes: list[tuple[list[int], list[int], int]] = []
         self.regions: Boxes | None = None
@@ -169,9 +174,12 @@ class Lookup:
         self._read_model(table)
         for g in self._groups.values():
             g.regions = Boxes(g.boxes, self.near_dims) if g.boxes else None
-            g.keys = Keys([[p[d] for d in self.near_dims] for p in g.logs]) if g.logs else None
+            if g.sizes:
+                g.keys = Keys([[p[d] for d in self.near_dims] for p in g.sizes], self.near_dims, ilog2_fx)
+                at = g.keys.bits - g.keys.shift + self._code_bits  # the price above the distance and the code
+                g.priced = [[(c << at | code, bit) for c, code, bit in p] for p in g.costs]
             if len({tuple(p[d] for d in self.tie_dims) for p in g.logs}) > 1:
-                g.ties = Keys([[p[d] for d in self.tie_dims] for p in g.logs])
+                g.ties = Keys([[p[d] for d in self.tie_dims] for p in g.sizes], self.tie_dims, ilog2_fx)
         self._groups = {k: g for k, g in self._groups.items() if k[0] in self.precisions and k[1] in self.shapes}
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
@@ -198,6 +206,7 @@ class Lookup:
         self._invalid = Invalid([(c, 1 << i) for i, c in enumerate(self._checks)])  # kernel i: bit i
         self.library = table.get("library") or {}
         self.fallback = FALLBACKS[table.get("fallback", "library")]
+        self._code_bits = (len(self.kernels) + 1).bit_length()  # cost mode: 0 the library, kernel i: i + 1
 
     def _read_points(self, table: dict) -> None:
         """The tuned points per (precision, shape): sizes, logs, ranked and near lists, costs (rules 2, 4, 4'), and
@@ -217,11 +226,14 @@ class Lookup:
                 g.exact[dims] = ranked[0] if ranked else self.fallback  # measured here: every entry is valid
             costs = {int(a): int(c) for a, c in p.get("costs", [])}
             costs = {a: c for a, c in costs.items() if a in price}  # the kernels and the library it measured
-            g.priced.append({a: (c * price[a], len(g.logs)) for a, c in costs.items()})
+            bit = {a: 1 << (a if a >= 0 else len(self.kernels)) for a in costs}  # the library: above the kernels
+            g.costs.append(sorted((c * price[a], a + 1 if a >= 0 else 0, bit[a]) for a, c in costs.items()))
+            g.measured.append(sum(bit.values()))
             g.log_costs.append([(a, ilog2_fx(max(1, c))) for a, c in sorted(costs.items())])
             g.near.append(near)
             g.near_bits.append(-1 if any(c < 0 for c in near) else sum(1 << c for c in set(near)))
             g.logs.append(logs)
+            g.sizes.append(dims)
         for r in table["regions"]:
             lo = [int(r["bounds"][n][0]) for n in table["table_sizes"]]
             hi = [int(r["bounds"][n][1]) for n in table["table_sizes"]]
@@ -243,10 +255,12 @@ class Lookup:
             if m is not None:
                 group = (kern.get("precision"), kern.get("shape"))
                 entries.setdefault(group, []).append((i, tuple(m[0]), m[1]))  # type: ignore[arg-type]
+        limits = [2 * max((int(p["sizes"][n]) for p in table["points"]), default=0) for n in table["table_sizes"]]
         for (precision, shape), e in entries.items():
             raised = [0 if a == LIBRARY else self.model_margin for a, _, _ in e]
             checks = [() if a == LIBRARY else self._checks[a] for a, _, _ in e]
-            self._group(precision, shape).model = ModelLanes(e, len(self.names), ntab, raised, checks)
+            model = ModelLanes(e, len(self.names), self.near_dims, raised, checks, limits)
+            self._group(precision, shape).model = model
 
     def check(self, precision: object, shape: object, sizes: Any) -> tuple[int, ...]:
         """The problem's sizes as ints in the table's order (ValueError for invalid input)."""
@@ -324,25 +338,22 @@ class Lookup:
                 inside ^= low
         return self._rule4(g, dims)
 
-    def _logs(self, dims: tuple[int, ...]) -> list[int]:
-        """The logs of a problem's table sizes (what the points' keys rank by)."""
-        return _logs([dims[d] for d in self.near_dims])
-
     def _nearest(self, g: _Group, dims: tuple[int, ...]) -> int:
         """Rule 4: the first valid entry of the near list of the nearest tuned point that has one."""
         keys = g.keys
         if keys is None:
             return self.fallback
         bad, bits, mask, shift = self._invalid.at(dims), g.near_bits, keys.order_mask, keys.shift
-        packed = keys.packed(self._logs(dims))
-        key = keys.smallest(packed)  # the nearest point: where it has a valid entry, the common case
+        packed = keys.packed(dims)
+        every = unpack(packed, keys.count, keys.width)
+        key = min(every)  # the nearest point: where it has a valid entry, the common case
         if bits[key & mask] & ~bad:
             point, near = key & mask, keys.below(packed, ((key >> shift) + 1) << shift) if g.ties else ()
             if len(near) > 1:  # as near: the tie sizes' distance, then the order decide
                 tie, rows = _logs([dims[d] for d in self.tie_dims]), g.ties.rows  # type: ignore[union-attr]
                 point = min((sum(map(abs, map(sub, tie, rows[i]))), i) for i in near if bits[i] & ~bad)[1]
             return _first_valid(g.near[point], bad)  # type: ignore[return-value]
-        ordered = sorted(unpack(packed, keys.count, keys.width))
+        ordered = sorted(every)
         for i, key in enumerate(ordered):
             if not bits[key & mask] & ~bad:
                 continue  # no valid entry
@@ -358,7 +369,7 @@ class Lookup:
         g = self._groups.get((precision, shape))
         if g is None or g.keys is None:
             return None
-        return self._exact(g, dims, g.keys.at(self._logs(dims)))[0] & g.keys.order_mask
+        return self._exact(g, dims, g.keys.at(dims))[0] & g.keys.order_mask
 
     def predicted_times(self, precision: str, shape: str, dims: tuple[int, ...]) -> dict[int, int]:
         """Model mode: {answer: predicted log2 time (32 fractional bits)} for every valid kernel of the group that
@@ -368,7 +379,7 @@ class Lookup:
         packed = g.model if g is not None else None
         if packed is None:
             return {}
-        values = packed.lanes(dims, [dims[j] for j in self.near_dims])
+        values = packed.lanes(dims)
         return {
             a: v - packed.bias - r
             for a, v, r in zip(packed.answers, values, packed.raised, strict=True)
@@ -380,7 +391,7 @@ class Lookup:
         the library, then the smaller index: the lower lane)."""
         if g.model is None:
             return self.fallback
-        values = g.model.lanes(dims, [dims[j] for j in self.near_dims])
+        values = g.model.lanes(dims)
         low = min(values)
         return self.fallback if low == g.model.full else g.model.answers[values.index(low)]
 
@@ -388,21 +399,30 @@ class Lookup:
         """Cost mode (rule 4'): each valid answer's cost at the tuned point nearest the problem where it was
         measured (distance, then the tie sizes' distance, then table order); answers measured within `reach` of
         the nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
-        ties: the nearer measurement, then the library, then the smaller index)."""
+        ties: the nearer measurement, then the library, then the smaller index). The points are walked nearest
+        first, each giving its cheapest answer not measured nearer (`blocked`) nor invalid."""
         if g.keys is None:
             return self.fallback
-        logs, shift, mask = self._logs(dims), g.keys.shift, g.keys.order_mask
-        keys = g.keys.at(logs)
-        ordered = sorted(keys)
+        shift, mask = g.keys.shift, g.keys.order_mask
+        ordered = sorted(g.keys.at(dims))
         near = ordered[: bisect_left(ordered, ((ordered[0] >> shift) + self.reach + 1) << shift)]
-        if g.ties is not None and len({key >> shift for key in near}) < len(near):
-            near = self._exact(g, dims, near)  # two as near: the tie sizes decide which is nearer
-        nearest: dict[int, tuple[int, int]] = {}  # answer -> (its priced cost, its nearest measurement's point)
-        for key in reversed(near):  # an answer measured farther is overwritten by a nearer measurement
-            nearest.update(g.priced[key & mask])
-        bad = self._invalid.at(dims)
-        ranked = [(c, keys[i] >> shift, a) for a, (c, i) in nearest.items() if a == LIBRARY or not bad >> a & 1]
-        return min(ranked)[2] if ranked else self.fallback
+        if g.ties is not None and len({key >> shift for key in near}) < len(near):  # as near: the tie sizes decide
+            ties, bits = g.ties.at(dims), g.ties.bits
+            near = sorted([(key >> shift) << bits | ties[key & mask] for key in near])
+            shift, mask = bits, g.ties.order_mask  # the same points' order
+        blocked, best, code = self._invalid.at(dims), None, self._code_bits
+        for key in near:  # per point, the cheapest answer neither invalid nor measured nearer: (price, distance, code)
+            measured = g.measured[key & mask]
+            if blocked & measured != measured:
+                for price, bit in g.priced[key & mask]:
+                    if not blocked & bit:
+                        price |= key >> shift << code
+                        best = price if best is None or price < best else best
+                        break
+                blocked |= measured
+        if best is None:
+            return self.fallback
+        return best % (1 << code) - 1 if best % (1 << code) else LIBRARY
 
     def _cheapest_mean(self, g: _Group, dims: tuple[int, ...]) -> int:
         """Cost mode with neighbours K >= 2 (rule 4'): the answers measured within `reach` of the nearest tuned
@@ -410,8 +430,8 @@ class Lookup:
         `log_margin`; the cheapest wins (ties: the library, then the smaller index)."""
         if g.keys is None:
             return self.fallback
-        logs, mask, bad = self._logs(dims), g.keys.order_mask, self._invalid.at(dims)
-        ordered = sorted(g.keys.at(logs))
+        mask, bad = g.keys.order_mask, self._invalid.at(dims)
+        ordered = sorted(g.keys.at(dims))
         within = bisect_left(ordered, ((ordered[0] >> g.keys.shift) + self.reach + 1) << g.keys.shift)
         ordered = self._exact(g, dims, ordered)
         ok = {a for key in ordered[:within] for a, _ in g.log_costs[key & mask] if a == LIBRARY or not bad >> a & 1}
@@ -437,7 +457,7 @@ class Lookup:
         points differ in them), then table order; same order bits (key & order_mask: the point)."""
         if g.ties is None:
             return sorted(keys)
-        ties = g.ties.at(_logs([dims[d] for d in self.tie_dims]))
+        ties = g.ties.at(dims)
         shift, mask, bits = g.keys.shift, g.keys.order_mask, g.ties.bits  # type: ignore[union-attr]
         return sorted([(key >> shift) << bits | ties[key & mask] for key in keys])
 
