@@ -126,7 +126,7 @@ class ModelLanes:
     of the smallest value is the rules' winner. An answer not valid at a problem has its lane set to all ones.
 
     Every feature but the pairs' depends on one size: per table size (`near`: which of a problem's sizes), the sum
-    of its terms is tabulated for every value up to `limits` (TABLE_BUDGET lane positions at most), so a problem
+    of its terms is tabulated for every value up to `limits[size]` (TABLE_BUDGET lane positions at most), so a problem
     within them costs one index per table size, the other sizes' logs and the pairs."""
 
     def __init__(
@@ -147,7 +147,7 @@ class ModelLanes:
         self.answers = [answer for answer, _, _ in entries]
         self.raised = raised
         lanes = [self.width * lane for lane in range(len(entries))]
-        self.invalid = Invalid([(c, self.full << at) for c, at in zip(checks, lanes, strict=True)])
+        self.invalid = Invalid([(c, self.full << at) for c, at in zip(checks, lanes, strict=True)], limits)
         # per feature of model_features, the integer whose lanes are the answers' coefficients of it
         coef = [
             sum(int(c[f]) << at for (_, _, c), at in zip(entries, lanes, strict=True))
@@ -177,7 +177,7 @@ class ModelLanes:
                 coef[tail + ntab + j] << FX_BITS,
                 tiled,
             )
-            top = limits[j] if len(entries) * limits[j] <= TABLE_BUDGET else 0
+            top = limits[d] if len(entries) * limits[d] <= TABLE_BUDGET else 0
             self.per_size.append((d, [_size_term(x, terms) for x in range(top + 1)], terms))
         self.pairs = coef[tail + 2 * ntab]
 

@@ -39,9 +39,10 @@ class Invalid:
     """The answers whose validity predicates fail at a problem, as one integer: the OR of their masks (`at`). Per
     constrained size, the distinct minima and maxima are bisected (the answers failing at a size are a suffix of
     the minima and a prefix of the maxima), then the distinct multiples tried; an answer whose checks are None
-    (tuned_only) fails everywhere."""
+    (tuned_only) fails everywhere. Per size whose `limits` entry (the largest value to tabulate) is small enough
+    (TABLE_BUDGET), the failing answers are tabulated for every value up to it."""
 
-    def __init__(self, answers: Sequence[tuple[Checks | None, int]]) -> None:
+    def __init__(self, answers: Sequence[tuple[Checks | None, int]], limits: Sequence[int] = ()) -> None:
         self.always = 0
         per: dict[int, tuple[dict[int, int], dict[int, int], dict[int, int]]] = {}
         for checks, mask in answers:
@@ -53,7 +54,8 @@ class Invalid:
                 mults[mult] = mults.get(mult, 0) | mask
                 lows[lo] = lows.get(lo, 0) | mask
                 highs[hi] = highs.get(hi, 0) | mask
-        self.sizes: list[tuple[int, list[int], list[int], list[int], list[int], tuple[tuple[int, int], ...]]] = []
+        Size = tuple[int, list[int], list[int], list[int], list[int], list[int], tuple[tuple[int, int], ...]]
+        self.sizes: list[Size] = []
         for d, (mults, lows, highs) in sorted(per.items()):
             lo_keys, hi_keys = sorted(lows), sorted(highs)
             above = [0] * (len(lo_keys) + 1)  # above[i]: the answers whose minimum is lo_keys[i] or more
@@ -62,17 +64,27 @@ class Invalid:
             below = [0]  # below[i]: the answers whose maximum is below hi_keys[i]
             for h in hi_keys:
                 below.append(below[-1] | highs[h])
-            self.sizes.append((d, lo_keys, above, hi_keys, below, tuple((m, k) for m, k in mults.items() if m != 1)))
+            size: Size = (d, [], lo_keys, above, hi_keys, below, tuple((m, k) for m, k in mults.items() if m != 1))
+            top = limits[d] if d < len(limits) and limits[d] * len(answers) <= TABLE_BUDGET else -1
+            size[1].extend(_failing(x, size) for x in range(top + 1))
+            self.sizes.append(size)
 
     def at(self, dims: Sequence[int]) -> int:
         bad = self.always
-        for d, lo_keys, above, hi_keys, below, mults in self.sizes:
-            x = dims[d]
-            bad |= above[bisect_right(lo_keys, x)] | below[bisect_left(hi_keys, x)]
-            for mult, mask in mults:
-                if x % mult:
-                    bad |= mask
+        for size in self.sizes:
+            x = dims[size[0]]
+            bad |= size[1][x] if x < len(size[1]) else _failing(x, size)
         return bad
+
+
+def _failing(x: int, size: tuple) -> int:
+    """The answers failing at value x of one size (`Invalid.sizes`)."""
+    _, _, lo_keys, above, hi_keys, below, mults = size
+    bad = above[bisect_right(lo_keys, x)] | below[bisect_left(hi_keys, x)]
+    for mult, mask in mults:
+        if x % mult:
+            bad |= mask
+    return bad
 
 
 class Boxes:
@@ -96,15 +108,16 @@ class Boxes:
 
 
 class Keys:
-    """The tuned points of one group ranked at a problem: one key per point, its log-ratio distance over some sizes
-    (`dims`: which of a problem's sizes; `rows`: per point, the logs of those sizes, `log` of its `sizes`) and its
-    table order, packed into one integer (`packed`, lane i: point i's key; `at`: the keys in table order). A key is
-    distance << shift | order: sorted, they run nearest first, then by table order; key & order_mask: the point.
+    """The tuned points of one group ranked at a problem: one key per point, packed into one integer (`packed`, lane
+    i: point i's key; `at`: the keys in table order). A key is distance << shift | tie distance << tie_shift | order:
+    the log-ratio distance over the sizes `dims[:near]`, the same over the others (the tie sizes) and the table
+    order, so keys sorted run in the rules' order (nearest first, then by the tie sizes, then by table order);
+    key >> shift: the distance; key & order_mask: the point. `rows`: per point, the logs (`log`) of its `sizes`.
 
     A problem's log beyond the points' range over a size is taken at its end: that moves every point's distance by
-    the same amount (relative distances and the order stay exact), and bounds the distance by the sum of the ranges;
-    a key takes the low bits of its lane, the top bit left free for `below` (and keys below 2**30 are the integers
-    Python compares and sorts fastest).
+    the same amount (relative distances and the order stay exact), and bounds the distances by the sums of the
+    ranges; a key takes the low bits of its lane (keys below 2**30 are the integers Python compares and sorts
+    fastest).
 
     The distance of point i is the sum over the sizes of |a - x_i| (a: the problem's log, x_i: the point's). Below,
     above or at each x_i that is +-(a - x_i): per size, the points' distinct logs cut the axis into intervals where
@@ -115,26 +128,28 @@ class Keys:
     is the last one), so the sum takes one index per size. Where that would take more than KEY_BUDGET lane
     positions, a loop over the points gives the same keys."""
 
-    def __init__(self, sizes: Sequence[Sequence[int]], dims: Sequence[int], log: Callable[[int], int]) -> None:
+    def __init__(
+        self, sizes: Sequence[Sequence[int]], dims: Sequence[int], log: Callable[[int], int], near: int
+    ) -> None:
         rows = self.rows = [[log(x) for x in row] for row in sizes]
         n = self.count = len(rows)
-        self.dims, self.log = list(dims), log
+        self.dims, self.log, self.near = list(dims), log, near
         self.order_mask = (1 << max(1, (n - 1).bit_length())) - 1
         axes = range(len(dims))
         self.low, self.high = [min(r[j] for r in rows) for j in axes], [max(r[j] for r in rows) for j in axes]
-        span = sum(self.high) - sum(self.low)  # the largest distance, the problem's logs taken within the range
-        w = self.width = lane_width(self.order_mask.bit_length() + span.bit_length() + 1)
-        self.shift, self.bits = self.order_mask.bit_length(), self.order_mask.bit_length() + span.bit_length()
-        self.ones = sum(1 << (w * i) for i in range(n))
-        self.guard = self.ones << (w - 1)
+        spans = [sum(self.high[:near]) - sum(self.low[:near]), sum(self.high[near:]) - sum(self.low[near:])]
+        self.tie_shift = self.order_mask.bit_length()
+        self.shift = self.tie_shift + spans[1].bit_length()
+        self.bits = self.shift + spans[0].bit_length()  # every key is below 2**bits
+        w = self.width = lane_width(self.bits)
         self.axes: list[tuple[int, list[int], list[int], list[int], list[int]]] | None = []
         if not dims or n * sum(len({row[j] for row in rows}) + 1 for j in axes) > KEY_BUDGET:
             self.axes = None
             return
         for j, d in enumerate(dims):
-            at: dict[int, int] = {}  # log -> the lanes (1 << shift) of the points there
+            at: dict[int, int] = {}  # log -> the lanes (1 << shift or tie_shift) of the points there
             for i, row in enumerate(rows):
-                at[row[j]] = at.get(row[j], 0) + (1 << (w * i + self.shift))
+                at[row[j]] = at.get(row[j], 0) + (1 << (w * i + (self.shift if j < near else self.tie_shift)))
             slope, offset = -sum(at.values()), sum(x * lanes for x, lanes in at.items())  # below every point
             if not self.axes:
                 offset += sum(i << (w * i) for i in range(n))  # the points' order, in the first size's offsets
@@ -161,7 +176,13 @@ class Keys:
         if self.axes is None:
             logs = [self.log(dims[d]) for d in self.dims]
             logs = [lo if a < lo else hi if a > hi else a for a, lo, hi in zip(logs, self.low, self.high, strict=True)]
-            keys = [sum(map(abs, map(sub, logs, row))) << self.shift | i for i, row in enumerate(self.rows)]
+            near, ties = logs[: self.near], logs[self.near :]
+            keys = [
+                sum(map(abs, map(sub, near, row))) << self.shift
+                | sum(map(abs, map(sub, ties, row[self.near :]))) << self.tie_shift
+                | i
+                for i, row in enumerate(self.rows)
+            ]
             return int.from_bytes(array("I" if self.width == 32 else "Q", keys).tobytes(), "little")
         key = 0
         for d, table, coords, slopes, offsets in self.axes:
@@ -178,12 +199,16 @@ class Keys:
         """Every point's key at a problem (all its sizes: `dims`), in table order."""
         return unpack(self.packed(dims), self.count, self.width)
 
-    def below(self, packed: int, bound: int) -> list[int]:
-        """The points whose keys (`packed`) are below `bound`: each lane, its top bit set, minus the bound keeps that
-        bit where the key is not below it (no lane borrows from the next)."""
-        left, out = self.guard & ~((packed | self.guard) - bound * self.ones), []
-        while left:
-            low = left & -left
-            out.append(low.bit_length() // self.width - 1)
-            left ^= low
-        return out
+    def smallest(self, packed: int) -> int:
+        """The smallest of the keys `packed` holds: read from the few lanes whose key's top 8 bits are the smallest
+        (bytes, without making an integer of every lane), else from all."""
+        step = self.width // 8
+        tops = (packed >> max(0, self.bits - 8)).to_bytes(self.count * step, "little")[::step]
+        top = min(tops)
+        if tops.count(top) > 4:  # many at the smallest top bits: all of them
+            return min(unpack(packed, self.count, self.width))
+        at, best, lane = tops.find(top), packed, (1 << self.width) - 1
+        while at >= 0:
+            best = min(best, packed >> (self.width * at) & lane)
+            at = tops.find(top, at + 1)
+        return best

@@ -58,10 +58,9 @@ from __future__ import annotations
 import numbers
 import warnings
 from bisect import bisect_left
-from operator import sub
 from typing import Any, Mapping, Sequence
 
-from autotune.dispatch.features import FX_BITS, ModelLanes, _logs, cost_log_margin, ilog2_fx, model_margin
+from autotune.dispatch.features import FX_BITS, ModelLanes, cost_log_margin, ilog2_fx, model_margin
 from autotune.dispatch.lanes import Boxes, Checks, Invalid, Keys, unpack
 
 RUNTIME_VERSION = 3  # 1: copied into generated modules; 2: imported, with the selection model (rule 4''); 3: copied
@@ -132,7 +131,6 @@ class _Group:
         self.exact: dict[tuple[int, ...], int] = {}
         self.near: list[list[int]] = []
         self.near_bits: list[int] = []  # per point: its near list's kernels as bits, -1 where it holds the library
-        self.logs: list[tuple[int, ...]] = []
         self.sizes: list[tuple[int, ...]] = []  # per point: its sizes
         self.costs: list[list[tuple[int, int, int]]] = []  # per point: (cost * price, code, bit), cheapest first
         self.priced: list[
@@ -142,8 +140,7 @@ class _Group:
         self.log_costs: list[list[tuple[int, int]]] = []  # per point: [(answer, ilog2_fx(cost))]
         self.boxes: list[tuple[list[int], list[int], int]] = []
         self.regions: Boxes | None = None
-        self.keys: Keys | None = None  # the points by distance, then order: the rules' order but among equal distances
-        self.ties: Keys | None = None  # the points by tie distance, where their tie sizes differ (`_exact`)
+        self.keys: Keys | None = None  # the points in the rules' order: distance, tie sizes' distance, table order
         self.model: ModelLanes | None = None
 
 
@@ -175,11 +172,10 @@ class Lookup:
         for g in self._groups.values():
             g.regions = Boxes(g.boxes, self.near_dims) if g.boxes else None
             if g.sizes:
-                g.keys = Keys([[p[d] for d in self.near_dims] for p in g.sizes], self.near_dims, ilog2_fx)
+                dims = self.near_dims + self.tie_dims
+                g.keys = Keys([[p[d] for d in dims] for p in g.sizes], dims, ilog2_fx, len(self.near_dims))
                 at = g.keys.bits - g.keys.shift + self._code_bits  # the price above the distance and the code
                 g.priced = [[(c << at | code, bit) for c, code, bit in p] for p in g.costs]
-            if len({tuple(p[d] for d in self.tie_dims) for p in g.logs}) > 1:
-                g.ties = Keys([[p[d] for d in self.tie_dims] for p in g.sizes], self.tie_dims, ilog2_fx)
         self._groups = {k: g for k, g in self._groups.items() if k[0] in self.precisions and k[1] in self.shapes}
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
@@ -203,7 +199,9 @@ class Lookup:
             )
             for k, (mult, lo, hi) in zip(self.kernels, bounds, strict=True)
         ]
-        self._invalid = Invalid([(c, 1 << i) for i, c in enumerate(self._checks)])  # kernel i: bit i
+        # tabulated (lanes.py) up to twice the largest tuned value of each size
+        self._limits = [2 * max((int(p["sizes"][n]) for p in table["points"]), default=0) for n in self.names]
+        self._invalid = Invalid([(c, 1 << i) for i, c in enumerate(self._checks)], self._limits)  # kernel i: bit i
         self.library = table.get("library") or {}
         self.fallback = FALLBACKS[table.get("fallback", "library")]
         self._code_bits = (len(self.kernels) + 1).bit_length()  # cost mode: 0 the library, kernel i: i + 1
@@ -232,7 +230,6 @@ class Lookup:
             g.log_costs.append([(a, ilog2_fx(max(1, c))) for a, c in sorted(costs.items())])
             g.near.append(near)
             g.near_bits.append(-1 if any(c < 0 for c in near) else sum(1 << c for c in set(near)))
-            g.logs.append(logs)
             g.sizes.append(dims)
         for r in table["regions"]:
             lo = [int(r["bounds"][n][0]) for n in table["table_sizes"]]
@@ -255,11 +252,10 @@ class Lookup:
             if m is not None:
                 group = (kern.get("precision"), kern.get("shape"))
                 entries.setdefault(group, []).append((i, tuple(m[0]), m[1]))  # type: ignore[arg-type]
-        limits = [2 * max((int(p["sizes"][n]) for p in table["points"]), default=0) for n in table["table_sizes"]]
         for (precision, shape), e in entries.items():
             raised = [0 if a == LIBRARY else self.model_margin for a, _, _ in e]
             checks = [() if a == LIBRARY else self._checks[a] for a, _, _ in e]
-            model = ModelLanes(e, len(self.names), self.near_dims, raised, checks, limits)
+            model = ModelLanes(e, len(self.names), self.near_dims, raised, checks, self._limits)
             self._group(precision, shape).model = model
 
     def check(self, precision: object, shape: object, sizes: Any) -> tuple[int, ...]:
@@ -343,25 +339,14 @@ class Lookup:
         keys = g.keys
         if keys is None:
             return self.fallback
-        bad, bits, mask, shift = self._invalid.at(dims), g.near_bits, keys.order_mask, keys.shift
+        bad, bits, mask = self._invalid.at(dims), g.near_bits, keys.order_mask
         packed = keys.packed(dims)
-        every = unpack(packed, keys.count, keys.width)
-        key = min(every)  # the nearest point: where it has a valid entry, the common case
-        if bits[key & mask] & ~bad:
-            point, near = key & mask, keys.below(packed, ((key >> shift) + 1) << shift) if g.ties else ()
-            if len(near) > 1:  # as near: the tie sizes' distance, then the order decide
-                tie, rows = _logs([dims[d] for d in self.tie_dims]), g.ties.rows  # type: ignore[union-attr]
-                point = min((sum(map(abs, map(sub, tie, rows[i]))), i) for i in near if bits[i] & ~bad)[1]
-            return _first_valid(g.near[point], bad)  # type: ignore[return-value]
-        ordered = sorted(every)
-        for i, key in enumerate(ordered):
-            if not bits[key & mask] & ~bad:
-                continue  # no valid entry
-            if g.ties is not None and i + 1 < len(ordered) and ordered[i + 1] >> shift == key >> shift:
-                tied = ordered[i : bisect_left(ordered, ((key >> shift) + 1) << shift)]  # as near: by ties
-                key = next(k for k in self._exact(g, dims, tied) if bits[k & mask] & ~bad)
-            return _first_valid(g.near[key & mask], bad)  # type: ignore[return-value]
-        return self.fallback
+        key = keys.smallest(packed)  # the nearest point: where it has a valid entry, the common case
+        if not bits[key & mask] & ~bad:
+            key = next((k for k in sorted(unpack(packed, keys.count, keys.width)) if bits[k & mask] & ~bad), -1)
+            if key < 0:
+                return self.fallback
+        return _first_valid(g.near[key & mask], bad)  # type: ignore[return-value]
 
     def nearest(self, precision: str, shape: str, dims: tuple[int, ...]) -> int | None:
         """The position in `points[(precision, shape)]` of the tuned point nearest a problem (distance, the tie
@@ -369,7 +354,7 @@ class Lookup:
         g = self._groups.get((precision, shape))
         if g is None or g.keys is None:
             return None
-        return self._exact(g, dims, g.keys.at(dims))[0] & g.keys.order_mask
+        return min(g.keys.at(dims)) & g.keys.order_mask
 
     def predicted_times(self, precision: str, shape: str, dims: tuple[int, ...]) -> dict[int, int]:
         """Model mode: {answer: predicted log2 time (32 fractional bits)} for every valid kernel of the group that
@@ -406,10 +391,6 @@ class Lookup:
         shift, mask = g.keys.shift, g.keys.order_mask
         ordered = sorted(g.keys.at(dims))
         near = ordered[: bisect_left(ordered, ((ordered[0] >> shift) + self.reach + 1) << shift)]
-        if g.ties is not None and len({key >> shift for key in near}) < len(near):  # as near: the tie sizes decide
-            ties, bits = g.ties.at(dims), g.ties.bits
-            near = sorted([(key >> shift) << bits | ties[key & mask] for key in near])
-            shift, mask = bits, g.ties.order_mask  # the same points' order
         blocked, best, code = self._invalid.at(dims), None, self._code_bits
         for key in near:  # per point, the cheapest answer neither invalid nor measured nearer: (price, distance, code)
             measured = g.measured[key & mask]
@@ -433,7 +414,6 @@ class Lookup:
         mask, bad = g.keys.order_mask, self._invalid.at(dims)
         ordered = sorted(g.keys.at(dims))
         within = bisect_left(ordered, ((ordered[0] >> g.keys.shift) + self.reach + 1) << g.keys.shift)
-        ordered = self._exact(g, dims, ordered)
         ok = {a for key in ordered[:within] for a, _ in g.log_costs[key & mask] if a == LIBRARY or not bad >> a & 1}
         if not ok:
             return self.fallback
@@ -451,15 +431,6 @@ class Lookup:
             if full == len(ok):
                 break
         return min((sums[a] // counts[a] + (0 if a == LIBRARY else self.log_margin), a) for a in ok)[1]
-
-    def _exact(self, g: _Group, dims: tuple[int, ...], keys: list[int]) -> list[int]:
-        """Keys of `g.keys` in the rules' order, sorted by distance, then the tie sizes' distance (where the group's
-        points differ in them), then table order; same order bits (key & order_mask: the point)."""
-        if g.ties is None:
-            return sorted(keys)
-        ties = g.ties.at(dims)
-        shift, mask, bits = g.keys.shift, g.keys.order_mask, g.ties.bits  # type: ignore[union-attr]
-        return sorted([(key >> shift) << bits | ties[key & mask] for key in keys])
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
         """The kernel record for an index; the generic kernel's record for -1 (`generic: True`); the library's for
