@@ -11,7 +11,7 @@ import math
 from operator import mul
 from typing import Sequence
 
-from autotune.dispatch.lanes import TABLE_BUDGET, Checks, Invalid, lane_width, unpack
+from autotune.dispatch.lanes import Checks, Invalid, lane_width, tabulated, unpack
 
 FX_BITS = 16
 MODEL_ALIGN = 8  # model feature: each table size rounded up to a multiple of this
@@ -126,7 +126,7 @@ class ModelLanes:
     of the smallest value is the rules' winner. An answer not valid at a problem has its lane set to all ones.
 
     Every feature but the pairs' depends on one size: per table size (`near`: which of a problem's sizes), the sum
-    of its terms is tabulated for every value up to `limits[size]` (TABLE_BUDGET lane positions at most), so a problem
+    of its terms is tabulated for every value up to `limits[size]` (`tabulated`), so a problem
     within them costs one index per table size, the other sizes' logs and the pairs."""
 
     def __init__(
@@ -177,7 +177,7 @@ class ModelLanes:
                 coef[tail + ntab + j] << FX_BITS,
                 tiled,
             )
-            top = limits[d] if len(entries) * limits[d] <= TABLE_BUDGET else 0
+            top = tabulated(limits[d], len(entries))
             self.per_size.append((d, [_size_term(x, terms) for x in range(top + 1)], terms))
         self.pairs = coef[tail + 2 * ntab]
 

@@ -14,7 +14,14 @@ from operator import sub
 from typing import Callable, Sequence
 
 KEY_BUDGET = 1 << 19  # per group: points x positions of the precomputed distance lanes (16 bytes each) at most
-TABLE_BUDGET = 1 << 18  # per size: points x tabulated values (`Keys`: 4 or 8 bytes each) at most
+TABLE_LIMIT, TABLE_BUDGET = 1 << 12, 1 << 18  # per size: the largest value tabulated, and times the lanes at most
+
+
+def tabulated(top: int, lanes: int) -> int:
+    """Up to which value a per-size table of `lanes` lanes is made (0: none)."""
+    return top if top <= TABLE_LIMIT and top * lanes <= TABLE_BUDGET else 0
+
+
 Checks = tuple[tuple[int, int, int, int], ...]  # per constrained size: (size, multiple of, min, max)
 
 
@@ -40,7 +47,7 @@ class Invalid:
     constrained size, the distinct minima and maxima are bisected (the answers failing at a size are a suffix of
     the minima and a prefix of the maxima), then the distinct multiples tried; an answer whose checks are None
     (tuned_only) fails everywhere. Per size whose `limits` entry (the largest value to tabulate) is small enough
-    (TABLE_BUDGET), the failing answers are tabulated for every value up to it."""
+    (`tabulated`), the failing answers are tabulated for every value up to it."""
 
     def __init__(self, answers: Sequence[tuple[Checks | None, int]], limits: Sequence[int] = ()) -> None:
         self.always = 0
@@ -65,8 +72,8 @@ class Invalid:
             for h in hi_keys:
                 below.append(below[-1] | highs[h])
             size: Size = (d, [], lo_keys, above, hi_keys, below, tuple((m, k) for m, k in mults.items() if m != 1))
-            top = limits[d] if d < len(limits) and limits[d] * len(answers) <= TABLE_BUDGET else -1
-            size[1].extend(_failing(x, size) for x in range(top + 1))
+            top = tabulated(limits[d], len(answers)) if d < len(limits) else 0
+            size[1].extend(_failing(x, size) for x in range(top + 1) if top)
             self.sizes.append(size)
 
     def at(self, dims: Sequence[int]) -> int:
@@ -124,7 +131,7 @@ class Keys:
     every sign is fixed, and per interval the lanes of sign(a - x_i) (`slopes`) and of -sign(a - x_i) * x_i
     (`offsets`; the first size's also hold the order) are precomputed, so a problem's keys are the sum of
     a * slope + offset over the sizes: one bisection, one product and two sums per size; per size whose largest
-    tuned value is small enough (TABLE_BUDGET), that term is tabulated for every value up to it (beyond it the term
+    tuned value is small enough (`tabulated`), that term is tabulated for every value up to it (beyond it the term
     is the last one), so the sum takes one index per size. Where that would take more than KEY_BUDGET lane
     positions, a loop over the points gives the same keys."""
 
@@ -164,7 +171,7 @@ class Keys:
             slopes[-1] = 0
             top = max(row[j] for row in sizes)  # from it on, the term is offsets[-1]
             table = []
-            if n * top <= TABLE_BUDGET:
+            if tabulated(top, n):
                 for a in map(log, range(1, top + 1)):
                     p = bisect_right(coords, a)
                     table.append(a * slopes[p] + offsets[p])

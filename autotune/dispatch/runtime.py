@@ -391,11 +391,11 @@ class Lookup:
         shift, mask = g.keys.shift, g.keys.order_mask
         ordered = sorted(g.keys.at(dims))
         near = ordered[: bisect_left(ordered, ((ordered[0] >> shift) + self.reach + 1) << shift)]
-        blocked, best, code = self._invalid.at(dims), None, self._code_bits
+        blocked, best, code, every, priced = self._invalid.at(dims), None, self._code_bits, g.measured, g.priced
         for key in near:  # per point, the cheapest answer neither invalid nor measured nearer: (price, distance, code)
-            measured = g.measured[key & mask]
+            measured = every[key & mask]
             if blocked & measured != measured:
-                for price, bit in g.priced[key & mask]:
+                for price, bit in priced[key & mask]:
                     if not blocked & bit:
                         price |= key >> shift << code
                         best = price if best is None or price < best else best
