@@ -201,6 +201,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=55)
     ap.add_argument("--cxx", default="g++")
     ap.add_argument("--out", type=Path, help="write the report (JSON) here")
+    ap.add_argument("--machine", default="", help="what the machine is and was doing, for the report's provenance")
     args = ap.parse_args()
     if shutil.which(args.cxx) is None:
         print(f"error: {args.cxx} not found (the C++ side is compiled with it)", file=sys.stderr)
@@ -233,6 +234,7 @@ def main() -> int:
             "cxx": cxx_version,
             "commit": commit.strip(),
             "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            **({"machine": args.machine} if args.machine else {}),
         },
         "targets": {"cpp_p99_us": 1.0, "python_p99_us": 20.0},
         "tables": results,
