@@ -24,6 +24,7 @@ import math
 import os
 import platform
 import random
+import shlex
 import shutil
 import struct
 import subprocess
@@ -225,7 +226,7 @@ def main() -> int:
     cxx_version = subprocess.run([args.cxx, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     report = {
         "what": "lookup alone per call: the generated C++ header (g++ -O2) and Python module (python -I -S)",
-        "command": "python " + " ".join([f"scripts/{Path(__file__).name}", *sys.argv[1:]]),
+        "command": "python " + shlex.join([f"scripts/{Path(__file__).name}", *sys.argv[1:]]),
         "provenance": {
             "cpu": cpu_model(),
             "cores": os.cpu_count(),
