@@ -24,6 +24,7 @@ import math
 import os
 import platform
 import random
+import shlex
 import shutil
 import struct
 import subprocess
@@ -201,6 +202,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=55)
     ap.add_argument("--cxx", default="g++")
     ap.add_argument("--out", type=Path, help="write the report (JSON) here")
+    ap.add_argument("--machine", default="", help="what the machine is and was doing, for the report's provenance")
     args = ap.parse_args()
     if shutil.which(args.cxx) is None:
         print(f"error: {args.cxx} not found (the C++ side is compiled with it)", file=sys.stderr)
@@ -224,7 +226,7 @@ def main() -> int:
     cxx_version = subprocess.run([args.cxx, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     report = {
         "what": "lookup alone per call: the generated C++ header (g++ -O2) and Python module (python -I -S)",
-        "command": "python " + " ".join([f"scripts/{Path(__file__).name}", *sys.argv[1:]]),
+        "command": "python " + shlex.join([f"scripts/{Path(__file__).name}", *sys.argv[1:]]),
         "provenance": {
             "cpu": cpu_model(),
             "cores": os.cpu_count(),
@@ -233,6 +235,7 @@ def main() -> int:
             "cxx": cxx_version,
             "commit": commit.strip(),
             "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            **({"machine": args.machine} if args.machine else {}),
         },
         "targets": {"cpp_p99_us": 1.0, "python_p99_us": 20.0},
         "tables": results,

@@ -145,6 +145,18 @@ def test_points_beyond_the_key_budget_are_ranked_the_same(monkeypatch: pytest.Mo
     assert [looped.index(*q) for q in asked] == packed
 
 
+@pytest.mark.parametrize("name", ["nearest, points on a grid", "cost", "model, tuned_only kernels, margin"])
+def test_untabulated_sizes_are_answered_the_same(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Per-size tables (keys, validity, model terms up to TABLE_LIMIT) give the answers computed without them."""
+    table = TABLES[name]()
+    asked = problems(table, 400, seed=4)
+    tabulated = [Lookup(table).index(*q) for q in asked]
+    monkeypatch.setattr(lanes, "TABLE_LIMIT", 0)
+    plain = Lookup(table)
+    assert all(not any(a[1] for a in g.keys.axes or []) for g in plain._groups.values() if g.keys is not None)
+    assert [plain.index(*q) for q in asked] == tabulated
+
+
 @pytest.mark.parametrize("width", [32, 64, 128])
 def test_unpack_reads_every_lane(width: int) -> None:
     rng = random.Random(width)

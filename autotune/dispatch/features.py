@@ -11,7 +11,7 @@ import math
 from operator import mul
 from typing import Sequence
 
-from autotune.dispatch.lanes import Checks, Invalid, lane_width, unpack
+from autotune.dispatch.lanes import Checks, Invalid, lane_width, tabulated, unpack
 
 FX_BITS = 16
 MODEL_ALIGN = 8  # model feature: each table size rounded up to a multiple of this
@@ -123,16 +123,22 @@ class ModelLanes:
     of one integer, the sum over the features of each feature times the integer whose lanes are the answers'
     coefficients of that feature (Python integers have no overflow; a lane holds any sum its coefficients can give,
     so lanes never spill into each other). Lanes run the library first, then the kernels by index: the lowest lane
-    of the smallest value is the rules' winner. An answer not valid at a problem has its lane set to all ones."""
+    of the smallest value is the rules' winner. An answer not valid at a problem has its lane set to all ones.
+
+    Every feature but the pairs' depends on one size: per table size (`near`: which of a problem's sizes), the sum
+    of its terms is tabulated for every value up to `limits[size]` (`tabulated`), so a problem
+    within them costs one index per table size, the other sizes' logs and the pairs."""
 
     def __init__(
         self,
         entries: list[tuple[int, tuple[int, ...], list[int]]],
         nsizes: int,
-        ntab: int,
+        near: Sequence[int],
         raised: list[int],
         checks: Sequence[Checks | None],
+        limits: Sequence[int],
     ) -> None:
+        ntab = len(near)
         head = 1 + nsizes + ntab  # model_features: head, then padded and count per table size, then the tail
         bound = max(sum(abs(int(c)) for c in coef) for _, _, coef in entries) << 23  # every feature < 2**23
         self.width = lane_width((bound + max(map(abs, raised))).bit_length() + 2)
@@ -141,7 +147,7 @@ class ModelLanes:
         self.answers = [answer for answer, _, _ in entries]
         self.raised = raised
         lanes = [self.width * lane for lane in range(len(entries))]
-        self.invalid = Invalid([(c, self.full << at) for c, at in zip(checks, lanes, strict=True)])
+        self.invalid = Invalid([(c, self.full << at) for c, at in zip(checks, lanes, strict=True)], limits)
         # per feature of model_features, the integer whose lanes are the answers' coefficients of it
         coef = [
             sum(int(c[f]) << at for (_, _, c), at in zip(entries, lanes, strict=True))
@@ -149,11 +155,12 @@ class ModelLanes:
         ]
         tail = head + 2 * ntab
         self.start = sum((self.bias + r) << at for r, at in zip(self.raised, lanes, strict=True)) + (coef[0] << FX_BITS)
-        self.logged = coef[1 : 1 + nsizes]  # the sizes' logs
-        # per table size: the coefficients of its log rounded up, of its flags, and per tile of the kernels' (the
+        self.near = list(near)
+        self.logged = [(d, coef[1 + d]) for d in range(nsizes) if d not in near and coef[1 + d]]  # the other sizes
+        # per table size: its log's coefficients and its log rounded up's, its flags', and per tile the kernels' (the
         # padded size and the tile count; a feature the fit left out, constant where it was measured, weighs 0)
-        self.per_size: list[tuple[int, int, int, list[tuple[int, int, int]]]] = []
-        for j in range(ntab):
+        self.per_size: list[tuple[int, list[int], tuple[int, int, int, int, list[tuple[int, int, int]]]]] = []
+        for j, d in enumerate(near):
             tiled = []
             for tile in sorted({tiles[j] for _, tiles, _ in entries}):
                 pad = cnt = 0
@@ -163,26 +170,39 @@ class ModelLanes:
                         cnt += int(c[head + ntab + j]) << at
                 if pad or cnt:
                     tiled.append((int(tile), pad, cnt))
-            flags = (coef[tail + j] << FX_BITS, coef[tail + ntab + j] << FX_BITS)
-            self.per_size.append((coef[1 + nsizes + j], *flags, tiled))
+            terms = (
+                coef[1 + d],
+                coef[1 + nsizes + j],
+                coef[tail + j] << FX_BITS,
+                coef[tail + ntab + j] << FX_BITS,
+                tiled,
+            )
+            top = tabulated(limits[d], len(entries))
+            self.per_size.append((d, [_size_term(x, terms) for x in range(top + 1)], terms))
         self.pairs = coef[tail + 2 * ntab]
 
-    def lanes(self, dims: Sequence[int], table: Sequence[int]) -> list[int]:
-        """Every answer's raised model time plus `bias` at a problem (`table`: its table sizes), all ones where the
-        answer is not valid: model_features' terms, the flags added where they are 1."""
-        small, n = _SMALL_LOGS, len(_SMALL_LOGS)
-        v = self.start + self.pairs * _pairs(table) + sum(map(mul, self.logged, _logs(dims)))
-        for x, (rounded, aligned, even, tiled) in zip(table, self.per_size, strict=True):
-            r = -(-x // MODEL_ALIGN) * MODEL_ALIGN
-            v += rounded * (small[r] if r < n else ilog2_fx(r))
-            if x % MODEL_ALIGN == 0:
-                v += aligned
-            if x % 2 == 0:
-                v += even
-            for tile, pad, cnt in tiled:
-                count = -(-x // tile)
-                padded = count * tile
-                v += pad * (small[padded] if padded < n else ilog2_fx(padded)) + cnt * (
-                    small[count] if count < n else ilog2_fx(count)
-                )
+    def lanes(self, dims: Sequence[int]) -> list[int]:
+        """Every answer's raised model time plus `bias` at a problem, all ones where the answer is not valid:
+        model_features' terms, the flags added where they are 1."""
+        v = self.start + self.pairs * _pairs([dims[d] for d in self.near])
+        for d, c in self.logged:
+            v += c * ilog2_fx(dims[d])
+        for d, table, terms in self.per_size:
+            x = dims[d]
+            v += table[x] if x < len(table) else _size_term(x, terms)
         return unpack(v | self.invalid.at(dims), len(self.answers), self.width)
+
+
+def _size_term(x: int, terms: tuple[int, int, int, int, list[tuple[int, int, int]]]) -> int:
+    """The lanes of the features of one table size at value x (`ModelLanes`): its log, its log rounded up to
+    MODEL_ALIGN, its flags, and per tile the padded size's and tile count's logs."""
+    own, rounded, aligned, even, tiled = terms
+    v = own * ilog2_fx(x) + rounded * ilog2_fx(-(-x // MODEL_ALIGN) * MODEL_ALIGN) if x else 0
+    if x % MODEL_ALIGN == 0:
+        v += aligned
+    if x % 2 == 0:
+        v += even
+    for tile, pad, cnt in tiled:
+        count = -(-x // tile)
+        v += pad * ilog2_fx(count * tile) + cnt * ilog2_fx(count) if count else 0
+    return v

@@ -11,9 +11,17 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from operator import sub
-from typing import Sequence
+from typing import Callable, Sequence
 
 KEY_BUDGET = 1 << 19  # per group: points x positions of the precomputed distance lanes (16 bytes each) at most
+TABLE_LIMIT, TABLE_BUDGET = 1 << 12, 1 << 18  # per size: the largest value tabulated, and times the lanes at most
+
+
+def tabulated(top: int, lanes: int) -> int:
+    """Up to which value a per-size table of `lanes` lanes is made (0: none)."""
+    return top if top <= TABLE_LIMIT and top * lanes <= TABLE_BUDGET else 0
+
+
 Checks = tuple[tuple[int, int, int, int], ...]  # per constrained size: (size, multiple of, min, max)
 
 
@@ -38,9 +46,10 @@ class Invalid:
     """The answers whose validity predicates fail at a problem, as one integer: the OR of their masks (`at`). Per
     constrained size, the distinct minima and maxima are bisected (the answers failing at a size are a suffix of
     the minima and a prefix of the maxima), then the distinct multiples tried; an answer whose checks are None
-    (tuned_only) fails everywhere."""
+    (tuned_only) fails everywhere. Per size whose `limits` entry (the largest value to tabulate) is small enough
+    (`tabulated`), the failing answers are tabulated for every value up to it."""
 
-    def __init__(self, answers: Sequence[tuple[Checks | None, int]]) -> None:
+    def __init__(self, answers: Sequence[tuple[Checks | None, int]], limits: Sequence[int] = ()) -> None:
         self.always = 0
         per: dict[int, tuple[dict[int, int], dict[int, int], dict[int, int]]] = {}
         for checks, mask in answers:
@@ -52,7 +61,8 @@ class Invalid:
                 mults[mult] = mults.get(mult, 0) | mask
                 lows[lo] = lows.get(lo, 0) | mask
                 highs[hi] = highs.get(hi, 0) | mask
-        self.sizes: list[tuple[int, list[int], list[int], list[int], list[int], tuple[tuple[int, int], ...]]] = []
+        Size = tuple[int, list[int], list[int], list[int], list[int], list[int], tuple[tuple[int, int], ...]]
+        self.sizes: list[Size] = []
         for d, (mults, lows, highs) in sorted(per.items()):
             lo_keys, hi_keys = sorted(lows), sorted(highs)
             above = [0] * (len(lo_keys) + 1)  # above[i]: the answers whose minimum is lo_keys[i] or more
@@ -61,17 +71,27 @@ class Invalid:
             below = [0]  # below[i]: the answers whose maximum is below hi_keys[i]
             for h in hi_keys:
                 below.append(below[-1] | highs[h])
-            self.sizes.append((d, lo_keys, above, hi_keys, below, tuple((m, k) for m, k in mults.items() if m != 1)))
+            size: Size = (d, [], lo_keys, above, hi_keys, below, tuple((m, k) for m, k in mults.items() if m != 1))
+            top = tabulated(limits[d], len(answers)) if d < len(limits) else 0
+            size[1].extend(_failing(x, size) for x in range(top + 1) if top)
+            self.sizes.append(size)
 
     def at(self, dims: Sequence[int]) -> int:
         bad = self.always
-        for d, lo_keys, above, hi_keys, below, mults in self.sizes:
-            x = dims[d]
-            bad |= above[bisect_right(lo_keys, x)] | below[bisect_left(hi_keys, x)]
-            for mult, mask in mults:
-                if x % mult:
-                    bad |= mask
+        for size in self.sizes:
+            x = dims[size[0]]
+            bad |= size[1][x] if x < len(size[1]) else _failing(x, size)
         return bad
+
+
+def _failing(x: int, size: tuple) -> int:
+    """The answers failing at value x of one size (`Invalid.sizes`)."""
+    _, _, lo_keys, above, hi_keys, below, mults = size
+    bad = above[bisect_right(lo_keys, x)] | below[bisect_left(hi_keys, x)]
+    for mult, mask in mults:
+        if x % mult:
+            bad |= mask
+    return bad
 
 
 class Boxes:
@@ -95,42 +115,48 @@ class Boxes:
 
 
 class Keys:
-    """The tuned points of one group ranked at a problem: one key per point, its log-ratio distance over some sizes
-    (`rows`: per point, the logs of those sizes; a problem's logs of them are given in the same order) and its table
-    order, packed into one integer (`packed`, lane i: point i's key; `at`: the keys in table order). A key is
-    distance << shift | order: sorted, they run nearest first, then by table order; key & order_mask: the point.
+    """The tuned points of one group ranked at a problem: one key per point, packed into one integer (`packed`, lane
+    i: point i's key; `at`: the keys in table order). A key is distance << shift | tie distance << tie_shift | order:
+    the log-ratio distance over the sizes `dims[:near]`, the same over the others (the tie sizes) and the table
+    order, so keys sorted run in the rules' order (nearest first, then by the tie sizes, then by table order);
+    key >> shift: the distance; key & order_mask: the point. `rows`: per point, the logs (`log`) of its `sizes`.
 
     A problem's log beyond the points' range over a size is taken at its end: that moves every point's distance by
-    the same amount (relative distances and the order stay exact), and bounds the distance by the sum of the ranges,
-    which `shift` places in the top bits of a lane but its very top bit, left free for `below`; `smallest` reads the
-    lanes' top bytes first.
+    the same amount (relative distances and the order stay exact), and bounds the distances by the sums of the
+    ranges; a key takes the low bits of its lane (keys below 2**30 are the integers Python compares and sorts
+    fastest).
 
     The distance of point i is the sum over the sizes of |a - x_i| (a: the problem's log, x_i: the point's). Below,
     above or at each x_i that is +-(a - x_i): per size, the points' distinct logs cut the axis into intervals where
     every sign is fixed, and per interval the lanes of sign(a - x_i) (`slopes`) and of -sign(a - x_i) * x_i
     (`offsets`; the first size's also hold the order) are precomputed, so a problem's keys are the sum of
-    a * slope + offset over the sizes: one bisection, one product and two sums per size. Where that would take more
-    than KEY_BUDGET lane positions, a loop over the points gives the same keys."""
+    a * slope + offset over the sizes: one bisection, one product and two sums per size; per size whose largest
+    tuned value is small enough (`tabulated`), that term is tabulated for every value up to it (beyond it the term
+    is the last one), so the sum takes one index per size. Where that would take more than KEY_BUDGET lane
+    positions, a loop over the points gives the same keys."""
 
-    def __init__(self, rows: Sequence[Sequence[int]]) -> None:
+    def __init__(
+        self, sizes: Sequence[Sequence[int]], dims: Sequence[int], log: Callable[[int], int], near: int
+    ) -> None:
+        rows = self.rows = [[log(x) for x in row] for row in sizes]
         n = self.count = len(rows)
+        self.dims, self.log, self.near = list(dims), log, near
         self.order_mask = (1 << max(1, (n - 1).bit_length())) - 1
-        sizes = range(len(rows[0]))
-        self.low, self.high = [min(r[d] for r in rows) for d in sizes], [max(r[d] for r in rows) for d in sizes]
-        span = sum(self.high) - sum(self.low)  # the largest distance, the problem's logs taken within the range
-        w = self.width = lane_width(self.order_mask.bit_length() + span.bit_length() + 1)
-        self.shift, self.bits = w - 1 - span.bit_length(), w - 1  # every key is below 2**bits
-        self.ones = sum(1 << (w * i) for i in range(n))
-        self.guard = self.ones << (w - 1)
-        self.rows = [list(row) for row in rows]
-        self.axes: list[tuple[list[int], list[int], list[int]]] | None = []
-        if not sizes or n * sum(len({row[d] for row in rows}) + 1 for d in sizes) > KEY_BUDGET:
+        axes = range(len(dims))
+        self.low, self.high = [min(r[j] for r in rows) for j in axes], [max(r[j] for r in rows) for j in axes]
+        spans = [sum(self.high[:near]) - sum(self.low[:near]), sum(self.high[near:]) - sum(self.low[near:])]
+        self.tie_shift = self.order_mask.bit_length()
+        self.shift = self.tie_shift + spans[1].bit_length()
+        self.bits = self.shift + spans[0].bit_length()  # every key is below 2**bits
+        w = self.width = lane_width(self.bits)
+        self.axes: list[tuple[int, list[int], list[int], list[int], list[int]]] | None = []
+        if not dims or n * sum(len({row[j] for row in rows}) + 1 for j in axes) > KEY_BUDGET:
             self.axes = None
             return
-        for d in sizes:
-            at: dict[int, int] = {}  # log -> the lanes (1 << shift) of the points there
+        for j, d in enumerate(dims):
+            at: dict[int, int] = {}  # log -> the lanes (1 << shift or tie_shift) of the points there
             for i, row in enumerate(rows):
-                at[row[d]] = at.get(row[d], 0) + (1 << (w * i + self.shift))
+                at[row[j]] = at.get(row[j], 0) + (1 << (w * i + (self.shift if j < near else self.tie_shift)))
             slope, offset = -sum(at.values()), sum(x * lanes for x, lanes in at.items())  # below every point
             if not self.axes:
                 offset += sum(i << (w * i) for i in range(n))  # the points' order, in the first size's offsets
@@ -143,45 +169,53 @@ class Keys:
             # beyond the range: as at its ends (the problem's log taken there)
             offsets[0], offsets[-1] = coords[0] * slopes[1] + offsets[1], coords[-1] * slope + offset
             slopes[-1] = 0
-            self.axes.append((coords, slopes, offsets))
+            top = max(row[j] for row in sizes)  # from it on, the term is offsets[-1]
+            table = []
+            if tabulated(top, n):
+                for a in map(log, range(1, top + 1)):
+                    p = bisect_right(coords, a)
+                    table.append(a * slopes[p] + offsets[p])
+                table.insert(0, table[0])  # index 0: no size is 0
+            self.axes.append((d, table, coords, slopes, offsets))
 
-    def packed(self, logs: Sequence[int]) -> int:
-        """Every point's key at a problem whose sizes' logs are `logs`, lane i holding point i's."""
+    def packed(self, dims: Sequence[int]) -> int:
+        """Every point's key at a problem (all its sizes: `dims`), lane i holding point i's."""
         if self.axes is None:
+            logs = [self.log(dims[d]) for d in self.dims]
             logs = [lo if a < lo else hi if a > hi else a for a, lo, hi in zip(logs, self.low, self.high, strict=True)]
-            keys = [sum(map(abs, map(sub, logs, row))) << self.shift | i for i, row in enumerate(self.rows)]
+            near, ties = logs[: self.near], logs[self.near :]
+            keys = [
+                sum(map(abs, map(sub, near, row))) << self.shift
+                | sum(map(abs, map(sub, ties, row[self.near :]))) << self.tie_shift
+                | i
+                for i, row in enumerate(self.rows)
+            ]
             return int.from_bytes(array("I" if self.width == 32 else "Q", keys).tobytes(), "little")
         key = 0
-        for a, (coords, slopes, offsets) in zip(logs, self.axes, strict=True):
-            p = bisect_right(coords, a)
-            key += a * slopes[p] + offsets[p]
+        for d, table, coords, slopes, offsets in self.axes:
+            x = dims[d]
+            if table:
+                key += table[x] if x < len(table) else table[-1]
+            else:
+                a = self.log(x)
+                p = bisect_right(coords, a)
+                key += a * slopes[p] + offsets[p]
         return key
 
-    def at(self, logs: Sequence[int]) -> list[int]:
-        """Every point's key at a problem whose sizes' logs are `logs`, in table order."""
-        return unpack(self.packed(logs), self.count, self.width)
+    def at(self, dims: Sequence[int]) -> list[int]:
+        """Every point's key at a problem (all its sizes: `dims`), in table order."""
+        return unpack(self.packed(dims), self.count, self.width)
 
     def smallest(self, packed: int) -> int:
-        """The smallest of the keys `packed` holds: read from the few lanes whose top byte is the smallest (without
-        making an integer of every lane), else from all."""
+        """The smallest of the keys `packed` holds: read from the few lanes whose key's top 8 bits are the smallest
+        (bytes, without making an integer of every lane), else from all."""
         step = self.width // 8
-        raw = packed.to_bytes(self.count * step, "big")  # the last lane first, each its top byte first
-        tops = raw[::step]
+        tops = (packed >> max(0, self.bits - 8)).to_bytes(self.count * step, "little")[::step]
         top = min(tops)
-        if tops.count(top) > 4:  # many at the smallest top byte: all of them
+        if tops.count(top) > 4:  # many at the smallest top bits: all of them
             return min(unpack(packed, self.count, self.width))
-        at, best = tops.find(top), packed
+        at, best, lane = tops.find(top), packed, (1 << self.width) - 1
         while at >= 0:
-            best = min(best, int.from_bytes(raw[at * step : at * step + step], "big"))
+            best = min(best, packed >> (self.width * at) & lane)
             at = tops.find(top, at + 1)
         return best
-
-    def below(self, packed: int, bound: int) -> list[int]:
-        """The points whose keys (`packed`) are below `bound`: each lane, its top bit set, minus the bound keeps that
-        bit where the key is not below it (no lane borrows from the next)."""
-        left, out = self.guard & ~((packed | self.guard) - bound * self.ones), []
-        while left:
-            low = left & -left
-            out.append(low.bit_length() // self.width - 1)
-            left ^= low
-        return out

@@ -58,10 +58,9 @@ from __future__ import annotations
 import numbers
 import warnings
 from bisect import bisect_left
-from operator import sub
 from typing import Any, Mapping, Sequence
 
-from autotune.dispatch.features import FX_BITS, ModelLanes, _logs, cost_log_margin, ilog2_fx, model_margin
+from autotune.dispatch.features import FX_BITS, ModelLanes, cost_log_margin, ilog2_fx, model_margin
 from autotune.dispatch.lanes import Boxes, Checks, Invalid, Keys, unpack
 
 RUNTIME_VERSION = 3  # 1: copied into generated modules; 2: imported, with the selection model (rule 4''); 3: copied
@@ -132,13 +131,16 @@ class _Group:
         self.exact: dict[tuple[int, ...], int] = {}
         self.near: list[list[int]] = []
         self.near_bits: list[int] = []  # per point: its near list's kernels as bits, -1 where it holds the library
-        self.logs: list[tuple[int, ...]] = []
-        self.priced: list[dict[int, tuple[int, int]]] = []  # per point: {answer: (cost * price, point)}
+        self.sizes: list[tuple[int, ...]] = []  # per point: its sizes
+        self.costs: list[list[tuple[int, int, int]]] = []  # per point: (cost * price, code, bit), cheapest first
+        self.priced: list[
+            list[tuple[int, int]]
+        ] = []  # the same as (cost * price, distance 0, code) in one integer, bit
+        self.measured: list[int] = []  # per point: the bits of the answers it priced
         self.log_costs: list[list[tuple[int, int]]] = []  # per point: [(answer, ilog2_fx(cost))]
         self.boxes: list[tuple[list[int], list[int], int]] = []
         self.regions: Boxes | None = None
-        self.keys: Keys | None = None  # the points by distance, then order: the rules' order but among equal distances
-        self.ties: Keys | None = None  # the points by tie distance, where their tie sizes differ (`_exact`)
+        self.keys: Keys | None = None  # the points in the rules' order: distance, tie sizes' distance, table order
         self.model: ModelLanes | None = None
 
 
@@ -169,9 +171,11 @@ class Lookup:
         self._read_model(table)
         for g in self._groups.values():
             g.regions = Boxes(g.boxes, self.near_dims) if g.boxes else None
-            g.keys = Keys([[p[d] for d in self.near_dims] for p in g.logs]) if g.logs else None
-            if len({tuple(p[d] for d in self.tie_dims) for p in g.logs}) > 1:
-                g.ties = Keys([[p[d] for d in self.tie_dims] for p in g.logs])
+            if g.sizes:
+                dims = self.near_dims + self.tie_dims
+                g.keys = Keys([[p[d] for d in dims] for p in g.sizes], dims, ilog2_fx, len(self.near_dims))
+                at = g.keys.bits - g.keys.shift + self._code_bits  # the price above the distance and the code
+                g.priced = [[(c << at | code, bit) for c, code, bit in p] for p in g.costs]
         self._groups = {k: g for k, g in self._groups.items() if k[0] in self.precisions and k[1] in self.shapes}
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
@@ -195,9 +199,12 @@ class Lookup:
             )
             for k, (mult, lo, hi) in zip(self.kernels, bounds, strict=True)
         ]
-        self._invalid = Invalid([(c, 1 << i) for i, c in enumerate(self._checks)])  # kernel i: bit i
+        # tabulated (lanes.py) up to twice the largest tuned value of each size
+        self._limits = [2 * max((int(p["sizes"][n]) for p in table["points"]), default=0) for n in self.names]
+        self._invalid = Invalid([(c, 1 << i) for i, c in enumerate(self._checks)], self._limits)  # kernel i: bit i
         self.library = table.get("library") or {}
         self.fallback = FALLBACKS[table.get("fallback", "library")]
+        self._code_bits = (len(self.kernels) + 1).bit_length()  # cost mode: 0 the library, kernel i: i + 1
 
     def _read_points(self, table: dict) -> None:
         """The tuned points per (precision, shape): sizes, logs, ranked and near lists, costs (rules 2, 4, 4'), and
@@ -217,11 +224,13 @@ class Lookup:
                 g.exact[dims] = ranked[0] if ranked else self.fallback  # measured here: every entry is valid
             costs = {int(a): int(c) for a, c in p.get("costs", [])}
             costs = {a: c for a, c in costs.items() if a in price}  # the kernels and the library it measured
-            g.priced.append({a: (c * price[a], len(g.logs)) for a, c in costs.items()})
+            bit = {a: 1 << (a if a >= 0 else len(self.kernels)) for a in costs}  # the library: above the kernels
+            g.costs.append(sorted((c * price[a], a + 1 if a >= 0 else 0, bit[a]) for a, c in costs.items()))
+            g.measured.append(sum(bit.values()))
             g.log_costs.append([(a, ilog2_fx(max(1, c))) for a, c in sorted(costs.items())])
             g.near.append(near)
             g.near_bits.append(-1 if any(c < 0 for c in near) else sum(1 << c for c in set(near)))
-            g.logs.append(logs)
+            g.sizes.append(dims)
         for r in table["regions"]:
             lo = [int(r["bounds"][n][0]) for n in table["table_sizes"]]
             hi = [int(r["bounds"][n][1]) for n in table["table_sizes"]]
@@ -246,7 +255,8 @@ class Lookup:
         for (precision, shape), e in entries.items():
             raised = [0 if a == LIBRARY else self.model_margin for a, _, _ in e]
             checks = [() if a == LIBRARY else self._checks[a] for a, _, _ in e]
-            self._group(precision, shape).model = ModelLanes(e, len(self.names), ntab, raised, checks)
+            model = ModelLanes(e, len(self.names), self.near_dims, raised, checks, self._limits)
+            self._group(precision, shape).model = model
 
     def check(self, precision: object, shape: object, sizes: Any) -> tuple[int, ...]:
         """The problem's sizes as ints in the table's order (ValueError for invalid input)."""
@@ -324,33 +334,19 @@ class Lookup:
                 inside ^= low
         return self._rule4(g, dims)
 
-    def _logs(self, dims: tuple[int, ...]) -> list[int]:
-        """The logs of a problem's table sizes (what the points' keys rank by)."""
-        return _logs([dims[d] for d in self.near_dims])
-
     def _nearest(self, g: _Group, dims: tuple[int, ...]) -> int:
         """Rule 4: the first valid entry of the near list of the nearest tuned point that has one."""
         keys = g.keys
         if keys is None:
             return self.fallback
-        bad, bits, mask, shift = self._invalid.at(dims), g.near_bits, keys.order_mask, keys.shift
-        packed = keys.packed(self._logs(dims))
+        bad, bits, mask = self._invalid.at(dims), g.near_bits, keys.order_mask
+        packed = keys.packed(dims)
         key = keys.smallest(packed)  # the nearest point: where it has a valid entry, the common case
-        if bits[key & mask] & ~bad:
-            point, near = key & mask, keys.below(packed, ((key >> shift) + 1) << shift) if g.ties else ()
-            if len(near) > 1:  # as near: the tie sizes' distance, then the order decide
-                tie, rows = _logs([dims[d] for d in self.tie_dims]), g.ties.rows  # type: ignore[union-attr]
-                point = min((sum(map(abs, map(sub, tie, rows[i]))), i) for i in near if bits[i] & ~bad)[1]
-            return _first_valid(g.near[point], bad)  # type: ignore[return-value]
-        ordered = sorted(unpack(packed, keys.count, keys.width))
-        for i, key in enumerate(ordered):
-            if not bits[key & mask] & ~bad:
-                continue  # no valid entry
-            if g.ties is not None and i + 1 < len(ordered) and ordered[i + 1] >> shift == key >> shift:
-                tied = ordered[i : bisect_left(ordered, ((key >> shift) + 1) << shift)]  # as near: by ties
-                key = next(k for k in self._exact(g, dims, tied) if bits[k & mask] & ~bad)
-            return _first_valid(g.near[key & mask], bad)  # type: ignore[return-value]
-        return self.fallback
+        if not bits[key & mask] & ~bad:
+            key = next((k for k in sorted(unpack(packed, keys.count, keys.width)) if bits[k & mask] & ~bad), -1)
+            if key < 0:
+                return self.fallback
+        return _first_valid(g.near[key & mask], bad)  # type: ignore[return-value]
 
     def nearest(self, precision: str, shape: str, dims: tuple[int, ...]) -> int | None:
         """The position in `points[(precision, shape)]` of the tuned point nearest a problem (distance, the tie
@@ -358,7 +354,7 @@ class Lookup:
         g = self._groups.get((precision, shape))
         if g is None or g.keys is None:
             return None
-        return self._exact(g, dims, g.keys.at(self._logs(dims)))[0] & g.keys.order_mask
+        return min(g.keys.at(dims)) & g.keys.order_mask
 
     def predicted_times(self, precision: str, shape: str, dims: tuple[int, ...]) -> dict[int, int]:
         """Model mode: {answer: predicted log2 time (32 fractional bits)} for every valid kernel of the group that
@@ -368,7 +364,7 @@ class Lookup:
         packed = g.model if g is not None else None
         if packed is None:
             return {}
-        values = packed.lanes(dims, [dims[j] for j in self.near_dims])
+        values = packed.lanes(dims)
         return {
             a: v - packed.bias - r
             for a, v, r in zip(packed.answers, values, packed.raised, strict=True)
@@ -380,7 +376,7 @@ class Lookup:
         the library, then the smaller index: the lower lane)."""
         if g.model is None:
             return self.fallback
-        values = g.model.lanes(dims, [dims[j] for j in self.near_dims])
+        values = g.model.lanes(dims)
         low = min(values)
         return self.fallback if low == g.model.full else g.model.answers[values.index(low)]
 
@@ -388,21 +384,26 @@ class Lookup:
         """Cost mode (rule 4'): each valid answer's cost at the tuned point nearest the problem where it was
         measured (distance, then the tie sizes' distance, then table order); answers measured within `reach` of
         the nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
-        ties: the nearer measurement, then the library, then the smaller index)."""
+        ties: the nearer measurement, then the library, then the smaller index). The points are walked nearest
+        first, each giving its cheapest answer not measured nearer (`blocked`) nor invalid."""
         if g.keys is None:
             return self.fallback
-        logs, shift, mask = self._logs(dims), g.keys.shift, g.keys.order_mask
-        keys = g.keys.at(logs)
-        ordered = sorted(keys)
+        shift, mask = g.keys.shift, g.keys.order_mask
+        ordered = sorted(g.keys.at(dims))
         near = ordered[: bisect_left(ordered, ((ordered[0] >> shift) + self.reach + 1) << shift)]
-        if g.ties is not None and len({key >> shift for key in near}) < len(near):
-            near = self._exact(g, dims, near)  # two as near: the tie sizes decide which is nearer
-        nearest: dict[int, tuple[int, int]] = {}  # answer -> (its priced cost, its nearest measurement's point)
-        for key in reversed(near):  # an answer measured farther is overwritten by a nearer measurement
-            nearest.update(g.priced[key & mask])
-        bad = self._invalid.at(dims)
-        ranked = [(c, keys[i] >> shift, a) for a, (c, i) in nearest.items() if a == LIBRARY or not bad >> a & 1]
-        return min(ranked)[2] if ranked else self.fallback
+        blocked, best, code, every, priced = self._invalid.at(dims), None, self._code_bits, g.measured, g.priced
+        for key in near:  # per point, the cheapest answer neither invalid nor measured nearer: (price, distance, code)
+            measured = every[key & mask]
+            if blocked & measured != measured:
+                for price, bit in priced[key & mask]:
+                    if not blocked & bit:
+                        price |= key >> shift << code
+                        best = price if best is None or price < best else best
+                        break
+                blocked |= measured
+        if best is None:
+            return self.fallback
+        return best % (1 << code) - 1 if best % (1 << code) else LIBRARY
 
     def _cheapest_mean(self, g: _Group, dims: tuple[int, ...]) -> int:
         """Cost mode with neighbours K >= 2 (rule 4'): the answers measured within `reach` of the nearest tuned
@@ -410,10 +411,9 @@ class Lookup:
         `log_margin`; the cheapest wins (ties: the library, then the smaller index)."""
         if g.keys is None:
             return self.fallback
-        logs, mask, bad = self._logs(dims), g.keys.order_mask, self._invalid.at(dims)
-        ordered = sorted(g.keys.at(logs))
+        mask, bad = g.keys.order_mask, self._invalid.at(dims)
+        ordered = sorted(g.keys.at(dims))
         within = bisect_left(ordered, ((ordered[0] >> g.keys.shift) + self.reach + 1) << g.keys.shift)
-        ordered = self._exact(g, dims, ordered)
         ok = {a for key in ordered[:within] for a, _ in g.log_costs[key & mask] if a == LIBRARY or not bad >> a & 1}
         if not ok:
             return self.fallback
@@ -431,15 +431,6 @@ class Lookup:
             if full == len(ok):
                 break
         return min((sums[a] // counts[a] + (0 if a == LIBRARY else self.log_margin), a) for a in ok)[1]
-
-    def _exact(self, g: _Group, dims: tuple[int, ...], keys: list[int]) -> list[int]:
-        """Keys of `g.keys` in the rules' order, sorted by distance, then the tie sizes' distance (where the group's
-        points differ in them), then table order; same order bits (key & order_mask: the point)."""
-        if g.ties is None:
-            return sorted(keys)
-        ties = g.ties.at(_logs([dims[d] for d in self.tie_dims]))
-        shift, mask, bits = g.keys.shift, g.keys.order_mask, g.ties.bits  # type: ignore[union-attr]
-        return sorted([(key >> shift) << bits | ties[key & mask] for key in keys])
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
         """The kernel record for an index; the generic kernel's record for -1 (`generic: True`); the library's for
