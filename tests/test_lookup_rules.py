@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Callable
 
@@ -15,7 +17,9 @@ import pytest
 
 from autotune.dispatch import lanes
 from autotune.dispatch.features import cost_log_margin, ilog2_fx, model_features, model_margin, model_time
+from autotune.dispatch.emit_cpp import emit_cpp
 from autotune.dispatch.runtime import FALLBACKS, LIBRARY, MAX_SIZE, Lookup
+from autotune.dispatch.table_file import DispatchTable
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -132,6 +136,54 @@ def test_lookup_answers_as_the_rules_written_plainly(name: str) -> None:
     lookup = Lookup(table)
     asked = problems(table, 400, seed=len(name))
     assert [lookup.index(*q) for q in asked] == [reference(table, lookup.valid, *q) for q in asked]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the header")
+def test_the_cpp_header_answers_as_the_rules(tmp_path: Path) -> None:
+    """The generated header (its exact point by bisection, first region of the group, nearest point with the
+    fallback to farther ones where the nearest has no valid entry, cost mode's distances kLanes points at a time)
+    answers every table variant above as the Python lookup: one program holding every header, one namespace each."""
+    names = [*TABLES, "nearest, every other point without a valid entry"]
+    tables, asked = [TABLES[n]() for n in names[:-1]], []
+    sparse = variant("results/simt_h100/dispatch.json", no_regions=True)  # odd kernels tuned_only, even points
+    for i, k in enumerate(sparse["kernels"]):  # only them in their near list: the nearest often has no valid entry
+        k["tuned_only"] = i % 2 == 1
+    for j, point in enumerate(sparse["points"]):
+        point["near"] = [a for a in point.get("near", point["ranked"]) if a >= 0 and (j % 2 or a % 2)]
+    tables.append(sparse)
+    for v, table in enumerate(tables):
+        (tmp_path / f"t{v}.cuh").write_text(emit_cpp(DispatchTable(table), namespace=f"t{v}"))
+        asked += [(v, q) for q in problems(table, 300, seed=10 + v)]
+    cases = "".join(
+        f"      case {v}: {{ long long d[t{v}::kNumSizes] = {{}}; for (int j = 0; j < t{v}::kNumSizes; ++j) d[j] = x[j];"
+        f" a = t{v}::lookup_sizes(p, s, d); break; }}\n"
+        for v in range(len(tables))
+    )
+    (tmp_path / "main.cpp").write_text(
+        "".join(f'#include "t{v}.cuh"\n' for v in range(len(tables)))
+        + "#include <cstdio>\nint main() {\n  int v, p, s, n;\n"
+        + '  while (std::scanf("%d %d %d %d", &v, &p, &s, &n) == 4) {\n'
+        + '    long long x[8] = {};\n    for (int j = 0; j < n; ++j) std::scanf("%lld", &x[j]);\n    int a = -99;\n'
+        + "    switch (v) {\n"
+        + cases
+        + '    }\n    std::printf("%d\\n", a);\n  }\n  return 0;\n}\n'
+    )
+    exe = tmp_path / "lookup"
+    build = ["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", str(exe), str(tmp_path / "main.cpp")]
+    res = subprocess.run(build, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    lines = []
+    for v, (precision, shape, dims) in asked:
+        t = tables[v]
+        lines.append(
+            f"{v} {t['precisions'].index(precision)} {t['shapes'].index(shape)} {len(dims)} {' '.join(map(str, dims))}"
+        )
+    out = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+    got = [int(x) for x in out.stdout.split()]
+    lookups = [Lookup(t) for t in tables]
+    want = [lookups[v].index(*q) for v, q in asked]
+    wrong = [(names[v], q, g, w) for (v, q), g, w in zip(asked, got, want, strict=True) if g != w]
+    assert not wrong, wrong[:5]
 
 
 def test_points_beyond_the_key_budget_are_ranked_the_same(monkeypatch: pytest.MonkeyPatch) -> None:

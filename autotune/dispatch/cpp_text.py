@@ -11,9 +11,11 @@ constexpr long long ilog2_loop(long long x) {  // floor(log2(x) * 2^16), x >= 1,
   unsigned long long y = n <= 30 ? static_cast<unsigned long long>(x) << (30 - n)
                                  : static_cast<unsigned long long>(x) >> (n - 30);
   long long r = static_cast<long long>(n) << 16;
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < 16; ++i) {  // branch-free: y * y < 2^62, so bit = 1 where y >= 2^31 after the shift
     y = (y * y) >> 30;
-    if (y >= (1ULL << 31)) { y >>= 1; r |= 1LL << (15 - i); }
+    const unsigned long long bit = y >> 31;
+    y >>= bit;
+    r |= static_cast<long long>(bit) << (15 - i);
   }
   return r;
 }
@@ -28,14 +30,19 @@ inline constexpr SmallLogs kSmallLogs = small_logs();  // ilog2_loop of 1..4095,
 constexpr long long ilog2_fx(long long x) { return x < 4096 ? kSmallLogs.v[x] : ilog2_loop(x); }
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
+constexpr int kTableN = kNumTableSizes > 0 ? kNumTableSizes : 1;  // array sizes (a C++ array has 1 entry or more)
+constexpr int kTieN = kNumTieSizes > 0 ? kNumTieSizes : 1;
+constexpr int kPointsN = kNumPoints > 0 ? kNumPoints : 1;
+constexpr int kKernelsN = kNumKernels > 0 ? kNumKernels : 1;
+static_assert(kNumTableSizes < 512, "distances are ints (a log is below 2^22)");
 
 // Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
 constexpr bool valid(int kernel, const long long (&d)[kNumSizes], bool tuned = false) {
   if (kernel == LIBRARY || tuned) return true;
   const Kernel& k = kKernels[kernel];
   if (k.tuned_only) return false;
-  for (int i = 0; i < kNumSizes; ++i)
-    if (d[i] % k.mult[i] != 0 || d[i] < k.lo[i] || d[i] > k.hi[i]) return false;
+  for (int i = 0; i < kNumSizes; ++i)  // the bounds first: a division only where a multiple is asked
+    if (d[i] < k.lo[i] || d[i] > k.hi[i] || (k.mult[i] != 1 && d[i] % k.mult[i] != 0)) return false;
   return true;
 }
 
@@ -63,26 +70,118 @@ constexpr long long tie_distance(const long long (&l)[kNumSizes], const Point& p
   for (int j = 0; j < kNumTieSizes; ++j) dist += absdiff(l[kTieDims[j]], p.logs[kTieDims[j]]);
   return dist;
 }
+// The same for the point at group position g (kGroupPoints[g]) from the problem's logs over the table sizes (lt)
+// or the tie sizes (lb), read from kGroupLogs / kGroupTieLogs (contiguous per size).
+constexpr long long distance_at(int g, const long long (&lt)[kTableN]) {
+  long long dist = 0;
+  for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(lt[j], kGroupLogs[j][g]);
+  return dist;
+}
+constexpr long long tie_at(int g, const long long (&lb)[kTieN]) {
+  long long dist = 0;
+  for (int j = 0; j < kNumTieSizes; ++j) dist += absdiff(lb[j], kGroupTieLogs[j][g]);
+  return dist;
+}
+constexpr void tie_logs(const long long (&d)[kNumSizes], long long (&lb)[kTieN]) {
+  for (int j = 0; j < kNumTieSizes; ++j) lb[j] = ilog2_fx(d[kTieDims[j]]);
+}
 
-// Cost mode: the distance from a problem (logs l) to each tuned point of its group [begin, end), into dists (by
-// g - begin); returns the nearest one's.
-constexpr long long group_distances(int begin, int end, const long long (&l)[kNumSizes],
-                                    long long (&dists)[kNumPoints > 0 ? kNumPoints : 1]) {
-  long long dmin = -1;
-  for (int g = begin; g < end; ++g) {
-    const long long dist = dists[g - begin] = distance(l, kPoints[kGroupPoints[g]]);
-    if (dmin < 0 || dist < dmin) dmin = dist;
+// The group position g of the tuned point whose sizes are d (the first in table order), or -1: a bisection of
+// the group's positions sorted by sizes (kGroupExact).
+constexpr int exact_point(int group, const long long (&d)[kNumSizes]) {
+  int lo = kGroupPointBegin[group], hi = kGroupPointBegin[group + 1];
+  const int end = hi;
+  while (lo < hi) {  // the first position whose sizes are not below d
+    const int mid = lo + (hi - lo) / 2;
+    const Point& p = kPoints[kGroupPoints[kGroupExact[mid]]];
+    int c = 0;
+    for (int j = 0; j < kNumSizes && c == 0; ++j) c = p.dims[j] < d[j] ? -1 : (p.dims[j] > d[j] ? 1 : 0);
+    if (c < 0) lo = mid + 1; else hi = mid;
   }
+  if (lo == end) return -1;
+  const Point& p = kPoints[kGroupPoints[kGroupExact[lo]]];
+  for (int j = 0; j < kNumSizes; ++j)
+    if (p.dims[j] != d[j]) return -1;
+  return kGroupExact[lo];
+}
+
+// The distance from a problem (logs lt over the table sizes) to each tuned point of its group
+// [begin, end), into dists (by g - begin; ints: a log is below 2^22, kNumTableSizes below 2^9); returns the nearest
+// one's.
+constexpr int group_distances(int begin, int end, const long long (&lt)[kTableN], int (&dists)[kPointsN + kLanes]) {
+  int a[kTableN] = {};
+  for (int j = 0; j < kNumTableSizes; ++j) a[j] = static_cast<int>(lt[j]);
+  for (int b = begin; b < end; b += kLanes) {  // kLanes points at a time (kGroupLogs is padded past the last group)
+    int acc[kLanes] = {};
+    for (int j = 0; j < kNumTableSizes; ++j)
+      for (int i = 0; i < kLanes; ++i) {
+        const int v = a[j] - kGroupLogs[j][b + i];
+        acc[i] += v < 0 ? -v : v;
+      }
+    for (int i = 0; i < kLanes; ++i) dists[b - begin + i] = acc[i];
+  }
+  int dmin = dists[0];
+  for (int i = 1; i < end - begin; ++i) dmin = dists[i] < dmin ? dists[i] : dmin;
   return dmin;
+}
+
+// Rule 4: the first valid entry of the near list of the nearest tuned point (distance, tie distance, table order)
+// that has one. The distances of all the group's points first; the nearest one (tie distances only between
+// equally near points) answers where it has a valid entry, else the nearest of the others that has one (each
+// answer's validity decided once, `known`).
+constexpr int nearest(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
+  const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
+  if (begin == end) return kFallback;
+  int dists[kPointsN + kLanes] = {};
+  const int dmin = group_distances(begin, end, lt, dists);
+  long long lb[kTieN] = {};
+  bool have_lb = false;
+  int best = -1;
+  long long best_b = 0;
+  for (int g = begin; g < end; ++g) {
+    if (dists[g - begin] != dmin) continue;
+    if (best < 0) { best = g; continue; }
+    if (!have_lb) { tie_logs(d, lb); have_lb = true; best_b = tie_at(best, lb); }
+    const long long db = tie_at(g, lb);
+    if (db < best_b) { best = g; best_b = db; }  // equally near: the tie sizes, then table order (best came first)
+  }
+  const int first = first_valid(kPoints[kGroupPoints[best]], d);
+  if (first != INVALID) return first;
+  if (!have_lb) tie_logs(d, lb);
+  signed char known[kKernelsN] = {};  // per kernel: 0 not decided yet, 1 valid, -1 not
+  const int skip = best;
+  int kern = INVALID;
+  long long best_d = 0;
+  best = -1;
+  for (int g = begin; g < end; ++g) {
+    if (g == skip) continue;
+    const long long dist = dists[g - begin];
+    if (best >= 0 && dist > best_d) continue;  // farther than the best so far: it cannot win
+    const long long db = tie_at(g, lb);
+    if (best >= 0 && dist == best_d && db >= best_b) continue;
+    const Point& p = kPoints[kGroupPoints[g]];
+    int found = INVALID;
+    for (int j = 0; j < p.near_count && found == INVALID; ++j) {
+      const int a = kNear[p.near_begin + j];
+      if (a < 0) { found = a; break; }
+      if (known[a] == 0) known[a] = valid(a, d) ? 1 : -1;
+      if (known[a] > 0) found = a;
+    }
+    if (found == INVALID) continue;
+    best = g; best_d = dist; best_b = db; kern = found;
+  }
+  return best < 0 ? kFallback : kern;
 }
 
 // Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
 // measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
-constexpr int cheapest(int group, const long long (&d)[kNumSizes], const long long (&l)[kNumSizes]) {
+constexpr int cheapest(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
   const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
   if (begin == end) return kFallback;
-  long long dists[kNumPoints > 0 ? kNumPoints : 1] = {};
-  const long long dmin = group_distances(begin, end, l, dists);
+  int dists[kPointsN + kLanes] = {};
+  long long lb[kTieN] = {};
+  const long long dmin = group_distances(begin, end, lt, dists);
+  tie_logs(d, lb);
   // per answer (index + 2: the library first), its nearest measurement within reach: distance, tie, cost
   bool found[kNumKernels + 2] = {};
   long long nd[kNumKernels + 2] = {}, nb[kNumKernels + 2] = {}, nc[kNumKernels + 2] = {};
@@ -90,7 +189,7 @@ constexpr int cheapest(int group, const long long (&d)[kNumSizes], const long lo
     const Point& p = kPoints[kGroupPoints[g]];
     const long long dist = dists[g - begin];
     if (dist > dmin + kReach) continue;  // an answer measured only farther does not compete
-    const long long db = tie_distance(l, p);
+    const long long db = tie_at(g, lb);
     for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
       const int a = kCostAnswer[j];
       if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
@@ -113,19 +212,21 @@ constexpr int cheapest(int group, const long long (&d)[kNumSizes], const long lo
 // Cost mode with kNeighbours >= 2: the answers measured within kReach of the nearest tuned point compete, each
 // priced by the mean log2 cost (kCostLog, sum / count) of its kNeighbours nearest measurements (distance, tie
 // distance, table order), kernels' raised by kCostLogMargin; the cheapest wins (ties: the library, then index).
-constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const long long (&l)[kNumSizes]) {
+constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
   constexpr int kK = kNeighbours > 1 ? kNeighbours : 1;
   const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
   if (begin == end) return kFallback;
-  long long dists[kNumPoints > 0 ? kNumPoints : 1] = {};
-  const long long dmin = group_distances(begin, end, l, dists);
+  int dists[kPointsN + kLanes] = {};
+  long long lb[kTieN] = {};
+  const long long dmin = group_distances(begin, end, lt, dists);
+  tie_logs(d, lb);
   bool compete[kNumKernels + 2] = {};
   int count[kNumKernels + 2] = {};
   long long kd[kNumKernels + 2][kK] = {}, kb[kNumKernels + 2][kK] = {}, ko[kNumKernels + 2][kK] = {},
             kc[kNumKernels + 2][kK] = {};
   for (int g = begin; g < end; ++g) {
     const Point& p = kPoints[kGroupPoints[g]];
-    const long long dist = dists[g - begin], db = tie_distance(l, p), order = g - begin;
+    const long long dist = dists[g - begin], db = tie_at(g, lb), order = g - begin;
     for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
       const int a = kCostAnswer[j];
       if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
@@ -220,41 +321,23 @@ constexpr int lookup_sizes(int precision, int shape, const long long (&d)[kNumSi
   for (int j = 0; j < kNumSizes; ++j)
     if (d[j] < 1 || d[j] > kMaxSize) return INVALID;
   const int group = precision * kNumShapes + shape;
-  for (int g = kGroupPointBegin[group]; g < kGroupPointBegin[group + 1]; ++g) {
-    const Point& p = kPoints[kGroupPoints[g]];
-    bool same = true;
-    for (int j = 0; j < kNumSizes && same; ++j) same = p.dims[j] == d[j];
-    if (same) {
-      const int kern = first_valid(p, d, true);
-      return kern == INVALID ? kFallback : kern;
-    }
+  const int at = exact_point(group, d);
+  if (at >= 0) {
+    const int kern = first_valid(kPoints[kGroupPoints[at]], d, true);
+    return kern == INVALID ? kFallback : kern;
   }
-  for (int i = 0; i < kNumRegions; ++i) {
-    const Region& r = kRegions[i];
-    if (r.precision != precision || r.shape != shape) continue;
+  for (int i = kGroupRegionBegin[group]; kNumRegions > 0 && i < kGroupRegionBegin[group + 1]; ++i) {
+    const Region& r = kRegions[kGroupRegions[i]];
     bool inside = true;
     for (int j = 0; j < kNumTableSizes; ++j)
       inside = inside && r.lo[j] <= d[kTableDims[j]] && d[kTableDims[j]] <= r.hi[j];
     if (inside && valid(r.kernel, d)) return r.kernel;
   }
   if (kModelMode) return predicted(precision, shape, d);
-  long long l[kNumSizes] = {};
-  for (int j = 0; j < kNumSizes; ++j) l[j] = ilog2_fx(d[j]);
-  if (kCostMode) return kNeighbours > 1 ? cheapest_mean(group, d, l) : cheapest(group, d, l);
-  int best = INVALID;
-  long long best_d = 0, best_b = 0;
-  for (int g = kGroupPointBegin[group]; g < kGroupPointBegin[group + 1]; ++g) {
-    const Point& p = kPoints[kGroupPoints[g]];
-    const long long dist = distance(l, p);
-    if (best != INVALID && dist > best_d) continue;  // farther than the best so far: it cannot win
-    const int kern = first_valid(p, d);
-    if (kern == INVALID) continue;
-    const long long db = tie_distance(l, p);
-    if (best == INVALID || dist < best_d || (dist == best_d && db < best_b)) {
-      best = kern; best_d = dist; best_b = db;
-    }
-  }
-  return best == INVALID ? kFallback : best;
+  long long lt[kTableN] = {};
+  for (int j = 0; j < kNumTableSizes; ++j) lt[j] = ilog2_fx(d[kTableDims[j]]);
+  if (kCostMode) return kNeighbours > 1 ? cheapest_mean(group, d, lt) : cheapest(group, d, lt);
+  return nearest(group, d, lt);
 }
 
 """

@@ -22,6 +22,7 @@ from autotune.dispatch.table import DispatchTable
 from autotune.dispatch.features import MODEL_ALIGN, MODEL_SATURATE, cost_log_margin, ilog2_fx, model_count, model_margin
 from autotune.dispatch.runtime import FALLBACKS, GENERIC, INVALID, LIBRARY, MAX_SIZE, NO_LIMIT, NONE, validity_bounds
 
+LANES = 8  # the distance loops read kLanes tuned points at a time (kGroupLogs is padded by as many)
 
 CPP_RESERVED = {
     "precision",
@@ -138,6 +139,7 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     _emit_kernels(w, table)
     ranked, near_list, costs = _emit_points(w, table)
     _emit_groups(w, table, list(table.precisions), list(table.shapes))
+    _emit_group_points(w, table, list(table.precisions), list(table.shapes))
     _emit_answers(w, table, ranked, near_list, costs)
     _emit_model(w, table, list(table.size_names), list(table.table_sizes), list(table.precisions), list(table.shapes))
     _emit_regions(w, table)
@@ -421,3 +423,43 @@ def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisi
     for g in groups:
         w(f"  {_arr(lib.get(g) or [0] * nf)},  // {g}\n")
     w("};\n\n")
+
+
+def _emit_group_points(w, table: DispatchTable, precisions: list, shapes: list) -> None:
+    """The tuned points' logs by size in group order (kGroupPoints: position g), contiguous for the distance loops,
+    and per group its positions sorted by sizes then table order (the exact point by bisection, rule 2)."""
+    d = table.data
+    names, table_sizes = list(table.size_names), list(table.table_sizes)
+    near = [names.index(n) for n in table_sizes]
+    tie = [i for i in range(len(names)) if i not in near]
+    order: list[int] = []
+    exact: list[int] = []
+    for g in [(p, s) for p in precisions for s in shapes]:
+        members = [i for i, x in enumerate(d["points"]) if (x["precision"], x["shape"]) == g]
+        dims = [tuple(int(d["points"][i]["sizes"][n]) for n in names) for i in members]
+        exact += [len(order) + i for _, i in sorted((x, i) for i, x in enumerate(dims))]
+        order += members
+    logs = [[ilog2_fx(int(p["sizes"][n])) for n in names] for p in (d["points"][i] for i in order)]
+    for name, dims_of, what in (("kGroupLogs", near, "table"), ("kGroupTieLogs", tie, "tie")):
+        pad = LANES if name == "kGroupLogs" else 0  # the distance loop reads kLanes points at a time
+        rows = [", ".join([*(str(row[j]) for row in logs), *["0"] * pad]) or "0" for j in dims_of] or ["0"]
+        w(
+            f"inline constexpr int {name}[{max(1, len(dims_of))}][{max(1, len(order) + pad)}] = "
+            + ("{" + ", ".join("{" + r + "}" for r in rows) + "};")
+            + f"  // per {what} size, ilog2_fx of the sizes of point kGroupPoints[g]\n"
+        )
+    w(f"inline constexpr int kLanes = {LANES};  // kGroupLogs has kLanes entries past the last point\n")
+    w(
+        f"inline constexpr int kGroupExact[{max(1, len(exact))}] = {{{', '.join(map(str, exact or [0]))}}};"
+        "  // per group, its positions g by sizes, then table order\n"
+    )
+    regions: list[int] = []
+    begin: list[int] = []
+    for g in [(p, s) for p in precisions for s in shapes]:
+        begin.append(len(regions))
+        regions += [i for i, r in enumerate(d["regions"]) if (r["precision"], r["shape"]) == g]
+    w(
+        f"inline constexpr int kGroupRegions[{max(1, len(regions))}] = {{{', '.join(map(str, regions or [0]))}}};"
+        "  // region indices by group, in table order\n"
+        f"inline constexpr int kGroupRegionBegin[{len(begin) + 1}] = {{{', '.join(map(str, begin + [len(regions)]))}}};\n\n"
+    )
