@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU test tier (tests/gpu/) on a GPU machine in about five minutes: its files split in two halves run at
 # once (`pytest -m gpu --dist loadfile`, 3 and 4 workers: one GPU, the files' own fixtures and processes), then the
-# start-up timing tests alone (under the halves' compiles a worker's CuPy import took 1.6 s), each part's summary and
+# start-up timing tests alone (under the halves' compiles a worker's CuPy import took 1.6 s); beside the halves, the
+# kernel families' nvcc build checks (tests/test_kernels_compile_*.py, which CI skips: tests/conftest.py); each part's summary and
 # failures printed last, the logs in OUT (default: a new temporary folder). Where the machine has no
 # virtualenv of the project, WHEELS names a wheelhouse (scripts/build_wheelhouse.sh) installed with pip --target
 # first (a lent machine without network).
@@ -33,7 +34,9 @@ run_part() {  # NAME WORKERS FILES... (WORKERS 0: in the pytest process)
     local name=$1 workers=$2; shift 2
     local spread=(-n "$workers" --dist loadfile)
     [ "$workers" = 0 ] && spread=(-p no:xdist)
-    timeout "$t" "$py" -m pytest -q -m gpu -p no:cacheprovider "${spread[@]}" "$@" --durations=5 \
+    local tier=(-m gpu)
+    [ "$name" = kernels ] && tier=()  # the kernel build checks (nvcc, no GPU): every test of their files
+    timeout "$t" "$py" -m pytest -q "${tier[@]}" -p no:cacheprovider "${spread[@]}" "$@" --durations=5 \
         > "$OUT/tier_$name.log" 2>&1
     echo "part $name rc=$?" >> "$OUT/tier_$name.log"
 }
@@ -41,10 +44,12 @@ run_part() {  # NAME WORKERS FILES... (WORKERS 0: in the pytest process)
 run_part a 3 $A &
 # shellcheck disable=SC2086
 run_part b 4 $B &
+# shellcheck disable=SC2086
+run_part kernels 4 tests/test_kernels_compile_*.py &  # the kernel build checks CI skips (tests/conftest.py)
 wait
 run_part alone 0 $ALONE
 rc=0
-for h in a b alone; do
+for h in a b kernels alone; do
     echo "== part $h"
     grep -E "passed|failed|error|rc=" "$OUT/tier_$h.log" | tail -3
     grep -E "^(FAILED|ERROR)" "$OUT/tier_$h.log" | head -20
