@@ -15,6 +15,7 @@ from autotune.paths import ROOT
 from autotune.store.migrate import VERSION_TABLE, head
 from autotune.store.schema import SCHEMA_VERSION
 from tests.support.committed import committed, read_only
+from tests.support.harness import invoke_cli
 
 RECORDED = committed("default")  # results/default/default.sqlite.xz, read as it is
 
@@ -54,7 +55,7 @@ def recorded_copy(tmp_path: Path) -> Path:
 )
 def test_query_refuses_anything_but_reads(recorded_copy: Path, sql: str, created: str | None) -> None:
     before = sorted(p.name for p in recorded_copy.parent.iterdir())
-    r = cli("query", sql, "--db", str(recorded_copy), cwd=recorded_copy.parent)
+    r = invoke_cli("query", sql, "--db", str(recorded_copy), cwd=recorded_copy.parent, COLUMNS="80")
     assert r.returncode == 2, (r.stdout, r.stderr)
     # the recorded database is at the current schema: read as it is, no warning, one error
     assert "warning" not in r.stderr and "Traceback" not in r.stderr

@@ -20,7 +20,7 @@ import pytest
 
 from autotune.errors import UserError
 from autotune.kernel_tuner import tune_kernel
-from tests.support.harness import run_cli
+from tests.support.harness import invoke_cli, run_cli
 
 HEAD = (
     '{\n"device_name": "NVIDIA H100",\n"kernel_name": "vector_add",\n"problem_size": [100],\n'
@@ -99,7 +99,7 @@ def test_the_command_line_says_one_line_naming_the_file(name: str, tmp_path: Pat
     text, ends, says = CASES[name]
     cache = tmp_path / "hostile.json"
     cache.write_text(text)
-    r = run_cli("import", "kerneltuner", str(cache), "--db", str(tmp_path / "db.sqlite"), cwd=tmp_path, timeout=120)
+    r = invoke_cli("import", "kerneltuner", str(cache), "--db", str(tmp_path / "db.sqlite"), cwd=tmp_path)
     out = r.stdout + r.stderr
     assert "Traceback" not in out and "RecursionError" not in out, out[-3000:]
     if ends == "refused":
