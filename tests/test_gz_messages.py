@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from autotune.paths import ROOT
-from tests.support.harness import run_cli as cli
+from tests.support.harness import invoke_cli as cli
 from tests.support.old_schema import older_copy
 
 EXAMPLE_DB = ROOT / "examples" / "transpose" / "results" / "transpose_h100.sqlite.xz"  # xz of the plain database

@@ -87,7 +87,7 @@ def test_query_prints_at_most_max_rows(tmp_path: Path) -> None:
 @pytest.mark.parametrize("fmt", ["table", "csv"])
 def test_query_bounds_the_bytes_it_prints(tmp_path: Path, fmt: str) -> None:
     """--max-rows did not bound bytes: one 20 MB value (or a table padding every row to it) was printed whole."""
-    from tests.support.harness import run_cli
+    from tests.support.harness import invoke_cli as run_cli
 
     url = _empty_db(tmp_path)
     huge = "SELECT 1 AS id, hex(randomblob(10000000)) AS blob UNION ALL SELECT 2, 'small'"
