@@ -2,7 +2,8 @@
 # The whole GPU test tier (tests/gpu/) on a GPU machine in about five minutes: its files split in two halves run at
 # once (`pytest -m gpu --dist loadfile`, 3 and 4 workers: one GPU, the files' own fixtures and processes), then the
 # start-up timing tests alone (under the halves' compiles a worker's CuPy import took 1.6 s); beside the halves, the
-# kernel families' nvcc build checks (tests/test_kernels_compile_*.py, which CI skips: tests/conftest.py); each part's summary and
+# kernel families' and examples' nvcc build checks (tests/test_kernels_compile_*.py, test_examples_compile.py, which CI
+# skips: tests/conftest.py); each part's summary and
 # failures printed last, the logs in OUT (default: a new temporary folder). Where the machine has no
 # virtualenv of the project, WHEELS names a wheelhouse (scripts/build_wheelhouse.sh) installed with pip --target
 # first (a lent machine without network).
@@ -45,7 +46,7 @@ run_part a 3 $A &
 # shellcheck disable=SC2086
 run_part b 4 $B &
 # shellcheck disable=SC2086
-run_part kernels 4 tests/test_kernels_compile_*.py &  # the kernel build checks CI skips (tests/conftest.py)
+run_part kernels 4 tests/test_kernels_compile_*.py tests/test_examples_compile.py &  # the kernel build checks CI skips (tests/conftest.py)
 wait
 run_part alone 0 $ALONE
 rc=0
