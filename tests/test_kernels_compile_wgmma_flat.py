@@ -26,7 +26,7 @@ from autotune.devices import get_device
 from autotune.paths import KERNELS_DIR, ROOT
 from autotune.space.generator import generate
 from autotune.space.spec import load_space
-from tests.support.nvcc import SHAPES, compile_object, one_shape_each
+from tests.support.nvcc import SHAPES, compile_object, one_shape_each, wgmma_log
 
 pytestmark = pytest.mark.nvcc
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
@@ -79,18 +79,9 @@ def test_instances_compile_for_sm90a_without_spills(tmp_path: Path) -> None:
     pairs = one_shape_each(space, _params(), "fp16")
     assert {s for _, s in pairs} == set(SHAPES)
     names = sorted({space.template_name(p, "fp16", s) for p, s in pairs})
-    refs = "\n".join(f"    reinterpret_cast<const void*>(&{n})," for n in names)
-    cu = tmp_path / "wgmma_flat.cu"
-    cu.write_text(f'#include "hgemm_wgmma_flat_tc.cuh"\n\nconst void* wgmma_flat_instances[] = {{\n{refs}\n}};\n')
-    r = compile_object(cu, timeout=600, target="sm_90a", flags=("-Xptxas", "-v"))
-    log = r.stderr + r.stdout
-    assert r.returncode == 0, log[-4000:]
-    assert log.count("Compiling entry function") == len(names), log[-4000:]
-    spills = [ln.strip() for ln in log.splitlines() if "spill stores" in ln]
-    assert len(spills) == len(names) and all(s.startswith("0 bytes stack frame, 0 bytes spill stores") for s in spills)
+    log = wgmma_log(tmp_path / "wgmma_flat.cu", "hgemm_wgmma_flat_tc.cuh", names, timeout=600)
     regs = [int(x) for x in re.findall(r"Used (\d+) registers", log)]
     assert len(regs) == len(names) and max(regs) <= 128, regs  # __launch_bounds__(2 BM, 512 / (2 BM))
-    assert "C7519" not in log and "C7510" not in log, log[-4000:]  # wgmmas not serialised by ptxas
 
 
 @needs_nvcc

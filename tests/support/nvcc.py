@@ -36,6 +36,22 @@ def assert_all_compile(units: list[Path]) -> None:
         assert cu.with_suffix(".o").stat().st_size > 0
 
 
+def wgmma_log(cu: Path, header: str, names: list[str], timeout: float = 400) -> str:
+    """Compile the wgmma instances `names` (name expressions) of `header` in one unit for sm_90a with ptxas -v, check
+    that each compiled to an entry without a stack frame or spills and that ptxas serialised no wgmma (C7519, C7510),
+    and return the log (for the caller's own checks, e.g. registers)."""
+    refs = "\n".join(f"    reinterpret_cast<const void*>(&{n})," for n in names)
+    cu.write_text(f'#include "{header}"\n\nconst void* wgmma_instances[] = {{\n{refs}\n}};\n')
+    r = compile_object(cu, timeout=timeout, target="sm_90a", flags=("-Xptxas", "-v"))
+    log = r.stderr + r.stdout
+    assert r.returncode == 0, log[-4000:]
+    assert log.count("Compiling entry function") == len(names), log[-4000:]
+    spills = [ln.strip() for ln in log.splitlines() if "spill stores" in ln]
+    assert len(spills) == len(names) and all(s.startswith("0 bytes stack frame, 0 bytes spill stores") for s in spills)
+    assert "C7519" not in log and "C7510" not in log, log[-4000:]  # wgmmas not serialised by ptxas
+    return log
+
+
 def one_shape_each(space, instances: list[dict], precision: str, start: int = 0) -> list[tuple[dict, str]]:
     """(instance, shape) pairs that compile every instance once, not in all four shapes: instance i in shape
     (start + i) % 4, so that the shapes take turns (a family of four instances or more sees every shape; another
