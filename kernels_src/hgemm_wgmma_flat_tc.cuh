@@ -27,6 +27,12 @@
 //    lda == M (every slice: KS columns of A are KS * M consecutive halves), B in NT/TT with ldb == N, and the
 //    K-major operands (A in TN/TT, B in NN/TN) when the whole K fits one slice (K <= KS and ld == K: the whole
 //    problem's operand is one range). Other K-major slices are yl runs of kl halves, ld apart (B in NN: N runs).
+//    KS = 128 makes the packed K-major operands one range for every K <= 128 (B in NN at n = 98..128: one range of
+//    n * n halves instead of two slices of n runs each at KS = 64), at the cost of staging slots of Y runs of R = 17
+//    chunks (Stage<128, Y>) and tiles 128 deep in K: at BM = 128, BN >= 96 only TILES = 1, STAGES = 2 fits the
+//    227 KB (the space's max_smem; BN >= 120 with CDIRECT = 1 only), one block per SM. KS = 128 has NOT run on a GPU
+//    yet (the nvcc tier compiles it without spills and replays its copies and repack on the host; a GPU run will
+//    follow).
 // 2. Staged copy (Runs::chunk). Flat: the 16-byte chunks from the 16-byte aligned address at or below the range's
 //    start up to its end, chunk q into staging chunk q. Runs: run y's chunks likewise into staging chunks R y ..
 //    R y + R - 1 (R = 2 ((X + 8) / 16) + 1 >= X / 8 + 1: the most chunks a run of X halves covers, rounded up to
@@ -83,8 +89,8 @@
 //    - wgmma's .aligned instructions run with converged warps: wgmma.fence and the wgmmas right after a barrier,
 //      wgmma.wait_group after __syncwarp (the copies' and the repack's loops diverge).
 //
-// Tuning parameters (template arguments): hgemm_wgmma_tc's BM, BN, KS, SPAD, SWZ, CDIRECT (the tiles, the wgmma, C),
-// and
+// Tuning parameters (template arguments): hgemm_wgmma_tc's BM, BN, KS, SPAD, SWZ, CDIRECT (the tiles, the wgmma, C;
+// KS 16, 32, 64 or 128), and
 //   STAGES   staging slots of the staged path (>= 2), and the ring stages of the aligned path
 //   TILES    1 or 2 tile sets (section 4)
 // Launch: block (2 * BM, 1, 1); grid (g, 1, 1) for any g >= 1; dynamic shared memory
@@ -440,7 +446,8 @@ __global__ void __launch_bounds__(2 * BM, 512 / (2 * BM))
                         int ldb, long long strideB, float beta, __half* C, int ldc, long long strideC, int batch) {
   static_assert(BM == 64 || BM == 128, "BM is 64 or 128: one or two warpgroups of 64 rows");
   static_assert(BN >= 8 && BN <= 128 && BN % 8 == 0, "BN (wgmma's N) is a multiple of 8 up to 128");
-  static_assert(KS >= 16 && KS % 16 == 0, "KS is a multiple of 16 (wgmma's K)");
+  static_assert(KS >= 16 && KS <= 128 && KS % 16 == 0,
+                "KS is a multiple of 16 (wgmma's K) up to 128 (the range the nvcc tier's host checks replay)");
   static_assert(STAGES >= 2 && STAGES <= 8, "at least two staging slots (the aligned path's ring stages too)");
   static_assert(TILES == 1 || TILES == 2, "one or two tile sets");
   static_assert(SPAD == 0 || SPAD == 1, "SPAD is 0 or 1");

@@ -65,7 +65,12 @@
 // Tuning parameters (template arguments):
 //   BM       64 or 128: warpgroups (128 threads each) = BM / 64, each 64 rows of C; the bound of M
 //   BN       the wgmma N: a multiple of 8, at most 128; the bound of N
-//   KS       K-slice: values of K per ring stage (a multiple of 16: KS / 16 wgmmas per slice)
+//   KS       K-slice: values of K per ring stage, a multiple of 16 up to 128 (KS / 16 wgmmas per slice; the space
+//            offers 16, 32, 64, 128). KS = 128 takes the whole K of a problem up to 128 in one slice (half the units
+//            and barriers of KS = 64): tiles of 128 along K, i.e. 16 slabs (K-major; PAD 1 with SPAD = 1, as for X =
+//            BM = 128) or slabs of 128 rows (MN-major), and 8 k-steps (starts 2 kk SX or 256 kk, section 2). It has
+//            NOT run on a GPU yet (the nvcc tier compiles it without spills and decodes its descriptors; a GPU run
+//            will follow)
 //   STAGES   ring stages (>= 2)
 //   SPAD     1: padded slabs (conflict-free cp.async writes); 0: unpadded, 128-byte aligned core matrices
 //   SWZ      1: the 128-byte swizzled layout (KS = 64, SPAD = 0); 0: the interleaved layout
@@ -468,7 +473,8 @@ __global__ void __launch_bounds__(2 * BM, 512 / (2 * BM))
                    int ldb, long long strideB, float beta, __half* C, int ldc, long long strideC, int batch) {
   static_assert(BM == 64 || BM == 128, "BM is 64 or 128: one or two warpgroups of 64 rows");
   static_assert(BN >= 8 && BN <= 128 && BN % 8 == 0, "BN (wgmma's N) is a multiple of 8 up to 128");
-  static_assert(KS >= 16 && KS % 16 == 0, "KS is a multiple of 16 (wgmma's K)");
+  static_assert(KS >= 16 && KS <= 128 && KS % 16 == 0,
+                "KS is a multiple of 16 (wgmma's K) up to 128 (the range the nvcc tier's host checks decode)");
   static_assert(STAGES >= 2 && STAGES <= 8, "the ring needs at least two stages");
   static_assert(SPAD == 0 || SPAD == 1, "SPAD is 0 or 1");
   static_assert(SWZ == 0 || (SWZ == 1 && KS == 64 && SPAD == 0), "SWZ = 1 (128-byte swizzle) takes KS = 64, SPAD = 0");
