@@ -1,7 +1,7 @@
 """Compile-only checks of hgemm_wgmma_tc (kernels_src/hgemm_wgmma_tc.cuh) for sm_90a with nvcc (no GPU needed).
 
 The family's representative instances (hand-picked: both warpgroup counts, N from 8 to 128 including the slab
-paddings 4, 2 and 1 and none, the 128-byte swizzle, every K-slice, both C paths; and the first and last instances of the generated space)
+paddings 4, 2 and 1 and none, the 128-byte swizzle, every K-slice (16 to 128), both C paths; and the first and last instances of the generated space)
 compile with the optimising build the sweep uses, one translation unit, each instance in one shape (the shapes
 taking turns, the one with the most shared memory in all four: tests/support/nvcc.py, one_shape_each). ptxas -v says
 every instance became a kernel with no spills and no warpgroup.arrive injected between the wgmmas (C7519: ptxas
@@ -40,6 +40,10 @@ HAND_PICKED = [
     dict(BM=64, BN=8, KS=16, STAGES=2, SPAD=1, SWZ=0, CDIRECT=1, PERSIST=1),  # the smallest wgmma (m64n8k16)
     dict(BM=128, BN=104, KS=64, STAGES=3, SPAD=0, SWZ=1, CDIRECT=0, PERSIST=1),  # 128-byte swizzle, N = 104
     dict(BM=64, BN=64, KS=64, STAGES=2, SPAD=0, SWZ=1, CDIRECT=1, PERSIST=0),  # 128-byte swizzle, one warpgroup
+    # KS = 128 (the whole K up to 128 in one slice: 8 k-steps, K-major tiles of 16 slabs)
+    dict(BM=128, BN=128, KS=128, STAGES=3, SPAD=1, SWZ=0, CDIRECT=0, PERSIST=1),  # n = 121..128, the most smem
+    dict(BM=128, BN=104, KS=128, STAGES=2, SPAD=0, SWZ=0, CDIRECT=1, PERSIST=1),  # n = 97..104, unpadded
+    dict(BM=64, BN=64, KS=128, STAGES=4, SPAD=1, SWZ=0, CDIRECT=0, PERSIST=0),  # one warpgroup
 ]
 
 
@@ -100,7 +104,9 @@ def test_shared_memory_formula_matches_the_kernel(tmp_path: Path) -> None:
             args = space.template_name(p, "fp16", s).split("<", 1)[1].rstrip(">")
             need.append(f"autotune::hgemm_wgmma_tc_smem_bytes<{args}>()")
         asserts.append(f'static_assert(largest({{{", ".join(need)}}}) == {smem}, "{p}");')
-    assert len(seen) == 2 * 16 * 3 * 3 * 2 * 2 + 2 * 16 * 3 * 2  # every instance but PERSIST (the same kernel)
+    # every instance but PERSIST (the same kernel): SWZ = 0 (4 KS) and SWZ = 1 (KS = 64, SPAD = 0), less the 22 over
+    # 227 KB (KS = 128, BM = 128, STAGES = 4: BN >= 80 with the shared C, BN >= 104 without; both SPAD)
+    assert len(seen) == 2 * 16 * 4 * 3 * 2 * 2 + 2 * 16 * 3 * 2 - 22
     cu = tmp_path / "wgmma_smem.cu"
     cu.write_text('#include <initializer_list>\n#include "hgemm_wgmma_tc.cuh"\n' + "\n".join(asserts) + "\n")
     r = compile_object(cu, target="sm_90a")
@@ -187,11 +193,11 @@ def test_descriptors_read_what_the_copies_wrote(tmp_path: Path) -> None:
         for tb in (0, 1)
         for bm in (64, 128)
         for bn in range(8, 129, 8)
-        for ks in (16, 32, 64)
+        for ks in (16, 32, 64, 128)
         for spad, swz in ((0, 0), (1, 0), (0, 1))
         if not swz or ks == 64
     ]
-    assert len(calls) == 4 * 2 * 16 * 7
+    assert len(calls) == 4 * 2 * 16 * 9
     body = "\n  ".join(calls)
     cu = tmp_path / "layout.cu"
     cu.write_text(

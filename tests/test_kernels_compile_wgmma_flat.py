@@ -44,6 +44,11 @@ HAND_PICKED = [
     dict(BM=128, BN=112, KS=64, STAGES=3, TILES=1, SPAD=1, SWZ=0, CDIRECT=1, PERSIST=0),  # KS = 64 interleaved
     dict(BM=64, BN=64, KS=64, STAGES=2, TILES=2, SPAD=0, SWZ=1, CDIRECT=0, PERSIST=1),  # swizzle, one warpgroup
     dict(BM=128, BN=128, KS=32, STAGES=3, TILES=2, SPAD=0, SWZ=0, CDIRECT=1, PERSIST=1),  # unpadded, N = 128
+    # KS = 128 (the whole K up to 128 in one slice: packed K-major operands one flat range); at BM = 128, BN >= 96
+    # only TILES = 1, STAGES = 2 fits 227 KB, with the shared C only up to BN = 112
+    dict(BM=128, BN=120, KS=128, STAGES=2, TILES=1, SPAD=1, SWZ=0, CDIRECT=1, PERSIST=1),
+    dict(BM=128, BN=104, KS=128, STAGES=2, TILES=1, SPAD=0, SWZ=0, CDIRECT=0, PERSIST=1),
+    dict(BM=64, BN=64, KS=128, STAGES=2, TILES=2, SPAD=1, SWZ=0, CDIRECT=0, PERSIST=0),  # one warpgroup, two sets
 ]
 
 
@@ -66,9 +71,9 @@ def test_funnel_is_the_documented_one() -> None:
     gen = generate(load_space(SPACE), get_device("H100"), "fp16")
     steps = {s.name: s for s in gen.funnel}
     raw, hard, soft = gen.funnel[0].remaining, steps["max_smem"].remaining, gen.count
-    assert (raw, steps["swizzle_slice"].removed, steps["max_smem"].removed) == (9216, 3840, 12)
-    assert (steps["square"].removed, steps["two_blocks"].removed) == (2688, 542)
-    assert (hard, soft) == (5364, 2134)
+    assert (raw, steps["swizzle_slice"].removed, steps["max_smem"].removed) == (12288, 5376, 584)
+    assert (steps["square"].removed, steps["two_blocks"].removed) == (3196, 858)
+    assert (hard, soft) == (6328, 2274)
     docs = " ".join((ROOT / "docs" / "kernels.md").read_text().split())  # wrapped lines as one
     assert f"{raw:,} raw → {hard:,} after the hard constraints" in docs and f"→ {soft:,} after the soft ones" in docs
 
@@ -98,7 +103,7 @@ def test_sm90_without_the_a_is_refused(tmp_path: Path) -> None:
 def test_shared_memory_formula_matches_the_kernel(tmp_path: Path) -> None:
     """smem_bytes of the space's instances (H100 profile, all soft constraints off) is the largest of the kernel's
     hgemm_wgmma_flat_tc_smem_bytes<...>() over the four shapes (the kernel traps when launched with less); the staged
-    path's tile sets and staging slots decide it for every instance. The formula is checked in Python for all 2,682
+    path's tile sets and staging slots decide it for every instance. The formula is checked in Python for all 3,164
     kernels (PERSIST aside) and against the kernel's constexpr for every fifth of them plus those with the smallest
     and largest BN (all static_asserts of the whole set took 22 s of CI time to compile)."""
     space = load_space(SPACE)
@@ -126,7 +131,7 @@ def test_shared_memory_formula_matches_the_kernel(tmp_path: Path) -> None:
             args = space.template_name(p, "fp16", s).split("<", 1)[1].rstrip(">")
             need.append(f"autotune::hgemm_wgmma_flat_tc_smem_bytes<{args}>()")
         asserts.append(f'static_assert(largest({{{", ".join(need)}}}) == {smem}, "{p}");')
-    assert len(seen) == 5364 // 2  # every instance after the hard constraints but PERSIST (the same kernel)
+    assert len(seen) == 6328 // 2  # every instance after the hard constraints but PERSIST (the same kernel)
     cu = tmp_path / "wgmma_flat_smem.cu"
     cu.write_text('#include <initializer_list>\n#include "hgemm_wgmma_flat_tc.cuh"\n' + "\n".join(asserts) + "\n")
     r = compile_object(cu, target="sm_90a")
@@ -200,7 +205,8 @@ struct Store {
   }
 };
 
-long long stats[8];  // flat slices, run slices, chunks, partial chunks, shifts seen (bit mask), items, -, tiles
+long long stats[8];  // flat slices, run slices, chunks, partial chunks, shifts seen (bit mask), items, K-major
+                     // slices of more than 64 K as one flat range (KS = 128 only), tiles
 
 template <class T, class SG, class Expect> int replay(const F::Runs& r, const Operand& o, Expect expect) {
   constexpr int R = SG::R;
@@ -255,6 +261,7 @@ int layout(int M, int N, int K, int padA, int padB, int gap, int offA, int offB,
       const int kl = K - k0 < KS ? K - k0 : KS;
       const F::Runs ra = F::a_slice<TA_>(a.base, lda, a.stride, p, k0, kl, M);
       const F::Runs rb = F::b_slice<TB_>(b.base, ldb, b.stride, p, k0, kl, N);
+      stats[6] += (TA_ == 1 && ra.flat && M > 1 && kl > 64) + (TB_ == 0 && rb.flat && N > 1 && kl > 64);
       // A(i, k): tile (x, y) = (i, k - k0) (TRANS_A = 0) or (k - k0, i); B(k, j): (k - k0, j) or (j, k - k0)
       bad += replay<typename G::TA, typename G::SA>(ra, a, [&](int x, int y) {
         return TA_ == 0 ? Operand::at(p, x, k0 + y) : Operand::at(p, k0 + x, y);
@@ -289,15 +296,17 @@ template <int TA_, int TB_, int BM, int BN, int KS, int SPAD, int SWZ> int check
 
 @needs_nvcc
 def test_copies_and_repack_replayed_on_the_host(tmp_path: Path) -> None:
-    """For every shape and tile geometry of a representative set (both warpgroup counts; N = 8, 24, 40, 104, 120, 128;
-    every K-slice; interleaved padded and unpadded, swizzled), sizes up to the bounds and below them (M = BM, BM - 14,
-    BM - 63, 1; N likewise; K = 1, 7, KS, KS + 5, 2 KS + 13, 114) and four layouts (packed; packed from pointers off a
+    """For every shape and tile geometry of a representative set (both warpgroup counts; N = 8, 24, 40, 56, 104, 120,
+    128; every K-slice, 16 to 128; interleaved padded and unpadded, swizzled), sizes up to the bounds and below them
+    (M = BM, BM - 14, BM - 63, 1; N likewise; K = 1, 7, KS, KS + 5, 2 KS + 13, 114: with KS = 128, K = 114 is one
+    slice, the packed K-major operands one flat range) and four layouts (packed; packed from pointers off a
     16-byte boundary; odd leading dimensions; padded with gaps between problems), the kernel's copy and repack
     functions give tiles holding exactly the operands' elements and zeros, reading nothing outside the operands'
     16-byte aligned extent. Both copy modes (one flat range; a range per run), partial chunks and all eight shifts
-    occur."""
+    occur, and so do K-major slices of more than 64 values of K copied as one flat range (KS = 128)."""
     geos = [(128, 120, 64, 0, 1), (128, 104, 16, 1, 0), (64, 24, 32, 1, 0), (128, 128, 32, 0, 0), (64, 8, 64, 0, 1)]
     geos += [(128, 40, 32, 1, 0), (64, 120, 16, 0, 0), (128, 112, 64, 1, 0)]
+    geos += [(128, 120, 128, 1, 0), (128, 104, 128, 0, 0), (64, 56, 128, 1, 0)]  # KS = 128: K <= 128 in one slice
     calls = [
         f"bad += check<{ta}, {tb}, {g[0]}, {g[1]}, {g[2]}, {g[3]}, {g[4]}>();"
         for ta in (0, 1)
@@ -308,8 +317,8 @@ def test_copies_and_repack_replayed_on_the_host(tmp_path: Path) -> None:
     cu = tmp_path / "replay.cu"
     cu.write_text(
         REPLAY + f"int main() {{\n  int bad = 0;\n  {body}\n"
-        '  printf("flat %lld runs %lld chunks %lld partial %lld shifts %llx\\n", stats[0], stats[1], stats[2], '
-        "stats[3], stats[4]);\n"
+        '  printf("flat %lld runs %lld chunks %lld partial %lld shifts %llx kflat %lld\\n", stats[0], stats[1], '
+        "stats[2], stats[3], stats[4], stats[6]);\n"
         f'  printf("checked {len(calls)} geometries, %lld tiles, bad %d\\n", stats[7], bad);\n  return bad != 0;\n}}\n'
     )
     exe = tmp_path / "replay"
@@ -319,5 +328,5 @@ def test_copies_and_repack_replayed_on_the_host(tmp_path: Path) -> None:
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and f"checked {len(calls)} geometries" in run.stdout, run.stdout[-4000:]
     assert "bad 0" in run.stdout, run.stdout[-4000:]
-    m = re.search(r"flat (\d+) runs (\d+) chunks (\d+) partial (\d+) shifts ([0-9a-f]+)", run.stdout)
-    assert m and all(int(m.group(i)) > 0 for i in (1, 2, 3, 4)) and m.group(5) == "ff", run.stdout
+    m = re.search(r"flat (\d+) runs (\d+) chunks (\d+) partial (\d+) shifts ([0-9a-f]+) kflat (\d+)", run.stdout)
+    assert m and all(int(m.group(i)) > 0 for i in (1, 2, 3, 4, 6)) and m.group(5) == "ff", run.stdout
