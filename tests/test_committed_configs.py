@@ -81,3 +81,23 @@ def test_wgmma_flat_config_plans_the_whole_space_at_the_unaligned_losses() -> No
     for p in cfg.points:
         assert {inst.param_dict["TILES"] for inst, pts in plan.work.items() if p in pts} == {1, 2}
     assert len(plan.work) == 364
+
+
+def test_wgmma_ks128_config_plans_only_ks128_at_every_point() -> None:
+    """configs/wgmma_ks128_h100.yaml: only KS = 128 instances of both wgmma spaces (H100 profile, `two_blocks` off:
+    at n > 96 every KS = 128 instance has one block per SM), each at the points it serves; hgemm_wgmma_tc has
+    candidates at all 22 sizes, hgemm_wgmma_flat_tc at the 12 that are not multiples of 8 (it serves only those)."""
+    from autotune.space.spec import load_space
+
+    cfg = load_config(CONFIGS_DIR / "wgmma_ks128_h100.yaml")
+    plans = {p.space.name: p for p in plan_sweep(cfg)}
+    assert set(plans) == {"hgemm_wgmma_tc", "hgemm_wgmma_flat_tc"} and cfg.strategy == "brute"
+    assert len(cfg.points) == 22 and all(p.m == p.n == p.k and p.shape == "NN" for p in cfg.points)
+    for name, plan in plans.items():
+        space = load_space(name)
+        assert all(inst.param_dict["KS"] == 128 for inst in plan.work)
+        assert all(space.serves(inst.param_dict, p) for inst, pts in plan.work.items() for p in pts)
+        wanted = [p for p in cfg.points if name == "hgemm_wgmma_tc" or p.n % 8]
+        assert all(any(p in pts for pts in plan.work.values()) for p in wanted), name
+    pairs = {name: sum(len(pts) for pts in plan.work.values()) for name, plan in plans.items()}
+    assert pairs == {"hgemm_wgmma_tc": 388, "hgemm_wgmma_flat_tc": 72}
