@@ -61,6 +61,8 @@ WGMMA_KERNELS = [
     Kernel(FAMILY, (128, 128, 64, 3, 0, 1, 0), "wg128_swz", P1),  # 128-byte swizzle
     Kernel(FAMILY, (128, 104, 64, 3, 0, 1, 0), "wg104_swz", P1),  # swizzle, N = 104: part of a 64-wide atom
     Kernel(FAMILY, (64, 40, 64, 2, 0, 1, 1), "wg40_swz_cd_np", P0),  # swizzle, one warpgroup
+    Kernel(FAMILY, (128, 128, 128, 2, 1, 0, 1), "wg128_k128_cd", P1),  # KS = 128: K <= 128 in one slice
+    Kernel(FAMILY, (64, 64, 128, 2, 0, 0, 0), "wg64_k128_np", P0),  # KS = 128, one warpgroup, unpadded
 ]
 F, R, G = "hgemm_flat_tc", "hgemm_mma", "hgemm_ring_tc"
 OLD_BEST = [  # the best hgemm_flat_tc / hgemm_mma / hgemm_ring_tc instances at these sizes (results/ring_h100)
@@ -88,6 +90,9 @@ FLAT_KERNELS = [
     Kernel(FLAT_FAMILY, (64, 64, 64, 2, 2, 0, 1, 0), "fl64_swz", P1),  # one warpgroup, swizzled
     Kernel(FLAT_FAMILY, (64, 24, 32, 3, 1, 1, 0, 1), "fl24_pad2", P1),  # 3 slabs of N (a repack item of 3 pieces)
     Kernel(FLAT_FAMILY, (64, 8, 16, 2, 2, 1, 0, 1), "fl8_k16", P1),  # the smallest wgmma
+    Kernel(FLAT_FAMILY, (128, 120, 128, 2, 1, 1, 0, 1), "fl120_k128_cd", P1),  # KS = 128: B in NN one flat range
+    Kernel(FLAT_FAMILY, (128, 104, 128, 2, 1, 0, 0, 0), "fl104_k128_np", P0),  # KS = 128, shared C, unpadded
+    Kernel(FLAT_FAMILY, (64, 64, 128, 2, 2, 1, 0, 1), "fl64_k128t2", P1),  # KS = 128, two tile sets
 ]
 FLAT_SIZES = "98,102,106,110,114,118,122,126,97,113"
 
