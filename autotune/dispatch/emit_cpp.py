@@ -291,6 +291,11 @@ def _emit_answers(
         f"{{{', '.join(_ll(int(c)) for _, c in costs) or '0'}}};\n"
     )
     st = d.get("structure") or {}
+    if st.get("library_steps"):
+        raise ValueError(
+            "the C++ header does not implement library_steps (structure cost:...:STEPS) yet: emit the table as "
+            "json or python, or build it without steps"
+        )
     w(
         f"inline constexpr bool kCostMode = {'true' if st.get('mode') == 'cost' else 'false'};"
         "  // structure mode: answers off the tuned points by cost (rule 4')\n"

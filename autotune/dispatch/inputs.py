@@ -6,6 +6,7 @@ and the answers a table may give besides its kernels (`Answers`). The names are 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -54,12 +55,16 @@ class Structure:
     the `neighbours` tuned points nearest the problem where it was measured (runtime.py rule 4'), so a table whose
     points sample the problem space densely (problems measured ahead of time, at the deployment workload's
     sizes, swept into the tuning database: docs/tables2.md)
-    follows the library's steps instead of one point's accident; 1 (the default) is the single nearest."""
+    follows the library's steps instead of one point's accident; 1 (the default) is the single nearest.
+    library_steps (cost mode only): predicates over the sizes where the library's time steps, e.g. ("m,k%2",)
+    (cuBLAS fp16: M and K both even) or ("cols<=2048", "rows<16000") (PyTorch softmax); the library is then priced
+    only from tuned points of the problem's step class (runtime.py rule 4', `parse_steps`; docs/tables2.md)."""
 
     mode: str = "regions"
     library_margin: float = 0.0
     reach: float = 1.0
     neighbours: int = 1
+    library_steps: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -68,6 +73,12 @@ class Structure:
             raise ValueError(f"neighbours must be an integer in 1..{MAX_NEIGHBOURS}, got {self.neighbours!r}")
         if self.neighbours > 1 and self.mode != "cost":
             raise ValueError(f"neighbours applies to the cost mode only, not {self.mode!r}")
+        if self.library_steps:
+            if self.mode != "cost":
+                raise ValueError(f"library steps apply to the cost mode only, not {self.mode!r}")
+            for step in self.library_steps:
+                if not _STEP.fullmatch(step):
+                    raise ValueError(f"library step {step!r}: expected SIZE[,SIZE...]%N, SIZE<=N or SIZE<N")
 
     @property
     def regions(self) -> bool:
@@ -77,15 +88,19 @@ class Structure:
         out: dict = {"mode": self.mode, "library_margin": self.library_margin, "reach": self.reach}
         if self.neighbours != 1:  # absent: 1 (tables written before it existed read the same)
             out["neighbours"] = self.neighbours
+        if self.library_steps:  # absent: none
+            out["library_steps"] = list(self.library_steps)
         return out
 
 
 def parse_structure(text: str) -> Structure:
-    """MODE[:MARGIN[:REACH[:NEIGHBOURS]]] (e.g. `cost:0.05:1:2`) as a Structure; ValueError otherwise (MARGIN a
-    fraction in [0, 1), REACH >= 0, NEIGHBOURS 1..MAX_NEIGHBOURS, cost mode only)."""
+    """MODE[:MARGIN[:REACH[:NEIGHBOURS[:STEPS]]]] (e.g. `cost:0.05:1:2`, `cost:0.05:1:4:m,k%2`) as a Structure;
+    ValueError otherwise (MARGIN a fraction in [0, 1), REACH >= 0, NEIGHBOURS 1..MAX_NEIGHBOURS, cost mode only;
+    STEPS the library's step predicates joined by "+", e.g. `cols<=2048+rows<16000`, cost mode only)."""
     mode, *rest = text.split(":")
-    if len(rest) > 3:
+    if len(rest) > 4:
         raise ValueError(f"too many fields in {text!r}")
+    steps = tuple(x.strip() for x in rest[3].split("+")) if len(rest) > 3 else ()
     margin = float(rest[0]) if rest else 0.0
     reach = float(rest[1]) if len(rest) > 1 else 1.0
     neighbours_text = rest[2].strip() if len(rest) > 2 else "1"
@@ -93,7 +108,10 @@ def parse_structure(text: str) -> Structure:
         raise ValueError(f"NEIGHBOURS must be a positive integer, got {neighbours_text!r}")
     if not (0 <= margin < 1 and 0 <= reach < 1e6):  # also refuses nan
         raise ValueError(f"MARGIN must be in [0, 1) and REACH >= 0, got {text!r}")
-    return Structure(mode, margin, reach, int(neighbours_text))
+    return Structure(mode, margin, reach, int(neighbours_text), steps)
+
+
+_STEP = re.compile(r"[A-Za-z_]\w*(,[A-Za-z_]\w*)*%[1-9]\d*|[A-Za-z_]\w*<=?[1-9]\d*")
 
 
 MODES = ("regions", "nearest", "cost", "model")

@@ -42,6 +42,10 @@ Rules, for a valid problem (precision, shape, sizes):
    where it was measured (nearest by distance, then the tie sizes' distance, then table order; fewer where it was
    measured fewer times); kernels' prices raised by `log_margin` (log2(1 + library_margin), 16 fractional bits,
    `cost_log_margin`); the cheapest wins (ties: the library, then the smaller index).
+   With `library_steps` in the structure (cost mode; predicates over the sizes, `parse_steps`), the library is
+   priced from its K nearest measurements at tuned points of the problem's step class (the same truth value of
+   every predicate), or of every class where the group has no library measurement in the problem's class; K = 1
+   then takes this rule too (the mean of one).
 4''. Tables of structure mode "model" replace rules 3 and 4: every valid kernel of the problem's precision and
    shape that has a fitted model, and the library where the table has its model for that group, is priced by
    its predicted time (`model_time`: a linear model of log2 time over integer features of the problem and the
@@ -123,6 +127,38 @@ def validity_bounds(valid: list[dict[str, int]], names: Sequence[str]) -> tuple[
     return mult, lo, hi
 
 
+def parse_steps(steps: Sequence[str], names: Sequence[str]) -> list[tuple[str, list[int], int]]:
+    """A structure's `library_steps` as (operator, size positions, value): "m,k%2" holds where every listed size is
+    a multiple of 2; "cols<=2048" and "rows<16000" compare one size. ValueError for anything else."""
+    out = []
+    for text in steps:
+        step = str(text).replace(" ", "")
+        op = "%" if "%" in step else "<=" if "<=" in step else "<" if "<" in step else None
+        left, _, right = step.partition(op) if op else ("", "", "")
+        sizes = left.split(",") if op == "%" else [left]
+        if op is None or not right.isdigit() or int(right) < 1 or not all(n in names for n in sizes):
+            raise ValueError(
+                f"unknown library step {text!r}: use SIZE[,SIZE...]%N, SIZE<=N or SIZE<N with sizes of "
+                f"{', '.join(names)} and N >= 1"
+            )
+        out.append((op, [list(names).index(n) for n in sizes], int(right)))
+    return out
+
+
+def step_class(steps: Sequence[tuple[str, list[int], int]], dims: Sequence[int]) -> int:
+    """The step class of a problem: bit i set where predicate i of `parse_steps` holds."""
+    out = 0
+    for i, (op, where, value) in enumerate(steps):
+        if op == "%":
+            holds = all(dims[d] % value == 0 for d in where)
+        elif op == "<=":
+            holds = dims[where[0]] <= value
+        else:
+            holds = dims[where[0]] < value
+        out |= int(holds) << i
+    return out
+
+
 class _Group:
     """One (precision, shape) of a table, prepared: its tuned points' answers (rule 2), regions (rule 3), points'
     keys and near lists (rule 4), priced measurements (rule 4') and packed models (rule 4'')."""
@@ -142,6 +178,8 @@ class _Group:
         self.regions: Boxes | None = None
         self.keys: Keys | None = None  # the points in the rules' order: distance, tie sizes' distance, table order
         self.model: ModelLanes | None = None
+        self.classes: list[int] = []  # per point: its step class (library_steps)
+        self.library_classes: set[int] = set()  # the step classes where the library was measured
 
 
 class Lookup:
@@ -160,11 +198,12 @@ class Lookup:
         self.margin = int(round(1000 * float(structure.get("library_margin", 0.0))))  # per mille
         self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
         self.neighbours = int(structure.get("neighbours", 1))
+        self.steps = parse_steps(structure.get("library_steps", []), self.names)
         self.log_margin = cost_log_margin(float(structure.get("library_margin", 0.0)))
         self.model_margin = model_margin(float(structure.get("library_margin", 0.0)))
         self._rule4 = {
             "model": self._predicted,
-            "cost": self._cheapest if self.neighbours <= 1 else self._cheapest_mean,
+            "cost": self._cheapest if self.neighbours <= 1 and not self.steps else self._cheapest_mean,
         }.get(self.mode, self._nearest)
         self._groups: dict[tuple[str, str], _Group] = {}
         self._read_points(table)
@@ -231,6 +270,9 @@ class Lookup:
             g.near.append(near)
             g.near_bits.append(-1 if any(c < 0 for c in near) else sum(1 << c for c in set(near)))
             g.sizes.append(dims)
+            g.classes.append(step_class(self.steps, dims))
+            if LIBRARY in costs:
+                g.library_classes.add(g.classes[-1])
         for r in table["regions"]:
             lo = [int(r["bounds"][n][0]) for n in table["table_sizes"]]
             hi = [int(r["bounds"][n][1]) for n in table["table_sizes"]]
@@ -408,10 +450,13 @@ class Lookup:
     def _cheapest_mean(self, g: _Group, dims: tuple[int, ...]) -> int:
         """Cost mode with neighbours K >= 2 (rule 4'): the answers measured within `reach` of the nearest tuned
         point compete, each priced by the mean log2 cost of its K nearest measurements; kernels' raised by
-        `log_margin`; the cheapest wins (ties: the library, then the smaller index)."""
+        `log_margin`; the cheapest wins (ties: the library, then the smaller index). With `library_steps`, the
+        library's measurements count only at points of the problem's step class (where the group has one)."""
         if g.keys is None:
             return self.fallback
         mask, bad = g.keys.order_mask, self._invalid.at(dims)
+        at = step_class(self.steps, dims) if self.steps else -1
+        at = at if at in g.library_classes else -1
         ordered = sorted(g.keys.at(dims))
         within = bisect_left(ordered, ((ordered[0] >> g.keys.shift) + self.reach + 1) << g.keys.shift)
         ok = {a for key in ordered[:within] for a, _ in g.log_costs[key & mask] if a == LIBRARY or not bad >> a & 1}
@@ -423,7 +468,7 @@ class Lookup:
         for key in ordered:
             for a, lc in g.log_costs[key & mask]:
                 n = counts.get(a)
-                if n is None or n >= self.neighbours:
+                if n is None or n >= self.neighbours or (a == LIBRARY and at >= 0 and g.classes[key & mask] != at):
                     continue
                 sums[a] += lc
                 counts[a] = n + 1

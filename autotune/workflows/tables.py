@@ -69,7 +69,7 @@ def structure_modes(text: str) -> tuple[str, ...] | None:
 
 def parse_structure(text: str) -> Structure | None:
     """--structure: None for auto (chosen by held-out loss; auto:MODE[,MODE] among those modes);
-    MODE[:MARGIN[:REACH[:NEIGHBOURS]]] otherwise (dispatch.table.parse_structure)."""
+    MODE[:MARGIN[:REACH[:NEIGHBOURS[:STEPS]]]] otherwise (dispatch.table.parse_structure)."""
     from autotune.dispatch.table import parse_structure as structure_of
 
     if text == "auto" or text.startswith("auto:"):
@@ -83,9 +83,10 @@ def parse_structure(text: str) -> Structure | None:
     except ValueError:
         pass
     raise UserError(
-        f"--structure must be auto, auto:MODE[,MODE] or MODE[:MARGIN[:REACH[:NEIGHBOURS]]] with MODE regions, "
-        f"nearest, cost or model "
-        f"(e.g. cost:0.05:1, cost:0.05:1:2), MARGIN and REACH >= 0, NEIGHBOURS 1..16 (cost only); got {text!r}"
+        f"--structure must be auto, auto:MODE[,MODE] or MODE[:MARGIN[:REACH[:NEIGHBOURS[:STEPS]]]] with MODE "
+        f"regions, nearest, cost or model (e.g. cost:0.05:1, cost:0.05:1:2, cost:0.05:1:4:m,k%2), MARGIN and "
+        f"REACH >= 0, NEIGHBOURS 1..16 (cost only), STEPS the library's steps joined by + (SIZE[,SIZE]%N, "
+        f"SIZE<=N, SIZE<N; cost only); got {text!r}"
     )
 
 
