@@ -38,10 +38,14 @@ ROOFLINE_TARGET, SPEEDUP_TARGET = 0.85, 1.0
 BELOW, SLOWER, BOTH = f"below {ROOFLINE_TARGET} of the roofline", "slower than the library", "misses both"
 
 
+TOP3 = "kernels_top3_{{gpu}}/kernels_{kind}_top3_{{gpu}}.sqlite.xz"  # scripts/transfer_config.py's configs, run
+
+
 @dataclass(frozen=True)
 class Group:
     name: str
-    points: str  # the source whose points define the group (relative to results/, {gpu} filled in)
+    points: tuple[str, ...]  # the source whose points define the group: the first committed of these (relative to
+    #                          results/, {gpu} filled in; a GPU's complete sweep first, else its top-3 transfer run)
     others: tuple[str, ...]  # sources that may hold a better kernel at the same points
     where: str  # pandas query selecting the group's points from `points`
     only: str | None = None  # the GPU of a source whose path does not name one (seed reproductions: H100)
@@ -50,8 +54,9 @@ class Group:
 GROUPS = (
     Group(
         "fp16 square n = 2..128",
-        "tc_final_{gpu}/summary.csv",
+        ("tc_final_{gpu}/summary.csv", TOP3.format(kind="fp16")),
         (
+            TOP3.format(kind="fp16"),
             "flat_s0_{gpu}/summary.csv",
             "tc_flat_ppb_{gpu}/summary.csv",
             "tc_mma_{gpu}/summary.csv",
@@ -63,8 +68,9 @@ GROUPS = (
     ),
     Group(
         "fp32/fp64 square n = 2..32",
-        "square_share_{gpu}/summary.csv",
+        ("square_share_{gpu}/summary.csv", TOP3.format(kind="simt")),
         (
+            TOP3.format(kind="simt"),
             "simt32_{gpu}/summary.csv",
             "simt_{gpu}/summary.csv",
             "square_{gpu}/square_{gpu}.sqlite.xz",
@@ -72,12 +78,22 @@ GROUPS = (
         ),
         "precision in ['fp32', 'fp64'] and m == n == k and 2 <= m <= 32",
     ),
-    Group("fixed K = 8, 16, 32", "fixedk_{gpu}/summary.csv", ("dmma_{gpu}/dmma_{gpu}.sqlite.xz",), "k in [8, 16, 32]"),
-    Group("TSM2 (n = 2..16)", "tsm2_{gpu}/summary.csv", ("tsm2_n16_{gpu}/summary.csv",), "n <= 16"),
-    Group("ISM2 (k = n = 8, 16)", "seed_repro/ism2/fig6.csv", (), "n <= 16", only="h100"),
+    Group(
+        "fixed K = 8, 16, 32",
+        ("fixedk_{gpu}/summary.csv", TOP3.format(kind="simt")),
+        (TOP3.format(kind="simt"), "dmma_{gpu}/dmma_{gpu}.sqlite.xz"),
+        "k in [8, 16, 32] and m == n and m >= 32",
+    ),
+    Group(
+        "TSM2 (n = 2..16)",
+        ("tsm2_{gpu}/summary.csv", TOP3.format(kind="simt")),
+        (TOP3.format(kind="simt"), "tsm2_n16_{gpu}/summary.csv"),
+        "n <= 16 and m > 10000",
+    ),
+    Group("ISM2 (k = n = 8, 16)", ("seed_repro/ism2/fig6.csv",), (), "n <= 16", only="h100"),
     Group(
         "fp16 rectangles (tables6 validation)",
-        "tables6_{gpu}/fp16/validation/validation.sqlite.xz",
+        ("tables6_{gpu}/fp16/validation/validation.sqlite.xz",),
         (),
         "precision == 'fp16'",
     ),
@@ -113,8 +129,8 @@ def read_source(path: Path, results: Path) -> pd.DataFrame:
 def group_points(results: Path, group: Group, gpu: str) -> pd.DataFrame | None:
     """The group's points, each with its best row over the group's sources; None when its defining source is not
     committed for this GPU."""
-    main = results / group.points.format(gpu=gpu)
-    if not main.exists() or group.only not in (None, gpu):
+    main = next((p for s in group.points if (p := results / s.format(gpu=gpu)).exists()), None)
+    if main is None or group.only not in (None, gpu):
         return None
     points = read_source(main, results).query(group.where)
     rows = [points] + [read_source(p, results) for o in group.others if (p := results / o.format(gpu=gpu)).exists()]

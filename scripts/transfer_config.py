@@ -11,7 +11,7 @@ not measured: the config's comment says so.
 
     python scripts/transfer_config.py --points-from configs/tc_final_h100.yaml \\
         --db results/tc_final_h100/tc_final_h100.sqlite.xz --db ... --where "m == n == k" \\
-        --bk 3 --name kernels_fp16_h200 --budget 300s --out configs/kernels_fp16_h200.yaml
+        --bk 3 --name kernels_fp16_top3 --budget 240s --out configs/kernels_fp16_top3.yaml
 """
 
 from __future__ import annotations
