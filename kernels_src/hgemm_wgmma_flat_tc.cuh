@@ -6,8 +6,8 @@
 // H100 (fp16 NN n = 120, 128); where they are not it falls back to 8- or 4-byte cp.async (even n not a multiple of
 // 8) or synchronous shifted loads (odd n) and drops to 0.49 and 0.52 (n = 113, 114; cuBLAS 0.57 and 0.76). This
 // kernel copies such operands with 16-byte cp.async whatever their alignment, into a staging buffer, and repacks
-// them into the same tiles from shared memory. It has NOT run on a GPU yet (written on a machine without one): the
-// GPU tier (tests/gpu/test_hgemm_wgmma_flat.py) and scripts/check_wgmma.py --space hgemm_wgmma_flat_tc check it.
+// them into the same tiles from shared memory. The GPU tier (tests/gpu/test_hgemm_wgmma_flat.py) and
+// scripts/check_wgmma.py --space hgemm_wgmma_flat_tc check it (first run on an H100: results/wgmma_flat_h100).
 //
 // Everything but the copies is hgemm_wgmma_tc's (this file includes it: the Tile layouts, the descriptors, the wgmma
 // specializations, the ring's unit order, the epilogue; read its opening comment first). C = alpha * op(A) * op(B) +
@@ -30,9 +30,8 @@
 //    KS = 128 makes the packed K-major operands one range for every K <= 128 (B in NN at n = 98..128: one range of
 //    n * n halves instead of two slices of n runs each at KS = 64), at the cost of staging slots of Y runs of R = 17
 //    chunks (Stage<128, Y>) and tiles 128 deep in K: at BM = 128, BN >= 96 only TILES = 1, STAGES = 2 fits the
-//    227 KB (the space's max_smem; BN >= 120 with CDIRECT = 1 only), one block per SM. KS = 128 has NOT run on a GPU
-//    yet (the nvcc tier compiles it without spills and replays its copies and repack on the host; a GPU run will
-//    follow).
+//    227 KB (the space's max_smem; BN >= 120 with CDIRECT = 1 only), one block per SM. KS = 128 is correct on an
+//    H100 and slower there than KS <= 64 at every size tried (results/wgmma_ks128_h100).
 // 2. Staged copy (Runs::chunk). Flat: the 16-byte chunks from the 16-byte aligned address at or below the range's
 //    start up to its end, chunk q into staging chunk q. Runs: run y's chunks likewise into staging chunks R y ..
 //    R y + R - 1 (R = 2 ((X + 8) / 16) + 1 >= X / 8 + 1: the most chunks a run of X halves covers, rounded up to

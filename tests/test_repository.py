@@ -27,7 +27,10 @@ from autotune.paths import ROOT
 # tree ~40.6 MB + 12 MB of wheels leaves ~11 MB of the 64 MiB a device call carries for a resumed database
 # Raised to 42 MB for the first GPU run of hgemm_wgmma_flat_tc (results/wgmma_flat_h100 0.39 MB, the wgmma losses
 # database 0.25 MB): the wheelhouse is 6.1 MB now (scripts/build_wheelhouse.sh), so tree ~41.4 MB + wheels leaves ~19 MB
-LIMIT_BYTES = 42_000_000
+# Raised to 43.5 MB for the first KS = 128 run, the top-3 transfer runs and the tables7 validations (results/
+# wgmma_ks128_h100 0.2 MB, kernels_top3_h100 0.76 MB, tables7_h100 0.7 MB): tree ~43.2 MB + the 6.1 MB wheelhouse
+# leaves ~17 MB; with Kernel Tuner's (.whl-kt, 22 MB) ~2 MB (carried so at 42.4 MB this session)
+LIMIT_BYTES = 43_500_000
 # a developer's or a lent machine's folders; /tmp/ only in committed outputs (results), where it was a run's scratch
 MACHINE = re.compile(r"(?<![\w.$])(/work/|/root/|/home/[a-z_][\w-]*/|/Users/[A-Za-z])")
 SCRATCH = re.compile(r"(?<![\w.$])/tmp/")
