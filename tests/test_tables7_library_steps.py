@@ -43,13 +43,6 @@ def test_step_class_and_unknown_sizes():
         parse_steps(["x%2"], ["m", "n", "k", "batch"])
 
 
-def test_cpp_header_refuses_library_steps(steps_table):
-    from autotune.dispatch.emit import emit_cpp
-
-    with pytest.raises(ValueError, match="library_steps"):
-        emit_cpp(steps_table)
-
-
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory):
     """Tables built from the committed softmax tuning database with the spent seed-3603 and seed-3813 validations
@@ -78,11 +71,6 @@ def tables(tmp_path_factory):
         structures = (Structure("cost", 0.1, 1.0, 1), Structure("cost", 0.1, 1.0, 1, STEPS))
         structures += (Structure("cost", 0.1, 1.0, 2, STEPS),)
         return {s: build(loaded, Recipe(Criteria(bk=10, tol=0.1), structure=s)).table for s in structures}
-
-
-@pytest.fixture(scope="module")
-def steps_table(tables):
-    return tables[Structure("cost", 0.1, 1.0, 1, STEPS)]
 
 
 def brute_force(raw: dict, lookup: Lookup, dims: tuple[int, ...], k: int, margin_log: int, reach: float) -> int:

@@ -209,21 +209,54 @@ constexpr int cheapest(int group, const long long (&d)[kNumSizes], const long lo
   return best == INVALID ? kFallback : best;
 }
 
-// Cost mode with kNeighbours >= 2: the answers measured within kReach of the nearest tuned point compete, each
-// priced by the mean log2 cost (kCostLog, sum / count) of its kNeighbours nearest measurements (distance, tie
-// distance, table order), kernels' raised by kCostLogMargin; the cheapest wins (ties: the library, then index).
+// The step class of a problem (structure library_steps): bit i set where step i holds (runtime.step_class).
+constexpr unsigned long long step_class(const long long (&d)[kNumSizes]) {
+  unsigned long long c = 0;
+  for (int i = 0; i < kNumSteps; ++i) {
+    bool holds = true;
+    for (int j = 0; j < kNumSizes; ++j)
+      if (kStepOn[i][j])
+        holds = holds && (kStepOp[i] == 0 ? d[j] % kStepValue[i] == 0 : kStepOp[i] == 1 ? d[j] <= kStepValue[i] : d[j] < kStepValue[i]);
+    c |= static_cast<unsigned long long>(holds) << i;
+  }
+  return c;
+}
+
+// Cost mode with kNeighbours >= 2 or library steps: the answers measured within kReach of the nearest tuned point
+// compete, each priced by the mean log2 cost (kCostLog, sum / count) of its kNeighbours nearest measurements
+// (distance, tie distance, table order), kernels' raised by kCostLogMargin; the cheapest wins (ties: the library,
+// then index). With library steps, the library's measurements count only at points of the problem's step class
+// (kPointClass), where the group has one there (slot kNumKernels + 2 keeps those; slot 0 every one).
 constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
   constexpr int kK = kNeighbours > 1 ? kNeighbours : 1;
+  constexpr int kSlots = kNumKernels + 3, kClassSlot = kNumKernels + 2;  // index + 2 (the library first)
   const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
   if (begin == end) return kFallback;
   int dists[kPointsN + kLanes] = {};
   long long lb[kTieN] = {};
   const long long dmin = group_distances(begin, end, lt, dists);
   tie_logs(d, lb);
-  bool compete[kNumKernels + 2] = {};
-  int count[kNumKernels + 2] = {};
-  long long kd[kNumKernels + 2][kK] = {}, kb[kNumKernels + 2][kK] = {}, ko[kNumKernels + 2][kK] = {},
-            kc[kNumKernels + 2][kK] = {};
+  const unsigned long long here = kNumSteps > 0 ? step_class(d) : 0;
+  bool compete[kSlots] = {};
+  int count[kSlots] = {};
+  long long kd[kSlots][kK] = {}, kb[kSlots][kK] = {}, ko[kSlots][kK] = {}, kc[kSlots][kK] = {};
+  // keep the kK nearest measurements of slot s, sorted by (distance, tie distance, order)
+  auto keep = [&](int s, long long dist, long long db, long long order, long long cost) {
+    int at = count[s];
+    if (at == kK) {
+      const int last = kK - 1;
+      const bool nearer = dist < kd[s][last] || (dist == kd[s][last] && (db < kb[s][last] || (db == kb[s][last] && order < ko[s][last])));
+      if (!nearer) return;
+      at = last;
+    } else {
+      ++count[s];
+    }
+    while (at > 0 && (dist < kd[s][at - 1] || (dist == kd[s][at - 1] && (db < kb[s][at - 1] || (db == kb[s][at - 1] && order < ko[s][at - 1]))))) {
+      kd[s][at] = kd[s][at - 1]; kb[s][at] = kb[s][at - 1]; ko[s][at] = ko[s][at - 1]; kc[s][at] = kc[s][at - 1];
+      --at;
+    }
+    kd[s][at] = dist; kb[s][at] = db; ko[s][at] = order; kc[s][at] = cost;
+  };
   for (int g = begin; g < end; ++g) {
     const Point& p = kPoints[kGroupPoints[g]];
     const long long dist = dists[g - begin], db = tie_at(g, lb), order = g - begin;
@@ -232,28 +265,15 @@ constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const lo
       if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
       const int s = a + 2;
       if (dist <= dmin + kReach) compete[s] = true;
-      // keep the kK nearest measurements of answer a, sorted by (distance, tie distance, order)
-      int at = count[s];
-      if (at == kK) {
-        const int last = kK - 1;
-        const bool nearer = dist < kd[s][last] || (dist == kd[s][last] && (db < kb[s][last] || (db == kb[s][last] && order < ko[s][last])));
-        if (!nearer) continue;
-        at = last;
-      } else {
-        ++count[s];
-      }
-      while (at > 0 && (dist < kd[s][at - 1] || (dist == kd[s][at - 1] && (db < kb[s][at - 1] || (db == kb[s][at - 1] && order < ko[s][at - 1]))))) {
-        kd[s][at] = kd[s][at - 1]; kb[s][at] = kb[s][at - 1]; ko[s][at] = ko[s][at - 1]; kc[s][at] = kc[s][at - 1];
-        --at;
-      }
-      kd[s][at] = dist; kb[s][at] = db; ko[s][at] = order; kc[s][at] = kCostLog[j];
+      keep(s, dist, db, order, kCostLog[j]);
+      if (kNumSteps > 0 && a == LIBRARY && kPointClass[kGroupPoints[g]] == here) keep(kClassSlot, dist, db, order, kCostLog[j]);
     }
   }
   int best = INVALID;
   long long best_price = 0;
   for (int a = LIBRARY; a < kNumKernels; ++a) {
-    const int s = a + 2;
-    if (a == GENERIC || !compete[s] || !valid(a, d)) continue;
+    if (a == GENERIC || !compete[a + 2] || !valid(a, d)) continue;
+    const int s = kNumSteps > 0 && a == LIBRARY && count[kClassSlot] > 0 ? kClassSlot : a + 2;
     long long sum = 0;
     for (int i = 0; i < count[s]; ++i) sum += kc[s][i];
     const long long price = sum / count[s] + (a == LIBRARY ? 0 : kCostLogMargin);
@@ -336,7 +356,7 @@ constexpr int lookup_sizes(int precision, int shape, const long long (&d)[kNumSi
   if (kModelMode) return predicted(precision, shape, d);
   long long lt[kTableN] = {};
   for (int j = 0; j < kNumTableSizes; ++j) lt[j] = ilog2_fx(d[kTableDims[j]]);
-  if (kCostMode) return kNeighbours > 1 ? cheapest_mean(group, d, lt) : cheapest(group, d, lt);
+  if (kCostMode) return kNeighbours > 1 || kNumSteps > 0 ? cheapest_mean(group, d, lt) : cheapest(group, d, lt);
   return nearest(group, d, lt);
 }
 

@@ -20,7 +20,18 @@ from typing import Callable
 from autotune.dispatch import cpp_text
 from autotune.dispatch.table import DispatchTable
 from autotune.dispatch.features import MODEL_ALIGN, MODEL_SATURATE, cost_log_margin, ilog2_fx, model_count, model_margin
-from autotune.dispatch.runtime import FALLBACKS, GENERIC, INVALID, LIBRARY, MAX_SIZE, NO_LIMIT, NONE, validity_bounds
+from autotune.dispatch.runtime import (
+    FALLBACKS,
+    GENERIC,
+    INVALID,
+    LIBRARY,
+    MAX_SIZE,
+    NO_LIMIT,
+    NONE,
+    parse_steps,
+    step_class,
+    validity_bounds,
+)
 
 LANES = 8  # the distance loops read kLanes tuned points at a time (kGroupLogs is padded by as many)
 
@@ -291,11 +302,6 @@ def _emit_answers(
         f"{{{', '.join(_ll(int(c)) for _, c in costs) or '0'}}};\n"
     )
     st = d.get("structure") or {}
-    if st.get("library_steps"):
-        raise ValueError(
-            "the C++ header does not implement library_steps (structure cost:...:STEPS) yet: emit the table as "
-            "json or python, or build it without steps"
-        )
     w(
         f"inline constexpr bool kCostMode = {'true' if st.get('mode') == 'cost' else 'false'};"
         "  // structure mode: answers off the tuned points by cost (rule 4')\n"
@@ -313,7 +319,34 @@ def _emit_answers(
     )
     w(
         f"inline constexpr long long kCostLog[{max(1, len(costs))}] = "
-        f"{{{', '.join(str(ilog2_fx(max(1, int(c)))) for _, c in costs) or '0'}}};  // ilog2_fx of kCost\n\n"
+        f"{{{', '.join(str(ilog2_fx(max(1, int(c)))) for _, c in costs) or '0'}}};  // ilog2_fx of kCost\n"
+    )
+    _emit_steps(w, table, [str(x) for x in st.get("library_steps", [])])
+
+
+def _emit_steps(w: Callable[[str], object], table: DispatchTable, texts: list[str]) -> None:
+    """The structure's library steps (rule 4', `runtime.parse_steps`): per step its operator, value and sizes, and
+    per tuned point its step class (`runtime.step_class`, bit i where step i holds; the problem's is computed by the
+    header's `step_class`)."""
+    names, points = list(table.size_names), table.data["points"]
+    steps = parse_steps(texts, names)
+    if len(steps) > 64:
+        raise ValueError(f"the C++ header takes at most 64 library steps (a class is 64 bits), not {len(steps)}")
+    ops = {"%": 0, "<=": 1, "<": 2}
+    on = [[d in where for d in range(len(names))] for _, where, _ in steps] or [[False] * len(names)]
+    w(
+        f"inline constexpr int kNumSteps = {len(steps)};  // library steps: {json.dumps(texts)}\n"
+        f"inline constexpr int kStepOp[{max(1, len(steps))}] = {{{', '.join(str(ops[o]) for o, _, _ in steps) or '0'}}};"
+        "  // 0: every size of kStepOn a multiple of kStepValue; 1: the size <= kStepValue; 2: the size < kStepValue\n"
+        f"inline constexpr long long kStepValue[{max(1, len(steps))}] = {{{', '.join(_ll(v) for _, _, v in steps) or '1LL'}}};\n"
+        f"inline constexpr bool kStepOn[{max(1, len(steps))}][{len(names)}] = {{"
+        + ", ".join("{" + ", ".join("true" if x else "false" for x in row) + "}" for row in on)
+        + "};  // per step, the sizes it reads\n"
+    )
+    classes = [step_class(steps, [int(p["sizes"][n]) for n in names]) for p in points] or [0]
+    w(
+        f"inline constexpr unsigned long long kPointClass[{len(classes)}] = {{{', '.join(f'{c}ULL' for c in classes)}}};"
+        "  // per point (table order), its step class\n\n"
     )
 
 
