@@ -1,10 +1,11 @@
 """The packed lookup (autotune/dispatch/lanes.py, runtime.py) answers as the rules of runtime.py's docstring written
 plainly: exact point, first valid region, nearest tuned point by (distance, tie distance, order), cost mode with one
-or K neighbours, selection model; on committed tables of every structure and variants of them, at random problems,
+or K neighbours (and library steps), selection model; on committed tables of every structure and variants of them, at random problems,
 at tuned points and at problems made of the sizes of different tuned points (equal distances, the tie sizes decide)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import random
@@ -18,7 +19,7 @@ import pytest
 from autotune.dispatch import lanes
 from autotune.dispatch.features import cost_log_margin, ilog2_fx, model_features, model_margin, model_time
 from autotune.dispatch.emit_cpp import emit_cpp
-from autotune.dispatch.runtime import FALLBACKS, LIBRARY, MAX_SIZE, Lookup
+from autotune.dispatch.runtime import FALLBACKS, LIBRARY, MAX_SIZE, Lookup, parse_steps, step_class
 from autotune.dispatch.table_file import DispatchTable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +66,8 @@ def reference(table: dict, ok: Callable[[int, tuple[int, ...]], bool], precision
     costs = [{a: c for a, c in p["costs"] if a == LIBRARY or 0 <= a < len(table["kernels"])} for p in pts]
     within = [i for i in order if dist[i] <= dist[order[0]] + round(float(s.get("reach", 1.0)) * 65536)]
     k = int(s.get("neighbours", 1))
-    if k <= 1:
+    steps = parse_steps(s.get("library_steps", []), names)
+    if k <= 1 and not steps:
         nearest: dict[int, tuple[int, int]] = {}
         for i in within:
             for a, c in costs[i].items():
@@ -77,8 +79,11 @@ def reference(table: dict, ok: Callable[[int, tuple[int, ...]], bool], precision
         return min(ranked)[2] if ranked else fallback
     competing = {a for i in within for a in costs[i] if ok(a, dims)}
     price = {}
+    here = step_class(steps, dims)  # library steps: the library's measurements in the problem's class, where any
+    lib = [i for i in order if LIBRARY in costs[i] and step_class(steps, [pts[i]["sizes"][n] for n in names]) == here]
     for a in competing:
-        lc = [ilog2_fx(max(1, costs[i][a])) for i in order if a in costs[i]][:k]
+        source = (lib or order) if a == LIBRARY else order
+        lc = [ilog2_fx(max(1, costs[i][a])) for i in source if a in costs[i]][:k]
         price[a] = sum(lc) // len(lc) + (0 if a == LIBRARY else cost_log_margin(margin))
     return min(competing, key=lambda a: (price[a], a)) if competing else fallback
 
@@ -105,7 +110,8 @@ def problems(table: dict, count: int, seed: int) -> list[tuple[str, str, tuple[i
 
 
 def variant(path: str, **change: object) -> dict:
-    table = json.loads((ROOT / path).read_text())
+    text = gzip.decompress((ROOT / path).read_bytes()) if path.endswith(".gz") else (ROOT / path).read_bytes()
+    table = json.loads(text)
     if change.pop("tuned_only", False):
         for i, k in enumerate(table["kernels"]):
             k["tuned_only"] = k.get("tuned_only", False) or i % 3 == 0
@@ -123,6 +129,11 @@ TABLES = {
     "cost": lambda: variant("results/tc_final_h100/dispatch.json"),
     "cost, reach 2": lambda: variant("results/tc_final_h100/dispatch.json", reach=2.0),
     "cost, 3 neighbours": lambda: variant("results/tc_final_h100/dispatch.json", neighbours=3),
+    "cost, library steps m,k%2, 4 neighbours": lambda: variant("results/tables7_h100/fp16/dispatch.json.gz"),
+    "cost, library steps cols<=2048+rows<16000": lambda: variant("results/tables7_h100/softmax/dispatch.json.gz"),
+    "cost, library steps, 3 neighbours, reach 2": lambda: variant(
+        "results/tables7_h100/softmax/dispatch.json.gz", neighbours=3, reach=2.0
+    ),
     "model": lambda: variant("results/small_tables_h100/model/dispatch.json"),
     "model, tuned_only kernels, margin": lambda: variant(
         "results/fp16_model_h100/dispatch.json", tuned_only=True, library_margin=0.3
@@ -138,22 +149,13 @@ def test_lookup_answers_as_the_rules_written_plainly(name: str) -> None:
     assert [lookup.index(*q) for q in asked] == [reference(table, lookup.valid, *q) for q in asked]
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the header")
-def test_the_cpp_header_answers_as_the_rules(tmp_path: Path) -> None:
-    """The generated header (its exact point by bisection, first region of the group, nearest point with the
-    fallback to farther ones where the nearest has no valid entry, cost mode's distances kLanes points at a time)
-    answers every table variant above as the Python lookup: one program holding every header, one namespace each."""
-    names = [*TABLES, "nearest, every other point without a valid entry"]
-    tables, asked = [TABLES[n]() for n in names[:-1]], []
-    sparse = variant("results/simt_h100/dispatch.json", no_regions=True)  # odd kernels tuned_only, even points
-    for i, k in enumerate(sparse["kernels"]):  # only them in their near list: the nearest often has no valid entry
-        k["tuned_only"] = i % 2 == 1
-    for j, point in enumerate(sparse["points"]):
-        point["near"] = [a for a in point.get("near", point["ranked"]) if a >= 0 and (j % 2 or a % 2)]
-    tables.append(sparse)
+def cpp_answers(
+    tables: list[dict], asked: list[tuple[int, tuple[str, str, tuple[int, ...]]]], tmp_path: Path
+) -> list[int]:
+    """The generated headers' answers (`lookup_sizes`) at `asked` ((table index, problem)): one program compiled with
+    g++ holding every table's header, one namespace each."""
     for v, table in enumerate(tables):
         (tmp_path / f"t{v}.cuh").write_text(emit_cpp(DispatchTable(table), namespace=f"t{v}"))
-        asked += [(v, q) for q in problems(table, 300, seed=10 + v)]
     cases = "".join(
         f"      case {v}: {{ long long d[t{v}::kNumSizes] = {{}}; for (int j = 0; j < t{v}::kNumSizes; ++j) d[j] = x[j];"
         f" a = t{v}::lookup_sizes(p, s, d); break; }}\n"
@@ -179,7 +181,25 @@ def test_the_cpp_header_answers_as_the_rules(tmp_path: Path) -> None:
             f"{v} {t['precisions'].index(precision)} {t['shapes'].index(shape)} {len(dims)} {' '.join(map(str, dims))}"
         )
     out = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
-    got = [int(x) for x in out.stdout.split()]
+    return [int(x) for x in out.stdout.split()]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the header")
+def test_the_cpp_header_answers_as_the_rules(tmp_path: Path) -> None:
+    """The generated header (its exact point by bisection, first region of the group, nearest point with the
+    fallback to farther ones where the nearest has no valid entry, cost mode's distances kLanes points at a time)
+    answers every table variant above as the Python lookup: one program holding every header, one namespace each."""
+    names = [*TABLES, "nearest, every other point without a valid entry"]
+    tables, asked = [TABLES[n]() for n in names[:-1]], []
+    sparse = variant("results/simt_h100/dispatch.json", no_regions=True)  # odd kernels tuned_only, even points
+    for i, k in enumerate(sparse["kernels"]):  # only them in their near list: the nearest often has no valid entry
+        k["tuned_only"] = i % 2 == 1
+    for j, point in enumerate(sparse["points"]):
+        point["near"] = [a for a in point.get("near", point["ranked"]) if a >= 0 and (j % 2 or a % 2)]
+    tables.append(sparse)
+    for v, table in enumerate(tables):
+        asked += [(v, q) for q in problems(table, 300, seed=10 + v)]
+    got = cpp_answers(tables, asked, tmp_path)
     lookups = [Lookup(t) for t in tables]
     want = [lookups[v].index(*q) for v, q in asked]
     wrong = [(names[v], q, g, w) for (v, q), g, w in zip(asked, got, want, strict=True) if g != w]

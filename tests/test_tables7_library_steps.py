@@ -1,11 +1,13 @@
 """Library steps in cost mode (issue 55 item 1, `--structure cost:MARGIN:REACH:K:STEPS`): the library is priced only
 from tuned points on the problem's side of its steps (PyTorch softmax: cols <= 2048, rows < 16000). Checked on the
 committed softmax H100 tuning database (real SQLite) against a brute-force reading of the rule, and at the spent
-seed-3703 validation (revalidated), held out of the tables."""
+seed-3703 validation (revalidated), held out of the tables; the generated C++ header answers as the Python lookup on
+the softmax tables and on an fp16 table (`m,k%2`) built from the committed fp16 tuning database."""
 
 from __future__ import annotations
 
 import random
+import shutil
 import warnings
 
 import pytest
@@ -21,6 +23,9 @@ TUNING = ROOT / "results/tables5_h100/softmax/softmax_model_h100.sqlite.xz"
 HELD = ROOT / "results/tables5_h100/revalidate_3703/validation"  # seed 3703 (spent), measured again
 BAKED = (ROOT / "results/tables4_h100/softmax_3603/validation", ROOT / "results/tables6_h100/softmax/validation")
 STEPS = ("cols<=2048", "rows<16000")
+FP16_TUNING = ROOT / "results/tables2_h100/fp16/fp16_model_h100.sqlite.xz"
+FP16_BAKED = (ROOT / "results/tables6_h100/fp16/validation",)
+FP16_STEPS = ("m,k%2",)
 
 
 def test_parse_structure_reads_library_steps():
@@ -48,28 +53,41 @@ def tables(tmp_path_factory):
     """Tables built from the committed softmax tuning database with the spent seed-3603 and seed-3813 validations
     replayed into it (`autotune sweep VALIDATE_SWEEP --replay`: 300 more measured problems), as the fold of
     scripts/tables7_study.py that holds seed 3703 out."""
+    structures = (Structure("cost", 0.1, 1.0, 1), Structure("cost", 0.1, 1.0, 1, STEPS))
+    structures += (Structure("cost", 0.1, 1.0, 2, STEPS),)
+    return built(tmp_path_factory.mktemp("steps"), TUNING, BAKED, structures)
+
+
+@pytest.fixture(scope="module")
+def fp16_table(tmp_path_factory):
+    """The fp16 table of scripts/tables7_h100.sh (`cost:0.05:1:4:m,k%2`) built from the committed fp16 tuning
+    database with the seed-3811 validation (results/tables6_h100/fp16) replayed into it."""
+    structure = Structure("cost", 0.05, 1.0, 4, FP16_STEPS)
+    return built(tmp_path_factory.mktemp("fp16"), FP16_TUNING, FP16_BAKED, (structure,))[structure]
+
+
+def built(folder, tuning, baked, structures):
+    """{structure: table} built from a committed tuning database with committed validations replayed into it."""
     from typer.testing import CliRunner
 
     from autotune.cli.main import app
     from autotune.dispatch.build import Recipe, build
     from autotune.workflows.results import load_results as load
 
-    db = tmp_path_factory.mktemp("steps") / "tuning.sqlite"
+    db = folder / "tuning.sqlite"
     runner = CliRunner()
-    got = runner.invoke(app, ["db", "unpack", str(TUNING), "-o", str(db)])
+    got = runner.invoke(app, ["db", "unpack", str(tuning), "-o", str(db)])
     assert got.exit_code == 0, got.output
-    for folder in BAKED:
+    for f in baked:
         got = runner.invoke(
             app,
-            ["sweep", str(folder / "validate_sweep.yaml"), "--replay", str(folder / "validation.sqlite.xz"), "--db",
-             str(db), "--quiet"],
+            ["sweep", str(f / "validate_sweep.yaml"), "--replay", str(f / "validation.sqlite.xz"), "--db", str(db),
+             "--quiet"],
         )  # fmt: skip
         assert got.exit_code == 0, got.output
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loaded = load(str(db), None, None)
-        structures = (Structure("cost", 0.1, 1.0, 1), Structure("cost", 0.1, 1.0, 1, STEPS))
-        structures += (Structure("cost", 0.1, 1.0, 2, STEPS),)
         return {s: build(loaded, Recipe(Criteria(bk=10, tol=0.1), structure=s)).table for s in structures}
 
 
@@ -151,3 +169,74 @@ def test_steps_fix_answers_across_the_2048_column_step(tables, tmp_path):
         _, speed = losses(frame)
         below[s] = int((speed < 0.97).sum())
     assert below[STEPS] < below[()], below
+
+
+def without_steps(raw: dict) -> dict:
+    """The same table with no library steps in its structure."""
+    return {**raw, "structure": {k: v for k, v in raw["structure"].items() if k != "library_steps"}}
+
+
+def fp16_problems(raw: dict, count: int, seed: int) -> list[tuple[str, str, tuple[int, ...]]]:
+    """Problems over the range of each fp16 group's tuned points and beyond, each with M and K of every parity (both
+    sides of `m,k%2`), and some tuned points."""
+    rng = random.Random(seed)
+    names = raw["size_names"]
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for p in raw["points"]:
+        groups.setdefault((p["precision"], p["shape"]), []).append(p["sizes"])
+    out = []
+    for _ in range(count):
+        (precision, shape), pts = rng.choice(sorted(groups.items()))
+        lo = {n: min(s[n] for s in pts) for n in names}
+        hi = {n: max(s[n] for s in pts) for n in names}
+        sizes = {n: max(2, round(rng.uniform(lo[n] / 2, hi[n] * 2))) for n in ("m", "n", "k")}
+        sizes["batch"] = rng.choice(pts)["batch"]
+        for m_odd in (0, 1):
+            for k_odd in (0, 1):
+                dims = {**sizes, "m": sizes["m"] // 2 * 2 + m_odd, "k": sizes["k"] // 2 * 2 + k_odd}
+                out.append((precision, shape, tuple(dims[n] for n in names)))
+    for p in rng.sample(raw["points"], 20):
+        out.append((p["precision"], p["shape"], tuple(int(p["sizes"][n]) for n in names)))
+    return out
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the header")
+def test_cpp_header_answers_as_python_with_library_steps(tables, fp16_table, tmp_path):
+    """The generated header (`step_class` of the problem, the library priced only from its class's measurements)
+    answers exactly as the Python lookup on tables with library steps built from committed databases (softmax
+    `cols<=2048+rows<16000` with K = 1 and 2, fp16 `m,k%2` with K = 4), at problems on both sides of every step; and
+    the steps change some of the header's answers (the same tables without steps answer otherwise there)."""
+    from tests.test_lookup_rules import cpp_answers
+
+    rng = random.Random(17)
+    softmax = [("fp32", "", (rng.randint(100, 200_000), rng.randint(16, 8192))) for _ in range(400)]
+    softmax += [
+        ("fp32", "", (r, c)) for r in (12_000, 15_999, 16_000, 16_001, 30_000) for c in (1800, 2047, 2048, 2049, 3000)
+    ]
+    softmax += [
+        ("fp32", "", (int(p["sizes"]["rows"]), int(p["sizes"]["cols"])))
+        for p in tables[Structure("cost", 0.1, 1.0, 1, STEPS)].data["points"][:20]
+    ]
+    fp16_raw = dict(fp16_table.data)
+    fp16 = fp16_problems(fp16_raw, 150, seed=19)
+    steps = [
+        (dict(tables[Structure("cost", 0.1, 1.0, 1, STEPS)].data), softmax),
+        (dict(tables[Structure("cost", 0.1, 1.0, 2, STEPS)].data), softmax),
+        (fp16_raw, fp16),
+    ]
+    for raw, asked in steps:  # every step class is asked
+        parsed = parse_steps(raw["structure"]["library_steps"], raw["size_names"])
+        assert {step_class(parsed, dims) for _, _, dims in asked} == set(range(1 << len(parsed)))
+    cases = steps + [(without_steps(raw), asked) for raw, asked in steps]
+    flat = [(v, q) for v, (_, asked) in enumerate(cases) for q in asked]
+    got = cpp_answers([raw for raw, _ in cases], flat, tmp_path)
+    lookups = [Lookup(raw) for raw, _ in cases]
+    want = [lookups[v].index(*q) for v, q in flat]
+    wrong = [(v, q, g, w) for (v, q), g, w in zip(flat, got, want, strict=True) if g != w]
+    assert not wrong, wrong[:5]
+    answers: dict[int, list[int]] = {}
+    for (v, _), g in zip(flat, got, strict=True):
+        answers.setdefault(v, []).append(g)
+    for v in range(len(steps)):
+        changed = sum(a != b for a, b in zip(answers[v], answers[v + len(steps)], strict=True))
+        assert changed, f"library steps changed no answer of the header of table {v}"
