@@ -227,6 +227,9 @@ constexpr unsigned long long step_class(const long long (&d)[kNumSizes]) {
 // (distance, tie distance, table order), kernels' raised by kCostLogMargin; the cheapest wins (ties: the library,
 // then index). With library steps, the library's measurements count only at points of the problem's step class
 // (kPointClass), where the group has one there (slot kNumKernels + 2 keeps those; slot 0 every one).
+// The points are read in bands of distance, nearest first (within reach, then ever wider): after a band, every kept
+// measurement is nearer than any point not read yet, so the walk stops once each competing answer has its
+// kNeighbours nearest (or every one the group has, kGroupMeasured).
 constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
   constexpr int kK = kNeighbours > 1 ? kNeighbours : 1;
   constexpr int kSlots = kNumKernels + 3, kClassSlot = kNumKernels + 2;  // index + 2 (the library first)
@@ -237,7 +240,10 @@ constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const lo
   const long long dmin = group_distances(begin, end, lt, dists);
   tie_logs(d, lb);
   const unsigned long long here = kNumSteps > 0 ? step_class(d) : 0;
-  bool compete[kSlots] = {};
+  int library_here = 0;  // the library's measurements at the group's points of the problem's class
+  for (int i = kLibraryClassBegin[group]; kNumSteps > 0 && i < kLibraryClassBegin[group + 1]; ++i)
+    if (kLibraryClass[i] == here) library_here = kLibraryClassCount[i];
+  bool ok[kSlots] = {};
   int count[kSlots] = {};
   long long kd[kSlots][kK] = {}, kb[kSlots][kK] = {}, ko[kSlots][kK] = {}, kc[kSlots][kK] = {};
   // keep the kK nearest measurements of slot s, sorted by (distance, tie distance, order)
@@ -257,23 +263,50 @@ constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const lo
     }
     kd[s][at] = dist; kb[s][at] = db; ko[s][at] = order; kc[s][at] = cost;
   };
-  for (int g = begin; g < end; ++g) {
+  const bool by_class = kNumSteps > 0 && library_here > 0;
+  for (int g = begin; g < end; ++g) {  // the answers measured within reach compete, where valid
+    if (dists[g - begin] > dmin + kReach) continue;
     const Point& p = kPoints[kGroupPoints[g]];
-    const long long dist = dists[g - begin], db = tie_at(g, lb), order = g - begin;
-    for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
-      const int a = kCostAnswer[j];
-      if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
-      const int s = a + 2;
-      if (dist <= dmin + kReach) compete[s] = true;
-      keep(s, dist, db, order, kCostLog[j]);
-      if (kNumSteps > 0 && a == LIBRARY && kPointClass[kGroupPoints[g]] == here) keep(kClassSlot, dist, db, order, kCostLog[j]);
+    for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j)
+      if (kCostAnswer[j] >= LIBRARY && kCostAnswer[j] < kNumKernels) ok[kCostAnswer[j] + 2] = true;
+  }
+  for (int a = GENERIC; a < kNumKernels; ++a) ok[a + 2] = ok[a + 2] && a != GENERIC && valid(a, d);
+  int rest[kPointsN] = {};  // the points not read yet (group positions)
+  int left = end - begin;
+  for (int g = begin; g < end; ++g) rest[g - begin] = g;
+  long long width = kReach >= 4 ? kReach / 4 : 1, hi = dmin + width;  // bands a quarter of reach wide, then twice
+  for (;;) {
+    int kept = 0;
+    for (int i = 0; i < left; ++i) {
+      const int g = rest[i];
+      const long long dist = dists[g - begin];
+      if (dist > hi) { rest[kept++] = g; continue; }
+      const Point& p = kPoints[kGroupPoints[g]];
+      const long long db = tie_at(g, lb), order = g - begin;
+      for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
+        const int a = kCostAnswer[j];
+        if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
+        keep(a + 2, dist, db, order, kCostLog[j]);
+        if (by_class && a == LIBRARY && kPointClass[kGroupPoints[g]] == here) keep(kClassSlot, dist, db, order, kCostLog[j]);
+      }
     }
+    bool done = true;  // every point read, or every competing answer has its kK nearest measurements
+    left = kept;
+    for (int a = LIBRARY; left > 0 && done && a < kNumKernels; ++a) {
+      if (!ok[a + 2]) continue;
+      const int s = by_class && a == LIBRARY ? kClassSlot : a + 2;
+      const int all = s == kClassSlot ? library_here : kGroupMeasured[group][s];
+      done = count[s] >= (all < kK ? all : kK);
+    }
+    if (done) break;
+    hi += width;
+    width *= 2;
   }
   int best = INVALID;
   long long best_price = 0;
   for (int a = LIBRARY; a < kNumKernels; ++a) {
-    if (a == GENERIC || !compete[a + 2] || !valid(a, d)) continue;
-    const int s = kNumSteps > 0 && a == LIBRARY && count[kClassSlot] > 0 ? kClassSlot : a + 2;
+    if (!ok[a + 2]) continue;
+    const int s = by_class && a == LIBRARY ? kClassSlot : a + 2;
     long long sum = 0;
     for (int i = 0; i < count[s]; ++i) sum += kc[s][i];
     const long long price = sum / count[s] + (a == LIBRARY ? 0 : kCostLogMargin);

@@ -343,10 +343,40 @@ def _emit_steps(w: Callable[[str], object], table: DispatchTable, texts: list[st
         + ", ".join("{" + ", ".join("true" if x else "false" for x in row) + "}" for row in on)
         + "};  // per step, the sizes it reads\n"
     )
-    classes = [step_class(steps, [int(p["sizes"][n]) for n in names]) for p in points] or [0]
+    classes = [step_class(steps, [int(p["sizes"][n]) for n in names]) for p in points]
     w(
-        f"inline constexpr unsigned long long kPointClass[{len(classes)}] = {{{', '.join(f'{c}ULL' for c in classes)}}};"
-        "  // per point (table order), its step class\n\n"
+        f"inline constexpr unsigned long long kPointClass[{max(1, len(classes))}] = "
+        f"{{{', '.join(f'{c}ULL' for c in classes) or '0ULL'}}};  // per point (table order), its step class\n"
+    )
+    # per group: the measurements of each answer (index + 2: the library first) and the library's per step class,
+    # so that cheapest_mean stops walking the points once every competing answer has its kNeighbours nearest
+    nk = len(table.data["kernels"])
+    measured: list[list[int]] = []
+    library: list[list[tuple[int, int]]] = []
+    for g in [(p, s) for p in table.precisions for s in table.shapes]:
+        count = [0] * (nk + 2)
+        per_class: dict[int, int] = {}
+        for i, p in enumerate(points):
+            if (p["precision"], p["shape"]) != g:
+                continue
+            for a, _ in p.get("costs", []):
+                if int(a) == LIBRARY or 0 <= int(a) < nk:  # what the header reads (kCostAnswer)
+                    count[int(a) + 2] += 1
+                    if int(a) == LIBRARY:
+                        per_class[classes[i]] = per_class.get(classes[i], 0) + 1
+        measured.append(count)
+        library.append(sorted(per_class.items()))
+    flat = [c for per in library for c in per]
+    begin = [sum(len(per) for per in library[:i]) for i in range(len(library) + 1)]
+    w(
+        f"inline constexpr int kGroupMeasured[{len(measured)}][{nk + 2}] = {{"
+        + ", ".join("{" + ", ".join(map(str, row)) + "}" for row in measured)
+        + "};  // per group, the measurements of each answer (index + 2)\n"
+        f"inline constexpr unsigned long long kLibraryClass[{max(1, len(flat))}] = "
+        f"{{{', '.join(f'{c}ULL' for c, _ in flat) or '0ULL'}}};  // per group, the step classes the library was measured in\n"
+        f"inline constexpr int kLibraryClassCount[{max(1, len(flat))}] = {{{', '.join(str(n) for _, n in flat) or '0'}}};"
+        "  // and how many times\n"
+        f"inline constexpr int kLibraryClassBegin[{len(begin)}] = {{{', '.join(map(str, begin))}}};\n\n"
     )
 
 
