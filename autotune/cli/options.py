@@ -96,7 +96,7 @@ StructureOpt = Annotated[
         "MODE[:MARGIN[:REACH[:NEIGHBOURS[:STEPS]]]] (e.g. nearest:0.1, cost:0.05:1, model:0.05; cost:0.05:1:2 "
         "prices each answer by its 2 nearest measurements; cost:0.05:1:4:m,k%2 prices the library only from "
         "tuned points on the problem's side of its steps, here M and K both even or not; steps joined by +, "
-        "e.g. cols<=2048+rows<16000; Python tables only, docs/tables2.md).",
+        "e.g. cols<=2048+rows<16000; docs/tables2.md).",
     ),
 ]
 WorkloadOpt = Annotated[
