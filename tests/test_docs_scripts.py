@@ -76,6 +76,7 @@ SCRIPTS: dict[str, list[ScriptRun]] = {
             "tables4_small_h100.sh",
             "tables5_softmax_h100.sh",
             "tables5_revalidate_h100.sh",
+            "tables7_h100.sh",
         )
     },
     "bench_lookup.py": [
