@@ -282,3 +282,31 @@ def test_predicted_times_are_the_model_over_its_features() -> None:
             if m and (k["precision"], k["shape"]) == (precision, shape) and lookup.valid(i, dims):
                 want[i] = model_time(m["coef"], model_features(dims, near, m["tiles"]))
         assert lookup.predicted_times(precision, shape, dims) == want
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the header")
+@pytest.mark.parametrize("cells, listed", [(2, 64), (1, 3), (8, 1)])
+def test_the_cpp_index_answers_as_python(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cells: int, listed: int):
+    """The header's grid (cheapest_indexed) answers as Python where the cell lists are as emitted and where they are
+    so short that the reading runs past their end (each unsettled set reads all its points, or cheapest_mean answers),
+    also far outside the tuned range (the problem's logs are clamped to the group's) and at the extreme sizes."""
+    from autotune.dispatch import emit_cpp as emitter
+
+    monkeypatch.setattr(emitter, "INDEX_CELLS", cells)
+    monkeypatch.setattr(emitter, "INDEX_LIST", listed)
+    names = [n for n in TABLES if "library steps" in n] + ["cost, 3 neighbours"]
+    tables, asked = [TABLES[n]() for n in names], []
+    rng = random.Random(cells * 100 + listed)
+    for v, table in enumerate(tables):
+        asked += [(v, q) for q in problems(table, 200, seed=20 + v)]
+        precision, shape = table["points"][0]["precision"], table["points"][0]["shape"]
+        for _ in range(40):  # far beyond the tuned range, on either side, and at the extremes
+            dims = tuple(
+                rng.choice([1, 2, 3, rng.randrange(1, 1 << 20), MAX_SIZE - 1, MAX_SIZE]) for _ in table["size_names"]
+            )
+            asked.append((v, (precision, shape, dims)))
+    got = cpp_answers(tables, asked, tmp_path)
+    lookups = [Lookup(t) for t in tables]
+    want = [lookups[v].index(*q) for v, q in asked]
+    wrong = [(names[v], q, g, w) for (v, q), g, w in zip(asked, got, want, strict=True) if g != w]
+    assert not wrong, wrong[:5]

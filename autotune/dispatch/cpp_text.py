@@ -257,7 +257,7 @@ constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const lo
     } else {
       ++count[s];
     }
-    while (at > 0 && (dist < kd[s][at - 1] || (dist == kd[s][at - 1] && (db < kb[s][at - 1] || (db == kb[s][at - 1] && order < ko[s][at - 1]))))) {
+    while (kK > 1 && at > 0 && (dist < kd[s][at - 1] || (dist == kd[s][at - 1] && (db < kb[s][at - 1] || (db == kb[s][at - 1] && order < ko[s][at - 1]))))) {
       kd[s][at] = kd[s][at - 1]; kb[s][at] = kb[s][at - 1]; ko[s][at] = ko[s][at - 1]; kc[s][at] = kc[s][at - 1];
       --at;
     }
@@ -309,6 +309,143 @@ constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const lo
     const int s = by_class && a == LIBRARY ? kClassSlot : a + 2;
     long long sum = 0;
     for (int i = 0; i < count[s]; ++i) sum += kc[s][i];
+    const long long price = sum / count[s] + (a == LIBRARY ? 0 : kCostLogMargin);
+    if (best == INVALID || price < best_price) { best = a; best_price = price; }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
+// cheapest_mean's answer through the group's grid (kIdx*, kCell*): the points nearest the centre of the problem's cell
+// are read nearest the centre first, each measurement kept in the slot of its answer set (answers measured at the
+// same points share their kNeighbours nearest; slot kMaxSets: the library's in the problem's step class). A point
+// read later is at least as far from the problem as its distance from the centre less the problem's (the triangle
+// inequality), so the reading stops once that bound passes every distance still asked: the nearest point's, each
+// valid set's kNeighbours-th nearest (or dmin + kReach, where it has none within reach yet: it does not compete).
+// Where the cell's list ends first, cheapest_mean answers. The problem's logs are clamped to the group's range:
+// the distance to every point of the group changes by the same amount, so the order and dmin + kReach hold.
+constexpr int cheapest_indexed(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
+  constexpr int kK = kNeighbours > 1 ? kNeighbours : 1;
+  constexpr int kClass = kMaxSets;  // the library's slot in the problem's step class
+  constexpr long long kFar = 1LL << 50;
+  const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
+  if (begin == end || kIdxShift[group] < 0) return cheapest_mean(group, d, lt);
+  const int shift = kIdxShift[group], sb = kGroupSetBegin[group], ns = kGroupSetBegin[group + 1] - sb;
+  int q[kTableN] = {};
+  int cell = kIdxCellBegin[group];
+  long long delta = 0;  // the problem's (clamped) distance from its cell's centre
+  for (int j = 0; j < kNumTableSizes; ++j) {
+    const long long v = lt[j] < kIdxLo[group][j] ? kIdxLo[group][j] : lt[j] > kIdxHi[group][j] ? kIdxHi[group][j] : lt[j];
+    const long long i = (v - kIdxLo[group][j]) >> shift;
+    q[j] = static_cast<int>(v);
+    cell += static_cast<int>(i) * kIdxStride[group][j];
+    delta += absdiff(v, kIdxLo[group][j] + (i << shift) + ((1LL << shift) >> 1));
+  }
+  long long lb[kTieN] = {};
+  tie_logs(d, lb);
+  const unsigned long long here = kNumSteps > 0 ? step_class(d) : 0;
+  int library_here = 0;  // the library's measurements at the group's points of the problem's class
+  for (int i = kLibraryClassBegin[group]; kNumSteps > 0 && i < kLibraryClassBegin[group + 1]; ++i)
+    if (kLibraryClass[i] == here) library_here = kLibraryClassCount[i];
+  const bool by_class = kNumSteps > 0 && library_here > 0;
+  const int library_set = kAnswerSet[group][0];
+  bool ok[kNumKernels + 2] = {};  // per answer + 2: valid (where measured in the group)
+  signed char asks[kMaxSets] = {};  // per set: 0 no valid answer, 1 whether it competes, 2 and its kK nearest
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    const int s = kAnswerSet[group][a + 2];
+    if (a == GENERIC || s < 0 || !(kCellSets[cell] >> (s < 63 ? s : 63) & 1) || !valid(a, d)) continue;
+    ok[a + 2] = true;
+    const signed char need = a == LIBRARY && by_class ? 1 : 2;
+    if (asks[s] < need) asks[s] = need;
+  }
+  int count[kMaxSets + 1] = {}, want[kMaxSets + 1] = {};
+  for (int s = 0; s < ns; ++s) want[s] = kSetSize[sb + s] < kK ? kSetSize[sb + s] : kK;
+  want[kClass] = library_here < kK ? library_here : kK;
+  long long kd[kMaxSets + 1][kK] = {}, kb[kMaxSets + 1][kK] = {};
+  int ko[kMaxSets + 1][kK] = {}, kp[kMaxSets + 1][kK] = {};
+  bool changed = true;  // a slot kept a measurement, or dmin fell, since `need` was asked
+  auto keep = [&](int s, long long dist, long long db, int order, int point) {
+    int at = count[s];
+    if (at == kK) {
+      const int last = kK - 1;
+      if (!(dist < kd[s][last] || (dist == kd[s][last] && (db < kb[s][last] || (db == kb[s][last] && order < ko[s][last])))))
+        return;
+      at = last;
+    } else {
+      ++count[s];
+    }
+    for (; kK > 1 && at > 0 && (dist < kd[s][at - 1] || (dist == kd[s][at - 1] && (db < kb[s][at - 1] || (db == kb[s][at - 1] && order < ko[s][at - 1])))); --at) {
+      kd[s][at] = kd[s][at - 1]; kb[s][at] = kb[s][at - 1]; ko[s][at] = ko[s][at - 1]; kp[s][at] = kp[s][at - 1];
+    }
+    kd[s][at] = dist; kb[s][at] = db; ko[s][at] = order; kp[s][at] = point;
+    changed = true;
+  };
+  long long dmin = kFar;
+  // the distance the reading must pass before it stops (kFar: a set within reach lacks measurements)
+  auto asked = [&]() {
+    long long r = dmin;
+    for (int s = 0; s < ns; ++s) {
+      if (asks[s] == 0) continue;
+      const bool complete = count[s] == want[s];
+      if (complete) { if (count[s] > 0 && kd[s][count[s] - 1] > r) r = kd[s][count[s] - 1]; continue; }
+      if (count[s] > 0 && kd[s][0] <= dmin + kReach) { if (asks[s] == 2) return kFar; continue; }
+      if (dmin + kReach > r) r = dmin + kReach;
+    }
+    if (by_class && library_set >= 0 && asks[library_set] > 0) {
+      if (count[kClass] < want[kClass]) return kFar;
+      if (kd[kClass][count[kClass] - 1] > r) r = kd[kClass][count[kClass] - 1];
+    }
+    return r;
+  };
+  long long need = -1;
+  bool settled = false;
+  for (int e = kCellListBegin[cell]; e < kCellListBegin[cell + 1]; ++e) {
+    const long long low = kCellPd[e] - delta;  // no point from here on is nearer
+    if (low > need || (need == kFar && changed)) {  // kFar: asked again once a point changed what is asked
+      need = asked();
+      changed = false;
+      if (low > need) { settled = true; break; }
+    }
+    const int g = kCellG[e], p = kGroupPoints[g];
+    long long dist = 0;
+    for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(q[j], kGroupLogs[j][g]);
+    const long long db = tie_at(g, lb);
+    if (dist < dmin) { dmin = dist; changed = true; }
+    for (int k = kPointSetBegin[p]; k < kPointSetBegin[p + 1]; ++k) {
+      const int s = kPointSets[k] - sb;
+      if (asks[s] > 0) keep(s, dist, db, g - begin, p);
+      if (s == library_set && by_class && kPointClass[p] == here) keep(kClass, dist, db, g - begin, p);
+    }
+  }
+  if (!settled) {  // the cell's list ended first: no point left is nearer than low
+    const long long low = kCellReach[cell] - delta;
+    if (dmin >= low) return cheapest_mean(group, d, lt);
+    // each set not settled yet reads all its points (kSetPoints), the library's class slot the library's
+    for (int s = 0; s <= ns; ++s) {
+      if (s == ns && !(by_class && library_set >= 0 && asks[library_set] > 0)) break;
+      const int t = s == ns ? kClass : s;
+      if (t != kClass && asks[t] == 0) continue;
+      const bool complete = count[t] == want[t], within = count[t] > 0 && kd[t][0] <= dmin + kReach;
+      if (complete ? kd[t][count[t] - 1] < low : t != kClass && (within ? asks[t] == 1 : dmin + kReach < low)) continue;
+      const int from = t == kClass ? library_set : s;
+      count[t] = 0;
+      for (int i = kSetPointBegin[sb + from]; i < kSetPointBegin[sb + from + 1]; ++i) {
+        const int g = kSetPoints[i], p = kGroupPoints[g];
+        if (t == kClass && kPointClass[p] != here) continue;
+        long long dist = 0;
+        for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(q[j], kGroupLogs[j][g]);
+        keep(t, dist, tie_at(g, lb), g - begin, p);
+      }
+    }
+  }
+  int best = INVALID;
+  long long best_price = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    if (!ok[a + 2]) continue;
+    const int set = kAnswerSet[group][a + 2];
+    if (count[set] == 0 || kd[set][0] > dmin + kReach) continue;  // not measured within reach: it does not compete
+    const int s = by_class && a == LIBRARY ? kClass : set;
+    long long sum = 0;
+    for (int i = 0; i < count[s]; ++i) sum += kCostLogAt[kp[s][i]][a + 2];
     const long long price = sum / count[s] + (a == LIBRARY ? 0 : kCostLogMargin);
     if (best == INVALID || price < best_price) { best = a; best_price = price; }
   }
@@ -389,7 +526,7 @@ constexpr int lookup_sizes(int precision, int shape, const long long (&d)[kNumSi
   if (kModelMode) return predicted(precision, shape, d);
   long long lt[kTableN] = {};
   for (int j = 0; j < kNumTableSizes; ++j) lt[j] = ilog2_fx(d[kTableDims[j]]);
-  if (kCostMode) return kNeighbours > 1 || kNumSteps > 0 ? cheapest_mean(group, d, lt) : cheapest(group, d, lt);
+  if (kCostMode) return kNeighbours > 1 || kNumSteps > 0 ? cheapest_indexed(group, d, lt) : cheapest(group, d, lt);
   return nearest(group, d, lt);
 }
 
