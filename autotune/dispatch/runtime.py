@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from bisect import bisect_left
 from typing import Any, Mapping, Sequence
 
 from autotune.dispatch.features import FX_BITS, ModelLanes, cost_log_margin, ilog2_fx, model_margin
@@ -180,6 +179,16 @@ class _Group:
         self.model: ModelLanes | None = None
         self.classes: list[int] = []  # per point: its step class (library_steps)
         self.library_classes: set[int] = set()  # the step classes where the library was measured
+        self.union = 0  # the bits of every answer priced at some point
+        self.everywhere = 0  # the bits of the answers priced at every point
+        self.where: list[tuple[int, int]] = []  # the others: (bit position, bit 8 * i set where point i priced it)
+        # rule 4' with K neighbours or steps (`_cheapest_mean`), per step class (-1: every class): per point, the bits
+        # of the answers whose measurement there counts; the sums and counts of log costs to start from (of every
+        # measurement, for the answers measured K times or fewer: their mean is the same everywhere); the others
+        self.counted: dict[int, list[int]] = {}
+        self.start: dict[int, tuple[list[int], list[int]]] = {}
+        self.dense: dict[int, int] = {}
+        self.logs: list[dict[int, int]] = []  # per point: {answer bit position: ilog2_fx(cost)}
 
 
 class Lookup:
@@ -215,9 +224,39 @@ class Lookup:
                 g.keys = Keys([[p[d] for d in dims] for p in g.sizes], dims, ilog2_fx, len(self.near_dims))
                 at = g.keys.bits - g.keys.shift + self._code_bits  # the price above the distance and the code
                 g.priced = [[(c << at | code, bit) for c, code, bit in p] for p in g.costs]
+            self._prepare_means(g)
         self._groups = {k: g for k, g in self._groups.items() if k[0] in self.precisions and k[1] in self.shapes}
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
+
+    def _prepare_means(self, g: _Group) -> None:
+        """Per step class, what `_cheapest_mean` starts from (`_Group.counted`, `start`, `dense`)."""
+        lib = len(self.kernels)  # the library's bit position
+        g.union = 0
+        for m in g.measured:
+            g.union |= m
+        g.everywhere = g.union
+        for m in g.measured:
+            g.everywhere &= m
+        g.where = [
+            (j, sum(1 << 8 * i for i, m in enumerate(g.measured) if m >> j & 1))
+            for j in range(lib + 1)
+            if (g.union & ~g.everywhere) >> j & 1
+        ]
+        g.logs = [{(lib if a == LIBRARY else a): lc for a, lc in p} for p in g.log_costs]
+        for at in [-1, *sorted(g.library_classes)] if self.steps else [-1]:
+            counted = [m if at < 0 or c == at else m & ~(1 << lib) for m, c in zip(g.measured, g.classes, strict=True)]
+            sums, counts = [0] * (lib + 1), [0] * (lib + 1)
+            for bits, logs in zip(counted, g.logs, strict=True):
+                for j, lc in logs.items():
+                    if bits >> j & 1:
+                        sums[j] += lc
+                        counts[j] += 1
+            dense = sum(1 << j for j in range(lib + 1) if counts[j] > self.neighbours)
+            for j in range(lib + 1):
+                if dense >> j & 1:
+                    sums[j] = counts[j] = 0
+            g.counted[at], g.start[at], g.dense[at] = counted, (sums, counts), dense
 
     def _group(self, precision: str, shape: str) -> _Group:
         return self._groups.setdefault((precision, shape), _Group())
@@ -427,22 +466,28 @@ class Lookup:
         measured (distance, then the tie sizes' distance, then table order); answers measured within `reach` of
         the nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
         ties: the nearer measurement, then the library, then the smaller index). The points are walked nearest
-        first, each giving its cheapest answer not measured nearer (`blocked`) nor invalid."""
+        first (`Keys.ascending`), each giving its cheapest answer not measured nearer (`blocked`) nor invalid,
+        until the reach or until every answer measured anywhere is blocked."""
         if g.keys is None:
             return self.fallback
         shift, mask = g.keys.shift, g.keys.order_mask
-        ordered = sorted(g.keys.at(dims))
-        near = ordered[: bisect_left(ordered, ((ordered[0] >> shift) + self.reach + 1) << shift)]
         blocked, best, code, every, priced = self._invalid.at(dims), None, self._code_bits, g.measured, g.priced
-        for key in near:  # per point, the cheapest answer neither invalid nor measured nearer: (price, distance, code)
-            measured = every[key & mask]
+        union, limit = g.union | blocked, -1
+        for key in g.keys.ascending(g.keys.packed(dims), self.reach << shift):  # the first band: the reach
+            if limit < 0:
+                limit = ((key >> shift) + self.reach + 1) << shift  # keys below: within reach of the nearest
+            elif key >= limit:
+                break
+            measured = every[key & mask]  # per point, the cheapest answer neither invalid nor measured nearer
             if blocked & measured != measured:
                 for price, bit in priced[key & mask]:
                     if not blocked & bit:
-                        price |= key >> shift << code
+                        price |= key >> shift << code  # (price, distance, code) in one integer
                         best = price if best is None or price < best else best
                         break
                 blocked |= measured
+                if blocked == union:
+                    break
         if best is None:
             return self.fallback
         return best % (1 << code) - 1 if best % (1 << code) else LIBRARY
@@ -451,31 +496,56 @@ class Lookup:
         """Cost mode with neighbours K >= 2 (rule 4'): the answers measured within `reach` of the nearest tuned
         point compete, each priced by the mean log2 cost of its K nearest measurements; kernels' raised by
         `log_margin`; the cheapest wins (ties: the library, then the smaller index). With `library_steps`, the
-        library's measurements count only at points of the problem's step class (where the group has one)."""
+        library's measurements count only at points of the problem's step class (where the group has one).
+
+        The competing answers: those measured at every point, and the others measured at a point within reach
+        (`Keys.within`, `_Group.where`). An answer measured K times or fewer in the group is priced from all of them
+        (`_Group.start`), the others from the first K that a walk of the points nearest first meets; it stops once
+        those have them all."""
         if g.keys is None:
             return self.fallback
-        mask, bad = g.keys.order_mask, self._invalid.at(dims)
+        mask, logs, k, lib = g.keys.order_mask, g.logs, self.neighbours, len(self.kernels)
+        valid = ~self._invalid.at(dims)
         at = step_class(self.steps, dims) if self.steps else -1
-        at = at if at in g.library_classes else -1
-        ordered = sorted(g.keys.at(dims))
-        within = bisect_left(ordered, ((ordered[0] >> g.keys.shift) + self.reach + 1) << g.keys.shift)
-        ok = {a for key in ordered[:within] for a, _ in g.log_costs[key & mask] if a == LIBRARY or not bad >> a & 1}
-        if not ok:
+        at = at if at in g.dense else -1
+        counted, (sums, counts) = g.counted[at], g.start[at]
+        sums, counts = sums[:], counts[:]
+        packed, ok = g.keys.packed(dims), g.everywhere & valid
+        if g.where:
+            inside, walk = g.keys.within(packed, self.reach)
+            for j, points in g.where:
+                if inside & points and valid >> j & 1:
+                    ok |= 1 << j
+        else:
+            walk = g.keys.ascending(packed)
+        need = g.dense[at] & ok
+        if need:
+            for key in walk:
+                i = key & mask
+                todo = counted[i] & need
+                while todo:
+                    low = todo & -todo
+                    j = low.bit_length() - 1
+                    sums[j] += logs[i][j]
+                    counts[j] += 1
+                    if counts[j] == k:
+                        need ^= low
+                    todo ^= low
+                if not need:
+                    break
+        best, ranks = -1, lib + 2  # (price, rank) in one integer; rank 0: the library, kernel j: j + 1
+        while ok:
+            low = ok & -ok
+            j = low.bit_length() - 1
+            if j == lib:
+                price = sums[j] // counts[j] * ranks
+            else:
+                price = (sums[j] // counts[j] + self.log_margin) * ranks + j + 1
+            best = price if best < 0 or price < best else best
+            ok ^= low
+        if best < 0:
             return self.fallback
-        sums: dict[int, int] = dict.fromkeys(ok, 0)
-        counts: dict[int, int] = dict.fromkeys(ok, 0)
-        full = 0
-        for key in ordered:
-            for a, lc in g.log_costs[key & mask]:
-                n = counts.get(a)
-                if n is None or n >= self.neighbours or (a == LIBRARY and at >= 0 and g.classes[key & mask] != at):
-                    continue
-                sums[a] += lc
-                counts[a] = n + 1
-                full += n + 1 == self.neighbours
-            if full == len(ok):
-                break
-        return min((sums[a] // counts[a] + (0 if a == LIBRARY else self.log_margin), a) for a in ok)[1]
+        return best % ranks - 1 if best % ranks else LIBRARY
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
         """The kernel record for an index; the generic kernel's record for -1 (`generic: True`); the library's for
