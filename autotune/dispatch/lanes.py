@@ -251,7 +251,8 @@ class Keys:
             if keys[at] < limit:
                 inside |= 1 << 8 * at
             at = tops.find(edge, at + 1)
-        return inside, self._bands(keys, tops, low, low)
+        # the walk's first band: up to the edge where that holds few points, else the nearest's
+        return inside, self._bands(keys, tops, low, edge if inside.bit_count() <= 2 * BAND_POINTS else low)
 
     def _tops(self, packed: int) -> tuple[array, bytes, int]:
         """The keys (lanes of 32 or 64 bits), their top bytes and the smallest top byte."""
