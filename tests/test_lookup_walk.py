@@ -86,7 +86,8 @@ def test_generated_module_answers_as_the_rules(name: str, tmp_path: Path) -> Non
 @pytest.mark.parametrize("sort_all", [0, 10_000])
 def test_bands_and_sorting_every_key_agree(monkeypatch: pytest.MonkeyPatch, sort_all: int) -> None:
     """Keys.ascending and Keys.within read bands of the keys' top bytes, or sort every key (SORT_ALL): the same
-    keys in the same order and the same points within reach, at random points and problems of 1-4 sizes."""
+    keys in the same order and the same points within reach (none for a negative reach), at random points and
+    problems of 1-4 sizes."""
     monkeypatch.setattr(lanes, "SORT_ALL", sort_all)
     rng = random.Random(sort_all)
     for _ in range(300):
@@ -98,7 +99,8 @@ def test_bands_and_sorting_every_key_agree(monkeypatch: pytest.MonkeyPatch, sort
         ordered = sorted(keys.at(problem))
         assert list(keys.ascending(packed, rng.choice([0, 1, 1 << rng.randrange(48)]))) == ordered
         reach = rng.choice([0, 1, 1 << 15, 1 << 16, 1 << 17, 1 << 40])
-        inside, walk = keys.within(packed, reach)
-        assert list(walk) == ordered
+        inside, bands = keys.within(packed, reach)
+        assert [k for band in bands for k in band] == ordered
+        assert keys.within(packed, -1)[0] == 0 and [k for b in keys.within(packed, -1)[1] for k in b] == ordered
         limit = ((ordered[0] >> keys.shift) + reach + 1) << keys.shift
         assert inside == sum(1 << 8 * (k & keys.order_mask) for k in ordered if k < limit)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
+from itertools import chain
 from operator import sub
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -223,22 +224,25 @@ class Keys:
         if self.width > 64 or self.count <= SORT_ALL:
             return sorted(unpack(packed, self.count, self.width))
         keys, tops, low = self._tops(packed)
-        return self._bands(keys, tops, low, min(255, low + (first >> (self.bits - 8)) + 1 if first else low))
+        high = min(255, low + (first >> (self.bits - 8)) + 1 if first else low)
+        return chain.from_iterable(self._bands(keys, tops, low, high))
 
-    def within(self, packed: int, reach: int) -> tuple[int, Iterable[int]]:
-        """(inside, ascending): bit 8 * i of `inside` set for every point i within `reach` (a distance, fixed point)
-        of the nearest point (whose key's distance is at most the nearest's plus `reach`), and the keys in ascending
-        order (`ascending`). Inside is read from the keys' top bytes (`bytes.translate`), without a step per point
-        but at the last band's."""
+    def within(self, packed: int, reach: int) -> tuple[int, Iterable[list[int]]]:
+        """(inside, bands): bit 8 * i of `inside` set for every point i within `reach` (a distance, fixed point; none
+        where it is negative) of the nearest point (whose key's distance is at most the nearest's plus `reach`), and
+        the keys in ascending order as bands, each a sorted list (`ascending`). Inside is read from the keys' top
+        bytes (`bytes.translate`), without a step per point but at the last band's."""
         if self.width > 64 or self.count <= SORT_ALL:
             ordered = sorted(unpack(packed, self.count, self.width))
             limit, inside = ((ordered[0] >> self.shift) + reach + 1) << self.shift, 0
-            for key in ordered:
+            for key in ordered if reach >= 0 else ():
                 if key >= limit:
                     break
                 inside |= 1 << 8 * (key & self.order_mask)
-            return inside, ordered
+            return inside, (ordered,)
         keys, tops, low = self._tops(packed)
+        if reach < 0:
+            return 0, self._bands(keys, tops, low, low)
         nearest, at = None, tops.find(low)
         while at >= 0:
             nearest = keys[at] if nearest is None or keys[at] < nearest else nearest
@@ -267,8 +271,8 @@ class Keys:
             low += 1
         return keys, tops, low
 
-    def _bands(self, keys: array, tops: bytes, low: int, high: int) -> Iterator[int]:
-        """The keys in ascending order, band by band of their top bytes, from the band low..high on."""
+    def _bands(self, keys: array, tops: bytes, low: int, high: int) -> Iterator[list[int]]:
+        """The keys in ascending order, band by band of their top bytes (each a sorted list), from low..high on."""
         width = 1
         while True:
             band, value = (tops, low) if low == high else (tops.translate(_band(low, high)), 1)
@@ -278,7 +282,7 @@ class Keys:
                 found.append(keys[at])
                 at = band.find(value, at + 1)
             found.sort()
-            yield from found
+            yield found
             if high == 255:
                 return
             # the next band: as wide as this one's density says for BAND_POINTS points, at most twice the last

@@ -561,21 +561,18 @@ class Lookup:
             valid = m.valid[bad] = sum(_LANE << MEAN_LANE * j for j in range(m.lanes) if not bad >> j & 1)
         at = step_class(self.steps, dims) if self.steps else -1
         at = at if at in g.dense else -1
-        packed, ok = g.keys.packed(dims), g.everywhere
-        if g.where:
-            inside, walk = g.keys.within(packed, self.reach)
-            for lane, points in g.where:
-                if inside & points:
-                    ok |= lane
-        else:
-            walk = g.keys.ascending(packed)
+        ok = g.everywhere
+        inside, bands = g.keys.within(g.keys.packed(dims), self.reach if g.where else -1)
+        for lane, points in g.where:
+            if inside & points:
+                ok |= lane
         ok &= valid
         if not ok:
             return self.fallback
         need, counted, top = g.dense[at] & ok, g.counted[at], m.top
         sums, counts = 0, m.bias & need  # a lane of counts has its top bit set once it counted K
-        if need:
-            for key in walk:
+        for band in bands if need else ():
+            for key in band:
                 ones, costs = counted[key & mask]
                 ones &= need
                 if ones:
@@ -584,6 +581,8 @@ class Lookup:
                     need &= ~(((counts & top) >> (MEAN_LANE - 1)) * _LANE)
                     if not need:
                         break
+            if not need:
+                break
         return m.cheapest(sums, g.start[at], ok)
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
