@@ -133,7 +133,8 @@ class Keys:
     A problem's log beyond the points' range over a size is taken at its end: that moves every point's distance by
     the same amount (relative distances and the order stay exact), and bounds the distances by the sums of the
     ranges; a key takes the low bits of its lane (keys below 2**30 are the integers Python compares and sorts
-    fastest).
+    fastest), the distance padded so that a key's top 8 bits are the top byte of its `bits` (`ascending` and
+    `within` read the points nearest first by bands of those bytes, without an integer per point).
 
     The distance of point i is the sum over the sizes of |a - x_i| (a: the problem's log, x_i: the point's). Below,
     above or at each x_i that is +-(a - x_i): per size, the points' distinct logs cut the axis into intervals where
