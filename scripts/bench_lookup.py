@@ -172,7 +172,7 @@ def bench_table(path: Path, count: int, seed: int, work: Path, cxx: str) -> dict
     agree = sum(a == b for a, b in zip(cpp_answers, py["answers"], strict=True))
     structure = (data.get("structure") or {}).get("mode", "regions")
     return {
-        "table": str(path.relative_to(ROOT)),
+        "table": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
         "kind": data["kind"],
         "structure": structure,
         "kernels": len(data["kernels"]),

@@ -60,8 +60,9 @@ valid nowhere but at the tuned points where it was measured (rule 2). The librar
 from __future__ import annotations
 
 import numbers
+import sys
 import warnings
-from bisect import bisect_left
+from array import array
 from typing import Any, Mapping, Sequence
 
 from autotune.dispatch.features import FX_BITS, ModelLanes, cost_log_margin, ilog2_fx, model_margin
@@ -180,6 +181,54 @@ class _Group:
         self.model: ModelLanes | None = None
         self.classes: list[int] = []  # per point: its step class (library_steps)
         self.library_classes: set[int] = set()  # the step classes where the library was measured
+        self.union = 0  # the bits of every answer priced at some point
+        self.everywhere = 0  # the lanes of the answers priced at every point (`_prepare_means`)
+        self.where: list[tuple[int, int]] = []  # the others: (lane, bit 8 * i set where point i priced it)
+        # rule 4' with K neighbours or steps (`_cheapest_mean`), per step class (-1: every class): per point, the bits
+        # of the answers whose measurement there counts; the sums and counts of log costs to start from (of every
+        # measurement, for the answers measured K times or fewer: their mean is the same everywhere); the others
+        self.counted: dict[int, list[tuple[int, int]]] = {}
+        self.start: dict[int, int] = {}
+        self.dense: dict[int, int] = {}
+
+
+MEAN_LANE = 64  # bits per answer in `_cheapest_mean`'s lanes
+_LANE = (1 << MEAN_LANE) - 1
+
+
+class _Means:
+    """The lanes of `_cheapest_mean` (MEAN_LANE bits per answer, lane j: kernel j, lane `kernels`: the library):
+    the counts' bias and top bits, the kernels' margin and ranks, and the answer of the smallest price."""
+
+    def __init__(self, kernels: int, k: int, log_margin: int) -> None:
+        self.lanes, self.k, w = kernels + 1, k, MEAN_LANE
+        self.rank_bits = self.lanes.bit_length()  # rank 0: the library, kernel j: j + 1
+        self.top = sum(1 << w * j + w - 1 for j in range(self.lanes))
+        self.bias = sum(((1 << w - 1) - k) << w * j for j in range(self.lanes))
+        self.all = sum(_LANE << w * j for j in range(self.lanes))
+        self.margin = sum(log_margin << w * j for j in range(kernels))
+        self.ranks = sum(j + 1 << w * j for j in range(kernels))
+        self.shift = k.bit_length() - 1 if k & (k - 1) == 0 else -1  # the mean of K: a shift where K is 2**shift
+        self.low = sum((_LANE >> max(0, self.shift)) << w * j for j in range(self.lanes))
+        self.valid: dict[int, int] = {}  # invalid kernels as bits -> the valid answers' lanes
+
+    def cheapest(self, sums: int, start: int, ok: int) -> int:
+        """The answer of the smallest price among the lanes `ok` (ties: the library, then the smaller index): the
+        mean of K log costs (`sums`) or the one in `start`, kernels' raised by the margin."""
+        if self.shift >= 0:
+            price = ((sums >> self.shift) & self.low) + start + self.margin
+        else:
+            raw = array("Q", sums.to_bytes(8 * self.lanes, "little"))
+            if sys.byteorder == "big":
+                raw.byteswap()
+            price = sum(v // self.k << MEAN_LANE * j for j, v in enumerate(raw)) + start + self.margin
+        value = array(
+            "Q", ((price << self.rank_bits | self.ranks) | (self.all ^ ok)).to_bytes(8 * self.lanes, "little")
+        )
+        if sys.byteorder == "big":
+            value.byteswap()
+        rank = min(value) & ((1 << self.rank_bits) - 1)
+        return rank - 1 if rank else LIBRARY
 
 
 class Lookup:
@@ -206,6 +255,7 @@ class Lookup:
             "cost": self._cheapest if self.neighbours <= 1 and not self.steps else self._cheapest_mean,
         }.get(self.mode, self._nearest)
         self._groups: dict[tuple[str, str], _Group] = {}
+        self._mean = _Means(len(self.kernels), max(1, self.neighbours), self.log_margin)
         self._read_points(table)
         self._read_model(table)
         for g in self._groups.values():
@@ -215,9 +265,48 @@ class Lookup:
                 g.keys = Keys([[p[d] for d in dims] for p in g.sizes], dims, ilog2_fx, len(self.near_dims))
                 at = g.keys.bits - g.keys.shift + self._code_bits  # the price above the distance and the code
                 g.priced = [[(c << at | code, bit) for c, code, bit in p] for p in g.costs]
+            self._prepare_means(g)
         self._groups = {k: g for k, g in self._groups.items() if k[0] in self.precisions and k[1] in self.shapes}
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
+
+    def _prepare_means(self, g: _Group) -> None:
+        """What `_cheapest_mean` reads, in lanes of MEAN_LANE bits (lane j: the answer of bit j, the library's
+        above the kernels'): the answers priced at every point (`everywhere`), where the others were (`where`);
+        per step class, per point the answers counted there and their log costs (`counted`), the means of the
+        answers priced K times or fewer (`start`: all of them count) and the others (`dense`)."""
+        lib, w = len(self.kernels), MEAN_LANE  # the library's bit position
+        g.union = 0
+        for m in g.measured:
+            g.union |= m
+        everywhere = g.union
+        for m in g.measured:
+            everywhere &= m
+        g.everywhere = sum(_LANE << w * j for j in range(lib + 1) if everywhere >> j & 1)
+        g.where = [
+            (_LANE << w * j, sum(1 << 8 * i for i, m in enumerate(g.measured) if m >> j & 1))
+            for j in range(lib + 1)
+            if (g.union & ~everywhere) >> j & 1
+        ]
+        logs = [{(lib if a == LIBRARY else a): lc for a, lc in p} for p in g.log_costs]
+        for at in [-1, *sorted(g.library_classes)] if self.steps else [-1]:
+            counted = [m if at < 0 or c == at else m & ~(1 << lib) for m, c in zip(g.measured, g.classes, strict=True)]
+            sums, counts = [0] * (lib + 1), [0] * (lib + 1)
+            for bits, point in zip(counted, logs, strict=True):
+                for j, lc in point.items():
+                    if bits >> j & 1:
+                        sums[j] += lc
+                        counts[j] += 1
+            dense = {j for j in range(lib + 1) if counts[j] > self.neighbours}
+            lanes = g.dense[at] = sum(_LANE << w * j for j in dense)
+            g.start[at] = sum(sums[j] // counts[j] << w * j for j in range(lib + 1) if counts[j] and j not in dense)
+            g.counted[at] = [
+                (
+                    sum(1 << w * j for j in point if bits >> j & 1) & lanes,
+                    sum(lc << w * j for j, lc in point.items() if bits >> j & 1) & lanes,
+                )
+                for bits, point in zip(counted, logs, strict=True)
+            ]
 
     def _group(self, precision: str, shape: str) -> _Group:
         return self._groups.setdefault((precision, shape), _Group())
@@ -427,22 +516,28 @@ class Lookup:
         measured (distance, then the tie sizes' distance, then table order); answers measured within `reach` of
         the nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
         ties: the nearer measurement, then the library, then the smaller index). The points are walked nearest
-        first, each giving its cheapest answer not measured nearer (`blocked`) nor invalid."""
+        first (`Keys.ascending`), each giving its cheapest answer not measured nearer (`blocked`) nor invalid,
+        until the reach or until every answer measured anywhere is blocked."""
         if g.keys is None:
             return self.fallback
         shift, mask = g.keys.shift, g.keys.order_mask
-        ordered = sorted(g.keys.at(dims))
-        near = ordered[: bisect_left(ordered, ((ordered[0] >> shift) + self.reach + 1) << shift)]
         blocked, best, code, every, priced = self._invalid.at(dims), None, self._code_bits, g.measured, g.priced
-        for key in near:  # per point, the cheapest answer neither invalid nor measured nearer: (price, distance, code)
-            measured = every[key & mask]
+        union, limit = g.union | blocked, -1
+        for key in g.keys.ascending(g.keys.packed(dims), self.reach << shift):  # the first band: the reach
+            if limit < 0:
+                limit = ((key >> shift) + self.reach + 1) << shift  # keys below: within reach of the nearest
+            elif key >= limit:
+                break
+            measured = every[key & mask]  # per point, the cheapest answer neither invalid nor measured nearer
             if blocked & measured != measured:
                 for price, bit in priced[key & mask]:
                     if not blocked & bit:
-                        price |= key >> shift << code
+                        price |= key >> shift << code  # (price, distance, code) in one integer
                         best = price if best is None or price < best else best
                         break
                 blocked |= measured
+                if blocked == union:
+                    break
         if best is None:
             return self.fallback
         return best % (1 << code) - 1 if best % (1 << code) else LIBRARY
@@ -451,31 +546,44 @@ class Lookup:
         """Cost mode with neighbours K >= 2 (rule 4'): the answers measured within `reach` of the nearest tuned
         point compete, each priced by the mean log2 cost of its K nearest measurements; kernels' raised by
         `log_margin`; the cheapest wins (ties: the library, then the smaller index). With `library_steps`, the
-        library's measurements count only at points of the problem's step class (where the group has one)."""
+        library's measurements count only at points of the problem's step class (where the group has one).
+
+        The competing answers: those measured at every point, and the others measured at a point within reach
+        (`Keys.within`, `_Group.where`). An answer measured K times or fewer in the group is priced from all of
+        them (`_Group.start`), the others from the first K that a walk of the points nearest first meets: every
+        answer at once, in the lanes of one integer (`_prepare_means`); the walk stops once each has its K."""
         if g.keys is None:
             return self.fallback
-        mask, bad = g.keys.order_mask, self._invalid.at(dims)
+        mask, m = g.keys.order_mask, self._mean
+        bad = self._invalid.at(dims)
+        valid = m.valid.get(bad)
+        if valid is None:  # the lanes of the valid answers, per distinct set of invalid kernels
+            valid = m.valid[bad] = sum(_LANE << MEAN_LANE * j for j in range(m.lanes) if not bad >> j & 1)
         at = step_class(self.steps, dims) if self.steps else -1
-        at = at if at in g.library_classes else -1
-        ordered = sorted(g.keys.at(dims))
-        within = bisect_left(ordered, ((ordered[0] >> g.keys.shift) + self.reach + 1) << g.keys.shift)
-        ok = {a for key in ordered[:within] for a, _ in g.log_costs[key & mask] if a == LIBRARY or not bad >> a & 1}
+        at = at if at in g.dense else -1
+        ok = g.everywhere
+        inside, bands = g.keys.within(g.keys.packed(dims), self.reach if g.where else -1)
+        for lane, points in g.where:
+            if inside & points:
+                ok |= lane
+        ok &= valid
         if not ok:
             return self.fallback
-        sums: dict[int, int] = dict.fromkeys(ok, 0)
-        counts: dict[int, int] = dict.fromkeys(ok, 0)
-        full = 0
-        for key in ordered:
-            for a, lc in g.log_costs[key & mask]:
-                n = counts.get(a)
-                if n is None or n >= self.neighbours or (a == LIBRARY and at >= 0 and g.classes[key & mask] != at):
-                    continue
-                sums[a] += lc
-                counts[a] = n + 1
-                full += n + 1 == self.neighbours
-            if full == len(ok):
+        need, counted, top = g.dense[at] & ok, g.counted[at], m.top
+        sums, counts = 0, m.bias & need  # a lane of counts has its top bit set once it counted K
+        for band in bands if need else ():
+            for key in band:
+                ones, costs = counted[key & mask]
+                ones &= need
+                if ones:
+                    sums += costs & need
+                    counts += ones
+                    need &= ~(((counts & top) >> (MEAN_LANE - 1)) * _LANE)
+                    if not need:
+                        break
+            if not need:
                 break
-        return min((sums[a] // counts[a] + (0 if a == LIBRARY else self.log_margin), a) for a in ok)[1]
+        return m.cheapest(sums, g.start[at], ok)
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
         """The kernel record for an index; the generic kernel's record for -1 (`generic: True`); the library's for

@@ -1,0 +1,106 @@
+"""Issue 55 item 3: cost mode's banded walk (lanes.Keys.ascending / within, runtime._cheapest_mean's lanes) answers
+as the rules read plainly (tests/test_lookup_rules.py `reference`: every point's distance, sorted), in the generated
+Python module and in the package, on the committed tables7 tables the project deploys (fp16 `cost:0.05:1:4:m,k%2`,
+softmax `cost:0.1:1:1:cols<=2048+rows<16000`) and variants (K 2 and 3: the mean by division instead of a shift,
+reach 2, no steps), at thousands of random problems, at problems on both sides of every library step and at
+problems made of different tuned points' sizes (equal distances)."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from pathlib import Path
+
+import pytest
+
+from autotune.dispatch import lanes
+from autotune.dispatch.emit import emit_python
+from autotune.dispatch.features import ilog2_fx
+from autotune.dispatch.runtime import Lookup, parse_steps, step_class
+from autotune.dispatch.table_file import DispatchTable
+from tests.test_lookup_rules import problems, reference, variant
+
+FP16 = "results/tables7_h100/fp16/dispatch.json.gz"
+SOFTMAX = "results/tables7_h100/softmax/dispatch.json.gz"
+TABLES = {
+    "fp16 m,k%2 K4 (deployed)": lambda: variant(FP16),
+    "softmax cols<=2048+rows<16000 K1 (deployed)": lambda: variant(SOFTMAX),
+    "fp16 m,k%2 K3 reach 2": lambda: variant(FP16, neighbours=3, reach=2.0),
+    "fp16 K2 no steps": lambda: variant(FP16, neighbours=2, library_steps=[]),
+    "softmax K2 reach 0.5": lambda: variant(SOFTMAX, neighbours=2, reach=0.5),
+}
+
+
+def step_sides(table: dict, count: int, seed: int) -> list[tuple[str, str, tuple[int, ...]]]:
+    """Problems on both sides of every library step: a tuned point's sizes (the others moved by one or not) with the
+    step's sizes at its edge or next to it (`SIZE<=N`: N or N + 1; `SIZE<N`: N - 1 or N; `SIZE%N`: a multiple of N
+    near the point's size, or one more)."""
+    rng = random.Random(seed)
+    names = table["size_names"]
+    steps = parse_steps(table["structure"].get("library_steps", []), names)
+    stepped = {d for _, where, _ in steps for d in where}
+    out = []
+    for _ in range(count):
+        p = rng.choice(table["points"])
+        sizes = [
+            max(1, int(p["sizes"][n]) + (0 if d in stepped else rng.choice((-1, 0, 0, 1)))) for d, n in enumerate(names)
+        ]
+        for op, where, value in steps:
+            for d in where:
+                if op == "%":
+                    sizes[d] = max(value, (sizes[d] // value + rng.randint(-2, 2)) * value) + rng.choice((0, 1))
+                else:
+                    sizes[d] = (value if op == "<=" else value - 1) + rng.choice((0, 1))
+        out.append((p["precision"], p["shape"], tuple(sizes)))
+    return out
+
+
+def module_of(table: dict, tmp_path: Path, name: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(emit_python(DispatchTable(table)))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+def test_generated_module_answers_as_the_rules(name: str, tmp_path: Path) -> None:
+    table = TABLES[name]()
+    deployed = "deployed" in name
+    asked = problems(table, 2500 if deployed else 600, seed=55) + step_sides(table, 1000 if deployed else 300, seed=56)
+    module = module_of(table, tmp_path, "dispatch_walk")
+    package = Lookup(table)
+    ok = package.valid
+    wrong = []
+    for precision, shape, dims in asked:
+        want = reference(table, ok, precision, shape, dims)
+        got = (module._LOOKUP.index(precision, shape, dims), package.index(precision, shape, dims))
+        if got != (want, want):
+            wrong.append((dims, got, want))
+    assert not wrong, wrong[:5]
+    if package.steps:  # every step class was asked
+        assert {step_class(package.steps, q[2]) for q in asked} == set(range(1 << len(package.steps)))
+
+
+@pytest.mark.parametrize("sort_all", [0, 10_000])
+def test_bands_and_sorting_every_key_agree(monkeypatch: pytest.MonkeyPatch, sort_all: int) -> None:
+    """Keys.ascending and Keys.within read bands of the keys' top bytes, or sort every key (SORT_ALL): the same
+    keys in the same order and the same points within reach (none for a negative reach), at random points and
+    problems of 1-4 sizes."""
+    monkeypatch.setattr(lanes, "SORT_ALL", sort_all)
+    rng = random.Random(sort_all)
+    for _ in range(300):
+        n, d = rng.randrange(1, 300), rng.randrange(1, 5)
+        points = [[rng.randrange(1, 1 << rng.randrange(1, 20)) for _ in range(d)] for _ in range(n)]
+        keys = lanes.Keys(points, list(range(d)), ilog2_fx, rng.randrange(0, d + 1))
+        problem = [rng.randrange(1, 1 << rng.randrange(1, 24)) for _ in range(d)]
+        packed = keys.packed(problem)
+        ordered = sorted(keys.at(problem))
+        assert list(keys.ascending(packed, rng.choice([0, 1, 1 << rng.randrange(48)]))) == ordered
+        reach = rng.choice([0, 1, 1 << 15, 1 << 16, 1 << 17, 1 << 40])
+        inside, bands = keys.within(packed, reach)
+        assert [k for band in bands for k in band] == ordered
+        assert keys.within(packed, -1)[0] == 0 and [k for b in keys.within(packed, -1)[1] for k in b] == ordered
+        limit = ((ordered[0] >> keys.shift) + reach + 1) << keys.shift
+        assert inside == sum(1 << 8 * (k & keys.order_mask) for k in ordered if k < limit)
