@@ -617,8 +617,8 @@ def _emit_index(w, table: DispatchTable) -> None:
             far = np.maximum(np.abs(box_lo - logs), np.abs(box_hi - logs)).sum(1)  # farthest
             bound = int(far.min()) + span  # no set measured only beyond it competes
             mask = 0
-            for k, at in enumerate(local_sets):
-                if k >= 64 or int(near[at].min()) <= bound:
+            for k, local_at in enumerate(local_sets):
+                if k >= 64 or int(near[local_at].min()) <= bound:
                     mask |= 1 << min(k, 63)
             masks.append(mask if len(sets) <= 64 else (1 << 64) - 1)
             keep = ranked[:INDEX_LIST]
