@@ -68,7 +68,7 @@ def module_of(table: dict, tmp_path: Path, name: str):
 def test_generated_module_answers_as_the_rules(name: str, tmp_path: Path) -> None:
     table = TABLES[name]()
     deployed = "deployed" in name
-    asked = problems(table, 2500 if deployed else 600, seed=55) + step_sides(table, 1000 if deployed else 300, seed=56)
+    asked = problems(table, 1000 if deployed else 500, seed=55) + step_sides(table, 600 if deployed else 300, seed=56)
     module = module_of(table, tmp_path, "dispatch_walk")
     package = Lookup(table)
     ok = package.valid

@@ -26,6 +26,8 @@ HELD = ROOT / "results/tables5_h100/revalidate_3703/validation"  # seed 3703 (sp
 BAKED = (ROOT / "results/tables4_h100/softmax_3603/validation", ROOT / "results/tables6_h100/softmax/validation")
 STEPS = ("cols<=2048", "rows<16000")
 FP16_TABLE = ROOT / "results/tables7_h100/fp16/dispatch.json.gz"
+
+pytestmark = pytest.mark.xdist_group("tables7")  # one worker builds the module's tables once (--dist loadgroup)
 FP16_STEPS = ("m,k%2",)
 
 
