@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import math
 import re
 import sys
@@ -53,6 +52,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tables6_eval import _cli, _database, _sweep_file  # noqa: E402  (the folds share its helpers)
 
 ROOT = Path(__file__).resolve().parents[1]
 R = ROOT / "results"
@@ -112,30 +114,6 @@ DOMAINS = {
 
 
 # ---------------------------------------------------------------- folds: tables built with the package (CLI)
-
-
-def _cli(*args: str) -> None:
-    from typer.testing import CliRunner
-
-    from autotune.cli.main import app
-
-    got = CliRunner().invoke(app, list(args))
-    if got.exit_code != 0:
-        raise SystemExit(f"autotune {' '.join(args)}: exit {got.exit_code}\n{got.output[-2000:]}")
-
-
-def _sweep_file(folder: Path, scratch: Path) -> Path:
-    plain = folder / "validate_sweep.yaml"
-    if plain.exists():
-        return plain
-    out = scratch / f"sweep_{abs(hash(str(folder)))}.yaml"
-    out.write_bytes(lzma.decompress((folder / "validate_sweep.yaml.xz").read_bytes()))
-    return out
-
-
-def _database(folder: Path) -> Path:
-    plain = folder / "validation.sqlite"
-    return plain if plain.exists() else folder / "validation.sqlite.xz"
 
 
 def fold_database(domain: str, held: str, work: Path) -> Path:

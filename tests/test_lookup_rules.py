@@ -290,7 +290,7 @@ def test_the_cpp_index_answers_as_python(monkeypatch: pytest.MonkeyPatch, tmp_pa
     """The header's grid (cheapest_indexed) answers as Python where the cell lists are as emitted and where they are
     so short that the reading runs past their end (each unsettled set reads all its points, or cheapest_mean answers),
     also far outside the tuned range (the problem's logs are clamped to the group's) and at the extreme sizes."""
-    from autotune.dispatch import emit_cpp as emitter
+    from autotune.dispatch import cpp_index as emitter
 
     monkeypatch.setattr(emitter, "INDEX_CELLS", cells)
     monkeypatch.setattr(emitter, "INDEX_LIST", listed)
