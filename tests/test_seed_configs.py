@@ -37,3 +37,12 @@ def test_a_searched_seed_experiment_has_its_brute_force_check_on_a_subset_of_its
     assert search.strategy != "brute" and check.strategy == "brute"
     assert [s.ref for s in check.spaces] == [s.ref for s in search.spaces]
     assert set(check.points) < set(search.points)
+
+
+def test_the_search_at_the_checked_points_runs_the_searchs_strategy_at_exactly_those_points() -> None:
+    """magma_batched_search8.yaml is the search of magma_batched_search.yaml at magma_batched_check.yaml's points."""
+    seeds = CONFIGS_DIR / "seeds"
+    search8, search, check = (load_config(seeds / f"magma_batched_{n}.yaml") for n in ("search8", "search", "check"))
+    assert set(search8.points) == set(check.points)
+    assert search8.strategy == search.strategy and search8.strategy != "brute"
+    assert [s.ref for s in search8.spaces] == [s.ref for s in search.spaces]
