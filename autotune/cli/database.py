@@ -1,4 +1,4 @@
-"""`autotune query SQL` and `autotune db upgrade|pack|unpack`: reading and maintaining results databases."""
+"""`autotune query SQL` and `autotune db upgrade|pack|unpack|bake`: reading and maintaining results databases."""
 
 from __future__ import annotations
 
@@ -187,6 +187,33 @@ def unpack(
     check_writable([out_file])
     do_unpack(source, out_file, replace=force)
     stdout().print(f"wrote {out_file}")
+
+
+@db_app.command()
+def bake(
+    tuning: Annotated[Path, typer.Argument(help="The tuning database: .sqlite, .sqlite.xz or .sqlite.gz.")],
+    out_file: Annotated[Path, typer.Option("--out", "-o", help="The plain SQLite file to write.")],
+    folders: Annotated[
+        Optional[list[Path]],
+        typer.Argument(
+            help="Validation folders (`autotune validate --out`: validate_sweep.yaml and validation.sqlite, "
+            "either may be .xz), replayed in this order."
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace OUT if it exists (once the new file is complete).")
+    ] = False,
+) -> None:
+    """Write the tuning database with the sweeps of spent validations replayed into it (nothing is measured): their
+    problems become points of the tables `autotune emit OUT` builds. A failure leaves no output."""
+    from autotune.outfiles import check_writable
+    from autotune.workflows.bake import bake as do_bake
+
+    check_writable([out_file])
+    done = do_bake(tuning, folders or [], out_file, replace=force)
+    for folder, added in zip(done.folders, done.added, strict=True):
+        stdout().print(f"replayed {folder}: {added:,} measurements", highlight=False, soft_wrap=True)
+    stdout().print(f"wrote {out_file}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
