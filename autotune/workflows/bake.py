@@ -60,8 +60,7 @@ def validation_sweep(folder: Path) -> SweepConfig:
     packed = folder / "validate_sweep.yaml.xz"
     if not packed.is_file():
         raise UserError(
-            f"{folder} holds no validate_sweep.yaml (or .yaml.xz)",
-            hint="give folders `autotune validate --out` wrote",
+            f"{folder} holds no validate_sweep.yaml (or .yaml.xz)", hint="give folders `autotune validate --out` wrote"
         )
     return parse_config(lzma.decompress(packed.read_bytes()).decode(), file=plain.resolve())
 
