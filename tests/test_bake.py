@@ -65,6 +65,8 @@ def test_a_plain_tuning_file_and_a_packed_sweep_file_bake_alike(plain, tmp_path)
     assert _problems(tmp_path / "a.sqlite") == _problems(tmp_path / "b.sqlite")
     assert bake(plain, [], tmp_path / "c.sqlite").added == ()  # no folder: a copy of the tuning database
     assert _problems(tmp_path / "c.sqlite") == _problems(plain)
+    replaced = bake(plain, [PACKED_SWEEP], tmp_path / "c.sqlite", replace=True)  # --force
+    assert _problems(replaced.database) == _problems(tmp_path / "b.sqlite")
 
 
 def test_bad_inputs_are_refused_and_write_nothing(plain, tmp_path):

@@ -110,11 +110,11 @@ def bake(tuning: Path, folders: Sequence[Path], out: Path, *, replace: bool = Fa
                     raise UserError(f"the replay of {replay} into {out} stopped: {summary.status}")
                 added.append(summary.measured)
         _one_file(tmp)
+        _drop_sidecars(out)  # a replaced database's old WAL must not be read into the new one
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-        for extra in ("-wal", "-shm", "-journal"):
-            Path(f"{tmp}{extra}").unlink(missing_ok=True)
+        _drop_sidecars(tmp)
     return Baked(out, tuple(folders), tuple(added))
 
 
@@ -133,6 +133,11 @@ def _plain(path: Path) -> bool:
             hint="give a .sqlite file a sweep wrote, or its .sqlite.xz (`autotune db pack`)",
         )
     return True
+
+
+def _drop_sidecars(path: Path) -> None:
+    for extra in ("-wal", "-shm", "-journal"):
+        Path(f"{path}{extra}").unlink(missing_ok=True)
 
 
 def _one_file(path: Path) -> None:
