@@ -22,20 +22,17 @@ def query(
     sql: Annotated[
         str,
         typer.Argument(
-            help="One SQL statement that only reads (SELECT, WITH, PRAGMA table_info): "
-            "the connection is read-only and writes, ATTACH, VACUUM and PRAGMA "
-            "assignments are refused."
+            help="One SQL statement that only reads (SELECT, WITH, PRAGMA table_info): the connection is read-only "
+            "and writes, ATTACH, VACUUM and PRAGMA assignments are refused."
         ),
     ],
     db: Annotated[
         Optional[str],
         typer.Option(
             "--db",
-            help="Database URL or SQLite path, e.g. "
-            "results/default/default.sqlite.xz (packed and gzipped files are "
-            "read through a decompressed copy). Default: "
-            "results/default.sqlite when it exists (the default sweep's "
-            "database), else results/default.sqlite.xz or .gz.",
+            help="Database URL or SQLite path, e.g. results/default/default.sqlite.xz (packed and gzipped files are "
+            "read through a decompressed copy). Default: results/default.sqlite when it exists (the default "
+            "sweep's database), else results/default.sqlite.xz or .gz.",
         ),
     ] = None,
     format: Annotated[OutFormat, typer.Option("--format", "-f", help="table or csv.")] = OutFormat.table,
