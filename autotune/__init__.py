@@ -28,6 +28,7 @@ _PUBLIC = {  # name -> the module that defines it
     "validate_table": "autotune.workflows.validation",
     "ActiveOptions": "autotune.workflows.active",
     "active_tuning": "autotune.workflows.active",
+    "bake": "autotune.workflows.bake",
 }
 
 __all__ = ["__version__", *_PUBLIC]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from autotune.errors import UserError
 
@@ -44,21 +45,29 @@ class DeviceLimits:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("name", "source")}
 
 
+_SHARED = dict(  # what every profile below has, unless it says otherwise
+    max_threads_per_block=1024,
+    smem_per_block_default=48 * KB,
+    regs_per_sm=65536,
+    max_regs_per_block=65536,
+    max_regs_per_thread=255,
+    max_threads_per_sm=2048,
+    max_blocks_per_sm=32,
+    warp_size=32,
+)
+
+
+def _profile(**limits: Any) -> DeviceLimits:
+    return DeviceLimits(**{**_SHARED, **limits})
+
+
 def _hopper(name: str, bandwidth: float, l2: int) -> DeviceLimits:
-    return DeviceLimits(
+    return _profile(
         name=name,
         cc=90,
         sm_count=132,
-        max_threads_per_block=1024,
         max_smem_per_block=227 * KB,
-        smem_per_block_default=48 * KB,
         max_smem_per_sm=228 * KB,
-        regs_per_sm=65536,
-        max_regs_per_block=65536,
-        max_regs_per_thread=255,
-        max_threads_per_sm=2048,
-        max_blocks_per_sm=32,
-        warp_size=32,
         l2_bytes=l2,
         mem_bandwidth=bandwidth,
         peak_fp64=33.5e12,
@@ -70,60 +79,37 @@ def _hopper(name: str, bandwidth: float, l2: int) -> DeviceLimits:
 PROFILES: dict[str, DeviceLimits] = {
     "H100": _hopper("NVIDIA H100 80GB HBM3 (SXM)", 3.35e12, 50 * MB),
     "H200": _hopper("NVIDIA H200 (SXM)", 4.8e12, 60 * MB),
-    "A100": DeviceLimits(
+    "A100": _profile(
         name="NVIDIA A100-SXM4-80GB",
         cc=80,
         sm_count=108,
-        max_threads_per_block=1024,
         max_smem_per_block=163 * KB,
-        smem_per_block_default=48 * KB,
         max_smem_per_sm=164 * KB,
-        regs_per_sm=65536,
-        max_regs_per_block=65536,
-        max_regs_per_thread=255,
-        max_threads_per_sm=2048,
-        max_blocks_per_sm=32,
-        warp_size=32,
         l2_bytes=40 * MB,
         mem_bandwidth=2.039e12,
         peak_fp64=9.7e12,
         peak_fp32=19.5e12,
         peak_fp16_tc=312e12,
     ),
-    "V100": DeviceLimits(
+    "V100": _profile(
         name="Tesla V100-SXM2-16GB",
         cc=70,
         sm_count=80,
-        max_threads_per_block=1024,
         max_smem_per_block=96 * KB,
-        smem_per_block_default=48 * KB,
         max_smem_per_sm=96 * KB,
-        regs_per_sm=65536,
-        max_regs_per_block=65536,
-        max_regs_per_thread=255,
-        max_threads_per_sm=2048,
-        max_blocks_per_sm=32,
-        warp_size=32,
         l2_bytes=6 * MB,
         mem_bandwidth=900e9,
         peak_fp64=7.8e12,
         peak_fp32=15.7e12,
         peak_fp16_tc=125e12,
     ),
-    "K40c": DeviceLimits(
+    "K40c": _profile(
         name="Tesla K40c",
         cc=35,
         sm_count=15,
-        max_threads_per_block=1024,
         max_smem_per_block=48 * KB,
-        smem_per_block_default=48 * KB,
         max_smem_per_sm=48 * KB,
-        regs_per_sm=65536,
-        max_regs_per_block=65536,
-        max_regs_per_thread=255,
-        max_threads_per_sm=2048,
         max_blocks_per_sm=16,
-        warp_size=32,
         l2_bytes=1536 * KB,
         mem_bandwidth=288e9,
         peak_fp64=1.43e12,

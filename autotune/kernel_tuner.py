@@ -30,36 +30,8 @@ def run_kernel(*args: Any, **kwargs: Any) -> Any:
 
     a = bind(_kt_signature, args, kwargs, "run_kernel")
     check_run_call(a)  # wrong types: one error, before anything is compiled (either way)
-    grid_div = (a["grid_div_x"], a["grid_div_y"], a["grid_div_z"])
-    if kt_run.supported(
-        a["kernel_source"],
-        a["problem_size"],
-        a["arguments"],
-        a["params"],
-        grid_div,
-        a["lang"],
-        a["smem_args"],
-        a["cmem_args"],
-        a["texmem_args"],
-        a["compiler_options"],
-        a["defines"],
-        a["block_size_names"],
-        a["log"],
-    ):
-        return kt_run.run(
-            a["kernel_name"],
-            a["kernel_source"],
-            a["problem_size"],
-            a["arguments"],
-            a["params"],
-            grid_div,
-            device=a["device"],
-            smem_args=a["smem_args"],
-            cmem_args=a["cmem_args"],
-            compiler_options=a["compiler_options"],
-            defines=a["defines"],
-            block_size_names=a["block_size_names"],
-        )
+    if kt_run.supported(a):
+        return kt_run.run(a)
     try:
         from kernel_tuner.interface import run_kernel as kt_run_kernel
     except ImportError as exc:

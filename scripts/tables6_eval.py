@@ -3,7 +3,7 @@ from (nothing measured here; every figure is a replay of H100 measurements).
 
 A table's points are its tuning database's measured problems. Baking in problems measured ahead of time (a spent
 validation, or the problems `devscript` samples on a GPU at the deployment workload's sizes) is a replay of that
-validation's sweep into a copy of the tuning database (`autotune sweep VALIDATE_SWEEP --replay VALIDATION_DB`).
+validation's sweep into a copy of the tuning database (`autotune db bake`, autotune.workflows.bake).
 The table is then built with each --structure (e.g. cost with neighbours, `cost:0.05:1:2`) and each held-out
 validation folder is rescored with the table's static answers (`dispatch.figures.rescored_figures`: within 10% of the
 best of that validation's candidates and the library, worst loss, answers below 0.97x the library).
@@ -19,36 +19,14 @@ folder whose problems it baked in).
 from __future__ import annotations
 
 import argparse
-import lzma
 import sys
 import tempfile
 import warnings
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from autotune.cli.main import app
 from autotune.dispatch.figures import rescored_figures
-
-
-def _sweep_file(folder: Path, scratch: Path) -> Path:
-    plain = folder / "validate_sweep.yaml"
-    if plain.exists():
-        return plain
-    out = scratch / f"{folder.name}_{abs(hash(str(folder)))}.yaml"
-    out.write_bytes(lzma.decompress((folder / "validate_sweep.yaml.xz").read_bytes()))
-    return out
-
-
-def _database(folder: Path) -> Path:
-    plain = folder / "validation.sqlite"
-    return plain if plain.exists() else folder / "validation.sqlite.xz"
-
-
-def _cli(*args: str) -> None:
-    got = CliRunner().invoke(app, list(args))
-    if got.exit_code != 0:
-        raise SystemExit(f"autotune {' '.join(args)}: exit {got.exit_code}\n{got.output[-2000:]}")
+from autotune.workflows.bake import bake
+from autotune.workflows.tables import TableOptions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,33 +37,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--structure", action="append", required=True)
     parser.add_argument("--space", type=Path, action="append", default=[])
     parser.add_argument("--tol", type=float, default=0.1)
-    parser.add_argument("--include-dir", default=None)
+    parser.add_argument("--include-dir", type=Path, default=None)
     args = parser.parse_args(argv)
-    baked = {b.resolve() for b in args.bake}
-    if baked & {h.resolve() for h in args.held}:
+    if {b.resolve() for b in args.bake} & {h.resolve() for h in args.held}:
         raise SystemExit("a held-out folder is also baked in: its figures would not be held out")
     warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory() as tmp:
-        scratch = Path(tmp)
-        db = scratch / "tuning.sqlite"
-        _cli("db", "unpack", args.tuning_db, "-o", str(db))
-        for folder in args.bake:
-            _cli(
-                "sweep",
-                str(_sweep_file(folder, scratch)),
-                "--replay",
-                str(_database(folder)),
-                "--db",
-                str(db),
-                "--quiet",
-            )
+        baked = bake(Path(args.tuning_db), args.bake, Path(tmp) / "tuning.sqlite")
         print(f"tuning database {args.tuning_db}, baked in: {', '.join(str(b) for b in args.bake) or 'nothing'}")
-        for structure in args.structure:
-            table = scratch / f"dispatch_{len(structure)}_{abs(hash(structure))}.json"
-            inc = ["--include-dir", args.include_dir] if args.include_dir else []
-            _cli(
-                "emit", str(db), "-f", "json", "--tol", str(args.tol), "--structure", structure, *inc, "-o", str(table)
-            )
+        for i, structure in enumerate(args.structure):
+            opts = TableOptions(tol=args.tol, structure=structure, include_dir=args.include_dir)
+            table = baked.table(opts).save(Path(tmp) / f"dispatch_{i}.json")
             for held in args.held:
                 f = rescored_figures(table, held, tol=args.tol, spaces=tuple(args.space))
                 print(

@@ -3,7 +3,7 @@
 # by scripts/tables7_study.py (docs/tables2.md "Library steps"), validated at FRESH seeds 3911 (fp16) and 3913
 # (softmax), never used before (spent: every seed up to 3813 and those of the committed validations).
 # Per table, on the CPU first: the committed tuning database with every spent validation whose database is
-# committed replayed in (`autotune sweep VALIDATE_SWEEP --replay`; fp16: seeds 3401 and 3811; softmax: 3603, 3703
+# committed replayed in (`autotune db bake`; fp16: seeds 3401 and 3811; softmax: 3603, 3703
 # and 3813; the seed-3801/3803 samples of results/tables6_h100 kept no database), then two tables:
 #   fp16:    --structure cost:0.05:1:4:m,k%2                  (chosen)  and cost:0.05:1:4 (tables6's, for comparison)
 #   softmax: --structure cost:0.1:1:1:cols<=2048+rows<16000   (chosen)  and cost:0.1:1:1
@@ -39,14 +39,9 @@ table() {
   local t=$1 tuning=$2 chosen=$3 base=$4 inc=$5 s=$6 seed=$7 replay=$8; shift 8
   local bake=(); while [ "$1" != "--" ]; do bake+=("$1"); shift; done; shift
   mkdir -p "$R/$t"; local db="$R/$t/tuning.sqlite" v="$R/$t/validation"
-  at "$t: unpack $tuning, bake ${bake[*]} (CPU)"
-  "$py" -m autotune db unpack "$tuning" -o "$db" > "$R/$t/prepare.txt" 2>&1
-  for b in "${bake[@]}"; do
-    local sw="$b/validate_sweep.yaml"
-    [ -f "$sw" ] || { xz -dc "$sw.xz" > "$R/$t/bake_sweep.yaml"; sw="$R/$t/bake_sweep.yaml"; }
-    "$py" -m autotune sweep "$sw" --replay "$b/validation.sqlite.xz" --db "$db" --quiet >> "$R/$t/prepare.txt" 2>&1
-    at "$t: baked $b exit $?"
-  done
+  at "$t: autotune db bake $tuning ${bake[*]} (CPU)"
+  "$py" -m autotune db bake "$tuning" "${bake[@]}" -o "$db" --force > "$R/$t/prepare.txt" 2>&1
+  at "$t: baked exit $?"
   timeout 120 "$py" -m autotune emit "$db" -f json --tol 0.1 --structure "$chosen" --include-dir "$inc" \
     -o "$R/$t/dispatch.json" > "$R/$t/emit.txt" 2>&1; at "$t: emit $chosen exit $?"
   timeout 120 "$py" -m autotune emit "$db" -f json --tol 0.1 --structure "$base" --include-dir "$inc" \

@@ -11,7 +11,7 @@ Held-out sets (every table kernel and the library measured at each problem, `aut
   The tuning database results/tables5_h100/softmax (64 points) is never held out.
 
 Per fold: the tuning database with every other seed's validation swept in (`autotune sweep --replay`, as
-scripts/tables6_eval.py does), the table built by `autotune emit` with the fold's base structure, and each rule
+scripts/tables6_eval.py does: `autotune db bake`), the table built as `autotune emit` does with the fold's base structure, and each rule
 answers each held-out problem from that table's points only (their `costs`: the table's kernels and the library
 per tuned point). Scored like `dispatch.figures.rescored_frame`: loss against the best of the held-out
 validation's candidates and the library (its validation.csv `best_ms`), answers slower than 0.97x the library.
@@ -53,8 +53,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tables6_eval import _cli, _database, _sweep_file  # noqa: E402  (the folds share its helpers)
+from autotune.workflows.bake import bake, validation_database
 
 ROOT = Path(__file__).resolve().parents[1]
 R = ROOT / "results"
@@ -117,21 +116,13 @@ DOMAINS = {
 
 
 def fold_database(domain: str, held: str, work: Path) -> Path:
-    """The tuning database with every seed but `held` swept in (cached)."""
+    """The tuning database with every seed but `held` baked in (cached)."""
     d = DOMAINS[domain]
     out = work / f"{domain}_without_{held}.sqlite"
-    if out.exists():
-        return out
-    tmp = work / f"{domain}_without_{held}.partial.sqlite"
-    tmp.unlink(missing_ok=True)
-    _cli("db", "unpack", str(d["tuning"]), "-o", str(tmp))
-    for name, folder in d["sets"].items():
-        if name != held:
-            print(f"  {domain}: bake seed {name} ({folder.relative_to(ROOT)}) for the fold without {held}", flush=True)
-            _cli(
-                "sweep", str(_sweep_file(folder, work)), "--replay", str(_database(folder)), "--db", str(tmp), "--quiet"
-            )
-    tmp.rename(out)
+    if not out.exists():
+        folders = [folder for name, folder in d["sets"].items() if name != held]
+        print(f"  {domain}: bake {', '.join(str(f.relative_to(ROOT)) for f in folders)} (without {held})", flush=True)
+        bake(d["tuning"], folders, out)
     return out
 
 
@@ -139,9 +130,11 @@ def fold_table(domain: str, held: str, structure: str, work: Path) -> Path:
     d = DOMAINS[domain]
     out = work / f"{domain}_without_{held}_{re.sub('[^A-Za-z0-9.]', '_', structure)}.json"
     if not out.exists():
-        db = fold_database(domain, held, work)
-        _cli("emit", str(db), "-f", "json", "--tol", "0.1", "--structure", structure,
-             "--include-dir", str(ROOT / d["include"]), "-o", str(out))  # fmt: skip
+        from autotune.workflows.results import load_results
+        from autotune.workflows.tables import TableOptions, build_table
+
+        opts = TableOptions(tol=0.1, structure=structure, include_dir=ROOT / d["include"])
+        build_table(load_results(str(fold_database(domain, held, work)), None, None), opts).table.save(out)
     return out
 
 
@@ -181,7 +174,7 @@ def held_out(folder: Path, name: str, table_path: Path, domain: str) -> HeldOut:
     table, kind = _kind(table_path, domain)
     nbytes = _bytes_of(kind, table.data["provenance"].get("scalars", {}))
     frame = pd.read_csv(folder / "validation.csv", keep_default_na=False, na_values=[""])
-    times, _ = measured(database_url(str(_database(folder))), kind)
+    times, _ = measured(database_url(str(validation_database(folder))), kind)
     keys, dims, best, lib, nb = [], [], [], [], []
     sizes = DOMAINS[domain]["sizes"]
     for r in frame.to_dict("records"):

@@ -108,7 +108,9 @@ def _supported(**kw: object) -> bool:
         problem_size=(64,),
         arguments=[np.zeros(64, np.float32), np.int32(64)],
         params={"block_size_x": 32},
-        grid_div=(None, None, None),
+        grid_div_x=None,
+        grid_div_y=None,
+        grid_div_z=None,
         lang="cupy",
         smem_args=None,
         cmem_args={"d_filter": np.ones(9, np.float32)},
@@ -118,7 +120,7 @@ def _supported(**kw: object) -> bool:
         block_size_names=None,
         log=None,
     )
-    return kt_run.supported(**{**base, **kw})
+    return kt_run.supported({**base, **kw})
 
 
 def test_only_cupy_calls_with_plain_arguments_run_without_kernel_tuner() -> None:
@@ -129,5 +131,5 @@ def test_only_cupy_calls_with_plain_arguments_run_without_kernel_tuner() -> None
     assert not _supported(kernel_source=[SOURCE, "other.cu"])  # several files
     assert not _supported(texmem_args={"tex": np.zeros(4)})
     assert not _supported(arguments=[[1.0, 2.0]])  # not a NumPy array
-    assert not _supported(grid_div=([lambda p: 2], None, None))  # a divisor function
+    assert not _supported(grid_div_x=[lambda p: 2])  # a divisor function
     assert not _supported(log=10)

@@ -64,29 +64,10 @@ def test_cli_refuses_neighbours_outside_the_cost_mode():
 @pytest.fixture(scope="module")
 def sampled_db(tmp_path_factory) -> str:
     """The committed softmax tuning database with the spent seed-3603 validation's measurements replayed into it
-    (`autotune sweep VALIDATE_SWEEP --replay`): 190 more measured problems, what `devscript` measures on a GPU."""
-    from typer.testing import CliRunner
+    (`autotune db bake`): 190 more measured problems, what `devscript` measures on a GPU."""
+    from autotune.workflows.bake import bake
 
-    from autotune.cli.main import app
-
-    db = tmp_path_factory.mktemp("sampled") / "tuning.sqlite"
-    runner = CliRunner()
-    got = runner.invoke(app, ["db", "unpack", str(TUNING), "-o", str(db)])
-    assert got.exit_code == 0, got.output
-    got = runner.invoke(
-        app,
-        [
-            "sweep",
-            str(SPENT / "validate_sweep.yaml"),
-            "--replay",
-            str(SPENT / "validation.sqlite.xz"),
-            "--db",
-            str(db),
-            "--quiet",
-        ],
-    )
-    assert got.exit_code == 0, got.output
-    return str(db)
+    return str(bake(TUNING, [SPENT], tmp_path_factory.mktemp("sampled") / "tuning.sqlite").database)
 
 
 @functools.cache

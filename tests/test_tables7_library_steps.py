@@ -15,7 +15,6 @@ import warnings
 import pytest
 
 from autotune import paths
-from autotune.analysis.winners import Criteria
 from autotune.dispatch.features import ilog2_fx
 from autotune.dispatch.runtime import LIBRARY, Lookup, parse_steps, step_class
 from autotune.dispatch.table import Structure, parse_structure
@@ -54,11 +53,16 @@ def test_step_class_and_unknown_sizes():
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory):
     """Tables built from the committed softmax tuning database with the spent seed-3603 and seed-3813 validations
-    replayed into it (`autotune sweep VALIDATE_SWEEP --replay`: 300 more measured problems), as the fold of
-    scripts/tables7_study.py that holds seed 3703 out."""
-    structures = (Structure("cost", 0.1, 1.0, 1), Structure("cost", 0.1, 1.0, 1, STEPS))
-    structures += (Structure("cost", 0.1, 1.0, 2, STEPS),)
-    return built(tmp_path_factory.mktemp("steps"), TUNING, BAKED, structures)
+    replayed into it (`autotune db bake`: 300 more measured problems), as the fold of scripts/tables7_study.py that
+    holds seed 3703 out."""
+    from autotune.workflows.bake import bake
+    from autotune.workflows.tables import TableOptions
+
+    baked = bake(TUNING, BAKED, tmp_path_factory.mktemp("steps") / "tuning.sqlite")
+    texts = ("cost:0.1:1:1", "cost:0.1:1:1:cols<=2048+rows<16000", "cost:0.1:1:2:cols<=2048+rows<16000")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {parse_structure(t): baked.table(TableOptions(bk=10, tol=0.1, structure=t)) for t in texts}
 
 
 @pytest.fixture(scope="module")
@@ -69,31 +73,6 @@ def fp16_table() -> dict:
         raw = json.load(f)
     assert raw["structure"]["library_steps"] == list(FP16_STEPS)
     return raw
-
-
-def built(folder, tuning, baked, structures):
-    """{structure: table} built from a committed tuning database with committed validations replayed into it."""
-    from typer.testing import CliRunner
-
-    from autotune.cli.main import app
-    from autotune.dispatch.build import Recipe, build
-    from autotune.workflows.results import load_results as load
-
-    db = folder / "tuning.sqlite"
-    runner = CliRunner()
-    got = runner.invoke(app, ["db", "unpack", str(tuning), "-o", str(db)])
-    assert got.exit_code == 0, got.output
-    for f in baked:
-        got = runner.invoke(
-            app,
-            ["sweep", str(f / "validate_sweep.yaml"), "--replay", str(f / "validation.sqlite.xz"), "--db", str(db),
-             "--quiet"],
-        )  # fmt: skip
-        assert got.exit_code == 0, got.output
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        loaded = load(str(db), None, None)
-        return {s: build(loaded, Recipe(Criteria(bk=10, tol=0.1), structure=s)).table for s in structures}
 
 
 def brute_force(raw: dict, lookup: Lookup, dims: tuple[int, ...], k: int, margin_log: int, reach: float) -> int:

@@ -1,4 +1,4 @@
-"""`autotune query SQL` and `autotune db upgrade|pack|unpack`: reading and maintaining results databases."""
+"""`autotune query SQL` and `autotune db upgrade|pack|unpack|bake`: reading and maintaining results databases."""
 
 from __future__ import annotations
 
@@ -22,20 +22,17 @@ def query(
     sql: Annotated[
         str,
         typer.Argument(
-            help="One SQL statement that only reads (SELECT, WITH, PRAGMA table_info): "
-            "the connection is read-only and writes, ATTACH, VACUUM and PRAGMA "
-            "assignments are refused."
+            help="One SQL statement that only reads (SELECT, WITH, PRAGMA table_info): the connection is read-only "
+            "and writes, ATTACH, VACUUM and PRAGMA assignments are refused."
         ),
     ],
     db: Annotated[
         Optional[str],
         typer.Option(
             "--db",
-            help="Database URL or SQLite path, e.g. "
-            "results/default/default.sqlite.xz (packed and gzipped files are "
-            "read through a decompressed copy). Default: "
-            "results/default.sqlite when it exists (the default sweep's "
-            "database), else results/default.sqlite.xz or .gz.",
+            help="Database URL or SQLite path, e.g. results/default/default.sqlite.xz (packed and gzipped files are "
+            "read through a decompressed copy). Default: results/default.sqlite when it exists (the default "
+            "sweep's database), else results/default.sqlite.xz or .gz.",
         ),
     ] = None,
     format: Annotated[OutFormat, typer.Option("--format", "-f", help="table or csv.")] = OutFormat.table,
@@ -187,6 +184,33 @@ def unpack(
     check_writable([out_file])
     do_unpack(source, out_file, replace=force)
     stdout().print(f"wrote {out_file}")
+
+
+@db_app.command()
+def bake(
+    tuning: Annotated[Path, typer.Argument(help="The tuning database: .sqlite, .sqlite.xz or .sqlite.gz.")],
+    out_file: Annotated[Path, typer.Option("--out", "-o", help="The plain SQLite file to write.")],
+    folders: Annotated[
+        Optional[list[Path]],
+        typer.Argument(
+            help="Validation folders (`autotune validate --out`: validate_sweep.yaml and validation.sqlite, "
+            "either may be .xz), replayed in this order."
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace OUT if it exists (once the new file is complete).")
+    ] = False,
+) -> None:
+    """Write the tuning database with the sweeps of spent validations replayed into it (nothing is measured): their
+    problems become points of the tables `autotune emit OUT` builds. A failure leaves no output."""
+    from autotune.outfiles import check_writable
+    from autotune.workflows.bake import bake as do_bake
+
+    check_writable([out_file])
+    done = do_bake(tuning, folders or [], out_file, replace=force)
+    for folder, added in zip(done.folders, done.added, strict=True):
+        stdout().print(f"replayed {folder}: {added:,} measurements", highlight=False, soft_wrap=True)
+    stdout().print(f"wrote {out_file}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -89,14 +89,13 @@ StructureOpt = Annotated[
     typer.Option(
         "--structure",
         callback=checked_structure,
-        help="How the table answers problems it was not tuned on: auto (the structure with the smallest "
-        "measured leave-one-out loss: regions, nearest point or cost, library margin 0, 5, 10 or "
-        "20%, cost reach 0.5, 1 or 2; model, the selection model, margin 0, 5 or 10%), "
-        "auto:MODE[,MODE] (auto among those modes, e.g. auto:model), or "
-        "MODE[:MARGIN[:REACH[:NEIGHBOURS[:STEPS]]]] (e.g. nearest:0.1, cost:0.05:1, model:0.05; cost:0.05:1:2 "
-        "prices each answer by its 2 nearest measurements; cost:0.05:1:4:m,k%2 prices the library only from "
-        "tuned points on the problem's side of its steps, here M and K both even or not; steps joined by +, "
-        "e.g. cols<=2048+rows<16000; docs/tables2.md).",
+        help="How the table answers problems it was not tuned on: auto (the structure with the smallest measured "
+        "leave-one-out loss: regions, nearest point or cost, library margin 0, 5, 10 or 20%, cost reach 0.5, 1 "
+        "or 2; model, the selection model, margin 0, 5 or 10%), auto:MODE[,MODE] (auto among those modes, e.g. "
+        "auto:model), or MODE[:MARGIN[:REACH[:NEIGHBOURS[:STEPS]]]] (e.g. nearest:0.1, cost:0.05:1, model:0.05; "
+        "cost:0.05:1:2 prices each answer by its 2 nearest measurements; cost:0.05:1:4:m,k%2 prices the library "
+        "only from tuned points on the problem's side of its steps, here M and K both even or not; steps joined "
+        "by +, e.g. cols<=2048+rows<16000; docs/tables2.md).",
     ),
 ]
 WorkloadOpt = Annotated[
@@ -111,8 +110,7 @@ FallbackOpt = Annotated[
     Optional[str],
     typer.Option(
         "--fallback",
-        help="Answer where no kernel of the table is valid: library (the kind's baseline, index -2), naive "
-        "(the kind's generic kernel, -1) or none (-4); default: the library, else the generic kernel, "
-        "else none.",
+        help="Answer where no kernel of the table is valid: library (the kind's baseline, index -2), naive (the "
+        "kind's generic kernel, -1) or none (-4); default: the library, else the generic kernel, else none.",
     ),
 ]

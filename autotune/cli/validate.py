@@ -30,19 +30,16 @@ def validate(
         Optional[str],
         typer.Option(
             "--db",
-            help="The tuning database the table was made from: "
-            "its fastest instances join the candidates, and it locates "
-            "space files not under spaces/.",
+            help="The tuning database the table was made from: its fastest instances join the candidates, and it "
+            "locates space files not under spaces/.",
         ),
     ] = None,
     points: Annotated[
         Optional[Path],
         typer.Option(
             "--points",
-            help="Held-out problems: a CSV with the header "
-            "of a workload CSV (precision, shape, the kind's sizes, "
-            "weight; GEMM: precision,shape,m,n,k[,batch]) or a YAML "
-            "list of mappings with those keys.",
+            help="Held-out problems: a CSV with the header of a workload CSV (precision, shape, the kind's sizes, "
+            "weight; GEMM: precision,shape,m,n,k[,batch]) or a YAML list of mappings with those keys.",
         ),
     ] = None,
     max_problems: Annotated[
@@ -50,9 +47,8 @@ def validate(
         typer.Option(
             "--max-problems",
             min=1,
-            help="Refuse a --points "
-            "file of more rows (counted before it is read; "
-            "default 200,000 or AUTOTUNE_MAX_PROBLEMS).",
+            help="Refuse a --points file of more rows (counted before it is read; default 200,000 or "
+            "AUTOTUNE_MAX_PROBLEMS).",
         ),
     ] = None,
     random_n: Annotated[Optional[int], typer.Option("--random", help="Draw N held-out problems instead.")] = None,
@@ -61,19 +57,16 @@ def validate(
         Optional[Path],
         typer.Option(
             "--workload",
-            help="Workload file whose bounds "
-            "--random draws within (default: the table's tuned "
-            "ranges per precision and shape).",
+            help="Workload file whose bounds --random draws within (default: the table's tuned ranges per precision "
+            "and shape).",
         ),
     ] = None,
     space: Annotated[
         Optional[list[Path]],
         typer.Option(
             "--space",
-            help="A space file of the candidates "
-            "(repeatable): for spaces not under spaces/ whose "
-            "recorded file is elsewhere; a kind that is not "
-            "built in is read from it.",
+            help="A space file of the candidates (repeatable): for spaces not under spaces/ whose recorded file is "
+            "elsewhere; a kind that is not built in is read from it.",
         ),
     ] = None,
     pool_bk: Annotated[
@@ -119,10 +112,8 @@ def validate(
         Optional[str],
         typer.Option(
             "--batch-bytes",
-            help="Sizes a problem leaves out and "
-            "its kind derives (GEMM: the batch) take this many "
-            "bytes (default: the tuned points' rule, else "
-            "500MB).",
+            help="Sizes a problem leaves out and its kind derives (GEMM: the batch) take this many bytes (default: "
+            "the tuned points' rule, else 500MB).",
         ),
     ] = None,
     tol: Annotated[

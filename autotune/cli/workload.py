@@ -103,9 +103,8 @@ def config(
     share: Annotated[
         Optional[int],
         typer.Option(
-            help="After the main phase, measure each of the BK best "
-            "instances at a point at up to N more points it is valid "
-            "for, nearest first.",
+            help="After the main phase, measure each of the BK best instances at a point at up to N more points it is "
+            "valid for, nearest first.",
             min=0,
         ),
     ] = None,

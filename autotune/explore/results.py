@@ -96,9 +96,7 @@ def _roofline(view: ResultsView, s: Section) -> pd.DataFrame:
             )
         )
     fig.update_layout(
-        xaxis=view.xaxis,
-        yaxis=dict(title="fraction of the bandwidth roofline"),
-        legend=dict(orientation="h", y=-0.2),
+        xaxis=view.xaxis, yaxis=dict(title="fraction of the bandwidth roofline"), legend=dict(orientation="h", y=-0.2)
     )
     view.page.add(s, "roofline", "Roofline fraction of the best instance and of the baseline, per test point", fig)
     return base
@@ -111,9 +109,7 @@ def _speedup(view: ResultsView, s: Section, base: pd.DataFrame) -> None:
     ok = view.ok
     overall = ok.loc[ok.groupby(["device_id", "point_id"])["median_ms"].idxmin()]
     joined = overall.merge(
-        base[["point_id", "device_id", "median_ms", "library"]],
-        on=["point_id", "device_id"],
-        suffixes=("", "_base"),
+        base[["point_id", "device_id", "median_ms", "library"]], on=["point_id", "device_id"], suffixes=("", "_base")
     )
     joined = view.ranked(joined)
     speed = joined["median_ms_base"].to_numpy() / joined["median_ms"].to_numpy()

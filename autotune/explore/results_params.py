@@ -114,11 +114,7 @@ def _quartile_box(view: ResultsView, space: str, name: str, agg: pd.DataFrame) -
         meta={
             "g": [
                 view.page.group(
-                    device=dev.get(d) if len(r.devices) > 1 else None,
-                    kind=k,
-                    precision=pr,
-                    shape=sh,
-                    space=space,
+                    device=dev.get(d) if len(r.devices) > 1 else None, kind=k, precision=pr, shape=sh, space=space
                 )
                 for d, k, pr, sh in zip(
                     stats["device_id"], stats["kind"], stats["precision"], stats["shape"], strict=True

@@ -90,8 +90,7 @@ def _read(path: Path) -> dict:
         table = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise UserError(
-            f"cannot read the dispatch table {path}: {exc}",
-            hint="give a dispatch.json written by `autotune analyze`",
+            f"cannot read the dispatch table {path}: {exc}", hint="give a dispatch.json written by `autotune analyze`"
         ) from None
     if table.get("format") != "autotune-dispatch":
         raise UserError(
@@ -187,8 +186,7 @@ def _loss(view: TableView, s: Section, points: pd.DataFrame) -> None:
             )
         )
     fig.update_layout(
-        xaxis=dict(title="measured points, by loss"),
-        yaxis=dict(title="loss of the table's choice (1 - best / chosen)"),
+        xaxis=dict(title="measured points, by loss"), yaxis=dict(title="loss of the table's choice (1 - best / chosen)")
     )
     view.page.add(s, "table-loss", "Loss of the table at the measured points", fig, height=320)
 

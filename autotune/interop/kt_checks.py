@@ -294,8 +294,7 @@ def _tune_params(tune_params: Any) -> None:
             values = values.tolist()
         if not isinstance(values, (list, tuple, range)) or len(values) == 0:
             raise KTValueError(
-                f"tune_kernel: tune_params[{name!r}] = {shown(values)} is not a non-empty list of values",
-                hint=hint,
+                f"tune_kernel: tune_params[{name!r}] = {shown(values)} is not a non-empty list of values", hint=hint
             )
         for v in values:
             ok = isinstance(v, (str, bool, np.bool_)) or _is_int(v)

@@ -12,11 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.interop.kt_records import build_cache, not_a_cache, short_key
-from autotune.interop.kt_format import (
-    CacheFormatError,
-    CacheLimitError,
-    KTCache,
-)
+from autotune.interop.kt_format import CacheFormatError, CacheLimitError, KTCache
 
 # ------------------------------------------------------------------------------------------------ reading
 

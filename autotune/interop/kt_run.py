@@ -37,22 +37,9 @@ SHARED_MEMORY_ERRORS = (
 )
 
 
-def supported(
-    kernel_source: Any,
-    problem_size: Any,
-    arguments: Any,
-    params: Any,
-    grid_div: Sequence[Any],
-    lang: Any,
-    smem_args: Any,
-    cmem_args: Any,
-    texmem_args: Any,
-    compiler_options: Any,
-    defines: Any,
-    block_size_names: Any,
-    log: Any,
-) -> bool:
-    """Whether this `run_kernel` call is one `run` makes exactly as Kernel Tuner's CuPy backend does."""
+def supported(call: Mapping[str, Any]) -> bool:
+    """Whether this `run_kernel` call (its arguments by Kernel Tuner 1.5's names) is one `run` makes exactly as
+    Kernel Tuner's CuPy backend does."""
 
     def scalar_or_expr(x: Any) -> bool:
         return isinstance(x, (str, int, np.integer)) and not isinstance(x, bool)
@@ -60,8 +47,11 @@ def supported(
     def divisor(d: Any) -> bool:
         return d is None or scalar_or_expr(d) or (isinstance(d, (list, tuple)) and all(scalar_or_expr(x) for x in d))
 
-    sizes = problem_size if isinstance(problem_size, (list, tuple)) else [problem_size]
-    sources = kernel_source if isinstance(kernel_source, (list, tuple)) else [kernel_source]
+    sizes = call["problem_size"] if isinstance(call["problem_size"], (list, tuple)) else [call["problem_size"]]
+    source, arguments, lang = call["kernel_source"], call["arguments"], call["lang"]
+    sources = source if isinstance(source, (list, tuple)) else [source]
+    smem, cmem, options = call["smem_args"], call["cmem_args"], call["compiler_options"]
+    names = call["block_size_names"]
     return (
         isinstance(lang, str)
         and lang.upper() == "CUPY"
@@ -71,16 +61,20 @@ def supported(
         and all(scalar_or_expr(s) for s in sizes)
         and isinstance(arguments, (list, tuple))
         and all(isinstance(a, (np.ndarray, np.generic)) for a in arguments)
-        and isinstance(params, Mapping)
-        and all(divisor(d) for d in grid_div)
-        and (smem_args is None or (isinstance(smem_args, Mapping) and scalar_or_expr(smem_args.get("size", 0))))
-        and (cmem_args is None or all(isinstance(v, (np.ndarray, np.generic)) for v in dict(cmem_args).values()))
-        and not texmem_args
-        and (compiler_options is None or all(isinstance(o, str) for o in compiler_options))
-        and (defines is None or isinstance(defines, Mapping))
-        and (block_size_names is None or all(isinstance(n, str) for n in block_size_names))
-        and not log
+        and isinstance(call["params"], Mapping)
+        and all(divisor(d) for d in grid_divisors(call))
+        and (smem is None or (isinstance(smem, Mapping) and scalar_or_expr(smem.get("size", 0))))
+        and (cmem is None or all(isinstance(v, (np.ndarray, np.generic)) for v in dict(cmem).values()))
+        and not call["texmem_args"]
+        and (options is None or all(isinstance(o, str) for o in options))
+        and (call["defines"] is None or isinstance(call["defines"], Mapping))
+        and (names is None or all(isinstance(n, str) for n in names))
+        and not call["log"]
     )
+
+
+def grid_divisors(call: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    return call["grid_div_x"], call["grid_div_y"], call["grid_div_z"]
 
 
 def replace_param_occurrences(string: str, params: Mapping[str, Any]) -> str:
@@ -169,32 +163,23 @@ def prepare_kernel_string(
     return replace_param_occurrences(kernel_name, params), prefix + text
 
 
-def run(
-    kernel_name: str,
-    kernel_source: Any,
-    problem_size: Any,
-    arguments: Sequence[Any],
-    params: Mapping[str, Any],
-    grid_div: Sequence[Any],
-    device: int = 0,
-    smem_args: Mapping[str, Any] | None = None,
-    cmem_args: Mapping[str, Any] | None = None,
-    compiler_options: Sequence[str] | None = None,
-    defines: Mapping[str, Any] | None = None,
-    block_size_names: Sequence[str] | None = None,
-) -> list[Any]:
-    """The kernel run once on `device` (see the module docstring); a `supported` call only."""
+def run(call: Mapping[str, Any]) -> list[Any]:
+    """The kernel of a `supported` `run_kernel` call (its arguments by Kernel Tuner 1.5's names) run once on its
+    `device` (see the module docstring)."""
     import cupy as cp
 
-    names = list(block_size_names or DEFAULT_BLOCK_SIZE_NAMES)
+    params, arguments, device = call["params"], call["arguments"], call["device"]
+    smem_args, cmem_args = call["smem_args"], call["cmem_args"]
+    names = list(call["block_size_names"] or DEFAULT_BLOCK_SIZE_NAMES)
     names += DEFAULT_BLOCK_SIZE_NAMES[len(names) :]
-    threads, grid = block_and_grid(problem_size, grid_div, params, names)
-    name, code = prepare_kernel_string(kernel_name, kernel_string(kernel_source), params, grid, threads, names, defines)
+    threads, grid = block_and_grid(call["problem_size"], grid_divisors(call), params, names)
+    source = kernel_string(call["kernel_source"])
+    name, code = prepare_kernel_string(call["kernel_name"], source, params, grid, threads, names, call["defines"])
     with cp.cuda.Device(device):
         max_threads = cp.cuda.Device(device).attributes["MaxThreadsPerBlock"]
         if math.prod(threads) > max_threads:
             raise RuntimeError("cannot create kernel instance, too many threads per block")
-        options = list(compiler_options or [])
+        options = list(call["compiler_options"] or [])
         if not any("-std=" in o for o in options):
             options = ["--std=c++11", *options]
         try:

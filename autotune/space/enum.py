@@ -96,8 +96,7 @@ class Enumerator:
         self.sizes = {p.name: len(p.values) for p in space.parameters}
         self.file_pos = {n: i for i, n in enumerate(space.param_names)}
         self.max_raw, self.raw, self.enforce = max_raw, raw, enforce
-        self.expanded = 0
-        self.chunk = chunk
+        self.expanded, self.chunk = 0, chunk
         self.big = raw >= 1 << 62  # counts may not fit int64: Python integers
         self.value_codes: dict[str, np.ndarray] = {n: np.arange(d, dtype=code_dtype(d)) for n, d in self.sizes.items()}
         self.where = ""  # which pass is running, for the limit message
@@ -105,8 +104,6 @@ class Enumerator:
         self.seen: dict[str, int] = {}  # rows each untabulated constraint was evaluated on
         self.memo: dict[tuple, np.ndarray] = {}  # group counts (see _count_group)
         self.stop_at: int | None = None  # see count(budget=)
-
-    # ---- evaluation environment -------------------------------------------------------------------------------
 
     def env(self, codes: dict[str, np.ndarray]) -> "_Env":
         return _Env(self, codes)
@@ -119,11 +116,9 @@ class Enumerator:
             stride *= self.sizes[q]
         strides.reverse()
         codes = {}
-        for q, st in zip(
-            names, strides, strict=True
-        ):  # code of q: repeated st times, the whole repeated (stride / st / size) times
-            d = self.sizes[q]
-            codes[q] = np.tile(np.repeat(self.value_codes[q], st), stride // (st * d))
+        # q's codes each repeated st times, the whole repeated (stride / st / size) times
+        for q, st in zip(names, strides, strict=True):
+            codes[q] = np.tile(np.repeat(self.value_codes[q], st), stride // (st * self.sizes[q]))
         return tuple(strides), codes, stride
 
     @staticmethod
@@ -154,8 +149,6 @@ class Enumerator:
                 return tab[2][self._key(env.codes, tab[0], tab[1])]
         return self.space.eval(self.derived[name], env)
 
-    # ---- preparation ----------------------------------------------------------------------------------------
-
     def prepare(self, cons: Sequence[Con], deps: Callable[[frozenset[str]], frozenset[str]]) -> list[Con]:
         """Constraints as enumeration applies them: a top-level `a and b and ...` becomes one constraint per
         operand (each applied as soon as its own parameters are bound) where every operand can be tabulated
@@ -173,8 +166,6 @@ class Enumerator:
                     continue
             out.append(con if con.key else replace(con, key=con.c.name))
         return out
-
-    # ---- tables ---------------------------------------------------------------------------------------------
 
     def table(self, con: Con, rows: int) -> tuple[tuple[str, ...], tuple[int, ...], np.ndarray] | None:
         """The constraint's verdict for every combination of the parameters it reads, built once the constraint has
@@ -199,8 +190,6 @@ class Enumerator:
                     self.tables[name] = (names, strides, verdict)
         return self.tables[name]
 
-    # ---- budget -------------------------------------------------------------------------------------------
-
     def spend(self, n: int, bound: Sequence[str], kept: int, need: int | None = None) -> None:
         """Count `n` expanded rows; stop when the budget is exhausted (or `need` more rows are certain to go over)."""
         self.expanded += n
@@ -223,8 +212,6 @@ class Enumerator:
                     "generation time grows with the number of combinations expanded",
                 )
             )
-
-    # ---- binding order --------------------------------------------------------------------------------------
 
     def order(
         self, cons: Sequence[Con], params: Sequence[str] | None = None, bound: frozenset[str] = frozenset()
@@ -267,8 +254,6 @@ class Enumerator:
             if not prev:
                 break
         return total
-
-    # ---- evaluation -----------------------------------------------------------------------------------------
 
     def _filter(
         self, cons: Sequence[Con], codes: dict[str, np.ndarray], m: int, extra: list[np.ndarray] | None = None
@@ -326,11 +311,6 @@ class Enumerator:
             keep[idx] = True
         kept = int(np.count_nonzero(keep))
         return {q: a[keep] for q, a in codes.items()}, kept, []
-
-    # ---- exact counts ---------------------------------------------------------------------------------------
-
-    def _zeros(self, n: int) -> np.ndarray:
-        return np.zeros(n, dtype=object) if self.big else np.zeros(n, dtype=np.int64)
 
     def _full(self, n: int, value: int) -> np.ndarray:
         return np.full(n, value, dtype=object) if self.big else np.full(n, value, dtype=np.int64)
@@ -394,7 +374,7 @@ class Enumerator:
                 key += rows[q].astype(np.int64) * radix
                 radix *= self.sizes[q]
             if radix < 1 << 62:
-                ukey, first, inv = np.unique(key, return_index=True, return_inverse=True)
+                _, first, inv = np.unique(key, return_index=True, return_inverse=True)
             else:  # too many interface values for one integer key
                 stacked = np.stack([rows[q].astype(np.int64) for q in iface], axis=1)
                 _, first, inv = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
@@ -420,7 +400,7 @@ class Enumerator:
         rest = [c for c in cons if not c.deps <= now]
         rest_params = [q for q in params if q != p]
         keep_cols = {q for c in rest for q in c.deps} & now
-        out = self._zeros(m)
+        out = self._full(m, 0)
         per = max(1, self.chunk // d)
         for lo in range(0, m, per):
             hi = min(m, lo + per)

@@ -25,7 +25,7 @@ from autotune.devices import DeviceLimits
 from autotune.errors import SpaceError
 from autotune.space.instance import Instance, plain_value, instance_id
 from autotune.vocab import TestPoint
-from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly
+from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly, code_dtype
 from autotune.space.orders import binding_order, file_order, funnel_order, param_deps
 from autotune.space.spec import Constraint, Space
 from autotune.space.survivors import survivors
@@ -151,10 +151,6 @@ def _domain(space: Space, name: str) -> np.ndarray:
             _DOMAINS.clear()
         cached = _DOMAINS[id(p.values)] = (p.values, np.array(p.values))
     return cached[1]
-
-
-def _code_dtype(n: int) -> type:
-    return np.uint8 if n <= 0xFF else np.uint16 if n <= 0xFFFF else np.uint32
 
 
 class _Env(dict):
@@ -388,7 +384,7 @@ def _full_product(
     inner = raw
     for p, d in zip(space.parameters, sizes, strict=True):
         inner //= d
-        codes[p.name] = np.tile(np.repeat(np.arange(d, dtype=_code_dtype(d)), inner), raw // (inner * d))
+        codes[p.name] = np.tile(np.repeat(np.arange(d, dtype=code_dtype(d)), inner), raw // (inner * d))
     funnel = [_raw_step(raw)]
     try:  # one environment for every constraint (derived quantities computed once), errors checked on live rows only
         env, alive, counts = _Env(space, context, codes), np.ones(raw, dtype=bool), []
@@ -459,7 +455,7 @@ def generate_reference(
             hi = min(n, lo + rows_per_piece)
             m = (hi - lo) * d
             new = {q: np.repeat(arr[lo:hi], d) for q, arr in codes.items()}
-            new[p] = np.tile(np.arange(d, dtype=_code_dtype(d)), hi - lo)
+            new[p] = np.tile(np.arange(d, dtype=code_dtype(d)), hi - lo)
             env = _Env(space, context, new)
             for c in at_step[i]:
                 keep = _check(space, c, env, m)
@@ -476,7 +472,7 @@ def generate_reference(
     codes = (
         {p: np.concatenate([pc[p] for pc in pieces]) for p in order}
         if pieces
-        else {p: np.zeros(0, dtype=_code_dtype(sizes[p])) for p in order}
+        else {p: np.zeros(0, dtype=code_dtype(sizes[p])) for p in order}
     )
     pieces.clear()  # keep one copy of the survivors, not two
     funnel = [_raw_step(raw)]

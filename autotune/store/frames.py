@@ -8,7 +8,7 @@ size. The sizes come from each point's canonical `sizes` JSON (parsed once per d
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -32,21 +32,7 @@ RESULT_COLUMNS = (  # a measurement row's results: all but its log (long text, r
 # the fixed columns of Store.measurements(); the size columns of the kinds present come after `shape`, and a
 # parameter named like any column (fixed or size) becomes param_NAME
 MEASUREMENT_COLUMNS = ("device", "space", "instance_id", "instance", "kind", "precision", "shape", *RESULT_COLUMNS)
-BASELINE_COLUMNS = (
-    "device",
-    "kind",
-    "precision",
-    "shape",
-    "library",
-    "status",
-    "median_ms",
-    "p20_ms",
-    "p80_ms",
-    "roofline_frac",
-    "gflops",
-    "gbs",
-    "error",
-)
+BASELINE_RESULTS = ("library", "status", "median_ms", "p20_ms", "p80_ms", "roofline_frac", "gflops", "gbs", "error")
 
 
 def measurements(engine: Engine, device: str | None = None, space: str | None = None) -> pd.DataFrame:
@@ -54,20 +40,8 @@ def measurements(engine: Engine, device: str | None = None, space: str | None = 
     import pandas as pd
 
     m, p, i, d = MeasurementRow, Point, InstanceRow, Device
-    cols = (
-        [
-            d.name.label("device"),
-            i.space,
-            m.instance_id,
-            i.name.label("instance"),
-            p.kind,
-            p.precision,
-            p.shape,
-            p.sizes,
-        ]
-        + [getattr(m, c) for c in RESULT_COLUMNS]
-        + [i.params]
-    )
+    cols: list[Any] = [d.name.label("device"), i.space, m.instance_id, i.name.label("instance")]
+    cols += [p.kind, p.precision, p.shape, p.sizes, *(getattr(m, c) for c in RESULT_COLUMNS), i.params]
     q = select(*cols).join(p, p.id == m.point_id).join(i, i.id == m.instance_id).join(d, d.id == m.device_id)
     if device is not None:
         q = q.where((d.name == device) | (d.uuid == device))
@@ -86,22 +60,7 @@ def baselines(engine: Engine, device: str | None = None) -> pd.DataFrame:
     import pandas as pd
 
     b, p, d = BaselineRow, Point, Device
-    cols = [
-        d.name.label("device"),
-        p.kind,
-        p.precision,
-        p.shape,
-        p.sizes,
-        b.library,
-        b.status,
-        b.median_ms,
-        b.p20_ms,
-        b.p80_ms,
-        b.roofline_frac,
-        b.gflops,
-        b.gbs,
-        b.error,
-    ]
+    cols = [d.name.label("device"), p.kind, p.precision, p.shape, p.sizes, *(getattr(b, c) for c in BASELINE_RESULTS)]
     q = select(*cols).join(p, p.id == b.point_id).join(d, d.id == b.device_id)
     if device is not None:
         q = q.where((d.name == device) | (d.uuid == device))

@@ -164,9 +164,8 @@ def _missing_instances(cfg: SweepConfig, ref: SpaceRef, space: Space, missing: l
         f"(after its hard constraints and `where:`), e.g. {missing[0]}",
         file=cfg.path,
         line=ref.line,
-        hint="check the ids with `autotune space list` (the space file may "
-        "have changed since they were recorded); `soft: false` in the entry "
-        "reaches instances the soft constraints drop",
+        hint="check the ids with `autotune space list` (the space file may have changed since they were recorded); "
+        "`soft: false` in the entry reaches instances the soft constraints drop",
     )
 
 

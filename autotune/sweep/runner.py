@@ -423,8 +423,7 @@ def _search_points(run: Run, plan: SpacePlan, at: SpaceAt) -> bool:
         options: dict = {}
         if model_based:
             options = dict(
-                opts.sampler_options(),
-                start=_transfer(run, space, point, searched, instances, opts.transfer),
+                opts.sampler_options(), start=_transfer(run, space, point, searched, instances, opts.transfer)
             )
             width = backend.parallelism()  # an executor of several GPUs: asks that keep each busy
             if width is not None and "batch" not in options:
@@ -462,12 +461,7 @@ def study_name(cfg: SweepConfig, space: str, point: TestPoint, device_uuid: str)
 
 
 def _transfer(
-    run: Run,
-    space: Space,
-    point: TestPoint,
-    searched: Sequence[TestPoint],
-    instances: Sequence[Instance],
-    k: int,
+    run: Run, space: Space, point: TestPoint, searched: Sequence[TestPoint], instances: Sequence[Instance], k: int
 ) -> list[Instance]:
     """The `k` best instances (verified, on this GPU) of the nearest point searched before of the same precision
     and variant, among `instances` (those serving `point`)."""

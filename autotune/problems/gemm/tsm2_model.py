@@ -284,13 +284,7 @@ class Ism2Choice:
 
 
 def choose_ism2(
-    dev: ModelDevice,
-    m: int,
-    n: int,
-    k: int,
-    precision: str,
-    ism2_waves: int = 4,
-    max_tcf: int = 64,
+    dev: ModelDevice, m: int, n: int, k: int, precision: str, ism2_waves: int = 4, max_tcf: int = 64
 ) -> Ism2Choice:
     """ISM2: t2 = n (capped at 16), t3 from the memory model (capped at k), t1 from occupancy, and the
     thread-count factor tcf = largest power of two keeping >= `ism2_waves` full waves of threads

@@ -46,17 +46,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from autotune import paths
 from autotune.sweep.timing import TimingPlan
-from autotune.sweep.compile.nvrtc import (
-    COMPILE_CACHE_ENV,
-    DEFAULT_OPTIONS,
-    CompiledKernel,
-    CompileRequest,
-    batches,
-)
-from autotune.sweep.compile.compile_pool import (
-    CompilePool,
-    env_workers,
-)
+from autotune.sweep.compile.nvrtc import COMPILE_CACHE_ENV, DEFAULT_OPTIONS, CompiledKernel, CompileRequest, batches
+from autotune.sweep.compile.compile_pool import CompilePool, env_workers
 from autotune.sweep.compile.nvrtc import compile_timeout_s as compile_timeout_s_of, screen_options
 from autotune.sweep.backends.base import Backend, Job
 from autotune.sweep.backends.local_compile import LocalCompiles, task_of
@@ -370,10 +361,7 @@ class GpuBackend(LocalCompiles, Backend):
         def refill() -> None:
             while todo and len(inflight) < window:
                 i, chunk = todo.pop()
-                inflight[i] = (
-                    chunk,
-                    [(r, self._submit(r)) for r in self._requests(chunk, arch)],
-                )
+                inflight[i] = (chunk, [(r, self._submit(r)) for r in self._requests(chunk, arch)])
 
         refill()
         self._mark("first_submit")

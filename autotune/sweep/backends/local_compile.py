@@ -16,13 +16,7 @@ from autotune.errors import UserError
 from autotune.space.kt_semantics import split_unroll
 from autotune.sweep.backends.base import Job
 from autotune.sweep.backends.tasks import KernelTask, Variant
-from autotune.sweep.compile.compile_pool import (
-    PROFILE_ENV,
-    CompilePool,
-    kill_executor,
-    request_limit,
-    request_what,
-)
+from autotune.sweep.compile.compile_pool import PROFILE_ENV, CompilePool, kill_executor, request_limit, request_what
 from autotune.sweep.compile.nvcc import find_nvcc
 from autotune.sweep.compile.nvrtc import (
     CompiledKernel,

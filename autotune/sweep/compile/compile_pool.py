@@ -39,13 +39,7 @@ from multiprocessing.connection import wait
 from typing import Any, Callable
 
 from autotune import untrusted
-from autotune.sweep.compile.nvrtc import (
-    COMPILE_TIMEOUT_ENV,
-    TIMEOUT_ERROR,
-    CompileFailed,
-    CompileTimeout,
-    compile_nice,
-)
+from autotune.sweep.compile.nvrtc import COMPILE_TIMEOUT_ENV, TIMEOUT_ERROR, CompileFailed, CompileTimeout, compile_nice
 from autotune.sweep.compile.pool_process import PoolProcess
 from autotune.sweep.compile.twins import Later
 

@@ -53,8 +53,7 @@ def strategy_class(name: str) -> type:
     cls = load(name, STRATEGIES, ENTRY_POINT_GROUP, "search strategy", "Class")
     if not all(callable(getattr(cls, m, None)) for m in ("ask", "tell")):
         raise UserError(
-            f"search strategy {name!r} has no ask/tell",
-            hint="subclass autotune.sweep.strategies.base.Strategy",
+            f"search strategy {name!r} has no ask/tell", hint="subclass autotune.sweep.strategies.base.Strategy"
         )
     return cls
 

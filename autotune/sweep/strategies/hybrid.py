@@ -51,21 +51,7 @@ from autotune.sweep.strategies.optuna_search import OptunaSearch, objective
 from autotune.sweep.strategies.validset import ValidSet
 from autotune.vocab import Measurement
 
-# Defaults, chosen with scripts/bench_search.py on tuning seeds >= 100 (results/bench/SEARCH_PROVENANCE.md)
-STARTUP = 8
-EXPLORE = 0.1
-GLOBAL = 0.5
-RADIUS = 1
-POOL = 20_000  # free instances the global move scores at most (a random sample of them on larger spaces)
-RIDGE = 1.0
-BASINS = 1  # local moves around the best of up to this many basins (1: around the best instance only)
-OPTIMISM = 1.0  # the global move's bonus (log time) for instances whose features the model has seen little
-STALL = 0  # after this many results without a better best (0: never), some local moves become crossovers
-CROSS = 0.5  # ... this share of them: a child of two of the best instances, as a genetic algorithm breeds one
-ELITE = 8  # the parents are drawn from this many fastest instances
-CLIP = 0.0  # (0: off) the surrogate learns log times above this quantile of the verified ones as that quantile
-RESTART = 0  # (0: off) after this many results without a better best, a local search restarts from a random row
-PATIENCE = 24  # ... and descends from it until this many of its results in a row found nothing better in it
+ELITE = 8  # the crossover's parents are drawn from this many fastest instances
 MAX_PAIR_FEATURES = 2_000  # above this many pair features, main effects only (large spaces of many values)
 PAIR_LEVELS = 8  # a parameter's values are cut into at most this many runs for the pair features
 MAIN_LEVELS = 64  # ... and into at most this many for its main effect
@@ -76,21 +62,22 @@ PRECOMPUTE = 4_000_000  # feature indices kept for every instance when instances
 @dataclass(frozen=True)
 class HybridOptions:
     """`hybrid`'s tuning options (the module docstring says what each does); the names are those a user passes:
-    `--option key=value` of scripts/bench_search.py and scripts/search_dev.py, keywords of `make_strategy`."""
+    `--option key=value` of scripts/bench_search.py and scripts/search_dev.py, keywords of `make_strategy`. The
+    defaults were chosen with scripts/bench_search.py on tuning seeds >= 100 (results/bench/SEARCH_PROVENANCE.md)."""
 
-    startup: int = STARTUP
-    explore: float = EXPLORE
-    glob: float = GLOBAL
-    radius: int = RADIUS
-    pool: int = POOL
-    ridge: float = RIDGE
-    basins: int = BASINS
-    optimism: float = OPTIMISM
-    stall: int = STALL
-    cross: float = CROSS
-    clip: float = CLIP
-    restart: int = RESTART
-    patience: int = PATIENCE
+    startup: int = 8
+    explore: float = 0.1
+    glob: float = 0.5
+    radius: int = 1
+    pool: int = 20_000  # free instances the global move scores at most (a random sample of them on larger spaces)
+    ridge: float = 1.0
+    basins: int = 1  # local moves around the best of up to this many basins (1: around the best instance only)
+    optimism: float = 1.0  # the global move's bonus (log time) for instances whose features the model has seen little
+    stall: int = 0  # after this many results without a better best (0: never), some local moves become crossovers
+    cross: float = 0.5  # ... this share of them: a child of two of the best instances (a genetic algorithm's)
+    clip: float = 0.0  # (0: off) log times above this quantile of the verified ones are learned as that quantile
+    restart: int = 0  # (0: off) after this many results without a better best, a local search restarts at random
+    patience: int = 24  # ... and descends from it until this many of its results in a row found nothing better
 
 
 OPTION_NAMES = tuple(f.name for f in fields(HybridOptions))
@@ -103,9 +90,13 @@ def codes_of(valid: ValidSet) -> np.ndarray:
     x = valid._x
     if x.shape[1] == 0:
         return np.zeros((len(valid), 0), np.int32)
-    return np.stack([np.unique(x[:, j], return_inverse=True)[1].reshape(-1) for j in range(x.shape[1])], axis=1).astype(
-        np.int32
-    )
+    cols = [np.unique(x[:, j], return_inverse=True)[1].reshape(-1) for j in range(x.shape[1])]
+    return np.stack(cols, axis=1).astype(np.int32)
+
+
+def _runs(card: list[int], most: int) -> list[np.ndarray]:
+    """Per parameter of `card` values, the run (0..most-1) of neighbouring values each value falls in."""
+    return [np.arange(c, dtype=np.int64) * min(c, most) // c for c in card]
 
 
 class HybridModel:
@@ -145,19 +136,10 @@ class HybridModel:
         and where each feature block starts (`main_off`, `pair_off`; `nf` features in all)."""
         n, p = self.codes.shape
         self.card = [int(self.codes[:, j].max()) + 1 if n else 1 for j in range(p)]
-        # pair features on coarser levels: a parameter of many values (29 block sizes) is cut into PAIR_LEVELS
-        # runs of neighbouring values, so that a pair has at most PAIR_LEVELS^2 features
-        self.level = [
-            np.arange(c, dtype=np.int64) if c <= PAIR_LEVELS else np.arange(c, dtype=np.int64) * PAIR_LEVELS // c
-            for c in self.card
-        ]
+        # values cut into runs of neighbouring values: at most PAIR_LEVELS for the pair features (at most
+        # PAIR_LEVELS^2 features a pair), MAIN_LEVELS for the main effects (not thousands of features for a parameter)
+        self.level, self.mlevel = _runs(self.card, PAIR_LEVELS), _runs(self.card, MAIN_LEVELS)
         self.lcard = [int(lv.max()) + 1 if len(lv) else 1 for lv in self.level]
-        # main effects on at most MAIN_LEVELS runs of neighbouring values per parameter (a parameter of thousands of
-        # values would otherwise make thousands of features)
-        self.mlevel = [
-            np.arange(c, dtype=np.int64) if c <= MAIN_LEVELS else np.arange(c, dtype=np.int64) * MAIN_LEVELS // c
-            for c in self.card
-        ]
         self.mcard = [int(lv.max()) + 1 if len(lv) else 1 for lv in self.mlevel]
         # feature layout: one-hot per (parameter, level), then per pair of parameters one-hot per (level, level)
         self.main_off = np.cumsum([0] + self.mcard[:-1]).astype(np.int64) if p else np.zeros(0, np.int64)
@@ -166,11 +148,9 @@ class HybridModel:
         if sum(self.lcard[a] * self.lcard[b] for a, b in pairs) > MAX_PAIR_FEATURES:
             pairs = []
         self.pairs = pairs
-        self.pair_off = []
-        for a, b in pairs:
-            self.pair_off.append(nf)
-            nf += self.lcard[a] * self.lcard[b]
-        self.nf = nf
+        sizes = [self.lcard[a] * self.lcard[b] for a, b in pairs]
+        self.pair_off = [nf + int(o) for o in np.cumsum([0] + sizes[:-1])] if pairs else []
+        self.nf = nf + sum(sizes)
 
     # ------------------------------------------------------------------ the neighbourhood graph
     def _pack(self) -> None:
@@ -253,15 +233,9 @@ class HybridModel:
         self.b0 = (self.ok_total + fails * self.worst) / n
         if self.options.clip:
             self._fit_clipped()
-        elif 2 * n < self.nf:  # dual form, cheaper while few results: (F F^T + lambda I) a = y - b0, w = F^T a
-            f = self.features(np.array(self.rows))
+        elif 2 * n < self.nf:
             y = np.array([self.worst if v is None else v for v in self.y]) - self.b0
-            k = np.zeros((n, n))
-            for col in f.T:
-                k += col[:, None] == col[None, :]
-            a = np.linalg.solve(k + self.options.ridge * np.eye(n), y)
-            self.w = np.zeros(self.nf)
-            np.add.at(self.w, f.ravel(), np.repeat(a, f.shape[1]))
+            self._fit_dual(self.features(np.array(self.rows)), y)
         else:
             rhs = self.ok_sum + self.worst * self.fail_count - self.b0 * np.diag(self.gram)
             self.w = np.linalg.solve(self.gram + self.options.ridge * np.eye(self.nf), rhs)
@@ -278,16 +252,20 @@ class HybridModel:
         self.b0 = float(y.mean())
         f = self.features(np.array(self.rows))
         if 2 * n < self.nf:
-            k = np.zeros((n, n))
-            for col in f.T:
-                k += col[:, None] == col[None, :]
-            a = np.linalg.solve(k + self.options.ridge * np.eye(n), y - self.b0)
-            self.w = np.zeros(self.nf)
-            np.add.at(self.w, f.ravel(), np.repeat(a, f.shape[1]))
+            self._fit_dual(f, y - self.b0)
         else:
             rhs = np.zeros(self.nf)
             np.add.at(rhs, f.ravel(), np.repeat(y - self.b0, f.shape[1]))
             self.w = np.linalg.solve(self.gram + self.options.ridge * np.eye(self.nf), rhs)
+
+    def _fit_dual(self, f: np.ndarray, y: np.ndarray) -> None:
+        """The dual form, cheaper while results are few: (F F^T + lambda I) a = y, w = F^T a."""
+        k = np.zeros((len(y), len(y)))
+        for col in f.T:
+            k += col[:, None] == col[None, :]
+        a = np.linalg.solve(k + self.options.ridge * np.eye(len(y)), y)
+        self.w = np.zeros(self.nf)
+        np.add.at(self.w, f.ravel(), np.repeat(a, f.shape[1]))
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
         assert self.w is not None
@@ -299,11 +277,9 @@ class HybridModel:
         mean over the row's features of 1 / sqrt(1 + the number of results that had the feature): a lower
         confidence bound, so that values and pairs of values the results have seen little get tried (an optimum
         whose neighbours are slow, in a region the first results missed, is otherwise never proposed)."""
+        pred = self.predict(rows)
         if optimism:
-            f = self.features(rows)
-            pred = self.predict(rows) - optimism * (1.0 / np.sqrt(1.0 + np.diag(self.gram)))[f].mean(axis=1)
-        else:
-            pred = self.predict(rows)
+            pred = pred - optimism * (1.0 / np.sqrt(1.0 + np.diag(self.gram)))[self.features(rows)].mean(axis=1)
         return int(rows[int(np.argmin(pred))])
 
     def propose(self, free: np.ndarray) -> int:
@@ -313,9 +289,8 @@ class HybridModel:
         u = self.rng.random()
         if len(self.rows) < self.options.startup or ok < 2 or not self.codes.shape[1]:
             return int(self.rng.choice(idx))
-        if self.options.restart and (
-            self._phase is not None or min(self._since_best, self._calm) >= self.options.restart
-        ):
+        waited = min(self._since_best, self._calm) >= self.options.restart
+        if self.options.restart and (self._phase is not None or waited):
             got = self._restarted(idx, free)
             if got is not None:
                 self._asked.add(got)
@@ -325,17 +300,11 @@ class HybridModel:
         self.fit()
         if u < self.options.explore + self.options.glob:
             return self._best(self._sample(idx), self.options.optimism)
-        if (
-            self.options.stall
-            and self._since_best >= self.options.stall
-            and ok >= 2
-            and self.rng.random() < self.options.cross
-        ):
-            return self._crossover(idx)
+        if self.options.stall and self._since_best >= self.options.stall and self.rng.random() < self.options.cross:
+            return self._crossover(idx)  # (ok >= 2 here)
         order = [r for _, r in self.ranked]
-        if (
-            self.options.basins > 1
-        ):  # local search around the best of another basin now and then (a trap has many good rows)
+        # local search around the best of another basin now and then (a trap has many good rows)
+        if self.options.basins > 1:
             reps = self._representatives()
             if len(reps) > 1 and self.rng.random() < 0.5:
                 pick = int(reps[int(self.rng.integers(1, len(reps)))])
@@ -462,18 +431,12 @@ class HybridSearch(OptunaSearch):
 
     name = "hybrid"
 
-    def __init__(
-        self,
-        instances: Sequence[Any],
-        budget: int | None = None,
-        seed: int = 0,
-        *,
-        startup: int | None = None,
-        **options: Any,
-    ) -> None:
-        """`options`: `HybridOptions`' names (but `startup`, which Optuna's strategies share) and `OptunaSearch`'s."""
+    def __init__(self, instances: Sequence[Any], budget: int | None = None, seed: int = 0, **options: Any) -> None:
+        """`options`: `HybridOptions`' names (`startup` is shared with Optuna's strategies) and `OptunaSearch`'s."""
+        startup = options.pop("startup", None)
+        startup = HybridOptions.startup if startup is None else startup
         self._options = HybridOptions(**{k: options.pop(k) for k in OPTION_NAMES if k in options})
-        super().__init__(instances, budget, seed, startup=STARTUP if startup is None else startup, **options)
+        super().__init__(instances, budget, seed, startup=startup, **options)
 
     def sampler(self, seed: int, n_startup: int) -> BaseSampler:
         self._hybrid = HybridSampler(self.valid, seed, replace(self._options, startup=n_startup))

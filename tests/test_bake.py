@@ -1,0 +1,100 @@
+"""`autotune db bake` (autotune/workflows/bake.py): a tuning database with spent validations replayed into it, on the
+committed softmax H100 tuning database and the committed seed-3603 validation (real SQLite files, nothing mocked):
+the baked file holds the tuning database's rows and the validation's problems, a plain or packed tuning file bakes
+alike, and a missing or non-database input, a folder that is no validation's and an existing output are refused
+without writing anything."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+import warnings
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from autotune.cli.main import app
+from autotune.errors import UserError
+from autotune.paths import ROOT
+from autotune.store.engine import StoreError
+from autotune.store.packing import unpack
+from autotune.workflows.bake import bake
+from autotune.workflows.tables import TableOptions
+
+TUNING = ROOT / "results/tables5_h100/softmax/softmax_model_h100.sqlite.xz"
+SPENT = ROOT / "results/tables4_h100/softmax_3603/validation"  # validate_sweep.yaml and validation.sqlite.xz
+PACKED_SWEEP = ROOT / "results/tables7_h100/softmax/validation"  # validate_sweep.yaml.xz, validation.sqlite.xz
+
+
+def _problems(db: Path) -> set[tuple[int, int]]:
+    with closing(sqlite3.connect(db)) as conn:
+        return set(conn.execute("SELECT rows, cols FROM points_softmax").fetchall())
+
+
+def _count(db: Path, table: str) -> int:
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("plain") / "tuning.sqlite"
+    unpack(TUNING, out)
+    return out
+
+
+def test_bake_adds_the_validation_problems(plain, tmp_path):
+    out = tmp_path / "baked.sqlite"
+    done = bake(TUNING, [SPENT], out)
+    assert done.database == out and done.folders == (SPENT,) and done.added[0] > 0
+    assert _problems(plain) < _problems(out)  # every tuning point kept, the validation's problems added
+    assert _count(out, "measurements") == _count(plain, "measurements") + done.added[0]
+    assert [p.name for p in tmp_path.iterdir()] == ["baked.sqlite"]  # no temporary file left beside it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = done.table(TableOptions(bk=10, tol=0.1, structure="cost:0.1:1:1"))
+    points = {(int(p["sizes"]["rows"]), int(p["sizes"]["cols"])) for p in table.data["points"]}
+    assert points == _problems(out)
+
+
+def test_a_plain_tuning_file_and_a_packed_sweep_file_bake_alike(plain, tmp_path):
+    from_packed = bake(TUNING, [PACKED_SWEEP], tmp_path / "a.sqlite")
+    from_plain = bake(plain, [PACKED_SWEEP], tmp_path / "b.sqlite")
+    assert from_packed.added == from_plain.added and from_packed.added[0] > 0
+    assert _problems(tmp_path / "a.sqlite") == _problems(tmp_path / "b.sqlite")
+    assert bake(plain, [], tmp_path / "c.sqlite").added == ()  # no folder: a copy of the tuning database
+    assert _problems(tmp_path / "c.sqlite") == _problems(plain)
+    replaced = bake(plain, [PACKED_SWEEP], tmp_path / "c.sqlite", replace=True)  # --force
+    assert _problems(replaced.database) == _problems(tmp_path / "b.sqlite")
+
+
+def test_bad_inputs_are_refused_and_write_nothing(plain, tmp_path):
+    out = tmp_path / "out.sqlite"
+    with pytest.raises(StoreError, match="no tuning database at"):
+        bake(tmp_path / "missing.sqlite.xz", [SPENT], out)
+    text = tmp_path / "notes.sqlite"
+    text.write_text("not a database\n")
+    with pytest.raises(StoreError, match="is not a results database"):
+        bake(text, [SPENT], out)
+    with pytest.raises(UserError, match="holds no validate_sweep.yaml"):
+        bake(plain, [tmp_path], out)
+    (tmp_path / "validate_sweep.yaml").write_bytes((SPENT / "validate_sweep.yaml").read_bytes())
+    with pytest.raises(UserError, match="holds no validation.sqlite"):
+        bake(plain, [tmp_path], out)
+    assert not out.exists()
+    out.write_text("kept")
+    with pytest.raises(StoreError, match="exists"):
+        bake(plain, [], out)
+    assert out.read_text() == "kept"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.sqlite", "out.sqlite", "validate_sweep.yaml"]
+
+
+def test_the_command(plain, tmp_path):
+    out = tmp_path / "baked.sqlite"
+    got = CliRunner().invoke(app, ["db", "bake", str(plain), str(SPENT), "-o", str(out)])
+    assert got.exit_code == 0, got.output
+    assert "replayed" in got.output and f"wrote {out}" in got.output.replace("\n", "")
+    assert _problems(plain) < _problems(out)
+    got = CliRunner().invoke(app, ["db", "bake", str(tmp_path / "nope.sqlite"), "-o", str(tmp_path / "x.sqlite")])
+    assert got.exit_code == 2 and "no tuning database at" in got.output
