@@ -275,7 +275,7 @@ def table(report: dict[str, Any]) -> str:
         f"{'bench s':>9}",
         f"{'autotune':<14}{o.get('configs', 0):>8}{o.get('ok', 0):>6}{f(o.get('wall_s')):>9}"
         f"{f(report.get('ours_configs_per_s')):>11}{f(o.get('compile_s_sum')):>11}{'(GPU)':>10}{'':>9}",
-        f"{'kernel_tuner':<14}{k.get('configs', 0):>8}{k.get('ok', 0):>6}{f(k.get('wall_s')):>9}"
+        f"{'kernel_tuner':<14}{k.get('configs') or 0:>8}{k.get('ok') or 0:>6}{f(k.get('wall_s')):>9}"
         f"{f(report.get('kernel_tuner_configs_per_s')):>11}{f(ko.get('compile')):>11}"
         f"{f(ko.get('verification')):>10}{f(ko.get('benchmark')):>9}",
     ]
@@ -449,6 +449,11 @@ def _pad_cupy_uuid() -> None:
         return props
 
     runtime.getDeviceProperties = padded
+
+
+def point_spec(point: Any) -> dict[str, Any]:
+    """The test point as `gemm_point`'s keywords, for the Kernel Tuner child (a JSON file between the two)."""
+    return {"precision": point.precision, "shape": point.shape, **dict(point.sizes)}
 
 
 def kt_child(spec_path: Path) -> None:
@@ -947,7 +952,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             "space_path": str(space_path),
             "kernel_path": str(space.kernel.source_path),
-            "point": asdict(point),
+            "point": point_spec(point),
             "instances": [i.param_dict for i in chosen],
             "alpha": a.alpha,
             "beta": a.beta,

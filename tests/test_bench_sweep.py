@@ -172,3 +172,13 @@ def test_warm_compile_flag():
     assert bench.warm_compiles(cold, {"configs": 100, "compile_s_sum": 3.5})
     assert not bench.warm_compiles(cold, {"configs": 100, "compile_s_sum": 127.0})
     assert not bench.warm_compiles({"configs": 0, "compile_s_sum": 0.0}, {"configs": 10, "compile_s_sum": 0.1})
+
+
+def test_the_kernel_tuner_child_gets_the_test_point_back_as_built() -> None:
+    """The child rebuilds the point from JSON (`gemm_point(**spec)`): a TestPoint's own fields (kind, sizes as
+    pairs) are not gemm_point's keywords, which once failed the Kernel Tuner side on the GPU."""
+    from autotune.problems.gemm import gemm_point
+
+    bench = load_script("bench_sweep")
+    point = gemm_point("fp16", "TN", 31, 7, 130, 999)
+    assert gemm_point(**json.loads(json.dumps(bench.point_spec(point)))) == point
