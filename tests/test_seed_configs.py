@@ -44,5 +44,5 @@ def test_the_search_at_the_checked_points_runs_the_searchs_strategy_at_exactly_t
     seeds = CONFIGS_DIR / "seeds"
     search8, search, check = (load_config(seeds / f"magma_batched_{n}.yaml") for n in ("search8", "search", "check"))
     assert set(search8.points) == set(check.points)
-    assert search8.strategy == search.strategy and search8.strategy != "brute"
+    assert (search8.strategy, search8.search) == (search.strategy, search.search) and search8.strategy != "brute"
     assert [s.ref for s in search8.spaces] == [s.ref for s in search.spaces]
