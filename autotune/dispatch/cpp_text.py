@@ -30,11 +30,13 @@ inline constexpr SmallLogs kSmallLogs = small_logs();  // ilog2_loop of 1..4095,
 constexpr long long ilog2_fx(long long x) { return x < 4096 ? kSmallLogs.v[x] : ilog2_loop(x); }
 
 constexpr long long absdiff(long long a, long long b) { return a < b ? b - a : a - b; }
+constexpr int lowest_bit(unsigned long long x) { return kDeBruijn[((x & (~x + 1)) * kDeBruijnMul) >> 58]; }  // x != 0
 constexpr int kTableN = kNumTableSizes > 0 ? kNumTableSizes : 1;  // array sizes (a C++ array has 1 entry or more)
 constexpr int kTieN = kNumTieSizes > 0 ? kNumTieSizes : 1;
 constexpr int kPointsN = kNumPoints > 0 ? kNumPoints : 1;
 constexpr int kKernelsN = kNumKernels > 0 ? kNumKernels : 1;
 static_assert(kNumTableSizes < 512, "distances are ints (a log is below 2^22)");
+static_assert(kNumPoints < (1 << 20), "cheapest_walk keeps a point's group order in 20 bits");
 
 // Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
 constexpr bool valid(int kernel, const long long (&d)[kNumSizes], bool tuned = false) {
@@ -222,123 +224,53 @@ constexpr unsigned long long step_class(const long long (&d)[kNumSizes]) {
   return c;
 }
 
-// Cost mode with kNeighbours >= 2 or library steps: the answers measured within kReach of the nearest tuned point
-// compete, each priced by the mean log2 cost (kCostLog, sum / count) of its kNeighbours nearest measurements
-// (distance, tie distance, table order), kernels' raised by kCostLogMargin; the cheapest wins (ties: the library,
-// then index). With library steps, the library's measurements count only at points of the problem's step class
-// (kPointClass), where the group has one there (slot kNumKernels + 2 keeps those; slot 0 every one).
-// The points are read in bands of distance, nearest first (within reach, then ever wider): after a band, every kept
-// measurement is nearer than any point not read yet, so the walk stops once each competing answer has its
-// kNeighbours nearest (or every one the group has, kGroupMeasured).
-constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
-  constexpr int kK = kNeighbours > 1 ? kNeighbours : 1;
-  constexpr int kSlots = kNumKernels + 3, kClassSlot = kNumKernels + 2;  // index + 2 (the library first)
-  const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
-  if (begin == end) return kFallback;
-  int dists[kPointsN + kLanes] = {};
-  long long lb[kTieN] = {};
-  const long long dmin = group_distances(begin, end, lt, dists);
-  tie_logs(d, lb);
-  const unsigned long long here = kNumSteps > 0 ? step_class(d) : 0;
-  int library_here = 0;  // the library's measurements at the group's points of the problem's class
-  for (int i = kLibraryClassBegin[group]; kNumSteps > 0 && i < kLibraryClassBegin[group + 1]; ++i)
-    if (kLibraryClass[i] == here) library_here = kLibraryClassCount[i];
-  bool ok[kSlots] = {};
-  int count[kSlots] = {};
-  long long kd[kSlots][kK] = {}, kb[kSlots][kK] = {}, ko[kSlots][kK] = {}, kc[kSlots][kK] = {};
-  // keep the kK nearest measurements of slot s, sorted by (distance, tie distance, order)
-  auto keep = [&](int s, long long dist, long long db, long long order, long long cost) {
-    int at = count[s];
-    if (at == kK) {
-      const int last = kK - 1;
-      const bool nearer = dist < kd[s][last] || (dist == kd[s][last] && (db < kb[s][last] || (db == kb[s][last] && order < ko[s][last])));
-      if (!nearer) return;
-      at = last;
-    } else {
-      ++count[s];
+// Cost mode with kNeighbours >= 2 or library steps (rule 4'): the answers measured within kReach of the nearest
+// tuned point compete, each priced by the mean log2 cost (kCostLogAt, sum / count) of its kNeighbours nearest
+// measurements (distance, tie distance, table order), kernels' raised by kCostLogMargin; the cheapest wins (ties:
+// the library, then index). Answers measured at the same points form a set (kAnswerSet) and share those nearest; an
+// answer measured kNeighbours times or fewer is priced from all of them. With library steps, the library's
+// measurements count only at points of the problem's step class (kPointClass), where the group has one there.
+// The points are visited in the rules' order, so a set's first point decides whether it competes (within kReach of
+// the first point visited) and its first kNeighbours are its nearest; the walk stops once every set is decided and
+// every competing one has its kNeighbours (sets as bits, kPointSetBits). The order: the points of the problem's cell
+// of the group's grid (kIdx*, kCell*) are read nearest its centre first into a buffer, and the buffer's smallest
+// key is visited next once it is nearer than the next point of the list can be (its distance from the centre less
+// the problem's: the triangle inequality) or, past the list, than kCellReach less the problem's. Where the list
+// ends first, or the group has no grid (`all`), every point of the group is read first. The problem's logs are
+// clamped to the group's range: the distance to every point of the group changes by the same amount.
+// buf[0..n) in descending order (a heap sort), the smallest last.
+constexpr void sort_descending(unsigned long long* buf, int n) {
+  auto sift = [&](int i, int m) {  // a min-heap over buf[0..m)
+    for (int c = 2 * i + 1; c < m; i = c, c = 2 * i + 1) {
+      c += c + 1 < m && buf[c + 1] < buf[c];
+      if (!(buf[c] < buf[i])) return;
+      const unsigned long long t = buf[c]; buf[c] = buf[i]; buf[i] = t;
     }
-    while (kK > 1 && at > 0 && (dist < kd[s][at - 1] || (dist == kd[s][at - 1] && (db < kb[s][at - 1] || (db == kb[s][at - 1] && order < ko[s][at - 1]))))) {
-      kd[s][at] = kd[s][at - 1]; kb[s][at] = kb[s][at - 1]; ko[s][at] = ko[s][at - 1]; kc[s][at] = kc[s][at - 1];
-      --at;
-    }
-    kd[s][at] = dist; kb[s][at] = db; ko[s][at] = order; kc[s][at] = cost;
   };
-  const bool by_class = kNumSteps > 0 && library_here > 0;
-  for (int g = begin; g < end; ++g) {  // the answers measured within reach compete, where valid
-    if (dists[g - begin] > dmin + kReach) continue;
-    const Point& p = kPoints[kGroupPoints[g]];
-    for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j)
-      if (kCostAnswer[j] >= LIBRARY && kCostAnswer[j] < kNumKernels) ok[kCostAnswer[j] + 2] = true;
+  for (int i = n / 2 - 1; i >= 0; --i) sift(i, n);
+  for (int m = n - 1; m > 0; --m) {
+    const unsigned long long t = buf[0]; buf[0] = buf[m]; buf[m] = t;
+    sift(0, m);
   }
-  for (int a = GENERIC; a < kNumKernels; ++a) ok[a + 2] = ok[a + 2] && a != GENERIC && valid(a, d);
-  int rest[kPointsN] = {};  // the points not read yet (group positions)
-  int left = end - begin;
-  for (int g = begin; g < end; ++g) rest[g - begin] = g;
-  long long width = kReach >= 4 ? kReach / 4 : 1, hi = dmin + width;  // bands a quarter of reach wide, then twice
-  for (;;) {
-    int kept = 0;
-    for (int i = 0; i < left; ++i) {
-      const int g = rest[i];
-      const long long dist = dists[g - begin];
-      if (dist > hi) { rest[kept++] = g; continue; }
-      const Point& p = kPoints[kGroupPoints[g]];
-      const long long db = tie_at(g, lb), order = g - begin;
-      for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
-        const int a = kCostAnswer[j];
-        if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
-        keep(a + 2, dist, db, order, kCostLog[j]);
-        if (by_class && a == LIBRARY && kPointClass[kGroupPoints[g]] == here) keep(kClassSlot, dist, db, order, kCostLog[j]);
-      }
-    }
-    bool done = true;  // every point read, or every competing answer has its kK nearest measurements
-    left = kept;
-    for (int a = LIBRARY; left > 0 && done && a < kNumKernels; ++a) {
-      if (!ok[a + 2]) continue;
-      const int s = by_class && a == LIBRARY ? kClassSlot : a + 2;
-      const int all = s == kClassSlot ? library_here : kGroupMeasured[group][s];
-      done = count[s] >= (all < kK ? all : kK);
-    }
-    if (done) break;
-    hi += width;
-    width *= 2;
-  }
-  int best = INVALID;
-  long long best_price = 0;
-  for (int a = LIBRARY; a < kNumKernels; ++a) {
-    if (!ok[a + 2]) continue;
-    const int s = by_class && a == LIBRARY ? kClassSlot : a + 2;
-    long long sum = 0;
-    for (int i = 0; i < count[s]; ++i) sum += kc[s][i];
-    const long long price = sum / count[s] + (a == LIBRARY ? 0 : kCostLogMargin);
-    if (best == INVALID || price < best_price) { best = a; best_price = price; }
-  }
-  return best == INVALID ? kFallback : best;
 }
 
-// cheapest_mean's answer through the group's grid (kIdx*, kCell*): the points nearest the centre of the problem's cell
-// are read nearest the centre first, each measurement kept in the slot of its answer set (answers measured at the
-// same points share their kNeighbours nearest; slot kMaxSets: the library's in the problem's step class). A point
-// read later is at least as far from the problem as its distance from the centre less the problem's (the triangle
-// inequality), so the reading stops once that bound passes every distance still asked: the nearest point's, each
-// valid set's kNeighbours-th nearest (or dmin + kReach, where it has none within reach yet: it does not compete).
-// Where the cell's list ends first, cheapest_mean answers. The problem's logs are clamped to the group's range:
-// the distance to every point of the group changes by the same amount, so the order and dmin + kReach hold.
-constexpr int cheapest_indexed(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
-  constexpr int kK = kNeighbours > 1 ? kNeighbours : 1;
-  constexpr int kClass = kMaxSets;  // the library's slot in the problem's step class
-  constexpr long long kFar = 1LL << 50;
+template <bool all>
+constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
+  constexpr int kK = kNeighbours > 1 ? kNeighbours : 1, kBuffer = all ? kPointsN : kListN, kScan = 16;
   const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
-  if (begin == end || kIdxShift[group] < 0) return cheapest_mean(group, d, lt);
-  const int shift = kIdxShift[group], sb = kGroupSetBegin[group], ns = kGroupSetBegin[group + 1] - sb;
-  int q[kTableN] = {};
-  int cell = kIdxCellBegin[group];
-  long long delta = 0;  // the problem's (clamped) distance from its cell's centre
+  if (begin == end) return kFallback;
+  if (!all && kIdxShift[group] < 0) return cheapest_walk<true>(group, d, lt);
+  const int shift = all ? 0 : kIdxShift[group], sb = kGroupSetBegin[group];
+  long long q[kTableN] = {}, centre[kTableN] = {}, delta = 0;  // the problem's logs, its cell's centre's
+  int cell = all ? 0 : kIdxCellBegin[group];
   for (int j = 0; j < kNumTableSizes; ++j) {
-    const long long v = lt[j] < kIdxLo[group][j] ? kIdxLo[group][j] : lt[j] > kIdxHi[group][j] ? kIdxHi[group][j] : lt[j];
-    const long long i = (v - kIdxLo[group][j]) >> shift;
-    q[j] = static_cast<int>(v);
+    const long long lo = kIdxLo[group][j], v = lt[j] < lo ? lo : lt[j] > kIdxHi[group][j] ? kIdxHi[group][j] : lt[j];
+    q[j] = v;
+    if (all) continue;
+    const long long i = (v - lo) >> shift;
+    centre[j] = lo + (i << shift) + ((1LL << shift) >> 1);
     cell += static_cast<int>(i) * kIdxStride[group][j];
-    delta += absdiff(v, kIdxLo[group][j] + (i << shift) + ((1LL << shift) >> 1));
+    delta += absdiff(v, centre[j]);
   }
   long long lb[kTieN] = {};
   tie_logs(d, lb);
@@ -347,106 +279,102 @@ constexpr int cheapest_indexed(int group, const long long (&d)[kNumSizes], const
   for (int i = kLibraryClassBegin[group]; kNumSteps > 0 && i < kLibraryClassBegin[group + 1]; ++i)
     if (kLibraryClass[i] == here) library_here = kLibraryClassCount[i];
   const bool by_class = kNumSteps > 0 && library_here > 0;
-  const int library_set = kAnswerSet[group][0];
-  bool ok[kNumKernels + 2] = {};  // per answer + 2: valid (where measured in the group)
-  signed char asks[kMaxSets] = {};  // per set: 0 no valid answer, 1 whether it competes, 2 and its kK nearest
+  const int ls = kAnswerSet[group][0], lw = ls / 64;  // the library's set, its word
+  const unsigned long long lbit = 1ULL << (ls & 63), may = all ? ~0ULL : kCellSets[cell];
+  bool ok[kNumKernels + 2] = {};  // per answer + 2: valid, and its set may compete (kCellSets)
+  // per word of sets: not decided yet, competing, still counting its kNeighbours nearest (of those that need them)
+  unsigned long long undecided[kSetWords] = {}, competes[kSetWords] = {}, counting[kSetWords] = {}, wants[kSetWords] = {};
   for (int a = LIBRARY; a < kNumKernels; ++a) {
     const int s = kAnswerSet[group][a + 2];
-    if (a == GENERIC || s < 0 || !(kCellSets[cell] >> (s < 63 ? s : 63) & 1) || !valid(a, d)) continue;
+    if (a == GENERIC || s < 0 || !(may >> (s < 63 ? s : 63) & 1) || !valid(a, d)) continue;
     ok[a + 2] = true;
-    const signed char need = a == LIBRARY && by_class ? 1 : 2;
-    if (asks[s] < need) asks[s] = need;
+    undecided[s / 64] |= 1ULL << (s & 63);
+    if (!(a == LIBRARY && by_class) && kSetSize[sb + s] > kK) wants[s / 64] |= 1ULL << (s & 63);
   }
-  int count[kMaxSets + 1] = {}, want[kMaxSets + 1] = {};
-  for (int s = 0; s < ns; ++s) want[s] = kSetSize[sb + s] < kK ? kSetSize[sb + s] : kK;
-  want[kClass] = library_here < kK ? library_here : kK;
-  long long kd[kMaxSets + 1][kK] = {}, kb[kMaxSets + 1][kK] = {};
-  int ko[kMaxSets + 1][kK] = {}, kp[kMaxSets + 1][kK] = {};
-  bool changed = true;  // a slot kept a measurement, or dmin fell, since `need` was asked
-  auto keep = [&](int s, long long dist, long long db, int order, int point) {
-    int at = count[s];
-    if (at == kK) {
-      const int last = kK - 1;
-      if (!(dist < kd[s][last] || (dist == kd[s][last] && (db < kb[s][last] || (db == kb[s][last] && order < ko[s][last])))))
-        return;
-      at = last;
-    } else {
-      ++count[s];
-    }
-    for (; kK > 1 && at > 0 && (dist < kd[s][at - 1] || (dist == kd[s][at - 1] && (db < kb[s][at - 1] || (db == kb[s][at - 1] && order < ko[s][at - 1])))); --at) {
-      kd[s][at] = kd[s][at - 1]; kb[s][at] = kb[s][at - 1]; ko[s][at] = ko[s][at - 1]; kp[s][at] = kp[s][at - 1];
-    }
-    kd[s][at] = dist; kb[s][at] = db; ko[s][at] = order; kp[s][at] = point;
-    changed = true;
-  };
-  long long dmin = kFar;
-  // the distance the reading must pass before it stops (kFar: a set within reach lacks measurements)
-  auto asked = [&]() {
-    long long r = dmin;
-    for (int s = 0; s < ns; ++s) {
-      if (asks[s] == 0) continue;
-      const bool complete = count[s] == want[s];
-      if (complete) { if (count[s] > 0 && kd[s][count[s] - 1] > r) r = kd[s][count[s] - 1]; continue; }
-      if (count[s] > 0 && kd[s][0] <= dmin + kReach) { if (asks[s] == 2) return kFar; continue; }
-      if (dmin + kReach > r) r = dmin + kReach;
-    }
-    if (by_class && library_set >= 0 && asks[library_set] > 0) {
-      if (count[kClass] < want[kClass]) return kFar;
-      if (kd[kClass][count[kClass] - 1] > r) r = kd[kClass][count[kClass] - 1];
-    }
-    return r;
-  };
-  long long need = -1;
-  bool settled = false;
-  for (int e = kCellListBegin[cell]; e < kCellListBegin[cell + 1]; ++e) {
-    const long long low = kCellPd[e] - delta;  // no point from here on is nearer
-    if (low > need || (need == kFar && changed)) {  // kFar: asked again once a point changed what is asked
-      need = asked();
-      changed = false;
-      if (low > need) { settled = true; break; }
-    }
-    const int g = kCellG[e], p = kGroupPoints[g];
-    long long dist = 0;
-    for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(q[j], kGroupLogs[j][g]);
-    const long long db = tie_at(g, lb);
-    if (dist < dmin) { dmin = dist; changed = true; }
-    for (int k = kPointSetBegin[p]; k < kPointSetBegin[p + 1]; ++k) {
-      const int s = kPointSets[k] - sb;
-      if (asks[s] > 0) keep(s, dist, db, g - begin, p);
-      if (s == library_set && by_class && kPointClass[p] == here) keep(kClass, dist, db, g - begin, p);
-    }
-  }
-  if (!settled) {  // the cell's list ended first: no point left is nearer than low
-    const long long low = kCellReach[cell] - delta;
-    if (dmin >= low) return cheapest_mean(group, d, lt);
-    // each set not settled yet reads all its points (kSetPoints), the library's class slot the library's
-    for (int s = 0; s <= ns; ++s) {
-      if (s == ns && !(by_class && library_set >= 0 && asks[library_set] > 0)) break;
-      const int t = s == ns ? kClass : s;
-      if (t != kClass && asks[t] == 0) continue;
-      const bool complete = count[t] == want[t], within = count[t] > 0 && kd[t][0] <= dmin + kReach;
-      if (complete ? kd[t][count[t] - 1] < low : t != kClass && (within ? asks[t] == 1 : dmin + kReach < low)) continue;
-      const int from = t == kClass ? library_set : s;
-      count[t] = 0;
-      for (int i = kSetPointBegin[sb + from]; i < kSetPointBegin[sb + from + 1]; ++i) {
-        const int g = kSetPoints[i], p = kGroupPoints[g];
-        if (t == kClass && kPointClass[p] != here) continue;
-        long long dist = 0;
-        for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(q[j], kGroupLogs[j][g]);
-        keep(t, dist, tie_at(g, lb), g - begin, p);
+  // the library's nearest kNeighbours in the problem's class (else all of them count: at most kNeighbours)
+  int class_want = by_class && ls >= 0 && (undecided[lw] & lbit) && library_here > kK ? kK : 0, class_count = 0;
+  int count[kMaxSets] = {}, kp[kMaxSets][kK] = {}, class_kp[kK] = {};
+  // the points read and not visited yet, unsorted: their keys (distance, tie distance and group order, in the bits of
+  // kKeyDistShift and kKeyTieShift), and where the smallest is
+  unsigned long long buf[kBuffer + kScan] = {}, low = ~0ULL;
+  for (int i = 0; i < kScan; ++i) buf[i] = ~0ULL;
+  int n = 0, at = 0, e = all ? begin : kCellListBegin[cell];
+  const int stop = all ? end : kCellListBegin[cell + 1];
+  const long long outside = all ? (1LL << 62) : kCellReach[cell] - delta;  // no point left out of the list is nearer
+  long long next = -(1LL << 62), limit = -1;  // the next point's bound; the first point's distance plus kReach
+  for (bool more = true; more;) {
+    while (e < stop && static_cast<long long>(low >> kKeyDistShift) >= next) {  // it could come before the smallest
+      const int g = all ? e : kCellG[e];
+      long long dist = 0;
+      for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(q[j], kGroupLogs[j][g]);
+      const unsigned long long key = static_cast<unsigned long long>(dist) << kKeyDistShift |
+                                     static_cast<unsigned long long>(tie_at(g, lb)) << kKeyTieShift | (g - begin);
+      at = key < low ? n : at;
+      low = key < low ? key : low;
+      buf[n++] = key;
+      if (++e < stop && !all) {
+        long long pd = 0;
+        for (int j = 0; j < kNumTableSizes; ++j) pd += absdiff(centre[j], kGroupLogs[j][kCellG[e]]);
+        next = pd - delta;
       }
     }
+    if (n == 0 && (all || kCellReach[cell] >= kIdxAll)) break;  // every point visited
+    const long long dist = static_cast<long long>(low >> kKeyDistShift);
+    if (n == 0 || (!all && e == stop && dist >= outside)) return cheapest_walk<true>(group, d, lt);
+    const int p = kGroupPoints[begin + static_cast<int>(low & ((1ULL << kKeyTieShift) - 1))];
+    if (all) {  // every point read: sorted once, then the smallest is the last
+      if (at >= 0) sort_descending(buf, n);
+      low = --n > 0 ? buf[n - 1] : ~0ULL;
+      at = -1;
+    } else {
+      buf[at] = buf[--n];
+      buf[n] = ~0ULL;
+      low = ~0ULL;
+      for (int i = 0, span = n > kScan ? n : kScan; i < span; ++i) {  // a fixed span where it can (no branch to miss)
+        at = buf[i] < low ? i : at;
+        low = buf[i] < low ? buf[i] : low;
+      }
+    }
+    if (limit < 0) limit = dist + kReach;
+    if (dist > limit) {  // past the reach: a set not met yet does not compete
+      class_want = ls >= 0 && (undecided[lw] & lbit) ? 0 : class_want;
+      for (int w = 0; w < kSetWords; ++w) undecided[w] = 0;
+    }
+    more = false;
+    for (int w = 0; w < kSetWords; ++w) {
+      const unsigned long long met = undecided[w] & kPointSetBits[p][w];  // their nearest point: they compete
+      undecided[w] ^= met;
+      competes[w] |= met;
+      counting[w] |= met & wants[w];
+      for (unsigned long long c = counting[w] & kPointSetBits[p][w]; c; c &= c - 1) {
+        const int s = 64 * w + lowest_bit(c);
+        kp[s][count[s]++] = p;
+        counting[w] &= count[s] == kK ? ~(1ULL << (s & 63)) : ~0ULL;
+      }
+      more = more || undecided[w] || counting[w];
+    }
+    if (class_count < class_want && (competes[lw] & kPointSetBits[p][lw] & lbit) && kPointClass[p] == here)
+      class_kp[class_count++] = p;
+    more = more || class_count < class_want;
   }
   int best = INVALID;
   long long best_price = 0;
   for (int a = LIBRARY; a < kNumKernels; ++a) {
-    if (!ok[a + 2]) continue;
-    const int set = kAnswerSet[group][a + 2];
-    if (count[set] == 0 || kd[set][0] > dmin + kReach) continue;  // not measured within reach: it does not compete
-    const int s = by_class && a == LIBRARY ? kClass : set;
+    const int s = a == GENERIC ? 0 : kAnswerSet[group][a + 2];
+    if (!ok[a + 2] || !(competes[s / 64] >> (s & 63) & 1)) continue;
+    const bool in_class = a == LIBRARY && by_class;
+    const int* points = in_class ? class_kp : kp[s];
+    int m = in_class ? (class_want > 0 ? class_count : 0) : (wants[s / 64] >> (s & 63) & 1 ? count[s] : 0);
     long long sum = 0;
-    for (int i = 0; i < count[s]; ++i) sum += kCostLogAt[kp[s][i]][a + 2];
-    const long long price = sum / count[s] + (a == LIBRARY ? 0 : kCostLogMargin);
+    for (int i = 0; i < m; ++i) sum += kCostLogAt[points[i]][a + 2];
+    if (m == 0)  // priced from every measurement (of the problem's class): kNeighbours or fewer
+      for (int i = kSetPointBegin[sb + s]; i < kSetPointBegin[sb + s + 1]; ++i) {
+        const int p = kGroupPoints[kSetPoints[i]];
+        if (in_class && kPointClass[p] != here) continue;
+        sum += kCostLogAt[p][a + 2];
+        ++m;
+      }
+    const long long price = (m == kK ? sum / kK : sum / m) + (a == LIBRARY ? 0 : kCostLogMargin);
     if (best == INVALID || price < best_price) { best = a; best_price = price; }
   }
   return best == INVALID ? kFallback : best;
@@ -526,7 +454,7 @@ constexpr int lookup_sizes(int precision, int shape, const long long (&d)[kNumSi
   if (kModelMode) return predicted(precision, shape, d);
   long long lt[kTableN] = {};
   for (int j = 0; j < kNumTableSizes; ++j) lt[j] = ilog2_fx(d[kTableDims[j]]);
-  if (kCostMode) return kNeighbours > 1 || kNumSteps > 0 ? cheapest_indexed(group, d, lt) : cheapest(group, d, lt);
+  if (kCostMode) return kNeighbours > 1 || kNumSteps > 0 ? cheapest_walk<false>(group, d, lt) : cheapest(group, d, lt);
   return nearest(group, d, lt);
 }
 

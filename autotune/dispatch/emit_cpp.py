@@ -318,10 +318,6 @@ def _emit_answers(
         f"inline constexpr long long kCostLogMargin = {cost_log_margin(float(st.get('library_margin', 0.0)))};"
         "  // log2(1 + library margin), 16 fractional bits\n"
     )
-    w(
-        f"inline constexpr long long kCostLog[{max(1, len(costs))}] = "
-        f"{{{', '.join(str(ilog2_fx(max(1, int(c)))) for _, c in costs) or '0'}}};  // ilog2_fx of kCost\n"
-    )
     _emit_steps(w, table, [str(x) for x in st.get("library_steps", [])])
 
 
@@ -349,30 +345,18 @@ def _emit_steps(w: Callable[[str], object], table: DispatchTable, texts: list[st
         f"inline constexpr unsigned long long kPointClass[{max(1, len(classes))}] = "
         f"{{{', '.join(f'{c}ULL' for c in classes) or '0ULL'}}};  // per point (table order), its step class\n"
     )
-    # per group: the measurements of each answer (index + 2: the library first) and the library's per step class,
-    # so that cheapest_mean stops walking the points once every competing answer has its kNeighbours nearest
-    nk = len(table.data["kernels"])
-    measured: list[list[int]] = []
+    # per group: the library's measurements per step class (cheapest_walk prices the library from those of the
+    # problem's class where it has any)
     library: list[list[tuple[int, int]]] = []
     for g in [(p, s) for p in table.precisions for s in table.shapes]:
-        count = [0] * (nk + 2)
         per_class: dict[int, int] = {}
         for i, p in enumerate(points):
-            if (p["precision"], p["shape"]) != g:
-                continue
-            for a, _ in p.get("costs", []):
-                if int(a) == LIBRARY or 0 <= int(a) < nk:  # what the header reads (kCostAnswer)
-                    count[int(a) + 2] += 1
-                    if int(a) == LIBRARY:
-                        per_class[classes[i]] = per_class.get(classes[i], 0) + 1
-        measured.append(count)
+            if (p["precision"], p["shape"]) == g and any(int(a) == LIBRARY for a, _ in p.get("costs", [])):
+                per_class[classes[i]] = per_class.get(classes[i], 0) + 1
         library.append(sorted(per_class.items()))
     flat = [c for per in library for c in per]
     begin = [sum(len(per) for per in library[:i]) for i in range(len(library) + 1)]
     w(
-        f"inline constexpr int kGroupMeasured[{len(measured)}][{nk + 2}] = {{"
-        + ", ".join("{" + ", ".join(map(str, row)) + "}" for row in measured)
-        + "};  // per group, the measurements of each answer (index + 2)\n"
         f"inline constexpr unsigned long long kLibraryClass[{max(1, len(flat))}] = "
         f"{{{', '.join(f'{c}ULL' for c, _ in flat) or '0ULL'}}};  // per group, the step classes the library was measured in\n"
         f"inline constexpr int kLibraryClassCount[{max(1, len(flat))}] = {{{', '.join(str(n) for _, n in flat) or '0'}}};"
