@@ -63,10 +63,11 @@ import numbers
 import sys
 import warnings
 from array import array
+from itertools import chain
 from typing import Any, Mapping, Sequence
 
 from autotune.dispatch.features import FX_BITS, ModelLanes, cost_log_margin, ilog2_fx, model_margin
-from autotune.dispatch.lanes import Boxes, Checks, Invalid, Keys, unpack
+from autotune.dispatch.lanes import Boxes, Checks, Invalid, Keys
 
 RUNTIME_VERSION = 3  # 1: copied into generated modules; 2: imported, with the selection model (rule 4''); 3: copied
 NO_LIMIT = 1 << 62
@@ -182,29 +183,32 @@ class _Group:
         self.classes: list[int] = []  # per point: its step class (library_steps)
         self.library_classes: set[int] = set()  # the step classes where the library was measured
         self.union = 0  # the bits of every answer priced at some point
-        self.everywhere = 0  # the lanes of the answers priced at every point (`_prepare_means`)
-        self.where: list[tuple[int, int]] = []  # the others: (lane, bit 8 * i set where point i priced it)
+        self.everywhere = 0  # the lanes of the answers priced at every point (`_prepare_means`); the others'
+        self.somewhere = 0
+        self.lanes: list[int] = []  # per point: the lanes of the answers it priced
         # rule 4' with K neighbours or steps (`_cheapest_mean`), per step class (-1: every class): per point, the bits
         # of the answers whose measurement there counts; the sums and counts of log costs to start from (of every
         # measurement, for the answers measured K times or fewer: their mean is the same everywhere); the others
-        self.counted: dict[int, list[tuple[int, int]]] = {}
+        self.counted: dict[int, list[int]] = {}
         self.start: dict[int, int] = {}
         self.dense: dict[int, int] = {}
 
 
-MEAN_LANE = 64  # bits per answer in `_cheapest_mean`'s lanes
-_LANE = (1 << MEAN_LANE) - 1
+MEAN_LANE = 64  # bits per answer in `_cheapest_mean`'s lanes: a count in the top 16 bits, a sum of log costs below
+_LANE, _COUNT = (1 << MEAN_LANE) - 1, MEAN_LANE - 16
 
 
 class _Means:
     """The lanes of `_cheapest_mean` (MEAN_LANE bits per answer, lane j: kernel j, lane `kernels`: the library):
-    the counts' bias and top bits, the kernels' margin and ranks, and the answer of the smallest price."""
+    the counts' bias (a lane's top bit is set once it counted K) and top bits, the sums' bits, the kernels' margin and
+    ranks, and the answer of the smallest price."""
 
     def __init__(self, kernels: int, k: int, log_margin: int) -> None:
         self.lanes, self.k, w = kernels + 1, k, MEAN_LANE
         self.rank_bits = self.lanes.bit_length()  # rank 0: the library, kernel j: j + 1
         self.top = sum(1 << w * j + w - 1 for j in range(self.lanes))
-        self.bias = sum(((1 << w - 1) - k) << w * j for j in range(self.lanes))
+        self.bias = sum(((1 << w - 1 - _COUNT) - k) << w * j + _COUNT for j in range(self.lanes))
+        self.sums = sum(((1 << _COUNT) - 1) << w * j for j in range(self.lanes))
         self.all = sum(_LANE << w * j for j in range(self.lanes))
         self.margin = sum(log_margin << w * j for j in range(kernels))
         self.ranks = sum(j + 1 << w * j for j in range(kernels))
@@ -267,12 +271,20 @@ class Lookup:
                 g.priced = [[(c << at | code, bit) for c, code, bit in p] for p in g.costs]
             self._prepare_means(g)
         self._groups = {k: g for k, g in self._groups.items() if k[0] in self.precisions and k[1] in self.shapes}
+        for g in self._groups.values() if self.mode == "cost" else ():  # the first band: as wide as a walk reads
+            spans = []
+            for a, b in zip(g.sizes[::7], g.sizes[3::7], strict=False):  # at problems between two tuned points
+                self._rule4(g, tuple(int((x * y) ** 0.5) for x, y in zip(a, b, strict=True)))
+                spans.append(g.keys.span if g.keys is not None else 0)
+            if g.keys is not None and spans:
+                g.keys.spread = sorted(spans)[len(spans) // 2]
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
 
     def _prepare_means(self, g: _Group) -> None:
         """What `_cheapest_mean` reads, in lanes of MEAN_LANE bits (lane j: the answer of bit j, the library's
-        above the kernels'): the answers priced at every point (`everywhere`), where the others were (`where`);
+        above the kernels'): the answers priced at every point (`everywhere`), the others (`somewhere`), per point
+        those it priced (`lanes`);
         per step class, per point the answers counted there and their log costs (`counted`), the means of the
         answers priced K times or fewer (`start`: all of them count) and the others (`dense`)."""
         lib, w = len(self.kernels), MEAN_LANE  # the library's bit position
@@ -283,11 +295,8 @@ class Lookup:
         for m in g.measured:
             everywhere &= m
         g.everywhere = sum(_LANE << w * j for j in range(lib + 1) if everywhere >> j & 1)
-        g.where = [
-            (_LANE << w * j, sum(1 << 8 * i for i, m in enumerate(g.measured) if m >> j & 1))
-            for j in range(lib + 1)
-            if (g.union & ~everywhere) >> j & 1
-        ]
+        g.somewhere = sum(_LANE << w * j for j in range(lib + 1) if (g.union & ~everywhere) >> j & 1)
+        g.lanes = [sum(_LANE << w * j for j in range(lib + 1) if m >> j & 1) for m in g.measured]
         logs = [{(lib if a == LIBRARY else a): lc for a, lc in p} for p in g.log_costs]
         for at in [-1, *sorted(g.library_classes)] if self.steps else [-1]:
             counted = [m if at < 0 or c == at else m & ~(1 << lib) for m, c in zip(g.measured, g.classes, strict=True)]
@@ -301,10 +310,7 @@ class Lookup:
             lanes = g.dense[at] = sum(_LANE << w * j for j in dense)
             g.start[at] = sum(sums[j] // counts[j] << w * j for j in range(lib + 1) if counts[j] and j not in dense)
             g.counted[at] = [
-                (
-                    sum(1 << w * j for j in point if bits >> j & 1) & lanes,
-                    sum(lc << w * j for j, lc in point.items() if bits >> j & 1) & lanes,
-                )
+                sum((1 << _COUNT | lc) << w * j for j, lc in point.items() if bits >> j & 1) & lanes
                 for bits, point in zip(counted, logs, strict=True)
             ]
 
@@ -467,17 +473,14 @@ class Lookup:
 
     def _nearest(self, g: _Group, dims: tuple[int, ...]) -> int:
         """Rule 4: the first valid entry of the near list of the nearest tuned point that has one."""
-        keys = g.keys
-        if keys is None:
+        if g.keys is None:
             return self.fallback
-        bad, bits, mask = self._invalid.at(dims), g.near_bits, keys.order_mask
-        packed = keys.packed(dims)
-        key = keys.smallest(packed)  # the nearest point: where it has a valid entry, the common case
-        if not bits[key & mask] & ~bad:
-            key = next((k for k in sorted(unpack(packed, keys.count, keys.width)) if bits[k & mask] & ~bad), -1)
-            if key < 0:
-                return self.fallback
-        return _first_valid(g.near[key & mask], bad)  # type: ignore[return-value]
+        bad, bits, mask = self._invalid.at(dims), g.near_bits, g.keys.order_mask
+        for band in g.keys.bands(dims):
+            for key in band:
+                if bits[key & mask] & ~bad:
+                    return _first_valid(g.near[key & mask], bad)  # type: ignore[return-value]
+        return self.fallback
 
     def nearest(self, precision: str, shape: str, dims: tuple[int, ...]) -> int | None:
         """The position in `points[(precision, shape)]` of the tuned point nearest a problem (distance, the tie
@@ -485,7 +488,7 @@ class Lookup:
         g = self._groups.get((precision, shape))
         if g is None or g.keys is None:
             return None
-        return min(g.keys.at(dims)) & g.keys.order_mask
+        return next(iter(g.keys.bands(dims)))[0] & g.keys.order_mask
 
     def predicted_times(self, precision: str, shape: str, dims: tuple[int, ...]) -> dict[int, int]:
         """Model mode: {answer: predicted log2 time (32 fractional bits)} for every valid kernel of the group that
@@ -516,14 +519,14 @@ class Lookup:
         measured (distance, then the tie sizes' distance, then table order); answers measured within `reach` of
         the nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
         ties: the nearer measurement, then the library, then the smaller index). The points are walked nearest
-        first (`Keys.ascending`), each giving its cheapest answer not measured nearer (`blocked`) nor invalid,
+        first (`Keys.bands`), each giving its cheapest answer not measured nearer (`blocked`) nor invalid,
         until the reach or until every answer measured anywhere is blocked."""
         if g.keys is None:
             return self.fallback
         shift, mask = g.keys.shift, g.keys.order_mask
         blocked, best, code, every, priced = self._invalid.at(dims), None, self._code_bits, g.measured, g.priced
         union, limit = g.union | blocked, -1
-        for key in g.keys.ascending(g.keys.packed(dims), self.reach << shift):  # the first band: the reach
+        for key in chain.from_iterable(g.keys.bands(dims, True)):
             if limit < 0:
                 limit = ((key >> shift) + self.reach + 1) << shift  # keys below: within reach of the nearest
             elif key >= limit:
@@ -548,42 +551,45 @@ class Lookup:
         `log_margin`; the cheapest wins (ties: the library, then the smaller index). With `library_steps`, the
         library's measurements count only at points of the problem's step class (where the group has one).
 
-        The competing answers: those measured at every point, and the others measured at a point within reach
-        (`Keys.within`, `_Group.where`). An answer measured K times or fewer in the group is priced from all of
-        them (`_Group.start`), the others from the first K that a walk of the points nearest first meets: every
-        answer at once, in the lanes of one integer (`_prepare_means`); the walk stops once each has its K."""
+        The points are walked in the rules' order (`Keys.bands`), every answer at once in the lanes of one integer
+        (`_prepare_means`): one measured at every point competes, another from its first measurement if that is
+        within reach of the first point (`undecided` until then, or until the walk is past the reach); an answer
+        measured K times or fewer in the group is priced from all of them (`_Group.start`), the others from their
+        first K (`need` until then, counted at points of the problem's class for the library)."""
         if g.keys is None:
             return self.fallback
-        mask, m = g.keys.order_mask, self._mean
+        mask, shift, m = g.keys.order_mask, g.keys.shift, self._mean
         bad = self._invalid.at(dims)
         valid = m.valid.get(bad)
         if valid is None:  # the lanes of the valid answers, per distinct set of invalid kernels
             valid = m.valid[bad] = sum(_LANE << MEAN_LANE * j for j in range(m.lanes) if not bad >> j & 1)
         at = step_class(self.steps, dims) if self.steps else -1
         at = at if at in g.dense else -1
-        ok = g.everywhere
-        inside, bands = g.keys.within(g.keys.packed(dims), self.reach if g.where else -1)
-        for lane, points in g.where:
-            if inside & points:
-                ok |= lane
-        ok &= valid
-        if not ok:
-            return self.fallback
-        need, counted, top = g.dense[at] & ok, g.counted[at], m.top
-        sums, counts = 0, m.bias & need  # a lane of counts has its top bit set once it counted K
-        for band in bands if need else ():
+        ok, undecided = g.everywhere & valid, g.somewhere & valid
+        need, counted, lanes, top = g.dense[at] & (ok | undecided), g.counted[at], g.lanes, m.top
+        total, limit = m.bias & need, -1  # per lane: the count (its top bit set once it counted K), the sum
+        for band in g.keys.bands(dims, True) if need or undecided else ():
             for key in band:
-                ones, costs = counted[key & mask]
-                ones &= need
-                if ones:
-                    sums += costs & need
-                    counts += ones
-                    need &= ~(((counts & top) >> (MEAN_LANE - 1)) * _LANE)
-                    if not need:
-                        break
-            if not need:
-                break
-        return m.cheapest(sums, g.start[at], ok)
+                if undecided:
+                    if limit < 0:
+                        limit = (key >> shift) + self.reach
+                    if key >> shift > limit:  # past the reach: an answer not measured yet does not compete
+                        need &= ~undecided
+                        undecided = 0
+                    else:  # measured here first, within reach: it competes
+                        ok |= lanes[key & mask] & undecided
+                        undecided &= ~lanes[key & mask]
+                add = counted[key & mask] & need
+                if add:
+                    total += add
+                    if total & top & need:
+                        need &= ~(((total & top) >> (MEAN_LANE - 1)) * _LANE)
+                if not need and not undecided:
+                    break
+            else:
+                continue
+            break
+        return m.cheapest(total & m.sums, g.start[at], ok)
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
         """The kernel record for an index; the generic kernel's record for -1 (`generic: True`); the library's for
