@@ -256,7 +256,7 @@ constexpr void sort_descending(unsigned long long* buf, int n) {
 
 template <bool all>
 constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
-  constexpr int kK = kNeighbours > 1 ? kNeighbours : 1, kBuffer = all ? kPointsN : kListN, kScan = 16;
+  constexpr int kK = kNeighbours > 1 ? kNeighbours : 1, kBuffer = all ? kPointsN : kListN, kScan = 8;
   const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
   if (begin == end) return kFallback;
   if (!all && kIdxShift[group] < 0) return cheapest_walk<true>(group, d, lt);
@@ -301,17 +301,22 @@ constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const lo
   int n = 0, at = 0, e = all ? begin : kCellListBegin[cell];
   const int stop = all ? end : kCellListBegin[cell + 1];
   const long long outside = all ? (1LL << 62) : kCellReach[cell] - delta;  // no point left out of the list is nearer
-  long long next = -(1LL << 62), limit = -1;  // the next point's bound; the first point's distance plus kReach
+  long long next = -(1LL << 62), limit = -1, nearest = 1LL << 62;  // the next point's bound; the nearest's distance
   for (bool more = true; more;) {
     while (e < stop && static_cast<long long>(low >> kKeyDistShift) >= next) {  // it could come before the smallest
-      const int g = all ? e : kCellG[e];
+      const int g = all ? e : kCellG[e], p = kGroupPoints[g];
       long long dist = 0;
       for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(q[j], kGroupLogs[j][g]);
-      const unsigned long long key = static_cast<unsigned long long>(dist) << kKeyDistShift |
-                                     static_cast<unsigned long long>(tie_at(g, lb)) << kKeyTieShift | (g - begin);
-      at = key < low ? n : at;
-      low = key < low ? key : low;
-      buf[n++] = key;
+      nearest = dist < nearest ? dist : nearest;
+      bool useful = class_count < class_want && (kPointSetBits[p][lw] & lbit) && kPointClass[p] == here;
+      for (int w = 0; w < kSetWords; ++w) useful = useful || (kPointSetBits[p][w] & (undecided[w] | counting[w]));
+      if (useful) {  // a point of no set still asked is not visited (no set is asked again)
+        const unsigned long long key = static_cast<unsigned long long>(dist) << kKeyDistShift |
+                                       static_cast<unsigned long long>(tie_at(g, lb)) << kKeyTieShift | (g - begin);
+        at = key < low ? n : at;
+        low = key < low ? key : low;
+        buf[n++] = key;
+      }
       if (++e < stop && !all) {
         long long pd = 0;
         for (int j = 0; j < kNumTableSizes; ++j) pd += absdiff(centre[j], kGroupLogs[j][kCellG[e]]);
@@ -335,7 +340,7 @@ constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const lo
         low = buf[i] < low ? buf[i] : low;
       }
     }
-    if (limit < 0) limit = dist + kReach;
+    if (limit < 0) limit = nearest + kReach;  // every point nearer than this one was read
     if (dist > limit) {  // past the reach: a set not met yet does not compete
       class_want = ls >= 0 && (undecided[lw] & lbit) ? 0 : class_want;
       for (int w = 0; w < kSetWords; ++w) undecided[w] = 0;

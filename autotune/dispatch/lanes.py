@@ -16,7 +16,7 @@ from typing import Callable, Iterator, Sequence
 KEY_BUDGET = 1 << 19  # per group: points x positions of the precomputed distance lanes (16 bytes each at 64-bit
 # lanes, 8 at 32-bit ones) at most, counted in 64-bit lanes
 BAND_POINTS = 8  # `Keys.bands`: about this many points per band after the first
-SORT_ALL = 64  # `Keys.bands` sorts every key of a group of this many points or fewer (cheaper than bands)
+SORT_ALL = 160  # `Keys.bands` sorts every key of a group of this many points or fewer (cheaper than bands)
 TABLE_LIMIT, TABLE_BUDGET = 1 << 12, 1 << 18  # per size: the largest value tabulated, and times the lanes at most
 
 
