@@ -1,5 +1,7 @@
-"""The spatial index of the generated C++ header's cost lookup (cheapest_walk): per group a grid over the table
-sizes' logs and per cell its nearest tuned points, emitted as constant arrays (emit_cpp.emit_cpp calls emit_index)."""
+"""The generated C++ header's cost mode (rule 4' of runtime.py): its spatial index, per group a grid over the table
+sizes' logs and per cell its nearest tuned points, emitted as constant arrays (emit_cpp.emit_cpp calls emit_index),
+and its code (COST: `cheapest`, and `cheapest_walk` over the index; emit_cpp writes it between cpp_text.LOOKUP and
+cpp_text.LOOKUP_END)."""
 
 from __future__ import annotations
 
@@ -158,3 +160,218 @@ def emit_index(w, table: DispatchTable) -> None:
         f"inline constexpr int kAnswerSet[{len(groups)}][{nk + 2}] = {rows(answer_set)};\n"
         f"inline constexpr int kCostLogAt[{len(costs)}][{nk + 2}] = {rows(costs)};\n\n"
     )
+
+
+COST = """\
+constexpr int lowest_bit(unsigned long long x) { return kDeBruijn[((x & (~x + 1)) * kDeBruijnMul) >> 58]; }  // x != 0
+// Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
+// measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
+constexpr int cheapest(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
+  const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
+  if (begin == end) return kFallback;
+  int dists[kPointsN + kLanes] = {};
+  long long lb[kTieN] = {};
+  const long long dmin = group_distances(begin, end, lt, dists);
+  tie_logs(d, lb);
+  // per answer (index + 2: the library first), its nearest measurement within reach: distance, tie, cost
+  bool found[kNumKernels + 2] = {};
+  long long nd[kNumKernels + 2] = {}, nb[kNumKernels + 2] = {}, nc[kNumKernels + 2] = {};
+  for (int g = begin; g < end; ++g) {
+    const Point& p = kPoints[kGroupPoints[g]];
+    const long long dist = dists[g - begin];
+    if (dist > dmin + kReach) continue;  // an answer measured only farther does not compete
+    const long long db = tie_at(g, lb);
+    for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
+      const int a = kCostAnswer[j];
+      if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
+      const int s = a + 2;
+      if (!found[s] || dist < nd[s] || (dist == nd[s] && db < nb[s])) { found[s] = true; nd[s] = dist; nb[s] = db; nc[s] = kCost[j]; }
+    }
+  }
+  int best = INVALID;
+  long long best_price = 0, best_dist = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    if (a == GENERIC || !found[a + 2] || !valid(a, d)) continue;
+    const long long price = nc[a + 2] * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
+    if (best == INVALID || price < best_price || (price == best_price && nd[a + 2] < best_dist)) {
+      best = a; best_price = price; best_dist = nd[a + 2];
+    }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
+// The step class of a problem (structure library_steps): bit i set where step i holds (runtime.step_class).
+constexpr unsigned long long step_class(const long long (&d)[kNumSizes]) {
+  unsigned long long c = 0;
+  for (int i = 0; i < kNumSteps; ++i) {
+    bool holds = true;
+    for (int j = 0; j < kNumSizes; ++j)
+      if (kStepOn[i][j])
+        holds = holds && (kStepOp[i] == 0 ? d[j] % kStepValue[i] == 0 : kStepOp[i] == 1 ? d[j] <= kStepValue[i] : d[j] < kStepValue[i]);
+    c |= static_cast<unsigned long long>(holds) << i;
+  }
+  return c;
+}
+
+// Cost mode with kNeighbours >= 2 or library steps (rule 4'): the answers measured within kReach of the nearest
+// tuned point compete, each priced by the mean log2 cost (kCostLogAt, sum / count) of its kNeighbours nearest
+// measurements (distance, tie distance, table order), kernels' raised by kCostLogMargin; the cheapest wins (ties:
+// the library, then index). Answers measured at the same points form a set (kAnswerSet) and share those nearest; an
+// answer measured kNeighbours times or fewer is priced from all of them. With library steps, the library's
+// measurements count only at points of the problem's step class (kPointClass), where the group has one there.
+// The points are visited in the rules' order, so a set's first point decides whether it competes (within kReach of
+// the first point visited) and its first kNeighbours are its nearest; the walk stops once every set is decided and
+// every competing one has its kNeighbours (sets as bits, kPointSetBits). The order: the points of the problem's cell
+// of the group's grid (kIdx*, kCell*) are read nearest its centre first into a buffer, and the buffer's smallest
+// key is visited next once it is nearer than the next point of the list can be (its distance from the centre less
+// the problem's: the triangle inequality) or, past the list, than kCellReach less the problem's. Where the list
+// ends first, or the group has no grid (`all`), every point of the group is read first. The problem's logs are
+// clamped to the group's range: the distance to every point of the group changes by the same amount.
+// buf[0..n) in descending order (a heap sort), the smallest last.
+constexpr void sort_descending(unsigned long long* buf, int n) {
+  auto sift = [&](int i, int m) {  // a min-heap over buf[0..m)
+    for (int c = 2 * i + 1; c < m; i = c, c = 2 * i + 1) {
+      c += c + 1 < m && buf[c + 1] < buf[c];
+      if (!(buf[c] < buf[i])) return;
+      const unsigned long long t = buf[c]; buf[c] = buf[i]; buf[i] = t;
+    }
+  };
+  for (int i = n / 2 - 1; i >= 0; --i) sift(i, n);
+  for (int m = n - 1; m > 0; --m) {
+    const unsigned long long t = buf[0]; buf[0] = buf[m]; buf[m] = t;
+    sift(0, m);
+  }
+}
+
+template <bool all>
+constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
+  constexpr int kK = kNeighbours > 1 ? kNeighbours : 1, kBuffer = all ? kPointsN : kListN, kScan = 8;
+  const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
+  if (begin == end) return kFallback;
+  if (!all && kIdxShift[group] < 0) return cheapest_walk<true>(group, d, lt);
+  const int shift = all ? 0 : kIdxShift[group], sb = kGroupSetBegin[group];
+  long long q[kTableN] = {}, centre[kTableN] = {}, delta = 0;  // the problem's logs, its cell's centre's
+  int cell = all ? 0 : kIdxCellBegin[group];
+  for (int j = 0; j < kNumTableSizes; ++j) {
+    const long long lo = kIdxLo[group][j], v = lt[j] < lo ? lo : lt[j] > kIdxHi[group][j] ? kIdxHi[group][j] : lt[j];
+    q[j] = v;
+    if (all) continue;
+    const long long i = (v - lo) >> shift;
+    centre[j] = lo + (i << shift) + ((1LL << shift) >> 1);
+    cell += static_cast<int>(i) * kIdxStride[group][j];
+    delta += absdiff(v, centre[j]);
+  }
+  long long lb[kTieN] = {};
+  tie_logs(d, lb);
+  const unsigned long long here = kNumSteps > 0 ? step_class(d) : 0;
+  int library_here = 0;  // the library's measurements at the group's points of the problem's class
+  for (int i = kLibraryClassBegin[group]; kNumSteps > 0 && i < kLibraryClassBegin[group + 1]; ++i)
+    if (kLibraryClass[i] == here) library_here = kLibraryClassCount[i];
+  const bool by_class = kNumSteps > 0 && library_here > 0;
+  const int ls = kAnswerSet[group][0], lw = ls / 64;  // the library's set, its word
+  const unsigned long long lbit = 1ULL << (ls & 63), may = all ? ~0ULL : kCellSets[cell];
+  bool ok[kNumKernels + 2] = {};  // per answer + 2: valid, and its set may compete (kCellSets)
+  // per word of sets: not decided yet, competing, still counting its kNeighbours nearest (of those that need them)
+  unsigned long long undecided[kSetWords] = {}, competes[kSetWords] = {}, counting[kSetWords] = {}, wants[kSetWords] = {};
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    const int s = kAnswerSet[group][a + 2];
+    if (a == GENERIC || s < 0 || !(may >> (s < 63 ? s : 63) & 1) || !valid(a, d)) continue;
+    ok[a + 2] = true;
+    undecided[s / 64] |= 1ULL << (s & 63);
+    if (!(a == LIBRARY && by_class) && kSetSize[sb + s] > kK) wants[s / 64] |= 1ULL << (s & 63);
+  }
+  // the library's nearest kNeighbours in the problem's class (else all of them count: at most kNeighbours)
+  int class_want = by_class && ls >= 0 && (undecided[lw] & lbit) && library_here > kK ? kK : 0, class_count = 0;
+  int count[kMaxSets] = {}, kp[kMaxSets][kK] = {}, class_kp[kK] = {};
+  // the points read and not visited yet, unsorted: their keys (distance, tie distance and group order, in the bits of
+  // kKeyDistShift and kKeyTieShift), and where the smallest is
+  unsigned long long buf[kBuffer + kScan] = {}, low = ~0ULL;
+  for (int i = 0; i < kScan; ++i) buf[i] = ~0ULL;
+  int n = 0, at = 0, e = all ? begin : kCellListBegin[cell];
+  const int stop = all ? end : kCellListBegin[cell + 1];
+  const long long outside = all ? (1LL << 62) : kCellReach[cell] - delta;  // no point left out of the list is nearer
+  long long next = -(1LL << 62), limit = -1, nearest = 1LL << 62;  // the next point's bound; the nearest's distance
+  for (bool more = true; more;) {
+    while (e < stop && static_cast<long long>(low >> kKeyDistShift) >= next) {  // it could come before the smallest
+      const int g = all ? e : kCellG[e], p = kGroupPoints[g];
+      long long dist = 0;
+      for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(q[j], kGroupLogs[j][g]);
+      nearest = dist < nearest ? dist : nearest;
+      bool useful = class_count < class_want && (kPointSetBits[p][lw] & lbit) && kPointClass[p] == here;
+      for (int w = 0; w < kSetWords; ++w) useful = useful || (kPointSetBits[p][w] & (undecided[w] | counting[w]));
+      if (useful) {  // a point of no set still asked is not visited (no set is asked again)
+        const unsigned long long key = static_cast<unsigned long long>(dist) << kKeyDistShift |
+                                       static_cast<unsigned long long>(tie_at(g, lb)) << kKeyTieShift | (g - begin);
+        at = key < low ? n : at;
+        low = key < low ? key : low;
+        buf[n++] = key;
+      }
+      if (++e < stop && !all) {
+        long long pd = 0;
+        for (int j = 0; j < kNumTableSizes; ++j) pd += absdiff(centre[j], kGroupLogs[j][kCellG[e]]);
+        next = pd - delta;
+      }
+    }
+    if (n == 0 && (all || kCellReach[cell] >= kIdxAll)) break;  // every point visited
+    const long long dist = static_cast<long long>(low >> kKeyDistShift);
+    if (n == 0 || (!all && e == stop && dist >= outside)) return cheapest_walk<true>(group, d, lt);
+    const int p = kGroupPoints[begin + static_cast<int>(low & ((1ULL << kKeyTieShift) - 1))];
+    if (all) {  // every point read: sorted once, then the smallest is the last
+      if (at >= 0) sort_descending(buf, n);
+      low = --n > 0 ? buf[n - 1] : ~0ULL;
+      at = -1;
+    } else {
+      buf[at] = buf[--n];
+      buf[n] = ~0ULL;
+      low = ~0ULL;
+      for (int i = 0, span = n > kScan ? n : kScan; i < span; ++i) {  // a fixed span where it can (no branch to miss)
+        at = buf[i] < low ? i : at;
+        low = buf[i] < low ? buf[i] : low;
+      }
+    }
+    if (limit < 0) limit = nearest + kReach;  // every point nearer than this one was read
+    if (dist > limit) {  // past the reach: a set not met yet does not compete
+      class_want = ls >= 0 && (undecided[lw] & lbit) ? 0 : class_want;
+      for (int w = 0; w < kSetWords; ++w) undecided[w] = 0;
+    }
+    more = false;
+    for (int w = 0; w < kSetWords; ++w) {
+      const unsigned long long met = undecided[w] & kPointSetBits[p][w];  // their nearest point: they compete
+      undecided[w] ^= met;
+      competes[w] |= met;
+      counting[w] |= met & wants[w];
+      for (unsigned long long c = counting[w] & kPointSetBits[p][w]; c; c &= c - 1) {
+        const int s = 64 * w + lowest_bit(c);
+        kp[s][count[s]++] = p;
+        counting[w] &= count[s] == kK ? ~(1ULL << (s & 63)) : ~0ULL;
+      }
+      more = more || undecided[w] || counting[w];
+    }
+    if (class_count < class_want && (competes[lw] & kPointSetBits[p][lw] & lbit) && kPointClass[p] == here)
+      class_kp[class_count++] = p;
+    more = more || class_count < class_want;
+  }
+  int best = INVALID;
+  long long best_price = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    const int s = a == GENERIC ? 0 : kAnswerSet[group][a + 2];
+    if (!ok[a + 2] || !(competes[s / 64] >> (s & 63) & 1)) continue;
+    const bool in_class = a == LIBRARY && by_class;
+    const int* points = in_class ? class_kp : kp[s];
+    int m = in_class ? (class_want > 0 ? class_count : 0) : (wants[s / 64] >> (s & 63) & 1 ? count[s] : 0);
+    long long sum = 0;
+    for (int i = 0; i < m; ++i) sum += kCostLogAt[points[i]][a + 2];
+    if (m == 0)  // priced from every measurement (of the problem's class): kNeighbours or fewer
+      for (int i = kSetPointBegin[sb + s]; i < kSetPointBegin[sb + s + 1]; ++i) {
+        const int p = kGroupPoints[kSetPoints[i]];
+        if (in_class && kPointClass[p] != here) continue;
+        sum += kCostLogAt[p][a + 2];
+        ++m;
+      }
+    const long long price = (m == kK ? sum / kK : sum / m) + (a == LIBRARY ? 0 : kCostLogMargin);
+    if (best == INVALID || price < best_price) { best = a; best_price = price; }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
+"""
