@@ -87,23 +87,22 @@ constexpr void tie_logs(const long long (&d)[kNumSizes], long long (&lb)[kTieN])
   for (int j = 0; j < kNumTieSizes; ++j) lb[j] = ilog2_fx(d[kTieDims[j]]);
 }
 
-// The group position g of the tuned point whose sizes are d (the first in table order), or -1: a bisection of
-// the group's positions sorted by sizes (kGroupExact).
+// The group position g of the tuned point whose sizes are d (the first in table order), or -1: kExactSlot, open
+// addressing by exact_hash (emit_cpp._exact_slots computes the same).
+constexpr unsigned long long exact_hash(int group, const long long (&d)[kNumSizes]) {
+  unsigned long long h = static_cast<unsigned long long>(group) * 0x9E3779B97F4A7C15ULL;
+  for (int j = 0; j < kNumSizes; ++j) h = (h ^ static_cast<unsigned long long>(d[j])) * 0xBF58476D1CE4E5B9ULL;
+  return h >> (64 - kExactBits);
+}
 constexpr int exact_point(int group, const long long (&d)[kNumSizes]) {
-  int lo = kGroupPointBegin[group], hi = kGroupPointBegin[group + 1];
-  const int end = hi;
-  while (lo < hi) {  // the first position whose sizes are not below d
-    const int mid = lo + (hi - lo) / 2;
-    const Point& p = kPoints[kGroupPoints[kGroupExact[mid]]];
-    int c = 0;
-    for (int j = 0; j < kNumSizes && c == 0; ++j) c = p.dims[j] < d[j] ? -1 : (p.dims[j] > d[j] ? 1 : 0);
-    if (c < 0) lo = mid + 1; else hi = mid;
+  for (unsigned long long h = exact_hash(group, d);; h = (h + 1) & ((1ULL << kExactBits) - 1)) {
+    const int g = kExactSlot[h];
+    if (g < 0) return -1;
+    if (g < kGroupPointBegin[group] || g >= kGroupPointBegin[group + 1]) continue;
+    bool same = true;
+    for (int j = 0; j < kNumSizes; ++j) same = same && kPoints[kGroupPoints[g]].dims[j] == d[j];
+    if (same) return g;
   }
-  if (lo == end) return -1;
-  const Point& p = kPoints[kGroupPoints[kGroupExact[lo]]];
-  for (int j = 0; j < kNumSizes; ++j)
-    if (p.dims[j] != d[j]) return -1;
-  return kGroupExact[lo];
 }
 
 // The distance from a problem (logs lt over the table sizes) to each tuned point of its group

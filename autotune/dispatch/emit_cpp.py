@@ -480,18 +480,17 @@ def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisi
 
 def _emit_group_points(w, table: DispatchTable, precisions: list, shapes: list) -> None:
     """The tuned points' logs by size in group order (kGroupPoints: position g), contiguous for the distance loops,
-    and per group its positions sorted by sizes then table order (the exact point by bisection, rule 2)."""
+    and a hash table of the positions by group and sizes (the exact point, rule 2)."""
     d = table.data
     names, table_sizes = list(table.size_names), list(table.table_sizes)
     near = [names.index(n) for n in table_sizes]
     tie = [i for i in range(len(names)) if i not in near]
     order: list[int] = []
-    exact: list[int] = []
-    for g in [(p, s) for p in precisions for s in shapes]:
+    groups: list[int] = []  # per group position, its group
+    for k, g in enumerate([(p, s) for p in precisions for s in shapes]):
         members = [i for i, x in enumerate(d["points"]) if (x["precision"], x["shape"]) == g]
-        dims = [tuple(int(d["points"][i]["sizes"][n]) for n in names) for i in members]
-        exact += [len(order) + i for _, i in sorted((x, i) for i, x in enumerate(dims))]
         order += members
+        groups += [k] * len(members)
     logs = [[ilog2_fx(int(p["sizes"][n])) for n in names] for p in (d["points"][i] for i in order)]
     for name, dims_of, what in (("kGroupLogs", near, "table"), ("kGroupTieLogs", tie, "tie")):
         pad = LANES if name == "kGroupLogs" else 0  # the distance loop reads kLanes points at a time
@@ -502,9 +501,11 @@ def _emit_group_points(w, table: DispatchTable, precisions: list, shapes: list) 
             + f"  // per {what} size, ilog2_fx of the sizes of point kGroupPoints[g]\n"
         )
     w(f"inline constexpr int kLanes = {LANES};  // kGroupLogs has kLanes entries past the last point\n")
+    bits, slots = _exact_slots(groups, [[int(d["points"][i]["sizes"][n]) for n in names] for i in order])
     w(
-        f"inline constexpr int kGroupExact[{max(1, len(exact))}] = {{{', '.join(map(str, exact or [0]))}}};"
-        "  // per group, its positions g by sizes, then table order\n"
+        f"inline constexpr int kExactBits = {bits};\n"
+        f"inline constexpr int kExactSlot[{len(slots)}] = {{{','.join(map(str, slots))}}};"
+        "  // the tuned points' group positions by exact_hash of their group and sizes (-1: none)\n"
     )
     regions: list[int] = []
     begin: list[int] = []
@@ -516,3 +517,22 @@ def _emit_group_points(w, table: DispatchTable, precisions: list, shapes: list) 
         "  // region indices by group, in table order\n"
         f"inline constexpr int kGroupRegionBegin[{len(begin) + 1}] = {{{', '.join(map(str, begin + [len(regions)]))}}};\n\n"
     )
+
+
+def _exact_slots(groups: list[int], dims: list[list[int]]) -> tuple[int, list[int]]:
+    """The header's exact_point table: 2**bits slots (at least twice the points), each group position g at
+    exact_hash(group, sizes) or the next free slot (the first in table order of equal sizes), -1 where none."""
+    bits = max(3, (2 * len(dims)).bit_length())
+    slots, seen, mask = [-1] * (1 << bits), set(), (1 << 64) - 1
+    for g, (group, sizes) in enumerate(zip(groups, dims, strict=True)):
+        if (group, *sizes) in seen:
+            continue
+        seen.add((group, *sizes))
+        h = group * 0x9E3779B97F4A7C15 & mask
+        for x in sizes:
+            h = (h ^ x) * 0xBF58476D1CE4E5B9 & mask
+        h >>= 64 - bits
+        while slots[h] >= 0:
+            h = (h + 1) % len(slots)
+        slots[h] = g
+    return bits, slots
