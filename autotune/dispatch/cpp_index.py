@@ -273,9 +273,11 @@ constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const lo
   bool ok[kNumKernels + 2] = {};  // per answer + 2: valid, and its set may compete (kCellSets)
   // per word of sets: not decided yet, competing, still counting its kNeighbours nearest (of those that need them)
   unsigned long long undecided[kSetWords] = {}, competes[kSetWords] = {}, counting[kSetWords] = {}, wants[kSetWords] = {};
+  unsigned long long bad[kInvalidWords] = {};
+  invalid_kernels(d, bad);
   for (int a = LIBRARY; a < kNumKernels; ++a) {
     const int s = kAnswerSet[group][a + 2];
-    if (a == GENERIC || s < 0 || !(may >> (s < 63 ? s : 63) & 1) || !valid(a, d)) continue;
+    if (a == GENERIC || s < 0 || !(may >> (s < 63 ? s : 63) & 1) || (a >= 0 && (bad[a / 64] >> (a % 64) & 1))) continue;
     ok[a + 2] = true;
     undecided[s / 64] |= 1ULL << (s & 63);
     if (!(a == LIBRARY && by_class) && kSetSize[sb + s] > kK) wants[s / 64] |= 1ULL << (s & 63);

@@ -47,6 +47,23 @@ constexpr bool valid(int kernel, const long long (&d)[kNumSizes], bool tuned = f
   return true;
 }
 
+// The kernels not valid at d, as bits (kernel i: bit i % 64 of word i / 64): per size some kernel constrains, a
+// table up to kInvalidLimit, beyond it each kernel's bounds.
+constexpr void invalid_kernels(const long long (&d)[kNumSizes], unsigned long long (&bad)[kInvalidWords]) {
+  for (int w = 0; w < kInvalidWords; ++w) bad[w] = kAlwaysInvalid[w];
+  for (int j = 0; j < kNumSizes; ++j) {
+    if (kInvalidLimit[j] < 0) continue;
+    if (d[j] <= kInvalidLimit[j]) {
+      for (int w = 0; w < kInvalidWords; ++w) bad[w] |= kInvalidTab[kInvalidBegin[j] + d[j]][w];
+      continue;
+    }
+    for (int i = 0; i < kNumKernels; ++i) {
+      const Kernel& k = kKernels[i];
+      if (d[j] < k.lo[j] || d[j] > k.hi[j] || (k.mult[j] != 1 && d[j] % k.mult[j] != 0)) bad[i / 64] |= 1ULL << (i % 64);
+    }
+  }
+}
+
 // First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
 // (a problem that was not tuned), or INVALID when none is.
 constexpr int first_valid(const Point& p, const long long (&d)[kNumSizes], bool tuned = false) {

@@ -34,6 +34,7 @@ from autotune.dispatch.runtime import (
 )
 
 LANES = 8  # the distance loops read kLanes tuned points at a time (kGroupLogs is padded by as many)
+INVALID_LIMIT = 1024  # invalid_kernels tabulates each size up to twice its largest tuned value, at most this
 
 CPP_RESERVED = {
     "precision",
@@ -257,7 +258,30 @@ def _emit_kernels(w: Callable[[str], object], table: DispatchTable) -> None:
         )
     if not kernels:
         w(f'  {{"", "", "", "", "", 0, 0, {_arr([1] * nsz)}, {_arr([1] * nsz)}, {_arr([0] * nsz)}, false}},\n')
-    w("};\n\n")
+    w("};\n")
+    # invalid_kernels: per size some kernel constrains, the kernels invalid at each value up to twice the largest tuned
+    # one (at most INVALID_LIMIT), as bits
+    bounds = [validity_bounds(k.get("valid", []), names) for k in kernels]
+    words = max(1, -(-len(kernels) // 64))
+    limit, begin, rows = [-1] * nsz, [0] * nsz, []
+    for j in range(nsz):
+        if any(m[j] != 1 or lo[j] > 1 or hi[j] < MAX_SIZE for m, lo, hi in bounds):
+            limit[j] = min(INVALID_LIMIT, 2 * max((int(p["sizes"][names[j]]) for p in table.data["points"]), default=0))
+            begin[j] = len(rows)
+            for v in range(limit[j] + 1):
+                bad = sum(1 << i for i, (m, lo, hi) in enumerate(bounds) if v % m[j] or not lo[j] <= v <= hi[j])
+                rows.append([bad >> 64 * x & (1 << 64) - 1 for x in range(words)])
+    always = sum(1 << i for i, k in enumerate(kernels) if k.get("tuned_only"))
+    row = lambda r: "{" + ", ".join(f"{x}ULL" for x in r) + "}"  # noqa: E731
+    w(
+        f"inline constexpr int kInvalidWords = {words};  // invalid_kernels: 64 kernels a word\n"
+        f"inline constexpr unsigned long long kAlwaysInvalid[{words}] = {row([always >> 64 * x & (1 << 64) - 1 for x in range(words)])};"
+        "  // tuned_only\n"
+        f"inline constexpr long long kInvalidLimit[{nsz}] = {_arr(limit)};  // -1: no kernel constrains the size\n"
+        f"inline constexpr int kInvalidBegin[{nsz}] = {_arr(begin)};\n"
+        f"inline constexpr unsigned long long kInvalidTab[{max(1, len(rows))}][{words}] = "
+        f"{{{', '.join(map(row, rows)) or row([0] * words)}}};\n\n"
+    )
 
 
 def _emit_points(w: Callable[[str], object], table: DispatchTable) -> tuple[list[int], list[int], list[list[int]]]:
