@@ -52,6 +52,13 @@ def step_class(steps: Sequence[tuple[str, list[int], int]], dims: Sequence[int])
     return out
 
 
+def step_failures(steps: Sequence[tuple[str, list[int], int]], limits: Sequence[int]) -> Invalid:
+    """The steps that fail at a problem, as bits (`Invalid.at`; the step class is every step's bit but those): a
+    step is a bound or a multiple of its sizes, tabulated per size up to `limits` like the kernels' predicates."""
+    bounds = {"%": lambda d, v: (d, v, 1, 1 << 62), "<=": lambda d, v: (d, 1, 1, v), "<": lambda d, v: (d, 1, 1, v - 1)}
+    return Invalid([(tuple(bounds[op](d, v) for d in where), 1 << i) for i, (op, where, v) in enumerate(steps)], limits)
+
+
 class _Group:
     """One (precision, shape) of a table, prepared: its tuned points' answers (rule 2), regions (rule 3), points'
     keys and near lists (rule 4), priced measurements (rule 4') and packed models (rule 4'')."""
@@ -136,6 +143,7 @@ class CostRules:
     fallback: int
     _code_bits: int
     _invalid: Invalid
+    _step_fails: Invalid
     _mean: _Means
     _rule4: Callable[[_Group, tuple[int, ...]], int]
 
@@ -179,7 +187,7 @@ class CostRules:
             self._rule4(g, tuple(int((x * y) ** 0.5) for x, y in zip(a, b, strict=True)))
             spans.append(g.keys.span if g.keys is not None else 0)
         if g.keys is not None and spans:
-            g.keys.spread = sorted(spans)[len(spans) // 2]
+            g.keys.spread = sorted(spans)[3 * len(spans) // 4]
 
     def _cheapest(self, g: _Group, dims: tuple[int, ...]) -> int:
         """Cost mode (rule 4'): each valid answer's cost at the tuned point nearest the problem where it was
@@ -230,7 +238,7 @@ class CostRules:
         valid = m.valid.get(bad)
         if valid is None:  # the lanes of the valid answers, per distinct set of invalid kernels
             valid = m.valid[bad] = sum(_LANE << MEAN_LANE * j for j in range(m.lanes) if not bad >> j & 1)
-        at = step_class(self.steps, dims) if self.steps else -1
+        at = (1 << len(self.steps)) - 1 ^ self._step_fails.at(dims) if self.steps else -1  # step_class
         at = at if at in g.dense else -1
         ok, undecided = g.everywhere & valid, g.somewhere & valid
         need, counted, lanes, top = g.dense[at] & (ok | undecided), g.counted[at], g.lanes, m.top

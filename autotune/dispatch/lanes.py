@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
+from functools import lru_cache
 from operator import sub
 from typing import Callable, Iterator, Sequence
 
@@ -87,6 +88,7 @@ class Invalid:
         return bad
 
 
+@lru_cache(maxsize=4096)
 def _band(low: int, high: int) -> bytes:
     """A `bytes.translate` table giving 1 for the byte values low..high, 0 for the others."""
     return bytes(low) + b"\1" * (high - low + 1) + bytes(255 - high)

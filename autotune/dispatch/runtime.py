@@ -73,6 +73,7 @@ from autotune.dispatch.cost import (  # noqa: F401 INVALID: an answer's name, im
     _Means,
     parse_steps,
     step_class,
+    step_failures,
 )
 from autotune.dispatch.features import FX_BITS, ModelLanes, cost_log_margin, ilog2_fx, model_margin
 from autotune.dispatch.lanes import Boxes, Checks, Invalid, Keys
@@ -153,6 +154,7 @@ class Lookup(CostRules):
         self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
         self.neighbours = int(structure.get("neighbours", 1))
         self.steps = parse_steps(structure.get("library_steps", []), self.names)
+        self._step_fails = step_failures(self.steps, self._limits)
         self.log_margin = cost_log_margin(float(structure.get("library_margin", 0.0)))
         self.model_margin = model_margin(float(structure.get("library_margin", 0.0)))
         self._rule4 = {
