@@ -263,7 +263,7 @@ def _emit_kernels(w: Callable[[str], object], table: DispatchTable) -> None:
     # one (at most INVALID_LIMIT), as bits
     bounds = [validity_bounds(k.get("valid", []), names) for k in kernels]
     words = max(1, -(-len(kernels) // 64))
-    limit, begin, rows = [-1] * nsz, [0] * nsz, []
+    limit, begin, rows = [-1] * nsz, [0] * nsz, list[list[int]]()
     for j in range(nsz):
         if any(m[j] != 1 or lo[j] > 1 or hi[j] < MAX_SIZE for m, lo, hi in bounds):
             limit[j] = min(INVALID_LIMIT, 2 * max((int(p["sizes"][names[j]]) for p in table.data["points"]), default=0))
