@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 from array import array
-from itertools import chain
 from typing import Callable, Sequence
 
 from autotune.dispatch.features import ModelLanes
@@ -201,21 +200,25 @@ class CostRules:
         shift, mask = g.keys.shift, g.keys.order_mask
         blocked, best, code, every, priced = self._invalid.at(dims), None, self._code_bits, g.measured, g.priced
         union, limit = g.union | blocked, -1
-        for key in chain.from_iterable(g.keys.bands(dims, True)):
-            if limit < 0:
-                limit = ((key >> shift) + self.reach + 1) << shift  # keys below: within reach of the nearest
-            elif key >= limit:
-                break
-            measured = every[key & mask]  # per point, the cheapest answer neither invalid nor measured nearer
-            if blocked & measured != measured:
-                for price, bit in priced[key & mask]:
-                    if not blocked & bit:
-                        price |= key >> shift << code  # (price, distance, code) in one integer
-                        best = price if best is None or price < best else best
-                        break
-                blocked |= measured
-                if blocked == union:
+        for band in g.keys.bands(dims, True):
+            for key in band:
+                if limit < 0:
+                    limit = ((key >> shift) + self.reach + 1) << shift  # keys below: within reach of the nearest
+                elif key >= limit:
                     break
+                measured = every[key & mask]  # per point, the cheapest answer neither invalid nor measured nearer
+                if blocked & measured != measured:
+                    for price, bit in priced[key & mask]:
+                        if not blocked & bit:
+                            price |= key >> shift << code  # (price, distance, code) in one integer
+                            best = price if best is None or price < best else best
+                            break
+                    blocked |= measured
+                    if blocked == union:
+                        break
+            else:
+                continue
+            break
         if best is None:
             return self.fallback
         return best % (1 << code) - 1 if best % (1 << code) else LIBRARY

@@ -12,7 +12,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
 from operator import sub
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 KEY_BUDGET = 1 << 19  # per group: points x positions of the precomputed distance lanes (16 bytes each at 64-bit
 # lanes, 8 at 32-bit ones) at most, counted in 64-bit lanes
@@ -220,14 +220,16 @@ class Keys:
         """Every point's key at a problem (all its sizes: `dims`), in table order."""
         return unpack(self.packed(dims), self.count, self.width)
 
-    def bands(self, dims: Sequence[int], wide: bool = False) -> Iterator[list[int]]:
+    def bands(self, dims: Sequence[int], wide: bool = False) -> Iterable[list[int]]:
         """The keys at a problem in the rules' order, as bands (lists): the smallest key's top byte (`wide`: up to
         `spread` more), then bands of about BAND_POINTS points. Lanes wider than 64 bits, or SORT_ALL points or fewer:
         one band of every key."""
         packed = self.packed(dims)
         if self.width > 64 or self.count <= SORT_ALL:
-            yield sorted(unpack(packed, self.count, self.width))
-            return
+            return (sorted(unpack(packed, self.count, self.width)),)
+        return self._bands(packed, wide)
+
+    def _bands(self, packed: int, wide: bool) -> Iterator[list[int]]:
         step = self.width // 8
         raw = packed.to_bytes(self.count * step, "little")
         keys = array("I" if step == 4 else "Q", raw)
