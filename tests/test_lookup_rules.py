@@ -130,6 +130,9 @@ TABLES = {
     "cost, reach 2": lambda: variant("results/tc_final_h100/dispatch.json", reach=2.0),
     "cost, 3 neighbours": lambda: variant("results/tc_final_h100/dispatch.json", neighbours=3),
     "cost, library steps m,k%2, 4 neighbours": lambda: variant("results/tables7_h100/fp16/dispatch.json.gz"),
+    "cost, library steps m,k%2, tuned_only kernels": lambda: variant(
+        "results/tables7_h100/fp16/dispatch.json.gz", tuned_only=True
+    ),
     "cost, library steps cols<=2048+rows<16000": lambda: variant("results/tables7_h100/softmax/dispatch.json.gz"),
     "cost, library steps, 3 neighbours, reach 2": lambda: variant(
         "results/tables7_h100/softmax/dispatch.json.gz", neighbours=3, reach=2.0

@@ -1,4 +1,4 @@
-"""Issue 55 item 3: cost mode's banded walk (lanes.Keys.ascending / within, runtime._cheapest_mean's lanes) answers
+"""Issue 55 item 3: cost mode's walk in the rules' order (lanes.Keys.bands, runtime._cheapest_mean's lanes) answers
 as the rules read plainly (tests/test_lookup_rules.py `reference`: every point's distance, sorted), in the generated
 Python module and in the package, on the committed tables7 tables the project deploys (fp16 `cost:0.05:1:4:m,k%2`,
 softmax `cost:0.1:1:1:cols<=2048+rows<16000`) and variants (K 2 and 3: the mean by division instead of a shift,
@@ -84,23 +84,24 @@ def test_generated_module_answers_as_the_rules(name: str, tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("sort_all", [0, 10_000])
-def test_bands_and_sorting_every_key_agree(monkeypatch: pytest.MonkeyPatch, sort_all: int) -> None:
-    """Keys.ascending and Keys.within read bands of the keys' top bytes, or sort every key (SORT_ALL): the same
-    keys in the same order and the same points within reach (none for a negative reach), at random points and
-    problems of 1-4 sizes."""
+def test_bands_give_the_points_in_the_rules_order(monkeypatch: pytest.MonkeyPatch, sort_all: int) -> None:
+    """Keys.bands reads bands of the keys' top bytes, or sorts every key (SORT_ALL): the points in the rules' order
+    (distance over the table sizes, then over the tie sizes, then table order), at random points and problems of 1-4
+    sizes, many of them made of a few values per size (equally near points: the tie sizes decide)."""
     monkeypatch.setattr(lanes, "SORT_ALL", sort_all)
     rng = random.Random(sort_all)
     for _ in range(300):
         n, d = rng.randrange(1, 300), rng.randrange(1, 5)
-        points = [[rng.randrange(1, 1 << rng.randrange(1, 20)) for _ in range(d)] for _ in range(n)]
-        keys = lanes.Keys(points, list(range(d)), ilog2_fx, rng.randrange(0, d + 1))
-        problem = [rng.randrange(1, 1 << rng.randrange(1, 24)) for _ in range(d)]
-        packed = keys.packed(problem)
-        ordered = sorted(keys.at(problem))
-        assert list(keys.ascending(packed, rng.choice([0, 1, 1 << rng.randrange(48)]))) == ordered
-        reach = rng.choice([0, 1, 1 << 15, 1 << 16, 1 << 17, 1 << 40])
-        inside, bands = keys.within(packed, reach)
-        assert [k for band in bands for k in band] == ordered
-        assert keys.within(packed, -1)[0] == 0 and [k for b in keys.within(packed, -1)[1] for k in b] == ordered
-        limit = ((ordered[0] >> keys.shift) + reach + 1) << keys.shift
-        assert inside == sum(1 << 8 * (k & keys.order_mask) for k in ordered if k < limit)
+        near = rng.randrange(0, d + 1)
+        few = [[rng.randrange(1, 1 << rng.randrange(1, 20)) for _ in range(3)] for _ in range(d)]
+        points, problem = [[_size(rng, few[j]) for j in range(d)] for _ in range(n)], [_size(rng, f) for f in few]
+        keys = lanes.Keys(points, list(range(d)), ilog2_fx, near)
+        logs = [ilog2_fx(x) for x in problem]
+        far = [[abs(logs[j] - ilog2_fx(p[j])) for j in range(d)] for p in points]
+        want = sorted(range(n), key=lambda i: (sum(far[i][:near]), sum(far[i][near:]), i))
+        assert [k & keys.order_mask for band in keys.bands(problem) for k in band] == want
+
+
+def _size(rng: random.Random, few: list[int]) -> int:
+    """One of a few values mostly (equal distances), else any."""
+    return rng.choice(few) if rng.random() < 0.7 else rng.randrange(1, 1 << rng.randrange(1, 24))

@@ -16,7 +16,7 @@ import pytest
 
 from autotune import paths
 from autotune.dispatch.features import ilog2_fx
-from autotune.dispatch.runtime import LIBRARY, Lookup, parse_steps, step_class
+from autotune.dispatch.runtime import LIBRARY, Lookup, parse_steps, step_class, step_failures
 from autotune.dispatch.table import Structure, parse_structure
 
 ROOT = paths.ROOT
@@ -48,6 +48,17 @@ def test_step_class_and_unknown_sizes():
     assert step_class(steps, (7, 10, 16, 1)) == 2
     with pytest.raises(ValueError, match="unknown library step"):
         parse_steps(["x%2"], ["m", "n", "k", "batch"])
+
+
+def test_step_failures_are_the_step_class():
+    """The lookup reads a problem's class from per-size tables of the failing steps (cost.step_failures): the
+    class step_class computes, within the tables and beyond them, next to every step's edge."""
+    names = ["m", "n", "k", "batch"]
+    steps = parse_steps(["m,k%2", "n<=64", "batch<3", "k%12", "m,n,batch%4", "n<1"], names)
+    fails, full, rng = step_failures(steps, [256, 128, 100, 0]), (1 << len(steps)) - 1, random.Random(9)
+    for _ in range(3000):
+        dims = tuple(rng.choice([1, 2, 3, 4, 12, 63, 64, 65, 255, 256, 257, rng.randrange(1, 1 << 20)]) for _ in names)
+        assert full ^ fails.at(dims) == step_class(steps, dims), dims
 
 
 @pytest.fixture(scope="module")

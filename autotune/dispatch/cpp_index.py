@@ -1,24 +1,35 @@
-"""The spatial index of the generated C++ header's cost lookup (cheapest_indexed): per group a grid over the table
-sizes' logs and per cell its nearest tuned points, emitted as constant arrays (emit_cpp.emit_cpp calls emit_index)."""
+"""The generated C++ header's cost mode (rule 4' of runtime.py): its spatial index, per group a grid over the table
+sizes' logs and per cell its nearest tuned points, emitted as constant arrays (emit_cpp.emit_cpp calls emit_index),
+and its code (COST: `cheapest`, and `cheapest_walk` over the index; emit_cpp writes it between cpp_text.LOOKUP and
+cpp_text.LOOKUP_END)."""
 
 from __future__ import annotations
 
 from autotune.dispatch.features import ilog2_fx
-from autotune.dispatch.runtime import LIBRARY
+from autotune.dispatch.runtime import LIBRARY, MAX_SIZE
 from autotune.dispatch.table import DispatchTable
 
-INDEX_LIST = 64  # the index keeps, per cell, the INDEX_LIST tuned points nearest its centre
-INDEX_CELLS = 2  # the finest grid with at most INDEX_CELLS cells per tuned point
+INDEX_LIST = 48  # the index keeps, per cell, the INDEX_LIST tuned points nearest its centre
+INDEX_CELLS = 12  # the finest grid with at most INDEX_CELLS cells per tuned point
 INDEX_INF = 1 << 40  # a distance beyond every real one (logs are below 2^22 per size)
+DE_BRUIJN = 0x03F79D71B4CB0A89  # lowest_bit: the lowest set bit times it, top 6 bits: a position in kDeBruijn
+
+
+def _de_bruijn() -> list[int]:
+    table = [0] * 64
+    for i in range(64):
+        table[((DE_BRUIJN << i) % (1 << 64)) >> 58] = i
+    return table
 
 
 def emit_index(w, table: DispatchTable) -> None:
-    """The spatial index of cheapest_indexed (cost mode with kNeighbours >= 2 or library steps): per group, a grid of
+    """The spatial index of cheapest_walk (cost mode with kNeighbours >= 2 or library steps): per group, a grid of
     cells over the table sizes' logs (2^shift wide, over the group's tuned range) and per cell the INDEX_LIST tuned
-    points nearest its centre, by distance from it (kCellPd, then group position); kCellReach: the distance of the
-    first point left out (INDEX_INF where none is). The group's answers in sets measured at the same points
-    (kGroupSetBegin, kSetSize, kPointSets: per point its sets, kAnswerSet: per group and answer + 2 its set or -1),
-    and kCostLogAt: per point and answer + 2, the log2 cost (kCostLog) where measured."""
+    points nearest its centre, by distance from it (then group position); kCellReach: the distance of the
+    first point left out (INDEX_INF where none is), kCellSets: the sets that may compete there. The group's answers
+    in sets measured at the same points (kGroupSetBegin, kSetSize, kSetPoints; kPointSetBits: per point its sets as
+    bits; kAnswerSet: per group and answer + 2 its set or -1), kCostLogAt: per point and answer + 2, the log2 cost
+    (ilog2_fx) where measured, and the bits of cheapest_walk's keys (kKeyDistShift, kKeyTieShift)."""
     import numpy as np
 
     d = table.data
@@ -33,18 +44,19 @@ def emit_index(w, table: DispatchTable) -> None:
     ]
     shift, lo, hi, stride, cell_begin = [], [], [], [], [0]
     list_g: list[int] = []
-    list_pd: list[int] = []
     list_begin = [0]
     reach: list[int] = []
     masks: list[int] = []  # per cell, the sets that may compete there (bit k: the group's set k)
     span = round(float(st.get("reach", 1.0)) * 65536)
     set_begin, set_size, answer_set = [0], [], []
-    point_sets: list[list[int]] = [[] for _ in points]
+    point_sets: list[list[int]] = [[] for _ in points]  # per point, its group's sets
     set_points: list[list[int]] = []  # per set, its points' group positions
     position = 0  # the group position of the group's first point (kGroupPoints)
+    largest = 1  # the most points a group has
     for g in groups:
         members = [i for i, x in enumerate(points) if (x["precision"], x["shape"]) == g]
         local = {i: k for k, i in enumerate(members)}  # table order -> position in the group
+        largest = max(largest, len(members))
         sets: dict[tuple[int, ...], list[int]] = {}  # the answers measured at the same points
         for a in sorted({a for i in members for a in measured[i]}):
             sets.setdefault(tuple(i for i in members if a in measured[i]), []).append(a)
@@ -55,7 +67,7 @@ def emit_index(w, table: DispatchTable) -> None:
             for a in answers:
                 row[a + 2] = k
             for i in at:
-                point_sets[i].append(set_begin[-1] + k)
+                point_sets[i].append(k)
         answer_set.append(row)
         set_begin.append(set_begin[-1] + len(sets))
         if not use or not members:
@@ -96,33 +108,43 @@ def emit_index(w, table: DispatchTable) -> None:
             masks.append(mask if len(sets) <= 64 else (1 << 64) - 1)
             keep = ranked[:INDEX_LIST]
             list_g += [position + int(i) for i in keep]
-            list_pd += [int(pd[i]) for i in keep]
             list_begin.append(len(list_g))
             reach.append(int(pd[ranked[INDEX_LIST]]) if len(ranked) > INDEX_LIST else INDEX_INF)
         cell_begin.append(len(reach))
         position += len(members)
-    flat_sets = [k for row in point_sets for k in row]
-    sets_at = [sum(len(r) for r in point_sets[:i]) for i in range(len(points) + 1)]
+    words = max(1, -(-max([b - a for a, b in zip(set_begin, set_begin[1:], strict=False)] + [1]) // 64))
+    bits = [[sum(1 << k % 64 for k in row if k // 64 == w) for w in range(words)] for row in point_sets]
+    bits = bits or [[0] * words]
     costs = [[0] * (nk + 2) for _ in points] or [[0] * (nk + 2)]
     for i, p in enumerate(points):
         for a, c in p.get("costs", []):
             if int(a) == LIBRARY or 0 <= int(a) < nk:
                 costs[i][int(a) + 2] = ilog2_fx(max(1, int(c)))
     nt = max(1, ntab)
+    # cheapest_walk's keys in 64 bits: the distance (the problem's logs clamped to the group's range) << dist_shift |
+    # the tie distance (at most the log of MAX_SIZE per tie size) << tie_shift | the group order
+    tie_shift = max(1, (largest - 1).bit_length())
+    dist_shift = tie_shift + ((len(table.size_names) - ntab) * ilog2_fx(MAX_SIZE)).bit_length()
+    if use and dist_shift + max(sum(h) - sum(low) for low, h in zip(lo, hi, strict=True)).bit_length() > 64:
+        raise ValueError("the C++ header's cost walk keys a point in 64 bits: too many sizes or tuned points per group")
     rows = lambda m: "{" + ", ".join("{" + ", ".join(map(str, r)) + "}" for r in m) + "}"  # noqa: E731
     w(
-        f"inline constexpr bool kIndexed = {'true' if use else 'false'};  // cheapest_indexed answers (a grid per group)\n"
         f"inline constexpr int kIdxShift[{len(groups)}] = {{{', '.join(map(str, shift))}}};  // per group (-1: none)\n"
         f"inline constexpr long long kIdxLo[{len(groups)}][{nt}] = {rows(lo)};  // per group, its tuned logs' range\n"
         f"inline constexpr long long kIdxHi[{len(groups)}][{nt}] = {rows(hi)};\n"
         f"inline constexpr int kIdxStride[{len(groups)}][{nt}] = {rows(stride)};  // cell index = sum of i_j * stride\n"
         f"inline constexpr int kIdxCellBegin[{len(cell_begin)}] = {{{', '.join(map(str, cell_begin))}}};\n"
         f"inline constexpr int kCellListBegin[{len(list_begin)}] = {{{', '.join(map(str, list_begin))}}};\n"
-        f"inline constexpr long long kCellReach[{max(1, len(reach))}] = {{{', '.join(map(str, reach)) or '0'}}};\n"
+        f"inline constexpr long long kCellReach[{max(1, len(reach))}] = {{{', '.join(map(str, reach)) or '0'}}};"
+        f"  // per cell, the distance from its centre of the first point its list leaves out (kIdxAll: none)\n"
+        f"inline constexpr long long kIdxAll = {INDEX_INF};\n"
+        f"inline constexpr int kListN = {max(b - a for a, b in [(0, 1), *zip(list_begin, list_begin[1:], strict=False)])};"
+        "  // the longest list\n"
+        f"inline constexpr int kKeyTieShift = {tie_shift}, kKeyDistShift = {dist_shift};  // cheapest_walk's keys\n"
         f"inline constexpr unsigned long long kCellSets[{max(1, len(masks))}] = "
         f"{{{', '.join(f'{m}ULL' for m in masks) or '0ULL'}}};  // per cell, the sets that may compete there\n"
-        f"inline constexpr int kCellG[{max(1, len(list_g))}] = {{{', '.join(map(str, list_g)) or '0'}}};\n"
-        f"inline constexpr int kCellPd[{max(1, len(list_pd))}] = {{{', '.join(map(str, list_pd)) or '0'}}};\n"
+        f"inline constexpr {'unsigned short' if position < 1 << 16 else 'int'} kCellG[{max(1, len(list_g))}] = "
+        f"{{{','.join(map(str, list_g)) or '0'}}};  // per cell, its list: group positions g\n"
         f"inline constexpr int kGroupSetBegin[{len(set_begin)}] = {{{', '.join(map(str, set_begin))}}};\n"
         f"inline constexpr int kMaxSets = {max([b - a for a, b in zip(set_begin, set_begin[1:], strict=False)] + [1])};\n"
         f"inline constexpr int kSetPointBegin[{len(set_size) + 1}] = "
@@ -130,8 +152,228 @@ def emit_index(w, table: DispatchTable) -> None:
         f"inline constexpr int kSetPoints[{max(1, sum(map(len, set_points)))}] = "
         f"{{{', '.join(str(x) for r in set_points for x in r) or '0'}}};  // per set, its points' group positions\n"
         f"inline constexpr int kSetSize[{max(1, len(set_size))}] = {{{', '.join(map(str, set_size)) or '0'}}};\n"
-        f"inline constexpr int kPointSetBegin[{len(sets_at)}] = {{{', '.join(map(str, sets_at))}}};\n"
-        f"inline constexpr int kPointSets[{max(1, len(flat_sets))}] = {{{', '.join(map(str, flat_sets)) or '0'}}};\n"
+        f"inline constexpr int kSetWords = {words};  // 64 sets a word\n"
+        f"inline constexpr unsigned long long kPointSetBits[{len(bits)}][{words}] = {rows([[f'{x}ULL' for x in r] for r in bits])};"
+        "  // per point, its sets (bit k of word k / 64: the group's set k)\n"
+        f"inline constexpr unsigned long long kDeBruijnMul = {DE_BRUIJN}ULL;  // lowest_bit\n"
+        f"inline constexpr int kDeBruijn[64] = {{{', '.join(map(str, _de_bruijn()))}}};\n"
         f"inline constexpr int kAnswerSet[{len(groups)}][{nk + 2}] = {rows(answer_set)};\n"
         f"inline constexpr int kCostLogAt[{len(costs)}][{nk + 2}] = {rows(costs)};\n\n"
     )
+
+
+COST = """\
+constexpr int lowest_bit(unsigned long long x) { return kDeBruijn[((x & (~x + 1)) * kDeBruijnMul) >> 58]; }  // x != 0
+// Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
+// measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
+constexpr int cheapest(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
+  const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
+  if (begin == end) return kFallback;
+  int dists[kPointsN + kLanes] = {};
+  long long lb[kTieN] = {};
+  const long long dmin = group_distances(begin, end, lt, dists);
+  tie_logs(d, lb);
+  // per answer (index + 2: the library first), its nearest measurement within reach: distance, tie, cost
+  bool found[kNumKernels + 2] = {};
+  long long nd[kNumKernels + 2] = {}, nb[kNumKernels + 2] = {}, nc[kNumKernels + 2] = {};
+  for (int g = begin; g < end; ++g) {
+    const Point& p = kPoints[kGroupPoints[g]];
+    const long long dist = dists[g - begin];
+    if (dist > dmin + kReach) continue;  // an answer measured only farther does not compete
+    const long long db = tie_at(g, lb);
+    for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
+      const int a = kCostAnswer[j];
+      if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
+      const int s = a + 2;
+      if (!found[s] || dist < nd[s] || (dist == nd[s] && db < nb[s])) { found[s] = true; nd[s] = dist; nb[s] = db; nc[s] = kCost[j]; }
+    }
+  }
+  int best = INVALID;
+  long long best_price = 0, best_dist = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    if (a == GENERIC || !found[a + 2] || !valid(a, d)) continue;
+    const long long price = nc[a + 2] * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
+    if (best == INVALID || price < best_price || (price == best_price && nd[a + 2] < best_dist)) {
+      best = a; best_price = price; best_dist = nd[a + 2];
+    }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
+// The step class of a problem (structure library_steps): bit i set where step i holds (runtime.step_class).
+constexpr unsigned long long step_class(const long long (&d)[kNumSizes]) {
+  unsigned long long c = 0;
+  for (int i = 0; i < kNumSteps; ++i) {
+    bool holds = true;
+    for (int j = 0; j < kNumSizes; ++j)
+      if (kStepOn[i][j])
+        holds = holds && (kStepOp[i] == 0 ? d[j] % kStepValue[i] == 0 : kStepOp[i] == 1 ? d[j] <= kStepValue[i] : d[j] < kStepValue[i]);
+    c |= static_cast<unsigned long long>(holds) << i;
+  }
+  return c;
+}
+
+// Cost mode with kNeighbours >= 2 or library steps (rule 4'): the answers measured within kReach of the nearest
+// tuned point compete, each priced by the mean log2 cost (kCostLogAt, sum / count) of its kNeighbours nearest
+// measurements (distance, tie distance, table order), kernels' raised by kCostLogMargin; the cheapest wins (ties:
+// the library, then index). Answers measured at the same points form a set (kAnswerSet) and share those nearest; an
+// answer measured kNeighbours times or fewer is priced from all of them. With library steps, the library's
+// measurements count only at points of the problem's step class (kPointClass), where the group has one there.
+// The points are visited in the rules' order, so a set's first point decides whether it competes (within kReach of
+// the first point visited) and its first kNeighbours are its nearest; the walk stops once every set is decided and
+// every competing one has its kNeighbours (sets as bits, kPointSetBits). The order: the points of the problem's cell
+// of the group's grid (kIdx*, kCell*) are read nearest its centre first into a buffer, and the buffer's smallest
+// key is visited next once it is nearer than the next point of the list can be (its distance from the centre less
+// the problem's: the triangle inequality) or, past the list, than kCellReach less the problem's. Where the list
+// ends first, or the group has no grid (`all`), every point of the group is read first. The problem's logs are
+// clamped to the group's range: the distance to every point of the group changes by the same amount.
+// buf[0..n) in descending order (a heap sort), the smallest last.
+constexpr void sort_descending(unsigned long long* buf, int n) {
+  auto sift = [&](int i, int m) {  // a min-heap over buf[0..m)
+    for (int c = 2 * i + 1; c < m; i = c, c = 2 * i + 1) {
+      c += c + 1 < m && buf[c + 1] < buf[c];
+      if (!(buf[c] < buf[i])) return;
+      const unsigned long long t = buf[c]; buf[c] = buf[i]; buf[i] = t;
+    }
+  };
+  for (int i = n / 2 - 1; i >= 0; --i) sift(i, n);
+  for (int m = n - 1; m > 0; --m) {
+    const unsigned long long t = buf[0]; buf[0] = buf[m]; buf[m] = t;
+    sift(0, m);
+  }
+}
+
+template <bool all>
+constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
+  constexpr int kK = kNeighbours > 1 ? kNeighbours : 1, kBuffer = all ? kPointsN : kListN, kScan = 8;
+  const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
+  if (begin == end) return kFallback;
+  if (!all && kIdxShift[group] < 0) return cheapest_walk<true>(group, d, lt);
+  const int shift = all ? 0 : kIdxShift[group], sb = kGroupSetBegin[group];
+  long long q[kTableN] = {}, centre[kTableN] = {}, delta = 0;  // the problem's logs, its cell's centre's
+  int cell = all ? 0 : kIdxCellBegin[group];
+  for (int j = 0; j < kNumTableSizes; ++j) {
+    const long long lo = kIdxLo[group][j], v = lt[j] < lo ? lo : lt[j] > kIdxHi[group][j] ? kIdxHi[group][j] : lt[j];
+    q[j] = v;
+    if (all) continue;
+    const long long i = (v - lo) >> shift;
+    centre[j] = lo + (i << shift) + ((1LL << shift) >> 1);
+    cell += static_cast<int>(i) * kIdxStride[group][j];
+    delta += absdiff(v, centre[j]);
+  }
+  long long lb[kTieN] = {};
+  tie_logs(d, lb);
+  const unsigned long long here = kNumSteps > 0 ? step_class(d) : 0;
+  int library_here = 0;  // the library's measurements at the group's points of the problem's class
+  for (int i = kLibraryClassBegin[group]; kNumSteps > 0 && i < kLibraryClassBegin[group + 1]; ++i)
+    if (kLibraryClass[i] == here) library_here = kLibraryClassCount[i];
+  const bool by_class = kNumSteps > 0 && library_here > 0;
+  const int ls = kAnswerSet[group][0], lw = ls / 64;  // the library's set, its word
+  const unsigned long long lbit = 1ULL << (ls & 63), may = all ? ~0ULL : kCellSets[cell];
+  bool ok[kNumKernels + 2] = {};  // per answer + 2: valid, and its set may compete (kCellSets)
+  // per word of sets: not decided yet, competing, still counting its kNeighbours nearest (of those that need them)
+  unsigned long long undecided[kSetWords] = {}, competes[kSetWords] = {}, counting[kSetWords] = {}, wants[kSetWords] = {};
+  unsigned long long bad[kInvalidWords] = {};
+  invalid_kernels(d, bad);
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    const int s = kAnswerSet[group][a + 2];
+    if (a == GENERIC || s < 0 || !(may >> (s < 63 ? s : 63) & 1) || (a >= 0 && (bad[a / 64] >> (a % 64) & 1))) continue;
+    ok[a + 2] = true;
+    undecided[s / 64] |= 1ULL << (s & 63);
+    if (!(a == LIBRARY && by_class) && kSetSize[sb + s] > kK) wants[s / 64] |= 1ULL << (s & 63);
+  }
+  // the library's nearest kNeighbours in the problem's class (else all of them count: at most kNeighbours)
+  int class_want = by_class && ls >= 0 && (undecided[lw] & lbit) && library_here > kK ? kK : 0, class_count = 0;
+  int count[kMaxSets] = {}, kp[kMaxSets][kK] = {}, class_kp[kK] = {};
+  // the points read and not visited yet, unsorted: their keys (distance, tie distance and group order, in the bits of
+  // kKeyDistShift and kKeyTieShift), and where the smallest is
+  unsigned long long buf[kBuffer + kScan] = {}, low = ~0ULL;
+  for (int i = 0; i < kScan; ++i) buf[i] = ~0ULL;
+  int n = 0, at = 0, e = all ? begin : kCellListBegin[cell];
+  const int stop = all ? end : kCellListBegin[cell + 1];
+  const long long outside = all ? (1LL << 62) : kCellReach[cell] - delta;  // no point left out of the list is nearer
+  long long next = -(1LL << 62), limit = -1, nearest = 1LL << 62;  // the next point's bound; the nearest's distance
+  for (bool more = true; more;) {
+    while (e < stop && static_cast<long long>(low >> kKeyDistShift) >= next) {  // it could come before the smallest
+      const int g = all ? e : kCellG[e], p = kGroupPoints[g];
+      long long dist = 0;
+      for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(q[j], kGroupLogs[j][g]);
+      nearest = dist < nearest ? dist : nearest;
+      bool useful = class_count < class_want && (kPointSetBits[p][lw] & lbit) && kPointClass[p] == here;
+      for (int w = 0; w < kSetWords; ++w) useful = useful || (kPointSetBits[p][w] & (undecided[w] | counting[w]));
+      if (useful) {  // a point of no set still asked is not visited (no set is asked again)
+        const unsigned long long key = static_cast<unsigned long long>(dist) << kKeyDistShift |
+                                       static_cast<unsigned long long>(tie_at(g, lb)) << kKeyTieShift | (g - begin);
+        at = key < low ? n : at;
+        low = key < low ? key : low;
+        buf[n++] = key;
+      }
+      if (++e < stop && !all) {
+        long long pd = 0;
+        for (int j = 0; j < kNumTableSizes; ++j) pd += absdiff(centre[j], kGroupLogs[j][kCellG[e]]);
+        next = pd - delta;
+      }
+    }
+    if (n == 0 && (all || kCellReach[cell] >= kIdxAll)) break;  // every point visited
+    const long long dist = static_cast<long long>(low >> kKeyDistShift);
+    if (n == 0 || (!all && e == stop && dist >= outside)) return cheapest_walk<true>(group, d, lt);
+    const int p = kGroupPoints[begin + static_cast<int>(low & ((1ULL << kKeyTieShift) - 1))];
+    if (all) {  // every point read: sorted once, then the smallest is the last
+      if (at >= 0) sort_descending(buf, n);
+      low = --n > 0 ? buf[n - 1] : ~0ULL;
+      at = -1;
+    } else {
+      buf[at] = buf[--n];
+      buf[n] = ~0ULL;
+      low = ~0ULL;
+      for (int i = 0, span = n > kScan ? n : kScan; i < span; ++i) {  // a fixed span where it can (no branch to miss)
+        at = buf[i] < low ? i : at;
+        low = buf[i] < low ? buf[i] : low;
+      }
+    }
+    if (limit < 0) limit = nearest + kReach;  // every point nearer than this one was read
+    if (dist > limit) {  // past the reach: a set not met yet does not compete
+      class_want = ls >= 0 && (undecided[lw] & lbit) ? 0 : class_want;
+      for (int w = 0; w < kSetWords; ++w) undecided[w] = 0;
+    }
+    more = false;
+    for (int w = 0; w < kSetWords; ++w) {
+      const unsigned long long met = undecided[w] & kPointSetBits[p][w];  // their nearest point: they compete
+      undecided[w] ^= met;
+      competes[w] |= met;
+      counting[w] |= met & wants[w];
+      for (unsigned long long c = counting[w] & kPointSetBits[p][w]; c; c &= c - 1) {
+        const int s = 64 * w + lowest_bit(c);
+        kp[s][count[s]++] = p;
+        counting[w] &= count[s] == kK ? ~(1ULL << (s & 63)) : ~0ULL;
+      }
+      more = more || undecided[w] || counting[w];
+    }
+    if (class_count < class_want && (competes[lw] & kPointSetBits[p][lw] & lbit) && kPointClass[p] == here)
+      class_kp[class_count++] = p;
+    more = more || class_count < class_want;
+  }
+  int best = INVALID;
+  long long best_price = 0;
+  for (int a = LIBRARY; a < kNumKernels; ++a) {
+    const int s = a == GENERIC ? 0 : kAnswerSet[group][a + 2];
+    if (!ok[a + 2] || !(competes[s / 64] >> (s & 63) & 1)) continue;
+    const bool in_class = a == LIBRARY && by_class;
+    const int* points = in_class ? class_kp : kp[s];
+    int m = in_class ? (class_want > 0 ? class_count : 0) : (wants[s / 64] >> (s & 63) & 1 ? count[s] : 0);
+    long long sum = 0;
+    for (int i = 0; i < m; ++i) sum += kCostLogAt[points[i]][a + 2];
+    if (m == 0)  // priced from every measurement (of the problem's class): kNeighbours or fewer
+      for (int i = kSetPointBegin[sb + s]; i < kSetPointBegin[sb + s + 1]; ++i) {
+        const int p = kGroupPoints[kSetPoints[i]];
+        if (in_class && kPointClass[p] != here) continue;
+        sum += kCostLogAt[p][a + 2];
+        ++m;
+      }
+    const long long price = (m == kK ? sum / kK : sum / m) + (a == LIBRARY ? 0 : kCostLogMargin);
+    if (best == INVALID || price < best_price) { best = a; best_price = price; }
+  }
+  return best == INVALID ? kFallback : best;
+}
+
+"""

@@ -1,7 +1,7 @@
 """The C++ code the generated header carries after its data tables: the lookup rules of
-`autotune.dispatch.runtime` in integers (LOOKUP; `NO_LIMIT` is replaced by the number), the device check, the
-candidates of a problem, and the refinement where the application runs (REFINE; `NAMESPACE` is replaced).
-`autotune.dispatch.emit_cpp` writes the header around them.
+`autotune.dispatch.runtime` in integers (LOOKUP, then cost mode's `cpp_index.COST`, then LOOKUP_END; `NO_LIMIT` is
+replaced by the number), the device check, the candidates of a problem, and the refinement where the application runs
+(REFINE; `NAMESPACE` is replaced). `autotune.dispatch.emit_cpp` writes the header around them.
 """
 
 LOOKUP = """\
@@ -35,6 +35,7 @@ constexpr int kTieN = kNumTieSizes > 0 ? kNumTieSizes : 1;
 constexpr int kPointsN = kNumPoints > 0 ? kNumPoints : 1;
 constexpr int kKernelsN = kNumKernels > 0 ? kNumKernels : 1;
 static_assert(kNumTableSizes < 512, "distances are ints (a log is below 2^22)");
+static_assert(kNumPoints < (1 << 20), "cheapest_walk keeps a point's group order in 20 bits");
 
 // Whether answer `kernel` may serve d (tuned: at a tuned point that measured it). The library always may.
 constexpr bool valid(int kernel, const long long (&d)[kNumSizes], bool tuned = false) {
@@ -44,6 +45,23 @@ constexpr bool valid(int kernel, const long long (&d)[kNumSizes], bool tuned = f
   for (int i = 0; i < kNumSizes; ++i)  // the bounds first: a division only where a multiple is asked
     if (d[i] < k.lo[i] || d[i] > k.hi[i] || (k.mult[i] != 1 && d[i] % k.mult[i] != 0)) return false;
   return true;
+}
+
+// The kernels not valid at d, as bits (kernel i: bit i % 64 of word i / 64): per size some kernel constrains, a
+// table up to kInvalidLimit, beyond it each kernel's bounds.
+constexpr void invalid_kernels(const long long (&d)[kNumSizes], unsigned long long (&bad)[kInvalidWords]) {
+  for (int w = 0; w < kInvalidWords; ++w) bad[w] = kAlwaysInvalid[w];
+  for (int j = 0; j < kNumSizes; ++j) {
+    if (kInvalidLimit[j] < 0) continue;
+    if (d[j] <= kInvalidLimit[j]) {
+      for (int w = 0; w < kInvalidWords; ++w) bad[w] |= kInvalidTab[kInvalidBegin[j] + d[j]][w];
+      continue;
+    }
+    for (int i = 0; i < kNumKernels; ++i) {
+      const Kernel& k = kKernels[i];
+      if (d[j] < k.lo[j] || d[j] > k.hi[j] || (k.mult[j] != 1 && d[j] % k.mult[j] != 0)) bad[i / 64] |= 1ULL << (i % 64);
+    }
+  }
 }
 
 // First valid entry of a point's ranked list (tuned: the problem is this point) or of its near list
@@ -86,23 +104,22 @@ constexpr void tie_logs(const long long (&d)[kNumSizes], long long (&lb)[kTieN])
   for (int j = 0; j < kNumTieSizes; ++j) lb[j] = ilog2_fx(d[kTieDims[j]]);
 }
 
-// The group position g of the tuned point whose sizes are d (the first in table order), or -1: a bisection of
-// the group's positions sorted by sizes (kGroupExact).
+// The group position g of the tuned point whose sizes are d (the first in table order), or -1: kExactSlot, open
+// addressing by exact_hash (emit_cpp._exact_slots computes the same).
+constexpr unsigned long long exact_hash(int group, const long long (&d)[kNumSizes]) {
+  unsigned long long h = static_cast<unsigned long long>(group) * 0x9E3779B97F4A7C15ULL;
+  for (int j = 0; j < kNumSizes; ++j) h = (h ^ static_cast<unsigned long long>(d[j])) * 0xBF58476D1CE4E5B9ULL;
+  return h >> (64 - kExactBits);
+}
 constexpr int exact_point(int group, const long long (&d)[kNumSizes]) {
-  int lo = kGroupPointBegin[group], hi = kGroupPointBegin[group + 1];
-  const int end = hi;
-  while (lo < hi) {  // the first position whose sizes are not below d
-    const int mid = lo + (hi - lo) / 2;
-    const Point& p = kPoints[kGroupPoints[kGroupExact[mid]]];
-    int c = 0;
-    for (int j = 0; j < kNumSizes && c == 0; ++j) c = p.dims[j] < d[j] ? -1 : (p.dims[j] > d[j] ? 1 : 0);
-    if (c < 0) lo = mid + 1; else hi = mid;
+  for (unsigned long long h = exact_hash(group, d);; h = (h + 1) & ((1ULL << kExactBits) - 1)) {
+    const int g = kExactSlot[h];
+    if (g < 0) return -1;
+    if (g < kGroupPointBegin[group] || g >= kGroupPointBegin[group + 1]) continue;
+    bool same = true;
+    for (int j = 0; j < kNumSizes; ++j) same = same && kPoints[kGroupPoints[g]].dims[j] == d[j];
+    if (same) return g;
   }
-  if (lo == end) return -1;
-  const Point& p = kPoints[kGroupPoints[kGroupExact[lo]]];
-  for (int j = 0; j < kNumSizes; ++j)
-    if (p.dims[j] != d[j]) return -1;
-  return kGroupExact[lo];
 }
 
 // The distance from a problem (logs lt over the table sizes) to each tuned point of its group
@@ -173,285 +190,9 @@ constexpr int nearest(int group, const long long (&d)[kNumSizes], const long lon
   return best < 0 ? kFallback : kern;
 }
 
-// Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
-// measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
-constexpr int cheapest(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
-  const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
-  if (begin == end) return kFallback;
-  int dists[kPointsN + kLanes] = {};
-  long long lb[kTieN] = {};
-  const long long dmin = group_distances(begin, end, lt, dists);
-  tie_logs(d, lb);
-  // per answer (index + 2: the library first), its nearest measurement within reach: distance, tie, cost
-  bool found[kNumKernels + 2] = {};
-  long long nd[kNumKernels + 2] = {}, nb[kNumKernels + 2] = {}, nc[kNumKernels + 2] = {};
-  for (int g = begin; g < end; ++g) {
-    const Point& p = kPoints[kGroupPoints[g]];
-    const long long dist = dists[g - begin];
-    if (dist > dmin + kReach) continue;  // an answer measured only farther does not compete
-    const long long db = tie_at(g, lb);
-    for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
-      const int a = kCostAnswer[j];
-      if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
-      const int s = a + 2;
-      if (!found[s] || dist < nd[s] || (dist == nd[s] && db < nb[s])) { found[s] = true; nd[s] = dist; nb[s] = db; nc[s] = kCost[j]; }
-    }
-  }
-  int best = INVALID;
-  long long best_price = 0, best_dist = 0;
-  for (int a = LIBRARY; a < kNumKernels; ++a) {
-    if (a == GENERIC || !found[a + 2] || !valid(a, d)) continue;
-    const long long price = nc[a + 2] * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
-    if (best == INVALID || price < best_price || (price == best_price && nd[a + 2] < best_dist)) {
-      best = a; best_price = price; best_dist = nd[a + 2];
-    }
-  }
-  return best == INVALID ? kFallback : best;
-}
+"""
 
-// The step class of a problem (structure library_steps): bit i set where step i holds (runtime.step_class).
-constexpr unsigned long long step_class(const long long (&d)[kNumSizes]) {
-  unsigned long long c = 0;
-  for (int i = 0; i < kNumSteps; ++i) {
-    bool holds = true;
-    for (int j = 0; j < kNumSizes; ++j)
-      if (kStepOn[i][j])
-        holds = holds && (kStepOp[i] == 0 ? d[j] % kStepValue[i] == 0 : kStepOp[i] == 1 ? d[j] <= kStepValue[i] : d[j] < kStepValue[i]);
-    c |= static_cast<unsigned long long>(holds) << i;
-  }
-  return c;
-}
-
-// Cost mode with kNeighbours >= 2 or library steps: the answers measured within kReach of the nearest tuned point
-// compete, each priced by the mean log2 cost (kCostLog, sum / count) of its kNeighbours nearest measurements
-// (distance, tie distance, table order), kernels' raised by kCostLogMargin; the cheapest wins (ties: the library,
-// then index). With library steps, the library's measurements count only at points of the problem's step class
-// (kPointClass), where the group has one there (slot kNumKernels + 2 keeps those; slot 0 every one).
-// The points are read in bands of distance, nearest first (within reach, then ever wider): after a band, every kept
-// measurement is nearer than any point not read yet, so the walk stops once each competing answer has its
-// kNeighbours nearest (or every one the group has, kGroupMeasured).
-constexpr int cheapest_mean(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
-  constexpr int kK = kNeighbours > 1 ? kNeighbours : 1;
-  constexpr int kSlots = kNumKernels + 3, kClassSlot = kNumKernels + 2;  // index + 2 (the library first)
-  const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
-  if (begin == end) return kFallback;
-  int dists[kPointsN + kLanes] = {};
-  long long lb[kTieN] = {};
-  const long long dmin = group_distances(begin, end, lt, dists);
-  tie_logs(d, lb);
-  const unsigned long long here = kNumSteps > 0 ? step_class(d) : 0;
-  int library_here = 0;  // the library's measurements at the group's points of the problem's class
-  for (int i = kLibraryClassBegin[group]; kNumSteps > 0 && i < kLibraryClassBegin[group + 1]; ++i)
-    if (kLibraryClass[i] == here) library_here = kLibraryClassCount[i];
-  bool ok[kSlots] = {};
-  int count[kSlots] = {};
-  long long kd[kSlots][kK] = {}, kb[kSlots][kK] = {}, ko[kSlots][kK] = {}, kc[kSlots][kK] = {};
-  // keep the kK nearest measurements of slot s, sorted by (distance, tie distance, order)
-  auto keep = [&](int s, long long dist, long long db, long long order, long long cost) {
-    int at = count[s];
-    if (at == kK) {
-      const int last = kK - 1;
-      const bool nearer = dist < kd[s][last] || (dist == kd[s][last] && (db < kb[s][last] || (db == kb[s][last] && order < ko[s][last])));
-      if (!nearer) return;
-      at = last;
-    } else {
-      ++count[s];
-    }
-    while (kK > 1 && at > 0 && (dist < kd[s][at - 1] || (dist == kd[s][at - 1] && (db < kb[s][at - 1] || (db == kb[s][at - 1] && order < ko[s][at - 1]))))) {
-      kd[s][at] = kd[s][at - 1]; kb[s][at] = kb[s][at - 1]; ko[s][at] = ko[s][at - 1]; kc[s][at] = kc[s][at - 1];
-      --at;
-    }
-    kd[s][at] = dist; kb[s][at] = db; ko[s][at] = order; kc[s][at] = cost;
-  };
-  const bool by_class = kNumSteps > 0 && library_here > 0;
-  for (int g = begin; g < end; ++g) {  // the answers measured within reach compete, where valid
-    if (dists[g - begin] > dmin + kReach) continue;
-    const Point& p = kPoints[kGroupPoints[g]];
-    for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j)
-      if (kCostAnswer[j] >= LIBRARY && kCostAnswer[j] < kNumKernels) ok[kCostAnswer[j] + 2] = true;
-  }
-  for (int a = GENERIC; a < kNumKernels; ++a) ok[a + 2] = ok[a + 2] && a != GENERIC && valid(a, d);
-  int rest[kPointsN] = {};  // the points not read yet (group positions)
-  int left = end - begin;
-  for (int g = begin; g < end; ++g) rest[g - begin] = g;
-  long long width = kReach >= 4 ? kReach / 4 : 1, hi = dmin + width;  // bands a quarter of reach wide, then twice
-  for (;;) {
-    int kept = 0;
-    for (int i = 0; i < left; ++i) {
-      const int g = rest[i];
-      const long long dist = dists[g - begin];
-      if (dist > hi) { rest[kept++] = g; continue; }
-      const Point& p = kPoints[kGroupPoints[g]];
-      const long long db = tie_at(g, lb), order = g - begin;
-      for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
-        const int a = kCostAnswer[j];
-        if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
-        keep(a + 2, dist, db, order, kCostLog[j]);
-        if (by_class && a == LIBRARY && kPointClass[kGroupPoints[g]] == here) keep(kClassSlot, dist, db, order, kCostLog[j]);
-      }
-    }
-    bool done = true;  // every point read, or every competing answer has its kK nearest measurements
-    left = kept;
-    for (int a = LIBRARY; left > 0 && done && a < kNumKernels; ++a) {
-      if (!ok[a + 2]) continue;
-      const int s = by_class && a == LIBRARY ? kClassSlot : a + 2;
-      const int all = s == kClassSlot ? library_here : kGroupMeasured[group][s];
-      done = count[s] >= (all < kK ? all : kK);
-    }
-    if (done) break;
-    hi += width;
-    width *= 2;
-  }
-  int best = INVALID;
-  long long best_price = 0;
-  for (int a = LIBRARY; a < kNumKernels; ++a) {
-    if (!ok[a + 2]) continue;
-    const int s = by_class && a == LIBRARY ? kClassSlot : a + 2;
-    long long sum = 0;
-    for (int i = 0; i < count[s]; ++i) sum += kc[s][i];
-    const long long price = sum / count[s] + (a == LIBRARY ? 0 : kCostLogMargin);
-    if (best == INVALID || price < best_price) { best = a; best_price = price; }
-  }
-  return best == INVALID ? kFallback : best;
-}
-
-// cheapest_mean's answer through the group's grid (kIdx*, kCell*): the points nearest the centre of the problem's cell
-// are read nearest the centre first, each measurement kept in the slot of its answer set (answers measured at the
-// same points share their kNeighbours nearest; slot kMaxSets: the library's in the problem's step class). A point
-// read later is at least as far from the problem as its distance from the centre less the problem's (the triangle
-// inequality), so the reading stops once that bound passes every distance still asked: the nearest point's, each
-// valid set's kNeighbours-th nearest (or dmin + kReach, where it has none within reach yet: it does not compete).
-// Where the cell's list ends first, cheapest_mean answers. The problem's logs are clamped to the group's range:
-// the distance to every point of the group changes by the same amount, so the order and dmin + kReach hold.
-constexpr int cheapest_indexed(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
-  constexpr int kK = kNeighbours > 1 ? kNeighbours : 1;
-  constexpr int kClass = kMaxSets;  // the library's slot in the problem's step class
-  constexpr long long kFar = 1LL << 50;
-  const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
-  if (begin == end || kIdxShift[group] < 0) return cheapest_mean(group, d, lt);
-  const int shift = kIdxShift[group], sb = kGroupSetBegin[group], ns = kGroupSetBegin[group + 1] - sb;
-  int q[kTableN] = {};
-  int cell = kIdxCellBegin[group];
-  long long delta = 0;  // the problem's (clamped) distance from its cell's centre
-  for (int j = 0; j < kNumTableSizes; ++j) {
-    const long long v = lt[j] < kIdxLo[group][j] ? kIdxLo[group][j] : lt[j] > kIdxHi[group][j] ? kIdxHi[group][j] : lt[j];
-    const long long i = (v - kIdxLo[group][j]) >> shift;
-    q[j] = static_cast<int>(v);
-    cell += static_cast<int>(i) * kIdxStride[group][j];
-    delta += absdiff(v, kIdxLo[group][j] + (i << shift) + ((1LL << shift) >> 1));
-  }
-  long long lb[kTieN] = {};
-  tie_logs(d, lb);
-  const unsigned long long here = kNumSteps > 0 ? step_class(d) : 0;
-  int library_here = 0;  // the library's measurements at the group's points of the problem's class
-  for (int i = kLibraryClassBegin[group]; kNumSteps > 0 && i < kLibraryClassBegin[group + 1]; ++i)
-    if (kLibraryClass[i] == here) library_here = kLibraryClassCount[i];
-  const bool by_class = kNumSteps > 0 && library_here > 0;
-  const int library_set = kAnswerSet[group][0];
-  bool ok[kNumKernels + 2] = {};  // per answer + 2: valid (where measured in the group)
-  signed char asks[kMaxSets] = {};  // per set: 0 no valid answer, 1 whether it competes, 2 and its kK nearest
-  for (int a = LIBRARY; a < kNumKernels; ++a) {
-    const int s = kAnswerSet[group][a + 2];
-    if (a == GENERIC || s < 0 || !(kCellSets[cell] >> (s < 63 ? s : 63) & 1) || !valid(a, d)) continue;
-    ok[a + 2] = true;
-    const signed char need = a == LIBRARY && by_class ? 1 : 2;
-    if (asks[s] < need) asks[s] = need;
-  }
-  int count[kMaxSets + 1] = {}, want[kMaxSets + 1] = {};
-  for (int s = 0; s < ns; ++s) want[s] = kSetSize[sb + s] < kK ? kSetSize[sb + s] : kK;
-  want[kClass] = library_here < kK ? library_here : kK;
-  long long kd[kMaxSets + 1][kK] = {}, kb[kMaxSets + 1][kK] = {};
-  int ko[kMaxSets + 1][kK] = {}, kp[kMaxSets + 1][kK] = {};
-  bool changed = true;  // a slot kept a measurement, or dmin fell, since `need` was asked
-  auto keep = [&](int s, long long dist, long long db, int order, int point) {
-    int at = count[s];
-    if (at == kK) {
-      const int last = kK - 1;
-      if (!(dist < kd[s][last] || (dist == kd[s][last] && (db < kb[s][last] || (db == kb[s][last] && order < ko[s][last])))))
-        return;
-      at = last;
-    } else {
-      ++count[s];
-    }
-    for (; kK > 1 && at > 0 && (dist < kd[s][at - 1] || (dist == kd[s][at - 1] && (db < kb[s][at - 1] || (db == kb[s][at - 1] && order < ko[s][at - 1])))); --at) {
-      kd[s][at] = kd[s][at - 1]; kb[s][at] = kb[s][at - 1]; ko[s][at] = ko[s][at - 1]; kp[s][at] = kp[s][at - 1];
-    }
-    kd[s][at] = dist; kb[s][at] = db; ko[s][at] = order; kp[s][at] = point;
-    changed = true;
-  };
-  long long dmin = kFar;
-  // the distance the reading must pass before it stops (kFar: a set within reach lacks measurements)
-  auto asked = [&]() {
-    long long r = dmin;
-    for (int s = 0; s < ns; ++s) {
-      if (asks[s] == 0) continue;
-      const bool complete = count[s] == want[s];
-      if (complete) { if (count[s] > 0 && kd[s][count[s] - 1] > r) r = kd[s][count[s] - 1]; continue; }
-      if (count[s] > 0 && kd[s][0] <= dmin + kReach) { if (asks[s] == 2) return kFar; continue; }
-      if (dmin + kReach > r) r = dmin + kReach;
-    }
-    if (by_class && library_set >= 0 && asks[library_set] > 0) {
-      if (count[kClass] < want[kClass]) return kFar;
-      if (kd[kClass][count[kClass] - 1] > r) r = kd[kClass][count[kClass] - 1];
-    }
-    return r;
-  };
-  long long need = -1;
-  bool settled = false;
-  for (int e = kCellListBegin[cell]; e < kCellListBegin[cell + 1]; ++e) {
-    const long long low = kCellPd[e] - delta;  // no point from here on is nearer
-    if (low > need || (need == kFar && changed)) {  // kFar: asked again once a point changed what is asked
-      need = asked();
-      changed = false;
-      if (low > need) { settled = true; break; }
-    }
-    const int g = kCellG[e], p = kGroupPoints[g];
-    long long dist = 0;
-    for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(q[j], kGroupLogs[j][g]);
-    const long long db = tie_at(g, lb);
-    if (dist < dmin) { dmin = dist; changed = true; }
-    for (int k = kPointSetBegin[p]; k < kPointSetBegin[p + 1]; ++k) {
-      const int s = kPointSets[k] - sb;
-      if (asks[s] > 0) keep(s, dist, db, g - begin, p);
-      if (s == library_set && by_class && kPointClass[p] == here) keep(kClass, dist, db, g - begin, p);
-    }
-  }
-  if (!settled) {  // the cell's list ended first: no point left is nearer than low
-    const long long low = kCellReach[cell] - delta;
-    if (dmin >= low) return cheapest_mean(group, d, lt);
-    // each set not settled yet reads all its points (kSetPoints), the library's class slot the library's
-    for (int s = 0; s <= ns; ++s) {
-      if (s == ns && !(by_class && library_set >= 0 && asks[library_set] > 0)) break;
-      const int t = s == ns ? kClass : s;
-      if (t != kClass && asks[t] == 0) continue;
-      const bool complete = count[t] == want[t], within = count[t] > 0 && kd[t][0] <= dmin + kReach;
-      if (complete ? kd[t][count[t] - 1] < low : t != kClass && (within ? asks[t] == 1 : dmin + kReach < low)) continue;
-      const int from = t == kClass ? library_set : s;
-      count[t] = 0;
-      for (int i = kSetPointBegin[sb + from]; i < kSetPointBegin[sb + from + 1]; ++i) {
-        const int g = kSetPoints[i], p = kGroupPoints[g];
-        if (t == kClass && kPointClass[p] != here) continue;
-        long long dist = 0;
-        for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(q[j], kGroupLogs[j][g]);
-        keep(t, dist, tie_at(g, lb), g - begin, p);
-      }
-    }
-  }
-  int best = INVALID;
-  long long best_price = 0;
-  for (int a = LIBRARY; a < kNumKernels; ++a) {
-    if (!ok[a + 2]) continue;
-    const int set = kAnswerSet[group][a + 2];
-    if (count[set] == 0 || kd[set][0] > dmin + kReach) continue;  // not measured within reach: it does not compete
-    const int s = by_class && a == LIBRARY ? kClass : set;
-    long long sum = 0;
-    for (int i = 0; i < count[s]; ++i) sum += kCostLogAt[kp[s][i]][a + 2];
-    const long long price = sum / count[s] + (a == LIBRARY ? 0 : kCostLogMargin);
-    if (best == INVALID || price < best_price) { best = a; best_price = price; }
-  }
-  return best == INVALID ? kFallback : best;
-}
-
+LOOKUP_END = """\
 // Model mode (rule 4''): the selection model's features of a problem (runtime.model_features): x holds those that
 // do not depend on a kernel's tiles (the padded sizes and tile counts left 0); model_time adds those of tiles t
 // over the table sizes and returns the predicted log2 time (32 fractional bits) for coefficients c.
@@ -526,7 +267,7 @@ constexpr int lookup_sizes(int precision, int shape, const long long (&d)[kNumSi
   if (kModelMode) return predicted(precision, shape, d);
   long long lt[kTableN] = {};
   for (int j = 0; j < kNumTableSizes; ++j) lt[j] = ilog2_fx(d[kTableDims[j]]);
-  if (kCostMode) return kNeighbours > 1 || kNumSteps > 0 ? cheapest_indexed(group, d, lt) : cheapest(group, d, lt);
+  if (kCostMode) return kNeighbours > 1 || kNumSteps > 0 ? cheapest_walk<false>(group, d, lt) : cheapest(group, d, lt);
   return nearest(group, d, lt);
 }
 

@@ -19,9 +19,10 @@ from autotune.dispatch.table import DispatchTable
 
 
 def runtime_source(name: str = "runtime") -> str:
-    """The code of autotune/dispatch/NAME.py (runtime: the lookup rules; lanes and features: its packed integers and
-    fixed-point features; onsite: refinement where the application runs), standard library only, without its module
-    docstring, its `from __future__` line and its imports of the others: what a generated Python module carries."""
+    """The code of autotune/dispatch/NAME.py (runtime: the lookup rules; lanes, features and cost: its packed
+    integers, fixed-point features and cost mode; onsite: refinement where the application runs), standard library
+    only, without its module docstring, its `from __future__` line and its imports of the others: what a generated
+    Python module carries."""
     from pathlib import Path
 
     text = (Path(__file__).parent / f"{name}.py").read_text()
@@ -63,6 +64,8 @@ def emit_python(table: DispatchTable) -> str:
     rules = (
         "\n\n# ---- fixed-point logs and model features: a copy of autotune/dispatch/features.py ----\n"
         + runtime_source("features")
+        + "\n\n# ---- cost mode: a copy of autotune/dispatch/cost.py ----\n"
+        + runtime_source("cost")
         + "\n\n# ---- the lookup rules: a copy of autotune/dispatch/runtime.py ----\n"
         + runtime_source()
     )

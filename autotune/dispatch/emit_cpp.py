@@ -34,6 +34,7 @@ from autotune.dispatch.runtime import (
 )
 
 LANES = 8  # the distance loops read kLanes tuned points at a time (kGroupLogs is padded by as many)
+INVALID_LIMIT = 1024  # invalid_kernels tabulates each size up to twice its largest tuned value, at most this
 
 CPP_RESERVED = {
     "precision",
@@ -257,7 +258,30 @@ def _emit_kernels(w: Callable[[str], object], table: DispatchTable) -> None:
         )
     if not kernels:
         w(f'  {{"", "", "", "", "", 0, 0, {_arr([1] * nsz)}, {_arr([1] * nsz)}, {_arr([0] * nsz)}, false}},\n')
-    w("};\n\n")
+    w("};\n")
+    # invalid_kernels: per size some kernel constrains, the kernels invalid at each value up to twice the largest tuned
+    # one (at most INVALID_LIMIT), as bits
+    bounds = [validity_bounds(k.get("valid", []), names) for k in kernels]
+    words = max(1, -(-len(kernels) // 64))
+    limit, begin, rows = [-1] * nsz, [0] * nsz, list[list[int]]()
+    for j in range(nsz):
+        if any(m[j] != 1 or lo[j] > 1 or hi[j] < MAX_SIZE for m, lo, hi in bounds):
+            limit[j] = min(INVALID_LIMIT, 2 * max((int(p["sizes"][names[j]]) for p in table.data["points"]), default=0))
+            begin[j] = len(rows)
+            for v in range(limit[j] + 1):
+                bad = sum(1 << i for i, (m, lo, hi) in enumerate(bounds) if v % m[j] or not lo[j] <= v <= hi[j])
+                rows.append([bad >> 64 * x & (1 << 64) - 1 for x in range(words)])
+    always = sum(1 << i for i, k in enumerate(kernels) if k.get("tuned_only"))
+    row = lambda r: "{" + ", ".join(f"{x}ULL" for x in r) + "}"  # noqa: E731
+    w(
+        f"inline constexpr int kInvalidWords = {words};  // invalid_kernels: 64 kernels a word\n"
+        f"inline constexpr unsigned long long kAlwaysInvalid[{words}] = {row([always >> 64 * x & (1 << 64) - 1 for x in range(words)])};"
+        "  // tuned_only\n"
+        f"inline constexpr long long kInvalidLimit[{nsz}] = {_arr(limit)};  // -1: no kernel constrains the size\n"
+        f"inline constexpr int kInvalidBegin[{nsz}] = {_arr(begin)};\n"
+        f"inline constexpr unsigned long long kInvalidTab[{max(1, len(rows))}][{words}] = "
+        f"{{{', '.join(map(row, rows)) or row([0] * words)}}};\n\n"
+    )
 
 
 def _emit_points(w: Callable[[str], object], table: DispatchTable) -> tuple[list[int], list[int], list[list[int]]]:
@@ -318,10 +342,6 @@ def _emit_answers(
         f"inline constexpr long long kCostLogMargin = {cost_log_margin(float(st.get('library_margin', 0.0)))};"
         "  // log2(1 + library margin), 16 fractional bits\n"
     )
-    w(
-        f"inline constexpr long long kCostLog[{max(1, len(costs))}] = "
-        f"{{{', '.join(str(ilog2_fx(max(1, int(c)))) for _, c in costs) or '0'}}};  // ilog2_fx of kCost\n"
-    )
     _emit_steps(w, table, [str(x) for x in st.get("library_steps", [])])
 
 
@@ -349,30 +369,18 @@ def _emit_steps(w: Callable[[str], object], table: DispatchTable, texts: list[st
         f"inline constexpr unsigned long long kPointClass[{max(1, len(classes))}] = "
         f"{{{', '.join(f'{c}ULL' for c in classes) or '0ULL'}}};  // per point (table order), its step class\n"
     )
-    # per group: the measurements of each answer (index + 2: the library first) and the library's per step class,
-    # so that cheapest_mean stops walking the points once every competing answer has its kNeighbours nearest
-    nk = len(table.data["kernels"])
-    measured: list[list[int]] = []
+    # per group: the library's measurements per step class (cheapest_walk prices the library from those of the
+    # problem's class where it has any)
     library: list[list[tuple[int, int]]] = []
     for g in [(p, s) for p in table.precisions for s in table.shapes]:
-        count = [0] * (nk + 2)
         per_class: dict[int, int] = {}
         for i, p in enumerate(points):
-            if (p["precision"], p["shape"]) != g:
-                continue
-            for a, _ in p.get("costs", []):
-                if int(a) == LIBRARY or 0 <= int(a) < nk:  # what the header reads (kCostAnswer)
-                    count[int(a) + 2] += 1
-                    if int(a) == LIBRARY:
-                        per_class[classes[i]] = per_class.get(classes[i], 0) + 1
-        measured.append(count)
+            if (p["precision"], p["shape"]) == g and any(int(a) == LIBRARY for a, _ in p.get("costs", [])):
+                per_class[classes[i]] = per_class.get(classes[i], 0) + 1
         library.append(sorted(per_class.items()))
     flat = [c for per in library for c in per]
     begin = [sum(len(per) for per in library[:i]) for i in range(len(library) + 1)]
     w(
-        f"inline constexpr int kGroupMeasured[{len(measured)}][{nk + 2}] = {{"
-        + ", ".join("{" + ", ".join(map(str, row)) + "}" for row in measured)
-        + "};  // per group, the measurements of each answer (index + 2)\n"
         f"inline constexpr unsigned long long kLibraryClass[{max(1, len(flat))}] = "
         f"{{{', '.join(f'{c}ULL' for c, _ in flat) or '0ULL'}}};  // per group, the step classes the library was measured in\n"
         f"inline constexpr int kLibraryClassCount[{max(1, len(flat))}] = {{{', '.join(str(n) for _, n in flat) or '0'}}};"
@@ -401,7 +409,7 @@ def _emit_regions(w: Callable[[str], object], table: DispatchTable) -> None:
 def _emit_lookup(w: Callable[[str], object], table: DispatchTable) -> None:
     """The lookup code and its `lookup` entry points (the sizes alone where `simple_call`)."""
     params, precisions = size_parameters(table), list(table.precisions)
-    w(cpp_text.LOOKUP.replace("NO_LIMIT", _ll(NO_LIMIT)))
+    w(cpp_text.LOOKUP.replace("NO_LIMIT", _ll(NO_LIMIT)) + cpp_index.COST + cpp_text.LOOKUP_END)
     args = ", ".join(f"long long {n}" for n in params)
     w(
         "// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2), NONE (-4) or INVALID (-3).\n"
@@ -496,18 +504,17 @@ def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisi
 
 def _emit_group_points(w, table: DispatchTable, precisions: list, shapes: list) -> None:
     """The tuned points' logs by size in group order (kGroupPoints: position g), contiguous for the distance loops,
-    and per group its positions sorted by sizes then table order (the exact point by bisection, rule 2)."""
+    and a hash table of the positions by group and sizes (the exact point, rule 2)."""
     d = table.data
     names, table_sizes = list(table.size_names), list(table.table_sizes)
     near = [names.index(n) for n in table_sizes]
     tie = [i for i in range(len(names)) if i not in near]
     order: list[int] = []
-    exact: list[int] = []
-    for g in [(p, s) for p in precisions for s in shapes]:
+    groups: list[int] = []  # per group position, its group
+    for k, g in enumerate([(p, s) for p in precisions for s in shapes]):
         members = [i for i, x in enumerate(d["points"]) if (x["precision"], x["shape"]) == g]
-        dims = [tuple(int(d["points"][i]["sizes"][n]) for n in names) for i in members]
-        exact += [len(order) + i for _, i in sorted((x, i) for i, x in enumerate(dims))]
         order += members
+        groups += [k] * len(members)
     logs = [[ilog2_fx(int(p["sizes"][n])) for n in names] for p in (d["points"][i] for i in order)]
     for name, dims_of, what in (("kGroupLogs", near, "table"), ("kGroupTieLogs", tie, "tie")):
         pad = LANES if name == "kGroupLogs" else 0  # the distance loop reads kLanes points at a time
@@ -518,9 +525,11 @@ def _emit_group_points(w, table: DispatchTable, precisions: list, shapes: list) 
             + f"  // per {what} size, ilog2_fx of the sizes of point kGroupPoints[g]\n"
         )
     w(f"inline constexpr int kLanes = {LANES};  // kGroupLogs has kLanes entries past the last point\n")
+    bits, slots = _exact_slots(groups, [[int(d["points"][i]["sizes"][n]) for n in names] for i in order])
     w(
-        f"inline constexpr int kGroupExact[{max(1, len(exact))}] = {{{', '.join(map(str, exact or [0]))}}};"
-        "  // per group, its positions g by sizes, then table order\n"
+        f"inline constexpr int kExactBits = {bits};\n"
+        f"inline constexpr int kExactSlot[{len(slots)}] = {{{','.join(map(str, slots))}}};"
+        "  // the tuned points' group positions by exact_hash of their group and sizes (-1: none)\n"
     )
     regions: list[int] = []
     begin: list[int] = []
@@ -532,3 +541,22 @@ def _emit_group_points(w, table: DispatchTable, precisions: list, shapes: list) 
         "  // region indices by group, in table order\n"
         f"inline constexpr int kGroupRegionBegin[{len(begin) + 1}] = {{{', '.join(map(str, begin + [len(regions)]))}}};\n\n"
     )
+
+
+def _exact_slots(groups: list[int], dims: list[list[int]]) -> tuple[int, list[int]]:
+    """The header's exact_point table: 2**bits slots (at least twice the points), each group position g at
+    exact_hash(group, sizes) or the next free slot (the first in table order of equal sizes), -1 where none."""
+    bits = max(3, (2 * len(dims)).bit_length())
+    slots, seen, mask = [-1] * (1 << bits), set(), (1 << 64) - 1
+    for g, (group, sizes) in enumerate(zip(groups, dims, strict=True)):
+        if (group, *sizes) in seen:
+            continue
+        seen.add((group, *sizes))
+        h = group * 0x9E3779B97F4A7C15 & mask
+        for x in sizes:
+            h = (h ^ x) * 0xBF58476D1CE4E5B9 & mask
+        h >>= 64 - bits
+        while slots[h] >= 0:
+            h = (h + 1) % len(slots)
+        slots[h] = g
+    return bits, slots

@@ -10,14 +10,14 @@ from __future__ import annotations
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
-from itertools import chain
+from functools import lru_cache
 from operator import sub
 from typing import Callable, Iterable, Iterator, Sequence
 
 KEY_BUDGET = 1 << 19  # per group: points x positions of the precomputed distance lanes (16 bytes each at 64-bit
 # lanes, 8 at 32-bit ones) at most, counted in 64-bit lanes
-BAND_POINTS = 8  # `Keys.ascending`: about this many points per band after the first
-SORT_ALL = 160  # `Keys.ascending` sorts every key of a group of this many points or fewer (cheaper than bands)
+BAND_POINTS = 8  # `Keys.bands`: about this many points per band after the first
+SORT_ALL = 160  # `Keys.bands` sorts every key of a group of this many points or fewer (cheaper than bands)
 TABLE_LIMIT, TABLE_BUDGET = 1 << 12, 1 << 18  # per size: the largest value tabulated, and times the lanes at most
 
 
@@ -88,6 +88,7 @@ class Invalid:
         return bad
 
 
+@lru_cache(maxsize=4096)
 def _band(low: int, high: int) -> bytes:
     """A `bytes.translate` table giving 1 for the byte values low..high, 0 for the others."""
     return bytes(low) + b"\1" * (high - low + 1) + bytes(255 - high)
@@ -161,6 +162,7 @@ class Keys:
         self.bits = self.shift + spans[0].bit_length()  # every key is below 2**bits
         w = self.width = lane_width(self.bits)
         self.axes: list[tuple[int, list[int], list[int], list[int], list[int]]] | None = []
+        self.spread = self.span = 0  # `bands`: a wide first band's values of the top byte; the last bands' span
         if not dims or n * sum(len({row[j] for row in rows}) + 1 for j in axes) * w // 64 > KEY_BUDGET:
             self.axes = None
             return
@@ -188,6 +190,7 @@ class Keys:
                     table.append(a * slopes[p] + offsets[p])
                 table.insert(0, table[0])  # index 0: no size is 0
             self.axes.append((d, table, coords, slopes, offsets))
+        self.spread = self.span = 0  # `bands`: a wide first band's values of the top byte; the last bands' span
 
     def packed(self, dims: Sequence[int]) -> int:
         """Every point's key at a problem (all its sizes: `dims`), lane i holding point i's."""
@@ -217,50 +220,16 @@ class Keys:
         """Every point's key at a problem (all its sizes: `dims`), in table order."""
         return unpack(self.packed(dims), self.count, self.width)
 
-    def ascending(self, packed: int, first: int = 0) -> Iterable[int]:
-        """The keys `packed` holds in ascending order (the rules' order), read lazily in bands of their top 8 bits,
-        each sorted: the first from the smallest key's band to at least `first` above the smallest key, then bands
-        of about BAND_POINTS points, so a caller that stops after the nearest few points reads and sorts little
-        more. Lanes wider than 64 bits, or SORT_ALL points or fewer: every key, sorted."""
+    def bands(self, dims: Sequence[int], wide: bool = False) -> Iterable[list[int]]:
+        """The keys at a problem in the rules' order, as bands (lists): the smallest key's top byte (`wide`: up to
+        `spread` more), then bands of about BAND_POINTS points. Lanes wider than 64 bits, or SORT_ALL points or fewer:
+        one band of every key."""
+        packed = self.packed(dims)
         if self.width > 64 or self.count <= SORT_ALL:
-            return sorted(unpack(packed, self.count, self.width))
-        keys, tops, low = self._tops(packed)
-        high = min(255, low + (first >> (self.bits - 8)) + 1 if first else low)
-        return chain.from_iterable(self._bands(keys, tops, low, high))
+            return (sorted(unpack(packed, self.count, self.width)),)
+        return self._bands(packed, wide)
 
-    def within(self, packed: int, reach: int) -> tuple[int, Iterable[list[int]]]:
-        """(inside, bands): bit 8 * i of `inside` set for every point i within `reach` (a distance, fixed point; none
-        where it is negative) of the nearest point (whose key's distance is at most the nearest's plus `reach`), and
-        the keys in ascending order as bands, each a sorted list (`ascending`). Inside is read from the keys' top
-        bytes (`bytes.translate`), without a step per point but at the last band's."""
-        if self.width > 64 or self.count <= SORT_ALL:
-            ordered = sorted(unpack(packed, self.count, self.width))
-            limit, inside = ((ordered[0] >> self.shift) + reach + 1) << self.shift, 0
-            for key in ordered if reach >= 0 else ():
-                if key >= limit:
-                    break
-                inside |= 1 << 8 * (key & self.order_mask)
-            return inside, (ordered,)
-        keys, tops, low = self._tops(packed)
-        if reach < 0:
-            return 0, self._bands(keys, tops, low, low)
-        nearest, at = None, tops.find(low)
-        while at >= 0:
-            nearest = keys[at] if nearest is None or keys[at] < nearest else nearest
-            at = tops.find(low, at + 1)
-        limit = ((nearest >> self.shift) + reach + 1) << self.shift  # type: ignore[operator]
-        edge = min(255, (limit - 1) >> (self.bits - 8))  # the top byte of the farthest key within reach
-        inside = int.from_bytes(tops.translate(_band(low, edge - 1)), "little") if edge > low else 0
-        at = tops.find(edge)
-        while at >= 0:  # in the edge's band: those within reach
-            if keys[at] < limit:
-                inside |= 1 << 8 * at
-            at = tops.find(edge, at + 1)
-        # the walk's first band: up to the edge where that holds few points, else the nearest's
-        return inside, self._bands(keys, tops, low, edge if inside.bit_count() <= 2 * BAND_POINTS else low)
-
-    def _tops(self, packed: int) -> tuple[array, bytes, int]:
-        """The keys (lanes of 32 or 64 bits), their top bytes and the smallest top byte."""
+    def _bands(self, packed: int, wide: bool) -> Iterator[list[int]]:
         step = self.width // 8
         raw = packed.to_bytes(self.count * step, "little")
         keys = array("I" if step == 4 else "Q", raw)
@@ -270,11 +239,7 @@ class Keys:
         low = 0
         while low not in tops:  # the smallest top: a C-level search per value (min() iterates in Python objects)
             low += 1
-        return keys, tops, low
-
-    def _bands(self, keys: array, tops: bytes, low: int, high: int) -> Iterator[list[int]]:
-        """The keys in ascending order, band by band of their top bytes (each a sorted list), from low..high on."""
-        width = 1
+        start, high, width = low, min(255, low + self.spread) if wide else low, 1
         while True:
             band, value = (tops, low) if low == high else (tops.translate(_band(low, high)), 1)
             found = []
@@ -283,24 +248,11 @@ class Keys:
                 found.append(keys[at])
                 at = band.find(value, at + 1)
             found.sort()
+            self.span = high - start
             yield found
             if high == 255:
                 return
-            # the next band: as wide as this one's density says for BAND_POINTS points, at most twice the last
-            # one after the first (the points get denser farther out)
+            # the next band: as wide as this one's density says for BAND_POINTS points, at most twice the last one
+            # after the first (the points get denser farther out)
             width = max(1, min(2 * width, BAND_POINTS * (high - low + 1) // max(1, len(found))))
             low, high = high + 1, min(255, high + width)
-
-    def smallest(self, packed: int) -> int:
-        """The smallest of the keys `packed` holds: read from the few lanes whose key's top 8 bits are the smallest
-        (bytes, without making an integer of every lane), else from all."""
-        step = self.width // 8
-        tops = (packed >> max(0, self.bits - 8)).to_bytes(self.count * step, "little")[::step]
-        top = min(tops)
-        if tops.count(top) > 4:  # many at the smallest top bits: all of them
-            return min(unpack(packed, self.count, self.width))
-        at, best, lane = tops.find(top), packed, (1 << self.width) - 1
-        while at >= 0:
-            best = min(best, packed >> (self.width * at) & lane)
-            at = tops.find(top, at + 1)
-        return best

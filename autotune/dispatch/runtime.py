@@ -60,18 +60,27 @@ valid nowhere but at the tuned points where it was measured (rule 2). The librar
 from __future__ import annotations
 
 import numbers
-import sys
 import warnings
-from array import array
 from typing import Any, Mapping, Sequence
 
+from autotune.dispatch.cost import (  # noqa: F401 INVALID: an answer's name, imported from here
+    GENERIC,
+    INVALID,
+    LIBRARY,
+    NONE,
+    CostRules,
+    _Group,
+    _Means,
+    parse_steps,
+    step_class,
+    step_failures,
+)
 from autotune.dispatch.features import FX_BITS, ModelLanes, cost_log_margin, ilog2_fx, model_margin
-from autotune.dispatch.lanes import Boxes, Checks, Invalid, Keys, unpack
+from autotune.dispatch.lanes import Boxes, Checks, Invalid, Keys
 
 RUNTIME_VERSION = 3  # 1: copied into generated modules; 2: imported, with the selection model (rule 4''); 3: copied
 NO_LIMIT = 1 << 62
 MAX_SIZE = (1 << 31) - 1  # sizes are C ints in most kernels' calling conventions
-GENERIC, LIBRARY, INVALID, NONE = -1, -2, -3, -4
 FALLBACKS = {"library": LIBRARY, "naive": GENERIC, "generic": GENERIC, "none": NONE}
 _INT = {int}  # the types of a problem's sizes on the fast path of Lookup.check (not bool)
 
@@ -128,110 +137,7 @@ def validity_bounds(valid: list[dict[str, int]], names: Sequence[str]) -> tuple[
     return mult, lo, hi
 
 
-def parse_steps(steps: Sequence[str], names: Sequence[str]) -> list[tuple[str, list[int], int]]:
-    """A structure's `library_steps` as (operator, size positions, value): "m,k%2" holds where every listed size is
-    a multiple of 2; "cols<=2048" and "rows<16000" compare one size. ValueError for anything else."""
-    out = []
-    for text in steps:
-        step = str(text).replace(" ", "")
-        op = "%" if "%" in step else "<=" if "<=" in step else "<" if "<" in step else None
-        left, _, right = step.partition(op) if op else ("", "", "")
-        sizes = left.split(",") if op == "%" else [left]
-        if op is None or not right.isdigit() or int(right) < 1 or not all(n in names for n in sizes):
-            raise ValueError(
-                f"unknown library step {text!r}: use SIZE[,SIZE...]%N, SIZE<=N or SIZE<N with sizes of "
-                f"{', '.join(names)} and N >= 1"
-            )
-        out.append((op, [list(names).index(n) for n in sizes], int(right)))
-    return out
-
-
-def step_class(steps: Sequence[tuple[str, list[int], int]], dims: Sequence[int]) -> int:
-    """The step class of a problem: bit i set where predicate i of `parse_steps` holds."""
-    out = 0
-    for i, (op, where, value) in enumerate(steps):
-        if op == "%":
-            holds = all(dims[d] % value == 0 for d in where)
-        elif op == "<=":
-            holds = dims[where[0]] <= value
-        else:
-            holds = dims[where[0]] < value
-        out |= int(holds) << i
-    return out
-
-
-class _Group:
-    """One (precision, shape) of a table, prepared: its tuned points' answers (rule 2), regions (rule 3), points'
-    keys and near lists (rule 4), priced measurements (rule 4') and packed models (rule 4'')."""
-
-    def __init__(self) -> None:
-        self.exact: dict[tuple[int, ...], int] = {}
-        self.near: list[list[int]] = []
-        self.near_bits: list[int] = []  # per point: its near list's kernels as bits, -1 where it holds the library
-        self.sizes: list[tuple[int, ...]] = []  # per point: its sizes
-        self.costs: list[list[tuple[int, int, int]]] = []  # per point: (cost * price, code, bit), cheapest first
-        self.priced: list[
-            list[tuple[int, int]]
-        ] = []  # the same as (cost * price, distance 0, code) in one integer, bit
-        self.measured: list[int] = []  # per point: the bits of the answers it priced
-        self.log_costs: list[list[tuple[int, int]]] = []  # per point: [(answer, ilog2_fx(cost))]
-        self.boxes: list[tuple[list[int], list[int], int]] = []
-        self.regions: Boxes | None = None
-        self.keys: Keys | None = None  # the points in the rules' order: distance, tie sizes' distance, table order
-        self.model: ModelLanes | None = None
-        self.classes: list[int] = []  # per point: its step class (library_steps)
-        self.library_classes: set[int] = set()  # the step classes where the library was measured
-        self.union = 0  # the bits of every answer priced at some point
-        self.everywhere = 0  # the lanes of the answers priced at every point (`_prepare_means`)
-        self.where: list[tuple[int, int]] = []  # the others: (lane, bit 8 * i set where point i priced it)
-        # rule 4' with K neighbours or steps (`_cheapest_mean`), per step class (-1: every class): per point, the bits
-        # of the answers whose measurement there counts; the sums and counts of log costs to start from (of every
-        # measurement, for the answers measured K times or fewer: their mean is the same everywhere); the others
-        self.counted: dict[int, list[tuple[int, int]]] = {}
-        self.start: dict[int, int] = {}
-        self.dense: dict[int, int] = {}
-
-
-MEAN_LANE = 64  # bits per answer in `_cheapest_mean`'s lanes
-_LANE = (1 << MEAN_LANE) - 1
-
-
-class _Means:
-    """The lanes of `_cheapest_mean` (MEAN_LANE bits per answer, lane j: kernel j, lane `kernels`: the library):
-    the counts' bias and top bits, the kernels' margin and ranks, and the answer of the smallest price."""
-
-    def __init__(self, kernels: int, k: int, log_margin: int) -> None:
-        self.lanes, self.k, w = kernels + 1, k, MEAN_LANE
-        self.rank_bits = self.lanes.bit_length()  # rank 0: the library, kernel j: j + 1
-        self.top = sum(1 << w * j + w - 1 for j in range(self.lanes))
-        self.bias = sum(((1 << w - 1) - k) << w * j for j in range(self.lanes))
-        self.all = sum(_LANE << w * j for j in range(self.lanes))
-        self.margin = sum(log_margin << w * j for j in range(kernels))
-        self.ranks = sum(j + 1 << w * j for j in range(kernels))
-        self.shift = k.bit_length() - 1 if k & (k - 1) == 0 else -1  # the mean of K: a shift where K is 2**shift
-        self.low = sum((_LANE >> max(0, self.shift)) << w * j for j in range(self.lanes))
-        self.valid: dict[int, int] = {}  # invalid kernels as bits -> the valid answers' lanes
-
-    def cheapest(self, sums: int, start: int, ok: int) -> int:
-        """The answer of the smallest price among the lanes `ok` (ties: the library, then the smaller index): the
-        mean of K log costs (`sums`) or the one in `start`, kernels' raised by the margin."""
-        if self.shift >= 0:
-            price = ((sums >> self.shift) & self.low) + start + self.margin
-        else:
-            raw = array("Q", sums.to_bytes(8 * self.lanes, "little"))
-            if sys.byteorder == "big":
-                raw.byteswap()
-            price = sum(v // self.k << MEAN_LANE * j for j, v in enumerate(raw)) + start + self.margin
-        value = array(
-            "Q", ((price << self.rank_bits | self.ranks) | (self.all ^ ok)).to_bytes(8 * self.lanes, "little")
-        )
-        if sys.byteorder == "big":
-            value.byteswap()
-        rank = min(value) & ((1 << self.rank_bits) - 1)
-        return rank - 1 if rank else LIBRARY
-
-
-class Lookup:
+class Lookup(CostRules):
     """A prepared table (the JSON object of dispatch.py, version 3) answering `index` and `kernel`."""
 
     def __init__(self, table: dict) -> None:
@@ -248,6 +154,7 @@ class Lookup:
         self.reach = int(round(float(structure.get("reach", 1.0)) * (1 << FX_BITS)))
         self.neighbours = int(structure.get("neighbours", 1))
         self.steps = parse_steps(structure.get("library_steps", []), self.names)
+        self._step_fails = step_failures(self.steps, self._limits)
         self.log_margin = cost_log_margin(float(structure.get("library_margin", 0.0)))
         self.model_margin = model_margin(float(structure.get("library_margin", 0.0)))
         self._rule4 = {
@@ -267,46 +174,10 @@ class Lookup:
                 g.priced = [[(c << at | code, bit) for c, code, bit in p] for p in g.costs]
             self._prepare_means(g)
         self._groups = {k: g for k, g in self._groups.items() if k[0] in self.precisions and k[1] in self.shapes}
+        for g in self._groups.values() if self.mode == "cost" else ():
+            self._calibrate(g)
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
-
-    def _prepare_means(self, g: _Group) -> None:
-        """What `_cheapest_mean` reads, in lanes of MEAN_LANE bits (lane j: the answer of bit j, the library's
-        above the kernels'): the answers priced at every point (`everywhere`), where the others were (`where`);
-        per step class, per point the answers counted there and their log costs (`counted`), the means of the
-        answers priced K times or fewer (`start`: all of them count) and the others (`dense`)."""
-        lib, w = len(self.kernels), MEAN_LANE  # the library's bit position
-        g.union = 0
-        for m in g.measured:
-            g.union |= m
-        everywhere = g.union
-        for m in g.measured:
-            everywhere &= m
-        g.everywhere = sum(_LANE << w * j for j in range(lib + 1) if everywhere >> j & 1)
-        g.where = [
-            (_LANE << w * j, sum(1 << 8 * i for i, m in enumerate(g.measured) if m >> j & 1))
-            for j in range(lib + 1)
-            if (g.union & ~everywhere) >> j & 1
-        ]
-        logs = [{(lib if a == LIBRARY else a): lc for a, lc in p} for p in g.log_costs]
-        for at in [-1, *sorted(g.library_classes)] if self.steps else [-1]:
-            counted = [m if at < 0 or c == at else m & ~(1 << lib) for m, c in zip(g.measured, g.classes, strict=True)]
-            sums, counts = [0] * (lib + 1), [0] * (lib + 1)
-            for bits, point in zip(counted, logs, strict=True):
-                for j, lc in point.items():
-                    if bits >> j & 1:
-                        sums[j] += lc
-                        counts[j] += 1
-            dense = {j for j in range(lib + 1) if counts[j] > self.neighbours}
-            lanes = g.dense[at] = sum(_LANE << w * j for j in dense)
-            g.start[at] = sum(sums[j] // counts[j] << w * j for j in range(lib + 1) if counts[j] and j not in dense)
-            g.counted[at] = [
-                (
-                    sum(1 << w * j for j in point if bits >> j & 1) & lanes,
-                    sum(lc << w * j for j, lc in point.items() if bits >> j & 1) & lanes,
-                )
-                for bits, point in zip(counted, logs, strict=True)
-            ]
 
     def _group(self, precision: str, shape: str) -> _Group:
         return self._groups.setdefault((precision, shape), _Group())
@@ -467,17 +338,14 @@ class Lookup:
 
     def _nearest(self, g: _Group, dims: tuple[int, ...]) -> int:
         """Rule 4: the first valid entry of the near list of the nearest tuned point that has one."""
-        keys = g.keys
-        if keys is None:
+        if g.keys is None:
             return self.fallback
-        bad, bits, mask = self._invalid.at(dims), g.near_bits, keys.order_mask
-        packed = keys.packed(dims)
-        key = keys.smallest(packed)  # the nearest point: where it has a valid entry, the common case
-        if not bits[key & mask] & ~bad:
-            key = next((k for k in sorted(unpack(packed, keys.count, keys.width)) if bits[k & mask] & ~bad), -1)
-            if key < 0:
-                return self.fallback
-        return _first_valid(g.near[key & mask], bad)  # type: ignore[return-value]
+        bad, bits, mask = self._invalid.at(dims), g.near_bits, g.keys.order_mask
+        for band in g.keys.bands(dims):
+            for key in band:
+                if bits[key & mask] & ~bad:
+                    return _first_valid(g.near[key & mask], bad)  # type: ignore[return-value]
+        return self.fallback
 
     def nearest(self, precision: str, shape: str, dims: tuple[int, ...]) -> int | None:
         """The position in `points[(precision, shape)]` of the tuned point nearest a problem (distance, the tie
@@ -485,7 +353,7 @@ class Lookup:
         g = self._groups.get((precision, shape))
         if g is None or g.keys is None:
             return None
-        return min(g.keys.at(dims)) & g.keys.order_mask
+        return next(iter(g.keys.bands(dims)))[0] & g.keys.order_mask
 
     def predicted_times(self, precision: str, shape: str, dims: tuple[int, ...]) -> dict[int, int]:
         """Model mode: {answer: predicted log2 time (32 fractional bits)} for every valid kernel of the group that
@@ -510,80 +378,6 @@ class Lookup:
         values = g.model.lanes(dims)
         low = min(values)
         return self.fallback if low == g.model.full else g.model.answers[values.index(low)]
-
-    def _cheapest(self, g: _Group, dims: tuple[int, ...]) -> int:
-        """Cost mode (rule 4'): each valid answer's cost at the tuned point nearest the problem where it was
-        measured (distance, then the tie sizes' distance, then table order); answers measured within `reach` of
-        the nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
-        ties: the nearer measurement, then the library, then the smaller index). The points are walked nearest
-        first (`Keys.ascending`), each giving its cheapest answer not measured nearer (`blocked`) nor invalid,
-        until the reach or until every answer measured anywhere is blocked."""
-        if g.keys is None:
-            return self.fallback
-        shift, mask = g.keys.shift, g.keys.order_mask
-        blocked, best, code, every, priced = self._invalid.at(dims), None, self._code_bits, g.measured, g.priced
-        union, limit = g.union | blocked, -1
-        for key in g.keys.ascending(g.keys.packed(dims), self.reach << shift):  # the first band: the reach
-            if limit < 0:
-                limit = ((key >> shift) + self.reach + 1) << shift  # keys below: within reach of the nearest
-            elif key >= limit:
-                break
-            measured = every[key & mask]  # per point, the cheapest answer neither invalid nor measured nearer
-            if blocked & measured != measured:
-                for price, bit in priced[key & mask]:
-                    if not blocked & bit:
-                        price |= key >> shift << code  # (price, distance, code) in one integer
-                        best = price if best is None or price < best else best
-                        break
-                blocked |= measured
-                if blocked == union:
-                    break
-        if best is None:
-            return self.fallback
-        return best % (1 << code) - 1 if best % (1 << code) else LIBRARY
-
-    def _cheapest_mean(self, g: _Group, dims: tuple[int, ...]) -> int:
-        """Cost mode with neighbours K >= 2 (rule 4'): the answers measured within `reach` of the nearest tuned
-        point compete, each priced by the mean log2 cost of its K nearest measurements; kernels' raised by
-        `log_margin`; the cheapest wins (ties: the library, then the smaller index). With `library_steps`, the
-        library's measurements count only at points of the problem's step class (where the group has one).
-
-        The competing answers: those measured at every point, and the others measured at a point within reach
-        (`Keys.within`, `_Group.where`). An answer measured K times or fewer in the group is priced from all of
-        them (`_Group.start`), the others from the first K that a walk of the points nearest first meets: every
-        answer at once, in the lanes of one integer (`_prepare_means`); the walk stops once each has its K."""
-        if g.keys is None:
-            return self.fallback
-        mask, m = g.keys.order_mask, self._mean
-        bad = self._invalid.at(dims)
-        valid = m.valid.get(bad)
-        if valid is None:  # the lanes of the valid answers, per distinct set of invalid kernels
-            valid = m.valid[bad] = sum(_LANE << MEAN_LANE * j for j in range(m.lanes) if not bad >> j & 1)
-        at = step_class(self.steps, dims) if self.steps else -1
-        at = at if at in g.dense else -1
-        ok = g.everywhere
-        inside, bands = g.keys.within(g.keys.packed(dims), self.reach if g.where else -1)
-        for lane, points in g.where:
-            if inside & points:
-                ok |= lane
-        ok &= valid
-        if not ok:
-            return self.fallback
-        need, counted, top = g.dense[at] & ok, g.counted[at], m.top
-        sums, counts = 0, m.bias & need  # a lane of counts has its top bit set once it counted K
-        for band in bands if need else ():
-            for key in band:
-                ones, costs = counted[key & mask]
-                ones &= need
-                if ones:
-                    sums += costs & need
-                    counts += ones
-                    need &= ~(((counts & top) >> (MEAN_LANE - 1)) * _LANE)
-                    if not need:
-                        break
-            if not need:
-                break
-        return m.cheapest(sums, g.start[at], ok)
 
     def kernel(self, index: int, precision: str, shape: str) -> dict:
         """The kernel record for an index; the generic kernel's record for -1 (`generic: True`); the library's for
