@@ -99,10 +99,14 @@ print(json.dumps({"answers": [a for a, _ in out], "ns": [t for _, t in out], "cl
 
 
 def committed_tables() -> list[Path]:
-    """Every dispatch.json committed under results/ (one per distinct content)."""
+    """Every dispatch.json (or .json.gz / .json.xz) committed under results/ (one per distinct table)."""
     seen: dict[str, Path] = {}
-    for path in sorted(ROOT.glob("results/**/dispatch.json")):
-        seen.setdefault(path.read_text(), path)
+    for path in sorted(
+        p
+        for pattern in ("dispatch.json", "dispatch.json.gz", "dispatch.json.xz")
+        for p in ROOT.glob(f"results/**/{pattern}")
+    ):
+        seen.setdefault(json.dumps(load_table(path).data, sort_keys=True), path)
     return sorted(seen.values())
 
 

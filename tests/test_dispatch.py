@@ -52,6 +52,24 @@ def test_json_round_trip_keeps_provenance(built, tmp_path):
     assert prov["worst_loss"] == pytest.approx(sel.worst_loss) and prov["worst_loss"] <= 0.05 + 1e-9
 
 
+def test_compressed_tables_load_and_a_broken_one_names_its_file(built, tmp_path):
+    import gzip
+    import lzma
+
+    from autotune.errors import UserError
+
+    table = built[2]
+    text = table.to_json().encode()
+    (tmp_path / "dispatch.json.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "dispatch.json.xz").write_bytes(lzma.compress(text))
+    for name in ("dispatch.json.gz", "dispatch.json.xz"):
+        assert load_table(tmp_path / name).data == json.loads(text)
+    (tmp_path / "broken.json.gz").write_bytes(text)  # plain JSON under a .gz name
+    with pytest.raises(UserError, match="not a gzip file") as err:
+        load_table(tmp_path / "broken.json.gz")
+    assert "broken.json.gz" in str(err.value)
+
+
 def test_version_is_checked():
     with pytest.raises(ValueError, match="version"):
         DispatchTable({"format": "autotune-dispatch", "version": 99})

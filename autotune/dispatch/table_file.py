@@ -197,10 +197,13 @@ class DispatchTable:
 
 
 def load_table(path: str | Path) -> DispatchTable:
-    """The table in a dispatch.json (or an xz-compressed dispatch.json.xz, as committed results keep large ones),
+    """The table in a dispatch.json (or an xz- or gzip-compressed dispatch.json.xz / .gz, as committed results keep
+    large ones),
     checked: a JSON object of this format whose points and regions name only kernels it lists (or the library, the
     generic kernel, none). Raises UserError naming the file."""
+    import gzip
     import lzma
+    import zlib
 
     from autotune.errors import UserError
 
@@ -209,9 +212,13 @@ def load_table(path: str | Path) -> DispatchTable:
         raw = Path(path).read_bytes()
         if str(path).endswith(".xz"):
             raw = lzma.decompress(raw)
+        elif str(path).endswith(".gz"):
+            raw = gzip.decompress(raw)
         data = json.loads(raw.decode("utf-8-sig"))
     except lzma.LZMAError as exc:
         raise UserError(f"not an xz file: {exc}", file=path, hint=hint) from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise UserError(f"not a gzip file: {exc}", file=path, hint=hint) from None
     except UnicodeDecodeError:
         raise UserError("not a UTF-8 text file", file=path, hint=hint) from None
     except json.JSONDecodeError as exc:
