@@ -243,9 +243,30 @@ constexpr void sort_descending(unsigned long long* buf, int n) {
   }
 }
 
+constexpr int kWalkK = kNeighbours > 1 ? kNeighbours : 1;
+// The points (into out) of the kWalkK smallest cheapest_walk keys among the group positions at[0..n) (of the
+// problem's class only, where `here_only`), from the distances of the group's points (dists, by g - begin).
+constexpr void nearest_k(const int* at, int n, int begin, const int* dists, const long long (&lb)[kTieN],
+                         bool here_only, unsigned long long here, int (&out)[kWalkK]) {
+  unsigned long long keys[kWalkK] = {};  // ascending
+  for (int i = 0; i < kWalkK; ++i) keys[i] = ~0ULL;
+  for (int i = 0; i < n; ++i) {
+    const int g = at[i];
+    if (here_only && kPointClass[kGroupPoints[g]] != here) continue;
+    const unsigned long long far = static_cast<unsigned long long>(dists[g - begin]) << kKeyDistShift;
+    if (far > keys[kWalkK - 1]) continue;  // the tie and order bits cannot bring it in
+    const unsigned long long key = far | static_cast<unsigned long long>(tie_at(g, lb)) << kKeyTieShift | (g - begin);
+    if (key >= keys[kWalkK - 1]) continue;
+    int j = kWalkK - 1;
+    for (; j > 0 && keys[j - 1] > key; --j) keys[j] = keys[j - 1];
+    keys[j] = key;
+  }
+  for (int i = 0; i < kWalkK; ++i) out[i] = kGroupPoints[begin + static_cast<int>(keys[i] & ((1ULL << kKeyTieShift) - 1))];
+}
+
 template <bool all>
 constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
-  constexpr int kK = kNeighbours > 1 ? kNeighbours : 1, kBuffer = all ? kPointsN : kListN, kScan = 8;
+  constexpr int kK = kWalkK, kBuffer = all ? kPointsN : kListN, kScan = 8;
   const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
   if (begin == end) return kFallback;
   if (!all && kIdxShift[group] < 0) return cheapest_walk<true>(group, d, lt);
@@ -316,7 +337,34 @@ constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const lo
     }
     if (n == 0 && (all || kCellReach[cell] >= kIdxAll)) break;  // every point visited
     const long long dist = static_cast<long long>(low >> kKeyDistShift);
-    if (n == 0 || (!all && e == stop && dist >= outside)) return cheapest_walk<true>(group, d, lt);
+    if (n == 0 || (!all && e == stop && dist >= outside)) {  // the list ends first: what is left, from every point
+      int dists[kPointsN + kLanes] = {};  // the group's points' distances (from the clamped logs, as the keys')
+      const long long dmin = group_distances(begin, end, q, dists);
+      if (limit < 0) limit = dmin + kReach;  // no point visited yet
+      for (int w = 0; w < kSetWords; ++w) {
+        for (unsigned long long u = undecided[w]; u; u &= u - 1) {  // competes: its nearest point is within reach
+          const int s = 64 * w + lowest_bit(u);
+          bool within = false;
+          for (int i = kSetPointBegin[sb + s]; i < kSetPointBegin[sb + s + 1] && !within; ++i)
+            within = dists[kSetPoints[i] - begin] <= limit;
+          competes[w] |= within ? u & (~u + 1) : 0;
+          counting[w] |= within ? u & (~u + 1) & wants[w] : 0;
+        }
+        undecided[w] = 0;
+        for (unsigned long long c = counting[w]; c; c &= c - 1) {  // its kNeighbours nearest, afresh
+          const int s = 64 * w + lowest_bit(c), b = kSetPointBegin[sb + s];
+          nearest_k(kSetPoints + b, kSetPointBegin[sb + s + 1] - b, begin, dists, lb, false, here, kp[s]);
+          count[s] = kK;
+        }
+        counting[w] = 0;
+      }
+      if (class_count < class_want && (competes[lw] & lbit)) {  // the library's nearest in the problem's class
+        const int b = kSetPointBegin[sb + ls];
+        nearest_k(kSetPoints + b, kSetPointBegin[sb + ls + 1] - b, begin, dists, lb, true, here, class_kp);
+        class_count = kK;
+      }
+      break;
+    }
     const int p = kGroupPoints[begin + static_cast<int>(low & ((1ULL << kKeyTieShift) - 1))];
     if (all) {  // every point read: sorted once, then the smallest is the last
       if (at >= 0) sort_descending(buf, n);
