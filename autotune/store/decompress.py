@@ -117,6 +117,21 @@ def _stream_before(f: BinaryIO, end: int) -> tuple[int, int] | None:
     return start, size
 
 
+def file_kind(path: Path, hint: str) -> str:
+    """What `path` holds by its first bytes: "sqlite", "xz", "gzip" or "other". Raises StoreError (with `hint`)
+    when it cannot be read."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}", hint=hint) from None
+    if head.startswith(XZ_MAGIC):
+        return "xz"
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    return "sqlite" if head == SQLITE_HEADER else "other"
+
+
 def _opened(src: Path) -> BinaryIO:
     """The decompressing reader of `src` by its first bytes (xz or gzip). Raises StoreError."""
     try:

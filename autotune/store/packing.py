@@ -21,7 +21,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from autotune.store.decompress import GZIP_MAGIC, SQLITE_HEADER, XZ_MAGIC, decompress_database
+from autotune.store.decompress import decompress_database, file_kind
 from autotune.store.engine import StoreError, readonly_uri
 from autotune.store.legacy_pack import TABLE as LEGACY_TABLE, restore
 
@@ -30,7 +30,7 @@ XZ_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": XZ_PRESET, "lc": 4, "lp": 0, "
 CHUNK = 1 << 20
 
 
-def _temporary(beside: Path, what: str) -> Path:
+def temporary_beside(beside: Path, what: str) -> Path:
     """A new name in the folder of `beside` (the same file system, so that a rename finishes the write)."""
     return beside.with_name(f".{beside.name}.{os.getpid()}.{os.urandom(4).hex()}.{what}")
 
@@ -45,18 +45,13 @@ def _sha256(path: Path) -> str:
 
 def _check_plain(src: Path) -> None:
     """Raise StoreError unless `src` is a plain SQLite results file that is not packed already."""
-    try:
-        with src.open("rb") as f:
-            head = f.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise StoreError(f"cannot read {src}: {exc.strerror}", hint="give the .sqlite file a sweep wrote") from None
-    if head.startswith((XZ_MAGIC, GZIP_MAGIC)):
-        kind = "xz" if head.startswith(XZ_MAGIC) else "gzip"
+    kind = file_kind(src, hint="give the .sqlite file a sweep wrote")
+    if kind in ("xz", "gzip"):
         raise StoreError(
             f"{src} is compressed already ({kind}): there is nothing to pack",
             hint="commit it as it is, or `autotune db unpack` it to get the plain file",
         )
-    if head != SQLITE_HEADER:
+    if kind != "sqlite":
         raise StoreError(f"{src} is not an SQLite database", hint="give the .sqlite file a sweep wrote")
     conn = sqlite3.connect(readonly_uri(src), uri=True)
     try:
@@ -77,8 +72,8 @@ def pack(src: Path, dst: Path) -> dict[str, Any]:
     it again before it takes the name `dst`. Returns the sizes: bytes_in (src), bytes_plain (what `dst` decompresses
     to), bytes_out. Raises StoreError (a compressed or packed `src` included)."""
     _check_plain(src)
-    plain = _temporary(dst, "sqlite")
-    packed = _temporary(dst, "part")
+    plain = temporary_beside(dst, "sqlite")
+    packed = temporary_beside(dst, "part")
     try:
         source = sqlite3.connect(readonly_uri(src), uri=True)
         copy = sqlite3.connect(plain, isolation_level=None)
@@ -120,7 +115,7 @@ def unpack(src: Path, dst: Path, replace: bool = False) -> None:
         raise StoreError(f"{dst} exists", hint="give a new file name, or --force to replace it")
     if not src.is_file():
         raise StoreError(f"no file at {src}", hint="give a .sqlite.xz results database")
-    tmp = _temporary(dst, "part")
+    tmp = temporary_beside(dst, "part")
     try:
         decompress_database(src, tmp)
         restore(tmp, shown_as=src)

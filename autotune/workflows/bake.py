@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autotune.store.decompress import GZIP_MAGIC, SQLITE_HEADER, XZ_MAGIC
+from autotune.store.decompress import file_kind
 from autotune.store.engine import StoreError
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def bake(tuning: Path, folders: Sequence[Path], out: Path, *, replace: bool = Fa
     from autotune.errors import UserError
     from autotune.space.spec import reusing_spaces
     from autotune.store.engine import database_url
-    from autotune.store.packing import unpack
+    from autotune.store.packing import temporary_beside, unpack
     from autotune.workflows.sweeps import Launch, launch_sweep
 
     if out.exists() and not replace:
@@ -95,7 +95,7 @@ def bake(tuning: Path, folders: Sequence[Path], out: Path, *, replace: bool = Fa
     if not tuning.is_file():
         raise StoreError(f"no tuning database at {tuning}", hint="give a .sqlite or .sqlite.xz results database")
     sweeps = [(validation_sweep(f), validation_database(f)) for f in folders]  # every folder checked first
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.{os.urandom(4).hex()}.part.sqlite")
+    tmp = temporary_beside(out, "part.sqlite")
     try:
         if _plain(tuning):
             _copy(tuning, tmp)
@@ -120,19 +120,13 @@ def bake(tuning: Path, folders: Sequence[Path], out: Path, *, replace: bool = Fa
 
 def _plain(path: Path) -> bool:
     """True for a plain SQLite file, False for an xz or gzip one. Raises StoreError for anything else."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}", hint="give a readable results database") from None
-    if head.startswith((XZ_MAGIC, GZIP_MAGIC)):
-        return False
-    if head != SQLITE_HEADER:
+    kind = file_kind(path, hint="give a readable results database")
+    if kind == "other":
         raise StoreError(
-            f"{path} is not a results database (neither SQLite nor xz/gzip: it starts with {head[:16]!r})",
+            f"{path} is not a results database (neither SQLite nor xz/gzip)",
             hint="give a .sqlite file a sweep wrote, or its .sqlite.xz (`autotune db pack`)",
         )
-    return True
+    return kind == "sqlite"
 
 
 def _drop_sidecars(path: Path) -> None:
