@@ -100,17 +100,28 @@ GROUPS = (
 )
 
 
-def _summary_of_database(path: Path) -> pd.DataFrame:
-    """What `autotune report` writes as summary.csv, computed from a committed results database."""
+def _summary_of_database(path: Path, spaces: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """What `autotune report` writes as summary.csv, computed from a committed results database (the best of the
+    named spaces only, where given)."""
+    from autotune.errors import UserError
     from autotune.workflows.results import load_results
 
-    return load_results(str(path), None, None).summary()
+    if spaces is None:
+        return load_results(str(path), None, None).summary()
+    frames = []
+    for space in spaces:
+        try:
+            frames.append(load_results(str(path), None, space).summary())
+        except UserError:  # no measurements of this space there
+            continue
+    best = pd.concat(frames, ignore_index=True).sort_values("speedup_vs_cublas", ascending=False)
+    return best.drop_duplicates(KEY)
 
 
-def read_source(path: Path, results: Path) -> pd.DataFrame:
-    """A summary.csv (`autotune report`), a results database (its summary, computed) or a seed reproduction's
-    fig6.csv, as KEY + instance, ms, roofline_frac, library_ms, speedup, source."""
-    frame = _summary_of_database(path) if ".sqlite" in path.name else pd.read_csv(path)
+def read_source(path: Path, results: Path, spaces: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """A summary.csv (`autotune report`), a results database (its summary, computed; of the named spaces only, where
+    given) or a seed reproduction's fig6.csv, as KEY + instance, ms, roofline_frac, library_ms, speedup, source."""
+    frame = _summary_of_database(path, spaces) if ".sqlite" in path.name else pd.read_csv(path)
     if "speedup_vs_cublas" in frame:
         frame = frame.rename(columns={"cublas_ms": "library_ms", "speedup_vs_cublas": "speedup"})
     else:  # fig6.csv of scripts/seed_repro.py: the TOL 0 table's kernel

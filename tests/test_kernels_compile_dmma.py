@@ -148,22 +148,24 @@ def test_space_serves_the_points_it_was_built_for() -> None:
 
 
 def test_committed_best_is_the_status_check_best() -> None:
-    """The SIMT instance the harness times next to the DMMA ones at each point is the committed best there, as
-    scripts/kernel_status.py reads it among the SIMT sources (same instance id, same source folder; dmma_h100 itself is
-    one of its sources since the first sweep): the parameters were copied by hand."""
+    """The SIMT instance the harness times next to the DMMA ones at each point is the best committed SIMT instance
+    there, over scripts/kernel_status.py's sources for the point's groups (the databases read for their SIMT spaces
+    only: the top-3 transfer runs hold DMMA instances too); same instance id, same source folder: the parameters were
+    copied by hand."""
     from autotune.paths import ROOT
     from autotune.space.instance import Instance
 
     ks = load_script("kernel_status")
-    fp64_groups = [g for g in ks.GROUPS if g.name.startswith(("fp32/fp64", "fixed K"))]
-    simt_only = [replace(g, others=tuple(o for o in g.others if not o.startswith("dmma_"))) for g in fp64_groups]
-    points = pd.concat([ks.group_points(ROOT / "results", g, "h100") for g in simt_only])
-    fp64 = points[(points.precision == "fp64") & (points["shape"] == "NN")]
+    results, simt = ROOT / "results", ("gemm_batched_simt", "gemm_tiny_simt")
+    groups = [g for g in ks.GROUPS if g.name.startswith(("fp32/fp64", "fixed K"))]
+    paths = {p for g in groups for s in (*g.points, *g.others) if (p := results / s.format(gpu="h100")).exists()}
+    rows = pd.concat([ks.read_source(p, results, simt) for p in sorted(paths) if "dmma_" not in p.as_posix()], ignore_index=True)
+    fp64 = rows[(rows.precision == "fp64") & (rows["shape"] == "NN")]
     for (m, n, k, batch), (space, params, source) in harness.COMMITTED_BEST.items():
-        rows = fp64[(fp64.m == m) & (fp64.n == n) & (fp64.k == k) & (fp64.batch == batch)]
-        assert len(rows), (m, n, k, batch)
-        best = rows.loc[rows["speedup"].idxmax()]  # 32^3 is in two groups (square, fixed K): the faster of the two
-        assert best["instance"] == Instance.of(space, params).id, (m, n, k, batch)
+        at = fp64[(fp64.m == m) & (fp64.n == n) & (fp64.k == k) & (fp64.batch == batch)]
+        assert len(at), (m, n, k, batch)
+        best = at.loc[at["speedup"].idxmax()]
+        assert best["instance"] == Instance.of(space, params).id, (m, n, k, batch, best["instance"], best["source"])
         assert best["source"].split("/")[0] == source, (m, n, k, batch)
 
 
