@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -159,7 +158,9 @@ def test_committed_best_is_the_status_check_best() -> None:
     results, simt = ROOT / "results", ("gemm_batched_simt", "gemm_tiny_simt")
     groups = [g for g in ks.GROUPS if g.name.startswith(("fp32/fp64", "fixed K"))]
     paths = {p for g in groups for s in (*g.points, *g.others) if (p := results / s.format(gpu="h100")).exists()}
-    rows = pd.concat([ks.read_source(p, results, simt) for p in sorted(paths) if "dmma_" not in p.as_posix()], ignore_index=True)
+    rows = pd.concat(
+        [ks.read_source(p, results, simt) for p in sorted(paths) if "dmma_" not in p.as_posix()], ignore_index=True
+    )
     fp64 = rows[(rows.precision == "fp64") & (rows["shape"] == "NN")]
     for (m, n, k, batch), (space, params, source) in harness.COMMITTED_BEST.items():
         at = fp64[(fp64.m == m) & (fp64.n == n) & (fp64.k == k) & (fp64.batch == batch)]
