@@ -252,3 +252,18 @@ def test_a_missing_or_broken_gz_is_a_clear_error(tmp_path: Path) -> None:
         r = cli("query", "SELECT 1", "--db", str(db), tmpdir=tmp_path)
         assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not [p for p in (tmp_path / gz_cache_dir().name).iterdir()]
+
+
+@pytest.mark.parametrize("suffix", [".json.gz", ".json.xz"])
+def test_emit_reads_a_compressed_dispatch_table(suffix: str, tmp_path: Path) -> None:
+    """`autotune emit` takes a compressed dispatch.json (as committed results keep large tables) as it takes the
+    plain file: the same header and module, not a 'does not hold an SQLite database' error."""
+    import lzma
+
+    plain = ROOT / "results" / "default" / "dispatch.json"
+    packed = tmp_path / f"dispatch{suffix}"
+    packed.write_bytes((gzip.compress if suffix.endswith(".gz") else lzma.compress)(plain.read_bytes()))
+    for fmt in ("cpp", "python"):
+        want, got = cli("emit", str(plain), "-f", fmt), cli("emit", str(packed), "-f", fmt)
+        assert want.returncode == 0 and got.returncode == 0, got.stderr
+        assert got.stdout == want.stdout

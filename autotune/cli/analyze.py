@@ -151,11 +151,12 @@ def emit(
     from autotune.dispatch.build import rename_sources
     from autotune.dispatch.emit import emit_cpp, emit_csv, emit_python
     from autotune.dispatch.table import load_table
+    from autotune.dispatch.table_file import is_table_file
     from autotune.workflows.results import load_results
     from autotune.workflows.tables import build_table
 
     fmt = Format(output_format(output, fmt.value if fmt else None, [f.value for f in Format], Format.json.value))
-    if source.endswith(".json"):
+    if is_table_file(source):
         table = load_table(source)
         rename_sources(table.data, include_dir)  # no absolute path of the machine that wrote it
     else:

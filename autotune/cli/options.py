@@ -47,7 +47,10 @@ def checked_method(method: str) -> str:
 
 Source = Annotated[str, typer.Argument(help="Results database (SQLite path or URL) or a measurements CSV.")]
 EmitSource = Annotated[
-    str, typer.Argument(help="Results database (SQLite path or URL), a measurements CSV, or a dispatch.json.")
+    str,
+    typer.Argument(
+        help="Results database (SQLite path or URL), a measurements CSV, or a dispatch.json (.json.xz, .json.gz too)."
+    ),
 ]
 DeviceOpt = Annotated[Optional[str], typer.Option("--device", "-d", help="GPU name or UUID in the database.")]
 SpaceOpt = Annotated[Optional[str], typer.Option("--space", help="Only this space's instances.")]

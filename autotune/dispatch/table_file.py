@@ -73,6 +73,7 @@ from autotune.dispatch.runtime import GENERIC, LIBRARY, NONE, Lookup
 FORMAT, VERSION = "autotune-dispatch", 3
 RETIRED_FORMAT = "autotune-dispatch-kind"  # the per-kind tables before version 3 (refused with a hint)
 VERSIONS = (1, 2, 3)  # versions this code reads
+TABLE_SUFFIXES = (".json", ".json.xz", ".json.gz")  # a dispatch table's file names end so (load_table reads each)
 LEGACY_SIZES = ("m", "n", "k", "batch")  # the point fields of version 1 and 2 tables
 LEGACY_TABLE_SIZES = ("m", "n", "k")  # the region fields of version 1 and 2 tables
 
@@ -194,6 +195,11 @@ class DispatchTable:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.to_json() + "\n")
         return path
+
+
+def is_table_file(path: str | Path) -> bool:
+    """Whether `path` names a dispatch table by its name (dispatch.json, or compressed .json.xz / .json.gz)."""
+    return str(path).endswith(TABLE_SUFFIXES)
 
 
 def load_table(path: str | Path) -> DispatchTable:

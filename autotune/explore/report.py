@@ -66,7 +66,9 @@ def build(
             add_table(page, find_table(path))
         what = " and ".join(w for w, ok in (("results", dbs), ("table", has_table)) if ok)
         return Built(page, what, time.perf_counter() - start)
-    if path.name.endswith(".json"):
+    from autotune.dispatch.table_file import is_table_file
+
+    if is_table_file(path.name):
         from autotune.explore.tables import add_table, find_table
 
         page = Page(f"autotune explore: {path.parent.name}/{path.name}", str(path))
