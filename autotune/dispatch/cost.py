@@ -1,7 +1,7 @@
 """Cost mode's lookup (rule 4' of runtime.py), integers only: the tuned points walked in the rules' order
 (`lanes.Keys.bands`), each answer priced by its cost at the nearest point where it was measured (`_cheapest`) or by
 the mean log cost of its K nearest measurements, with the library's counted in the problem's step class where the
-structure has `library_steps` (`_cheapest_mean`, in the lanes of `_Means`). `runtime.Lookup` takes these methods
+structure has `library_steps` (`_cheapest_mean`, in the lanes of `Means`). `runtime.Lookup` takes these methods
 from `CostRules`; the answers' names (LIBRARY, ...) are defined here and imported by runtime.py.
 
 Standard library only: every generated Python module carries a copy of this code before runtime.py's (emit.py).
@@ -58,7 +58,7 @@ def step_failures(steps: Sequence[tuple[str, list[int], int]], limits: Sequence[
     return Invalid([(tuple(bounds[op](d, v) for d in where), 1 << i) for i, (op, where, v) in enumerate(steps)], limits)
 
 
-class _Group:
+class Group:
     """One (precision, shape) of a table, prepared: its tuned points' answers (rule 2), regions (rule 3), points'
     keys and near lists (rule 4), priced measurements (rule 4') and packed models (rule 4'')."""
 
@@ -95,7 +95,7 @@ MEAN_LANE = 64  # bits per answer in `_cheapest_mean`'s lanes: a count in the to
 _LANE, _COUNT = (1 << MEAN_LANE) - 1, MEAN_LANE - 16
 
 
-class _Means:
+class Means:
     """The lanes of `_cheapest_mean` (MEAN_LANE bits per answer, lane j: kernel j, lane `kernels`: the library):
     the counts' bias (a lane's top bit is set once it counted K) and top bits, the sums' bits, the kernels' margin and
     ranks, and the answer of the smallest price."""
@@ -143,10 +143,10 @@ class CostRules:
     _code_bits: int
     _invalid: Invalid
     _step_fails: Invalid
-    _mean: _Means
-    _rule4: Callable[[_Group, tuple[int, ...]], int]
+    _mean: Means
+    _rule4: Callable[[Group, tuple[int, ...]], int]
 
-    def _prepare_means(self, g: _Group) -> None:
+    def _prepare_means(self, g: Group) -> None:
         """What `_cheapest_mean` reads, in lanes of MEAN_LANE bits (lane j: the answer of bit j, the library's
         above the kernels'): the answers priced at every point (`everywhere`), the others (`somewhere`), per point
         those it priced (`lanes`);
@@ -179,7 +179,7 @@ class CostRules:
                 for bits, point in zip(counted, logs, strict=True)
             ]
 
-    def _calibrate(self, g: _Group) -> None:
+    def _calibrate(self, g: Group) -> None:
         """The first band of a walk (`Keys.bands`): as wide as walks read at problems between two tuned points."""
         spans = []
         for a, b in zip(g.sizes[::7], g.sizes[3::7], strict=False):
@@ -188,7 +188,7 @@ class CostRules:
         if g.keys is not None and spans:
             g.keys.spread = sorted(spans)[3 * len(spans) // 4]
 
-    def _cheapest(self, g: _Group, dims: tuple[int, ...]) -> int:
+    def _cheapest(self, g: Group, dims: tuple[int, ...]) -> int:
         """Cost mode (rule 4'): each valid answer's cost at the tuned point nearest the problem where it was
         measured (distance, then the tie sizes' distance, then table order); answers measured within `reach` of
         the nearest tuned point compete; the cheapest wins (kernel costs times 1 + margin against the library's;
@@ -223,7 +223,7 @@ class CostRules:
             return self.fallback
         return best % (1 << code) - 1 if best % (1 << code) else LIBRARY
 
-    def _cheapest_mean(self, g: _Group, dims: tuple[int, ...]) -> int:
+    def _cheapest_mean(self, g: Group, dims: tuple[int, ...]) -> int:
         """Cost mode with neighbours K >= 2 (rule 4'): the answers measured within `reach` of the nearest tuned
         point compete, each priced by the mean log2 cost of its K nearest measurements; kernels' raised by
         `log_margin`; the cheapest wins (ties: the library, then the smaller index). With `library_steps`, the
@@ -232,7 +232,7 @@ class CostRules:
         The points are walked in the rules' order (`Keys.bands`), every answer at once in the lanes of one integer
         (`_prepare_means`): one measured at every point competes, another from its first measurement if that is
         within reach of the first point (`undecided` until then, or until the walk is past the reach); an answer
-        measured K times or fewer in the group is priced from all of them (`_Group.start`), the others from their
+        measured K times or fewer in the group is priced from all of them (`Group.start`), the others from their
         first K (`need` until then, counted at points of the problem's class for the library)."""
         if g.keys is None:
             return self.fallback

@@ -69,8 +69,8 @@ from autotune.dispatch.cost import (  # noqa: F401 INVALID: an answer's name, im
     LIBRARY,
     NONE,
     CostRules,
-    _Group,
-    _Means,
+    Group,
+    Means,
     parse_steps,
     step_class,
     step_failures,
@@ -161,8 +161,8 @@ class Lookup(CostRules):
             "model": self._predicted,
             "cost": self._cheapest if self.neighbours <= 1 and not self.steps else self._cheapest_mean,
         }.get(self.mode, self._nearest)
-        self._groups: dict[tuple[str, str], _Group] = {}
-        self._mean = _Means(len(self.kernels), max(1, self.neighbours), self.log_margin)
+        self._groups: dict[tuple[str, str], Group] = {}
+        self._mean = Means(len(self.kernels), max(1, self.neighbours), self.log_margin)
         self._read_points(table)
         self._read_model(table)
         for g in self._groups.values():
@@ -179,8 +179,8 @@ class Lookup(CostRules):
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
 
-    def _group(self, precision: str, shape: str) -> _Group:
-        return self._groups.setdefault((precision, shape), _Group())
+    def _group(self, precision: str, shape: str) -> Group:
+        return self._groups.setdefault((precision, shape), Group())
 
     def _read_kernels(self, table: dict) -> None:
         """The kernels, their validity bounds and checks, the library, the generic kernel and the fallback."""
@@ -336,7 +336,7 @@ class Lookup(CostRules):
                 inside ^= low
         return self._rule4(g, dims)
 
-    def _nearest(self, g: _Group, dims: tuple[int, ...]) -> int:
+    def _nearest(self, g: Group, dims: tuple[int, ...]) -> int:
         """Rule 4: the first valid entry of the near list of the nearest tuned point that has one."""
         if g.keys is None:
             return self.fallback
@@ -370,7 +370,7 @@ class Lookup(CostRules):
             if v != packed.full
         }
 
-    def _predicted(self, g: _Group, dims: tuple[int, ...]) -> int:
+    def _predicted(self, g: Group, dims: tuple[int, ...]) -> int:
         """Model mode (rule 4''): the answer with the smallest predicted time, kernels' raised by the margin (ties:
         the library, then the smaller index: the lower lane)."""
         if g.model is None:
