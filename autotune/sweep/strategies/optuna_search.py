@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import warnings
+from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -159,6 +160,19 @@ class ValidTPESampler(optuna.samplers.TPESampler):
         return self.valid.params(int(rows[int(np.argmax(acq))]))
 
 
+@dataclass(frozen=True)
+class OptunaOptions:
+    """The keywords of the Optuna strategies (`make_strategy`, `base.Strategy`'s per-point construction)."""
+
+    study: tuple[str, str] | None = None  # (database URL, study name): loaded if it exists, else created there
+    start: Sequence[Instance] = ()  # instances enqueued first (transfer from neighbouring points)
+    batch: int = 4  # instances per `ask` at most
+    startup: int | None = None  # random proposals before the model (None: STARTUP)
+    candidates: int = CANDIDATES
+    ei: int = 24  # Optuna's n_ei_candidates (tpe)
+    explore: float = EXPLORE
+
+
 class OptunaSearch(Strategy):
     """Base of the Optuna strategies; subclasses say which sampler (`sampler`)."""
 
@@ -166,42 +180,31 @@ class OptunaSearch(Strategy):
     name: ClassVar[str] = "optuna"
     needs: ClassVar[tuple[str, ...]] = ()  # Python packages the sampler imports
 
-    def __init__(
-        self,
-        instances: Sequence[Instance],
-        budget: int | None = None,
-        seed: int = 0,
-        *,
-        study: tuple[str, str] | None = None,
-        start: Sequence[Instance] = (),
-        batch: int = 4,
-        startup: int | None = None,
-        candidates: int = CANDIDATES,
-        ei: int = 24,
-        explore: float = EXPLORE,
-    ) -> None:
+    def __init__(self, instances: Sequence[Instance], budget: int | None = None, seed: int = 0, **options: Any) -> None:
+        """`options`: `OptunaOptions`' names (a TypeError names an unknown one)."""
+        o = OptunaOptions(**options)
         missing = [p for p in self.needs if importlib.util.find_spec(p) is None]
         if missing:
             raise UserError(
                 f"the {self.name} strategy needs the Python package(s) {', '.join(missing)}",
                 hint=f"pip install {' '.join(missing)}, or use --strategy tpe",
             )
-        if batch < 1:
-            raise ValueError(f"batch must be >= 1, got {batch}")
+        if o.batch < 1:
+            raise ValueError(f"batch must be >= 1, got {o.batch}")
         self.valid = ValidSet(instances)
         self.budget = len(self.valid) if budget is None else min(budget, len(self.valid))
-        self.batch = batch
-        self.candidates, self.ei, self.explore = candidates, ei, explore
+        self.batch = o.batch
+        self.candidates, self.ei, self.explore = o.candidates, o.ei, o.explore
         # random proposals before the model takes over; not a function of the budget, so that the first N
         # proposals of a run with a larger budget are those of a run with budget N (anytime)
-        n_startup = startup if startup is not None else STARTUP
+        n_startup = o.startup if o.startup is not None else STARTUP
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Optuna's ExperimentalWarning
             self.on_valid = OnValidSet(self.sampler(seed, n_startup), self.valid)
-            storage = optuna.storages.RDBStorage(study[0]) if study else None
+            storage = optuna.storages.RDBStorage(o.study[0]) if o.study else None
             self.study = optuna.create_study(
                 storage=storage,
-                study_name=study[1] if study else None,
+                study_name=o.study[1] if o.study else None,
                 sampler=self.on_valid,
                 direction="minimize",
                 load_if_exists=True,
@@ -210,7 +213,7 @@ class OptunaSearch(Strategy):
         self._queued = 0  # WAITING trials (enqueued instances, already taken from the valid set)
         self.pending: dict[Instance, optuna.Trial] = {}
         self._resume()
-        for inst in start:
+        for inst in o.start:
             row = self.valid.row_of(inst.id)
             if row is not None and self.valid.free[row]:
                 self.study.enqueue_trial(self.valid.params(row), user_attrs={"instance_id": inst.id})
