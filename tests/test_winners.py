@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from autotune.dispatch.loo import leave_one_out
-from autotune.analysis.winners import Criteria, instance_points, perf_matrix, winners, winners_frame, with_point_key
+from autotune.analysis.winners import Criteria, perf_matrix, winners, winners_frame, with_point_key
 from autotune.problems.gemm.synthetic import synthetic_measurements
 
 
@@ -100,13 +100,6 @@ def test_spread_rule_accepts_overlapping_intervals_only_when_enabled():
     assert strict.accepted[0].tolist() == [True, False, False]
     assert tied.accepted[0].tolist() == [True, True, False]  # 1.03 * 0.98 <= 1.00 * 1.02
     assert tied.tied[0].tolist() == [True, True, False]
-
-
-def test_instance_points_counts_accepted_points():
-    df = frame({("a", 8): 1.0, ("a", 16): 1.0, ("b", 8): 1.01, ("b", 16): 2.0})
-    ip = instance_points(winners(perf_matrix(df), Criteria(bk=10, tol=0.05)))
-    assert ip.iloc[0]["instance_id"] == "a" and ip.iloc[0]["points"] == 2
-    assert ip.set_index("instance_id").loc["b", "points"] == 1
 
 
 def test_synthetic_sweep_is_deterministic_and_recorded_like():

@@ -315,22 +315,3 @@ def winners_frame(w: Winners) -> pd.DataFrame:
         accepted=w.accepted[rows, cols],
     )
     return out.sort_values(["precision", "shape", *w.matrix.layout.sizes, "rank"], kind="stable").reset_index(drop=True)
-
-
-def instance_points(w: Winners) -> pd.DataFrame:
-    """Per kernel (instance, precision, shape): the points where it is accepted, most frequent first."""
-    rows, cols = np.nonzero(w.accepted)
-    pts = w.matrix.points.iloc[rows]
-    frame = pd.DataFrame(
-        {
-            "instance_id": w.matrix.instances[cols],
-            "precision": pts["precision"].to_numpy(),
-            "shape": pts["shape"].to_numpy(),
-            "point_key": pts["point_key"].to_numpy(),
-            "loss": w.loss[rows, cols],
-        }
-    )
-    out = frame.groupby(["instance_id", "precision", "shape"], as_index=False).agg(
-        points=("point_key", "size"), mean_loss=("loss", "mean"), point_keys=("point_key", ";".join)
-    )
-    return out.sort_values(["points", "mean_loss", "instance_id"], ascending=[False, True, True]).reset_index(drop=True)
