@@ -5,8 +5,6 @@ cpp_text.LOOKUP_END)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from autotune.dispatch.features import ilog2_fx
 from autotune.dispatch.runtime import LIBRARY, MAX_SIZE
 from autotune.dispatch.table import DispatchTable
@@ -24,27 +22,24 @@ def _de_bruijn() -> list[int]:
     return table
 
 
-@dataclass
 class _Index:
     """emit_index's arrays, filled group by group (`_add_sets`, `_add_grid`)."""
 
-    point_sets: list[list[int]]  # per point, its group's sets
-    shift: list[int] = field(default_factory=list)  # per group (-1: no grid)
-    lo: list[list[int]] = field(default_factory=list)
-    hi: list[list[int]] = field(default_factory=list)
-    stride: list[list[int]] = field(default_factory=list)
-    cell_begin: list[int] = field(default_factory=lambda: [0])
-    list_g: list[int] = field(default_factory=list)
-    list_begin: list[int] = field(default_factory=lambda: [0])
-    reach: list[int] = field(default_factory=list)
-    # per cell, the sets that may compete there (bit k: the group's set k)
-    masks: list[int] = field(default_factory=list)
-    set_begin: list[int] = field(default_factory=lambda: [0])
-    set_size: list[int] = field(default_factory=list)
-    answer_set: list[list[int]] = field(default_factory=list)
-    set_points: list[list[int]] = field(default_factory=list)  # per set, its points' group positions
-    position: int = 0  # the group position of the group's first point (kGroupPoints)
-    largest: int = 1  # the most points a group has
+    def __init__(self, points: int) -> None:
+        self.point_sets: list[list[int]] = [[] for _ in range(points)]  # per point, its group's sets
+        self.shift: list[int] = []  # per group (-1: no grid); lo, hi, stride: per group and table size
+        self.lo: list[list[int]] = []
+        self.hi: list[list[int]] = []
+        self.stride: list[list[int]] = []
+        self.cell_begin, self.list_begin, self.set_begin = [0], [0], [0]
+        self.list_g: list[int] = []
+        self.reach: list[int] = []
+        self.masks: list[int] = []  # per cell, the sets that may compete there (bit k: the group's set k)
+        self.set_size: list[int] = []
+        self.answer_set: list[list[int]] = []
+        self.set_points: list[list[int]] = []  # per set, its points' group positions
+        self.position = 0  # the group position of the group's first point (kGroupPoints)
+        self.largest = 1  # the most points a group has
 
 
 def emit_index(w, table: DispatchTable) -> None:
@@ -63,16 +58,15 @@ def emit_index(w, table: DispatchTable) -> None:
     measured = [
         sorted({int(a) for a, _ in p.get("costs", []) if int(a) == LIBRARY or 0 <= int(a) < nk}) for p in points
     ]
-    ix = _Index(point_sets=[[] for _ in points])
+    ix = _Index(len(points))
     span = round(float(st.get("reach", 1.0)) * 65536)
     for g in [(p, s) for p in table.precisions for s in table.shapes]:
         members = [i for i, x in enumerate(points) if (x["precision"], x["shape"]) == g]
         ix.largest = max(ix.largest, len(members))
-        sets = _add_sets(ix, members, measured, nk)
+        local_sets = _add_sets(ix, members, measured, nk)
         if use and members:
-            local = {i: k for k, i in enumerate(members)}
             sizes = [[int(points[i]["sizes"][n]) for n in table.table_sizes] for i in members]
-            _add_grid(ix, sizes, [[local[i] for i in at] for at in sets], span)
+            _add_grid(ix, sizes, local_sets, span)
         else:
             ix.shift.append(-1)
             for array in (ix.lo, ix.hi, ix.stride):
@@ -82,8 +76,8 @@ def emit_index(w, table: DispatchTable) -> None:
     _write_index(w, table, ix, use)
 
 
-def _add_sets(ix: _Index, members: list[int], measured: list[list[int]], nk: int) -> dict[tuple[int, ...], list[int]]:
-    """A group's answers in sets measured at the same points (its points in table order -> its answers)."""
+def _add_sets(ix: _Index, members: list[int], measured: list[list[int]], nk: int) -> list[list[int]]:
+    """A group's answers in sets measured at the same points; per set, its points' positions in the group."""
     local = {i: k for k, i in enumerate(members)}  # table order -> position in the group
     sets: dict[tuple[int, ...], list[int]] = {}
     for a in sorted({a for i in members for a in measured[i]}):
@@ -98,7 +92,7 @@ def _add_sets(ix: _Index, members: list[int], measured: list[list[int]], nk: int
             ix.point_sets[i].append(k)
     ix.answer_set.append(row)
     ix.set_begin.append(ix.set_begin[-1] + len(sets))
-    return sets
+    return [[local[i] for i in at] for at in sets]
 
 
 def _add_grid(ix: _Index, sizes: list[list[int]], local_sets: list[list[int]], span: int) -> None:
@@ -118,7 +112,6 @@ def _add_grid(ix: _Index, sizes: list[list[int]], local_sets: list[list[int]], s
     ix.hi.append([int(x) for x in gmax] or [0])
     ix.stride.append([int(np.prod(count[j + 1 :])) for j in range(ntab)] or [0])
     order = np.arange(len(sizes))
-    local_sets = [np.array(at) for at in local_sets]
     for cell in np.ndindex(*[int(c) for c in count]):
         centre = gmin + (np.array(cell, np.int64) << s) + ((1 << s) >> 1)
         pd = np.abs(logs - centre).sum(1) if ntab else np.zeros(len(sizes), np.int64)
