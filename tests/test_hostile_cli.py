@@ -71,10 +71,14 @@ def test_a_tol_given_as_a_percent_is_one_line(tmp_path: Path, args: tuple[str, .
         (("report", str(EXAMPLE_DB), "--method", "optimal", "-o", "{tmp}/rep"), "no such kernel-set reduction"),
         (("analyze", str(EXAMPLE_DB), "--bks", "1e999"), "--bks = '1e999' is not a whole number"),
         (("analyze", str(EXAMPLE_DB), "--bks", "10,-1"), "--bks = '-1' is not a whole number"),
+        (("emit", str(EXAMPLE_DB), "--bk", "-1"), "--bk = -1 is not a whole number of at least 0"),
+        (("report", str(EXAMPLE_DB), "--bk", "-3", "-o", "{tmp}/rep"), "--bk = -3 is not a whole number"),
+        (("emit", str(EXAMPLE_DB), "--bk", str(10**30)), "--bk = 1000000000000000000000000000000 is not"),
     ],
 )
 def test_a_method_or_bk_that_is_not_one_is_one_line(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
-    """--method foo was a ValueError traceback after the database was read, --bks 1e999 an OverflowError."""
+    """--method foo was a ValueError traceback after the database was read, --bks 1e999 an OverflowError, --bk -1 a
+    ValueError traceback ('BK must be >= 1') after the database was read."""
     one_line(cli(*(a.format(tmp=tmp_path) for a in args), cwd=tmp_path), words)
     assert not list(tmp_path.iterdir())
 

@@ -36,6 +36,14 @@ def checked_bks(text: str) -> str:
     return text
 
 
+def checked_bk(value: int) -> int:
+    """--bk's callback: a whole number >= 0 (0: all), checked before any database is read (-1 was a ValueError
+    traceback after the analysis started)."""
+    from autotune.untrusted import number
+
+    return int(number(value, name="--bk", integer=True, lo=0, example="10 (0: all)"))
+
+
 def checked_method(method: str) -> str:
     """--method's callback: a kernel-set reduction by name (an unknown one was a ValueError traceback)."""
     if method not in METHODS:
@@ -54,7 +62,7 @@ EmitSource = Annotated[
 ]
 DeviceOpt = Annotated[Optional[str], typer.Option("--device", "-d", help="GPU name or UUID in the database.")]
 SpaceOpt = Annotated[Optional[str], typer.Option("--space", help="Only this space's instances.")]
-BkOpt = Annotated[int, typer.Option("--bk", help="Best instances kept per test point (0: all).")]
+BkOpt = Annotated[int, typer.Option("--bk", callback=checked_bk, help="Best instances kept per test point (0: all).")]
 TolOpt = Annotated[
     float, typer.Option("--tol", callback=tol_callback, help="Accepted loss against the best (0.05 = 5%).")
 ]
