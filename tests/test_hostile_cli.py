@@ -151,6 +151,41 @@ def test_a_database_where_the_sweep_config_goes_is_one_line(tmp_path: Path) -> N
     assert "an SQLite database" in one_line(cli("sweep", str(plain), cwd=tmp_path))
 
 
+# ------------------------------------------------------------------------------------- a --validity file that is not one
+VALIDITY = [
+    (b"", "not valid JSON"),
+    (bytes(range(256)) * 4, "not a text file"),
+    (b"[1, 2]", "a validity file is a JSON object, not list"),
+    (b'{"transpose_tiled": {"min_rows": 8}}', "a list of predicate objects expected"),
+    (b'{"transpose_tiled": [{"rows_multiple_of": 0}]}', "rows_multiple_of = 0 is not a whole number of at least 1"),
+    (b'{"transpose_tiled": [{"max_rows": "abc"}]}', "max_rows = 'abc' is not a whole number"),
+    (b'{"transpose_tiled": [{"max_rows": 1e999}]}', "max_rows = inf is not a whole number"),
+    (b'{"transpose_tiled": [{"bogus": 3}]}', "unknown validity predicate 'bogus'"),
+    (b"[" * 100_000 + b"]" * 100_000, "JSON nested too deep"),
+]
+
+
+@pytest.mark.parametrize("data, words", VALIDITY, ids=range(len(VALIDITY)))
+def test_a_validity_file_that_is_not_one_is_one_line(tmp_path: Path, data: bytes, words: str) -> None:
+    """--validity was read by json.loads and used unchecked: a traceback for each of these (JSONDecodeError,
+    UnicodeDecodeError, AttributeError, ZeroDivisionError for a multiple of 0, ValueError, RecursionError)."""
+    f = tmp_path / "valid.json"
+    f.write_bytes(data)
+    out = tmp_path / "t.cuh"
+    r = cli("emit", str(EXAMPLE_DB), "--validity", str(f), "-o", str(out), real=data.startswith(b"[["), cwd=tmp_path)
+    assert "valid.json" in one_line(r, words)
+    assert not out.exists()
+
+
+def test_a_validity_file_naming_nothing_measured_warns(tmp_path: Path) -> None:
+    """A name that is neither an instance nor a space of the database applied nowhere, without a word."""
+    f = tmp_path / "valid.json"
+    f.write_text('{"transpose_typo": [{"min_rows": 8}]}')
+    r = cli("emit", str(EXAMPLE_DB), "--validity", str(f), "-o", str(tmp_path / "t.json"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "neither an instance nor a space of the measurements" in r.stderr and "'transpose_typo'" in r.stderr
+
+
 # ---------------------------------------------------------------------------- a CSV that is not a measurements table
 CSVS = [
     (b"a,b\n1,2\n", 1, "no column instance_id"),

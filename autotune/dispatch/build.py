@@ -255,9 +255,63 @@ class Built:
         return (self.table, self.winners)[i]
 
 
+VALIDITY_HINT = 'write a JSON object {"INSTANCE_ID or SPACE": [{"m_multiple_of": 8}, {"max_k": 256}]}'
+
+
+def read_validity(path: Path, sizes: tuple[str, ...], names: set[str]) -> dict[str, list[dict[str, int]]]:
+    """The --validity file: a JSON object mapping an instance id or a space name to a list of predicates, each an
+    object of `<size>_multiple_of`, `min_<size>` or `max_<size>` keys over `sizes` with whole-number values (a
+    multiple of at least 1). Raises UserError naming the file (and the entry); warns once for the names that are
+    neither an instance nor a space of the measurements (`names`), since their predicates apply nowhere."""
+    from autotune.errors import UserError
+    from autotune.untrusted import number
+    from autotune.yamlfile import read_text
+
+    text = read_text(path, hint=VALIDITY_HINT)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"not valid JSON: {exc.msg}", file=path, line=exc.lineno, hint=VALIDITY_HINT) from None
+    except RecursionError:
+        raise UserError("JSON nested too deep", file=path, hint=VALIDITY_HINT) from None
+    if not isinstance(data, dict):
+        raise UserError(f"a validity file is a JSON object, not {type(data).__name__}", file=path, hint=VALIDITY_HINT)
+    keys = [f"{s}_multiple_of" for s in sizes] + [f"{b}_{s}" for b in ("min", "max") for s in sizes]
+    out: dict[str, list[dict[str, int]]] = {}
+    for name, preds in data.items():
+        if not isinstance(preds, list) or not all(isinstance(p, dict) for p in preds):
+            raise UserError(f"{name!r}: a list of predicate objects expected", file=path, hint=VALIDITY_HINT)
+        checked = []
+        for pred in preds:
+            for key, value in pred.items():
+                if key not in keys:
+                    raise UserError(
+                        f"{name!r}: unknown validity predicate {key!r}",
+                        file=path,
+                        hint=f"use one of {', '.join(keys)}",
+                    )
+                lo = 1 if key.endswith("_multiple_of") else 0
+                checked.append({key: int(number(value, name=f"{path}: {name!r}: {key}", integer=True, lo=lo))})
+        out[name] = checked
+    unknown = sorted(set(out) - names)
+    if unknown:
+        warnings.warn(
+            f"{path}: {len(unknown)} name(s) neither an instance nor a space of the measurements, their predicates "
+            f"apply nowhere: {', '.join(map(repr, unknown[:5]))}",
+            stacklevel=2,
+        )
+    return out
+
+
 def info_source(loaded: Any, validity_path: Path | None, include_dir: Path | None = None) -> Mapping:
     """Kernel records for any instance of the measurements (see KernelInfoSource)."""
-    validity = json.loads(validity_path.read_text()) if validity_path else {}
+    validity = {}
+    if validity_path:
+        frame = loaded.frame
+        names = set(frame["instance_id"].astype(str)) | (
+            set(frame["space"].astype(str)) if "space" in frame.columns else set()
+        )
+        validity = read_validity(validity_path, tuple(loaded.layout.sizes), names)
     if "space" in loaded.frame.columns:
         return KernelInfoSource(loaded.frame, validity, layout=loaded.layout, include_dir=include_dir)
     return {
