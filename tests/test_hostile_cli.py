@@ -186,6 +186,48 @@ def test_a_validity_file_naming_nothing_measured_warns(tmp_path: Path) -> None:
     assert "neither an instance nor a space of the measurements" in r.stderr and "'transpose_typo'" in r.stderr
 
 
+# ------------------------------------------------------------------------------ a file that is not an SQLite database
+NOT_SQLITE = [
+    (bytes(range(256)) * 16, "is not an SQLite database (its first bytes are"),
+    (b"name: x\n", "is not an SQLite database (its first bytes are"),
+    (EXAMPLE_DB.read_bytes(), "is not an SQLite database: it is xz-compressed"),
+]
+DB_COMMANDS = [
+    ("analyze", "{db}"),
+    ("emit", "{db}", "-o", "{tmp}/t.json"),
+    ("query", "SELECT 1", "--db", "{db}"),
+    ("db", "upgrade", "{db}"),
+    ("sweep", str(ROOT / "configs" / "default.yaml"), "--replay", str(EXAMPLE_DB), "--db", "{db}"),
+]
+
+
+@pytest.mark.parametrize("command", DB_COMMANDS, ids=lambda c: c[0] if c[0] != "db" else "db upgrade")
+@pytest.mark.parametrize("data, words", NOT_SQLITE, ids=["binary", "text", "xz"])
+def test_a_file_that_is_not_an_sqlite_database_is_one_line(
+    tmp_path: Path, command: tuple[str, ...], data: bytes, words: str
+) -> None:
+    """Said 'cannot open database ...: file is not a database' with the hint 'check that the directory exists and
+    that you may write the file' (misleading), `query "SELECT 1"` printed 1, `db upgrade` was a DatabaseError
+    traceback; the file is left as it was."""
+    db = tmp_path / "results.sqlite"
+    db.write_bytes(data)
+    r = cli(*(a.format(db=db, tmp=tmp_path) for a in command), real=command[0] == "sweep", cwd=tmp_path)
+    assert "results.sqlite" in one_line(r, words)
+    assert db.read_bytes() == data
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["results.sqlite"]
+
+
+@pytest.mark.parametrize("where", ["missing.sqlite", "no_folder/x.sqlite", "a_folder", "sqlite:///{tmp}/no/x.sqlite"])
+def test_db_upgrade_of_no_database_is_one_line_and_makes_none(tmp_path: Path, where: str) -> None:
+    """A missing file was created (an empty database) and called 'not an autotune results database'; a folder or a
+    missing folder was an OperationalError traceback."""
+    (tmp_path / "a_folder").mkdir()
+    target = where.format(tmp=tmp_path) if "://" in where else str(tmp_path / where)
+    one_line(cli("db", "upgrade", target, cwd=tmp_path), "no SQLite database at", "nothing to upgrade")
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["a_folder"]
+    assert not list((tmp_path / "a_folder").iterdir())
+
+
 # ---------------------------------------------------------------------------- a CSV that is not a measurements table
 CSVS = [
     (b"a,b\n1,2\n", 1, "no column instance_id"),

@@ -336,12 +336,38 @@ def readonly_uri(path: str | Path) -> str:
     return uri
 
 
+def check_sqlite_file(path: str | Path) -> None:
+    """StoreError when the file at `path` holds something other than an SQLite database (by its first bytes: a
+    compressed database under a plain name, a text or binary file of another kind). A missing or empty file passes
+    (SQLite makes an empty file a database), as does one that cannot be read (SQLite says why)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return
+    if not head or head == b"SQLite format 3\x00":
+        return
+    if head.startswith((b"\xfd7zXZ\x00", b"\x1f\x8b")):
+        kind, suffix = ("xz", ".xz") if head.startswith(b"\xfd") else ("gzip", ".gz")
+        raise StoreError(
+            f"{path} is not an SQLite database: it is {kind}-compressed",
+            hint=f"name it {Path(path).name}{suffix} (read as it is), or `autotune db unpack` it to a plain file",
+        )
+    raise StoreError(
+        f"{path} is not an SQLite database (its first bytes are {head[:8]!r})",
+        hint="give the .sqlite (or .sqlite.xz) file a sweep wrote, or a new file name to create one",
+    )
+
+
 def make_engine(url: str, readonly: bool = False) -> Engine:
     """An engine for `url`: SQLite gets WAL + busy timeout (or a read-only connection that leaves no files, see `readonly_uri`, when `readonly`),
-    PostgreSQL gets read-only transactions by default when `readonly`."""
+    PostgreSQL gets read-only transactions by default when `readonly`. Raises StoreError for an SQLite file that is
+    not a database (`check_sqlite_file`)."""
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
         path = sqlite_path(url)
+        if path is not None:
+            check_sqlite_file(path)
         if readonly:
             if path is None:
                 raise StoreError(f"cannot open {url} read-only", hint="give the path of an SQLite file")

@@ -34,6 +34,7 @@ from autotune.store.engine import (
     publish_copy,
     readonly_uri,
     remember_gz_copy,
+    sqlite_path,
     verified_copy,
 )
 from autotune.store.version import SCHEMA_VERSION
@@ -186,6 +187,11 @@ def upgrade(url: str, sql: bool = False) -> Upgrade:
     Raises StoreError (not an autotune database) or SchemaVersionError (newer, or no path)."""
     from alembic import command
 
+    path = sqlite_path(url)
+    if path is not None and not Path(path).is_file():  # SQLite would make a new file there (or fail: a folder)
+        raise StoreError(
+            f"no SQLite database at {path}", hint="give the results database of a sweep: there is nothing to upgrade"
+        )
     engine = make_engine(url, readonly=sql and make_url(url).get_backend_name() == "sqlite")
     if engine.dialect.name == "sqlite" and not sql:
 
