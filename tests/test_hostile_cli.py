@@ -151,6 +151,28 @@ def test_a_database_where_the_sweep_config_goes_is_one_line(tmp_path: Path) -> N
     assert "an SQLite database" in one_line(cli("sweep", str(plain), cwd=tmp_path))
 
 
+# --------------------------------------------------------------------------------- counts and seeds below their range
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("space", "list", "gemm_naive", "--sample", "-1"), "'--sample'"),
+        (("space", "list", "gemm_naive", "--sample", "3", "--seed", "-1"), "'--seed'"),
+        (("sweep", str(ROOT / "configs" / "default.yaml"), "--seed", "-1"), "'--seed'"),
+        (("sweep", str(ROOT / "configs" / "default.yaml"), "--max-instances", "-5"), "'--max-instances'"),
+    ],
+)
+def test_a_count_or_seed_below_its_range_is_refused_before_any_work(tmp_path: Path, args: tuple, words: str) -> None:
+    """space list --sample -1 and --seed -1, sweep --seed -1 were numpy ValueError tracebacks (the sweep's after its
+    database was made); sweep --max-instances -5 measured all but the last 5 of the config's 300 instances, exit 0
+    (a config's `max_instances: -5` and `seed: -1` were refused at their line already)."""
+    db = tmp_path / "s.sqlite"
+    extra = ("--replay", str(ROOT / "results" / "default" / "default.sqlite.xz"), "--db", str(db), "--quiet")
+    r = cli(*args, *(extra if args[0] == "sweep" else ()), real=args[0] == "sweep", cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
+    assert "Traceback" not in r.stderr and words in r.stderr and "Invalid value" in r.stderr, r.stderr[-3000:]
+    assert not list(tmp_path.iterdir())
+
+
 # ------------------------------------------------------------------------------------- a --validity file that is not one
 VALIDITY = [
     (b"", "not valid JSON"),

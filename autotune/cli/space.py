@@ -165,8 +165,8 @@ def list_(
     where_expr: Annotated[
         Optional[str], typer.Option("--where", help="Keep rows where EXPR holds, e.g. 'BLK_M >= 32'.")
     ] = None,
-    sample: Annotated[Optional[int], typer.Option(help="Random sample of N instances.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of --sample.")] = 0,
+    sample: Annotated[Optional[int], typer.Option(min=1, help="Random sample of N instances.")] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of --sample.")] = 0,
     device: DeviceOpt = None,
     precision: PrecisionOpt = None,
     no_soft: NoSoftOpt = False,

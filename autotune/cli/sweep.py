@@ -136,11 +136,13 @@ def sweep(
     max_instances: Annotated[
         Optional[int],
         typer.Option(
-            help="Measure at most this many instances per space. Overrides the config's top-level max_instances (a space entry's own max_instances still applies)."
+            min=1,
+            help="Measure at most this many instances per space. Overrides the config's top-level max_instances (a space entry's own max_instances still applies).",
         ),
     ] = None,
     seed: Annotated[
-        Optional[int], typer.Option(help="Seed of the random and model-based strategies. Overrides the config.")
+        Optional[int],
+        typer.Option(min=0, help="Seed of the random and model-based strategies. Overrides the config."),
     ] = None,
     replay: Annotated[
         Optional[str], typer.Option(help="Take measurements from this recorded database URL instead of a GPU.")
