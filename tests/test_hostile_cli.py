@@ -151,6 +151,17 @@ def test_a_database_where_the_sweep_config_goes_is_one_line(tmp_path: Path) -> N
     assert "an SQLite database" in one_line(cli("sweep", str(plain), cwd=tmp_path))
 
 
+# ------------------------------------------------------------------------------ a dispatch table nested too deep
+@pytest.mark.parametrize("command", [("emit", "{f}", "-f", "cpp"), ("validate", "{f}", "--random", "3", "-o", "val")])
+def test_a_dispatch_table_nested_too_deep_is_one_line(tmp_path: Path, command: tuple) -> None:
+    """JSON nested 100,000 deep was a RecursionError traceback from json.loads in load_table."""
+    f = tmp_path / "dispatch.json"
+    f.write_text("[" * 100_000 + "]" * 100_000)
+    r = cli(*(a.format(f=f) for a in command), real=True, cwd=tmp_path)
+    assert "dispatch.json" in one_line(r, "nested too deep")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dispatch.json"]
+
+
 # --------------------------------------------------------------------------------- counts and seeds below their range
 @pytest.mark.parametrize(
     "args, words",

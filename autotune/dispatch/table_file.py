@@ -229,6 +229,8 @@ def load_table(path: str | Path) -> DispatchTable:
         raise UserError("not a UTF-8 text file", file=path, hint=hint) from None
     except json.JSONDecodeError as exc:
         raise UserError(f"not valid JSON: {exc.msg}", file=path, line=exc.lineno, hint=hint) from None
+    except RecursionError:  # arrays or objects nested thousands deep: no table is
+        raise UserError("JSON nested too deep to be a dispatch table", file=path, hint=hint) from None
     if isinstance(data, dict) and data.get("format") == RETIRED_FORMAT:
         raise UserError(
             f"a table of the retired per-kind format ({RETIRED_FORMAT})",
