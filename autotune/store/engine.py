@@ -340,15 +340,17 @@ def check_sqlite_file(path: str | Path) -> None:
     """StoreError when the file at `path` holds something other than an SQLite database (by its first bytes: a
     compressed database under a plain name, a text or binary file of another kind). A missing or empty file passes
     (SQLite makes an empty file a database), as does one that cannot be read (SQLite says why)."""
+    from autotune.store.decompress import GZIP_MAGIC, SQLITE_HEADER, XZ_MAGIC
+
     try:
         with open(path, "rb") as f:
-            head = f.read(16)
+            head = f.read(len(SQLITE_HEADER))
     except OSError:
         return
-    if not head or head == b"SQLite format 3\x00":
+    if not head or head == SQLITE_HEADER:
         return
-    if head.startswith((b"\xfd7zXZ\x00", b"\x1f\x8b")):
-        kind, suffix = ("xz", ".xz") if head.startswith(b"\xfd") else ("gzip", ".gz")
+    if head.startswith((XZ_MAGIC, GZIP_MAGIC)):
+        kind, suffix = ("xz", ".xz") if head.startswith(XZ_MAGIC) else ("gzip", ".gz")
         raise StoreError(
             f"{path} is not an SQLite database: it is {kind}-compressed",
             hint=f"name it {Path(path).name}{suffix} (read as it is), or `autotune db unpack` it to a plain file",
