@@ -184,6 +184,40 @@ def test_a_count_or_seed_below_its_range_is_refused_before_any_work(tmp_path: Pa
     assert not list(tmp_path.iterdir())
 
 
+# ------------------------------------------------------------------------------------- --generic that is not an instance
+GEMM_DB = str(ROOT / "results" / "default" / "default.sqlite.xz")
+
+
+@pytest.mark.parametrize(
+    "generic, words, known_after_reading",
+    [
+        ("garbage", "--generic 'garbage' is not NAME=VALUE", False),
+        ("=3", "--generic '=3' is not NAME=VALUE", False),
+        ("BLOCK_X=1e999,BLOCK_Y=4", "--generic BLOCK_X = '1e999' is not a whole number", False),
+        ("BLOCK_X=32,BLOCK_X=32", "BLOCK_X is given twice", False),
+        ("FOO=1", "FOO is not a parameter of gemm_naive; no value for BLOCK_X", True),
+        ("BLOCK_X=32", "no value for BLOCK_Y", True),
+        ("BLOCK_X=33,BLOCK_Y=4", "BLOCK_X = 33 is not one of its values", True),
+    ],
+)
+def test_a_generic_that_is_not_an_instance_of_the_generic_space_is_one_line(
+    tmp_path: Path, generic: str, words: str, known_after_reading: bool
+) -> None:
+    """`emit --generic garbage` and `--generic FOO=1` warned 'generic kernel gemm_naive without name expressions: not
+    enough values to unpack (expected 2, got 1)' and wrote the table, exit 0. Text that is not NAME=VALUE,... is
+    refused before the database is read (here: there is none); names and values once the kind's space is known."""
+    out = tmp_path / "t.json"
+    source = GEMM_DB if known_after_reading else str(tmp_path / "missing.sqlite")
+    r = cli("emit", source, "--generic", generic, "-o", str(out), real=generic == "garbage", cwd=tmp_path)
+    one_line(r, words, "what to do:")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_generic_for_a_kind_without_a_generic_kernel_warns(tmp_path: Path) -> None:
+    r = cli("emit", str(EXAMPLE_DB), "--generic", "BLOCK_X=16,BLOCK_Y=8", "-o", "t.json", cwd=tmp_path)
+    assert r.returncode == 0 and "the kind transpose has no generic kernel; ignored" in r.stderr, r.stderr[-3000:]
+
+
 # ---------------------------------------------------------------------------------- a command line that does not parse
 @pytest.mark.parametrize(
     "args, words, command",

@@ -44,6 +44,15 @@ def checked_bk(value: int) -> int:
     return int(number(value, name="--bk", integer=True, lo=0, example="10 (0: all)"))
 
 
+def checked_generic(text: str) -> str:
+    """--generic's callback: NAME=VALUE,... with whole values, checked before any database is read (the names and
+    values against the generic kernel's space once the kind is known: `dispatch.build.generic_kernel`)."""
+    from autotune.untrusted import assignments
+
+    assignments(text, name="--generic", example="BLOCK_X=32,BLOCK_Y=4")
+    return text
+
+
 def checked_method(method: str) -> str:
     """--method's callback: a kernel-set reduction by name (an unknown one was a ValueError traceback)."""
     if method not in METHODS:
@@ -80,6 +89,7 @@ GenericOpt = Annotated[
     str,
     typer.Option(
         "--generic",
+        callback=checked_generic,
         help="Parameters NAME=VALUE,... of the kind's generic kernel instance "
         "(its generic_space; default: the kind's generic_params).",
     ),
