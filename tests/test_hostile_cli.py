@@ -218,6 +218,25 @@ def test_a_generic_for_a_kind_without_a_generic_kernel_warns(tmp_path: Path) -> 
     assert r.returncode == 0 and "the kind transpose has no generic kernel; ignored" in r.stderr, r.stderr[-3000:]
 
 
+def test_an_unknown_fallback_is_one_line_before_the_database_is_read(tmp_path: Path) -> None:
+    """--fallback xyz said which words it takes but had no what to do, and only once the database was read."""
+    r = cli("emit", str(tmp_path / "missing.sqlite"), "--fallback", "xyz", cwd=tmp_path)
+    one_line(r, "--fallback must be one of generic, library, naive, none, got 'xyz'", "what to do: write --fallback")
+
+
+@pytest.mark.parametrize("option", ["--device", "--space"])
+@pytest.mark.parametrize("command", ["emit", "analyze"])
+def test_a_device_or_space_with_no_measurements_names_those_there_are(
+    tmp_path: Path, command: str, option: str
+) -> None:
+    """`emit DB --device nosuch` said 'no measurements in DB for device='nosuch' ...' without what to do."""
+    r = cli(command, str(EXAMPLE_DB), option, "nosuch", cwd=tmp_path)
+    one_line(
+        r, f"{option[2:]}='nosuch'", "what to do: give --device", "NVIDIA H100 80GB HBM3 (GPU-", ": transpose_tiled"
+    )
+    assert not list(tmp_path.iterdir())
+
+
 # ---------------------------------------------------------------------------------- a command line that does not parse
 @pytest.mark.parametrize(
     "args, words, command",

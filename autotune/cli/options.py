@@ -11,7 +11,7 @@ import typer
 from autotune.cli.tol import tol_callback
 from autotune.errors import UserError
 from autotune.vocab import METHODS
-from autotune.workflows.tables import parse_structure
+from autotune.workflows.tables import check_fallback, parse_structure
 
 
 def checked_structure(text: str) -> str:
@@ -51,6 +51,11 @@ def checked_generic(text: str) -> str:
 
     assignments(text, name="--generic", example="BLOCK_X=32,BLOCK_Y=4")
     return text
+
+
+def checked_fallback(text: str | None) -> str | None:
+    """--fallback's callback: one of the fallbacks by name, checked before any database is read."""
+    return check_fallback(text)
 
 
 def checked_method(method: str) -> str:
@@ -131,6 +136,7 @@ FallbackOpt = Annotated[
     Optional[str],
     typer.Option(
         "--fallback",
+        callback=checked_fallback,
         help="Answer where no kernel of the table is valid: library (the kind's baseline, index -2), naive (the "
         "kind's generic kernel, -1) or none (-4); default: the library, else the generic kernel, else none.",
     ),
