@@ -330,6 +330,19 @@ def test_a_file_that_is_not_an_sqlite_database_is_one_line(
     assert sorted(f.name for f in tmp_path.iterdir()) == ["results.sqlite"]
 
 
+def test_db_pack_of_another_tools_sqlite_file_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """`db pack` packed any SQLite file without a word (db upgrade and every reader refuse it)."""
+    import sqlite3
+
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (a)")
+    conn.close()
+    before = other.read_bytes()
+    one_line(cli("db", "pack", str(other), cwd=tmp_path), "other.sqlite is not an autotune results database")
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["other.sqlite"] and other.read_bytes() == before
+
+
 @pytest.mark.parametrize("where", ["missing.sqlite", "no_folder/x.sqlite", "a_folder", "sqlite:///{tmp}/no/x.sqlite"])
 def test_db_upgrade_of_no_database_is_one_line_and_makes_none(tmp_path: Path, where: str) -> None:
     """A missing file was created (an empty database) and called 'not an autotune results database'; a folder or a
