@@ -264,6 +264,40 @@ def test_a_command_without_arguments_still_shows_its_help() -> None:
     assert r.returncode == 2 and "error:" not in r.stderr and "list" in r.stdout + r.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("space", "list", "gemm_naive", "--sample", "3", "--seed", str(2**32)),
+        ("sweep", str(ROOT / "configs" / "default.yaml"), "--seed", str(10**13), "--strategy", "tpe", "--budget", "3"),
+        ("validate", str(EXAMPLE_TABLE), "--random", "3", "--seed", "-1"),
+        ("active", str(EXAMPLE_DB), "--seed", str(10**35)),
+    ],
+    ids=lambda a: " ".join(a[:1]),
+)
+def test_a_seed_beyond_what_numpy_takes_is_refused_before_any_work(tmp_path: Path, args: tuple) -> None:
+    """sweep --seed 10**13 with a model-based strategy was numpy's 'Seed must be between 0 and 2**32 - 1' traceback
+    from Optuna's sampler, after the database was made; space list took any seed, validate and active a negative one
+    (the same draws as its absolute value). Every seed is 0..2**32-1 (autotune.vocab.MAX_SEED)."""
+    db = tmp_path / "s.sqlite"
+    extra = ("--replay", RECORDED, "--db", str(db), "--quiet") if args[0] == "sweep" else ()
+    one_line(cli(*args, *extra, real=args[0] == "sweep", cwd=tmp_path), "Invalid value for '--seed'")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_config_seed_beyond_what_numpy_takes_is_one_line_at_its_line(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text((ROOT / "configs" / "default.yaml").read_text().replace("\nseed: 0\n", f"\nseed: {2**32}\n"))
+    r = cli("sweep", str(config), "--replay", RECORDED, "--db", str(tmp_path / "s.sqlite"), cwd=tmp_path)
+    assert "c.yaml:" in one_line(r, "expected an integer from 0 to 4294967295, got 4294967296")
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["c.yaml"]
+
+
+def test_a_sample_larger_than_the_space_lists_every_instance(tmp_path: Path) -> None:
+    """Documented in --help: N at least the matching instances lists them all (no sample)."""
+    r = cli("space", "list", "gemm_naive", "--sample", str(10**30), "--limit", "0", cwd=tmp_path)
+    assert r.returncode == 0 and "14 shown; 14 match (14 in the space)" in r.stdout, r.stderr[-3000:]
+
+
 # ------------------------------------------------------------------------------------- a --validity file that is not one
 VALIDITY = [
     (b"", "not valid JSON"),

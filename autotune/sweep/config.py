@@ -17,7 +17,7 @@ from autotune.errors import ConfigError
 from autotune.sweep.config_points import SpaceKinds, read_points
 from autotune.sweep.config_reader import Reader
 from autotune.sweep.strategies.options import SAMPLER_KEYS, STUDY_STORES, SearchOptions
-from autotune.vocab import TestPoint
+from autotune.vocab import MAX_SEED, TestPoint
 from autotune.paths import SPACES_DIR
 from autotune.yamlfile import compose, read_text
 
@@ -157,7 +157,7 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
         strategy=strategy,
         search=search,
         max_instances=r.integer(top["max_instances"], 1) if "max_instances" in top else None,
-        seed=r.integer(top["seed"], 0) if "seed" in top else 0,
+        seed=r.integer(top["seed"], 0, MAX_SEED) if "seed" in top else 0,
         share=r.integer(top["share"], 0) if "share" in top else 0,
         resume=_resume(r, top["resume"]) if "resume" in top else "gpu",
         stop_after_failures=r.integer(top["stop_after_failures"], 0) if "stop_after_failures" in top else 8,
