@@ -284,6 +284,32 @@ def test_a_seed_beyond_what_numpy_takes_is_refused_before_any_work(tmp_path: Pat
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("validate", str(EXAMPLE_TABLE), "--random", str(10**20), "--space", str(EXAMPLE / "space.yaml"), "-o", "v"),
+        (
+            "validate",
+            str(EXAMPLE_TABLE),
+            "--random",
+            "300",
+            "--max-problems",
+            "200",
+            "--space",
+            str(EXAMPLE / "space.yaml"),
+        ),
+        ("active", str(EXAMPLE_DB), "--config", str(EXAMPLE / "sweep.yaml"), "--heldout", str(10**20), "-o", "a"),
+    ],
+    ids=["validate", "validate --max-problems", "active"],
+)
+def test_more_random_problems_than_the_problem_limit_is_one_line(tmp_path: Path, args: tuple) -> None:
+    """validate --random 10**20 drew problems until it had taken 8 GB (killed); active --heldout 10**20 likewise,
+    after making its first round's folder. Both are held to the limit of a --points file (AUTOTUNE_MAX_PROBLEMS)."""
+    r = cli(*args, "--replay", str(EXAMPLE_DB), real=args[0] == "active", cwd=tmp_path, timeout=60)
+    one_line(r, "more held-out problems than the limit of 200", "--max-problems")
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_config_seed_beyond_what_numpy_takes_is_one_line_at_its_line(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text((ROOT / "configs" / "default.yaml").read_text().replace("\nseed: 0\n", f"\nseed: {2**32}\n"))

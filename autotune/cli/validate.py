@@ -48,7 +48,7 @@ def validate(
         typer.Option(
             "--max-problems",
             min=1,
-            help="Refuse a --points file of more rows (counted before it is read; default 200,000 or "
+            help="Refuse a --points file of more rows (counted before it is read) or a larger --random N (default 200,000 or "
             "AUTOTUNE_MAX_PROBLEMS).",
         ),
     ] = None,
