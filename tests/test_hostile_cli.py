@@ -142,6 +142,16 @@ def test_a_hostile_config_or_workload_is_one_line(tmp_path: Path, command: tuple
     assert f"{f.name}:" in one_line(r)
 
 
+def test_a_config_with_an_empty_points_list_is_one_line_at_its_line(tmp_path: Path) -> None:
+    """`points: []` said 'space gemm_naive accepts none of the config's test points' (it was given none) and left
+    the sweep's database behind."""
+    config = tmp_path / "c.yaml"
+    config.write_text("name: x\nspaces: [gemm_naive]\npoints: []\n")
+    r = cli("sweep", str(config), "--replay", RECORDED, "--db", str(tmp_path / "s.sqlite"), cwd=tmp_path)
+    assert "c.yaml:3: `points` is empty" in one_line(r, "list at least one entry under `points`")
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["c.yaml"]
+
+
 def test_a_database_where_the_sweep_config_goes_is_one_line(tmp_path: Path) -> None:
     r = cli("sweep", str(EXAMPLE_DB), real=True, cwd=tmp_path)
     line = one_line(r, "xz-compressed", "--db or --replay")

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node
 
 from autotune.errors import ConfigError
 from autotune.sweep.config_points import SpaceKinds, read_points
@@ -132,8 +132,7 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
             f"config name {name!r} cannot be a file name",
             "use letters, digits, '_', '-' and '.'",
         )
-    points_node = top["points"]
-    groups = points_node.value if isinstance(points_node, SequenceNode) else [points_node]
+    groups = r.sequence(top["points"], "points")  # (an empty list: no point to measure)
     spaces = tuple(_space(r, n) for n in r.sequence(top["spaces"], "spaces"))
     kinds = SpaceKinds(tuple(ref.path for ref in spaces))
     points = tuple(dict.fromkeys(p for g in groups for p in read_points(r, g, kinds)))
