@@ -135,6 +135,22 @@ def numbers(values: list[object], *, name: str, lo: float | None = None, hi: flo
 MESSAGE = "TOL is a fraction: 0.05 = 5%"
 
 
+def assignments(text: str, *, name: str, example: str) -> dict[str, int]:
+    """Command-line text `NAME=VALUE,...` (--generic) as {NAME: whole number}: each NAME a name once, each VALUE read by
+    `number`; UserError naming `name` otherwise. Blank text gives {}."""
+    hint = f"write NAME=VALUE pairs joined by commas, e.g. {name} {example}"
+    out: dict[str, int] = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        key, eq, value = (x.strip() for x in item.partition("="))
+        shown = item if len(item) <= MAX_TEXT else f"{item[:20]}... ({len(item)} characters)"
+        if not eq or not key.isidentifier():
+            raise UserError(f"{name} {shown!r} is not NAME=VALUE", hint=hint)
+        if key in out:
+            raise UserError(f"{name}: {key} is given twice", hint=hint)
+        out[key] = int(number(value, name=f"{name} {key}", integer=True))
+    return out
+
+
 def fraction(value: object, option: str) -> float:
     """`value` (a number or its text) as a fraction in [0, 1); otherwise one UserError naming `option`."""
     try:

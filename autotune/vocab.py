@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 # every precision a test point may have: its element size in bytes
 ELEM_BYTES = {"fp64": 8, "fp32": 4, "fp16": 2, "bf16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1}
 MAX_SIZE = 1 << 62
+MAX_SEED = 2**32 - 1  # a seed is 0..2**32-1: what numpy's RandomState and Optuna's samplers take
 METHODS = ("greedy", "exact")  # the kernel-set reductions (autotune.analysis.setcover), named by `--method`
 
 

@@ -73,7 +73,7 @@ def test_recorded_spaces_written_out_are_removed_at_exit_and_after_an_error(tmp_
     r = run(tmp, "emit", str(db), "--structure", "model:0.05", "--format", "json")
     assert r.returncode == 0 and '"kernels"' in r.stdout, r.stderr[-3000:]
     assert left(tmp) == []
-    r = run(tmp, "emit", str(db), "--fallback", "bogus")  # fails after the spaces were written
+    r = run(tmp, "emit", str(db), "--device", "nosuch")  # fails after the spaces were written
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert left(tmp) == []
 

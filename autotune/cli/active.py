@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from autotune.cli.tol import tol_callback
+from autotune.vocab import MAX_SEED
 
 out = Console()
 
@@ -53,7 +54,12 @@ def active(
             "--heldout", min=1, help="Fresh held-out problems per round (never tuned, never of an earlier round)."
         ),
     ] = 200,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the held-out draws (round r: seed + r).")] = 1000,
+    seed: Annotated[
+        int,
+        typer.Option(
+            "--seed", min=0, max=MAX_SEED, help="Seed of the held-out draws (round r: seed + r; 0 to 2**32-1)."
+        ),
+    ] = 1000,
     budget_s: Annotated[
         Optional[float], typer.Option("--budget-s", help="Start no new round after this many seconds.")
     ] = None,

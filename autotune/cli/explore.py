@@ -10,6 +10,7 @@ import typer
 
 from autotune.cli.consoles import stdout
 from autotune.errors import UserError
+from autotune.vocab import MAX_SEED
 
 
 def explore(
@@ -34,7 +35,12 @@ def explore(
         Optional[list[str]], typer.Option("--soft-off", help="Space: switch off one soft constraint (repeatable).")
     ] = None,
     top: Annotated[int, typer.Option(help="Results: instances per point in the parallel coordinates.")] = 3,
-    seed: Annotated[int, typer.Option(help="Seed of every sample the report takes (said where taken).")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            min=0, max=MAX_SEED, help="Seed of every sample the report takes (said where taken; 0 to 2**32-1)."
+        ),
+    ] = 0,
 ) -> None:
     """Write one self-contained interactive HTML report (Plotly, works offline, no CDN) of a space, a results
     database or a dispatch table, with filters by device, kind, precision, shape, space and test point.

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 from rich.table import Table
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from autotune.cli.consoles import stdout, stderr
@@ -39,11 +40,29 @@ def _shown(text: str) -> str:
     return engine.shown(text) if engine is not None else text
 
 
+def _usage_error(exc: UsageError) -> None:
+    """A command line typer cannot parse (an unknown option, `--bk abc`, a value outside an option's range, a missing
+    option) as the project's `error: ...` line plus what to do, exit code 2 (typer drew a box); a command given
+    without arguments still shows its help."""
+    if isinstance(exc, NoArgsIsHelpError):
+        raise exc
+    where = exc.ctx.command_path if exc.ctx is not None else "autotune"
+    sys.stderr.write(f"error: {' '.join(exc.format_message().split())}\n    what to do: run `{where} --help`\n")
+    sys.exit(exc.exit_code)
+
+
 class _Commands(TyperGroup):
     """Reports a UserError as `error: ...` plus what to do, and a file that cannot be read or written as `error:
     cannot ... FILE: reason`, exit code 2, no traceback (under typer's CliRunner too, since it happens inside the
-    command group); a stop by Ctrl-C or SIGTERM (`autotune.stopping`) as `interrupted`, exit code 130; warnings print
-    as one `warning: ...` line."""
+    command group); a command line that does not parse (typer's usage errors, every command's) the same way; a stop
+    by Ctrl-C or SIGTERM (`autotune.stopping`) as `interrupted`, exit code 130; warnings print as one `warning: ...`
+    line."""
+
+    def make_context(self, info_name, args, parent=None, **extra):  # type: ignore[no-untyped-def]
+        try:  # (the options before the command: a command's own are parsed within `invoke`)
+            return super().make_context(info_name, args, parent, **extra)
+        except UsageError as exc:
+            _usage_error(exc)
 
     def invoke(self, ctx):  # type: ignore[no-untyped-def]
         with warnings.catch_warnings():
@@ -55,6 +74,8 @@ class _Commands(TyperGroup):
             except UserError as exc:
                 sys.stderr.write(f"error: {_shown(str(exc))}\n")
                 sys.exit(2)
+            except UsageError as exc:
+                _usage_error(exc)
             except FILE_ERRORS as exc:
                 if exc.filename is None:
                     raise

@@ -11,7 +11,7 @@ import typer
 from autotune.cli.tol import tol_callback
 from autotune.errors import UserError
 from autotune.vocab import METHODS
-from autotune.workflows.tables import parse_structure
+from autotune.workflows.tables import check_fallback, parse_structure
 
 
 def checked_structure(text: str) -> str:
@@ -42,6 +42,20 @@ def checked_bk(value: int) -> int:
     from autotune.untrusted import number
 
     return int(number(value, name="--bk", integer=True, lo=0, example="10 (0: all)"))
+
+
+def checked_generic(text: str) -> str:
+    """--generic's callback: NAME=VALUE,... with whole values, checked before any database is read (the names and
+    values against the generic kernel's space once the kind is known: `dispatch.build.generic_kernel`)."""
+    from autotune.untrusted import assignments
+
+    assignments(text, name="--generic", example="BLOCK_X=32,BLOCK_Y=4")
+    return text
+
+
+def checked_fallback(text: str | None) -> str | None:
+    """--fallback's callback: one of the fallbacks by name, checked before any database is read."""
+    return check_fallback(text)
 
 
 def checked_method(method: str) -> str:
@@ -80,6 +94,7 @@ GenericOpt = Annotated[
     str,
     typer.Option(
         "--generic",
+        callback=checked_generic,
         help="Parameters NAME=VALUE,... of the kind's generic kernel instance "
         "(its generic_space; default: the kind's generic_params).",
     ),
@@ -121,6 +136,7 @@ FallbackOpt = Annotated[
     Optional[str],
     typer.Option(
         "--fallback",
+        callback=checked_fallback,
         help="Answer where no kernel of the table is valid: library (the kind's baseline, index -2), naive (the "
         "kind's generic kernel, -1) or none (-4); default: the library, else the generic kernel, else none.",
     ),

@@ -13,6 +13,7 @@ import typer
 from autotune.cli.consoles import stdout
 from autotune.cli.aliases import renamed
 from autotune.devices import PROFILES, get_device
+from autotune.vocab import MAX_SEED
 
 if TYPE_CHECKING:  # numpy and the generator are imported where used: `autotune --help` does not load them
     import numpy as np
@@ -165,8 +166,11 @@ def list_(
     where_expr: Annotated[
         Optional[str], typer.Option("--where", help="Keep rows where EXPR holds, e.g. 'BLK_M >= 32'.")
     ] = None,
-    sample: Annotated[Optional[int], typer.Option(min=1, help="Random sample of N instances.")] = None,
-    seed: Annotated[int, typer.Option(min=0, help="Seed of --sample.")] = 0,
+    sample: Annotated[
+        Optional[int],
+        typer.Option(min=1, help="Random sample of N instances (every one that matches where they are N or fewer)."),
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="Seed of --sample (0 to 2**32-1).")] = 0,
     device: DeviceOpt = None,
     precision: PrecisionOpt = None,
     no_soft: NoSoftOpt = False,

@@ -22,7 +22,7 @@ from autotune.cli.consoles import stdout, stderr
 from autotune.cli.aliases import renamed
 from autotune.cli.tol import tol_callback
 from autotune.errors import UserError
-from autotune.vocab import Measurement, Status
+from autotune.vocab import MAX_SEED, Measurement, Status
 from autotune.workflows.sweeps import Launch
 
 if TYPE_CHECKING:
@@ -142,7 +142,11 @@ def sweep(
     ] = None,
     seed: Annotated[
         Optional[int],
-        typer.Option(min=0, help="Seed of the random and model-based strategies. Overrides the config."),
+        typer.Option(
+            min=0,
+            max=MAX_SEED,
+            help="Seed of the random and model-based strategies (0 to 2**32-1). Overrides the config.",
+        ),
     ] = None,
     replay: Annotated[
         Optional[str], typer.Option(help="Take measurements from this recorded database URL instead of a GPU.")

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from autotune.cli.aliases import renamed
 from autotune.cli.tol import tol_callback
+from autotune.vocab import MAX_SEED
 
 out = Console()
 
@@ -47,12 +48,12 @@ def validate(
         typer.Option(
             "--max-problems",
             min=1,
-            help="Refuse a --points file of more rows (counted before it is read; default 200,000 or "
+            help="Refuse a --points file of more rows (counted before it is read) or a larger --random N (default 200,000 or "
             "AUTOTUNE_MAX_PROBLEMS).",
         ),
     ] = None,
     random_n: Annotated[Optional[int], typer.Option("--random", help="Draw N held-out problems instead.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of --random.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of --random (0 to 2**32-1).")] = 0,
     workload: Annotated[
         Optional[Path],
         typer.Option(

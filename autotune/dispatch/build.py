@@ -20,6 +20,7 @@ from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners
 from autotune.dispatch.model import tiles_of
 from autotune.dispatch.loo import LooResult, choose_structure
+from autotune.errors import UserError
 from autotune.dispatch.table import (
     Answers,
     DispatchTable,
@@ -210,13 +211,17 @@ def generic_kernel(kind: Any, params_text: str, include_dir: Path | None = None)
     """The kind's generic last-resort kernel (`generic_space`) with its name expressions for every precision and
     shape it accepts; None when the kind has none."""
     if kind is None or not getattr(kind, "generic_space", None):
+        if params_text.strip():
+            name = getattr(kind, "name", "of these measurements")
+            warnings.warn(f"--generic {params_text[:60]}: the kind {name} has no generic kernel; ignored", stacklevel=2)
         return None
     from autotune.space.spec import load_space
 
+    given = generic_params(load_space(kind.generic_space), params_text) if params_text.strip() else None
     try:
         space = load_space(kind.generic_space)
-        text = params_text or getattr(kind, "generic_params", "")  # the kind's own unless --generic says
-        params = {k.strip(): int(v) for k, v in (kv.split("=") for kv in text.split(",") if kv.strip())}
+        text = getattr(kind, "generic_params", "")  # the kind's own unless --generic says
+        params = given or {k.strip(): int(v) for k, v in (kv.split("=") for kv in text.split(",") if kv.strip())}
         kernel = kernel_of(space)
         problems = kernel.problems
         cpp = getattr(kind, "cpp_parameters", None)
@@ -235,6 +240,29 @@ def generic_kernel(kind: Any, params_text: str, include_dir: Path | None = None)
     except Exception as exc:  # noqa: BLE001 - the table still names the generic kernel's space
         warnings.warn(f"generic kernel {kind.generic_space} without name expressions: {exc}", stacklevel=2)
         return GenericKernel(space=kind.generic_space)
+
+
+def generic_params(space: Any, text: str) -> dict[str, int]:
+    """--generic's NAME=VALUE,... as an instance of the generic kernel's `space`: each of its parameters once, each
+    value one of the parameter's. Raises UserError."""
+    from autotune.untrusted import assignments
+
+    params = assignments(text, name="--generic", example="BLOCK_X=32,BLOCK_Y=4")
+
+    def values(p: Any) -> str:
+        return ", ".join(map(str, p.values[:8])) + (", ..." if len(p.values) > 8 else "")
+
+    hint = f"give each parameter of {space.name} once, from its values: " + "; ".join(
+        f"{p.name} {values(p)}" for p in space.parameters
+    )
+    problems = [f"{k} is not a parameter of {space.name}" for k in params if k not in space.param_names]
+    problems += [f"no value for {k}" for k in space.param_names if k not in params]
+    if problems:
+        raise UserError(f"--generic {text[:60]}: {'; '.join(problems)}", hint=hint)
+    for p in space.parameters:
+        if params[p.name] not in p.values:
+            raise UserError(f"--generic {text[:60]}: {p.name} = {params[p.name]} is not one of its values", hint=hint)
+    return {p.name: params[p.name] for p in space.parameters}
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,22 @@ def table_bounds(table: ValidatedTable, kind: ProblemKind, precision: str, shape
     return {d: (min(int(p[d]) for p in pts), max(int(p[d]) for p in pts)) for d in _drawn(kind)}
 
 
+def problem_count(count: int, option: str, limit: int | None = None) -> int:
+    """`count` problems to draw (`option`: --random, --heldout): at least 1 and at most `limit` (default:
+    AUTOTUNE_MAX_PROBLEMS, else 200,000), the limit of a --points file. Raises UserError."""
+    from autotune.sweep.workloads.workload_limits import PROBLEMS_KNOB, max_problems
+
+    if count < 1:
+        raise UserError(f"{option} must be at least 1, got {count}")
+    cap = max_problems(limit)
+    if count > cap:
+        raise UserError(
+            f"{option} {count:,}: more held-out problems than the limit of {cap:,}",
+            hint="ask for fewer, or raise the limit: " + PROBLEMS_KNOB.replace("N", str(count), 1),
+        )
+    return count
+
+
 def random_points(
     table: ValidatedTable,
     kind: ProblemKind,
@@ -131,13 +147,15 @@ def random_points(
     rule: DerivedRule,
     workload: WorkloadBounds | None = None,
     rule_given: bool = False,
+    limit: int | None = None,
+    option: str = "--random",
 ) -> list[TestPoint]:
     """`count` problems split evenly over the table's groups (the first groups take the remainder), each size drawn
     uniformly and independently (integers, in the kind's size order) within the workload's bounds, or without a
     workload within the tuned points' min..max; tuned points and repeats are drawn again. The derived sizes are
-    the workload's (`workload.point`) unless a rule was given, else the rule's."""
-    if count < 1:
-        raise UserError(f"--random must be at least 1, got {count}")
+    the workload's (`workload.point`) unless a rule was given, else the rule's. More than `limit` problems
+    (default: AUTOTUNE_MAX_PROBLEMS, else 200,000), the limit of a --points file, are refused before any is drawn."""
+    problem_count(count, option, limit)
     gs = groups(table, kind)
     if not gs:
         raise UserError("the table has no (precision, shape) groups to draw problems for")

@@ -44,7 +44,8 @@ def _sha256(path: Path) -> str:
 
 
 def _check_plain(src: Path) -> None:
-    """Raise StoreError unless `src` is a plain SQLite results file that is not packed already."""
+    """Raise StoreError unless `src` is a plain SQLite results file (autotune's: a schema_meta table) that is not
+    packed already."""
     kind = file_kind(src, hint="give the .sqlite file a sweep wrote")
     if kind in ("xz", "gzip"):
         raise StoreError(
@@ -56,6 +57,7 @@ def _check_plain(src: Path) -> None:
     conn = sqlite3.connect(readonly_uri(src), uri=True)
     try:
         legacy = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (LEGACY_TABLE,)).fetchone()
+        ours = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_meta'").fetchone()
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot read {src}: {exc}", hint="give the .sqlite file a sweep wrote") from None
     finally:
@@ -64,6 +66,11 @@ def _check_plain(src: Path) -> None:
         raise StoreError(
             f"{src} is a packed database of an older autotune (table {LEGACY_TABLE}), decompressed without rebuilding",
             hint="run `autotune db unpack` on the .sqlite.xz it came from, then pack the file that writes",
+        )
+    if ours is None:  # (as `db upgrade` and every reader refuse it)
+        raise StoreError(
+            f"{src} is not an autotune results database (no schema_meta table)",
+            hint="give the .sqlite file a sweep wrote",
         )
 
 

@@ -13,7 +13,7 @@ from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.store import frames, views
 from autotune.store.base import StoreBase
 from autotune.store.engine import StoreError
-from autotune.store.schema import BaselineRow, Device, MeasurementRow, Point, Software, Sweep
+from autotune.store.schema import BaselineRow, Device, InstanceRow, MeasurementRow, Point, Software, Sweep
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # (only in annotations: autotune.store.frames imports it where a frame is made)
@@ -161,6 +161,20 @@ class StoreReads(StoreBase):
         instance parameter; filters by device name/uuid and space name. One row per (device, instance, point).
         Columns: `frames.MEASUREMENT_COLUMNS` with the size columns after `shape`, then the parameters."""
         return frames.measurements(self.engine, device, space)
+
+    def measured(self, kind: str | None = None) -> list[tuple[str, str, str]]:
+        """Each (device name, device uuid, space) with measurements (of `kind`: None, any), sorted."""
+        m = MeasurementRow
+        q = (
+            select(Device.name, Device.uuid, InstanceRow.space)
+            .distinct()
+            .join(Device, Device.id == m.device_id)
+            .join(InstanceRow, InstanceRow.id == m.instance_id)
+        )
+        if kind is not None:
+            q = q.join(Point, Point.id == m.point_id).where(Point.kind == kind)
+        with self.session() as s:
+            return sorted(tuple(row) for row in s.execute(q.select_from(m)).all())
 
     def kind_sizes(self) -> dict[str, tuple[str, ...]]:
         """Each problem kind with test points in the database and its size names, in the kind's order."""

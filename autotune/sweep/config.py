@@ -11,13 +11,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node
 
 from autotune.errors import ConfigError
 from autotune.sweep.config_points import SpaceKinds, read_points
 from autotune.sweep.config_reader import Reader
 from autotune.sweep.strategies.options import SAMPLER_KEYS, STUDY_STORES, SearchOptions
-from autotune.vocab import TestPoint
+from autotune.vocab import MAX_SEED, TestPoint
 from autotune.paths import SPACES_DIR
 from autotune.yamlfile import compose, read_text
 
@@ -132,8 +132,7 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
             f"config name {name!r} cannot be a file name",
             "use letters, digits, '_', '-' and '.'",
         )
-    points_node = top["points"]
-    groups = points_node.value if isinstance(points_node, SequenceNode) else [points_node]
+    groups = r.sequence(top["points"], "points")  # (an empty list: no point to measure)
     spaces = tuple(_space(r, n) for n in r.sequence(top["spaces"], "spaces"))
     kinds = SpaceKinds(tuple(ref.path for ref in spaces))
     points = tuple(dict.fromkeys(p for g in groups for p in read_points(r, g, kinds)))
@@ -157,7 +156,7 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
         strategy=strategy,
         search=search,
         max_instances=r.integer(top["max_instances"], 1) if "max_instances" in top else None,
-        seed=r.integer(top["seed"], 0) if "seed" in top else 0,
+        seed=r.integer(top["seed"], 0, MAX_SEED) if "seed" in top else 0,
         share=r.integer(top["share"], 0) if "share" in top else 0,
         resume=_resume(r, top["resume"]) if "resume" in top else "gpu",
         stop_after_failures=r.integer(top["stop_after_failures"], 0) if "stop_after_failures" in top else 8,

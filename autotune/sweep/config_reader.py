@@ -78,13 +78,19 @@ class Reader:
             )
         )
 
-    def integer(self, node: Node, minimum: int) -> int:
+    def integer(self, node: Node, minimum: int, maximum: int | None = None) -> int:
+        want = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
         return int(
             self.typed(
                 node,
-                lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
-                f"an integer >= {minimum}",
-                f"write a whole number >= {minimum}",
+                lambda v: (
+                    isinstance(v, int)
+                    and not isinstance(v, bool)
+                    and v >= minimum
+                    and (maximum is None or v <= maximum)
+                ),
+                f"an integer {want}",
+                f"write a whole number {want}",
             )
         )
 

@@ -143,7 +143,7 @@ def draw_points(opts: ActiveOptions, table_path: Path, round_no: int, exclude: s
         workload = table_workload(opts.workload, kind, [])
         chosen, seed = [], opts.seed + 7919 * round_no
         while len(chosen) < opts.heldout:
-            drawn = v.random_points(table, kind, opts.heldout, seed, rule, workload)
+            drawn = v.random_points(table, kind, opts.heldout, seed, rule, workload, option="--heldout")
             chosen += [p for p in drawn if _key(p) not in exclude and p not in chosen]
             seed += 1
         chosen = chosen[: opts.heldout]
@@ -350,6 +350,8 @@ def active_tuning(
 
     if opts.rounds < 1 or opts.add < 0 or opts.heldout < 1:
         raise UserError("--rounds and --heldout must be at least 1 and --add at least 0")
+    if opts.points is None:
+        v.problem_count(opts.heldout, "--heldout")  # (before the first round's folder)
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     rounds: list[Round] = []

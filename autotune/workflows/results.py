@@ -120,6 +120,16 @@ def first_card_rows(frames: list[pd.DataFrame], keys: list[str]) -> pd.DataFrame
     return frame.drop_duplicates(subset=[k for k in keys if k in frame.columns], keep="first").reset_index(drop=True)
 
 
+def _measured_hint(measured: list[tuple[str, str, str]], kind: str) -> str:
+    """What to do where --device/--space select nothing: the devices and spaces that have `kind`'s measurements."""
+    devices = sorted({f"{name} ({uuid})" for name, uuid, _ in measured})
+    spaces = sorted({space for _, _, space in measured})
+    return (
+        f"give --device the name or uuid of a GPU that measured {kind}: {', '.join(devices)}; --space one of "
+        f"its spaces (or none): {', '.join(spaces[:20])}{', ...' if len(spaces) > 20 else ''}"
+    )
+
+
 def load_results(
     source: str, device: str | None, space: str | None, recorded_spaces: bool = True, kind: str | None = None
 ) -> Loaded:
@@ -159,7 +169,10 @@ def load_results(
                 f"{source} holds measurements of several GPUs ({', '.join(devices)}): pick one with --device"
             )
         if not devices:
-            raise UserError(f"no measurements in {source} for device={device!r} space={space!r} kind={kind!r}")
+            raise UserError(
+                f"no measurements in {source} for device={device!r} space={space!r} kind={kind!r}",
+                hint=_measured_hint(store.measured(kind), kind),
+            )
         # the cards of one GPU model count as one GPU (a sweep that went on on another card): where two cards
         # measured the same pair, the first recorded card's measurement counts (as `--replay` answers)
         cards = one_model_cards(store, device, devices[0])

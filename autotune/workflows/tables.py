@@ -51,7 +51,10 @@ def check_fallback(text: str | None) -> str | None:
     from autotune.dispatch.runtime import FALLBACKS
 
     if text is not None and text not in FALLBACKS:
-        raise UserError(f"--fallback must be one of {', '.join(sorted(FALLBACKS))}, got {text!r}")
+        raise UserError(
+            f"--fallback must be one of {', '.join(sorted(FALLBACKS))}, got {text[:60]!r}",
+            hint=f"write --fallback {' or '.join(sorted(FALLBACKS))}, or leave it out for the kind's default",
+        )
     return text
 
 
