@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from autotune.cli.consoles import stdout, stderr
@@ -23,6 +23,21 @@ from autotune.cli import validate as validate_cli
 from autotune.cli import interop
 from autotune.errors import UserError
 from autotune import stopping
+
+
+def _click_exceptions():  # type: ignore[no-untyped-def]
+    """click's exceptions module as the installed typer uses it: typer >= 0.2x carries its own copy of click, older
+    typer (pyproject allows >= 0.12) imports click itself."""
+    import importlib
+    import importlib.util
+
+    return importlib.import_module(
+        "typer._click.exceptions" if importlib.util.find_spec("typer._click") else "click.exceptions"
+    )
+
+
+UsageError = _click_exceptions().UsageError
+NoArgsIsHelpError = getattr(_click_exceptions(), "NoArgsIsHelpError", ())  # click < 8.2: none (help by another path)
 
 
 FILE_ERRORS = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
@@ -40,7 +55,7 @@ def _shown(text: str) -> str:
     return engine.shown(text) if engine is not None else text
 
 
-def _usage_error(exc: UsageError) -> None:
+def _usage_error(exc: Any) -> None:  # click's UsageError (of the copy typer uses)
     """A command line typer cannot parse (an unknown option, `--bk abc`, a value outside an option's range, a missing
     option) as the project's `error: ...` line plus what to do, exit code 2 (typer drew a box); a command given
     without arguments still shows its help."""

@@ -174,7 +174,7 @@ class StoreReads(StoreBase):
         if kind is not None:
             q = q.join(Point, Point.id == m.point_id).where(Point.kind == kind)
         with self.session() as s:
-            return sorted(tuple(row) for row in s.execute(q.select_from(m)).all())
+            return sorted((str(name), str(uuid), str(space)) for name, uuid, space in s.execute(q.select_from(m)).all())
 
     def kind_sizes(self) -> dict[str, tuple[str, ...]]:
         """Each problem kind with test points in the database and its size names, in the kind's order."""
