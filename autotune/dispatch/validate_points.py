@@ -147,15 +147,12 @@ def random_points(
     rule: DerivedRule,
     workload: WorkloadBounds | None = None,
     rule_given: bool = False,
-    limit: int | None = None,
-    option: str = "--random",
 ) -> list[TestPoint]:
     """`count` problems split evenly over the table's groups (the first groups take the remainder), each size drawn
     uniformly and independently (integers, in the kind's size order) within the workload's bounds, or without a
     workload within the tuned points' min..max; tuned points and repeats are drawn again. The derived sizes are
-    the workload's (`workload.point`) unless a rule was given, else the rule's. More than `limit` problems
-    (default: AUTOTUNE_MAX_PROBLEMS, else 200,000), the limit of a --points file, are refused before any is drawn."""
-    problem_count(count, option, limit)
+    the workload's (`workload.point`) unless a rule was given, else the rule's. Callers bound `count` first
+    (`problem_count`)."""
     gs = groups(table, kind)
     if not gs:
         raise UserError("the table has no (precision, shape) groups to draw problems for")

@@ -143,7 +143,7 @@ def draw_points(opts: ActiveOptions, table_path: Path, round_no: int, exclude: s
         workload = table_workload(opts.workload, kind, [])
         chosen, seed = [], opts.seed + 7919 * round_no
         while len(chosen) < opts.heldout:
-            drawn = v.random_points(table, kind, opts.heldout, seed, rule, workload, option="--heldout")
+            drawn = v.random_points(table, kind, opts.heldout, seed, rule, workload)
             chosen += [p for p in drawn if _key(p) not in exclude and p not in chosen]
             seed += 1
         chosen = chosen[: opts.heldout]

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # imported where used: `autotune --help` does not load pandas
 
     from autotune.analysis.winners import Layout
     from autotune.dispatch.table import Provenance
+    from autotune.store.store import Store
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,22 @@ def _measured_hint(measured: list[tuple[str, str, str]], kind: str) -> str:
     )
 
 
+def _one_device(
+    store: Store, frame: pd.DataFrame, source: str, device: str | None, space: str | None, kind: str
+) -> str:
+    """The one GPU model of the selected measurements; UserError when they hold none (naming what the database
+    measured) or several."""
+    devices = sorted(frame["device"].unique()) if len(frame) else []
+    if len(devices) > 1:
+        raise UserError(f"{source} holds measurements of several GPUs ({', '.join(devices)}): pick one with --device")
+    if not devices:
+        raise UserError(
+            f"no measurements in {source} for device={device!r} space={space!r} kind={kind!r}",
+            hint=_measured_hint(store.measured(kind), kind),
+        )
+    return str(devices[0])
+
+
 def load_results(
     source: str, device: str | None, space: str | None, recorded_spaces: bool = True, kind: str | None = None
 ) -> Loaded:
@@ -163,19 +180,9 @@ def load_results(
         frame = store.measurements(device=device, space=space)
         if "kind" in frame.columns:
             frame = frame[frame["kind"] == kind]
-        devices = sorted(frame["device"].unique()) if len(frame) else []
-        if len(devices) > 1:
-            raise UserError(
-                f"{source} holds measurements of several GPUs ({', '.join(devices)}): pick one with --device"
-            )
-        if not devices:
-            raise UserError(
-                f"no measurements in {source} for device={device!r} space={space!r} kind={kind!r}",
-                hint=_measured_hint(store.measured(kind), kind),
-            )
         # the cards of one GPU model count as one GPU (a sweep that went on on another card): where two cards
         # measured the same pair, the first recorded card's measurement counts (as `--replay` answers)
-        cards = one_model_cards(store, device, devices[0])
+        cards = one_model_cards(store, device, _one_device(store, frame, source, device, space, kind))
         info = store.device_info(store.device_id(cards[0]))
         point = ["kind", "precision", "shape", *sizes]
         if len(cards) > 1:
