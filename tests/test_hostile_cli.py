@@ -152,6 +152,29 @@ def test_a_config_with_an_empty_points_list_is_one_line_at_its_line(tmp_path: Pa
     assert sorted(f.name for f in tmp_path.iterdir()) == ["c.yaml"]
 
 
+@pytest.mark.parametrize(
+    "where, db, words",
+    [
+        ("TILE_DIM == 12345", "new/deep/s.sqlite", "c.yaml:2: space transpose_tiled: the entry keeps no instance"),
+        ("TILE == 1", "s.sqlite", "c.yaml:2: transpose_tiled: where: unknown name 'TILE'"),
+        ("TILE == 1", "old.sqlite", "unknown name 'TILE'"),
+    ],
+)
+def test_a_sweep_that_fails_while_planning_leaves_no_new_database(tmp_path: Path, where: str, db: str, words) -> None:
+    """A config entry whose `where:` keeps no instance said 'accepts none of the config's test points' (hint: 'it
+    accepts precisions fp32 and shapes ', which the space does); that and any other planning error left the new
+    database (and its new folders) behind. A database that was there stays."""
+    (tmp_path / "old.sqlite").touch()
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"name: x\nspaces: [{{space: {EXAMPLE / 'space.yaml'}, where: '{where}'}}]\n"
+        "points: [{kind: transpose, precisions: [fp32], sizes: {rows: 4096, cols: 4096}}]\n"
+    )
+    r = cli("sweep", str(config), "--replay", str(EXAMPLE_DB), "--db", db, cwd=tmp_path)
+    assert words in one_line(r)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["c.yaml", "old.sqlite"]
+
+
 def test_a_database_where_the_sweep_config_goes_is_one_line(tmp_path: Path) -> None:
     r = cli("sweep", str(EXAMPLE_DB), real=True, cwd=tmp_path)
     line = one_line(r, "xz-compressed", "--db or --replay")

@@ -136,7 +136,7 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
         if not work and ref.instances is not None:
             continue  # named instances valid at none of these points (e.g. `autotune validate`): nothing to do
         if not work:
-            raise _no_points(cfg, space)
+            raise _no_points(cfg, space, ref, counts)
         extra = {i: tuple(q for q in pts if q not in set(work[i])) for i, pts in valid.items() if i in work}
         plans.append(
             SpacePlan(
@@ -169,13 +169,30 @@ def _missing_instances(cfg: SweepConfig, ref: SpaceRef, space: Space, missing: l
     )
 
 
-def _no_points(cfg: SweepConfig, space: Space) -> UserError:
-    """The space accepts none of the config's test points."""
+def _no_points(cfg: SweepConfig, space: Space, ref: SpaceRef, counts: dict[str, int]) -> UserError:
+    """Nothing to measure for the entry: the space accepts none of the config's test points, or the entry keeps no
+    instance (`counts`: instances kept per precision of an accepted point), or none it keeps serves those points."""
+    if counts and not any(counts.values()):
+        return UserError(
+            f"space {space.name}: the entry keeps no instance (its where:, instances: or the constraints leave none)",
+            file=cfg.path,
+            line=ref.line,
+            hint="loosen the entry's `where:` (`autotune space list` shows the instances; `soft: false` reaches "
+            "instances the soft constraints drop)",
+        )
+    if counts:
+        return UserError(
+            f"space {space.name}: none of its {sum(counts.values())} instances is valid at the config's test points",
+            file=cfg.path,
+            line=ref.line,
+            hint="check the points' sizes against the space's `valid` and `serves` (or add points it serves)",
+        )
     accepted = space.kernel.problems if space.kernel is not None else space.kind  # recorded: the kind's
+    shapes = f" and shapes {', '.join(accepted.shapes)}" if accepted.shapes else ""
     return UserError(
         f"space {space.name} accepts none of the config's test points",
         file=cfg.path,
-        hint=f"it accepts precisions {', '.join(accepted.precisions)} and shapes {', '.join(accepted.shapes)}",
+        hint=f"it accepts precisions {', '.join(accepted.precisions)}{shapes}",
     )
 
 

@@ -4,7 +4,9 @@ here; the runner itself is autotune/sweep/runner.py."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from autotune import stopping
@@ -74,6 +76,7 @@ def launch_sweep(cfg: SweepConfig, launch: Launch | None = None, reporter: Repor
     refuse_gz(cfg.database)  # the database is written: never into the decompressed copy of a .gz
     tol = cfg.tol if launch.early_stop else None
     backend = None
+    made = _missing(cfg.database)
     try:
         with stopping.handling():  # (the command line's `main` has them already; an in-process call gets them here)
             backend = _backend(launch, tol)
@@ -81,10 +84,46 @@ def launch_sweep(cfg: SweepConfig, launch: Launch | None = None, reporter: Repor
                 summary = sweep_into(cfg, store, backend, reporter or Silent())
         return Launched(summary, list(backend.rates()))
     except SQLAlchemyError as exc:
+        _remove_unused(made)
         raise database_failure(cfg.database, exc) from None
+    except BaseException:
+        _remove_unused(made)
+        raise
     finally:
         if backend is not None:
             backend.close()
+
+
+def _missing(database: str) -> list[Path]:
+    """The SQLite file of `database` and the folders above it that do not exist yet (the file first), which
+    opening the store makes: [] for a database that exists or is not a file."""
+    from autotune.store.engine import database_url, sqlite_path
+
+    path = sqlite_path(database_url(database, write=True))
+    if path is None or Path(path).exists():
+        return []
+    file = Path(path).absolute()
+    return [file, *[d for d in file.parents if not d.exists()]]
+
+
+def _remove_unused(made: list[Path]) -> None:
+    """Remove what a sweep that failed before it began made (`_missing`): its database file, only when it holds no
+    sweep (a sweep that began keeps its record, `failed` or `interrupted`), and then its empty new folders."""
+    import sqlite3
+
+    if not made or not made[0].is_file():
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(made[0])) as con:
+            if con.execute("SELECT count(*) FROM sweeps").fetchone()[0]:
+                return
+    except sqlite3.Error:
+        return  # not the store's schema: left as it is
+    for extra in ("", "-journal", "-wal", "-shm"):
+        Path(f"{made[0]}{extra}").unlink(missing_ok=True)
+    for folder in made[1:]:
+        with contextlib.suppress(OSError):  # (not empty: something else is there now)
+            folder.rmdir()
 
 
 def sweep_into(cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter) -> SweepSummary:
