@@ -343,6 +343,15 @@ def test_more_random_problems_than_the_problem_limit_is_one_line(tmp_path: Path,
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("command", ["validate", "active"])
+def test_a_negative_pool_bk_is_one_line(tmp_path: Path, command: str) -> None:
+    """--pool-bk -1 was taken as 0 (the table's kernels only) without a word."""
+    first = (str(EXAMPLE_TABLE), "--random", "3") if command == "validate" else (str(EXAMPLE_DB), "--config", "c")
+    r = cli(command, *first, "--pool-bk", "-1", "--replay", str(EXAMPLE_DB), "-o", "o", cwd=tmp_path)
+    one_line(r, "--pool-bk = -1 is not a whole number of at least 0")
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_config_seed_beyond_what_numpy_takes_is_one_line_at_its_line(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text((ROOT / "configs" / "default.yaml").read_text().replace("\nseed: 0\n", f"\nseed: {2**32}\n"))

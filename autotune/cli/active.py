@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from autotune.cli.options import checked_pool_bk
 from autotune.cli.tol import tol_callback
 from autotune.vocab import MAX_SEED
 
@@ -72,7 +73,9 @@ def active(
     tol: Annotated[
         float, typer.Option("--tol", callback=tol_callback, help="The tables' TOL and the loss counted as within.")
     ] = 0.1,
-    pool_bk: Annotated[int, typer.Option("--pool-bk", help="As `autotune validate --pool-bk`.")] = 3,
+    pool_bk: Annotated[
+        int, typer.Option("--pool-bk", callback=checked_pool_bk, help="As `autotune validate --pool-bk`.")
+    ] = 3,
     repetitions: Annotated[int, typer.Option("--repetitions", min=1, help="Timed repetitions.")] = 20,
     include_dir: Annotated[
         Optional[Path], typer.Option("--include-dir", help="Name kernel sources relative to this directory.")

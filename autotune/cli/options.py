@@ -39,9 +39,18 @@ def checked_bks(text: str) -> str:
 def checked_bk(value: int) -> int:
     """--bk's callback: a whole number >= 0 (0: all), checked before any database is read (-1 was a ValueError
     traceback after the analysis started)."""
+    return _count(value, "--bk", "10 (0: all)")
+
+
+def checked_pool_bk(value: int) -> int:
+    """--pool-bk's callback (validate, active): as --bk's (-1 was taken as 0)."""
+    return _count(value, "--pool-bk", "3 (0: the table's kernels only)")
+
+
+def _count(value: int, name: str, example: str) -> int:
     from autotune.untrusted import number
 
-    return int(number(value, name="--bk", integer=True, lo=0, example="10 (0: all)"))
+    return int(number(value, name=name, integer=True, lo=0, example=example))
 
 
 def checked_generic(text: str) -> str:

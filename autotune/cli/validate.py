@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autotune.cli.aliases import renamed
+from autotune.cli.options import checked_pool_bk
 from autotune.cli.tol import tol_callback
 from autotune.vocab import MAX_SEED
 
@@ -74,6 +75,7 @@ def validate(
         int,
         typer.Option(
             "--pool-bk",
+            callback=checked_pool_bk,
             help="Fastest verified instances per tuned point of "
             "--db added to the candidates (0: the table's kernels only).",
         ),
