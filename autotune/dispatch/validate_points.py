@@ -123,10 +123,11 @@ def table_bounds(table: ValidatedTable, kind: ProblemKind, precision: str, shape
     return {d: (min(int(p[d]) for p in pts), max(int(p[d]) for p in pts)) for d in _drawn(kind)}
 
 
-def problem_count(count: int, option: str, limit: int | None = None) -> int:
+def problem_count(count: int, option: str, limit: int | None = None, limit_option: str | None = None) -> int:
     """`count` problems to draw (`option`: --random, --heldout): at least 1 and at most `limit` (default:
-    AUTOTUNE_MAX_PROBLEMS, else 200,000), the limit of a --points file. Raises UserError."""
-    from autotune.sweep.workloads.workload_limits import PROBLEMS_KNOB, max_problems
+    AUTOTUNE_MAX_PROBLEMS, else 200,000), the limit of a --points file. Raises UserError, whose hint names
+    `limit_option` (the command's option that gives `limit`, if it has one) and the environment variable."""
+    from autotune.sweep.workloads.workload_limits import PROBLEMS_ENV, max_problems
 
     if count < 1:
         raise UserError(f"{option} must be at least 1, got {count}")
@@ -134,7 +135,9 @@ def problem_count(count: int, option: str, limit: int | None = None) -> int:
     if count > cap:
         raise UserError(
             f"{option} {count:,}: more held-out problems than the limit of {cap:,}",
-            hint="ask for fewer, or raise the limit: " + PROBLEMS_KNOB.replace("N", str(count), 1),
+            hint="ask for fewer, or raise the limit: "
+            + (f"{limit_option} {count} or " if limit_option else "")
+            + f"{PROBLEMS_ENV}={count}",
         )
     return count
 

@@ -85,7 +85,7 @@ def validate_table(
         assert opts.random_n is not None
         workload = table_workload(opts.workload, kind, spaces)
         given = opts.batch_bytes is not None
-        v.problem_count(opts.random_n, "--random", opts.max_problems)
+        v.problem_count(opts.random_n, "--random", opts.max_problems, "--max-problems")
         problems = v.random_points(table, kind, opts.random_n, opts.seed, rule, workload, rule_given=given)
     generic = kind.generic_space is not None and any(table.answer(p) == v.GENERIC for p in problems)
     cands = v.measurable(v.candidates(table, kind, tuning, opts.pool_bk, generic, spaces), problems)
