@@ -345,6 +345,24 @@ def test_more_random_problems_than_the_problem_limit_is_one_line(tmp_path: Path,
     assert not list(tmp_path.iterdir())
 
 
+NO_GPU = pytest.mark.skipif("not __import__('autotune.devices').devices.no_gpu_reason()", reason="a GPU is here")
+
+
+@NO_GPU
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("validate", str(EXAMPLE_TABLE), "--random", "3", "--space", str(EXAMPLE / "space.yaml"), "-o", "val"),
+        ("active", str(EXAMPLE_DB), "--config", str(EXAMPLE / "sweep.yaml"), "-o", "act"),
+    ],
+)
+def test_validate_or_active_without_a_gpu_or_replay_writes_nothing(tmp_path: Path, args: tuple) -> None:
+    """validate wrote OUT/validate_sweep.yaml, active OUT/round0/dispatch.json, before the sweep said there is no
+    GPU: now the same error (what --replay does) comes before anything is written."""
+    one_line(cli(*args, cwd=tmp_path), "no GPU", "--replay DB")
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("command", ["validate", "active"])
 def test_a_negative_pool_bk_is_one_line(tmp_path: Path, command: str) -> None:
     """--pool-bk -1 was taken as 0 (the table's kernels only) without a word."""

@@ -347,11 +347,13 @@ def active_tuning(
     """The loop of the module docstring; returns every round (also written to OUT/active.json). `reporter` hears
     every sweep's progress (none: silent)."""
     from autotune.dispatch import validate as v
+    from autotune.workflows.sweeps import Launch, refuse_without_gpu
 
     if opts.rounds < 1 or opts.add < 0 or opts.heldout < 1:
         raise UserError("--rounds and --heldout must be at least 1 and --add at least 0")
     if opts.points is None:
         v.problem_count(opts.heldout, "--heldout")  # (before the first round's folder)
+    refuse_without_gpu(Launch(replay=opts.replay))
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     rounds: list[Round] = []

@@ -152,12 +152,24 @@ def _backend(launch: Launch, tol: float | None) -> Backend:
         return make_backend("dask", replay=launch.replay, tol=tol, gpus=launch.gpus, scheduler=launch.scheduler)
     if launch.replay:
         return make_backend("replay", url=launch.replay, device=launch.replay_device)
-    return make_backend(
-        "gpu",
-        tol=tol,
-        hint="run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or "
-        ".[cuda13]), or pass --replay DB to replay a recorded sweep",
-    )
+    return make_backend("gpu", tol=tol, hint=GPU_HINT)
+
+
+GPU_HINT = (
+    "run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or .[cuda13]), or pass --replay DB to "
+    "replay a recorded sweep"
+)
+
+
+def refuse_without_gpu(launch: Launch) -> None:
+    """One UserError where `launch` measures on this machine's GPU (no backend, replay, GPUs or scheduler named)
+    and there is none: for a command that writes files before its sweep starts (`validate`, `active`), checked
+    before the first of them."""
+    from autotune.devices import no_gpu_reason
+
+    local = launch.backend is None and not launch.replay and launch.gpus is None and launch.scheduler is None
+    if local and (why := no_gpu_reason()) is not None:
+        raise UserError(f"no GPU to measure on: {why}", hint=GPU_HINT)
 
 
 def database_failure(url: str, exc: Exception) -> UserError:

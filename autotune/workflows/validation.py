@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.errors import UserError
 from autotune.untrusted import fraction
-from autotune.workflows.sweeps import Launch, launch_sweep
+from autotune.workflows.sweeps import Launch, launch_sweep, refuse_without_gpu
 
 if TYPE_CHECKING:
     from autotune.sweep.runner import Reporter, SweepSummary
@@ -89,6 +89,7 @@ def validate_table(
         problems = v.random_points(table, kind, opts.random_n, opts.seed, rule, workload, rule_given=given)
     generic = kind.generic_space is not None and any(table.answer(p) == v.GENERIC for p in problems)
     cands = v.measurable(v.candidates(table, kind, tuning, opts.pool_bk, generic, spaces), problems)
+    refuse_without_gpu(opts.launch)  # (before OUT is made: every input is checked by now)
     out_dir = opts.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     url = (
