@@ -709,3 +709,13 @@ def test_explore_reads_a_database_by_its_content_not_its_name(tmp_path: Path) ->
         pass
     r = cli("explore", str(tmp_path / "results.bin"), "-o", "x.html", cwd=tmp_path)
     assert r.returncode == 0 and "results)" in r.stdout, r.stderr[-2000:]
+
+
+def test_an_unknown_precision_of_a_kernel_tuner_import_is_one_line(tmp_path: Path) -> None:
+    """import kerneltuner -p fp99 was TestPoint's ValueError traceback (the files it made were removed)."""
+    cache = ROOT / "tests" / "data" / "kerneltuner" / "matmul_cache.json"
+    r = cli(
+        "import", "kerneltuner", str(cache), "--db", "d.sqlite", "--space-out", "s.yaml", "-p", "fp99", cwd=tmp_path
+    )
+    one_line(r, "unknown precision 'fp99'", "fp64, fp32")
+    assert not list(tmp_path.iterdir())

@@ -35,7 +35,7 @@ from autotune.space.spec import Space, load_space
 from autotune.store.schema import SpaceRecord, SweepStart
 from autotune.store.store import Store
 from autotune.sweep.timing import summarize
-from autotune.vocab import MAX_SIZE, TIME_STATS, DeviceInfo, Measurement, Status, TestPoint
+from autotune.vocab import ELEM_BYTES, MAX_SIZE, TIME_STATS, DeviceInfo, Measurement, Status, TestPoint
 
 KIND = "kerneltuner"
 SIZE_NAMES = ("size_x", "size_y", "size_z")
@@ -169,7 +169,13 @@ def import_cache(
     max_mb: int | None = None,
     max_entries: int | None = None,
 ) -> Imported:
-    """`load_cache`, then `store_cache` (see the module docstring)."""
+    """`load_cache`, then `store_cache` (see the module docstring). An unknown `precision` is a UserError before the
+    cache is read."""
+    if precision not in ELEM_BYTES:
+        raise UserError(
+            f"unknown precision {precision!r} (--precision)",
+            hint=f"give one of {', '.join(ELEM_BYTES)} (the precision the kernel was tuned at)",
+        )
     return store_cache(
         load_cache(path, max_mb=max_mb, max_entries=max_entries), path, store, space, space_out, precision
     )
