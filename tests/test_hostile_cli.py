@@ -719,3 +719,22 @@ def test_an_unknown_precision_of_a_kernel_tuner_import_is_one_line(tmp_path: Pat
     )
     one_line(r, "unknown precision 'fp99'", "fp64, fp32")
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("model", "tsm2-where", "--n", str(10**24)), "is above 65,536"),
+        (("model", "tsm2-where", "--m", str(10**26)), "less than or equal to"),
+        (
+            ("model", "tsm2", str(ROOT / "results" / "tsm2_h100" / "tsm2_h100.sqlite.xz"), "--csv", "nf/x.csv"),
+            "nf/x.csv",
+        ),
+    ],
+    ids=["n", "m", "csv"],
+)
+def test_a_tsm2_model_size_or_csv_that_cannot_be_is_one_line(tmp_path: Path, args: tuple, words: str) -> None:
+    """model tsm2-where --n 10**24 never ended (the model tries every t2 up to n), --m 10**26 printed a time of
+    1e43 ms; model tsm2 --csv in a missing folder was pandas' OSError traceback after the table was printed."""
+    one_line(cli(*args, cwd=tmp_path), words)
+    assert not list(tmp_path.iterdir())

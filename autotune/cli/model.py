@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autotune.devices import PROFILES, profile
+from autotune.vocab import MAX_SIZE
 
 app = typer.Typer(
     help="The TSM2/ISM2 analytical model (seed 001): its picks, and its picks against a sweep.", no_args_is_help=True
@@ -19,6 +20,9 @@ app = typer.Typer(
 ProfileOpt = Annotated[
     str, typer.Option("--profile", help=f"Device profile for the per-SM limits ({', '.join(PROFILES)}).")
 ]
+
+
+MAX_N = 65_536  # the model tries every t2 from 1 to n (n = 10**6 took 13 s; 10**24 never ended)
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -30,14 +34,20 @@ def _ints(text: str, what: str) -> list[int]:
         raise UserError(f"cannot read {what} from {text!r}", hint=f"write {what} as integers, e.g. 2,4,8,16") from None
     if not values or min(values) < 1:
         raise UserError(f"{what} must be positive integers, got {text!r}", hint="e.g. 2,4,8,16")
+    if max(values) > MAX_N:
+        raise UserError(
+            f"{what} {max(values):,} is above {MAX_N:,}: TSM2 is for tall-and-skinny problems (the model tries every "
+            "t2 up to n)",
+            hint="e.g. 2,4,8,16",
+        )
     return values
 
 
 @app.command("tsm2-where")
 def tsm2_where(
-    m: Annotated[int, typer.Option(help="Rows of A (and C).", min=1)] = 20480,
+    m: Annotated[int, typer.Option(help="Rows of A (and C).", min=1, max=MAX_SIZE)] = 20480,
     n: Annotated[str, typer.Option(help="Columns of B, comma-separated.")] = "2,4,8,16",
-    k: Annotated[Optional[int], typer.Option(help="Columns of A (default: m).", min=1)] = None,
+    k: Annotated[Optional[int], typer.Option(help="Columns of A (default: m).", min=1, max=MAX_SIZE)] = None,
     precisions: Annotated[str, typer.Option(help="fp64 and/or fp32, comma-separated.")] = "fp64,fp32",
     device_profile: ProfileOpt = "H100",
     bandwidth: Annotated[
@@ -97,6 +107,9 @@ def tsm2(
     out = Console()  # made per call: it reads the terminal width (COLUMNS) when it is made
     from autotune.problems.gemm import tsm2_check
     from autotune.cli.compare import load_gpu
+    from autotune.outfiles import check_writable
+
+    check_writable([csv] if csv is not None else [])  # (before the database is read)
 
     gpu = load_gpu(source, device)
     info = gpu.info
