@@ -36,8 +36,9 @@ def _click_exceptions():  # type: ignore[no-untyped-def]
     )
 
 
-UsageError = _click_exceptions().UsageError
-NoArgsIsHelpError = getattr(_click_exceptions(), "NoArgsIsHelpError", ())  # click < 8.2: none (help by another path)
+_CLICK = _click_exceptions()
+UsageError = _CLICK.UsageError
+NoArgsIsHelpError = getattr(_CLICK, "NoArgsIsHelpError", ())  # click < 8.2: none (help by another path)
 
 
 FILE_ERRORS = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)

@@ -62,11 +62,6 @@ def checked_generic(text: str) -> str:
     return text
 
 
-def checked_fallback(text: str | None) -> str | None:
-    """--fallback's callback: one of the fallbacks by name, checked before any database is read."""
-    return check_fallback(text)
-
-
 def checked_method(method: str) -> str:
     """--method's callback: a kernel-set reduction by name (an unknown one was a ValueError traceback)."""
     if method not in METHODS:
@@ -145,7 +140,7 @@ FallbackOpt = Annotated[
     Optional[str],
     typer.Option(
         "--fallback",
-        callback=checked_fallback,
+        callback=check_fallback,  # one of the fallbacks by name, before any database is read
         help="Answer where no kernel of the table is valid: library (the kind's baseline, index -2), naive (the "
         "kind's generic kernel, -1) or none (-4); default: the library, else the generic kernel, else none.",
     ),

@@ -217,10 +217,14 @@ def generic_kernel(kind: Any, params_text: str, include_dir: Path | None = None)
         return None
     from autotune.space.spec import load_space
 
-    given = generic_params(load_space(kind.generic_space), params_text) if params_text.strip() else None
     try:
         space = load_space(kind.generic_space)
-        text = getattr(kind, "generic_params", "")  # the kind's own unless --generic says
+    except Exception as exc:  # noqa: BLE001 - the table still names the generic kernel's space
+        return _unnamed_generic(kind, exc)
+    # --generic is checked against the space (a mistake is the user's error, not a warning); else the kind's own
+    given = generic_params(space, params_text) if params_text.strip() else None
+    try:
+        text = getattr(kind, "generic_params", "")
         params = given or {k.strip(): int(v) for k, v in (kv.split("=") for kv in text.split(",") if kv.strip())}
         kernel = kernel_of(space)
         problems = kernel.problems
@@ -238,8 +242,13 @@ def generic_kernel(kind: Any, params_text: str, include_dir: Path | None = None)
             ),
         )
     except Exception as exc:  # noqa: BLE001 - the table still names the generic kernel's space
-        warnings.warn(f"generic kernel {kind.generic_space} without name expressions: {exc}", stacklevel=2)
-        return GenericKernel(space=kind.generic_space)
+        return _unnamed_generic(kind, exc)
+
+
+def _unnamed_generic(kind: Any, exc: Exception) -> GenericKernel:
+    """The generic kernel by its space only, with a warning saying why its names could not be written."""
+    warnings.warn(f"generic kernel {kind.generic_space} without name expressions: {exc}", stacklevel=3)
+    return GenericKernel(space=kind.generic_space)
 
 
 def generic_params(space: Any, text: str) -> dict[str, int]:
@@ -291,7 +300,6 @@ def read_validity(path: Path, sizes: tuple[str, ...], names: set[str]) -> dict[s
     object of `<size>_multiple_of`, `min_<size>` or `max_<size>` keys over `sizes` with whole-number values (a
     multiple of at least 1). Raises UserError naming the file (and the entry); warns once for the names that are
     neither an instance nor a space of the measurements (`names`), since their predicates apply nowhere."""
-    from autotune.errors import UserError
     from autotune.untrusted import number
     from autotune.yamlfile import read_text
 

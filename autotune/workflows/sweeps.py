@@ -83,11 +83,10 @@ def launch_sweep(cfg: SweepConfig, launch: Launch | None = None, reporter: Repor
             with Store.open(cfg.database) as store:
                 summary = sweep_into(cfg, store, backend, reporter or Silent())
         return Launched(summary, list(backend.rates()))
-    except SQLAlchemyError as exc:
+    except BaseException as exc:
         _remove_unused(made)
-        raise database_failure(cfg.database, exc) from None
-    except BaseException:
-        _remove_unused(made)
+        if isinstance(exc, SQLAlchemyError):
+            raise database_failure(cfg.database, exc) from None
         raise
     finally:
         if backend is not None:
