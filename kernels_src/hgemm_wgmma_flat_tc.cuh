@@ -101,7 +101,6 @@ namespace autotune {
 namespace wgmma_flat_detail {
 
 using common::cdiv;
-using common::misalign;
 using ptx::cp_async_commit;
 using ptx::cp_async_wait;
 using ptx::smem_u32;
@@ -111,6 +110,7 @@ using wgmma_detail::Mma;
 using wgmma_detail::st_shared_v4;
 using wgmma_detail::wgmma_commit;
 using wgmma_detail::wgmma_fence;
+using wgmma_detail::epilogue;
 using wgmma_detail::wgmma_wait;
 
 // ------------------------------------------------------------------------------------------------- runs
@@ -235,15 +235,44 @@ __device__ __forceinline__ uint4 ld_shared_v4(unsigned a) {
   return v;
 }
 
-// The staged copy of one slice into the staging buffer at shared address st (section 2).
-template <int R, int THREADS> __device__ __forceinline__ void stage(unsigned st, const Runs& r, int t) {
-  const int total = r.template chunks<R>();
+// The chunks thread t of THREADS copies of one slice (section 2): copy(q, g, bytes) for each staging chunk q = t,
+// t + THREADS, ... that holds something, with chunk<R>(q)'s g and bytes, walked incrementally (no division or 64-bit
+// multiply per chunk: the copy loop issued more instructions than the copies' bytes allow). Host too (the nvcc tier
+// checks it against chunk<R> for every thread).
+template <int R, int THREADS, class Copy>
+__host__ __device__ __forceinline__ void walk(const Runs& r, int t, Copy copy) {
+  if (r.flat) {
+    const unsigned long long lo = r.a0 & ~15ull, end = r.a0 + 2ull * r.yl * r.xl;
+    const int total = static_cast<int>((end - lo + 15) >> 4);
+#pragma unroll 1
+    for (int q = t; q < total; q += THREADS) {
+      const unsigned long long g = lo + 16ull * q, left = end - g;
+      copy(q, g, left < 16 ? static_cast<int>(left) : 16);
+    }
+    return;
+  }
+  constexpr int DY = THREADS / R, DC = THREADS % R;  // q += THREADS: run y += DY, chunk c += DC (carry into y)
+  const unsigned long long run_bytes = 2ull * static_cast<unsigned long long>(r.ld);
+  int y = t / R, c = t - y * R;
+  unsigned long long start = r.a0 + run_bytes * y;
+  const unsigned long long step = run_bytes * DY;
+  const int total = r.yl * R;
 #pragma unroll 1
   for (int q = t; q < total; q += THREADS) {
-    unsigned long long g;
-    int bytes;
-    if (r.template chunk<R>(q, g, bytes)) cp_async_16(st + 16 * q, g, bytes);
+    const unsigned long long g = (start & ~15ull) + 16ull * c, end = start + 2ull * r.xl;
+    if (g < end) copy(q, g, end - g < 16 ? static_cast<int>(end - g) : 16);
+    start += step;
+    c += DC;
+    if (c >= R) {
+      c -= R;
+      start += run_bytes;
+    }
   }
+}
+
+// The staged copy of one slice into the staging buffer at shared address st (section 2).
+template <int R, int THREADS> __device__ __forceinline__ void stage(unsigned st, const Runs& r, int t) {
+  walk<R, THREADS>(r, t, [&](int q, unsigned long long g, int bytes) { cp_async_16(st + 16 * q, g, bytes); });
 }
 
 // The repack of one slice from the staging buffer at st into tile T at shared address tile (section 3).
@@ -270,49 +299,6 @@ struct Geo {
   static constexpr int STAGED = G::LEAD + TILES * SET + STAGES * SLOT + 16 * G::QC;
   static constexpr int SMEM = STAGED > G::SMEM ? STAGED : G::SMEM;  // the larger of the two paths
 };
-
-// C of problem pg from the accumulators (hgemm_wgmma_tc's epilogue, section 5 there).
-template <int BN>
-__device__ __forceinline__ void epilogue(const float (&acc)[BN / 2], int M, int N, float alpha, float beta, __half* C,
-                                         int ldc, long long strideC, long long pg, bool packC, __half* sC, int t,
-                                         int threads) {
-  const bool readC = beta != 0.0f;
-  const int MN = M * N, lane = t & 31, wg = t >> 7, wq = (t >> 5) & 3, gq = lane >> 2, tq = lane & 3;
-  __half* const gc = C + pg * strideC;
-  const int offC = packC ? misalign(gc) : 0;
-  const int i0 = 64 * wg + 16 * wq + gq;  // value 4 j + e: row i0 + 8 (e >> 1), column 8 j + 2 tq + (e & 1)
-  if (i0 - gq < M) {                      // a warp whose 16 rows are all padding stores nothing (warp-uniform)
-#pragma unroll
-    for (int j8 = 0; j8 < BN / 8; ++j8) {
-      if (8 * j8 >= N) break;  // n8 tiles of the padding (uniform)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = i0 + 8 * (e >> 1), j = 8 * j8 + 2 * tq + (e & 1);
-        if (i < M && j < N) {
-          const float v = alpha * acc[4 * j8 + e];
-          if (packC) {
-            sC[offC + i + j * M] = __float2half_rn(v);
-          } else {
-            __half* const c = gc + (long long)j * ldc + i;
-            *c = __float2half_rn(readC ? v + beta * __half2float(*c) : v);
-          }
-        }
-      }
-    }
-  }
-  if (packC) {
-    __syncthreads();  // the problem's C is complete in shared memory
-    const int span = offC + MN;
-    for (int x = t; x < (span + 7) >> 3; x += threads) {  // 16-byte stores, element stores at the ragged ends
-      const int lo = 8 * x;
-      if (lo >= offC && lo + 8 <= span) {
-        __stcs(reinterpret_cast<uint4*>(gc + (lo - offC)), *reinterpret_cast<const uint4*>(sC + lo));
-      } else {
-        for (int s = max(lo, offC); s < min(lo + 8, span); ++s) gc[s - offC] = sC[s];
-      }
-    }
-  }
-}
 
 // ------------------------------------------------------------------------------------------------- main
 // The staged path (M <= BM, N <= BN, K >= 1; sections 1-4).

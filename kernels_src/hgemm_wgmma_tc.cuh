@@ -329,6 +329,72 @@ __device__ __forceinline__ void fill_any(int w, unsigned tile, const __half* src
   }
 }
 
+// ------------------------------------------------------------------------------------------------- epilogue
+// C of problem pg from the accumulators (section 5), both kernels' (hgemm_wgmma_flat_tc's too). Thread t holds value
+// 4 j8 + e at row i0 + 8 (e >> 1), column 8 j8 + 2 tq + (e & 1); each store goes through one of two pointers (columns
+// 2 tq and 2 tq + 1) advanced by 8 columns per j8, predicated by row and column tests made once (the per-element
+// index and 64-bit address arithmetic was 41% of hgemm_wgmma_flat_tc's instructions at fp16 n = 114).
+template <int BN> struct Frag {
+  // value e of n8 tile j8, through store(j8, e, v): the valid ones only
+  template <class Store>
+  __device__ __forceinline__ static void each(const float (&acc)[BN / 2], int M, int N, int i0, int tq, Store store) {
+    const bool r0 = i0 < M, r1 = i0 + 8 < M;
+#pragma unroll
+    for (int j8 = 0; j8 < BN / 8; ++j8) {
+      if (8 * j8 >= N) break;  // n8 tiles of the padding (uniform)
+      const int j = 8 * j8 + 2 * tq;
+      const bool c0 = j < N, c1 = j + 1 < N;
+      if (r0 && c0) store(j8, 0, acc[4 * j8]);
+      if (r0 && c1) store(j8, 1, acc[4 * j8 + 1]);
+      if (r1 && c0) store(j8, 2, acc[4 * j8 + 2]);
+      if (r1 && c1) store(j8, 3, acc[4 * j8 + 3]);
+    }
+  }
+};
+
+template <int BN>
+__device__ __forceinline__ void epilogue(const float (&acc)[BN / 2], int M, int N, float alpha, float beta, __half* C,
+                                         int ldc, long long strideC, long long pg, bool packC, __half* sC, int t,
+                                         int threads) {
+  const int lane = t & 31, wg = t >> 7, wq = (t >> 5) & 3, gq = lane >> 2, tq = lane & 3;
+  __half* const gc = C + pg * strideC;
+  const int offC = packC ? misalign(gc) : 0;
+  const int i0 = 64 * wg + 16 * wq + gq;
+  if (i0 - gq < M) {  // a warp whose 16 rows are all padding stores nothing (warp-uniform)
+    if (packC) {      // element (i, j) at sC[offC + i + j M]
+      __half* const p = sC + offC + i0 + 2 * tq * M;
+      Frag<BN>::each(acc, M, N, i0, tq, [&](int j8, int e, float v) {
+        p[8 * j8 * M + (e & 1) * M + 8 * (e >> 1)] = __float2half_rn(alpha * v);
+      });
+    } else {
+      __half* const p = gc + i0 + static_cast<long long>(2 * tq) * ldc;
+      const long long step = 8ll * ldc;
+      if (beta == 0.0f) {
+        Frag<BN>::each(acc, M, N, i0, tq, [&](int j8, int e, float v) {
+          p[j8 * step + (e & 1) * ldc + 8 * (e >> 1)] = __float2half_rn(alpha * v);
+        });
+      } else {
+        Frag<BN>::each(acc, M, N, i0, tq, [&](int j8, int e, float v) {
+          __half* const c = p + j8 * step + (e & 1) * ldc + 8 * (e >> 1);
+          *c = __float2half_rn(alpha * v + beta * __half2float(*c));
+        });
+      }
+    }
+  }
+  if (packC) {
+    __syncthreads();  // the problem's C is complete in shared memory
+    const int span = offC + M * N;
+    for (int x = t; x < (span + 7) >> 3; x += threads) {  // 16-byte stores, element stores at the ragged ends
+      const int lo = 8 * x;
+      if (lo >= offC && lo + 8 <= span) {
+        __stcs(reinterpret_cast<uint4*>(gc + (lo - offC)), *reinterpret_cast<const uint4*>(sC + lo));
+      } else {
+        for (int s = max(lo, offC); s < min(lo + 8, span); ++s) gc[s - offC] = sC[s];
+      }
+    }
+  }
+}
+
 // ------------------------------------------------------------------------------------------------- main
 template <int TRANS_A, int TRANS_B, int BM, int BN, int KS, int STAGES, int SPAD, int SWZ, int CDIRECT>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __half* A, int lda, long long strideA,
@@ -347,7 +413,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
   const bool readC = beta != 0.0f;
   const bool packC = !CDIRECT && !readC && ldc == M && (strideC == (long long)MN || batch == 1);
   const int KT = (K + KS - 1) / KS;
-  const int t = threadIdx.x, lane = t & 31, wg = t >> 7, wq = (t >> 5) & 3;
+  const int t = threadIdx.x, wg = t >> 7;
   const int wa = copy_width(A, lda, strideA, batch), wb = copy_width(B, ldb, strideB, batch);
 
   // Copies of unit (problem pg, slice s) into stage `slot`.
@@ -384,7 +450,6 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
   float acc[BN / 2];
 #pragma unroll
   for (int r = 0; r < BN / 2; ++r) acc[r] = 0.0f;
-  const int gq = lane >> 2, tq = lane & 3;
   long long pg = blockIdx.x;
   int cs = 0, cslot = 0;
 #pragma unroll 1
@@ -412,43 +477,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const __ha
 #pragma unroll
     for (int r = 0; r < BN / 2; ++r) fence_operand(acc[r]);
 
-    if (cs == KT - 1) {  // the problem's last slice: epilogue (uniform)
-      __half* const gc = C + pg * strideC;
-      const int offC = packC ? misalign(gc) : 0;
-      const int i0 = 64 * wg + 16 * wq + gq;  // value 4 j + e: row i0 + 8 (e >> 1), column 8 j + 2 tq + (e & 1)
-      if (i0 - gq < M) {                      // a warp whose 16 rows are all padding stores nothing (warp-uniform)
-#pragma unroll
-        for (int j8 = 0; j8 < BN / 8; ++j8) {
-          if (8 * j8 >= N) break;  // n8 tiles of the padding (uniform)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int i = i0 + 8 * (e >> 1), j = 8 * j8 + 2 * tq + (e & 1);
-            if (i < M && j < N) {
-              const float v = alpha * acc[4 * j8 + e];
-              if (packC) {
-                sC[offC + i + j * M] = __float2half_rn(v);
-              } else {
-                __half* const c = gc + (long long)j * ldc + i;
-                *c = __float2half_rn(readC ? v + beta * __half2float(*c) : v);
-              }
-            }
-          }
-        }
-      }
-      if (packC) {
-        __syncthreads();  // the problem's C is complete in shared memory
-        const int span = offC + MN;
-        for (int x = t; x < (span + 7) >> 3; x += THREADS) {  // 16-byte stores, element stores at the ragged ends
-          const int lo = 8 * x;
-          if (lo >= offC && lo + 8 <= span) {
-            __stcs(reinterpret_cast<uint4*>(gc + (lo - offC)), *reinterpret_cast<const uint4*>(sC + lo));
-          } else {
-            for (int s = max(lo, offC); s < min(lo + 8, span); ++s) gc[s - offC] = sC[s];
-          }
-        }
-        // sC is written again only after the next unit's opening barrier
-      }
-    }
+    if (cs == KT - 1)  // the problem's last slice (uniform); sC is written again only after the next unit's barrier
+      epilogue<BN>(acc, M, N, alpha, beta, C, ldc, strideC, pg, packC, sC, t, THREADS);
     if (++cs == KT) {
       cs = 0;
       pg += gridDim.x;

@@ -205,19 +205,38 @@ struct Store {
   }
 };
 
+// One thread's walk (F::walk) checked against Runs::chunk: chunk q is the thread's, walked once, same g and bytes.
+template <int R, int THREADS> struct Walked {
+  const F::Runs* r;
+  int t;
+  char* walked;
+  int* bad;
+  __host__ __device__ void operator()(int q, unsigned long long g, int bytes) const {
+    unsigned long long g0;
+    int b0;
+    if (q % THREADS != t || q < 0 || q >= r->chunks<R>() || walked[q]++ || !r->chunk<R>(q, g0, b0) || g0 != g ||
+        b0 != bytes)
+      if ((*bad)++ < 3) printf("  thread %d walked chunk %d (g %llx, %d bytes): not chunk's, or twice\n", t, q, g, bytes);
+  }
+};
+
 long long stats[8];  // flat slices, run slices, chunks, partial chunks, shifts seen (bit mask), items, K-major
                      // slices of more than 64 K as one flat range (KS = 128 only), tiles
 
-template <class T, class SG, class Expect> int replay(const F::Runs& r, const Operand& o, Expect expect) {
+template <class T, class SG, int THREADS, class Expect> int replay(const F::Runs& r, const Operand& o, Expect expect) {
   constexpr int R = SG::R;
   int bad = 0;
   std::vector<unsigned char> st(SG::BYTES, 0xAB);
   std::vector<char> written(SG::BYTES / 16, 0);
   ++stats[r.flat ? 0 : 1];
+  // the chunks every thread's walk copies, against chunk<R>: each at most once, with chunk's address and bytes
+  std::vector<char> walked(r.chunks<R>(), 0);
+  for (int t = 0; t < THREADS; ++t) F::walk<R, THREADS>(r, t, Walked<R, THREADS>{&r, t, walked.data(), &bad});
   for (int q = 0; q < r.chunks<R>(); ++q) {
     unsigned long long g;
     int bytes;
     if (!r.chunk<R>(q, g, bytes)) continue;
+    if (!walked[q] && bad++ < 3) printf("  chunk %d: no thread walked it\n", q);
     ++stats[2];
     stats[3] += bytes < 16;
     if (g % 16 || bytes < 2 || bytes > 16 || bytes % 2 || g < o.lo || g + bytes > o.hi || 16 * (q + 1) > SG::BYTES) {
@@ -263,10 +282,10 @@ int layout(int M, int N, int K, int padA, int padB, int gap, int offA, int offB,
       const F::Runs rb = F::b_slice<TB_>(b.base, ldb, b.stride, p, k0, kl, N);
       stats[6] += (TA_ == 1 && ra.flat && M > 1 && kl > 64) + (TB_ == 0 && rb.flat && N > 1 && kl > 64);
       // A(i, k): tile (x, y) = (i, k - k0) (TRANS_A = 0) or (k - k0, i); B(k, j): (k - k0, j) or (j, k - k0)
-      bad += replay<typename G::TA, typename G::SA>(ra, a, [&](int x, int y) {
+      bad += replay<typename G::TA, typename G::SA, G::THREADS>(ra, a, [&](int x, int y) {
         return TA_ == 0 ? Operand::at(p, x, k0 + y) : Operand::at(p, k0 + x, y);
       });
-      bad += replay<typename G::TB, typename G::SB>(rb, b, [&](int x, int y) {
+      bad += replay<typename G::TB, typename G::SB, G::THREADS>(rb, b, [&](int x, int y) {
         return TB_ == 0 ? Operand::at(p, k0 + x, y) : Operand::at(p, x, k0 + y);
       });
     }
