@@ -35,4 +35,32 @@ for pkg in "${PKGS[@]}"; do
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PYVER" --implementation cp \
         "${PLATS[@]}" -d "$DEST" "$pkg"
 done
+# Slim the wheels in place: python-constraint2's wheel (8.8 MB) also ships its extension modules built for another
+# Python and their C sources (4.8 MB), which no install for PYVER imports; a device call carries 64 MiB in all.
+# The RECORD drops their lines (pip does not check it against the files).
+python3 - "$DEST" "$PYVER" <<'PY'
+import re, sys, zipfile
+from pathlib import Path
+dest, tag = Path(sys.argv[1]), "cpython-" + sys.argv[2].replace(".", "")
+other = re.compile(r"\.cpython-(\d+)-[^/]*\.so$")
+for whl in sorted(dest.glob("*.whl")):
+    with zipfile.ZipFile(whl) as z:
+        names = z.namelist()
+        drop = {n for n in names if (m := other.search(n)) and "cpython-" + m.group(1) != tag}
+        if drop:  # a C source is dropped only beside a compiled module for this Python
+            drop |= {n for n in names if n.endswith(".c") and any(tag in k for k in names if k.startswith(n[:-2] + "."))}
+        if not drop:
+            continue
+        tmp = whl.with_suffix(".slim")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as out:
+            for info in z.infolist():
+                if info.filename in drop:
+                    continue
+                data = z.read(info)
+                if info.filename.endswith(".dist-info/RECORD"):
+                    data = b"".join(l for l in data.splitlines(True) if l.split(b",")[0].decode() not in drop)
+                out.writestr(info, data)
+    tmp.replace(whl)
+    print(f"slimmed {whl.name}: {len(drop)} files for other Pythons dropped")
+PY
 ls -1 "$DEST"

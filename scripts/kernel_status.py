@@ -5,7 +5,8 @@ vendor library of the best measured kernel at each point, from committed results
 Groups and their sources (committed result folders; each row of a source is one point of one sweep, timed against
 cuBLAS in the same run on the same GPU, so every ratio is a same-run ratio):
 - fp16 square n = 2..128 (`tc_final_h100`, the complete run; `flat_s0_h100`, `tc_flat_ppb_h100`, `tc_mma_h100`,
-  `wgmma_h100` (its two databases) and `wgmma_flat_h100` at the same points);
+  `wgmma_h100` (its two databases), `wgmma_flat_h100` and `wgmma_epi_h100` (both wgmma spaces whole at n = 64..128,
+  after their epilogue was rewritten) at the same points);
 - fp32 / fp64 square n = 2..32 (`square_share_h100`; `simt32_h100`, `simt_h100`, the databases of `square_h100` and
   `dmma_h100` at the same points);
 - fixed K = 8, 16, 32 (`fixedk_h100`; `dmma_h100`, fp64 tensor cores, at three of its points);
@@ -63,6 +64,7 @@ GROUPS = (
             "wgmma_{gpu}/wgmma_{gpu}.sqlite.xz",
             "wgmma_{gpu}/wgmma_{gpu}_losses.sqlite.xz",
             "wgmma_flat_{gpu}/wgmma_flat_{gpu}.sqlite.xz",
+            "wgmma_epi_{gpu}/wgmma_epi_{gpu}.sqlite.xz",
         ),
         "precision == 'fp16' and m == n == k and 2 <= m <= 128",
     ),

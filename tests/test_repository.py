@@ -36,7 +36,10 @@ from autotune.paths import ROOT
 # Raised to 51 MB for the whole MAGMA check (6.3 MB, 80,472 measurements, against its 2.5 MB partial) and the search
 # beside it (0.8 MB): tree ~50.6 MB + .whl-kt (15.9 MB) is ~66.5 MB of the 67.1 MB; the next result needs a
 # superseded one retired first (or Kernel Tuner's GPU jobs carry only its wheel beside .whl-min)
-LIMIT_BYTES = 51_000_000
+# Raised to 53 MB for the wgmma epilogue sweep (results/wgmma_epi_h100, 1.3 MB: both wgmma spaces whole at n = 64..128)
+# and its profile: scripts/build_wheelhouse.sh now drops python-constraint2's modules for other Pythons (.whl-kt
+# 15.9 -> 11.1 MB), so tree ~52 MB + .whl-kt is ~63 MB of the 67.1 MB
+LIMIT_BYTES = 53_000_000
 # a developer's or a lent machine's folders; /tmp/ only in committed outputs (results), where it was a run's scratch
 MACHINE = re.compile(r"(?<![\w.$])(/work/|/root/|/home/[a-z_][\w-]*/|/Users/[A-Za-z])")
 SCRATCH = re.compile(r"(?<![\w.$])/tmp/")
