@@ -274,6 +274,21 @@ def test_equally_near_points_the_tie_sizes_decide(mode: str) -> None:
         assert reference(table, lookup.valid, "fp32", "NN", (128, 64, 64, batch)) == answer
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the header")
+def test_equally_near_points_the_tie_sizes_decide_in_the_header(tmp_path: Path) -> None:
+    """The same in the generated header: cost mode's nearest point of a set (`cheapest`) and rule 4 (`nearest`)."""
+    tables = []
+    for mode in ("cost", "nearest"):
+        base = variant("results/tc_final_h100/dispatch.json")  # format, provenance, kernel records
+        table = {**base, **two_points(mode)}
+        table["kernels"] = [{**base["kernels"][i], **k} for i, k in enumerate(table["kernels"])]
+        for i, point in enumerate(table["points"]):
+            point.update(point_key=f"p{i}", ms=1.0, best_ms=1.0, loss=0.0, kernel=point["ranked"][0])
+        tables.append(table)
+    asked = [(v, ("fp32", "NN", (128, 64, 64, batch))) for v in range(2) for batch in (1, 2, 1000, 999)]
+    assert cpp_answers(tables, asked, tmp_path) == [0, 0, 1, 1] * 2
+
+
 def test_predicted_times_are_the_model_over_its_features() -> None:
     """Model mode: the packed lanes give every valid answer's model_time over model_features, no margin."""
     table = variant("results/fp16_model_h100/dispatch.json", tuned_only=True)

@@ -191,35 +191,46 @@ COST = """\
 constexpr int lowest_bit(unsigned long long x) { return kDeBruijn[((x & (~x + 1)) * kDeBruijnMul) >> 58]; }  // x != 0
 // Cost mode: each valid answer priced at the tuned point nearest the problem where it was measured; answers
 // measured within kReach of the nearest tuned point compete; the cheapest wins (ties: nearer, library, index).
+// Answers measured at the same points form a set (kAnswerSet) and share that point: per set, the first of its points
+// at the smallest distance (one pass), or where several are at it, the one of the smallest tie distance among them.
 constexpr int cheapest(int group, const long long (&d)[kNumSizes], const long long (&lt)[kTableN]) {
   const int begin = kGroupPointBegin[group], end = kGroupPointBegin[group + 1];
   if (begin == end) return kFallback;
   int dists[kPointsN + kLanes] = {};
+  const int dmin = group_distances(begin, end, lt, dists), sb = kGroupSetBegin[group];
   long long lb[kTieN] = {};
-  const long long dmin = group_distances(begin, end, lt, dists);
   tie_logs(d, lb);
-  // per answer (index + 2: the library first), its nearest measurement within reach: distance, tie, cost
-  bool found[kNumKernels + 2] = {};
-  long long nd[kNumKernels + 2] = {}, nb[kNumKernels + 2] = {}, nc[kNumKernels + 2] = {};
-  for (int g = begin; g < end; ++g) {
-    const Point& p = kPoints[kGroupPoints[g]];
-    const long long dist = dists[g - begin];
-    if (dist > dmin + kReach) continue;  // an answer measured only farther does not compete
-    const long long db = tie_at(g, lb);
-    for (int j = p.costs_begin; j < p.costs_begin + p.costs_count; ++j) {
-      const int a = kCostAnswer[j];
-      if (a == GENERIC || a < LIBRARY || a >= kNumKernels) continue;
-      const int s = a + 2;
-      if (!found[s] || dist < nd[s] || (dist == nd[s] && db < nb[s])) { found[s] = true; nd[s] = dist; nb[s] = db; nc[s] = kCost[j]; }
+  int near[kMaxSets] = {}, nd[kMaxSets] = {};  // per set: its nearest point (group position), its distance
+  for (int s = 0; s < kGroupSetBegin[group + 1] - sb; ++s) {
+    const int first = kSetPointBegin[sb + s], last = kSetPointBegin[sb + s + 1];
+    int dist = dists[kSetPoints[first] - begin], at = kSetPoints[first];
+    bool tied = false;  // another point at that distance: the tie sizes decide
+    for (int i = first + 1; i < last; ++i) {
+      const int v = dists[kSetPoints[i] - begin];
+      tied = v == dist || (tied && v > dist);
+      at = v < dist ? kSetPoints[i] : at;
+      dist = v < dist ? v : dist;
     }
+    long long best_b = tied ? tie_at(at, lb) : 0;
+    for (int i = first; i < last && tied && kNumTieSizes > 0; ++i) {
+      if (dists[kSetPoints[i] - begin] != dist || kSetPoints[i] == at) continue;
+      const long long db = tie_at(kSetPoints[i], lb);
+      if (db < best_b) { at = kSetPoints[i]; best_b = db; }  // equal: the first in table order stays
+    }
+    near[s] = at;
+    nd[s] = dist;
   }
   int best = INVALID;
   long long best_price = 0, best_dist = 0;
   for (int a = LIBRARY; a < kNumKernels; ++a) {
-    if (a == GENERIC || !found[a + 2] || !valid(a, d)) continue;
-    const long long price = nc[a + 2] * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
-    if (best == INVALID || price < best_price || (price == best_price && nd[a + 2] < best_dist)) {
-      best = a; best_price = price; best_dist = nd[a + 2];
+    const int s = a == GENERIC ? -1 : kAnswerSet[group][a + 2];
+    if (s < 0 || nd[s] > dmin + kReach || !valid(a, d)) continue;
+    const Point& p = kPoints[kGroupPoints[near[s]]];
+    int j = p.costs_begin;
+    while (kCostAnswer[j] != a) ++j;  // the first of its costs there (the set says it was measured)
+    const long long price = kCost[j] * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
+    if (best == INVALID || price < best_price || (price == best_price && nd[s] < best_dist)) {
+      best = a; best_price = price; best_dist = nd[s];
     }
   }
   return best == INVALID ? kFallback : best;
