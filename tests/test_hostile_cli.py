@@ -175,6 +175,24 @@ def test_a_sweep_that_fails_while_planning_leaves_no_new_database(tmp_path: Path
     assert sorted(f.name for f in tmp_path.iterdir()) == ["c.yaml", "old.sqlite"]
 
 
+@pytest.mark.parametrize("db", ["s.sqlite", "new/deep/s.sqlite", "old.sqlite"])
+def test_a_replay_that_holds_none_of_the_configs_pairs_is_one_line(tmp_path: Path, db: str) -> None:
+    """A transpose config replayed from a GEMM recording said 'the recording lacks 156 of its 156 pairs', measured
+    nothing and left a new, empty database marked `done`, exit 0. Now one line naming the recording, what it holds
+    and what the config asks, before the sweep begins: a new database is removed, one that was there is untouched."""
+    from autotune.store.store import Store
+
+    with Store.open(f"sqlite:///{tmp_path / 'old.sqlite'}"):
+        pass
+    before = (tmp_path / "old.sqlite").read_bytes()
+    r = cli("sweep", str(EXAMPLE / "sweep.yaml"), "--replay", RECORDED, "--db", db, cwd=tmp_path)
+    line = one_line(r, "what to do:")
+    assert "default.sqlite.xz: the recording holds none of the 156 (instance, test point) pairs" in line, line
+    assert "2,886 pairs of kind gemm at 12 test points" in line and "kind transpose at 3 test points" in line, line
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["old.sqlite"]
+    assert (tmp_path / "old.sqlite").read_bytes() == before
+
+
 def test_a_database_where_the_sweep_config_goes_is_one_line(tmp_path: Path) -> None:
     r = cli("sweep", str(EXAMPLE_DB), real=True, cwd=tmp_path)
     line = one_line(r, "xz-compressed", "--db or --replay")
