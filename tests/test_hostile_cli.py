@@ -756,3 +756,25 @@ def test_a_tsm2_model_size_or_csv_that_cannot_be_is_one_line(tmp_path: Path, arg
     1e43 ms; model tsm2 --csv in a missing folder was pandas' OSError traceback after the table was printed."""
     one_line(cli(*args, cwd=tmp_path), words)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("db", ["k.sqlite", "old.sqlite"])
+def test_a_kernel_tuner_cache_without_results_is_one_line_and_writes_nothing(tmp_path: Path, db: str) -> None:
+    """A cache whose "cache" object is empty imported 0 configurations, exit 0: a new database with an empty sweep
+    `done` and a space file written from its tune_params. Now one line naming the cache; a new database and the
+    space file are not left behind, a database that was there is untouched."""
+    import json
+
+    from autotune.store.store import Store
+
+    data = json.loads((ROOT / "tests" / "data" / "kerneltuner" / "matmul_cache.json").read_text())
+    data["cache"] = {}
+    cache = tmp_path / "empty_cache.json"
+    cache.write_text(json.dumps(data))
+    with Store.open(f"sqlite:///{tmp_path / 'old.sqlite'}"):
+        pass
+    before = (tmp_path / "old.sqlite").read_bytes()
+    line = one_line(cli("import", "kerneltuner", str(cache), "--db", db, cwd=tmp_path), "what to do:")
+    assert "empty_cache.json: the cache holds no results" in line, line
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["empty_cache.json", "old.sqlite"]
+    assert (tmp_path / "old.sqlite").read_bytes() == before
