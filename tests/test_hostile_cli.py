@@ -778,3 +778,22 @@ def test_a_kernel_tuner_cache_without_results_is_one_line_and_writes_nothing(tmp
     assert "empty_cache.json: the cache holds no results" in line, line
     assert sorted(f.name for f in tmp_path.iterdir()) == ["empty_cache.json", "old.sqlite"]
     assert (tmp_path / "old.sqlite").read_bytes() == before
+
+
+@pytest.mark.parametrize("missing", ["config", "recorded"])
+def test_active_with_a_missing_space_file_is_one_line_and_writes_nothing(tmp_path: Path, missing: str) -> None:
+    """A tuning config naming a space file that is not there was found only when the first round's worst problems
+    were swept (after its table and its validation were written); a space file the tuning database recorded that
+    is gone (a relative path, here run from elsewhere) after OUT/round0/dispatch.json was written. Both are one
+    line now, before OUT is made."""
+    spaces = "[nosuch_space.yaml]" if missing == "config" else f"[{EXAMPLE / 'space.yaml'}]"
+    config = tmp_path / "c.yaml"
+    config.write_text((EXAMPLE / "sweep.yaml").read_text().replace("spaces: [space.yaml]", f"spaces: {spaces}"))
+    out = tmp_path / "act"
+    args = ("--config", str(config), "--replay", str(EXAMPLE_DB), "--heldout", "3", "-o", str(out))
+    r = cli("active", str(EXAMPLE_DB), *args, cwd=ROOT if missing == "config" else tmp_path)
+    if missing == "config":
+        assert "c.yaml:5: no space file nosuch_space.yaml" in one_line(r)
+    else:
+        one_line(r, "no space file for space 'transpose_tiled'", "examples/transpose/space.yaml is gone")
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["c.yaml"]
