@@ -470,6 +470,24 @@ def test_a_file_that_is_not_an_sqlite_database_is_one_line(
     assert sorted(f.name for f in tmp_path.iterdir()) == ["results.sqlite"]
 
 
+
+@pytest.mark.parametrize(
+    "command",
+    [("export", "kerneltuner", "{db}", "--space", "x", "-o", "{tmp}/c.json"), *DB_COMMANDS[:4]],
+    ids=lambda c: " ".join(c[:2]) if c[0] in ("db", "export") else c[0],
+)
+def test_an_empty_file_where_a_database_is_read_is_one_line(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """A 0-byte file (an interrupted copy, `xz -dc` of a missing file) said 'holds no results yet', what to do 'run
+    a sweep into it first' (export, analyze, emit); `query "SELECT 1"` printed 1; `db upgrade` said 'no schema_meta
+    table' and wrote 4,096 bytes into it. A sweep into an empty file still makes its database there."""
+    db = tmp_path / "results.sqlite"
+    db.touch()
+    r = cli(*(a.format(db=db, tmp=tmp_path) for a in command), cwd=tmp_path)
+    assert "results.sqlite is an empty file (0 bytes), not a results database" in one_line(r, "what to do:")
+    assert db.read_bytes() == b""
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["results.sqlite"]
+
+
 def test_db_pack_of_another_tools_sqlite_file_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
     """`db pack` packed any SQLite file without a word (db upgrade and every reader refuse it)."""
     import sqlite3
