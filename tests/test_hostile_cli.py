@@ -470,7 +470,6 @@ def test_a_file_that_is_not_an_sqlite_database_is_one_line(
     assert sorted(f.name for f in tmp_path.iterdir()) == ["results.sqlite"]
 
 
-
 @pytest.mark.parametrize(
     "command",
     [("export", "kerneltuner", "{db}", "--space", "x", "-o", "{tmp}/c.json"), *DB_COMMANDS[:4]],
