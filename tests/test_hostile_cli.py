@@ -175,6 +175,24 @@ def test_a_sweep_that_fails_while_planning_leaves_no_new_database(tmp_path: Path
     assert sorted(f.name for f in tmp_path.iterdir()) == ["c.yaml", "old.sqlite"]
 
 
+@pytest.mark.parametrize("db", ["s.sqlite", "new/deep/s.sqlite", "old.sqlite"])
+def test_a_replay_that_holds_none_of_the_configs_pairs_is_one_line(tmp_path: Path, db: str) -> None:
+    """A transpose config replayed from a GEMM recording said 'the recording lacks 156 of its 156 pairs', measured
+    nothing and left a new, empty database marked `done`, exit 0. Now one line naming the recording, what it holds
+    and what the config asks, before the sweep begins: a new database is removed, one that was there is untouched."""
+    from autotune.store.store import Store
+
+    with Store.open(f"sqlite:///{tmp_path / 'old.sqlite'}"):
+        pass
+    before = (tmp_path / "old.sqlite").read_bytes()
+    r = cli("sweep", str(EXAMPLE / "sweep.yaml"), "--replay", RECORDED, "--db", db, cwd=tmp_path)
+    line = one_line(r, "what to do:")
+    assert "default.sqlite.xz: the recording holds none of the 156 (instance, test point) pairs" in line, line
+    assert "2,886 pairs of kind gemm at 12 test points" in line and "kind transpose at 3 test points" in line, line
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["old.sqlite"]
+    assert (tmp_path / "old.sqlite").read_bytes() == before
+
+
 def test_a_database_where_the_sweep_config_goes_is_one_line(tmp_path: Path) -> None:
     r = cli("sweep", str(EXAMPLE_DB), real=True, cwd=tmp_path)
     line = one_line(r, "xz-compressed", "--db or --replay")
@@ -449,6 +467,23 @@ def test_a_file_that_is_not_an_sqlite_database_is_one_line(
     r = cli(*(a.format(db=db, tmp=tmp_path) for a in command), real=command[0] == "sweep", cwd=tmp_path)
     assert "results.sqlite" in one_line(r, words)
     assert db.read_bytes() == data
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["results.sqlite"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("export", "kerneltuner", "{db}", "--space", "x", "-o", "{tmp}/c.json"), *DB_COMMANDS[:4]],
+    ids=lambda c: " ".join(c[:2]) if c[0] in ("db", "export") else c[0],
+)
+def test_an_empty_file_where_a_database_is_read_is_one_line(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """A 0-byte file (an interrupted copy, `xz -dc` of a missing file) said 'holds no results yet', what to do 'run
+    a sweep into it first' (export, analyze, emit); `query "SELECT 1"` printed 1; `db upgrade` said 'no schema_meta
+    table' and wrote 4,096 bytes into it. A sweep into an empty file still makes its database there."""
+    db = tmp_path / "results.sqlite"
+    db.touch()
+    r = cli(*(a.format(db=db, tmp=tmp_path) for a in command), cwd=tmp_path)
+    assert "results.sqlite is an empty file (0 bytes), not a results database" in one_line(r, "what to do:")
+    assert db.read_bytes() == b""
     assert sorted(f.name for f in tmp_path.iterdir()) == ["results.sqlite"]
 
 
@@ -738,3 +773,44 @@ def test_a_tsm2_model_size_or_csv_that_cannot_be_is_one_line(tmp_path: Path, arg
     1e43 ms; model tsm2 --csv in a missing folder was pandas' OSError traceback after the table was printed."""
     one_line(cli(*args, cwd=tmp_path), words)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("db", ["k.sqlite", "old.sqlite"])
+def test_a_kernel_tuner_cache_without_results_is_one_line_and_writes_nothing(tmp_path: Path, db: str) -> None:
+    """A cache whose "cache" object is empty imported 0 configurations, exit 0: a new database with an empty sweep
+    `done` and a space file written from its tune_params. Now one line naming the cache; a new database and the
+    space file are not left behind, a database that was there is untouched."""
+    import json
+
+    from autotune.store.store import Store
+
+    data = json.loads((ROOT / "tests" / "data" / "kerneltuner" / "matmul_cache.json").read_text())
+    data["cache"] = {}
+    cache = tmp_path / "empty_cache.json"
+    cache.write_text(json.dumps(data))
+    with Store.open(f"sqlite:///{tmp_path / 'old.sqlite'}"):
+        pass
+    before = (tmp_path / "old.sqlite").read_bytes()
+    line = one_line(cli("import", "kerneltuner", str(cache), "--db", db, cwd=tmp_path), "what to do:")
+    assert "empty_cache.json: the cache holds no results" in line, line
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["empty_cache.json", "old.sqlite"]
+    assert (tmp_path / "old.sqlite").read_bytes() == before
+
+
+@pytest.mark.parametrize("missing", ["config", "recorded"])
+def test_active_with_a_missing_space_file_is_one_line_and_writes_nothing(tmp_path: Path, missing: str) -> None:
+    """A tuning config naming a space file that is not there was found only when the first round's worst problems
+    were swept (after its table and its validation were written); a space file the tuning database recorded that
+    is gone (a relative path, here run from elsewhere) after OUT/round0/dispatch.json was written. Both are one
+    line now, before OUT is made."""
+    spaces = "[nosuch_space.yaml]" if missing == "config" else f"[{EXAMPLE / 'space.yaml'}]"
+    config = tmp_path / "c.yaml"
+    config.write_text((EXAMPLE / "sweep.yaml").read_text().replace("spaces: [space.yaml]", f"spaces: {spaces}"))
+    out = tmp_path / "act"
+    args = ("--config", str(config), "--replay", str(EXAMPLE_DB), "--heldout", "3", "-o", str(out))
+    r = cli("active", str(EXAMPLE_DB), *args, cwd=ROOT if missing == "config" else tmp_path)
+    if missing == "config":
+        assert "c.yaml:5: no space file nosuch_space.yaml" in one_line(r)
+    else:
+        one_line(r, "no space file for space 'transpose_tiled'", "examples/transpose/space.yaml is gone")
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["c.yaml"]

@@ -211,7 +211,7 @@ def sweep(
             from autotune.sweep.backends.dask_backend import scheduler_address
 
             scheduler = scheduler_address(scheduler)
-        summary = run_launch(cfg, Launch(replay, early_stop, gpus, scheduler), quiet)
+        summary = run_launch(cfg, Launch(replay, early_stop, gpus, scheduler, refuse_empty_replay=True), quiet)
     print_summary(summary, cfg.database)
     if summary.status == "interrupted":
         raise typer.Exit(130)

@@ -170,15 +170,21 @@ def import_cache(
     max_entries: int | None = None,
 ) -> Imported:
     """`load_cache`, then `store_cache` (see the module docstring). An unknown `precision` is a UserError before the
-    cache is read."""
+    cache is read; a cache without a single configuration one before anything is written."""
     if precision not in ELEM_BYTES:
         raise UserError(
             f"unknown precision {precision!r} (--precision)",
             hint=f"give one of {', '.join(ELEM_BYTES)} (the precision the kernel was tuned at)",
         )
-    return store_cache(
-        load_cache(path, max_mb=max_mb, max_entries=max_entries), path, store, space, space_out, precision
-    )
+    cache = load_cache(path, max_mb=max_mb, max_entries=max_entries)
+    if not cache.records:
+        cut = " (its only entry was cut off mid-way)" if cache.dropped_entries else ""
+        raise UserError(
+            f'the cache holds no results: its "cache" object has no configuration{cut}; nothing to import',
+            file=path,
+            hint="give the cache file of a tune_kernel run that measured at least one configuration",
+        )
+    return store_cache(cache, path, store, space, space_out, precision)
 
 
 def store_cache(

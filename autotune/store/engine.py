@@ -361,6 +361,21 @@ def check_sqlite_file(path: str | Path) -> None:
     )
 
 
+def refuse_empty_file(path: str | Path) -> None:
+    """StoreError where the file at `path` is empty (0 bytes) and is read, not swept into: SQLite takes it for an
+    empty database, where a reader would find no results and `db upgrade` would write into it (an interrupted copy,
+    `xz -dc` of a missing file or `touch` leave such a file). A sweep into it still makes its database there."""
+    try:
+        empty = Path(path).is_file() and Path(path).stat().st_size == 0
+    except OSError:
+        return
+    if empty:
+        raise StoreError(
+            f"{path} is an empty file (0 bytes), not a results database",
+            hint="give the .sqlite (or .sqlite.xz) file a sweep wrote; to start a database there, sweep into it",
+        )
+
+
 def make_engine(url: str, readonly: bool = False) -> Engine:
     """An engine for `url`: SQLite gets WAL + busy timeout (or a read-only connection that leaves no files, see `readonly_uri`, when `readonly`),
     PostgreSQL gets read-only transactions by default when `readonly`. Raises StoreError for an SQLite file that is

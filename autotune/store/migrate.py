@@ -33,6 +33,7 @@ from autotune.store.engine import (
     prune_cache,
     publish_copy,
     readonly_uri,
+    refuse_empty_file,
     remember_gz_copy,
     sqlite_path,
     verified_copy,
@@ -192,6 +193,8 @@ def upgrade(url: str, sql: bool = False) -> Upgrade:
         raise StoreError(
             f"no SQLite database at {path}", hint="give the results database of a sweep: there is nothing to upgrade"
         )
+    if path is not None:
+        refuse_empty_file(path)
     engine = make_engine(url, readonly=sql and make_url(url).get_backend_name() == "sqlite")
     if engine.dialect.name == "sqlite" and not sql:
 

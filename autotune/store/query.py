@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import UserError
 from autotune.store.readonly import guard_reads
-from autotune.store.engine import database_url, make_engine, sqlite_path
+from autotune.store.engine import database_url, make_engine, refuse_empty_file, sqlite_path
 from autotune.store.views import PREFIX, kind_sizes, size_columns, view_name
 from autotune.vocab import Status
 
@@ -296,6 +296,7 @@ def _read(url: str, work: Callable[[Connection], pd.DataFrame], timeout: float |
             "(configs say it under `database:`; the default is results/<config name>.sqlite)",
         )
     if path is not None:
+        refuse_empty_file(path)
         from autotune.store.migrate import readable_copy
 
         url = readable_copy(url, path)  # an older schema: its migrated copy (the file is never written)

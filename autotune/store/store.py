@@ -29,6 +29,7 @@ from autotune.store.engine import (
     SweepLockedError,
     database_url,
     make_engine,
+    refuse_empty_file,
     sqlite_path,
 )
 from autotune.store.frames import MEASUREMENT_COLUMNS
@@ -76,6 +77,8 @@ class Store(SweepLocking, StoreReads):
                 hint="give the results database of a sweep (a config names it under `database:`; "
                 "the default is results/<config name>.sqlite)",
             )
+        if path is not None and not (create and not readonly):  # read: a 0-byte file is no database
+            refuse_empty_file(path)
         if path is not None and create and not readonly:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         if path is not None and readonly:

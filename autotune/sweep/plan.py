@@ -253,6 +253,38 @@ def refuse_recorded_without_replay(plans: Sequence[SpacePlan], held: set[tuple[s
         )
 
 
+def refuse_nothing_recorded(
+    plans: Sequence[SpacePlan], held: set[tuple[str, TestPoint]] | None, recording: str | None
+) -> None:
+    """`autotune sweep --replay DB` whose recording (`held`, the backend's `recorded_pairs`) holds none of the pairs
+    the plans hold: one UserError naming `recording`, what it holds and what the config asks, before the sweep
+    begins (it would measure nothing and record an empty sweep `done`). Nothing is checked where `recording` or
+    `held` is None (validate and active replay held-out problems a recording may lack: they run empty)."""
+    if recording is None or held is None:
+        return
+    if any((inst.id, p) in held for plan in plans for inst, pts in plan.work.items() for p in pts):
+        return
+    asked = {p for plan in plans for p in plan.points()}
+    if not asked:
+        return
+    has = {p for _, p in held}
+
+    def kinds(points: set[TestPoint]) -> str:
+        names = sorted({p.kind for p in points})
+        return f"kind{'s' if len(names) > 1 else ''} {', '.join(names)} at {len(points):,} test points"
+
+    holds = f"{len(held):,} pairs of {kinds(has)}" if held else "no measurement"
+    shared = len(asked & has)
+    others = f", {shared:,} of them the config's (other instances than its spaces')" if shared else ""
+    raise UserError(
+        f"the recording holds none of the {sum(plan.pairs for plan in plans):,} (instance, test point) pairs the "
+        f"config plans: it holds {holds}{others}; the config asks {kinds(asked)}",
+        file=recording,
+        hint="replay the database of a sweep of this config's spaces at its test points, or drop --replay to "
+        "measure on a GPU",
+    )
+
+
 def share_plans(
     plans: Sequence[SpacePlan], ranked: dict[TestPoint, list[str]], bk: int, done: set[tuple[str, TestPoint]]
 ) -> list[SpacePlan]:

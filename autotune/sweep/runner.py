@@ -31,7 +31,13 @@ from autotune.store.engine import database_url
 from autotune.store.store import Store
 from autotune.sweep.strategies import Strategy, make_strategy, strategy_class
 from autotune.sweep.compile.failstop import FailureStreak, earlier_streak
-from autotune.sweep.plan import SpacePlan, plan_sweep, refuse_recorded_without_replay, share_plans
+from autotune.sweep.plan import (
+    SpacePlan,
+    plan_sweep,
+    refuse_nothing_recorded,
+    refuse_recorded_without_replay,
+    share_plans,
+)
 from autotune.sweep.provenance import git_commit, space_record
 
 if TYPE_CHECKING:
@@ -150,8 +156,11 @@ def run_sweep(
     backend: Backend,
     reporter: Reporter,
     limits: Callable[[str | None], DeviceLimits] = get_device,
+    recording: str | None = None,
 ) -> SweepSummary:
-    """Run (or resume) the sweep `cfg` into `store`. Ctrl-C ends it cleanly with status `interrupted`."""
+    """Run (or resume) the sweep `cfg` into `store`. Ctrl-C ends it cleanly with status `interrupted`.
+    `recording`: the replayed database as the user named it, where a recording holding none of the planned pairs is
+    a mistake (`autotune sweep`: `plan.refuse_nothing_recorded`); None: such a sweep runs, empty."""
     start = time.monotonic()
     if cfg.budget_s is not None:  # a GPU backend cancels its compiles then
         backend.deadline = start + cfg.budget_s
@@ -159,6 +168,7 @@ def run_sweep(
     plans = plan_sweep(cfg, limits)
     held = backend.recorded_pairs()
     refuse_recorded_without_replay(plans, held)
+    refuse_nothing_recorded(plans, held, recording)
     info: DeviceInfo = backend.device_info()
     sweep_id, device_ids = _begin(cfg, store, backend, reporter, plans, info)
     summary = SweepSummary(sweep_id, "running", 0.0, started=start)

@@ -94,6 +94,23 @@ def build_round_table(opts: ActiveOptions, path: Path) -> Any:
     return built.table
 
 
+def checked_first_table(opts: ActiveOptions) -> Any:
+    """The first round's table, built outside OUT, once the tuning config (its space files) loads, where problems
+    will be added (a second round, or --seed-from), and the space files of the table's kernels are found: a missing
+    one is one UserError before anything is written."""
+    import tempfile
+
+    from autotune.sweep.config import load_config
+
+    if opts.seed_from is not None or (opts.rounds > 1 and opts.add > 0):
+        load_config(opts.config)
+    with tempfile.TemporaryDirectory(prefix="autotune-active-") as tmp:
+        path = Path(tmp) / "dispatch.json"
+        table = build_round_table(opts, path)
+        table_kind_of(opts, path)
+    return table
+
+
 def table_kind_of(opts: ActiveOptions, table_path: Path) -> Any:
     """The kind of the table at `table_path`: built in, or declared by a space file the tuning database recorded
     (as `autotune validate --db` finds it)."""
@@ -354,8 +371,9 @@ def active_tuning(
     if opts.points is None:
         v.problem_count(opts.heldout, "--heldout")  # (before the first round's folder)
     refuse_without_gpu(Launch(replay=opts.replay))
-    opts.out_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    first = checked_first_table(opts)  # (before OUT is made: a missing space file is found here)
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
     rounds: list[Round] = []
     seen: set[tuple] = set()
     if opts.seed_from is not None:
@@ -365,7 +383,11 @@ def active_tuning(
         folder = opts.out_dir / f"round{r}"
         folder.mkdir(parents=True, exist_ok=True)
         table_path = folder / "dispatch.json"
-        table = build_round_table(opts, table_path)
+        if r == 0 and opts.seed_from is None:  # the table checked before OUT was made (seeding changes it)
+            table = first
+            table.save(table_path)
+        else:
+            table = build_round_table(opts, table_path)
         points = draw_points(opts, table_path, r, seen)
         kind = table_kind_of(opts, table_path)
         seen |= {_key(p) for p in v.read_points(points, kind, v.derived_rule(v.read_table(table_path), kind, None))}

@@ -26,7 +26,8 @@ class Launch:
     `scheduler`: a running cluster; autotune.sweep.backends.dask_backend). `early_stop=False` times every instance
     fully (no TOL early stop). `backend`: any registered backend instead (`autotune.sweep.backends.make_backend`:
     a name of the entry-point group `autotune.backends`, or module:callable), built with `backend_options` as its
-    keyword arguments."""
+    keyword arguments. `refuse_empty_replay`: a replay whose recording holds none of the planned pairs is one
+    UserError naming it, before the sweep begins (`autotune sweep`); else it runs, empty (validate, active)."""
 
     replay: str | None = None
     early_stop: bool = True
@@ -35,6 +36,7 @@ class Launch:
     replay_device: str | None = None
     backend: str | None = None
     backend_options: tuple[tuple[str, Any], ...] = ()
+    refuse_empty_replay: bool = False
 
 
 @dataclass
@@ -81,7 +83,8 @@ def launch_sweep(cfg: SweepConfig, launch: Launch | None = None, reporter: Repor
         with stopping.handling():  # (the command line's `main` has them already; an in-process call gets them here)
             backend = _backend(launch, tol)
             with Store.open(cfg.database) as store:
-                summary = sweep_into(cfg, store, backend, reporter or Silent())
+                recording = launch.replay if launch.refuse_empty_replay else None
+                summary = sweep_into(cfg, store, backend, reporter or Silent(), recording)
         return Launched(summary, list(backend.rates()))
     except BaseException as exc:
         _remove_unused(made)
@@ -125,14 +128,17 @@ def _remove_unused(made: list[Path]) -> None:
             folder.rmdir()
 
 
-def sweep_into(cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter) -> SweepSummary:
+def sweep_into(
+    cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter, recording: str | None = None
+) -> SweepSummary:
     """The sweep of `cfg` on a started backend into an open store (`tune_kernel` reads the store before and after,
-    and keeps its backend between calls); a reporter that shows rates is given the backend's."""
+    and keeps its backend between calls); a reporter that shows rates is given the backend's. `recording`: see
+    `run_sweep`."""
     from autotune.sweep.runner import run_sweep
 
     if isinstance(reporter, ShowsRates):
         reporter.rates = backend.rates
-    return run_sweep(cfg, store, backend, reporter)
+    return run_sweep(cfg, store, backend, reporter, recording=recording)
 
 
 def _backend(launch: Launch, tol: float | None) -> Backend:
