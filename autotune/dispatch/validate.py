@@ -139,8 +139,8 @@ def space_refs(names: Iterable[str], recorded: Mapping[str, str], given: Sequenc
         raise UserError(
             f"no space file for space {name!r}: not under {paths.SPACES_DIR}"
             + (f" and its recorded file {path} is gone" if path else ", and no tuning database records it"),
-            hint="pass --space FILE (the space file), or --db TUNING_DB (the database the table was "
-            "made from), or restore the space file",
+            hint="pass --space FILE (the space file), or the database the table was made from (validate's --db, "
+            "active's TUNING_DB), or restore the space file",
         )
     return out
 

@@ -96,5 +96,6 @@ def table_kind(table: ValidatedTable, space_files: Sequence[Path]) -> ProblemKin
             return kind
     raise UserError(
         f"the table's kind {table.kind_name!r} is not built in and no space file defines it",
-        hint="pass --space FILE (the space file whose `problem:` defines it), or --db TUNING_DB",
+        hint="pass --space FILE (the space file whose `problem:` defines it), or the database the table was made "
+        "from (validate's --db, active's TUNING_DB)",
     )
