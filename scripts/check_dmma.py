@@ -36,7 +36,7 @@ from pathlib import Path
 from autotune.devices import no_gpu_reason
 from autotune.paths import KERNELS_DIR
 from autotune.problems.gemm import GEMM, gemm_point
-from autotune.problems.gemm.data import strided_args
+from autotune.problems.gemm.data import Operand, strided_args
 from autotune.problems.gemm.verify import reference_batch, tolerance
 from autotune.space.instance import Instance
 from autotune.space.spec import load_space
@@ -211,7 +211,16 @@ def check(kern: Kernel, mod, c: Case, rs) -> float:
     from autotune.sweep.backends.gpu_worker import allow_dynamic_shared
 
     allow_dynamic_shared(fn, g.shared_bytes)
-    args = strided_args("fp64", c.m, c.n, c.k, c.alpha, a, lda, sa, b, ldb, sb, c.beta, cc, ldc, sc, c.batch)
+    args = strided_args(
+        "fp64",
+        (c.m, c.n, c.k),
+        c.alpha,
+        Operand(a, lda, sa),
+        Operand(b, ldb, sb),
+        c.beta,
+        Operand(cc, ldc, sc),
+        c.batch,
+    )
     fn(grid, tuple(g.block), args, shared_mem=g.shared_bytes)
     cp.cuda.Device().synchronize()
     if not bool(cp.isfinite(cv).all()) or (c.pad and not bool(cp.isnan(cc[:, :, c.m :]).all())):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.problems.gemm import GEMM, gemm_point
-from autotune.problems.gemm.data import strided_args
+from autotune.problems.gemm.data import Operand, strided_args
 from autotune.problems.gemm.verify import matrix_errors, reference_batch
 from autotune.space.instance import Instance
 from autotune.space.spec import load_space
@@ -241,7 +241,16 @@ def launch(fn, kern: Kernel, p: Problem, o: Operands, alpha: float, beta: float,
     fn(
         grid,
         tuple(g.block),
-        strided_args("fp16", p.m, p.n, p.k, alpha, o.a, o.lda, o.sa, o.b, o.ldb, o.sb, beta, o.c, o.ldc, o.sc, p.batch),
+        strided_args(
+            "fp16",
+            (p.m, p.n, p.k),
+            alpha,
+            Operand(o.a, o.lda, o.sa),
+            Operand(o.b, o.ldb, o.sb),
+            beta,
+            Operand(o.c, o.ldc, o.sc),
+            p.batch,
+        ),
         shared_mem=g.shared_bytes,
     )
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.problems.gemm.data import ptr_array_args, strided_args, vbatched_args
+from autotune.problems.gemm.data import Operand, ptr_array_args, strided_args, vbatched_args
 
 
 def _check(got: tuple[Any, ...], want: list[tuple[Any, type]]) -> None:
@@ -27,7 +27,7 @@ def _arrays() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def test_strided_args_are_sizes_scalars_and_strides_typed() -> None:
     a, b, c = _arrays()
     for precision, s in (("fp64", np.float64), ("fp32", np.float32), ("fp16", np.float32)):
-        got = strided_args(precision, 3, 4, 2, 1.5, a, 3, 6, b, 2, 8, -0.25, c, 3, 12, 5)
+        got = strided_args(precision, (3, 4, 2), 1.5, Operand(a, 3, 6), Operand(b, 2, 8), -0.25, Operand(c, 3, 12), 5)
         want = [
             (3, np.int32), (4, np.int32), (2, np.int32), (1.5, s), (a, object), (3, np.int32), (6, np.int64),
             (b, object), (2, np.int32), (8, np.int64), (-0.25, s), (c, object), (3, np.int32), (12, np.int64),
@@ -39,7 +39,7 @@ def test_strided_args_are_sizes_scalars_and_strides_typed() -> None:
 def test_ptr_array_args_are_sizes_scalars_and_pointer_arrays() -> None:
     pa, pb, pc = (np.arange(5, dtype=np.uint64) + o for o in (0, 100, 200))
     for precision, s in (("fp64", np.float64), ("fp32", np.float32), ("fp16", np.float32)):
-        got = ptr_array_args(precision, 3, 4, 2, 1.5, pa, 3, pb, 2, -0.25, pc, 3, 5)
+        got = ptr_array_args(precision, (3, 4, 2), 1.5, Operand(pa, 3), Operand(pb, 2), -0.25, Operand(pc, 3), 5)
         want = [
             (3, np.int32), (4, np.int32), (2, np.int32), (1.5, s), (pa, object), (3, np.int32), (pb, object),
             (2, np.int32), (-0.25, s), (pc, object), (3, np.int32), (5, np.int32),
@@ -52,7 +52,7 @@ def test_vbatched_args_pass_the_size_arrays_then_batch_and_maxima() -> None:
     sizes = tuple(np.full(5, v, dtype=np.int32) for v in (3, 4, 2, 3, 2, 3))
     m, n, k, lda, ldb, ldc = sizes
     for precision, s in (("fp64", np.float64), ("fp32", np.float32), ("fp16", np.float32)):
-        got = vbatched_args(precision, sizes, 1.5, pa, pb, -0.25, pc, 5, (3, 4, 2))
+        got = vbatched_args(precision, sizes, 1.5, (pa, pb, pc), -0.25, 5, (3, 4, 2))
         want = [
             (m, object), (n, object), (k, object), (1.5, s), (pa, object), (lda, object), (pb, object),
             (ldb, object), (-0.25, s), (pc, object), (ldc, object), (5, np.int32), (3, np.int32), (4, np.int32),
