@@ -247,7 +247,7 @@ def timed_points() -> list:
 def measure(kernels: list[Kernel], reps: int):
     """(copy bandwidth, {(label, point): Measurement}, {point: cuBLAS Measurement}) through GpuBackend."""
     from autotune.sweep.backends.base import Job
-    from autotune.sweep.backends.local import GpuBackend
+    from autotune.sweep.backends.local import GpuBackend, LocalOptions
 
     jobs, label = [], {}
     for kern in kernels:
@@ -260,7 +260,7 @@ def measure(kernels: list[Kernel], reps: int):
         inst = Instance.of(space, params)
         label[inst.id] = f"{space}:{inst.id}"
         jobs.append(Job(_space(space), inst, (gemm_point("fp64", "NN", m, n, k, b),), GEMM.scalars(), reps))
-    with GpuBackend(include_dirs=(KERNELS_DIR,)) as backend:
+    with GpuBackend(LocalOptions(include_dirs=(KERNELS_DIR,))) as backend:
         bw = backend.device_info().copy_bandwidth
         got = {(label[m.instance_id], m.point): m for m in backend.run(jobs)}
         cublas = {p: backend.baseline(GEMM, p, GEMM.scalars(), reps) for p in timed_points()}

@@ -211,7 +211,7 @@ def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path
     from autotune.devices import get_device
     from autotune.space.generator import generate
     from autotune.space.spec import load_space
-    from autotune.sweep.backends.local import GpuBackend, task_of
+    from autotune.sweep.backends.local import GpuBackend, LocalOptions, task_of
     from autotune.sweep.compile.nvrtc import compile_batch
     from tests.test_nvcc_compile import SPACE
 
@@ -245,7 +245,7 @@ def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path
     assert threads["compile0"] > 1 and len({p.worker_pid for p in backend.compiled}) == 1
     for p in backend.compiled:
         assert p.processes and p.worker_pid not in p.processes and p.threads == 1
-    for request in GpuBackend(cache_dir=cache)._requests([task_of(j) for j in jobs], arch):
+    for request in GpuBackend(LocalOptions(cache_dir=cache))._requests([task_of(j) for j in jobs], arch):
         assert all(ck.ok and ck.cached for ck in compile_batch(request, cache))
 
 

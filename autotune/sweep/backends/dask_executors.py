@@ -39,16 +39,18 @@ class GpuExecutor:
     def __call__(self, worker_name: str) -> Backend:
         from pathlib import Path
 
-        from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend
+        from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend, LocalOptions
 
         from autotune.sweep.compile.compile_pool import env_workers
 
         n = self.compile_workers or env_workers() or max(1, (os.cpu_count() or 2) // max(1, self.per_host) - 1)
         return GpuBackend(
-            device=0,
-            tol=self.tol,
-            compile_workers=n,
-            cache_dir=Path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR,
+            LocalOptions(
+                device=0,
+                tol=self.tol,
+                compile_workers=n,
+                cache_dir=Path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR,
+            )
         )
 
 
