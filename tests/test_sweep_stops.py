@@ -105,7 +105,7 @@ def stop_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compile_fn, limi
     use_compiles(monkeypatch, compile_fn)
     cfg = dataclasses.replace(gpu_config(tmp_path), stop_after_failures=limit)
     notes = Notes()
-    with StubCompiles(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache") as backend:
+    with StubCompiles(local.LocalOptions(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache")) as backend:
         with Store.open(cfg.database) as store:
             summary = run_sweep(cfg, store, backend, notes)
     return summary, notes.notes
