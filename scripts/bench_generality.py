@@ -37,6 +37,10 @@ CHILD = textwrap.dedent("""
         from autotune.runner import run_sweep
         from autotune.worker import GpuBackend
         from autotune.store import Store
+    try:  # since issue 58 GpuBackend takes its options as one LocalOptions; before, as keywords
+        from autotune.sweep.backends.local import LocalOptions
+    except ImportError:
+        LocalOptions = None
 
     class Quiet:
         def start(self, total, done): pass
@@ -54,7 +58,8 @@ CHILD = textwrap.dedent("""
     '''
     cfg = parse_config(text, file=tmp / "generality.yaml")
     store = Store.open(cfg.database)
-    backend = GpuBackend(cache_dir=tmp / "cache", tol=None)
+    options = dict(cache_dir=tmp / "cache", tol=None)
+    backend = GpuBackend(LocalOptions(**options)) if LocalOptions is not None else GpuBackend(**options)
     t0 = time.perf_counter()
     try:
         summary = run_sweep(cfg, store, backend, Quiet())

@@ -7,8 +7,8 @@ one test point (default fp32 NN 32x32x32, batch 20,000, alpha 1, beta 0):
      this GPU's limits), drawn by the sweep's own seeded `random` strategy, so both tools see that exact set.
   2. OURS: `run_sweep` on a config built in code (strategy random, max_instances N, the same seed) into a fresh
      temporary SQLite file, with a fresh compile cache and CUPY_CACHE_DIR and early stop off
-     (`GpuBackend(tol=None)`). Wall clock from the call to the last result (worker start, device description,
-     cuBLAS point, compiles, verification and timing included).
+     (`GpuBackend(LocalOptions(tol=None))`). Wall clock from the call to the last result (worker start, device
+     description, cuBLAS point, compiles, verification and timing included).
   3. KERNEL TUNER: `tune_kernel` (lang="cupy", brute force) in a child process on the same kernel file:
      tune_params = the values the sample uses; restrictions = membership of each prefix of the parameter tuple in
      the sample (its search space is then exactly the N instances: checked); kernel_name = the template's name
@@ -23,8 +23,8 @@ one test point (default fp32 NN 32x32x32, batch 20,000, alpha 1, beta 0):
      >= 100 MB, early stop on as in a real sweep), measured; 5,000 x 15 pairs projected from its throughput.
   5. JSON to $OUT/sweep_throughput.json (rewritten after every phase; also --out), our runs' per-measurement
      logs to $OUT/ours_runs.json, Kernel Tuner's per-config results to $OUT/kernel_tuner.json; a table last.
-  --variant CB[:ASK] adds runs of ours with GpuBackend(compile_batch_size=CB) and the runner's ASK_BATCH = ASK
-  ('all': the whole sample at once), reported apart (ours_variants), never as the headline figure.
+  --variant CB[:ASK] adds runs of ours with GpuBackend(LocalOptions(compile_batch_size=CB)) and the runner's
+  ASK_BATCH = ASK ('all': the whole sample at once), reported apart (ours_variants), never as the headline figure.
 
 Run on the GPU machine:  python scripts/bench_sweep.py --out results/bench/sweep_throughput.json
 Locally (no GPU): --dry-run selects the instances and checks the Kernel Tuner translation (needs kernel_tuner).
@@ -837,7 +837,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="CB[:ASK]",
-        help="also run ours with GpuBackend(compile_batch_size=CB) and runner ASK_BATCH=ASK (or 'all'); "
+        help="also run ours with GpuBackend(LocalOptions(compile_batch_size=CB)) and runner ASK_BATCH=ASK (or 'all'); "
         "reported separately as ours_variants, never as the headline figure",
     )
     ap.add_argument("--proj-variant", metavar="CB[:ASK]", help="settings of the projection sweep (default: defaults)")
@@ -892,7 +892,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if (why := no_gpu_reason()) is not None:
         raise SystemExit(f"error: {Path(__file__).name} measures on a GPU and {why}")
-    from autotune.sweep.backends.local import GpuBackend
+    from autotune.sweep.backends.local import GpuBackend, LocalOptions
 
     bench = Bench(
         space,
@@ -920,7 +920,9 @@ def main(argv: list[str] | None = None) -> int:
         caches = cold_cache_env(d / "caches")
         os.environ.update(caches)  # fresh; inherited by the worker processes
         extra = {"compile_batch_size": compile_batch} if compile_batch else {}
-        res = run_ours(text, d, GpuBackend(tol=tol, cache_dir=Path(caches[COMPILE_CACHE_ENV]), **extra), ask)
+        res = run_ours(
+            text, d, GpuBackend(LocalOptions(tol=tol, cache_dir=Path(caches[COMPILE_CACHE_ENV]), **extra)), ask
+        )
         res["label"] = label
         runs[label] = res  # one file for all runs: the device returns a limited number of files from $OUT
         (log_dir / "ours_runs.json").write_text(json.dumps(runs, indent=1, default=str))

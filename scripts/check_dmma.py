@@ -36,7 +36,7 @@ from pathlib import Path
 from autotune.devices import no_gpu_reason
 from autotune.paths import KERNELS_DIR
 from autotune.problems.gemm import GEMM, gemm_point
-from autotune.problems.gemm.data import strided_args
+from autotune.problems.gemm.data import Operand, strided_args
 from autotune.problems.gemm.verify import reference_batch, tolerance
 from autotune.space.instance import Instance
 from autotune.space.spec import load_space
@@ -211,7 +211,16 @@ def check(kern: Kernel, mod, c: Case, rs) -> float:
     from autotune.sweep.backends.gpu_worker import allow_dynamic_shared
 
     allow_dynamic_shared(fn, g.shared_bytes)
-    args = strided_args("fp64", c.m, c.n, c.k, c.alpha, a, lda, sa, b, ldb, sb, c.beta, cc, ldc, sc, c.batch)
+    args = strided_args(
+        "fp64",
+        (c.m, c.n, c.k),
+        c.alpha,
+        Operand(a, lda, sa),
+        Operand(b, ldb, sb),
+        c.beta,
+        Operand(cc, ldc, sc),
+        c.batch,
+    )
     fn(grid, tuple(g.block), args, shared_mem=g.shared_bytes)
     cp.cuda.Device().synchronize()
     if not bool(cp.isfinite(cv).all()) or (c.pad and not bool(cp.isnan(cc[:, :, c.m :]).all())):
@@ -238,7 +247,7 @@ def timed_points() -> list:
 def measure(kernels: list[Kernel], reps: int):
     """(copy bandwidth, {(label, point): Measurement}, {point: cuBLAS Measurement}) through GpuBackend."""
     from autotune.sweep.backends.base import Job
-    from autotune.sweep.backends.local import GpuBackend
+    from autotune.sweep.backends.local import GpuBackend, LocalOptions
 
     jobs, label = [], {}
     for kern in kernels:
@@ -251,7 +260,7 @@ def measure(kernels: list[Kernel], reps: int):
         inst = Instance.of(space, params)
         label[inst.id] = f"{space}:{inst.id}"
         jobs.append(Job(_space(space), inst, (gemm_point("fp64", "NN", m, n, k, b),), GEMM.scalars(), reps))
-    with GpuBackend(include_dirs=(KERNELS_DIR,)) as backend:
+    with GpuBackend(LocalOptions(include_dirs=(KERNELS_DIR,))) as backend:
         bw = backend.device_info().copy_bandwidth
         got = {(label[m.instance_id], m.point): m for m in backend.run(jobs)}
         cublas = {p: backend.baseline(GEMM, p, GEMM.scalars(), reps) for p in timed_points()}

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.problems.gemm import GEMM, gemm_point
-from autotune.problems.gemm.data import strided_args
+from autotune.problems.gemm.data import Operand, strided_args
 from autotune.problems.gemm.verify import matrix_errors, reference_batch
 from autotune.space.instance import Instance
 from autotune.space.spec import load_space
 from autotune.sweep.backends.base import Job
 from autotune.sweep.compile.nvrtc import CompileRequest, compile_all, cuda_include_dir
-from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend
+from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend, LocalOptions
 from autotune.sweep.backends.gpu_worker import LoadedKernels, allow_dynamic_shared
 from autotune.vocab import Status
 from autotune.devices import no_gpu_reason
@@ -241,7 +241,16 @@ def launch(fn, kern: Kernel, p: Problem, o: Operands, alpha: float, beta: float,
     fn(
         grid,
         tuple(g.block),
-        strided_args("fp16", p.m, p.n, p.k, alpha, o.a, o.lda, o.sa, o.b, o.ldb, o.sb, beta, o.c, o.ldc, o.sc, p.batch),
+        strided_args(
+            "fp16",
+            (p.m, p.n, p.k),
+            alpha,
+            Operand(o.a, o.lda, o.sa),
+            Operand(o.b, o.ldb, o.sb),
+            beta,
+            Operand(o.c, o.ldc, o.sc),
+            p.batch,
+        ),
         shared_mem=g.shared_bytes,
     )
 
@@ -509,7 +518,7 @@ def main() -> int:
             + [p for (n, _), p in sw_pts.items() if serves(n)]
             + [p for k, p in rect_pts.items() if k <= kern.bound()]
         )
-    with GpuBackend(include_dirs=(KERNELS,)) as backend:
+    with GpuBackend(LocalOptions(include_dirs=(KERNELS,))) as backend:
         bw = backend.device_info().copy_bandwidth
         print(f"device-to-device copy bandwidth (read+write): {bw / 1e12:.3f} TB/s", flush=True)
         got = measure(backend, timed, points, a.reps, bw)

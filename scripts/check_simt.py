@@ -28,7 +28,7 @@ import numpy as np
 
 from autotune.paths import KERNELS_DIR
 from autotune.problems.gemm import GEMM, gemm_point
-from autotune.problems.gemm.data import ptr_array_args, strided_args, vbatched_args
+from autotune.problems.gemm.data import Operand, ptr_array_args, strided_args, vbatched_args
 from autotune.problems.gemm.verify import BASE_TOLERANCE, matrix_errors, reference_batch
 from autotune.space.instance import Instance
 from autotune.space.spec import load_space
@@ -224,7 +224,16 @@ def run_case(case: Case, modules: dict[str, object], seed: int = 0) -> Outcome:
         fn(
             grid,
             block,
-            ptr_array_args(prec, case.m, case.n, case.k, case.alpha, pa, lda, pb, ldb, case.beta, pc, ldc, batch),
+            ptr_array_args(
+                prec,
+                (case.m, case.n, case.k),
+                case.alpha,
+                Operand(pa, lda),
+                Operand(pb, ldb),
+                case.beta,
+                Operand(pc, ldc),
+                batch,
+            ),
         )
     else:
         fn(
@@ -232,20 +241,12 @@ def run_case(case: Case, modules: dict[str, object], seed: int = 0) -> Outcome:
             block,
             strided_args(
                 prec,
-                case.m,
-                case.n,
-                case.k,
+                (case.m, case.n, case.k),
                 case.alpha,
-                A,
-                lda,
-                ca * lda,
-                B,
-                ldb,
-                cb * ldb,
+                Operand(A, lda, ca * lda),
+                Operand(B, ldb, cb * ldb),
                 case.beta,
-                C,
-                ldc,
-                case.n * ldc,
+                Operand(C, ldc, case.n * ldc),
                 batch,
             ),
         )
@@ -320,7 +321,7 @@ def _run_vbatched(case: Case, modules: dict[str, object], seed: int) -> Outcome:
     fn(
         grid,
         block,
-        vbatched_args(prec, sizes, case.alpha, ptrs(A), ptrs(B), case.beta, ptrs(C), batch, (case.m, case.n, case.k)),
+        vbatched_args(prec, sizes, case.alpha, (ptrs(A), ptrs(B), ptrs(C)), case.beta, batch, (case.m, case.n, case.k)),
     )
     cp.cuda.runtime.deviceSynchronize()
     out = cp.asnumpy(C)

@@ -38,7 +38,7 @@ import check_simt  # noqa: E402  (tolerances, compile, outcome, measurement thro
 from autotune.problems.gemm import GEMM
 from autotune.devices import get_device
 from autotune.problems.gemm import gemm_point
-from autotune.problems.gemm.data import strided_args
+from autotune.problems.gemm.data import Operand, strided_args
 from autotune.problems.gemm.verify import reference_batch
 from autotune.space.spec import load_space
 from autotune.devices import no_gpu_reason
@@ -260,20 +260,12 @@ def run_case(case: Case, modules: dict[str, object], seed: int = 0) -> Outcome:
         block,
         strided_args(
             prec,
-            case.m,
-            case.n,
-            case.k,
+            (case.m, case.n, case.k),
             case.alpha,
-            bufA[case.offset :],
-            lda,
-            sa,
-            bufB[case.offset :],
-            ldb,
-            sb,
+            Operand(bufA[case.offset :], lda, sa),
+            Operand(bufB[case.offset :], ldb, sb),
             case.beta,
-            bufC[case.offset :],
-            ldc,
-            sc,
+            Operand(bufC[case.offset :], ldc, sc),
             batch,
         ),
     )

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autotune.problems.gemm.data import strided_args
+from autotune.problems.gemm.data import Operand, strided_args
 from autotune.problems.gemm.tsm2_model import ModelDevice, choose_ism2, choose_tsm2
 from autotune.problems.gemm.verify import matrix_errors, reference_batch
 from autotune.sweep.compile.nvrtc import CompileRequest, compile_all
@@ -115,7 +115,11 @@ def launch(
     fn, params, precision: str, m: int, n: int, k: int, alpha: float, A, lda: int, B, ldb: int, beta: float, C, ldc: int
 ) -> None:
     grid, block = params.geometry(m)
-    fn(grid, block, strided_args(precision, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1))
+    fn(
+        grid,
+        block,
+        strided_args(precision, (m, n, k), alpha, Operand(A, lda, 0), Operand(B, ldb, 0), beta, Operand(C, ldc, 0), 1),
+    )
 
 
 @functools.lru_cache(maxsize=1)

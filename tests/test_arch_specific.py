@@ -17,7 +17,7 @@ from autotune.problems.gemm import gemm_point
 from autotune.space.instance import Instance
 from autotune.space.spec import load_space
 from autotune.sweep.backends.base import Job
-from autotune.sweep.backends.local import GpuBackend, task_of
+from autotune.sweep.backends.local import GpuBackend, LocalOptions, task_of
 from autotune.sweep.compile.cache import cache_key, local_headers, source_digest
 from autotune.sweep.compile.nvcc import find_nvcc, nvcc_identity
 from autotune.sweep.compile.nvrtc import DEFAULT_OPTIONS, CompileRequest, arch_option, compile_batch, specific_target
@@ -54,7 +54,8 @@ def test_the_space_key_is_a_checked_boolean(tmp_path: Path) -> None:
 def _request(space_name: str, params: dict) -> CompileRequest:
     space = load_space(space_name)
     job = Job(space, Instance.of(space.name, params), (gemm_point("fp16", "NN", 64, 64, 64, 1000),), {}, 5)
-    backend = GpuBackend(compile_workers=1)  # never started: its request builder only (as dask's compile workers)
+    # never started: its request builder only (as dask's compile workers)
+    backend = GpuBackend(LocalOptions(compile_workers=1))
     (req,) = backend._requests([task_of(job)], 90)
     return req
 

@@ -86,7 +86,9 @@ def test_the_backend_records_a_compile_past_its_limit_and_caches_nothing(
     monkeypatch.setenv("AUTOTUNE_COMPILE_PROFILE", str(tmp_path / "profile.jsonl"))
     cfg = gpu_config(tmp_path)
     t0 = time.monotonic()
-    with local.GpuBackend(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache", compile_timeout_s=0.5) as b:
+    with local.GpuBackend(
+        local.LocalOptions(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache", compile_timeout_s=0.5)
+    ) as b:
         with Store.open(cfg.database) as store:
             summary = run_sweep(cfg, store, b, Notes())
         killed = b._pool.killed  # type: ignore[union-attr]

@@ -121,7 +121,7 @@ def test_the_gpu_backend_starts_its_worker_and_4_compile_processes_and_the_rest_
     from tests.support.fake_gpu_worker import fake_gpu_main
 
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
-    with local.GpuBackend(cache_dir=tmp_path / "cache", compile_workers=7) as backend:
+    with local.GpuBackend(local.LocalOptions(cache_dir=tmp_path / "cache", compile_workers=7)) as backend:
         backend.start()
         assert backend._proc is not None
         pool = backend._pool

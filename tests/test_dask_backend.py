@@ -26,7 +26,7 @@ from autotune.errors import UserError  # noqa: E402
 from autotune.problems.base import ProblemKind, Scalars  # noqa: E402
 from autotune.store.store import Store  # noqa: E402
 from autotune.sweep.backends.base import Job  # noqa: E402
-from autotune.sweep.backends.dask_backend import DaskBackend, _new_info, gpu_list, local_cluster  # noqa: E402
+from autotune.sweep.backends.dask_backend import CompileAhead, DaskBackend, _new_info, gpu_list, local_cluster  # noqa: E402
 from autotune.sweep.backends.dask_executors import ReplayExecutor  # noqa: E402
 from autotune.sweep.backends.replay import ReplayBackend  # noqa: E402
 from autotune.sweep.config import load_config  # noqa: E402
@@ -211,7 +211,7 @@ def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path
     from autotune.devices import get_device
     from autotune.space.generator import generate
     from autotune.space.spec import load_space
-    from autotune.sweep.backends.local import GpuBackend, task_of
+    from autotune.sweep.backends.local import GpuBackend, LocalOptions, task_of
     from autotune.sweep.compile.nvrtc import compile_batch
     from tests.test_nvcc_compile import SPACE
 
@@ -228,7 +228,10 @@ def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path
     jobs = [Job(space, i, (point,)) for i in generate(space, get_device("H100"), "fp32").instances()]
     cache = tmp_path / "cache"
     backend = DaskBackend(
-        ReplayExecutor(str(STENCIL_DB)), cluster=cluster(), compile_ahead=True, compile_cache=str(cache), chunk_jobs=1
+        ReplayExecutor(str(STENCIL_DB)),
+        cluster=cluster(),
+        compiles=CompileAhead(compile_ahead=True, compile_cache=str(cache)),
+        chunk_jobs=1,
     )
     try:
         got = list(backend.run(jobs))  # the replay has none of them: `skipped`, not recorded
@@ -245,7 +248,7 @@ def test_compiles_ahead_on_a_compile_worker_into_the_shared_cache(tmp_path: Path
     assert threads["compile0"] > 1 and len({p.worker_pid for p in backend.compiled}) == 1
     for p in backend.compiled:
         assert p.processes and p.worker_pid not in p.processes and p.threads == 1
-    for request in GpuBackend(cache_dir=cache)._requests([task_of(j) for j in jobs], arch):
+    for request in GpuBackend(LocalOptions(cache_dir=cache))._requests([task_of(j) for j in jobs], arch):
         assert all(ck.ok and ck.cached for ck in compile_batch(request, cache))
 
 

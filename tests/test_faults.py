@@ -33,7 +33,7 @@ from autotune.store.store import Store
 from autotune.sweep.backends import local, local_compile
 from autotune.sweep.compile.nvrtc import CompiledKernel, CompileRequest
 from autotune.sweep.config import parse_config
-from autotune.sweep.backends.local import GpuBackend
+from autotune.sweep.backends.local import GpuBackend, LocalOptions
 from autotune.sweep.runner import run_sweep
 from pg import fresh_pg_url
 from tests.support.fake_gpu_worker import CUDA_FAULT, fake_gpu_main
@@ -122,7 +122,7 @@ def fake_gpu_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, faults: dict
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults=faults, trace=str(trace)))
     use_compiles(monkeypatch, functools.partial(stub_compile, blob))
     cfg = gpu_config(tmp_path)
-    backend = StubCompiles(compile_workers=2, timeout_s=timeout_s, cache_dir=tmp_path / "cache")
+    backend = StubCompiles(LocalOptions(compile_workers=2, timeout_s=timeout_s, cache_dir=tmp_path / "cache"))
     try:
         with Store.open(cfg.database) as store:
             summary = run_sweep(cfg, store, backend, Quiet())

@@ -32,7 +32,7 @@ def test_a_spawned_worker_is_adopted_and_serves(tmp_path) -> None:
     fake = functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "trace.txt"))
     spawned_at = time.monotonic()
     proc, conn = spawn_worker(mp.get_context("spawn"), 0, False, fake)
-    with local.GpuBackend(cache_dir=tmp_path / "cache", compile_workers=1) as backend:
+    with local.GpuBackend(local.LocalOptions(cache_dir=tmp_path / "cache", compile_workers=1)) as backend:
         backend.adopt_worker(proc, conn, spawned_at)
         with pytest.raises(RuntimeError, match="has a GPU worker already"):
             backend.adopt_worker(proc, conn, spawned_at)

@@ -653,8 +653,10 @@ def test_a_bad_pairs_limit_fails_before_the_workload_is_read(tmp_path: Path) -> 
 
 # the compile knobs are read where the GPU backend and its compile pool start (no GPU here: called as the sweep does)
 COMPILE_KNOBS = {
-    "AUTOTUNE_COMPILE_TIMEOUT": "from autotune.sweep.backends.local import GpuBackend; GpuBackend(cache_dir='c')",
-    "AUTOTUNE_COMPILE_WORKERS": "from autotune.sweep.backends.local import GpuBackend; GpuBackend(cache_dir='c')",
+    "AUTOTUNE_COMPILE_TIMEOUT": "from autotune.sweep.backends.local import GpuBackend, LocalOptions; "
+    "GpuBackend(LocalOptions(cache_dir='c'))",
+    "AUTOTUNE_COMPILE_WORKERS": "from autotune.sweep.backends.local import GpuBackend, LocalOptions; "
+    "GpuBackend(LocalOptions(cache_dir='c'))",
     "AUTOTUNE_COMPILE_NICE": "import multiprocessing as mp; from autotune.sweep.compile.compile_pool import CompilePool; "
     "CompilePool(1, mp.get_context('spawn'))",
 }

@@ -5,7 +5,7 @@ import multiprocessing as mp
 import time
 
 from autotune.interop import kt_prewarm
-from autotune.sweep.backends.local import GpuBackend
+from autotune.sweep.backends.local import GpuBackend, LocalOptions
 
 
 def _start_in_child(q) -> None:  # runs in a spawned child: a script's re-import there must not start processes
@@ -25,13 +25,13 @@ def test_no_prewarm_when_switched_off_or_in_a_spawned_child(monkeypatch) -> None
 
 
 def test_take_hands_the_started_backend_to_its_device_once(monkeypatch) -> None:
-    backend = GpuBackend(device=0)  # not started: nothing to stop
+    backend = GpuBackend(LocalOptions(device=0))  # not started: nothing to stop
     monkeypatch.setattr(kt_prewarm, "_backend", backend)
     monkeypatch.setattr(kt_prewarm, "_started_at", time.perf_counter() - 2.0)
     got, since = kt_prewarm.take(0)
     assert got is backend and since is not None and since >= 2.0
     assert kt_prewarm.take(0) == (None, None)  # once
-    monkeypatch.setattr(kt_prewarm, "_backend", GpuBackend(device=1))
+    monkeypatch.setattr(kt_prewarm, "_backend", GpuBackend(LocalOptions(device=1)))
     monkeypatch.setattr(kt_prewarm, "_started_at", time.perf_counter())
     assert kt_prewarm.take(0) == (None, None)  # another device's is closed, not handed over
     assert kt_prewarm._backend is None

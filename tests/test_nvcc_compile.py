@@ -166,13 +166,13 @@ def test_the_backend_passes_the_spaces_compiler_and_options_on(tmp_path: Path) -
     from autotune.devices import get_device
     from autotune.space.spec import load_space
     from autotune.sweep.backends.base import Job
-    from autotune.sweep.backends.local import GpuBackend, task_of
+    from autotune.sweep.backends.local import GpuBackend, LocalOptions, task_of
 
     space = load_space(space_file(tmp_path, '  compiler: nvcc\n  compiler_options: ["--use_fast_math"]'))
     insts = generate(space, get_device("H100"), "fp32").instances()
     point = space.kind.point("fp32", "", {"n": 1000})
     tasks = [task_of(Job(space, i, (point,))) for i in insts]
-    reqs = GpuBackend(cache_dir=tmp_path)._requests(tasks, 90)
+    reqs = GpuBackend(LocalOptions(cache_dir=tmp_path))._requests(tasks, 90)
     assert len(reqs) == 2 and {r.compiler for r in reqs} == {"nvcc"}
     assert all(r.options[:2] == ("-std=c++17", "--use_fast_math") and r.options[2].startswith("-DITEMS=") for r in reqs)
 
@@ -184,13 +184,13 @@ def test_the_gpu_tiers_cub_space_compiles_every_instance_with_nvcc(tmp_path: Pat
     from autotune.space.generator import generate
     from autotune.space.spec import load_space
     from autotune.sweep.backends.base import Job
-    from autotune.sweep.backends.local import GpuBackend, task_of
+    from autotune.sweep.backends.local import GpuBackend, LocalOptions, task_of
 
     space = load_space(Path(__file__).parent / "data" / "cub_space" / "space.yaml")
     insts = generate(space, get_device("H100"), "fp32").instances()
     point = space.kind.point("fp32", "", {"n": 100003})
     tasks = [task_of(Job(space, i, (point,))) for i in insts]
-    reqs = GpuBackend(cache_dir=tmp_path)._requests(tasks, 90)
+    reqs = GpuBackend(LocalOptions(cache_dir=tmp_path))._requests(tasks, 90)
     assert len(insts) == 6 and len(reqs) == 2  # one request per ITEMS value, three BLOCK values in each
     for req in reqs:
         out = compile_batch(req, tmp_path)
@@ -239,7 +239,7 @@ def test_a_sweep_compiles_with_nvcc_in_the_real_compile_pool(tmp_path: Path, mon
         def measured(self, m, best) -> None: ...  # noqa: ANN001
         def note(self, text: str) -> None: ...
 
-    with local.GpuBackend(compile_workers=2, cache_dir=tmp_path / "cache") as backend:
+    with local.GpuBackend(local.LocalOptions(compile_workers=2, cache_dir=tmp_path / "cache")) as backend:
         with Store.open(cfg.database) as store:
             summary = run_sweep(cfg, store, backend, Quiet())
     assert summary.counts == {"ok": 4}, summary.counts

@@ -27,8 +27,8 @@ class Logged(StubCompiles):
     """Logs ("send", instance, point) for every measure request written to the pipe and ("take", ...) for every
     measurement the runner takes from `run`."""
 
-    def __init__(self, events: list[tuple[str, str, str]], **kw: Any) -> None:
-        super().__init__(**kw)
+    def __init__(self, events: list[tuple[str, str, str]], options: local.LocalOptions) -> None:
+        super().__init__(options)
         self.events = events
 
     def _send(self, message: tuple) -> int | None:
@@ -54,7 +54,9 @@ def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, faults: dict[int, str
     use_compiles(monkeypatch, functools.partial(stub_compile, blob))
     events: list[tuple[str, str, str]] = []
     cfg = cfg or gpu_config(tmp_path)
-    backend = Logged(events, compile_workers=2, timeout_s=5.0, cache_dir=tmp_path / "cache", pipeline=pipeline)
+    backend = Logged(
+        events, local.LocalOptions(compile_workers=2, timeout_s=5.0, cache_dir=tmp_path / "cache", pipeline=pipeline)
+    )
     try:
         with Store.open(cfg.database) as store:
             summary = run_sweep(cfg, store, backend, Quiet())

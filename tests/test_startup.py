@@ -57,7 +57,7 @@ def test_a_point_prepared_ahead_is_taken_by_the_first_run(tmp_path, monkeypatch)
     def task(point):  # what _prepare reads of a KernelTask
         return SimpleNamespace(kind=kind, variants=[SimpleNamespace(point=point)], convention="c", scalars={})
 
-    with local.GpuBackend(cache_dir=tmp_path / "cache", compile_workers=1) as backend:
+    with local.GpuBackend(local.LocalOptions(cache_dir=tmp_path / "cache", compile_workers=1)) as backend:
         backend.prepare_ahead(kind, first, "c", {})  # type: ignore[arg-type]
         assert backend._ahead is not None and backend._info is not None  # the description was asked for first
         backend._prepare(task(first))  # type: ignore[arg-type]

@@ -105,7 +105,7 @@ def stop_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compile_fn, limi
     use_compiles(monkeypatch, compile_fn)
     cfg = dataclasses.replace(gpu_config(tmp_path), stop_after_failures=limit)
     notes = Notes()
-    with StubCompiles(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache") as backend:
+    with StubCompiles(local.LocalOptions(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache")) as backend:
         with Store.open(cfg.database) as store:
             summary = run_sweep(cfg, store, backend, notes)
     return summary, notes.notes
@@ -165,7 +165,7 @@ def test_a_budget_ends_the_sweep_on_time_and_kills_the_compiles_in_flight(
     use_compiles(monkeypatch, functools.partial(slow_compile, str(blob), str(pids)))
     budget = 8.0
     cfg = dataclasses.replace(gpu_config(tmp_path), budget_s=budget)
-    backend = local.GpuBackend(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache")
+    backend = local.GpuBackend(local.LocalOptions(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache"))
     with Store.open(cfg.database) as store:
         t0 = time.monotonic()  # the budget counts from the sweep's start (not the backend's or the store's set-up)
         summary = run_sweep(cfg, store, backend, Notes())
@@ -181,7 +181,7 @@ def test_a_budget_ends_the_sweep_on_time_and_kills_the_compiles_in_flight(
     assert 0 < len(recorded) < PAIRS and {st for st, _ in recorded.values()} == {"ok"}
     # resumed with fast compiles: the pairs whose compiles were killed are measured now, nothing twice
     use_compiles(monkeypatch, functools.partial(stub_compile, blob))
-    with local.GpuBackend(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache") as backend:
+    with local.GpuBackend(local.LocalOptions(compile_workers=2, timeout_s=5, cache_dir=tmp_path / "cache")) as backend:
         with Store.open(cfg.database) as store:
             resumed = run_sweep(dataclasses.replace(cfg, budget_s=None), store, backend, Notes())
     assert resumed.status == "done" and resumed.measured == PAIRS - len(recorded)

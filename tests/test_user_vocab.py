@@ -21,7 +21,7 @@ from autotune.problems.loading import load_attribute
 from autotune.space.generator import generate
 from autotune.space.kt_semantics import split_unroll, unrolled_source
 from autotune.space.spec import load_space
-from autotune.sweep.backends.local import GpuBackend
+from autotune.sweep.backends.local import GpuBackend, LocalOptions
 from autotune.sweep.backends.tasks import KernelTask, Variant
 from autotune.sweep.compile.nvrtc import CompileRequest, compile_batch
 
@@ -260,7 +260,7 @@ def test_loop_unroll_factors_follow_kernel_tuner() -> None:
 
 
 def test_the_backend_takes_unroll_factors_out_of_the_defines(tmp_path: Path) -> None:
-    backend = GpuBackend(cache_dir=tmp_path)
+    backend = GpuBackend(LocalOptions(cache_dir=tmp_path))
     v = Variant(None, "k", (1, 1, 1), (64, 1, 1), 0, (("bs", "64"), ("loop_unroll_factor_0", "4")))  # type: ignore
     for semantics, minus_d, unroll in (("native", 2, ()), ("kerneltuner", 1, (("loop_unroll_factor_0", "4"),))):
         task = KernelTask("i", tmp_path / "k.cu", "declared", (v,), None, semantics=semantics)  # type: ignore

@@ -73,9 +73,9 @@ def start(device: int = 0) -> bool:
     except Exception:  # noqa: BLE001 - only a head start: tune_kernel starts (and reports) its own
         return False
     try:
-        from autotune.sweep.backends.local import GpuBackend
+        from autotune.sweep.backends.local import GpuBackend, LocalOptions
 
-        backend = GpuBackend(device=device, warm_checks=True)
+        backend = GpuBackend(LocalOptions(device=device, warm_checks=True))
         backend.adopt_worker(proc, conn, spawned_at)
         backend.start()
     except Exception:  # noqa: BLE001

@@ -97,9 +97,9 @@ def run_attempt(
 
         backend, prewarmed_s = kt_prewarm.take(call.device)  # started at `import autotune.kernel_tuner`
         if backend is None:
-            from autotune.sweep.backends.local import GpuBackend
+            from autotune.sweep.backends.local import GpuBackend, LocalOptions
 
-            backend = GpuBackend(device=call.device, warm_checks=True)
+            backend = GpuBackend(LocalOptions(device=call.device, warm_checks=True))
         backend.start()
     from autotune.space.spec import reusing_spaces
 

@@ -16,7 +16,7 @@ from autotune.space.generator import generate
 from autotune.space.instance import Instance
 from autotune.space.spec import load_space
 from autotune.sweep.backends.base import Job
-from autotune.sweep.backends.local import GpuBackend
+from autotune.sweep.backends.local import GpuBackend, LocalOptions
 from autotune.testing.backends import BackendConformance
 from autotune.vocab import Status, TestPoint
 
@@ -26,7 +26,7 @@ CACHE = Path(tempfile.mkdtemp(prefix="autotune-conformance-"))
 
 
 def local_backend() -> GpuBackend:
-    return GpuBackend(cache_dir=CACHE, compile_workers=4, timeout_s=60)
+    return GpuBackend(LocalOptions(cache_dir=CACHE, compile_workers=4, timeout_s=60))
 
 
 class TestLocalGemm(BackendConformance):

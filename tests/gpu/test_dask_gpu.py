@@ -20,7 +20,7 @@ from autotune.space.instance import Instance  # noqa: E402
 from autotune.space.spec import load_space  # noqa: E402
 from autotune.store.store import Store  # noqa: E402
 from autotune.sweep.backends.base import Job  # noqa: E402
-from autotune.sweep.backends.dask_backend import DaskBackend, local_cluster, visible_gpus  # noqa: E402
+from autotune.sweep.backends.dask_backend import CompileAhead, DaskBackend, local_cluster, visible_gpus  # noqa: E402
 from autotune.sweep.backends.dask_executors import GpuExecutor  # noqa: E402
 from autotune.sweep.config import load_config  # noqa: E402
 from autotune.sweep.runner import run_sweep  # noqa: E402
@@ -130,8 +130,7 @@ def test_compiles_ahead_on_cpu_workers_and_the_gpus_only_time(tmp_path: Path) ->
             GpuExecutor(per_host=len(gpus), cache_dir=cache),
             cluster=ahead,
             chunk_jobs=4,
-            compile_ahead=True,
-            compile_cache=cache,
+            compiles=CompileAhead(compile_ahead=True, compile_cache=cache),
         )
         try:
             with Store.open(url) as store:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autotune.store.store import Store
-from autotune.sweep.backends.local import GpuBackend
+from autotune.sweep.backends.local import GpuBackend, LocalOptions
 from autotune.sweep.config import parse_config
 from autotune.sweep.runner import run_sweep
 
@@ -57,7 +57,7 @@ def sweep(tmp_path: Path, space: Path, extra: str = "") -> tuple[Store, object, 
     )
     store = Store.open(cfg.database)
     notes = Notes()
-    with GpuBackend(cache_dir=tmp_path / "cache") as backend:
+    with GpuBackend(LocalOptions(cache_dir=tmp_path / "cache")) as backend:
         summary = run_sweep(cfg, store, backend, notes)
     return store, summary, notes.notes
 

@@ -18,7 +18,7 @@ from autotune.sweep.timing import ALONE_MIN_MS, FAST_REPS
 from autotune.sweep.backends.base import Job
 from autotune.space.spec import load_space
 from autotune.problems.gemm.verify import tolerance
-from autotune.sweep.backends.local import GpuBackend
+from autotune.sweep.backends.local import GpuBackend, LocalOptions
 from autotune.sweep.backends.tasks import KernelTask, Variant
 
 pytestmark = pytest.mark.gpu
@@ -68,11 +68,13 @@ def in_task_order(backend: GpuBackend, tasks: list[KernelTask]) -> list:
 def backend(tmp_path_factory):
     cache = tmp_path_factory.mktemp("compile-cache")
     with GpuBackend(
-        cache_dir=cache,
-        compile_workers=4,
-        compile_batch_size=4,
-        timeout_s=20,
-        include_dirs=(paths.KERNELS_DIR, TEST_KERNELS),
+        LocalOptions(
+            cache_dir=cache,
+            compile_workers=4,
+            compile_batch_size=4,
+            timeout_s=20,
+            include_dirs=(paths.KERNELS_DIR, TEST_KERNELS),
+        )
     ) as b:
         yield b
 

@@ -6,7 +6,7 @@ import textwrap
 from pathlib import Path
 
 from autotune.store.store import Store
-from autotune.sweep.backends.local import GpuBackend
+from autotune.sweep.backends.local import GpuBackend, LocalOptions
 from autotune.sweep.config import parse_config
 from autotune.sweep.runner import run_sweep
 from autotune.workflows.sweeps import Silent
@@ -31,6 +31,6 @@ def gpu_sweep(
         file=tmp_path / "t.yaml",
     )
     store = Store.open(cfg.database)
-    with GpuBackend(cache_dir=tmp_path / "cache") as backend:
+    with GpuBackend(LocalOptions(cache_dir=tmp_path / "cache")) as backend:
         run_sweep(cfg, store, backend, Silent())
     return store

@@ -135,28 +135,27 @@ class ProblemData(_ProblemData):
             a, b = self.matrices(copy)
             return strided_args(
                 p.precision,
-                p.m,
-                p.n,
-                p.k,
+                (p.m, p.n, p.k),
                 alpha,
-                a,
-                lay.lda,
-                lay.stride_a,
-                b,
-                lay.ldb,
-                lay.stride_b,
+                Operand(a, lay.lda, lay.stride_a),
+                Operand(b, lay.ldb, lay.stride_b),
                 beta,
-                self.c_copy(copy),
-                lay.ldc,
-                lay.stride_c,
+                Operand(self.c_copy(copy), lay.ldc, lay.stride_c),
                 p.batch,
             )
         pa, pb, pc = self.ptrs[copy]
         if self.convention == "ptr_array":
             return ptr_array_args(
-                p.precision, p.m, p.n, p.k, alpha, pa, lay.lda, pb, lay.ldb, beta, pc, lay.ldc, p.batch
+                p.precision,
+                (p.m, p.n, p.k),
+                alpha,
+                Operand(pa, lay.lda),
+                Operand(pb, lay.ldb),
+                beta,
+                Operand(pc, lay.ldc),
+                p.batch,
             )
-        return vbatched_args(p.precision, self.sizes, alpha, pa, pb, beta, pc, p.batch, (p.m, p.n, p.k))
+        return vbatched_args(p.precision, self.sizes, alpha, (pa, pb, pc), beta, p.batch, (p.m, p.n, p.k))
 
     # ------------------------------------------------------------------ verification and baseline
     def prepare_verify(self) -> None:
@@ -189,85 +188,85 @@ def _scalar(precision: str) -> Any:
     return np.dtype(SCALARS[precision]).type
 
 
+@dataclass(frozen=True)
+class Operand:
+    """One matrix of a kernel call: `data` (the device array of the strided convention, or the device array of
+    pointers of the pointer-array one), its leading dimension `ld` and its batch stride `stride` (strided only)."""
+
+    data: Any
+    ld: int
+    stride: int = 0
+
+
 def strided_args(
-    precision: str,
-    m: int,
-    n: int,
-    k: int,
-    alpha: float,
-    a: Any,
-    lda: int,
-    stride_a: int,
-    b: Any,
-    ldb: int,
-    stride_b: int,
-    beta: float,
-    c: Any,
-    ldc: int,
-    stride_c: int,
-    batch: int,
+    precision: str, mnk: tuple[int, int, int], alpha: float, a: Operand, b: Operand, beta: float, c: Operand, batch: int
 ) -> tuple[Any, ...]:
     """(M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch) as the strided
-    convention's kernels take them (int32 sizes, int64 strides, scalars of the precision's compute type)."""
+    convention's kernels take them (int32 sizes, int64 strides, scalars of the precision's compute type);
+    `mnk` = (M, N, K)."""
     import numpy as np
 
     s, i32, i64 = _scalar(precision), np.int32, np.int64
+    m, n, k = mnk
     return (
         i32(m),
         i32(n),
         i32(k),
         s(alpha),
-        a,
-        i32(lda),
-        i64(stride_a),
-        b,
-        i32(ldb),
-        i64(stride_b),
+        a.data,
+        i32(a.ld),
+        i64(a.stride),
+        b.data,
+        i32(b.ld),
+        i64(b.stride),
         s(beta),
-        c,
-        i32(ldc),
-        i64(stride_c),
+        c.data,
+        i32(c.ld),
+        i64(c.stride),
         i32(batch),
     )
 
 
 def ptr_array_args(
-    precision: str,
-    m: int,
-    n: int,
-    k: int,
-    alpha: float,
-    pa: Any,
-    lda: int,
-    pb: Any,
-    ldb: int,
-    beta: float,
-    pc: Any,
-    ldc: int,
-    batch: int,
+    precision: str, mnk: tuple[int, int, int], alpha: float, a: Operand, b: Operand, beta: float, c: Operand, batch: int
 ) -> tuple[Any, ...]:
-    """(M, N, K, alpha, A[], lda, B[], ldb, beta, C[], ldc, batch): the pointer-array convention."""
+    """(M, N, K, alpha, A[], lda, B[], ldb, beta, C[], ldc, batch): the pointer-array convention (each operand's
+    `data`: its device array of pointers; its `stride` is not passed); `mnk` = (M, N, K)."""
     import numpy as np
 
     s, i32 = _scalar(precision), np.int32
-    return (i32(m), i32(n), i32(k), s(alpha), pa, i32(lda), pb, i32(ldb), s(beta), pc, i32(ldc), i32(batch))
+    m, n, k = mnk
+    return (
+        i32(m),
+        i32(n),
+        i32(k),
+        s(alpha),
+        a.data,
+        i32(a.ld),
+        b.data,
+        i32(b.ld),
+        s(beta),
+        c.data,
+        i32(c.ld),
+        i32(batch),
+    )
 
 
 def vbatched_args(
     precision: str,
     sizes: tuple[Any, ...],
     alpha: float,
-    pa: Any,
-    pb: Any,
+    pointers: tuple[Any, Any, Any],
     beta: float,
-    pc: Any,
     batch: int,
     maxima: tuple[int, int, int],
 ) -> tuple[Any, ...]:
     """(m[], n[], k[], alpha, A[], lda[], B[], ldb[], beta, C[], ldc[], batch, max M, max N, max K): the vbatched
-    convention; `sizes` = the device arrays (m, n, k, lda, ldb, ldc)."""
+    convention; `sizes` = the device arrays (m, n, k, lda, ldb, ldc), `pointers` = the device arrays of pointers
+    (A[], B[], C[])."""
     import numpy as np
 
     s, i32 = _scalar(precision), np.int32
     m, n, k, lda, ldb, ldc = sizes
+    pa, pb, pc = pointers
     return (m, n, k, s(alpha), pa, lda, pb, ldb, s(beta), pc, ldc, i32(batch), *(i32(v) for v in maxima))

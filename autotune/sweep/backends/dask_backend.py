@@ -71,6 +71,17 @@ class GpuRate:
         return self.pairs / self.seconds if self.seconds > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class CompileAhead:
+    """How a `DaskBackend` compiles ahead of its GPU workers. `compile_workers`: CPU workers the local cluster adds.
+    `compile_ahead`: compile each chunk on a compile worker (resource `compile`) into the shared compile cache
+    `compile_cache` before a GPU worker (resource `GPU`) takes it; None: when the cluster has compile workers."""
+
+    compile_workers: int = 0
+    compile_ahead: bool | None = False
+    compile_cache: str | None = None
+
+
 class DaskBackend(Backend):
     """`autotune.sweep.backends.base.Backend` over a Dask cluster (see the module docstring).
 
@@ -78,9 +89,7 @@ class DaskBackend(Backend):
     a local cluster, one worker per entry: a CUDA_VISIBLE_DEVICES value) and `scheduler` (the address of a running
     scheduler whose workers each see one GPU). `chunk_jobs`: jobs per task (default: a batch split into
     `chunks_per_worker` chunks per worker, default `CHUNKS_PER_WORKER`). `cluster`: an already running cluster object to use instead.
-    `compile_workers`: CPU workers the local cluster adds. `compile_ahead`: compile each chunk on a compile worker
-    (resource `compile`) into the shared compile cache `compile_cache` before a GPU worker (resource `GPU`) takes
-    it; None: when the cluster has compile workers."""
+    `compiles`: `CompileAhead` (None: its defaults, no compile workers and no compiling ahead)."""
 
     marks_pairs = False  # its workers measure and never reach the database: a dead worker's chunk is recorded crashed
 
@@ -93,16 +102,15 @@ class DaskBackend(Backend):
         chunk_jobs: int | None = None,
         chunks_per_worker: int = CHUNKS_PER_WORKER,
         cluster: Any = None,
-        compile_workers: int = 0,
-        compile_ahead: bool | None = False,
-        compile_cache: str | None = None,
+        compiles: CompileAhead | None = None,
     ) -> None:
         if (devices is None) == (scheduler is None) and cluster is None:
             raise ValueError("give exactly one of devices (a local cluster) and scheduler (an address)")
+        ahead = compiles if compiles is not None else CompileAhead()
         self.executor, self.devices_wanted, self.scheduler = executor, list(devices or []), scheduler
-        self.chunk_jobs, self.compile_workers, self.compile_ahead = chunk_jobs, compile_workers, compile_ahead
-        self.chunks_per_worker = max(1, chunks_per_worker)
-        self.compile_cache = compile_cache
+        self.chunk_jobs, self.chunks_per_worker = chunk_jobs, max(1, chunks_per_worker)
+        self.compile_workers, self.compile_ahead = ahead.compile_workers, ahead.compile_ahead
+        self.compile_cache = ahead.compile_cache
         self.compiled: list[Any] = []  # dask_worker.Precompiled of each chunk compiled ahead
         self.deadline: float | None = None  # time.monotonic(): chunks get the time left; results past it are dropped
         self.on_device: Any = None  # the runner sets it to record a GPU that joins mid-sweep (Store.upsert_device)

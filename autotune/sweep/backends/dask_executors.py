@@ -39,16 +39,18 @@ class GpuExecutor:
     def __call__(self, worker_name: str) -> Backend:
         from pathlib import Path
 
-        from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend
+        from autotune.sweep.backends.local import DEFAULT_CACHE_DIR, GpuBackend, LocalOptions
 
         from autotune.sweep.compile.compile_pool import env_workers
 
         n = self.compile_workers or env_workers() or max(1, (os.cpu_count() or 2) // max(1, self.per_host) - 1)
         return GpuBackend(
-            device=0,
-            tol=self.tol,
-            compile_workers=n,
-            cache_dir=Path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR,
+            LocalOptions(
+                device=0,
+                tol=self.tol,
+                compile_workers=n,
+                cache_dir=Path(self.cache_dir) if self.cache_dir else DEFAULT_CACHE_DIR,
+            )
         )
 
 
@@ -114,7 +116,7 @@ def dask_backend(
     """The Dask executor (registered as `dask`): a local cluster of one worker per GPU (`gpus`: a count or a list of
     CUDA_VISIBLE_DEVICES values) or the cluster at `scheduler`; each worker measures with a GPU backend (`tol`: its
     early stop), or with `replay` a replay of that database."""
-    from autotune.sweep.backends.dask_backend import DaskBackend, gpu_list, require_distributed
+    from autotune.sweep.backends.dask_backend import CompileAhead, DaskBackend, gpu_list, require_distributed
     from autotune.sweep.backends.replay import replay_delay_s
 
     require_distributed()
@@ -127,5 +129,8 @@ def dask_backend(
     )
     # on a cluster with compile workers (`dask worker --resources compile=1`), chunks compile ahead on them
     return DaskBackend(
-        executor, devices=devices, scheduler=scheduler, compile_ahead=None if scheduler and not replay else False
+        executor,
+        devices=devices,
+        scheduler=scheduler,
+        compiles=CompileAhead(compile_ahead=None if scheduler and not replay else False),
     )

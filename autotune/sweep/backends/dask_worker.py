@@ -96,7 +96,7 @@ def precompile(jobs: Sequence[Job], archs: Sequence[int], cache_dir: str) -> Pre
     from pathlib import Path
 
     from autotune.sweep.backends.dask_compile import CompilePool, pool_size
-    from autotune.sweep.backends.local import GpuBackend, task_of
+    from autotune.sweep.backends.local import GpuBackend, LocalOptions, task_of
 
     start, n, failed, pids, threads = time.monotonic(), 0, 0, set(), 0
     try:
@@ -109,7 +109,8 @@ def precompile(jobs: Sequence[Job], archs: Sequence[int], cache_dir: str) -> Pre
     if pool is None:
         pool = CompilePool(pool_size(worker_resources(worker) if worker is not None else {}))
     try:
-        builder = GpuBackend(cache_dir=Path(cache_dir), compile_workers=1)  # never started: its request builder only
+        # never started: its request builder only
+        builder = GpuBackend(LocalOptions(cache_dir=Path(cache_dir), compile_workers=1))
         tasks = [task_of(job) for job in jobs]
         requests = [r for arch in archs for r in builder._requests(tasks, arch)]
         results, pids, threads = pool.compile(requests, cache_dir)

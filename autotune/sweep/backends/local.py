@@ -83,42 +83,59 @@ class _Sent:
     answer: tuple[str, Any] | None = None  # read early (`_settle`), when another request needed the pipe
 
 
+@dataclass(frozen=True)
+class LocalOptions:
+    """How a `GpuBackend` compiles and measures (each field: the backend's attribute of the same name).
+
+    `device`: the CUDA device; `cache_dir`: the compile cache (None: `DEFAULT_CACHE_DIR`); `compile_workers`: compile
+    processes (None: $AUTOTUNE_COMPILE_WORKERS, else the host's cores less one); `compile_batch_size`: instances per
+    compiler call; `tol`: the early stop; `timeout_s`, `timeout_factor`: the GPU worker's watchdog (module docstring);
+    `include_dirs`, `options`: the compiler's; `arch`: the compute capability to compile for (None: the device's);
+    `compile_timeout_s`: a compiler call's limit ("env": $AUTOTUNE_COMPILE_TIMEOUT's; None: none); `warm_checks`: the
+    GPU worker compiles CuPy's comparison kernels while idle; `pipeline`: send the next measure request early."""
+
+    device: int = 0
+    cache_dir: Path | None = None
+    compile_workers: int | None = None
+    compile_batch_size: int = 1
+    tol: float | None = None
+    timeout_s: float = 30.0
+    timeout_factor: float = 10.0
+    include_dirs: tuple[Path, ...] = (paths.KERNELS_DIR,)
+    options: tuple[str, ...] = DEFAULT_OPTIONS
+    arch: int | None = None
+    compile_timeout_s: float | None | str = "env"
+    warm_checks: bool = False
+    pipeline: bool = True
+
+
 class GpuBackend(LocalCompiles, Backend):
-    """`autotune.sweep.backends.base.Backend` on the local GPU (see the module docstring)."""
+    """`autotune.sweep.backends.base.Backend` on the local GPU (see the module docstring); `options`: `LocalOptions`
+    (None: its defaults)."""
 
     def __init__(
         self,
+        options: LocalOptions | None = None,
         *,
-        device: int = 0,
-        cache_dir: Path | None = None,
-        compile_workers: int | None = None,
-        compile_batch_size: int = 1,
-        tol: float | None = None,
-        timeout_s: float = 30.0,
-        timeout_factor: float = 10.0,
         before_measure: Callable[[str, TestPoint], None] | None = None,
-        include_dirs: tuple[Path, ...] = (paths.KERNELS_DIR,),
-        options: tuple[str, ...] = DEFAULT_OPTIONS,
-        arch: int | None = None,
-        compile_timeout_s: float | None | str = "env",
-        warm_checks: bool = False,
-        pipeline: bool = True,
     ) -> None:
-        self.device = device
+        o = options if options is not None else LocalOptions()
+        self.device = o.device
         # the GPU worker compiles CuPy's comparison kernels while idle (gpu_worker.warm_comparisons: tune_kernel's)
-        self.warm_checks = warm_checks
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR  # (read now: tests set it)
+        self.warm_checks = o.warm_checks
+        self.cache_dir = Path(o.cache_dir) if o.cache_dir is not None else DEFAULT_CACHE_DIR  # (read now: tests set it)
         # compile processes: as given, else $AUTOTUNE_COMPILE_WORKERS, else the host's cores less one (the GPU worker's)
-        self.compile_workers = compile_workers or env_workers() or max(1, (os.cpu_count() or 2) - 1)
-        self.compile_batch_size, self.tol = compile_batch_size, tol
-        self.timeout_s, self.timeout_factor = timeout_s, timeout_factor
-        self.before_measure, self.include_dirs, self.arch = before_measure, include_dirs, arch
+        self.compile_workers = o.compile_workers or env_workers() or max(1, (os.cpu_count() or 2) - 1)
+        self.compile_batch_size, self.tol = o.compile_batch_size, o.tol
+        self.timeout_s, self.timeout_factor = o.timeout_s, o.timeout_factor
+        self.before_measure, self.include_dirs, self.arch = before_measure, o.include_dirs, o.arch
         # a pair `before_measure` named whose result `run` will not yield (the consumer stopped taking results)
         self.after_abandon: Callable[[str, TestPoint], None] | None = None
-        self.pipeline = pipeline  # the next measure request is sent while the worker runs the one before it
-        self.options = (*options, *screen_options())  # $AUTOTUNE_COMPILE_SCREEN: a measured experiment, off by default
+        self.pipeline = o.pipeline  # the next measure request is sent while the worker runs the one before it
+        # the compiler's options, then $AUTOTUNE_COMPILE_SCREEN's (a measured experiment, off by default)
+        self.options = (*o.options, *screen_options())
         # a compiler call running longer is killed and its instances recorded as compile errors ("compile timeout")
-        self.compile_timeout_s = compile_timeout_s_of() if compile_timeout_s == "env" else compile_timeout_s
+        self.compile_timeout_s = compile_timeout_s_of() if o.compile_timeout_s == "env" else o.compile_timeout_s
         self.restarts = 0  # GPU worker processes replaced after a fault, crash or timeout
         # kernel files one of whose instances failed on static shared memory: their next compiles start with a fast
         # build that finds such instances cheaply (compile.resource_failure; $AUTOTUNE_COMPILE_PRECHECK=0: never)
@@ -582,4 +599,4 @@ def gpu_backend(*, device: int = 0, tol: float | None = None, hint: str = "") ->
             f"no GPU available to CuPy ({type(exc).__name__}{': ' + first if first else ''})",
             hint=hint or "run on a machine with an NVIDIA GPU and `pip install -e .[cuda12]` (or .[cuda13])",
         ) from None
-    return GpuBackend(device=device, tol=tol)
+    return GpuBackend(LocalOptions(device=device, tol=tol))

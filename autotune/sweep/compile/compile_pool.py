@@ -347,7 +347,7 @@ class CompilePool:
                         fut,
                         CompileTimeout(
                             f"{TIMEOUT_ERROR}: {what} ran past {limit:g} s and was killed "
-                            f"(the limit: ${COMPILE_TIMEOUT_ENV}, or GpuBackend(compile_timeout_s=...))"
+                            f"(the limit: ${COMPILE_TIMEOUT_ENV}, or LocalOptions(compile_timeout_s=...))"
                         ),
                     )
 

@@ -160,7 +160,7 @@ def with_time_limit(fn: Callable[[], Any], timeout_s: float | None, what: str) -
             proc.kill()
             raise CompileTimeout(
                 f"{TIMEOUT_ERROR}: {what} ran past {timeout_s:g} s and was killed "
-                f"(the limit: ${COMPILE_TIMEOUT_ENV}, or GpuBackend(compile_timeout_s=...))"
+                f"(the limit: ${COMPILE_TIMEOUT_ENV}, or LocalOptions(compile_timeout_s=...))"
             )
         try:
             kind, payload = parent.recv()
