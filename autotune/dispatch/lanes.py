@@ -12,7 +12,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
 from itertools import compress, repeat
-from operator import ne, rshift, sub
+from operator import eq, rshift, sub
 from typing import Callable, Iterable, Iterator, Sequence
 
 KEY_BUDGET = 1 << 19  # per group: points x positions of the precomputed distance lanes (16 bytes each at 64-bit
@@ -253,11 +253,14 @@ class Keys:
             return keys
         logs, rows, mask = [self.log(dims[d]) for d in self.dims[self.near :]], self.ties, self.order_mask
         tie = lambda k: (sum(map(abs, map(sub, logs, rows[k & mask]))), k)  # noqa: E731
-        first = 0  # where the run of equal distances starts
-        for i in compress(range(1, len(far) + 1), map(ne, far[1:] + [-1], far)):  # i: where it ends
-            if i - first > 1:
-                keys[first:i] = sorted(keys[first:i], key=tie)
-            first = i
+        runs: list[list[int]] = []  # the runs of equal distances: [first, end)
+        for i in compress(range(1, len(far)), map(eq, far[1:], far)):  # key i at the distance of key i - 1
+            if runs and runs[-1][1] == i:
+                runs[-1][1] = i + 1
+            else:
+                runs.append([i - 1, i + 1])
+        for first, end in runs:
+            keys[first:end] = sorted(keys[first:end], key=tie)
         return keys
 
     def _bands(self, packed: int, dims: Sequence[int], wide: bool) -> Iterator[list[int]]:
