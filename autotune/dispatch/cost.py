@@ -153,6 +153,9 @@ class CostRules:
         per step class, per point the answers counted there and their log costs (`counted`), the means of the
         answers priced K times or fewer (`start`: all of them count) and the others (`dense`)."""
         lib, w = len(self.kernels), MEAN_LANE  # the library's bit position
+        big = len(g.measured) >= 1 << (MEAN_LANE - 1 - _COUNT)  # `_cheapest_mean` adds every point's counts to a lane
+        if big and self._rule4 == self._cheapest_mean:
+            raise ValueError(f"cost mode keeps fewer than {1 << (MEAN_LANE - 1 - _COUNT)} tuned points per group")
         g.union = 0
         for m in g.measured:
             g.union |= m
@@ -245,7 +248,10 @@ class CostRules:
         at = at if at in g.dense else -1
         ok, undecided = g.everywhere & valid, g.somewhere & valid
         need, counted, lanes, top = g.dense[at] & (ok | undecided), g.counted[at], g.lanes, m.top
-        total, limit = m.bias & need, -1  # per lane: the count (its top bit set once it counted K), the sum
+        # every point's counts and log costs are added to `total` (below 2**15 points, no lane overflows into the
+        # next: `_prepare_means`), and each lane of `need` is taken into `first` when its count reaches K (the sum of
+        # its first K): two operations per point, not a mask of each point's lanes by `need` first
+        total, first, limit, watch = m.bias & g.dense[at], 0, -1, top & need
         for band in g.keys.bands(dims, True) if need or undecided else ():
             for key in band:
                 if undecided:
@@ -253,18 +259,20 @@ class CostRules:
                         limit = (key >> shift) + self.reach
                     if key >> shift > limit:  # past the reach: an answer not measured yet does not compete
                         need &= ~undecided
+                        watch &= need
                         undecided = 0
                     else:  # measured here first, within reach: it competes
                         ok |= lanes[key & mask] & undecided
                         undecided &= ~lanes[key & mask]
-                add = counted[key & mask] & need
-                if add:
-                    total += add
-                    if total & top & need:
-                        need &= ~(((total & top) >> (MEAN_LANE - 1)) * _LANE)
+                total += counted[key & mask]
+                if total & watch:  # lanes counted K: their sums are those of their first K
+                    done = ((total & watch) >> (MEAN_LANE - 1)) * _LANE
+                    first |= total & done
+                    need ^= done
+                    watch &= need
                 if not need and not undecided:
                     break
             else:
                 continue
             break
-        return m.cheapest(total & m.sums, g.start[at], ok)
+        return m.cheapest(first & m.sums, g.start[at], ok)

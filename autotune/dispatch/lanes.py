@@ -246,11 +246,10 @@ class Keys:
         ordered by the distance over the tie sizes (the problem's logs not taken into the points' range: that
         moves every point's by the same amount), then table order."""
         keys.sort()
-        if self.ties is None or len(keys) < 2:
+        shift = self.shift
+        if self.ties is None or len(keys) < 2 or len({k >> shift for k in keys}) == len(keys):
             return keys
-        far = list(map(rshift, keys, repeat(self.shift)))
-        if len(set(far)) == len(far):
-            return keys
+        far = list(map(rshift, keys, repeat(shift)))
         logs, rows, mask = [self.log(dims[d]) for d in self.dims[self.near :]], self.ties, self.order_mask
         tie = lambda k: (sum(map(abs, map(sub, logs, rows[k & mask]))), k)  # noqa: E731
         runs: list[list[int]] = []  # the runs of equal distances: [first, end)
