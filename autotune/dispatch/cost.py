@@ -252,27 +252,47 @@ class CostRules:
         # next: `_prepare_means`), and each lane of `need` is taken into `first` when its count reaches K (the sum of
         # its first K): two operations per point, not a mask of each point's lanes by `need` first
         total, first, limit, watch = m.bias & g.dense[at], 0, -1, top & need
-        for band in g.keys.bands(dims, True) if need or undecided else ():
-            for key in band:
-                if undecided:
-                    if limit < 0:
-                        limit = (key >> shift) + self.reach
-                    if key >> shift > limit:  # past the reach: an answer not measured yet does not compete
-                        need &= ~undecided
+        # where the tie sizes are settled apart (`Keys.ties`), the bands come sorted by distance and table order, and
+        # a band is walked again in the rules' order where a lane counts its K-th at a point as near as the next (only
+        # there can the order of equally near points change a sum)
+        check = g.keys.ties is not None
+        for band in g.keys.bands(dims, True, not check) if need or undecided else ():
+            saved, checking = (ok, undecided, need, total, first, limit, watch), check
+            while True:
+                tied = False
+                for key in band:
+                    if undecided:
+                        if limit < 0:
+                            limit = (key >> shift) + self.reach
+                        if key >> shift > limit:  # past the reach: an answer not measured yet does not compete
+                            need &= ~undecided
+                            watch &= need
+                            undecided = 0
+                        else:  # measured here first, within reach: it competes
+                            ok |= lanes[key & mask] & undecided
+                            undecided &= ~lanes[key & mask]
+                    total += counted[key & mask]
+                    if total & watch:  # lanes counted K: their sums are those of their first K
+                        tied = checking and _tied_next(band, key, shift)
+                        if tied:
+                            break
+                        done = ((total & watch) >> (MEAN_LANE - 1)) * _LANE
+                        first |= total & done
+                        need ^= done
                         watch &= need
-                        undecided = 0
-                    else:  # measured here first, within reach: it competes
-                        ok |= lanes[key & mask] & undecided
-                        undecided &= ~lanes[key & mask]
-                total += counted[key & mask]
-                if total & watch:  # lanes counted K: their sums are those of their first K
-                    done = ((total & watch) >> (MEAN_LANE - 1)) * _LANE
-                    first |= total & done
-                    need ^= done
-                    watch &= need
-                if not need and not undecided:
+                    if not need and not undecided:
+                        break
+                if not tied:
                     break
-            else:
-                continue
-            break
+                ok, undecided, need, total, first, limit, watch = saved  # the band again, in the rules' order
+                g.keys.in_order(band, dims)
+                checking = False
+            if not need and not undecided:
+                break
         return m.cheapest(first & m.sums, g.start[at], ok)
+
+
+def _tied_next(band: list[int], key: int, shift: int) -> bool:
+    """Whether the key after `key` in its band is as near (`key >> shift`: the distance)."""
+    after = band.index(key) + 1
+    return after < len(band) and band[after] >> shift == key >> shift

@@ -132,7 +132,7 @@ class Keys:
     order, so keys sorted run in the rules' order (nearest first, then by the tie sizes, then by table order);
     key >> shift: the distance; key & order_mask: the point. Where the tie distance would double the lanes of a
     group read by bands (more than SORT_ALL points; `ties`: per point, its tie sizes' logs), keys leave it out and
-    `bands` orders the points at equal distances by it (`_in_order`). `rows`: per point, the logs (`log`) of its
+    `bands` orders the points at equal distances by it (`in_order`). `rows`: per point, the logs (`log`) of its
     `sizes`.
 
     A problem's log beyond the points' range over a size is taken at its end: that moves every point's distance by
@@ -163,7 +163,7 @@ class Keys:
         spans = [sum(self.high[:near]) - sum(self.low[:near]), sum(self.high[near:]) - sum(self.low[near:])]
         order, far, tie = self.order_mask.bit_length(), max(8, spans[0].bit_length()), spans[1].bit_length()
         apart = n > SORT_ALL and tie > 0 and lane_width(-(-(order + far) // 8) * 8) < lane_width(order + tie + far)
-        self.ties = [row[near:] for row in rows] if apart else None  # settled by `bands` (`_in_order`)
+        self.ties = [row[near:] for row in rows] if apart else None  # settled by `bands` (`in_order`)
         self.keyed = near if apart else len(dims)  # the sizes in the keys: dims[:keyed]
         self.tie_shift = order
         self.shift = self.tie_shift + (0 if apart else tie)
@@ -232,16 +232,18 @@ class Keys:
         """Every point's key at a problem (all its sizes: `dims`), in table order."""
         return unpack(self.packed(dims), self.count, self.width)
 
-    def bands(self, dims: Sequence[int], wide: bool = False) -> Iterable[list[int]]:
+    def bands(self, dims: Sequence[int], wide: bool = False, settled: bool = True) -> Iterable[list[int]]:
         """The keys at a problem in the rules' order, as bands (lists): the smallest key's top byte (`wide`: up to
         `spread` more), then bands of about BAND_POINTS points. Lanes wider than 64 bits, or SORT_ALL points or fewer:
-        one band of every key."""
+        one band of every key. Not `settled`: keys sorted (equally near points in table order where the tie sizes
+        are settled apart), for a walk that tells where they would decide."""
         packed = self.packed(dims)
         if self.width > 64 or self.count <= SORT_ALL:
-            return (self._in_order(unpack(packed, self.count, self.width), dims),)
-        return self._bands(packed, dims, wide)
+            keys = unpack(packed, self.count, self.width)
+            return (self.in_order(keys, dims) if settled else sorted(keys),)
+        return self._bands(packed, dims, wide, settled)
 
-    def _in_order(self, keys: list[int], dims: Sequence[int]) -> list[int]:
+    def in_order(self, keys: list[int], dims: Sequence[int]) -> list[int]:
         """Keys sorted in the rules' order: where ties are settled apart (`ties`), the runs of equal distances are
         ordered by the distance over the tie sizes (the problem's logs not taken into the points' range: that
         moves every point's by the same amount), then table order."""
@@ -262,7 +264,7 @@ class Keys:
             keys[first:end] = sorted(keys[first:end], key=tie)
         return keys
 
-    def _bands(self, packed: int, dims: Sequence[int], wide: bool) -> Iterator[list[int]]:
+    def _bands(self, packed: int, dims: Sequence[int], wide: bool, settled: bool) -> Iterator[list[int]]:
         step = self.width // 8
         raw = packed.to_bytes(self.count * step, "little")
         keys = array("I" if step == 4 else "Q", raw)
@@ -280,7 +282,10 @@ class Keys:
             while at >= 0:
                 found.append(keys[at])
                 at = band.find(value, at + 1)
-            self._in_order(found, dims)
+            if settled:
+                self.in_order(found, dims)
+            else:
+                found.sort()
             self.span = high - start
             yield found
             if high == 255:
