@@ -153,6 +153,9 @@ class CostRules:
         per step class, per point the answers counted there and their log costs (`counted`), the means of the
         answers priced K times or fewer (`start`: all of them count) and the others (`dense`)."""
         lib, w = len(self.kernels), MEAN_LANE  # the library's bit position
+        big = len(g.measured) >= 1 << (MEAN_LANE - 1 - _COUNT)  # `_cheapest_mean` adds every point's counts to a lane
+        if big and self._rule4 == self._cheapest_mean:
+            raise ValueError(f"cost mode keeps fewer than {1 << (MEAN_LANE - 1 - _COUNT)} tuned points per group")
         g.union = 0
         for m in g.measured:
             g.union |= m
@@ -245,26 +248,51 @@ class CostRules:
         at = at if at in g.dense else -1
         ok, undecided = g.everywhere & valid, g.somewhere & valid
         need, counted, lanes, top = g.dense[at] & (ok | undecided), g.counted[at], g.lanes, m.top
-        total, limit = m.bias & need, -1  # per lane: the count (its top bit set once it counted K), the sum
-        for band in g.keys.bands(dims, True) if need or undecided else ():
-            for key in band:
-                if undecided:
-                    if limit < 0:
-                        limit = (key >> shift) + self.reach
-                    if key >> shift > limit:  # past the reach: an answer not measured yet does not compete
-                        need &= ~undecided
-                        undecided = 0
-                    else:  # measured here first, within reach: it competes
-                        ok |= lanes[key & mask] & undecided
-                        undecided &= ~lanes[key & mask]
-                add = counted[key & mask] & need
-                if add:
-                    total += add
-                    if total & top & need:
-                        need &= ~(((total & top) >> (MEAN_LANE - 1)) * _LANE)
-                if not need and not undecided:
+        # every point's counts and log costs are added to `total` (below 2**15 points, no lane overflows into the
+        # next: `_prepare_means`), and each lane of `need` is taken into `first` when its count reaches K (the sum of
+        # its first K): two operations per point, not a mask of each point's lanes by `need` first
+        total, first, limit, watch = m.bias & g.dense[at], 0, -1, top & need
+        # where the tie sizes are settled apart (`Keys.ties`), the bands come sorted by distance and table order, and
+        # a band is walked again in the rules' order where a lane counts its K-th at a point as near as the next (only
+        # there can the order of equally near points change a sum)
+        check = g.keys.ties is not None
+        for band in g.keys.bands(dims, True, not check) if need or undecided else ():
+            saved, checking = (ok, undecided, need, total, first, limit, watch), check
+            while True:
+                tied = False
+                for key in band:
+                    if undecided:
+                        if limit < 0:
+                            limit = (key >> shift) + self.reach
+                        if key >> shift > limit:  # past the reach: an answer not measured yet does not compete
+                            need &= ~undecided
+                            watch &= need
+                            undecided = 0
+                        else:  # measured here first, within reach: it competes
+                            ok |= lanes[key & mask] & undecided
+                            undecided &= ~lanes[key & mask]
+                    total += counted[key & mask]
+                    if total & watch:  # lanes counted K: their sums are those of their first K
+                        tied = checking and _tied_next(band, key, shift)
+                        if tied:
+                            break
+                        done = ((total & watch) >> (MEAN_LANE - 1)) * _LANE
+                        first |= total & done
+                        need ^= done
+                        watch &= need
+                    if not need and not undecided:
+                        break
+                if not tied:
                     break
-            else:
-                continue
-            break
-        return m.cheapest(total & m.sums, g.start[at], ok)
+                ok, undecided, need, total, first, limit, watch = saved  # the band again, in the rules' order
+                g.keys.in_order(band, dims)
+                checking = False
+            if not need and not undecided:
+                break
+        return m.cheapest(first & m.sums, g.start[at], ok)
+
+
+def _tied_next(band: list[int], key: int, shift: int) -> bool:
+    """Whether the key after `key` in its band is as near (`key >> shift`: the distance)."""
+    after = band.index(key) + 1
+    return after < len(band) and band[after] >> shift == key >> shift

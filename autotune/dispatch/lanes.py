@@ -11,7 +11,8 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
-from operator import sub
+from itertools import compress, repeat
+from operator import eq, rshift, sub
 from typing import Callable, Iterable, Iterator, Sequence
 
 KEY_BUDGET = 1 << 19  # per group: points x positions of the precomputed distance lanes (16 bytes each at 64-bit
@@ -129,13 +130,17 @@ class Keys:
     i: point i's key; `at`: the keys in table order). A key is distance << shift | tie distance << tie_shift | order:
     the log-ratio distance over the sizes `dims[:near]`, the same over the others (the tie sizes) and the table
     order, so keys sorted run in the rules' order (nearest first, then by the tie sizes, then by table order);
-    key >> shift: the distance; key & order_mask: the point. `rows`: per point, the logs (`log`) of its `sizes`.
+    key >> shift: the distance; key & order_mask: the point. Where the tie distance would double the lanes of a
+    group read by bands (more than SORT_ALL points; `ties`: per point, its tie sizes' logs), keys leave it out and
+    `bands` orders the points at equal distances by it (`in_order`). `rows`: per point, the logs (`log`) of its
+    `sizes`.
 
     A problem's log beyond the points' range over a size is taken at its end: that moves every point's distance by
     the same amount (relative distances and the order stay exact), and bounds the distances by the sums of the
     ranges; a key takes the low bits of its lane (keys below 2**30 are the integers Python compares and sorts
-    fastest), the distance padded so that a key's top 8 bits are the top byte of its `bits` (`ascending` and
-    `within` read the points nearest first by bands of those bytes, without an integer per point).
+    fastest), the distance padded so that a key's top 8 bits are the top byte of its `bits` (`_bands` reads the
+    points nearest first by bands of those bytes, without an integer per point; of the distance alone where ties
+    are settled apart).
 
     The distance of point i is the sum over the sizes of |a - x_i| (a: the problem's log, x_i: the point's). Below,
     above or at each x_i that is +-(a - x_i): per size, the points' distinct logs cut the axis into intervals where
@@ -156,17 +161,25 @@ class Keys:
         axes = range(len(dims))
         self.low, self.high = [min(r[j] for r in rows) for j in axes], [max(r[j] for r in rows) for j in axes]
         spans = [sum(self.high[:near]) - sum(self.low[:near]), sum(self.high[near:]) - sum(self.low[near:])]
-        self.tie_shift = self.order_mask.bit_length()
-        self.shift = self.tie_shift + spans[1].bit_length()
-        self.shift += -(self.shift + spans[0].bit_length()) % 8  # a key's top 8 bits: the top byte of its lane's bytes
-        self.bits = self.shift + spans[0].bit_length()  # every key is below 2**bits
+        order, far, tie = self.order_mask.bit_length(), max(8, spans[0].bit_length()), spans[1].bit_length()
+        apart = n > SORT_ALL and tie > 0 and lane_width(-(-(order + far) // 8) * 8) < lane_width(order + tie + far)
+        self.ties = [row[near:] for row in rows] if apart else None  # settled by `bands` (`in_order`)
+        self.keyed = near if apart else len(dims)  # the sizes in the keys: dims[:keyed]
+        self.tie_shift = order
+        self.shift = self.tie_shift + (0 if apart else tie)
+        far = far if apart else spans[0].bit_length()  # apart: the top byte of the distance's bits alone
+        self.shift += -(self.shift + far) % 8  # a key's top 8 bits: the top byte of its lane's bytes
+        self.bits = self.shift + far  # every key is below 2**bits
         w = self.width = lane_width(self.bits)
         self.axes: list[tuple[int, list[int], list[int], list[int], list[int]]] | None = []
         self.spread = self.span = 0  # `bands`: a wide first band's values of the top byte; the last bands' span
-        if not dims or n * sum(len({row[j] for row in rows}) + 1 for j in axes) * w // 64 > KEY_BUDGET:
+        if (
+            not self.keyed
+            or n * sum(len({row[j] for row in rows}) + 1 for j in range(self.keyed)) * w // 64 > KEY_BUDGET
+        ):
             self.axes = None
             return
-        for j, d in enumerate(dims):
+        for j, d in enumerate(dims[: self.keyed]):
             at: dict[int, int] = {}  # log -> the lanes (1 << shift or tie_shift) of the points there
             for i, row in enumerate(rows):
                 at[row[j]] = at.get(row[j], 0) + (1 << (w * i + (self.shift if j < near else self.tie_shift)))
@@ -190,14 +203,13 @@ class Keys:
                     table.append(a * slopes[p] + offsets[p])
                 table.insert(0, table[0])  # index 0: no size is 0
             self.axes.append((d, table, coords, slopes, offsets))
-        self.spread = self.span = 0  # `bands`: a wide first band's values of the top byte; the last bands' span
 
     def packed(self, dims: Sequence[int]) -> int:
         """Every point's key at a problem (all its sizes: `dims`), lane i holding point i's."""
         if self.axes is None:
             logs = [self.log(dims[d]) for d in self.dims]
             logs = [lo if a < lo else hi if a > hi else a for a, lo, hi in zip(logs, self.low, self.high, strict=True)]
-            near, ties = logs[: self.near], logs[self.near :]
+            near, ties = logs[: self.near], logs[self.near : self.keyed]
             keys = [
                 sum(map(abs, map(sub, near, row))) << self.shift
                 | sum(map(abs, map(sub, ties, row[self.near :]))) << self.tie_shift
@@ -220,16 +232,39 @@ class Keys:
         """Every point's key at a problem (all its sizes: `dims`), in table order."""
         return unpack(self.packed(dims), self.count, self.width)
 
-    def bands(self, dims: Sequence[int], wide: bool = False) -> Iterable[list[int]]:
+    def bands(self, dims: Sequence[int], wide: bool = False, settled: bool = True) -> Iterable[list[int]]:
         """The keys at a problem in the rules' order, as bands (lists): the smallest key's top byte (`wide`: up to
         `spread` more), then bands of about BAND_POINTS points. Lanes wider than 64 bits, or SORT_ALL points or fewer:
-        one band of every key."""
+        one band of every key. Not `settled`: keys sorted (equally near points in table order where the tie sizes
+        are settled apart), for a walk that tells where they would decide."""
         packed = self.packed(dims)
         if self.width > 64 or self.count <= SORT_ALL:
-            return (sorted(unpack(packed, self.count, self.width)),)
-        return self._bands(packed, wide)
+            keys = unpack(packed, self.count, self.width)
+            return (self.in_order(keys, dims) if settled else sorted(keys),)
+        return self._bands(packed, dims, wide, settled)
 
-    def _bands(self, packed: int, wide: bool) -> Iterator[list[int]]:
+    def in_order(self, keys: list[int], dims: Sequence[int]) -> list[int]:
+        """Keys sorted in the rules' order: where ties are settled apart (`ties`), the runs of equal distances are
+        ordered by the distance over the tie sizes (the problem's logs not taken into the points' range: that
+        moves every point's by the same amount), then table order."""
+        keys.sort()
+        shift = self.shift
+        if self.ties is None or len(keys) < 2 or len({k >> shift for k in keys}) == len(keys):
+            return keys
+        far = list(map(rshift, keys, repeat(shift)))
+        logs, rows, mask = [self.log(dims[d]) for d in self.dims[self.near :]], self.ties, self.order_mask
+        tie = lambda k: (sum(map(abs, map(sub, logs, rows[k & mask]))), k)  # noqa: E731
+        runs: list[list[int]] = []  # the runs of equal distances: [first, end)
+        for i in compress(range(1, len(far)), map(eq, far[1:], far)):  # key i at the distance of key i - 1
+            if runs and runs[-1][1] == i:
+                runs[-1][1] = i + 1
+            else:
+                runs.append([i - 1, i + 1])
+        for first, end in runs:
+            keys[first:end] = sorted(keys[first:end], key=tie)
+        return keys
+
+    def _bands(self, packed: int, dims: Sequence[int], wide: bool, settled: bool) -> Iterator[list[int]]:
         step = self.width // 8
         raw = packed.to_bytes(self.count * step, "little")
         keys = array("I" if step == 4 else "Q", raw)
@@ -247,7 +282,10 @@ class Keys:
             while at >= 0:
                 found.append(keys[at])
                 at = band.find(value, at + 1)
-            found.sort()
+            if settled:
+                self.in_order(found, dims)
+            else:
+                found.sort()
             self.span = high - start
             yield found
             if high == 255:
