@@ -168,8 +168,9 @@ def run_sweep(
     plans = plan_sweep(cfg, limits)
     held = backend.recorded_pairs()
     refuse_recorded_without_replay(plans, held)
-    refuse_nothing_recorded(plans, held, recording)
     info: DeviceInfo = backend.device_info()
+    _check_fit(cfg, plans, info)  # (a point this GPU cannot hold is the config's mistake, whatever is replayed)
+    refuse_nothing_recorded(plans, held, recording)
     sweep_id, device_ids = _begin(cfg, store, backend, reporter, plans, info)
     summary = SweepSummary(sweep_id, "running", 0.0, started=start)
     status, db_failed, forget = "failed", False, False
@@ -211,11 +212,8 @@ def run_sweep(
     return summary
 
 
-def _begin(
-    cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter, plans: Sequence[SpacePlan], info: DeviceInfo
-) -> tuple[int, list[int]]:
-    """Check that the points fit the GPU (before anything is allocated or recorded), record the devices and the
-    software, and begin the sweep: (sweep id, device ids, this process's GPU first)."""
+def _check_fit(cfg: SweepConfig, plans: Sequence[SpacePlan], info: DeviceInfo) -> None:
+    """The points fit the GPU's memory (before anything is allocated or recorded): else one UserError."""
     from autotune.sweep.limits import check_points_fit
 
     check_points_fit(
@@ -225,6 +223,12 @@ def _begin(
         kinds={plan.space.kind.name: plan.space.kind for plan in plans},
         scalars=cfg.scalars,
     )
+
+
+def _begin(
+    cfg: SweepConfig, store: Store, backend: Backend, reporter: Reporter, plans: Sequence[SpacePlan], info: DeviceInfo
+) -> tuple[int, list[int]]:
+    """Record the devices and the software, and begin the sweep: (sweep id, device ids, this process's GPU first)."""
     store.notify = reporter.note  # a lost database connection is retried: its warning lines join the sweep's notes
     device_id = store.upsert_device(info)
     # an executor of several GPUs (Dask) names them all (`devices()`): each measurement is recorded on its own GPU
