@@ -816,3 +816,30 @@ def test_active_with_a_missing_space_file_is_one_line_and_writes_nothing(tmp_pat
     else:
         one_line(r, "no space file for space 'transpose_tiled'", "examples/transpose/space.yaml is gone")
     assert sorted(f.name for f in tmp_path.iterdir()) == ["c.yaml"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--rounds", "2", "--add", "1"), ("--seed-from", "earlier", "--rounds", "1", "--add", "1")],
+    ids=["a second round", "--seed-from"],
+)
+def test_active_that_adds_points_to_a_packed_database_is_one_line_and_writes_nothing(
+    tmp_path: Path, args: tuple
+) -> None:
+    """A packed (.sqlite.xz) tuning database ran round 0 and wrote it to OUT, then failed with "a packed database is
+    read-only here" when it added the round's worst problems to it. It is refused before OUT is made now, with how to
+    unpack it; a run that adds nothing (--rounds 1) reads it as before."""
+    out = tmp_path / "act"
+    extra = ("--config", str(EXAMPLE / "sweep.yaml"), "--replay", str(EXAMPLE_DB), "--heldout", "3", "-o", str(out))
+    r = cli("active", str(EXAMPLE_DB), *args, *extra, cwd=tmp_path)
+    line = one_line(r, f"autotune db unpack {EXAMPLE_DB} --out {EXAMPLE_DB.with_suffix('')}", "--rounds 1")
+    assert f"{EXAMPLE_DB}: the tuning database must be a plain .sqlite file" in line, line
+    assert not list(tmp_path.iterdir())
+
+
+def test_active_that_adds_nothing_reads_a_packed_database(tmp_path: Path) -> None:
+    out = tmp_path / "act"
+    extra = ("--config", str(EXAMPLE / "sweep.yaml"), "--replay", str(EXAMPLE_DB), "--heldout", "3", "-o", str(out))
+    r = cli("active", str(EXAMPLE_DB), "--rounds", "1", *extra, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (out / "active.json").is_file()
