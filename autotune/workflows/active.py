@@ -145,8 +145,9 @@ def table_spaces(opts: ActiveOptions, table_path: Path) -> tuple[Path, ...]:
 
     table = v.read_table(table_path)
     kernel_spaces = dict.fromkeys(str(k.get("space") or "") for k in table.kernels)
-    recorded = v.recorded_paths(database_url(opts.tuning_db))
-    refs = v.space_refs(kernel_spaces, recorded, list(opts.spaces)) if table.kernels else {}
+    url = database_url(opts.tuning_db)
+    recorded = v.recorded_paths(url)
+    refs = v.space_refs(kernel_spaces, recorded, list(opts.spaces), url) if table.kernels else {}
     return (*opts.spaces, *(Path(r) for r in refs.values()))
 
 
