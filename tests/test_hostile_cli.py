@@ -803,16 +803,81 @@ def test_a_kernel_tuner_cache_without_results_is_one_line_and_writes_nothing(tmp
 def test_active_with_a_missing_space_file_is_one_line_and_writes_nothing(tmp_path: Path, missing: str) -> None:
     """A tuning config naming a space file that is not there was found only when the first round's worst problems
     were swept (after its table and its validation were written); a space file the tuning database recorded that
-    is gone (a relative path, here run from elsewhere) after OUT/round0/dispatch.json was written. Both are one
-    line now, before OUT is made."""
+    is gone (here a copy of the database whose recorded path is nowhere) after OUT/round0/dispatch.json was written.
+    Both are one line now, before OUT is made."""
+    import sqlite3
+
+    from autotune.store.packing import unpack
+
     spaces = "[nosuch_space.yaml]" if missing == "config" else f"[{EXAMPLE / 'space.yaml'}]"
     config = tmp_path / "c.yaml"
     config.write_text((EXAMPLE / "sweep.yaml").read_text().replace("spaces: [space.yaml]", f"spaces: {spaces}"))
+    db, made = EXAMPLE_DB, ["c.yaml"]
+    if missing == "recorded":
+        db, made = tmp_path / "db" / "t.sqlite", ["c.yaml", "db"]
+        db.parent.mkdir()
+        unpack(EXAMPLE_DB, db)
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE spaces SET yaml_path = 'nowhere/space.yaml'")
     out = tmp_path / "act"
     args = ("--config", str(config), "--replay", str(EXAMPLE_DB), "--heldout", "3", "-o", str(out))
-    r = cli("active", str(EXAMPLE_DB), *args, cwd=ROOT if missing == "config" else tmp_path)
+    r = cli("active", str(db), *args, cwd=ROOT if missing == "config" else tmp_path)
     if missing == "config":
         assert "c.yaml:5: no space file nosuch_space.yaml" in one_line(r)
     else:
-        one_line(r, "no space file for space 'transpose_tiled'", "examples/transpose/space.yaml is gone")
-    assert sorted(f.name for f in tmp_path.iterdir()) == ["c.yaml"]
+        one_line(r, "no space file for space 'transpose_tiled'", "nowhere/space.yaml is gone; looked for")
+    assert sorted(f.name for f in tmp_path.iterdir()) == made
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--rounds", "2", "--add", "1"), ("--seed-from", "earlier", "--rounds", "1", "--add", "1")],
+    ids=["a second round", "--seed-from"],
+)
+def test_active_that_adds_points_to_a_packed_database_is_one_line_and_writes_nothing(
+    tmp_path: Path, args: tuple
+) -> None:
+    """A packed (.sqlite.xz) tuning database ran round 0 and wrote it to OUT, then failed with "a packed database is
+    read-only here" when it added the round's worst problems to it. It is refused before OUT is made now, with how to
+    unpack it; a run that adds nothing (--rounds 1) reads it as before."""
+    out = tmp_path / "act"
+    extra = ("--config", str(EXAMPLE / "sweep.yaml"), "--replay", str(EXAMPLE_DB), "--heldout", "3", "-o", str(out))
+    r = cli("active", str(EXAMPLE_DB), *args, *extra, cwd=tmp_path)
+    line = one_line(r, f"autotune db unpack {EXAMPLE_DB} --out {EXAMPLE_DB.with_suffix('')}", "--rounds 1")
+    assert f"{EXAMPLE_DB}: the tuning database must be a plain .sqlite file" in line, line
+    assert not list(tmp_path.iterdir())
+
+
+def test_active_that_adds_nothing_reads_a_packed_database(tmp_path: Path) -> None:
+    out = tmp_path / "act"
+    extra = ("--config", str(EXAMPLE / "sweep.yaml"), "--replay", str(EXAMPLE_DB), "--heldout", "3", "-o", str(out))
+    r = cli("active", str(EXAMPLE_DB), "--rounds", "1", *extra, cwd=tmp_path)  # (its space file recorded relative)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (out / "active.json").is_file()
+
+
+def test_validate_from_another_folder_finds_a_space_file_recorded_relative_to_the_repository(tmp_path: Path) -> None:
+    """A sweep run from the repository root records its space file as examples/transpose/space.yaml; validate run
+    from any other folder said that file "is gone" (the path was looked up from the current folder only). It is
+    looked up as the analysis finds recorded spaces now: re-rooted under the database's folder and its parents."""
+    out = tmp_path / "val"
+    db = str(EXAMPLE_DB)
+    r = cli("validate", str(EXAMPLE_TABLE), "--db", db, "--random", "3", "--replay", db, "-o", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (out / "validation.csv").is_file()
+
+
+def test_a_recorded_space_file_that_is_truly_gone_names_where_it_was_looked_for(tmp_path: Path) -> None:
+    import sqlite3
+
+    from autotune.store.packing import unpack
+
+    db = tmp_path / "t.sqlite"
+    unpack(EXAMPLE_DB, db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE spaces SET yaml_path = 'nowhere/space.yaml'")
+    r = cli("validate", str(EXAMPLE_TABLE), "--db", str(db), "--random", "3", "-o", "val", cwd=tmp_path)
+    line = one_line(r, "no space file for space 'transpose_tiled'", "recorded file nowhere/space.yaml is gone")
+    for where in (str(tmp_path / "nowhere" / "space.yaml"), f"under {tmp_path} and its parents"):
+        assert where in line, line
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["t.sqlite"]

@@ -117,11 +117,16 @@ def recorded_paths(tuning_url: str | None) -> dict[str, str]:
     return {str(r.name): str(r.yaml_path) for r in rows.itertuples()}
 
 
-def space_refs(names: Iterable[str], recorded: Mapping[str, str], given: Sequence[Path] = ()) -> dict[str, str]:
+def space_refs(
+    names: Iterable[str], recorded: Mapping[str, str], given: Sequence[Path] = (), tuning_url: str | None = None
+) -> dict[str, str]:
     """Per space name: a given space file (--space) of that name, else the name under spaces/, else the file the
-    tuning database recorded. Raises UserError."""
+    tuning database (at `tuning_url`) recorded: at its recorded path from the current folder, else where `autotune
+    analyze` finds it (a relative path re-rooted under the database's folder and its parents: a sweep run from the
+    repository root records examples/NAME/space.yaml). Raises UserError."""
     from autotune import paths
     from autotune.space.spec import load_space
+    from autotune.store import spaces
 
     files = {load_space(p).name: str(Path(p).resolve()) for p in given}
     out = {}
@@ -136,9 +141,16 @@ def space_refs(names: Iterable[str], recorded: Mapping[str, str], given: Sequenc
         if path and Path(path).is_file():
             out[name] = str(Path(path).resolve())
             continue
+        found = spaces.work_tree_file(name, path, tuning_url) if path and tuning_url else None
+        if found is not None:
+            out[name] = str(found.resolve())
+            continue
+        looked = f"; looked for {Path(path).absolute()}" if path else ""
+        if path and tuning_url:
+            looked += f", and {spaces.places_looked(path, tuning_url)}"
         raise UserError(
             f"no space file for space {name!r}: not under {paths.SPACES_DIR}"
-            + (f" and its recorded file {path} is gone" if path else ", and no tuning database records it"),
+            + (f" and its recorded file {path} is gone{looked}" if path else ", and no tuning database records it"),
             hint="pass --space FILE (the space file), or the database the table was made from (validate's --db, "
             "active's TUNING_DB), or restore the space file",
         )
@@ -227,7 +239,7 @@ def candidates(
         for r in pool(tuning_url, device, kind, groups(table, kind), pool_bk).itertuples():
             by_space.setdefault(str(r.space), set()).add(str(r.instance_id))
             precisions.setdefault(str(r.instance_id), set()).add(str(r.precision))
-    refs = space_refs(by_space, recorded_paths(tuning_url), spaces)
+    refs = space_refs(by_space, recorded_paths(tuning_url), spaces, tuning_url)
     return Candidates(
         {name: tuple(sorted(ids)) for name, ids in sorted(by_space.items())},
         refs,

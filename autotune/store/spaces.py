@@ -72,6 +72,24 @@ def _work_tree_file(name: str, yaml_path: object, url: str) -> Path | None:
     return recorded if itself and recorded.is_file() else None  # else the database names a place outside them
 
 
+def work_tree_file(name: str, yaml_path: str, url: str) -> Path | None:
+    """Where the checkout in use holds the space file a database at `url` recorded as `yaml_path` (see the module
+    docstring): the file `autotune analyze` reads for it; None when there is none."""
+    return _work_tree_file(name, yaml_path, url)
+
+
+def places_looked(yaml_path: str, url: str) -> str:
+    """Where `work_tree_file` looked for `yaml_path`, in words, for an error saying that it is gone."""
+    recorded = _recorded_path(yaml_path)
+    if recorded is None:
+        return "not looked up: a recorded path with `..`"
+    folders = [f for f in dict.fromkeys((_database_folder(url), Path.cwd())) if f is not None]
+    out = ", and ".join(f"re-rooted under {f} and its parents" for f in folders)
+    if not recorded.is_absolute() and paths.IN_CHECKOUT:
+        out += f", and {paths.PACKAGE.parent / recorded}"
+    return out
+
+
 def _recorded_path(yaml_path: object) -> Path | None:
     """The recorded space file's path, when it is one worth looking up (text, no NUL, no `..`, not absurdly long)."""
     if not isinstance(yaml_path, str) or not yaml_path or "\0" in yaml_path or len(yaml_path) > 4096:

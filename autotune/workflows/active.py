@@ -104,11 +104,29 @@ def checked_first_table(opts: ActiveOptions) -> Any:
 
     if opts.seed_from is not None or (opts.rounds > 1 and opts.add > 0):
         load_config(opts.config)
+    refuse_packed_tuning_db(opts)
     with tempfile.TemporaryDirectory(prefix="autotune-active-") as tmp:
         path = Path(tmp) / "dispatch.json"
         table = build_round_table(opts, path)
         table_kind_of(opts, path)
     return table
+
+
+def refuse_packed_tuning_db(opts: ActiveOptions) -> None:
+    """A compressed tuning database (.sqlite.xz, .sqlite.gz) is read through a decompressed copy that is never
+    written: a run that adds problems to it (a second round with --add > 0, or --seed-from) is one UserError."""
+    from autotune.store.engine import gz_path
+
+    packed = gz_path(str(opts.tuning_db))
+    if packed is None or opts.add == 0 or (opts.seed_from is None and opts.rounds == 1):
+        return
+    plain = packed.with_suffix("")
+    raise UserError(
+        f"{packed}: the tuning database must be a plain .sqlite file, not a compressed one: active adds the "
+        "measurements of each round's worst problems to it",
+        hint=f"autotune db unpack {packed} --out {plain} and pass {plain} (or give --rounds 1 without --seed-from, "
+        "or --add 0, to only measure the table)",
+    )
 
 
 def table_kind_of(opts: ActiveOptions, table_path: Path) -> Any:
@@ -127,8 +145,9 @@ def table_spaces(opts: ActiveOptions, table_path: Path) -> tuple[Path, ...]:
 
     table = v.read_table(table_path)
     kernel_spaces = dict.fromkeys(str(k.get("space") or "") for k in table.kernels)
-    recorded = v.recorded_paths(database_url(opts.tuning_db))
-    refs = v.space_refs(kernel_spaces, recorded, list(opts.spaces)) if table.kernels else {}
+    url = database_url(opts.tuning_db)
+    recorded = v.recorded_paths(url)
+    refs = v.space_refs(kernel_spaces, recorded, list(opts.spaces), url) if table.kernels else {}
     return (*opts.spaces, *(Path(r) for r in refs.values()))
 
 

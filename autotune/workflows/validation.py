@@ -76,7 +76,7 @@ def validate_table(
     tuning = database_url(opts.db) if opts.db else None
     spaces = list(opts.spaces)
     kernel_spaces = dict.fromkeys(str(k.get("space") or "") for k in table.kernels)
-    refs = v.space_refs(kernel_spaces, v.recorded_paths(tuning), spaces) if table.kernels else {}
+    refs = v.space_refs(kernel_spaces, v.recorded_paths(tuning), spaces, tuning) if table.kernels else {}
     kind = v.table_kind(table, [*spaces, *map(Path, refs.values())])
     rule = v.derived_rule(table, kind, opts.batch_bytes)
     if opts.points is not None:
