@@ -11,14 +11,15 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
-from itertools import compress, repeat
-from operator import eq, rshift, sub
+from itertools import compress, product, repeat
+from operator import eq, itemgetter, rshift, sub
 from typing import Callable, Iterable, Iterator, Sequence
 
 KEY_BUDGET = 1 << 19  # per group: points x positions of the precomputed distance lanes (16 bytes each at 64-bit
 # lanes, 8 at 32-bit ones) at most, counted in 64-bit lanes
 BAND_POINTS = 8  # `Keys.bands`: about this many points per band after the first
 SORT_ALL = 160  # `Keys.bands` sorts every key of a group of this many points or fewer (cheaper than bands)
+CELL_COUNT, CELL_POINTS = 4096, 64  # `Keys.index`: cells at most, tuned points listed per cell
 TABLE_LIMIT, TABLE_BUDGET = 1 << 12, 1 << 18  # per size: the largest value tabulated, and times the lanes at most
 
 
@@ -172,6 +173,8 @@ class Keys:
         self.bits = self.shift + far  # every key is below 2**bits
         w = self.width = lane_width(self.bits)
         self.axes: list[tuple[int, list[int], list[int], list[int], list[int]]] | None = []
+        self.cuts: list[list[int]] = []  # `index`: per size of the distance, where its intervals start
+        self.cells: list[tuple[Callable, int]] = []  # per cell: its listed points' getter, its bound << shift
         self.spread = self.span = 0  # `bands`: a wide first band's values of the top byte; the last bands' span
         if (
             not self.keyed
@@ -228,6 +231,59 @@ class Keys:
                 key += a * slopes[p] + offsets[p]
         return key
 
+    def index(self) -> None:
+        """Per cell of the problems' space (per size of the distance, `splits` intervals equal in log, about
+        CELL_COUNT cells in all; a problem's log taken into the points' range), the CELL_POINTS points nearest the
+        cell's centre c and a bound: a point left out is at distance D or more from c (D: the distance of the nearest
+        one left out), so at D - h or more from any problem of the cell (h: the sum over the sizes of the cell's
+        farthest log from c), and the listed points nearer than D - h are every point nearer (`nearest`). `cuts`:
+        per size, the first size of each interval after the first."""
+        if self.axes is None or self.count <= CELL_POINTS or not self.near:
+            return
+        splits = 1
+        while (splits + 1) ** self.near <= CELL_COUNT:
+            splits += 1
+        axes = []  # per size, per interval: its farthest log from its centre, every point's |log - centre|
+        for j in range(self.near):
+            lo, hi = self.low[j], self.high[j]
+            edges = sorted({lo + (hi - lo) * i // splits for i in range(splits)})
+            self.cuts.append([self._first_at(e) for e in edges[1:]])
+            intervals = []
+            for a, b in zip(edges, [e - 1 for e in edges[1:]] + [hi], strict=True):
+                c = (a + b) // 2
+                intervals.append((max(c - a, b - c), [abs(c - row[j]) for row in self.rows]))
+            axes.append(intervals)
+        for cell in product(*axes):
+            far = list(map(sum, zip(*(d for _, d in cell), strict=True)))
+            chosen = sorted(range(self.count), key=far.__getitem__)  # stable: equally near in table order
+            bound = far[chosen[CELL_POINTS]] - sum(h for h, _ in cell)
+            self.cells.append((itemgetter(*chosen[:CELL_POINTS]), bound << self.shift))
+
+    def _first_at(self, log: int) -> int:
+        """The smallest size whose log is `log` or more (`log`: at most a point's)."""
+        low, high = 1, 1 << 62
+        while low < high:
+            mid = (low + high) // 2
+            low, high = (mid + 1, high) if self.log(mid) < log else (low, mid)
+        return low
+
+    def nearest(self, dims: Sequence[int]) -> list[int] | None:
+        """The keys of every point nearer than the bound of the problem's cell (`index`), sorted (equally near points
+        in table order); None where the group has no cells."""
+        if not self.cells:
+            return None
+        cell = 0
+        for d, cuts in zip(self.dims, self.cuts, strict=False):  # the sizes of the distance: dims[:near]
+            cell = cell * (len(cuts) + 1) + bisect_right(cuts, dims[d])
+        pick, bound = self.cells[cell]
+        lanes = array(
+            "I" if self.width == 32 else "Q", self.packed(dims).to_bytes(self.count * self.width // 8, "little")
+        )
+        if sys.byteorder == "big":  # the lanes were written little-endian
+            lanes.byteswap()
+        keys = sorted(pick(lanes))
+        return keys[: bisect_left(keys, bound)]
+
     def at(self, dims: Sequence[int]) -> list[int]:
         """Every point's key at a problem (all its sizes: `dims`), in table order."""
         return unpack(self.packed(dims), self.count, self.width)
@@ -252,8 +308,7 @@ class Keys:
         if self.ties is None or len(keys) < 2 or len({k >> shift for k in keys}) == len(keys):
             return keys
         far = list(map(rshift, keys, repeat(shift)))
-        logs, rows, mask = [self.log(dims[d]) for d in self.dims[self.near :]], self.ties, self.order_mask
-        tie = lambda k: (sum(map(abs, map(sub, logs, rows[k & mask]))), k)  # noqa: E731
+        tie = self.tie(dims)
         runs: list[list[int]] = []  # the runs of equal distances: [first, end)
         for i in compress(range(1, len(far)), map(eq, far[1:], far)):  # key i at the distance of key i - 1
             if runs and runs[-1][1] == i:
@@ -263,6 +318,12 @@ class Keys:
         for first, end in runs:
             keys[first:end] = sorted(keys[first:end], key=tie)
         return keys
+
+    def tie(self, dims: Sequence[int]) -> Callable[[int], tuple[int, int]]:
+        """The sort key of equally near keys at a problem, where ties are settled apart (`in_order`): the distance
+        over the tie sizes, then the key (table order)."""
+        logs, rows, mask = [self.log(dims[d]) for d in self.dims[self.near :]], self.ties or [], self.order_mask
+        return lambda k: (sum(map(abs, map(sub, logs, rows[k & mask]))), k)
 
     def _bands(self, packed: int, dims: Sequence[int], wide: bool, settled: bool) -> Iterator[list[int]]:
         step = self.width // 8
