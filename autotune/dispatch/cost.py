@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from array import array
+from bisect import bisect_left
 from itertools import islice
 from typing import Callable, Iterable, Sequence
 
@@ -260,14 +261,17 @@ class CostRules:
         # same in any order) and the walk goes on from the run's first key, in the rules' order
         check = g.keys.ties is not None
         # first the points nearer than the bound of the problem's cell (`Keys.nearest`: one sorted band of a few
-        # keys), and every band only where the walk needs points beyond it
-        start = (ok, undecided, need, total, first, limit, watch)
+        # keys), then, where the walk needs more, the bands past the bound
         near = g.keys.nearest(dims) if need or undecided else None
-        walks: list[Iterable[list[int]] | None] = [[near], None] if near is not None else [None]
+        walks: list[Iterable[list[int]] | None] = [[near[0]], None] if near is not None else [None]
         for bands in walks:
             if bands is None:
-                ok, undecided, need, total, first, limit, watch = start
-                bands = g.keys.bands(dims, True, not check) if need or undecided else ()
+                if near is None:
+                    bands = g.keys.bands(dims, True, not check) if need or undecided else ()
+                elif need or undecided:
+                    bands = (b[bisect_left(b, near[1]) :] for b in g.keys.bands(dims, False, not check, near[1]))
+                else:
+                    bands = ()
             for band in bands:
                 at_run, settled = 0, 0  # the walk goes on from band[at_run]; band[:settled] is in the rules' order
                 while True:
