@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import sys
 from array import array
-from typing import Callable, Sequence
+from bisect import bisect_left
+from itertools import islice
+from typing import Callable, Iterable, Sequence
 
 from autotune.dispatch.features import ModelLanes
 from autotune.dispatch.lanes import Boxes, Invalid, Keys
@@ -252,47 +254,73 @@ class CostRules:
         # next: `_prepare_means`), and each lane of `need` is taken into `first` when its count reaches K (the sum of
         # its first K): two operations per point, not a mask of each point's lanes by `need` first
         total, first, limit, watch = m.bias & g.dense[at], 0, -1, top & need
-        # where the tie sizes are settled apart (`Keys.ties`), the bands come sorted by distance and table order, and
-        # a band is walked again in the rules' order where a lane counts its K-th at a point as near as the next (only
-        # there can the order of equally near points change a sum)
+        # where the tie sizes are settled apart (`Keys.ties`), the keys come sorted by distance and table order, and a
+        # run of equally near points is put in the rules' order (`Keys.tie`) only where a lane counts its K-th at
+        # one of them but the last (only there can their order change a sum): the run's keys walked so far are taken
+        # out of `total` (no lane counted its K-th before in the run, and the other lanes' updates are unions, the
+        # same in any order) and the walk goes on from the run's first key, in the rules' order
         check = g.keys.ties is not None
-        for band in g.keys.bands(dims, True, not check) if need or undecided else ():
-            saved, checking = (ok, undecided, need, total, first, limit, watch), check
-            while True:
-                tied = False
-                for key in band:
-                    if undecided:
-                        if limit < 0:
-                            limit = (key >> shift) + self.reach
-                        if key >> shift > limit:  # past the reach: an answer not measured yet does not compete
-                            need &= ~undecided
+        # first the points nearer than the bound of the problem's cell (`Keys.nearest`: one sorted band of a few
+        # keys), then, where the walk needs more, the bands past the bound
+        near = g.keys.nearest(dims) if need or undecided else None
+        walks: list[Iterable[list[int]] | None] = [[near[0]], None] if near is not None else [None]
+        for bands in walks:
+            if bands is None:
+                if near is None:
+                    bands = g.keys.bands(dims, True, not check) if need or undecided else ()
+                elif need or undecided:
+                    bands = (b[bisect_left(b, near[1]) :] for b in g.keys.bands(dims, False, not check, near[1]))
+                else:
+                    bands = ()
+            for band in bands:
+                at_run, settled = 0, 0  # the walk goes on from band[at_run]; band[:settled] is in the rules' order
+                while True:
+                    run = None
+                    for key in islice(band, at_run, None) if at_run else band:
+                        if undecided:
+                            if limit < 0:
+                                limit = (key >> shift) + self.reach
+                            if key >> shift > limit:  # past the reach: an answer not measured yet does not compete
+                                need &= ~undecided
+                                watch &= need
+                                undecided = 0
+                            else:  # measured here first, within reach: it competes
+                                ok |= lanes[key & mask] & undecided
+                                undecided &= ~lanes[key & mask]
+                        total += counted[key & mask]
+                        if total & watch:  # lanes counted K: their sums are those of their first K
+                            run = check and _tied_run(band, key, shift, settled)
+                            if run:
+                                break
+                            done = ((total & watch) >> (MEAN_LANE - 1)) * _LANE
+                            first |= total & done
+                            need ^= done
                             watch &= need
-                            undecided = 0
-                        else:  # measured here first, within reach: it competes
-                            ok |= lanes[key & mask] & undecided
-                            undecided &= ~lanes[key & mask]
-                    total += counted[key & mask]
-                    if total & watch:  # lanes counted K: their sums are those of their first K
-                        tied = checking and _tied_next(band, key, shift)
-                        if tied:
+                        if not need and not undecided:
                             break
-                        done = ((total & watch) >> (MEAN_LANE - 1)) * _LANE
-                        first |= total & done
-                        need ^= done
-                        watch &= need
-                    if not need and not undecided:
+                    if not run:
                         break
-                if not tied:
+                    at_run, here, settled = run
+                    for k in band[at_run : here + 1]:
+                        total -= counted[k & mask]
+                    band[at_run:settled] = sorted(band[at_run:settled], key=g.keys.tie(dims))
+                if not need and not undecided:
                     break
-                ok, undecided, need, total, first, limit, watch = saved  # the band again, in the rules' order
-                g.keys.in_order(band, dims)
-                checking = False
             if not need and not undecided:
                 break
         return m.cheapest(first & m.sums, g.start[at], ok)
 
 
-def _tied_next(band: list[int], key: int, shift: int) -> bool:
-    """Whether the key after `key` in its band is as near (`key >> shift`: the distance)."""
-    after = band.index(key) + 1
-    return after < len(band) and band[after] >> shift == key >> shift
+def _tied_run(band: list[int], key: int, shift: int, settled: int) -> tuple[int, int, int] | None:
+    """Where the key after `key` in its band is as near (`key >> shift`: the distance) and past `settled`: the run of
+    equally near keys around it (first, `key`'s position, end); else None."""
+    here = band.index(key)
+    far = key >> shift
+    if here < settled or here + 1 == len(band) or band[here + 1] >> shift != far:
+        return None
+    first, end = here, here + 2
+    while first and band[first - 1] >> shift == far:
+        first -= 1
+    while end < len(band) and band[end] >> shift == far:
+        end += 1
+    return first, here, end

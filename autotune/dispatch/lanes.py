@@ -11,14 +11,15 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
-from itertools import compress, repeat
-from operator import eq, rshift, sub
+from itertools import compress, product, repeat
+from operator import eq, itemgetter, rshift, sub
 from typing import Callable, Iterable, Iterator, Sequence
 
 KEY_BUDGET = 1 << 19  # per group: points x positions of the precomputed distance lanes (16 bytes each at 64-bit
 # lanes, 8 at 32-bit ones) at most, counted in 64-bit lanes
 BAND_POINTS = 8  # `Keys.bands`: about this many points per band after the first
 SORT_ALL = 160  # `Keys.bands` sorts every key of a group of this many points or fewer (cheaper than bands)
+CELL_COUNT, CELL_POINTS = 4096, 64  # `Keys.index`: cells at most, tuned points listed per cell
 TABLE_LIMIT, TABLE_BUDGET = 1 << 12, 1 << 18  # per size: the largest value tabulated, and times the lanes at most
 
 
@@ -172,6 +173,8 @@ class Keys:
         self.bits = self.shift + far  # every key is below 2**bits
         w = self.width = lane_width(self.bits)
         self.axes: list[tuple[int, list[int], list[int], list[int], list[int]]] | None = []
+        self.cuts: list[list[int]] = []  # `index`: per size of the distance, where its intervals start
+        self.cells: list[tuple[Callable, int]] = []  # per cell: its listed points' getter, its bound << shift
         self.spread = self.span = 0  # `bands`: a wide first band's values of the top byte; the last bands' span
         if (
             not self.keyed
@@ -228,20 +231,71 @@ class Keys:
                 key += a * slopes[p] + offsets[p]
         return key
 
+    def index(self) -> None:
+        """Per cell of the problems' space (per size of the distance, `splits` intervals equal in log, about
+        CELL_COUNT cells in all; a problem's log taken into the points' range), the CELL_POINTS points nearest the
+        cell (the distance to a box: per size, to its interval) and a bound, the distance to the cell of the nearest
+        one left out: no point left out is nearer any problem of the cell, so the listed points nearer than the bound
+        are every point nearer (`nearest`). `cuts`: per size, the first size of each interval after the first."""
+        if self.axes is None or self.count <= CELL_POINTS or not self.near:
+            return
+        splits = 1
+        while (splits + 1) ** self.near <= CELL_COUNT:
+            splits += 1
+        axes = []  # per size, per interval: every point's distance to it
+        for j in range(self.near):
+            lo, hi = self.low[j], self.high[j]
+            edges = sorted({lo + (hi - lo) * i // splits for i in range(splits)})
+            self.cuts.append([self._first_at(e) for e in edges[1:]])
+            ends = zip(edges, [e - 1 for e in edges[1:]] + [hi], strict=True)
+            axes.append([[max(0, a - row[j], row[j] - b) for row in self.rows] for a, b in ends])
+        for cell in product(*axes):
+            far = list(map(sum, zip(*cell, strict=True)))  # per point, its distance to the cell
+            chosen = sorted(range(self.count), key=far.__getitem__)
+            self.cells.append((itemgetter(*chosen[:CELL_POINTS]), far[chosen[CELL_POINTS]] << self.shift))
+
+    def _first_at(self, log: int) -> int:
+        """The smallest size whose log is `log` or more (`log`: at most a point's)."""
+        low, high = 1, 1 << 62
+        while low < high:
+            mid = (low + high) // 2
+            low, high = (mid + 1, high) if self.log(mid) < log else (low, mid)
+        return low
+
+    def nearest(self, dims: Sequence[int]) -> tuple[list[int], int] | None:
+        """The keys of every point nearer than the bound of the problem's cell (`index`), sorted (equally near points
+        in table order), and the bound (a key: keys below it are those); None where the group has no cells."""
+        if not self.cells:
+            return None
+        cell = 0
+        for d, cuts in zip(self.dims, self.cuts, strict=False):  # the sizes of the distance: dims[:near]
+            cell = cell * (len(cuts) + 1) + bisect_right(cuts, dims[d])
+        pick, bound = self.cells[cell]
+        lanes = array(
+            "I" if self.width == 32 else "Q", self.packed(dims).to_bytes(self.count * self.width // 8, "little")
+        )
+        if sys.byteorder == "big":  # the lanes were written little-endian
+            lanes.byteswap()
+        keys = sorted(pick(lanes))
+        return keys[: bisect_left(keys, bound)], bound
+
     def at(self, dims: Sequence[int]) -> list[int]:
         """Every point's key at a problem (all its sizes: `dims`), in table order."""
         return unpack(self.packed(dims), self.count, self.width)
 
-    def bands(self, dims: Sequence[int], wide: bool = False, settled: bool = True) -> Iterable[list[int]]:
+    def bands(
+        self, dims: Sequence[int], wide: bool = False, settled: bool = True, after: int = 0
+    ) -> Iterable[list[int]]:
         """The keys at a problem in the rules' order, as bands (lists): the smallest key's top byte (`wide`: up to
         `spread` more), then bands of about BAND_POINTS points. Lanes wider than 64 bits, or SORT_ALL points or fewer:
         one band of every key. Not `settled`: keys sorted (equally near points in table order where the tie sizes
-        are settled apart), for a walk that tells where they would decide."""
+        are settled apart), for a walk that tells where they would decide. `after`: from the top byte of that key on
+        (the keys below it may be left out)."""
         packed = self.packed(dims)
         if self.width > 64 or self.count <= SORT_ALL:
             keys = unpack(packed, self.count, self.width)
             return (self.in_order(keys, dims) if settled else sorted(keys),)
-        return self._bands(packed, dims, wide, settled)
+        return self._bands(packed, dims, wide, settled, after >> (self.bits - 8))
 
     def in_order(self, keys: list[int], dims: Sequence[int]) -> list[int]:
         """Keys sorted in the rules' order: where ties are settled apart (`ties`), the runs of equal distances are
@@ -252,8 +306,7 @@ class Keys:
         if self.ties is None or len(keys) < 2 or len({k >> shift for k in keys}) == len(keys):
             return keys
         far = list(map(rshift, keys, repeat(shift)))
-        logs, rows, mask = [self.log(dims[d]) for d in self.dims[self.near :]], self.ties, self.order_mask
-        tie = lambda k: (sum(map(abs, map(sub, logs, rows[k & mask]))), k)  # noqa: E731
+        tie = self.tie(dims)
         runs: list[list[int]] = []  # the runs of equal distances: [first, end)
         for i in compress(range(1, len(far)), map(eq, far[1:], far)):  # key i at the distance of key i - 1
             if runs and runs[-1][1] == i:
@@ -264,16 +317,23 @@ class Keys:
             keys[first:end] = sorted(keys[first:end], key=tie)
         return keys
 
-    def _bands(self, packed: int, dims: Sequence[int], wide: bool, settled: bool) -> Iterator[list[int]]:
+    def tie(self, dims: Sequence[int]) -> Callable[[int], tuple[int, int]]:
+        """The sort key of equally near keys at a problem, where ties are settled apart (`in_order`): the distance
+        over the tie sizes, then the key (table order)."""
+        logs, rows, mask = [self.log(dims[d]) for d in self.dims[self.near :]], self.ties or [], self.order_mask
+        return lambda k: (sum(map(abs, map(sub, logs, rows[k & mask]))), k)
+
+    def _bands(self, packed: int, dims: Sequence[int], wide: bool, settled: bool, low: int) -> Iterator[list[int]]:
         step = self.width // 8
         raw = packed.to_bytes(self.count * step, "little")
         keys = array("I" if step == 4 else "Q", raw)
         if sys.byteorder == "big":  # the lanes were written little-endian
             keys.byteswap()
         tops = raw[self.bits // 8 - 1 :: step]  # per point, its key's top 8 bits (the layout keeps them a byte)
-        low = 0
-        while low not in tops:  # the smallest top: a C-level search per value (min() iterates in Python objects)
-            low += 1
+        while low < 256 and low not in tops:  # the smallest top (from `low`): a C-level search per value (min()
+            low += 1  # iterates in Python objects)
+        if low == 256:
+            return
         start, high, width = low, min(255, low + self.spread) if wide else low, 1
         while True:
             band, value = (tops, low) if low == high else (tops.translate(_band(low, high)), 1)

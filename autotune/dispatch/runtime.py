@@ -176,6 +176,8 @@ class Lookup(CostRules):
         self._groups = {k: g for k, g in self._groups.items() if k[0] in self.precisions and k[1] in self.shapes}
         for g in self._groups.values() if self.mode == "cost" else ():
             self._calibrate(g)
+            if self._rule4 == self._cheapest_mean and self.neighbours > 1 and g.keys is not None:
+                g.keys.index()  # after `_calibrate`, which times the bands; K = 1 reads a band or two (cheaper)
         self.device = str(table.get("provenance", {}).get("device", ""))
         self._warned: set[str] = set()
 
