@@ -50,7 +50,7 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")  # a space name that m
 _FUNCTIONS = ("reference", "check", "baseline")  # a declared kind's Python functions
 
 
-def _work_tree_file(name: str, yaml_path: object, url: str) -> Path | None:
+def work_tree_file(name: str, yaml_path: object, url: str) -> Path | None:
     """Where the checkout in use holds the recorded space `name` (see the module docstring), or None."""
     recorded = _recorded_path(yaml_path)
     if recorded is None:
@@ -70,12 +70,6 @@ def _work_tree_file(name: str, yaml_path: object, url: str) -> Path | None:
         if in_checkout.is_file() and in_checkout.resolve().is_relative_to(paths.PACKAGE.parent.resolve()):
             return in_checkout
     return recorded if itself and recorded.is_file() else None  # else the database names a place outside them
-
-
-def work_tree_file(name: str, yaml_path: str, url: str) -> Path | None:
-    """Where the checkout in use holds the space file a database at `url` recorded as `yaml_path` (see the module
-    docstring): the file `autotune analyze` reads for it; None when there is none."""
-    return _work_tree_file(name, yaml_path, url)
 
 
 def places_looked(yaml_path: str, url: str) -> str:
@@ -201,7 +195,7 @@ def _stored(name: str, r: Recorded, url: str, budget: files.Budget) -> tuple[Pat
     when it is the version measured, else the recorded version written out (Refused when it cannot be)."""
     text = files.checked_text(r.yaml_text, "its space file", files.MAX_YAML_BYTES).decode("utf-8", "surrogateescape")
     doc = _document(text)
-    work = _work_tree_file(name, r.yaml_path, url)
+    work = work_tree_file(name, r.yaml_path, url)
     if work is not None and _same_yaml(work, doc) and _same_source(work, r):
         return work.resolve(), False  # by name, also when it lives outside spaces/
     if work is not None:

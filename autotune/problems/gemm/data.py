@@ -197,6 +197,24 @@ class Operand:
     ld: int
     stride: int = 0
 
+    def args(self, strided: bool) -> tuple[Any, ...]:
+        """(data, ld as int32) and, `strided`, the stride as int64: the operand's slots of a kernel call."""
+        import numpy as np
+
+        head = (self.data, np.int32(self.ld))
+        return (*head, np.int64(self.stride)) if strided else head
+
+
+def _args(
+    strided: bool, precision: str, mnk: tuple[int, int, int], alpha: float, ops: tuple[Operand, ...], beta: float
+) -> tuple[Any, ...]:
+    """(M, N, K, alpha, A's slots, B's slots, beta, C's slots) of either convention (`ops` = A, B, C)."""
+    import numpy as np
+
+    s = _scalar(precision)
+    a, b, c = (o.args(strided) for o in ops)
+    return (*(np.int32(v) for v in mnk), s(alpha), *a, *b, s(beta), *c)
+
 
 def strided_args(
     precision: str, mnk: tuple[int, int, int], alpha: float, a: Operand, b: Operand, beta: float, c: Operand, batch: int
@@ -206,25 +224,7 @@ def strided_args(
     `mnk` = (M, N, K)."""
     import numpy as np
 
-    s, i32, i64 = _scalar(precision), np.int32, np.int64
-    m, n, k = mnk
-    return (
-        i32(m),
-        i32(n),
-        i32(k),
-        s(alpha),
-        a.data,
-        i32(a.ld),
-        i64(a.stride),
-        b.data,
-        i32(b.ld),
-        i64(b.stride),
-        s(beta),
-        c.data,
-        i32(c.ld),
-        i64(c.stride),
-        i32(batch),
-    )
+    return (*_args(True, precision, mnk, alpha, (a, b, c), beta), np.int32(batch))
 
 
 def ptr_array_args(
@@ -234,22 +234,7 @@ def ptr_array_args(
     `data`: its device array of pointers; its `stride` is not passed); `mnk` = (M, N, K)."""
     import numpy as np
 
-    s, i32 = _scalar(precision), np.int32
-    m, n, k = mnk
-    return (
-        i32(m),
-        i32(n),
-        i32(k),
-        s(alpha),
-        a.data,
-        i32(a.ld),
-        b.data,
-        i32(b.ld),
-        s(beta),
-        c.data,
-        i32(c.ld),
-        i32(batch),
-    )
+    return (*_args(False, precision, mnk, alpha, (a, b, c), beta), np.int32(batch))
 
 
 def vbatched_args(

@@ -121,10 +121,8 @@ class GpuBackend(LocalCompiles, Backend):
     ) -> None:
         o = options if options is not None else LocalOptions()
         self.device = o.device
-        # the GPU worker compiles CuPy's comparison kernels while idle (gpu_worker.warm_comparisons: tune_kernel's)
         self.warm_checks = o.warm_checks
         self.cache_dir = Path(o.cache_dir) if o.cache_dir is not None else DEFAULT_CACHE_DIR  # (read now: tests set it)
-        # compile processes: as given, else $AUTOTUNE_COMPILE_WORKERS, else the host's cores less one (the GPU worker's)
         self.compile_workers = o.compile_workers or env_workers() or max(1, (os.cpu_count() or 2) - 1)
         self.compile_batch_size, self.tol = o.compile_batch_size, o.tol
         self.timeout_s, self.timeout_factor = o.timeout_s, o.timeout_factor
