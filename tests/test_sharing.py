@@ -30,8 +30,8 @@ SPACE = textwrap.dedent("""\
     """)
 
 
-def cfg(tmp_path, extra="", entry=""):
-    (tmp_path / "bounded_test.yaml").write_text(SPACE)
+def cfg(tmp_path, extra="", entry="", space=SPACE):
+    (tmp_path / "bounded_test.yaml").write_text(space)
     text = (
         textwrap.dedent(f"""\
         name: t
@@ -79,6 +79,28 @@ def test_named_instances_only_and_unknown_ids_are_an_error(tmp_path):
     assert sorted(i.id for i in named.work) == pick
     with pytest.raises(UserError, match="1 of the named instances are not in the space"):
         plan_sweep(cfg(tmp_path, entry=f", instances: [{pick[0]}, 0123456789abcdef]"))
+
+
+def test_named_instances_are_measured_whatever_the_soft_constraints_say(tmp_path):
+    """A table emitted from a CSV of measurements names kernels swept with a soft constraint off; `autotune
+    validate` writes them as `instances:` of an entry without that setting: they are measured all the same. The hard
+    constraints still apply."""
+    soft = SPACE + 'soft:\n  - {name: narrow, expr: "BLOCK_X == 8", reason: "a test soft constraint"}\n'
+    (plan,) = plan_sweep(cfg(tmp_path))
+    wide = sorted(i.id for i in plan.work if i.param_dict["BLOCK_X"] == 16 and i.param_dict["BLOCK_Y"] == 1)
+    tall = sorted(i.id for i in plan.work if i.param_dict["BLOCK_Y"] == 2)
+    (kept,) = plan_sweep(cfg(tmp_path, space=soft))
+    assert not set(wide) & {i.id for i in kept.work}  # the soft constraint drops them from an unnamed entry
+    c = cfg(tmp_path, entry=f", instances: [{', '.join(wide)}]", space=soft)
+    (named,) = plan_sweep(c)
+    assert sorted(i.id for i in named.work) == wide and len(wide) == 4
+    backend = FormulaBackend()
+    with Store.open(c.database) as store:
+        assert run_sweep(c, store, backend, Quiet()).status == "done"
+    assert sorted({iid for iid, _ in backend.calls}) == wide
+    hard = soft + 'hard:\n  - {name: short, expr: "BLOCK_Y == 1", reason: "a test hard constraint"}\n'
+    with pytest.raises(UserError, match="1 of the named instances are not in the space"):
+        plan_sweep(cfg(tmp_path, entry=f", instances: [{wide[0]}, {tall[0]}]", space=hard))
 
 
 def test_bad_measure_rule_and_instance_id_point_at_the_line(tmp_path):

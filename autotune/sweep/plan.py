@@ -92,8 +92,10 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
     """Generate every space of the config for each precision its test points use.
 
     An instance is measured at the points its space's `serves` expression assigns to it (`measure: valid`: at
-    every point where its `valid` expression holds). With `instances:` only the named instances are kept (among
-    those the entry's constraints keep: `soft: false` reaches instances the soft constraints drop)."""
+    every point where its `valid` expression holds). With `instances:` only the named instances are kept; where the
+    entry's soft constraints drop some of them (an id names a kernel measured before, e.g. one of a table made from a
+    CSV of measurements swept with other soft settings), the entry is planned again without soft constraints: only
+    the hard constraints and `where:` can refuse a named instance."""
     plans = []
     for ref in cfg.spaces:
         space = load_space(ref.path)
@@ -104,33 +106,9 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
                 hint="add a `kernel:` section (docs/space-files.md)",
             )
         share = cfg.share if ref.share is None else ref.share
-        work: dict[Instance, list[TestPoint] | tuple[TestPoint, ...]] = {}
-        valid: dict[Instance, list[TestPoint] | tuple[TestPoint, ...]] = {}
-        counts = {}
-        found: set[str] = set()
-        for precision in dict.fromkeys(p.precision for p in cfg.points):
-            points = [p for p in cfg.points if p.precision == precision and space.accepts(p)]
-            if not points:
-                continue
-            named = ref.instances is not None
-            g = generate(space, limits(ref.device), precision, soft=ref.soft, soft_off=ref.soft_off)
-            kept = _kept(g, ref.where, cfg, ref.line)
-            instances = g.instances()
-            if named:
-                wanted = set(ref.instances or ())
-                chosen = np.array([i.id in wanted for i in instances], dtype=bool)
-                found |= {i.id for i, c in zip(instances, chosen, strict=True) if c}
-                kept &= chosen
-            counts[precision] = int(kept.sum())
-            oks, measures = [], []
-            for p in points:
-                ok = valid_rows(g, p) & kept if share > 0 or ref.measure == "valid" else None
-                measures.append(ok if ok is not None and ref.measure == "valid" else serving(g, p) & kept)
-                if share > 0:
-                    oks.append(ok)
-            _add_rows(work, instances, points, measures)
-            if share > 0:
-                _add_rows(valid, instances, points, oks)
+        work, valid, counts, found = _entry(cfg, ref, space, limits(ref.device), share, ref.soft)
+        if ref.instances is not None and ref.soft and set(ref.instances) - found:
+            work, valid, counts, found = _entry(cfg, ref, space, limits(ref.device), share, False)
         if ref.instances is not None and set(ref.instances) - found:
             raise _missing_instances(cfg, ref, space, sorted(set(ref.instances) - found))
         if not work and ref.instances is not None:
@@ -155,6 +133,40 @@ def plan_sweep(cfg: SweepConfig, limits: Callable[[str | None], DeviceLimits] = 
             hint="check the points' sizes against the spaces' `problems.where` and `valid`",
         )
     return plans
+
+
+def _entry(
+    cfg: SweepConfig, ref: SpaceRef, space: Space, device: DeviceLimits, share: int, soft: bool
+) -> tuple[dict, dict, dict[str, int], set[str]]:
+    """One space entry's work (instance -> the points it is measured at), its valid points where sharing needs them,
+    the instances kept per precision and the named ids found (generated with or without the soft constraints)."""
+    work: dict[Instance, list[TestPoint] | tuple[TestPoint, ...]] = {}
+    valid: dict[Instance, list[TestPoint] | tuple[TestPoint, ...]] = {}
+    counts = {}
+    found: set[str] = set()
+    for precision in dict.fromkeys(p.precision for p in cfg.points):
+        points = [p for p in cfg.points if p.precision == precision and space.accepts(p)]
+        if not points:
+            continue
+        g = generate(space, device, precision, soft=soft, soft_off=ref.soft_off)
+        kept = _kept(g, ref.where, cfg, ref.line)
+        instances = g.instances()
+        if ref.instances is not None:
+            wanted = set(ref.instances)
+            chosen = np.array([i.id in wanted for i in instances], dtype=bool)
+            found |= {i.id for i, c in zip(instances, chosen, strict=True) if c}
+            kept &= chosen
+        counts[precision] = int(kept.sum())
+        oks, measures = [], []
+        for p in points:
+            ok = valid_rows(g, p) & kept if share > 0 or ref.measure == "valid" else None
+            measures.append(ok if ok is not None and ref.measure == "valid" else serving(g, p) & kept)
+            if share > 0:
+                oks.append(ok)
+        _add_rows(work, instances, points, measures)
+        if share > 0:
+            _add_rows(valid, instances, points, oks)
+    return work, valid, counts, found
 
 
 def _missing_instances(cfg: SweepConfig, ref: SpaceRef, space: Space, missing: list[str]) -> UserError:
