@@ -39,7 +39,9 @@ from autotune.paths import ROOT
 # Raised to 53 MB for the wgmma epilogue sweep (results/wgmma_epi_h100, 1.3 MB: both wgmma spaces whole at n = 64..128)
 # and its profile: scripts/build_wheelhouse.sh now drops python-constraint2's modules for other Pythons (.whl-kt
 # 15.9 -> 11.1 MB), so tree ~52 MB + .whl-kt is ~63 MB of the 67.1 MB
-LIMIT_BYTES = 53_000_000
+# Raised to 54 MB for the rectangular-bounds sweep of the flat kernels and its table's validations (results/rect_h100,
+# ~0.9 MB): tree ~53 MB + .whl-kt (11.1 MB) is ~64 MB of the 67.1 MB a device call carries
+LIMIT_BYTES = 54_000_000
 # a developer's or a lent machine's folders; /tmp/ only in committed outputs (results), where it was a run's scratch
 MACHINE = re.compile(r"(?<![\w.$])(/work/|/root/|/home/[a-z_][\w-]*/|/Users/[A-Za-z])")
 SCRATCH = re.compile(r"(?<![\w.$])/tmp/")
