@@ -6,9 +6,11 @@ emitted from it answers with the databases' kernels only.
 """
 
 import argparse
+import sys
 
 import pandas as pd
 
+from autotune.errors import UserError
 from autotune.store.store import Store
 from autotune.workflows.results import source_url
 
@@ -20,8 +22,11 @@ def main() -> None:
     a = ap.parse_args()
     frames = []
     for db in a.dbs:
-        with Store.open(source_url(db), create=False, readonly=True) as store:
-            frames.append(store.measurements())
+        try:
+            with Store.open(source_url(db), create=False, readonly=True) as store:
+                frames.append(store.measurements())
+        except UserError as exc:  # no database there, not SQLite, another schema: one line, nothing written
+            sys.exit(f"error: {exc}")
     union = pd.concat(frames, ignore_index=True)
     union.to_csv(a.out, index=False)
     print(f"wrote {a.out}: {len(union):,} measurements of {len(a.dbs)} databases")
