@@ -42,8 +42,16 @@ def test_committed_h100_results_give_every_group_and_its_worst_point(tmp_path: P
         "fixed K = 8, 16, 32",
         "TSM2 (n = 2..16)",
         "ISM2 (k = n = 8, 16)",
-        "fp16 rectangles (tables6 validation)",
+        "fp16 rectangles, tuned points",
+        "fp16 rectangles, held out (tables6 validation)",
     }
+    # the rectangular bounds' tuned points: one row per non-cube point of results/rect_h100, never worse than its
+    # own summary row there
+    rect = points[points["group"] == "fp16 rectangles, tuned points"].set_index(["m", "n", "k"])
+    own = pd.read_csv(ROOT / "results/rect_h100/summary.csv")
+    own = own[(own["m"] != own["n"]) | (own["n"] != own["k"])].set_index(["m", "n", "k"])
+    assert sorted(rect.index) == sorted(own.index)
+    assert (rect["speedup"] >= own.loc[rect.index, "speedup_vs_cublas"] - 1e-9).all()
 
 
 def test_a_better_source_at_the_same_point_counts_and_other_points_do_not(tmp_path: Path) -> None:
