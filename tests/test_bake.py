@@ -47,7 +47,7 @@ def plain(tmp_path_factory) -> Path:
 def test_bake_adds_the_validation_problems(plain, tmp_path):
     out = tmp_path / "baked.sqlite"
     done = bake(TUNING, [SPENT], out)
-    assert done.database == out and done.folders == (SPENT,) and done.added[0] > 0
+    assert done.database == out and done.sources == (SPENT,) and done.added[0] > 0
     assert _problems(plain) < _problems(out)  # every tuning point kept, the validation's problems added
     assert _count(out, "measurements") == _count(plain, "measurements") + done.added[0]
     assert [p.name for p in tmp_path.iterdir()] == ["baked.sqlite"]  # no temporary file left beside it
@@ -98,3 +98,42 @@ def test_the_command(plain, tmp_path):
     assert _problems(plain) < _problems(out)
     got = CliRunner().invoke(app, ["db", "bake", str(tmp_path / "nope.sqlite"), "-o", str(tmp_path / "x.sqlite")])
     assert got.exit_code == 2 and "no tuning database at" in got.output
+
+
+def _replayed(recording: Path, points: slice, db: Path) -> Path:
+    """`db`: the recorded config's sweep at `points` of its points, replayed from `recording` (nothing measured)."""
+    import dataclasses
+
+    from autotune.store.engine import database_url
+    from autotune.workflows.bake import recorded_sweeps
+    from autotune.workflows.sweeps import Launch, launch_sweep
+
+    (cfg,) = recorded_sweeps(recording)
+    cfg = dataclasses.replace(cfg, points=cfg.points[points], database=database_url(str(db), write=True))
+    assert launch_sweep(cfg, Launch(replay=str(recording))).summary.status == "done"
+    return db
+
+
+def test_a_results_database_with_per_point_studies_bakes_in(tmp_path):
+    """A results database in place of a validation folder: each of its sweeps replays from the config it recorded,
+    with its library times. The committed rect_h100_part2 sweep searched each point with the hybrid strategy, whose
+    Optuna studies live in the database (their pooled connections once kept the file locked: 'database is
+    locked' when the baked file took its name)."""
+    recording = ROOT / "results/rect_h100/rect_h100_part2.sqlite.xz"
+    tuning = _replayed(recording, slice(0, 1), tmp_path / "tuning.sqlite")
+    more = _replayed(recording, slice(1, 3), tmp_path / "more.sqlite")
+    done = bake(tuning, [more], tmp_path / "baked.sqlite")
+    assert done.sources == (more,) and done.added[0] == _count(more, "measurements") > 0
+    assert _count(done.database, "measurements") == _count(tuning, "measurements") + done.added[0]
+    assert _count(done.database, "baselines") == _count(tuning, "baselines") + _count(more, "baselines") == 3
+    with pytest.raises(StoreError, match="no validation folder or results database"):
+        bake(tuning, [tmp_path / "missing.sqlite"], tmp_path / "never.sqlite")
+    with pytest.raises(StoreError, match="is not a results database"):
+        bake(tuning, [_text(tmp_path)], tmp_path / "never.sqlite")
+    assert not (tmp_path / "never.sqlite").exists()
+
+
+def _text(folder: Path) -> Path:
+    path = folder / "notes.sqlite"
+    path.write_text("not a database\n")
+    return path

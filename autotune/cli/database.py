@@ -190,26 +190,28 @@ def unpack(
 def bake(
     tuning: Annotated[Path, typer.Argument(help="The tuning database: .sqlite, .sqlite.xz or .sqlite.gz.")],
     out_file: Annotated[Path, typer.Option("--out", "-o", help="The plain SQLite file to write.")],
-    folders: Annotated[
+    sources: Annotated[
         Optional[list[Path]],
         typer.Argument(
             help="Validation folders (`autotune validate --out`: validate_sweep.yaml and validation.sqlite, "
-            "either may be .xz), replayed in this order."
+            "either may be .xz) and results databases of the same GPU model (every sweep they recorded), replayed "
+            "in this order."
         ),
     ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Replace OUT if it exists (once the new file is complete).")
     ] = False,
 ) -> None:
-    """Write the tuning database with the sweeps of spent validations replayed into it (nothing is measured): their
-    problems become points of the tables `autotune emit OUT` builds. A failure leaves no output."""
+    """Write the tuning database with the sweeps of spent validations and of other results databases replayed into
+    it (nothing is measured): their problems, instances and library times become part of the tables `autotune emit
+    OUT` builds. A failure leaves no output."""
     from autotune.outfiles import check_writable
     from autotune.workflows.bake import bake as do_bake
 
     check_writable([out_file])
-    done = do_bake(tuning, folders or [], out_file, replace=force)
-    for folder, added in zip(done.folders, done.added, strict=True):
-        stdout().print(f"replayed {folder}: {added:,} measurements", highlight=False, soft_wrap=True)
+    done = do_bake(tuning, sources or [], out_file, replace=force)
+    for source, added in zip(done.sources, done.added, strict=True):
+        stdout().print(f"replayed {source}: {added:,} measurements", highlight=False, soft_wrap=True)
     stdout().print(f"wrote {out_file}", highlight=False, soft_wrap=True)
 
 

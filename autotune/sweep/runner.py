@@ -455,7 +455,12 @@ def _search_points(run: Run, plan: SpacePlan, at: SpaceAt) -> bool:
             best[1] if best else None,
         )
         searched.append(point)
-        ended = _search(run, at, todo, strategy, _batches(stop), recorded, stop.tell)
+        try:
+            ended = _search(run, at, todo, strategy, _batches(stop), recorded, stop.tell)
+        finally:
+            getattr(
+                strategy, "close", lambda: None
+            )()  # a study's connections (strategies not built on base.Strategy have none)
         if ended is not None:  # out of time (False) or the space stopped (True)
             return ended
         if stop.reason:

@@ -1,9 +1,12 @@
-"""Baking: a tuning database with committed validations replayed into it, the database a table is then built from.
+"""Baking: a tuning database with committed validations and other results databases replayed into it, the database
+a table is then built from.
 
 A table's points are its database's measured problems. A spent validation (`autotune validate --out FOLDER`: its
 validate_sweep.yaml and validation.sqlite, either may be .xz) holds every table kernel and the library measured at
 its problems; replaying its sweep into a copy of the tuning database adds those problems (nothing is measured: the
-answers are the recorded ones). `autotune db bake`, scripts/tables7_h100.sh, scripts/tables6_eval.py,
+answers are the recorded ones). A results database of the same GPU model given in place of a folder has each of its
+sweeps replayed (the config each recorded), library times included: one database a table is built from, where
+another sweep measured more instances at the same points. `autotune db bake`, scripts/tables7_h100.sh, scripts/tables6_eval.py,
 scripts/tables7_study.py and tests bake here; the tables are then built as always (`autotune emit OUT.sqlite`, or
 `Baked.table`).
 """
@@ -30,10 +33,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class Baked:
-    """The baked database, the validation folders replayed into it and the measurements each added."""
+    """The baked database, the validation folders and results databases replayed into it and the measurements each
+    added."""
 
     database: Path
-    folders: tuple[Path, ...]
+    sources: tuple[Path, ...]
     added: tuple[int, ...]
     _loaded: Loaded | None = field(default=None, repr=False)
 
@@ -77,11 +81,36 @@ def validation_database(folder: Path) -> Path:
     )
 
 
-def bake(tuning: Path, folders: Sequence[Path], out: Path, *, replace: bool = False) -> Baked:
+def recorded_sweeps(database: Path) -> list[SweepConfig]:
+    """The sweep configs a results database recorded (each sweep's config text), in the order they ran; space
+    paths resolve against the working directory. Raises StoreError for a file that is not a results database."""
+    from autotune.store.query import run_query
+    from autotune.sweep.config import parse_config
+    from autotune.workflows.results import source_url
+
+    _plain(database)  # a clear error for a file that is no database
+    rows = run_query(source_url(str(database)), "SELECT config_name, config_text FROM sweeps ORDER BY id")
+    names, texts = rows["config_name"], rows["config_text"]
+    return [parse_config(text, file=Path.cwd() / f"{name}.yaml") for name, text in zip(names, texts, strict=True)]
+
+
+def _replays(source: Path) -> list[tuple[SweepConfig, Path]]:
+    """(sweep config, recording) pairs to replay for a validation folder or a results database."""
+    if source.is_dir():
+        return [(validation_sweep(source), validation_database(source))]
+    if not source.is_file():
+        raise StoreError(
+            f"no validation folder or results database at {source}",
+            hint="give folders `autotune validate --out` wrote, or .sqlite/.sqlite.xz results databases",
+        )
+    return [(cfg, source) for cfg in recorded_sweeps(source)]
+
+
+def bake(tuning: Path, sources: Sequence[Path], out: Path, *, replace: bool = False) -> Baked:
     """Write `out`: the tuning database (plain SQLite, or .sqlite.xz/.gz) with the sweep of every validation folder
-    replayed into it, in order. Nothing is written at `out` unless every step succeeded; an existing `out` is
-    refused unless `replace`. Raises StoreError for a missing or non-database tuning file, UserError for a folder
-    that is not a validation's."""
+    and every sweep of every results database in `sources` replayed into it, in order. Nothing is written at `out`
+    unless every step succeeded; an existing `out` is refused unless `replace`. Raises StoreError for a missing or
+    non-database tuning file or source file, UserError for a folder that is not a validation's."""
     import dataclasses
 
     from autotune.errors import UserError
@@ -94,28 +123,28 @@ def bake(tuning: Path, folders: Sequence[Path], out: Path, *, replace: bool = Fa
         raise StoreError(f"{out} exists", hint="give a new file name, or --force to replace it")
     if not tuning.is_file():
         raise StoreError(f"no tuning database at {tuning}", hint="give a .sqlite or .sqlite.xz results database")
-    sweeps = [(validation_sweep(f), validation_database(f)) for f in folders]  # every folder checked first
+    sweeps = [(s, cfg, rec) for s in sources for cfg, rec in _replays(s)]  # every source checked first
     tmp = temporary_beside(out, "part.sqlite")
     try:
         if _plain(tuning):
             _copy(tuning, tmp)
         else:
             unpack(tuning, tmp)
-        added = []
+        added = dict.fromkeys(sources, 0)
         with reusing_spaces():
-            for cfg, replay in sweeps:
+            for source, cfg, replay in sweeps:
                 cfg = dataclasses.replace(cfg, database=database_url(str(tmp), write=True))
                 summary = launch_sweep(cfg, Launch(replay=str(replay))).summary
                 if summary.status != "done":
                     raise UserError(f"the replay of {replay} into {out} stopped: {summary.status}")
-                added.append(summary.measured)
+                added[source] += summary.measured
         _one_file(tmp)
         _drop_sidecars(out)  # a replaced database's old WAL must not be read into the new one
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
         _drop_sidecars(tmp)
-    return Baked(out, tuple(folders), tuple(added))
+    return Baked(out, tuple(sources), tuple(added.values()))
 
 
 def _plain(path: Path) -> bool:

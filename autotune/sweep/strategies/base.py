@@ -98,6 +98,10 @@ class Strategy(ABC):
             Nothing for a failed measurement. A strategy may raise ValueError for an instance it never proposed.
         """
 
+    def close(self) -> None:  # noqa: B027 (optional: most strategies hold nothing)
+        """Release what the strategy holds outside the process (a study's database connections); the runner calls
+        it once it asks no more. The default holds nothing."""
+
 
 def check_n(n: int) -> None:
     """The ValueError `ask` raises for a batch size below 1."""

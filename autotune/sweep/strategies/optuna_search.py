@@ -202,6 +202,7 @@ class OptunaSearch(Strategy):
             warnings.simplefilter("ignore")  # Optuna's ExperimentalWarning
             self.on_valid = OnValidSet(self.sampler(seed, n_startup), self.valid)
             storage = optuna.storages.RDBStorage(o.study[0]) if o.study else None
+            self._storage = storage
             self.study = optuna.create_study(
                 storage=storage,
                 study_name=o.study[1] if o.study else None,
@@ -263,6 +264,13 @@ class OptunaSearch(Strategy):
         if not out:
             self._done = True
         return out
+
+    def close(self) -> None:
+        """Dispose of the study's database engine (a study in the results database): its pooled connections
+        would keep the file open (a replaced or renamed database, `autotune db bake`)."""
+        if self._storage is not None:
+            self._storage.remove_session()
+            self._storage.engine.dispose()
 
     def tell(self, instance: Instance, results: Sequence[Measurement]) -> None:
         trial = self.pending.pop(instance, None)
