@@ -12,9 +12,12 @@ cuBLAS in the same run on the same GPU, so every ratio is a same-run ratio):
 - fixed K = 8, 16, 32 (`fixedk_h100`; `dmma_h100`, fp64 tensor cores, at three of its points);
 - TSM2 (`tsm2_h100`, `tsm2_n16_h100`) and ISM2 (`seed_repro/ism2`, its fig6.csv: the TOL 0 table's kernel);
 - fp16 rectangles: the 100 tuned points of the fp16 workload tables (`rect_h100/summary.csv`: the flat kernels with
-  rectangular bounds searched there, issue 54 item 2; `tables2_h100/fp16`'s tuning database: the square winners),
-  and the 100 held-out problems of the latest fp16 table validation (`tables6_h100/fp16/validation`, its database:
-  the best of the candidates the tables6 table served there, square winners only), each against cuBLAS in its run.
+  rectangular bounds searched there, issue 54 item 2; `rect_h100/rect_wgmma_h100.sqlite.xz`: the wgmma kernels'
+  rectangular bounds at its 31 points with M > 64; `tables2_h100/fp16`'s tuning database: the square winners),
+  the 100 held-out problems of the tables6 fp16 validation (seed 3811: `tables6_h100/fp16/validation`, the square
+  winners that table served; `rect_h100/validation_3811`, the kernels of the rectangular table at the same problems)
+  and 100 fresh ones (seed 3911, `rect_h100/validation_3911`: the rectangular table's kernels), each the best
+  kernel measured there against cuBLAS in its run.
 A point is (precision, shape, m, n, k, batch); where several sources measured it, the row with the highest speed-up
 counts (the best kernel known there; the choice among runs favours noise upwards a little, which the printed
 source makes visible). Targets (issue 54): >= 0.85 of the roofline and >= 1.0x the library at every point.
@@ -98,12 +101,18 @@ GROUPS = (
     Group(
         "fp16 rectangles, tuned points",
         ("rect_{gpu}/summary.csv",),
-        ("tables2_{gpu}/fp16/fp16_model_{gpu}.sqlite.xz",),
+        ("tables2_{gpu}/fp16/fp16_model_{gpu}.sqlite.xz", "rect_{gpu}/rect_wgmma_{gpu}.sqlite.xz"),
         "precision == 'fp16' and not (m == n == k)",
     ),
     Group(
         "fp16 rectangles, held out (tables6 validation)",
         ("tables6_{gpu}/fp16/validation/validation.sqlite.xz",),
+        ("rect_{gpu}/validation_3811/validation.sqlite.xz",),
+        "precision == 'fp16'",
+    ),
+    Group(
+        "fp16 rectangles, held out (seed 3911)",
+        ("rect_{gpu}/validation_3911/validation.sqlite.xz",),
         (),
         "precision == 'fp16'",
     ),

@@ -44,6 +44,7 @@ def test_committed_h100_results_give_every_group_and_its_worst_point(tmp_path: P
         "ISM2 (k = n = 8, 16)",
         "fp16 rectangles, tuned points",
         "fp16 rectangles, held out (tables6 validation)",
+        "fp16 rectangles, held out (seed 3911)",
     }
     # the rectangular bounds' tuned points: one row per non-cube point of results/rect_h100, never worse than its
     # own summary row there

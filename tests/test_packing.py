@@ -150,3 +150,23 @@ def test_db_pack_and_unpack_on_the_command_line(tmp_path: Path) -> None:
     assert (tmp_path / "u.sqlite").read_bytes() == lzma.decompress((tmp_path / "d.sqlite.xz").read_bytes())
     for table in ("measurements", "baselines", "sweeps"):
         assert _rows(plain, table) == _rows(tmp_path / "u.sqlite", table)
+
+
+def test_without_studies_empties_only_the_optuna_tables(tmp_path: Path) -> None:
+    """`db pack --without-studies` on a committed hybrid-searched sweep (its per-point Optuna studies in the file):
+    the study tables are empty in the packed file, every other table holds the same rows, and the file is smaller."""
+    plain = gunzip_to(ROOT / "results" / "rect_h100" / "rect_h100_part2.sqlite.xz", tmp_path / "rect.sqlite")
+    assert _rows(plain, "trials") and _rows(plain, "trial_params")  # the fixture has studies to drop
+    whole, lean = tmp_path / "whole.sqlite.xz", tmp_path / "lean.sqlite.xz"
+    packing.pack(plain, whole)
+    done = _cli("db", "pack", str(plain), "-o", str(lean), "--without-studies")
+    assert done.returncode == 0, done.stderr
+    assert lean.stat().st_size < whole.stat().st_size
+    back = tmp_path / "back.sqlite"
+    back.write_bytes(lzma.decompress(lean.read_bytes()))
+    assert _schema(back) == _schema(plain)
+    tables = [name for kind, name, _ in _schema(plain) if kind == "table"]
+    assert set(packing.STUDY_TABLES) <= set(tables)
+    for table in tables:
+        want = [] if table in packing.STUDY_TABLES else _rows(plain, table)
+        assert _rows(back, table) == want, table

@@ -145,11 +145,20 @@ def pack(
     out_file: Annotated[
         Optional[Path], typer.Option("--out", "-o", help="The .sqlite.xz file to write (default: SOURCE.xz).")
     ] = None,
+    without_studies: Annotated[
+        bool,
+        typer.Option(
+            "--without-studies",
+            help="Empty the Optuna studies a model-based search kept in the database (only a resumed sweep and "
+            "`autotune dashboard` read them; often most of the file). Measurements, instances, points, sweeps and "
+            "library times are kept.",
+        ),
+    ] = False,
 ) -> None:
     """Write a results database small enough to commit: xz of the plain SQLite file (after VACUUM), nothing else.
     `xz -dc FILE.sqlite.xz > FILE.sqlite` (or `autotune db unpack`) gives the database back, every value as the runner
-    wrote it; every command that reads a database reads the .sqlite.xz as it is. The file is checked by decompressing
-    it before it takes its name."""
+    wrote it (with --without-studies, the Optuna studies' tables empty); every command that reads a database reads the
+    .sqlite.xz as it is. The file is checked by decompressing it before it takes its name."""
     from autotune.outfiles import check_writable
     from autotune.store.engine import StoreError
     from autotune.store.packing import pack as do_pack
@@ -160,7 +169,7 @@ def pack(
     if target.suffix != ".xz":
         raise UserError(f"--out {target}: a packed database's name ends in .sqlite.xz", hint=f"e.g. --out {target}.xz")
     check_writable([target])
-    done = do_pack(source, target)
+    done = do_pack(source, target, studies=not without_studies)
     stdout().print(
         f"wrote {target}: {done['bytes_out']:,} bytes, xz of the {done['bytes_plain']:,}-byte SQLite database "
         f"({source}: {done['bytes_in']:,} bytes)"

@@ -28,6 +28,21 @@ from autotune.store.legacy_pack import TABLE as LEGACY_TABLE, restore
 XZ_PRESET = 9 | lzma.PRESET_EXTREME
 XZ_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": XZ_PRESET, "lc": 4, "lp": 0, "pb": 0}]
 CHUNK = 1 << 20
+# Optuna's tables of the per-point studies a model-based search keeps in the results database (children first): only a
+# resumed sweep and `autotune dashboard` read them; `pack(..., studies=False)` empties them
+STUDY_TABLES = (
+    "trial_heartbeats",
+    "trial_intermediate_values",
+    "trial_values",
+    "trial_params",
+    "trial_system_attributes",
+    "trial_user_attributes",
+    "trials",
+    "study_system_attributes",
+    "study_user_attributes",
+    "study_directions",
+    "studies",
+)
 
 
 def temporary_beside(beside: Path, what: str) -> Path:
@@ -74,10 +89,11 @@ def _check_plain(src: Path) -> None:
         )
 
 
-def pack(src: Path, dst: Path) -> dict[str, Any]:
+def pack(src: Path, dst: Path, *, studies: bool = True) -> dict[str, Any]:
     """Write the plain SQLite database `src` (not changed) as `dst`: xz of a VACUUMed copy, checked by decompressing
-    it again before it takes the name `dst`. Returns the sizes: bytes_in (src), bytes_plain (what `dst` decompresses
-    to), bytes_out. Raises StoreError (a compressed or packed `src` included)."""
+    it again before it takes the name `dst`; without `studies`, the copy's Optuna studies (STUDY_TABLES) are emptied
+    first (a finished model-based sweep's: often most of the file). Returns the sizes: bytes_in (src), bytes_plain
+    (what `dst` decompresses to), bytes_out. Raises StoreError (a compressed or packed `src` included)."""
     _check_plain(src)
     plain = temporary_beside(dst, "sqlite")
     packed = temporary_beside(dst, "part")
@@ -87,6 +103,10 @@ def pack(src: Path, dst: Path) -> dict[str, Any]:
         try:
             source.backup(copy)  # a consistent copy, a live sweep's WAL included
             copy.execute("PRAGMA journal_mode = DELETE")  # one file: no -wal beside it when opened
+            if not studies:
+                present = {r[0] for r in copy.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                for table in (t for t in STUDY_TABLES if t in present):
+                    copy.execute(f"DELETE FROM {table}")
             copy.execute("VACUUM")
         finally:
             source.close()
