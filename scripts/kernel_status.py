@@ -15,9 +15,9 @@ cuBLAS in the same run on the same GPU, so every ratio is a same-run ratio):
   rectangular bounds searched there, issue 54 item 2; `rect_h100/rect_wgmma_h100.sqlite.xz`: the wgmma kernels'
   rectangular bounds at its 31 points with M > 64; `tables2_h100/fp16`'s tuning database: the square winners),
   the 100 held-out problems of the tables6 fp16 validation (seed 3811: `tables6_h100/fp16/validation`, the square
-  winners that table served; `rect_h100/validation_3811`, the kernels of the rectangular table at the same problems)
-  and 100 fresh ones (seed 3911, `rect_h100/validation_3911`: the rectangular table's kernels), each the best
-  kernel measured there against cuBLAS in its run.
+  winners that table served; `rect_h100/library_table/validation_3811`, the kernels of the rectangular table at the
+  same problems) and 100 + 100 fresh ones (seeds 3911 and 4011, `rect_h100/library_table/validation_*`: that table's
+  kernels), each the best kernel measured there against cuBLAS in its run.
 A point is (precision, shape, m, n, k, batch); where several sources measured it, the row with the highest speed-up
 counts (the best kernel known there; the choice among runs favours noise upwards a little, which the printed
 source makes visible). Targets (issue 54): >= 0.85 of the roofline and >= 1.0x the library at every point.
@@ -107,12 +107,18 @@ GROUPS = (
     Group(
         "fp16 rectangles, held out (tables6 validation)",
         ("tables6_{gpu}/fp16/validation/validation.sqlite.xz",),
-        ("rect_{gpu}/validation_3811/validation.sqlite.xz",),
+        ("rect_{gpu}/library_table/validation_3811/validation.sqlite.xz",),
         "precision == 'fp16'",
     ),
     Group(
         "fp16 rectangles, held out (seed 3911)",
-        ("rect_{gpu}/validation_3911/validation.sqlite.xz",),
+        ("rect_{gpu}/library_table/validation_3911/validation.sqlite.xz",),
+        (),
+        "precision == 'fp16'",
+    ),
+    Group(
+        "fp16 rectangles, held out (seed 4011)",
+        ("rect_{gpu}/library_table/validation_4011/validation.sqlite.xz",),
         (),
         "precision == 'fp16'",
     ),

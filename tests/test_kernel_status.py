@@ -45,6 +45,7 @@ def test_committed_h100_results_give_every_group_and_its_worst_point(tmp_path: P
         "fp16 rectangles, tuned points",
         "fp16 rectangles, held out (tables6 validation)",
         "fp16 rectangles, held out (seed 3911)",
+        "fp16 rectangles, held out (seed 4011)",
     }
     # the rectangular bounds' tuned points: one row per non-cube point of results/rect_h100, never worse than its
     # own summary row there
