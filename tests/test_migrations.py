@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -111,6 +113,26 @@ def _digest(path: Path) -> str:
 def test_revisions_match_schema_versions() -> None:
     assert list(revisions()) == ["0001", "0002", "0003"]
     assert revisions()[head()] == SCHEMA_VERSION
+
+
+def test_revisions_read_without_alembic_are_alembics(tmp_path: Path) -> None:
+    """`revisions()` reads the scripts' assignments (no Alembic import on a database open): the same revisions, in
+    the same order, with the same schema versions, as Alembic's ScriptDirectory walks them; and opening a database
+    imports no Alembic module (a fresh process)."""
+    from autotune.store.migrate import _scripts
+
+    walked = list(_scripts().walk_revisions())[::-1]
+    assert revisions() == {r.revision: int(r.module.SCHEMA_VERSION) for r in walked}
+    assert head() == _scripts().get_current_head()
+    plain = gunzip_to(COMMITTED[0], tmp_path / "db.sqlite")
+    probe = (
+        "import sys; from autotune.store.store import Store\n"
+        f"with Store.open({'sqlite:///' + str(plain)!r}, create=False, readonly=True) as s: pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 def _snapshot(url: str) -> dict:

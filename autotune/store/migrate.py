@@ -66,14 +66,33 @@ def _scripts():  # type: ignore[no-untyped-def]
 
 def head() -> str:
     """The package's newest revision."""
-    return _scripts().get_current_head()
+    return next(reversed(revisions()))
 
 
 @lru_cache(maxsize=1)
 def revisions() -> dict[str, int]:
-    """Every revision the package knows, oldest first, with the schema version it leaves behind."""
-    revs = list(_scripts().walk_revisions())[::-1]
-    return {r.revision: int(r.module.SCHEMA_VERSION) for r in revs}
+    """Every revision the package knows, oldest first, with the schema version it leaves behind: read from the
+    scripts' module-level assignments (`revision`, `down_revision`, `SCHEMA_VERSION`) without importing Alembic, which
+    every database open would otherwise load (~0.2-0.5 s a process); tests/test_migrations.py checks it against
+    Alembic's own ScriptDirectory."""
+    import ast
+
+    found: dict[str | None, tuple[str, int]] = {}  # down_revision -> (revision, schema version)
+    for script in sorted((SCRIPTS / "versions").glob("*.py")):
+        names = {
+            t.id: ast.literal_eval(node.value)
+            for node in ast.parse(script.read_text()).body
+            if isinstance(node, ast.Assign)
+            for t in node.targets
+            if isinstance(t, ast.Name) and t.id in ("revision", "down_revision", "SCHEMA_VERSION")
+        }
+        found[names["down_revision"]] = (names["revision"], int(names["SCHEMA_VERSION"]))
+    chain: dict[str, int] = {}
+    down: str | None = None
+    while down in found:  # from the baseline (down_revision None) along the one branch
+        down, version = found[down]
+        chain[down] = version
+    return chain
 
 
 def revision_of(schema_version: int) -> str | None:
@@ -109,15 +128,19 @@ class DatabaseVersion:
 
 def database_version(conn: Connection) -> DatabaseVersion | None:
     """The version of the database on `conn`; None when it has no schema_meta table (empty or not autotune's)."""
-    from alembic.runtime.migration import MigrationContext
-
     tables = set(inspect(conn).get_table_names())
     if "schema_meta" not in tables:
         return None
     value = conn.execute(text("SELECT value FROM schema_meta WHERE key = 'schema_version'")).scalar_one()
     revision = None
-    if VERSION_TABLE in tables:
-        revision = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+    if VERSION_TABLE in tables:  # Alembic's one row (read as its MigrationContext would, without importing it)
+        rows = list(conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars())
+        if len(rows) > 1:
+            raise SchemaVersionError(
+                f"the database records {len(rows)} revisions ({', '.join(map(str, rows[:3]))}): one is expected",
+                hint="restore it from a copy; autotune's migrations are one branch",
+            )
+        revision = rows[0] if rows else None
     return DatabaseVersion(revision, int(value))
 
 
