@@ -290,7 +290,9 @@ def test_the_commands_neither_write_nor_run_what_a_database_names(tmp_path: Path
         xz.write_bytes(lzma.compress(db.read_bytes()))
         db.unlink()
         db = xz
-    extra = {"report": ["--out", str(tmp_path / "rep")], "analyze": ["--tols", "0.05"], "emit": []}[command]
+    extra = {"report": ["--tols", "0.05", "--out", str(tmp_path / "rep")], "analyze": ["--tols", "0.05"], "emit": []}[
+        command
+    ]
     r = cli(tmp_path, command, str(db), *extra)
     assert r.returncode == 0, r.stderr[-3000:]
     assert not marker.exists()
@@ -298,7 +300,9 @@ def test_the_commands_neither_write_nor_run_what_a_database_names(tmp_path: Path
     assert len(lines) == 1 and "--allow-path" in lines[0], r.stderr
     assert "Traceback" not in r.stderr
     if command == "report":
-        allowed = cli(tmp_path, "--allow-path", str(pwn), command, str(db), "--out", str(tmp_path / "rep2"))
+        allowed = cli(
+            tmp_path, "--allow-path", str(pwn), command, str(db), "--tols", "0.05", "--out", str(tmp_path / "rep2")
+        )
         assert marker.exists(), allowed.stderr[-2000:]  # the user allowed the folder: its Python is run
 
 

@@ -56,7 +56,7 @@ def tmp(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     "args",
     [
-        ("report", "--structure", "model:0.05", "--out", "rep"),
+        ("report", "--structure", "model:0.05", "--tols", "0.05", "--out", "rep"),  # one TOL: half the time
         ("analyze", "--tols", "0.05", "--no-loo"),
         ("emit", "--structure", "model:0.05"),
     ],
