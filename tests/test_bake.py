@@ -137,3 +137,9 @@ def _text(folder: Path) -> Path:
     path = folder / "notes.sqlite"
     path.write_text("not a database\n")
     return path
+
+
+def test_a_source_given_twice_counts_twice(plain, tmp_path):
+    """Each source has its own count, in order, even when one is named twice (the second replay adds nothing)."""
+    done = bake(plain, [SPENT, SPENT], tmp_path / "twice.sqlite")
+    assert done.sources == (SPENT, SPENT) and done.added[0] > 0 and done.added[1] == 0

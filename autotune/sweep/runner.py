@@ -455,12 +455,13 @@ def _search_points(run: Run, plan: SpacePlan, at: SpaceAt) -> bool:
             best[1] if best else None,
         )
         searched.append(point)
+        # a study's connections are released per point (a strategy not built on base.Strategy may have no close)
+        close = getattr(strategy, "close", None)
         try:
             ended = _search(run, at, todo, strategy, _batches(stop), recorded, stop.tell)
         finally:
-            getattr(
-                strategy, "close", lambda: None
-            )()  # a study's connections (strategies not built on base.Strategy have none)
+            if close is not None:
+                close()
         if ended is not None:  # out of time (False) or the space stopped (True)
             return ended
         if stop.reason:

@@ -6,8 +6,8 @@ validate_sweep.yaml and validation.sqlite, either may be .xz) holds every table 
 its problems; replaying its sweep into a copy of the tuning database adds those problems (nothing is measured: the
 answers are the recorded ones). A results database of the same GPU model given in place of a folder has each of its
 sweeps replayed (the config each recorded), library times included: one database a table is built from, where
-another sweep measured more instances at the same points. `autotune db bake`, scripts/tables7_h100.sh, scripts/tables6_eval.py,
-scripts/tables7_study.py and tests bake here; the tables are then built as always (`autotune emit OUT.sqlite`, or
+another sweep measured more instances at the same points. `autotune db bake`, scripts/tables7_h100.sh,
+scripts/tables6_eval.py, scripts/tables7_study.py and tests bake here; the tables are then built as always (`autotune emit OUT.sqlite`, or
 `Baked.table`).
 """
 
@@ -123,28 +123,28 @@ def bake(tuning: Path, sources: Sequence[Path], out: Path, *, replace: bool = Fa
         raise StoreError(f"{out} exists", hint="give a new file name, or --force to replace it")
     if not tuning.is_file():
         raise StoreError(f"no tuning database at {tuning}", hint="give a .sqlite or .sqlite.xz results database")
-    sweeps = [(s, cfg, rec) for s in sources for cfg, rec in _replays(s)]  # every source checked first
+    sweeps = [(i, cfg, rec) for i, s in enumerate(sources) for cfg, rec in _replays(s)]  # every source checked first
     tmp = temporary_beside(out, "part.sqlite")
     try:
         if _plain(tuning):
             _copy(tuning, tmp)
         else:
             unpack(tuning, tmp)
-        added = dict.fromkeys(sources, 0)
+        added = [0] * len(sources)  # per source, in order (one given twice counts twice)
         with reusing_spaces():
-            for source, cfg, replay in sweeps:
+            for i, cfg, replay in sweeps:
                 cfg = dataclasses.replace(cfg, database=database_url(str(tmp), write=True))
                 summary = launch_sweep(cfg, Launch(replay=str(replay))).summary
                 if summary.status != "done":
                     raise UserError(f"the replay of {replay} into {out} stopped: {summary.status}")
-                added[source] += summary.measured
+                added[i] += summary.measured
         _one_file(tmp)
         _drop_sidecars(out)  # a replaced database's old WAL must not be read into the new one
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
         _drop_sidecars(tmp)
-    return Baked(out, tuple(sources), tuple(added.values()))
+    return Baked(out, tuple(sources), tuple(added))
 
 
 def _plain(path: Path) -> bool:
