@@ -10,7 +10,8 @@ request of the whole run (counted in `trace`, so across replaced workers) misbeh
   closes 0.2 s before it exits, as (for a shorter moment) in any process that dies;
 - `hang`: it never answers (a kernel that never returns);
 - `fatal`: it reports a CUDA error that poisons its context and exits, like the real worker;
-- `slow`: it reports the verified launch's time (est 10 ms) at once, then answers after 1.5 s.
+- `slow` (or `slow:SECONDS`): it reports the verified launch's time (est 10 ms) at once, then answers after 1.5 s
+  (or SECONDS).
 Any other request is answered at once: measurements `ok` at 1 ms, the baseline at 2 ms.
 """
 
@@ -72,9 +73,9 @@ def fake_gpu_main(conn: Any, device: int, *, faults: dict[int, str], trace: str)
             conn.send(("fatal", Measurement(ident, point, Status.LAUNCH_ERROR, error=CUDA_FAULT)))
             conn.close()
             os._exit(3)
-        if action == "slow":
+        if action.startswith("slow"):
             conn.send(("progress", 10.0))
-            time.sleep(1.5)
+            time.sleep(float(action.partition(":")[2] or 1.5))
         ms = 1.0 if kind == "measure" else 2.0
         conn.send(
             (
