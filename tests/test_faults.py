@@ -38,6 +38,7 @@ from autotune.sweep.runner import run_sweep
 from pg import fresh_pg_url
 from tests.support.fake_gpu_worker import CUDA_FAULT, fake_gpu_main
 from tests.support.committed import committed
+from tests.support.harness import invoke_cli
 
 FIXTURES = (fresh_pg_url,)  # pytest finds this fixture by name in this module
 
@@ -213,15 +214,11 @@ def sweep_args(db: str) -> list[str]:
     return ["sweep", "configs/default.yaml", "--replay", str(RECORDED), "--db", db, "--quiet", "--max-instances", "30"]
 
 
-def autotune(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "autotune", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**ENV, **(env or {})},
-        timeout=timeout,
-    )
+def autotune(*args: str) -> subprocess.CompletedProcess:
+    """`autotune ARGS` in this process (tests/support/harness.py `invoke_cli`: exit code and output as a process's,
+    without its ~1 s start), at full speed (no replay delay): the clean run and the resumes, whose checks read the
+    exit code, the output and the database. The sweeps that are cut, stopped or killed run in processes."""
+    return invoke_cli(*args, COLUMNS="80", AUTOTUNE_REPLAY_DELAY="0")
 
 
 def query(url: str, sql: str) -> list[tuple]:
@@ -288,6 +285,8 @@ def test_database_full_or_read_only_stops_the_sweep_with_a_clear_error(
     tmp_path: Path, fault: str, message: str, clean_run: dict[tuple[str, str], str]
 ) -> None:
     db = tmp_path / "db.sqlite"
+    # (a process of its own: the read-only database keeps the sweep's lock, which the resume takes over only once
+    # the process that holds it is gone)
     r = subprocess.run(
         [sys.executable, "-m", "tests.support.db_faults", fault, "40", str(db), "--", *sweep_args(str(db))],
         capture_output=True,
@@ -398,7 +397,7 @@ def start_sweep(url: str, env: dict[str, str] | None = None) -> subprocess.Popen
     return subprocess.Popen(
         [sys.executable, "-m", "autotune", *sweep_args(url)],
         cwd=ROOT,
-        env={**ENV, "AUTOTUNE_REPLAY_DELAY": "0.03", **(env or {})},
+        env={**ENV, "AUTOTUNE_REPLAY_DELAY": "0.01", **(env or {})},  # (282 pairs: 3 s or more)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
