@@ -1,6 +1,10 @@
 """`kernel: compiler: nvcc`: real nvcc compiles of a CUB kernel that NVRTC rejects, to sm_90
 cubins, with the lowered names read from the cubin (templates, C++ and extern "C" names), the compile cache
-keyed by the compiler, and errors pinned on the instance that caused them. No GPU needed."""
+keyed by the compiler, and errors pinned on the instance that caused them. No GPU needed.
+
+An nvcc compile of the CUB kernel costs ~3 CPU-seconds (its headers); the tests of what does not depend on the
+source (an error pinned on its instance, the compile pool running nvcc) compile TINY, the same kernels without CUB
+(~0.3 s each)."""
 
 from __future__ import annotations
 
@@ -17,9 +21,57 @@ FLOAT = "autotune_test::block_sum<float, 128>"
 DOUBLE = "autotune_test::block_sum<double, 64>"
 
 
-def request(names: tuple[str, ...], defines: tuple[tuple[str, str], ...] = (), extra: tuple[str, ...] = ()):
+# The kernels of tests/data/cub_space/cub_block_sum.cu (same names and arguments) without CUB: a loop sums the block
+TINY = """\
+#ifndef ITEMS
+#define ITEMS 1
+#endif
+namespace autotune_test {
+template <typename T, int BLOCK>
+__global__ void block_sum(const T* in, T* out, int n)
+{
+    T v = T(0);
+    for (int i = 0; i < ITEMS * BLOCK; i++) {
+        const int idx = blockIdx.x * ITEMS * BLOCK + i;
+        v += idx < n ? in[idx] : T(0);
+    }
+    if (threadIdx.x == 0) {
+        out[blockIdx.x] = v;
+    }
+}
+template <typename T, int BLOCK>
+__global__ void block_sum_atomic(const T* in, T* out, int n)
+{
+    const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < n) {
+        atomicAdd(out, in[idx]);
+    }
+}
+}  // namespace autotune_test
+extern "C" __global__ void plain_fill(float* out, int n)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        out[i] = 1.0f;
+    }
+}
+"""
+
+
+def tiny_source(folder: Path) -> Path:
+    path = folder / "tiny_block_sum.cu"
+    path.write_text(TINY)
+    return path
+
+
+def request(
+    names: tuple[str, ...],
+    defines: tuple[tuple[str, str], ...] = (),
+    extra: tuple[str, ...] = (),
+    source: Path = CUB_SPACE / "cub_block_sum.cu",
+):
     return CompileRequest(
-        CUB_SPACE / "cub_block_sum.cu",
+        source,
         names,
         90,
         options=("-std=c++17", *extra, *[f"-D{k}={v}" for k, v in defines]),
@@ -46,11 +98,14 @@ def test_a_cub_kernel_compiles_and_every_name_maps_to_its_own_symbol(tmp_path: P
 
 @pytest.mark.nvcc
 def test_an_error_is_pinned_on_its_instance_and_cached(tmp_path: Path) -> None:
+    """(On TINY: the batch's failure, each name compiled alone, and the cached error do not depend on CUB.)"""
+    src = tiny_source(tmp_path)
     missing = "autotune_test::no_such_kernel<float, 32>"
-    out = compile_batch(request((FLOAT, missing), (("ITEMS", "2"),)), tmp_path)
+    out = compile_batch(request((FLOAT, missing), (("ITEMS", "2"),), source=src), tmp_path)
     assert out[0].ok and not out[1].ok
+    assert out[0].lowered_name.startswith("_ZN13autotune_test9block_sumIfLi128EEEv")
     assert "error" in out[1].log and "no_such_kernel" in out[1].log
-    again = compile_batch(request((missing,), (("ITEMS", "2"),)), tmp_path)
+    again = compile_batch(request((missing,), (("ITEMS", "2"),), source=src), tmp_path)
     assert again[0].cached and not again[0].ok
 
 
@@ -202,7 +257,8 @@ def test_the_gpu_tiers_cub_space_compiles_every_instance_with_nvcc(tmp_path: Pat
 @pytest.mark.nvcc
 def test_a_sweep_compiles_with_nvcc_in_the_real_compile_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real GpuBackend (spawned compile processes running nvcc) against the fake GPU worker: every pair reaches
-    the GPU side with a cubin and the kernel's lowered name."""
+    the GPU side with a cubin and the kernel's lowered name. (The space of tests/data/cub_space on TINY, its kernels
+    without CUB: the test_the_gpu_tiers_cub_space_... above compiles the CUB ones.)"""
     import functools
     import textwrap
 
@@ -212,6 +268,13 @@ def test_a_sweep_compiles_with_nvcc_in_the_real_compile_pool(tmp_path: Path, mon
     from autotune.sweep.runner import run_sweep
     from tests.support.fake_gpu_worker import fake_gpu_main
 
+    space = tmp_path / "space" / "space.yaml"
+    space.parent.mkdir()
+    shutil.copy(CUB_SPACE / "reference.py", space.parent / "reference.py")
+    tiny_source(space.parent)
+    yaml = (CUB_SPACE / "space.yaml").read_text()
+    assert "source: cub_block_sum.cu" in yaml
+    space.write_text(yaml.replace("source: cub_block_sum.cu", "source: tiny_block_sum.cu"))
     seen = tmp_path / "seen.txt"
     monkeypatch.setattr(local, "gpu_main", functools.partial(fake_gpu_main, faults={}, trace=str(tmp_path / "t.txt")))
     real_start = local.GpuBackend._start  # where each compiled pair is sent to the GPU worker
@@ -225,7 +288,7 @@ def test_a_sweep_compiles_with_nvcc_in_the_real_compile_pool(tmp_path: Path, mon
     cfg = parse_config(
         textwrap.dedent(f"""\
         name: cub
-        spaces: [{{space: {Path(__file__).parent / "data" / "cub_space" / "space.yaml"}, max_instances: 2}}]
+        spaces: [{{space: {space}, max_instances: 2}}]
         points: [{{sizes: {{n: [1000, 5000]}}}}]
         strategy: random
         repetitions: 3
