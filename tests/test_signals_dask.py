@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 pytest.importorskip("distributed")
 
 from autotune.cli.main import app  # noqa: E402
+from tests.support.harness import invoke_cli  # noqa: E402
 from tests.support.running import SLOW, Running, assert_interrupted, plain_recording, rows, sweep_args  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::ResourceWarning")
@@ -60,8 +61,8 @@ def test_a_scheduler_address_of_the_wrong_form_is_one_line(
 
 
 @pytest.fixture
-def silent_server() -> Iterator[str]:
-    """A TCP service that accepts and says nothing."""
+def silent_service() -> Iterator[tuple[str, list[Any]]]:
+    """A TCP service that accepts and says nothing: its address, and the connections it accepted (as they come)."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(16)
@@ -78,12 +79,17 @@ def silent_server() -> Iterator[str]:
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    yield f"tcp://127.0.0.1:{server.getsockname()[1]}", held
     stop.set()
     thread.join(5)
     for conn, _ in held:
         conn.close()
     server.close()
+
+
+@pytest.fixture
+def silent_server(silent_service: tuple[str, list[Any]]) -> str:
+    return silent_service[0]
 
 
 @pytest.fixture
@@ -135,19 +141,28 @@ def test_a_connect_that_gets_no_scheduler_is_bounded(service: str, request: pyte
 
 
 def test_the_command_line_gives_up_on_a_silent_service(silent_server: str, recording: Path, tmp_path: Path) -> None:
-    """The same through `autotune sweep --scheduler`: exit code 2 and one line naming the knob, no traceback."""
-    run = Running(*sweep_at(recording, tmp_path / "x.sqlite", silent_server), env={"AUTOTUNE_SCHEDULER_TIMEOUT": "2"})
-    ended(run, 90)
-    assert run.proc.returncode == 2, run.stderr[-3000:]
-    assert f"at {silent_server} within AUTOTUNE_SCHEDULER_TIMEOUT=2 s" in run.stderr and "what to do:" in run.stderr
-    assert "Traceback" not in run.stderr
+    """The same through `autotune sweep --scheduler` (in this process, as the tests of the address above): exit code 2
+    and one line naming the knob, no traceback."""
+    t0 = time.monotonic()
+    r = invoke_cli(*sweep_at(recording, tmp_path / "x.sqlite", silent_server), AUTOTUNE_SCHEDULER_TIMEOUT="2")
+    assert time.monotonic() - t0 < 90
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert f"at {silent_server} within AUTOTUNE_SCHEDULER_TIMEOUT=2 s" in r.stderr and "what to do:" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
-def test_sigterm_while_connecting_stops_at_once(silent_server: str, recording: Path, tmp_path: Path) -> None:
+def test_sigterm_while_connecting_stops_at_once(
+    silent_service: tuple[str, list[Any]], recording: Path, tmp_path: Path
+) -> None:
     """SIGTERM while the client waits on a service that says nothing: exit code 130 within 5 s, no traceback.
     Before: 120 s (the half-made client's close), then a Dask traceback."""
-    run = Running(*sweep_at(recording, tmp_path / "x.sqlite", silent_server))
-    time.sleep(4.0)  # (the process starts, plans, and connects: the default timeout is 30 s)
+    address, accepted = silent_service
+    run = Running(*sweep_at(recording, tmp_path / "x.sqlite", address))
+    end = time.monotonic() + 60  # (the process starts, plans, and connects: the default timeout is 30 s)
+    while not accepted and run.proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+    assert accepted, "the command never connected: " + run.stderr[-2000:]
+    time.sleep(0.5)  # (connected: the client now waits for the handshake's answer)
     assert_interrupted(run, run.stop(signal.SIGTERM))
 
 
