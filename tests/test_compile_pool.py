@@ -17,6 +17,13 @@ from autotune.sweep.compile.compile_pool import CompilePool
 from tests.support.pool_calls import die, env_of, fail, pid_after, sleep_then
 
 
+def wait_busy(pool: CompilePool, calls: int = 1) -> None:
+    """Until `calls` calls run in the pool's processes (polled; at most 60 s)."""
+    end = time.monotonic() + 60
+    while pool.busy() < calls and time.monotonic() < end:
+        time.sleep(0.02)
+
+
 @pytest.fixture
 def pool():
     p = CompilePool(2, mp.get_context("spawn"))
@@ -56,7 +63,7 @@ def test_shutdown_kills_running_calls_and_cancels_queued_ones() -> None:
     p = CompilePool(1, mp.get_context("spawn"))
     running = p.submit(sleep_then, 60, 0)
     queued = p.submit(sleep_then, 0, 1)
-    time.sleep(2)  # the first call started
+    wait_busy(p)  # the first call started
     assert p.busy() == 1 and p.shutdown() == 1
     assert queued.cancelled() and running.done() and not running.cancelled()
     with pytest.raises(CompileFailed, match="cancelled"):
@@ -168,7 +175,7 @@ def test_the_profile_says_what_each_process_did(tmp_path: Path, monkeypatch: pyt
         with pytest.raises(CompileTimeout):
             p.submit(sleep_then, 60, 0, timeout_s=0.5).result(timeout=60)
         running = p.submit(sleep_then, 60, 0)
-        time.sleep(1.0)
+        wait_busy(p)  # it runs
     finally:
         p.shutdown()
     assert running.done()
