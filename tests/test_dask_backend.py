@@ -34,6 +34,7 @@ from autotune.store.packing import unpack  # noqa: E402
 from autotune.sweep.runner import run_sweep  # noqa: E402
 from autotune.testing.backends import BackendConformance  # noqa: E402
 from autotune.vocab import Measurement, Status, TestPoint  # noqa: E402
+from tests.support.harness import invoke_cli  # noqa: E402
 from tests.test_backend_conformance import STENCIL_DB, recorded_jobs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -506,8 +507,9 @@ main()
 
 def test_the_command_line_killed_and_resumed(recorded: str, tmp_path: Path) -> None:
     """`autotune sweep --scheduler ADDRESS --replay` killed with SIGKILL mid-sweep (once 10 of its 156 pairs are
-    recorded: whatever the machine's load, chunks are still in flight or queued), then run again: every pair once.
-    (`--gpus N` starts the same cluster as `local_cluster`, which every other test here uses.)"""
+    recorded: whatever the machine's load, chunks are still in flight or queued), then run again (in this process:
+    invoke_cli): every pair once. (`--gpus N` starts the same cluster as `local_cluster`, which every other test here
+    uses.)"""
     db = tmp_path / "cli.sqlite"
     args = [
         "sweep",
@@ -526,13 +528,7 @@ def test_the_command_line_killed_and_resumed(recorded: str, tmp_path: Path) -> N
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert _count(db) == 10
-    again = subprocess.run(
-        [sys.executable, "-m", "autotune", *args],
-        env=dict(env, AUTOTUNE_REPLAY_DELAY="0"),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    again = invoke_cli(*args, AUTOTUNE_REPLAY_DELAY="0")
     assert again.returncode == 0, again.stderr[-2000:]
     assert "per GPU" in again.stderr
     with sqlite3.connect(db) as c:
