@@ -103,7 +103,7 @@ def test_an_error_is_pinned_on_its_instance_and_cached(tmp_path: Path) -> None:
     missing = "autotune_test::no_such_kernel<float, 32>"
     out = compile_batch(request((FLOAT, missing), (("ITEMS", "2"),), source=src), tmp_path)
     assert out[0].ok and not out[1].ok
-    assert out[0].lowered_name.startswith("_ZN13autotune_test9block_sumIfLi128EEEv")
+    assert str(out[0].lowered_name).startswith("_ZN13autotune_test9block_sumIfLi128EEEv")
     assert "error" in out[1].log and "no_such_kernel" in out[1].log
     again = compile_batch(request((missing,), (("ITEMS", "2"),), source=src), tmp_path)
     assert again[0].cached and not again[0].ok
