@@ -241,7 +241,9 @@ def test_leave_one_out_reports_only_measured_losses(built):
     from autotune.dispatch.table import Answers
 
     name, loaded, b = built
-    if name not in ("tc_final_h100", "square_h100"):
+    if name not in ("tc_small_h100", "square_h100"):
+        # one fp16 and one mixed database are enough; the fp16 one is tc_small_h100 (46 points, most measurements
+        # early-stopped: its leave-one-out takes a quarter of tc_final_h100's 127 points')
         pytest.skip("one fp16 and one mixed database are enough")
     w = b.winners
     held = leave_one_out(w.matrix, w.criteria, "exact", answers=Answers(b.info, b.library_ms))

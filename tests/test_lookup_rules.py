@@ -5,6 +5,7 @@ at tuned points and at problems made of the sizes of different tuned points (equ
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -12,7 +13,7 @@ import random
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import pytest
 
@@ -23,6 +24,7 @@ from autotune.dispatch.runtime import FALLBACKS, LIBRARY, MAX_SIZE, Lookup, pars
 from autotune.dispatch.table_file import DispatchTable
 
 ROOT = Path(__file__).resolve().parents[1]
+_ilog2_fx = functools.cache(ilog2_fx)  # the same values, remembered: reference() reads every point's at every problem
 
 
 def reference(table: dict, ok: Callable[[int, tuple[int, ...]], bool], precision: str, shape: str, dims: tuple) -> int:
@@ -53,9 +55,9 @@ def reference(table: dict, ok: Callable[[int, tuple[int, ...]], bool], precision
         return min(best)[2] if best else fallback
     if not pts:
         return fallback
-    logs = [ilog2_fx(x) for x in dims]
-    dist = [sum(abs(logs[d] - ilog2_fx(p["sizes"][names[d]])) for d in near) for p in pts]
-    tied = [sum(abs(logs[d] - ilog2_fx(p["sizes"][names[d]])) for d in tie) for p in pts]
+    logs = [_ilog2_fx(x) for x in dims]
+    dist = [sum(abs(logs[d] - _ilog2_fx(p["sizes"][names[d]])) for d in near) for p in pts]
+    tied = [sum(abs(logs[d] - _ilog2_fx(p["sizes"][names[d]])) for d in tie) for p in pts]
     order = sorted(range(len(pts)), key=lambda i: (dist[i], tied[i], i))
     if mode != "cost":
         for i in order:
@@ -83,7 +85,7 @@ def reference(table: dict, ok: Callable[[int, tuple[int, ...]], bool], precision
     lib = [i for i in order if LIBRARY in costs[i] and step_class(steps, [pts[i]["sizes"][n] for n in names]) == here]
     for a in competing:
         source = (lib or order) if a == LIBRARY else order
-        lc = [ilog2_fx(max(1, costs[i][a])) for i in source if a in costs[i]][:k]
+        lc = [_ilog2_fx(max(1, costs[i][a])) for i in source if a in costs[i]][:k]
         price[a] = sum(lc) // len(lc) + (0 if a == LIBRARY else cost_log_margin(margin))
     return min(competing, key=lambda a: (price[a], a)) if competing else fallback
 
@@ -144,21 +146,28 @@ TABLES = {
 }
 
 
+@functools.cache
+def built(name: str) -> DispatchTable:
+    """TABLES[name] with its lookup (`_lookup`), built once per process: the tests that read them leave them as they
+    are (those that change the lookup's module, or a table, build their own)."""
+    return DispatchTable(TABLES[name]())
+
+
 @pytest.mark.parametrize("name", TABLES)
 def test_lookup_answers_as_the_rules_written_plainly(name: str) -> None:
-    table = TABLES[name]()
-    lookup = Lookup(table)
+    table, lookup = built(name).data, built(name)._lookup
     asked = problems(table, 400, seed=len(name))
     assert [lookup.index(*q) for q in asked] == [reference(table, lookup.valid, *q) for q in asked]
 
 
 def cpp_answers(
-    tables: list[dict], asked: list[tuple[int, tuple[str, str, tuple[int, ...]]]], tmp_path: Path
+    tables: Sequence[dict | DispatchTable], asked: list[tuple[int, tuple[str, str, tuple[int, ...]]]], tmp_path: Path
 ) -> list[int]:
     """The generated headers' answers (`lookup_sizes`) at `asked` ((table index, problem)): one program compiled with
     g++ holding every table's header, one namespace each."""
-    for v, table in enumerate(tables):
-        (tmp_path / f"t{v}.cuh").write_text(emit_cpp(DispatchTable(table), namespace=f"t{v}"))
+    read = [t if isinstance(t, DispatchTable) else DispatchTable(t) for t in tables]
+    for v, table in enumerate(read):
+        (tmp_path / f"t{v}.cuh").write_text(emit_cpp(table, namespace=f"t{v}"))
     cases = "".join(
         f"      case {v}: {{ long long d[t{v}::kNumSizes] = {{}}; for (int j = 0; j < t{v}::kNumSizes; ++j) d[j] = x[j];"
         f" a = t{v}::lookup_sizes(p, s, d); break; }}\n"
@@ -179,7 +188,7 @@ def cpp_answers(
     assert res.returncode == 0, res.stderr
     lines = []
     for v, (precision, shape, dims) in asked:
-        t = tables[v]
+        t = read[v].data
         lines.append(
             f"{v} {t['precisions'].index(precision)} {t['shapes'].index(shape)} {len(dims)} {' '.join(map(str, dims))}"
         )
@@ -193,18 +202,17 @@ def test_the_cpp_header_answers_as_the_rules(tmp_path: Path) -> None:
     fallback to farther ones where the nearest has no valid entry, cost mode's distances kLanes points at a time)
     answers every table variant above as the Python lookup: one program holding every header, one namespace each."""
     names = [*TABLES, "nearest, every other point without a valid entry"]
-    tables, asked = [TABLES[n]() for n in names[:-1]], []
+    tables, asked = [built(n) for n in names[:-1]], []
     sparse = variant("results/simt_h100/dispatch.json", no_regions=True)  # odd kernels tuned_only, even points
     for i, k in enumerate(sparse["kernels"]):  # only them in their near list: the nearest often has no valid entry
         k["tuned_only"] = i % 2 == 1
     for j, point in enumerate(sparse["points"]):
         point["near"] = [a for a in point.get("near", point["ranked"]) if a >= 0 and (j % 2 or a % 2)]
-    tables.append(sparse)
+    tables.append(DispatchTable(sparse))
     for v, table in enumerate(tables):
-        asked += [(v, q) for q in problems(table, 300, seed=10 + v)]
+        asked += [(v, q) for q in problems(table.data, 300, seed=10 + v)]
     got = cpp_answers(tables, asked, tmp_path)
-    lookups = [Lookup(t) for t in tables]
-    want = [lookups[v].index(*q) for v, q in asked]
+    want = [tables[v]._lookup.index(*q) for v, q in asked]
     wrong = [(names[v], q, g, w) for (v, q), g, w in zip(asked, got, want, strict=True) if g != w]
     assert not wrong, wrong[:5]
 
@@ -213,7 +221,8 @@ def test_points_beyond_the_key_budget_are_ranked_the_same(monkeypatch: pytest.Mo
     """Where precomputing the distance lanes would take more than KEY_BUDGET, a loop gives the same keys."""
     table = variant("results/simt_h100/dispatch.json", no_regions=True)
     asked = problems(table, 400, seed=3)
-    packed = [Lookup(table).index(*q) for q in asked]
+    packed_lookup = Lookup(table)
+    packed = [packed_lookup.index(*q) for q in asked]
     monkeypatch.setattr(lanes, "KEY_BUDGET", 0)
     looped = Lookup(table)
     assert all(g.keys is None or g.keys.axes is None for g in looped._groups.values())
@@ -225,7 +234,8 @@ def test_untabulated_sizes_are_answered_the_same(monkeypatch: pytest.MonkeyPatch
     """Per-size tables (keys, validity, model terms up to TABLE_LIMIT) give the answers computed without them."""
     table = TABLES[name]()
     asked = problems(table, 400, seed=4)
-    tabulated = [Lookup(table).index(*q) for q in asked]
+    tabulated_lookup = Lookup(table)
+    tabulated = [tabulated_lookup.index(*q) for q in asked]
     monkeypatch.setattr(lanes, "TABLE_LIMIT", 0)
     plain = Lookup(table)
     assert all(not any(a[1] for a in g.keys.axes or []) for g in plain._groups.values() if g.keys is not None)
@@ -313,9 +323,10 @@ def test_the_cpp_index_answers_as_python(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setattr(emitter, "INDEX_CELLS", cells)
     monkeypatch.setattr(emitter, "INDEX_LIST", listed)
     names = [n for n in TABLES if "library steps" in n] + ["cost, 3 neighbours"]
-    tables, asked = [TABLES[n]() for n in names], []
+    tables, asked = [built(n) for n in names], []  # (INDEX_CELLS and INDEX_LIST: read by emit_cpp only)
     rng = random.Random(cells * 100 + listed)
-    for v, table in enumerate(tables):
+    for v, read in enumerate(tables):
+        table = read.data
         asked += [(v, q) for q in problems(table, 200, seed=20 + v)]
         precision, shape = table["points"][0]["precision"], table["points"][0]["shape"]
         for _ in range(40):  # far beyond the tuned range, on either side, and at the extremes
@@ -324,7 +335,6 @@ def test_the_cpp_index_answers_as_python(monkeypatch: pytest.MonkeyPatch, tmp_pa
             )
             asked.append((v, (precision, shape, dims)))
     got = cpp_answers(tables, asked, tmp_path)
-    lookups = [Lookup(t) for t in tables]
-    want = [lookups[v].index(*q) for v, q in asked]
+    want = [tables[v]._lookup.index(*q) for v, q in asked]
     wrong = [(names[v], q, g, w) for (v, q), g, w in zip(asked, got, want, strict=True) if g != w]
     assert not wrong, wrong[:5]

@@ -2,8 +2,9 @@
 as the rules read plainly (tests/test_lookup_rules.py `reference`: every point's distance, sorted), in the generated
 Python module and in the package, on the committed tables7 tables the project deploys (fp16 `cost:0.05:1:4:m,k%2`,
 softmax `cost:0.1:1:1:cols<=2048+rows<16000`) and variants (K 2 and 3: the mean by division instead of a shift,
-reach 2, no steps), at thousands of random problems, at problems on both sides of every library step and at
-problems made of different tuned points' sizes (equal distances)."""
+reach 2, no steps), at random problems (500 per deployed table, 250 per variant; tests/test_lookup_rules.py asks
+400 more of each deployed table, tests/test_lookup_pinned.py 300 pinned ones), at problems on both sides of every
+library step (300 and 150) and at problems made of different tuned points' sizes (equal distances)."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def module_of(table: dict, tmp_path: Path, name: str):
 def test_generated_module_answers_as_the_rules(name: str, tmp_path: Path) -> None:
     table = TABLES[name]()
     deployed = "deployed" in name
-    asked = problems(table, 1000 if deployed else 500, seed=55) + step_sides(table, 600 if deployed else 300, seed=56)
+    asked = problems(table, 500 if deployed else 250, seed=55) + step_sides(table, 300 if deployed else 150, seed=56)
     module = module_of(table, tmp_path, "dispatch_walk")
     package = Lookup(table)
     ok = package.valid

@@ -48,6 +48,13 @@ def recorded():
         return s.measurements()
 
 
+@pytest.fixture(scope="module")
+def built():
+    """The recording's table (and winners), as `autotune report` builds it: read by two tests."""
+    loaded = load_results(URL, None, None)
+    return build(loaded, Recipe(Criteria(bk=10, tol=0.05), generic_params="BLOCK_X=32,BLOCK_Y=4"))
+
+
 def test_recording_is_a_real_h100_sweep(recorded):
     assert set(recorded.device) == {"NVIDIA H100 80GB HBM3"}
     assert recorded.instance_id.nunique() == 300 and len(recorded.groupby(["precision", "m"])) == 12
@@ -81,10 +88,9 @@ def test_replayed_sweep_reproduces_the_recording_and_resumes(tmp_path, recorded)
     assert both.median_ms.fillna(-1).equals(both.median_ms_replay.fillna(-1))
 
 
-def test_exact_never_needs_more_kernels_than_greedy_on_the_recording():
-    loaded = load_results(URL, None, None)
+def test_exact_never_needs_more_kernels_than_greedy_on_the_recording(built):
     table = tol_table(
-        build(loaded, Recipe(Criteria(bk=10, tol=0.05), generic_params="BLOCK_X=32,BLOCK_Y=4"))[1].matrix,
+        built[1].matrix,
         [5, 10, None],
         [0.0, 0.02, 0.05, 0.1, 0.15],
         loo=None,
@@ -96,9 +102,8 @@ def test_exact_never_needs_more_kernels_than_greedy_on_the_recording():
 
 
 @pytest.mark.nvcc
-def test_emitted_header_compiles_with_the_kernels_and_agrees_with_python(tmp_path):
-    loaded = load_results(URL, None, None)
-    table, _ = build(loaded, Recipe(Criteria(bk=10, tol=0.05), generic_params="BLOCK_X=32,BLOCK_Y=4"))
+def test_emitted_header_compiles_with_the_kernels_and_agrees_with_python(built, tmp_path):
+    table, _ = built
     (tmp_path / "dispatch.cuh").write_text(emit_cpp(table))
     (tmp_path / "dispatch_gen.py").write_text(emit_python(table))
     spec = importlib.util.spec_from_file_location("dispatch_gen", tmp_path / "dispatch_gen.py")

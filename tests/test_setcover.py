@@ -67,7 +67,8 @@ def brute_force(w, rows: np.ndarray) -> tuple[int, float, float]:
     raise AssertionError("no cover")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 75 sweeps a run (was 150): hypothesis draws new ones at every run (no derandomize, no example database in CI)
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_sweeps(), st.sampled_from([0.0, 0.05, 0.15, 0.4]), st.sampled_from([None, 1, 2, 3]))
 def test_exact_is_optimal_against_brute_force_and_never_worse_than_greedy(times, tol, bk):
     m = perf_matrix(matrix_frame(times))
