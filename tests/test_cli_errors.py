@@ -1,5 +1,8 @@
 """One error path for the command line: an output path that cannot be written is one line
-naming the file, exit 2, no traceback; warnings print as one readable line, without Python's source lines."""
+naming the file, exit 2, no traceback; warnings print as one readable line, without Python's source lines.
+
+The commands run in this process (`invoke_cli`: the command's own error handling, an exception that escapes it shown
+as its traceback); the warning's line, which the process prints, in a process of its own (`run_cli`)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ import pytest
 
 
 from autotune.paths import ROOT
-from tests.support.harness import run_cli as cli
+from tests.support.harness import invoke_cli as cli
+from tests.support.harness import run_cli
 from tests.support.old_schema import older_copy
 
 EXAMPLE_DB = ROOT / "examples" / "transpose" / "results" / "transpose_h100.sqlite.xz"
@@ -101,7 +105,7 @@ KT_CACHE = """{
 def test_a_warning_is_one_readable_line(tmp_path: Path) -> None:
     """An older database read through a migrated copy warns; the warning is one `warning: ...` line."""
     db = older_copy(EXAMPLE_DB, tmp_path / "old.sqlite", 2)
-    r = cli("query", "SELECT COUNT(*) AS n FROM measurements", "--db", str(db), cwd=tmp_path)
+    r = run_cli("query", "SELECT COUNT(*) AS n FROM measurements", "--db", str(db), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     warned = [line for line in r.stderr.splitlines() if "migrated copy" in line]
     assert warned and all(line.startswith("warning: ") for line in warned), r.stderr

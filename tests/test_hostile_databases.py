@@ -290,19 +290,22 @@ def test_the_commands_neither_write_nor_run_what_a_database_names(tmp_path: Path
         xz.write_bytes(lzma.compress(db.read_bytes()))
         db.unlink()
         db = xz
-    extra = {"report": ["--tols", "0.05", "--out", str(tmp_path / "rep")], "analyze": ["--tols", "0.05"], "emit": []}[
-        command
-    ]
-    r = cli(tmp_path, command, str(db), *extra)
+    # one TOL and a fixed structure (analyze: no leave-one-out): what is checked is what the recorded space makes the
+    # command write and run, which happens as the database is opened, before any table is built
+    fixed = ["--tols", "0.05", "--structure", "regions"]
+    extra = {
+        "report": [*fixed, "--out", str(tmp_path / "rep")],
+        "analyze": ["--tols", "0.05", "--no-loo"],
+        "emit": fixed[2:],
+    }
+    r = cli(tmp_path, command, str(db), *extra[command])
     assert r.returncode == 0, r.stderr[-3000:]
     assert not marker.exists()
     lines = [line for line in r.stderr.splitlines() if "only the database names" in line]
     assert len(lines) == 1 and "--allow-path" in lines[0], r.stderr
     assert "Traceback" not in r.stderr
-    if command == "report":
-        allowed = cli(
-            tmp_path, "--allow-path", str(pwn), command, str(db), "--tols", "0.05", "--out", str(tmp_path / "rep2")
-        )
+    if command == "report":  # once: --allow-path is the command line's, before any command (emit: no plots drawn)
+        allowed = cli(tmp_path, "--allow-path", str(pwn), "emit", str(db), *fixed[2:])
         assert marker.exists(), allowed.stderr[-2000:]  # the user allowed the folder: its Python is run
 
 

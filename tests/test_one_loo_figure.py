@@ -1,34 +1,26 @@
 """One figure per thing: `autotune analyze` and `autotune report` give the same leave-one-out worst loss for the same
 database, TOL and table structure, and each says which structure its figure is of. On the committed default
 database the two once printed 48.7% (analyze: the regions tables, unsaid) and 32.4% (report: the selection model it
-chose) for TOL 5%."""
+chose) for TOL 5%. Both commands run in this process (`invoke_cli`: the figures and the lines printed are what is
+compared, not the process)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.support.committed import committed
+from tests.support.harness import invoke_cli
 
-ROOT = Path(__file__).resolve().parent.parent
 DB = committed("default")
 
 
 def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    r = subprocess.run(
-        [sys.executable, "-m", "autotune", *args],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=600,
-    )
+    r = invoke_cli(*args, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     return r
 

@@ -24,6 +24,7 @@ from autotune.paths import ROOT
 from autotune.store import legacy_pack, packing
 from autotune.sweep.timing import summarize
 from tests.support.committed import committed, gunzip_to
+from tests.support.harness import invoke_cli
 
 DEFAULT = committed("default")
 LEGACY = ROOT / "tests" / "data" / "legacy_packed_transpose_h100.xz"  # examples/transpose as packed before plain xz
@@ -140,8 +141,9 @@ def test_db_pack_and_unpack_on_the_command_line(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "xz of the" in " ".join(r.stdout.split())
     sql = "SELECT status, COUNT(*) AS n, SUM(median_ms) AS s FROM measurements GROUP BY status ORDER BY status"
-    a = _cli("query", sql, "--db", str(plain), "--format", "csv")
-    b = _cli("query", sql, "--db", str(tmp_path / "d.sqlite.xz"), "--format", "csv")
+    # what the packed file reads as, against the plain one: the same query in this process (the outputs compared)
+    a = invoke_cli("query", sql, "--db", str(plain), "--format", "csv")
+    b = invoke_cli("query", sql, "--db", str(tmp_path / "d.sqlite.xz"), "--format", "csv")
     assert a.returncode == 0 and a.stdout == b.stdout
     refused = _cli("sweep", "configs/default.yaml", "--db", str(tmp_path / "d.sqlite.xz"), "--replay", str(plain))
     assert refused.returncode == 2 and "autotune db unpack" in refused.stderr

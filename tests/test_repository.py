@@ -98,7 +98,9 @@ def test_no_committed_database_holds_a_machine_path() -> None:
     """Inside the committed databases too (space files, `reference:` files, sweep configs' `database:` URLs are
     recorded relative to the repository: scripts/relative_result_paths.py). The decompressed bytes are searched
     as they are, without opening the database: a text value of SQLite is stored as its bytes."""
-    pattern = re.compile(rb"(?<![\w.$])(/work/|/root/|/home/[a-z_][\w-]*/|/Users/[A-Za-z]|/tmp/)[^\0\n\"']{0,80}")
+    # MACHINE's and SCRATCH's paths; the pattern starts with its "/" and looks behind it (`(?<![\w.$]/)`) instead of
+    # looking behind every byte: the same matches, found ~25x faster in the 230 MB of decompressed databases
+    pattern = re.compile(rb"/(?<![\w.$]/)(?:work/|root/|home/[a-z_][\w-]*/|Users/[A-Za-z]|tmp/)[^\0\n\"']{0,80}")
     found = []
     for path in _tracked():
         if path.name.endswith(".sqlite.xz"):

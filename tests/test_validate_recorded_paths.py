@@ -1,18 +1,17 @@
 """`autotune validate` records the files the user gave, never a temporary copy: a `.sqlite.xz` tuning or replay
 database is read through a decompressed copy in the temporary folder, but validation_summary.json names the user's
 file, relative to the repository where it lies inside it (as the committed results do), else by its absolute
-path."""
+path. The command runs in this process (`invoke_cli`, from the folder each test names), on 20 random problems: what
+is checked is the provenance it records, not the validation's figures."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 from autotune import paths
+from tests.support.harness import invoke_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = "examples/transpose/results"
@@ -20,15 +19,10 @@ EXAMPLE = "examples/transpose/results"
 
 def validate(tmp_path: Path, db: str, replay: str, cwd: Path, *extra: str) -> dict:
     out = tmp_path / "out"
-    r = subprocess.run(
-        [sys.executable, "-m", "autotune", "validate", str(ROOT / EXAMPLE / "dispatch.json"), "--db", db]
-        + ["--random", "200", "--seed", "1", "--pool-bk", "3", "--out", str(out), "--replay", replay, "--quiet"]
-        + list(extra),
-        capture_output=True,
-        text=True,
+    r = invoke_cli(
+        *["validate", str(ROOT / EXAMPLE / "dispatch.json"), "--db", db, "--random", "20", "--seed", "1"],
+        *["--pool-bk", "3", "--out", str(out), "--replay", replay, "--quiet", *extra],
         cwd=cwd,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TMPDIR": tempfile.gettempdir()},
-        timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
     text = (out / "validation_summary.json").read_text()
