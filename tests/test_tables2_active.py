@@ -4,12 +4,12 @@ adds the worst as tuned points (measured into the tuning database by a replayed 
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import yaml
 from autotune.store.packing import unpack
+from tests.support.harness import invoke_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ROOT / "results" / "small_tables_h100"
@@ -31,10 +31,8 @@ def test_active_tuning_adds_the_worst_held_out_problems_and_reports_fresh_ones(t
     config = tmp_path / "tuning.yaml"
     config.write_text(yaml.safe_dump(doc, sort_keys=False))
 
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "autotune", *args], cwd=ROOT, capture_output=True, text=True, timeout=900
-        )
+    def run(*args: str) -> subprocess.CompletedProcess:  # in this process: the commands are tested, not a start
+        return invoke_cli(*args, cwd=ROOT)
 
     r = run("sweep", str(config), "--replay", f"sqlite:///{recorded}", "-q")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
