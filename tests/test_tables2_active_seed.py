@@ -6,12 +6,11 @@ whose databases were retired: docs/results.md.)"""
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 from autotune.store.packing import unpack
+from tests.support.harness import invoke_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX = ROOT / "examples" / "softmax" / "results"
@@ -30,7 +29,7 @@ def test_seed_from_an_earlier_validation_adds_its_worst_problems(tmp_path):
         *("--space", "examples/softmax/space.yaml", "--include-dir", "examples/softmax"),
         *("--replay", str(SOFTMAX / "validation" / "validation.sqlite.xz")),
     ]
-    r = subprocess.run([sys.executable, "-m", "autotune", *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    r = invoke_cli(*args, cwd=ROOT)  # in this process: the command is tested, not a process's start
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     earlier = pd.read_csv(SOFTMAX / "validation" / "validation.csv")
     worst = earlier.sort_values("loss_vs_best", ascending=False, kind="stable").head(5)

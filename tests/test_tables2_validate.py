@@ -4,12 +4,11 @@ gemm_tiny_simt, a family among the candidates, serves nothing) measures the othe
 of results/tables2_h100 validated at seed 3401 (results/tables4_h100/fp16; this ran on results/fp16_tables_h100,
 whose databases were retired: docs/results.md)."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 from autotune.store.packing import unpack
+from tests.support.harness import invoke_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "results" / "tables2_h100" / "fp16" / "active" / "round0" / "dispatch.json"
@@ -28,31 +27,23 @@ def test_one_fp16_problem_above_the_tiny_family_validates(tmp_path):
     points = tmp_path / "one.csv"
     points.write_text("precision,shape,m,n,k\nfp16,NN,121,120,56\n")
     out = tmp_path / "out"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "autotune",
-            "validate",
-            str(TABLE),
-            "--db",
-            str(tuning),
-            "--points",
-            str(points),
-            "--pool-bk",
-            "3",
-            "--out",
-            str(out),
-            "--replay",
-            f"sqlite:///{recorded}",
-            "--database",
-            f"sqlite:///{tmp_path / 'v.sqlite'}",
-            "--quiet",
-        ],
+    r = invoke_cli(  # in this process: the command is tested, not a process's start
+        "validate",
+        str(TABLE),
+        "--db",
+        str(tuning),
+        "--points",
+        str(points),
+        "--pool-bk",
+        "3",
+        "--out",
+        str(out),
+        "--replay",
+        f"sqlite:///{recorded}",
+        "--database",
+        f"sqlite:///{tmp_path / 'v.sqlite'}",
+        "--quiet",
         cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "not in the space" not in r.stdout + r.stderr

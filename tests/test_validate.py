@@ -8,7 +8,6 @@ import json
 import math
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -22,15 +21,15 @@ from autotune.problems.gemm.batch import batch_for_bytes
 from autotune.sweep.workloads.workload import SizeRule
 from autotune.problems.gemm import GEMM, gemm_point
 from tests.support.committed import committed, gunzip_to, read_only
+from tests.support.harness import invoke_cli
 
 RECORDED = committed("default")  # results/default/default.sqlite.xz, read as it is
 HELD_OUT = (8, 16, 32)
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd, timeout=600
-    )
+    """`autotune ARGS` from `cwd`, in this process (the commands are what is tested, not a process's start)."""
+    return invoke_cli(*args, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

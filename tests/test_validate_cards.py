@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from autotune.store.engine import StoreError
 from autotune.store.store import Store
 from autotune.sweep.backends.replay import ReplayBackend, replayed_devices
 from tests.support.committed import gunzip_to
+from tests.support.harness import invoke_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ROOT / "results" / "small_tables_h100"
@@ -103,11 +102,11 @@ def test_validate_cli_refuses_two_models_and_names_the_option(two_cards: Path, t
     with sqlite3.connect(mixed) as db:
         db.execute("UPDATE devices SET name = 'NVIDIA H200' WHERE id = 2")
     (tmp_path / "p.csv").write_text("precision,shape,m,n,k\nfp64,NN,16,16,16\n")
-    args = [sys.executable, "-m", "autotune", "validate", str(SMALL / "model" / "dispatch.json"), "--points", "p.csv"]
+    args = ["validate", str(SMALL / "model" / "dispatch.json"), "--points", "p.csv"]
     args += ["--db", str(SMALL / "small_tables_h100.sqlite.xz"), "--out", "o", "-q", "--replay", f"sqlite:///{mixed}"]
-    r = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    r = invoke_cli(*args, cwd=tmp_path)  # in this process: the command's refusal is tested, not a process's start
     assert r.returncode != 0 and "GPU models" in r.stdout + r.stderr and "--replay-device" in r.stdout + r.stderr
-    r = subprocess.run(args + ["--replay-device", "NVIDIA H200"], capture_output=True, text=True, cwd=tmp_path)
+    r = invoke_cli(*args, "--replay-device", "NVIDIA H200", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads((tmp_path / "o" / "validation_summary.json").read_text())["provenance"]["device"] == SECOND
 
@@ -126,11 +125,6 @@ def test_a_table_is_built_from_two_cards_of_one_model(two_cards: Path, tmp_path:
     assert loaded.provenance.device_info["uuid"] == FIRST
     one = load_results(url, SECOND, None, recorded_spaces=False)  # a card named by its uuid: that card only
     assert one.provenance.device_info["uuid"] == SECOND and len(one.frame) < len(loaded.frame)
-    r = subprocess.run(
-        [sys.executable, "-m", "autotune", "emit", str(two_cards), "-f", "json", "--structure", "regions"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    r = invoke_cli("emit", str(two_cards), "-f", "json", "--structure", "regions")
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["provenance"]["device_info"]["uuid"] == FIRST

@@ -5,13 +5,12 @@ validation.csv and the figures of validation_summary.json exactly, with the argu
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.committed import gunzip_to
+from tests.support.harness import invoke_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -65,7 +64,7 @@ def test_model_validation_replays_byte_for_byte(name: str, tmp_path: Path) -> No
     out = tmp_path / "out"
     args = ["validate", str(TABLE_OF.get(name, d / "dispatch.json")), *MODELS[name]]
     args += ["--out", str(out), "--replay", f"sqlite:///{recorded}", "--quiet"]
-    r = subprocess.run([sys.executable, "-m", "autotune", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    r = invoke_cli(*args, cwd=ROOT)  # in this process: the replay is what is tested, not a process's start
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (out / "validation.csv").read_bytes() == (d / "validation" / "validation.csv").read_bytes()
     mine = json.loads((out / "validation_summary.json").read_text())

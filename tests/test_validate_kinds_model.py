@@ -18,6 +18,7 @@ from autotune.dispatch import validate as v
 from autotune.dispatch.figures import validated_figures
 from autotune.space.spec import load_space
 from tests.support.committed import gunzip_to
+from tests.support.harness import invoke_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX = ROOT / "examples" / "softmax"
@@ -25,9 +26,8 @@ SPACE = SOFTMAX / "space.yaml"
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=cwd, timeout=600
-    )
+    """`autotune ARGS` from `cwd`, in this process (the commands are what is tested, not a process's start)."""
+    return invoke_cli(*args, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

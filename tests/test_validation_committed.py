@@ -2,13 +2,12 @@
 replay backend) reproduces the committed validation.csv byte for byte, and the figures the README and PROVENANCE
 quote come out of it."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from tests.support.committed import plain_bytes
+from tests.support.harness import invoke_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 # The validations of the two workload lookups (results/fp16_tables_h100, results/small_tables_h100/validation; scripts/
@@ -31,37 +30,29 @@ def test_example_validation_replays_byte_for_byte(name, tmp_path):
         pytest.skip(f"no committed validation for examples/{name}")
     recorded = _unzip(d / "validation" / "validation.sqlite.xz", tmp_path / "recorded.sqlite")
     out = tmp_path / "out"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "autotune",
-            "validate",
-            str(d / "dispatch.json"),
-            "--db",
-            str(d / f"{name}_h100.sqlite.xz"),
-            "--random",
-            "200",
-            "--seed",
-            "1",
-            "--pool-bk",
-            "3",
-            "--space",
-            str(ROOT / "examples" / name / "space.yaml"),
-            "--out",
-            str(out),
-            "--replay",
-            f"sqlite:///{recorded}",
-            "--validation-db",
-            f"sqlite:///{tmp_path / 'v.sqlite'}",
-            "--quiet",
-        ],
+    r = invoke_cli(  # in this process: the replay is what is tested, not a process's start
+        "validate",
+        str(d / "dispatch.json"),
+        "--db",
+        str(d / f"{name}_h100.sqlite.xz"),
+        "--random",
+        "200",
+        "--seed",
+        "1",
+        "--pool-bk",
+        "3",
+        "--space",
+        str(ROOT / "examples" / name / "space.yaml"),
+        "--out",
+        str(out),
+        "--replay",
+        f"sqlite:///{recorded}",
+        "--validation-db",
+        f"sqlite:///{tmp_path / 'v.sqlite'}",
+        "--quiet",
         cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert (out / "validation.csv").read_bytes() == (d / "validation" / "validation.csv").read_bytes()
     frame = pd.read_csv(out / "validation.csv")
     assert len(frame) == 200 and frame["table_ms"].notna().all() and frame["baseline_ms"].notna().all()
