@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import ROOT, run_cli
+from tests.support.harness import ROOT, invoke_cli
 
 pytest.importorskip("plotly")
 
@@ -160,15 +160,15 @@ def test_a_large_space_is_explored_from_a_sample(monkeypatch: pytest.MonkeyPatch
 
 def test_cli_explore_writes_a_report(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
-    done = run_cli("explore", str(SMALL / "dispatch.json"), "--out", str(out))
+    done = invoke_cli("explore", str(SMALL / "dispatch.json"), "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert "table" in done.stdout and out.stat().st_size > 3_000_000
-    done = run_cli("explore", "gemm_naive", "--out", str(tmp_path / "s.html"))
+    done = invoke_cli("explore", "gemm_naive", "--out", str(tmp_path / "s.html"))
     assert done.returncode == 0, done.stderr
 
 
 def test_cli_explore_bad_target(tmp_path: Path) -> None:
-    done = run_cli("explore", str(tmp_path), "--out", str(tmp_path / "r.html"))
+    done = invoke_cli("explore", str(tmp_path), "--out", str(tmp_path / "r.html"))
     assert done.returncode == 2 and "no results database" in done.stderr
     assert not (tmp_path / "r.html").exists()
 
@@ -188,31 +188,42 @@ TSM2 = ROOT / "results" / "tsm2_n16_h100" / "tsm2_n16_h100.sqlite.xz"  # the sma
 
 
 def test_dashboard_studies_load_with_optuna(tmp_path: Path) -> None:
+    """`autotune dashboard --no-serve` writes one Optuna study per (space, point, device) into an SQLite storage,
+    each trial a measurement with its instance and status, and a second conversion adds nothing. On the sample
+    sweep of tests/pg.py (6 measurements, one wrong: a FAIL trial): Optuna's SQLite storage takes ~30 ms a trial,
+    so the committed database's 608 took ~15 s; test_dashboard_per_sweep converts those (in memory)."""
     import optuna
+    from autotune.store.store import Store
 
+    db = tmp_path / "sample.sqlite"
+    with Store.open(str(db)) as store:
+        record_sample(store)
     storage = tmp_path / "studies.sqlite3"
-    done = run_cli("dashboard", str(TSM2), "--storage", str(storage), "--no-serve")
+    done = invoke_cli("dashboard", str(db), "--storage", str(storage), "--no-serve")
     assert done.returncode == 0, done.stderr
     from autotune.explore.data import load
 
-    r = load(str(TSM2))
+    r = load(str(db))
     url = f"sqlite:///{storage}"
     summaries = optuna.get_all_study_summaries(url)
     space = r.instances["space"].reindex(r.measurements["instance_id"]).to_numpy()
     assert len(summaries) == len(r.measurements.assign(space=space).groupby(["space", "point_id", "device_id"]).size())
+    assert len(summaries) == 2
     total = 0
+    states = []
     for summary in summaries:
         study = optuna.load_study(study_name=summary.study_name, storage=url)
         trials = study.get_trials()
         total += len(trials)
+        states += [t.state.name for t in trials]
         assert trials and all(t.user_attrs["instance_id"] for t in trials)
         complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
         assert complete and all(t.user_attrs["status"] == "ok" for t in complete)
         assert study.best_trial.value == min(t.value for t in complete)
         assert study.metric_names == ["median_ms"]
-    assert total == len(r.measurements)
+    assert total == len(r.measurements) and sorted(states) == ["COMPLETE"] * 5 + ["FAIL"]
     # a second conversion into the same storage adds nothing
-    again = run_cli("dashboard", str(TSM2), "--storage", str(storage), "--no-serve")
+    again = invoke_cli("dashboard", str(db), "--storage", str(storage), "--no-serve")
     assert again.returncode == 0, again.stderr
     assert sum(s.n_trials for s in optuna.get_all_study_summaries(url)) == total
 
@@ -240,12 +251,12 @@ def test_space_diff(tmp_path: Path) -> None:
     assert changed.count("DIM_X: [4, 8, 16]") == 1
     b = tmp_path / "b.yaml"
     b.write_text(changed)
-    done = run_cli("--allow-path", str(ROOT), "space", "diff", "spaces/gemm_batched_simt.yaml", str(b))
+    done = invoke_cli("--allow-path", str(ROOT), "space", "diff", "spaces/gemm_batched_simt.yaml", str(b))
     assert done.returncode == 1, done.stderr
     assert "DIM_X" in done.stdout and "removed 32" in done.stdout
     assert "nsg_small_tiles" in done.stdout
     assert "25,088,000" in done.stdout and "18,816,000" in done.stdout  # raw counts of A and B
-    same = run_cli("space", "diff", "gemm_batched_simt", "spaces/gemm_batched_simt.yaml", "--no-counts")
+    same = invoke_cli("space", "diff", "gemm_batched_simt", "spaces/gemm_batched_simt.yaml", "--no-counts")
     assert same.returncode == 0, same.stdout + same.stderr
 
 

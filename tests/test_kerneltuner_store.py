@@ -5,23 +5,22 @@ status and time; the export is a cache our reader (and Kernel Tuner's, by format
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from autotune.interop.kerneltuner import read_cache
 from autotune.interop.kt_export import keys_and_times
+from tests.support.harness import invoke_cli
 
 DATA = Path(__file__).resolve().parent / "data" / "kerneltuner"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
-    )
+def cli(*args: str):
+    """`autotune ARGS` from the checkout, in this process (tests.support.harness.invoke_cli: exit code, standard
+    output and error, as a process would give them)."""
+    return invoke_cli(*args)
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import lzma
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,12 +18,14 @@ from autotune.paths import ROOT
 from autotune.sweep.config import load_config
 from autotune.sweep.runner import run_sweep
 from autotune.store.store import Store
+from tests.support.harness import invoke_cli
 
 HUB = ROOT / "results/bench/hub/convolution_milo_W7800.json.xz"
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT)
+def cli(*args: str):
+    """`autotune ARGS` from the checkout, in this process (tests.support.harness.invoke_cli)."""
+    return invoke_cli(*args)
 
 
 def imported(tmp_path: Path, budget: int) -> tuple[Path, Path]:

@@ -64,7 +64,9 @@ def test_installed_package_sweeps_reports_and_emits_outside_the_checkout(tmp_pat
     spaces ship with the package, and a user's space file next to their kernel sweeps (replayed), reports and
     emits."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    # without pip of its own (ensurepip: ~5 CPU-s): the pip of the packages it sees (the .pth below) installs into it
+    venv_made = [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)]
+    subprocess.run(venv_made, check=True, timeout=120)
     import sysconfig  # the packages of the Python running the tests (itself maybe a venv), not autotune's source
 
     site = subprocess.run(

@@ -15,6 +15,7 @@ range of 2^24 values makes a page of the usual size (it took 9.2 GB and died dra
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,7 +60,18 @@ class Bins:
         return codes // self.width if self.width > 1 else codes
 
     def count(self, codes: np.ndarray) -> np.ndarray:
-        return np.bincount(self.codes(codes), minlength=len(self.labels))
+        return _bincount(lambda rows: self.codes(codes[rows]), len(codes), len(self.labels))
+
+
+CHUNK = 1 << 20  # rows per bincount: its integer copies stay small (a space's 47M hard survivors: 1.5 GB per grid)
+
+
+def _bincount(cells: Callable[[slice], np.ndarray], n: int, length: int) -> np.ndarray:
+    """np.bincount of the `n` values `cells(rows)` gives, taken CHUNK rows at a time (the same counts)."""
+    counts = np.zeros(length, dtype=np.intp)
+    for start in range(0, n, CHUNK):
+        counts += np.bincount(cells(slice(start, start + CHUNK)), minlength=length)
+    return counts
 
 
 @dataclass
@@ -359,8 +371,11 @@ def _map(view: SpaceView, s: Section, pair: tuple[str, str], zs: list[tuple[str,
 def _grid(ba: Bins, bb: Bins, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Combinations in each (bin of a, bin of b) cell, of the codes `a` and `b` of one set of rows."""
     na, nb = len(ba.labels), len(bb.labels)
-    cells = ba.codes(a).astype(np.int64) * nb + bb.codes(b).astype(np.int64)
-    return np.bincount(cells, minlength=na * nb).reshape(na, nb).astype(float)
+
+    def cells(rows: slice) -> np.ndarray:
+        return ba.codes(a[rows]).astype(np.int64) * nb + bb.codes(b[rows]).astype(np.int64)
+
+    return _bincount(cells, len(a), na * nb).reshape(na, nb).astype(float)
 
 
 def pairs(space: Space, limit: int = MAX_PAIRS) -> list[tuple[str, str]]:
