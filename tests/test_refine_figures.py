@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pandas as pd
 import pytest
 
 from autotune.dispatch.figures import refined_figures, refined_frame, validated_figures
+from tests.support.harness import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 R0 = ROOT / "results" / "tables2_h100" / "fp16" / "active" / "round0"  # the fp16 table
@@ -54,18 +54,26 @@ def test_refined_figures_against_the_static_ones() -> None:
     assert figs.worst >= static.oracle_worst - 1e-12  # never better than the best of its own candidates
 
 
-def test_bench_tables_prints_the_refined_column_after_the_static_one(tmp_path: Path) -> None:
+def script(name: str, args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """scripts/NAME.py's main(ARGS) in this process (its output is tested, not a process's start): exit code, standard
+    output and error."""
+    capsys.readouterr()
+    try:
+        code = load_script(name).main(args)
+    except SystemExit as exc:  # argparse's refusal
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bench_tables_prints_the_refined_column_after_the_static_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "figures.json"
-    args = [sys.executable, "scripts/bench_tables.py", "--refine", "2", "--json", str(out)]
-    r = subprocess.run(
-        [*args, str(R0 / "dispatch.json"), str(VALIDATION)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    lines = r.stdout.strip().splitlines()
+    args = ["--refine", "2", "--json", str(out), str(R0 / "dispatch.json"), str(VALIDATION)]
+    code, stdout, stderr = script("bench_tables", args, capsys)
+    assert code == 0, stderr[-2000:]
+    lines = stdout.strip().splitlines()
     assert len(lines) == 2 and "refined" not in lines[0] and "[refined: top 2" in lines[1]
     assert "within 10.0% of the best 80.5%" in lines[0] and "timer calls 3.00 per problem" in lines[1]
     doc = json.loads(out.read_text())
@@ -135,20 +143,21 @@ def test_a_chooser_decides_and_the_validation_scores(fp16) -> None:  # type: ign
     assert np.allclose(chosen["loss_vs_best"].to_numpy(), np.maximum(0.0, lib))
 
 
-def test_bench_refine_replays_a_table_and_writes_nothing_without_out(tmp_path: Path) -> None:
-    r = subprocess.run(
-        [sys.executable, "scripts/bench_refine.py", "--top", "2", str(R0 / "dispatch.json"), str(VALIDATION),
-         str(ROOT / "results/tables2_h100/fp16/fp16_model_h100.sqlite.xz")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    lines = r.stdout.strip().splitlines()
+def test_bench_refine_replays_a_table_and_writes_nothing_without_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # nothing written here either
+    args = ["--top", "2", str(R0 / "dispatch.json"), str(VALIDATION)]
+    code, stdout, stderr = script(
+        "bench_refine", [*args, str(ROOT / "results/tables2_h100/fp16/fp16_model_h100.sqlite.xz")], capsys
+    )
+    assert code == 0, stderr[-2000:]
+    lines = stdout.strip().splitlines()
     assert len(lines) == 2 and "[static]" in lines[0] and "within 10.0% of the best 80.5%" in lines[0]
     assert "replayed" in lines[1] and "within 10.0% of the best 100.0%" in lines[1]
-    bad = subprocess.run(
-        [sys.executable, "scripts/bench_refine.py", "a", "b"], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert bad.returncode == 2 and "triples" in bad.stderr
+    assert list(tmp_path.iterdir()) == []
+    code, _, stderr = script("bench_refine", ["a", "b"], capsys)
+    assert code == 2 and "triples" in stderr
 
 
 def test_recorded_instances_of_a_user_space_need_its_file(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -276,7 +285,9 @@ def test_committed_softmax_3603_figures_replay() -> None:
     assert mine == pytest.approx(committed[f"{path}#refine2"], nan_ok=True)
 
 
-def test_bench_refine_timed_path_with_a_replayed_timer(tmp_path: Path) -> None:
+def test_bench_refine_timed_path_with_a_replayed_timer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """bench_refine.py's --gpu path (backend_timer, first-call seconds, report, CSV, refine.json merge) with the replay
     backend as the timer: timing from the validation's own database, refinement chooses as the replay does (every
     choice agrees) and rescore() of the written CSV gives the same figures; a second table merges into refine.json."""
@@ -289,11 +300,10 @@ def test_bench_refine_timed_path_with_a_replayed_timer(tmp_path: Path) -> None:
     out = tmp_path / "refine"
     args = ["--timer-replay", str(folder / "validation.sqlite.xz"), "--top", "2", "--out", str(out)]
     args += ["--space", "examples/softmax/space.yaml", table, str(folder), tuning]
-    r = subprocess.run(
-        [sys.executable, "scripts/bench_refine.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "timed by the replay of" in r.stdout and "replayed choice at 200 of 200" in r.stdout
+    monkeypatch.chdir(ROOT)  # the paths above are the checkout's
+    code, stdout, stderr = script("bench_refine", args, capsys)
+    assert code == 0, stderr[-2000:]
+    assert "timed by the replay of" in stdout and "replayed choice at 200 of 200" in stdout
     doc = json.loads((out / "refine.json").read_text())
     entry = doc[f"{table}#timer-replay2"]
     assert entry["agree_with_replay"] == 200 and entry["within"] == 1.0 and entry["first_call_s_median"] > 0
