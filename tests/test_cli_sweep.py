@@ -1,24 +1,12 @@
 """`autotune sweep` and `autotune query` end to end from the command line, on the recorded H100 sweep."""
 
 import sqlite3
-import subprocess
-import sys
 
-from autotune.paths import ROOT
 from tests.support.committed import committed, gunzip_to
-from tests.support.harness import invoke_cli
+from tests.support.harness import invoke_cli as run  # in this process: the commands are tested, not a start
+from tests.support.harness import run_cli
 
 RECORDED = committed("default")  # results/default/default.sqlite.xz, read as it is
-
-
-def run(*args):
-    """`autotune ARGS` from the checkout, in this process (invoke_cli: exit code, standard output and error, a
-    traceback in the error as a process would print it)."""
-    return invoke_cli(*args)
-
-
-def run_process(*args):
-    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT)
 
 
 def test_replayed_sweep_from_the_command_line(tmp_path):
@@ -70,6 +58,6 @@ def test_bad_sweep_input_gives_clear_errors(tmp_path):
     nodriver = run("query", "select 1", "--db", "postgresql+pg8000://x@127.0.0.1:1/y")
     assert nodriver.returncode == 2 and "no driver" in nodriver.stderr and "Traceback" not in nodriver.stderr
     # a process of its own: where CuPy sees a GPU, this sweep measures, and the test process holds no CUDA context
-    nogpu = run_process("sweep", "configs/default.yaml", "--db", str(tmp_path / "x.sqlite"))
+    nogpu = run_cli("sweep", "configs/default.yaml", "--db", str(tmp_path / "x.sqlite"))
     if "no GPU" in nogpu.stderr:  # on a machine without a GPU
         assert nogpu.returncode == 2 and not (tmp_path / "x.sqlite").exists()

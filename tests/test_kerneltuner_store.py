@@ -11,16 +11,10 @@ import pytest
 
 from autotune.interop.kerneltuner import read_cache
 from autotune.interop.kt_export import keys_and_times
-from tests.support.harness import invoke_cli
+from tests.support.harness import invoke_cli as cli  # in this process: the commands are tested, not a start
 
 DATA = Path(__file__).resolve().parent / "data" / "kerneltuner"
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def cli(*args: str):
-    """`autotune ARGS` from the checkout, in this process (tests.support.harness.invoke_cli: exit code, standard
-    output and error, as a process would give them)."""
-    return invoke_cli(*args)
 
 
 @pytest.mark.parametrize(

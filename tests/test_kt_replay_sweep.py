@@ -18,14 +18,9 @@ from autotune.paths import ROOT
 from autotune.sweep.config import load_config
 from autotune.sweep.runner import run_sweep
 from autotune.store.store import Store
-from tests.support.harness import invoke_cli
+from tests.support.harness import invoke_cli as cli  # in this process: the commands are tested, not a start
 
 HUB = ROOT / "results/bench/hub/convolution_milo_W7800.json.xz"
-
-
-def cli(*args: str):
-    """`autotune ARGS` from the checkout, in this process (tests.support.harness.invoke_cli)."""
-    return invoke_cli(*args)
 
 
 def imported(tmp_path: Path, budget: int) -> tuple[Path, Path]:

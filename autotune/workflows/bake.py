@@ -7,8 +7,8 @@ its problems; replaying its sweep into a copy of the tuning database adds those 
 answers are the recorded ones). A results database of the same GPU model given in place of a folder has each of its
 sweeps replayed (the config each recorded), library times included: one database a table is built from, where
 another sweep measured more instances at the same points. `autotune db bake`, scripts/tables7_h100.sh,
-scripts/tables6_eval.py, scripts/tables7_study.py and tests bake here; the tables are then built as always (`autotune emit OUT.sqlite`, or
-`Baked.table`).
+scripts/tables6_eval.py, scripts/tables7_study.py and tests bake here; the tables are then built as always
+(`autotune emit OUT.sqlite`, or `Baked.table`).
 """
 
 from __future__ import annotations
