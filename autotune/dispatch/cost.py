@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 from array import array
-from bisect import bisect_left
 from itertools import islice
 from typing import Callable, Iterable, Sequence
 
@@ -260,52 +259,41 @@ class CostRules:
         # out of `total` (no lane counted its K-th before in the run, and the other lanes' updates are unions, the
         # same in any order) and the walk goes on from the run's first key, in the rules' order
         check = g.keys.ties is not None
-        # first the points nearer than the bound of the problem's cell (`Keys.nearest`: one sorted band of a few
-        # keys), then, where the walk needs more, the bands past the bound
-        near = g.keys.nearest(dims) if need or undecided else None
-        walks: list[Iterable[list[int]] | None] = [[near[0]], None] if near is not None else [None]
-        for bands in walks:
-            if bands is None:
-                if near is None:
-                    bands = g.keys.bands(dims, True, not check) if need or undecided else ()
-                elif need or undecided:
-                    bands = (b[bisect_left(b, near[1]) :] for b in g.keys.bands(dims, False, not check, near[1]))
-                else:
-                    bands = ()
-            for band in bands:
-                at_run, settled = 0, 0  # the walk goes on from band[at_run]; band[:settled] is in the rules' order
-                while True:
-                    run = None
-                    for key in islice(band, at_run, None) if at_run else band:
-                        if undecided:
-                            if limit < 0:
-                                limit = (key >> shift) + self.reach
-                            if key >> shift > limit:  # past the reach: an answer not measured yet does not compete
-                                need &= ~undecided
-                                watch &= need
-                                undecided = 0
-                            else:  # measured here first, within reach: it competes
-                                ok |= lanes[key & mask] & undecided
-                                undecided &= ~lanes[key & mask]
-                        total += counted[key & mask]
-                        if total & watch:  # lanes counted K: their sums are those of their first K
-                            run = check and _tied_run(band, key, shift, settled)
-                            if run:
-                                break
-                            done = ((total & watch) >> (MEAN_LANE - 1)) * _LANE
-                            first |= total & done
-                            need ^= done
+        bands: Iterable[list[int]] = ()
+        if need or undecided:  # where the group has cells, its problem's cell's keys first, a few at a time
+            bands = g.keys.nearest(dims) if g.keys.cells else g.keys.bands(dims, True, not check)
+        for band in bands:
+            at_run, settled = 0, 0  # the walk goes on from band[at_run]; band[:settled] is in the rules' order
+            while True:
+                run = None
+                for key in islice(band, at_run, None) if at_run else band:
+                    if undecided:
+                        if limit < 0:
+                            limit = (key >> shift) + self.reach
+                        if key >> shift > limit:  # past the reach: an answer not measured yet does not compete
+                            need &= ~undecided
                             watch &= need
-                        if not need and not undecided:
+                            undecided = 0
+                        else:  # measured here first, within reach: it competes
+                            ok |= lanes[key & mask] & undecided
+                            undecided &= ~lanes[key & mask]
+                    total += counted[key & mask]
+                    if total & watch:  # lanes counted K: their sums are those of their first K
+                        run = check and _tied_run(band, key, shift, settled)
+                        if run:
                             break
-                    if not run:
+                        done = ((total & watch) >> (MEAN_LANE - 1)) * _LANE
+                        first |= total & done
+                        need ^= done
+                        watch &= need
+                    if not need and not undecided:
                         break
-                    at_run, here, settled = run
-                    for k in band[at_run : here + 1]:
-                        total -= counted[k & mask]
-                    band[at_run:settled] = sorted(band[at_run:settled], key=g.keys.tie(dims))
-                if not need and not undecided:
+                if not run:
                     break
+                at_run, here, settled = run
+                for k in band[at_run : here + 1]:
+                    total -= counted[k & mask]
+                band[at_run:settled] = sorted(band[at_run:settled], key=g.keys.tie(dims))
             if not need and not undecided:
                 break
         return m.cheapest(first & m.sums, g.start[at], ok)

@@ -19,7 +19,8 @@ KEY_BUDGET = 1 << 19  # per group: points x positions of the precomputed distanc
 # lanes, 8 at 32-bit ones) at most, counted in 64-bit lanes
 BAND_POINTS = 8  # `Keys.bands`: about this many points per band after the first
 SORT_ALL = 160  # `Keys.bands` sorts every key of a group of this many points or fewer (cheaper than bands)
-CELL_COUNT, CELL_POINTS = 4096, 64  # `Keys.index`: cells at most, tuned points listed per cell
+CELL_COUNT, CELL_POINTS, CELL_FIRST = 4096, 64, 40  # `Keys.index`: cells at most, tuned points listed per cell, of
+# them read first (most walks need no more)
 TABLE_LIMIT, TABLE_BUDGET = 1 << 12, 1 << 18  # per size: the largest value tabulated, and times the lanes at most
 
 
@@ -174,7 +175,8 @@ class Keys:
         w = self.width = lane_width(self.bits)
         self.axes: list[tuple[int, list[int], list[int], list[int], list[int]]] | None = []
         self.cuts: list[list[int]] = []  # `index`: per size of the distance, where its intervals start
-        self.cells: list[tuple[Callable, int]] = []  # per cell: its listed points' getter, its bound << shift
+        self.cells: list[tuple[Callable, int, Callable, int]] = []  # per cell: its first and other listed points'
+        # getters, each with its bound << shift
         self.spread = self.span = 0  # `bands`: a wide first band's values of the top byte; the last bands' span
         if (
             not self.keyed
@@ -236,7 +238,8 @@ class Keys:
         CELL_COUNT cells in all; a problem's log taken into the points' range), the CELL_POINTS points nearest the
         cell (the distance to a box: per size, to its interval) and a bound, the distance to the cell of the nearest
         one left out: no point left out is nearer any problem of the cell, so the listed points nearer than the bound
-        are every point nearer (`nearest`). `cuts`: per size, the first size of each interval after the first."""
+        are every point nearer (`nearest`); the same for its CELL_FIRST nearest. `cuts`: per size, the first size of
+        each interval after the first."""
         if self.axes is None or self.count <= CELL_POINTS or not self.near:
             return
         splits = 1
@@ -252,7 +255,10 @@ class Keys:
         for cell in product(*axes):
             far = list(map(sum, zip(*cell, strict=True)))  # per point, its distance to the cell
             chosen = sorted(range(self.count), key=far.__getitem__)
-            self.cells.append((itemgetter(*chosen[:CELL_POINTS]), far[chosen[CELL_POINTS]] << self.shift))
+            first, other = itemgetter(*chosen[:CELL_FIRST]), itemgetter(*chosen[CELL_FIRST:CELL_POINTS])
+            self.cells.append(
+                (first, far[chosen[CELL_FIRST]] << self.shift, other, far[chosen[CELL_POINTS]] << self.shift)
+            )
 
     def _first_at(self, log: int) -> int:
         """The smallest size whose log is `log` or more (`log`: at most a point's)."""
@@ -262,22 +268,25 @@ class Keys:
             low, high = (mid + 1, high) if self.log(mid) < log else (low, mid)
         return low
 
-    def nearest(self, dims: Sequence[int]) -> tuple[list[int], int] | None:
-        """The keys of every point nearer than the bound of the problem's cell (`index`), sorted (equally near points
-        in table order), and the bound (a key: keys below it are those); None where the group has no cells."""
-        if not self.cells:
-            return None
+    def nearest(self, dims: Sequence[int]) -> Iterator[list[int]]:
+        """The keys at a problem of a group with cells (`index`) sorted (equally near points in table order), as
+        bands (lists): those nearer than the first bound of the problem's cell, then those nearer than its second,
+        then the others (`bands`, not `settled`)."""
         cell = 0
         for d, cuts in zip(self.dims, self.cuts, strict=False):  # the sizes of the distance: dims[:near]
             cell = cell * (len(cuts) + 1) + bisect_right(cuts, dims[d])
-        pick, bound = self.cells[cell]
+        pick, bound, more, far = self.cells[cell]
         lanes = array(
             "I" if self.width == 32 else "Q", self.packed(dims).to_bytes(self.count * self.width // 8, "little")
         )
         if sys.byteorder == "big":  # the lanes were written little-endian
             lanes.byteswap()
         keys = sorted(pick(lanes))
-        return keys[: bisect_left(keys, bound)], bound
+        at = bisect_left(keys, bound)
+        yield keys[:at]
+        keys = sorted(keys[at:] + list(more(lanes)))
+        yield keys[: bisect_left(keys, far)]
+        yield from (b[bisect_left(b, far) :] for b in self.bands(dims, False, False, far))
 
     def at(self, dims: Sequence[int]) -> list[int]:
         """Every point's key at a problem (all its sizes: `dims`), in table order."""
