@@ -41,7 +41,10 @@ from autotune.paths import ROOT
 # 15.9 -> 11.1 MB), so tree ~52 MB + .whl-kt is ~63 MB of the 67.1 MB
 # Raised to 54 MB for the rectangular-bounds sweep of the flat kernels and its table's validations (results/rect_h100,
 # ~0.9 MB): tree ~53 MB + .whl-kt (11.1 MB) is ~64 MB of the 67.1 MB a device call carries
-LIMIT_BYTES = 54_000_000
+# Raised to 55 MB for the first H200 run of the kernel library (results/kernels_top3_h200, 0.86 MB: the H100's top 3
+# per point, issue 54 item 4): tree ~54.9 MB + .whl-kt (11.1 MB) is ~66 MB of the 67.1 MB; a GPU call that carries a
+# database beside the tree takes .whl-min (6.3 MB: no Kernel Tuner) instead, as that run did
+LIMIT_BYTES = 55_000_000
 # a developer's or a lent machine's folders; /tmp/ only in committed outputs (results), where it was a run's scratch
 MACHINE = re.compile(r"(?<![\w.$])(/work/|/root/|/home/[a-z_][\w-]*/|/Users/[A-Za-z])")
 SCRATCH = re.compile(r"(?<![\w.$])/tmp/")
