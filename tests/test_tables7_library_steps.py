@@ -234,3 +234,19 @@ def test_cpp_header_answers_as_python_with_library_steps(tables, fp16_table, tmp
     for v in range(len(steps)):
         changed = sum(g != plain[v].index(*q) for (u, q), g in zip(flat, got, strict=True) if u == v)
         assert changed, f"library steps changed no answer of the header of table {v}"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the header")
+@pytest.mark.parametrize("listed", [3, 5, 200])
+def test_cpp_class_lists_answer_as_python(fp16_table, tmp_path, monkeypatch, listed):
+    """The header prices the library from its cell's list of the problem's step class where that list holds its K
+    nearest (else the walk reads them): with lists shorter than K (never), one longer than K (the reach often fails) and
+    longer than the class (always), it answers as the Python lookup."""
+    from autotune.dispatch import cpp_index
+    from tests.test_lookup_rules import cpp_answers
+
+    monkeypatch.setattr(cpp_index, "INDEX_CLASS_LIST", listed)
+    asked = fp16_problems(dict(fp16_table), 300, seed=23)
+    got = cpp_answers([fp16_table], [(0, q) for q in asked], tmp_path)
+    lookup = Lookup(fp16_table)
+    assert got == [lookup.index(*q) for q in asked]

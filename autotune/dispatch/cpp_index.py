@@ -5,6 +5,7 @@ cpp_text.LOOKUP_END)."""
 
 from __future__ import annotations
 
+from autotune.dispatch.cost import parse_steps, step_class
 from autotune.dispatch.features import ilog2_fx
 from autotune.dispatch.runtime import LIBRARY, MAX_SIZE
 from autotune.dispatch.table import DispatchTable
@@ -12,6 +13,9 @@ from autotune.dispatch.table import DispatchTable
 INDEX_LIST = 48  # the index keeps, per cell, the INDEX_LIST tuned points nearest its centre
 INDEX_CELLS = 13  # the finest grid with at most INDEX_CELLS cells per tuned point (tables6 fp16: 17^3 cells for 400
 # points, where 12 gave 9^3 and 1.6% of random problems reached the end of their cell's list: C++ p99 1.5 -> 0.8 us)
+INDEX_CLASS_LIST = 16  # and per library step class holding less than a third of the group's points (the walk meets
+# the others' soon enough), the INDEX_CLASS_LIST points of that class nearest its centre (tables7 fp16, `m,k%2`: C++
+# p99 at even M and K 1.47 -> 0.99 us, min of 5 passes on the development VM)
 INDEX_INF = 1 << 40  # a distance beyond every real one (logs are below 2^22 per size)
 DE_BRUIJN = 0x03F79D71B4CB0A89  # lowest_bit: the lowest set bit times it, top 6 bits: a position in kDeBruijn
 
@@ -40,6 +44,8 @@ class _Index:
         self.answer_set: list[list[int]] = []
         self.set_points: list[list[int]] = []  # per set, its points' group positions
         self.position = 0  # the group position of the group's first point (kGroupPoints)
+        self.classes = 1  # the most step classes the library was measured in, in a group (kMaxClasses)
+        self.class_begin, self.class_g, self.class_reach = [0], [], []  # per cell and class: its class list
         self.largest = 1  # the most points a group has
 
 
@@ -61,13 +67,23 @@ def emit_index(w, table: DispatchTable) -> None:
     ]
     ix = _Index(len(points))
     span = round(float(st.get("reach", 1.0)) * 65536)
-    for g in [(p, s) for p in table.precisions for s in table.shapes]:
-        members = [i for i, x in enumerate(points) if (x["precision"], x["shape"]) == g]
+    steps = parse_steps([str(x) for x in st.get("library_steps", [])], list(table.size_names))
+    classes = [step_class(steps, [int(p["sizes"][n]) for n in table.size_names]) for p in points]
+    groups = [(p, s) for p in table.precisions for s in table.shapes]
+    per_group = [[i for i, x in enumerate(points) if (x["precision"], x["shape"]) == g] for g in groups]
+    by_class = [sorted({classes[i] for i in members if LIBRARY in measured[i]}) for members in per_group]
+    ix.classes = max([1] + [len(c) for c in by_class]) if steps else 1
+    for members, library_classes in zip(per_group, by_class, strict=True):
         ix.largest = max(ix.largest, len(members))
         local_sets = _add_sets(ix, members, measured, nk)
         if use and members:
             sizes = [[int(points[i]["sizes"][n]) for n in table.table_sizes] for i in members]
-            _add_grid(ix, sizes, local_sets, span)
+            at = [
+                [k for k, i in enumerate(members) if classes[i] == c and LIBRARY in measured[i]]
+                for c in library_classes
+            ]
+            at = [mine if 3 * len(mine) < len(members) else [] for mine in at]  # an empty list: the walk reads them
+            _add_grid(ix, sizes, local_sets, span, at if steps else [])
         else:
             ix.shift.append(-1)
             for array in (ix.lo, ix.hi, ix.stride):
@@ -96,9 +112,13 @@ def _add_sets(ix: _Index, members: list[int], measured: list[list[int]], nk: int
     return [[local[i] for i in at] for at in sets]
 
 
-def _add_grid(ix: _Index, sizes: list[list[int]], local_sets: list[list[int]], span: int) -> None:
+def _add_grid(
+    ix: _Index, sizes: list[list[int]], local_sets: list[list[int]], span: int, class_points: list[list[int]]
+) -> None:
     """A group's grid of cells over its points' table sizes (`sizes`, in group order) and per cell its list, reach
-    and the sets (`local_sets`: each its points' group positions) that may compete there."""
+    and the sets (`local_sets`: each its points' group positions) that may compete there; per cell and library step
+    class (`class_points`: each the group positions of its points where the library was measured, in kLibraryClass
+    order) its INDEX_CLASS_LIST points nearest the centre and its reach."""
     import numpy as np
 
     ntab = len(sizes[0])
@@ -131,6 +151,14 @@ def _add_grid(ix: _Index, sizes: list[list[int]], local_sets: list[list[int]], s
         ix.list_g += [ix.position + int(i) for i in keep]
         ix.list_begin.append(len(ix.list_g))
         ix.reach.append(int(pd[ranked[INDEX_LIST]]) if len(ranked) > INDEX_LIST else INDEX_INF)
+        for c in range(ix.classes if class_points else 0):
+            mine = np.array(class_points[c] if c < len(class_points) else [], np.int64)
+            ranked_c = mine[np.lexsort((mine, pd[mine]))] if len(mine) else mine
+            ix.class_g += [ix.position + int(i) for i in ranked_c[:INDEX_CLASS_LIST]]
+            ix.class_begin.append(len(ix.class_g))
+            ix.class_reach.append(
+                int(pd[ranked_c[INDEX_CLASS_LIST]]) if len(ranked_c) > INDEX_CLASS_LIST else INDEX_INF
+            )
     ix.cell_begin.append(len(ix.reach))
 
 
@@ -184,7 +212,13 @@ def _write_index(w, table: DispatchTable, ix: _Index, use: bool) -> None:
         f"inline constexpr unsigned long long kDeBruijnMul = {DE_BRUIJN}ULL;  // lowest_bit\n"
         f"inline constexpr int kDeBruijn[64] = {{{', '.join(map(str, _de_bruijn()))}}};\n"
         f"inline constexpr int kAnswerSet[{groups}][{nk + 2}] = {rows(ix.answer_set)};\n"
-        f"inline constexpr int kCostLogAt[{len(costs)}][{nk + 2}] = {rows(costs)};\n\n"
+        f"inline constexpr int kCostLogAt[{len(costs)}][{nk + 2}] = {rows(costs)};\n"
+        f"inline constexpr int kMaxClasses = {ix.classes};  // per cell, a list per library step class (cell * kMaxClasses + i)\n"
+        f"inline constexpr int kCellClassBegin[{len(ix.class_begin)}] = {{{', '.join(map(str, ix.class_begin))}}};\n"
+        f"inline constexpr {'unsigned short' if ix.position < 1 << 16 else 'int'} kCellClassG[{max(1, len(ix.class_g))}] = "
+        f"{{{','.join(map(str, ix.class_g)) or '0'}}};  // per cell and class, its list: group positions g\n"
+        f"inline constexpr long long kCellClassReach[{max(1, len(ix.class_reach))}] = "
+        f"{{{', '.join(map(str, ix.class_reach)) or '0'}}};\n\n"
     )
 
 
@@ -282,15 +316,21 @@ constexpr void sort_descending(unsigned long long* buf, int n) {
 
 constexpr int kWalkK = kNeighbours > 1 ? kNeighbours : 1;
 // The points (into out) of the kWalkK smallest cheapest_walk keys among the group positions at[0..n) (of the
-// problem's class only, where `here_only`), from the distances of the group's points (dists, by g - begin).
-constexpr void nearest_k(const int* at, int n, int begin, const int* dists, const long long (&lb)[kTieN],
-                         bool here_only, unsigned long long here, int (&out)[kWalkK]) {
+// problem's class only, where `here_only`), from the distances of the group's points (dists, by g - begin) or,
+// without them, from the problem's clamped logs q; returns the largest of those keys (~0: fewer than kWalkK).
+template <typename G>
+constexpr unsigned long long nearest_k(const G* at, int n, int begin, const int* dists, const long long (&q)[kTableN],
+                                       const long long (&lb)[kTieN], bool here_only, unsigned long long here,
+                                       int (&out)[kWalkK]) {
   unsigned long long keys[kWalkK] = {};  // ascending
   for (int i = 0; i < kWalkK; ++i) keys[i] = ~0ULL;
   for (int i = 0; i < n; ++i) {
     const int g = at[i];
     if (here_only && kPointClass[kGroupPoints[g]] != here) continue;
-    const unsigned long long far = static_cast<unsigned long long>(dists[g - begin]) << kKeyDistShift;
+    long long dist = 0;
+    if (dists) dist = dists[g - begin];
+    else for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(q[j], kGroupLogs[j][g]);
+    const unsigned long long far = static_cast<unsigned long long>(dist) << kKeyDistShift;
     if (far > keys[kWalkK - 1]) continue;  // the tie and order bits cannot bring it in
     const unsigned long long key = far | static_cast<unsigned long long>(tie_at(g, lb)) << kKeyTieShift | (g - begin);
     if (key >= keys[kWalkK - 1]) continue;
@@ -299,6 +339,7 @@ constexpr void nearest_k(const int* at, int n, int begin, const int* dists, cons
     keys[j] = key;
   }
   for (int i = 0; i < kWalkK; ++i) out[i] = kGroupPoints[begin + static_cast<int>(keys[i] & ((1ULL << kKeyTieShift) - 1))];
+  return keys[kWalkK - 1];
 }
 
 template <bool all>
@@ -322,9 +363,9 @@ constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const lo
   long long lb[kTieN] = {};
   tie_logs(d, lb);
   const unsigned long long here = kNumSteps > 0 ? step_class(d) : 0;
-  int library_here = 0;  // the library's measurements at the group's points of the problem's class
+  int library_here = 0, li = 0;  // the library's measurements at the group's points of the problem's class
   for (int i = kLibraryClassBegin[group]; kNumSteps > 0 && i < kLibraryClassBegin[group + 1]; ++i)
-    if (kLibraryClass[i] == here) library_here = kLibraryClassCount[i];
+    if (kLibraryClass[i] == here) { library_here = kLibraryClassCount[i]; li = i - kLibraryClassBegin[group]; }
   const bool by_class = kNumSteps > 0 && library_here > 0;
   const int ls = kAnswerSet[group][0], lw = ls / 64;  // the library's set, its word
   const unsigned long long lbit = 1ULL << (ls & 63), may = all ? ~0ULL : kCellSets[cell];
@@ -343,6 +384,12 @@ constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const lo
   // the library's nearest kNeighbours in the problem's class (else all of them count: at most kNeighbours)
   int class_want = by_class && ls >= 0 && (undecided[lw] & lbit) && library_here > kK ? kK : 0, class_count = 0;
   int count[kMaxSets] = {}, kp[kMaxSets][kK] = {}, class_kp[kK] = {};
+  if (!all && class_want > 0) {  // from the cell's list of the class, where it holds them (else the walk reads them)
+    const int c = cell * kMaxClasses + li, b = kCellClassBegin[c];
+    const unsigned long long last = nearest_k(kCellClassG + b, kCellClassBegin[c + 1] - b, begin, nullptr, q, lb,
+                                              false, here, class_kp);
+    class_count = last != ~0ULL && static_cast<long long>(last >> kKeyDistShift) < kCellClassReach[c] - delta ? kK : 0;
+  }
   // the points read and not visited yet, unsorted: their keys (distance, tie distance and group order, in the bits of
   // kKeyDistShift and kKeyTieShift), and where the smallest is
   unsigned long long buf[kBuffer + kScan] = {}, low = ~0ULL;
@@ -390,14 +437,14 @@ constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const lo
         undecided[w] = 0;
         for (unsigned long long c = counting[w]; c; c &= c - 1) {  // its kNeighbours nearest, afresh
           const int s = 64 * w + lowest_bit(c), b = kSetPointBegin[sb + s];
-          nearest_k(kSetPoints + b, kSetPointBegin[sb + s + 1] - b, begin, dists, lb, false, here, kp[s]);
+          nearest_k(kSetPoints + b, kSetPointBegin[sb + s + 1] - b, begin, dists, q, lb, false, here, kp[s]);
           count[s] = kK;
         }
         counting[w] = 0;
       }
       if (class_count < class_want && (competes[lw] & lbit)) {  // the library's nearest in the problem's class
         const int b = kSetPointBegin[sb + ls];
-        nearest_k(kSetPoints + b, kSetPointBegin[sb + ls + 1] - b, begin, dists, lb, true, here, class_kp);
+        nearest_k(kSetPoints + b, kSetPointBegin[sb + ls + 1] - b, begin, dists, q, lb, true, here, class_kp);
         class_count = kK;
       }
       break;
