@@ -43,3 +43,17 @@ def test_cpp_lookups_keep_their_answers(tmp_path: Path) -> None:
     problems = [(v, q) for v, name in enumerate(names) for q in asked(name)]
     got = cpp_answers([variant(name) for name in names], problems, tmp_path)
     assert got == [a for name in names for a in PINNED[name]["answers"]]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the headers")
+def test_cpp_walk_with_one_neighbour_keeps_the_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cost mode with K = 1 walks the index only in groups of more than WALK_POINTS points (the others price every
+    point's distance): walked everywhere, the K = 1 tables' headers still give the pinned answers."""
+    from autotune.dispatch import cpp_index
+
+    monkeypatch.setattr(cpp_index, "WALK_POINTS", 0)
+    names = [n for n in PINNED if "tc_final" in n or "tables6_h100/softmax" in n]
+    assert len(names) == 2
+    problems = [(v, q) for v, name in enumerate(names) for q in asked(name)]
+    got = cpp_answers([variant(name) for name in names], problems, tmp_path)
+    assert got == [a for name in names for a in PINNED[name]["answers"]]

@@ -123,6 +123,14 @@ def variant(path: str, **change: object) -> dict:
     return table
 
 
+def coarse(table: dict) -> dict:
+    """The table with every kernel's cost 1 and the library's left out: equal prices everywhere, which the nearer
+    measurement, then the smaller index settle."""
+    for point in table["points"]:
+        point["costs"] = [[a, 1] for a, _ in point["costs"] if a >= 0]
+    return table
+
+
 TABLES = {
     "regions": lambda: variant("results/small_tables_h100/dispatch.json"),
     "regions, tuned_only kernels": lambda: variant("results/fp16_tables_h100/dispatch.json", tuned_only=True),
@@ -130,6 +138,7 @@ TABLES = {
     "nearest, two sizes": lambda: variant("results/tables5_h100/softmax/active/seed/dispatch.json"),
     "cost": lambda: variant("results/tc_final_h100/dispatch.json"),
     "cost, reach 2": lambda: variant("results/tc_final_h100/dispatch.json", reach=2.0),
+    "cost, equal prices": lambda: coarse(variant("results/tc_final_h100/dispatch.json", library_margin=0.0, reach=4.0)),
     "cost, 3 neighbours": lambda: variant("results/tc_final_h100/dispatch.json", neighbours=3),
     "cost, library steps m,k%2, 4 neighbours": lambda: variant("results/tables7_h100/fp16/dispatch.json.gz"),
     "cost, library steps m,k%2, tuned_only kernels": lambda: variant(
@@ -315,14 +324,15 @@ def test_predicted_times_are_the_model_over_its_features() -> None:
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the header")
 @pytest.mark.parametrize("cells, listed", [(2, 64), (1, 3), (8, 1)])
 def test_the_cpp_index_answers_as_python(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cells: int, listed: int):
-    """The header's grid (cheapest_indexed) answers as Python where the cell lists are as emitted and where they are
+    """The header's grid (cheapest_walk) answers as Python where the cell lists are as emitted and where they are
     so short that the reading runs past their end (each unsettled set reads all its points, or cheapest_mean answers),
     also far outside the tuned range (the problem's logs are clamped to the group's) and at the extreme sizes."""
     from autotune.dispatch import cpp_index as emitter
 
     monkeypatch.setattr(emitter, "INDEX_CELLS", cells)
     monkeypatch.setattr(emitter, "INDEX_LIST", listed)
-    names = [n for n in TABLES if "library steps" in n] + ["cost, 3 neighbours"]
+    monkeypatch.setattr(emitter, "WALK_POINTS", 0)  # K = 1 too ("cost", "cost, equal prices"): every group walked
+    names = [n for n in TABLES if "library steps" in n] + ["cost, 3 neighbours", "cost", "cost, equal prices"]
     tables, asked = [built(n) for n in names], []  # (INDEX_CELLS and INDEX_LIST: read by emit_cpp only)
     rng = random.Random(cells * 100 + listed)
     for v, read in enumerate(tables):

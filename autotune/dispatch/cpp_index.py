@@ -16,6 +16,9 @@ INDEX_CELLS = 13  # the finest grid with at most INDEX_CELLS cells per tuned poi
 INDEX_CLASS_LIST = 16  # and per library step class holding less than a third of the group's points (the walk meets
 # the others' soon enough), the INDEX_CLASS_LIST points of that class nearest its centre (tables7 fp16, `m,k%2`: C++
 # p99 at even M and K 1.47 -> 0.99 us, min of 5 passes on the development VM)
+WALK_POINTS = 256  # cost mode with K = 1 and no library steps: groups of more points are walked over the index (the
+# tables6 softmax table, 554 points: C++ p50 0.97 -> 0.13 us), the others priced from every point's distance (`cheapest`;
+# tc_final, 127 points and 36 kernels measured at few of them: the walk's p99 1.10 us, `cheapest` 0.71)
 INDEX_INF = 1 << 40  # a distance beyond every real one (logs are below 2^22 per size)
 DE_BRUIJN = 0x03F79D71B4CB0A89  # lowest_bit: the lowest set bit times it, top 6 bits: a position in kDeBruijn
 
@@ -60,7 +63,8 @@ def emit_index(w, table: DispatchTable) -> None:
     d = table.data
     nk, ntab = len(d["kernels"]), len(table.table_sizes)
     st = d.get("structure") or {}
-    use = st.get("mode") == "cost" and (int(st.get("neighbours", 1)) > 1 or bool(st.get("library_steps")))
+    use = st.get("mode") == "cost"
+    walk_all = int(st.get("neighbours", 1)) > 1 or bool(st.get("library_steps"))  # else only large groups (WALK_POINTS)
     points = d["points"]
     measured = [
         sorted({int(a) for a, _ in p.get("costs", []) if int(a) == LIBRARY or 0 <= int(a) < nk}) for p in points
@@ -76,7 +80,7 @@ def emit_index(w, table: DispatchTable) -> None:
     for members, library_classes in zip(per_group, by_class, strict=True):
         ix.largest = max(ix.largest, len(members))
         local_sets = _add_sets(ix, members, measured, nk)
-        if use and members:
+        if use and members and (walk_all or len(members) > WALK_POINTS):
             sizes = [[int(points[i]["sizes"][n]) for n in table.table_sizes] for i in members]
             at = [
                 [k for k, i in enumerate(members) if classes[i] == c and LIBRARY in measured[i]]
@@ -486,10 +490,23 @@ constexpr int cheapest_walk(int group, const long long (&d)[kNumSizes], const lo
     more = more || class_count < class_want;
   }
   int best = INVALID;
-  long long best_price = 0;
+  long long best_price = 0, best_dist = 0;
   for (int a = LIBRARY; a < kNumKernels; ++a) {
     const int s = a == GENERIC ? 0 : kAnswerSet[group][a + 2];
     if (!ok[a + 2] || !(competes[s / 64] >> (s & 63) & 1)) continue;
+    if constexpr (kNeighbours <= 1 && kNumSteps == 0) {  // K = 1: its cost at its set's nearest point (the first
+      // visited), kernels' times 1 + margin; ties: the nearer, then the library, then the smaller index
+      const int p = wants[s / 64] >> (s & 63) & 1 ? kp[s][0] : kGroupPoints[kSetPoints[kSetPointBegin[sb + s]]];
+      long long dist = 0;
+      for (int j = 0; j < kNumTableSizes; ++j) dist += absdiff(lt[j], kPoints[p].logs[kTableDims[j]]);
+      int j = kPoints[p].costs_begin;
+      while (kCostAnswer[j] != a) ++j;  // the first of its costs there (the set says it was measured)
+      const long long price = kCost[j] * (a == LIBRARY ? 1000 : 1000 + kMarginPermille);
+      if (best == INVALID || price < best_price || (price == best_price && dist < best_dist)) {
+        best = a; best_price = price; best_dist = dist;
+      }
+      continue;
+    }
     const bool in_class = a == LIBRARY && by_class;
     const int* points = in_class ? class_kp : kp[s];
     int m = in_class ? (class_want > 0 ? class_count : 0) : (wants[s / 64] >> (s & 63) & 1 ? count[s] : 0);

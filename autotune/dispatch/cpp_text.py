@@ -267,7 +267,8 @@ constexpr int lookup_sizes(int precision, int shape, const long long (&d)[kNumSi
   if (kModelMode) return predicted(precision, shape, d);
   long long lt[kTableN] = {};
   for (int j = 0; j < kNumTableSizes; ++j) lt[j] = ilog2_fx(d[kTableDims[j]]);
-  if (kCostMode) return kNeighbours > 1 || kNumSteps > 0 ? cheapest_walk<false>(group, d, lt) : cheapest(group, d, lt);
+  if (kCostMode)  // the index's walk where the group has one (cpp_index.WALK_POINTS), else every point's distance
+    return kNeighbours > 1 || kNumSteps > 0 || kIdxShift[group] >= 0 ? cheapest_walk<false>(group, d, lt) : cheapest(group, d, lt);
   return nearest(group, d, lt);
 }
 
