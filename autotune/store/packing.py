@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.store.decompress import decompress_database, file_kind
-from autotune.store.engine import StoreError, readonly_uri
+from autotune.store.engine import StoreError, file_digest, readonly_uri, temporary_beside
 from autotune.store.legacy_pack import TABLE as LEGACY_TABLE, restore
 
 XZ_PRESET = 9 | lzma.PRESET_EXTREME
@@ -43,19 +43,6 @@ STUDY_TABLES = (
     "study_directions",
     "studies",
 )
-
-
-def temporary_beside(beside: Path, what: str) -> Path:
-    """A new name in the folder of `beside` (the same file system, so that a rename finishes the write)."""
-    return beside.with_name(f".{beside.name}.{os.getpid()}.{os.urandom(4).hex()}.{what}")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _check_plain(src: Path) -> None:
@@ -113,11 +100,9 @@ def pack(src: Path, dst: Path, *, studies: bool = True) -> dict[str, Any]:
             copy.close()
         with plain.open("rb") as f_in, lzma.open(packed, "wb", format=lzma.FORMAT_XZ, filters=XZ_FILTERS) as f_out:
             shutil.copyfileobj(f_in, f_out, CHUNK)
-        digest = hashlib.sha256()
         with lzma.open(packed, "rb") as back:
-            for block in iter(lambda: back.read(CHUNK), b""):
-                digest.update(block)
-        if digest.hexdigest() != _sha256(plain):
+            digest = hashlib.file_digest(back, "sha256").hexdigest()
+        if digest != file_digest(plain):
             raise StoreError(f"{dst}: the compressed file does not decompress to the database", hint="try again")
         size = plain.stat().st_size
         os.replace(packed, dst)

@@ -145,7 +145,7 @@ class Store(SweepLocking, StoreReads):
                 )
             if not create:
                 raise StoreError(f"{self.url} holds no results yet", hint="run a sweep into it first")
-            from autotune.store.create import create_schema  # race-safe: another process may be creating it
+            from autotune.store.migrate import create_schema  # race-safe: another process may be creating it
 
             if create_schema(self.engine):
                 return
