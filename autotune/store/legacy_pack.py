@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from autotune.errors import UserError
+from autotune.store.schema import figures  # GFLOP/s, GB/s and roofline fraction exactly as the store computes them
 from autotune.untrusted import number
 from autotune.vocab import TIME_STATS
 
@@ -37,21 +38,6 @@ def summarize(times_ms: list[float]) -> tuple[float, float, float, float, float]
     t = np.asarray(times_ms, dtype=float)
     p20, med, p80 = np.percentile(t, [20, 50, 80])
     return float(med), float(p20), float(p80), float(t.min()), float(t.max())
-
-
-def figures(
-    flops: float | None, nbytes: float | None, median_ms: float | None, bandwidth: float
-) -> tuple[float | None, float | None, float | None]:
-    """GFLOP/s, GB/s and roofline fraction exactly as the store computes them (`autotune.store.schema.figures`;
-    a test keeps the two the same)."""
-    if median_ms is None or median_ms <= 0:
-        return None, None, None
-    seconds = median_ms * 1e-3
-    gflops = flops / seconds / 1e9 if flops else None
-    if nbytes is None:
-        return gflops, None, None
-    frac = (nbytes / bandwidth) / seconds if bandwidth > 0 else None
-    return gflops, nbytes / seconds / 1e9, frac
 
 
 def _restore_figures(conn: sqlite3.Connection) -> None:

@@ -4,7 +4,7 @@ baselines, the devices; and the DataFrame reads (`autotune.store.frames`). Part 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -13,7 +13,17 @@ from autotune.vocab import DeviceInfo, Measurement, Status, TestPoint
 from autotune.store import frames, views
 from autotune.store.base import StoreBase
 from autotune.store.engine import StoreError
-from autotune.store.schema import BaselineRow, Device, InstanceRow, MeasurementRow, Point, Software, Sweep
+from autotune.store.schema import (
+    STACK,
+    BaselineRow,
+    Device,
+    InstanceRow,
+    MeasurementRow,
+    Point,
+    Software,
+    Sweep,
+    fields,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # (only in annotations: autotune.store.frames imports it where a frame is made)
@@ -48,6 +58,23 @@ class StoreReads(StoreBase):
 
     def best_times(self, device: str) -> dict[TestPoint, tuple[str, float]]:
         """The fastest verified (instance id, median ms) at each test point on one device (name or uuid)."""
+        out: dict[TestPoint, tuple[str, float]] = {}
+        for point, iid, ms in self._verified(device):
+            if ms is not None:  # (always so where the status is ok; the column is nullable for failures)
+                out.setdefault(point, (iid, float(ms)))
+        return out
+
+    def ranked_instances(self, device: str) -> dict[TestPoint, list[str]]:
+        """Per test point, the instance ids verified there on one device (name or uuid), fastest first (median,
+        then id)."""
+        out: dict[TestPoint, list[str]] = {}
+        for point, iid, _ in self._verified(device):
+            out.setdefault(point, []).append(iid)
+        return out
+
+    def _verified(self, device: str) -> list[tuple[TestPoint, str, float | None]]:
+        """(point, instance id, median ms) of each verified measurement on one device (name or uuid), fastest first
+        (median, then id)."""
         m, p, d = MeasurementRow, Point, Device
         q = (
             select(p, m.instance_id, m.median_ms)
@@ -56,35 +83,7 @@ class StoreReads(StoreBase):
             .where(m.status == Status.OK.value, (d.name == device) | (d.uuid == device))
             .order_by(m.median_ms, m.instance_id)
         )
-
-        def work(s: Session) -> dict[TestPoint, tuple[str, float]]:
-            out: dict[TestPoint, tuple[str, float]] = {}
-            for row, iid, ms in s.execute(q):
-                if ms is not None:  # (always so where the status is ok; the column is nullable for failures)
-                    out.setdefault(row.point(), (iid, float(ms)))
-            return out
-
-        return self.transact(work)
-
-    def ranked_instances(self, device: str) -> dict[TestPoint, list[str]]:
-        """Per test point, the instance ids verified there on one device (name or uuid), fastest first (median,
-        then id)."""
-        m, p, d = MeasurementRow, Point, Device
-        q = (
-            select(p, m.instance_id)
-            .join(m, m.point_id == p.id)
-            .join(d, d.id == m.device_id)
-            .where(m.status == Status.OK.value, (d.name == device) | (d.uuid == device))
-            .order_by(m.median_ms, m.instance_id)
-        )
-
-        def work(s: Session) -> dict[TestPoint, list[str]]:
-            out: dict[TestPoint, list[str]] = {}
-            for row, iid in s.execute(q):
-                out.setdefault(row.point(), []).append(iid)
-            return out
-
-        return self.transact(work)
+        return self.transact(lambda s: [(row.point(), iid, ms) for row, iid, ms in s.execute(q)])
 
     def baseline_times(self, device_id: int) -> dict[TestPoint, float]:
         """The verified baseline (library) median (ms) of each test point that has one on the device."""
@@ -140,20 +139,9 @@ class StoreReads(StoreBase):
             ).first()
         if d is None:
             raise StoreError(f"no device {device_id} in {self.url}")
-        return DeviceInfo(
-            name=d.name,
-            uuid=d.uuid,
-            sm_count=d.sm_count,
-            cc=d.cc,
-            sm_clock_mhz=d.sm_clock_mhz,
-            mem_clock_mhz=d.mem_clock_mhz,
-            l2_bytes=d.l2_bytes,
-            copy_bandwidth=d.copy_bandwidth,
-            driver=sw.driver if sw else "",
-            cuda_runtime=sw.cuda_runtime if sw else "",
-            nvrtc=sw.nvrtc if sw else "",
-            cupy=sw.cupy if sw else "",
-        )
+        values: dict[str, Any] = {name: getattr(d, name) for name in fields(Device)}
+        values.update({name: getattr(sw, name) if sw else "" for name in STACK})
+        return DeviceInfo(**values)
 
     def measurements(self, device: str | None = None, space: str | None = None) -> pd.DataFrame:
         """Every measurement (without `times_ms` and `log`) joined with its device name, test point (one column per

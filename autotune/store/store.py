@@ -49,8 +49,10 @@ from autotune.store.schema import (
     SpaceVersion,
     SweepLock,
     SweepStart,
+    fields,
     figures,
     now,
+    STACK,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,11 +165,10 @@ class Store(SweepLocking, StoreReads):
         def work(s: Session) -> int:
             row = s.scalars(select(Device).where(Device.uuid == info.uuid)).first()
             if row is None:
-                row = Device(uuid=info.uuid)
+                row = Device()
                 s.add(row)
-            row.name, row.sm_count, row.cc, row.l2_bytes = info.name, info.sm_count, info.cc, info.l2_bytes
-            row.sm_clock_mhz, row.mem_clock_mhz = info.sm_clock_mhz, info.mem_clock_mhz
-            row.copy_bandwidth = info.copy_bandwidth
+            for name in fields(Device):
+                setattr(row, name, getattr(info, name))
             s.flush()
             return row.id
 
@@ -175,14 +176,8 @@ class Store(SweepLocking, StoreReads):
 
     def upsert_software(self, info: DeviceInfo, autotune_version: str, git_commit: str | None) -> int:
         """The id of this exact software stack (driver, CUDA runtime, NVRTC, CuPy, autotune, commit)."""
-        key = dict(
-            driver=info.driver,
-            cuda_runtime=info.cuda_runtime,
-            nvrtc=info.nvrtc,
-            cupy=info.cupy,
-            autotune_version=autotune_version,
-            git_commit=git_commit or "",
-        )
+        key = {name: getattr(info, name) for name in STACK}
+        key.update(autotune_version=autotune_version, git_commit=git_commit or "")
 
         def work(s: Session) -> int:
             row = s.scalars(select(Software).filter_by(**key)).first()
@@ -202,18 +197,7 @@ class Store(SweepLocking, StoreReads):
                 select(SpaceVersion).filter_by(name=rec.name, yaml_hash=rec.yaml_hash, source_hash=rec.source_hash)
             ).first()
             if row is None:
-                row = SpaceVersion(
-                    name=rec.name,
-                    yaml_path=rec.yaml_path,
-                    yaml_hash=rec.yaml_hash,
-                    source_path=rec.source_path,
-                    source_hash=rec.source_hash,
-                    yaml_text=rec.yaml_text,
-                    kind=rec.kind,
-                    source_text=rec.source_text,
-                    headers=rec.headers,
-                    problem=rec.problem,
-                )
+                row = SpaceVersion(**{name: getattr(rec, name) for name in fields(SpaceVersion)})
                 s.add(row)
                 s.flush()
             return row.id
@@ -257,7 +241,6 @@ class Store(SweepLocking, StoreReads):
                 device_id, bandwidth = (
                     self._device_of(m.device) if m.device else (sweep.device_id, sweep.copy_bandwidth)
                 )
-                f = figures(*_work(m, sweep.scalars), m.median_ms if m.status == Status.OK else None, bandwidth)
                 rows.append(
                     dict(
                         sweep_id=sweep_id,
@@ -265,13 +248,8 @@ class Store(SweepLocking, StoreReads):
                         point_id=ids[m.point],
                         device_id=device_id,
                         space_id=space_id,
-                        status=Status(m.status).value,
-                        **_timings(m),
-                        gflops=f.gflops,
-                        gbs=f.gbs,
-                        roofline_frac=f.roofline_frac,
+                        **_result(m, sweep.scalars, bandwidth),
                         **{name: getattr(m, name) for name in RECORDED_AS_GIVEN},
-                        measured_at=now(),
                     )
                 )
                 done.append(dict(iid=m.instance_id, pid=ids[m.point], did=device_id))
@@ -310,7 +288,7 @@ class Store(SweepLocking, StoreReads):
         sweep = self._sweep(sweep_id)
         m = checked(m)
         pid = self.upsert_points([m.point])[m.point]
-        f = figures(*_work(m, sweep.scalars), m.median_ms if m.status == Status.OK else None, sweep.copy_bandwidth)
+        result = _result(m, sweep.scalars, sweep.copy_bandwidth)
         b = BaselineRow
 
         def work(s: Session) -> None:  # delete, then insert: the same row however often it runs
@@ -322,14 +300,9 @@ class Store(SweepLocking, StoreReads):
                     point_id=pid,
                     sweep_id=sweep_id,
                     library=m.instance_id,
-                    status=Status(m.status).value,
-                    **_timings(m),
-                    gflops=f.gflops,
-                    gbs=f.gbs,
-                    roofline_frac=f.roofline_frac,
+                    **result,
                     l2_protection=m.l2_protection,
                     error=m.error,
-                    measured_at=now(),
                 )
             )
 
@@ -384,8 +357,14 @@ def _work(m: Measurement, scalars: Mapping[str, float] | None) -> tuple[float | 
     return flops, nbytes
 
 
-def _timings(m: Measurement) -> dict:
-    return {**{name: getattr(m, name) for name in TIME_STATS}, "reps": m.reps, "times_ms": list(m.times_ms)}
+def _result(m: Measurement, scalars: Mapping[str, float] | None, bandwidth: float) -> dict:
+    """The columns a measurement row and a baseline row share: status, times and their statistics, figures (of an
+    ok time), when."""
+    f = figures(*_work(m, scalars), m.median_ms if m.status == Status.OK else None, bandwidth)
+    stats = {name: getattr(m, name) for name in TIME_STATS}
+    return dict(
+        status=Status(m.status).value, **stats, reps=m.reps, times_ms=list(m.times_ms), **f._asdict(), measured_at=now()
+    )
 
 
 def _param_row(instance_id: str, name: str, value: int | float | str) -> dict:
