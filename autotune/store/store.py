@@ -5,7 +5,7 @@ in-flight notes are in `autotune.store.locking`, the reads in `autotune.store.re
 transactions in `autotune.store.base`; this module opens a database and holds the writes. Measurements
 are unique per (instance, test point, device), so a resumed sweep never measures a pair twice.
 The tables are in `autotune.store.schema`, URLs and engines in `autotune.store.engine`, the per-kind point views
-in `autotune.store.views`, the DataFrame reads in `autotune.store.frames`.
+in `autotune.store.views`.
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ from autotune.store.engine import (
     refuse_empty_file,
     sqlite_path,
 )
-from autotune.store.frames import MEASUREMENT_COLUMNS
 from autotune.store.locking import LOCK_STALE_S, SweepLocking
-from autotune.store.reads import StoreReads
+from autotune.store.reads import MEASUREMENT_COLUMNS, StoreReads
 from autotune.store.schema import (
     SCHEMA_VERSION,
     BaselineRow,
