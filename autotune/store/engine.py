@@ -262,7 +262,7 @@ def prune_cache(folder: Path, keep: Path) -> None:
     """Delete the least recently read copies in `folder` (each database's decompressed copy with its migrated copies
     and sidecars, as one) until the folder holds at most `cache_bound()` bytes; never `keep`'s. Temporary files of
     writers that died long ago go too. A copy another process is reading stays readable to it (its file is open)."""
-    groups: dict[str, list[Path]] = {}
+    groups: dict[str, list[tuple[Path, os.stat_result]]] = {}
     now = time.time()
     try:
         entries = list(folder.iterdir())
@@ -280,29 +280,20 @@ def prune_cache(folder: Path, keep: Path) -> None:
             if now - info.st_mtime > STALE_TMP_S:
                 entry.unlink(missing_ok=True)
             continue
-        groups.setdefault(m.group(1), []).append(entry)
-
-    def stamp(files: list[Path]) -> tuple[float, int]:
-        times, size = [], 0
-        for f in files:
-            try:
-                info = f.lstat()
-            except OSError:
-                continue
-            times.append(info.st_mtime)
-            size += info.st_size
-        return max(times, default=0.0), size
-
+        groups.setdefault(m.group(1), []).append((entry, info))
     kept = CACHE_ENTRY.match(keep.name)
-    sized = sorted((stamp(files), digest, files) for digest, files in groups.items())
-    total = sum(size for (_, size), _, _ in sized)
+    sized = sorted(
+        (max(info.st_mtime for _, info in group), sum(info.st_size for _, info in group), digest, group)
+        for digest, group in groups.items()
+    )
+    total = sum(size for _, size, _, _ in sized)
     bound = cache_bound()
-    for (_, size), digest, files in sized:  # the least recently read first
+    for _, size, digest, group in sized:  # the least recently read first
         if total <= bound:
             break
         if kept is not None and digest == kept.group(1):
             continue
-        for f in files:
+        for f, _ in group:
             f.unlink(missing_ok=True)
             _VERIFIED.pop(str(f), None)
         total -= size

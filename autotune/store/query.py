@@ -22,7 +22,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from autotune.errors import UserError
 from autotune.store.readonly import guard_reads
 from autotune.store.engine import database_url, make_engine, refuse_empty_file, sqlite_path
-from autotune.store.views import PREFIX, kind_sizes, size_columns, view_name
+from autotune.store.migrate import readable_copy
+from autotune.store.views import PREFIX, kind_sizes, size_columns, view_columns, view_name
 from autotune.vocab import Status
 
 
@@ -256,8 +257,6 @@ def _db_errors() -> tuple[type[Exception], ...]:
 
 
 def _views(url: str) -> str:
-    from autotune.store.views import view_columns
-
     engine = make_engine(url, readonly=True)
     try:
         with engine.connect() as conn:
@@ -297,8 +296,6 @@ def _read(url: str, work: Callable[[Connection], pd.DataFrame], timeout: float |
         )
     if path is not None:
         refuse_empty_file(path)
-        from autotune.store.migrate import readable_copy
-
         url = readable_copy(url, path)  # an older schema: its migrated copy (the file is never written)
     engine = make_engine(url, readonly=True)
     try:

@@ -33,6 +33,7 @@ from autotune.store.engine import (
     sqlite_path,
 )
 from autotune.store.locking import LOCK_STALE_S, SweepLocking
+from autotune.store.migrate import check, create_schema, database_version, readable_copy
 from autotune.store.reads import MEASUREMENT_COLUMNS, StoreReads
 from autotune.store.schema import (
     SCHEMA_VERSION,
@@ -83,8 +84,6 @@ class Store(SweepLocking, StoreReads):
         if path is not None and create and not readonly:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         if path is not None and readonly:
-            from autotune.store.migrate import readable_copy
-
             url = readable_copy(url, path)
         engine = make_engine(url, readonly=readonly)
         store = cls(url, engine)
@@ -135,8 +134,6 @@ class Store(SweepLocking, StoreReads):
             self.engine.dispose()
 
     def _check_schema(self, create: bool) -> None:
-        from autotune.store.migrate import check, database_version
-
         tables = set(inspect(self.engine).get_table_names())
         if "schema_meta" not in tables:
             if tables:
@@ -146,9 +143,7 @@ class Store(SweepLocking, StoreReads):
                 )
             if not create:
                 raise StoreError(f"{self.url} holds no results yet", hint="run a sweep into it first")
-            from autotune.store.migrate import create_schema  # race-safe: another process may be creating it
-
-            if create_schema(self.engine):
+            if create_schema(self.engine):  # race-safe: another process may be creating it
                 return
         with self.engine.connect() as conn:
             version = database_version(conn)
