@@ -38,6 +38,12 @@ class SweepLockedError(StoreError):
     """Another live sweep holds the database."""
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of a database error's message (the driver's, where SQLAlchemy wraps one)."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def sqlite_path(url: str) -> str | None:
     """The file of an SQLite URL (`sqlite:///file:PATH?uri=true` URLs included); None for other URLs and memory."""
     u = make_url(url)

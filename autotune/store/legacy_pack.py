@@ -91,10 +91,6 @@ def digest(conn: sqlite3.Connection) -> str:
     return h.hexdigest()
 
 
-def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
-
-
 def is_packed(conn: sqlite3.Connection) -> bool:
     return (
         conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)).fetchone() is not None
@@ -147,7 +143,8 @@ def _rebuild(conn: sqlite3.Connection, meta: dict[str, str]) -> None:
     """What `restore` does inside its transaction: times and statistics, figures, indexes (only CREATE INDEX
     statements, one each: the file's text runs nothing else)."""
     for table in TIMED:
-        if table not in _tables(conn) or "times_ms" not in _columns(conn, table):
+        columns = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}  # none where there is no such table
+        if "times_ms" not in columns:
             continue
         rows = conn.execute(f'SELECT rowid, times_ms FROM "{table}" WHERE times_ms LIKE ?', (PREFIX + "%",)).fetchall()
         updates = []

@@ -28,6 +28,7 @@ from autotune.store.engine import (
     StoreError,
     SweepLockedError,
     database_url,
+    first_line,
     make_engine,
     refuse_empty_file,
     sqlite_path,
@@ -100,7 +101,7 @@ class Store(SweepLocking, StoreReads):
             raise
         except SQLAlchemyError as exc:
             engine.dispose()
-            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            reason = first_line(exc)
             hint = (
                 "check that the server is running and the URL, user and password are right"
                 if path is None
