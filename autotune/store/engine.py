@@ -10,6 +10,7 @@ imports nothing else of the store at its top but `decompress` (`gunzipped` impor
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import os
 import re
@@ -258,10 +259,8 @@ def cache_bound() -> int:
 
 def _touch(copy: Path) -> None:
     """Mark `copy` as read now (its sidecar's time), for `prune_cache`'s least-recently-read order."""
-    try:
+    with contextlib.suppress(OSError):
         os.utime(_sidecar(copy))
-    except OSError:
-        pass
 
 
 def prune_cache(folder: Path, keep: Path) -> None:

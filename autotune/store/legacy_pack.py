@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -105,8 +106,7 @@ def restore(path: Path, shown_as: Path | None = None) -> None:
     `shown_as`: the file messages name (the user's .sqlite.xz, not this copy). Raises UserError for a file it cannot
     rebuild (damaged, or a format this autotune does not read); the file is then left as it was."""
     name = shown_as or path
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         if not is_packed(conn):
             return
         meta = dict(conn.execute(f'SELECT key, value FROM "{TABLE}"').fetchall())
@@ -135,8 +135,6 @@ def restore(path: Path, shown_as: Path | None = None) -> None:
                 "one that packed it; report it with `python -c 'import numpy; print(numpy.__version__)'`",
             )
         conn.execute("COMMIT")
-    finally:
-        conn.close()
 
 
 def _rebuild(conn: sqlite3.Connection, meta: dict[str, str]) -> None:

@@ -24,6 +24,7 @@ import logging
 import os
 import sqlite3
 import warnings
+from contextlib import closing
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -364,11 +365,8 @@ def readable_copy(url: str, path: str) -> str:
 def _meta_version(path: str) -> int | None:
     """schema_meta's schema_version of an SQLite file, read without SQLAlchemy or Alembic; None when it has none."""
     try:
-        conn = sqlite3.connect(readonly_uri(path), uri=True)
-        try:
+        with closing(sqlite3.connect(readonly_uri(path), uri=True)) as conn:
             row = conn.execute("SELECT value FROM schema_meta WHERE key = 'schema_version'").fetchone()
-        finally:
-            conn.close()
         return int(row[0]) if row else None
     except (sqlite3.Error, ValueError):
         return None
@@ -378,21 +376,13 @@ def _migrated_copy(path: str, copy: Path, shared: bool) -> None:
     """Copy the SQLite file `path` to `copy` and upgrade it to head; `shared`: a read-only file in one piece (no WAL),
     made under a temporary name and renamed, so concurrent readers never see a half-migrated file."""
     tmp = temporary_beside(copy, "tmp")
-    src = sqlite3.connect(readonly_uri(path), uri=True)
-    dst = sqlite3.connect(tmp)
-    try:
+    with closing(sqlite3.connect(readonly_uri(path), uri=True)) as src, closing(sqlite3.connect(tmp)) as dst:
         src.backup(dst)  # a consistent copy, WAL included
-    finally:
-        src.close()
-        dst.close()
     try:
         upgrade(f"sqlite:///{tmp}")
         if shared:
-            done = sqlite3.connect(tmp)
-            try:
+            with closing(sqlite3.connect(tmp)) as done:
                 done.execute("PRAGMA journal_mode = DELETE")
-            finally:
-                done.close()
             publish_copy(tmp, copy)  # read-only, with the SHA-256 that `verified_copy` checks before reuse
             prune_cache(copy.parent, keep=copy)
         else:

@@ -18,6 +18,7 @@ import lzma
 import os
 import shutil
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -56,14 +57,12 @@ def _check_plain(src: Path) -> None:
         )
     if kind != "sqlite":
         raise StoreError(f"{src} is not an SQLite database", hint="give the .sqlite file a sweep wrote")
-    conn = sqlite3.connect(readonly_uri(src), uri=True)
     try:
-        legacy = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (LEGACY_TABLE,)).fetchone()
-        ours = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_meta'").fetchone()
+        with closing(sqlite3.connect(readonly_uri(src), uri=True)) as conn:
+            legacy = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (LEGACY_TABLE,)).fetchone()
+            ours = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_meta'").fetchone()
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot read {src}: {exc}", hint="give the .sqlite file a sweep wrote") from None
-    finally:
-        conn.close()
     if legacy is not None:
         raise StoreError(
             f"{src} is a packed database of an older autotune (table {LEGACY_TABLE}), decompressed without rebuilding",
@@ -85,9 +84,10 @@ def pack(src: Path, dst: Path, *, studies: bool = True) -> dict[str, Any]:
     plain = temporary_beside(dst, "sqlite")
     packed = temporary_beside(dst, "part")
     try:
-        source = sqlite3.connect(readonly_uri(src), uri=True)
-        copy = sqlite3.connect(plain, isolation_level=None)
-        try:
+        with (
+            closing(sqlite3.connect(readonly_uri(src), uri=True)) as source,
+            closing(sqlite3.connect(plain, isolation_level=None)) as copy,
+        ):
             source.backup(copy)  # a consistent copy, a live sweep's WAL included
             copy.execute("PRAGMA journal_mode = DELETE")  # one file: no -wal beside it when opened
             if not studies:
@@ -95,9 +95,6 @@ def pack(src: Path, dst: Path, *, studies: bool = True) -> dict[str, Any]:
                 for table in (t for t in STUDY_TABLES if t in present):
                     copy.execute(f"DELETE FROM {table}")
             copy.execute("VACUUM")
-        finally:
-            source.close()
-            copy.close()
         with plain.open("rb") as f_in, lzma.open(packed, "wb", format=lzma.FORMAT_XZ, filters=XZ_FILTERS) as f_out:
             shutil.copyfileobj(f_in, f_out, CHUNK)
         with lzma.open(packed, "rb") as back:
@@ -131,13 +128,11 @@ def unpack(src: Path, dst: Path, replace: bool = False) -> None:
     try:
         decompress_database(src, tmp)
         restore(tmp, shown_as=src)
-        conn = sqlite3.connect(readonly_uri(tmp), uri=True)
         try:
-            problems = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
+            with closing(sqlite3.connect(readonly_uri(tmp), uri=True)) as conn:
+                problems = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
         except sqlite3.DatabaseError as exc:
             problems = [str(exc)]
-        finally:
-            conn.close()
         if problems != ["ok"]:
             raise StoreError(
                 f"{src} holds a damaged SQLite database: {'; '.join(problems[:3])[:200]}",

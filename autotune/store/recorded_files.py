@@ -38,8 +38,8 @@ class Refused(Exception):
 class Budget:
     """The bytes one database may still write."""
 
-    def __init__(self, limit: int = MAX_BYTES) -> None:
-        self.left = limit
+    def __init__(self) -> None:
+        self.left = MAX_BYTES
 
     def take(self, size: int, what: str) -> None:
         if size > self.left:

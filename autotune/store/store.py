@@ -69,9 +69,8 @@ class Store(SweepLocking, StoreReads):
     def open(cls, url: str, *, create: bool = True, readonly: bool = False) -> "Store":
         """Open `url`; create the schema in an empty database when `create`; check the schema version.
 
-        Raises StoreError (unreachable, read-only when writing, a gzipped `*.gz` file unless `readonly`,
-        not an autotune database) or
-        SchemaVersionError, each with a hint, and writes nothing in those cases."""
+        Raises StoreError (unreachable, read-only when writing, a gzipped `*.gz` file unless `readonly`, not an
+        autotune database) or SchemaVersionError, each with a hint, and writes nothing in those cases."""
         url = database_url(url, write=not readonly)  # a gzipped database is only read (through its copy)
         path = sqlite_path(url)
         if path is not None and readonly and not Path(path).is_file():
@@ -80,12 +79,12 @@ class Store(SweepLocking, StoreReads):
                 hint="give the results database of a sweep (a config names it under `database:`; "
                 "the default is results/<config name>.sqlite)",
             )
-        if path is not None and not (create and not readonly):  # read: a 0-byte file is no database
-            refuse_empty_file(path)
         if path is not None and create and not readonly:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        if path is not None and readonly:
-            url = readable_copy(url, path)
+        elif path is not None:  # read: a 0-byte file is no database
+            refuse_empty_file(path)
+            if readonly:
+                url = readable_copy(url, path)  # an older schema: read through its migrated copy
         engine = make_engine(url, readonly=readonly)
         store = cls(url, engine)
         try:
