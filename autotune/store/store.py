@@ -38,6 +38,7 @@ from autotune.store.migrate import check, create_schema, database_version, reada
 from autotune.store.reads import MEASUREMENT_COLUMNS, StoreReads
 from autotune.store.schema import (
     SCHEMA_VERSION,
+    STACK,
     BaselineRow,
     Device,
     Inflight,
@@ -53,7 +54,6 @@ from autotune.store.schema import (
     fields,
     figures,
     now,
-    STACK,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
