@@ -321,11 +321,8 @@ def _not_recorded(s: Session, sweep_id: int, rows: list[dict]) -> list[dict]:
     Rows carry their own device (a sweep over several GPUs records each measurement on the GPU that took it)."""
     m = MeasurementRow
     ids = sorted({r["instance_id"] for r in rows})
-    have = set(
-        s.execute(
-            select(m.instance_id, m.point_id, m.device_id).where(m.sweep_id == sweep_id, m.instance_id.in_(ids))
-        ).tuples()
-    )
+    q = select(m.instance_id, m.point_id, m.device_id).where(m.sweep_id == sweep_id, m.instance_id.in_(ids))
+    have = {tuple(row) for row in s.execute(q)}
     return [r for r in rows if (r["instance_id"], r["point_id"], r["device_id"]) not in have]
 
 
