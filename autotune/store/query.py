@@ -8,6 +8,7 @@ and one statement per call (a second statement after `;` is refused), so DELETE,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
@@ -243,12 +244,10 @@ def _driver_query(conn: Connection, sql: str, max_rows: int | None = None) -> pd
 
 def _db_errors() -> tuple[type[Exception], ...]:
     errors: list[type[Exception]] = [SQLAlchemyError, sqlite3.Error]
-    try:
+    with contextlib.suppress(ImportError):  # (PostgreSQL support may not be installed)
         import psycopg
 
         errors.append(psycopg.Error)
-    except ImportError:  # PostgreSQL support not installed
-        pass
     return tuple(errors)
 
 
