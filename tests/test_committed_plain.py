@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from autotune.paths import ROOT
-from autotune.store.migrate import head_fast
+from autotune.store.migrate import head
 from autotune.store.version import SCHEMA_VERSION
 
 # the medians of each (table, status), exactly: count, sum and a sum weighted by id (order-sensitive) as %.17g text
@@ -92,7 +92,7 @@ def test_every_committed_database_is_plain_sqlite_under_xz(tmp_path: Path) -> No
         finally:
             conn.close()
         plain.unlink()
-        if version != (str(SCHEMA_VERSION),) or revision != [(head_fast(),)]:
+        if version != (str(SCHEMA_VERSION),) or revision != [(head(),)]:
             problems.append(f"{name}: schema {version}, revision {revision} (this autotune: {SCHEMA_VERSION})")
         if tables & {"autotune_packing", "autotune_packing_work"}:
             problems.append(f"{name}: tables of the older packed format: {sorted(tables)}")

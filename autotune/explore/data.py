@@ -3,7 +3,7 @@
 `Store.measurements` joins every measurement with its point's sizes and its instance's parameters (a JSON parse per
 row); for a database of 10^6 measurements the explorer reads the three tables apart instead, through the schema's
 models, and joins them with integer codes in pandas: measurements (point, instance, status, times, figures),
-instances (space, parameters: parsed once per instance) and test points (sizes through `frames.size_columns`).
+instances (space, parameters: parsed once per instance) and test points (sizes through `reads.size_columns`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
-from autotune.store import frames
+from autotune.store import reads
 from autotune.store.schema import BaselineRow, Device, InstanceRow, MeasurementRow, Point, Sweep
 from autotune.store.store import Store
 
@@ -90,7 +90,7 @@ def load(source: str) -> Results:
         params[space] = frame
     points = pd.DataFrame(point_rows, columns=["id", "kind", "precision", "shape", "sizes"])
     keys = [Point(kind=r[1], precision=r[2], shape=r[3], sizes=r[4]).point().key for r in point_rows]
-    points = frames.size_columns(points)
+    points = reads.size_columns(points)
     points["key"] = keys
     points = points.set_index("id")
     size_names = [c for c in points.columns if c not in ("kind", "precision", "shape", "key")]

@@ -18,7 +18,7 @@ from autotune.vocab import TestPoint
 from autotune.store import views
 from autotune.store.engine import StoreError
 from autotune.store.retry import Retrier
-from autotune.store.schema import Point, PointSize, Sweep, sizes_json
+from autotune.store.schema import Point, PointSize, Sweep
 
 T = TypeVar("T")
 
@@ -71,11 +71,10 @@ class StoreBase:
         def work(s: Session) -> dict[TestPoint, int]:  # the caches are filled once it committed
             found = {}
             for p in wanted:
-                row = s.scalars(
-                    select(Point).filter_by(kind=p.kind, precision=p.precision, shape=p.shape, sizes=sizes_json(p))
-                ).first()
+                key = Point.columns(p)
+                row = s.scalars(select(Point).filter_by(**key)).first()
                 if row is None:
-                    row = Point(**Point.columns(p))
+                    row = Point(**key)
                     s.add(row)
                     s.flush()
                     s.add_all([PointSize(point_id=row.id, name=name, value=int(v)) for name, v in p.sizes])

@@ -117,14 +117,19 @@ def _stream_before(f: BinaryIO, end: int) -> tuple[int, int] | None:
     return start, size
 
 
+def _head(path: Path, hint: str) -> bytes:
+    """The first bytes of `path` (as many as SQLite's header). Raises StoreError (with `hint`) when it cannot be read."""
+    try:
+        with path.open("rb") as f:
+            return f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}", hint=hint) from None
+
+
 def file_kind(path: Path, hint: str) -> str:
     """What `path` holds by its first bytes: "sqlite", "xz", "gzip" or "other". Raises StoreError (with `hint`)
     when it cannot be read."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}", hint=hint) from None
+    head = _head(path, hint)
     if head.startswith(XZ_MAGIC):
         return "xz"
     if head.startswith(GZIP_MAGIC):
@@ -134,13 +139,7 @@ def file_kind(path: Path, hint: str) -> str:
 
 def _opened(src: Path) -> BinaryIO:
     """The decompressing reader of `src` by its first bytes (xz or gzip). Raises StoreError."""
-    try:
-        with src.open("rb") as f:
-            magic = f.read(len(XZ_MAGIC))
-    except OSError as exc:
-        raise StoreError(
-            f"cannot read {src}: {exc.strerror}", hint="give a .sqlite.xz (or .sqlite.gz) results database"
-        ) from None
+    magic = _head(src, hint="give a .sqlite.xz (or .sqlite.gz) results database")[: len(XZ_MAGIC)]
     if magic.startswith(XZ_MAGIC):
         return lzma.open(src, "rb")  # type: ignore[return-value]
     if magic.startswith(GZIP_MAGIC):

@@ -4,14 +4,20 @@ SQLite (WAL mode, busy timeout) by default, PostgreSQL through a URL. A compress
 committed results are: xz of the plain database, written by `autotune db pack`; or a gzipped `*.sqlite.gz`) is read
 through a decompressed copy in a cache private to the user (bounded in size, least recently read copies deleted
 first), verified before each reuse, and never written. The tables are in `autotune.store.schema`; this module
-imports nothing else of the store at its top (`gunzipped` imports `decompress` and `legacy_pack` when it runs).
+imports nothing else of the store at its top but `decompress` (`gunzipped` imports `legacy_pack` when it runs).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
+import os
 import re
+import shutil
 import sqlite3
+import stat as st
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -19,8 +25,10 @@ from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError
 
 from autotune.errors import StoreError
+from autotune.store.decompress import GZIP_MAGIC, SQLITE_HEADER, XZ_MAGIC, decompress_database, max_unpacked_bytes
 
 
 class SchemaVersionError(StoreError):
@@ -29,6 +37,12 @@ class SchemaVersionError(StoreError):
 
 class SweepLockedError(StoreError):
     """Another live sweep holds the database."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a database error's message (the driver's, where SQLAlchemy wraps one)."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def sqlite_path(url: str) -> str | None:
@@ -78,10 +92,6 @@ def gz_cache_dir() -> Path:
     """The folder of decompressed (and migrated) copies of gzipped databases: <tempdir>/autotune-gz-<uid>, private
     to this user (mode 0700, owned by them). A folder of that name that is a link or owned by someone else is refused;
     one of ours with a wider mode is narrowed to 0700. Raises StoreError."""
-    import os
-    import stat as st
-    import tempfile
-
     uid = os.getuid() if hasattr(os, "getuid") else 0
     folder = Path(tempfile.gettempdir()) / f"autotune-gz-{uid}"
     try:
@@ -102,12 +112,33 @@ def gz_cache_dir() -> Path:
     return folder
 
 
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
+_SCRATCH: dict[str, tuple[int, Path]] = {}  # prefix -> (the process that made it, its folder)
+
+
+def scratch_folder(prefix: str) -> Path:
+    """This process's temporary folder `<tempdir>/<prefix>*`, made on first use and removed when the process exits
+    (by the process that made it, not by a forked child, which makes its own)."""
+    made = _SCRATCH.get(prefix)
+    if made is None or made[0] != os.getpid():
+        made = _SCRATCH[prefix] = (os.getpid(), Path(tempfile.mkdtemp(prefix=prefix)))
+
+        def remove(pid: int = made[0], folder: Path = made[1]) -> None:
+            if os.getpid() == pid:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        atexit.register(remove)
+    return made[1]
+
+
+def temporary_beside(beside: Path, what: str) -> Path:
+    """A new name in the folder of `beside` (the same file system, so that a rename finishes the write)."""
+    return beside.with_name(f".{beside.name}.{os.getpid()}.{os.urandom(4).hex()}.{what}")
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes, in hex."""
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _sidecar(copy: Path) -> Path:
@@ -129,7 +160,7 @@ def verified_copy(copy: Path) -> bool:
     if _VERIFIED.get(str(copy)) == stamp:
         return True
     try:
-        ok = _file_digest(copy) == expected
+        ok = file_digest(copy) == expected
     except OSError:
         return False
     if ok:
@@ -141,11 +172,9 @@ def publish_copy(tmp: Path, copy: Path) -> None:
     """Make the finished temporary file `tmp` the cached copy `copy`, read-only, with its SHA-256 in a sidecar
     (both renamed into place, so a reader sees whole files; a reader that sees a pair from two writers finds a
     mismatch and remakes the copy)."""
-    import os
-
     os.chmod(tmp, 0o444)  # the copy is only read: opening it for writing fails instead of diverging
     side_tmp = tmp.with_name(tmp.name + ".sha256")
-    side_tmp.write_text(_file_digest(tmp) + "\n", encoding="ascii")
+    side_tmp.write_text(file_digest(tmp) + "\n", encoding="ascii")
     os.replace(side_tmp, _sidecar(copy))
     os.replace(tmp, copy)
     _VERIFIED.pop(str(copy), None)
@@ -183,10 +212,7 @@ def gunzipped(path: Path) -> Path:
     is bounded (`autotune.store.decompress`: size limit, SQLite header first); the cache is pruned to its bound
     (`prune_cache`) after each new copy. Raises StoreError (UserError for a damaged older packed file) when the file
     is missing or not what its name says; a failure leaves nothing in the cache."""
-    import os
-
-    from autotune.store.decompress import decompress_database
-    from autotune.store.legacy_pack import restore
+    from autotune.store.legacy_pack import restore  # (NumPy: only for a compressed file)
 
     try:
         stat = path.stat()
@@ -199,11 +225,11 @@ def gunzipped(path: Path) -> Path:
     if cached is not None and verified_copy(cached):
         return cached
     folder = gz_cache_dir()
-    target = folder / f"{_file_digest(path)}.sqlite"
+    target = folder / f"{file_digest(path)}.sqlite"
     if verified_copy(target):
         _touch(target)
     else:
-        tmp = folder / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        tmp = temporary_beside(target, "tmp")
         try:
             decompress_database(path, tmp)
             restore(tmp, shown_as=path)
@@ -227,29 +253,21 @@ STALE_TMP_S = 24 * 3600  # a temporary file this old was left by a process that 
 def cache_bound() -> int:
     """The most bytes the cache of decompressed copies keeps: twice the size limit of one copy
     (AUTOTUNE_MAX_UNPACKED_MB; 1 GB by default, 1 GB too when that limit is off)."""
-    from autotune.store.decompress import max_unpacked_bytes
-
     limit = max_unpacked_bytes()
     return 2 * limit if limit is not None else 2**30
 
 
 def _touch(copy: Path) -> None:
     """Mark `copy` as read now (its sidecar's time), for `prune_cache`'s least-recently-read order."""
-    import os
-
-    try:
+    with contextlib.suppress(OSError):
         os.utime(_sidecar(copy))
-    except OSError:
-        pass
 
 
 def prune_cache(folder: Path, keep: Path) -> None:
     """Delete the least recently read copies in `folder` (each database's decompressed copy with its migrated copies
     and sidecars, as one) until the folder holds at most `cache_bound()` bytes; never `keep`'s. Temporary files of
     writers that died long ago go too. A copy another process is reading stays readable to it (its file is open)."""
-    import time
-
-    groups: dict[str, list[Path]] = {}
+    groups: dict[str, list[tuple[Path, os.stat_result]]] = {}
     now = time.time()
     try:
         entries = list(folder.iterdir())
@@ -267,29 +285,20 @@ def prune_cache(folder: Path, keep: Path) -> None:
             if now - info.st_mtime > STALE_TMP_S:
                 entry.unlink(missing_ok=True)
             continue
-        groups.setdefault(m.group(1), []).append(entry)
-
-    def stamp(files: list[Path]) -> tuple[float, int]:
-        times, size = [], 0
-        for f in files:
-            try:
-                info = f.lstat()
-            except OSError:
-                continue
-            times.append(info.st_mtime)
-            size += info.st_size
-        return max(times, default=0.0), size
-
+        groups.setdefault(m.group(1), []).append((entry, info))
     kept = CACHE_ENTRY.match(keep.name)
-    sized = sorted((stamp(files), digest, files) for digest, files in groups.items())
-    total = sum(size for (_, size), _, _ in sized)
+    sized = sorted(
+        (max(info.st_mtime for _, info in group), sum(info.st_size for _, info in group), digest, group)
+        for digest, group in groups.items()
+    )
+    total = sum(size for _, size, _, _ in sized)
     bound = cache_bound()
-    for (_, size), digest, files in sized:  # the least recently read first
+    for _, size, digest, group in sized:  # the least recently read first
         if total <= bound:
             break
         if kept is not None and digest == kept.group(1):
             continue
-        for f in files:
+        for f, _ in group:
             f.unlink(missing_ok=True)
             _VERIFIED.pop(str(f), None)
         total -= size
@@ -306,8 +315,6 @@ def database_url(text: str, *, write: bool = False) -> str:
         return f"sqlite:///{gunzipped(gz)}"
     if "://" not in text:
         return f"sqlite:///{Path(text).expanduser().resolve()}"
-    from sqlalchemy.exc import ArgumentError
-
     try:
         make_url(text)
     except ArgumentError:
@@ -340,8 +347,6 @@ def check_sqlite_file(path: str | Path) -> None:
     """StoreError when the file at `path` holds something other than an SQLite database (by its first bytes: a
     compressed database under a plain name, a text or binary file of another kind). A missing or empty file passes
     (SQLite makes an empty file a database), as does one that cannot be read (SQLite says why)."""
-    from autotune.store.decompress import GZIP_MAGIC, SQLITE_HEADER, XZ_MAGIC
-
     try:
         with open(path, "rb") as f:
             head = f.read(len(SQLITE_HEADER))

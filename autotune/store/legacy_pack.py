@@ -14,11 +14,13 @@ import hashlib
 import json
 import re
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 
 from autotune.errors import UserError
+from autotune.store.schema import figures  # GFLOP/s, GB/s and roofline fraction exactly as the store computes them
 from autotune.untrusted import number
 from autotune.vocab import TIME_STATS
 
@@ -37,21 +39,6 @@ def summarize(times_ms: list[float]) -> tuple[float, float, float, float, float]
     t = np.asarray(times_ms, dtype=float)
     p20, med, p80 = np.percentile(t, [20, 50, 80])
     return float(med), float(p20), float(p80), float(t.min()), float(t.max())
-
-
-def figures(
-    flops: float | None, nbytes: float | None, median_ms: float | None, bandwidth: float
-) -> tuple[float | None, float | None, float | None]:
-    """GFLOP/s, GB/s and roofline fraction exactly as the store computes them (`autotune.store.schema.figures`;
-    a test keeps the two the same)."""
-    if median_ms is None or median_ms <= 0:
-        return None, None, None
-    seconds = median_ms * 1e-3
-    gflops = flops / seconds / 1e9 if flops else None
-    if nbytes is None:
-        return gflops, None, None
-    frac = (nbytes / bandwidth) / seconds if bandwidth > 0 else None
-    return gflops, nbytes / seconds / 1e9, frac
 
 
 def _restore_figures(conn: sqlite3.Connection) -> None:
@@ -105,10 +92,6 @@ def digest(conn: sqlite3.Connection) -> str:
     return h.hexdigest()
 
 
-def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
-
-
 def is_packed(conn: sqlite3.Connection) -> bool:
     return (
         conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)).fetchone() is not None
@@ -123,8 +106,7 @@ def restore(path: Path, shown_as: Path | None = None) -> None:
     `shown_as`: the file messages name (the user's .sqlite.xz, not this copy). Raises UserError for a file it cannot
     rebuild (damaged, or a format this autotune does not read); the file is then left as it was."""
     name = shown_as or path
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         if not is_packed(conn):
             return
         meta = dict(conn.execute(f'SELECT key, value FROM "{TABLE}"').fetchall())
@@ -153,15 +135,14 @@ def restore(path: Path, shown_as: Path | None = None) -> None:
                 "one that packed it; report it with `python -c 'import numpy; print(numpy.__version__)'`",
             )
         conn.execute("COMMIT")
-    finally:
-        conn.close()
 
 
 def _rebuild(conn: sqlite3.Connection, meta: dict[str, str]) -> None:
     """What `restore` does inside its transaction: times and statistics, figures, indexes (only CREATE INDEX
     statements, one each: the file's text runs nothing else)."""
     for table in TIMED:
-        if table not in _tables(conn) or "times_ms" not in _columns(conn, table):
+        columns = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}  # none where there is no such table
+        if "times_ms" not in columns:
             continue
         rows = conn.execute(f'SELECT rowid, times_ms FROM "{table}" WHERE times_ms LIKE ?', (PREFIX + "%",)).fetchall()
         updates = []

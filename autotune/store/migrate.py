@@ -10,19 +10,28 @@ schema_meta.schema_version stays in step (each revision updates it), so an autot
 Alembic still says "newer" instead of misreading a migrated database. The check on open (`check`)
 compares the revision with the package's head, like Optuna's `_VersionManager.check_table_schema_compatibility`:
 equal is current, a revision the package knows is older (run `autotune db upgrade`), anything else newer.
+
+A new database is created at the head schema and stamped with the head revision in one transaction (`create_schema`),
+safely when several processes do it at once.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import io
 import logging
+import os
+import sqlite3
+import warnings
+from contextlib import closing
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from sqlalchemy import event, inspect, text
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table, event, inspect, text
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.store.engine import (
@@ -35,7 +44,9 @@ from autotune.store.engine import (
     readonly_uri,
     refuse_empty_file,
     remember_gz_copy,
+    scratch_folder,
     sqlite_path,
+    temporary_beside,
     verified_copy,
 )
 from autotune.store.version import SCHEMA_VERSION
@@ -75,8 +86,6 @@ def revisions() -> dict[str, int]:
     scripts' module-level assignments (`revision`, `down_revision`, `SCHEMA_VERSION`) without importing Alembic, which
     every database open would otherwise load (~0.2-0.5 s a process); tests/test_migrations.py checks it against
     Alembic's own ScriptDirectory."""
-    import ast
-
     found: dict[str | None, tuple[str, int]] = {}  # down_revision -> (revision, schema version)
     for script in sorted((SCRIPTS / "versions").glob("*.py")):
         names = {
@@ -165,8 +174,6 @@ def stamp_head(conn: Connection) -> None:
     version table (its `version_table_impl`: version_num VARCHAR(32) NOT NULL, primary key `<table>_pkc`) and
     the head's row, written directly: importing Alembic's runtime took 0.5-0.7 s of a new tune_kernel database's
     0.8-0.9 s (2-core host); tests/test_migrations.py checks it matches Alembic's own stamp."""
-    from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table
-
     table = Table(
         VERSION_TABLE,
         MetaData(),
@@ -175,25 +182,33 @@ def stamp_head(conn: Connection) -> None:
     )
     table.create(conn, checkfirst=True)
     conn.execute(table.delete())
-    conn.execute(table.insert().values(version_num=head_fast()))
+    conn.execute(table.insert().values(version_num=head()))
 
 
-@lru_cache(maxsize=1)
-def head_fast() -> str:
-    """The package's newest revision read from the scripts' `revision =` / `down_revision =` lines, without
-    importing Alembic; the one revision no other names as its down_revision (`head()` where that is not one)."""
-    import re
+def create_schema(engine: Engine) -> bool:
+    """Create every table, the schema_version row and the Alembic head stamp if the database has no schema_meta table.
+    True when this call created them, False when another process had (the caller then checks the version).
 
-    revs: dict[str, str | None] = {}
-    for f in sorted((SCRIPTS / "versions").glob("*.py")):
-        text = f.read_text()
-        rev = re.search(r'^revision\s*=\s*["\']([^"\']+)["\']', text, re.M)
-        down = re.search(r'^down_revision\s*=\s*(?:["\']([^"\']+)["\']|None)\s*$', text, re.M)
-        if rev is None or down is None:
-            return head()
-        revs[rev.group(1)] = down.group(1)
-    heads = set(revs) - {d for d in revs.values() if d is not None}
-    return heads.pop() if len(heads) == 1 else head()
+    Two sweeps started together on a new SQLite file both saw an empty database and both ran CREATE TABLE: the second
+    failed with "table schema_meta already exists". Here the check and the creation run in one transaction under the
+    database's write lock (SQLite: BEGIN IMMEDIATE, which waits up to the busy timeout; PostgreSQL: a
+    transaction-scoped advisory lock), so exactly one process creates the tables and the others find them afterwards.
+    DDL is transactional in both, so nobody ever sees half a schema."""
+    from autotune.store.schema import Base, SchemaMeta  # the ORM: not loaded where a database is only read
+
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock, held until commit or rollback
+        elif conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_LOCK_KEY})")
+        if "schema_meta" in inspect(conn).get_table_names():
+            conn.rollback()
+            return False
+        Base.metadata.create_all(conn)
+        conn.execute(SchemaMeta.__table__.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+        stamp_head(conn)
+        conn.commit()
+        return True
 
 
 @dataclass(frozen=True)
@@ -273,53 +288,16 @@ def upgrade(url: str, sql: bool = False) -> Upgrade:
         engine.dispose()
 
 
-__all__ = [
-    "VERSION_TABLE",
-    "DatabaseVersion",
-    "Upgrade",
-    "check",
-    "database_version",
-    "head",
-    "revisions",
-    "revision_of",
-    "stamp_head",
-    "upgrade",
-]
-
-
 _MIGRATED: dict[tuple[str, float, int], str] = {}
-_SCRATCH: list[tuple[int, Path]] = []  # (the process that made it, the folder of its migrated copies of plain files)
 
 
 @lru_cache(maxsize=1)
 def _scripts_digest() -> str:
     """A digest of the packaged revisions: a migrated copy made by other scripts is never reused."""
-    import hashlib
-
     digest = hashlib.sha256()
     for script in sorted((SCRIPTS / "versions").glob("*.py")):
         digest.update(script.name.encode() + b"\0" + script.read_bytes())
     return digest.hexdigest()[:16]
-
-
-def _scratch() -> Path:
-    """This process's folder of migrated copies of plain files (<tempdir>/autotune-migrated-*), made on first use and
-    removed when the process exits (by the process that made it, not by a forked child)."""
-    import atexit
-    import os
-    import shutil
-    import tempfile
-
-    if not _SCRATCH or _SCRATCH[0][0] != os.getpid():
-        folder = Path(tempfile.mkdtemp(prefix="autotune-migrated-"))
-        _SCRATCH[:] = [(os.getpid(), folder)]
-
-        def remove(pid: int = os.getpid(), folder: Path = folder) -> None:
-            if os.getpid() == pid:
-                shutil.rmtree(folder, ignore_errors=True)
-
-        atexit.register(remove)
-    return _SCRATCH[0][1]
 
 
 def _shown(path: Path) -> str:
@@ -349,13 +327,11 @@ def migration_note(path: Path, schema_version: int) -> str:
 def readable_copy(url: str, path: str) -> str:
     """Reading an SQLite file of an older schema: the URL of a copy upgraded to the head revision (the file itself is
     never written; `autotune db upgrade` migrates it in place), with one warning (`migration_note`). The copy of a
-    plain file lives in this process's scratch folder, removed at exit (`_scratch`); that of a compressed file's
+    plain file lives in this process's scratch folder, removed at exit (`scratch_folder`); that of a compressed file's
     decompressed copy (content-addressed, see `engine.gunzipped`) is kept beside it in the user's private cache
     (verified before reuse like it, pruned with it) under a name with this schema version and a digest of the
     revisions, so later processes read it at once, without loading Alembic. Other files: `url` unchanged (Store.open
     then reports what is wrong, newer schemas included)."""
-    import warnings
-
     stat = Path(path).stat()
     key = (str(Path(path).resolve()), stat.st_mtime, stat.st_size)
     if key in _MIGRATED and (gz_origin(path) is None or verified_copy(Path(_MIGRATED[key][len("sqlite:///") :]))):
@@ -368,7 +344,7 @@ def readable_copy(url: str, path: str) -> str:
         copy = Path(path).with_name(f"{Path(path).stem}.s{SCHEMA_VERSION}-{_scripts_digest()}.sqlite")
         remember_gz_copy(copy, origin)  # messages about the migrated copy name the user's .gz
     else:
-        copy = _scratch() / f"{len(_MIGRATED)}-{Path(path).name}"
+        copy = scratch_folder("autotune-migrated-") / f"{len(_MIGRATED)}-{Path(path).name}"
     if not (verified_copy(copy) if origin is not None else copy.is_file()):
         engine = make_engine(url, readonly=True)
         try:
@@ -388,14 +364,9 @@ def readable_copy(url: str, path: str) -> str:
 
 def _meta_version(path: str) -> int | None:
     """schema_meta's schema_version of an SQLite file, read without SQLAlchemy or Alembic; None when it has none."""
-    import sqlite3
-
     try:
-        conn = sqlite3.connect(readonly_uri(path), uri=True)
-        try:
+        with closing(sqlite3.connect(readonly_uri(path), uri=True)) as conn:
             row = conn.execute("SELECT value FROM schema_meta WHERE key = 'schema_version'").fetchone()
-        finally:
-            conn.close()
         return int(row[0]) if row else None
     except (sqlite3.Error, ValueError):
         return None
@@ -404,25 +375,14 @@ def _meta_version(path: str) -> int | None:
 def _migrated_copy(path: str, copy: Path, shared: bool) -> None:
     """Copy the SQLite file `path` to `copy` and upgrade it to head; `shared`: a read-only file in one piece (no WAL),
     made under a temporary name and renamed, so concurrent readers never see a half-migrated file."""
-    import os
-    import sqlite3
-
-    tmp = copy.with_name(f".{copy.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    src = sqlite3.connect(readonly_uri(path), uri=True)
-    dst = sqlite3.connect(tmp)
-    try:
+    tmp = temporary_beside(copy, "tmp")
+    with closing(sqlite3.connect(readonly_uri(path), uri=True)) as src, closing(sqlite3.connect(tmp)) as dst:
         src.backup(dst)  # a consistent copy, WAL included
-    finally:
-        src.close()
-        dst.close()
     try:
         upgrade(f"sqlite:///{tmp}")
         if shared:
-            done = sqlite3.connect(tmp)
-            try:
+            with closing(sqlite3.connect(tmp)) as done:
                 done.execute("PRAGMA journal_mode = DELETE")
-            finally:
-                done.close()
             publish_copy(tmp, copy)  # read-only, with the SHA-256 that `verified_copy` checks before reuse
             prune_cache(copy.parent, keep=copy)
         else:

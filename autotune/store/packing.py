@@ -18,11 +18,12 @@ import lzma
 import os
 import shutil
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 from autotune.store.decompress import decompress_database, file_kind
-from autotune.store.engine import StoreError, readonly_uri
+from autotune.store.engine import StoreError, file_digest, readonly_uri, temporary_beside
 from autotune.store.legacy_pack import TABLE as LEGACY_TABLE, restore
 
 XZ_PRESET = 9 | lzma.PRESET_EXTREME
@@ -45,19 +46,6 @@ STUDY_TABLES = (
 )
 
 
-def temporary_beside(beside: Path, what: str) -> Path:
-    """A new name in the folder of `beside` (the same file system, so that a rename finishes the write)."""
-    return beside.with_name(f".{beside.name}.{os.getpid()}.{os.urandom(4).hex()}.{what}")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _check_plain(src: Path) -> None:
     """Raise StoreError unless `src` is a plain SQLite results file (autotune's: a schema_meta table) that is not
     packed already."""
@@ -69,14 +57,12 @@ def _check_plain(src: Path) -> None:
         )
     if kind != "sqlite":
         raise StoreError(f"{src} is not an SQLite database", hint="give the .sqlite file a sweep wrote")
-    conn = sqlite3.connect(readonly_uri(src), uri=True)
     try:
-        legacy = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (LEGACY_TABLE,)).fetchone()
-        ours = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_meta'").fetchone()
+        with closing(sqlite3.connect(readonly_uri(src), uri=True)) as conn:
+            legacy = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (LEGACY_TABLE,)).fetchone()
+            ours = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_meta'").fetchone()
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot read {src}: {exc}", hint="give the .sqlite file a sweep wrote") from None
-    finally:
-        conn.close()
     if legacy is not None:
         raise StoreError(
             f"{src} is a packed database of an older autotune (table {LEGACY_TABLE}), decompressed without rebuilding",
@@ -98,9 +84,10 @@ def pack(src: Path, dst: Path, *, studies: bool = True) -> dict[str, Any]:
     plain = temporary_beside(dst, "sqlite")
     packed = temporary_beside(dst, "part")
     try:
-        source = sqlite3.connect(readonly_uri(src), uri=True)
-        copy = sqlite3.connect(plain, isolation_level=None)
-        try:
+        with (
+            closing(sqlite3.connect(readonly_uri(src), uri=True)) as source,
+            closing(sqlite3.connect(plain, isolation_level=None)) as copy,
+        ):
             source.backup(copy)  # a consistent copy, a live sweep's WAL included
             copy.execute("PRAGMA journal_mode = DELETE")  # one file: no -wal beside it when opened
             if not studies:
@@ -108,16 +95,11 @@ def pack(src: Path, dst: Path, *, studies: bool = True) -> dict[str, Any]:
                 for table in (t for t in STUDY_TABLES if t in present):
                     copy.execute(f"DELETE FROM {table}")
             copy.execute("VACUUM")
-        finally:
-            source.close()
-            copy.close()
         with plain.open("rb") as f_in, lzma.open(packed, "wb", format=lzma.FORMAT_XZ, filters=XZ_FILTERS) as f_out:
             shutil.copyfileobj(f_in, f_out, CHUNK)
-        digest = hashlib.sha256()
         with lzma.open(packed, "rb") as back:
-            for block in iter(lambda: back.read(CHUNK), b""):
-                digest.update(block)
-        if digest.hexdigest() != _sha256(plain):
+            digest = hashlib.file_digest(back, "sha256").hexdigest()
+        if digest != file_digest(plain):
             raise StoreError(f"{dst}: the compressed file does not decompress to the database", hint="try again")
         size = plain.stat().st_size
         os.replace(packed, dst)
@@ -146,13 +128,11 @@ def unpack(src: Path, dst: Path, replace: bool = False) -> None:
     try:
         decompress_database(src, tmp)
         restore(tmp, shown_as=src)
-        conn = sqlite3.connect(readonly_uri(tmp), uri=True)
         try:
-            problems = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
+            with closing(sqlite3.connect(readonly_uri(tmp), uri=True)) as conn:
+                problems = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
         except sqlite3.DatabaseError as exc:
             problems = [str(exc)]
-        finally:
-            conn.close()
         if problems != ["ok"]:
             raise StoreError(
                 f"{src} holds a damaged SQLite database: {'; '.join(problems[:3])[:200]}",

@@ -8,6 +8,7 @@ and one statement per call (a second statement after `;` is refused), so DELETE,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
@@ -21,8 +22,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from autotune.errors import UserError
 from autotune.store.readonly import guard_reads
-from autotune.store.engine import database_url, make_engine, refuse_empty_file, sqlite_path
-from autotune.store.views import PREFIX, kind_sizes, size_columns, view_name
+from autotune.store.engine import database_url, first_line, make_engine, refuse_empty_file, sqlite_path
+from autotune.store.migrate import readable_copy
+from autotune.store.views import PREFIX, kind_sizes, size_columns, view_columns, view_name
 from autotune.vocab import Status
 
 
@@ -203,7 +205,7 @@ def _recipe(url: str, name: str, **filters: str | None) -> pd.DataFrame:
     where = " AND ".join(f"r.{k} = :{k}" for k in used) or "1 = 1"
 
     def one(conn: Connection, kind: str, sizes: Sequence[str]) -> pd.DataFrame:
-        order = _qualified(recipe.fill(recipe.order_by, kind, sizes))
+        order = ", ".join(f"r.{part.strip()}" for part in recipe.fill(recipe.order_by, kind, sizes).split(","))
         sql = recipe.fill(f"SELECT * FROM (\n{recipe.select}\n) r WHERE {where} ORDER BY {order}", kind, sizes)
         result = conn.execute(text(sql), used)
         frame = pd.DataFrame(result.fetchall(), columns=list(result.keys()))
@@ -219,10 +221,6 @@ def _recipe(url: str, name: str, **filters: str | None) -> pd.DataFrame:
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     return _read(url, run)
-
-
-def _qualified(order_by: str) -> str:
-    return ", ".join(f"r.{part.strip()}" for part in order_by.split(","))
 
 
 def _driver_query(conn: Connection, sql: str, max_rows: int | None = None) -> pd.DataFrame:
@@ -246,18 +244,14 @@ def _driver_query(conn: Connection, sql: str, max_rows: int | None = None) -> pd
 
 def _db_errors() -> tuple[type[Exception], ...]:
     errors: list[type[Exception]] = [SQLAlchemyError, sqlite3.Error]
-    try:
+    with contextlib.suppress(ImportError):  # (PostgreSQL support may not be installed)
         import psycopg
 
         errors.append(psycopg.Error)
-    except ImportError:  # PostgreSQL support not installed
-        pass
     return tuple(errors)
 
 
 def _views(url: str) -> str:
-    from autotune.store.views import view_columns
-
     engine = make_engine(url, readonly=True)
     try:
         with engine.connect() as conn:
@@ -279,10 +273,6 @@ def _time_limit(conn: Connection, timeout: float) -> None:
     )
 
 
-def _timed_out(reason: str) -> bool:
-    return reason.strip() == "interrupted" or "statement timeout" in reason
-
-
 def _read(url: str, work: Callable[[Connection], pd.DataFrame], timeout: float | None = None) -> pd.DataFrame:
     """Run `work` on a fresh read-only connection (cancelled after `timeout` seconds when given); database
     errors become QueryError."""
@@ -297,8 +287,6 @@ def _read(url: str, work: Callable[[Connection], pd.DataFrame], timeout: float |
         )
     if path is not None:
         refuse_empty_file(path)
-        from autotune.store.migrate import readable_copy
-
         url = readable_copy(url, path)  # an older schema: its migrated copy (the file is never written)
     engine = make_engine(url, readonly=True)
     try:
@@ -312,8 +300,8 @@ def _read(url: str, work: Callable[[Connection], pd.DataFrame], timeout: float |
             conn.rollback()
             return frame
     except _db_errors() as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        if timeout is not None and _timed_out(reason):
+        reason = first_line(exc)
+        if timeout is not None and (reason.strip() == "interrupted" or "statement timeout" in reason):
             raise QueryError(
                 f"query on {shown} stopped after the time limit of {timeout:g} s",
                 hint=f"add a LIMIT or a narrower WHERE, or raise the limit: {TIMEOUT_KNOB}",

@@ -13,13 +13,13 @@ the process exits, after an error or Ctrl-C too.
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import os
 import shutil
-import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Mapping
+
+from autotune.store.engine import scratch_folder
 
 MAX_FILES = 1000  # files of one recorded space (its kernel source, headers and YAML)
 MAX_FILE_BYTES = 16 << 20  # one recorded file
@@ -28,7 +28,6 @@ MAX_BYTES = 64 << 20  # every recorded file one database has written
 MAX_PARTS = 32  # folders in a recorded name
 MAX_NAME_CHARS = 1024
 
-_FOLDER: list[Path] = []  # this process's folder, once made
 _COUNT = itertools.count()
 
 
@@ -39,8 +38,8 @@ class Refused(Exception):
 class Budget:
     """The bytes one database may still write."""
 
-    def __init__(self, limit: int = MAX_BYTES) -> None:
-        self.left = limit
+    def __init__(self) -> None:
+        self.left = MAX_BYTES
 
     def take(self, size: int, what: str) -> None:
         if size > self.left:
@@ -77,11 +76,7 @@ def checked_text(text: object, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
 
 def folder() -> Path:
     """This process's folder for recorded spaces (made on first use, removed at exit)."""
-    if not _FOLDER:
-        made = Path(tempfile.mkdtemp(prefix="autotune-spaces-"))
-        atexit.register(shutil.rmtree, made, ignore_errors=True)
-        _FOLDER.append(made)
-    return _FOLDER[0]
+    return scratch_folder("autotune-spaces-")
 
 
 def write_space(files: Mapping[PurePosixPath, bytes], budget: Budget) -> Path:

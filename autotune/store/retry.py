@@ -25,7 +25,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, SQLAlchemyError
 
 from autotune import untrusted
 from autotune.errors import UserError
-from autotune.store.engine import StoreError
+from autotune.store.engine import StoreError, first_line
 
 T = TypeVar("T")
 
@@ -92,11 +92,6 @@ class DatabaseGone(SQLAlchemyError):
         super().__init__(f"{reason}; gave up after waiting {waited_s:.0f} s for it ({knob})")
 
 
-def _reason(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 class Retrier:
     """Runs transactions, riding out outages (see the module). `notify` gets the warning lines; `limit_s` (default:
     `retry_limit()`, read once) bounds each outage; `rng`, `sleep` and `clock` are for tests."""
@@ -142,14 +137,14 @@ class Retrier:
                 self.outages += 1
                 what = "lost the database connection" if why == "lost" else "the database is locked"
                 self.notify(
-                    f"warning: {what} ({_reason(exc)}); retrying for up to {limit:g} s "
+                    f"warning: {what} ({first_line(exc)}); retrying for up to {limit:g} s "
                     f"({RETRY_ENV if why == 'lost' else 'locked SQLite file'})"
                 )
             waited = now - self._since
             left = limit - waited
             wait = next(self._waits)
         if left <= 0:
-            raise DatabaseGone(_reason(exc), waited, limit, why == "locked") from exc
+            raise DatabaseGone(first_line(exc), waited, limit, why == "locked") from exc
         self._sleep(min(wait, left))
 
     def _back(self) -> None:

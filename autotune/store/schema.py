@@ -13,7 +13,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import ClassVar, Mapping
+from typing import ClassVar, Mapping, NamedTuple
 
 from sqlalchemy import (
     JSON,
@@ -147,6 +147,14 @@ class PointSize(Base):
     value: Mapped[int] = mapped_column(BigInteger)
 
 
+def fields(model: type[Base]) -> tuple[str, ...]:
+    """The model's column names but its integer key `id`, in the table's order (what a record of it gives)."""
+    return tuple(c.key for c in model.__table__.columns if c.key != "id")
+
+
+STACK = ("driver", "cuda_runtime", "nvrtc", "cupy")  # the software of a DeviceInfo (its other fields: a Device's)
+
+
 def sizes_json(point: TestPoint) -> str:
     return json.dumps(dict(point.sizes), separators=(",", ":"))
 
@@ -278,8 +286,7 @@ class SweepStart:
     reps: int
 
 
-@dataclass(frozen=True)
-class Figures:
+class Figures(NamedTuple):
     gflops: float | None
     gbs: float | None
     roofline_frac: float | None

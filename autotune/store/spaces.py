@@ -28,6 +28,7 @@ the table using its kernels only at their tuned points.
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from dataclasses import dataclass
@@ -35,12 +36,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
-from sqlalchemy import select
+from sqlalchemy import Text, cast, func, select
 
 from autotune import paths, yamlfile
 from autotune.problems import allowed_paths
 from autotune.space import spec
 from autotune.store import recorded_files as files
+from autotune.store.engine import gz_origin, sqlite_path
 from autotune.store.recorded_files import Refused
 from autotune.store.schema import SpaceVersion
 from autotune.store.store import Store
@@ -113,22 +115,14 @@ def _rerooted(recorded: Path, root: Path) -> list[Path]:
 
 def _database_folder(url: str) -> Path | None:
     """The folder of an SQLite database (of the .gz a decompressed copy was read from); None for a server."""
-    from sqlalchemy.engine import make_url
-
-    from autotune.store.engine import gz_origin
-
     try:
-        u = make_url(url) if "://" in url else None
+        name = sqlite_path(url) if "://" in url else url
     except Exception:  # noqa: BLE001 - not a URL: a bare path
-        u = None
-    if u is None:
-        path = Path(url).resolve()
-    elif not u.drivername.startswith("sqlite") or not u.database or u.database == ":memory:":
+        name = url
+    if name is None:
         return None
-    else:
-        path = Path(u.database).resolve()
-    path = gz_origin(path) or path
-    return path.parent
+    path = Path(name).resolve()
+    return (gz_origin(path) or path).parent
 
 
 @dataclass(frozen=True)
@@ -146,7 +140,6 @@ class Recorded:
 def _rows(url: str) -> list[Recorded]:
     """The `spaces` rows, oldest first, each text cut one character past its bound (so that a longer one is
     refused without reading it whole)."""
-    from sqlalchemy import Text, cast, func
 
     def cut(column: Any, limit: int) -> Any:
         return func.substr(column, 1, limit + 1)
@@ -353,8 +346,6 @@ def _same_source(work: Path, r: Recorded) -> bool:
 
 def _headers(text: object) -> dict:
     """The recorded headers {include name: text} from their JSON text, or Refused."""
-    import json
-
     if text is None:
         return {}
     if not isinstance(text, str) or len(text) > files.MAX_BYTES:

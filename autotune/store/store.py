@@ -5,7 +5,7 @@ in-flight notes are in `autotune.store.locking`, the reads in `autotune.store.re
 transactions in `autotune.store.base`; this module opens a database and holds the writes. Measurements
 are unique per (instance, test point, device), so a resumed sweep never measures a pair twice.
 The tables are in `autotune.store.schema`, URLs and engines in `autotune.store.engine`, the per-kind point views
-in `autotune.store.views`, the DataFrame reads in `autotune.store.frames`.
+in `autotune.store.views`.
 """
 
 from __future__ import annotations
@@ -28,15 +28,17 @@ from autotune.store.engine import (
     StoreError,
     SweepLockedError,
     database_url,
+    first_line,
     make_engine,
     refuse_empty_file,
     sqlite_path,
 )
-from autotune.store.frames import MEASUREMENT_COLUMNS
 from autotune.store.locking import LOCK_STALE_S, SweepLocking
-from autotune.store.reads import StoreReads
+from autotune.store.migrate import check, create_schema, database_version, readable_copy
+from autotune.store.reads import MEASUREMENT_COLUMNS, StoreReads
 from autotune.store.schema import (
     SCHEMA_VERSION,
+    STACK,
     BaselineRow,
     Device,
     Inflight,
@@ -49,6 +51,7 @@ from autotune.store.schema import (
     SpaceVersion,
     SweepLock,
     SweepStart,
+    fields,
     figures,
     now,
 )
@@ -66,9 +69,8 @@ class Store(SweepLocking, StoreReads):
     def open(cls, url: str, *, create: bool = True, readonly: bool = False) -> "Store":
         """Open `url`; create the schema in an empty database when `create`; check the schema version.
 
-        Raises StoreError (unreachable, read-only when writing, a gzipped `*.gz` file unless `readonly`,
-        not an autotune database) or
-        SchemaVersionError, each with a hint, and writes nothing in those cases."""
+        Raises StoreError (unreachable, read-only when writing, a gzipped `*.gz` file unless `readonly`, not an
+        autotune database) or SchemaVersionError, each with a hint, and writes nothing in those cases."""
         url = database_url(url, write=not readonly)  # a gzipped database is only read (through its copy)
         path = sqlite_path(url)
         if path is not None and readonly and not Path(path).is_file():
@@ -77,14 +79,12 @@ class Store(SweepLocking, StoreReads):
                 hint="give the results database of a sweep (a config names it under `database:`; "
                 "the default is results/<config name>.sqlite)",
             )
-        if path is not None and not (create and not readonly):  # read: a 0-byte file is no database
-            refuse_empty_file(path)
         if path is not None and create and not readonly:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        if path is not None and readonly:
-            from autotune.store.migrate import readable_copy
-
-            url = readable_copy(url, path)
+        elif path is not None:  # read: a 0-byte file is no database
+            refuse_empty_file(path)
+            if readonly:
+                url = readable_copy(url, path)  # an older schema: read through its migrated copy
         engine = make_engine(url, readonly=readonly)
         store = cls(url, engine)
         try:
@@ -100,7 +100,7 @@ class Store(SweepLocking, StoreReads):
             raise
         except SQLAlchemyError as exc:
             engine.dispose()
-            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            reason = first_line(exc)
             hint = (
                 "check that the server is running and the URL, user and password are right"
                 if path is None
@@ -134,8 +134,6 @@ class Store(SweepLocking, StoreReads):
             self.engine.dispose()
 
     def _check_schema(self, create: bool) -> None:
-        from autotune.store.migrate import check, database_version
-
         tables = set(inspect(self.engine).get_table_names())
         if "schema_meta" not in tables:
             if tables:
@@ -145,9 +143,7 @@ class Store(SweepLocking, StoreReads):
                 )
             if not create:
                 raise StoreError(f"{self.url} holds no results yet", hint="run a sweep into it first")
-            from autotune.store.create import create_schema  # race-safe: another process may be creating it
-
-            if create_schema(self.engine):
+            if create_schema(self.engine):  # race-safe: another process may be creating it
                 return
         with self.engine.connect() as conn:
             version = database_version(conn)
@@ -163,11 +159,10 @@ class Store(SweepLocking, StoreReads):
         def work(s: Session) -> int:
             row = s.scalars(select(Device).where(Device.uuid == info.uuid)).first()
             if row is None:
-                row = Device(uuid=info.uuid)
+                row = Device()
                 s.add(row)
-            row.name, row.sm_count, row.cc, row.l2_bytes = info.name, info.sm_count, info.cc, info.l2_bytes
-            row.sm_clock_mhz, row.mem_clock_mhz = info.sm_clock_mhz, info.mem_clock_mhz
-            row.copy_bandwidth = info.copy_bandwidth
+            for name in fields(Device):
+                setattr(row, name, getattr(info, name))
             s.flush()
             return row.id
 
@@ -175,14 +170,8 @@ class Store(SweepLocking, StoreReads):
 
     def upsert_software(self, info: DeviceInfo, autotune_version: str, git_commit: str | None) -> int:
         """The id of this exact software stack (driver, CUDA runtime, NVRTC, CuPy, autotune, commit)."""
-        key = dict(
-            driver=info.driver,
-            cuda_runtime=info.cuda_runtime,
-            nvrtc=info.nvrtc,
-            cupy=info.cupy,
-            autotune_version=autotune_version,
-            git_commit=git_commit or "",
-        )
+        key = {name: getattr(info, name) for name in STACK}
+        key.update(autotune_version=autotune_version, git_commit=git_commit or "")
 
         def work(s: Session) -> int:
             row = s.scalars(select(Software).filter_by(**key)).first()
@@ -202,18 +191,7 @@ class Store(SweepLocking, StoreReads):
                 select(SpaceVersion).filter_by(name=rec.name, yaml_hash=rec.yaml_hash, source_hash=rec.source_hash)
             ).first()
             if row is None:
-                row = SpaceVersion(
-                    name=rec.name,
-                    yaml_path=rec.yaml_path,
-                    yaml_hash=rec.yaml_hash,
-                    source_path=rec.source_path,
-                    source_hash=rec.source_hash,
-                    yaml_text=rec.yaml_text,
-                    kind=rec.kind,
-                    source_text=rec.source_text,
-                    headers=rec.headers,
-                    problem=rec.problem,
-                )
+                row = SpaceVersion(**{name: getattr(rec, name) for name in fields(SpaceVersion)})
                 s.add(row)
                 s.flush()
             return row.id
@@ -257,7 +235,6 @@ class Store(SweepLocking, StoreReads):
                 device_id, bandwidth = (
                     self._device_of(m.device) if m.device else (sweep.device_id, sweep.copy_bandwidth)
                 )
-                f = figures(*_work(m, sweep.scalars), m.median_ms if m.status == Status.OK else None, bandwidth)
                 rows.append(
                     dict(
                         sweep_id=sweep_id,
@@ -265,13 +242,8 @@ class Store(SweepLocking, StoreReads):
                         point_id=ids[m.point],
                         device_id=device_id,
                         space_id=space_id,
-                        status=Status(m.status).value,
-                        **_timings(m),
-                        gflops=f.gflops,
-                        gbs=f.gbs,
-                        roofline_frac=f.roofline_frac,
+                        **_result(m, sweep.scalars, bandwidth),
                         **{name: getattr(m, name) for name in RECORDED_AS_GIVEN},
-                        measured_at=now(),
                     )
                 )
                 done.append(dict(iid=m.instance_id, pid=ids[m.point], did=device_id))
@@ -310,7 +282,7 @@ class Store(SweepLocking, StoreReads):
         sweep = self._sweep(sweep_id)
         m = checked(m)
         pid = self.upsert_points([m.point])[m.point]
-        f = figures(*_work(m, sweep.scalars), m.median_ms if m.status == Status.OK else None, sweep.copy_bandwidth)
+        result = _result(m, sweep.scalars, sweep.copy_bandwidth)
         b = BaselineRow
 
         def work(s: Session) -> None:  # delete, then insert: the same row however often it runs
@@ -322,14 +294,9 @@ class Store(SweepLocking, StoreReads):
                     point_id=pid,
                     sweep_id=sweep_id,
                     library=m.instance_id,
-                    status=Status(m.status).value,
-                    **_timings(m),
-                    gflops=f.gflops,
-                    gbs=f.gbs,
-                    roofline_frac=f.roofline_frac,
+                    **result,
                     l2_protection=m.l2_protection,
                     error=m.error,
-                    measured_at=now(),
                 )
             )
 
@@ -354,11 +321,8 @@ def _not_recorded(s: Session, sweep_id: int, rows: list[dict]) -> list[dict]:
     Rows carry their own device (a sweep over several GPUs records each measurement on the GPU that took it)."""
     m = MeasurementRow
     ids = sorted({r["instance_id"] for r in rows})
-    have = set(
-        s.execute(
-            select(m.instance_id, m.point_id, m.device_id).where(m.sweep_id == sweep_id, m.instance_id.in_(ids))
-        ).tuples()
-    )
+    q = select(m.instance_id, m.point_id, m.device_id).where(m.sweep_id == sweep_id, m.instance_id.in_(ids))
+    have = {tuple(row) for row in s.execute(q)}
     return [r for r in rows if (r["instance_id"], r["point_id"], r["device_id"]) not in have]
 
 
@@ -384,8 +348,14 @@ def _work(m: Measurement, scalars: Mapping[str, float] | None) -> tuple[float | 
     return flops, nbytes
 
 
-def _timings(m: Measurement) -> dict:
-    return {**{name: getattr(m, name) for name in TIME_STATS}, "reps": m.reps, "times_ms": list(m.times_ms)}
+def _result(m: Measurement, scalars: Mapping[str, float] | None, bandwidth: float) -> dict:
+    """The columns a measurement row and a baseline row share: status, times and their statistics, figures (of an
+    ok time), when."""
+    f = figures(*_work(m, scalars), m.median_ms if m.status == Status.OK else None, bandwidth)
+    stats = {name: getattr(m, name) for name in TIME_STATS}
+    return dict(
+        status=Status(m.status).value, **stats, reps=m.reps, times_ms=list(m.times_ms), **f._asdict(), measured_at=now()
+    )
 
 
 def _param_row(instance_id: str, name: str, value: int | float | str) -> dict:

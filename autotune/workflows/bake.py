@@ -115,8 +115,8 @@ def bake(tuning: Path, sources: Sequence[Path], out: Path, *, replace: bool = Fa
 
     from autotune.errors import UserError
     from autotune.space.spec import reusing_spaces
-    from autotune.store.engine import database_url
-    from autotune.store.packing import temporary_beside, unpack
+    from autotune.store.engine import database_url, temporary_beside
+    from autotune.store.packing import unpack
     from autotune.workflows.sweeps import Launch, launch_sweep
 
     if out.exists() and not replace:
