@@ -22,6 +22,7 @@ from typing import Any
 from autotune.errors import UserError
 from autotune.interop.kerneltuner import KTCache, KTRecord, config_key
 from autotune.interop.kt_args import KTValueError
+from autotune.interop.kt_format import is_number
 from autotune.untrusted import number
 
 MAX_TIME_MS = 1e9  # about 11.6 days: a time above it is not one kernel launch's
@@ -30,13 +31,10 @@ MAX_PARAM_TEXT = 256  # characters of a string parameter value
 HINT = "Kernel Tuner writes these as numbers of milliseconds; correct the entry or remove it from the cache"
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _judged(value: Any, lo: float, hi: float) -> bool:
-    """Whether `value` (read from the cache) is a number in [lo, hi], as `autotune.untrusted.number` reads it."""
-    if not _number(value):
+def judged(value: Any, lo: float, hi: float) -> bool:
+    """Whether `value` (read from a cache or a measurement's log) is a number in [lo, hi], as
+    `autotune.untrusted.number` reads it."""
+    if not is_number(value):
         return False
     try:
         number(value, name="value", lo=lo, hi=hi)
@@ -59,12 +57,12 @@ def time_problem(r: KTRecord) -> str | None:
     if r.time_ms is None and "time" not in r.extra:
         return "no time"
     t = r.time_ms if r.time_ms is not None else r.extra["time"]
-    if not _judged(t, 0, MAX_TIME_MS) or t <= 0:
+    if not judged(t, 0, MAX_TIME_MS) or t <= 0:
         return f"time is {_json(t)}"
     if "times" in r.extra:
         return f"times is {_json(r.extra['times'])}, not a list of numbers"
     for x in r.times_ms:
-        if not _judged(x, 0, MAX_TIME_MS):
+        if not judged(x, 0, MAX_TIME_MS):
             return f"times holds {_json(x)}"
     return None
 
@@ -77,14 +75,14 @@ def check_entries(cache: KTCache, path: Path) -> None:
         for name, v in r.params.items():
             if (isinstance(v, str) and len(v) <= MAX_PARAM_TEXT) or isinstance(v, bool):
                 continue  # a boolean is stored as its text ("True": kt_store.text_params)
-            if not _judged(v, -(2**63 - 1), 2**63 - 1):
+            if not judged(v, -(2**63 - 1), 2**63 - 1):
                 raise UserError(
                     f"cache entry {shown}: {name} is {_json(v)}: a parameter value is a number, a boolean or a short string",
                     file=path,
                     hint="give the cache a tune_kernel call wrote, or correct the entry",
                 )
         for name in TIMINGS:
-            if name in r.extra and not _judged(r.extra[name], 0, MAX_TIME_MS):
+            if name in r.extra and not judged(r.extra[name], 0, MAX_TIME_MS):
                 raise UserError(
                     f"cache entry {shown}: {name} is {_json(r.extra[name])}, not a number of ms from 0 to "
                     f"{MAX_TIME_MS:g}",
@@ -103,7 +101,7 @@ def _same_sizes(cached: Any, given: Any) -> bool:
     if len(a) != len(b):
         return False
     for x, y in zip(a, b, strict=True):
-        if _number(x) and _number(y):
+        if is_number(x) and is_number(y):
             if not (math.isfinite(float(x)) if isinstance(x, float) else True) or x != y:
                 return False
         elif x != y or type(x) is not type(y):

@@ -17,22 +17,13 @@ from typing import Any
 
 from sqlalchemy import select
 
-from autotune.errors import UserError
-from autotune.interop.kt_entries import MAX_TIME_MS
+from autotune.interop.kt_entries import MAX_TIME_MS, judged
 from autotune.space.instance import Instance
 from autotune.space.spec import Space
 from autotune.store.schema import InstanceRow, MeasurementRow, Point
 from autotune.store.store import Store
-from autotune.untrusted import number
 from autotune.vocab import DeviceInfo, Status, TestPoint
 
-MARKERS = {
-    Status.COMPILE_ERROR: "CompilationFailedConfig",
-    Status.LAUNCH_ERROR: "RuntimeFailedConfig",
-    Status.WRONG: "RuntimeFailedConfig",
-    Status.TIMEOUT: "RuntimeFailedConfig",
-    Status.CRASHED: "RuntimeFailedConfig",
-}
 TIMINGS = ("compile_time", "verification_time", "benchmark_time")
 NOT_RECORDED = "not recorded"  # autotune.sweep.backends.replay.NOT_RECORDED (a replay of a partial cache)
 
@@ -94,7 +85,9 @@ def collect_results(
             r["time"] = float(m.median_ms)
             r["times"] = times
         else:
-            r["__error__"] = kt_marker(MARKERS.get(status, "RuntimeFailedConfig"))
+            # a compile error is Kernel Tuner's CompilationFailedConfig; any other failure its RuntimeFailedConfig
+            failed = "CompilationFailedConfig" if status == Status.COMPILE_ERROR else "RuntimeFailedConfig"
+            r["__error__"] = kt_marker(failed)
         r["compile_time"] = 1000 * float(m.compile_s or 0.0)
         r["verification_time"] = 0
         r["benchmark_time"] = float(sum(times))
@@ -104,24 +97,13 @@ def collect_results(
         if (m.log or "").startswith("{"):  # replayed from a Kernel Tuner cache: its own fields, as recorded
             recorded = json.loads(m.log)
             # (a database is data: only numbers of ms, and a timestamp's text, are taken from it)
-            r.update({k: float(v) for k, v in recorded.items() if k in TIMINGS and _ms(v)})
+            r.update({k: float(v) for k, v in recorded.items() if k in TIMINGS and judged(v, 0, MAX_TIME_MS)})
             if isinstance(recorded.get("timestamp"), str):
                 r["timestamp"] = recorded["timestamp"][:64]
-            if "time" in r and _ms(recorded.get("time")):  # Kernel Tuner's time (the mean), as it recorded it
+            if "time" in r and judged(recorded.get("time"), 0, MAX_TIME_MS):  # Kernel Tuner's time (the mean)
                 r["time"] = float(recorded["time"])
         out.append(r)
     return out
-
-
-def _ms(v: Any) -> bool:
-    """Whether `v` (read from a measurement's log) is a number of ms (autotune.untrusted.number's judgement)."""
-    if not isinstance(v, (int, float)) or isinstance(v, bool):
-        return False
-    try:
-        number(v, name="ms", lo=0, hi=MAX_TIME_MS)
-    except UserError:
-        return False
-    return True
 
 
 def environment(

@@ -27,7 +27,6 @@ import yaml
 
 from autotune.errors import UserError
 from autotune.interop.kerneltuner import CacheFormatError, CacheLimitError, KTCache, KTRecord, config_key, read_cache
-from autotune.interop.kerneltuner_limits import limit_hint, max_cache_bytes, max_cache_entries
 from autotune.interop.kt_entries import MAX_PARAM_TEXT, check_entries, time_problem
 from autotune.outfiles import write_file
 from autotune.space.instance import Instance
@@ -35,6 +34,7 @@ from autotune.space.spec import Space, load_space
 from autotune.store.schema import SpaceRecord, SweepStart
 from autotune.store.store import Store
 from autotune.sweep.timing import summarize
+from autotune.sweep.workloads.workload_limits import limit
 from autotune.vocab import ELEM_BYTES, MAX_SIZE, TIME_STATS, DeviceInfo, Measurement, Status, TestPoint
 
 KIND = "kerneltuner"
@@ -48,6 +48,12 @@ TO_STATUS = {
     "error": Status.CRASHED,
 }
 MARK = "kerneltuner:"  # error text prefix that keeps Kernel Tuner's own status through a round trip
+# The limits an imported cache is checked against before the work: its file size (checked before the file is read)
+# and its number of entries (counted while parsing, before any is built or stored). Each is a command-line knob of
+# `autotune import kerneltuner` with an environment default, named in the error.
+MAX_CACHE_MB = 256  # a file's size; a cache's entries take ~5x that in memory once parsed
+MAX_CACHE_ENTRIES = 500_000  # configurations of one cache (a brute-force run of a large space holds ~10^5)
+CACHE_MB_ENV, CACHE_ENTRIES_ENV = "AUTOTUNE_MAX_CACHE_MB", "AUTOTUNE_MAX_CACHE_ENTRIES"
 
 
 @dataclass(frozen=True)
@@ -146,11 +152,25 @@ def _point(space: Space, precision: str, sizes: tuple[int, ...]) -> TestPoint:
     return TestPoint(KIND, precision, "", tuple(zip(SIZE_NAMES[: len(sizes)], sizes, strict=True)))
 
 
+def limit_hint(exc: CacheLimitError) -> str:
+    """What to do about a cache above a limit: the knob, with the value that admits it."""
+    if exc.what == "bytes":
+        option, env, value = "--max-cache-mb", CACHE_MB_ENV, -(-exc.count // 2**20)
+    else:
+        option, env, value = "--max-entries", CACHE_ENTRIES_ENV, exc.count
+    return (
+        f"import a smaller cache, or raise the limit: {option} {value} (autotune import kerneltuner) or {env}={value}"
+    )
+
+
 def load_cache(path: Path, *, max_mb: int | None = None, max_entries: int | None = None) -> KTCache:
     """The cache at `path`, read within the limits and judged entry by entry (`kt_entries.check_entries`): one
     UserError naming the file (and the entry) for anything that is not a Kernel Tuner cache."""
     try:
-        cache = read_cache(path, max_bytes=max_cache_bytes(max_mb), max_entries=max_cache_entries(max_entries))
+        # `max_mb` MB, else AUTOTUNE_MAX_CACHE_MB, else 256 MB; `max_entries`, else AUTOTUNE_MAX_CACHE_ENTRIES, else 500,000
+        max_bytes = limit(max_mb, CACHE_MB_ENV, MAX_CACHE_MB) * 2**20
+        max_count = limit(max_entries, CACHE_ENTRIES_ENV, MAX_CACHE_ENTRIES)
+        cache = read_cache(path, max_bytes=max_bytes, max_entries=max_count)
     except CacheLimitError as exc:
         raise UserError(str(exc), hint=limit_hint(exc)) from None
     except (CacheFormatError, OSError) as exc:

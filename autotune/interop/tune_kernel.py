@@ -257,19 +257,8 @@ def _attempt(call: Mapping[str, Any], cache_path: Path | None, replayed: KTCache
     """How the sweep runs: the call's cache, repetitions, strategy, device, database and output."""
     from autotune.interop.kt_sweep import Attempt
 
-    return Attempt(
-        cache_path=cache_path,
-        replayed=replayed,
-        iterations=call["iterations"],
-        strategy=call["strategy"],
-        strategy_options=call["strategy_options"],
-        seed=call["seed"],
-        device=call["device"],
-        database=call["database"],
-        early_stop=call["early_stop"],
-        quiet=call["quiet"],
-        verbose=call["verbose"],
-    )
+    given = {f.name: call[f.name] for f in dataclasses.fields(Attempt) if f.name in call}  # the rest by name
+    return Attempt(cache_path=cache_path, replayed=replayed, **given)
 
 
 def _finish_env(
