@@ -1,7 +1,7 @@
 """One attempt of a `tune_kernel` call (`autotune.interop.tune_kernel`): its space folder written
 (`autotune.interop.kt_space`), swept on the GPU backend or, in simulation mode, on a replay of the call's cache
 (imported first: only the configurations of the call's space), and its results collected as Kernel Tuner's
-(`autotune.interop.kt_results`). A sweep that stopped on a systematic failure raises `StoppedRun` (the caller
+(`autotune.interop.kt_export`). A sweep that stopped on a systematic failure raises `StoppedRun` (the caller
 decides: `autotune.interop.kt_failure`)."""
 
 from __future__ import annotations
@@ -120,8 +120,7 @@ def _sweep(
     problem: KTProblem, folder: Path, backend: Any, call_start: float, call: Attempt
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from autotune.interop.kerneltuner import write_cache
-    from autotune.interop.kt_results import collect_results, environment
-    from autotune.interop.kt_export import export_cache
+    from autotune.interop.kt_export import collect_results, environment, export_cache
     from autotune.store.store import Store
     from autotune.workflows.sweeps import sweep_into
 
