@@ -8,7 +8,7 @@ The same signature and return value as Kernel Tuner 1.5's (`kernel_tuner/interfa
 (`device_name`, `iterations`, `compiler_options`, `uuid`, `compute_capability`, `best_config`, the `total_*_time`s,
 and `autotune`: where the space folder and the results database are).
 
-Every argument is checked first (`autotune.interop.kt_checks`: a wrong one is one error, before anything is written or
+Every argument is checked first (`autotune.interop.kt_args`: a wrong one is one error, before anything is written or
 started). The call is written as a space folder (`autotune.interop.kt_space`, in `autotune.interop.kt_folder`'s
 folder) and run as a sweep (`autotune.interop.kt_sweep`: `autotune.workflows.sweeps.sweep_into`, the GPU backend, or in `simulation_mode` a
 replay of the `cache` file). Differences from Kernel Tuner, argument by argument, are in
@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.errors import UserError
 from autotune.interop.kt_args import (
     LANGS,
+    check_tune_call,
     read_grid_div,
     read_problem_size,
     read_restrictions,
@@ -62,7 +63,6 @@ from autotune.interop.kt_args import (
     read_strategy,
 )
 from autotune.interop.kt_args import refuse as _refuse
-from autotune.interop.kt_checks import check_tune_call
 from autotune.interop.kt_folder import claim, safe_name
 
 if TYPE_CHECKING:  # pragma: no cover
