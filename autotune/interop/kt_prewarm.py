@@ -43,7 +43,6 @@ CALL_MODULES = (  # what tune_kernel's call imports (autotune.interop.kt_sweep):
     "autotune.sweep.compile.failstop",
     "autotune.sweep.compile.nvcc",
     "autotune.interop.kerneltuner",
-    "autotune.interop.kt_failure",
     "autotune.interop.kt_export",
     "autotune.interop.kt_space",
     "autotune.interop.kt_store",

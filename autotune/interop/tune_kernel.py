@@ -9,8 +9,8 @@ The same signature and return value as Kernel Tuner 1.5's (`kernel_tuner/interfa
 and `autotune`: where the space folder and the results database are).
 
 Every argument is checked first (`autotune.interop.kt_args`: a wrong one is one error, before anything is written or
-started). The call is written as a space folder (`autotune.interop.kt_space`, in `autotune.interop.kt_folder`'s
-folder) and run as a sweep (`autotune.interop.kt_sweep`: `autotune.workflows.sweeps.sweep_into`, the GPU backend, or in `simulation_mode` a
+started). The call is written as a space folder (`autotune.interop.kt_space`, in the folder `claim`
+readies) and run as a sweep (`autotune.interop.kt_sweep`: `autotune.workflows.sweeps.sweep_into`, the GPU backend, or in `simulation_mode` a
 replay of the `cache` file). Differences from Kernel Tuner, argument by argument, are in
 docs/kerneltuner.md; in short:
 
@@ -22,7 +22,7 @@ docs/kerneltuner.md; in short:
   `time_limit` -> the sweep's time budget, `fraction` (random_sample) -> max_fevals = fraction * space size.
 * A configuration that fails verification is recorded as `RuntimeFailedConfig` with the tuning going on (Kernel
   Tuner raises and stops). When the first configurations all fail alike, the sweep stops, and the call retries
-  with nvcc (NVRTC's compile errors, nvcc found) or raises with the reason (`autotune.interop.kt_failure`).
+  with nvcc (NVRTC's compile errors, nvcc found) or raises with the reason (`autotune.interop.kt_sweep`).
 * `cache`: the results are written as a Kernel Tuner cache file when the run ends; an existing file is replayed with
   `simulation_mode=True` (checked against the call first, as Kernel Tuner checks it: `kt_entries.check_call`; only
   the configurations of the call's space) and refused otherwise (continuing a Kernel Tuner cache is not supported).
@@ -42,6 +42,7 @@ import dataclasses
 import functools
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -63,7 +64,6 @@ from autotune.interop.kt_args import (
     read_strategy,
 )
 from autotune.interop.kt_args import refuse as _refuse
-from autotune.interop.kt_folder import claim, safe_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.interop.kerneltuner import KTCache
@@ -75,6 +75,52 @@ if TYPE_CHECKING:  # pragma: no cover
 # by tests/test_kt_import.py.
 
 KEEP_ENV = "AUTOTUNE_KEEP_SPACE"
+# Where a call writes its space folder: a new temporary folder named after the kernel (its name reduced to letters,
+# digits and _: never a path), or `space_dir=` / AUTOTUNE_KEEP_SPACE, claimed for this call. A kept folder is this
+# call's alone: an empty or new folder is marked as tune_kernel's (`MARK`); one an earlier call marked has that call's
+# files removed first (`GENERATED`: its answers `expected.npz`, `verify.pkl`, its check module and its compiled
+# `__pycache__`, its arrays, its results database): nothing of an earlier call is checked against or returned. A
+# folder holding anything else is refused (nothing of the user's is removed).
+MARK = ".autotune-tune_kernel"
+GENERATED = (
+    "kernel.cu",
+    "args",
+    "expected.npz",
+    "verify.pkl",
+    "kt_check.py",
+    "__pycache__",
+    "space.yaml",
+    "sweep.yaml",
+    "nvcc",  # the folder of a retry with nvcc (autotune.interop.kt_sweep)
+)
+DATABASE = ("results.sqlite", "results.sqlite-wal", "results.sqlite-shm", "results.sqlite-journal")
+
+
+def safe_name(kernel_name: str) -> str:
+    """The kernel's name as a file-name part: letters, digits and _ only, at most 40 characters."""
+    return re.sub(r"\W", "_", kernel_name)[:40] or "kernel"
+
+
+def claim(folder: Path, own_database: bool) -> Path:
+    """`folder` ready for this call (see the module docstring); `own_database`: the results database is the
+    folder's (no `database=`), so an earlier call's is removed too."""
+    folder = folder.resolve()
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"tune_kernel: space_dir {folder} is a file", hint="give a folder name (new or empty)")
+    if folder.is_dir() and not (folder / MARK).is_file() and any(folder.iterdir()):
+        raise UserError(
+            f"tune_kernel: space_dir {folder} holds files that are not an earlier tune_kernel call's",
+            hint="give a new or empty folder (a folder an earlier call kept is reused: its files are replaced)",
+        )
+    for name in GENERATED + (DATABASE if own_database else ()):
+        path = folder / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARK).write_text("a space folder written by autotune.kernel_tuner.tune_kernel (space_dir=)\n")
+    return folder
 
 
 def tune_kernel(
@@ -288,9 +334,8 @@ def _attempts(
     cleanup: list[Callable[[], object]],
 ) -> tuple[list[dict[str, Any]], dict[str, Any], Path]:
     """The call run as asked; once more with nvcc where NVRTC failed systematically and nvcc is there
-    (`autotune.interop.kt_failure`); (results, env, the folder used)."""
-    from autotune.interop.kt_failure import decide
-    from autotune.interop.kt_sweep import StoppedRun, run_attempt
+    (`autotune.interop.kt_sweep.decide`); (results, env, the folder used)."""
+    from autotune.interop.kt_sweep import StoppedRun, decide, run_attempt
     from autotune.sweep.compile.nvcc import find_nvcc
 
     try:
