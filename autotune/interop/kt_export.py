@@ -29,8 +29,7 @@ from sqlalchemy import select
 from autotune import yamlfile
 from autotune.errors import UserError
 from autotune.interop.kerneltuner import KTCache, KTRecord, config_key
-from autotune.interop.kt_entries import MAX_TIME_MS, judged
-from autotune.interop.kt_store import MARK, TO_STATUS
+from autotune.interop.kt_store import MARK, MAX_TIME_MS, TO_STATUS, judged
 from autotune.space.instance import Instance
 from autotune.space.spec import Space
 from autotune.store.engine import shown

@@ -107,25 +107,19 @@ def decide(stop: Stopped, compiler: str | None, nvcc: str | None) -> Decision:
     )
     if what == "compile" and compiler is None and nvcc is not None:
         return Decision(True, f"{head}; compiling with nvcc ({nvcc}) instead, as compiler='nvcc' does")
-    if what == "compile" and compiler != "nvcc":
+    if what == "launch":
+        hint = "fix the kernel or its launch (grid_div_*, block_size_names, problem_size, the arguments' sizes)"
+    elif compiler == "nvcc":
+        hint = "fix the kernel: nvcc's message is above"
+    else:
         how = (
             "nvcc was not found (CUDA_PATH, CUDA_HOME, PATH, /usr/local/cuda): install the CUDA toolkit and the "
             "call retries with it by itself, or pass compiler='nvcc'"
             if nvcc is None
             else "pass compiler='nvcc' (compiler='nvrtc' asked for NVRTC alone)"
         )
-        return Decision(
-            False,
-            f"{head}; the rest were not tried",
-            f"if the kernel needs nvcc (CUB, Thrust, host headers NVRTC lacks), {how}; else fix the kernel",
-        )
-    if what == "compile":
-        return Decision(False, f"{head}; the rest were not tried", "fix the kernel: nvcc's message is above")
-    return Decision(
-        False,
-        f"{head}; the rest were not tried",
-        "fix the kernel or its launch (grid_div_*, block_size_names, problem_size, the arguments' sizes)",
-    )
+        hint = f"if the kernel needs nvcc (CUB, Thrust, host headers NVRTC lacks), {how}; else fix the kernel"
+    return Decision(False, f"{head}; the rest were not tried", hint)
 
 
 class StoppedRun(Exception):

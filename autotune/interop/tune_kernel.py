@@ -24,7 +24,7 @@ docs/kerneltuner.md; in short:
   Tuner raises and stops). When the first configurations all fail alike, the sweep stops, and the call retries
   with nvcc (NVRTC's compile errors, nvcc found) or raises with the reason (`autotune.interop.kt_sweep`).
 * `cache`: the results are written as a Kernel Tuner cache file when the run ends; an existing file is replayed with
-  `simulation_mode=True` (checked against the call first, as Kernel Tuner checks it: `kt_entries.check_call`; only
+  `simulation_mode=True` (checked against the call first, as Kernel Tuner checks it: `kt_store.check_call`; only
   the configurations of the call's space) and refused otherwise (continuing a Kernel Tuner cache is not supported).
 * Refused (UserError): a callable kernel source, problem_size, grid divisor or restriction; a list of source files;
   languages other than CUDA/CuPy/nvcuda; `texmem_args`; `observers`; `smem_args` other than `size`; objectives other
@@ -357,8 +357,7 @@ def _attempts(
 def _replayed(path: Path | None, problem: KTProblem, problem_size: Any) -> KTCache:
     """The cache simulation mode replays, read and checked against the call as Kernel Tuner checks it (another
     kernel, problem size or tunable parameters refused, in its words), before anything is written or started."""
-    from autotune.interop.kt_entries import check_call
-    from autotune.interop.kt_store import load_cache
+    from autotune.interop.kt_store import check_call, load_cache
 
     if path is None or not path.is_file():
         raise UserError(
