@@ -80,7 +80,7 @@ def export_cache(store: Store, space: str, device: str | None = None, point: str
         raise UserError(f"the recorded space file of {space} is not a mapping")
     tune_params = {k: list(v) if isinstance(v, list) else v for k, v in (doc.get("parameters") or {}).items()}
     keys = tuple(tune_params)
-    records, header, sweeps = [], {}, set()
+    records, sizes, sweeps = [], (), set()
     for m, params, p in rows:
         tp = p.point()
         if tp.key != key:
@@ -95,20 +95,14 @@ def export_cache(store: Store, space: str, device: str | None = None, point: str
         kt = "error" if kt == "ok" and not ok else kt  # a stored ok without a usable time (older databases)
         # an imported cache's own `time` (Kernel Tuner's mean of `times`) goes back as it was; else the median
         recorded = extra.pop("time", None) if ok else None
+        time_ms = (recorded if _positive(recorded) else m.median_ms) if ok else None
         records.append(
-            KTRecord(
-                {k: params[k] for k in keys},
-                kt if not ok else "ok",
-                (recorded if _positive(recorded) else m.median_ms) if ok else None,
-                tuple(m.times_ms or ()) if ok else (),
-                extra,
-            )
+            KTRecord({k: params[k] for k in keys}, kt, time_ms, tuple(m.times_ms or ()) if ok else (), extra)
         )
-        header = {"problem_size": tuple(v for _, v in tp.sizes)}
+        sizes = tuple(v for _, v in tp.sizes)
     kernel_name = (doc.get("kernel") or {}).get("name") or (doc.get("kernel") or {}).get("template") or space
     if "description" in doc and str(doc["description"]).startswith("imported from a Kernel Tuner cache of "):
         kernel_name = str(doc["description"]).split(" of ", 1)[1].rsplit(" on ", 1)[0]
-    sizes = header.get("problem_size", ())
     problem_size = _imported_expression(store, sweeps) or (sizes if len(sizes) != 1 else sizes[0])
     return KTCache(
         device_name=device_name.removeprefix(MARK),
@@ -134,8 +128,7 @@ def _imported_expression(store: Store, sweeps: set[int]) -> tuple[Any, ...] | st
             ps = None
         entries = ps if isinstance(ps, list) else [ps]
         found.add(json.dumps(ps) if any(isinstance(e, str) for e in entries) else None)
-    chosen = found.pop() if len(found) == 1 else None
-    if chosen is None:
+    if len(found) != 1 or (chosen := found.pop()) is None:
         return None
     ps = json.loads(chosen)
     return tuple(ps) if isinstance(ps, list) else ps

@@ -107,12 +107,10 @@ def _eval(expr: str, params: Mapping[str, Any]) -> int:
 
 def block_and_grid(
     problem_size: Any, grid_div: Sequence[Any], params: Mapping[str, Any], block_size_names: Sequence[str]
-) -> tuple[tuple[int, int, int], tuple[int, ...]]:
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Kernel Tuner's `util.setup_block_and_grid`: (threads, grid)."""
-    threads = (
-        int(params.get(block_size_names[0], 256)),
-        int(params.get(block_size_names[1], 1)),
-        int(params.get(block_size_names[2], 1)),
+    threads = tuple(
+        int(params.get(name, default)) for name, default in zip(block_size_names, (256, 1, 1), strict=False)
     )
     sizes = [problem_size] if isinstance(problem_size, (str, int, np.integer)) else list(problem_size)
     current = [1, 1, 1]
