@@ -322,13 +322,9 @@ def _write_data(
     (folder / "args").mkdir(exist_ok=True)
     for key, a in arrays.items():
         np.save(folder / "args" / f"{key}.npy", a, allow_pickle=False)
-    expected = {
-        n: np.asarray(e)
-        for n, e, a in zip(
-            names, answer or [], p.arguments, strict=False
-        )  # answer=None: none (else its length was checked)
-        if e is not None and isinstance(a, np.ndarray)
-    }
+    # the answer's arrays (answer=None: none; else its length was checked)
+    answered = zip(names, answer or [], p.arguments, strict=False)
+    expected = {n: np.asarray(e) for n, e, a in answered if e is not None and isinstance(a, np.ndarray)}
     for n, e in expected.items():  # a verify= function compares as it likes (Kernel Tuner's reduction: a sum)
         if e.size != arrays[n].size and p.verify is None:
             raise UserError(
