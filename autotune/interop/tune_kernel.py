@@ -28,8 +28,7 @@ docs/kerneltuner.md; in short:
   the configurations of the call's space) and refused otherwise (continuing a Kernel Tuner cache is not supported).
 * Refused (UserError): a callable kernel source, problem_size, grid divisor or restriction; a list of source files;
   languages other than CUDA/CuPy/nvcuda; `texmem_args`; `observers`; `smem_args` other than `size`; objectives other
-  than `time` or a metric; `verify=`, `cmem_args` and `loop_unroll_factor_*` parameters where this autotune has no
-  `check:` / `constants:` / `kernel: semantics:` space key.
+  than `time` or a metric; `verify=` without cloudpickle.
 
 Extra keywords (after Kernel Tuner's): `space_dir` keeps the generated folder there, the call's alone (so does the
 environment variable AUTOTUNE_KEEP_SPACE=DIR), `database` a results database URL to record into (default: one inside the folder),
@@ -206,10 +205,7 @@ def tune_kernel(
 
 
 def _refuse_unsupported(call: Mapping[str, Any]) -> str:
-    """Refuse what autotune does not do (or not in this version of its space format), in Kernel Tuner's argument
-    order; returns the objective's name."""
-    from autotune.interop.kt_space import space_supports
-
+    """Refuse what autotune does not do, in Kernel Tuner's argument order; returns the objective's name."""
     lang, smem_args, compiler, verify = call["lang"], call["smem_args"], call["compiler"], call["verify"]
     if lang is not None and str(lang).upper() not in LANGS:
         raise _refuse(f"lang={lang!r}", "autotune tunes CUDA kernels (lang None, 'CUDA', 'CuPy' or 'nvcuda')")
@@ -223,13 +219,7 @@ def _refuse_unsupported(call: Mapping[str, Any]) -> str:
         raise _refuse("a smem_args['size'] function", "give an int or a string expression of the parameters")
     if compiler not in (None, "nvcc", "nvrtc"):
         raise _refuse(f"compiler={compiler!r}", "use compiler='nvcc' (or None: NVRTC)")
-    if call["cmem_args"] and not space_supports("problem", "constants"):
-        raise _refuse(
-            "cmem_args (constant memory) in this autotune version", "update autotune (space key `constants:`)"
-        )
     if verify is not None:
-        if not space_supports("problem", "check"):
-            raise _refuse("verify= in this autotune version", "update autotune (space key `check:`), or give answer=")
         try:
             import cloudpickle  # noqa: F401
         except ImportError:
@@ -243,14 +233,6 @@ def _refuse_unsupported(call: Mapping[str, Any]) -> str:
     defines = call["defines"]
     if isinstance(defines, dict) and any(callable(v) for v in defines.values()):
         raise _refuse("a defines function", "give an expression of the tunable parameters as a string")
-    unroll = [str(k) for k in call["tune_params"] if "loop_unroll_factor" in str(k)]
-    if unroll and not space_supports("kernel", "semantics"):
-        raise _refuse(
-            f"the parameter {unroll[0]!r} in this autotune version (Kernel Tuner passes loop_unroll_factor_* "
-            "as constexpr ints and removes `#pragma unroll NAME` where it is 0)",
-            "update autotune (space key `kernel: semantics: kerneltuner`), or rename the parameter and "
-            "write the pragma with a #define",
-        )
     return objective_name
 
 
