@@ -125,21 +125,10 @@ def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, An
     dropped = 0
     first = True
     while True:
-        i = _skip_ws(text, i)
-        if i >= n:
-            break  # root object left open
-        if text[i] == "}":
-            terminated = saw_cache
-            i += 1
+        i, closed = _member(text, i, path, first, "between top-level keys", trailing_comma=False)
+        if closed is not None:  # the root object closed, or left open
+            terminated = closed and saw_cache
             break
-        if not first:
-            if text[i] != ",":
-                raise CacheFormatError(
-                    path, f"expected ',' or '}}' between top-level keys, found {text[i]!r}", line=_line_of(text, i)
-                )
-            i = _skip_ws(text, i + 1)
-            if i >= n:
-                break
         first = False
         try:
             key, i = _string(text, i, path)
@@ -158,21 +147,12 @@ def _parse(text: str, path: Path, max_entries: int | None) -> tuple[dict[str, An
             if not closed:
                 break
             continue
-        start = i
         try:
-            value, i = _DECODER.raw_decode(text, i)
+            header[key], i = _value(text, i, i, path, f"the header value of {short_key(key)}", "value")
         except json.JSONDecodeError as e:
             raise CacheFormatError(
                 path, f"invalid or cut-short JSON in the header value of {key!r}: {e.msg}", line=e.lineno
             ) from e
-        except (RecursionError, ValueError) as e:  # nested past the decoder's depth, or an integer of 4,300+ digits
-            raise CacheFormatError(
-                path,
-                f"the header value of {short_key(key)} is not a Kernel Tuner value: {_why(e)}",
-                line=_line_of(text, start),
-            ) from None
-        _shallow(value, path, f"the header value of {short_key(key)}", text, start, i)
-        header[key] = value
     if i < n:
         rest = _skip_ws(text, i)
         if rest < n:
@@ -208,26 +188,11 @@ def _parse_entries(
     text: str, i: int, n: int, path: Path, entries: list[tuple[str, Any]], max_entries: int | None
 ) -> tuple[int, bool, int]:
     """Parse ``"key": {...}`` members of the cache object from ``i``; return (pos, closed, dropped)."""
-    skip_ws = _skip_ws
-    raw_decode = _DECODER.raw_decode
     first = True
     while True:
-        i = skip_ws(text, i)
-        if i >= n:
-            return i, False, 0
-        c = text[i]
-        if c == "}":
-            return i + 1, True, 0
-        if not first:
-            if c != ",":
-                raise CacheFormatError(
-                    path, f"expected ',' or '}}' after a cache entry, found {c!r}", line=_line_of(text, i)
-                )
-            i = skip_ws(text, i + 1)
-            if i >= n:
-                return i, False, 0  # the trailing comma of an open cache
-            if text[i] == "}":  # ",}" is not JSON, but it means the same thing
-                return i + 1, True, 0
+        i, closed = _member(text, i, path, first, "after a cache entry", trailing_comma=True)
+        if closed is not None:
+            return i, closed, 0
         first = False
         if len(entries) == max_entries:
             raise CacheLimitError(path, "entries", max_entries + 1, max_entries, line=_line_of(text, i))
@@ -237,7 +202,7 @@ def _parse_entries(
             i = _colon(text, i, n, path)
             if i >= n:
                 raise _Truncated
-            value, i = raw_decode(text, i)
+            value, i = _value(text, i, start, path, f"cache entry {short_key(key)}", "entry")
         except _Truncated:
             return n, False, 1
         except json.JSONDecodeError as e:
@@ -250,12 +215,43 @@ def _parse_entries(
                 f"invalid JSON in the cache entry starting on line {_line_of(text, start)}: {e.msg}",
                 line=e.lineno,
             ) from e
-        except (RecursionError, ValueError) as e:  # nested past the decoder's depth, or an integer of 4,300+ digits
-            raise CacheFormatError(
-                path, f"cache entry {short_key(key)} is not a Kernel Tuner entry: {_why(e)}", line=_line_of(text, start)
-            ) from None
-        _shallow(value, path, f"cache entry {short_key(key)}", text, start, i)
         entries.append((key, value))
+
+
+def _member(text: str, i: int, path: Path, first: bool, where: str, trailing_comma: bool) -> tuple[int, bool | None]:
+    """Past the separator before an object's next member: (its position, None); or (the position after the object,
+    True) where a '}' closes it, (the end, False) where the text ends first. `trailing_comma`: ",}" closes it too
+    (not JSON, but it means the same thing)."""
+    n = len(text)
+    i = _skip_ws(text, i)
+    if i >= n:
+        return i, False
+    if text[i] == "}":
+        return i + 1, True
+    if not first:
+        if text[i] != ",":
+            raise CacheFormatError(path, f"expected ',' or '}}' {where}, found {text[i]!r}", line=_line_of(text, i))
+        i = _skip_ws(text, i + 1)
+        if i >= n:
+            return i, False  # the trailing comma of an open object
+        if trailing_comma and text[i] == "}":
+            return i + 1, True
+    return i, None
+
+
+def _value(text: str, i: int, start: int, path: Path, what: str, noun: str) -> tuple[Any, int]:
+    """The JSON value at `i` and the position after it (a JSONDecodeError is the caller's to judge); `what` (starting
+    at `start`) is not a Kernel Tuner `noun` where it is nested too deep or holds an integer of 4,300+ digits."""
+    try:
+        value, end = _DECODER.raw_decode(text, i)
+    except json.JSONDecodeError:
+        raise
+    except (RecursionError, ValueError) as e:  # nested past the decoder's depth, or an integer of 4,300+ digits
+        raise CacheFormatError(
+            path, f"{what} is not a Kernel Tuner {noun}: {_why(e)}", line=_line_of(text, start)
+        ) from None
+    _shallow(value, path, what, text, start, end)
+    return value, end
 
 
 MAX_DEPTH = 16  # lists and objects inside one header value or cache entry: Kernel Tuner writes 2 at most
