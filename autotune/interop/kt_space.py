@@ -198,7 +198,6 @@ def _arguments(p: KTProblem, names: list[str]) -> tuple[dict[str, np.ndarray], l
     """The arrays by argument name, the space's argument records and the names of the outputs read back."""
     arrays: dict[str, np.ndarray] = {}
     args: list[dict[str, Any]] = []
-    outputs: list[str] = []
     answer = p.answer
     if answer is not None and len(answer) != len(p.arguments):
         raise UserError(
@@ -208,7 +207,6 @@ def _arguments(p: KTProblem, names: list[str]) -> tuple[dict[str, np.ndarray], l
     # without an answer every array is an output the kernel may write; with one, only those it checks (Kernel Tuner's
     # `should_sync`: also for verify=, which then sees None for the others; a reduction's 3.2 GB input is never
     # read back)
-    all_out = answer is None
     for i, (name, a) in enumerate(zip(names, p.arguments, strict=True)):
         if isinstance(a, np.ndarray):
             if a.ndim == 0 or a.size == 0:
@@ -218,7 +216,7 @@ def _arguments(p: KTProblem, names: list[str]) -> tuple[dict[str, np.ndarray], l
                 )
             dtype = _dtype(a, f"argument {i} ({name})")
             arrays[name] = np.ascontiguousarray(a)
-            out = all_out or answer[i] is not None  # type: ignore[index]
+            out = answer is None or answer[i] is not None
             args.append(
                 {
                     "name": name,
@@ -228,8 +226,6 @@ def _arguments(p: KTProblem, names: list[str]) -> tuple[dict[str, np.ndarray], l
                     **({"output": True} if out else {}),
                 }
             )
-            if out:
-                outputs.append(name)
         elif isinstance(a, np.generic):
             dtype = _dtype(a, f"argument {i} ({name})")
             args.append({"name": name, "scalar": dtype, "value": a.item()})
@@ -243,6 +239,7 @@ def _arguments(p: KTProblem, names: list[str]) -> tuple[dict[str, np.ndarray], l
                 f"tune_kernel: argument {i} ({name}) is a {type(a).__name__}",
                 hint="pass NumPy arrays and NumPy scalars (numpy.int32(n), numpy.float32(x)), as Kernel Tuner requires",
             )
+    outputs = [a["name"] for a in args if a.get("output")]
     if not outputs:
         raise UserError(
             "tune_kernel: no argument is checked: answer has only None entries (or no arrays are given)",

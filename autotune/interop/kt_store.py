@@ -460,17 +460,13 @@ def _kept(
     cache: KTCache, space: Space, keep: Callable[[Instance], bool] | None
 ) -> tuple[tuple[KTRecord, ...], list[Instance]]:
     """The cache's records and their instances, those `keep` keeps (all without it)."""
-    records = cache.records
     text = text_params(cache)
-    instances = [
-        Instance.of(space.name, {k: space_value(r.params[k], k in text) for k in cache.tune_params_keys})
-        for r in records
+    pairs = [
+        (r, Instance.of(space.name, {k: space_value(r.params[k], k in text) for k in cache.tune_params_keys}))
+        for r in cache.records
     ]
-    if keep is not None:
-        kept = [keep(inst) for inst in instances]
-        records = tuple(r for r, k in zip(records, kept, strict=True) if k)
-        instances = [inst for inst, k in zip(instances, kept, strict=True) if k]
-    return records, instances
+    pairs = [(r, inst) for r, inst in pairs if keep is None or keep(inst)]
+    return tuple(r for r, _ in pairs), [inst for _, inst in pairs]
 
 
 def _space_record(space: Space, kind: str) -> SpaceRecord:
