@@ -338,9 +338,10 @@ def _block_size_names(func: str, names: Any) -> None:
         raise KTValueError(f"{func}: block_size_names should contain only strings! (identifiers: {names!r})", hint=hint)
 
 
-def _lang(func: str, lang: Any) -> None:
-    if lang is not None and not isinstance(lang, str):
-        raise _bad(func, "lang", lang, "a language name", "e.g. lang='CUDA' or lang='CuPy' (or leave it out)")
+def _name(func: str, name: str, value: Any, want: str, hint: str) -> None:
+    """An argument that is None or a string (a language, a compiler, a database, an objective)."""
+    if value is not None and not isinstance(value, str):
+        raise _bad(func, name, value, want, hint)
 
 
 def _compiler_options(func: str, options: Any) -> None:
@@ -380,13 +381,12 @@ def _common(func: str, a: Mapping[str, Any]) -> None:
     _arguments(func, a["arguments"])
     for axis in "xyz":
         _grid_div(func, axis, a[f"grid_div_{axis}"])
-    _lang(func, a["lang"])
+    _name(func, "lang", a["lang"], "a language name", "e.g. lang='CUDA' or lang='CuPy' (or leave it out)")
     for key in ("device", "platform"):
         _count(func, key, a[key], 0, 1023, "0")
     for key in ("smem_args", "cmem_args", "texmem_args"):
         _mapping(func, key, a[key], f"give {key} as a dict (or leave it out)")
-    if a["compiler"] is not None and not isinstance(a["compiler"], str):
-        raise _bad(func, "compiler", a["compiler"], "a compiler name", "e.g. compiler='nvcc' (or leave it out)")
+    _name(func, "compiler", a["compiler"], "a compiler name", "e.g. compiler='nvcc' (or leave it out)")
     _compiler_options(func, a["compiler_options"])
     _mapping(func, "defines", a["defines"], "give defines as a dict of names to values or expressions")
     _block_size_names(func, a["block_size_names"])
@@ -448,8 +448,7 @@ def check_tune_call(a: Mapping[str, Any]) -> None:
     check_strategy(a["strategy"], a["strategy_options"])
     _path_like(f, "cache", a["cache"], "give the cache's file name, e.g. cache='vector_add.json'")
     _path_like(f, "space_dir", a["space_dir"], "give a folder name, e.g. space_dir='kt_space'")
-    if a["database"] is not None and not isinstance(a["database"], str):
-        raise _bad(f, "database", a["database"], "a database URL or file name", "e.g. database='results.sqlite'")
+    _name(f, "database", a["database"], "a database URL or file name", "e.g. database='results.sqlite'")
     parallel = a["parallel"]
     if parallel is not None and not (_is_flag(parallel) or (_is_int(parallel) and int(parallel) >= 1)):
         raise _bad(f, "parallel", parallel, "True, False or a number of workers", "leave parallel out")
@@ -465,8 +464,7 @@ def check_tune_call(a: Mapping[str, Any]) -> None:
             "tune_kernel: objectives should be a dict of (objective, higher_is_better) pairs",
             hint="e.g. objectives={'time': False}",
         )
-    if a["objective"] is not None and not isinstance(a["objective"], str):
-        raise _bad(f, "objective", a["objective"], "a name", "e.g. objective='time' or the name of a metric")
+    _name(f, "objective", a["objective"], "a name", "e.g. objective='time' or the name of a metric")
     _flag(f, "objective_higher_is_better", a["objective_higher_is_better"], none_ok=True)
     if a["seed"] is not None:
         _count(f, "seed", a["seed"], 0, 2**32 - 1, "0")

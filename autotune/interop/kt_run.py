@@ -94,9 +94,7 @@ def looks_like_a_filename(source: Any) -> bool:
 def kernel_string(kernel_source: Any) -> str:
     """Kernel Tuner's `util.get_kernel_string` for a string or a Path."""
     source = kernel_source[0] if isinstance(kernel_source, (list, tuple)) else kernel_source
-    if isinstance(source, Path):
-        return source.read_text()
-    if looks_like_a_filename(source):
+    if isinstance(source, Path) or looks_like_a_filename(source):
         return Path(source).read_text()
     return str(source)
 
