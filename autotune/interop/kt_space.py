@@ -320,16 +320,12 @@ def _problem_section(
 def _derived_and_defines(p: KTProblem, params: set[str], block_names: list[str]) -> tuple[dict[str, str], list[str]]:
     """The derived parameters (the default block sizes, grid_size_x/y/z, the `defines=` expressions) and the names
     defined for the kernel (Kernel Tuner's defaults where `defines` is None)."""
-    derived: dict[str, str] = {}
-    for i, b in enumerate(block_names):
-        if b not in params:
-            derived[b] = str(KT_DEFAULT_BLOCK[i])
+    derived = {b: str(KT_DEFAULT_BLOCK[i]) for i, b in enumerate(block_names) if b not in params}
     derived.update(_grid(p, params, block_names))
     if p.defines is None:
         derived["kernel_tuner"] = "1"
         defines = [f"grid_size_{a}" for a in AXES] + block_names + [k for k in p.tune_params if k not in block_names]
-        defines.append("kernel_tuner")
-        return derived, defines
+        return derived, [*defines, "kernel_tuner"]
     defines = []
     for k, v in p.defines.items():
         if not (isinstance(k, str) and _IDENT.match(k)):

@@ -398,12 +398,10 @@ def _clean_up(steps: list[Callable[[], object]], wait: bool) -> None:
             except Exception:  # noqa: BLE001 - best effort
                 pass
 
-    if not steps:
-        return
     if wait:
         run()
-        return
-    threading.Thread(target=run, name=CLEANUP_THREAD).start()
+    elif steps:
+        threading.Thread(target=run, name=CLEANUP_THREAD).start()
 
 
 __all__ = ["KEEP_ENV", "tune_kernel"]
