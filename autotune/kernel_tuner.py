@@ -24,9 +24,9 @@ def run_kernel(*args: Any, **kwargs: Any) -> Any:
     computed on the GPU, as Kernel Tuner scripts do. With `lang="cupy"` and plain arguments it runs here, as Kernel
     Tuner's CuPy backend does, without importing Kernel Tuner (`autotune.interop.kt_run`); any other call is Kernel
     Tuner's own, imported now (then Kernel Tuner must be installed). Either way the arguments' types are checked
-    first (`autotune.interop.kt_checks`): a wrong one is one error, before anything is compiled."""
+    first (`autotune.interop.kt_args`): a wrong one is one error, before anything is compiled."""
     from autotune.interop import kt_run
-    from autotune.interop.kt_checks import bind, check_run_call
+    from autotune.interop.kt_args import bind, check_run_call
 
     a = bind(_kt_signature, args, kwargs, "run_kernel")
     check_run_call(a)  # wrong types: one error, before anything is compiled (either way)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autotune.interop.kerneltuner import CacheFormatError, CacheLimitError, read_cache
-from autotune.interop.kerneltuner_limits import limit_hint
+from autotune.interop.kt_store import limit_hint
 from tests.support.harness import run_cli as cli
 
 ROOT = Path(__file__).resolve().parent.parent

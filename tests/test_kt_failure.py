@@ -1,6 +1,6 @@
 """What tune_kernel says and does when its sweep stopped on a systematic failure (issue 53): a kernel NVRTC cannot
 compile (`#include <cub/cub.cuh>`) stopped after 8 identical failures without a word at quiet=True. Now the stop is
-read back from the database (`kt_sweep.stopped`), and `kt_failure.decide` retries with nvcc where it is there
+read back from the database (`kt_sweep.stopped`), and `kt_sweep.decide` retries with nvcc where it is there
 (a line on stderr at any `quiet`) or raises with the reason and how to ask for nvcc. The decision and the read-back
 run here on real databases; the whole path on a GPU: tests/gpu/test_tune_kernel_gpu.py."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from autotune.interop import kt_sweep
 from autotune.interop.kerneltuner import KTCache, KTRecord
-from autotune.interop.kt_failure import Stopped, SystematicFailure, decide
+from autotune.interop.kt_sweep import Stopped, SystematicFailure, decide
 from autotune.interop.kt_store import store_cache
 from autotune.kernel_tuner import tune_kernel
 from autotune.space.spec import load_space

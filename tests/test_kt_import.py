@@ -40,7 +40,7 @@ def test_a_sweeps_store_and_plan_do_not_import_pandas() -> None:
     the frames that need it import it themselves."""
     got = _python(
         "import json, sys\nimport autotune.sweep.runner, autotune.store.store, autotune.space.generator\n"
-        "import autotune.interop.kt_results, autotune.interop.kt_store, autotune.sweep.backends.local\n"
+        "import autotune.interop.kt_export, autotune.interop.kt_store, autotune.sweep.backends.local\n"
         "print(json.dumps(['pandas' in sys.modules, 'sqlalchemy' in sys.modules]))"
     )
     assert got == [False, True]
@@ -65,7 +65,7 @@ def test_failure_markers_are_kernel_tuners_only_where_the_script_imported_it(tmp
     (pkg / "__init__.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
     (pkg / "util.py").write_text(FAKE_UTIL)
     got = _python(
-        "import json, sys\nfrom autotune.interop.kt_results import kt_marker\n"
+        "import json, sys\nfrom autotune.interop.kt_export import kt_marker\n"
         "before = kt_marker('CompilationFailedConfig')\nimported = 'kernel_tuner' in sys.modules\n"
         "import kernel_tuner.util\nafter = kt_marker('CompilationFailedConfig')\n"
         "print(json.dumps([type(before).__name__, str(before), imported, type(after).__name__, str(after), "

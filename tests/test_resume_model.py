@@ -65,7 +65,7 @@ def test_bad_resume_rule_is_an_error(tmp_path):
 def test_kernel_tuners_results_take_every_card_of_the_model_once(tmp_path):
     """tune_kernel resumes with `resume: model` (as Kernel Tuner's cache, on any device of the same name): its
     returned results hold what the earlier card measured too, each configuration once, the later card's first."""
-    from autotune.interop.kt_results import collect_results
+    from autotune.interop.kt_export import collect_results
     from autotune.space.spec import load_space
 
     cfg = config(tmp_path, "model")

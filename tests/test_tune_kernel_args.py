@@ -144,7 +144,7 @@ def test_parallel_with_simulation_mode_is_refused_in_kernel_tuners_words(tmp_pat
 def test_a_kernel_name_is_never_a_path_of_the_temporary_folder(tmp_path: Path) -> None:
     """A templated name (as Kernel Tuner's CuPy backend takes) is accepted; the folder the call makes is named
     from letters, digits and _ only, and lies under the temporary folder."""
-    from autotune.interop.kt_folder import safe_name
+    from autotune.interop.tune_kernel import safe_name
 
     assert safe_name("ns::k<float, 128>") == "ns__k_float__128_"
     assert safe_name("../../evil") == "______evil" and "/" not in safe_name("a/b")

@@ -1,7 +1,7 @@
 """Kernel Tuner cache files and T4 results files, read and written with the standard library only.
 
-This module and the three it gathers (`kt_format`: the records and errors; `kt_read`; `kt_write`) import nothing
-from the rest of ``autotune``.
+This module and the two it gathers (`kt_format`: the records, errors and writers; `kt_read`: the reader) import
+nothing from the rest of ``autotune``.
 
 The cache format (Kernel Tuner 1.x, ``kernel_tuner/util.py``: ``process_cache``, ``store_cache``,
 ``read_cache``, ``correct_open_cache``, ``close_cache``) is one JSON object::
@@ -52,10 +52,14 @@ from autotune.interop.kt_format import (
     KTCache,
     KTCacheWarning,
     KTRecord,
+    cache_text,
     config_key,
+    t4_results,
+    t4_text,
+    write_cache,
+    write_t4,
 )
 from autotune.interop.kt_read import read_cache
-from autotune.interop.kt_write import cache_text, t4_results, t4_text, write_cache, write_t4
 
 __all__ = [
     "ERROR_KEY",

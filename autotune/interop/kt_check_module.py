@@ -65,12 +65,6 @@ def warm(outputs):
         _same_on_device(n, e, device(n))
 
 
-def reference(arrays, sizes):
-    """The expected outputs: the answer's arrays; an output the answer does not check keeps its initial values."""
-    expected = _expected()
-    return {{n: expected.get(n, _host(arrays[n])) for n in OUTPUTS}}
-
-
 def check(outputs, expected, params, sizes):
     """True/None: correct; False or a message: wrong (Kernel Tuner's rules, see autotune/interop/kt_space.py)."""
     answers = _expected()

@@ -43,8 +43,6 @@ CALL_MODULES = (  # what tune_kernel's call imports (autotune.interop.kt_sweep):
     "autotune.sweep.compile.failstop",
     "autotune.sweep.compile.nvcc",
     "autotune.interop.kerneltuner",
-    "autotune.interop.kt_failure",
-    "autotune.interop.kt_results",
     "autotune.interop.kt_export",
     "autotune.interop.kt_space",
     "autotune.interop.kt_store",
@@ -54,8 +52,9 @@ _backend: Any = None
 _started_at: float | None = None
 
 
-def enabled() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+def enabled(env: str = ENV) -> bool:
+    """Whether AUTOTUNE_PREWARM (or `env`) leaves the head start on: anything but 0, off, no or false."""
+    return os.environ.get(env, "1").strip().lower() not in ("0", "off", "no", "false")
 
 
 def start(device: int = 0) -> bool:
@@ -84,7 +83,7 @@ def start(device: int = 0) -> bool:
         return False
     _backend, _started_at = backend, since
     atexit.register(_close)
-    if os.environ.get(IMPORTS_ENV, "1").strip().lower() not in ("0", "off", "no", "false"):
+    if enabled(IMPORTS_ENV):
         threading.Thread(target=_import_call, name="autotune-prewarm-imports", daemon=True).start()
     return True
 

@@ -94,9 +94,7 @@ def looks_like_a_filename(source: Any) -> bool:
 def kernel_string(kernel_source: Any) -> str:
     """Kernel Tuner's `util.get_kernel_string` for a string or a Path."""
     source = kernel_source[0] if isinstance(kernel_source, (list, tuple)) else kernel_source
-    if isinstance(source, Path):
-        return source.read_text()
-    if looks_like_a_filename(source):
+    if isinstance(source, Path) or looks_like_a_filename(source):
         return Path(source).read_text()
     return str(source)
 
@@ -107,12 +105,10 @@ def _eval(expr: str, params: Mapping[str, Any]) -> int:
 
 def block_and_grid(
     problem_size: Any, grid_div: Sequence[Any], params: Mapping[str, Any], block_size_names: Sequence[str]
-) -> tuple[tuple[int, int, int], tuple[int, ...]]:
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Kernel Tuner's `util.setup_block_and_grid`: (threads, grid)."""
-    threads = (
-        int(params.get(block_size_names[0], 256)),
-        int(params.get(block_size_names[1], 1)),
-        int(params.get(block_size_names[2], 1)),
+    threads = tuple(
+        int(params.get(name, default)) for name, default in zip(block_size_names, (256, 1, 1), strict=False)
     )
     sizes = [problem_size] if isinstance(problem_size, (str, int, np.integer)) else list(problem_size)
     current = [1, 1, 1]

@@ -8,7 +8,7 @@
   `args/cmem_SYMBOL.npy`; plain `.npy` files (numpy.save: no zip, no CRC; 400 MB took about 3x
   longer through savez on a 2-core host), which the GPU worker maps rather than reads (`FileInit.load`); `expected.npz`: the
   `answer` arrays that are not None;
-* `kt_check.py`: the reference / check functions (below); `verify.pkl`: a `verify=` function (cloudpickle);
+* `kt_check.py`: the check function (below); `verify.pkl`: a `verify=` function (cloudpickle);
 * `space.yaml`: one problem of kind `kt_NAME` with sizes `size_x[, size_y[, size_z]]` (Kernel Tuner's
   problem_size; 1 for a dimension given as an expression of the parameters); the kernel by `name:`, every
   parameter, `grid_size_x/y/z`, the block sizes and `kernel_tuner` as `#define`s (Kernel Tuner's defaults, or the
@@ -18,20 +18,12 @@
 
 Verification follows Kernel Tuner's: `answer` -> numpy.allclose(expected, output, atol=atol) per array that is not
 None (rtol 1e-5, NaNs equal where the answer has NaNs); `verify=` -> verify(answer, outputs, atol=atol) on the host;
-neither -> no check. Where the space format has the problem key `check:` (the format's check function), a
-generated `check:` does exactly that. Without it (an older autotune), `answer` becomes a `reference:` returning the
-expected arrays with the relative L2 tolerance that numpy.allclose implies at most (atol * sqrt(n) / ||answer|| +
-1e-5: looser than Kernel Tuner's per-element test), no answer a reference returning the initial arrays with an
-infinite tolerance (only NaN/Inf outputs fail), and `verify=` is refused.
+neither -> no check. A generated `check:` (the space format's check function) does exactly that.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 import re
-import tempfile
-import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -39,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from autotune.errors import SpaceError, UserError
+from autotune.errors import UserError
 from autotune.expr import ExprError, parse
 from autotune.problems import allowed_paths
 from autotune.problems.declared import DTYPES
@@ -72,51 +64,6 @@ class KTProblem:
     compiler: str | None = None
     compiler_options: list[str] = field(default_factory=list)
     defines: dict[str, Any] | None = None  # None: Kernel Tuner's defaults
-
-
-@functools.lru_cache(maxsize=None)
-def space_supports(section: str, key: str) -> bool:
-    """Whether this autotune's space format knows `key` in `section` ("problem" or "kernel"): the keys newer space formats add
-    (`check:`, `constants:`, `semantics:`) are used only where they exist."""
-    from autotune.space.spec import load_space
-
-    samples = {
-        ("problem", "check"): "check: ref.py:check",
-        ("kernel", "semantics"): "semantics: kerneltuner",
-        ("problem", "constants"): "constants: [{name: c, dtype: float32, shape: [1], init: zeros}]",
-    }
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        (folder / "k.cu").write_text("__global__ void k(float *y) {}\n")
-        (folder / "ref.py").write_text("def ref(a, s):\n    return a['y']\ndef check(o, e, p, s):\n    return True\n")
-        extra = samples[(section, key)]
-        (folder / "s.yaml").write_text(
-            textwrap.dedent(f"""\
-            name: probe
-            problem:
-              name: probe
-              sizes: [n]
-              arguments: [{{name: y, buffer: float32, shape: [n], output: true}}]
-              reference: ref.py:ref
-              bytes: 4 * n
-              {extra if section == "problem" else ""}
-            kernel:
-              source: k.cu
-              name: k
-              block: [32]
-              grid: [1]
-              {extra if section == "kernel" else ""}
-            parameters:
-              p: [1]
-            """)
-        )
-        try:
-            load_space(folder / "s.yaml")
-        except SpaceError as exc:
-            if "unknown" in str(exc) and key in str(exc):
-                return False
-            raise
-    return True
 
 
 def _expr(text: str, known: set[str], what: str) -> str:
@@ -181,18 +128,17 @@ def _grid(p: KTProblem, params: set[str], block_names: list[str]) -> dict[str, s
 def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]]:
     """Write the folder; returns the space file and the test point's sizes."""
     folder.mkdir(parents=True, exist_ok=True)
-    has_check = space_supports("problem", "check")
     source, text = _write_source(p, folder)
     names = argument_names(p.kernel_name, text, len(p.arguments))
     params = set(p.tune_params)
     arrays, args, outputs = _arguments(p, names)
-    expected = _write_data(p, folder, names, arrays, args, outputs)
+    _write_data(p, folder, names, arrays, args, outputs)
     name = re.sub(r"\W", "_", p.kernel_name)
     name = name if re.match(r"^[A-Za-z]", name) else f"k_{name}"
     if p.compiler == "nvcc":  # another space than NVRTC's: a database of one does not resume the other's instances
         name = f"{name}_nvcc"
     sizes = {SIZE_NAMES[i]: (s if isinstance(s, int) else 1) for i, s in enumerate(p.problem_size)}
-    problem = _problem_section(p, name, list(sizes), args, arrays, expected, has_check)
+    problem = _problem_section(p, name, list(sizes), args, arrays)
     block_names = list(p.block_size_names)
     derived, defines = _derived_and_defines(p, params, block_names)
     kernel: dict[str, Any] = {
@@ -207,8 +153,7 @@ def write_space_folder(p: KTProblem, folder: Path) -> tuple[Path, dict[str, Any]
         kernel["compiler"] = p.compiler
     if p.compiler_options:
         kernel["compiler_options"] = list(p.compiler_options)
-    if space_supports("kernel", "semantics"):
-        kernel["semantics"] = "kerneltuner"
+    kernel["semantics"] = "kerneltuner"
     hard = [
         {
             "name": f"kt_restriction_{i}",
@@ -253,7 +198,6 @@ def _arguments(p: KTProblem, names: list[str]) -> tuple[dict[str, np.ndarray], l
     """The arrays by argument name, the space's argument records and the names of the outputs read back."""
     arrays: dict[str, np.ndarray] = {}
     args: list[dict[str, Any]] = []
-    outputs: list[str] = []
     answer = p.answer
     if answer is not None and len(answer) != len(p.arguments):
         raise UserError(
@@ -263,7 +207,6 @@ def _arguments(p: KTProblem, names: list[str]) -> tuple[dict[str, np.ndarray], l
     # without an answer every array is an output the kernel may write; with one, only those it checks (Kernel Tuner's
     # `should_sync`: also for verify=, which then sees None for the others; a reduction's 3.2 GB input is never
     # read back)
-    all_out = answer is None
     for i, (name, a) in enumerate(zip(names, p.arguments, strict=True)):
         if isinstance(a, np.ndarray):
             if a.ndim == 0 or a.size == 0:
@@ -273,7 +216,7 @@ def _arguments(p: KTProblem, names: list[str]) -> tuple[dict[str, np.ndarray], l
                 )
             dtype = _dtype(a, f"argument {i} ({name})")
             arrays[name] = np.ascontiguousarray(a)
-            out = all_out or answer[i] is not None  # type: ignore[index]
+            out = answer is None or answer[i] is not None
             args.append(
                 {
                     "name": name,
@@ -283,8 +226,6 @@ def _arguments(p: KTProblem, names: list[str]) -> tuple[dict[str, np.ndarray], l
                     **({"output": True} if out else {}),
                 }
             )
-            if out:
-                outputs.append(name)
         elif isinstance(a, np.generic):
             dtype = _dtype(a, f"argument {i} ({name})")
             args.append({"name": name, "scalar": dtype, "value": a.item()})
@@ -298,6 +239,7 @@ def _arguments(p: KTProblem, names: list[str]) -> tuple[dict[str, np.ndarray], l
                 f"tune_kernel: argument {i} ({name}) is a {type(a).__name__}",
                 hint="pass NumPy arrays and NumPy scalars (numpy.int32(n), numpy.float32(x)), as Kernel Tuner requires",
             )
+    outputs = [a["name"] for a in args if a.get("output")]
     if not outputs:
         raise UserError(
             "tune_kernel: no argument is checked: answer has only None entries (or no arrays are given)",
@@ -313,22 +255,18 @@ def _write_data(
     arrays: dict[str, np.ndarray],
     args: list[dict[str, Any]],
     outputs: list[str],
-) -> dict[str, np.ndarray]:
+) -> None:
     """Write `args/*.npy` (the `cmem_args` arrays added to `arrays`), `expected.npz`, `verify.pkl` and
-    `kt_check.py`; returns the expected arrays by argument name."""
+    `kt_check.py`."""
     answer = p.answer
     for sym, a in p.cmem_args.items():
         arrays[f"cmem_{sym}"] = np.ascontiguousarray(np.asarray(a))
     (folder / "args").mkdir(exist_ok=True)
     for key, a in arrays.items():
         np.save(folder / "args" / f"{key}.npy", a, allow_pickle=False)
-    expected = {
-        n: np.asarray(e)
-        for n, e, a in zip(
-            names, answer or [], p.arguments, strict=False
-        )  # answer=None: none (else its length was checked)
-        if e is not None and isinstance(a, np.ndarray)
-    }
+    # the answer's arrays (answer=None: none; else its length was checked)
+    answered = zip(names, answer or [], p.arguments, strict=False)
+    expected = {n: np.asarray(e) for n, e, a in answered if e is not None and isinstance(a, np.ndarray)}
     for n, e in expected.items():  # a verify= function compares as it likes (Kernel Tuner's reduction: a sum)
         if e.size != arrays[n].size and p.verify is None:
             raise UserError(
@@ -352,7 +290,6 @@ def _write_data(
             answer=[e is not None for e in answer] if answer is not None else None,
         )
     )
-    return expected
 
 
 def _problem_section(
@@ -361,17 +298,11 @@ def _problem_section(
     size_names: list[str],
     args: list[dict[str, Any]],
     arrays: dict[str, np.ndarray],
-    expected: dict[str, np.ndarray],
-    has_check: bool,
 ) -> dict[str, Any]:
-    """The space's `problem:` section: kind `kt_NAME`, its sizes and arguments, the check (or the reference and
-    tolerance where the space format has no `check:`), the bytes moved and the `cmem_args` constants."""
+    """The space's `problem:` section: kind `kt_NAME`, its sizes and arguments, the check, the bytes moved and the
+    `cmem_args` constants."""
     problem: dict[str, Any] = {"name": f"kt_{name}", "sizes": size_names, "precisions": ["fp32"], "arguments": args}
-    if has_check:  # the check decides (it reads the answers itself): no reference, expected is None
-        problem["check"] = "kt_check.py:check"
-    else:
-        problem["reference"] = "kt_check.py:reference"
-        problem["tolerance"] = {"fp32": _implied_tolerance(expected, p.atol) if expected else float("inf")}
+    problem["check"] = "kt_check.py:check"  # the check decides (it reads the answers itself): no reference
     problem["bytes"] = str(sum(int(a.nbytes) for a in arrays.values() if a is not None) or 1)
     if p.cmem_args:
         problem["constants"] = [
@@ -389,16 +320,12 @@ def _problem_section(
 def _derived_and_defines(p: KTProblem, params: set[str], block_names: list[str]) -> tuple[dict[str, str], list[str]]:
     """The derived parameters (the default block sizes, grid_size_x/y/z, the `defines=` expressions) and the names
     defined for the kernel (Kernel Tuner's defaults where `defines` is None)."""
-    derived: dict[str, str] = {}
-    for i, b in enumerate(block_names):
-        if b not in params:
-            derived[b] = str(KT_DEFAULT_BLOCK[i])
+    derived = {b: str(KT_DEFAULT_BLOCK[i]) for i, b in enumerate(block_names) if b not in params}
     derived.update(_grid(p, params, block_names))
     if p.defines is None:
         derived["kernel_tuner"] = "1"
         defines = [f"grid_size_{a}" for a in AXES] + block_names + [k for k in p.tune_params if k not in block_names]
-        defines.append("kernel_tuner")
-        return derived, defines
+        return derived, [*defines, "kernel_tuner"]
     defines = []
     for k, v in p.defines.items():
         if not (isinstance(k, str) and _IDENT.match(k)):
@@ -420,12 +347,3 @@ def _derived_and_defines(p: KTProblem, params: set[str], block_names: list[str])
             derived[k] = _expr(str(v), params | set(derived) - {k}, f"defines[{k!r}]")
         defines.append(k)
     return derived, defines
-
-
-def _implied_tolerance(expected: dict[str, np.ndarray], atol: float) -> float:
-    """The relative L2 error numpy.allclose(expected, x, atol) admits at most (the fallback without `check:`)."""
-    worst = 0.0
-    for e in expected.values():
-        norm = float(np.linalg.norm(e.astype(np.float64).ravel()))
-        worst = max(worst, (atol * math.sqrt(e.size)) / norm + 1e-5 if norm > 0 else 0.0)
-    return worst

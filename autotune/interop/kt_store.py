@@ -6,10 +6,22 @@ repetitions and the measurement's median, p20, p80, min and max theirs (Kernel T
 kept exactly in the measurement's `log`, not as the median; a cache without `times` has only `time`, which then
 stands for the median), failures as failures (Kernel Tuner's own failure word kept in `error`, so an export writes
 it back), other recorded fields (compile_time, metrics, timestamp) in the `log` as JSON. Every number is judged
-before anything is stored (`autotune.interop.kt_entries`). Without a space file, a space is written
+before anything is stored (below). Without a space file, a space is written
 from the cache's `tune_params` (parameters only, no kernel binding: the cache does not say how to launch it).
 The test point is of kind `kerneltuner`, with the sizes `size_x, size_y, size_z` of Kernel Tuner's problem_size
 (or a point of the given space's kind, when the kind accepts those sizes: `ProblemKind.point`).
+
+A cache's contents are judged before any of it is stored: every number an entry holds is read by
+`autotune.untrusted.number` (one reader of untrusted numbers): a parameter value, `time`, each of `times`, and Kernel
+Tuner's timings (`compile_time`, `verification_time`, `benchmark_time`, `strategy_time`, `framework_time`). A `time`
+that is not a positive finite number of ms below `MAX_TIME_MS`, or `times` that are not such numbers, make that entry
+a failure with its reason (`time_problem`: the import lists them, the value as the cache writes it); any other number
+that is not one, or a parameter value that is not a number, a boolean or a short string, is one UserError naming the
+file, the entry and the field (`check_entries`), before anything is stored.
+
+`check_call` judges a cache against the `tune_kernel` call that replays it (`simulation_mode`): Kernel Tuner's
+`process_cache` check (`kernel_tuner/util.py`), with its words: a cache of another kernel, another problem size or
+other tunable parameters (or the same in another order) is refused.
 
 The way back, a database's measurements as a cache: `autotune.interop.kt_export`.
 """
@@ -17,6 +29,7 @@ The way back, a database's measurements as a cache: `autotune.interop.kt_export`
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,14 +40,16 @@ import yaml
 
 from autotune.errors import UserError
 from autotune.interop.kerneltuner import CacheFormatError, CacheLimitError, KTCache, KTRecord, config_key, read_cache
-from autotune.interop.kerneltuner_limits import limit_hint, max_cache_bytes, max_cache_entries
-from autotune.interop.kt_entries import MAX_PARAM_TEXT, check_entries, time_problem
+from autotune.interop.kt_args import KTValueError
+from autotune.interop.kt_format import is_number
 from autotune.outfiles import write_file
 from autotune.space.instance import Instance
 from autotune.space.spec import Space, load_space
 from autotune.store.schema import SpaceRecord, SweepStart
 from autotune.store.store import Store
 from autotune.sweep.timing import summarize
+from autotune.sweep.workloads.workload_limits import limit
+from autotune.untrusted import number
 from autotune.vocab import ELEM_BYTES, MAX_SIZE, TIME_STATS, DeviceInfo, Measurement, Status, TestPoint
 
 KIND = "kerneltuner"
@@ -48,6 +63,135 @@ TO_STATUS = {
     "error": Status.CRASHED,
 }
 MARK = "kerneltuner:"  # error text prefix that keeps Kernel Tuner's own status through a round trip
+# The limits an imported cache is checked against before the work: its file size (checked before the file is read)
+# and its number of entries (counted while parsing, before any is built or stored). Each is a command-line knob of
+# `autotune import kerneltuner` with an environment default, named in the error.
+MAX_CACHE_MB = 256  # a file's size; a cache's entries take ~5x that in memory once parsed
+MAX_CACHE_ENTRIES = 500_000  # configurations of one cache (a brute-force run of a large space holds ~10^5)
+CACHE_MB_ENV, CACHE_ENTRIES_ENV = "AUTOTUNE_MAX_CACHE_MB", "AUTOTUNE_MAX_CACHE_ENTRIES"
+MAX_TIME_MS = 1e9  # about 11.6 days: a time above it is not one kernel launch's
+TIMINGS = ("compile_time", "verification_time", "benchmark_time", "strategy_time", "framework_time")
+MAX_PARAM_TEXT = 256  # characters of a string parameter value
+HINT = "Kernel Tuner writes these as numbers of milliseconds; correct the entry or remove it from the cache"
+
+
+def judged(value: Any, lo: float, hi: float) -> bool:
+    """Whether `value` (read from a cache or a measurement's log) is a number in [lo, hi], as
+    `autotune.untrusted.number` reads it."""
+    if not is_number(value):
+        return False
+    try:
+        number(value, name="value", lo=lo, hi=hi)
+    except UserError:
+        return False
+    return True
+
+
+def _json(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else f"{text[:24]}... ({len(text)} characters)"
+
+
+def time_problem(r: KTRecord) -> str | None:
+    """Why an ok record's time cannot be stored as a measurement (None: it can): Kernel Tuner's `time` must be
+    a positive finite number of ms (below MAX_TIME_MS), and `times`, where present, a list of such numbers (0
+    allowed). The reason shows the value as the cache writes it (`time is NaN`)."""
+    if r.status != "ok":
+        return None
+    if r.time_ms is None and "time" not in r.extra:
+        return "no time"
+    t = r.time_ms if r.time_ms is not None else r.extra["time"]
+    if not judged(t, 0, MAX_TIME_MS) or t <= 0:
+        return f"time is {_json(t)}"
+    if "times" in r.extra:
+        return f"times is {_json(r.extra['times'])}, not a list of numbers"
+    for x in r.times_ms:
+        if not judged(x, 0, MAX_TIME_MS):
+            return f"times holds {_json(x)}"
+    return None
+
+
+def check_entries(cache: KTCache, path: Path) -> None:
+    """Every parameter value and timing field of every entry, each a UserError naming the file and the entry."""
+    for r in cache.records:
+        key = config_key(r.params, cache.tune_params_keys)
+        shown = repr(key) if len(key) <= 60 else f"{key[:40]!r}..."
+        for name, v in r.params.items():
+            if (isinstance(v, str) and len(v) <= MAX_PARAM_TEXT) or isinstance(v, bool):
+                continue  # a boolean is stored as its text ("True": kt_store.text_params)
+            if not judged(v, -(2**63 - 1), 2**63 - 1):
+                raise UserError(
+                    f"cache entry {shown}: {name} is {_json(v)}: a parameter value is a number, a boolean or a short string",
+                    file=path,
+                    hint="give the cache a tune_kernel call wrote, or correct the entry",
+                )
+        for name in TIMINGS:
+            if name in r.extra and not judged(r.extra[name], 0, MAX_TIME_MS):
+                raise UserError(
+                    f"cache entry {shown}: {name} is {_json(r.extra[name])}, not a number of ms from 0 to "
+                    f"{MAX_TIME_MS:g}",
+                    file=path,
+                    hint=HINT,
+                )
+
+
+def _sizes(ps: Any) -> list[Any]:
+    return list(ps) if isinstance(ps, (list, tuple)) else [ps]
+
+
+def _same_sizes(cached: Any, given: Any) -> bool:
+    """Kernel Tuner's `check_matching_problem_size`: as many entries, each equal (numbers by value)."""
+    a, b = _sizes(cached), _sizes(given)
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if is_number(x) and is_number(y):
+            if not (math.isfinite(float(x)) if isinstance(x, float) else True) or x != y:
+                return False
+        elif x != y or type(x) is not type(y):
+            return False
+    return True
+
+
+def check_call(cache: KTCache, path: Path, kernel_name: str, problem_size: Any, keys: list[str]) -> None:
+    """Kernel Tuner's checks of a cache against the call that loads it (its device check is skipped in simulation
+    mode, as Kernel Tuner's: the cache's device is the simulated one)."""
+    if cache.kernel_name != kernel_name:
+        raise KTValueError(
+            "Cannot load cache which contains results for different kernel "
+            f"(cache: {cache.kernel_name[:80]}, actual: {kernel_name})",
+            file=path,
+            hint="give the cache of this kernel, or the kernel_name the cache was written for",
+        )
+    if cache.problem_size is not None and not _same_sizes(cache.problem_size, problem_size):
+        shown = json.dumps(cache.problem_size, default=str)[:80]  # as the cache has it, as Kernel Tuner shows it
+        raise KTValueError(
+            "Cannot load cache which contains results for different problem_size, "
+            f"cache: {shown}, requested: {str(problem_size)[:80]}",
+            file=path,
+            hint="give the problem_size the cache was tuned at, or the cache of this problem size",
+        )
+    cached = list(cache.tune_params_keys)
+    if cached != keys:
+        if sorted(cached) == sorted(keys):
+            raise KTValueError(
+                "All tunable parameters are present, but the order is wrong. This is not possible because the order "
+                "must be preserved to lookup the correct configuration in the cache. "
+                f"Cache has order: {cached}, tuning_options has: {keys}",
+                file=path,
+                hint=f"give tune_params in the cache's order: {', '.join(cached)}",
+            )
+        missing = [k for k in keys if k not in cached]
+        raise KTValueError(
+            "Cannot load cache which contains results obtained with different tunable parameters. "
+            f"Cache has: {cached[:20]}, tuning_options has: {keys}",
+            file=path,
+            hint=(
+                f"the cache lacks {', '.join(missing)}: give the cache of this call's parameters"
+                if missing
+                else "give tune_params with the cache's parameters"
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -146,11 +290,25 @@ def _point(space: Space, precision: str, sizes: tuple[int, ...]) -> TestPoint:
     return TestPoint(KIND, precision, "", tuple(zip(SIZE_NAMES[: len(sizes)], sizes, strict=True)))
 
 
+def limit_hint(exc: CacheLimitError) -> str:
+    """What to do about a cache above a limit: the knob, with the value that admits it."""
+    if exc.what == "bytes":
+        option, env, value = "--max-cache-mb", CACHE_MB_ENV, -(-exc.count // 2**20)
+    else:
+        option, env, value = "--max-entries", CACHE_ENTRIES_ENV, exc.count
+    return (
+        f"import a smaller cache, or raise the limit: {option} {value} (autotune import kerneltuner) or {env}={value}"
+    )
+
+
 def load_cache(path: Path, *, max_mb: int | None = None, max_entries: int | None = None) -> KTCache:
-    """The cache at `path`, read within the limits and judged entry by entry (`kt_entries.check_entries`): one
+    """The cache at `path`, read within the limits and judged entry by entry (`check_entries`): one
     UserError naming the file (and the entry) for anything that is not a Kernel Tuner cache."""
     try:
-        cache = read_cache(path, max_bytes=max_cache_bytes(max_mb), max_entries=max_cache_entries(max_entries))
+        # `max_mb` MB, else AUTOTUNE_MAX_CACHE_MB, else 256 MB; `max_entries`, else AUTOTUNE_MAX_CACHE_ENTRIES, else 500,000
+        max_bytes = limit(max_mb, CACHE_MB_ENV, MAX_CACHE_MB) * 2**20
+        max_count = limit(max_entries, CACHE_ENTRIES_ENV, MAX_CACHE_ENTRIES)
+        cache = read_cache(path, max_bytes=max_bytes, max_entries=max_count)
     except CacheLimitError as exc:
         raise UserError(str(exc), hint=limit_hint(exc)) from None
     except (CacheFormatError, OSError) as exc:
@@ -302,17 +460,13 @@ def _kept(
     cache: KTCache, space: Space, keep: Callable[[Instance], bool] | None
 ) -> tuple[tuple[KTRecord, ...], list[Instance]]:
     """The cache's records and their instances, those `keep` keeps (all without it)."""
-    records = cache.records
     text = text_params(cache)
-    instances = [
-        Instance.of(space.name, {k: space_value(r.params[k], k in text) for k in cache.tune_params_keys})
-        for r in records
+    pairs = [
+        (r, Instance.of(space.name, {k: space_value(r.params[k], k in text) for k in cache.tune_params_keys}))
+        for r in cache.records
     ]
-    if keep is not None:
-        kept = [keep(inst) for inst in instances]
-        records = tuple(r for r, k in zip(records, kept, strict=True) if k)
-        instances = [inst for inst, k in zip(instances, kept, strict=True) if k]
-    return records, instances
+    pairs = [(r, inst) for r, inst in pairs if keep is None or keep(inst)]
+    return tuple(r for r, _ in pairs), [inst for _, inst in pairs]
 
 
 def _space_record(space: Space, kind: str) -> SpaceRecord:

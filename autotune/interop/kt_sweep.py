@@ -1,8 +1,22 @@
 """One attempt of a `tune_kernel` call (`autotune.interop.tune_kernel`): its space folder written
 (`autotune.interop.kt_space`), swept on the GPU backend or, in simulation mode, on a replay of the call's cache
 (imported first: only the configurations of the call's space), and its results collected as Kernel Tuner's
-(`autotune.interop.kt_results`). A sweep that stopped on a systematic failure raises `StoppedRun` (the caller
-decides: `autotune.interop.kt_failure`)."""
+(`autotune.interop.kt_export`).
+
+A sweep that stopped on a systematic failure (`autotune.sweep.compile.failstop`: the first configurations all failed
+with one compile or launch error) raises `StoppedRun`, and the call does what `decide` says, whatever `quiet` says.
+Kernel Tuner raises on a compile error that is not about resources (`core.compile_kernel`), so a script learns
+why; here the sweep records each failure and stops the space once they repeat, and then:
+
+* a compile error under NVRTC (no `compiler=` given) with nvcc there (`autotune.sweep.compile.nvcc.find_nvcc`: CUDA_PATH,
+  CUDA_HOME, the PATH, /usr/local/cuda): the call is run again with `compiler="nvcc"`, after one line on stderr
+  saying why. NVRTC rejects what the toolkit's headers need from nvcc (`#include <cub/cub.cuh>`: "A function
+  explicitly marked as a __host__ function is not allowed in JIT mode"); the space and its instances are then
+  those of `compiler="nvcc"` (another space name, so a database of the NVRTC attempt does not resume them);
+* anything else: a `SystematicFailure` error with the error text, and what to do (without nvcc: how to ask for it).
+
+`decide` is the whole decision, pure (testable without a GPU); `autotune.interop.tune_kernel` acts on it.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +27,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.errors import UserError
 from autotune.interop.kt_args import read_strategy
-from autotune.interop.kt_failure import Stopped
 
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.interop.kerneltuner import KTCache
@@ -25,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from autotune.sweep.config import SweepConfig
     from autotune.vocab import TestPoint
 
-
+COMPILE_ERROR = "compile_error"
 _GPU_HINT = (
     "run on a machine with an NVIDIA GPU and CuPy, or replay a cache: "
     "tune_kernel(..., cache='file.json', simulation_mode=True)"
@@ -55,6 +69,57 @@ class _Reporter:
     def note(self, text: str) -> None:
         if not self.quiet:
             print(f"tune_kernel: {text}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Stopped:
+    """The sweep stopped the call's space: its first `count` configurations failed alike (`status`, `example`)."""
+
+    kernel_name: str
+    status: str  # compile_error or launch_error
+    example: str  # the first such error, as recorded
+    count: int
+
+
+class SystematicFailure(UserError, RuntimeError):
+    """Every configuration tried failed with one error (a RuntimeError, as Kernel Tuner's compile errors are)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    retry_with_nvcc: bool
+    line: str  # printed before the retry (stderr), or the error's message
+    hint: str = ""
+
+    def error(self) -> SystematicFailure:
+        return SystematicFailure(self.line, hint=self.hint)
+
+
+def decide(stop: Stopped, compiler: str | None, nvcc: str | None) -> Decision:
+    """Retry with nvcc, or the error to raise (see the module docstring). `compiler`: what the call compiled with
+    (None: NVRTC chosen by default; "nvrtc" asked for by name, so not replaced); `nvcc`: the nvcc found, or None."""
+    what = "compile" if stop.status == COMPILE_ERROR else "launch"
+    by = "nvcc" if compiler == "nvcc" else "NVRTC"
+    said = " ".join(stop.example.split())[:300] or "(no message)"
+    head = (
+        f"tune_kernel: {stop.kernel_name}: the first {stop.count} configurations all failed with the same {what} "
+        f"error{f' under {by}' if what == 'compile' else ''}: {said}"
+    )
+    if what == "compile" and compiler is None and nvcc is not None:
+        return Decision(True, f"{head}; compiling with nvcc ({nvcc}) instead, as compiler='nvcc' does")
+    if what == "launch":
+        hint = "fix the kernel or its launch (grid_div_*, block_size_names, problem_size, the arguments' sizes)"
+    elif compiler == "nvcc":
+        hint = "fix the kernel: nvcc's message is above"
+    else:
+        how = (
+            "nvcc was not found (CUDA_PATH, CUDA_HOME, PATH, /usr/local/cuda): install the CUDA toolkit and the "
+            "call retries with it by itself, or pass compiler='nvcc'"
+            if nvcc is None
+            else "pass compiler='nvcc' (compiler='nvrtc' asked for NVRTC alone)"
+        )
+        hint = f"if the kernel needs nvcc (CUB, Thrust, host headers NVRTC lacks), {how}; else fix the kernel"
+    return Decision(False, f"{head}; the rest were not tried", hint)
 
 
 class StoppedRun(Exception):
@@ -120,8 +185,7 @@ def _sweep(
     problem: KTProblem, folder: Path, backend: Any, call_start: float, call: Attempt
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from autotune.interop.kerneltuner import write_cache
-    from autotune.interop.kt_results import collect_results, environment
-    from autotune.interop.kt_export import export_cache
+    from autotune.interop.kt_export import collect_results, environment, export_cache
     from autotune.store.store import Store
     from autotune.workflows.sweeps import sweep_into
 

@@ -8,9 +8,9 @@ The same signature and return value as Kernel Tuner 1.5's (`kernel_tuner/interfa
 (`device_name`, `iterations`, `compiler_options`, `uuid`, `compute_capability`, `best_config`, the `total_*_time`s,
 and `autotune`: where the space folder and the results database are).
 
-Every argument is checked first (`autotune.interop.kt_checks`: a wrong one is one error, before anything is written or
-started). The call is written as a space folder (`autotune.interop.kt_space`, in `autotune.interop.kt_folder`'s
-folder) and run as a sweep (`autotune.interop.kt_sweep`: `autotune.workflows.sweeps.sweep_into`, the GPU backend, or in `simulation_mode` a
+Every argument is checked first (`autotune.interop.kt_args`: a wrong one is one error, before anything is written or
+started). The call is written as a space folder (`autotune.interop.kt_space`, in the folder `claim`
+readies) and run as a sweep (`autotune.interop.kt_sweep`: `autotune.workflows.sweeps.sweep_into`, the GPU backend, or in `simulation_mode` a
 replay of the `cache` file). Differences from Kernel Tuner, argument by argument, are in
 docs/kerneltuner.md; in short:
 
@@ -22,14 +22,13 @@ docs/kerneltuner.md; in short:
   `time_limit` -> the sweep's time budget, `fraction` (random_sample) -> max_fevals = fraction * space size.
 * A configuration that fails verification is recorded as `RuntimeFailedConfig` with the tuning going on (Kernel
   Tuner raises and stops). When the first configurations all fail alike, the sweep stops, and the call retries
-  with nvcc (NVRTC's compile errors, nvcc found) or raises with the reason (`autotune.interop.kt_failure`).
+  with nvcc (NVRTC's compile errors, nvcc found) or raises with the reason (`autotune.interop.kt_sweep`).
 * `cache`: the results are written as a Kernel Tuner cache file when the run ends; an existing file is replayed with
-  `simulation_mode=True` (checked against the call first, as Kernel Tuner checks it: `kt_entries.check_call`; only
+  `simulation_mode=True` (checked against the call first, as Kernel Tuner checks it: `kt_store.check_call`; only
   the configurations of the call's space) and refused otherwise (continuing a Kernel Tuner cache is not supported).
 * Refused (UserError): a callable kernel source, problem_size, grid divisor or restriction; a list of source files;
   languages other than CUDA/CuPy/nvcuda; `texmem_args`; `observers`; `smem_args` other than `size`; objectives other
-  than `time` or a metric; `verify=`, `cmem_args` and `loop_unroll_factor_*` parameters where this autotune has no
-  `check:` / `constants:` / `kernel: semantics:` space key.
+  than `time` or a metric; `verify=` without cloudpickle.
 
 Extra keywords (after Kernel Tuner's): `space_dir` keeps the generated folder there, the call's alone (so does the
 environment variable AUTOTUNE_KEEP_SPACE=DIR), `database` a results database URL to record into (default: one inside the folder),
@@ -42,6 +41,7 @@ import dataclasses
 import functools
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.errors import UserError
 from autotune.interop.kt_args import (
     LANGS,
+    check_tune_call,
     read_grid_div,
     read_problem_size,
     read_restrictions,
@@ -62,8 +63,6 @@ from autotune.interop.kt_args import (
     read_strategy,
 )
 from autotune.interop.kt_args import refuse as _refuse
-from autotune.interop.kt_checks import check_tune_call
-from autotune.interop.kt_folder import claim, safe_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from autotune.interop.kerneltuner import KTCache
@@ -75,6 +74,52 @@ if TYPE_CHECKING:  # pragma: no cover
 # by tests/test_kt_import.py.
 
 KEEP_ENV = "AUTOTUNE_KEEP_SPACE"
+# Where a call writes its space folder: a new temporary folder named after the kernel (its name reduced to letters,
+# digits and _: never a path), or `space_dir=` / AUTOTUNE_KEEP_SPACE, claimed for this call. A kept folder is this
+# call's alone: an empty or new folder is marked as tune_kernel's (`MARK`); one an earlier call marked has that call's
+# files removed first (`GENERATED`: its answers `expected.npz`, `verify.pkl`, its check module and its compiled
+# `__pycache__`, its arrays, its results database): nothing of an earlier call is checked against or returned. A
+# folder holding anything else is refused (nothing of the user's is removed).
+MARK = ".autotune-tune_kernel"
+GENERATED = (
+    "kernel.cu",
+    "args",
+    "expected.npz",
+    "verify.pkl",
+    "kt_check.py",
+    "__pycache__",
+    "space.yaml",
+    "sweep.yaml",
+    "nvcc",  # the folder of a retry with nvcc (autotune.interop.kt_sweep)
+)
+DATABASE = ("results.sqlite", "results.sqlite-wal", "results.sqlite-shm", "results.sqlite-journal")
+
+
+def safe_name(kernel_name: str) -> str:
+    """The kernel's name as a file-name part: letters, digits and _ only, at most 40 characters."""
+    return re.sub(r"\W", "_", kernel_name)[:40] or "kernel"
+
+
+def claim(folder: Path, own_database: bool) -> Path:
+    """`folder` ready for this call (see the module docstring); `own_database`: the results database is the
+    folder's (no `database=`), so an earlier call's is removed too."""
+    folder = folder.resolve()
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"tune_kernel: space_dir {folder} is a file", hint="give a folder name (new or empty)")
+    if folder.is_dir() and not (folder / MARK).is_file() and any(folder.iterdir()):
+        raise UserError(
+            f"tune_kernel: space_dir {folder} holds files that are not an earlier tune_kernel call's",
+            hint="give a new or empty folder (a folder an earlier call kept is reused: its files are replaced)",
+        )
+    for name in GENERATED + (DATABASE if own_database else ()):
+        path = folder / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARK).write_text("a space folder written by autotune.kernel_tuner.tune_kernel (space_dir=)\n")
+    return folder
 
 
 def tune_kernel(
@@ -160,10 +205,7 @@ def tune_kernel(
 
 
 def _refuse_unsupported(call: Mapping[str, Any]) -> str:
-    """Refuse what autotune does not do (or not in this version of its space format), in Kernel Tuner's argument
-    order; returns the objective's name."""
-    from autotune.interop.kt_space import space_supports
-
+    """Refuse what autotune does not do, in Kernel Tuner's argument order; returns the objective's name."""
     lang, smem_args, compiler, verify = call["lang"], call["smem_args"], call["compiler"], call["verify"]
     if lang is not None and str(lang).upper() not in LANGS:
         raise _refuse(f"lang={lang!r}", "autotune tunes CUDA kernels (lang None, 'CUDA', 'CuPy' or 'nvcuda')")
@@ -177,13 +219,7 @@ def _refuse_unsupported(call: Mapping[str, Any]) -> str:
         raise _refuse("a smem_args['size'] function", "give an int or a string expression of the parameters")
     if compiler not in (None, "nvcc", "nvrtc"):
         raise _refuse(f"compiler={compiler!r}", "use compiler='nvcc' (or None: NVRTC)")
-    if call["cmem_args"] and not space_supports("problem", "constants"):
-        raise _refuse(
-            "cmem_args (constant memory) in this autotune version", "update autotune (space key `constants:`)"
-        )
     if verify is not None:
-        if not space_supports("problem", "check"):
-            raise _refuse("verify= in this autotune version", "update autotune (space key `check:`), or give answer=")
         try:
             import cloudpickle  # noqa: F401
         except ImportError:
@@ -197,14 +233,6 @@ def _refuse_unsupported(call: Mapping[str, Any]) -> str:
     defines = call["defines"]
     if isinstance(defines, dict) and any(callable(v) for v in defines.values()):
         raise _refuse("a defines function", "give an expression of the tunable parameters as a string")
-    unroll = [str(k) for k in call["tune_params"] if "loop_unroll_factor" in str(k)]
-    if unroll and not space_supports("kernel", "semantics"):
-        raise _refuse(
-            f"the parameter {unroll[0]!r} in this autotune version (Kernel Tuner passes loop_unroll_factor_* "
-            "as constexpr ints and removes `#pragma unroll NAME` where it is 0)",
-            "update autotune (space key `kernel: semantics: kerneltuner`), or rename the parameter and "
-            "write the pragma with a #define",
-        )
     return objective_name
 
 
@@ -257,19 +285,8 @@ def _attempt(call: Mapping[str, Any], cache_path: Path | None, replayed: KTCache
     """How the sweep runs: the call's cache, repetitions, strategy, device, database and output."""
     from autotune.interop.kt_sweep import Attempt
 
-    return Attempt(
-        cache_path=cache_path,
-        replayed=replayed,
-        iterations=call["iterations"],
-        strategy=call["strategy"],
-        strategy_options=call["strategy_options"],
-        seed=call["seed"],
-        device=call["device"],
-        database=call["database"],
-        early_stop=call["early_stop"],
-        quiet=call["quiet"],
-        verbose=call["verbose"],
-    )
+    given = {f.name: call[f.name] for f in dataclasses.fields(Attempt) if f.name in call}  # the rest by name
+    return Attempt(cache_path=cache_path, replayed=replayed, **given)
 
 
 def _finish_env(
@@ -299,9 +316,8 @@ def _attempts(
     cleanup: list[Callable[[], object]],
 ) -> tuple[list[dict[str, Any]], dict[str, Any], Path]:
     """The call run as asked; once more with nvcc where NVRTC failed systematically and nvcc is there
-    (`autotune.interop.kt_failure`); (results, env, the folder used)."""
-    from autotune.interop.kt_failure import decide
-    from autotune.interop.kt_sweep import StoppedRun, run_attempt
+    (`autotune.interop.kt_sweep.decide`); (results, env, the folder used)."""
+    from autotune.interop.kt_sweep import StoppedRun, decide, run_attempt
     from autotune.sweep.compile.nvcc import find_nvcc
 
     try:
@@ -323,8 +339,7 @@ def _attempts(
 def _replayed(path: Path | None, problem: KTProblem, problem_size: Any) -> KTCache:
     """The cache simulation mode replays, read and checked against the call as Kernel Tuner checks it (another
     kernel, problem size or tunable parameters refused, in its words), before anything is written or started."""
-    from autotune.interop.kt_entries import check_call
-    from autotune.interop.kt_store import load_cache
+    from autotune.interop.kt_store import check_call, load_cache
 
     if path is None or not path.is_file():
         raise UserError(
@@ -383,12 +398,10 @@ def _clean_up(steps: list[Callable[[], object]], wait: bool) -> None:
             except Exception:  # noqa: BLE001 - best effort
                 pass
 
-    if not steps:
-        return
     if wait:
         run()
-        return
-    threading.Thread(target=run, name=CLEANUP_THREAD).start()
+    elif steps:
+        threading.Thread(target=run, name=CLEANUP_THREAD).start()
 
 
 __all__ = ["KEEP_ENV", "tune_kernel"]

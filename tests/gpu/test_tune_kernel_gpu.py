@@ -181,7 +181,7 @@ def test_a_kernel_nvrtc_cannot_compile_is_retried_with_nvcc_and_said_at_quiet(
 
 
 def test_a_systematic_failure_under_nvrtc_asked_by_name_is_raised_with_its_reason() -> None:
-    from autotune.interop.kt_failure import SystematicFailure
+    from autotune.interop.kt_sweep import SystematicFailure
 
     with pytest.raises(SystematicFailure, match="the same compile error under NVRTC") as err:
         _cub_call(compiler="nvrtc")
