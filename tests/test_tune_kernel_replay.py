@@ -241,3 +241,30 @@ def test_refusals_and_replays_match_kernel_tuner_15(tmp_path: Path) -> None:
             continue
         assert kt[0] == "ok", (kw, kt)
         assert sorted(r["block_size_x"] for r in results) == kt[1] and env["best_config"]["block_size_x"] == kt[2]
+
+
+@pytest.mark.parametrize(
+    "options, runs", [(None, 2), ({"fraction": 0.25}, 5), ({"fraction": 0.25, "max_fevals": 7}, 7)]
+)
+def test_random_sample_runs_a_fraction_of_the_space_as_kernel_tuner(
+    tmp_path: Path, options: dict[str, Any] | None, runs: int
+) -> None:
+    """random_sample sets out to measure ceil(fraction x the configurations) (fraction 0.1 when absent), or
+    max_fevals where given, as Kernel Tuner 1.5's random_sample; before, every configuration, `fraction` ignored."""
+    sizes = list(range(32, 672, 32))  # 20 configurations, each measured
+    records = tuple(KTRecord({"block_size_x": b}, "ok", 1 + b / 1000, (1 + b / 1000,) * 3, {}) for b in sizes)
+    cache = tmp_path / "c.json"
+    write_cache(
+        KTCache(
+            device_name="NVIDIA H100 80GB HBM3",
+            kernel_name="vector_add",
+            problem_size=N,
+            tune_params_keys=("block_size_x",),
+            tune_params={"block_size_x": sizes},
+            objective="time",
+            records=records,
+        ),
+        cache,
+    )
+    _, env = _replay(cache, tune_params={"block_size_x": sizes}, strategy="random_sample", strategy_options=options)
+    assert env["autotune"]["planned"] == runs  # the configurations the sweep set out to measure

@@ -148,8 +148,8 @@ def read_strategy(
     name = {None: "brute", "brute_force": "brute", "random_sample": "random"}.get(strategy, "auto")
     out: dict[str, Any] = {}
     fevals = options.get("max_fevals")
-    if fevals is None and "fraction" in options and space_size:
-        fevals = max(1, int(float(options["fraction"]) * space_size))
+    if fevals is None and name == "random" and space_size:  # Kernel Tuner samples 10% unless told otherwise
+        fevals = max(1, math.ceil(float(options.get("fraction", 0.1)) * space_size))
     if fevals is None and name == "auto":
         fevals = 100  # Kernel Tuner's optimizing strategies default to 100 evaluations
     out["strategy"] = {"name": name, "budget": int(fevals)} if fevals is not None else name

@@ -268,7 +268,13 @@ def _configured(
         **read_strategy(call.strategy, call.strategy_options, None, time.perf_counter() - call_start),
     }
     (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    return space, sizes, load_config(folder / "sweep.yaml")
+    cfg = load_config(folder / "sweep.yaml")
+    if config["strategy"] == "random":  # random_sample without max_fevals: a fraction of the space's configurations
+        size = len(_planned(cfg))
+        config.update(read_strategy(call.strategy, call.strategy_options, size, time.perf_counter() - call_start))
+        (folder / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        cfg = load_config(folder / "sweep.yaml")
+    return space, sizes, cfg
 
 
 def _replay_backend(

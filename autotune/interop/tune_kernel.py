@@ -19,7 +19,7 @@ docs/kerneltuner.md; in short:
   clearly slower than the best so far stops after 5 repetitions (`early_stop=False` times every one fully).
 * `strategy`: None/"brute_force" -> brute; "random_sample" -> random; any other Kernel Tuner strategy -> our `auto`
   (Optuna TPE where the space is large). `strategy_options`: `max_fevals` -> the evaluations per point (budget),
-  `time_limit` -> the sweep's time budget, `fraction` (random_sample) -> max_fevals = fraction * space size.
+  `time_limit` -> the sweep's time budget, `fraction` (random_sample, 0.1 when absent) -> max_fevals = ceil(fraction * space size).
 * A configuration that fails verification is recorded as `RuntimeFailedConfig` with the tuning going on (Kernel
   Tuner raises and stops). When the first configurations all fail alike, the sweep stops, and the call retries
   with nvcc (NVRTC's compile errors, nvcc found) or raises with the reason (`autotune.interop.kt_sweep`).
