@@ -1,5 +1,5 @@
 """The C++ code the generated header carries after its data tables: the lookup rules of
-`autotune.dispatch.runtime` in integers (LOOKUP, then cost mode's `cpp_index.COST`, then LOOKUP_END; `NO_LIMIT` is
+`autotune.dispatch.runtime` in integers (LOOKUP, then cost mode's `cpp_walk.COST`, then LOOKUP_END; `NO_LIMIT` is
 replaced by the number), the device check, the candidates of a problem, and the refinement where the application runs
 (REFINE; `NAMESPACE` is replaced). `autotune.dispatch.emit_cpp` writes the header around them.
 """

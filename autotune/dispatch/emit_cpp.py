@@ -17,7 +17,7 @@ import keyword
 import re
 from typing import Callable
 
-from autotune.dispatch import cpp_index, cpp_text
+from autotune.dispatch import cpp_index, cpp_text, cpp_walk
 from autotune.dispatch.table import DispatchTable
 from autotune.dispatch.features import MODEL_ALIGN, MODEL_SATURATE, cost_log_margin, ilog2_fx, model_count, model_margin
 from autotune.dispatch.runtime import (
@@ -409,7 +409,7 @@ def _emit_regions(w: Callable[[str], object], table: DispatchTable) -> None:
 def _emit_lookup(w: Callable[[str], object], table: DispatchTable) -> None:
     """The lookup code and its `lookup` entry points (the sizes alone where `simple_call`)."""
     params, precisions = size_parameters(table), list(table.precisions)
-    w(cpp_text.LOOKUP.replace("NO_LIMIT", _ll(NO_LIMIT)) + cpp_index.COST + cpp_text.LOOKUP_END)
+    w(cpp_text.LOOKUP.replace("NO_LIMIT", _ll(NO_LIMIT)) + cpp_walk.COST + cpp_text.LOOKUP_END)
     args = ", ".join(f"long long {n}" for n in params)
     w(
         "// The answer for a problem: an index into kKernels, GENERIC (-1), LIBRARY (-2), NONE (-4) or INVALID (-3).\n"
