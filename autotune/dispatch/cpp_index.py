@@ -47,7 +47,9 @@ class _Index:
         self.set_points: list[list[int]] = []  # per set, its points' group positions
         self.position = 0  # the group position of the group's first point (kGroupPoints)
         self.classes = 1  # the most step classes the library was measured in, in a group (kMaxClasses)
-        self.class_begin, self.class_g, self.class_reach = [0], [], []  # per cell and class: its class list
+        self.class_begin: list[int] = [0]  # per cell and class: its class list (kCellClassBegin, ...)
+        self.class_g: list[int] = []
+        self.class_reach: list[int] = []
         self.largest = 1  # the most points a group has
 
 
