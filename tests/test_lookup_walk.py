@@ -106,3 +106,15 @@ def test_bands_give_the_points_in_the_rules_order(monkeypatch: pytest.MonkeyPatc
 def _size(rng: random.Random, few: list[int]) -> int:
     """One of a few values mostly (equal distances), else any."""
     return rng.choice(few) if rng.random() < 0.7 else rng.randrange(1, 1 << rng.randrange(1, 24))
+
+
+@pytest.mark.parametrize("kernels", [1, 7, 8, 9, 15, 104])
+def test_valid_lanes_are_the_valid_answers_lanes(kernels: int) -> None:
+    """`Means.valid_lanes` (a byte of `bad` at a time) gives every valid answer's lane, all ones, and no other: the
+    library's lane always, kernel j's where bit j of `bad` is clear."""
+    from autotune.dispatch.cost import MEAN_LANE, Means
+
+    m, rng, lane = Means(kernels, 4, 100), random.Random(kernels), (1 << MEAN_LANE) - 1
+    for bad in [0, (1 << kernels) - 1, *(rng.getrandbits(kernels) for _ in range(200))]:
+        want = sum(lane << MEAN_LANE * j for j in range(kernels + 1) if not bad >> j & 1)
+        assert m.valid_lanes(bad) == want

@@ -112,7 +112,19 @@ class Means:
         self.ranks = sum(j + 1 << w * j for j in range(kernels))
         self.shift = k.bit_length() - 1 if k & (k - 1) == 0 else -1  # the mean of K: a shift where K is 2**shift
         self.low = sum((_LANE >> max(0, self.shift)) << w * j for j in range(self.lanes))
-        self.valid: dict[int, int] = {}  # invalid kernels as bits -> the valid answers' lanes
+        self.valid: dict[int, int] = {}  # invalid kernels as bits -> the valid answers' lanes (`valid_lanes`)
+        self.ones = sum(1 << w * j for j in range(self.lanes))  # each lane's lowest bit
+        self.spread = [sum(1 << w * j for j in range(8) if b >> j & 1) for b in range(256)]  # a byte's bits in lanes
+
+    def valid_lanes(self, bad: int) -> int:
+        """The lanes of the answers whose bits are not in `bad` (kernel j: bit j), each lane all ones: the bits
+        spread eight at a time into the lanes' lowest bits, then filled."""
+        spread, at = 0, 0
+        while bad:
+            spread |= self.spread[bad & 255] << at
+            bad >>= 8
+            at += 8 * MEAN_LANE
+        return (self.ones & ~spread) * _LANE
 
     def cheapest(self, sums: int, start: int, ok: int) -> int:
         """The answer of the smallest price among the lanes `ok` (ties: the library, then the smaller index): the
@@ -244,7 +256,7 @@ class CostRules:
         bad = self._invalid.at(dims)
         valid = m.valid.get(bad)
         if valid is None:  # the lanes of the valid answers, per distinct set of invalid kernels
-            valid = m.valid[bad] = sum(_LANE << MEAN_LANE * j for j in range(m.lanes) if not bad >> j & 1)
+            valid = m.valid[bad] = m.valid_lanes(bad)
         at = (1 << len(self.steps)) - 1 ^ self._step_fails.at(dims) if self.steps else -1  # step_class
         at = at if at in g.dense else -1
         ok, undecided = g.everywhere & valid, g.somewhere & valid
