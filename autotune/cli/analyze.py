@@ -8,7 +8,6 @@ dispatch.json.
 
 from __future__ import annotations
 
-import math
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -35,7 +34,8 @@ from autotune.cli.options import (
     checked_bks,
     read_bks,
 )
-from autotune.cli.tol import tols_callback
+from autotune.cli.consoles import table as tabled
+from autotune.cli.tol import pct, tols_callback
 from autotune.untrusted import fractions
 from autotune.workflows.tables import DEFAULT_METHOD, DEFAULT_TOL, TableOptions
 
@@ -76,8 +76,6 @@ def analyze(
     here at the first of --bks), so that the row of those settings is the figure `report` prints. With --out, also
     writes tol_table.csv and the BK winners per test point (winners.csv, at the first BK and TOL). A database with
     no verified measurement exits with code 2."""
-    from rich.table import Table
-
     from autotune.analysis.winners import Criteria
     from autotune.dispatch.loo import describe
     from autotune.workflows.results import load_results
@@ -87,13 +85,12 @@ def analyze(
     opts = TableOptions(spread_ties=spread_ties, validity=validity, fallback=fallback, structure=structure)
     done = kernels_against_tol(loaded, opts, read_bks(bks), fractions(tols, "--tols"), loo)
     matrix, frame, chosen = done.matrix, done.frame, done.structure
-    table = Table(
-        title=f"kernels against TOL on {loaded.provenance.device}: {len(matrix.points)} test points, "
-        f"{len(matrix.instances)} instances"
+    table = tabled(
+        f"kernels against TOL on {loaded.provenance.device}: {len(matrix.points)} test points, "
+        f"{len(matrix.instances)} instances",
+        ("method", "BK", "TOL", "kernels", "worst loss", "mean loss", "LOO worst", "optimal"),
+        left=("method",),
     )
-    for col in ("method", "BK", "TOL", "kernels", "worst loss", "mean loss", "LOO worst", "optimal"):
-        table.add_column(col, justify="left" if col == "method" else "right")
-    pct = lambda x: "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"  # noqa: E731
     for r in frame.itertuples():
         table.add_row(
             r.method,
@@ -162,12 +159,11 @@ def emit(
     else:
         opts = TableOptions(bk, tol, method, spread_ties, validity, generic, fallback, structure, workload, include_dir)
         table = build_table(load_results(source, device, space, kind=kind), opts).table
-    text = {
-        Format.json: lambda: table.to_json() + "\n",
-        Format.cpp: lambda: emit_cpp(table),
-        Format.python: lambda: emit_python(table),
-        Format.csv: lambda: emit_csv(table),
-    }[fmt]()
+    text = (
+        table.to_json() + "\n"
+        if fmt is Format.json
+        else {Format.cpp: emit_cpp, Format.python: emit_python, Format.csv: emit_csv}[fmt](table)
+    )
     if output is None:
         typer.echo(text, nl=False)
     else:

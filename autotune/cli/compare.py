@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.console import Console
 from rich.measure import Measurement
-from rich.table import Table
 
+from autotune.cli.consoles import table as tabled
 from autotune.cli.options import KindOpt, SpaceOpt
 from autotune.workflows.results import kind_layout, one_kind, other_sizes, source_url
 from autotune.errors import UserError
@@ -133,13 +133,11 @@ mean slowdown, and the sizes where it wins.
         + f": {len(result)} test points"
     )
     notes = _compare_notes(result, summary, gpu, by)
+    rows = _compare_rows(result)
     if markdown:
-        typer.echo(_markdown(title, _compare_rows(result), notes))
+        typer.echo(_markdown(title, rows, notes))
     else:
-        rows = _compare_rows(result)
-        table = Table(title=title)
-        for col in rows[0]:
-            table.add_column(col, justify="left" if col in ("precision", "shape", "best") else "right")
+        table = tabled(title, rows[0], left=("precision", "shape", "best"))
         for row in rows[1:]:
             table.add_row(*row)
         if out.is_terminal:

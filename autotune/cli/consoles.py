@@ -4,7 +4,10 @@ or whatever the shell had) and folds tables that would fit."""
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable
+
 from rich.console import Console
+from rich.table import Table
 
 
 def stdout() -> Console:
@@ -15,3 +18,11 @@ def stdout() -> Console:
 def stderr() -> Console:
     """A console on standard error (progress, notes, warnings), with the terminal's width now."""
     return Console(stderr=True)
+
+
+def table(title: str, columns: Iterable[str], left: Container[str] | None = None) -> Table:
+    """A rich Table with these columns, left-justified; given `left`, only those in it, the others right-justified."""
+    made = Table(title=title)
+    for col in columns:
+        made.add_column(col, justify="left" if left is None or col in left else "right")
+    return made

@@ -85,24 +85,14 @@ def _default_db() -> str:
     """results/default.sqlite (under the current folder, else the checkout) when it exists, else its packed
     results/default.sqlite.xz or gzipped .gz (read through a decompressed copy); otherwise an error that lists the
     databases found under results/ (plain, packed and gzipped)."""
-    from pathlib import Path
-
     from autotune.paths import RESULTS_DIR
     from autotune.store.engine import database_url
 
-    for candidate in (
-        Path("results/default.sqlite"),
-        RESULTS_DIR / "default.sqlite",
-        Path("results/default.sqlite.xz"),
-        RESULTS_DIR / "default.sqlite.xz",
-        Path("results/default.sqlite.gz"),
-        RESULTS_DIR / "default.sqlite.gz",
-    ):
+    ends = (".sqlite", ".sqlite.xz", ".sqlite.gz")
+    for candidate in (folder / f"default{end}" for end in ends for folder in (Path("results"), RESULTS_DIR)):
         if candidate.is_file():
             return database_url(str(candidate))
-    found = sorted(
-        [*RESULTS_DIR.glob("**/*.sqlite"), *RESULTS_DIR.glob("**/*.sqlite.xz"), *RESULTS_DIR.glob("**/*.sqlite.gz")]
-    )
+    found = sorted(f for end in ends for f in RESULTS_DIR.glob(f"**/*{end}"))
     listed = ", ".join(str(f.relative_to(Path.cwd()) if f.is_relative_to(Path.cwd()) else f) for f in found[:5])
     more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
     raise UserError(

@@ -109,9 +109,7 @@ def dashboard(
                 hint="pip install 'autotune[dashboard]' (or: pip install optuna-dashboard), or write "
                 "the studies with --storage FILE --no-serve and open them elsewhere",
             ) from None
-    url = None
-    if storage is not None:
-        url = storage if "://" in storage else f"sqlite:///{Path(storage).expanduser().resolve()}"
+    url = storage if storage is None or "://" in storage else f"sqlite:///{Path(storage).expanduser().resolve()}"
     target = optuna.storages.RDBStorage(url) if url else optuna.storages.InMemoryStorage()
     if url and url.startswith("sqlite"):
         _fast_sqlite(target)

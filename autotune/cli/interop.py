@@ -54,13 +54,9 @@ def import_kerneltuner(
     # nothing half-written: every output's folder is checked first, and a database file or space file this
     # import creates is removed when it fails
     db_file = sqlite_path(database_url(db, write=True))
-    check_writable(
-        ([Path(db_file)] if db_file else [])
-        + ([space_out or cache.with_suffix(".space.yaml")] if space is None else [])
-    )
-    made = [Path(f"{db_file}{end}") for end in ("", "-wal", "-shm", "-journal") if db_file]
-    if space is None:
-        made.append(space_out or cache.with_suffix(".space.yaml"))
+    new_space = [space_out or cache.with_suffix(".space.yaml")] if space is None else []
+    check_writable(([Path(db_file)] if db_file else []) + new_space)
+    made = [Path(f"{db_file}{end}") for end in ("", "-wal", "-shm", "-journal") if db_file] + new_space
     made = [p for p in made if not p.exists()]
     try:
         with Store.open(db) as store:

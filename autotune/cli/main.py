@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import warnings
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 from typer.core import TyperGroup
 
-from autotune.cli.consoles import stdout, stderr
+from autotune.cli.consoles import stdout, stderr, table as tabled
 from autotune.cli import analyze as analyze_cli
 from autotune.cli import explore as explore_cli
 from autotune.cli import model as model_cli
@@ -25,18 +26,9 @@ from autotune.errors import UserError
 from autotune import stopping
 
 
-def _click_exceptions():  # type: ignore[no-untyped-def]
-    """click's exceptions module as the installed typer uses it: typer >= 0.2x carries its own copy of click, older
-    typer (pyproject allows >= 0.12) imports click itself."""
-    import importlib
-    import importlib.util
-
-    return importlib.import_module(
-        "typer._click.exceptions" if importlib.util.find_spec("typer._click") else "click.exceptions"
-    )
-
-
-_CLICK = _click_exceptions()
+# click's exceptions module as the installed typer uses it: typer >= 0.2x carries its own copy of click, older typer
+# (pyproject allows >= 0.12) imports click itself
+_CLICK = importlib.import_module("typer._click.exceptions" if find_spec("typer._click") else "click.exceptions")
 UsageError = _CLICK.UsageError
 NoArgsIsHelpError = getattr(_CLICK, "NoArgsIsHelpError", ())  # click < 8.2: none (help by another path)
 
@@ -163,9 +155,8 @@ def devices() -> None:
     """List the device profiles usable with --device (and the GPU of this machine, if any)."""
     from autotune.devices import PROFILES, detect_gpu
 
-    table = Table(title="device profiles")
-    for col in ("profile", "name", "cc", "SMs", "smem/block (opt-in)", "smem/SM", "L2", "bandwidth"):
-        table.add_column(col)
+    columns = ("profile", "name", "cc", "SMs", "smem/block (opt-in)", "smem/SM", "L2", "bandwidth")
+    table = tabled("device profiles", columns)
     gpu = detect_gpu()
     rows = list(PROFILES.items()) + ([("(this GPU)", gpu)] if gpu else [])
     for key, d in rows:

@@ -8,9 +8,10 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from autotune.cli.consoles import table as tabled
 from autotune.devices import PROFILES, profile
+from autotune.errors import UserError
 from autotune.vocab import MAX_SIZE
 
 app = typer.Typer(
@@ -26,8 +27,6 @@ MAX_N = 65_536  # the model tries every t2 from 1 to n (n = 10**6 took 13 s; 10*
 
 
 def _ints(text: str, what: str) -> list[int]:
-    from autotune.errors import UserError
-
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -63,7 +62,6 @@ def tsm2_where(
     """
     out = Console()  # made per call: it reads the terminal width (COLUMNS) when it is made
     from autotune.problems.gemm import tsm2_check
-    from autotune.errors import UserError
     from autotune.problems.gemm.tsm2_model import choose_tsm2
 
     limits = profile(device_profile)
@@ -119,24 +117,24 @@ def tsm2(
         p: tsm2_check.model_device(limits, p, info.copy_bandwidth, clock, info.sm_count) for p in ("fp64", "fp32")
     }
     result = tsm2_check.compare(gpu.frame, gpu.library.rename(columns={"median_ms": "cublas_ms"}), devices)
-    table = Table(
-        title=f"TSM2 on {gpu.device} ({info.copy_bandwidth / 1e12:.3f} TB/s measured): the model's pick "
-        "against the sweep's best; instances as T1/T2/T3/KS and what differs from the paper's kernel"
+    table = tabled(
+        f"TSM2 on {gpu.device} ({info.copy_bandwidth / 1e12:.3f} TB/s measured): the model's pick "
+        "against the sweep's best; instances as T1/T2/T3/KS and what differs from the paper's kernel",
+        (
+            "point",
+            "model pick",
+            "ms",
+            "paper ms",
+            "sweep best",
+            "ms ",
+            "roofline",
+            "pick/best",
+            "paper/best",
+            "cuBLAS ms",
+            "vs cuBLAS",
+        ),
+        left=("point", "model pick", "sweep best"),
     )
-    for col in (
-        "point",
-        "model pick",
-        "ms",
-        "paper ms",
-        "sweep best",
-        "ms ",
-        "roofline",
-        "pick/best",
-        "paper/best",
-        "cuBLAS ms",
-        "vs cuBLAS",
-    ):
-        table.add_column(col, justify="left" if col in ("point", "model pick", "sweep best") else "right")
 
     def ms(value: float, skipped: bool = False) -> str:
         return "-" if math.isnan(value) else f"{value:.3f}{tsm2_check.FLAG if skipped else ''}"

@@ -47,9 +47,8 @@ def _param_row(param: Any) -> str:
         names = ", ".join(f"`{n}`" for n in [*param.opts, *param.secondary_opts])
         help_text = param.help or ""
         default = getattr(param.default, "value", param.default)  # an Enum's value, as typed on the line
-        shown = "" if default in (None, (), [], False) or param.is_flag and not default else f"`{default}`"
-        if callable(default):
-            shown = ""
+        hide = callable(default) or default in (None, (), [], False) or param.is_flag and not default
+        shown = "" if hide else f"`{default}`"
     else:
         names = f"`{(param.name or '').upper()}`"
         help_text = getattr(param, "help", None) or ""

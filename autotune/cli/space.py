@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from autotune.cli.consoles import stdout
+from autotune.cli.consoles import stdout, table as tabled
 from autotune.cli.aliases import renamed
 from autotune.devices import PROFILES, get_device
 from autotune.vocab import MAX_SEED
@@ -92,16 +92,12 @@ def show(
     max_survivors: MaxSurvivorsOpt = None,
 ) -> None:
     """Print the funnel (raw -> after each hard -> after each soft constraint) and value counts."""
-    from rich.table import Table
-
     g = _generate(space, device, precision, no_soft, soft_off, max_raw, max_survivors)
     stdout().print(f"[bold]{g.space.name}[/bold]: {g.space.description}")
     stdout().print(
         f"device: {g.device.name} ({g.device.source}), precision: {g.precision}, generated in {g.seconds:.3f} s"
     )
-    table = Table(title="funnel")
-    for col in ("step", "kind", "remaining", "removed", "reason"):
-        table.add_column(col, justify="right" if col in ("remaining", "removed") else "left")
+    table = tabled("funnel", ("step", "kind", "remaining", "removed", "reason"), left=("step", "kind", "reason"))
     for f in g.funnel:
         table.add_row(f.name, f.kind, f"{f.remaining:,}", f"{f.removed:,}" if f.kind != "raw" else "", f.reason)
     stdout().print(table)
@@ -114,9 +110,7 @@ def show(
         stdout().print(f"soft constraints switched off: {', '.join(skipped)}")
     stdout().print(f"[bold]{g.count:,} instances[/bold]")
     if g.count:
-        counts = Table(title="value counts among survivors")
-        counts.add_column("parameter")
-        counts.add_column("value: count")
+        counts = tabled("value counts among survivors", ("parameter", "value: count"))
         for name in g.space.param_names:
             counts.add_row(name, value_counts_text(g, name))
         stdout().print(counts)
@@ -151,14 +145,6 @@ def _matching(g: Generated, where_expr: str | None) -> np.ndarray:
     return rows[where(g, where_expr)] if where_expr else rows
 
 
-def _sample(rows: np.ndarray, sample: int | None, seed: int) -> np.ndarray:
-    import numpy as np
-
-    if sample is None or sample >= len(rows):
-        return rows
-    return np.sort(np.random.default_rng(seed).choice(rows, size=sample, replace=False))
-
-
 @app.command("list")
 def list_(
     space: SpaceArg,
@@ -179,9 +165,12 @@ def list_(
     max_survivors: MaxSurvivorsOpt = None,
 ) -> None:
     """List surviving instances with their stable IDs."""
+    import numpy as np
+
     g = _generate(space, device, precision, no_soft, soft_off, max_raw, max_survivors)
-    matching = _matching(g, where_expr)
-    rows = _sample(matching, sample, seed)
+    matching = rows = _matching(g, where_expr)
+    if sample is not None and sample < len(matching):
+        rows = np.sort(np.random.default_rng(seed).choice(matching, size=sample, replace=False))
     shown = rows if limit <= 0 else rows[:limit]
     frame = g.frame.iloc[shown]
     frame = frame.assign(id=g.ids(shown))[["id", *frame.columns]]
@@ -228,19 +217,8 @@ def export(
     if format is Format.csv:
         text = frame.to_csv(index=False)
     else:
-        text = (
-            json.dumps(
-                {
-                    "space": g.space.name,
-                    "device": g.device.name,
-                    "precision": g.precision,
-                    "soft": list(g.soft_applied),
-                    "instances": json.loads(frame.to_json(orient="records")),
-                },
-                indent=1,
-            )
-            + "\n"
-        )
+        about = dict(space=g.space.name, device=g.device.name, precision=g.precision, soft=list(g.soft_applied))
+        text = json.dumps({**about, "instances": json.loads(frame.to_json(orient="records"))}, indent=1) + "\n"
     if output:
         from autotune.outfiles import write_file
 
@@ -267,8 +245,6 @@ def diff(
 ) -> None:
     """What changed between two versions of a space: parameters, derived quantities, constraints, kernel binding,
     and the counts (raw, after the hard constraints, after all, each funnel step). Exit code 1 when they differ."""
-    from rich.table import Table
-
     from autotune.explore.diff import add_counts, diff_spaces
     from autotune.space.generator import generate
     from autotune.space.spec import load_space
@@ -282,18 +258,14 @@ def diff(
         add_counts(d, ga.funnel, gb.funnel)
     stdout().print(f"[bold]{a}[/bold] -> [bold]{b}[/bold]")
     if d.lines:
-        table = Table(title="definition")
-        for col in ("section", "what", "change"):
-            table.add_column(col)
+        table = tabled("definition", ("section", "what", "change"))
         for row in d.lines:
             table.add_row(*row)
         stdout().print(table)
     else:
         stdout().print("same parameters, derived quantities, constraints and kernel binding")
     if d.counts:
-        table = Table(title=f"counts ({ga.device.name}, {ga.precision})")
-        for col in ("step", "A", "B", "change"):
-            table.add_column(col, justify="left" if col == "step" else "right")
+        table = tabled(f"counts ({ga.device.name}, {ga.precision})", ("step", "A", "B", "change"), left=("step",))
         for step, x, y in d.counts:
             change = "" if x is None or y is None or x == y else f"{y - x:+,}"
             table.add_row(step, "" if x is None else f"{x:,}", "" if y is None else f"{y:,}", change)

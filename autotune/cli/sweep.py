@@ -16,9 +16,8 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
-from autotune.cli.consoles import stdout, stderr
+from autotune.cli.consoles import stdout, stderr, table as tabled
 from autotune.cli.aliases import renamed
 from autotune.cli.tol import tol_callback
 from autotune.errors import UserError
@@ -187,8 +186,6 @@ def sweep(
     died is recorded as crashed and not re-run. Ctrl-C or SIGTERM stops cleanly (status interrupted) with a
     summary and exit code 130.
     """
-    import dataclasses
-
     from autotune.space.spec import reusing_spaces
     from autotune.sweep.config import load_config
 
@@ -197,14 +194,9 @@ def sweep(
         cfg = load_config(config)
         if resume is not None and resume not in ("gpu", "model"):
             raise UserError(f"--resume must be gpu or model, got {resume!r}")
-        overrides: dict[str, Any] = dict(
-            database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume
-        )
-        cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
-        search: dict[str, Any] = dict(budget=budget, patience=patience, roofline_tol=roofline_tol, transfer=transfer)
-        cfg = dataclasses.replace(
-            cfg, search=dataclasses.replace(cfg.search, **{k: v for k, v in search.items() if v is not None})
-        )
+        search = _given(cfg.search, budget=budget, patience=patience, roofline_tol=roofline_tol, transfer=transfer)
+        given = dict(database=database, strategy=strategy, max_instances=max_instances, seed=seed, resume=resume)
+        cfg = _given(cfg, search=search, **given)
         if gpus is not None and scheduler is not None:
             raise UserError("give --gpus (a local cluster) or --scheduler (an existing one), not both")
         if scheduler is not None:  # its form, before anything connects (the connect is bounded: DaskBackend.start)
@@ -215,6 +207,13 @@ def sweep(
     print_summary(summary, cfg.database)
     if summary.status == "interrupted":
         raise typer.Exit(130)
+
+
+def _given(options: Any, **values: Any) -> Any:
+    """The dataclass `options` with the values given on the command line (those not None) in place of its own."""
+    import dataclasses
+
+    return dataclasses.replace(options, **{k: v for k, v in values.items() if v is not None})
 
 
 def run_launch(cfg: SweepConfig, launch: Launch, quiet: bool) -> SweepSummary:
@@ -235,18 +234,18 @@ def print_rates(rates: list[Any]) -> None:
     """Per GPU (a Dask sweep): pairs measured and their rate."""
     if not rates:
         return
-    table = Table(title="per GPU")
-    for col in ("worker", "GPU", "pairs", "busy s", "pairs/s"):
-        table.add_column(col)
+    table = tabled("per GPU", ("worker", "GPU", "pairs", "busy s", "pairs/s"))
     for r in rates:
         table.add_row(r.worker, r.device, f"{r.pairs:,}", f"{r.seconds:.1f}", f"{r.per_s:.2f}")
     stderr().print(table)
 
 
 def print_summary(summary, database: str) -> None:
-    table = Table(title=f"sweep {summary.sweep_id}: {summary.status} in {summary.seconds:.1f} s")
-    table.add_column("status")
-    table.add_column("measurements", justify="right")
+    table = tabled(
+        f"sweep {summary.sweep_id}: {summary.status} in {summary.seconds:.1f} s",
+        ("status", "measurements"),
+        left=("status",),
+    )
     for k, v in sorted(summary.counts.items()):
         table.add_row(k, f"{v:,}")
     if summary.not_recorded:
@@ -257,9 +256,7 @@ def print_summary(summary, database: str) -> None:
     if summary.measured and summary.seconds > 0:
         stdout().print(f"throughput: {summary.measured / summary.seconds:.2f} measurements/s")
     if summary.best:
-        best = Table(title="best so far per test point")
-        for col in ("point", "instance", "ms", "baseline ms", "speedup"):
-            best.add_column(col)
+        best = tabled("best so far per test point", ("point", "instance", "ms", "baseline ms", "speedup"))
         for p, (iid, ms) in sorted(summary.best.items()):
             cb = summary.baseline.get(p)
             best.add_row(p.key, iid, f"{ms:.5f}", f"{cb:.5f}" if cb else "", f"{cb / ms:.2f}x" if cb else "")

@@ -3,6 +3,7 @@ checked by autotune.untrusted.fraction."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from autotune.untrusted import fraction, fractions
@@ -17,3 +18,8 @@ def tols_callback(ctx: Any, param: Any, value: str) -> str:
     """The typer callback of an option that takes comma-separated fractions: each checked, the text kept."""
     fractions(value, param.opts[0])
     return value
+
+
+def pct(x: Any) -> str:
+    """A fraction printed as a percentage with two decimals ("" for none or NaN)."""
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"

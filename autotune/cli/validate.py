@@ -6,24 +6,19 @@ printing.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from autotune.cli.aliases import renamed
+from autotune.cli.consoles import table as tabled
 from autotune.cli.options import checked_pool_bk
-from autotune.cli.tol import tol_callback
+from autotune.cli.tol import pct, tol_callback
 from autotune.vocab import MAX_SEED
 
 out = Console()
-
-
-def _pct(x: Any) -> str:
-    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"
 
 
 def validate(
@@ -172,23 +167,25 @@ def validate(
 
 
 def _print_figures(figures: list[dict[str, Any]], tol: float) -> None:
-    table = Table(title="the table's answers at held-out problems (loss against the best candidate or the baseline)")
-    for col in (
-        "group",
-        "problems",
-        "median loss",
-        "worst loss",
-        f"within TOL {100 * tol:g}%",
-        f"< {0.97}x baseline",
-        "not measured",
-    ):
-        table.add_column(col, justify="left" if col == "group" else "right")
+    table = tabled(
+        "the table's answers at held-out problems (loss against the best candidate or the baseline)",
+        (
+            "group",
+            "problems",
+            "median loss",
+            "worst loss",
+            f"within TOL {100 * tol:g}%",
+            f"< {0.97}x baseline",
+            "not measured",
+        ),
+        left=("group",),
+    )
     for f in figures:
         table.add_row(
             f["group"],
             str(f["problems"]),
-            _pct(f["median_loss"]),
-            _pct(f["worst_loss"]),
+            pct(f["median_loss"]),
+            pct(f["worst_loss"]),
             str(f["within_tol"]),
             str(f["slower_than_baseline"]),
             str(f["not_measured"]),

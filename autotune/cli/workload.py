@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from autotune.cli.aliases import renamed
-from autotune.cli.consoles import stdout
+from autotune.cli.consoles import stdout, table as tabled
 from autotune.errors import UserError
 
 DEFAULT_TUNED_POINTS = 24  # per (precision, shape) group
@@ -59,9 +58,8 @@ def show(workload: WorkloadArg, kind_space: KindSpaceOpt = None, max_problems: M
     from autotune.sweep.workloads.workload_files import load_workload
 
     wl = load_workload(workload, space=kind_space, limit=max_problems)
-    table = Table(title=f"{wl.path}: {len(wl.problems):,} {wl.kind} problems, total weight {_fmt(wl.total_weight)}")
-    for col in ("precision", "shape", "problems", "weight", *wl.table_sizes, *wl.tie_sizes):
-        table.add_column(col)
+    title = f"{wl.path}: {len(wl.problems):,} {wl.kind} problems, total weight {_fmt(wl.total_weight)}"
+    table = tabled(title, ("precision", "shape", "problems", "weight", *wl.table_sizes, *wl.tie_sizes))
     for (prec, shape), g in wl.groups.items():
         lo_hi = [f"{lo}..{hi}" for lo, hi in (wl.ranges[(prec, shape)][n] for n in wl.table_sizes)]
         for name in wl.tie_sizes:
@@ -181,9 +179,8 @@ def config(
     )
     keys = ConfigKeys(share, measure_valid, by_space, repetitions, tol, bk)
     text = sweep_config_text(wl, tuned, entries, sweep_name, keys, command)
-    table = Table(title=f"{len(tuned)} tuned points for {len(wl.problems):,} problems")
-    for col in ("precision", "shape", "problems", "tuned", "largest log2 distance"):
-        table.add_column(col)
+    columns = ("precision", "shape", "problems", "tuned", "largest log2 distance")
+    table = tabled(f"{len(tuned)} tuned points for {len(wl.problems):,} problems", columns)
     for (prec, shape), (n, worst) in coverage(wl, tuned).items():
         table.add_row(
             prec,
