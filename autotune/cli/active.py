@@ -6,13 +6,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
+from autotune.cli.consoles import stdout
 from autotune.cli.options import checked_pool_bk
 from autotune.cli.tol import tol_callback
 from autotune.vocab import MAX_SEED
-
-out = Console()
 
 
 def active(
@@ -131,5 +129,5 @@ def active(
         seed_from=seed_from,
         spaces=tuple(space or ()),
     )
-    done = active_tuning(opts, say=out.print, reporter=BarReporter(quiet=True))
-    out.print(f"wrote {out_dir / 'active.json'} ({len(done)} rounds)")
+    done = active_tuning(opts, say=stdout().print, reporter=BarReporter(quiet=True))
+    stdout().print(f"wrote {out_dir / 'active.json'} ({len(done)} rounds)")

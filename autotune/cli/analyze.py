@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from autotune.cli.options import (
     BkOpt,
@@ -34,12 +33,10 @@ from autotune.cli.options import (
     checked_bks,
     read_bks,
 )
-from autotune.cli.consoles import table as tabled
+from autotune.cli.consoles import stdout, table as tabled
 from autotune.cli.tol import pct, tols_callback
 from autotune.untrusted import fractions
 from autotune.workflows.tables import DEFAULT_METHOD, DEFAULT_TOL, TableOptions
-
-out = Console()
 
 
 class Format(str, Enum):
@@ -102,20 +99,14 @@ def analyze(
             (pct(r.loo_worst_loss) or "-") + (f" ({r.loo_measured} measured)" if r.loo_failures else ""),
             "proven" if r.optimal else "-",
         )
-    out.print(table)
+    stdout().print(table)
     if chosen is not None:
-        out.print(
-            f"LOO worst: the leave-one-out worst loss of the {describe(chosen)} tables"
-            + (
-                f" (chosen as report/emit choose it: {DEFAULT_METHOD}, TOL {100 * DEFAULT_TOL:g}%)"
-                if done.chosen
-                else ""
-            )
-        )
+        how = f" (chosen as report/emit choose it: {DEFAULT_METHOD}, TOL {100 * DEFAULT_TOL:g}%)" if done.chosen else ""
+        stdout().print(f"LOO worst: the leave-one-out worst loss of the {describe(chosen)} tables{how}")
     if out_dir is not None:
         criteria = Criteria(bk=read_bks(bks)[0], tol=fractions(tols, "--tols")[0], spread_ties=spread_ties)
         written = write_tol_files(done, out_dir, criteria)
-        out.print(f"wrote {written[0]} and {written[1]}")
+        stdout().print(f"wrote {written[0]} and {written[1]}")
 
 
 def emit(
@@ -171,7 +162,7 @@ def emit(
 
         write_file(output, text, make_folders=True)
         p = table.provenance
-        out.print(
+        stdout().print(
             f"wrote {output}: {p['kernels']} kernels, {p['points']} points, worst loss "
             f"{100 * (p['worst_loss'] or 0):.2f}% (TOL {100 * p['tol']:g}%, {p['method']})"
             + (f"; the library answers {p['library_points']} points" if p.get("library_points") else "")
@@ -204,10 +195,10 @@ def report(
 
     opts = TableOptions(bk, tol, method, spread_ties, validity, generic, fallback, structure, workload, include_dir)
     written = report_folder(
-        source, out_dir, opts, fractions(tols, "--tols"), device=device, space=space, kind=kind, say=out.print
+        source, out_dir, opts, fractions(tols, "--tols"), device=device, space=space, kind=kind, say=stdout().print
     )
     for path in written:
-        out.print(f"wrote {path}")
+        stdout().print(f"wrote {path}")
 
 
 def register(app: typer.Typer) -> None:

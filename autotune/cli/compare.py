@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.measure import Measurement
 
-from autotune.cli.consoles import table as tabled
+from autotune.cli.consoles import stdout, table as tabled
 from autotune.cli.options import KindOpt, SpaceOpt
 from autotune.workflows.results import kind_layout, one_kind, other_sizes, source_url
 from autotune.errors import UserError
@@ -24,8 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover  (pandas, numpy: imported where used, not 
 
     from autotune.analysis.winners import Layout
     from autotune.vocab import DeviceInfo
-
-out = Console()
 
 
 @dataclass(frozen=True)
@@ -39,10 +37,6 @@ class GpuResults:
     @property
     def device(self) -> str:
         return self.info.name
-
-    @property
-    def uuid(self) -> str:
-        return self.info.uuid
 
 
 def load_gpu(source: str, device: str | None, kind: str | None = None) -> GpuResults:
@@ -140,7 +134,7 @@ mean slowdown, and the sizes where it wins.
         table = tabled(title, rows[0], left=("precision", "shape", "best"))
         for row in rows[1:]:
             table.add_row(*row)
-        if out.is_terminal:
+        if (out := stdout()).is_terminal:
             out.print(table)
         else:  # a file or a pipe: as wide as the table needs, never squashed to 80 columns
             wide = Console(width=10_000)
@@ -148,7 +142,7 @@ mean slowdown, and the sizes where it wins.
         for line in notes:
             typer.echo(line)
     if csv is not None:
-        out.print(f"wrote {csv}")
+        stdout().print(f"wrote {csv}")
 
 
 SKIP_MARK = "\u2020"  # dagger: the time comes from a skipped (early-stopped) measurement
@@ -213,7 +207,7 @@ def _compare_notes(result: pd.DataFrame, summary: pd.DataFrame, gpu: GpuResults,
         )
     if gpu.gpus > 1:
         lines.append(
-            f"GPU {gpu.device} ({gpu.uuid}), one of {gpu.gpus} in the database; --device NAME_OR_UUID picks another"
+            f"GPU {gpu.device} ({gpu.info.uuid}), one of {gpu.gpus} in the database; --device NAME_OR_UUID picks another"
         )
     return lines
 

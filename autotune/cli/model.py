@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
-from autotune.cli.consoles import table as tabled
+from autotune.cli.consoles import stdout, table as tabled
 from autotune.devices import PROFILES, profile
 from autotune.errors import UserError
 from autotune.vocab import MAX_SIZE
@@ -60,7 +59,7 @@ def tsm2_where(
 
     Example: autotune model tsm2-where --m 20480 --n 2,4,8,16 --bandwidth 2.99e12
     """
-    out = Console()  # made per call: it reads the terminal width (COLUMNS) when it is made
+    out = stdout()
     from autotune.problems.gemm import tsm2_check
     from autotune.problems.gemm.tsm2_model import choose_tsm2
 
@@ -102,7 +101,7 @@ def tsm2(
 
     Example: autotune model tsm2 results/tsm2_h100/tsm2_h100.sqlite.xz
     """
-    out = Console()  # made per call: it reads the terminal width (COLUMNS) when it is made
+    out = stdout()
     from autotune.problems.gemm import tsm2_check
     from autotune.cli.compare import load_gpu
     from autotune.outfiles import check_writable

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.progress import (
@@ -22,11 +22,7 @@ from autotune.cli.aliases import renamed
 from autotune.cli.tol import tol_callback
 from autotune.errors import UserError
 from autotune.vocab import MAX_SEED, Measurement, Status
-from autotune.workflows.sweeps import Launch
-
-if TYPE_CHECKING:
-    from autotune.sweep.config import SweepConfig
-    from autotune.sweep.runner import SweepSummary
+from autotune.workflows.sweeps import Launch, launch_sweep
 
 
 class BarReporter:
@@ -203,9 +199,14 @@ def sweep(
             from autotune.sweep.backends.dask_backend import scheduler_address
 
             scheduler = scheduler_address(scheduler)
-        summary = run_launch(cfg, Launch(replay, early_stop, gpus, scheduler, refuse_empty_replay=True), quiet)
-    print_summary(summary, cfg.database)
-    if summary.status == "interrupted":
+        reporter = BarReporter(quiet)  # the live bar; on several GPUs, their rates printed after it
+        try:
+            done = launch_sweep(cfg, Launch(replay, early_stop, gpus, scheduler, refuse_empty_replay=True), reporter)
+        finally:
+            reporter.stop()
+        print_rates(done.rates)
+    print_summary(done.summary, cfg.database)
+    if done.summary.status == "interrupted":
         raise typer.Exit(130)
 
 
@@ -214,20 +215,6 @@ def _given(options: Any, **values: Any) -> Any:
     import dataclasses
 
     return dataclasses.replace(options, **{k: v for k, v in values.items() if v is not None})
-
-
-def run_launch(cfg: SweepConfig, launch: Launch, quiet: bool) -> SweepSummary:
-    """The sweep of `cfg` launched as `launch` says (autotune.workflows.sweeps), with the live bar and, on several
-    GPUs, their rates printed after it."""
-    from autotune.workflows.sweeps import launch_sweep
-
-    reporter = BarReporter(quiet)
-    try:
-        done = launch_sweep(cfg, launch, reporter)
-    finally:
-        reporter.stop()
-    print_rates(done.rates)
-    return done.summary
 
 
 def print_rates(rates: list[Any]) -> None:

@@ -10,15 +10,12 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 
 from autotune.cli.aliases import renamed
-from autotune.cli.consoles import table as tabled
+from autotune.cli.consoles import stdout, table as tabled
 from autotune.cli.options import checked_pool_bk
 from autotune.cli.tol import pct, tol_callback
 from autotune.vocab import MAX_SEED
-
-out = Console()
 
 
 def validate(
@@ -156,14 +153,14 @@ def validate(
     )
     reporter = BarReporter(quiet)
     try:
-        done = validate_table(opts, reporter, say=out.print)
+        done = validate_table(opts, reporter, say=stdout().print)
     finally:
         reporter.stop()
     print_summary(done.summary, done.database) if not quiet else None
     if done.figures is None:
         raise KeyboardInterrupt  # the stop goes on: `interrupted`, exit code 130 (autotune.cli.main)
     _print_figures(done.figures, done.tol)
-    out.print(f"wrote {', '.join(map(str, done.written[:-1]))} and {done.written[-1]}")
+    stdout().print(f"wrote {', '.join(map(str, done.written[:-1]))} and {done.written[-1]}")
 
 
 def _print_figures(figures: list[dict[str, Any]], tol: float) -> None:
@@ -190,7 +187,7 @@ def _print_figures(figures: list[dict[str, Any]], tol: float) -> None:
             str(f["slower_than_baseline"]),
             str(f["not_measured"]),
         )
-    out.print(table)
+    stdout().print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -165,20 +165,15 @@ def config(
         found = pool_from_db(pool, pool_bk)
         by_space = {e: found[n] for e, n in names.items() if n in found}
         for e in entries:
-            stdout().print(
-                f"pool: {e}: {len(by_space[e])} instances"
-                if e in by_space
-                else f"pool: {e}: not in {pool}; every instance is measured",
-                highlight=False,
-            )
-    sweep_name = name or out_path.stem
+            said = f"{len(by_space[e])} instances" if e in by_space else f"not in {pool}; every instance is measured"
+            stdout().print(f"pool: {e}: {said}", highlight=False)
     command = (
         shlex.join(["autotune", "workload", *sys.argv[sys.argv.index("config") :]])
         if "config" in sys.argv
         else "autotune workload config"
     )
     keys = ConfigKeys(share, measure_valid, by_space, repetitions, tol, bk)
-    text = sweep_config_text(wl, tuned, entries, sweep_name, keys, command)
+    text = sweep_config_text(wl, tuned, entries, name or out_path.stem, keys, command)
     columns = ("precision", "shape", "problems", "tuned", "largest log2 distance")
     table = tabled(f"{len(tuned)} tuned points for {len(wl.problems):,} problems", columns)
     for (prec, shape), (n, worst) in coverage(wl, tuned).items():
