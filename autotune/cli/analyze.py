@@ -80,7 +80,8 @@ def analyze(
 
     loaded = load_results(source, device, space, kind=kind)
     opts = TableOptions(spread_ties=spread_ties, validity=validity, fallback=fallback, structure=structure)
-    done = kernels_against_tol(loaded, opts, read_bks(bks), fractions(tols, "--tols"), loo)
+    bk_values, tol_values = read_bks(bks), fractions(tols, "--tols")
+    done = kernels_against_tol(loaded, opts, bk_values, tol_values, loo)
     matrix, frame, chosen = done.matrix, done.frame, done.structure
     table = tabled(
         f"kernels against TOL on {loaded.provenance.device}: {len(matrix.points)} test points, "
@@ -104,7 +105,7 @@ def analyze(
         how = f" (chosen as report/emit choose it: {DEFAULT_METHOD}, TOL {100 * DEFAULT_TOL:g}%)" if done.chosen else ""
         stdout().print(f"LOO worst: the leave-one-out worst loss of the {describe(chosen)} tables{how}")
     if out_dir is not None:
-        criteria = Criteria(bk=read_bks(bks)[0], tol=fractions(tols, "--tols")[0], spread_ties=spread_ties)
+        criteria = Criteria(bk=bk_values[0], tol=tol_values[0], spread_ties=spread_ties)
         written = write_tol_files(done, out_dir, criteria)
         stdout().print(f"wrote {written[0]} and {written[1]}")
 
