@@ -50,6 +50,7 @@ def one_line(r: subprocess.CompletedProcess, *words: str) -> str:
         ("emit", str(EXAMPLE_DB), "--tol", "-0.1"),
         ("emit", str(EXAMPLE_DB), "--tol", "1"),
         ("emit", str(EXAMPLE_DB), "--structure", "cost:5"),
+        ("active", str(EXAMPLE_DB), "--structure", "cost:5", "-o", "{tmp}/act"),  # before any database is read
         ("analyze", str(EXAMPLE_DB), "--tols", "0,5"),
         ("analyze", str(EXAMPLE_DB), "--tols", "0,nan"),
         ("report", str(EXAMPLE_DB), "--tols", "0,0.05,10", "-o", "{tmp}/rep"),

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from autotune.cli.consoles import stdout
-from autotune.cli.options import checked_pool_bk
+from autotune.cli.options import checked_pool_bk, checked_structure
 from autotune.cli.tol import tol_callback
 from autotune.vocab import MAX_SEED
 
@@ -65,7 +65,9 @@ def active(
     structure: Annotated[
         str,
         typer.Option(
-            "--structure", help="The tables' structure (as `autotune report --structure`; model: the selection model)."
+            "--structure",
+            callback=checked_structure,
+            help="The tables' structure (as `autotune report --structure`; model: the selection model).",
         ),
     ] = "model",
     tol: Annotated[
