@@ -882,3 +882,15 @@ def test_a_recorded_space_file_that_is_truly_gone_names_where_it_was_looked_for(
     for where in (str(tmp_path / "nowhere" / "space.yaml"), f"under {tmp_path} and its parents"):
         assert where in line, line
     assert sorted(f.name for f in tmp_path.iterdir()) == ["t.sqlite"]
+
+
+def test_emit_says_which_options_a_table_file_ignores(tmp_path: Path) -> None:
+    """`autotune emit dispatch.json` writes the table as it is: options that build a table from a results database
+    are named in one warning line (they were ignored silently); without them, no warning."""
+    r = cli("emit", str(EXAMPLE_TABLE), "--tol", "0.2", "--structure", "cost", "-o", str(tmp_path / "t.cuh"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    warned = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: ")]
+    assert len(warned) == 1 and "--tol, --structure: ignored for a table file" in warned[0], r.stderr
+    assert (tmp_path / "t.cuh").is_file()
+    r = cli("emit", str(EXAMPLE_TABLE), "-o", str(tmp_path / "u.cuh"))
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[-3000:]

@@ -8,6 +8,8 @@ dispatch.json.
 
 from __future__ import annotations
 
+import warnings
+
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -146,6 +148,16 @@ def emit(
 
     fmt = Format(output_format(output, fmt.value if fmt else None, [f.value for f in Format], Format.json.value))
     if is_table_file(source):
+        building = {"--device": device, "--space": space, "--bk": bk != 10, "--tol": tol != DEFAULT_TOL}
+        building |= {"--method": method != DEFAULT_METHOD, "--spread-ties": spread_ties, "--validity": bool(validity)}
+        building |= {"--generic": generic, "--fallback": fallback, "--structure": structure != "auto"}
+        ignored = [name for name, given in (building | {"--workload": workload, "--kind": kind}).items() if given]
+        if ignored:
+            warnings.warn(
+                f"{', '.join(ignored)}: ignored for a table file ({Path(source).name} is written as it is); they build a "
+                "table from a results database",
+                stacklevel=2,
+            )
         table = load_table(source)
         rename_sources(table.data, include_dir)  # no absolute path of the machine that wrote it
     else:
