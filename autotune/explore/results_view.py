@@ -5,7 +5,7 @@ filter group of every (device, point, space) a chart draws. The sections of `aut
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -41,6 +41,14 @@ class ResultsView:
     def xs(self, point_ids: pd.Series) -> np.ndarray:
         """The x of each point: its rank when large, else its key."""
         return (self.order if self.large else self.r.points["key"]).reindex(point_ids).to_numpy()
+
+    def bars(self, size: int, **trace: Any) -> Any:
+        """A bar per test point; when large, WebGL markers of `size` instead."""
+        import plotly.graph_objects as go
+
+        if not self.large:
+            return go.Bar(**trace)
+        return go.Scattergl(mode="markers", marker=dict(trace.pop("marker", {}), size=size), **trace)
 
     def keys(self, point_ids: pd.Series) -> np.ndarray:
         return self.r.points["key"].reindex(point_ids).to_numpy().astype(object)
