@@ -46,8 +46,9 @@ def diff_spaces(a: Space, b: Space) -> SpaceDiff:
     for n in [n for n in pa if n in pb]:
         va, vb = pa[n].values, pb[n].values
         if va != vb:
-            gone = [v for v in va if v not in set(vb)]
-            new = [v for v in vb if v not in set(va)]
+            sa, sb = set(va), set(vb)  # once: a comprehension's condition is evaluated per value
+            gone = [v for v in va if v not in sb]
+            new = [v for v in vb if v not in sa]
             detail = f"{len(va)} -> {len(vb)} values"
             if gone:
                 detail += f"; removed {_values(tuple(gone))}"
