@@ -99,7 +99,6 @@ class Page:
         layout = spec.setdefault("layout", {})
         layout.setdefault("height", height)
         layout.setdefault("margin", {"l": 60, "r": 20, "t": 30, "b": 50})
-        layout.setdefault("template", None)
         layout.pop("template", None)
         layout.setdefault("hovermode", "closest")
         section.figures.append(Figure(key, title, note, spec, height))
@@ -191,8 +190,8 @@ def _natural(v: str) -> tuple:
 def _round(x: float) -> float | None:
     if x != x or x in (math.inf, -math.inf):
         return None
-    if x == 0 or x == int(x) and abs(x) < 1e15:
-        return int(x) if x == int(x) else x
+    if x == int(x) and abs(x) < 1e15:
+        return int(x)
     return float(f"{x:.{DIGITS}g}")
 
 

@@ -258,19 +258,11 @@ def _values(view: SpaceView) -> None:
         labels, n = pbins.labels, len(p.values)
         after_hard = pbins.count(e.hard.codes[p.name])
         after_all = pbins.count(e.hard.codes[p.name][view.final_rows]) * view.scale
+        layers = (("raw", "raw", view.raw / n * pbins.sizes), ("after hard", "hard", after_hard))
         fig = go.Figure(
             [
-                go.Bar(
-                    x=labels,
-                    y=view.raw / n * pbins.sizes,
-                    name="raw",
-                    marker=dict(color=COLORS["raw"]),
-                    meta={"g": group},
-                ),
-                go.Bar(x=labels, y=after_hard, name="after hard", marker=dict(color=COLORS["hard"]), meta={"g": group}),
-                go.Bar(
-                    x=labels, y=after_all, name=view.after_all, marker=dict(color=COLORS["soft"]), meta={"g": group}
-                ),
+                go.Bar(x=labels, y=y, name=name, marker=dict(color=COLORS[kind]), meta={"g": group})
+                for name, kind, y in (*layers, (view.after_all, "soft", after_all))
             ]
         )
         fig.update_layout(
@@ -316,9 +308,7 @@ def _map_layers(view: SpaceView, pair: tuple[str, str], raw_codes: dict, alone: 
     a, b = pair
     e, final_rows = view.e, view.final_rows
     ba, bb = view.bins[a], view.bins[b]
-    n_raw = len(next(p for p in e.space.parameters if p.name == a).values) * len(
-        next(p for p in e.space.parameters if p.name == b).values
-    )
+    n_raw = int(ba.sizes.sum()) * int(bb.sizes.sum())  # the values of a times those of b
     cell_raw = view.raw / n_raw * np.outer(ba.sizes, bb.sizes)  # raw combinations in each cell
     zs = [
         ("after hard", _grid(ba, bb, e.hard.codes[a], e.hard.codes[b]) / cell_raw),
