@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go  # this module is loaded by report.build, after require_plotly
 
 from autotune.explore.data import Results
 from autotune.explore.page import Page, Section
@@ -59,8 +60,6 @@ def _best_per_point(view: ResultsView) -> None:
 
 def _roofline(view: ResultsView, s: Section) -> pd.DataFrame:
     """The roofline chart; returns the baseline rows it draws (verified, at the database's points)."""
-    import plotly.graph_objects as go
-
     r, ok = view.r, view.ok
     Scatter = go.Scattergl if view.large else go.Scatter
     best = view.ranked(ok.loc[ok.groupby(["device_id", "space", "point_id"])["median_ms"].idxmin()])
@@ -104,8 +103,6 @@ def _roofline(view: ResultsView, s: Section) -> pd.DataFrame:
 
 def _speedup(view: ResultsView, s: Section, base: pd.DataFrame) -> None:
     """The speedup of the best instance of any space over the baseline, per point."""
-    import plotly.graph_objects as go
-
     ok = view.ok
     overall = ok.loc[ok.groupby(["device_id", "point_id"])["median_ms"].idxmin()]
     joined = overall.merge(
@@ -161,8 +158,6 @@ def _time(view: ResultsView) -> None:
 
 
 def _time_per_point(view: ResultsView, s: Section, work: pd.DataFrame) -> None:
-    import plotly.graph_objects as go
-
     per = work.groupby(["device_id", "point_id"])[["compile", "timed"]].sum().reset_index()
     per = view.ranked(per)
     meta = view.meta(per)
@@ -178,8 +173,6 @@ def _time_per_point(view: ResultsView, s: Section, work: pd.DataFrame) -> None:
 
 
 def _time_per_sweep(view: ResultsView, s: Section, work: pd.DataFrame) -> None:
-    import plotly.graph_objects as go
-
     sweeps = view.r.sweeps
     if sweeps.empty:
         return
@@ -216,8 +209,6 @@ def _time_per_sweep(view: ResultsView, s: Section, work: pd.DataFrame) -> None:
 
 
 def _outcomes(view: ResultsView, s: Section) -> None:
-    import plotly.graph_objects as go
-
     r, page = view.r, view.page
     m = r.measurements
     space = r.instances["space"].reindex(m["instance_id"].to_numpy()).to_numpy()

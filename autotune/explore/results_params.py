@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go  # this module is loaded by report.build, after require_plotly
+from plotly.subplots import make_subplots
 
 from autotune.explore.data import numeric_codes
 from autotune.explore.importance import importances, ranked_names
@@ -29,8 +31,6 @@ def per_parameter(view: ResultsView) -> None:
 
 
 def _parameter_boxes(view: ResultsView, s: Section, space: str, sub: pd.DataFrame) -> None:
-    from plotly.subplots import make_subplots
-
     params = view.r.params[space].reindex(sub["instance_id"].to_numpy())
     params.index = sub.index
     names = [n for n in params.columns if params[n].nunique(dropna=True) >= 2]
@@ -79,8 +79,6 @@ def _parameter_boxes(view: ResultsView, s: Section, space: str, sub: pd.DataFram
 
 def _box(view: ResultsView, space: str, name: str, agg: pd.DataFrame) -> Any:
     """A box of one parameter's values over the rows of `agg` (one per device, point and value)."""
-    import plotly.graph_objects as go
-
     return go.Box(
         x=agg["value"].to_numpy(),
         y=agg["slowdown"].to_numpy(),
@@ -93,8 +91,6 @@ def _box(view: ResultsView, space: str, name: str, agg: pd.DataFrame) -> Any:
 
 def _quartile_box(view: ResultsView, space: str, name: str, agg: pd.DataFrame) -> Any:
     """Many points: the boxes' statistics per (device, kind, precision, shape) group and value."""
-    import plotly.graph_objects as go
-
     pts, r = view.r.points, view.r
     agg = agg.assign(**{c: pts[c].reindex(agg["point_id"]).to_numpy() for c in ("kind", "precision", "shape")})
     q = agg.groupby(["device_id", "kind", "precision", "shape", "value"], sort=False)["slowdown"]
@@ -136,8 +132,6 @@ def parallel_coordinates(view: ResultsView, top: int, seed: int) -> None:
 
 
 def _parcoords(view: ResultsView, s: Section, space: str, sub: pd.DataFrame, top: int, seed: int) -> None:
-    import plotly.graph_objects as go
-
     ranked = sub.sort_values("median_ms").groupby(["device_id", "point_id"], sort=False).head(top)
     note = ""
     if len(ranked) > MAX_PARCOORDS:
@@ -195,8 +189,6 @@ def importance(view: ResultsView, seed: int) -> None:
 
 
 def _importance_chart(view: ResultsView, s: Section, where: tuple, sub: pd.DataFrame, seed: int) -> None:
-    import plotly.graph_objects as go
-
     space, kind, precision = where
     params = view.r.params[space].reindex(sub["instance_id"].to_numpy()).reset_index(drop=True)
     found = importances(params, sub["slowdown"].to_numpy(), seed)

@@ -9,6 +9,7 @@ from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go  # this module is loaded by report.build, after require_plotly
 
 from autotune.explore.data import Results, ok_frame
 from autotune.explore.page import PALETTE, Page
@@ -44,8 +45,6 @@ class ResultsView:
 
     def bars(self, size: int, **trace: Any) -> Any:
         """A bar per test point; when large, WebGL markers of `size` instead."""
-        import plotly.graph_objects as go
-
         if not self.large:
             return go.Bar(**trace)
         return go.Scattergl(mode="markers", marker=dict(trace.pop("marker", {}), size=size), **trace)

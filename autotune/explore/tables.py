@@ -15,6 +15,7 @@ from typing import Iterable
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go  # this module is loaded by report.build, after require_plotly
 
 from autotune.errors import UserError
 from autotune.explore.page import PALETTE, Page, Section
@@ -121,8 +122,6 @@ def _wins(view: TableView) -> None:
 
 
 def _wins_chart(view: TableView, s: Section, precision: str, shape: str, sub: pd.DataFrame) -> None:
-    import plotly.graph_objects as go
-
     sizes, names = view.sizes, view.names
     fig = go.Figure()
     chosen = sorted(sub["kernel"].unique())
@@ -168,8 +167,6 @@ def _wins_chart(view: TableView, s: Section, precision: str, shape: str, sub: pd
 
 
 def _loss(view: TableView, s: Section, points: pd.DataFrame) -> None:
-    import plotly.graph_objects as go
-
     fig = go.Figure()
     for i, ((precision, shape), sub) in enumerate(points.groupby(["precision", "shape"], sort=True)):
         sub = sub.sort_values("loss")
@@ -193,8 +190,6 @@ def _loss(view: TableView, s: Section, points: pd.DataFrame) -> None:
 
 def _tol(page: Page, path: Path) -> None:
     """Kernels and losses against TOL, from the analyzer's tol_table.csv."""
-    import plotly.graph_objects as go
-
     tol = pd.read_csv(path)
     s = page.section(
         "Kernels against TOL",
@@ -235,8 +230,6 @@ def _tol(page: Page, path: Path) -> None:
 
 def _validation(view: TableView, path: Path) -> None:
     """The loss of the table's choice at each held-out problem of `autotune validate`."""
-    import plotly.graph_objects as go
-
     val = pd.read_csv(path)
     s = view.page.section(
         "Validation on held-out problems",
