@@ -210,15 +210,9 @@ def _time_per_sweep(view: ResultsView, s: Section, work: pd.DataFrame) -> None:
 
 def _outcomes(view: ResultsView, s: Section) -> None:
     r, page = view.r, view.page
-    m = r.measurements
-    space = r.instances["space"].reindex(m["instance_id"].to_numpy()).to_numpy()
-    kinds = r.points["kind"].reindex(m["point_id"].to_numpy()).to_numpy()
-    counts = (
-        pd.DataFrame({"space": space, "kind": kinds, "status": m["status"].astype(str).to_numpy()})
-        .groupby(["space", "kind", "status"])
-        .size()
-        .reset_index(name="n")
-    )
+    m = view.with_points(r.measurements[["point_id", "instance_id", "status"]], "kind")
+    m = m.assign(space=r.instances["space"].reindex(m["instance_id"]).to_numpy(), status=m["status"].astype(str))
+    counts = m.groupby(["space", "kind", "status"]).size().reset_index(name="n")
     fig = go.Figure()
     for i, (status, c) in enumerate(counts.groupby("status")):
         fig.add_trace(

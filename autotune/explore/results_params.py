@@ -43,15 +43,8 @@ def _parameter_boxes(view: ResultsView, s: Section, space: str, sub: pd.DataFram
     )
     detailed = sub["point_id"].nunique() <= MAX_POINTS_DETAIL
     for i, name in enumerate(names):
-        frame = pd.DataFrame(
-            {
-                "device_id": sub["device_id"],
-                "point_id": sub["point_id"],
-                "value": params[name].astype(str),
-                "slowdown": sub["slowdown"],
-            }
-        )
-        agg = frame.groupby(["device_id", "point_id", "value"], sort=False)["slowdown"].min().reset_index()
+        values = sub.assign(value=params[name].astype(str))
+        agg = values.groupby(["device_id", "point_id", "value"], sort=False)["slowdown"].min().reset_index()
         vals = sorted(agg["value"].unique(), key=_value_order)
         row, col = i // cols + 1, i % cols + 1
         box = _box(view, space, name, agg) if detailed else _quartile_box(view, space, name, agg)
@@ -60,21 +53,11 @@ def _parameter_boxes(view: ResultsView, s: Section, space: str, sub: pd.DataFram
         fig.update_yaxes(type="log", row=row, col=col)
     fig.update_layout(showlegend=False)
     note = (
-        ""
-        if detailed
-        else (
-            f"{sub['point_id'].nunique():,} points: each box is drawn from its quartiles per "
-            "kind, precision and shape (the test-point filter does not cut it)"
-        )
+        f"{sub['point_id'].nunique():,} points: each box is drawn from its quartiles per "
+        "kind, precision and shape (the test-point filter does not cut it)"
     )
-    view.page.add(
-        s,
-        f"param-{space}",
-        f"{space}: best slowdown at each point, per parameter value",
-        fig,
-        note=note,
-        height=70 + 230 * rows,
-    )
+    title = f"{space}: best slowdown at each point, per parameter value"
+    view.page.add(s, f"param-{space}", title, fig, note="" if detailed else note, height=70 + 230 * rows)
 
 
 def _box(view: ResultsView, space: str, name: str, agg: pd.DataFrame) -> Any:
@@ -91,8 +74,8 @@ def _box(view: ResultsView, space: str, name: str, agg: pd.DataFrame) -> Any:
 
 def _quartile_box(view: ResultsView, space: str, name: str, agg: pd.DataFrame) -> Any:
     """Many points: the boxes' statistics per (device, kind, precision, shape) group and value."""
-    pts, r = view.r.points, view.r
-    agg = agg.assign(**{c: pts[c].reindex(agg["point_id"]).to_numpy() for c in ("kind", "precision", "shape")})
+    r = view.r
+    agg = view.with_points(agg, "kind", "precision", "shape")
     q = agg.groupby(["device_id", "kind", "precision", "shape", "value"], sort=False)["slowdown"]
     stats = pd.DataFrame(
         {"q1": q.quantile(0.25), "median": q.median(), "q3": q.quantile(0.75), "lo": q.min(), "hi": q.max()}
@@ -178,11 +161,7 @@ def importance(view: ResultsView, seed: int) -> None:
         "verified (instance, point), its value log2(slowdown). PED-ANOVA always; fANOVA and mean "
         "decrease in impurity too where scikit-learn is installed.",
     )
-    pts = view.r.points
-    ok = view.ok.assign(
-        kind=pts["kind"].reindex(view.ok["point_id"]).to_numpy(),
-        precision=pts["precision"].reindex(view.ok["point_id"]).to_numpy(),
-    )
+    ok = view.with_points(view.ok, "kind", "precision")
     for space in sorted(view.r.params):
         for (kind, precision), sub in ok[ok["space"] == space].groupby(["kind", "precision"]):
             _importance_chart(view, s, (space, kind, precision), sub, seed)

@@ -56,6 +56,10 @@ class ResultsView:
         """The rows of `frame` (with a point_id) in drawing order, their rank in a column `rank`."""
         return frame.assign(rank=self.order.reindex(frame["point_id"]).to_numpy()).sort_values("rank")
 
+    def with_points(self, frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+        """`frame` (with a point_id) with these columns of each row's point added."""
+        return frame.assign(**{c: self.r.points[c].reindex(frame["point_id"]).to_numpy() for c in columns})
+
     def meta(self, frame: pd.DataFrame, space: str | None = None) -> dict:
         """A trace's meta: the group of each row's (device, point, space)."""
         return {"g": [self.groups[(d, p, space)] for d, p in zip(frame["device_id"], frame["point_id"], strict=True)]}
