@@ -81,20 +81,13 @@ def point_groups(page: Page, r: Results) -> dict:
         zip(r.baselines["device_id"].tolist(), r.baselines["point_id"].tolist(), strict=True)
     )
     multi = len(dev) > 1
-    rows = r.points[["kind", "precision", "shape", "key"]].to_dict("index")
+    rows = r.points[["kind", "precision", "shape", "key"]].rename(columns={"key": "point"}).to_dict("index")
     for d, p in pairs:
         row = rows.get(p)
         if row is None:
             continue
         for space in spaces:
-            out[(d, p, space)] = page.group(
-                device=dev.get(d) if multi else None,
-                kind=row["kind"],
-                precision=row["precision"],
-                shape=row["shape"],
-                point=row["key"],
-                space=space,
-            )
+            out[(d, p, space)] = page.group(device=dev.get(d) if multi else None, space=space, **row)
     return out
 
 

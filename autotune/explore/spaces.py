@@ -220,20 +220,9 @@ def _funnel(view: SpaceView) -> None:
         note=view.sample_note,
         height=max(260, 60 + 30 * len(funnel)),
     )
-    s.html = table_html(
-        [
-            dict(
-                step=f.name,
-                kind=f.kind,
-                remaining=f.remaining,
-                removed=f.removed if f.kind != "raw" else None,
-                line=f.line,
-                reason=f.reason,
-            )
-            for f in funnel
-        ],
-        ["step", "kind", "remaining", "removed", "line", "reason"],
-    )
+    columns = ["step", "kind", "remaining", "removed", "line", "reason"]
+    cells = [(f.name, f.kind, f.remaining, f.removed if f.kind != "raw" else None, f.line, f.reason) for f in funnel]
+    s.html = table_html([dict(zip(columns, row, strict=True)) for row in cells], columns)
 
 
 def _values(view: SpaceView) -> None:
