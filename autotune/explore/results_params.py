@@ -74,32 +74,21 @@ def _box(view: ResultsView, space: str, name: str, agg: pd.DataFrame) -> Any:
 
 def _quartile_box(view: ResultsView, space: str, name: str, agg: pd.DataFrame) -> Any:
     """Many points: the boxes' statistics per (device, kind, precision, shape) group and value."""
-    r = view.r
     agg = view.with_points(agg, "kind", "precision", "shape")
     q = agg.groupby(["device_id", "kind", "precision", "shape", "value"], sort=False)["slowdown"]
-    stats = pd.DataFrame(
-        {"q1": q.quantile(0.25), "median": q.median(), "q3": q.quantile(0.75), "lo": q.min(), "hi": q.max()}
-    ).reset_index()
-    dev = r.devices["name"]
+    quartiles = {"q1": q.quantile(0.25), "median": q.median(), "q3": q.quantile(0.75)}
+    stats = pd.DataFrame({**quartiles, "lowerfence": q.min(), "upperfence": q.max()}).reset_index()
+    dev, multi = view.r.devices["name"], len(view.r.devices) > 1
+    groups = [
+        view.page.group(device=dev.get(d) if multi else None, space=space, **row)
+        for d, row in zip(stats["device_id"], stats[["kind", "precision", "shape"]].to_dict("records"), strict=True)
+    ]
     return go.Box(
         x=stats["value"].to_numpy(),
-        q1=stats["q1"].to_numpy(),
-        median=stats["median"].to_numpy(),
-        q3=stats["q3"].to_numpy(),
-        lowerfence=stats["lo"].to_numpy(),
-        upperfence=stats["hi"].to_numpy(),
+        **{c: stats[c].to_numpy() for c in ("q1", "median", "q3", "lowerfence", "upperfence")},
         name=name,
         marker=dict(color=COLORS[0]),
-        meta={
-            "g": [
-                view.page.group(
-                    device=dev.get(d) if len(r.devices) > 1 else None, kind=k, precision=pr, shape=sh, space=space
-                )
-                for d, k, pr, sh in zip(
-                    stats["device_id"], stats["kind"], stats["precision"], stats["shape"], strict=True
-                )
-            ]
-        },
+        meta={"g": groups},
     )
 
 

@@ -87,17 +87,13 @@ def add_table(page: Page, files: TableFiles) -> None:
 
 
 def _read(path: Path) -> dict:
+    hint = "give a dispatch.json written by `autotune analyze`"
     try:
         table = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise UserError(
-            f"cannot read the dispatch table {path}: {exc}", hint="give a dispatch.json written by `autotune analyze`"
-        ) from None
+        raise UserError(f"cannot read the dispatch table {path}: {exc}", hint=hint) from None
     if table.get("format") != "autotune-dispatch":
-        raise UserError(
-            f"{path} is not a dispatch table (format {table.get('format')!r})",
-            hint="give a dispatch.json written by `autotune analyze`",
-        )
+        raise UserError(f"{path} is not a dispatch table (format {table.get('format')!r})", hint=hint)
     return table
 
 
