@@ -120,8 +120,7 @@ class Page:
         body = [f"<h1>{html.escape(self.title)}</h1>"]
         if self.subtitle:
             body.append(f"<p class='sub'>{html.escape(self.subtitle)}</p>")
-        for n in self.notes:
-            body.append(f"<p class='note'>{html.escape(n)}</p>")
+        body += [f"<p class='note'>{html.escape(n)}</p>" for n in self.notes]
         if fields:
             body.append("<div id='filters'><b>Filters</b> ")
             for f in fields:
@@ -207,12 +206,10 @@ def _plain(obj: Any) -> Any:
         if obj.dtype.kind == "f" and obj.ndim == 1:
             return [_round(v) for v in obj.tolist()]
         return _plain(obj.tolist())
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)) and not isinstance(obj, bool):
+    if isinstance(obj, (np.integer, np.bool_)):
+        return obj.item()
+    if isinstance(obj, (float, np.floating)):
         return _round(float(obj))
-    if isinstance(obj, np.bool_):
-        return bool(obj)
     return obj
 
 

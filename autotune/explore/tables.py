@@ -232,11 +232,11 @@ def _validation(view: TableView, path: Path) -> None:
         f"From {path} (`autotune validate`): at each held-out problem, the loss of the "
         "table's choice against the best kernel measured there.",
     )
-    keys = view.point_keys(val, view.size_columns(val))
+    val["point_key"] = view.point_keys(val, view.size_columns(val))
     fig = go.Figure()
-    for i, ((precision, shape), idx) in enumerate(val.groupby(["precision", "shape"]).groups.items()):
-        sub = val.loc[idx].sort_values("loss_vs_best")
-        ks = [keys[j] for j in sub.index]
+    for i, ((precision, shape), sub) in enumerate(val.groupby(["precision", "shape"])):
+        sub = sub.sort_values("loss_vs_best")
+        ks = sub["point_key"].tolist()
         fig.add_trace(
             go.Bar(
                 x=ks,
