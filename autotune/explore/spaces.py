@@ -160,7 +160,6 @@ class SpaceView:
 def add_space(page: Page, e: Explored, seed: int = 0) -> None:
     """Add the sections of an explored space to `page`: the funnel, the parameter values, the two-parameter maps."""
     space, hard = e.space, e.hard
-    final = e.funnel[-1].remaining
     sample_note = (
         f"The soft constraints were evaluated on a seeded uniform sample of {len(e.rows):,} of the "
         f"{hard.count:,} hard survivors: their counts are estimates."
@@ -170,9 +169,8 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
     page.notes.append(f"{space.name}: {space.description}")
     page.notes.append(
         f"device {hard.device.name}, precision {hard.precision}: {e.funnel[0].remaining:,} raw combinations, "
-        f"{hard.count:,} after the hard constraints, {final:,} after the soft ones"
-        + (" (estimated)" if e.sampled else "")
-        + f"; explored in {e.seconds:.1f} s."
+        f"{hard.count:,} after the hard constraints, {e.funnel[-1].remaining:,} after the soft ones"
+        f"{' (estimated)' if e.sampled else ''}; explored in {e.seconds:.1f} s."
     )
     if sample_note:
         page.notes.append(sample_note)
@@ -239,8 +237,7 @@ def _values(view: SpaceView) -> None:
     if binned:
         view.page.notes.append(
             f"Drawn in bins of neighbouring values (at most {view.limit} per parameter, {MAX_VALUES_ENV}): "
-            + ", ".join(binned)
-            + "."
+            f"{', '.join(binned)}."
         )
     for p in e.space.parameters:
         pbins = view.bins[p.name]

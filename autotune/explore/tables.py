@@ -69,8 +69,7 @@ def add_table(page: Page, files: TableFiles) -> None:
     table = _read(files.dispatch)
     kernels = table.get("kernels", [])
     names = {i: k.get("name", k.get("instance_id", str(i))) for i, k in enumerate(kernels)}
-    lib = (table.get("library") or {}).get("name", "library")
-    names.update({-1: "generic", -2: lib})
+    names.update({-1: "generic", -2: (table.get("library") or {}).get("name", "library")})
     sizes = list(table.get("table_sizes") or table.get("size_names") or [])
     view = TableView(page, table, str(table.get("kind", "gemm")), names, sizes)
     prov = table.get("provenance", {})
