@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import plotly.graph_objects as go  # this module is loaded by report.build, after require_plotly
 
 from autotune.devices import DeviceLimits
 from autotune.untrusted import env_number
@@ -149,8 +150,7 @@ class SpaceView:
     @property
     def scale(self) -> float:
         """Hard survivors per row evaluated against the soft constraints."""
-        e = self.e
-        return e.hard.count / len(e.rows) if e.sampled and len(e.rows) else 1.0
+        return self.e.hard.count / len(self.e.rows) if self.e.sampled and len(self.e.rows) else 1.0
 
     @property
     def after_all(self) -> str:
@@ -185,8 +185,6 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
 
 def _funnel(view: SpaceView) -> None:
     """The combinations that remain after each constraint: a chart and a table."""
-    import plotly.graph_objects as go
-
     funnel = view.e.funnel
     s = view.page.section(
         "Funnel",
@@ -225,8 +223,6 @@ def _funnel(view: SpaceView) -> None:
 
 def _values(view: SpaceView) -> None:
     """How many combinations hold each value of each parameter: raw, after the hard constraints, after all."""
-    import plotly.graph_objects as go
-
     e, group = view.e, view.group
     s = view.page.section(
         "Parameter values before and after",
@@ -312,8 +308,6 @@ def _map_layers(view: SpaceView, pair: tuple[str, str], raw_codes: dict, alone: 
 
 def _map(view: SpaceView, s: Section, pair: tuple[str, str], zs: list[tuple[str, np.ndarray]]) -> None:
     """A heatmap of the first layer of `zs`, with a menu of all of them."""
-    import plotly.graph_objects as go
-
     a, b = pair
     fig = go.Figure(
         go.Heatmap(
