@@ -30,9 +30,8 @@ from autotune.explore.results_view import COLORS, ResultsView
 def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
     """Add the results sections of database `r` to `page`."""
     view = ResultsView.of(page, r)
-    n_meas = len(r.measurements)
     page.notes.append(
-        f"{r.source}: {n_meas:,} measurements ({len(view.ok):,} verified) of {r.instances.shape[0]:,} "
+        f"{r.source}: {len(r.measurements):,} measurements ({len(view.ok):,} verified) of {r.instances.shape[0]:,} "
         f"instances at {len(r.points):,} test points on {len(r.devices)} device(s), {len(r.sweeps)} sweep(s)."
     )
     if view.ok.empty:
@@ -105,10 +104,8 @@ def _speedup(view: ResultsView, s: Section, base: pd.DataFrame) -> None:
     """The speedup of the best instance of any space over the baseline, per point."""
     ok = view.ok
     overall = ok.loc[ok.groupby(["device_id", "point_id"])["median_ms"].idxmin()]
-    joined = overall.merge(
-        base[["point_id", "device_id", "median_ms", "library"]], on=["point_id", "device_id"], suffixes=("", "_base")
-    )
-    joined = view.ranked(joined)
+    base = base[["point_id", "device_id", "median_ms", "library"]]
+    joined = view.ranked(overall.merge(base, on=["point_id", "device_id"], suffixes=("", "_base")))
     speed = joined["median_ms_base"].to_numpy() / joined["median_ms"].to_numpy()
     fig = go.Figure(
         view.bars(
@@ -158,8 +155,7 @@ def _time(view: ResultsView) -> None:
 
 
 def _time_per_point(view: ResultsView, s: Section, work: pd.DataFrame) -> None:
-    per = work.groupby(["device_id", "point_id"])[["compile", "timed"]].sum().reset_index()
-    per = view.ranked(per)
+    per = view.ranked(work.groupby(["device_id", "point_id"])[["compile", "timed"]].sum().reset_index())
     meta = view.meta(per)
     x, text = view.xs(per["point_id"]), view.keys(per["point_id"])
     fig = go.Figure(

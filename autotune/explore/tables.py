@@ -108,8 +108,7 @@ def _wins(view: TableView) -> None:
     points = pd.DataFrame(view.table.get("points", []))
     if points.empty or len(sizes) < 2:
         return
-    sz = pd.DataFrame(list(points["sizes"]))
-    points = pd.concat([points.drop(columns=["sizes"]), sz], axis=1)
+    points = pd.concat([points.drop(columns=["sizes"]), pd.DataFrame(list(points["sizes"]))], axis=1)
     points["point_key"] = view.point_keys(points, view.size_columns(points))
     for (precision, shape), sub in points.groupby(["precision", "shape"], sort=True):
         _wins_chart(view, s, precision, shape, sub)
