@@ -61,33 +61,21 @@ def load(source: str) -> Results:
             for c in ("median_ms", "gflops", "roofline_frac", "compile_s"):
                 meas[c] = pd.to_numeric(meas[c], errors="coerce").astype("float64")
             meas["status"] = meas["status"].astype("category")
-            i = InstanceRow
-            inst_rows = conn.execute(select(i.id, i.space, i.name, i.params)).all()
+            instances = _frame(conn, InstanceRow, ("id", "space", "name", "params")).set_index("id")
             p = Point
             point_rows = conn.execute(select(p.id, p.kind, p.precision, p.shape, p.sizes)).all()
-            devices = pd.DataFrame(
-                conn.execute(select(Device.id, Device.name, Device.uuid)).all(), columns=["id", "name", "uuid"]
-            ).set_index("id")
-            s = Sweep
-            sweeps = pd.DataFrame(
-                conn.execute(select(s.id, s.config_name, s.started_at, s.finished_at, s.status, s.device_id)).all(),
-                columns=["id", "config_name", "started_at", "finished_at", "status", "device_id"],
+            devices = _frame(conn, Device, ("id", "name", "uuid")).set_index("id")
+            sweeps = _frame(conn, Sweep, ("id", "config_name", "started_at", "finished_at", "status", "device_id"))
+            base = _frame(
+                conn,
+                BaselineRow,
+                ("point_id", "device_id", "library", "status", "median_ms", "roofline_frac", "gflops"),
             )
-            b = BaselineRow
-            base = pd.DataFrame(
-                conn.execute(
-                    select(b.point_id, b.device_id, b.library, b.status, b.median_ms, b.roofline_frac, b.gflops)
-                ).all(),
-                columns=["point_id", "device_id", "library", "status", "median_ms", "roofline_frac", "gflops"],
-            )
-    instances = pd.DataFrame([(r[0], r[1], r[2]) for r in inst_rows], columns=["id", "space", "name"]).set_index("id")
-    params: dict[str, pd.DataFrame] = {}
-    by_space: dict[str, list] = {}
-    for r in inst_rows:
-        by_space.setdefault(r[1], []).append((r[0], r[3]))
-    for space, items in by_space.items():
-        frame = pd.DataFrame([_as_dict(x) for _, x in items], index=[i for i, _ in items])
-        params[space] = frame
+    params = {  # in order of first appearance
+        space: pd.DataFrame([_as_dict(x) for x in g["params"]], index=g.index.rename(None))
+        for space, g in instances.groupby("space", sort=False)
+    }
+    instances = instances.drop(columns="params")
     points = pd.DataFrame(point_rows, columns=["id", "kind", "precision", "shape", "sizes"])
     keys = [Point(kind=r[1], precision=r[2], shape=r[3], sizes=r[4]).point().key for r in point_rows]
     points = reads.size_columns(points)
@@ -95,6 +83,11 @@ def load(source: str) -> Results:
     points = points.set_index("id")
     size_names = [c for c in points.columns if c not in ("kind", "precision", "shape", "key")]
     return Results(source, meas, points, instances, params, devices, sweeps, base, size_names)
+
+
+def _frame(conn, model: type, columns: tuple[str, ...]) -> pd.DataFrame:  # type: ignore[no-untyped-def]
+    """The `columns` of a table, as a frame."""
+    return pd.DataFrame(conn.execute(select(*[getattr(model, c) for c in columns])).all(), columns=list(columns))
 
 
 def _fetch(conn, stmt, columns: list[str]) -> pd.DataFrame:  # type: ignore[no-untyped-def]

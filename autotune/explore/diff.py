@@ -39,15 +39,16 @@ def diff_spaces(a: Space, b: Space) -> SpaceDiff:
         add(("space", "description", "changed"))
     pa = {p.name: p for p in a.parameters}
     pb = {p.name: p for p in b.parameters}
-    for n in pa.keys() - pb.keys():
+    for n in [n for n in pa if n not in pb]:
         add(("parameter", f"- {n}", f"removed ({len(pa[n].values)} values: {_values(pa[n].values)})"))
-    for n in pb.keys() - pa.keys():
+    for n in [n for n in pb if n not in pa]:
         add(("parameter", f"+ {n}", f"added ({len(pb[n].values)} values: {_values(pb[n].values)})"))
     for n in [n for n in pa if n in pb]:
         va, vb = pa[n].values, pb[n].values
         if va != vb:
-            gone = [v for v in va if v not in set(vb)]
-            new = [v for v in vb if v not in set(va)]
+            sa, sb = set(va), set(vb)  # once: a comprehension's condition is evaluated per value
+            gone = [v for v in va if v not in sb]
+            new = [v for v in vb if v not in sa]
             detail = f"{len(va)} -> {len(vb)} values"
             if gone:
                 detail += f"; removed {_values(tuple(gone))}"
@@ -62,9 +63,9 @@ def diff_spaces(a: Space, b: Space) -> SpaceDiff:
     for kind in ("hard", "soft"):
         ca = {c.name: c for c in getattr(a, kind)}
         cb = {c.name: c for c in getattr(b, kind)}
-        for n in ca.keys() - cb.keys():
+        for n in [n for n in ca if n not in cb]:
             add((kind, f"- {n}", f"removed: {ca[n].expr.text}"))
-        for n in cb.keys() - ca.keys():
+        for n in [n for n in cb if n not in ca]:
             add((kind, f"+ {n}", f"added: {cb[n].expr.text}"))
         for n in [n for n in ca if n in cb]:
             if ca[n].expr.text != cb[n].expr.text:
@@ -96,9 +97,9 @@ def _text(v: object) -> str:
 
 
 def _mapping(add, section: str, a: dict, b: dict) -> None:  # type: ignore[no-untyped-def]
-    for n in a.keys() - b.keys():
+    for n in [n for n in a if n not in b]:
         add((section, f"- {n}", f"removed: {a[n]}"))
-    for n in b.keys() - a.keys():
+    for n in [n for n in b if n not in a]:
         add((section, f"+ {n}", f"added: {b[n]}"))
     for n in [n for n in a if n in b and a[n] != b[n]]:
         add((section, f"~ {n}", f"{a[n]}  ->  {b[n]}"))

@@ -111,9 +111,7 @@ def importances(params: pd.DataFrame, slowdown: np.ndarray, seed: int = 0) -> li
 
 def python_scalar(v: object) -> object:
     """A numpy scalar as the Python scalar Optuna's distributions take; anything else as it is."""
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def value_order(v: object) -> tuple:

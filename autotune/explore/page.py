@@ -99,7 +99,6 @@ class Page:
         layout = spec.setdefault("layout", {})
         layout.setdefault("height", height)
         layout.setdefault("margin", {"l": 60, "r": 20, "t": 30, "b": 50})
-        layout.setdefault("template", None)
         layout.pop("template", None)
         layout.setdefault("hovermode", "closest")
         section.figures.append(Figure(key, title, note, spec, height))
@@ -121,8 +120,7 @@ class Page:
         body = [f"<h1>{html.escape(self.title)}</h1>"]
         if self.subtitle:
             body.append(f"<p class='sub'>{html.escape(self.subtitle)}</p>")
-        for n in self.notes:
-            body.append(f"<p class='note'>{html.escape(n)}</p>")
+        body += [f"<p class='note'>{html.escape(n)}</p>" for n in self.notes]
         if fields:
             body.append("<div id='filters'><b>Filters</b> ")
             for f in fields:
@@ -191,8 +189,8 @@ def _natural(v: str) -> tuple:
 def _round(x: float) -> float | None:
     if x != x or x in (math.inf, -math.inf):
         return None
-    if x == 0 or x == int(x) and abs(x) < 1e15:
-        return int(x) if x == int(x) else x
+    if x == int(x) and abs(x) < 1e15:
+        return int(x)
     return float(f"{x:.{DIGITS}g}")
 
 
@@ -208,12 +206,10 @@ def _plain(obj: Any) -> Any:
         if obj.dtype.kind == "f" and obj.ndim == 1:
             return [_round(v) for v in obj.tolist()]
         return _plain(obj.tolist())
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)) and not isinstance(obj, bool):
+    if isinstance(obj, (np.integer, np.bool_)):
+        return obj.item()
+    if isinstance(obj, (float, np.floating)):
         return _round(float(obj))
-    if isinstance(obj, np.bool_):
-        return bool(obj)
     return obj
 
 

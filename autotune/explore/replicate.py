@@ -41,10 +41,13 @@ def replicate(source: str, target: Path, copies: int, size: str = "batch", keep_
         if not keep_times:
             con.execute("UPDATE measurements SET times_ms = '[]', log = NULL")
             con.execute("UPDATE baselines SET times_ms = '[]'")
-        cols = [r[1] for r in con.execute("PRAGMA table_info(measurements)")]
-        bcols = [r[1] for r in con.execute("PRAGMA table_info(baselines)")]
-        mcopy = ", ".join("point_id + :o" if c == "point_id" else "NULL" if c == "id" else c for c in cols)
-        bcopy = ", ".join("point_id + :o" if c == "point_id" else "NULL" if c == "id" else c for c in bcols)
+        copy_rows = []  # measurements and baselines: each row again, a new id, its point shifted by :o
+        for table in ("measurements", "baselines"):
+            cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+            shifted = ", ".join("point_id + :o" if c == "point_id" else "NULL" if c == "id" else c for c in cols)
+            copy_rows.append(
+                f"INSERT INTO {table} ({', '.join(cols)}) SELECT {shifted} FROM {table} WHERE point_id < {OFFSET}"
+            )
         path = f"$.{size}"
         for j in range(1, copies + 1):
             o = j * OFFSET
@@ -60,15 +63,8 @@ def replicate(source: str, target: Path, copies: int, size: str = "batch", keep_
                 f"WHERE point_id < {OFFSET}",
                 {"o": o, "j": j, "s": size},
             )
-            con.execute(
-                f"INSERT INTO measurements ({', '.join(cols)}) SELECT {mcopy} FROM measurements "
-                f"WHERE point_id < {OFFSET}",
-                {"o": o},
-            )
-            con.execute(
-                f"INSERT INTO baselines ({', '.join(bcols)}) SELECT {bcopy} FROM baselines WHERE point_id < {OFFSET}",
-                {"o": o},
-            )
+            for sql in copy_rows:
+                con.execute(sql, {"o": o})
         con.execute(
             "INSERT OR REPLACE INTO schema_meta (key, value) VALUES ('replicated_from', :s), ('copies', :c)",
             {"s": Path(source).name, "c": str(copies)},

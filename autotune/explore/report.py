@@ -48,7 +48,9 @@ def build(
     start = time.perf_counter()
     path = Path(target)
     if _is_db(target):
-        return Built(_results_page(target, top, seed), "results", time.perf_counter() - start)
+        page = Page(f"autotune explore: {path.name}", target)
+        _add_results(page, target, top, seed)
+        return Built(page, "results", time.perf_counter() - start)
     if path.is_dir():
         from autotune.explore.tables import add_table, find_table
 
@@ -85,12 +87,6 @@ def build(
     page = Page(f"autotune explore: space {space.name}", target)
     add_space(page, e, seed)
     return Built(page, "space", time.perf_counter() - start)
-
-
-def _results_page(source: str, top: int, seed: int) -> Page:
-    page = Page(f"autotune explore: {Path(source).name}", source)
-    _add_results(page, source, top, seed)
-    return page
 
 
 def _add_results(page: Page, source: str, top: int, seed: int) -> None:

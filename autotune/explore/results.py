@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go  # this module is loaded by report.build, after require_plotly
 
 from autotune.explore.data import Results
 from autotune.explore.page import Page, Section
@@ -29,9 +30,8 @@ from autotune.explore.results_view import COLORS, ResultsView
 def add_results(page: Page, r: Results, top: int = 3, seed: int = 0) -> None:
     """Add the results sections of database `r` to `page`."""
     view = ResultsView.of(page, r)
-    n_meas = len(r.measurements)
     page.notes.append(
-        f"{r.source}: {n_meas:,} measurements ({len(view.ok):,} verified) of {r.instances.shape[0]:,} "
+        f"{r.source}: {len(r.measurements):,} measurements ({len(view.ok):,} verified) of {r.instances.shape[0]:,} "
         f"instances at {len(r.points):,} test points on {len(r.devices)} device(s), {len(r.sweeps)} sweep(s)."
     )
     if view.ok.empty:
@@ -59,8 +59,6 @@ def _best_per_point(view: ResultsView) -> None:
 
 def _roofline(view: ResultsView, s: Section) -> pd.DataFrame:
     """The roofline chart; returns the baseline rows it draws (verified, at the database's points)."""
-    import plotly.graph_objects as go
-
     r, ok = view.r, view.ok
     Scatter = go.Scattergl if view.large else go.Scatter
     best = view.ranked(ok.loc[ok.groupby(["device_id", "space", "point_id"])["median_ms"].idxmin()])
@@ -104,25 +102,17 @@ def _roofline(view: ResultsView, s: Section) -> pd.DataFrame:
 
 def _speedup(view: ResultsView, s: Section, base: pd.DataFrame) -> None:
     """The speedup of the best instance of any space over the baseline, per point."""
-    import plotly.graph_objects as go
-
     ok = view.ok
     overall = ok.loc[ok.groupby(["device_id", "point_id"])["median_ms"].idxmin()]
-    joined = overall.merge(
-        base[["point_id", "device_id", "median_ms", "library"]], on=["point_id", "device_id"], suffixes=("", "_base")
-    )
-    joined = view.ranked(joined)
+    base = base[["point_id", "device_id", "median_ms", "library"]]
+    joined = view.ranked(overall.merge(base, on=["point_id", "device_id"], suffixes=("", "_base")))
     speed = joined["median_ms_base"].to_numpy() / joined["median_ms"].to_numpy()
-    bars = (
-        dict(mode="markers", marker=dict(size=4, color=np.where(speed >= 1, "#2ca02c", "#d62728")))
-        if view.large
-        else dict(marker=dict(color=np.where(speed >= 1, "#2ca02c", "#d62728")))
-    )
     fig = go.Figure(
-        (go.Scattergl if view.large else go.Bar)(
+        view.bars(
+            4,
             x=view.xs(joined["point_id"]),
             y=speed,
-            **bars,
+            marker=dict(color=np.where(speed >= 1, "#2ca02c", "#d62728")),
             text=view.keys(joined["point_id"])
             + "<br>"
             + view.r.instances.loc[joined["instance_id"], "name"].to_numpy(),
@@ -149,83 +139,55 @@ def _time(view: ResultsView) -> None:
         "work, not wall clock) and timed kernel seconds (repetitions x median) per test point. "
         "Verification is not recorded on its own: per sweep, it is in the rest of the wall clock.",
     )
-    _time_per_point(view, s)
-    _time_per_sweep(view, s)
+    m = view.r.measurements
+    work = pd.DataFrame(
+        {
+            "device_id": m["device_id"],
+            "point_id": m["point_id"],
+            "sweep_id": m["sweep_id"],
+            "compile": m["compile_s"].fillna(0),
+            "timed": m["median_ms"].fillna(0) * m["reps"].fillna(0) / 1e3,
+        }
+    )
+    _time_per_point(view, s, work)
+    _time_per_sweep(view, s, work)
     _outcomes(view, s)
 
 
-def _time_per_point(view: ResultsView, s: Section) -> None:
-    import plotly.graph_objects as go
-
-    m = view.r.measurements
-    timed = m["median_ms"].fillna(0) * m["reps"].fillna(0) / 1e3
-    per = (
-        pd.DataFrame(
-            {
-                "device_id": m["device_id"],
-                "point_id": m["point_id"],
-                "compile": m["compile_s"].fillna(0),
-                "timed": timed,
-            }
-        )
-        .groupby(["device_id", "point_id"])
-        .sum()
-        .reset_index()
-    )
-    per = view.ranked(per)
+def _time_per_point(view: ResultsView, s: Section, work: pd.DataFrame) -> None:
+    per = view.ranked(work.groupby(["device_id", "point_id"])[["compile", "timed"]].sum().reset_index())
     meta = view.meta(per)
     x, text = view.xs(per["point_id"]), view.keys(per["point_id"])
-    kind = (lambda **k: go.Scattergl(mode="markers", marker=dict(size=3), **k)) if view.large else go.Bar
     fig = go.Figure(
         [
-            kind(x=x, y=per["compile"].to_numpy(), text=text, name="compile (s, summed)", meta=meta),
-            kind(x=x, y=per["timed"].to_numpy(), text=text, name="timed kernels (s)", meta=meta),
+            view.bars(3, x=x, y=per["compile"].to_numpy(), text=text, name="compile (s, summed)", meta=meta),
+            view.bars(3, x=x, y=per["timed"].to_numpy(), text=text, name="timed kernels (s)", meta=meta),
         ]
     )
     fig.update_layout(barmode="stack", xaxis=view.xaxis, yaxis=dict(title="seconds"), legend=dict(orientation="h"))
     view.page.add(s, "time-points", "Compile and timing seconds per test point", fig, height=340)
 
 
-def _time_per_sweep(view: ResultsView, s: Section) -> None:
-    import plotly.graph_objects as go
-
-    m = view.r.measurements
-    sweep_rows = []
-    for sw in view.r.sweeps.itertuples():
-        mine = m[m["sweep_id"] == sw.id]
-        wall = (
-            (pd.Timestamp(sw.finished_at) - pd.Timestamp(sw.started_at)).total_seconds()
-            if sw.finished_at is not None and sw.started_at is not None
-            else float("nan")
-        )
-        comp = float(mine["compile_s"].fillna(0).sum())
-        tim = float((mine["median_ms"].fillna(0) * mine["reps"].fillna(0)).sum() / 1e3)
-        sweep_rows.append(
-            dict(
-                sweep=f"{sw.id} {sw.config_name}",
-                status=sw.status,
-                measurements=len(mine),
-                wall=wall,
-                compile=comp,
-                timed=tim,
-                rest=max(wall - tim, 0.0) if wall == wall else float("nan"),
-            )
-        )
-    if not sweep_rows:
+def _time_per_sweep(view: ResultsView, s: Section, work: pd.DataFrame) -> None:
+    sweeps = view.r.sweeps
+    if sweeps.empty:
         return
-    names = [x["sweep"] for x in sweep_rows]
+    per = work.groupby("sweep_id")[["compile", "timed"]].sum().reindex(sweeps["id"], fill_value=0)
+    wall = (pd.to_datetime(sweeps["finished_at"]) - pd.to_datetime(sweeps["started_at"])).dt.total_seconds()
+    rest = np.maximum(wall.to_numpy() - per["timed"].to_numpy(), 0.0)  # an unfinished sweep's NaN stays NaN
+    names = (sweeps["id"].astype(str) + " " + sweeps["config_name"].astype(str)).tolist()
     fig = go.Figure(
         [
-            go.Bar(y=names, x=[x["timed"] for x in sweep_rows], name="timed kernels (s)", orientation="h"),
+            go.Bar(y=names, x=per["timed"].to_numpy(), name="timed kernels (s)", orientation="h"),
             go.Bar(
                 y=names,
-                x=[x["rest"] for x in sweep_rows],
+                x=rest,
                 name="rest of the wall clock: compile waits, verification, launches, bookkeeping (s)",
                 orientation="h",
             ),
             go.Scatter(
                 y=names,
-                x=[x["compile"] for x in sweep_rows],
+                x=per["compile"].to_numpy(),
                 name="compile, summed over workers (s)",
                 mode="markers",
                 marker=dict(symbol="diamond", size=10, color="black"),
@@ -238,23 +200,15 @@ def _time_per_sweep(view: ResultsView, s: Section) -> None:
         "time-sweeps",
         "Per sweep: wall clock split into timed kernels and the rest",
         fig,
-        height=max(220, 120 + 40 * len(sweep_rows)),
+        height=max(220, 120 + 40 * len(names)),
     )
 
 
 def _outcomes(view: ResultsView, s: Section) -> None:
-    import plotly.graph_objects as go
-
     r, page = view.r, view.page
-    m = r.measurements
-    space = r.instances["space"].reindex(m["instance_id"].to_numpy()).to_numpy()
-    kinds = r.points["kind"].reindex(m["point_id"].to_numpy()).to_numpy()
-    counts = (
-        pd.DataFrame({"space": space, "kind": kinds, "status": m["status"].astype(str).to_numpy()})
-        .groupby(["space", "kind", "status"])
-        .size()
-        .reset_index(name="n")
-    )
+    m = view.with_points(r.measurements[["point_id", "instance_id", "status"]], "kind")
+    m = m.assign(space=r.instances["space"].reindex(m["instance_id"]).to_numpy(), status=m["status"].astype(str))
+    counts = m.groupby(["space", "kind", "status"]).size().reset_index(name="n")
     fig = go.Figure()
     for i, (status, c) in enumerate(counts.groupby("status")):
         fig.add_trace(

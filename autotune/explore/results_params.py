@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go  # this module is loaded by report.build, after require_plotly
+from plotly.subplots import make_subplots
 
 from autotune.explore.data import numeric_codes
 from autotune.explore.importance import importances, ranked_names
@@ -29,8 +31,6 @@ def per_parameter(view: ResultsView) -> None:
 
 
 def _parameter_boxes(view: ResultsView, s: Section, space: str, sub: pd.DataFrame) -> None:
-    from plotly.subplots import make_subplots
-
     params = view.r.params[space].reindex(sub["instance_id"].to_numpy())
     params.index = sub.index
     names = [n for n in params.columns if params[n].nunique(dropna=True) >= 2]
@@ -43,15 +43,8 @@ def _parameter_boxes(view: ResultsView, s: Section, space: str, sub: pd.DataFram
     )
     detailed = sub["point_id"].nunique() <= MAX_POINTS_DETAIL
     for i, name in enumerate(names):
-        frame = pd.DataFrame(
-            {
-                "device_id": sub["device_id"],
-                "point_id": sub["point_id"],
-                "value": params[name].astype(str),
-                "slowdown": sub["slowdown"],
-            }
-        )
-        agg = frame.groupby(["device_id", "point_id", "value"], sort=False)["slowdown"].min().reset_index()
+        values = sub.assign(value=params[name].astype(str))
+        agg = values.groupby(["device_id", "point_id", "value"], sort=False)["slowdown"].min().reset_index()
         vals = sorted(agg["value"].unique(), key=_value_order)
         row, col = i // cols + 1, i % cols + 1
         box = _box(view, space, name, agg) if detailed else _quartile_box(view, space, name, agg)
@@ -60,27 +53,15 @@ def _parameter_boxes(view: ResultsView, s: Section, space: str, sub: pd.DataFram
         fig.update_yaxes(type="log", row=row, col=col)
     fig.update_layout(showlegend=False)
     note = (
-        ""
-        if detailed
-        else (
-            f"{sub['point_id'].nunique():,} points: each box is drawn from its quartiles per "
-            "kind, precision and shape (the test-point filter does not cut it)"
-        )
+        f"{sub['point_id'].nunique():,} points: each box is drawn from its quartiles per "
+        "kind, precision and shape (the test-point filter does not cut it)"
     )
-    view.page.add(
-        s,
-        f"param-{space}",
-        f"{space}: best slowdown at each point, per parameter value",
-        fig,
-        note=note,
-        height=70 + 230 * rows,
-    )
+    title = f"{space}: best slowdown at each point, per parameter value"
+    view.page.add(s, f"param-{space}", title, fig, note="" if detailed else note, height=70 + 230 * rows)
 
 
 def _box(view: ResultsView, space: str, name: str, agg: pd.DataFrame) -> Any:
     """A box of one parameter's values over the rows of `agg` (one per device, point and value)."""
-    import plotly.graph_objects as go
-
     return go.Box(
         x=agg["value"].to_numpy(),
         y=agg["slowdown"].to_numpy(),
@@ -93,34 +74,21 @@ def _box(view: ResultsView, space: str, name: str, agg: pd.DataFrame) -> Any:
 
 def _quartile_box(view: ResultsView, space: str, name: str, agg: pd.DataFrame) -> Any:
     """Many points: the boxes' statistics per (device, kind, precision, shape) group and value."""
-    import plotly.graph_objects as go
-
-    pts, r = view.r.points, view.r
-    agg = agg.assign(**{c: pts[c].reindex(agg["point_id"]).to_numpy() for c in ("kind", "precision", "shape")})
+    agg = view.with_points(agg, "kind", "precision", "shape")
     q = agg.groupby(["device_id", "kind", "precision", "shape", "value"], sort=False)["slowdown"]
-    stats = pd.DataFrame(
-        {"q1": q.quantile(0.25), "median": q.median(), "q3": q.quantile(0.75), "lo": q.min(), "hi": q.max()}
-    ).reset_index()
-    dev = r.devices["name"]
+    quartiles = {"q1": q.quantile(0.25), "median": q.median(), "q3": q.quantile(0.75)}
+    stats = pd.DataFrame({**quartiles, "lowerfence": q.min(), "upperfence": q.max()}).reset_index()
+    dev, multi = view.r.devices["name"], len(view.r.devices) > 1
+    groups = [
+        view.page.group(device=dev.get(d) if multi else None, space=space, **row)
+        for d, row in zip(stats["device_id"], stats[["kind", "precision", "shape"]].to_dict("records"), strict=True)
+    ]
     return go.Box(
         x=stats["value"].to_numpy(),
-        q1=stats["q1"].to_numpy(),
-        median=stats["median"].to_numpy(),
-        q3=stats["q3"].to_numpy(),
-        lowerfence=stats["lo"].to_numpy(),
-        upperfence=stats["hi"].to_numpy(),
+        **{c: stats[c].to_numpy() for c in ("q1", "median", "q3", "lowerfence", "upperfence")},
         name=name,
         marker=dict(color=COLORS[0]),
-        meta={
-            "g": [
-                view.page.group(
-                    device=dev.get(d) if len(r.devices) > 1 else None, kind=k, precision=pr, shape=sh, space=space
-                )
-                for d, k, pr, sh in zip(
-                    stats["device_id"], stats["kind"], stats["precision"], stats["shape"], strict=True
-                )
-            ]
-        },
+        meta={"g": groups},
     )
 
 
@@ -136,8 +104,6 @@ def parallel_coordinates(view: ResultsView, top: int, seed: int) -> None:
 
 
 def _parcoords(view: ResultsView, s: Section, space: str, sub: pd.DataFrame, top: int, seed: int) -> None:
-    import plotly.graph_objects as go
-
     ranked = sub.sort_values("median_ms").groupby(["device_id", "point_id"], sort=False).head(top)
     note = ""
     if len(ranked) > MAX_PARCOORDS:
@@ -184,19 +150,13 @@ def importance(view: ResultsView, seed: int) -> None:
         "verified (instance, point), its value log2(slowdown). PED-ANOVA always; fANOVA and mean "
         "decrease in impurity too where scikit-learn is installed.",
     )
-    pts = view.r.points
-    ok = view.ok.assign(
-        kind=pts["kind"].reindex(view.ok["point_id"]).to_numpy(),
-        precision=pts["precision"].reindex(view.ok["point_id"]).to_numpy(),
-    )
+    ok = view.with_points(view.ok, "kind", "precision")
     for space in sorted(view.r.params):
         for (kind, precision), sub in ok[ok["space"] == space].groupby(["kind", "precision"]):
             _importance_chart(view, s, (space, kind, precision), sub, seed)
 
 
 def _importance_chart(view: ResultsView, s: Section, where: tuple, sub: pd.DataFrame, seed: int) -> None:
-    import plotly.graph_objects as go
-
     space, kind, precision = where
     params = view.r.params[space].reindex(sub["instance_id"].to_numpy()).reset_index(drop=True)
     found = importances(params, sub["slowdown"].to_numpy(), seed)

@@ -5,10 +5,11 @@ filter group of every (device, point, space) a chart draws. The sections of `aut
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go  # this module is loaded by report.build, after require_plotly
 
 from autotune.explore.data import Results, ok_frame
 from autotune.explore.page import PALETTE, Page
@@ -42,12 +43,22 @@ class ResultsView:
         """The x of each point: its rank when large, else its key."""
         return (self.order if self.large else self.r.points["key"]).reindex(point_ids).to_numpy()
 
+    def bars(self, size: int, **trace: Any) -> Any:
+        """A bar per test point; when large, WebGL markers of `size` instead."""
+        if not self.large:
+            return go.Bar(**trace)
+        return go.Scattergl(mode="markers", marker=dict(trace.pop("marker", {}), size=size), **trace)
+
     def keys(self, point_ids: pd.Series) -> np.ndarray:
         return self.r.points["key"].reindex(point_ids).to_numpy().astype(object)
 
     def ranked(self, frame: pd.DataFrame) -> pd.DataFrame:
         """The rows of `frame` (with a point_id) in drawing order, their rank in a column `rank`."""
         return frame.assign(rank=self.order.reindex(frame["point_id"]).to_numpy()).sort_values("rank")
+
+    def with_points(self, frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+        """`frame` (with a point_id) with these columns of each row's point added."""
+        return frame.assign(**{c: self.r.points[c].reindex(frame["point_id"]).to_numpy() for c in columns})
 
     def meta(self, frame: pd.DataFrame, space: str | None = None) -> dict:
         """A trace's meta: the group of each row's (device, point, space)."""
@@ -70,20 +81,13 @@ def point_groups(page: Page, r: Results) -> dict:
         zip(r.baselines["device_id"].tolist(), r.baselines["point_id"].tolist(), strict=True)
     )
     multi = len(dev) > 1
-    rows = r.points[["kind", "precision", "shape", "key"]].to_dict("index")
+    rows = r.points[["kind", "precision", "shape", "key"]].rename(columns={"key": "point"}).to_dict("index")
     for d, p in pairs:
         row = rows.get(p)
         if row is None:
             continue
         for space in spaces:
-            out[(d, p, space)] = page.group(
-                device=dev.get(d) if multi else None,
-                kind=row["kind"],
-                precision=row["precision"],
-                shape=row["shape"],
-                point=row["key"],
-                space=space,
-            )
+            out[(d, p, space)] = page.group(device=dev.get(d) if multi else None, space=space, **row)
     return out
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import plotly.graph_objects as go  # this module is loaded by report.build, after require_plotly
 
 from autotune.devices import DeviceLimits
 from autotune.untrusted import env_number
@@ -149,8 +150,7 @@ class SpaceView:
     @property
     def scale(self) -> float:
         """Hard survivors per row evaluated against the soft constraints."""
-        e = self.e
-        return e.hard.count / len(e.rows) if e.sampled and len(e.rows) else 1.0
+        return self.e.hard.count / len(self.e.rows) if self.e.sampled and len(self.e.rows) else 1.0
 
     @property
     def after_all(self) -> str:
@@ -160,7 +160,6 @@ class SpaceView:
 def add_space(page: Page, e: Explored, seed: int = 0) -> None:
     """Add the sections of an explored space to `page`: the funnel, the parameter values, the two-parameter maps."""
     space, hard = e.space, e.hard
-    final = e.funnel[-1].remaining
     sample_note = (
         f"The soft constraints were evaluated on a seeded uniform sample of {len(e.rows):,} of the "
         f"{hard.count:,} hard survivors: their counts are estimates."
@@ -170,9 +169,8 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
     page.notes.append(f"{space.name}: {space.description}")
     page.notes.append(
         f"device {hard.device.name}, precision {hard.precision}: {e.funnel[0].remaining:,} raw combinations, "
-        f"{hard.count:,} after the hard constraints, {final:,} after the soft ones"
-        + (" (estimated)" if e.sampled else "")
-        + f"; explored in {e.seconds:.1f} s."
+        f"{hard.count:,} after the hard constraints, {e.funnel[-1].remaining:,} after the soft ones"
+        f"{' (estimated)' if e.sampled else ''}; explored in {e.seconds:.1f} s."
     )
     if sample_note:
         page.notes.append(sample_note)
@@ -187,8 +185,6 @@ def add_space(page: Page, e: Explored, seed: int = 0) -> None:
 
 def _funnel(view: SpaceView) -> None:
     """The combinations that remain after each constraint: a chart and a table."""
-    import plotly.graph_objects as go
-
     funnel = view.e.funnel
     s = view.page.section(
         "Funnel",
@@ -220,26 +216,13 @@ def _funnel(view: SpaceView) -> None:
         note=view.sample_note,
         height=max(260, 60 + 30 * len(funnel)),
     )
-    s.html = table_html(
-        [
-            dict(
-                step=f.name,
-                kind=f.kind,
-                remaining=f.remaining,
-                removed=f.removed if f.kind != "raw" else None,
-                line=f.line,
-                reason=f.reason,
-            )
-            for f in funnel
-        ],
-        ["step", "kind", "remaining", "removed", "line", "reason"],
-    )
+    columns = ["step", "kind", "remaining", "removed", "line", "reason"]
+    cells = [(f.name, f.kind, f.remaining, f.removed if f.kind != "raw" else None, f.line, f.reason) for f in funnel]
+    s.html = table_html([dict(zip(columns, row, strict=True)) for row in cells], columns)
 
 
 def _values(view: SpaceView) -> None:
     """How many combinations hold each value of each parameter: raw, after the hard constraints, after all."""
-    import plotly.graph_objects as go
-
     e, group = view.e, view.group
     s = view.page.section(
         "Parameter values before and after",
@@ -250,27 +233,18 @@ def _values(view: SpaceView) -> None:
     if binned:
         view.page.notes.append(
             f"Drawn in bins of neighbouring values (at most {view.limit} per parameter, {MAX_VALUES_ENV}): "
-            + ", ".join(binned)
-            + "."
+            f"{', '.join(binned)}."
         )
     for p in e.space.parameters:
         pbins = view.bins[p.name]
         labels, n = pbins.labels, len(p.values)
         after_hard = pbins.count(e.hard.codes[p.name])
         after_all = pbins.count(e.hard.codes[p.name][view.final_rows]) * view.scale
+        layers = (("raw", "raw", view.raw / n * pbins.sizes), ("after hard", "hard", after_hard))
         fig = go.Figure(
             [
-                go.Bar(
-                    x=labels,
-                    y=view.raw / n * pbins.sizes,
-                    name="raw",
-                    marker=dict(color=COLORS["raw"]),
-                    meta={"g": group},
-                ),
-                go.Bar(x=labels, y=after_hard, name="after hard", marker=dict(color=COLORS["hard"]), meta={"g": group}),
-                go.Bar(
-                    x=labels, y=after_all, name=view.after_all, marker=dict(color=COLORS["soft"]), meta={"g": group}
-                ),
+                go.Bar(x=labels, y=y, name=name, marker=dict(color=COLORS[kind]), meta={"g": group})
+                for name, kind, y in (*layers, (view.after_all, "soft", after_all))
             ]
         )
         fig.update_layout(
@@ -316,9 +290,7 @@ def _map_layers(view: SpaceView, pair: tuple[str, str], raw_codes: dict, alone: 
     a, b = pair
     e, final_rows = view.e, view.final_rows
     ba, bb = view.bins[a], view.bins[b]
-    n_raw = len(next(p for p in e.space.parameters if p.name == a).values) * len(
-        next(p for p in e.space.parameters if p.name == b).values
-    )
+    n_raw = int(ba.sizes.sum()) * int(bb.sizes.sum())  # the values of a times those of b
     cell_raw = view.raw / n_raw * np.outer(ba.sizes, bb.sizes)  # raw combinations in each cell
     zs = [
         ("after hard", _grid(ba, bb, e.hard.codes[a], e.hard.codes[b]) / cell_raw),
@@ -336,8 +308,6 @@ def _map_layers(view: SpaceView, pair: tuple[str, str], raw_codes: dict, alone: 
 
 def _map(view: SpaceView, s: Section, pair: tuple[str, str], zs: list[tuple[str, np.ndarray]]) -> None:
     """A heatmap of the first layer of `zs`, with a menu of all of them."""
-    import plotly.graph_objects as go
-
     a, b = pair
     fig = go.Figure(
         go.Heatmap(

@@ -38,8 +38,7 @@ def studies(r: Results, storage: Any, per: str = "point") -> list[str]:
         raise ValueError(f"per must be 'point' or 'sweep', not {per!r}")
     m = r.measurements.copy()
     m["space"] = r.instances["space"].reindex(m["instance_id"].to_numpy()).to_numpy()
-    slow = ok_frame(r)["slowdown"]
-    m["slowdown"] = slow.reindex(m.index)
+    m["slowdown"] = ok_frame(r)["slowdown"].reindex(m.index)
     dev = r.devices["name"]
     sweeps = r.sweeps.set_index("id")["config_name"] if len(r.sweeps) else pd.Series(dtype=str)
     keys = ["space", "point_id", "device_id"] if per == "point" else ["sweep_id", "space"]

@@ -15,6 +15,7 @@ from typing import Iterable
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go  # this module is loaded by report.build, after require_plotly
 
 from autotune.errors import UserError
 from autotune.explore.page import PALETTE, Page, Section
@@ -68,8 +69,7 @@ def add_table(page: Page, files: TableFiles) -> None:
     table = _read(files.dispatch)
     kernels = table.get("kernels", [])
     names = {i: k.get("name", k.get("instance_id", str(i))) for i, k in enumerate(kernels)}
-    lib = (table.get("library") or {}).get("name", "library")
-    names.update({-1: "generic", -2: lib})
+    names.update({-1: "generic", -2: (table.get("library") or {}).get("name", "library")})
     sizes = list(table.get("table_sizes") or table.get("size_names") or [])
     view = TableView(page, table, str(table.get("kind", "gemm")), names, sizes)
     prov = table.get("provenance", {})
@@ -86,17 +86,13 @@ def add_table(page: Page, files: TableFiles) -> None:
 
 
 def _read(path: Path) -> dict:
+    hint = "give a dispatch.json written by `autotune analyze`"
     try:
         table = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise UserError(
-            f"cannot read the dispatch table {path}: {exc}", hint="give a dispatch.json written by `autotune analyze`"
-        ) from None
+        raise UserError(f"cannot read the dispatch table {path}: {exc}", hint=hint) from None
     if table.get("format") != "autotune-dispatch":
-        raise UserError(
-            f"{path} is not a dispatch table (format {table.get('format')!r})",
-            hint="give a dispatch.json written by `autotune analyze`",
-        )
+        raise UserError(f"{path} is not a dispatch table (format {table.get('format')!r})", hint=hint)
     return table
 
 
@@ -112,8 +108,7 @@ def _wins(view: TableView) -> None:
     points = pd.DataFrame(view.table.get("points", []))
     if points.empty or len(sizes) < 2:
         return
-    sz = pd.DataFrame(list(points["sizes"]))
-    points = pd.concat([points.drop(columns=["sizes"]), sz], axis=1)
+    points = pd.concat([points.drop(columns=["sizes"]), pd.DataFrame(list(points["sizes"]))], axis=1)
     points["point_key"] = view.point_keys(points, view.size_columns(points))
     for (precision, shape), sub in points.groupby(["precision", "shape"], sort=True):
         _wins_chart(view, s, precision, shape, sub)
@@ -121,8 +116,6 @@ def _wins(view: TableView) -> None:
 
 
 def _wins_chart(view: TableView, s: Section, precision: str, shape: str, sub: pd.DataFrame) -> None:
-    import plotly.graph_objects as go
-
     sizes, names = view.sizes, view.names
     fig = go.Figure()
     chosen = sorted(sub["kernel"].unique())
@@ -168,8 +161,6 @@ def _wins_chart(view: TableView, s: Section, precision: str, shape: str, sub: pd
 
 
 def _loss(view: TableView, s: Section, points: pd.DataFrame) -> None:
-    import plotly.graph_objects as go
-
     fig = go.Figure()
     for i, ((precision, shape), sub) in enumerate(points.groupby(["precision", "shape"], sort=True)):
         sub = sub.sort_values("loss")
@@ -193,8 +184,6 @@ def _loss(view: TableView, s: Section, points: pd.DataFrame) -> None:
 
 def _tol(page: Page, path: Path) -> None:
     """Kernels and losses against TOL, from the analyzer's tol_table.csv."""
-    import plotly.graph_objects as go
-
     tol = pd.read_csv(path)
     s = page.section(
         "Kernels against TOL",
@@ -235,19 +224,17 @@ def _tol(page: Page, path: Path) -> None:
 
 def _validation(view: TableView, path: Path) -> None:
     """The loss of the table's choice at each held-out problem of `autotune validate`."""
-    import plotly.graph_objects as go
-
     val = pd.read_csv(path)
     s = view.page.section(
         "Validation on held-out problems",
         f"From {path} (`autotune validate`): at each held-out problem, the loss of the "
         "table's choice against the best kernel measured there.",
     )
-    keys = view.point_keys(val, view.size_columns(val))
+    val["point_key"] = view.point_keys(val, view.size_columns(val))
     fig = go.Figure()
-    for i, ((precision, shape), idx) in enumerate(val.groupby(["precision", "shape"]).groups.items()):
-        sub = val.loc[idx].sort_values("loss_vs_best")
-        ks = [keys[j] for j in sub.index]
+    for i, ((precision, shape), sub) in enumerate(val.groupby(["precision", "shape"])):
+        sub = sub.sort_values("loss_vs_best")
+        ks = sub["point_key"].tolist()
         fig.add_trace(
             go.Bar(
                 x=ks,
