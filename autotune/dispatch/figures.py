@@ -118,8 +118,8 @@ def validated_figures(
     spaces: tuple[Path, ...] = (),
 ) -> Figures:
     """The figures of `autotune validate`'s output folder (validation.csv and, by default, validation.sqlite or
-    the committed validation.sqlite.xz there)
-    for the table at `table_path`; `spaces`: space files defining a kind that is not built in."""
+    the committed validation.sqlite.xz there) for the table at `table_path`; `spaces`: space files defining a kind
+    that is not built in."""
     folder = Path(validation_dir)
     frame = pd.read_csv(folder / "validation.csv", keep_default_na=False, na_values=[""])
     return _table_figures(frame, _measured(table_path, folder, database, spaces), tol)
