@@ -22,6 +22,7 @@ from autotune.dispatch.model import tiles_of
 from autotune.dispatch.loo import LooResult, choose_structure
 from autotune.errors import UserError
 from autotune.dispatch.table import (
+    STRUCTURES,
     Answers,
     DispatchTable,
     GenericKernel,
@@ -190,21 +191,6 @@ def include_hint(sources: Any, include_dir: Path | None) -> list[str]:
             rel = str(folder)
         out.append(Path(rel).as_posix() if not rel.startswith("../../..") else folder.name)
     return list(dict.fromkeys(out))
-
-
-def kernel_info(
-    frame: pd.DataFrame,
-    kernels: tuple[tuple[str, str, str], ...] = (),
-    validity: dict[str, list[dict[str, int]]] | None = None,
-    layout: Layout | None = None,
-    include_dir: Path | None = None,
-) -> KernelInfoSource:
-    """Name expressions and validity from the space files (needs the `space` and parameter columns of the
-    store's frame); `kernels` are made now, any other on first use."""
-    info = KernelInfoSource(frame, validity, layout=layout, include_dir=include_dir)
-    for key in kernels:
-        info[key]
-    return info
 
 
 def generic_kernel(kind: Any, params_text: str, include_dir: Path | None = None) -> GenericKernel | None:
@@ -394,8 +380,6 @@ def build(loaded: Any, recipe: Recipe) -> Built:
     answers = Answers(info, library_ms, r.fallback, generic)
     structure, trials, held = r.structure, None, None
     if structure is None:
-        from autotune.dispatch.table import STRUCTURES
-
         tried = tuple(s for s in STRUCTURES if r.modes is None or s.mode in r.modes)
         structure, trials, held = choose_structure(
             matrix, r.criteria, r.method, answers=answers, weights=wts, structures=tried
@@ -407,8 +391,6 @@ def build(loaded: Any, recipe: Recipe) -> Built:
 
 def kernel_of(space: Any) -> Any:
     """The space's `kernel:` binding (a table names its kernels' sources from it). Raises UserError without one."""
-    from autotune.errors import UserError
-
     if space.kernel is None:
         raise UserError(
             f"the space {space.name!r} has no `kernel:` section: a table cannot name its kernels' sources",

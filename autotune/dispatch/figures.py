@@ -15,6 +15,8 @@ import pandas as pd
 
 from autotune.dispatch.validate import SLOW_VS_BASELINE
 
+# the table, its kind's size names, the validation's medians per instance and the library's (`_measured`)
+_Measured = tuple[Any, tuple[str, ...], dict[tuple, dict[str, tuple[float, float]]], dict[tuple, tuple[float, float]]]
 TARGET_WITHIN, TARGET_WORST, TARGET_TOL = 0.95, 0.15, 0.10  # the targets: 95% within 10%, the worst within 15%, TOL 10%
 
 
@@ -116,30 +118,48 @@ def validated_figures(
     spaces: tuple[Path, ...] = (),
 ) -> Figures:
     """The figures of `autotune validate`'s output folder (validation.csv and, by default, validation.sqlite or
-    the committed validation.sqlite.xz there)
-    for the table at `table_path`; `spaces`: space files defining a kind that is not built in."""
+    the committed validation.sqlite.xz there) for the table at `table_path`; `spaces`: space files defining a kind
+    that is not built in."""
     folder = Path(validation_dir)
     frame = pd.read_csv(folder / "validation.csv", keep_default_na=False, na_values=[""])
-    return _table_figures(frame, table_path, _validation_database(folder, database), tol, spaces)
+    return _table_figures(frame, _measured(table_path, folder, database, spaces), tol)
 
 
-def _table_figures(
-    frame: pd.DataFrame, table_path: str | Path, database: str, tol: float, spaces: tuple[Path, ...]
-) -> Figures:
-    """`figures` of a table's answers in `frame`, with the oracle (the table's own kernels and the library) read
-    from the validation database."""
+def _measured(table_path: str | Path, folder: Path, database: str | None, spaces: tuple[Path, ...]) -> _Measured:
+    """The table at `table_path`, its kind's size names, and the medians of the validation in `folder` (its
+    instances' and its library's: `validate.measured`) from `database` or the validation's own."""
     from autotune.dispatch.validate import measured
     from autotune.dispatch.validate_table import read_table, table_kind
     from autotune.store.engine import database_url
 
     table = read_table(Path(table_path))
     kind = table_kind(table, list(spaces))
-    times, _ = measured(database_url(database), kind)
+    times, baseline = measured(database_url(_validation_database(folder, database)), kind)
+    return table, tuple(kind.size_names), times, baseline
+
+
+def _table_figures(frame: pd.DataFrame, got: _Measured, tol: float) -> Figures:
+    """`figures` of a table's answers in `frame`, with the oracle (the table's own kernels and the library) from
+    the validation's medians (`_measured`)."""
+    table, names, times, _ = got
     ids: dict[tuple[str, str], set[str]] = {}
     for k in table.kernels:
         ids.setdefault((str(k["precision"]), str(k["shape"] or "")), set()).add(str(k["instance_id"]))
-    oracle = oracle_losses(frame, ids, times, tuple(kind.size_names))
-    return figures(frame, oracle, len(table.kernels), len(table.points), tol)
+    return figures(frame, oracle_losses(frame, ids, times, names), len(table.kernels), len(table.points), tol)
+
+
+def _answered(frame: pd.DataFrame, choice: list[str], ms: list[float]) -> pd.DataFrame:
+    """`frame` with other answers (table_choice, table_ms), scored against its best_ms and baseline_ms."""
+    out = frame.copy()
+    out["table_choice"] = choice
+    out["table_ms"] = ms
+    best = pd.to_numeric(out["best_ms"], errors="coerce").to_numpy(dtype=float)
+    base = pd.to_numeric(out["baseline_ms"], errors="coerce").to_numpy(dtype=float)
+    t_ms = np.asarray(ms, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["loss_vs_best"] = np.maximum(0.0, 1.0 - best / t_ms)
+        out["speedup_vs_baseline"] = base / t_ms
+    return out
 
 
 def answer_name(answer: int, ids: list[str]) -> str:
@@ -169,20 +189,11 @@ def refined_frame(
     (`answer=ms;...`, the library as "library"); best_ms and baseline_ms are unchanged."""
     from autotune.dispatch.refine import Refiner
     from autotune.dispatch.runtime import LIBRARY as LIBRARY_INDEX
-    from autotune.dispatch.validate import measured
-    from autotune.dispatch.validate_table import read_table, table_kind
-    from autotune.store.engine import database_url
 
-    table = read_table(Path(table_path))
-    kind = table_kind(table, list(spaces))
     folder = Path(validation_dir)
+    table, names, times, baseline = _measured(table_path, folder, database, spaces)
     frame = pd.read_csv(folder / "validation.csv", keep_default_na=False, na_values=[""])
-    if database is None:
-        plain = folder / "validation.sqlite"
-        database = str(plain if plain.exists() or not (folder / "validation.sqlite.xz").exists() else f"{plain}.xz")
-    times, baseline = measured(database_url(database), kind)
     ids = [str(k["instance_id"]) for k in table.kernels]
-    names = tuple(kind.size_names)
 
     def timer(answer: int, precision: str, shape: str, sizes: dict) -> float | None:
         key = (precision, shape, *(int(sizes[n]) for n in names))
@@ -191,7 +202,6 @@ def refined_frame(
         return times.get(key, {}).get(ids[answer], (None, None))[0] if 0 <= answer < len(ids) else None
 
     refine = Refiner(dict(table.data), timer if chooser is None else chooser, top=top)
-    out = frame.copy()
     choice, ms, spent, timed = [], [], [], []
     for r in frame.to_dict("records"):
         shape = "" if pd.isna(r["shape"]) else str(r["shape"])
@@ -204,16 +214,9 @@ def refined_frame(
         t = timer(a, str(r["precision"]), shape, sizes)
         choice.append(answer_name(a, ids))
         ms.append(math.nan if t is None else float(t))
-    out["table_choice"] = choice
-    out["table_ms"] = ms
+    out = _answered(frame, choice, ms)
     out["first_call_s"] = spent  # seconds the timer took at this problem's first call (0: answered untimed)
     out["timed_ms"] = timed  # what the timer measured there: answer=ms;... (empty: answered untimed)
-    best = pd.to_numeric(out["best_ms"], errors="coerce").to_numpy(dtype=float)
-    base = pd.to_numeric(out["baseline_ms"], errors="coerce").to_numpy(dtype=float)
-    t_ms = np.asarray(ms, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["loss_vs_best"] = np.maximum(0.0, 1.0 - best / t_ms)
-        out["speedup_vs_baseline"] = base / t_ms
     return out, refine.stats.calls
 
 
@@ -257,17 +260,11 @@ def rescored_frame(
     built from these problems' measurements."""
     from autotune.dispatch.runtime import LIBRARY as LIBRARY_INDEX
     from autotune.dispatch.runtime import Lookup
-    from autotune.dispatch.validate import measured
-    from autotune.dispatch.validate_table import read_table, table_kind
-    from autotune.store.engine import database_url
 
-    table = read_table(Path(table_path))
-    kind = table_kind(table, list(spaces))
     folder = Path(validation_dir)
+    table, names, times, baseline = _measured(table_path, folder, database, spaces)
     frame = pd.read_csv(folder / "validation.csv", keep_default_na=False, na_values=[""])
-    times, baseline = measured(database_url(_validation_database(folder, database)), kind)
     ids = [str(k["instance_id"]) for k in table.kernels]
-    names = tuple(kind.size_names)
     lookup = Lookup(dict(table.data))
     choice, ms = [], []
     for r in frame.to_dict("records"):
@@ -278,16 +275,7 @@ def rescored_frame(
         got = baseline.get(key) if a == LIBRARY_INDEX else times.get(key, {}).get(ids[a]) if 0 <= a < len(ids) else None
         choice.append(answer_name(a, ids))
         ms.append(math.nan if got is None else float(got[0]))
-    out = frame.copy()
-    out["table_choice"] = choice
-    out["table_ms"] = ms
-    best = pd.to_numeric(out["best_ms"], errors="coerce").to_numpy(dtype=float)
-    base = pd.to_numeric(out["baseline_ms"], errors="coerce").to_numpy(dtype=float)
-    t_ms = np.asarray(ms, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["loss_vs_best"] = np.maximum(0.0, 1.0 - best / t_ms)
-        out["speedup_vs_baseline"] = base / t_ms
-    return out
+    return _answered(frame, choice, ms)
 
 
 def rescored_figures(
@@ -300,4 +288,4 @@ def rescored_figures(
     """The figures of `rescored_frame` (the oracle: the table's own kernels and the library, by the validation's
     medians)."""
     frame = rescored_frame(table_path, validation_dir, database, spaces)
-    return _table_figures(frame, table_path, _validation_database(Path(validation_dir), database), tol, spaces)
+    return _table_figures(frame, _measured(table_path, Path(validation_dir), database, spaces), tol)

@@ -112,6 +112,8 @@ def _held_out(
     ref = np.fmin(full.best_ms, lib)  # the library counts as an answer: its time can be the best
     records: dict[Structure, list[dict]] = {s: [] for s in structures}
     all_xyz, all_dims = matrix.table_xyz, matrix.sizes
+    col_of = {iid: c for c, iid in enumerate(matrix.instances)}
+    provenance = Provenance(device="leave-one-out")
     for (precision, shape), rows in matrix.groups:
         xyz = all_xyz[rows]
         for pos, p in enumerate(rows):
@@ -124,46 +126,24 @@ def _held_out(
             interior = bool(((others.min(axis=0) <= xyz[pos]) & (xyz[pos] <= others.max(axis=0))).all())
             w = full.take_points(rest)  # winners are per point: no need to recompute
             sel = select(w, method, time_limit_s=time_limit_s, secondary=secondary)
-            pt = matrix.points.iloc[p]
+            pt, held = matrix.points.iloc[p].to_dict(), replace(answers, library_ms=lib[rest])
+            dims = tuple(int(x) for x in all_dims[p])
             for structure in structures:
-                table = build_table(
-                    w,
-                    sel,
-                    Provenance(device="leave-one-out"),
-                    replace(answers, library_ms=lib[rest]),
-                    structure=structure,
+                table = build_table(w, sel, provenance, held, structure=structure)
+                choice = table.record(table.lookup_index(precision, shape, *dims), precision, shape)
+                answer = next((a for a in ("library", "generic", "none") if choice.get(a)), "kernel")
+                col = col_of.get(choice.get("instance_id"), -1) if answer == "kernel" else -1
+                ms = lib[p] if answer == "library" else matrix.median[p, col] if col >= 0 else math.nan
+                records[structure].append(
+                    {
+                        **pt,
+                        "interior": interior,
+                        "instance_id": choice.get("instance_id"),
+                        "answer": answer,
+                        "loss": float(max(0.0, 1.0 - ref[p] / ms)) if np.isfinite(ms) else math.nan,
+                        "measured": bool(np.isfinite(ms)),
+                    }
                 )
-                choice = table.record(
-                    table.lookup_index(precision, shape, *(int(x) for x in all_dims[p])), precision, shape
-                )
-                rec = {
-                    **pt.to_dict(),
-                    "interior": interior,
-                    "instance_id": choice.get("instance_id"),
-                    "answer": None,
-                    "loss": math.nan,
-                    "measured": False,
-                }
-                if choice.get("library"):
-                    rec["answer"] = "library"
-                    if np.isfinite(lib[p]):
-                        rec["loss"], rec["measured"] = float(max(0.0, 1.0 - ref[p] / lib[p])), True
-                elif choice.get("generic"):
-                    rec["answer"] = "generic"
-                elif choice.get("none"):
-                    rec["answer"] = "none"
-                else:
-                    rec["answer"] = "kernel"
-                    iid = rec["instance_id"]
-                    col = np.searchsorted(matrix.instances, iid) if iid is not None else -1
-                    if (
-                        0 <= col < len(matrix.instances)
-                        and matrix.instances[col] == iid
-                        and np.isfinite(matrix.median[p, col])
-                    ):
-                        rec["loss"] = float(max(0.0, 1.0 - ref[p] / matrix.median[p, col]))
-                        rec["measured"] = True
-                records[structure].append(rec)
     return {s: pd.DataFrame.from_records(r) for s, r in records.items()}
 
 

@@ -175,13 +175,8 @@ class Refiner:
         except (OSError, ValueError, RecursionError) as exc:
             warnings.warn(f"{self.cache_file}: not a refinement cache ({exc}); starting empty", stacklevel=3)
             return
-        choices = doc.get("choices") if isinstance(doc, dict) else None
-        if (
-            not isinstance(doc, dict)
-            or doc.get("format") != CACHE_FORMAT
-            or doc.get("table") != self.digest
-            or not isinstance(choices, dict)
-        ):
+        choices = doc.get("choices") if isinstance(doc, dict) else None  # None: doc is no JSON object
+        if not isinstance(choices, dict) or doc.get("format") != CACHE_FORMAT or doc.get("table") != self.digest:
             warnings.warn(
                 f"{self.cache_file} was written for another table (or is not a refinement cache): ignored; "
                 "it is rewritten at the next refined problem",

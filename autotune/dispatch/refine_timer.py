@@ -64,10 +64,7 @@ def recorded_instances(url: str, ids: list[str], space_files: tuple[Path, ...] =
     quoted = ", ".join("'" + i.replace("'", "") + "'" for i in want)
     rows = run_query(url, f"SELECT id, space, params FROM instances WHERE id IN ({quoted})")
     out: dict[str, tuple[Any, Any]] = {}
-    spaces: dict[str, Any] = {}
-    for f in space_files:
-        given = load_space(str(f))
-        spaces[given.name] = given
+    spaces: dict[str, Any] = {space.name: space for space in (load_space(str(f)) for f in space_files)}
     for r in rows.to_dict("records"):
         params = json.loads(r["params"]) if isinstance(r["params"], str) else dict(r["params"])
         name = str(r["space"])

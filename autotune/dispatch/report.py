@@ -12,13 +12,13 @@ Roofline time = the kind's bytes moved (`ProblemKind.bytes_moved` with the sweep
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from autotune.analysis.winners import Layout, PerfMatrix
-from autotune.dispatch.table import DispatchTable
+from autotune.dispatch.table import DispatchTable, library_times
 from autotune.dispatch.loo import TOL_TABLE_COLUMNS
 
 
@@ -75,12 +75,7 @@ def summary_frame(
     out["instance"] = np.where(has, matrix.instances[col], "")
     out["ms"] = np.where(has, med[np.arange(len(out)), col], np.nan)
     out["roofline_frac"] = roofline_ms(out, bandwidth, layout, scalars or {}) / out["ms"] if bandwidth else np.nan
-    if library is not None and not library.empty and set(point) <= set(library.columns):
-        cb = library[point + ["median_ms"]].dropna(subset=list(layout.sizes))
-        cb = cb.astype({c: np.int64 for c in layout.sizes}).groupby(point, as_index=False).median()
-        out = out.merge(cb.rename(columns={"median_ms": lib_ms}), on=point, how="left")
-    else:
-        out[lib_ms] = np.nan
+    out[lib_ms] = library_times(out, library, layout)
     out[speedup] = out[lib_ms] / out["ms"]
     return out[columns]
 
@@ -92,6 +87,14 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def saved(plt: Any, fig: Any, path: Path, dpi: int = 120) -> Path:
+    """Lay out `fig`, write it to `path` and close it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
 
 
 def _size(frame: pd.DataFrame, layout: Layout) -> np.ndarray:
@@ -122,50 +125,34 @@ def plot_perf(
     lib = library_label(layout)
     flops_known = bool(np.nan_to_num(work_per_point(summary.iloc[:1], layout, "flops", scalars)).sum() > 0)
     work, unit = ("flops", "GFLOP/s") if flops_known else ("bytes", "GB/s")
+
+    def rate(frame: pd.DataFrame, ms: Any) -> np.ndarray:
+        """The work per second (in units of 1e9) of each row of `frame` done in `ms` milliseconds."""
+        return work_per_point(frame, layout, work, scalars) / (np.asarray(ms, dtype=float) * 1e6)
+
     for ax, ((precision, shape), g) in zip(axes[:, 0], groups, strict=True):
         g = g.sort_values(list(layout.sizes))
         x = _size(g, layout)
-        amount = work_per_point(g, layout, work, scalars)
         b = best.merge(g[point], on=point).sort_values(list(layout.sizes))
-        ax.plot(
-            _size(b, layout),
-            work_per_point(b, layout, work, scalars) / (b["best_ms"].to_numpy(float) * 1e6),
-            "k:",
-            label="best measured instance",
-        )
+        ax.plot(_size(b, layout), rate(b, b["best_ms"]), "k:", label="best measured instance")
         for inst, h in g.groupby("instance"):
-            ax.plot(
-                _size(h, layout),
-                work_per_point(h, layout, work, scalars) / (h["ms"].to_numpy(float) * 1e6),
-                "o",
-                ms=4,
-                label=f"table: {inst}",
-            )
+            ax.plot(_size(h, layout), rate(h, h["ms"]), "o", ms=4, label=f"table: {inst}")
         if g[f"{lib}_ms"].notna().any():
-            ax.plot(x, amount / (g[f"{lib}_ms"].to_numpy(float) * 1e6), "s-", ms=3, color="gray", label=lib)
+            ax.plot(x, rate(g, g[f"{lib}_ms"]), "s-", ms=3, color="gray", label=lib)
         if bandwidth:
-            ax.plot(x, amount / (roofline_ms(g, bandwidth, layout, scalars) * 1e6), "r--", label="bandwidth roofline")
+            ax.plot(x, rate(g, roofline_ms(g, bandwidth, layout, scalars)), "r--", label="bandwidth roofline")
         ax.set_xscale("log", base=2)
         if any((np.asarray(line.get_ydata(), float) > 0).any() for line in ax.get_lines()):
             ax.set_yscale("log")
         else:  # the kind's work is unknown here (e.g. its space file could not be loaded): nothing to scale
-            ax.text(
-                0.5,
-                0.5,
-                f"{unit} unknown: the kind's work could not be computed",
-                ha="center",
-                transform=ax.transAxes,
-                fontsize=8,
-            )
+            unknown = f"{unit} unknown: the kind's work could not be computed"
+            ax.text(0.5, 0.5, unknown, ha="center", transform=ax.transAxes, fontsize=8)
         ax.set_xlabel(f"size (geometric mean of {', '.join(layout.table_sizes)})")
         ax.set_ylabel(unit)
         ax.set_title(f"{precision} {shape} on {table.provenance.get('device')}")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return saved(plt, fig, path)
 
 
 def plot_kernels_vs_tol(tol_frame: pd.DataFrame, path: Path) -> Path:
@@ -173,21 +160,14 @@ def plot_kernels_vs_tol(tol_frame: pd.DataFrame, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 4))
     for (method, bk), g in tol_frame.groupby(["method", "bk"]):
         g = g.sort_values("tol")
-        ax.plot(
-            100 * g["tol"],
-            g["kernels"],
-            "o-" if method == "exact" else "s--",
-            label=f"{method}, BK={bk if bk else 'all'}",
-        )
+        style = "o-" if method == "exact" else "s--"
+        ax.plot(100 * g["tol"], g["kernels"], style, label=f"{method}, BK={bk if bk else 'all'}")
     ax.set_xlabel("TOL (%)")
     ax.set_ylabel("kernels to compile")
     ax.set_title("kernels against TOL (Table I)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return saved(plt, fig, path)
 
 
 def plot_loss(table: DispatchTable, loo: pd.DataFrame | None, path: Path) -> Path:
@@ -206,10 +186,7 @@ def plot_loss(table: DispatchTable, loo: pd.DataFrame | None, path: Path) -> Pat
     ax.set_ylabel("loss vs best (%)")
     ax.set_title(f"loss per point ({table.provenance.get('method')}, {table.provenance.get('kernels')} kernels)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return saved(plt, fig, path)
 
 
 def write_report(

@@ -1,13 +1,14 @@
 """Building a dispatch table from the winners and the set cover (`build_table`). The table's JSON format, its
 reading and `DispatchTable` are in `autotune.dispatch.table_file`, the builder's inputs (kernel records, structure,
-provenance, answers) in `autotune.dispatch.inputs`; their names are imported from here too.
+provenance, answers) in `autotune.dispatch.inputs`; `DispatchTable`, `load_table` and the builder's inputs are
+imported from here too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -25,19 +26,8 @@ from autotune.dispatch.inputs import (
     Structure,
     parse_structure,
 )
-from autotune.dispatch.runtime import FALLBACKS, GENERIC, LIBRARY, NONE, Lookup, validity_bounds
-from autotune.dispatch.table_file import (
-    FORMAT,
-    LEGACY_SIZES,
-    LEGACY_TABLE_SIZES,
-    RETIRED_FORMAT,
-    VERSION,
-    VERSIONS,
-    BadSizes,
-    DispatchTable,
-    load_table,
-    upgrade,
-)
+from autotune.dispatch.runtime import FALLBACKS, GENERIC, LIBRARY, Lookup, validity_bounds
+from autotune.dispatch.table_file import FORMAT, VERSION, DispatchTable, load_table
 
 
 COST_SCALE = 1e18  # costs are integers: median ms per byte moved times this
@@ -71,16 +61,11 @@ def library_times(points: pd.DataFrame, library: pd.DataFrame | None, layout: La
     """Per point row, the library's verified median time (ms); NaN where it was not measured.
 
     `library` has the point columns precision, shape, the sizes of `layout` and `median_ms`."""
-    out = np.full(len(points), np.nan)
-    if library is None or len(library) == 0 or len(points) == 0:
-        return out
     keys = list(layout.columns)
-    if not set(keys) <= set(library.columns):
-        return out
-    lib = library[keys + ["median_ms"]].dropna(subset=list(layout.sizes)).copy()
-    for c in layout.sizes:
-        lib[c] = lib[c].astype(np.int64)
-    lib = lib.groupby(keys, as_index=False)["median_ms"].median()
+    if library is None or len(library) == 0 or len(points) == 0 or not set(keys) <= set(library.columns):
+        return np.full(len(points), np.nan)
+    lib = library[keys + ["median_ms"]].dropna(subset=list(layout.sizes))
+    lib = lib.astype({c: np.int64 for c in layout.sizes}).groupby(keys, as_index=False)["median_ms"].median()
     merged = points[keys].reset_index(drop=True).merge(lib, on=keys, how="left")
     return pd.to_numeric(merged["median_ms"], errors="coerce").to_numpy(dtype=float)
 
@@ -143,18 +128,13 @@ def build_table(
     `library`: the library's name ("": the kind's baseline_name; None: no library, `answers.library_ms` is
     ignored).
     """
-    kernel_info, generic, library_ms, fallback = (
-        answers.kernel_info,
-        answers.generic,
-        answers.library_ms,
-        answers.fallback,
-    )
+    generic, library_ms = answers.generic, answers.library_ms
     layout = w.matrix.layout
     if library == "":
         library = kind_library(layout, library_ms)
-    fallback = fallback or default_fallback(library, generic)
+    fallback = answers.fallback or default_fallback(library, generic)
     check_fallback(fallback, library, generic)
-    info = kernel_info if kernel_info is not None else {}
+    info = answers.kernel_info if answers.kernel_info is not None else {}
     precision_rank = {p: i for i, p in enumerate(layout.precisions)}
     shape_rank = {s: i for i, s in enumerate(layout.shapes)}
     kernels = sorted(sel.kernels, key=lambda k: (precision_rank.get(k[1], 99), shape_rank.get(k[2], 99), k[0]))
@@ -376,7 +356,7 @@ def _provenance_json(
         "points": len(points),
         "worst_loss": float(max(0.0, finite.max())) if len(finite) else None,
         "mean_loss": float(max(0.0, finite.mean())) if len(finite) else None,
-        "library_points": sum(1 for p in points if _library_first(p["ranked"])),
+        "library_points": sum(1 for p in points if p["ranked"] and p["ranked"][0] == LIBRARY),  # the library first
         "answer_worst_loss": float(max(answer_loss)) if answer_loss else None,
         "answer_mean_loss": float(np.mean(answer_loss)) if answer_loss else None,
         "uncovered": list(sel.uncovered),
@@ -389,13 +369,7 @@ def _generic_json(generic: GenericKernel | None) -> dict | None:
     """The generic kernel's record (None: the kind has none)."""
     if generic is None:
         return None
-    return {
-        "space": generic.space,
-        "source": generic.source,
-        "convention": generic.convention,
-        "templates": dict(generic.templates),
-        "parameters": dict(generic.parameters),
-    }
+    return {**asdict(generic), "templates": dict(generic.templates), "parameters": dict(generic.parameters)}
 
 
 def _model(
@@ -414,20 +388,9 @@ def _model(
     return fit_table_model(w.matrix.sizes, w.matrix.groups, specs, w.matrix.median, lib, table_dims)
 
 
-def _library_first(ranked: Any) -> bool:
-    """A tuned point's ranked answers start with the library."""
-    return bool(ranked) and ranked[0] == LIBRARY
-
-
 __all__ = [
     "Answers",
     "MODES",
-    "BadSizes",
-    "LEGACY_SIZES",
-    "LEGACY_TABLE_SIZES",
-    "RETIRED_FORMAT",
-    "VERSIONS",
-    "upgrade",
     "COST_SCALE",
     "DispatchTable",
     "FORMAT",
@@ -435,7 +398,6 @@ __all__ = [
     "GenericKernel",
     "KernelInfo",
     "LIBRARY",
-    "NONE",
     "Provenance",
     "STRUCTURES",
     "Structure",

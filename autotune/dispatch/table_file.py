@@ -157,10 +157,7 @@ class DispatchTable:
     points = property(lambda self: self.data["points"])
     regions = property(lambda self: self.data["regions"])
     fallback = property(lambda self: self._lookup.fallback)
-
-    @property
-    def provenance(self) -> dict:
-        return self.data["provenance"]
+    provenance = property(lambda self: self.data["provenance"])
 
     @property
     def library(self) -> str | None:
@@ -204,9 +201,8 @@ def is_table_file(path: str | Path) -> bool:
 
 def load_table(path: str | Path) -> DispatchTable:
     """The table in a dispatch.json (or an xz- or gzip-compressed dispatch.json.xz / .gz, as committed results keep
-    large ones),
-    checked: a JSON object of this format whose points and regions name only kernels it lists (or the library, the
-    generic kernel, none). Raises UserError naming the file."""
+    large ones), checked: a JSON object of this format whose points and regions name only kernels it lists (or the
+    library, the generic kernel, none). Raises UserError naming the file."""
     import gzip
     import lzma
     import zlib
@@ -246,15 +242,14 @@ def load_table(path: str | Path) -> DispatchTable:
             file=path,
             hint="write it again with this autotune's `autotune report`, or upgrade autotune",
         )
+    again = "write the table again with `autotune report` or `autotune emit`"
     problem = _dangling(data)
     if problem:
-        raise UserError(problem, file=path, hint="write the table again with `autotune report` or `autotune emit`")
+        raise UserError(problem, file=path, hint=again)
     try:
         return DispatchTable(data)
     except BadSizes as exc:  # version 3 (an older table's sizes as upgraded)
-        raise UserError(
-            str(exc), file=path, hint="write the table again with `autotune report` or `autotune emit`"
-        ) from None
+        raise UserError(str(exc), file=path, hint=again) from None
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"not a readable dispatch table: {exc!r}", file=path, hint=hint) from None
 

@@ -131,29 +131,25 @@ def space_refs(
     files = {load_space(p).name: str(Path(p).resolve()) for p in given}
     out = {}
     for name in names:
+        path = recorded.get(name)
         if name in files:
             out[name] = files[name]
-            continue
-        if name and (paths.SPACES_DIR / f"{name}.yaml").is_file():
+        elif name and (paths.SPACES_DIR / f"{name}.yaml").is_file():
             out[name] = name
-            continue
-        path = recorded.get(name)
-        if path and Path(path).is_file():
+        elif path and Path(path).is_file():
             out[name] = str(Path(path).resolve())
-            continue
-        found = spaces.work_tree_file(name, path, tuning_url) if path and tuning_url else None
-        if found is not None:
+        elif path and tuning_url and (found := spaces.work_tree_file(name, path, tuning_url)) is not None:
             out[name] = str(found.resolve())
-            continue
-        looked = f"; looked for {Path(path).absolute()}" if path else ""
-        if path and tuning_url:
-            looked += f", and {spaces.places_looked(path, tuning_url)}"
-        raise UserError(
-            f"no space file for space {name!r}: not under {paths.SPACES_DIR}"
-            + (f" and its recorded file {path} is gone{looked}" if path else ", and no tuning database records it"),
-            hint="pass --space FILE (the space file), or the database the table was made from (validate's --db, "
-            "active's TUNING_DB), or restore the space file",
-        )
+        else:
+            looked = f"; looked for {Path(path).absolute()}" if path else ""
+            if path and tuning_url:
+                looked += f", and {spaces.places_looked(path, tuning_url)}"
+            raise UserError(
+                f"no space file for space {name!r}: not under {paths.SPACES_DIR}"
+                + (f" and its recorded file {path} is gone{looked}" if path else ", and no tuning database records it"),
+                hint="pass --space FILE (the space file), or the database the table was made from (validate's --db, "
+                "active's TUNING_DB), or restore the space file",
+            )
     return out
 
 
@@ -391,20 +387,6 @@ def validation_frame(
             best_choice, best_ms, best_rf = LIBRARY, base_ms, base_rf
         loss = max(0.0, 1.0 - best_ms / table_ms) if math.isfinite(table_ms) and math.isfinite(best_ms) else math.nan
         speedup = base_ms / table_ms if math.isfinite(table_ms) and math.isfinite(base_ms) else math.nan
-        rows.append(
-            {
-                "kind": p.kind,
-                "precision": p.precision,
-                "shape": p.shape,
-                **p.dims,
-                "table_choice": choice_,
-                "table_ms": table_ms,
-                "best_choice": best_choice,
-                "best_ms": best_ms,
-                "best_roofline_frac": best_rf,
-                "baseline_ms": base_ms,
-                "loss_vs_best": loss,
-                "speedup_vs_baseline": speedup,
-            }
-        )
+        tail = (choice_, table_ms, best_choice, best_ms, best_rf, base_ms, loss, speedup)  # CSV_TAIL's order
+        rows.append((p.kind, p.precision, p.shape, *(p.dims[n] for n in kind.size_names), *tail))
     return pd.DataFrame(rows, columns=csv_columns(kind))

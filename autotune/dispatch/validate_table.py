@@ -38,11 +38,7 @@ class ValidatedTable:
     def answer(self, point: TestPoint) -> str:
         """The table's answer at a problem: an instance id, LIBRARY or GENERIC."""
         i = int(self.index(point))
-        if i == LIBRARY_INDEX:
-            return LIBRARY
-        if i < 0:
-            return GENERIC
-        return str(self.kernels[i]["instance_id"])
+        return LIBRARY if i == LIBRARY_INDEX else GENERIC if i < 0 else str(self.kernels[i]["instance_id"])
 
     def tuned(self, kind: ProblemKind) -> list[TestPoint]:
         """The tuned points as test points of `kind`."""
@@ -58,10 +54,7 @@ def read_table(path: Path) -> ValidatedTable:
             f"no dispatch table {path}",
             hint="give a dispatch.json written by `autotune report` or `autotune emit --format json`",
         )
-    return _v3(load_table(path))  # checked; version 1 and 2 upgraded, the retired per-kind format refused
-
-
-def _v3(table: Any) -> ValidatedTable:
+    table = load_table(path)  # checked; version 1 and 2 upgraded, the retired per-kind format refused
     data = table.data
     points = tuple(
         {"precision": p["precision"], "shape": p["shape"], "sizes": dict(p["sizes"])} for p in data["points"]

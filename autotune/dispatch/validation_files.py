@@ -47,7 +47,7 @@ def summarize(frame: pd.DataFrame, tol: float = 0.05) -> list[dict[str, Any]]:
 def plot(frame: pd.DataFrame, kind: ProblemKind, path: str | Path) -> Path:
     """validation.png: loss against the best and speedup over the baseline, against the product of the kind's
     table sizes (GEMM: M*N*K; log), per precision."""
-    from autotune.dispatch.report import pyplot
+    from autotune.dispatch.report import pyplot, saved
 
     plt = pyplot()
     path = Path(path)
@@ -79,11 +79,8 @@ def plot(frame: pd.DataFrame, kind: ProblemKind, path: str | Path) -> Path:
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return saved(plt, fig, path, dpi=110)
 
 
 def finite_or_none(x: Any) -> Any:
