@@ -32,12 +32,12 @@ ARGS = [np.zeros_like(A), A, A, np.int32(N)]
 SIZES = [128, 256, 512]
 
 
-def _cache(path: Path, times: dict[int, float] | None = None, **header: Any) -> Path:
-    """A vector_add cache: 128 at 0.5 ms, 256 at 0.3 ms (the fastest), 512 failed to compile."""
+def _cache(path: Path, times: dict[int, float] | None = None, failed: tuple[int, ...] = (512,), **header: Any) -> Path:
+    """A vector_add cache: 128 at 0.5 ms, 256 at 0.3 ms (the fastest), 512 (`failed`) failed to compile."""
     times = times or {128: 0.5, 256: 0.3}
     records = tuple(
         KTRecord({"block_size_x": b}, "ok", t, (t, t, t), {"compile_time": 10.0}) for b, t in times.items()
-    ) + (KTRecord({"block_size_x": 512}, "compile_error", None, (), {"compile_time": 1.0}),)
+    ) + tuple(KTRecord({"block_size_x": b}, "compile_error", None, (), {"compile_time": 1.0}) for b in failed)
     fields: dict[str, Any] = dict(
         device_name="NVIDIA H100 80GB HBM3",
         kernel_name="vector_add",
@@ -252,19 +252,6 @@ def test_random_sample_runs_a_fraction_of_the_space_as_kernel_tuner(
     """random_sample sets out to measure ceil(fraction x the configurations) (fraction 0.1 when absent), or
     max_fevals where given, as Kernel Tuner 1.5's random_sample; before, every configuration, `fraction` ignored."""
     sizes = list(range(32, 672, 32))  # 20 configurations, each measured
-    records = tuple(KTRecord({"block_size_x": b}, "ok", 1 + b / 1000, (1 + b / 1000,) * 3, {}) for b in sizes)
-    cache = tmp_path / "c.json"
-    write_cache(
-        KTCache(
-            device_name="NVIDIA H100 80GB HBM3",
-            kernel_name="vector_add",
-            problem_size=N,
-            tune_params_keys=("block_size_x",),
-            tune_params={"block_size_x": sizes},
-            objective="time",
-            records=records,
-        ),
-        cache,
-    )
+    cache = _cache(tmp_path / "c.json", {b: 1 + b / 1000 for b in sizes}, (), tune_params={"block_size_x": sizes})
     _, env = _replay(cache, tune_params={"block_size_x": sizes}, strategy="random_sample", strategy_options=options)
     assert env["autotune"]["planned"] == runs  # the configurations the sweep set out to measure
