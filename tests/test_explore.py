@@ -302,3 +302,13 @@ def test_explore_and_studies_on_sqlite_and_postgresql(db_url: str) -> None:
     assert len(names) == 2
     trials = [t for n in names for t in optuna.load_study(study_name=n, storage=storage).trials]
     assert sorted(t.state.name for t in trials) == ["COMPLETE"] * 5 + ["FAIL"]
+
+
+def test_a_folder_of_several_databases_names_those_left_out(tmp_path: Path) -> None:
+    from autotune.explore.report import build
+
+    small = ROOT / "results" / "tsm2_n16_h100" / "tsm2_n16_h100.sqlite.xz"
+    for name in ("a.sqlite.xz", "b.sqlite.xz"):
+        (tmp_path / name).write_bytes(small.read_bytes())
+    built = build(str(tmp_path))
+    assert built.what.startswith("results; results of a.sqlite.xz only, not of b.sqlite.xz")

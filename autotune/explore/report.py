@@ -67,6 +67,8 @@ def build(
         if has_table:
             add_table(page, find_table(path))
         what = " and ".join(w for w, ok in (("results", dbs), ("table", has_table)) if ok)
+        if len(dbs) > 1:  # one page holds one database's charts: the others are named, not dropped silently
+            what += f"; results of {dbs[0].name} only, not of {', '.join(p.name for p in dbs[1:])}: explore each by its path"
         return Built(page, what, time.perf_counter() - start)
     from autotune.dispatch.table_file import is_table_file
 
