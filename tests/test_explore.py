@@ -312,3 +312,17 @@ def test_a_folder_of_several_databases_names_those_left_out(tmp_path: Path) -> N
         (tmp_path / name).write_bytes(small.read_bytes())
     built = build(str(tmp_path))
     assert built.what.startswith("results; results of a.sqlite.xz only, not of b.sqlite.xz")
+
+
+def test_table_point_keys_name_an_empty_shape_as_the_database_does() -> None:
+    import pandas as pd
+
+    from autotune.explore.page import Page
+    from autotune.explore.tables import TableView
+    from autotune.vocab import TestPoint
+
+    frame = pd.read_csv(__import__("io").StringIO("precision,shape,rows,cols\nfp16,,4,2048\nfp32,NN,8,16\n"))
+    view = TableView(Page("t"), {"size_names": ["rows", "cols"]}, "softmax", {}, ["rows", "cols"])
+    keys = view.point_keys(frame, view.size_columns(frame))
+    assert keys[0] == TestPoint("softmax", "fp16", "", (("rows", 4), ("cols", 2048))).key
+    assert keys[1] == "softmax:fp32:NN:8x16"

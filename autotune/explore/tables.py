@@ -55,8 +55,9 @@ class TableView:
 
     def point_keys(self, frame: pd.DataFrame, size_columns: list[str]) -> list[str]:
         """Each row's point as the results database names it (TestPoint.key), so one point filter serves both."""
-        return [
-            f"{self.kind}:{r['precision']}:{r['shape'] or '-'}:" + "x".join(str(r[c]) for c in size_columns)
+        return [  # an empty shape (a kind without shapes) reads back from CSV as NaN: "-" as the database names it
+            f"{self.kind}:{r['precision']}:{r['shape'] if isinstance(r['shape'], str) and r['shape'] else '-'}:"
+            + "x".join(str(r[c]) for c in size_columns)
             for r in frame.to_dict("records")
         ]
 
