@@ -250,8 +250,15 @@ def test_random_sample_runs_a_fraction_of_the_space_as_kernel_tuner(
     tmp_path: Path, options: dict[str, Any] | None, runs: int
 ) -> None:
     """random_sample sets out to measure ceil(fraction x the configurations) (fraction 0.1 when absent), or
-    max_fevals where given, as Kernel Tuner 1.5's random_sample; before, every configuration, `fraction` ignored."""
+    max_fevals where given, as Kernel Tuner 1.5's random_sample, and returns those (Kernel Tuner's simulation mode
+    returns the configurations its strategy evaluated); before, every configuration, `fraction` ignored, and then
+    every cached configuration returned whatever the strategy measured."""
     sizes = list(range(32, 672, 32))  # 20 configurations, each measured
     cache = _cache(tmp_path / "c.json", {b: 1 + b / 1000 for b in sizes}, (), tune_params={"block_size_x": sizes})
-    _, env = _replay(cache, tune_params={"block_size_x": sizes}, strategy="random_sample", strategy_options=options)
+    results, env = _replay(
+        cache, tune_params={"block_size_x": sizes}, strategy="random_sample", strategy_options=options
+    )
     assert env["autotune"]["planned"] == runs  # the configurations the sweep set out to measure
+    assert len(results) == runs and len({r["block_size_x"] for r in results}) == runs
+    again, _ = _replay(cache, tune_params={"block_size_x": sizes}, strategy="random_sample", strategy_options=options)
+    assert [r["block_size_x"] for r in again] == [r["block_size_x"] for r in results]  # seeded: the same sample

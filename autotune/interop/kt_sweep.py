@@ -204,7 +204,7 @@ def _sweep(
     with Store.open(url) as store:
         phase("store_open")
         if call.replayed is not None:
-            backend, planned = _replay_backend(call, cfg, store, space, sizes, url)
+            backend, planned = _replay_backend(call, cfg, folder, space, sizes)
         else:
             backend = _gpu_ready(backend, call, cfg, space)
         phase("backend_ready")
@@ -277,17 +277,26 @@ def _configured(
     return space, sizes, cfg
 
 
+REPLAYED = "replayed.sqlite"  # simulation mode: the call's cache, imported, in the call's folder
+
+
 def _replay_backend(
-    call: Attempt, cfg: SweepConfig, store: Store, space: Space, sizes: dict[str, Any], url: str
+    call: Attempt, cfg: SweepConfig, folder: Path, space: Space, sizes: dict[str, Any]
 ) -> tuple[Any, set[Instance]]:
-    """Simulation mode: the call's cache imported into `store` (only the configurations of the call's space) and the
-    backend that replays it; (backend, the configurations planned)."""
+    """Simulation mode: the call's cache imported into the folder's replay database (only the configurations of the
+    call's space) and the backend that replays it into `store`, so the results are the configurations the strategy
+    evaluated, as Kernel Tuner's simulation mode returns them; (backend, the configurations planned)."""
     from autotune.interop.kt_store import store_cache
+    from autotune.store.store import Store
     from autotune.sweep.backends.replay import ReplayBackend
 
     planned = _planned(cfg)  # the cache's configurations outside the call's space are not even stored
-    store_cache(call.replayed, call.cache_path, store, space, sizes=sizes, keep=planned.__contains__)  # type: ignore[arg-type]
-    return ReplayBackend(url), planned
+    replayed = folder / REPLAYED
+    for stale in [replayed, *(replayed.with_name(replayed.name + end) for end in ("-wal", "-shm", "-journal"))]:
+        stale.unlink(missing_ok=True)
+    with Store.open(f"sqlite:///{replayed}") as source:
+        store_cache(call.replayed, call.cache_path, source, space, sizes=sizes, keep=planned.__contains__)  # type: ignore[arg-type]
+    return ReplayBackend(f"sqlite:///{replayed}"), planned
 
 
 def _gpu_ready(backend: Any, call: Attempt, cfg: SweepConfig, space: Space) -> Any:

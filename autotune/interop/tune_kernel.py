@@ -91,6 +91,7 @@ GENERATED = (
     "space.yaml",
     "sweep.yaml",
     "nvcc",  # the folder of a retry with nvcc (autotune.interop.kt_sweep)
+    *(f"replayed.sqlite{end}" for end in ("", "-wal", "-shm", "-journal")),  # simulation mode's cache (kt_sweep)
 )
 DATABASE = ("results.sqlite", "results.sqlite-wal", "results.sqlite-shm", "results.sqlite-journal")
 
