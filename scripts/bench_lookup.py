@@ -163,7 +163,9 @@ def bench_table(path: Path, count: int, seed: int, work: Path, cxx: str, passes:
             f.write(struct.pack(f"<{2 + len(sizes)}q", precisions.index(p), shapes.index(s), *sizes))
     exe = work / "bench"
     subprocess.run([cxx, "-std=c++17", "-O2", "-o", str(exe), str(work / "main.cpp")], check=True, cwd=work)
-    lines = subprocess.run([str(exe), str(work / "queries.bin"), str(passes)], check=True, capture_output=True, text=True).stdout
+    lines = subprocess.run(
+        [str(exe), str(work / "queries.bin"), str(passes)], check=True, capture_output=True, text=True
+    ).stdout
     rows = lines.split("\n")
     cpp_clock = int(rows[0])
     cpp = [tuple(map(int, r.split())) for r in rows[1:] if r.strip()]
