@@ -56,6 +56,7 @@ from autotune.problems.declared import (
 )
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_KEYS = "name sizes precisions arguments reference tolerance bytes flops baseline constants check".split()
 
 
 def load_declared(section: Any, path: Path, line: int | None) -> DeclaredKind:
@@ -94,44 +95,30 @@ class _Reader:
         constants = self.constants(d.get("constants", []), line_of(d, "constants"), set(sizes), args)
         tol = self.tolerance(d)
         nbytes, flops = self.work(d, known)
+        fn = {k: self.function(d[k], line_of(d, k), k) for k in ("reference", "check", "baseline") if k in d}
         return DeclaredKind(
             name=name,
             size_names=tuple(sizes),
             precisions=tuple(precisions),
             arguments=args,
-            reference_fn=self.function(d["reference"], line_of(d, "reference"), "reference")
-            if "reference" in d
-            else None,
-            check_fn=self.function(d["check"], line_of(d, "check"), "check") if "check" in d else None,
+            reference_fn=fn.get("reference"),
+            check_fn=fn.get("check"),
             constants=constants,
             tolerance=tuple((str(k), float(v)) for k, v in tol.items()),
             bytes_expr=nbytes,
             flops_expr=flops,
-            baseline_fn=self.function(d["baseline"], line_of(d, "baseline"), "baseline") if "baseline" in d else None,
+            baseline_fn=fn.get("baseline"),
             source=str(self.path),
             lines=(line_of(d, "bytes"), line_of(d, "flops")),
         )
 
     def keys(self, d: Any, line: int | None) -> None:
         """The section is a mapping of known keys holding the required ones."""
-        allowed = {
-            "name",
-            "sizes",
-            "precisions",
-            "arguments",
-            "reference",
-            "tolerance",
-            "bytes",
-            "flops",
-            "baseline",
-            "constants",
-            "check",
-        }
         if not isinstance(d, dict):
             raise self.fail("must be a kind name, module:Class, file.py:Class, or a mapping", line, "see docs/kinds.md")
         for key in d:
-            if key not in allowed:
-                raise self.fail(f"unknown key {key!r}", line_of(d, key) or line, f"keys: {', '.join(sorted(allowed))}")
+            if key not in _KEYS:
+                raise self.fail(f"unknown key {key!r}", line_of(d, key) or line, f"keys: {', '.join(sorted(_KEYS))}")
         for key in ("name", "sizes", "arguments", "bytes"):
             if key not in d:
                 raise self.fail(f"missing `{key}:`", line, "see docs/kinds.md")
@@ -210,11 +197,20 @@ class _Reader:
         if not _IDENT.match(fn):
             raise self.fail(f"`{what}:` {fn!r} is not a function name", line)
         if target.endswith(".py"):
-            file = Path(target) if Path(target).is_absolute() else self.path.parent / target
-            if not file.is_file():
-                raise self.fail(f"`{what}:` no file {file}", line, "give a path relative to the space file")
-            return f"{allowed_paths.checked(file, self.path, f'problem: {what}:', target, line)}:{fn}"
+            return f"{self.file(target, line, f'`{what}:`', f'problem: {what}:')}:{fn}"
         return text
+
+    def file(self, given: str, line: int | None, what: str, key: str) -> Path:
+        """The file `given` (relative to the space file) resolved, when it exists in an allowed folder tree."""
+        file = self.path.parent / given  # (an absolute `given` stays itself)
+        if not file.is_file():
+            raise self.fail(f"{what}: no file {file}", line, "give a path relative to the space file")
+        return allowed_paths.checked(file, self.path, key, given, line)
+
+    def dtype(self, dtype: Any, at: int | None, what: str) -> str:
+        if dtype != "T" and dtype not in DTYPES:
+            raise self.fail(f"{what}: unknown dtype {dtype!r}", at, f"one of T (the precision), {', '.join(DTYPES)}")
+        return dtype
 
     def arguments(self, items: Any, line: int | None, sizes: set[str]) -> tuple[Argument, ...]:
         if not isinstance(items, list) or not items:
@@ -239,13 +235,7 @@ class _Reader:
                     at,
                     "keys: name, buffer or scalar, shape, value, init, output",
                 )
-            dtype = a.get("buffer", a.get("scalar"))
-            if dtype != "T" and dtype not in DTYPES:
-                raise self.fail(
-                    f"argument {a['name']!r}: unknown dtype {dtype!r}",
-                    at,
-                    f"one of T (the precision), {', '.join(DTYPES)}",
-                )
+            dtype = self.dtype(a.get("buffer", a.get("scalar")), at, f"argument {a['name']!r}")
             if any(x.name == a["name"] for x in out):
                 raise self.fail(f"argument name {a['name']!r} is used twice", at)
             if "buffer" in a:
@@ -334,12 +324,7 @@ class _Reader:
                     at,
                     "the reference and the check receive both by name",
                 )
-            if c["dtype"] != "T" and c["dtype"] not in DTYPES:
-                raise self.fail(
-                    f"constant {name!r}: unknown dtype {c['dtype']!r}",
-                    at,
-                    f"one of T (the precision), {', '.join(DTYPES)}",
-                )
+            self.dtype(c["dtype"], at, f"constant {name!r}")
             shape = c["shape"] if isinstance(c["shape"], list) else [c["shape"]]
             if not shape:
                 raise self.fail(f"constant {name!r}: `shape:` is empty", at, "e.g. shape: [25]")
@@ -369,10 +354,7 @@ class _Reader:
         if set(d) - {"file", "key"} or not isinstance(d["file"], str) or not d["file"]:
             raise self.fail(f"{what}: a file init is {{file: data.npy}} or {{file: data.npz, key: NAME}}", line)
         given, key = d["file"], d.get("key")
-        file = Path(given) if Path(given).is_absolute() else self.path.parent / given
-        if not file.is_file():
-            raise self.fail(f"{what}: no file {file}", line, "give a path relative to the space file")
-        resolved = allowed_paths.checked(file, self.path, f"problem: {what}: file:", given, line)
+        resolved = self.file(given, line, what, f"problem: {what}: file:")
         is_npz = resolved.suffix == ".npz"
         if resolved.suffix not in (".npy", ".npz"):
             raise self.fail(f"{what}: {given!r} is not a .npy or .npz file", line, "save it with numpy.save/savez")

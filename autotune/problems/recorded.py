@@ -64,9 +64,8 @@ def load_recorded(d: dict[str, Any], path: Path, line: int | None) -> RecordedKi
     name, sizes, precisions = d.get("name"), d.get("sizes"), d.get("precisions", ["fp32"])
     if not isinstance(name, str) or not name.isidentifier():
         raise fail("`name:` must be an identifier")
-    if not (isinstance(sizes, list) and sizes and all(isinstance(s, str) and s.isidentifier() for s in sizes)):
-        raise fail("`sizes:` must be a list of distinct size names")
-    if len(set(sizes)) != len(sizes):
+    names = isinstance(sizes, list) and all(isinstance(s, str) and s.isidentifier() for s in sizes)
+    if not (names and sizes and len(set(sizes)) == len(sizes)):
         raise fail("`sizes:` must be a list of distinct size names")
     if not (isinstance(precisions, list) and precisions and all(isinstance(p, str) and p for p in precisions)):
         raise fail("`precisions:` must be a list of precision names")

@@ -69,7 +69,7 @@ def resolve(spec: Any, path: Path, line: int | None) -> ProblemKind:
         )
     target, name = spec.rsplit(":", 1)
     if target.endswith(".py"):
-        file = Path(target) if Path(target).is_absolute() else path.parent / target
+        file = path.parent / target  # (an absolute target stays itself)
         if not file.is_file():
             raise SpaceError(
                 f"problem kind {spec!r}: no file {file}",
