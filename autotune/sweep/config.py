@@ -21,25 +21,9 @@ from autotune.vocab import MAX_SEED, TestPoint
 from autotune.paths import SPACES_DIR
 from autotune.yamlfile import compose, read_text
 
-TOP_KEYS = (
-    "name",
-    "description",
-    "spaces",
-    "points",
-    "scalars",
-    "alpha",
-    "beta",
-    "database",
-    "repetitions",
-    "budget",
-    "bk",
-    "tol",
-    "strategy",
-    "max_instances",
-    "seed",
-    "share",
-    "resume",
-    "stop_after_failures",
+TOP_KEYS = tuple(
+    "name description spaces points scalars alpha beta database repetitions budget bk tol strategy max_instances seed"
+    " share resume stop_after_failures".split()
 )
 SCALAR_SHORTHANDS = ("alpha", "beta")  # top-level keys that set a scalar of that name (GEMM configs write them)
 STRATEGY_KEYS = ("name", "budget", "patience", "roofline_tol", "transfer", "studies", *SAMPLER_KEYS)
@@ -164,57 +148,45 @@ def parse_config(text: str, file: str | Path = "<config>") -> SweepConfig:
 
 
 def _space(r: Reader, node: Node) -> SpaceRef:
-    if isinstance(node, MappingNode):
-        m = r.mapping(node, SPACE_KEYS, "space entry")
-        if "space" not in m:
-            raise r.error(node, "a space entry needs `space:`", "write `- space: NAME_OR_PATH`")
-        ref_node = m["space"]
-        device = r.string(m["device"]) if "device" in m else None
-        soft = (
-            r.typed(m["soft"], lambda v: isinstance(v, bool), "true or false", "write soft: false")
-            if "soft" in m
-            else True
-        )
-        soft_off = tuple(r.string(n) for n in r.sequence(m["soft_off"], "soft_off")) if "soft_off" in m else ()
-        where = r.string(m["where"]) if "where" in m else None
-        limit = None
-        if "max_instances" in m:
-            limit = ALL_INSTANCES if r.value(m["max_instances"]) == "all" else r.integer(m["max_instances"], 1)
-        instances = None
-        if "instances" in m:
-            instances = tuple(r.string(n) for n in r.sequence(m["instances"], "instances"))
-            bad = next(
-                (
-                    n
-                    for n, i in zip(m["instances"].value, instances, strict=True)
-                    if not re.fullmatch(r"[0-9a-f]{16}", i)
-                ),
-                None,
-            )
-            if bad is not None or not instances:
-                raise r.error(
-                    bad or m["instances"],
-                    "instances: a list of instance ids (16 hex digits)",
-                    "copy them from `autotune space list` or the database's instances table",
-                )
-        measure = r.string(m["measure"]) if "measure" in m else "serves"
-        if measure not in MEASURE_RULES:
+    m = r.mapping(node, SPACE_KEYS, "space entry") if isinstance(node, MappingNode) else {"space": node}
+    if "space" not in m:
+        raise r.error(node, "a space entry needs `space:`", "write `- space: NAME_OR_PATH`")
+    device = r.string(m["device"]) if "device" in m else None
+    soft = (
+        r.typed(m["soft"], lambda v: isinstance(v, bool), "true or false", "write soft: false") if "soft" in m else True
+    )
+    soft_off = tuple(r.string(n) for n in r.sequence(m["soft_off"], "soft_off")) if "soft_off" in m else ()
+    where = r.string(m["where"]) if "where" in m else None
+    limit = None
+    if "max_instances" in m:
+        limit = ALL_INSTANCES if r.value(m["max_instances"]) == "all" else r.integer(m["max_instances"], 1)
+    instances = None
+    if "instances" in m:
+        instances = tuple(r.string(n) for n in r.sequence(m["instances"], "instances"))
+        ids = zip(m["instances"].value, instances, strict=True)
+        bad = next((n for n, i in ids if not re.fullmatch(r"[0-9a-f]{16}", i)), None)
+        if bad is not None or not instances:
             raise r.error(
-                m["measure"],
-                f"measure: {measure!r} is not a rule",
-                "write measure: serves (where the kernel's `serves` holds) or measure: valid",
+                bad or m["instances"],
+                "instances: a list of instance ids (16 hex digits)",
+                "copy them from `autotune space list` or the database's instances table",
             )
-        share = r.integer(m["share"], 0) if "share" in m else None
-        if where is not None:
-            from autotune.expr import ExprError, parse
+    measure = r.string(m["measure"]) if "measure" in m else "serves"
+    if measure not in MEASURE_RULES:
+        raise r.error(
+            m["measure"],
+            f"measure: {measure!r} is not a rule",
+            "write measure: serves (where the kernel's `serves` holds) or measure: valid",
+        )
+    share = r.integer(m["share"], 0) if "share" in m else None
+    if where is not None:
+        from autotune.expr import ExprError, parse
 
-            try:
-                parse(where)
-            except ExprError as exc:
-                raise r.error(m["where"], f"where: {exc.message}", exc.hint or 'write e.g. where: "NSG >= 2"') from None
-    else:
-        ref_node, device, soft, soft_off, where, limit = node, None, True, (), None, None
-        instances, measure, share = None, "serves", None
+        try:
+            parse(where)
+        except ExprError as exc:
+            raise r.error(m["where"], f"where: {exc.message}", exc.hint or 'write e.g. where: "NSG >= 2"') from None
+    ref_node = m["space"]
     ref = r.string(ref_node)
     if device is not None:
         from autotune.devices import PROFILES

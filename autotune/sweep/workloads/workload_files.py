@@ -25,12 +25,12 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from autotune.errors import ConfigError
 from autotune.problems.base import ProblemKind
-from autotune.problems.registry import BUILT_IN
+from autotune.problems.registry import BUILT_IN, default_kind  # a workload that names no kind: a space file's
 from autotune.sweep.config import space_path
 from autotune.sweep.config_reader import Reader, size_list, size_rule
 from autotune.sweep.limits import point_limit_error
 from autotune.sweep.workloads.workload import DEFAULT_BUDGET_BYTES, Group, SizeRule, Workload
-from autotune.sweep.workloads.problem_rows import read_problems
+from autotune.sweep.workloads.problem_rows import Columns, read_problems
 from autotune.sweep.workloads.workload_limits import max_problems, problems_error, range_count
 from autotune.vocab import TestPoint
 from autotune.yamlfile import compose, read_text
@@ -55,16 +55,6 @@ def load_workload(path: str | Path, *, space: str | Path | None = None, limit: i
     if p.suffix.lower() == ".csv":
         return _load_csv(p, space, cap)
     return _load_yaml(p, cap)
-
-
-def default_kind() -> ProblemKind:
-    """The kind of a workload that names none: the first built-in kind (a space file's default `problem:`)."""
-    return next(iter(BUILT_IN.values()))
-
-
-def _given(kind: ProblemKind) -> tuple[str, ...]:
-    """The sizes every problem must give (all but the derived ones)."""
-    return tuple(n for n in kind.size_names if n not in kind.derived_sizes)
 
 
 class _Collect:
@@ -117,9 +107,9 @@ def _load_yaml(p: Path, cap: int) -> Workload:
         raise r.error(root, "a workload needs `problems:` and/or `ranges:`", "see configs/workloads/fp16_h100.yaml")
     c = _Collect(kind, size_rule(r, top, kind, SizeRule()))
     shaped = kind.shapes != ("",)
-    given = _given(kind)
+    given = tuple(n for n in kind.size_names if n not in kind.derived_sizes)  # the sizes every problem gives
+    allowed = Columns.of(kind).allowed
     for node in r.sequence(top["problems"], "problems") if "problems" in top else []:
-        allowed = ("precision", *(("shape",) if shaped else ()), *kind.size_names, "weight")
         m = r.mapping(node, allowed, "problem")
         need = [n for n in given if n not in m] + (
             [] if "precision" in m or len(kind.precisions) == 1 else ["precision"]
