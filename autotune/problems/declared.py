@@ -17,26 +17,12 @@ from autotune.expr import Expr, ExprError, as_int, evaluate
 from autotune.problems.base import ProblemKind, Scalars
 from autotune.vocab import TestPoint
 
-DTYPES = {
-    "float64": 8,
-    "float32": 4,
-    "float16": 2,
-    "int64": 8,
-    "int32": 4,
-    "uint32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-}
+DTYPES = dict(float64=8, float32=4, float16=2, int64=8, int32=4, uint32=4, int16=2, int8=1, uint8=1)
 PRECISION_DTYPES = {
     "fp64": "float64",
     "fp32": "float32",
     "fp16": "float16",
-    "int64": "int64",
-    "int32": "int32",
-    "int16": "int16",
-    "int8": "int8",
-    "uint8": "uint8",
+    **{t: t for t in ("int64", "int32", "int16", "int8", "uint8")},
 }
 INITS = ("random", "zeros", "ones")
 DEFAULT_TOLERANCE = {"fp64": 1e-12, "fp32": 1e-5, "fp16": 1e-2}

@@ -40,17 +40,7 @@ def point_bytes(point: TestPoint, kind: ProblemKind | None = None, scalars: Scal
     return kind.device_bytes(point, kind.own_scalars(scalars))
 
 
-UNITS = {
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
+UNITS = dict(b=1, kb=10**3, mb=10**6, gb=10**9, tb=10**12, kib=2**10, mib=2**20, gib=2**30, tib=2**40)
 SIZE = re.compile(r"\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([kmgt]i?b|b)?\s*", flags=re.IGNORECASE)
 SIZE_HINT = "write e.g. 100MB, 1.5GB, 512MiB or 100000000"
 
@@ -109,17 +99,10 @@ def check_points_fit(
     if cap is None:
         return
     kinds = kinds or {}
-
-    needs: dict[TestPoint, int] = {}  # each distinct point once: a plan lists a point once per instance
-
-    def need(p: TestPoint) -> int:
-        if p not in needs:
-            needs[p] = point_bytes(p, kinds.get(p.kind), scalars)
-        return needs[p]
-
-    too_big = sorted({p for p in set(points) if need(p) > cap}, key=need, reverse=True)
+    need = {p: point_bytes(p, kinds.get(p.kind), scalars) for p in set(points)}  # a plan lists a point per instance
+    too_big = sorted((p for p in need if need[p] > cap), key=need.__getitem__, reverse=True)
     if too_big:
-        shown = "; ".join(f"{p.key} needs {need(p) / 1e9:,.1f} GB" for p in too_big[:3])
+        shown = "; ".join(f"{p.key} needs {need[p] / 1e9:,.1f} GB" for p in too_big[:3])
         more = f" (and {len(too_big) - 3} more)" if len(too_big) > 3 else ""
         raise UserError(
             f"{len(too_big)} test point(s) do not fit in {cap / 1e9:,.1f} GB ({source}): {shown}{more}",
