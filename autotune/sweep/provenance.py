@@ -29,25 +29,16 @@ def space_record(space: Space) -> SpaceRecord:
     """The space's version as stored: its YAML, the kernel source and the local headers it includes, its kind."""
     from autotune.sweep.compile.nvrtc import local_headers
 
-    if space.kernel is None:  # recorded measurements only (an imported cache, replayed): no source
-        return SpaceRecord(
-            name=space.name,
-            yaml_path=str(space.path),
-            yaml_text=space.path.read_text(),
-            source_path="",
-            source_text="",
-            kind=space.kind.name,
-            headers={},
-            problem=space.kind.describe(),
-        )
-    source = space.kernel.source_path
-    text = source.read_text()
-    headers = local_headers(text, (source.parent, paths.KERNELS_DIR))
+    source_path, text, headers = "", "", {}
+    if space.kernel is not None:  # (None: recorded measurements only, an imported cache replayed: no source)
+        source = space.kernel.source_path
+        source_path, text = space.kernel.source, source.read_text()
+        headers = local_headers(text, (source.parent, paths.KERNELS_DIR))
     return SpaceRecord(
         name=space.name,
         yaml_path=str(space.path),
         yaml_text=space.path.read_text(),
-        source_path=space.kernel.source,
+        source_path=source_path,
         source_text=text,
         kind=space.kind.name,
         headers=headers,
