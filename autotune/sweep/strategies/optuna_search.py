@@ -291,25 +291,11 @@ class TPESearch(OptunaSearch):
     name = "tpe"
 
     def sampler(self, seed: int, n_startup: int) -> BaseSampler:
+        kw: dict[str, Any] = dict(seed=seed, n_startup_trials=n_startup, n_ei_candidates=self.ei)
+        kw.update(constant_liar=True, warn_independent_sampling=False)
         if self.candidates and tpe_internals():
-            return ValidTPESampler(
-                self.valid,
-                self.candidates,
-                self.explore,
-                seed=seed,
-                n_startup_trials=n_startup,
-                n_ei_candidates=self.ei,
-                constant_liar=True,
-                warn_independent_sampling=False,
-            )
-        return optuna.samplers.TPESampler(
-            seed=seed,
-            n_startup_trials=n_startup,
-            multivariate=True,
-            n_ei_candidates=self.ei,
-            constant_liar=True,
-            warn_independent_sampling=False,
-        )
+            return ValidTPESampler(self.valid, self.candidates, self.explore, **kw)  # (multivariate too)
+        return optuna.samplers.TPESampler(multivariate=True, **kw)
 
 
 class GPSearch(OptunaSearch):
