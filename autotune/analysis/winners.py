@@ -201,21 +201,16 @@ def perf_matrix(df: pd.DataFrame, layout: Layout | None = None) -> PerfMatrix:
         df["status"].astype(str).isin(TIMED_STATUSES) & np.isfinite(med) & (med > 0),
         ["instance_id", "point_key", "median_ms", "p20_ms", "p80_ms"],
     ].copy()
-    for col in ("median_ms", "p20_ms", "p80_ms"):
-        ok[col] = pd.to_numeric(ok[col], errors="coerce").astype(float)
-    ok["p20_ms"] = ok["p20_ms"].fillna(ok["median_ms"])
-    ok["p80_ms"] = ok["p80_ms"].fillna(ok["median_ms"])
+    for col in ("median_ms", "p20_ms", "p80_ms"):  # (a missing p20 or p80: the median)
+        ok[col] = pd.to_numeric(ok[col], errors="coerce").astype(float).fillna(ok["median_ms"])
     if ok.duplicated(["instance_id", "point_key"]).any():
         ok = ok.groupby(["instance_id", "point_key"], as_index=False, sort=False).median()
     instances = np.sort(df["instance_id"].astype(str).unique())
     row = pd.Index(points["point_key"]).get_indexer(ok["point_key"])
     col = pd.Index(instances).get_indexer(ok["instance_id"].astype(str))
-    shape = (len(points), len(instances))
-    arrays = []
-    for name in ("median_ms", "p20_ms", "p80_ms"):
-        a = np.full(shape, np.nan)
+    arrays = [np.full((len(points), len(instances)), np.nan) for _ in range(3)]
+    for a, name in zip(arrays, ("median_ms", "p20_ms", "p80_ms"), strict=True):
         a[row, col] = ok[name].to_numpy()
-        arrays.append(a)
     return PerfMatrix(layout, points, instances, *arrays)
 
 
