@@ -56,7 +56,19 @@ from autotune.problems.declared import (
 )
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_KEYS = "name sizes precisions arguments reference tolerance bytes flops baseline constants check".split()
+_KEYS = {
+    "name",
+    "sizes",
+    "precisions",
+    "arguments",
+    "reference",
+    "tolerance",
+    "bytes",
+    "flops",
+    "baseline",
+    "constants",
+    "check",
+}  # a set literal: tests/test_docs_reference.py reads it to check docs/kinds.md
 
 
 def load_declared(section: Any, path: Path, line: int | None) -> DeclaredKind:
