@@ -26,7 +26,7 @@ from autotune.errors import SpaceError
 from autotune.space.instance import Instance, plain_value, instance_id
 from autotune.vocab import TestPoint
 from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly, code_dtype
-from autotune.space.orders import binding_order, file_order, funnel_order, param_deps
+from autotune.space.orders import binding_order, by_step, file_order, funnel_order, param_deps
 from autotune.space.spec import Constraint, Space
 from autotune.space.survivors import survivors
 
@@ -437,7 +437,7 @@ def generate_reference(
     if raw > setup.max_raw:
         raise _too_raw(space, raw, setup.max_raw)
     kept_rows = [0]
-    at_step = _checkable_after(space, order)
+    at_step = by_step(order, space.hard, lambda c: param_deps(space, c.expr.names))
     applied_order = [c for cs in at_step for c in cs]
     survivors = {c.name: 0 for c in applied_order}
     pieces: list[dict[str, np.ndarray]] = []
@@ -498,16 +498,6 @@ def _too_raw(space: Space, raw: int, max_raw: int) -> SpaceError:
         + f") or raise the limit: --max-raw {raw} (autotune space) or AUTOTUNE_MAX_RAW={raw} "
         "(every command); generation time grows with the raw count",
     )
-
-
-def _checkable_after(space: Space, order: list[str]) -> list[list[Constraint]]:
-    """Which hard constraints become checkable after binding order[i] (constants go at step 0)."""
-    at_step: list[list[Constraint]] = [[] for _ in order]
-    for c in space.hard:
-        d = param_deps(space, c.expr.names)
-        step = max((order.index(p) for p in d), default=0)
-        at_step[step].append(c)
-    return at_step
 
 
 def _soft_filtered(
