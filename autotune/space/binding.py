@@ -33,9 +33,8 @@ CPP_TYPES = {
 TYPE_SYMBOLS = ("T", "S", "TRANS_A", "TRANS_B")
 DEVICE_NAMES = tuple(PROFILES["H100"].names())  # the device limits an expression can read
 _MISSING = object()
-MEMO_SIZE = (
-    1 << 17
-)  # bound of a Space's binding memo (entries: an instance's names, name, geometry, defines at a point)
+# bound of a Space's binding memo (entries: an instance's names, name, geometry, defines at a point)
+MEMO_SIZE = 1 << 17
 
 
 @dataclass(frozen=True)
