@@ -19,6 +19,10 @@ if TYPE_CHECKING:  # imported where used: `autotune --help` does not load pandas
     from autotune.store.store import Store
 
 
+# what a table records of its GPU
+DEVICE_INFO = ("name", "uuid", "cc", "sm_count", "sm_clock_mhz", "mem_clock_mhz", "copy_bandwidth")
+
+
 @dataclass(frozen=True)
 class Loaded:
     """One problem kind's measurements on one GPU, what they need to become a table."""
@@ -198,22 +202,8 @@ def load_results(
     prov = Provenance(
         device=info.name,
         sweep_ids=tuple(str(s) for s in sweeps),
-        device_info={
-            "name": info.name,
-            "uuid": info.uuid,
-            "cc": info.cc,
-            "sm_count": info.sm_count,
-            "sm_clock_mhz": info.sm_clock_mhz,
-            "mem_clock_mhz": info.mem_clock_mhz,
-            "copy_bandwidth": info.copy_bandwidth,
-        },
-        software={
-            "driver": info.driver,
-            "cuda_runtime": info.cuda_runtime,
-            "nvrtc": info.nvrtc,
-            "cupy": info.cupy,
-            "autotune": _version(),
-        },
+        device_info={k: getattr(info, k) for k in DEVICE_INFO},
+        software={**{k: getattr(info, k) for k in ("driver", "cuda_runtime", "nvrtc", "cupy")}, "autotune": _version()},
         scalars=_scalars(sw, layout),
     )
     bandwidth = float(sw["copy_bandwidth"].median()) if len(sw) else info.copy_bandwidth
