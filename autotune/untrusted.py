@@ -49,32 +49,31 @@ def number(
     hint = (
         f"write {want}" + (f", e.g. {example}" if example else "") + (f" (or {'/'.join(off)} for none)" if off else "")
     )
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    parsed = _parsed(value, integer)
+    if parsed is None or (lo is not None and parsed < lo) or (hi is not None and parsed > hi):
         raise UserError(f"{name} = {shown} is not {want}", hint=hint)
+    return parsed
+
+
+def _parsed(value: object, integer: bool) -> float | None:
+    """`value` (an int, a float or its text) as a finite number (an int when `integer`), None when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
     if isinstance(value, str):
         text = value.strip()
         if not text or len(text) > MAX_TEXT:
-            raise UserError(f"{name} = {shown} is not {want}", hint=hint)
+            return None
         try:
-            parsed: float = int(text) if integer and text.lstrip("+-").isdigit() else float(text)
+            value = int(text) if integer and text.lstrip("+-").isdigit() else float(text)
         except ValueError:
-            raise UserError(f"{name} = {shown} is not {want}", hint=hint) from None
-    else:
-        if isinstance(value, int) and abs(value) > MAX_WHOLE:
-            raise UserError(f"{name} = {shown} is not {want}", hint=hint)
-        parsed = value
-    if isinstance(parsed, float) and not math.isfinite(parsed):
-        raise UserError(f"{name} = {shown} is not {want}", hint=hint)
-    if integer:
-        if isinstance(parsed, float):
-            if not parsed.is_integer() or abs(parsed) > MAX_WHOLE:
-                raise UserError(f"{name} = {shown} is not {want}", hint=hint)
-            parsed = int(parsed)
-        elif abs(parsed) > MAX_WHOLE:
-            raise UserError(f"{name} = {shown} is not {want}", hint=hint)
-    if (lo is not None and parsed < lo) or (hi is not None and parsed > hi):
-        raise UserError(f"{name} = {shown} is not {want}", hint=hint)
-    return parsed
+            return None
+    if isinstance(value, float):
+        if not math.isfinite(value) or (integer and not value.is_integer()):
+            return None
+        if not integer:
+            return value
+        value = int(value)
+    return value if abs(value) <= MAX_WHOLE else None
 
 
 def number_or_off(
