@@ -376,15 +376,12 @@ def _full_product(
     """A small space: every combination, in file order, filtered by the constraints in funnel order. Each constraint
     sees the combinations that passed the ones before it, so it meets exactly the values the reference path gives
     it (the reference's partial combinations at that step are these combinations' projections)."""
-    precision, applied_soft = setup.precision, setup.applied_soft
-    context, limit_survivors = setup.context, setup.max_survivors
-    sizes = [len(p.values) for p in space.parameters]
-    raw = math.prod(sizes)
+    context, limit_survivors, raw = setup.context, setup.max_survivors, setup.raw
     codes: dict[str, np.ndarray] = {}
     inner = raw
-    for p, d in zip(space.parameters, sizes, strict=True):
+    for p, d in setup.sizes.items():
         inner //= d
-        codes[p.name] = np.tile(np.repeat(np.arange(d, dtype=code_dtype(d)), inner), raw // (inner * d))
+        codes[p] = np.tile(np.repeat(np.arange(d, dtype=code_dtype(d)), inner), raw // (inner * d))
     funnel = [_raw_step(raw)]
     try:  # one environment for every constraint (derived quantities computed once), errors checked on live rows only
         env, alive, counts = _Env(space, context, codes), np.ones(raw, dtype=bool), []
@@ -413,7 +410,7 @@ def _full_product(
         codes = {q: a[alive] for q, a in codes.items()}
     if funnel[-1].kind != "soft" and count > limit_survivors:
         raise too_many(limit_survivors, "hard")
-    return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
+    return Generated(space, device, setup.precision, setup.applied_soft, codes, funnel, time.perf_counter() - start)
 
 
 def generate_reference(
