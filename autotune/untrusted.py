@@ -151,29 +151,18 @@ def assignments(text: str, *, name: str, example: str) -> dict[str, int]:
 
 
 def fraction(value: object, option: str) -> float:
-    """`value` (a number or its text) as a fraction in [0, 1); otherwise one UserError naming `option`."""
-    try:
-        got = number(value, name=option, lo=0.0, hi=1.0)
-        if got < 1:
-            return float(got)
-    except UserError:
-        got = None
+    """`value` (a number or its text) as a fraction in [0, 1); otherwise one UserError naming `option` (its hint reads
+    a number from 1 to 100 as the percent the user perhaps meant)."""
+    got = _parsed(value, False)
+    if got is not None and 0 <= got < 1:
+        return float(got)
     shown = f"{value:g}" if isinstance(value, float) else str(value)[:MAX_TEXT]
-    percent = got if got is not None else _as_percent(value)
     hint = (
-        f"write {percent / 100:g} for {percent:g}%"
-        if percent is not None and 1 <= percent <= 100
+        f"write {got / 100:g} for {got:g}%"
+        if got is not None and 1 <= got <= 100
         else "write a number from 0 up to (not including) 1, e.g. 0.05 for 5%"
     )
     raise UserError(f"{option} {shown}: {MESSAGE}", hint=hint)
-
-
-def _as_percent(value: object) -> float | None:
-    """`value` read as a number where it is one (the figure the user perhaps meant as a percent), else None."""
-    try:
-        return number(value, name="")
-    except UserError:
-        return None
 
 
 def fractions(text: str, option: str) -> list[float]:
