@@ -17,6 +17,7 @@ from autotune.devices import PROFILES, DeviceLimits, get_device
 from autotune.errors import SpaceError
 from autotune.expr import Expr, ExprError, as_int, evaluate
 from autotune.problems.base import ProblemKind
+from autotune.space.instance import plain_value
 from autotune.vocab import ELEM_BYTES, TestPoint
 
 CPP_TYPES = {
@@ -262,8 +263,5 @@ def _token(value: Any) -> str:
     """A value as C source text: integers as integers, other numbers as doubles, strings as written."""
     if isinstance(value, str):
         return value
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
+    value = plain_value(value)
     return repr(value) if isinstance(value, float) else str(int(value))
