@@ -13,6 +13,7 @@ element, so `K != 0 and N / K > 2` never reports a division by zero where K == 0
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -177,8 +178,6 @@ def evaluate(expr: Expr, env: Mapping[str, Any], mask: np.ndarray | None = None)
     try:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return _eval(expr.tree.body, env, mask)
-    except ExprError:
-        raise
     except KeyError as exc:
         raise UnknownName(f"unknown name {exc.args[0]!r}", "define it as a parameter or derived quantity") from None
     except (TypeError, ValueError) as exc:
@@ -318,10 +317,8 @@ def _call(node: ast.Call, env: Mapping[str, Any], mask: np.ndarray | None) -> An
     args = [_eval(a, env, mask) for a in node.args]
     for a in args:
         _require_number(a, f"{name}()")
-    if name == "min":
-        return _reduce(np.minimum, args)
-    if name == "max":
-        return _reduce(np.maximum, args)
+    if name in ("min", "max"):
+        return functools.reduce(np.minimum if name == "min" else np.maximum, args)
     x = args[0]
     if name == "abs":
         return np.abs(x)
@@ -331,13 +328,6 @@ def _call(node: ast.Call, env: Mapping[str, Any], mask: np.ndarray | None) -> An
         return np.log2(x)
     rounded = np.ceil(x) if name == "ceil" else np.floor(x)
     return rounded.astype(np.int64) if isinstance(rounded, np.ndarray) else int(rounded)
-
-
-def _reduce(fn: Any, args: list[Any]) -> Any:
-    out = args[0]
-    for a in args[1:]:
-        out = fn(out, a)
-    return out
 
 
 def as_int(value: Any) -> int:

@@ -86,10 +86,8 @@ def write_files(files: Mapping[Path, Content], *, make_folders: bool = False) ->
             del temps[path]
     finally:
         for tmp in temps.values():
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def write_file(path: Path, content: Content, *, make_folders: bool = False) -> None:

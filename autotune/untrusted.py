@@ -49,32 +49,31 @@ def number(
     hint = (
         f"write {want}" + (f", e.g. {example}" if example else "") + (f" (or {'/'.join(off)} for none)" if off else "")
     )
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    parsed = _parsed(value, integer)
+    if parsed is None or (lo is not None and parsed < lo) or (hi is not None and parsed > hi):
         raise UserError(f"{name} = {shown} is not {want}", hint=hint)
+    return parsed
+
+
+def _parsed(value: object, integer: bool) -> float | None:
+    """`value` (an int, a float or its text) as a finite number (an int when `integer`), None when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
     if isinstance(value, str):
         text = value.strip()
         if not text or len(text) > MAX_TEXT:
-            raise UserError(f"{name} = {shown} is not {want}", hint=hint)
+            return None
         try:
-            parsed: float = int(text) if integer and text.lstrip("+-").isdigit() else float(text)
+            value = int(text) if integer and text.lstrip("+-").isdigit() else float(text)
         except ValueError:
-            raise UserError(f"{name} = {shown} is not {want}", hint=hint) from None
-    else:
-        if isinstance(value, int) and abs(value) > MAX_WHOLE:
-            raise UserError(f"{name} = {shown} is not {want}", hint=hint)
-        parsed = value
-    if isinstance(parsed, float) and not math.isfinite(parsed):
-        raise UserError(f"{name} = {shown} is not {want}", hint=hint)
-    if integer:
-        if isinstance(parsed, float):
-            if not parsed.is_integer() or abs(parsed) > MAX_WHOLE:
-                raise UserError(f"{name} = {shown} is not {want}", hint=hint)
-            parsed = int(parsed)
-        elif abs(parsed) > MAX_WHOLE:
-            raise UserError(f"{name} = {shown} is not {want}", hint=hint)
-    if (lo is not None and parsed < lo) or (hi is not None and parsed > hi):
-        raise UserError(f"{name} = {shown} is not {want}", hint=hint)
-    return parsed
+            return None
+    if isinstance(value, float):
+        if not math.isfinite(value) or (integer and not value.is_integer()):
+            return None
+        if not integer:
+            return value
+        value = int(value)
+    return value if abs(value) <= MAX_WHOLE else None
 
 
 def number_or_off(
@@ -152,29 +151,18 @@ def assignments(text: str, *, name: str, example: str) -> dict[str, int]:
 
 
 def fraction(value: object, option: str) -> float:
-    """`value` (a number or its text) as a fraction in [0, 1); otherwise one UserError naming `option`."""
-    try:
-        got = number(value, name=option, lo=0.0, hi=1.0)
-        if got < 1:
-            return float(got)
-    except UserError:
-        got = None
+    """`value` (a number or its text) as a fraction in [0, 1); otherwise one UserError naming `option` (its hint reads
+    a number from 1 to 100 as the percent the user perhaps meant)."""
+    got = _parsed(value, False)
+    if got is not None and 0 <= got < 1:
+        return float(got)
     shown = f"{value:g}" if isinstance(value, float) else str(value)[:MAX_TEXT]
-    percent = got if got is not None else _as_percent(value)
     hint = (
-        f"write {percent / 100:g} for {percent:g}%"
-        if percent is not None and 1 <= percent <= 100
+        f"write {got / 100:g} for {got:g}%"
+        if got is not None and 1 <= got <= 100
         else "write a number from 0 up to (not including) 1, e.g. 0.05 for 5%"
     )
     raise UserError(f"{option} {shown}: {MESSAGE}", hint=hint)
-
-
-def _as_percent(value: object) -> float | None:
-    """`value` read as a number where it is one (the figure the user perhaps meant as a percent), else None."""
-    try:
-        return number(value, name="")
-    except UserError:
-        return None
 
 
 def fractions(text: str, option: str) -> list[float]:

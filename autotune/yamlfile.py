@@ -224,10 +224,7 @@ def load_yaml(path: Path, error: type[UserError] = UserError, hint: str | None =
 
 def line_of(container: Any, key: Any) -> int | None:
     """The line of `container[key]` if known."""
-    lines = getattr(container, "lines", None)
-    if lines is None:
-        return getattr(container, "line", None)
     try:
-        return lines[key]
-    except (KeyError, IndexError, TypeError):
+        return container.lines[key]
+    except (AttributeError, KeyError, IndexError, TypeError):
         return getattr(container, "line", None)

@@ -17,6 +17,7 @@ from autotune.devices import PROFILES, DeviceLimits, get_device
 from autotune.errors import SpaceError
 from autotune.expr import Expr, ExprError, as_int, evaluate
 from autotune.problems.base import ProblemKind
+from autotune.space.instance import plain_value
 from autotune.vocab import ELEM_BYTES, TestPoint
 
 CPP_TYPES = {
@@ -33,9 +34,8 @@ CPP_TYPES = {
 TYPE_SYMBOLS = ("T", "S", "TRANS_A", "TRANS_B")
 DEVICE_NAMES = tuple(PROFILES["H100"].names())  # the device limits an expression can read
 _MISSING = object()
-MEMO_SIZE = (
-    1 << 17
-)  # bound of a Space's binding memo (entries: an instance's names, name, geometry, defines at a point)
+# bound of a Space's binding memo (entries: an instance's names, name, geometry, defines at a point)
+MEMO_SIZE = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -263,8 +263,5 @@ def _token(value: Any) -> str:
     """A value as C source text: integers as integers, other numbers as doubles, strings as written."""
     if isinstance(value, str):
         return value
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
+    value = plain_value(value)
     return repr(value) if isinstance(value, float) else str(int(value))

@@ -14,42 +14,27 @@ COMPILERS = ("nvrtc", "nvcc")
 
 # flag (or its `--long` / `=value` forms) -> why the sweep cannot use it
 _REFUSED = {
-    "-o": "the sweep names the output file itself",
-    "--output-file": "the sweep names the output file itself",
-    "-odir": "the sweep names the output file itself",
-    "--output-directory": "the sweep names the output file itself",
-    "-c": "the sweep needs a cubin, not an object file",
-    "--compile": "the sweep needs a cubin, not an object file",
-    "-ptx": "the sweep chooses the binary (a cubin, or PTX where NVRTC does not know the GPU)",
-    "--ptx": "the sweep chooses the binary (a cubin, or PTX where NVRTC does not know the GPU)",
-    "-cubin": "the sweep already asks for a cubin",
-    "--cubin": "the sweep already asks for a cubin",
-    "-fatbin": "the sweep loads a cubin, not a fat binary",
-    "--fatbin": "the sweep loads a cubin, not a fat binary",
-    "-E": "preprocessing only yields no binary",
-    "--preprocess": "preprocessing only yields no binary",
-    "-M": "dependency output yields no binary",
-    "-MM": "dependency output yields no binary",
-    "-lib": "the sweep loads one cubin, not a library",
-    "--lib": "the sweep loads one cubin, not a library",
-    "-link": "the sweep loads one cubin, not a linked program",
-    "--link": "the sweep loads one cubin, not a linked program",
-    "-dlink": "the sweep loads one cubin, not a linked program",
-    "--device-link": "the sweep loads one cubin, not a linked program",
-    "-dc": "relocatable device code needs a link step the sweep does not run",
-    "--device-c": "relocatable device code needs a link step the sweep does not run",
-    "-rdc": "relocatable device code needs a link step the sweep does not run",
-    "--relocatable-device-code": "relocatable device code needs a link step the sweep does not run",
-    "-dlto": "link-time optimisation needs a link step the sweep does not run",
-    "--dlink-time-opt": "link-time optimisation needs a link step the sweep does not run",
-    "-arch": "the sweep targets the GPU it runs on (sm_XX of the device)",
-    "--gpu-architecture": "the sweep targets the GPU it runs on (sm_XX of the device)",
-    "-code": "the sweep targets the GPU it runs on (sm_XX of the device)",
-    "--gpu-code": "the sweep targets the GPU it runs on (sm_XX of the device)",
-    "-gencode": "the sweep targets the GPU it runs on (sm_XX of the device)",
-    "--generate-code": "the sweep targets the GPU it runs on (sm_XX of the device)",
-    "--run": "the sweep runs the kernels itself",
-    "-run": "the sweep runs the kernels itself",
+    flag: why
+    for why, flags in {
+        "the sweep names the output file itself": "-o --output-file -odir --output-directory",
+        "the sweep needs a cubin, not an object file": "-c --compile",
+        "the sweep chooses the binary (a cubin, or PTX where NVRTC does not know the GPU)": "-ptx --ptx",
+        "the sweep already asks for a cubin": "-cubin --cubin",
+        "the sweep loads a cubin, not a fat binary": "-fatbin --fatbin",
+        "preprocessing only yields no binary": "-E --preprocess",
+        "dependency output yields no binary": "-M -MM",
+        "the sweep loads one cubin, not a library": "-lib --lib",
+        "the sweep loads one cubin, not a linked program": "-link --link -dlink --device-link",
+        "relocatable device code needs a link step the sweep does not run": (
+            "-dc --device-c -rdc --relocatable-device-code"
+        ),
+        "link-time optimisation needs a link step the sweep does not run": "-dlto --dlink-time-opt",
+        "the sweep targets the GPU it runs on (sm_XX of the device)": (
+            "-arch --gpu-architecture -code --gpu-code -gencode --generate-code"
+        ),
+        "the sweep runs the kernels itself": "--run -run",
+    }.items()
+    for flag in flags.split()
 }
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from autotune.errors import SpaceError
 from autotune.expr import FUNCTIONS, Expr
+from autotune.space.orders import greedy_order
 from autotune.space.spec import Constraint, Space
 
 CHUNK = 1 << 20  # rows per vectorized block
@@ -216,25 +217,8 @@ class Enumerator:
     def order(
         self, cons: Sequence[Con], params: Sequence[str] | None = None, bound: frozenset[str] = frozenset()
     ) -> list[str]:
-        """Greedy: bind next the parameter that decides the most constraints, then the one read by the most
-        undecided constraints, then the smallest domain, then file order."""
-        todo = list(params if params is not None else self.sizes)
-        deps = [c.deps for c in cons if c.deps]
-        done_set = set(bound)
-        out: list[str] = []
-        while todo:
-
-            def score(p: str) -> tuple:
-                grown = done_set | {p}
-                done = sum(1 for d in deps if not d <= done_set and d <= grown)
-                involved = sum(1 for d in deps if p in d and not d <= done_set)
-                return (-done, -involved, self.sizes[p], self.file_pos[p])
-
-            nxt = min(todo, key=score)
-            out.append(nxt)
-            todo.remove(nxt)
-            done_set.add(nxt)
-        return out
+        """`greedy_order` of `params` (default: all) after `bound` for `cons`."""
+        return greedy_order([c.deps for c in cons], self.sizes, self.file_pos, params, bound)
 
     def expansions(self, cons: Sequence[Con], order: Sequence[str], budget: int) -> int | None:
         """Rows `survivors` expands in this binding order (exact: level sizes from counts); None when counting the

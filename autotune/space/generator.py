@@ -26,7 +26,7 @@ from autotune.errors import SpaceError
 from autotune.space.instance import Instance, plain_value, instance_id
 from autotune.vocab import TestPoint
 from autotune.space.enum import Con, Enumerator, LimitReached, TooCostly, code_dtype
-from autotune.space.orders import binding_order, file_order, funnel_order, param_deps
+from autotune.space.orders import binding_order, by_step, file_order, funnel_order, param_deps
 from autotune.space.spec import Constraint, Space
 from autotune.space.survivors import survivors
 
@@ -376,15 +376,12 @@ def _full_product(
     """A small space: every combination, in file order, filtered by the constraints in funnel order. Each constraint
     sees the combinations that passed the ones before it, so it meets exactly the values the reference path gives
     it (the reference's partial combinations at that step are these combinations' projections)."""
-    precision, applied_soft = setup.precision, setup.applied_soft
-    context, limit_survivors = setup.context, setup.max_survivors
-    sizes = [len(p.values) for p in space.parameters]
-    raw = math.prod(sizes)
+    context, limit_survivors, raw = setup.context, setup.max_survivors, setup.raw
     codes: dict[str, np.ndarray] = {}
     inner = raw
-    for p, d in zip(space.parameters, sizes, strict=True):
+    for p, d in setup.sizes.items():
         inner //= d
-        codes[p.name] = np.tile(np.repeat(np.arange(d, dtype=code_dtype(d)), inner), raw // (inner * d))
+        codes[p] = np.tile(np.repeat(np.arange(d, dtype=code_dtype(d)), inner), raw // (inner * d))
     funnel = [_raw_step(raw)]
     try:  # one environment for every constraint (derived quantities computed once), errors checked on live rows only
         env, alive, counts = _Env(space, context, codes), np.ones(raw, dtype=bool), []
@@ -413,7 +410,7 @@ def _full_product(
         codes = {q: a[alive] for q, a in codes.items()}
     if funnel[-1].kind != "soft" and count > limit_survivors:
         raise too_many(limit_survivors, "hard")
-    return Generated(space, device, precision, applied_soft, codes, funnel, time.perf_counter() - start)
+    return Generated(space, device, setup.precision, setup.applied_soft, codes, funnel, time.perf_counter() - start)
 
 
 def generate_reference(
@@ -437,7 +434,7 @@ def generate_reference(
     if raw > setup.max_raw:
         raise _too_raw(space, raw, setup.max_raw)
     kept_rows = [0]
-    at_step = _checkable_after(space, order)
+    at_step = by_step(order, space.hard, lambda c: param_deps(space, c.expr.names))
     applied_order = [c for cs in at_step for c in cs]
     survivors = {c.name: 0 for c in applied_order}
     pieces: list[dict[str, np.ndarray]] = []
@@ -498,16 +495,6 @@ def _too_raw(space: Space, raw: int, max_raw: int) -> SpaceError:
         + f") or raise the limit: --max-raw {raw} (autotune space) or AUTOTUNE_MAX_RAW={raw} "
         "(every command); generation time grows with the raw count",
     )
-
-
-def _checkable_after(space: Space, order: list[str]) -> list[list[Constraint]]:
-    """Which hard constraints become checkable after binding order[i] (constants go at step 0)."""
-    at_step: list[list[Constraint]] = [[] for _ in order]
-    for c in space.hard:
-        d = param_deps(space, c.expr.names)
-        step = max((order.index(p) for p in d), default=0)
-        at_step[step].append(c)
-    return at_step
 
 
 def _soft_filtered(

@@ -67,10 +67,7 @@ class KernelSection:
         args = self.template_args(k, plain, known, line)
         geo_known = known | set(self.kind.expr_names())
         defines = self.defines(k, plain, geo_known)
-        shared = Located(
-            self.expr(k.get("shared_bytes", 0), line_of(k, "shared_bytes"), geo_known, "kernel.shared_bytes"),
-            line_of(k, "shared_bytes"),
-        )
+        shared = self.located(k.get("shared_bytes", 0), line_of(k, "shared_bytes"), geo_known, "kernel.shared_bytes")
         serves, valid = (self.optional_expr(k, key, geo_known) for key in ("serves", "valid"))
         name = self.function_name(k, plain)
         compiler, options = self.compiler(k)
@@ -160,18 +157,15 @@ class KernelSection:
         items = k[key]
         if not isinstance(items, list) or not 1 <= len(items) <= 3:
             raise self.fail(f"kernel.{key} must be a list of 1 to 3 expressions", line_of(k, key))
-        return tuple(
-            Located(self.expr(x, line_of(items, i), geo_known, f"kernel.{key}"), line_of(items, i))
-            for i, x in enumerate(items)
-        )
+        return tuple(self.located(x, line_of(items, i), geo_known, f"kernel.{key}") for i, x in enumerate(items))
 
     def optional_expr(self, k: dict, key: str, geo_known: set[str]) -> Located | None:
         """`serves:` or `valid:` when given."""
-        return (
-            Located(self.expr(k[key], line_of(k, key), geo_known, f"kernel.{key}"), line_of(k, key))
-            if key in k
-            else None
-        )
+        return self.located(k[key], line_of(k, key), geo_known, f"kernel.{key}") if key in k else None
+
+    def located(self, text: Any, line: int | None, known: set[str], what: str) -> Located:
+        """The checked expression `text` with its line."""
+        return Located(self.expr(text, line, known, what), line)
 
     def function_name(self, k: dict, plain: bool) -> str:
         """The C++ name of the template (`template:`) or plain function (`name:`)."""
@@ -281,8 +275,5 @@ class KernelSection:
                 )
         where = None
         if "where" in p:
-            where = Located(
-                self.expr(p["where"], line_of(p, "where"), set(self.kind.expr_names()), "problems.where"),
-                line_of(p, "where"),
-            )
+            where = self.located(p["where"], line_of(p, "where"), set(self.kind.expr_names()), "problems.where")
         return Problems(precisions, shapes, where)

@@ -4,11 +4,13 @@ order parameters are bound in, the order the funnel reports the hard constraints
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from autotune.space.spec import Constraint, Space
+
+T = TypeVar("T")
 
 
 def param_deps(space: Space, names: Iterable[str]) -> frozenset[str]:
@@ -26,35 +28,55 @@ def param_deps(space: Space, names: Iterable[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-def binding_order(space: Space, constraints: tuple[Constraint, ...]) -> list[str]:
-    """Greedy: bind next the parameter that completes the most constraints, then the smallest domain."""
-    deps = [param_deps(space, c.expr.names) for c in constraints]
-    sizes = {p.name: len(p.values) for p in space.parameters}
-    file_pos = {n: i for i, n in enumerate(space.param_names)}
-    bound: set[str] = set()
-    order: list[str] = []
-    while len(order) < len(sizes):
+def greedy_order(
+    deps: Sequence[frozenset[str]],
+    sizes: Mapping[str, int],
+    file_pos: Mapping[str, int],
+    params: Sequence[str] | None = None,
+    bound: frozenset[str] = frozenset(),
+) -> list[str]:
+    """Greedy: bind next the parameter that decides the most constraints (`deps`: the parameters each reads), then
+    the one read by the most undecided constraints, then the smallest domain, then file order."""
+    todo = list(params if params is not None else sizes)
+    done_set = set(bound)
+    out: list[str] = []
+    while todo:
 
         def score(p: str) -> tuple:
-            done = sum(1 for d in deps if d and not d <= bound and d <= bound | {p})
-            involved = sum(1 for d in deps if p in d and not d <= bound)
+            grown = done_set | {p}
+            done = sum(1 for d in deps if not d <= done_set and d <= grown)
+            involved = sum(1 for d in deps if p in d and not d <= done_set)
             return (-done, -involved, sizes[p], file_pos[p])
 
-        nxt = min((p for p in sizes if p not in bound), key=score)
-        order.append(nxt)
-        bound.add(nxt)
-    return order
+        nxt = min(todo, key=score)
+        out.append(nxt)
+        todo.remove(nxt)
+        done_set.add(nxt)
+    return out
+
+
+def binding_order(space: Space, constraints: tuple[Constraint, ...]) -> list[str]:
+    """`greedy_order` of every parameter for `constraints`."""
+    deps = [param_deps(space, c.expr.names) for c in constraints]
+    sizes = {p.name: len(p.values) for p in space.parameters}
+    return greedy_order(deps, sizes, {n: i for i, n in enumerate(space.param_names)})
+
+
+def by_step(order: Sequence[str], items: Iterable[T], deps: Callable[[T], Iterable[str]]) -> list[list[T]]:
+    """`items` grouped by the step of `order` after which the parameters each reads (`deps`) are all bound (none:
+    step 0), in their order within a step."""
+    pos = {p: i for i, p in enumerate(order)}
+    at_step: list[list[T]] = [[] for _ in order]
+    for item in items:
+        at_step[max((pos[p] for p in deps(item)), default=0)].append(item)
+    return at_step
 
 
 def funnel_order(space: Space) -> list[Constraint]:
     """The order the funnel reports the hard constraints in: as they become checkable while binding in
     `binding_order(space, space.hard)` (constants first), file order within one binding step."""
-    order = binding_order(space, space.hard)
-    pos = {p: i for i, p in enumerate(order)}
-    at_step: list[list[Constraint]] = [[] for _ in order]
-    for c in space.hard:
-        at_step[max((pos[p] for p in param_deps(space, c.expr.names)), default=0)].append(c)
-    return [c for cs in at_step for c in cs]
+    steps = by_step(binding_order(space, space.hard), space.hard, lambda c: param_deps(space, c.expr.names))
+    return [c for cs in steps for c in cs]
 
 
 def file_order(space: Space, codes: dict[str, np.ndarray], sizes: Mapping[str, int]) -> dict[str, np.ndarray]:

@@ -11,6 +11,7 @@ import numpy as np
 
 from autotune.errors import SpaceError
 from autotune.space.enum import Con, Enumerator, LimitReached, code_dtype
+from autotune.space.orders import by_step
 
 
 def survivors(
@@ -65,10 +66,7 @@ class _Walk:
             {p: np.empty(total, dtype=code_dtype(engine.sizes[p])) for p in order} if total is not None else None
         )
         self.pieces: list[dict[str, np.ndarray]] = []
-        self.at_step: list[list[Con]] = [[] for _ in order]
-        pos = {p: i for i, p in enumerate(order)}
-        for con in cons:
-            self.at_step[max((pos[p] for p in con.deps), default=0)].append(con)
+        self.at_step = by_step(order, cons, lambda c: c.deps)
         self.reads = [sorted({q for c in cs for q in c.deps} - {order[i]}) for i, cs in enumerate(self.at_step)]
         # rows that will certainly be expanded below a row kept at step i, before the next constraint applies
         self.certain = [1] * (len(order) + 1)

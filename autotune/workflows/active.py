@@ -142,13 +142,9 @@ def table_spaces(opts: ActiveOptions, table_path: Path) -> tuple[Path, ...]:
     """The space files the tuning database recorded for the table's kernels (a declared kind needs them)."""
     from autotune.dispatch import validate as v
     from autotune.store.engine import database_url
+    from autotune.workflows.validation import table_space_files
 
-    table = v.read_table(table_path)
-    kernel_spaces = dict.fromkeys(str(k.get("space") or "") for k in table.kernels)
-    url = database_url(opts.tuning_db)
-    recorded = v.recorded_paths(url)
-    refs = v.space_refs(kernel_spaces, recorded, list(opts.spaces), url) if table.kernels else {}
-    return (*opts.spaces, *(Path(r) for r in refs.values()))
+    return tuple(table_space_files(v.read_table(table_path), database_url(opts.tuning_db), opts.spaces))
 
 
 def draw_points(opts: ActiveOptions, table_path: Path, round_no: int, exclude: set[tuple]) -> Path:
@@ -341,28 +337,32 @@ def seed_earlier(
     missing = [n for n in kind.size_names if n not in pd.read_csv(folder / "validation.csv", nrows=0).columns]
     if missing:
         raise UserError(f"--seed-from {folder}/validation.csv has no column {', '.join(missing)} of {kind.name}")
-    added: list[dict[str, Any]] = []
-    losses: list[float] = []
-    for p in worst_problems(folder, opts.add):
-        losses.append(float(p["loss_vs_best"]))
-        shape = p.get("shape")
-        added.append(
-            {
-                "precision": str(p["precision"]),
-                "shape": shape if isinstance(shape, str) else "",
-                **{n: int(p[n]) for n in kind.size_names},
-                "loss_vs_best": losses[-1],
-            }
-        )
+    added = _added(worst_problems(folder, opts.add), kind)
     if added:
         add_points(opts, added, out, kind, reporter)
     (out / "added.json").write_text(json.dumps(added, indent=1) + "\n")
-    say(
-        f"seeded from {folder}: added {len(added)} tuned points (largest measured loss {100 * max(losses):.1f}%)"
-        if added
-        else f"seeded from {folder}: nothing to add"
-    )
+    say(_added_line(f"seeded from {folder}", added))
     return added
+
+
+def _added(problems: list[dict[str, Any]], kind: Any) -> list[dict[str, Any]]:
+    """The worst problems of a validation as tuned points to add: precision, shape, the kind's sizes, the loss."""
+    return [
+        {
+            "precision": str(p["precision"]),
+            "shape": p["shape"] if isinstance(p.get("shape"), str) else "",
+            **{n: int(p[n]) for n in kind.size_names},
+            "loss_vs_best": float(p["loss_vs_best"]),
+        }
+        for p in problems
+    ]
+
+
+def _added_line(who: str, added: list[dict[str, Any]]) -> str:
+    if not added:
+        return f"{who}: nothing to add"
+    worst = max(p["loss_vs_best"] for p in added)
+    return f"{who}: added {len(added)} tuned points (largest measured loss {100 * worst:.1f}%)"
 
 
 def _resolved(entry: Any, base: Path) -> Any:
@@ -420,22 +420,9 @@ def active_tuning(
             rnd.seconds = time.monotonic() - t0
             say("targets met" if figs.meets_targets else "budget spent" if over else "rounds spent")
             break
-        rnd.added = [
-            {
-                "precision": str(p["precision"]),
-                "shape": p["shape"] if isinstance(p["shape"], str) else "",
-                **{n: int(p[n]) for n in kind.size_names},
-                "loss_vs_best": float(p["loss_vs_best"]),
-            }
-            for p in worst_problems(folder / "validation", opts.add)
-        ]
+        rnd.added = _added(worst_problems(folder / "validation", opts.add), kind)
         add_points(opts, rnd.added, folder, kind, reporter)
         rnd.seconds = time.monotonic() - t0
-        say(
-            f"round {r}: added {len(rnd.added)} tuned points (largest measured loss "
-            f"{100 * max(p['loss_vs_best'] for p in rnd.added):.1f}%)"
-            if rnd.added
-            else f"round {r}: nothing to add"
-        )
+        say(_added_line(f"round {r}", rnd.added))
     (opts.out_dir / "active.json").write_text(json.dumps([x.as_dict() for x in rounds], indent=1, default=str) + "\n")
     return rounds

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autotune.errors import UserError
 from autotune.store.decompress import file_kind
 from autotune.store.engine import StoreError
 
@@ -55,7 +56,6 @@ class Baked:
 def validation_sweep(folder: Path) -> SweepConfig:
     """The sweep config a validation folder holds (validate_sweep.yaml, or .yaml.xz), its space paths read as if
     the plain file were there. Raises UserError when neither is."""
-    from autotune.errors import UserError
     from autotune.sweep.config import load_config, parse_config
 
     plain = folder / "validate_sweep.yaml"
@@ -71,8 +71,6 @@ def validation_sweep(folder: Path) -> SweepConfig:
 
 def validation_database(folder: Path) -> Path:
     """A validation folder's database: validation.sqlite, else validation.sqlite.xz. Raises UserError."""
-    from autotune.errors import UserError
-
     for name in ("validation.sqlite", "validation.sqlite.xz"):
         if (folder / name).is_file():
             return folder / name
@@ -113,7 +111,6 @@ def bake(tuning: Path, sources: Sequence[Path], out: Path, *, replace: bool = Fa
     non-database tuning file or source file, UserError for a folder that is not a validation's."""
     import dataclasses
 
-    from autotune.errors import UserError
     from autotune.space.spec import reusing_spaces
     from autotune.store.engine import database_url, temporary_beside
     from autotune.store.packing import unpack

@@ -6,7 +6,7 @@ active tuning read their sources here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autotune.errors import UserError
 from autotune.workflows.measurements_csv import read_measurements_csv
@@ -17,6 +17,10 @@ if TYPE_CHECKING:  # imported where used: `autotune --help` does not load pandas
     from autotune.analysis.winners import Layout
     from autotune.dispatch.table import Provenance
     from autotune.store.store import Store
+
+
+# what a table records of its GPU
+DEVICE_INFO = ("name", "uuid", "cc", "sm_count", "sm_clock_mhz", "mem_clock_mhz", "copy_bandwidth")
 
 
 @dataclass(frozen=True)
@@ -104,15 +108,6 @@ def one_kind(source: str, kind: str | None) -> str | None:
     return next(iter(kinds), None)
 
 
-def one_model_cards(store: Any, device: str | None, name: str) -> list[str]:
-    """The uuids of the cards whose measurements count: `device` when it is one card's uuid, else every card of
-    the GPU model named `name`, first recorded first."""
-    from autotune.dispatch.validate import model_cards
-
-    cards = model_cards(store, name)
-    return [device] if device is not None and device in cards else cards
-
-
 def first_card_rows(frames: list[pd.DataFrame], keys: list[str]) -> pd.DataFrame:
     """The frames (one per card, first recorded card first) as one, each (keys...) once: the first card's row."""
     import pandas as pd
@@ -164,6 +159,7 @@ def load_results(
         name = device or (str(frame["device"].iloc[0]) if "device" in frame.columns and len(frame) else "unknown")
         _require_verified(frame, source)
         return Loaded(frame, Layout.infer(frame), None, Provenance(device=name), None)
+    from autotune.dispatch.validate import model_cards
     from autotune.store.query import run_query
     from autotune.store.store import Store
 
@@ -181,8 +177,10 @@ def load_results(
         if "kind" in frame.columns:
             frame = frame[frame["kind"] == kind]
         # the cards of one GPU model count as one GPU (a sweep that went on on another card): where two cards
-        # measured the same pair, the first recorded card's measurement counts (as `--replay` answers)
-        cards = one_model_cards(store, device, _one_device(store, frame, source, device, space, kind))
+        # measured the same pair, the first recorded card's measurement counts (as `--replay` answers); `device`
+        # alone where it is one card's uuid
+        cards = model_cards(store, _one_device(store, frame, source, device, space, kind))
+        cards = [device] if device is not None and device in cards else cards
         info = store.device_info(store.device_id(cards[0]))
         point = ["kind", "precision", "shape", *sizes]
         if len(cards) > 1:
@@ -198,22 +196,8 @@ def load_results(
     prov = Provenance(
         device=info.name,
         sweep_ids=tuple(str(s) for s in sweeps),
-        device_info={
-            "name": info.name,
-            "uuid": info.uuid,
-            "cc": info.cc,
-            "sm_count": info.sm_count,
-            "sm_clock_mhz": info.sm_clock_mhz,
-            "mem_clock_mhz": info.mem_clock_mhz,
-            "copy_bandwidth": info.copy_bandwidth,
-        },
-        software={
-            "driver": info.driver,
-            "cuda_runtime": info.cuda_runtime,
-            "nvrtc": info.nvrtc,
-            "cupy": info.cupy,
-            "autotune": _version(),
-        },
+        device_info={k: getattr(info, k) for k in DEVICE_INFO},
+        software={**{k: getattr(info, k) for k in ("driver", "cuda_runtime", "nvrtc", "cupy")}, "autotune": _version()},
         scalars=_scalars(sw, layout),
     )
     bandwidth = float(sw["copy_bandwidth"].median()) if len(sw) else info.copy_bandwidth

@@ -56,14 +56,11 @@ class ShowsRates(Protocol):
 class Silent:
     """A reporter that reports nothing (a sweep launched from a script)."""
 
-    def start(self, total_pairs: int, already_done: int) -> None:
-        pass
+    def start(self, total_pairs: int, already_done: int) -> None: ...
 
-    def measured(self, m: Any, best_ms: float | None) -> None:
-        pass
+    def measured(self, m: Any, best_ms: float | None) -> None: ...
 
-    def note(self, text: str) -> None:
-        pass
+    def note(self, text: str) -> None: ...
 
 
 def launch_sweep(cfg: SweepConfig, launch: Launch | None = None, reporter: Reporter | None = None) -> Launched:

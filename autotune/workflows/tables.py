@@ -84,13 +84,12 @@ def parse_structure(text: str) -> Structure | None:
     try:
         return structure_of(text)
     except ValueError:
-        pass
-    raise UserError(
-        f"--structure must be auto, auto:MODE[,MODE] or MODE[:MARGIN[:REACH[:NEIGHBOURS[:STEPS]]]] with MODE "
-        f"regions, nearest, cost or model (e.g. cost:0.05:1, cost:0.05:1:2, cost:0.05:1:4:m,k%2), MARGIN and "
-        f"REACH >= 0, NEIGHBOURS 1..16 (cost only), STEPS the library's steps joined by + (SIZE[,SIZE]%N, "
-        f"SIZE<=N, SIZE<N; cost only); got {text!r}"
-    )
+        raise UserError(
+            f"--structure must be auto, auto:MODE[,MODE] or MODE[:MARGIN[:REACH[:NEIGHBOURS[:STEPS]]]] with MODE "
+            f"regions, nearest, cost or model (e.g. cost:0.05:1, cost:0.05:1:2, cost:0.05:1:4:m,k%2), MARGIN and "
+            f"REACH >= 0, NEIGHBOURS 1..16 (cost only), STEPS the library's steps joined by + (SIZE[,SIZE]%N, "
+            f"SIZE<=N, SIZE<N; cost only); got {text!r}"
+        ) from None
 
 
 def workload_weights(path: Path | None):

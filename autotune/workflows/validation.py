@@ -8,7 +8,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from autotune.errors import UserError
 from autotune.untrusted import fraction
@@ -75,9 +75,7 @@ def validate_table(
     tol = fraction(table.provenance.get("tol", 0.05), f"{opts.table_path}: provenance tol") if tol is None else tol
     tuning = database_url(opts.db) if opts.db else None
     spaces = list(opts.spaces)
-    kernel_spaces = dict.fromkeys(str(k.get("space") or "") for k in table.kernels)
-    refs = v.space_refs(kernel_spaces, v.recorded_paths(tuning), spaces, tuning) if table.kernels else {}
-    kind = v.table_kind(table, [*spaces, *map(Path, refs.values())])
+    kind = v.table_kind(table, table_space_files(table, tuning, spaces))
     rule = v.derived_rule(table, kind, opts.batch_bytes)
     if opts.points is not None:
         problems = v.read_points(opts.points, kind, rule, opts.max_problems)
@@ -154,6 +152,16 @@ def _provenance(
         "sweep_status": summary.status,
         "git_commit": git_commit(),
     }
+
+
+def table_space_files(table: Any, tuning: str | None, spaces: Sequence[Path]) -> list[Path]:
+    """`spaces` and the space files of the table's kernels: given (`spaces`), under spaces/, or the ones the tuning
+    database (URL `tuning`) recorded (a declared kind needs them). Raises UserError for a kernel's missing one."""
+    from autotune.dispatch import validate as v
+
+    kernel_spaces = dict.fromkeys(str(k.get("space") or "") for k in table.kernels)
+    refs = v.space_refs(kernel_spaces, v.recorded_paths(tuning), spaces, tuning) if table.kernels else {}
+    return [*spaces, *map(Path, refs.values())]
 
 
 def table_workload(path: Path | None, kind: Any, spaces: list[Path]) -> Any:
