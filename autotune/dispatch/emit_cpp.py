@@ -252,16 +252,16 @@ def _emit_kernels(w: Callable[[str], object], table: DispatchTable) -> None:
     w(f"inline constexpr int kNumKernels = {len(kernels)};\n")
     w("// defines: the -D flags of a kernel tuned by preprocessor defines (empty for a template kernel)\n")
     bounds = [validity_bounds(k.get("valid", []), names) for k in kernels]
-    rows = []
+    records = []
     for k, (mult, lo, hi) in zip(kernels, bounds, strict=True):
         defines = " ".join(f"-D{n}={v}" for n, v in (k.get("defines") or {}).items())
-        rows.append(
+        records.append(
             f"{{{_c_string(k['instance_id'])}, {_c_string(k.get('name'))}, {_c_string(k.get('template'))}, "
             f"{_c_string(k.get('source'))}, {_c_string(defines)}, {precisions.index(k['precision'])}, "
             f"{shapes.index(k['shape'])}, {_arr(mult)}, {_arr(lo)}, {_arr(hi)}, {_bool(k.get('tuned_only'))}}},"
         )
     empty = f'{{"", "", "", "", "", 0, 0, {_arr([1] * nsz)}, {_arr([1] * nsz)}, {_arr([0] * nsz)}, false}},'
-    w(_records("Kernel", "kKernels", rows, empty))
+    w(_records("Kernel", "kKernels", records, empty))
     # invalid_kernels: per size some kernel constrains, the kernels invalid at each value up to twice the largest tuned
     # one (at most INVALID_LIMIT), as bits
     words = max(1, -(-len(kernels) // 64))
