@@ -47,6 +47,21 @@ def expr_values(space: Any, params: Mapping[str, Any], precision: str) -> dict[s
     return env
 
 
+def recorded_params(space: Any, row: Any) -> dict[str, Any]:
+    """An instance's parameters from one of its measurement rows (a pandas Series): the column named as the
+    parameter, else param_NAME; one the row lacks (an instance measured before the parameter existed) is left out,
+    a whole float is an int."""
+    import pandas as pd
+
+    params = {}
+    for p in space.param_names:
+        col = p if p in row.index else f"param_{p}"
+        if col in row.index and not pd.isna(row[col]):
+            v = row[col]
+            params[p] = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
+    return params
+
+
 @lru_cache(maxsize=None)
 def _env_names(kind: Any) -> tuple[tuple[str, int], ...] | None:
     """(expression name, size index) pairs of a kind's `env`: which size each name reads, found by probing the
