@@ -266,6 +266,12 @@ class Built:
     held: LooResult | None = None  # the chosen structure's leave-one-out result (auto structure only)
     generic: GenericKernel | None = None  # the kind's generic kernel (None: it has none)
 
+    def __iter__(self):  # `table, w = build(...)`, as before
+        return iter((self.table, self.winners))
+
+    def __getitem__(self, i: int) -> Any:
+        return (self.table, self.winners)[i]
+
 
 VALIDITY_HINT = 'write a JSON object {"INSTANCE_ID or SPACE": [{"m_multiple_of": 8}, {"max_k": 256}]}'
 
