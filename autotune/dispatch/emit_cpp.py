@@ -15,6 +15,8 @@ import io
 import json
 import keyword
 import re
+from collections import Counter
+from itertools import pairwise
 from typing import Callable
 
 from autotune.dispatch import cpp_index, cpp_text, cpp_walk
@@ -362,13 +364,9 @@ def _emit_steps(w: Callable[[str], object], table: DispatchTable, texts: list[st
     w("  // per point (table order), its step class\n")
     # per group: the library's measurements per step class (cheapest_walk prices the library from those of the
     # problem's class where it has any)
-    library: list[list[tuple[int, int]]] = []
-    for g in [(p, s) for p in table.precisions for s in table.shapes]:
-        per_class: dict[int, int] = {}
-        for i, p in enumerate(points):
-            if (p["precision"], p["shape"]) == g and any(int(a) == LIBRARY for a, _ in p.get("costs", [])):
-                per_class[classes[i]] = per_class.get(classes[i], 0) + 1
-        library.append(sorted(per_class.items()))
+    measured = [any(int(a) == LIBRARY for a, _ in p.get("costs", [])) for p in points]
+    order, bounds = _by_group(points, table)
+    library = [sorted(Counter(classes[i] for i in order[a:b] if measured[i]).items()) for a, b in pairwise(bounds)]
     flat = [c for per in library for c in per]
     begin = [sum(len(per) for per in library[:i]) for i in range(len(library) + 1)]
     w(_decl("unsigned long long", "kLibraryClass", (f"{c}ULL" for c, _ in flat), "0ULL"))
@@ -477,7 +475,7 @@ def _emit_group_points(w: Callable[[str], object], table: DispatchTable) -> None
     names = list(table.size_names)
     near, tie = _dims(table)
     order, begin = _by_group(d["points"], table)
-    groups = [k for k in range(len(begin) - 1) for _ in range(begin[k], begin[k + 1])]  # per group position
+    groups = [k for k, (a, b) in enumerate(pairwise(begin)) for _ in range(a, b)]  # per group position
     logs = [[ilog2_fx(int(p["sizes"][n])) for n in names] for p in (d["points"][i] for i in order)]
     for name, dims_of, what in (("kGroupLogs", near, "table"), ("kGroupTieLogs", tie, "tie")):
         pad = LANES if name == "kGroupLogs" else 0  # the distance loop reads kLanes points at a time
