@@ -78,7 +78,7 @@ class KernelInfoSource(Mapping):
         return isinstance(key, tuple) and len(key) == 3 and key[0] in self.rows.index
 
     def _make(self, iid: str, precision: str, shape: str) -> KernelInfo:
-        from autotune.dispatch.validity import instance_validity
+        from autotune.dispatch.validity import instance_validity, recorded_params
         from autotune.space.spec import RefusedSpace, load_space
 
         rows = self.rows
@@ -98,12 +98,7 @@ class KernelInfoSource(Mapping):
                     stacklevel=2,
                 )
             return KernelInfo(space=space_name, name=name, valid=user, tuned_only=self.derive)
-        params = {}
-        for p in space.param_names:  # an instance measured before a parameter existed lacks its column
-            col = p if p in rows.columns else f"param_{p}"
-            if row is not None and col in rows.columns and not pd.isna(row[col]):
-                v = row[col]
-                params[p] = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
+        params = recorded_params(space, row) if row is not None else {}
         template = None
         try:
             template = space.template_name(params, precision, shape)

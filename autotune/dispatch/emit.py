@@ -58,20 +58,18 @@ def emit_python(table: DispatchTable) -> str:
         "Standalone: the Python standard library only. The lookup rules below are a copy of\n"
         f"autotune.dispatch.runtime (RUNTIME_VERSION {RUNTIME_VERSION}); write the module again to take a newer one.\n"
         '"""\n'
-        "from __future__ import annotations\n\n"
-        "# ---- packed integers of the lookup: a copy of autotune/dispatch/lanes.py ----\n"
+        "from __future__ import annotations"
     )
-    rules = (
-        "\n\n# ---- fixed-point logs and model features: a copy of autotune/dispatch/features.py ----\n"
-        + runtime_source("features")
-        + "\n\n# ---- cost mode: a copy of autotune/dispatch/cost.py ----\n"
-        + runtime_source("cost")
-        + "\n\n# ---- the lookup rules: a copy of autotune/dispatch/runtime.py ----\n"
-        + runtime_source()
+    copies = (
+        ("lanes", "packed integers of the lookup"),
+        ("features", "fixed-point logs and model features"),
+        ("cost", "cost mode"),
+        ("runtime", "the lookup rules"),
+        ("onsite", "refinement where the application runs"),
     )
-    onsite = (
-        "\n\n# ---- refinement where the application runs: a copy of autotune/dispatch/onsite.py ----\n"
-        + runtime_source("onsite")
+    rules = "".join(
+        f"\n\n# ---- {what}: a copy of autotune/dispatch/{name}.py ----\n{runtime_source(name)}"
+        for name, what in copies
     )
     tail = (
         "\n\n# ---- the table ----\n"
@@ -92,23 +90,13 @@ def emit_python(table: DispatchTable) -> str:
         '    times the candidates with `run(answer)` in the caller\'s stream (CUDA events; CuPy) and caches the choice."""\n'
         "    return Refiner(_LOOKUP, top=top, reps=reps, library=library, timer=timer)\n"
     )
-    return head + runtime_source("lanes") + rules + onsite + tail
+    return head + rules + tail
 
 
 def csv_columns(table: DispatchTable) -> tuple[str, ...]:
     """precision, shape, the kind's sizes, kernel, instance_id, name, template, ms, best_ms, loss."""
-    return (
-        "precision",
-        "shape",
-        *table.size_names,
-        "kernel",
-        "instance_id",
-        "name",
-        "template",
-        "ms",
-        "best_ms",
-        "loss",
-    )
+    sizes = table.size_names
+    return ("precision", "shape", *sizes, "kernel", "instance_id", "name", "template", "ms", "best_ms", "loss")
 
 
 def emit_csv(table: DispatchTable) -> str:
@@ -121,19 +109,10 @@ def emit_csv(table: DispatchTable) -> str:
     library = table.library or "library"
     for p in table.data["points"]:
         k = kernels[p["kernel"]] if p["kernel"] >= 0 else {"instance_id": library}
+        sizes = [p["sizes"][n] for n in table.size_names]
+        names = [k["instance_id"], k.get("name") or "", k.get("template") or ""]
         writer.writerow(
-            [
-                p["precision"],
-                p["shape"],
-                *(p["sizes"][n] for n in table.size_names),
-                p["kernel"],
-                k["instance_id"],
-                k.get("name") or "",
-                k.get("template") or "",
-                num(p["ms"]),
-                num(p["best_ms"]),
-                num(p["loss"]),
-            ]
+            [p["precision"], p["shape"], *sizes, p["kernel"], *names, *(num(p[c]) for c in ("ms", "best_ms", "loss"))]
         )
     return buf.getvalue()
 

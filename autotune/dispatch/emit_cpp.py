@@ -15,6 +15,8 @@ import io
 import json
 import keyword
 import re
+from collections import Counter
+from itertools import pairwise
 from typing import Callable
 
 from autotune.dispatch import cpp_index, cpp_text, cpp_walk
@@ -36,40 +38,11 @@ from autotune.dispatch.runtime import (
 LANES = 8  # the distance loops read kLanes tuned points at a time (kGroupLogs is padded by as many)
 INVALID_LIMIT = 1024  # invalid_kernels tabulates each size up to twice its largest tuned value, at most this
 
-CPP_RESERVED = {
-    "precision",
-    "shape",
-    "d",
-    "l",
-    "i",
-    "j",
-    "p",
-    "device",
-    "auto",
-    "int",
-    "long",
-    "double",
-    "float",
-    "char",
-    "bool",
-    "const",
-    "return",
-    "register",
-    "new",
-    "delete",
-    "class",
-    "this",
-    "template",
-    "namespace",
-    "operator",
-    "default",
-    "case",
-    "switch",
-    "union",
-    "signed",
-    "unsigned",
-    "short",
-}
+# the lookup's own names and C++ keywords: sizes named so are passed as size0, size1, ...
+CPP_RESERVED = set(
+    "precision shape d l i j p device auto int long double float char bool const return register new delete class "
+    "this template namespace operator default case switch union signed unsigned short".split()
+)
 
 
 def _c_string(text: str | None) -> str:
@@ -82,6 +55,43 @@ def _ll(value: int) -> str:
 
 def _arr(values) -> str:
     return "{" + ", ".join(_ll(x) for x in values) + "}"
+
+
+def _bool(value: object) -> str:
+    return "true" if value else "false"
+
+
+def _decl(ctype: str, name: str, values, empty: str = "0") -> str:
+    """`inline constexpr CTYPE NAME[n] = {values};` (`{EMPTY}` of size 1 where there are none), without a newline."""
+    items = [str(x) for x in values]
+    return f"inline constexpr {ctype} {name}[{max(1, len(items))}] = {{{', '.join(items) or empty}}};"
+
+
+def _records(struct: str, name: str, rows: list[str], empty: str) -> str:
+    """`inline constexpr STRUCT NAME[n] = {...};`, one row a line (`empty` where there are none)."""
+    return (
+        f"inline constexpr {struct} {name}[{max(1, len(rows))}] = {{\n"
+        + "".join(f"  {r}\n" for r in rows or [empty])
+        + "};\n"
+    )
+
+
+def _by_group(items: list[dict], table: DispatchTable) -> tuple[list[int], list[int]]:
+    """The indices of `items` (points, kernels or regions) by (precision, shape) group, in table order, and where
+    each group begins (then the end)."""
+    order: list[int] = []
+    begin: list[int] = []
+    for g in [(p, s) for p in table.precisions for s in table.shapes]:
+        begin.append(len(order))
+        order += [i for i, x in enumerate(items) if (x["precision"], x["shape"]) == g]
+    return order, begin + [len(order)]
+
+
+def _dims(table: DispatchTable) -> tuple[list[int], list[int]]:
+    """The positions of the table sizes and of the tie sizes among the sizes."""
+    names = list(table.size_names)
+    near = [names.index(n) for n in table.table_sizes]
+    return near, [i for i in range(len(names)) if i not in near]
 
 
 def _identifier(text: str) -> str:
@@ -150,10 +160,10 @@ def emit_cpp(table: DispatchTable, namespace: str = "autotune_dispatch") -> str:
     _emit_constants(w, table)
     _emit_kernels(w, table)
     ranked, near_list, costs = _emit_points(w, table)
-    _emit_groups(w, table, list(table.precisions), list(table.shapes))
-    _emit_group_points(w, table, list(table.precisions), list(table.shapes))
+    _emit_groups(w, table)
+    _emit_group_points(w, table)
     _emit_answers(w, table, ranked, near_list, costs)
-    _emit_model(w, table, list(table.size_names), list(table.table_sizes), list(table.precisions), list(table.shapes))
+    _emit_model(w, table)
     _emit_regions(w, table)
     cpp_index.emit_index(w, table)
     _emit_lookup(w, table)
@@ -192,11 +202,9 @@ def _emit_constants(w: Callable[[str], object], table: DispatchTable) -> None:
     """The scalar constants (kind, device, answers, fallback, sizes), the precision and shape enums and the structs."""
     d = table.data
     prov = d["provenance"]
-    names, table_sizes = list(table.size_names), list(table.table_sizes)
-    nsz, ntab = len(names), len(table_sizes)
-    near = [names.index(n) for n in table_sizes]
-    tie = [i for i in range(nsz) if i not in near]
-    precisions, shapes = list(table.precisions), list(table.shapes)
+    names, precisions, shapes = list(table.size_names), list(table.precisions), list(table.shapes)
+    nsz, ntab = len(names), len(table.table_sizes)
+    near, tie = _dims(table)
     library = table.library
     w(f"inline constexpr const char* kKind = {_c_string(table.kind)};\n")
     w(f"inline constexpr const char* kTunedDevice = {_c_string(prov.get('device'))};\n")
@@ -215,8 +223,7 @@ def _emit_constants(w: Callable[[str], object], table: DispatchTable) -> None:
     w(f"inline constexpr int kNumSizes = {nsz};  // {', '.join(names)}\n")
     w(f"inline constexpr int kNumTableSizes = {ntab};\n")
     w(f"inline constexpr int kNumTieSizes = {len(tie)};\n")
-    w(f"inline constexpr int kTableDims[{max(1, ntab)}] = {{{', '.join(map(str, near)) or '0'}}};\n")
-    w(f"inline constexpr int kTieDims[{max(1, len(tie))}] = {{{', '.join(map(str, tie)) or '0'}}};\n")
+    w(_decl("int", "kTableDims", near) + "\n" + _decl("int", "kTieDims", tie) + "\n")
     w(f"inline constexpr int kNumPrecisions = {len(precisions)};\n")
     w(f"inline constexpr int kNumShapes = {len(shapes)};\n")
     w(
@@ -246,22 +253,19 @@ def _emit_kernels(w: Callable[[str], object], table: DispatchTable) -> None:
     precisions, shapes, nsz = list(table.precisions), list(table.shapes), len(names)
     w(f"inline constexpr int kNumKernels = {len(kernels)};\n")
     w("// defines: the -D flags of a kernel tuned by preprocessor defines (empty for a template kernel)\n")
-    w(f"inline constexpr Kernel kKernels[{max(1, len(kernels))}] = {{\n")
-    for k in kernels:
-        mult, lo, hi = validity_bounds(k.get("valid", []), names)
+    bounds = [validity_bounds(k.get("valid", []), names) for k in kernels]
+    records = []
+    for k, (mult, lo, hi) in zip(kernels, bounds, strict=True):
         defines = " ".join(f"-D{n}={v}" for n, v in (k.get("defines") or {}).items())
-        w(
-            f"  {{{_c_string(k['instance_id'])}, {_c_string(k.get('name'))}, {_c_string(k.get('template'))}, "
-            f"{_c_string(k.get('source'))}, {_c_string(defines)}, "
-            f"{precisions.index(k['precision'])}, {shapes.index(k['shape'])}, {_arr(mult)}, {_arr(lo)}, {_arr(hi)}, "
-            f"{'true' if k.get('tuned_only') else 'false'}}},\n"
+        records.append(
+            f"{{{_c_string(k['instance_id'])}, {_c_string(k.get('name'))}, {_c_string(k.get('template'))}, "
+            f"{_c_string(k.get('source'))}, {_c_string(defines)}, {precisions.index(k['precision'])}, "
+            f"{shapes.index(k['shape'])}, {_arr(mult)}, {_arr(lo)}, {_arr(hi)}, {_bool(k.get('tuned_only'))}}},"
         )
-    if not kernels:
-        w(f'  {{"", "", "", "", "", 0, 0, {_arr([1] * nsz)}, {_arr([1] * nsz)}, {_arr([0] * nsz)}, false}},\n')
-    w("};\n")
+    empty = f'{{"", "", "", "", "", 0, 0, {_arr([1] * nsz)}, {_arr([1] * nsz)}, {_arr([0] * nsz)}, false}},'
+    w(_records("Kernel", "kKernels", records, empty))
     # invalid_kernels: per size some kernel constrains, the kernels invalid at each value up to twice the largest tuned
     # one (at most INVALID_LIMIT), as bits
-    bounds = [validity_bounds(k.get("valid", []), names) for k in kernels]
     words = max(1, -(-len(kernels) // 64))
     limit, begin, rows = [-1] * nsz, [0] * nsz, list[list[int]]()
     for j in range(nsz):
@@ -292,22 +296,20 @@ def _emit_points(w: Callable[[str], object], table: DispatchTable) -> tuple[list
     ranked: list[int] = []
     near_list: list[int] = []
     costs: list[list[int]] = []
-    w(f"inline constexpr int kNumPoints = {len(points)};\n")
-    w(f"inline constexpr Point kPoints[{max(1, len(points))}] = {{\n")
+    rows = []
     for p in points:
-        w(
-            f"  {{{precisions.index(p['precision'])}, {shapes.index(p['shape'])}, "
+        rows.append(
+            f"{{{precisions.index(p['precision'])}, {shapes.index(p['shape'])}, "
             f"{_arr(p['sizes'][n] for n in names)}, {_arr(ilog2_fx(int(p['sizes'][n])) for n in names)}, "
             f"{len(ranked)}, {len(p['ranked'])}, "
             f"{len(near_list)}, {len(p.get('near', p['ranked']))}, {len(costs)}, {len(p.get('costs', []))}}},"
-            f"  // {p['point_key']}\n"
+            f"  // {p['point_key']}"
         )
         ranked += p["ranked"]
         near_list += p.get("near", p["ranked"])
         costs += p.get("costs", [])
-    if not points:
-        w(f"  {{-1, -1, {_arr([0] * nsz)}, {_arr([0] * nsz)}, 0, 0, 0, 0, 0, 0}},\n")
-    w("};\n")
+    w(f"inline constexpr int kNumPoints = {len(points)};\n")
+    w(_records("Point", "kPoints", rows, f"{{-1, -1, {_arr([0] * nsz)}, {_arr([0] * nsz)}, 0, 0, 0, 0, 0, 0}},"))
     return ranked, near_list, costs
 
 
@@ -316,19 +318,12 @@ def _emit_answers(
 ) -> None:
     """The tuned points' ranked, near and cost lists, and the structure's cost-mode constants."""
     d = table.data
-    w(f"inline constexpr int kRanked[{max(1, len(ranked))}] = {{{', '.join(map(str, ranked or [0]))}}};\n")
-    w(f"inline constexpr int kNear[{max(1, len(near_list))}] = {{{', '.join(map(str, near_list or [0]))}}};\n")
-    w(
-        f"inline constexpr int kCostAnswer[{max(1, len(costs))}] = "
-        f"{{{', '.join(str(int(a)) for a, _ in costs) or '0'}}};\n"
-    )
-    w(
-        f"inline constexpr long long kCost[{max(1, len(costs))}] = "
-        f"{{{', '.join(_ll(int(c)) for _, c in costs) or '0'}}};\n"
-    )
+    w(_decl("int", "kRanked", ranked) + "\n" + _decl("int", "kNear", near_list) + "\n")
+    w(_decl("int", "kCostAnswer", (int(a) for a, _ in costs)) + "\n")
+    w(_decl("long long", "kCost", (_ll(int(c)) for _, c in costs)) + "\n")
     st = d.get("structure") or {}
     w(
-        f"inline constexpr bool kCostMode = {'true' if st.get('mode') == 'cost' else 'false'};"
+        f"inline constexpr bool kCostMode = {_bool(st.get('mode') == 'cost')};"
         "  // structure mode: answers off the tuned points by cost (rule 4')\n"
     )
     w(f"inline constexpr long long kMarginPermille = {int(round(1000 * float(st.get('library_margin', 0.0))))};\n")
@@ -357,53 +352,41 @@ def _emit_steps(w: Callable[[str], object], table: DispatchTable, texts: list[st
     on = [[d in where for d in range(len(names))] for _, where, _ in steps] or [[False] * len(names)]
     w(
         f"inline constexpr int kNumSteps = {len(steps)};  // library steps: {json.dumps(texts)}\n"
-        f"inline constexpr int kStepOp[{max(1, len(steps))}] = {{{', '.join(str(ops[o]) for o, _, _ in steps) or '0'}}};"
-        "  // 0: every size of kStepOn a multiple of kStepValue; 1: the size <= kStepValue; 2: the size < kStepValue\n"
-        f"inline constexpr long long kStepValue[{max(1, len(steps))}] = {{{', '.join(_ll(v) for _, _, v in steps) or '1LL'}}};\n"
-        f"inline constexpr bool kStepOn[{max(1, len(steps))}][{len(names)}] = {{"
-        + ", ".join("{" + ", ".join("true" if x else "false" for x in row) + "}" for row in on)
+        + _decl("int", "kStepOp", (ops[o] for o, _, _ in steps))
+        + "  // 0: every size of kStepOn a multiple of kStepValue; 1: the size <= kStepValue; 2: the size < kStepValue\n"
+        + _decl("long long", "kStepValue", (_ll(v) for _, _, v in steps), "1LL")
+        + f"\ninline constexpr bool kStepOn[{max(1, len(steps))}][{len(names)}] = {{"
+        + ", ".join("{" + ", ".join(map(_bool, row)) + "}" for row in on)
         + "};  // per step, the sizes it reads\n"
     )
     classes = [step_class(steps, [int(p["sizes"][n]) for n in names]) for p in points]
-    w(
-        f"inline constexpr unsigned long long kPointClass[{max(1, len(classes))}] = "
-        f"{{{', '.join(f'{c}ULL' for c in classes) or '0ULL'}}};  // per point (table order), its step class\n"
-    )
+    w(_decl("unsigned long long", "kPointClass", (f"{c}ULL" for c in classes), "0ULL"))
+    w("  // per point (table order), its step class\n")
     # per group: the library's measurements per step class (cheapest_walk prices the library from those of the
     # problem's class where it has any)
-    library: list[list[tuple[int, int]]] = []
-    for g in [(p, s) for p in table.precisions for s in table.shapes]:
-        per_class: dict[int, int] = {}
-        for i, p in enumerate(points):
-            if (p["precision"], p["shape"]) == g and any(int(a) == LIBRARY for a, _ in p.get("costs", [])):
-                per_class[classes[i]] = per_class.get(classes[i], 0) + 1
-        library.append(sorted(per_class.items()))
+    measured = [any(int(a) == LIBRARY for a, _ in p.get("costs", [])) for p in points]
+    order, bounds = _by_group(points, table)
+    library = [sorted(Counter(classes[i] for i in order[a:b] if measured[i]).items()) for a, b in pairwise(bounds)]
     flat = [c for per in library for c in per]
     begin = [sum(len(per) for per in library[:i]) for i in range(len(library) + 1)]
-    w(
-        f"inline constexpr unsigned long long kLibraryClass[{max(1, len(flat))}] = "
-        f"{{{', '.join(f'{c}ULL' for c, _ in flat) or '0ULL'}}};  // per group, the step classes the library was measured in\n"
-        f"inline constexpr int kLibraryClassCount[{max(1, len(flat))}] = {{{', '.join(str(n) for _, n in flat) or '0'}}};"
-        "  // and how many times\n"
-        f"inline constexpr int kLibraryClassBegin[{len(begin)}] = {{{', '.join(map(str, begin))}}};\n\n"
-    )
+    w(_decl("unsigned long long", "kLibraryClass", (f"{c}ULL" for c, _ in flat), "0ULL"))
+    w("  // per group, the step classes the library was measured in\n")
+    w(_decl("int", "kLibraryClassCount", (n for _, n in flat)) + "  // and how many times\n")
+    w(_decl("int", "kLibraryClassBegin", begin) + "\n\n")
 
 
 def _emit_regions(w: Callable[[str], object], table: DispatchTable) -> None:
     """kRegions: each merged region's group, bounds over the table sizes and kernel."""
     regions, table_sizes = table.data["regions"], list(table.table_sizes)
     precisions, shapes, ntab = list(table.precisions), list(table.shapes), len(table_sizes)
+    rows = [
+        f"{{{precisions.index(r['precision'])}, {shapes.index(r['shape'])}, "
+        f"{_arr(r['bounds'][n][0] for n in table_sizes)}, {_arr(r['bounds'][n][1] for n in table_sizes)}, "
+        f"{int(r['kernel'])}}},"
+        for r in regions
+    ]
     w(f"inline constexpr int kNumRegions = {len(regions)};\n")
-    w(f"inline constexpr Region kRegions[{max(1, len(regions))}] = {{\n")
-    for r in regions:
-        w(
-            f"  {{{precisions.index(r['precision'])}, {shapes.index(r['shape'])}, "
-            f"{_arr(r['bounds'][n][0] for n in table_sizes)}, {_arr(r['bounds'][n][1] for n in table_sizes)}, "
-            f"{int(r['kernel'])}}},\n"
-        )
-    if not regions:
-        w(f"  {{-1, -1, {_arr([0] * ntab)}, {_arr([0] * ntab)}, -1}},\n")
-    w("};\n\n")
+    w(_records("Region", "kRegions", rows, f"{{-1, -1, {_arr([0] * ntab)}, {_arr([0] * ntab)}, -1}},") + "\n")
 
 
 def _emit_lookup(w: Callable[[str], object], table: DispatchTable) -> None:
@@ -438,37 +421,26 @@ def _emit_instantiations(w: Callable[[str], object], table: DispatchTable) -> No
         w("\n".join(inst) + "\n#endif\n")
 
 
-def _emit_groups(w, table: DispatchTable, precisions: list, shapes: list) -> None:
+def _emit_groups(w: Callable[[str], object], table: DispatchTable) -> None:
     """Per (precision, shape) group (precision * kNumShapes + shape), its points and its kernels, in table order:
     the lookup visits only the problem's group."""
-    d = table.data
-    groups = [(p, s) for p in precisions for s in shapes]
-    for name, items in (("Point", d["points"]), ("Kernel", d["kernels"])):
-        order: list[int] = []
-        begin: list[int] = []
-        for g in groups:
-            begin.append(len(order))
-            order += [i for i, x in enumerate(items) if (x["precision"], x["shape"]) == g]
-        w(
-            f"inline constexpr int kGroup{name}s[{max(1, len(order))}] = {{{', '.join(map(str, order or [0]))}}};"
-            f"  // {name.lower()} indices by group\n"
-        )
-        w(
-            f"inline constexpr int kGroup{name}Begin[{len(groups) + 1}] = {{{', '.join(map(str, begin + [len(order)]))}}};\n"
-        )
+    for name, items in (("Point", table.data["points"]), ("Kernel", table.data["kernels"])):
+        order, begin = _by_group(items, table)
+        w(_decl("int", f"kGroup{name}s", order) + f"  // {name.lower()} indices by group\n")
+        w(_decl("int", f"kGroup{name}Begin", begin) + "\n")
 
 
-def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisions: list, shapes: list) -> None:
+def _emit_model(w: Callable[[str], object], table: DispatchTable) -> None:
     """The selection model's arrays (structure mode "model"; zeros and kModelMode false otherwise)."""
     d = table.data
     model = d.get("model") or {}
     st = d.get("structure") or {}
-    nf = model_count(len(names), len(table_sizes))
-    ntab = max(1, len(table_sizes))
+    nf = model_count(len(table.size_names), len(table.table_sizes))
+    ntab = max(1, len(table.table_sizes))
     kernels = d["kernels"]
     per = list(model.get("kernels") or [None] * len(kernels))
     w(
-        f"inline constexpr bool kModelMode = {'true' if st.get('mode') == 'model' else 'false'};"
+        f"inline constexpr bool kModelMode = {_bool(st.get('mode') == 'model')};"
         "  // structure mode: answers off the tuned points by the selection model (rule 4'')\n"
     )
     w(f"inline constexpr int kModelFeatures = {nf};\n")
@@ -478,23 +450,17 @@ def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisi
         f"inline constexpr long long kModelMargin = {_ll(model_margin(float(st.get('library_margin', 0.0))))};"
         "  // log2(1 + library margin), 32 fractional bits\n"
     )
-    w(
-        f"inline constexpr bool kModelHas[{max(1, len(kernels))}] = "
-        f"{{{', '.join('true' if m else 'false' for m in per) or 'false'}}};\n"
-    )
-    w(f"inline constexpr long long kModelTiles[{max(1, len(kernels))}][{ntab}] = {{\n")
-    for m in per or [None]:
-        w(f"  {_arr((m or {}).get('tiles') or [1] * ntab)},\n")
-    w("};\n")
-    w(f"inline constexpr long long kModelCoef[{max(1, len(kernels))}][{nf}] = {{\n")
-    for m in per or [None]:
-        w(f"  {_arr((m or {}).get('coef') or [0] * nf)},\n")
-    w("};\n")
-    groups = [f"{p}:{s}" for p in precisions for s in shapes]
+    w(f"inline constexpr bool kModelHas[{max(1, len(kernels))}] = {{{', '.join(map(_bool, per)) or 'false'}}};\n")
+    for name, key, blank in (("kModelTiles", "tiles", [1] * ntab), ("kModelCoef", "coef", [0] * nf)):
+        w(f"inline constexpr long long {name}[{max(1, len(kernels))}][{len(blank)}] = {{\n")
+        for m in per or [None]:
+            w(f"  {_arr((m or {}).get(key) or blank)},\n")
+        w("};\n")
+    groups = [f"{p}:{s}" for p in table.precisions for s in table.shapes]
     lib = model.get("library") or {}
     w(
         f"inline constexpr bool kModelLibraryHas[{len(groups)}] = "
-        f"{{{', '.join('true' if g in lib else 'false' for g in groups)}}};  // per precision * kNumShapes + shape\n"
+        f"{{{', '.join(_bool(g in lib) for g in groups)}}};  // per precision * kNumShapes + shape\n"
     )
     w(f"inline constexpr long long kModelLibrary[{len(groups)}][{nf}] = {{\n")
     for g in groups:
@@ -502,19 +468,14 @@ def _emit_model(w, table: DispatchTable, names: list, table_sizes: list, precisi
     w("};\n\n")
 
 
-def _emit_group_points(w, table: DispatchTable, precisions: list, shapes: list) -> None:
+def _emit_group_points(w: Callable[[str], object], table: DispatchTable) -> None:
     """The tuned points' logs by size in group order (kGroupPoints: position g), contiguous for the distance loops,
     and a hash table of the positions by group and sizes (the exact point, rule 2)."""
     d = table.data
-    names, table_sizes = list(table.size_names), list(table.table_sizes)
-    near = [names.index(n) for n in table_sizes]
-    tie = [i for i in range(len(names)) if i not in near]
-    order: list[int] = []
-    groups: list[int] = []  # per group position, its group
-    for k, g in enumerate([(p, s) for p in precisions for s in shapes]):
-        members = [i for i, x in enumerate(d["points"]) if (x["precision"], x["shape"]) == g]
-        order += members
-        groups += [k] * len(members)
+    names = list(table.size_names)
+    near, tie = _dims(table)
+    order, begin = _by_group(d["points"], table)
+    groups = [k for k, (a, b) in enumerate(pairwise(begin)) for _ in range(a, b)]  # per group position
     logs = [[ilog2_fx(int(p["sizes"][n])) for n in names] for p in (d["points"][i] for i in order)]
     for name, dims_of, what in (("kGroupLogs", near, "table"), ("kGroupTieLogs", tie, "tie")):
         pad = LANES if name == "kGroupLogs" else 0  # the distance loop reads kLanes points at a time
@@ -531,16 +492,9 @@ def _emit_group_points(w, table: DispatchTable, precisions: list, shapes: list) 
         f"inline constexpr int kExactSlot[{len(slots)}] = {{{','.join(map(str, slots))}}};"
         "  // the tuned points' group positions by exact_hash of their group and sizes (-1: none)\n"
     )
-    regions: list[int] = []
-    begin: list[int] = []
-    for g in [(p, s) for p in precisions for s in shapes]:
-        begin.append(len(regions))
-        regions += [i for i, r in enumerate(d["regions"]) if (r["precision"], r["shape"]) == g]
-    w(
-        f"inline constexpr int kGroupRegions[{max(1, len(regions))}] = {{{', '.join(map(str, regions or [0]))}}};"
-        "  // region indices by group, in table order\n"
-        f"inline constexpr int kGroupRegionBegin[{len(begin) + 1}] = {{{', '.join(map(str, begin + [len(regions)]))}}};\n\n"
-    )
+    regions, begin = _by_group(d["regions"], table)
+    w(_decl("int", "kGroupRegions", regions) + "  // region indices by group, in table order\n")
+    w(_decl("int", "kGroupRegionBegin", begin) + "\n\n")
 
 
 def _exact_slots(groups: list[int], dims: list[list[int]]) -> tuple[int, list[int]]:

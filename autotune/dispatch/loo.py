@@ -25,16 +25,8 @@ from autotune.dispatch.table import STRUCTURES, Answers, Provenance, Structure, 
 from autotune.analysis.setcover import select
 from autotune.analysis.winners import Criteria, PerfMatrix, winners
 
-TOL_TABLE_COLUMNS = (
-    "method",
-    "bk",
-    "tol",
-    "kernels",
-    "worst_loss",
-    "mean_loss",
-    "loo_worst_loss",
-    "loo_measured",
-    "loo_structure",
+TOL_TABLE_COLUMNS = tuple(
+    "method bk tol kernels worst_loss mean_loss loo_worst_loss loo_measured loo_structure".split()
 )
 
 

@@ -34,22 +34,17 @@ TILE_PREFIXES = ("B", "BLK_", "TILE_")
 def tiles_of(params: Mapping[str, Any], table_sizes: Sequence[str]) -> tuple[int, ...]:
     """A kernel's tile per table size from its parameters: BX, BLK_X or TILE_X for size x (first found, a
     positive integer), else 1."""
-    out = []
-    for name in table_sizes:
-        tile = 1
-        for prefix in TILE_PREFIXES:
-            raw = params.get(prefix + name.upper())
-            if raw is None:
-                continue
-            try:
-                value = int(raw)
-            except (TypeError, ValueError):
-                continue
-            if value >= 1:
-                tile = value
-                break
-        out.append(tile)
-    return tuple(out)
+
+    def tile(raw: Any) -> int:
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            return 0
+
+    return tuple(
+        next((t for prefix in TILE_PREFIXES if (t := tile(params.get(prefix + name.upper()))) >= 1), 1)
+        for name in table_sizes
+    )
 
 
 @lru_cache(maxsize=200_000)

@@ -20,7 +20,7 @@ from autotune.analysis.winners import Criteria, Layout, perf_matrix, winners
 def home_mask(frame: pd.DataFrame) -> np.ndarray:
     """Per row of a Store.measurements() frame: True where the instance's space `serves` the point (or the space
     has no `serves`, or cannot be read: then every measurement counts as home)."""
-    from autotune.dispatch.validity import expr_values, expr_env
+    from autotune.dispatch.validity import expr_env, expr_values, recorded_params
     from autotune.space.spec import load_space
 
     home = np.ones(len(frame), dtype=bool)
@@ -36,13 +36,7 @@ def home_mask(frame: pd.DataFrame) -> np.ndarray:
             continue
         at = pos[frame.index.get_indexer(rows.index)]
         for (_iid, precision), group in rows.groupby(["instance_id", "precision"], sort=False):
-            first = group.iloc[0]
-            params = {}
-            for p in space.param_names:
-                col = p if p in group.columns else f"param_{p}"
-                if col in group.columns and not pd.isna(first[col]):
-                    v = first[col]
-                    params[p] = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
+            params = recorded_params(space, group.iloc[0])
             try:
                 env = {
                     **expr_values(space, params, str(precision)),

@@ -215,7 +215,7 @@ def _kernel_rows(
     for iid, precision, shape in kernels:
         ki = info.get((iid, precision, shape)) or KernelInfo(space="", name=iid)
         valid = [{key: int(value)} for key, value in ki.valid]
-        validity_bounds(valid, names)  # reject unknown predicates now, not at lookup time
+        validity_bounds(valid, names)  # raises for an unknown one
         kernel_rows.append(
             {
                 "instance_id": iid,
@@ -315,12 +315,9 @@ def _group_regions(
     """One group's region records: boxes of table sizes around each point's answer (`_regions`)."""
     w, lib, tol = ctx.w, ctx.lib, ctx.w.criteria.tol
     ref = np.fmin(w.best_ms[all_rows], lib[all_rows])  # best of the measured instances and the library
+    times = {kern: w.matrix.median[all_rows, c] for c, kern in group_kernels.items()} | {LIBRARY: lib[all_rows]}
     with np.errstate(invalid="ignore"):
-        good = {
-            kern: np.nan_to_num(w.matrix.median[all_rows, c], nan=np.inf) * (1.0 - tol) <= ref * (1.0 + 1e-12)
-            for c, kern in group_kernels.items()
-        }
-        good[LIBRARY] = np.nan_to_num(lib[all_rows], nan=np.inf) * (1.0 - tol) <= ref * (1.0 + 1e-12)
+        good = {kern: np.nan_to_num(t, nan=np.inf) * (1.0 - tol) <= ref * (1.0 + 1e-12) for kern, t in times.items()}
     table_sizes = w.matrix.layout.table_sizes
     return [
         {

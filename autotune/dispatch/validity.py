@@ -47,6 +47,21 @@ def expr_values(space: Any, params: Mapping[str, Any], precision: str) -> dict[s
     return env
 
 
+def recorded_params(space: Any, row: Any) -> dict[str, Any]:
+    """An instance's parameters from one of its measurement rows (a pandas Series): the column named as the
+    parameter, else param_NAME; one the row lacks (an instance measured before the parameter existed) is left out,
+    a whole float is an int."""
+    import pandas as pd
+
+    params = {}
+    for p in space.param_names:
+        col = p if p in row.index else f"param_{p}"
+        if col in row.index and not pd.isna(row[col]):
+            v = row[col]
+            params[p] = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v
+    return params
+
+
 @lru_cache(maxsize=None)
 def _env_names(kind: Any) -> tuple[tuple[str, int], ...] | None:
     """(expression name, size index) pairs of a kind's `env`: which size each name reads, found by probing the
@@ -123,8 +138,11 @@ def _call(pred: Predicate, dims: np.ndarray) -> np.ndarray:
     return np.asarray(pred(*(dims[:, j] for j in range(dims.shape[1]))), dtype=bool)
 
 
-def _product(axes: list[np.ndarray]) -> np.ndarray:
-    return np.stack([g.ravel() for g in np.meshgrid(*axes, indexing="ij")], axis=1)
+def _grid(axes: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
+    """Every combination of the axes' values, or MAX_GRID drawn at random where there are more."""
+    if math.prod(len(a) for a in axes) <= MAX_GRID:
+        return np.stack([g.ravel() for g in np.meshgrid(*axes, indexing="ij")], axis=1)
+    return np.stack([rng.choice(a, MAX_GRID) for a in axes], axis=1)
 
 
 def _witness(
@@ -146,10 +164,7 @@ def _witness(
             base |= {v - 1, v, v + 1}
     axis = np.array(sorted(x for x in base if 1 <= x <= PROBE_MAX), dtype=np.int64)
     axes = [np.array([1, 2, 1000], dtype=np.int64) if t else axis for t in tie]
-    if math.prod(len(a) for a in axes) <= MAX_GRID:
-        grid = _product(axes)
-    else:  # many sizes: a random sample of the grid
-        grid = np.stack([rng.choice(a, MAX_GRID) for a in axes], axis=1)
+    grid = _grid(axes, rng)
     ok = _call(pred, grid)
     return grid[np.argmax(ok)] if ok.any() else None
 
@@ -187,9 +202,7 @@ def derive(
         if len(held) == 0:  # the witness itself holds: cannot happen unless the predicate is not a function
             return None
         lo, hi = int(held.min()), int(held.max())
-        g = 0
-        for v in held:
-            g = math.gcd(g, int(v))
+        g = math.gcd(*held.tolist())
         unbounded = hi == int(scan.max())
         expect = scan[(scan >= lo) & ((scan <= hi) | unbounded) & (scan % g == 0)]
         if len(expect) != len(held) or (expect != held).any():
@@ -206,12 +219,7 @@ def derive(
         crit.append({x for x in c if 1 <= x})
     rng = np.random.default_rng(seed)
     n = len(names)
-    crit_axes = [np.array(sorted(c), dtype=np.int64) for c in crit]
-    check = [
-        _product(crit_axes)
-        if math.prod(len(a) for a in crit_axes) <= MAX_GRID
-        else np.stack([rng.choice(a, MAX_GRID) for a in crit_axes], axis=1)
-    ]
+    check = [_grid([np.array(sorted(c), dtype=np.int64) for c in crit], rng)]
     big = np.exp(rng.uniform(0, math.log(PROBE_MAX), (20000, n))).astype(np.int64)
     bat = np.exp(rng.uniform(0, math.log(2**24), (20000, n))).astype(np.int64)
     check.append(np.maximum(np.where(tie, bat, big), 1))
