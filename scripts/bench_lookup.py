@@ -247,7 +247,9 @@ def main() -> int:
                 f"agree {r['agree']}/{r['queries']}",
                 flush=True,
             )
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
+    from autotune.sweep.provenance import git_commit  # AUTOTUNE_GIT_COMMIT where the tree was copied without .git
+
+    commit = (git_commit() or "")[:7]
     cxx_version = subprocess.run([args.cxx, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     report = {
         "what": "lookup alone per call: the generated C++ header (g++ -O2) and Python module (python -I -S)",
