@@ -28,3 +28,9 @@ else:  # installed: built-ins are package data; what a user makes goes where the
     RESULTS_DIR = Path.cwd() / "results"
     CONFIGS_DIR = Path.cwd() / "configs"
     CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autotune"
+
+
+def sqlite_files(path: "str | Path") -> list[Path]:
+    """A SQLite database file, then the files SQLite may keep beside it (write-ahead log, its shared memory, the
+    rollback journal): what removing or claiming a database means."""
+    return [Path(f"{path}{end}") for end in ("", "-wal", "-shm", "-journal")]

@@ -48,6 +48,7 @@ def import_kerneltuner(
     from autotune.interop.kt_store import import_cache
     from autotune.outfiles import check_writable
     from autotune.space.spec import load_space
+    from autotune.paths import sqlite_files
     from autotune.store.engine import database_url, sqlite_path
     from autotune.store.store import Store
 
@@ -56,7 +57,7 @@ def import_kerneltuner(
     db_file = sqlite_path(database_url(db, write=True))
     new_space = [space_out or cache.with_suffix(".space.yaml")] if space is None else []
     check_writable(([Path(db_file)] if db_file else []) + new_space)
-    made = [Path(f"{db_file}{end}") for end in ("", "-wal", "-shm", "-journal") if db_file] + new_space
+    made = (sqlite_files(db_file) if db_file else []) + new_space
     made = [p for p in made if not p.exists()]
     try:
         with Store.open(db) as store:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import UserError
+from autotune.paths import sqlite_files
 from autotune.interop.kt_args import read_strategy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -292,7 +293,7 @@ def _replay_backend(
 
     planned = _planned(cfg)  # the cache's configurations outside the call's space are not even stored
     replayed = folder / REPLAYED
-    for stale in [replayed, *(replayed.with_name(replayed.name + end) for end in ("-wal", "-shm", "-journal"))]:
+    for stale in sqlite_files(replayed):
         stale.unlink(missing_ok=True)
     with Store.open(f"sqlite:///{replayed}") as source:
         store_cache(call.replayed, call.cache_path, source, space, sizes=sizes, keep=planned.__contains__)  # type: ignore[arg-type]

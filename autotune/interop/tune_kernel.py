@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import UserError
+from autotune.paths import sqlite_files
 from autotune.interop.kt_args import (
     LANGS,
     check_tune_call,
@@ -91,9 +92,9 @@ GENERATED = (
     "space.yaml",
     "sweep.yaml",
     "nvcc",  # the folder of a retry with nvcc (autotune.interop.kt_sweep)
-    *(f"replayed.sqlite{end}" for end in ("", "-wal", "-shm", "-journal")),  # simulation mode's cache (kt_sweep)
+    *(p.name for p in sqlite_files("replayed.sqlite")),  # simulation mode's cache (kt_sweep)
 )
-DATABASE = ("results.sqlite", "results.sqlite-wal", "results.sqlite-shm", "results.sqlite-journal")
+DATABASE = tuple(p.name for p in sqlite_files("results.sqlite"))
 
 
 def safe_name(kernel_name: str) -> str:

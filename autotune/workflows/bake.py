@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autotune.errors import UserError
+from autotune.paths import sqlite_files
 from autotune.store.decompress import file_kind
 from autotune.store.engine import StoreError
 
@@ -156,8 +157,8 @@ def _plain(path: Path) -> bool:
 
 
 def _drop_sidecars(path: Path) -> None:
-    for extra in ("-wal", "-shm", "-journal"):
-        Path(f"{path}{extra}").unlink(missing_ok=True)
+    for extra in sqlite_files(path)[1:]:
+        extra.unlink(missing_ok=True)
 
 
 def _one_file(path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from autotune import stopping
 from autotune.errors import UserError
+from autotune.paths import sqlite_files
 
 if TYPE_CHECKING:
     from autotune.store.store import Store
@@ -118,8 +119,8 @@ def _remove_unused(made: list[Path]) -> None:
                 return
     except sqlite3.Error:
         return  # not the store's schema: left as it is
-    for extra in ("", "-journal", "-wal", "-shm"):
-        Path(f"{made[0]}{extra}").unlink(missing_ok=True)
+    for file in sqlite_files(made[0]):
+        file.unlink(missing_ok=True)
     for folder in made[1:]:
         with contextlib.suppress(OSError):  # (not empty: something else is there now)
             folder.rmdir()
